@@ -1,0 +1,32 @@
+# qos-guard: `make run` starts the webhook with a local CA, `make test` installs and runs every check.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+
+.PHONY: install run test lint typecheck unit bench clean
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	@rm -f $(VENV)/.installed-*
+	@touch $@
+
+install: $(STAMP)
+
+run: install
+	$(BIN)/qos-guard serve
+
+lint: install
+	$(BIN)/ruff check webhook tests bench
+	$(BIN)/mypy webhook
+
+test: lint
+	$(BIN)/pytest
+
+bench: install
+	$(BIN)/python -m bench
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

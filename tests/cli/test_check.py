@@ -1,0 +1,166 @@
+"""``qos-guard check`` over real files: every workload kind, every format, exit codes, bad input."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from xml.etree import ElementTree as ET
+
+import jsonschema
+import pytest
+
+from tests.cli.conftest import CORPUS, FIXTURES, MANIFESTS, Run
+
+WORKLOADS = str(MANIFESTS / "workloads.yaml")
+
+
+def test_text_lines_name_file_line_object_rule(qos_guard: Run) -> None:
+    out = qos_guard("check", WORKLOADS)
+    assert out.returncode == 1
+    lines = out.stdout.splitlines()
+    assert f"{WORKLOADS}:13: Pod/fractional: cpu-not-integer: container \"vllm\" (spec.containers[0]): " \
+           "cpu limit 1500m is not a whole number of CPUs; use 1 or 2" in lines
+    found = {tuple(line.split(": ")[1:3]) for line in lines}
+    assert found == {
+        ("Pod/fractional", "cpu-not-integer"),
+        ("Deployment/unequal", "requests-not-equal-limits"),
+        ("DaemonSet/nolimits", "limits-missing"),
+        ("ReplicaSet/badquantity", "invalid-quantity"),
+        ("Job/sidecar", "limits-missing"),
+        ("CronJob/nightly", "cpu-not-integer"),
+        ("PodTemplate/tmpl", "requests-not-equal-limits"),
+    }
+    assert all(re.match(r"^.+:\d+: \w+/[\w-]+: [a-z-]+: ", line) for line in lines)
+    assert "9 objects checked" in out.stderr
+
+
+def test_compliant_only_exits_zero(qos_guard: Run, tmp_path: Path) -> None:
+    good = tmp_path / "good.yaml"
+    good.write_text("kind: Pod\nmetadata: {name: ok}\nspec:\n  containers:\n  - name: a\n"
+                    "    resources: {limits: {cpu: 2, memory: 1Gi}}\n")
+    out = qos_guard("check", str(good))
+    assert (out.returncode, out.stdout) == (0, "")
+
+
+def test_folders_recursive_and_errors_named(qos_guard: Run) -> None:
+    out = qos_guard("check", str(MANIFESTS), "--format", "json")
+    assert out.returncode == 1
+    report = json.loads(out.stdout)
+    errors = {(Path(e["file"]).name, e["line"]): e["message"] for e in report["errors"]}
+    assert errors[("broken.yaml", 16)] == 'YAML does not parse: mapping key "name" already defined at line 15'
+    assert "spec.template.spec.containers: expected a list" in errors[("malformed.yml", 8)]
+    assert any(name == "unclosed.yaml" for name, _ in errors)
+    names = {v["name"] for v in report["violations"]}
+    assert {"in-list", "before-error", "fractional"} <= names  # JSON List items and docs before an error
+    assert report["summary"] == {"objects": 11, "violations": len(report["violations"]), "errors": 3}
+
+
+def test_json_shape(qos_guard: Run) -> None:
+    report = json.loads(qos_guard("check", WORKLOADS, "--format", "json").stdout)
+    v = next(v for v in report["violations"] if v["name"] == "unequal")
+    assert v == {
+        "file": WORKLOADS, "line": 27, "kind": "Deployment", "namespace": None, "name": "unequal",
+        "container": "server", "path": "spec.template.spec.containers[0].resources.requests.cpu",
+        "rule": "requests-not-equal-limits", "fixable": True,
+        "message": 'container "server" (spec.template.spec.containers[0]): cpu request 1 differs from its '
+                   "limit 2; set resources.requests.cpu to 2",
+    }
+    assert next(v for v in report["violations"] if v["name"] == "fractional")["namespace"] == "llm"
+
+
+def test_mutate_mode_reports_only_what_mutation_cannot_fix(qos_guard: Run) -> None:
+    out = qos_guard("check", WORKLOADS, "--mode", "mutate", "--format", "json")
+    report = json.loads(out.stdout)
+    remaining = {(v["name"], v["rule"]) for v in report["violations"]}
+    assert ("Deployment", "unequal") not in remaining and ("unequal", "requests-not-equal-limits") not in remaining
+    assert ("nolimits", "limits-missing") not in remaining  # limits set from requests
+    assert ("fractional", "cpu-not-integer") in remaining
+    assert ("badquantity", "invalid-quantity") in remaining
+    assert {n["name"] for n in report["notices"]} >= {"unequal", "nolimits", "tmpl"}
+    assert out.returncode == 1
+    text = qos_guard("check", WORKLOADS, "--mode", "mutate").stdout
+    assert ": Deployment/unequal: notice: container \"server\": set resources.requests.cpu to 2 (its limit)" in text
+
+
+def test_warn_mode_reports_everything_and_exits_zero(qos_guard: Run) -> None:
+    out = qos_guard("check", WORKLOADS, "--mode", "warn")
+    assert out.returncode == 0
+    assert len(out.stdout.splitlines()) == len(qos_guard("check", WORKLOADS).stdout.splitlines())
+
+
+def test_stdin(qos_guard: Run) -> None:
+    text = Path(WORKLOADS).read_text()
+    out = qos_guard("check", "-", stdin=text)
+    assert out.returncode == 1 and out.stdout.startswith("<stdin>:")
+    listing = (MANIFESTS / "nested" / "list.json").read_text()
+    out = qos_guard("check", "--format", "json", "-", stdin=listing)
+    assert json.loads(out.stdout)["violations"][0]["name"] == "in-list"
+
+
+def test_sarif_validates_against_schema(qos_guard: Run) -> None:
+    out = qos_guard("check", str(MANIFESTS), "--format", "sarif")
+    doc = json.loads(out.stdout)
+    schema = json.loads((FIXTURES / "sarif-2.1.0-excerpt.schema.json").read_text())
+    jsonschema.validate(doc, schema, format_checker=jsonschema.FormatChecker())
+    results = doc["runs"][0]["results"]
+    assert {r["ruleId"] for r in results} >= {"cpu-not-integer", "limits-missing", "invalid-quantity"}
+    assert all(r["locations"][0]["physicalLocation"]["region"]["startLine"] >= 1 for r in results)
+    assert len(doc["runs"][0]["invocations"][0]["toolExecutionNotifications"]) == 3
+
+
+def test_junit(qos_guard: Run) -> None:
+    root = ET.fromstring(qos_guard("check", WORKLOADS, "--format", "junit").stdout)
+    suite = root.find("testsuite")
+    assert suite is not None
+    failures = suite.findall("testcase/failure")
+    assert int(suite.get("failures", "0")) == len(failures) >= 7
+    assert {f.get("type") for f in failures} >= {"cpu-not-integer", "invalid-quantity"}
+    assert any(tc.get("name") == "Pod/fractional" for tc in suite.findall("testcase"))
+
+
+def test_github_annotations(qos_guard: Run) -> None:
+    lines = qos_guard("check", WORKLOADS, "--format", "github").stdout.splitlines()
+    assert f"::error file={WORKLOADS},line=13,title=cpu-not-integer::Pod/fractional: container \"vllm\" " \
+           "(spec.containers[0]): cpu limit 1500m is not a whole number of CPUs; use 1 or 2" in lines
+    assert all(line.startswith("::error ") for line in lines)
+
+
+@pytest.mark.parametrize("args", [["check"], ["check", "x.yaml", "--format", "xml"], ["check", "--mode", "audit", "x"],
+                                  ["frobnicate"]])
+def test_usage_errors_exit_2(qos_guard: Run, args: list[str]) -> None:
+    out = qos_guard(*args)
+    assert out.returncode == 2 and "usage:" in out.stderr
+
+
+def test_missing_file_exit_2_rest_still_checked(qos_guard: Run, tmp_path: Path) -> None:
+    good = tmp_path / "good.yaml"
+    good.write_text("kind: Pod\nmetadata: {name: ok}\nspec: {containers: [{name: a, resources: {limits: {cpu: 1, memory: 1Gi}}}]}\n")
+    out = qos_guard("check", str(tmp_path / "nope.yaml"), str(good))
+    assert out.returncode == 2
+    assert "nope.yaml:0: error: no such file or directory" in out.stdout
+
+
+def test_bad_config_exit_2_naming_key(qos_guard: Run, tmp_path: Path) -> None:
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("policy:\n  smtAlignment: two\n")
+    out = qos_guard("check", WORKLOADS, "--config", str(cfg))
+    assert out.returncode == 2 and "policy.smtAlignment" in out.stderr
+
+
+def test_config_changes_verdict(qos_guard: Run, tmp_path: Path) -> None:
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("policy:\n  fractionalCPUContainers: [vllm, batch]\n")
+    report = json.loads(qos_guard("check", WORKLOADS, "--config", str(cfg), "--format", "json").stdout)
+    assert "cpu-not-integer" not in {v["rule"] for v in report["violations"]}
+
+
+@pytest.mark.skipif(not CORPUS.is_dir(), reason="shared corpus not present")
+def test_corpus(qos_guard: Run) -> None:
+    out = qos_guard("check", str(CORPUS), "--format", "json")
+    assert out.returncode == 1
+    report = json.loads(out.stdout)
+    bad = {Path(e["file"]).name for e in report["errors"]}
+    assert {"etcd-controller.yaml", "openshift-controller.yaml", "statefulset-ondelete.yaml"} <= bad
+    assert all(e["line"] > 0 for e in report["errors"])
+    assert report["summary"]["objects"] > 400 and report["summary"]["violations"] > 100

@@ -1,0 +1,67 @@
+"""Configuration: defaults, every key, and errors that name the key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from webhook.config import Config, ConfigError, load_config, parse_config
+
+
+def test_full_config(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text("""
+policy:
+  fractionalCPUContainers: [istio-proxy]
+  podLevelResources: allow
+  smtAlignment: 2
+  numa: {scope: pod, cpus: 32, memory: 240Gi, devices: {nvidia.com/gpu: 4}}
+mutation: {setLimitsFromRequests: false, cpuRounding: up}
+exemptions: {namespaces: [ops], usernames: ["system:admin"], runtimeClassNames: [kata]}
+""")
+    cfg = load_config(path)
+    assert cfg.policy.fractional_cpu_containers == {"istio-proxy"}
+    assert cfg.policy.smt_alignment == 2
+    assert cfg.policy.numa is not None and cfg.policy.numa.cpus == 32_000
+    assert cfg.policy.numa.devices == {"nvidia.com/gpu": 4000}
+    assert cfg.mutation.cpu_rounding == "up" and not cfg.mutation.set_limits_from_requests
+    assert cfg.exemptions.runtime_class_names == {"kata"}
+
+
+def test_empty_file_is_defaults(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text("")
+    assert load_config(path) == Config()
+    assert load_config(None) == Config()
+
+
+@pytest.mark.parametrize(("raw", "key"), [
+    ({"polcy": {}}, "polcy"),
+    ({"policy": {"smtAlignment": 0}}, "policy.smtAlignment"),
+    ({"policy": {"smtAlignment": True}}, "policy.smtAlignment"),
+    ({"policy": {"podLevelResources": "maybe"}}, "policy.podLevelResources"),
+    ({"policy": {"fractionalCPUContainers": "istio-proxy"}}, "policy.fractionalCPUContainers"),
+    ({"policy": {"numa": {"scope": "socket", "cpus": 4}}}, "policy.numa.scope"),
+    ({"policy": {"numa": {"cpus": "lots"}}}, "policy.numa.cpus"),
+    ({"policy": {"numa": {"cpus": 4, "gpus": 1}}}, "policy.numa.gpus"),
+    ({"policy": {"numa": {}}}, "policy.numa"),
+    ({"mutation": {"cpuRounding": "down"}}, "mutation.cpuRounding"),
+    ({"mutation": {"setLimitsFromRequests": "yes"}}, "mutation.setLimitsFromRequests"),
+    ({"exemptions": {"users": []}}, "exemptions.users"),
+    ({"exemptions": {"namespaces": [1]}}, "exemptions.namespaces"),
+    (["policy"], "configuration"),
+])
+def test_bad_values_name_the_key(raw: object, key: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_config(raw)
+    assert str(err.value).startswith(key)
+
+
+def test_unreadable_and_bad_yaml(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_config(tmp_path / "missing.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("policy: [\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config(bad)

@@ -1,0 +1,112 @@
+"""The mutation: examples, and the properties SPEC §5 promises, over generated pod specs."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import jsonpatch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tests.helpers import container, pod, rl
+from webhook.config import Config, parse_config
+from webhook.engine import Mode, evaluate
+from webhook.mutation import apply_changes, json_patch, plan_changes
+from webhook.podspec import COMPUTE, build_pod_spec
+from webhook.quantity import QuantityError, parse_quantity
+from webhook.rules import run_rules
+
+CPUS = ["1", "2", "500m", "1500m", "2000m", "0.5", "3", "0", "4e0", "1.0001", "1K", "-1"]
+MEMS = ["1Gi", "1024Mi", "512Mi", "2G", "0", "1e9", "1ki", "100"]
+
+
+def resource_list(values: list[str]) -> st.SearchStrategy[dict[str, str]]:
+    return st.fixed_dictionaries({}, optional={"cpu": st.sampled_from(values), "memory": st.sampled_from(MEMS)})
+
+
+containers = st.builds(
+    lambda name, req, lim, sidecar: container(name, req, lim) | ({"restartPolicy": "Always"} if sidecar else {}),
+    st.sampled_from(["app", "istio-proxy", "init", "x"]), resource_list(CPUS), resource_list(CPUS), st.booleans())
+pods = st.builds(lambda cs, inits: pod(*cs, init=inits), st.lists(containers, min_size=1, max_size=3),
+                 st.lists(containers, max_size=2))
+configs = st.builds(
+    lambda limits, rounding, fractional: parse_config({"mutation": {"setLimitsFromRequests": limits,
+                                                                    "cpuRounding": rounding},
+                                                       "policy": {"fractionalCPUContainers": fractional}}),
+    st.booleans(), st.sampled_from(["none", "up"]), st.sampled_from([[], ["istio-proxy"]]))
+
+
+def milli(value: Any) -> int | None:
+    try:
+        return parse_quantity(str(value)).milli
+    except QuantityError:
+        return None
+
+
+def mutate(manifest: dict[str, Any], config: Config) -> dict[str, Any]:
+    return apply_changes(manifest, plan_changes(manifest["spec"], ("spec",), config))  # type: ignore[no-any-return]
+
+
+@given(pods, configs)
+def test_patch_applied_to_original_gives_mutated(manifest: dict[str, Any], config: Config) -> None:
+    mutated = mutate(manifest, config)
+    assert jsonpatch.apply_patch(manifest, json_patch(manifest, mutated)) == mutated
+
+
+@given(pods, configs)
+def test_mutating_twice_changes_nothing(manifest: dict[str, Any], config: Config) -> None:
+    once = mutate(manifest, config)
+    assert plan_changes(once["spec"], ("spec",), config) == []
+
+
+@given(pods, configs)
+def test_limit_never_lowered_and_request_never_above_limit(manifest: dict[str, Any], config: Config) -> None:
+    before = copy.deepcopy(manifest)
+    mutated = mutate(manifest, config)
+    assert manifest == before  # the input is not modified
+    for group in ("containers", "initContainers"):
+        for old, new in zip(manifest["spec"].get(group, []), mutated["spec"].get(group, []), strict=True):
+            for resource in COMPUTE:
+                old_limit = milli(old["resources"].get("limits", {}).get(resource))
+                new_limit = milli(new["resources"].get("limits", {}).get(resource))
+                new_request = milli(new["resources"].get("requests", {}).get(resource))
+                if old_limit is not None and old_limit > 0:
+                    assert new_limit is not None and new_limit >= old_limit
+                if new_request is not None and new_limit is not None and new_limit > 0 and new_request >= 0:
+                    assert new_request <= new_limit
+
+
+@given(pods, configs)
+def test_mutated_spec_passes_unless_reported_unfixable(manifest: dict[str, Any], config: Config) -> None:
+    verdict = evaluate(manifest, config, Mode.ENFORCE)
+    mutated = mutate(manifest, config)
+    left = {(v.rule, v.subject) for v in run_rules(build_pod_spec(mutated["spec"], "spec"), config.policy)}
+    for _, finding in verdict.violations:
+        key = (finding.violation.rule, finding.violation.subject)
+        assert (key in left) is (not finding.fixable)
+    # Nothing new appears: every remaining violation was there before the mutation.
+    assert left <= {(f.violation.rule, f.violation.subject) for _, f in verdict.violations}
+
+
+def test_example_changes_and_messages() -> None:
+    manifest = pod(container("vllm", rl("1", "8Gi"), rl("2", "8Gi")), container("side", rl("100m", "64Mi"), None))
+    changes = plan_changes(manifest["spec"], ("spec",), Config())
+    assert [(c.path, c.new) for c in changes] == [
+        ("spec.containers[0].resources.requests.cpu", "2"),
+        ("spec.containers[1].resources.limits.cpu", "100m"),
+        ("spec.containers[1].resources.limits.memory", "64Mi")]
+    assert changes[0].message == 'container "vllm": set resources.requests.cpu to 2 (its limit)'
+
+
+def test_cpu_rounding_up_raises_limit_and_request() -> None:
+    config = parse_config({"mutation": {"cpuRounding": "up"}})
+    manifest = pod(container("a", rl("1500m", "1Gi"), rl("1500m", "1Gi")))
+    mutated = mutate(manifest, config)
+    assert mutated["spec"]["containers"][0]["resources"] == {"requests": rl("2", "1Gi"), "limits": rl("2", "1Gi")}
+    assert run_rules(build_pod_spec(mutated["spec"], "spec"), config.policy) == []
+
+
+def test_no_limits_from_requests_when_disabled() -> None:
+    config = parse_config({"mutation": {"setLimitsFromRequests": False}})
+    assert plan_changes(pod(container("a", rl("1", "1Gi"), None))["spec"], ("spec",), config) == []

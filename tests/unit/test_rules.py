@@ -1,0 +1,148 @@
+"""Each rule on its own: what fires, on which container and field, and what the message tells."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.helpers import container, guaranteed, pod, rl
+from webhook.config import Config, NumaPolicy, Policy, parse_config
+from webhook.podspec import build_pod_spec
+from webhook.rules import RULE_IDS, Violation, run_rules
+
+
+def violations(manifest: dict[str, Any], policy: Policy | None = None) -> list[Violation]:
+    return run_rules(build_pod_spec(manifest["spec"], "spec"), policy or Policy())
+
+
+def rules_of(manifest: dict[str, Any], policy: Policy | None = None) -> list[tuple[str, str]]:
+    return [(v.rule, v.path) for v in violations(manifest, policy)]
+
+
+def test_rule_ids_are_the_spec_table() -> None:
+    assert set(RULE_IDS) == {"limits-missing", "requests-not-equal-limits", "invalid-quantity",
+                             "cpu-not-integer", "pod-level-resources", "smt-misaligned", "numa-unfit"}
+
+
+def test_guaranteed_whole_cpu_pod_passes() -> None:
+    assert violations(pod(guaranteed("a"), guaranteed("b", "4", "8Gi"))) == []
+
+
+def test_spec_example_message() -> None:
+    found = violations(pod(container("vllm", rl("1500m", "8Gi"), rl("1500m", "8Gi"))))
+    assert [v.message for v in found] == [
+        'container "vllm" (spec.containers[0]): cpu limit 1500m is not a whole number of CPUs; use 1 or 2']
+    assert found[0].container == "vllm" and found[0].path == "spec.containers[0].resources.limits.cpu"
+
+
+def test_limits_missing_each_resource_and_zero_counts_as_missing() -> None:
+    got = rules_of(pod(container("a", rl("1", "1Gi"), rl("", "0"))))
+    assert got == [("limits-missing", "spec.containers[0].resources.limits.cpu"),
+                   ("limits-missing", "spec.containers[0].resources.limits.memory")]
+    message = violations(pod(container("a", rl("1", "1Gi"), rl("1")))) [0].message
+    assert "no memory limit" in message and "set resources.limits.memory to 1Gi (its request)" in message
+
+
+def test_init_containers_and_sidecars_count() -> None:
+    side = container("istio-proxy", rl("1", "128Mi"), rl()) | {"restartPolicy": "Always"}
+    got = rules_of(pod(guaranteed(), init=[side, container("setup", rl(), rl())]))
+    assert ("limits-missing", "spec.initContainers[0].resources.limits.cpu") in got
+    assert ("limits-missing", "spec.initContainers[1].resources.limits.memory") in got
+
+
+def test_ephemeral_containers_do_not_count() -> None:
+    assert violations(pod(guaranteed(), ephemeralContainers=[{"name": "dbg", "image": "busybox"}])) == []
+
+
+def test_requests_not_equal_limits_numeric_compare() -> None:
+    assert rules_of(pod(container("a", rl("2000m", "1024Mi"), rl("2", "1Gi")))) == []
+    found = violations(pod(container("a", rl("1", "1Gi"), rl("2", "2Gi"))))
+    assert [(v.rule, v.path) for v in found] == [
+        ("requests-not-equal-limits", "spec.containers[0].resources.requests.cpu"),
+        ("requests-not-equal-limits", "spec.containers[0].resources.requests.memory")]
+    assert "set resources.requests.cpu to 2" in found[0].message
+
+
+def test_requests_equal_limits_after_defaulting() -> None:
+    assert violations(pod(container("a", None, rl("2", "1Gi")))) == []
+
+
+def test_invalid_quantity_suppresses_other_rules_for_that_resource() -> None:
+    found = violations(pod(container("a", rl("1K", "1Gi"), rl("2.5", "1Gi"))))
+    assert [(v.rule, v.path) for v in found] == [
+        ("invalid-quantity", "spec.containers[0].resources.requests.cpu")]
+    assert '"1K"' in found[0].message and "not a valid Kubernetes quantity" in found[0].message
+
+
+def test_invalid_limit_reported_once_not_for_its_defaulted_request() -> None:
+    got = rules_of(pod(container("a", None, {"cpu": "0x10", "memory": "1Gi"})))
+    assert got == [("invalid-quantity", "spec.containers[0].resources.limits.cpu")]
+
+
+def test_negative_is_invalid() -> None:
+    assert rules_of(pod(container("a", rl("-1", "1Gi"), rl("-1", "1Gi")))) == [
+        ("invalid-quantity", "spec.containers[0].resources.limits.cpu"),
+        ("invalid-quantity", "spec.containers[0].resources.requests.cpu")]
+
+
+@pytest.mark.parametrize(("cpu", "fires"), [("2", False), ("2000m", False), ("4e0", False), ("40e-1", False),
+                                            ("1500m", True), ("0.5", True), ("1.0001", True)])
+def test_cpu_not_integer(cpu: str, fires: bool) -> None:
+    got = rules_of(pod(container("a", rl(cpu, "1Gi"), rl(cpu, "1Gi"))))
+    assert (("cpu-not-integer", "spec.containers[0].resources.limits.cpu") in got) is fires
+
+
+def test_cpu_not_integer_uses_request_when_no_limit() -> None:
+    got = rules_of(pod(container("a", rl("500m", "1Gi"), rl("", "1Gi"))))
+    assert ("cpu-not-integer", "spec.containers[0].resources.requests.cpu") in got
+
+
+def test_fractional_cpu_containers_allowed_but_still_equal() -> None:
+    policy = parse_config({"policy": {"fractionalCPUContainers": ["istio-proxy"]}}).policy
+    side = container("istio-proxy", rl("100m", "128Mi"), rl("200m", "128Mi"))
+    got = rules_of(pod(guaranteed(), side), policy)
+    assert got == [("requests-not-equal-limits", "spec.containers[1].resources.requests.cpu")]
+
+
+def test_pod_level_resources_judged_in_place_of_containers() -> None:
+    manifest = pod(container("a", rl(), rl()), resources={"requests": rl("2", "1Gi"),
+                                                          "limits": rl("2500m", "1Gi")})
+    got = rules_of(manifest)
+    assert ("requests-not-equal-limits", "spec.resources.requests.cpu") in got
+    assert ("cpu-not-integer", "spec.resources.limits.cpu") in got
+    assert ("pod-level-resources", "spec.resources") in got
+    assert not any(path.startswith("spec.containers") for _, path in got)
+    allow = parse_config({"policy": {"podLevelResources": "allow"}}).policy
+    assert "pod-level-resources" not in [rule for rule, _ in rules_of(manifest, allow)]
+
+
+def test_smt_alignment() -> None:
+    policy = Policy(smt_alignment=2)
+    got = violations(pod(guaranteed("a", "3"), guaranteed("b", "4")), policy)
+    assert [(v.rule, v.container) for v in got] == [("smt-misaligned", "a")]
+    assert "use 2 or 4" in got[0].message
+    assert violations(pod(guaranteed("a", "3"))) == []  # off by default
+
+
+def test_numa_container_scope() -> None:
+    policy = Policy(numa=NumaPolicy(scope="container", cpus=32_000, memory=240 * 2**30 * 1000,
+                                    devices={"nvidia.com/gpu": 4000}))
+    big = container("big", rl("40", "16Gi") | {"nvidia.com/gpu": "8"}, rl("40", "16Gi") | {"nvidia.com/gpu": "8"})
+    found = violations(pod(guaranteed(), big), policy)
+    assert [(v.rule, v.container) for v in found] == [("numa-unfit", "big")]
+    assert "40 CPUs" in found[0].message and "8 nvidia.com/gpu" in found[0].message
+
+
+def test_numa_pod_scope_uses_effective_total() -> None:
+    policy = Policy(numa=NumaPolicy(scope="pod", cpus=8_000))
+    # App containers 4+4 = 8 fit; an init container of 6 plus an earlier 4-CPU sidecar needs 10.
+    side = guaranteed("side", "4") | {"restartPolicy": "Always"}
+    found = violations(pod(guaranteed("a", "4"), init=[side, guaranteed("init", "6")]), policy)
+    assert [v.rule for v in found] == ["numa-unfit"]
+    fits = violations(pod(guaranteed("a", "4"), init=[guaranteed("init", "6")]), policy)
+    assert fits == []
+
+
+def test_config_roundtrip_defaults() -> None:
+    assert parse_config(None) == Config()

@@ -1,0 +1,126 @@
+"""The ``qos-guard`` command: argument parsing only, then the pieces that do the work."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from webhook import __version__
+from webhook.config import Config, ConfigError, load_config
+from webhook.engine import Mode, evaluate
+from webhook.manifests import STDIN, ReadError, expand_paths, read_documents
+from webhook.podspec import ManifestError
+from webhook.report import FORMATS, Report, render, summary_line
+from webhook.rewrite import fix_file
+from webhook.workloads import parse_dotted
+
+EXIT_OK, EXIT_VIOLATIONS, EXIT_USAGE = 0, 1, 2
+
+
+def _err(message: str) -> None:
+    print(f"qos-guard: {message}", file=sys.stderr)
+
+
+def check_paths(paths: Sequence[str], config: Config, mode: Mode) -> Report:
+    """Judge every document under ``paths``; unreadable inputs are recorded and the rest still checked."""
+    report = Report(mode)
+    for item in expand_paths(paths):
+        if isinstance(item, ReadError):
+            report.add_error(item.file, item.line, item.message)
+            continue
+        shown = "<stdin>" if item == STDIN else item
+        for doc in read_documents(item):
+            if isinstance(doc, ReadError):
+                report.add_error(shown, doc.line, doc.message)
+                continue
+            try:
+                verdict = evaluate(doc.obj, config, mode)
+            except ManifestError as exc:
+                report.add_error(shown, doc.line_of(parse_dotted(exc.path)), f"malformed object: {exc}")
+                continue
+            report.add_verdict(shown, verdict, lambda path, d=doc: d.line_of(parse_dotted(path)))  # type: ignore[misc]
+    return report
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    config = load_config(args.config)
+    report = check_paths(args.paths, config, Mode(args.mode))
+    sys.stdout.write(render(report, args.format))
+    if args.format == "text":
+        print(summary_line(report), file=sys.stderr)
+    return report.exit_code
+
+
+def cmd_fix(args: argparse.Namespace) -> int:
+    config = load_config(args.config)
+    output = Path(args.output) if args.output else None
+    remaining = errors = changed = 0
+    for arg in args.paths:
+        if arg == STDIN:
+            _err("fix rewrites files; give file or folder names, not -")
+            errors += 1
+            continue
+        root = Path(arg) if Path(arg).is_dir() else Path(arg).parent
+        for item in expand_paths([arg]):
+            if isinstance(item, ReadError):
+                print(f"{item.file}: error: {item.message}")
+                errors += 1
+                continue
+            result = fix_file(item, config, output, root)
+            if result.error is not None:
+                print(f"{item}: error: {result.error}")
+                errors += 1
+                continue
+            changed += bool(result.changes)
+            for target, change in result.changes:
+                print(f"{item}: {target.kind}/{target.name}: fixed: {change.message}")
+            for target, violation in result.remaining:
+                print(f"{item}: {target.kind}/{target.name}: {violation.rule}: {violation.message} "
+                      "(cannot be fixed automatically)")
+                remaining += 1
+    print(f"qos-guard: {changed} files changed, {remaining} violations left, {errors} errors",
+          file=sys.stderr)
+    if remaining:
+        return EXIT_VIOLATIONS
+    return EXIT_USAGE if errors else EXIT_OK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="qos-guard",
+        description="Keep latency-critical Pods Guaranteed with whole CPUs, so kubelet pins them.")
+    parser.add_argument("--version", action="version", version=f"qos-guard {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    check = sub.add_parser("check", help="dry-run the rules over manifest files, folders or stdin")
+    check.add_argument("paths", nargs="+", metavar="PATH", help="file, folder (recursive) or - for stdin")
+    check.add_argument("--mode", choices=[m.value for m in Mode], default=Mode.ENFORCE.value)
+    check.add_argument("--config", help="configuration file (SPEC §4)")
+    check.add_argument("--format", choices=FORMATS, default="text")
+    check.set_defaults(func=cmd_check)
+
+    fix = sub.add_parser("fix", help="apply the mutation to manifest files, keeping comments and layout")
+    fix.add_argument("paths", nargs="+", metavar="PATH")
+    fix.add_argument("--output", metavar="DIR", help="write fixed copies here instead of in place")
+    fix.add_argument("--config", help="configuration file (SPEC §4)")
+    fix.set_defaults(func=cmd_fix)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        code: int = args.func(args)
+    except ConfigError as exc:
+        _err(f"invalid configuration: {exc}")
+        return EXIT_USAGE
+    except BrokenPipeError:
+        return EXIT_OK
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
