@@ -87,6 +87,41 @@ def cmd_fix(args: argparse.Namespace) -> int:
     return EXIT_USAGE if errors else EXIT_OK
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    from webhook.server import ServeError, ServeOptions, serve
+
+    if args.workers < 1:
+        _err("--workers must be at least 1")
+        return EXIT_USAGE
+    try:
+        return serve(ServeOptions(bind=args.bind, metrics_bind=args.metrics_bind, workers=args.workers,
+                                  config=args.config, cert_file=args.cert_file, key_file=args.key_file,
+                                  noop=args.enable_noop))
+    except ServeError as exc:
+        _err(str(exc))
+        return EXIT_USAGE
+
+
+def cmd_certs(args: argparse.Namespace) -> int:
+    from webhook.certs import ca_bundle, service_sans, write_bundle
+
+    if args.days < 1:
+        _err("--days must be at least 1")
+        return EXIT_USAGE
+    names = service_sans(args.service, args.namespace)
+    paths = write_bundle(Path(args.output_dir), names, args.days, keep_ca_key=True)
+    print(f"qos-guard: wrote {paths.ca}, {paths.ca_key}, {paths.cert}, {paths.key} "
+          f"(SANs {', '.join(names)}; valid {args.days} days)", file=sys.stderr)
+    bundle = ca_bundle(paths.ca)
+    print(bundle)
+    if args.patch_webhooks:
+        from webhook.cluster import patch_ca_bundle
+
+        patched = patch_ca_bundle(bundle, args.patch_webhooks, kubeconfig=args.kubeconfig)
+        print(f"qos-guard: caBundle written into {', '.join(patched)}", file=sys.stderr)
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="qos-guard",
@@ -106,6 +141,27 @@ def build_parser() -> argparse.ArgumentParser:
     fix.add_argument("--output", metavar="DIR", help="write fixed copies here instead of in place")
     fix.add_argument("--config", help="configuration file (SPEC §4)")
     fix.set_defaults(func=cmd_fix)
+
+    serve = sub.add_parser("serve", help="run the admission webhook (gunicorn, TLS)")
+    serve.add_argument("--bind", default="0.0.0.0:8443", help="TLS address (default 0.0.0.0:8443)")
+    serve.add_argument("--metrics-bind", default="0.0.0.0:8080",
+                       help="plain HTTP address for /metrics, /healthz, /readyz (default 0.0.0.0:8080)")
+    serve.add_argument("--workers", type=int, default=2, help="gunicorn worker processes (default 2)")
+    serve.add_argument("--config", help="configuration file (SPEC §4)")
+    serve.add_argument("--cert-file", help="serving certificate (PEM); default: a local CA under ./certs")
+    serve.add_argument("--key-file", help="private key of --cert-file (PEM)")
+    serve.add_argument("--enable-noop", action="store_true", help=argparse.SUPPRESS)  # benchmarks only
+    serve.set_defaults(func=cmd_serve)
+
+    certs = sub.add_parser("certs", help="write a CA and a serving certificate; print the caBundle")
+    certs.add_argument("--service", default="qos-guard", help="webhook Service name (default qos-guard)")
+    certs.add_argument("--namespace", default="qos-guard", help="its namespace (default qos-guard)")
+    certs.add_argument("--output-dir", default="certs", help="where to write the files (default ./certs)")
+    certs.add_argument("--days", type=int, default=365, help="validity in days (default 365)")
+    certs.add_argument("--patch-webhooks", nargs="+", metavar="NAME",
+                       help="write the caBundle into these Validating/MutatingWebhookConfigurations")
+    certs.add_argument("--kubeconfig", help="kubeconfig for --patch-webhooks (default: in-cluster or ~/.kube)")
+    certs.set_defaults(func=cmd_certs)
     return parser
 
 

@@ -135,7 +135,8 @@ def test_usage_errors_exit_2(qos_guard: Run, args: list[str]) -> None:
 
 def test_missing_file_exit_2_rest_still_checked(qos_guard: Run, tmp_path: Path) -> None:
     good = tmp_path / "good.yaml"
-    good.write_text("kind: Pod\nmetadata: {name: ok}\nspec: {containers: [{name: a, resources: {limits: {cpu: 1, memory: 1Gi}}}]}\n")
+    good.write_text("kind: Pod\nmetadata: {name: ok}\n"
+                    "spec: {containers: [{name: a, resources: {limits: {cpu: 1, memory: 1Gi}}}]}\n")
     out = qos_guard("check", str(tmp_path / "nope.yaml"), str(good))
     assert out.returncode == 2
     assert "nope.yaml:0: error: no such file or directory" in out.stdout

@@ -1,0 +1,183 @@
+"""Flask application factories: the admission routes on the TLS port, and metrics plus health on the
+plain port. No policy logic lives here: requests go to ``admission``, which asks the engine."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from flask import Flask, Response, request
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest, multiprocess
+from werkzeug.exceptions import HTTPException
+
+from webhook.admission import (
+    BadReview,
+    Decision,
+    Review,
+    decide,
+    decide_namespace,
+    object_name,
+    parse_review,
+    response,
+)
+from webhook.config import Config
+from webhook.rules import RULE_IDS
+
+MAX_BODY = 3 * 1024 * 1024
+# An oversized body up to this size is read and dropped so the client sees the 413 instead of a reset.
+DRAIN_LIMIT = 64 * 1024 * 1024
+ENDPOINTS = ("validate", "warn", "mutate", "validate-namespace")
+LOG = logging.getLogger("qos_guard.decisions")
+
+
+@dataclass(frozen=True)
+class Metrics:
+    """Bounded-cardinality metrics: labels are paths, kinds, operations, decisions and rule ids only."""
+
+    requests: Counter
+    violations: Counter
+    latency: Histogram
+
+    @classmethod
+    def create(cls, registry: CollectorRegistry | None = None) -> Metrics:
+        kw: dict[str, Any] = {"registry": registry} if registry is not None else {}
+        return cls(
+            Counter("qos_guard_admission_requests", "Admission requests answered",
+                    ["path", "kind", "operation", "decision", "dry_run"], **kw),
+            Counter("qos_guard_violations", "Rule violations found in admission requests", ["rule"], **kw),
+            Histogram("qos_guard_admission_duration_seconds", "Time to answer an admission request", ["path"],
+                      buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0), **kw),
+        )
+
+
+def _bounded(value: str, allowed: tuple[str, ...] | frozenset[str], other: str = "other") -> str:
+    return value if value in allowed else other
+
+
+_KINDS = frozenset({"Pod", "Deployment", "ReplicaSet", "StatefulSet", "DaemonSet", "Job", "CronJob",
+                    "ReplicationController", "PodTemplate", "Namespace"})
+_OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT")
+
+
+class TooLarge(Exception):
+    """The request body is over ``MAX_BODY``."""
+
+
+def read_body() -> bytes:
+    """The request body, at most ``MAX_BODY`` bytes; larger ones are drained and refused."""
+    stream = request.environ["wsgi.input"]
+    length = request.content_length
+    if length is not None and length <= MAX_BODY:
+        return bytes(stream.read(length))
+    data = stream.read(MAX_BODY + 1) if length is None else b""
+    if length is None and len(data) <= MAX_BODY:
+        return bytes(data)
+    left = min(length or DRAIN_LIMIT, DRAIN_LIMIT)
+    while left > 0:
+        chunk = stream.read(min(left, 1 << 20))
+        if not chunk:
+            break
+        left -= len(chunk)
+    raise TooLarge
+
+
+def _json(status: int, body: dict[str, Any]) -> Response:
+    return Response(json.dumps(body), status=status, mimetype="application/json")
+
+
+def create_app(config: Config, metrics: Metrics | None = None, own_namespace: str | None = None,
+               noop: bool = False) -> Flask:
+    """The admission application. ``noop`` adds ``POST /noop`` (parse and allow) for benchmarks only."""
+    app = Flask("qos-guard")
+    metrics = metrics or Metrics.create(CollectorRegistry())
+
+    def answer(path: str, judge: Callable[[Review], Decision]) -> Response:
+        started = time.perf_counter()
+        try:
+            review = parse_review(read_body())
+            decision = judge(review)
+        except TooLarge:
+            metrics.requests.labels(path, "unknown", "unknown", "too-large", "false").inc()
+            return _json(413, {"error": "request body too large", "reason": f"over {MAX_BODY} bytes"})
+        except BadReview as exc:
+            metrics.requests.labels(path, "unknown", "unknown", "bad-request", "false").inc()
+            return _json(400, {"error": "bad AdmissionReview", "reason": str(exc)})
+        elapsed = time.perf_counter() - started
+        metrics.latency.labels(path).observe(elapsed)
+        metrics.requests.labels(path, _bounded(review.kind, _KINDS), _bounded(review.operation, _OPERATIONS),
+                                decision.label, str(review.dry_run).lower()).inc()
+        for rule in decision.rules:
+            metrics.violations.labels(_bounded(rule, (*RULE_IDS, "invalid-mode-label"))).inc()
+        LOG.info(json.dumps({
+            "uid": review.uid, "kind": review.kind, "namespace": review.namespace,
+            "name": review.name or object_name(review.obj),
+            "operation": review.operation, "path": path, "mode": path, "decision": decision.label,
+            "rules": decision.rules, "dryRun": review.dry_run, "durationMs": round(elapsed * 1000, 3),
+        }))
+        return _json(200, response(review, decision))
+
+    @app.post("/validate")
+    def validate() -> Response:
+        endpoint = "validate-mutated" if request.args.get("mode") == "mutate" else "validate"
+        return answer(endpoint, lambda r: decide(r, endpoint, config, own_namespace))
+
+    @app.post("/warn")
+    def warn() -> Response:
+        return answer("warn", lambda r: decide(r, "warn", config, own_namespace))
+
+    @app.post("/mutate")
+    def mutate() -> Response:
+        return answer("mutate", lambda r: decide(r, "mutate", config, own_namespace))
+
+    @app.post("/validate-namespace")
+    def validate_namespace() -> Response:
+        return answer("validate-namespace", decide_namespace)
+
+    if noop:
+        @app.post("/noop")
+        def noop_route() -> Response:
+            try:
+                review = parse_review(read_body())
+            except (BadReview, TooLarge) as exc:
+                return _json(400, {"error": "bad AdmissionReview", "reason": str(exc)})
+            return _json(200, response(review, Decision(True)))
+
+    @app.errorhandler(HTTPException)
+    def http_error(exc: HTTPException) -> Response:
+        return _json(exc.code or 500, {"error": exc.name, "reason": exc.description})
+
+    return app
+
+
+def create_metrics_app(ready: Callable[[], bool], registry: Callable[[], CollectorRegistry]) -> Flask:
+    """``/metrics``, ``/healthz`` and ``/readyz`` on the plain port."""
+    app = Flask("qos-guard-metrics")
+
+    @app.get("/metrics")
+    def metrics_route() -> Response:
+        return Response(generate_latest(registry()), mimetype=CONTENT_TYPE_LATEST)
+
+    @app.get("/healthz")
+    def healthz() -> Response:
+        return Response("ok\n", mimetype="text/plain")
+
+    @app.get("/readyz")
+    def readyz() -> Response:
+        if ready():
+            return Response("ok\n", mimetype="text/plain")
+        return Response("not ready\n", status=503, mimetype="text/plain")
+
+    return app
+
+
+def multiprocess_registry() -> CollectorRegistry:
+    """All gunicorn workers' metrics, merged (prometheus-client multiprocess mode)."""
+    registry = CollectorRegistry()
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+    return registry

@@ -1,0 +1,145 @@
+"""CA and serving certificates with ``cryptography``: the local development CA of ``serve`` and the
+``certs`` command's CA plus serving certificate for an in-cluster Service."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import ipaddress
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+LOCAL_SANS = ("localhost", "127.0.0.1")
+
+
+@dataclass(frozen=True)
+class CertPaths:
+    ca: Path
+    cert: Path
+    key: Path
+    ca_key: Path | None = None
+
+
+def service_sans(service: str, namespace: str) -> list[str]:
+    """The DNS names the API server may use to reach a webhook Service."""
+    return [service, f"{service}.{namespace}", f"{service}.{namespace}.svc",
+            f"{service}.{namespace}.svc.cluster.local"]
+
+
+def _name(common_name: str) -> x509.Name:
+    return x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, "qos-guard"),
+                      x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+
+
+def _san(names: list[str] | tuple[str, ...]) -> x509.SubjectAlternativeName:
+    entries: list[x509.GeneralName] = []
+    for name in names:
+        try:
+            entries.append(x509.IPAddress(ipaddress.ip_address(name)))
+        except ValueError:
+            entries.append(x509.DNSName(name))
+    return x509.SubjectAlternativeName(entries)
+
+
+def _pem_key(key: ec.EllipticCurvePrivateKey) -> bytes:
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                             serialization.NoEncryption())
+
+
+def make_ca(days: int) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = dt.datetime.now(dt.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(_name("qos-guard CA")).issuer_name(_name("qos-guard CA"))
+        .public_key(key.public_key()).serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + dt.timedelta(days=days))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
+                                     content_commitment=False, key_encipherment=False, data_encipherment=False,
+                                     key_agreement=False, encipher_only=False, decipher_only=False), critical=True)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    return key, cert
+
+
+def make_serving(ca_key: ec.EllipticCurvePrivateKey, ca_cert: x509.Certificate, names: list[str] | tuple[str, ...],
+                 days: int) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = dt.datetime.now(dt.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(_name(names[0])).issuer_name(ca_cert.subject)
+        .public_key(key.public_key()).serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + dt.timedelta(days=days))
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(_san(names), critical=False)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    return key, cert
+
+
+def _write(path: Path, data: bytes, private: bool) -> None:
+    """Write atomically; private keys are created 0600 from the start, never world-readable."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600 if private else 0o644)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
+    os.replace(tmp, path)
+
+
+def write_bundle(folder: Path, names: list[str] | tuple[str, ...], days: int, keep_ca_key: bool) -> CertPaths:
+    """A fresh CA and a serving certificate for ``names`` under ``folder``."""
+    ca_key, ca_cert = make_ca(days)
+    key, cert = make_serving(ca_key, ca_cert, names, days)
+    paths = CertPaths(folder / "ca.crt", folder / "tls.crt", folder / "tls.key",
+                      folder / "ca.key" if keep_ca_key else None)
+    _write(paths.ca, ca_cert.public_bytes(serialization.Encoding.PEM), private=False)
+    if paths.ca_key is not None:
+        _write(paths.ca_key, _pem_key(ca_key), private=True)
+    _write(paths.key, _pem_key(key), private=True)
+    _write(paths.cert, cert.public_bytes(serialization.Encoding.PEM), private=False)
+    return paths
+
+
+def usable(paths: CertPaths, names: list[str] | tuple[str, ...], margin_days: int = 1) -> bool:
+    """True when the files exist, the certificate is valid for a while yet and covers ``names``."""
+    try:
+        cert = x509.load_pem_x509_certificate(paths.cert.read_bytes())
+        x509.load_pem_x509_certificate(paths.ca.read_bytes())
+        if not paths.key.is_file():
+            return False
+    except (OSError, ValueError):
+        return False
+    if cert.not_valid_after_utc < dt.datetime.now(dt.UTC) + dt.timedelta(days=margin_days):
+        return False
+    try:
+        sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except x509.ExtensionNotFound:
+        return False
+    present = {str(v) for v in sans.get_values_for_type(x509.DNSName)} | {
+        str(v) for v in sans.get_values_for_type(x509.IPAddress)}
+    return set(names) <= present
+
+
+def ensure_local(folder: Path, days: int = 365) -> tuple[CertPaths, bool]:
+    """The development CA and certificate for localhost, made once and reused; True when just made."""
+    paths = CertPaths(folder / "ca.crt", folder / "tls.crt", folder / "tls.key")
+    if usable(paths, LOCAL_SANS):
+        return paths, False
+    return write_bundle(folder, LOCAL_SANS, days, keep_ca_key=False), True
+
+
+def ca_bundle(ca_path: Path) -> str:
+    """The base64 caBundle a webhook configuration takes."""
+    return base64.b64encode(ca_path.read_bytes()).decode("ascii")

@@ -1,0 +1,209 @@
+"""``qos-guard serve``: gunicorn with TLS (1.2 minimum) run programmatically, certificates reloaded from
+disk when they change, metrics and health on a separate plain-HTTP port served by the master process.
+
+SIGTERM is gunicorn's graceful shutdown: workers stop accepting, finish in-flight requests, then exit.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import socket
+import ssl
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gunicorn.app.base import BaseApplication
+
+from webhook.certs import ensure_local
+
+CIPHERS = "ECDHE+AESGCM:ECDHE+CHACHA20:!aNULL:!eNULL:!MD5:!DSS:!RC4:!3DES"
+LOG = logging.getLogger("qos_guard.server")
+
+
+class ServeError(RuntimeError):
+    """A problem found before serving: the program exits 2 with this message."""
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    bind: str = "0.0.0.0:8443"
+    metrics_bind: str = "0.0.0.0:8080"
+    workers: int = 2
+    threads: int = 4
+    config: str | None = None
+    cert_file: str | None = None
+    key_file: str | None = None
+    noop: bool = False
+    graceful_timeout: int = 30
+
+
+def server_context(cert: str, key: str) -> ssl.SSLContext:
+    """TLS 1.2+ with forward-secret AEAD ciphers only."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    ctx.set_ciphers(CIPHERS)
+    ctx.options |= ssl.OP_NO_COMPRESSION | ssl.OP_CIPHER_SERVER_PREFERENCE
+    ctx.load_cert_chain(certfile=cert, keyfile=key)
+    return ctx
+
+
+class ReloadingContext:
+    """gunicorn's ``ssl_context`` hook, called for every new connection: it hands out a context built
+    from the files on disk, rebuilt (at most once a second) when they change, as they do when kubelet
+    updates a mounted Secret or cert-manager renews it. A half-written pair keeps the old context."""
+
+    def __init__(self, cert: str, key: str, interval: float = 1.0) -> None:
+        self.cert, self.key, self.interval = cert, key, interval
+        self._lock = threading.Lock()
+        self._stamp: tuple[int, ...] | None = None
+        self._context: ssl.SSLContext | None = None
+        self._checked = 0.0
+
+    def _files_stamp(self) -> tuple[int, ...]:
+        a, b = os.stat(self.cert), os.stat(self.key)
+        return a.st_mtime_ns, a.st_size, a.st_ino, b.st_mtime_ns, b.st_size, b.st_ino
+
+    def current(self) -> ssl.SSLContext:
+        now = time.monotonic()
+        if self._context is not None and now - self._checked < self.interval:
+            return self._context
+        with self._lock:
+            self._checked = now
+            try:
+                stamp = self._files_stamp()
+                if stamp != self._stamp or self._context is None:
+                    self._context = server_context(self.cert, self.key)
+                    if self._stamp is not None:
+                        LOG.warning('{"event": "certificate reloaded", "cert": "%s"}', self.cert)
+                    self._stamp = stamp
+            except (OSError, ssl.SSLError) as exc:
+                if self._context is None:
+                    raise
+                LOG.warning('{"event": "certificate reload failed, keeping the old one", "error": "%s"}', exc)
+            return self._context
+
+    def __call__(self, conf: Any, default_factory: Callable[[], ssl.SSLContext]) -> ssl.SSLContext:
+        return self.current()
+
+
+def _split_bind(bind: str) -> tuple[str, int]:
+    host, _, port = bind.rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ServeError(f"bind address {bind!r} is not HOST:PORT")
+    return host.strip("[]"), int(port)
+
+
+def check_port_free(bind: str, flag: str) -> None:
+    host, port = _split_bind(bind)
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            raise ServeError(f"{flag} {bind}: cannot listen there ({exc.strerror})") from None
+
+
+def resolve_certificates(opts: ServeOptions, workdir: Path) -> tuple[str, str, str | None]:
+    """(cert, key, CA path to show): the given files, checked, or the local development CA."""
+    if bool(opts.cert_file) != bool(opts.key_file):
+        raise ServeError("--cert-file and --key-file go together")
+    if opts.cert_file and opts.key_file:
+        try:
+            server_context(opts.cert_file, opts.key_file)
+        except FileNotFoundError as exc:
+            raise ServeError(f"certificate file not found: {exc.filename}") from None
+        except (OSError, ssl.SSLError) as exc:
+            raise ServeError(f"cannot use --cert-file {opts.cert_file} / --key-file {opts.key_file}: {exc}") from None
+        return opts.cert_file, opts.key_file, None
+    paths, created = ensure_local(workdir / "certs")
+    verb = "created" if created else "reusing"
+    print(f"qos-guard: {verb} a local development CA: {paths.ca} (certificate {paths.cert}, "
+          f"SANs localhost and 127.0.0.1)", file=sys.stderr)
+    return str(paths.cert), str(paths.key), str(paths.ca)
+
+
+class _Gunicorn(BaseApplication):  # type: ignore[misc]
+    def __init__(self, options: dict[str, Any], factory: Callable[[], Any]) -> None:
+        self.options, self.factory = options, factory
+        super().__init__()
+
+    def load_config(self) -> None:
+        for key, value in self.options.items():
+            self.cfg.set(key, value)
+
+    def load(self) -> Any:
+        return self.factory()
+
+
+def _start_metrics_server(bind: str, app: Any) -> None:
+    from werkzeug.serving import make_server
+
+    host, port = _split_bind(bind)
+    server = make_server(host, port, app, threaded=True)
+    threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
+
+
+def serve(opts: ServeOptions) -> int:
+    """Run until SIGTERM/SIGINT; returns gunicorn's exit status."""
+    from webhook.config import load_config
+
+    config = load_config(opts.config)  # ConfigError: exit 2 before anything listens
+    check_port_free(opts.bind, "--bind")
+    check_port_free(opts.metrics_bind, "--metrics-bind")
+    cert, key, ca = resolve_certificates(opts, Path.cwd())
+    # prometheus-client chooses its multiprocess value store when first imported: set the folder first.
+    metrics_dir = tempfile.mkdtemp(prefix="qos-guard-metrics-")
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
+    from prometheus_client import multiprocess
+
+    from webhook.app import Metrics, create_app, create_metrics_app, multiprocess_registry
+    ready = threading.Event()
+    own_namespace = os.environ.get("POD_NAMESPACE") or None
+    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)
+
+    def when_ready(server: Any) -> None:
+        _start_metrics_server(opts.metrics_bind, create_metrics_app(ready.is_set, multiprocess_registry))
+        ready.set()
+        host, port = _split_bind(opts.bind)
+        shown = "localhost" if host in ("0.0.0.0", "::", "127.0.0.1") else host
+        hint = f"--cacert {ca} " if ca else ""
+        print(f"qos-guard: serving https://{shown}:{port} (metrics http://{opts.metrics_bind}/metrics); try:\n"
+              f"  curl {hint}https://{shown}:{port}/validate -H 'Content-Type: application/json' "
+              "--data @examples/admission-review.json", file=sys.stderr, flush=True)
+
+    def child_exit(server: Any, worker: Any) -> None:
+        multiprocess.mark_process_dead(worker.pid)  # type: ignore[no-untyped-call]
+
+    options: dict[str, Any] = {
+        "bind": [opts.bind],
+        "workers": opts.workers,
+        "worker_class": "gthread",
+        "threads": opts.threads,
+        "keepalive": 75,
+        "certfile": cert,
+        "keyfile": key,
+        "ssl_context": ReloadingContext(cert, key),
+        "graceful_timeout": opts.graceful_timeout,
+        "timeout": 30,
+        "accesslog": None,
+        "errorlog": "-",
+        "loglevel": "warning",
+        "when_ready": when_ready,
+        "child_exit": child_exit,
+        "proc_name": "qos-guard",
+    }
+    try:
+        _Gunicorn(options, lambda: create_app(config, Metrics.create(), own_namespace, noop=opts.noop)).run()
+    finally:
+        shutil.rmtree(metrics_dir, ignore_errors=True)
+    return 0
