@@ -95,6 +95,29 @@ def create_app(config: Config, metrics: Metrics | None = None, own_namespace: st
     """The admission application. ``noop`` adds ``POST /noop`` (parse and allow) for benchmarks only."""
     app = Flask("qos-guard")
     metrics = metrics or Metrics.create(CollectorRegistry())
+    # Open this process's metric files now (multiprocess mode creates them on first use), so a worker
+    # finishing its last requests during shutdown never needs a file the master has already removed.
+    for path in ("validate", "validate-mutated", "warn", "mutate", "validate-namespace"):
+        metrics.latency.labels(path)
+    metrics.requests.labels("validate", "Pod", "CREATE", "allowed", "false")
+    metrics.violations.labels("cpu-not-integer")
+
+    def record(path: str, review: Review, decision: Decision, elapsed: float) -> None:
+        """Metrics and the decision log line; a failure here is logged, never a failed admission."""
+        try:
+            metrics.latency.labels(path).observe(elapsed)
+            metrics.requests.labels(path, _bounded(review.kind, _KINDS), _bounded(review.operation, _OPERATIONS),
+                                    decision.label, str(review.dry_run).lower()).inc()
+            for rule in decision.rules:
+                metrics.violations.labels(_bounded(rule, (*RULE_IDS, "invalid-mode-label"))).inc()
+            LOG.info(json.dumps({
+                "uid": review.uid, "kind": review.kind, "namespace": review.namespace,
+                "name": review.name or object_name(review.obj), "operation": review.operation, "path": path,
+                "decision": decision.label, "rules": decision.rules, "dryRun": review.dry_run,
+                "durationMs": round(elapsed * 1000, 3),
+            }))
+        except Exception:  # metrics or logging broke: the answer still goes out
+            logging.getLogger("qos_guard.server").exception("recording the decision failed")
 
     def answer(path: str, judge: Callable[[Review], Decision]) -> Response:
         started = time.perf_counter()
@@ -107,18 +130,7 @@ def create_app(config: Config, metrics: Metrics | None = None, own_namespace: st
         except BadReview as exc:
             metrics.requests.labels(path, "unknown", "unknown", "bad-request", "false").inc()
             return _json(400, {"error": "bad AdmissionReview", "reason": str(exc)})
-        elapsed = time.perf_counter() - started
-        metrics.latency.labels(path).observe(elapsed)
-        metrics.requests.labels(path, _bounded(review.kind, _KINDS), _bounded(review.operation, _OPERATIONS),
-                                decision.label, str(review.dry_run).lower()).inc()
-        for rule in decision.rules:
-            metrics.violations.labels(_bounded(rule, (*RULE_IDS, "invalid-mode-label"))).inc()
-        LOG.info(json.dumps({
-            "uid": review.uid, "kind": review.kind, "namespace": review.namespace,
-            "name": review.name or object_name(review.obj),
-            "operation": review.operation, "path": path, "mode": path, "decision": decision.label,
-            "rules": decision.rules, "dryRun": review.dry_run, "durationMs": round(elapsed * 1000, 3),
-        }))
+        record(path, review, decision, time.perf_counter() - started)
         return _json(200, response(review, decision))
 
     @app.post("/validate")
