@@ -31,7 +31,6 @@ from webhook.rules import RULE_IDS
 MAX_BODY = 3 * 1024 * 1024
 # An oversized body up to this size is read and dropped so the client sees the 413 instead of a reset.
 DRAIN_LIMIT = 64 * 1024 * 1024
-ENDPOINTS = ("validate", "warn", "mutate", "validate-namespace")
 LOG = logging.getLogger("qos_guard.decisions")
 
 

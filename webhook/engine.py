@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -75,8 +74,7 @@ def _judge(target: Target, config: Config) -> TargetResult:
     return TargetResult(target, findings, tuple(remaining), tuple(changes))
 
 
-def _exemption(targets: Iterable[Target], config: Config, namespace: str | None,
-               username: str | None) -> str | None:
+def _exemption(config: Config, namespace: str | None, username: str | None) -> str | None:
     ex = config.exemptions
     if username is not None and username in ex.usernames:
         return f"user {username} is exempt"
@@ -95,7 +93,7 @@ def evaluate(obj: Any, config: Config, mode: Mode, *, namespace: str | None = No
     targets = list(find_targets(obj))
     results = []
     for target in targets:
-        why = _exemption([target], config, namespace or target.namespace, username)
+        why = _exemption(config, namespace or target.namespace, username)
         if why is None:
             runtime_class = target.spec.get("runtimeClassName")
             if isinstance(runtime_class, str) and runtime_class in config.exemptions.runtime_class_names:

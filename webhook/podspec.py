@@ -226,8 +226,8 @@ def _pod_level(spec: Mapping[str, Any], path: str, containers: tuple[Container, 
                 continue
             if any(name in c.requests for c in everyone):
                 milli = aggregated.get(name, 0)
-                requests[name] = Amount(_milli_text(name, milli), f"{res_path}.requests.{name}",
-                                        Quantity(milli, _milli_text(name, milli)), defaulted=True)
+                requests[name] = Amount(_milli_text(milli), f"{res_path}.requests.{name}",
+                                        Quantity(milli, _milli_text(milli)), defaulted=True)
             else:
                 lim = limits[name]
                 requests[name] = Amount(lim.raw, f"{res_path}.requests.{name}", lim.quantity, lim.error,
@@ -238,12 +238,12 @@ def _pod_level(spec: Mapping[str, Any], path: str, containers: tuple[Container, 
             if name in limits or not everyone or not all(name in c.limits for c in everyone):
                 continue
             milli = aggregated.get(name, 0)
-            limits[name] = Amount(_milli_text(name, milli), f"{res_path}.limits.{name}",
-                                  Quantity(milli, _milli_text(name, milli)), defaulted=True)
+            limits[name] = Amount(_milli_text(milli), f"{res_path}.limits.{name}",
+                                  Quantity(milli, _milli_text(milli)), defaulted=True)
     return requests, limits
 
 
-def _milli_text(resource: str, milli: int) -> str:
+def _milli_text(milli: int) -> str:
     if milli % 1000 == 0:
         return str(milli // 1000)
     return f"{milli}m"
