@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: install run test lint typecheck unit bench clean
+.PHONY: install run test lint clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -19,14 +19,11 @@ run: install
 	$(BIN)/qos-guard serve
 
 lint: install
-	$(BIN)/ruff check webhook tests bench
+	$(BIN)/ruff check webhook tests
 	$(BIN)/mypy webhook
 
 test: lint
 	$(BIN)/pytest
-
-bench: install
-	$(BIN)/python -m bench
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis
