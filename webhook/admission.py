@@ -49,8 +49,6 @@ class Decision:
     """What was decided, for the response, the log line and the metrics."""
 
     allowed: bool
-    kind: str = ""
-    operation: str = ""
     rules: list[str] = field(default_factory=list)
     message: str | None = None
     warnings: list[str] = field(default_factory=list)
@@ -164,7 +162,7 @@ def object_name(obj: Any) -> str:
     return "<unnamed>"
 
 
-def _skip(review: Review, config: Config, own_namespace: str | None) -> str | None:
+def _skip(review: Review, own_namespace: str | None) -> str | None:
     if review.namespace in NEVER_SELECTED or (own_namespace and review.namespace == own_namespace):
         return f"namespace {review.namespace} is never judged"
     if not _judged(review):
@@ -176,29 +174,29 @@ def _skip(review: Review, config: Config, own_namespace: str | None) -> str | No
 
 def decide(review: Review, endpoint: str, config: Config, own_namespace: str | None = None) -> Decision:
     """The decision for one request at ``endpoint`` (``validate``, ``validate-mutated``, ``warn``, ``mutate``)."""
-    base = Decision(True, review.kind, review.operation)
-    why = _skip(review, config, own_namespace)
+    base = Decision(True)
+    why = _skip(review, own_namespace)
     if why is not None:
         base.skipped = why
         return base
     mode = {"validate": Mode.ENFORCE, "validate-mutated": Mode.MUTATE, "warn": Mode.WARN,
             "mutate": Mode.MUTATE}[endpoint]
     try:
-        verdict = evaluate(review.obj, config, mode, namespace=review.namespace, username=review.username)
+        verdict = evaluate(review.obj, config, mode, namespace=review.namespace, username=review.username,
+                           plan=False)
     except ManifestError as exc:
         raise BadReview(f"request.object: {exc}") from None
     if verdict.exempt:
         base.skipped = verdict.exempt
         return base
-    base.rules = sorted({f.violation.rule for _, f in verdict.violations})
     if endpoint == "mutate":
         # Only Pods are patched: a patched template would make GitOps tools see drift (SPEC §5).
         if review.kind == "Pod" and review.subresource == "" and verdict.changes:
             changes = list(verdict.changes)
             base.patch = json_patch(review.obj, apply_changes(review.obj, changes))
             base.warnings = fit_warnings([f"qos-guard: {c.message}" for c in changes])
-        base.rules = []
         return base
+    base.rules = sorted({f.violation.rule for _, f in verdict.violations})
     if endpoint == "warn":
         base.warnings = fit_warnings([f"{f.violation.rule}: {f.violation.message}" for _, f in verdict.violations])
         return base
@@ -210,7 +208,7 @@ def decide(review: Review, endpoint: str, config: Config, own_namespace: str | N
 
 def decide_namespace(review: Review) -> Decision:
     """``/validate-namespace``: the opt-in label must name a mode qos-guard knows."""
-    base = Decision(True, review.kind, review.operation)
+    base = Decision(True)
     if review.kind != "Namespace" or review.operation not in ("CREATE", "UPDATE") or review.obj is None:
         base.skipped = f"{review.operation} of {review.kind}"
         return base

@@ -27,6 +27,7 @@ from webhook.admission import (
 )
 from webhook.config import Config
 from webhook.rules import RULE_IDS
+from webhook.workloads import WORKLOAD_KINDS
 
 MAX_BODY = 3 * 1024 * 1024
 # An oversized body up to this size is read and dropped so the client sees the 413 instead of a reset.
@@ -58,8 +59,7 @@ def _bounded(value: str, allowed: tuple[str, ...] | frozenset[str], other: str =
     return value if value in allowed else other
 
 
-_KINDS = frozenset({"Pod", "Deployment", "ReplicaSet", "StatefulSet", "DaemonSet", "Job", "CronJob",
-                    "ReplicationController", "PodTemplate", "Namespace"})
+_KINDS = WORKLOAD_KINDS | {"Namespace"}
 _OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT")
 
 
@@ -68,19 +68,14 @@ class TooLarge(Exception):
 
 
 def read_body() -> bytes:
-    """The request body, at most ``MAX_BODY`` bytes; larger ones are drained and refused."""
+    """The request body, at most ``MAX_BODY`` bytes; larger ones are drained (up to a bound) and refused."""
     stream = request.environ["wsgi.input"]
     length = request.content_length
-    if length is not None and length <= MAX_BODY:
-        return bytes(stream.read(length))
-    data = stream.read(MAX_BODY + 1) if length is None else b""
-    if length is None and len(data) <= MAX_BODY:
-        return bytes(data)
-    left = min(length or DRAIN_LIMIT, DRAIN_LIMIT)
-    while left > 0:
-        chunk = stream.read(min(left, 1 << 20))
-        if not chunk:
-            break
+    data = bytes(stream.read(length if length is not None and length <= MAX_BODY else MAX_BODY + 1))
+    if len(data) <= MAX_BODY:
+        return data
+    left = min(length or DRAIN_LIMIT, DRAIN_LIMIT) - len(data)
+    while left > 0 and (chunk := stream.read(min(left, 1 << 20))):
         left -= len(chunk)
     raise TooLarge
 
@@ -154,7 +149,9 @@ def create_app(config: Config, metrics: Metrics | None = None, own_namespace: st
         def noop_route() -> Response:
             try:
                 review = parse_review(read_body())
-            except (BadReview, TooLarge) as exc:
+            except TooLarge:
+                return _json(413, {"error": "request body too large", "reason": f"over {MAX_BODY} bytes"})
+            except BadReview as exc:
                 return _json(400, {"error": "bad AdmissionReview", "reason": str(exc)})
             return _json(200, response(review, Decision(True)))
 

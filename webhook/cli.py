@@ -115,9 +115,13 @@ def cmd_certs(args: argparse.Namespace) -> int:
     bundle = ca_bundle(paths.ca)
     print(bundle)
     if args.patch_webhooks:
-        from webhook.cluster import patch_ca_bundle
+        from webhook.cluster import ClusterError, patch_ca_bundle
 
-        patched = patch_ca_bundle(bundle, args.patch_webhooks, kubeconfig=args.kubeconfig)
+        try:
+            patched = patch_ca_bundle(bundle, args.patch_webhooks, kubeconfig=args.kubeconfig)
+        except ClusterError as exc:
+            _err(f"--patch-webhooks: {exc}")
+            return EXIT_USAGE
         print(f"qos-guard: caBundle written into {', '.join(patched)}", file=sys.stderr)
     return EXIT_OK
 

@@ -58,11 +58,13 @@ class Verdict:
         return self.mode is Mode.WARN or not self.violations
 
 
-def _judge(target: Target, config: Config) -> TargetResult:
+def _judge(target: Target, config: Config, plan: bool) -> TargetResult:
     pod = build_pod_spec(target.spec, target.path)
     violations = run_rules(pod, config.policy)
     if not violations:
         return TargetResult(target, (), (), ())
+    if not plan:
+        return TargetResult(target, tuple(Finding(v, False) for v in violations), tuple(violations), ())
     changes = plan_changes(target.spec, target.segments, config)
     if changes:
         fixed = apply_changes(target.spec, changes, skip=len(target.segments))
@@ -84,12 +86,15 @@ def _exemption(config: Config, namespace: str | None, username: str | None) -> s
 
 
 def evaluate(obj: Any, config: Config, mode: Mode, *, namespace: str | None = None,
-             username: str | None = None) -> Verdict:
+             username: str | None = None, plan: bool = True) -> Verdict:
     """Judge every pod spec in ``obj``; raises ``ManifestError`` for an object of the wrong shape.
 
     ``namespace`` defaults to each object's own ``metadata.namespace``; exemptions work as in Pod
     Security Admission: by namespace, requesting user or ``runtimeClassName``, never by annotation.
+    ``plan=False`` skips planning the mutation (no changes, every finding marked not fixable): the
+    ``enforce`` and ``warn`` webhooks answer without it. ``mutate`` mode always plans.
     """
+    plan = plan or mode is Mode.MUTATE
     targets = list(find_targets(obj))
     results = []
     for target in targets:
@@ -102,6 +107,6 @@ def evaluate(obj: Any, config: Config, mode: Mode, *, namespace: str | None = No
             if len(targets) == 1:
                 return Verdict(mode, (), exempt=why)
             continue
-        results.append(_judge(target, config))
+        results.append(_judge(target, config, plan))
     changes = tuple(c for r in results for c in r.changes)
     return Verdict(mode, tuple(results), changes=changes)

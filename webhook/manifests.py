@@ -124,7 +124,8 @@ def _read_text(file: str) -> str | ReadError:
         return ReadError(file, line, f"not UTF-8 text (byte 0x{data[exc.start]:02x})")
 
 
-def _yaml_documents(file: str, text: str) -> Iterator[Document | ReadError]:
+def yaml_documents(file: str, text: str) -> Iterator[Document | ReadError]:
+    """Each YAML document of ``text`` with its node tree; a ``ReadError`` ends the stream."""
     loader = Loader(text)
     try:
         while loader.check_node():
@@ -153,25 +154,16 @@ def read_documents(file: str) -> Iterator[Document | ReadError]:
         yield text
         return
     if file.endswith(".json") or (file == STDIN and text.lstrip()[:1] in ("{", "[")):
-        try:
-            yield Document(file, 1, json.loads(text), None, text)
-        except json.JSONDecodeError as exc:
-            yield ReadError(file, exc.lineno, f"JSON does not parse: {exc.msg} (column {exc.colno})")
-        except RecursionError:
-            yield ReadError(file, 0, "JSON is nested too deeply")
+        yield json_document(file, text)
         return
-    yield from _yaml_documents(file, text)
+    yield from yaml_documents(file, text)
 
 
-def first_read_error(file: str, text: str) -> ReadError | None:
-    """The first reason ``text`` cannot be read as manifests, judged exactly as ``check`` reads it."""
-    if file.endswith(".json"):
-        try:
-            json.loads(text)
-        except json.JSONDecodeError as exc:
-            return ReadError(file, exc.lineno, f"JSON does not parse: {exc.msg} (column {exc.colno})")
-        return None
-    for item in _yaml_documents(file, text):
-        if isinstance(item, ReadError):
-            return item
-    return None
+def json_document(file: str, text: str) -> Document | ReadError:
+    try:
+        return Document(file, 1, json.loads(text), None, text)
+    except json.JSONDecodeError as exc:
+        return ReadError(file, exc.lineno, f"JSON does not parse: {exc.msg} (column {exc.colno})")
+    except RecursionError:
+        return ReadError(file, 0, "JSON is nested too deeply")
+

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from webhook.quantity import Quantity, QuantityError, quantity_from_value
+from webhook.quantity import Quantity, QuantityError, format_milli, quantity_from_value
 
 CPU = "cpu"
 MEMORY = "memory"
@@ -226,8 +226,8 @@ def _pod_level(spec: Mapping[str, Any], path: str, containers: tuple[Container, 
                 continue
             if any(name in c.requests for c in everyone):
                 milli = aggregated.get(name, 0)
-                requests[name] = Amount(_milli_text(milli), f"{res_path}.requests.{name}",
-                                        Quantity(milli, _milli_text(milli)), defaulted=True)
+                requests[name] = Amount(format_milli(milli), f"{res_path}.requests.{name}",
+                                        Quantity(milli, format_milli(milli)), defaulted=True)
             else:
                 lim = limits[name]
                 requests[name] = Amount(lim.raw, f"{res_path}.requests.{name}", lim.quantity, lim.error,
@@ -238,15 +238,9 @@ def _pod_level(spec: Mapping[str, Any], path: str, containers: tuple[Container, 
             if name in limits or not everyone or not all(name in c.limits for c in everyone):
                 continue
             milli = aggregated.get(name, 0)
-            limits[name] = Amount(_milli_text(milli), f"{res_path}.limits.{name}",
-                                  Quantity(milli, _milli_text(milli)), defaulted=True)
+            limits[name] = Amount(format_milli(milli), f"{res_path}.limits.{name}",
+                                  Quantity(milli, format_milli(milli)), defaulted=True)
     return requests, limits
-
-
-def _milli_text(milli: int) -> str:
-    if milli % 1000 == 0:
-        return str(milli // 1000)
-    return f"{milli}m"
 
 
 def build_pod_spec(spec: Any, path: str) -> PodSpec:

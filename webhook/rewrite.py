@@ -1,7 +1,10 @@
 """``qos-guard fix``: apply the mutation to manifest files, keeping comments, key order and layout.
 
-YAML goes through ruamel.yaml's round-trip mode with the file's own indentation; JSON keeps its key order
-and indent. Only files that change are rewritten in place; with an output folder every input is written.
+YAML is read once by the same reader ``check`` uses; only the fields the mutation sets are edited in the
+text (positions from libyaml's node marks) and the result is re-read to prove it holds exactly the mutated
+objects. Where a change sits in a layout that cannot be edited that way, ruamel.yaml's round trip (with the
+file's own indentation) rewrites the file instead. JSON keeps its key order and indent. Only files that
+change are rewritten in place; with an output folder every input is written.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from ruamel.yaml.error import YAMLError as RuamelError
 
 from webhook.config import Config
 from webhook.engine import Mode, evaluate
-from webhook.manifests import Loader, first_read_error
+from webhook.manifests import Document, Loader, ReadError, json_document, yaml_documents
 from webhook.mutation import Change, apply_changes
 from webhook.podspec import ManifestError
 from webhook.rules import Violation
@@ -82,7 +85,7 @@ def _yaml(text: str) -> YAML:
     return y
 
 
-def _fix_documents(file: str, docs: list[Any], config: Config, result: FileResult) -> list[Any]:
+def _fix_documents(docs: list[Any], config: Config, result: FileResult) -> list[Any]:
     fixed = []
     for doc in docs:
         changes = _judge_document(doc, config, result)
@@ -162,40 +165,36 @@ def _insertion(text: str, node: yaml.Node, nested: dict[str, Any], column: int,
     return line_start, line_start, _block(nested, first_key.start_mark.column, step)
 
 
-def _edit_in_place(file: str, text: str, config: Config, result: FileResult) -> str | None:
+def _edit_in_place(text: str, documents: list[Document], config: Config, result: FileResult) -> str | None:
     """Change only the fields the mutation sets, leaving every other byte as it was; ``None`` when the
     layout around a change needs a full round trip instead."""
     step = guess_indent(text)[0]
     edits: list[tuple[int, int, str]] = []
     expected: list[Any] = []
-    loader = Loader(text)
-    try:
-        while loader.check_node():
-            root = loader.get_node()
-            obj = loader.construct_document(root)
-            changes = _judge_document(obj, config, result)
-            expected.append(apply_changes(obj, changes) if changes else obj)
-            inserts: dict[int, tuple[yaml.Node, dict[str, Any], int]] = {}
-            for change in changes:
-                node, rest, column = _walk(root, change.segments)
-                if not rest:
-                    if not isinstance(node, yaml.ScalarNode):
-                        return None
-                    edits.append((node.start_mark.index, node.end_mark.index, _scalar(change.new, node.style)))
-                    continue
-                if not all(isinstance(seg, str) for seg in rest):
+    for doc in documents:
+        changes = _judge_document(doc.obj, config, result)
+        expected.append(apply_changes(doc.obj, changes) if changes else doc.obj)
+        inserts: dict[int, tuple[yaml.Node, dict[str, Any], int]] = {}
+        for change in changes:
+            if doc.node is None:
+                return None
+            node, rest, column = _walk(doc.node, change.segments)
+            if not rest:
+                if not isinstance(node, yaml.ScalarNode):
                     return None
-                nested = inserts.setdefault(id(node), (node, {}, column))[1]
-                for seg in rest[:-1]:
-                    nested = nested.setdefault(str(seg), {})
-                nested[str(rest[-1])] = change.new
-            for node, nested, column in inserts.values():
-                edit = _insertion(text, node, nested, column, step)
-                if edit is None:
-                    return None
-                edits.append(edit)
-    finally:
-        loader.dispose()
+                edits.append((node.start_mark.index, node.end_mark.index, _scalar(change.new, node.style)))
+                continue
+            if not all(isinstance(seg, str) for seg in rest):
+                return None
+            nested = inserts.setdefault(id(node), (node, {}, column))[1]
+            for seg in rest[:-1]:
+                nested = nested.setdefault(str(seg), {})
+            nested[str(rest[-1])] = change.new
+        for node, nested, column in inserts.values():
+            edit = _insertion(text, node, nested, column, step)
+            if edit is None:
+                return None
+            edits.append(edit)
     new_text = text
     for start, end, replacement in sorted(edits, key=lambda e: e[0], reverse=True):
         new_text = new_text[:start] + replacement + new_text[end:]
@@ -215,36 +214,40 @@ def _judge_document(doc: Any, config: Config, result: FileResult) -> list[Change
 
 
 def fix_text(file: str, text: str, config: Config) -> FileResult:
-    """Fix the documents in ``text``; ``new_text`` is set only when something changed."""
+    """Fix the documents in ``text``; ``new_text`` is set only when something changed. A file that does
+    not read cleanly (as ``check`` reads it) is left alone with the reason in ``error``."""
     result = FileResult(file)
-    problem = first_read_error(file, text)
-    if problem is not None:
-        result.error = f"line {problem.line}: {problem.message}; not changed"
-        return result
     try:
         if file.endswith(".json"):
-            doc = json.loads(text)
-            (fixed,) = _fix_documents(file, [doc], config, result)
+            doc = json_document(file, text)
+            if isinstance(doc, ReadError):
+                result.error = f"line {doc.line}: {doc.message}; not changed"
+                return result
+            (fixed,) = _fix_documents([doc.obj], config, result)
             if result.changes:
-                indent = _json_indent(text)
-                result.new_text = json.dumps(fixed, indent=indent, ensure_ascii=False) + (
+                result.new_text = json.dumps(fixed, indent=_json_indent(text), ensure_ascii=False) + (
                     "\n" if text.endswith("\n") else "")
             return result
-        attempt = FileResult(file)
-        edited = _edit_in_place(file, text, config, attempt)
+        documents: list[Document] = []
+        for item in yaml_documents(file, text):
+            if isinstance(item, ReadError):
+                result.error = f"line {item.line}: {item.message}; not changed"
+                return result
+            documents.append(item)
+        edited = _edit_in_place(text, documents, config, result)
         if edited is not None:
-            attempt.new_text = edited if attempt.changes else None
-            return attempt
+            result.new_text = edited if result.changes else None
+            return result
+        result = FileResult(file)  # start over with a full round trip
         preamble, body = _split_preamble(text)
         y = _yaml(body)
-        docs = list(y.load_all(body))
-        fixed_docs = _fix_documents(file, docs, config, result)
+        fixed_docs = _fix_documents(list(y.load_all(body)), config, result)
         if result.changes:
             out = io.StringIO()
             y.dump_all(fixed_docs, out)
             new_text = preamble + out.getvalue()
             result.new_text = new_text if text.endswith("\n") else new_text.rstrip("\n")
-    except (RuamelError, json.JSONDecodeError) as exc:
+    except RuamelError as exc:
         result.error = f"does not parse: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
     except ManifestError as exc:
         result.error = str(exc)

@@ -153,7 +153,7 @@ def _start_metrics_server(bind: str, app: Any) -> None:
 
 
 def serve(opts: ServeOptions) -> int:
-    """Run until SIGTERM/SIGINT; returns gunicorn's exit status."""
+    """Run until SIGTERM/SIGINT; gunicorn's arbiter ends the process itself when it stops."""
     from webhook.config import load_config
 
     config = load_config(opts.config)  # ConfigError: exit 2 before anything listens

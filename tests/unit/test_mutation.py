@@ -89,6 +89,33 @@ def test_mutated_spec_passes_unless_reported_unfixable(manifest: dict[str, Any],
     assert left <= {(f.violation.rule, f.violation.subject) for _, f in verdict.violations}
 
 
+def _positive(resources: dict[str, Any], kind: str, resource: str) -> bool:
+    value = milli(resources.get(kind, {}).get(resource))
+    return value is not None and value > 0
+
+
+@given(pods, configs)
+def test_what_survives_mutation_is_explained_by_input_and_config(manifest: dict[str, Any], config: Config) -> None:
+    """An oracle independent of the engine's own fixable bookkeeping: from the config and the original
+    container alone, say which violations mutation may leave behind."""
+    mutated = mutate(manifest, config)
+    containers = {f"spec.{group}[{i}]": c for group in ("containers", "initContainers")
+                  for i, c in enumerate(manifest["spec"].get(group, []))}
+    for v in run_rules(build_pod_spec(mutated["spec"], "spec"), config.policy):
+        assert v.rule != "requests-not-equal-limits", v  # a request is always set to its limit
+        if v.rule == "limits-missing":
+            original = containers[v.path.split(".resources")[0]]["resources"]
+            resource = v.path.rsplit(".", 1)[1]
+            # Only unfixable when there is no positive request to copy, or copying is switched off.
+            assert not config.mutation.set_limits_from_requests or not _positive(original, "requests", resource)
+        if v.rule == "cpu-not-integer" and config.mutation.cpu_rounding == "up":
+            # Rounding raises the limit: it can only miss a container left without a positive cpu limit
+            # (none written, and none taken from the request); that container is still limits-missing.
+            original = containers[v.path.split(".resources")[0]]["resources"]
+            assert not _positive(original, "limits", "cpu"), v
+            assert not config.mutation.set_limits_from_requests or not _positive(original, "requests", "cpu"), v
+
+
 def test_example_changes_and_messages() -> None:
     manifest = pod(container("vllm", rl("1", "8Gi"), rl("2", "8Gi")), container("side", rl("100m", "64Mi"), None))
     changes = plan_changes(manifest["spec"], ("spec",), Config())
