@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: install run test lint clean
+.PHONY: install tools run test lint clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -15,6 +15,11 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# helm, etcd and kube-apiserver, built from the Go module proxy once and cached outside the repository
+# (~/.cache/qos-guard/tools, or $$QOS_GUARD_TOOLS) by version. The first build takes several minutes.
+tools:
+	bash hack/build-tools.sh all
+
 run: install
 	$(BIN)/qos-guard serve
 
@@ -22,7 +27,7 @@ lint: install
 	$(BIN)/ruff check webhook tests
 	$(BIN)/mypy webhook
 
-test: lint
+test: lint tools
 	$(BIN)/pytest
 
 clean:

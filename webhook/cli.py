@@ -108,7 +108,7 @@ def cmd_certs(args: argparse.Namespace) -> int:
     if args.days < 1:
         _err("--days must be at least 1")
         return EXIT_USAGE
-    names = service_sans(args.service, args.namespace)
+    names = service_sans(args.service, args.namespace) + [n for n in args.extra_san if n]
     paths = write_bundle(Path(args.output_dir), names, args.days, keep_ca_key=True)
     print(f"qos-guard: wrote {paths.ca}, {paths.ca_key}, {paths.cert}, {paths.key} "
           f"(SANs {', '.join(names)}; valid {args.days} days)", file=sys.stderr)
@@ -124,6 +124,54 @@ def cmd_certs(args: argparse.Namespace) -> int:
             return EXIT_USAGE
         print(f"qos-guard: caBundle written into {', '.join(patched)}", file=sys.stderr)
     return EXIT_OK
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    from webhook.audit import audit
+    from webhook.cluster import ClusterError, Lister
+
+    config = load_config(args.config)
+    if args.page_size < 1:
+        _err("--page-size must be at least 1")
+        return EXIT_USAGE
+    progress = _TerminalProgress() if sys.stderr.isatty() else None
+    try:
+        lister = Lister(args.kubeconfig, page_size=args.page_size)
+        if args.all_namespaces:
+            namespaces = None
+        elif args.namespace:
+            namespaces = list(dict.fromkeys(args.namespace))
+        else:
+            namespaces = lister.opted_in_namespaces()
+        report = audit(lister.objects(namespaces), config, Mode(args.mode), progress)
+    except ClusterError as exc:
+        _err(f"audit: {exc}")
+        return EXIT_USAGE
+    finally:
+        if progress is not None:
+            progress.done()
+    sys.stdout.write(render(report, args.format))
+    if args.format == "text":
+        scope = "all namespaces" if namespaces is None else f"{len(namespaces)} namespaces"
+        print(f"{summary_line(report)} in {scope}", file=sys.stderr)
+    return report.exit_code
+
+
+class _TerminalProgress:
+    """One self-overwriting status line on stderr, so a large cluster does not look hung."""
+
+    def __init__(self) -> None:
+        self._shown = False
+
+    def __call__(self, count: int, namespace: str, kind: str) -> None:
+        if count % 50 == 1:
+            print(f"\r\033[Kqos-guard: audit: {count} objects read ({namespace} {kind})", end="",
+                  file=sys.stderr, flush=True)
+            self._shown = True
+
+    def done(self) -> None:
+        if self._shown:
+            print("\r\033[K", end="", file=sys.stderr, flush=True)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -165,7 +213,23 @@ def build_parser() -> argparse.ArgumentParser:
     certs.add_argument("--patch-webhooks", nargs="+", metavar="NAME",
                        help="write the caBundle into these Validating/MutatingWebhookConfigurations")
     certs.add_argument("--kubeconfig", help="kubeconfig for --patch-webhooks (default: in-cluster or ~/.kube)")
+    certs.add_argument("--extra-san", action="append", default=[], metavar="NAME_OR_IP",
+                       help="another DNS name or IP address for the serving certificate (repeatable), e.g. for "
+                            "a webhook reached by URL outside the cluster")
     certs.set_defaults(func=cmd_certs)
+
+    audit = sub.add_parser("audit", help="judge the Pods and workloads already in a cluster")
+    scope = audit.add_mutually_exclusive_group()
+    scope.add_argument("--all-namespaces", "-A", action="store_true",
+                       help="every namespace, not only those labelled qos-guard.io/mode")
+    scope.add_argument("--namespace", "-n", action="append", metavar="NS", help="only this namespace (repeatable)")
+    audit.add_argument("--mode", choices=[m.value for m in Mode], default=Mode.ENFORCE.value,
+                       help="judge as this mode (default enforce: what would be refused today)")
+    audit.add_argument("--config", help="configuration file (SPEC §4)")
+    audit.add_argument("--format", choices=FORMATS, default="text")
+    audit.add_argument("--kubeconfig", help="kubeconfig (default: in-cluster, else $KUBECONFIG or ~/.kube/config)")
+    audit.add_argument("--page-size", type=int, default=500, help="objects per list request (default 500)")
+    audit.set_defaults(func=cmd_audit)
     return parser
 
 

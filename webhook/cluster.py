@@ -1,9 +1,14 @@
-"""The Kubernetes API, through the ``kubernetes`` client: writing the caBundle into webhook configurations."""
+"""The Kubernetes API, through the ``kubernetes`` client: the caBundle of webhook configurations, and the
+paginated listing behind ``qos-guard audit``."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
+import urllib3
 from kubernetes import client, config
 
 
@@ -53,3 +58,107 @@ def patch_ca_bundle(bundle: str, names: list[str], kubeconfig: str | None = None
         if not found:
             raise ClusterError(f"no webhook configuration named {name}")
     return patched
+
+
+# Where each kind qos-guard judges is listed (SPEC §5, §6); paths as in the API server's discovery.
+AUDIT_KINDS: tuple[tuple[str, str, str], ...] = (
+    ("v1", "pods", "Pod"),
+    ("v1", "replicationcontrollers", "ReplicationController"),
+    ("v1", "podtemplates", "PodTemplate"),
+    ("apps/v1", "deployments", "Deployment"),
+    ("apps/v1", "replicasets", "ReplicaSet"),
+    ("apps/v1", "statefulsets", "StatefulSet"),
+    ("apps/v1", "daemonsets", "DaemonSet"),
+    ("batch/v1", "jobs", "Job"),
+    ("batch/v1", "cronjobs", "CronJob"),
+)
+# An object whose controller is one of these is reported through its controller, not again on its own:
+# one finding per template, not one per replica.
+_CONTROLLERS = frozenset({"ReplicationController", "Deployment", "ReplicaSet", "StatefulSet", "DaemonSet", "Job",
+                          "CronJob"})
+MODE_LABEL = "qos-guard.io/mode"
+MODES = ("enforce", "mutate", "warn")
+
+
+@dataclass(frozen=True, slots=True)
+class Listed:
+    """One object from the API (``obj``), or a listing that failed (``error``), in ``namespace``."""
+
+    namespace: str
+    kind: str
+    obj: dict[str, Any] | None = None
+    error: str | None = None
+
+
+class Lister:
+    """Paginated, raw-JSON listing: no model classes, so objects reach the engine exactly as stored."""
+
+    def __init__(self, kubeconfig: str | None = None, page_size: int = 500) -> None:
+        self._api = _api_client(kubeconfig)
+        self._page_size = page_size
+
+    def _get(self, path: str, query: list[tuple[str, str]]) -> dict[str, Any]:
+        request = self._api.param_serialize("GET", path, query_params=query,
+                                            header_params={"Accept": "application/json"},
+                                            auth_settings=["BearerToken"])
+        try:
+            response = self._api.call_api(*request, _request_timeout=(10, 60))
+            response.read()
+        except (OSError, urllib3.exceptions.HTTPError) as exc:
+            raise ClusterError(f"cannot reach the API server: {exc}") from None
+        if response.status != 200:
+            try:
+                message = json.loads(response.data).get("message", "")
+            except (ValueError, AttributeError):
+                message = ""
+            raise ClusterError(f"GET {path}: HTTP {response.status} {message}".rstrip())
+        result: dict[str, Any] = json.loads(response.data)
+        return result
+
+    def pages(self, path: str, label_selector: str | None = None) -> Iterator[list[dict[str, Any]]]:
+        """Each page of a list, following ``continue`` tokens."""
+        token = ""
+        while True:
+            query = [("limit", str(self._page_size))]
+            if token:
+                query.append(("continue", token))
+            if label_selector:
+                query.append(("labelSelector", label_selector))
+            body = self._get(path, query)
+            yield body.get("items") or []
+            token = (body.get("metadata") or {}).get("continue") or ""
+            if not token:
+                return
+
+    def opted_in_namespaces(self) -> list[str]:
+        selector = f"{MODE_LABEL} in ({','.join(MODES)})"
+        return sorted(ns["metadata"]["name"] for page in self.pages("/api/v1/namespaces", selector) for ns in page)
+
+    def objects(self, namespaces: list[str] | None) -> Iterator[Listed]:
+        """Every judged object in ``namespaces`` (None: all namespaces), controllers' children left out.
+
+        A kind that cannot be listed (no RBAC, or not served) is one ``error`` and the rest still listed.
+        """
+        scopes: list[str | None] = list(namespaces) if namespaces is not None else [None]
+        for scope in scopes:
+            for api_version, plural, kind in AUDIT_KINDS:
+                prefix = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+                path = f"{prefix}/{plural}" if scope is None else f"{prefix}/namespaces/{scope}/{plural}"
+                try:
+                    for page in self.pages(path):
+                        for item in page:
+                            if _controlled(item):
+                                continue
+                            item["apiVersion"], item["kind"] = api_version, kind  # list items carry neither
+                            yield Listed((item.get("metadata") or {}).get("namespace", scope or ""), kind, obj=item)
+                except ClusterError as exc:
+                    if "cannot reach" in str(exc):
+                        raise
+                    yield Listed(scope or "", kind, error=str(exc))
+
+
+def _controlled(obj: dict[str, Any]) -> bool:
+    for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
+        if ref.get("controller") and ref.get("kind") in _CONTROLLERS:
+            return True
+    return False

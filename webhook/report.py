@@ -83,10 +83,15 @@ def render(report: Report, fmt: str) -> str:
     return _RENDERERS[fmt](report)
 
 
+def _where(file: str, line: int) -> str:
+    """``file:line``, or just the namespace for a live object (``audit``), which has no line."""
+    return f"{file}:{line}" if line else file
+
+
 def _text(report: Report) -> str:
-    lines = [f"{e.file}:{e.line}: error: {e.message}" for e in report.errors]
-    lines += [f"{r.file}:{r.line}: {r.kind}/{r.name}: notice: {r.message}" for r in report.notices]
-    lines += [f"{r.file}:{r.line}: {r.kind}/{r.name}: {r.rule}: {r.message}" for r in report.violations]
+    lines = [f"{_where(e.file, e.line)}: error: {e.message}" for e in report.errors]
+    lines += [f"{_where(r.file, r.line)}: {r.kind}/{r.name}: notice: {r.message}" for r in report.notices]
+    lines += [f"{_where(r.file, r.line)}: {r.kind}/{r.name}: {r.rule}: {r.message}" for r in report.violations]
     return "\n".join(lines) + ("\n" if lines else "")
 
 

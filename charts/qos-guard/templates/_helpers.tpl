@@ -1,0 +1,117 @@
+{{/* Name of the chart, overridable. */}}
+{{- define "qos-guard.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Prefix of every resource name: the release name, unless it already contains the chart name. */}}
+{{- define "qos-guard.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "qos-guard.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{ include "qos-guard.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{- define "qos-guard.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "qos-guard.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "qos-guard.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "qos-guard.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "qos-guard.tlsSecretName" -}}
+{{- printf "%s-tls" (include "qos-guard.fullname" .) }}
+{{- end }}
+
+{{/*
+clientConfig of one webhook: the Service (or .Values.webhook.url) plus a path.
+Call with (dict "root" $ "path" "/validate" "caBundle" $caBundle).
+*/}}
+{{- define "qos-guard.clientConfig" -}}
+{{- $root := .root }}
+{{- if $root.Values.webhook.url }}
+url: {{ printf "%s%s" (trimSuffix "/" $root.Values.webhook.url) .path | quote }}
+{{- else }}
+service:
+  name: {{ include "qos-guard.fullname" $root }}
+  namespace: {{ $root.Release.Namespace }}
+  path: {{ .path | quote }}
+  port: 443
+{{- end }}
+{{- if .caBundle }}
+caBundle: {{ .caBundle }}
+{{- end }}
+{{- end }}
+
+{{/*
+namespaceSelector for one mode: the label value, and never kube-system, the release namespace or an excluded
+namespace (SPEC §5: no deadlock when the webhook itself is down).
+*/}}
+{{- define "qos-guard.namespaceSelector" -}}
+{{- $root := .root }}
+matchExpressions:
+  - key: qos-guard.io/mode
+    operator: In
+    values: {{ toJson .values }}
+  - key: kubernetes.io/metadata.name
+    operator: NotIn
+    values: {{ toJson (concat (list "kube-system" $root.Release.Namespace) $root.Values.webhook.excludeNamespaces | uniq) }}
+{{- end }}
+
+{{/* Rules for Pods and every workload kind judged by its Pod template (SPEC §5). */}}
+{{- define "qos-guard.podRules" -}}
+- apiGroups: [""]
+  apiVersions: ["v1"]
+  operations: ["CREATE"]
+  resources: ["pods"]
+  scope: Namespaced
+- apiGroups: [""]
+  apiVersions: ["v1"]
+  operations: ["UPDATE"]
+  resources: ["pods/resize"]
+  scope: Namespaced
+{{- end }}
+
+{{- define "qos-guard.workloadRules" -}}
+- apiGroups: [""]
+  apiVersions: ["v1"]
+  operations: ["CREATE", "UPDATE"]
+  resources: ["replicationcontrollers", "podtemplates"]
+  scope: Namespaced
+- apiGroups: ["apps"]
+  apiVersions: ["v1"]
+  operations: ["CREATE", "UPDATE"]
+  resources: ["deployments", "replicasets", "statefulsets", "daemonsets"]
+  scope: Namespaced
+- apiGroups: ["batch"]
+  apiVersions: ["v1"]
+  operations: ["CREATE", "UPDATE"]
+  resources: ["jobs", "cronjobs"]
+  scope: Namespaced
+{{- end }}
+
+{{/* Settings shared by every webhook of the chart. */}}
+{{- define "qos-guard.webhookCommon" -}}
+admissionReviewVersions: ["v1"]
+sideEffects: None
+matchPolicy: Equivalent
+timeoutSeconds: {{ .Values.webhook.timeoutSeconds }}
+{{- end }}

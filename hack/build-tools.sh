@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# Build the real binaries the test suite runs (helm, etcd, kube-apiserver) from the Go module proxy and
+# cache them outside the repository, keyed by version. Idempotent: a cached binary is reused.
+#
+#   hack/build-tools.sh [helm|etcd|kube-apiserver|kube-score|all]
+#
+# Prints the path of each binary on stdout (progress on stderr); fails loudly (non-zero exit) if a build fails.
+set -euo pipefail
+
+HELM_VERSION="${HELM_VERSION:-v3.22.0}"
+ETCD_VERSION="${ETCD_VERSION:-v3.6.16}"
+KUBE_VERSION="${KUBE_VERSION:-v1.36.3}"
+KUBE_SCORE_VERSION="${KUBE_SCORE_VERSION:-v1.20.0}"
+# Bumped when a tool's build flags change, so a stale cached binary is not reused.
+declare -A TOOL_REV=([helm]=.2)
+TOOLS_DIR="${QOS_GUARD_TOOLS:-${XDG_CACHE_HOME:-$HOME/.cache}/qos-guard/tools}"
+
+export CGO_ENABLED=0 GOFLAGS="-mod=mod" GOTOOLCHAIN=local
+mkdir -p "$TOOLS_DIR"
+
+log() { echo "build-tools: $*" >&2; }
+
+# build NAME VERSION PACKAGE MODULE_SETUP_FUNCTION [LDFLAGS]
+build() {
+  local name=$1 version=$2 package=$3 setup=$4 ldflags=${5:-}
+  local out="$TOOLS_DIR/$name-$version${TOOL_REV[$name]:-}"
+  if [[ -x "$out" ]]; then
+    echo "$out"
+    return 0
+  fi
+  log "building $name $version (once; cached in $TOOLS_DIR)"
+  local work
+  work=$(mktemp -d)
+  trap 'rm -rf "$work"' RETURN
+  (
+    cd "$work"
+    go mod init "qos-guard.tools/$name" >/dev/null 2>&1
+    "$setup" "$version"
+    go mod tidy >/dev/null 2>&1 || true
+    if [[ $ldflags == @* ]]; then  # @function: flags computed from the resolved modules
+      ldflags=$("${ldflags#@}" "$version")
+    fi
+    go build -trimpath -ldflags "-s -w $ldflags" -o "$out.tmp" "$package"
+  )
+  mv "$out.tmp" "$out"
+  log "built $out"
+  echo "$out"
+}
+
+setup_helm() {
+  cat > tools.go <<GO
+//go:build tools
+package tools
+import _ "helm.sh/helm/v3/cmd/helm"
+GO
+  go get "helm.sh/helm/v3@$1" >/dev/null
+}
+
+setup_kube_score() {
+  cat > tools.go <<GO
+//go:build tools
+package tools
+import _ "github.com/zegl/kube-score/cmd/kube-score"
+GO
+  go get "github.com/zegl/kube-score@$1" >/dev/null
+}
+
+setup_etcd() {
+  # server/v3 is the etcd main package; its sibling modules must be the same release.
+  local v=$1
+  cat > tools.go <<GO
+//go:build tools
+package tools
+import _ "go.etcd.io/etcd/server/v3"
+GO
+  go get "go.etcd.io/etcd/server/v3@$v" "go.etcd.io/etcd/api/v3@$v" "go.etcd.io/etcd/client/v3@$v" \
+    "go.etcd.io/etcd/client/pkg/v3@$v" "go.etcd.io/etcd/pkg/v3@$v" >/dev/null
+}
+
+setup_kube() {
+  # k8s.io/kubernetes requires its staging modules at v0.0.0 and replaces them with ./staging paths,
+  # which only work inside its own repository: replace each with the published v0.<minor>.<patch>.
+  local v=$1 staging=v0.${1#v1.}
+  cat > tools.go <<GO
+//go:build tools
+package tools
+import _ "k8s.io/kubernetes/cmd/kube-apiserver"
+GO
+  go mod edit -require="k8s.io/kubernetes@$v"
+  local gomod
+  gomod=$(go mod download -json "k8s.io/kubernetes@$v" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
+  grep -oE '^\s*k8s\.io/[a-z0-9-]+ => \./staging' "$gomod" | awk '{print $1}' | while read -r mod; do
+    go mod edit -replace="$mod=$mod@$staging"
+  done
+}
+
+helm_ldflags() {
+  # As helm's Makefile: its version, and the Kubernetes version `helm template` assumes (client-go's, +1 major).
+  local cg
+  cg=$(go list -m -f '{{.Version}}' k8s.io/client-go)
+  cg=${cg#v0.}
+  printf -- '-X helm.sh/helm/v3/internal/version.version=%s ' "$1"
+  printf -- '-X helm.sh/helm/v3/pkg/%s.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/%s.k8sVersionMinor=%s ' \
+    lint/rules lint/rules "${cg%%.*}" chartutil chartutil "${cg%%.*}"
+}
+
+kube_ldflags() {
+  local v=$1 minor=${1#v1.}
+  minor=${minor%%.*}
+  local pkg
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    printf -- '-X %s.gitVersion=%s -X %s.gitMajor=1 -X %s.gitMinor=%s -X %s.gitTreeState=clean ' \
+      "$pkg" "$v" "$pkg" "$pkg" "$minor" "$pkg"
+  done
+}
+
+want=${1:-all}
+case $want in
+  helm|all) build helm "$HELM_VERSION" helm.sh/helm/v3/cmd/helm setup_helm @helm_ldflags ;;&
+  etcd|all) build etcd "$ETCD_VERSION" go.etcd.io/etcd/server/v3 setup_etcd ;;&
+  kube-apiserver|all)
+    build kube-apiserver "$KUBE_VERSION" k8s.io/kubernetes/cmd/kube-apiserver setup_kube "$(kube_ldflags "$KUBE_VERSION")" ;;&
+  kube-score) build kube-score "$KUBE_SCORE_VERSION" github.com/zegl/kube-score/cmd/kube-score setup_kube_score ;;
+  helm|etcd|kube-apiserver|all) ;;
+  *) echo "usage: $0 [helm|etcd|kube-apiserver|kube-score|all]" >&2; exit 2 ;;
+esac
