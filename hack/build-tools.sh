@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Build the real binaries the test suite runs (helm, etcd, kube-apiserver) from the Go module proxy and
+# Build the real binaries the test suite runs (helm, etcd, kube-apiserver, kubectl) from the Go module proxy and
 # cache them outside the repository, keyed by version. Idempotent: a cached binary is reused.
 #
-#   hack/build-tools.sh [helm|etcd|kube-apiserver|kube-score|all]
+#   hack/build-tools.sh [helm|etcd|kube-apiserver|kubectl|kube-score|all]
 #
 # Prints the path of each binary on stdout (progress on stderr); fails loudly (non-zero exit) if a build fails.
 set -euo pipefail
@@ -85,6 +85,7 @@ setup_kube() {
 //go:build tools
 package tools
 import _ "k8s.io/kubernetes/cmd/kube-apiserver"
+import _ "k8s.io/kubernetes/cmd/kubectl"
 GO
   go mod edit -require="k8s.io/kubernetes@$v"
   local gomod
@@ -120,7 +121,9 @@ case $want in
   etcd|all) build etcd "$ETCD_VERSION" go.etcd.io/etcd/server/v3 setup_etcd ;;&
   kube-apiserver|all)
     build kube-apiserver "$KUBE_VERSION" k8s.io/kubernetes/cmd/kube-apiserver setup_kube "$(kube_ldflags "$KUBE_VERSION")" ;;&
+  kubectl|all)
+    build kubectl "$KUBE_VERSION" k8s.io/kubernetes/cmd/kubectl setup_kube "$(kube_ldflags "$KUBE_VERSION")" ;;&
   kube-score) build kube-score "$KUBE_SCORE_VERSION" github.com/zegl/kube-score/cmd/kube-score setup_kube_score ;;
-  helm|etcd|kube-apiserver|all) ;;
-  *) echo "usage: $0 [helm|etcd|kube-apiserver|kube-score|all]" >&2; exit 2 ;;
+  helm|etcd|kube-apiserver|kubectl|all) ;;
+  *) echo "usage: $0 [helm|etcd|kube-apiserver|kubectl|kube-score|all]" >&2; exit 2 ;;
 esac

@@ -132,6 +132,13 @@ def create_app(config: Config, metrics: Metrics | None = None, own_namespace: st
         endpoint = "validate-mutated" if request.args.get("mode") == "mutate" else "validate"
         return answer(endpoint, lambda r: decide(r, endpoint, config, own_namespace))
 
+    # The same as /validate?mode=mutate, for webhook configurations: the API server refuses a query string
+    # in clientConfig.url and any path segment that is not a DNS subdomain in clientConfig.service.path
+    # (k8s.io/apiserver/pkg/util/webhook/validation.go).
+    @app.post("/validate/mutate")
+    def validate_mutated() -> Response:
+        return answer("validate-mutated", lambda r: decide(r, "validate-mutated", config, own_namespace))
+
     @app.post("/warn")
     def warn() -> Response:
         return answer("warn", lambda r: decide(r, "warn", config, own_namespace))

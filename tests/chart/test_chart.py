@@ -20,7 +20,7 @@ NAMESPACE = "platform"  # not the chart's name, so the release namespace is told
 KUBE_SCHEMA = "1.35.0"
 WEBHOOK_PATHS = {
     "validate.qos-guard.io": ("/validate", "enforce"),
-    "validate-mutated.qos-guard.io": ("/validate?mode=mutate", "mutate"),
+    "validate-mutated.qos-guard.io": ("/validate/mutate", "mutate"),
     "warn.qos-guard.io": ("/warn", "warn"),
     "mutate.qos-guard.io": ("/mutate", "mutate"),
 }
@@ -335,7 +335,7 @@ def test_rbac_is_off_by_default_and_least_privilege_when_on(default: list[dict[s
 
 def test_url_client_config_for_a_webhook_outside_the_cluster(render: Render) -> None:
     hooks = webhooks(render("--set", "webhook.url=https://127.0.0.1:9443/"))
-    assert hooks["validate-mutated.qos-guard.io"]["clientConfig"]["url"] == "https://127.0.0.1:9443/validate?mode=mutate"
+    assert hooks["validate-mutated.qos-guard.io"]["clientConfig"]["url"] == "https://127.0.0.1:9443/validate/mutate"
     assert all("service" not in h["clientConfig"] and h["clientConfig"]["caBundle"] for h in hooks.values())
 
 

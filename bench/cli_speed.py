@@ -1,0 +1,65 @@
+"""Wall time and peak memory of whole commands over the same files: qos-guard check, the YAML-reading
+floor, and the peers a user would run in CI instead (checkov, kube-score)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+# The floor: only read every document of every file with PyYAML's libyaml loader, as check must at least do.
+FLOOR = """
+import os, sys, yaml
+n = 0
+for root, _, files in os.walk(sys.argv[1]):
+    for f in sorted(files):
+        if f.endswith(('.yaml', '.yml', '.json')):
+            with open(os.path.join(root, f), encoding='utf-8') as fh:
+                n += sum(1 for _ in yaml.load_all(fh, Loader=yaml.CSafeLoader))
+print(n)
+"""
+
+
+@dataclass
+class Timed:
+    seconds: float
+    peak_mib: float
+    returncode: int
+    timed_out: bool = False
+
+
+def timed(cmd: list[str], timeout: float = 1800, cwd: Path | None = None) -> Timed:
+    """Run ``cmd`` with output discarded; its own peak RSS comes from wait4's rusage."""
+    began = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=cwd)
+    deadline = began + timeout
+    while True:
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            return Timed(time.perf_counter() - began, usage.ru_maxrss / 1024, proc.returncode)
+        if time.perf_counter() > deadline:
+            proc.kill()
+            _, status, usage = os.wait4(proc.pid, 0)
+            return Timed(timeout, usage.ru_maxrss / 1024, -9, timed_out=True)
+        time.sleep(0.01)
+
+
+def files_under(folder: Path) -> list[str]:
+    return sorted(str(p) for p in folder.rglob("*") if p.suffix in (".yaml", ".yml", ".json"))
+
+
+def commands(folder: Path, checkov: str | None, kube_score: str | None) -> dict[str, list[str]]:
+    cmds = {
+        "YAML floor (CSafeLoader)": [sys.executable, "-c", FLOOR, str(folder)],
+        "qos-guard check": [sys.executable, "-m", "webhook.cli", "check", str(folder), "--format", "json"],
+    }
+    if checkov:
+        cmds["checkov --framework kubernetes"] = [checkov, "-d", str(folder), "--framework", "kubernetes",
+                                                  "--quiet", "--compact", "-o", "json", "--skip-download"]
+    if kube_score:
+        cmds["kube-score score"] = [kube_score, "score", "--output-format", "ci", *files_under(folder)]
+    return cmds

@@ -1,0 +1,73 @@
+"""Inputs built from ``../shared/corpus``: AdmissionReviews for the webhook, replicated files for the CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import uuid
+from pathlib import Path
+from typing import Any
+
+from webhook.manifests import Document, expand_paths, read_documents
+from webhook.workloads import WORKLOAD_KINDS
+
+ROOT = Path(__file__).resolve().parents[1]
+CORPUS = ROOT.parent / "shared" / "corpus"
+
+# AdmissionReview request.kind / resource for each judged kind.
+_RESOURCES = {"Pod": ("", "pods"), "Deployment": ("apps", "deployments"), "StatefulSet": ("apps", "statefulsets"),
+              "DaemonSet": ("apps", "daemonsets"), "ReplicaSet": ("apps", "replicasets"),
+              "Job": ("batch", "jobs"), "CronJob": ("batch", "cronjobs"),
+              "ReplicationController": ("", "replicationcontrollers"), "PodTemplate": ("", "podtemplates")}
+
+
+def corpus_objects() -> list[dict[str, Any]]:
+    """Every Pod and workload in the corpus (the realistic mix users apply)."""
+    found = []
+    for path in expand_paths([str(CORPUS)]):
+        if not isinstance(path, str):
+            continue
+        for doc in read_documents(path):
+            if isinstance(doc, Document) and isinstance(doc.obj, dict) and doc.obj.get("kind") in _RESOURCES:
+                found.append(doc.obj)
+    assert set(_RESOURCES) >= set(WORKLOAD_KINDS) - {"List"}
+    return found
+
+
+def admission_review(obj: dict[str, Any], namespace: str = "bench") -> bytes:
+    group, resource = _RESOURCES[obj["kind"]]
+    version = obj.get("apiVersion", "v1").rsplit("/", 1)[-1]
+    review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": str(uuid.uuid4()), "kind": {"group": group, "version": version, "kind": obj["kind"]},
+        "resource": {"group": group, "version": version, "resource": resource},
+        "requestKind": {"group": group, "version": version, "kind": obj["kind"]},
+        "name": (obj.get("metadata") or {}).get("name", ""), "namespace": namespace, "operation": "CREATE",
+        "userInfo": {"username": "bench", "groups": ["system:authenticated"]},
+        "object": obj, "oldObject": None, "dryRun": False, "options": None}}
+    return json.dumps(review).encode()
+
+
+def replicate(target: Path, documents: int) -> int:
+    """Copy corpus files into ``target`` (round after round) until about ``documents`` documents."""
+    files = []
+    for path in expand_paths([str(CORPUS)]):
+        if isinstance(path, str):
+            count = sum(1 for _ in read_documents(path))
+            if count:
+                files.append((Path(path), count))
+    target.mkdir(parents=True, exist_ok=True)
+    total, round_ = 0, 0
+    while total < documents:
+        for path, count in files:
+            if total >= documents:
+                break
+            dest = target / f"r{round_:04d}" / path.relative_to(CORPUS)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                os.link(path, dest)  # same bytes, no disk: 100k documents would be ~1 GB of copies
+            except OSError:
+                shutil.copyfile(path, dest)
+            total += count
+        round_ += 1
+    return total

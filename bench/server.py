@@ -1,0 +1,79 @@
+"""The webhook under test: one real ``qos-guard serve --enable-noop`` process tree, and its memory."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from webhook.certs import write_bundle
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Served:
+    proc: subprocess.Popen[bytes]
+    port: int
+    metrics_port: int
+    ca: str
+
+    def tree(self) -> list[int]:
+        """The master and its workers."""
+        pids = [self.proc.pid]
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                try:
+                    stat = Path(f"/proc/{entry}/stat").read_text()
+                except OSError:
+                    continue
+                if int(stat.rsplit(")", 1)[1].split()[1]) == self.proc.pid:
+                    pids.append(int(entry))
+        return pids
+
+    def memory_mib(self, field: str = "VmHWM") -> float:
+        """Sum over the process tree of ``field`` (VmHWM: peak resident; VmRSS: now), in MiB."""
+        total = 0
+        for pid in self.tree():
+            try:
+                for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                    if line.startswith(field + ":"):
+                        total += int(line.split()[1])
+            except OSError:
+                continue
+        return total / 1024
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            self.proc.wait(timeout=30)
+
+
+def serve(folder: Path, workers: int = 2) -> Served:
+    pki = write_bundle(folder / "pki", ["localhost", "127.0.0.1"], 2, keep_ca_key=False)
+    port, mport = _free_port(), _free_port()
+    log = (folder / "server.log").open("wb")
+    proc = subprocess.Popen([sys.executable, "-m", "webhook.cli", "serve", "--enable-noop",
+                             "--bind", f"127.0.0.1:{port}", "--metrics-bind", f"127.0.0.1:{mport}",
+                             "--workers", str(workers), "--cert-file", str(pki.cert), "--key-file", str(pki.key)],
+                            stdout=log, stderr=subprocess.STDOUT, cwd=folder)
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{mport}/readyz", timeout=1) as r:
+                if r.status == 200:
+                    return Served(proc, port, mport, str(pki.ca))
+        except OSError:
+            time.sleep(0.1)
+    proc.kill()
+    raise RuntimeError((folder / "server.log").read_text())

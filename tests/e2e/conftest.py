@@ -1,0 +1,218 @@
+"""A real control plane for end-to-end tests: etcd and kube-apiserver on loopback (as controller-runtime's
+envtest, without a kubelet), the real ``kubectl``, and ``qos-guard serve`` registered through the chart's own
+webhook configurations. Binaries come from ``hack/build-tools.sh``; if one cannot be built the run fails.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+import yaml
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+from tests.binaries import ROOT, binary
+from tests.serving import Server, free_port, start_server
+from webhook.certs import write_bundle
+
+CHART = ROOT / "charts" / "qos-guard"
+RELEASE_NAMESPACE = "qos-guard"
+WEBHOOK_CONFIG = "qos-guard"  # the chart's full name for release "qos-guard"
+TOKEN = "qos-guard-e2e-admin-token"
+
+
+def _wait(what: str, ready: Any, proc: subprocess.Popen[bytes], log: Path, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{what} exited with {proc.returncode}:\n{log.read_text()[-6000:]}")
+        try:
+            if ready():
+                return
+        except (requests.RequestException, OSError):
+            pass
+        time.sleep(0.2)
+    raise RuntimeError(f"{what} not ready after {timeout:.0f} s:\n{log.read_text()[-6000:]}")
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@dataclass
+class Cluster:
+    """The running control plane and how to talk to it."""
+
+    url: str
+    kubeconfig: Path
+    folder: Path
+    env: dict[str, str] = field(default_factory=dict)
+
+    def kubectl(self, *args: str, stdin: Any = None, check: bool = False) -> subprocess.CompletedProcess[str]:
+        data = stdin if stdin is None or isinstance(stdin, str) else yaml.safe_dump_all(
+            stdin if isinstance(stdin, list) else [stdin])
+        proc = subprocess.run([binary("kubectl"), "--kubeconfig", str(self.kubeconfig), *args], input=data,
+                              capture_output=True, text=True, timeout=60, env=self.env)
+        if check and proc.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} failed:\n{proc.stderr}")
+        return proc
+
+    def get(self, *args: str) -> dict[str, Any]:
+        out: dict[str, Any] = json.loads(self.kubectl("get", *args, "-o", "json", check=True).stdout)
+        return out
+
+    def qos_guard(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "webhook.cli", *args], capture_output=True, text=True,
+                              timeout=120, env=self.env, cwd=self.folder)
+
+    def namespace(self, name: str, mode: str | None = None) -> str:
+        labels = {"qos-guard.io/mode": mode} if mode else {}
+        self.kubectl("apply", "-f", "-", stdin={"apiVersion": "v1", "kind": "Namespace",
+                                                "metadata": {"name": name, "labels": labels}}, check=True)
+        return name
+
+
+@pytest.fixture(scope="session")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    etcd_bin, apiserver_bin = binary("etcd"), binary("kube-apiserver")
+    binary("kubectl")
+    folder = tmp_path_factory.mktemp("control-plane")
+    pki = write_bundle(folder / "pki", ["localhost", "127.0.0.1"], 2, keep_ca_key=False)
+    sa_key = folder / "pki" / "sa.key"
+    sa_key.write_bytes(rsa.generate_private_key(public_exponent=65537, key_size=2048).private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL, serialization.NoEncryption()))
+    (folder / "tokens.csv").write_text(f'{TOKEN},e2e-admin,e2e-admin,"system:masters"\n')
+
+    client_port, peer_port, api_port = free_port(), free_port(), free_port()
+    etcd_log = folder / "etcd.log"
+    etcd = subprocess.Popen(
+        [etcd_bin, "--name=e2e", f"--data-dir={folder / 'etcd'}",
+         f"--listen-client-urls=http://127.0.0.1:{client_port}",
+         f"--advertise-client-urls=http://127.0.0.1:{client_port}",
+         f"--listen-peer-urls=http://127.0.0.1:{peer_port}",
+         f"--initial-advertise-peer-urls=http://127.0.0.1:{peer_port}",
+         f"--initial-cluster=e2e=http://127.0.0.1:{peer_port}",
+         "--unsafe-no-fsync=true", "--log-level=warn"],
+        stdout=etcd_log.open("wb"), stderr=subprocess.STDOUT)
+    api_log = folder / "kube-apiserver.log"
+    apiserver: subprocess.Popen[bytes] | None = None
+    try:
+        _wait("etcd", lambda: requests.get(f"http://127.0.0.1:{client_port}/health", timeout=1).ok, etcd, etcd_log)
+        apiserver = subprocess.Popen(
+            [apiserver_bin, f"--etcd-servers=http://127.0.0.1:{client_port}",
+             "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", f"--secure-port={api_port}",
+             f"--tls-cert-file={pki.cert}", f"--tls-private-key-file={pki.key}",
+             f"--token-auth-file={folder / 'tokens.csv'}", "--authorization-mode=RBAC",
+             f"--service-account-key-file={sa_key}", f"--service-account-signing-key-file={sa_key}",
+             "--service-account-issuer=https://kubernetes.default.svc",
+             "--service-cluster-ip-range=10.0.0.0/24", f"--cert-dir={folder / 'cert-dir'}",
+             # No controller-manager makes `default` ServiceAccounts; every webhook plugin stays on.
+             "--disable-admission-plugins=ServiceAccount",
+             "--enable-admission-plugins=MutatingAdmissionWebhook,ValidatingAdmissionWebhook"],
+            stdout=api_log.open("wb"), stderr=subprocess.STDOUT)
+        url = f"https://127.0.0.1:{api_port}"
+        headers = {"Authorization": f"Bearer {TOKEN}"}
+        _wait("kube-apiserver", lambda: requests.get(f"{url}/readyz", headers=headers, verify=str(pki.ca),
+                                                     timeout=2).ok, apiserver, api_log, timeout=120)
+        kubeconfig = folder / "kubeconfig"
+        kubeconfig.write_text(yaml.safe_dump({
+            "apiVersion": "v1", "kind": "Config", "current-context": "e2e",
+            "clusters": [{"name": "e2e", "cluster": {"server": url, "certificate-authority": str(pki.ca)}}],
+            "users": [{"name": "admin", "user": {"token": TOKEN}}],
+            "contexts": [{"name": "e2e", "context": {"cluster": "e2e", "user": "admin"}}],
+        }))
+        env = dict(os.environ, KUBECONFIG=str(kubeconfig), HOME=str(folder), PYTHONPATH=str(ROOT))
+        c = Cluster(url, kubeconfig, folder, env)
+        # The default namespace exists once the bootstrap controller has run.
+        _wait("namespace default", lambda: c.kubectl("get", "namespace", "default").returncode == 0,
+              apiserver, api_log)
+        yield c
+    finally:
+        if apiserver is not None:
+            _stop(apiserver)
+        _stop(etcd)
+        shutil.rmtree(folder / "etcd", ignore_errors=True)
+
+
+@dataclass
+class Webhook:
+    """qos-guard serving on loopback, registered with the API server."""
+
+    server: Server
+    cert_dir: Path
+    url: str
+    fresh_config_error: str  # what the API server said before `certs --patch-webhooks` ran
+
+
+def render_webhook_configurations(url: str) -> list[dict[str, Any]]:
+    """The chart's two webhook configurations, pointed at ``url`` (release qos-guard in qos-guard)."""
+    proc = subprocess.run([binary("helm"), "template", "qos-guard", str(CHART), "--namespace", RELEASE_NAMESPACE,
+                           "--set", f"webhook.url={url}", "--show-only", "templates/webhooks.yaml"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    docs = [d for d in yaml.safe_load_all(proc.stdout) if d]
+    return [d for d in docs if d["kind"].endswith("WebhookConfiguration")]
+
+
+def violating_pod(name: str, cpu: str = "1500m") -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+            "spec": {"containers": [{"name": "app", "image": "registry.invalid/app:1",
+                                     "resources": {"limits": {"cpu": cpu, "memory": "1Gi"}}}]}}
+
+
+def compliant_pod(name: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+            "spec": {"containers": [{"name": "app", "image": "registry.invalid/app:1",
+                                     "resources": {"limits": {"cpu": "2", "memory": "1Gi"},
+                                                   "requests": {"cpu": "2", "memory": "1Gi"}}}]}}
+
+
+@pytest.fixture(scope="session")
+def webhook(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Webhook]:
+    folder = tmp_path_factory.mktemp("webhook")
+    cert_dir = folder / "pki"
+    certs_args = ["certs", "--service", "qos-guard", "--namespace", RELEASE_NAMESPACE, "--extra-san", "127.0.0.1",
+                  "--output-dir", str(cert_dir), "--days", "2"]
+    proc = cluster.qos_guard(*certs_args)
+    assert proc.returncode == 0, proc.stderr
+    server = start_server(folder / "serve", cert_dir=cert_dir)
+    url = f"https://127.0.0.1:{server.port}"
+    try:
+        cluster.namespace(RELEASE_NAMESPACE)
+        # The chart's configurations as rendered: their caBundle is the chart's own generated CA, which did
+        # not sign our certificate, so the API server cannot call the webhook yet ...
+        cluster.kubectl("apply", "-f", "-", stdin=render_webhook_configurations(url), check=True)
+        probe = cluster.namespace("e2e-probe", "enforce")
+        fresh = cluster.kubectl("apply", "--dry-run=server", "-n", probe, "-f", "-", stdin=compliant_pod("probe"))
+        # ... until `certs --patch-webhooks` writes a new pair and its CA (the server reloads the files).
+        proc = cluster.qos_guard(*certs_args, "--patch-webhooks", WEBHOOK_CONFIG, "--kubeconfig",
+                                 str(cluster.kubeconfig))
+        assert proc.returncode == 0, proc.stderr
+        deadline = time.monotonic() + 30
+        while True:
+            ok = cluster.kubectl("apply", "--dry-run=server", "-n", probe, "-f", "-", stdin=compliant_pod("probe"))
+            if ok.returncode == 0:
+                break
+            assert time.monotonic() < deadline, f"webhook still unreachable after patching:\n{ok.stderr}"
+            time.sleep(0.5)
+        yield Webhook(server, cert_dir, url, fresh.stderr if fresh.returncode else "")
+    finally:
+        server.stop()
