@@ -4,12 +4,12 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: install tools run test lint clean
+.PHONY: install tools run test lint bench clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -m pip install --quiet -e '.[test,bench]'
 	@rm -f $(VENV)/.installed-*
 	@touch $@
 
@@ -24,11 +24,20 @@ run: install
 	$(BIN)/qos-guard serve
 
 lint: install
-	$(BIN)/ruff check webhook tests
-	$(BIN)/mypy webhook
+	$(BIN)/ruff check webhook tests bench
+	$(BIN)/mypy webhook bench
 
 test: lint tools
 	$(BIN)/pytest
+
+# The peers run beside qos-guard: checkov in its own virtualenv (its dependencies are many and pinned),
+# kube-score built from the Go module proxy. Results go to docs/performance/.
+CHECKOV_VENV := $(HOME)/.cache/qos-guard/checkov-3.3.30
+bench: install
+	bash hack/build-tools.sh kube-score
+	@test -x $(CHECKOV_VENV)/bin/checkov || ($(PYTHON) -m venv $(CHECKOV_VENV) && \
+		$(CHECKOV_VENV)/bin/python -m pip install --quiet 'checkov==3.3.30')
+	$(BIN)/python -m bench.run
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

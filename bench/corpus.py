@@ -9,11 +9,15 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from webhook.config import parse_config
+from webhook.engine import Mode, evaluate
 from webhook.manifests import Document, expand_paths, read_documents
+from webhook.podspec import ManifestError
 from webhook.workloads import WORKLOAD_KINDS
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT.parent / "shared" / "corpus"
+DEFAULT = parse_config(None)
 
 # AdmissionReview request.kind / resource for each judged kind.
 _RESOURCES = {"Pod": ("", "pods"), "Deployment": ("apps", "deployments"), "StatefulSet": ("apps", "statefulsets"),
@@ -30,6 +34,10 @@ def corpus_objects() -> list[dict[str, Any]]:
             continue
         for doc in read_documents(path):
             if isinstance(doc, Document) and isinstance(doc.obj, dict) and doc.obj.get("kind") in _RESOURCES:
+                try:
+                    evaluate(doc.obj, DEFAULT, Mode.ENFORCE)
+                except ManifestError:
+                    continue  # the API server would not have decoded it, so it never reaches a webhook
                 found.append(doc.obj)
     assert set(_RESOURCES) >= set(WORKLOAD_KINDS) - {"List"}
     return found
@@ -45,17 +53,17 @@ def admission_review(obj: dict[str, Any], namespace: str = "bench") -> bytes:
         "name": (obj.get("metadata") or {}).get("name", ""), "namespace": namespace, "operation": "CREATE",
         "userInfo": {"username": "bench", "groups": ["system:authenticated"]},
         "object": obj, "oldObject": None, "dryRun": False, "options": None}}
-    return json.dumps(review).encode()
+    return json.dumps(review, default=str).encode()  # YAML timestamps: strings, as the API server sends
 
 
 def replicate(target: Path, documents: int) -> int:
     """Copy corpus files into ``target`` (round after round) until about ``documents`` documents."""
-    files = []
-    for path in expand_paths([str(CORPUS)]):
-        if isinstance(path, str):
-            count = sum(1 for _ in read_documents(path))
+    files: list[tuple[Path, int]] = []
+    for item in expand_paths([str(CORPUS)]):
+        if isinstance(item, str):
+            count = sum(1 for _ in read_documents(item))
             if count:
-                files.append((Path(path), count))
+                files.append((Path(item), count))
     target.mkdir(parents=True, exist_ok=True)
     total, round_ = 0, 0
     while total < documents:

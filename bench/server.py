@@ -59,14 +59,17 @@ class Served:
             self.proc.wait(timeout=30)
 
 
-def serve(folder: Path, workers: int = 2) -> Served:
+def serve(folder: Path, workers: int = 2, *extra: str, source: Path | None = None) -> Served:
+    """Start the server; ``source`` runs another checkout's ``webhook`` package (a before/after run)."""
     pki = write_bundle(folder / "pki", ["localhost", "127.0.0.1"], 2, keep_ca_key=False)
     port, mport = _free_port(), _free_port()
     log = (folder / "server.log").open("wb")
     proc = subprocess.Popen([sys.executable, "-m", "webhook.cli", "serve", "--enable-noop",
                              "--bind", f"127.0.0.1:{port}", "--metrics-bind", f"127.0.0.1:{mport}",
-                             "--workers", str(workers), "--cert-file", str(pki.cert), "--key-file", str(pki.key)],
-                            stdout=log, stderr=subprocess.STDOUT, cwd=folder)
+                             "--workers", str(workers), "--cert-file", str(pki.cert), "--key-file", str(pki.key),
+                             *extra],
+                            stdout=log, stderr=subprocess.STDOUT, cwd=folder,
+                            env=dict(os.environ, PYTHONPATH=str(source)) if source else None)
     deadline = time.time() + 30
     while time.time() < deadline:
         try:

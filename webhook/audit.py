@@ -19,7 +19,7 @@ Progress = Callable[[int, str, str], None]
 
 def audit(objects: Iterable[Listed], config: Config, mode: Mode, progress: Progress | None = None) -> Report:
     """Judge each listed object; a listing error or a malformed object is an error record, not a stop."""
-    report = Report(mode)
+    report = Report(mode, live=True)
     seen = 0
     for item in objects:
         if item.error is not None:

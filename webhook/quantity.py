@@ -8,6 +8,7 @@ milli-units: the API server rounds every request and limit up to milli scale bef
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 __all__ = [
@@ -154,8 +155,23 @@ def _ceil_milli(digits: str, exp10: int, exp2: int) -> int:
     return whole + (1 if rest or sticky else 0)
 
 
+@functools.lru_cache(maxsize=4096)
+def _parse_cached(text: str) -> Quantity:
+    return _parse(text)
+
+
 def parse_quantity(text: str) -> Quantity:
-    """Parse like ``resource.ParseQuantity`` and apply the API server's milli round-up."""
+    """Parse like ``resource.ParseQuantity`` and apply the API server's milli round-up.
+
+    Valid results are memoised (bounded): a cluster uses few distinct values ("1", "2Gi", "500m"), and the
+    webhook parses several per request. Long strings skip the cache so it cannot be filled with junk.
+    """
+    if isinstance(text, str) and 0 < len(text) <= 32:
+        return _parse_cached(text)
+    return _parse(text)
+
+
+def _parse(text: str) -> Quantity:
     if not isinstance(text, str):
         raise QuantityError(f"expected a string, got {type(text).__name__}")
     if not text:

@@ -49,6 +49,7 @@ class Report:
     notices: list[Record] = field(default_factory=list)
     errors: list[ErrorRecord] = field(default_factory=list)
     objects: int = 0
+    live: bool = False  # objects from a cluster (audit): ``file`` is the namespace and there is no line
 
     def add_verdict(self, file: str, verdict: Verdict, line_of: Callable[[str], int]) -> None:
         """Record ``verdict``; ``line_of`` maps a field path in the document to its line."""
@@ -83,15 +84,14 @@ def render(report: Report, fmt: str) -> str:
     return _RENDERERS[fmt](report)
 
 
-def _where(file: str, line: int) -> str:
-    """``file:line``, or just the namespace for a live object (``audit``), which has no line."""
-    return f"{file}:{line}" if line else file
-
-
 def _text(report: Report) -> str:
-    lines = [f"{_where(e.file, e.line)}: error: {e.message}" for e in report.errors]
-    lines += [f"{_where(r.file, r.line)}: {r.kind}/{r.name}: notice: {r.message}" for r in report.notices]
-    lines += [f"{_where(r.file, r.line)}: {r.kind}/{r.name}: {r.rule}: {r.message}" for r in report.violations]
+    def where(file: str, line: int) -> str:
+        """``file:line``; for a live object (``audit``) just the namespace, as it has no line."""
+        return file if report.live else f"{file}:{line}"
+
+    lines = [f"{where(e.file, e.line)}: error: {e.message}" for e in report.errors]
+    lines += [f"{where(r.file, r.line)}: {r.kind}/{r.name}: notice: {r.message}" for r in report.notices]
+    lines += [f"{where(r.file, r.line)}: {r.kind}/{r.name}: {r.rule}: {r.message}" for r in report.violations]
     return "\n".join(lines) + ("\n" if lines else "")
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import queue
 import shutil
 import socket
 import ssl
@@ -26,6 +27,65 @@ from webhook.certs import ensure_local
 
 CIPHERS = "ECDHE+AESGCM:ECDHE+CHACHA20:!aNULL:!eNULL:!MD5:!DSS:!RC4:!3DES"
 LOG = logging.getLogger("qos_guard.server")
+
+
+class BatchedLines(logging.Handler):
+    """Decision log lines go to a queue that one thread writes out every ``interval`` seconds.
+
+    A write (and a thread wake-up) per line cost more than judging the Pod (docs/performance); lines
+    are at most ``interval`` late instead. ``close`` writes whatever is still queued.
+    """
+
+    def __init__(self, stream: Any, interval: float = 0.05) -> None:
+        super().__init__()
+        self._queue: queue.SimpleQueue[str] = queue.SimpleQueue()
+        self._stream, self._interval = stream, interval
+        self._closing = threading.Event()
+        self._thread = threading.Thread(target=self._write, name="decision-log", daemon=True)
+        self._thread.start()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self._queue.put(self.format(record))
+        except Exception:  # never fail a request over a log line
+            self.handleError(record)
+
+    def _drain(self) -> None:
+        lines = []
+        while not self._queue.empty():
+            lines.append(self._queue.get_nowait())
+        if lines:
+            try:
+                self._stream.write("".join(f"{line}\n" for line in lines))
+                self._stream.flush()
+            except (OSError, ValueError):
+                pass
+
+    def _write(self) -> None:
+        while not self._closing.wait(self._interval):
+            self._drain()
+        self._drain()
+
+    def close(self) -> None:
+        self._closing.set()
+        self._thread.join(timeout=5)
+        super().close()
+
+
+def _batch_decision_log(worker: Any) -> None:
+    """In each worker (threads do not survive fork): decision lines through a ``BatchedLines``."""
+    decisions = logging.getLogger("qos_guard.decisions")
+    handler = BatchedLines(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    decisions.addHandler(handler)
+    decisions.propagate = False
+    worker.qos_guard_log = handler
+
+
+def _flush_decision_log(server: Any, worker: Any) -> None:
+    handler = getattr(worker, "qos_guard_log", None)
+    if handler is not None:
+        handler.close()
 
 
 class ServeError(RuntimeError):
@@ -200,6 +260,8 @@ def serve(opts: ServeOptions) -> int:
         "loglevel": "warning",
         "when_ready": when_ready,
         "child_exit": child_exit,
+        "post_worker_init": _batch_decision_log,
+        "worker_exit": _flush_decision_log,
         "proc_name": "qos-guard",
     }
     try:

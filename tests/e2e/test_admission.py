@@ -194,3 +194,23 @@ def test_webhook_restored_after_outage(cluster: Cluster, namespaces: dict[str, s
             break
         time.sleep(0.5)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_in_place_resize_is_judged(cluster: Cluster, namespaces: dict[str, str]) -> None:
+    ns = namespaces["enforce"]
+    assert apply(cluster, ns, compliant_pod("resized")).returncode == 0
+
+    def resize(cpu: str) -> Any:
+        patch = {"spec": {"containers": [{"name": "app", "resources": {"requests": {"cpu": cpu},
+                                                                       "limits": {"cpu": cpu}}}]}}
+        return cluster.kubectl("patch", "pod", "resized", "-n", ns, "--subresource", "resize", "-p",
+                               json.dumps(patch))
+
+    refused = resize("1500m")
+    assert refused.returncode != 0
+    assert 'admission webhook "validate.qos-guard.io" denied the request' in refused.stderr
+    assert "cpu-not-integer" in refused.stderr
+    allowed = resize("3")
+    assert allowed.returncode == 0, allowed.stderr
+    cpu = cluster.get("pod", "resized", "-n", ns)["spec"]["containers"][0]["resources"]["limits"]["cpu"]
+    assert cpu == "3"

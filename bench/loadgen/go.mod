@@ -1,0 +1,3 @@
+module qos-guard.bench/loadgen
+
+go 1.22

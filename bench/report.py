@@ -1,0 +1,130 @@
+"""The benchmark's Markdown table (with each goal met or missed) and its plot."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from bench.run import Results, Settings
+
+
+def _med(values: list[float]) -> float:
+    from bench.run import median
+    return median(values)
+
+
+def _fmt(x: float, digits: int = 1) -> str:
+    return "—" if math.isnan(x) else f"{x:,.{digits}f}"
+
+
+def _goal(ok: bool) -> str:
+    return "met" if ok else "**missed**"
+
+
+def write_markdown(res: Results, s: Settings, path: Path) -> None:
+    lines = ["# Performance", "",
+             f"Measured by `make bench` on {res.machine.get('date')}: Python {res.machine.get('python')}, "
+             f"{res.machine.get('cpus')} CPUs, the load generator on the same machine as the server. Medians of "
+             f"{s.repeats} interleaved repetitions of {s.seconds:.0f} s; see `results.json` for every run.", ""]
+    if res.saturation:
+        floor = _med(res.saturation["/noop"])
+        lines += ["## Webhook", "",
+                  f"One `qos-guard serve` (2 gunicorn workers, TLS, keep-alive) answering AdmissionReviews of every "
+                  f"Pod and workload in the corpus; {s.connections} client connections. `/noop` only parses "
+                  "the review and allows it: what gunicorn, Flask and TLS cost alone.", "",
+                  "| endpoint | requests/s at saturation | × floor | failed |", "| --- | ---: | ---: | ---: |"]
+        for ep, rates in res.saturation.items():
+            lines.append(f"| `{ep}` | {_fmt(_med(rates), 0)} | {_med(rates) / floor:.2f} | {res.errors.get(ep, 0)} |")
+        lines += ["", "Latency at a fixed offered rate (open loop, measured from the scheduled send time), ms:", "",
+                  "| endpoint | rate/s | achieved/s | p50 | p99 | p99.9 |",
+                  "| --- | ---: | ---: | ---: | ---: | ---: |"]
+        for ep, by_rate in res.latency.items():
+            for rate, runs in by_rate.items():
+                lines.append(f"| `{ep}` | {rate} | {_fmt(_med([r['achieved'] for r in runs]), 0)} | "
+                             f"{_fmt(_med([r['p50'] for r in runs]), 2)} | {_fmt(_med([r['p99'] for r in runs]), 2)} | "
+                             f"{_fmt(_med([r['p999'] for r in runs]), 2)} |")
+        lines += ["", f"Peak resident memory of the server (master + workers): {res.server_peak_mib:.0f} MiB.", ""]
+        validate = _med(res.saturation["/validate"])
+        p99_500 = _med([r["p99"] for r in res.latency.get("/validate", {}).get(500, [])])
+        lines += ["Goals:", "",
+                  f"- `/validate` ≥ 0.9× the floor's throughput: {validate / floor:.2f}× — "
+                  f"{_goal(validate >= 0.9 * floor)}",
+                  f"- `/validate` p99 < 5 ms at 500 requests/s: {_fmt(p99_500, 2)} ms — "
+                  f"{_goal(p99_500 < 5) if not math.isnan(p99_500) else 'not measured'}", ""]
+    if res.baseline:
+        lines += [f"### Before and after (against `{res.baseline}`, both servers in this run)", "",
+                  "| server | `/noop` req/s | `/validate` req/s | `/validate` ÷ `/noop` "
+                  "| `/validate` p99 ms at 500/s |",
+                  "| --- | ---: | ---: | ---: | ---: |"]
+        for name in ("before", "after"):
+            noop = _med(res.baseline_saturation.get(f"{name} /noop", []))
+            val = _med(res.baseline_saturation.get(f"{name} /validate", []))
+            p99 = _med([r["p99"] for r in res.baseline_latency.get(f"{name} /validate", {}).get(500, [])])
+            lines.append(f"| {name} | {_fmt(noop, 0)} | {_fmt(val, 0)} | {val / noop:.2f} | {_fmt(p99, 2)} |")
+        lines.append("")
+    if res.cli:
+        floor_cmd = "YAML floor (CSafeLoader)"
+        floor_s = _med([r["seconds"] for r in res.cli[floor_cmd]])
+        lines += ["## CLI", "",
+                  f"The corpus replicated to {res.cli_documents:,} documents; each command over the same files.", "",
+                  "| command | seconds | × floor | peak MiB |", "| --- | ---: | ---: | ---: |"]
+        for name, runs in res.cli.items():
+            secs = _med([r["seconds"] for r in runs])
+            note = " (timed out)" if any(r.get("timed_out") for r in runs) else ""
+            lines.append(f"| {name}{note} | {_fmt(secs, 2)} | {secs / floor_s:.2f} | "
+                         f"{_fmt(_med([r['peak_mib'] for r in runs]), 0)} |")
+        check_s = _med([r["seconds"] for r in res.cli["qos-guard check"]])
+        lines += ["", "Goals:", "",
+                  f"- `check` within 1.5× the YAML-reading floor: {check_s / floor_s:.2f}× — "
+                  f"{_goal(check_s <= 1.5 * floor_s)}"]
+        if "checkov --framework kubernetes" in res.cli:
+            ck = _med([r["seconds"] for r in res.cli["checkov --framework kubernetes"]])
+            lines.append(f"- `check` at least 10× faster than checkov: {ck / check_s:.1f}× — "
+                         f"{_goal(ck >= 10 * check_s)}")
+        lines.append("")
+    if res.scaling:
+        lines += ["## Scaling", "", "| documents | files | check s | check peak MiB | floor s | floor peak MiB |",
+                  "| ---: | ---: | ---: | ---: | ---: | ---: |"]
+        for row in res.scaling:
+            lines.append(f"| {row['documents']:,.0f} | {row['files']:,.0f} | {row['check_seconds']:.2f} | "
+                         f"{row['check_peak_mib']:.0f} | {row['floor_seconds']:.2f} | {row['floor_peak_mib']:.0f} |")
+        first, last = res.scaling[0], res.scaling[-1]
+        growth = last["documents"] / first["documents"]
+        lines += ["", f"From {first['documents']:,.0f} to {last['documents']:,.0f} documents ({growth:.0f}×): "
+                  f"time × {last['check_seconds'] / first['check_seconds']:.1f}, "
+                  f"peak memory × {last['check_peak_mib'] / first['check_peak_mib']:.2f}.", ""]
+    path.write_text("\n".join(lines) + "\n")
+
+
+def write_plot(res: Results, path: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.5))
+    ax = axes[0]
+    for ep, by_rate in res.latency.items():
+        rates = sorted(by_rate)
+        ax.plot(rates, [_med([r["p99"] for r in by_rate[x]]) for x in rates], marker="o", label=f"{ep} p99")
+        ax.plot(rates, [_med([r["p50"] for r in by_rate[x]]) for x in rates], marker=".", linestyle="--",
+                label=f"{ep} p50")
+    ax.set(xlabel="offered requests/s", ylabel="latency ms", title="Webhook latency", yscale="log")
+    ax.legend(fontsize=7)
+    ax = axes[1]
+    names = list(res.cli)
+    ax.barh(names, [_med([r["seconds"] for r in res.cli[n]]) for n in names])
+    ax.set(xlabel="seconds", title=f"CLI over {res.cli_documents:,} documents", xscale="log")
+    ax = axes[2]
+    docs = [r["documents"] for r in res.scaling]
+    ax.plot(docs, [r["check_seconds"] for r in res.scaling], marker="o", label="check s")
+    ax.plot(docs, [r["floor_seconds"] for r in res.scaling], marker="o", label="floor s")
+    ax2 = ax.twinx()
+    ax2.plot(docs, [r["check_peak_mib"] for r in res.scaling], marker="s", color="grey", label="check peak MiB")
+    ax.set(xlabel="documents", ylabel="seconds", title="check scaling", xscale="log", yscale="log")
+    ax2.set_ylabel("peak MiB")
+    ax.legend(loc="upper left", fontsize=7)
+    ax2.legend(loc="lower right", fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)

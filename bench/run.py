@@ -1,0 +1,198 @@
+"""``make bench``: webhook throughput and latency, CLI speed against a floor and peers, and CLI scaling.
+
+Every comparison is measured side by side in one run, interleaved and repeated, and reported as medians
+and ratios (this machine is noisy). Results go to ``docs/performance/`` as a Markdown table and a PNG.
+``--smoke`` runs every path for a few seconds without peers or plot, so ``make test`` keeps it working.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import subprocess
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench import cli_speed, load
+from bench.corpus import ROOT, admission_review, corpus_objects, replicate
+from bench.server import serve
+
+ENDPOINTS = ("/noop", "/validate", "/mutate")
+
+
+@dataclass
+class Settings:
+    seconds: float = 8.0
+    repeats: int = 3
+    rates: tuple[int, ...] = (100, 500, 1000)
+    connections: int = 4
+    cli_documents: int = 10_000
+    cli_repeats: int = 3
+    scaling: tuple[int, ...] = (1_000, 10_000, 100_000)
+    peers: bool = True
+    plot: bool = True
+
+
+SMOKE = Settings(seconds=1.0, repeats=1, rates=(100,), connections=2, cli_documents=150, cli_repeats=1,
+                 scaling=(100, 200), peers=False, plot=False)
+
+
+@dataclass
+class Results:
+    machine: dict[str, Any] = field(default_factory=dict)
+    saturation: dict[str, list[float]] = field(default_factory=dict)       # endpoint -> req/s per repeat
+    errors: dict[str, int] = field(default_factory=dict)                   # endpoint -> failed answers
+    latency: dict[str, dict[int, list[dict[str, float]]]] = field(default_factory=dict)
+    server_peak_mib: float = 0.0
+    baseline: str = ""                                                     # git revision compared against
+    baseline_saturation: dict[str, list[float]] = field(default_factory=dict)
+    baseline_latency: dict[str, dict[int, list[dict[str, float]]]] = field(default_factory=dict)
+    cli: dict[str, list[dict[str, float]]] = field(default_factory=dict)   # command -> [{seconds, peak_mib}]
+    cli_documents: int = 0
+    scaling: list[dict[str, float]] = field(default_factory=list)
+
+
+def _checkout(rev: str, work: Path) -> Path:
+    """``rev``'s tree, exported (not a worktree: nothing is left in the repository)."""
+    target = work / f"baseline-{rev}"
+    target.mkdir()
+    archive = subprocess.run(["git", "archive", rev, "webhook"], cwd=ROOT, capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(target)], input=archive, check=True)
+    return target
+
+
+def bench_baseline(s: Settings, work: Path, res: Results, rev: str) -> None:
+    """``/noop`` and ``/validate`` of this tree and of ``rev`` side by side, interleaved (before/after)."""
+    bodies = work / "bodies.jsonl"
+    old = serve(work / "baseline-server", 2, source=_checkout(rev, work))
+    new = serve(work / "current-server")
+    res.baseline = rev
+    try:
+        for srv in (old, new):
+            load.run(srv.port, srv.ca, "/validate", bodies, min(s.seconds, 1.0), s.connections)
+        for rep in range(s.repeats):
+            order = [("before", old), ("after", new)]
+            for name, srv in order if rep % 2 == 0 else order[::-1]:  # neither always goes first
+                for endpoint in ("/noop", "/validate"):
+                    r = load.run(srv.port, srv.ca, endpoint, bodies, s.seconds, s.connections)
+                    res.baseline_saturation.setdefault(f"{name} {endpoint}", []).append(r.rate)
+                r = load.run(srv.port, srv.ca, "/validate", bodies, s.seconds, s.connections, rate=500)
+                res.baseline_latency.setdefault(f"{name} /validate", {}).setdefault(500, []).append(
+                    {"p50": r.p50, "p99": r.p99, "p999": r.p999, "achieved": r.rate})
+    finally:
+        old.stop()
+        new.stop()
+
+
+def bench_webhook(s: Settings, work: Path, res: Results) -> None:
+    bodies = work / "bodies.jsonl"
+    load.loadgen()
+    server = serve(work / "server")
+    try:
+        for endpoint in ENDPOINTS:  # warm up every worker and code path
+            load.run(server.port, server.ca, endpoint, bodies, min(s.seconds, 1.0), s.connections)
+        for _ in range(s.repeats):
+            for endpoint in ENDPOINTS:  # interleaved, so drift in machine speed hits all alike
+                r = load.run(server.port, server.ca, endpoint, bodies, s.seconds, s.connections)
+                res.saturation.setdefault(endpoint, []).append(r.rate)
+                res.errors[endpoint] = res.errors.get(endpoint, 0) + r.errors
+        for rate in s.rates:
+            for _ in range(s.repeats):
+                for endpoint in ENDPOINTS:
+                    r = load.run(server.port, server.ca, endpoint, bodies, s.seconds, s.connections, rate=rate)
+                    res.errors[endpoint] = res.errors.get(endpoint, 0) + r.errors
+                    res.latency.setdefault(endpoint, {}).setdefault(rate, []).append(
+                        {"p50": r.p50, "p99": r.p99, "p999": r.p999, "achieved": r.rate})
+        res.server_peak_mib = server.memory_mib("VmHWM")
+    finally:
+        server.stop()
+
+
+def _checkov() -> str | None:
+    exe = Path.home() / ".cache" / "qos-guard" / "checkov-3.3.30" / "bin" / "checkov"
+    return str(exe) if exe.exists() else None
+
+
+def _kube_score() -> str | None:
+    """The cached Go build from hack/build-tools.sh (``make bench`` builds it first)."""
+    import subprocess
+    proc = subprocess.run(["bash", str(ROOT / "hack" / "build-tools.sh"), "kube-score"], capture_output=True,
+                          text=True)
+    return proc.stdout.strip().splitlines()[-1] if proc.returncode == 0 and proc.stdout.strip() else None
+
+
+def bench_cli(s: Settings, work: Path, res: Results) -> None:
+    folder = work / "cli"
+    res.cli_documents = replicate(folder, s.cli_documents)
+    cmds = cli_speed.commands(folder, _checkov() if s.peers else None, _kube_score() if s.peers else None)
+    for i in range(s.cli_repeats):
+        for name, cmd in cmds.items():
+            if name.startswith("checkov") and i > 0:
+                continue  # minutes per run: once is enough to show the order of magnitude
+            t = cli_speed.timed(cmd, cwd=work)
+            res.cli.setdefault(name, []).append({"seconds": t.seconds, "peak_mib": t.peak_mib,
+                                                 "timed_out": float(t.timed_out)})
+
+
+def bench_scaling(s: Settings, work: Path, res: Results) -> None:
+    for n in s.scaling:
+        folder = work / f"scale-{n}"
+        docs = replicate(folder, n)
+        check = cli_speed.timed(cli_speed.commands(folder, None, None)["qos-guard check"], cwd=work)
+        floor = cli_speed.timed(cli_speed.commands(folder, None, None)["YAML floor (CSafeLoader)"], cwd=work)
+        res.scaling.append({"documents": docs, "files": len(cli_speed.files_under(folder)),
+                            "check_seconds": check.seconds, "check_peak_mib": check.peak_mib,
+                            "floor_seconds": floor.seconds, "floor_peak_mib": floor.peak_mib})
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="bench")
+    parser.add_argument("--smoke", action="store_true", help="seconds-long run of every path, no peers or plot")
+    parser.add_argument("--out", default=str(ROOT / "docs" / "performance"), help="where to write results")
+    parser.add_argument("--only", choices=("webhook", "cli", "scaling"), action="append")
+    parser.add_argument("--baseline", metavar="REV",
+                        help="also measure the webhook of this git revision beside the current tree")
+    args = parser.parse_args(argv)
+    s = SMOKE if args.smoke else Settings()
+    parts = args.only or ["webhook", "cli", "scaling"]
+    res = Results(machine={"python": platform.python_version(), "cpus": str(len(_cpus())),
+                           "date": time.strftime("%Y-%m-%d")})
+    with tempfile.TemporaryDirectory(prefix="qos-guard-bench-") as tmp:
+        work = Path(tmp)
+        (work / "bodies.jsonl").write_bytes(b"\n".join(admission_review(obj) for obj in corpus_objects()) + b"\n")
+        if "webhook" in parts:
+            bench_webhook(s, work, res)
+        if args.baseline:
+            bench_baseline(s, work, res, args.baseline)
+        if "cli" in parts:
+            bench_cli(s, work, res)
+        if "scaling" in parts:
+            bench_scaling(s, work, res)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps(asdict(res), indent=2) + "\n")
+    from bench.report import write_markdown, write_plot
+    write_markdown(res, s, out / "README.md")
+    if s.plot:
+        write_plot(res, out / "performance.png")
+    print((out / "README.md").read_text())
+    failed = sum(res.errors.values())
+    return 1 if failed else 0
+
+
+def _cpus() -> list[int]:
+    import os
+    return sorted(os.sched_getaffinity(0))
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

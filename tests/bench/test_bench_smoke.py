@@ -1,0 +1,32 @@
+"""`make bench` in miniature, so the benchmark cannot rot: every path runs for seconds. No timing is asserted
+(that is the benchmark's job); what is asserted is that it measured something and nothing failed."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_benchmark_smoke_run(tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "bench.run", "--smoke", "--out", str(tmp_path)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert set(results["saturation"]) == {"/noop", "/validate", "/mutate"}
+    assert all(rate > 0 for rates in results["saturation"].values() for rate in rates)
+    assert results["errors"] == {"/noop": 0, "/validate": 0, "/mutate": 0}  # every answer right
+    for by_rate in results["latency"].values():
+        for runs in by_rate.values():
+            assert all(0 < run["p50"] <= run["p99"] <= run["p999"] for run in runs)
+    assert results["server_peak_mib"] > 10
+    assert {"YAML floor (CSafeLoader)", "qos-guard check"} <= set(results["cli"])
+    assert results["cli_documents"] >= 100
+    docs = [row["documents"] for row in results["scaling"]]
+    assert docs == sorted(docs) and len(docs) == 2
+    table = (tmp_path / "README.md").read_text()
+    for heading in ("## Webhook", "## CLI", "## Scaling", "Goals:"):
+        assert heading in table

@@ -1,0 +1,162 @@
+"""The real server under sustained concurrent keep-alive load: zero failed or wrong answers, resident memory
+that levels off, a worker killed with SIGKILL replaced without a wrong verdict, and the certificate replaced
+mid-load without a failure. ``QOS_GUARD_SOAK_SECONDS`` (default 60) sets the length."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import requests
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+
+from tests.helpers import container, guaranteed, pod, rl
+from tests.reliability.conftest import FIGURES
+from tests.serving import Server, start_server
+from webhook.certs import _pem_key, _write, make_serving
+
+SECONDS = float(os.environ.get("QOS_GUARD_SOAK_SECONDS", "60"))
+CLIENTS = 4
+
+
+def _review(obj: dict[str, Any], uid: str) -> bytes:
+    return json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": uid, "kind": {"group": "", "version": "v1", "kind": "Pod"}, "operation": "CREATE",
+        "namespace": "soak", "object": obj, "userInfo": {"username": "soak"}}}).encode()
+
+
+# (object, path, expected allowed): a deny, an allow and a patch, so a crossed answer is seen.
+CASES = [
+    (pod(container("app", limits=rl("1500m", "1Gi"))), "/validate", False),
+    (pod(guaranteed()), "/validate", True),
+    (pod(container("app", rl("1", "1Gi"), rl("2", "1Gi"))), "/mutate", True),
+    (pod(container("app", limits=rl("1500m", "1Gi"))), "/warn", True),
+]
+
+
+def _tree(pid: int) -> list[int]:
+    pids = [pid]
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                    pids.append(int(entry))
+            except (OSError, ValueError, IndexError):
+                pass
+    return pids
+
+
+def _rss_mib(pid: int) -> float:
+    total = 0
+    for p in _tree(pid):
+        try:
+            for line in Path(f"/proc/{p}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1])
+        except OSError:
+            pass
+    return total / 1024
+
+
+@dataclass
+class Tally:
+    answered: int = 0
+    retried: int = 0
+    failures: list[str] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+def _client(server: Server, n: int, stop: threading.Event, tally: Tally) -> None:
+    session = requests.Session()  # keep-alive
+    i = 0
+    while not stop.is_set():
+        obj, path, allowed = CASES[i % len(CASES)]
+        uid = f"c{n}-{i}"
+        i += 1
+        r: requests.Response | None = None
+        for _attempt in range(5):
+            try:
+                r = session.post(server.url + path, data=_review(obj, uid), verify=server.ca, timeout=15,
+                                 headers={"Content-Type": "application/json"})
+                break
+            except requests.Timeout:
+                with tally.lock:
+                    tally.failures.append(f"{uid}: timed out")
+                break  # r stays None
+            except (requests.ConnectionError, requests.exceptions.ChunkedEncodingError):
+                # A killed worker drops its connections; the API server would retry the same way.
+                session.close()
+                session = requests.Session()
+                with tally.lock:
+                    tally.retried += 1
+        else:
+            with tally.lock:
+                tally.failures.append(f"{uid}: no answer after 5 connections")
+            continue
+        if r is None:
+            continue
+        out = r.json() if r.status_code == 200 else {}
+        resp = out.get("response", {})
+        with tally.lock:
+            tally.answered += 1
+            if r.status_code != 200 or resp.get("uid") != uid or resp.get("allowed") is not allowed:
+                tally.failures.append(f"{uid} {path}: HTTP {r.status_code} {r.text[:200]}")
+            elif path == "/mutate" and "patch" not in resp:
+                tally.failures.append(f"{uid}: /mutate answered without its patch")
+    session.close()
+
+
+def test_soak_with_worker_kill_and_certificate_rotation(tmp_path: Path) -> None:
+    server = start_server(tmp_path)
+    pki = tmp_path / "pki"
+    ca_key = serialization.load_pem_private_key((pki / "ca.key").read_bytes(), None)
+    ca_cert = x509.load_pem_x509_certificate((pki / "ca.crt").read_bytes())
+    tally, stop = Tally(), threading.Event()
+    threads = [threading.Thread(target=_client, args=(server, n, stop, tally)) for n in range(CLIENTS)]
+    samples: list[tuple[float, float]] = []
+    events: list[str] = []
+    began = time.monotonic()
+    try:
+        for t in threads:
+            t.start()
+        killed = rotated = False
+        while (elapsed := time.monotonic() - began) < SECONDS:
+            samples.append((elapsed, _rss_mib(server.proc.pid)))
+            if not killed and elapsed > SECONDS * 0.4:
+                worker = max(p for p in _tree(server.proc.pid) if p != server.proc.pid)
+                os.kill(worker, signal.SIGKILL)
+                killed = True
+                events.append(f"SIGKILL worker {worker} at {elapsed:.0f} s")
+            if not rotated and elapsed > SECONDS * 0.6:
+                key, cert = make_serving(ca_key, ca_cert, ["localhost", "127.0.0.1"], 30)  # type: ignore[arg-type]
+                _write(pki / "tls.key", _pem_key(key), private=True)
+                _write(pki / "tls.crt", cert.public_bytes(serialization.Encoding.PEM), private=False)
+                rotated = True
+                events.append(f"certificate replaced at {elapsed:.0f} s")
+            time.sleep(1)
+        stop.set()
+        for t in threads:
+            t.join(timeout=30)
+        workers = [p for p in _tree(server.proc.pid) if p != server.proc.pid]
+    finally:
+        stop.set()
+        server.stop()
+    # Steady state: after the first fifth (warm-up, imports, caches) memory must level off.
+    steady = [rss for at, rss in samples if at > SECONDS * 0.2]
+    first, last = steady[: max(len(steady) // 5, 1)], steady[-max(len(steady) // 5, 1):]
+    growth = sum(last) / len(last) - sum(first) / len(first)
+    FIGURES.append(f"soak: {SECONDS:.0f} s, {CLIENTS} keep-alive clients, {tally.answered} answers, "
+                   f"{len(tally.failures)} failed or wrong, {tally.retried} retried connections; RSS "
+                   f"{samples[0][1]:.0f} MiB at start, {sum(first) / len(first):.0f} -> {sum(last) / len(last):.0f} "
+                   f"MiB in steady state; {'; '.join(events)}")
+    assert tally.failures == [], tally.failures[:5]
+    assert tally.answered > SECONDS * 20  # it really was under load
+    assert len(workers) == 2  # the killed worker was replaced
+    assert growth < 25, f"resident memory grew {growth:.1f} MiB in steady state: {samples}"
