@@ -21,6 +21,33 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and its children: a gunicorn master and its workers."""
+    pids = [pid]
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                pids.append(int(entry))
+    return pids
+
+
+def memory_mib(pids: list[int], field: str = "VmHWM") -> float:
+    """Sum over ``pids`` of ``field`` from /proc (VmHWM: peak resident; VmRSS: now), in MiB."""
+    total = 0
+    for pid in pids:
+        try:
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith(field + ":"):
+                    total += int(line.split()[1])
+        except OSError:
+            continue
+    return total / 1024
+
+
 @dataclass
 class Served:
     proc: subprocess.Popen[bytes]
@@ -29,29 +56,10 @@ class Served:
     ca: str
 
     def tree(self) -> list[int]:
-        """The master and its workers."""
-        pids = [self.proc.pid]
-        for entry in os.listdir("/proc"):
-            if entry.isdigit():
-                try:
-                    stat = Path(f"/proc/{entry}/stat").read_text()
-                except OSError:
-                    continue
-                if int(stat.rsplit(")", 1)[1].split()[1]) == self.proc.pid:
-                    pids.append(int(entry))
-        return pids
+        return process_tree(self.proc.pid)
 
     def memory_mib(self, field: str = "VmHWM") -> float:
-        """Sum over the process tree of ``field`` (VmHWM: peak resident; VmRSS: now), in MiB."""
-        total = 0
-        for pid in self.tree():
-            try:
-                for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-                    if line.startswith(field + ":"):
-                        total += int(line.split()[1])
-            except OSError:
-                continue
-        return total / 1024
+        return memory_mib(self.tree(), field)
 
     def stop(self) -> None:
         if self.proc.poll() is None:

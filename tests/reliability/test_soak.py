@@ -17,6 +17,7 @@ import requests
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
+from bench.server import memory_mib, process_tree
 from tests.helpers import container, guaranteed, pod, rl
 from tests.reliability.conftest import FIGURES
 from tests.serving import Server, start_server
@@ -39,30 +40,6 @@ CASES = [
     (pod(container("app", rl("1", "1Gi"), rl("2", "1Gi"))), "/mutate", True),
     (pod(container("app", limits=rl("1500m", "1Gi"))), "/warn", True),
 ]
-
-
-def _tree(pid: int) -> list[int]:
-    pids = [pid]
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                if int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
-                    pids.append(int(entry))
-            except (OSError, ValueError, IndexError):
-                pass
-    return pids
-
-
-def _rss_mib(pid: int) -> float:
-    total = 0
-    for p in _tree(pid):
-        try:
-            for line in Path(f"/proc/{p}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    total += int(line.split()[1])
-        except OSError:
-            pass
-    return total / 1024
 
 
 @dataclass
@@ -128,9 +105,9 @@ def test_soak_with_worker_kill_and_certificate_rotation(tmp_path: Path) -> None:
             t.start()
         killed = rotated = False
         while (elapsed := time.monotonic() - began) < SECONDS:
-            samples.append((elapsed, _rss_mib(server.proc.pid)))
+            samples.append((elapsed, memory_mib(process_tree(server.proc.pid), "VmRSS")))
             if not killed and elapsed > SECONDS * 0.4:
-                worker = max(p for p in _tree(server.proc.pid) if p != server.proc.pid)
+                worker = max(p for p in process_tree(server.proc.pid) if p != server.proc.pid)
                 os.kill(worker, signal.SIGKILL)
                 killed = True
                 events.append(f"SIGKILL worker {worker} at {elapsed:.0f} s")
@@ -144,7 +121,7 @@ def test_soak_with_worker_kill_and_certificate_rotation(tmp_path: Path) -> None:
         stop.set()
         for t in threads:
             t.join(timeout=30)
-        workers = [p for p in _tree(server.proc.pid) if p != server.proc.pid]
+        workers = [p for p in process_tree(server.proc.pid) if p != server.proc.pid]
     finally:
         stop.set()
         server.stop()
