@@ -73,8 +73,8 @@ def write_markdown(res: Results, s: Settings, path: Path) -> None:
         for name, runs in res.cli.items():
             secs = _med([r["seconds"] for r in runs])
             note = " (timed out)" if any(r.get("timed_out") for r in runs) else ""
-            lines.append(f"| {name}{note} | {_fmt(secs, 2)} | {secs / floor_s:.2f} | "
-                         f"{_fmt(_med([r['peak_mib'] for r in runs]), 0)} |")
+            peak = _fmt(_med([r["peak_mib"] for r in runs]), 0) if res.cli_memory_sampled else "—"
+            lines.append(f"| {name}{note} | {_fmt(secs, 2)} | {secs / floor_s:.2f} | {peak} |")
         check_s = _med([r["seconds"] for r in res.cli["qos-guard check"]])
         lines += ["", "Goals:", "",
                   f"- `check` within 1.5× the YAML-reading floor: {check_s / floor_s:.2f}× — "

@@ -54,6 +54,7 @@ class Results:
     baseline_latency: dict[str, dict[int, list[dict[str, float]]]] = field(default_factory=dict)
     cli: dict[str, list[dict[str, float]]] = field(default_factory=dict)   # command -> [{seconds, peak_mib}]
     cli_documents: int = 0
+    cli_memory_sampled: bool = True  # False in runs before peak memory was sampled from /proc (then unknown)
     scaling: list[dict[str, float]] = field(default_factory=list)
 
 
@@ -162,6 +163,14 @@ def main(argv: list[str] | None = None) -> int:
     parts = args.only or ["webhook", "cli", "scaling"]
     res = Results(machine={"python": platform.python_version(), "cpus": str(len(_cpus())),
                            "date": time.strftime("%Y-%m-%d")})
+    previous = Path(args.out) / "results.json"
+    if args.only and previous.exists():  # re-measure some parts, keep the rest of the last run
+        old = json.loads(previous.read_text())
+        for name in ("webhook", "cli", "scaling"):
+            if name not in args.only:
+                for key in _PARTS[name]:
+                    setattr(res, key, _revive(key, old.get(key, False if key == "cli_memory_sampled" else
+                                                           getattr(res, key))))
     with tempfile.TemporaryDirectory(prefix="qos-guard-bench-") as tmp:
         work = Path(tmp)
         (work / "bodies.jsonl").write_bytes(b"\n".join(admission_review(obj) for obj in corpus_objects()) + b"\n")
@@ -183,6 +192,18 @@ def main(argv: list[str] | None = None) -> int:
     print((out / "README.md").read_text())
     failed = sum(res.errors.values())
     return 1 if failed else 0
+
+
+_PARTS = {"webhook": ("saturation", "errors", "latency", "server_peak_mib", "baseline", "baseline_saturation",
+                       "baseline_latency"),
+          "cli": ("cli", "cli_documents", "cli_memory_sampled"), "scaling": ("scaling",)}
+
+
+def _revive(key: str, value: Any) -> Any:
+    """JSON turned the integer rates of latency tables into strings; turn them back."""
+    if key in ("latency", "baseline_latency"):
+        return {ep: {int(rate): runs for rate, runs in by_rate.items()} for ep, by_rate in value.items()}
+    return value
 
 
 def _cpus() -> list[int]:

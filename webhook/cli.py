@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from webhook import __version__
@@ -23,9 +23,13 @@ def _err(message: str) -> None:
     print(f"qos-guard: {message}", file=sys.stderr)
 
 
-def check_paths(paths: Sequence[str], config: Config, mode: Mode) -> Report:
-    """Judge every document under ``paths``; unreadable inputs are recorded and the rest still checked."""
-    report = Report(mode)
+def check_paths(paths: Sequence[str], config: Config, mode: Mode,
+                stream: Callable[[str], None] | None = None) -> Report:
+    """Judge every document under ``paths``; unreadable inputs are recorded and the rest still checked.
+
+    With ``stream``, text lines go out as they are found instead of being kept (memory stays flat).
+    """
+    report = Report(mode, stream=stream)
     for item in expand_paths(paths):
         if isinstance(item, ReadError):
             report.add_error(item.file, item.line, item.message)
@@ -46,8 +50,11 @@ def check_paths(paths: Sequence[str], config: Config, mode: Mode) -> Report:
 
 def cmd_check(args: argparse.Namespace) -> int:
     config = load_config(args.config)
-    report = check_paths(args.paths, config, Mode(args.mode))
-    sys.stdout.write(render(report, args.format))
+    if args.format == "text":
+        report = check_paths(args.paths, config, Mode(args.mode), stream=lambda line: print(line))
+    else:
+        report = check_paths(args.paths, config, Mode(args.mode))
+        sys.stdout.write(render(report, args.format))
     if args.format == "text":
         print(summary_line(report), file=sys.stderr)
     return report.exit_code

@@ -50,28 +50,43 @@ class Report:
     errors: list[ErrorRecord] = field(default_factory=list)
     objects: int = 0
     live: bool = False  # objects from a cluster (audit): ``file`` is the namespace and there is no line
+    # Text output of ``check``: each line is written as it is found and no record is kept, so memory stays
+    # flat however many files are checked. Other formats need the whole report and keep the records.
+    stream: Callable[[str], None] | None = None
+    violation_count: int = 0
+    error_count: int = 0
+
+    def _keep(self, into: list[Any], record: Record | ErrorRecord, line: str) -> None:
+        if self.stream is not None:
+            self.stream(line)
+        else:
+            into.append(record)
 
     def add_verdict(self, file: str, verdict: Verdict, line_of: Callable[[str], int]) -> None:
         """Record ``verdict``; ``line_of`` maps a field path in the document to its line."""
         self.objects += max(len(verdict.results), 1 if verdict.exempt else 0)
-        for target, finding in verdict.violations:
-            v = finding.violation
-            self.violations.append(_record(file, target, line_of(v.path), v.rule, v.message, v.container,
-                                           v.path, finding.fixable))
         if self.mode is Mode.MUTATE:
             for result in verdict.results:
                 for change in result.changes:
-                    self.notices.append(_record(file, result.target, line_of(change.path), "mutation",
-                                                change.message, change.container, change.path, True))
+                    n = _record(file, result.target, line_of(change.path), "mutation", change.message,
+                                change.container, change.path, True)
+                    self._keep(self.notices, n, _notice_line(self, n))
+        for target, finding in verdict.violations:
+            v = finding.violation
+            r = _record(file, target, line_of(v.path), v.rule, v.message, v.container, v.path, finding.fixable)
+            self.violation_count += 1
+            self._keep(self.violations, r, _violation_line(self, r))
 
     def add_error(self, file: str, line: int, message: str) -> None:
-        self.errors.append(ErrorRecord(file, line, message))
+        e = ErrorRecord(file, line, message)
+        self.error_count += 1
+        self._keep(self.errors, e, _error_line(self, e))
 
     @property
     def exit_code(self) -> int:
-        if self.violations and self.mode is not Mode.WARN:
+        if self.violation_count and self.mode is not Mode.WARN:
             return 1
-        return 2 if self.errors else 0
+        return 2 if self.error_count else 0
 
 
 def _record(file: str, target: Target, line: int, rule: str, message: str, container: str | None,
@@ -84,20 +99,33 @@ def render(report: Report, fmt: str) -> str:
     return _RENDERERS[fmt](report)
 
 
-def _text(report: Report) -> str:
-    def where(file: str, line: int) -> str:
-        """``file:line``; for a live object (``audit``) just the namespace, as it has no line."""
-        return file if report.live else f"{file}:{line}"
+def _where(report: Report, file: str, line: int) -> str:
+    """``file:line``; for a live object (``audit``) just the namespace, as it has no line."""
+    return file if report.live else f"{file}:{line}"
 
-    lines = [f"{where(e.file, e.line)}: error: {e.message}" for e in report.errors]
-    lines += [f"{where(r.file, r.line)}: {r.kind}/{r.name}: notice: {r.message}" for r in report.notices]
-    lines += [f"{where(r.file, r.line)}: {r.kind}/{r.name}: {r.rule}: {r.message}" for r in report.violations]
+
+def _error_line(report: Report, e: ErrorRecord) -> str:
+    return f"{_where(report, e.file, e.line)}: error: {e.message}"
+
+
+def _notice_line(report: Report, r: Record) -> str:
+    return f"{_where(report, r.file, r.line)}: {r.kind}/{r.name}: notice: {r.message}"
+
+
+def _violation_line(report: Report, r: Record) -> str:
+    return f"{_where(report, r.file, r.line)}: {r.kind}/{r.name}: {r.rule}: {r.message}"
+
+
+def _text(report: Report) -> str:
+    lines = [_error_line(report, e) for e in report.errors]
+    lines += [_notice_line(report, r) for r in report.notices]
+    lines += [_violation_line(report, r) for r in report.violations]
     return "\n".join(lines) + ("\n" if lines else "")
 
 
 def summary_line(report: Report) -> str:
-    return (f"qos-guard: {report.objects} objects checked, {len(report.violations)} violations, "
-            f"{len(report.errors)} errors ({report.mode} mode)")
+    return (f"qos-guard: {report.objects} objects checked, {report.violation_count} violations, "
+            f"{report.error_count} errors ({report.mode} mode)")
 
 
 def _json(report: Report) -> str:

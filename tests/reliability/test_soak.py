@@ -5,9 +5,9 @@ mid-load without a failure. ``QOS_GUARD_SOAK_SECONDS`` (default 60) sets the len
 from __future__ import annotations
 
 import json
+import multiprocessing as mp
 import os
 import signal
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,10 +47,11 @@ class Tally:
     answered: int = 0
     retried: int = 0
     failures: list[str] = field(default_factory=list)
-    lock: threading.Lock = field(default_factory=threading.Lock)
 
 
-def _client(server: Server, n: int, stop: threading.Event, tally: Tally) -> None:
+def _client(server: Server, n: int, stop: Any, results: Any) -> None:
+    """One client process (processes, not threads: the test's own loop must not wait on their GIL)."""
+    tally = Tally()
     session = requests.Session()  # keep-alive
     i = 0
     while not stop.is_set():
@@ -64,30 +65,27 @@ def _client(server: Server, n: int, stop: threading.Event, tally: Tally) -> None
                                  headers={"Content-Type": "application/json"})
                 break
             except requests.Timeout:
-                with tally.lock:
-                    tally.failures.append(f"{uid}: timed out")
+                tally.failures.append(f"{uid}: timed out")
                 break  # r stays None
             except (requests.ConnectionError, requests.exceptions.ChunkedEncodingError):
                 # A killed worker drops its connections; the API server would retry the same way.
                 session.close()
                 session = requests.Session()
-                with tally.lock:
-                    tally.retried += 1
+                tally.retried += 1
         else:
-            with tally.lock:
-                tally.failures.append(f"{uid}: no answer after 5 connections")
+            tally.failures.append(f"{uid}: no answer after 5 connections")
             continue
         if r is None:
             continue
         out = r.json() if r.status_code == 200 else {}
         resp = out.get("response", {})
-        with tally.lock:
-            tally.answered += 1
-            if r.status_code != 200 or resp.get("uid") != uid or resp.get("allowed") is not allowed:
-                tally.failures.append(f"{uid} {path}: HTTP {r.status_code} {r.text[:200]}")
-            elif path == "/mutate" and "patch" not in resp:
-                tally.failures.append(f"{uid}: /mutate answered without its patch")
+        tally.answered += 1
+        if r.status_code != 200 or resp.get("uid") != uid or resp.get("allowed") is not allowed:
+            tally.failures.append(f"{uid} {path}: HTTP {r.status_code} {r.text[:200]}")
+        elif path == "/mutate" and "patch" not in resp:
+            tally.failures.append(f"{uid}: /mutate answered without its patch")
     session.close()
+    results.put(tally)
 
 
 def test_soak_with_worker_kill_and_certificate_rotation(tmp_path: Path) -> None:
@@ -95,14 +93,16 @@ def test_soak_with_worker_kill_and_certificate_rotation(tmp_path: Path) -> None:
     pki = tmp_path / "pki"
     ca_key = serialization.load_pem_private_key((pki / "ca.key").read_bytes(), None)
     ca_cert = x509.load_pem_x509_certificate((pki / "ca.crt").read_bytes())
-    tally, stop = Tally(), threading.Event()
-    threads = [threading.Thread(target=_client, args=(server, n, stop, tally)) for n in range(CLIENTS)]
+    ctx = mp.get_context("fork")
+    stop, results = ctx.Event(), ctx.Queue()
+    clients = [ctx.Process(target=_client, args=(server, n, stop, results)) for n in range(CLIENTS)]
+    tally = Tally()
     samples: list[tuple[float, float]] = []
     events: list[str] = []
     began = time.monotonic()
     try:
-        for t in threads:
-            t.start()
+        for c in clients:
+            c.start()
         killed = rotated = False
         while (elapsed := time.monotonic() - began) < SECONDS:
             samples.append((elapsed, memory_mib(process_tree(server.proc.pid), "VmRSS")))
@@ -119,11 +119,19 @@ def test_soak_with_worker_kill_and_certificate_rotation(tmp_path: Path) -> None:
                 events.append(f"certificate replaced at {elapsed:.0f} s")
             time.sleep(1)
         stop.set()
-        for t in threads:
-            t.join(timeout=30)
+        for _ in clients:
+            part = results.get(timeout=60)
+            tally.answered += part.answered
+            tally.retried += part.retried
+            tally.failures += part.failures
+        for c in clients:
+            c.join(timeout=10)
         workers = [p for p in process_tree(server.proc.pid) if p != server.proc.pid]
     finally:
         stop.set()
+        for c in clients:
+            if c.is_alive():
+                c.kill()
         server.stop()
     # Steady state: after the first fifth (warm-up, imports, caches) memory must level off.
     steady = [rss for at, rss in samples if at > SECONDS * 0.2]
