@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,26 +31,43 @@ class Timed:
     peak_mib: float
     returncode: int
     timed_out: bool = False
+    output_bytes: int = 0  # what it printed: a tool that gave up early prints (almost) nothing
 
 
 def timed(cmd: list[str], timeout: float = 1800, cwd: Path | None = None) -> Timed:
     """Run ``cmd`` with output discarded. Peak memory is the largest sum of VmHWM over the command's process
     tree, sampled every 20 ms (rusage's ru_maxrss would count the benchmark's own pages from before exec)."""
-    began = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=cwd)
-    deadline = began + timeout
-    peak = 0.0
-    timed_out = False
-    while proc.poll() is None:
-        peak = max(peak, memory_mib(process_tree(proc.pid), "VmHWM"))
-        if time.perf_counter() > deadline:
-            proc.kill()
-            proc.wait()
-            timed_out = True
-            break
-        time.sleep(0.02)
-    seconds = timeout if timed_out else time.perf_counter() - began
-    return Timed(seconds, peak, proc.returncode, timed_out=timed_out)
+    with tempfile.TemporaryFile() as out:
+        began = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.DEVNULL, cwd=cwd)
+        deadline = began + timeout
+        peak = 0.0
+        timed_out = False
+        while proc.poll() is None:
+            peak = max(peak, memory_mib(process_tree(proc.pid), "VmHWM"))
+            if time.perf_counter() > deadline:
+                proc.kill()
+                proc.wait()
+                timed_out = True
+                break
+            time.sleep(0.02)
+        seconds = timeout if timed_out else time.perf_counter() - began
+        return Timed(seconds, peak, proc.returncode, timed_out=timed_out, output_bytes=out.seek(0, 2))
+
+
+def kube_score_readable(kube_score: str, folder: Path) -> list[str]:
+    """The files kube-score can read. It stops at the first file it cannot parse (any field of an unexpected
+    type), so a fair comparison runs every tool on the files it accepts. Decided once per distinct file."""
+    verdicts: dict[bytes, bool] = {}
+    keep = []
+    for path in files_under(folder):
+        content = Path(path).read_bytes()
+        if content not in verdicts:
+            proc = subprocess.run([kube_score, "score", "--output-format", "ci", path], capture_output=True)
+            verdicts[content] = b"Failed to score files" not in proc.stderr
+        if verdicts[content]:
+            keep.append(path)
+    return keep
 
 
 def files_under(folder: Path) -> list[str]:
