@@ -9,6 +9,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from webhook.cluster import AUDIT_KINDS
 from webhook.config import parse_config
 from webhook.engine import Mode, evaluate
 from webhook.manifests import Document, expand_paths, read_documents
@@ -19,11 +20,8 @@ ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT.parent / "shared" / "corpus"
 DEFAULT = parse_config(None)
 
-# AdmissionReview request.kind / resource for each judged kind.
-_RESOURCES = {"Pod": ("", "pods"), "Deployment": ("apps", "deployments"), "StatefulSet": ("apps", "statefulsets"),
-              "DaemonSet": ("apps", "daemonsets"), "ReplicaSet": ("apps", "replicasets"),
-              "Job": ("batch", "jobs"), "CronJob": ("batch", "cronjobs"),
-              "ReplicationController": ("", "replicationcontrollers"), "PodTemplate": ("", "podtemplates")}
+# AdmissionReview request.kind / resource for each judged kind: the same table audit lists by.
+_RESOURCES = {kind: (api_version.rpartition("/")[0], plural) for api_version, plural, kind in AUDIT_KINDS}
 
 
 def corpus_objects() -> list[dict[str, Any]]:

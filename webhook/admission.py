@@ -13,13 +13,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from webhook.config import Config
-from webhook.engine import Mode, Verdict, evaluate
+from webhook.engine import MODE_LABEL, Mode, Verdict, evaluate
 from webhook.mutation import apply_changes, json_patch
 from webhook.podspec import ManifestError
 from webhook.workloads import WORKLOAD_KINDS
 
 API_VERSIONS = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
-MODE_LABEL = "qos-guard.io/mode"
 MODES = tuple(m.value for m in Mode)
 MAX_WARNING = 120
 MAX_WARNINGS_BYTES = 4096

@@ -51,7 +51,7 @@ def check_paths(paths: Sequence[str], config: Config, mode: Mode,
 def cmd_check(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     if args.format == "text":
-        report = check_paths(args.paths, config, Mode(args.mode), stream=lambda line: print(line))
+        report = check_paths(args.paths, config, Mode(args.mode), stream=print)
     else:
         report = check_paths(args.paths, config, Mode(args.mode))
         sys.stdout.write(render(report, args.format))

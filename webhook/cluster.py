@@ -11,6 +11,8 @@ from typing import Any
 import urllib3
 from kubernetes import client, config
 
+from webhook.engine import MODE_LABEL, Mode
+
 
 class ClusterError(RuntimeError):
     """The API could not be reached or refused the change."""
@@ -76,8 +78,6 @@ AUDIT_KINDS: tuple[tuple[str, str, str], ...] = (
 # one finding per template, not one per replica.
 _CONTROLLERS = frozenset({"ReplicationController", "Deployment", "ReplicaSet", "StatefulSet", "DaemonSet", "Job",
                           "CronJob"})
-MODE_LABEL = "qos-guard.io/mode"
-MODES = ("enforce", "mutate", "warn")
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,7 +131,7 @@ class Lister:
                 return
 
     def opted_in_namespaces(self) -> list[str]:
-        selector = f"{MODE_LABEL} in ({','.join(MODES)})"
+        selector = f"{MODE_LABEL} in ({','.join(m.value for m in Mode)})"
         return sorted(ns["metadata"]["name"] for page in self.pages("/api/v1/namespaces", selector) for ns in page)
 
     def objects(self, namespaces: list[str] | None) -> Iterator[Listed]:

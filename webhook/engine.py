@@ -13,6 +13,8 @@ from webhook.podspec import build_pod_spec
 from webhook.rules import Violation, run_rules
 from webhook.workloads import Target, find_targets
 
+MODE_LABEL = "qos-guard.io/mode"  # the namespace label that opts in (SPEC §1)
+
 
 class Mode(StrEnum):
     ENFORCE = "enforce"

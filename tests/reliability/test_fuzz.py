@@ -24,6 +24,7 @@ from webhook.cli import check_paths
 from webhook.config import parse_config
 from webhook.engine import Mode, evaluate
 from webhook.manifests import Document, ReadError, json_document, yaml_documents
+from webhook.mutation import apply_changes, json_patch
 from webhook.podspec import ManifestError
 from webhook.rules import RULE_IDS
 
@@ -55,7 +56,6 @@ def test_engine_gives_a_verdict_or_names_the_field(obj: dict[str, Any], mode: Mo
     for result in verdict.results:
         if result.changes and result.target.is_pod:
             # The mutation is a JSONPatch that applies to the object it was planned for.
-            from webhook.mutation import apply_changes, json_patch
             fixed = apply_changes(obj, list(result.changes))
             patched = jsonpatch.apply_patch(obj, json_patch(obj, fixed))
             assert patched == fixed
