@@ -10,19 +10,52 @@ import base64
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from webhook.config import Config
 from webhook.engine import MODE_LABEL, Mode, Verdict, evaluate
-from webhook.mutation import apply_changes, json_patch
+from webhook.mutation import json_patch
 from webhook.podspec import ManifestError
-from webhook.workloads import WORKLOAD_KINDS
+from webhook.workloads import KINDS
 
 API_VERSIONS = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
 MODES = tuple(m.value for m in Mode)
 MAX_WARNING = 120
 MAX_WARNINGS_BYTES = 4096
 NEVER_SELECTED = frozenset({"kube-system"})
+
+
+class Action(StrEnum):
+    """What an endpoint answers with."""
+
+    DENY = "deny"  # allowed: false with every violation the mode reports
+    WARN = "warn"  # allowed, with one warning per violation
+    PATCH = "patch"  # allowed, with the JSONPatch of the mutation (Pods only)
+    NAMESPACE = "namespace"  # the opt-in label's value is checked
+    ALLOW = "allow"  # parse and allow: the benchmarks' floor
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """One admission endpoint: its name in metrics and logs, what it answers, and the mode it judges in."""
+
+    name: str
+    action: Action
+    mode: Mode | None = None
+
+
+# The one table of admission endpoints (URL path -> endpoint): routes, metrics and ``decide`` all read it.
+ENDPOINTS: dict[str, Endpoint] = {
+    "/validate": Endpoint("validate", Action.DENY, Mode.ENFORCE),
+    # ``/validate?mode=mutate`` too; webhook configurations need this form: the API server refuses a query
+    # string in clientConfig.url (k8s.io/apiserver/pkg/util/webhook/validation.go).
+    "/validate/mutate": Endpoint("validate-mutated", Action.DENY, Mode.MUTATE),
+    "/warn": Endpoint("warn", Action.WARN, Mode.WARN),
+    "/mutate": Endpoint("mutate", Action.PATCH, Mode.MUTATE),
+    "/validate-namespace": Endpoint("validate-namespace", Action.NAMESPACE),
+}
+NOOP = Endpoint("noop", Action.ALLOW)  # ``serve --enable-noop`` only
 
 
 class BadReview(ValueError):
@@ -144,12 +177,12 @@ def _judged(review: Review) -> bool:
         if review.subresource == "resize":
             return review.operation == "UPDATE"
         return review.subresource == "" and review.operation == "CREATE"
-    return review.kind in WORKLOAD_KINDS and review.subresource == "" and review.operation in ("CREATE", "UPDATE")
+    return review.kind in KINDS and review.subresource == "" and review.operation in ("CREATE", "UPDATE")
 
 
 def _denial(review: Review, verdict: Verdict) -> str:
     name = review.name or object_name(review.obj)
-    lines = [f"{f.violation.rule}: {f.violation.message}" for _, f in verdict.violations]
+    lines = [f"{v.rule}: {v.message}" for _, v in verdict.violations]
     head = f'{review.kind} "{name}" would not get exclusive CPUs (Guaranteed QoS, whole CPUs) from kubelet:'
     return "\n".join([head, *lines])
 
@@ -171,41 +204,43 @@ def _skip(review: Review, own_namespace: str | None) -> str | None:
     return None
 
 
-def decide(review: Review, endpoint: str, config: Config, own_namespace: str | None = None) -> Decision:
-    """The decision for one request at ``endpoint`` (``validate``, ``validate-mutated``, ``warn``, ``mutate``)."""
+def decide(review: Review, endpoint: Endpoint, config: Config, own_namespace: str | None = None) -> Decision:
+    """The decision for one request at ``endpoint``."""
+    if endpoint.action is Action.ALLOW:
+        return Decision(True)
+    if endpoint.action is Action.NAMESPACE:
+        return _decide_namespace(review)
+    assert endpoint.mode is not None
     base = Decision(True)
     why = _skip(review, own_namespace)
     if why is not None:
         base.skipped = why
         return base
-    mode = {"validate": Mode.ENFORCE, "validate-mutated": Mode.MUTATE, "warn": Mode.WARN,
-            "mutate": Mode.MUTATE}[endpoint]
     try:
-        verdict = evaluate(review.obj, config, mode, namespace=review.namespace, username=review.username,
-                           plan=False)
+        verdict = evaluate(review.obj, config, endpoint.mode, namespace=review.namespace,
+                           username=review.username)
     except ManifestError as exc:
         raise BadReview(f"request.object: {exc}") from None
     if verdict.exempt:
         base.skipped = verdict.exempt
         return base
-    if endpoint == "mutate":
+    if endpoint.action is Action.PATCH:
         # Only Pods are patched: a patched template would make GitOps tools see drift (SPEC §5).
         if review.kind == "Pod" and review.subresource == "" and verdict.changes:
-            changes = list(verdict.changes)
-            base.patch = json_patch(review.obj, apply_changes(review.obj, changes))
-            base.warnings = fit_warnings([f"qos-guard: {c.message}" for c in changes])
+            base.patch = json_patch(review.obj, verdict.changes)
+            base.warnings = fit_warnings([f"qos-guard: {c.message}" for c in verdict.changes])
         return base
-    base.rules = sorted({f.violation.rule for _, f in verdict.violations})
-    if endpoint == "warn":
-        base.warnings = fit_warnings([f"{f.violation.rule}: {f.violation.message}" for _, f in verdict.violations])
-        return base
-    if not verdict.allowed:
+    found = verdict.violations
+    base.rules = sorted({v.rule for _, v in found})
+    if endpoint.action is Action.WARN:
+        base.warnings = fit_warnings([f"{v.rule}: {v.message}" for _, v in found])
+    elif found:
         base.allowed = False
         base.message = _denial(review, verdict)
     return base
 
 
-def decide_namespace(review: Review) -> Decision:
+def _decide_namespace(review: Review) -> Decision:
     """``/validate-namespace``: the opt-in label must name a mode qos-guard knows."""
     base = Decision(True)
     if review.kind != "Namespace" or review.operation not in ("CREATE", "UPDATE") or review.obj is None:

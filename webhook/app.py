@@ -16,18 +16,20 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, H
 from werkzeug.exceptions import HTTPException
 
 from webhook.admission import (
+    ENDPOINTS,
+    NOOP,
     BadReview,
     Decision,
+    Endpoint,
     Review,
     decide,
-    decide_namespace,
     object_name,
     parse_review,
     response,
 )
 from webhook.config import Config
 from webhook.rules import RULE_IDS
-from webhook.workloads import WORKLOAD_KINDS
+from webhook.workloads import KINDS
 
 MAX_BODY = 3 * 1024 * 1024
 # An oversized body up to this size is read and dropped so the client sees the 413 instead of a reset.
@@ -59,7 +61,7 @@ def _bounded(value: str, allowed: tuple[str, ...] | frozenset[str], other: str =
     return value if value in allowed else other
 
 
-_KINDS = WORKLOAD_KINDS | {"Namespace"}
+_KINDS = frozenset(KINDS) | {"Namespace"}
 _OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT")
 
 
@@ -89,10 +91,11 @@ def create_app(config: Config, metrics: Metrics | None = None, own_namespace: st
     """The admission application. ``noop`` adds ``POST /noop`` (parse and allow) for benchmarks only."""
     app = Flask("qos-guard")
     metrics = metrics or Metrics.create(CollectorRegistry())
+    routes = {**ENDPOINTS, "/noop": NOOP} if noop else ENDPOINTS
     # Open this process's metric files now (multiprocess mode creates them on first use), so a worker
     # finishing its last requests during shutdown never needs a file the master has already removed.
-    for path in ("validate", "validate-mutated", "warn", "mutate", "validate-namespace"):
-        metrics.latency.labels(path)
+    for endpoint in routes.values():
+        metrics.latency.labels(endpoint.name)
     metrics.requests.labels("validate", "Pod", "CREATE", "allowed", "false")
     metrics.violations.labels("cpu-not-integer")
 
@@ -113,54 +116,30 @@ def create_app(config: Config, metrics: Metrics | None = None, own_namespace: st
         except Exception:  # metrics or logging broke: the answer still goes out
             logging.getLogger("qos_guard.server").exception("recording the decision failed")
 
-    def answer(path: str, judge: Callable[[Review], Decision]) -> Response:
+    def answer(endpoint: Endpoint) -> Response:
         started = time.perf_counter()
         try:
             review = parse_review(read_body())
-            decision = judge(review)
+            decision = decide(review, endpoint, config, own_namespace)
         except TooLarge:
-            metrics.requests.labels(path, "unknown", "unknown", "too-large", "false").inc()
+            metrics.requests.labels(endpoint.name, "unknown", "unknown", "too-large", "false").inc()
             return _json(413, {"error": "request body too large", "reason": f"over {MAX_BODY} bytes"})
         except BadReview as exc:
-            metrics.requests.labels(path, "unknown", "unknown", "bad-request", "false").inc()
+            metrics.requests.labels(endpoint.name, "unknown", "unknown", "bad-request", "false").inc()
             return _json(400, {"error": "bad AdmissionReview", "reason": str(exc)})
-        record(path, review, decision, time.perf_counter() - started)
+        if endpoint is not NOOP:
+            record(endpoint.name, review, decision, time.perf_counter() - started)
         return _json(200, response(review, decision))
 
-    @app.post("/validate")
-    def validate() -> Response:
-        endpoint = "validate-mutated" if request.args.get("mode") == "mutate" else "validate"
-        return answer(endpoint, lambda r: decide(r, endpoint, config, own_namespace))
+    def route(url: str) -> Callable[[], Response]:
+        def view() -> Response:
+            if url == "/validate" and request.args.get("mode") == "mutate":
+                return answer(ENDPOINTS["/validate/mutate"])
+            return answer(routes[url])
+        return view
 
-    # The same as /validate?mode=mutate, for webhook configurations: the API server refuses a query string
-    # in clientConfig.url and any path segment that is not a DNS subdomain in clientConfig.service.path
-    # (k8s.io/apiserver/pkg/util/webhook/validation.go).
-    @app.post("/validate/mutate")
-    def validate_mutated() -> Response:
-        return answer("validate-mutated", lambda r: decide(r, "validate-mutated", config, own_namespace))
-
-    @app.post("/warn")
-    def warn() -> Response:
-        return answer("warn", lambda r: decide(r, "warn", config, own_namespace))
-
-    @app.post("/mutate")
-    def mutate() -> Response:
-        return answer("mutate", lambda r: decide(r, "mutate", config, own_namespace))
-
-    @app.post("/validate-namespace")
-    def validate_namespace() -> Response:
-        return answer("validate-namespace", decide_namespace)
-
-    if noop:
-        @app.post("/noop")
-        def noop_route() -> Response:
-            try:
-                review = parse_review(read_body())
-            except TooLarge:
-                return _json(413, {"error": "request body too large", "reason": f"over {MAX_BODY} bytes"})
-            except BadReview as exc:
-                return _json(400, {"error": "bad AdmissionReview", "reason": str(exc)})
-            return _json(200, response(review, Decision(True)))
+    for url, endpoint in routes.items():
+        app.add_url_rule(url, endpoint.name, route(url), methods=["POST"])
 
     @app.errorhandler(HTTPException)
     def http_error(exc: HTTPException) -> Response:

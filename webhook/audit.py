@@ -1,43 +1,42 @@
-"""``qos-guard audit``: objects already in a cluster, through the same engine and report as ``check``.
+"""``qos-guard audit``: objects already in a cluster, through the same runner and report as ``check``.
 
-The listing (``cluster.Lister``) yields objects; this module judges them and groups the findings by
-namespace. Records use the namespace as their ``file`` and line 0, since a live object has no source line.
+The listing (``cluster.Lister``) yields objects; this module turns them into runner items located by
+namespace (a live object has no source line) and groups the findings by namespace.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 
 from webhook.cluster import Listed
 from webhook.config import Config
-from webhook.engine import Mode, evaluate
-from webhook.podspec import ManifestError
-from webhook.report import Report
+from webhook.engine import Mode
+from webhook.report import Location, Report
+from webhook.runner import Item, at, run
 
 Progress = Callable[[int, str, str], None]
 
 
-def audit(objects: Iterable[Listed], config: Config, mode: Mode, progress: Progress | None = None) -> Report:
-    """Judge each listed object; a listing error or a malformed object is an error record, not a stop."""
-    report = Report(mode, live=True)
+def _items(objects: Iterable[Listed], progress: Progress | None) -> Iterator[Item]:
     seen = 0
-    for item in objects:
-        if item.error is not None:
-            report.add_error(item.namespace or "(cluster)", 0, f"listing {item.kind}: {item.error}")
+    for listed in objects:
+        where = Location(listed.namespace or "(cluster)")
+        if listed.error is not None:
+            yield Item(at(where), error=f"listing {listed.kind}: {listed.error}")
             continue
-        assert item.obj is not None
         seen += 1
         if progress is not None:
-            progress(seen, item.namespace, item.kind)
-        try:
-            verdict = evaluate(item.obj, config, mode, namespace=item.namespace)
-        except ManifestError as exc:
-            name = (item.obj.get("metadata") or {}).get("name", "?")
-            report.add_error(item.namespace, 0, f"{item.kind}/{name}: malformed object: {exc}")
-            continue
-        report.add_verdict(item.namespace, verdict, lambda _path: 0)
+            progress(seen, listed.namespace, listed.kind)
+        name = ((listed.obj or {}).get("metadata") or {}).get("name", "?")
+        yield Item(at(where), obj=listed.obj, namespace=listed.namespace,
+                   label=f"{listed.kind}/{name}: ")
+
+
+def audit(objects: Iterable[Listed], config: Config, mode: Mode, progress: Progress | None = None) -> Report:
+    """Judge each listed object; a listing error or a malformed object is an error record, not a stop."""
+    report = run(_items(objects, progress), config, mode, Report(mode))
     # Grouped by namespace, listing order kept within one (sort is stable).
-    report.violations.sort(key=lambda r: r.file)
-    report.notices.sort(key=lambda r: r.file)
-    report.errors.sort(key=lambda e: e.file)
+    report.violations.sort(key=lambda r: r.location.source)
+    report.notices.sort(key=lambda r: r.location.source)
+    report.errors.sort(key=lambda e: e.location.source)
     return report

@@ -1,20 +1,17 @@
-"""The ``qos-guard`` command: argument parsing only, then the pieces that do the work."""
+"""The ``qos-guard`` command: argument parsing, then one call into the piece that does the work."""
 
 from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from webhook import __version__
-from webhook.config import Config, ConfigError, load_config
-from webhook.engine import Mode, evaluate
-from webhook.manifests import STDIN, ReadError, expand_paths, read_documents
-from webhook.podspec import ManifestError
-from webhook.report import FORMATS, Report, render, summary_line
-from webhook.rewrite import fix_file
-from webhook.workloads import parse_dotted
+from webhook.config import ConfigError, load_config
+from webhook.engine import Mode
+from webhook.report import FORMATS, render, summary_line
+from webhook.runner import check_paths, fix_paths
 
 EXIT_OK, EXIT_VIOLATIONS, EXIT_USAGE = 0, 1, 2
 
@@ -23,75 +20,21 @@ def _err(message: str) -> None:
     print(f"qos-guard: {message}", file=sys.stderr)
 
 
-def check_paths(paths: Sequence[str], config: Config, mode: Mode,
-                stream: Callable[[str], None] | None = None) -> Report:
-    """Judge every document under ``paths``; unreadable inputs are recorded and the rest still checked.
-
-    With ``stream``, text lines go out as they are found instead of being kept (memory stays flat).
-    """
-    report = Report(mode, stream=stream)
-    for item in expand_paths(paths):
-        if isinstance(item, ReadError):
-            report.add_error(item.file, item.line, item.message)
-            continue
-        shown = "<stdin>" if item == STDIN else item
-        for doc in read_documents(item):
-            if isinstance(doc, ReadError):
-                report.add_error(shown, doc.line, doc.message)
-                continue
-            try:
-                verdict = evaluate(doc.obj, config, mode)
-            except ManifestError as exc:
-                report.add_error(shown, doc.line_of(parse_dotted(exc.path)), f"malformed object: {exc}")
-                continue
-            report.add_verdict(shown, verdict, lambda path, d=doc: d.line_of(parse_dotted(path)))  # type: ignore[misc]
-    return report
-
-
 def cmd_check(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     if args.format == "text":
         report = check_paths(args.paths, config, Mode(args.mode), stream=print)
+        print(summary_line(report), file=sys.stderr)
     else:
         report = check_paths(args.paths, config, Mode(args.mode))
         sys.stdout.write(render(report, args.format))
-    if args.format == "text":
-        print(summary_line(report), file=sys.stderr)
     return report.exit_code
 
 
 def cmd_fix(args: argparse.Namespace) -> int:
-    config = load_config(args.config)
-    output = Path(args.output) if args.output else None
-    remaining = errors = changed = 0
-    for arg in args.paths:
-        if arg == STDIN:
-            _err("fix rewrites files; give file or folder names, not -")
-            errors += 1
-            continue
-        root = Path(arg) if Path(arg).is_dir() else Path(arg).parent
-        for item in expand_paths([arg]):
-            if isinstance(item, ReadError):
-                print(f"{item.file}: error: {item.message}")
-                errors += 1
-                continue
-            result = fix_file(item, config, output, root)
-            if result.error is not None:
-                print(f"{item}: error: {result.error}")
-                errors += 1
-                continue
-            changed += bool(result.changes)
-            for target, change in result.changes:
-                print(f"{item}: {target.kind}/{target.name}: fixed: {change.message}")
-            for target, violation in result.remaining:
-                print(f"{item}: {target.kind}/{target.name}: {violation.rule}: {violation.message} "
-                      "(cannot be fixed automatically)")
-                remaining += 1
-    print(f"qos-guard: {changed} files changed, {remaining} violations left, {errors} errors",
-          file=sys.stderr)
-    if remaining:
-        return EXIT_VIOLATIONS
-    return EXIT_USAGE if errors else EXIT_OK
+    tally = fix_paths(args.paths, load_config(args.config), Path(args.output) if args.output else None, print)
+    print(tally.summary(), file=sys.stderr)
+    return tally.exit_code
 
 
 def cmd_serve(args: argparse.Namespace) -> int:

@@ -12,6 +12,7 @@ import urllib3
 from kubernetes import client, config
 
 from webhook.engine import MODE_LABEL, Mode
+from webhook.workloads import CONTROLLERS, KINDS
 
 
 class ClusterError(RuntimeError):
@@ -60,24 +61,6 @@ def patch_ca_bundle(bundle: str, names: list[str], kubeconfig: str | None = None
         if not found:
             raise ClusterError(f"no webhook configuration named {name}")
     return patched
-
-
-# Where each kind qos-guard judges is listed (SPEC §5, §6); paths as in the API server's discovery.
-AUDIT_KINDS: tuple[tuple[str, str, str], ...] = (
-    ("v1", "pods", "Pod"),
-    ("v1", "replicationcontrollers", "ReplicationController"),
-    ("v1", "podtemplates", "PodTemplate"),
-    ("apps/v1", "deployments", "Deployment"),
-    ("apps/v1", "replicasets", "ReplicaSet"),
-    ("apps/v1", "statefulsets", "StatefulSet"),
-    ("apps/v1", "daemonsets", "DaemonSet"),
-    ("batch/v1", "jobs", "Job"),
-    ("batch/v1", "cronjobs", "CronJob"),
-)
-# An object whose controller is one of these is reported through its controller, not again on its own:
-# one finding per template, not one per replica.
-_CONTROLLERS = frozenset({"ReplicationController", "Deployment", "ReplicaSet", "StatefulSet", "DaemonSet", "Job",
-                          "CronJob"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,7 +124,8 @@ class Lister:
         """
         scopes: list[str | None] = list(namespaces) if namespaces is not None else [None]
         for scope in scopes:
-            for api_version, plural, kind in AUDIT_KINDS:
+            for judged in KINDS.values():
+                api_version, plural, kind = judged.api_version, judged.plural, judged.kind
                 prefix = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
                 path = f"{prefix}/{plural}" if scope is None else f"{prefix}/namespaces/{scope}/{plural}"
                 try:
@@ -159,6 +143,6 @@ class Lister:
 
 def _controlled(obj: dict[str, Any]) -> bool:
     for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
-        if ref.get("controller") and ref.get("kind") in _CONTROLLERS:
+        if ref.get("controller") and ref.get("kind") in CONTROLLERS:
             return True
     return False

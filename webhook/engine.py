@@ -1,15 +1,20 @@
 """``evaluate(object, config, mode) -> Verdict``: the one call the webhook, ``check``, ``fix`` and
-``audit`` all make, so they always reach the same verdict (as Kyverno's engine does for its CLI)."""
+``audit`` all make, so they always reach the same verdict (as Kyverno's engine does for its CLI).
+
+The mutation is planned only when a caller asks for it (``changes``, ``remaining``, ``fixable``, or the
+verdict of ``mutate`` mode, which is what remains after it): ``enforce`` and ``warn`` answers never pay for it.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
+from functools import cached_property
 from typing import Any
 
 from webhook.config import Config
 from webhook.mutation import Change, apply_changes, plan_changes
-from webhook.podspec import build_pod_spec
+from webhook.podspec import PodSpec
 from webhook.rules import Violation, run_rules
 from webhook.workloads import Target, find_targets
 
@@ -22,7 +27,7 @@ class Mode(StrEnum):
     WARN = "warn"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Finding:
     """A violation, and whether the mutation (``mutate`` mode, ``qos-guard fix``) would remove it."""
 
@@ -30,85 +35,89 @@ class Finding:
     fixable: bool
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class TargetResult:
+    """The rules' findings for one pod spec; the mutation is planned on first use."""
+
     target: Target
-    findings: tuple[Finding, ...]
-    remaining: tuple[Violation, ...]
-    changes: tuple[Change, ...]
+    pod: PodSpec
+    violations: tuple[Violation, ...]
+    config: Config = field(repr=False)
 
-    def reported(self, mode: Mode) -> tuple[Finding, ...]:
-        """What a front end reports in ``mode``: in ``mutate`` only what mutation leaves behind."""
-        if mode is Mode.MUTATE:
-            return tuple(Finding(v, False) for v in self.remaining)
-        return self.findings
+    @cached_property
+    def changes(self) -> tuple[Change, ...]:
+        return tuple(plan_changes(self.pod, self.config)) if self.violations else ()
+
+    @cached_property
+    def remaining(self) -> tuple[Violation, ...]:
+        """What is still wrong after the mutation."""
+        if not self.changes:
+            return self.violations
+        where = self.target.path
+        in_spec = [c for c in self.changes if c.path[:len(where)] == where]
+        fixed = apply_changes(self.target.spec, in_spec, skip=len(where))
+        # The only change outside the spec removes ``status.qosClass``, the one status field that counts.
+        status = self.target.status if len(in_spec) == len(self.changes) else None
+        pod = Target(self.target.kind, self.target.name, self.target.namespace, where, fixed, status).pod_spec()
+        return tuple(run_rules(pod, self.config.policy))
+
+    @cached_property
+    def findings(self) -> tuple[Finding, ...]:
+        """Every violation, marked fixable when the mutation removes it."""
+        left = {(v.rule, v.subject) for v in self.remaining}
+        return tuple(Finding(v, (v.rule, v.subject) not in left) for v in self.violations)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Verdict:
     mode: Mode
     results: tuple[TargetResult, ...] = ()
     exempt: str | None = None
-    changes: tuple[Change, ...] = field(default=())
 
     @property
-    def violations(self) -> list[tuple[Target, Finding]]:
-        return [(r.target, f) for r in self.results for f in r.reported(self.mode)]
+    def violations(self) -> list[tuple[Target, Violation]]:
+        """What the mode reports: in ``mutate`` only what the mutation leaves behind."""
+        if self.mode is Mode.MUTATE:
+            return [(r.target, v) for r in self.results for v in r.remaining]
+        return [(r.target, v) for r in self.results for v in r.violations]
+
+    @property
+    def changes(self) -> tuple[Change, ...]:
+        return tuple(c for r in self.results for c in r.changes)
 
     @property
     def allowed(self) -> bool:
         return self.mode is Mode.WARN or not self.violations
 
 
-def _judge(target: Target, config: Config, plan: bool) -> TargetResult:
-    pod = build_pod_spec(target.spec, target.path)
-    violations = run_rules(pod, config.policy)
-    if not violations:
-        return TargetResult(target, (), (), ())
-    if not plan:
-        return TargetResult(target, tuple(Finding(v, False) for v in violations), tuple(violations), ())
-    changes = plan_changes(target.spec, target.segments, config)
-    if changes:
-        fixed = apply_changes(target.spec, changes, skip=len(target.segments))
-        remaining = run_rules(build_pod_spec(fixed, target.path), config.policy)
-    else:
-        remaining = violations
-    left = {(v.rule, v.subject) for v in remaining}
-    findings = tuple(Finding(v, (v.rule, v.subject) not in left) for v in violations)
-    return TargetResult(target, findings, tuple(remaining), tuple(changes))
-
-
-def _exemption(config: Config, namespace: str | None, username: str | None) -> str | None:
+def _exemption(config: Config, target: Target, namespace: str | None, username: str | None) -> str | None:
+    """As Pod Security Admission: by namespace, requesting user or ``runtimeClassName``, never by annotation."""
     ex = config.exemptions
     if username is not None and username in ex.usernames:
         return f"user {username} is exempt"
+    namespace = namespace or target.namespace
     if namespace is not None and namespace in ex.namespaces:
         return f"namespace {namespace} is exempt"
+    runtime_class = target.spec.get("runtimeClassName")
+    if isinstance(runtime_class, str) and runtime_class in ex.runtime_class_names:
+        return f"runtimeClassName {runtime_class} is exempt"
     return None
 
 
 def evaluate(obj: Any, config: Config, mode: Mode, *, namespace: str | None = None,
-             username: str | None = None, plan: bool = True) -> Verdict:
+             username: str | None = None) -> Verdict:
     """Judge every pod spec in ``obj``; raises ``ManifestError`` for an object of the wrong shape.
 
-    ``namespace`` defaults to each object's own ``metadata.namespace``; exemptions work as in Pod
-    Security Admission: by namespace, requesting user or ``runtimeClassName``, never by annotation.
-    ``plan=False`` skips planning the mutation (no changes, every finding marked not fixable): the
-    ``enforce`` and ``warn`` webhooks answer without it. ``mutate`` mode always plans.
+    ``namespace`` defaults to each object's own ``metadata.namespace``.
     """
-    plan = plan or mode is Mode.MUTATE
     targets = list(find_targets(obj))
     results = []
     for target in targets:
-        why = _exemption(config, namespace or target.namespace, username)
-        if why is None:
-            runtime_class = target.spec.get("runtimeClassName")
-            if isinstance(runtime_class, str) and runtime_class in config.exemptions.runtime_class_names:
-                why = f"runtimeClassName {runtime_class} is exempt"
+        why = _exemption(config, target, namespace, username)
         if why is not None:
             if len(targets) == 1:
                 return Verdict(mode, (), exempt=why)
             continue
-        results.append(_judge(target, config, plan))
-    changes = tuple(c for r in results for c in r.changes)
-    return Verdict(mode, tuple(results), changes=changes)
+        pod = target.pod_spec()
+        results.append(TargetResult(target, pod, tuple(run_rules(pod, config.policy)), config))
+    return Verdict(mode, tuple(results))

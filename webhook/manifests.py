@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from webhook.workloads import Segment
+from webhook.fieldpath import Segment
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 STDIN = "-"

@@ -8,53 +8,81 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 from xml.etree import ElementTree as ET
 
 from webhook import __version__
 from webhook.engine import Mode, Verdict
+from webhook.fieldpath import FieldPath, dotted
 from webhook.rules import RULES
-from webhook.workloads import Target
 
 FORMATS = ("text", "json", "sarif", "junit", "github")
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 
 
 @dataclass(frozen=True, slots=True)
+class Location:
+    """Where a finding is: a line in a file (``check``), or a namespace of a cluster (``audit``: a live
+    object has no line)."""
+
+    source: str
+    line: int | None = None
+
+    def __str__(self) -> str:
+        return self.source if self.line is None else f"{self.source}:{self.line}"
+
+    def as_json(self) -> dict[str, Any]:
+        return {"file": self.source if self.line is not None else None, "line": self.line}
+
+
+@dataclass(frozen=True, slots=True)
 class Record:
-    file: str
-    line: int
+    location: Location
     kind: str
     namespace: str | None
     name: str
     container: str | None
-    path: str
+    path: FieldPath
     rule: str
     message: str
     fixable: bool
 
+    def as_json(self) -> dict[str, Any]:
+        return {**self.location.as_json(), "kind": self.kind, "namespace": self.namespace, "name": self.name,
+                "container": self.container, "path": dotted(self.path), "rule": self.rule,
+                "message": self.message, "fixable": self.fixable}
+
 
 @dataclass(frozen=True, slots=True)
 class ErrorRecord:
-    file: str
-    line: int
+    location: Location
     message: str
+
+    def as_json(self) -> dict[str, Any]:
+        return {**self.location.as_json(), "message": self.message}
+
+
+@dataclass
+class Counts:
+    objects: int = 0
+    violations: int = 0
+    notices: int = 0
+    errors: int = 0
 
 
 @dataclass
 class Report:
+    """Findings of ``check`` and ``audit``. With ``stream`` (text output of ``check``) each line is written
+    as it is found and no record is kept, so memory stays flat however many files are checked; the other
+    formats need the whole report and keep the records. ``counts`` counts either way."""
+
     mode: Mode
+    stream: Callable[[str], None] | None = None
     violations: list[Record] = field(default_factory=list)
     notices: list[Record] = field(default_factory=list)
     errors: list[ErrorRecord] = field(default_factory=list)
-    objects: int = 0
-    live: bool = False  # objects from a cluster (audit): ``file`` is the namespace and there is no line
-    # Text output of ``check``: each line is written as it is found and no record is kept, so memory stays
-    # flat however many files are checked. Other formats need the whole report and keep the records.
-    stream: Callable[[str], None] | None = None
-    violation_count: int = 0
-    error_count: int = 0
+    counts: Counts = field(default_factory=Counts)
 
     def _keep(self, into: list[Any], record: Record | ErrorRecord, line: str) -> None:
         if self.stream is not None:
@@ -62,82 +90,82 @@ class Report:
         else:
             into.append(record)
 
-    def add_verdict(self, file: str, verdict: Verdict, line_of: Callable[[str], int]) -> None:
-        """Record ``verdict``; ``line_of`` maps a field path in the document to its line."""
-        self.objects += max(len(verdict.results), 1 if verdict.exempt else 0)
-        if self.mode is Mode.MUTATE:
-            for result in verdict.results:
+    def add_verdict(self, verdict: Verdict, locate: Callable[[FieldPath], Location]) -> None:
+        """Record ``verdict``; ``locate`` maps a field path in the object to its location."""
+        self.counts.objects += max(len(verdict.results), 1 if verdict.exempt else 0)
+        for result in verdict.results:
+            target = result.target
+            if self.mode is Mode.MUTATE:
                 for change in result.changes:
-                    n = _record(file, result.target, line_of(change.path), "mutation", change.message,
-                                change.container, change.path, True)
-                    self._keep(self.notices, n, _notice_line(self, n))
-        for target, finding in verdict.violations:
-            v = finding.violation
-            r = _record(file, target, line_of(v.path), v.rule, v.message, v.container, v.path, finding.fixable)
-            self.violation_count += 1
-            self._keep(self.violations, r, _violation_line(self, r))
+                    n = Record(locate(change.path), target.kind, target.namespace, target.name, change.container,
+                               change.path, "mutation", change.message, True)
+                    self.counts.notices += 1
+                    self._keep(self.notices, n, _notice_line(n))
+                found = [(v, False) for v in result.remaining]
+            elif self.stream is not None:
+                found = [(v, False) for v in result.violations]  # text output shows no fixability
+            else:
+                found = [(f.violation, f.fixable) for f in result.findings]
+            for v, fixable in found:
+                r = Record(locate(v.path), target.kind, target.namespace, target.name, v.container, v.path,
+                           v.rule, v.message, fixable)
+                self.counts.violations += 1
+                self._keep(self.violations, r, _violation_line(r))
 
-    def add_error(self, file: str, line: int, message: str) -> None:
-        e = ErrorRecord(file, line, message)
-        self.error_count += 1
-        self._keep(self.errors, e, _error_line(self, e))
+    def add_error(self, location: Location, message: str) -> None:
+        e = ErrorRecord(location, message)
+        self.counts.errors += 1
+        self._keep(self.errors, e, _error_line(e))
 
     @property
     def exit_code(self) -> int:
-        if self.violation_count and self.mode is not Mode.WARN:
+        if self.counts.violations and self.mode is not Mode.WARN:
             return 1
-        return 2 if self.error_count else 0
-
-
-def _record(file: str, target: Target, line: int, rule: str, message: str, container: str | None,
-            path: str, fixable: bool) -> Record:
-    return Record(file, line, target.kind, target.namespace, target.name, container, path, rule, message,
-                  fixable)
+        return 2 if self.counts.errors else 0
 
 
 def render(report: Report, fmt: str) -> str:
     return _RENDERERS[fmt](report)
 
 
-def _where(report: Report, file: str, line: int) -> str:
-    """``file:line``; for a live object (``audit``) just the namespace, as it has no line."""
-    return file if report.live else f"{file}:{line}"
+def _error_line(e: ErrorRecord) -> str:
+    return f"{e.location}: error: {e.message}"
 
 
-def _error_line(report: Report, e: ErrorRecord) -> str:
-    return f"{_where(report, e.file, e.line)}: error: {e.message}"
+def _notice_line(r: Record) -> str:
+    return f"{r.location}: {r.kind}/{r.name}: notice: {r.message}"
 
 
-def _notice_line(report: Report, r: Record) -> str:
-    return f"{_where(report, r.file, r.line)}: {r.kind}/{r.name}: notice: {r.message}"
-
-
-def _violation_line(report: Report, r: Record) -> str:
-    return f"{_where(report, r.file, r.line)}: {r.kind}/{r.name}: {r.rule}: {r.message}"
+def _violation_line(r: Record) -> str:
+    return f"{r.location}: {r.kind}/{r.name}: {r.rule}: {r.message}"
 
 
 def _text(report: Report) -> str:
-    lines = [_error_line(report, e) for e in report.errors]
-    lines += [_notice_line(report, r) for r in report.notices]
-    lines += [_violation_line(report, r) for r in report.violations]
+    lines = [_error_line(e) for e in report.errors]
+    lines += [_notice_line(r) for r in report.notices]
+    lines += [_violation_line(r) for r in report.violations]
     return "\n".join(lines) + ("\n" if lines else "")
 
 
 def summary_line(report: Report) -> str:
-    return (f"qos-guard: {report.objects} objects checked, {report.violation_count} violations, "
-            f"{report.error_count} errors ({report.mode} mode)")
+    c = report.counts
+    return f"qos-guard: {c.objects} objects checked, {c.violations} violations, {c.errors} errors ({report.mode} mode)"
 
 
 def _json(report: Report) -> str:
     out: dict[str, Any] = {
-        "violations": [asdict(r) for r in report.violations],
-        "errors": [asdict(e) for e in report.errors],
-        "summary": {"objects": report.objects, "violations": len(report.violations),
-                    "errors": len(report.errors)},
+        "violations": [r.as_json() for r in report.violations],
+        "errors": [e.as_json() for e in report.errors],
+        "summary": {"objects": report.counts.objects, "violations": report.counts.violations,
+                    "errors": report.counts.errors},
     }
     if report.mode is Mode.MUTATE:
-        out["notices"] = [asdict(r) for r in report.notices]
+        out["notices"] = [r.as_json() for r in report.notices]
     return json.dumps(out, indent=2) + "\n"
+
+
+def _physical(loc: Location) -> dict[str, Any]:
+    return {"artifactLocation": {"uri": loc.source}, "region": {"startLine": max(loc.line or 1, 1)}}
 
 
 def _sarif(report: Report) -> str:
@@ -149,25 +177,20 @@ def _sarif(report: Report) -> str:
             "level": level,
             "message": {"text": f"{r.kind}/{r.name}: {r.message}"},
             "locations": [{
-                "physicalLocation": {
-                    "artifactLocation": {"uri": r.file},
-                    "region": {"startLine": max(r.line, 1)},
-                },
-                "logicalLocations": [{"fullyQualifiedName": f"{r.kind}/{r.name}/{r.path}"}],
+                "physicalLocation": _physical(r.location),
+                "logicalLocations": [{"fullyQualifiedName": f"{r.kind}/{r.name}/{dotted(r.path)}"}],
             }],
-            "properties": {"fixable": r.fixable, "container": r.container, "path": r.path},
+            "properties": {"fixable": r.fixable, "container": r.container, "path": dotted(r.path)},
         })
     for n in report.notices:
         results.append({
             "ruleId": "mutation", "level": "note", "message": {"text": f"{n.kind}/{n.name}: {n.message}"},
-            "locations": [{"physicalLocation": {"artifactLocation": {"uri": n.file},
-                                                "region": {"startLine": max(n.line, 1)}}}],
+            "locations": [{"physicalLocation": _physical(n.location)}],
         })
     notifications = [{
         "level": "error",
         "message": {"text": e.message},
-        "locations": [{"physicalLocation": {"artifactLocation": {"uri": e.file},
-                                            "region": {"startLine": max(e.line, 1)}}}],
+        "locations": [{"physicalLocation": _physical(e.location)}],
     } for e in report.errors]
     rules = [{"id": rule.id, "shortDescription": {"text": rule.summary},
               "defaultConfiguration": {"level": "error" if rule.default_on else "none"}} for rule in RULES]
@@ -192,19 +215,19 @@ def _junit(report: Report) -> str:
     cases: dict[tuple[str, str, str], ET.Element] = {}
     failures = 0
     for r in report.violations:
-        key = (r.file, r.kind, r.name)
+        key = (r.location.source, r.kind, r.name)
         case = cases.get(key)
         if case is None:
-            case = ET.SubElement(suite, "testcase", classname=r.file, name=f"{r.kind}/{r.name}")
+            case = ET.SubElement(suite, "testcase", classname=r.location.source, name=f"{r.kind}/{r.name}")
             cases[key] = case
         failure = ET.SubElement(case, "failure", type=r.rule, message=r.message)
-        failure.text = f"{r.file}:{r.line}: {r.rule}: {r.message}"
+        failure.text = f"{r.location}: {r.rule}: {r.message}"
         failures += 1
     for e in report.errors:
-        case = ET.SubElement(suite, "testcase", classname=e.file, name=f"read {e.file}")
+        case = ET.SubElement(suite, "testcase", classname=e.location.source, name=f"read {e.location.source}")
         error = ET.SubElement(case, "error", type="input-error", message=e.message)
-        error.text = f"{e.file}:{e.line}: {e.message}"
-    passed = max(report.objects - len(cases), 0)
+        error.text = f"{e.location}: {e.message}"
+    passed = max(report.counts.objects - len(cases), 0)
     if passed:
         ET.SubElement(suite, "testcase", classname="qos-guard", name=f"{passed} compliant objects")
     suite.set("tests", str(len(suite)))
@@ -223,13 +246,17 @@ def _escape_property(text: str) -> str:
     return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
 
 
+def _github_where(loc: Location) -> str:
+    return f"file={_escape_property(loc.source)},line={max(loc.line or 1, 1)}"
+
+
 def _github(report: Report) -> str:
     level = "warning" if report.mode is Mode.WARN else "error"
-    lines = [f"::error file={_escape_property(e.file)},line={max(e.line, 1)},title=input error::"
+    lines = [f"::error {_github_where(e.location)},title=input error::"
              f"{_escape_data(e.message)}" for e in report.errors]
-    lines += [f"::notice file={_escape_property(n.file)},line={max(n.line, 1)},title=mutation::"
+    lines += [f"::notice {_github_where(n.location)},title=mutation::"
               f"{_escape_data(f'{n.kind}/{n.name}: {n.message}')}" for n in report.notices]
-    lines += [f"::{level} file={_escape_property(r.file)},line={max(r.line, 1)},title={r.rule}::"
+    lines += [f"::{level} {_github_where(r.location)},title={r.rule}::"
               f"{_escape_data(f'{r.kind}/{r.name}: {r.message}')}" for r in report.violations]
     return "\n".join(lines) + ("\n" if lines else "")
 

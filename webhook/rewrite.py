@@ -24,7 +24,7 @@ from ruamel.yaml.error import YAMLError as RuamelError
 from webhook.config import Config
 from webhook.engine import Mode, evaluate
 from webhook.manifests import Document, Loader, ReadError, json_document, yaml_documents
-from webhook.mutation import Change, apply_changes
+from webhook.mutation import REMOVED, Change, apply_changes
 from webhook.podspec import ManifestError
 from webhook.rules import Violation
 from webhook.workloads import Segment, Target
@@ -176,9 +176,9 @@ def _edit_in_place(text: str, documents: list[Document], config: Config, result:
         expected.append(apply_changes(doc.obj, changes) if changes else doc.obj)
         inserts: dict[int, tuple[yaml.Node, dict[str, Any], int]] = {}
         for change in changes:
-            if doc.node is None:
-                return None
-            node, rest, column = _walk(doc.node, change.segments)
+            if doc.node is None or change.new is REMOVED:
+                return None  # removing a field (and its comments) is left to the full round trip
+            node, rest, column = _walk(doc.node, change.path)
             if not rest:
                 if not isinstance(node, yaml.ScalarNode):
                     return None

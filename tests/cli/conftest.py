@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -11,7 +12,11 @@ import pytest
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 MANIFESTS = FIXTURES / "manifests"
-CORPUS = Path(__file__).resolve().parents[3] / "shared" / "corpus"
+# The vendored corpus is always there; a larger one is used in addition where it stands beside the repository.
+CORPUS = FIXTURES.parent / "corpus"
+_EXTRA = Path(os.environ.get("QOS_GUARD_EXTRA_CORPUS") or FIXTURES.parents[2] / "shared" / "corpus")
+CORPORA = [pytest.param(CORPUS, id="vendored")] + (
+    [pytest.param(_EXTRA, id="extra")] if _EXTRA.is_dir() else [])
 
 Run = Callable[..., subprocess.CompletedProcess[str]]
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.conftest import CORPUS, MANIFESTS, Run
+from tests.cli.conftest import CORPORA, MANIFESTS, Run
 
 
 def test_fix_in_place_keeps_comments_and_order(qos_guard: Run, tmp_path: Path) -> None:
@@ -49,10 +49,10 @@ def test_fix_refuses_unparsable_file(qos_guard: Run, tmp_path: Path) -> None:
     assert path.read_text() == before
 
 
-@pytest.mark.skipif(not CORPUS.is_dir(), reason="shared corpus not present")
-def test_fix_corpus_copy(qos_guard: Run, tmp_path: Path) -> None:
+@pytest.mark.parametrize("corpus", CORPORA)
+def test_fix_corpus_copy(qos_guard: Run, tmp_path: Path, corpus: Path) -> None:
     copy = tmp_path / "corpus"
-    shutil.copytree(CORPUS, copy)
+    shutil.copytree(corpus, copy)
     for p in copy.rglob("*"):
         p.chmod(0o755 if p.is_dir() else 0o644)
     before = json.loads(qos_guard("check", str(copy), "--format", "json").stdout)
@@ -65,8 +65,8 @@ def test_fix_corpus_copy(qos_guard: Run, tmp_path: Path) -> None:
     assert fixable and not fixable & left
     assert all(not v["fixable"] for v in after["violations"] if v["file"] not in broken)
     # Comments survive: every comment line of a fixed file is still there.
-    for original in CORPUS.rglob("*.yaml"):
-        fixed = copy / original.relative_to(CORPUS)
+    for original in corpus.rglob("*.yaml"):
+        fixed = copy / original.relative_to(corpus)
         comments = [ln.strip() for ln in original.read_text().splitlines() if ln.strip().startswith("#")]
         fixed_text = fixed.read_text()
         assert all(c in fixed_text for c in comments), fixed

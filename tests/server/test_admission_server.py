@@ -117,7 +117,7 @@ def test_mutate_patch_gives_guaranteed_pod_and_is_idempotent(server: Server) -> 
     assert out["allowed"] is True and out["patchType"] == "JSONPatch"
     patch = json.loads(base64.b64decode(out["patch"]))
     patched = jsonpatch.apply_patch(obj, patch)
-    assert qos_class(build_pod_spec(patched["spec"], "spec")) == GUARANTEED
+    assert qos_class(build_pod_spec(patched["spec"], ("spec",))) == GUARANTEED
     assert len(out["warnings"]) == 3 and all(w.startswith("qos-guard: container") for w in out["warnings"])
     again = resp(server.post("/mutate", review(patched)))
     assert "patch" not in again  # reinvocation changes nothing

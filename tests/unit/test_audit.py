@@ -27,9 +27,9 @@ def test_findings_grouped_by_namespace_with_errors_kept() -> None:
     ]
     seen: list[tuple[int, str, str]] = []
     report = audit(items, parse_config(None), Mode.ENFORCE, progress=lambda n, ns, kind: seen.append((n, ns, kind)))
-    assert [(r.file, r.name) for r in report.violations] == [("alpha", "a1"), ("zeta", "b1")]
-    assert report.objects == 3
-    assert [e.file for e in report.errors] == ["alpha", "beta"]
+    assert [(r.location.source, r.name) for r in report.violations] == [("alpha", "a1"), ("zeta", "b1")]
+    assert report.counts.objects == 3
+    assert [e.location.source for e in report.errors] == ["alpha", "beta"]
     assert "Pod/broken: malformed object" in report.errors[0].message
     assert "HTTP 403" in report.errors[1].message
     assert report.exit_code == 1
@@ -44,4 +44,4 @@ def test_listing_errors_alone_exit_2_and_exemptions_apply() -> None:
     report = audit([_pod("x", "batch", bad), Listed("", "Pod", error="HTTP 401")], config, Mode.ENFORCE)
     assert report.violations == []
     assert report.exit_code == 2
-    assert report.errors[0].file == "(cluster)"
+    assert report.errors[0].location.source == "(cluster)"

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 from tests.helpers import container, pod, rl
 from webhook.config import Config, parse_config
 from webhook.engine import Mode, evaluate
-from webhook.mutation import apply_changes, json_patch, plan_changes
+from webhook.fieldpath import dotted
+from webhook.mutation import Change, apply_changes, json_patch, plan_changes
 from webhook.podspec import COMPUTE, build_pod_spec
 from webhook.quantity import QuantityError, parse_quantity
 from webhook.rules import run_rules
@@ -44,20 +45,24 @@ def milli(value: Any) -> int | None:
         return None
 
 
+def changes_for(manifest: dict[str, Any], config: Config) -> list[Change]:
+    return plan_changes(build_pod_spec(manifest["spec"], ("spec",), manifest.get("status")), config)
+
+
 def mutate(manifest: dict[str, Any], config: Config) -> dict[str, Any]:
-    return apply_changes(manifest, plan_changes(manifest["spec"], ("spec",), config))  # type: ignore[no-any-return]
+    return apply_changes(manifest, changes_for(manifest, config))  # type: ignore[no-any-return]
 
 
 @given(pods, configs)
-def test_patch_applied_to_original_gives_mutated(manifest: dict[str, Any], config: Config) -> None:
-    mutated = mutate(manifest, config)
-    assert jsonpatch.apply_patch(manifest, json_patch(manifest, mutated)) == mutated
+def test_patch_from_the_changes_applies_to_the_original(manifest: dict[str, Any], config: Config) -> None:
+    changes = changes_for(manifest, config)
+    assert jsonpatch.apply_patch(manifest, json_patch(manifest, changes)) == apply_changes(manifest, changes)
 
 
 @given(pods, configs)
 def test_mutating_twice_changes_nothing(manifest: dict[str, Any], config: Config) -> None:
     once = mutate(manifest, config)
-    assert plan_changes(once["spec"], ("spec",), config) == []
+    assert changes_for(once, config) == []
 
 
 @given(pods, configs)
@@ -79,14 +84,14 @@ def test_limit_never_lowered_and_request_never_above_limit(manifest: dict[str, A
 
 @given(pods, configs)
 def test_mutated_spec_passes_unless_reported_unfixable(manifest: dict[str, Any], config: Config) -> None:
-    verdict = evaluate(manifest, config, Mode.ENFORCE)
+    (result,) = evaluate(manifest, config, Mode.ENFORCE).results
     mutated = mutate(manifest, config)
-    left = {(v.rule, v.subject) for v in run_rules(build_pod_spec(mutated["spec"], "spec"), config.policy)}
-    for _, finding in verdict.violations:
+    left = {(v.rule, v.subject) for v in run_rules(build_pod_spec(mutated["spec"], ("spec",)), config.policy)}
+    for finding in result.findings:
         key = (finding.violation.rule, finding.violation.subject)
         assert (key in left) is (not finding.fixable)
     # Nothing new appears: every remaining violation was there before the mutation.
-    assert left <= {(f.violation.rule, f.violation.subject) for _, f in verdict.violations}
+    assert left <= {(v.rule, v.subject) for v in result.violations}
 
 
 def _positive(resources: dict[str, Any], kind: str, resource: str) -> bool:
@@ -99,27 +104,27 @@ def test_what_survives_mutation_is_explained_by_input_and_config(manifest: dict[
     """An oracle independent of the engine's own fixable bookkeeping: from the config and the original
     container alone, say which violations mutation may leave behind."""
     mutated = mutate(manifest, config)
-    containers = {f"spec.{group}[{i}]": c for group in ("containers", "initContainers")
+    containers = {("spec", group, i): c for group in ("containers", "initContainers")
                   for i, c in enumerate(manifest["spec"].get(group, []))}
-    for v in run_rules(build_pod_spec(mutated["spec"], "spec"), config.policy):
+    for v in run_rules(build_pod_spec(mutated["spec"], ("spec",)), config.policy):
         assert v.rule != "requests-not-equal-limits", v  # a request is always set to its limit
         if v.rule == "limits-missing":
-            original = containers[v.path.split(".resources")[0]]["resources"]
-            resource = v.path.rsplit(".", 1)[1]
+            original = containers[v.path[:3]]["resources"]
+            resource = str(v.path[-1])
             # Only unfixable when there is no positive request to copy, or copying is switched off.
             assert not config.mutation.set_limits_from_requests or not _positive(original, "requests", resource)
         if v.rule == "cpu-not-integer" and config.mutation.cpu_rounding == "up":
             # Rounding raises the limit: it can only miss a container left without a positive cpu limit
             # (none written, and none taken from the request); that container is still limits-missing.
-            original = containers[v.path.split(".resources")[0]]["resources"]
+            original = containers[v.path[:3]]["resources"]
             assert not _positive(original, "limits", "cpu"), v
             assert not config.mutation.set_limits_from_requests or not _positive(original, "requests", "cpu"), v
 
 
 def test_example_changes_and_messages() -> None:
     manifest = pod(container("vllm", rl("1", "8Gi"), rl("2", "8Gi")), container("side", rl("100m", "64Mi"), None))
-    changes = plan_changes(manifest["spec"], ("spec",), Config())
-    assert [(c.path, c.new) for c in changes] == [
+    changes = changes_for(manifest, Config())
+    assert [(dotted(c.path), c.new) for c in changes] == [
         ("spec.containers[0].resources.requests.cpu", "2"),
         ("spec.containers[1].resources.limits.cpu", "100m"),
         ("spec.containers[1].resources.limits.memory", "64Mi")]
@@ -131,9 +136,9 @@ def test_cpu_rounding_up_raises_limit_and_request() -> None:
     manifest = pod(container("a", rl("1500m", "1Gi"), rl("1500m", "1Gi")))
     mutated = mutate(manifest, config)
     assert mutated["spec"]["containers"][0]["resources"] == {"requests": rl("2", "1Gi"), "limits": rl("2", "1Gi")}
-    assert run_rules(build_pod_spec(mutated["spec"], "spec"), config.policy) == []
+    assert run_rules(build_pod_spec(mutated["spec"], ("spec",)), config.policy) == []
 
 
 def test_no_limits_from_requests_when_disabled() -> None:
     config = parse_config({"mutation": {"setLimitsFromRequests": False}})
-    assert plan_changes(pod(container("a", rl("1", "1Gi"), None))["spec"], ("spec",), config) == []
+    assert changes_for(pod(container("a", rl("1", "1Gi"), None)), config) == []

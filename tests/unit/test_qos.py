@@ -69,13 +69,14 @@ CASES = [
 
 @pytest.mark.parametrize(("name", "manifest", "expected"), CASES, ids=[case[0] for case in CASES])
 def test_compute_pod_qos(name: str, manifest: dict[str, object], expected: str) -> None:
-    assert qos_class(build_pod_spec(manifest["spec"], "spec")) == expected
+    assert qos_class(build_pod_spec(manifest["spec"], ("spec",))) == expected
 
 
 def test_pod_level_requests_default_to_container_aggregate() -> None:
     spec = pod(c("a", rl("1", "1Gi"), rl()), c("b", rl("2", "1Gi"), rl()),
                resources={"limits": rl("4", "4Gi")})["spec"]
-    parsed = build_pod_spec(spec, "spec")
-    assert parsed.pod_requests["cpu"].milli == 3000
-    assert parsed.pod_requests["memory"].milli == 2 * 2**30 * 1000
+    parsed = build_pod_spec(spec, ("spec",))
+    assert parsed.pod_level is not None
+    assert parsed.pod_level.requests["cpu"].milli == 3000
+    assert parsed.pod_level.requests["memory"].milli == 2 * 2**30 * 1000
     assert qos_class(parsed) == BURSTABLE

@@ -8,21 +8,23 @@ import pytest
 
 from tests.helpers import container, guaranteed, pod, rl
 from webhook.config import Config, NumaPolicy, Policy, parse_config
+from webhook.fieldpath import dotted
 from webhook.podspec import build_pod_spec
 from webhook.rules import RULE_IDS, Violation, run_rules
 
 
 def violations(manifest: dict[str, Any], policy: Policy | None = None) -> list[Violation]:
-    return run_rules(build_pod_spec(manifest["spec"], "spec"), policy or Policy())
+    return run_rules(build_pod_spec(manifest["spec"], ("spec",)), policy or Policy())
 
 
 def rules_of(manifest: dict[str, Any], policy: Policy | None = None) -> list[tuple[str, str]]:
-    return [(v.rule, v.path) for v in violations(manifest, policy)]
+    return [(v.rule, dotted(v.path)) for v in violations(manifest, policy)]
 
 
 def test_rule_ids_are_the_spec_table() -> None:
     assert set(RULE_IDS) == {"limits-missing", "requests-not-equal-limits", "invalid-quantity",
-                             "cpu-not-integer", "pod-level-resources", "smt-misaligned", "numa-unfit"}
+                             "cpu-not-integer", "status-qos-class", "pod-level-resources", "smt-misaligned",
+                             "numa-unfit"}
 
 
 def test_guaranteed_whole_cpu_pod_passes() -> None:
@@ -33,7 +35,7 @@ def test_spec_example_message() -> None:
     found = violations(pod(container("vllm", rl("1500m", "8Gi"), rl("1500m", "8Gi"))))
     assert [v.message for v in found] == [
         'container "vllm" (spec.containers[0]): cpu limit 1500m is not a whole number of CPUs; use 1 or 2']
-    assert found[0].container == "vllm" and found[0].path == "spec.containers[0].resources.limits.cpu"
+    assert found[0].container == "vllm" and dotted(found[0].path) == "spec.containers[0].resources.limits.cpu"
 
 
 def test_limits_missing_each_resource_and_zero_counts_as_missing() -> None:
@@ -58,7 +60,7 @@ def test_ephemeral_containers_do_not_count() -> None:
 def test_requests_not_equal_limits_numeric_compare() -> None:
     assert rules_of(pod(container("a", rl("2000m", "1024Mi"), rl("2", "1Gi")))) == []
     found = violations(pod(container("a", rl("1", "1Gi"), rl("2", "2Gi"))))
-    assert [(v.rule, v.path) for v in found] == [
+    assert [(v.rule, dotted(v.path)) for v in found] == [
         ("requests-not-equal-limits", "spec.containers[0].resources.requests.cpu"),
         ("requests-not-equal-limits", "spec.containers[0].resources.requests.memory")]
     assert "set resources.requests.cpu to 2" in found[0].message
@@ -70,7 +72,7 @@ def test_requests_equal_limits_after_defaulting() -> None:
 
 def test_invalid_quantity_suppresses_other_rules_for_that_resource() -> None:
     found = violations(pod(container("a", rl("1K", "1Gi"), rl("2.5", "1Gi"))))
-    assert [(v.rule, v.path) for v in found] == [
+    assert [(v.rule, dotted(v.path)) for v in found] == [
         ("invalid-quantity", "spec.containers[0].resources.requests.cpu")]
     assert '"1K"' in found[0].message and "not a valid Kubernetes quantity" in found[0].message
 

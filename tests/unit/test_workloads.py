@@ -7,8 +7,9 @@ from typing import Any
 import pytest
 
 from tests.helpers import container, rl
+from webhook.fieldpath import dotted, pointer
 from webhook.podspec import ManifestError
-from webhook.workloads import dotted, find_targets, parse_dotted
+from webhook.workloads import KINDS, find_targets
 
 SPEC = {"containers": [container("a", rl("1", "1Gi"), rl("1", "1Gi"))]}
 TEMPLATE = {"template": {"spec": SPEC}}
@@ -35,7 +36,7 @@ WORKLOADS = [
 @pytest.mark.parametrize(("manifest", "path"), WORKLOADS, ids=[w[0]["kind"] for w in WORKLOADS])
 def test_every_workload_kind(manifest: dict[str, Any], path: str) -> None:
     (target,) = find_targets(manifest)
-    assert target.path == path and target.spec is not None
+    assert dotted(target.path) == path and target.spec is not None
     assert target.kind == manifest["kind"] and target.name == manifest["kind"].lower()
     assert target.namespace == "ns"
 
@@ -43,7 +44,7 @@ def test_every_workload_kind(manifest: dict[str, Any], path: str) -> None:
 def test_list_items() -> None:
     lst = {"apiVersion": "v1", "kind": "List", "items": [w[0] for w in WORKLOADS] + [obj("Service")]}
     targets = list(find_targets(lst))
-    assert [t.path for t in targets][:2] == ["items[0].spec", "items[1].spec.template.spec"]
+    assert [dotted(t.path) for t in targets][:2] == ["items[0].spec", "items[1].spec.template.spec"]
     assert len(targets) == len(WORKLOADS)
 
 
@@ -56,10 +57,14 @@ def test_ignored(manifest: Any) -> None:
 def test_wrong_shape_is_named() -> None:
     with pytest.raises(ManifestError) as err:
         list(find_targets(obj("Deployment", spec={"template": "nope"})))
-    assert err.value.path == "spec.template"
+    assert err.value.path == ("spec", "template")
 
 
-def test_dotted_roundtrip() -> None:
-    segments = ("items", 3, "spec", "containers", 0, "resources")
-    assert dotted(segments) == "items[3].spec.containers[0].resources"
-    assert parse_dotted(dotted(segments)) == segments
+def test_every_kind_in_the_table_is_found() -> None:
+    assert {w[0]["kind"] for w in WORKLOADS} == set(KINDS)
+
+
+def test_printed_forms() -> None:
+    path = ("items", 3, "spec", "containers", 0, "resources", "a/b~c")
+    assert dotted(path) == "items[3].spec.containers[0].resources.a/b~c"
+    assert pointer(path) == "/items/3/spec/containers/0/resources/a~1b~0c"

@@ -16,6 +16,7 @@ from webhook.rules import (
     pod_level_resources,
     requests_not_equal_limits,
     smt_misaligned,
+    status_qos_class,
 )
 from webhook.rules.base import Rule, Violation
 
@@ -24,6 +25,7 @@ RULES: tuple[Rule, ...] = (
     requests_not_equal_limits.RULE,
     invalid_quantity.RULE,
     cpu_not_integer.RULE,
+    status_qos_class.RULE,
     pod_level_resources.RULE,
     smt_misaligned.RULE,
     numa_unfit.RULE,

@@ -3,12 +3,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from webhook.config import Policy
-from webhook.podspec import CPU, Amount, PodSpec
-from webhook.quantity import format_milli, is_whole_cpu
-from webhook.rules.base import Rule, Violation, clean, cpu_amount, pod_label
+from webhook.podspec import CPU, Block, PodSpec
+from webhook.quantity import is_whole_cpu
+from webhook.rules.base import Rule, Violation
 
 RULE_ID = "cpu-not-integer"
 
@@ -18,30 +16,22 @@ def whole_cpu_choices(milli: int) -> str:
     return "use 1" if low == 0 else f"use {low} or {high}"
 
 
-def _scan(label: str, container: str | None, requests: Mapping[str, Amount],
-          limits: Mapping[str, Amount], scope: str = "") -> list[Violation]:
-    if not clean(requests, limits, CPU):
+def _scan(block: Block) -> list[Violation]:
+    sizing = block.sizing_cpu() if block.clean(CPU) else None
+    if sizing is None:
         return []
-    found = cpu_amount(requests, limits)
-    if found is None:
-        return []
-    kind, amount = found
+    kind, amount = sizing
     if amount.quantity is None or is_whole_cpu(amount.quantity):
         return []
-    shown = amount.show() if not amount.defaulted else format_milli(amount.milli)
+    scope = "pod-level " if block.container is None else ""
     return [Violation(RULE_ID, amount.path,
-                      f"{label}: {scope}cpu {kind} {shown} is not a whole number of CPUs; "
-                      f"{whole_cpu_choices(amount.milli)}", container)]
+                      f"{block.label}: {scope}cpu {kind} {amount.show()} is not a whole number of CPUs; "
+                      f"{whole_cpu_choices(amount.milli)}", block.container)]
 
 
 def check(pod: PodSpec, policy: Policy) -> list[Violation]:
-    found = []
-    for c in pod.all_containers:
-        if c.name not in policy.fractional_cpu_containers:
-            found += _scan(c.label(), c.name, c.requests, c.limits)
-    if pod.pod_level_set:
-        found += _scan(pod_label(pod), None, pod.pod_requests, pod.pod_limits, scope="pod-level ")
-    return found
+    return [v for block in pod.blocks() if block.container not in policy.fractional_cpu_containers
+            for v in _scan(block)]
 
 
 RULE = Rule(RULE_ID, True, "a container's cpu is not a whole number of CPUs", check)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from webhook.config import NumaPolicy, Policy
+from webhook.fieldpath import dotted
 from webhook.podspec import CPU, MEMORY, PodSpec, effective_requests
 from webhook.quantity import format_milli
 from webhook.rules.base import Rule, Violation
@@ -51,19 +52,20 @@ def check(pod: PodSpec, policy: Policy) -> list[Violation]:
     found = []
     if numa.scope == "container":
         for c in pod.all_containers:
-            needs = {k: a.milli for k, a in c.requests.items() if a.positive}
-            needs.update({k: a.milli for k, a in c.limits.items() if a.positive and k not in needs})
+            block = c.resources
+            needs = {k: a.milli for k, a in block.requests.items() if a.positive}
+            needs.update({k: a.milli for k, a in block.limits.items() if a.positive and k not in needs})
             needs.update(c.devices)
             over = _overflow(needs, numa)
             if over:
-                found.append(Violation(RULE_ID, f"{c.path}.resources", f"{c.label()}: {_fix(over)}", c.name))
+                found.append(Violation(RULE_ID, block.path, f"{block.label}: {_fix(over)}", c.name))
         return found
     total = effective_requests(pod.containers, pod.init_containers)
-    if pod.pod_level_set:
-        total.update({k: a.milli for k, a in pod.pod_requests.items() if a.positive})
+    if pod.pod_level is not None:
+        total.update({k: a.milli for k, a in pod.pod_level.requests.items() if a.positive})
     over = _overflow(total, numa)
     if over:
-        found.append(Violation(RULE_ID, pod.path, f"pod ({pod.path}): in total {_fix(over)}"))
+        found.append(Violation(RULE_ID, pod.path, f"pod ({dotted(pod.path)}): in total {_fix(over)}"))
     return found
 
 

@@ -5,17 +5,18 @@ from __future__ import annotations
 
 from webhook.config import Policy
 from webhook.podspec import PodSpec
-from webhook.rules.base import Rule, Violation, pod_label
+from webhook.rules.base import Rule, Violation
 
 RULE_ID = "pod-level-resources"
 
 
 def check(pod: PodSpec, policy: Policy) -> list[Violation]:
-    if not pod.pod_level_set or policy.pod_level_resources == "allow":
+    level = pod.pod_level
+    if level is None or not level.sets_compute() or policy.pod_level_resources == "allow":
         return []
     return [Violation(
-        RULE_ID, f"{pod.path}.resources",
-        f"{pod_label(pod)}: pod-level cpu/memory make kubelet's CPU and Memory Managers skip the Pod "
+        RULE_ID, level.path,
+        f"{level.label}: pod-level cpu/memory make kubelet's CPU and Memory Managers skip the Pod "
         "(unless nodes enable PodLevelResourceManagers); set them per container, or allow with "
         "policy.podLevelResources: allow")]
 

@@ -2,38 +2,30 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from webhook.config import Policy
-from webhook.podspec import COMPUTE, Amount, PodSpec
-from webhook.rules.base import Rule, Violation, clean, pod_label
+from webhook.podspec import COMPUTE, Block, PodSpec
+from webhook.rules.base import Rule, Violation
 
 RULE_ID = "requests-not-equal-limits"
 
 
-def _scan(label: str, container: str | None, requests: Mapping[str, Amount],
-          limits: Mapping[str, Amount]) -> list[Violation]:
+def _scan(block: Block) -> list[Violation]:
     found = []
     for resource in COMPUTE:
-        request, limit = requests.get(resource), limits.get(resource)
-        if request is None or limit is None or not limit.positive:
+        request, limit = block.requests.get(resource), block.limits.get(resource)
+        if request is None or limit is None or not limit.positive or not block.clean(resource):
             continue
-        if not clean(requests, limits, resource) or request.milli == limit.milli:
+        if request.milli == limit.milli:
             continue
         found.append(Violation(
             RULE_ID, request.path,
-            f"{label}: {resource} request {request.show()} differs from its limit {limit.show()}; "
-            f"set resources.requests.{resource} to {limit.show()}", container))
+            f"{block.label}: {resource} request {request.show()} differs from its limit {limit.show()}; "
+            f"set resources.requests.{resource} to {limit.show()}", block.container))
     return found
 
 
 def check(pod: PodSpec, policy: Policy) -> list[Violation]:
-    if pod.pod_level_set:
-        return _scan(pod_label(pod), None, pod.pod_requests, pod.pod_limits)
-    found = []
-    for c in pod.all_containers:
-        found += _scan(c.label(), c.name, c.requests, c.limits)
-    return found
+    return [v for block in pod.qos_blocks() for v in _scan(block)]
 
 
 RULE = Rule(RULE_ID, True, "a cpu or memory request differs from its limit", check)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from webhook.config import Policy
 from webhook.podspec import CPU, PodSpec
 from webhook.quantity import is_whole_cpu
-from webhook.rules.base import Rule, Violation, container_clean, cpu_amount
+from webhook.rules.base import Rule, Violation
 
 RULE_ID = "smt-misaligned"
 
@@ -17,9 +17,10 @@ def check(pod: PodSpec, policy: Policy) -> list[Violation]:
         return []
     found = []
     for c in pod.all_containers:
-        if c.name in policy.fractional_cpu_containers or not container_clean(c, CPU):
+        block = c.resources
+        if c.name in policy.fractional_cpu_containers or not block.clean(CPU):
             continue
-        picked = cpu_amount(c.requests, c.limits)
+        picked = block.sizing_cpu()
         if picked is None or picked[1].quantity is None or not is_whole_cpu(picked[1].quantity):
             continue  # cpu-not-integer or limits-missing already says what is wrong
         kind, amount = picked
@@ -30,7 +31,7 @@ def check(pod: PodSpec, policy: Policy) -> list[Violation]:
         choice = f"use {down} or {up}" if down else f"use {up}"
         found.append(Violation(
             RULE_ID, amount.path,
-            f"{c.label()}: cpu {kind} {cpus} is not a multiple of {smt} (full-pcpus-only fails with "
+            f"{block.label}: cpu {kind} {cpus} is not a multiple of {smt} (full-pcpus-only fails with "
             f"SMTAlignmentError); {choice}", c.name))
     return found
 
