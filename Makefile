@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: install tools run test lint bench clean
+.PHONY: install tools run test test-fast lint bench clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -29,6 +29,10 @@ lint: install
 
 test: lint tools
 	$(BIN)/pytest
+
+# The inner loop while editing: unit, rule-fixture and CLI tests, no tool build (under a minute).
+test-fast: install
+	$(BIN)/pytest -m "not slow and not e2e and not node"
 
 # The peers run beside qos-guard: checkov in its own virtualenv (its dependencies are many and pinned),
 # kube-score built from the Go module proxy. Results go to docs/performance/.

@@ -1,12 +1,30 @@
-"""Shared test settings: hypothesis profiles sized for a 2-core CI machine."""
+"""Shared test settings: hypothesis profiles sized for a 2-core CI machine, and the test tiers.
+
+Tiers are markers set by folder, so a new test file lands in the right one: ``e2e`` (a real etcd and
+kube-apiserver), ``node`` (a real kubelet with containerd), ``slow`` (real servers, helm, fuzzing, soak,
+the benchmark smoke run, the differential oracle). ``make test-fast`` runs what is left, in under a minute.
+"""
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 settings.register_profile("ci", max_examples=200, deadline=None,
                           suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("dev", max_examples=100, deadline=None)
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
+
+_TIERS = {"e2e": "e2e", "node": "node", "server": "slow", "reliability": "slow", "chart": "slow",
+          "bench": "slow", "fidelity": "slow"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    root = Path(__file__).parent
+    for item in items:
+        folder = Path(item.path).relative_to(root).parts[0]
+        if folder in _TIERS:
+            item.add_marker(getattr(pytest.mark, _TIERS[folder]))

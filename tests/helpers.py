@@ -1,4 +1,4 @@
-"""Small builders for pod specs used across the tests."""
+"""Small builders used across the tests: pod specs and AdmissionReviews."""
 
 from __future__ import annotations
 
@@ -32,3 +32,20 @@ def pod(*containers: dict[str, Any], init: list[dict[str, Any]] | None = None,
 
 def guaranteed(name: str = "app", cpu: str = "2", memory: str = "4Gi") -> dict[str, Any]:
     return container(name, rl(cpu, memory), rl(cpu, memory))
+
+
+def admission_review(obj: Any, kind: str | None = None, operation: str = "CREATE",
+                     api: str = "admission.k8s.io/v1", namespace: str = "inference",
+                     subresource: str | None = None, dry_run: bool = False, username: str = "alice",
+                     uid: str = "uid-1", **request: Any) -> dict[str, Any]:
+    """The one AdmissionReview builder of the tests: the request the API server sends for ``obj``."""
+    kind = kind or (obj.get("kind") if isinstance(obj, dict) and isinstance(obj.get("kind"), str) else "Pod")
+    req: dict[str, Any] = {
+        "uid": uid, "kind": {"group": "", "version": "v1", "kind": kind},
+        "resource": {"group": "", "version": "v1", "resource": kind.lower() + "s"},
+        "operation": operation, "namespace": namespace, "dryRun": dry_run, "object": obj,
+        "userInfo": {"username": username},
+    }
+    if subresource:
+        req["subResource"] = subresource
+    return {"apiVersion": api, "kind": "AdmissionReview", "request": req | request}

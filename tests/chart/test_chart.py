@@ -15,6 +15,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
 from tests.chart.conftest import CHART, Render, by_kind, one, run_helm
 from webhook.config import parse_config
 from webhook.engine import Mode, evaluate
+from webhook.workloads import KINDS
 
 NAMESPACE = "platform"  # not the chart's name, so the release namespace is told apart from defaults
 KUBE_SCHEMA = "1.35.0"
@@ -24,9 +25,8 @@ WEBHOOK_PATHS = {
     "warn.qos-guard.io": ("/warn", "warn"),
     "mutate.qos-guard.io": ("/mutate", "mutate"),
 }
-WORKLOADS = {("", "replicationcontrollers"), ("", "podtemplates"), ("apps", "deployments"),
-             ("apps", "replicasets"), ("apps", "statefulsets"), ("apps", "daemonsets"), ("batch", "jobs"),
-             ("batch", "cronjobs")}
+# The chart's webhook rules and audit RBAC are checked against the engine's one table of judged kinds.
+WORKLOADS = {(k.group, k.plural) for k in KINDS.values() if k.kind != "Pod"}
 
 
 @pytest.fixture(scope="module")
@@ -145,6 +145,7 @@ def test_failure_policy_and_timeout_values(render: Render) -> None:
 
 def test_rules_cover_pods_resize_and_every_workload(default: list[dict[str, Any]]) -> None:
     hooks = webhooks(default)
+    assert ("", "pods") in {(k.group, k.plural) for k in KINDS.values()}
     expected = {("", "pods", "CREATE"), ("", "pods/resize", "UPDATE")}
     expected |= {(g, r, op) for g, r in WORKLOADS for op in ("CREATE", "UPDATE")}
     for name in ("validate.qos-guard.io", "validate-mutated.qos-guard.io", "warn.qos-guard.io"):

@@ -1,0 +1,74 @@
+"""Per-rule fixtures (``tests/fixtures/rules/<rule-id>/{pass,fail}/*.yaml``, as Pod Security Admission keeps
+them per check), each driven through the engine, ``qos-guard check`` and the webhook: a ``fail`` fixture
+breaks exactly its rule's promise everywhere; a ``pass`` fixture is admitted everywhere."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.helpers import admission_review
+from webhook.app import create_app
+from webhook.config import Config, load_config
+from webhook.engine import Mode, evaluate
+from webhook.rules import RULE_IDS
+
+RULES_DIR = Path(__file__).resolve().parents[1] / "fixtures" / "rules"
+
+
+def _config(rule: str) -> tuple[Config, list[str]]:
+    path = RULES_DIR / rule / "config.yaml"
+    return load_config(path if path.exists() else None), (["--config", str(path)] if path.exists() else [])
+
+
+def _fixtures(outcome: str) -> list[Any]:
+    return [pytest.param(rule, path, id=f"{rule}/{path.stem}")
+            for rule in RULE_IDS for path in sorted((RULES_DIR / rule / outcome).glob("*.yaml"))]
+
+
+def test_every_rule_has_pass_and_fail_fixtures() -> None:
+    assert sorted(p.name for p in RULES_DIR.iterdir() if p.is_dir()) == sorted(RULE_IDS)
+    for rule in RULE_IDS:
+        for outcome in ("pass", "fail"):
+            assert list((RULES_DIR / rule / outcome).glob("*.yaml")), f"{rule} has no {outcome} fixture"
+
+
+def _validate(obj: dict[str, Any], config: Config) -> dict[str, Any]:
+    client = create_app(config).test_client()
+    review = admission_review(obj, namespace="fixtures")
+    answer = client.post("/validate", data=json.dumps(review), content_type="application/json")
+    assert answer.status_code == 200
+    response: dict[str, Any] = answer.get_json()["response"]
+    return response
+
+
+def _check(path: Path, flags: list[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "webhook.cli", "check", str(path), *flags],
+                          capture_output=True, text=True, timeout=120, check=False)
+
+
+@pytest.mark.parametrize(("rule", "path"), _fixtures("fail"))
+def test_fail_fixture_breaks_its_rule_everywhere(rule: str, path: Path) -> None:
+    config, flags = _config(rule)
+    obj = yaml.safe_load(path.read_text())
+    assert rule in {v.rule for _, v in evaluate(obj, config, Mode.ENFORCE).violations}
+    cli = _check(path, flags)
+    assert cli.returncode == 1 and f": {rule}: " in cli.stdout, cli.stdout + cli.stderr
+    response = _validate(obj, config)
+    assert response["allowed"] is False and f"{rule}: " in response["status"]["message"]
+
+
+@pytest.mark.parametrize(("rule", "path"), _fixtures("pass"))
+def test_pass_fixture_is_admitted_everywhere(rule: str, path: Path) -> None:
+    config, flags = _config(rule)
+    obj = yaml.safe_load(path.read_text())
+    assert evaluate(obj, config, Mode.ENFORCE).violations == []
+    cli = _check(path, flags)
+    assert cli.returncode == 0 and cli.stdout == "", cli.stdout + cli.stderr
+    assert _validate(obj, config)["allowed"] is True
