@@ -85,7 +85,7 @@ def plan_changes(pod: PodSpec, config: Config) -> list[Change]:
         # With a pod-level block the containers' resources no longer decide the QoS class: container limits
         # would only throttle. An empty block (``resources: {}``) is removed instead.
         changes.append(Change(level.path, REMOVED,
-                              "pod: removed the empty spec.resources block (it makes the Pod BestEffort)"))
+                              "pod: removed the empty pod-level resources block (it makes the Pod BestEffort)"))
     else:
         changes += _fix_block(level, config, True)
     return changes
