@@ -39,7 +39,8 @@ def admission_review(obj: Any, kind: str | None = None, operation: str = "CREATE
                      subresource: str | None = None, dry_run: bool = False, username: str = "alice",
                      uid: str = "uid-1", **request: Any) -> dict[str, Any]:
     """The one AdmissionReview builder of the tests: the request the API server sends for ``obj``."""
-    kind = kind or (obj.get("kind") if isinstance(obj, dict) and isinstance(obj.get("kind"), str) else "Pod")
+    if kind is None:
+        kind = obj["kind"] if isinstance(obj, dict) and isinstance(obj.get("kind"), str) else "Pod"
     req: dict[str, Any] = {
         "uid": uid, "kind": {"group": "", "version": "v1", "kind": kind},
         "resource": {"group": "", "version": "v1", "resource": kind.lower() + "s"},
