@@ -104,8 +104,9 @@ PARAM_VARIABLES: list[tuple[str, str]] = [
 
 # Where the pod spec lives in each kind (webhook/workloads.py SPEC_PATHS), and its dotted path for messages.
 SPEC_VARIABLES: list[tuple[str, str]] = [
-    ("path", "request.kind.kind == 'Pod' ? 'spec' : request.kind.kind == 'CronJob' ? 'spec.jobTemplate.spec.template.spec' "
-             ": request.kind.kind == 'PodTemplate' ? 'template.spec' : 'spec.template.spec'"),
+    ("path", "request.kind.kind == 'Pod' ? 'spec' : request.kind.kind == 'CronJob' ? "
+             "'spec.jobTemplate.spec.template.spec' : request.kind.kind == 'PodTemplate' ? 'template.spec' "
+             ": 'spec.template.spec'"),
     ("spec", "request.kind.kind == 'Pod' ? object.?spec.orValue({}) "
              ": request.kind.kind == 'CronJob' ? object.?spec.?jobTemplate.?spec.?template.?spec.orValue({}) "
              ": request.kind.kind == 'PodTemplate' ? object.?template.?spec.orValue({}) "
