@@ -115,23 +115,29 @@ SPEC_VARIABLES: list[tuple[str, str]] = [
 ]
 
 
+def _map(fields: dict[str, str]) -> str:
+    """A CEL map literal; values wrapped in dyn() because Kubernetes' CEL wants homogeneous literals."""
+    return "{" + ", ".join(f"'{k}': dyn({v})" for k, v in fields.items()) + "}"
+
+
 def _record(group: str) -> str:
-    return (f"variables.spec.?{group}.orValue([]).transformList(i, c, {{"
-            f"'label': 'container \"' + c.?name.orValue('<unnamed>') + '\" (' + variables.path + '.{group}[' "
-            f"+ string(i) + '])', 'name': c.?name.orValue(''), 'group': '{group}', 'pod': false, "
-            f"'frac': c.?name.orValue('') in variables.frac, "
-            f"'lim': c.?resources.?limits.orValue({{}}), 'req': c.?resources.?requests.orValue({{}})}})")
+    return (f"variables.spec.?{group}.orValue([]).transformList(i, c, " + _map({
+        "label": f"'container \"' + c.?name.orValue('<unnamed>') + '\" (' + variables.path + '.{group}[' "
+                 "+ string(i) + '])'",
+        "name": "c.?name.orValue('')", "group": f"'{group}'", "pod": "false",
+        "frac": "c.?name.orValue('') in variables.frac",
+        "lim": "c.?resources.?limits.orValue({})", "req": "c.?resources.?requests.orValue({})"}) + ")")
 
 
 BLOCK_VARIABLES: list[tuple[str, str]] = [
     ("blocks", f"{_record('containers')} + {_record('initContainers')}"),
-    ("pod", "{'label': 'pod (' + variables.path + '.resources)', 'name': '', 'group': '', 'pod': true, "
-            "'frac': false, 'lim': variables.spec.?resources.?limits.orValue({}), "
-            "'req': variables.spec.?resources.?requests.orValue({})}"),
+    ("pod", _map({"label": "'pod (' + variables.path + '.resources)'", "name": "''", "group": "''", "pod": "true",
+                  "frac": "false", "lim": "variables.spec.?resources.?limits.orValue({})",
+                  "req": "variables.spec.?resources.?requests.orValue({})"})),
     ("podLevel", "['cpu', 'memory'].exists(r, r in variables.pod.lim || r in variables.pod.req)"),
 ]
 
-_F0 = ("'b': f.b, 'r': f.r, 'l': f.l, 'q': f.q, 'lpos': f.lpos, 'qpos': f.qpos")
+_F0 = {k: f"f.{k}" for k in ("b", "r", "l", "q", "lpos", "qpos")}
 
 
 def fact_variables(units: str) -> list[tuple[str, str]]:
@@ -139,16 +145,16 @@ def fact_variables(units: str) -> list[tuple[str, str]]:
     is spelled twice: l/q are the limit and request as written ('' when absent), lpos/qpos whether they are
     positive, base/eff the limit after the mutation ('' when none: kept if positive, else the request when
     setLimitsFromRequests; eff rounds cpu up when cpuRounding is up)."""
-    first = ("{'b': b, 'r': r, 'l': r in b.lim ? b.lim[r] : '', 'q': r in b.req ? b.req[r] : '', "
-             "'lpos': r in b.lim && quantity(b.lim[r]).sign() > 0, "
-             "'qpos': r in b.req && quantity(b.req[r]).sign() > 0}")
+    first = _map({"b": "b", "r": "r", "l": "r in b.lim ? b.lim[r] : ''", "q": "r in b.req ? b.req[r] : ''",
+                  "lpos": "r in b.lim && quantity(b.lim[r]).isGreaterThan(quantity('0'))",
+                  "qpos": "r in b.req && quantity(b.req[r]).isGreaterThan(quantity('0'))"})
     base = "f.lpos ? f.l : (variables.setLimits && f.qpos) ? f.q : ''"
     eff = ("(f.r == 'cpu' && !f.b.frac && variables.roundUp && f.base != '' && !quantity(f.base).isInteger()) "
            "? string(int(quantity(f.base).asApproximateFloat()) + 1) : f.base")
     return [
         ("facts0", f"{units}.map(b, ['cpu', 'memory'].map(r, {first}))"),
-        ("facts1", f"variables.facts0.map(fs, fs.map(f, {{{_F0}, 'base': {base}}}))"),
-        ("facts", f"variables.facts1.map(fs, fs.map(f, {{{_F0}, 'base': f.base, 'eff': {eff}}}))"),
+        ("facts1", f"variables.facts0.map(fs, fs.map(f, {_map(_F0 | {'base': base})}))"),
+        ("facts", f"variables.facts1.map(fs, fs.map(f, {_map(_F0 | {'base': 'f.base', 'eff': eff})}))"),
     ]
 
 

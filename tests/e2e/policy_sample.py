@@ -280,15 +280,15 @@ class ServerJudge:
         if session is None:
             session = requests.Session()
             session.headers["Authorization"] = f"Bearer {self.token}"
-            session.verify = self.ca
             self.local.session = session
         return session
 
     def create(self, obj: dict[str, Any], namespace: str) -> requests.Response:
         api_version, collection = KINDS[obj["kind"]]
         base = "api/v1" if api_version == "v1" else f"apis/{api_version}"
+        # verify= on the call: a REQUESTS_CA_BUNDLE in the environment would override the session's.
         return self._session().post(f"{self.url}/{base}/namespaces/{namespace}/{collection}",
-                                    params={"dryRun": "All"}, json=obj, timeout=60)
+                                    params={"dryRun": "All"}, json=obj, timeout=60, verify=self.ca)
 
     def judge(self, obj: dict[str, Any], namespace: str) -> Verdict:
         resp = self.create(obj, namespace)
