@@ -251,18 +251,20 @@ def _match_conditions() -> list[dict[str, str]]:
 
 
 def _pod_rules(mutating: bool) -> list[dict[str, Any]]:
-    pods = {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}
+    def rule(group: str, operations: list[str], resources: list[str]) -> dict[str, Any]:
+        # scope spelled out: the API server would default it, and `kubectl apply` would then see a change.
+        return {"apiGroups": [group], "apiVersions": ["v1"], "operations": operations, "resources": resources,
+                "scope": "Namespaced"}
+
+    pods = rule("", ["CREATE"], ["pods"])
     if mutating:
         return [pods]
     return [
         pods,
-        {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["UPDATE"], "resources": ["pods/resize"]},
-        {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
-         "resources": ["replicationcontrollers", "podtemplates"]},
-        {"apiGroups": ["apps"], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
-         "resources": ["deployments", "replicasets", "statefulsets", "daemonsets"]},
-        {"apiGroups": ["batch"], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
-         "resources": ["jobs", "cronjobs"]},
+        rule("", ["UPDATE"], ["pods/resize"]),
+        rule("", ["CREATE", "UPDATE"], ["replicationcontrollers", "podtemplates"]),
+        rule("apps", ["CREATE", "UPDATE"], ["deployments", "replicasets", "statefulsets", "daemonsets"]),
+        rule("batch", ["CREATE", "UPDATE"], ["jobs", "cronjobs"]),
     ]
 
 
@@ -397,7 +399,7 @@ def _namespaces(name: str, namespace: str) -> list[dict[str, Any]]:
             "failurePolicy": "Fail",
             "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
                                                     "operations": ["CREATE", "UPDATE"],
-                                                    "resources": ["namespaces"]}]},
+                                                    "resources": ["namespaces"], "scope": "Cluster"}]},
             "validations": [{
                 "expression": f"{label}.orValue('enforce') in ['enforce', 'mutate', 'warn']",
                 "messageExpression": f"'namespace label {MODE_LABEL}=\"' + {label}.orValue('') + '\" is not one of "
