@@ -121,7 +121,9 @@ def _map(fields: dict[str, str]) -> str:
 
 
 def _record(group: str) -> str:
-    return (f"variables.spec.?{group}.orValue([]).transformList(i, c, " + _map({
+    # `containers` has no omitempty: a Pod without containers arrives as null (then API validation refuses it).
+    items = f"(variables.spec.?{group}.orValue([]) == null ? [] : variables.spec.?{group}.orValue([]))"
+    return (f"{items}.transformList(i, c, " + _map({
         "label": f"'container \"' + c.?name.orValue('<unnamed>') + '\" (' + variables.path + '.{group}[' "
                  "+ string(i) + '])'",
         "name": "c.?name.orValue('')", "group": f"'{group}'", "pod": "false",
@@ -134,6 +136,9 @@ BLOCK_VARIABLES: list[tuple[str, str]] = [
     ("pod", _map({"label": "'pod (' + variables.path + '.resources)'", "name": "''", "group": "''", "pod": "true",
                   "frac": "false", "lim": "variables.spec.?resources.?limits.orValue({})",
                   "req": "variables.spec.?resources.?requests.orValue({})"})),
+    # ComputePodQOS: once spec.resources is there at all (even {}), the pod-level block alone decides the class.
+    ("podQos", "has(variables.spec.resources)"),
+    # isPodLevelResourcesSet restricted to cpu/memory: what makes kubelet's CPU and Memory Managers skip the Pod.
     ("podLevel", "['cpu', 'memory'].exists(r, r in variables.pod.lim || r in variables.pod.req)"),
 ]
 
@@ -188,7 +193,7 @@ def violation_variables(mutated: bool) -> list[tuple[str, str]]:
     ``mutated``: judge what the mutation would leave (templates in ``mutate`` namespaces, which are not
     patched); a ``requests-not-equal-limits`` never survives the mutation.
     """
-    judged = "f.b.pod == variables.podLevel"  # the pod-level block replaces the containers' QoS checks
+    judged = "f.b.pod == variables.podQos"  # the pod-level block replaces the containers' QoS checks
     if mutated:
         missing = _rule("limits-missing", f"{judged} && f.eff == ''", LIMITS_MISSING_MSG)
         not_equal = "[]"
@@ -207,7 +212,7 @@ def violation_variables(mutated: bool) -> list[tuple[str, str]]:
         ("notEqual", not_equal),
         ("cpuNotInteger", _rule(
             "cpu-not-integer",
-            f"{cpu} && (!f.b.pod || variables.podLevel) && {amount} != '' && !quantity({amount}).isInteger()",
+            f"{cpu} && (!f.b.pod || variables.podQos) && {amount} != '' && !quantity({amount}).isInteger()",
             f"f.b.label + ': ' + (f.b.pod ? 'pod-level ' : '') + 'cpu ' + {kind} + ' ' + {amount} + "
             f"' is not a whole number of CPUs; ' + "
             f"({low} == 0 ? 'use 1' : 'use ' + string({low}) + ' or ' + string({low} + 1))")),
