@@ -53,7 +53,8 @@ KNOWN_DIFFERENCES: dict[str, str] = {
                                   "the request to be the limit, the engine the containers' effective total "
                                   "(matters only with policy.podLevelResources: allow)",
     "pod-level-mutation": "the MutatingAdmissionPolicy patches containers, not the pod-level resources block "
-                          "(matters only with policy.podLevelResources: allow)",
+                          "(matters only with policy.podLevelResources: allow; pod-level requests below the "
+                          "patched containers' are then refused by API validation, as after the webhook's patch)",
 }
 
 

@@ -119,9 +119,9 @@ def fixture_objects() -> list[dict[str, Any]]:
 # ------------------------------------------------------------------------------------------ hypothesis
 
 CPUS = ["1", "2", "4", "16", "500m", "1500m", "2000m", "4000m", "0", "1.5", "4e0", "40e-1", "1.0001", "0.5",
-        "100m", "3", " 2", "2.0"]
+        "100m", "3", "2.0"]
 MEMORY = ["1Gi", "1024Mi", "2Gi", "512Mi", "0", "1G", "1e9", "1.5Gi", "128974848", "129e6", "123Mi"]
-RARE = ["1K", "2e3m", "-1", "abc"]  # refused by the API server (decoding or validation)
+RARE = ["1K", "2e3m", "-1", "abc", " 2"]  # refused by the API server (decoding, validation); " 2" is 2
 NAMES = ["app", "istio-proxy", "sidecar", "worker", "vllm", "init", "proxy"]
 
 

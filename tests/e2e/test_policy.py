@@ -15,7 +15,8 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, Phase, given, settings
 
-from tests.e2e.conftest import TOKEN, Cluster, compliant_pod, control_plane, violating_pod
+from tests.binaries import binary
+from tests.e2e.conftest import CHART, TOKEN, Cluster, compliant_pod, control_plane, violating_pod
 from tests.e2e.policy_sample import (
     KINDS,
     ServerJudge,
@@ -281,6 +282,43 @@ def test_numa_is_refused_naming_the_key(policies: Cluster) -> None:
     assert out.stderr.startswith("qos-guard: policy: policy.numa: ") and out.stdout == ""
 
 
+def test_documented_differences_from_the_engine(policies: Cluster) -> None:
+    """webhook/policy.py KNOWN_DIFFERENCES, each shown on the API server (README: "Admission policies")."""
+    assert set(KNOWN_DIFFERENCES) == {"cpu-beyond-int64", "template-pod-level-request", "pod-level-mutation"}
+    enforce, mutate = NAMESPACES["enforce"], NAMESPACES["mutate"]
+    # cpu-beyond-int64: whole to the engine, not to CEL's isInteger().
+    huge = compliant_pod("huge")
+    huge["spec"]["containers"][0]["resources"] = {"limits": {"cpu": "1e19", "memory": "1Gi"}}
+    assert evaluate(huge, Config(), Mode.ENFORCE).allowed
+    assert dry_run(policies, enforce, huge).returncode != 0
+    allow = {"policy": {"podLevelResources": "allow"}}
+    use_config(policies, allow)
+    wait_for("podLevelResources: allow", lambda: dry_run(policies, enforce, _pod_level_pod()).returncode == 0)
+    try:
+        # template-pod-level-request: the Pods get the containers' total as pod-level request, not the limit.
+        template = build("Deployment", "pl", _pod_level_pod()["spec"])
+        template["spec"]["template"]["spec"]["resources"] = {"limits": {"cpu": "2", "memory": "2Gi"}}
+        assert not evaluate(template, parse_config(allow), Mode.ENFORCE).allowed
+        assert dry_run(policies, enforce, template).returncode == 0
+        pod = _pod_level_pod()
+        pod["spec"]["resources"] = {"limits": {"cpu": "2", "memory": "2Gi"}}
+        assert "requests-not-equal-limits" in dry_run(policies, enforce, pod).stderr
+        # pod-level-mutation: the engine would set the pod-level request to its limit; the policy refuses.
+        pod["spec"]["resources"] = {"limits": {"cpu": "2", "memory": "2Gi"}, "requests": {"cpu": "1", "memory": "2Gi"}}
+        assert evaluate(pod, parse_config(allow), Mode.MUTATE).allowed
+        refused = dry_run(policies, mutate, pod)
+        assert refused.returncode != 0 and "requests-not-equal-limits: pod (spec.resources)" in refused.stderr
+    finally:
+        use_config(policies, None)
+
+
+def _pod_level_pod() -> dict[str, Any]:
+    pod = compliant_pod("pl")
+    pod["spec"]["containers"][0]["resources"] = {"limits": {"cpu": "1", "memory": "1Gi"}}
+    pod["spec"]["resources"] = {"limits": {"cpu": "2", "memory": "2Gi"}, "requests": {"cpu": "2", "memory": "2Gi"}}
+    return pod
+
+
 # ------------------------------------------------------------------------------------------ differential
 
 MIN_OBJECTS = 2000
@@ -456,3 +494,30 @@ def test_three_way_differential(policies: Cluster, capsys: pytest.CaptureFixture
     assert not failures, (f"{len(failures)} disagreements: {kinds}; first ones:\n" + "\n".join(failures[:4]))
     assert tally.compared >= MIN_OBJECTS
     assert set(KNOWN_DIFFERENCES)  # documented (README) and listed in webhook/policy.py
+
+
+def test_chart_installs_in_policy_mode(policies: Cluster) -> None:
+    """Last in this module: the chart's policies sit beside the CLI's ones until uninstalled."""
+    helm = [binary("helm"), "--namespace", "qg-system"]
+    install = subprocess.run([*helm, "install", "qg", str(CHART), "--create-namespace", "--set", "enforcement=policy",
+                              "--set", "config.policy.fractionalCPUContainers={istio-proxy}"],
+                             capture_output=True, text=True, timeout=180, env=policies.env)
+    try:
+        assert install.returncode == 0, install.stderr
+        assert "ValidatingAdmissionPolicy qg-qos-guard-enforce" in install.stdout
+        kinds = policies.kubectl("get", "deployments,services,secrets,validatingwebhookconfigurations",
+                                 "-n", "qg-system", "-o", "name", check=True).stdout
+        assert "qg-qos-guard" not in kinds
+        params = policies.get("configmap", "qg-qos-guard-policy", "-n", "qg-system")["data"]
+        assert params["policy.fractionalCPUContainers"] == "istio-proxy"
+        binding = policies.get("validatingadmissionpolicybinding", "qg-qos-guard-enforce")["spec"]
+        assert binding["paramRef"]["namespace"] == "qg-system"
+        # The chart's binding judges too: with the CLI's policies gone only the chart's remain.
+        policies.kubectl("delete", "validatingadmissionpolicybinding", "qos-guard-enforce", check=True)
+        wait_for("the chart's policy", lambda: "ValidatingAdmissionPolicy 'qg-qos-guard-enforce'" in dry_run(
+            policies, NAMESPACES["enforce"], violating_pod("chart")).stderr)
+    finally:
+        subprocess.run([*helm, "uninstall", "qg", "--wait"], capture_output=True, text=True, timeout=180,
+                       env=policies.env)
+        apply_policies(policies)
+    assert policies.kubectl("get", "validatingadmissionpolicy", "qg-qos-guard-enforce").returncode != 0
