@@ -51,7 +51,8 @@ KNOWN_DIFFERENCES: dict[str, str] = {
                         "quantity isInteger() (it does not fit an int64)",
     "template-pod-level-request": "a template with pod-level limits but no pod-level request: the policy takes "
                                   "the request to be the limit, the engine the containers' effective total "
-                                  "(matters only with policy.podLevelResources: allow)",
+                                  "(the verdict differs only with policy.podLevelResources: allow; with deny "
+                                  "both refuse, naming different rules)",
     "pod-level-mutation": "the MutatingAdmissionPolicy patches containers, not the pod-level resources block "
                           "(matters only with policy.podLevelResources: allow; pod-level requests below the "
                           "patched containers' are then refused by API validation, as after the webhook's patch)",

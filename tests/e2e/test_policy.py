@@ -391,9 +391,8 @@ def known_difference(obj: dict[str, Any], config: Config, mode: Mode | None) -> 
             return "engine-invents-pod-level-limits"  # upstream never defaults pod-level limits (engine issue)
         if mode is Mode.MUTATE:
             return "pod-level-mutation"
-        if (config.policy.pod_level_resources == "allow" and obj["kind"] != "Pod"
-                and any(r in limits and r not in requests_ for r in ("cpu", "memory"))):
-            return "template-pod-level-request"
+        if obj["kind"] != "Pod" and any(r in limits and r not in requests_ for r in ("cpu", "memory")):
+            return "template-pod-level-request"  # verdicts differ only with allow; with deny the rule ids
     return None
 
 
