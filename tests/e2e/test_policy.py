@@ -458,6 +458,7 @@ def run_differential(cluster: Cluster, config_raw: dict[str, Any] | None, sample
     return failures
 
 
+@pytest.mark.timeout(900)  # ~2-3 minutes on 2 busy cores; the suite's 300 s default is for single scenarios
 def test_three_way_differential(policies: Cluster, capsys: pytest.CaptureFixture[str]) -> None:
     started = time.monotonic()
     fixtures = fixture_objects()
