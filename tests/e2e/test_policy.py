@@ -5,6 +5,7 @@ hold, and a three-way differential test (engine, webhook, API server) agrees on 
 from __future__ import annotations
 
 import copy
+import json
 import re
 import subprocess
 import time
@@ -232,6 +233,21 @@ def test_mutate_namespace_refuses_templates_only_for_what_mutation_cannot_fix(po
     assert ok.returncode == 0, ok.stderr
     bad = dry_run(policies, ns, deployment("unfixable", violating_pod("x")))
     assert bad.returncode != 0 and "cpu-not-integer" in bad.stderr
+
+
+def test_resize_is_judged_on_the_new_resources(policies: Cluster) -> None:
+    ns = NAMESPACES["enforce"]
+    policies.kubectl("apply", "-n", ns, "-f", "-", stdin=compliant_pod("resized"), check=True)
+    patch = {"spec": {"containers": [{"name": "app", "resources": {"limits": {"cpu": "1500m"},
+                                                                   "requests": {"cpu": "1500m"}}}]}}
+    bad = policies.kubectl("patch", "pod", "resized", "-n", ns, "--subresource", "resize", "--type", "strategic",
+                           "-p", json.dumps(patch))
+    assert bad.returncode != 0
+    assert "cpu-not-integer: container \"app\" (spec.containers[0]): cpu limit 1500m" in bad.stderr, bad.stderr
+    patch["spec"]["containers"][0]["resources"] = {"limits": {"cpu": "3"}, "requests": {"cpu": "3"}}
+    good = policies.kubectl("patch", "pod", "resized", "-n", ns, "--subresource", "resize", "--type", "strategic",
+                            "-p", json.dumps(patch))
+    assert good.returncode == 0, good.stderr
 
 
 def test_unlabelled_and_kube_system_untouched(policies: Cluster) -> None:
