@@ -42,6 +42,7 @@ bench: install
 	@test -x $(CHECKOV_VENV)/bin/checkov || ($(PYTHON) -m venv $(CHECKOV_VENV) && \
 		$(CHECKOV_VENV)/bin/python -m pip install --quiet 'checkov==3.3.30')
 	$(BIN)/python -m bench.run
+	$(BIN)/python -m bench.admission_latency
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

@@ -108,6 +108,19 @@ def cmd_audit(args: argparse.Namespace) -> int:
     return report.exit_code
 
 
+def cmd_policy(args: argparse.Namespace) -> int:
+    from webhook.policy import PolicyError, render
+
+    config = load_config(args.config)
+    try:
+        text = render(config, args.mode, args.namespace, args.api_version)
+    except PolicyError as exc:
+        _err(f"policy: {exc}")
+        return EXIT_USAGE
+    sys.stdout.write(text)
+    return EXIT_OK
+
+
 class _TerminalProgress:
     """One self-overwriting status line on stderr, so a large cluster does not look hung."""
 
@@ -183,6 +196,17 @@ def build_parser() -> argparse.ArgumentParser:
     audit.add_argument("--kubeconfig", help="kubeconfig (default: in-cluster, else $KUBECONFIG or ~/.kube/config)")
     audit.add_argument("--page-size", type=int, default=500, help="objects per list request (default 500)")
     audit.set_defaults(func=cmd_audit)
+
+    policy = sub.add_parser("policy", help="print ValidatingAdmissionPolicy and MutatingAdmissionPolicy YAML "
+                                           "enforcing the rules inside the API server (no webhook)")
+    policy.add_argument("--config", help="configuration file (SPEC §4)")
+    policy.add_argument("--mode", choices=["enforce", "mutate", "warn", "all"], default="all",
+                        help="which namespace mode's policies to print (default all)")
+    policy.add_argument("--api-version", choices=["v1"], default="v1",
+                        help="admissionregistration.k8s.io version (v1: Kubernetes 1.36 and later)")
+    policy.add_argument("--namespace", default="qos-guard",
+                        help="namespace of the parameters ConfigMap, never judged (default qos-guard)")
+    policy.set_defaults(func=cmd_policy)
     return parser
 
 

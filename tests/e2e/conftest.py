@@ -5,6 +5,7 @@ webhook configurations. Binaries come from ``hack/build-tools.sh``; if one canno
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -92,9 +93,16 @@ class Cluster:
 
 @pytest.fixture(scope="session")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    with control_plane(tmp_path_factory.mktemp("control-plane")) as c:
+        yield c
+
+
+@contextlib.contextmanager
+def control_plane(folder: Path) -> Iterator[Cluster]:
+    """etcd and kube-apiserver in ``folder``, stopped on exit (a second one serves tests that need an API
+    server with nothing else registered, e.g. the admission-policy tests)."""
     etcd_bin, apiserver_bin = binary("etcd"), binary("kube-apiserver")
     binary("kubectl")
-    folder = tmp_path_factory.mktemp("control-plane")
     pki = write_bundle(folder / "pki", ["localhost", "127.0.0.1"], 2, keep_ca_key=False)
     sa_key = folder / "pki" / "sa.key"
     sa_key.write_bytes(rsa.generate_private_key(public_exponent=65537, key_size=2048).private_bytes(

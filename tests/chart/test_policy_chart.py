@@ -1,0 +1,83 @@
+"""``enforcement: policy``: the chart installs the admission policies ``qos-guard policy`` prints, from the same
+``config`` values, and none of the webhook's objects."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.chart.conftest import CHART, Render, run_helm
+from webhook import policy
+
+ROOT = CHART.parents[1]
+CONFIGS: list[dict[str, Any]] = [
+    {},
+    {"policy": {"fractionalCPUContainers": ["istio-proxy", "envoy"], "smtAlignment": 2,
+                "podLevelResources": "allow"},
+     "mutation": {"setLimitsFromRequests": False, "cpuRounding": "up"},
+     "exemptions": {"namespaces": ["batch", "ci"], "usernames": ["system:serviceaccount:ci:deployer"],
+                    "runtimeClassNames": ["kata"]}},
+]
+
+
+def keyed(objects: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
+    return {(o["kind"], o["metadata"]["name"]): o for o in objects}
+
+
+def test_chart_template_is_the_generated_one() -> None:
+    on_disk = (ROOT / policy.CHART_TEMPLATE).read_text()
+    assert on_disk == policy.chart_template(), "run: python -m webhook.policy --write-chart"
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=["defaults", "custom"])
+def test_helm_renders_what_the_cli_prints(render: Render, tmp_path: Path, config: dict[str, Any]) -> None:
+    values = tmp_path / "values.yaml"
+    values.write_text(yaml.safe_dump({"enforcement": "policy", "config": config}))
+    chart = [o for o in render("--values", str(values), namespace="platform") if o["kind"] != "ServiceAccount"]
+    config_file = tmp_path / "config.yaml"
+    config_file.write_text(yaml.safe_dump(config))
+    proc = subprocess.run([sys.executable, "-m", "webhook.cli", "policy", "--config", str(config_file),
+                           "--namespace", "platform"], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    cli = [o for o in yaml.safe_load_all(proc.stdout) if o]
+    assert keyed(chart) == keyed(cli)
+    assert len(cli) == 11  # parameters, 4 validating + 1 mutating policy, 5 bindings
+
+
+def test_policy_mode_has_no_webhook_objects(render: Render) -> None:
+    kinds = {o["kind"] for o in render("--set", "enforcement=policy")}
+    assert kinds == {"ConfigMap", "ServiceAccount", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding",
+                     "MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding"}
+    webhook_kinds = {o["kind"] for o in render()}
+    assert not webhook_kinds & {"ValidatingAdmissionPolicy", "MutatingAdmissionPolicy"}
+    assert {"Deployment", "Service", "Secret", "ValidatingWebhookConfiguration"} <= webhook_kinds
+
+
+def test_release_name_and_namespace_reach_every_policy(render: Render) -> None:
+    objects = render("--set", "enforcement=policy", namespace="ops", release="edge")
+    names = sorted(o["metadata"]["name"] for o in objects if o["kind"] == "ValidatingAdmissionPolicyBinding")
+    assert names == ["edge-qos-guard-enforce", "edge-qos-guard-mutate", "edge-qos-guard-namespaces",
+                     "edge-qos-guard-warn"]
+    for binding in (o for o in objects if o["kind"].endswith("PolicyBinding")):
+        selector = binding["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"]
+        never = [e for e in selector if e["key"] == "kubernetes.io/metadata.name"]
+        assert [e["operator"] for e in never] == ["NotIn"] and sorted(never[0]["values"]) == ["kube-system", "ops"]
+        if "paramRef" in binding["spec"]:
+            assert binding["spec"]["paramRef"] == {"name": "edge-qos-guard-policy", "namespace": "ops",
+                                                   "parameterNotFoundAction": "Deny"}
+
+
+@pytest.mark.parametrize(("values", "named"), [
+    (["--set", "config.policy.numa.cpus=32"], "config.policy.numa: numa-unfit is not available"),
+    (["--set", "webhook.excludeNamespaces={batch}"], "webhook.excludeNamespaces applies to the webhook only"),
+    (["--set", "enforcement=both"], "at '/enforcement'"),
+])
+def test_policy_mode_refuses_what_it_cannot_do(helm: str, values: list[str], named: str) -> None:
+    proc = run_helm(helm, "template", "qos-guard", str(CHART), "--set", "enforcement=policy", *values)
+    assert proc.returncode != 0
+    assert named in proc.stderr, proc.stderr

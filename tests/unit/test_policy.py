@@ -1,0 +1,77 @@
+"""``qos-guard policy`` output without an API server: which objects, which parameters, what is refused.
+(What the CEL does is proven against a real kube-apiserver in tests/e2e/test_policy.py.)"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import yaml
+
+from webhook.cli import main
+from webhook.config import parse_config
+from webhook.policy import PolicyError, params_data, render
+
+
+def docs(text: str) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(text) if d]
+
+
+@pytest.mark.parametrize(("mode", "kinds"), [
+    ("enforce", ["ConfigMap", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding",
+                 "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"]),
+    ("mutate", ["ConfigMap", "MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding",
+                "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "ValidatingAdmissionPolicy",
+                "ValidatingAdmissionPolicyBinding"]),
+])
+def test_modes_print_their_objects(mode: str, kinds: list[str]) -> None:
+    assert [d["kind"] for d in docs(render(parse_config(None), mode))] == kinds
+
+
+def test_bindings_select_the_mode_and_never_kube_system_or_the_namespace() -> None:
+    for d in docs(render(parse_config(None), "all", namespace="ops")):
+        if d["kind"].endswith("Binding") and "paramRef" in d["spec"]:
+            expressions = d["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"]
+            mode = d["metadata"]["name"].rsplit("-", 1)[1]
+            assert {"key": "qos-guard.io/mode", "operator": "In", "values": [mode]} in expressions
+            never = next(e for e in expressions if e["key"] == "kubernetes.io/metadata.name")
+            assert never["operator"] == "NotIn" and sorted(never["values"]) == ["kube-system", "ops"]
+            assert d["spec"]["paramRef"] == {"name": "qos-guard-policy", "namespace": "ops",
+                                             "parameterNotFoundAction": "Deny"}
+            assert d["spec"].get("validationActions", ["Deny"]) == (["Warn"] if mode == "warn" else ["Deny"])
+
+
+def test_parameters_carry_the_config_under_its_own_keys() -> None:
+    config = parse_config({"policy": {"fractionalCPUContainers": ["b", "a"], "smtAlignment": 2},
+                           "mutation": {"setLimitsFromRequests": False, "cpuRounding": "up"},
+                           "exemptions": {"usernames": ["system:serviceaccount:ci:bot"]}})
+    assert params_data(config) == {
+        "policy.fractionalCPUContainers": "a\nb", "policy.podLevelResources": "deny", "policy.smtAlignment": "2",
+        "mutation.setLimitsFromRequests": "false", "mutation.cpuRounding": "up", "exemptions.namespaces": "",
+        "exemptions.usernames": "system:serviceaccount:ci:bot", "exemptions.runtimeClassNames": ""}
+
+
+def test_numa_is_refused_naming_the_key(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    config = parse_config({"policy": {"numa": {"cpus": 32}}})
+    with pytest.raises(PolicyError, match=r"^policy\.numa: "):
+        render(config)
+    path = tmp_path / "c.yaml"
+    path.write_text("policy:\n  numa: {scope: pod, memory: 240Gi}\n")
+    assert main(["policy", "--config", str(path)]) == 2
+    out = capsys.readouterr()
+    assert out.out == "" and out.err.startswith("qos-guard: policy: policy.numa: ")
+
+
+def test_bad_config_and_flags_exit_2(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text("policy:\n  smtAlignment: 0\n")
+    assert main(["policy", "--config", str(path)]) == 2
+    assert "policy.smtAlignment" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:
+        main(["policy", "--api-version", "v1beta1"])
+    assert exit_info.value.code == 2
+
+
+def test_expressions_never_contain_a_helm_action() -> None:
+    """The chart ships this text inside a Helm template: '{{' would be parsed as an action."""
+    assert "{{" not in render(parse_config(None))
