@@ -78,15 +78,18 @@ def plan_changes(pod: PodSpec, config: Config) -> list[Change]:
         changes.append(Change((*pod.path[:-1], "status", "qosClass"), REMOVED,
                               f"removed status.qosClass {pod.declared_qos} (the API server would keep it)"))
     level = pod.pod_level
+    if level is not None and level.empty:
+        # ``resources: {}`` makes the Pod BestEffort whatever its containers ask for: removing it lets the
+        # containers' resources decide again.
+        changes.append(Change(level.path, REMOVED,
+                              "pod: removed the empty pod-level resources block (it makes the Pod BestEffort)"))
+        level = None
     if level is None:
         for c in pod.all_containers:
             changes += _fix_block(c.resources, config, c.name not in config.policy.fractional_cpu_containers)
-    elif not level.requests and not level.limits:
-        # With a pod-level block the containers' resources no longer decide the QoS class: container limits
-        # would only throttle. An empty block (``resources: {}``) is removed instead.
-        changes.append(Change(level.path, REMOVED,
-                              "pod: removed the empty pod-level resources block (it makes the Pod BestEffort)"))
     else:
+        # With a pod-level block the containers' resources no longer decide the QoS class: container limits
+        # would only throttle them.
         changes += _fix_block(level, config, True)
     return changes
 

@@ -74,6 +74,7 @@ class Block:
     path: FieldPath
     requests: Mapping[str, Amount]
     limits: Mapping[str, Amount]
+    empty: bool = False  # nothing at all is written in it (no resource of any kind)
 
     def clean(self, resource: str) -> bool:
         """No value of ``resource`` is invalid: an invalid one yields ``invalid-quantity`` and nothing else."""
@@ -277,7 +278,8 @@ def _pod_level(spec: Mapping[str, Any], path: FieldPath, containers: tuple[Conta
                 requests[name] = _aggregate(aggregated[name], (*res_path, "requests", name))
             elif name in limits:
                 requests[name] = _defaulted(limits[name], (*res_path, "requests", name))
-    return Block(f"pod ({dotted(res_path)})", None, res_path, requests, limits)
+    written = any(_mapping(resources.get(kind), (*res_path, kind)) for kind in ("requests", "limits"))
+    return Block(f"pod ({dotted(res_path)})", None, res_path, requests, limits, empty=not written)
 
 
 def build_pod_spec(spec: Any, path: FieldPath, status: Any = None) -> PodSpec:

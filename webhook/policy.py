@@ -140,6 +140,8 @@ BLOCK_VARIABLES: list[tuple[str, str]] = [
                   "req": "variables.spec.?resources.?requests.orValue({})"})),
     # ComputePodQOS: once spec.resources is there at all (even {}), the pod-level block alone decides the class.
     ("podQos", "has(variables.spec.resources)"),
+    # Nothing at all in it (``resources: {}``): the mutation removes such a block, as the engine's does.
+    ("podEmpty", "size(variables.pod.lim) == 0 && size(variables.pod.req) == 0"),
     # isPodLevelResourcesSet restricted to cpu/memory: what makes kubelet's CPU and Memory Managers skip the Pod.
     ("podLevel", "['cpu', 'memory'].exists(r, r in variables.pod.lim || r in variables.pod.req)"),
 ]
@@ -197,6 +199,7 @@ def violation_variables(mutated: bool) -> list[tuple[str, str]]:
     """
     judged = "f.b.pod == variables.podQos"  # the pod-level block replaces the containers' QoS checks
     if mutated:
+        judged = "f.b.pod == (variables.podQos && !variables.podEmpty)"  # an empty block is removed
         missing = _rule("limits-missing", f"{judged} && f.eff == ''", LIMITS_MISSING_MSG)
         not_equal = "[]"
     else:
@@ -392,6 +395,10 @@ def _mutating(name: str) -> dict[str, Any]:
                 {"patchType": "JSONPatch", "jsonPatch": {"expression":
                     "object.?status.?qosClass.orValue('Guaranteed') != 'Guaranteed' ? "
                     "[JSONPatch{op: 'remove', path: '/status/qosClass'}] : []"}},
+                # ``resources: {}`` makes the Pod BestEffort whatever its containers ask for: drop it.
+                {"patchType": "JSONPatch", "jsonPatch": {"expression":
+                    "variables.podQos && variables.podEmpty ? [JSONPatch{op: 'remove', path: '/spec/resources'}] "
+                    ": []"}},
             ],
         },
     }

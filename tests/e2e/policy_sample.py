@@ -239,7 +239,7 @@ def pod_resources(spec: dict[str, Any], default: bool) -> tuple[tuple[str, str, 
 
 def engine_verdict(obj: dict[str, Any], config: Config, mode: Mode, namespace: str) -> Verdict:
     verdict = evaluate(obj, config, mode, namespace=namespace, username="e2e-admin")
-    rules = frozenset(f.violation.rule for _, f in verdict.violations)
+    rules = frozenset(v.rule for _, v in verdict.violations)
     if not verdict.allowed:
         return Verdict("invalid" if "invalid-quantity" in rules else "deny", rules)
     if obj["kind"] == "Pod" and mode is Mode.MUTATE:

@@ -88,7 +88,12 @@ def test_pod_level_pods_are_mutated_only_at_pod_level() -> None:
     assert [(dotted(c.path), c.new) for c in webhook.changes] == [(dotted(c.path), c.new) for c in verdict.changes]
 
 
-def test_empty_pod_level_block_is_removed_by_mutation() -> None:
-    manifest = pod(guaranteed(), resources={})
+def test_empty_pod_level_block_is_removed_by_mutation_and_the_containers_fixed() -> None:
+    manifest = pod(container("a", rl("1", "1Gi"), rl("2", "1Gi")), resources={"requests": {}})
     verdict = evaluate(manifest, Config(), Mode.MUTATE)
-    assert verdict.allowed and [dotted(c.path) for c in verdict.changes] == ["spec.resources"]
+    assert verdict.allowed
+    assert [dotted(c.path) for c in verdict.changes] == ["spec.resources", "spec.containers[0].resources.requests.cpu"]
+    # A block holding hugepages is not empty: it is not removed, and the Pod stays refused.
+    hugepages = pod(guaranteed(), resources={"limits": {"hugepages-2Mi": "2Mi"}})
+    assert not evaluate(hugepages, Config(), Mode.MUTATE).allowed
+    assert "spec.resources" not in [dotted(c.path) for c in evaluate(hugepages, Config(), Mode.MUTATE).changes]
