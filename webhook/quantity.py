@@ -38,10 +38,11 @@ _INT64_MAX = (1 << 63) - 1
 # quantity.go maxInt64Factors: decimal digits an int64 always holds; decides upstream's fast path.
 _MAX_INT64_FACTORS = 18
 _NANO = -9
-# strings.TrimSpace (unicode.IsSpace), which Quantity.UnmarshalJSON applies; Python's str.strip() also
-# strips U+001C..U+001F, which Go keeps.
-_GO_SPACE = "\t\n\v\f\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a" \
-    "\u2028\u2029\u202f\u205f\u3000"
+# The white space Quantity.UnmarshalJSON trims (strings.TrimSpace, unicode.IsSpace) that can reach it: it
+# sees the raw JSON text, and JSON escapes control characters (\t, \n, ...), as Go's encoder (kubectl) also
+# escapes U+2028 and U+2029, so "\t1" arrives as the six characters "\t1" and is refused. Python's
+# str.strip() would also strip U+001C..U+001F, which Go keeps.
+_GO_SPACE = " \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u202f\u205f\u3000"
 
 
 def _int32(value: int) -> int:
@@ -171,8 +172,8 @@ def _int(digits: str) -> int:
     return value
 
 
-def _ceil_milli(digits: str, exp10: int, exp2: int) -> int:
-    """ceil(int(digits) * 2**exp2 * 10**exp10 * 1000), exactly, for a non-negative value."""
+def _ceil_milli(digits: str, exp10: int, exp2: int, cap: int | None = None) -> int:
+    """ceil(int(digits) * 2**exp2 * 10**exp10 * 1000), exactly, for a non-negative value; at most ``cap``."""
     digits = digits.lstrip("0")
     if not digits:
         return 0
@@ -181,6 +182,8 @@ def _ceil_milli(digits: str, exp10: int, exp2: int) -> int:
     digits = stripped
     # Order of magnitude of the value: 10**(magnitude-1) <= value < 10**magnitude (2**exp2 <= 10**19).
     magnitude = len(digits) + exp10 + (exp2 * 3 + 9) // 10
+    if cap is not None and magnitude > len(str(cap)):
+        return cap
     if magnitude > _MAX_DIGITS:
         raise QuantityError(f"value is too large (more than {_MAX_DIGITS} digits)")
     if magnitude < -4:
@@ -233,9 +236,8 @@ def _parse(text: str) -> Quantity:
             fast = -_int32(len(denom) + _int32(-exponent))
         milli = _ceil_milli(num + denom, fast, 0)
     else:
-        milli = _ceil_milli(num + denom, -len(denom), exponent)
         # quantity.go caps BinarySI amounts at maxAllowed (2^63-1).
-        milli = min(milli, _MAX_INT64 * 1000)
+        milli = min(_ceil_milli(num + denom, -len(denom), exponent, cap=_MAX_INT64 * 1000), _MAX_INT64 * 1000)
     return Quantity(milli if positive else -milli, text)
 
 

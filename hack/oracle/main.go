@@ -400,21 +400,27 @@ type Parsed struct {
 	Error    string `json:"error,omitempty"`
 }
 
+// quantities answers "parse" (resource.ParseQuantity of the string) and "json" (Quantity.UnmarshalJSON of
+// the value as kubectl sends it: a string re-encoded by encoding/json, which escapes control characters
+// and U+2028/U+2029, so only the other white space reaches UnmarshalJSON's strings.TrimSpace; a number as
+// written).
 func quantities(line []byte) any {
 	out := map[string]Parsed{}
-	var q resource.Quantity
-	if err := q.UnmarshalJSON([]byte(strings.TrimSpace(string(line)))); err != nil {
-		out["json"] = Parsed{Error: err.Error()}
-	} else {
-		out["json"] = milli(q)
-	}
 	var s string
+	raw := []byte(strings.TrimSpace(string(line)))
 	if json.Unmarshal(line, &s) == nil {
 		if q, err := resource.ParseQuantity(s); err != nil {
 			out["parse"] = Parsed{Error: err.Error()}
 		} else {
 			out["parse"] = milli(q)
 		}
+		raw, _ = json.Marshal(s)
+	}
+	var q resource.Quantity
+	if err := q.UnmarshalJSON(raw); err != nil {
+		out["json"] = Parsed{Error: err.Error()}
+	} else {
+		out["json"] = milli(q)
 	}
 	return out
 }

@@ -18,30 +18,30 @@ NUMBERS = 2_000
 BATCH = 10_000
 
 
-def _oracle_milli(answer: dict[str, Any]) -> int | None | str:
-    """The oracle's exact milli value, ``None`` when it refuses, ``"huge"`` when it is too long to print."""
+def _oracle_milli(answer: dict[str, Any]) -> str | None:
+    """The oracle's exact milli value as decimal text, ``None`` when it refuses."""
     if "error" in answer:
         return None
     if "milli" in answer:
-        return int(answer["milli"])
-    return "huge"
+        return str(answer["milli"])
+    return f"{answer['unscaled']}e{answer['exp']}"
 
 
-def _ours(fn: Any, value: Any) -> int | None:
+def _ours(fn: Any, value: Any) -> str | None:
     try:
-        return int(fn(value).milli)
+        return str(fn(value).milli)
     except QuantityError:
         return None
 
 
-def _disagreement(text: str, ours: int | None, theirs: int | None | str, answer: dict[str, Any]) -> str | None:
+def _disagreement(text: str, ours: str | None, theirs: str | None, answer: dict[str, Any]) -> str | None:
     if ours == theirs:
         return None
     if ours is None and beyond_digit_bound(None, answer.get("unscaled") or answer.get("milli"), answer.get("exp", 0)):
         TALLY.excused[QUANTITY_DIVERGENCES[1][0]] += 1
         return None
-    return f"{text!r}: qos-guard {ours if ours is not None else 'refuses'}, Kubernetes " \
-           f"{theirs if theirs is not None else 'refuses'} ({answer})"
+    return f"{text[:80]!r}: qos-guard {(ours or 'refuses')[:80]}, Kubernetes {(theirs or 'refuses')[:80]}" \
+           f" ({str(answer)[:200]})"
 
 
 def test_quantity_strings_agree(quantities_oracle: Oracle) -> None:

@@ -170,17 +170,18 @@ def test_digitless_forms_on_the_int64_path_are_zero(text: str) -> None:
     assert parse_quantity(text).milli == 0
 
 
-@pytest.mark.parametrize(("raw", "milli"), [(" 1", 1000), ("1 ", 1000), ("\t2\n", 2000), ("\u00a01Gi", 2**30 * 1000),
-                                            ("\u3000500m ", 500)])
+@pytest.mark.parametrize(("raw", "milli"), [(" 1", 1000), ("1 ", 1000), ("  2  ", 2000), ("\u00a01Gi", 2**30 * 1000),
+                                            ("\u3000500m ", 500), ("\u00851", 1000)])
 def test_surrounding_white_space_is_trimmed_as_unmarshal_json_does(raw: str, milli: int) -> None:
     """Quantity.UnmarshalJSON parses strings.TrimSpace(value): " 1" is 1 CPU on the API server."""
     assert quantity_from_value(raw).milli == milli
     assert quantity_from_value(raw).text == raw  # messages show what the manifest says
 
 
-def test_white_space_go_does_not_trim_is_refused() -> None:
-    """unicode.IsSpace is narrower than str.isspace: U+001C and U+200B are not trimmed upstream."""
-    for raw in ("\x1c1", "1\u200b"):
+def test_white_space_that_arrives_escaped_or_is_not_go_space_is_refused() -> None:
+    """JSON escapes control characters (and Go's encoder U+2028/U+2029): UnmarshalJSON sees "\\t1" and
+    refuses it. unicode.IsSpace is narrower than str.isspace: U+001C and U+200B are not trimmed either."""
+    for raw in ("\t1", "1\n", "\r2", "1\u2028", "\x1c1", "1\u200b"):
         with pytest.raises(QuantityError):
             quantity_from_value(raw)
 
@@ -192,3 +193,9 @@ def test_values_beyond_1000_digits_are_valid() -> None:
     assert is_whole_cpu(parse_quantity("1e3000"))
     with pytest.raises(QuantityError, match="too large"):
         parse_quantity("1e4001")
+
+
+def test_binary_amounts_beyond_the_digit_bound_are_capped_not_refused() -> None:
+    """quantity.go caps BinarySI at maxAllowed (2^63-1) whatever the digits: no "too large" for them."""
+    assert parse_quantity("9" * 4100 + "Ki").milli == (2**63 - 1) * 1000
+    assert parse_quantity("-" + "9" * 4100 + "Mi").milli == -(2**63 - 1) * 1000
