@@ -432,7 +432,7 @@ func milli(q resource.Quantity) Parsed {
 	if exp < 0 {
 		return Parsed{Error: fmt.Sprintf("oracle: %s is not whole after RoundUp(Milli)", m)}
 	}
-	if exp > 4000 {
+	if exp > 4000 && m.Sign() != 0 {
 		return Parsed{Unscaled: m.UnscaledBig().String(), Exp: exp}
 	}
 	v := new(big.Int).Mul(m.UnscaledBig(), new(big.Int).Exp(big.NewInt(10), big.NewInt(exp), nil))
