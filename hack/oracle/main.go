@@ -94,17 +94,18 @@ type BadQuantity struct {
 
 // Result is the answer for one object.
 type Result struct {
-	Kind          string         `json:"kind,omitempty"`
-	DecodeError   string         `json:"decodeError,omitempty"`
-	BadQuantities []BadQuantity  `json:"badQuantities,omitempty"`
-	StrictErrors  []string       `json:"strictErrors,omitempty"`
-	Errors        []FieldError   `json:"errors,omitempty"`    // create of the object itself
-	PodErrors     []FieldError   `json:"podErrors,omitempty"` // create of the Pod a workload's controller makes
-	QOSClass      string         `json:"qosClass,omitempty"`  // status.qosClass as stored
-	PodLevel      bool           `json:"podLevelResourcesSet,omitempty"`
-	CPUs          map[string]int `json:"cpus,omitempty"` // container name -> exclusive CPUs (0: shared pool)
-	AllocError    string         `json:"allocationError,omitempty"`
-	Items         []Result       `json:"items,omitempty"` // kind: List
+	Kind          string          `json:"kind,omitempty"`
+	DecodeError   string          `json:"decodeError,omitempty"`
+	BadQuantities []BadQuantity   `json:"badQuantities,omitempty"`
+	StrictErrors  []string        `json:"strictErrors,omitempty"`
+	Errors        []FieldError    `json:"errors,omitempty"`    // create of the object itself
+	PodErrors     []FieldError    `json:"podErrors,omitempty"` // create of the Pod a workload's controller makes
+	QOSClass      string          `json:"qosClass,omitempty"`  // status.qosClass as stored
+	PodLevel      bool            `json:"podLevelResourcesSet,omitempty"`
+	Exclusive     map[string]bool `json:"exclusive,omitempty"` // container name -> gets exclusive CPUs
+	CPUs          map[string]int  `json:"cpus,omitempty"`      // container name -> how many (0: shared pool)
+	AllocError    string          `json:"allocationError,omitempty"`
+	Items         []Result        `json:"items,omitempty"` // kind: List
 }
 
 func main() {
@@ -281,7 +282,7 @@ func create(strategy rest.RESTCreateStrategy, gvk schema.GroupVersionKind, resou
 	return []FieldError{{Type: "error", Message: err.Error()}}
 }
 
-// judgePod records the stored QoS class (set by PrepareForCreate) and what the static CPU manager allocates.
+// judgePod records the stored QoS class (set by PrepareForCreate) and what the static CPU manager does.
 func judgePod(p *api.Pod, res *Result) {
 	res.QOSClass = string(p.Status.QOSClass)
 	vp := &v1.Pod{}
@@ -289,18 +290,51 @@ func judgePod(p *api.Pod, res *Result) {
 		res.AllocError = "conversion: " + err.Error()
 		return
 	}
+	vp.UID = types.UID("oracle")
 	res.PodLevel = resourcehelper.IsPodLevelResourcesSet(vp)
+	res.Exclusive = exclusive(vp)
 	res.CPUs, res.AllocError = allocate(vp)
 }
 
-// maxNodeCPUs bounds the simulated node; a Pod asking more is reported as an allocation error.
-const maxNodeCPUs = 4096
+// maxNodeCPUs bounds the simulated node; a Pod asking more gets no CPU count (allocationError), though
+// whether it asks for exclusive CPUs is still answered.
+const maxNodeCPUs = 256
 
-// allocate admits the Pod's containers, init containers first as kubelet does, to the static CPU manager
-// policy (cpumanager.NewStaticPolicy, Policy.Allocate) on a node large enough for every container (one NUMA
-// node, one CPU reserved, topology manager policy none) and returns each container's exclusive CPU count.
-// The number comes from the policy's own guaranteedCPUs (pkg/kubelet/cm/cpumanager/policy_static.go),
-// including its skip of Pods with pod-level resources.
+// staticPolicy is the kubelet's static CPU manager policy (cpumanager.NewStaticPolicy) on a node with
+// `cpus` CPUs in one NUMA node, one of them reserved, and the topology manager's policy "none".
+func staticPolicy(cpus int) (cpumanager.Policy, state.State, error) {
+	topo := &topology.CPUTopology{NumCPUs: cpus, NumCores: cpus, NumUncoreCache: 1, NumSockets: 1, NumNUMANodes: 1,
+		CPUDetails: topology.CPUDetails{}}
+	for i := 0; i < cpus; i++ {
+		topo.CPUDetails[i] = topology.CPUInfo{CoreID: i}
+	}
+	log := logr.Discard()
+	policy, err := cpumanager.NewStaticPolicy(log, topo, 1, cpuset.New(), topologymanager.NewFakeManager(), nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	st := state.NewMemoryState(log)
+	return policy, st, policy.Start(log, st)
+}
+
+// exclusive answers, per container, whether the static policy wants exclusive CPUs for it: its
+// GetTopologyHints returns nil exactly when guaranteedCPUs (pkg/kubelet/cm/cpumanager/policy_static.go) is
+// 0 or the Pod is skipped for its pod-level resources, the same two gates Allocate applies.
+func exclusive(p *v1.Pod) map[string]bool {
+	out := map[string]bool{}
+	for _, c := range append(append([]v1.Container{}, p.Spec.InitContainers...), p.Spec.Containers...) {
+		policy, st, err := staticPolicy(2)
+		if err != nil {
+			return nil
+		}
+		out[c.Name] = policy.GetTopologyHints(logr.Discard(), st, p, &c) != nil
+	}
+	return out
+}
+
+// allocate admits the Pod's containers, init containers first as kubelet does, to the static policy
+// (Policy.Allocate) on a node just large enough for all of them, and returns each container's number of
+// exclusive CPUs (0: the shared pool).
 func allocate(p *v1.Pod) (map[string]int, string) {
 	all := append(append([]v1.Container{}, p.Spec.InitContainers...), p.Spec.Containers...)
 	need := 1
@@ -316,24 +350,13 @@ func allocate(p *v1.Pod) (map[string]int, string) {
 	if need > maxNodeCPUs {
 		return nil, fmt.Sprintf("the Pod asks more than %d CPUs", maxNodeCPUs)
 	}
-	topo := &topology.CPUTopology{NumCPUs: need, NumCores: need, NumUncoreCache: 1, NumSockets: 1, NumNUMANodes: 1,
-		CPUDetails: topology.CPUDetails{}}
-	for i := 0; i < need; i++ {
-		topo.CPUDetails[i] = topology.CPUInfo{CoreID: i}
-	}
-	log := logr.Discard()
-	policy, err := cpumanager.NewStaticPolicy(log, topo, 1, cpuset.New(), topologymanager.NewFakeManager(), nil)
+	policy, st, err := staticPolicy(need)
 	if err != nil {
 		return nil, err.Error()
 	}
-	st := state.NewMemoryState(log)
-	if err := policy.Start(log, st); err != nil {
-		return nil, err.Error()
-	}
-	p.UID = types.UID("oracle")
 	cpus := map[string]int{}
 	for i := range all {
-		if err := policy.Allocate(log, st, p, &all[i]); err != nil {
+		if err := policy.Allocate(logr.Discard(), st, p, &all[i]); err != nil {
 			return cpus, fmt.Sprintf("container %q: %v", all[i].Name, err)
 		}
 		set, _ := st.GetCPUSet(string(p.UID), all[i].Name)

@@ -89,8 +89,9 @@ class ObjectGrammar:
         r = rng.random()
         if r < 0.7:
             return rng.choice(NICE_CPU if resource == "cpu" else NICE_MEMORY)
-        if r < 0.78:
-            return json.loads(json_number(rng)) if rng.random() < 0.5 else rng.choice([1, 2, 4, 0.5, 1.0])
+        if r < 0.78:  # a number (Python holds 1e400 as inf, which JSON cannot carry: that one stays text)
+            number = json.loads(json_number(rng))
+            return number if number not in (float("inf"), float("-inf")) else "1e400"
         return quantity_text(rng)
 
     def resource_list(self, names: list[str]) -> dict[str, Any]:

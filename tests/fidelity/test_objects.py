@@ -41,13 +41,21 @@ def valid(answer: dict[str, Any]) -> bool:
 
 
 def unsized(answer: dict[str, Any]) -> bool:
-    """The oracle's node (4,096 CPUs) could not host a container: nothing to say about pinning."""
+    """The oracle's node (256 CPUs) could not host the Pod: whether each container is exclusive is still
+    known (``exclusive``), only the CPU count is not."""
     return any(r.get("allocationError") for r in _results(answer))
 
 
 def guaranteed_and_pinned(answer: dict[str, Any]) -> bool:
-    return all(r.get("qosClass") == "Guaranteed" and r.get("cpus") and all(n > 0 for n in r["cpus"].values())
+    """Stored Guaranteed, and the static policy gives every container exclusive CPUs."""
+    return all(r.get("qosClass") == "Guaranteed" and r.get("exclusive") and all(r["exclusive"].values())
                for r in _results(answer))
+
+
+def consistent(answer: dict[str, Any]) -> bool:
+    """Where the oracle's node could host the Pod, Allocate pinned exactly the containers it said it would."""
+    return all(r.get("allocationError") or {n: c > 0 for n, c in (r.get("cpus") or {}).items()} == r.get("exclusive")
+               for r in _results(answer) if r.get("exclusive") is not None)
 
 
 def compute_value_refused(answer: dict[str, Any]) -> list[str]:
@@ -78,13 +86,13 @@ def disagreement(obj: Any, answer: dict[str, Any]) -> str | None:
     if isinstance(verdict, str):
         return f"qos-guard crashed: {verdict}"
     if valid(answer):
-        if unsized(answer):
-            return None
+        if not consistent(answer):
+            return f"oracle: Allocate and GetTopologyHints disagree: {_results(answer)}"
         expected = guaranteed_and_pinned(answer)
         if verdict.allowed != expected:
             return (f"qos-guard {'allows' if verdict.allowed else 'denies'} ({sorted(_rules(verdict))}), "
                     f"Kubernetes: {'Guaranteed and pinned' if expected else 'not Guaranteed-and-pinned'} "
-                    f"{[(r.get('qosClass'), r.get('cpus'), r.get('podLevelResourcesSet', False)) for r in _results(answer)]}")
+                    f"{[(r.get('qosClass'), r.get('exclusive'), r.get('podLevelResourcesSet', False)) for r in _results(answer)]}")
         return None
     refused = compute_value_refused(answer)
     if refused and "invalid-quantity" not in _rules(verdict):
@@ -103,8 +111,6 @@ def mutation_disagreement(obj: Any, answer: dict[str, Any], ask: Callable[[Any],
         return None
     fixed = apply_changes(obj, list(verdict.changes))
     after = ask(fixed)
-    if unsized(after):
-        return None
     if not valid(after) or not guaranteed_and_pinned(after):
         return f"mutation leaves {json.dumps(fixed)}; Kubernetes: {json.dumps(_results(after))}"
     return None
@@ -134,7 +140,7 @@ def test_objects_agree(objects_oracle: Oracle) -> None:
             checked += 1
             valid_count += valid(answer)
             TALLY.counts["objects: oracle refused (decode/validation)"] += not valid(answer)
-            TALLY.counts["objects: node too small to judge pinning (counted, not compared)"] += \
+            TALLY.counts["objects: oracle node too small to count CPUs (exclusivity still compared)"] += \
                 valid(answer) and unsized(answer)
             problem = disagreement(obj, answer)
             if problem is None and valid(answer):
@@ -156,7 +162,7 @@ def test_objects_agree(objects_oracle: Oracle) -> None:
         fixed_answers = objects_oracle.ask([f for _, f in fixed_batch])
         for (obj, fixed), after in zip(fixed_batch, fixed_answers, strict=True):
             mutated += 1
-            if unsized(after) or (valid(after) and guaranteed_and_pinned(after)):
+            if valid(after) and guaranteed_and_pinned(after):
                 continue
             why = _known(obj)
             if why is not None:
