@@ -193,8 +193,8 @@ def _ceil_milli(digits: str, exp10: int, exp2: int, cap: int | None = None) -> i
     numerator = _int(digits) << exp2
     shift = exp10 + 3
     if shift >= 0:
-        return numerator * 10**shift
-    whole, rest = divmod(numerator, 10 ** (-shift))
+        return numerator * int(10**shift)
+    whole, rest = divmod(numerator, int(10 ** (-shift)))
     return whole + (1 if rest else 0)
 
 

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from webhook.quantity import QuantityError, quantity_from_value
+
 COMPUTE = ("cpu", "memory")
 
 
@@ -81,7 +83,55 @@ def status_qos_class(obj: Any) -> bool:
                and o["status"].get("qosClass") not in (None, "Guaranteed") for o in items or [])
 
 
+def guaranteed_status_on_other_spec(obj: Any) -> bool:
+    """Item 4's other side: ``status.qosClass: Guaranteed`` is kept on create too, so a Pod whose spec is
+    not Guaranteed is stored Guaranteed and pinned; qos-guard judges the spec (and denies)."""
+    items = obj.get("items") if isinstance(obj, Mapping) and obj.get("kind") == "List" else [obj]
+    return any(isinstance(o, Mapping) and o.get("kind") == "Pod" and isinstance(o.get("status"), Mapping)
+               and o["status"].get("qosClass") == "Guaranteed" for o in items or [])
+
+
+def _compute_values(obj: Any, names: tuple[str, ...] = ("cpu",)) -> Iterator[Any]:
+    for spec in pod_specs(obj):
+        blocks = [c.get("resources") for key in ("containers", "initContainers")
+                  for c in (spec.get(key) or []) if isinstance(c, Mapping)] + [spec.get("resources")]
+        for block in blocks:
+            if isinstance(block, Mapping):
+                for key in ("requests", "limits"):
+                    values = block.get(key)
+                    if isinstance(values, Mapping):
+                        yield from (values[n] for n in names if n in values)
+
+
+def cpu_beyond_int64_milli(obj: Any) -> bool:
+    """kubelet's isIntegralCPUAmount compares int64 ``Value()*1000`` with ``MilliValue()``: beyond 2^63-1
+    milli-CPUs (9.2e15 CPUs: 9849T, 8Ei, 1e400) the int64 arithmetic overflows or saturates and decides
+    either way. qos-guard compares exactly. No node has that many CPUs."""
+    for value in _compute_values(obj):
+        try:
+            if abs(quantity_from_value(value).milli) > (1 << 63) - 1:
+                return True
+        except QuantityError:
+            continue
+    return False
+
+
+def beyond_digit_bound_value(obj: Any) -> bool:
+    """A cpu or memory value beyond qos-guard's 4,000-digit bound (webhook/quantity.py ``_MAX_DIGITS``):
+    refused as invalid-quantity by qos-guard, evaluated exactly by the API server."""
+    for value in _compute_values(obj, COMPUTE):
+        try:
+            quantity_from_value(value)
+        except QuantityError as exc:
+            if "too large" in str(exc) or "significant digits" in str(exc):
+                return True
+    return False
+
+
 KNOWN_DIVERGENCES: list[Divergence] = [
+    Divergence("cpu or memory value of more than 4,000 digits: qos-guard refuses it", "bound",
+               beyond_digit_bound_value),
+    Divergence("cpu beyond 2^63-1 milli-CPUs: kubelet's int64 arithmetic overflows", "bound", cpu_beyond_int64_milli),
     Divergence("empty pod-level resources ({}, requests: {}, limits: {}) is BestEffort upstream",
                "issue 11 item 1", empty_pod_level),
     Divergence("hugepages-only pod-level resources: Burstable upstream, managers skip the Pod",
@@ -90,6 +140,8 @@ KNOWN_DIVERGENCES: list[Divergence] = [
                "issue 11 item 3", pod_level_requests_without_limits),
     Divergence("status.qosClass other than Guaranteed is kept on create (PrepareForCreate)",
                "issue 11 item 4", status_qos_class),
+    Divergence("status.qosClass: Guaranteed is kept on create even when the spec is not Guaranteed",
+               "issue 11 item 4", guaranteed_status_on_other_spec),
 ]
 
 
@@ -102,7 +154,7 @@ def inexact_json_number(text: str) -> bool:
         value = float(text)
     except (InvalidOperation, ValueError):
         return False
-    return not value == value or value in (float("inf"), float("-inf")) or Decimal(repr(value)) != exact
+    return value != value or value in (float("inf"), float("-inf")) or Decimal(repr(value)) != exact
 
 
 def beyond_digit_bound(milli: int | None, oracle_unscaled: str | None, oracle_exp: int) -> bool:

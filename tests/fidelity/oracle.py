@@ -36,7 +36,7 @@ class Oracle:
             raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
         self.mode = mode
         # stderr goes to a file: a pipe nobody reads could fill and stall the process.
-        self._errors = tempfile.TemporaryFile(mode="w+", encoding="utf-8")
+        self._errors = tempfile.TemporaryFile(mode="w+", encoding="utf-8")  # noqa: SIM115 (closed in close())
         self._proc = subprocess.Popen([path or binary("oracle"), mode], stdin=subprocess.PIPE,
                                       stdout=subprocess.PIPE, stderr=self._errors, text=True,
                                       encoding="utf-8", bufsize=1 << 20)

@@ -90,9 +90,10 @@ def disagreement(obj: Any, answer: dict[str, Any]) -> str | None:
             return f"oracle: Allocate and GetTopologyHints disagree: {_results(answer)}"
         expected = guaranteed_and_pinned(answer)
         if verdict.allowed != expected:
+            seen = [(r.get("qosClass"), r.get("exclusive"), r.get("podLevelResourcesSet", False))
+                    for r in _results(answer)]
             return (f"qos-guard {'allows' if verdict.allowed else 'denies'} ({sorted(_rules(verdict))}), "
-                    f"Kubernetes: {'Guaranteed and pinned' if expected else 'not Guaranteed-and-pinned'} "
-                    f"{[(r.get('qosClass'), r.get('exclusive'), r.get('podLevelResourcesSet', False)) for r in _results(answer)]}")
+                    f"Kubernetes: {'Guaranteed and pinned' if expected else 'not Guaranteed-and-pinned'} {seen}")
         return None
     refused = compute_value_refused(answer)
     if refused and "invalid-quantity" not in _rules(verdict):
@@ -153,14 +154,14 @@ def test_objects_agree(objects_oracle: Oracle) -> None:
             if why is not None:
                 TALLY.excused[why] += 1
                 continue
-            if len(failures) < 3:
+            if len(failures) < 8:
                 small = shrink(obj, lambda o: _known(o) is None and disagreement(o, ask(o)) is not None)
                 failures.append(f"{disagreement(small, ask(small))}\nminimal manifest: {json.dumps(small)}")
             else:
                 failures.append(problem)
         # Mutation: everything it fixed, in one batch.
         fixed_answers = objects_oracle.ask([f for _, f in fixed_batch])
-        for (obj, fixed), after in zip(fixed_batch, fixed_answers, strict=True):
+        for (obj, _fixed), after in zip(fixed_batch, fixed_answers, strict=True):
             mutated += 1
             if valid(after) and guaranteed_and_pinned(after):
                 continue
@@ -168,7 +169,7 @@ def test_objects_agree(objects_oracle: Oracle) -> None:
             if why is not None:
                 TALLY.excused["mutation, " + why] += 1
                 continue
-            if len(failures) < 6:
+            if len(failures) < 10:
                 small = shrink(obj, lambda o: _known(o) is None and mutation_disagreement(o, ask(o), ask) is not None)
                 failures.append(f"{mutation_disagreement(small, ask(small), ask)}\n"
                                 f"minimal manifest: {json.dumps(small)}")
@@ -179,4 +180,4 @@ def test_objects_agree(objects_oracle: Oracle) -> None:
     TALLY.counts["objects fixed by mutate mode and re-checked"] += mutated
     print(f"\nfidelity: {checked} objects, {valid_count} valid upstream, {mutated} mutated and re-checked")
     assert checked >= OBJECTS
-    assert not failures, f"{len(failures)} disagreements; the first:\n" + "\n\n".join(failures[:6])
+    assert not failures, f"{len(failures)} disagreements; the first:\n" + "\n\n".join(failures[:10])

@@ -199,3 +199,4 @@ def test_binary_amounts_beyond_the_digit_bound_are_capped_not_refused() -> None:
     """quantity.go caps BinarySI at maxAllowed (2^63-1) whatever the digits: no "too large" for them."""
     assert parse_quantity("9" * 4100 + "Ki").milli == (2**63 - 1) * 1000
     assert parse_quantity("-" + "9" * 4100 + "Mi").milli == -(2**63 - 1) * 1000
+
