@@ -44,7 +44,8 @@ def test_quantity_corners(quantities_oracle: Oracle) -> None:
 
 
 def test_files(read_oracle: Oracle) -> None:
-    texts = ["kind: X\napiVersion: v1\na: 1:00\nb: 0o10\nc: 010\nb2: 2\nb2: 3\n", '{"a": 1}\n{"a": 2}\n', '[{"a": 1}]', "--- a: 1\n"]
+    texts = ["kind: X\napiVersion: v1\na: 1:00\nb: 0o10\nc: 010\nb2: 2\nb2: 3\n", '{"a": 1}\n{"a": 2}\n',
+             '[{"a": 1}]', "--- a: 1\n"]
     got = read_oracle.ask(texts)
     assert got[0]["documents"] == [{"kind": "X", "apiVersion": "v1", "a": "1:00", "b": 8, "c": 8, "b2": 3}]
     assert got[1]["documentErrors"] == ["Object 'Kind' is missing in '{\"a\": 1}'",
