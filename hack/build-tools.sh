@@ -2,7 +2,10 @@
 # Build the real binaries the test suite runs (helm, etcd, kube-apiserver, kubectl) from the Go module proxy and
 # cache them outside the repository, keyed by version. Idempotent: a cached binary is reused.
 #
-#   hack/build-tools.sh [helm|etcd|kube-apiserver|kubectl|kube-score|all]
+#   hack/build-tools.sh [helm|etcd|kube-apiserver|kubectl|kube-score|oracle|all]
+#
+# `oracle` is built from this repository's hack/oracle (its own go.mod/go.sum pin k8s.io/kubernetes at
+# KUBE_VERSION) and cached by KUBE_VERSION plus a hash of its sources.
 #
 # Prints the path of each binary on stdout (progress on stderr); fails loudly (non-zero exit) if a build fails.
 set -euo pipefail
@@ -115,6 +118,28 @@ kube_ldflags() {
   done
 }
 
+# build_oracle: hack/oracle at the committed go.mod/go.sum (read-only: the build never edits them).
+build_oracle() {
+  local src hash out pinned
+  src="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/oracle"
+  pinned=$(sed -n 's/^require k8s.io\/kubernetes \(v[^ ]*\)$/\1/p; s/^\tk8s.io\/kubernetes \(v[^ ]*\)$/\1/p' "$src/go.mod")
+  if [[ $pinned != "$KUBE_VERSION" ]]; then
+    echo "build-tools: hack/oracle/go.mod pins k8s.io/kubernetes $pinned, not KUBE_VERSION=$KUBE_VERSION" >&2
+    return 1
+  fi
+  hash=$(cd "$src" && cat go.mod go.sum ./*.go | sha256sum | cut -c1-12)
+  out="$TOOLS_DIR/oracle-$KUBE_VERSION-$hash"
+  if [[ -x "$out" ]]; then
+    echo "$out"
+    return 0
+  fi
+  log "building oracle against k8s.io/kubernetes $KUBE_VERSION (once per source change; cached in $TOOLS_DIR)"
+  (cd "$src" && GOFLAGS=-mod=readonly go build -trimpath -ldflags "-s -w" -o "$out.tmp" .)
+  mv "$out.tmp" "$out"
+  log "built $out"
+  echo "$out"
+}
+
 want=${1:-all}
 case $want in
   helm|all) build helm "$HELM_VERSION" helm.sh/helm/v3/cmd/helm setup_helm @helm_ldflags ;;&
@@ -123,7 +148,8 @@ case $want in
     build kube-apiserver "$KUBE_VERSION" k8s.io/kubernetes/cmd/kube-apiserver setup_kube "$(kube_ldflags "$KUBE_VERSION")" ;;&
   kubectl|all)
     build kubectl "$KUBE_VERSION" k8s.io/kubernetes/cmd/kubectl setup_kube "$(kube_ldflags "$KUBE_VERSION")" ;;&
+  oracle|all) build_oracle ;;&
   kube-score) build kube-score "$KUBE_SCORE_VERSION" github.com/zegl/kube-score/cmd/kube-score setup_kube_score ;;
-  helm|etcd|kube-apiserver|kubectl|all) ;;
-  *) echo "usage: $0 [helm|etcd|kube-apiserver|kubectl|kube-score|all]" >&2; exit 2 ;;
+  helm|etcd|kube-apiserver|kubectl|oracle|all) ;;
+  *) echo "usage: $0 [helm|etcd|kube-apiserver|kubectl|kube-score|oracle|all]" >&2; exit 2 ;;
 esac

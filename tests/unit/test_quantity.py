@@ -52,10 +52,10 @@ UPSTREAM_VALID = [
 ]
 
 UPSTREAM_INVALID = [
-    "", "1.1.M", "1+1.0M", "0.1mi", "0.1am", "aoeu", ".5i", "1i", "-3.01i", "-3.01e-", "1e4294967297",
+    "", "1.1.M", "1+1.0M", "0.1mi", "0.1am", "aoeu", ".5i", "1i", "-3.01i", "-3.01e-",
     " 1", "1 ", "Non-Numeric",
     # SPEC §2 and suffix.go: no case folding, no hex, no milli after an exponent.
-    "1K", "1ki", "2e3m", "0x10", "1e", "1E2147483648",
+    "1K", "1ki", "2e3m", "0x10", "1e",
 ]
 
 
@@ -144,3 +144,59 @@ def test_any_text_parses_or_raises_quantity_error(text: str) -> None:
     except QuantityError:
         return
     assert isinstance(q.milli, int)
+
+
+# Issue 11 item 5, one regression test per divergence found by the oracle (tests/fidelity).
+
+def test_exponent_is_truncated_to_int32() -> None:
+    """suffix.go interpret: strconv.ParseInt(…, 64) then int32(parsed), so e4294967296 is e0."""
+    assert parse_quantity("1e4294967296").milli == 1000
+    assert parse_quantity("1e4294967297").milli == 10_000
+    assert parse_quantity("1e-4294967296").milli == 1000
+    with pytest.raises(QuantityError):
+        parse_quantity("1e9223372036854775808")  # beyond int64: ParseInt fails, an unknown suffix
+
+
+@pytest.mark.parametrize("text", ["Pi", "Ei", "+Pi", "-Ei", "e-10", ".Pi", "+", "-"][:6])
+def test_digitless_forms_on_the_inf_dec_path_are_refused(text: str) -> None:
+    """ParseQuantity's inf.Dec path parses the number text, which has no digit: ErrNumeric."""
+    with pytest.raises(QuantityError, match="numeric part"):
+        parse_quantity(text)
+
+
+@pytest.mark.parametrize("text", ["Gi", "m", "e3", "Ti", "k", "n", "e-9", ".", "-.", "+", "-"])
+def test_digitless_forms_on_the_int64_path_are_zero(text: str) -> None:
+    """The fast int64 path reads the missing digits as 0: a valid zero."""
+    assert parse_quantity(text).milli == 0
+
+
+@pytest.mark.parametrize(("raw", "milli"), [(" 1", 1000), ("1 ", 1000), ("  2  ", 2000), ("\u00a01Gi", 2**30 * 1000),
+                                            ("\u3000500m ", 500), ("\u00851", 1000)])
+def test_surrounding_white_space_is_trimmed_as_unmarshal_json_does(raw: str, milli: int) -> None:
+    """Quantity.UnmarshalJSON parses strings.TrimSpace(value): " 1" is 1 CPU on the API server."""
+    assert quantity_from_value(raw).milli == milli
+    assert quantity_from_value(raw).text == raw  # messages show what the manifest says
+
+
+def test_white_space_that_arrives_escaped_or_is_not_go_space_is_refused() -> None:
+    """JSON escapes control characters (and Go's encoder U+2028/U+2029): UnmarshalJSON sees "\\t1" and
+    refuses it. unicode.IsSpace is narrower than str.isspace: U+001C and U+200B are not trimmed either."""
+    for raw in ("\t1", "1\n", "\r2", "1\u2028", "\x1c1", "1\u200b"):
+        with pytest.raises(QuantityError):
+            quantity_from_value(raw)
+
+
+def test_values_beyond_1000_digits_are_valid() -> None:
+    """Upstream keeps such values exactly (inf.Dec); qos-guard evaluates them up to its 4,000-digit bound."""
+    assert parse_quantity("1e1500").milli == 10**1503
+    assert parse_quantity("9" * 1100).milli == int("9" * 1100) * 1000
+    assert is_whole_cpu(parse_quantity("1e3000"))
+    with pytest.raises(QuantityError, match="too large"):
+        parse_quantity("1e4001")
+
+
+def test_binary_amounts_beyond_the_digit_bound_are_capped_not_refused() -> None:
+    """quantity.go caps BinarySI at maxAllowed (2^63-1) whatever the digits: no "too large" for them."""
+    assert parse_quantity("9" * 4100 + "Ki").milli == (2**63 - 1) * 1000
+    assert parse_quantity("-" + "9" * 4100 + "Mi").milli == -(2**63 - 1) * 1000
+

@@ -1,0 +1,186 @@
+"""Known disagreements between qos-guard and Kubernetes (issue 11), each a named predicate.
+
+A disagreement the differential tests find is excused only when an entry here matches the object; every
+excused object is counted per entry and the counts are printed at the end of the run, so nothing is hidden.
+Delete an entry when its item is fixed: the tests then fail on any object it used to excuse.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from webhook.quantity import QuantityError, quantity_from_value
+
+COMPUTE = ("cpu", "memory")
+
+
+@dataclass(frozen=True)
+class Divergence:
+    name: str
+    item: str  # where it is tracked: "issue 11 item N", or "bound" for a deliberate limit
+    applies: Callable[[Any], bool]
+
+
+def pod_specs(obj: Any) -> Iterator[Mapping[str, Any]]:
+    """Every pod spec in a manifest: a Pod's, a workload's template, a List's items'."""
+    if not isinstance(obj, Mapping):
+        return
+    kind = obj.get("kind")
+    if kind == "List":
+        for item in obj.get("items") or []:
+            yield from pod_specs(item)
+        return
+    spec = obj.get("spec")
+    template: Any = None
+    if kind == "Pod":
+        if isinstance(spec, Mapping):
+            yield spec
+        return
+    if kind == "PodTemplate":
+        template = obj.get("template")
+    elif kind == "CronJob" and isinstance(spec, Mapping):
+        job = spec.get("jobTemplate")
+        template = job.get("spec", {}).get("template") if isinstance(job, Mapping) else None
+    elif isinstance(spec, Mapping):
+        template = spec.get("template")
+    if isinstance(template, Mapping) and isinstance(template.get("spec"), Mapping):
+        yield template["spec"]
+
+
+def _pod_level(obj: Any) -> list[Mapping[str, Any]]:
+    return [s["resources"] for s in pod_specs(obj) if isinstance(s.get("resources"), Mapping)]
+
+
+def _names(block: Mapping[str, Any], key: str) -> set[str]:
+    value = block.get(key)
+    return set(value) if isinstance(value, Mapping) else set()
+
+
+def empty_pod_level(obj: Any) -> bool:
+    """Item 1: ``spec.resources`` present but naming no resource (``{}``, ``requests: {}``, ``limits: {}``)."""
+    return any(not (_names(b, "requests") | _names(b, "limits")) for b in _pod_level(obj))
+
+
+def hugepages_only_pod_level(obj: Any) -> bool:
+    """Item 2: a pod-level block naming only hugepages (no cpu, no memory)."""
+    return any((names := _names(b, "requests") | _names(b, "limits"))
+               and not names & set(COMPUTE) for b in _pod_level(obj))
+
+
+def pod_level_requests_without_limits(obj: Any) -> bool:
+    """Item 3: pod-level cpu/memory requests without the matching pod-level limit."""
+    return any(r in _names(b, "requests") and r not in _names(b, "limits") for b in _pod_level(obj) for r in COMPUTE)
+
+
+def status_qos_class(obj: Any) -> bool:
+    """Item 4: a Pod manifest carrying ``status.qosClass`` other than Guaranteed."""
+    items = obj.get("items") if isinstance(obj, Mapping) and obj.get("kind") == "List" else [obj]
+    return any(isinstance(o, Mapping) and o.get("kind") == "Pod" and isinstance(o.get("status"), Mapping)
+               and o["status"].get("qosClass") not in (None, "Guaranteed") for o in items or [])
+
+
+def guaranteed_status_on_other_spec(obj: Any) -> bool:
+    """Item 4's other side: ``status.qosClass: Guaranteed`` is kept on create too, so a Pod whose spec is
+    not Guaranteed is stored Guaranteed and pinned; qos-guard judges the spec (and denies)."""
+    items = obj.get("items") if isinstance(obj, Mapping) and obj.get("kind") == "List" else [obj]
+    return any(isinstance(o, Mapping) and o.get("kind") == "Pod" and isinstance(o.get("status"), Mapping)
+               and o["status"].get("qosClass") == "Guaranteed" for o in items or [])
+
+
+def _compute_values(obj: Any, names: tuple[str, ...] = ("cpu",)) -> Iterator[Any]:
+    for spec in pod_specs(obj):
+        blocks = [c.get("resources") for key in ("containers", "initContainers")
+                  for c in (spec.get(key) or []) if isinstance(c, Mapping)] + [spec.get("resources")]
+        for block in blocks:
+            if isinstance(block, Mapping):
+                for key in ("requests", "limits"):
+                    values = block.get(key)
+                    if isinstance(values, Mapping):
+                        yield from (values[n] for n in names if n in values)
+
+
+def cpu_beyond_int64_milli(obj: Any) -> bool:
+    """kubelet's isIntegralCPUAmount compares int64 ``Value()*1000`` with ``MilliValue()``: beyond 2^63-1
+    milli-CPUs (9.2e15 CPUs: 9849T, 8Ei, 1e400) the int64 arithmetic overflows or saturates and decides
+    either way. qos-guard compares exactly. No node has that many CPUs."""
+    for value in _compute_values(obj):
+        try:
+            if abs(quantity_from_value(value).milli) > (1 << 63) - 1:
+                return True
+        except QuantityError:
+            continue
+    return False
+
+
+def beyond_digit_bound_value(obj: Any) -> bool:
+    """A cpu or memory value beyond qos-guard's 4,000-digit bound (webhook/quantity.py ``_MAX_DIGITS``):
+    refused as invalid-quantity by qos-guard, evaluated exactly by the API server."""
+    for value in _compute_values(obj, COMPUTE):
+        try:
+            quantity_from_value(value)
+        except QuantityError as exc:
+            if "too large" in str(exc) or "significant digits" in str(exc):
+                return True
+    return False
+
+
+KNOWN_DIVERGENCES: list[Divergence] = [
+    Divergence("cpu or memory value of more than 4,000 digits: qos-guard refuses it", "bound",
+               beyond_digit_bound_value),
+    Divergence("cpu beyond 2^63-1 milli-CPUs: kubelet's int64 arithmetic overflows", "bound", cpu_beyond_int64_milli),
+    Divergence("empty pod-level resources ({}, requests: {}, limits: {}) is BestEffort upstream",
+               "issue 11 item 1", empty_pod_level),
+    Divergence("hugepages-only pod-level resources: Burstable upstream, managers skip the Pod",
+               "issue 11 item 2", hugepages_only_pod_level),
+    Divergence("pod-level requests without limits: upstream never invents pod-level limits",
+               "issue 11 item 3", pod_level_requests_without_limits),
+    Divergence("status.qosClass other than Guaranteed is kept on create (PrepareForCreate)",
+               "issue 11 item 4", status_qos_class),
+    Divergence("status.qosClass: Guaranteed is kept on create even when the spec is not Guaranteed",
+               "issue 11 item 4", guaranteed_status_on_other_spec),
+]
+
+
+def inexact_json_number(text: str) -> bool:
+    """A JSON number Python's json reads as a float that is not the number written (``1.0000000000000001``,
+    ``1e400``); the API server parses the digits exactly. Only ``check`` on JSON files sees numbers: the
+    API server sends quantities to the webhook as strings."""
+    try:
+        exact = Decimal(text)
+        value = float(text)
+    except (InvalidOperation, ValueError):
+        return False
+    return value != value or value in (float("inf"), float("-inf")) or Decimal(repr(value)) != exact
+
+
+def beyond_digit_bound(milli: int | None, oracle_unscaled: str | None, oracle_exp: int) -> bool:
+    """qos-guard refuses values of more than ``webhook.quantity._MAX_DIGITS`` digits (a deliberate bound)."""
+    if oracle_unscaled is not None:
+        return len(oracle_unscaled.lstrip("-")) + oracle_exp - 3 > 4000
+    return milli is not None and len(str(abs(milli))) - 3 > 4000
+
+
+QUANTITY_DIVERGENCES: list[tuple[str, str]] = [
+    ("JSON number that float64 cannot hold exactly (Python json)", "issue 11 item 6 (reading files)"),
+    ("value of more than 4,000 digits: qos-guard refuses it as too large, upstream evaluates it", "bound"),
+]
+
+
+class Tally:
+    """Counts of what each differential test checked and excused, printed in the terminal summary."""
+
+    def __init__(self) -> None:
+        self.counts: Counter[str] = Counter()
+        self.excused: Counter[str] = Counter()
+
+    def lines(self) -> list[str]:
+        out = [f"{k}: {v}" for k, v in sorted(self.counts.items())]
+        out += [f"excused as known divergence [{k}]: {v}" for k, v in sorted(self.excused.items())]
+        return out
+
+
+TALLY = Tally()

@@ -1,0 +1,54 @@
+"""What Kubernetes does with the minimal manifest of each divergence class the differential tests found
+(issue 11): these pin the oracle's answers, so a change in the oracle or its upstream version shows here."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.fidelity.oracle import Oracle
+
+
+def pod(spec_extra: dict[str, Any] | None = None, limits: dict[str, Any] | None = None,
+        status: dict[str, Any] | None = None) -> dict[str, Any]:
+    obj: dict[str, Any] = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {
+        "containers": [{"name": "a", "image": "x",
+                        "resources": {"limits": limits or {"cpu": "2", "memory": "1Gi"}}}], **(spec_extra or {})}}
+    if status is not None:
+        obj["status"] = status
+    return obj
+
+
+def test_minimal_manifests(objects_oracle: Oracle) -> None:
+    hugepages = {"requests": {"hugepages-2Mi": "2Mi"}, "limits": {"hugepages-2Mi": "2Mi"}}
+    cases = [
+        (pod(), "Guaranteed", True),                                              # the baseline
+        (pod({"resources": {}}), "BestEffort", False),                            # item 1
+        (pod({"resources": {"requests": {}}}), "BestEffort", False),              # item 1
+        (pod({"resources": hugepages}), "Burstable", False),                      # item 2
+        (pod({"resources": {"requests": {"cpu": "2", "memory": "1Gi"}}}), "Burstable", False),  # item 3
+        (pod(status={"qosClass": "Burstable"}), "Burstable", False),              # item 4
+        (pod(limits={"cpu": "2"}, status={"qosClass": "Guaranteed"}), "Guaranteed", True),  # item 4, other side
+        (pod(limits={"cpu": "9849T", "memory": "1Gi"}), "Guaranteed", False),     # kubelet int64 overflow
+    ]
+    answers = objects_oracle.ask([c[0] for c in cases])
+    for (obj, qos, pinned), answer in zip(cases, answers, strict=True):
+        assert not answer.get("errors") and not answer.get("decodeError"), answer
+        assert answer["qosClass"] == qos, (obj, answer)
+        assert all(answer["exclusive"].values()) is pinned, (obj, answer)
+
+
+def test_quantity_corners(quantities_oracle: Oracle) -> None:
+    texts = ["1e4294967296", "Pi", "Gi", "m", "e3", "e-10", " 1", "\t1"]
+    got = [a["json"] for a in quantities_oracle.ask(texts)]
+    assert [g.get("milli") for g in got] == ["1000", None, "0", "0", "0", None, "1000", None]
+
+
+def test_files(read_oracle: Oracle) -> None:
+    texts = ["kind: X\napiVersion: v1\na: 1:00\nb: 0o10\nc: 010\nb2: 2\nb2: 3\n", '{"a": 1}\n{"a": 2}\n',
+             '[{"a": 1}]', "--- a: 1\n"]
+    got = read_oracle.ask(texts)
+    assert got[0]["documents"] == [{"kind": "X", "apiVersion": "v1", "a": "1:00", "b": 8, "c": 8, "b2": 3}]
+    assert got[1]["documentErrors"] == ["Object 'Kind' is missing in '{\"a\": 1}'",
+                                        "Object 'Kind' is missing in '{\"a\": 2}'"]  # two documents
+    assert got[2].get("error") or got[2].get("documentErrors")
+    assert got[3].get("error") or got[3].get("documentErrors")
