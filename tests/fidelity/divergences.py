@@ -132,16 +132,12 @@ KNOWN_DIVERGENCES: list[Divergence] = [
     Divergence("cpu or memory value of more than 4,000 digits: qos-guard refuses it", "bound",
                beyond_digit_bound_value),
     Divergence("cpu beyond 2^63-1 milli-CPUs: kubelet's int64 arithmetic overflows", "bound", cpu_beyond_int64_milli),
-    Divergence("empty pod-level resources ({}, requests: {}, limits: {}) is BestEffort upstream",
-               "issue 11 item 1", empty_pod_level),
-    Divergence("hugepages-only pod-level resources: Burstable upstream, managers skip the Pod",
-               "issue 11 item 2", hugepages_only_pod_level),
-    Divergence("pod-level requests without limits: upstream never invents pod-level limits",
-               "issue 11 item 3", pod_level_requests_without_limits),
-    Divergence("status.qosClass other than Guaranteed is kept on create (PrepareForCreate)",
-               "issue 11 item 4", status_qos_class),
+    # Deliberate: PrepareForCreate keeps a client-supplied status.qosClass, so a Burstable spec carrying
+    # ``status.qosClass: Guaranteed`` is stored Guaranteed and kubelet pins it by its requests. qos-guard judges
+    # the spec and refuses it: a class forged in the manifest is not a Guaranteed Pod an operator can reason
+    # about (its limits are missing or differ from what it is pinned by).
     Divergence("status.qosClass: Guaranteed is kept on create even when the spec is not Guaranteed",
-               "issue 11 item 4", guaranteed_status_on_other_spec),
+               "deliberate", guaranteed_status_on_other_spec),
 ]
 
 
