@@ -172,6 +172,7 @@ build_node_tool() {
     cni-loopback) build "$1" "$CNI_PLUGINS_VERSION" "$cni_pkg/main/loopback" setup_cni ;;
     cni-host-local) build "$1" "$CNI_PLUGINS_VERSION" "$cni_pkg/ipam/host-local" setup_cni ;;
   esac
+  trap - RETURN  # build's cleanup trap would fire again when this function returns
 }
 NODE_TOOLS=(kubelet kube-controller-manager kube-scheduler containerd containerd-shim-runc-v2 ctr
             cni-bridge cni-host-local cni-loopback)
