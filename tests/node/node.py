@@ -14,7 +14,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -55,13 +54,6 @@ def _run(*args: str, check: bool = True, timeout: float = 600, **kw: Any) -> sub
     if check and proc.returncode != 0:
         raise RuntimeError(f"{' '.join(args)} failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
     return proc
-
-
-def _host_ip() -> str:
-    """The address the kubelet registers (its default-route interface), also where Pods' gateway is not."""
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.connect(("192.0.2.255", 9))  # no packet is sent: this only picks the source address of the route
-        return str(s.getsockname()[0])
 
 
 @dataclass
@@ -136,12 +128,15 @@ state = "{folder / 'containerd' / 'state'}"
     sandbox = "{sandbox}"
 [plugins.'io.containerd.cri.v1.runtime']
   netns_mounts_under_state_dir = true
+  # No CAP_SYS_RESOURCE on this machine kind: runc cannot lower oom_score_adj to the kubelet's -998/-997 and the
+  # sandbox fails ("failed to update /proc/self/oom_score_adj"); clamp to containerd's own score, as rootless does.
+  restrict_oom_score_adj = true
   [plugins.'io.containerd.cri.v1.runtime'.containerd]
     default_runtime_name = "runc"
     [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
       runtime_type = "io.containerd.runc.v2"
       [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
-        BinaryName = "{shutil.which('runc') or 'runc'}"
+        BinaryName = "{os.environ.get('QOS_GUARD_RUNC') or shutil.which('runc') or 'runc'}"
         SystemdCgroup = false
   [plugins.'io.containerd.cri.v1.runtime'.cni]
     bin_dirs = ["{cni_bin}"]
@@ -205,7 +200,8 @@ def running_node(folder: Path) -> Iterator[Node]:
     procs: dict[str, subprocess.Popen[bytes]] = {}
     # Webhook Services resolve to their EndpointSlices' Pod IPs (upstream cmd/kube-apiserver/app/server.go,
     # buildServiceResolver): there is no kube-proxy, and Pod IPs are routable from the API server's host.
-    apiserver_args = ["--enable-aggregator-routing=true"]
+    # It reaches the kubelet (exec, logs) at the Node's InternalIP: its name resolves nowhere.
+    apiserver_args = ["--enable-aggregator-routing=true", "--kubelet-preferred-address-types=InternalIP"]
     with contextlib.ExitStack() as stack:
         stack.callback(_cleanup_host, folder)
         containerd = _start("containerd", [tools["containerd"], "--config", str(folder / "containerd.toml")],
@@ -233,7 +229,7 @@ def running_node(folder: Path) -> Iterator[Node]:
         (folder / "kubelet.yaml").write_text(yaml.safe_dump(_kubelet_config(folder, port, healthz_port)))
         procs["kubelet"] = kubelet = _start("kubelet", [
             tools["kubelet"], f"--config={folder / 'kubelet.yaml'}", f"--kubeconfig={c.kubeconfig}",
-            f"--root-dir={kubelet_root}", f"--hostname-override={NODE_NAME}", f"--node-ip={_host_ip()}",
+            f"--root-dir={kubelet_root}", f"--hostname-override={NODE_NAME}",
             "--v=2"], folder, env)
         _wait("kubelet Node Ready", lambda: _ready_node(c), kubelet, folder / "kubelet.log", timeout=180)
         kcm = procs["kube-controller-manager"]
@@ -327,6 +323,12 @@ def main() -> None:
     import tempfile
 
     folder = Path(tempfile.mkdtemp(prefix="qos-guard-node-"))
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)
+    signal.signal(signal.SIGINT, interrupt)
     with running_node(folder) as node:
         print(f"export KUBECONFIG={node.cluster.kubeconfig}", flush=True)
         with contextlib.suppress(KeyboardInterrupt):
