@@ -30,8 +30,9 @@ lint: install
 # The node tests' tools and images (tests/node): kubelet, containerd, CNI plugins, the webhook image. Only as
 # root, where those tests can run; elsewhere they are skipped with the reason.
 node-tools:
-	@if [ "$$(id -u)" = 0 ]; then bash hack/node-deps.sh && bash hack/build-tools.sh node >/dev/null && \
-		bash hack/node-images.sh 0.1.0 >/dev/null; else echo "not root: tests/node will be skipped"; fi
+	@if [ "$$(id -u)" = 0 ]; then bash hack/node-deps.sh && \
+		{ bash hack/node-images.sh 0.1.0 >/dev/null & images=$$!; bash hack/build-tools.sh node >/dev/null && \
+		  wait $$images; }; else echo "not root: tests/node will be skipped"; fi
 
 test: lint tools node-tools
 	$(BIN)/pytest

@@ -12,7 +12,8 @@ TAG=${1:?usage: $0 TAG}
 CACHE=${QOS_GUARD_IMAGES:-${XDG_CACHE_HOME:-$HOME/.cache}/qos-guard/images}
 STORE=$CACHE/buildah
 mkdir -p "$CACHE" "$STORE"
-B=(buildah --root "$STORE/root" --runroot "$STORE/run" --storage-driver vfs)
+DRIVER=${QOS_GUARD_BUILDAH_DRIVER:-overlay}
+B=(buildah --root "$STORE/root-$DRIVER" --runroot "$STORE/run-$DRIVER" --storage-driver "$DRIVER")
 PATH_ENV=PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 log() { echo "node-images: $*" >&2; }
 

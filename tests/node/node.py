@@ -290,6 +290,11 @@ def _cleanup_host(folder: Path) -> None:
         if path.startswith(str(folder) + "/"):
             subprocess.run(["umount", "--lazy", path], capture_output=True)
     _remove_cgroups()
+    # The node's state (image layers, snapshots, Pod volumes: ~1 GB) goes too; its logs stay with pytest's.
+    left = [line.split()[1] for line in Path("/proc/self/mounts").read_text().splitlines()]
+    if not any(m.startswith(str(folder) + "/") for m in left):
+        for state in ("containerd", "kubelet", "cni-ipam"):
+            shutil.rmtree(folder / state, ignore_errors=True)
     subprocess.run(["ip", "link", "delete", BRIDGE], capture_output=True)
     for cache in Path("/var/lib/cni/results").glob(f"{CNI_NETWORK}-*"):
         cache.unlink(missing_ok=True)
