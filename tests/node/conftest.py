@@ -1,6 +1,7 @@
-"""Session fixtures for the node tests: one real node (tests/node/node.py) and the chart installed on it with the
-image built from the repository's Dockerfile. Without root these tests are skipped with the reason; under
-CI=true they never skip: a node that cannot start fails the run."""
+"""Fixtures for the node tests: one real node (tests/node/node.py) and the chart installed on it with the image
+built from the repository's Dockerfile. Module scope, so the node is gone before the rest of the suite runs.
+Without root these tests are skipped with the reason; under CI=true they never skip: a node that cannot start
+fails the run."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ BUSYBOX = "localhost/qos-guard/busybox:1"
 DENIED = 'admission webhook "validate.qos-guard.io" denied the request'
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
     reason = why_not()
     if reason is not None:
@@ -56,7 +57,7 @@ def admits(c: Cluster, ns: str, obj: dict[str, Any]) -> subprocess.CompletedProc
     return c.kubectl("apply", "--dry-run=server", "-n", ns, "-f", "-", stdin=obj)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def release(node: Node) -> Release:
     """``helm install`` of the chart, image from the Dockerfile, reached by the API server through the Service."""
     c = node.cluster
@@ -132,12 +133,17 @@ def app_container_ids(c: Cluster) -> dict[str, str]:
     return ids
 
 
-def cgroup_cpus(pod_obj: dict[str, Any], container: str = "app") -> set[int]:
+def cgroup_file(pod_obj: dict[str, Any], name: str, container: str = "app") -> str:
+    """A file of the container's cpuset cgroup, read from the host."""
     status = next(s for s in pod_obj["status"]["containerStatuses"] if s["name"] == container)
     cid = status["containerID"].split("://", 1)[1]
-    cpus = container_cgroup_cpus()
-    assert cid in cpus, f"no cpuset cgroup for container {cid}"
-    return cpus[cid]
+    found = list((CGROUP_V1 / "cpuset" / "kubepods").rglob(f"{cid}/{name}"))
+    assert len(found) == 1, f"no cpuset cgroup for container {cid}"
+    return found[0].read_text()
+
+
+def cgroup_cpus(pod_obj: dict[str, Any], container: str = "app") -> set[int]:
+    return parse_cpus(cgroup_file(pod_obj, "cpuset.cpus", container))
 
 
 def delete_and_release(node: Node, ns: str, kind: str, name: str, uids: list[str]) -> None:

@@ -19,6 +19,7 @@ from tests.node.conftest import (
     admits,
     app_container_ids,
     cgroup_cpus,
+    cgroup_file,
     container_cgroup_cpus,
     delete_and_release,
     exec_cpus,
@@ -51,6 +52,10 @@ def assert_pinned(node: Node, ns: str, name: str, scenario: str) -> set[int]:
            f"CPU Manager {sorted(assigned)}, shared pool {sorted(shared)})")
     assert len(inside) == 1 and inside == cgroup == assigned
     assert not inside & shared
+    # The Static Memory Manager pinned its memory to one NUMA node too (this machine has one: node 0).
+    (block,) = node.memory_manager_state()["entries"][obj["metadata"]["uid"]]["app"]
+    assert block["type"] == "memory" and block["numaAffinity"] == [0] and block["size"] == 64 * 2**20
+    assert parse_cpus(cgroup_file(obj, "cpuset.mems")) == {0}
     # Every other Pod's container (sandboxes are not the CPU Manager's) leaves the shared pool's new cpuset
     # on the kubelet's next reconcile (cpuManagerReconcilePeriod, 2 s here): allow ten periods.
     me = obj["status"]["containerStatuses"][0]["containerID"].split("://", 1)[1]
