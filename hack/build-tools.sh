@@ -198,5 +198,5 @@ case $want in
     build kubectl "$KUBE_VERSION" k8s.io/kubernetes/cmd/kubectl setup_kube "$(kube_ldflags "$KUBE_VERSION")" ;;&
   kube-score) build kube-score "$KUBE_SCORE_VERSION" github.com/zegl/kube-score/cmd/kube-score setup_kube_score ;;
   helm|etcd|kube-apiserver|kubectl|all) ;;
-  *) echo "usage: $0 [helm|etcd|kube-apiserver|kubectl|kube-score|all]" >&2; exit 2 ;;
+  *) echo "usage: $0 [helm|etcd|kube-apiserver|kubectl|kube-score|all|node|$(IFS="|"; echo "${NODE_TOOLS[*]}")]" >&2; exit 2 ;;
 esac
