@@ -165,6 +165,10 @@ def test_5_webhook_outage_never_admits_unjudged(node: Node, release: Release) ->
     c = node.cluster
     enforce, warn = c.namespace("node-enforce", "enforce"), c.namespace("node-warn", "warn")
     first, second = _webhook_pods(c)
+    deadline = time.monotonic() + 60  # the disruption controller has counted both replicas healthy
+    while c.get("pdb", "qos-guard", "-n", RELEASE_NAMESPACE).get("status", {}).get("disruptionsAllowed") != 1:
+        assert time.monotonic() < deadline, c.get("pdb", "qos-guard", "-n", RELEASE_NAMESPACE)
+        time.sleep(1)
     evicted = _evict(c, first)
     assert evicted.returncode == 0, evicted.stderr
     blocked = _evict(c, second)
