@@ -73,10 +73,6 @@ class Node:
         state: dict[str, Any] = json.loads((self.kubelet_root / "memory_manager_state").read_text())
         return state
 
-    def ctr(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        return _run(binary("ctr"), "--address", str(self.folder / "containerd.sock"), "--namespace", "k8s.io",
-                    *args, check=check)
-
 
 def _kubelet_config(folder: Path, port: int, healthz_port: int) -> dict[str, Any]:
     return {
