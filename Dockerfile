@@ -1,13 +1,16 @@
 # qos-guard webhook image: `qos-guard serve` as a non-root user on a slim Python base.
 # Build: docker build -t qos-guard/qos-guard:0.1.0 .
-FROM python:3.11-slim-bookworm AS build
+# BASE_IMAGE: any Debian-like image with python3 >= 3.11 and pip on PATH. The node tests build one locally from
+# Debian packages (hack/node-images.sh) because no image registry is reachable there.
+ARG BASE_IMAGE=python:3.11-slim-bookworm
+FROM ${BASE_IMAGE} AS build
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY webhook ./webhook
 # A wheel of the package and of its runtime dependencies only (no test extras).
 RUN pip wheel --no-cache-dir --wheel-dir /wheels .
 
-FROM python:3.11-slim-bookworm
+FROM ${BASE_IMAGE}
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1
 RUN --mount=type=bind,from=build,source=/wheels,target=/wheels \

@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: install tools run test test-fast lint bench clean
+.PHONY: install tools node-tools run test test-fast lint bench clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -27,7 +27,14 @@ lint: install
 	$(BIN)/ruff check webhook tests bench
 	$(BIN)/mypy webhook bench
 
-test: lint tools
+# The node tests' tools and images (tests/node): kubelet, containerd, CNI plugins, the webhook image. Only as
+# root, where those tests can run; elsewhere they are skipped with the reason.
+node-tools:
+	@if [ "$$(id -u)" = 0 ]; then bash hack/node-deps.sh && \
+		{ bash hack/node-images.sh 0.1.0 >/dev/null & images=$$!; bash hack/build-tools.sh node >/dev/null && \
+		  wait $$images; }; else echo "not root: tests/node will be skipped"; fi
+
+test: lint tools node-tools
 	$(BIN)/pytest
 
 # The inner loop while editing: unit, rule-fixture and CLI tests, no tool build (under a minute).

@@ -3,6 +3,8 @@
 # cache them outside the repository, keyed by version. Idempotent: a cached binary is reused.
 #
 #   hack/build-tools.sh [helm|etcd|kube-apiserver|kubectl|kube-score|oracle|all]
+#   hack/build-tools.sh [kubelet|kube-controller-manager|kube-scheduler|containerd|containerd-shim-runc-v2|ctr|
+#                        cni-bridge|cni-host-local|cni-loopback|node]      (the node tests' tools; `node` = all of them)
 #
 # `oracle` is built from this repository's hack/oracle (its own go.mod/go.sum pin k8s.io/kubernetes at
 # KUBE_VERSION) and cached by KUBE_VERSION plus a hash of its sources.
@@ -14,6 +16,8 @@ HELM_VERSION="${HELM_VERSION:-v3.22.0}"
 ETCD_VERSION="${ETCD_VERSION:-v3.6.16}"
 KUBE_VERSION="${KUBE_VERSION:-v1.36.3}"
 KUBE_SCORE_VERSION="${KUBE_SCORE_VERSION:-v1.20.0}"
+CONTAINERD_VERSION="${CONTAINERD_VERSION:-v2.4.2}"
+CNI_PLUGINS_VERSION="${CNI_PLUGINS_VERSION:-v1.9.1}"
 # Bumped when a tool's build flags change, so a stale cached binary is not reused.
 declare -A TOOL_REV=([helm]=.2)
 TOOLS_DIR="${QOS_GUARD_TOOLS:-${XDG_CACHE_HOME:-$HOME/.cache}/qos-guard/tools}"
@@ -140,7 +144,76 @@ build_oracle() {
   echo "$out"
 }
 
+# --- node tools (tests/node): kubelet and its neighbours from k8s.io/kubernetes, containerd, CNI plugins ---
+
+setup_kube_node() {
+  setup_kube "$1"
+  cat > tools.go <<GO
+//go:build tools
+package tools
+import _ "k8s.io/kubernetes/cmd/kubelet"
+import _ "k8s.io/kubernetes/cmd/kube-controller-manager"
+import _ "k8s.io/kubernetes/cmd/kube-scheduler"
+GO
+}
+
+setup_containerd() {
+  cat > tools.go <<GO
+//go:build tools
+package tools
+import _ "github.com/containerd/containerd/v2/cmd/containerd"
+import _ "github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2"
+import _ "github.com/containerd/containerd/v2/cmd/ctr"
+GO
+  go get "github.com/containerd/containerd/v2@$1" >/dev/null
+}
+
+containerd_ldflags() {
+  printf -- '-X github.com/containerd/containerd/v2/version.Version=%s ' "$1"
+}
+
+setup_cni() {
+  cat > tools.go <<GO
+//go:build tools
+package tools
+import _ "github.com/containernetworking/plugins/plugins/main/bridge"
+import _ "github.com/containernetworking/plugins/plugins/main/loopback"
+import _ "github.com/containernetworking/plugins/plugins/ipam/host-local"
+GO
+  go get "github.com/containernetworking/plugins@$1" >/dev/null
+}
+
+build_node_tool() {
+  local kube_pkg=k8s.io/kubernetes/cmd cd_pkg=github.com/containerd/containerd/v2/cmd
+  local cni_pkg=github.com/containernetworking/plugins/plugins
+  case $1 in
+    kubelet|kube-controller-manager|kube-scheduler)
+      build "$1" "$KUBE_VERSION" "$kube_pkg/$1" setup_kube_node "$(kube_ldflags "$KUBE_VERSION")" ;;
+    containerd|containerd-shim-runc-v2|ctr)
+      # As containerd's Makefile for static builds: no cgo, so no btrfs snapshotter (the only cgo user).
+      GOFLAGS="$GOFLAGS -tags=no_btrfs" \
+        build "$1" "$CONTAINERD_VERSION" "$cd_pkg/$1" setup_containerd @containerd_ldflags ;;
+    cni-bridge) build "$1" "$CNI_PLUGINS_VERSION" "$cni_pkg/main/bridge" setup_cni ;;
+    cni-loopback) build "$1" "$CNI_PLUGINS_VERSION" "$cni_pkg/main/loopback" setup_cni ;;
+    cni-host-local) build "$1" "$CNI_PLUGINS_VERSION" "$cni_pkg/ipam/host-local" setup_cni ;;
+  esac
+  trap - RETURN  # build's cleanup trap would fire again when this function returns
+}
+NODE_TOOLS=(kubelet kube-controller-manager kube-scheduler containerd containerd-shim-runc-v2 ctr
+            cni-bridge cni-host-local cni-loopback)
+
 want=${1:-all}
+if [[ $want == node ]]; then
+  for t in "${NODE_TOOLS[@]}"; do build_node_tool "$t"; done
+  exit 0
+fi
+for t in "${NODE_TOOLS[@]}"; do
+  if [[ $want == "$t" ]]; then
+    build_node_tool "$t"
+    exit 0
+  fi
+done
+
 case $want in
   helm|all) build helm "$HELM_VERSION" helm.sh/helm/v3/cmd/helm setup_helm @helm_ldflags ;;&
   etcd|all) build etcd "$ETCD_VERSION" go.etcd.io/etcd/server/v3 setup_etcd ;;&
@@ -151,5 +224,5 @@ case $want in
   oracle|all) build_oracle ;;&
   kube-score) build kube-score "$KUBE_SCORE_VERSION" github.com/zegl/kube-score/cmd/kube-score setup_kube_score ;;
   helm|etcd|kube-apiserver|kubectl|oracle|all) ;;
-  *) echo "usage: $0 [helm|etcd|kube-apiserver|kubectl|kube-score|oracle|all]" >&2; exit 2 ;;
+  *) echo "usage: $0 [helm|etcd|kube-apiserver|kubectl|kube-score|oracle|all|node|$(IFS="|"; echo "${NODE_TOOLS[*]}")]" >&2; exit 2 ;;
 esac

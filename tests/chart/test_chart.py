@@ -245,13 +245,18 @@ def test_deployment_security_and_probes(default: list[dict[str, Any]]) -> None:
         assert value.startswith(mount + "/")
 
 
-def test_webhook_follows_its_own_rules(default: list[dict[str, Any]]) -> None:
-    """The webhook Deployment is Guaranteed with whole CPUs: qos-guard's own engine finds nothing."""
+def test_webhook_is_guaranteed_in_the_shared_pool(default: list[dict[str, Any]], render: Render) -> None:
+    """The webhook is Guaranteed (requests == limits) with a fractional cpu by default: it needs no exclusive
+    CPU, so qos-guard's engine finds exactly that and nothing else (its namespace is never judged); with a
+    whole cpu it follows every rule."""
     deploy = one(default, "Deployment")
-    verdict = evaluate(deploy, parse_config(None), Mode.ENFORCE)
-    assert verdict.violations == []
     (container,) = deploy["spec"]["template"]["spec"]["containers"]
-    assert container["resources"]["requests"] == container["resources"]["limits"] == {"cpu": "1", "memory": "256Mi"}
+    assert container["resources"]["requests"] == container["resources"]["limits"] == {"cpu": "250m",
+                                                                                      "memory": "256Mi"}
+    verdict = evaluate(deploy, parse_config(None), Mode.ENFORCE)
+    assert {f.violation.rule for _, f in verdict.violations} == {"cpu-not-integer"}
+    whole = one(render("--set", "resources.cpu=1"), "Deployment")
+    assert evaluate(whole, parse_config(None), Mode.ENFORCE).violations == []
 
 
 def test_spread_and_disruption_budget_select_the_pods(default: list[dict[str, Any]]) -> None:
@@ -289,7 +294,8 @@ def test_config_value_is_what_the_server_reads(render: Render) -> None:
 
 
 @pytest.mark.parametrize(("values", "named"), [
-    (["--set", "resources.cpu=1500m"], "at '/resources/cpu'"),
+    (["--set", "resources.cpu=0m"], "at '/resources/cpu'"),
+    (["--set", "resources.cpu=-1"], "at '/resources/cpu'"),
     (["--set", "resources.cpu=0"], "at '/resources/cpu'"),
     (["--set", "webhook.failurePolicy.validate=Maybe"], "at '/webhook/failurePolicy/validate'"),
     (["--set", "webhook.timeoutSeconds=31"], "at '/webhook/timeoutSeconds'"),

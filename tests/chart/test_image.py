@@ -23,7 +23,10 @@ def _final_stage() -> list[str]:
 
 def test_runtime_stage_is_slim_non_root_with_serve_entrypoint() -> None:
     stage = _final_stage()
-    assert stage[0].startswith("FROM python:3.11-slim")
+    # The base is an ARG (tests/node builds a local one, no registry there); users get python:3.11-slim.
+    assert stage[0] == "FROM ${BASE_IMAGE}"
+    args = [ln for ln in (ROOT / "Dockerfile").read_text().splitlines() if ln.startswith("ARG BASE_IMAGE=")]
+    assert args == ["ARG BASE_IMAGE=python:3.11-slim-bookworm"]
     users = [ln.split(None, 1)[1] for ln in stage if ln.startswith("USER ")]
     assert users, "the runtime stage must set USER"
     uid = users[-1].split(":")[0]

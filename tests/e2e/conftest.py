@@ -13,7 +13,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -91,16 +91,11 @@ class Cluster:
         return name
 
 
-@pytest.fixture(scope="session")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    with control_plane(tmp_path_factory.mktemp("control-plane")) as c:
-        yield c
-
-
 @contextlib.contextmanager
-def control_plane(folder: Path) -> Iterator[Cluster]:
-    """etcd and kube-apiserver in ``folder``, stopped on exit (a second one serves tests that need an API
-    server with nothing else registered, e.g. the admission-policy tests)."""
+def control_plane(folder: Path, extra_args: Sequence[str] = ()) -> Iterator[Cluster]:
+    """etcd and kube-apiserver on loopback in ``folder``, stopped on exit; ``extra_args`` go to the API server
+    (tests/node adds what a cluster with a kubelet needs; a second one serves tests that need an API server
+    with nothing else registered, e.g. the admission-policy tests)."""
     etcd_bin, apiserver_bin = binary("etcd"), binary("kube-apiserver")
     binary("kubectl")
     pki = write_bundle(folder / "pki", ["localhost", "127.0.0.1"], 2, keep_ca_key=False)
@@ -134,7 +129,7 @@ def control_plane(folder: Path) -> Iterator[Cluster]:
              "--service-cluster-ip-range=10.0.0.0/24", f"--cert-dir={folder / 'cert-dir'}",
              # No controller-manager makes `default` ServiceAccounts; every webhook plugin stays on.
              "--disable-admission-plugins=ServiceAccount",
-             "--enable-admission-plugins=MutatingAdmissionWebhook,ValidatingAdmissionWebhook"],
+             "--enable-admission-plugins=MutatingAdmissionWebhook,ValidatingAdmissionWebhook", *extra_args],
             stdout=api_log.open("wb"), stderr=subprocess.STDOUT)
         url = f"https://127.0.0.1:{api_port}"
         headers = {"Authorization": f"Bearer {TOKEN}"}
@@ -158,6 +153,12 @@ def control_plane(folder: Path) -> Iterator[Cluster]:
             _stop(apiserver)
         _stop(etcd)
         shutil.rmtree(folder / "etcd", ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    with control_plane(tmp_path_factory.mktemp("control-plane")) as c:
+        yield c
 
 
 @dataclass

@@ -28,7 +28,7 @@ def test_install_shows_notes_and_upgrade_keeps_the_generated_certificate(cluster
         bundle = cluster.get("validatingwebhookconfiguration", FULLNAME)["webhooks"][0]["clientConfig"]["caBundle"]
         assert bundle == secret["ca.crt"]
         deploy = cluster.get("deployment", FULLNAME, "-n", NAMESPACE)
-        assert deploy["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["cpu"] == "1"
+        assert deploy["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["cpu"] == "250m"
 
         upgrade = _helm(cluster, "upgrade", RELEASE, str(CHART), "--set", "config.policy.smtAlignment=2")
         assert upgrade.returncode == 0, upgrade.stderr
@@ -44,7 +44,7 @@ def test_install_shows_notes_and_upgrade_keeps_the_generated_certificate(cluster
 
 
 def test_install_refuses_a_bad_value_before_applying_anything(cluster: Cluster) -> None:
-    proc = _helm(cluster, "install", "bad", str(CHART), "--create-namespace", "--set", "resources.cpu=500m")
+    proc = _helm(cluster, "install", "bad", str(CHART), "--create-namespace", "--set", "resources.cpu=0m")
     assert proc.returncode != 0
     assert "values don't meet the specifications of the schema" in proc.stderr
     assert cluster.kubectl("get", "deployment", "bad-qos-guard", "-n", NAMESPACE).returncode != 0

@@ -1,0 +1,340 @@
+"""A real node beside the end-to-end control plane: containerd (runc), a kubelet with the static CPU Manager,
+kube-scheduler and kube-controller-manager, all built by ``hack/build-tools.sh``; images built by
+``hack/node-images.sh`` and imported into containerd (nothing is pulled). ``running_node`` starts it all and, on
+exit, stops it and removes what it made on the host: Pods, containers, mounts, cgroups, the bridge, network
+namespaces and CNI state.
+
+Run ``python -m tests.node.node`` to start a node by hand (it prints a kubeconfig and waits for Ctrl-C).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests.binaries import ROOT, binary
+from tests.e2e.conftest import Cluster, _stop, _wait, control_plane
+from tests.serving import free_port
+
+NODE_NAME = "qos-guard-node"
+BRIDGE = "qgnode0"
+POD_SUBNET = "10.244.77.0/24"
+CNI_NETWORK = "qos-guard-node"
+WEBHOOK_TAG = "0.1.0"
+RESERVED_CPU = "100m"  # systemReserved: the static policy keeps ceil(0.1) = 1 CPU out of exclusive use
+CGROUP_V1 = Path("/sys/fs/cgroup")
+NODE_TOOLS = ("kubelet", "kube-controller-manager", "kube-scheduler", "containerd", "containerd-shim-runc-v2",
+              "ctr", "cni-bridge", "cni-host-local", "cni-loopback")
+
+
+def why_not() -> str | None:
+    """Why this machine cannot run the node, or None if it can."""
+    if os.geteuid() != 0:
+        return "needs root (kubelet, containerd and runc manage cgroups, mounts and network namespaces)"
+    if not Path("/proc/self/ns/net").exists():
+        return "no namespaces in this kernel"
+    if not (CGROUP_V1 / "cpuset").is_dir() and not (CGROUP_V1 / "cgroup.controllers").exists():
+        return "no cpuset cgroup controller"
+    return None
+
+
+def _run(*args: str, check: bool = True, timeout: float = 600, **kw: Any) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(list(args), capture_output=True, text=True, timeout=timeout, **kw)
+    if check and proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(args)} failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
+    return proc
+
+
+@dataclass
+class Node:
+    """The running node: its control plane, where its state lives and what it was configured with."""
+
+    cluster: Cluster
+    folder: Path
+    kubelet_root: Path
+    images: dict[str, str]  # role -> image name
+
+    def cpu_manager_state(self) -> dict[str, Any]:
+        state: dict[str, Any] = json.loads((self.kubelet_root / "cpu_manager_state").read_text())
+        return state
+
+    def memory_manager_state(self) -> dict[str, Any]:
+        state: dict[str, Any] = json.loads((self.kubelet_root / "memory_manager_state").read_text())
+        return state
+
+
+def _kubelet_config(folder: Path, port: int, healthz_port: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
+        # This machine's hierarchy is cgroup v1; kubelet >= 1.35 refuses it unless told (KEP-5573).
+        "failCgroupV1": False,
+        "cgroupDriver": "cgroupfs",
+        "containerRuntimeEndpoint": f"unix://{folder / 'containerd.sock'}",
+        "authentication": {"anonymous": {"enabled": True}, "webhook": {"enabled": False}},
+        "authorization": {"mode": "AlwaysAllow"},
+        "port": port, "healthzPort": healthz_port, "healthzBindAddress": "127.0.0.1", "readOnlyPort": 0,
+        "podLogsDir": str(folder / "pod-logs"),
+        "volumePluginDir": str(folder / "volume-plugins"),
+        "staticPodPath": "",
+        "failSwapOn": False,
+        # What the people this tool is for run: the static CPU Manager, Static Memory Manager and the
+        # single-numa-node Topology Manager with container scope.
+        "cpuManagerPolicy": "static",
+        "cpuManagerReconcilePeriod": "2s",
+        "systemReserved": {"cpu": RESERVED_CPU, "memory": "500Mi"},
+        "memoryManagerPolicy": "Static",
+        # Must equal systemReserved + kubeReserved + evictionHard memory, on the node's NUMA nodes.
+        "reservedMemory": [{"numaNode": 0, "limits": {"memory": "600Mi"}}],
+        "evictionHard": {"memory.available": "100Mi", "nodefs.available": "1%", "imagefs.available": "1%",
+                         "nodefs.inodesFree": "1%"},
+        "topologyManagerPolicy": "single-numa-node",
+        "topologyManagerScope": "container",
+        # The images are imported, never pulled: never collect them.
+        "imageGCHighThresholdPercent": 100, "imageGCLowThresholdPercent": 99,
+        "serializeImagePulls": False,
+        "nodeStatusUpdateFrequency": "2s",
+        "syncFrequency": "5s",
+    }
+
+
+def _containerd_config(folder: Path, cni_bin: Path, cni_conf: Path, sandbox: str) -> str:
+    return f"""version = 3
+root = "{folder / 'containerd' / 'root'}"
+state = "{folder / 'containerd' / 'state'}"
+[grpc]
+  address = "{folder / 'containerd.sock'}"
+[ttrpc]
+  address = "{folder / 'containerd.sock.ttrpc'}"
+[plugins.'io.containerd.internal.v1.opt']
+  path = "{folder / 'containerd' / 'opt'}"
+[plugins.'io.containerd.cri.v1.images']
+  snapshotter = "overlayfs"
+  [plugins.'io.containerd.cri.v1.images'.pinned_images]
+    sandbox = "{sandbox}"
+[plugins.'io.containerd.cri.v1.runtime']
+  netns_mounts_under_state_dir = true
+  # No CAP_SYS_RESOURCE on this machine kind: runc cannot lower oom_score_adj to the kubelet's -998/-997 and the
+  # sandbox fails ("failed to update /proc/self/oom_score_adj"); clamp to containerd's own score, as rootless does.
+  restrict_oom_score_adj = true
+  [plugins.'io.containerd.cri.v1.runtime'.containerd]
+    default_runtime_name = "runc"
+    [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
+        BinaryName = "{os.environ.get('QOS_GUARD_RUNC') or shutil.which('runc') or 'runc'}"
+        SystemdCgroup = false
+  [plugins.'io.containerd.cri.v1.runtime'.cni]
+    bin_dirs = ["{cni_bin}"]
+    conf_dir = "{cni_conf}"
+[plugins.'io.containerd.grpc.v1.cri']
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+"""
+
+
+def _cni_config(folder: Path) -> dict[str, Any]:
+    return {"cniVersion": "1.0.0", "name": CNI_NETWORK, "plugins": [{
+        "type": "bridge", "bridge": BRIDGE, "isGateway": True, "ipMasq": False,
+        "ipam": {"type": "host-local", "ranges": [[{"subnet": POD_SUBNET}]],
+                 "routes": [{"dst": "0.0.0.0/0"}], "dataDir": str(folder / "cni-ipam")}}]}
+
+
+def build_images() -> dict[str, tuple[str, Path]]:
+    """role -> (image name, docker-archive path), built (or reused from the cache) by hack/node-images.sh."""
+    proc = _run("bash", str(ROOT / "hack" / "node-images.sh"), WEBHOOK_TAG, timeout=1800)
+    images: dict[str, tuple[str, Path]] = {}
+    for line in proc.stdout.splitlines():
+        name, path = line.split("\t")
+        role = name.rsplit("/", 1)[1].split(":")[0]
+        images[role] = (name, Path(path))
+    return images
+
+
+def _start(what: str, args: list[str], folder: Path, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    log = folder / f"{what}.log"
+    return subprocess.Popen(args, stdout=log.open("wb"), stderr=subprocess.STDOUT, env=env,
+                            start_new_session=True)
+
+
+def _ready_node(c: Cluster) -> bool:
+    proc = c.kubectl("get", "node", NODE_NAME, "-o", "json")
+    if proc.returncode != 0:
+        return False
+    conditions = json.loads(proc.stdout)["status"].get("conditions", [])
+    return any(x["type"] == "Ready" and x["status"] == "True" for x in conditions)
+
+
+@contextlib.contextmanager
+def running_node(folder: Path) -> Iterator[Node]:
+    """Start the control plane, containerd, kubelet, scheduler and controller manager; tear all down on exit."""
+    subprocess.run(["bash", str(ROOT / "hack" / "node-deps.sh")], check=True, timeout=900)
+    tools = {name: binary(name) for name in NODE_TOOLS}
+    images = build_images()
+    folder.mkdir(parents=True, exist_ok=True)
+    bin_dir, cni_bin, cni_conf = folder / "bin", folder / "cni" / "bin", folder / "cni" / "conf"
+    for d in (bin_dir, cni_bin, cni_conf, folder / "pod-logs", folder / "volume-plugins"):
+        d.mkdir(parents=True, exist_ok=True)
+    (bin_dir / "containerd-shim-runc-v2").symlink_to(tools["containerd-shim-runc-v2"])
+    for plugin in ("bridge", "host-local", "loopback"):
+        (cni_bin / plugin).symlink_to(tools[f"cni-{plugin}"])
+    (cni_conf / "10-qos-guard.conflist").write_text(json.dumps(_cni_config(folder)))
+    (folder / "containerd.toml").write_text(
+        _containerd_config(folder, cni_bin, cni_conf, images["pause"][0]))
+    env = dict(os.environ, PATH=f"{bin_dir}:{os.environ.get('PATH', '/usr/sbin:/usr/bin:/sbin:/bin')}")
+    kubelet_root = folder / "kubelet"
+    procs: dict[str, subprocess.Popen[bytes]] = {}
+    # Webhook Services resolve to their EndpointSlices' Pod IPs (upstream cmd/kube-apiserver/app/server.go,
+    # buildServiceResolver): there is no kube-proxy, and Pod IPs are routable from the API server's host.
+    # It reaches the kubelet (exec, logs) at the Node's InternalIP: its name resolves nowhere.
+    apiserver_args = ["--enable-aggregator-routing=true", "--kubelet-preferred-address-types=InternalIP"]
+    with contextlib.ExitStack() as stack:
+        stack.callback(_cleanup_host, folder)
+        containerd = _start("containerd", [tools["containerd"], "--config", str(folder / "containerd.toml")],
+                            folder, env)
+        stack.callback(_stop, containerd)
+        stack.callback(_remove_containers, tools["ctr"], folder)
+        _wait("containerd", lambda: (folder / "containerd.sock").exists(), containerd, folder / "containerd.log")
+        node_images = {}
+        for role, (name, archive) in images.items():
+            _run(tools["ctr"], "--address", str(folder / "containerd.sock"), "--namespace", "k8s.io",
+                 "images", "import", str(archive))
+            node_images[role] = name
+        c = stack.enter_context(control_plane(folder / "control-plane", apiserver_args))
+        # On exit, in this order: no controller recreates Pods, the kubelet deletes them, then it stops.
+        stack.callback(_shutdown, procs, c, folder)
+        pki = folder / "control-plane" / "pki"
+        common = ["--kubeconfig", str(c.kubeconfig), "--leader-elect=false", "--bind-address=127.0.0.1"]
+        procs["kube-controller-manager"] = _start("kube-controller-manager", [
+            tools["kube-controller-manager"], *common, f"--secure-port={free_port()}",
+            f"--service-account-private-key-file={pki / 'sa.key'}", f"--root-ca-file={pki / 'ca.crt'}",
+            "--use-service-account-credentials=false", "--controllers=*"], folder)
+        procs["kube-scheduler"] = _start("kube-scheduler", [
+            tools["kube-scheduler"], *common, f"--secure-port={free_port()}"], folder)
+        port, healthz_port = free_port(), free_port()
+        (folder / "kubelet.yaml").write_text(yaml.safe_dump(_kubelet_config(folder, port, healthz_port)))
+        procs["kubelet"] = kubelet = _start("kubelet", [
+            tools["kubelet"], f"--config={folder / 'kubelet.yaml'}", f"--kubeconfig={c.kubeconfig}",
+            f"--root-dir={kubelet_root}", f"--hostname-override={NODE_NAME}",
+            "--v=2"], folder, env)
+        _wait("kubelet Node Ready", lambda: _ready_node(c), kubelet, folder / "kubelet.log", timeout=180)
+        kcm = procs["kube-controller-manager"]
+        _wait("kube-controller-manager (default ServiceAccount)",
+              lambda: c.kubectl("get", "serviceaccount", "default").returncode == 0, kcm,
+              folder / "kube-controller-manager.log", timeout=120)
+        yield Node(c, folder, kubelet_root, node_images)
+
+
+def _shutdown(procs: dict[str, subprocess.Popen[bytes]], c: Cluster, folder: Path) -> None:
+    """Controllers first (nothing recreates Pods), then every Pod deleted gracefully through the kubelet
+    (which stops their containers and sandboxes and releases their network), then the kubelet."""
+    for name in ("kube-controller-manager", "kube-scheduler"):
+        if name in procs:
+            _stop(procs[name])
+    kubelet = procs.get("kubelet")
+    if kubelet is not None and kubelet.poll() is None:
+        c.kubectl("delete", "pods", "--all", "--all-namespaces", "--grace-period=2", "--wait=false")
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            proc = c.kubectl("get", "pods", "--all-namespaces", "-o", "name")
+            if proc.returncode == 0 and not proc.stdout.strip():
+                break
+            time.sleep(1)
+        time.sleep(3)  # the kubelet removes stopped sandboxes right after the Pod objects are gone
+    if kubelet is not None:
+        _stop(kubelet)
+
+
+def _remove_containers(ctr: str, folder: Path) -> None:
+    """Whatever the kubelet left in containerd (only after a failure): kill its tasks, delete its containers."""
+    base = [ctr, "--address", str(folder / "containerd.sock"), "--namespace", "k8s.io"]
+    listed = subprocess.run([*base, "containers", "list", "--quiet"], capture_output=True, text=True, timeout=30)
+    for cid in listed.stdout.split():
+        subprocess.run([*base, "tasks", "kill", "--signal", "SIGKILL", cid], capture_output=True, timeout=30)
+        subprocess.run([*base, "tasks", "delete", "--force", cid], capture_output=True, timeout=30)
+        subprocess.run([*base, "containers", "delete", cid], capture_output=True, timeout=30)
+
+
+def _cleanup_host(folder: Path) -> None:
+    """After containerd and the kubelet stopped: no process, mount, cgroup, netns or link of this node is left."""
+    sock = str(folder / "containerd.sock")
+    # Shims outlive containerd by design; ours name our socket on their command line.
+    for pid_dir in Path("/proc").iterdir():
+        if not pid_dir.name.isdigit():
+            continue
+        try:
+            cmdline = (pid_dir / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if sock.encode() in cmdline or any(a.startswith(str(folder).encode() + b"/") for a in cmdline[:1]):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid_dir.name), signal.SIGKILL)
+    time.sleep(0.5)
+    mounts = [line.split()[1] for line in Path("/proc/self/mounts").read_text().splitlines()]
+    for target in reversed(mounts):
+        path = target.replace("\\040", " ")
+        if path.startswith(str(folder) + "/"):
+            subprocess.run(["umount", "--lazy", path], capture_output=True)
+    _remove_cgroups()
+    # The node's state (image layers, snapshots, Pod volumes: ~1 GB) goes too; its logs stay with pytest's.
+    left = [line.split()[1] for line in Path("/proc/self/mounts").read_text().splitlines()]
+    if not any(m.startswith(str(folder) + "/") for m in left):
+        for state in ("containerd", "kubelet", "cni-ipam"):
+            shutil.rmtree(folder / state, ignore_errors=True)
+    subprocess.run(["ip", "link", "delete", BRIDGE], capture_output=True)
+    for cache in Path("/var/lib/cni/results").glob(f"{CNI_NETWORK}-*"):
+        cache.unlink(missing_ok=True)
+
+
+def _remove_cgroups() -> None:
+    """The kubepods hierarchy the kubelet made in each cgroup v1 controller (deepest first), after killing any
+    process still in it (there is none unless a shim died)."""
+    for controller in CGROUP_V1.iterdir():
+        top = controller / "kubepods"
+        if not top.is_dir():
+            continue
+        for procs in top.rglob("cgroup.procs"):
+            for pid in procs.read_text().split():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(pid), signal.SIGKILL)
+        dirs = sorted((p for p in top.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True)
+        for d in [*dirs, top]:
+            for _ in range(20):
+                try:
+                    d.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    time.sleep(0.2)
+
+
+def main() -> None:
+    """Start a node by hand and keep it until Ctrl-C."""
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="qos-guard-node-"))
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)
+    signal.signal(signal.SIGINT, interrupt)
+    with running_node(folder) as node:
+        print(f"export KUBECONFIG={node.cluster.kubeconfig}", flush=True)
+        with contextlib.suppress(KeyboardInterrupt):
+            signal.pause()
+
+
+if __name__ == "__main__":
+    main()
