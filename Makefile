@@ -2,6 +2,7 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
+VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"/\1/p' webhook/__init__.py)
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
 .PHONY: install tools node-tools run test test-fast lint bench clean
@@ -31,7 +32,7 @@ lint: install
 # root, where those tests can run; elsewhere they are skipped with the reason.
 node-tools:
 	@if [ "$$(id -u)" = 0 ]; then bash hack/node-deps.sh && \
-		{ bash hack/node-images.sh 0.1.0 >/dev/null & images=$$!; bash hack/build-tools.sh node >/dev/null && \
+		{ bash hack/node-images.sh $(VERSION) >/dev/null & images=$$!; bash hack/build-tools.sh node >/dev/null && \
 		  wait $$images; }; else echo "not root: tests/node will be skipped"; fi
 
 test: lint tools node-tools

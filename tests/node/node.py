@@ -26,12 +26,13 @@ import yaml
 from tests.binaries import ROOT, binary
 from tests.e2e.conftest import Cluster, _stop, _wait, control_plane
 from tests.serving import free_port
+from webhook import __version__
 
 NODE_NAME = "qos-guard-node"
 BRIDGE = "qgnode0"
 POD_SUBNET = "10.244.77.0/24"
 CNI_NETWORK = "qos-guard-node"
-WEBHOOK_TAG = "0.1.0"
+WEBHOOK_TAG = __version__  # the tag make node-tools builds the image with
 RESERVED_CPU = "100m"  # systemReserved: the static policy keeps ceil(0.1) = 1 CPU out of exclusive use
 CGROUP_V1 = Path("/sys/fs/cgroup")
 NODE_TOOLS = ("kubelet", "kube-controller-manager", "kube-scheduler", "containerd", "containerd-shim-runc-v2",
