@@ -254,7 +254,7 @@ def test_webhook_is_guaranteed_in_the_shared_pool(default: list[dict[str, Any]],
     assert container["resources"]["requests"] == container["resources"]["limits"] == {"cpu": "250m",
                                                                                       "memory": "256Mi"}
     verdict = evaluate(deploy, parse_config(None), Mode.ENFORCE)
-    assert {f.violation.rule for _, f in verdict.violations} == {"cpu-not-integer"}
+    assert {v.rule for _, v in verdict.violations} == {"cpu-not-integer"}
     whole = one(render("--set", "resources.cpu=1"), "Deployment")
     assert evaluate(whole, parse_config(None), Mode.ENFORCE).violations == []
 

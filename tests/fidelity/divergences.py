@@ -60,29 +60,6 @@ def _names(block: Mapping[str, Any], key: str) -> set[str]:
     return set(value) if isinstance(value, Mapping) else set()
 
 
-def empty_pod_level(obj: Any) -> bool:
-    """Item 1: ``spec.resources`` present but naming no resource (``{}``, ``requests: {}``, ``limits: {}``)."""
-    return any(not (_names(b, "requests") | _names(b, "limits")) for b in _pod_level(obj))
-
-
-def hugepages_only_pod_level(obj: Any) -> bool:
-    """Item 2: a pod-level block naming only hugepages (no cpu, no memory)."""
-    return any((names := _names(b, "requests") | _names(b, "limits"))
-               and not names & set(COMPUTE) for b in _pod_level(obj))
-
-
-def pod_level_requests_without_limits(obj: Any) -> bool:
-    """Item 3: pod-level cpu/memory requests without the matching pod-level limit."""
-    return any(r in _names(b, "requests") and r not in _names(b, "limits") for b in _pod_level(obj) for r in COMPUTE)
-
-
-def status_qos_class(obj: Any) -> bool:
-    """Item 4: a Pod manifest carrying ``status.qosClass`` other than Guaranteed."""
-    items = obj.get("items") if isinstance(obj, Mapping) and obj.get("kind") == "List" else [obj]
-    return any(isinstance(o, Mapping) and o.get("kind") == "Pod" and isinstance(o.get("status"), Mapping)
-               and o["status"].get("qosClass") not in (None, "Guaranteed") for o in items or [])
-
-
 def guaranteed_status_on_other_spec(obj: Any) -> bool:
     """Item 4's other side: ``status.qosClass: Guaranteed`` is kept on create too, so a Pod whose spec is
     not Guaranteed is stored Guaranteed and pinned; qos-guard judges the spec (and denies)."""

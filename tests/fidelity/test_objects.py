@@ -77,7 +77,7 @@ def judge(obj: Any, mode: Mode = Mode.ENFORCE) -> Verdict | str:
 
 
 def _rules(verdict: Verdict | str) -> set[str]:
-    return set() if isinstance(verdict, str) else {f.violation.rule for _, f in verdict.violations}
+    return set() if isinstance(verdict, str) else {v.rule for _, v in verdict.violations}
 
 
 def disagreement(obj: Any, answer: dict[str, Any]) -> str | None:

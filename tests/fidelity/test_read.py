@@ -51,7 +51,7 @@ def _verdict(doc: Any) -> tuple[bool, tuple[str, ...]] | str:
         verdict = evaluate(doc, CONFIG, Mode.ENFORCE)
     except Exception as exc:  # a document of the wrong shape: compared by its message
         return f"{type(exc).__name__}: {exc}"
-    return verdict.allowed, tuple(sorted(f.violation.rule for _, f in verdict.violations))
+    return verdict.allowed, tuple(sorted(v.rule for _, v in verdict.violations))
 
 
 def _normal(value: Any) -> Any:
