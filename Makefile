@@ -25,8 +25,8 @@ run: install
 	$(BIN)/qos-guard serve
 
 lint: install
-	$(BIN)/ruff check webhook tests bench
-	$(BIN)/mypy webhook bench
+	$(BIN)/ruff check webhook tests bench hack
+	$(BIN)/mypy webhook bench hack/chart_readme.py
 
 # The node tests' tools and images (tests/node): kubelet, containerd, CNI plugins, the webhook image. Only as
 # root, where those tests can run; elsewhere they are skipped with the reason.

@@ -12,7 +12,8 @@ import yaml
 
 from tests.binaries import binary
 
-CHART = Path(__file__).resolve().parents[2] / "charts" / "qos-guard"
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "charts" / "qos-guard"
 
 Render = Callable[..., list[dict[str, Any]]]
 

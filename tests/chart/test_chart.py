@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import base64
+import json
 import re
+import subprocess
+import sys
 from typing import Any
 
 import kubernetes_validate
@@ -12,7 +15,8 @@ import yaml
 from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
 
-from tests.chart.conftest import CHART, Render, by_kind, one, run_helm
+from tests.chart.conftest import CHART, ROOT, Render, by_kind, one, run_helm
+from webhook import __version__
 from webhook.config import parse_config
 from webhook.engine import Mode, evaluate
 from webhook.workloads import KINDS
@@ -255,7 +259,7 @@ def test_webhook_is_guaranteed_in_the_shared_pool(default: list[dict[str, Any]],
                                                                                       "memory": "256Mi"}
     verdict = evaluate(deploy, parse_config(None), Mode.ENFORCE)
     assert {v.rule for _, v in verdict.violations} == {"cpu-not-integer"}
-    whole = one(render("--set", "resources.cpu=1"), "Deployment")
+    whole = one(render("--set", "resources.requests.cpu=1,resources.limits.cpu=1"), "Deployment")
     assert evaluate(whole, parse_config(None), Mode.ENFORCE).violations == []
 
 
@@ -294,9 +298,12 @@ def test_config_value_is_what_the_server_reads(render: Render) -> None:
 
 
 @pytest.mark.parametrize(("values", "named"), [
-    (["--set", "resources.cpu=0m"], "at '/resources/cpu'"),
-    (["--set", "resources.cpu=-1"], "at '/resources/cpu'"),
-    (["--set", "resources.cpu=0"], "at '/resources/cpu'"),
+    (["--set", "resources.limits.cpu=0m"], "at '/resources/limits/cpu'"),
+    (["--set", "resources.requests.cpu=-1"], "at '/resources/requests/cpu'"),
+    (["--set", "resources.limits.cpu=0"], "at '/resources/limits/cpu'"),
+    (["--set", "image.digest=latest"], "at '/image/digest'"),
+    (["--set", "service.type=ExternalName"], "at '/service/type'"),
+    (["--set", "networkPolicy.apiServerCIDRs={10.0.0.1}"], "at '/networkPolicy/apiServerCIDRs/0'"),
     (["--set", "webhook.failurePolicy.validate=Maybe"], "at '/webhook/failurePolicy/validate'"),
     (["--set", "webhook.timeoutSeconds=31"], "at '/webhook/timeoutSeconds'"),
     (["--set", "replicaCount=0"], "at '/replicaCount'"),
@@ -351,20 +358,82 @@ def test_release_name_prefixes_everything(render: Render) -> None:
     assert hook["clientConfig"]["service"]["name"] == "prod-qos-guard"
 
 
-def _value_paths(values: dict[str, Any], prefix: str = "") -> list[str]:
-    paths = []
-    for key, value in values.items():
-        path = f"{prefix}{key}"
-        if isinstance(value, dict) and value and key != "config":
-            paths.extend(_value_paths(value, path + "."))
-        else:
-            paths.append(path)
-    return paths
-
-
-def test_chart_readme_documents_every_value() -> None:
+def test_chart_readme_values_table_is_generated_and_current() -> None:
+    """helm-docs format from the `# --` comments; every value has a row (a documented mapping covers its keys)."""
+    check = subprocess.run([sys.executable, str(ROOT / "hack" / "chart_readme.py"), "--check"], capture_output=True,
+                           text=True, timeout=60)
+    assert check.returncode == 0, check.stderr
     readme = (CHART / "README.md").read_text()
-    values = yaml.safe_load((CHART / "values.yaml").read_text())
-    documented = set(re.findall(r"^\| `([^`]+)` \|", readme, re.M))
-    missing = [p for p in _value_paths(values) if p not in documented]
-    assert not missing, f"values missing from charts/qos-guard/README.md: {missing}"
+    documented = re.findall(r"^\| ([A-Za-z0-9_.]+) \| \w+ \| `.*` \| (.*) \|$", readme, re.M)
+    assert all(description.strip() for _, description in documented), "a value without a description"
+    keys = {key for key, _ in documented}
+    assert {"image.digest", "resources", "networkPolicy.apiServerCIDRs", "existingSecret"} <= keys
+
+
+def test_requests_must_equal_limits(helm: str) -> None:
+    proc = run_helm(helm, "template", "qos-guard", str(CHART), "--set", "resources.limits.cpu=1")
+    assert proc.returncode != 0
+    assert "resources.requests.cpu (250m) must equal resources.limits.cpu (1)" in proc.stderr
+
+
+def test_kubernetes_shaped_values(render: Render) -> None:
+    objects = render("--set", "podSecurityContext.runAsUser=null,podSecurityContext.runAsGroup=null,"
+                     "podSecurityContext.fsGroup=null", "--set", "image.registry=registry.example:5000", "--set",
+                     "image.digest=sha256:" + "a" * 64, "--set-json", 'commonLabels={"team":"platform"}',
+                     "--set-json", 'server.extraArgs=["--connections=2000"]', "--set-json",
+                     'server.extraEnv=[{"name":"X","value":"1"}]', "--set", "service.type=NodePort",
+                     "--set", "service.port=8443", "--set-json", 'service.annotations={"a":"b"}',
+                     "--set", "revisionHistoryLimit=3", "--set", "podDisruptionBudget.minAvailable=null",
+                     "--set", "podDisruptionBudget.maxUnavailable=1", "--set", "serviceMonitor.enabled=true",
+                     "--set", "serviceMonitor.namespace=monitoring", "--set-json",
+                     'serviceMonitor.labels={"release":"prometheus"}', "--set-json",
+                     'webhook.objectSelector.matchExpressions=[{"key":"skip","operator":"DoesNotExist"}]',
+                     "--set-json", 'webhook.namespaceSelector.matchExpressions=[{"key":"env","operator":"In",'
+                     '"values":["prod"]}]', namespace=NAMESPACE)
+    deploy = one(objects, "Deployment")
+    (container,) = deploy["spec"]["template"]["spec"]["containers"]
+    assert container["image"] == "registry.example:5000/qos-guard/qos-guard@sha256:" + "a" * 64
+    assert "--connections=2000" in container["args"] and {"name": "X", "value": "1"} in container["env"]
+    # A platform that assigns the user (OpenShift's restricted SCC) gets no fixed uid.
+    assert deploy["spec"]["template"]["spec"]["securityContext"] == {"runAsNonRoot": True,
+                                                                   "seccompProfile": {"type": "RuntimeDefault"}}
+    assert deploy["spec"]["revisionHistoryLimit"] == 3
+    assert all(obj["metadata"]["labels"]["team"] == "platform" for obj in objects if "labels" in obj["metadata"])
+    service = one(objects, "Service")
+    assert service["spec"]["type"] == "NodePort" and service["metadata"]["annotations"] == {"a": "b"}
+    assert one(objects, "PodDisruptionBudget")["spec"]["maxUnavailable"] == 1
+    monitor = one(objects, "ServiceMonitor")
+    assert monitor["metadata"]["namespace"] == "monitoring" and monitor["metadata"]["labels"]["release"] == "prometheus"
+    assert monitor["spec"]["namespaceSelector"] == {"matchNames": [NAMESPACE]}
+    for name, hook in webhooks(objects).items():
+        if name == "namespaces.qos-guard.io":
+            continue
+        assert hook["clientConfig"]["service"]["port"] == 8443
+        assert hook["objectSelector"] == {"matchExpressions": [{"key": "skip", "operator": "DoesNotExist"}]}
+        assert hook["namespaceSelector"]["matchExpressions"][-1] == {"key": "env", "operator": "In",
+                                                                     "values": ["prod"]}
+
+
+def test_network_policy_admits_only_the_api_server_and_the_scrapers(render: Render) -> None:
+    assert not by_kind(render(), "NetworkPolicy")
+    peers = '[{"namespaceSelector":{"matchLabels":{"kubernetes.io/metadata.name":"monitoring"}}}]'
+    policy = one(render("--set", "networkPolicy.enabled=true", "--set-json",
+                        'networkPolicy.apiServerCIDRs=["10.0.0.1/32"]', "--set-json",
+                        f"networkPolicy.metricsFrom={peers}"), "NetworkPolicy")
+    tls, metrics = policy["spec"]["ingress"]
+    assert tls == {"ports": [{"port": "https", "protocol": "TCP"}], "from": [{"ipBlock": {"cidr": "10.0.0.1/32"}}]}
+    assert metrics["ports"] == [{"port": "metrics", "protocol": "TCP"}] and metrics["from"] == json.loads(peers)
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+
+
+def test_existing_secret_is_used_and_nothing_generated(render: Render) -> None:
+    objects = render("--set", "existingSecret=my-tls")
+    assert not by_kind(objects, "Secret")
+    volumes = one(objects, "Deployment")["spec"]["template"]["spec"]["volumes"]
+    assert {"name": "tls", "secret": {"secretName": "my-tls"}} in volumes
+
+
+def test_chart_version_is_the_package_version() -> None:
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    assert chart["appVersion"] == __version__
+    assert chart["home"] and chart["sources"] and chart["maintainers"] and "qos" in chart["keywords"]

@@ -44,7 +44,7 @@ def test_install_shows_notes_and_upgrade_keeps_the_generated_certificate(cluster
 
 
 def test_install_refuses_a_bad_value_before_applying_anything(cluster: Cluster) -> None:
-    proc = _helm(cluster, "install", "bad", str(CHART), "--create-namespace", "--set", "resources.cpu=0m")
+    proc = _helm(cluster, "install", "bad", str(CHART), "--create-namespace", "--set", "resources.limits.cpu=0m")
     assert proc.returncode != 0
     assert "values don't meet the specifications of the schema" in proc.stderr
     assert cluster.kubectl("get", "deployment", "bad-qos-guard", "-n", NAMESPACE).returncode != 0

@@ -22,6 +22,9 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{ include "qos-guard.selectorLabels" . }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
 {{- end }}
 
 {{- define "qos-guard.selectorLabels" -}}
@@ -38,7 +41,36 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 
 {{- define "qos-guard.tlsSecretName" -}}
-{{- printf "%s-tls" (include "qos-guard.fullname" .) }}
+{{- .Values.existingSecret | default (printf "%s-tls" (include "qos-guard.fullname" .)) }}
+{{- end }}
+
+{{/* The serving certificate's DNS names: the Service's four forms (SPEC: qos-guard certs writes the same). */}}
+{{- define "qos-guard.certificateSANs" -}}
+{{- $fullname := include "qos-guard.fullname" . -}}
+{{- $svc := printf "%s.%s.svc" $fullname .Release.Namespace -}}
+{{- toJson (list $fullname (printf "%s.%s" $fullname .Release.Namespace) $svc (printf "%s.cluster.local" $svc)) -}}
+{{- end }}
+
+{{/* The container's resources: requests must equal limits, so the webhook is Guaranteed as it asks of others. */}}
+{{- define "qos-guard.resources" -}}
+{{- $r := .Values.resources -}}
+{{- range $name := list "cpu" "memory" }}
+{{- if ne (toString (index $r.requests $name)) (toString (index $r.limits $name)) }}
+{{- fail (printf "resources.requests.%s (%v) must equal resources.limits.%s (%v): the webhook is Guaranteed, as it asks of others" $name (index $r.requests $name) $name (index $r.limits $name)) }}
+{{- end }}
+{{- end }}
+{{- toYaml $r }}
+{{- end }}
+
+{{/* The image reference: registry/repository, then @digest or :tag. */}}
+{{- define "qos-guard.image" -}}
+{{- $repo := .Values.image.repository -}}
+{{- with .Values.image.registry }}{{ $repo = printf "%s/%s" (trimSuffix "/" .) $repo }}{{ end -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" $repo .Values.image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" $repo (.Values.image.tag | default .Chart.AppVersion) -}}
+{{- end -}}
 {{- end }}
 
 {{/*
@@ -54,7 +86,7 @@ service:
   name: {{ include "qos-guard.fullname" $root }}
   namespace: {{ $root.Release.Namespace }}
   path: {{ .path | quote }}
-  port: 443
+  port: {{ $root.Values.service.port }}
 {{- end }}
 {{- if .caBundle }}
 caBundle: {{ .caBundle }}
@@ -73,7 +105,24 @@ matchExpressions:
     values: {{ toJson .values }}
   - key: kubernetes.io/metadata.name
     operator: NotIn
-    values: {{ toJson (concat (list "kube-system" $root.Release.Namespace) $root.Values.webhook.excludeNamespaces | uniq) }}
+    values: {{ include "qos-guard.excludedNamespaces" $root }}
+{{- with $root.Values.webhook.namespaceSelector.matchExpressions }}
+{{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+
+{{/* Namespaces no webhook ever selects, as JSON: kube-system, the release namespace and the excluded ones. */}}
+{{- define "qos-guard.excludedNamespaces" -}}
+{{- toJson (concat (list "kube-system" .Release.Namespace) .Values.webhook.excludeNamespaces | uniq) -}}
+{{- end }}
+
+{{/* objectSelector of the Pod and workload webhooks: only when values add requirements. */}}
+{{- define "qos-guard.objectSelector" -}}
+{{- with .Values.webhook.objectSelector.matchExpressions }}
+objectSelector:
+  matchExpressions:
+    {{- toYaml . | nindent 4 }}
+{{- end }}
 {{- end }}
 
 {{/* Rules for Pods and every workload kind judged by its Pod template (SPEC §5). */}}
