@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import kubernetes_validate
@@ -16,6 +18,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
 
 from tests.chart.conftest import CHART, ROOT, Render, by_kind, one, run_helm
+from tests.serving import start_server
 from webhook import __version__
 from webhook.config import parse_config
 from webhook.engine import Mode, evaluate
@@ -74,12 +77,16 @@ def test_helm_lint_strict(helm: str, values: list[str]) -> None:
 
 def test_default_objects(default: list[dict[str, Any]]) -> None:
     kinds = sorted(o["kind"] for o in default)
-    assert kinds == ["ConfigMap", "Deployment", "MutatingWebhookConfiguration", "PodDisruptionBudget", "Secret",
-                     "Service", "ServiceAccount", "ValidatingWebhookConfiguration"]
+    assert kinds == ["ConfigMap", "Deployment", "MutatingWebhookConfiguration", "Pod", "PodDisruptionBudget",
+                     "Secret", "Service", "ServiceAccount", "ValidatingWebhookConfiguration"]
+    (test_pod,) = by_kind(default, "Pod")  # the `helm test` hook, and nothing else outside the Deployment
+    assert test_pod["metadata"]["annotations"]["helm.sh/hook"] == "test"
+    selector = one(default, "Service")["spec"]["selector"]
+    assert not selector.items() <= test_pod["metadata"]["labels"].items()  # never one of the webhook's endpoints
     for obj in default:
         if obj["kind"] not in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
             assert obj["metadata"]["namespace"] == NAMESPACE, obj["kind"]
-        assert obj["metadata"]["labels"]["app.kubernetes.io/name"] == "qos-guard"
+        assert obj["metadata"]["labels"]["app.kubernetes.io/name"].startswith("qos-guard")
 
 
 @pytest.mark.parametrize("values", [[], ["--set", "certManager.enabled=true"],
@@ -353,7 +360,8 @@ def test_url_client_config_for_a_webhook_outside_the_cluster(render: Render) -> 
 
 def test_release_name_prefixes_everything(render: Render) -> None:
     objects = render(release="prod", namespace="ops")
-    assert {o["metadata"]["name"] for o in objects} == {"prod-qos-guard", "prod-qos-guard-tls"}
+    assert {o["metadata"]["name"] for o in objects} == {"prod-qos-guard", "prod-qos-guard-tls",
+                                                        "prod-qos-guard-test-answers"}
     hook = webhooks(objects)["validate.qos-guard.io"]
     assert hook["clientConfig"]["service"]["name"] == "prod-qos-guard"
 
@@ -437,3 +445,29 @@ def test_chart_version_is_the_package_version() -> None:
     chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
     assert chart["appVersion"] == __version__
     assert chart["home"] and chart["sources"] and chart["maintainers"] and "qos" in chart["keywords"]
+
+
+def test_helm_test_pod_checks_a_real_server(render: Render, tmp_path: Path) -> None:
+    """The `helm test` Pod's script, run against a real `qos-guard serve` over TLS (the Service name replaced by
+    localhost, which the local certificate names): it passes, and fails against a server that allows all."""
+    pod = next(o for o in render() if o["kind"] == "Pod" and o["metadata"]["annotations"]["helm.sh/hook"] == "test")
+    (container,) = pod["spec"]["containers"]
+    assert container["command"] == ["python", "-c"]
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert env == {"WEBHOOK_HOST": "qos-guard.qos-guard.svc", "WEBHOOK_PORT": "443",
+                   "WEBHOOK_CA": "/etc/qos-guard/tls/ca.crt"}
+    lenient = tmp_path / "lenient.yaml"
+    lenient.write_text("policy:\n  fractionalCPUContainers: [app]\n")  # the script's Pod is then admitted
+    for folder, extra, passes in ((tmp_path / "strict", (), True), (tmp_path / "lenient", ("--config", str(lenient)),
+                                                                     False)):
+        folder.mkdir()
+        server = start_server(folder, *extra)
+        try:
+            run = subprocess.run([sys.executable, "-c", container["args"][0]], capture_output=True, text=True,
+                                 timeout=60, env={**os.environ, "WEBHOOK_HOST": "localhost",
+                                                  "WEBHOOK_PORT": server.url.rsplit(":", 1)[1],
+                                                  "WEBHOOK_CA": str(server.ca)})
+        finally:
+            server.stop()
+        assert (run.returncode == 0) is passes, run.stdout + run.stderr
+        assert ("cpu-not-integer" in run.stdout) is passes
