@@ -14,6 +14,7 @@ from webhook.manifests import STDIN, ReadError, expand_paths, read_documents
 from webhook.podspec import ManifestError
 from webhook.report import FORMATS, Report, render, summary_line
 from webhook.rewrite import fix_file
+from webhook.textsafe import escape
 from webhook.workloads import parse_dotted
 
 EXIT_OK, EXIT_VIOLATIONS, EXIT_USAGE = 0, 1, 2
@@ -44,6 +45,9 @@ def check_paths(paths: Sequence[str], config: Config, mode: Mode,
             except ManifestError as exc:
                 report.add_error(shown, doc.line_of(parse_dotted(exc.path)), f"malformed object: {exc}")
                 continue
+            except RecursionError:
+                report.add_error(shown, doc.line, "object is nested too deeply to be judged")
+                continue
             report.add_verdict(shown, verdict, lambda path, d=doc: d.line_of(parse_dotted(path)))  # type: ignore[misc]
     return report
 
@@ -72,20 +76,20 @@ def cmd_fix(args: argparse.Namespace) -> int:
         root = Path(arg) if Path(arg).is_dir() else Path(arg).parent
         for item in expand_paths([arg]):
             if isinstance(item, ReadError):
-                print(f"{item.file}: error: {item.message}")
+                print(escape(f"{item.file}: error: {item.message}"))
                 errors += 1
                 continue
             result = fix_file(item, config, output, root)
             if result.error is not None:
-                print(f"{item}: error: {result.error}")
+                print(escape(f"{item}: error: {result.error}"))
                 errors += 1
                 continue
             changed += bool(result.changes)
             for target, change in result.changes:
-                print(f"{item}: {target.kind}/{target.name}: fixed: {change.message}")
+                print(escape(f"{item}: {target.kind}/{target.name}: fixed: {change.message}"))
             for target, violation in result.remaining:
-                print(f"{item}: {target.kind}/{target.name}: {violation.rule}: {violation.message} "
-                      "(cannot be fixed automatically)")
+                print(escape(f"{item}: {target.kind}/{target.name}: {violation.rule}: {violation.message} "
+                             "(cannot be fixed automatically)"))
                 remaining += 1
     print(f"qos-guard: {changed} files changed, {remaining} violations left, {errors} errors",
           file=sys.stderr)

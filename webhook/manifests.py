@@ -372,9 +372,20 @@ class _Constructor:
                 self._mapping(item, out)
 
 
+# libyaml refuses nesting deeper than 1,000 levels; building the value takes up to three Python frames a
+# level, so the limit is raised while a document is built (Python frames do not use the C stack on 3.11+).
+_CONSTRUCT_RECURSION = 4000
+
+
 def construct(node: yaml.Node, aliases_possible: bool = True) -> Any:
     """The JSON value kubectl makes of a composed document (see the module docstring)."""
-    return _Constructor(aliases_possible).value(node)
+    limit = sys.getrecursionlimit()
+    if limit < _CONSTRUCT_RECURSION:
+        sys.setrecursionlimit(_CONSTRUCT_RECURSION)
+    try:
+        return _Constructor(aliases_possible).value(node)
+    finally:
+        sys.setrecursionlimit(limit)
 
 
 # --- reading --------------------------------------------------------------------------------------------
@@ -672,7 +683,10 @@ def json_documents(file: str, text: str, first_line: int = 0) -> Iterator[Docume
             yield ReadError(file, line + 1, "JSON is nested too deeply to be read")
             return
         except ValueError as exc:  # a number too long or out of range, NaN
-            yield ReadError(file, line + 1, f"JSON cannot be decoded: {exc}")
+            message = str(exc)
+            if "digits" in message:
+                message = "an integer has more than 4,300 digits"
+            yield ReadError(file, line + 1, f"JSON cannot be decoded: {message}")
             return
         count += 1
         if obj is not None:

@@ -15,6 +15,7 @@ from xml.etree import ElementTree as ET
 from webhook import __version__
 from webhook.engine import Mode, Verdict
 from webhook.rules import RULES
+from webhook.textsafe import escape, xml_text
 from webhook.workloads import Target
 
 FORMATS = ("text", "json", "sarif", "junit", "github")
@@ -105,15 +106,15 @@ def _where(report: Report, file: str, line: int) -> str:
 
 
 def _error_line(report: Report, e: ErrorRecord) -> str:
-    return f"{_where(report, e.file, e.line)}: error: {e.message}"
+    return escape(f"{_where(report, e.file, e.line)}: error: {e.message}")
 
 
 def _notice_line(report: Report, r: Record) -> str:
-    return f"{_where(report, r.file, r.line)}: {r.kind}/{r.name}: notice: {r.message}"
+    return escape(f"{_where(report, r.file, r.line)}: {r.kind}/{r.name}: notice: {r.message}")
 
 
 def _violation_line(report: Report, r: Record) -> str:
-    return f"{_where(report, r.file, r.line)}: {r.kind}/{r.name}: {r.rule}: {r.message}"
+    return escape(f"{_where(report, r.file, r.line)}: {r.kind}/{r.name}: {r.rule}: {r.message}")
 
 
 def _text(report: Report) -> str:
@@ -212,6 +213,10 @@ def _junit(report: Report) -> str:
     suite.set("errors", str(len(report.errors)))
     root = ET.Element("testsuites")
     root.append(suite)
+    for element in root.iter():  # names and messages come from files: only what XML 1.0 allows
+        element.attrib.update({k: xml_text(v) for k, v in element.attrib.items()})
+        if element.text:
+            element.text = xml_text(element.text)
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
 
 
@@ -231,7 +236,7 @@ def _github(report: Report) -> str:
               f"{_escape_data(f'{n.kind}/{n.name}: {n.message}')}" for n in report.notices]
     lines += [f"::{level} file={_escape_property(r.file)},line={max(r.line, 1)},title={r.rule}::"
               f"{_escape_data(f'{r.kind}/{r.name}: {r.message}')}" for r in report.violations]
-    return "\n".join(lines) + ("\n" if lines else "")
+    return "\n".join(escape(line) for line in lines) + ("\n" if lines else "")
 
 
 _RENDERERS: dict[str, Callable[[Report], str]] = {
