@@ -457,7 +457,16 @@ def expand_paths(paths: Iterable[str]) -> Iterator[str | ReadError]:
             yield STDIN
             continue
         path = Path(raw)
-        if path.is_dir():
+        try:
+            is_dir = stat.S_ISDIR(path.stat().st_mode)
+        except FileNotFoundError:
+            is_dir = False
+        except OSError as exc:
+            if not _is_link(path):
+                yield ReadError(raw, 0, f"cannot read: {exc.strerror or exc}")
+                continue
+            is_dir = False  # a looping link: opening it names the problem
+        if is_dir:
             problems: list[OSError] = []
             found = sorted(
                 os.path.join(root, name)
@@ -468,10 +477,17 @@ def expand_paths(paths: Iterable[str]) -> Iterator[str | ReadError]:
             for exc in problems:
                 yield ReadError(str(exc.filename or raw), 0, f"cannot list folder: {exc.strerror or exc}")
             yield from found
-        elif path.exists() or path.is_symlink():
+        elif path.exists() or _is_link(path):
             yield raw
         else:
             yield ReadError(raw, 0, "no such file or directory")
+
+
+def _is_link(path: Path) -> bool:
+    try:
+        return path.is_symlink()
+    except OSError:
+        return False
 
 
 def open_manifest(file: str) -> IO[bytes] | ReadError:
