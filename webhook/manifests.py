@@ -474,8 +474,8 @@ def expand_paths(paths: Iterable[str]) -> Iterator[str | ReadError]:
                 for name in files
                 if name.endswith(MANIFEST_SUFFIXES)
             )
-            for exc in problems:
-                yield ReadError(str(exc.filename or raw), 0, f"cannot list folder: {exc.strerror or exc}")
+            for problem in problems:
+                yield ReadError(str(problem.filename or raw), 0, f"cannot list folder: {problem.strerror or problem}")
             yield from found
         elif path.exists() or _is_link(path):
             yield raw
