@@ -9,6 +9,7 @@ change are rewritten in place; with an output folder every input is written.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import itertools
 import json
@@ -232,8 +233,10 @@ def _edit_document(text: str, doc: Document, config: Config, result: FileResult,
 def _judge_document(doc: Any, config: Config, result: FileResult) -> list[Change]:
     verdict = evaluate(doc, config, Mode.MUTATE)
     for r in verdict.results:
-        result.remaining += [(r.target, v) for v in r.remaining]
-        result.changes += [(r.target, c) for c in r.changes]
+        # Only the names are reported: keep no reference to the object, so memory stays flat per document.
+        target = dataclasses.replace(r.target, spec={})
+        result.remaining += [(target, v) for v in r.remaining]
+        result.changes += [(target, c) for c in r.changes]
     return list(verdict.changes)
 
 

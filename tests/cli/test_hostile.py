@@ -165,7 +165,7 @@ def test_oversized_file_and_document_are_refused(qos_guard: Run, tmp_path: Path)
     proc = subprocess.run([sys.executable, "-m", "webhook.cli", "check", "-"], input=GOOD.encode() + b"---\n" + doc,
                           capture_output=True, timeout=120, check=False)
     assert proc.returncode == 1  # the first document's violation, and the error
-    assert b"<stdin>:5: error: document is over the 32 MiB limit" in proc.stdout
+    assert b"<stdin>:5: error: document is over the 8 MiB limit" in proc.stdout
 
 
 def test_closed_stdin_is_a_named_error(tmp_path: Path) -> None:
