@@ -319,3 +319,27 @@ def test_fix_killed_at_any_moment_leaves_old_or_new(tmp_path: Path) -> None:
         initial = _signature(path)
         for leftover in work.glob(".big.yaml.*"):
             leftover.unlink()  # a temporary file a kill left behind; never the target
+
+
+def _peak_kib(*args: str) -> tuple[int, str]:
+    """Run the CLI in a fresh interpreter and return its own peak resident memory (KiB) and stdout."""
+    code = ("import resource, sys\nfrom webhook.cli import main\nrc = main(sys.argv[1:])\n"
+            "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\n")
+    out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=300,
+                         check=False, cwd=Path(__file__).resolve().parents[2])
+    return int(out.stderr.strip().splitlines()[-1]), out.stdout
+
+
+def test_check_memory_stays_flat_over_a_long_file(tmp_path: Path) -> None:
+    """Finding 14: a file was read whole (bytes, text and libyaml's copy). Now it is read a document at a
+    time: 64 documents of 1 MiB each (mostly comment, cheap to parse) peak near one document, not 64
+    (before: about 150 MiB)."""
+    path = tmp_path / "long.yaml"
+    comment = ("# " + "x" * 1021 + "\n") * 1024
+    with path.open("w") as f:
+        for i in range(64):
+            f.write(f"---\n{comment}kind: ConfigMap\nmetadata: {{name: c{i}}}\n")
+        f.write("---\n" + GOOD)
+    peak, stdout = _peak_kib("check", str(path))
+    assert "Pod/after" in stdout
+    assert peak < 100 * 1024, f"peak {peak} KiB for a {path.stat().st_size >> 20} MiB file"
