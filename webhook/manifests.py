@@ -404,8 +404,8 @@ class ReadError:
 class Document:
     """One decoded document and what is needed to point at a line inside it.
 
-    ``offset`` is where the document's text starts in its file (characters) and ``first_line`` the 0-based
-    line of that start; node marks count from there."""
+    ``first_line`` is the 0-based line where the document's text starts in its file; node marks count
+    from there."""
 
     file: str
     line: int
@@ -413,7 +413,6 @@ class Document:
     node: yaml.Node | None = None
     text: str | None = field(default=None, repr=False)
     first_line: int = 0
-    offset: int = 0
 
     def line_of(self, segments: tuple[Segment, ...]) -> int:
         """The line of the deepest existing node on ``segments`` (where a missing field belongs)."""
@@ -629,7 +628,7 @@ def _settle(size: int) -> None:
         gc.freeze()
 
 
-def yaml_document(file: str, text: str, first_line: int = 0, offset: int = 0) -> Document | ReadError | None:
+def yaml_document(file: str, text: str, first_line: int = 0) -> Document | ReadError | None:
     """The first YAML document of ``text`` (one piece of a stream) decoded as kubectl decodes it; ``None``
     for an empty or ``null`` document. An error here ends the stream (kubectl stops reading the file)."""
     loader = Loader(text)
@@ -663,7 +662,7 @@ def yaml_document(file: str, text: str, first_line: int = 0, offset: int = 0) ->
             gc.enable()
     if obj is None:
         return None
-    return Document(file, first_line + node.start_mark.line + 1, obj, node, first_line=first_line, offset=offset)
+    return Document(file, first_line + node.start_mark.line + 1, obj, node, first_line=first_line)
 
 
 def not_an_object(doc: Document) -> ReadError | None:
