@@ -263,46 +263,77 @@ def allowed_alias_ratio(decodes: int) -> float:
     return 0.99 - 0.89 * ((decodes - _ALIAS_RANGE_LOW) / (_ALIAS_RANGE_HIGH - _ALIAS_RANGE_LOW))
 
 
-class _Constructor:
-    """Builds the JSON value of one composed document. libyaml's composer shares one node object between
-    an anchor and its aliases, so a node met again is an alias; with aliases present, every decode is
-    counted as go-yaml counts it, and its ratio rule applies."""
+def _scalar(node: yaml.ScalarNode) -> Any:
+    tag = node.tag
+    if tag == PLAIN:
+        return resolve_plain(node.value) if node.value else None
+    if tag == STR:
+        return node.value
+    return _tagged(tag, node.value, node.start_mark.line)
 
-    __slots__ = ("active", "aliased", "decodes", "depth", "seen", "track")
 
-    def __init__(self, track: bool) -> None:
-        self.track = track
+def _is_merge(key: yaml.Node) -> bool:
+    return isinstance(key, yaml.ScalarNode) and key.value == "<<" and key.tag in (PLAIN, _MERGE)
+
+
+def _merge_items(node: yaml.Node) -> list[tuple[int, yaml.MappingNode]]:
+    """go-yaml v2 writes merged keys into the map where ``<<`` stands; a list merges last to first."""
+    items = list(enumerate(node.value))[::-1] if isinstance(node, yaml.SequenceNode) else [(-1, node)]
+    maps: list[tuple[int, yaml.MappingNode]] = []
+    for i, item in items:
+        if not isinstance(item, yaml.MappingNode):
+            raise DecodeError("map merge requires map or sequence of maps as the value", item.start_mark.line)
+        maps.append((i, item))
+    return maps
+
+
+def _set_key(out: dict[str, Any], key_node: yaml.Node, key: Any, value: Any) -> None:
+    if isinstance(key, (dict, list)):
+        raise DecodeError("invalid map key: a mapping or a list cannot be a key", key_node.start_mark.line)
+    out[_key(key, key_node.start_mark.line)] = value
+
+
+def _value(raw: Any) -> Any:
+    return json_number(raw) if isinstance(raw, float) else raw
+
+
+class _Fast:
+    """The value of a document without aliases (no ``*`` in its text): no bookkeeping."""
+
+    def value(self, node: yaml.Node) -> Any:
+        if isinstance(node, yaml.ScalarNode):
+            return _value(_scalar(node))
+        if isinstance(node, yaml.MappingNode):
+            out: dict[str, Any] = {}
+            self.mapping(node, out)
+            return out
+        return [self.value(item) for item in node.value]
+
+    def mapping(self, node: yaml.MappingNode, out: dict[str, Any]) -> None:
+        for key_node, value_node in node.value:
+            if _is_merge(key_node):
+                for _, item in _merge_items(value_node):
+                    self.mapping(item, out)
+                continue
+            key = _scalar(key_node) if isinstance(key_node, yaml.ScalarNode) else self.value(key_node)
+            _set_key(out, key_node, key, self.value(value_node))
+
+
+class _Counted:
+    """The value of a document with aliases, each decode counted as go-yaml v2 counts it.
+
+    libyaml's composer shares one node object between an anchor and its aliases. Walking in document
+    order, the first visit of a node is its definition; a later visit through a parent-child edge not
+    used at the definition is an alias. Those alias edges are recorded while walking outside any alias,
+    so that inside an expansion only the aliases nested in the anchored value count as aliases again."""
+
+    def __init__(self) -> None:
         self.seen: set[int] = set()
+        self.alias_edges: set[tuple[int, int]] = set()
         self.active: set[int] = set()
         self.decodes = 1  # the document node
         self.aliased = 0
         self.depth = 0
-
-    def value(self, node: yaml.Node) -> Any:
-        raw = self.node(node)
-        if isinstance(raw, float):
-            return json_number(raw)
-        return raw
-
-    def node(self, node: yaml.Node) -> Any:
-        if self.track:
-            return self._tracked(node)
-        return self._build(node)
-
-    def _tracked(self, node: yaml.Node) -> Any:
-        key = id(node)
-        self._count()
-        if key in self.seen:  # an alias: go-yaml counts the alias node, then its target, as aliased
-            if key in self.active:
-                raise DecodeError("anchor value contains itself", node.start_mark.line)
-            self.depth += 1
-            try:
-                self._count()
-                return self._build(node)
-            finally:
-                self.depth -= 1
-        self.seen.add(key)
-        return self._build(node)
 
     def _count(self) -> None:
         self.decodes += 1
@@ -312,66 +343,79 @@ class _Constructor:
                 and self.aliased / self.decodes > allowed_alias_ratio(self.decodes)):
             raise DecodeError("document contains excessive aliasing")
 
+    def _is_alias(self, node: yaml.Node, edge: tuple[int, int]) -> bool:
+        if self.depth:
+            return edge in self.alias_edges
+        if id(node) in self.seen:
+            self.alias_edges.add(edge)
+            return True
+        self.seen.add(id(node))
+        return False
+
+    def value(self, node: yaml.Node, edge: tuple[int, int]) -> Any:
+        return _value(self.raw(node, edge))
+
+    def raw(self, node: yaml.Node, edge: tuple[int, int]) -> Any:
+        self._count()  # the node, or go-yaml's alias node
+        if not self._is_alias(node, edge):
+            return self._build(node)
+        if id(node) in self.active:
+            raise DecodeError("anchor value contains itself", node.start_mark.line)
+        self.depth += 1
+        try:
+            self._count()  # the anchored value, decoded again
+            return self._build(node)
+        finally:
+            self.depth -= 1
+
     def _build(self, node: yaml.Node) -> Any:
         if isinstance(node, yaml.ScalarNode):
-            tag = node.tag
-            if tag == PLAIN:
-                return resolve_plain(node.value) if node.value else None
-            if tag == STR:
-                return node.value
-            return _tagged(tag, node.value, node.start_mark.line)
-        if self.track:
-            self.active.add(id(node))
+            return _scalar(node)
+        key = id(node)
+        self.active.add(key)
         try:
             if isinstance(node, yaml.MappingNode):
                 out: dict[str, Any] = {}
                 self._mapping(node, out)
                 return out
-            return [self.value(item) for item in node.value]
+            return [self.value(item, (key, i)) for i, item in enumerate(node.value)]
         finally:
-            if self.track:
-                self.active.discard(id(node))
+            self.active.discard(key)
 
     def _mapping(self, node: yaml.MappingNode, out: dict[str, Any]) -> None:
-        for key_node, value_node in node.value:
-            if (isinstance(key_node, yaml.ScalarNode) and key_node.value == "<<"
-                    and key_node.tag in (PLAIN, _MERGE)):
-                self._merge(value_node, out)
+        parent = id(node)
+        for i, (key_node, value_node) in enumerate(node.value):
+            if _is_merge(key_node):
+                self._merge(value_node, (parent, 2 * i + 1), out)
                 continue
-            key = self.node(key_node)
-            if isinstance(key, (dict, list)):
-                raise DecodeError("invalid map key: a mapping or a list cannot be a key", key_node.start_mark.line)
-            out[_key(key, key_node.start_mark.line)] = self.value(value_node)
+            key = self.raw(key_node, (parent, 2 * i))
+            _set_key(out, key_node, key, self.value(value_node, (parent, 2 * i + 1)))
 
-    def _merge(self, node: yaml.Node, out: dict[str, Any]) -> None:
-        """go-yaml v2 writes merged keys into the map where ``<<`` stands; a list merges last to first."""
-        items = node.value[::-1] if isinstance(node, yaml.SequenceNode) else [node]
-        for item in items:
-            if not isinstance(item, yaml.MappingNode):
-                raise DecodeError("map merge requires map or sequence of maps as the value", item.start_mark.line)
-            if self.track:
-                key = id(item)
+    def _merge(self, node: yaml.Node, edge: tuple[int, int], out: dict[str, Any]) -> None:
+        sequence = isinstance(node, yaml.SequenceNode)
+        if sequence and self._is_alias(node, edge):  # go-yaml: an alias to a list cannot be merged
+            raise DecodeError("map merge requires map or sequence of maps as the value", node.start_mark.line)
+        for j, item in _merge_items(node):
+            item_edge = (id(node), j) if sequence else edge
+            self._count()
+            if not self._is_alias(item, item_edge):
+                self._merge_into(item, out)
+                continue
+            if id(item) in self.active:
+                raise DecodeError("anchor value contains itself", item.start_mark.line)
+            self.depth += 1
+            try:
                 self._count()
-                if key in self.seen:
-                    if key in self.active:
-                        raise DecodeError("anchor value contains itself", item.start_mark.line)
-                    self.depth += 1
-                    self._count()
-                    self.active.add(key)
-                    try:
-                        self._mapping(item, out)
-                    finally:
-                        self.active.discard(key)
-                        self.depth -= 1
-                    continue
-                self.seen.add(key)
-                self.active.add(key)
-                try:
-                    self._mapping(item, out)
-                finally:
-                    self.active.discard(key)
-            else:
-                self._mapping(item, out)
+                self._merge_into(item, out)
+            finally:
+                self.depth -= 1
+
+    def _merge_into(self, item: yaml.MappingNode, out: dict[str, Any]) -> None:
+        self.active.add(id(item))
+        try:
+            self._mapping(item, out)
+        finally:
+            self.active.discard(id(item))
 
 
 # libyaml refuses nesting deeper than 1,000 levels; building the value takes up to three Python frames a
@@ -385,7 +429,9 @@ def construct(node: yaml.Node, aliases_possible: bool = True) -> Any:
     if limit < _CONSTRUCT_RECURSION:
         sys.setrecursionlimit(_CONSTRUCT_RECURSION)
     try:
-        return _Constructor(aliases_possible).value(node)
+        if aliases_possible:
+            return _Counted().value(node, (0, 0))
+        return _Fast().value(node)
     finally:
         sys.setrecursionlimit(limit)
 

@@ -194,3 +194,16 @@ def test_any_text_reads_or_is_a_named_error(text: str) -> None:
         assert isinstance(item, (Document, ReadError))
         if isinstance(item, Document):
             assert isinstance(item.obj, dict)
+
+
+def test_go_yaml_alias_ratio_rule() -> None:
+    """go-yaml v2 (decode.go): past 100 aliased and 1,000 total decodes, more than 99% of decodes coming
+    from aliases is "excessive aliasing". Each alias of a 200-item list adds 201 aliased decodes of 202;
+    after the anchor's own 202, the ratio passes 99% at the 200th alias, however small the file."""
+    anchor = "a: &a [" + ", ".join(str(i) for i in range(200)) + "]\n"
+    (doc,) = read(anchor + "b: [" + ", ".join(["*a"] * 150) + "]\n")
+    assert len(doc["b"]) == 150 and doc["b"][149] == list(range(200))
+    assert read(anchor + "b: [" + ", ".join(["*a"] * 1000) + "]\n") == [
+        ("error", 1, "YAML cannot be decoded: document contains excessive aliasing")]
+    # an anchor that contains itself
+    assert read("a: &a [*a]\n")[0][0] == "error"
