@@ -322,9 +322,11 @@ def test_fix_killed_at_any_moment_leaves_old_or_new(tmp_path: Path) -> None:
 
 
 def _peak_kib(*args: str) -> tuple[int, str]:
-    """Run the CLI in a fresh interpreter and return its own peak resident memory (KiB) and stdout."""
-    code = ("import resource, sys\nfrom webhook.cli import main\nrc = main(sys.argv[1:])\n"
-            "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\n")
+    """Run the CLI in a fresh interpreter and return its own peak resident memory (KiB) and stdout. VmHWM
+    belongs to the new address space (ru_maxrss would carry the forking test process's peak over exec)."""
+    code = ("import sys\nfrom webhook.cli import main\nrc = main(sys.argv[1:])\n"
+            "hwm = [ln for ln in open('/proc/self/status') if ln.startswith('VmHWM:')][0]\n"
+            "print(hwm.split()[1], file=sys.stderr)\n")
     out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=300,
                          check=False, cwd=Path(__file__).resolve().parents[2])
     return int(out.stderr.strip().splitlines()[-1]), out.stdout
