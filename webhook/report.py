@@ -16,6 +16,7 @@ from webhook import __version__
 from webhook.engine import Mode, Verdict
 from webhook.fieldpath import FieldPath, dotted
 from webhook.rules import RULES
+from webhook.textsafe import escape, xml_text
 
 FORMATS = ("text", "json", "sarif", "junit", "github")
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -129,15 +130,15 @@ def render(report: Report, fmt: str) -> str:
 
 
 def _error_line(e: ErrorRecord) -> str:
-    return f"{e.location}: error: {e.message}"
+    return escape(f"{e.location}: error: {e.message}")
 
 
 def _notice_line(r: Record) -> str:
-    return f"{r.location}: {r.kind}/{r.name}: notice: {r.message}"
+    return escape(f"{r.location}: {r.kind}/{r.name}: notice: {r.message}")
 
 
 def _violation_line(r: Record) -> str:
-    return f"{r.location}: {r.kind}/{r.name}: {r.rule}: {r.message}"
+    return escape(f"{r.location}: {r.kind}/{r.name}: {r.rule}: {r.message}")
 
 
 def _text(report: Report) -> str:
@@ -235,6 +236,10 @@ def _junit(report: Report) -> str:
     suite.set("errors", str(len(report.errors)))
     root = ET.Element("testsuites")
     root.append(suite)
+    for element in root.iter():  # names and messages come from files: only what XML 1.0 allows
+        element.attrib.update({k: xml_text(v) for k, v in element.attrib.items()})
+        if element.text:
+            element.text = xml_text(element.text)
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
 
 
@@ -258,7 +263,7 @@ def _github(report: Report) -> str:
               f"{_escape_data(f'{n.kind}/{n.name}: {n.message}')}" for n in report.notices]
     lines += [f"::{level} {_github_where(r.location)},title={r.rule}::"
               f"{_escape_data(f'{r.kind}/{r.name}: {r.message}')}" for r in report.violations]
-    return "\n".join(lines) + ("\n" if lines else "")
+    return "\n".join(escape(line) for line in lines) + ("\n" if lines else "")
 
 
 _RENDERERS: dict[str, Callable[[Report], str]] = {

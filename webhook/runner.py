@@ -18,7 +18,7 @@ from webhook.fieldpath import FieldPath
 from webhook.manifests import STDIN, Document, ReadError, expand_paths, read_documents
 from webhook.podspec import ManifestError
 from webhook.report import Location, Report
-from webhook.rewrite import fix_file
+from webhook.textsafe import escape
 
 
 @dataclass(frozen=True)
@@ -54,6 +54,9 @@ def run(items: Iterable[Item], config: Config, mode: Mode, report: Report) -> Re
             verdict = evaluate(item.obj, config, mode, namespace=item.namespace)
         except ManifestError as exc:
             report.add_error(item.locate(exc.path), f"{item.label}malformed object: {exc}")
+            continue
+        except RecursionError:
+            report.add_error(item.locate(()), f"{item.label}object is nested too deeply to be judged")
             continue
         report.add_verdict(verdict, item.locate)
     return report
@@ -94,9 +97,14 @@ class FixTally:
 
 
 def fix_paths(paths: Sequence[str], config: Config, output: Path | None,
-              out: Callable[[str], None]) -> FixTally:
+              print_line: Callable[[str], None]) -> FixTally:
     """``qos-guard fix``: apply the mutation to every manifest file under ``paths``, one line per change,
-    per violation left and per file that could not be fixed."""
+    per violation left and per file that could not be fixed (escaped: names come from the files)."""
+    from webhook.rewrite import fix_file  # ruamel.yaml is imported by fix alone
+
+    def out(line: str) -> None:
+        print_line(escape(line))
+
     tally = FixTally()
     for arg in paths:
         if arg == STDIN:

@@ -48,7 +48,7 @@ def test_folders_recursive_and_errors_named(qos_guard: Run) -> None:
     assert out.returncode == 1
     report = json.loads(out.stdout)
     errors = {(Path(e["file"]).name, e["line"]): e["message"] for e in report["errors"]}
-    assert errors[("broken.yaml", 16)] == 'YAML does not parse: mapping key "name" already defined at line 15'
+    assert errors[("broken.yaml", 16)] == "YAML does not parse: mapping values are not allowed in this context"
     assert "spec.template.spec.containers: expected a list" in errors[("malformed.yml", 8)]
     assert any(name == "unclosed.yaml" for name, _ in errors)
     names = {v["name"] for v in report["violations"]}
@@ -162,6 +162,7 @@ def test_corpus(qos_guard: Run, corpus: Path) -> None:
     assert out.returncode == 1
     report = json.loads(out.stdout)
     bad = {Path(e["file"]).name for e in report["errors"]}
-    assert {"etcd-controller.yaml", "openshift-controller.yaml", "statefulset-ondelete.yaml"} <= bad
+    # These repeat a key; kubectl (go-yaml v2, not strict) keeps the last value and reads them (SPEC §6).
+    assert not {"etcd-controller.yaml", "openshift-controller.yaml", "statefulset-ondelete.yaml"} & bad
     assert all(e["line"] > 0 for e in report["errors"])
     assert report["summary"]["objects"] > 250 and report["summary"]["violations"] > 100

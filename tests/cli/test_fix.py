@@ -45,7 +45,8 @@ def test_fix_refuses_unparsable_file(qos_guard: Run, tmp_path: Path) -> None:
     shutil.copy(MANIFESTS / "nested" / "broken.yaml", path)
     before = path.read_text()
     result = qos_guard("fix", str(path))
-    assert result.returncode == 2 and "already defined at line 15; not changed" in result.stdout
+    assert result.returncode == 2
+    assert "line 16: YAML does not parse: mapping values are not allowed in this context; not changed" in result.stdout
     assert path.read_text() == before
 
 
