@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from tests.binaries import ROOT, binary
 from tests.helpers import admission_review, container, guaranteed, pod, rl
 from tests.serving import Server, start_server
 from webhook.certmetrics import EXPIRY_METRIC, certificate_expiry
+from webhook.certs import write_bundle
 
 CHART = ROOT / "charts" / "qos-guard"
 # Made by others, not by qos-guard: Prometheus adds `up` to every target; kube-apiserver counts the webhook
@@ -119,3 +121,30 @@ def test_certificate_expiry_is_the_served_certificate(scraped: tuple[Server, lis
     assert any(EXPIRY_METRIC in t["expr"] for p in dash["panels"] for t in p["targets"])
     titles = {p["title"] for p in dash["panels"]}
     assert {"Decisions by mode", "Violations by rule", "Answer time quantiles"} <= titles
+
+
+@pytest.mark.filterwarnings("ignore::urllib3.exceptions.InsecureRequestWarning")
+def test_certificate_expiry_follows_a_rotated_certificate(tmp_path: Path) -> None:
+    """The gauge is set where the workers load the certificate, so a renewal (as cert-manager's) shows up."""
+    pki = tmp_path / "pki"
+    write_bundle(pki, ["localhost", "127.0.0.1"], 30, keep_ca_key=True)
+    server = start_server(tmp_path / "serve", cert_dir=pki)
+    try:
+        def expiry() -> float:
+            # Any TLS handshake makes a worker look at the files (whichever CA signed them right now).
+            requests.post(server.url + "/validate", json=admission_review(pod(guaranteed())), verify=False,
+                          timeout=10)
+            text = requests.get(server.metrics + "/metrics", timeout=10).text
+            (value,) = [s.value for f in text_string_to_metric_families(text) for s in f.samples
+                        if s.name == EXPIRY_METRIC]
+            return float(value)
+
+        assert expiry() == certificate_expiry(str(pki / "tls.crt"))
+        write_bundle(pki, ["localhost", "127.0.0.1"], 5, keep_ca_key=True)  # renewed: a shorter life
+        renewed = certificate_expiry(str(pki / "tls.crt"))
+        deadline = time.monotonic() + 20
+        while (seen := expiry()) != renewed and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert seen == renewed
+    finally:
+        server.stop()
