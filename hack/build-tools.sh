@@ -2,7 +2,7 @@
 # Build the real binaries the test suite runs (helm, etcd, kube-apiserver, kubectl) from the Go module proxy and
 # cache them outside the repository, keyed by version. Idempotent: a cached binary is reused.
 #
-#   hack/build-tools.sh [helm|etcd|kube-apiserver|kubectl|kube-score|all]
+#   hack/build-tools.sh [helm|etcd|kube-apiserver|kubectl|kube-score|promtool|all]
 #
 # Prints the path of each binary on stdout (progress on stderr); fails loudly (non-zero exit) if a build fails.
 set -euo pipefail
@@ -11,6 +11,8 @@ HELM_VERSION="${HELM_VERSION:-v3.22.0}"
 ETCD_VERSION="${ETCD_VERSION:-v3.6.16}"
 KUBE_VERSION="${KUBE_VERSION:-v1.36.3}"
 KUBE_SCORE_VERSION="${KUBE_SCORE_VERSION:-v1.20.0}"
+# Prometheus 3.x is published as Go module versions v0.3MM.P (v0.316.0 is Prometheus 3.16.0).
+PROMTOOL_VERSION="${PROMTOOL_VERSION:-v0.316.0}"
 # Bumped when a tool's build flags change, so a stale cached binary is not reused.
 declare -A TOOL_REV=([helm]=.2)
 TOOLS_DIR="${QOS_GUARD_TOOLS:-${XDG_CACHE_HOME:-$HOME/.cache}/qos-guard/tools}"
@@ -63,6 +65,15 @@ package tools
 import _ "github.com/zegl/kube-score/cmd/kube-score"
 GO
   go get "github.com/zegl/kube-score@$1" >/dev/null
+}
+
+setup_promtool() {
+  cat > tools.go <<GO
+//go:build tools
+package tools
+import _ "github.com/prometheus/prometheus/cmd/promtool"
+GO
+  go get "github.com/prometheus/prometheus@$1" >/dev/null
 }
 
 setup_etcd() {
@@ -123,7 +134,8 @@ case $want in
     build kube-apiserver "$KUBE_VERSION" k8s.io/kubernetes/cmd/kube-apiserver setup_kube "$(kube_ldflags "$KUBE_VERSION")" ;;&
   kubectl|all)
     build kubectl "$KUBE_VERSION" k8s.io/kubernetes/cmd/kubectl setup_kube "$(kube_ldflags "$KUBE_VERSION")" ;;&
+  promtool|all) build promtool "$PROMTOOL_VERSION" github.com/prometheus/prometheus/cmd/promtool setup_promtool ;;&
   kube-score) build kube-score "$KUBE_SCORE_VERSION" github.com/zegl/kube-score/cmd/kube-score setup_kube_score ;;
-  helm|etcd|kube-apiserver|kubectl|all) ;;
-  *) echo "usage: $0 [helm|etcd|kube-apiserver|kubectl|kube-score|all]" >&2; exit 2 ;;
+  helm|etcd|kube-apiserver|kubectl|promtool|all) ;;
+  *) echo "usage: $0 [helm|etcd|kube-apiserver|kubectl|kube-score|promtool|all]" >&2; exit 2 ;;
 esac
