@@ -129,8 +129,9 @@ def build(flavour: Flavour, report: Report, subjects: Subjects, namespaces: Iter
         if r.container:
             props["container"] = r.container
         results.setdefault(ns, []).append(result("fail", r.message, r.rule, subject, props))
-    for e in report.errors:
-        results.setdefault(e.location.source, []).append(result("error", e.message))
+    for e in report.errors:  # a listing that failed across all namespaces belongs to no namespace's report
+        if e.location.source in results:
+            results[e.location.source].append(result("error", e.message))
     for ns, listed in subjects.by_namespace.items():
         for s in listed:
             if (s.namespace, s.kind, s.name) not in failed:

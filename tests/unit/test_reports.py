@@ -48,6 +48,12 @@ def test_one_report_per_namespace_with_fail_pass_and_error_results() -> None:
     assert empty["summary"]["pass"] == 0 and "results" not in empty  # replaces an older report with nothing
 
 
+def test_a_listing_that_failed_cluster_wide_is_in_no_report() -> None:
+    objects = [_listed("a", compliant_pod("good"), "u1"), Listed("", "Job", error="HTTP 403 forbidden")]
+    (a,) = _build("openreports", objects, [])  # -A: no namespace list
+    assert a["metadata"]["namespace"] == "a" and a["summary"]["error"] == 0
+
+
 def test_policyreport_has_the_same_results_without_a_top_level_source() -> None:
     objects = [_listed("a", violating_pod("frac"), "u1")]
     (old,) = _build("policyreport", objects, [])
