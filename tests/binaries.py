@@ -6,6 +6,8 @@ A binary that cannot be built fails the test run loudly: these tests are the pro
 from __future__ import annotations
 
 import functools
+import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -20,3 +22,19 @@ def binary(name: str) -> str:
     if proc.returncode != 0 or not proc.stdout.strip():
         raise RuntimeError(f"cannot build {name} (hack/build-tools.sh {name}):\n{proc.stderr[-4000:]}")
     return proc.stdout.strip().splitlines()[-1]
+
+
+# Go modules whose files (not binaries) the tests read: the policy report CRDs.
+OPENREPORTS = ("github.com/openreports/reports-api", "v0.2.1")
+# wgpolicyk8s.io/v1alpha2 PolicyReport CRD, as Kyverno (Apache-2.0) publishes it: config/crds/policyreport/.
+KYVERNO = ("github.com/kyverno/kyverno", "v1.14.4")
+
+
+@functools.cache
+def go_module(path: str, version: str) -> Path:
+    """The unpacked source of a Go module, downloaded through the module proxy into Go's module cache."""
+    proc = subprocess.run(["go", "mod", "download", "-json", f"{path}@{version}"], capture_output=True, text=True,
+                          timeout=1800, env={**os.environ, "GOFLAGS": "-mod=mod"})
+    if proc.returncode != 0:
+        raise RuntimeError(f"go mod download {path}@{version} failed:\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
+    return Path(json.loads(proc.stdout)["Dir"])

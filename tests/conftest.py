@@ -2,7 +2,8 @@
 
 Tiers are markers set by folder, so a new test file lands in the right one: ``e2e`` (a real etcd and
 kube-apiserver), ``node`` (a real kubelet with containerd), ``slow`` (real servers, helm, fuzzing, soak,
-the benchmark smoke run, the differential oracle). ``make test-fast`` runs what is left, in under a minute.
+the benchmark smoke run, the differential oracle, and the tools of users' loops: pre-commit, promtool, kubectl
+plugins, the GitHub action). ``make test-fast`` runs what is left, in under a minute.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ settings.register_profile("dev", max_examples=100, deadline=None)
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
 _TIERS = {"e2e": "e2e", "node": "node", "server": "slow", "reliability": "slow", "chart": "slow",
-          "bench": "slow", "fidelity": "slow"}
+          "bench": "slow", "fidelity": "slow", "ecosystem": "slow"}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -80,6 +80,9 @@ def cmd_certs(args: argparse.Namespace) -> int:
 def cmd_audit(args: argparse.Namespace) -> int:
     from webhook.audit import audit
     from webhook.cluster import ClusterError, Lister
+    from webhook.reports import FLAVOURS, Subjects
+    from webhook.reports import build as build_reports
+    from webhook.reports import write as write_reports
 
     config = load_config(args.config)
     if args.page_size < 1:
@@ -94,7 +97,14 @@ def cmd_audit(args: argparse.Namespace) -> int:
             namespaces = list(dict.fromkeys(args.namespace))
         else:
             namespaces = lister.opted_in_namespaces()
-        report = audit(lister.objects(namespaces), config, Mode(args.mode), progress)
+        subjects = Subjects()
+        report = audit(subjects.watch(lister.objects(namespaces)), config, Mode(args.mode), progress)
+        if args.report:  # stale reports are deleted everywhere, unless -n narrowed the run
+            flavour = FLAVOURS[args.report]
+            written = write_reports(lister, flavour, build_reports(flavour, report, subjects, namespaces or []),
+                                    namespaces if args.namespace else None)
+            print(f"qos-guard: {flavour.kind} written in {len(written.applied)} namespaces, "
+                  f"{len(written.deleted)} stale deleted", file=sys.stderr)
     except ClusterError as exc:
         _err(f"audit: {exc}")
         return EXIT_USAGE
@@ -195,6 +205,9 @@ def build_parser() -> argparse.ArgumentParser:
     audit.add_argument("--format", choices=FORMATS, default="text")
     audit.add_argument("--kubeconfig", help="kubeconfig (default: in-cluster, else $KUBECONFIG or ~/.kube/config)")
     audit.add_argument("--page-size", type=int, default=500, help="objects per list request (default 500)")
+    audit.add_argument("--report", choices=["openreports", "policyreport"],
+                       help="also write the findings into the cluster, one report per namespace, replaced on "
+                            "each run: openreports.io/v1alpha1 Report, or wgpolicyk8s.io/v1alpha2 PolicyReport")
     audit.set_defaults(func=cmd_audit)
 
     policy = sub.add_parser("policy", help="print ValidatingAdmissionPolicy and MutatingAdmissionPolicy YAML "

@@ -80,23 +80,30 @@ class Lister:
         self._api = _api_client(kubeconfig)
         self._page_size = page_size
 
-    def _get(self, path: str, query: list[tuple[str, str]]) -> dict[str, Any]:
-        request = self._api.param_serialize("GET", path, query_params=query,
-                                            header_params={"Accept": "application/json"},
-                                            auth_settings=["BearerToken"])
+    def send(self, method: str, path: str, query: list[tuple[str, str]], body: str | None,
+             content_type: str | None) -> tuple[int, dict[str, Any]]:
+        """One raw request; the HTTP status and the decoded body (``{}`` when it is not JSON)."""
+        headers = {"Accept": "application/json"}
+        if content_type:
+            headers["Content-Type"] = content_type
+        request = self._api.param_serialize(method, path, query_params=query, header_params=headers,
+                                            body=body, auth_settings=["BearerToken"])
         try:
             response = self._api.call_api(*request, _request_timeout=(10, 60))
             response.read()
         except (OSError, urllib3.exceptions.HTTPError) as exc:
             raise ClusterError(f"cannot reach the API server: {exc}") from None
-        if response.status != 200:
-            try:
-                message = json.loads(response.data).get("message", "")
-            except (ValueError, AttributeError):
-                message = ""
-            raise ClusterError(f"GET {path}: HTTP {response.status} {message}".rstrip())
-        result: dict[str, Any] = json.loads(response.data)
-        return result
+        try:
+            decoded = json.loads(response.data)
+        except (ValueError, TypeError):
+            decoded = {}
+        return response.status, decoded if isinstance(decoded, dict) else {}
+
+    def _get(self, path: str, query: list[tuple[str, str]]) -> dict[str, Any]:
+        status, body = self.send("GET", path, query, None, None)
+        if status != 200:
+            raise ClusterError(f"GET {path}: HTTP {status} {body.get('message', '')}".rstrip())
+        return body
 
     def pages(self, path: str, label_selector: str | None = None) -> Iterator[list[dict[str, Any]]]:
         """Each page of a list, following ``continue`` tokens."""

@@ -23,6 +23,7 @@ from typing import Any
 
 from gunicorn.app.base import BaseApplication
 
+from webhook.certmetrics import record_certificate_expiry
 from webhook.certs import ensure_local
 
 CIPHERS = "ECDHE+AESGCM:ECDHE+CHACHA20:!aNULL:!eNULL:!MD5:!DSS:!RC4:!3DES"
@@ -112,6 +113,7 @@ def server_context(cert: str, key: str) -> ssl.SSLContext:
     ctx.set_ciphers(CIPHERS)
     ctx.options |= ssl.OP_NO_COMPRESSION | ssl.OP_CIPHER_SERVER_PREFERENCE
     ctx.load_cert_chain(certfile=cert, keyfile=key)
+    record_certificate_expiry(cert)
     return ctx
 
 

@@ -1,0 +1,112 @@
+"""The chart's reports, audit CronJob, PrometheusRule and dashboard, rendered by the real helm."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from tests.binaries import OPENREPORTS, go_module
+from tests.chart.conftest import CHART, Render, by_kind, one, run_helm
+from webhook.workloads import KINDS
+
+NAMESPACE = "qos-guard"
+OPTIONAL = ("reports.installCRDs=true", "audit.enabled=true", "prometheusRule.enabled=true", "dashboard.enabled=true")
+
+
+def test_all_off_by_default(render: Render) -> None:
+    kinds = {o["kind"] for o in render()}
+    assert not kinds & {"CustomResourceDefinition", "CronJob", "PrometheusRule", "ClusterRole"}
+    assert len(by_kind(render(), "ConfigMap")) == 1
+
+
+def test_lint_with_everything_on(helm: str) -> None:
+    proc = run_helm(helm, "lint", "--strict", str(CHART), *[a for v in OPTIONAL for a in ("--set", v)])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_vendored_report_crd_is_the_modules_own() -> None:
+    vendored = (CHART / "files" / "openreports.io_reports.yaml").read_text()
+    header, _, body = vendored.partition("\n---\n")
+    assert all(line.startswith("#") for line in header.splitlines()) and "v0.2.1" in header and "Apache" in header
+    upstream = (go_module(*OPENREPORTS) / "config" / "crd" / "openreports.io_reports.yaml").read_text()
+    assert "---\n" + body == upstream
+
+
+def test_report_crd_is_kept_on_uninstall(render: Render) -> None:
+    crd = one(render("--set", "reports.installCRDs=true"), "CustomResourceDefinition")
+    assert crd["metadata"]["name"] == "reports.openreports.io"
+    assert crd["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+    assert crd["spec"]["versions"][0]["name"] == "v1alpha1"
+
+
+@pytest.mark.parametrize(("report", "group", "plural"), [("openreports", "openreports.io", "reports"),
+                                                         ("policyreport", "wgpolicyk8s.io", "policyreports")])
+def test_audit_cronjob_rbac_is_what_one_run_does(render: Render, report: str, group: str, plural: str) -> None:
+    objects = render("--set", f"audit.enabled=true,audit.report={report}", namespace=NAMESPACE)
+    role = one(objects, "ClusterRole")
+    granted = {(g, r, v) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]
+               for v in rule["verbs"]}
+    listed = {(k.group, k.plural, "list") for k in KINDS.values()} | {("", "namespaces", "list")}
+    written = {(group, plural, verb) for verb in ("list", "create", "patch", "delete")}
+    assert granted == listed | written
+    binding = one(objects, "ClusterRoleBinding")
+    (account,) = [a for a in by_kind(objects, "ServiceAccount") if a["metadata"]["name"].endswith("-cronjob")]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": account["metadata"]["name"],
+                                    "namespace": NAMESPACE}]
+    job = one(objects, "CronJob")
+    pod = job["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == account["metadata"]["name"] != "qos-guard"
+    args = pod["containers"][0]["args"]
+    assert args == ["audit", f"--report={report}", "--mode=warn"]
+    resources = pod["containers"][0]["resources"]
+    assert resources["requests"] == resources["limits"]  # Guaranteed, as the tool asks of others
+    # The webhook's Service and Deployment must never select the audit Pods.
+    selector = one(objects, "Service")["spec"]["selector"]
+    labels = job["spec"]["jobTemplate"]["spec"]["template"]["metadata"]["labels"]
+    assert not selector.items() <= labels.items()
+
+
+def test_audit_all_namespaces_and_release_name_prefix(render: Render) -> None:
+    job = one(render("--set", "audit.enabled=true,audit.allNamespaces=true", release="prod"), "CronJob")
+    assert job["metadata"]["name"] == "prod-qos-guard-audit-cronjob"
+    assert "--all-namespaces" in job["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["args"]
+
+
+def test_audit_role_does_not_clash_with_rbac_audit(render: Render) -> None:
+    objects = render("--set", "audit.enabled=true,rbac.audit=true")
+    names = [(o["kind"], o["metadata"]["name"]) for o in objects
+             if o["kind"] in ("ClusterRole", "ClusterRoleBinding")]
+    assert len(names) == len(set(names)) == 4
+
+
+def test_dashboard_configmap(render: Render) -> None:
+    objects = render("--set", "dashboard.enabled=true,dashboard.namespace=monitoring",
+                     "--set", "dashboard.annotations.grafana_folder=Kubernetes")
+    (cm,) = [o for o in by_kind(objects, "ConfigMap") if o["metadata"]["name"].endswith("-dashboard")]
+    assert cm["metadata"]["namespace"] == "monitoring"
+    assert cm["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert cm["metadata"]["annotations"] == {"grafana_folder": "Kubernetes"}
+    dash: dict[str, Any] = json.loads(cm["data"]["qos-guard.json"])
+    assert dash == json.loads((CHART / "dashboards" / "qos-guard.json").read_text())
+    assert dash["uid"] == "qos-guard" and all(p["datasource"]["uid"] == "${datasource}" for p in dash["panels"])
+
+
+@pytest.mark.parametrize(("values", "named"), [
+    (["--set", "audit.report=bogus"], "at '/audit/report'"),
+    (["--set", "audit.resources.cpu=null"], "at '/audit/resources'"),
+    (["--set", "prometheusRule.latencyP99Seconds=0.3"], "at '/prometheusRule/latencyP99Seconds'"),
+    (["--set", "prometheusRule.downFor=soon"], "at '/prometheusRule/downFor'"),
+    (["--set", "dashboard.enabled=yes"], "at '/dashboard/enabled'"),
+    (["--set", "reports.installCRDs=1"], "at '/reports/installCRDs'"),
+])
+def test_schema_refuses_bad_values(helm: str, values: list[str], named: str) -> None:
+    proc = run_helm(helm, "template", "qos-guard", str(CHART), *values)
+    assert proc.returncode != 0 and named in proc.stderr, proc.stderr
+
+
+def test_latency_threshold_must_fit_the_timeout(helm: str) -> None:
+    proc = run_helm(helm, "template", "qos-guard", str(CHART), "--set", "prometheusRule.enabled=true",
+                    "--set-string", "prometheusRule.latencyP99Seconds=1.0", "--set", "webhook.timeoutSeconds=1")
+    assert proc.returncode != 0 and "must be under webhook.timeoutSeconds" in proc.stderr
