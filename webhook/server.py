@@ -1,5 +1,6 @@
 """``qos-guard serve``: gunicorn with TLS (1.2 minimum) run programmatically, certificates reloaded from
-disk when they change, metrics and health on a separate plain-HTTP port served by the master process.
+disk when they change, metrics and health on a separate plain-HTTP port (webhook/health.py) in the master.
+Workers are gevent with a deadline on every client step (webhook/worker.py; why: docs/reliability.md).
 
 SIGTERM is gunicorn's graceful shutdown: workers stop accepting, finish in-flight requests, then exit.
 """
@@ -97,7 +98,9 @@ class ServeOptions:
     bind: str = "0.0.0.0:8443"
     metrics_bind: str = "0.0.0.0:8080"
     workers: int = 2
-    threads: int = 4
+    connections: int = 1000
+    worker_model: str = "gevent"  # "gthread": the former model, kept for bench/ comparisons only
+    threads: int = 4  # gthread only
     config: str | None = None
     cert_file: str | None = None
     key_file: str | None = None
@@ -204,12 +207,18 @@ class _Gunicorn(BaseApplication):  # type: ignore[misc]
         return self.factory()
 
 
-def _start_metrics_server(bind: str, app: Any) -> None:
-    from werkzeug.serving import make_server
+def _start_health_server(opts: ServeOptions, ready: Callable[[], bool]) -> Any:
+    """The plain port (webhook/health.py): bounded, in one thread of the master; readiness asks a worker."""
+    from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-    host, port = _split_bind(bind)
-    server = make_server(host, port, app, threaded=True)
-    threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
+    from webhook.app import multiprocess_registry
+    from webhook.health import HealthServer, WorkerProbe
+
+    host, port = _split_bind(opts.metrics_bind)
+    health = HealthServer(host, port, WorkerProbe(*_split_bind(opts.bind)),
+                          lambda: (generate_latest(multiprocess_registry()), CONTENT_TYPE_LATEST), ready)
+    health.start()
+    return health
 
 
 def serve(opts: ServeOptions) -> int:
@@ -225,14 +234,16 @@ def serve(opts: ServeOptions) -> int:
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
     from prometheus_client import multiprocess
 
-    from webhook.app import Metrics, create_app, create_metrics_app, multiprocess_registry
+    from webhook.app import Metrics, create_app
+    from webhook.health import probe_route
     ready = threading.Event()
+    health: list[Any] = []
     own_namespace = os.environ.get("POD_NAMESPACE") or None
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
 
     def when_ready(server: Any) -> None:
-        _start_metrics_server(opts.metrics_bind, create_metrics_app(ready.is_set, multiprocess_registry))
+        health.append(_start_health_server(opts, ready.is_set))
         ready.set()
         host, port = _split_bind(opts.bind)
         shown = "localhost" if host in ("0.0.0.0", "::", "127.0.0.1") else host
@@ -241,14 +252,19 @@ def serve(opts: ServeOptions) -> int:
               f"  curl {hint}https://{shown}:{port}/validate -H 'Content-Type: application/json' "
               "--data @examples/admission-review.json", file=sys.stderr, flush=True)
 
+    def post_fork(server: Any, worker: Any) -> None:
+        for h in health:
+            h.close_in_child()
+
     def child_exit(server: Any, worker: Any) -> None:
         multiprocess.mark_process_dead(worker.pid)  # type: ignore[no-untyped-call]
 
     options: dict[str, Any] = {
         "bind": [opts.bind],
         "workers": opts.workers,
-        "worker_class": "gthread",
+        "worker_class": "webhook.worker.GuardedWorker" if opts.worker_model == "gevent" else "gthread",
         "threads": opts.threads,
+        "worker_connections": opts.connections,
         "keepalive": 75,
         "certfile": cert,
         "keyfile": key,
@@ -260,12 +276,14 @@ def serve(opts: ServeOptions) -> int:
         "loglevel": "warning",
         "when_ready": when_ready,
         "child_exit": child_exit,
+        "post_fork": post_fork,
         "post_worker_init": _batch_decision_log,
         "worker_exit": _flush_decision_log,
         "proc_name": "qos-guard",
     }
     try:
-        _Gunicorn(options, lambda: create_app(config, Metrics.create(), own_namespace, noop=opts.noop)).run()
+        _Gunicorn(options, lambda: probe_route(create_app(config, Metrics.create(), own_namespace,
+                                                          noop=opts.noop))).run()
     finally:
         shutil.rmtree(metrics_dir, ignore_errors=True)
     return 0

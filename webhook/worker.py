@@ -1,0 +1,114 @@
+"""The gunicorn worker ``qos-guard serve`` runs: gevent, with a deadline on every step a client controls.
+
+Why (docs/reliability.md, "Serving model"): with one OS thread per connection (gthread), a few clients that
+stall a TLS handshake, dribble headers or a body, or connect and send nothing hold every thread, and
+admission stops. Here a connection costs a greenlet (kilobytes), so hundreds of stalled ones leave the
+worker free; and each is closed by its deadline, so nothing piles up:
+
+- TLS handshake: ``request_deadline`` seconds from accept;
+- idle between keep-alive requests (and before the first byte): gunicorn's ``keepalive``;
+- one request, from its first byte to the last byte of the answer: ``request_deadline``.
+
+Connections per worker are bounded by gunicorn's ``worker_connections`` (the gevent pool); over it, new
+connections wait in the listen backlog. Only HTTP/1.1 is served (the API server speaks it to webhooks).
+"""
+
+from __future__ import annotations
+
+import errno
+import ssl
+import time
+from functools import partial
+from typing import Any
+
+import gevent
+from gevent.pool import Pool
+from gevent.server import StreamServer
+from gevent.socket import wait_read
+from gunicorn import http, util
+from gunicorn.workers.base_async import AsyncWorker
+from gunicorn.workers.ggevent import GeventWorker
+
+REQUEST_DEADLINE = 10.0
+
+
+class Deadline(BaseException):
+    """A client took longer than its deadline: the connection is closed. A ``BaseException`` (as
+    ``gevent.Timeout`` is) so that Flask's error handling, which catches ``Exception``, lets it through."""
+
+
+class GuardedWorker(GeventWorker):  # type: ignore[misc]
+    """gunicorn's gevent worker with TLS done here (handshake under a deadline, certificates reloaded from
+    disk) and a deadline per request; see the module docstring."""
+
+    request_deadline = REQUEST_DEADLINE
+
+    def init_process(self) -> None:
+        from webhook.server import ReloadingContext  # after gevent patched ssl: contexts are gevent's
+        self.tls = ReloadingContext(self.cfg.certfile, self.cfg.keyfile) if self.cfg.is_ssl else None
+        super().init_process()
+
+    def run(self) -> None:
+        servers = []
+        for s in self.sockets:
+            s.setblocking(1)
+            server = StreamServer(s, handle=partial(self.handle, s), spawn=Pool(self.worker_connections))
+            if self.cfg.workers > 1:
+                server.max_accept = 1
+            server.start()
+            servers.append(server)
+        while self.alive:
+            self.notify()
+            gevent.sleep(1.0)
+        for server in servers:  # stop accepting; let requests in flight finish within graceful_timeout
+            server.close()
+        started = time.monotonic()
+        while time.monotonic() - started <= self.cfg.graceful_timeout:
+            if all(server.pool.free_count() == server.pool.size for server in servers):
+                return
+            self.notify()
+            gevent.sleep(0.2)
+        for server in servers:
+            server.stop(timeout=1)
+
+    def _wait_for_request(self, client: Any, parser: Any) -> bool:
+        """Wait up to ``keepalive`` for the next request's first byte: False when none came."""
+        if parser.unreader.buf.getvalue() or (isinstance(client, ssl.SSLSocket) and client.pending()):
+            return True
+        try:
+            wait_read(client.fileno(), timeout=max(self.cfg.keepalive, 1))
+        except TimeoutError:
+            return False
+        return True
+
+    def handle(self, listener: Any, client: Any, addr: Any) -> None:
+        req = None
+        try:
+            client.setblocking(1)
+            if self.tls is not None:
+                with gevent.Timeout(self.request_deadline, Deadline):
+                    client = self.tls.current().wrap_socket(client, server_side=True, do_handshake_on_connect=False)
+                    client.do_handshake()
+            parser = http.get_parser(self.cfg, client, addr)
+            listener_name = listener.getsockname()
+            while True:
+                req = None
+                if not self._wait_for_request(client, parser):
+                    break
+                with gevent.Timeout(self.request_deadline, Deadline):
+                    req = next(parser)
+                    if not req:
+                        break
+                    # GeventWorker's override drops the keep-alive answer: call the base directly
+                    keep = AsyncWorker.handle_request(self, listener_name, req, client, addr)
+                if not keep or not self.cfg.keepalive or not self.alive:
+                    break
+        except (Deadline, StopIteration, http.errors.NoMoreData, ssl.SSLError):
+            pass
+        except OSError as exc:
+            if exc.errno not in (errno.EPIPE, errno.ECONNRESET, errno.ENOTCONN, errno.EBADF):
+                self.log.exception("socket error")
+        except Exception as exc:  # a malformed request line or header: gunicorn answers 400 itself
+            self.handle_error(req, client, addr, exc)
+        finally:
+            util.close(client)
