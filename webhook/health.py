@@ -28,20 +28,30 @@ from typing import Any
 MAX_CONNECTIONS = 64
 MAX_HEAD = 8192
 HEAD_DEADLINE = 5.0
-PROBE_TIMEOUT = 2.0
+PROBE_TIMEOUT = 0.8  # under kubelet's default probe timeout of 1 s
 PROBE_TTL = 1.0
 LIVENESS_GRACE = 60.0
 PROBE_PATH = "/healthz"
 
 
-def probe_route(app: Callable[..., Iterable[bytes]]) -> Callable[..., Iterable[bytes]]:
-    """WSGI middleware for the TLS port: ``GET /healthz`` answers ``ok`` from the worker, before Flask."""
+def probe_route(app: Callable[..., Iterable[bytes]],
+                count_error: Callable[[str], None] | None = None) -> Callable[..., Iterable[bytes]]:
+    """WSGI middleware for the TLS port: ``GET /healthz`` answers ``ok`` from the worker, before Flask; every
+    5xx answer is passed to ``count_error`` (there should be none: a metric says so, whatever the cause)."""
 
     def wrapped(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         if environ.get("PATH_INFO") == PROBE_PATH and environ.get("REQUEST_METHOD") == "GET":
             start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", "3")])
             return [b"ok\n"]
-        return app(environ, start_response)
+        if count_error is None:
+            return app(environ, start_response)
+
+        def counted(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
+            if status.startswith("5"):
+                count_error(status[:3])
+            return start_response(status, headers, exc_info)
+
+        return app(environ, counted)
 
     return wrapped
 

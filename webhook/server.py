@@ -7,6 +7,7 @@ SIGTERM is gunicorn's graceful shutdown: workers stop accepting, finish in-fligh
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import queue
@@ -30,6 +31,30 @@ CIPHERS = "ECDHE+AESGCM:ECDHE+CHACHA20:!aNULL:!eNULL:!MD5:!DSS:!RC4:!3DES"
 LOG = logging.getLogger("qos_guard.server")
 
 
+MAX_LINE = 4096
+MAX_FIELD = 253  # a Kubernetes name's maximum; the API server's uids are 36
+
+
+def bound_line(line: str) -> str:
+    """A decision line within ``MAX_LINE``: long strings cut (their length said), long lists shortened; still
+    JSON. A client controls the names and uid it sends, and one line must not be megabytes."""
+
+    def cut(value: Any) -> Any:
+        if isinstance(value, str) and len(value) > MAX_FIELD:
+            return f"{value[:MAX_FIELD]}... ({len(value)} characters)"
+        if isinstance(value, list):
+            return [cut(v) for v in value[:20]] + ([f"... and {len(value) - 20} more"] if len(value) > 20 else [])
+        if isinstance(value, dict):
+            return {str(k)[:MAX_FIELD]: cut(v) for k, v in value.items()}
+        return value
+
+    try:
+        bounded = json.dumps(cut(json.loads(line)))
+    except ValueError:
+        bounded = line
+    return bounded if len(bounded) <= MAX_LINE else bounded[:MAX_LINE - 20] + "... (cut)"
+
+
 class BatchedLines(logging.Handler):
     """Decision log lines go to a queue that one thread writes out every ``interval`` seconds.
 
@@ -47,7 +72,8 @@ class BatchedLines(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
-            self._queue.put(self.format(record))
+            line = self.format(record)
+            self._queue.put(line if len(line) <= MAX_LINE else bound_line(line))
         except Exception:  # never fail a request over a log line
             self.handleError(record)
 
@@ -221,6 +247,19 @@ def _start_health_server(opts: ServeOptions, ready: Callable[[], bool]) -> Any:
     return health
 
 
+def _worker_app(config: Any, own_namespace: str | None, noop: bool) -> Any:
+    """In each worker: the Flask app behind the readiness probe route and the 5xx counter."""
+    from prometheus_client import Counter
+
+    from webhook.app import Metrics, create_app
+    from webhook.health import probe_route
+
+    errors = Counter("qos_guard_http_server_errors", "Answers with a 5xx status; there should be none", ["code"])
+    errors.labels("500")
+    return probe_route(create_app(config, Metrics.create(), own_namespace, noop=noop),
+                       lambda code: errors.labels(code).inc())
+
+
 def serve(opts: ServeOptions) -> int:
     """Run until SIGTERM/SIGINT; gunicorn's arbiter ends the process itself when it stops."""
     from webhook.config import load_config
@@ -234,8 +273,6 @@ def serve(opts: ServeOptions) -> int:
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
     from prometheus_client import multiprocess
 
-    from webhook.app import Metrics, create_app
-    from webhook.health import probe_route
     ready = threading.Event()
     health: list[Any] = []
     own_namespace = os.environ.get("POD_NAMESPACE") or None
@@ -282,8 +319,7 @@ def serve(opts: ServeOptions) -> int:
         "proc_name": "qos-guard",
     }
     try:
-        _Gunicorn(options, lambda: probe_route(create_app(config, Metrics.create(), own_namespace,
-                                                          noop=opts.noop))).run()
+        _Gunicorn(options, lambda: _worker_app(config, own_namespace, opts.noop)).run()
     finally:
         shutil.rmtree(metrics_dir, ignore_errors=True)
     return 0

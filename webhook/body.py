@@ -1,0 +1,57 @@
+"""Reading a request body within bounds: a precise 400 or 413 for every way a client can get it wrong.
+
+Refused up front, before any byte is read: a Content-Length over ``DRAIN_LIMIT`` (10^20 included). A body
+over ``MAX_BODY`` that is not that large is read and dropped so the client sees the 413 rather than a reset.
+A broken chunked encoding or a client leaving mid-body (gunicorn's ``InvalidChunkSize``, ``NoMoreData``,
+...) is a ``BadBody`` (400) naming what went wrong, never an uncaught exception and a 500.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gunicorn.http import errors as http_errors
+
+from webhook.admission import BadReview
+
+MAX_BODY = 3 * 1024 * 1024
+# An oversized body up to this size is read and dropped so the client sees the 413 instead of a reset.
+DRAIN_LIMIT = 64 * 1024 * 1024
+
+
+class TooLarge(Exception):
+    """The request body is over ``MAX_BODY``."""
+
+
+class BadBody(BadReview):
+    """The body could not be read as HTTP frames it: HTTP 400 with this reason."""
+
+
+_READ_ERRORS = (http_errors.ParseException, http_errors.NoMoreData, ConnectionError, TimeoutError)
+
+
+def _read(stream: Any, size: int) -> bytes:
+    try:
+        return bytes(stream.read(size))
+    except _READ_ERRORS as exc:
+        what = type(exc).__name__
+        detail = str(exc)[:200]
+        raise BadBody(f"the request body could not be read ({what}{': ' + detail if detail else ''})") from None
+
+
+def read_bounded(environ: dict[str, Any]) -> bytes:
+    """The request body, at most ``MAX_BODY`` bytes; larger ones are refused (``TooLarge``)."""
+    stream = environ["wsgi.input"]
+    raw_length = environ.get("CONTENT_LENGTH") or None
+    length = int(raw_length) if raw_length is not None and str(raw_length).isdigit() else None
+    if length is not None and length > DRAIN_LIMIT:
+        raise TooLarge
+    data = _read(stream, length if length is not None and length <= MAX_BODY else MAX_BODY + 1)
+    if length is not None and len(data) < min(length, MAX_BODY + 1):
+        raise BadBody(f"the request body ended after {len(data)} of {length} bytes")
+    if len(data) <= MAX_BODY:
+        return data
+    left = min(length or DRAIN_LIMIT, DRAIN_LIMIT) - len(data)
+    while left > 0 and (chunk := _read(stream, min(left, 1 << 20))):
+        left -= len(chunk)
+    raise TooLarge
