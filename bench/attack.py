@@ -18,6 +18,8 @@ import http.client
 import json
 import ssl
 import statistics
+import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -137,36 +139,44 @@ def probe(port: int, ca: str, body: bytes, stop: threading.Event, every: float =
 
 
 def attack(port: int, ca: str, body: bytes, kinds: list[str], n: int, seconds: float) -> dict[str, object]:
-    """Hold the connections and probe meanwhile (after a ramp-up of a third of ``seconds``)."""
+    """Hold the connections from another process (so the attacker's own TLS work cannot delay the probe
+    through this process's GIL) and probe from this one, after a ramp-up of a third of ``seconds``."""
+    holder = subprocess.Popen([sys.executable, "-m", "bench.attack", "--hold", "--port", str(port), "--ca", ca,
+                               *(f"--kind={k}" for k in kinds), "-n", str(n), "--seconds", str(seconds)],
+                              stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parent.parent)
     stop = threading.Event()
-    probed: list[Probe] = []
-
-    def run_probe() -> None:
-        time.sleep(seconds / 3)
-        probed.append(probe(port, ca, body, stop))
-
-    thread = threading.Thread(target=run_probe)
-    thread.start()
     try:
-        held = hold(kinds, n, port, ca, seconds)
+        time.sleep(seconds / 3)
+        timer = threading.Timer(seconds * 2 / 3 - 0.5, stop.set)
+        timer.start()
+        probed = probe(port, ca, body, stop)
+        out, _ = holder.communicate(timeout=seconds + 60)
     finally:
         stop.set()
-        thread.join()
-    return {"kinds": {k: vars(h) for k, h in held.items()}, "probe": probed[0].summary() if probed else {}}
+        if holder.poll() is None:
+            holder.kill()
+            holder.wait()
+    return {"kinds": json.loads(out), "probe": probed.summary()}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="bench.attack", description=__doc__.split("\n")[0])
     parser.add_argument("--port", type=int, required=True, help="the webhook's TLS port on 127.0.0.1")
     parser.add_argument("--ca", required=True, help="CA bundle that signed the webhook's certificate")
-    parser.add_argument("--body", required=True, help="an AdmissionReview for the probe")
+    parser.add_argument("--body", help="an AdmissionReview for the probe (required without --hold)")
+    parser.add_argument("--hold", action="store_true", help="only hold the connections; print what was held")
     parser.add_argument("--kind", choices=(*KINDS, "all"), action="append", required=True)
     parser.add_argument("-n", type=int, default=256, help="connections per kind (at most 1024)")
     parser.add_argument("--seconds", type=float, default=20.0, help="how long to hold them (at most 120)")
     args = parser.parse_args(argv)
     kinds = list(KINDS) if "all" in args.kind else args.kind
     n, seconds = min(args.n, 1024), min(args.seconds, 120.0)
-    print(json.dumps(attack(args.port, args.ca, Path(args.body).read_bytes(), kinds, n, seconds)))
+    if args.hold:
+        print(json.dumps({k: vars(h) for k, h in hold(kinds, n, args.port, args.ca, seconds).items()}))
+    elif not args.body:
+        parser.error("--body is required without --hold")
+    else:
+        print(json.dumps(attack(args.port, args.ca, Path(args.body).read_bytes(), kinds, n, seconds)))
     return 0
 
 

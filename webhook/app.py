@@ -25,7 +25,7 @@ from webhook.admission import (
     parse_review,
     response,
 )
-from webhook.body import MAX_BODY, TooLarge, read_bounded
+from webhook.body import MAX_BODY, Busy, TooLarge, read_bounded
 from webhook.config import Config
 from webhook.rules import RULE_IDS
 from webhook.workloads import WORKLOAD_KINDS
@@ -151,6 +151,12 @@ def create_app(config: Config, metrics: Metrics | None = None, own_namespace: st
     @app.errorhandler(HTTPException)
     def http_error(exc: HTTPException) -> Response:
         return _json(exc.code or 500, {"error": exc.name, "reason": exc.description})
+
+    @app.errorhandler(Busy)
+    def busy(exc: Busy) -> Response:  # large bodies being read hold this worker's memory budget
+        answer = _json(503, {"error": "busy", "reason": "too many large requests in flight; retry"})
+        answer.headers["Retry-After"] = "1"
+        return answer
 
     @app.errorhandler(RecursionError)
     def too_deep(exc: RecursionError) -> Response:  # an object nested deeper than the judge can walk

@@ -39,6 +39,19 @@ def _read(stream: Any, size: int) -> bytes:
         raise BadBody(f"the request body could not be read ({what}{': ' + detail if detail else ''})") from None
 
 
+class Busy(Exception):
+    """Large bodies being read already hold this worker's ``BUFFER_BUDGET``: HTTP 503, retry later."""
+
+
+# Body bytes held by requests of this process that are still being read. A request under SMALL_BODY never
+# waits on it (a few KiB, as nearly every Pod is); larger ones share the budget, so memory is bounded by
+# connections x SMALL_BODY + BUFFER_BUDGET + one request being judged (a gevent worker judges one at a time).
+SMALL_BODY = 64 * 1024
+BUFFER_BUDGET = 24 * 1024 * 1024
+STEP = 256 * 1024
+_held = [0]
+
+
 def read_bounded(environ: dict[str, Any]) -> bytes:
     """The request body, at most ``MAX_BODY`` bytes; larger ones are refused (``TooLarge``)."""
     stream = environ["wsgi.input"]
@@ -46,7 +59,25 @@ def read_bounded(environ: dict[str, Any]) -> bytes:
     length = int(raw_length) if raw_length is not None and str(raw_length).isdigit() else None
     if length is not None and length > DRAIN_LIMIT:
         raise TooLarge
-    data = _read(stream, length if length is not None and length <= MAX_BODY else MAX_BODY + 1)
+    want = length if length is not None and length <= MAX_BODY else MAX_BODY + 1
+    parts: list[bytes] = []
+    got = counted = 0
+    try:
+        while got < want:
+            part = _read(stream, min(STEP, want - got))
+            if not part:
+                break
+            got += len(part)
+            parts.append(part)
+            if got > SMALL_BODY:
+                grow = got - counted
+                if _held[0] + grow > BUFFER_BUDGET:
+                    raise Busy
+                _held[0] += grow
+                counted = got
+    finally:
+        _held[0] -= counted
+    data = parts[0] if len(parts) == 1 else b"".join(parts)
     if length is not None and len(data) < min(length, MAX_BODY + 1):
         raise BadBody(f"the request body ended after {len(data)} of {length} bytes")
     if len(data) <= MAX_BODY:

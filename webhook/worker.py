@@ -42,6 +42,7 @@ class CoalescedResponse(wsgi.Response):  # type: ignore[misc]
     separate header write was half of a worker's samples in the profile (docs/performance/profiling.md)."""
 
     _head = b""
+    headers_sent: bool
 
     def send_headers(self) -> None:
         if self.headers_sent:
@@ -75,6 +76,7 @@ class GuardedWorker(GeventWorker):  # type: ignore[misc]
     disk) and a deadline per request; see the module docstring."""
 
     request_deadline = REQUEST_DEADLINE
+    alive: bool
 
     def init_process(self) -> None:
         from webhook.server import ReloadingContext  # after gevent patched ssl: contexts are gevent's
