@@ -44,12 +44,26 @@ class Busy(Exception):
 
 
 # Body bytes held by requests of this process that are still being read. A request under SMALL_BODY never
-# waits on it (a few KiB, as nearly every Pod is); larger ones share the budget, so memory is bounded by
-# connections x SMALL_BODY + BUFFER_BUDGET + one request being judged (a gevent worker judges one at a time).
+# waits on it (a few KiB, as nearly every Pod is); larger ones must have a Content-Length and share the
+# budget, so memory is bounded by connections x SMALL_BODY + BUFFER_BUDGET + the requests being judged
+# (webhook/worker.py: one small one in the hub and one large one in the offload thread, per worker).
 SMALL_BODY = 64 * 1024
 BUFFER_BUDGET = 24 * 1024 * 1024
 STEP = 256 * 1024
 _held = [0]
+BUFFERED = "qos_guard.buffered"  # environ key: the worker read the body already, under reserve()
+
+
+def reserve(size: int) -> bool:
+    """Take ``size`` bytes of the budget for a body the worker reads itself; False when it is spent."""
+    if _held[0] + size > BUFFER_BUDGET:
+        return False
+    _held[0] += size
+    return True
+
+
+def release(size: int) -> None:
+    _held[0] -= size
 
 
 def read_bounded(environ: dict[str, Any]) -> bytes:
@@ -69,7 +83,9 @@ def read_bounded(environ: dict[str, Any]) -> bytes:
                 break
             got += len(part)
             parts.append(part)
-            if got > SMALL_BODY:
+            if got > SMALL_BODY and length is None:
+                raise BadBody(f"a body over {SMALL_BODY // 1024} KiB needs a Content-Length (the API server sends one)")
+            if got > SMALL_BODY and not environ.get(BUFFERED):
                 grow = got - counted
                 if _held[0] + grow > BUFFER_BUDGET:
                     raise Busy

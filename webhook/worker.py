@@ -9,6 +9,9 @@ worker free; and each is closed by its deadline, so nothing piles up:
 - idle between keep-alive requests (and before the first byte): gunicorn's ``keepalive``;
 - one request, from its first byte to the last byte of the answer: ``request_deadline``.
 
+Requests are judged in the hub (one at a time: no thread hand-off, the fast path), except bodies over
+``OFFLOAD_BODY`` with a Content-Length, which are read here and judged in one OS thread per worker.
+
 Connections per worker are bounded by gunicorn's ``worker_connections`` (the gevent pool); over it, new
 connections wait in the listen backlog. Only HTTP/1.1 is served (the API server speaks it to webhooks).
 """
@@ -16,6 +19,7 @@ connections wait in the listen backlog. Only HTTP/1.1 is served (the API server 
 from __future__ import annotations
 
 import errno
+import io
 import ssl
 import time
 from functools import partial
@@ -25,11 +29,17 @@ import gevent
 from gevent.pool import Pool
 from gevent.server import StreamServer
 from gevent.socket import wait_read
+from gevent.threadpool import ThreadPool
 from gunicorn import http, util
 from gunicorn.http import wsgi
 from gunicorn.workers.ggevent import GeventWorker
 
+from webhook.body import BUFFERED, MAX_BODY, release, reserve
+
 REQUEST_DEADLINE = 10.0
+# A body over this is judged in the worker's one offload thread (an OS thread: the GIL hands the hub the CPU
+# every 5 ms), so a 3 MiB Pod that takes seconds to judge does not stop the small requests of this worker.
+OFFLOAD_BODY = 64 * 1024
 
 
 class Deadline(BaseException):
@@ -81,6 +91,7 @@ class GuardedWorker(GeventWorker):  # type: ignore[misc]
     def init_process(self) -> None:
         from webhook.server import ReloadingContext  # after gevent patched ssl: contexts are gevent's
         self.tls = ReloadingContext(self.cfg.certfile, self.cfg.keyfile) if self.cfg.is_ssl else None
+        self.offload = ThreadPool(1)
         super().init_process()
 
     def run(self) -> None:
@@ -116,9 +127,10 @@ class GuardedWorker(GeventWorker):  # type: ignore[misc]
             return False
         return True
 
-    def serve_request(self, listener_name: Any, req: Any, client: Any, addr: Any) -> bool:
+    def serve_request(self, listener_name: Any, req: Any, client: Any, addr: Any, deadline: Any) -> bool:
         """One request through the WSGI app (gunicorn's ``handle_request`` without HTTP/2 or access log, and
-        with ``CoalescedResponse``): whether the connection stays open."""
+        with ``CoalescedResponse``): whether the connection stays open. ``deadline`` covers what the client
+        controls; judging an offloaded body does not count against it, and writing the answer gets a new one."""
         self.cfg.pre_request(self, req)
         resp, environ = wsgi.create(req, client, addr, listener_name, self.cfg, response_class=CoalescedResponse)
         environ["wsgi.multithread"] = True
@@ -128,7 +140,19 @@ class GuardedWorker(GeventWorker):  # type: ignore[misc]
             self.alive = False
         if not self.alive or not self.cfg.keepalive:
             resp.force_close()
-        respiter = self.wsgi(environ, resp.start_response)
+        length = str(environ.get("CONTENT_LENGTH") or "")
+        size = int(length) if length.isdigit() else 0
+        if OFFLOAD_BODY < size <= MAX_BODY and reserve(size):
+            try:  # read here, judge in the worker's thread: the hub keeps serving small requests meanwhile
+                environ["wsgi.input"] = io.BytesIO(environ["wsgi.input"].read(size))
+                environ[BUFFERED] = True
+                deadline.cancel()
+                respiter: Any = self.offload.apply(self._call_app, (environ, resp.start_response))
+                deadline.start()
+            finally:
+                release(size)
+        else:
+            respiter = self.wsgi(environ, resp.start_response)
         try:
             for item in respiter:
                 resp.write(item)
@@ -137,6 +161,15 @@ class GuardedWorker(GeventWorker):  # type: ignore[misc]
             if hasattr(respiter, "close"):
                 respiter.close()
         return not resp.should_close()
+
+    def _call_app(self, environ: dict[str, Any], start_response: Any) -> list[bytes]:
+        """In the offload thread: the whole answer, so no gevent socket is touched outside the hub."""
+        respiter = self.wsgi(environ, start_response)
+        try:
+            return list(respiter)
+        finally:
+            if hasattr(respiter, "close"):
+                respiter.close()
 
     def handle(self, listener: Any, client: Any, addr: Any) -> None:
         req = None
@@ -152,11 +185,15 @@ class GuardedWorker(GeventWorker):  # type: ignore[misc]
                 req = None
                 if not self._wait_for_request(client, parser):
                     break
-                with gevent.Timeout(self.request_deadline, Deadline):
+                deadline = gevent.Timeout(self.request_deadline, Deadline)
+                deadline.start()
+                try:
                     req = next(parser)
                     if not req:
                         break
-                    keep = self.serve_request(listener_name, req, client, addr)
+                    keep = self.serve_request(listener_name, req, client, addr, deadline)
+                finally:
+                    deadline.close()
                 if not keep or not self.cfg.keepalive or not self.alive:
                     break
         except (Deadline, StopIteration, http.errors.NoMoreData, ssl.SSLError):

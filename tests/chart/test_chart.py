@@ -250,7 +250,7 @@ def test_webhook_follows_its_own_rules(default: list[dict[str, Any]]) -> None:
     verdict = evaluate(deploy, parse_config(None), Mode.ENFORCE)
     assert verdict.violations == []
     (container,) = deploy["spec"]["template"]["spec"]["containers"]
-    assert container["resources"]["requests"] == container["resources"]["limits"] == {"cpu": "1", "memory": "256Mi"}
+    assert container["resources"]["requests"] == container["resources"]["limits"] == {"cpu": "1", "memory": "768Mi"}
 
 
 def test_spread_and_disruption_budget_select_the_pods(default: list[dict[str, Any]]) -> None:
