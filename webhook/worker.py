@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import errno
 import io
+import random
 import ssl
 import time
 from functools import partial
@@ -117,6 +118,11 @@ class GuardedWorker(GeventWorker):  # type: ignore[misc]
         for server in servers:
             server.stop(timeout=1)
 
+    def _deadline(self) -> float:
+        """``request_deadline`` ± 25 %: connections opened together are not all closed, and reopened, together
+        (a burst of TLS handshakes is what delays everyone else; see docs/reliability.md)."""
+        return self.request_deadline * random.uniform(0.75, 1.25)
+
     def _wait_for_request(self, client: Any, parser: Any) -> bool:
         """Wait up to ``keepalive`` for the next request's first byte: False when none came."""
         if parser.unreader.buf.getvalue() or (isinstance(client, ssl.SSLSocket) and client.pending()):
@@ -176,7 +182,7 @@ class GuardedWorker(GeventWorker):  # type: ignore[misc]
         try:
             client.setblocking(1)
             if self.tls is not None:
-                with gevent.Timeout(self.request_deadline, Deadline):
+                with gevent.Timeout(self._deadline(), Deadline):
                     client = self.tls.current().wrap_socket(client, server_side=True, do_handshake_on_connect=False)
                     client.do_handshake()
             parser = http.get_parser(self.cfg, client, addr)
@@ -185,7 +191,7 @@ class GuardedWorker(GeventWorker):  # type: ignore[misc]
                 req = None
                 if not self._wait_for_request(client, parser):
                     break
-                deadline = gevent.Timeout(self.request_deadline, Deadline)
+                deadline = gevent.Timeout(self._deadline(), Deadline)
                 deadline.start()
                 try:
                     req = next(parser)
