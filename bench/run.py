@@ -37,10 +37,11 @@ class Settings:
     scaling: tuple[int, ...] = (1_000, 10_000, 100_000)
     peers: bool = True
     plot: bool = True
+    pinned: bool = True
 
 
 SMOKE = Settings(seconds=1.0, repeats=1, rates=(100,), connections=2, cli_documents=150, cli_repeats=1,
-                 scaling=(100, 200), peers=False, plot=False)
+                 scaling=(100, 200), peers=False, plot=False, pinned=False)
 
 
 @dataclass
@@ -129,7 +130,7 @@ def bench_webhook(s: Settings, work: Path, res: Results) -> None:
                     res.errors[endpoint] = res.errors.get(endpoint, 0) + r.errors
                     res.latency.setdefault(endpoint, {}).setdefault(rate, []).append(
                         {"p50": r.p50, "p99": r.p99, "p999": r.p999, "achieved": r.rate})
-        if len(cpus) >= 2:
+        if s.pinned and len(cpus) >= 2:
             client_cpu, server_cpu = str(cpus[0]), str(cpus[1])
             pin(server.tree() + reference.tree(), server_cpu)
             res.pinned = f"load generator on CPU {client_cpu}, servers on CPU {server_cpu}"

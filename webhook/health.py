@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-MAX_CONNECTIONS = 64
+MAX_CONNECTIONS = 256
 MAX_HEAD = 8192
 HEAD_DEADLINE = 5.0
 PROBE_TIMEOUT = 0.8  # under kubelet's default probe timeout of 1 s
@@ -113,8 +113,8 @@ class HealthServer:
     def __init__(self, host: str, port: int, probe: WorkerProbe, metrics: Callable[[], tuple[bytes, str]],
                  ready: Callable[[], bool] = lambda: True) -> None:
         self.host, self.port, self.probe, self.metrics, self.ready = host, port, probe, metrics, ready
-        self.open = 0
-        self.refused = 0
+        self.pending: dict[asyncio.StreamWriter, None] = {}  # connections still sending their head, oldest first
+        self.evicted = 0
         self.sock: Any = None  # asyncio's TransportSocket
         self._started = threading.Event()
 
@@ -130,14 +130,16 @@ class HealthServer:
         return _response("404 Not Found", b"not found\n")
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        if self.open >= MAX_CONNECTIONS:
-            self.refused += 1
-            writer.close()
-            return
-        self.open += 1
+        if len(self.pending) >= MAX_CONNECTIONS:  # evict the oldest: a probe needs milliseconds, a stall more
+            oldest = next(iter(self.pending))
+            del self.pending[oldest]
+            oldest.transport.abort()
+            self.evicted += 1
+        self.pending[writer] = None
         try:
             async with asyncio.timeout(HEAD_DEADLINE):
                 head = await reader.readuntil(b"\r\n\r\n")
+            self.pending.pop(writer, None)
             parts = head.split(b"\r\n", 1)[0].split()
             if len(parts) != 3 or parts[0] not in (b"GET", b"HEAD"):
                 writer.write(_response("400 Bad Request", b"bad request\n"))
@@ -152,7 +154,7 @@ class HealthServer:
             with contextlib.suppress(OSError):
                 writer.write(_response("500 Internal Server Error", b"error\n"))
         finally:
-            self.open -= 1
+            self.pending.pop(writer, None)
             writer.close()
 
     async def _main(self) -> None:
