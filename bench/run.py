@@ -15,7 +15,7 @@ import statistics
 import subprocess
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -212,8 +212,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="with --only cli: keep the last run's rows of this command (e.g. checkov: 25 min)")
     parser.add_argument("--baseline", metavar="REV",
                         help="also measure the webhook of this git revision beside the current tree")
+    parser.add_argument("--seconds", type=float, help="length of each webhook round (default 8)")
+    parser.add_argument("--repeats", type=int, help="interleaved repetitions (default 3)")
     args = parser.parse_args(argv)
     s = SMOKE if args.smoke else Settings()
+    if args.seconds or args.repeats:
+        s = replace(s, seconds=args.seconds or s.seconds, repeats=args.repeats or s.repeats)
     parts = args.only or ["webhook", "cli", "scaling"]
     res = Results(machine={"python": platform.python_version(), "cpus": str(len(_cpus())),
                            "date": time.strftime("%Y-%m-%d")})
