@@ -93,6 +93,9 @@ class GuardedWorker(GeventWorker):  # type: ignore[misc]
         from webhook.server import ReloadingContext  # after gevent patched ssl: contexts are gevent's
         self.tls = ReloadingContext(self.cfg.certfile, self.cfg.keyfile) if self.cfg.is_ssl else None
         self.offload = ThreadPool(1)
+        # Codecs are imported on first use; do it now, not in a request: a worker left over from an
+        # interrupted test run was found blocked on that import's lock (docs/reliability.md, open points).
+        "localhost".encode("idna")
         super().init_process()
 
     def run(self) -> None:
