@@ -38,9 +38,11 @@ def loadgen() -> str:
 
 
 def run(port: int, ca: str, path: str, bodies: Path, seconds: float, connections: int,
-        rate: float | None = None) -> Result:
-    """Saturate with ``connections`` (rate None), or offer ``rate`` requests/s over them (open loop)."""
-    proc = subprocess.run([loadgen(), "-url", f"https://localhost:{port}", "-path", path, "-ca", ca,
+        rate: float | None = None, cpus: str | None = None) -> Result:
+    """Saturate with ``connections`` (rate None), or offer ``rate`` requests/s over them (open loop);
+    ``cpus`` pins the load generator (``taskset -c``)."""
+    pinned = ["taskset", "-c", cpus] if cpus else []
+    proc = subprocess.run([*pinned, loadgen(), "-url", f"https://localhost:{port}", "-path", path, "-ca", ca,
                            "-bodies", str(bodies), "-duration", f"{seconds}s", "-connections", str(connections),
                            "-rate", str(rate or 0)], capture_output=True, text=True, timeout=seconds + 120,
                           check=True)

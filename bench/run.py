@@ -15,13 +15,13 @@ import statistics
 import subprocess
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from bench import cli_speed, load
 from bench.corpus import ROOT, admission_review, corpus_objects, replicate
-from bench.server import serve
+from bench.server import Served, pin, serve, serve_reference
 
 ENDPOINTS = ("/noop", "/validate", "/mutate")
 
@@ -37,16 +37,20 @@ class Settings:
     scaling: tuple[int, ...] = (1_000, 10_000, 100_000)
     peers: bool = True
     plot: bool = True
+    pinned: bool = True
 
 
 SMOKE = Settings(seconds=1.0, repeats=1, rates=(100,), connections=2, cli_documents=150, cli_repeats=1,
-                 scaling=(100, 200), peers=False, plot=False)
+                 scaling=(100, 200), peers=False, plot=False, pinned=False)
 
 
 @dataclass
 class Results:
     machine: dict[str, Any] = field(default_factory=dict)
     saturation: dict[str, list[float]] = field(default_factory=dict)       # endpoint -> req/s per repeat
+    pinned: str = ""                                                       # how client and server were pinned
+    pinned_saturation: dict[str, list[float]] = field(default_factory=dict)
+    pinned_latency: dict[str, dict[int, list[dict[str, float]]]] = field(default_factory=dict)
     errors: dict[str, int] = field(default_factory=dict)                   # endpoint -> failed answers
     latency: dict[str, dict[int, list[dict[str, float]]]] = field(default_factory=dict)
     server_peak_mib: float = 0.0
@@ -92,18 +96,33 @@ def bench_baseline(s: Settings, work: Path, res: Results, rev: str) -> None:
         new.stop()
 
 
+REFERENCE = "reference /noop"  # bench/reference.py: bare Flask + gunicorn + TLS
+
+
+def _saturate(s: Settings, bodies: Path, targets: list[tuple[str, Served, str]], rounds: int, key: str,
+              res: Results, cpus: str | None = None) -> None:
+    """Closed-loop rounds over every target, interleaved and rotated so none always goes first."""
+    for rep in range(rounds):
+        shift = rep % len(targets)
+        for name, srv, endpoint in targets[shift:] + targets[:shift]:
+            r = load.run(srv.port, srv.ca, endpoint, bodies, s.seconds, s.connections, cpus=cpus)
+            getattr(res, key).setdefault(name, []).append(r.rate)
+            res.errors[name] = res.errors.get(name, 0) + r.errors
+
+
 def bench_webhook(s: Settings, work: Path, res: Results) -> None:
+    """Shared: the load generator and the servers on both cores. Pinned: the load generator on core 0, the
+    servers on core 1 (taskset), so the client cannot take the server's CPU."""
     bodies = work / "bodies.jsonl"
     load.loadgen()
     server = serve(work / "server")
+    reference = serve_reference(work / "reference")
+    cpus = _cpus()
     try:
-        for endpoint in ENDPOINTS:  # warm up every worker and code path
-            load.run(server.port, server.ca, endpoint, bodies, min(s.seconds, 1.0), s.connections)
-        for _ in range(s.repeats):
-            for endpoint in ENDPOINTS:  # interleaved, so drift in machine speed hits all alike
-                r = load.run(server.port, server.ca, endpoint, bodies, s.seconds, s.connections)
-                res.saturation.setdefault(endpoint, []).append(r.rate)
-                res.errors[endpoint] = res.errors.get(endpoint, 0) + r.errors
+        targets = [(ep, server, ep) for ep in ENDPOINTS] + [(REFERENCE, reference, "/noop")]
+        for _, srv, endpoint in targets:  # warm up every worker and code path
+            load.run(srv.port, srv.ca, endpoint, bodies, min(s.seconds, 1.0), s.connections)
+        _saturate(s, bodies, targets, s.repeats, "saturation", res)
         for rate in s.rates:
             for _ in range(s.repeats):
                 for endpoint in ENDPOINTS:
@@ -111,9 +130,21 @@ def bench_webhook(s: Settings, work: Path, res: Results) -> None:
                     res.errors[endpoint] = res.errors.get(endpoint, 0) + r.errors
                     res.latency.setdefault(endpoint, {}).setdefault(rate, []).append(
                         {"p50": r.p50, "p99": r.p99, "p999": r.p999, "achieved": r.rate})
+        if s.pinned and len(cpus) >= 2:
+            client_cpu, server_cpu = str(cpus[0]), str(cpus[1])
+            pin(server.tree() + reference.tree(), server_cpu)
+            res.pinned = f"load generator on CPU {client_cpu}, servers on CPU {server_cpu}"
+            _saturate(s, bodies, targets, s.repeats, "pinned_saturation", res, client_cpu)
+            for _ in range(s.repeats):
+                r = load.run(server.port, server.ca, "/validate", bodies, s.seconds, s.connections, rate=500,
+                             cpus=client_cpu)
+                res.pinned_latency.setdefault("/validate", {}).setdefault(500, []).append(
+                    {"p50": r.p50, "p99": r.p99, "p999": r.p999, "achieved": r.rate})
+            pin(server.tree() + reference.tree(), ",".join(map(str, cpus)))
         res.server_peak_mib = server.memory_mib("VmHWM")
     finally:
         server.stop()
+        reference.stop()
 
 
 def _checkov() -> str | None:
@@ -181,8 +212,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="with --only cli: keep the last run's rows of this command (e.g. checkov: 25 min)")
     parser.add_argument("--baseline", metavar="REV",
                         help="also measure the webhook of this git revision beside the current tree")
+    parser.add_argument("--seconds", type=float, help="length of each webhook round (default 8)")
+    parser.add_argument("--repeats", type=int, help="interleaved repetitions (default 3)")
     args = parser.parse_args(argv)
     s = SMOKE if args.smoke else Settings()
+    if args.seconds or args.repeats:
+        s = replace(s, seconds=args.seconds or s.seconds, repeats=args.repeats or s.repeats)
     parts = args.only or ["webhook", "cli", "scaling"]
     res = Results(machine={"python": platform.python_version(), "cpus": str(len(_cpus())),
                            "date": time.strftime("%Y-%m-%d")})
@@ -220,13 +255,13 @@ def main(argv: list[str] | None = None) -> int:
 
 
 _PARTS = {"webhook": ("saturation", "errors", "latency", "server_peak_mib", "baseline", "baseline_saturation",
-                       "baseline_latency"),
+                       "baseline_latency", "pinned", "pinned_saturation", "pinned_latency"),
           "cli": ("cli", "cli_documents", "cli_subset_documents", "cli_memory_sampled"), "scaling": ("scaling",)}
 
 
 def _revive(key: str, value: Any) -> Any:
     """JSON turned the integer rates of latency tables into strings; turn them back."""
-    if key in ("latency", "baseline_latency"):
+    if key in ("latency", "baseline_latency", "pinned_latency"):
         return {ep: {int(rate): runs for rate, runs in by_rate.items()} for ep, by_rate in value.items()}
     return value
 

@@ -72,8 +72,36 @@ class Served:
             self.proc.wait(timeout=30)
 
 
+def pin(pids: list[int], cpus: str) -> None:
+    """Every thread of ``pids`` onto ``cpus`` (e.g. "1"; "0-1" to share again)."""
+    for pid in pids:
+        subprocess.run(["taskset", "-a", "-p", "-c", cpus, str(pid)], capture_output=True, check=False)
+
+
+def serve_reference(folder: Path, workers: int = 2) -> Served:
+    """bench/reference.py: a bare Flask + gunicorn + TLS no-op app, the floor ``/noop`` is held to."""
+    folder.mkdir(parents=True, exist_ok=True)
+    pki = write_bundle(folder / "pki", ["localhost", "127.0.0.1"], 2, keep_ca_key=False)
+    port = _free_port()
+    log = (folder / "server.log").open("wb")
+    proc = subprocess.Popen([sys.executable, "-m", "bench.reference", "--bind", f"127.0.0.1:{port}",
+                             "--workers", str(workers), "--cert-file", str(pki.cert), "--key-file", str(pki.key)],
+                            stdout=log, stderr=subprocess.STDOUT, cwd=Path(__file__).resolve().parent.parent)
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                time.sleep(1.0)  # the listener is the master's; give the workers a moment to boot
+                return Served(proc, port, 0, str(pki.ca))
+        except OSError:
+            time.sleep(0.1)
+    proc.kill()
+    raise RuntimeError((folder / "server.log").read_text())
+
+
 def serve(folder: Path, workers: int = 2, *extra: str, source: Path | None = None) -> Served:
     """Start the server; ``source`` runs another checkout's ``webhook`` package (a before/after run)."""
+    folder.mkdir(parents=True, exist_ok=True)
     pki = write_bundle(folder / "pki", ["localhost", "127.0.0.1"], 2, keep_ca_key=False)
     port, mport = _free_port(), _free_port()
     log = (folder / "server.log").open("wb")

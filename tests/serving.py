@@ -71,9 +71,9 @@ def start_server(folder: Path, *extra: str, certs: bool = True, cert_dir: Path |
         if proc.poll() is not None:
             raise RuntimeError((folder / "server.log").read_text())
         try:
-            if requests.get(server.metrics + "/readyz", timeout=1).status_code == 200:
+            if requests.get(server.metrics + "/readyz", timeout=2).status_code == 200:
                 return server
-        except requests.ConnectionError:
+        except requests.RequestException:  # not listening yet, or no worker answers yet
             pass
         time.sleep(0.1)
     server.stop()

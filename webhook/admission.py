@@ -23,6 +23,8 @@ API_VERSIONS = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
 MODES = tuple(m.value for m in Mode)
 MAX_WARNING = 120
 MAX_WARNINGS_BYTES = 4096
+MAX_UID = 128
+MAX_DENIAL_LINES = 20  # the denial message lists at most this many violations, then "... and K more"
 NEVER_SELECTED = frozenset({"kube-system"})
 
 
@@ -107,6 +109,8 @@ def parse_review(body: bytes) -> Review:
         raise BadReview(f"body is not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
     except RecursionError:
         raise BadReview("body is nested too deeply") from None
+    except ValueError as exc:  # not a JSONDecodeError: a number over Python's int_max_str_digits
+        raise BadReview(f"body has a number JSON cannot hold here: {str(exc).split(';')[0]}") from None
     if not isinstance(doc, dict):
         raise BadReview("body is not an AdmissionReview object")
     if doc.get("kind") != "AdmissionReview":
@@ -120,6 +124,8 @@ def parse_review(body: bytes) -> Review:
     uid = request.get("uid")
     if not isinstance(uid, str) or not uid:
         raise BadReview("request.uid is missing or not a string")
+    if len(uid) > MAX_UID:  # the API server sends a UUID (36 characters); it is echoed and logged
+        raise BadReview(f"request.uid is {len(uid)} characters long, over {MAX_UID}")
     kind = request.get("kind")
     if not isinstance(kind, dict) or not isinstance(kind.get("kind"), str):
         raise BadReview("request.kind.kind is missing")
@@ -182,8 +188,11 @@ def _judged(review: Review) -> bool:
 
 def _denial(review: Review, verdict: Verdict) -> str:
     name = review.name or object_name(review.obj)
-    lines = [f"{v.rule}: {v.message}" for _, v in verdict.violations]
-    head = f'{review.kind} "{name}" would not get exclusive CPUs (Guaranteed QoS, whole CPUs) from kubelet:'
+    found = verdict.violations
+    lines = [f"{v.rule}: {v.message}"[:MAX_WARNING * 2] for _, v in found[:MAX_DENIAL_LINES]]
+    if len(found) > MAX_DENIAL_LINES:
+        lines.append(f"... and {len(found) - MAX_DENIAL_LINES} more (see qos-guard check)")
+    head = f'{review.kind} "{name[:253]}" would not get exclusive CPUs (Guaranteed QoS, whole CPUs) from kubelet:'
     return "\n".join([head, *lines])
 
 

@@ -27,13 +27,11 @@ from webhook.admission import (
     parse_review,
     response,
 )
+from webhook.body import MAX_BODY, Busy, TooLarge, read_bounded
 from webhook.config import Config
 from webhook.rules import RULE_IDS
 from webhook.workloads import KINDS
 
-MAX_BODY = 3 * 1024 * 1024
-# An oversized body up to this size is read and dropped so the client sees the 413 instead of a reset.
-DRAIN_LIMIT = 64 * 1024 * 1024
 LOG = logging.getLogger("qos_guard.decisions")
 
 
@@ -65,21 +63,9 @@ _KINDS = frozenset(KINDS) | {"Namespace"}
 _OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT")
 
 
-class TooLarge(Exception):
-    """The request body is over ``MAX_BODY``."""
-
-
 def read_body() -> bytes:
-    """The request body, at most ``MAX_BODY`` bytes; larger ones are drained (up to a bound) and refused."""
-    stream = request.environ["wsgi.input"]
-    length = request.content_length
-    data = bytes(stream.read(length if length is not None and length <= MAX_BODY else MAX_BODY + 1))
-    if len(data) <= MAX_BODY:
-        return data
-    left = min(length or DRAIN_LIMIT, DRAIN_LIMIT) - len(data)
-    while left > 0 and (chunk := stream.read(min(left, 1 << 20))):
-        left -= len(chunk)
-    raise TooLarge
+    """The request body within bounds (webhook/body.py): ``TooLarge`` (413) or ``BadBody`` (a ``BadReview``: 400)."""
+    return read_bounded(request.environ)
 
 
 def _json(status: int, body: dict[str, Any]) -> Response:
@@ -144,6 +130,16 @@ def create_app(config: Config, metrics: Metrics | None = None, own_namespace: st
     @app.errorhandler(HTTPException)
     def http_error(exc: HTTPException) -> Response:
         return _json(exc.code or 500, {"error": exc.name, "reason": exc.description})
+
+    @app.errorhandler(Busy)
+    def busy(exc: Busy) -> Response:  # large bodies being read hold this worker's memory budget
+        answer = _json(503, {"error": "busy", "reason": "too many large requests in flight; retry"})
+        answer.headers["Retry-After"] = "1"
+        return answer
+
+    @app.errorhandler(RecursionError)
+    def too_deep(exc: RecursionError) -> Response:  # an object nested deeper than the judge can walk
+        return _json(400, {"error": "bad AdmissionReview", "reason": "request.object is nested too deeply"})
 
     return app
 

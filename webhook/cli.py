@@ -40,12 +40,13 @@ def cmd_fix(args: argparse.Namespace) -> int:
 def cmd_serve(args: argparse.Namespace) -> int:
     from webhook.server import ServeError, ServeOptions, serve
 
-    if args.workers < 1 or args.threads < 1:
-        _err("--workers and --threads must be at least 1")
+    if args.workers < 1 or args.threads < 1 or args.connections < 1:
+        _err("--workers, --connections and --threads must be at least 1")
         return EXIT_USAGE
     try:
         return serve(ServeOptions(bind=args.bind, metrics_bind=args.metrics_bind, workers=args.workers,
-                                  threads=args.threads,
+                                  threads=args.threads, connections=args.connections,
+                                  worker_model=args.worker_model,
                                   config=args.config, cert_file=args.cert_file, key_file=args.key_file,
                                   noop=args.enable_noop))
     except ServeError as exc:
@@ -173,8 +174,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--metrics-bind", default="0.0.0.0:8080",
                        help="plain HTTP address for /metrics, /healthz, /readyz (default 0.0.0.0:8080)")
     serve.add_argument("--workers", type=int, default=2, help="gunicorn worker processes (default 2)")
-    serve.add_argument("--threads", type=int, default=4,
-                       help="threads per worker, each serving one keep-alive connection at a time (default 4)")
+    serve.add_argument("--connections", type=int, default=1000,
+                       help="open connections per worker, idle or stalled ones included; more wait in the "
+                            "listen backlog (default 1000)")
+    serve.add_argument("--threads", type=int, default=4, help=argparse.SUPPRESS)  # --worker-model gthread only
+    serve.add_argument("--worker-model", choices=("gevent", "gthread"), default="gevent",
+                       help=argparse.SUPPRESS)  # gthread: the former model, for bench/ comparisons only
     serve.add_argument("--config", help="configuration file (SPEC §4)")
     serve.add_argument("--cert-file", help="serving certificate (PEM); default: a local CA under ./certs")
     serve.add_argument("--key-file", help="private key of --cert-file (PEM)")

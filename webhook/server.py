@@ -1,11 +1,13 @@
 """``qos-guard serve``: gunicorn with TLS (1.2 minimum) run programmatically, certificates reloaded from
-disk when they change, metrics and health on a separate plain-HTTP port served by the master process.
+disk when they change, metrics and health on a separate plain-HTTP port (webhook/health.py) in the master.
+Workers are gevent with a deadline on every client step (webhook/worker.py; why: docs/reliability.md).
 
 SIGTERM is gunicorn's graceful shutdown: workers stop accepting, finish in-flight requests, then exit.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import queue
@@ -30,6 +32,30 @@ CIPHERS = "ECDHE+AESGCM:ECDHE+CHACHA20:!aNULL:!eNULL:!MD5:!DSS:!RC4:!3DES"
 LOG = logging.getLogger("qos_guard.server")
 
 
+MAX_LINE = 4096
+MAX_FIELD = 253  # a Kubernetes name's maximum; the API server's uids are 36
+
+
+def bound_line(line: str) -> str:
+    """A decision line within ``MAX_LINE``: long strings cut (their length said), long lists shortened; still
+    JSON. A client controls the names and uid it sends, and one line must not be megabytes."""
+
+    def cut(value: Any) -> Any:
+        if isinstance(value, str) and len(value) > MAX_FIELD:
+            return f"{value[:MAX_FIELD]}... ({len(value)} characters)"
+        if isinstance(value, list):
+            return [cut(v) for v in value[:20]] + ([f"... and {len(value) - 20} more"] if len(value) > 20 else [])
+        if isinstance(value, dict):
+            return {str(k)[:MAX_FIELD]: cut(v) for k, v in value.items()}
+        return value
+
+    try:
+        bounded = json.dumps(cut(json.loads(line)))
+    except ValueError:
+        bounded = line
+    return bounded if len(bounded) <= MAX_LINE else bounded[:MAX_LINE - 20] + "... (cut)"
+
+
 class BatchedLines(logging.Handler):
     """Decision log lines go to a queue that one thread writes out every ``interval`` seconds.
 
@@ -47,7 +73,8 @@ class BatchedLines(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
-            self._queue.put(self.format(record))
+            line = self.format(record)
+            self._queue.put(line if len(line) <= MAX_LINE else bound_line(line))
         except Exception:  # never fail a request over a log line
             self.handleError(record)
 
@@ -98,7 +125,9 @@ class ServeOptions:
     bind: str = "0.0.0.0:8443"
     metrics_bind: str = "0.0.0.0:8080"
     workers: int = 2
-    threads: int = 4
+    connections: int = 1000
+    worker_model: str = "gevent"  # "gthread": the former model, kept for bench/ comparisons only
+    threads: int = 4  # gthread only
     config: str | None = None
     cert_file: str | None = None
     key_file: str | None = None
@@ -206,12 +235,31 @@ class _Gunicorn(BaseApplication):  # type: ignore[misc]
         return self.factory()
 
 
-def _start_metrics_server(bind: str, app: Any) -> None:
-    from werkzeug.serving import make_server
+def _start_health_server(opts: ServeOptions, ready: Callable[[], bool]) -> Any:
+    """The plain port (webhook/health.py): bounded, in one thread of the master; readiness asks a worker."""
+    from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-    host, port = _split_bind(bind)
-    server = make_server(host, port, app, threaded=True)
-    threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
+    from webhook.app import multiprocess_registry
+    from webhook.health import HealthServer, WorkerProbe
+
+    host, port = _split_bind(opts.metrics_bind)
+    health = HealthServer(host, port, WorkerProbe(*_split_bind(opts.bind)),
+                          lambda: (generate_latest(multiprocess_registry()), CONTENT_TYPE_LATEST), ready)
+    health.start()
+    return health
+
+
+def _worker_app(config: Any, own_namespace: str | None, noop: bool) -> Any:
+    """In each worker: the Flask app behind the readiness probe route and the 5xx counter."""
+    from prometheus_client import Counter
+
+    from webhook.app import Metrics, create_app
+    from webhook.health import probe_route
+
+    errors = Counter("qos_guard_http_server_errors", "Answers with a 5xx status; there should be none", ["code"])
+    errors.labels("500")
+    return probe_route(create_app(config, Metrics.create(), own_namespace, noop=noop),
+                       lambda code: errors.labels(code).inc())
 
 
 def serve(opts: ServeOptions) -> int:
@@ -227,14 +275,14 @@ def serve(opts: ServeOptions) -> int:
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
     from prometheus_client import multiprocess
 
-    from webhook.app import Metrics, create_app, create_metrics_app, multiprocess_registry
     ready = threading.Event()
+    health: list[Any] = []
     own_namespace = os.environ.get("POD_NAMESPACE") or None
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
 
     def when_ready(server: Any) -> None:
-        _start_metrics_server(opts.metrics_bind, create_metrics_app(ready.is_set, multiprocess_registry))
+        health.append(_start_health_server(opts, ready.is_set))
         ready.set()
         host, port = _split_bind(opts.bind)
         shown = "localhost" if host in ("0.0.0.0", "::", "127.0.0.1") else host
@@ -243,14 +291,19 @@ def serve(opts: ServeOptions) -> int:
               f"  curl {hint}https://{shown}:{port}/validate -H 'Content-Type: application/json' "
               "--data @examples/admission-review.json", file=sys.stderr, flush=True)
 
+    def post_fork(server: Any, worker: Any) -> None:
+        for h in health:
+            h.close_in_child()
+
     def child_exit(server: Any, worker: Any) -> None:
         multiprocess.mark_process_dead(worker.pid)  # type: ignore[no-untyped-call]
 
     options: dict[str, Any] = {
         "bind": [opts.bind],
         "workers": opts.workers,
-        "worker_class": "gthread",
+        "worker_class": "webhook.worker.GuardedWorker" if opts.worker_model == "gevent" else "gthread",
         "threads": opts.threads,
+        "worker_connections": opts.connections,
         "keepalive": 75,
         "certfile": cert,
         "keyfile": key,
@@ -262,12 +315,13 @@ def serve(opts: ServeOptions) -> int:
         "loglevel": "warning",
         "when_ready": when_ready,
         "child_exit": child_exit,
+        "post_fork": post_fork,
         "post_worker_init": _batch_decision_log,
         "worker_exit": _flush_decision_log,
         "proc_name": "qos-guard",
     }
     try:
-        _Gunicorn(options, lambda: create_app(config, Metrics.create(), own_namespace, noop=opts.noop)).run()
+        _Gunicorn(options, lambda: _worker_app(config, own_namespace, opts.noop)).run()
     finally:
         shutil.rmtree(metrics_dir, ignore_errors=True)
     return 0

@@ -16,9 +16,9 @@ def test_benchmark_smoke_run(tmp_path: Path) -> None:
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     results = json.loads((tmp_path / "results.json").read_text())
-    assert set(results["saturation"]) == {"/noop", "/validate", "/mutate"}
+    assert set(results["saturation"]) == {"/noop", "/validate", "/mutate", "reference /noop"}
     assert all(rate > 0 for rates in results["saturation"].values() for rate in rates)
-    assert results["errors"] == {"/noop": 0, "/validate": 0, "/mutate": 0}  # every answer right
+    assert results["errors"] == {"/noop": 0, "/validate": 0, "/mutate": 0, "reference /noop": 0}  # all right
     for by_rate in results["latency"].values():
         for runs in by_rate.values():
             assert all(0 < run["p50"] <= run["p99"] <= run["p999"] for run in runs)
@@ -28,5 +28,6 @@ def test_benchmark_smoke_run(tmp_path: Path) -> None:
     docs = [row["documents"] for row in results["scaling"]]
     assert docs == sorted(docs) and len(docs) == 2
     table = (tmp_path / "README.md").read_text()
-    for heading in ("## Webhook", "## CLI", "## Scaling", "Goals:"):
+    for heading in ("## Webhook", "## CLI", "## Scaling", "Goals:", "Goals (issue 14"):
         assert heading in table
+    assert "the bare Flask + gunicorn + TLS reference" in table  # each goal of issue 14, met or missed

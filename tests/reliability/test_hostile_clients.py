@@ -1,0 +1,281 @@
+"""Hostile clients against one real replica (``qos-guard serve``, 2 workers, TLS), loopback only, each attack
+bounded in count and time (issue 17, findings 1-6). Figures go to the end of the pytest summary."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import ssl
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+
+from bench.attack import KINDS, attack, client_context
+from bench.attack import probe as probe_alone
+from tests.reliability.conftest import FIGURES
+from tests.serving import Server, start_server
+
+STALLED = int(os.environ.get("QOS_GUARD_STALLED", "256"))  # per kind, against one replica
+HOLD_SECONDS = 13.0  # longer than the server's 10 s request deadline: closed ones are reopened
+
+
+def review(obj: dict[str, Any], uid: str = "u-1") -> dict[str, Any]:
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "request": {"uid": uid, "kind": {"group": "", "version": "v1", "kind": "Pod"}, "operation": "CREATE",
+                        "namespace": "ns", "object": obj, "userInfo": {"username": "u"}}}
+
+
+def pod(containers: int = 1, name: str = "p", cpu: str = "1500m") -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+            "spec": {"containers": [{"name": f"c{i}", "image": "x",
+                                     "resources": {"limits": {"cpu": cpu, "memory": "1Gi"}}}
+                                    for i in range(containers)]}}
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    srv = start_server(tmp_path_factory.mktemp("hostile"), "--enable-noop")
+    yield srv
+    srv.stop()
+
+
+def workers(srv: Server) -> list[int]:
+    children = Path(f"/proc/{srv.proc.pid}/task/{srv.proc.pid}/children").read_text().split()
+    return [int(c) for c in children]
+
+
+def footprint(srv: Server) -> dict[str, int]:
+    """Threads, open files and resident KiB over the master and its workers."""
+    out = {"threads": 0, "fds": 0, "rss_kib": 0}
+    for pid in [srv.proc.pid, *workers(srv)]:
+        status = Path(f"/proc/{pid}/status").read_text()
+        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+        out["threads"] += int(fields["Threads"])
+        out["rss_kib"] += int(fields["VmRSS"].split()[0])
+        out["fds"] += len(os.listdir(f"/proc/{pid}/fd"))
+    return out
+
+
+def settle(srv: Server, baseline: dict[str, int], seconds: float = 20) -> dict[str, int]:
+    """Wait for the connections to be closed on the server side; the footprint then."""
+    deadline = time.monotonic() + seconds
+    now = footprint(srv)
+    while time.monotonic() < deadline and now["fds"] > baseline["fds"] + 16:
+        time.sleep(0.5)
+        now = footprint(srv)
+    return now
+
+
+BODY = json.dumps(review(pod())).encode()
+
+
+@pytest.mark.parametrize("kind", [*KINDS, "all"])
+def test_stalled_connections_do_not_stop_admission(server: Server, kind: str) -> None:
+    """Finding 1: with STALLED connections of a kind held (for "all": STALLED in total, the kinds mixed), a
+    legitimate ``/validate`` on a new connection answers within 1 s; afterwards no thread, file or memory is
+    left. (All five kinds at 256 each, 1,280 at once, are measured in docs/reliability.md: there the bursts
+    of 768 TLS reconnections take the worker about a second of CPU.)"""
+    server.post("/validate", BODY)
+    before = footprint(server)
+    kinds = list(KINDS) if kind == "all" else [kind]
+    per_kind = STALLED // len(kinds)
+    out = attack(server.port, server.ca, BODY, kinds, per_kind, HOLD_SECONDS)
+    probe: Any = out["probe"]
+    held: Any = out["kinds"]
+    after = settle(server, before)
+    # The bound is 1 s on a machine that gives the server its CPU. This machine may be shared (load averages of
+    # 10-20 on 2 cores were seen): when the bound is missed, the same probe without any attack says how much
+    # of it the machine itself takes, and the attack may add no more than the bound to that.
+    control = None
+    if probe["max_s"] >= 1.0:
+        stop = threading.Event()
+        threading.Timer(HOLD_SECONDS * 2 / 3, stop.set).start()
+        control = probe_alone(server.port, server.ca, BODY, stop).summary()
+    FIGURES.append(f"stalled {kind}: {per_kind} per kind held (peak {', '.join(str(held[k]['peak']) for k in kinds)}), "
+                   f"probe max {probe['max_s'] * 1000:.0f} ms, median {probe['median_s'] * 1000:.0f} ms over "
+                   f"{probe['probes']} probes, {probe['failures']} failed"
+                   + (f" (no attack, same probe: max {control['max_s'] * 1000:.0f} ms)" if control else "")
+                   + f"; after: threads {before['threads']}->{after['threads']}, fds {before['fds']}->{after['fds']}, "
+                   f"RSS {before['rss_kib'] // 1024}->{after['rss_kib'] // 1024} MiB")
+    assert all(held[k]["peak"] >= per_kind * 0.9 for k in kinds), held  # the attack really held them
+    assert probe["probes"] >= 5 and probe["failures"] == 0, probe
+    assert probe["max_s"] < 1.0 + (control["max_s"] if control else 0.0), (probe, control)
+    assert probe["median_s"] < 0.5, probe
+    assert after["threads"] <= before["threads"], (before, after)
+    assert after["fds"] <= before["fds"] + 16, (before, after)  # not per connection: N is 256+
+    assert after["rss_kib"] < before["rss_kib"] + 64 * 1024, (before, after)
+    assert server.proc.poll() is None
+
+
+def raw_tls(srv: Server, timeout: float = 5.0) -> ssl.SSLSocket:
+    sock = socket.create_connection(("127.0.0.1", srv.port), timeout=timeout)
+    return client_context(srv.ca).wrap_socket(sock, server_hostname="localhost")
+
+
+def status_of(data: bytes) -> int:
+    return int(data.split(b" ", 2)[1]) if data.startswith(b"HTTP/1.1 ") else 0
+
+
+def read_answer(sock: ssl.SSLSocket) -> bytes:
+    """One answer: its head and a Content-Length body (whatever came, if the server closed early)."""
+    data = b""
+    try:
+        while b"\r\n\r\n" not in data and (chunk := sock.recv(65536)):
+            data += chunk
+        head, _, rest = data.partition(b"\r\n\r\n")
+        length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                       if line.lower().startswith(b"content-length:")), 0)
+        while len(rest) < length and (chunk := sock.recv(65536)):
+            rest += chunk
+            data += chunk
+    except (TimeoutError, OSError):
+        pass
+    return data
+
+
+@pytest.mark.parametrize("chunks, reason", [
+    (b"zz\r\n{}\r\n0\r\n\r\n", "InvalidChunkSize"),
+    (b"10\r\n" + b"{" * 5, None),  # the client leaves mid-chunk
+])
+def test_broken_chunked_bodies_are_400_never_500(server: Server, chunks: bytes, reason: str | None) -> None:
+    """Finding 2: an invalid chunk size is a 400 naming it; a client leaving mid-chunk gets no 500 (nor a
+    traceback in the log) and the server keeps serving."""
+    with raw_tls(server) as sock:
+        sock.sendall(b"POST /validate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     b"Transfer-Encoding: chunked\r\n\r\n" + chunks)
+        if reason is None:
+            sock.shutdown(socket.SHUT_WR)
+        answer = read_answer(sock)
+    if reason is not None:
+        assert status_of(answer) == 400 and reason.encode() in answer, answer[:300]
+    else:
+        assert status_of(answer) in (0, 400), answer[:300]
+    assert server.post("/validate", BODY).status_code == 200
+    time.sleep(0.2)
+    assert "Traceback" not in (server.folder / "server.log").read_text()
+
+
+BIG_INT = (b'{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"uid": "u", "x": '
+           + b"9" * 5001 + b"}}")
+FIXABLE = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},  # /mutate copies it to set limits
+           "spec": {"containers": [{"name": "a", "image": "x", "resources": {"requests": {"cpu": "2"}}}]}}
+DEEP = json.dumps(review(FIXABLE | {"extra": json.loads("[" * 800 + "]" * 800)})).encode()
+LONG_UID = json.dumps(review(pod(), uid="u" * 2_500_000)).encode()
+
+
+@pytest.mark.parametrize("endpoint, body, reason", [
+    ("/validate", BIG_INT, "number"), ("/mutate", BIG_INT, "number"),
+    ("/mutate", DEEP, "nested too deeply"),  # /validate judges it (200): nothing walks the extra field
+    ("/validate", LONG_UID, "request.uid"), ("/mutate", LONG_UID, "request.uid"),
+])
+def test_hostile_bodies_are_400_with_a_reason(server: Server, endpoint: str, body: bytes, reason: str) -> None:
+    """Finding 2 and 6: a 5,001-digit integer, a list 800 deep inside a fixable Pod, a 2.5 MB uid."""
+    r = server.post(endpoint, body)
+    assert r.status_code == 400 and reason in r.json()["reason"], r.text[:300]
+
+
+def test_huge_content_length_is_refused_up_front(server: Server) -> None:
+    """Finding 6: Content-Length 10^20 is a 413 at once, without waiting for a body."""
+    with raw_tls(server) as sock:
+        started = time.monotonic()
+        sock.sendall(b"POST /validate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: 100000000000000000000\r\n\r\n{")
+        answer = read_answer(sock)
+        elapsed = time.monotonic() - started
+    assert status_of(answer) == 413 and elapsed < 1.0, (answer[:200], elapsed)
+
+
+def test_denial_message_and_log_lines_are_bounded(server: Server) -> None:
+    """Finding 5 and 6: 5,000 bad containers give a denial of a few KiB, not megabytes; a 100,000-character
+    name gives a bounded JSON log line."""
+    r = server.post("/validate", review(pod(containers=5000, name="n" * 100_000)))
+    message = r.json()["response"]["status"]["message"]
+    assert len(message.encode()) < 8192 and "and 4980 more" in message, len(message)
+    time.sleep(0.3)  # decision lines are written in batches every 50 ms
+    lines = [line for line in (server.folder / "server.log").read_text().splitlines() if '"uid"' in line]
+    assert lines and max(len(line) for line in lines) <= 4096
+    assert json.loads(lines[-1])["name"].endswith("(100000 characters)")
+
+
+def test_server_errors_are_counted(server: Server) -> None:
+    """Finding 2: a 5xx would be counted; there is none after the hostile bodies above."""
+    text = requests.get(server.metrics + "/metrics", timeout=5).text
+    assert 'qos_guard_http_server_errors_total{code="500"} 0.0' in text
+
+
+def test_metrics_port_survives_half_sent_requests(server: Server) -> None:
+    """Finding 3: 1,500 half-sent ``GET /metrics`` leave ``/healthz`` and ``/metrics`` answering, the master
+    with a bounded number of threads, and a killed worker replaced promptly."""
+    host, port = server.metrics.removeprefix("http://").split(":")
+    socks: list[socket.socket] = []
+    try:
+        for _ in range(1500):
+            try:
+                s = socket.create_connection((host, int(port)), timeout=2)
+                s.sendall(b"GET /metrics HTTP/1.1\r\nHo")
+                socks.append(s)
+            except OSError:
+                pass
+        started = time.monotonic()
+        assert requests.get(server.metrics + "/healthz", timeout=2).status_code == 200
+        assert "qos_guard_admission_requests_total" in requests.get(server.metrics + "/metrics", timeout=2).text
+        health_s = time.monotonic() - started
+        master_threads = int(dict(line.split(":", 1) for line in Path(f"/proc/{server.proc.pid}/status")
+                                  .read_text().splitlines())["Threads"])
+        assert master_threads <= 4, master_threads
+        victim = workers(server)[0]
+        os.kill(victim, signal.SIGKILL)
+        killed = time.monotonic()
+        while time.monotonic() - killed < 10 and (len(workers(server)) < 2 or victim in workers(server)):
+            time.sleep(0.1)
+        replaced_s = time.monotonic() - killed
+        assert len(workers(server)) == 2 and victim not in workers(server)
+        assert replaced_s < 5, replaced_s
+    finally:
+        for s in socks:
+            s.close()
+    FIGURES.append(f"metrics port: {len(socks)} half-sent requests held; /healthz+/metrics in {health_s * 1000:.0f} "
+                   f"ms, master threads {master_threads}, killed worker replaced in {replaced_s:.1f} s")
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and requests.get(server.metrics + "/readyz", timeout=2).status_code != 200:
+        time.sleep(0.2)
+
+
+def test_readiness_fails_when_no_worker_answers(server: Server) -> None:
+    """Finding 4: both workers stopped (SIGSTOP): ``/readyz`` fails within a few seconds, ``/healthz`` stays
+    up (its grace is longer); SIGCONT: ``/readyz`` is ok again."""
+    pids = workers(server)
+    assert len(pids) == 2
+    assert requests.get(server.metrics + "/readyz", timeout=2).status_code == 200
+    for pid in pids:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        stopped = time.monotonic()
+        failed_after = None
+        while time.monotonic() - stopped < 5:
+            if requests.get(server.metrics + "/readyz", timeout=2).status_code == 503:
+                failed_after = time.monotonic() - stopped
+                break
+            time.sleep(0.2)
+        assert failed_after is not None and failed_after < 3, failed_after
+        assert requests.get(server.metrics + "/healthz", timeout=2).status_code == 200
+    finally:
+        for pid in pids:
+            os.kill(pid, signal.SIGCONT)
+    resumed = time.monotonic()
+    ok_after = None
+    while time.monotonic() - resumed < 5:
+        if requests.get(server.metrics + "/readyz", timeout=2).status_code == 200:
+            ok_after = time.monotonic() - resumed
+            break
+        time.sleep(0.2)
+    assert ok_after is not None, "not ready again after SIGCONT"
+    FIGURES.append(f"readiness: /readyz 503 {failed_after:.1f} s after both workers stopped, 200 again "
+                   f"{ok_after:.1f} s after they resumed")

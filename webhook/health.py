@@ -1,0 +1,176 @@
+"""``/metrics``, ``/healthz`` and ``/readyz`` on the plain port: one asyncio thread in the gunicorn master,
+bounded so that clients cannot starve it, and readiness that asks a worker.
+
+Why not a thread per connection (the former werkzeug server): 1,500 half-sent requests made 1,400 threads in
+the master, which then took minutes to replace a killed worker (docs/reliability.md). Here a connection is
+a coroutine with a deadline (``HEAD_DEADLINE`` for the request head, ``MAX_HEAD`` bytes at most), at most
+``MAX_CONNECTIONS`` are open (more are closed as soon as they are accepted), and one request is served per
+connection.
+
+Readiness is a real request: ``/readyz`` opens a TLS connection to the serving port and sends
+``GET /healthz``, which ``probe_route`` answers inside a worker before Flask. It is ready when a worker
+answered within ``PROBE_TIMEOUT``; results are shared for ``PROBE_TTL`` so probes cannot amplify load.
+``/healthz`` (liveness) fails only when no worker has answered for ``LIVENESS_GRACE`` seconds: a restart
+is for a wedged pod, not a busy one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import ssl
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+MAX_CONNECTIONS = 256
+MAX_HEAD = 8192
+HEAD_DEADLINE = 5.0
+PROBE_TIMEOUT = 0.8  # under kubelet's default probe timeout of 1 s
+PROBE_TTL = 1.0
+LIVENESS_GRACE = 60.0
+PROBE_PATH = "/healthz"
+
+
+def probe_route(app: Callable[..., Iterable[bytes]],
+                count_error: Callable[[str], None] | None = None) -> Callable[..., Iterable[bytes]]:
+    """WSGI middleware for the TLS port: ``GET /healthz`` answers ``ok`` from the worker, before Flask; every
+    5xx answer is passed to ``count_error`` (there should be none: a metric says so, whatever the cause)."""
+
+    def wrapped(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        if environ.get("PATH_INFO") == PROBE_PATH and environ.get("REQUEST_METHOD") == "GET":
+            start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", "3")])
+            return [b"ok\n"]
+        if count_error is None:
+            return app(environ, start_response)
+
+        def counted(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
+            if status.startswith("5"):
+                count_error(status[:3])
+            return start_response(status, headers, exc_info)
+
+        return app(environ, counted)
+
+    return wrapped
+
+
+class WorkerProbe:
+    """Whether a worker answers ``GET /healthz`` on the serving port, asked at most once per ``PROBE_TTL``."""
+
+    def __init__(self, host: str, port: int, timeout: float = PROBE_TIMEOUT, ttl: float = PROBE_TTL) -> None:
+        self.host = "127.0.0.1" if host in ("0.0.0.0", "") else ("::1" if host == "::" else host)
+        self.port, self.timeout, self.ttl = port, timeout, ttl
+        self.checked = float("-inf")
+        self.last_ok = time.monotonic()  # a fresh start counts as answered, for the liveness grace
+        self.ok = False
+        self._running: asyncio.Task[bool] | None = None
+        self._ctx = ssl.create_default_context()
+        self._ctx.check_hostname = False
+        self._ctx.verify_mode = ssl.CERT_NONE  # our own port on loopback: only "does it answer" is asked
+
+    async def _ask(self) -> bool:
+        writer = None
+        try:
+            async with asyncio.timeout(self.timeout):
+                reader, writer = await asyncio.open_connection(self.host, self.port, ssl=self._ctx)
+                writer.write(f"GET {PROBE_PATH} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n".encode())
+                await writer.drain()
+                return (await reader.read(64)).startswith(b"HTTP/1.1 200")
+        except (OSError, TimeoutError, ssl.SSLError):
+            return False
+        finally:
+            if writer is not None:
+                writer.close()
+
+    async def check(self) -> bool:
+        now = time.monotonic()
+        if now - self.checked < self.ttl:
+            return self.ok
+        if self._running is None:
+            self._running = asyncio.ensure_future(self._ask())
+        running = self._running
+        try:
+            ok = await asyncio.shield(running)
+        finally:
+            if self._running is running and running.done():
+                self._running = None
+        self.ok, self.checked = ok, time.monotonic()
+        if ok:
+            self.last_ok = self.checked
+        return ok
+
+
+def _response(status: str, body: bytes, content_type: str = "text/plain") -> bytes:
+    return (f"HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {len(body)}\r\n"
+            "Connection: close\r\n\r\n").encode() + body
+
+
+class HealthServer:
+    """The plain-HTTP port; ``start`` runs it in a daemon thread of the calling process."""
+
+    def __init__(self, host: str, port: int, probe: WorkerProbe, metrics: Callable[[], tuple[bytes, str]],
+                 ready: Callable[[], bool] = lambda: True) -> None:
+        self.host, self.port, self.probe, self.metrics, self.ready = host, port, probe, metrics, ready
+        self.pending: dict[asyncio.StreamWriter, None] = {}  # connections still sending their head, oldest first
+        self.evicted = 0
+        self.sock: Any = None  # asyncio's TransportSocket
+        self._started = threading.Event()
+
+    async def _answer(self, path: str) -> bytes:
+        if path == "/metrics":
+            body, content_type = self.metrics()
+            return _response("200 OK", body, content_type)
+        if path in ("/readyz", "/healthz"):
+            ok = self.ready() and await self.probe.check()
+            if path == "/healthz":
+                ok = ok or time.monotonic() - self.probe.last_ok < LIVENESS_GRACE
+            return _response("200 OK", b"ok\n") if ok else _response("503 Service Unavailable", b"no worker answers\n")
+        return _response("404 Not Found", b"not found\n")
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if len(self.pending) >= MAX_CONNECTIONS:  # evict the oldest: a probe needs milliseconds, a stall more
+            oldest = next(iter(self.pending))
+            del self.pending[oldest]
+            oldest.transport.abort()
+            self.evicted += 1
+        self.pending[writer] = None
+        try:
+            async with asyncio.timeout(HEAD_DEADLINE):
+                head = await reader.readuntil(b"\r\n\r\n")
+            self.pending.pop(writer, None)
+            parts = head.split(b"\r\n", 1)[0].split()
+            if len(parts) != 3 or parts[0] not in (b"GET", b"HEAD"):
+                writer.write(_response("400 Bad Request", b"bad request\n"))
+            else:
+                path = parts[1].split(b"?", 1)[0].decode("ascii", "replace")
+                writer.write(await self._answer(path))
+            async with asyncio.timeout(HEAD_DEADLINE):
+                await writer.drain()
+        except (OSError, TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
+            pass
+        except Exception:  # never let one request end the server
+            with contextlib.suppress(OSError):
+                writer.write(_response("500 Internal Server Error", b"error\n"))
+        finally:
+            self.pending.pop(writer, None)
+            writer.close()
+
+    async def _main(self) -> None:
+        server = await asyncio.start_server(self._serve, self.host, self.port, limit=MAX_HEAD, backlog=128)
+        self.sock = server.sockets[0]
+        self._started.set()
+        async with server:
+            await server.serve_forever()
+
+    def start(self) -> None:
+        threading.Thread(target=lambda: asyncio.run(self._main()), name="health", daemon=True).start()
+        if not self._started.wait(10):
+            raise RuntimeError(f"the metrics port {self.host}:{self.port} did not open")
+
+    def close_in_child(self) -> None:
+        """In a forked worker: drop the inherited listening socket (the loop thread did not survive fork)."""
+        if self.sock is not None:
+            with contextlib.suppress(OSError):
+                os.close(self.sock.fileno())
