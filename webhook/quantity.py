@@ -61,22 +61,11 @@ class Quantity:
     milli: int
     text: str
 
-    @property
-    def is_zero(self) -> bool:
-        return self.milli == 0
-
-    @property
-    def is_negative(self) -> bool:
-        return self.milli < 0
-
     def ceil_units(self) -> int:
         """``Quantity.Value()``: the value rounded up (away from zero) to a whole unit."""
         q, r = divmod(abs(self.milli), 1000)
         units = q + (1 if r else 0)
         return units if self.milli >= 0 else -units
-
-    def floor_units(self) -> int:
-        return self.milli // 1000
 
     def __str__(self) -> str:
         return self.text

@@ -34,7 +34,7 @@ WEBHOOK_CONFIG = "qos-guard"  # the chart's full name for release "qos-guard"
 TOKEN = "qos-guard-e2e-admin-token"
 
 
-def _wait(what: str, ready: Any, proc: subprocess.Popen[bytes], log: Path, timeout: float = 60) -> None:
+def wait_until_ready(what: str, ready: Any, proc: subprocess.Popen[bytes], log: Path, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -48,7 +48,7 @@ def _wait(what: str, ready: Any, proc: subprocess.Popen[bytes], log: Path, timeo
     raise RuntimeError(f"{what} not ready after {timeout:.0f} s:\n{log.read_text()[-6000:]}")
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> None:
+def stop_process(proc: subprocess.Popen[bytes]) -> None:
     if proc.poll() is None:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -118,7 +118,8 @@ def control_plane(folder: Path, extra_args: Sequence[str] = ()) -> Iterator[Clus
     api_log = folder / "kube-apiserver.log"
     apiserver: subprocess.Popen[bytes] | None = None
     try:
-        _wait("etcd", lambda: requests.get(f"http://127.0.0.1:{client_port}/health", timeout=1).ok, etcd, etcd_log)
+        wait_until_ready("etcd", lambda: requests.get(f"http://127.0.0.1:{client_port}/health", timeout=1).ok, etcd,
+                         etcd_log)
         apiserver = subprocess.Popen(
             [apiserver_bin, f"--etcd-servers=http://127.0.0.1:{client_port}",
              "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", f"--secure-port={api_port}",
@@ -133,7 +134,7 @@ def control_plane(folder: Path, extra_args: Sequence[str] = ()) -> Iterator[Clus
             stdout=api_log.open("wb"), stderr=subprocess.STDOUT)
         url = f"https://127.0.0.1:{api_port}"
         headers = {"Authorization": f"Bearer {TOKEN}"}
-        _wait("kube-apiserver", lambda: requests.get(f"{url}/readyz", headers=headers, verify=str(pki.ca),
+        wait_until_ready("kube-apiserver", lambda: requests.get(f"{url}/readyz", headers=headers, verify=str(pki.ca),
                                                      timeout=2).ok, apiserver, api_log, timeout=120)
         kubeconfig = folder / "kubeconfig"
         kubeconfig.write_text(yaml.safe_dump({
@@ -145,13 +146,13 @@ def control_plane(folder: Path, extra_args: Sequence[str] = ()) -> Iterator[Clus
         env = dict(os.environ, KUBECONFIG=str(kubeconfig), HOME=str(folder), PYTHONPATH=str(ROOT))
         c = Cluster(url, kubeconfig, folder, env)
         # The default namespace exists once the bootstrap controller has run.
-        _wait("namespace default", lambda: c.kubectl("get", "namespace", "default").returncode == 0,
+        wait_until_ready("namespace default", lambda: c.kubectl("get", "namespace", "default").returncode == 0,
               apiserver, api_log)
         yield c
     finally:
         if apiserver is not None:
-            _stop(apiserver)
-        _stop(etcd)
+            stop_process(apiserver)
+        stop_process(etcd)
         shutil.rmtree(folder / "etcd", ignore_errors=True)
 
 

@@ -24,7 +24,7 @@ from typing import Any
 import yaml
 
 from tests.binaries import ROOT, binary
-from tests.e2e.conftest import Cluster, _stop, _wait, control_plane
+from tests.e2e.conftest import Cluster, control_plane, stop_process, wait_until_ready
 from tests.serving import free_port
 from webhook import __version__
 
@@ -203,9 +203,10 @@ def running_node(folder: Path) -> Iterator[Node]:
         stack.callback(_cleanup_host, folder)
         containerd = _start("containerd", [tools["containerd"], "--config", str(folder / "containerd.toml")],
                             folder, env)
-        stack.callback(_stop, containerd)
+        stack.callback(stop_process, containerd)
         stack.callback(_remove_containers, tools["ctr"], folder)
-        _wait("containerd", lambda: (folder / "containerd.sock").exists(), containerd, folder / "containerd.log")
+        wait_until_ready("containerd", lambda: (folder / "containerd.sock").exists(), containerd,
+                         folder / "containerd.log")
         node_images = {}
         for role, (name, archive) in images.items():
             _run(tools["ctr"], "--address", str(folder / "containerd.sock"), "--namespace", "k8s.io",
@@ -228,9 +229,9 @@ def running_node(folder: Path) -> Iterator[Node]:
             tools["kubelet"], f"--config={folder / 'kubelet.yaml'}", f"--kubeconfig={c.kubeconfig}",
             f"--root-dir={kubelet_root}", f"--hostname-override={NODE_NAME}",
             "--v=2"], folder, env)
-        _wait("kubelet Node Ready", lambda: _ready_node(c), kubelet, folder / "kubelet.log", timeout=180)
+        wait_until_ready("kubelet Node Ready", lambda: _ready_node(c), kubelet, folder / "kubelet.log", timeout=180)
         kcm = procs["kube-controller-manager"]
-        _wait("kube-controller-manager (default ServiceAccount)",
+        wait_until_ready("kube-controller-manager (default ServiceAccount)",
               lambda: c.kubectl("get", "serviceaccount", "default").returncode == 0, kcm,
               folder / "kube-controller-manager.log", timeout=120)
         yield Node(c, folder, kubelet_root, node_images)
@@ -241,7 +242,7 @@ def _shutdown(procs: dict[str, subprocess.Popen[bytes]], c: Cluster, folder: Pat
     (which stops their containers and sandboxes and releases their network), then the kubelet."""
     for name in ("kube-controller-manager", "kube-scheduler"):
         if name in procs:
-            _stop(procs[name])
+            stop_process(procs[name])
     kubelet = procs.get("kubelet")
     if kubelet is not None and kubelet.poll() is None:
         c.kubectl("delete", "pods", "--all", "--all-namespaces", "--grace-period=2", "--wait=false")
@@ -253,7 +254,7 @@ def _shutdown(procs: dict[str, subprocess.Popen[bytes]], c: Cluster, folder: Pat
             time.sleep(1)
         time.sleep(3)  # the kubelet removes stopped sandboxes right after the Pod objects are gone
     if kubelet is not None:
-        _stop(kubelet)
+        stop_process(kubelet)
 
 
 def _remove_containers(ctr: str, folder: Path) -> None:
