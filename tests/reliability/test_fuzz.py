@@ -16,6 +16,7 @@ import yaml
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from tests.helpers import admission_review
 from tests.reliability.conftest import CASES
 from tests.reliability.strategies import json_value, pod_spec, workload
 from webhook.admission import ENDPOINTS as ADMISSION_ENDPOINTS
@@ -99,9 +100,7 @@ def test_cli_check_reports_every_file(text: str, suffix: str, mode: Mode) -> Non
 
 
 def _review(obj: Any, kind: str = "Pod", **request: Any) -> dict[str, Any]:
-    req = {"uid": "u-1", "kind": {"group": "", "version": "v1", "kind": kind}, "operation": "CREATE",
-           "namespace": "ns", "object": obj, "userInfo": {"username": "u"}} | request
-    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": req}
+    return admission_review(obj, kind=kind, namespace="ns", username="u", uid="u-1", **request)
 
 
 def _overridden(review: dict[str, Any], fields: dict[str, Any]) -> dict[str, Any]:

@@ -19,6 +19,7 @@ import requests
 
 from bench.attack import KINDS, attack, client_context
 from bench.attack import probe as probe_alone
+from tests.helpers import admission_review
 from tests.reliability.conftest import FIGURES
 from tests.serving import Server, start_server
 
@@ -27,9 +28,7 @@ HOLD_SECONDS = 13.0  # longer than the server's 10 s request deadline: closed on
 
 
 def review(obj: dict[str, Any], uid: str = "u-1") -> dict[str, Any]:
-    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-            "request": {"uid": uid, "kind": {"group": "", "version": "v1", "kind": "Pod"}, "operation": "CREATE",
-                        "namespace": "ns", "object": obj, "userInfo": {"username": "u"}}}
+    return admission_review(obj, uid=uid, namespace="ns", username="u")
 
 
 def pod(containers: int = 1, name: str = "p", cpu: str = "1500m") -> dict[str, Any]:

@@ -18,7 +18,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
 from bench.server import memory_mib, process_tree
-from tests.helpers import container, guaranteed, pod, rl
+from tests.helpers import admission_review, container, guaranteed, pod, rl
 from tests.reliability.conftest import FIGURES
 from tests.serving import Server, start_server
 from webhook.certs import _pem_key, _write, make_serving
@@ -28,9 +28,7 @@ CLIENTS = 4
 
 
 def _review(obj: dict[str, Any], uid: str) -> bytes:
-    return json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
-        "uid": uid, "kind": {"group": "", "version": "v1", "kind": "Pod"}, "operation": "CREATE",
-        "namespace": "soak", "object": obj, "userInfo": {"username": "soak"}}}).encode()
+    return json.dumps(admission_review(obj, uid=uid, namespace="soak", username="soak")).encode()
 
 
 # (object, path, expected allowed): a deny, an allow and a patch, so a crossed answer is seen.

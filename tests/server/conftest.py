@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import copy
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from tests.helpers import admission_review
 from tests.serving import Server, free_port, start_server
 
 __all__ = ["Server", "free_port", "review", "start_server"]
@@ -29,14 +28,4 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     srv.stop()
 
 
-def review(obj: dict[str, Any], kind: str = "Pod", operation: str = "CREATE", api: str = "admission.k8s.io/v1",
-           namespace: str = "inference", subresource: str | None = None, dry_run: bool = False,
-           username: str = "alice", uid: str = "uid-1") -> dict[str, Any]:
-    body = copy.deepcopy(EXAMPLE)
-    body["apiVersion"] = api
-    req = body["request"]
-    req.update({"uid": uid, "kind": {"group": "", "version": "v1", "kind": kind}, "operation": operation,
-                "namespace": namespace, "dryRun": dry_run, "object": obj, "userInfo": {"username": username}})
-    if subresource:
-        req["subResource"] = subresource
-    return body
+review = admission_review  # the one builder (tests/helpers.py), under the name these tests use
