@@ -3,6 +3,7 @@ bounded in count and time (issue 17, findings 1-6). Figures go to the end of the
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import signal
@@ -14,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import jsonpatch
 import pytest
 import requests
 
@@ -171,13 +173,23 @@ LONG_UID = json.dumps(review(pod(), uid="u" * 2_500_000)).encode()
 
 @pytest.mark.parametrize("endpoint, body, reason", [
     ("/validate", BIG_INT, "number"), ("/mutate", BIG_INT, "number"),
-    ("/mutate", DEEP, "nested too deeply"),  # /validate judges it (200): nothing walks the extra field
     ("/validate", LONG_UID, "request.uid"), ("/mutate", LONG_UID, "request.uid"),
 ])
 def test_hostile_bodies_are_400_with_a_reason(server: Server, endpoint: str, body: bytes, reason: str) -> None:
     """Finding 2 and 6: a 5,001-digit integer, a list 800 deep inside a fixable Pod, a 2.5 MB uid."""
     r = server.post(endpoint, body)
     assert r.status_code == 400 and reason in r.json()["reason"], r.text[:300]
+
+
+def test_deep_unread_field_is_judged_and_patched(server: Server) -> None:
+    """Finding 2: a list 800 deep inside a fixable Pod made /mutate's deepcopy raise RecursionError (500). The
+    patch is now built from the changes and only the changed path is copied: the Pod is patched, and the
+    patch applies (the API server itself decodes JSON 10,000 levels deep)."""
+    r = server.post("/mutate", DEEP)
+    assert r.status_code == 200, r.text[:300]
+    patch = json.loads(base64.b64decode(r.json()["response"]["patch"]))
+    patched = jsonpatch.apply_patch(json.loads(DEEP)["request"]["object"], patch, in_place=True)  # no deepcopy
+    assert patched["spec"]["containers"][0]["resources"]["limits"] == {"cpu": "2"}
 
 
 def test_huge_content_length_is_refused_up_front(server: Server) -> None:
