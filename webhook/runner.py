@@ -46,6 +46,7 @@ def _in_document(shown: str, doc: Document) -> Callable[[FieldPath], Location]:
 
 
 def run(items: Iterable[Item], config: Config, mode: Mode, report: Report) -> Report:
+    """Judge every item into ``report``; an unreadable or malformed one is an error record, never a stop."""
     for item in items:
         if item.error is not None:
             report.add_error(item.locate(()), item.error)
