@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from flask import Flask, Response, request
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest, multiprocess
+from prometheus_client import CollectorRegistry, Counter, Histogram, multiprocess
 from werkzeug.exceptions import HTTPException
 
 from webhook.admission import (
@@ -140,27 +140,6 @@ def create_app(config: Config, metrics: Metrics | None = None, own_namespace: st
     @app.errorhandler(RecursionError)
     def too_deep(exc: RecursionError) -> Response:  # an object nested deeper than the judge can walk
         return _json(400, {"error": "bad AdmissionReview", "reason": "request.object is nested too deeply"})
-
-    return app
-
-
-def create_metrics_app(ready: Callable[[], bool], registry: Callable[[], CollectorRegistry]) -> Flask:
-    """``/metrics``, ``/healthz`` and ``/readyz`` on the plain port."""
-    app = Flask("qos-guard-metrics")
-
-    @app.get("/metrics")
-    def metrics_route() -> Response:
-        return Response(generate_latest(registry()), mimetype=CONTENT_TYPE_LATEST)
-
-    @app.get("/healthz")
-    def healthz() -> Response:
-        return Response("ok\n", mimetype="text/plain")
-
-    @app.get("/readyz")
-    def readyz() -> Response:
-        if ready():
-            return Response("ok\n", mimetype="text/plain")
-        return Response("not ready\n", status=503, mimetype="text/plain")
 
     return app
 

@@ -262,6 +262,16 @@ def test_metrics_port_survives_half_sent_requests(server: Server) -> None:
         time.sleep(0.2)
 
 
+def _seconds_until_readyz(srv: Server, status: int, within: float = 5.0) -> float | None:
+    """Seconds until ``/readyz`` answers ``status`` (polled every 0.2 s), or None if it never does in time."""
+    started = time.monotonic()
+    while time.monotonic() - started < within:
+        if requests.get(srv.metrics + "/readyz", timeout=2).status_code == status:
+            return time.monotonic() - started
+        time.sleep(0.2)
+    return None
+
+
 def test_readiness_fails_when_no_worker_answers(server: Server) -> None:
     """Finding 4: both workers stopped (SIGSTOP): ``/readyz`` fails within a few seconds, ``/healthz`` stays
     up (its grace is longer); SIGCONT: ``/readyz`` is ok again."""
@@ -271,25 +281,13 @@ def test_readiness_fails_when_no_worker_answers(server: Server) -> None:
     for pid in pids:
         os.kill(pid, signal.SIGSTOP)
     try:
-        stopped = time.monotonic()
-        failed_after = None
-        while time.monotonic() - stopped < 5:
-            if requests.get(server.metrics + "/readyz", timeout=2).status_code == 503:
-                failed_after = time.monotonic() - stopped
-                break
-            time.sleep(0.2)
+        failed_after = _seconds_until_readyz(server, 503)
         assert failed_after is not None and failed_after < 3, failed_after
         assert requests.get(server.metrics + "/healthz", timeout=2).status_code == 200
     finally:
         for pid in pids:
             os.kill(pid, signal.SIGCONT)
-    resumed = time.monotonic()
-    ok_after = None
-    while time.monotonic() - resumed < 5:
-        if requests.get(server.metrics + "/readyz", timeout=2).status_code == 200:
-            ok_after = time.monotonic() - resumed
-            break
-        time.sleep(0.2)
+    ok_after = _seconds_until_readyz(server, 200)
     assert ok_after is not None, "not ready again after SIGCONT"
     FIGURES.append(f"readiness: /readyz 503 {failed_after:.1f} s after both workers stopped, 200 again "
                    f"{ok_after:.1f} s after they resumed")
