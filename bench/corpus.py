@@ -10,11 +10,11 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from webhook.config import parse_config
-from webhook.engine import Mode, evaluate
-from webhook.manifests import Document, expand_paths, read_documents
-from webhook.podspec import ManifestError
-from webhook.workloads import KINDS
+from webhook.core.config import parse_config
+from webhook.core.engine import Mode, evaluate
+from webhook.core.podspec import ManifestError
+from webhook.core.workloads import KINDS
+from webhook.manifests.reader import Document, expand_paths, read_documents
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "tests" / "corpus"

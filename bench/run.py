@@ -187,7 +187,7 @@ def bench_cli(s: Settings, work: Path, res: Results, keep: list[str]) -> None:
 
 
 def _documents(folder: Path) -> Any:
-    from webhook.manifests import read_documents
+    from webhook.manifests.reader import read_documents
     for path in cli_speed.files_under(folder):
         yield from read_documents(path)
 

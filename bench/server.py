@@ -12,7 +12,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from webhook.certs import write_bundle
+from webhook.serving.certs import write_bundle
 
 
 def _free_port() -> int:

@@ -15,7 +15,7 @@ from typing import Any
 
 import requests
 
-from webhook.certs import write_bundle
+from webhook.serving.certs import write_bundle
 
 
 def free_port() -> int:

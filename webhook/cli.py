@@ -8,10 +8,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from webhook import __version__
-from webhook.config import ConfigError, load_config
-from webhook.engine import Mode
-from webhook.report import FORMATS, render, summary_line
-from webhook.runner import check_paths, fix_paths
+from webhook.batch.report import FORMATS, render, summary_line
+from webhook.batch.runner import check_paths, fix_paths
+from webhook.core.config import ConfigError, load_config
+from webhook.core.engine import Mode
 
 EXIT_OK, EXIT_VIOLATIONS, EXIT_USAGE = 0, 1, 2
 
@@ -38,7 +38,7 @@ def cmd_fix(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from webhook.server import ServeError, ServeOptions, serve
+    from webhook.serving.server import ServeError, ServeOptions, serve
 
     if args.workers < 1 or args.threads < 1 or args.connections < 1:
         _err("--workers, --connections and --threads must be at least 1")
@@ -55,7 +55,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_certs(args: argparse.Namespace) -> int:
-    from webhook.certs import ca_bundle, service_sans, write_bundle
+    from webhook.serving.certs import ca_bundle, service_sans, write_bundle
 
     if args.days < 1:
         _err("--days must be at least 1")
@@ -67,7 +67,7 @@ def cmd_certs(args: argparse.Namespace) -> int:
     bundle = ca_bundle(paths.ca)
     print(bundle)
     if args.patch_webhooks:
-        from webhook.cluster import ClusterError, patch_ca_bundle
+        from webhook.cluster.client import ClusterError, patch_ca_bundle
 
         try:
             patched = patch_ca_bundle(bundle, args.patch_webhooks, kubeconfig=args.kubeconfig)
@@ -79,11 +79,11 @@ def cmd_certs(args: argparse.Namespace) -> int:
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
-    from webhook.audit import audit
-    from webhook.cluster import ClusterError, Lister
-    from webhook.reports import FLAVOURS, Subjects
-    from webhook.reports import build as build_reports
-    from webhook.reports import write as write_reports
+    from webhook.batch.audit import audit
+    from webhook.batch.policyreports import FLAVOURS, Subjects
+    from webhook.batch.policyreports import build as build_reports
+    from webhook.batch.policyreports import write as write_reports
+    from webhook.cluster.client import ClusterError, Lister
 
     config = load_config(args.config)
     if args.page_size < 1:
@@ -120,7 +120,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 
 def cmd_policy(args: argparse.Namespace) -> int:
-    from webhook.policy import PolicyError, render
+    from webhook.policies.generate import PolicyError, render
 
     config = load_config(args.config)
     try:

@@ -14,10 +14,10 @@ import pytest
 from flask.testing import FlaskClient
 
 from tests.helpers import admission_review, container, guaranteed, pod, rl
-from webhook.app import create_app
-from webhook.config import parse_config
-from webhook.podspec import GUARANTEED, qos_class
-from webhook.workloads import find_targets
+from webhook.core.config import parse_config
+from webhook.core.podspec import GUARANTEED, qos_class
+from webhook.core.workloads import find_targets
+from webhook.serving.app import create_app
 
 EXAMPLE = json.loads((Path(__file__).resolve().parents[2] / "examples" / "admission-review.json").read_text())
 BAD_POD = EXAMPLE["request"]["object"]

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from tests.chart.conftest import CHART, run_helm
-from webhook.config import ConfigError, parse_config
+from webhook.core.config import ConfigError, parse_config
 
 # (configuration, accepted). Nulls are left out: Helm deletes a key set to null before the schema sees it.
 TABLE: list[tuple[dict[str, Any], bool]] = [

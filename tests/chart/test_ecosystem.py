@@ -9,7 +9,7 @@ import pytest
 
 from tests.binaries import OPENREPORTS, go_module
 from tests.chart.conftest import CHART, Render, by_kind, one, run_helm
-from webhook.workloads import KINDS
+from webhook.core.workloads import KINDS
 
 NAMESPACE = "qos-guard"
 OPTIONAL = ("reports.installCRDs=true", "audit.enabled=true", "prometheusRule.enabled=true", "dashboard.enabled=true")

@@ -76,6 +76,6 @@ def test_build_context_is_only_the_package(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     (wheel,) = out.glob("qos_guard-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
-    assert "webhook/rules/__init__.py" in names
+    assert "webhook/core/rules/__init__.py" in names
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     assert "qos-guard = webhook.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()

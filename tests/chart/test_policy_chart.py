@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from tests.chart.conftest import CHART, Render, run_helm
-from webhook import policy
+from webhook.policies import generate as policy
 
 ROOT = CHART.parents[1]
 CONFIGS: list[dict[str, Any]] = [
@@ -31,7 +31,7 @@ def keyed(objects: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]
 
 def test_chart_template_is_the_generated_one() -> None:
     on_disk = (ROOT / policy.CHART_TEMPLATE).read_text()
-    assert on_disk == policy.chart_template(), "run: python -m webhook.policy --write-chart"
+    assert on_disk == policy.chart_template(), "run: python -m webhook.policies.generate --write-chart"
 
 
 @pytest.mark.parametrize("config", CONFIGS, ids=["defaults", "custom"])

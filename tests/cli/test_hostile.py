@@ -18,7 +18,7 @@ from xml.etree import ElementTree as ET
 import pytest
 
 from tests.cli.conftest import FIXTURES, Run
-from webhook.manifests import MAX_DOCUMENT_BYTES, MAX_FILE_BYTES
+from webhook.manifests.reader import MAX_DOCUMENT_BYTES, MAX_FILE_BYTES
 
 HOSTILE = FIXTURES / "hostile"
 GOOD = ("kind: Pod\nmetadata: {name: after}\n"

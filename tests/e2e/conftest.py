@@ -26,7 +26,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 from tests.binaries import ROOT, binary
 from tests.serving import Server, free_port, start_server
-from webhook.certs import write_bundle
+from webhook.serving.certs import write_bundle
 
 CHART = ROOT / "charts" / "qos-guard"
 RELEASE_NAMESPACE = "qos-guard"

@@ -2,7 +2,7 @@
 
 Objects: every pod spec in the manifests the other tests use, rebuilt as a valid object of its kind (and of
 every other workload kind), plus hypothesis-generated Pods and workloads. Judges: the Python engine
-(``webhook.engine.evaluate``), the webhook (its Flask app, over AdmissionReview), and a real API server that
+(``webhook.core.engine.evaluate``), the webhook (its Flask app, over AdmissionReview), and a real API server that
 has only the generated admission policies (server-side dry-run create, many at once).
 """
 
@@ -24,14 +24,14 @@ import requests
 import yaml
 from hypothesis import strategies as st
 
-from webhook.app import create_app
-from webhook.config import Config
-from webhook.engine import Mode, evaluate
-from webhook.mutation import apply_changes
-from webhook.podspec import ManifestError, build_pod_spec
-from webhook.quantity import QuantityError, quantity_from_value
-from webhook.rules import RULE_IDS
-from webhook.workloads import find_targets
+from webhook.core.config import Config
+from webhook.core.engine import Mode, evaluate
+from webhook.core.mutation import apply_changes
+from webhook.core.podspec import ManifestError, build_pod_spec
+from webhook.core.quantity import QuantityError, quantity_from_value
+from webhook.core.rules import RULE_IDS
+from webhook.core.workloads import find_targets
+from webhook.serving.app import create_app
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "manifests"
 IMAGE = "registry.invalid/app:1"

@@ -29,11 +29,11 @@ from tests.e2e.policy_sample import (
     fixture_objects,
     objects,
 )
-from webhook.config import Config, parse_config
-from webhook.engine import Mode, evaluate
-from webhook.policy import KNOWN_DIFFERENCES
-from webhook.quantity import QuantityError, quantity_from_value
-from webhook.rules import RULE_IDS
+from webhook.core.config import Config, parse_config
+from webhook.core.engine import Mode, evaluate
+from webhook.core.quantity import QuantityError, quantity_from_value
+from webhook.core.rules import RULE_IDS
+from webhook.policies.generate import KNOWN_DIFFERENCES
 
 NAMESPACES = {"enforce": "pol-enforce", "mutate": "pol-mutate", "warn": "pol-warn", "plain": "pol-plain"}
 CUSTOM = {  # the second half of the differential sample runs under this configuration
@@ -299,7 +299,7 @@ def test_numa_is_refused_naming_the_key(policies: Cluster) -> None:
 
 
 def test_documented_differences_from_the_engine(policies: Cluster) -> None:
-    """webhook/policy.py KNOWN_DIFFERENCES, each shown on the API server (README: "Admission policies")."""
+    """webhook/policies/generate.py KNOWN_DIFFERENCES, each shown on the API server (README: "Admission policies")."""
     assert set(KNOWN_DIFFERENCES) == {"cpu-beyond-int64", "template-pod-level-request", "pod-level-mutation"}
     enforce, mutate = NAMESPACES["enforce"], NAMESPACES["mutate"]
     # cpu-beyond-int64: whole to the engine, not to CEL's isInteger().
@@ -357,7 +357,7 @@ def hypothesis_objects(count: int) -> list[dict[str, Any]]:
 
 
 def _spec(obj: dict[str, Any]) -> dict[str, Any]:
-    from webhook.workloads import find_targets
+    from webhook.core.workloads import find_targets
     return dict(next(iter(t.spec for t in find_targets(obj))))
 
 
@@ -374,7 +374,7 @@ def _engine_trims_quantities() -> bool:
 
 
 def _padded_quantity(obj: dict[str, Any]) -> bool:
-    from webhook.workloads import find_targets
+    from webhook.core.workloads import find_targets
     spec = next(iter(t.spec for t in find_targets(obj)))
     blocks = [c.get("resources") or {} for c in spec.get("containers", []) + spec.get("initContainers", [])]
     blocks.append(spec.get("resources") or {})
@@ -507,7 +507,7 @@ def test_three_way_differential(policies: Cluster, capsys: pytest.CaptureFixture
         kinds[head] = kinds.get(head, 0) + 1
     assert not failures, (f"{len(failures)} disagreements: {kinds}; first ones:\n" + "\n".join(failures[:4]))
     assert tally.compared >= MIN_OBJECTS
-    assert set(KNOWN_DIFFERENCES)  # documented (README) and listed in webhook/policy.py
+    assert set(KNOWN_DIFFERENCES)  # documented (README) and listed in webhook/policies/generate.py
 
 
 def test_chart_installs_in_policy_mode(policies: Cluster) -> None:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from webhook.quantity import QuantityError, quantity_from_value
+from webhook.core.quantity import QuantityError, quantity_from_value
 
 COMPUTE = ("cpu", "memory")
 
@@ -94,7 +94,7 @@ def cpu_beyond_int64_milli(obj: Any) -> bool:
 
 
 def beyond_digit_bound_value(obj: Any) -> bool:
-    """A cpu or memory value beyond qos-guard's 4,000-digit bound (webhook/quantity.py ``_MAX_DIGITS``):
+    """A cpu or memory value beyond qos-guard's 4,000-digit bound (webhook/core/quantity.py ``_MAX_DIGITS``):
     refused as invalid-quantity by qos-guard, evaluated exactly by the API server."""
     for value in _compute_values(obj, COMPUTE):
         try:
@@ -131,7 +131,7 @@ def inexact_json_number(text: str) -> bool:
 
 
 def beyond_digit_bound(milli: int | None, oracle_unscaled: str | None, oracle_exp: int) -> bool:
-    """qos-guard refuses values of more than ``webhook.quantity._MAX_DIGITS`` digits (a deliberate bound)."""
+    """qos-guard refuses values of more than ``webhook.core.quantity._MAX_DIGITS`` digits (a deliberate bound)."""
     if oracle_unscaled is not None:
         return len(oracle_unscaled.lstrip("-")) + oracle_exp - 3 > 4000
     return milli is not None and len(str(abs(milli))) - 3 > 4000

@@ -19,9 +19,9 @@ from tests.fidelity.conftest import SEED
 from tests.fidelity.divergences import KNOWN_DIVERGENCES, TALLY
 from tests.fidelity.grammar import ObjectGrammar, shrink
 from tests.fidelity.oracle import Oracle
-from webhook.config import parse_config
-from webhook.engine import Mode, Verdict, evaluate
-from webhook.mutation import apply_changes
+from webhook.core.config import parse_config
+from webhook.core.engine import Mode, Verdict, evaluate
+from webhook.core.mutation import apply_changes
 
 OBJECTS = 20_000
 BATCH = 2_000

@@ -11,7 +11,7 @@ from tests.fidelity.conftest import SEED
 from tests.fidelity.divergences import QUANTITY_DIVERGENCES, TALLY, beyond_digit_bound, inexact_json_number
 from tests.fidelity.grammar import json_number, quantity_text
 from tests.fidelity.oracle import Oracle, RawNumber
-from webhook.quantity import QuantityError, parse_quantity, quantity_from_value
+from webhook.core.quantity import QuantityError, parse_quantity, quantity_from_value
 
 STRINGS = 50_000
 NUMBERS = 2_000

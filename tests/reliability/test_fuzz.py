@@ -19,16 +19,16 @@ from hypothesis import strategies as st
 from tests.helpers import admission_review
 from tests.reliability.conftest import CASES
 from tests.reliability.strategies import json_value, pod_spec, workload
-from webhook.admission import ENDPOINTS as ADMISSION_ENDPOINTS
-from webhook.admission import BadReview, Endpoint, decide, parse_review
-from webhook.app import create_app
-from webhook.config import parse_config
-from webhook.engine import Mode, evaluate
-from webhook.manifests import ReadError, json_document, read_documents, yaml_documents
-from webhook.mutation import apply_changes, json_patch
-from webhook.podspec import ManifestError
-from webhook.rules import RULE_IDS
-from webhook.runner import check_paths
+from webhook.admission.review import ENDPOINTS as ADMISSION_ENDPOINTS
+from webhook.admission.review import BadReview, Endpoint, decide, parse_review
+from webhook.batch.runner import check_paths
+from webhook.core.config import parse_config
+from webhook.core.engine import Mode, evaluate
+from webhook.core.mutation import apply_changes, json_patch
+from webhook.core.podspec import ManifestError
+from webhook.core.rules import RULE_IDS
+from webhook.manifests.reader import ReadError, json_document, read_documents, yaml_documents
+from webhook.serving.app import create_app
 
 
 def fuzz(examples: int) -> settings:

@@ -21,7 +21,7 @@ from bench.server import memory_mib, process_tree
 from tests.helpers import admission_review, container, guaranteed, pod, rl
 from tests.reliability.conftest import FIGURES
 from tests.serving import Server, start_server
-from webhook.certs import _pem_key, _write, make_serving
+from webhook.serving.certs import _pem_key, _write, make_serving
 
 SECONDS = float(os.environ.get("QOS_GUARD_SOAK_SECONDS", "20"))
 CLIENTS = 4

@@ -14,10 +14,10 @@ import pytest
 import yaml
 
 from tests.helpers import admission_review
-from webhook.app import create_app
-from webhook.config import Config, load_config
-from webhook.engine import Mode, evaluate
-from webhook.rules import RULE_IDS
+from webhook.core.config import Config, load_config
+from webhook.core.engine import Mode, evaluate
+from webhook.core.rules import RULE_IDS
+from webhook.serving.app import create_app
 
 RULES_DIR = Path(__file__).resolve().parents[1] / "fixtures" / "rules"
 

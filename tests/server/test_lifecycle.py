@@ -21,7 +21,7 @@ from cryptography.hazmat.primitives import serialization
 
 from tests.helpers import guaranteed, pod
 from tests.server.conftest import EXAMPLE, free_port, review, start_server
-from webhook.certs import _pem_key, _write, make_serving
+from webhook.serving.certs import _pem_key, _write, make_serving
 
 
 def serving_serial(port: int, ca: str) -> int:

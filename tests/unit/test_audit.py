@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from tests.helpers import container, guaranteed, pod, rl
-from webhook.audit import audit
-from webhook.cluster import Listed
-from webhook.config import parse_config
-from webhook.engine import Mode
-from webhook.report import render
+from webhook.batch.audit import audit
+from webhook.batch.report import render
+from webhook.cluster.client import Listed
+from webhook.core.config import parse_config
+from webhook.core.engine import Mode
 
 
 def _pod(name: str, ns: str, spec: dict) -> Listed:  # type: ignore[type-arg]

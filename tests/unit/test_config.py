@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from webhook.config import Config, ConfigError, load_config, parse_config
+from webhook.core.config import Config, ConfigError, load_config, parse_config
 
 
 def test_full_config(tmp_path: Path) -> None:

@@ -10,13 +10,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.helpers import container, pod, rl
-from webhook.config import Config, parse_config
-from webhook.engine import Mode, evaluate
-from webhook.fieldpath import dotted
-from webhook.mutation import Change, apply_changes, json_patch, plan_changes
-from webhook.podspec import COMPUTE, build_pod_spec
-from webhook.quantity import QuantityError, parse_quantity
-from webhook.rules import run_rules
+from webhook.core.config import Config, parse_config
+from webhook.core.engine import Mode, evaluate
+from webhook.core.fieldpath import dotted
+from webhook.core.mutation import Change, apply_changes, json_patch, plan_changes
+from webhook.core.podspec import COMPUTE, build_pod_spec
+from webhook.core.quantity import QuantityError, parse_quantity
+from webhook.core.rules import run_rules
 
 CPUS = ["1", "2", "500m", "1500m", "2000m", "0.5", "3", "0", "4e0", "1.0001", "1K", "-1"]
 MEMS = ["1Gi", "1024Mi", "512Mi", "2G", "0", "1e9", "1ki", "100"]

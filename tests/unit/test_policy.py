@@ -9,8 +9,8 @@ import pytest
 import yaml
 
 from webhook.cli import main
-from webhook.config import parse_config
-from webhook.policy import PolicyError, params_data, render
+from webhook.core.config import parse_config
+from webhook.policies.generate import PolicyError, params_data, render
 
 
 def docs(text: str) -> list[dict[str, Any]]:

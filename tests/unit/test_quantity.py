@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from webhook.quantity import Quantity, QuantityError, is_whole_cpu, parse_quantity, quantity_from_value
+from webhook.core.quantity import Quantity, QuantityError, is_whole_cpu, parse_quantity, quantity_from_value
 
 # (input, exact value as upstream's expected decQuantity(mantissa, exponent)) from TestQuantityParse.
 UPSTREAM_VALID = [

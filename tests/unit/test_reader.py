@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from webhook.manifests import Document, ReadError, read_text_documents, resolve_plain
+from webhook.manifests.reader import Document, ReadError, read_text_documents, resolve_plain
 
 
 def read(text: str) -> list[Any]:

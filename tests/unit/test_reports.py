@@ -6,11 +6,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from tests.e2e.conftest import compliant_pod, violating_pod
-from webhook.audit import audit
-from webhook.cluster import Listed
-from webhook.config import Config
-from webhook.engine import Mode
-from webhook.reports import FLAVOURS, Subjects, build
+from webhook.batch.audit import audit
+from webhook.batch.policyreports import FLAVOURS, Subjects, build
+from webhook.cluster.client import Listed
+from webhook.core.config import Config
+from webhook.core.engine import Mode
 
 NOW = datetime(2026, 1, 2, 3, 4, 5, 600000, tzinfo=UTC)
 

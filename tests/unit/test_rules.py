@@ -7,10 +7,10 @@ from typing import Any
 import pytest
 
 from tests.helpers import container, guaranteed, pod, rl
-from webhook.config import Config, NumaPolicy, Policy, parse_config
-from webhook.fieldpath import dotted
-from webhook.podspec import build_pod_spec
-from webhook.rules import RULE_IDS, Violation, run_rules
+from webhook.core.config import Config, NumaPolicy, Policy, parse_config
+from webhook.core.fieldpath import dotted
+from webhook.core.podspec import build_pod_spec
+from webhook.core.rules import RULE_IDS, Violation, run_rules
 
 
 def violations(manifest: dict[str, Any], policy: Policy | None = None) -> list[Violation]:

@@ -10,12 +10,12 @@ from typing import Any
 import jsonpatch
 
 from tests.helpers import admission_review, container, guaranteed, pod, rl
-from webhook.app import create_app
-from webhook.config import Config, parse_config
-from webhook.engine import Mode, evaluate
-from webhook.fieldpath import dotted
-from webhook.podspec import BEST_EFFORT, BURSTABLE, GUARANTEED, qos_class
-from webhook.workloads import find_targets
+from webhook.core.config import Config, parse_config
+from webhook.core.engine import Mode, evaluate
+from webhook.core.fieldpath import dotted
+from webhook.core.podspec import BEST_EFFORT, BURSTABLE, GUARANTEED, qos_class
+from webhook.core.workloads import find_targets
+from webhook.serving.app import create_app
 
 ALLOW = parse_config({"policy": {"podLevelResources": "allow"}})
 

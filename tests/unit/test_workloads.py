@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 
 from tests.helpers import container, rl
-from webhook.fieldpath import dotted, pointer
-from webhook.podspec import ManifestError
-from webhook.workloads import KINDS, find_targets
+from webhook.core.fieldpath import dotted, pointer
+from webhook.core.podspec import ManifestError
+from webhook.core.workloads import KINDS, find_targets
 
 SPEC = {"containers": [container("a", rl("1", "1Gi"), rl("1", "1Gi"))]}
 TEMPLATE = {"template": {"spec": SPEC}}

@@ -1,0 +1,1 @@
+"""The AdmissionReview protocol: the one place that knows it."""

@@ -1,0 +1,266 @@
+"""AdmissionReview ``admission.k8s.io/v1`` and ``v1beta1`` in and out; nothing else knows this format.
+
+Requests are judged with the engine; responses echo the request's apiVersion and uid. A body that is not
+an AdmissionReview raises ``BadReview`` (HTTP 400) with the reason, never an unhandled exception.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from webhook.core.config import Config
+from webhook.core.engine import MODE_LABEL, Mode, Verdict, evaluate
+from webhook.core.mutation import json_patch
+from webhook.core.podspec import ManifestError
+from webhook.core.workloads import KINDS
+
+API_VERSIONS = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
+MODES = tuple(m.value for m in Mode)
+MAX_WARNING = 120
+MAX_WARNINGS_BYTES = 4096
+MAX_UID = 128
+MAX_DENIAL_LINES = 20  # the denial message lists at most this many violations, then "... and K more"
+NEVER_SELECTED = frozenset({"kube-system"})
+
+
+class Action(StrEnum):
+    """What an endpoint answers with."""
+
+    DENY = "deny"  # allowed: false with every violation the mode reports
+    WARN = "warn"  # allowed, with one warning per violation
+    PATCH = "patch"  # allowed, with the JSONPatch of the mutation (Pods only)
+    NAMESPACE = "namespace"  # the opt-in label's value is checked
+    ALLOW = "allow"  # parse and allow: the benchmarks' floor
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """One admission endpoint: its name in metrics and logs, what it answers, and the mode it judges in."""
+
+    name: str
+    action: Action
+    mode: Mode | None = None
+
+
+# The one table of admission endpoints (URL path -> endpoint): routes, metrics and ``decide`` all read it.
+ENDPOINTS: dict[str, Endpoint] = {
+    "/validate": Endpoint("validate", Action.DENY, Mode.ENFORCE),
+    # ``/validate?mode=mutate`` too; webhook configurations need this form: the API server refuses a query
+    # string in clientConfig.url (k8s.io/apiserver/pkg/util/webhook/validation.go).
+    "/validate/mutate": Endpoint("validate-mutated", Action.DENY, Mode.MUTATE),
+    "/warn": Endpoint("warn", Action.WARN, Mode.WARN),
+    "/mutate": Endpoint("mutate", Action.PATCH, Mode.MUTATE),
+    "/validate-namespace": Endpoint("validate-namespace", Action.NAMESPACE),
+}
+NOOP = Endpoint("noop", Action.ALLOW)  # ``serve --enable-noop`` only
+
+
+class BadReview(ValueError):
+    """Not an AdmissionReview we can answer: HTTP 400 with this reason."""
+
+
+@dataclass(frozen=True)
+class Review:
+    api_version: str
+    uid: str
+    kind: str
+    subresource: str
+    operation: str
+    namespace: str | None
+    name: str | None
+    username: str | None
+    dry_run: bool
+    obj: Any
+
+
+@dataclass
+class Decision:
+    """What was decided, for the response, the log line and the metrics."""
+
+    allowed: bool
+    rules: list[str] = field(default_factory=list)
+    message: str | None = None
+    warnings: list[str] = field(default_factory=list)
+    patch: list[dict[str, Any]] | None = None
+    skipped: str | None = None
+
+    @property
+    def label(self) -> str:
+        if self.skipped:
+            return "skipped"
+        if not self.allowed:
+            return "denied"
+        return "patched" if self.patch else ("warned" if self.warnings else "allowed")
+
+
+def parse_review(body: bytes) -> Review:
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BadReview(f"body is not UTF-8 (byte {exc.start})") from None
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise BadReview(f"body is not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    except RecursionError:
+        raise BadReview("body is nested too deeply") from None
+    except ValueError as exc:  # not a JSONDecodeError: a number over Python's int_max_str_digits
+        raise BadReview(f"body has a number JSON cannot hold here: {str(exc).split(';')[0]}") from None
+    if not isinstance(doc, dict):
+        raise BadReview("body is not an AdmissionReview object")
+    if doc.get("kind") != "AdmissionReview":
+        raise BadReview(f"kind is {doc.get('kind')!r}, expected AdmissionReview")
+    api_version = doc.get("apiVersion")
+    if api_version not in API_VERSIONS:
+        raise BadReview(f"apiVersion {api_version!r} is not one of {', '.join(API_VERSIONS)}")
+    request = doc.get("request")
+    if not isinstance(request, dict):
+        raise BadReview("request is missing or not an object")
+    uid = request.get("uid")
+    if not isinstance(uid, str) or not uid:
+        raise BadReview("request.uid is missing or not a string")
+    if len(uid) > MAX_UID:  # the API server sends a UUID (36 characters); it is echoed and logged
+        raise BadReview(f"request.uid is {len(uid)} characters long, over {MAX_UID}")
+    kind = request.get("kind")
+    if not isinstance(kind, dict) or not isinstance(kind.get("kind"), str):
+        raise BadReview("request.kind.kind is missing")
+    obj = request.get("object")
+    if obj is not None and not isinstance(obj, dict):
+        raise BadReview("request.object is not an object")
+    user_info = request.get("userInfo")
+    user: dict[str, Any] = user_info if isinstance(user_info, dict) else {}
+    namespace = request.get("namespace")
+    name = request.get("name")
+    return Review(
+        api_version=api_version,
+        uid=uid,
+        kind=kind["kind"],
+        subresource=str(request.get("subResource") or ""),
+        operation=str(request.get("operation") or ""),
+        namespace=namespace if isinstance(namespace, str) and namespace else None,
+        name=name if isinstance(name, str) and name else None,
+        username=user.get("username") if isinstance(user.get("username"), str) else None,
+        dry_run=request.get("dryRun") is True,
+        obj=obj,
+    )
+
+
+def response(review: Review, decision: Decision) -> dict[str, Any]:
+    body: dict[str, Any] = {"uid": review.uid, "allowed": decision.allowed}
+    if not decision.allowed:
+        body["status"] = {"code": 403, "reason": "Forbidden", "message": decision.message or "denied"}
+    if decision.warnings:
+        body["warnings"] = decision.warnings
+    if decision.patch:
+        body["patchType"] = "JSONPatch"
+        body["patch"] = base64.b64encode(json.dumps(decision.patch).encode()).decode("ascii")
+    return {"apiVersion": review.api_version, "kind": "AdmissionReview", "response": body}
+
+
+def fit_warnings(lines: list[str]) -> list[str]:
+    """Kubernetes truncates long warnings; keep each under 120 characters and all under 4 KiB."""
+    out: list[str] = []
+    total = 0
+    for i, line in enumerate(lines):
+        text = line if len(line) < MAX_WARNING else line[: MAX_WARNING - 4] + "..."
+        more = f"... and {len(lines) - i} more (see qos-guard check)"
+        if total + len(text.encode()) + len(more) + 2 > MAX_WARNINGS_BYTES:
+            out.append(more)
+            break
+        out.append(text)
+        total += len(text.encode())
+    return out
+
+
+def _judged(review: Review) -> bool:
+    """Pods on CREATE, pods/resize on UPDATE, workloads on CREATE and UPDATE (SPEC §5)."""
+    if review.kind == "Pod":
+        if review.subresource == "resize":
+            return review.operation == "UPDATE"
+        return review.subresource == "" and review.operation == "CREATE"
+    return review.kind in KINDS and review.subresource == "" and review.operation in ("CREATE", "UPDATE")
+
+
+def _denial(review: Review, verdict: Verdict) -> str:
+    name = review.name or object_name(review.obj)
+    found = verdict.violations
+    lines = [f"{v.rule}: {v.message}"[:MAX_WARNING * 2] for _, v in found[:MAX_DENIAL_LINES]]
+    if len(found) > MAX_DENIAL_LINES:
+        lines.append(f"... and {len(found) - MAX_DENIAL_LINES} more (see qos-guard check)")
+    head = f'{review.kind} "{name[:253]}" would not get exclusive CPUs (Guaranteed QoS, whole CPUs) from kubelet:'
+    return "\n".join([head, *lines])
+
+
+def object_name(obj: Any) -> str:
+    meta = obj.get("metadata") if isinstance(obj, Mapping) else None
+    if isinstance(meta, Mapping):
+        return str(meta.get("name") or meta.get("generateName") or "<unnamed>")
+    return "<unnamed>"
+
+
+def _skip(review: Review, own_namespace: str | None) -> str | None:
+    if review.namespace in NEVER_SELECTED or (own_namespace and review.namespace == own_namespace):
+        return f"namespace {review.namespace} is never judged"
+    if not _judged(review):
+        return f"{review.operation} of {review.kind}{'/' + review.subresource if review.subresource else ''}"
+    if review.obj is None:
+        return "no object"
+    return None
+
+
+def decide(review: Review, endpoint: Endpoint, config: Config, own_namespace: str | None = None) -> Decision:
+    """The decision for one request at ``endpoint``."""
+    if endpoint.action is Action.ALLOW:
+        return Decision(True)
+    if endpoint.action is Action.NAMESPACE:
+        return _decide_namespace(review)
+    assert endpoint.mode is not None
+    base = Decision(True)
+    why = _skip(review, own_namespace)
+    if why is not None:
+        base.skipped = why
+        return base
+    try:
+        verdict = evaluate(review.obj, config, endpoint.mode, namespace=review.namespace,
+                           username=review.username)
+    except ManifestError as exc:
+        raise BadReview(f"request.object: {exc}") from None
+    if verdict.exempt:
+        base.skipped = verdict.exempt
+        return base
+    if endpoint.action is Action.PATCH:
+        # Only Pods are patched: a patched template would make GitOps tools see drift (SPEC §5).
+        if review.kind == "Pod" and review.subresource == "" and verdict.changes:
+            base.patch = json_patch(review.obj, verdict.changes)
+            base.warnings = fit_warnings([f"qos-guard: {c.message}" for c in verdict.changes])
+        return base
+    found = verdict.violations
+    base.rules = sorted({v.rule for _, v in found})
+    if endpoint.action is Action.WARN:
+        base.warnings = fit_warnings([f"{v.rule}: {v.message}" for _, v in found])
+    elif found:
+        base.allowed = False
+        base.message = _denial(review, verdict)
+    return base
+
+
+def _decide_namespace(review: Review) -> Decision:
+    """``/validate-namespace``: the opt-in label must name a mode qos-guard knows."""
+    base = Decision(True)
+    if review.kind != "Namespace" or review.operation not in ("CREATE", "UPDATE") or review.obj is None:
+        base.skipped = f"{review.operation} of {review.kind}"
+        return base
+    meta = review.obj.get("metadata")
+    labels = meta.get("labels") if isinstance(meta, dict) else None
+    value = labels.get(MODE_LABEL) if isinstance(labels, dict) else None
+    if value is not None and value not in MODES:
+        base.allowed = False
+        base.rules = ["invalid-mode-label"]
+        base.message = (f'namespace label {MODE_LABEL}={json.dumps(value)} is not one of {", ".join(MODES)}; '
+                        "remove the label to opt out")
+    return base

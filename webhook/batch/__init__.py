@@ -1,0 +1,1 @@
+"""The one loop of check, fix and audit, and the report formats."""

@@ -1,0 +1,189 @@
+"""``qos-guard audit --report``: findings as policy report objects, the format Policy Reporter, Kyverno
+(>= 1.15) and Kubewarden read.
+
+``openreports`` writes ``openreports.io/v1alpha1`` ``Report`` (github.com/openreports/reports-api v0.2.1,
+``apis/openreports.io/v1alpha1/report_types.go``); ``policyreport`` writes the older
+``wgpolicyk8s.io/v1alpha2`` ``PolicyReport`` for consumers that predate it. Both have the same result shape.
+
+One report per namespace, named ``qos-guard``, owned by nothing (an audit is not a controller) and replaced
+whole on each run by server-side apply (``results`` is an atomic list in both CRDs), so an object fixed
+between two runs leaves no ``fail`` result behind; a report of ours in a namespace the run no longer covers is
+deleted. Building the objects (``build``) is pure; ``write`` is the only part that talks to the API.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from webhook.batch.report import Report
+from webhook.cluster.client import ClusterError, Listed, Lister
+from webhook.core.fieldpath import dotted
+
+POLICY = "qos-guard"
+REPORT_NAME = "qos-guard"
+CATEGORY = "CPU pinning"
+MANAGED_BY = ("app.kubernetes.io/managed-by", "qos-guard")
+# Every rule costs the Pod its exclusive CPUs (the reason the tool exists), so each is `high`; the two
+# opt-in topology rules only cost alignment on particular nodes.
+SEVERITY = {"smt-misaligned": "medium", "numa-unfit": "medium"}
+DEFAULT_SEVERITY = "high"
+
+
+@dataclass(frozen=True, slots=True)
+class Flavour:
+    """One report API: where its objects live."""
+
+    group: str
+    version: str
+    kind: str
+    plural: str
+    top_level_source: bool  # openreports' Report carries `source` at the top as well as per result
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}"
+
+    def path(self, namespace: str | None, name: str | None = None) -> str:
+        where = f"/namespaces/{namespace}" if namespace else ""
+        return f"/apis/{self.api_version}{where}/{self.plural}" + (f"/{name}" if name else "")
+
+
+FLAVOURS: dict[str, Flavour] = {
+    "openreports": Flavour("openreports.io", "v1alpha1", "Report", "reports", True),
+    "policyreport": Flavour("wgpolicyk8s.io", "v1alpha2", "PolicyReport", "policyreports", False),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Subject:
+    """One judged object, as a ``corev1.ObjectReference``."""
+
+    api_version: str
+    kind: str
+    namespace: str
+    name: str
+    uid: str
+
+    def reference(self) -> dict[str, str]:
+        ref = {"apiVersion": self.api_version, "kind": self.kind, "namespace": self.namespace, "name": self.name}
+        if self.uid:
+            ref["uid"] = self.uid
+        return ref
+
+
+class Subjects:
+    """Passes listed objects through to ``audit`` unchanged, remembering each as a report subject (so a
+    compliant object can be reported as ``pass``, which the findings alone cannot say)."""
+
+    def __init__(self) -> None:
+        self.by_namespace: dict[str, list[Subject]] = {}
+
+    def watch(self, objects: Iterable[Listed]) -> Iterator[Listed]:
+        for listed in objects:
+            if listed.obj is not None:
+                meta = listed.obj.get("metadata") or {}
+                subject = Subject(str(listed.obj.get("apiVersion", "")), listed.kind, listed.namespace,
+                                  str(meta.get("name", "")), str(meta.get("uid", "")))
+                self.by_namespace.setdefault(listed.namespace, []).append(subject)
+            yield listed
+
+
+def _timestamp(now: datetime) -> dict[str, int]:
+    return {"seconds": int(now.timestamp()), "nanos": now.microsecond * 1000}
+
+
+def build(flavour: Flavour, report: Report, subjects: Subjects, namespaces: Iterable[str],
+          now: datetime | None = None) -> list[dict[str, Any]]:
+    """One report object per namespace in ``namespaces`` or with a subject: a ``fail`` result per violation,
+    a ``pass`` per object without one, an ``error`` per object or listing that could not be judged."""
+    stamp = _timestamp(now or datetime.now(UTC))
+    results: dict[str, list[dict[str, Any]]] = {ns: [] for ns in namespaces}
+    for ns in subjects.by_namespace:
+        results.setdefault(ns, [])
+    failed: set[tuple[str, str, str]] = set()
+    known = {(s.namespace, s.kind, s.name): s for ss in subjects.by_namespace.values() for s in ss}
+
+    def result(outcome: str, message: str, rule: str = "", subject: Subject | None = None,
+               properties: dict[str, str] | None = None) -> dict[str, Any]:
+        out: dict[str, Any] = {"source": POLICY, "policy": POLICY}
+        if rule:
+            out["rule"] = rule
+        out |= {"category": CATEGORY, "severity": SEVERITY.get(rule, DEFAULT_SEVERITY), "result": outcome,
+                "scored": True, "timestamp": stamp, "message": message}
+        if subject is not None:
+            out["resources"] = [subject.reference()]
+        if properties:
+            out["properties"] = properties
+        return out
+
+    for r in report.violations:
+        ns = r.namespace or r.location.source
+        key = (ns, r.kind, r.name)
+        failed.add(key)
+        subject = known.get(key) or Subject("", r.kind, ns, r.name, "")
+        props = {"path": dotted(r.path), "fixable": str(r.fixable).lower()}
+        if r.container:
+            props["container"] = r.container
+        results.setdefault(ns, []).append(result("fail", r.message, r.rule, subject, props))
+    for e in report.errors:  # a listing that failed across all namespaces belongs to no namespace's report
+        if e.location.source in results:
+            results[e.location.source].append(result("error", e.message))
+    for ns, listed in subjects.by_namespace.items():
+        for s in listed:
+            if (s.namespace, s.kind, s.name) not in failed:
+                results[ns].append(result("pass", f"{s.kind}/{s.name} keeps its exclusive CPUs", "", s))
+    return [_report_object(flavour, ns, found) for ns, found in sorted(results.items()) if ns]
+
+
+def _report_object(flavour: Flavour, namespace: str, results: list[dict[str, Any]]) -> dict[str, Any]:
+    summary = {outcome: sum(1 for r in results if r["result"] == outcome)
+               for outcome in ("pass", "fail", "warn", "error", "skip")}
+    obj: dict[str, Any] = {
+        "apiVersion": flavour.api_version, "kind": flavour.kind,
+        "metadata": {"name": REPORT_NAME, "namespace": namespace, "labels": {MANAGED_BY[0]: MANAGED_BY[1]}},
+    }
+    if flavour.top_level_source:
+        obj["source"] = POLICY
+    obj["summary"] = summary
+    if results:
+        obj["results"] = results
+    return obj
+
+
+@dataclass(frozen=True, slots=True)
+class Written:
+    applied: list[str]
+    deleted: list[str]
+
+
+def write(lister: Lister, flavour: Flavour, objects: list[dict[str, Any]], scope: list[str] | None) -> Written:
+    """Apply each report (create or replace), then delete our reports left in ``scope`` (None: every
+    namespace) that this run did not write."""
+    applied: list[str] = []
+    for obj in objects:
+        ns = obj["metadata"]["namespace"]
+        status, body = lister.send("PATCH", flavour.path(ns, REPORT_NAME),
+                                   [("fieldManager", POLICY), ("force", "true")], json.dumps(obj),
+                                   "application/apply-patch+yaml")
+        if status not in (200, 201):
+            raise ClusterError(f"writing {flavour.kind} {ns}/{REPORT_NAME}: HTTP {status} {body.get('message', '')}"
+                               .rstrip())
+        applied.append(ns)
+    selector = "=".join(MANAGED_BY)
+    stale: list[str] = []
+    for ns in ([None] if scope is None else scope):
+        for page in lister.pages(flavour.path(ns), selector):
+            for item in page:
+                meta = item.get("metadata") or {}
+                if meta.get("namespace") not in applied and meta.get("name") == REPORT_NAME:
+                    stale.append(meta["namespace"])
+    for ns in stale:
+        status, body = lister.send("DELETE", flavour.path(ns, REPORT_NAME), [], None, None)
+        if status not in (200, 202, 404):
+            raise ClusterError(f"deleting {flavour.kind} {ns}/{REPORT_NAME}: HTTP {status} "
+                               f"{body.get('message', '')}".rstrip())
+    return Written(applied, stale)

@@ -1,0 +1,1 @@
+"""The Kubernetes API: listing, caBundle patching, and what the cluster says about its nodes."""

@@ -1,0 +1,155 @@
+"""The Kubernetes API, through the ``kubernetes`` client: the caBundle of webhook configurations, and the
+paginated listing behind ``qos-guard audit``."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import urllib3
+from kubernetes import client, config
+
+from webhook.core.engine import MODE_LABEL, Mode
+from webhook.core.workloads import CONTROLLERS, KINDS
+
+
+class ClusterError(RuntimeError):
+    """The API could not be reached or refused the change."""
+
+
+def _api_client(kubeconfig: str | None) -> Any:
+    try:
+        if kubeconfig:
+            return config.new_client_from_config(config_file=kubeconfig)  # type: ignore[no-untyped-call]
+        try:
+            config.load_incluster_config()  # type: ignore[no-untyped-call]
+            return client.ApiClient()
+        except config.ConfigException:
+            return config.new_client_from_config()  # type: ignore[no-untyped-call]
+    except (config.ConfigException, OSError) as exc:
+        raise ClusterError(f"no usable kubeconfig: {exc}") from None
+
+
+def patch_ca_bundle(bundle: str, names: list[str], kubeconfig: str | None = None) -> list[str]:
+    """Set ``caBundle`` on every webhook of the named Validating/MutatingWebhookConfigurations."""
+    api = client.AdmissionregistrationV1Api(_api_client(kubeconfig))
+    patched: list[str] = []
+    for name in names:
+        found = False
+        for kind, read, patch in (
+            ("ValidatingWebhookConfiguration", api.read_validating_webhook_configuration,
+             api.patch_validating_webhook_configuration),
+            ("MutatingWebhookConfiguration", api.read_mutating_webhook_configuration,
+             api.patch_mutating_webhook_configuration),
+        ):
+            try:
+                current = read(name)
+            except client.ApiException as exc:
+                if exc.status == 404:
+                    continue
+                raise ClusterError(f"reading {kind} {name}: {exc.reason}") from None
+            body = {"webhooks": [{"name": w.name, "clientConfig": {"caBundle": bundle}}
+                                 for w in current.webhooks or []]}
+            try:
+                patch(name, body)
+            except client.ApiException as exc:
+                raise ClusterError(f"patching {kind} {name}: {exc.reason}") from None
+            patched.append(f"{kind}/{name}")
+            found = True
+        if not found:
+            raise ClusterError(f"no webhook configuration named {name}")
+    return patched
+
+
+@dataclass(frozen=True, slots=True)
+class Listed:
+    """One object from the API (``obj``), or a listing that failed (``error``), in ``namespace``."""
+
+    namespace: str
+    kind: str
+    obj: dict[str, Any] | None = None
+    error: str | None = None
+
+
+class Lister:
+    """Paginated, raw-JSON listing: no model classes, so objects reach the engine exactly as stored."""
+
+    def __init__(self, kubeconfig: str | None = None, page_size: int = 500) -> None:
+        self._api = _api_client(kubeconfig)
+        self._page_size = page_size
+
+    def send(self, method: str, path: str, query: list[tuple[str, str]], body: str | None,
+             content_type: str | None) -> tuple[int, dict[str, Any]]:
+        """One raw request; the HTTP status and the decoded body (``{}`` when it is not JSON)."""
+        headers = {"Accept": "application/json"}
+        if content_type:
+            headers["Content-Type"] = content_type
+        request = self._api.param_serialize(method, path, query_params=query, header_params=headers,
+                                            body=body, auth_settings=["BearerToken"])
+        try:
+            response = self._api.call_api(*request, _request_timeout=(10, 60))
+            response.read()
+        except (OSError, urllib3.exceptions.HTTPError) as exc:
+            raise ClusterError(f"cannot reach the API server: {exc}") from None
+        try:
+            decoded = json.loads(response.data)
+        except (ValueError, TypeError):
+            decoded = {}
+        return response.status, decoded if isinstance(decoded, dict) else {}
+
+    def _get(self, path: str, query: list[tuple[str, str]]) -> dict[str, Any]:
+        status, body = self.send("GET", path, query, None, None)
+        if status != 200:
+            raise ClusterError(f"GET {path}: HTTP {status} {body.get('message', '')}".rstrip())
+        return body
+
+    def pages(self, path: str, label_selector: str | None = None) -> Iterator[list[dict[str, Any]]]:
+        """Each page of a list, following ``continue`` tokens."""
+        token = ""
+        while True:
+            query = [("limit", str(self._page_size))]
+            if token:
+                query.append(("continue", token))
+            if label_selector:
+                query.append(("labelSelector", label_selector))
+            body = self._get(path, query)
+            yield body.get("items") or []
+            token = (body.get("metadata") or {}).get("continue") or ""
+            if not token:
+                return
+
+    def opted_in_namespaces(self) -> list[str]:
+        selector = f"{MODE_LABEL} in ({','.join(m.value for m in Mode)})"
+        return sorted(ns["metadata"]["name"] for page in self.pages("/api/v1/namespaces", selector) for ns in page)
+
+    def objects(self, namespaces: list[str] | None) -> Iterator[Listed]:
+        """Every judged object in ``namespaces`` (None: all namespaces), controllers' children left out.
+
+        A kind that cannot be listed (no RBAC, or not served) is one ``error`` and the rest still listed.
+        """
+        scopes: list[str | None] = list(namespaces) if namespaces is not None else [None]
+        for scope in scopes:
+            for judged in KINDS.values():
+                api_version, plural, kind = judged.api_version, judged.plural, judged.kind
+                prefix = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+                path = f"{prefix}/{plural}" if scope is None else f"{prefix}/namespaces/{scope}/{plural}"
+                try:
+                    for page in self.pages(path):
+                        for item in page:
+                            if _controlled(item):
+                                continue
+                            item["apiVersion"], item["kind"] = api_version, kind  # list items carry neither
+                            yield Listed((item.get("metadata") or {}).get("namespace", scope or ""), kind, obj=item)
+                except ClusterError as exc:
+                    if "cannot reach" in str(exc):
+                        raise
+                    yield Listed(scope or "", kind, error=str(exc))
+
+
+def _controlled(obj: dict[str, Any]) -> bool:
+    for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
+        if ref.get("controller") and ref.get("kind") in CONTROLLERS:
+            return True
+    return False

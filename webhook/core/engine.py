@@ -1,0 +1,123 @@
+"""``evaluate(object, config, mode) -> Verdict``: the one call the webhook, ``check``, ``fix`` and
+``audit`` all make, so they always reach the same verdict (as Kyverno's engine does for its CLI).
+
+The mutation is planned only when a caller asks for it (``changes``, ``remaining``, ``fixable``, or the
+verdict of ``mutate`` mode, which is what remains after it): ``enforce`` and ``warn`` answers never pay for it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from functools import cached_property
+from typing import Any
+
+from webhook.core.config import Config
+from webhook.core.mutation import Change, apply_changes, plan_changes
+from webhook.core.podspec import PodSpec
+from webhook.core.rules import Violation, run_rules
+from webhook.core.workloads import Target, find_targets
+
+MODE_LABEL = "qos-guard.io/mode"  # the namespace label that opts in (SPEC §1)
+
+
+class Mode(StrEnum):
+    ENFORCE = "enforce"
+    MUTATE = "mutate"
+    WARN = "warn"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A violation, and whether the mutation (``mutate`` mode, ``qos-guard fix``) would remove it."""
+
+    violation: Violation
+    fixable: bool
+
+
+@dataclass(frozen=True)
+class TargetResult:
+    """The rules' findings for one pod spec; the mutation is planned on first use."""
+
+    target: Target
+    pod: PodSpec
+    violations: tuple[Violation, ...]
+    config: Config = field(repr=False)
+
+    @cached_property
+    def changes(self) -> tuple[Change, ...]:
+        return tuple(plan_changes(self.pod, self.config)) if self.violations else ()
+
+    @cached_property
+    def remaining(self) -> tuple[Violation, ...]:
+        """What is still wrong after the mutation."""
+        if not self.changes:
+            return self.violations
+        where = self.target.path
+        in_spec = [c for c in self.changes if c.path[:len(where)] == where]
+        fixed = apply_changes(self.target.spec, in_spec, skip=len(where))
+        # The only change outside the spec removes ``status.qosClass``, the one status field that counts.
+        status = self.target.status if len(in_spec) == len(self.changes) else None
+        pod = Target(self.target.kind, self.target.name, self.target.namespace, where, fixed, status).pod_spec()
+        return tuple(run_rules(pod, self.config.policy))
+
+    @cached_property
+    def findings(self) -> tuple[Finding, ...]:
+        """Every violation, marked fixable when the mutation removes it."""
+        left = {(v.rule, v.subject) for v in self.remaining}
+        return tuple(Finding(v, (v.rule, v.subject) not in left) for v in self.violations)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    mode: Mode
+    results: tuple[TargetResult, ...] = ()
+    exempt: str | None = None
+
+    @property
+    def violations(self) -> list[tuple[Target, Violation]]:
+        """What the mode reports: in ``mutate`` only what the mutation leaves behind."""
+        if self.mode is Mode.MUTATE:
+            return [(r.target, v) for r in self.results for v in r.remaining]
+        return [(r.target, v) for r in self.results for v in r.violations]
+
+    @property
+    def changes(self) -> tuple[Change, ...]:
+        return tuple(c for r in self.results for c in r.changes)
+
+    @property
+    def allowed(self) -> bool:
+        return self.mode is Mode.WARN or not self.violations
+
+
+def _exemption(config: Config, target: Target, namespace: str | None, username: str | None) -> str | None:
+    """As Pod Security Admission: by namespace, requesting user or ``runtimeClassName``, never by annotation."""
+    ex = config.exemptions
+    if username is not None and username in ex.usernames:
+        return f"user {username} is exempt"
+    namespace = namespace or target.namespace
+    if namespace is not None and namespace in ex.namespaces:
+        return f"namespace {namespace} is exempt"
+    runtime_class = target.spec.get("runtimeClassName")
+    if isinstance(runtime_class, str) and runtime_class in ex.runtime_class_names:
+        return f"runtimeClassName {runtime_class} is exempt"
+    return None
+
+
+def evaluate(obj: Any, config: Config, mode: Mode, *, namespace: str | None = None,
+             username: str | None = None) -> Verdict:
+    """Judge every pod spec in ``obj``; raises ``ManifestError`` for an object of the wrong shape.
+
+    ``namespace`` defaults to each object's own ``metadata.namespace``.
+    """
+    targets = list(find_targets(obj))
+    results = []
+    for target in targets:
+        why = _exemption(config, target, namespace, username)
+        if why is not None:
+            if len(targets) == 1:
+                return Verdict(mode, (), exempt=why)
+            continue
+        pod = target.pod_spec()
+        results.append(TargetResult(target, pod, tuple(run_rules(pod, config.policy)), config))
+    return Verdict(mode, tuple(results))

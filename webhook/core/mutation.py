@@ -1,0 +1,159 @@
+"""Pod spec -> the changes that make it Guaranteed (SPEC §5 ``mutate``), and the RFC 6902 patch built
+from those changes (never by diffing documents, as kopf builds its patches from recorded changes).
+
+What can be fixed: a request that differs from its limit is set to the limit; a missing (or zero) limit
+is set from its request when ``setLimitsFromRequests``; with ``cpuRounding: up`` a fractional cpu limit
+is raised to the next whole CPU; a Pod's ``status.qosClass`` other than Guaranteed is removed (the API
+server would keep it); an empty pod-level ``resources`` block is removed. A limit is never lowered and a
+request is never set above its limit, so the mutation cannot take resources away from a workload. It is
+idempotent by construction.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable, Mapping, MutableMapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from webhook.core.config import Config
+from webhook.core.fieldpath import FieldPath, pointer
+from webhook.core.podspec import COMPUTE, CPU, GUARANTEED, Block, PodSpec
+from webhook.core.quantity import Quantity, is_whole_cpu
+
+
+class _Removed:
+    def __repr__(self) -> str:
+        return "REMOVED"
+
+
+REMOVED: Final = _Removed()  # ``Change.new`` of a field the mutation deletes
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One field set (or removed) by the mutation; ``path`` runs from the document root."""
+
+    path: FieldPath
+    new: object
+    message: str
+    container: str | None = None
+
+
+def _fix_block(block: Block, config: Config, may_round: bool) -> list[Change]:
+    """The changes that make one ``resources`` block (a container's or the pod-level one) Guaranteed."""
+    changes: list[Change] = []
+    who = "pod" if block.container is None else f'container "{block.container}"'
+    for resource in COMPUTE:
+        if not block.clean(resource):
+            continue
+        request, limit = block.requests.get(resource), block.limits.get(resource)
+        real_request = request if request is not None and not request.defaulted else None
+        reason = ""
+        if limit is not None and limit.positive:
+            new_limit, milli = limit.raw, limit.milli
+        elif real_request is not None and real_request.positive and config.mutation.set_limits_from_requests:
+            new_limit, milli, reason = real_request.raw, real_request.milli, f"{real_request.raw} (its request)"
+        else:
+            continue  # no positive limit and nothing to take one from: not fixable here
+        if resource == CPU and may_round and config.mutation.cpu_rounding == "up" \
+                and not is_whole_cpu(Quantity(milli, str(new_limit))):
+            new_limit, milli = str(-(-milli // 1000)), -(-milli // 1000) * 1000
+            reason = f"{new_limit}, the next whole number of CPUs"
+        if reason:
+            changes.append(Change((*block.path, "limits", resource), new_limit,
+                                  f"{who}: set resources.limits.{resource} to {reason}", block.container))
+        # A defaulted request that differs from the limit is the pod-level aggregate the API server fills in.
+        if request is not None and request.milli != milli:
+            changes.append(Change((*block.path, "requests", resource), new_limit,
+                                  f"{who}: set resources.requests.{resource} to {new_limit} (its limit)",
+                                  block.container))
+    return changes
+
+
+def plan_changes(pod: PodSpec, config: Config) -> list[Change]:
+    """The changes that make ``pod`` Guaranteed, as far as that can be done."""
+    changes: list[Change] = []
+    if pod.declared_qos is not None and pod.declared_qos != GUARANTEED:
+        changes.append(Change((*pod.path[:-1], "status", "qosClass"), REMOVED,
+                              f"removed status.qosClass {pod.declared_qos} (the API server would keep it)"))
+    level = pod.pod_level
+    if level is not None and level.empty:
+        # ``resources: {}`` makes the Pod BestEffort whatever its containers ask for: removing it lets the
+        # containers' resources decide again.
+        changes.append(Change(level.path, REMOVED,
+                              "pod: removed the empty pod-level resources block (it makes the Pod BestEffort)"))
+        level = None
+    if level is None:
+        for c in pod.all_containers:
+            changes += _fix_block(c.resources, config, c.name not in config.policy.fractional_cpu_containers)
+    else:
+        # With a pod-level block the containers' resources no longer decide the QoS class: container limits
+        # would only throttle them.
+        changes += _fix_block(level, config, True)
+    return changes
+
+
+def _child(node: Any, seg: str | int) -> Any:
+    if isinstance(node, Mapping):
+        return node.get(seg)
+    if isinstance(node, list) and isinstance(seg, int) and 0 <= seg < len(node):
+        return node[seg]
+    return None
+
+
+def apply_changes(doc: Any, changes: Iterable[Change], skip: int = 0) -> Any:
+    """``doc`` with ``changes`` applied, copying only the mappings and lists along their paths;
+    ``skip`` leading segments lead from the document root to ``doc``."""
+    root: Any = _copy(doc)
+    copied = {id(root)}
+    for change in changes:
+        path = change.path[skip:]
+        node = root
+        for seg in path[:-1]:
+            child = _child(node, seg)
+            if child is None:
+                child = {}
+            elif id(child) not in copied:
+                child = _copy(child)
+            copied.add(id(child))
+            node[seg] = child
+            node = child
+        if change.new is REMOVED:
+            if isinstance(node, MutableMapping):
+                node.pop(path[-1], None)
+        else:
+            node[path[-1]] = change.new
+    return root
+
+
+def _copy(node: Any) -> Any:
+    """A shallow copy of the same type (ruamel's commented maps stay commented for ``fix``)."""
+    return copy.copy(node) if isinstance(node, Mapping | list) else node
+
+
+def json_patch(doc: Any, changes: Iterable[Change]) -> list[dict[str, Any]]:
+    """RFC 6902 operations for ``changes`` on ``doc``: missing (or null) parents are added as empty objects
+    first, an existing field is replaced, a removed one removed."""
+    ops: list[dict[str, Any]] = []
+    created: set[FieldPath] = set()
+    for change in changes:
+        node = doc
+        for depth in range(1, len(change.path)):
+            prefix = change.path[:depth]
+            node = None if prefix in created else _child(node, prefix[-1])
+            if node is None and prefix not in created:
+                ops.append({"op": "add", "path": pointer(prefix), "value": {}})
+                created.add(prefix)
+        leaf_exists = (node is not None and isinstance(node, Mapping) and change.path[-1] in node)
+        if change.new is REMOVED:
+            if leaf_exists:
+                ops.append({"op": "remove", "path": pointer(change.path)})
+        else:
+            ops.append({"op": "replace" if leaf_exists else "add", "path": pointer(change.path),
+                        "value": change.new})
+            created.add(change.path)
+    return ops
+
+
+__all__ = ["REMOVED", "Change", "apply_changes", "json_patch", "plan_changes"]

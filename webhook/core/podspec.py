@@ -1,0 +1,328 @@
+"""The Pod as the API server stores it and kubelet reads it: containers, init containers and sidecars,
+defaulting, the pod-level ``resources`` block and the QoS class.
+
+Built from a raw (JSON-like) pod spec; every structural problem is a ``ManifestError`` naming the field,
+every unparsable quantity is kept as an ``Amount`` with an error so that rules can report it. Rules walk
+the ``Block``s (one ``resources`` block each) that ``PodSpec.blocks`` and ``PodSpec.qos_blocks`` yield,
+as Pod Security Admission's checks walk ``visitContainers``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from webhook.core.fieldpath import FieldPath, dotted
+from webhook.core.quantity import Quantity, QuantityError, format_milli, quantity_from_value
+
+CPU = "cpu"
+MEMORY = "memory"
+COMPUTE = (CPU, MEMORY)
+# Not devices: resources that are per node, not per NUMA node, or are not requests at all.
+_NOT_DEVICES = frozenset({CPU, MEMORY, "ephemeral-storage", "storage"})
+
+GUARANTEED = "Guaranteed"
+BURSTABLE = "Burstable"
+BEST_EFFORT = "BestEffort"
+
+
+class ManifestError(ValueError):
+    """An object whose shape the API server would refuse (in a file or an admission request);
+    ``path`` names the field."""
+
+    def __init__(self, path: FieldPath, message: str) -> None:
+        super().__init__(f"{dotted(path)}: {message}")
+        self.path = path
+        self.message = message
+
+
+@dataclass(frozen=True, slots=True)
+class Amount:
+    """One cpu/memory value as written, parsed; ``defaulted`` marks a value the API server fills in."""
+
+    raw: object
+    path: FieldPath
+    quantity: Quantity | None
+    error: str | None = None
+    defaulted: bool = False
+
+    @property
+    def invalid(self) -> bool:
+        """Unparsable, or negative (``ValidateNonnegativeQuantity`` refuses it at the API server)."""
+        return self.quantity is None or self.error is not None or self.quantity.milli < 0
+
+    @property
+    def positive(self) -> bool:
+        return not self.invalid and self.milli > 0
+
+    @property
+    def milli(self) -> int:
+        return self.quantity.milli if self.quantity is not None else 0
+
+    def show(self) -> str:
+        """The value as the user wrote it, or the canonical form of one the API server fills in."""
+        return format_milli(self.milli) if self.defaulted and self.raw is None else str(self.raw)
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    """One ``resources`` block: a container's, or the pod-level one (``container`` is then ``None``)."""
+
+    label: str
+    container: str | None
+    path: FieldPath
+    requests: Mapping[str, Amount]
+    limits: Mapping[str, Amount]
+    empty: bool = False  # nothing at all is written in it (no resource of any kind)
+
+    def clean(self, resource: str) -> bool:
+        """No value of ``resource`` is invalid: an invalid one yields ``invalid-quantity`` and nothing else."""
+        return not any((a := source.get(resource)) is not None and a.invalid
+                       for source in (self.requests, self.limits))
+
+    def sizing_cpu(self) -> tuple[str, Amount] | None:
+        """The cpu the CPU Manager sizes by: the limit, or the request where no limit is set."""
+        for kind, source in (("limit", self.limits), ("request", self.requests)):
+            amount = source.get(CPU)
+            if amount is not None and amount.positive:
+                return kind, amount
+        return None
+
+    def sets_compute(self) -> bool:
+        """cpu or memory written in this block (not only filled in by defaulting)."""
+        return any(not a.defaulted for source in (self.requests, self.limits)
+                   for r, a in source.items() if r in COMPUTE)
+
+
+@dataclass(frozen=True, slots=True)
+class Container:
+    name: str
+    path: FieldPath
+    sidecar: bool
+    init: bool
+    resources: Block
+    devices: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class PodSpec:
+    path: FieldPath
+    containers: tuple[Container, ...]
+    init_containers: tuple[Container, ...]
+    # ``spec.resources`` when present at all, even ``{}``: its presence alone moves the QoS class there.
+    pod_level: Block | None = None
+    # ``status.qosClass`` as the manifest carries it (Pods only): the API server keeps it on create.
+    declared_qos: str | None = None
+
+    @property
+    def all_containers(self) -> tuple[Container, ...]:
+        """Regular then init containers: the set kubelet's QoS computation walks."""
+        return self.containers + self.init_containers
+
+    def blocks(self) -> Iterator[Block]:
+        """Every resources block: each container's, then the pod-level one."""
+        for c in self.all_containers:
+            yield c.resources
+        if self.pod_level is not None:
+            yield self.pod_level
+
+    def qos_blocks(self) -> Iterator[Block]:
+        """The blocks that decide the QoS class: the pod-level block alone when present
+        (``ComputePodQOS``, pkg/apis/core/helper/qos/qos.go), else every container's."""
+        if self.pod_level is not None:
+            yield self.pod_level
+        else:
+            for c in self.all_containers:
+                yield c.resources
+
+
+def _mapping(value: Any, path: FieldPath) -> Mapping[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ManifestError(path, f"expected a mapping, got {_type_name(value)}")
+    return value
+
+
+def _sequence(value: Any, path: FieldPath) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ManifestError(path, f"expected a list, got {_type_name(value)}")
+    return value
+
+
+def _type_name(value: Any) -> str:
+    for kind, name in ((Mapping, "a mapping"), (list, "a list"), (str, "a string"), (bool, "a boolean"),
+                       (int, "a number"), (float, "a number")):
+        if isinstance(value, kind):
+            return name
+    return type(value).__name__
+
+
+def _amount(raw: object, path: FieldPath) -> Amount:
+    try:
+        return Amount(raw, path, quantity_from_value(raw))
+    except QuantityError as exc:
+        return Amount(raw, path, None, str(exc))
+
+
+def _defaulted(source: Amount, path: FieldPath) -> Amount:
+    return Amount(source.raw, path, source.quantity, source.error, defaulted=True)
+
+
+def _aggregate(milli: int, path: FieldPath) -> Amount:
+    return Amount(None, path, Quantity(milli, format_milli(milli)), defaulted=True)
+
+
+def _resource_list(value: Any, path: FieldPath, only: Iterable[str] | None = None) -> dict[str, Amount]:
+    items = _mapping(value, path)
+    wanted = set(only) if only is not None else None
+    out: dict[str, Amount] = {}
+    for name, raw in items.items():
+        if not isinstance(name, str):
+            raise ManifestError(path, f"resource name {name!r} is not a string")
+        if wanted is None or name in wanted:
+            out[name] = _amount(raw, (*path, name))
+    return out
+
+
+def _devices(resources: Mapping[str, Any], path: FieldPath) -> dict[str, int]:
+    """Extended resources and hugepages, in milli-units, from limits (or requests: they must match)."""
+    found: dict[str, int] = {}
+    for kind in ("requests", "limits"):
+        for name, amount in _resource_list(resources.get(kind), (*path, kind)).items():
+            if name not in _NOT_DEVICES and amount.quantity is not None:
+                found[name] = amount.quantity.milli
+    return found
+
+
+def _container(raw: Any, path: FieldPath, init: bool) -> Container:
+    spec = _mapping(raw, path)
+    name = spec.get("name", "")
+    if not isinstance(name, str):
+        raise ManifestError((*path, "name"), f"expected a string, got {_type_name(name)}")
+    name = name or "<unnamed>"
+    res_path = (*path, "resources")
+    resources = _mapping(spec.get("resources"), res_path)
+    requests = _resource_list(resources.get("requests"), (*res_path, "requests"), COMPUTE)
+    limits = _resource_list(resources.get("limits"), (*res_path, "limits"), COMPUTE)
+    # SetDefaults_Pod (pkg/apis/core/v1/defaults.go): a missing request is copied from its limit.
+    # Pod templates are not defaulted that way, so judging a template as the Pod it becomes needs this.
+    for resource, limit in limits.items():
+        if resource not in requests:
+            requests[resource] = _defaulted(limit, (*res_path, "requests", resource))
+    return Container(
+        name=name,
+        path=path,
+        sidecar=init and spec.get("restartPolicy") == "Always",
+        init=init,
+        resources=Block(f'container "{name}" ({dotted(path)})', name, res_path, requests, limits),
+        devices=_devices(resources, res_path),
+    )
+
+
+def effective_requests(containers: Iterable[Container], init_containers: Iterable[Container],
+                       kind: str = "requests") -> dict[str, int]:
+    """``AggregateContainerRequests`` (k8s.io/component-helpers/resource/helpers.go), in milli-units:
+    max(sum of app containers and sidecars, each init container plus the sidecars started before it)."""
+    total: dict[str, int] = {}
+
+    def values(c: Container) -> dict[str, int]:
+        source = c.resources.requests if kind == "requests" else c.resources.limits
+        out = {k: a.milli for k, a in source.items() if not a.invalid}
+        out.update(c.devices)
+        return out
+
+    def add(into: dict[str, int], more: Mapping[str, int]) -> None:
+        for k, v in more.items():
+            into[k] = into.get(k, 0) + v
+
+    for c in containers:
+        add(total, values(c))
+    sidecars: dict[str, int] = {}
+    init_peak: dict[str, int] = {}
+    for c in init_containers:
+        if c.sidecar:
+            add(total, values(c))
+            add(sidecars, values(c))
+            use = dict(sidecars)
+        else:
+            use = dict(sidecars)
+            add(use, values(c))
+        for k, v in use.items():
+            init_peak[k] = max(init_peak.get(k, 0), v)
+    for k, v in init_peak.items():
+        total[k] = max(total.get(k, 0), v)
+    return total
+
+
+def _pod_level(spec: Mapping[str, Any], path: FieldPath, containers: tuple[Container, ...],
+               init_containers: tuple[Container, ...]) -> Block | None:
+    """The pod-level block after ``defaultPodRequests`` (pkg/apis/core/v1/defaults.go): only when pod-level
+    limits are set, a missing request defaults to the containers' aggregated requests, else to the limit.
+    Pod-level limits are never defaulted."""
+    if spec.get("resources") is None:
+        return None
+    res_path = (*path, "resources")
+    resources = _mapping(spec.get("resources"), res_path)
+    requests = _resource_list(resources.get("requests"), (*res_path, "requests"), COMPUTE)
+    limits = _resource_list(resources.get("limits"), (*res_path, "limits"), COMPUTE)
+    if _mapping(resources.get("limits"), (*res_path, "limits")):
+        aggregated = effective_requests(containers, init_containers)
+        for name in COMPUTE:
+            if name in requests:
+                continue
+            if name in aggregated:
+                requests[name] = _aggregate(aggregated[name], (*res_path, "requests", name))
+            elif name in limits:
+                requests[name] = _defaulted(limits[name], (*res_path, "requests", name))
+    written = any(_mapping(resources.get(kind), (*res_path, kind)) for kind in ("requests", "limits"))
+    return Block(f"pod ({dotted(res_path)})", None, res_path, requests, limits, empty=not written)
+
+
+def build_pod_spec(spec: Any, path: FieldPath, status: Any = None) -> PodSpec:
+    """The pod spec at ``path`` as the API server stores it; ``status`` is a Pod's own ``status``."""
+    body = _mapping(spec, path)
+    containers = tuple(
+        _container(c, (*path, "containers", i), init=False)
+        for i, c in enumerate(_sequence(body.get("containers"), (*path, "containers")))
+    )
+    init_containers = tuple(
+        _container(c, (*path, "initContainers", i), init=True)
+        for i, c in enumerate(_sequence(body.get("initContainers"), (*path, "initContainers")))
+    )
+    declared = status.get("qosClass") if isinstance(status, Mapping) else None
+    return PodSpec(
+        path=path,
+        containers=containers,
+        init_containers=init_containers,
+        pod_level=_pod_level(body, path, containers, init_containers),
+        declared_qos=declared if isinstance(declared, str) and declared else None,
+    )
+
+
+def qos_class(pod: PodSpec) -> str:
+    """``ComputePodQOS`` (pkg/apis/core/helper/qos/qos.go, PodLevelResources on): only cpu and memory count,
+    zero amounts are ignored, ephemeral containers never count, and a pod-level block, when present,
+    decides alone. The class computed from the spec; ``declared_qos`` may override it on create."""
+    requests: dict[str, int] = {}
+    limits: dict[str, int] = {}
+    guaranteed = True
+    for block in pod.qos_blocks():
+        found = set()
+        for name, amount in block.requests.items():
+            if amount.positive:
+                requests[name] = requests.get(name, 0) + amount.milli
+        for name, amount in block.limits.items():
+            if amount.positive:
+                limits[name] = limits.get(name, 0) + amount.milli
+                found.add(name)
+        if found < set(COMPUTE):
+            guaranteed = False
+    if not requests and not limits:
+        return BEST_EFFORT
+    if guaranteed and requests.keys() == limits.keys() and all(limits[k] == v for k, v in requests.items()):
+        return GUARANTEED
+    return BURSTABLE

@@ -1,0 +1,110 @@
+"""The kinds qos-guard judges and where the Pod spec lives in each; every other kind is ignored.
+
+``KINDS`` is the one table of judged kinds: the engine finds pod specs by it, ``audit`` lists by it, the
+admission layer decides what it judges by it, and the chart's webhook rules and RBAC are tested against it.
+Workloads are judged by their Pod template so that ``kubectl apply`` of a bad Deployment fails at once
+instead of its ReplicaSet failing silently later.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from webhook.core.fieldpath import FieldPath, Segment
+from webhook.core.podspec import ManifestError, PodSpec, build_pod_spec
+
+_TEMPLATE = ("spec", "template", "spec")
+
+
+@dataclass(frozen=True, slots=True)
+class Kind:
+    """A judged kind: its API group/version and plural (as discovery names them), where its pod spec is,
+    and whether it controls Pods (then ``audit`` reports its Pods through it, once per template)."""
+
+    kind: str
+    api_version: str
+    plural: str
+    spec_path: tuple[str, ...]
+    controller: bool
+
+    @property
+    def group(self) -> str:
+        return self.api_version.rpartition("/")[0]
+
+
+KINDS: dict[str, Kind] = {k.kind: k for k in (
+    Kind("Pod", "v1", "pods", ("spec",), False),
+    Kind("ReplicationController", "v1", "replicationcontrollers", _TEMPLATE, True),
+    Kind("PodTemplate", "v1", "podtemplates", ("template", "spec"), False),
+    Kind("Deployment", "apps/v1", "deployments", _TEMPLATE, True),
+    Kind("ReplicaSet", "apps/v1", "replicasets", _TEMPLATE, True),
+    Kind("StatefulSet", "apps/v1", "statefulsets", _TEMPLATE, True),
+    Kind("DaemonSet", "apps/v1", "daemonsets", _TEMPLATE, True),
+    Kind("Job", "batch/v1", "jobs", _TEMPLATE, True),
+    Kind("CronJob", "batch/v1", "cronjobs", ("spec", "jobTemplate", "spec", "template", "spec"), True),
+)}
+CONTROLLERS = frozenset(k.kind for k in KINDS.values() if k.controller)
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """One pod spec to judge: the object it belongs to, the path from the document root, and the Pod's
+    own ``status`` (templates have none)."""
+
+    kind: str
+    name: str
+    namespace: str | None
+    path: FieldPath
+    spec: Mapping[str, Any]
+    status: Any = None
+
+    def pod_spec(self) -> PodSpec:
+        return build_pod_spec(self.spec, self.path, self.status)
+
+
+def _meta(obj: Mapping[str, Any], where: FieldPath) -> tuple[str, str | None]:
+    meta = obj.get("metadata")
+    if meta is None:
+        return "<unnamed>", None
+    if not isinstance(meta, Mapping):
+        raise ManifestError((*where, "metadata"), "expected a mapping")
+    name = meta.get("name") or meta.get("generateName") or "<unnamed>"
+    namespace = meta.get("namespace")
+    return str(name), str(namespace) if namespace is not None else None
+
+
+def find_targets(obj: Any, where: FieldPath = ()) -> Iterator[Target]:
+    """The pod specs in ``obj`` (recursing into ``kind: List`` items)."""
+    if not isinstance(obj, Mapping):
+        return
+    kind = obj.get("kind")
+    if not isinstance(kind, str):
+        return
+    if kind.endswith("List") and "items" in obj:
+        items = obj.get("items")
+        if items is None:
+            return
+        if not isinstance(items, list):
+            raise ManifestError((*where, "items"), "expected a list")
+        for i, item in enumerate(items):
+            yield from find_targets(item, (*where, "items", i))
+        return
+    judged = KINDS.get(kind)
+    if judged is None:
+        return
+    name, namespace = _meta(obj, where)
+    node: Any = obj
+    walked: FieldPath = where
+    for key in judged.spec_path:
+        node = node.get(key)
+        walked = (*walked, key)
+        if node is None:
+            return  # nothing to judge (e.g. a kustomize patch that only sets replicas)
+        if not isinstance(node, Mapping):
+            raise ManifestError(walked, "expected a mapping")
+    yield Target(kind, name, namespace, walked, node, obj.get("status") if kind == "Pod" else None)
+
+
+__all__ = ["CONTROLLERS", "KINDS", "Kind", "Segment", "Target", "find_targets"]

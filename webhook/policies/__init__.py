@@ -1,0 +1,1 @@
+"""ValidatingAdmissionPolicy and MutatingAdmissionPolicy generated from the rules."""

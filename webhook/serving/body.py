@@ -1,0 +1,104 @@
+"""Reading a request body within bounds: a precise 400 or 413 for every way a client can get it wrong.
+
+Refused up front, before any byte is read: a Content-Length over ``DRAIN_LIMIT`` (10^20 included). A body
+over ``MAX_BODY`` that is not that large is read and dropped so the client sees the 413 rather than a reset.
+A broken chunked encoding or a client leaving mid-body (gunicorn's ``InvalidChunkSize``, ``NoMoreData``,
+...) is a ``BadBody`` (400) naming what went wrong, never an uncaught exception and a 500.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gunicorn.http import errors as http_errors
+
+from webhook.admission.review import BadReview
+
+MAX_BODY = 3 * 1024 * 1024
+# An oversized body up to this size is read and dropped so the client sees the 413 instead of a reset.
+DRAIN_LIMIT = 64 * 1024 * 1024
+
+
+class TooLarge(Exception):
+    """The request body is over ``MAX_BODY``."""
+
+
+class BadBody(BadReview):
+    """The body could not be read as HTTP frames it: HTTP 400 with this reason."""
+
+
+_READ_ERRORS = (http_errors.ParseException, http_errors.NoMoreData, ConnectionError, TimeoutError)
+
+
+def _read(stream: Any, size: int) -> bytes:
+    try:
+        return bytes(stream.read(size))
+    except _READ_ERRORS as exc:
+        what = type(exc).__name__
+        detail = str(exc)[:200]
+        raise BadBody(f"the request body could not be read ({what}{': ' + detail if detail else ''})") from None
+
+
+class Busy(Exception):
+    """Large bodies being read already hold this worker's ``BUFFER_BUDGET``: HTTP 503, retry later."""
+
+
+# Body bytes held by requests of this process that are still being read. A request under SMALL_BODY never
+# waits on it (a few KiB, as nearly every Pod is); larger ones must have a Content-Length and share the
+# budget, so memory is bounded by connections x SMALL_BODY + BUFFER_BUDGET + the requests being judged
+# (webhook/serving/worker.py: one small one in the hub and one large one in the offload thread, per worker).
+SMALL_BODY = 64 * 1024
+BUFFER_BUDGET = 24 * 1024 * 1024
+STEP = 256 * 1024
+_held = [0]
+BUFFERED = "qos_guard.buffered"  # environ key: the worker read the body already, under reserve()
+
+
+def reserve(size: int) -> bool:
+    """Take ``size`` bytes of the budget for a body the worker reads itself; False when it is spent."""
+    if _held[0] + size > BUFFER_BUDGET:
+        return False
+    _held[0] += size
+    return True
+
+
+def release(size: int) -> None:
+    _held[0] -= size
+
+
+def read_bounded(environ: dict[str, Any]) -> bytes:
+    """The request body, at most ``MAX_BODY`` bytes; larger ones are refused (``TooLarge``)."""
+    stream = environ["wsgi.input"]
+    raw_length = environ.get("CONTENT_LENGTH") or None
+    length = int(raw_length) if raw_length is not None and str(raw_length).isdigit() else None
+    if length is not None and length > DRAIN_LIMIT:
+        raise TooLarge
+    want = length if length is not None and length <= MAX_BODY else MAX_BODY + 1
+    parts: list[bytes] = []
+    got = counted = 0
+    try:
+        while got < want:
+            part = _read(stream, min(STEP, want - got))
+            if not part:
+                break
+            got += len(part)
+            parts.append(part)
+            if got > SMALL_BODY and length is None:
+                raise BadBody(f"a body over {SMALL_BODY // 1024} KiB needs a Content-Length (the API server sends one)")
+            if got > SMALL_BODY and not environ.get(BUFFERED):
+                grow = got - counted
+                if _held[0] + grow > BUFFER_BUDGET:
+                    raise Busy
+                _held[0] += grow
+                counted = got
+    finally:
+        _held[0] -= counted
+    data = parts[0] if len(parts) == 1 else b"".join(parts)
+    if length is not None and len(data) < min(length, MAX_BODY + 1):
+        raise BadBody(f"the request body ended after {len(data)} of {length} bytes")
+    if len(data) <= MAX_BODY:
+        return data
+    left = min(length or DRAIN_LIMIT, DRAIN_LIMIT) - len(data)
+    while left > 0 and (chunk := _read(stream, min(left, 1 << 20))):
+        left -= len(chunk)
+    raise TooLarge

@@ -1,0 +1,216 @@
+"""The gunicorn worker ``qos-guard serve`` runs: gevent, with a deadline on every step a client controls.
+
+Why (docs/reliability.md, "Serving model"): with one OS thread per connection (gthread), a few clients that
+stall a TLS handshake, dribble headers or a body, or connect and send nothing hold every thread, and
+admission stops. Here a connection costs a greenlet (kilobytes), so hundreds of stalled ones leave the
+worker free; and each is closed by its deadline, so nothing piles up:
+
+- TLS handshake: ``request_deadline`` seconds from accept;
+- idle between keep-alive requests (and before the first byte): gunicorn's ``keepalive``;
+- one request, from its first byte to the last byte of the answer: ``request_deadline``.
+
+Requests are judged in the hub (one at a time: no thread hand-off, the fast path), except bodies over
+``OFFLOAD_BODY`` with a Content-Length, which are read here and judged in one OS thread per worker.
+
+Connections per worker are bounded by gunicorn's ``worker_connections`` (the gevent pool); over it, new
+connections wait in the listen backlog. Only HTTP/1.1 is served (the API server speaks it to webhooks).
+"""
+
+from __future__ import annotations
+
+import errno
+import io
+import random
+import ssl
+import time
+from functools import partial
+from typing import Any
+
+import gevent
+from gevent.pool import Pool
+from gevent.server import StreamServer
+from gevent.socket import wait_read
+from gevent.threadpool import ThreadPool
+from gunicorn import http, util
+from gunicorn.http import wsgi
+from gunicorn.workers.ggevent import GeventWorker
+
+from webhook.serving.body import BUFFERED, MAX_BODY, release, reserve
+
+REQUEST_DEADLINE = 10.0
+# A body over this is judged in the worker's one offload thread (an OS thread: the GIL hands the hub the CPU
+# every 5 ms), so a 3 MiB Pod that takes seconds to judge does not stop the small requests of this worker.
+OFFLOAD_BODY = 64 * 1024
+
+
+class Deadline(BaseException):
+    """A client took longer than its deadline: the connection is closed. A ``BaseException`` (as
+    ``gevent.Timeout`` is) so that Flask's error handling, which catches ``Exception``, lets it through."""
+
+
+class CoalescedResponse(wsgi.Response):  # type: ignore[misc]
+    """The head goes out with the first body bytes: one TLS record and one system call, not two. The
+    separate header write was half of a worker's samples in the profile (docs/performance/profiling.md)."""
+
+    _head = b""
+    headers_sent: bool
+
+    def send_headers(self) -> None:
+        if self.headers_sent:
+            return
+        lines = self.default_headers()
+        lines.extend(f"{k}: {v}\r\n" for k, v in self.headers)
+        self._head = ("".join(lines) + "\r\n").encode("latin-1")
+        self.headers_sent = True
+
+    def _flush_head(self, data: bytes = b"") -> bytes:
+        head, self._head = self._head, b""
+        if head and (self.chunked or not data):
+            util.write(self.sock, head)
+            return data
+        return head + data
+
+    def _emit_body(self, data: bytes) -> None:
+        data = self._flush_head(data)
+        if data:
+            util.write(self.sock, data, self.chunked)
+
+    def close(self) -> None:
+        self.send_headers()
+        self._flush_head()
+        if self.chunked:
+            util.write_chunk(self.sock, b"")
+
+
+class GuardedWorker(GeventWorker):  # type: ignore[misc]
+    """gunicorn's gevent worker with TLS done here (handshake under a deadline, certificates reloaded from
+    disk) and a deadline per request; see the module docstring."""
+
+    request_deadline = REQUEST_DEADLINE
+    alive: bool
+
+    def init_process(self) -> None:
+        from webhook.serving.server import ReloadingContext  # after gevent patched ssl: contexts are gevent's
+        self.tls = ReloadingContext(self.cfg.certfile, self.cfg.keyfile) if self.cfg.is_ssl else None
+        self.offload = ThreadPool(1)
+        # Codecs are imported on first use; do it now, not in a request: a worker left over from an
+        # interrupted test run was found blocked on that import's lock (docs/reliability.md, open points).
+        "localhost".encode("idna")
+        super().init_process()
+
+    def run(self) -> None:
+        servers = []
+        for s in self.sockets:
+            s.setblocking(1)
+            server = StreamServer(s, handle=partial(self.handle, s), spawn=Pool(self.worker_connections))
+            if self.cfg.workers > 1:
+                server.max_accept = 1
+            server.start()
+            servers.append(server)
+        while self.alive:
+            self.notify()
+            gevent.sleep(1.0)
+        for server in servers:  # stop accepting; let requests in flight finish within graceful_timeout
+            server.close()
+        started = time.monotonic()
+        while time.monotonic() - started <= self.cfg.graceful_timeout:
+            if all(server.pool.free_count() == server.pool.size for server in servers):
+                return
+            self.notify()
+            gevent.sleep(0.2)
+        for server in servers:
+            server.stop(timeout=1)
+
+    def _deadline(self) -> float:
+        """``request_deadline`` ± 25 %: connections opened together are not all closed, and reopened, together
+        (a burst of TLS handshakes is what delays everyone else; see docs/reliability.md)."""
+        return self.request_deadline * random.uniform(0.75, 1.25)
+
+    def _wait_for_request(self, client: Any, parser: Any) -> bool:
+        """Wait up to ``keepalive`` for the next request's first byte: False when none came."""
+        if parser.unreader.buf.getvalue() or (isinstance(client, ssl.SSLSocket) and client.pending()):
+            return True
+        try:
+            wait_read(client.fileno(), timeout=max(self.cfg.keepalive, 1))
+        except TimeoutError:
+            return False
+        return True
+
+    def serve_request(self, listener_name: Any, req: Any, client: Any, addr: Any, deadline: Any) -> bool:
+        """One request through the WSGI app (gunicorn's ``handle_request`` without HTTP/2 or access log, and
+        with ``CoalescedResponse``): whether the connection stays open. ``deadline`` covers what the client
+        controls; judging an offloaded body does not count against it, and writing the answer gets a new one."""
+        self.cfg.pre_request(self, req)
+        resp, environ = wsgi.create(req, client, addr, listener_name, self.cfg, response_class=CoalescedResponse)
+        environ["wsgi.multithread"] = True
+        self.nr += 1
+        if self.nr >= self.max_requests and self.alive:
+            self.log.info("Autorestarting worker after current request.")
+            self.alive = False
+        if not self.alive or not self.cfg.keepalive:
+            resp.force_close()
+        length = str(environ.get("CONTENT_LENGTH") or "")
+        size = int(length) if length.isdigit() else 0
+        if OFFLOAD_BODY < size <= MAX_BODY and reserve(size):
+            try:  # read here, judge in the worker's thread: the hub keeps serving small requests meanwhile
+                environ["wsgi.input"] = io.BytesIO(environ["wsgi.input"].read(size))
+                environ[BUFFERED] = True
+                deadline.cancel()
+                respiter: Any = self.offload.apply(self._call_app, (environ, resp.start_response))
+                deadline.start()
+            finally:
+                release(size)
+        else:
+            respiter = self.wsgi(environ, resp.start_response)
+        try:
+            for item in respiter:
+                resp.write(item)
+            resp.close()
+        finally:
+            if hasattr(respiter, "close"):
+                respiter.close()
+        return not resp.should_close()
+
+    def _call_app(self, environ: dict[str, Any], start_response: Any) -> list[bytes]:
+        """In the offload thread: the whole answer, so no gevent socket is touched outside the hub."""
+        respiter = self.wsgi(environ, start_response)
+        try:
+            return list(respiter)
+        finally:
+            if hasattr(respiter, "close"):
+                respiter.close()
+
+    def handle(self, listener: Any, client: Any, addr: Any) -> None:
+        req = None
+        try:
+            client.setblocking(1)
+            if self.tls is not None:
+                with gevent.Timeout(self._deadline(), Deadline):
+                    client = self.tls.current().wrap_socket(client, server_side=True, do_handshake_on_connect=False)
+                    client.do_handshake()
+            parser = http.get_parser(self.cfg, client, addr)
+            listener_name = listener.getsockname()
+            while True:
+                req = None
+                if not self._wait_for_request(client, parser):
+                    break
+                deadline = gevent.Timeout(self._deadline(), Deadline)
+                deadline.start()
+                try:
+                    req = next(parser)
+                    if not req:
+                        break
+                    keep = self.serve_request(listener_name, req, client, addr, deadline)
+                finally:
+                    deadline.close()
+                if not keep or not self.cfg.keepalive or not self.alive:
+                    break
+        except (Deadline, StopIteration, http.errors.NoMoreData, ssl.SSLError):
+            pass
+        except OSError as exc:
+            if exc.errno not in (errno.EPIPE, errno.ECONNRESET, errno.ENOTCONN, errno.EBADF):
+                self.log.exception("socket error")
+        except Exception as exc:  # a malformed request line or header: gunicorn answers 400 itself
+            self.handle_error(req, client, addr, exc)
+        finally:
+            util.close(client)
