@@ -166,8 +166,10 @@ def test_broken_chunked_bodies_are_400_never_500(server: Server, chunks: bytes, 
     assert "Traceback" not in (server.folder / "server.log").read_text()
 
 
-BIG_INT = (b'{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"uid": "u", "x": '
-           + b"9" * 5001 + b"}}")
+# A 5,001-digit integer where the decoder reads it (a cpu limit): refused, naming the number. In a field nobody
+# reads it is skipped as Go's decoder skips it (BIG_INT_UNREAD: judged as if it were not there).
+BIG_INT = json.dumps(review(pod(cpu="@"))).encode().replace(b'"@"', b"9" * 5001)
+BIG_INT_UNREAD = json.dumps(review(pod())).encode().replace(b'"object": {', b'"object": {"x": ' + b"9" * 5001 + b", ")
 FIXABLE = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},  # /mutate copies it to set limits
            "spec": {"containers": [{"name": "a", "image": "x", "resources": {"requests": {"cpu": "2"}}}]}}
 DEEP = json.dumps(review(FIXABLE | {"extra": json.loads("[" * 800 + "]" * 800)})).encode()
@@ -182,6 +184,11 @@ def test_hostile_bodies_are_400_with_a_reason(server: Server, endpoint: str, bod
     """Finding 2 and 6: a 5,001-digit integer, a list 800 deep inside a fixable Pod, a 2.5 MB uid."""
     r = server.post(endpoint, body)
     assert r.status_code == 400 and reason in r.json()["reason"], r.text[:300]
+
+
+def test_big_integer_in_an_unread_field_is_skipped(server: Server) -> None:
+    r = server.post("/validate", BIG_INT_UNREAD)
+    assert r.status_code == 200 and "cpu limit 1500m is not a whole number" in r.json()["response"]["status"]["message"]
 
 
 def test_deep_unread_field_is_judged_and_patched(server: Server) -> None:

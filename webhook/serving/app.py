@@ -106,7 +106,7 @@ def create_app(config: Config, metrics: Metrics | None = None, own_namespace: st
     def answer(endpoint: Endpoint) -> Response:
         started = time.perf_counter()
         try:
-            review = parse_review(read_body())
+            review = parse_review(read_body(), endpoint)
             decision = decide(review, endpoint, config, own_namespace)
         except TooLarge:
             metrics.requests.labels(endpoint.name, "unknown", "unknown", "too-large", "false").inc()
