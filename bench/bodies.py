@@ -192,7 +192,10 @@ def _app() -> Callable[[str, bytes], bytes]:
 
 
 def measure(iterations: int, repeats: int, paths: tuple[str, ...] = ("/validate", "/mutate")) -> dict[str, Any]:
-    """``{body: {path: {"us": [...], "bytes": peak, "size": body bytes}}}`` in this process's tree."""
+    """``{body: {path: {"us": [...], "bytes": peak, "size": body bytes}}}`` for the ``webhook`` package this
+    interpreter imports (``source`` in ``in_tree``)."""
+    import webhook
+    print(f"bench.bodies: webhook from {Path(webhook.__file__).parent}", file=sys.stderr)
     call = _app()
     made = bodies()
     out: dict[str, Any] = {}
@@ -224,12 +227,29 @@ def measure(iterations: int, repeats: int, paths: tuple[str, ...] = ("/validate"
 def in_tree(source: Path | None, iterations: int, repeats: int) -> dict[str, Any]:
     """``measure`` in a fresh interpreter running ``source``'s ``webhook`` package (this tree when None)."""
     env = dict(os.environ)
-    if source is not None:
+    if source is not None:  # ``-m`` puts the working directory first on sys.path: run from ``source``
         env["PYTHONPATH"] = f"{source}{os.pathsep}{ROOT}"
     proc = subprocess.run([sys.executable, "-m", "bench.bodies", "--json", "--iterations", str(iterations),
-                           "--repeats", str(repeats)], capture_output=True, text=True, cwd=ROOT, env=env,
-                          check=True, timeout=1800)
+                           "--repeats", str(repeats)], capture_output=True, text=True, cwd=source or ROOT,
+                          env=env, check=True, timeout=1800)
     return json.loads(proc.stdout)  # type: ignore[no-any-return]
+
+
+def before_after(source: Path, rounds: int, iterations: int) -> dict[str, Any]:
+    """``source``'s tree ("before") and this one ("after") in alternating fresh interpreters, ``rounds`` times
+    (the machine is shared: neither always runs first); ``{"before": runs, "after": runs}``."""
+    out: dict[str, Any] = {}
+    for i in range(rounds):
+        order = [("before", source), ("after", None)]
+        for label, tree in order if i % 2 == 0 else order[::-1]:
+            run = in_tree(tree, iterations, 1)
+            merged = out.setdefault(label, run)
+            if merged is not run:
+                for name, by_path in run.items():
+                    for path, e in by_path.items():
+                        merged[name][path]["us"] += e["us"]
+                        merged[name][path]["bytes"] = min(merged[name][path]["bytes"], e["bytes"])
+    return out
 
 
 def summary(runs: dict[str, Any]) -> dict[str, Any]:
@@ -246,7 +266,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--json", action="store_true", help="print this tree's raw measurements as JSON")
     parser.add_argument("--write", metavar="FILE", help="write the bodies to FILE.<name>.json and exit")
+    parser.add_argument("--before", metavar="DIR", help="compare with the webhook package under DIR, interleaved")
     args = parser.parse_args(argv)
+    if args.before:
+        both = before_after(Path(args.before), args.repeats, args.iterations)
+        print(json.dumps({k: summary(v) for k, v in both.items()}, indent=2))
+        return 0
     if args.write:
         for name, body in bodies().items():
             Path(f"{args.write}.{name.replace(' ', '')}.json").write_bytes(body)
