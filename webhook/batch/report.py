@@ -10,7 +10,6 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
-from xml.etree import ElementTree as ET
 
 from webhook import __version__
 from webhook.batch.textsafe import escape, xml_text
@@ -212,6 +211,8 @@ def _sarif(report: Report) -> str:
 
 
 def _junit(report: Report) -> str:
+    from xml.etree import ElementTree as ET  # here: check's start-up (text output) does not pay for it
+
     suite = ET.Element("testsuite", name="qos-guard", tests="0", failures="0", errors="0")
     cases: dict[tuple[str, str, str], ET.Element] = {}
     failures = 0
