@@ -489,6 +489,31 @@ def write(result: dict[str, Any], out: Path) -> None:
     (out / "peers.md").write_text("\n".join(lines))
 
 
+def write_plot(result: dict[str, Any], path: Path) -> None:
+    """p50 and p99 against the offered rate for each contender, and each tool's share right."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (lat, corr) = plt.subplots(1, 2, figsize=(13, 4.5), gridspec_kw={"width_ratios": [2, 1]})
+    for row in result["latency"]["rows"].values():
+        steps = row.get("steps", [])
+        if not steps:
+            continue
+        line = lat.plot([s["rate"] for s in steps], [s["p99"] for s in steps], marker="o", label=f"{row['label']} p99")
+        lat.plot([s["rate"] for s in steps], [s["p50"] for s in steps], marker=".", linestyle="--",
+                 color=line[0].get_color())
+    lat.axhline(P99_BOUND_MS, color="grey", linewidth=0.8)
+    lat.set(xlabel="offered Pod creates/s", ylabel="ms (dashed: p50)", title="Pod CREATE through kube-apiserver",
+            xscale="log", yscale="log")
+    lat.legend(fontsize=7)
+    tools = [t for t in ("qos-guard check", "Kyverno CLI") if "share" in result["correctness"][t]]
+    corr.bar(tools, [100 * result["correctness"][t]["share"] for t in tools])
+    corr.set(ylabel="% of objects judged as Kubernetes does", ylim=(0, 100), title="Correctness against the oracle")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="bench.peers")
     parser.add_argument("--seconds", type=float, default=6.0, help="length of each rate step per contender")
@@ -507,6 +532,7 @@ def main(argv: list[str] | None = None) -> int:
               "latency": latency(args.seconds, rates, args.connections, not args.no_kyverno),
               "correctness": correctness(args.objects, args.seed, not args.no_kyverno)}
     write(result, Path(args.out))
+    write_plot(result, Path(args.out) / "peers.png")
     print((Path(args.out) / "peers.md").read_text())
     return 0
 

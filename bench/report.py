@@ -218,7 +218,7 @@ def write_plot(res: Results, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.5))
+    fig, axes = plt.subplots(1, 4, figsize=(20, 4.5))
     ax = axes[0]
     for ep, by_rate in res.latency.items():
         rates = sorted(by_rate)
@@ -241,5 +241,14 @@ def write_plot(res: Results, path: Path) -> None:
     ax2.set_ylabel("peak MiB")
     ax.legend(loc="upper left", fontsize=7)
     ax2.legend(loc="lower right", fontsize=7)
+    ax = axes[3]
+    after = res.bodies.get("after", {})
+    names = [n for n in after if after[n]["/validate"].get("us")]
+    for offset, (label, table) in enumerate((("before", res.bodies.get("before", {})), ("after", after))):
+        values = [table.get(n, {}).get("/validate", {}).get("us") or 0 for n in names]
+        ax.bar([i + 0.4 * offset for i in range(len(names))], values, width=0.4, label=f"{label} µs CPU")
+    ax.set_xticks([i + 0.2 for i in range(len(names))], names)
+    ax.set(ylabel="µs per /validate request", title="Per request by body (in-process)", yscale="log")
+    ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
