@@ -10,8 +10,9 @@ from pathlib import Path
 from webhook import __version__
 from webhook.batch.report import FORMATS, render, summary_line
 from webhook.batch.runner import check_paths, fix_paths
-from webhook.core.config import ConfigError, load_config
+from webhook.core.config import ConfigError
 from webhook.core.engine import Mode
+from webhook.manifests.configfile import load_config
 
 EXIT_OK, EXIT_VIOLATIONS, EXIT_USAGE = 0, 1, 2
 
@@ -159,14 +160,14 @@ def build_parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check", help="dry-run the rules over manifest files, folders or stdin")
     check.add_argument("paths", nargs="+", metavar="PATH", help="file, folder (recursive) or - for stdin")
     check.add_argument("--mode", choices=[m.value for m in Mode], default=Mode.ENFORCE.value)
-    check.add_argument("--config", help="configuration file (SPEC §4)")
+    check.add_argument("--config", help="configuration file (docs/contract.md#configuration)")
     check.add_argument("--format", choices=FORMATS, default="text")
     check.set_defaults(func=cmd_check)
 
     fix = sub.add_parser("fix", help="apply the mutation to manifest files, keeping comments and layout")
     fix.add_argument("paths", nargs="+", metavar="PATH")
     fix.add_argument("--output", metavar="DIR", help="write fixed copies here instead of in place")
-    fix.add_argument("--config", help="configuration file (SPEC §4)")
+    fix.add_argument("--config", help="configuration file (docs/contract.md#configuration)")
     fix.set_defaults(func=cmd_fix)
 
     serve = sub.add_parser("serve", help="run the admission webhook (gunicorn, TLS)")
@@ -180,7 +181,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--threads", type=int, default=4, help=argparse.SUPPRESS)  # --worker-model gthread only
     serve.add_argument("--worker-model", choices=("gevent", "gthread"), default="gevent",
                        help=argparse.SUPPRESS)  # gthread: the former model, for bench/ comparisons only
-    serve.add_argument("--config", help="configuration file (SPEC §4)")
+    serve.add_argument("--config", help="configuration file (docs/contract.md#configuration)")
     serve.add_argument("--cert-file", help="serving certificate (PEM); default: a local CA under ./certs")
     serve.add_argument("--key-file", help="private key of --cert-file (PEM)")
     serve.add_argument("--enable-noop", action="store_true", help=argparse.SUPPRESS)  # benchmarks only
@@ -206,7 +207,7 @@ def build_parser() -> argparse.ArgumentParser:
     scope.add_argument("--namespace", "-n", action="append", metavar="NS", help="only this namespace (repeatable)")
     audit.add_argument("--mode", choices=[m.value for m in Mode], default=Mode.ENFORCE.value,
                        help="judge as this mode (default enforce: what would be refused today)")
-    audit.add_argument("--config", help="configuration file (SPEC §4)")
+    audit.add_argument("--config", help="configuration file (docs/contract.md#configuration)")
     audit.add_argument("--format", choices=FORMATS, default="text")
     audit.add_argument("--kubeconfig", help="kubeconfig (default: in-cluster, else $KUBECONFIG or ~/.kube/config)")
     audit.add_argument("--page-size", type=int, default=500, help="objects per list request (default 500)")
@@ -217,7 +218,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     policy = sub.add_parser("policy", help="print ValidatingAdmissionPolicy and MutatingAdmissionPolicy YAML "
                                            "enforcing the rules inside the API server (no webhook)")
-    policy.add_argument("--config", help="configuration file (SPEC §4)")
+    policy.add_argument("--config", help="configuration file (docs/contract.md#configuration)")
     policy.add_argument("--mode", choices=["enforce", "mutate", "warn", "all"], default="all",
                         help="which namespace mode's policies to print (default all)")
     policy.add_argument("--api-version", choices=["v1"], default="v1",

@@ -264,7 +264,7 @@ def _worker_app(config: Any, own_namespace: str | None, noop: bool) -> Any:
 
 def serve(opts: ServeOptions) -> int:
     """Run until SIGTERM/SIGINT; gunicorn's arbiter ends the process itself when it stops."""
-    from webhook.core.config import load_config
+    from webhook.manifests.configfile import load_config
 
     config = load_config(opts.config)  # ConfigError: exit 2 before anything listens
     check_port_free(opts.bind, "--bind")
