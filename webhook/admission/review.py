@@ -39,7 +39,6 @@ class Action(StrEnum):
     WARN = "warn"  # allowed, with one warning per violation
     PATCH = "patch"  # allowed, with the JSONPatch of the mutation (Pods only)
     NAMESPACE = "namespace"  # the opt-in label's value is checked
-    ALLOW = "allow"  # parse and allow: the benchmarks' floor
 
 
 @dataclass(frozen=True)
@@ -61,7 +60,6 @@ ENDPOINTS: dict[str, Endpoint] = {
     "/mutate": Endpoint("mutate", Action.PATCH, Mode.MUTATE),
     "/validate-namespace": Endpoint("validate-namespace", Action.NAMESPACE),
 }
-NOOP = Endpoint("noop", Action.ALLOW)  # ``serve --enable-noop`` only
 
 
 @dataclass(frozen=True)
@@ -185,8 +183,6 @@ def _skip(review: Review, own_namespace: str | None) -> str | None:
 
 def decide(review: Review, endpoint: Endpoint, config: Config, own_namespace: str | None = None) -> Decision:
     """The decision for one request at ``endpoint``."""
-    if endpoint.action is Action.ALLOW:
-        return Decision(True)
     if endpoint.action is Action.NAMESPACE:
         return _decide_namespace(review)
     assert endpoint.mode is not None
