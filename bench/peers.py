@@ -421,6 +421,7 @@ def _kyverno_denied(files: list[Path], folder: Path) -> set[str]:
     denied: set[str] = set()
     for chunk in _chunks(files, 400):
         proc = subprocess.run([cli, "apply", str(policies), "--policy-report", "--output-format", "json",
+                               "--continue-on-fail",
                                *(a for f in chunk for a in ("--resource", str(f)))],
                               capture_output=True, text=True, timeout=1200, cwd=folder)
         if not proc.stdout.strip():

@@ -59,7 +59,7 @@ def create_app(config: Config, metrics: Metrics | None = None, own_namespace: st
     metrics.requests.labels("validate", "Pod", "CREATE", "allowed", "false")
     metrics.violations.labels("cpu-not-integer")
 
-    def read_body() -> bytes:
+    def read_body() -> bytes | bytearray:
         """The body within bounds, under the worker's budget (the Flask test client has none: a spare one)."""
         return read_bounded(request.environ, request.environ.get(BUDGET) or spare_budget)
 

@@ -35,7 +35,7 @@ from gunicorn import http, util
 from gunicorn.http import wsgi
 from gunicorn.workers.ggevent import GeventWorker
 
-from webhook.serving.body import BUDGET, BUFFERED, MAX_BODY, BodyBudget
+from webhook.serving.body import BUDGET, BUFFERED, MAX_BODY, BadBody, BodyBudget, read_into
 from webhook.serving.tls import ReloadingContext
 
 REQUEST_DEADLINE = 10.0
@@ -157,12 +157,16 @@ class GuardedWorker(GeventWorker):  # type: ignore[misc]
         size = int(length) if length.isdigit() else 0
         if OFFLOAD_BODY < size <= MAX_BODY and self.budget.reserve(size):
             try:  # read here, judge in the worker's thread: the hub keeps serving small requests meanwhile
-                environ["wsgi.input"] = io.BytesIO(environ["wsgi.input"].read(size))
-                environ[BUFFERED] = True
+                try:
+                    environ[BUFFERED] = read_into(environ["wsgi.input"], size)  # held once, not in pieces
+                except BadBody as exc:  # a broken chunk, a client gone mid-body: the app answers 400
+                    environ[BUFFERED] = exc
+                environ["wsgi.input"] = io.BytesIO()
                 deadline.cancel()
                 respiter: Any = self.offload.apply(self._call_app, (environ, resp.start_response))
                 deadline.start()
             finally:
+                environ.pop(BUFFERED, None)
                 self.budget.release(size)
         else:
             respiter = self.wsgi(environ, resp.start_response)
