@@ -77,7 +77,7 @@ class MemoryCgroup:
 
     def remove(self) -> None:
         deadline = time.monotonic() + 10
-        while True:
+        while self.path.exists():
             try:
                 self.path.rmdir()
                 return

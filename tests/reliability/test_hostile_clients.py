@@ -21,10 +21,13 @@ import requests
 
 from bench.attack import KINDS, attack, client_context
 from bench.attack import probe as probe_alone
+from bench.bodies import bodies
+from tests import cgroup
 from tests.helpers import admission_review
 from tests.reliability.conftest import FIGURES
 from tests.serving import Server, start_server
 
+MIB = 1024 * 1024
 STALLED = int(os.environ.get("QOS_GUARD_STALLED", "256"))  # per kind, against one replica
 HOLD_SECONDS = 13.0  # longer than the server's 10 s request deadline: closed ones are reopened
 
@@ -40,9 +43,20 @@ def pod(containers: int = 1, name: str = "p", cpu: str = "1500m") -> dict[str, A
                                     for i in range(containers)]}}
 
 
+# The replica runs in a memory cgroup at the chart's default limit where this machine can make one (root, cgroup
+# v1 or v2), as in its Pod: every attack below must pass there; the last test checks the kernel's counts.
+MEMORY_LIMIT = cgroup.chart_memory_limit() if cgroup.available() is None else None
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    srv = start_server(tmp_path_factory.mktemp("hostile"), "--enable-noop", bench=True)
+    srv = start_server(tmp_path_factory.mktemp("hostile"), "--enable-noop", bench=True, memory_limit=MEMORY_LIMIT)
+    if srv.cgroup is not None:
+        time.sleep(1.0)
+        idle = srv.cgroup.usage()
+        FIGURES.append(f"memory: the replica (master + 2 workers) idle in its cgroup: {idle.now / MIB:.0f} MiB "
+                       f"(resident: {footprint(srv)['rss_kib'] // 1024} MiB summed over processes, shared pages "
+                       f"counted in each); limit {idle.limit / MIB:.0f} MiB")
     yield srv
     srv.stop()
 
@@ -298,3 +312,62 @@ def test_readiness_fails_when_no_worker_answers(server: Server) -> None:
     assert ok_after is not None, "not ready again after SIGCONT"
     FIGURES.append(f"readiness: /readyz 503 {failed_after:.1f} s after both workers stopped, 200 again "
                    f"{ok_after:.1f} s after they resumed")
+
+
+def _dense(containers: int, cpu: str, fixable: bool = False) -> bytes:
+    """A review of a Pod of ``containers`` small containers: the most objects a body of its size can make the
+    engine build (about 2 KB each, against 90 bytes of JSON)."""
+    obj = pod(containers, cpu=cpu)
+    if fixable:
+        for c in obj["spec"]["containers"]:
+            c["resources"] = {"requests": {"cpu": "1", "memory": "1Gi"}}
+    return json.dumps(review(obj)).encode()
+
+
+def test_large_bodies_at_once_are_answered_within_the_limit(server: Server) -> None:
+    """Eight clients at once, each sending the largest bodies a client can: a 3 MiB inference Pod (a large
+    annotation), a Pod of 28,000 containers to deny and one of 25,000 to patch, for 15 s. Every answer is the
+    verdict (200) or, when the replica's large-body buffers are full, 503 with Retry-After; no connection is
+    dropped (a worker killed for memory would drop its connections)."""
+    large = [bodies()["3 MiB"], _dense(28_000, "1500m"), _dense(25_000, "2", fixable=True)]
+    paths = ["/validate", "/validate", "/mutate"]
+    outcomes: dict[str, int] = {}
+    lock = threading.Lock()
+    stop = time.monotonic() + 15
+
+    def client(i: int) -> None:
+        n = i
+        while time.monotonic() < stop:
+            body, path = large[n % 3], paths[n % 3]
+            n += 1
+            try:
+                r = requests.post(server.url + path, data=body, verify=server.ca, timeout=60,
+                                  headers={"Content-Type": "application/json"})
+                retry = f" retry-after {r.headers.get('Retry-After')}" if r.status_code == 503 else ""
+                what = f"{r.status_code}{retry}"
+            except requests.RequestException as exc:
+                what = type(exc).__name__
+            with lock:
+                outcomes[what] = outcomes.get(what, 0) + 1
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    FIGURES.append(f"large bodies at once (8 clients, 15 s): {dict(sorted(outcomes.items()))}")
+    assert set(outcomes) <= {"200", "503 retry-after 1"}, outcomes
+    assert outcomes.get("200", 0) >= 3, outcomes
+
+
+def test_replica_stayed_within_the_charts_memory_limit(server: Server) -> None:
+    """Last in this module: through every attack above, the kernel never had to kill a process of the replica
+    for memory, and its peak stayed within the chart's limit (``resources.limits.memory``)."""
+    if server.cgroup is None:
+        pytest.skip(f"no memory cgroup here ({cgroup.available()}): the chart's limit is not enforced")
+    usage = server.cgroup.usage()
+    FIGURES.append(f"memory: peak of the replica through the attacks {usage.peak / MIB:.0f} MiB of its "
+                   f"{usage.limit / MIB:.0f} MiB limit, {usage.now / MIB:.0f} MiB after; OOM kills: {usage.oom_kills}")
+    assert usage.oom_kills == 0, usage
+    assert usage.peak <= usage.limit, usage
+
