@@ -27,7 +27,10 @@ def write_markdown(res: Results, s: Settings, path: Path) -> None:
     lines = ["# Performance", "",
              f"Measured by `make bench` on {res.machine.get('date')}: Python {res.machine.get('python')}, "
              f"{res.machine.get('cpus')} CPUs, the load generator on the same machine as the server. Medians of "
-             f"{s.repeats} interleaved repetitions of {s.seconds:.0f} s; see `results.json` for every run.", ""]
+             f"{s.repeats} interleaved repetitions of {s.seconds:.0f} s; see `results.json` for every run.", "",
+             "qos-guard beside Kyverno and its own generated admission policies on one API server (latency, "
+             "memory, correctness against Kubernetes' own code): [peers.md](peers.md) (`python -m bench.peers`, "
+             "part of `make bench`).", ""]
     if res.saturation:
         from bench.run import REFERENCE
         floor = _med(res.saturation["/noop"])
