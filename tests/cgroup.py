@@ -27,6 +27,12 @@ def chart_memory_limit() -> int:
     return int(number) << (20 if unit == "Mi" else 30)
 
 
+def chart_workers() -> int:
+    """The chart's default gunicorn workers per replica (``server.workers``)."""
+    import yaml
+    return int(yaml.safe_load(CHART_VALUES.read_text())["server"]["workers"])
+
+
 def available() -> str | None:
     """``None`` when a memory cgroup can be made here, else why not."""
     if os.geteuid() != 0:

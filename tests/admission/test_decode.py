@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from bench.bodies import bodies, inference_pod
 from bench.corpus import corpus_objects
-from tests.helpers import admission_review, container, guaranteed, pod
+from tests.helpers import admission_review, container, guaranteed, pod, rl
 from tests.reliability.strategies import pod_spec, quantity, workload
 from webhook.admission.decode import BadReview, decode, plain
 from webhook.admission.review import ENDPOINTS, parse_review
@@ -195,3 +195,110 @@ def test_no_object() -> None:
 def test_any_spec_in_any_kind(spec: Any, kind: str) -> None:
     from tests.reliability.strategies import _wrap
     assert_same_verdicts(_wrap(kind, spec, {"name": "x"}), kind)
+
+
+def kept_paths() -> set[tuple[str, ...]]:
+    """Every field path the decoder keeps in an object (``*`` for a list item or a map entry)."""
+    import msgspec
+
+    from webhook.admission.decode import Manifest
+    out: set[tuple[str, ...]] = set()
+
+    def walk(info: Any, prefix: tuple[str, ...]) -> None:
+        if isinstance(info, msgspec.inspect.UnionType):
+            for t in info.types:
+                walk(t, prefix)
+        elif isinstance(info, msgspec.inspect.StructType):
+            for f in info.fields:
+                out.add((*prefix, f.encode_name))
+                walk(f.type, (*prefix, f.encode_name))
+        elif isinstance(info, msgspec.inspect.ListType):
+            walk(info.item_type, (*prefix, "*"))
+        elif isinstance(info, msgspec.inspect.DictType):
+            out.add((*prefix, "*"))
+            walk(info.value_type, (*prefix, "*"))
+
+    walk(msgspec.inspect.type_info(Manifest), ())
+    return out
+
+
+class Tracked(dict):  # type: ignore[type-arg]
+    """A mapping that records every key the engine reads from it (and from what it holds)."""
+
+    def __init__(self, data: dict[str, Any], path: tuple[str, ...], seen: set[tuple[str, ...]]) -> None:
+        super().__init__({k: track(v, (*path, k), seen) for k, v in data.items()})
+        self.path, self.seen = path, seen
+
+    def _read(self, key: Any) -> None:
+        self.seen.add((*self.path, str(key)))
+
+    def __getitem__(self, key: Any) -> Any:
+        self._read(key)
+        return super().__getitem__(key)
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        self._read(key)
+        return super().get(key, default)
+
+    def __contains__(self, key: Any) -> bool:
+        self._read(key)
+        return super().__contains__(key)
+
+    def items(self) -> Any:
+        self.seen.add((*self.path, "*"))
+        return super().items()
+
+    def __iter__(self) -> Any:
+        self.seen.add((*self.path, "*"))
+        return super().__iter__()
+
+    def __copy__(self) -> Tracked:
+        """The mutation copies mappings along a changed path (whole, unread): not a read of their keys."""
+        copied = Tracked({}, self.path, self.seen)
+        dict.update(copied, dict.items(self))
+        return copied
+
+
+def track(value: Any, path: tuple[str, ...], seen: set[tuple[str, ...]]) -> Any:
+    if isinstance(value, dict):
+        return Tracked(value, path, seen)
+    if isinstance(value, list):
+        return [track(v, (*path, "*"), seen) for v in value]
+    return value
+
+
+def _general(path: tuple[str, ...]) -> tuple[str, ...]:
+    """A read path with the keys of open maps (``requests.cpu``, ``nodeSelector.zone``) as ``*``."""
+    out: list[str] = []
+    for seg in path:
+        out.append("*" if out and out[-1] in ("requests", "limits", "nodeSelector", "labels") else seg)
+    return tuple(out)
+
+
+def test_the_engine_reads_only_what_the_decoder_keeps() -> None:
+    """Every field the engine and the mutation read, over the corpus and generated objects in every mode and
+    configuration, is one the decoder keeps: a rule that starts reading a new field fails here until the field
+    is added to webhook/admission/decode.py (one line in its Struct)."""
+    kept = kept_paths()
+    objects: list[Any] = corpus_objects()
+    objects += [inference_pod(), pod(guaranteed(), affinity={"nodeAffinity": {}}, nodeSelector={"a": "b"}),
+                pod(container("a", rl("1500m", "1Gi"), rl("2", "2Gi")), resources={"limits": {"cpu": "2"}},
+                    init=[container("s", limits=rl("1", "1Gi"), restartPolicy="Always")], runtimeClassName="x"),
+                {**pod(guaranteed()), "status": {"qosClass": "Burstable"}}]
+    read: set[tuple[str, ...]] = set()
+    for obj in objects:
+        if not isinstance(obj, dict) or obj.get("kind") == "List":
+            continue
+        for config in CONFIGS:
+            for mode in (Mode.ENFORCE, Mode.MUTATE):
+                tracked = track(json.loads(json.dumps(obj)), (), read)
+                try:
+                    verdict = evaluate(tracked, config, mode)
+                except ManifestError:
+                    continue
+                for result in verdict.results:
+                    _ = result.findings  # plans the mutation and judges what it leaves
+                if verdict.changes:
+                    json_patch(tracked, verdict.changes)
+    unkept = {p for p in map(_general, read) if p not in kept and p[:1] != ("apiVersion",)}
+    assert not unkept, sorted(unkept)

@@ -1,4 +1,5 @@
-"""Hostile clients against one real replica (``qos-guard serve``, 2 workers, TLS), loopback only, each attack
+"""Hostile clients against one real replica (``qos-guard serve`` as the chart runs it: its workers, TLS, and its
+memory limit where a cgroup can hold it), loopback only, each attack
 bounded in count and time (issue 17, findings 1-6). Figures go to the end of the pytest summary."""
 
 from __future__ import annotations
@@ -43,20 +44,23 @@ def pod(containers: int = 1, name: str = "p", cpu: str = "1500m") -> dict[str, A
                                     for i in range(containers)]}}
 
 
-# The replica runs in a memory cgroup at the chart's default limit where this machine can make one (root, cgroup
-# v1 or v2), as in its Pod: every attack below must pass there; the last test checks the kernel's counts.
+# The replica runs with the chart's default workers, in a memory cgroup at the chart's default limit where this
+# machine can make one (root, cgroup v1 or v2), as in its Pod: every attack below must pass there; the last
+# test checks the kernel's counts.
 MEMORY_LIMIT = cgroup.chart_memory_limit() if cgroup.available() is None else None
+WORKERS = cgroup.chart_workers()
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    srv = start_server(tmp_path_factory.mktemp("hostile"), "--enable-noop", bench=True, memory_limit=MEMORY_LIMIT)
+    srv = start_server(tmp_path_factory.mktemp("hostile"), "--enable-noop", bench=True, workers=WORKERS,
+                       memory_limit=MEMORY_LIMIT)
     if srv.cgroup is not None:
         time.sleep(1.0)
         idle = srv.cgroup.usage()
-        FIGURES.append(f"memory: the replica (master + 2 workers) idle in its cgroup: {idle.now / MIB:.0f} MiB "
-                       f"(resident: {footprint(srv)['rss_kib'] // 1024} MiB summed over processes, shared pages "
-                       f"counted in each); limit {idle.limit / MIB:.0f} MiB")
+        FIGURES.append(f"memory: the replica (master + {WORKERS} worker(s)) idle in its cgroup: "
+                       f"{idle.now / MIB:.0f} MiB (resident: {footprint(srv)['rss_kib'] // 1024} MiB summed over "
+                       f"processes, shared pages counted in each); limit {idle.limit / MIB:.0f} MiB")
     yield srv
     srv.stop()
 
@@ -268,10 +272,10 @@ def test_metrics_port_survives_half_sent_requests(server: Server) -> None:
         victim = workers(server)[0]
         os.kill(victim, signal.SIGKILL)
         killed = time.monotonic()
-        while time.monotonic() - killed < 10 and (len(workers(server)) < 2 or victim in workers(server)):
+        while time.monotonic() - killed < 10 and (len(workers(server)) < WORKERS or victim in workers(server)):
             time.sleep(0.1)
         replaced_s = time.monotonic() - killed
-        assert len(workers(server)) == 2 and victim not in workers(server)
+        assert len(workers(server)) == WORKERS and victim not in workers(server)
         assert replaced_s < 5, replaced_s
     finally:
         for s in socks:
@@ -294,10 +298,10 @@ def _seconds_until_readyz(srv: Server, status: int, within: float = 5.0) -> floa
 
 
 def test_readiness_fails_when_no_worker_answers(server: Server) -> None:
-    """Finding 4: both workers stopped (SIGSTOP): ``/readyz`` fails within a few seconds, ``/healthz`` stays
+    """Finding 4: every worker stopped (SIGSTOP): ``/readyz`` fails within a few seconds, ``/healthz`` stays
     up (its grace is longer); SIGCONT: ``/readyz`` is ok again."""
     pids = workers(server)
-    assert len(pids) == 2
+    assert len(pids) == WORKERS
     assert requests.get(server.metrics + "/readyz", timeout=2).status_code == 200
     for pid in pids:
         os.kill(pid, signal.SIGSTOP)
@@ -310,7 +314,7 @@ def test_readiness_fails_when_no_worker_answers(server: Server) -> None:
             os.kill(pid, signal.SIGCONT)
     ok_after = _seconds_until_readyz(server, 200)
     assert ok_after is not None, "not ready again after SIGCONT"
-    FIGURES.append(f"readiness: /readyz 503 {failed_after:.1f} s after both workers stopped, 200 again "
+    FIGURES.append(f"readiness: /readyz 503 {failed_after:.1f} s after every worker stopped, 200 again "
                    f"{ok_after:.1f} s after they resumed")
 
 

@@ -21,9 +21,9 @@ from webhook.admission.review import (
     Endpoint,
     Review,
     decide,
+    encode_response,
     object_name,
     parse_review,
-    response,
 )
 from webhook.core.config import Config
 from webhook.core.rules import RULE_IDS
@@ -92,7 +92,7 @@ def create_app(config: Config, metrics: Metrics | None = None, own_namespace: st
             metrics.requests.labels(endpoint.name, "unknown", "unknown", outcome, "false").inc()
             raise
         record(endpoint.name, review, decision, time.perf_counter() - started)
-        return _json(200, response(review, decision))
+        return Response(encode_response(review, decision), status=200, mimetype="application/json")
 
     def route(url: str) -> Callable[[], Response]:
         def view() -> Response:
