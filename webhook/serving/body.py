@@ -45,9 +45,10 @@ class Busy(Exception):
 # A request under SMALL_BODY never waits on the budget (a few KiB, as nearly every Pod is); larger ones must
 # have a Content-Length and share it, so memory is bounded by connections x SMALL_BODY + BUFFER_BUDGET + the
 # requests being judged (webhook/serving/worker.py: one small one in the hub and one large one in the offload
-# thread, per worker).
+# thread, one large one per replica). 12 MiB: four 3 MiB bodies, one judged and three waiting (tens of seconds
+# for Pods of tens of thousands of containers); more get 503 with Retry-After at once instead of a longer wait.
 SMALL_BODY = 64 * 1024
-BUFFER_BUDGET = 24 * 1024 * 1024
+BUFFER_BUDGET = 12 * 1024 * 1024
 STEP = 256 * 1024
 BUDGET = "qos_guard.budget"  # environ key: the worker's BodyBudget
 # environ key: the body the worker read already under its budget (or the BadBody its read raised)
