@@ -250,7 +250,9 @@ def in_tree(source: Path | None, iterations: int, repeats: int) -> dict[str, Any
         env["PYTHONPATH"] = f"{source}{os.pathsep}{ROOT}"
     proc = subprocess.run([sys.executable, "-m", "bench.bodies", "--json", "--iterations", str(iterations),
                            "--repeats", str(repeats)], capture_output=True, text=True, cwd=source or ROOT,
-                          env=env, check=True, timeout=1800)
+                          env=env, timeout=1800)
+    if proc.returncode != 0:
+        raise RuntimeError(f"bench.bodies in {source or ROOT} failed:\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout)  # type: ignore[no-any-return]
 
 
