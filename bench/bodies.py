@@ -245,12 +245,12 @@ def measure(iterations: int, repeats: int, paths: tuple[str, ...] = ("/validate"
 
 def in_tree(source: Path | None, iterations: int, repeats: int) -> dict[str, Any]:
     """``measure`` in a fresh interpreter running ``source``'s ``webhook`` package (this tree when None)."""
-    env = dict(os.environ)
-    if source is not None:  # ``-m`` puts the working directory first on sys.path: run from ``source``
-        env["PYTHONPATH"] = f"{source}{os.pathsep}{ROOT}"
-    proc = subprocess.run([sys.executable, "-m", "bench.bodies", "--json", "--iterations", str(iterations),
-                           "--repeats", str(repeats)], capture_output=True, text=True, cwd=source or ROOT,
-                          env=env, timeout=1800)
+    tree = source or ROOT
+    # This file run as a script (another checkout's bench/ may not have it), ``webhook`` from ``tree``.
+    env = dict(os.environ, PYTHONPATH=str(tree))
+    proc = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--json", "--iterations", str(iterations),
+                           "--repeats", str(repeats)], capture_output=True, text=True, cwd=tree, env=env,
+                          timeout=1800)
     if proc.returncode != 0:
         raise RuntimeError(f"bench.bodies in {source or ROOT} failed:\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout)  # type: ignore[no-any-return]
