@@ -13,8 +13,9 @@ Measured, interleaved in one run (every rate step visits every contender, in rot
 - latency of a compliant Pod CREATE through the API server (``dryRun=All``: admission runs in full, nothing is
   stored, so etcd and its growing size weigh the same on every row), p50/p99 at fixed offered rates (open
   loop, bench/loadgen), and the highest rate each holds with p99 <= 100 ms;
-- resident memory of each contender's processes at idle and the peak under that load (the policies run inside
-  kube-apiserver: its own figures are given for them);
+- memory (PSS: pages shared by a gunicorn master and its worker counted once) of each contender's processes at
+  idle and the peak under that load (the policies run inside kube-apiserver: its own figures are given for
+  them); qos-guard's replica runs as the chart runs it (its default workers);
 - correctness: ``qos-guard check`` and the Kyverno CLI over the same objects from the differential generator
   (tests/fidelity/grammar.py) that Kubernetes' own code judged (the oracle): the share each gets right, where
   right is "allowed" exactly when the API server stores the object Guaranteed and kubelet's static CPU
@@ -195,8 +196,23 @@ class Kyverno:
                 self.proc.wait()
 
 
+def pss_mib(pids: list[int]) -> float:
+    """Proportional set size of ``pids`` in MiB: pages shared between them (a gunicorn master and its workers)
+    counted once, so a tree of processes compares fairly with one process. VmRSS where smaps_rollup is absent."""
+    total = 0.0
+    for pid in pids:
+        try:
+            for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+                if line.startswith("Pss:"):
+                    total += int(line.split()[1]) / 1024
+                    break
+        except OSError:
+            total += memory_mib([pid], "VmRSS")
+    return total
+
+
 class Sampler:
-    """The largest resident memory (VmRSS, MiB) of each process group while load runs, sampled every 100 ms."""
+    """The largest memory (PSS, MiB) of each process group while load runs, sampled every 100 ms."""
 
     def __init__(self, groups: dict[str, Callable[[], list[int]]]) -> None:
         self.groups, self.peak = groups, dict.fromkeys(groups, 0.0)
@@ -206,7 +222,7 @@ class Sampler:
     def _run(self) -> None:
         while not self._stop.wait(0.1):
             for name, pids in self.groups.items():
-                self.peak[name] = max(self.peak[name], memory_mib(pids(), "VmRSS"))
+                self.peak[name] = max(self.peak[name], pss_mib(pids()))
 
     def __enter__(self) -> Sampler:
         self._thread.start()
@@ -257,7 +273,8 @@ def latency(seconds: float, rates: tuple[int, ...], connections: int, repeats: i
             raise RuntimeError(printed.stderr)
         cluster.kubectl("apply", "-f", "-", stdin=printed.stdout, check=True)
         certs = cluster.qos_guard("certs", "--extra-san", "127.0.0.1", "--output-dir", str(work / "pki"))
-        server = start_server(work / "serve", "--workers", "2", cert_dir=work / "pki")
+        from tests.cgroup import chart_workers
+        server = start_server(work / "serve", workers=chart_workers(), cert_dir=work / "pki")  # as the chart runs it
         kyverno = Kyverno(cluster, work)
         try:
             configs = render_webhook_configurations(f"https://127.0.0.1:{server.port}")
@@ -288,7 +305,7 @@ def latency(seconds: float, rates: tuple[int, ...], connections: int, repeats: i
             groups: dict[str, Callable[[], list[int]]] = {
                 "peer-webhook": lambda: process_tree(server.proc.pid), "peer-kyverno": kyverno.pids,
                 "kube-apiserver": lambda: api}
-            result["idle_mib"] = {k: memory_mib(v(), "VmRSS") for k, v in groups.items()}
+            result["idle_mib"] = {k: pss_mib(v()) for k, v in groups.items()}
             bodies = work / "pod.jsonl"
             bodies.write_text(json.dumps(pod_body()) + "\n")
             for ns in targets:  # warm: connections, informers, caches
@@ -371,8 +388,8 @@ def correctness(count: int, seed: int, with_kyverno: bool = True) -> dict[str, A
         names = [f"{o['kind']}/{o['metadata']['name']}" for o, _ in judged]
         files = []
         for i, (obj, _) in enumerate(judged):  # one file per object: kubectl stops a file at its first error
-            path = folder / f"o{i:05d}.yaml"
-            path.write_text(yaml.safe_dump(obj))
+            path = folder / f"o{i:05d}.json"  # the same JSON text the oracle judged (YAML would round numbers)
+            path.write_text(json.dumps(obj))
             files.append(path)
         result["qos-guard check"] = _score(names, _qos_guard_denied(files, names), judged)
         if with_kyverno:
@@ -462,7 +479,7 @@ def write(result: dict[str, Any], out: Path) -> None:
              "answer; held rate: the highest offered rate with p99 ≤ 100 ms, no error and ≥ 95 % of it achieved.",
              "",
              "| contender | held rate/s (p99 ≤ 100 ms) | " + " | ".join(f"p50 / p99 @ {r}/s" for r in result["rates"])
-             + " | memory idle MiB | memory under load MiB |",
+             + " | memory idle MiB (PSS) | memory under load MiB (PSS) |",
              "| --- | ---: | " + " | ".join("---:" for _ in result["rates"]) + " | ---: | ---: |"]
     mem_key = {"peer-webhook": "peer-webhook", "peer-kyverno": "peer-kyverno"}
     for ns, row in lat["rows"].items():
@@ -483,8 +500,8 @@ def write(result: dict[str, Any], out: Path) -> None:
               f"{corr['objects']} Pods and workloads from the differential generator (seed {corr['seed']}); "
               f"{corr['accepted_by_api_server']} of them the API server accepts, and Kubernetes' own code (the "
               f"oracle) stores {corr['should_allow']} of those Guaranteed with every container pinned. Right = "
-              "allowed exactly those. Each tool reads the same manifests, one file per object. The last column counts "
-              "the misses on objects where qos-guard deliberately differs (values beyond kubelet's int64 "
+              "allowed exactly those. Each tool reads the same JSON the oracle judged, one file per object. The "
+              "last column counts the misses on objects where qos-guard deliberately differs (values beyond kubelet's int64 "
               "arithmetic, a forged `status.qosClass: Guaranteed`; tests/fidelity/divergences.py).", "",
               "| tool | right | share | allowed wrongly | denied wrongly | misses on qos-guard's documented "
               "divergences |", "| --- | ---: | ---: | ---: | ---: | ---: |"]

@@ -223,7 +223,7 @@ def bench_plain(s: Settings, work: Path, res: Results) -> None:
     (every module compiled on every run; what the earlier figure measured)."""
     import resource
     import shutil
-    kube_score = _kube_score()
+    kube_score = _kube_score() if s.peers else None  # the smoke run builds no peer
     folder = work / "plain"
     files = cli_speed.files_under(CORPUS) if kube_score is None else cli_speed.kube_score_readable(kube_score, CORPUS)
     for path in files:
