@@ -57,7 +57,7 @@ class Endpoint:
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            def do_GET(self) -> None:
                 reply = outer.reply if self.path == "/configz" else Reply(404, b"404 page not found")
                 self.send_response(reply.status)
                 self.send_header("Content-Type", "application/json")
