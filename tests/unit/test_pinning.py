@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,6 +25,7 @@ from webhook.cluster.pinning import (
     valid_pool_label,
 )
 
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "configz"
 ABSENT = object()
 
 
@@ -40,6 +42,18 @@ def configz(**settings: Any) -> str:
         else:
             config[key] = value
     return json.dumps({"kubeletconfig": config})
+
+
+def test_the_real_kubelets_configz_pins() -> None:
+    """A reply captured from the node tests' kubelet v1.36.3 (tests/node), as the API server proxied it (its
+    temporary folder renamed)."""
+    body = (FIXTURES / "kubelet-v1.36.3.json").read_bytes()
+    p = read_configz(body)
+    assert (p.cpu_manager_policy, p.memory_manager_policy, p.topology_manager_policy, p.topology_manager_scope) == (
+        "static", "Static", "single-numa-node", "container")
+    assert p.reserved.count == 1 and p.reserved.system == "100m" and p.reserved.cpus is None
+    assert [(r.numa_node, r.limits) for r in p.reserved_memory] == [(0, (("memory", "600Mi"),))]
+    assert decide(p).pins and decide(p).notes == ()
 
 
 @pytest.mark.parametrize(("cpu", "topology", "memory", "scope"), list(itertools.product(

@@ -60,8 +60,8 @@ def build(configs: Iterable[NodeConfig], pool_labels: Sequence[str], errors: Seq
 
 
 def summary_line(report: NodesReport) -> str:
-    pools = len(report.pools)
-    return (f"qos-guard: {len(report.results)} nodes: {report.count('pins')} pin, "
+    pools, count = len(report.pools), len(report.results)
+    return (f"qos-guard: {count} {'node' if count == 1 else 'nodes'}: {report.count('pins')} pin, "
             f"{report.count('cannot pin')} cannot pin, {report.count('unreadable')} unreadable; "
             f"{pools} {'pool differs' if pools == 1 else 'pools differ'}")
 
