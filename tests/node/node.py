@@ -142,10 +142,10 @@ class Node:
     def kubelet_configured(self, overrides: dict[str, Any], args: Sequence[str] = (),
                            wrapper: Sequence[str] = ()) -> Iterator[dict[str, Any]]:
         """The kubelet restarted with ``overrides`` for the block, then restarted with its first configuration
-        (whatever the block raised), so the next test sees the node as it was."""
-        config = self.restart_kubelet(overrides, args, wrapper)
+        (whatever the block raised, and also when the kubelet never got Ready with ``overrides``), so the next
+        test sees the node as it was."""
         try:
-            yield config
+            yield self.restart_kubelet(overrides, args, wrapper)
         finally:
             self.restart_kubelet()
 
