@@ -79,3 +79,13 @@ def test_2_without_the_static_cpu_manager_it_cannot_pin(node: Node) -> None:
     assert node.cpu_manager_state()["policyName"] == "static"
     assert nodes(node).returncode == 0
     report(f"nodes: kubelet restarted with its first configuration: {NODE_NAME} pins again; exit 0")
+
+
+def test_3_a_kubelet_that_will_not_start_is_restored(node: Node) -> None:
+    """The facility other node tests build on: a configuration kubelet refuses fails the block with kubelet's
+    own reason, and the node is back to its first configuration afterwards."""
+    with pytest.raises(RuntimeError) as refused, node.kubelet_configured({"cpuManagerPolicy": "pinned"}):
+        pass
+    assert 'unknown policy: \\"pinned\\"' in str(refused.value) or 'unknown policy: "pinned"' in str(refused.value)
+    assert node.kubelet.config["cpuManagerPolicy"] == "static" and nodes(node).returncode == 0
+    report("nodes: a kubelet refusing cpuManagerPolicy pinned failed the block with its reason; restored, pins")
