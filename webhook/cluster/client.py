@@ -105,7 +105,8 @@ class Lister:
             raise ClusterError(f"GET {path}: HTTP {status} {body.get('message', '')}".rstrip())
         return body
 
-    def pages(self, path: str, label_selector: str | None = None) -> Iterator[list[dict[str, Any]]]:
+    def pages(self, path: str, label_selector: str | None = None,
+              field_selector: str | None = None) -> Iterator[list[dict[str, Any]]]:
         """Each page of a list, following ``continue`` tokens."""
         token = ""
         while True:
@@ -114,6 +115,8 @@ class Lister:
                 query.append(("continue", token))
             if label_selector:
                 query.append(("labelSelector", label_selector))
+            if field_selector:
+                query.append(("fieldSelector", field_selector))
             body = self._get(path, query)
             yield body.get("items") or []
             token = (body.get("metadata") or {}).get("continue") or ""
