@@ -20,6 +20,8 @@ def parse_list(text: str, what: str = "CPU list") -> frozenset[int]:
         lo_text, dash, hi_text = part.partition("-")
         if not _number(lo_text) or (dash and not _number(hi_text)):
             raise ValueError(f"{what} {_show(body)}: {_show(part)} is not a number or a range a-b")
+        if len(lo_text) > 6 or len(hi_text) > 6:
+            raise ValueError(f"{what} {_show(body)}: an id in {_show(part)} is above {MAX_ID}")
         lo, hi = int(lo_text), int(hi_text) if dash else int(lo_text)
         if hi < lo:
             raise ValueError(f"{what} {_show(body)}: range {_show(part)} ends before it starts")
@@ -46,7 +48,7 @@ def format_list(ids: frozenset[int] | set[int]) -> str:
 
 
 def _number(text: str) -> bool:
-    return text.isascii() and text.isdigit() and len(text) <= 6
+    return text.isascii() and text.isdigit()
 
 
 def _show(text: str, limit: int = 40) -> str:
