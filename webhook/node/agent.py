@@ -83,6 +83,8 @@ class Placements(Collector):
         with self._lock:
             placements = list(self._placements)
         for p in placements:
+            if not p.pinned and not p.problems:
+                continue  # in the shared pool by choice (policy.fractionalCPUContainers): nothing to watch
             values = [p.namespace, p.pod, p.container]
             pinned.add_metric(values, 1.0 if p.pinned else 0.0)
             cpus.add_metric(values, float(len(p.exclusive_cpus)))
