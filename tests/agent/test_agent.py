@@ -4,8 +4,6 @@ in-memory API server: metrics (and their removal when the Pod goes), one Event p
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -19,6 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.agent.fakes import FakeAPI, Kubelet, container, serve
 from tests.agent.trees import cgroup_container, sysfs
 from tests.serving import free_port
+from webhook.cli import main
 from webhook.cluster.reports import FLAVOURS
 from webhook.node.agent import AgentOptions, build_reports, event_name, run_agent
 from webhook.node.kubelet import PodResourcesClient
@@ -111,7 +110,7 @@ def test_agent_metrics_events_and_removal(world: tuple[Kubelet, FakeAPI, Path, P
         assert seen[("qos_guard_container_pinned", "shared")] == 0
         assert ("qos_guard_container_numa_aligned", "shared") not in seen  # alignment is for pinned ones
         assert not any(pod == "elsewhere" for _, pod in seen)
-        time.sleep(1)  # several cycles: each problem still has one Event
+        time.sleep(0.6)  # several cycles: each problem still has one Event
         events = [b for m, path, b in api.sent if m == "POST" and path.endswith("/events") and b]
         reasons = sorted((e["involvedObject"]["name"], e["reason"]) for e in events)
         assert reasons == [("gpu", "NUMAMisaligned"), ("shared", "NotPinned")], reasons
@@ -162,15 +161,20 @@ def test_report_shape(world: tuple[Kubelet, FakeAPI, Path, Path]) -> None:
     assert wrn["results"][0]["rule"] == "NotPinned"
 
 
-def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "webhook.cli", *args], capture_output=True, text=True,
-                          timeout=60, env=env)
+def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    """The command in process (a subprocess per case costs seconds on a loaded 2-core machine)."""
+    try:
+        code = main(list(args))
+    except SystemExit as exc:  # argparse: --help
+        code = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
 
 
-def test_commands_have_help() -> None:
+def test_commands_have_help(capsys: pytest.CaptureFixture[str]) -> None:
     for command in ("agent", "verify"):
-        proc = run_cli(command, "--help")
-        assert proc.returncode == 0 and "--pod-resources-socket" in proc.stdout and "--sys-root" in proc.stdout
+        code, out, _ = run_cli(capsys, command, "--help")
+        assert code == 0 and "--pod-resources-socket" in out and "--sys-root" in out
 
 
 @pytest.mark.parametrize(("args", "message"), [
@@ -180,14 +184,12 @@ def test_commands_have_help() -> None:
     (["agent", "--node", "n", "--interval", "0"], "--interval must be at least 1 second"),
     (["agent", "--node", "n", "--metrics-bind", "nope"], "is not HOST:PORT"),
 ])
-def test_usage_errors_exit_2(args: list[str], message: str) -> None:
-    proc = run_cli(*args)
-    assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str], args: list[str], message: str) -> None:
+    code, _, err = run_cli(capsys, *args)
+    assert code == 2 and message in err and "Traceback" not in err, err
 
 
-def test_agent_needs_a_node_name() -> None:
-    import os
-
-    env = {k: v for k, v in os.environ.items() if k != "NODE_NAME"}
-    proc = run_cli("agent", env=env)
-    assert proc.returncode == 2 and "no node name" in proc.stderr
+def test_agent_needs_a_node_name(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("NODE_NAME", raising=False)
+    code, _, err = run_cli(capsys, "agent")
+    assert code == 2 and "no node name" in err
