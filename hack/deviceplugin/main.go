@@ -44,6 +44,7 @@ func (p *plugin) ListAndWatch(_ *pluginapi.Empty, s pluginapi.DevicePlugin_ListA
 	if err := s.Send(&pluginapi.ListAndWatchResponse{Devices: p.devices}); err != nil {
 		return err
 	}
+	log.Printf("ListAndWatch: sent %d devices", len(p.devices))
 	select {
 	case <-s.Context().Done():
 	case <-p.stop:

@@ -17,10 +17,11 @@ import signal
 import subprocess
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import requests
 import yaml
 
 from tests.binaries import ROOT, binary
@@ -37,6 +38,8 @@ RESERVED_CPU = "100m"  # systemReserved: the static policy keeps ceil(0.1) = 1 C
 CGROUP_V1 = Path("/sys/fs/cgroup")
 NODE_TOOLS = ("kubelet", "kube-controller-manager", "kube-scheduler", "containerd", "containerd-shim-runc-v2",
               "ctr", "cni-bridge", "cni-host-local", "cni-loopback")
+# kubelet's device plugin registration socket is here whatever its --root-dir (pluginapi.KubeletSocket).
+DEVICE_PLUGINS = Path("/var/lib/kubelet/device-plugins")
 
 
 def why_not() -> str | None:
@@ -65,6 +68,54 @@ class Node:
     folder: Path
     kubelet_root: Path
     images: dict[str, str]  # role -> image name
+    procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    kubelet_args: list[str] = field(default_factory=list)
+    kubelet_config: dict[str, Any] = field(default_factory=dict)  # what the running kubelet was started with
+    env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def pod_resources_socket(self) -> Path:
+        return self.kubelet_root / "pod-resources" / "kubelet.sock"
+
+    def restart_kubelet(self, overrides: dict[str, Any] | None = None, fake_numa: Path | None = None) -> None:
+        """Stop the kubelet and start it again with the first configuration plus ``overrides`` (a None value
+        removes the key). Running Pods keep running. A changed CPU or Memory Manager policy drops its state
+        file, as an operator must (kubelet refuses a checkpoint of another policy).
+
+        ``fake_numa``: a folder standing for /sys/devices/system/node, bind-mounted over it in a mount namespace of
+        the kubelet's own (cadvisor reads the machine's NUMA layout there, and nothing moves it). The kubelet's
+        root folder is a shared mount (``running_node``), so the volumes it mounts there still reach containerd.
+        """
+        config = {**self.first_config}
+        for key, value in (overrides or {}).items():
+            if value is None:
+                config.pop(key, None)
+            else:
+                config[key] = value
+        stop_process(self.procs["kubelet"])
+        for policy, state in (("cpuManagerPolicy", "cpu_manager_state"),
+                              ("memoryManagerPolicy", "memory_manager_state")):
+            if config.get(policy) != self.kubelet_config.get(policy):
+                (self.kubelet_root / state).unlink(missing_ok=True)
+        (self.folder / "kubelet.yaml").write_text(yaml.safe_dump(config))
+        args = list(self.kubelet_args)
+        if fake_numa is not None:
+            script = 'mount --bind "$0" /sys/devices/system/node && exec "$@"'
+            args = ["unshare", "--mount", "--propagation", "unchanged", "--", "sh", "-c", script, str(fake_numa),
+                    *args]
+        log = self.folder / "kubelet.log"
+        with log.open("ab") as f:
+            f.write(f"\n=== kubelet restarted: {json.dumps(overrides)} fake_numa={fake_numa} ===\n".encode())
+        started = time.time()
+        self.procs["kubelet"] = kubelet = subprocess.Popen(
+            args, stdout=log.open("ab"), stderr=subprocess.STDOUT, env=self.env, start_new_session=True)
+        self.kubelet_config = config
+        healthz = f"http://127.0.0.1:{config['healthzPort']}/healthz"
+        wait_until_ready("restarted kubelet", lambda: requests.get(healthz, timeout=2).text == "ok" and
+                         self.pod_resources_socket.exists() and _heartbeat_after(self.cluster, started),
+                         kubelet, log, timeout=180)
+
+    first_config: dict[str, Any] = field(default_factory=dict)
 
     def cpu_manager_state(self) -> dict[str, Any]:
         state: dict[str, Any] = json.loads((self.kubelet_root / "cpu_manager_state").read_text())
@@ -168,6 +219,20 @@ def _start(what: str, args: list[str], folder: Path, env: dict[str, str] | None 
                             start_new_session=True)
 
 
+def _heartbeat_after(c: Cluster, started: float) -> bool:
+    """The Node's Ready condition is True and was posted after ``started`` (by the kubelet started then)."""
+    from datetime import datetime
+
+    proc = c.kubectl("get", "node", NODE_NAME, "-o", "json")
+    if proc.returncode != 0:
+        return False
+    for x in json.loads(proc.stdout)["status"].get("conditions", []):
+        if x["type"] == "Ready":
+            beat = datetime.fromisoformat(x["lastHeartbeatTime"].replace("Z", "+00:00")).timestamp()
+            return bool(x["status"] == "True" and beat >= int(started))
+    return False
+
+
 def _ready_node(c: Cluster) -> bool:
     proc = c.kubectl("get", "node", NODE_NAME, "-o", "json")
     if proc.returncode != 0:
@@ -180,6 +245,7 @@ def _ready_node(c: Cluster) -> bool:
 def running_node(folder: Path) -> Iterator[Node]:
     """Start the control plane, containerd, kubelet, scheduler and controller manager; tear all down on exit."""
     subprocess.run(["bash", str(ROOT / "hack" / "node-deps.sh")], check=True, timeout=900)
+    had_kubelet_dir = DEVICE_PLUGINS.parent.exists()
     tools = {name: binary(name) for name in NODE_TOOLS}
     images = build_images()
     folder.mkdir(parents=True, exist_ok=True)
@@ -201,6 +267,12 @@ def running_node(folder: Path) -> Iterator[Node]:
     apiserver_args = ["--enable-aggregator-routing=true", "--kubelet-preferred-address-types=InternalIP"]
     with contextlib.ExitStack() as stack:
         stack.callback(_cleanup_host, folder)
+        stack.callback(_cleanup_device_plugins, had_kubelet_dir)
+        # A shared mount, so a kubelet restarted in a mount namespace of its own (restart_kubelet's fake NUMA
+        # layout) still propagates the volumes it mounts here to containerd, which lives in this one.
+        kubelet_root.mkdir(parents=True, exist_ok=True)
+        _run("mount", "--bind", str(kubelet_root), str(kubelet_root))
+        _run("mount", "--make-shared", str(kubelet_root))
         containerd = _start("containerd", [tools["containerd"], "--config", str(folder / "containerd.toml")],
                             folder, env)
         stack.callback(stop_process, containerd)
@@ -224,17 +296,17 @@ def running_node(folder: Path) -> Iterator[Node]:
         procs["kube-scheduler"] = _start("kube-scheduler", [
             tools["kube-scheduler"], *common, f"--secure-port={free_port()}"], folder)
         port, healthz_port = free_port(), free_port()
-        (folder / "kubelet.yaml").write_text(yaml.safe_dump(_kubelet_config(folder, port, healthz_port)))
-        procs["kubelet"] = kubelet = _start("kubelet", [
-            tools["kubelet"], f"--config={folder / 'kubelet.yaml'}", f"--kubeconfig={c.kubeconfig}",
-            f"--root-dir={kubelet_root}", f"--hostname-override={NODE_NAME}",
-            "--v=2"], folder, env)
+        config = _kubelet_config(folder, port, healthz_port)
+        (folder / "kubelet.yaml").write_text(yaml.safe_dump(config))
+        kubelet_args = [tools["kubelet"], f"--config={folder / 'kubelet.yaml'}", f"--kubeconfig={c.kubeconfig}",
+                        f"--root-dir={kubelet_root}", f"--hostname-override={NODE_NAME}", "--v=2"]
+        procs["kubelet"] = kubelet = _start("kubelet", kubelet_args, folder, env)
         wait_until_ready("kubelet Node Ready", lambda: _ready_node(c), kubelet, folder / "kubelet.log", timeout=180)
         kcm = procs["kube-controller-manager"]
         wait_until_ready("kube-controller-manager (default ServiceAccount)",
               lambda: c.kubectl("get", "serviceaccount", "default").returncode == 0, kcm,
               folder / "kube-controller-manager.log", timeout=120)
-        yield Node(c, folder, kubelet_root, node_images)
+        yield Node(c, folder, kubelet_root, node_images, procs, kubelet_args, config, env, first_config=config)
 
 
 def _shutdown(procs: dict[str, subprocess.Popen[bytes]], c: Cluster, folder: Path) -> None:
@@ -255,6 +327,19 @@ def _shutdown(procs: dict[str, subprocess.Popen[bytes]], c: Cluster, folder: Pat
         time.sleep(3)  # the kubelet removes stopped sandboxes right after the Pod objects are gone
     if kubelet is not None:
         stop_process(kubelet)
+
+
+def _cleanup_device_plugins(had_kubelet_dir: bool) -> None:
+    """What kubelet (its registration socket, checkpoint) and the tests' device plugin left in the fixed
+    /var/lib/kubelet/device-plugins; /var/lib/kubelet itself when this run made it."""
+    if DEVICE_PLUGINS.is_dir():
+        for entry in DEVICE_PLUGINS.iterdir():
+            if entry.name == "kubelet.sock" or entry.name.startswith(("qos-guard", "kubelet_internal_checkpoint")):
+                entry.unlink(missing_ok=True)
+    if not had_kubelet_dir:
+        with contextlib.suppress(OSError):
+            DEVICE_PLUGINS.rmdir()
+            DEVICE_PLUGINS.parent.rmdir()
 
 
 def _remove_containers(ctr: str, folder: Path) -> None:
