@@ -20,6 +20,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -37,6 +38,7 @@ from tests.node.conftest import (
 )
 from tests.node.node import Node
 from tests.node.numa import GPU, device_plugin, fake_sysfs
+from tests.serving import free_port
 
 pytestmark = [pytest.mark.node, pytest.mark.timeout(1800)]
 
@@ -47,7 +49,8 @@ Series = dict[tuple[str, str, str, str], float]
 
 
 def helm_upgrade(c: Cluster, *values: str) -> None:
-    flags = [a for v in values for a in ("--set", v)]
+    """``key=value`` (``key:=value`` sets a string)."""
+    flags = [a for v in values for a in (("--set-string", v.replace(":=", "=", 1)) if ":=" in v else ("--set", v))]
     proc = subprocess.run([binary("helm"), "upgrade", "qos-guard", str(CHART), "--namespace", RELEASE_NAMESPACE,
                            "--reuse-values", *flags, "--wait", "--timeout", "4m"],
                           capture_output=True, text=True, timeout=300, env=c.env)
@@ -69,7 +72,9 @@ def agent_pod(c: Cluster) -> str:
 def metrics_text(c: Cluster) -> str:
     """The agent's /metrics, through the API server's proxy to its Pod."""
     name = agent_pod(c)
-    proc = c.kubectl("get", "--raw", f"/api/v1/namespaces/{RELEASE_NAMESPACE}/pods/{name}:8080/proxy/metrics")
+    port = c.get("daemonset", "qos-guard-agent", "-n", RELEASE_NAMESPACE)["spec"]["template"]["spec"][
+        "containers"][0]["ports"][0]["containerPort"]
+    proc = c.kubectl("get", "--raw", f"/api/v1/namespaces/{RELEASE_NAMESPACE}/pods/{name}:{port}/proxy/metrics")
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
 
@@ -90,7 +95,9 @@ def wait_series(c: Cluster, want: Series, absent: list[tuple[str, str, str, str]
             seen = {}
         if all(seen.get(k) == v for k, v in want.items()) and not any(k in seen for k in absent):
             return seen
-        assert time.monotonic() < deadline, f"agent metrics never showed {want} without {absent}: {seen}"
+        if time.monotonic() > deadline:
+            logs = c.kubectl("logs", "-n", RELEASE_NAMESPACE, "-l", AGENT_LABEL, "--tail=40").stdout
+            raise AssertionError(f"agent metrics never showed {want} without {absent}: {seen}\nagent log:\n{logs}")
         time.sleep(1)
 
 
@@ -137,8 +144,14 @@ def agent(node: Node, release: Release) -> Iterator[Cluster]:
     """The chart's agent on the node, every 2 s, writing openreports reports; taken away again afterwards."""
     c = node.cluster
     started = time.monotonic()
+    # This node has no kube-proxy and its API server listens on 127.0.0.1 only: the agent reaches it from the
+    # node's network namespace, as node agents of such clusters do.
+    api = urlsplit(c.url)
     helm_upgrade(c, "agent.enabled=true", f"agent.podResourcesHostPath={node.kubelet_root / 'pod-resources'}",
-                 "agent.interval=2", "agent.report=openreports", "reports.installCRDs=true")
+                 "agent.interval=2", "agent.report=openreports", "reports.installCRDs=true",
+                 "agent.hostNetwork=true", f"agent.metricsPort={free_port()}",
+                 "agent.extraEnv[0].name=KUBERNETES_SERVICE_HOST", f"agent.extraEnv[0].value:={api.hostname}",
+                 "agent.extraEnv[1].name=KUBERNETES_SERVICE_PORT", f"agent.extraEnv[1].value:={api.port}")
     report(f"placement: agent DaemonSet ready in {time.monotonic() - started:.0f} s ({agent_pod(c)})")
     yield c
     helm_upgrade(c, "agent.enabled=false")
