@@ -141,6 +141,7 @@ def _node_paths(args: argparse.Namespace) -> tuple[Path, Path, Path]:
 def cmd_agent(args: argparse.Namespace) -> int:
     import os
 
+    from webhook.cluster.client import ClusterError
     from webhook.cluster.reports import FLAVOURS
     from webhook.node.agent import AgentOptions, run_agent
 
@@ -164,6 +165,9 @@ def cmd_agent(args: argparse.Namespace) -> int:
                         events=not args.no_events)
     try:
         return run_agent(opts)
+    except ClusterError as exc:
+        _err(f"agent: {exc}")
+        return EXIT_USAGE
     except OSError as exc:  # the metrics port
         _err(f"agent: cannot listen on {args.metrics_bind}: {exc.strerror or exc} (--metrics-bind)")
         return EXIT_USAGE

@@ -189,6 +189,13 @@ def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str], args: list[str]
     assert code == 2 and message in err and "Traceback" not in err, err
 
 
+def test_agent_without_api_access_is_a_named_error(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    (tmp_path / "empty").write_text("")
+    code, _, err = run_cli(capsys, "agent", "--node", "n", "--kubeconfig", str(tmp_path / "empty"),
+                           "--metrics-bind", f"127.0.0.1:{free_port()}")
+    assert code == 2 and "agent: no usable kubeconfig" in err, err
+
+
 def test_agent_needs_a_node_name(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("NODE_NAME", raising=False)
     code, _, err = run_cli(capsys, "agent")

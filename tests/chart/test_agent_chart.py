@@ -49,6 +49,10 @@ def test_daemonset_mounts_read_only_and_drops_everything(agent: list[dict[str, A
     assert "privileged" not in sc and not spec.get("hostNetwork") and not spec.get("hostPID")
     assert c["env"] == [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}]
     assert c["resources"]["requests"] == c["resources"]["limits"]  # Guaranteed, as it asks of others
+    # The API token only in the agent container, expiring hourly (not the admission plugin's automount).
+    assert spec["automountServiceAccountToken"] is False
+    assert mounts["api-token"]["mountPath"] == "/var/run/secrets/kubernetes.io/serviceaccount"
+    assert volumes["api-token"]["projected"]["sources"][0]["serviceAccountToken"]["expirationSeconds"] == 3607
     assert spec["tolerations"] == [{"operator": "Exists"}]
     # Never an endpoint of the webhook's Service.
     selector = next(s for s in by_kind(agent, "Service") if not s["metadata"]["name"].endswith("-agent"))
