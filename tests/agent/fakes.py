@@ -89,9 +89,16 @@ class FakeAPI:
         else:
             yield []
 
-    def send(self, method: str, path: str, query: list[tuple[str, str]], body: str | None,
+    def send(self, method: str, path: str, query: list[tuple[str, str]], body: str | dict[str, Any] | None,
              content_type: str | None) -> tuple[int, dict[str, Any]]:
-        decoded = json.loads(body) if body else None
+        # As the kubernetes client does: a JSON body must be an object (a str is sent as a JSON string), any
+        # other content type is sent as the text given.
+        if content_type == "application/json":
+            assert isinstance(body, dict), f"{method} {path}: a JSON body given as {type(body).__name__}"
+            decoded: dict[str, Any] | None = body
+        else:
+            assert body is None or isinstance(body, str)
+            decoded = json.loads(body) if body else None
         self.sent.append((method, path, decoded))
         if method == "POST" and decoded is not None:
             key = f"{path}/{decoded['metadata']['name']}"

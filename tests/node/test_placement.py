@@ -109,7 +109,10 @@ def events(c: Cluster, ns: str, name: str, reason: str) -> list[dict[str, Any]]:
 def wait_event(c: Cluster, ns: str, name: str, reason: str, timeout: float = 60) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
     while not (found := events(c, ns, name, reason)):
-        assert time.monotonic() < deadline, f"no {reason} Event on {ns}/{name}"
+        if time.monotonic() > deadline:
+            logs = c.kubectl("logs", "-n", RELEASE_NAMESPACE, "-l", AGENT_LABEL, "--tail=40").stdout
+            seen = c.kubectl("get", "events", "-n", ns, "-o", "wide").stdout
+            raise AssertionError(f"no {reason} Event on {ns}/{name}; events:\n{seen}\nagent log:\n{logs}")
         time.sleep(1)
     assert len(found) == 1, found  # one Event per problem, not one per cycle
     return found[0]

@@ -80,9 +80,10 @@ class Lister:
         self._api = _api_client(kubeconfig)
         self._page_size = page_size
 
-    def send(self, method: str, path: str, query: list[tuple[str, str]], body: str | None,
+    def send(self, method: str, path: str, query: list[tuple[str, str]], body: str | dict[str, Any] | None,
              content_type: str | None) -> tuple[int, dict[str, Any]]:
-        """One raw request; the HTTP status and the decoded body (``{}`` when it is not JSON)."""
+        """One raw request; the HTTP status and the decoded body (``{}`` when it is not JSON). A JSON body is
+        given as a dict (the client serializes it; a str would be sent as a JSON string), any other as text."""
         headers = {"Accept": "application/json"}
         if content_type:
             headers["Content-Type"] = content_type

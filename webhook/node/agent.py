@@ -129,7 +129,7 @@ class Events:
                         "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1}
                 try:
                     status, reply = self._api.send("POST", f"/api/v1/namespaces/{p.namespace}/events", [],
-                                                   json.dumps(body), "application/json")
+                                                   body, "application/json")
                 except ClusterError as exc:
                     errors.append(f"Event {problem.reason} on {p.namespace}/{p.pod}: {exc}")
                     continue
