@@ -18,6 +18,7 @@ from webhook.node.decide import (
     decide,
     opted_in_at,
     pod_info,
+    size_text,
 )
 
 TWO_NODES = {0: 0, 1: 1}  # the node tests' fake topology: CPU 0 on NUMA 0, CPU 1 on NUMA 1
@@ -63,6 +64,13 @@ def test_four_nodes(cpus: set[int], memory: list[int], aligned: bool) -> None:
     p = decide(info(cpu_milli=1000 * len(cpus)), ContainerAllocation("app", frozenset(cpus), (block,)),
                Allocatable(frozenset(range(16))), FOUR_NODES)
     assert p.aligned is aligned and bool(p.problems) is not aligned
+
+
+def test_memory_is_shown_as_in_a_pod_spec() -> None:
+    block = MemoryBlock("memory", 64 * 2**20, frozenset({1}))
+    p = decide(info(), ContainerAllocation("app", frozenset({1}), (block,)), NODE, TWO_NODES)
+    assert "memory 64Mi on NUMA 1" in p.detail
+    assert size_text(3 * 2**30) == "3Gi" and size_text(1000) == "1000" and size_text(0) == "0"
 
 
 def test_exclusive_count_differs_from_request_is_noted() -> None:

@@ -299,7 +299,9 @@ def running_node(folder: Path) -> Iterator[Node]:
         config = _kubelet_config(folder, port, healthz_port)
         (folder / "kubelet.yaml").write_text(yaml.safe_dump(config))
         kubelet_args = [tools["kubelet"], f"--config={folder / 'kubelet.yaml'}", f"--kubeconfig={c.kubeconfig}",
-                        f"--root-dir={kubelet_root}", f"--hostname-override={NODE_NAME}", "--v=2"]
+                        f"--root-dir={kubelet_root}", f"--hostname-override={NODE_NAME}", "--v=2",
+                        # Its self-signed serving certificate, by default in /var/lib/kubelet/pki whatever --root-dir.
+                        f"--cert-dir={folder / 'kubelet-pki'}"]
         procs["kubelet"] = kubelet = _start("kubelet", kubelet_args, folder, env)
         wait_until_ready("kubelet Node Ready", lambda: _ready_node(c), kubelet, folder / "kubelet.log", timeout=180)
         kcm = procs["kube-controller-manager"]

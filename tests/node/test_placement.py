@@ -191,6 +191,9 @@ def test_1_pinned_and_shared_pool(node: Node, agent: Cluster) -> None:
            f"exclusive_cpus=1 numa_aligned=1 for {enforce}/pinned (cgroup cpuset.cpus {sorted(cgroup)}, CPU "
            f"Manager {sorted(assigned)}); pinned=0 for {warn}/shared (cgroup {sorted(cgroup_cpus(shared))})")
     report(f"placement 1: Event NotPinned on {warn}/shared: {event['message']}")
+    for line in metrics_text(c).splitlines():
+        if line.startswith("qos_guard_container_") and ('pod="pinned"' in line or 'pod="shared"' in line):
+            report(f"placement 1: agent /metrics: {line}")
     for line in text.stdout.splitlines():
         report(f"placement 1: $ qos-guard verify: {line}")
     report(f"placement 1: $ qos-guard verify (stderr): {text.stderr.strip()}")
@@ -293,6 +296,9 @@ def test_4_best_effort_runs_misaligned_and_the_agent_says_so(node: Node, agent: 
         text = verify(node, "--sys-root", str(two_numa), f"{ns}/misaligned", fmt="text")
         assert text.returncode == 1 and "MISALIGNED" in text.stdout
         report(f"placement 4: best-effort ran {ns}/misaligned; Event NUMAMisaligned: {event['message']}")
+        for line in metrics_text(c).splitlines():
+            if line.startswith("qos_guard_container_") and 'pod="misaligned"' in line:
+                report(f"placement 4: agent /metrics: {line}")
         for line in text.stdout.splitlines():
             report(f"placement 4: $ qos-guard verify --sys-root FAKE {ns}/misaligned: {line}")
         delete_and_release(node, ns, "pod", "misaligned", [obj["metadata"]["uid"]])

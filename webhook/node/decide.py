@@ -136,6 +136,14 @@ class Placement:
         return f"{self.namespace}/{self.pod}/{self.container}"
 
 
+def size_text(n: int) -> str:
+    """Bytes as people write them in a Pod spec: 67108864 -> 64Mi (exact binary units only, else bytes)."""
+    for unit, shift in (("Ti", 40), ("Gi", 30), ("Mi", 20), ("Ki", 10)):
+        if n and n % (1 << shift) == 0:
+            return f"{n >> shift}{unit}"
+    return str(n)
+
+
 def _nodes(nodes: frozenset[int]) -> str:
     return format_list(nodes) if nodes else "none"
 
@@ -204,7 +212,7 @@ def decide(pod: PodInfo, alloc: ContainerAllocation, allocatable: Allocatable, c
     all_numa = placement.numa
     aligned = len(all_numa) == 1
     parts = [f"CPUs {format_list(cpus)} on NUMA {_nodes(numa)}"]
-    parts += [f"{m.kind} {m.size} bytes on NUMA {_nodes(m.numa)}" for m in alloc.memory]
+    parts += [f"{m.kind} {size_text(m.size)} on NUMA {_nodes(m.numa)}" for m in alloc.memory]
     parts += [f"{d.resource} {','.join(d.ids)} on NUMA {_nodes(d.numa)}" for d in alloc.devices]
     where = ", ".join(parts)
     if aligned:
