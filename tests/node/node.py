@@ -245,7 +245,6 @@ def _ready_node(c: Cluster) -> bool:
 def running_node(folder: Path) -> Iterator[Node]:
     """Start the control plane, containerd, kubelet, scheduler and controller manager; tear all down on exit."""
     subprocess.run(["bash", str(ROOT / "hack" / "node-deps.sh")], check=True, timeout=900)
-    had_kubelet_dir = DEVICE_PLUGINS.parent.exists()
     tools = {name: binary(name) for name in NODE_TOOLS}
     images = build_images()
     folder.mkdir(parents=True, exist_ok=True)
@@ -267,7 +266,7 @@ def running_node(folder: Path) -> Iterator[Node]:
     apiserver_args = ["--enable-aggregator-routing=true", "--kubelet-preferred-address-types=InternalIP"]
     with contextlib.ExitStack() as stack:
         stack.callback(_cleanup_host, folder)
-        stack.callback(_cleanup_device_plugins, had_kubelet_dir)
+        stack.callback(_cleanup_device_plugins)
         # A shared mount, so a kubelet restarted in a mount namespace of its own (restart_kubelet's fake NUMA
         # layout) still propagates the volumes it mounts here to containerd, which lives in this one.
         kubelet_root.mkdir(parents=True, exist_ok=True)
@@ -331,17 +330,16 @@ def _shutdown(procs: dict[str, subprocess.Popen[bytes]], c: Cluster, folder: Pat
         stop_process(kubelet)
 
 
-def _cleanup_device_plugins(had_kubelet_dir: bool) -> None:
+def _cleanup_device_plugins() -> None:
     """What kubelet (its registration socket, checkpoint) and the tests' device plugin left in the fixed
-    /var/lib/kubelet/device-plugins; /var/lib/kubelet itself when this run made it."""
+    /var/lib/kubelet/device-plugins; the folders themselves when nothing else is in them."""
     if DEVICE_PLUGINS.is_dir():
         for entry in DEVICE_PLUGINS.iterdir():
             if entry.name == "kubelet.sock" or entry.name.startswith(("qos-guard", "kubelet_internal_checkpoint")):
                 entry.unlink(missing_ok=True)
-    if not had_kubelet_dir:
+    for folder in (DEVICE_PLUGINS, DEVICE_PLUGINS.parent):
         with contextlib.suppress(OSError):
-            DEVICE_PLUGINS.rmdir()
-            DEVICE_PLUGINS.parent.rmdir()
+            folder.rmdir()
 
 
 def _remove_containers(ctr: str, folder: Path) -> None:
