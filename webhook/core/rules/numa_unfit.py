@@ -59,16 +59,16 @@ def check(pod: PodSpec, policy: Policy) -> list[Violation]:
             needs.update(c.devices)
             over = _overflow(needs, numa)
             if over:
-                found.append(Violation(RULE_ID, block.path, UNFIT(label=block.label, total="", over=", ".join(over)),
-                                       c.name))
+                found.append(Violation(block.path, UNFIT(label=block.label, total="", over=", ".join(over)),
+                                       c.name, rule=RULE_ID))
         return found
     total = effective_requests(pod.containers, pod.init_containers)
     if pod.pod_level is not None:
         total.update({k: a.milli for k, a in pod.pod_level.requests.items() if a.positive})
     over = _overflow(total, numa)
     if over:
-        found.append(Violation(RULE_ID, pod.path, UNFIT(label=f"pod ({dotted(pod.path)})", total=IN_TOTAL,
-                                                        over=", ".join(over))))
+        found.append(Violation(pod.path, UNFIT(label=f"pod ({dotted(pod.path)})", total=IN_TOTAL,
+                                                        over=", ".join(over)), rule=RULE_ID))
     return found
 
 

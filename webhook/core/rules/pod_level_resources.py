@@ -20,7 +20,7 @@ def check(pod: PodSpec, policy: Policy) -> list[Violation]:
     level = pod.pod_level
     if level is None or not level.sets_compute() or policy.pod_level_resources == ALLOW:
         return []
-    return [Violation(RULE_ID, level.path, SKIPPED(label=level.label))]
+    return [Violation(level.path, SKIPPED(label=level.label), rule=RULE_ID)]
 
 
 def to_cel(mutated: bool) -> str:

@@ -21,8 +21,8 @@ def _scan(block: Block) -> list[Violation]:
             continue
         if request.milli == limit.milli:
             continue
-        found.append(Violation(RULE_ID, request.path, DIFFERS(
-            label=block.label, resource=resource, request=request.show(), limit=limit.show()), block.container))
+        message = DIFFERS(label=block.label, resource=resource, request=request.show(), limit=limit.show())
+        found.append(Violation(request.path, message, block.container, rule=RULE_ID))
     return found
 
 

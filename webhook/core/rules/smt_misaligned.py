@@ -31,8 +31,8 @@ def check(pod: PodSpec, policy: Policy) -> list[Violation]:
             continue
         down, up = cpus - cpus % smt, cpus - cpus % smt + smt
         choice = USE_EITHER(low=down, high=up) if down else USE(n=up)
-        found.append(Violation(RULE_ID, amount.path, MISALIGNED(
-            label=block.label, kind=kind, cpus=cpus, smt=smt, choice=choice), c.name))
+        found.append(Violation(amount.path, MISALIGNED(
+            label=block.label, kind=kind, cpus=cpus, smt=smt, choice=choice), c.name, rule=RULE_ID))
     return found
 
 

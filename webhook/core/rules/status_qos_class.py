@@ -21,7 +21,7 @@ def check(pod: PodSpec, policy: Policy) -> list[Violation]:
     declared = pod.declared_qos
     if declared is None or declared == GUARANTEED or qos_class(pod) != GUARANTEED:
         return []
-    return [Violation(RULE_ID, (*pod.path[:-1], "status", "qosClass"), KEPT(declared=declared))]
+    return [Violation((*pod.path[:-1], "status", "qosClass"), KEPT(declared=declared), rule=RULE_ID)]
 
 
 def to_cel(mutated: bool) -> str:
