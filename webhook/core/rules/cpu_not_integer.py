@@ -50,4 +50,8 @@ def to_cel(mutated: bool) -> str:
                        choice=choice))
 
 
-RULE = Rule(RULE_ID, "a container's cpu is not a whole number of CPUs", check, to_cel)
+RULE = Rule(
+    RULE_ID, check=check, cel=to_cel,
+    summary="a container's cpu (its limit, or its request where no limit is set) is not a whole number of CPUs; "
+            "`policy.fractionalCPUContainers` exempts names",
+)

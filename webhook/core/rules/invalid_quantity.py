@@ -39,4 +39,8 @@ def check(pod: PodSpec, policy: Policy) -> list[Violation]:
     return [v for block in pod.blocks() for v in _scan(block)]
 
 
-RULE = Rule(RULE_ID, "a cpu or memory value is not a Kubernetes quantity", check, None)
+RULE = Rule(
+    RULE_ID, check=check, cel=None,
+    summary="a cpu or memory value is not a Kubernetes quantity, or is negative (the API server would refuse the "
+            "object)",
+)

@@ -56,4 +56,8 @@ def to_cel(mutated: bool) -> str:
                             MISSING.cel(label="f.b.label", what=what, fix=fix)))
 
 
-RULE = Rule(RULE_ID, "a container has no cpu or memory limit", check, to_cel)
+RULE = Rule(
+    RULE_ID, check=check, cel=to_cel,
+    summary="a container (init, sidecar or regular), or the pod-level block when present (even `{}`), has no "
+            "positive cpu or memory limit (zero counts as none)",
+)

@@ -15,7 +15,7 @@ from webhook.core.rules.base import Rule, Text, Violation
 RULE_ID = "numa-unfit"
 
 UNFIT = Text("{label}: {total}needs {over}; kubelet's single-numa-node policy would fail it with "
-             "TopologyAffinityError")
+            "TopologyAffinityError")
 OVER = Text("{need} (a NUMA node has {cap})")
 IN_TOTAL = "in total "
 
@@ -72,8 +72,12 @@ def check(pod: PodSpec, policy: Policy) -> list[Violation]:
     return found
 
 
-RULE = Rule(RULE_ID, "a container or the Pod needs more than one NUMA node has", check, None, severity="medium",
-            enabled=lambda policy: policy.numa is not None,
-            policy_refusal=f"policy.{NUMA.name}: {RULE_ID} is not available as an admission policy (the pod scope "
-                           "sums exact quantities over init containers and sidecars, which CEL cannot fold); use "
-                           f"the webhook (enforcement: webhook) or remove policy.{NUMA.name}")
+RULE = Rule(
+    RULE_ID, check=check, cel=None,
+    summary="with `policy.numa`, a container or the whole Pod needs more than one NUMA node has",
+    severity="medium",
+    enabled=lambda policy: policy.numa is not None,
+    policy_refusal=f"policy.{NUMA.name}: {RULE_ID} is not available as an admission policy (the pod scope "
+                   "sums exact quantities over init containers and sidecars, which CEL cannot fold); use the "
+                   f"webhook (enforcement: webhook) or remove policy.{NUMA.name}",
+)

@@ -28,4 +28,7 @@ def to_cel(mutated: bool) -> str:
                     SKIPPED.cel(label="variables.pod.label"))
 
 
-RULE = Rule(RULE_ID, "spec.resources sets pod-level cpu or memory", check, to_cel)
+RULE = Rule(
+    RULE_ID, check=check, cel=to_cel,
+    summary="`spec.resources` sets pod-level cpu or memory (`policy.podLevelResources: allow` to permit)",
+)

@@ -38,4 +38,7 @@ def to_cel(mutated: bool) -> str:
         DIFFERS.cel(label="f.b.label", resource="f.r", request="f.q", limit="f.l"))
 
 
-RULE = Rule(RULE_ID, "a cpu or memory request differs from its limit", check, to_cel)
+RULE = Rule(
+    RULE_ID, check=check, cel=to_cel,
+    summary="a cpu or memory request differs from its limit (after API-server defaulting)",
+)

@@ -35,4 +35,8 @@ def to_cel(mutated: bool) -> str:
                     KEPT.cel(declared="object.status.qosClass"))
 
 
-RULE = Rule(RULE_ID, "a Pod manifest carries status.qosClass other than Guaranteed", check, to_cel)
+RULE = Rule(
+    RULE_ID, check=check, cel=to_cel,
+    summary="a Pod manifest with a Guaranteed spec carries `status.qosClass` other than `Guaranteed`, which the "
+            "API server keeps on create (mutation removes it)",
+)
