@@ -106,9 +106,6 @@ class Choice(Kind):
     def json_schema(self) -> dict[str, Any]:
         return {"type": "string", "enum": list(self.choices)}
 
-    def cel(self, text: str) -> str:
-        return text
-
 
 @dataclass(frozen=True)
 class Flag(Kind):
