@@ -4,8 +4,9 @@ either: what the node tests need to reproduce a Topology Manager refusal and a m
 ``fake_node_tree`` writes a /sys/devices/system/node look-alike splitting this machine's CPUs over two NUMA nodes
 (node 0: CPU 0, node 1: CPU 1): what cadvisor reads (``nodeN/cpuM`` links to ``../../cpu/cpuM``, ``cpulist``,
 ``cpumap``, ``distance``, ``meminfo``, ``hugepages/``) and the ``online``/``possible``/``has_*`` lists.
-``Node.restart_kubelet(wrapper=fake_numa_wrapper(...))`` bind-mounts it in the kubelet's own mount namespace; the
-agent reads the same tree through a sysfs-shaped folder (``fake_sysfs``) whose ``fs/cgroup`` is the host's cgroup hierarchy."""
+``Node.restart_kubelet(wrapper=fake_numa_wrapper(...))`` bind-mounts it in the kubelet's own mount namespace;
+the agent reads the same tree through a sysfs-shaped folder (``fake_sysfs``) whose ``fs/cgroup`` is the host's
+cgroup hierarchy."""
 
 from __future__ import annotations
 
