@@ -4,6 +4,8 @@ never a huge set built from a hostile ``0-4294967295``."""
 
 from __future__ import annotations
 
+from webhook.core.cpuset import CPUSet
+
 MAX_ID = 65_535  # CPU ids and NUMA node ids above this are refused (Linux's NR_CPUS tops out at 8192)
 MAX_TEXT = 64 * 1024  # a cpulist file longer than this is refused before it is parsed
 
@@ -32,19 +34,9 @@ def parse_list(text: str, what: str = "CPU list") -> frozenset[int]:
 
 
 def format_list(ids: frozenset[int] | set[int]) -> str:
-    """{0, 1, 2, 5} -> ``0-2,5`` (the kernel's own form, which people read in ``taskset -cp``)."""
-    out: list[str] = []
-    run: list[int] = []
-    for i in sorted(ids):
-        if run and i == run[-1] + 1:
-            run.append(i)
-            continue
-        if run:
-            out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
-        run = [i]
-    if run:
-        out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
-    return ",".join(out)
+    """{0, 1, 2, 5} -> ``0-2,5`` (the kernel's own form, which people read in ``taskset -cp``; kubelet's
+    ``CPUSet.String`` writes the same)."""
+    return str(CPUSet.of(ids))
 
 
 def _number(text: str) -> bool:
