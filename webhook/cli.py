@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from webhook import __version__
 from webhook.batch.report import FORMATS, render, summary_line
 from webhook.batch.runner import check_paths, fix_paths
+from webhook.cluster.pinning import DEFAULT_POOL_LABELS
 from webhook.core.config import ConfigError
 from webhook.core.engine import Mode
 from webhook.manifests.configfile import load_config
@@ -128,6 +129,43 @@ def cmd_audit(args: argparse.Namespace) -> int:
     return report.exit_code
 
 
+def cmd_nodes(args: argparse.Namespace) -> int:
+    from webhook.batch.nodes import build, render, summary_line
+    from webhook.cluster.client import ClusterError
+    from webhook.cluster.configz import NodeConfig, NodeInfo, NodeReader
+    from webhook.cluster.pinning import valid_pool_label
+
+    if args.names and args.selector is not None:
+        _err("nodes: give node names or -l SELECTOR, not both")
+        return EXIT_USAGE
+    pool_labels = args.pool_label or list(DEFAULT_POOL_LABELS)
+    bad = [label for label in pool_labels if not valid_pool_label(label)]
+    if bad:
+        _err(f"nodes: --pool-label {bad[0]!r} is not a label key (or PREFIX/* for every key under a prefix)")
+        return EXIT_USAGE
+    errors: list[str] = []
+    try:
+        reader = NodeReader(args.kubeconfig, args.context)
+        if args.names:
+            found = {name: reader.get(name) for name in dict.fromkeys(args.names)}
+            nodes = [n for n in found.values() if isinstance(n, NodeInfo)]
+            missing = [NodeConfig(NodeInfo(name), error=n) for name, n in found.items() if isinstance(n, str)]
+        else:
+            nodes, missing = reader.select(args.selector), []
+            if not nodes:
+                errors.append(f"no node matches -l {args.selector}" if args.selector else "the cluster has no node")
+        configs = reader.read(nodes) + missing
+    except ClusterError as exc:
+        hint = "; listing nodes needs list on nodes (the ClusterRole in the README)" if "403" in str(exc) else ""
+        _err(f"nodes: {exc}{hint}")
+        return EXIT_USAGE
+    report = build(sorted(configs, key=lambda c: c.node.name), pool_labels, errors)
+    sys.stdout.write(render(report, args.format))
+    if args.format == "text":
+        print(summary_line(report), file=sys.stderr)
+    return report.exit_code
+
+
 def cmd_policy(args: argparse.Namespace) -> int:
     from webhook.policies.generate import PolicyError, render
 
@@ -139,6 +177,79 @@ def cmd_policy(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     sys.stdout.write(text)
     return EXIT_OK
+
+
+def _node_paths(args: argparse.Namespace) -> tuple[Path, Path, Path]:
+    sys_root = Path(args.sys_root)
+    cgroup_root = Path(args.cgroup_root) if args.cgroup_root else sys_root / "fs" / "cgroup"
+    return Path(args.pod_resources_socket), sys_root, cgroup_root
+
+
+def cmd_agent(args: argparse.Namespace) -> int:
+    import os
+
+    from webhook.cluster.client import ClusterError
+    from webhook.cluster.reports import FLAVOURS
+    from webhook.node.agent import AgentOptions, run_agent
+
+    node = args.node or os.environ.get("NODE_NAME", "")
+    if not node:
+        _err("agent: no node name: pass --node or set NODE_NAME (the chart sets it from spec.nodeName)")
+        return EXIT_USAGE
+    if args.interval < 1:
+        _err("agent: --interval must be at least 1 second")
+        return EXIT_USAGE
+    host, _, port = args.metrics_bind.rpartition(":")
+    if not port.isdigit() or not 0 < int(port) < 65536:
+        _err(f"agent: --metrics-bind {args.metrics_bind!r} is not HOST:PORT")
+        return EXIT_USAGE
+    config = load_config(args.config)
+    socket, sys_root, cgroup_root = _node_paths(args)
+    opts = AgentOptions(node=node, socket=socket, sys_root=sys_root, cgroup_root=cgroup_root,
+                        interval=args.interval, metrics_host=host.strip("[]") or "0.0.0.0", metrics_port=int(port),
+                        kubeconfig=args.kubeconfig, report=FLAVOURS[args.report] if args.report else None,
+                        fractional_allowed=tuple(config.policy.fractional_cpu_containers),
+                        events=not args.no_events)
+    try:
+        return run_agent(opts)
+    except ClusterError as exc:
+        _err(f"agent: {exc}")
+        return EXIT_USAGE
+    except OSError as exc:  # the metrics port
+        _err(f"agent: cannot listen on {args.metrics_bind}: {exc.strerror or exc} (--metrics-bind)")
+        return EXIT_USAGE
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from webhook.cluster.client import ClusterError, Lister
+    from webhook.node.kubelet import PodResourcesClient, PodResourcesError
+    from webhook.node.observe import observe
+    from webhook.node.sysfs import SysfsError
+    from webhook.node.verify import render_json, render_text, summary_line
+
+    only: list[tuple[str, str]] = []
+    for ref in args.pods:
+        ns, sep, name = ref.partition("/")
+        if not sep or not ns or not name or "/" in name:
+            _err(f"verify: {ref!r} is not NAMESPACE/POD")
+            return EXIT_USAGE
+        only.append((ns, name))
+    config = load_config(args.config)
+    socket, sys_root, cgroup_root = _node_paths(args)
+    try:
+        api = Lister(args.kubeconfig)
+        with PodResourcesClient(socket) as kubelet:
+            snap = observe(kubelet, api, sys_root, cgroup_root, args.node or None, only or None,
+                           config.policy.fractional_cpu_containers)
+    except (PodResourcesError, SysfsError, ClusterError) as exc:
+        _err(f"verify: {exc}")
+        return EXIT_USAGE
+    sys.stdout.write(render_json(snap) if args.format == "json" else render_text(snap))
+    if args.format == "text":
+        print(summary_line(snap), file=sys.stderr)
+    if any(p.problems for p in snap.placements):
+        return EXIT_VIOLATIONS
+    return EXIT_USAGE if snap.errors else EXIT_OK
 
 
 class _TerminalProgress:
@@ -225,6 +336,23 @@ def build_parser() -> argparse.ArgumentParser:
                             "each run: openreports.io/v1alpha1 Report, or wgpolicyk8s.io/v1alpha2 PolicyReport")
     audit.set_defaults(func=cmd_audit)
 
+    nodes = sub.add_parser(
+        "nodes", help="whether each node's kubelet is set up to pin (CPU, Memory and Topology Managers)",
+        description="Read each node's kubelet configuration through the API server (GET "
+                    "/api/v1/nodes/NAME/proxy/configz, which needs get on nodes/proxy) and say whether it pins: "
+                    "cpuManagerPolicy static with reserved CPUs, and topologyManagerPolicy not none. Exit 1 when "
+                    "a node cannot pin, else 2 when one could not be read, else 0.")
+    nodes.add_argument("names", nargs="*", metavar="NODE", help="only these nodes (default: every node)")
+    nodes.add_argument("-l", "--selector", metavar="SELECTOR",
+                       help="only nodes with these labels, as kubectl -l (e.g. pool=inference)")
+    nodes.add_argument("--pool-label", action="append", metavar="KEY",
+                       help="a label naming a node pool whose nodes must pin alike (repeatable; PREFIX/* for every "
+                            f"key under PREFIX). Default: {', '.join(DEFAULT_POOL_LABELS)}")
+    nodes.add_argument("--format", choices=FORMATS, default="text")
+    nodes.add_argument("--kubeconfig", help="kubeconfig (default: in-cluster, else $KUBECONFIG or ~/.kube/config)")
+    nodes.add_argument("--context", help="the kubeconfig context to use (default: its current context)")
+    nodes.set_defaults(func=cmd_nodes)
+
     policy = sub.add_parser("policy", help="print ValidatingAdmissionPolicy and MutatingAdmissionPolicy YAML "
                                            "enforcing the rules inside the API server (no webhook)")
     policy.add_argument("--config", help="configuration file (docs/contract.md#configuration)")
@@ -235,6 +363,36 @@ def build_parser() -> argparse.ArgumentParser:
     policy.add_argument("--namespace", default="qos-guard",
                         help="namespace of the parameters ConfigMap, never judged (default qos-guard)")
     policy.set_defaults(func=cmd_policy)
+
+    def node_flags(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--pod-resources-socket", default="/var/lib/kubelet/pod-resources/kubelet.sock",
+                       help="kubelet's PodResources socket (default /var/lib/kubelet/pod-resources/kubelet.sock)")
+        p.add_argument("--sys-root", default="/sys", help="where the host's sysfs is (default /sys)")
+        p.add_argument("--cgroup-root", help="where the host's cgroup hierarchy is (default SYS_ROOT/fs/cgroup)")
+        p.add_argument("--kubeconfig", help="kubeconfig (default: in-cluster, else $KUBECONFIG or ~/.kube/config)")
+        p.add_argument("--config", help="configuration file: policy.fractionalCPUContainers run in the shared "
+                                        "pool by choice and are not a problem")
+
+    agent = sub.add_parser("agent", help="node agent (DaemonSet): metrics, Events and reports on where kubelet "
+                                         "placed each pinned container")
+    node_flags(agent)
+    agent.add_argument("--node", help="this node's name (default $NODE_NAME)")
+    agent.add_argument("--interval", type=float, default=30, help="seconds between looks (default 30)")
+    agent.add_argument("--metrics-bind", default="0.0.0.0:8080", help="plain HTTP /metrics (default 0.0.0.0:8080)")
+    agent.add_argument("--report", choices=["openreports", "policyreport"],
+                       help="also write results, one report per namespace and node, replaced when they change")
+    agent.add_argument("--no-events", action="store_true", help="no Kubernetes Events on the Pods")
+    agent.set_defaults(func=cmd_agent)
+
+    verify = sub.add_parser("verify", help="on a node: is each pinned container exclusive and on one NUMA node "
+                                           "with its memory and devices?")
+    node_flags(verify)
+    verify.add_argument("pods", nargs="*", metavar="NAMESPACE/POD",
+                        help="only these Pods (read with PodResources Get); default every Pod of an opted-in "
+                             "namespace on this node")
+    verify.add_argument("--node", help="this node's name (default: the Pods kubelet lists, matched by name)")
+    verify.add_argument("--format", choices=["text", "json"], default="text")
+    verify.set_defaults(func=cmd_verify)
     return parser
 
 

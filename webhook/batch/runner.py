@@ -101,6 +101,7 @@ def fix_paths(paths: Sequence[str], config: Config, output: Path | None,
               print_line: Callable[[str], None]) -> FixTally:
     """``qos-guard fix``: apply the mutation to every manifest file under ``paths``, one line per change,
     per violation left and per file that could not be fixed (escaped: names come from the files)."""
+    from webhook.batch.files import NotFixed
     from webhook.batch.rewrite import fix_file  # ruamel.yaml is imported by fix alone
 
     def out(line: str) -> None:
@@ -118,9 +119,10 @@ def fix_paths(paths: Sequence[str], config: Config, output: Path | None,
                 out(f"{item.file}: error: {item.message}")
                 tally.errors += 1
                 continue
-            result = fix_file(item, config, output, root)
-            if result.error is not None:
-                out(f"{item}: error: {result.error}")
+            try:
+                result = fix_file(item, config, output, root)
+            except NotFixed as exc:
+                out(f"{item}: error: {exc.render()}")
                 tally.errors += 1
                 continue
             tally.changed += bool(result.changes)

@@ -22,7 +22,7 @@ DEFAULTS = Text("set resources.limits.{resource} (the request defaults to it)")
 def _scan(block: Block) -> list[Violation]:
     if block.container is None and not block.requests and not block.limits:
         # ``resources: {}`` (or hugepages only): present at all, the pod-level block decides the class alone.
-        return [Violation(RULE_ID, block.path, EMPTY_POD_BLOCK(label=block.label))]
+        return [Violation(block.path, EMPTY_POD_BLOCK(label=block.label), rule=RULE_ID)]
     found = []
     for resource in COMPUTE:
         if not block.clean(resource):
@@ -36,8 +36,8 @@ def _scan(block: Block) -> list[Violation]:
             fix = FROM_REQUEST(resource=resource, request=request.show())
         else:
             fix = DEFAULTS(resource=resource)
-        found.append(Violation(RULE_ID, (*block.path, "limits", resource),
-                               MISSING(label=block.label, what=what, fix=fix), block.container))
+        found.append(Violation((*block.path, "limits", resource),
+                               MISSING(label=block.label, what=what, fix=fix), block.container, rule=RULE_ID))
     return found
 
 
@@ -56,4 +56,8 @@ def to_cel(mutated: bool) -> str:
                             MISSING.cel(label="f.b.label", what=what, fix=fix)))
 
 
-RULE = Rule(RULE_ID, "a container has no cpu or memory limit", check, to_cel)
+RULE = Rule(
+    RULE_ID, check=check, cel=to_cel,
+    summary="a container (init, sidecar or regular), or the pod-level block when present (even `{}`), has no "
+            "positive cpu or memory limit (zero counts as none)",
+)

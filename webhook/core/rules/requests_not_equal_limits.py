@@ -21,8 +21,8 @@ def _scan(block: Block) -> list[Violation]:
             continue
         if request.milli == limit.milli:
             continue
-        found.append(Violation(RULE_ID, request.path, DIFFERS(
-            label=block.label, resource=resource, request=request.show(), limit=limit.show()), block.container))
+        message = DIFFERS(label=block.label, resource=resource, request=request.show(), limit=limit.show())
+        found.append(Violation(request.path, message, block.container, rule=RULE_ID))
     return found
 
 
@@ -38,4 +38,7 @@ def to_cel(mutated: bool) -> str:
         DIFFERS.cel(label="f.b.label", resource="f.r", request="f.q", limit="f.l"))
 
 
-RULE = Rule(RULE_ID, "a cpu or memory request differs from its limit", check, to_cel)
+RULE = Rule(
+    RULE_ID, check=check, cel=to_cel,
+    summary="a cpu or memory request differs from its limit (after API-server defaulting)",
+)
