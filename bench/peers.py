@@ -501,8 +501,9 @@ def write(result: dict[str, Any], out: Path) -> None:
               f"{corr['accepted_by_api_server']} of them the API server accepts, and Kubernetes' own code (the "
               f"oracle) stores {corr['should_allow']} of those Guaranteed with every container pinned. Right = "
               "allowed exactly those. Each tool reads the same JSON the oracle judged, one file per object. The "
-              "last column counts the misses on objects where qos-guard deliberately differs (values beyond kubelet's int64 "
-              "arithmetic, a forged `status.qosClass: Guaranteed`; tests/fidelity/divergences.py).", "",
+              "last column counts the misses on objects where qos-guard deliberately differs (values beyond "
+              "kubelet's int64 arithmetic, a forged `status.qosClass: Guaranteed`; tests/fidelity/divergences.py).",
+              "",
               "| tool | right | share | allowed wrongly | denied wrongly | misses on qos-guard's documented "
               "divergences |", "| --- | ---: | ---: | ---: | ---: | ---: |"]
     for tool in ("qos-guard check", "Kyverno CLI"):
