@@ -39,7 +39,8 @@ def available() -> str | None:
         return "not root: cannot make a memory cgroup"
     if (V1 / "memory.limit_in_bytes").exists():
         return None
-    if "memory" in (V2 / "cgroup.controllers").read_text().split() if (V2 / "cgroup.controllers").exists() else ():
+    controllers = V2 / "cgroup.controllers"
+    if controllers.exists() and "memory" in controllers.read_text().split():
         return None
     return "no cgroup memory controller (v1 or v2) on this machine"
 
