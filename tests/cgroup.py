@@ -39,10 +39,10 @@ def available() -> str | None:
         return "not root: cannot make a memory cgroup"
     if (V1 / "memory.limit_in_bytes").exists():
         return None
-    controllers = V2 / "cgroup.controllers"
-    if controllers.exists() and "memory" in controllers.read_text().split():
+    children = V2 / "cgroup.subtree_control"  # v2: the controller must be enabled for child groups
+    if children.exists() and "memory" in children.read_text().split():
         return None
-    return "no cgroup memory controller (v1 or v2) on this machine"
+    return "no cgroup memory controller for child groups (v1, or v2's subtree_control) on this machine"
 
 
 @dataclass
