@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -38,13 +39,30 @@ class Server:
         return requests.post(self.url + path, data=data, verify=self.ca, timeout=10,
                              headers={"Content-Type": "application/json"}, **kw)
 
+    def workers(self) -> set[int]:
+        """The gunicorn workers' pids (the master's children)."""
+        try:
+            return {int(pid) for pid in
+                    Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children").read_text().split()}
+        except OSError:
+            return set()
+
     def stop(self) -> None:
+        """SIGTERM, as kubelet stops a Pod; when it returns no process of this server is left to answer (a
+        master killed after the timeout no longer leaves its workers serving on their connections)."""
         if self.proc.poll() is None:
+            workers = self.workers()
             self.proc.send_signal(signal.SIGTERM)
             try:
                 self.proc.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
+                self.proc.wait()
+            command = "\0".join(str(a) for a in self.proc.args) + "\0"
+            for pid in workers:  # still there, and still ours (a pid can be reused)
+                with contextlib.suppress(OSError):
+                    if Path(f"/proc/{pid}/cmdline").read_text() == command:
+                        os.kill(pid, signal.SIGKILL)
 
 
 def start_server(folder: Path, *extra: str, certs: bool = True, cert_dir: Path | None = None) -> Server:

@@ -320,8 +320,16 @@ def serve(opts: ServeOptions) -> int:
         "worker_exit": _flush_decision_log,
         "proc_name": "qos-guard",
     }
+    if opts.worker_model == "gevent":
+        from webhook.serving.worker import hold_stop_signals_across_fork
+
+        hold_stop_signals_across_fork()
+    master = os.getpid()
     try:
         _Gunicorn(options, lambda: _worker_app(config, own_namespace, opts.noop)).run()
     finally:
-        shutil.rmtree(metrics_dir, ignore_errors=True)
+        # A worker's exit (sys.exit) unwinds through this frame too, forked with it: only the master owns the
+        # folder; removed by a worker, its replacement could not boot and the whole server halted.
+        if os.getpid() == master:
+            shutil.rmtree(metrics_dir, ignore_errors=True)
     return 0
