@@ -6,13 +6,17 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from webhook import __version__
 from webhook.batch.report import FORMATS, Location, Report, render, skipped_text, summary_line
 from webhook.batch.runner import check_paths, fix_paths
-from webhook.core.config import ConfigError, load_config
+from webhook.core.config import ConfigError
 from webhook.core.engine import Mode
+from webhook.manifests.configfile import load_config
+
+if TYPE_CHECKING:
+    from webhook.serving.options import ServeOptions
 
 EXIT_OK, EXIT_VIOLATIONS, EXIT_USAGE = 0, 1, 2
 
@@ -63,18 +67,22 @@ def _write_out(text: str) -> None:
     sys.stdout.write(text)
 
 
-def cmd_serve(args: argparse.Namespace) -> int:
-    from webhook.serving.server import ServeError, ServeOptions, serve
+def serve_options(args: argparse.Namespace) -> ServeOptions:
+    """``serve``'s flags as ``ServeOptions`` (bench/serve.py reads the same flags, and a few of its own)."""
+    from webhook.serving.options import ServeError, ServeOptions
 
-    if args.workers < 1 or args.threads < 1 or args.connections < 1:
-        _err("--workers, --connections and --threads must be at least 1")
-        return EXIT_USAGE
+    if args.workers < 1 or args.connections < 1:
+        raise ServeError("--workers and --connections must be at least 1")
+    return ServeOptions(bind=args.bind, metrics_bind=args.metrics_bind, workers=args.workers,
+                        connections=args.connections, config=args.config, cert_file=args.cert_file,
+                        key_file=args.key_file)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from webhook.serving.server import ServeError, serve
+
     try:
-        return serve(ServeOptions(bind=args.bind, metrics_bind=args.metrics_bind, workers=args.workers,
-                                  threads=args.threads, connections=args.connections,
-                                  worker_model=args.worker_model,
-                                  config=args.config, cert_file=args.cert_file, key_file=args.key_file,
-                                  noop=args.enable_noop))
+        return serve(serve_options(args))
     except ServeError as exc:
         _err(str(exc))
         return EXIT_USAGE
@@ -196,6 +204,20 @@ def _command(sub: Any, name: str, summary: str, epilog: str | None = None) -> ar
     return parser
 
 
+def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
+    """``serve``'s flags (bench/serve.py adds its benchmark-only ones to the same)."""
+    serve.add_argument("--bind", default="0.0.0.0:8443", help="TLS address (default 0.0.0.0:8443)")
+    serve.add_argument("--metrics-bind", default="0.0.0.0:8080",
+                       help="plain HTTP address for /metrics, /healthz, /readyz (default 0.0.0.0:8080)")
+    serve.add_argument("--workers", type=int, default=2, help="gunicorn worker processes (default 2)")
+    serve.add_argument("--connections", type=int, default=1000,
+                       help="open connections per worker, idle or stalled ones included; more wait in the "
+                            "listen backlog (default 1000)")
+    serve.add_argument("--config", help="configuration file (docs/contract.md#configuration)")
+    serve.add_argument("--cert-file", help="serving certificate (PEM); default: a local CA under ./certs")
+    serve.add_argument("--key-file", help="private key of --cert-file (PEM)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="qos-guard",
@@ -212,7 +234,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="judge as a namespace in this mode would be: enforce (what would be refused), mutate "
                             "(what the webhook would patch, as notices, and what it would still refuse) or warn "
                             "(report, never fail) (default enforce)")
-    check.add_argument("--config", help="configuration file (see docs/contract.md, Configuration)")
+    check.add_argument("--config", help="configuration file (docs/contract.md#configuration)")
     check.add_argument("--format", choices=FORMATS, default="text",
                        help="text (file:line: Kind/name: rule: message), json, sarif (2.1.0, code scanning), "
                             "junit (one test case per object) or github (workflow annotations) (default text)")
@@ -229,26 +251,13 @@ def build_parser() -> argparse.ArgumentParser:
     fix.add_argument("--dry-run", action="store_true",
                      help="write nothing: print a unified diff of what would change on stdout (apply it with "
                           "patch -p1 or git apply), the changes and what is left on stderr")
-    fix.add_argument("--config", help="configuration file (see docs/contract.md, Configuration)")
+    fix.add_argument("--config", help="configuration file (docs/contract.md#configuration)")
     fix.set_defaults(func=cmd_fix)
 
     serve = _command(sub, "serve", "run the admission webhook (gunicorn, TLS)",
                      "exit codes:\n  0  stopped by SIGTERM or SIGINT (requests in flight finished)\n"
                      "  2  wrong usage, bad configuration, unusable certificate files or a port in use")
-    serve.add_argument("--bind", default="0.0.0.0:8443", help="TLS address (default 0.0.0.0:8443)")
-    serve.add_argument("--metrics-bind", default="0.0.0.0:8080",
-                       help="plain HTTP address for /metrics, /healthz, /readyz (default 0.0.0.0:8080)")
-    serve.add_argument("--workers", type=int, default=2, help="gunicorn worker processes (default 2)")
-    serve.add_argument("--connections", type=int, default=1000,
-                       help="open connections per worker, idle or stalled ones included; more wait in the "
-                            "listen backlog (default 1000)")
-    serve.add_argument("--threads", type=int, default=4, help=argparse.SUPPRESS)  # --worker-model gthread only
-    serve.add_argument("--worker-model", choices=("gevent", "gthread"), default="gevent",
-                       help=argparse.SUPPRESS)  # gthread: the former model, for bench/ comparisons only
-    serve.add_argument("--config", help="configuration file (SPEC §4)")
-    serve.add_argument("--cert-file", help="serving certificate (PEM); default: a local CA under ./certs")
-    serve.add_argument("--key-file", help="private key of --cert-file (PEM)")
-    serve.add_argument("--enable-noop", action="store_true", help=argparse.SUPPRESS)  # benchmarks only
+    add_serve_arguments(serve)
     serve.set_defaults(func=cmd_serve)
 
     certs = _command(sub, "certs", "write a CA and a serving certificate; print the caBundle",
@@ -275,7 +284,7 @@ def build_parser() -> argparse.ArgumentParser:
     scope.add_argument("--namespace", "-n", action="append", metavar="NS", help="only this namespace (repeatable)")
     audit.add_argument("--mode", choices=[m.value for m in Mode], default=Mode.ENFORCE.value,
                        help="judge as this mode (default enforce: what would be refused today)")
-    audit.add_argument("--config", help="configuration file (SPEC §4)")
+    audit.add_argument("--config", help="configuration file (docs/contract.md#configuration)")
     audit.add_argument("--format", choices=FORMATS, default="text")
     audit.add_argument("--kubeconfig", help="kubeconfig (default: in-cluster, else $KUBECONFIG or ~/.kube/config)")
     audit.add_argument("--page-size", type=int, default=500, help="objects per list request (default 500)")
@@ -288,7 +297,7 @@ def build_parser() -> argparse.ArgumentParser:
                                      "the rules inside the API server (no webhook)",
                       "exit codes:\n  0  printed\n  2  wrong usage, bad configuration, or a setting CEL cannot "
                       "express (named)")
-    policy.add_argument("--config", help="configuration file (SPEC §4)")
+    policy.add_argument("--config", help="configuration file (docs/contract.md#configuration)")
     policy.add_argument("--mode", choices=["enforce", "mutate", "warn", "all"], default="all",
                         help="which namespace mode's policies to print (default all)")
     policy.add_argument("--api-version", choices=["v1"], default="v1",

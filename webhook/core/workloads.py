@@ -16,18 +16,24 @@ from webhook.core.fieldpath import FieldPath, Segment
 from webhook.core.podspec import ManifestError, PodSpec, build_pod_spec
 
 _TEMPLATE = ("spec", "template", "spec")
+POD = "Pod"
 
 
 @dataclass(frozen=True, slots=True)
 class Kind:
     """A judged kind: its API group/version and plural (as discovery names them), where its pod spec is,
-    and whether it controls Pods (then ``audit`` reports its Pods through it, once per template)."""
+    and whether it controls Pods (then ``audit`` reports its Pods through it, once per template).
+
+    ``operations`` are the requests judged on the object itself, ``subresources`` the judged subresource
+    requests (a Pod is judged once, when created; a template on every change; a Pod's resize too)."""
 
     kind: str
     api_version: str
     plural: str
     spec_path: tuple[str, ...]
     controller: bool
+    operations: tuple[str, ...] = ("CREATE", "UPDATE")
+    subresources: tuple[tuple[str, str], ...] = ()
 
     @property
     def group(self) -> str:
@@ -35,7 +41,7 @@ class Kind:
 
 
 KINDS: dict[str, Kind] = {k.kind: k for k in (
-    Kind("Pod", "v1", "pods", ("spec",), False),
+    Kind(POD, "v1", "pods", ("spec",), False, ("CREATE",), (("resize", "UPDATE"),)),
     Kind("ReplicationController", "v1", "replicationcontrollers", _TEMPLATE, True),
     Kind("PodTemplate", "v1", "podtemplates", ("template", "spec"), False),
     Kind("Deployment", "apps/v1", "deployments", _TEMPLATE, True),
@@ -94,14 +100,14 @@ def walk(obj: Any, where: FieldPath = ()) -> Iterator[Target | str]:
         for i, item in enumerate(items):
             yield from walk(item, (*where, "items", i))
         return
-    judged = KINDS.get(kind)
-    if judged is None:
+    known = KINDS.get(kind)
+    if known is None:
         yield kind
         return
     name, namespace = _meta(obj, where)
     node: Any = obj
     walked: FieldPath = where
-    for key in judged.spec_path:
+    for key in known.spec_path:
         node = node.get(key)
         walked = (*walked, key)
         if node is None:
@@ -109,7 +115,7 @@ def walk(obj: Any, where: FieldPath = ()) -> Iterator[Target | str]:
             return
         if not isinstance(node, Mapping):
             raise ManifestError(walked, "expected a mapping")
-    yield Target(kind, name, namespace, walked, node, obj.get("status") if kind == "Pod" else None)
+    yield Target(kind, name, namespace, walked, node, obj.get("status") if kind == POD else None)
 
 
 def find_targets(obj: Any, where: FieldPath = ()) -> Iterator[Target]:
@@ -117,4 +123,14 @@ def find_targets(obj: Any, where: FieldPath = ()) -> Iterator[Target]:
     return (t for t in walk(obj, where) if isinstance(t, Target))
 
 
-__all__ = ["CONTROLLERS", "KINDS", "Kind", "Segment", "Target", "find_targets", "walk"]
+def judged(kind: str, operation: str, subresource: str = "") -> bool:
+    """Whether a request for ``kind`` (``operation`` on the object or its ``subresource``) is judged."""
+    found = KINDS.get(kind)
+    if found is None:
+        return False
+    if subresource:
+        return (subresource, operation) in found.subresources
+    return operation in found.operations
+
+
+__all__ = ["CONTROLLERS", "KINDS", "POD", "Kind", "Segment", "Target", "find_targets", "judged", "walk"]
