@@ -103,7 +103,8 @@ class Server:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-            command = "\0".join(str(a) for a in self.proc.args) + "\0"
+            args = self.proc.args
+            command = "\0".join(str(a) for a in (args if isinstance(args, list) else [args])) + "\0"
             for pid in workers:  # still there, and still ours (a pid can be reused)
                 with contextlib.suppress(OSError):
                     if Path(f"/proc/{pid}/cmdline").read_text() == command:
