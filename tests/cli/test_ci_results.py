@@ -50,16 +50,17 @@ def test_an_admission_review_is_counted_as_skipped_and_named(qos_guard: Run) -> 
 def test_skipped_documents_are_counted_by_reason(qos_guard: Run, tmp_path: Path) -> None:
     (tmp_path / "mixed.yaml").write_text(
         GOOD + "---\nkind: Service\nmetadata: {name: s}\n---\nkind: Service\nmetadata: {name: t}\n"
-        "---\nmetadata: {name: no-kind}\n---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {name: patch}\n"
+        "---\nmetadata: {name: no-kind}\n---\nmetadata: {name: no-kind-either}\n"
+        "---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {name: patch}\n"
         "spec: {replicas: 3}\n")
     out = qos_guard("check", str(tmp_path))
     assert out.returncode == 0
     assert out.stderr.strip().endswith(
         "1 objects checked, 0 violations, 0 errors (enforce mode); skipped: 2 Service, "
-        "1 Deployment without a pod template, 1 document without a kind")
+        "2 documents without a kind, 1 Deployment without a pod template")
     report = json.loads(qos_guard("check", str(tmp_path), "--format", "json").stdout)
     assert report["summary"]["skipped"] == {"Service": 2, "Deployment without a pod template": 1,
-                                            "document without a kind": 1}
+                                            "document without a kind": 2}
 
 
 def test_a_helm_chart_is_one_error_that_says_render_it_first(qos_guard: Run) -> None:

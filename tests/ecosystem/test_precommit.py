@@ -107,4 +107,4 @@ def test_check_fails_a_bad_manifest_and_passes_it_once_fixed(clone: Path, tmp_pa
     _git(repo, "add", "-A")
     other = _pre_commit(repo, home, "run", "qos-guard-check")
     assert other.returncode == 0, other.stdout + other.stderr
-    assert "skipped: 1 document without a kind" in other.stdout
+    assert "skipped: 2 documents without a kind" in other.stdout  # workflow.yaml, .pre-commit-config.yaml

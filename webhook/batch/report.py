@@ -186,8 +186,12 @@ def _text(report: Report) -> str:
 
 
 def skipped_text(skipped: Counter[str]) -> str:
-    """``1 AdmissionReview, 3 Service``: most frequent first."""
-    return ", ".join(f"{n} {reason}" for reason, n in sorted(skipped.items(), key=lambda kv: (-kv[1], kv[0])))
+    """``3 Service, 2 documents without a kind, 1 AdmissionReview``: most frequent first."""
+    def counted(reason: str, n: int) -> str:
+        plural = n > 1 and reason.startswith("document ")
+        return f"{n} {'documents' + reason.removeprefix('document') if plural else reason}"
+
+    return ", ".join(counted(reason, n) for reason, n in sorted(skipped.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
 def summary_line(report: Report) -> str:
