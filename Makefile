@@ -21,8 +21,11 @@ install: $(STAMP)
 tools:
 	bash hack/build-tools.sh all
 
+# On this machine only (127.0.0.1), with a local CA in certs/localhost/; ARGS go last and win, e.g.
+# make run ARGS="--bind 0.0.0.0:8443 --config config.yaml".
+ARGS ?=
 run: install
-	$(BIN)/qos-guard serve
+	$(BIN)/qos-guard serve --bind 127.0.0.1:8443 --metrics-bind 127.0.0.1:8080 $(ARGS)
 
 lint: install
 	$(BIN)/ruff check webhook tests bench hack

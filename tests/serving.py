@@ -164,7 +164,7 @@ def start_server(folder: Path, *extra: str, certs: bool = True, cert_dir: Path |
         args += ["--cert-file", str(paths.cert), "--key-file", str(paths.key)]
         ca = str(paths.ca)
     else:
-        ca = str(folder / "certs" / "ca.crt")
+        ca = str(folder / "certs" / "localhost" / "ca.crt")
     path = os.pathsep.join(str(p) for p in (source, ROOT) if p is not None)
     return launch(folder, args, port, mport, ca, env={"PYTHONPATH": path})
 

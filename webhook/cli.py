@@ -214,7 +214,8 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
                        help="open connections per worker, idle or stalled ones included; more wait in the "
                             "listen backlog (default 1000)")
     serve.add_argument("--config", help="configuration file (docs/contract.md#configuration)")
-    serve.add_argument("--cert-file", help="serving certificate (PEM); default: a local CA under ./certs")
+    serve.add_argument("--cert-file", help="serving certificate (PEM); default: a local development CA for "
+                                           "localhost, made once in ./certs/localhost (never over other files)")
     serve.add_argument("--key-file", help="private key of --cert-file (PEM)")
 
 

@@ -36,7 +36,7 @@ def serving_serial(port: int, ca: str) -> int:
 def test_local_ca_created_once_and_reused(tmp_path: Path) -> None:
     server = start_server(tmp_path, certs=False)
     try:
-        certs = tmp_path / "certs"
+        certs = tmp_path / "certs" / "localhost"
         assert stat.S_IMODE((certs / "tls.key").stat().st_mode) == 0o600
         cert = x509.load_pem_x509_certificate((certs / "tls.crt").read_bytes())
         sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
@@ -202,6 +202,66 @@ def test_tls_below_1_2_refused_and_no_plain_http(tmp_path: Path) -> None:
             pass
     finally:
         server.stop()
+
+
+def test_make_run_never_overwrites_certificates_it_did_not_make(tmp_path: Path) -> None:
+    """After `qos-guard certs` (which writes certs/), `make run` replaced certs/ca.crt, tls.crt and tls.key with
+    localhost ones and left the old ca.key, which no longer matched. Now its local CA has its own folder, and
+    a folder holding someone else's files is refused, not written."""
+    made = subprocess.run([sys.executable, "-m", "webhook.cli", "certs", "--service", "qos-guard", "--namespace",
+                           "qos-guard"], cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False)
+    assert made.returncode == 0, made.stderr
+    theirs = {p.name: p.read_bytes() for p in (tmp_path / "certs").iterdir()}
+    assert set(theirs) == {"ca.crt", "ca.key", "tls.crt", "tls.key"}
+    server = start_server(tmp_path, certs=False)
+    try:
+        assert server.post("/validate", review(pod(guaranteed()))).status_code == 200  # the local CA serves
+    finally:
+        server.stop()
+    assert {p.name: p.read_bytes() for p in (tmp_path / "certs").iterdir() if p.is_file()} == theirs
+    local = tmp_path / "certs" / "localhost"
+    assert {p.name for p in local.iterdir()} == {"ca.crt", "tls.crt", "tls.key", "made-by-qos-guard-serve"}
+    # someone else's files where the local CA would go: refused with the way out, and left as they were
+    other = tmp_path / "elsewhere"
+    (other / "certs" / "localhost").mkdir(parents=True)
+    (other / "certs" / "localhost" / "tls.crt").write_text("mine\n")
+    out = run_serve(other)
+    assert out.returncode == 2 and "holds files qos-guard serve did not make (tls.crt)" in out.stderr
+    assert "--cert-file and --key-file" in out.stderr and "Traceback" not in out.stderr
+    assert (other / "certs" / "localhost" / "tls.crt").read_text() == "mine\n"
+
+
+def test_make_run_binds_localhost_and_passes_args(tmp_path: Path) -> None:
+    """`make run` bound 0.0.0.0 while the README said localhost, and nothing could be passed to it."""
+    root = Path(__file__).resolve().parents[2]
+    port, mport = free_port(), free_port()
+    dry = subprocess.run(["make", "-n", "--no-print-directory", "-C", str(root), "run", f"ARGS=--bind 127.0.0.1:{port} --metrics-bind "
+                          f"127.0.0.1:{mport} --workers 1"], capture_output=True, text=True, timeout=60, check=False)
+    assert dry.returncode == 0, dry.stderr
+    command = dry.stdout.strip().splitlines()[-1].split()
+    assert command[1:6] == ["serve", "--bind", "127.0.0.1:8443", "--metrics-bind", "127.0.0.1:8080"]
+    assert command[6:] == ["--bind", f"127.0.0.1:{port}", "--metrics-bind", f"127.0.0.1:{mport}", "--workers", "1"]
+    readme = (root / "README.md").read_text()
+    assert "https://localhost:8443" in readme and "127.0.0.1" in readme and 'make run ARGS="--bind' in readme
+    # what make runs, run (in a scratch folder): the last --bind wins, and it listens on loopback only
+    proc = subprocess.Popen([sys.executable, "-m", "webhook.cli", *command[1:]], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if requests.get(f"http://127.0.0.1:{mport}/readyz", timeout=2).status_code == 200:
+                    break
+            except requests.RequestException:
+                pass
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.2)
+        listening = Path("/proc/net/tcp").read_text()
+        assert f"0100007F:{port:04X}" in listening and f"00000000:{port:04X}" not in listening
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=60)
+    assert f"serving https://localhost:{port}" in out and "certs/localhost/ca.crt" in out
 
 
 def test_certs_command(tmp_path: Path) -> None:
