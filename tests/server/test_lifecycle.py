@@ -235,8 +235,9 @@ def test_make_run_binds_localhost_and_passes_args(tmp_path: Path) -> None:
     """`make run` bound 0.0.0.0 while the README said localhost, and nothing could be passed to it."""
     root = Path(__file__).resolve().parents[2]
     port, mport = free_port(), free_port()
-    dry = subprocess.run(["make", "-n", "--no-print-directory", "-C", str(root), "run", f"ARGS=--bind 127.0.0.1:{port} --metrics-bind "
-                          f"127.0.0.1:{mport} --workers 1"], capture_output=True, text=True, timeout=60, check=False)
+    args = f"ARGS=--bind 127.0.0.1:{port} --metrics-bind 127.0.0.1:{mport} --workers 1"
+    dry = subprocess.run(["make", "-n", "--no-print-directory", "-C", str(root), "run", args],
+                         capture_output=True, text=True, timeout=60, check=False)
     assert dry.returncode == 0, dry.stderr
     command = dry.stdout.strip().splitlines()[-1].split()
     assert command[1:6] == ["serve", "--bind", "127.0.0.1:8443", "--metrics-bind", "127.0.0.1:8080"]
