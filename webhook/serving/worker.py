@@ -114,8 +114,8 @@ class GuardedWorker(GeventWorker):  # type: ignore[misc]
         self.tls = ReloadingContext(self.cfg.certfile, self.cfg.keyfile) if self.cfg.is_ssl else None
         self.offload = ThreadPool(1)
         self.budget = BodyBudget()  # large bodies being read by this worker, bounded together
-        # Codecs are imported on first use; do it now, not in a request: a worker left over from an
-        # interrupted test run was found blocked on that import's lock (docs/reliability.md, open points).
+        # Codecs are imported on first use; do it now, not in a request (the master does the same before its
+        # health thread starts, so no fork inherits the codec's import lock held: docs/reliability.md).
         "localhost".encode("idna")
         # Readable once the worker stops: every idle keep-alive wait watches it beside its own socket.
         self.closing_r, self.closing_w = os.pipe()
