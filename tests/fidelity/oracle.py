@@ -6,7 +6,8 @@ One process per mode serves any number of batches, so 20,000 objects cost one st
         answers = oracle.ask([pod1, pod2])   # one answer dict per object, in order
 
 Modes (see hack/oracle/main.go): ``objects`` (manifests as dicts), ``quantities`` (strings, or numbers as
-they would appear in JSON), ``read`` (a file's text; answers the documents kubectl's reader yields).
+they would appear in JSON), ``read`` (a file's text; answers the documents kubectl's reader yields),
+``reserved`` (a kubelet configuration's reserved CPU settings; answers the static CPU Manager's count).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any
 
 from tests.binaries import binary
 
-MODES = ("objects", "quantities", "read")
+MODES = ("objects", "quantities", "read", "reserved")
 
 
 class OracleError(RuntimeError):
