@@ -40,7 +40,7 @@ image-push:
 
 lint: install
 	$(BIN)/ruff check webhook tests bench hack
-	$(BIN)/mypy webhook bench hack/chart_readme.py hack/config_schema.py
+	$(BIN)/mypy webhook bench hack/chart_readme.py hack/generate.py hack/podresources_stubs.py
 	$(BIN)/lint-imports
 
 # The node tests' tools and images (tests/node): kubelet, containerd, CNI plugins, the webhook image. Only as

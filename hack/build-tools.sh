@@ -4,7 +4,8 @@
 #
 #   hack/build-tools.sh [helm|etcd|kube-apiserver|kubectl|kube-score|oracle|promtool|oci-registry|all]
 #   hack/build-tools.sh [kubelet|kube-controller-manager|kube-scheduler|containerd|containerd-shim-runc-v2|ctr|
-#                        cni-bridge|cni-host-local|cni-loopback|node]      (the node tests' tools; `node` = all of them)
+#                        cni-bridge|cni-host-local|cni-loopback|deviceplugin|node]
+#                                                    (the node tests' tools; `node` = all of them)
 #
 # `oracle` is built from this repository's hack/oracle (its own go.mod/go.sum pin k8s.io/kubernetes at
 # KUBE_VERSION) and cached by KUBE_VERSION plus a hash of its sources.
@@ -167,6 +168,24 @@ build_oracle() {
   echo "$out"
 }
 
+# build_deviceplugin: hack/deviceplugin (the node tests' device plugin with NUMA topology) at its committed
+# go.mod/go.sum, cached by a hash of its sources, like the oracle.
+build_deviceplugin() {
+  local src hash out
+  src="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/deviceplugin"
+  hash=$(cd "$src" && cat go.mod go.sum ./*.go | sha256sum | cut -c1-12)
+  out="$TOOLS_DIR/deviceplugin-$hash"
+  if [[ -x "$out" ]]; then
+    echo "$out"
+    return 0
+  fi
+  log "building the test device plugin against k8s.io/kubelet (once per source change; cached in $TOOLS_DIR)"
+  (cd "$src" && GOFLAGS=-mod=readonly go build -trimpath -ldflags "-s -w" -o "$out.tmp" .)
+  mv "$out.tmp" "$out"
+  log "built $out"
+  echo "$out"
+}
+
 # --- node tools (tests/node): kubelet and its neighbours from k8s.io/kubernetes, containerd, CNI plugins ---
 
 setup_kube_node() {
@@ -219,11 +238,12 @@ build_node_tool() {
     cni-bridge) build "$1" "$CNI_PLUGINS_VERSION" "$cni_pkg/main/bridge" setup_cni ;;
     cni-loopback) build "$1" "$CNI_PLUGINS_VERSION" "$cni_pkg/main/loopback" setup_cni ;;
     cni-host-local) build "$1" "$CNI_PLUGINS_VERSION" "$cni_pkg/ipam/host-local" setup_cni ;;
+    deviceplugin) build_deviceplugin ;;
   esac
   trap - RETURN  # build's cleanup trap would fire again when this function returns
 }
 NODE_TOOLS=(kubelet kube-controller-manager kube-scheduler containerd containerd-shim-runc-v2 ctr
-            cni-bridge cni-host-local cni-loopback)
+            cni-bridge cni-host-local cni-loopback deviceplugin)
 
 want=${1:-all}
 if [[ $want == node ]]; then

@@ -204,6 +204,79 @@ def cmd_policy(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _node_paths(args: argparse.Namespace) -> tuple[Path, Path, Path]:
+    sys_root = Path(args.sys_root)
+    cgroup_root = Path(args.cgroup_root) if args.cgroup_root else sys_root / "fs" / "cgroup"
+    return Path(args.pod_resources_socket), sys_root, cgroup_root
+
+
+def cmd_agent(args: argparse.Namespace) -> int:
+    import os
+
+    from webhook.cluster.client import ClusterError
+    from webhook.cluster.reports import FLAVOURS
+    from webhook.node.agent import AgentOptions, run_agent
+
+    node = args.node or os.environ.get("NODE_NAME", "")
+    if not node:
+        _err("agent: no node name: pass --node or set NODE_NAME (the chart sets it from spec.nodeName)")
+        return EXIT_USAGE
+    if args.interval < 1:
+        _err("agent: --interval must be at least 1 second")
+        return EXIT_USAGE
+    host, _, port = args.metrics_bind.rpartition(":")
+    if not port.isdigit() or not 0 < int(port) < 65536:
+        _err(f"agent: --metrics-bind {args.metrics_bind!r} is not HOST:PORT")
+        return EXIT_USAGE
+    config = load_config(args.config)
+    socket, sys_root, cgroup_root = _node_paths(args)
+    opts = AgentOptions(node=node, socket=socket, sys_root=sys_root, cgroup_root=cgroup_root,
+                        interval=args.interval, metrics_host=host.strip("[]") or "0.0.0.0", metrics_port=int(port),
+                        kubeconfig=args.kubeconfig, report=FLAVOURS[args.report] if args.report else None,
+                        fractional_allowed=tuple(config.policy.fractional_cpu_containers),
+                        events=not args.no_events)
+    try:
+        return run_agent(opts)
+    except ClusterError as exc:
+        _err(f"agent: {exc}")
+        return EXIT_USAGE
+    except OSError as exc:  # the metrics port
+        _err(f"agent: cannot listen on {args.metrics_bind}: {exc.strerror or exc} (--metrics-bind)")
+        return EXIT_USAGE
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from webhook.cluster.client import ClusterError, Lister
+    from webhook.node.kubelet import PodResourcesClient, PodResourcesError
+    from webhook.node.observe import observe
+    from webhook.node.sysfs import SysfsError
+    from webhook.node.verify import render_json, render_text, summary_line
+
+    only: list[tuple[str, str]] = []
+    for ref in args.pods:
+        ns, sep, name = ref.partition("/")
+        if not sep or not ns or not name or "/" in name:
+            _err(f"verify: {ref!r} is not NAMESPACE/POD")
+            return EXIT_USAGE
+        only.append((ns, name))
+    config = load_config(args.config)
+    socket, sys_root, cgroup_root = _node_paths(args)
+    try:
+        api = Lister(args.kubeconfig)
+        with PodResourcesClient(socket) as kubelet:
+            snap = observe(kubelet, api, sys_root, cgroup_root, args.node or None, only or None,
+                           config.policy.fractional_cpu_containers)
+    except (PodResourcesError, SysfsError, ClusterError) as exc:
+        _err(f"verify: {exc}")
+        return EXIT_USAGE
+    sys.stdout.write(render_json(snap) if args.format == "json" else render_text(snap))
+    if args.format == "text":
+        print(summary_line(snap), file=sys.stderr)
+    if any(p.problems for p in snap.placements):
+        return EXIT_VIOLATIONS
+    return EXIT_USAGE if snap.errors else EXIT_OK
+
+
 class _TerminalProgress:
     """One self-overwriting status line on stderr, so a large cluster does not look hung."""
 
@@ -364,6 +437,36 @@ def build_parser() -> argparse.ArgumentParser:
     policy.add_argument("--namespace", default="qos-guard",
                         help="namespace of the parameters ConfigMap, never judged (default qos-guard)")
     policy.set_defaults(func=cmd_policy)
+
+    def node_flags(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--pod-resources-socket", default="/var/lib/kubelet/pod-resources/kubelet.sock",
+                       help="kubelet's PodResources socket (default /var/lib/kubelet/pod-resources/kubelet.sock)")
+        p.add_argument("--sys-root", default="/sys", help="where the host's sysfs is (default /sys)")
+        p.add_argument("--cgroup-root", help="where the host's cgroup hierarchy is (default SYS_ROOT/fs/cgroup)")
+        p.add_argument("--kubeconfig", help="kubeconfig (default: in-cluster, else $KUBECONFIG or ~/.kube/config)")
+        p.add_argument("--config", help="configuration file: policy.fractionalCPUContainers run in the shared "
+                                        "pool by choice and are not a problem")
+
+    agent = sub.add_parser("agent", help="node agent (DaemonSet): metrics, Events and reports on where kubelet "
+                                         "placed each pinned container")
+    node_flags(agent)
+    agent.add_argument("--node", help="this node's name (default $NODE_NAME)")
+    agent.add_argument("--interval", type=float, default=30, help="seconds between looks (default 30)")
+    agent.add_argument("--metrics-bind", default="0.0.0.0:8080", help="plain HTTP /metrics (default 0.0.0.0:8080)")
+    agent.add_argument("--report", choices=["openreports", "policyreport"],
+                       help="also write results, one report per namespace and node, replaced when they change")
+    agent.add_argument("--no-events", action="store_true", help="no Kubernetes Events on the Pods")
+    agent.set_defaults(func=cmd_agent)
+
+    verify = sub.add_parser("verify", help="on a node: is each pinned container exclusive and on one NUMA node "
+                                           "with its memory and devices?")
+    node_flags(verify)
+    verify.add_argument("pods", nargs="*", metavar="NAMESPACE/POD",
+                        help="only these Pods (read with PodResources Get); default every Pod of an opted-in "
+                             "namespace on this node")
+    verify.add_argument("--node", help="this node's name (default: the Pods kubelet lists, matched by name)")
+    verify.add_argument("--format", choices=["text", "json"], default="text")
+    verify.set_defaults(func=cmd_verify)
     return parser
 
 

@@ -17,7 +17,7 @@ from xml.etree import ElementTree as ET
 import pytest
 
 from tests.cli.conftest import FIXTURES, Run
-from webhook.manifests.reader import MAX_DOCUMENT_BYTES, MAX_FILE_BYTES
+from webhook.manifests.documents import MAX_DOCUMENT_BYTES, MAX_FILE_BYTES
 
 HOSTILE = FIXTURES / "hostile"
 GOOD = ("kind: Pod\nmetadata: {name: after}\n"
@@ -154,7 +154,7 @@ def test_fifo_and_device_are_refused_without_hanging(qos_guard: Run, tmp_path: P
     assert _names(out) == {"after"}
     fixed = subprocess.run([sys.executable, "-m", "webhook.cli", "fix", str(tmp_path)],
                            capture_output=True, text=True, timeout=60, check=False)
-    assert "fifo.yaml: error: not a regular file (a FIFO); not read" in fixed.stdout
+    assert "fifo.yaml: error: not a regular file (a FIFO); not changed" in fixed.stdout
 
 
 def test_oversized_file_and_document_are_refused(qos_guard: Run, tmp_path: Path) -> None:

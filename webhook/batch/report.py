@@ -256,7 +256,7 @@ def _sarif(report: Report) -> str:
         "message": {"text": e.message},
         "locations": [{"physicalLocation": _physical(e.location)}],
     } for e in report.errors]
-    rules = [{"id": rule.id, "shortDescription": {"text": rule.summary},
+    rules = [{"id": rule.id, "shortDescription": {"text": rule.summary.replace("`", ""), "markdown": rule.summary},
               "defaultConfiguration": {"level": "error" if rule.default_on else "none"}} for rule in RULES]
     rules.append({"id": "mutation", "shortDescription": {"text": "a change the mutating webhook makes"},
                   "defaultConfiguration": {"level": "note"}})

@@ -165,6 +165,7 @@ def fix_paths(paths: Sequence[str], config: Config, output: Path | None,
     """``qos-guard fix``: apply the mutation to every manifest file under ``paths``, one line per change,
     per violation left and per file that could not be fixed (escaped: names come from the files). With
     ``dry_run`` nothing is written: ``print_diff`` gets each file's diff."""
+    from webhook.batch.files import NotFixed
     from webhook.batch.rewrite import fix_file  # ruamel.yaml is imported by fix alone
 
     def out(line: str) -> None:
@@ -188,9 +189,10 @@ def fix_paths(paths: Sequence[str], config: Config, output: Path | None,
             if chart is not None:
                 charts[chart] = charts.get(chart, 0) + 1
                 continue
-            result = fix_file(item, config, output, root, dry_run=dry_run)
-            if result.error is not None:
-                out(f"{item}: error: {result.error}")
+            try:
+                result = fix_file(item, config, output, root, dry_run=dry_run)
+            except NotFixed as exc:
+                out(f"{item}: error: {exc.render()}")
                 tally.errors += 1
                 continue
             tally.changed += bool(result.changes)

@@ -29,9 +29,10 @@ def _scan(block: Block, is_sidecar: bool = False) -> list[Violation]:
     if amount.quantity is None or is_whole_cpu(amount.quantity):
         return []
     scope = POD_LEVEL if block.container is None else ""
-    return [Violation(RULE_ID, amount.path, FRACTIONAL(
+    return [Violation(amount.path, FRACTIONAL(
         label=block.label, scope=scope, kind=kind, amount=amount.show(), choice=whole_cpu_choices(amount.milli),
-        share=share_hint(block.container, is_sidecar), mesh=mesh_hint(block.container, CPU)), block.container)]
+        share=share_hint(block.container, is_sidecar), mesh=mesh_hint(block.container, CPU)),
+        block.container, rule=RULE_ID)]
 
 
 def check(pod: PodSpec, policy: Policy) -> list[Violation]:
@@ -57,4 +58,8 @@ def to_cel(mutated: bool) -> str:
                        choice=choice, share=share_hint_cel("f.b"), mesh=mesh_hint_cel("f.b.name", "'cpu'")))
 
 
-RULE = Rule(RULE_ID, "a container's cpu is not a whole number of CPUs", check, to_cel)
+RULE = Rule(
+    RULE_ID, check=check, cel=to_cel,
+    summary="a container's cpu (its limit, or its request where no limit is set) is not a whole number of CPUs; "
+            "`policy.fractionalCPUContainers` exempts names",
+)

@@ -23,7 +23,7 @@ DEFAULTS = Text("set resources.limits.{resource} (the request defaults to it)")
 def _scan(block: Block) -> list[Violation]:
     if block.container is None and not block.requests and not block.limits:
         # ``resources: {}`` (or hugepages only): present at all, the pod-level block decides the class alone.
-        return [Violation(RULE_ID, block.path, EMPTY_POD_BLOCK(label=block.label))]
+        return [Violation(block.path, EMPTY_POD_BLOCK(label=block.label), rule=RULE_ID)]
     found = []
     for resource in COMPUTE:
         if not block.clean(resource):
@@ -38,8 +38,9 @@ def _scan(block: Block) -> list[Violation]:
         else:
             fix = DEFAULTS(resource=resource)
         mesh = mesh_hint(block.container, resource)
-        found.append(Violation(RULE_ID, (*block.path, "limits", resource),
-                               MISSING(label=block.label, what=what, fix=fix, mesh=mesh), block.container))
+        found.append(Violation((*block.path, "limits", resource),
+                               MISSING(label=block.label, what=what, fix=fix, mesh=mesh), block.container,
+                               rule=RULE_ID))
     return found
 
 
@@ -59,4 +60,8 @@ def to_cel(mutated: bool) -> str:
                                         mesh=mesh_hint_cel("f.b.name", "f.r"))))
 
 
-RULE = Rule(RULE_ID, "a container has no cpu or memory limit", check, to_cel)
+RULE = Rule(
+    RULE_ID, check=check, cel=to_cel,
+    summary="a container (init, sidecar or regular), or the pod-level block when present (even `{}`), has no "
+            "positive cpu or memory limit (zero counts as none)",
+)

@@ -15,7 +15,7 @@ from webhook.core.rules.base import Rule, Text, Violation
 RULE_ID = "numa-unfit"
 
 UNFIT = Text("{label}: {total}needs {over}; kubelet's single-numa-node policy would fail it with "
-             "TopologyAffinityError")
+            "TopologyAffinityError")
 OVER = Text("{need} (a NUMA node has {cap})")
 IN_TOTAL = "in total "
 
@@ -59,21 +59,25 @@ def check(pod: PodSpec, policy: Policy) -> list[Violation]:
             needs.update(c.devices)
             over = _overflow(needs, numa)
             if over:
-                found.append(Violation(RULE_ID, block.path, UNFIT(label=block.label, total="", over=", ".join(over)),
-                                       c.name))
+                found.append(Violation(block.path, UNFIT(label=block.label, total="", over=", ".join(over)),
+                                       c.name, rule=RULE_ID))
         return found
     total = effective_requests(pod.containers, pod.init_containers)
     if pod.pod_level is not None:
         total.update({k: a.milli for k, a in pod.pod_level.requests.items() if a.positive})
     over = _overflow(total, numa)
     if over:
-        found.append(Violation(RULE_ID, pod.path, UNFIT(label=f"pod ({dotted(pod.path)})", total=IN_TOTAL,
-                                                        over=", ".join(over))))
+        found.append(Violation(pod.path, UNFIT(label=f"pod ({dotted(pod.path)})", total=IN_TOTAL,
+                                                        over=", ".join(over)), rule=RULE_ID))
     return found
 
 
-RULE = Rule(RULE_ID, "a container or the Pod needs more than one NUMA node has", check, None, severity="medium",
-            enabled=lambda policy: policy.numa is not None,
-            policy_refusal=f"policy.{NUMA.name}: {RULE_ID} is not available as an admission policy (the pod scope "
-                           "sums exact quantities over init containers and sidecars, which CEL cannot fold); use "
-                           f"the webhook (enforcement: webhook) or remove policy.{NUMA.name}")
+RULE = Rule(
+    RULE_ID, check=check, cel=None,
+    summary="with `policy.numa`, a container or the whole Pod needs more than one NUMA node has",
+    severity="medium",
+    enabled=lambda policy: policy.numa is not None,
+    policy_refusal=f"policy.{NUMA.name}: {RULE_ID} is not available as an admission policy (the pod scope "
+                   "sums exact quantities over init containers and sidecars, which CEL cannot fold); use the "
+                   f"webhook (enforcement: webhook) or remove policy.{NUMA.name}",
+)

@@ -22,9 +22,9 @@ def _scan(block: Block) -> list[Violation]:
             continue
         if request.milli == limit.milli:
             continue
-        found.append(Violation(RULE_ID, request.path, DIFFERS(
-            label=block.label, resource=resource, request=request.show(), limit=limit.show(),
-            mesh=mesh_hint(block.container, resource)), block.container))
+        message = DIFFERS(label=block.label, resource=resource, request=request.show(), limit=limit.show(),
+                          mesh=mesh_hint(block.container, resource))
+        found.append(Violation(request.path, message, block.container, rule=RULE_ID))
     return found
 
 
@@ -41,4 +41,7 @@ def to_cel(mutated: bool) -> str:
                     mesh=mesh_hint_cel("f.b.name", "f.r")))
 
 
-RULE = Rule(RULE_ID, "a cpu or memory request differs from its limit", check, to_cel)
+RULE = Rule(
+    RULE_ID, check=check, cel=to_cel,
+    summary="a cpu or memory request differs from its limit (after API-server defaulting)",
+)
