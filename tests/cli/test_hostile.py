@@ -291,6 +291,7 @@ def _fix_and_kill(path: Path, when: object) -> None:
         proc.wait(timeout=60)
 
 
+@pytest.mark.slow  # ten runs of a 2.7 MB file, killed: half of make test-fast's time, so in make test only
 def test_fix_killed_at_any_moment_leaves_old_or_new(tmp_path: Path) -> None:
     """Finding 7: SIGKILL while writing left a 0-byte file. ``fix`` is killed the moment its temporary file
     appears (mid-write), the moment the target changes, and at moments spread over the run; the file is
