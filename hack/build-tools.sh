@@ -2,7 +2,7 @@
 # Build the real binaries the test suite runs (helm, etcd, kube-apiserver, kubectl) from the Go module proxy and
 # cache them outside the repository, keyed by version. Idempotent: a cached binary is reused.
 #
-#   hack/build-tools.sh [helm|etcd|kube-apiserver|kubectl|kube-score|oracle|promtool|all]
+#   hack/build-tools.sh [helm|etcd|kube-apiserver|kubectl|kube-score|oracle|promtool|oci-registry|all]
 #   hack/build-tools.sh kyverno      (make bench's peer: admission controller and CLI; not part of `all`)
 #   hack/build-tools.sh [kubelet|kube-controller-manager|kube-scheduler|containerd|containerd-shim-runc-v2|ctr|
 #                        cni-bridge|cni-host-local|cni-loopback|deviceplugin|node]
@@ -18,6 +18,9 @@ HELM_VERSION="${HELM_VERSION:-v3.22.0}"
 ETCD_VERSION="${ETCD_VERSION:-v3.6.16}"
 KUBE_VERSION="${KUBE_VERSION:-v1.36.3}"
 KUBE_SCORE_VERSION="${KUBE_SCORE_VERSION:-v1.20.0}"
+# go-containerregistry's registry (pkg/registry, the OCI distribution API in memory): `make image-push`'s
+# target in tests/chart/test_image.py.
+GGCR_VERSION="${GGCR_VERSION:-v0.22.1}"
 CONTAINERD_VERSION="${CONTAINERD_VERSION:-v2.4.2}"
 CNI_PLUGINS_VERSION="${CNI_PLUGINS_VERSION:-v1.9.1}"
 # Prometheus 3.x is published as Go module versions v0.3MM.P (v0.316.0 is Prometheus 3.16.0).
@@ -75,6 +78,15 @@ package tools
 import _ "github.com/zegl/kube-score/cmd/kube-score"
 GO
   go get "github.com/zegl/kube-score@$1" >/dev/null
+}
+
+setup_oci_registry() {
+  cat > tools.go <<GO
+//go:build tools
+package tools
+import _ "github.com/google/go-containerregistry/cmd/registry"
+GO
+  go get "github.com/google/go-containerregistry@$1" >/dev/null
 }
 
 setup_promtool() {
@@ -289,8 +301,10 @@ case $want in
     build kubectl "$KUBE_VERSION" k8s.io/kubernetes/cmd/kubectl setup_kube "$(kube_ldflags "$KUBE_VERSION")" ;;&
   oracle|all) build_oracle ;;&
   promtool|all) build promtool "$PROMTOOL_VERSION" github.com/prometheus/prometheus/cmd/promtool setup_promtool ;;&
+  oci-registry|all)
+    build oci-registry "$GGCR_VERSION" github.com/google/go-containerregistry/cmd/registry setup_oci_registry ;;&
   kube-score) build kube-score "$KUBE_SCORE_VERSION" github.com/zegl/kube-score/cmd/kube-score setup_kube_score ;;
   kyverno) build_kyverno ;;
-  helm|etcd|kube-apiserver|kubectl|oracle|promtool|all) ;;
-  *) echo "usage: $0 [helm|etcd|kube-apiserver|kubectl|kube-score|kyverno|oracle|promtool|all|node|$(IFS="|"; echo "${NODE_TOOLS[*]}")]" >&2; exit 2 ;;
+  helm|etcd|kube-apiserver|kubectl|oracle|promtool|oci-registry|all) ;;
+  *) echo "usage: $0 [helm|etcd|kube-apiserver|kubectl|kube-score|kyverno|oracle|promtool|oci-registry|all|node|$(IFS="|"; echo "${NODE_TOOLS[*]}")]" >&2; exit 2 ;;
 esac

@@ -5,6 +5,7 @@ certificate rotation the lifecycle and soak tests do, and the process-tree memor
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -94,13 +95,25 @@ class Server:
         return memory_mib(self.tree(), field)
 
     def stop(self) -> None:
+        """SIGTERM, as kubelet stops a Pod; when it returns no process of this server is left to answer (a
+        master killed after the timeout no longer leaves its workers serving on their connections)."""
         if self.proc.poll() is None:
+            workers = self.tree()[1:]
             self.proc.send_signal(signal.SIGTERM)
             try:
                 self.proc.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+            args = self.proc.args
+            args = list(args) if isinstance(args, list) else [args]
+            if self.cgroup is not None:  # the processes run the command the cgroup prefix exec'd
+                args = args[len(self.cgroup.prefix()):]
+            command = "\0".join(str(a) for a in args) + "\0"
+            for pid in workers:  # still there, and still ours (a pid can be reused)
+                with contextlib.suppress(OSError):
+                    if Path(f"/proc/{pid}/cmdline").read_text() == command:
+                        os.kill(pid, signal.SIGKILL)
         if self.cgroup is not None:
             self.cgroup.remove()
 
@@ -160,7 +173,7 @@ def start_server(folder: Path, *extra: str, certs: bool = True, cert_dir: Path |
         args += ["--cert-file", str(paths.cert), "--key-file", str(paths.key)]
         ca = str(paths.ca)
     else:
-        ca = str(folder / "certs" / "ca.crt")
+        ca = str(folder / "certs" / "localhost" / "ca.crt")
     path = os.pathsep.join(str(p) for p in (source, ROOT) if p is not None)
     cgroup = MemoryCgroup(f"qos-guard-test-{os.getpid()}-{port}", memory_limit) if memory_limit else None
     try:

@@ -210,8 +210,8 @@ def test_message_templates_quote_for_cel(literal: str) -> None:
 
 def test_templates_render_the_engine_message() -> None:
     from webhook.core.rules.requests_not_equal_limits import DIFFERS
-    assert DIFFERS(label="L", resource="cpu", request="1", limit="2") == (
+    assert DIFFERS(label="L", resource="cpu", request="1", limit="2", mesh="") == (
         "L: cpu request 1 differs from its limit 2; set resources.requests.cpu to 2")
-    assert DIFFERS.cel(label="f.b.label", resource="f.r", request="f.q", limit="f.l") == (
+    assert DIFFERS.cel(label="f.b.label", resource="f.r", request="f.q", limit="f.l", mesh="m") == (
         "f.b.label + ': ' + f.r + ' request ' + f.q + ' differs from its limit ' + f.l + "
-        "'; set resources.requests.' + f.r + ' to ' + f.l")
+        "'; set resources.requests.' + f.r + ' to ' + f.l + m")

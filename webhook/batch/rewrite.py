@@ -52,8 +52,10 @@ class FileResult:
 
     file: str
     changes: list[tuple[Target, Change]] = field(default_factory=list)
-    remaining: list[tuple[Target, Violation]] = field(default_factory=list)
+    # What is left, and the mutation setting that would fix it where one would (``TargetResult.remedies``).
+    remaining: list[tuple[Target, Violation, str | None]] = field(default_factory=list)
     new_text: str | None = None
+    old_text: str | None = None  # kept for ``fix --dry-run``'s diff
 
 
 def guess_indent(text: str) -> tuple[int, int, int]:
@@ -208,7 +210,7 @@ def _judge_document(doc: Any, config: Config, result: FileResult) -> list[Change
     for r in verdict.results:
         # Only the names are reported: keep no reference to the object, so memory stays flat per document.
         target = dataclasses.replace(r.target, spec={})
-        result.remaining += [(target, v) for v in r.remaining]
+        result.remaining += [(target, v, r.remedies.get((v.rule, v.subject))) for v in r.remaining]
         result.changes += [(target, c) for c in r.changes]
     return list(verdict.changes)
 
@@ -333,8 +335,10 @@ def _json_indent(text: str) -> int | None:
 BOM = "\ufeff"
 
 
-def fix_file(path: str, config: Config, output: Path | None = None, root: Path | None = None) -> FileResult:
-    """Fix ``path`` in place, or write it under ``output`` (mirroring its place below ``root``).
+def fix_file(path: str, config: Config, output: Path | None = None, root: Path | None = None,
+             dry_run: bool = False) -> FileResult:
+    """Fix ``path`` in place, or write it under ``output`` (mirroring its place below ``root``); with
+    ``dry_run`` write nothing and keep the old text beside the new one.
 
     The file must be a regular file under the size limit, and, followed through links, inside ``root``
     (the folder given, or a file's own folder). Writes are atomic (``webhook.batch.files``); a BOM and CRLF line
@@ -356,6 +360,9 @@ def fix_file(path: str, config: Config, output: Path | None = None, root: Path |
     if isinstance(text, ReadError):
         raise _unreadable(text)
     result = fix_text(path, text, config)
+    if dry_run:
+        result.old_text = text
+        return result
     new_text = result.new_text if result.new_text is not None else text
     try:
         if output is not None:

@@ -36,6 +36,32 @@ class Change(Remark):
     """One field set (or removed, ``new`` is ``REMOVED``) by the mutation."""
 
     new: object = field(kw_only=True)
+    cost: str = field(default="", kw_only=True)  # what a raised request takes from the node, also in ``message``
+
+
+def _cpus(milli: int) -> str:
+    whole, rest = divmod(milli, 1000)
+    return str(whole) if not rest else f"{whole}.{rest:03d}".rstrip("0")
+
+
+def _bytes(milli: int) -> str:
+    value = -(-milli // 1000)
+    for suffix, size in (("Ti", 1 << 40), ("Gi", 1 << 30), ("Mi", 1 << 20), ("Ki", 1 << 10)):
+        if value >= size and value % size == 0:
+            return f"{value // size}{suffix}"
+    return f"{value} bytes"
+
+
+def raise_cost(resource: str, before: int, after: int, pinned: bool) -> str:
+    """What raising a request from ``before`` to ``after`` (milli-units) takes from the node, said with the
+    change: the scheduler reserves the difference, and a whole number of CPUs in a container of a Guaranteed
+    Pod leaves the shared pool to that container alone (static CPU Manager). Empty when nothing is raised."""
+    if after <= before:
+        return ""
+    if resource == CPU:
+        alone = " exclusively" if pinned and after % 1000 == 0 else ""
+        return f": +{_cpus(after - before)} CPU reserved{alone}"
+    return f": +{_bytes(after - before)} {resource} reserved"
 
 
 def _fix_block(block: Block, config: Config, may_round: bool) -> list[Change]:
@@ -64,9 +90,10 @@ def _fix_block(block: Block, config: Config, may_round: bool) -> list[Change]:
                                   new=new_limit))
         # A defaulted request that differs from the limit is the pod-level aggregate the API server fills in.
         if request is not None and request.milli != milli:
+            cost = raise_cost(resource, request.milli, milli, pinned=block.container is not None)
             changes.append(Change((*block.path, "requests", resource),
-                                  f"{who}: set resources.requests.{resource} to {new_limit} (its limit)",
-                                  block.container, new=new_limit))
+                                  f"{who}: set resources.requests.{resource} to {new_limit} (its limit){cost}",
+                                  block.container, new=new_limit, cost=cost))
     return changes
 
 

@@ -131,10 +131,18 @@ def serve(opts: ServeOptions, extend: Extend | None = None, gunicorn: Mapping[st
         "proc_name": "qos-guard",
         **(gunicorn or {}),
     }
+    if options["worker_class"] == WORKER:  # it unblocks them once its handlers are in (bench may run gthread)
+        from webhook.serving.worker import hold_stop_signals_across_fork
+
+        hold_stop_signals_across_fork()
+    master = os.getpid()
     try:
         _Gunicorn(options, lambda: worker_app(config, own_namespace, extend)).run()
     finally:
-        shutil.rmtree(metrics_dir, ignore_errors=True)
+        # A worker's exit (sys.exit) unwinds through this frame too, forked with it: only the master owns the
+        # folder; removed by a worker, its replacement could not boot and the whole server halted.
+        if os.getpid() == master:
+            shutil.rmtree(metrics_dir, ignore_errors=True)
     return 0
 
 

@@ -9,11 +9,15 @@ worker free; and each is closed by its deadline, so nothing piles up:
 - idle between keep-alive requests (and before the first byte): gunicorn's ``keepalive``;
 - one request, from its first byte to the last byte of the answer: ``request_deadline``.
 
+At shutdown, idle keep-alive connections are closed at once and requests in flight finish: the API server
+keeps idle connections to a webhook open for a minute and more, and a worker that waited for them made every
+stop take ``graceful_timeout`` and kept answering on them until then (a stopped webhook that still admits).
+
 Requests are judged in the hub (one at a time: no thread hand-off, the fast path), except bodies over
 ``OFFLOAD_BODY`` with a Content-Length, which are read here and judged in one OS thread per worker, one at a time
 per replica (``LargeSlot``), and the memory they took is given back afterwards (``give_back_memory``): judging a
-3 MiB Pod of tens of thousands of containers takes ~90 MiB, and the chart's memory limit is 256Mi for the
-master and both workers (docs/reliability.md, "Memory per request").
+3 MiB Pod of tens of thousands of containers takes ~100 MiB, and the chart's memory limit is 256Mi for the
+master and its worker (docs/reliability.md, "Memory per request").
 
 Connections per worker are bounded by gunicorn's ``worker_connections`` (the gevent pool); over it, new
 connections wait in the listen backlog. Only HTTP/1.1 is served (the API server speaks it to webhooks).
@@ -30,6 +34,7 @@ import gc
 import io
 import os
 import random
+import signal
 import ssl
 import time
 from functools import partial
@@ -37,9 +42,9 @@ from types import TracebackType
 from typing import Any
 
 import gevent
+from gevent import select as gselect
 from gevent.pool import Pool
 from gevent.server import StreamServer
-from gevent.socket import wait_read
 from gevent.threadpool import ThreadPool
 from gunicorn import http, util
 from gunicorn.http import wsgi
@@ -52,6 +57,18 @@ REQUEST_DEADLINE = 10.0
 # A body over this is judged in the worker's one offload thread (an OS thread: the GIL hands the hub the CPU
 # every 5 ms), so a 3 MiB Pod that takes seconds to judge does not stop the small requests of this worker.
 OFFLOAD_BODY = 64 * 1024
+
+
+# What the master sends to stop a worker. A worker forked just before one arrived got it before installing its
+# own handlers: the inherited master handler swallowed it, and the worker served on until the master killed it
+# after graceful_timeout. So they are blocked across fork() and unblocked once the worker's handlers are in.
+STOP_SIGNALS = frozenset({signal.SIGTERM, signal.SIGINT, signal.SIGQUIT})
+
+
+def hold_stop_signals_across_fork() -> None:
+    """In the master, once: every forked worker starts with the stop signals blocked (pending, not lost)."""
+    os.register_at_fork(before=lambda: signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS),
+                        after_in_parent=lambda: signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS))
 
 
 class Deadline(BaseException):
@@ -140,10 +157,16 @@ class GuardedWorker(GeventWorker):  # type: ignore[misc]
         self.offload = ThreadPool(1)
         self.budget = BodyBudget()  # large bodies being read by this worker, bounded together
         self.large = _large_slot()  # large bodies being judged by the replica: one at a time
-        # Codecs are imported on first use; do it now, not in a request: a worker left over from an
-        # interrupted test run was found blocked on that import's lock (docs/reliability.md, open points).
+        # Codecs are imported on first use; do it now, not in a request (the master does the same before its
+        # health thread starts, so no fork inherits the codec's import lock held: docs/reliability.md).
         "localhost".encode("idna")
+        # Readable once the worker stops: every idle keep-alive wait watches it beside its own socket.
+        self.closing_r, self.closing_w = os.pipe()
         super().init_process()
+
+    def init_signals(self) -> None:
+        super().init_signals()
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)  # a stop sent while booting arrives now
 
     def run(self) -> None:
         servers = []
@@ -159,6 +182,7 @@ class GuardedWorker(GeventWorker):  # type: ignore[misc]
             gevent.sleep(1.0)
         for server in servers:  # stop accepting; let requests in flight finish within graceful_timeout
             server.close()
+        os.write(self.closing_w, b"x")  # idle keep-alive connections are closed now
         started = time.monotonic()
         while time.monotonic() - started <= self.cfg.graceful_timeout:
             if all(server.pool.free_count() == server.pool.size for server in servers):
@@ -174,14 +198,13 @@ class GuardedWorker(GeventWorker):  # type: ignore[misc]
         return self.request_deadline * random.uniform(0.75, 1.25)
 
     def _wait_for_request(self, client: Any, parser: Any) -> bool:
-        """Wait up to ``keepalive`` for the next request's first byte: False when none came."""
+        """Wait up to ``keepalive`` for the next request's first byte: False when none came, or when the
+        worker is stopping and none is waiting (a request already sent is still served)."""
         if parser.unreader.buf.getvalue() or (isinstance(client, ssl.SSLSocket) and client.pending()):
             return True
-        try:
-            wait_read(client.fileno(), timeout=max(self.cfg.keepalive, 1))
-        except TimeoutError:
-            return False
-        return True
+        fd = client.fileno()
+        readable, _, _ = gselect.select([fd, self.closing_r], [], [], max(self.cfg.keepalive, 1))
+        return fd in readable
 
     def serve_request(self, listener_name: Any, req: Any, client: Any, addr: Any, deadline: Any) -> bool:
         """One request through the WSGI app (gunicorn's ``handle_request`` without HTTP/2 or access log, and
