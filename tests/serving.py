@@ -105,8 +105,8 @@ class Server:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-            args = self.proc.args
-            args = list(args) if isinstance(args, list) else [args]
+            given: Any = self.proc.args
+            args: list[Any] = list(given) if isinstance(given, list) else [given]
             if self.cgroup is not None:  # the processes run the command the cgroup prefix exec'd
                 args = args[len(self.cgroup.prefix()):]
             command = "\0".join(str(a) for a in args) + "\0"
