@@ -20,7 +20,7 @@ from cryptography import x509
 
 from tests.helpers import guaranteed, pod
 from tests.server.conftest import EXAMPLE, Server, free_port, review, start_server
-from tests.serving import rotate_certificate
+from tests.serving import launch, rotate_certificate
 from webhook.serving.certs import write_bundle
 
 
@@ -245,23 +245,13 @@ def test_make_run_binds_localhost_and_passes_args(tmp_path: Path) -> None:
     readme = (root / "README.md").read_text()
     assert "https://localhost:8443" in readme and "127.0.0.1" in readme and 'make run ARGS="--bind' in readme
     # what make runs, run (in a scratch folder): the last --bind wins, and it listens on loopback only
-    proc = subprocess.Popen([sys.executable, "-m", "webhook.cli", *command[1:]], cwd=tmp_path,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    server = launch(tmp_path, [sys.executable, "-m", "webhook.cli", *command[1:]], port, mport, ca="")
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if requests.get(f"http://127.0.0.1:{mport}/readyz", timeout=2).status_code == 200:
-                    break
-            except requests.RequestException:
-                pass
-            assert time.monotonic() < deadline and proc.poll() is None
-            time.sleep(0.2)
         listening = Path("/proc/net/tcp").read_text()
         assert f"0100007F:{port:04X}" in listening and f"00000000:{port:04X}" not in listening
     finally:
-        proc.send_signal(signal.SIGTERM)
-        out, _ = proc.communicate(timeout=60)
+        server.stop()
+    out = (tmp_path / "server.log").read_text()
     assert f"serving https://localhost:{port}" in out and "certs/localhost/ca.crt" in out
 
 
@@ -297,21 +287,11 @@ def test_master_health_thread_imports_nothing(tmp_path: Path) -> None:
     paths = write_bundle(tmp_path / "pki", ["localhost", "127.0.0.1"], 2, keep_ca_key=False)
     port, mport = free_port(), free_port()
     log = tmp_path / "server.log"
-    with log.open("w") as out:
-        proc = subprocess.Popen([sys.executable, "-c", _AUDITED_SERVE, "serve", "--bind", f"127.0.0.1:{port}",
-                                 "--metrics-bind", f"127.0.0.1:{mport}", "--cert-file", str(paths.cert),
-                                 "--key-file", str(paths.key)], stdout=out, stderr=subprocess.STDOUT,
-                                cwd=tmp_path, env=dict(os.environ, PYTHONPATH=str(Path(__file__).parents[2])))
+    server = launch(tmp_path, [sys.executable, "-c", _AUDITED_SERVE, "serve", "--bind", f"127.0.0.1:{port}",
+                               "--metrics-bind", f"127.0.0.1:{mport}", "--cert-file", str(paths.cert),
+                               "--key-file", str(paths.key)], port, mport, str(paths.ca),
+                    env={"PYTHONPATH": str(Path(__file__).parents[2])})
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if requests.get(f"http://127.0.0.1:{mport}/readyz", timeout=2).status_code == 200:
-                    break
-            except requests.RequestException:
-                pass
-            assert time.monotonic() < deadline and proc.poll() is None, log.read_text()
-            time.sleep(0.1)
         for path in ("/metrics", "/healthz", "/readyz", "/nowhere"):
             time.sleep(1.1)  # past the probe's shared result: each readiness asks a worker again
             requests.get(f"http://127.0.0.1:{mport}{path}", timeout=5)
@@ -319,8 +299,7 @@ def test_master_health_thread_imports_nothing(tmp_path: Path) -> None:
             bad.sendall(b"BREW /pot HTTP/1.1\r\n\r\n")
             bad.recv(1024)
     finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=60)
+        server.stop()
     assert "import in the health thread" not in log.read_text(), log.read_text()
 
 
