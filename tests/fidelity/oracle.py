@@ -21,7 +21,7 @@ from typing import Any
 
 from tests.binaries import binary
 
-MODES = ("objects", "quantities", "read")
+MODES = ("objects", "quantities", "read", "topology")
 
 
 class OracleError(RuntimeError):
