@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.binaries import OPENREPORTS, go_module
+from tests.binaries import NRT_API, OPENREPORTS, go_module
 from tests.chart.conftest import CHART, Render, by_kind, one, run_helm
 from webhook.core.workloads import KINDS
 
@@ -32,6 +32,15 @@ def test_vendored_report_crd_is_the_modules_own() -> None:
     assert all(line.startswith("#") for line in header.splitlines()) and "v0.2.1" in header and "Apache" in header
     upstream = (go_module(*OPENREPORTS) / "config" / "crd" / "openreports.io_reports.yaml").read_text()
     assert "---\n" + body == upstream
+
+
+def test_vendored_topology_crd_is_the_modules_own() -> None:
+    vendored = (CHART / "files" / "topology.node.k8s.io_noderesourcetopologies.yaml").read_text()
+    header, _, body = vendored.partition("\n---\n")
+    assert all(line.startswith("#") for line in header.splitlines()) and "v0.1.2" in header and "Apache" in header
+    module = go_module(*NRT_API)
+    assert body == (module / "manifests" / "crd.yaml").read_text()
+    assert (CHART / "files" / "LICENSE-noderesourcetopology-api.txt").read_text() == (module / "LICENSE").read_text()
 
 
 def test_report_crd_is_kept_on_uninstall(render: Render) -> None:
