@@ -26,7 +26,7 @@ run: install
 
 lint: install
 	$(BIN)/ruff check webhook tests bench hack
-	$(BIN)/mypy webhook bench hack/chart_readme.py
+	$(BIN)/mypy webhook bench hack/chart_readme.py hack/config_schema.py
 	$(BIN)/lint-imports
 
 # The node tests' tools and images (tests/node): kubelet, containerd, CNI plugins, the webhook image. Only as

@@ -61,7 +61,7 @@ def measure(rounds: int) -> dict[str, Any]:
         cluster.kubectl("apply", "-f", "-", stdin=printed.stdout, check=True)
         certs = cluster.qos_guard("certs", "--extra-san", "127.0.0.1", "--output-dir", str(work / "pki"))
         assert certs.returncode == 0, certs.stderr
-        server = start_server(work / "serve", "--workers", "2", cert_dir=work / "pki")
+        server = start_server(work / "serve", cert_dir=work / "pki")
         try:
             configs = render_webhook_configurations(f"https://127.0.0.1:{server.port}")
             bundle = certs.stdout.strip()

@@ -34,7 +34,8 @@ def write_markdown(res: Results, s: Settings, path: Path) -> None:
         pinned = res.pinned_saturation
         pfloor = _med(pinned.get("/noop", []))
         lines += ["## Webhook", "",
-                  f"One `qos-guard serve` (2 gevent workers, TLS, keep-alive) answering AdmissionReviews of every "
+                  f"One `qos-guard serve` (2 gevent workers, TLS, keep-alive; started as `python -m bench.serve "
+                  "--enable-noop`, which adds `/noop`) answering AdmissionReviews of every "
                   f"Pod and workload in the corpus; {s.connections} client connections. `/noop` only parses "
                   "the review and allows it: what gunicorn, Flask and TLS cost alone in our stack. "
                   f"`{REFERENCE}` is bench/reference.py: a bare Flask app on gunicorn (2 gthread workers × 4 "

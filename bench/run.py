@@ -68,7 +68,9 @@ def _checkout(rev: str, work: Path) -> Path:
     """``rev``'s tree, exported (not a worktree: nothing is left in the repository)."""
     target = work / f"baseline-{rev}"
     target.mkdir()
-    archive = subprocess.run(["git", "archive", rev, "webhook"], cwd=ROOT, capture_output=True, check=True).stdout
+    # bench/ too: from the revision that moved the benchmark-only flags there, its bench.serve starts it.
+    archive = subprocess.run(["git", "archive", rev, "webhook", "bench"], cwd=ROOT, capture_output=True,
+                             check=True).stdout
     subprocess.run(["tar", "-x", "-C", str(target)], input=archive, check=True)
     return target
 

@@ -1,4 +1,7 @@
-"""A real ``qos-guard serve`` subprocess (gunicorn, TLS) on free loopback ports, shared by server and e2e tests."""
+"""The one launcher for every server the tests and the benchmarks start: a real process on free loopback
+ports, ready when it answers. ``start_server`` runs ``qos-guard serve`` (or ``bench.serve``, which adds the
+benchmark-only flags, or another checkout's server); ``launch`` runs any command (bench/reference.py). Also the
+certificate rotation the lifecycle and soak tests do, and the process-tree memory the benchmarks read."""
 
 from __future__ import annotations
 
@@ -9,13 +12,18 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import requests
+from cryptography import x509
 
-from webhook.serving.certs import write_bundle
+from webhook.serving.certs import reissue_serving, write_bundle
+
+ROOT = Path(__file__).resolve().parents[1]
+SANS = ("localhost", "127.0.0.1")
 
 
 def free_port() -> int:
@@ -24,19 +32,64 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and its children: a gunicorn master and its workers."""
+    try:  # one small read where the kernel offers it, rather than a scan of /proc (grandchildren too)
+        children = [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+        return [pid, *(p for child in children for p in process_tree(child))]
+    except OSError:
+        pass
+    pids = [pid]
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                pids.append(int(entry))
+    return pids
+
+
+def memory_mib(pids: list[int], field: str = "VmHWM") -> float:
+    """Sum over ``pids`` of ``field`` from /proc (VmHWM: peak resident; VmRSS: now), in MiB."""
+    total = 0
+    for pid in pids:
+        try:
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith(field + ":"):
+                    total += int(line.split()[1])
+        except OSError:
+            continue
+    return total / 1024
+
+
 @dataclass
 class Server:
-    proc: subprocess.Popen[str]
-    url: str
-    metrics: str
+    proc: subprocess.Popen[bytes]
+    port: int
+    metrics_port: int  # 0: the server has no plain port (bench/reference.py)
     ca: str
     folder: Path
-    port: int
+
+    @property
+    def url(self) -> str:
+        return f"https://localhost:{self.port}"
+
+    @property
+    def metrics(self) -> str:
+        return f"http://127.0.0.1:{self.metrics_port}"
 
     def post(self, path: str, body: Any, **kw: Any) -> requests.Response:
         data = body if isinstance(body, (bytes, str)) else json.dumps(body)
         return requests.post(self.url + path, data=data, verify=self.ca, timeout=10,
                              headers={"Content-Type": "application/json"}, **kw)
+
+    def tree(self) -> list[int]:
+        return process_tree(self.proc.pid)
+
+    def memory_mib(self, field: str = "VmHWM") -> float:
+        return memory_mib(self.tree(), field)
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -47,34 +100,76 @@ class Server:
                 self.proc.kill()
 
 
-def start_server(folder: Path, *extra: str, certs: bool = True, cert_dir: Path | None = None) -> Server:
-    """Start and wait for /readyz; ``cert_dir`` serves an existing ``ca.crt``/``tls.crt``/``tls.key`` set."""
-    folder.mkdir(parents=True, exist_ok=True)
-    port, mport = free_port(), free_port()
-    args = [sys.executable, "-m", "webhook.cli", "serve", "--bind", f"127.0.0.1:{port}",
-            "--metrics-bind", f"127.0.0.1:{mport}", "--workers", "2", *extra]
-    if cert_dir is not None:
-        args += ["--cert-file", str(cert_dir / "tls.crt"), "--key-file", str(cert_dir / "tls.key")]
-        ca = str(cert_dir / "ca.crt")
-    elif certs:
-        paths = write_bundle(folder / "pki", ["localhost", "127.0.0.1"], 30, keep_ca_key=True)
-        args += ["--cert-file", str(paths.cert), "--key-file", str(paths.key)]
-        ca = str(paths.ca)
-    else:
-        ca = str(folder / "certs" / "ca.crt")
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
-    log = open(folder / "server.log", "w")  # noqa: SIM115 - closed with the process
-    proc = subprocess.Popen(args, cwd=folder, stdout=log, stderr=subprocess.STDOUT, text=True, env=env)
-    server = Server(proc, f"https://localhost:{port}", f"http://127.0.0.1:{mport}", ca, folder, port)
+def _readyz(server: Server) -> bool:
+    return requests.get(server.metrics + "/readyz", timeout=2).status_code == 200
+
+
+def _listening(server: Server) -> bool:
+    with socket.create_connection(("127.0.0.1", server.port), timeout=1):
+        time.sleep(1.0)  # the listener is the master's; give the workers a moment to boot
+    return True
+
+
+def launch(folder: Path, command: Sequence[str], port: int, metrics_port: int, ca: str,
+           ready: Callable[[Server], bool] = _readyz, env: dict[str, str] | None = None) -> Server:
+    """Run ``command`` in ``folder`` (its output in server.log) and wait until ``ready``: the one start-and-wait
+    loop of every server the tests and benchmarks start."""
+    log = (folder / "server.log").open("wb")
+    proc = subprocess.Popen(list(command), cwd=folder, stdout=log, stderr=subprocess.STDOUT,
+                            env=dict(os.environ, PYTHONUNBUFFERED="1", **(env or {})))
+    server = Server(proc, port, metrics_port, ca, folder)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError((folder / "server.log").read_text())
         try:
-            if requests.get(server.metrics + "/readyz", timeout=2).status_code == 200:
+            if ready(server):
                 return server
-        except requests.RequestException:  # not listening yet, or no worker answers yet
+        except (OSError, requests.RequestException):  # not listening yet, or no worker answers yet
             pass
         time.sleep(0.1)
     server.stop()
     raise RuntimeError("server did not become ready:\n" + (folder / "server.log").read_text())
+
+
+def start_server(folder: Path, *extra: str, certs: bool = True, cert_dir: Path | None = None, workers: int = 2,
+                 bench: bool = False, source: Path | None = None) -> Server:
+    """``qos-guard serve`` with ``extra`` flags, ready when ``/readyz`` answers. Certificates: a fresh CA kept
+    in ``folder/pki`` (``rotate_certificate`` renews from it), the set in ``cert_dir``, or (``certs=False``) the
+    server's own local development CA. ``bench``: run ``bench.serve`` (benchmark-only flags); ``source``: the
+    ``webhook`` package (and bench/) of another checkout, for a before/after comparison."""
+    folder.mkdir(parents=True, exist_ok=True)
+    port, mport = free_port(), free_port()
+    program = ["-m", "bench.serve"] if bench else ["-m", "webhook.cli", "serve"]
+    if bench and source is not None and not (source / "bench" / "serve.py").exists():
+        program = ["-m", "webhook.cli", "serve"]  # a checkout from before bench.serve: its CLI had the flags
+    args = [sys.executable, *program, "--bind", f"127.0.0.1:{port}", "--metrics-bind", f"127.0.0.1:{mport}",
+            "--workers", str(workers), *extra]
+    if cert_dir is not None:
+        args += ["--cert-file", str(cert_dir / "tls.crt"), "--key-file", str(cert_dir / "tls.key")]
+        ca = str(cert_dir / "ca.crt")
+    elif certs:
+        paths = write_bundle(folder / "pki", SANS, 30, keep_ca_key=True)
+        args += ["--cert-file", str(paths.cert), "--key-file", str(paths.key)]
+        ca = str(paths.ca)
+    else:
+        ca = str(folder / "certs" / "ca.crt")
+    path = os.pathsep.join(str(p) for p in (source, ROOT) if p is not None)
+    return launch(folder, args, port, mport, ca, env={"PYTHONPATH": path})
+
+
+def start_reference(folder: Path, workers: int = 2) -> Server:
+    """bench/reference.py: a bare Flask + gunicorn + TLS no-op app, the floor ``/noop`` is held to."""
+    folder.mkdir(parents=True, exist_ok=True)
+    pki = write_bundle(folder / "pki", SANS, 2, keep_ca_key=False)
+    port = free_port()
+    command = [sys.executable, "-m", "bench.reference", "--bind", f"127.0.0.1:{port}", "--workers", str(workers),
+               "--cert-file", str(pki.cert), "--key-file", str(pki.key)]
+    return launch(folder, command, port, 0, str(pki.ca), ready=_listening, env={"PYTHONPATH": str(ROOT)})
+
+
+def rotate_certificate(server: Server, days: int = 30) -> int:
+    """A renewed serving certificate from the server's own CA (``start_server``'s ``folder/pki``), written as
+    cert-manager or kubelet would update a mounted Secret (the server picks it up from disk): its serial."""
+    paths = reissue_serving(server.folder / "pki", SANS, days)
+    return int(x509.load_pem_x509_certificate(paths.cert.read_bytes()).serial_number)

@@ -6,12 +6,17 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from webhook import __version__
 from webhook.batch.report import FORMATS, render, summary_line
 from webhook.batch.runner import check_paths, fix_paths
-from webhook.core.config import ConfigError, load_config
+from webhook.core.config import ConfigError
 from webhook.core.engine import Mode
+from webhook.manifests.configfile import load_config
+
+if TYPE_CHECKING:
+    from webhook.serving.options import ServeOptions
 
 EXIT_OK, EXIT_VIOLATIONS, EXIT_USAGE = 0, 1, 2
 
@@ -37,18 +42,22 @@ def cmd_fix(args: argparse.Namespace) -> int:
     return tally.exit_code
 
 
-def cmd_serve(args: argparse.Namespace) -> int:
-    from webhook.serving.server import ServeError, ServeOptions, serve
+def serve_options(args: argparse.Namespace) -> ServeOptions:
+    """``serve``'s flags as ``ServeOptions`` (bench/serve.py reads the same flags, and a few of its own)."""
+    from webhook.serving.options import ServeError, ServeOptions
 
-    if args.workers < 1 or args.threads < 1 or args.connections < 1:
-        _err("--workers, --connections and --threads must be at least 1")
-        return EXIT_USAGE
+    if args.workers < 1 or args.connections < 1:
+        raise ServeError("--workers and --connections must be at least 1")
+    return ServeOptions(bind=args.bind, metrics_bind=args.metrics_bind, workers=args.workers,
+                        connections=args.connections, config=args.config, cert_file=args.cert_file,
+                        key_file=args.key_file)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from webhook.serving.server import ServeError, serve
+
     try:
-        return serve(ServeOptions(bind=args.bind, metrics_bind=args.metrics_bind, workers=args.workers,
-                                  threads=args.threads, connections=args.connections,
-                                  worker_model=args.worker_model,
-                                  config=args.config, cert_file=args.cert_file, key_file=args.key_file,
-                                  noop=args.enable_noop))
+        return serve(serve_options(args))
     except ServeError as exc:
         _err(str(exc))
         return EXIT_USAGE
@@ -149,6 +158,20 @@ class _TerminalProgress:
             print("\r\033[K", end="", file=sys.stderr, flush=True)
 
 
+def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
+    """``serve``'s flags (bench/serve.py adds its benchmark-only ones to the same)."""
+    serve.add_argument("--bind", default="0.0.0.0:8443", help="TLS address (default 0.0.0.0:8443)")
+    serve.add_argument("--metrics-bind", default="0.0.0.0:8080",
+                       help="plain HTTP address for /metrics, /healthz, /readyz (default 0.0.0.0:8080)")
+    serve.add_argument("--workers", type=int, default=2, help="gunicorn worker processes (default 2)")
+    serve.add_argument("--connections", type=int, default=1000,
+                       help="open connections per worker, idle or stalled ones included; more wait in the "
+                            "listen backlog (default 1000)")
+    serve.add_argument("--config", help="configuration file (docs/contract.md#configuration)")
+    serve.add_argument("--cert-file", help="serving certificate (PEM); default: a local CA under ./certs")
+    serve.add_argument("--key-file", help="private key of --cert-file (PEM)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="qos-guard",
@@ -159,31 +182,18 @@ def build_parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check", help="dry-run the rules over manifest files, folders or stdin")
     check.add_argument("paths", nargs="+", metavar="PATH", help="file, folder (recursive) or - for stdin")
     check.add_argument("--mode", choices=[m.value for m in Mode], default=Mode.ENFORCE.value)
-    check.add_argument("--config", help="configuration file (SPEC §4)")
+    check.add_argument("--config", help="configuration file (docs/contract.md#configuration)")
     check.add_argument("--format", choices=FORMATS, default="text")
     check.set_defaults(func=cmd_check)
 
     fix = sub.add_parser("fix", help="apply the mutation to manifest files, keeping comments and layout")
     fix.add_argument("paths", nargs="+", metavar="PATH")
     fix.add_argument("--output", metavar="DIR", help="write fixed copies here instead of in place")
-    fix.add_argument("--config", help="configuration file (SPEC §4)")
+    fix.add_argument("--config", help="configuration file (docs/contract.md#configuration)")
     fix.set_defaults(func=cmd_fix)
 
     serve = sub.add_parser("serve", help="run the admission webhook (gunicorn, TLS)")
-    serve.add_argument("--bind", default="0.0.0.0:8443", help="TLS address (default 0.0.0.0:8443)")
-    serve.add_argument("--metrics-bind", default="0.0.0.0:8080",
-                       help="plain HTTP address for /metrics, /healthz, /readyz (default 0.0.0.0:8080)")
-    serve.add_argument("--workers", type=int, default=2, help="gunicorn worker processes (default 2)")
-    serve.add_argument("--connections", type=int, default=1000,
-                       help="open connections per worker, idle or stalled ones included; more wait in the "
-                            "listen backlog (default 1000)")
-    serve.add_argument("--threads", type=int, default=4, help=argparse.SUPPRESS)  # --worker-model gthread only
-    serve.add_argument("--worker-model", choices=("gevent", "gthread"), default="gevent",
-                       help=argparse.SUPPRESS)  # gthread: the former model, for bench/ comparisons only
-    serve.add_argument("--config", help="configuration file (SPEC §4)")
-    serve.add_argument("--cert-file", help="serving certificate (PEM); default: a local CA under ./certs")
-    serve.add_argument("--key-file", help="private key of --cert-file (PEM)")
-    serve.add_argument("--enable-noop", action="store_true", help=argparse.SUPPRESS)  # benchmarks only
+    add_serve_arguments(serve)
     serve.set_defaults(func=cmd_serve)
 
     certs = sub.add_parser("certs", help="write a CA and a serving certificate; print the caBundle")
@@ -206,7 +216,7 @@ def build_parser() -> argparse.ArgumentParser:
     scope.add_argument("--namespace", "-n", action="append", metavar="NS", help="only this namespace (repeatable)")
     audit.add_argument("--mode", choices=[m.value for m in Mode], default=Mode.ENFORCE.value,
                        help="judge as this mode (default enforce: what would be refused today)")
-    audit.add_argument("--config", help="configuration file (SPEC §4)")
+    audit.add_argument("--config", help="configuration file (docs/contract.md#configuration)")
     audit.add_argument("--format", choices=FORMATS, default="text")
     audit.add_argument("--kubeconfig", help="kubeconfig (default: in-cluster, else $KUBECONFIG or ~/.kube/config)")
     audit.add_argument("--page-size", type=int, default=500, help="objects per list request (default 500)")
@@ -217,7 +227,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     policy = sub.add_parser("policy", help="print ValidatingAdmissionPolicy and MutatingAdmissionPolicy YAML "
                                            "enforcing the rules inside the API server (no webhook)")
-    policy.add_argument("--config", help="configuration file (SPEC §4)")
+    policy.add_argument("--config", help="configuration file (docs/contract.md#configuration)")
     policy.add_argument("--mode", choices=["enforce", "mutate", "warn", "all"], default="all",
                         help="which namespace mode's policies to print (default all)")
     policy.add_argument("--api-version", choices=["v1"], default="v1",

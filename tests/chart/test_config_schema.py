@@ -4,6 +4,8 @@ configurations: one table drives both, so `helm install` never accepts what the 
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +13,9 @@ import pytest
 import yaml
 
 from tests.chart.conftest import CHART, run_helm
-from webhook.core.config import ConfigError, parse_config
+from webhook.core.config import SCHEMA, ConfigError, parse_config
+
+ROOT = CHART.parents[1]
 
 # (configuration, accepted). Nulls are left out: Helm deletes a key set to null before the schema sees it.
 TABLE: list[tuple[dict[str, Any], bool]] = [
@@ -71,3 +75,16 @@ def test_schema_and_server_agree(helm: str, tmp_path: Path, config: dict[str, An
     assert (proc.returncode == 0) is accepted, proc.stderr
     if not accepted:
         assert "values don't meet the specifications of the schema" in proc.stderr
+
+
+def test_schema_values_and_contract_are_generated_and_current() -> None:
+    """values.schema.json's `config`, values.yaml's `config` defaults and docs/contract.md's table come from
+    webhook.core.config.SCHEMA (hack/config_schema.py), so none of them spells a default of its own."""
+    check = subprocess.run([sys.executable, str(ROOT / "hack" / "config_schema.py"), "--check"],
+                           capture_output=True, text=True, timeout=60)
+    assert check.returncode == 0, check.stderr
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    assert parse_config(values["config"]) == parse_config(None)
+    contract = (ROOT / "docs" / "contract.md").read_text()
+    for key, _ in SCHEMA.settings():
+        assert f"| `{key}` |" in contract, key

@@ -29,9 +29,9 @@ def keyed(objects: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]
     return {(o["kind"], o["metadata"]["name"]): o for o in objects}
 
 
-def test_chart_template_is_the_generated_one() -> None:
-    on_disk = (ROOT / policy.CHART_TEMPLATE).read_text()
-    assert on_disk == policy.chart_template(), "run: python -m webhook.policies.generate --write-chart"
+def test_chart_templates_are_the_generated_ones() -> None:
+    for name, text in ((policy.CHART_TEMPLATE, policy.chart_template()), (policy.CHART_PARAMS, policy.chart_params())):
+        assert (ROOT / name).read_text() == text, f"{name}: run python -m webhook.policies.generate --write-chart"
 
 
 @pytest.mark.parametrize("config", CONFIGS, ids=["defaults", "custom"])

@@ -10,6 +10,7 @@ import re
 import subprocess
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -32,7 +33,7 @@ from tests.e2e.policy_sample import (
 from webhook.core.config import Config, parse_config
 from webhook.core.engine import Mode, evaluate
 from webhook.core.quantity import QuantityError, quantity_from_value
-from webhook.core.rules import RULE_IDS
+from webhook.core.rules import BY_ID, RULE_IDS
 from webhook.policies.generate import KNOWN_DIFFERENCES
 
 NAMESPACES = {"enforce": "pol-enforce", "mutate": "pol-mutate", "warn": "pol-warn", "plain": "pol-plain"}
@@ -333,6 +334,63 @@ def _pod_level_pod() -> dict[str, Any]:
     pod["spec"]["containers"][0]["resources"] = {"limits": {"cpu": "1", "memory": "1Gi"}}
     pod["spec"]["resources"] = {"limits": {"cpu": "2", "memory": "2Gi"}, "requests": {"cpu": "2", "memory": "2Gi"}}
     return pod
+
+
+# ------------------------------------------------------------------------------------------ rule fixtures
+
+RULE_FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "rules"
+
+
+def _rule_fixtures() -> list[Any]:
+    """Every tests/fixtures/rules/<rule>/{pass,fail}/*.yaml, those sharing a configuration together."""
+    found = [(rule, outcome, path) for rule in RULE_IDS for outcome in ("fail", "pass")
+             for path in sorted((RULE_FIXTURES / rule / outcome).glob("*.yaml"))]
+    found.sort(key=lambda f: (RULE_FIXTURES / f[0] / "config.yaml").exists())
+    return [pytest.param(rule, outcome, path, id=f"{rule}/{outcome}/{path.stem}") for rule, outcome, path in found]
+
+
+@pytest.mark.parametrize(("rule", "outcome", "path"), _rule_fixtures())
+def test_rule_fixture_through_the_generated_cel(policies: Cluster, rule: str, outcome: str, path: Path) -> None:
+    """The per-rule fixtures the engine, ``check`` and the webhook are held to (tests/rules), judged by the
+    generated policies on the API server: same verdict, and the engine's message for the object as the API
+    server stores it appears word for word in the refusal, so the Python and CEL forms of a rule cannot drift."""
+    config_file = RULE_FIXTURES / rule / "config.yaml"
+    raw = yaml.safe_load(config_file.read_text()) if config_file.exists() else None
+    obj = yaml.safe_load(path.read_text())
+    if BY_ID[rule].cel is None and BY_ID[rule].policy_refusal:
+        out = policies.qos_guard("policy", "--config", str(config_file))
+        assert out.returncode == 2 and out.stderr.startswith(f"qos-guard: policy: {BY_ID[rule].policy_refusal}")
+        return
+    config = parse_config(raw)
+    if (policies.folder / "policy-config.yaml").read_text() != yaml.safe_dump(raw or {}):
+        apply_policies(policies, raw)  # the fixtures sharing a configuration come together
+    stored = policies.kubectl("create", "--dry-run=server", "-o", "json", "-n", NAMESPACES["plain"], "-f", "-",
+                              stdin=obj)
+    if BY_ID[rule].cel is None:  # invalid-quantity: the API server refuses such objects before any policy
+        assert (stored.returncode != 0) is (outcome == "fail"), stored.stderr
+        assert "AdmissionPolicy" not in stored.stderr
+        return
+    assert stored.returncode == 0, stored.stderr
+    expected = [f"{v.rule}: {v.message}"
+                for _, v in evaluate(json.loads(stored.stdout), config, Mode.ENFORCE).violations]
+    assert (rule in {line.split(":")[0] for line in expected}) is (outcome == "fail"), expected
+    if outcome == "pass":
+        wait_for(f"{path.name} admitted", lambda: dry_run(policies, NAMESPACES["enforce"], obj).returncode == 0)
+        return
+    # The parameters reach the admission plugin through an informer: poll until this rule's refusal shows.
+    refused: list[str] = []
+
+    def judged() -> bool:
+        proc = dry_run(policies, NAMESPACES["enforce"], obj)
+        refused[:] = [proc.stderr]
+        return proc.returncode != 0 and f"{rule}: " in proc.stderr
+
+    try:
+        wait_for(f"{path.name} refused", judged)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; the API server said: {refused[0]}") from None
+    for line in expected:
+        assert line in refused[0], f"engine: {line}\nAPI server: {refused[0]}"
 
 
 # ------------------------------------------------------------------------------------------ differential

@@ -20,8 +20,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.binaries import ROOT, binary
 from tests.helpers import admission_review, container, guaranteed, pod, rl
 from tests.serving import Server, start_server
-from webhook.serving.certmetrics import EXPIRY_METRIC, certificate_expiry
 from webhook.serving.certs import write_bundle
+from webhook.serving.metrics import EXPIRY_METRIC, certificate_expiry
 
 CHART = ROOT / "charts" / "qos-guard"
 # Made by others, not by qos-guard: Prometheus adds `up` to every target; kube-apiserver counts the webhook

@@ -42,7 +42,7 @@ def pod(containers: int = 1, name: str = "p", cpu: str = "1500m") -> dict[str, A
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    srv = start_server(tmp_path_factory.mktemp("hostile"), "--enable-noop")
+    srv = start_server(tmp_path_factory.mktemp("hostile"), "--enable-noop", bench=True)
     yield srv
     srv.stop()
 

@@ -14,14 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import requests
-from cryptography import x509
-from cryptography.hazmat.primitives import serialization
 
-from bench.server import memory_mib, process_tree
 from tests.helpers import admission_review, container, guaranteed, pod, rl
 from tests.reliability.conftest import FIGURES
-from tests.serving import Server, start_server
-from webhook.serving.certs import _pem_key, _write, make_serving
+from tests.serving import Server, memory_mib, process_tree, rotate_certificate, start_server
 
 SECONDS = float(os.environ.get("QOS_GUARD_SOAK_SECONDS", "20"))
 CLIENTS = 4
@@ -88,9 +84,6 @@ def _client(server: Server, n: int, stop: Any, results: Any) -> None:
 
 def test_soak_with_worker_kill_and_certificate_rotation(tmp_path: Path) -> None:
     server = start_server(tmp_path)
-    pki = tmp_path / "pki"
-    ca_key = serialization.load_pem_private_key((pki / "ca.key").read_bytes(), None)
-    ca_cert = x509.load_pem_x509_certificate((pki / "ca.crt").read_bytes())
     ctx = mp.get_context("fork")
     stop, results = ctx.Event(), ctx.Queue()
     clients = [ctx.Process(target=_client, args=(server, n, stop, results)) for n in range(CLIENTS)]
@@ -110,9 +103,7 @@ def test_soak_with_worker_kill_and_certificate_rotation(tmp_path: Path) -> None:
                 killed = True
                 events.append(f"SIGKILL worker {worker} at {elapsed:.0f} s")
             if not rotated and elapsed > SECONDS * 0.6:
-                key, cert = make_serving(ca_key, ca_cert, ["localhost", "127.0.0.1"], 30)  # type: ignore[arg-type]
-                _write(pki / "tls.key", _pem_key(key), private=True)
-                _write(pki / "tls.crt", cert.public_bytes(serialization.Encoding.PEM), private=False)
+                rotate_certificate(server)
                 rotated = True
                 events.append(f"certificate replaced at {elapsed:.0f} s")
             time.sleep(1)

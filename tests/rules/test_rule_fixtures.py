@@ -14,9 +14,10 @@ import pytest
 import yaml
 
 from tests.helpers import admission_review
-from webhook.core.config import Config, load_config
+from webhook.core.config import Config
 from webhook.core.engine import Mode, evaluate
 from webhook.core.rules import RULE_IDS
+from webhook.manifests.configfile import load_config
 from webhook.serving.app import create_app
 
 RULES_DIR = Path(__file__).resolve().parents[1] / "fixtures" / "rules"

@@ -17,11 +17,10 @@ from pathlib import Path
 
 import requests
 from cryptography import x509
-from cryptography.hazmat.primitives import serialization
 
 from tests.helpers import guaranteed, pod
 from tests.server.conftest import EXAMPLE, free_port, review, start_server
-from webhook.serving.certs import _pem_key, _write, make_serving
+from tests.serving import rotate_certificate
 
 
 def serving_serial(port: int, ca: str) -> int:
@@ -56,9 +55,6 @@ def test_local_ca_created_once_and_reused(tmp_path: Path) -> None:
 
 def test_certificate_rotation_under_load_zero_failures(tmp_path: Path) -> None:
     server = start_server(tmp_path)
-    pki = tmp_path / "pki"
-    ca_key = serialization.load_pem_private_key((pki / "ca.key").read_bytes(), None)
-    ca_cert = x509.load_pem_x509_certificate((pki / "ca.crt").read_bytes())
     failures: list[str] = []
     answered = [0]
     stop = threading.Event()
@@ -80,9 +76,7 @@ def test_certificate_rotation_under_load_zero_failures(tmp_path: Path) -> None:
         for t in threads:
             t.start()
         time.sleep(1)
-        key, cert = make_serving(ca_key, ca_cert, ["localhost", "127.0.0.1"], 30)  # type: ignore[arg-type]
-        _write(pki / "tls.key", _pem_key(key), private=True)
-        _write(pki / "tls.crt", cert.public_bytes(serialization.Encoding.PEM), private=False)
+        serial = rotate_certificate(server)
         deadline = time.monotonic() + 10
         while serving_serial(server.port, server.ca) == before and time.monotonic() < deadline:
             time.sleep(0.2)
@@ -90,7 +84,7 @@ def test_certificate_rotation_under_load_zero_failures(tmp_path: Path) -> None:
         stop.set()
         for t in threads:
             t.join()
-        assert serving_serial(server.port, server.ca) == cert.serial_number
+        assert serving_serial(server.port, server.ca) == serial
         assert failures == [] and answered[0] > 20
     finally:
         stop.set()

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from webhook.core.config import Config, ConfigError, load_config, parse_config
+from webhook.core.config import Config, ConfigError, parse_config
+from webhook.manifests.configfile import load_config
 
 
 def test_full_config(tmp_path: Path) -> None:

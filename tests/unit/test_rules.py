@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+import re
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tests.helpers import container, guaranteed, pod, rl
 from webhook.core.config import Config, NumaPolicy, Policy, parse_config
 from webhook.core.fieldpath import dotted
-from webhook.core.podspec import build_pod_spec
-from webhook.core.rules import RULE_IDS, Violation, run_rules
+from webhook.core.podspec import PodSpec, build_pod_spec
+from webhook.core.rules import BY_ID, RULE_IDS, RULES, Violation, run_rules
+from webhook.core.rules.base import Text
 
 
 def violations(manifest: dict[str, Any], policy: Policy | None = None) -> list[Violation]:
@@ -148,3 +155,61 @@ def test_numa_pod_scope_uses_effective_total() -> None:
 
 def test_config_roundtrip_defaults() -> None:
     assert parse_config(None) == Config()
+
+
+# ------------------------------------------------------------------------------------------ the rule unit
+
+CONTRACT = Path(__file__).resolve().parents[2] / "docs" / "contract.md"
+
+
+def test_each_rule_is_one_unit_listed_in_the_contract() -> None:
+    """Id, default and order as docs/contract.md's rules table lists them; severity and CEL on the rule."""
+    table = re.findall(r"^\| `([a-z-]+)` \| (on|off) \|", CONTRACT.read_text(), re.M)
+    assert [(r.id, "on" if r.default_on else "off") for r in RULES] == [
+        (rule, default) for rule, default in table if rule in BY_ID]
+    assert sorted(BY_ID) == sorted(rule for rule, _ in table)
+    for rule in RULES:
+        assert rule.severity in ("high", "medium"), rule.id
+        # A rule without CEL says why: the API server refuses those objects itself, or `qos-guard policy`
+        # refuses a configuration that turns it on.
+        assert rule.cel is not None or rule.id == "invalid-quantity" or rule.policy_refusal.startswith("policy.")
+    assert BY_ID["smt-misaligned"].enabled(Policy(smt_alignment=2))
+    assert BY_ID["numa-unfit"].enabled(Policy(numa=NumaPolicy(cpus=1000)))
+
+
+def test_off_rules_do_not_run() -> None:
+    calls: list[str] = []
+
+    def spy(pod_spec: PodSpec, policy: Policy) -> list[Violation]:
+        calls.append("ran")
+        return []
+
+    off = replace(BY_ID["smt-misaligned"], check=spy)
+    with mock.patch("webhook.core.rules.RULES", (off,)):
+        run_rules(build_pod_spec(pod(guaranteed("a"))["spec"], ("spec",)), Policy())
+        assert calls == []
+        run_rules(build_pod_spec(pod(guaranteed("a"))["spec"], ("spec",)), Policy(smt_alignment=2))
+        assert calls == ["ran"]
+
+
+@given(st.text(alphabet=st.sampled_from("ab'\\\" {}:;\n"), max_size=30))
+def test_message_templates_quote_for_cel(literal: str) -> None:
+    """Text.cel escapes what CEL's single-quoted strings need; holes stay expressions."""
+    text = Text(literal.replace("{", "{{").replace("}", "}}") + "{x}")
+    expr = text.cel(x="f.r")
+    assert expr.endswith(" + f.r") or expr == "f.r"
+    if literal:
+        body = expr.removesuffix(" + f.r")
+        assert body.startswith("'") and body.endswith("'")
+        inner = body[1:-1]
+        assert re.fullmatch(r"([^'\\]|\\['\\])*", inner), inner  # no bare quote or backslash
+        assert re.sub(r"\\(.)", r"\1", inner) == text(x="")
+
+
+def test_templates_render_the_engine_message() -> None:
+    from webhook.core.rules.requests_not_equal_limits import DIFFERS
+    assert DIFFERS(label="L", resource="cpu", request="1", limit="2") == (
+        "L: cpu request 1 differs from its limit 2; set resources.requests.cpu to 2")
+    assert DIFFERS.cel(label="f.b.label", resource="f.r", request="f.q", limit="f.l") == (
+        "f.b.label + ': ' + f.r + ' request ' + f.q + ' differs from its limit ' + f.l + "
+        "'; set resources.requests.' + f.r + ' to ' + f.l")

@@ -17,7 +17,8 @@ from webhook.core.config import Config
 from webhook.core.engine import MODE_LABEL, Mode, Verdict, evaluate
 from webhook.core.mutation import json_patch
 from webhook.core.podspec import ManifestError
-from webhook.core.workloads import KINDS
+from webhook.core.rules import MORE, REFUSED
+from webhook.core.workloads import POD, judged
 
 API_VERSIONS = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
 MODES = tuple(m.value for m in Mode)
@@ -35,7 +36,6 @@ class Action(StrEnum):
     WARN = "warn"  # allowed, with one warning per violation
     PATCH = "patch"  # allowed, with the JSONPatch of the mutation (Pods only)
     NAMESPACE = "namespace"  # the opt-in label's value is checked
-    ALLOW = "allow"  # parse and allow: the benchmarks' floor
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,6 @@ ENDPOINTS: dict[str, Endpoint] = {
     "/mutate": Endpoint("mutate", Action.PATCH, Mode.MUTATE),
     "/validate-namespace": Endpoint("validate-namespace", Action.NAMESPACE),
 }
-NOOP = Endpoint("noop", Action.ALLOW)  # ``serve --enable-noop`` only
 
 
 class BadReview(ValueError):
@@ -168,7 +167,7 @@ def fit_warnings(lines: list[str]) -> list[str]:
     total = 0
     for i, line in enumerate(lines):
         text = line if len(line) < MAX_WARNING else line[: MAX_WARNING - 4] + "..."
-        more = f"... and {len(lines) - i} more (see qos-guard check)"
+        more = MORE(count=len(lines) - i)
         if total + len(text.encode()) + len(more) + 2 > MAX_WARNINGS_BYTES:
             out.append(more)
             break
@@ -177,23 +176,13 @@ def fit_warnings(lines: list[str]) -> list[str]:
     return out
 
 
-def _judged(review: Review) -> bool:
-    """Pods on CREATE, pods/resize on UPDATE, workloads on CREATE and UPDATE (SPEC §5)."""
-    if review.kind == "Pod":
-        if review.subresource == "resize":
-            return review.operation == "UPDATE"
-        return review.subresource == "" and review.operation == "CREATE"
-    return review.kind in KINDS and review.subresource == "" and review.operation in ("CREATE", "UPDATE")
-
-
 def _denial(review: Review, verdict: Verdict) -> str:
     name = review.name or object_name(review.obj)
     found = verdict.violations
     lines = [f"{v.rule}: {v.message}"[:MAX_WARNING * 2] for _, v in found[:MAX_DENIAL_LINES]]
     if len(found) > MAX_DENIAL_LINES:
-        lines.append(f"... and {len(found) - MAX_DENIAL_LINES} more (see qos-guard check)")
-    head = f'{review.kind} "{name[:253]}" would not get exclusive CPUs (Guaranteed QoS, whole CPUs) from kubelet:'
-    return "\n".join([head, *lines])
+        lines.append(MORE(count=len(found) - MAX_DENIAL_LINES))
+    return "\n".join([REFUSED(kind=review.kind, name=name[:253]), *lines])
 
 
 def object_name(obj: Any) -> str:
@@ -206,7 +195,7 @@ def object_name(obj: Any) -> str:
 def _skip(review: Review, own_namespace: str | None) -> str | None:
     if review.namespace in NEVER_SELECTED or (own_namespace and review.namespace == own_namespace):
         return f"namespace {review.namespace} is never judged"
-    if not _judged(review):
+    if not judged(review.kind, review.operation, review.subresource):
         return f"{review.operation} of {review.kind}{'/' + review.subresource if review.subresource else ''}"
     if review.obj is None:
         return "no object"
@@ -215,8 +204,6 @@ def _skip(review: Review, own_namespace: str | None) -> str | None:
 
 def decide(review: Review, endpoint: Endpoint, config: Config, own_namespace: str | None = None) -> Decision:
     """The decision for one request at ``endpoint``."""
-    if endpoint.action is Action.ALLOW:
-        return Decision(True)
     if endpoint.action is Action.NAMESPACE:
         return _decide_namespace(review)
     assert endpoint.mode is not None
@@ -234,8 +221,9 @@ def decide(review: Review, endpoint: Endpoint, config: Config, own_namespace: st
         base.skipped = verdict.exempt
         return base
     if endpoint.action is Action.PATCH:
-        # Only Pods are patched: a patched template would make GitOps tools see drift (SPEC §5).
-        if review.kind == "Pod" and review.subresource == "" and verdict.changes:
+        # Only Pods are patched: a patched template would make GitOps tools see drift
+        # (docs/contract.md#modes-per-namespace-by-label).
+        if review.kind == POD and review.subresource == "" and verdict.changes:
             base.patch = json_patch(review.obj, verdict.changes)
             base.warnings = fit_warnings([f"qos-guard: {c.message}" for c in verdict.changes])
         return base

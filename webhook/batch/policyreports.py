@@ -22,15 +22,13 @@ from typing import Any
 from webhook.batch.report import Report
 from webhook.cluster.client import ClusterError, Listed, Lister
 from webhook.core.fieldpath import dotted
+from webhook.core.rules import BY_ID
 
 POLICY = "qos-guard"
 REPORT_NAME = "qos-guard"
 CATEGORY = "CPU pinning"
 MANAGED_BY = ("app.kubernetes.io/managed-by", "qos-guard")
-# Every rule costs the Pod its exclusive CPUs (the reason the tool exists), so each is `high`; the two
-# opt-in topology rules only cost alignment on particular nodes.
-SEVERITY = {"smt-misaligned": "medium", "numa-unfit": "medium"}
-DEFAULT_SEVERITY = "high"
+DEFAULT_SEVERITY = "high"  # results that are no rule's (pass, error)
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,8 +110,9 @@ def build(flavour: Flavour, report: Report, subjects: Subjects, namespaces: Iter
         out: dict[str, Any] = {"source": POLICY, "policy": POLICY}
         if rule:
             out["rule"] = rule
-        out |= {"category": CATEGORY, "severity": SEVERITY.get(rule, DEFAULT_SEVERITY), "result": outcome,
-                "scored": True, "timestamp": stamp, "message": message}
+        severity = BY_ID[rule].severity if rule in BY_ID else DEFAULT_SEVERITY
+        out |= {"category": CATEGORY, "severity": severity, "result": outcome, "scored": True, "timestamp": stamp,
+                "message": message}
         if subject is not None:
             out["resources"] = [subject.reference()]
         if properties:

@@ -1,7 +1,8 @@
 """Reports for ``check`` and ``audit``: text, json, sarif, junit and GitHub annotations.
 
 The report is built from verdicts and knows nothing about how objects were read; the only format rule
-shared by all outputs is the exit code (SPEC §6): 1 for a violation, else 2 for an input error, else 0.
+shared by all outputs is the exit code (docs/contract.md#commands-and-exit-codes): 1 for a violation, else 2
+for an input error, else 0.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from webhook.core.podspec import PodSpec
 from webhook.core.rules import Violation, run_rules
 from webhook.core.workloads import Target, find_targets
 
-MODE_LABEL = "qos-guard.io/mode"  # the namespace label that opts in (SPEC §1)
+MODE_LABEL = "qos-guard.io/mode"  # the namespace label that opts in (docs/contract.md#names)
 
 
 class Mode(StrEnum):

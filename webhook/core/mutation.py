@@ -1,5 +1,6 @@
-"""Pod spec -> the changes that make it Guaranteed (SPEC §5 ``mutate``), and the RFC 6902 patch built
-from those changes (never by diffing documents, as kopf builds its patches from recorded changes).
+"""Pod spec -> the changes that make it Guaranteed (``mutate``, docs/contract.md#modes-per-namespace-by-label),
+and the RFC 6902 patch built from those changes (never by diffing documents, as kopf builds its patches from
+recorded changes).
 
 What can be fixed: a request that differs from its limit is set to the limit; a missing (or zero) limit
 is set from its request when ``setLimitsFromRequests``; with ``cpuRounding: up`` a fractional cpu limit

@@ -16,18 +16,24 @@ from webhook.core.fieldpath import FieldPath, Segment
 from webhook.core.podspec import ManifestError, PodSpec, build_pod_spec
 
 _TEMPLATE = ("spec", "template", "spec")
+POD = "Pod"
 
 
 @dataclass(frozen=True, slots=True)
 class Kind:
     """A judged kind: its API group/version and plural (as discovery names them), where its pod spec is,
-    and whether it controls Pods (then ``audit`` reports its Pods through it, once per template)."""
+    and whether it controls Pods (then ``audit`` reports its Pods through it, once per template).
+
+    ``operations`` are the requests judged on the object itself, ``subresources`` the judged subresource
+    requests (a Pod is judged once, when created; a template on every change; a Pod's resize too)."""
 
     kind: str
     api_version: str
     plural: str
     spec_path: tuple[str, ...]
     controller: bool
+    operations: tuple[str, ...] = ("CREATE", "UPDATE")
+    subresources: tuple[tuple[str, str], ...] = ()
 
     @property
     def group(self) -> str:
@@ -35,7 +41,7 @@ class Kind:
 
 
 KINDS: dict[str, Kind] = {k.kind: k for k in (
-    Kind("Pod", "v1", "pods", ("spec",), False),
+    Kind(POD, "v1", "pods", ("spec",), False, ("CREATE",), (("resize", "UPDATE"),)),
     Kind("ReplicationController", "v1", "replicationcontrollers", _TEMPLATE, True),
     Kind("PodTemplate", "v1", "podtemplates", ("template", "spec"), False),
     Kind("Deployment", "apps/v1", "deployments", _TEMPLATE, True),
@@ -104,7 +110,17 @@ def find_targets(obj: Any, where: FieldPath = ()) -> Iterator[Target]:
             return  # nothing to judge (e.g. a kustomize patch that only sets replicas)
         if not isinstance(node, Mapping):
             raise ManifestError(walked, "expected a mapping")
-    yield Target(kind, name, namespace, walked, node, obj.get("status") if kind == "Pod" else None)
+    yield Target(kind, name, namespace, walked, node, obj.get("status") if kind == POD else None)
 
 
-__all__ = ["CONTROLLERS", "KINDS", "Kind", "Segment", "Target", "find_targets"]
+def judged(kind: str, operation: str, subresource: str = "") -> bool:
+    """Whether a request for ``kind`` (``operation`` on the object or its ``subresource``) is judged."""
+    found = KINDS.get(kind)
+    if found is None:
+        return False
+    if subresource:
+        return (subresource, operation) in found.subresources
+    return operation in found.operations
+
+
+__all__ = ["CONTROLLERS", "KINDS", "POD", "Kind", "Segment", "Target", "find_targets", "judged"]

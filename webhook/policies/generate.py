@@ -1,18 +1,18 @@
-"""``qos-guard policy``: the rules of SPEC §3 as ValidatingAdmissionPolicy and MutatingAdmissionPolicy (CEL run
-inside the API server: no webhook, no TLS, no extra hop), generated from the same ``Config``.
+"""``qos-guard policy``: the rules (docs/contract.md#rules) as ValidatingAdmissionPolicy and
+MutatingAdmissionPolicy (CEL run inside the API server: no webhook, no TLS, no extra hop), assembled from each
+rule's own CEL (``Rule.cel``) over ``workloads.KINDS`` and the configuration schema.
 
 Design, so that there is one source of truth:
 
 * The policy objects are constant text: every configuration value is read at admission time from a ConfigMap
   (``paramKind``), rendered by ``params_configmap`` from the ``Config``. The chart ships the same policy text
-  (``charts/qos-guard/templates/policies.yaml``, written by
-  ``python -m webhook.policies.generate --write-chart``, checked by a test) and renders
-  the ConfigMap from the same ``config`` values.
+  (``charts/qos-guard/templates/policies.yaml``) and renders the ConfigMap from the same ``config`` values
+  (``policy-params.yaml``); ``python -m webhook.policies.generate --write-chart`` writes both, a test checks them.
 * The Pod a policy sees on CREATE is already defaulted by the API server (requests copied from limits,
   quantities rounded up to milli, ``status.qosClass`` set by ``PrepareForCreate``); templates are not, so the
   CEL copies a missing request from its limit as the engine does.
-* What CEL cannot express is refused with the key named (``PolicyError``): ``policy.numa`` needs the nodes'
-  topology and the engine's effective-request arithmetic.
+* A rule without CEL that the configuration turns on is refused with the key named (``PolicyError``,
+  ``Rule.policy_refusal``): ``policy.numa`` needs the engine's effective-request arithmetic.
 
 Known differences from the engine are listed in ``KNOWN_DIFFERENCES`` (the README repeats them; the
 differential test checks each one is real and the only one).
@@ -20,14 +20,19 @@ differential test checks each one is real and the only one).
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Sequence
 from typing import Any
 
 import yaml
 
-from webhook.core.config import Config
+from webhook.core.config import RUNTIME_CLASSES, SCHEMA, Config
 from webhook.core.engine import MODE_LABEL, Mode
+from webhook.core.rules import MORE, REFUSED, RULES, cel
+from webhook.core.rules.base import cel_string
+from webhook.core.settings import Setting
+from webhook.core.workloads import KINDS, POD
 
 API_VERSIONS = ("v1",)
 MODES = ("enforce", "mutate", "warn", "all")
@@ -36,16 +41,6 @@ NAMESPACE = "qos-guard"
 NAME = "qos-guard"
 WARN_SLOTS = 10  # one warning per violation for the first ten, then "... and N more"
 MAX_MESSAGE = 4000  # the API server drops a messageExpression result over 5 KiB
-
-# ConfigMap data keys are the configuration's own dotted keys.
-K_FRACTIONAL = "policy.fractionalCPUContainers"
-K_POD_LEVEL = "policy.podLevelResources"
-K_SMT = "policy.smtAlignment"
-K_SET_LIMITS = "mutation.setLimitsFromRequests"
-K_ROUNDING = "mutation.cpuRounding"
-K_NAMESPACES = "exemptions.namespaces"
-K_USERNAMES = "exemptions.usernames"
-K_RUNTIME_CLASSES = "exemptions.runtimeClassNames"
 
 KNOWN_DIFFERENCES: dict[str, str] = {
     "cpu-beyond-int64": "a cpu value above 9223372036854775807 CPUs is whole to the engine but not to CEL's "
@@ -65,218 +60,97 @@ class PolicyError(ValueError):
 
 
 def refuse_unsupported(config: Config) -> None:
-    """``policy.numa`` needs the node topology and per-Pod effective totals: only the webhook has them."""
-    if config.policy.numa is not None:
-        raise PolicyError("policy.numa: numa-unfit is not available as an admission policy (the pod scope "
-                          "sums exact quantities over init containers and sidecars, which CEL cannot fold); "
-                          "use the webhook (enforcement: webhook) or remove policy.numa")
+    """A rule without CEL that the configuration turns on (``policy.numa``): only the webhook has it."""
+    for rule in RULES:
+        if rule.cel is None and rule.policy_refusal and rule.enabled(config.policy):
+            raise PolicyError(rule.policy_refusal)
 
 
 def params_data(config: Config) -> dict[str, str]:
-    """The ConfigMap the policies read their configuration from (lists one item a line)."""
-    ex = config.exemptions
-    return {
-        K_FRACTIONAL: "\n".join(sorted(config.policy.fractional_cpu_containers)),
-        K_POD_LEVEL: config.policy.pod_level_resources,
-        K_SMT: str(config.policy.smt_alignment),
-        K_SET_LIMITS: "true" if config.mutation.set_limits_from_requests else "false",
-        K_ROUNDING: config.mutation.cpu_rounding,
-        K_NAMESPACES: "\n".join(sorted(ex.namespaces)),
-        K_USERNAMES: "\n".join(sorted(ex.usernames)),
-        K_RUNTIME_CLASSES: "\n".join(sorted(ex.runtime_class_names)),
-    }
+    """The ConfigMap the policies read their configuration from: the configuration's own dotted keys, lists
+    one item a line."""
+    return SCHEMA.params(config)
 
 
 # --------------------------------------------------------------------------------------------------- CEL
 
-def _param(key: str, default: str) -> str:
-    return f"params.?data.orValue({{}})[?'{key}'].orValue('{default}')"
+def _read(key: str) -> str:
+    """CEL reading the parameter ``key`` (typed; its default when the ConfigMap lacks it)."""
+    setting = SCHEMA.find(key)
+    assert isinstance(setting, Setting)
+    text = f"params.?data.orValue({{}})[?'{key}'].orValue({cel_string(setting.kind.text(setting.default))})"
+    return setting.kind.cel(text)
 
 
-def _param_list(key: str) -> str:
-    return f"{_param(key, '')}.split('\\n').filter(s, s != '')"
+PARAM_VARIABLES: list[tuple[str, str]] = [(cel.param_name(key), _read(key)) for key, s in SCHEMA.settings()
+                                          if s.param]
 
 
-PARAM_VARIABLES: list[tuple[str, str]] = [
-    ("frac", _param_list(K_FRACTIONAL)),
-    ("allowPodLevel", f"{_param(K_POD_LEVEL, 'deny')} == 'allow'"),
-    ("smt", f"int({_param(K_SMT, '1')})"),
-    ("setLimits", f"{_param(K_SET_LIMITS, 'true')} == 'true'"),
-    ("roundUp", f"{_param(K_ROUNDING, 'none')} == 'up'"),
-]
-
-# Where the pod spec lives in each kind (webhook/core/workloads.py SPEC_PATHS), and its dotted path for messages.
-SPEC_VARIABLES: list[tuple[str, str]] = [
-    ("path", "request.kind.kind == 'Pod' ? 'spec' : request.kind.kind == 'CronJob' ? "
-             "'spec.jobTemplate.spec.template.spec' : request.kind.kind == 'PodTemplate' ? 'template.spec' "
-             ": 'spec.template.spec'"),
-    ("spec", "request.kind.kind == 'Pod' ? object.?spec.orValue({}) "
-             ": request.kind.kind == 'CronJob' ? object.?spec.?jobTemplate.?spec.?template.?spec.orValue({}) "
-             ": request.kind.kind == 'PodTemplate' ? object.?template.?spec.orValue({}) "
-             ": object.?spec.?template.?spec.orValue({})"),
-    ("exempt", f"variables.spec.?runtimeClassName.orValue('') in {_param_list(K_RUNTIME_CLASSES)}"),
-]
+def _spec_variables() -> list[tuple[str, str]]:
+    """Where the pod spec lives in each kind (``KINDS``), and its dotted path for messages: the spec path
+    most kinds share is the fallback."""
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for kind in KINDS.values():
+        groups.setdefault(kind.spec_path, []).append(kind.kind)
+    *special, (common, _) = sorted(groups.items(), key=lambda group: len(group[1]))
+    path, spec = f"'{'.'.join(common)}'", "object" + "".join(f".?{p}" for p in common) + ".orValue({})"
+    for spec_path, kinds in reversed(special):
+        cond = (f"request.kind.kind == '{kinds[0]}'" if len(kinds) == 1
+                else f"request.kind.kind in [{', '.join(repr(k) for k in kinds)}]")
+        path = f"{cond} ? '{'.'.join(spec_path)}' : {path}"
+        spec = f"{cond} ? object" + "".join(f".?{p}" for p in spec_path) + f".orValue({{}}) : {spec}"
+    return [("path", path), ("spec", spec),
+            ("exempt", f"variables.spec.?runtimeClassName.orValue('') in {cel.setting(RUNTIME_CLASSES)}")]
 
 
-def _map(fields: dict[str, str]) -> str:
-    """A CEL map literal; values wrapped in dyn() because Kubernetes' CEL wants homogeneous literals."""
-    return "{" + ", ".join(f"'{k}': dyn({v})" for k, v in fields.items()) + "}"
-
-
-def _record(group: str) -> str:
-    # `containers` has no omitempty: a Pod without containers arrives as null (then API validation refuses it).
-    items = f"(variables.spec.?{group}.orValue([]) == null ? [] : variables.spec.?{group}.orValue([]))"
-    return (f"{items}.transformList(i, c, " + _map({
-        "label": f"'container \"' + c.?name.orValue('<unnamed>') + '\" (' + variables.path + '.{group}[' "
-                 "+ string(i) + '])'",
-        "name": "c.?name.orValue('')", "group": f"'{group}'", "pod": "false",
-        "frac": "c.?name.orValue('') in variables.frac",
-        "lim": "c.?resources.?limits.orValue({})", "req": "c.?resources.?requests.orValue({})"}) + ")")
-
-
-BLOCK_VARIABLES: list[tuple[str, str]] = [
-    ("blocks", f"{_record('containers')} + {_record('initContainers')}"),
-    ("pod", _map({"label": "'pod (' + variables.path + '.resources)'", "name": "''", "group": "''", "pod": "true",
-                  "frac": "false", "lim": "variables.spec.?resources.?limits.orValue({})",
-                  "req": "variables.spec.?resources.?requests.orValue({})"})),
-    # ComputePodQOS: once spec.resources is there at all (even {}), the pod-level block alone decides the class.
-    ("podQos", "has(variables.spec.resources)"),
-    # Nothing at all in it (``resources: {}``): the mutation removes such a block, as the engine's does.
-    ("podEmpty", "size(variables.pod.lim) == 0 && size(variables.pod.req) == 0"),
-    # isPodLevelResourcesSet restricted to cpu/memory: what makes kubelet's CPU and Memory Managers skip the Pod.
-    ("podLevel", "['cpu', 'memory'].exists(r, r in variables.pod.lim || r in variables.pod.req)"),
-]
-
-_F0 = {k: f"f.{k}" for k in ("b", "r", "l", "q", "lpos", "qpos")}
-
-
-def fact_variables(units: str) -> list[tuple[str, str]]:
-    """Per block (container or pod-level) a [cpu, memory] pair of facts, in three stages so that nothing
-    is spelled twice: l/q are the limit and request as written ('' when absent), lpos/qpos whether they are
-    positive, base/eff the limit after the mutation ('' when none: kept if positive, else the request when
-    setLimitsFromRequests; eff rounds cpu up when cpuRounding is up)."""
-    first = _map({"b": "b", "r": "r", "l": "r in b.lim ? b.lim[r] : ''", "q": "r in b.req ? b.req[r] : ''",
-                  "lpos": "r in b.lim && quantity(b.lim[r]).isGreaterThan(quantity('0'))",
-                  "qpos": "r in b.req && quantity(b.req[r]).isGreaterThan(quantity('0'))"})
-    base = "f.lpos ? f.l : (variables.setLimits && f.qpos) ? f.q : ''"
-    eff = ("(f.r == 'cpu' && !f.b.frac && variables.roundUp && f.base != '' && !quantity(f.base).isInteger()) "
-           "? string(int(quantity(f.base).asApproximateFloat()) + 1) : f.base")
-    return [
-        ("facts0", f"{units}.map(b, ['cpu', 'memory'].map(r, {first}))"),
-        ("facts1", f"variables.facts0.map(fs, fs.map(f, {_map(_F0 | {'base': base})}))"),
-        ("facts", f"variables.facts1.map(fs, fs.map(f, {_map(_F0 | {'base': 'f.base', 'eff': eff})}))"),
-    ]
-
-
-LIMITS_MISSING_MSG = (
-    "f.b.label + ': ' + (f.l != '' ? f.r + ' limit is 0, which counts as none' : 'no ' + f.r + ' limit') + "
-    "', so the Pod is not Guaranteed; ' + (f.qpos ? 'set resources.limits.' + f.r + ' to ' + f.q + "
-    "' (its request)' : 'set resources.limits.' + f.r + ' (the request defaults to it)')")
-NOT_EQUAL_MSG = ("f.b.label + ': ' + f.r + ' request ' + f.q + ' differs from its limit ' + f.l + "
-                 "'; set resources.requests.' + f.r + ' to ' + f.l")
-
-
-def _cpu_amount(mutated: bool) -> tuple[str, str]:
-    """The cpu the CPU Manager sizes by (the limit, else the request) and which it was."""
-    if mutated:
-        return "(f.eff != '' ? f.eff : f.qpos ? f.q : '')", "(f.eff != '' ? 'limit' : 'request')"
-    return "(f.lpos ? f.l : f.qpos ? f.q : '')", "(f.lpos ? 'limit' : 'request')"
-
-
-def _rule(rule: str, cond: str, msg: str) -> str:
-    return f"variables.facts.flatten().filter(f, {cond}).map(f, '{rule}: ' + {msg})"
-
-
-POD_LEVEL_MSG = ("'pod-level-resources: ' + variables.pod.label + ': pod-level cpu/memory make kubelet\\'s CPU "
-                 "and Memory Managers skip the Pod (unless nodes enable PodLevelResourceManagers); set them per "
-                 "container, or allow with policy.podLevelResources: allow'")
+SPEC_VARIABLES = _spec_variables()
 
 
 def violation_variables(mutated: bool) -> list[tuple[str, str]]:
-    """The rules, in the engine's order (webhook/core/rules/__init__.py), each a list of 'rule-id: message'.
+    """The rules' CEL, in the engine's order (``RULES``), each a list of 'rule-id: message', then all of them.
 
     ``mutated``: judge what the mutation would leave (templates in ``mutate`` namespaces, which are not
-    patched); a ``requests-not-equal-limits`` never survives the mutation.
+    patched).
     """
-    judged = "f.b.pod == variables.podQos"  # the pod-level block replaces the containers' QoS checks
-    if mutated:
-        judged = "f.b.pod == (variables.podQos && !variables.podEmpty)"  # an empty block is removed
-        missing = _rule("limits-missing", f"{judged} && f.eff == ''", LIMITS_MISSING_MSG)
-        not_equal = "[]"
-    else:
-        missing = _rule("limits-missing", f"{judged} && !f.lpos", LIMITS_MISSING_MSG)
-        not_equal = _rule("requests-not-equal-limits",
-                          f"{judged} && f.lpos && f.q != '' && quantity(f.q).compareTo(quantity(f.l)) != 0",
-                          NOT_EQUAL_MSG)
-    amount, kind = _cpu_amount(mutated)
-    low = f"int(quantity({amount}).asApproximateFloat())"
-    cpus = f"quantity({amount}).asInteger()"
-    down = f"({cpus} - {cpus} % variables.smt)"
-    cpu = "f.r == 'cpu' && !f.b.frac"
-    return [
-        ("limitsMissing", missing),
-        ("notEqual", not_equal),
-        ("cpuNotInteger", _rule(
-            "cpu-not-integer",
-            f"{cpu} && (!f.b.pod || variables.podQos) && {amount} != '' && !quantity({amount}).isInteger()",
-            f"f.b.label + ': ' + (f.b.pod ? 'pod-level ' : '') + 'cpu ' + {kind} + ' ' + {amount} + "
-            f"' is not a whole number of CPUs; ' + "
-            f"({low} == 0 ? 'use 1' : 'use ' + string({low}) + ' or ' + string({low} + 1))")),
-        ("podLevelResources", f"variables.podLevel && !variables.allowPodLevel ? [{POD_LEVEL_MSG}] : []"),
-        ("smtMisaligned", _rule(
-            "smt-misaligned",
-            f"{cpu} && !f.b.pod && variables.smt > 1 && {amount} != '' && quantity({amount}).isInteger() && "
-            f"{cpus} % variables.smt != 0",
-            f"f.b.label + ': cpu ' + {kind} + ' ' + string({cpus}) + ' is not a multiple of ' + "
-            f"string(variables.smt) + ' (full-pcpus-only fails with SMTAlignmentError); ' + ({down} > 0 ? "
-            f"'use ' + string({down}) + ' or ' + string({down} + variables.smt) : 'use ' + "
-            f"string({down} + variables.smt))")),
-        # PrepareForCreate keeps a client-supplied status.qosClass (GetPodQOS): with nothing else wrong with
-        # the spec, a class other than Guaranteed can only have come from the manifest.
-        ("statusQosClass", "request.kind.kind == 'Pod' && request.operation == 'CREATE' && "
-                           "object.?status.?qosClass.orValue('Guaranteed') != 'Guaranteed' && "
-                           "size(variables.limitsMissing) + size(variables.notEqual) == 0 ? "
-                           "['status-qos-class: pod (status.qosClass): the manifest sets status.qosClass ' + "
-                           "object.status.qosClass + ', which the API server keeps on create, so the Pod is not "
-                           "Guaranteed; remove status from the manifest'] : []"),
-        ("violations", "variables.exempt ? [] : variables.limitsMissing + variables.notEqual + "
-                       "variables.cpuNotInteger + variables.podLevelResources + variables.smtMisaligned + "
-                       "variables.statusQosClass"),
-    ]
+    pairs = [(cel.variable(rule.id), rule.cel(mutated)) for rule in RULES if rule.cel is not None]
+    every = " + ".join(f"variables.{name}" for name, _ in pairs)
+    return [*pairs, ("violations", f"variables.exempt ? [] : {every}")]
 
 
-HEAD = ("request.kind.kind + ' \"' + object.metadata.?name.orValue(object.metadata.?generateName.orValue('<unnamed>')) "
-        "+ '\" would not get exclusive CPUs (Guaranteed QoS, whole CPUs) from kubelet: '")
+HEAD = REFUSED.cel(kind="request.kind.kind",
+                   name="object.metadata.?name.orValue(object.metadata.?generateName.orValue('<unnamed>'))")
 
 
 def _variables(pairs: list[tuple[str, str]]) -> list[dict[str, str]]:
+    names = [name for name, _ in pairs]
+    # A variable defined twice refers to itself: kube-apiserver v1.36 then recurses until its stack overflows.
+    twice = sorted({n for n in names if names.count(n) > 1})
+    assert not twice, f"CEL variables defined twice: {twice}"
     return [{"name": name, "expression": expr} for name, expr in pairs]
 
 
 def _match_conditions() -> list[dict[str, str]]:
     return [
-        {"name": "exempt-namespace", "expression": f"!(request.namespace in {_param_list(K_NAMESPACES)})"},
+        {"name": "exempt-namespace", "expression": f"!(request.namespace in {_read('exemptions.namespaces')})"},
         {"name": "exempt-username",
-         "expression": f"!(request.userInfo.username in {_param_list(K_USERNAMES)})"},
+         "expression": f"!(request.userInfo.username in {_read('exemptions.usernames')})"},
     ]
 
 
 def _pod_rules(mutating: bool) -> list[dict[str, Any]]:
-    def rule(group: str, operations: list[str], resources: list[str]) -> dict[str, Any]:
-        # scope spelled out: the API server would default it, and `kubectl apply` would then see a change.
-        return {"apiGroups": [group], "apiVersions": ["v1"], "operations": operations, "resources": resources,
-                "scope": "Namespaced"}
-
-    pods = rule("", ["CREATE"], ["pods"])
-    if mutating:
-        return [pods]
-    return [
-        pods,
-        rule("", ["UPDATE"], ["pods/resize"]),
-        rule("", ["CREATE", "UPDATE"], ["replicationcontrollers", "podtemplates"]),
-        rule("apps", ["CREATE", "UPDATE"], ["deployments", "replicasets", "statefulsets", "daemonsets"]),
-        rule("batch", ["CREATE", "UPDATE"], ["jobs", "cronjobs"]),
-    ]
+    """The requests judged (``KINDS``), one rule per API group and operations; the mutation patches Pods only."""
+    merged: dict[tuple[str, tuple[str, ...], str], list[str]] = {}
+    for kind in KINDS.values():
+        if mutating and kind.kind != POD:
+            continue
+        group, _, version = kind.api_version.rpartition("/")
+        ops = ("CREATE",) if mutating else kind.operations
+        merged.setdefault((group, ops, version), []).append(kind.plural)
+        for sub, op in () if mutating else kind.subresources:
+            merged.setdefault((group, (op,), version), []).append(f"{kind.plural}/{sub}")
+    # scope spelled out: the API server would default it, and `kubectl apply` would then see a change.
+    return [{"apiGroups": [group], "apiVersions": [version], "operations": list(ops), "resources": resources,
+             "scope": "Namespaced"} for (group, ops, version), resources in merged.items()]
 
 
 def _meta(name: str) -> dict[str, Any]:
@@ -293,8 +167,8 @@ def _selector(mode: str, namespace: str) -> dict[str, Any]:
 
 
 def _validating(name: str, validations: list[dict[str, str]], mutated: bool, failure: str) -> dict[str, Any]:
-    common = (PARAM_VARIABLES + SPEC_VARIABLES + BLOCK_VARIABLES
-              + fact_variables("(variables.blocks + [variables.pod])"))
+    common = (PARAM_VARIABLES + SPEC_VARIABLES + cel.BLOCK_VARIABLES
+              + cel.fact_variables("(variables.blocks + [variables.pod])"))
     pairs = common + violation_variables(False)
     if mutated:
         # Pods arrive already patched by the MutatingAdmissionPolicy: judge them as they are; templates are
@@ -305,9 +179,9 @@ def _validating(name: str, validations: list[dict[str, str]], mutated: bool, fai
         for key, expr in plain.items():
             if key == "violations":
                 continue
-            pairs.append((key, f"request.kind.kind == 'Pod' ? ({expr}) : ({virtual[key]})"))
+            pairs.append((key, f"request.kind.kind == '{POD}' ? ({expr}) : ({virtual[key]})"))
         pairs.append(("violations", plain["violations"]))
-    pairs.append(("message", f"{HEAD} + variables.violations.join('; ')"))
+    pairs.append(("message", f"{HEAD} + ' ' + variables.violations.join('; ')"))
     return {
         "apiVersion": f"{GROUP}/v1", "kind": "ValidatingAdmissionPolicy", "metadata": _meta(name),
         "spec": {
@@ -338,8 +212,7 @@ def _warn_validations() -> list[dict[str, str]]:
             "message": "qos-guard: the Pod would not get exclusive CPUs from kubelet"}
            for k in range(WARN_SLOTS)]
     out.append({"expression": f"size(variables.violations) <= {WARN_SLOTS}",
-                "messageExpression": f"'... and ' + string(size(variables.violations) - {WARN_SLOTS}) + "
-                                     "' more (see qos-guard check)'",
+                "messageExpression": MORE.cel(count=f"string(size(variables.violations) - {WARN_SLOTS})"),
                 "message": "qos-guard: more violations (see qos-guard check)"})
     return out
 
@@ -387,9 +260,10 @@ def _mutating(name: str) -> dict[str, Any]:
             "matchConstraints": {"resourceRules": _pod_rules(True)},
             "matchConditions": [*_match_conditions(), {
                 "name": "exempt-runtime-class",
-                "expression": f"!(object.spec.?runtimeClassName.orValue('') in {_param_list(K_RUNTIME_CLASSES)})"}],
-            "variables": _variables(PARAM_VARIABLES + SPEC_VARIABLES + BLOCK_VARIABLES
-                                    + fact_variables("variables.blocks")),
+                "expression": f"!(object.spec.?runtimeClassName.orValue('') in "
+                              f"{_read('exemptions.runtimeClassNames')})"}],
+            "variables": _variables(PARAM_VARIABLES + SPEC_VARIABLES + cel.BLOCK_VARIABLES
+                                    + cel.fact_variables("variables.blocks")),
             "mutations": [
                 {"patchType": "ApplyConfiguration", "applyConfiguration": {"expression": _mutation_apply()}},
                 # The API server keeps a client-supplied status.qosClass on create (GetPodQOS): drop it.
@@ -406,7 +280,7 @@ def _mutating(name: str) -> dict[str, Any]:
 
 
 def _namespaces(name: str, namespace: str) -> list[dict[str, Any]]:
-    """The label's value must name a mode (SPEC §5 /validate-namespace)."""
+    """The label's value must name a mode (docs/contract.md#modes-per-namespace-by-label)."""
     label = f"object.metadata.?labels.orValue({{}})[?'{MODE_LABEL}']"
     policy = {
         "apiVersion": f"{GROUP}/v1", "kind": "ValidatingAdmissionPolicy", "metadata": _meta(name),
@@ -416,9 +290,9 @@ def _namespaces(name: str, namespace: str) -> list[dict[str, Any]]:
                                                     "operations": ["CREATE", "UPDATE"],
                                                     "resources": ["namespaces"], "scope": "Cluster"}]},
             "validations": [{
-                "expression": f"{label}.orValue('enforce') in ['enforce', 'mutate', 'warn']",
+                "expression": f"{label}.orValue('{Mode.ENFORCE}') in [{', '.join(repr(m.value) for m in Mode)}]",
                 "messageExpression": f"'namespace label {MODE_LABEL}=\"' + {label}.orValue('') + '\" is not one of "
-                                     "enforce, mutate, warn; remove the label to opt out'",
+                                     f"{', '.join(Mode)}; remove the label to opt out'",
                 "reason": "Invalid",
             }],
         },
@@ -498,28 +372,54 @@ def render(config: Config, mode: str = "all", namespace: str = NAMESPACE, api_ve
 
 
 CHART_TEMPLATE = "charts/qos-guard/templates/policies.yaml"
+CHART_PARAMS = "charts/qos-guard/templates/policy-params.yaml"
+_GENERATED = ("{{{{- /* Generated by `python -m webhook.policies.generate --write-chart` from {source}; do not "
+              "edit. tests/chart checks it matches. */ -}}}}\n")
 
 
 def chart_template() -> str:
     """The chart's policies (all modes), names and namespace left to Helm."""
     body = dump(policy_objects([m.value for m in Mode]))
     body = _substitute(body, '{{ include "qos-guard.fullname" . }}', "{{ .Release.Namespace }}")
-    return ("{{- /* Generated by `python -m webhook.policies.generate --write-chart` from "
-            "webhook/policies/generate.py; do not edit. tests/chart checks it matches. */ -}}\n"
-            '{{- if eq .Values.enforcement "policy" }}\n' + body + "{{- end }}\n")
+    return (_GENERATED.format(source="webhook/policies/generate.py")
+            + '{{- if eq .Values.enforcement "policy" }}\n' + body + "{{- end }}\n")
+
+
+def chart_params() -> str:
+    """The chart's parameters ConfigMap: ``params_data`` as Helm pipelines over the same ``config`` values the
+    webhook mounts, with the refusals of ``qos-guard policy`` (a rule without CEL turned on)."""
+    lines = [_GENERATED.format(source="webhook.core.config.SCHEMA").rstrip("\n"),
+             '{{- if eq .Values.enforcement "policy" }}', "{{- $c := .Values.config }}"]
+    for rule in RULES:
+        if rule.cel is None and rule.policy_refusal:
+            key = rule.policy_refusal.split(":", 1)[0]  # the refusal starts with the key that turns the rule on
+            lines += [f"{{{{- if $c.{key} }}}}", f"{{{{- fail {json.dumps('config.' + rule.policy_refusal)} }}}}",
+                      "{{- end }}"]
+    lines += ["{{- if .Values.webhook.excludeNamespaces }}",
+              '{{- fail "webhook.excludeNamespaces applies to the webhook only; with enforcement: policy list the '
+              'namespaces in config.exemptions.namespaces" }}', "{{- end }}"]
+    head = params_configmap(Config(), NAMESPACE_TOKEN)
+    head.pop("data")
+    body = _substitute(dump([head]), '{{ include "qos-guard.fullname" . }}', "{{ .Release.Namespace }}")
+    lines.append(body.rstrip("\n"))
+    lines.append("data:")
+    lines += [f"  {key}: {{{{ {s.kind.helm('$c.' + key, s.default)} }}}}"
+              for key, s in SCHEMA.settings() if s.param]
+    return "\n".join(lines) + "\n{{- end }}\n"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m webhook.policies.generate --write-chart``: regenerate the chart template."""
+    """``python -m webhook.policies.generate --write-chart``: regenerate the chart's policy templates."""
     from pathlib import Path
 
     args = list(sys.argv[1:] if argv is None else argv)
     if args != ["--write-chart"]:
         print("usage: python -m webhook.policies.generate --write-chart", file=sys.stderr)
         return 2
-    target = Path(__file__).resolve().parents[2] / CHART_TEMPLATE
-    target.write_text(chart_template(), encoding="utf-8")
-    print(f"wrote {target}", file=sys.stderr)
+    root = Path(__file__).resolve().parents[2]
+    for name, text in ((CHART_TEMPLATE, chart_template()), (CHART_PARAMS, chart_params())):
+        (root / name).write_text(text, encoding="utf-8")
+        print(f"wrote {root / name}", file=sys.stderr)
     return 0
 
 

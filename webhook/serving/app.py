@@ -1,23 +1,21 @@
-"""Flask application factories: the admission routes on the TLS port, and metrics plus health on the
-plain port. No policy logic lives here: requests go to ``admission``, which asks the engine."""
+"""The Flask application on the TLS port: one route per admission endpoint, the body read within bounds
+(``body.py``), its errors mapped to HTTP (400, 413, 503, never a 500), metrics and the decision log line.
+No policy logic lives here: requests go to ``admission``, which asks the engine."""
 
 from __future__ import annotations
 
 import json
 import logging
-import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from flask import Flask, Response, request
-from prometheus_client import CollectorRegistry, Counter, Histogram, multiprocess
+from prometheus_client import CollectorRegistry
 from werkzeug.exceptions import HTTPException
 
 from webhook.admission.review import (
     ENDPOINTS,
-    NOOP,
     BadReview,
     Decision,
     Endpoint,
@@ -30,29 +28,11 @@ from webhook.admission.review import (
 from webhook.core.config import Config
 from webhook.core.rules import RULE_IDS
 from webhook.core.workloads import KINDS
-from webhook.serving.body import MAX_BODY, Busy, TooLarge, read_bounded
+from webhook.serving.body import BUDGET, MAX_BODY, BadBody, BodyBudget, Busy, TooLarge, read_bounded
+from webhook.serving.decisionlog import DECISIONS
+from webhook.serving.metrics import Metrics
 
-LOG = logging.getLogger("qos_guard.decisions")
-
-
-@dataclass(frozen=True)
-class Metrics:
-    """Bounded-cardinality metrics: labels are paths, kinds, operations, decisions and rule ids only."""
-
-    requests: Counter
-    violations: Counter
-    latency: Histogram
-
-    @classmethod
-    def create(cls, registry: CollectorRegistry | None = None) -> Metrics:
-        kw: dict[str, Any] = {"registry": registry} if registry is not None else {}
-        return cls(
-            Counter("qos_guard_admission_requests", "Admission requests answered",
-                    ["path", "kind", "operation", "decision", "dry_run"], **kw),
-            Counter("qos_guard_violations", "Rule violations found in admission requests", ["rule"], **kw),
-            Histogram("qos_guard_admission_duration_seconds", "Time to answer an admission request", ["path"],
-                      buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0), **kw),
-        )
+LOG = logging.getLogger(DECISIONS)
 
 
 def _bounded(value: str, allowed: tuple[str, ...] | frozenset[str], other: str = "other") -> str:
@@ -63,28 +43,27 @@ _KINDS = frozenset(KINDS) | {"Namespace"}
 _OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT")
 
 
-def read_body() -> bytes:
-    """The request body within bounds (``serving/body.py``): ``TooLarge`` (413) or ``BadBody`` (a ``BadReview``:
-    400)."""
-    return read_bounded(request.environ)
-
-
 def _json(status: int, body: dict[str, Any]) -> Response:
     return Response(json.dumps(body), status=status, mimetype="application/json")
 
 
-def create_app(config: Config, metrics: Metrics | None = None, own_namespace: str | None = None,
-               noop: bool = False) -> Flask:
-    """The admission application. ``noop`` adds ``POST /noop`` (parse and allow) for benchmarks only."""
+def create_app(config: Config, metrics: Metrics | None = None, own_namespace: str | None = None) -> Flask:
+    """The admission application: one route per ``ENDPOINTS`` entry."""
     app = Flask("qos-guard")
     metrics = metrics or Metrics.create(CollectorRegistry())
-    routes = {**ENDPOINTS, "/noop": NOOP} if noop else ENDPOINTS
+    spare_budget = BodyBudget()
     # Open this process's metric files now (multiprocess mode creates them on first use), so a worker
     # finishing its last requests during shutdown never needs a file the master has already removed.
-    for endpoint in routes.values():
+    for endpoint in ENDPOINTS.values():
         metrics.latency.labels(endpoint.name)
     metrics.requests.labels("validate", "Pod", "CREATE", "allowed", "false")
     metrics.violations.labels("cpu-not-integer")
+
+    def read_body() -> bytes:
+        """The body within bounds, under the worker's budget (the Flask test client has none: a spare one)."""
+        return read_bounded(request.environ, request.environ.get(BUDGET) or spare_budget)
+
+    app.extensions["qos_guard.read_body"] = read_body  # for routes added to this app (bench/serve.py)
 
     def record(path: str, review: Review, decision: Decision, elapsed: float) -> None:
         """Metrics and the decision log line; a failure here is logged, never a failed admission."""
@@ -108,25 +87,34 @@ def create_app(config: Config, metrics: Metrics | None = None, own_namespace: st
         try:
             review = parse_review(read_body())
             decision = decide(review, endpoint, config, own_namespace)
-        except TooLarge:
-            metrics.requests.labels(endpoint.name, "unknown", "unknown", "too-large", "false").inc()
-            return _json(413, {"error": "request body too large", "reason": f"over {MAX_BODY} bytes"})
-        except BadReview as exc:
-            metrics.requests.labels(endpoint.name, "unknown", "unknown", "bad-request", "false").inc()
-            return _json(400, {"error": "bad AdmissionReview", "reason": str(exc)})
-        if endpoint is not NOOP:
-            record(endpoint.name, review, decision, time.perf_counter() - started)
+        except (TooLarge, BadBody, BadReview) as exc:  # answered by the handlers below; counted here
+            outcome = "too-large" if isinstance(exc, TooLarge) else "bad-request"
+            metrics.requests.labels(endpoint.name, "unknown", "unknown", outcome, "false").inc()
+            raise
+        record(endpoint.name, review, decision, time.perf_counter() - started)
         return _json(200, response(review, decision))
 
     def route(url: str) -> Callable[[], Response]:
         def view() -> Response:
             if url == "/validate" and request.args.get("mode") == "mutate":
                 return answer(ENDPOINTS["/validate/mutate"])
-            return answer(routes[url])
+            return answer(ENDPOINTS[url])
         return view
 
-    for url, endpoint in routes.items():
+    for url, endpoint in ENDPOINTS.items():
         app.add_url_rule(url, endpoint.name, route(url), methods=["POST"])
+
+    @app.errorhandler(TooLarge)
+    def too_large(exc: TooLarge) -> Response:
+        return _json(413, {"error": "request body too large", "reason": f"over {MAX_BODY} bytes"})
+
+    @app.errorhandler(BadBody)
+    def bad_body(exc: BadBody) -> Response:  # the transport's error: the HTTP framing of the body
+        return _json(400, {"error": "bad request body", "reason": str(exc)})
+
+    @app.errorhandler(BadReview)
+    def bad_review(exc: BadReview) -> Response:  # the protocol's error: not an AdmissionReview we can answer
+        return _json(400, {"error": "bad AdmissionReview", "reason": str(exc)})
 
     @app.errorhandler(HTTPException)
     def http_error(exc: HTTPException) -> Response:
@@ -143,11 +131,3 @@ def create_app(config: Config, metrics: Metrics | None = None, own_namespace: st
         return _json(400, {"error": "bad AdmissionReview", "reason": "request.object is nested too deeply"})
 
     return app
-
-
-def multiprocess_registry() -> CollectorRegistry:
-    """All gunicorn workers' metrics, merged (prometheus-client multiprocess mode)."""
-    registry = CollectorRegistry()
-    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-        multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
-    return registry

@@ -1,9 +1,10 @@
-"""Reading a request body within bounds: a precise 400 or 413 for every way a client can get it wrong.
+"""Reading a request body within bounds (transport only: the Flask layer turns ``BadBody`` into 400,
+``TooLarge`` into 413 and ``Busy`` into 503; what the bytes mean is admission's business).
 
 Refused up front, before any byte is read: a Content-Length over ``DRAIN_LIMIT`` (10^20 included). A body
 over ``MAX_BODY`` that is not that large is read and dropped so the client sees the 413 rather than a reset.
 A broken chunked encoding or a client leaving mid-body (gunicorn's ``InvalidChunkSize``, ``NoMoreData``,
-...) is a ``BadBody`` (400) naming what went wrong, never an uncaught exception and a 500.
+...) is a ``BadBody`` naming what went wrong, never an uncaught exception and a 500.
 """
 
 from __future__ import annotations
@@ -11,8 +12,6 @@ from __future__ import annotations
 from typing import Any
 
 from gunicorn.http import errors as http_errors
-
-from webhook.admission.review import BadReview
 
 MAX_BODY = 3 * 1024 * 1024
 # An oversized body up to this size is read and dropped so the client sees the 413 instead of a reset.
@@ -23,7 +22,7 @@ class TooLarge(Exception):
     """The request body is over ``MAX_BODY``."""
 
 
-class BadBody(BadReview):
+class BadBody(ValueError):
     """The body could not be read as HTTP frames it: HTTP 400 with this reason."""
 
 
@@ -40,34 +39,42 @@ def _read(stream: Any, size: int) -> bytes:
 
 
 class Busy(Exception):
-    """Large bodies being read already hold this worker's ``BUFFER_BUDGET``: HTTP 503, retry later."""
+    """Large bodies being read already hold this worker's ``BodyBudget``: HTTP 503, retry later."""
 
 
-# Body bytes held by requests of this process that are still being read. A request under SMALL_BODY never
-# waits on it (a few KiB, as nearly every Pod is); larger ones must have a Content-Length and share the
-# budget, so memory is bounded by connections x SMALL_BODY + BUFFER_BUDGET + the requests being judged
-# (webhook/serving/worker.py: one small one in the hub and one large one in the offload thread, per worker).
+# A request under SMALL_BODY never waits on the budget (a few KiB, as nearly every Pod is); larger ones must
+# have a Content-Length and share it, so memory is bounded by connections x SMALL_BODY + BUFFER_BUDGET + the
+# requests being judged (webhook/serving/worker.py: one small one in the hub and one large one in the offload
+# thread, per worker).
 SMALL_BODY = 64 * 1024
 BUFFER_BUDGET = 24 * 1024 * 1024
 STEP = 256 * 1024
-_held = [0]
-BUFFERED = "qos_guard.buffered"  # environ key: the worker read the body already, under reserve()
+BUDGET = "qos_guard.budget"  # environ key: the worker's BodyBudget
+BUFFERED = "qos_guard.buffered"  # environ key: the worker read the body already, under its budget
 
 
-def reserve(size: int) -> bool:
-    """Take ``size`` bytes of the budget for a body the worker reads itself; False when it is spent."""
-    if _held[0] + size > BUFFER_BUDGET:
-        return False
-    _held[0] += size
-    return True
+class BodyBudget:
+    """Body bytes held by the requests of one worker that are still being read, at most ``limit``. Only the
+    worker's hub touches it (the offload thread gets bodies already read), so it needs no lock."""
+
+    def __init__(self, limit: int = BUFFER_BUDGET) -> None:
+        self.limit = limit
+        self.held = 0
+
+    def reserve(self, size: int) -> bool:
+        """Take ``size`` bytes; False when the budget cannot cover them."""
+        if self.held + size > self.limit:
+            return False
+        self.held += size
+        return True
+
+    def release(self, size: int) -> None:
+        self.held -= size
 
 
-def release(size: int) -> None:
-    _held[0] -= size
-
-
-def read_bounded(environ: dict[str, Any]) -> bytes:
-    """The request body, at most ``MAX_BODY`` bytes; larger ones are refused (``TooLarge``)."""
+def read_bounded(environ: dict[str, Any], budget: BodyBudget) -> bytes:
+    """The request body, at most ``MAX_BODY`` bytes; larger ones are refused (``TooLarge``). A body over
+    ``SMALL_BODY`` that the worker did not read already is counted against ``budget`` while it is read."""
     stream = environ["wsgi.input"]
     raw_length = environ.get("CONTENT_LENGTH") or None
     length = int(raw_length) if raw_length is not None and str(raw_length).isdigit() else None
@@ -86,13 +93,11 @@ def read_bounded(environ: dict[str, Any]) -> bytes:
             if got > SMALL_BODY and length is None:
                 raise BadBody(f"a body over {SMALL_BODY // 1024} KiB needs a Content-Length (the API server sends one)")
             if got > SMALL_BODY and not environ.get(BUFFERED):
-                grow = got - counted
-                if _held[0] + grow > BUFFER_BUDGET:
+                if not budget.reserve(got - counted):
                     raise Busy
-                _held[0] += grow
                 counted = got
     finally:
-        _held[0] -= counted
+        budget.release(counted)
     data = parts[0] if len(parts) == 1 else b"".join(parts)
     if length is not None and len(data) < min(length, MAX_BODY + 1):
         raise BadBody(f"the request body ended after {len(data)} of {length} bytes")

@@ -112,6 +112,22 @@ def write_bundle(folder: Path, names: list[str] | tuple[str, ...], days: int, ke
     return paths
 
 
+def reissue_serving(folder: Path, names: list[str] | tuple[str, ...], days: int) -> CertPaths:
+    """A new serving key and certificate for ``names`` from the CA kept in ``folder`` (``write_bundle`` with
+    ``keep_ca_key``): a renewal as cert-manager does one, the CA unchanged. The key is written first, so a
+    server reloading between the two writes sees a pair that does not match and keeps its old one."""
+    paths = CertPaths(folder / "ca.crt", folder / "tls.crt", folder / "tls.key", folder / "ca.key")
+    assert paths.ca_key is not None
+    ca_key = serialization.load_pem_private_key(paths.ca_key.read_bytes(), None)
+    if not isinstance(ca_key, ec.EllipticCurvePrivateKey):
+        raise ValueError(f"{paths.ca_key}: not an EC private key")
+    ca_cert = x509.load_pem_x509_certificate(paths.ca.read_bytes())
+    key, cert = make_serving(ca_key, ca_cert, names, days)
+    _write(paths.key, _pem_key(key), private=True)
+    _write(paths.cert, cert.public_bytes(serialization.Encoding.PEM), private=False)
+    return paths
+
+
 def usable(paths: CertPaths, names: list[str] | tuple[str, ...], margin_days: int = 1) -> bool:
     """True when the files exist, the certificate is valid for a while yet and covers ``names``."""
     try:

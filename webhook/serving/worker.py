@@ -35,7 +35,8 @@ from gunicorn import http, util
 from gunicorn.http import wsgi
 from gunicorn.workers.ggevent import GeventWorker
 
-from webhook.serving.body import BUFFERED, MAX_BODY, release, reserve
+from webhook.serving.body import BUDGET, BUFFERED, MAX_BODY, BodyBudget
+from webhook.serving.tls import ReloadingContext
 
 REQUEST_DEADLINE = 10.0
 # A body over this is judged in the worker's one offload thread (an OS thread: the GIL hands the hub the CPU
@@ -90,9 +91,11 @@ class GuardedWorker(GeventWorker):  # type: ignore[misc]
     alive: bool
 
     def init_process(self) -> None:
-        from webhook.serving.server import ReloadingContext  # after gevent patched ssl: contexts are gevent's
+        # The first context is built on the first connection, after gevent patched ssl (in
+        # super().init_process): so it is gevent's.
         self.tls = ReloadingContext(self.cfg.certfile, self.cfg.keyfile) if self.cfg.is_ssl else None
         self.offload = ThreadPool(1)
+        self.budget = BodyBudget()  # large bodies being read by this worker, bounded together
         # Codecs are imported on first use; do it now, not in a request: a worker left over from an
         # interrupted test run was found blocked on that import's lock (docs/reliability.md, open points).
         "localhost".encode("idna")
@@ -149,9 +152,10 @@ class GuardedWorker(GeventWorker):  # type: ignore[misc]
             self.alive = False
         if not self.alive or not self.cfg.keepalive:
             resp.force_close()
+        environ[BUDGET] = self.budget
         length = str(environ.get("CONTENT_LENGTH") or "")
         size = int(length) if length.isdigit() else 0
-        if OFFLOAD_BODY < size <= MAX_BODY and reserve(size):
+        if OFFLOAD_BODY < size <= MAX_BODY and self.budget.reserve(size):
             try:  # read here, judge in the worker's thread: the hub keeps serving small requests meanwhile
                 environ["wsgi.input"] = io.BytesIO(environ["wsgi.input"].read(size))
                 environ[BUFFERED] = True
@@ -159,7 +163,7 @@ class GuardedWorker(GeventWorker):  # type: ignore[misc]
                 respiter: Any = self.offload.apply(self._call_app, (environ, resp.start_response))
                 deadline.start()
             finally:
-                release(size)
+                self.budget.release(size)
         else:
             respiter = self.wsgi(environ, resp.start_response)
         try:

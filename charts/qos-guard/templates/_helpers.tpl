@@ -44,7 +44,7 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- .Values.existingSecret | default (printf "%s-tls" (include "qos-guard.fullname" .)) }}
 {{- end }}
 
-{{/* The serving certificate's DNS names: the Service's four forms (SPEC: qos-guard certs writes the same). */}}
+{{/* The serving certificate's DNS names: the Service's four forms (qos-guard certs writes the same). */}}
 {{- define "qos-guard.certificateSANs" -}}
 {{- $fullname := include "qos-guard.fullname" . -}}
 {{- $svc := printf "%s.%s.svc" $fullname .Release.Namespace -}}
@@ -95,7 +95,7 @@ caBundle: {{ .caBundle }}
 
 {{/*
 namespaceSelector for one mode: the label value, and never kube-system, the release namespace or an excluded
-namespace (SPEC §5: no deadlock when the webhook itself is down).
+namespace (docs/contract.md#modes-per-namespace-by-label: no deadlock when the webhook itself is down).
 */}}
 {{- define "qos-guard.namespaceSelector" -}}
 {{- $root := .root }}
@@ -125,7 +125,7 @@ objectSelector:
 {{- end }}
 {{- end }}
 
-{{/* Rules for Pods and every workload kind judged by its Pod template (SPEC §5). */}}
+{{/* Rules for Pods and every workload kind judged by its Pod template (docs/contract.md#modes-per-namespace-by-label). */}}
 {{- define "qos-guard.podRules" -}}
 - apiGroups: [""]
   apiVersions: ["v1"]

@@ -1,7 +1,9 @@
-"""The rule registry: one small pure check per rule id, run in the order of SPEC §3.
+"""The rule registry: one unit per rule id (check, messages, CEL, severity, default), run in the order of
+docs/contract.md#rules.
 
-Rules that are off by default (``smt-misaligned``, ``numa-unfit``) turn themselves on from the policy
-(``smtAlignment > 1``, ``numa`` set), so the registry always runs every rule.
+Rules that are off by default (``smt-misaligned``, ``numa-unfit``) are turned on by the configuration
+(``Rule.enabled``). Adding a rule: a module here with its ``RULE``, listed in ``RULES``, plus its fixtures in
+tests/fixtures/rules/<rule-id>/ (CONTRIBUTING.md).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from webhook.core.rules import (
     smt_misaligned,
     status_qos_class,
 )
-from webhook.core.rules.base import Rule, Violation
+from webhook.core.rules.base import Rule, Text, Violation
 
 RULES: tuple[Rule, ...] = (
     limits_missing.RULE,
@@ -31,14 +33,20 @@ RULES: tuple[Rule, ...] = (
     numa_unfit.RULE,
 )
 RULE_IDS: tuple[str, ...] = tuple(rule.id for rule in RULES)
+BY_ID: dict[str, Rule] = {rule.id: rule for rule in RULES}
+
+# How the webhook and the admission policies word a refusal, before the violations.
+REFUSED = Text('{kind} "{name}" would not get exclusive CPUs (Guaranteed QoS, whole CPUs) from kubelet:')
+MORE = Text("... and {count} more (see qos-guard check)")
 
 
 def run_rules(pod: PodSpec, policy: Policy) -> list[Violation]:
-    """Every violation of ``pod``, rule by rule."""
+    """Every violation of ``pod``, rule by rule (the rules the policy turns on)."""
     found: list[Violation] = []
     for rule in RULES:
-        found.extend(rule.check(pod, policy))
+        if rule.enabled(policy):
+            found.extend(rule.check(pod, policy))
     return found
 
 
-__all__ = ["RULES", "RULE_IDS", "Rule", "Violation", "run_rules"]
+__all__ = ["BY_ID", "MORE", "REFUSED", "RULES", "RULE_IDS", "Rule", "Violation", "run_rules"]

@@ -1,9 +1,12 @@
-"""What every rule shares: the violation record and the rule record."""
+"""What every rule shares: the violation record, the rule record, and message templates that render both
+as Python text (the engine) and as CEL (the admission policies), so a message is written once."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from string import Formatter
 
 from webhook.core.config import Policy
 from webhook.core.fieldpath import FieldPath
@@ -26,12 +29,74 @@ class Violation:
         return tuple(seg for seg in self.path if seg not in ("requests", "limits"))
 
 
+_SIMPLE = re.compile(r"^([\w.]+|'[^'\\]*')$")
+
+
+def cel_string(text: str) -> str:
+    """A CEL string literal."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+@dataclass(frozen=True, slots=True)
+class Text:
+    """A message with ``{named}`` holes: ``text(**values)`` fills them with Python values (the engine),
+    ``cel(**expressions)`` with CEL string expressions (the admission policies). Both say the same words."""
+
+    template: str
+
+    def __call__(self, **values: object) -> str:
+        return self.template.format(**values)
+
+    def cel(self, **expressions: str) -> str:
+        parts: list[str] = []
+        literal = ""
+        for text, hole, _, _ in Formatter().parse(self.template):
+            literal += text
+            if hole is not None:
+                if literal:
+                    parts.append(cel_string(literal))
+                literal = ""
+                expr = expressions[hole]
+                parts.append(expr if _SIMPLE.match(expr) else f"({expr})")
+        if literal or not parts:
+            parts.append(cel_string(literal))
+        return " + ".join(parts)
+
+    def __str__(self) -> str:
+        return self.template
+
+
+# Shared by the rules that propose a whole number of CPUs.
+USE = Text("use {n}")
+USE_EITHER = Text("use {low} or {high}")
+
 Check = Callable[[PodSpec, Policy], list[Violation]]
+CelFragment = Callable[[bool], str]
+
+
+def always(policy: Policy) -> bool:
+    return True
 
 
 @dataclass(frozen=True, slots=True)
 class Rule:
+    """One rule, whole: the engine runs ``check``; ``qos-guard policy`` assembles ``cel``.
+
+    ``enabled``: whether the configuration turns the rule on (``default_on`` is its answer for the default
+    configuration). ``cel(mutated)`` is a CEL ``list<string>`` of ``'rule-id: message'`` written in the
+    vocabulary of ``webhook.core.rules.cel``; ``mutated`` judges what the mutation would leave. A rule without
+    CEL either needs nothing (``policy_refusal`` empty: the API server refuses such objects itself) or makes
+    ``qos-guard policy`` refuse a configuration that turns it on, with ``policy_refusal``.
+    """
+
     id: str
-    default_on: bool
     summary: str
     check: Check
+    cel: CelFragment | None
+    severity: str = "high"  # policy reports; every rule costs exclusive CPUs
+    enabled: Callable[[Policy], bool] = always
+    policy_refusal: str = ""
+
+    @property
+    def default_on(self) -> bool:
+        return self.enabled(Policy())

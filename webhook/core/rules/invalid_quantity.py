@@ -1,18 +1,24 @@
-"""``invalid-quantity``: a cpu or memory value the API server would refuse to decode or validate."""
+"""``invalid-quantity``: a cpu or memory value the API server would refuse to decode or validate.
+
+No CEL: the API server refuses such an object before any admission policy sees it."""
 
 from __future__ import annotations
 
 from webhook.core.config import Policy
 from webhook.core.podspec import COMPUTE, CPU, Amount, Block, PodSpec
-from webhook.core.rules.base import Rule, Violation
+from webhook.core.rules.base import Rule, Text, Violation
 
 RULE_ID = "invalid-quantity"
+
+INVALID = Text('{label}: {resource} {kind} "{raw}" {problem}; use e.g. {example}')
+NOT_A_QUANTITY = Text("is not a valid Kubernetes quantity ({error})")
+NEGATIVE = Text("is negative; requests and limits must be >= 0")
 
 
 def _problem(amount: Amount) -> str:
     if amount.error is not None or amount.quantity is None:
-        return f"is not a valid Kubernetes quantity ({amount.error})"
-    return "is negative; requests and limits must be >= 0"
+        return NOT_A_QUANTITY(error=amount.error)
+    return NEGATIVE()
 
 
 def _scan(block: Block) -> list[Violation]:
@@ -23,10 +29,9 @@ def _scan(block: Block) -> list[Violation]:
             if amount is None or amount.defaulted or not amount.invalid:
                 continue  # a defaulted request is a copy of its limit: report the limit once
             example = "2 or 2000m" if resource == CPU else "4Gi or 4096Mi"
-            found.append(Violation(
-                RULE_ID, amount.path,
-                f'{block.label}: {resource} {kind} "{amount.raw}" {_problem(amount)}; use e.g. {example}',
-                block.container))
+            found.append(Violation(RULE_ID, amount.path, INVALID(
+                label=block.label, resource=resource, kind=kind, raw=amount.raw, problem=_problem(amount),
+                example=example), block.container))
     return found
 
 
@@ -34,4 +39,4 @@ def check(pod: PodSpec, policy: Policy) -> list[Violation]:
     return [v for block in pod.blocks() for v in _scan(block)]
 
 
-RULE = Rule(RULE_ID, True, "a cpu or memory value is not a Kubernetes quantity", check)
+RULE = Rule(RULE_ID, "a cpu or memory value is not a Kubernetes quantity", check, None)

@@ -5,18 +5,24 @@ from __future__ import annotations
 
 from webhook.core.config import Policy
 from webhook.core.podspec import COMPUTE, Block, PodSpec
-from webhook.core.rules.base import Rule, Violation
+from webhook.core.rules import cel
+from webhook.core.rules.base import Rule, Text, Violation
 
 RULE_ID = "limits-missing"
+
+EMPTY_POD_BLOCK = Text("{label}: a pod-level resources block without cpu and memory limits decides the QoS class "
+                       "alone, so the Pod is not Guaranteed; remove it or set its cpu and memory limits")
+MISSING = Text("{label}: {what}, so the Pod is not Guaranteed; {fix}")
+ZERO = Text("{resource} limit is 0, which counts as none")
+NONE = Text("no {resource} limit")
+FROM_REQUEST = Text("set resources.limits.{resource} to {request} (its request)")
+DEFAULTS = Text("set resources.limits.{resource} (the request defaults to it)")
 
 
 def _scan(block: Block) -> list[Violation]:
     if block.container is None and not block.requests and not block.limits:
         # ``resources: {}`` (or hugepages only): present at all, the pod-level block decides the class alone.
-        return [Violation(RULE_ID, block.path,
-                          f"{block.label}: a pod-level resources block without cpu and memory limits decides "
-                          "the QoS class alone, so the Pod is not Guaranteed; remove it or set its cpu and "
-                          "memory limits")]
+        return [Violation(RULE_ID, block.path, EMPTY_POD_BLOCK(label=block.label))]
     found = []
     for resource in COMPUTE:
         if not block.clean(resource):
@@ -25,13 +31,13 @@ def _scan(block: Block) -> list[Violation]:
         if limit is not None and limit.positive:
             continue
         request = block.requests.get(resource)
-        what = f"{resource} limit is 0, which counts as none" if limit is not None else f"no {resource} limit"
+        what = ZERO(resource=resource) if limit is not None else NONE(resource=resource)
         if request is not None and request.positive and not request.defaulted:
-            fix = f"set resources.limits.{resource} to {request.show()} (its request)"
+            fix = FROM_REQUEST(resource=resource, request=request.show())
         else:
-            fix = f"set resources.limits.{resource} (the request defaults to it)"
+            fix = DEFAULTS(resource=resource)
         found.append(Violation(RULE_ID, (*block.path, "limits", resource),
-                               f"{block.label}: {what}, so the Pod is not Guaranteed; {fix}", block.container))
+                               MISSING(label=block.label, what=what, fix=fix), block.container))
     return found
 
 
@@ -39,4 +45,15 @@ def check(pod: PodSpec, policy: Policy) -> list[Violation]:
     return [v for block in pod.qos_blocks() for v in _scan(block)]
 
 
-RULE = Rule(RULE_ID, True, "a container has no cpu or memory limit", check)
+def to_cel(mutated: bool) -> str:
+    # A pod-level block without cpu and memory is reported once, as a whole.
+    empty = f"{cel.pod_judged(mutated)} && !variables.podLevel"
+    limited = "(f.eff != '')" if mutated else "f.lpos"
+    what = f"f.l != '' ? {ZERO.cel(resource='f.r')} : {NONE.cel(resource='f.r')}"
+    fix = f"f.qpos ? {FROM_REQUEST.cel(resource='f.r', request='f.q')} : {DEFAULTS.cel(resource='f.r')}"
+    return (f"({cel.when(RULE_ID, empty, EMPTY_POD_BLOCK.cel(label='variables.pod.label'))}) + "
+            + cel.each_fact(RULE_ID, f"{cel.qos_judged(mutated)} && !{limited} && !(f.b.pod && !variables.podLevel)",
+                            MISSING.cel(label="f.b.label", what=what, fix=fix)))
+
+
+RULE = Rule(RULE_ID, "a container has no cpu or memory limit", check, to_cel)

@@ -6,13 +6,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from webhook.core.config import NumaPolicy, Policy
+from webhook.core.config import NUMA, NumaPolicy, Policy
 from webhook.core.fieldpath import dotted
 from webhook.core.podspec import CPU, MEMORY, PodSpec, effective_requests
 from webhook.core.quantity import format_milli
-from webhook.core.rules.base import Rule, Violation
+from webhook.core.rules.base import Rule, Text, Violation
 
 RULE_ID = "numa-unfit"
+
+UNFIT = Text("{label}: {total}needs {over}; kubelet's single-numa-node policy would fail it with "
+             "TopologyAffinityError")
+OVER = Text("{need} (a NUMA node has {cap})")
+IN_TOTAL = "in total "
 
 
 def format_bytes(milli: int) -> str:
@@ -36,13 +41,9 @@ def _overflow(needs: Mapping[str, int], numa: NumaPolicy) -> list[str]:
     over = []
     for resource, cap in capacity.items():
         if cap is not None and needs.get(resource, 0) > cap:
-            over.append(f"{_show(resource, needs[resource])} (a NUMA node has {_show(resource, cap)})")
+            over.append(OVER(need=_show(resource, needs[resource]), cap=_show(resource, cap)))
     return over
 
-
-def _fix(over: list[str]) -> str:
-    return (f"needs {', '.join(over)}; kubelet's single-numa-node policy would fail it with "
-            "TopologyAffinityError")
 
 
 def check(pod: PodSpec, policy: Policy) -> list[Violation]:
@@ -58,15 +59,21 @@ def check(pod: PodSpec, policy: Policy) -> list[Violation]:
             needs.update(c.devices)
             over = _overflow(needs, numa)
             if over:
-                found.append(Violation(RULE_ID, block.path, f"{block.label}: {_fix(over)}", c.name))
+                found.append(Violation(RULE_ID, block.path, UNFIT(label=block.label, total="", over=", ".join(over)),
+                                       c.name))
         return found
     total = effective_requests(pod.containers, pod.init_containers)
     if pod.pod_level is not None:
         total.update({k: a.milli for k, a in pod.pod_level.requests.items() if a.positive})
     over = _overflow(total, numa)
     if over:
-        found.append(Violation(RULE_ID, pod.path, f"pod ({dotted(pod.path)}): in total {_fix(over)}"))
+        found.append(Violation(RULE_ID, pod.path, UNFIT(label=f"pod ({dotted(pod.path)})", total=IN_TOTAL,
+                                                        over=", ".join(over))))
     return found
 
 
-RULE = Rule(RULE_ID, False, "a container or the Pod needs more than one NUMA node has", check)
+RULE = Rule(RULE_ID, "a container or the Pod needs more than one NUMA node has", check, None, severity="medium",
+            enabled=lambda policy: policy.numa is not None,
+            policy_refusal=f"policy.{NUMA.name}: {RULE_ID} is not available as an admission policy (the pod scope "
+                           "sums exact quantities over init containers and sidecars, which CEL cannot fold); use "
+                           f"the webhook (enforcement: webhook) or remove policy.{NUMA.name}")

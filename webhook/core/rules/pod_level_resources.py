@@ -3,22 +3,29 @@ cpu or memory unless the node enables the ``PodLevelResourceManagers`` feature."
 
 from __future__ import annotations
 
-from webhook.core.config import Policy
+from webhook.core.config import POD_LEVEL, Policy
 from webhook.core.podspec import PodSpec
-from webhook.core.rules.base import Rule, Violation
+from webhook.core.rules import cel
+from webhook.core.rules.base import Rule, Text, Violation
 
 RULE_ID = "pod-level-resources"
+ALLOW = "allow"
+
+SKIPPED = Text("{label}: pod-level cpu/memory make kubelet's CPU and Memory Managers skip the Pod "
+               "(unless nodes enable PodLevelResourceManagers); set them per container, or allow with "
+               f"policy.{POD_LEVEL.name}: {ALLOW}")
 
 
 def check(pod: PodSpec, policy: Policy) -> list[Violation]:
     level = pod.pod_level
-    if level is None or not level.sets_compute() or policy.pod_level_resources == "allow":
+    if level is None or not level.sets_compute() or policy.pod_level_resources == ALLOW:
         return []
-    return [Violation(
-        RULE_ID, level.path,
-        f"{level.label}: pod-level cpu/memory make kubelet's CPU and Memory Managers skip the Pod "
-        "(unless nodes enable PodLevelResourceManagers); set them per container, or allow with "
-        "policy.podLevelResources: allow")]
+    return [Violation(RULE_ID, level.path, SKIPPED(label=level.label))]
 
 
-RULE = Rule(RULE_ID, True, "spec.resources sets pod-level cpu or memory", check)
+def to_cel(mutated: bool) -> str:
+    return cel.when(RULE_ID, f"variables.podLevel && {cel.setting(POD_LEVEL)} != '{ALLOW}'",
+                    SKIPPED.cel(label="variables.pod.label"))
+
+
+RULE = Rule(RULE_ID, "spec.resources sets pod-level cpu or memory", check, to_cel)

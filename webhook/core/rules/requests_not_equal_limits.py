@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from webhook.core.config import Policy
 from webhook.core.podspec import COMPUTE, Block, PodSpec
-from webhook.core.rules.base import Rule, Violation
+from webhook.core.rules import cel
+from webhook.core.rules.base import Rule, Text, Violation
 
 RULE_ID = "requests-not-equal-limits"
+
+DIFFERS = Text("{label}: {resource} request {request} differs from its limit {limit}; "
+               "set resources.requests.{resource} to {limit}")
 
 
 def _scan(block: Block) -> list[Violation]:
@@ -17,10 +21,8 @@ def _scan(block: Block) -> list[Violation]:
             continue
         if request.milli == limit.milli:
             continue
-        found.append(Violation(
-            RULE_ID, request.path,
-            f"{block.label}: {resource} request {request.show()} differs from its limit {limit.show()}; "
-            f"set resources.requests.{resource} to {limit.show()}", block.container))
+        found.append(Violation(RULE_ID, request.path, DIFFERS(
+            label=block.label, resource=resource, request=request.show(), limit=limit.show()), block.container))
     return found
 
 
@@ -28,4 +30,12 @@ def check(pod: PodSpec, policy: Policy) -> list[Violation]:
     return [v for block in pod.qos_blocks() for v in _scan(block)]
 
 
-RULE = Rule(RULE_ID, True, "a cpu or memory request differs from its limit", check)
+def to_cel(mutated: bool) -> str:
+    if mutated:
+        return "[]"  # the mutation sets every request to its limit
+    return cel.each_fact(
+        RULE_ID, f"{cel.qos_judged(False)} && f.lpos && f.q != '' && quantity(f.q).compareTo(quantity(f.l)) != 0",
+        DIFFERS.cel(label="f.b.label", resource="f.r", request="f.q", limit="f.l"))
+
+
+RULE = Rule(RULE_ID, "a cpu or memory request differs from its limit", check, to_cel)

@@ -3,18 +3,20 @@ cpu count is not a multiple of the SMT level (``SMTAlignmentError``, policy_stat
 
 from __future__ import annotations
 
-from webhook.core.config import Policy
+from webhook.core.config import SMT, Policy
 from webhook.core.podspec import CPU, PodSpec
 from webhook.core.quantity import is_whole_cpu
-from webhook.core.rules.base import Rule, Violation
+from webhook.core.rules import cel
+from webhook.core.rules.base import USE, USE_EITHER, Rule, Text, Violation
 
 RULE_ID = "smt-misaligned"
+
+MISALIGNED = Text("{label}: cpu {kind} {cpus} is not a multiple of {smt} (full-pcpus-only fails with "
+                  "SMTAlignmentError); {choice}")
 
 
 def check(pod: PodSpec, policy: Policy) -> list[Violation]:
     smt = policy.smt_alignment
-    if smt <= 1:
-        return []
     found = []
     for c in pod.all_containers:
         block = c.resources
@@ -28,12 +30,24 @@ def check(pod: PodSpec, policy: Policy) -> list[Violation]:
         if cpus % smt == 0:
             continue
         down, up = cpus - cpus % smt, cpus - cpus % smt + smt
-        choice = f"use {down} or {up}" if down else f"use {up}"
-        found.append(Violation(
-            RULE_ID, amount.path,
-            f"{block.label}: cpu {kind} {cpus} is not a multiple of {smt} (full-pcpus-only fails with "
-            f"SMTAlignmentError); {choice}", c.name))
+        choice = USE_EITHER(low=down, high=up) if down else USE(n=up)
+        found.append(Violation(RULE_ID, amount.path, MISALIGNED(
+            label=block.label, kind=kind, cpus=cpus, smt=smt, choice=choice), c.name))
     return found
 
 
-RULE = Rule(RULE_ID, False, "cpu is not a multiple of policy.smtAlignment", check)
+def to_cel(mutated: bool) -> str:
+    amount, kind = cel.cpu_sizing(mutated)
+    smt = cel.setting(SMT)
+    cpus = f"quantity({amount}).asInteger()"
+    down = f"({cpus} - {cpus} % {smt})"
+    choice = (f"{down} > 0 ? {USE_EITHER.cel(low=f'string({down})', high=f'string({down} + {smt})')} "
+              f": {USE.cel(n=f'string({down} + {smt})')}")
+    return cel.each_fact(
+        RULE_ID, f"f.r == 'cpu' && !f.b.frac && !f.b.pod && {smt} > 1 && {amount} != '' && "
+                 f"quantity({amount}).isInteger() && {cpus} % {smt} != 0",
+        MISALIGNED.cel(label="f.b.label", kind=kind, cpus=f"string({cpus})", smt=f"string({smt})", choice=choice))
+
+
+RULE = Rule(RULE_ID, "cpu is not a multiple of policy.smtAlignment", check, to_cel, severity="medium",
+            enabled=lambda policy: policy.smt_alignment > 1)

@@ -7,19 +7,32 @@ from __future__ import annotations
 
 from webhook.core.config import Policy
 from webhook.core.podspec import GUARANTEED, PodSpec, qos_class
-from webhook.core.rules.base import Rule, Violation
+from webhook.core.rules import cel, limits_missing, requests_not_equal_limits
+from webhook.core.rules.base import Rule, Text, Violation
+from webhook.core.workloads import POD
 
 RULE_ID = "status-qos-class"
+
+KEPT = Text('pod (status.qosClass): "{declared}" is kept by the API server on create, so the Pod is stored '
+            "{declared} and never pinned; remove status from the manifest")
 
 
 def check(pod: PodSpec, policy: Policy) -> list[Violation]:
     declared = pod.declared_qos
     if declared is None or declared == GUARANTEED or qos_class(pod) != GUARANTEED:
         return []
-    return [Violation(
-        RULE_ID, (*pod.path[:-1], "status", "qosClass"),
-        f'pod (status.qosClass): "{declared}" is kept by the API server on create, so the Pod is stored '
-        f"{declared} and never pinned; remove status from the manifest")]
+    return [Violation(RULE_ID, (*pod.path[:-1], "status", "qosClass"), KEPT(declared=declared))]
 
 
-RULE = Rule(RULE_ID, True, "a Pod manifest carries status.qosClass other than Guaranteed", check)
+def to_cel(mutated: bool) -> str:
+    # With no limits-missing and no requests-not-equal-limits the spec is Guaranteed (invalid quantities never
+    # reach a policy): a class other than Guaranteed can only have come from the manifest.
+    guaranteed = " + ".join(f"size(variables.{cel.variable(r.RULE_ID)})"
+                            for r in (limits_missing, requests_not_equal_limits)) + " == 0"
+    declared = "object.?status.?qosClass.orValue('" + GUARANTEED + "')"
+    return cel.when(RULE_ID, f"request.kind.kind == '{POD}' && request.operation == 'CREATE' && "
+                             f"{declared} != '{GUARANTEED}' && {guaranteed}",
+                    KEPT.cel(declared="object.status.qosClass"))
+
+
+RULE = Rule(RULE_ID, "a Pod manifest carries status.qosClass other than Guaranteed", check, to_cel)

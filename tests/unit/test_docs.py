@@ -1,0 +1,29 @@
+"""User-facing text points at what users have: every ``docs/contract.md#anchor`` in the package, chart and
+docs names a heading of docs/contract.md (as GitHub makes its anchors), and none points at the internal spec."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SOURCES = [p for top in ("webhook", "charts", "docs") for p in (ROOT / top).rglob("*")
+           if p.is_file() and p.suffix in (".py", ".md", ".yaml", ".tpl", ".json", ".txt")] + [ROOT / "README.md"]
+
+
+def anchor(heading: str) -> str:
+    """GitHub's heading anchor: lower case, punctuation dropped, spaces to hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_contract_links_name_real_headings() -> None:
+    contract = (ROOT / "docs" / "contract.md").read_text()
+    anchors = {anchor(h) for h in re.findall(r"^#+ (.+)$", contract, re.M)}
+    linked = {(path.relative_to(ROOT), name) for path in SOURCES
+              for name in re.findall(r"contract\.md#([\w-]+)", path.read_text(errors="replace"))}
+    assert linked, "no link to docs/contract.md found"
+    assert [(str(p), a) for p, a in sorted(linked) if a not in anchors] == []
+
+
+def test_no_reference_to_the_internal_spec() -> None:
+    assert [str(p.relative_to(ROOT)) for p in SOURCES if "SPEC §" in p.read_text(errors="replace")] == []

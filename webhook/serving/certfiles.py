@@ -1,0 +1,31 @@
+"""Which certificate ``serve`` uses: the files it is given, checked before anything listens, or else the local
+development CA (made once under ``certs/`` and reused)."""
+
+from __future__ import annotations
+
+import ssl
+import sys
+from pathlib import Path
+
+from webhook.serving.certs import ensure_local
+from webhook.serving.options import ServeError, ServeOptions
+from webhook.serving.tls import server_context
+
+
+def resolve_certificates(opts: ServeOptions, workdir: Path) -> tuple[str, str, str | None]:
+    """(cert, key, CA path to show): the given files, checked, or the local development CA."""
+    if bool(opts.cert_file) != bool(opts.key_file):
+        raise ServeError("--cert-file and --key-file go together")
+    if opts.cert_file and opts.key_file:
+        try:
+            server_context(opts.cert_file, opts.key_file)
+        except FileNotFoundError as exc:
+            raise ServeError(f"certificate file not found: {exc.filename}") from None
+        except (OSError, ssl.SSLError) as exc:
+            raise ServeError(f"cannot use --cert-file {opts.cert_file} / --key-file {opts.key_file}: {exc}") from None
+        return opts.cert_file, opts.key_file, None
+    paths, created = ensure_local(workdir / "certs")
+    verb = "created" if created else "reusing"
+    print(f"qos-guard: {verb} a local development CA: {paths.ca} (certificate {paths.cert}, "
+          f"SANs localhost and 127.0.0.1)", file=sys.stderr)
+    return str(paths.cert), str(paths.key), str(paths.ca)
