@@ -108,6 +108,11 @@ class Report:
                 found = [(v, False) for v in result.violations]  # text output shows no fixability
             else:
                 found = [(f.violation, f.fixable) for f in result.findings]
+            for v in result.advisories:
+                n = Record(locate(v.path), target.kind, target.namespace, target.name, v.container, v.path,
+                           v.rule, v.message, False)
+                self.counts.notices += 1
+                self._keep(self.notices, n, _notice_line(n))
             for v, fixable in found:
                 r = Record(locate(v.path), target.kind, target.namespace, target.name, v.container, v.path,
                            v.rule, v.message, fixable)
@@ -135,7 +140,9 @@ def _error_line(e: ErrorRecord) -> str:
 
 
 def _notice_line(r: Record) -> str:
-    return escape(f"{r.location}: {r.kind}/{r.name}: notice: {r.message}")
+    """A change the mutation makes, or a rule's advisory finding (reported, never refused)."""
+    about = "" if r.rule == "mutation" else f"{r.rule}: "
+    return escape(f"{r.location}: {r.kind}/{r.name}: notice: {about}{r.message}")
 
 
 def _violation_line(r: Record) -> str:
@@ -161,7 +168,7 @@ def _json(report: Report) -> str:
         "summary": {"objects": report.counts.objects, "violations": report.counts.violations,
                     "errors": report.counts.errors},
     }
-    if report.mode is Mode.MUTATE:
+    if report.mode is Mode.MUTATE or report.notices:
         out["notices"] = [r.as_json() for r in report.notices]
     return json.dumps(out, indent=2) + "\n"
 
@@ -186,7 +193,7 @@ def _sarif(report: Report) -> str:
         })
     for n in report.notices:
         results.append({
-            "ruleId": "mutation", "level": "note", "message": {"text": f"{n.kind}/{n.name}: {n.message}"},
+            "ruleId": n.rule, "level": "note", "message": {"text": f"{n.kind}/{n.name}: {n.message}"},
             "locations": [{"physicalLocation": _physical(n.location)}],
         })
     notifications = [{
@@ -260,7 +267,7 @@ def _github(report: Report) -> str:
     level = "warning" if report.mode is Mode.WARN else "error"
     lines = [f"::error {_github_where(e.location)},title=input error::"
              f"{_escape_data(e.message)}" for e in report.errors]
-    lines += [f"::notice {_github_where(n.location)},title=mutation::"
+    lines += [f"::notice {_github_where(n.location)},title={n.rule}::"
               f"{_escape_data(f'{n.kind}/{n.name}: {n.message}')}" for n in report.notices]
     lines += [f"::{level} {_github_where(r.location)},title={r.rule}::"
               f"{_escape_data(f'{r.kind}/{r.name}: {r.message}')}" for r in report.violations]

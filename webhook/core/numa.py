@@ -452,7 +452,9 @@ class ClusterFit:
         return bool(self.refused) and not (self.fits or self.spread or self.unknown)
 
 
-def fit_cluster(pod: PodSpec, placement: Placement, topology: Topology) -> ClusterFit:
+def fit_cluster(pod: PodSpec, topology: Topology) -> ClusterFit:
+    """The Pod against every node it can land on (``PodSpec.placement``)."""
+    placement = pod.placement
     if topology.nodes is None:
         return ClusterFit(placement, 0)
     wants = demands(pod)

@@ -21,6 +21,9 @@ class Violation:
     path: FieldPath
     message: str
     container: str | None = None
+    # Reported, never refused: a warning in admission, a notice in check and audit (numa-unfit on nodes whose
+    # Topology Manager admits a Pod across NUMA nodes).
+    advisory: bool = False
 
     @property
     def subject(self) -> FieldPath:
