@@ -14,6 +14,8 @@
 //	                   (fed by the device manager and the static CPU and Memory Manager policies) admits the
 //	                   Pod on an empty node of that machine, where each container went, and the machine's
 //	                   per-NUMA capacity and allocatable as an exporter publishes them (topology.go)
+//	oracle placement   each line {spec, nodes}; answers, per node, whether the Pod's nodeName, nodeSelector and
+//	                   required node affinity let it land there (nodeaffinity.GetRequiredNodeAffinity)
 //
 // Nothing is re-implemented: each answer is the return value of the upstream function named beside it.
 package main
@@ -114,12 +116,12 @@ type Result struct {
 
 func main() {
 	if len(os.Args) != 2 {
-		fmt.Fprintln(os.Stderr, "usage: oracle objects|quantities|read|topology  (JSON lines on stdin)")
+		fmt.Fprintln(os.Stderr, "usage: oracle objects|quantities|read|topology|placement  (JSON lines on stdin)")
 		os.Exit(2)
 	}
 	klog.SetLogger(logr.Discard()) // the kubelet code logs every allocation; answers go to stdout only
 	handlers := map[string]func([]byte) any{"objects": object, "quantities": quantities, "read": read,
-		"topology": topologyMode}
+		"topology": topologyMode, "placement": placementMode}
 	handle, ok := handlers[os.Args[1]]
 	if !ok {
 		fmt.Fprintf(os.Stderr, "unknown mode %q\n", os.Args[1])

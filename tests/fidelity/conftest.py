@@ -33,6 +33,12 @@ def topology_oracle() -> Iterator[Oracle]:
 
 
 @pytest.fixture(scope="session")
+def placement_oracle() -> Iterator[Oracle]:
+    with Oracle("placement") as oracle:
+        yield oracle
+
+
+@pytest.fixture(scope="session")
 def read_oracle() -> Iterator[Oracle]:
     with Oracle("read") as oracle:
         yield oracle

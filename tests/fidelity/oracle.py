@@ -6,7 +6,9 @@ One process per mode serves any number of batches, so 20,000 objects cost one st
         answers = oracle.ask([pod1, pod2])   # one answer dict per object, in order
 
 Modes (see hack/oracle/main.go): ``objects`` (manifests as dicts), ``quantities`` (strings, or numbers as
-they would appear in JSON), ``read`` (a file's text; answers the documents kubectl's reader yields).
+they would appear in JSON), ``read`` (a file's text; answers the documents kubectl's reader yields),
+``topology`` (a machine, a Topology Manager policy and scope, a Pod: kubelet's admission) and ``placement``
+(a pod spec and nodes: where the scheduler lets it land).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Any
 
 from tests.binaries import binary
 
-MODES = ("objects", "quantities", "read", "topology")
+MODES = ("objects", "quantities", "read", "topology", "placement")
 
 
 class OracleError(RuntimeError):

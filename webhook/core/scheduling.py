@@ -15,6 +15,25 @@ from typing import Any
 
 INT64 = re.compile(r"[+-]?[0-9]+")  # strconv.ParseInt(s, 10, 64): an optional sign, then digits only
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+# k8s.io/apimachinery/pkg/api/validate/content kube.go and dns.go: what labels.NewRequirement accepts.
+_LABEL_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+
+def label_key_valid(key: str) -> bool:
+    """``content.IsLabelKey``: an optional DNS subdomain prefix and ``/``, then a name of at most 63."""
+    parts = key.split("/")
+    if len(parts) > 2:
+        return False
+    if len(parts) == 2 and not (parts[0] and len(parts[0]) <= 253 and _DNS_SUBDOMAIN.fullmatch(parts[0])):
+        return False
+    name = parts[-1]
+    return 0 < len(name) <= 63 and _LABEL_NAME.fullmatch(name) is not None
+
+
+def label_value_valid(value: str) -> bool:
+    """``content.IsLabelValue``: empty, or a label name of at most 63."""
+    return value == "" or (len(value) <= 63 and _LABEL_NAME.fullmatch(value) is not None)
 
 
 def _int64(text: str) -> int | None:
@@ -62,8 +81,10 @@ def _requirement(raw: Any, fields: bool) -> Requirement:
             or not all(isinstance(v, str) for v in values):
         return Requirement("", "", (), False)
     vals = tuple(values)
-    if fields:  # nodeSelectorRequirementsAsFieldSelector: In or NotIn with exactly one value
-        valid = op in ("In", "NotIn") and len(vals) == 1
+    if fields:  # nodeSelectorRequirementsAsFieldSelector: In or NotIn with exactly one value, nothing else checked
+        return Requirement(key, op, vals, op in ("In", "NotIn") and len(vals) == 1)
+    if not label_key_valid(key) or not all(label_value_valid(v) for v in vals):
+        valid = False
     elif op in ("In", "NotIn"):
         valid = len(vals) > 0
     elif op in ("Exists", "DoesNotExist"):
