@@ -74,6 +74,13 @@ class NodeTopology:
     policy: str
     scope: str
     zones: tuple[Zone, ...]
+    # Everything but the name (``signature``): nodes of one hardware and configuration judge alike.
+    key: tuple[Any, ...] = field(default=(), compare=False, repr=False)
+
+    @staticmethod
+    def signature(policy: str, scope: str, zones: tuple[Zone, ...]) -> tuple[Any, ...]:
+        return (policy, scope, tuple(
+            (z.numa, tuple(sorted(z.capacity.items())), tuple(sorted(z.allocatable.items()))) for z in zones))
 
     @property
     def refuses(self) -> bool:
@@ -132,7 +139,8 @@ def parse_nrt(obj: Mapping[str, Any]) -> NodeTopology:
             allocatable[res["name"]] = _amount(res.get("allocatable", 0), f"{where}.allocatable")
         zones.append(Zone(numa, zname, capacity, allocatable))
     zones.sort(key=lambda z: z.numa)
-    return NodeTopology(name, policy, scope, tuple(zones))
+    ordered = tuple(zones)
+    return NodeTopology(name, policy, scope, ordered, NodeTopology.signature(policy, scope, ordered))
 
 
 # ---- what the Pod asks to have aligned ----
@@ -452,33 +460,42 @@ class ClusterFit:
         return bool(self.refused) and not (self.fits or self.spread or self.unknown)
 
 
-def fit_cluster(pod: PodSpec, topology: Topology) -> ClusterFit:
-    """The Pod against every node it can land on (``PodSpec.placement``)."""
+def fit_cluster(pod: PodSpec, topology: Topology, exhaustive: bool = False) -> ClusterFit:
+    """The Pod against every node it can land on (``PodSpec.placement``). Unless ``exhaustive``, it stops at
+    the first node that holds the Pod or is unknown: either way the rule has nothing to say. Nodes of the same
+    hardware and configuration are judged once."""
     placement = pod.placement
     if topology.nodes is None:
         return ClusterFit(placement, 0)
     wants = demands(pod)
-    fits, refused, spread, unknown = [], [], [], []
+    fits: list[NodeFit] = []
+    refused: list[NodeFit] = []
+    spread: list[NodeFit] = []
+    unknown: list[str] = []
     matching = 0
-    for name, labels in sorted(topology.nodes.items()):
-        if not placement.allows(name, labels):
+    judged: dict[tuple[Any, ...], NodeFit] = {}
+    for name, labels in topology.nodes.items():
+        if placement.constrained and not placement.allows(name, labels):
             continue
         matching += 1
         topo = topology.topologies.get(name)
         if topo is None or not topo.policy or not topo.zones:
             unknown.append(name)
-            continue
-        if topo.policy == "none":
+        elif topo.policy == "none":
             fits.append(NodeFit(name, topo.policy, topo.scope, {}))  # no alignment asked, none refused
-            continue
-        answer = fit_node(wants, topo)
-        if answer.fits:
-            fits.append(answer)
-        elif topo.refuses:
-            refused.append(answer)
         else:
-            spread.append(answer)
-    return ClusterFit(placement, matching, tuple(fits), tuple(refused), tuple(spread), tuple(unknown))
+            key = topo.key or NodeTopology.signature(topo.policy, topo.scope, topo.zones)
+            answer = judged.get(key)
+            if answer is None:
+                answer = judged[key] = fit_node(wants, topo)
+            answer = NodeFit(name, answer.policy, answer.scope, answer.placed, answer.failed, answer.alone,
+                             answer.reason)
+            (fits if answer.fits else refused if topo.refuses else spread).append(answer)
+        if (fits or unknown) and not exhaustive:
+            break
+    by_name = lambda f: f.node  # noqa: E731
+    return ClusterFit(placement, matching, tuple(sorted(fits, key=by_name)), tuple(sorted(refused, key=by_name)),
+                      tuple(sorted(spread, key=by_name)), tuple(sorted(unknown)))
 
 
 def largest_zone(need: Demand, topologies: Iterable[NodeTopology]) -> tuple[NodeTopology, Zone] | None:
