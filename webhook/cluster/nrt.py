@@ -288,20 +288,18 @@ class Reflector:
 class TopologyCache:
     """Node labels and NodeResourceTopology objects, current within ``PUBLISH_EVERY`` of the API server.
 
-    ``on_change(topology)`` is called (from the cache's threads) when the published state changes in a way
-    worth a log line: synced, a problem appeared, a problem went away.
+    ``on_publish(topology)`` is called (from the cache's publisher thread) with each new snapshot.
     """
 
-    def __init__(self, transport: Transport, on_change: Callable[[Topology], None] | None = None) -> None:
+    def __init__(self, transport: Transport, on_publish: Callable[[Topology], None] | None = None) -> None:
         self.transport = transport
-        self.on_change = on_change
+        self.on_publish = on_publish
         self.nodes = Store(node_labels)
         self.nrts = Store(nrt_topology)
         self.problems: dict[str, str] = {}
         self._stop = threading.Event()
         self._dirty = threading.Event()
         self._snapshot = Topology(problem="not read yet")
-        self._said: str | None = "not read yet"
         self.reflectors = (
             Reflector("nodes", transport, NODES_PATH, (META_LIST, META_WATCH), self.nodes, self._changed, self._stop),
             Reflector("noderesourcetopologies", transport, NRT_PATH, ("application/json", "application/json"),
@@ -351,10 +349,8 @@ class TopologyCache:
         snapshot = Topology(nodes=dict(self.nodes.items) if self.nodes.listed else None,
                             topologies=dict(self.nrts.items), problem="; ".join(problems) or None)
         self._snapshot = snapshot
-        if snapshot.problem != self._said:
-            self._said = snapshot.problem
-            if self.on_change is not None:
-                self.on_change(snapshot)
+        if self.on_publish is not None:
+            self.on_publish(snapshot)
         return snapshot
 
     def wait_synced(self, timeout: float) -> bool:

@@ -61,14 +61,22 @@ def _start_health_server(opts: ServeOptions, ready: Callable[[], bool]) -> Any:
     return health
 
 
-def worker_app(config: Config, own_namespace: str | None, extend: Extend | None = None) -> Any:
-    """In each worker: the Flask app behind the readiness probe route, 5xx answers counted."""
+def worker_app(config: Config, own_namespace: str | None, extend: Extend | None = None,
+               kubeconfig: str | None = None) -> Any:
+    """In each worker: the Flask app behind the readiness probe route, 5xx answers counted; with
+    ``policy.numa: auto``, the worker's topology cache (watches, greenlets in the gevent worker)."""
     from webhook.serving.app import create_app
     from webhook.serving.health import probe_route
     from webhook.serving.metrics import Metrics
 
     metrics = Metrics.create()
-    app = create_app(config, metrics, own_namespace)
+    snapshot = None
+    if config.numa_auto:
+        from webhook.serving.topology import start_topology_cache
+
+        metrics = metrics.with_topology()
+        snapshot = start_topology_cache(kubeconfig, metrics.topology)
+    app = create_app(config, metrics, own_namespace, snapshot)
     if extend is not None:
         extend(app)
     return probe_route(app, lambda code: metrics.server_errors.labels(code).inc())
@@ -78,6 +86,15 @@ def serve(opts: ServeOptions, extend: Extend | None = None, gunicorn: Mapping[st
     """Run until SIGTERM/SIGINT; gunicorn's arbiter ends the process itself when it stops. ``extend`` and the
     ``gunicorn`` settings laid over ours are for bench/ (a no-op route, the gthread worker to compare with)."""
     config = load_config(opts.config)  # ConfigError: exit 2 before anything listens
+    if config.numa_auto:
+        from webhook.cluster.client import ClusterError
+        from webhook.cluster.nrt import ApiTransport
+
+        try:
+            ApiTransport(opts.kubeconfig)  # the kubeconfig can be read; the API server is each worker's business
+        except ClusterError as exc:
+            raise ServeError(f"policy.numa: auto reads the cluster's NodeResourceTopology objects: {exc}; run "
+                             "in-cluster or pass --kubeconfig") from None
     check_port_free(opts.bind, "--bind")
     check_port_free(opts.metrics_bind, "--metrics-bind")
     cert, key, ca = resolve_certificates(opts, Path.cwd())
@@ -132,7 +149,7 @@ def serve(opts: ServeOptions, extend: Extend | None = None, gunicorn: Mapping[st
         **(gunicorn or {}),
     }
     try:
-        _Gunicorn(options, lambda: worker_app(config, own_namespace, extend)).run()
+        _Gunicorn(options, lambda: worker_app(config, own_namespace, extend, opts.kubeconfig)).run()
     finally:
         shutil.rmtree(metrics_dir, ignore_errors=True)
     return 0
