@@ -77,6 +77,11 @@ class NodeTopology:
     # Everything but the name (``signature``): nodes of one hardware and configuration judge alike.
     key: tuple[Any, ...] = field(default=(), compare=False, repr=False)
 
+    @property
+    def published(self) -> set[str]:
+        """The resources some zone of this node has (a device elsewhere on the node is not counted)."""
+        return {name for z in self.zones for name, amount in z.capacity.items() if amount > 0}
+
     @staticmethod
     def signature(policy: str, scope: str, zones: tuple[Zone, ...]) -> tuple[Any, ...]:
         return (policy, scope, tuple(
@@ -474,11 +479,14 @@ def fit_cluster(pod: PodSpec, topology: Topology, exhaustive: bool = False) -> C
     unknown: list[str] = []
     matching = 0
     judged: dict[tuple[Any, ...], NodeFit] = {}
+    devices = {k for d in wants.containers for k, v in d.devices.items() if v > 0}
     for name, labels in topology.nodes.items():
         if placement.constrained and not placement.allows(name, labels):
             continue
-        matching += 1
         topo = topology.topologies.get(name)
+        if devices and topo is not None and not devices <= topo.published:
+            continue  # a device it asks for is not on this node at all: the scheduler does not put it there
+        matching += 1
         if topo is None or not topo.policy or not topo.zones:
             unknown.append(name)
         elif topo.policy == "none":
