@@ -42,7 +42,7 @@ MAX_EVENT = 4 << 20  # bytes in one watch event or list page line; a NodeResourc
 MAX_OBJECTS = 100_000  # per resource; beyond it the topology is reported incomplete
 PUBLISH_EVERY = 0.2
 BACKOFF_FIRST, BACKOFF_MAX = 0.5, 30.0
-RETRY_MISSING = 30.0  # seconds between lists while the CRD is missing or the list is refused
+RETRY_MISSING = 10.0  # seconds between lists while the CRD is missing or the list is refused
 
 LOG = logging.getLogger("qos_guard.topology")
 
@@ -210,7 +210,7 @@ def refusal(resource: str, path: str, exc: ListRefused) -> str:
     """Why a list was refused, with the way out."""
     if exc.status == 404 and path == NRT_PATH:
         return (f"the NodeResourceTopology CRD ({NRT_GROUP_VERSION}) is not installed: install NFD's "
-                "topology-updater or resource-topology-exporter (checked again every 30 s)")
+                "topology-updater or resource-topology-exporter (checked again every 10 s)")
     if exc.status in (401, 403):
         return (f"listing {resource} is not allowed ({exc}): grant list and watch on {resource} "
                 "(the chart does with config.policy.numa: auto)")

@@ -61,6 +61,20 @@ def _start_health_server(opts: ServeOptions, ready: Callable[[], bool]) -> Any:
     return health
 
 
+def check_cluster_access(kubeconfig: str | None) -> None:
+    """``policy.numa: auto`` needs a way to the API server: in-cluster, ``--kubeconfig`` or the usual files.
+    Checked by their presence only: the Kubernetes client (urllib3, ssl) must be first imported in the workers,
+    after gevent patched ssl, or its TLS contexts recurse without end."""
+    if kubeconfig is not None:
+        if not os.path.isfile(kubeconfig):
+            raise ServeError(f"--kubeconfig {kubeconfig}: no such file")
+        return
+    candidates = [*os.environ.get("KUBECONFIG", "").split(os.pathsep), os.path.expanduser("~/.kube/config")]
+    if not os.environ.get("KUBERNETES_SERVICE_HOST") and not any(c and os.path.isfile(c) for c in candidates):
+        raise ServeError("policy.numa: auto reads the cluster's NodeResourceTopology objects and node labels: run "
+                         "in-cluster or pass --kubeconfig")
+
+
 def worker_app(config: Config, own_namespace: str | None, extend: Extend | None = None,
                kubeconfig: str | None = None) -> Any:
     """In each worker: the Flask app behind the readiness probe route, 5xx answers counted; with
@@ -87,14 +101,7 @@ def serve(opts: ServeOptions, extend: Extend | None = None, gunicorn: Mapping[st
     ``gunicorn`` settings laid over ours are for bench/ (a no-op route, the gthread worker to compare with)."""
     config = load_config(opts.config)  # ConfigError: exit 2 before anything listens
     if config.numa_auto:
-        from webhook.cluster.client import ClusterError
-        from webhook.cluster.nrt import ApiTransport
-
-        try:
-            ApiTransport(opts.kubeconfig)  # the kubeconfig can be read; the API server is each worker's business
-        except ClusterError as exc:
-            raise ServeError(f"policy.numa: auto reads the cluster's NodeResourceTopology objects: {exc}; run "
-                             "in-cluster or pass --kubeconfig") from None
+        check_cluster_access(opts.kubeconfig)
     check_port_free(opts.bind, "--bind")
     check_port_free(opts.metrics_bind, "--metrics-bind")
     cert, key, ca = resolve_certificates(opts, Path.cwd())

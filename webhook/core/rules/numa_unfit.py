@@ -112,12 +112,13 @@ def _auto(pod: PodSpec, topology: Topology) -> list[Violation]:
         parts.append(IN_ORDER(label=need.label, need=_join(show_amount(n, a) for n, a in asked)))
     if fit.refused:
         parts.append(REFUSED(nodes=_nodes(fit.refused)))
-    for policy in sorted({f.policy for f in fit.spread}):
-        parts.append(SPREAD(policy=policy, nodes=_nodes(tuple(f for f in fit.spread if f.policy == policy))))
+    spread = [SPREAD(policy=policy, nodes=_nodes(tuple(f for f in fit.spread if f.policy == policy)))
+              for policy in sorted({f.policy for f in fit.spread})]
     if way_out:
         parts.append(way_out)
-    # Only single-numa-node refuses: where another policy would admit the Pod, it is reported, not refused.
-    return [Violation(RULE_ID, need.path, "; ".join(parts), need.container, advisory=bool(fit.spread))]
+    # Only single-numa-node refuses: where another policy would admit the Pod, it is reported, not refused, and
+    # that comes first (an admission warning is cut at 120 characters).
+    return [Violation(RULE_ID, need.path, "; ".join(spread + parts), need.container, advisory=bool(spread))]
 
 
 def check(pod: PodSpec, policy: Policy) -> list[Violation]:
