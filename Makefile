@@ -52,6 +52,7 @@ bench: install
 		$(CHECKOV_VENV)/bin/python -m pip install --quiet 'checkov==3.3.30')
 	$(BIN)/python -m bench.run
 	$(BIN)/python -m bench.admission_latency
+	$(BIN)/python -m bench.numa
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis
