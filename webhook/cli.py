@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from webhook import __version__
 from webhook.batch.report import FORMATS, render, summary_line
 from webhook.batch.runner import check_paths, fix_paths
+from webhook.cluster.pinning import DEFAULT_POOL_LABELS
 from webhook.core.config import ConfigError
 from webhook.core.engine import Mode
 from webhook.manifests.configfile import load_config
@@ -136,6 +137,43 @@ def cmd_audit(args: argparse.Namespace) -> int:
     return report.exit_code
 
 
+def cmd_nodes(args: argparse.Namespace) -> int:
+    from webhook.batch.nodes import build, render, summary_line
+    from webhook.cluster.client import ClusterError
+    from webhook.cluster.configz import NodeConfig, NodeInfo, NodeReader
+    from webhook.cluster.pinning import valid_pool_label
+
+    if args.names and args.selector is not None:
+        _err("nodes: give node names or -l SELECTOR, not both")
+        return EXIT_USAGE
+    pool_labels = args.pool_label or list(DEFAULT_POOL_LABELS)
+    bad = [label for label in pool_labels if not valid_pool_label(label)]
+    if bad:
+        _err(f"nodes: --pool-label {bad[0]!r} is not a label key (or PREFIX/* for every key under a prefix)")
+        return EXIT_USAGE
+    errors: list[str] = []
+    try:
+        reader = NodeReader(args.kubeconfig, args.context)
+        if args.names:
+            found = {name: reader.get(name) for name in dict.fromkeys(args.names)}
+            nodes = [n for n in found.values() if isinstance(n, NodeInfo)]
+            missing = [NodeConfig(NodeInfo(name), error=n) for name, n in found.items() if isinstance(n, str)]
+        else:
+            nodes, missing = reader.select(args.selector), []
+            if not nodes:
+                errors.append(f"no node matches -l {args.selector}" if args.selector else "the cluster has no node")
+        configs = reader.read(nodes) + missing
+    except ClusterError as exc:
+        hint = "; listing nodes needs list on nodes (the ClusterRole in the README)" if "403" in str(exc) else ""
+        _err(f"nodes: {exc}{hint}")
+        return EXIT_USAGE
+    report = build(sorted(configs, key=lambda c: c.node.name), pool_labels, errors)
+    sys.stdout.write(render(report, args.format))
+    if args.format == "text":
+        print(summary_line(report), file=sys.stderr)
+    return report.exit_code
+
+
 def cmd_policy(args: argparse.Namespace) -> int:
     from webhook.policies.generate import PolicyError, render
 
@@ -237,6 +275,23 @@ def build_parser() -> argparse.ArgumentParser:
                        help="also write the findings into the cluster, one report per namespace, replaced on "
                             "each run: openreports.io/v1alpha1 Report, or wgpolicyk8s.io/v1alpha2 PolicyReport")
     audit.set_defaults(func=cmd_audit)
+
+    nodes = sub.add_parser(
+        "nodes", help="whether each node's kubelet is set up to pin (CPU, Memory and Topology Managers)",
+        description="Read each node's kubelet configuration through the API server (GET "
+                    "/api/v1/nodes/NAME/proxy/configz, which needs get on nodes/proxy) and say whether it pins: "
+                    "cpuManagerPolicy static with reserved CPUs, and topologyManagerPolicy not none. Exit 1 when "
+                    "a node cannot pin, else 2 when one could not be read, else 0.")
+    nodes.add_argument("names", nargs="*", metavar="NODE", help="only these nodes (default: every node)")
+    nodes.add_argument("-l", "--selector", metavar="SELECTOR",
+                       help="only nodes with these labels, as kubectl -l (e.g. pool=inference)")
+    nodes.add_argument("--pool-label", action="append", metavar="KEY",
+                       help="a label naming a node pool whose nodes must pin alike (repeatable; PREFIX/* for every "
+                            f"key under PREFIX). Default: {', '.join(DEFAULT_POOL_LABELS)}")
+    nodes.add_argument("--format", choices=FORMATS, default="text")
+    nodes.add_argument("--kubeconfig", help="kubeconfig (default: in-cluster, else $KUBECONFIG or ~/.kube/config)")
+    nodes.add_argument("--context", help="the kubeconfig context to use (default: its current context)")
+    nodes.set_defaults(func=cmd_nodes)
 
     policy = sub.add_parser("policy", help="print ValidatingAdmissionPolicy and MutatingAdmissionPolicy YAML "
                                            "enforcing the rules inside the API server (no webhook)")

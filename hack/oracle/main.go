@@ -16,6 +16,8 @@
 //	                   per-NUMA capacity and allocatable as an exporter publishes them (topology.go)
 //	oracle placement   each line {spec, nodes}; answers, per node, whether the Pod's nodeName, nodeSelector and
 //	                   required node affinity let it land there (nodeaffinity.GetRequiredNodeAffinity)
+//	oracle reserved    each line the reservedSystemCPUs, systemReserved and kubeReserved of a kubelet
+//	                   configuration; answers how many CPUs kubelet's static CPU Manager reserves
 //
 // Nothing is re-implemented: each answer is the return value of the upstream function named beside it.
 package main
@@ -26,6 +28,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"math/big"
 	"os"
 	"sort"
@@ -116,12 +119,12 @@ type Result struct {
 
 func main() {
 	if len(os.Args) != 2 {
-		fmt.Fprintln(os.Stderr, "usage: oracle objects|quantities|read|topology|placement  (JSON lines on stdin)")
+		fmt.Fprintln(os.Stderr, "usage: oracle objects|quantities|read|reserved|topology|placement  (JSON lines on stdin)")
 		os.Exit(2)
 	}
 	klog.SetLogger(logr.Discard()) // the kubelet code logs every allocation; answers go to stdout only
 	handlers := map[string]func([]byte) any{"objects": object, "quantities": quantities, "read": read,
-		"topology": topologyMode, "placement": placementMode}
+		"reserved": reserved, "topology": topologyMode, "placement": placementMode}
 	handle, ok := handlers[os.Args[1]]
 	if !ok {
 		fmt.Fprintf(os.Stderr, "unknown mode %q\n", os.Args[1])
@@ -509,4 +512,56 @@ func read(line []byte) any {
 		}
 		res.Documents = append(res.Documents, raw)
 	}
+}
+
+// ---- reserved ----
+
+// ReservedIn is what decides the static CPU Manager's reservation in a kubelet configuration.
+type ReservedIn struct {
+	ReservedSystemCPUs string            `json:"reservedSystemCPUs"`
+	SystemReserved     map[string]string `json:"systemReserved"`
+	KubeReserved       map[string]string `json:"kubeReserved"`
+}
+
+// ReservedOut is how many CPUs it reserves (and which, when listed), or why kubelet would not start.
+type ReservedOut struct {
+	Count int    `json:"count"`
+	CPUs  string `json:"cpus,omitempty"`
+	Error string `json:"error,omitempty"`
+}
+
+// reserved follows kubelet from its configuration to the static policy's count. The calls are upstream's:
+// cpuset.Parse and CPUSet.Size/String (cmd/kubelet/app/server.go getReservedCPUs, which overwrites
+// systemReserved cpu with the set's size and drops kubeReserved cpu), resource.ParseQuantity with a negative
+// refused (parseResourceList), Quantity.Add of system and kube reserved (cm GetNodeAllocatableReservation),
+// and the ceiling of MilliValue/1000 (cpumanager.NewManager); the few lines joining them are kubelet's,
+// unexported there, so repeated here.
+func reserved(line []byte) any {
+	var in ReservedIn
+	if err := json.Unmarshal(line, &in); err != nil {
+		return ReservedOut{Error: "oracle: " + err.Error()}
+	}
+	if in.ReservedSystemCPUs != "" {
+		set, err := cpuset.Parse(in.ReservedSystemCPUs)
+		if err != nil {
+			return ReservedOut{Error: err.Error()}
+		}
+		return ReservedOut{Count: set.Size(), CPUs: set.String()}
+	}
+	total := resource.NewQuantity(0, resource.DecimalSI)
+	for _, m := range []map[string]string{in.SystemReserved, in.KubeReserved} {
+		v, ok := m["cpu"]
+		if !ok {
+			continue
+		}
+		q, err := resource.ParseQuantity(v)
+		if err != nil {
+			return ReservedOut{Error: err.Error()}
+		}
+		if q.Sign() == -1 {
+			return ReservedOut{Error: fmt.Sprintf("resource quantity for %q cannot be negative: %v", "cpu", v)}
+		}
+		total.Add(q)
+	}
+	return ReservedOut{Count: int(math.Ceil(float64(total.MilliValue()) / 1000))}
 }

@@ -471,3 +471,28 @@ def test_helm_test_pod_checks_a_real_server(render: Render, tmp_path: Path) -> N
             server.stop()
         assert (run.returncode == 0) is passes, run.stdout + run.stderr
         assert ("cpu-not-integer" in run.stdout) is passes
+
+
+def _every_switch() -> list[str]:
+    """Every RBAC switch and every ``X.enabled`` of values.yaml, on (new ones are covered as they come)."""
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    on = [f"rbac.{key}=true" for key, value in values["rbac"].items() if isinstance(value, bool)]
+    return on + [f"{key}.enabled=true" for key, value in values.items()
+                 if isinstance(value, dict) and isinstance(value.get("enabled"), bool)]
+
+
+def test_no_role_of_the_chart_reads_kubelets(render: Render) -> None:
+    """Reading kubelet's configuration (``qos-guard nodes``) is the operator's, with the README's ClusterRole:
+    whatever is switched on, no ServiceAccount of the chart may reach a kubelet's API through the API server
+    (nodes/proxy also reaches exec and logs of every Pod on the node)."""
+    switches = _every_switch()
+    assert "rbac.audit=true" in switches and "audit.enabled=true" in switches
+    objects = render("--set", ",".join(switches), namespace=NAMESPACE)
+    roles = by_kind(objects, "ClusterRole") + by_kind(objects, "Role")
+    assert roles  # the switches turned RBAC on: the check below is not vacuous
+    for role in roles:
+        for rule in role["rules"]:
+            if not {"", "*"} & set(rule.get("apiGroups", [])):
+                continue
+            granted = set(rule.get("resources", []))
+            assert not granted & {"*", "nodes/*", "nodes/proxy", "nodes/configz"}, (role["metadata"]["name"], rule)

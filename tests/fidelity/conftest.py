@@ -44,6 +44,12 @@ def read_oracle() -> Iterator[Oracle]:
         yield oracle
 
 
+@pytest.fixture(scope="session")
+def reserved_oracle() -> Iterator[Oracle]:
+    with Oracle("reserved") as oracle:
+        yield oracle
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     lines = TALLY.lines()
     if lines:

@@ -1,5 +1,7 @@
 """Fixtures for the node tests: one real node (tests/node/node.py) and the chart installed on it with the image
-built from the repository's Dockerfile. Module scope, so the node is gone before the rest of the suite runs.
+built from the repository's Dockerfile. Package scope: every module of tests/node shares the one node (starting
+one costs about a minute), and it is gone before the rest of the suite runs. A test that changes the node (a
+kubelet restarted with other settings, ``Node.kubelet_configured``) leaves it as it found it.
 Without root these tests are skipped with the reason; under CI=true they never skip: a node that cannot start
 fails the run."""
 
@@ -23,7 +25,7 @@ BUSYBOX = "localhost/qos-guard/busybox:1"
 DENIED = 'admission webhook "validate.qos-guard.io" denied the request'
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
     reason = why_not()
     if reason is not None:
@@ -57,7 +59,7 @@ def admits(c: Cluster, ns: str, obj: dict[str, Any]) -> subprocess.CompletedProc
     return c.kubectl("apply", "--dry-run=server", "-n", ns, "-f", "-", stdin=obj)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def release(node: Node) -> Release:
     """``helm install`` of the chart, image from the Dockerfile, reached by the API server through the Service."""
     c = node.cluster

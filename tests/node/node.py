@@ -10,14 +10,16 @@ Run ``python -m tests.node.node`` to start a node by hand (it prints a kubeconfi
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import os
 import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +59,31 @@ def _run(*args: str, check: bool = True, timeout: float = 600, **kw: Any) -> sub
     return proc
 
 
+# kubelet's checkpoints that refuse a restart with other settings ("configured policy ... differs from state
+# checkpoint policy", a reserved CPU missing from defaultCpuSet), and the settings each one records.
+STATE_FILES = {
+    "cpu_manager_state": ("cpuManagerPolicy", "cpuManagerPolicyOptions", "reservedSystemCPUs", "systemReserved",
+                          "kubeReserved"),
+    "memory_manager_state": ("memoryManagerPolicy", "reservedMemory", "systemReserved", "kubeReserved",
+                             "evictionHard"),
+}
+
+
+@dataclass
+class Kubelet:
+    """How the node's kubelet was started: the first configuration (what ``restart_kubelet()`` with no
+    arguments returns to), the one it runs now, and its process."""
+
+    binary: str
+    args: list[str]  # after the binary: --config, --kubeconfig, --root-dir, ...
+    env: dict[str, str]
+    base_config: dict[str, Any]
+    config: dict[str, Any]
+    process: subprocess.Popen[bytes] | None = None
+    extra_args: tuple[str, ...] = ()
+    wrapper: tuple[str, ...] = ()
+
+
 @dataclass
 class Node:
     """The running node: its control plane, where its state lives and what it was configured with."""
@@ -65,6 +92,8 @@ class Node:
     folder: Path
     kubelet_root: Path
     images: dict[str, str]  # role -> image name
+    kubelet: Kubelet
+    procs: dict[str, subprocess.Popen[bytes]]  # what _shutdown stops; "kubelet" follows restarts
 
     def cpu_manager_state(self) -> dict[str, Any]:
         state: dict[str, Any] = json.loads((self.kubelet_root / "cpu_manager_state").read_text())
@@ -73,6 +102,52 @@ class Node:
     def memory_manager_state(self) -> dict[str, Any]:
         state: dict[str, Any] = json.loads((self.kubelet_root / "memory_manager_state").read_text())
         return state
+
+    def restart_kubelet(self, overrides: dict[str, Any] | None = None, args: Sequence[str] = (),
+                        wrapper: Sequence[str] = (), clean_state: bool | None = None,
+                        timeout: float = 180) -> dict[str, Any]:
+        """Stop the kubelet and start it again with the first configuration plus ``overrides`` (a key set to
+        None is removed; overrides never accumulate, so ``restart_kubelet()`` restores the original), then wait
+        until the Node is Ready again by the new process's heartbeat. Running Pods keep running.
+
+        ``args`` are extra command-line flags; ``wrapper`` is a command the kubelet runs under, its command
+        line appended (e.g. ``["unshare", "--mount", "--", "sh", "-c", 'mount ... && exec "$@"', "kubelet"]``).
+        ``clean_state``: delete the CPU/Memory Manager checkpoints (``STATE_FILES``) first; by default only
+        those whose recorded settings change, which kubelet would otherwise refuse to start with (drain the
+        node first when Pods hold exclusive CPUs: their assignment is forgotten). Returns the configuration.
+        """
+        k = self.kubelet
+        config = copy.deepcopy(k.base_config)
+        for key, value in (overrides or {}).items():
+            if value is None:
+                config.pop(key, None)
+            else:
+                config[key] = value
+        if k.process is not None:
+            _stop_group(k.process)
+        for state, keys in STATE_FILES.items():
+            changed = any(config.get(key) != k.config.get(key) for key in keys)
+            if clean_state or (clean_state is None and changed):
+                (self.kubelet_root / state).unlink(missing_ok=True)
+        k.config, k.extra_args, k.wrapper = config, tuple(args), tuple(wrapper)
+        (self.folder / "kubelet.yaml").write_text(yaml.safe_dump(config))
+        stopped = time.time()
+        k.process = self.procs["kubelet"] = _start(
+            "kubelet", [*k.wrapper, k.binary, *k.args, *k.extra_args], self.folder, k.env, append=True)
+        wait_until_ready("kubelet Node Ready after restart", lambda: _ready_node(self.cluster, after=stopped),
+                         k.process, self.folder / "kubelet.log", timeout=timeout)
+        return config
+
+    @contextlib.contextmanager
+    def kubelet_configured(self, overrides: dict[str, Any], args: Sequence[str] = (),
+                           wrapper: Sequence[str] = ()) -> Iterator[dict[str, Any]]:
+        """The kubelet restarted with ``overrides`` for the block, then restarted with its first configuration
+        (whatever the block raised, and also when the kubelet never got Ready with ``overrides``), so the next
+        test sees the node as it was."""
+        try:
+            yield self.restart_kubelet(overrides, args, wrapper)
+        finally:
+            self.restart_kubelet()
 
 
 def _kubelet_config(folder: Path, port: int, healthz_port: int) -> dict[str, Any]:
@@ -162,18 +237,45 @@ def build_images() -> dict[str, tuple[str, Path]]:
     return images
 
 
-def _start(what: str, args: list[str], folder: Path, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+def _start(what: str, args: list[str], folder: Path, env: dict[str, str] | None = None,
+           append: bool = False) -> subprocess.Popen[bytes]:
     log = folder / f"{what}.log"
-    return subprocess.Popen(args, stdout=log.open("wb"), stderr=subprocess.STDOUT, env=env,
-                            start_new_session=True)
+    with log.open("ab" if append else "wb") as out:
+        if append:
+            out.write(f"\n=== restarted: {' '.join(args)}\n".encode())
+            out.flush()
+        return subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
 
 
-def _ready_node(c: Cluster) -> bool:
+def _stop_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM to the process's whole session (a wrapper that does not exec is stopped with it), SIGKILL after
+    20 s."""
+    if proc.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def _ready_node(c: Cluster, after: float | None = None) -> bool:
+    """The Node is Ready; with ``after``, by a heartbeat later than that (epoch seconds): a stopped kubelet's
+    last Ready status stays in the API for the node monitor's grace period."""
     proc = c.kubectl("get", "node", NODE_NAME, "-o", "json")
     if proc.returncode != 0:
         return False
     conditions = json.loads(proc.stdout)["status"].get("conditions", [])
-    return any(x["type"] == "Ready" and x["status"] == "True" for x in conditions)
+    for x in conditions:
+        if x["type"] == "Ready" and x["status"] == "True":
+            if after is None:
+                return True
+            beat = datetime.strptime(x["lastHeartbeatTime"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+            return beat.timestamp() > int(after)
+    return False
 
 
 @contextlib.contextmanager
@@ -224,17 +326,18 @@ def running_node(folder: Path) -> Iterator[Node]:
         procs["kube-scheduler"] = _start("kube-scheduler", [
             tools["kube-scheduler"], *common, f"--secure-port={free_port()}"], folder)
         port, healthz_port = free_port(), free_port()
-        (folder / "kubelet.yaml").write_text(yaml.safe_dump(_kubelet_config(folder, port, healthz_port)))
-        procs["kubelet"] = kubelet = _start("kubelet", [
-            tools["kubelet"], f"--config={folder / 'kubelet.yaml'}", f"--kubeconfig={c.kubeconfig}",
-            f"--root-dir={kubelet_root}", f"--hostname-override={NODE_NAME}",
-            "--v=2"], folder, env)
+        config = _kubelet_config(folder, port, healthz_port)
+        (folder / "kubelet.yaml").write_text(yaml.safe_dump(config))
+        kubelet_args = [f"--config={folder / 'kubelet.yaml'}", f"--kubeconfig={c.kubeconfig}",
+                        f"--root-dir={kubelet_root}", f"--hostname-override={NODE_NAME}", "--v=2"]
+        procs["kubelet"] = kubelet = _start("kubelet", [tools["kubelet"], *kubelet_args], folder, env)
         wait_until_ready("kubelet Node Ready", lambda: _ready_node(c), kubelet, folder / "kubelet.log", timeout=180)
         kcm = procs["kube-controller-manager"]
         wait_until_ready("kube-controller-manager (default ServiceAccount)",
               lambda: c.kubectl("get", "serviceaccount", "default").returncode == 0, kcm,
               folder / "kube-controller-manager.log", timeout=120)
-        yield Node(c, folder, kubelet_root, node_images)
+        yield Node(c, folder, kubelet_root, node_images,
+                   Kubelet(tools["kubelet"], kubelet_args, env, config, copy.deepcopy(config), kubelet), procs)
 
 
 def _shutdown(procs: dict[str, subprocess.Popen[bytes]], c: Cluster, folder: Path) -> None:
@@ -254,7 +357,7 @@ def _shutdown(procs: dict[str, subprocess.Popen[bytes]], c: Cluster, folder: Pat
             time.sleep(1)
         time.sleep(3)  # the kubelet removes stopped sandboxes right after the Pod objects are gone
     if kubelet is not None:
-        stop_process(kubelet)
+        _stop_group(kubelet)
 
 
 def _remove_containers(ctr: str, folder: Path) -> None:

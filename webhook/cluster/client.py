@@ -19,16 +19,21 @@ class ClusterError(RuntimeError):
     """The API could not be reached or refused the change."""
 
 
-def _api_client(kubeconfig: str | None) -> Any:
+def _api_client(kubeconfig: str | None, context: str | None = None) -> Any:
+    """In-cluster credentials unless a kubeconfig (or a context of one) is asked for; then ``kubeconfig``,
+    else ``$KUBECONFIG`` or ``~/.kube/config``, as kubectl chooses."""
     try:
         if kubeconfig:
-            return config.new_client_from_config(config_file=kubeconfig)  # type: ignore[no-untyped-call]
-        try:
-            config.load_incluster_config()  # type: ignore[no-untyped-call]
-            return client.ApiClient()
-        except config.ConfigException:
-            return config.new_client_from_config()  # type: ignore[no-untyped-call]
-    except (config.ConfigException, OSError) as exc:
+            return config.new_client_from_config(  # type: ignore[no-untyped-call]
+                config_file=kubeconfig, context=context)
+        if context is None:
+            try:
+                config.load_incluster_config()  # type: ignore[no-untyped-call]
+                return client.ApiClient()
+            except config.ConfigException:
+                pass
+        return config.new_client_from_config(context=context)  # type: ignore[no-untyped-call]
+    except (config.ConfigException, OSError, ValueError) as exc:
         raise ClusterError(f"no usable kubeconfig: {exc}") from None
 
 
@@ -76,9 +81,26 @@ class Listed:
 class Lister:
     """Paginated, raw-JSON listing: no model classes, so objects reach the engine exactly as stored."""
 
-    def __init__(self, kubeconfig: str | None = None, page_size: int = 500) -> None:
-        self._api = _api_client(kubeconfig)
+    def __init__(self, kubeconfig: str | None = None, page_size: int = 500, context: str | None = None) -> None:
+        self._api = _api_client(kubeconfig, context)
         self._page_size = page_size
+
+    def get_raw(self, path: str, limit: int, timeout: tuple[float, float] = (10, 60)) -> tuple[int, bytes]:
+        """``GET path`` as it comes: the status and at most ``limit + 1`` bytes of the body (so a caller
+        tells a body over ``limit`` from one at it without reading all of it)."""
+        request = self._api.param_serialize("GET", path, header_params={"Accept": "application/json"},
+                                            auth_settings=["BearerToken"])
+        try:
+            response = self._api.call_api(*request, _request_timeout=timeout)
+            raw = response.response  # urllib3's, not read yet
+            data = raw.read(limit + 1)
+            if len(data) > limit:
+                raw.close()  # the rest is never read: the connection cannot be reused
+            else:
+                raw.release_conn()
+        except (OSError, urllib3.exceptions.HTTPError) as exc:
+            raise ClusterError(f"cannot reach the API server: {exc}") from None
+        return int(response.status), bytes(data)
 
     def send(self, method: str, path: str, query: list[tuple[str, str]], body: str | None,
              content_type: str | None) -> tuple[int, dict[str, Any]]:

@@ -16,6 +16,7 @@ __all__ = [
     "QuantityError",
     "is_whole_cpu",
     "parse_quantity",
+    "parse_quantity_nano",
     "quantity_from_value",
 ]
 
@@ -161,8 +162,9 @@ def _int(digits: str) -> int:
     return value
 
 
-def _ceil_milli(digits: str, exp10: int, exp2: int, cap: int | None = None) -> int:
-    """ceil(int(digits) * 2**exp2 * 10**exp10 * 1000), exactly, for a non-negative value; at most ``cap``."""
+def _ceil_scaled(digits: str, exp10: int, exp2: int, unit_digits: int = 3, cap: int | None = None) -> int:
+    """ceil(int(digits) * 2**exp2 * 10**exp10 * 10**unit_digits), exactly, for a non-negative value (in milli
+    units by default, nano with ``unit_digits=9``); at most ``cap``."""
     digits = digits.lstrip("0")
     if not digits:
         return 0
@@ -175,12 +177,12 @@ def _ceil_milli(digits: str, exp10: int, exp2: int, cap: int | None = None) -> i
         return cap
     if magnitude > _MAX_DIGITS:
         raise QuantityError(f"value is too large (more than {_MAX_DIGITS} digits)")
-    if magnitude < -4:
-        return 1  # far below 1m: rounds up to the smallest representable amount
+    if magnitude < -unit_digits - 1:
+        return 1  # far below one unit of the scale: rounds up to the smallest representable amount
     if len(digits) > _MAX_INPUT_DIGITS:
         raise QuantityError(f"more than {_MAX_INPUT_DIGITS} significant digits")
     numerator = _int(digits) << exp2
-    shift = exp10 + 3
+    shift = exp10 + unit_digits
     if shift >= 0:
         return numerator * int(10**shift)
     whole, rest = divmod(numerator, int(10 ** (-shift)))
@@ -209,6 +211,17 @@ def parse_quantity(text: str) -> Quantity:
 
 
 def _parse(text: str) -> Quantity:
+    return Quantity(_parse_scaled(text, 3), text)
+
+
+def parse_quantity_nano(text: str) -> int:
+    """``resource.ParseQuantity`` alone, in nano units: it rounds up to nano, and no API server rounds the
+    value further. For quantities kubelet reads from its own configuration (``systemReserved``), which it
+    adds before rounding the sum (``GetNodeAllocatableReservation``)."""
+    return _parse_scaled(text, 9)
+
+
+def _parse_scaled(text: str, unit_digits: int) -> int:
     if not isinstance(text, str):
         raise QuantityError(f"expected a string, got {type(text).__name__}")
     if not text:
@@ -223,11 +236,12 @@ def _parse(text: str) -> Quantity:
     if base == 10:
         if fast is None:  # inf.Dec: SetScale(Scale() + Scale(exponent).infScale()), int32 arithmetic
             fast = -_int32(len(denom) + _int32(-exponent))
-        milli = _ceil_milli(num + denom, fast, 0)
+        scaled = _ceil_scaled(num + denom, fast, 0, unit_digits)
     else:
         # quantity.go caps BinarySI amounts at maxAllowed (2^63-1).
-        milli = min(_ceil_milli(num + denom, -len(denom), exponent, cap=_MAX_INT64 * 1000), _MAX_INT64 * 1000)
-    return Quantity(milli if positive else -milli, text)
+        cap = _MAX_INT64 * 10**unit_digits
+        scaled = min(_ceil_scaled(num + denom, -len(denom), exponent, unit_digits, cap=cap), cap)
+    return scaled if positive else -scaled
 
 
 def quantity_from_value(value: object) -> Quantity:

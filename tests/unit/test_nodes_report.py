@@ -1,0 +1,111 @@
+"""``qos-guard nodes`` output: every format from the same results, and the exit codes (1 cannot pin, else 2
+unreadable or nothing selected, else 0; a pool mismatch warns only)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+from xml.etree import ElementTree as ET
+
+import pytest
+
+from tests.unit.test_pinning import configz
+from webhook.batch.nodes import build, render
+from webhook.cluster.configz import NodeConfig, NodeInfo
+from webhook.cluster.pinning import DEFAULT_POOL_LABELS, read_configz
+
+POOL = {"node.kubernetes.io/instance-type": "c7i.8xlarge"}
+
+
+def node(name: str, labels: dict[str, str] | None = None, error: str | None = None, **settings: Any) -> NodeConfig:
+    info = NodeInfo(name, labels or {}, "v1.36.3", True)
+    if error is not None:
+        return NodeConfig(info, error=error)
+    return NodeConfig(info, pinning=read_configz(configz(**settings)))
+
+
+def report(*configs: NodeConfig, errors: tuple[str, ...] = ()) -> Any:
+    return build(list(configs), DEFAULT_POOL_LABELS, errors)
+
+
+@pytest.mark.parametrize(("configs", "errors", "code"), [
+    ([node("a")], (), 0),
+    ([node("a"), node("b", cpuManagerPolicy="none")], (), 1),
+    ([node("a"), node("b", error="forbidden")], (), 2),
+    ([node("a", cpuManagerPolicy="none"), node("b", error="forbidden")], (), 1),
+    ([], ("no node matches -l pool=x",), 2),
+    ([node("a", POOL), node("b", POOL, topologyManagerPolicy="restricted")], (), 0),  # the pool only warns
+])
+def test_exit_codes(configs: list[NodeConfig], errors: tuple[str, ...], code: int) -> None:
+    assert report(*configs, errors=errors).exit_code == code
+
+
+def test_text_is_a_table_then_one_line_per_finding() -> None:
+    out = render(report(node("gpu-a", POOL), node("gpu-b", POOL, cpuManagerPolicy="none", memoryManagerPolicy=None),
+                        node("gpu-c", error="forbidden (HTTP 403): ...")), "text")
+    lines = out.splitlines()
+    assert lines[0].split() == ["NODE", "KUBELET", "CPU", "MANAGER", "RESERVED", "CPUS", "MEMORY", "MANAGER",
+                                "TOPOLOGY", "MANAGER", "VERDICT"]
+    assert lines[1].startswith("gpu-a ") and lines[1].endswith("pins")
+    assert "static" in lines[1] and "1 (systemReserved 100m)" in lines[1]
+    assert "Static (NUMA 0 memory=600Mi)" in lines[1] and "single-numa-node, container" in lines[1]
+    assert lines[2].endswith("cannot pin") and lines[3].endswith("unreadable")
+    assert "node/gpu-c: error: forbidden (HTTP 403): ..." in lines
+    assert any(x.startswith("node/gpu-b: cpu-manager-none: cpuManagerPolicy is none") for x in lines)
+    assert any(x.startswith("pool/node.kubernetes.io/instance-type=c7i.8xlarge: pool-mismatch: its 2 nodes") for x
+               in lines)
+
+
+def test_a_note_on_many_nodes_is_one_line() -> None:
+    out = render(report(*(node(f"n{i}", memoryManagerPolicy="None") for i in range(8))), "text")
+    (note,) = [x for x in out.splitlines() if x.startswith("note")]
+    assert note.startswith("note (n0, n1, n2, n3, n4 and 3 more): memoryManagerPolicy is None")
+
+
+def test_text_escapes_what_a_cluster_sends() -> None:
+    out = render(report(node("a", error="bad\nforged line \x1b[31m")), "text")
+    assert "bad\\nforged line \\x1b[31m" in out and "\x1b" not in out
+
+
+def test_json_holds_every_setting_and_the_verdict() -> None:
+    doc = json.loads(render(report(node("a", cpuManagerPolicyOptions={"full-pcpus-only": "true"}),
+                                   node("b", error="x")), "json"))
+    a, b = doc["nodes"]
+    assert a["name"] == "a" and a["kubeletVersion"] == "v1.36.3" and a["ready"] is True and a["verdict"] == "pins"
+    assert a["cpuManager"] == {"policy": "static", "options": {"full-pcpus-only": "true"},
+                               "reservedCPUs": {"count": 1, "reservedSystemCPUs": None, "systemReservedCPU": "100m",
+                                                "kubeReservedCPU": None}}
+    assert a["memoryManager"] == {"policy": "Static",
+                                  "reservedMemory": [{"numaNode": 0, "limits": {"memory": "600Mi"}}]}
+    assert a["topologyManager"] == {"policy": "single-numa-node", "scope": "container", "options": {}}
+    assert a["problems"] == [] and len(a["notes"]) == 1 and a["error"] is None
+    assert b == {"name": "b", "kubeletVersion": "v1.36.3", "ready": True, "verdict": "unreadable", "error": "x"}
+    assert doc["summary"] == {"nodes": 2, "pins": 1, "cannotPin": 0, "unreadable": 1, "poolMismatches": 0}
+
+
+def test_sarif_junit_github_carry_the_same_findings() -> None:
+    r = report(node("a", POOL, cpuManagerPolicy="none"), node("b", POOL), node("c", error="unreachable"),
+               errors=())
+    sarif = json.loads(render(r, "sarif"))
+    run = sarif["runs"][0]
+    levels = sorted((x["ruleId"], x["level"]) for x in run["results"])
+    assert levels == [("cpu-manager-none", "error"), ("pool-mismatch", "warning")]
+    assert {rule["id"] for rule in run["tool"]["driver"]["rules"]} >= {x for x, _ in levels}
+    assert run["invocations"][0]["executionSuccessful"] is False
+    assert "Node/c: unreachable" in run["invocations"][0]["toolExecutionNotifications"][0]["message"]["text"]
+
+    suite = ET.fromstring(render(r, "junit").split("\n", 1)[1]).find("testsuite")
+    assert suite is not None
+    assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("3", "1", "1")
+    assert "pool-mismatch" in (suite.findtext("system-out") or "")
+
+    github = render(r, "github").splitlines()
+    assert github[0] == "::error title=unreadable::Node/c: unreachable"
+    assert any(x.startswith("::error title=cpu-manager-none::Node/a: ") for x in github)
+    assert any(x.startswith("::warning title=pool-mismatch::") for x in github)
+
+
+def test_nothing_selected_is_said() -> None:
+    r = report(errors=("no node matches -l pool=x",))
+    assert render(r, "text") == "error: no node matches -l pool=x\n"
+    assert json.loads(render(r, "json"))["errors"] == ["no node matches -l pool=x"]

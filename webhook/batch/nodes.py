@@ -1,0 +1,234 @@
+"""``qos-guard nodes``: each node's verdict (pins, cannot pin, unreadable) and the pools that disagree, in the
+formats of ``check`` (text, json, sarif, junit, github) and with its exit codes: 1 when a selected node cannot
+pin, else 2 when one could not be read (or none was selected), else 0. A pool whose nodes differ is a warning:
+it does not change the exit code, since each node's own verdict already does where it matters.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from xml.etree import ElementTree as ET
+
+from webhook import __version__
+from webhook.batch.report import SARIF_SCHEMA, _escape_data
+from webhook.batch.textsafe import escape, xml_text
+from webhook.cluster.configz import NodeConfig
+from webhook.cluster.pinning import RULES, KubeletPinning, NodeVerdict, PoolMismatch, decide, pool_mismatches
+
+
+@dataclass(frozen=True, slots=True)
+class NodeResult:
+    config: NodeConfig
+    verdict: NodeVerdict | None
+
+    @property
+    def name(self) -> str:
+        return self.config.node.name
+
+    @property
+    def state(self) -> str:
+        if self.verdict is None:
+            return "unreadable"
+        return "pins" if self.verdict.pins else "cannot pin"
+
+
+@dataclass
+class NodesReport:
+    results: list[NodeResult]
+    pools: list[PoolMismatch] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)  # about the selection itself, not one node
+
+    @property
+    def exit_code(self) -> int:
+        if any(r.state == "cannot pin" for r in self.results):
+            return 1
+        return 2 if self.errors or any(r.state == "unreadable" for r in self.results) else 0
+
+    def count(self, state: str) -> int:
+        return sum(r.state == state for r in self.results)
+
+
+def build(configs: Iterable[NodeConfig], pool_labels: Sequence[str], errors: Sequence[str] = ()) -> NodesReport:
+    """Judge every node that was read, then compare the pools among them."""
+    results = [NodeResult(c, decide(c.pinning) if c.pinning is not None else None) for c in configs]
+    read: list[tuple[str, dict[str, str], KubeletPinning]] = [
+        (r.name, r.config.node.labels, r.config.pinning) for r in results if r.config.pinning is not None]
+    return NodesReport(results, pool_mismatches(read, pool_labels), list(errors))
+
+
+def summary_line(report: NodesReport) -> str:
+    pools, count = len(report.pools), len(report.results)
+    return (f"qos-guard: {count} {'node' if count == 1 else 'nodes'}: {report.count('pins')} pin, "
+            f"{report.count('cannot pin')} cannot pin, {report.count('unreadable')} unreadable; "
+            f"{pools} {'pool differs' if pools == 1 else 'pools differ'}")
+
+
+# --- text ---
+
+COLUMNS = ("NODE", "KUBELET", "CPU MANAGER", "RESERVED CPUS", "MEMORY MANAGER", "TOPOLOGY MANAGER", "VERDICT")
+
+
+def _with_options(policy: str, options: tuple[tuple[str, str], ...]) -> str:
+    return f"{policy} ({','.join(f'{k}={v}' for k, v in options)})" if options else policy
+
+
+def _row(r: NodeResult) -> tuple[str, ...]:
+    p, node = r.config.pinning, r.config.node
+    if p is None:
+        return (node.name, node.kubelet_version or "-", "?", "?", "?", "?", r.state)
+    memory = p.memory_manager_policy
+    if p.reserved_memory:
+        memory += f" ({'; '.join(m.describe() for m in p.reserved_memory)})"
+    topology = _with_options(f"{p.topology_manager_policy}, {p.topology_manager_scope}",
+                             p.topology_manager_options)
+    return (node.name, node.kubelet_version or "-", _with_options(p.cpu_manager_policy, p.cpu_manager_options),
+            p.reserved.describe(), memory, topology, r.state)
+
+
+def _table(rows: list[tuple[str, ...]]) -> list[str]:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS))]
+    return ["   ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]
+
+
+def _grouped_notes(report: NodesReport) -> list[tuple[str, list[str]]]:
+    """Each distinct note once, with the nodes it applies to (a note on every node is one line)."""
+    notes: dict[str, list[str]] = {}
+    for r in report.results:
+        for note in r.verdict.notes if r.verdict is not None else ():
+            notes.setdefault(note, []).append(r.name)
+    return list(notes.items())
+
+
+def _names(names: Sequence[str], shown: int = 5) -> str:
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return ", ".join(names[:shown]) + more
+
+
+def _text(report: NodesReport) -> str:
+    lines = _table([COLUMNS, *(_row(r) for r in report.results)]) if report.results else []
+    for message in report.errors:
+        lines.append(f"error: {message}")
+    for r in report.results:
+        if r.config.error is not None:
+            lines.append(f"node/{r.name}: error: {r.config.error}")
+        for problem in r.verdict.problems if r.verdict is not None else ():
+            lines.append(f"node/{r.name}: {problem.rule}: {problem.message}")
+    for pool in report.pools:
+        lines.append(f"pool/{pool.pool}: pool-mismatch: {pool.message()}")
+    for note, names in _grouped_notes(report):
+        lines.append(f"note ({_names(names)}): {note}")
+    return "".join(escape(line) + "\n" for line in lines)
+
+
+# --- json ---
+
+def _node_json(r: NodeResult) -> dict[str, Any]:
+    node = r.config.node
+    out: dict[str, Any] = {"name": node.name, "kubeletVersion": node.kubelet_version or None,
+                           "ready": node.ready, "verdict": r.state.replace(" ", "-")}
+    if r.config.pinning is not None:
+        out.update(r.config.pinning.as_json())
+    if r.verdict is not None:
+        out["problems"] = [{"rule": p.rule, "setting": p.setting, "message": p.message} for p in r.verdict.problems]
+        out["notes"] = list(r.verdict.notes)
+    out["error"] = r.config.error
+    return out
+
+
+def _json(report: NodesReport) -> str:
+    doc = {
+        "nodes": [_node_json(r) for r in report.results],
+        "pools": [p.as_json() for p in report.pools],
+        "errors": list(report.errors),
+        "summary": {"nodes": len(report.results), "pins": report.count("pins"),
+                    "cannotPin": report.count("cannot pin"), "unreadable": report.count("unreadable"),
+                    "poolMismatches": len(report.pools)},
+    }
+    return json.dumps(doc, indent=2) + "\n"
+
+
+# --- sarif, junit, github ---
+
+def _where(name: str) -> dict[str, Any]:
+    # A node has no file: the location names it the way audit names a namespace.
+    return {"physicalLocation": {"artifactLocation": {"uri": f"node/{name}"}},
+            "logicalLocations": [{"fullyQualifiedName": f"Node/{name}", "kind": "resource"}]}
+
+
+def _sarif(report: NodesReport) -> str:
+    results: list[dict[str, Any]] = []
+    for r in report.results:
+        for p in r.verdict.problems if r.verdict is not None else ():
+            results.append({"ruleId": p.rule, "level": "error", "message": {"text": f"Node/{r.name}: {p.message}"},
+                            "locations": [_where(r.name)], "properties": {"setting": p.setting}})
+        for note in r.verdict.notes if r.verdict is not None else ():
+            results.append({"ruleId": "note", "level": "note", "message": {"text": f"Node/{r.name}: {note}"},
+                            "locations": [_where(r.name)]})
+    for pool in report.pools:
+        results.append({"ruleId": "pool-mismatch", "level": "warning", "message": {"text": pool.describe()},
+                        "locations": [_where(n) for n in pool.nodes]})
+    notifications = [{"level": "error", "message": {"text": f"Node/{r.name}: {r.config.error}"},
+                      "locations": [_where(r.name)]} for r in report.results if r.config.error is not None]
+    notifications += [{"level": "error", "message": {"text": message}} for message in report.errors]
+    rules = [{"id": rule, "shortDescription": {"text": text}, "defaultConfiguration": {
+        "level": "warning" if rule == "pool-mismatch" else "error"}} for rule, text in RULES.items()]
+    rules.append({"id": "note", "shortDescription": {"text": "a node pins, with a caveat"},
+                  "defaultConfiguration": {"level": "note"}})
+    doc = {"$schema": SARIF_SCHEMA, "version": "2.1.0", "runs": [{
+        "tool": {"driver": {"name": "qos-guard", "version": __version__, "informationUri": "https://qos-guard.io",
+                            "rules": rules}},
+        "invocations": [{"executionSuccessful": not notifications, "toolExecutionNotifications": notifications}],
+        "results": results}]}
+    return json.dumps(doc, indent=2) + "\n"
+
+
+def _junit(report: NodesReport) -> str:
+    """One test case per node: a failure per problem, an error when unreadable."""
+    suite = ET.Element("testsuite", name="qos-guard nodes")
+    for r in report.results:
+        case = ET.SubElement(suite, "testcase", classname="nodes", name=r.name)
+        if r.config.error is not None:
+            ET.SubElement(case, "error", type="unreadable", message=r.config.error).text = r.config.error
+        for p in r.verdict.problems if r.verdict is not None else ():
+            ET.SubElement(case, "failure", type=p.rule, message=p.message).text = f"Node/{r.name}: {p.message}"
+    for message in report.errors:
+        case = ET.SubElement(suite, "testcase", classname="nodes", name="select nodes")
+        ET.SubElement(case, "error", type="selection", message=message).text = message
+    warnings = [f"pool-mismatch: {p.describe()}" for p in report.pools]
+    if warnings:  # JUnit has no warning: they go to the suite's output
+        ET.SubElement(suite, "system-out").text = "\n".join(warnings)
+    suite.set("tests", str(len(suite.findall("testcase"))))
+    suite.set("failures", str(len(suite.findall("testcase/failure"))))
+    suite.set("errors", str(len(suite.findall("testcase/error"))))
+    root = ET.Element("testsuites")
+    root.append(suite)
+    for element in root.iter():  # values come from the cluster: only what XML 1.0 allows
+        element.attrib.update({k: xml_text(v) for k, v in element.attrib.items()})
+        if element.text:
+            element.text = xml_text(element.text)
+    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def _github(report: NodesReport) -> str:
+    lines = [f"::error title=unreadable::{_escape_data(f'Node/{r.name}: {r.config.error}')}"
+             for r in report.results if r.config.error is not None]
+    lines += [f"::error title=nodes::{_escape_data(message)}" for message in report.errors]
+    for r in report.results:
+        for p in r.verdict.problems if r.verdict is not None else ():
+            lines.append(f"::error title={p.rule}::{_escape_data(f'Node/{r.name}: {p.message}')}")
+    lines += [f"::warning title=pool-mismatch::{_escape_data(p.describe())}" for p in report.pools]
+    lines += [f"::notice title=note::{_escape_data(f'{_names(names)}: {note}')}"
+              for note, names in _grouped_notes(report)]
+    return "".join(escape(line) + "\n" for line in lines)
+
+
+_RENDERERS: dict[str, Callable[[NodesReport], str]] = {
+    "text": _text, "json": _json, "sarif": _sarif, "junit": _junit, "github": _github,
+}
+
+
+def render(report: NodesReport, fmt: str) -> str:
+    return _RENDERERS[fmt](report)
