@@ -26,6 +26,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from webhook.core.fieldpath import FieldPath, dotted
@@ -96,11 +97,85 @@ class NodeTopology:
 @dataclass(frozen=True)
 class Topology:
     """What the cluster said, at one moment: nodes with their labels (``None`` when the node list is not
-    known), NodeResourceTopology objects by node name, and why it may be incomplete."""
+    known), NodeResourceTopology objects by node name, and why it may be incomplete. Immutable: the webhook
+    publishes a new one on a change, and each request judges against one."""
 
     nodes: Mapping[str, Mapping[str, str]] | None = None
     topologies: Mapping[str, NodeTopology] = field(default_factory=dict)
     problem: str | None = None
+
+    @cached_property
+    def index(self) -> Shapes:
+        """The nodes grouped by topology (built once per snapshot, on first use)."""
+        return Shapes.of(self)
+
+
+@dataclass(frozen=True)
+class Shape:
+    """Nodes of one hardware and configuration (equal ``NodeTopology.key``): judged once for all of them."""
+
+    topology: NodeTopology  # the first node's; the others differ only by name
+    nodes: tuple[str, ...]
+    published: frozenset[str]
+
+
+@dataclass(frozen=True)
+class Shapes:
+    """A snapshot's nodes by shape, and the nodes whose shape is unknown (no usable NodeResourceTopology)."""
+
+    shapes: tuple[Shape, ...]
+    shape_of: Mapping[str, int]  # node name -> index in ``shapes``
+    unknown: tuple[str, ...]
+    # Placement -> (shape index -> matching nodes, unknown matching nodes): Pods of one workload share theirs.
+    placed: dict[tuple[Any, ...], tuple[dict[int, list[str]], list[str]]] = field(default_factory=dict)
+    # (shape index, what the Pod asks) -> the shape's answer: the same Pods are judged over and over.
+    fitted: dict[tuple[Any, ...], NodeFit] = field(default_factory=dict)
+
+    def fit(self, where: int, wants: Demands) -> NodeFit:
+        key = (where, wants.key)
+        found = self.fitted.get(key)
+        if found is None:
+            if len(self.fitted) >= 4096:
+                self.fitted.clear()
+            found = self.fitted[key] = fit_node(wants, self.shapes[where].topology)
+        return found
+
+    def matching(self, placement: Placement, nodes: Mapping[str, Mapping[str, str]]) -> tuple[
+            dict[int, list[str]], list[str]]:
+        """The nodes ``placement`` allows, by shape, and the unknown ones; remembered for this snapshot."""
+        key = placement.key
+        found = self.placed.get(key)
+        if found is None:
+            chosen: dict[int, list[str]] = {}
+            unknown: list[str] = []
+            for name, labels in nodes.items():
+                if placement.allows(name, labels):
+                    where = self.shape_of.get(name)
+                    if where is None:
+                        unknown.append(name)
+                    else:
+                        chosen.setdefault(where, []).append(name)
+            if len(self.placed) >= 1024:  # bounded: distinct placements are few; a flood of them is not kept
+                self.placed.clear()
+            found = self.placed[key] = ({i: sorted(names) for i, names in chosen.items()}, sorted(unknown))
+        return found
+
+    @classmethod
+    def of(cls, topology: Topology) -> Shapes:
+        groups: dict[tuple[Any, ...], list[str]] = {}
+        first: dict[tuple[Any, ...], NodeTopology] = {}
+        unknown = []
+        for name in sorted(topology.nodes or {}):
+            topo = topology.topologies.get(name)
+            if topo is None or not topo.policy or not topo.zones:
+                unknown.append(name)
+                continue
+            key = topo.key or NodeTopology.signature(topo.policy, topo.scope, topo.zones)
+            groups.setdefault(key, []).append(name)
+            first.setdefault(key, topo)
+        shapes = tuple(Shape(first[k], tuple(names), frozenset(first[k].published)) for k, names in groups.items())
+        shape_of = {name: i for i, shape in enumerate(shapes) for name in shape.nodes}
+        return cls(shapes, shape_of, tuple(unknown))
 
 
 def _amount(raw: Any, where: str) -> int:
@@ -248,6 +323,18 @@ class Demands:
     pod: Demand
     fractional_memory: tuple[str, ...] = ()
 
+    @property
+    def key(self) -> tuple[Any, ...]:
+        """Equal for Pods that ask the same, container by container (and name them alike)."""
+        each = [(d.label, d.kind, d.cpus, tuple(sorted(d.memory.items())), tuple(sorted(d.devices.items())))
+                for d in (*self.containers, self.pod)]
+        return (self.fractional_memory, *each)
+
+    @property
+    def aligned(self) -> bool:
+        """Does kubelet align anything for this Pod (exclusive CPUs, memory of a Guaranteed Pod, devices)?"""
+        return bool(self.fractional_memory) or any(d.cpus or d.memory or d.devices for d in self.containers)
+
 
 def demands(pod: PodSpec) -> Demands:
     guaranteed = _guaranteed(pod)
@@ -387,7 +474,8 @@ class _Node:
 
 @dataclass(frozen=True, slots=True)
 class NodeFit:
-    """One node's answer: where each container (or the Pod) went, or the one that did not fit."""
+    """One node's answer (or one shape's, for all its ``nodes``): where each container (or the Pod) went, or
+    the one that did not fit."""
 
     node: str
     policy: str
@@ -396,10 +484,15 @@ class NodeFit:
     failed: Demand | None = None
     alone: bool = True  # the failed demand does not fit any zone even on an empty node
     reason: str = ""
+    nodes: tuple[str, ...] = ()  # every node this answer stands for (a shape's); empty: ``node`` alone
 
     @property
     def fits(self) -> bool:
         return self.failed is None
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return self.nodes or (self.node,)
 
 
 def fit_node(pod: PodSpec | Demands, topo: NodeTopology) -> NodeFit:
@@ -466,44 +559,43 @@ class ClusterFit:
 
 
 def fit_cluster(pod: PodSpec, topology: Topology, exhaustive: bool = False) -> ClusterFit:
-    """The Pod against every node it can land on (``PodSpec.placement``). Unless ``exhaustive``, it stops at
-    the first node that holds the Pod or is unknown: either way the rule has nothing to say. Nodes of the same
-    hardware and configuration are judged once."""
+    """The Pod against every node it can land on (``PodSpec.placement``), judged once per shape of node (the
+    snapshot's ``index``). Unless ``exhaustive``, it stops at the first shape that holds the Pod, or as soon as a
+    matching node is unknown: either way the rule has nothing to say."""
     placement = pod.placement
     if topology.nodes is None:
         return ClusterFit(placement, 0)
+    if not _guaranteed(pod) and not any(_is_device(k) for c in pod.all_containers for k in c.devices):
+        return ClusterFit(placement, 0)  # nothing to align (no exclusive CPUs or memory, no device): no refusal
     wants = demands(pod)
+    if not wants.aligned:
+        return ClusterFit(placement, 0)
+    index = topology.index
+    devices = {k for d in wants.containers for k, v in d.devices.items() if v > 0}
+    if placement.constrained:
+        chosen, unknown = index.matching(placement, topology.nodes)
+        groups = [(i, tuple(names)) for i, names in sorted(chosen.items())]
+    else:
+        unknown = list(index.unknown)
+        groups = [(i, shape.nodes) for i, shape in enumerate(index.shapes)]
+    # A device it asks for that a node does not have at all: the scheduler does not put it there.
+    groups = [(i, names) for i, names in groups if not devices or devices <= index.shapes[i].published]
+    matching = len(unknown) + sum(len(names) for _, names in groups)
+    if unknown and not exhaustive:
+        return ClusterFit(placement, matching, unknown=tuple(sorted(unknown)))
     fits: list[NodeFit] = []
     refused: list[NodeFit] = []
     spread: list[NodeFit] = []
-    unknown: list[str] = []
-    matching = 0
-    judged: dict[tuple[Any, ...], NodeFit] = {}
-    devices = {k for d in wants.containers for k, v in d.devices.items() if v > 0}
-    for name, labels in topology.nodes.items():
-        if placement.constrained and not placement.allows(name, labels):
-            continue
-        topo = topology.topologies.get(name)
-        if devices and topo is not None and not devices <= topo.published:
-            continue  # a device it asks for is not on this node at all: the scheduler does not put it there
-        matching += 1
-        if topo is None or not topo.policy or not topo.zones:
-            unknown.append(name)
-        elif topo.policy == "none":
-            fits.append(NodeFit(name, topo.policy, topo.scope, {}))  # no alignment asked, none refused
-        else:
-            key = topo.key or NodeTopology.signature(topo.policy, topo.scope, topo.zones)
-            answer = judged.get(key)
-            if answer is None:
-                answer = judged[key] = fit_node(wants, topo)
-            answer = NodeFit(name, answer.policy, answer.scope, answer.placed, answer.failed, answer.alone,
-                             answer.reason)
-            (fits if answer.fits else refused if topo.refuses else spread).append(answer)
-        if (fits or unknown) and not exhaustive:
+    for where, names in groups:
+        topo = index.shapes[where].topology
+        # ``none`` asks no alignment and refuses nothing.
+        answer = NodeFit(names[0], topo.policy, topo.scope, {}) if topo.policy == "none" else index.fit(where, wants)
+        answer = NodeFit(names[0], answer.policy, answer.scope, answer.placed, answer.failed, answer.alone,
+                         answer.reason, names)
+        (fits if answer.fits else refused if topo.refuses else spread).append(answer)
+        if fits and not exhaustive:
             break
-    by_name = lambda f: f.node  # noqa: E731
-    return ClusterFit(placement, matching, tuple(sorted(fits, key=by_name)), tuple(sorted(refused, key=by_name)),
-                      tuple(sorted(spread, key=by_name)), tuple(sorted(unknown)))
+    return ClusterFit(placement, matching, tuple(fits), tuple(refused), tuple(spread), tuple(sorted(unknown)))
 
 
 def largest_zone(need: Demand, topologies: Iterable[NodeTopology]) -> tuple[NodeTopology, Zone] | None:

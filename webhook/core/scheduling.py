@@ -123,6 +123,12 @@ class Placement:
     terms: tuple[Term, ...] | None = None
 
     @property
+    def key(self) -> tuple[Any, ...]:
+        """Equal for equal constraints (hashable): what matched them can be remembered."""
+        selector = tuple(sorted(self.node_selector.items())) if self.node_selector is not None else None
+        return (self.node_name, selector, self.terms)
+
+    @property
     def constrained(self) -> bool:
         return self.node_name is not None or self.node_selector is not None or self.terms is not None
 

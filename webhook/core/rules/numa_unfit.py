@@ -65,7 +65,7 @@ MAX_NODES_SHOWN = 2
 
 
 def _nodes(fits: tuple[NodeFit, ...]) -> str:
-    names = [f.node for f in fits]
+    names = sorted(name for f in fits for name in f.names)
     shown = ", ".join(names[:MAX_NODES_SHOWN]) + (f" and {len(names) - MAX_NODES_SHOWN} more"
                                                   if len(names) > MAX_NODES_SHOWN else "")
     return f"node {shown}" if len(names) == 1 else f"nodes {shown}"
