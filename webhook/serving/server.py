@@ -110,6 +110,10 @@ def serve(opts: ServeOptions, extend: Extend | None = None, gunicorn: Mapping[st
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
     from prometheus_client import multiprocess
 
+    # The master's health thread imports the idna codec on its first TLS probe of a worker; a worker forked while
+    # that import is under way inherits its module lock held, and hangs in its own first idna use (found with
+    # two workers, one serving: half the throughput). Imported here, before any thread or fork, nobody waits.
+    "localhost".encode("idna")
     ready = threading.Event()
     health: list[Any] = []
     own_namespace = os.environ.get("POD_NAMESPACE") or None
