@@ -27,8 +27,9 @@ from tests.fidelity.oracle import Oracle
 from tests.fidelity.topology_grammar import case, nrt
 from webhook.core.config import parse_config
 from webhook.core.engine import Mode, evaluate
-from webhook.core.numa import Topology, fit_node, parse_nrt
+from webhook.core.numa import fit_node
 from webhook.core.podspec import build_pod_spec
+from webhook.core.topology import Topology, parse_nrt
 
 CASES = 7_000
 BATCH = 1_000

@@ -12,9 +12,10 @@ from hypothesis import strategies as st
 from webhook.admission.review import ENDPOINTS, Review, decide
 from webhook.core.config import AUTO, ConfigError, parse_config
 from webhook.core.engine import Mode, evaluate
-from webhook.core.numa import Topology, TopologyError, fit_cluster, parse_nrt
+from webhook.core.numa import fit_cluster
 from webhook.core.podspec import build_pod_spec
 from webhook.core.scheduling import placement
+from webhook.core.topology import Topology, TopologyError, parse_nrt
 from webhook.policies.generate import PolicyError, render
 
 GPU = "nvidia.com/gpu"

@@ -196,7 +196,7 @@ def test_read_once_for_check_and_audit() -> None:
 def test_the_state_is_said_once_per_change(caplog: pytest.LogCaptureFixture) -> None:
     from prometheus_client import CollectorRegistry
 
-    from webhook.core.numa import Topology
+    from webhook.core.topology import Topology
     from webhook.serving.metrics import TopologyMetrics
     from webhook.serving.topology import TopologyReport
 

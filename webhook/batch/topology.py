@@ -10,7 +10,7 @@ from collections.abc import Callable
 from webhook.cluster.client import ClusterError
 from webhook.cluster.nrt import ApiTransport, read_topology
 from webhook.core.config import Config
-from webhook.core.numa import Topology
+from webhook.core.topology import Topology
 
 
 def with_cluster_topology(config: Config, kubeconfig: str | None, say: Callable[[str], None],

@@ -28,7 +28,7 @@ from typing import Any, Protocol
 import urllib3
 
 from webhook.cluster.client import ClusterError, _api_client
-from webhook.core.numa import NodeTopology, Topology, TopologyError, parse_nrt
+from webhook.core.topology import NodeTopology, Topology, TopologyError, parse_nrt
 
 NRT_GROUP_VERSION = "topology.node.k8s.io/v1alpha2"
 NRT_PATH = f"/apis/{NRT_GROUP_VERSION}/noderesourcetopologies"

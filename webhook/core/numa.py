@@ -23,205 +23,14 @@ The differential test (tests/fidelity/test_topology.py) holds this model to the 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import Any
 
 from webhook.core.fieldpath import FieldPath, dotted
 from webhook.core.podspec import CPU, GUARANTEED, MEMORY, Container, PodSpec, qos_class
-from webhook.core.quantity import QuantityError, quantity_from_value
 from webhook.core.scheduling import Placement
-
-SINGLE_NUMA_NODE = "single-numa-node"
-POLICIES = ("none", "best-effort", "restricted", SINGLE_NUMA_NODE)
-SCOPES = ("container", "pod")
-HUGEPAGES = "hugepages-"
-# The deprecated v1alpha1-style ``topologyPolicies`` values (noderesourcetopology-api v1alpha2 types.go).
-_LEGACY_POLICIES = {
-    "SingleNUMANodeContainerLevel": (SINGLE_NUMA_NODE, "container"),
-    "SingleNUMANodePodLevel": (SINGLE_NUMA_NODE, "pod"),
-    "Restricted": ("restricted", "container"),
-    "RestrictedContainerLevel": ("restricted", "container"),
-    "RestrictedPodLevel": ("restricted", "pod"),
-    "BestEffort": ("best-effort", "container"),
-    "BestEffortContainerLevel": ("best-effort", "container"),
-    "BestEffortPodLevel": ("best-effort", "pod"),
-    "None": ("none", "container"),
-}
-_ZONE_NAME = re.compile(r"node-(\d+)")  # numanode.NameToID in noderesourcetopology-api
-
-
-class TopologyError(ValueError):
-    """A NodeResourceTopology object this model cannot read; the message names the field."""
-
-
-@dataclass(frozen=True, slots=True)
-class Zone:
-    """One NUMA node (an NRT zone of type ``Node``): amounts in milli-units, by resource name."""
-
-    numa: int
-    name: str
-    capacity: Mapping[str, int]
-    allocatable: Mapping[str, int]
-
-
-@dataclass(frozen=True, slots=True)
-class NodeTopology:
-    """A node's NUMA zones and the Topology Manager settings its exporter published."""
-
-    name: str
-    policy: str
-    scope: str
-    zones: tuple[Zone, ...]
-    # Everything but the name (``signature``): nodes of one hardware and configuration judge alike.
-    key: tuple[Any, ...] = field(default=(), compare=False, repr=False)
-
-    @property
-    def published(self) -> set[str]:
-        """The resources some zone of this node has (a device elsewhere on the node is not counted)."""
-        return {name for z in self.zones for name, amount in z.capacity.items() if amount > 0}
-
-    @staticmethod
-    def signature(policy: str, scope: str, zones: tuple[Zone, ...]) -> tuple[Any, ...]:
-        return (policy, scope, tuple(
-            (z.numa, tuple(sorted(z.capacity.items())), tuple(sorted(z.allocatable.items()))) for z in zones))
-
-    @property
-    def refuses(self) -> bool:
-        """Only ``single-numa-node`` refuses a Pod that no zone holds; the others admit it across zones."""
-        return self.policy == SINGLE_NUMA_NODE
-
-
-@dataclass(frozen=True)
-class Topology:
-    """What the cluster said, at one moment: nodes with their labels (``None`` when the node list is not
-    known), NodeResourceTopology objects by node name, and why it may be incomplete. Immutable: the webhook
-    publishes a new one on a change, and each request judges against one."""
-
-    nodes: Mapping[str, Mapping[str, str]] | None = None
-    topologies: Mapping[str, NodeTopology] = field(default_factory=dict)
-    problem: str | None = None
-
-    @cached_property
-    def index(self) -> Shapes:
-        """The nodes grouped by topology (built once per snapshot, on first use)."""
-        return Shapes.of(self)
-
-
-@dataclass(frozen=True)
-class Shape:
-    """Nodes of one hardware and configuration (equal ``NodeTopology.key``): judged once for all of them."""
-
-    topology: NodeTopology  # the first node's; the others differ only by name
-    nodes: tuple[str, ...]
-    published: frozenset[str]
-
-
-@dataclass(frozen=True)
-class Shapes:
-    """A snapshot's nodes by shape, and the nodes whose shape is unknown (no usable NodeResourceTopology)."""
-
-    shapes: tuple[Shape, ...]
-    shape_of: Mapping[str, int]  # node name -> index in ``shapes``
-    unknown: tuple[str, ...]
-    # Placement -> (shape index -> matching nodes, unknown matching nodes): Pods of one workload share theirs.
-    placed: dict[tuple[Any, ...], tuple[dict[int, list[str]], list[str]]] = field(default_factory=dict)
-    # (shape index, what the Pod asks) -> the shape's answer: the same Pods are judged over and over.
-    fitted: dict[tuple[Any, ...], NodeFit] = field(default_factory=dict)
-
-    def fit(self, where: int, wants: Demands) -> NodeFit:
-        key = (where, wants.key)
-        found = self.fitted.get(key)
-        if found is None:
-            if len(self.fitted) >= 4096:
-                self.fitted.clear()
-            found = self.fitted[key] = fit_node(wants, self.shapes[where].topology)
-        return found
-
-    def matching(self, placement: Placement, nodes: Mapping[str, Mapping[str, str]]) -> tuple[
-            dict[int, list[str]], list[str]]:
-        """The nodes ``placement`` allows, by shape, and the unknown ones; remembered for this snapshot."""
-        key = placement.key
-        found = self.placed.get(key)
-        if found is None:
-            chosen: dict[int, list[str]] = {}
-            unknown: list[str] = []
-            for name, labels in nodes.items():
-                if placement.allows(name, labels):
-                    where = self.shape_of.get(name)
-                    if where is None:
-                        unknown.append(name)
-                    else:
-                        chosen.setdefault(where, []).append(name)
-            if len(self.placed) >= 1024:  # bounded: distinct placements are few; a flood of them is not kept
-                self.placed.clear()
-            found = self.placed[key] = ({i: sorted(names) for i, names in chosen.items()}, sorted(unknown))
-        return found
-
-    @classmethod
-    def of(cls, topology: Topology) -> Shapes:
-        groups: dict[tuple[Any, ...], list[str]] = {}
-        first: dict[tuple[Any, ...], NodeTopology] = {}
-        unknown = []
-        for name in sorted(topology.nodes or {}):
-            topo = topology.topologies.get(name)
-            if topo is None or not topo.policy or not topo.zones:
-                unknown.append(name)
-                continue
-            key = topo.key or NodeTopology.signature(topo.policy, topo.scope, topo.zones)
-            groups.setdefault(key, []).append(name)
-            first.setdefault(key, topo)
-        shapes = tuple(Shape(first[k], tuple(names), frozenset(first[k].published)) for k, names in groups.items())
-        shape_of = {name: i for i, shape in enumerate(shapes) for name in shape.nodes}
-        return cls(shapes, shape_of, tuple(unknown))
-
-
-def _amount(raw: Any, where: str) -> int:
-    try:
-        return quantity_from_value(raw).milli
-    except QuantityError as exc:
-        raise TopologyError(f"{where}: {exc}") from None
-
-
-def parse_nrt(obj: Mapping[str, Any]) -> NodeTopology:
-    """A ``NodeResourceTopology`` object as the API serves it (v1alpha2)."""
-    meta = obj.get("metadata")
-    name = meta.get("name") if isinstance(meta, Mapping) else None
-    if not isinstance(name, str) or not name:
-        raise TopologyError("metadata.name: missing")
-    attrs = {a.get("name"): a.get("value") for a in obj.get("attributes") or [] if isinstance(a, Mapping)}
-    policy, scope = attrs.get("topologyManagerPolicy"), attrs.get("topologyManagerScope")
-    if policy is None:
-        for legacy in obj.get("topologyPolicies") or []:
-            if legacy in _LEGACY_POLICIES:
-                policy, legacy_scope = _LEGACY_POLICIES[legacy]
-                scope = scope or legacy_scope
-                break
-    policy = policy if policy in POLICIES else ""
-    scope = scope if scope in SCOPES else "container"
-    zones = []
-    raw_zones = obj.get("zones")
-    for i, raw in enumerate(raw_zones if isinstance(raw_zones, list) else []):
-        if not isinstance(raw, Mapping) or raw.get("type") != "Node":
-            continue  # sockets, dies, cores: the Topology Manager aligns NUMA nodes only
-        zname = str(raw.get("name") or "")
-        found = _ZONE_NAME.fullmatch(zname)
-        numa = int(found.group(1)) if found else i
-        capacity: dict[str, int] = {}
-        allocatable: dict[str, int] = {}
-        for j, res in enumerate(raw.get("resources") or []):
-            if not isinstance(res, Mapping) or not isinstance(res.get("name"), str):
-                continue
-            where = f"zones[{i}].resources[{j}]"
-            capacity[res["name"]] = _amount(res.get("capacity", 0), f"{where}.capacity")
-            allocatable[res["name"]] = _amount(res.get("allocatable", 0), f"{where}.allocatable")
-        zones.append(Zone(numa, zname, capacity, allocatable))
-    zones.sort(key=lambda z: z.numa)
-    ordered = tuple(zones)
-    return NodeTopology(name, policy, scope, ordered, NodeTopology.signature(policy, scope, ordered))
-
+from webhook.core.topology import HUGEPAGES, NodeTopology, Shapes, Topology, Zone
 
 # ---- what the Pod asks to have aligned ----
 
@@ -286,6 +95,18 @@ def _guaranteed(pod: PodSpec) -> bool:
     return (pod.declared_qos or qos_class(pod)) == GUARANTEED
 
 
+def may_align(pod: PodSpec) -> bool:
+    """Could kubelet align anything for this Pod? Cheap checks first: a device, or every container limiting cpu
+    and memory (Guaranteed needs that) without a pod-level block (the managers skip those); the QoS class last."""
+    if any(_is_device(k) for c in pod.all_containers for k in c.devices):
+        return True
+    if pod.declared_qos is None and (pod.pod_level is not None or not all(
+            (cpu := c.resources.limits.get(CPU)) is not None and cpu.positive
+            and (mem := c.resources.limits.get(MEMORY)) is not None and mem.positive for c in pod.all_containers)):
+        return False
+    return _guaranteed(pod)
+
+
 def _container_demand(c: Container, guaranteed: bool, pod_level: bool) -> Demand:
     """``guaranteedCPUs``, ``getContainerRequestedResources`` and ``getContainerDeviceRequest``."""
     kind = "sidecar" if c.sidecar else ("init" if c.init else "app")
@@ -336,8 +157,8 @@ class Demands:
         return bool(self.fractional_memory) or any(d.cpus or d.memory or d.devices for d in self.containers)
 
 
-def demands(pod: PodSpec) -> Demands:
-    guaranteed = _guaranteed(pod)
+def demands(pod: PodSpec, guaranteed: bool | None = None) -> Demands:
+    guaranteed = _guaranteed(pod) if guaranteed is None else guaranteed
     pod_level = pod.pod_level is not None and not pod.pod_level.empty and any(
         r in (CPU, MEMORY) for r in (*pod.pod_level.requests, *pod.pod_level.limits))
     ordered = [_container_demand(c, guaranteed, pod_level) for c in pod.init_containers + pod.containers]
@@ -558,16 +379,18 @@ class ClusterFit:
         return bool(self.refused) and not (self.fits or self.spread or self.unknown)
 
 
-def fit_cluster(pod: PodSpec, topology: Topology, exhaustive: bool = False) -> ClusterFit:
+def fit_cluster(pod: PodSpec, topology: Topology, exhaustive: bool = False,
+                wants: Demands | None = None) -> ClusterFit:
     """The Pod against every node it can land on (``PodSpec.placement``), judged once per shape of node (the
     snapshot's ``index``). Unless ``exhaustive``, it stops at the first shape that holds the Pod, or as soon as a
     matching node is unknown: either way the rule has nothing to say."""
     placement = pod.placement
     if topology.nodes is None:
         return ClusterFit(placement, 0)
-    if not _guaranteed(pod) and not any(_is_device(k) for c in pod.all_containers for k in c.devices):
-        return ClusterFit(placement, 0)  # nothing to align (no exclusive CPUs or memory, no device): no refusal
-    wants = demands(pod)
+    if wants is None:
+        if not may_align(pod):
+            return ClusterFit(placement, 0)  # nothing to align (no exclusive CPUs or memory, no device)
+        wants = demands(pod)
     if not wants.aligned:
         return ClusterFit(placement, 0)
     index = topology.index
@@ -589,13 +412,24 @@ def fit_cluster(pod: PodSpec, topology: Topology, exhaustive: bool = False) -> C
     for where, names in groups:
         topo = index.shapes[where].topology
         # ``none`` asks no alignment and refuses nothing.
-        answer = NodeFit(names[0], topo.policy, topo.scope, {}) if topo.policy == "none" else index.fit(where, wants)
+        answer = NodeFit(names[0], topo.policy, topo.scope, {}) if topo.policy == "none" else _fit(index, where, wants)
         answer = NodeFit(names[0], answer.policy, answer.scope, answer.placed, answer.failed, answer.alone,
                          answer.reason, names)
         (fits if answer.fits else refused if topo.refuses else spread).append(answer)
         if fits and not exhaustive:
             break
     return ClusterFit(placement, matching, tuple(fits), tuple(refused), tuple(spread), tuple(sorted(unknown)))
+
+
+def _fit(index: Shapes, where: int, wants: Demands) -> NodeFit:
+    """The shape's answer for what the Pod asks, remembered for the snapshot (bounded)."""
+    key = (where, wants.key)
+    found: NodeFit | None = index.fitted.get(key)
+    if found is None:
+        if len(index.fitted) >= 4096:
+            index.fitted.clear()
+        found = index.fitted[key] = fit_node(wants, index.shapes[where].topology)
+    return found
 
 
 def largest_zone(need: Demand, topologies: Iterable[NodeTopology]) -> tuple[NodeTopology, Zone] | None:

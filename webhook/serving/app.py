@@ -26,8 +26,8 @@ from webhook.admission.review import (
     response,
 )
 from webhook.core.config import Config
-from webhook.core.numa import Topology
 from webhook.core.rules import RULE_IDS
+from webhook.core.topology import Topology
 from webhook.core.workloads import KINDS
 from webhook.serving.body import BUDGET, MAX_BODY, BadBody, BodyBudget, Busy, TooLarge, read_bounded
 from webhook.serving.decisionlog import DECISIONS
@@ -62,6 +62,14 @@ def create_app(config: Config, metrics: Metrics | None = None, own_namespace: st
     metrics.requests.labels("validate", "Pod", "CREATE", "allowed", "false")
     metrics.violations.labels("cpu-not-integer")
 
+    last: list[tuple[Topology, Config]] = []
+
+    def judging(snapshot: Topology) -> Config:
+        """The configuration with ``snapshot``, made once per snapshot (a snapshot lasts until a change)."""
+        if not last or last[0][0] is not snapshot:
+            last[:] = [(snapshot, config.with_topology(snapshot))]
+        return last[0][1]
+
     def read_body() -> bytes:
         """The body within bounds, under the worker's budget (the Flask test client has none: a spare one)."""
         return read_bounded(request.environ, request.environ.get(BUDGET) or spare_budget)
@@ -89,7 +97,7 @@ def create_app(config: Config, metrics: Metrics | None = None, own_namespace: st
         started = time.perf_counter()
         try:
             review = parse_review(read_body())
-            judged = config if topology is None else config.with_topology(topology())
+            judged = config if topology is None else judging(topology())
             decision = decide(review, endpoint, judged, own_namespace)
         except (TooLarge, BadBody, BadReview) as exc:  # answered by the handlers below; counted here
             outcome = "too-large" if isinstance(exc, TooLarge) else "bad-request"

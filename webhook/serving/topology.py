@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 from webhook.cluster.client import ClusterError
 from webhook.cluster.nrt import ApiTransport, TopologyCache
-from webhook.core.numa import Topology
+from webhook.core.topology import Topology
 from webhook.serving.metrics import TopologyMetrics
 
 LOG = logging.getLogger("qos_guard.topology")

@@ -14,10 +14,21 @@ from collections.abc import Iterable, Mapping
 
 from webhook.core.config import NUMA, AutoNuma, NumaPolicy, Policy
 from webhook.core.fieldpath import dotted
-from webhook.core.numa import ClusterFit, Demand, NodeFit, Topology, fit_cluster, largest_zone, show_amount
+from webhook.core.numa import (
+    ClusterFit,
+    Demand,
+    Demands,
+    NodeFit,
+    demands,
+    fit_cluster,
+    largest_zone,
+    may_align,
+    show_amount,
+)
 from webhook.core.podspec import CPU, MEMORY, PodSpec, effective_requests
 from webhook.core.quantity import format_milli
 from webhook.core.rules.base import Rule, Text, Violation
+from webhook.core.topology import Topology
 
 RULE_ID = "numa-unfit"
 
@@ -85,7 +96,23 @@ def _have(name: str, amount: int) -> str:
 
 
 def _auto(pod: PodSpec, topology: Topology) -> list[Violation]:
-    fit: ClusterFit = fit_cluster(pod, topology)
+    """The findings for ``pod`` over the snapshot, remembered per placement and demand for the snapshot (the
+    same Pods come again and again: a workload's replicas, retries)."""
+    if topology.nodes is None or not may_align(pod):
+        return []
+    wants = demands(pod)
+    key = (pod.placement.key, wants.key)
+    remembered = topology.index.verdicts
+    found: list[Violation] | None = remembered.get(key)
+    if found is None:
+        if len(remembered) >= 4096:
+            remembered.clear()
+        found = remembered[key] = _judge(pod, topology, wants)
+    return list(found)
+
+
+def _judge(pod: PodSpec, topology: Topology, wants: Demands) -> list[Violation]:
+    fit: ClusterFit = fit_cluster(pod, topology, wants=wants)
     if fit.fits or fit.unknown or not (fit.refused or fit.spread):
         return []
     # The node that placed the most before failing tells the story; ties go to the first by name.
