@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"/\1/p' webhook/__init__.py)
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: install tools node-tools run test test-fast lint bench clean
+.PHONY: install tools node-tools run image image-push test test-fast lint bench clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -21,12 +21,26 @@ install: $(STAMP)
 tools:
 	bash hack/build-tools.sh all
 
+# On this machine only (127.0.0.1), with a local CA in certs/localhost/; ARGS go last and win, e.g.
+# make run ARGS="--bind 0.0.0.0:8443 --config config.yaml".
+ARGS ?=
 run: install
-	$(BIN)/qos-guard serve
+	$(BIN)/qos-guard serve --bind 127.0.0.1:8443 --metrics-bind 127.0.0.1:8080 $(ARGS)
+
+# The webhook image from the Dockerfile (docker when its daemon answers, else buildah: hack/image.sh), named as
+# the chart runs it: make image REGISTRY=registry.example.com:5000, then make image-push REGISTRY=... and
+# helm install ... --set image.registry=registry.example.com:5000 (charts/qos-guard/README.md).
+REGISTRY ?=
+IMAGE ?= $(if $(REGISTRY),$(REGISTRY)/)qos-guard/qos-guard:$(VERSION)
+image:
+	bash hack/image.sh build "$(IMAGE)"
+
+image-push:
+	bash hack/image.sh push "$(IMAGE)"
 
 lint: install
 	$(BIN)/ruff check webhook tests bench hack
-	$(BIN)/mypy webhook bench hack/chart_readme.py hack/config_schema.py
+	$(BIN)/mypy webhook bench hack/chart_readme.py hack/generate.py hack/podresources_stubs.py
 	$(BIN)/lint-imports
 
 # The node tests' tools and images (tests/node): kubelet, containerd, CNI plugins, the webhook image. Only as

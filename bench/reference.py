@@ -1,4 +1,4 @@
-"""The floor ``/noop`` is held to (issue 14): a bare Flask app on gunicorn with TLS answering a no-op
+"""The floor ``/noop`` is held to: a bare Flask app on gunicorn with TLS answering a no-op
 AdmissionReview, with no qos-guard code. gunicorn as a Flask app is commonly deployed: 2 gthread workers x 4
 threads, keep-alive. ``python -m bench.reference --bind HOST:PORT --cert-file F --key-file F``.
 """

@@ -60,7 +60,7 @@ def write_markdown(res: Results, s: Settings, path: Path) -> None:
                                  f"{_fmt(_med([r['p99'] for r in runs]), 2)} | "
                                  f"{_fmt(_med([r['p999'] for r in runs]), 2)} |")
         lines += ["", f"Peak resident memory of the server (master + workers): {res.server_peak_mib:.0f} MiB.", ""]
-        lines += ["Goals (issue 14; what bounds a missed one, with profiles: [profiling.md](profiling.md)):", ""]
+        lines += ["Goals (what bounds a missed one, with profiles: [profiling.md](profiling.md)):", ""]
         for placement, sat, lat in (("shared", res.saturation, res.latency),
                                     ("pinned", pinned, res.pinned_latency)):
             if not sat:

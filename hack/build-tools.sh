@@ -2,9 +2,10 @@
 # Build the real binaries the test suite runs (helm, etcd, kube-apiserver, kubectl) from the Go module proxy and
 # cache them outside the repository, keyed by version. Idempotent: a cached binary is reused.
 #
-#   hack/build-tools.sh [helm|etcd|kube-apiserver|kubectl|kube-score|oracle|promtool|all]
+#   hack/build-tools.sh [helm|etcd|kube-apiserver|kubectl|kube-score|oracle|promtool|oci-registry|all]
 #   hack/build-tools.sh [kubelet|kube-controller-manager|kube-scheduler|containerd|containerd-shim-runc-v2|ctr|
-#                        cni-bridge|cni-host-local|cni-loopback|node]      (the node tests' tools; `node` = all of them)
+#                        cni-bridge|cni-host-local|cni-loopback|deviceplugin|node]
+#                                                    (the node tests' tools; `node` = all of them)
 #
 # `oracle` is built from this repository's hack/oracle (its own go.mod/go.sum pin k8s.io/kubernetes at
 # KUBE_VERSION) and cached by KUBE_VERSION plus a hash of its sources.
@@ -16,6 +17,9 @@ HELM_VERSION="${HELM_VERSION:-v3.22.0}"
 ETCD_VERSION="${ETCD_VERSION:-v3.6.16}"
 KUBE_VERSION="${KUBE_VERSION:-v1.36.3}"
 KUBE_SCORE_VERSION="${KUBE_SCORE_VERSION:-v1.20.0}"
+# go-containerregistry's registry (pkg/registry, the OCI distribution API in memory): `make image-push`'s
+# target in tests/chart/test_image.py.
+GGCR_VERSION="${GGCR_VERSION:-v0.22.1}"
 CONTAINERD_VERSION="${CONTAINERD_VERSION:-v2.4.2}"
 CNI_PLUGINS_VERSION="${CNI_PLUGINS_VERSION:-v1.9.1}"
 # Prometheus 3.x is published as Go module versions v0.3MM.P (v0.316.0 is Prometheus 3.16.0).
@@ -72,6 +76,15 @@ package tools
 import _ "github.com/zegl/kube-score/cmd/kube-score"
 GO
   go get "github.com/zegl/kube-score@$1" >/dev/null
+}
+
+setup_oci_registry() {
+  cat > tools.go <<GO
+//go:build tools
+package tools
+import _ "github.com/google/go-containerregistry/cmd/registry"
+GO
+  go get "github.com/google/go-containerregistry@$1" >/dev/null
 }
 
 setup_promtool() {
@@ -155,6 +168,24 @@ build_oracle() {
   echo "$out"
 }
 
+# build_deviceplugin: hack/deviceplugin (the node tests' device plugin with NUMA topology) at its committed
+# go.mod/go.sum, cached by a hash of its sources, like the oracle.
+build_deviceplugin() {
+  local src hash out
+  src="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/deviceplugin"
+  hash=$(cd "$src" && cat go.mod go.sum ./*.go | sha256sum | cut -c1-12)
+  out="$TOOLS_DIR/deviceplugin-$hash"
+  if [[ -x "$out" ]]; then
+    echo "$out"
+    return 0
+  fi
+  log "building the test device plugin against k8s.io/kubelet (once per source change; cached in $TOOLS_DIR)"
+  (cd "$src" && GOFLAGS=-mod=readonly go build -trimpath -ldflags "-s -w" -o "$out.tmp" .)
+  mv "$out.tmp" "$out"
+  log "built $out"
+  echo "$out"
+}
+
 # --- node tools (tests/node): kubelet and its neighbours from k8s.io/kubernetes, containerd, CNI plugins ---
 
 setup_kube_node() {
@@ -207,11 +238,12 @@ build_node_tool() {
     cni-bridge) build "$1" "$CNI_PLUGINS_VERSION" "$cni_pkg/main/bridge" setup_cni ;;
     cni-loopback) build "$1" "$CNI_PLUGINS_VERSION" "$cni_pkg/main/loopback" setup_cni ;;
     cni-host-local) build "$1" "$CNI_PLUGINS_VERSION" "$cni_pkg/ipam/host-local" setup_cni ;;
+    deviceplugin) build_deviceplugin ;;
   esac
   trap - RETURN  # build's cleanup trap would fire again when this function returns
 }
 NODE_TOOLS=(kubelet kube-controller-manager kube-scheduler containerd containerd-shim-runc-v2 ctr
-            cni-bridge cni-host-local cni-loopback)
+            cni-bridge cni-host-local cni-loopback deviceplugin)
 
 want=${1:-all}
 if [[ $want == node ]]; then
@@ -234,7 +266,9 @@ case $want in
     build kubectl "$KUBE_VERSION" k8s.io/kubernetes/cmd/kubectl setup_kube "$(kube_ldflags "$KUBE_VERSION")" ;;&
   oracle|all) build_oracle ;;&
   promtool|all) build promtool "$PROMTOOL_VERSION" github.com/prometheus/prometheus/cmd/promtool setup_promtool ;;&
+  oci-registry|all)
+    build oci-registry "$GGCR_VERSION" github.com/google/go-containerregistry/cmd/registry setup_oci_registry ;;&
   kube-score) build kube-score "$KUBE_SCORE_VERSION" github.com/zegl/kube-score/cmd/kube-score setup_kube_score ;;
-  helm|etcd|kube-apiserver|kubectl|oracle|promtool|all) ;;
-  *) echo "usage: $0 [helm|etcd|kube-apiserver|kubectl|kube-score|oracle|promtool|all|node|$(IFS="|"; echo "${NODE_TOOLS[*]}")]" >&2; exit 2 ;;
+  helm|etcd|kube-apiserver|kubectl|oracle|promtool|oci-registry|all) ;;
+  *) echo "usage: $0 [helm|etcd|kube-apiserver|kubectl|kube-score|oracle|promtool|oci-registry|all|node|$(IFS="|"; echo "${NODE_TOOLS[*]}")]" >&2; exit 2 ;;
 esac

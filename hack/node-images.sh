@@ -2,7 +2,8 @@
 # The node tests' container images, built here without a registry or a daemon (buildah, chroot isolation):
 #   localhost/qos-guard/pause:1       sandbox image: busybox-static sleeping as PID 1 (containerd stops it with SIGKILL)
 #   localhost/qos-guard/busybox:1     workload image: busybox-static, exits on SIGTERM
-#   localhost/qos-guard/qos-guard:TAG the repository's Dockerfile, on a local base (BASE_IMAGE) that mmdebstrap
+#   localhost/qos-guard/qos-guard:TAG the repository's Dockerfile (built by hack/image.sh, as `make image`
+#                                     does), on a local base (BASE_IMAGE) that mmdebstrap
 #                                     makes from Debian packages of this machine's release (python3 >= 3.11)
 #
 #   hack/node-images.sh TAG    prints one line per image: NAME<TAB>docker-archive path (cached by content)
@@ -74,7 +75,7 @@ if ! "${B[@]}" inspect --type image "$BASE" >/dev/null 2>&1; then
 fi
 
 # The webhook: the Dockerfile as users build it, keyed by everything it copies.
-key=$(cd "$ROOT" && cat Dockerfile .dockerignore pyproject.toml README.md \
+key=$(cd "$ROOT" && cat Dockerfile .dockerignore pyproject.toml README.md hack/image.sh \
       $(git ls-files --cached --others --exclude-standard webhook | grep -v __pycache__ | sort) \
       <(echo "$BASE") | sha256sum | cut -c1-16)
 out=$CACHE/qos-guard-$key.tar
@@ -84,8 +85,9 @@ if [[ ! -s $out ]]; then
   # RUN steps reach PyPI as this machine does: its CA bundle (and pip.conf, if any) lent read-only, not copied in.
   lend=(--volume /etc/ssl/certs:/etc/ssl/certs:ro)
   [[ -f /etc/pip.conf ]] && lend+=(--volume /etc/pip.conf:/etc/pip.conf:ro)
-  "${B[@]}" build "${lend[@]}" --quiet --isolation chroot --pull=never --layers=false --format docker \
-    --build-arg "BASE_IMAGE=$BASE" -t "$name" -f "$ROOT/Dockerfile" "$ROOT" >&2
+  # `make image`'s own script (hack/image.sh), with this store and a daemonless, registry-less build.
+  IMAGE_TOOL="${B[*]}" BASE_IMAGE=$BASE BUILD_FLAGS="${lend[*]} --quiet --isolation chroot --pull=never --layers=false" \
+    bash "$ROOT/hack/image.sh" build "$name" >&2
   export_image "$name" "$out"
   find "$CACHE" -maxdepth 1 -name "qos-guard-*.tar" ! -path "$out" -delete  # keep one webhook image
 fi

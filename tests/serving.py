@@ -5,6 +5,7 @@ certificate rotation the lifecycle and soak tests do, and the process-tree memor
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -92,12 +93,22 @@ class Server:
         return memory_mib(self.tree(), field)
 
     def stop(self) -> None:
+        """SIGTERM, as kubelet stops a Pod; when it returns no process of this server is left to answer (a
+        master killed after the timeout no longer leaves its workers serving on their connections)."""
         if self.proc.poll() is None:
+            workers = self.tree()[1:]
             self.proc.send_signal(signal.SIGTERM)
             try:
                 self.proc.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
+                self.proc.wait()
+            args = self.proc.args
+            command = "\0".join(str(a) for a in (args if isinstance(args, list) else [args])) + "\0"
+            for pid in workers:  # still there, and still ours (a pid can be reused)
+                with contextlib.suppress(OSError):
+                    if Path(f"/proc/{pid}/cmdline").read_text() == command:
+                        os.kill(pid, signal.SIGKILL)
 
 
 def _readyz(server: Server) -> bool:
@@ -153,7 +164,7 @@ def start_server(folder: Path, *extra: str, certs: bool = True, cert_dir: Path |
         args += ["--cert-file", str(paths.cert), "--key-file", str(paths.key)]
         ca = str(paths.ca)
     else:
-        ca = str(folder / "certs" / "ca.crt")
+        ca = str(folder / "certs" / "localhost" / "ca.crt")
     path = os.pathsep.join(str(p) for p in (source, ROOT) if p is not None)
     return launch(folder, args, port, mport, ca, env={"PYTHONPATH": path})
 

@@ -5,11 +5,18 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import os
 import shutil
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
+
+import pytest
+import requests
+
+from tests.binaries import binary
+from tests.serving import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -79,3 +86,79 @@ def test_build_context_is_only_the_package(tmp_path: Path) -> None:
     assert "webhook/core/rules/__init__.py" in names
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     assert "qos-guard = webhook.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
+
+
+def _builder_here() -> bool:
+    return shutil.which("buildah") is not None and os.geteuid() == 0
+
+
+@pytest.mark.skipif(not _builder_here() and os.environ.get("CI") != "true",
+                    reason="make image-push is proven with buildah as root (hack/node-deps.sh installs it)")
+def test_make_image_push_reaches_a_registry_under_the_name_the_chart_runs(tmp_path: Path) -> None:
+    """The chart README's steps: `make image REGISTRY=...` names the image, `make image-push REGISTRY=...` puts it
+    in a real registry (go-containerregistry's, on loopback), and `--set image.registry=...` makes the chart
+    run exactly that name. The build itself is hack/image.sh too: the node tests build their webhook image
+    with it (hack/node-images.sh) and run it on a real kubelet."""
+    port = free_port()
+    registry = f"127.0.0.1:{port}"
+    log = (tmp_path / "registry.log").open("wb")
+    server = subprocess.Popen([binary("oci-registry"), "-port", str(port)], stdout=log, stderr=subprocess.STDOUT)
+    store = ["buildah", "--root", str(tmp_path / "root"), "--runroot", str(tmp_path / "run"),
+             "--storage-driver", "vfs"]
+    env = dict(os.environ, IMAGE_TOOL=" ".join(store), PUSH_FLAGS="--tls-verify=false")
+    try:
+        named = subprocess.run(["make", "-s", "-n", "-C", str(ROOT), "image", f"REGISTRY={registry}"],
+                               capture_output=True, text=True, timeout=60, check=True).stdout
+        image = f"{registry}/qos-guard/qos-guard:{_app_version()}"
+        assert named.strip() == f'bash hack/image.sh build "{image}"'
+        # A small image under that name (the webhook's own build takes minutes; the node tests pay for it).
+        rootfs = tmp_path / "rootfs"
+        (rootfs / "bin").mkdir(parents=True)
+        shutil.copy("/bin/busybox", rootfs / "bin" / "busybox")
+        container = subprocess.run([*store, "from", "--quiet", "scratch"], capture_output=True, text=True,
+                                   timeout=120, check=True).stdout.strip()
+        subprocess.run([*store, "copy", "--quiet", container, str(rootfs), "/"], check=True, timeout=120,
+                       capture_output=True)
+        subprocess.run([*store, "config", "--user", "65532:65532", "--entrypoint", '["/bin/busybox"]', container],
+                       check=True, timeout=60, capture_output=True)
+        subprocess.run([*store, "commit", "--quiet", "--rm", container, image], check=True, timeout=300,
+                       capture_output=True)
+        pushed = subprocess.run(["make", "-s", "-C", str(ROOT), "image-push", f"REGISTRY={registry}"], env=env,
+                                capture_output=True, text=True, timeout=600, check=False)
+        assert pushed.returncode == 0, pushed.stdout + pushed.stderr
+        assert f"image: pushing {image} with buildah" in pushed.stderr
+        manifest = requests.get(f"http://{registry}/v2/qos-guard/qos-guard/manifests/{_app_version()}", timeout=10,
+                                headers={"Accept": "application/vnd.docker.distribution.manifest.v2+json, "
+                                                   "application/vnd.oci.image.manifest.v1+json"})
+        assert manifest.status_code == 200, manifest.text
+        layers = manifest.json()["layers"]
+        assert layers and all(requests.head(f"http://{registry}/v2/qos-guard/qos-guard/blobs/{layer['digest']}",
+                                            timeout=10).status_code == 200 for layer in layers)
+        rendered = subprocess.run([binary("helm"), "template", "qos-guard", str(ROOT / "charts" / "qos-guard"),
+                                   "--set", f"image.registry={registry}", "--show-only", "templates/deployment.yaml"],
+                                  capture_output=True, text=True, timeout=60, check=True).stdout
+        assert f"image: {json.dumps(image)}" in rendered or f"image: {image}" in rendered
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+        log.close()
+
+
+def _app_version() -> str:
+    chart = (ROOT / "charts" / "qos-guard" / "Chart.yaml").read_text()
+    return next(line.split(":", 1)[1].strip().strip('"') for line in chart.splitlines()
+                if line.startswith("appVersion:"))
+
+
+def test_make_image_names_a_missing_builder(tmp_path: Path) -> None:
+    """Without docker or buildah, `make image` says what to install, not a shell's "command not found"."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("bash", "make", "dirname", "basename", "cat"):
+        found = shutil.which(tool)
+        assert found
+        (bin_dir / tool).symlink_to(found)
+    out = subprocess.run(["make", "-s", "-C", str(ROOT), "image"], env={"PATH": str(bin_dir)},
+                         capture_output=True, text=True, timeout=60, check=False)
+    assert out.returncode != 0
+    assert "neither a docker with a running daemon nor buildah is here; install buildah" in out.stderr

@@ -15,8 +15,9 @@ MANIFESTS = FIXTURES / "manifests"
 # The vendored corpus is always there; a larger one is used in addition where it stands beside the repository.
 CORPUS = FIXTURES.parent / "corpus"
 _EXTRA = Path(os.environ.get("QOS_GUARD_EXTRA_CORPUS") or FIXTURES.parents[2] / "shared" / "corpus")
+# The larger one is the slow tier's (make test), so make test-fast stays under a minute wherever it is present.
 CORPORA = [pytest.param(CORPUS, id="vendored")] + (
-    [pytest.param(_EXTRA, id="extra")] if _EXTRA.is_dir() else [])
+    [pytest.param(_EXTRA, id="extra", marks=pytest.mark.slow)] if _EXTRA.is_dir() else [])
 
 Run = Callable[..., subprocess.CompletedProcess[str]]
 

@@ -164,9 +164,19 @@ def stopped_webhook(cluster: Cluster, webhook: Webhook, tmp_path: Any) -> Iterat
 
     point_at(f"https://127.0.0.1:{second.port}")
     try:
-        ok = apply(cluster, "e2e-enforce", compliant_pod("via-second"), "--dry-run=server")
-        assert ok.returncode == 0, ok.stderr  # the second server answers ...
-        second.stop()  # ... and now nothing listens there
+        # The second server answers (its own decision log says so: the first would admit this Pod as well, and
+        # the API server takes a moment to see a changed configuration) ...
+        deadline = time.monotonic() + 20
+        while '"name": "via-second"' not in (second.folder / "server.log").read_text():
+            assert time.monotonic() < deadline, "the API server never called the second server"
+            ok = apply(cluster, "e2e-enforce", compliant_pod("via-second"), "--dry-run=server")
+            assert ok.returncode == 0, ok.stderr
+            time.sleep(0.2)  # decision lines are written every 50 ms
+        started = time.monotonic()
+        second.stop()  # ... and now nothing is left of it: no listener, no worker on a kept-alive connection
+        # The API server keeps its connections to the webhook open: a stop that waited for them took the whole
+        # graceful timeout and could leave a worker answering on them.
+        assert time.monotonic() - started < 10, "the stop waited for the API server's idle connections"
         yield
     finally:
         second.stop()

@@ -15,11 +15,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import pytest
 import yaml
 
 from tests.binaries import ROOT
+from tests.schemas import validate_sarif
 
 ACTION = yaml.safe_load((ROOT / "action.yml").read_text())
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -86,10 +86,9 @@ def test_sarif_for_code_scanning_validates_against_the_schema(tmp_path: Path) ->
     code, outputs, _ = run_check_step(tmp_path, paths=str(BAD), format="sarif")
     assert code == 1 and outputs == {"sarif-file": "qos-guard.sarif", "exit-code": "1"}
     doc: dict[str, Any] = json.loads((tmp_path / "qos-guard.sarif").read_text())
-    schema = json.loads((FIXTURES / "sarif-2.1.0-excerpt.schema.json").read_text())
-    jsonschema.validate(doc, schema, format_checker=jsonschema.FormatChecker())
+    validate_sarif(doc)  # the complete OASIS schema, URI formats checked
     results = doc["runs"][0]["results"]
-    assert results and all(r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == str(BAD)
+    assert results and all(r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == BAD.as_uri()
                            for r in results)
 
 
@@ -114,3 +113,13 @@ def test_fail_on_violation(tmp_path: Path, fail: str, step_code: int) -> None:
 def test_an_unreadable_input_always_fails(tmp_path: Path) -> None:
     code, outputs, _ = run_check_step(tmp_path, paths="missing.yaml", **{"fail-on-violation": "false"})
     assert code == 2 and outputs["exit-code"] == "2"
+
+
+def test_a_path_with_nothing_to_judge_fails_unless_allowed(tmp_path: Path) -> None:
+    """A wrong `paths:` (an empty folder, a typo'd one holding only other YAML) passed the step unnoticed."""
+    (tmp_path / "deploy").mkdir()
+    (tmp_path / "deploy" / "service.yaml").write_text("kind: Service\nmetadata: {name: s}\n")
+    code, outputs, _ = run_check_step(tmp_path, paths="deploy")
+    assert code == 2 and outputs["exit-code"] == "2"
+    code, outputs, _ = run_check_step(tmp_path, paths="deploy", **{"allow-empty": "true"})
+    assert code == 0 and outputs["exit-code"] == "0"

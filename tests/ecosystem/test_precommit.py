@@ -102,3 +102,9 @@ def test_check_fails_a_bad_manifest_and_passes_it_once_fixed(clone: Path, tmp_pa
     assert "Passed" in good.stdout
     again = _pre_commit(repo, home, "run", "qos-guard-fix")
     assert again.returncode == 0, again.stdout + again.stderr
+    # a commit with no Pod or workload in it passes the check hook (it is given every YAML file)
+    (repo / "deploy" / "inference.yaml").unlink()
+    _git(repo, "add", "-A")
+    other = _pre_commit(repo, home, "run", "qos-guard-check")
+    assert other.returncode == 0, other.stdout + other.stderr
+    assert "skipped: 2 documents without a kind" in other.stdout  # workflow.yaml, .pre-commit-config.yaml

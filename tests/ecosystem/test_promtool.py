@@ -13,12 +13,13 @@ from tests.binaries import ROOT, binary
 from tests.ecosystem.test_observability import render
 
 CASES = ROOT / "tests" / "fixtures" / "prometheus" / "qos-guard-rules.test.yaml"
+AGENT_CASES = ROOT / "tests" / "fixtures" / "prometheus" / "qos-guard-agent-rules.test.yaml"
 
 
-def _rules_folder(tmp_path: Path, *values: str) -> Path:
+def _rules_folder(tmp_path: Path, *values: str, cases: Path = CASES) -> Path:
     (rule,) = [d for d in render("prometheusRule.enabled=true", *values) if d["kind"] == "PrometheusRule"]
     (tmp_path / "qos-guard-rules.yaml").write_text(yaml.safe_dump(rule["spec"], sort_keys=False))
-    shutil.copy(CASES, tmp_path / CASES.name)
+    shutil.copy(cases, tmp_path / cases.name)
     return tmp_path
 
 
@@ -46,4 +47,22 @@ def test_the_cases_can_fail(tmp_path: Path) -> None:
     proc = _promtool(folder, "test", "rules", CASES.name)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     for alert in ("QosGuardCertificateExpiresSoon", "QosGuardAdmissionSlow", "QosGuardRefusalsSpiking"):
+        assert f"alertname: {alert}" in proc.stdout + proc.stderr, alert
+
+
+def test_agent_rules_fire_as_the_cases_say(tmp_path: Path) -> None:
+    """With the node agent on: two more alerts, on its per-container series (checked against a real agent's
+    /metrics in tests/node/test_agent.py)."""
+    folder = _rules_folder(tmp_path, "agent.enabled=true", cases=AGENT_CASES)
+    checked = _promtool(folder, "check", "rules", "qos-guard-rules.yaml")
+    assert checked.returncode == 0 and "SUCCESS: 6 rules found" in checked.stdout, checked.stdout + checked.stderr
+    proc = _promtool(folder, "test", "rules", AGENT_CASES.name)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_agent_cases_can_fail(tmp_path: Path) -> None:
+    folder = _rules_folder(tmp_path, "agent.enabled=true", "prometheusRule.placementFor=25m", cases=AGENT_CASES)
+    proc = _promtool(folder, "test", "rules", AGENT_CASES.name)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    for alert in ("QosGuardContainerNotPinned", "QosGuardContainerNUMAMisaligned"):
         assert f"alertname: {alert}" in proc.stdout + proc.stderr, alert

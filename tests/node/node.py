@@ -39,6 +39,8 @@ RESERVED_CPU = "100m"  # systemReserved: the static policy keeps ceil(0.1) = 1 C
 CGROUP_V1 = Path("/sys/fs/cgroup")
 NODE_TOOLS = ("kubelet", "kube-controller-manager", "kube-scheduler", "containerd", "containerd-shim-runc-v2",
               "ctr", "cni-bridge", "cni-host-local", "cni-loopback")
+# kubelet's device plugin registration socket is here whatever its --root-dir (pluginapi.KubeletSocket).
+DEVICE_PLUGINS = Path("/var/lib/kubelet/device-plugins")
 
 
 def why_not() -> str | None:
@@ -95,6 +97,10 @@ class Node:
     kubelet: Kubelet
     procs: dict[str, subprocess.Popen[bytes]]  # what _shutdown stops; "kubelet" follows restarts
 
+    @property
+    def pod_resources_socket(self) -> Path:
+        return self.kubelet_root / "pod-resources" / "kubelet.sock"
+
     def cpu_manager_state(self) -> dict[str, Any]:
         state: dict[str, Any] = json.loads((self.kubelet_root / "cpu_manager_state").read_text())
         return state
@@ -134,7 +140,8 @@ class Node:
         stopped = time.time()
         k.process = self.procs["kubelet"] = _start(
             "kubelet", [*k.wrapper, k.binary, *k.args, *k.extra_args], self.folder, k.env, append=True)
-        wait_until_ready("kubelet Node Ready after restart", lambda: _ready_node(self.cluster, after=stopped),
+        wait_until_ready("kubelet Node Ready after restart",
+                         lambda: _ready_node(self.cluster, after=stopped) and self.pod_resources_socket.exists(),
                          k.process, self.folder / "kubelet.log", timeout=timeout)
         return config
 
@@ -148,6 +155,15 @@ class Node:
             yield self.restart_kubelet(overrides, args, wrapper)
         finally:
             self.restart_kubelet()
+
+
+def fake_numa_wrapper(fake_node_folder: Path) -> list[str]:
+    """A ``restart_kubelet`` wrapper: the kubelet in a mount namespace of its own in which ``fake_node_folder``
+    stands for /sys/devices/system/node (cadvisor reads the machine's NUMA layout there, and no flag moves it).
+    The kubelet's root folder is a shared mount (``running_node``), so the volumes it mounts still reach
+    containerd."""
+    script = 'mount --bind "$0" /sys/devices/system/node && exec "$@"'
+    return ["unshare", "--mount", "--propagation", "unchanged", "--", "sh", "-c", script, str(fake_node_folder)]
 
 
 def _kubelet_config(folder: Path, port: int, healthz_port: int) -> dict[str, Any]:
@@ -303,6 +319,12 @@ def running_node(folder: Path) -> Iterator[Node]:
     apiserver_args = ["--enable-aggregator-routing=true", "--kubelet-preferred-address-types=InternalIP"]
     with contextlib.ExitStack() as stack:
         stack.callback(_cleanup_host, folder)
+        stack.callback(_cleanup_device_plugins)
+        # A shared mount, so a kubelet restarted in a mount namespace of its own (restart_kubelet's fake NUMA
+        # layout) still propagates the volumes it mounts here to containerd, which lives in this one.
+        kubelet_root.mkdir(parents=True, exist_ok=True)
+        _run("mount", "--bind", str(kubelet_root), str(kubelet_root))
+        _run("mount", "--make-shared", str(kubelet_root))
         containerd = _start("containerd", [tools["containerd"], "--config", str(folder / "containerd.toml")],
                             folder, env)
         stack.callback(stop_process, containerd)
@@ -329,7 +351,9 @@ def running_node(folder: Path) -> Iterator[Node]:
         config = _kubelet_config(folder, port, healthz_port)
         (folder / "kubelet.yaml").write_text(yaml.safe_dump(config))
         kubelet_args = [f"--config={folder / 'kubelet.yaml'}", f"--kubeconfig={c.kubeconfig}",
-                        f"--root-dir={kubelet_root}", f"--hostname-override={NODE_NAME}", "--v=2"]
+                        f"--root-dir={kubelet_root}", f"--hostname-override={NODE_NAME}", "--v=2",
+                        # Its self-signed serving certificate, by default in /var/lib/kubelet/pki whatever --root-dir.
+                        f"--cert-dir={folder / 'kubelet-pki'}"]
         procs["kubelet"] = kubelet = _start("kubelet", [tools["kubelet"], *kubelet_args], folder, env)
         wait_until_ready("kubelet Node Ready", lambda: _ready_node(c), kubelet, folder / "kubelet.log", timeout=180)
         kcm = procs["kube-controller-manager"]
@@ -358,6 +382,18 @@ def _shutdown(procs: dict[str, subprocess.Popen[bytes]], c: Cluster, folder: Pat
         time.sleep(3)  # the kubelet removes stopped sandboxes right after the Pod objects are gone
     if kubelet is not None:
         _stop_group(kubelet)
+
+
+def _cleanup_device_plugins() -> None:
+    """What kubelet (its registration socket, checkpoint) and the tests' device plugin left in the fixed
+    /var/lib/kubelet/device-plugins; the folders themselves when nothing else is in them."""
+    if DEVICE_PLUGINS.is_dir():
+        for entry in DEVICE_PLUGINS.iterdir():
+            if entry.name == "kubelet.sock" or entry.name.startswith(("qos-guard", "kubelet_internal_checkpoint")):
+                entry.unlink(missing_ok=True)
+    for folder in (DEVICE_PLUGINS, DEVICE_PLUGINS.parent):
+        with contextlib.suppress(OSError):
+            folder.rmdir()
 
 
 def _remove_containers(ctr: str, folder: Path) -> None:

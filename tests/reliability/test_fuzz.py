@@ -27,7 +27,8 @@ from webhook.core.engine import Mode, evaluate
 from webhook.core.mutation import apply_changes, json_patch
 from webhook.core.podspec import ManifestError
 from webhook.core.rules import RULE_IDS
-from webhook.manifests.reader import ReadError, json_document, read_documents, yaml_documents
+from webhook.manifests.documents import ReadError, json_document, yaml_documents
+from webhook.manifests.reader import read_documents
 from webhook.serving.app import create_app
 
 

@@ -66,3 +66,22 @@ def test_unreadable_and_bad_yaml(tmp_path: Path) -> None:
     bad.write_text("policy: [\n")
     with pytest.raises(ConfigError, match="not valid YAML"):
         load_config(bad)
+
+
+def test_one_schema_covers_every_field_and_default() -> None:
+    """SCHEMA is the one place of keys and defaults: every field of the configuration records is one of its
+    keys, its document of defaults parses to the defaults, and the policies' parameters are its keys."""
+    from dataclasses import fields
+
+    from webhook.core.config import SCHEMA, Exemptions, MutationPolicy, NumaPolicy, Policy
+    from webhook.core.settings import Section, snake
+
+    for key, record in (("policy", Policy), ("mutation", MutationPolicy), ("exemptions", Exemptions),
+                        ("policy.numa", NumaPolicy)):
+        section = SCHEMA.find(key)
+        assert isinstance(section, Section)
+        assert [f.name for f in fields(record)] == [snake(c.name) for c in section.children], key
+    assert parse_config(SCHEMA.document()) == Config()
+    params = SCHEMA.params(Config())
+    assert set(params) == {k for k, s in SCHEMA.settings() if s.param}
+    assert not any(k.startswith("policy.numa") for k in params)

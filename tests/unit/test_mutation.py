@@ -128,7 +128,25 @@ def test_example_changes_and_messages() -> None:
         ("spec.containers[0].resources.requests.cpu", "2"),
         ("spec.containers[1].resources.limits.cpu", "100m"),
         ("spec.containers[1].resources.limits.memory", "64Mi")]
-    assert changes[0].message == 'container "vllm": set resources.requests.cpu to 2 (its limit)'
+    assert changes[0].message == 'container "vllm": set resources.requests.cpu to 2 (its limit): +1 CPU reserved ' \
+                                 'exclusively'
+
+
+def test_every_raised_request_says_what_it_costs() -> None:
+    """Istio's injected proxy (100m/2000m cpu, 128Mi/1Gi memory): raising its requests to its limits takes 1.9
+    CPUs out of the shared pool and 896Mi of memory; the change says so, not just "set to its limit"."""
+    manifest = pod(container("vllm", rl("2", "8Gi"), rl("2", "8Gi")),
+                   container("istio-proxy", rl("100m", "128Mi"), rl("2000m", "1Gi")))
+    messages = [c.message for c in changes_for(manifest, Config())]
+    assert messages == [
+        'container "istio-proxy": set resources.requests.cpu to 2000m (its limit): +1.9 CPU reserved exclusively',
+        'container "istio-proxy": set resources.requests.memory to 1Gi (its limit): +896Mi memory reserved']
+    rounding = parse_config({"mutation": {"cpuRounding": "up"}})
+    rounded = changes_for(pod(container("app", None, rl("1500m", "1Gi"))), rounding)
+    assert rounded[-1].message.endswith("(its limit): +0.5 CPU reserved exclusively")
+    # a fractional result is reserved, not pinned; a pod-level block is never pinned
+    shared = changes_for(pod(container("side", rl("100m", "64Mi"), rl("500m", "64Mi"))), Config())
+    assert shared[0].message.endswith(": +0.4 CPU reserved")
 
 
 def test_cpu_rounding_up_raises_limit_and_request() -> None:

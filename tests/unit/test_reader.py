@@ -12,7 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from webhook.manifests.reader import Document, ReadError, read_text_documents, resolve_plain
+from webhook.manifests.documents import Document, ReadError, read_text_documents
+from webhook.manifests.goyaml import resolve_plain
 
 
 def read(text: str) -> list[Any]:

@@ -17,8 +17,8 @@ from webhook.core.config import Config
 from webhook.core.engine import MODE_LABEL, Mode, Verdict, evaluate
 from webhook.core.mutation import json_patch
 from webhook.core.podspec import ManifestError
-from webhook.core.rules import MORE, REFUSED
-from webhook.core.workloads import POD, judged
+from webhook.core.rules import MORE, REFUSED, Violation
+from webhook.core.workloads import POD, Target, judged
 
 API_VERSIONS = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
 MODES = tuple(m.value for m in Mode)
@@ -179,10 +179,22 @@ def fit_warnings(lines: list[str]) -> list[str]:
 def _denial(review: Review, verdict: Verdict) -> str:
     name = review.name or object_name(review.obj)
     found = verdict.violations
-    lines = [f"{v.rule}: {v.message}"[:MAX_WARNING * 2] for _, v in found[:MAX_DENIAL_LINES]]
+    lines = [f"{v.rule}: {v.message}{_remedy(verdict, t, v)}"[:MAX_WARNING * 3]
+             for t, v in found[:MAX_DENIAL_LINES]]
     if len(found) > MAX_DENIAL_LINES:
         lines.append(MORE(count=len(found) - MAX_DENIAL_LINES))
     return "\n".join([REFUSED(kind=review.kind, name=name[:253]), *lines])
+
+
+def _remedy(verdict: Verdict, target: Target, violation: Violation) -> str:
+    """In ``mutate`` mode, the mutation setting that would have fixed what is denied, where one would."""
+    if verdict.mode is not Mode.MUTATE:
+        return ""
+    for result in verdict.results:
+        if result.target is target:
+            remedy = result.remedies.get((violation.rule, violation.subject))
+            return f" ({remedy})" if remedy else ""
+    return ""
 
 
 def object_name(obj: Any) -> str:

@@ -17,8 +17,36 @@ from pathlib import Path
 TEMP_SUFFIX = ".qos-guard-tmp"
 
 
-class UnsafePath(Exception):
+class NotFixed(Exception):
+    """Why ``fix`` left a file as it was: the reason and, where known, the line. ``runner.fix_paths`` renders
+    it, the one place that says "not changed"."""
+
+    def __init__(self, reason: str, line: int | None = None) -> None:
+        super().__init__(reason)
+        self.reason, self.line = reason, line
+
+    def render(self) -> str:
+        return f"{f'line {self.line}: ' if self.line else ''}{self.reason}; not changed"
+
+
+class UnsafePath(NotFixed):
     """A path ``fix`` must not write (it leads outside the folder it was given)."""
+
+
+class Unreadable(NotFixed):
+    """The file cannot be read as kubectl reads it (opened, decoded as UTF-8, parsed, made of objects)."""
+
+
+class Unjudgeable(NotFixed):
+    """An object the engine cannot judge (a field of the wrong shape, nesting too deep)."""
+
+
+class NotRewritable(NotFixed):
+    """No rewrite keeps what kubectl reads from the file (JSON then YAML, a layout the round trip alters)."""
+
+
+class Unwritable(NotFixed):
+    """The fixed text could not be written."""
 
 
 def inside(path: str, root: Path) -> Path:
@@ -26,7 +54,7 @@ def inside(path: str, root: Path) -> Path:
     real = Path(os.path.realpath(path))
     base = Path(os.path.realpath(root))
     if real != base and base not in real.parents:
-        raise UnsafePath(f"is a link to {real}, outside {root}; not changed")
+        raise UnsafePath(f"is a link to {real}, outside {root}")
     return real
 
 

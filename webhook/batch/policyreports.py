@@ -21,39 +21,15 @@ from typing import Any
 
 from webhook.batch.report import Report
 from webhook.cluster.client import ClusterError, Listed, Lister
+from webhook.cluster.reports import FLAVOURS as FLAVOURS  # re-exported: cli and tests name it here
+from webhook.cluster.reports import MANAGED_BY, Flavour
 from webhook.core.fieldpath import dotted
 from webhook.core.rules import BY_ID
 
 POLICY = "qos-guard"
 REPORT_NAME = "qos-guard"
 CATEGORY = "CPU pinning"
-MANAGED_BY = ("app.kubernetes.io/managed-by", "qos-guard")
 DEFAULT_SEVERITY = "high"  # results that are no rule's (pass, error)
-
-
-@dataclass(frozen=True, slots=True)
-class Flavour:
-    """One report API: where its objects live."""
-
-    group: str
-    version: str
-    kind: str
-    plural: str
-    top_level_source: bool  # openreports' Report carries `source` at the top as well as per result
-
-    @property
-    def api_version(self) -> str:
-        return f"{self.group}/{self.version}"
-
-    def path(self, namespace: str | None, name: str | None = None) -> str:
-        where = f"/namespaces/{namespace}" if namespace else ""
-        return f"/apis/{self.api_version}{where}/{self.plural}" + (f"/{name}" if name else "")
-
-
-FLAVOURS: dict[str, Flavour] = {
-    "openreports": Flavour("openreports.io", "v1alpha1", "Report", "reports", True),
-    "policyreport": Flavour("wgpolicyk8s.io", "v1alpha2", "PolicyReport", "policyreports", False),
-}
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,9 +8,13 @@ for an input error, else 0.
 from __future__ import annotations
 
 import json
+import os
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import PurePath
 from typing import Any
+from urllib.parse import quote
 from xml.etree import ElementTree as ET
 
 from webhook import __version__
@@ -66,6 +70,18 @@ class ErrorRecord:
 
 
 @dataclass
+class Case:
+    """One judged object (a JUnit test case): what it is, where, and what was found in it."""
+
+    location: Location
+    kind: str
+    name: str
+    violations: list[Record] = field(default_factory=list)
+    notices: list[Record] = field(default_factory=list)
+    exempt: str | None = None
+
+
+@dataclass
 class Counts:
     objects: int = 0
     violations: int = 0
@@ -85,6 +101,8 @@ class Report:
     notices: list[Record] = field(default_factory=list)
     errors: list[ErrorRecord] = field(default_factory=list)
     counts: Counts = field(default_factory=Counts)
+    cases: list[Case] = field(default_factory=list)  # one per judged object, kept as the records are
+    skipped: Counter[str] = field(default_factory=Counter)  # documents not judged, by reason
 
     def _keep(self, into: list[Any], record: Record | ErrorRecord, line: str) -> None:
         if self.stream is not None:
@@ -94,30 +112,49 @@ class Report:
 
     def add_verdict(self, verdict: Verdict, locate: Callable[[FieldPath], Location]) -> None:
         """Record ``verdict``; ``locate`` maps a field path in the object to its location."""
-        self.counts.objects += max(len(verdict.results), 1 if verdict.exempt else 0)
+        self.counts.objects += len(verdict.results)
         for result in verdict.results:
             target = result.target
+            case = Case(locate(target.path), target.kind, target.name)
+            if self.stream is None:
+                self.cases.append(case)
             if self.mode is Mode.MUTATE:
                 for change in result.changes:
                     n = Record(locate(change.path), target.kind, target.namespace, target.name, change.container,
                                change.path, "mutation", change.message, True)
                     self.counts.notices += 1
                     self._keep(self.notices, n, _notice_line(n))
-                found = [(v, False) for v in result.remaining]
+                    case.notices.append(n)
+                # What the mutation leaves, with the setting that would have fixed it where one would.
+                remedies = result.remedies
+                found = [(v, False, remedies.get((v.rule, v.subject))) for v in result.remaining]
             elif self.stream is not None:
-                found = [(v, False) for v in result.violations]  # text output shows no fixability
+                found = [(v, False, None) for v in result.violations]  # text output shows no fixability
             else:
-                found = [(f.violation, f.fixable) for f in result.findings]
-            for v in result.advisories:
+                found = [(f.violation, f.fixable, None) for f in result.findings]
+            for v in result.advisories:  # reported, never refused: a notice
                 n = Record(locate(v.path), target.kind, target.namespace, target.name, v.container, v.path,
                            v.rule, v.message, False)
                 self.counts.notices += 1
                 self._keep(self.notices, n, _notice_line(n))
-            for v, fixable in found:
+                case.notices.append(n)
+            for v, fixable, remedy in found:
+                message = f"{v.message} ({remedy})" if remedy else v.message
                 r = Record(locate(v.path), target.kind, target.namespace, target.name, v.container, v.path,
-                           v.rule, v.message, fixable)
+                           v.rule, message, fixable)
                 self.counts.violations += 1
                 self._keep(self.violations, r, _violation_line(r))
+                case.violations.append(r)
+
+    def add_exempt(self, kind: str, name: str, location: Location, why: str) -> None:
+        """An object an exemption let through: counted as judged (it is, by the configuration)."""
+        self.counts.objects += 1
+        if self.stream is None:
+            self.cases.append(Case(location, kind, name, exempt=why))
+
+    def add_skipped(self, reason: str) -> None:
+        """A document that is not judged (its kind, no kind, no pod template): counted, never silent."""
+        self.skipped[reason] += 1
 
     def add_error(self, location: Location, message: str) -> None:
         e = ErrorRecord(location, message)
@@ -156,9 +193,19 @@ def _text(report: Report) -> str:
     return "\n".join(lines) + ("\n" if lines else "")
 
 
+def skipped_text(skipped: Counter[str]) -> str:
+    """``3 Service, 2 documents without a kind, 1 AdmissionReview``: most frequent first."""
+    def counted(reason: str, n: int) -> str:
+        plural = n > 1 and reason.startswith("document ")
+        return f"{n} {'documents' + reason.removeprefix('document') if plural else reason}"
+
+    return ", ".join(counted(reason, n) for reason, n in sorted(skipped.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
 def summary_line(report: Report) -> str:
     c = report.counts
-    return f"qos-guard: {c.objects} objects checked, {c.violations} violations, {c.errors} errors ({report.mode} mode)"
+    line = f"qos-guard: {c.objects} objects checked, {c.violations} violations, {c.errors} errors ({report.mode} mode)"
+    return f"{line}; skipped: {skipped_text(report.skipped)}" if report.skipped else line
 
 
 def _json(report: Report) -> str:
@@ -166,15 +213,31 @@ def _json(report: Report) -> str:
         "violations": [r.as_json() for r in report.violations],
         "errors": [e.as_json() for e in report.errors],
         "summary": {"objects": report.counts.objects, "violations": report.counts.violations,
-                    "errors": report.counts.errors},
+                    "errors": report.counts.errors, "skipped": dict(sorted(report.skipped.items()))},
     }
     if report.mode is Mode.MUTATE or report.notices:
         out["notices"] = [r.as_json() for r in report.notices]
     return json.dumps(out, indent=2) + "\n"
 
 
+STDIN_SHOWN = "<stdin>"  # how text output names standard input
+
+
+def artifact_location(source: str) -> dict[str, Any]:
+    """A SARIF ``artifactLocation`` whose ``uri`` is a valid URI reference (RFC 3986), as the schema requires
+    and code scanning resolves: a relative path percent-encoded with ``/`` separators (relative to the
+    folder ``check`` ran in, normally the repository root), an absolute one a ``file:`` URI, standard input
+    the relative reference ``stdin`` with a description."""
+    if source == STDIN_SHOWN:
+        return {"uri": "stdin", "description": {"text": "standard input (qos-guard check -)"}}
+    path = PurePath(source)
+    if path.is_absolute():
+        return {"uri": path.as_uri()}
+    return {"uri": quote(source.replace(os.sep, "/"), safe="/")}
+
+
 def _physical(loc: Location) -> dict[str, Any]:
-    return {"artifactLocation": {"uri": loc.source}, "region": {"startLine": max(loc.line or 1, 1)}}
+    return {"artifactLocation": artifact_location(loc.source), "region": {"startLine": max(loc.line or 1, 1)}}
 
 
 def _sarif(report: Report) -> str:
@@ -201,7 +264,7 @@ def _sarif(report: Report) -> str:
         "message": {"text": e.message},
         "locations": [{"physicalLocation": _physical(e.location)}],
     } for e in report.errors]
-    rules = [{"id": rule.id, "shortDescription": {"text": rule.summary},
+    rules = [{"id": rule.id, "shortDescription": {"text": rule.summary.replace("`", ""), "markdown": rule.summary},
               "defaultConfiguration": {"level": "error" if rule.default_on else "none"}} for rule in RULES]
     rules.append({"id": "mutation", "shortDescription": {"text": "a change the mutating webhook makes"},
                   "defaultConfiguration": {"level": "note"}})
@@ -220,29 +283,42 @@ def _sarif(report: Report) -> str:
 
 
 def _junit(report: Report) -> str:
-    suite = ET.Element("testsuite", name="qos-guard", tests="0", failures="0", errors="0")
-    cases: dict[tuple[str, str, str], ET.Element] = {}
-    failures = 0
-    for r in report.violations:
-        key = (r.location.source, r.kind, r.name)
-        case = cases.get(key)
-        if case is None:
-            case = ET.SubElement(suite, "testcase", classname=r.location.source, name=f"{r.kind}/{r.name}")
-            cases[key] = case
-        failure = ET.SubElement(case, "failure", type=r.rule, message=r.message)
-        failure.text = f"{r.location}: {r.rule}: {r.message}"
-        failures += 1
+    """JUnit XML as CI readers take it (Ant/Surefire; validated against Jenkins' junit-10.xsd in the tests):
+    one test case per judged object, failed when anything is found in it (all its violations in one
+    ``failure``), an input that could not be read an ``error`` case, an exempt object a ``skipped`` case;
+    ``tests``, ``failures``, ``errors`` and ``skipped`` count cases. In ``warn`` mode nothing fails: the
+    violations are the case's ``system-out``."""
+    suite = ET.Element("testsuite", name="qos-guard")
+    counted = Counter[str]()
+    seen: set[tuple[str, str]] = set()
+    for case in report.cases:
+        name = f"{case.kind}/{case.name}"
+        if (case.location.source, name) in seen and case.location.line is not None:
+            name = f"{name} (line {case.location.line})"  # two objects of one name in one file stay two cases
+        seen.add((case.location.source, name))
+        element = ET.SubElement(suite, "testcase", classname=case.location.source, name=name)
+        lines = [f"{r.location}: {r.rule}: {r.message}" for r in case.violations]
+        if case.exempt is not None:
+            ET.SubElement(element, "skipped", message=case.exempt)
+            counted["skipped"] += 1
+        elif case.violations and report.mode is not Mode.WARN:
+            rules = list(dict.fromkeys(r.rule for r in case.violations))
+            failure = ET.SubElement(element, "failure", type=rules[0],
+                                    message=f"{len(case.violations)} violation"
+                                            f"{'s' if len(case.violations) > 1 else ''}: {', '.join(rules)}")
+            failure.text = "\n".join(lines)
+            counted["failures"] += 1
+        notes = [f"{n.location}: notice: {n.message}" for n in case.notices]
+        if notes or (lines and report.mode is Mode.WARN):
+            ET.SubElement(element, "system-out").text = "\n".join(notes + (lines if report.mode is Mode.WARN else []))
     for e in report.errors:
-        case = ET.SubElement(suite, "testcase", classname=e.location.source, name=f"read {e.location.source}")
-        error = ET.SubElement(case, "error", type="input-error", message=e.message)
+        unread = ET.SubElement(suite, "testcase", classname=e.location.source, name=f"read {e.location}")
+        error = ET.SubElement(unread, "error", type="input-error", message=e.message)
         error.text = f"{e.location}: {e.message}"
-    passed = max(report.counts.objects - len(cases), 0)
-    if passed:
-        ET.SubElement(suite, "testcase", classname="qos-guard", name=f"{passed} compliant objects")
-    suite.set("tests", str(len(suite)))
-    suite.set("failures", str(failures if report.mode is not Mode.WARN else 0))
-    suite.set("errors", str(len(report.errors)))
-    root = ET.Element("testsuites")
+        counted["errors"] += 1
+    totals = {"tests": str(len(suite)), "failures": str(counted["failures"]), "errors": str(counted["errors"])}
+    suite.attrib.update(totals, skipped=str(counted["skipped"]))
+    root = ET.Element("testsuites", {"name": "qos-guard", **totals})
     root.append(suite)
     for element in root.iter():  # names and messages come from files: only what XML 1.0 allows
         element.attrib.update({k: xml_text(v) for k, v in element.attrib.items()})

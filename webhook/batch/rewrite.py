@@ -23,39 +23,39 @@ import yaml
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError as RuamelError
 
-from webhook.batch.files import UnsafePath, atomic_write, inside
+from webhook.batch.files import NotRewritable, Unjudgeable, Unreadable, Unwritable, atomic_write, inside
 from webhook.core.config import Config
 from webhook.core.engine import Mode, evaluate
 from webhook.core.mutation import REMOVED, Change, apply_changes
 from webhook.core.podspec import ManifestError
 from webhook.core.rules import Violation
-from webhook.core.workloads import Segment, Target
-from webhook.manifests.reader import (
-    PLAIN,
+from webhook.core.workloads import Target
+from webhook.manifests.documents import (
     Document,
     ReadError,
-    YAMLAfterJSON,
-    json_documents,
-    not_an_object,
-    open_manifest,
+    decode_text,
+    json_objects,
     read_text_documents,
-    resolve_plain,
-    split_yaml,
     yaml_document,
+    yaml_pieces,
 )
+from webhook.manifests.nodes import is_null, plain_reads_back, walk
+from webhook.manifests.reader import open_manifest
 
 _KEY_LINE = re.compile(r"^(\s*)(- )?[^\s#-][^:#]*:\s*(#.*)?$")
 
 
 @dataclass
 class FileResult:
-    """What fixing one file did: changes made, and violations that remain (per object)."""
+    """What fixing one file did: changes made, and violations that remain (per object). A file that could
+    not be fixed raises a ``NotFixed`` instead."""
 
     file: str
     changes: list[tuple[Target, Change]] = field(default_factory=list)
-    remaining: list[tuple[Target, Violation]] = field(default_factory=list)
-    error: str | None = None
+    # What is left, and the mutation setting that would fix it where one would (``TargetResult.remedies``).
+    remaining: list[tuple[Target, Violation, str | None]] = field(default_factory=list)
     new_text: str | None = None
+    old_text: str | None = None  # kept for ``fix --dry-run``'s diff
 
 
 def guess_indent(text: str) -> tuple[int, int, int]:
@@ -118,11 +118,7 @@ def _scalar(value: object, style: str | None = None) -> str:
         return "'" + value.replace("'", "''") + "'"
     if style == '"':
         return json.dumps(value)
-    plain = bool(value) and value.strip() == value and resolve_plain(value) == value
-    if plain:
-        doc = yaml_document("-", f"k: {value}\n")
-        plain = isinstance(doc, Document) and doc.obj == {"k": value}
-    return value if plain else json.dumps(value)
+    return value if plain_reads_back(value) else json.dumps(value)
 
 
 def _block(nested: dict[str, Any], column: int, step: int) -> str:
@@ -140,34 +136,10 @@ def _flow(nested: dict[str, Any]) -> str:
                      for k, v in nested.items())
 
 
-def _walk(node: yaml.Node, segments: tuple[Segment, ...]) -> tuple[yaml.Node, tuple[Segment, ...], int]:
-    """The deepest node on ``segments``, the segments left below it, and the column of its key."""
-    column = 0
-    for i, seg in enumerate(segments):
-        child = None
-        if isinstance(node, yaml.MappingNode) and isinstance(seg, str):
-            for key, value in reversed(node.value):  # a repeated key: the last one holds the value
-                if isinstance(key, yaml.ScalarNode) and key.value == seg:
-                    child, column = value, key.start_mark.column
-                    break
-        elif isinstance(node, yaml.SequenceNode) and isinstance(seg, int) and seg < len(node.value):
-            child = node.value[seg]
-        if child is None:
-            return node, segments[i:], column
-        node = child
-    return node, (), column
-
-
-def _is_null(node: yaml.ScalarNode) -> bool:
-    if node.tag == PLAIN:
-        return not node.value or resolve_plain(node.value) is None
-    return bool(node.tag == "tag:yaml.org,2002:null")
-
-
 def _insertion(text: str, node: yaml.Node, nested: dict[str, Any], column: int,
                step: int) -> tuple[int, int, str] | None:
     """Where and what to write so that ``node`` gains the keys in ``nested``."""
-    if isinstance(node, yaml.ScalarNode) and _is_null(node):
+    if isinstance(node, yaml.ScalarNode) and is_null(node):
         start, end = node.start_mark.index, node.end_mark.index
         if "{" in text[text.rfind("\n", 0, start) + 1:start]:
             return start, end, "{" + _flow(nested) + "}"
@@ -203,7 +175,8 @@ def _edit_document(text: str, doc: Document, config: Config, result: FileResult,
     for change in changes:
         if change.new is REMOVED:
             return None  # removing a field (and its comments) is left to the full round trip
-        node, rest, column = _walk(doc.node, change.path)
+        walked = walk(doc.node, change.path)
+        node, rest, column = walked.node, walked.rest, walked.key_column
         if not rest:
             if not isinstance(node, yaml.ScalarNode):
                 return None
@@ -237,7 +210,7 @@ def _judge_document(doc: Any, config: Config, result: FileResult) -> list[Change
     for r in verdict.results:
         # Only the names are reported: keep no reference to the object, so memory stays flat per document.
         target = dataclasses.replace(r.target, spec={})
-        result.remaining += [(target, v) for v in r.remaining]
+        result.remaining += [(target, v, r.remedies.get((v.rule, v.subject))) for v in r.remaining]
         result.changes += [(target, c) for c in r.changes]
     return list(verdict.changes)
 
@@ -249,36 +222,32 @@ def _is_json(text: str) -> bool:
 
 def fix_text(file: str, text: str, config: Config) -> FileResult:
     """Fix the documents in ``text``; ``new_text`` is set only when something changed. A file that does
-    not read cleanly (as ``check`` reads it) is left alone with the reason in ``error``. Line endings
-    (LF or CRLF) are kept; a BOM is the caller's (``fix_file`` strips and restores it)."""
+    not read cleanly (as ``check`` reads it) raises ``NotFixed`` with the reason. Line endings (LF or CRLF)
+    are kept; a BOM is the caller's (``fix_file`` strips and restores it)."""
     result = FileResult(file)
     try:
         if _is_json(text):
             return _fix_json(file, text, config, result)
         return _fix_yaml(file, text, config, result)
     except RuamelError as exc:
-        result.error = f"does not parse: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+        raise Unreadable(f"does not parse: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") \
+            from None
     except ManifestError as exc:
-        result.error = str(exc)
+        raise Unjudgeable(str(exc)) from None
     except RecursionError:
-        result.error = "nested too deeply to be fixed; not changed"
-    return result
+        raise Unjudgeable("nested too deeply to be fixed") from None
+
+
+def _unreadable(error: ReadError) -> Unreadable:
+    return Unreadable(error.reason, error.line)
 
 
 def _fix_json(file: str, text: str, config: Config, result: FileResult) -> FileResult:
-    docs: list[Any] = []
-    for item in json_documents(file, text):
-        if isinstance(item, YAMLAfterJSON):
-            result.error = "JSON followed by YAML in one file cannot be rewritten; not changed"
-            return result
-        if isinstance(item, ReadError):
-            result.error = f"line {item.line}: {item.message}; not changed"
-            return result
-        bad = not_an_object(item)
-        if bad is not None:
-            result.error = f"line {bad.line}: {bad.message}; not changed"
-            return result
-        docs.append(item.obj)
+    docs = json_objects(file, text)
+    if isinstance(docs, ReadError):
+        raise _unreadable(docs)
+    if not isinstance(docs, list):
+        raise NotRewritable("JSON followed by YAML in one file cannot be rewritten")
     fixed = _fix_documents(docs, config, result)
     if result.changes:
         newline = "\r\n" if "\r\n" in text else "\n"
@@ -293,21 +262,11 @@ def _fix_yaml(file: str, text: str, config: Config, result: FileResult) -> FileR
     newline = "\r\n" if "\r\n" in text else "\n"
     out: list[str] = []
     changed = False
-    for piece in split_yaml(io.BytesIO(text.encode("utf-8")), file):
+    for piece in yaml_pieces(file, text):
         if isinstance(piece, ReadError):
-            result.error = f"line {piece.line}: {piece.message}; not changed"
-            return result
-        part = piece.data.decode("utf-8")
-        if not piece.document:
-            out.append(part)
-            continue
-        doc = yaml_document(file, part, piece.line)
-        if doc is not None:
-            bad = doc if isinstance(doc, ReadError) else not_an_object(doc)
-            if bad is not None:
-                result.error = f"line {bad.line}: {bad.message}; not changed"
-                return result
-        if not isinstance(doc, Document):
+            raise _unreadable(piece)
+        part, doc = piece
+        if doc is None:
             out.append(part)
             continue
         edited = _edit_document(part, doc, config, result, newline)
@@ -333,8 +292,7 @@ def _round_trip(file: str, text: str, config: Config, newline: str) -> FileResul
     expected: list[Any] = []
     for doc in read_text_documents(file, text):
         if isinstance(doc, ReadError):
-            result.error = f"line {doc.line}: {doc.message}; not changed"
-            return result
+            raise _unreadable(doc)
         expected.append(doc.obj)
     check = FileResult(file)
     expected = _fix_documents(expected, config, check)
@@ -349,7 +307,7 @@ def _round_trip(file: str, text: str, config: Config, newline: str) -> FileResul
         new_text = new_text if body_text.endswith("\n") else new_text.rstrip("\n")
         reread = [d.obj if isinstance(d, Document) else d for d in read_text_documents(file, new_text)]
         if reread != expected:
-            return FileResult(file, error="cannot be rewritten without changing what kubectl reads; not changed")
+            raise NotRewritable("cannot be rewritten without changing what kubectl reads")
         result.new_text = new_text.replace("\n", newline) if newline != "\n" else new_text
     return result
 
@@ -377,36 +335,33 @@ def _json_indent(text: str) -> int | None:
 BOM = "\ufeff"
 
 
-def fix_file(path: str, config: Config, output: Path | None = None, root: Path | None = None) -> FileResult:
-    """Fix ``path`` in place, or write it under ``output`` (mirroring its place below ``root``).
+def fix_file(path: str, config: Config, output: Path | None = None, root: Path | None = None,
+             dry_run: bool = False) -> FileResult:
+    """Fix ``path`` in place, or write it under ``output`` (mirroring its place below ``root``); with
+    ``dry_run`` write nothing and keep the old text beside the new one.
 
     The file must be a regular file under the size limit, and, followed through links, inside ``root``
     (the folder given, or a file's own folder). Writes are atomic (``webhook.batch.files``); a BOM and CRLF line
-    endings are kept."""
+    endings are kept. Raises ``NotFixed`` (``UnsafePath`` too) for a file left as it was."""
     base = root if root is not None else Path(path).parent
-    try:
-        real = inside(path, base)
-    except UnsafePath as exc:
-        return FileResult(path, error=str(exc))
+    real = inside(path, base)
     stream = open_manifest(str(real))
     if isinstance(stream, ReadError):
-        return FileResult(path, error=f"{stream.message}; not changed" if "not" not in stream.message
-                          else stream.message)
+        raise _unreadable(stream)
     try:
         with stream:
             info = os.fstat(stream.fileno())
             data = stream.read()
     except OSError as exc:
-        return FileResult(path, error=f"cannot read: {exc.strerror or exc}")
+        raise Unreadable(f"cannot read: {exc.strerror or exc}") from None
     bom = data.startswith(BOM.encode("utf-8"))
-    try:
-        text = data.decode("utf-8-sig" if bom else "utf-8")
-    except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
-        return FileResult(path, error=f"line {line}: not UTF-8 text (byte 0x{data[exc.start]:02x}); not changed")
+    text = decode_text(data[len(BOM.encode("utf-8")):] if bom else data, path, 0)
     del data
+    if isinstance(text, ReadError):
+        raise _unreadable(text)
     result = fix_text(path, text, config)
-    if result.error is not None:
+    if dry_run:
+        result.old_text = text
         return result
     new_text = result.new_text if result.new_text is not None else text
     try:
@@ -420,5 +375,5 @@ def fix_file(path: str, config: Config, output: Path | None = None, root: Path |
         elif result.new_text is not None:
             atomic_write(real, ((BOM if bom else "") + new_text).encode("utf-8"), info)
     except OSError as exc:
-        result.error = f"cannot write: {exc.strerror or exc}; not changed"
+        raise Unwritable(f"cannot write: {exc.strerror or exc}") from None
     return result

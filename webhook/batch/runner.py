@@ -7,18 +7,21 @@ through the same engine per file and reports through ``FixTally``.
 
 from __future__ import annotations
 
+import difflib
+import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from webhook.batch.report import Location, Report
+from webhook.batch.report import STDIN_SHOWN, Location, Report
 from webhook.batch.textsafe import escape
 from webhook.core.config import Config
 from webhook.core.engine import Mode, evaluate
 from webhook.core.fieldpath import FieldPath
 from webhook.core.podspec import ManifestError
-from webhook.manifests.reader import STDIN, Document, ReadError, expand_paths, read_documents
+from webhook.core.workloads import Target, walk
+from webhook.manifests.reader import STDIN, Document, ReadError, expand_paths, open_manifest, read_documents
 
 
 @dataclass(frozen=True)
@@ -46,35 +49,83 @@ def _in_document(shown: str, doc: Document) -> Callable[[FieldPath], Location]:
 
 
 def run(items: Iterable[Item], config: Config, mode: Mode, report: Report) -> Report:
-    """Judge every item into ``report``; an unreadable or malformed one is an error record, never a stop."""
+    """Judge every item into ``report``; an unreadable or malformed one is an error record, never a stop.
+    Documents with nothing to judge are counted by reason (``report.skipped``)."""
     for item in items:
         if item.error is not None:
             report.add_error(item.locate(()), item.error)
             continue
         try:
             verdict = evaluate(item.obj, config, mode, namespace=item.namespace)
+            found = list(walk(item.obj))
         except ManifestError as exc:
             report.add_error(item.locate(exc.path), f"{item.label}malformed object: {exc}")
             continue
         except RecursionError:
             report.add_error(item.locate(()), f"{item.label}object is nested too deeply to be judged")
             continue
+        for reason in found:
+            if isinstance(reason, str):
+                report.add_skipped(reason)
+        if verdict.exempt is not None:
+            target = next(t for t in found if isinstance(t, Target))
+            report.add_exempt(target.kind, target.name, item.locate(target.path), verdict.exempt)
         report.add_verdict(verdict, item.locate)
     return report
 
 
+HELM_TEMPLATES = "templates"
+
+
+def helm_chart_of(path: str) -> Path | None:
+    """The Helm chart whose ``templates/`` holds ``path`` (a folder with a ``Chart.yaml``), if any: its files
+    are Go templates, not manifests, until ``helm template`` renders them."""
+    for parent in Path(path).parents:
+        if parent.name == HELM_TEMPLATES and (parent.parent / "Chart.yaml").is_file():
+            return parent.parent
+    return None
+
+
+def helm_chart_error(chart: Path, files: int) -> str:
+    what = f"its {files} template files are not manifests" if files > 1 else "its template file is not a manifest"
+    return f"a Helm chart: {what} until rendered; check what it renders: helm template {chart} | qos-guard check -"
+
+
+def _template_hint(path: str, message: str) -> str:
+    """A file that does not parse and holds ``{{``: say it looks like a template, and what to do."""
+    stream = open_manifest(path)  # a regular file only: never a blocking read of a FIFO
+    if isinstance(stream, ReadError):
+        return message
+    try:
+        with stream:
+            looks_templated = b"{{" in stream.read(1 << 16)
+    except OSError:
+        return message
+    return f"{message} (the file holds {{{{ }}}}: a Helm or Go template? render it first)" if looks_templated \
+        else message
+
+
 def file_items(paths: Sequence[str]) -> Iterator[Item]:
-    """Every document under ``paths`` (files, folders, ``-``), each located by file and line."""
+    """Every document under ``paths`` (files, folders, ``-``), each located by file and line. A Helm chart's
+    templates are one error for the chart, not one unreadable file each."""
+    charts: dict[Path, int] = {}
     for path in expand_paths(paths):
         if isinstance(path, ReadError):
             yield Item(at(Location(path.file, path.line)), error=path.message)
             continue
-        shown = "<stdin>" if path == STDIN else path
+        chart = helm_chart_of(path) if path != STDIN else None
+        if chart is not None:
+            charts[chart] = charts.get(chart, 0) + 1
+            continue
+        shown = STDIN_SHOWN if path == STDIN else path
         for doc in read_documents(path):
             if isinstance(doc, ReadError):
-                yield Item(at(Location(shown, doc.line)), error=doc.message)
+                message = doc.message if path == STDIN else _template_hint(path, doc.message)
+                yield Item(at(Location(shown, doc.line)), error=message)
             else:
                 yield Item(_in_document(shown, doc), obj=doc.obj)
+    for chart, files in charts.items():
+        yield Item(at(Location(str(chart), 0)), error=helm_chart_error(chart, files))
 
 
 def check_paths(paths: Sequence[str], config: Config, mode: Mode,
@@ -88,25 +139,41 @@ class FixTally:
     changed: int = 0
     remaining: int = 0
     errors: int = 0
+    dry_run: bool = False
 
     @property
     def exit_code(self) -> int:
         return 1 if self.remaining else 2 if self.errors else 0
 
     def summary(self) -> str:
+        if self.dry_run:
+            return (f"qos-guard: {self.changed} files would change, {self.remaining} violations would be left, "
+                    f"{self.errors} errors (dry run: nothing written)")
         return f"qos-guard: {self.changed} files changed, {self.remaining} violations left, {self.errors} errors"
 
 
+def _diff(path: str, old: str, new: str) -> str:
+    """A unified diff of one file (``patch -p1`` or ``git apply`` can apply it); names escaped, text as is."""
+    name = escape(os.path.normpath(path).lstrip("/"))
+    return "".join(difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
+                                        f"a/{name}", f"b/{name}"))
+
+
 def fix_paths(paths: Sequence[str], config: Config, output: Path | None,
-              print_line: Callable[[str], None]) -> FixTally:
+              print_line: Callable[[str], None], dry_run: bool = False,
+              print_diff: Callable[[str], None] | None = None) -> FixTally:
     """``qos-guard fix``: apply the mutation to every manifest file under ``paths``, one line per change,
-    per violation left and per file that could not be fixed (escaped: names come from the files)."""
+    per violation left and per file that could not be fixed (escaped: names come from the files). With
+    ``dry_run`` nothing is written: ``print_diff`` gets each file's diff."""
+    from webhook.batch.files import NotFixed
     from webhook.batch.rewrite import fix_file  # ruamel.yaml is imported by fix alone
 
     def out(line: str) -> None:
         print_line(escape(line))
 
-    tally = FixTally()
+    tally = FixTally(dry_run=dry_run)
+    fixed = "would fix" if dry_run else "fixed"
+    charts: dict[Path, int] = {}
     for arg in paths:
         if arg == STDIN:
             out("-: error: fix rewrites files; give file or folder names, not -")
@@ -118,16 +185,27 @@ def fix_paths(paths: Sequence[str], config: Config, output: Path | None,
                 out(f"{item.file}: error: {item.message}")
                 tally.errors += 1
                 continue
-            result = fix_file(item, config, output, root)
-            if result.error is not None:
-                out(f"{item}: error: {result.error}")
+            chart = helm_chart_of(item)
+            if chart is not None:
+                charts[chart] = charts.get(chart, 0) + 1
+                continue
+            try:
+                result = fix_file(item, config, output, root, dry_run=dry_run)
+            except NotFixed as exc:
+                out(f"{item}: error: {exc.render()}")
                 tally.errors += 1
                 continue
             tally.changed += bool(result.changes)
             for target, change in result.changes:
-                out(f"{item}: {target.kind}/{target.name}: fixed: {change.message}")
-            for target, violation in result.remaining:
-                out(f"{item}: {target.kind}/{target.name}: {violation.rule}: {violation.message} "
-                    "(cannot be fixed automatically)")
+                out(f"{item}: {target.kind}/{target.name}: {fixed}: {change.message}")
+            for target, violation, remedy in result.remaining:
+                why = f"cannot be fixed with this configuration: {remedy}" if remedy else \
+                    "cannot be fixed automatically"
+                out(f"{item}: {target.kind}/{target.name}: {violation.rule}: {violation.message} ({why})")
                 tally.remaining += 1
+            if dry_run and print_diff is not None and result.new_text is not None and result.old_text is not None:
+                print_diff(_diff(item, result.old_text, result.new_text))
+    for chart, files in charts.items():
+        out(f"{chart}: error: {helm_chart_error(chart, files)}")
+        tally.errors += 1
     return tally

@@ -102,9 +102,10 @@ class Lister:
             raise ClusterError(f"cannot reach the API server: {exc}") from None
         return int(response.status), bytes(data)
 
-    def send(self, method: str, path: str, query: list[tuple[str, str]], body: str | None,
+    def send(self, method: str, path: str, query: list[tuple[str, str]], body: str | dict[str, Any] | None,
              content_type: str | None) -> tuple[int, dict[str, Any]]:
-        """One raw request; the HTTP status and the decoded body (``{}`` when it is not JSON)."""
+        """One raw request; the HTTP status and the decoded body (``{}`` when it is not JSON). A JSON body is
+        given as a dict (the client serializes it; a str would be sent as a JSON string), any other as text."""
         headers = {"Accept": "application/json"}
         if content_type:
             headers["Content-Type"] = content_type
@@ -127,7 +128,8 @@ class Lister:
             raise ClusterError(f"GET {path}: HTTP {status} {body.get('message', '')}".rstrip())
         return body
 
-    def pages(self, path: str, label_selector: str | None = None) -> Iterator[list[dict[str, Any]]]:
+    def pages(self, path: str, label_selector: str | None = None,
+              field_selector: str | None = None) -> Iterator[list[dict[str, Any]]]:
         """Each page of a list, following ``continue`` tokens."""
         token = ""
         while True:
@@ -136,6 +138,8 @@ class Lister:
                 query.append(("continue", token))
             if label_selector:
                 query.append(("labelSelector", label_selector))
+            if field_selector:
+                query.append(("fieldSelector", field_selector))
             body = self._get(path, query)
             yield body.get("items") or []
             token = (body.get("metadata") or {}).get("continue") or ""

@@ -3,7 +3,7 @@ name the key.
 
 ``SCHEMA`` is the one place a key, its type, default, choices and help are written: ``parse_config``, the
 admission policies' parameters, the chart's ``values.schema.json`` and the configuration table of
-docs/contract.md are all derived from it (``hack/config_schema.py`` writes the last two; tests check them).
+docs/contract.md are all derived from it (``hack/generate.py`` writes the last two; tests check them).
 Validated once at start-up; an unknown key or a bad value is a ``ConfigError`` and the program stops with exit
 code 2 rather than run with a policy nobody wrote. Reading the file is ``webhook.manifests.configfile``'s job.
 """

@@ -9,7 +9,7 @@ nothing (upstream's ``Parse`` would loop over every element).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 __all__ = ["CPUSet", "CPUSetError", "parse_cpuset"]
@@ -42,7 +42,7 @@ class CPUSet:
     ranges: tuple[tuple[int, int], ...] = ()
 
     @classmethod
-    def of(cls, cpus: Iterator[int] | list[int] | set[int] | tuple[int, ...]) -> CPUSet:
+    def of(cls, cpus: Iterable[int]) -> CPUSet:
         return _merged([(c, c) for c in cpus])
 
     @property

@@ -7,12 +7,13 @@ verdict of ``mutate`` mode, which is what remains after it): ``enforce`` and ``w
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from functools import cached_property
 from typing import Any
 
 from webhook.core.config import Config
+from webhook.core.fieldpath import FieldPath
 from webhook.core.mutation import Change, apply_changes, plan_changes
 from webhook.core.podspec import PodSpec
 from webhook.core.rules import Violation, run_rules
@@ -64,10 +65,44 @@ class TargetResult:
         return tuple(v for v in run_rules(pod, self.config.policy) if not v.advisory)
 
     @cached_property
+    def remedies(self) -> dict[tuple[str, FieldPath], str]:
+        """For each violation the mutation leaves, the mutation setting that would remove it and what it would
+        then do (``mutation.cpuRounding: up would set it to 2: +0.5 CPU reserved exclusively``), keyed by
+        (rule, subject). Found by planning the mutation again with the setting changed, never guessed."""
+        left = {(v.rule, v.subject) for v in self.remaining}
+        found: dict[tuple[str, FieldPath], str] = {}
+        for setting, other in _other_mutations(self.config):
+            trial = TargetResult(self.target, self.pod, self.violations, other)
+            fixed = left - {(v.rule, v.subject) for v in trial.remaining} - found.keys()
+            for rule, subject in fixed:
+                done = [c for c in trial.changes if _subject(c.path) == subject]
+                value = next((c.new for c in done if c.path[-2] == "limits"), done[0].new if done else None)
+                cost = "".join(c.cost for c in done)
+                found[(rule, subject)] = (f"{setting} would set it to {value}{cost}" if value is not None
+                                          else f"{setting} would fix it")
+        return found
+
+    @cached_property
     def findings(self) -> tuple[Finding, ...]:
         """Every violation, marked fixable when the mutation removes it."""
         left = {(v.rule, v.subject) for v in self.remaining}
         return tuple(Finding(v, (v.rule, v.subject) not in left) for v in self.violations)
+
+
+def _subject(path: FieldPath) -> FieldPath:
+    return tuple(seg for seg in path if seg not in ("requests", "limits"))
+
+
+def _other_mutations(config: Config) -> list[tuple[str, Config]]:
+    """The mutation settings that are off and could fix more, each as the configuration with it on."""
+    found = []
+    if config.mutation.cpu_rounding != "up":
+        found.append(("mutation.cpuRounding: up",
+                      replace(config, mutation=replace(config.mutation, cpu_rounding="up"))))
+    if not config.mutation.set_limits_from_requests:
+        found.append(("mutation.setLimitsFromRequests: true",
+                      replace(config, mutation=replace(config.mutation, set_limits_from_requests=True))))
+    return found
 
 
 @dataclass(frozen=True)

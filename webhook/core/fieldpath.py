@@ -3,8 +3,20 @@ printed, so nothing ever parses a path back. ``dotted`` is the one printed form.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 Segment = str | int
 FieldPath = tuple[Segment, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Remark:
+    """What is said about one field of a manifest: ``path`` from the document root (or where a missing field
+    belongs), for ``container`` (``None``: the Pod). A rule's ``Violation`` and the mutation's ``Change``."""
+
+    path: FieldPath
+    message: str
+    container: str | None = None
 
 
 def dotted(path: FieldPath) -> str:

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterable, Mapping, MutableMapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from webhook.core.config import Config
-from webhook.core.fieldpath import FieldPath, pointer
+from webhook.core.fieldpath import FieldPath, Remark, pointer
 from webhook.core.podspec import COMPUTE, CPU, GUARANTEED, Block, PodSpec
 from webhook.core.quantity import Quantity, is_whole_cpu
 
@@ -32,13 +32,36 @@ REMOVED: Final = _Removed()  # ``Change.new`` of a field the mutation deletes
 
 
 @dataclass(frozen=True, slots=True)
-class Change:
-    """One field set (or removed) by the mutation; ``path`` runs from the document root."""
+class Change(Remark):
+    """One field set (or removed, ``new`` is ``REMOVED``) by the mutation."""
 
-    path: FieldPath
-    new: object
-    message: str
-    container: str | None = None
+    new: object = field(kw_only=True)
+    cost: str = field(default="", kw_only=True)  # what a raised request takes from the node, also in ``message``
+
+
+def _cpus(milli: int) -> str:
+    whole, rest = divmod(milli, 1000)
+    return str(whole) if not rest else f"{whole}.{rest:03d}".rstrip("0")
+
+
+def _bytes(milli: int) -> str:
+    value = -(-milli // 1000)
+    for suffix, size in (("Ti", 1 << 40), ("Gi", 1 << 30), ("Mi", 1 << 20), ("Ki", 1 << 10)):
+        if value >= size and value % size == 0:
+            return f"{value // size}{suffix}"
+    return f"{value} bytes"
+
+
+def raise_cost(resource: str, before: int, after: int, pinned: bool) -> str:
+    """What raising a request from ``before`` to ``after`` (milli-units) takes from the node, said with the
+    change: the scheduler reserves the difference, and a whole number of CPUs in a container of a Guaranteed
+    Pod leaves the shared pool to that container alone (static CPU Manager). Empty when nothing is raised."""
+    if after <= before:
+        return ""
+    if resource == CPU:
+        alone = " exclusively" if pinned and after % 1000 == 0 else ""
+        return f": +{_cpus(after - before)} CPU reserved{alone}"
+    return f": +{_bytes(after - before)} {resource} reserved"
 
 
 def _fix_block(block: Block, config: Config, may_round: bool) -> list[Change]:
@@ -62,13 +85,15 @@ def _fix_block(block: Block, config: Config, may_round: bool) -> list[Change]:
             new_limit, milli = str(-(-milli // 1000)), -(-milli // 1000) * 1000
             reason = f"{new_limit}, the next whole number of CPUs"
         if reason:
-            changes.append(Change((*block.path, "limits", resource), new_limit,
-                                  f"{who}: set resources.limits.{resource} to {reason}", block.container))
+            changes.append(Change((*block.path, "limits", resource),
+                                  f"{who}: set resources.limits.{resource} to {reason}", block.container,
+                                  new=new_limit))
         # A defaulted request that differs from the limit is the pod-level aggregate the API server fills in.
         if request is not None and request.milli != milli:
-            changes.append(Change((*block.path, "requests", resource), new_limit,
-                                  f"{who}: set resources.requests.{resource} to {new_limit} (its limit)",
-                                  block.container))
+            cost = raise_cost(resource, request.milli, milli, pinned=block.container is not None)
+            changes.append(Change((*block.path, "requests", resource),
+                                  f"{who}: set resources.requests.{resource} to {new_limit} (its limit){cost}",
+                                  block.container, new=new_limit, cost=cost))
     return changes
 
 
@@ -76,14 +101,15 @@ def plan_changes(pod: PodSpec, config: Config) -> list[Change]:
     """The changes that make ``pod`` Guaranteed, as far as that can be done."""
     changes: list[Change] = []
     if pod.declared_qos is not None and pod.declared_qos != GUARANTEED:
-        changes.append(Change((*pod.path[:-1], "status", "qosClass"), REMOVED,
-                              f"removed status.qosClass {pod.declared_qos} (the API server would keep it)"))
+        changes.append(Change((*pod.path[:-1], "status", "qosClass"),
+                              f"removed status.qosClass {pod.declared_qos} (the API server would keep it)",
+                              new=REMOVED))
     level = pod.pod_level
     if level is not None and level.empty:
         # ``resources: {}`` makes the Pod BestEffort whatever its containers ask for: removing it lets the
         # containers' resources decide again.
-        changes.append(Change(level.path, REMOVED,
-                              "pod: removed the empty pod-level resources block (it makes the Pod BestEffort)"))
+        changes.append(Change(level.path, "pod: removed the empty pod-level resources block (it makes the Pod "
+                              "BestEffort)", new=REMOVED))
         level = None
     if level is None:
         for c in pod.all_containers:

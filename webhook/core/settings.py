@@ -36,7 +36,9 @@ def _type_name(raw: Any) -> str:
 class Kind:
     """How one key's values are read, checked and shown. Subclasses fill in each form."""
 
-    described = ""  # what a value looks like, for the docs
+    def described(self) -> str:
+        """What a value looks like, for the docs."""
+        raise NotImplementedError
 
     def parse(self, raw: Any, key: str) -> Any:
         raise NotImplementedError
@@ -65,7 +67,8 @@ class Kind:
 class Names(Kind):
     """A list of non-empty strings (container names, namespaces, user names); order and repeats do not count."""
 
-    described = "list of names"
+    def described(self) -> str:
+        return "list of names"
 
     def parse(self, raw: Any, key: str) -> frozenset[str]:
         if not isinstance(raw, list) or not all(isinstance(x, str) and x for x in raw):
@@ -92,8 +95,7 @@ class Names(Kind):
 class Choice(Kind):
     choices: tuple[str, ...]
 
-    @property
-    def described(self) -> str:  # type: ignore[override]
+    def described(self) -> str:
         return " \\| ".join(self.choices)
 
     def parse(self, raw: Any, key: str) -> str:
@@ -104,13 +106,11 @@ class Choice(Kind):
     def json_schema(self) -> dict[str, Any]:
         return {"type": "string", "enum": list(self.choices)}
 
-    def cel(self, text: str) -> str:
-        return text
-
 
 @dataclass(frozen=True)
 class Flag(Kind):
-    described = "true \\| false"
+    def described(self) -> str:
+        return "true \\| false"
 
     def parse(self, raw: Any, key: str) -> bool:
         if not isinstance(raw, bool):
@@ -137,8 +137,7 @@ class Count(Kind):
 
     minimum: int
 
-    @property
-    def described(self) -> str:  # type: ignore[override]
+    def described(self) -> str:
         return f"whole number >= {self.minimum}"
 
     def parse(self, raw: Any, key: str) -> int:
@@ -165,7 +164,8 @@ _POSITIVE_QUANTITY = (r"^\+?([0-9]*[1-9][0-9]*(\.[0-9]*)?|[0-9]*\.[0-9]*[1-9][0-
 class Amount(Kind):
     """A positive Kubernetes quantity (``32``, ``240Gi``, ``2000m``), kept in milli-units."""
 
-    described = "quantity > 0"
+    def described(self) -> str:
+        return "quantity > 0"
 
     def parse(self, raw: Any, key: str) -> int:
         try:
@@ -185,7 +185,8 @@ class Amount(Kind):
 class Amounts(Kind):
     """A mapping of resource name to a positive quantity (``nvidia.com/gpu: 4``)."""
 
-    described = "resource name: quantity > 0"
+    def described(self) -> str:
+        return "resource name: quantity > 0"
 
     def parse(self, raw: Any, key: str) -> dict[str, int]:
         if not isinstance(raw, Mapping):
@@ -274,9 +275,10 @@ class Section:
         """The setting or section at the dotted ``key``."""
         node: Setting | Section = self
         for part in key.split("."):
-            if not isinstance(node, Section):
+            found = next((c for c in node.children if c.name == part), None) if isinstance(node, Section) else None
+            if found is None:
                 raise KeyError(key)
-            node = next((c for c in node.children if c.name == part), None) or _missing(key)
+            node = found
         return node
 
     def value(self, config: Any, key: str) -> Any:
@@ -335,12 +337,8 @@ class Section:
             else:
                 value = child.kind.document(child.default)
                 shown = value if isinstance(value, str) else json.dumps(value, separators=(", ", ": "))
-                yield where, child.kind.described, shown, child.help
+                yield where, child.kind.described(), shown, child.help
 
 
 def _either(names: tuple[str, ...]) -> str:
     return ", ".join(names[:-1]) + f" or {names[-1]}" if len(names) > 1 else names[0]
-
-
-def _missing(key: str) -> Setting:
-    raise KeyError(key)

@@ -81,12 +81,15 @@ def _meta(obj: Mapping[str, Any], where: FieldPath) -> tuple[str, str | None]:
     return str(name), str(namespace) if namespace is not None else None
 
 
-def find_targets(obj: Any, where: FieldPath = ()) -> Iterator[Target]:
-    """The pod specs in ``obj`` (recursing into ``kind: List`` items)."""
+def walk(obj: Any, where: FieldPath = ()) -> Iterator[Target | str]:
+    """Each object in ``obj`` (recursing into ``kind: List`` items): its pod spec as a ``Target``, or why it
+    has none to judge (its kind, ``document without a kind``, ``KIND without a pod template``), so that
+    ``check`` can count what it passed over instead of passing over it silently."""
     if not isinstance(obj, Mapping):
         return
     kind = obj.get("kind")
-    if not isinstance(kind, str):
+    if not isinstance(kind, str) or not kind:
+        yield "document without a kind"
         return
     if kind.endswith("List") and "items" in obj:
         items = obj.get("items")
@@ -95,22 +98,29 @@ def find_targets(obj: Any, where: FieldPath = ()) -> Iterator[Target]:
         if not isinstance(items, list):
             raise ManifestError((*where, "items"), "expected a list")
         for i, item in enumerate(items):
-            yield from find_targets(item, (*where, "items", i))
+            yield from walk(item, (*where, "items", i))
         return
-    judged = KINDS.get(kind)
-    if judged is None:
+    known = KINDS.get(kind)
+    if known is None:
+        yield kind
         return
     name, namespace = _meta(obj, where)
     node: Any = obj
     walked: FieldPath = where
-    for key in judged.spec_path:
+    for key in known.spec_path:
         node = node.get(key)
         walked = (*walked, key)
         if node is None:
-            return  # nothing to judge (e.g. a kustomize patch that only sets replicas)
+            yield f"{kind} without a pod template"  # e.g. a kustomize patch that only sets replicas
+            return
         if not isinstance(node, Mapping):
             raise ManifestError(walked, "expected a mapping")
     yield Target(kind, name, namespace, walked, node, obj.get("status") if kind == POD else None)
+
+
+def find_targets(obj: Any, where: FieldPath = ()) -> Iterator[Target]:
+    """The pod specs in ``obj`` (recursing into ``kind: List`` items)."""
+    return (t for t in walk(obj, where) if isinstance(t, Target))
 
 
 def judged(kind: str, operation: str, subresource: str = "") -> bool:
@@ -123,4 +133,4 @@ def judged(kind: str, operation: str, subresource: str = "") -> bool:
     return operation in found.operations
 
 
-__all__ = ["CONTROLLERS", "KINDS", "POD", "Kind", "Segment", "Target", "find_targets", "judged"]
+__all__ = ["CONTROLLERS", "KINDS", "POD", "Kind", "Segment", "Target", "find_targets", "judged", "walk"]

@@ -1,5 +1,6 @@
 """Which certificate ``serve`` uses: the files it is given, checked before anything listens, or else the local
-development CA (made once under ``certs/`` and reused)."""
+development CA (made once in its own folder, ``certs/localhost/``, and reused; never over files it did not
+make, such as what ``qos-guard certs`` writes to ``certs/``)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import ssl
 import sys
 from pathlib import Path
 
-from webhook.serving.certs import ensure_local
+from webhook.serving.certs import LOCAL_CA_DIR, ForeignFiles, ensure_local
 from webhook.serving.options import ServeError, ServeOptions
 from webhook.serving.tls import server_context
 
@@ -24,7 +25,10 @@ def resolve_certificates(opts: ServeOptions, workdir: Path) -> tuple[str, str, s
         except (OSError, ssl.SSLError) as exc:
             raise ServeError(f"cannot use --cert-file {opts.cert_file} / --key-file {opts.key_file}: {exc}") from None
         return opts.cert_file, opts.key_file, None
-    paths, created = ensure_local(workdir / "certs")
+    try:
+        paths, created = ensure_local(workdir / LOCAL_CA_DIR)
+    except ForeignFiles as exc:
+        raise ServeError(str(exc)) from None
     verb = "created" if created else "reusing"
     print(f"qos-guard: {verb} a local development CA: {paths.ca} (certificate {paths.cert}, "
           f"SANs localhost and 127.0.0.1)", file=sys.stderr)

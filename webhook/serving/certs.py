@@ -148,12 +148,31 @@ def usable(paths: CertPaths, names: list[str] | tuple[str, ...], margin_days: in
     return set(names) <= present
 
 
+LOCAL_CA_DIR = Path("certs") / "localhost"  # serve's own folder, beside what `qos-guard certs` writes to certs/
+LOCAL_MARK = "made-by-qos-guard-serve"
+
+
+class ForeignFiles(Exception):
+    """The local CA's folder holds files ``serve`` did not make: it never overwrites them."""
+
+
 def ensure_local(folder: Path, days: int = 365) -> tuple[CertPaths, bool]:
-    """The development CA and certificate for localhost, made once and reused; True when just made."""
+    """The development CA and certificate for localhost in ``folder``, made once and reused; True when just
+    made. Only a folder that is new, empty or marked as made here is written to: certificates someone else put
+    there (``qos-guard certs --output-dir``, a real CA) are never replaced (``ForeignFiles``)."""
     paths = CertPaths(folder / "ca.crt", folder / "tls.crt", folder / "tls.key")
-    if usable(paths, LOCAL_SANS):
+    mark = folder / LOCAL_MARK
+    if usable(paths, LOCAL_SANS) and mark.is_file():
         return paths, False
-    return write_bundle(folder, LOCAL_SANS, days, keep_ca_key=False), True
+    present = sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
+    if present and not mark.is_file():
+        raise ForeignFiles(f"{folder} holds files qos-guard serve did not make ({', '.join(present[:5])}); "
+                           "it never overwrites them: pass --cert-file and --key-file to serve them, or move them "
+                           "away and the local development CA is made there")
+    written = write_bundle(folder, LOCAL_SANS, days, keep_ca_key=False)
+    _write(mark, b"The local development CA of `qos-guard serve` (make run): made and replaced by it alone.\n",
+           private=False)
+    return written, True
 
 
 def ca_bundle(ca_path: Path) -> str:

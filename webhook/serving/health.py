@@ -165,6 +165,10 @@ class HealthServer:
             await server.serve_forever()
 
     def start(self) -> None:
+        # The readiness probe's TLS connection looks up the idna codec (an import) on first use. Done in that
+        # thread, a worker forked meanwhile inherits the codec's import lock held by a thread it does not have,
+        # and blocks on its first lookup for good (ignoring SIGTERM): the thread must import nothing.
+        "localhost".encode("idna")
         threading.Thread(target=lambda: asyncio.run(self._main()), name="health", daemon=True).start()
         if not self._started.wait(10):
             raise RuntimeError(f"the metrics port {self.host}:{self.port} did not open")

@@ -114,10 +114,6 @@ def serve(opts: ServeOptions, extend: Extend | None = None, gunicorn: Mapping[st
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
     from prometheus_client import multiprocess
 
-    # The master's health thread imports the idna codec on its first TLS probe of a worker; a worker forked while
-    # that import is under way inherits its module lock held, and hangs in its own first idna use (found with
-    # two workers, one serving: half the throughput). Imported here, before any thread or fork, nobody waits.
-    "localhost".encode("idna")
     ready = threading.Event()
     health: list[Any] = []
     own_namespace = os.environ.get("POD_NAMESPACE") or None
@@ -163,10 +159,18 @@ def serve(opts: ServeOptions, extend: Extend | None = None, gunicorn: Mapping[st
         "proc_name": "qos-guard",
         **(gunicorn or {}),
     }
+    if options["worker_class"] == WORKER:  # it unblocks them once its handlers are in (bench may run gthread)
+        from webhook.serving.worker import hold_stop_signals_across_fork
+
+        hold_stop_signals_across_fork()
+    master = os.getpid()
     try:
         _Gunicorn(options, lambda: worker_app(config, own_namespace, extend, opts.kubeconfig)).run()
     finally:
-        shutil.rmtree(metrics_dir, ignore_errors=True)
+        # A worker's exit (sys.exit) unwinds through this frame too, forked with it: only the master owns the
+        # folder; removed by a worker, its replacement could not boot and the whole server halted.
+        if os.getpid() == master:
+            shutil.rmtree(metrics_dir, ignore_errors=True)
     return 0
 
 

@@ -9,6 +9,10 @@ worker free; and each is closed by its deadline, so nothing piles up:
 - idle between keep-alive requests (and before the first byte): gunicorn's ``keepalive``;
 - one request, from its first byte to the last byte of the answer: ``request_deadline``.
 
+At shutdown, idle keep-alive connections are closed at once and requests in flight finish: the API server
+keeps idle connections to a webhook open for a minute and more, and a worker that waited for them made every
+stop take ``graceful_timeout`` and kept answering on them until then (a stopped webhook that still admits).
+
 Requests are judged in the hub (one at a time: no thread hand-off, the fast path), except bodies over
 ``OFFLOAD_BODY`` with a Content-Length, which are read here and judged in one OS thread per worker.
 
@@ -20,16 +24,18 @@ from __future__ import annotations
 
 import errno
 import io
+import os
 import random
+import signal
 import ssl
 import time
 from functools import partial
 from typing import Any
 
 import gevent
+from gevent import select as gselect
 from gevent.pool import Pool
 from gevent.server import StreamServer
-from gevent.socket import wait_read
 from gevent.threadpool import ThreadPool
 from gunicorn import http, util
 from gunicorn.http import wsgi
@@ -42,6 +48,18 @@ REQUEST_DEADLINE = 10.0
 # A body over this is judged in the worker's one offload thread (an OS thread: the GIL hands the hub the CPU
 # every 5 ms), so a 3 MiB Pod that takes seconds to judge does not stop the small requests of this worker.
 OFFLOAD_BODY = 64 * 1024
+
+
+# What the master sends to stop a worker. A worker forked just before one arrived got it before installing its
+# own handlers: the inherited master handler swallowed it, and the worker served on until the master killed it
+# after graceful_timeout. So they are blocked across fork() and unblocked once the worker's handlers are in.
+STOP_SIGNALS = frozenset({signal.SIGTERM, signal.SIGINT, signal.SIGQUIT})
+
+
+def hold_stop_signals_across_fork() -> None:
+    """In the master, once: every forked worker starts with the stop signals blocked (pending, not lost)."""
+    os.register_at_fork(before=lambda: signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS),
+                        after_in_parent=lambda: signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS))
 
 
 class Deadline(BaseException):
@@ -96,10 +114,16 @@ class GuardedWorker(GeventWorker):  # type: ignore[misc]
         self.tls = ReloadingContext(self.cfg.certfile, self.cfg.keyfile) if self.cfg.is_ssl else None
         self.offload = ThreadPool(1)
         self.budget = BodyBudget()  # large bodies being read by this worker, bounded together
-        # Codecs are imported on first use; do it now, not in a request: a worker left over from an
-        # interrupted test run was found blocked on that import's lock (docs/reliability.md, open points).
+        # Codecs are imported on first use; do it now, not in a request (the master does the same before its
+        # health thread starts, so no fork inherits the codec's import lock held: docs/reliability.md).
         "localhost".encode("idna")
+        # Readable once the worker stops: every idle keep-alive wait watches it beside its own socket.
+        self.closing_r, self.closing_w = os.pipe()
         super().init_process()
+
+    def init_signals(self) -> None:
+        super().init_signals()
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)  # a stop sent while booting arrives now
 
     def run(self) -> None:
         servers = []
@@ -115,6 +139,7 @@ class GuardedWorker(GeventWorker):  # type: ignore[misc]
             gevent.sleep(1.0)
         for server in servers:  # stop accepting; let requests in flight finish within graceful_timeout
             server.close()
+        os.write(self.closing_w, b"x")  # idle keep-alive connections are closed now
         started = time.monotonic()
         while time.monotonic() - started <= self.cfg.graceful_timeout:
             if all(server.pool.free_count() == server.pool.size for server in servers):
@@ -130,14 +155,13 @@ class GuardedWorker(GeventWorker):  # type: ignore[misc]
         return self.request_deadline * random.uniform(0.75, 1.25)
 
     def _wait_for_request(self, client: Any, parser: Any) -> bool:
-        """Wait up to ``keepalive`` for the next request's first byte: False when none came."""
+        """Wait up to ``keepalive`` for the next request's first byte: False when none came, or when the
+        worker is stopping and none is waiting (a request already sent is still served)."""
         if parser.unreader.buf.getvalue() or (isinstance(client, ssl.SSLSocket) and client.pending()):
             return True
-        try:
-            wait_read(client.fileno(), timeout=max(self.cfg.keepalive, 1))
-        except TimeoutError:
-            return False
-        return True
+        fd = client.fileno()
+        readable, _, _ = gselect.select([fd, self.closing_r], [], [], max(self.cfg.keepalive, 1))
+        return fd in readable
 
     def serve_request(self, listener_name: Any, req: Any, client: Any, addr: Any, deadline: Any) -> bool:
         """One request through the WSGI app (gunicorn's ``handle_request`` without HTTP/2 or access log, and

@@ -5,25 +5,22 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from string import Formatter
 
 from webhook.core.config import Policy
-from webhook.core.fieldpath import FieldPath
+from webhook.core.fieldpath import FieldPath, Remark
 from webhook.core.podspec import PodSpec
 
 
 @dataclass(frozen=True, slots=True)
-class Violation:
+class Violation(Remark):
     """One broken rule: ``path`` is the offending field (or where a missing one belongs)."""
 
-    rule: str
-    path: FieldPath
-    message: str
-    container: str | None = None
+    rule: str = field(kw_only=True)
     # Reported, never refused: a warning in admission, a notice in check and audit (numa-unfit on nodes whose
     # Topology Manager admits a Pod across NUMA nodes).
-    advisory: bool = False
+    advisory: bool = field(default=False, kw_only=True)
 
     @property
     def subject(self) -> FieldPath:

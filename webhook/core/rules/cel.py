@@ -5,7 +5,7 @@
   typed (``variables.policySmtAlignment`` is an int, ``variables.policyFractionalCPUContainers`` a list).
 * ``variables.path`` / ``variables.spec``: the dotted path of the pod spec in the object and the spec itself
   (from ``webhook.core.workloads.KINDS``).
-* ``BLOCK_VARIABLES``: ``blocks`` (one record per container: label, name, group, frac, lim, req), ``pod``
+* ``BLOCK_VARIABLES``: ``blocks`` (one record per container: label, name, group, sidecar, frac, lim, req), ``pod``
   (the pod-level block as the same record), ``podQos`` (the pod-level block decides the QoS class),
   ``podEmpty`` (it is ``{}``), ``podLevel`` (it sets cpu or memory).
 * ``fact_variables``: ``facts``, per block a [cpu, memory] pair of records ``f``: ``f.b`` the block,
@@ -19,6 +19,8 @@ quantities rounded up to milli); templates are not, so ``f.eff`` copies a missin
 from __future__ import annotations
 
 from webhook.core.config import CPU_ROUNDING, FRACTIONAL, SCHEMA, SET_LIMITS
+from webhook.core.rules.base import cel_string
+from webhook.core.rules.sidecars import MESH_PROXIES
 from webhook.core.settings import Setting
 
 
@@ -52,6 +54,9 @@ def _record(group: str) -> str:
         "label": f"'container \"' + c.?name.orValue('<unnamed>') + '\" (' + variables.path + '.{group}[' "
                  "+ string(i) + '])'",
         "name": "c.?name.orValue('')", "group": f"'{group}'", "pod": "false",
+        # not the workload's main container (webhook.core.rules.sidecars.is_sidecar)
+        "sidecar": "true" if group == "initContainers" else
+                   f"i > 0 || c.?name.orValue('') in [{', '.join(cel_string(n) for n in MESH_PROXIES)}]",
         "frac": f"c.?name.orValue('') in {setting(FRACTIONAL)}",
         "lim": "c.?resources.?limits.orValue({})", "req": "c.?resources.?requests.orValue({})"}) + ")")
 
@@ -59,7 +64,8 @@ def _record(group: str) -> str:
 BLOCK_VARIABLES: list[tuple[str, str]] = [
     ("blocks", f"{_record('containers')} + {_record('initContainers')}"),
     ("pod", cel_map({"label": "'pod (' + variables.path + '.resources)'", "name": "''", "group": "''",
-                     "pod": "true", "frac": "false", "lim": "variables.spec.?resources.?limits.orValue({})",
+                     "pod": "true", "sidecar": "false", "frac": "false",
+                     "lim": "variables.spec.?resources.?limits.orValue({})",
                      "req": "variables.spec.?resources.?requests.orValue({})"})),
     # ComputePodQOS: once spec.resources is there at all (even {}), the pod-level block alone decides the class.
     ("podQos", "has(variables.spec.resources)"),

@@ -8,10 +8,11 @@ from webhook.core.podspec import CPU, Block, PodSpec
 from webhook.core.quantity import is_whole_cpu
 from webhook.core.rules import cel
 from webhook.core.rules.base import USE, USE_EITHER, Rule, Text, Violation
+from webhook.core.rules.sidecars import is_sidecar, mesh_hint, mesh_hint_cel, share_hint, share_hint_cel
 
 RULE_ID = "cpu-not-integer"
 
-FRACTIONAL = Text("{label}: {scope}cpu {kind} {amount} is not a whole number of CPUs; {choice}")
+FRACTIONAL = Text("{label}: {scope}cpu {kind} {amount} is not a whole number of CPUs; {choice}{share}{mesh}")
 POD_LEVEL = "pod-level "
 
 
@@ -20,7 +21,7 @@ def whole_cpu_choices(milli: int) -> str:
     return USE(n=1) if low == 0 else USE_EITHER(low=low, high=high)
 
 
-def _scan(block: Block) -> list[Violation]:
+def _scan(block: Block, is_sidecar: bool = False) -> list[Violation]:
     sizing = block.sizing_cpu() if block.clean(CPU) else None
     if sizing is None:
         return []
@@ -28,14 +29,21 @@ def _scan(block: Block) -> list[Violation]:
     if amount.quantity is None or is_whole_cpu(amount.quantity):
         return []
     scope = POD_LEVEL if block.container is None else ""
-    return [Violation(RULE_ID, amount.path, FRACTIONAL(
-        label=block.label, scope=scope, kind=kind, amount=amount.show(), choice=whole_cpu_choices(amount.milli)),
-        block.container)]
+    return [Violation(amount.path, FRACTIONAL(
+        label=block.label, scope=scope, kind=kind, amount=amount.show(), choice=whole_cpu_choices(amount.milli),
+        share=share_hint(block.container, is_sidecar), mesh=mesh_hint(block.container, CPU)),
+        block.container, rule=RULE_ID)]
 
 
 def check(pod: PodSpec, policy: Policy) -> list[Violation]:
-    return [v for block in pod.blocks() if block.container not in policy.fractional_cpu_containers
-            for v in _scan(block)]
+    """Each container (a sidecar's message says how it alone could share CPUs), then the pod-level block."""
+    found: list[Violation] = []
+    for index, c in enumerate(pod.all_containers):
+        if c.name not in policy.fractional_cpu_containers:
+            found += _scan(c.resources, is_sidecar(index, c.name, c.init))
+    if pod.pod_level is not None:
+        found += _scan(pod.pod_level)
+    return found
 
 
 def to_cel(mutated: bool) -> str:
@@ -47,7 +55,11 @@ def to_cel(mutated: bool) -> str:
         RULE_ID, f"f.r == 'cpu' && !f.b.frac && (!f.b.pod || variables.podQos) && {amount} != '' && "
                  f"!quantity({amount}).isInteger()",
         FRACTIONAL.cel(label="f.b.label", scope=f"f.b.pod ? '{POD_LEVEL}' : ''", kind=kind, amount=amount,
-                       choice=choice))
+                       choice=choice, share=share_hint_cel("f.b"), mesh=mesh_hint_cel("f.b.name", "'cpu'")))
 
 
-RULE = Rule(RULE_ID, "a container's cpu is not a whole number of CPUs", check, to_cel)
+RULE = Rule(
+    RULE_ID, check=check, cel=to_cel,
+    summary="a container's cpu (its limit, or its request where no limit is set) is not a whole number of CPUs; "
+            "`policy.fractionalCPUContainers` exempts names",
+)

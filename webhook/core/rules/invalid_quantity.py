@@ -29,9 +29,9 @@ def _scan(block: Block) -> list[Violation]:
             if amount is None or amount.defaulted or not amount.invalid:
                 continue  # a defaulted request is a copy of its limit: report the limit once
             example = "2 or 2000m" if resource == CPU else "4Gi or 4096Mi"
-            found.append(Violation(RULE_ID, amount.path, INVALID(
+            found.append(Violation(amount.path, INVALID(
                 label=block.label, resource=resource, kind=kind, raw=amount.raw, problem=_problem(amount),
-                example=example), block.container))
+                example=example), block.container, rule=RULE_ID))
     return found
 
 
@@ -39,4 +39,8 @@ def check(pod: PodSpec, policy: Policy) -> list[Violation]:
     return [v for block in pod.blocks() for v in _scan(block)]
 
 
-RULE = Rule(RULE_ID, "a cpu or memory value is not a Kubernetes quantity", check, None)
+RULE = Rule(
+    RULE_ID, check=check, cel=None,
+    summary="a cpu or memory value is not a Kubernetes quantity, or is negative (the API server would refuse the "
+            "object)",
+)

@@ -7,12 +7,13 @@ from webhook.core.config import Policy
 from webhook.core.podspec import COMPUTE, Block, PodSpec
 from webhook.core.rules import cel
 from webhook.core.rules.base import Rule, Text, Violation
+from webhook.core.rules.sidecars import mesh_hint, mesh_hint_cel
 
 RULE_ID = "limits-missing"
 
 EMPTY_POD_BLOCK = Text("{label}: a pod-level resources block without cpu and memory limits decides the QoS class "
                        "alone, so the Pod is not Guaranteed; remove it or set its cpu and memory limits")
-MISSING = Text("{label}: {what}, so the Pod is not Guaranteed; {fix}")
+MISSING = Text("{label}: {what}, so the Pod is not Guaranteed; {fix}{mesh}")
 ZERO = Text("{resource} limit is 0, which counts as none")
 NONE = Text("no {resource} limit")
 FROM_REQUEST = Text("set resources.limits.{resource} to {request} (its request)")
@@ -22,7 +23,7 @@ DEFAULTS = Text("set resources.limits.{resource} (the request defaults to it)")
 def _scan(block: Block) -> list[Violation]:
     if block.container is None and not block.requests and not block.limits:
         # ``resources: {}`` (or hugepages only): present at all, the pod-level block decides the class alone.
-        return [Violation(RULE_ID, block.path, EMPTY_POD_BLOCK(label=block.label))]
+        return [Violation(block.path, EMPTY_POD_BLOCK(label=block.label), rule=RULE_ID)]
     found = []
     for resource in COMPUTE:
         if not block.clean(resource):
@@ -36,8 +37,10 @@ def _scan(block: Block) -> list[Violation]:
             fix = FROM_REQUEST(resource=resource, request=request.show())
         else:
             fix = DEFAULTS(resource=resource)
-        found.append(Violation(RULE_ID, (*block.path, "limits", resource),
-                               MISSING(label=block.label, what=what, fix=fix), block.container))
+        mesh = mesh_hint(block.container, resource)
+        found.append(Violation((*block.path, "limits", resource),
+                               MISSING(label=block.label, what=what, fix=fix, mesh=mesh), block.container,
+                               rule=RULE_ID))
     return found
 
 
@@ -53,7 +56,12 @@ def to_cel(mutated: bool) -> str:
     fix = f"f.qpos ? {FROM_REQUEST.cel(resource='f.r', request='f.q')} : {DEFAULTS.cel(resource='f.r')}"
     return (f"({cel.when(RULE_ID, empty, EMPTY_POD_BLOCK.cel(label='variables.pod.label'))}) + "
             + cel.each_fact(RULE_ID, f"{cel.qos_judged(mutated)} && !{limited} && !(f.b.pod && !variables.podLevel)",
-                            MISSING.cel(label="f.b.label", what=what, fix=fix)))
+                            MISSING.cel(label="f.b.label", what=what, fix=fix,
+                                        mesh=mesh_hint_cel("f.b.name", "f.r"))))
 
 
-RULE = Rule(RULE_ID, "a container has no cpu or memory limit", check, to_cel)
+RULE = Rule(
+    RULE_ID, check=check, cel=to_cel,
+    summary="a container (init, sidecar or regular), or the pod-level block when present (even `{}`), has no "
+            "positive cpu or memory limit (zero counts as none)",
+)

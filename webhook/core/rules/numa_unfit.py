@@ -33,7 +33,7 @@ from webhook.core.topology import Topology
 RULE_ID = "numa-unfit"
 
 UNFIT = Text("{label}: {total}needs {over}; kubelet's single-numa-node policy would fail it with "
-             "TopologyAffinityError")
+            "TopologyAffinityError")
 OVER = Text("{need} (a NUMA node has {cap})")
 IN_TOTAL = "in total "
 
@@ -145,7 +145,7 @@ def _judge(pod: PodSpec, topology: Topology, wants: Demands) -> list[Violation]:
         parts.append(way_out)
     # Only single-numa-node refuses: where another policy would admit the Pod, it is reported, not refused, and
     # that comes first (an admission warning is cut at 120 characters).
-    return [Violation(RULE_ID, need.path, "; ".join(spread + parts), need.container, advisory=bool(spread))]
+    return [Violation(need.path, "; ".join(spread + parts), need.container, rule=RULE_ID, advisory=bool(spread))]
 
 
 def check(pod: PodSpec, policy: Policy) -> list[Violation]:
@@ -163,22 +163,27 @@ def check(pod: PodSpec, policy: Policy) -> list[Violation]:
             needs.update(c.devices)
             over = _overflow(needs, numa)
             if over:
-                found.append(Violation(RULE_ID, block.path, UNFIT(label=block.label, total="", over=", ".join(over)),
-                                       c.name))
+                found.append(Violation(block.path, UNFIT(label=block.label, total="", over=", ".join(over)),
+                                       c.name, rule=RULE_ID))
         return found
     total = effective_requests(pod.containers, pod.init_containers)
     if pod.pod_level is not None:
         total.update({k: a.milli for k, a in pod.pod_level.requests.items() if a.positive})
     over = _overflow(total, numa)
     if over:
-        found.append(Violation(RULE_ID, pod.path, UNFIT(label=f"pod ({dotted(pod.path)})", total=IN_TOTAL,
-                                                        over=", ".join(over))))
+        found.append(Violation(pod.path, UNFIT(label=f"pod ({dotted(pod.path)})", total=IN_TOTAL,
+                                                        over=", ".join(over)), rule=RULE_ID))
     return found
 
 
-RULE = Rule(RULE_ID, "a container or the Pod needs more than one NUMA node has", check, None, severity="medium",
-            enabled=lambda policy: policy.numa is not None,
-            policy_refusal=f"policy.{NUMA.name}: {RULE_ID} is not available as an admission policy (the pod scope "
-                           "sums exact quantities over init containers and sidecars, which CEL cannot fold, and "
-                           "numa: auto reads the cluster's NodeResourceTopology objects, which an admission "
-                           f"policy cannot); use the webhook (enforcement: webhook) or remove policy.{NUMA.name}")
+RULE = Rule(
+    RULE_ID, check=check, cel=None,
+    summary="with `policy.numa`, a container or the whole Pod needs more than one NUMA node has; with "
+            "`policy.numa: auto`, no node the Pod can land on would admit it on one NUMA node",
+    severity="medium",
+    enabled=lambda policy: policy.numa is not None,
+    policy_refusal=f"policy.{NUMA.name}: {RULE_ID} is not available as an admission policy (the pod scope "
+                   "sums exact quantities over init containers and sidecars, which CEL cannot fold, and "
+                   "numa: auto reads the cluster's NodeResourceTopology objects, which an admission "
+                   f"policy cannot); use the webhook (enforcement: webhook) or remove policy.{NUMA.name}",
+)

@@ -20,7 +20,7 @@ def check(pod: PodSpec, policy: Policy) -> list[Violation]:
     level = pod.pod_level
     if level is None or not level.sets_compute() or policy.pod_level_resources == ALLOW:
         return []
-    return [Violation(RULE_ID, level.path, SKIPPED(label=level.label))]
+    return [Violation(level.path, SKIPPED(label=level.label), rule=RULE_ID)]
 
 
 def to_cel(mutated: bool) -> str:
@@ -28,4 +28,7 @@ def to_cel(mutated: bool) -> str:
                     SKIPPED.cel(label="variables.pod.label"))
 
 
-RULE = Rule(RULE_ID, "spec.resources sets pod-level cpu or memory", check, to_cel)
+RULE = Rule(
+    RULE_ID, check=check, cel=to_cel,
+    summary="`spec.resources` sets pod-level cpu or memory (`policy.podLevelResources: allow` to permit)",
+)

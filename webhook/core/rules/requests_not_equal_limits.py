@@ -6,11 +6,12 @@ from webhook.core.config import Policy
 from webhook.core.podspec import COMPUTE, Block, PodSpec
 from webhook.core.rules import cel
 from webhook.core.rules.base import Rule, Text, Violation
+from webhook.core.rules.sidecars import mesh_hint, mesh_hint_cel
 
 RULE_ID = "requests-not-equal-limits"
 
 DIFFERS = Text("{label}: {resource} request {request} differs from its limit {limit}; "
-               "set resources.requests.{resource} to {limit}")
+               "set resources.requests.{resource} to {limit}{mesh}")
 
 
 def _scan(block: Block) -> list[Violation]:
@@ -21,8 +22,9 @@ def _scan(block: Block) -> list[Violation]:
             continue
         if request.milli == limit.milli:
             continue
-        found.append(Violation(RULE_ID, request.path, DIFFERS(
-            label=block.label, resource=resource, request=request.show(), limit=limit.show()), block.container))
+        message = DIFFERS(label=block.label, resource=resource, request=request.show(), limit=limit.show(),
+                          mesh=mesh_hint(block.container, resource))
+        found.append(Violation(request.path, message, block.container, rule=RULE_ID))
     return found
 
 
@@ -35,7 +37,11 @@ def to_cel(mutated: bool) -> str:
         return "[]"  # the mutation sets every request to its limit
     return cel.each_fact(
         RULE_ID, f"{cel.qos_judged(False)} && f.lpos && f.q != '' && quantity(f.q).compareTo(quantity(f.l)) != 0",
-        DIFFERS.cel(label="f.b.label", resource="f.r", request="f.q", limit="f.l"))
+        DIFFERS.cel(label="f.b.label", resource="f.r", request="f.q", limit="f.l",
+                    mesh=mesh_hint_cel("f.b.name", "f.r")))
 
 
-RULE = Rule(RULE_ID, "a cpu or memory request differs from its limit", check, to_cel)
+RULE = Rule(
+    RULE_ID, check=check, cel=to_cel,
+    summary="a cpu or memory request differs from its limit (after API-server defaulting)",
+)

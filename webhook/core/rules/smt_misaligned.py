@@ -31,8 +31,8 @@ def check(pod: PodSpec, policy: Policy) -> list[Violation]:
             continue
         down, up = cpus - cpus % smt, cpus - cpus % smt + smt
         choice = USE_EITHER(low=down, high=up) if down else USE(n=up)
-        found.append(Violation(RULE_ID, amount.path, MISALIGNED(
-            label=block.label, kind=kind, cpus=cpus, smt=smt, choice=choice), c.name))
+        found.append(Violation(amount.path, MISALIGNED(
+            label=block.label, kind=kind, cpus=cpus, smt=smt, choice=choice), c.name, rule=RULE_ID))
     return found
 
 
@@ -49,5 +49,9 @@ def to_cel(mutated: bool) -> str:
         MISALIGNED.cel(label="f.b.label", kind=kind, cpus=f"string({cpus})", smt=f"string({smt})", choice=choice))
 
 
-RULE = Rule(RULE_ID, "cpu is not a multiple of policy.smtAlignment", check, to_cel, severity="medium",
-            enabled=lambda policy: policy.smt_alignment > 1)
+RULE = Rule(
+    RULE_ID, check=check, cel=to_cel,
+    summary="cpu is not a multiple of `policy.smtAlignment` (kubelet's `full-pcpus-only`)",
+    severity="medium",
+    enabled=lambda policy: policy.smt_alignment > 1,
+)

@@ -21,7 +21,7 @@ def check(pod: PodSpec, policy: Policy) -> list[Violation]:
     declared = pod.declared_qos
     if declared is None or declared == GUARANTEED or qos_class(pod) != GUARANTEED:
         return []
-    return [Violation(RULE_ID, (*pod.path[:-1], "status", "qosClass"), KEPT(declared=declared))]
+    return [Violation((*pod.path[:-1], "status", "qosClass"), KEPT(declared=declared), rule=RULE_ID)]
 
 
 def to_cel(mutated: bool) -> str:
@@ -35,4 +35,8 @@ def to_cel(mutated: bool) -> str:
                     KEPT.cel(declared="object.status.qosClass"))
 
 
-RULE = Rule(RULE_ID, "a Pod manifest carries status.qosClass other than Guaranteed", check, to_cel)
+RULE = Rule(
+    RULE_ID, check=check, cel=to_cel,
+    summary="a Pod manifest with a Guaranteed spec carries `status.qosClass` other than `Guaranteed`, which the "
+            "API server keeps on create (mutation removes it)",
+)

@@ -1,0 +1,109 @@
+"""A kubelet PodResources server (the generated servicer, real gRPC over a unix socket) that answers what a
+test sets, and an in-memory stand-in for the API server's list/create calls the agent makes."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from concurrent import futures
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from webhook.node.podresources import api_pb2, api_pb2_grpc
+
+
+def topology(*nodes: int) -> api_pb2.TopologyInfo:
+    return api_pb2.TopologyInfo(nodes=[api_pb2.NUMANode(ID=n) for n in nodes])
+
+
+def container(name: str, cpus: list[int] = (), devices: list[tuple[str, list[str], list[int]]] = (),  # type: ignore[assignment]
+              memory: list[tuple[str, int, list[int]]] = ()) -> api_pb2.ContainerResources:  # type: ignore[assignment]
+    return api_pb2.ContainerResources(
+        name=name, cpu_ids=cpus,
+        devices=[api_pb2.ContainerDevices(resource_name=r, device_ids=ids, topology=topology(*n))
+                 for r, ids, n in devices],
+        memory=[api_pb2.ContainerMemory(memory_type=t, size=s, topology=topology(*n)) for t, s, n in memory])
+
+
+class Kubelet(api_pb2_grpc.PodResourcesListerServicer):
+    def __init__(self) -> None:
+        self.pods: list[api_pb2.PodResources] = []
+        self.allocatable_cpus: list[int] = [1]
+        self.serve_get = True
+        self.calls: list[str] = []
+
+    def List(self, request: Any, context: Any) -> api_pb2.ListPodResourcesResponse:
+        self.calls.append("List")
+        return api_pb2.ListPodResourcesResponse(pod_resources=self.pods)
+
+    def GetAllocatableResources(self, request: Any, context: Any) -> api_pb2.AllocatableResourcesResponse:
+        self.calls.append("GetAllocatableResources")
+        return api_pb2.AllocatableResourcesResponse(cpu_ids=self.allocatable_cpus)
+
+    def Get(self, request: Any, context: Any) -> api_pb2.GetPodResourcesResponse:
+        self.calls.append("Get")
+        if not self.serve_get:
+            context.abort(grpc.StatusCode.UNIMPLEMENTED, "method Get not implemented")
+        for p in self.pods:
+            if (p.namespace, p.name) == (request.pod_namespace, request.pod_name):
+                return api_pb2.GetPodResourcesResponse(pod_resources=p)
+        context.abort(grpc.StatusCode.UNKNOWN, f"pod {request.pod_name} in namespace {request.pod_namespace} "
+                      "not found")
+        raise AssertionError
+
+
+def serve(socket: Path, servicer: Kubelet | None = None, raw: bytes | None = None) -> grpc.Server:
+    """Start a server on ``socket``: the servicer, or (``raw``) one answering every call with these bytes."""
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    if raw is not None:
+        handler = grpc.unary_unary_rpc_method_handler(lambda req, ctx: raw, request_deserializer=lambda b: b,
+                                                      response_serializer=lambda b: b)
+        names = ("List", "GetAllocatableResources", "Get")
+        server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler(
+            "v1.PodResourcesLister", {n: handler for n in names})])
+    else:
+        api_pb2_grpc.add_PodResourcesListerServicer_to_server(servicer or Kubelet(), server)
+    server.add_insecure_port(f"unix://{socket}")
+    server.start()
+    return server
+
+
+class FakeAPI:
+    """What the agent asks of the API server: namespaces and Pods listed, Events and reports written."""
+
+    def __init__(self) -> None:
+        self.namespaces: list[dict[str, Any]] = []
+        self.pods: list[dict[str, Any]] = []
+        self.sent: list[tuple[str, str, dict[str, Any] | None]] = []
+        self.existing: set[str] = set()
+
+    def pages(self, path: str, label_selector: str | None = None,
+              field_selector: str | None = None) -> Iterator[list[dict[str, Any]]]:
+        if path == "/api/v1/namespaces":
+            yield self.namespaces
+        elif path.endswith("/pods"):
+            yield [p for p in self.pods if path == "/api/v1/pods" or
+                   path == f"/api/v1/namespaces/{p['metadata']['namespace']}/pods"]
+        else:
+            yield []
+
+    def send(self, method: str, path: str, query: list[tuple[str, str]], body: str | dict[str, Any] | None,
+             content_type: str | None) -> tuple[int, dict[str, Any]]:
+        # As the kubernetes client does: a JSON body must be an object (a str is sent as a JSON string), any
+        # other content type is sent as the text given.
+        if content_type == "application/json":
+            assert isinstance(body, dict), f"{method} {path}: a JSON body given as {type(body).__name__}"
+            decoded: dict[str, Any] | None = body
+        else:
+            assert body is None or isinstance(body, str)
+            decoded = json.loads(body) if body else None
+        self.sent.append((method, path, decoded))
+        if method == "POST" and decoded is not None:
+            key = f"{path}/{decoded['metadata']['name']}"
+            if key in self.existing:
+                return 409, {"message": "already exists"}
+            self.existing.add(key)
+            return 201, {}
+        return 200, {}

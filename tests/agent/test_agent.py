@@ -1,0 +1,202 @@
+"""The agent's loop in process, against a real gRPC PodResources server, fixture sysfs and cgroup trees and an
+in-memory API server: metrics (and their removal when the Pod goes), one Event per problem, reports; and the
+``agent``/``verify`` commands' usage errors."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.agent.fakes import FakeAPI, Kubelet, container, serve
+from tests.agent.trees import cgroup_container, sysfs
+from tests.serving import free_port
+from webhook.cli import main
+from webhook.cluster.reports import FLAVOURS
+from webhook.node.agent import AgentOptions, build_reports, event_name, run_agent
+from webhook.node.kubelet import PodResourcesClient
+from webhook.node.observe import observe
+from webhook.node.podresources import api_pb2
+
+CIDS = {"pinned": "a" * 64, "gpu": "b" * 64, "shared": "c" * 64, "elsewhere": "d" * 64}
+UIDS = {name: f"{i:08x}-0000-4000-8000-000000000000" for i, name in enumerate(CIDS)}
+
+
+def pod(name: str, ns: str, cpu: str, qos: str = "Guaranteed") -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": ns, "uid": UIDS[name],
+                         "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "spec": {"containers": [{"name": "app", "resources": {"limits": {"cpu": cpu, "memory": "64Mi"}}}]},
+            "status": {"phase": "Running", "qosClass": qos,
+                       "containerStatuses": [{"name": "app", "containerID": f"containerd://{CIDS[name]}"}]}}
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[tuple[Kubelet, FakeAPI, Path, Path]]:
+    sys_root = sysfs(tmp_path / "sys", {0: "0", 1: "1"})
+    cgroups = tmp_path / "sys" / "fs" / "cgroup"
+    for name, cpus in (("pinned", "1"), ("gpu", "1"), ("shared", "0")):
+        cgroup_container(cgroups, 1, UIDS[name], "Guaranteed", CIDS[name], cpus)
+    kubelet = Kubelet()
+    kubelet.pods = [
+        api_pb2.PodResources(name="pinned", namespace="enf", containers=[container("app", [1])]),
+        api_pb2.PodResources(name="gpu", namespace="enf", containers=[
+            container("app", [1], [("example.com/gpu", ["gpu-0"], [0])])]),
+        api_pb2.PodResources(name="shared", namespace="wrn", containers=[container("app")]),
+        api_pb2.PodResources(name="elsewhere", namespace="not-opted-in", containers=[container("app")]),
+    ]
+    api = FakeAPI()
+    api.namespaces = [{"metadata": {"name": "enf", "labels": {"qos-guard.io/mode": "enforce"}}},
+                      {"metadata": {"name": "wrn", "labels": {"qos-guard.io/mode": "warn"}}}]
+    api.pods = [pod("pinned", "enf", "1"), pod("gpu", "enf", "1"), pod("shared", "wrn", "200m"),
+                pod("elsewhere", "not-opted-in", "1")]
+    socket = tmp_path / "kubelet.sock"
+    server = serve(socket, kubelet)
+    yield kubelet, api, socket, sys_root
+    server.stop(None)
+
+
+def scrape(port: int) -> dict[tuple[str, str], float]:
+    text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+    return {(s.name, s.labels.get("pod", "")): s.value for f in text_string_to_metric_families(text)
+            for s in f.samples if s.name.startswith("qos_guard_container_")}
+
+
+def test_observe_judges_only_opted_in_namespaces(world: tuple[Kubelet, FakeAPI, Path, Path]) -> None:
+    _, api, socket, sys_root = world
+    with PodResourcesClient(socket) as client:
+        snap = observe(client, api, sys_root, sys_root / "fs" / "cgroup", "node-1")
+    got = {p.pod: p for p in snap.placements}
+    assert set(got) == {"pinned", "gpu", "shared"} and not snap.errors
+    assert got["pinned"].pinned and got["pinned"].aligned and got["pinned"].cgroup_cpus == {1}
+    assert got["gpu"].aligned is False and got["gpu"].problems[0].reason == "NUMAMisaligned"
+    assert not got["shared"].pinned and got["shared"].reason == "fractional-cpu"
+    assert got["shared"].cgroup_cpus == {0} and got["shared"].cpu_numa == {0}
+
+
+def test_verify_one_pod_uses_get(world: tuple[Kubelet, FakeAPI, Path, Path]) -> None:
+    kubelet, api, socket, sys_root = world
+    with PodResourcesClient(socket) as client:
+        snap = observe(client, api, sys_root, sys_root / "fs" / "cgroup", None, [("enf", "gpu")])
+    assert [p.pod for p in snap.placements] == ["gpu"] and "Get" in kubelet.calls and "List" not in kubelet.calls
+    kubelet.serve_get = False  # an older kubelet: List once, then pick
+    with PodResourcesClient(socket) as client:
+        snap = observe(client, api, sys_root, sys_root / "fs" / "cgroup", None, [("enf", "gpu")])
+    assert [p.pod for p in snap.placements] == ["gpu"] and "List" in kubelet.calls
+
+
+def test_agent_metrics_events_and_removal(world: tuple[Kubelet, FakeAPI, Path, Path]) -> None:
+    kubelet, api, socket, sys_root = world
+    port = free_port()
+    opts = AgentOptions(node="node-1", socket=socket, sys_root=sys_root, cgroup_root=sys_root / "fs" / "cgroup",
+                        interval=0.2, metrics_host="127.0.0.1", metrics_port=port, report=FLAVOURS["openreports"])
+    stop = threading.Event()
+    thread = threading.Thread(target=run_agent, args=(opts, stop, lambda: api), daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 10
+        while ("qos_guard_container_pinned", "gpu") not in (seen := _scrape_or_empty(port)):
+            assert time.monotonic() < deadline, "no metrics"
+            time.sleep(0.1)
+        assert seen[("qos_guard_container_pinned", "pinned")] == 1
+        assert seen[("qos_guard_container_exclusive_cpus", "pinned")] == 1
+        assert seen[("qos_guard_container_numa_aligned", "pinned")] == 1
+        assert seen[("qos_guard_container_numa_aligned", "gpu")] == 0
+        assert seen[("qos_guard_container_pinned", "shared")] == 0
+        assert ("qos_guard_container_numa_aligned", "shared") not in seen  # alignment is for pinned ones
+        assert not any(pod == "elsewhere" for _, pod in seen)
+        time.sleep(0.6)  # several cycles: each problem still has one Event
+        events = [b for m, path, b in api.sent if m == "POST" and path.endswith("/events") and b]
+        reasons = sorted((e["involvedObject"]["name"], e["reason"]) for e in events)
+        assert reasons == [("gpu", "NUMAMisaligned"), ("shared", "NotPinned")], reasons
+        names = {e["metadata"]["name"] for e in events}
+        assert event_name("gpu", UIDS["gpu"], "NUMAMisaligned", "app") in names
+        misaligned = next(e for e in events if e["reason"] == "NUMAMisaligned")
+        assert "example.com/gpu gpu-0 on NUMA 0" in misaligned["message"] and misaligned["type"] == "Warning"
+        reports = [(path, b) for m, path, b in api.sent if m == "PATCH"]
+        assert sorted(path for path, _ in reports) == [
+            "/apis/openreports.io/v1alpha1/namespaces/enf/reports/qos-guard-node-node-1",
+            "/apis/openreports.io/v1alpha1/namespaces/wrn/reports/qos-guard-node-node-1"]  # once: content unchanged
+        # The Pod goes: its series go too, and its report with its namespace.
+        kubelet.pods = [p for p in kubelet.pods if p.name != "shared"]
+        deadline = time.monotonic() + 10
+        while ("qos_guard_container_pinned", "shared") in _scrape_or_empty(port):
+            assert time.monotonic() < deadline, "series of a deleted Pod stayed"
+            time.sleep(0.1)
+        deadline = time.monotonic() + 10
+        while ("DELETE", "/apis/openreports.io/v1alpha1/namespaces/wrn/reports/qos-guard-node-node-1") not in [
+                (m, p) for m, p, _ in api.sent]:
+            assert time.monotonic() < deadline, "stale report not deleted"
+            time.sleep(0.1)
+    finally:
+        stop.set()
+        thread.join(10)
+    assert not thread.is_alive()
+
+
+def _scrape_or_empty(port: int) -> dict[tuple[str, str], float]:
+    try:
+        return scrape(port)
+    except requests.ConnectionError:
+        return {}
+
+
+def test_report_shape(world: tuple[Kubelet, FakeAPI, Path, Path]) -> None:
+    from datetime import UTC, datetime
+
+    _, api, socket, sys_root = world
+    with PodResourcesClient(socket) as client:
+        snap = observe(client, api, sys_root, sys_root / "fs" / "cgroup", "node-1")
+    (enf, wrn) = build_reports(FLAVOURS["openreports"], "node-1", snap, datetime(2026, 1, 1, tzinfo=UTC))
+    assert enf["metadata"]["labels"] == {"app.kubernetes.io/managed-by": "qos-guard", "qos-guard.io/node": "node-1"}
+    assert enf["summary"]["pass"] == 1 and enf["summary"]["fail"] == 1
+    fail = next(r for r in enf["results"] if r["result"] == "fail")
+    assert fail["rule"] == "NUMAMisaligned" and fail["resources"][0]["name"] == "gpu"
+    assert fail["properties"]["numaNodes"] == "0-1"
+    assert wrn["results"][0]["rule"] == "NotPinned"
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    """The command in process (a subprocess per case costs seconds on a loaded 2-core machine)."""
+    try:
+        code = main(list(args))
+    except SystemExit as exc:  # argparse: --help
+        code = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_commands_have_help(capsys: pytest.CaptureFixture[str]) -> None:
+    for command in ("agent", "verify"):
+        code, out, _ = run_cli(capsys, command, "--help")
+        assert code == 0 and "--pod-resources-socket" in out and "--sys-root" in out
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["verify", "not-a-ref"], "'not-a-ref' is not NAMESPACE/POD"),
+    (["verify", "--pod-resources-socket", "/nonexistent/kubelet.sock", "--kubeconfig", "/dev/null"],
+     "verify: "),
+    (["agent", "--node", "n", "--interval", "0"], "--interval must be at least 1 second"),
+    (["agent", "--node", "n", "--metrics-bind", "nope"], "is not HOST:PORT"),
+])
+def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str], args: list[str], message: str) -> None:
+    code, _, err = run_cli(capsys, *args)
+    assert code == 2 and message in err and "Traceback" not in err, err
+
+
+def test_agent_without_api_access_is_a_named_error(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    (tmp_path / "empty").write_text("")
+    code, _, err = run_cli(capsys, "agent", "--node", "n", "--kubeconfig", str(tmp_path / "empty"),
+                           "--metrics-bind", f"127.0.0.1:{free_port()}")
+    assert code == 2 and "agent: no usable kubeconfig" in err, err
+
+
+def test_agent_needs_a_node_name(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("NODE_NAME", raising=False)
+    code, _, err = run_cli(capsys, "agent")
+    assert code == 2 and "no node name" in err

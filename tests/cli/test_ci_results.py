@@ -1,0 +1,251 @@
+"""Results a CI pipeline can trust: nothing judged is a failure, skipped documents are counted, Helm charts are
+named as such, JUnit and SARIF pass the schemas their readers use, help says what the exit codes mean, and
+``fix`` shows its costs, what it cannot fix and (with ``--dry-run``) a diff it does not write."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from xml.etree import ElementTree as ET
+
+import pytest
+
+from tests.cli.conftest import FIXTURES, MANIFESTS, Run
+from tests.schemas import junit_schema, validate_sarif
+
+ROOT = FIXTURES.parents[1]
+WORKLOADS = str(MANIFESTS / "workloads.yaml")
+GOOD = ("kind: Pod\nmetadata: {name: ok}\nspec:\n  containers:\n  - name: a\n"
+        "    resources: {limits: {cpu: 2, memory: 1Gi}}\n")
+# One object, two violations (fractional cpu, request below its limit).
+TWO_IN_ONE = ("kind: Pod\nmetadata: {name: two}\nspec:\n  containers:\n  - name: a\n"
+              "    resources: {requests: {cpu: 1500m, memory: 512Mi}, limits: {cpu: 1500m, memory: 1Gi}}\n")
+
+
+# --- nothing to judge, and what was skipped ------------------------------------------------------------------
+
+
+def test_an_empty_folder_is_exit_2_with_the_reason_on_stderr(qos_guard: Run, tmp_path: Path) -> None:
+    out = qos_guard("check", str(tmp_path))
+    assert out.returncode == 2 and out.stdout == ""
+    assert f"nothing to judge: no Pod or workload in {tmp_path}" in out.stderr and "--allow-empty" in out.stderr
+    allowed = qos_guard("check", str(tmp_path), "--allow-empty")
+    assert allowed.returncode == 0 and "nothing to judge" not in allowed.stderr
+    # machine-read formats carry it as an input error too
+    report = json.loads(qos_guard("check", str(tmp_path), "--format", "json").stdout)
+    assert report["summary"]["errors"] == 1 and "nothing to judge" in report["errors"][0]["message"]
+
+
+def test_an_admission_review_is_counted_as_skipped_and_named(qos_guard: Run) -> None:
+    """examples/ holds one AdmissionReview: it was skipped silently, "0 objects checked", exit 0."""
+    out = qos_guard("check", str(ROOT / "examples"))
+    assert out.returncode == 2
+    assert "0 objects checked, 0 violations, 0 errors (enforce mode); skipped: 1 AdmissionReview" in out.stderr
+    assert "an AdmissionReview is what the webhook receives" in out.stderr
+
+
+def test_skipped_documents_are_counted_by_reason(qos_guard: Run, tmp_path: Path) -> None:
+    (tmp_path / "mixed.yaml").write_text(
+        GOOD + "---\nkind: Service\nmetadata: {name: s}\n---\nkind: Service\nmetadata: {name: t}\n"
+        "---\nmetadata: {name: no-kind}\n---\nmetadata: {name: no-kind-either}\n"
+        "---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {name: patch}\n"
+        "spec: {replicas: 3}\n")
+    out = qos_guard("check", str(tmp_path))
+    assert out.returncode == 0
+    assert out.stderr.strip().endswith(
+        "1 objects checked, 0 violations, 0 errors (enforce mode); skipped: 2 Service, "
+        "2 documents without a kind, 1 Deployment without a pod template")
+    report = json.loads(qos_guard("check", str(tmp_path), "--format", "json").stdout)
+    assert report["summary"]["skipped"] == {"Service": 2, "Deployment without a pod template": 1,
+                                            "document without a kind": 2}
+
+
+def test_a_helm_chart_is_one_error_that_says_render_it_first(qos_guard: Run) -> None:
+    """`check charts/qos-guard` printed 17 "JSON does not parse" errors, one per `{{-` template."""
+    chart = ROOT / "charts" / "qos-guard"
+    templates = len([p for p in (chart / "templates").rglob("*") if p.suffix in (".yaml", ".yml", ".json")])
+    out = qos_guard("check", str(chart))
+    assert out.returncode == 2
+    assert "does not parse" not in out.stdout
+    assert out.stdout.splitlines() == [
+        f"{chart}:0: error: a Helm chart: its {templates} template files are not manifests until rendered; "
+        f"check what it renders: helm template {chart} | qos-guard check -"]
+    one = qos_guard("check", str(chart / "templates" / "deployment.yaml"))
+    assert one.returncode == 2
+    assert one.stdout.startswith(f"{chart}:0: error: a Helm chart: its template file is not a manifest until ")
+    fixed = qos_guard("fix", str(chart))
+    assert fixed.returncode == 2 and f"{chart}: error: a Helm chart" in fixed.stdout
+
+
+def test_a_template_outside_a_chart_gets_the_hint(qos_guard: Run, tmp_path: Path) -> None:
+    (tmp_path / "pod.yaml").write_text("{{- if .Values.enabled }}\nkind: Pod\n{{- end }}\n")
+    out = qos_guard("check", str(tmp_path / "pod.yaml"))
+    assert out.returncode == 2
+    assert "a Helm or Go template? render it first" in out.stdout
+
+
+# --- JUnit ---------------------------------------------------------------------------------------------------
+
+
+def test_junit_one_case_per_object_failures_count_cases(qos_guard: Run, tmp_path: Path) -> None:
+    """One failing object with two violations said tests="2" failures="2"; compliant objects were one case."""
+    (tmp_path / "a.yaml").write_text(TWO_IN_ONE + "---\n" + GOOD + "---\n" + GOOD.replace("name: ok", "name: ok2"))
+    xml = qos_guard("check", str(tmp_path), "--format", "junit").stdout
+    junit_schema().validate(xml)
+    suite = ET.fromstring(xml).find("testsuite")
+    assert suite is not None
+    cases = suite.findall("testcase")
+    assert [c.get("name") for c in cases] == ["Pod/two", "Pod/ok", "Pod/ok2"]
+    assert (suite.get("tests"), suite.get("failures"), suite.get("errors"), suite.get("skipped")) == ("3", "1", "0",
+                                                                                                     "0")
+    failure = cases[0].find("failure")
+    assert failure is not None and len(cases[0].findall("failure")) == 1
+    assert failure.get("message") == "2 violations: requests-not-equal-limits, cpu-not-integer"
+    assert all(c.find("failure") is None for c in cases[1:])
+
+
+def test_junit_validates_against_the_ci_schema_in_every_mode(qos_guard: Run, tmp_path: Path) -> None:
+    schema = junit_schema()
+    config = tmp_path / "c.yaml"
+    config.write_text("exemptions: {namespaces: [llm]}\n")
+    for args in ([], ["--mode", "mutate"], ["--mode", "warn"], ["--config", str(config)]):
+        xml = qos_guard("check", str(MANIFESTS), "--format", "junit", *args).stdout
+        schema.validate(xml)
+        suite = ET.fromstring(xml).find("testsuite")
+        assert suite is not None
+        cases = suite.findall("testcase")
+        assert int(suite.get("tests", "-1")) == len(cases)
+        assert int(suite.get("failures", "-1")) == len([c for c in cases if c.find("failure") is not None])
+        assert int(suite.get("errors", "-1")) == len([c for c in cases if c.find("error") is not None]) == 3
+        assert int(suite.get("skipped", "-1")) == len([c for c in cases if c.find("skipped") is not None])
+        if "warn" in args:
+            assert suite.get("failures") == "0" and any(c.find("system-out") is not None for c in cases)
+        if "--config" in args:  # the exempt Pod is a skipped case, not a passed one
+            skipped = [c for c in cases if c.find("skipped") is not None]
+            assert [c.get("name") for c in skipped] == ["Pod/fractional"]
+
+
+# --- SARIF ---------------------------------------------------------------------------------------------------
+
+
+def test_sarif_from_stdin_and_odd_paths_has_valid_uris(qos_guard: Run, tmp_path: Path) -> None:
+    """`check -` wrote "uri": "<stdin>", which is no URI; a space or a colon in a name is escaped."""
+    doc = json.loads(qos_guard("check", "-", "--format", "sarif", stdin=TWO_IN_ONE).stdout)
+    validate_sarif(doc)
+    where = doc["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["artifactLocation"]
+    assert where == {"uri": "stdin", "description": {"text": "standard input (qos-guard check -)"}}
+    odd = tmp_path / "my deploy" / "a:b #1.yaml"
+    odd.parent.mkdir()
+    odd.write_text(TWO_IN_ONE)
+    relative = qos_guard("check", "my deploy", "--format", "sarif", cwd=tmp_path)
+    doc = json.loads(relative.stdout)
+    validate_sarif(doc)
+    assert {r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
+            for r in doc["runs"][0]["results"]} == {"my%20deploy/a%3Ab%20%231.yaml"}
+    absolute = json.loads(qos_guard("check", str(odd), "--format", "sarif").stdout)
+    validate_sarif(absolute)
+    assert absolute["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == \
+        odd.as_uri()
+
+
+def test_sarif_validates_against_the_full_schema_in_every_mode(qos_guard: Run) -> None:
+    for mode in ("enforce", "mutate", "warn"):
+        out = qos_guard("check", str(MANIFESTS), "--format", "sarif", "--mode", mode)
+        validate_sarif(json.loads(out.stdout))
+
+
+# --- help and exit codes -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", ["check", "fix", "audit", "serve", "certs", "policy"])
+def test_every_command_says_its_exit_codes(qos_guard: Run, command: str) -> None:
+    out = qos_guard(command, "--help")
+    assert out.returncode == 0 and "exit codes:" in out.stdout
+    assert re.search(r"^  2  ", out.stdout, re.M)
+
+
+def test_check_and_fix_options_are_explained(qos_guard: Run) -> None:
+    check = qos_guard("check", "--help").stdout
+    assert re.search(r"--mode \{enforce,mutate,warn\}\s+judge as", check) and "(default enforce)" in check
+    assert re.search(r"--format \{text,json,sarif,junit,github\}\s+text", check)
+    assert "(default text)" in " ".join(check.split())
+    fix = qos_guard("fix", "--help").stdout
+    assert re.search(r"PATH\s+file or folder", fix) and "--dry-run" in fix
+    top = qos_guard("--help").stdout
+    assert "exit codes: 0 success; 1 violations found" in " ".join(top.split())
+
+
+# --- fix: costs, the way out, --dry-run ----------------------------------------------------------------------
+
+SIDECAR = """apiVersion: v1
+kind: Pod
+metadata:
+  name: vllm
+spec:
+  containers:
+    - name: vllm
+      resources:
+        limits: {cpu: "4", memory: 16Gi}
+    - name: istio-proxy   # as the injector adds it
+      resources:
+        requests: {cpu: 100m, memory: 128Mi}
+        limits: {cpu: 2000m, memory: 1Gi}
+    - name: log-shipper
+      resources:
+        limits: {cpu: 250m, memory: 64Mi}
+"""
+
+
+def test_fix_says_what_each_raise_costs_and_which_setting_would_fix_the_rest(qos_guard: Run,
+                                                                             tmp_path: Path) -> None:
+    """`fix` raised the proxy's 100m to 2000m (two exclusive CPUs) and 128Mi to 1Gi without a word of the cost,
+    and called cpu-not-integer "cannot be fixed automatically" without naming mutation.cpuRounding: up."""
+    path = tmp_path / "pod.yaml"
+    path.write_text(SIDECAR)
+    out = qos_guard("fix", str(path))
+    assert out.returncode == 1
+    assert 'set resources.requests.cpu to 2000m (its limit): +1.9 CPU reserved exclusively' in out.stdout
+    assert 'set resources.requests.memory to 1Gi (its limit): +896Mi memory reserved' in out.stdout
+    assert 'container "log-shipper" (spec.containers[2]): cpu limit 250m is not a whole number of CPUs' in out.stdout
+    assert "(cannot be fixed with this configuration: mutation.cpuRounding: up would set it to 1: +0.75 CPU " \
+           "reserved exclusively)" in out.stdout
+    rounding = tmp_path / "c.yaml"
+    rounding.write_text("mutation: {cpuRounding: up}\n")
+    again = qos_guard("fix", str(path), "--config", str(rounding))
+    assert again.returncode == 0 and "+0.75 CPU reserved exclusively" in again.stdout
+    mutate = qos_guard("check", str(tmp_path / "pod.yaml"), "--mode", "mutate")  # nothing left: rounded
+    assert mutate.returncode == 0
+
+
+def test_check_in_mutate_mode_names_the_setting_too(qos_guard: Run, tmp_path: Path) -> None:
+    (tmp_path / "pod.yaml").write_text(SIDECAR)
+    out = qos_guard("check", str(tmp_path), "--mode", "mutate")
+    assert out.returncode == 1
+    assert "cpu-not-integer" in out.stdout and "(mutation.cpuRounding: up would set it to 1" in out.stdout
+
+
+def test_fix_dry_run_prints_a_diff_and_writes_nothing(qos_guard: Run, tmp_path: Path) -> None:
+    work = tmp_path / "w"
+    work.mkdir()
+    (work / "pod.yaml").write_text(SIDECAR)
+    shutil.copytree(MANIFESTS, work / "m")
+    before = {p: p.read_bytes() for p in work.rglob("*") if p.is_file()}
+    dry = qos_guard("fix", ".", "--dry-run", cwd=work)
+    assert {p: p.read_bytes() for p in work.rglob("*") if p.is_file()} == before  # nothing written
+    assert dry.stdout.startswith("--- a/m/")
+    assert "+        requests: {cpu: 2000m, memory: 1Gi}" in dry.stdout
+    assert "would fix: container \"istio-proxy\"" in dry.stderr and "files would change" in dry.stderr
+    # the diff is exactly what fix writes
+    patched = tmp_path / "patched"
+    shutil.copytree(work, patched)
+    applied = subprocess.run(["patch", "-p1", "--quiet"], input=dry.stdout, text=True, cwd=patched,
+                             capture_output=True, check=False)
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    real = qos_guard("fix", ".", cwd=work)
+    assert real.returncode == dry.returncode
+    assert {p.relative_to(work): p.read_bytes() for p in work.rglob("*") if p.is_file()} == \
+        {p.relative_to(patched): p.read_bytes() for p in patched.rglob("*") if p.is_file() and
+         not p.name.endswith(".orig")}

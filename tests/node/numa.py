@@ -1,0 +1,94 @@
+"""Two NUMA nodes on a one-socket machine, for the kubelet only, and a device plugin whose devices sit on
+either: what the node tests need to reproduce a Topology Manager refusal and a misaligned placement.
+
+``fake_node_tree`` writes a /sys/devices/system/node look-alike splitting this machine's CPUs over two NUMA nodes
+(node 0: CPU 0, node 1: CPU 1): what cadvisor reads (``nodeN/cpuM`` links to ``../../cpu/cpuM``, ``cpulist``,
+``cpumap``, ``distance``, ``meminfo``, ``hugepages/``) and the ``online``/``possible``/``has_*`` lists.
+``Node.restart_kubelet(wrapper=fake_numa_wrapper(...))`` bind-mounts it in the kubelet's own mount namespace;
+the agent reads the same tree through a sysfs-shaped folder (``fake_sysfs``) whose ``fs/cgroup`` is the host's
+cgroup hierarchy."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from tests.binaries import binary
+from tests.e2e.conftest import Cluster, stop_process
+from tests.node.node import DEVICE_PLUGINS, NODE_NAME
+
+REAL = Path("/sys/devices/system/node")
+GPU = "example.com/gpu"
+
+
+def fake_node_tree(target: Path, cpus_by_node: dict[int, list[int]]) -> Path:
+    target.mkdir(parents=True, exist_ok=True)
+    nodes = sorted(cpus_by_node)
+    listed = ",".join(str(n) for n in nodes)
+    for name in ("online", "possible", "has_cpu", "has_memory", "has_normal_memory"):
+        (target / name).write_text(f"{nodes[0]}-{nodes[-1]}\n" if len(nodes) > 1 else f"{listed}\n")
+    (target / "has_generic_initiator").write_text("\n")
+    meminfo = (REAL / "node0" / "meminfo").read_text()
+    hugepages = sorted(p.name for p in (REAL / "node0" / "hugepages").iterdir())
+    for node in nodes:
+        d = target / f"node{node}"
+        d.mkdir(exist_ok=True)
+        cpus = cpus_by_node[node]
+        (d / "cpulist").write_text(",".join(str(c) for c in cpus) + "\n")
+        (d / "cpumap").write_text(f"{sum(1 << c for c in cpus):08x}\n")
+        (d / "distance").write_text(" ".join("10" if other == node else "20" for other in nodes) + "\n")
+        (d / "meminfo").write_text(re.sub(r"^Node 0 ", f"Node {node} ", meminfo, flags=re.MULTILINE))
+        for size in hugepages:
+            h = d / "hugepages" / size
+            h.mkdir(parents=True, exist_ok=True)
+            for f in ("nr_hugepages", "free_hugepages", "surplus_hugepages"):
+                (h / f).write_text("0\n")
+        for cpu in cpus:
+            link = d / f"cpu{cpu}"
+            if not link.is_symlink():
+                link.symlink_to(f"../../cpu/cpu{cpu}")
+    return target
+
+
+@contextlib.contextmanager
+def fake_sysfs(folder: Path, cpus_by_node: dict[int, list[int]]) -> Iterator[Path]:
+    """``folder`` shaped as /sys for the agent: ``devices/system/node`` the fake tree, ``fs/cgroup`` the host's
+    cgroup hierarchy (recursively bind-mounted: cgroup v1 is one mount per controller). Unmounted on exit."""
+    fake_node_tree(folder / "devices" / "system" / "node", cpus_by_node)
+    cgroup = folder / "fs" / "cgroup"
+    cgroup.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["mount", "--rbind", "/sys/fs/cgroup", str(cgroup)], check=True, timeout=30)
+    subprocess.run(["mount", "--make-rslave", str(cgroup)], check=True, timeout=30)
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", "--recursive", "--lazy", str(cgroup)], capture_output=True, timeout=30)
+
+
+def allocatable_devices(c: Cluster) -> int:
+    node = c.get("node", NODE_NAME)
+    return int(node["status"].get("allocatable", {}).get(GPU, "0"))
+
+
+@contextlib.contextmanager
+def device_plugin(c: Cluster, folder: Path, devices: str, count: int = 1) -> Iterator[subprocess.Popen[bytes]]:
+    """hack/deviceplugin registering ``devices`` (``id=numa,...``) as example.com/gpu, until the Node offers
+    them; stopped (its socket removed) on exit."""
+    log = folder / f"deviceplugin-{devices.replace(',', '_').replace('=', '-')}.log"
+    proc = subprocess.Popen([binary("deviceplugin"), "-resource", GPU, "-devices", devices, "-dir",
+                             str(DEVICE_PLUGINS)], stdout=log.open("wb"), stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 90
+        # kubelet has the devices once it read them (ListAndWatch), not when the registration returns.
+        while allocatable_devices(c) != count or "ListAndWatch: sent" not in log.read_text():
+            assert proc.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, f"the Node never offered {count} {GPU}: {log.read_text()}"
+            time.sleep(0.5)
+        yield proc
+    finally:
+        stop_process(proc)

@@ -1,0 +1,69 @@
+"""Messages with the way out for sidecars: a 100m sidecar's ``cpu-not-integer`` names
+``policy.fractionalCPUContainers`` (only that container would share CPUs), and a mesh proxy's findings name the
+mesh's own annotations, so the fix is made where the container comes from (its injector)."""
+
+from __future__ import annotations
+
+from tests.helpers import container, pod, rl
+from webhook.core.config import Config, parse_config
+from webhook.core.engine import Mode, evaluate
+from webhook.core.rules.base import cel_string
+from webhook.core.rules.sidecars import MESH_PROXIES, mesh_hint, mesh_hint_cel
+
+
+def _messages(manifest: dict[str, object], config: Config | None = None) -> dict[tuple[str, str | None], str]:
+    found = evaluate(manifest, config or Config(), Mode.ENFORCE).violations
+    return {(v.rule, v.container): v.message for _, v in found}
+
+
+def test_only_a_sidecar_is_offered_to_share_cpus() -> None:
+    manifest = pod(container("server", None, rl("1500m", "4Gi")), container("shipper", None, rl("250m", "64Mi")),
+                   init=[container("warmup", None, rl("500m", "64Mi"))])
+    found = _messages(manifest)
+    share = "; or let this container alone share CPUs (the others stay pinned): add {} to " \
+            "policy.fractionalCPUContainers"
+    assert found[("cpu-not-integer", "server")].endswith("use 1 or 2")  # the workload itself: no such way out
+    assert found[("cpu-not-integer", "shipper")].endswith("use 1" + share.format("shipper"))
+    assert found[("cpu-not-integer", "warmup")].endswith("use 1" + share.format("warmup"))
+    exempt = _messages(manifest, parse_config({"policy": {"fractionalCPUContainers": ["shipper", "warmup"]}}))
+    assert set(exempt) == {("cpu-not-integer", "server")}
+
+
+def test_istio_proxy_defaults_name_the_istio_annotations() -> None:
+    """Istio's injector adds istio-proxy with 100m/2000m cpu and 128Mi/1Gi memory: every inference Pod it
+    injects becomes Burstable. Its resources come from the Pod's annotations, not from its spec."""
+    manifest = pod(container("vllm", None, rl("4", "16Gi")),
+                   container("istio-proxy", rl("100m", "128Mi"), rl("2000m", "1Gi")))
+    messages = [v.message for _, v in evaluate(manifest, Config(), Mode.ENFORCE).violations]
+    assert messages == [
+        'container "istio-proxy" (spec.containers[1]): cpu request 100m differs from its limit 2000m; set '
+        "resources.requests.cpu to 2000m; Istio injects this container: set its cpu with the Pod annotations "
+        "sidecar.istio.io/proxyCPU and sidecar.istio.io/proxyCPULimit (both to the same value)",
+        'container "istio-proxy" (spec.containers[1]): memory request 128Mi differs from its limit 1Gi; set '
+        "resources.requests.memory to 1Gi; Istio injects this container: set its memory with the Pod annotations "
+        "sidecar.istio.io/proxyMemory and sidecar.istio.io/proxyMemoryLimit (both to the same value)"]
+
+
+def test_istio_puts_its_proxy_first_and_it_is_still_a_sidecar() -> None:
+    """holdApplicationUntilProxyStarts injects istio-proxy as the first container."""
+    first = pod(container("istio-proxy", None, rl("500m", "256Mi")), container("vllm", None, rl("4", "16Gi")))
+    found = _messages(first)
+    message = found[("cpu-not-integer", "istio-proxy")]
+    assert "add istio-proxy to policy.fractionalCPUContainers" in message
+    assert message.endswith("sidecar.istio.io/proxyCPU and sidecar.istio.io/proxyCPULimit (both to the same value)")
+
+
+def test_linkerd_proxy_names_the_linkerd_annotations() -> None:
+    manifest = pod(container("server", None, rl("2", "4Gi")), container("linkerd-proxy", rl("1", "20Mi"), None))
+    found = [v.message for _, v in evaluate(manifest, Config(), Mode.ENFORCE).violations]
+    assert any(m.endswith("config.linkerd.io/proxy-cpu-request and config.linkerd.io/proxy-cpu-limit "
+                          "(both to the same value)") for m in found)
+    assert any(m.endswith("config.linkerd.io/proxy-memory-request and config.linkerd.io/proxy-memory-limit "
+                          "(both to the same value)") for m in found)
+
+
+def test_the_cel_says_the_same_sentences() -> None:
+    for proxy, mesh in MESH_PROXIES.items():
+        for resource in mesh.annotations:
+            assert cel_string(mesh_hint(proxy, resource)) in mesh_hint_cel("f.b.name", "f.r")
+    assert mesh_hint("app", "cpu") == "" and mesh_hint(None, "cpu") == ""

@@ -1,0 +1,78 @@
+"""Containers beside the workload's own, and the service-mesh proxies among them: what the rules' messages say
+so that the fix happens at the source.
+
+A sidecar (an init container, a native sidecar, any container after the first, or a known mesh proxy) may be
+the one container that should share CPUs: ``policy.fractionalCPUContainers`` lets it, and only it, keep a
+fractional cpu while the Pod's other containers stay pinned (the static CPU Manager sizes each container on
+its own). A mesh injector sets its proxy's resources from the Pod's annotations, so editing the injected
+container is lost at the next injection: the message names the annotations instead. Names as upstream spells
+them: Istio's injection template (``sidecar.istio.io/proxyCPU``, ``proxyCPULimit``, ``proxyMemory``,
+``proxyMemoryLimit`` on the ``istio-proxy`` container), Linkerd's ``pkg/k8s/labels.go``
+(``config.linkerd.io/proxy-cpu-request``, ``-cpu-limit``, ``-memory-request``, ``-memory-limit`` on
+``linkerd-proxy``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from webhook.core.podspec import CPU, MEMORY
+from webhook.core.rules.base import Text, cel_string
+
+
+@dataclass(frozen=True, slots=True)
+class Mesh:
+    name: str
+    annotations: Mapping[str, tuple[str, str]]  # resource -> (request annotation, limit annotation)
+
+
+MESH_PROXIES: dict[str, Mesh] = {
+    "istio-proxy": Mesh("Istio", {CPU: ("sidecar.istio.io/proxyCPU", "sidecar.istio.io/proxyCPULimit"),
+                                  MEMORY: ("sidecar.istio.io/proxyMemory", "sidecar.istio.io/proxyMemoryLimit")}),
+    "linkerd-proxy": Mesh("Linkerd", {CPU: ("config.linkerd.io/proxy-cpu-request", "config.linkerd.io/proxy-cpu-limit"),
+                                      MEMORY: ("config.linkerd.io/proxy-memory-request",
+                                               "config.linkerd.io/proxy-memory-limit")}),
+}
+
+SHARE = Text("; or let this container alone share CPUs (the others stay pinned): add {name} to "
+             "policy.fractionalCPUContainers")
+MESH = Text("; {mesh} injects this container: set its {resource} with the Pod annotations {request} and {limit} "
+            "(both to the same value)")
+
+
+def is_sidecar(index: int, name: str, init: bool) -> bool:
+    """Not the workload's main container: any init or native sidecar container, any container after the
+    first, or a mesh proxy wherever the injector put it (Istio puts it first to hold the application)."""
+    return init or index > 0 or name in MESH_PROXIES
+
+
+def share_hint(name: str | None, is_sidecar: bool) -> str:
+    return SHARE(name=name) if is_sidecar and name else ""
+
+
+def mesh_hint(name: str | None, resource: str) -> str:
+    mesh = MESH_PROXIES.get(name or "")
+    if mesh is None or resource not in mesh.annotations:
+        return ""
+    request, limit = mesh.annotations[resource]
+    return MESH(mesh=mesh.name, resource=resource, request=request, limit=limit)
+
+
+def share_hint_cel(block: str) -> str:
+    """``share_hint`` in CEL, for a block record with ``name`` and ``sidecar`` (webhook.core.rules.cel)."""
+    return f"({block}.sidecar && {block}.name != '' ? {SHARE.cel(name=f'{block}.name')} : '')"
+
+
+def mesh_hint_cel(name: str, resource: str) -> str:
+    """``mesh_hint`` in CEL: the same sentences, chosen by the container name and resource expressions."""
+    out = "''"
+    for proxy, mesh in reversed(MESH_PROXIES.items()):
+        by_resource = "''"
+        for res in reversed(list(mesh.annotations)):
+            by_resource = f"{resource} == {cel_string(res)} ? {cel_string(mesh_hint(proxy, res))} : {by_resource}"
+        out = f"{name} == {cel_string(proxy)} ? ({by_resource}) : {out}"
+    return f"({out})"
+
+
+__all__ = ["MESH_PROXIES", "Mesh", "is_sidecar", "mesh_hint", "mesh_hint_cel", "share_hint", "share_hint_cel"]

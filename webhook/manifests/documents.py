@@ -1,0 +1,422 @@
+"""Streams and documents, as kubectl's ``YAMLOrJSONDecoder`` cuts and decodes them, with line numbers.
+
+A stream whose first non-space character is ``{`` is a stream of JSON values (falling back to YAML if the first
+or second value does not parse); anything else is cut into documents at every line that starts with ``---``,
+and each document is decoded by go-yaml v2 (``goyaml.construct``), so that what ``check`` judges is what the
+API server would receive:
+
+- content after ``---`` on a separator line is an error, and the document before it is not read (as kubectl);
+- a document that is not an object (a list, a string) is an error; ``null`` documents are skipped.
+
+Streams are read in blocks, one document at a time, so memory stays flat however long a file is; one document
+may not exceed ``MAX_DOCUMENT_BYTES`` and one stream ``MAX_FILE_BYTES``.
+"""
+
+from __future__ import annotations
+
+import gc
+import io
+import json
+import math
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+import yaml
+
+from webhook.core.fieldpath import Segment
+from webhook.manifests.goyaml import DecodeError, Loader, construct, type_name
+from webhook.manifests.nodes import walk
+
+MIB = 1024 * 1024
+# A file larger than this is refused before it is read (``fix`` holds a whole file in memory).
+MAX_FILE_BYTES = 256 * MIB
+# One document (the text between two ``---`` lines, or one JSON value) larger than this is refused: its
+# node tree and decoded form take about 70 times its size in memory (measured: an 8 MiB List peaks near
+# 700 MiB in check). The API server itself refuses objects over 3 MiB; kubectl sends a List item by item.
+MAX_DOCUMENT_BYTES = 8 * MIB
+BLOCK = 4 * MIB
+
+
+@dataclass(frozen=True, slots=True)
+class ReadError:
+    """An input that could not be read: where, why (``reason``) and what is left unread because of it
+    (``effect``, when more than this document); ``message`` says both, as ``check`` shows it."""
+
+    file: str
+    line: int
+    reason: str
+    effect: str = ""
+
+    @property
+    def message(self) -> str:
+        return f"{self.reason}; {self.effect}" if self.effect else self.reason
+
+
+@dataclass
+class Document:
+    """One decoded document and what is needed to point at a line inside it.
+
+    ``first_line`` is the 0-based line where the document's text starts in its file; node marks count
+    from there."""
+
+    file: str
+    line: int
+    obj: Any
+    node: yaml.Node | None = None
+    text: str | None = field(default=None, repr=False)
+    first_line: int = 0
+
+    def line_of(self, segments: tuple[Segment, ...]) -> int:
+        """The line of the deepest existing node on ``segments`` (where a missing field belongs)."""
+        node = self.node
+        if node is None and self.text is not None:
+            try:
+                loader = Loader(self.text)
+                try:
+                    node = loader.get_node() if loader.check_node() else None
+                finally:
+                    loader.dispose()
+            except (yaml.YAMLError, RecursionError):
+                node = None
+            self.node = node
+        if node is None:
+            return self.line
+        return walk(node, segments).line + self.first_line
+
+
+_SEPARATOR = re.compile(rb"^---([^\n]*)(?:\n|\Z)", re.M)
+_GO_SPACE = b" \t\r\n\x0b\x0c"
+
+
+@dataclass(frozen=True, slots=True)
+class Piece:
+    """A part of a YAML stream: a document's bytes (``document``) or a separator line; ``line`` is the
+    0-based line it starts on. The pieces of a stream, joined, are the stream."""
+
+    data: bytes
+    line: int
+    document: bool
+
+
+def split_yaml(stream: IO[bytes], file: str, head: bytes = b"",
+               first_line: int = 0) -> Iterator[Piece | ReadError]:
+    """Cut a YAML stream at ``---`` lines as apimachinery's ``YAMLReader`` does, reading in blocks.
+
+    A separator line with content other than a comment is an error that ends the stream; the document
+    before it is dropped, as kubectl drops it. A document over ``MAX_DOCUMENT_BYTES`` or a stream over
+    ``MAX_FILE_BYTES`` also ends the stream with an error."""
+    parts: list[bytes] = []
+    size = 0
+    total = len(head)
+    doc_line = line = first_line
+    carry = head
+    while True:
+        block = stream.read(BLOCK)
+        total += len(block)
+        if total > MAX_FILE_BYTES:
+            yield ReadError(file, line + 1, f"input is over the {MAX_FILE_BYTES // MIB} MiB limit",
+                            "not read further")
+            return
+        data = carry + block if carry else block
+        if block:
+            cut = data.rfind(b"\n") + 1
+            data, carry = data[:cut], data[cut:]
+            if size + len(carry) > MAX_DOCUMENT_BYTES:
+                yield _too_big(file, doc_line)
+                return
+        else:
+            carry = b""
+        pos = 0
+        for m in _SEPARATOR.finditer(data):
+            if m.start() > pos:
+                parts.append(data[pos:m.start()])
+                size += m.start() - pos
+                line += data.count(b"\n", pos, m.start())
+            rest = m.group(1).strip(_GO_SPACE)
+            if rest and not rest.startswith(b"#"):
+                shown = rest[:60].decode("utf-8", "replace")
+                yield ReadError(file, line + 1, f"invalid YAML document separator: {shown!r} (only a comment "
+                                                "may follow ---)")
+                return
+            if parts:
+                yield Piece(b"".join(parts), doc_line, True)
+                parts, size = [], 0
+            yield Piece(m.group(0), line, False)
+            line += m.group(0).count(b"\n")
+            doc_line = line
+            pos = m.end()
+        if pos < len(data):
+            parts.append(data[pos:])
+            size += len(data) - pos
+            line += data.count(b"\n", pos)
+            if size > MAX_DOCUMENT_BYTES:
+                yield _too_big(file, doc_line)
+                return
+        if not block:
+            break
+    if parts:
+        yield Piece(b"".join(parts), doc_line, True)
+
+
+def _too_big(file: str, line: int) -> ReadError:
+    return ReadError(file, line + 1, f"document is over the {MAX_DOCUMENT_BYTES // MIB} MiB limit",
+                     "the rest of the input is not read")
+
+
+def decode_text(data: bytes, file: str, line: int) -> str | ReadError:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        at = line + data[: exc.start].count(b"\n") + 1
+        return ReadError(file, at, f"not UTF-8 text (byte 0x{data[exc.start]:02x})")
+
+
+_FREEZE_FROM = 256 * 1024
+
+
+def _settle(size: int) -> None:
+    """After a large document is built, move what is alive out of the collector's sight (``gc.freeze``):
+    the document is acyclic and freed by reference counting, but while it is judged every full collection
+    would walk its millions of objects again (a 4 MiB List took 53 s instead of 23 s)."""
+    if size >= _FREEZE_FROM:
+        gc.freeze()
+
+
+def yaml_document(file: str, text: str, first_line: int = 0) -> Document | ReadError | None:
+    """The first YAML document of ``text`` (one piece of a stream) decoded as kubectl decodes it; ``None``
+    for an empty or ``null`` document. An error here ends the stream (kubectl stops reading the file)."""
+    loader = Loader(text)
+    collecting = gc.isenabled()
+    gc.disable()  # millions of new, acyclic objects: each full collection would walk them all again
+    try:
+        if not loader.check_node():
+            return None
+        node = loader.get_node()
+        if node is None:
+            return None
+        obj = construct(node, "*" in text)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = first_line + (mark.line + 1 if mark is not None else 1)
+        problem = " ".join(p for p in (exc.context, exc.problem) if p) or "invalid YAML"
+        return ReadError(file, line, f"YAML does not parse: {problem}")
+    except yaml.YAMLError as exc:
+        return ReadError(file, first_line + 1, f"YAML does not parse: {exc}")
+    except DecodeError as exc:
+        line = first_line + 1 + (exc.line if exc.line is not None else node.start_mark.line)
+        return ReadError(file, line, f"YAML cannot be decoded: {exc}")
+    except RecursionError:
+        return ReadError(file, first_line + 1, "YAML is nested too deeply to be read")
+    except (ValueError, TypeError) as exc:
+        return ReadError(file, first_line + 1, f"YAML cannot be decoded: {exc}")
+    finally:
+        loader.dispose()
+        if collecting:
+            _settle(len(text))
+            gc.enable()
+    if obj is None:
+        return None
+    return Document(file, first_line + node.start_mark.line + 1, obj, node, first_line=first_line)
+
+
+def not_an_object(doc: Document) -> ReadError | None:
+    """kubectl refuses a document that is not an object (it has no apiVersion and kind to read)."""
+    if isinstance(doc.obj, dict):
+        return None
+    what = "a list" if isinstance(doc.obj, list) else {
+        "bool": "a boolean", "int": "a number", "float": "a number"}.get(type_name(doc.obj), "a string")
+    return ReadError(doc.file, doc.line, f"document is {what}, not an object")
+
+
+_JSON_SPACE = re.compile(r"[ \t\r\n]*")
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _parse_float(text: str) -> float:
+    number = float(text)
+    if math.isinf(number):
+        raise ValueError(f"number {text[:40]} is out of range")
+    return number
+
+
+_JSON = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_parse_float)
+
+
+@dataclass(frozen=True, slots=True)
+class YAMLAfterJSON:
+    """Where kubectl goes on reading as YAML (a character offset), and the JSON error it reports if that
+    YAML does not parse either."""
+
+    offset: int
+    error: ReadError
+
+
+def json_documents(file: str, text: str, first_line: int = 0) -> Iterator[Document | ReadError | YAMLAfterJSON]:
+    """The JSON values of ``text`` as ``YAMLOrJSONDecoder`` reads them. When a value does not parse and at
+    most one did before, kubectl reads the rest as YAML: a ``YAMLAfterJSON`` says from where."""
+    pos = _JSON_SPACE.match(text).end()  # type: ignore[union-attr]
+    line = first_line + text.count("\n", 0, pos)
+    count = 0
+    while pos < len(text):
+        try:
+            obj, end = _json_value(text, pos)
+        except json.JSONDecodeError as exc:
+            error = ReadError(file, exc.lineno + first_line, f"JSON does not parse: {exc.msg} (column {exc.colno})")
+            yield YAMLAfterJSON(_after_whitespace_line(text, pos), error) if count <= 1 else error
+            return
+        except RecursionError:
+            yield ReadError(file, line + 1, "JSON is nested too deeply to be read")
+            return
+        except ValueError as exc:  # a number too long or out of range, NaN
+            message = str(exc)
+            if "digits" in message:
+                message = "an integer has more than 4,300 digits"
+            yield ReadError(file, line + 1, f"JSON cannot be decoded: {message}")
+            return
+        count += 1
+        if obj is not None:
+            yield Document(file, line + 1, obj, None, text[pos:end], first_line=line)
+        line += text.count("\n", pos, end)
+        after = _JSON_SPACE.match(text, end).end()  # type: ignore[union-attr]
+        line += text.count("\n", end, after)
+        pos = after
+
+
+def _json_value(text: str, pos: int) -> tuple[Any, int]:
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        obj, end = _JSON.raw_decode(text, pos)
+    finally:
+        if collecting:
+            gc.enable()
+    if collecting:
+        _settle(end - pos)
+    return obj, end
+
+
+def _after_whitespace_line(text: str, pos: int) -> int:
+    """apimachinery's ``consumeWhitespace``: skip spaces up to and including the first newline."""
+    while pos < len(text) and text[pos].isspace():
+        pos += 1
+        if text[pos - 1] == "\n":
+            break
+    return pos
+
+
+def stream_documents(file: str, stream: IO[bytes]) -> Iterator[Document | ReadError]:
+    """Every document of a byte stream, as ``kubectl apply -f`` reads it."""
+    head = stream.read(BLOCK)
+    start = len(head) - len(head.lstrip(_GO_SPACE))
+    if head[start:start + 1] == b"{":
+        rest = stream.read(MAX_DOCUMENT_BYTES + 1 - len(head)) if len(head) == BLOCK else b""
+        data = head + rest
+        if len(data) > MAX_DOCUMENT_BYTES:
+            yield ReadError(file, 1, f"JSON input over the {MAX_DOCUMENT_BYTES // MIB} MiB limit", "not read")
+            return
+        text = decode_text(data, file, 0)
+        if isinstance(text, ReadError):
+            yield text
+            return
+        yaml_from: YAMLAfterJSON | None = None
+        for item in json_documents(file, text):
+            if isinstance(item, YAMLAfterJSON):
+                yaml_from = item
+                break
+            if isinstance(item, Document):
+                bad = not_an_object(item)
+                if bad is not None:
+                    yield bad
+                    continue
+            yield item
+        if yaml_from is None:
+            return
+        line = text.count("\n", 0, yaml_from.offset)
+        tail = io.BytesIO(text[yaml_from.offset:].encode("utf-8"))
+        for index, after in enumerate(_yaml_stream(file, tail, b"", line)):
+            # neither JSON nor YAML: kubectl reports the JSON error
+            yield yaml_from.error if index == 0 and isinstance(after, ReadError) else after
+        return
+    if head.startswith(b"\xef\xbb\xbf"):
+        head = head[3:]
+    yield from _yaml_stream(file, stream, head, 0)
+
+
+def _yaml_stream(file: str, stream: IO[bytes], head: bytes, first_line: int) -> Iterator[Document | ReadError]:
+    for piece in split_yaml(stream, file, head, first_line):
+        if isinstance(piece, ReadError):
+            yield piece
+            return
+        if not piece.document:
+            continue
+        text = decode_text(piece.data, file, piece.line)
+        if isinstance(text, ReadError):
+            yield text
+            return
+        doc = yaml_document(file, text, piece.line)
+        if doc is None:
+            continue
+        if isinstance(doc, ReadError):
+            yield doc
+            return
+        bad = not_an_object(doc)
+        yield doc if bad is None else bad
+
+
+def read_text_documents(file: str, text: str) -> Iterator[Document | ReadError]:
+    """``read_documents`` over text already in memory (tests, ``fix``)."""
+    yield from stream_documents(file, io.BytesIO(text.encode("utf-8")))
+
+
+def yaml_documents(file: str, text: str) -> Iterator[Document | ReadError]:
+    """Every document of ``text`` read as YAML (whatever its first character)."""
+    yield from _yaml_stream(file, io.BytesIO(text.encode("utf-8")), b"", 0)
+
+
+def json_document(file: str, text: str) -> Document | ReadError:
+    """The one JSON value of ``text`` (an error if there is not exactly one object)."""
+    docs = list(json_documents(file, text))
+    for doc in docs:
+        if isinstance(doc, ReadError):
+            return doc
+        if isinstance(doc, YAMLAfterJSON):
+            return doc.error
+    if len(docs) == 1 and isinstance(docs[0], Document):
+        return docs[0]
+    return ReadError(file, 1, "JSON does not parse: expected exactly one JSON value")
+
+
+def json_objects(file: str, text: str) -> list[Any] | ReadError | YAMLAfterJSON:
+    """Every object of a JSON stream (``fix``), or the first thing that stops it: an error, or the point
+    where kubectl would go on reading YAML."""
+    objects: list[Any] = []
+    for item in json_documents(file, text):
+        if not isinstance(item, Document):
+            return item
+        bad = not_an_object(item)
+        if bad is not None:
+            return bad
+        objects.append(item.obj)
+    return objects
+
+
+def yaml_pieces(file: str, text: str) -> Iterator[tuple[str, Document | None] | ReadError]:
+    """The pieces of a YAML stream (``fix``), each with its document: ``None`` for a separator line or an
+    empty document. The pieces joined are ``text``; an error (the stream cut, a document that does not
+    decode or is not an object) ends them."""
+    for piece in split_yaml(io.BytesIO(text.encode("utf-8")), file):
+        if isinstance(piece, ReadError):
+            yield piece
+            return
+        part = piece.data.decode("utf-8")
+        doc = yaml_document(file, part, piece.line) if piece.document else None
+        bad = doc if isinstance(doc, ReadError) else not_an_object(doc) if doc is not None else None
+        if bad is not None:
+            yield bad
+            return
+        yield part, doc if isinstance(doc, Document) else None

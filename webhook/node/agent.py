@@ -1,0 +1,287 @@
+"""``qos-guard agent``: a DaemonSet that, every ``--interval``, judges where kubelet placed each container of the
+opted-in namespaces' Pods on its node (``observe``) and says so as Prometheus metrics, one Kubernetes Event per
+problem on the Pod, and optionally as ``openreports.io``/``wgpolicyk8s.io`` report results.
+
+Metrics carry only ``namespace``, ``pod`` and ``container`` labels and are rebuilt from the last look on each
+scrape, so a Pod's series go when the Pod goes. Events have a name derived from the Pod's uid, the reason and
+the container: the API server refuses the second create (409), so a problem is reported once, not every cycle,
+and not again after the agent restarts (until the API server's event TTL, one hour by default, expires it)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from webhook.cluster.client import ClusterError, Lister
+from webhook.cluster.reports import MANAGED_BY, Flavour
+from webhook.node.cpulist import format_list
+from webhook.node.decide import Placement
+from webhook.node.kubelet import PodResourcesClient, PodResourcesError
+from webhook.node.observe import Snapshot, observe
+from webhook.node.sysfs import SysfsError
+
+COMPONENT = "qos-guard-agent"
+NODE_LABEL = "qos-guard.io/node"
+REPORT_POLICY = "qos-guard-node"
+MAX_EMITTED = 100_000  # event names remembered; beyond it the oldest are forgotten (the API server still dedupes)
+_LABEL_VALUE = re.compile(r"[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?")
+
+
+@dataclass(frozen=True, slots=True)
+class AgentOptions:
+    node: str
+    socket: Path
+    sys_root: Path
+    cgroup_root: Path
+    interval: float
+    metrics_host: str
+    metrics_port: int
+    kubeconfig: str | None = None
+    report: Flavour | None = None
+    fractional_allowed: tuple[str, ...] = ()
+    events: bool = True
+
+
+def log(message: str) -> None:
+    print(f"qos-guard agent: {message}", file=sys.stderr, flush=True)
+
+
+class Placements(Collector):
+    """The three per-container gauges, from the last snapshot (no stale series: they are rebuilt per scrape)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._placements: list[Placement] = []
+
+    def update(self, placements: list[Placement]) -> None:
+        with self._lock:
+            self._placements = list(placements)
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        labels = ["namespace", "pod", "container"]
+        pinned = GaugeMetricFamily("qos_guard_container_pinned", "1 when kubelet gave the container exclusive "
+                                   "CPUs, 0 when it runs in the shared pool", labels=labels)
+        cpus = GaugeMetricFamily("qos_guard_container_exclusive_cpus", "Exclusive CPUs kubelet's CPU Manager "
+                                 "assigned to the container", labels=labels)
+        aligned = GaugeMetricFamily("qos_guard_container_numa_aligned", "1 when a pinned container's CPUs, memory "
+                                    "and devices are all on one NUMA node, 0 when not (pinned containers only)",
+                                    labels=labels)
+        with self._lock:
+            placements = list(self._placements)
+        for p in placements:
+            if not p.pinned and not p.problems:
+                continue  # in the shared pool by choice (policy.fractionalCPUContainers): nothing to watch
+            values = [p.namespace, p.pod, p.container]
+            pinned.add_metric(values, 1.0 if p.pinned else 0.0)
+            cpus.add_metric(values, float(len(p.exclusive_cpus)))
+            if p.aligned is not None:
+                aligned.add_metric(values, 1.0 if p.aligned else 0.0)
+        yield pinned
+        yield cpus
+        yield aligned
+
+    def describe(self) -> Iterator[GaugeMetricFamily]:
+        return iter(())
+
+
+def event_name(pod: str, uid: str, reason: str, container: str) -> str:
+    digest = hashlib.sha256(f"{uid}\0{reason}\0{container}".encode()).hexdigest()[:16]
+    return f"{pod[:200]}.{digest}"
+
+
+class Events:
+    """One Warning Event per (Pod, reason, container) problem."""
+
+    def __init__(self, api: Lister, node: str) -> None:
+        self._api = api
+        self._node = node
+        self._emitted: dict[str, None] = {}
+
+    def emit(self, placements: list[Placement], now: datetime) -> tuple[int, list[str]]:
+        created, errors = 0, []
+        for p in placements:
+            for problem in p.problems:
+                name = event_name(p.pod, p.uid, problem.reason, p.container)
+                if name in self._emitted:
+                    continue
+                stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+                body = {"apiVersion": "v1", "kind": "Event",
+                        "metadata": {"name": name, "namespace": p.namespace},
+                        "involvedObject": {"apiVersion": "v1", "kind": "Pod", "namespace": p.namespace,
+                                           "name": p.pod, "uid": p.uid,
+                                           "fieldPath": f"spec.containers{{{p.container}}}"},
+                        "reason": problem.reason, "message": problem.message[:1024], "type": "Warning",
+                        "source": {"component": COMPONENT, "host": self._node},
+                        "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1}
+                try:
+                    status, reply = self._api.send("POST", f"/api/v1/namespaces/{p.namespace}/events", [],
+                                                   body, "application/json")
+                except ClusterError as exc:
+                    errors.append(f"Event {problem.reason} on {p.namespace}/{p.pod}: {exc}")
+                    continue
+                if status in (200, 201, 409):  # 409: already there, from an earlier cycle or agent
+                    created += status != 409
+                    self._emitted[name] = None
+                    if len(self._emitted) > MAX_EMITTED:
+                        self._emitted.pop(next(iter(self._emitted)))
+                else:
+                    errors.append(f"Event {problem.reason} on {p.namespace}/{p.pod}: HTTP {status} "
+                                  f"{str(reply.get('message', ''))[:200]}".rstrip())
+        return created, errors
+
+
+def node_label(node: str) -> str:
+    """The node's name as a label value (names longer than 63 characters are hashed)."""
+    if _LABEL_VALUE.fullmatch(node):
+        return node
+    return "sha256-" + hashlib.sha256(node.encode()).hexdigest()[:48]
+
+
+def report_name(node: str) -> str:
+    return f"{REPORT_POLICY}-{node}"[:253].rstrip(".-")
+
+
+def build_reports(flavour: Flavour, node: str, snap: Snapshot, now: datetime) -> list[dict[str, Any]]:
+    """One report per namespace with judged containers: ``pass`` for a pinned, aligned container (or one allowed
+    in the shared pool), ``fail`` for each problem."""
+    stamp = {"seconds": int(now.timestamp()), "nanos": 0}
+    by_ns: dict[str, list[dict[str, Any]]] = {}
+    for p in snap.placements:
+        ref = {"apiVersion": "v1", "kind": "Pod", "namespace": p.namespace, "name": p.pod, "uid": p.uid}
+        props = {"container": p.container, "node": node, "pinned": str(p.pinned).lower(),
+                 "exclusiveCPUs": format_list(p.exclusive_cpus), "numaNodes": format_list(p.numa)}
+        base = {"source": "qos-guard", "policy": REPORT_POLICY, "category": "NUMA alignment", "scored": True,
+                "timestamp": stamp, "resources": [ref], "properties": props}
+        results = by_ns.setdefault(p.namespace, [])
+        if not p.problems:
+            message = p.detail if not p.pinned else f"container {p.container}: {p.detail}"
+            results.append({**base, "rule": "Pinned" if p.pinned else "SharedPool", "severity": "info",
+                            "result": "pass", "message": message[:1024]})
+        for problem in p.problems:
+            results.append({**base, "rule": problem.reason, "severity": "high", "result": "fail",
+                            "message": problem.message[:1024]})
+    objects = []
+    for ns, results in sorted(by_ns.items()):
+        summary = {k: sum(1 for r in results if r["result"] == k) for k in ("pass", "fail", "warn", "error", "skip")}
+        obj: dict[str, Any] = {"apiVersion": flavour.api_version, "kind": flavour.kind,
+                               "metadata": {"name": report_name(node), "namespace": ns,
+                                            "labels": {MANAGED_BY[0]: MANAGED_BY[1], NODE_LABEL: node_label(node)}}}
+        if flavour.top_level_source:
+            obj["source"] = "qos-guard"
+        obj["summary"] = summary
+        obj["results"] = results
+        objects.append(obj)
+    return objects
+
+
+class Reports:
+    """Writes this node's reports when their content changes; deletes those of namespaces it no longer has."""
+
+    def __init__(self, api: Lister, flavour: Flavour, node: str) -> None:
+        self._api, self._flavour, self._node = api, flavour, node
+        self._written: dict[str, str] = {}  # namespace -> digest of what was written
+        self._known: set[str] | None = None
+
+    def write(self, snap: Snapshot, now: datetime) -> list[str]:
+        errors: list[str] = []
+        name = report_name(self._node)
+        if self._known is None:  # reports left by an earlier run of this node's agent
+            selector = f"{'='.join(MANAGED_BY)},{NODE_LABEL}={node_label(self._node)}"
+            self._known = {str((i.get("metadata") or {}).get("namespace")) for page in
+                           self._api.pages(self._flavour.path(None), selector) for i in page}
+        objects = build_reports(self._flavour, self._node, snap, now)
+        current = set()
+        for obj in objects:
+            ns = obj["metadata"]["namespace"]
+            current.add(ns)
+            digest = hashlib.sha256(json.dumps(
+                [{k: v for k, v in r.items() if k != "timestamp"} for r in obj["results"]],
+                sort_keys=True).encode()).hexdigest()
+            if self._written.get(ns) == digest:
+                continue
+            status, reply = self._api.send("PATCH", self._flavour.path(ns, name),
+                                           [("fieldManager", COMPONENT), ("force", "true")], json.dumps(obj),
+                                           "application/apply-patch+yaml")
+            if status in (200, 201):
+                self._written[ns] = digest
+            else:
+                errors.append(f"{self._flavour.kind} {ns}/{name}: HTTP {status} "
+                              f"{str(reply.get('message', ''))[:200]}".rstrip())
+        for ns in sorted((self._known | set(self._written)) - current):
+            status, reply = self._api.send("DELETE", self._flavour.path(ns, name), [], None, None)
+            if status in (200, 202, 404):
+                self._written.pop(ns, None)
+                self._known.discard(ns)
+            else:
+                errors.append(f"deleting {self._flavour.kind} {ns}/{name}: HTTP {status}")
+        self._known |= current
+        return errors
+
+
+def run_agent(opts: AgentOptions, stop: threading.Event | None = None,
+              api_factory: Callable[[], Lister] | None = None) -> int:
+    """The agent's loop until SIGTERM/SIGINT (or ``stop``); metrics on ``metrics_host:metrics_port``."""
+    stop = stop or threading.Event()
+    registry = CollectorRegistry()
+    placements = Placements()
+    registry.register(placements)
+    cycles = Counter("qos_guard_agent_cycles", "Looks at the node, by outcome", ["outcome"], registry=registry)
+    last = Gauge("qos_guard_agent_last_success_timestamp_seconds", "When the agent last judged its node",
+                 registry=registry)
+    for outcome in ("ok", "error"):
+        cycles.labels(outcome)
+    api = (api_factory or (lambda: Lister(opts.kubeconfig)))()
+    start_http_server(opts.metrics_port, addr=opts.metrics_host, registry=registry)
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: stop.set())
+    events = Events(api, opts.node) if opts.events else None
+    reports = Reports(api, opts.report, opts.node) if opts.report is not None else None
+    log(f"judging node {opts.node} every {opts.interval:g} s; PodResources {opts.socket}, sysfs {opts.sys_root}, "
+        f"metrics on {opts.metrics_host}:{opts.metrics_port}")
+    previous_error = ""
+    while not stop.is_set():
+        started = time.monotonic()
+        try:
+            with PodResourcesClient(opts.socket) as kubelet:
+                snap = observe(kubelet, api, opts.sys_root, opts.cgroup_root, opts.node,
+                               fractional_allowed=opts.fractional_allowed)
+            placements.update(snap.placements)
+            now = datetime.now(UTC)
+            problems = snap.errors[:]
+            created = 0
+            if events is not None:
+                created, failed = events.emit(snap.placements, now)
+                problems += failed
+            if reports is not None:
+                problems += reports.write(snap, now)
+            for message in problems[:20]:
+                log(message)
+            bad = sum(1 for p in snap.placements if p.problems)
+            if created or previous_error:
+                log(f"{len(snap.placements)} containers judged, {bad} with a problem, {created} Events created")
+            previous_error = ""
+            cycles.labels("ok").inc()
+            last.set(time.time())
+        except (PodResourcesError, SysfsError, ClusterError) as exc:
+            cycles.labels("error").inc()
+            if str(exc) != previous_error:  # a lasting outage is logged once, not every cycle
+                log(str(exc))
+            previous_error = str(exc)
+        stop.wait(max(0.0, opts.interval - (time.monotonic() - started)))
+    log("stopped")
+    return 0

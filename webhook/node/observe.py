@@ -1,0 +1,137 @@
+"""One look at a node: kubelet's allocations (PodResources), the NUMA layout (sysfs), the Pods of opted-in
+namespaces (API server) and each container's cgroup cpuset, turned into one ``Placement`` per container. Shared
+by ``qos-guard agent`` (every cycle) and ``qos-guard verify`` (once, from a shell)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from webhook.core.engine import MODE_LABEL, Mode
+from webhook.core.podspec import ManifestError
+from webhook.node.cgroups import CgroupError, cgroup_version, container_cpuset
+from webhook.node.decide import Allocatable, Placement, PodAllocation, decide, opted_in_at, pod_info
+from webhook.node.sysfs import NumaLayout, read_layout
+
+MAX_NAMESPACES = 10_000
+
+
+class PodSource(Protocol):
+    """The API server, as ``cluster.Lister`` reads it (a protocol, so the unit tests can hand in lists)."""
+
+    def pages(self, path: str, label_selector: str | None = None,
+              field_selector: str | None = None) -> Iterator[list[dict[str, Any]]]: ...
+
+
+class Allocations(Protocol):
+    def list(self) -> list[PodAllocation]: ...
+
+    def get(self, namespace: str, name: str) -> PodAllocation | None: ...
+
+    def allocatable(self) -> Allocatable: ...
+
+
+@dataclass(frozen=True, slots=True)
+class OptedIn:
+    mode: str
+    since: str | None
+
+
+@dataclass(slots=True)
+class Snapshot:
+    """What one look found: the node's exclusive CPUs and NUMA layout, a placement per container, and what
+    could not be judged (each named; the rest is still judged)."""
+
+    node: str | None
+    allocatable: Allocatable
+    layout: NumaLayout
+    cgroup_version: int | None
+    placements: list[Placement] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    pods: dict[str, str] = field(default_factory=dict)  # uid -> namespace/name of every judged Pod
+
+
+def opted_in_namespaces(api: PodSource) -> dict[str, OptedIn]:
+    selector = f"{MODE_LABEL} in ({','.join(m.value for m in Mode)})"
+    found: dict[str, OptedIn] = {}
+    for page in api.pages("/api/v1/namespaces", selector):
+        for ns in page:
+            meta = ns.get("metadata") or {}
+            name, mode = meta.get("name"), (meta.get("labels") or {}).get(MODE_LABEL)
+            if isinstance(name, str) and isinstance(mode, str):
+                found[name] = OptedIn(mode, opted_in_at(ns, MODE_LABEL))
+            if len(found) > MAX_NAMESPACES:
+                break
+    return found
+
+
+def _pods(api: PodSource, node: str | None, namespaces: Iterable[str]) -> dict[tuple[str, str], dict[str, Any]]:
+    """The Pod objects to judge: those bound to ``node``, or (no node name) those of ``namespaces``."""
+    found: dict[tuple[str, str], dict[str, Any]] = {}
+    sources: list[tuple[str, str | None]]
+    if node:
+        sources = [("/api/v1/pods", f"spec.nodeName={node}")]
+    else:
+        sources = [(f"/api/v1/namespaces/{ns}/pods", None) for ns in sorted(set(namespaces))]
+    for path, selector in sources:
+        for page in api.pages(path, None, selector):
+            for obj in page:
+                meta = obj.get("metadata") or {}
+                found[(str(meta.get("namespace", "")), str(meta.get("name", "")))] = obj
+    return found
+
+
+def observe(kubelet: Allocations, api: PodSource, sys_root: Path, cgroup_root: Path, node: str | None = None,
+            only: list[tuple[str, str]] | None = None, fractional_allowed: Iterable[str] = ()) -> Snapshot:
+    """Judge every container of every running Pod of an opted-in namespace on this node (``only``: just these
+    namespace/name pairs, read with PodResources ``Get`` where kubelet serves it)."""
+    allocatable = kubelet.allocatable()
+    allocs: list[PodAllocation]
+    if only:
+        allocs = []
+        listed: list[PodAllocation] | None = None
+        for ns, name in only:
+            got = kubelet.get(ns, name)
+            if got is None:  # Get not served by this kubelet: List once and pick
+                listed = listed if listed is not None else kubelet.list()
+                got = next((p for p in listed if (p.namespace, p.name) == (ns, name)), None)
+            if got is not None:
+                allocs.append(got)
+    else:
+        allocs = kubelet.list()
+    layout = read_layout(sys_root)
+    cpu_numa = {cpu: n for n, cpus in layout.nodes.items() for cpu in cpus}
+    namespaces = opted_in_namespaces(api)
+    wanted = [a for a in allocs if a.namespace in namespaces]
+    objects = _pods(api, node, (a.namespace for a in wanted))
+    version = cgroup_version(cgroup_root)
+    snap = Snapshot(node, allocatable, layout, version)
+    allowed = list(fractional_allowed)
+    for alloc in wanted:
+        obj = objects.get((alloc.namespace, alloc.name))
+        if obj is None:
+            continue  # gone between the two reads, or bound elsewhere under the same name: next cycle
+        status = obj.get("status") or {}
+        meta = obj.get("metadata") or {}
+        if status.get("phase") in ("Succeeded", "Failed", "Pending") or meta.get("deletionTimestamp"):
+            continue
+        opted = namespaces[alloc.namespace]
+        try:
+            info = pod_info(obj, opted.mode, opted.since, allowed)
+        except ManifestError as exc:
+            snap.errors.append(f"{alloc.namespace}/{alloc.name}: its spec cannot be read: {exc.message}")
+            continue
+        snap.pods[info.uid] = f"{info.namespace}/{info.name}"
+        for c in alloc.containers:
+            spec = next((s for s in info.containers if s.name == c.name), None)
+            cgroup = None
+            if spec is not None and spec.container_id and version is not None:
+                try:
+                    found = container_cpuset(cgroup_root, info.uid, info.qos, spec.container_id)
+                    cgroup = found.cpus if found is not None else None
+                except CgroupError as exc:
+                    snap.errors.append(f"{alloc.namespace}/{alloc.name}/{c.name}: {exc}")
+            snap.placements.append(decide(info, c, allocatable, cpu_numa, cgroup))
+    return snap

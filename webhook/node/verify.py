@@ -1,0 +1,73 @@
+"""``qos-guard verify``: the agent's decision for the node this runs on, once, from a shell: what an operator
+would otherwise piece together with ``taskset -cp``, ``numastat -p`` and PCI sysfs. Text (one line per
+container) or JSON."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from webhook.node.cpulist import format_list
+from webhook.node.decide import Placement
+from webhook.node.observe import Snapshot
+
+
+def placement_json(p: Placement) -> dict[str, Any]:
+    return {
+        "namespace": p.namespace, "pod": p.pod, "container": p.container, "uid": p.uid,
+        "pinned": p.pinned, "exclusiveCPUs": sorted(p.exclusive_cpus), "exclusiveCPUCount": len(p.exclusive_cpus),
+        "cpuRequestMilli": p.cpu_request_milli, "matchesRequest": p.matches_request,
+        "cpuNUMANodes": sorted(p.cpu_numa),
+        "memory": [{"type": m.kind, "size": m.size, "numaNodes": sorted(m.numa)} for m in p.memory],
+        "devices": [{"resource": d.resource, "ids": list(d.ids), "numaNodes": sorted(d.numa)} for d in p.devices],
+        "numaNodes": sorted(p.numa), "aligned": p.aligned, "reason": p.reason, "detail": p.detail,
+        "cgroupCPUs": sorted(p.cgroup_cpus) if p.cgroup_cpus is not None else None, "notes": list(p.notes),
+        "problems": [{"reason": x.reason, "message": x.message} for x in p.problems],
+    }
+
+
+def summary(snap: Snapshot) -> dict[str, int]:
+    return {"containers": len(snap.placements),
+            "pinnedAligned": sum(1 for p in snap.placements if p.pinned and p.aligned),
+            "misaligned": sum(1 for p in snap.placements if p.pinned and p.aligned is False),
+            "notPinned": sum(1 for p in snap.placements if not p.pinned),
+            "problems": sum(1 for p in snap.placements if p.problems), "errors": len(snap.errors)}
+
+
+def render_json(snap: Snapshot) -> str:
+    body = {"node": {"name": snap.node, "allocatableCPUs": sorted(snap.allocatable.cpus),
+                     "numaNodes": {str(n): format_list(c) for n, c in sorted(snap.layout.nodes.items())},
+                     "cgroupVersion": snap.cgroup_version},
+            "containers": [placement_json(p) for p in snap.placements], "errors": snap.errors,
+            "summary": summary(snap)}
+    return json.dumps(body, indent=2) + "\n"
+
+
+def _line(p: Placement) -> str:
+    if p.pinned:
+        count = len(p.exclusive_cpus)
+        verdict = "pinned" if p.aligned else "MISALIGNED"
+        line = f"{p.ref}: {verdict}: {count} exclusive CPU{'s' if count != 1 else ''}, {p.detail}"
+    else:
+        verdict = "NOT PINNED" if p.problems else "shared pool"
+        line = f"{p.ref}: {verdict}: {p.detail}"
+    if p.cgroup_cpus is not None:
+        line += f" [cgroup cpuset {format_list(p.cgroup_cpus) or 'empty'}]"
+    for note in p.notes:
+        line += f"; note: {note}"
+    return line
+
+
+def render_text(snap: Snapshot) -> str:
+    layout = "; ".join(f"NUMA {n}: CPUs {format_list(c) or 'none'}" for n, c in sorted(snap.layout.nodes.items()))
+    allocatable = format_list(snap.allocatable.cpus) or "none (no static CPU Manager)"
+    lines = [f"node: exclusive CPUs allocatable {allocatable}; {layout}"]
+    lines += [_line(p) for p in snap.placements]
+    lines += [f"error: {e}" for e in snap.errors]
+    return "\n".join(lines) + "\n"
+
+
+def summary_line(snap: Snapshot) -> str:
+    s = summary(snap)
+    return (f"{s['containers']} containers: {s['pinnedAligned']} pinned and aligned, {s['misaligned']} misaligned, "
+            f"{s['notPinned']} not pinned ({s['problems']} with a problem); {s['errors']} could not be judged")
