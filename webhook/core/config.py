@@ -54,7 +54,11 @@ class NumaPolicy:
 @dataclass(frozen=True)
 class AutoNuma:
     """``policy.numa: auto``: each node's NUMA zones, Topology Manager policy and scope come from its
-    NodeResourceTopology object, which the front end hands in with each judgement (``Policy.topology``)."""
+    NodeResourceTopology object. ``topology`` is not configured: it is what the cluster published (a
+    ``webhook.core.topology.Topology``) at the moment of a judgement, handed in by the front end
+    (``Config.with_topology``); None: not known, and numa-unfit says nothing."""
+
+    topology: Any = field(default=None, compare=False)
 
     def __repr__(self) -> str:
         return "auto"
@@ -69,9 +73,6 @@ class Policy:
     pod_level_resources: str = POD_LEVEL.default
     smt_alignment: int = SMT.default
     numa: NumaPolicy | AutoNuma | None = None
-    # Not a configuration key: with ``numa: auto``, what the cluster published (a ``webhook.core.numa.Topology``)
-    # at the moment of the judgement, set by the front end (``Config.with_topology``). None: not known.
-    topology: Any = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -100,8 +101,10 @@ class Config:
         return isinstance(self.policy.numa, AutoNuma)
 
     def with_topology(self, topology: Any) -> Config:
-        """This configuration judging against ``topology`` (``policy.numa: auto``)."""
-        return replace(self, policy=replace(self.policy, topology=topology))
+        """This configuration judging against ``topology`` (with ``policy.numa: auto``; otherwise itself)."""
+        if not self.numa_auto:
+            return self
+        return replace(self, policy=replace(self.policy, numa=AutoNuma(topology)))
 
 
 NUMA = Section("numa", NumaPolicy, (NUMA_SCOPE, NUMA_CPUS, NUMA_MEMORY, NUMA_DEVICES),

@@ -153,7 +153,7 @@ def check(pod: PodSpec, policy: Policy) -> list[Violation]:
     if numa is None:
         return []
     if isinstance(numa, AutoNuma):
-        return _auto(pod, policy.topology) if isinstance(policy.topology, Topology) else []
+        return _auto(pod, numa.topology) if isinstance(numa.topology, Topology) else []
     found = []
     if numa.scope == "container":
         for c in pod.all_containers:
