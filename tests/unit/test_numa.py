@@ -217,3 +217,30 @@ _keys = st.sampled_from(["nodeName", "nodeSelector", "affinity", "nodeAffinity",
        st.dictionaries(st.text(max_size=6), st.text(max_size=6), max_size=3))
 def test_placement_reads_any_shape(spec: dict[str, Any], labels: dict[str, str]) -> None:
     assert placement(spec).allows("n", labels) in (True, False)
+
+
+_nrt_keys = st.sampled_from(["metadata", "name", "attributes", "value", "topologyPolicies", "zones", "type",
+                             "resources", "capacity", "allocatable", "available", "Node", "node-0", "cpu"])
+_nrt_values = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=6) | _nrt_keys,
+                           lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_nrt_keys, inner, max_size=4),
+                           max_leaves=20)
+
+
+_resource = st.fixed_dictionaries({}, optional={"name": _nrt_values | st.just("cpu"), "capacity": _nrt_values,
+                                                "allocatable": _nrt_values | st.just("4")})
+_zone = st.fixed_dictionaries({}, optional={"name": _nrt_values | st.just("node-1"), "type": st.just("Node") |
+                                            _nrt_values, "resources": st.lists(_resource | _nrt_values, max_size=3)
+                                            | _nrt_values})
+
+
+@given(st.fixed_dictionaries({"metadata": st.just({"name": "n"}) | _nrt_values}, optional={
+    "attributes": st.lists(st.dictionaries(_nrt_keys, _nrt_values, max_size=2) | _nrt_values, max_size=3)
+    | _nrt_values, "topologyPolicies": st.lists(_nrt_values | st.just("SingleNUMANodePodLevel"), max_size=2)
+    | _nrt_values, "zones": st.lists(_zone | _nrt_values, max_size=3) | _nrt_values}))
+def test_any_object_is_read_or_refused_by_name(obj: dict[str, Any]) -> None:
+    """What the API server holds under the CRD's loose schema: read, or a TopologyError naming the field."""
+    try:
+        topo = parse_nrt(obj)
+    except TopologyError:
+        return
+    assert isinstance(topo.zones, tuple)

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from webhook.cluster import nrt
 from webhook.cluster.client import ClusterError
@@ -23,6 +26,7 @@ from webhook.cluster.nrt import (
     nrt_topology,
     read_topology,
 )
+from webhook.core.topology import NodeTopology
 
 
 def nrt_obj(name: str, cpus: str = "32", rv: str = "1") -> dict[str, Any]:
@@ -211,3 +215,36 @@ def test_the_state_is_said_once_per_change(caplog: pytest.LogCaptureFixture) -> 
     assert [s.get("problem") for s in said] == ["the NodeResourceTopology CRD is not installed", None]
     assert registry.get_sample_value("qos_guard_numa_topology_available") == 1
     assert registry.get_sample_value("qos_guard_numa_topology_objects") == 1
+
+
+_junk = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=6),
+                     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(
+                         ["type", "object", "metadata", "name", "resourceVersion", "code", "items", "zones",
+                          "labels", "continue"]), inner, max_size=4), max_leaves=16)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.one_of(_junk.map(lambda v: json.dumps(v).encode()), st.binary(max_size=20)), max_size=6),
+       _junk)
+def test_whatever_the_api_sends_the_reflector_goes_on(events: list[bytes], listed: Any) -> None:
+    """Junk events and list answers are errors it retries after, never an exception that ends its thread."""
+    stop = threading.Event()
+    api = Scripted(stop)
+    api.lists[NRT_PATH] = [(200, listed), (200, {"items": [nrt_obj("a")], "metadata": {"resourceVersion": "1"}})]
+    api.watches[NRT_PATH] = [(200, events)]
+    store = Store(nrt_topology)
+    reflector = Reflector("noderesourcetopologies", api, NRT_PATH, ("", ""), store, lambda *_: None, stop)
+    thread = threading.Thread(target=reflector.run, daemon=True)
+    original = nrt.BACKOFF_FIRST
+    nrt.BACKOFF_FIRST = 0.001
+    try:
+        thread.start()
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and len([c for c in api.calls if c[0] == "watch"]) < 2:
+            time.sleep(0.01)
+        assert thread.is_alive()  # still watching (or retrying), not dead of an exception
+    finally:
+        stop.set()
+        thread.join(5)
+        nrt.BACKOFF_FIRST = original
+    assert all(isinstance(v, NodeTopology) for v in store.items.values())

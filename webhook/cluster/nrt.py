@@ -190,10 +190,16 @@ def list_all(transport: Transport, path: str, accept: str) -> tuple[list[Mapping
         status, body = transport.get(path, query, accept)
         if status != 200:
             raise ListRefused(status, _status_reason(status, body))
-        objects.extend(o for o in body.get("items") or [] if isinstance(o, Mapping))
-        meta = body.get("metadata") or {}
-        rv = meta.get("resourceVersion") or rv
-        token = meta.get("continue") or ""
+        if not isinstance(body, Mapping):
+            raise ClusterError(f"GET {path}: the answer is not a list object")
+        items = body.get("items")
+        if isinstance(items, list):
+            objects.extend(o for o in items if isinstance(o, Mapping))
+        meta = body.get("metadata")
+        version = meta.get("resourceVersion") if isinstance(meta, Mapping) else None
+        following = meta.get("continue") if isinstance(meta, Mapping) else None
+        rv = version if isinstance(version, str) and version else rv
+        token = following if isinstance(following, str) else ""
         if len(objects) > MAX_OBJECTS:
             return objects[:MAX_OBJECTS], rv
         if not token:
@@ -266,6 +272,8 @@ class Reflector:
                 if self.stop.is_set():
                     break
                 event = json.loads(line)
+                if not isinstance(event, Mapping):
+                    raise ClusterError(f"watch {self.name}: an event that is not an object")
                 kind, obj = event.get("type"), event.get("object")
                 if kind == "ERROR":
                     code = obj.get("code") if isinstance(obj, Mapping) else None

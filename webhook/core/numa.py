@@ -1,9 +1,10 @@
 """NUMA fit against the cluster's real topology: would kubelet's Topology Manager admit this Pod on a node
 described by a ``NodeResourceTopology`` object (``topology.node.k8s.io/v1alpha2``), and if not, why.
 
-Pure: the caller hands in a ``Topology`` snapshot (nodes with their labels, and each node's NUMA zones with
-their allocatable resources and the node's ``topologyManagerPolicy``/``topologyManagerScope``). The model is
-kubelet's own admission on an empty node, provider by provider, as pkg/kubelet/cm builds it (v1.36):
+Pure: the caller hands in a ``Topology`` snapshot (``webhook.core.topology``: nodes with their labels, and each
+node's NUMA zones with their allocatable resources and the node's ``topologyManagerPolicy``/
+``topologyManagerScope``). The model is kubelet's own admission on an empty node, provider by provider, as
+pkg/kubelet/cm builds it (v1.36):
 
 - the static CPU Manager policy aligns a container's CPUs when the Pod is Guaranteed and the container asks a
   whole number of them (``guaranteedCPUs``); a single NUMA node qualifies when its free CPUs, plus the CPUs
@@ -18,7 +19,10 @@ kubelet's own admission on an empty node, provider by provider, as pkg/kubelet/c
   when there is none. Containers are placed in order, init containers first, each on what the earlier ones
   left (``containerScope.Admit``).
 
-The differential test (tests/fidelity/test_topology.py) holds this model to the real Topology Manager.
+Only what a NodeResourceTopology object says is known: which CPUs are reserved or share a core is not, so
+where kubelet's choice of CPUs decides (an init container's reusable CPUs on SMT cores) the model takes the
+reusable ones first, as kubelet does on cores of one thread. The differential test
+(tests/fidelity/test_topology.py) holds this model to the real Topology Manager and counts what it excuses.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from webhook.core.scheduling import Placement
 from webhook.core.topology import HUGEPAGES, NodeTopology, Shapes, Topology, Zone
 
 # ---- what the Pod asks to have aligned ----
+
 
 @dataclass(frozen=True, slots=True)
 class Demand:

@@ -161,25 +161,30 @@ def _amount(raw: Any, where: str) -> int:
         raise TopologyError(f"{where}: {exc}") from None
 
 
+def _list(value: Any) -> list[Any]:
+    """A list field; anything else (the CRD's schema is loose) is read as empty."""
+    return value if isinstance(value, list) else []
+
+
 def parse_nrt(obj: Mapping[str, Any]) -> NodeTopology:
     """A ``NodeResourceTopology`` object as the API serves it (v1alpha2)."""
     meta = obj.get("metadata")
     name = meta.get("name") if isinstance(meta, Mapping) else None
     if not isinstance(name, str) or not name:
         raise TopologyError("metadata.name: missing")
-    attrs = {a.get("name"): a.get("value") for a in obj.get("attributes") or [] if isinstance(a, Mapping)}
+    attrs = {a.get("name"): a.get("value") for a in _list(obj.get("attributes"))
+             if isinstance(a, Mapping) and isinstance(a.get("name"), str)}
     policy, scope = attrs.get("topologyManagerPolicy"), attrs.get("topologyManagerScope")
     if policy is None:
-        for legacy in obj.get("topologyPolicies") or []:
-            if legacy in _LEGACY_POLICIES:
+        for legacy in _list(obj.get("topologyPolicies")):
+            if isinstance(legacy, str) and legacy in _LEGACY_POLICIES:
                 policy, legacy_scope = _LEGACY_POLICIES[legacy]
                 scope = scope or legacy_scope
                 break
     policy = policy if policy in POLICIES else ""
     scope = scope if scope in SCOPES else "container"
     zones = []
-    raw_zones = obj.get("zones")
-    for i, raw in enumerate(raw_zones if isinstance(raw_zones, list) else []):
+    for i, raw in enumerate(_list(obj.get("zones"))):
         if not isinstance(raw, Mapping) or raw.get("type") != "Node":
             continue  # sockets, dies, cores: the Topology Manager aligns NUMA nodes only
         zname = str(raw.get("name") or "")
@@ -187,7 +192,7 @@ def parse_nrt(obj: Mapping[str, Any]) -> NodeTopology:
         numa = int(found.group(1)) if found else i
         capacity: dict[str, int] = {}
         allocatable: dict[str, int] = {}
-        for j, res in enumerate(raw.get("resources") or []):
+        for j, res in enumerate(_list(raw.get("resources"))):
             if not isinstance(res, Mapping) or not isinstance(res.get("name"), str):
                 continue
             where = f"zones[{i}].resources[{j}]"
