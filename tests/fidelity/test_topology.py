@@ -86,16 +86,33 @@ EXCEPTIONS = [
 AUTO = parse_config({"policy": {"numa": "auto"}})
 
 
+def absent_devices(c: dict[str, Any], answer: dict[str, Any]) -> set[str]:
+    """Devices the Pod asks for (a positive count) that the machine has none of: the scheduler never puts the
+    Pod on such a node, so qos-guard leaves it out of the nodes the Pod can land on (no verdict), while kubelet,
+    asked anyway, ignores a resource no device plugin registered."""
+    spec = c["pod"]["spec"]
+    asked = {name for ctr in list(spec.get("initContainers") or []) + list(spec["containers"])
+             for name, value in ctr["resources"]["limits"].items()
+             if name.startswith("example.com/") and int(value) > 0}
+    have = {name for zone in answer["capacity"] for name, value in zone.items() if name.startswith("example.com/")
+            and value not in ("0", 0)}
+    return asked - have
+
+
 def judge(c: dict[str, Any], answer: dict[str, Any]) -> tuple[bool, str]:
     """qos-guard's verdict on the case, through the engine as the webhook reaches it: with the one node's NRT
-    object in the topology, is the Pod admitted (no numa-unfit refusal), and the story."""
+    object in the topology, is the Pod admitted (no numa-unfit refusal), and the story. Where the node is not
+    one the Pod can land on (``absent_devices``), the verdict of the node-level model (``fit_node``) instead:
+    kubelet's answer is still compared, with the model that gives it."""
     topo = parse_nrt(nrt("node", answer, c["policy"], c["scope"]))
-    topology = Topology(nodes={"node": {}}, topologies={"node": topo})
-    verdict = evaluate(c["pod"], AUTO.with_topology(topology), Mode.ENFORCE)
-    refusals = [v.message for _, v in verdict.violations if v.rule == "numa-unfit"]
     fit = fit_node(build_pod_spec(c["pod"]["spec"], ("spec",), c["pod"].get("status")), topo)
     story = f"placed {dict(fit.placed)}" if fit.fits else \
         f"{fit.failed.label if fit.failed else '?'} does not fit ({'alone' if fit.alone else 'in order'})"
+    if absent_devices(c, answer):
+        return fit.fits or not topo.refuses, f"node-level model: {story}"
+    topology = Topology(nodes={"node": {}}, topologies={"node": topo})
+    verdict = evaluate(c["pod"], AUTO.with_topology(topology), Mode.ENFORCE)
+    refusals = [v.message for _, v in verdict.violations if v.rule == "numa-unfit"]
     return not refusals, f"{refusals[0] if refusals else 'no refusal'} [{story}]"
 
 
@@ -126,6 +143,8 @@ def test_numa_fit_agrees_with_the_topology_manager(topology_oracle: Oracle) -> N
                 continue
             count(f"single-numa-node/{c['scope']}: {'admitted' if admitted else 'refused'}")
             count("single-numa-node: compared")
+            if absent_devices(c, answer):
+                count("single-numa-node: compared with the node-level model (asks a device the node lacks)")
             if fits != admitted:
                 why = next((name for name, applies in EXCEPTIONS if applies(c, answer)), None)
                 if why is not None:

@@ -84,7 +84,7 @@ def pod(rng: random.Random, spec: dict[str, Any]) -> dict[str, Any]:
         for res in DEVICES:
             if rng.random() < 0.3:
                 have = target["devices"].get(res, 0)
-                limits[res] = str(rng.choice([0, 1]) if not have else _scaled(rng, max(1, int(have * share))))
+                limits[res] = str(rng.choice([0, 0, 0, 1]) if not have else _scaled(rng, max(1, int(have * share))))
         for name, value in limits.items():
             if name not in ("cpu", "memory"):
                 requests[name] = value
