@@ -38,13 +38,16 @@ def loadgen() -> str:
 
 
 def run(port: int, ca: str, path: str, bodies: Path, seconds: float, connections: int,
-        rate: float | None = None, cpus: str | None = None) -> Result:
+        rate: float | None = None, cpus: str | None = None, token: str | None = None, expect: int = 0,
+        host: str = "localhost") -> Result:
     """Saturate with ``connections`` (rate None), or offer ``rate`` requests/s over them (open loop);
-    ``cpus`` pins the load generator (``taskset -c``)."""
+    ``cpus`` pins the load generator (``taskset -c``); ``token`` and ``expect`` (a status code) drive the API
+    server instead of the webhook."""
     pinned = ["taskset", "-c", cpus] if cpus else []
-    proc = subprocess.run([*pinned, loadgen(), "-url", f"https://localhost:{port}", "-path", path, "-ca", ca,
+    auth = ["-token", token, "-expect", str(expect)] if token else []
+    proc = subprocess.run([*pinned, loadgen(), "-url", f"https://{host}:{port}", "-path", path, "-ca", ca,
                            "-bodies", str(bodies), "-duration", f"{seconds}s", "-connections", str(connections),
-                           "-rate", str(rate or 0)], capture_output=True, text=True, timeout=seconds + 120,
+                           "-rate", str(rate or 0), *auth], capture_output=True, text=True, timeout=seconds + 120,
                           check=True)
     out = json.loads(proc.stdout)
     return Result(int(out["requests"]), int(out["errors"]), out["seconds"], out["rate"], out["p50"], out["p99"],

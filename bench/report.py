@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from bench.run import Results, Settings
@@ -27,7 +27,10 @@ def write_markdown(res: Results, s: Settings, path: Path) -> None:
     lines = ["# Performance", "",
              f"Measured by `make bench` on {res.machine.get('date')}: Python {res.machine.get('python')}, "
              f"{res.machine.get('cpus')} CPUs, the load generator on the same machine as the server. Medians of "
-             f"{s.repeats} interleaved repetitions of {s.seconds:.0f} s; see `results.json` for every run.", ""]
+             f"{s.repeats} interleaved repetitions of {s.seconds:.0f} s; see `results.json` for every run.", "",
+             "qos-guard beside Kyverno and its own generated admission policies on one API server (latency, "
+             "memory, correctness against Kubernetes' own code): [peers.md](peers.md) (`python -m bench.peers`, "
+             "part of `make bench`).", ""]
     if res.saturation:
         from bench.run import REFERENCE
         floor = _med(res.saturation["/noop"])
@@ -129,6 +132,7 @@ def write_markdown(res: Results, s: Settings, path: Path) -> None:
             lines.append(f"- `check` ≥ 2× faster than kube-score on the same files: {ks / qc:.2f}× — "
                          f"{_goal(ks >= 2 * qc)}")
         lines.append("")
+    lines += _bodies_section(res) + _plain_section(res)
     if res.scaling:
         lines += ["## Scaling", "", "| documents | files | check s | check peak MiB | floor s | floor peak MiB |",
                   "| ---: | ---: | ---: | ---: | ---: | ---: |"]
@@ -146,12 +150,79 @@ def write_markdown(res: Results, s: Settings, path: Path) -> None:
     path.write_text("\n".join(lines) + "\n")
 
 
+MIB = 1024 * 1024
+
+
+def _size(n: float) -> str:
+    return f"{n / MIB:.1f} MiB" if n >= MIB else f"{n / 1000:.1f} KB" if n >= 1000 else f"{n:.0f} B"
+
+
+def _bodies_section(res: Results) -> list[str]:
+    """Per request, by body: CPU µs and peak bytes, before and after, and the footprint goal."""
+    after = res.bodies.get("after")
+    if not after:
+        return []
+    before = res.bodies.get("before", {})
+    lines = ["## Per request, by body", "",
+             "Each review through the admission application's WSGI entry point in-process (body read from the request "
+             "stream, decoded, judged, answered; no TLS or network): CPU microseconds per request (median of "
+             "interleaved rounds, spread in brackets) and the peak of memory allocated while one request is "
+             "handled (tracemalloc), body buffer included. `small` is examples/admission-review.json; `inference` "
+             "an LLM inference Pod (three containers with a hundred environment variables each, thirty volumes, "
+             "annotations, managedFields); `1 MB` and `3 MiB` the same Pod with a large last-applied annotation. "
+             + (f"*Before*: `{res.bodies_baseline}`, measured in the same run in alternating interpreters."
+                if before else ""), "",
+             "| body | size | endpoint | µs before | µs after | bytes before | bytes after | after ÷ body |",
+             "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |"]
+    for name, by_path in after.items():
+        for path, a in by_path.items():
+            b = before.get(name, {}).get(path, {})
+
+            def us(e: dict[str, Any]) -> str:
+                if not e.get("us"):
+                    return "—"
+                lo, hi = e["us_spread"]
+                return f"{e['us']:,.0f} ({lo:,.0f}–{hi:,.0f})"
+
+            lines.append(f"| {name} | {_size(a['size'])} | `{path}` | {us(b)} | {us(a)} | "
+                         f"{_size(b['bytes']) if b else '—'} | {_size(a['bytes'])} | {a['bytes'] / a['size']:.2f} |")
+    lines += ["", "Goal: memory per in-flight request ≤ 1× its body, read as what a request holds beyond its own "
+              "body bytes (decoding, judging, answering; the body itself must be held once), and as the whole "
+              "peak:", ""]
+    for name in ("small", "inference", "3 MiB"):
+        a = after.get(name, {}).get("/validate")
+        if a:
+            beyond = (a["bytes"] - a["size"]) / a["size"]
+            lines.append(f"- {name} ({_size(a['size'])}): beyond the body {max(beyond, 0):.2f}× — "
+                         f"{_goal(beyond <= 1)}; whole peak {a['bytes'] / a['size']:.2f}× — "
+                         f"{_goal(a['bytes'] <= a['size'])}")
+    return [*lines, ""]
+
+
+def _plain_section(res: Results) -> list[str]:
+    if not res.plain:
+        return []
+    lines = ["## `check` on many small files", "",
+             f"The vendored corpus as it is ({res.plain_files} files kube-score reads), one invocation per tool per "
+             "round, interleaved and rotated; wall seconds median (min–max) and CPU seconds (user + system, all "
+             "threads) median.", "", "| command | wall s | CPU s |", "| --- | ---: | ---: |"]
+    for name, runs in res.plain.items():
+        walls = [r["seconds"] for r in runs]
+        lines.append(f"| {name} | {_med(walls):.3f} ({min(walls):.3f}–{max(walls):.3f}) | "
+                     f"{_med([r['cpu_seconds'] for r in runs]):.3f} |")
+    if "kube-score score" in res.plain:
+        ks = _med([r["seconds"] for r in res.plain["kube-score score"]])
+        qc = _med([r["seconds"] for r in res.plain["qos-guard check"]])
+        lines += ["", f"- Goal: `check` at least level with kube-score here (wall): {ks / qc:.2f}× — {_goal(qc <= ks)}"]
+    return [*lines, ""]
+
+
 def write_plot(res: Results, path: Path) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.5))
+    fig, axes = plt.subplots(1, 4, figsize=(20, 4.5))
     ax = axes[0]
     for ep, by_rate in res.latency.items():
         rates = sorted(by_rate)
@@ -174,5 +245,14 @@ def write_plot(res: Results, path: Path) -> None:
     ax2.set_ylabel("peak MiB")
     ax.legend(loc="upper left", fontsize=7)
     ax2.legend(loc="lower right", fontsize=7)
+    ax = axes[3]
+    after = res.bodies.get("after", {})
+    names = [n for n in after if after[n]["/validate"].get("us")]
+    for offset, (label, table) in enumerate((("before", res.bodies.get("before", {})), ("after", after))):
+        values = [table.get(n, {}).get("/validate", {}).get("us") or 0 for n in names]
+        ax.bar([i + 0.4 * offset for i in range(len(names))], values, width=0.4, label=f"{label} µs CPU")
+    ax.set_xticks([i + 0.2 for i in range(len(names))], names)
+    ax.set(ylabel="µs per /validate request", title="Per request by body (in-process)", yscale="log")
+    ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)

@@ -13,6 +13,7 @@ import os
 import platform
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field, replace
@@ -20,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import cli_speed, load
-from bench.corpus import ROOT, admission_review, corpus_objects, replicate
+from bench.corpus import CORPUS, ROOT, admission_review, corpus_objects, replicate
 from bench.server import Served, pin, serve, serve_reference
 
 ENDPOINTS = ("/noop", "/validate", "/mutate")
@@ -38,10 +39,14 @@ class Settings:
     peers: bool = True
     plot: bool = True
     pinned: bool = True
+    body_iterations: int = 300
+    body_rounds: int = 6
+    plain_rounds: int = 9
 
 
 SMOKE = Settings(seconds=1.0, repeats=1, rates=(100,), connections=2, cli_documents=150, cli_repeats=1,
-                 scaling=(100, 200), peers=False, plot=False, pinned=False)
+                 scaling=(100, 200), peers=False, plot=False, pinned=False, body_iterations=3, body_rounds=1,
+                 plain_rounds=1)
 
 
 @dataclass
@@ -62,6 +67,12 @@ class Results:
     cli_subset_documents: int = 0
     cli_memory_sampled: bool = True  # False in runs before peak memory was sampled from /proc (then unknown)
     scaling: list[dict[str, float]] = field(default_factory=list)
+    # Per request, in-process (bench/bodies.py): {"after"|"before": {body: {path: {size, bytes, us, ...}}}}
+    bodies: dict[str, Any] = field(default_factory=dict)
+    bodies_baseline: str = ""
+    # The plain corpus, one invocation per tool per round: {command: [{"seconds", "cpu_seconds"}]}
+    plain: dict[str, list[dict[str, float]]] = field(default_factory=dict)
+    plain_files: int = 0
 
 
 def _checkout(rev: str, work: Path) -> Path:
@@ -188,6 +199,61 @@ def bench_cli(s: Settings, work: Path, res: Results, keep: list[str]) -> None:
                                                  "output_bytes": t.output_bytes})
 
 
+def bench_bodies(s: Settings, work: Path, res: Results, rev: str | None, old: dict[str, Any]) -> None:
+    """Microseconds (CPU) and bytes per request for the small, inference (~35 KB), 1 MB and 3 MiB reviews; with
+    ``rev``, that revision's webhook beside this one in alternating interpreters (before/after); without, the
+    last run's "before" is kept with its revision."""
+    from bench import bodies
+    if rev:
+        (work / "bodies").mkdir(exist_ok=True)
+        both = bodies.before_after(_checkout(rev, work / "bodies"), s.body_rounds, s.body_iterations)
+        res.bodies = {k: bodies.summary(v) for k, v in both.items()}
+        res.bodies_baseline = rev
+    else:
+        after = bodies.in_tree(None, s.body_iterations, s.body_rounds)
+        before = old.get("bodies", {}).get("before")
+        res.bodies = {"after": bodies.summary(after), **({"before": before} if before else {})}
+        res.bodies_baseline = old.get("bodies_baseline", "") if before else ""
+
+
+def bench_plain(s: Settings, work: Path, res: Results) -> None:
+    """``check`` and kube-score over the plain vendored corpus (the files kube-score reads), one invocation each
+    per round, interleaved and rotated: where Python's start-up weighs most. ``check`` twice: as installed
+    (bytecode compiled, as pip leaves it) and as an editable install under ``PYTHONDONTWRITEBYTECODE`` runs it
+    (every module compiled on every run; what the earlier figure measured)."""
+    import resource
+    import shutil
+    kube_score = _kube_score() if s.peers else None  # the smoke run builds no peer
+    folder = work / "plain"
+    files = cli_speed.files_under(CORPUS) if kube_score is None else cli_speed.kube_score_readable(kube_score, CORPUS)
+    for path in files:
+        target = folder / Path(path).relative_to(CORPUS)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.link(path, target)
+    res.plain_files = len(files)
+    cli_speed.compiled()
+    source = work / "plain-source"  # the same package, without its bytecode
+    shutil.copytree(ROOT / "webhook", source / "webhook", ignore=shutil.ignore_patterns("__pycache__"))
+    check = [sys.executable, "-m", "webhook.cli", "check", str(folder)]
+    cmds: dict[str, tuple[list[str], dict[str, str] | None, Path | None]] = {
+        "qos-guard check": (check, None, ROOT),
+        "qos-guard check (no bytecode)": (check, dict(os.environ, PYTHONDONTWRITEBYTECODE="1"), source)}
+    if kube_score:
+        cmds["kube-score score"] = ([kube_score, "score", "--output-format", "ci",
+                                     *cli_speed.files_under(folder)], None, None)
+    names = list(cmds)
+    for rnd in range(s.plain_rounds):
+        for name in names[rnd % len(names):] + names[:rnd % len(names)]:
+            cmd, env, cwd = cmds[name]
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            started = time.perf_counter()
+            subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=cwd, timeout=600)
+            wall = time.perf_counter() - started
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+            res.plain.setdefault(name, []).append({"seconds": wall, "cpu_seconds": cpu})
+
+
 def _documents(folder: Path) -> Any:
     from webhook.manifests.reader import read_documents
     for path in cli_speed.files_under(folder):
@@ -209,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="bench")
     parser.add_argument("--smoke", action="store_true", help="seconds-long run of every path, no peers or plot")
     parser.add_argument("--out", default=str(ROOT / "docs" / "performance"), help="where to write results")
-    parser.add_argument("--only", choices=("webhook", "cli", "scaling"), action="append")
+    parser.add_argument("--only", choices=tuple(_PARTS), action="append")
     parser.add_argument("--keep", action="append", metavar="COMMAND",
                         help="with --only cli: keep the last run's rows of this command (e.g. checkov: 25 min)")
     parser.add_argument("--baseline", metavar="REV",
@@ -220,13 +286,13 @@ def main(argv: list[str] | None = None) -> int:
     s = SMOKE if args.smoke else Settings()
     if args.seconds or args.repeats:
         s = replace(s, seconds=args.seconds or s.seconds, repeats=args.repeats or s.repeats)
-    parts = args.only or ["webhook", "cli", "scaling"]
+    parts = args.only or list(_PARTS)
     res = Results(machine={"python": platform.python_version(), "cpus": str(len(_cpus())),
                            "date": time.strftime("%Y-%m-%d")})
     previous = Path(args.out) / "results.json"
     old: dict[str, Any] = json.loads(previous.read_text()) if previous.exists() else {}
     if args.only and old:  # re-measure some parts, keep the rest of the last run
-        for name in ("webhook", "cli", "scaling"):
+        for name in _PARTS:
             if name not in args.only:
                 for key in _PARTS[name]:
                     setattr(res, key, _revive(key, old.get(key, False if key == "cli_memory_sampled" else
@@ -244,6 +310,10 @@ def main(argv: list[str] | None = None) -> int:
             res.cli |= kept
         if "scaling" in parts:
             bench_scaling(s, work, res)
+        if "bodies" in parts:
+            bench_bodies(s, work, res, args.baseline, old)
+        if "plain" in parts:
+            bench_plain(s, work, res)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text(json.dumps(asdict(res), indent=2) + "\n")
@@ -258,7 +328,8 @@ def main(argv: list[str] | None = None) -> int:
 
 _PARTS = {"webhook": ("saturation", "errors", "latency", "server_peak_mib", "baseline", "baseline_saturation",
                        "baseline_latency", "pinned", "pinned_saturation", "pinned_latency"),
-          "cli": ("cli", "cli_documents", "cli_subset_documents", "cli_memory_sampled"), "scaling": ("scaling",)}
+          "cli": ("cli", "cli_documents", "cli_subset_documents", "cli_memory_sampled"), "scaling": ("scaling",),
+          "bodies": ("bodies", "bodies_baseline"), "plain": ("plain", "plain_files")}
 
 
 def _revive(key: str, value: Any) -> Any:

@@ -3,6 +3,7 @@
 # cache them outside the repository, keyed by version. Idempotent: a cached binary is reused.
 #
 #   hack/build-tools.sh [helm|etcd|kube-apiserver|kubectl|kube-score|oracle|promtool|oci-registry|all]
+#   hack/build-tools.sh kyverno      (make bench's peer: admission controller and CLI; not part of `all`)
 #   hack/build-tools.sh [kubelet|kube-controller-manager|kube-scheduler|containerd|containerd-shim-runc-v2|ctr|
 #                        cni-bridge|cni-host-local|cni-loopback|deviceplugin|node]
 #                                                    (the node tests' tools; `node` = all of them)
@@ -24,6 +25,7 @@ CONTAINERD_VERSION="${CONTAINERD_VERSION:-v2.4.2}"
 CNI_PLUGINS_VERSION="${CNI_PLUGINS_VERSION:-v1.9.1}"
 # Prometheus 3.x is published as Go module versions v0.3MM.P (v0.316.0 is Prometheus 3.16.0).
 PROMTOOL_VERSION="${PROMTOOL_VERSION:-v0.316.0}"
+KYVERNO_VERSION="${KYVERNO_VERSION:-v1.14.4}"
 # Bumped when a tool's build flags change, so a stale cached binary is not reused.
 declare -A TOOL_REV=([helm]=.2)
 TOOLS_DIR="${QOS_GUARD_TOOLS:-${XDG_CACHE_HOME:-$HOME/.cache}/qos-guard/tools}"
@@ -168,6 +170,39 @@ build_oracle() {
   echo "$out"
 }
 
+# build_kyverno: Kyverno's admission controller (cmd/kyverno) and CLI (cmd/cli/kubectl-kyverno), built inside
+# the released module with its own go.mod/go.sum (its replace directive for pod-security-admission only applies
+# there), with the version flag its Makefile sets.
+build_kyverno() {
+  local v=$KYVERNO_VERSION bin name pkg missing=0
+  for name in kyverno kubectl-kyverno; do
+    [[ -x "$TOOLS_DIR/$name-$v" ]] || missing=1
+  done
+  if (( missing )); then
+    log "building kyverno $v (admission controller and CLI; once; cached in $TOOLS_DIR)"
+    local src work
+    src=$(go mod download -json "github.com/kyverno/kyverno@$v" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')
+    work=$(mktemp -d)
+    cp -r "$src/." "$work/"
+    chmod -R u+w "$work"
+    for name in kyverno kubectl-kyverno; do
+      bin="$TOOLS_DIR/$name-$v"
+      [[ -x "$bin" ]] && continue
+      [[ $name == kyverno ]] && pkg=./cmd/kyverno || pkg=./cmd/cli/kubectl-kyverno
+      if ! (cd "$work" && GOFLAGS=-mod=readonly go build -trimpath \
+              -ldflags "-s -w -X github.com/kyverno/kyverno/pkg/version.BuildVersion=$v" -o "$bin.tmp" "$pkg"); then
+        rm -rf "$work"
+        return 1
+      fi
+      mv "$bin.tmp" "$bin"
+      log "built $bin"
+    done
+    rm -rf "$work"
+  fi
+  echo "$TOOLS_DIR/kyverno-$v"
+  echo "$TOOLS_DIR/kubectl-kyverno-$v"
+}
+
 # build_deviceplugin: hack/deviceplugin (the node tests' device plugin with NUMA topology) at its committed
 # go.mod/go.sum, cached by a hash of its sources, like the oracle.
 build_deviceplugin() {
@@ -269,6 +304,7 @@ case $want in
   oci-registry|all)
     build oci-registry "$GGCR_VERSION" github.com/google/go-containerregistry/cmd/registry setup_oci_registry ;;&
   kube-score) build kube-score "$KUBE_SCORE_VERSION" github.com/zegl/kube-score/cmd/kube-score setup_kube_score ;;
+  kyverno) build_kyverno ;;
   helm|etcd|kube-apiserver|kubectl|oracle|promtool|oci-registry|all) ;;
-  *) echo "usage: $0 [helm|etcd|kube-apiserver|kubectl|kube-score|oracle|promtool|oci-registry|all|node|$(IFS="|"; echo "${NODE_TOOLS[*]}")]" >&2; exit 2 ;;
+  *) echo "usage: $0 [helm|etcd|kube-apiserver|kubectl|kube-score|kyverno|oracle|promtool|oci-registry|all|node|$(IFS="|"; echo "${NODE_TOOLS[*]}")]" >&2; exit 2 ;;
 esac

@@ -50,3 +50,15 @@ def admission_review(obj: Any, kind: str | None = None, operation: str = "CREATE
     if subresource:
         req["subResource"] = subresource
     return {"apiVersion": api, "kind": "AdmissionReview", "request": req | request}
+
+
+def as_decoded(obj: Any) -> Any:
+    """``obj`` as the webhook hands it to the engine: sent in an AdmissionReview and decoded by
+    webhook/admission/decode.py (only the judged fields kept). The API server sends no Lists: a List's items
+    are decoded one by one. Raises ``BadReview`` where the webhook would answer 400."""
+    import json
+
+    from webhook.admission.review import parse_review
+    if isinstance(obj, dict) and obj.get("kind") == "List" and isinstance(obj.get("items"), list):
+        return {**obj, "items": [as_decoded(item) for item in obj["items"]]}
+    return parse_review(json.dumps(admission_review(obj)).encode()).obj

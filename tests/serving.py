@@ -21,6 +21,7 @@ from typing import Any
 import requests
 from cryptography import x509
 
+from tests.cgroup import MemoryCgroup
 from webhook.serving.certs import reissue_serving, write_bundle
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -72,6 +73,7 @@ class Server:
     metrics_port: int  # 0: the server has no plain port (bench/reference.py)
     ca: str
     folder: Path
+    cgroup: MemoryCgroup | None = None  # start_server(memory_limit=...): the kernel holds it to that limit
 
     @property
     def url(self) -> str:
@@ -103,12 +105,17 @@ class Server:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-            args = self.proc.args
-            command = "\0".join(str(a) for a in (args if isinstance(args, list) else [args])) + "\0"
+            given: Any = self.proc.args
+            args: list[Any] = list(given) if isinstance(given, list) else [given]
+            if self.cgroup is not None:  # the processes run the command the cgroup prefix exec'd
+                args = args[len(self.cgroup.prefix()):]
+            command = "\0".join(str(a) for a in args) + "\0"
             for pid in workers:  # still there, and still ours (a pid can be reused)
                 with contextlib.suppress(OSError):
                     if Path(f"/proc/{pid}/cmdline").read_text() == command:
                         os.kill(pid, signal.SIGKILL)
+        if self.cgroup is not None:
+            self.cgroup.remove()
 
 
 def _readyz(server: Server) -> bool:
@@ -122,13 +129,14 @@ def _listening(server: Server) -> bool:
 
 
 def launch(folder: Path, command: Sequence[str], port: int, metrics_port: int, ca: str,
-           ready: Callable[[Server], bool] = _readyz, env: dict[str, str] | None = None) -> Server:
-    """Run ``command`` in ``folder`` (its output in server.log) and wait until ``ready``: the one start-and-wait
-    loop of every server the tests and benchmarks start."""
+           ready: Callable[[Server], bool] = _readyz, env: dict[str, str] | None = None,
+           cgroup: MemoryCgroup | None = None) -> Server:
+    """Run ``command`` in ``folder`` (its output in server.log; inside ``cgroup`` when given) and wait until
+    ``ready``: the one start-and-wait loop of every server the tests and benchmarks start."""
     log = (folder / "server.log").open("wb")
-    proc = subprocess.Popen(list(command), cwd=folder, stdout=log, stderr=subprocess.STDOUT,
-                            env=dict(os.environ, PYTHONUNBUFFERED="1", **(env or {})))
-    server = Server(proc, port, metrics_port, ca, folder)
+    proc = subprocess.Popen([*(cgroup.prefix() if cgroup else []), *command], cwd=folder, stdout=log,
+                            stderr=subprocess.STDOUT, env=dict(os.environ, PYTHONUNBUFFERED="1", **(env or {})))
+    server = Server(proc, port, metrics_port, ca, folder, cgroup)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -144,11 +152,12 @@ def launch(folder: Path, command: Sequence[str], port: int, metrics_port: int, c
 
 
 def start_server(folder: Path, *extra: str, certs: bool = True, cert_dir: Path | None = None, workers: int = 2,
-                 bench: bool = False, source: Path | None = None) -> Server:
+                 bench: bool = False, source: Path | None = None, memory_limit: int | None = None) -> Server:
     """``qos-guard serve`` with ``extra`` flags, ready when ``/readyz`` answers. Certificates: a fresh CA kept
     in ``folder/pki`` (``rotate_certificate`` renews from it), the set in ``cert_dir``, or (``certs=False``) the
     server's own local development CA. ``bench``: run ``bench.serve`` (benchmark-only flags); ``source``: the
-    ``webhook`` package (and bench/) of another checkout, for a before/after comparison."""
+    ``webhook`` package (and bench/) of another checkout, for a before/after comparison. ``memory_limit``: the
+    server runs in a memory cgroup of that many bytes (tests/cgroup.py; root only), as in a Pod at its limit."""
     folder.mkdir(parents=True, exist_ok=True)
     port, mport = free_port(), free_port()
     program = ["-m", "bench.serve"] if bench else ["-m", "webhook.cli", "serve"]
@@ -166,7 +175,13 @@ def start_server(folder: Path, *extra: str, certs: bool = True, cert_dir: Path |
     else:
         ca = str(folder / "certs" / "localhost" / "ca.crt")
     path = os.pathsep.join(str(p) for p in (source, ROOT) if p is not None)
-    return launch(folder, args, port, mport, ca, env={"PYTHONPATH": path})
+    cgroup = MemoryCgroup(f"qos-guard-test-{os.getpid()}-{port}", memory_limit) if memory_limit else None
+    try:
+        return launch(folder, args, port, mport, ca, env={"PYTHONPATH": path}, cgroup=cgroup)
+    except BaseException:
+        if cgroup is not None:
+            cgroup.remove()
+        raise
 
 
 def start_reference(folder: Path, workers: int = 2) -> Server:

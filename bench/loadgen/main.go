@@ -4,7 +4,8 @@
 // Closed loop (-rate 0): each of -connections sends as soon as its previous answer arrives.
 // Open loop (-rate N): request i is due at start + i/N; latency counts from that due time, so a server
 // that falls behind shows its queueing instead of slowing the client down (no coordinated omission).
-// Prints one JSON object: requests, errors, seconds, rate, p50/p99/p999 in milliseconds.
+// Prints one JSON object: requests, errors, seconds, rate, p50/p99/p999 in milliseconds. With -token and
+// -expect it drives the API server itself (Pod creates through admission: bench/peers.py).
 package main
 
 import (
@@ -31,6 +32,8 @@ func main() {
 	duration := flag.Duration("duration", 5*time.Second, "how long to send")
 	connections := flag.Int("connections", 4, "concurrent keep-alive connections")
 	rate := flag.Float64("rate", 0, "requests per second (0: as fast as answered)")
+	token := flag.String("token", "", "bearer token (for the API server)")
+	expect := flag.Int("expect", 0, "the status code of a good answer (0: a webhook's 200 with \"allowed\")")
 	flag.Parse()
 
 	pem, err := os.ReadFile(*caFile)
@@ -50,12 +53,23 @@ func main() {
 	target := *url + *path
 
 	send := func(i int) bool {
-		resp, err := client.Post(target, "application/json", bytes.NewReader(bodies[i%len(bodies)]))
+		req, err := http.NewRequest(http.MethodPost, target, bytes.NewReader(bodies[i%len(bodies)]))
+		if err != nil {
+			return false
+		}
+		req.Header.Set("Content-Type", "application/json")
+		if *token != "" {
+			req.Header.Set("Authorization", "Bearer "+*token)
+		}
+		resp, err := client.Do(req)
 		if err != nil {
 			return false
 		}
 		data, err := io.ReadAll(resp.Body)
 		resp.Body.Close()
+		if *expect != 0 {
+			return err == nil && resp.StatusCode == *expect
+		}
 		return err == nil && resp.StatusCode == 200 && bytes.Contains(data, []byte(`"allowed"`))
 	}
 

@@ -27,7 +27,13 @@ def test_benchmark_smoke_run(tmp_path: Path) -> None:
     assert results["cli_documents"] >= 100
     docs = [row["documents"] for row in results["scaling"]]
     assert docs == sorted(docs) and len(docs) == 2
+    after = results["bodies"]["after"]
+    assert set(after) == {"small", "inference", "1 MB", "3 MiB"}
+    assert all(e["bytes"] > 0 for by_path in after.values() for e in by_path.values())
+    assert all(e["us"] > 0 for name, by_path in after.items() if name != "3 MiB" for e in by_path.values())
+    assert {"qos-guard check", "qos-guard check (no bytecode)"} <= set(results["plain"])
     table = (tmp_path / "README.md").read_text()
-    for heading in ("## Webhook", "## CLI", "## Scaling", "Goals:", "Goals (what bounds a missed one"):
+    for heading in ("## Webhook", "## CLI", "## Scaling", "Goals:", "Goals (what bounds a missed one",
+                    "## Per request, by body", "## `check` on many small files"):
         assert heading in table
     assert "the bare Flask + gunicorn + TLS reference" in table  # each webhook goal, met or missed

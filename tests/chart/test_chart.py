@@ -263,7 +263,7 @@ def test_webhook_is_guaranteed_in_the_shared_pool(default: list[dict[str, Any]],
     deploy = one(default, "Deployment")
     (container,) = deploy["spec"]["template"]["spec"]["containers"]
     assert container["resources"]["requests"] == container["resources"]["limits"] == {"cpu": "250m",
-                                                                                      "memory": "768Mi"}
+                                                                                      "memory": "256Mi"}
     verdict = evaluate(deploy, parse_config(None), Mode.ENFORCE)
     assert {v.rule for _, v in verdict.violations} == {"cpu-not-integer"}
     whole = one(render("--set", "resources.requests.cpu=1,resources.limits.cpu=1"), "Deployment")

@@ -5,7 +5,9 @@ stored QoS class, the static CPU manager's allocation).
 What must agree, for every object the API server accepts: qos-guard allows it exactly when its stored QoS
 class is Guaranteed and every container (init containers and sidecars included) gets exclusive CPUs. For an
 object the API server refuses because of a cpu or memory value, qos-guard reports ``invalid-quantity``. And
-whatever ``mutate`` mode fixes comes out of the oracle valid, Guaranteed and pinned.
+whatever ``mutate`` mode fixes comes out of the oracle valid, Guaranteed and pinned. qos-guard judges each
+object as the webhook does, after the AdmissionReview decoder kept only the judged fields; its changes are
+applied to the whole object.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from tests.fidelity.conftest import SEED
 from tests.fidelity.divergences import KNOWN_DIVERGENCES, TALLY
 from tests.fidelity.grammar import ObjectGrammar, shrink
 from tests.fidelity.oracle import Oracle
+from tests.helpers import as_decoded
 from webhook.core.config import parse_config
 from webhook.core.engine import Mode, Verdict, evaluate
 from webhook.core.mutation import apply_changes
@@ -70,8 +73,9 @@ def compute_value_refused(answer: dict[str, Any]) -> list[str]:
 
 
 def judge(obj: Any, mode: Mode = Mode.ENFORCE) -> Verdict | str:
+    """qos-guard's verdict on ``obj`` as the webhook reaches it: through the AdmissionReview decoder."""
     try:
-        return evaluate(obj, CONFIG, mode)
+        return evaluate(as_decoded(obj), CONFIG, mode)
     except Exception as exc:  # a crash is a disagreement of its own, reported with the object
         return f"{type(exc).__name__}: {exc}"
 

@@ -1,4 +1,5 @@
-"""Hostile clients against one real replica (``qos-guard serve``, 2 workers, TLS), loopback only, each attack
+"""Hostile clients against one real replica (``qos-guard serve`` as the chart runs it: its workers, TLS, and its
+memory limit where a cgroup can hold it), loopback only, each attack
 bounded in count and time (issue 17, findings 1-6). Figures go to the end of the pytest summary."""
 
 from __future__ import annotations
@@ -21,10 +22,13 @@ import requests
 
 from bench.attack import KINDS, attack, client_context
 from bench.attack import probe as probe_alone
+from bench.bodies import bodies
+from tests import cgroup
 from tests.helpers import admission_review
 from tests.reliability.conftest import FIGURES
 from tests.serving import Server, start_server
 
+MIB = 1024 * 1024
 STALLED = int(os.environ.get("QOS_GUARD_STALLED", "256"))  # per kind, against one replica
 HOLD_SECONDS = 13.0  # longer than the server's 10 s request deadline: closed ones are reopened
 
@@ -40,9 +44,23 @@ def pod(containers: int = 1, name: str = "p", cpu: str = "1500m") -> dict[str, A
                                     for i in range(containers)]}}
 
 
+# The replica runs with the chart's default workers, in a memory cgroup at the chart's default limit where this
+# machine can make one (root, cgroup v1 or v2), as in its Pod: every attack below must pass there; the last
+# test checks the kernel's counts.
+MEMORY_LIMIT = cgroup.chart_memory_limit() if cgroup.available() is None else None
+WORKERS = cgroup.chart_workers()
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    srv = start_server(tmp_path_factory.mktemp("hostile"), "--enable-noop", bench=True)
+    srv = start_server(tmp_path_factory.mktemp("hostile"), "--enable-noop", bench=True, workers=WORKERS,
+                       memory_limit=MEMORY_LIMIT)
+    if srv.cgroup is not None:
+        time.sleep(1.0)
+        idle = srv.cgroup.usage()
+        FIGURES.append(f"memory: the replica (master + {WORKERS} worker(s)) idle in its cgroup: "
+                       f"{idle.now / MIB:.0f} MiB (resident: {footprint(srv)['rss_kib'] // 1024} MiB summed over "
+                       f"processes, shared pages counted in each); limit {idle.limit / MIB:.0f} MiB")
     yield srv
     srv.stop()
 
@@ -166,8 +184,10 @@ def test_broken_chunked_bodies_are_400_never_500(server: Server, chunks: bytes, 
     assert "Traceback" not in (server.folder / "server.log").read_text()
 
 
-BIG_INT = (b'{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"uid": "u", "x": '
-           + b"9" * 5001 + b"}}")
+# A 5,001-digit integer where the decoder reads it (a cpu limit): refused, naming the number. In a field nobody
+# reads it is skipped as Go's decoder skips it (BIG_INT_UNREAD: judged as if it were not there).
+BIG_INT = json.dumps(review(pod(cpu="@"))).encode().replace(b'"@"', b"9" * 5001)
+BIG_INT_UNREAD = json.dumps(review(pod())).encode().replace(b'"object": {', b'"object": {"x": ' + b"9" * 5001 + b", ")
 FIXABLE = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},  # /mutate copies it to set limits
            "spec": {"containers": [{"name": "a", "image": "x", "resources": {"requests": {"cpu": "2"}}}]}}
 DEEP = json.dumps(review(FIXABLE | {"extra": json.loads("[" * 800 + "]" * 800)})).encode()
@@ -182,6 +202,11 @@ def test_hostile_bodies_are_400_with_a_reason(server: Server, endpoint: str, bod
     """Finding 2 and 6: a 5,001-digit integer, a list 800 deep inside a fixable Pod, a 2.5 MB uid."""
     r = server.post(endpoint, body)
     assert r.status_code == 400 and reason in r.json()["reason"], r.text[:300]
+
+
+def test_big_integer_in_an_unread_field_is_skipped(server: Server) -> None:
+    r = server.post("/validate", BIG_INT_UNREAD)
+    assert r.status_code == 200 and "cpu limit 1500m is not a whole number" in r.json()["response"]["status"]["message"]
 
 
 def test_deep_unread_field_is_judged_and_patched(server: Server) -> None:
@@ -247,10 +272,10 @@ def test_metrics_port_survives_half_sent_requests(server: Server) -> None:
         victim = workers(server)[0]
         os.kill(victim, signal.SIGKILL)
         killed = time.monotonic()
-        while time.monotonic() - killed < 10 and (len(workers(server)) < 2 or victim in workers(server)):
+        while time.monotonic() - killed < 10 and (len(workers(server)) < WORKERS or victim in workers(server)):
             time.sleep(0.1)
         replaced_s = time.monotonic() - killed
-        assert len(workers(server)) == 2 and victim not in workers(server)
+        assert len(workers(server)) == WORKERS and victim not in workers(server)
         assert replaced_s < 5, replaced_s
     finally:
         for s in socks:
@@ -273,10 +298,10 @@ def _seconds_until_readyz(srv: Server, status: int, within: float = 5.0) -> floa
 
 
 def test_readiness_fails_when_no_worker_answers(server: Server) -> None:
-    """Finding 4: both workers stopped (SIGSTOP): ``/readyz`` fails within a few seconds, ``/healthz`` stays
+    """Finding 4: every worker stopped (SIGSTOP): ``/readyz`` fails within a few seconds, ``/healthz`` stays
     up (its grace is longer); SIGCONT: ``/readyz`` is ok again."""
     pids = workers(server)
-    assert len(pids) == 2
+    assert len(pids) == WORKERS
     assert requests.get(server.metrics + "/readyz", timeout=2).status_code == 200
     for pid in pids:
         os.kill(pid, signal.SIGSTOP)
@@ -289,5 +314,64 @@ def test_readiness_fails_when_no_worker_answers(server: Server) -> None:
             os.kill(pid, signal.SIGCONT)
     ok_after = _seconds_until_readyz(server, 200)
     assert ok_after is not None, "not ready again after SIGCONT"
-    FIGURES.append(f"readiness: /readyz 503 {failed_after:.1f} s after both workers stopped, 200 again "
+    FIGURES.append(f"readiness: /readyz 503 {failed_after:.1f} s after every worker stopped, 200 again "
                    f"{ok_after:.1f} s after they resumed")
+
+
+def _dense(containers: int, cpu: str, fixable: bool = False) -> bytes:
+    """A review of a Pod of ``containers`` small containers: the most objects a body of its size can make the
+    engine build (about 2 KB each, against 90 bytes of JSON)."""
+    obj = pod(containers, cpu=cpu)
+    if fixable:
+        for c in obj["spec"]["containers"]:
+            c["resources"] = {"requests": {"cpu": "1", "memory": "1Gi"}}
+    return json.dumps(review(obj)).encode()
+
+
+def test_large_bodies_at_once_are_answered_within_the_limit(server: Server) -> None:
+    """Eight clients at once, each sending the largest bodies a client can: a 3 MiB inference Pod (a large
+    annotation), a Pod of 28,000 containers to deny and one of 25,000 to patch, for 15 s. Every answer is the
+    verdict (200) or, when the replica's large-body buffers are full, 503 with Retry-After; no connection is
+    dropped (a worker killed for memory would drop its connections)."""
+    large = [bodies()["3 MiB"], _dense(28_000, "1500m"), _dense(25_000, "2", fixable=True)]
+    paths = ["/validate", "/validate", "/mutate"]
+    outcomes: dict[str, int] = {}
+    lock = threading.Lock()
+    stop = time.monotonic() + 15
+
+    def client(i: int) -> None:
+        n = i
+        while time.monotonic() < stop:
+            body, path = large[n % 3], paths[n % 3]
+            n += 1
+            try:
+                r = requests.post(server.url + path, data=body, verify=server.ca, timeout=60,
+                                  headers={"Content-Type": "application/json"})
+                retry = f" retry-after {r.headers.get('Retry-After')}" if r.status_code == 503 else ""
+                what = f"{r.status_code}{retry}"
+            except requests.RequestException as exc:
+                what = type(exc).__name__
+            with lock:
+                outcomes[what] = outcomes.get(what, 0) + 1
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    FIGURES.append(f"large bodies at once (8 clients, 15 s): {dict(sorted(outcomes.items()))}")
+    assert set(outcomes) <= {"200", "503 retry-after 1"}, outcomes
+    assert outcomes.get("200", 0) >= 3, outcomes
+
+
+def test_replica_stayed_within_the_charts_memory_limit(server: Server) -> None:
+    """Last in this module: through every attack above, the kernel never had to kill a process of the replica
+    for memory, and its peak stayed within the chart's limit (``resources.limits.memory``)."""
+    if server.cgroup is None:
+        pytest.skip(f"no memory cgroup here ({cgroup.available()}): the chart's limit is not enforced")
+    usage = server.cgroup.usage()
+    FIGURES.append(f"memory: peak of the replica through the attacks {usage.peak / MIB:.0f} MiB of its "
+                   f"{usage.limit / MIB:.0f} MiB limit, {usage.now / MIB:.0f} MiB after; OOM kills: {usage.oom_kills}")
+    assert usage.oom_kills == 0, usage
+    assert usage.peak <= usage.limit, usage
+

@@ -43,7 +43,8 @@ def test_decisions_over_tls(server: Server) -> None:
      "request.object is not an object"),
     (json.dumps(review({"kind": "Pod", "metadata": {"name": "x"}, "spec": {"containers": "nope"}})).encode(),
      "spec.containers: expected a list"),
-    (b"[" * 100000, "nested too deeply"),
+    (b"[" * 100000, "not an AdmissionReview object"),  # refused at its first byte: a review is an object
+    (b'{"request": {"unread": ' + b"[" * 100000, "nested too deeply"),
 ])
 def test_bad_input_gets_400_and_server_keeps_serving(server: Server, body: bytes, reason: str) -> None:
     r = server.post("/validate", body)

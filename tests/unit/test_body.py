@@ -14,6 +14,7 @@ from webhook.serving.body import (
     BUFFERED,
     MAX_BODY,
     SMALL_BODY,
+    STEP,
     BadBody,
     BodyBudget,
     Busy,
@@ -61,3 +62,54 @@ def test_benchmark_flags_are_not_in_the_production_command(flag: str, capsys: py
         main(["serve", flag])
     assert exit_info.value.code == 2
     assert "unrecognized arguments" in capsys.readouterr().err
+
+
+def test_a_body_the_worker_read_is_used_as_it_is() -> None:
+    body = bytearray(b"z" * (SMALL_BODY * 2))
+    assert read_bounded(environ(b"", length=len(body), **{BUFFERED: body}), BodyBudget(limit=0)) is body
+    with pytest.raises(BadBody, match="ended after 3 of 10 bytes"):
+        read_bounded(environ(b"", length=10, **{BUFFERED: bytearray(b"abc")}), BodyBudget())
+    failed = BadBody("the request body could not be read (NoMoreData)")
+    with pytest.raises(BadBody, match="NoMoreData"):
+        read_bounded(environ(b"", length=10, **{BUFFERED: failed}), BodyBudget())
+
+
+class Socketish(io.RawIOBase):
+    """Hands out new bytes on every read, as a socket does (BytesIO may return its own buffer)."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data, self.pos = memoryview(data), 0
+
+    def read(self, size: int = -1) -> bytes:
+        end = len(self.data) if size < 0 else min(len(self.data), self.pos + size)
+        out, self.pos = bytes(self.data[self.pos:end]), end
+        return out
+
+
+@pytest.mark.parametrize("size", [SMALL_BODY * 3, MAX_BODY])
+def test_a_large_body_is_held_once(size: int) -> None:
+    """Read in pieces into one buffer: the peak is the body and a piece or two, not the pieces and their join."""
+    import tracemalloc
+    data = b"q" * size
+    tracemalloc.start()
+    try:
+        body = read_bounded({"wsgi.input": Socketish(data), "CONTENT_LENGTH": str(size)}, BodyBudget())
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert body == data
+    assert peak <= size + 2 * STEP + 4096, (peak, size)  # the piece being copied and the next one
+
+
+def test_an_oversized_body_is_drained_not_kept() -> None:
+    import tracemalloc
+    size = MAX_BODY * 2
+    stream = Socketish(b"x" * size)
+    tracemalloc.start()
+    try:
+        with pytest.raises(TooLarge):
+            read_bounded({"wsgi.input": stream, "CONTENT_LENGTH": str(size)}, BodyBudget())
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 2 * (1 << 20) + 4096, peak

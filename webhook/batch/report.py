@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import Any
 from urllib.parse import quote
-from xml.etree import ElementTree as ET
 
 from webhook import __version__
 from webhook.batch.textsafe import escape, xml_text
@@ -288,6 +287,8 @@ def _junit(report: Report) -> str:
     ``failure``), an input that could not be read an ``error`` case, an exempt object a ``skipped`` case;
     ``tests``, ``failures``, ``errors`` and ``skipped`` count cases. In ``warn`` mode nothing fails: the
     violations are the case's ``system-out``."""
+    from xml.etree import ElementTree as ET  # here: check's start-up (text output) does not pay for it
+
     suite = ET.Element("testsuite", name="qos-guard")
     counted = Counter[str]()
     seen: set[tuple[str, str]] = set()

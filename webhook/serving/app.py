@@ -21,9 +21,9 @@ from webhook.admission.review import (
     Endpoint,
     Review,
     decide,
+    encode_response,
     object_name,
     parse_review,
-    response,
 )
 from webhook.core.config import Config
 from webhook.core.rules import RULE_IDS
@@ -70,7 +70,7 @@ def create_app(config: Config, metrics: Metrics | None = None, own_namespace: st
             last[:] = [(snapshot, config.with_topology(snapshot))]
         return last[0][1]
 
-    def read_body() -> bytes:
+    def read_body() -> bytes | bytearray:
         """The body within bounds, under the worker's budget (the Flask test client has none: a spare one)."""
         return read_bounded(request.environ, request.environ.get(BUDGET) or spare_budget)
 
@@ -96,7 +96,7 @@ def create_app(config: Config, metrics: Metrics | None = None, own_namespace: st
     def answer(endpoint: Endpoint) -> Response:
         started = time.perf_counter()
         try:
-            review = parse_review(read_body())
+            review = parse_review(read_body(), endpoint)
             judged = config if topology is None else judging(topology())
             decision = decide(review, endpoint, judged, own_namespace)
         except (TooLarge, BadBody, BadReview) as exc:  # answered by the handlers below; counted here
@@ -104,7 +104,7 @@ def create_app(config: Config, metrics: Metrics | None = None, own_namespace: st
             metrics.requests.labels(endpoint.name, "unknown", "unknown", outcome, "false").inc()
             raise
         record(endpoint.name, review, decision, time.perf_counter() - started)
-        return _json(200, response(review, decision))
+        return Response(encode_response(review, decision), status=200, mimetype="application/json")
 
     def route(url: str) -> Callable[[], Response]:
         def view() -> Response:

@@ -45,12 +45,14 @@ class Busy(Exception):
 # A request under SMALL_BODY never waits on the budget (a few KiB, as nearly every Pod is); larger ones must
 # have a Content-Length and share it, so memory is bounded by connections x SMALL_BODY + BUFFER_BUDGET + the
 # requests being judged (webhook/serving/worker.py: one small one in the hub and one large one in the offload
-# thread, per worker).
+# thread, one large one per replica). 12 MiB: four 3 MiB bodies, one judged and three waiting (tens of seconds
+# for Pods of tens of thousands of containers); more get 503 with Retry-After at once instead of a longer wait.
 SMALL_BODY = 64 * 1024
-BUFFER_BUDGET = 24 * 1024 * 1024
+BUFFER_BUDGET = 12 * 1024 * 1024
 STEP = 256 * 1024
 BUDGET = "qos_guard.budget"  # environ key: the worker's BodyBudget
-BUFFERED = "qos_guard.buffered"  # environ key: the worker read the body already, under its budget
+# environ key: the body the worker read already under its budget (or the BadBody its read raised)
+BUFFERED = "qos_guard.buffered"
 
 
 class BodyBudget:
@@ -72,38 +74,65 @@ class BodyBudget:
         self.held -= size
 
 
-def read_bounded(environ: dict[str, Any], budget: BodyBudget) -> bytes:
-    """The request body, at most ``MAX_BODY`` bytes; larger ones are refused (``TooLarge``). A body over
-    ``SMALL_BODY`` that the worker did not read already is counted against ``budget`` while it is read."""
+def read_into(stream: Any, length: int) -> bytearray:
+    """Exactly ``length`` body bytes (fewer if the client stops) in one buffer, read in ``STEP`` pieces: a body
+    is held once, not as pieces plus their join (twice its size while joining)."""
+    buffer = bytearray(length)
+    view = memoryview(buffer)
+    got = 0
+    try:
+        while got < length:
+            part = _read(stream, min(STEP, length - got))
+            if not part:
+                break
+            view[got:got + len(part)] = part
+            got += len(part)
+    finally:
+        view.release()
+    if got < length:
+        del buffer[got:]
+    return buffer
+
+
+def read_bounded(environ: dict[str, Any], budget: BodyBudget) -> bytes | bytearray:
+    """The request body, at most ``MAX_BODY`` bytes; larger ones are refused (``TooLarge``). A body the worker
+    read already (``BUFFERED``) is returned as it is; one over ``SMALL_BODY`` is held in one buffer, taken from
+    ``budget`` for as long as it is read (``Busy`` when the budget cannot cover it)."""
+    held = environ.get(BUFFERED)
+    if isinstance(held, BadBody):  # the worker's read of this body failed: the app answers 400
+        raise held
+    if isinstance(held, bytes | bytearray):
+        expected = str(environ.get("CONTENT_LENGTH") or "")
+        if expected.isdigit() and len(held) < int(expected):
+            raise BadBody(f"the request body ended after {len(held)} of {expected} bytes")
+        return held
     stream = environ["wsgi.input"]
     raw_length = environ.get("CONTENT_LENGTH") or None
     length = int(raw_length) if raw_length is not None and str(raw_length).isdigit() else None
     if length is not None and length > DRAIN_LIMIT:
         raise TooLarge
-    want = length if length is not None and length <= MAX_BODY else MAX_BODY + 1
-    parts: list[bytes] = []
-    got = counted = 0
-    try:
-        while got < want:
-            part = _read(stream, min(STEP, want - got))
-            if not part:
-                break
+    if length is not None and length <= MAX_BODY:
+        counted = length if length > SMALL_BODY and not held else 0
+        if counted and not budget.reserve(counted):
+            raise Busy
+        try:
+            data: bytes | bytearray = _read(stream, length) if length <= STEP else read_into(stream, length)
+        finally:
+            budget.release(counted)
+        if len(data) < length:
+            raise BadBody(f"the request body ended after {len(data)} of {length} bytes")
+        return data
+    if length is None:  # chunked (no Content-Length): only a small body
+        parts: list[bytes] = []
+        got = 0
+        while part := _read(stream, STEP):
             got += len(part)
             parts.append(part)
-            if got > SMALL_BODY and length is None:
-                raise BadBody(f"a body over {SMALL_BODY // 1024} KiB needs a Content-Length (the API server sends one)")
-            if got > SMALL_BODY and not environ.get(BUFFERED):
-                if not budget.reserve(got - counted):
-                    raise Busy
-                counted = got
-    finally:
-        budget.release(counted)
-    data = parts[0] if len(parts) == 1 else b"".join(parts)
-    if length is not None and len(data) < min(length, MAX_BODY + 1):
-        raise BadBody(f"the request body ended after {len(data)} of {length} bytes")
-    if len(data) <= MAX_BODY:
-        return data
-    left = min(length or DRAIN_LIMIT, DRAIN_LIMIT) - len(data)
+            if got > SMALL_BODY:
+                raise BadBody(f"a body over {SMALL_BODY // 1024} KiB needs a Content-Length (the API server sends "
+                              "one)")
+        return b"".join(parts)
+    left = length  # over MAX_BODY: read and dropped, so the client sees the 413 rather than a reset
     while left > 0 and (chunk := _read(stream, min(left, 1 << 20))):
         left -= len(chunk)
     raise TooLarge
