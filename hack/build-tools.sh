@@ -157,7 +157,7 @@ build_oracle() {
     echo "build-tools: hack/oracle/go.mod pins k8s.io/kubernetes $pinned, not KUBE_VERSION=$KUBE_VERSION" >&2
     return 1
   fi
-  hash=$(cd "$src" && cat go.mod go.sum ./*.go | sha256sum | cut -c1-12)
+  hash=$(cd "$src" && cat go.mod go.sum ./*.go ./*.s | sha256sum | cut -c1-12)
   out="$TOOLS_DIR/oracle-$KUBE_VERSION-$hash"
   if [[ -x "$out" ]]; then
     echo "$out"

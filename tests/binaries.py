@@ -28,6 +28,8 @@ def binary(name: str) -> str:
 OPENREPORTS = ("github.com/openreports/reports-api", "v0.2.1")
 # wgpolicyk8s.io/v1alpha2 PolicyReport CRD, as Kyverno (Apache-2.0) publishes it: config/crds/policyreport/.
 KYVERNO = ("github.com/kyverno/kyverno", "v1.14.4")
+# topology.node.k8s.io NodeResourceTopology CRD (manifests/crd.yaml), which `policy.numa: auto` reads.
+NRT_API = ("github.com/k8stopologyawareschedwg/noderesourcetopology-api", "v0.1.2")
 
 
 @functools.cache

@@ -37,6 +37,10 @@ def _nothing_to_judge(paths: Sequence[str], report: Report) -> str:
 
 def cmd_check(args: argparse.Namespace) -> int:
     config = load_config(args.config)
+    if config.numa_auto:
+        from webhook.batch.topology import with_cluster_topology
+
+        config = with_cluster_topology(config, args.kubeconfig, _err, required=False)
     if args.format == "text":
         report = check_paths(args.paths, config, Mode(args.mode), stream=print)
         print(summary_line(report), file=sys.stderr)
@@ -76,7 +80,7 @@ def serve_options(args: argparse.Namespace) -> ServeOptions:
         raise ServeError("--workers and --connections must be at least 1")
     return ServeOptions(bind=args.bind, metrics_bind=args.metrics_bind, workers=args.workers,
                         connections=args.connections, config=args.config, cert_file=args.cert_file,
-                        key_file=args.key_file)
+                        key_file=args.key_file, kubeconfig=args.kubeconfig)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -127,6 +131,10 @@ def cmd_audit(args: argparse.Namespace) -> int:
     progress = _TerminalProgress() if sys.stderr.isatty() else None
     try:
         lister = Lister(args.kubeconfig, page_size=args.page_size)
+        if config.numa_auto:
+            from webhook.batch.topology import with_cluster_topology
+
+            config = with_cluster_topology(config, args.kubeconfig, _err, required=True)
         if args.all_namespaces:
             namespaces = None
         elif args.namespace:
@@ -328,6 +336,9 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
     serve.add_argument("--cert-file", help="serving certificate (PEM); default: a local development CA for "
                                            "localhost, made once in ./certs/localhost (never over other files)")
     serve.add_argument("--key-file", help="private key of --cert-file (PEM)")
+    serve.add_argument("--kubeconfig", help="with policy.numa: auto, where to watch NodeResourceTopology objects "
+                                            "and node labels (default: in-cluster, else $KUBECONFIG or "
+                                            "~/.kube/config)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -353,6 +364,8 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--allow-empty", action="store_true",
                        help="exit 0 when no Pod or workload is found (a pre-commit hook given only other "
                             "files); by default that is exit 2, so a wrong path in CI does not pass")
+    check.add_argument("--kubeconfig", help="with policy.numa: auto, judge NUMA fit against this cluster's "
+                                            "NodeResourceTopology objects and node labels")
     check.set_defaults(func=cmd_check)
 
     fix = _command(sub, "fix", "rewrite manifest files so their Pods are Guaranteed with whole CPUs where that "

@@ -10,6 +10,12 @@
 //	                   Quantity.UnmarshalJSON, as exact milli values after the API server's round-up
 //	oracle read        each line a JSON string holding a file's bytes; answers the documents kubectl's
 //	                   reader yields (cli-runtime resource.StreamVisitor), as JSON
+//	oracle topology    each line {machine, policy, scope, pod}; answers whether kubelet's Topology Manager
+//	                   (fed by the device manager and the static CPU and Memory Manager policies) admits the
+//	                   Pod on an empty node of that machine, where each container went, and the machine's
+//	                   per-NUMA capacity and allocatable as an exporter publishes them (topology.go)
+//	oracle placement   each line {spec, nodes}; answers, per node, whether the Pod's nodeName, nodeSelector and
+//	                   required node affinity let it land there (nodeaffinity.GetRequiredNodeAffinity)
 //	oracle reserved    each line the reservedSystemCPUs, systemReserved and kubeReserved of a kubelet
 //	                   configuration; answers how many CPUs kubelet's static CPU Manager reserves
 //
@@ -113,12 +119,12 @@ type Result struct {
 
 func main() {
 	if len(os.Args) != 2 {
-		fmt.Fprintln(os.Stderr, "usage: oracle objects|quantities|read|reserved  (JSON lines on stdin)")
+		fmt.Fprintln(os.Stderr, "usage: oracle objects|quantities|read|reserved|topology|placement  (JSON lines on stdin)")
 		os.Exit(2)
 	}
 	klog.SetLogger(logr.Discard()) // the kubelet code logs every allocation; answers go to stdout only
 	handlers := map[string]func([]byte) any{"objects": object, "quantities": quantities, "read": read,
-		"reserved": reserved}
+		"reserved": reserved, "topology": topologyMode, "placement": placementMode}
 	handle, ok := handlers[os.Args[1]]
 	if !ok {
 		fmt.Fprintf(os.Stderr, "unknown mode %q\n", os.Args[1])

@@ -22,11 +22,18 @@ from webhook.core.config import Config, parse_config
 from webhook.core.engine import Mode, evaluate
 from webhook.core.mutation import json_patch
 from webhook.core.podspec import ManifestError
+from webhook.core.topology import Topology, parse_nrt
 
+# policy.numa: auto against one small node whose NUMA zone holds little: the rule reads every Pod's placement.
+_ZONE = [{"name": r, "capacity": v, "allocatable": v, "available": v} for r, v in (("cpu", "4"), ("memory", "8Gi"))]
+_TOPOLOGY = Topology(nodes={"n": {"a": "b"}}, topologies={"n": parse_nrt({
+    "metadata": {"name": "n"}, "attributes": [{"name": "topologyManagerPolicy", "value": "single-numa-node"}],
+    "zones": [{"name": "node-0", "type": "Node", "resources": _ZONE}]})})
 CONFIGS = [parse_config(None), parse_config({
     "mutation": {"cpuRounding": "up", "setLimitsFromRequests": False},
     "policy": {"smtAlignment": 2, "podLevelResources": "allow", "numa": {"cpus": 8, "memory": "16Gi"}},
-    "exemptions": {"runtimeClassNames": ["kata"]}})]
+    "exemptions": {"runtimeClassNames": ["kata"]}}),
+    parse_config({"policy": {"numa": "auto"}}).with_topology(_TOPOLOGY)]
 
 
 def verdict_of(obj: Any, config: Config, mode: Mode) -> Any:
@@ -282,6 +289,7 @@ def test_the_engine_reads_only_what_the_decoder_keeps() -> None:
     kept = kept_paths()
     objects: list[Any] = corpus_objects()
     objects += [inference_pod(), pod(guaranteed(), affinity={"nodeAffinity": {}}, nodeSelector={"a": "b"}),
+                pod(guaranteed(), nodeName="n"),
                 pod(container("a", rl("1500m", "1Gi"), rl("2", "2Gi")), resources={"limits": {"cpu": "2"}},
                     init=[container("s", limits=rl("1", "1Gi"), restartPolicy="Always")], runtimeClassName="x"),
                 {**pod(guaranteed()), "status": {"qosClass": "Burstable"}}]

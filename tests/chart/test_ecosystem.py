@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.binaries import OPENREPORTS, go_module
+from tests.binaries import NRT_API, OPENREPORTS, go_module
 from tests.chart.conftest import CHART, Render, by_kind, one, run_helm
 from webhook.core.workloads import KINDS
 
@@ -32,6 +32,42 @@ def test_vendored_report_crd_is_the_modules_own() -> None:
     assert all(line.startswith("#") for line in header.splitlines()) and "v0.2.1" in header and "Apache" in header
     upstream = (go_module(*OPENREPORTS) / "config" / "crd" / "openreports.io_reports.yaml").read_text()
     assert "---\n" + body == upstream
+
+
+def test_vendored_topology_crd_is_the_modules_own() -> None:
+    vendored = (CHART / "files" / "topology.node.k8s.io_noderesourcetopologies.yaml").read_text()
+    header, _, body = vendored.partition("\n---\n")
+    assert all(line.startswith("#") for line in header.splitlines()) and "v0.1.2" in header and "Apache" in header
+    module = go_module(*NRT_API)
+    assert body == (module / "manifests" / "crd.yaml").read_text()
+    assert (CHART / "files" / "LICENSE-noderesourcetopology-api.txt").read_text() == (module / "LICENSE").read_text()
+
+
+def _grants(role: dict[str, Any]) -> set[tuple[str, str, str]]:
+    return {(g, r, v) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]
+            for v in rule["verbs"]}
+
+
+def test_numa_auto_grants_the_webhook_list_and_watch_on_nodes_and_topologies_only(render: Render) -> None:
+    assert not [r for r in by_kind(render(), "ClusterRole") if r["metadata"]["name"].endswith("-topology")]
+    assert not by_kind(render("--set", "config.policy.numa.cpus=32"), "ClusterRole")
+    objects = render("--set", "config.policy.numa=auto", namespace=NAMESPACE)
+    role = one(objects, "ClusterRole")
+    assert role["metadata"]["name"] == "qos-guard-topology"
+    assert _grants(role) == {(g, r, v) for g, r in (("", "nodes"), ("topology.node.k8s.io", "noderesourcetopologies"))
+                             for v in ("list", "watch")}
+    binding = one(objects, "ClusterRoleBinding")
+    assert binding["roleRef"]["name"] == "qos-guard-topology"
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "qos-guard", "namespace": NAMESPACE}]
+    pod = one(objects, "Deployment")["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == "qos-guard" and pod["automountServiceAccountToken"] is True
+    assert one(objects, "ServiceAccount")["automountServiceAccountToken"] is True
+
+
+def test_numa_auto_audit_cronjob_lists_nodes_and_topologies(render: Render) -> None:
+    objects = render("--set", "audit.enabled=true,config.policy.numa=auto", namespace=NAMESPACE)
+    (role,) = [r for r in by_kind(objects, "ClusterRole") if r["metadata"]["name"].endswith("-cronjob")]
+    assert {("", "nodes", "list"), ("topology.node.k8s.io", "noderesourcetopologies", "list")} <= _grants(role)
 
 
 def test_report_crd_is_kept_on_uninstall(render: Render) -> None:

@@ -27,6 +27,18 @@ def quantities_oracle() -> Iterator[Oracle]:
 
 
 @pytest.fixture(scope="session")
+def topology_oracle() -> Iterator[Oracle]:
+    with Oracle("topology") as oracle:
+        yield oracle
+
+
+@pytest.fixture(scope="session")
+def placement_oracle() -> Iterator[Oracle]:
+    with Oracle("placement") as oracle:
+        yield oracle
+
+
+@pytest.fixture(scope="session")
 def read_oracle() -> Iterator[Oracle]:
     with Oracle("read") as oracle:
         yield oracle

@@ -7,7 +7,9 @@ One process per mode serves any number of batches, so 20,000 objects cost one st
 
 Modes (see hack/oracle/main.go): ``objects`` (manifests as dicts), ``quantities`` (strings, or numbers as
 they would appear in JSON), ``read`` (a file's text; answers the documents kubectl's reader yields),
-``reserved`` (a kubelet configuration's reserved CPU settings; answers the static CPU Manager's count).
+``reserved`` (a kubelet configuration's reserved CPU settings; answers the static CPU Manager's count),
+``topology`` (a machine, a Topology Manager policy and scope, a Pod: kubelet's admission) and ``placement``
+(a pod spec and nodes: where the scheduler lets it land).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import Any
 
 from tests.binaries import binary
 
-MODES = ("objects", "quantities", "read", "reserved")
+MODES = ("objects", "quantities", "read", "reserved", "topology", "placement")
 
 
 class OracleError(RuntimeError):

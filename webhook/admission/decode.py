@@ -15,7 +15,7 @@ What is kept, and why:
   ``spec.jobTemplate.spec.template.spec``), and a Pod's ``status.qosClass``;
 - in a pod spec: ``containers`` and ``initContainers`` (``name``, ``restartPolicy``, ``resources``),
   the pod-level ``resources``, ``runtimeClassName`` (exemptions), and for ``policy.numa: auto`` the
-  scheduling constraints ``nodeSelector`` and the required node affinity;
+  scheduling constraints ``nodeName``, ``nodeSelector`` and the required node affinity;
 - resource values as the JSON has them: a string stays a string, an integer an exact integer, a float the
   float ``json.loads`` would give, and any other value stays as it is so the engine can name it
   (``invalid-quantity``); every resource name is kept (extended resources and hugepages count for NUMA).
@@ -83,7 +83,9 @@ class PodSpec(_Kept):
     init_containers: list[Container] | None = None
     resources: Resources | None = None
     runtime_class_name: str | None = None
-    # What ``policy.numa: auto`` reads to find the nodes a Pod can land on (the scheduler's hard constraints).
+    # What ``policy.numa: auto`` reads to find the nodes a Pod can land on (the scheduler's hard constraints, and
+    # a node named outright).
+    node_name: str | None = None
     node_selector: dict[str, str] | None = None
     affinity: Affinity | None = None
 

@@ -236,10 +236,14 @@ def decide(review: Review, endpoint: Endpoint, config: Config, own_namespace: st
             base.warnings = fit_warnings([f"qos-guard: {c.message}" for c in verdict.changes])
         return base
     found = verdict.violations
+    advised = [f"{v.rule}: {v.message}" for _, v in verdict.advisories]  # reported, never refused
     base.rules = sorted({v.rule for _, v in found})
     if endpoint.action is Action.WARN:
-        base.warnings = fit_warnings([f"{v.rule}: {v.message}" for _, v in found])
-    elif found:
+        base.warnings = fit_warnings([f"{v.rule}: {v.message}" for _, v in found] + advised)
+        return base
+    if advised:
+        base.warnings = fit_warnings(advised)
+    if found:
         base.allowed = False
         base.message = _denial(review, verdict)
     return base

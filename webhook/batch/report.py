@@ -131,6 +131,12 @@ class Report:
                 found = [(v, False, None) for v in result.violations]  # text output shows no fixability
             else:
                 found = [(f.violation, f.fixable, None) for f in result.findings]
+            for v in result.advisories:  # reported, never refused: a notice
+                n = Record(locate(v.path), target.kind, target.namespace, target.name, v.container, v.path,
+                           v.rule, v.message, False)
+                self.counts.notices += 1
+                self._keep(self.notices, n, _notice_line(n))
+                case.notices.append(n)
             for v, fixable, remedy in found:
                 message = f"{v.message} ({remedy})" if remedy else v.message
                 r = Record(locate(v.path), target.kind, target.namespace, target.name, v.container, v.path,
@@ -170,7 +176,9 @@ def _error_line(e: ErrorRecord) -> str:
 
 
 def _notice_line(r: Record) -> str:
-    return escape(f"{r.location}: {r.kind}/{r.name}: notice: {r.message}")
+    """A change the mutation makes, or a rule's advisory finding (reported, never refused)."""
+    about = "" if r.rule == "mutation" else f"{r.rule}: "
+    return escape(f"{r.location}: {r.kind}/{r.name}: notice: {about}{r.message}")
 
 
 def _violation_line(r: Record) -> str:
@@ -206,7 +214,7 @@ def _json(report: Report) -> str:
         "summary": {"objects": report.counts.objects, "violations": report.counts.violations,
                     "errors": report.counts.errors, "skipped": dict(sorted(report.skipped.items()))},
     }
-    if report.mode is Mode.MUTATE:
+    if report.mode is Mode.MUTATE or report.notices:
         out["notices"] = [r.as_json() for r in report.notices]
     return json.dumps(out, indent=2) + "\n"
 
@@ -247,7 +255,7 @@ def _sarif(report: Report) -> str:
         })
     for n in report.notices:
         results.append({
-            "ruleId": "mutation", "level": "note", "message": {"text": f"{n.kind}/{n.name}: {n.message}"},
+            "ruleId": n.rule, "level": "note", "message": {"text": f"{n.kind}/{n.name}: {n.message}"},
             "locations": [{"physicalLocation": _physical(n.location)}],
         })
     notifications = [{
@@ -336,7 +344,7 @@ def _github(report: Report) -> str:
     level = "warning" if report.mode is Mode.WARN else "error"
     lines = [f"::error {_github_where(e.location)},title=input error::"
              f"{_escape_data(e.message)}" for e in report.errors]
-    lines += [f"::notice {_github_where(n.location)},title=mutation::"
+    lines += [f"::notice {_github_where(n.location)},title={n.rule}::"
               f"{_escape_data(f'{n.kind}/{n.name}: {n.message}')}" for n in report.notices]
     lines += [f"::{level} {_github_where(r.location)},title={r.rule}::"
               f"{_escape_data(f'{r.kind}/{r.name}: {r.message}')}" for r in report.violations]

@@ -11,7 +11,7 @@ code 2 rather than run with a policy nobody wrote. Reading the file is ``webhook
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from webhook.core.settings import Amount, Amounts, Choice, ConfigError, Count, Flag, Names, Section, Setting
@@ -52,11 +52,27 @@ class NumaPolicy:
 
 
 @dataclass(frozen=True)
+class AutoNuma:
+    """``policy.numa: auto``: each node's NUMA zones, Topology Manager policy and scope come from its
+    NodeResourceTopology object. ``topology`` is not configured: it is what the cluster published (a
+    ``webhook.core.topology.Topology``) at the moment of a judgement, handed in by the front end
+    (``Config.with_topology``); None: not known, and numa-unfit says nothing."""
+
+    topology: Any = field(default=None, compare=False)
+
+    def __repr__(self) -> str:
+        return "auto"
+
+
+AUTO = AutoNuma()
+
+
+@dataclass(frozen=True)
 class Policy:
     fractional_cpu_containers: frozenset[str] = FRACTIONAL.default
     pod_level_resources: str = POD_LEVEL.default
     smt_alignment: int = SMT.default
-    numa: NumaPolicy | None = None
+    numa: NumaPolicy | AutoNuma | None = None
 
 
 @dataclass(frozen=True)
@@ -80,11 +96,23 @@ class Config:
     mutation: MutationPolicy = field(default_factory=MutationPolicy)
     exemptions: Exemptions = field(default_factory=Exemptions)
 
+    @property
+    def numa_auto(self) -> bool:
+        return isinstance(self.policy.numa, AutoNuma)
+
+    def with_topology(self, topology: Any) -> Config:
+        """This configuration judging against ``topology`` (with ``policy.numa: auto``; otherwise itself)."""
+        if not self.numa_auto:
+            return self
+        return replace(self, policy=replace(self.policy, numa=AutoNuma(topology)))
+
 
 NUMA = Section("numa", NumaPolicy, (NUMA_SCOPE, NUMA_CPUS, NUMA_MEMORY, NUMA_DEVICES),
-               help="the capacity of one NUMA node; set, it turns on numa-unfit (the webhook and the CLI only: "
-                    "admission policies cannot sum a Pod's requests)",
-               nullable=True, require_any=("cpus", "memory", "devices"))
+               help="the capacity of one NUMA node, or auto: each node's own NUMA zones, Topology Manager policy "
+                    "and scope from its NodeResourceTopology object (needs list/watch on nodes and "
+                    "noderesourcetopologies); set, it turns on numa-unfit (the webhook and the CLI only: "
+                    "admission policies cannot sum a Pod's requests or read the cluster)",
+               nullable=True, require_any=("cpus", "memory", "devices"), literal="auto", literal_value=AUTO)
 SCHEMA = Section("", Config, (
     Section("policy", Policy, (FRACTIONAL, POD_LEVEL, SMT, NUMA)),
     Section("mutation", MutationPolicy, (SET_LIMITS, CPU_ROUNDING)),
@@ -98,5 +126,5 @@ def parse_config(raw: Any) -> Config:
     return config
 
 
-__all__ = ["SCHEMA", "Config", "ConfigError", "Exemptions", "MutationPolicy", "NumaPolicy", "Policy",
-           "parse_config"]
+__all__ = ["AUTO", "SCHEMA", "AutoNuma", "Config", "ConfigError", "Exemptions", "MutationPolicy", "NumaPolicy",
+           "Policy", "parse_config"]

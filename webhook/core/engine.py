@@ -44,6 +44,8 @@ class TargetResult:
     pod: PodSpec
     violations: tuple[Violation, ...]
     config: Config = field(repr=False)
+    # Reported, never refused (``Violation.advisory``): warnings in admission, notices in check and audit.
+    advisories: tuple[Violation, ...] = ()
 
     @cached_property
     def changes(self) -> tuple[Change, ...]:
@@ -60,7 +62,7 @@ class TargetResult:
         # The only change outside the spec removes ``status.qosClass``, the one status field that counts.
         status = self.target.status if len(in_spec) == len(self.changes) else None
         pod = Target(self.target.kind, self.target.name, self.target.namespace, where, fixed, status).pod_spec()
-        return tuple(run_rules(pod, self.config.policy))
+        return tuple(v for v in run_rules(pod, self.config.policy) if not v.advisory)
 
     @cached_property
     def remedies(self) -> dict[tuple[str, FieldPath], str]:
@@ -117,6 +119,10 @@ class Verdict:
         return [(r.target, v) for r in self.results for v in r.violations]
 
     @property
+    def advisories(self) -> list[tuple[Target, Violation]]:
+        return [(r.target, v) for r in self.results for v in r.advisories]
+
+    @property
     def changes(self) -> tuple[Change, ...]:
         return tuple(c for r in self.results for c in r.changes)
 
@@ -154,5 +160,7 @@ def evaluate(obj: Any, config: Config, mode: Mode, *, namespace: str | None = No
                 return Verdict(mode, (), exempt=why)
             continue
         pod = target.pod_spec()
-        results.append(TargetResult(target, pod, tuple(run_rules(pod, config.policy)), config))
+        found = run_rules(pod, config.policy)
+        results.append(TargetResult(target, pod, tuple(v for v in found if not v.advisory), config,
+                                    tuple(v for v in found if v.advisory)))
     return Verdict(mode, tuple(results))

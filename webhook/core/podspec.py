@@ -15,6 +15,7 @@ from typing import Any
 
 from webhook.core.fieldpath import FieldPath, dotted
 from webhook.core.quantity import Quantity, QuantityError, format_milli, quantity_from_value
+from webhook.core.scheduling import Placement, placement
 
 CPU = "cpu"
 MEMORY = "memory"
@@ -114,6 +115,8 @@ class PodSpec:
     pod_level: Block | None = None
     # ``status.qosClass`` as the manifest carries it (Pods only): the API server keeps it on create.
     declared_qos: str | None = None
+    # Where the Pod may be scheduled (nodeName, nodeSelector, required node affinity): ``policy.numa: auto``.
+    placement: Placement = field(default_factory=Placement)
 
     @property
     def all_containers(self) -> tuple[Container, ...]:
@@ -300,6 +303,7 @@ def build_pod_spec(spec: Any, path: FieldPath, status: Any = None) -> PodSpec:
         init_containers=init_containers,
         pod_level=_pod_level(body, path, containers, init_containers),
         declared_qos=declared if isinstance(declared, str) and declared else None,
+        placement=placement(body),
     )
 
 

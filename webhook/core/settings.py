@@ -215,7 +215,8 @@ class Section:
     """A mapping of keys built into ``build`` (a dataclass whose fields are the keys in snake case).
 
     ``nullable``: absent or null means ``None`` rather than the defaults (``policy.numa``); ``require_any``
-    names the keys of which one at least must be set (a mapping must not be empty).
+    names the keys of which one at least must be set (a mapping must not be empty). ``literal``: a word
+    accepted in place of the mapping (``policy.numa: auto``), parsed as ``literal_value``.
     """
 
     name: str
@@ -224,6 +225,8 @@ class Section:
     help: str = ""
     nullable: bool = False
     require_any: tuple[str, ...] = ()
+    literal: str = ""
+    literal_value: Any = None
 
     @property
     def default(self) -> Any:
@@ -233,8 +236,11 @@ class Section:
         """Validate a decoded YAML mapping; ``None`` is the defaults (or ``None`` for a nullable section)."""
         if raw is None:
             return self.default
+        if self.literal and raw == self.literal:
+            return self.literal_value
         if not isinstance(raw, Mapping):
-            raise ConfigError(f"{key or 'configuration'}: expected a mapping, got {_type_name(raw)}")
+            also = f" or {self.literal!r}" if self.literal else ""
+            raise ConfigError(f"{key or 'configuration'}: expected a mapping{also}, got {_type_name(raw)}")
         known = {c.name: c for c in self.children}
         for name in raw:
             if name not in known:
@@ -312,8 +318,11 @@ class Section:
                 body["anyOf"].append(need)
         if top:
             return body
+        forms = [body, {"type": "string", "enum": [self.literal]}] if self.literal else [body]
         if self.nullable:
-            return {"oneOf": [{"type": "null"}, body]}
+            return {"oneOf": [{"type": "null"}, *forms]}
+        if self.literal:
+            return {"oneOf": [{"type": "null"}, *forms]}
         return {**body, "type": ["object", "null"]}
 
     def rows(self, key: str = "") -> Iterator[tuple[str, str, str, str]]:
@@ -322,7 +331,8 @@ class Section:
             where = f"{key}.{child.name}" if key else child.name
             if isinstance(child, Section):
                 if child.help:
-                    yield where, "mapping or null" if child.nullable else "mapping", "null", child.help
+                    forms = "mapping" + (f", {child.literal}" if child.literal else "")
+                    yield where, f"{forms} or null" if child.nullable else forms, "null", child.help
                 yield from child.rows(where)
             else:
                 value = child.kind.document(child.default)

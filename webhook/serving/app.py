@@ -27,6 +27,7 @@ from webhook.admission.review import (
 )
 from webhook.core.config import Config
 from webhook.core.rules import RULE_IDS
+from webhook.core.topology import Topology
 from webhook.core.workloads import KINDS
 from webhook.serving.body import BUDGET, MAX_BODY, BadBody, BodyBudget, Busy, TooLarge, read_bounded
 from webhook.serving.decisionlog import DECISIONS
@@ -47,8 +48,10 @@ def _json(status: int, body: dict[str, Any]) -> Response:
     return Response(json.dumps(body), status=status, mimetype="application/json")
 
 
-def create_app(config: Config, metrics: Metrics | None = None, own_namespace: str | None = None) -> Flask:
-    """The admission application: one route per ``ENDPOINTS`` entry."""
+def create_app(config: Config, metrics: Metrics | None = None, own_namespace: str | None = None,
+               topology: Callable[[], Topology] | None = None) -> Flask:
+    """The admission application: one route per ``ENDPOINTS`` entry. ``topology`` (``policy.numa: auto``) is
+    the cache's current snapshot, read once per request."""
     app = Flask("qos-guard")
     metrics = metrics or Metrics.create(CollectorRegistry())
     spare_budget = BodyBudget()
@@ -58,6 +61,14 @@ def create_app(config: Config, metrics: Metrics | None = None, own_namespace: st
         metrics.latency.labels(endpoint.name)
     metrics.requests.labels("validate", "Pod", "CREATE", "allowed", "false")
     metrics.violations.labels("cpu-not-integer")
+
+    last: list[tuple[Topology, Config]] = []
+
+    def judging(snapshot: Topology) -> Config:
+        """The configuration with ``snapshot``, made once per snapshot (a snapshot lasts until a change)."""
+        if not last or last[0][0] is not snapshot:
+            last[:] = [(snapshot, config.with_topology(snapshot))]
+        return last[0][1]
 
     def read_body() -> bytes | bytearray:
         """The body within bounds, under the worker's budget (the Flask test client has none: a spare one)."""
@@ -86,7 +97,8 @@ def create_app(config: Config, metrics: Metrics | None = None, own_namespace: st
         started = time.perf_counter()
         try:
             review = parse_review(read_body(), endpoint)
-            decision = decide(review, endpoint, config, own_namespace)
+            judged = config if topology is None else judging(topology())
+            decision = decide(review, endpoint, judged, own_namespace)
         except (TooLarge, BadBody, BadReview) as exc:  # answered by the handlers below; counted here
             outcome = "too-large" if isinstance(exc, TooLarge) else "bad-request"
             metrics.requests.labels(endpoint.name, "unknown", "unknown", outcome, "false").inc()

@@ -15,13 +15,13 @@ import functools
 import logging
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from cryptography import x509
 
 if TYPE_CHECKING:
-    from prometheus_client import CollectorRegistry, Counter, Histogram
+    from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 EXPIRY_METRIC = "qos_guard_certificate_expiry_timestamp_seconds"
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
@@ -35,6 +35,7 @@ class Metrics:
     violations: Counter
     latency: Histogram
     server_errors: Counter
+    topology: TopologyMetrics | None = None
 
     @classmethod
     def create(cls, registry: CollectorRegistry | None = None) -> Metrics:
@@ -52,6 +53,35 @@ class Metrics:
         )
         metrics.server_errors.labels("500")  # exported at 0, so an alert on it has a series from the start
         return metrics
+
+    def with_topology(self, registry: CollectorRegistry | None = None) -> Metrics:
+        """These metrics and those of the ``policy.numa: auto`` topology cache."""
+        return replace(self, topology=TopologyMetrics.create(registry))
+
+
+@dataclass(frozen=True)
+class TopologyMetrics:
+    """``policy.numa: auto``: whether each worker's cache holds a usable topology, and how much of it. In
+    multiprocess mode ``available`` is the lowest live worker's, ``nodes`` and ``topologies`` the highest."""
+
+    available: Gauge
+    nodes: Gauge
+    topologies: Gauge
+
+    @classmethod
+    def create(cls, registry: CollectorRegistry | None = None) -> TopologyMetrics:
+        from prometheus_client import Gauge
+
+        kw: dict[str, Any] = {"registry": registry} if registry is not None else {}
+        return cls(
+            Gauge("qos_guard_numa_topology_available", "1 when nodes and NodeResourceTopology objects are read and "
+                  "current (policy.numa: auto); 0 when missing, refused or unreachable (numa-unfit then judges no "
+                  "node; the log says why)", multiprocess_mode="livemin", **kw),
+            Gauge("qos_guard_numa_topology_nodes", "Nodes known to the topology cache", multiprocess_mode="livemax",
+                  **kw),
+            Gauge("qos_guard_numa_topology_objects", "NodeResourceTopology objects held by the topology cache",
+                  multiprocess_mode="livemax", **kw),
+        )
 
 
 def multiprocess_registry() -> CollectorRegistry:

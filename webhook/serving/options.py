@@ -21,6 +21,8 @@ class ServeOptions:
     cert_file: str | None = None
     key_file: str | None = None
     graceful_timeout: int = 30
+    # policy.numa: auto reads the cluster through this kubeconfig (default: in-cluster, else $KUBECONFIG).
+    kubeconfig: str | None = None
 
 
 def split_bind(bind: str) -> tuple[str, int]:

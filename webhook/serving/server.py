@@ -8,6 +8,7 @@ SIGTERM is gunicorn's graceful shutdown: workers stop accepting, finish in-fligh
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import shutil
@@ -61,14 +62,39 @@ def _start_health_server(opts: ServeOptions, ready: Callable[[], bool]) -> Any:
     return health
 
 
-def worker_app(config: Config, own_namespace: str | None, extend: Extend | None = None) -> Any:
-    """In each worker: the Flask app behind the readiness probe route, 5xx answers counted."""
+def check_cluster_access(kubeconfig: str | None) -> None:
+    """``policy.numa: auto`` needs a way to the API server: in-cluster, ``--kubeconfig`` or the usual files.
+    Checked by their presence only: the Kubernetes client (urllib3, ssl) must be first imported in the workers,
+    after gevent patched ssl, or its TLS contexts recurse without end."""
+    if kubeconfig is not None:
+        if not os.path.isfile(kubeconfig):
+            raise ServeError(f"--kubeconfig {kubeconfig}: no such file")
+        return
+    candidates = [*os.environ.get("KUBECONFIG", "").split(os.pathsep), os.path.expanduser("~/.kube/config")]
+    if not os.environ.get("KUBERNETES_SERVICE_HOST") and not any(c and os.path.isfile(c) for c in candidates):
+        raise ServeError("policy.numa: auto reads the cluster's NodeResourceTopology objects and node labels: run "
+                         "in-cluster or pass --kubeconfig")
+
+
+def worker_app(config: Config, own_namespace: str | None, extend: Extend | None = None,
+               kubeconfig: str | None = None) -> Any:
+    """In each worker: the Flask app behind the readiness probe route, 5xx answers counted; with
+    ``policy.numa: auto``, the worker's topology cache (watches, greenlets in the gevent worker)."""
     from webhook.serving.app import create_app
     from webhook.serving.health import probe_route
     from webhook.serving.metrics import Metrics
 
     metrics = Metrics.create()
-    app = create_app(config, metrics, own_namespace)
+    snapshot = None
+    if config.numa_auto:
+        from webhook.serving.topology import start_topology_cache
+
+        metrics = metrics.with_topology()
+        snapshot = start_topology_cache(kubeconfig, metrics.topology)
+    app = create_app(config, metrics, own_namespace, snapshot)
+    # What the worker holds from now on (modules, the Kubernetes client's thousands of classes with numa: auto)
+    # lives as long as it does: out of the cyclic collector's full scans, which a request's garbage triggers.
+    gc.freeze()
     if extend is not None:
         extend(app)
     return probe_route(app, lambda code: metrics.server_errors.labels(code).inc())
@@ -78,6 +104,8 @@ def serve(opts: ServeOptions, extend: Extend | None = None, gunicorn: Mapping[st
     """Run until SIGTERM/SIGINT; gunicorn's arbiter ends the process itself when it stops. ``extend`` and the
     ``gunicorn`` settings laid over ours are for bench/ (a no-op route, the gthread worker to compare with)."""
     config = load_config(opts.config)  # ConfigError: exit 2 before anything listens
+    if config.numa_auto:
+        check_cluster_access(opts.kubeconfig)
     check_port_free(opts.bind, "--bind")
     check_port_free(opts.metrics_bind, "--metrics-bind")
     cert, key, ca = resolve_certificates(opts, Path.cwd())
@@ -137,7 +165,7 @@ def serve(opts: ServeOptions, extend: Extend | None = None, gunicorn: Mapping[st
         hold_stop_signals_across_fork()
     master = os.getpid()
     try:
-        _Gunicorn(options, lambda: worker_app(config, own_namespace, extend)).run()
+        _Gunicorn(options, lambda: worker_app(config, own_namespace, extend, opts.kubeconfig)).run()
     finally:
         # A worker's exit (sys.exit) unwinds through this frame too, forked with it: only the master owns the
         # folder; removed by a worker, its replacement could not boot and the whole server halted.

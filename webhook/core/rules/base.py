@@ -18,6 +18,9 @@ class Violation(Remark):
     """One broken rule: ``path`` is the offending field (or where a missing one belongs)."""
 
     rule: str = field(kw_only=True)
+    # Reported, never refused: a warning in admission, a notice in check and audit (numa-unfit on nodes whose
+    # Topology Manager admits a Pod across NUMA nodes).
+    advisory: bool = field(default=False, kw_only=True)
 
     @property
     def subject(self) -> FieldPath:

@@ -1,16 +1,34 @@
 """``numa-unfit``: with the Topology Manager's ``single-numa-node`` policy a container (scope
 ``container``) or the whole Pod (scope ``pod``) must fit in one NUMA node, or kubelet fails the Pod
-with ``TopologyAffinityError``."""
+with ``TopologyAffinityError``.
+
+Two forms: ``policy.numa`` as one NUMA node's size typed into the configuration (every node alike), or
+``policy.numa: auto``, where each node the Pod can land on is judged against its own NodeResourceTopology
+object by ``webhook.core.numa`` (kubelet's admission, simulated; held to the real Topology Manager by
+tests/fidelity/test_topology.py).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
-from webhook.core.config import NUMA, NumaPolicy, Policy
+from webhook.core.config import NUMA, AutoNuma, NumaPolicy, Policy
 from webhook.core.fieldpath import dotted
+from webhook.core.numa import (
+    ClusterFit,
+    Demand,
+    Demands,
+    NodeFit,
+    demands,
+    fit_cluster,
+    largest_zone,
+    may_align,
+    show_amount,
+)
 from webhook.core.podspec import CPU, MEMORY, PodSpec, effective_requests
 from webhook.core.quantity import format_milli
 from webhook.core.rules.base import Rule, Text, Violation
+from webhook.core.topology import Topology
 
 RULE_ID = "numa-unfit"
 
@@ -46,10 +64,96 @@ def _overflow(needs: Mapping[str, int], numa: NumaPolicy) -> list[str]:
 
 
 
+# policy.numa: auto
+ALONE = Text("{label}: {total}needs {need} on one NUMA node; the largest zone of any matching node has {have}")
+IN_ORDER = Text("{label}: needs {need} on one NUMA node once the containers before it are placed (kubelet "
+                "places init containers, sidecars and containers in order, each on what the earlier ones left); "
+                "no matching node has that left")
+REFUSED = Text("single-numa-node refuses it on {nodes} (TopologyAffinityError)")
+SPREAD = Text("{policy} on {nodes} would admit it across NUMA nodes")
+WAY_OUT = Text("ask for at most {have}")
+MAX_NODES_SHOWN = 2
+
+
+def _nodes(fits: tuple[NodeFit, ...]) -> str:
+    names = sorted(name for f in fits for name in f.names)
+    shown = ", ".join(names[:MAX_NODES_SHOWN]) + (f" and {len(names) - MAX_NODES_SHOWN} more"
+                                                  if len(names) > MAX_NODES_SHOWN else "")
+    return f"node {shown}" if len(names) == 1 else f"nodes {shown}"
+
+
+def _join(items: Iterable[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    words = list(items)
+    return ", ".join(words[:-1]) + f" and {words[-1]}" if len(words) > 1 else "".join(words)
+
+
+def _have(name: str, amount: int) -> str:
+    """A zone's amount, after the need has named the resource: ``32 CPUs``, ``240Gi``, ``4``."""
+    if name == CPU:
+        return show_amount(name, amount)
+    return format_bytes(amount * 1000) if name == MEMORY or name.startswith("hugepages-") else str(amount)
+
+
+def _auto(pod: PodSpec, topology: Topology) -> list[Violation]:
+    """The findings for ``pod`` over the snapshot, remembered per placement and demand for the snapshot (the
+    same Pods come again and again: a workload's replicas, retries)."""
+    if topology.nodes is None or not may_align(pod):
+        return []
+    wants = demands(pod)
+    key = (pod.placement.key, wants.key)
+    remembered = topology.index.verdicts
+    found: list[Violation] | None = remembered.get(key)
+    if found is None:
+        if len(remembered) >= 4096:
+            remembered.clear()
+        found = remembered[key] = _judge(pod, topology, wants)
+    return list(found)
+
+
+def _judge(pod: PodSpec, topology: Topology, wants: Demands) -> list[Violation]:
+    fit: ClusterFit = fit_cluster(pod, topology, wants=wants)
+    if fit.fits or fit.unknown or not (fit.refused or fit.spread):
+        return []
+    # The node that placed the most before failing tells the story; ties go to the first by name.
+    story = min(fit.refused + fit.spread, key=lambda f: (-len(f.placed), f.node))
+    need: Demand | None = story.failed
+    if need is None:
+        return []
+    matching = [topology.topologies[f.node] for f in fit.refused + fit.spread]
+    # A device no matching node publishes per NUMA node is not aligned there (and is the scheduler's business).
+    published = {name for t in matching for z in t.zones for name in z.capacity}
+    asked = [(n, a) for n, a in need.items() if n in (CPU, MEMORY) or n.startswith("hugepages-") or n in published]
+    total = "in total " if need.kind == "pod" else ""
+    parts = []
+    way_out = ""
+    best = largest_zone(need, matching) if story.alone else None
+    if best is not None:
+        zone = best[1]
+        short = [(n, a) for n, a in asked if zone.allocatable.get(n, 0) // 1000 < a] or asked
+        have = [(n, zone.allocatable.get(n, 0) // 1000) for n, _ in short]
+        parts.append(ALONE(label=need.label, total=total, need=_join(show_amount(n, a) for n, a in short),
+                           have=_join(_have(n, a) for n, a in have)))
+        way_out = WAY_OUT(have=_join(show_amount(n, a) for n, a in have))
+    else:
+        parts.append(IN_ORDER(label=need.label, need=_join(show_amount(n, a) for n, a in asked)))
+    if fit.refused:
+        parts.append(REFUSED(nodes=_nodes(fit.refused)))
+    spread = [SPREAD(policy=policy, nodes=_nodes(tuple(f for f in fit.spread if f.policy == policy)))
+              for policy in sorted({f.policy for f in fit.spread})]
+    if way_out:
+        parts.append(way_out)
+    # Only single-numa-node refuses: where another policy would admit the Pod, it is reported, not refused, and
+    # that comes first (an admission warning is cut at 120 characters).
+    return [Violation(need.path, "; ".join(spread + parts), need.container, rule=RULE_ID, advisory=bool(spread))]
+
+
 def check(pod: PodSpec, policy: Policy) -> list[Violation]:
     numa = policy.numa
     if numa is None:
         return []
+    if isinstance(numa, AutoNuma):
+        return _auto(pod, numa.topology) if isinstance(numa.topology, Topology) else []
     found = []
     if numa.scope == "container":
         for c in pod.all_containers:
@@ -74,10 +178,12 @@ def check(pod: PodSpec, policy: Policy) -> list[Violation]:
 
 RULE = Rule(
     RULE_ID, check=check, cel=None,
-    summary="with `policy.numa`, a container or the whole Pod needs more than one NUMA node has",
+    summary="with `policy.numa`, a container or the whole Pod needs more than one NUMA node has; with "
+            "`policy.numa: auto`, no node the Pod can land on would admit it on one NUMA node",
     severity="medium",
     enabled=lambda policy: policy.numa is not None,
     policy_refusal=f"policy.{NUMA.name}: {RULE_ID} is not available as an admission policy (the pod scope "
-                   "sums exact quantities over init containers and sidecars, which CEL cannot fold); use the "
-                   f"webhook (enforcement: webhook) or remove policy.{NUMA.name}",
+                   "sums exact quantities over init containers and sidecars, which CEL cannot fold, and "
+                   "numa: auto reads the cluster's NodeResourceTopology objects, which an admission "
+                   f"policy cannot); use the webhook (enforcement: webhook) or remove policy.{NUMA.name}",
 )

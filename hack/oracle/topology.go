@@ -1,0 +1,449 @@
+// The `topology` mode: would kubelet's Topology Manager admit this Pod on an empty node of this machine, and on
+// which NUMA node(s)?
+//
+// Each answer comes from a fresh kubelet resource-manager stack built as pkg/kubelet/cm/container_manager_linux.go
+// builds it, in the same order: topologymanager.NewManager (policy and scope as asked), then as hint providers
+// the device manager (devicemanager's own ManagerImpl, fed devices through its plugin-client callbacks), the
+// static CPU Manager policy (cpumanager.NewStaticPolicy) and the static Memory Manager policy
+// (memorymanager.NewPolicyStatic). The machine is a cadvisor MachineInfo built as those packages' unit tests
+// build one. The Pod is decoded, defaulted and created (PrepareForCreate, validation) as the API server would,
+// then handed to the Topology Manager's Admit, which is what kubelet's admission calls.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	_ "unsafe" // go:linkname, for devicemanager's constructor that takes a socket path (see newDeviceManager)
+
+	"github.com/go-logr/logr"
+	cadvisorapi "github.com/google/cadvisor/info/v1"
+	"google.golang.org/grpc"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/klog/v2"
+	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+	"k8s.io/kubernetes/pkg/api/legacyscheme"
+	api "k8s.io/kubernetes/pkg/apis/core"
+	"k8s.io/kubernetes/pkg/kubelet/cm/containermap"
+	"k8s.io/kubernetes/pkg/kubelet/cm/cpumanager"
+	cpustate "k8s.io/kubernetes/pkg/kubelet/cm/cpumanager/state"
+	"k8s.io/kubernetes/pkg/kubelet/cm/cpumanager/topology"
+	"k8s.io/kubernetes/pkg/kubelet/cm/devicemanager"
+	"k8s.io/kubernetes/pkg/kubelet/cm/memorymanager"
+	memstate "k8s.io/kubernetes/pkg/kubelet/cm/memorymanager/state"
+	"k8s.io/kubernetes/pkg/kubelet/cm/topologymanager"
+	"k8s.io/kubernetes/pkg/kubelet/lifecycle"
+	"k8s.io/kubernetes/pkg/registry/core/pod"
+	"k8s.io/utils/cpuset"
+)
+
+// NUMASpec is one NUMA node of the simulated machine.
+type NUMASpec struct {
+	CPUs           int            `json:"cpus"`           // logical CPUs (a multiple of threadsPerCore)
+	Memory         uint64         `json:"memory"`         // bytes, hugepages included (as cadvisor reports)
+	ReservedMemory uint64         `json:"reservedMemory"` // reservedMemory[numaNode].limits.memory, bytes
+	Hugepages2Mi   uint64         `json:"hugepages2Mi"`   // pages
+	Hugepages1Gi   uint64         `json:"hugepages1Gi"`   // pages
+	Devices        map[string]int `json:"devices"`        // device plugin resource -> devices on this node
+}
+
+// MachineSpec is the node: its NUMA nodes, SMT, and what kubelet reserves.
+type MachineSpec struct {
+	NUMA           []NUMASpec `json:"numa"`
+	ThreadsPerCore int        `json:"threadsPerCore"` // 1 or 2
+	NUMAPerSocket  int        `json:"numaPerSocket"`  // default 1
+	ReservedCPUs   int        `json:"reservedCPUs"`   // ceil(systemReserved.cpu + kubeReserved.cpu): at least 1
+	ReservedSet    []int      `json:"reservedSystemCPUs,omitempty"`
+}
+
+// TopologyCase is one question: this Pod, on an empty node of this machine, under this policy and scope.
+type TopologyCase struct {
+	Machine MachineSpec     `json:"machine"`
+	Policy  string          `json:"policy"` // none | best-effort | restricted | single-numa-node
+	Scope   string          `json:"scope"`  // container | pod
+	Pod     json.RawMessage `json:"pod,omitempty"`
+}
+
+// Placement is where one container's resources ended up.
+type Placement struct {
+	Affinity []int            `json:"affinity"` // the Topology Manager's hint (null: no preference)
+	CPUs     []int            `json:"cpus,omitempty"`
+	CPUNUMA  []int            `json:"cpuNUMA,omitempty"`
+	Memory   []int            `json:"memoryNUMA,omitempty"`
+	Devices  map[string][]int `json:"devicesNUMA,omitempty"`
+}
+
+// TopologyAnswer is the Topology Manager's verdict, plus the machine as a NodeResourceTopology exporter (NFD's
+// topology-updater, resource-topology-exporter) reads it from kubelet: per NUMA node, capacity and allocatable
+// (cpumanager GetAllocatableCPUs, memorymanager GetAllocatableMemory, devicemanager GetAllocatableDevices).
+type TopologyAnswer struct {
+	Error       string                         `json:"error,omitempty"`
+	DecodeError string                         `json:"decodeError,omitempty"`
+	PodErrors   []FieldError                   `json:"podErrors,omitempty"`
+	QOSClass    string                         `json:"qosClass,omitempty"`
+	Admitted    bool                           `json:"admitted"`
+	Reason      string                         `json:"reason,omitempty"`
+	Message     string                         `json:"message,omitempty"`
+	Placement   map[string]Placement           `json:"placement,omitempty"`
+	Capacity    []map[string]resource.Quantity `json:"capacity"`
+	Allocatable []map[string]resource.Quantity `json:"allocatable"`
+	ReservedCPU []int                          `json:"reservedCPUs,omitempty"`
+}
+
+func topologyMode(line []byte) any {
+	var c TopologyCase
+	if err := json.Unmarshal(line, &c); err != nil {
+		return TopologyAnswer{Error: "oracle: input is not a topology case: " + err.Error()}
+	}
+	ans, err := admitOnMachine(c)
+	if err != nil {
+		ans.Error = err.Error()
+	}
+	return ans
+}
+
+// machineInfo builds cadvisor's view of the machine as the kubelet unit tests do (cpumanager's topoDualSocketHT,
+// memorymanager's machineInfo): NUMA nodes with cores, threads, memory and hugepages.
+func machineInfo(m MachineSpec) (*cadvisorapi.MachineInfo, error) {
+	tpc := m.ThreadsPerCore
+	if tpc == 0 {
+		tpc = 1
+	}
+	per := m.NUMAPerSocket
+	if per == 0 {
+		per = 1
+	}
+	mi := &cadvisorapi.MachineInfo{}
+	cpu := 0
+	for id, n := range m.NUMA {
+		if n.CPUs <= 0 || n.CPUs%tpc != 0 {
+			return nil, fmt.Errorf("NUMA node %d: %d CPUs is not a positive multiple of %d threads per core", id, n.CPUs, tpc)
+		}
+		node := cadvisorapi.Node{Id: id, Memory: n.Memory}
+		for core := 0; core < n.CPUs/tpc; core++ {
+			threads := make([]int, tpc)
+			for t := range threads {
+				threads[t] = cpu + t
+			}
+			node.Cores = append(node.Cores, cadvisorapi.Core{Id: core, Threads: threads, SocketID: id / per})
+			cpu += tpc
+		}
+		node.HugePages = []cadvisorapi.HugePagesInfo{{PageSize: 2048, NumPages: n.Hugepages2Mi},
+			{PageSize: 1048576, NumPages: n.Hugepages1Gi}}
+		mi.Topology = append(mi.Topology, node)
+		mi.MemoryCapacity += n.Memory
+	}
+	mi.NumCores = cpu
+	mi.NumPhysicalCores = cpu / tpc
+	mi.NumSockets = (len(m.NUMA) + per - 1) / per
+	return mi, nil
+}
+
+// hintProvider joins a resource manager's policy to its state, as cpumanager.manager and memorymanager.manager
+// do (their methods call the policy with their state after removeStaleState, which is a no-op here: the only
+// active Pod is the one being admitted). The managers themselves are not used because their Start writes a
+// checkpoint file and the CPU manager's starts a reconcile loop that never stops.
+type cpuProvider struct {
+	policy cpumanager.Policy
+	state  cpustate.State
+}
+
+func (p cpuProvider) GetTopologyHints(pod *v1.Pod, c *v1.Container) map[string][]topologymanager.TopologyHint {
+	return p.policy.GetTopologyHints(logr.Discard(), p.state, pod, c)
+}
+func (p cpuProvider) GetPodTopologyHints(pod *v1.Pod) map[string][]topologymanager.TopologyHint {
+	return p.policy.GetPodTopologyHints(logr.Discard(), p.state, pod)
+}
+func (p cpuProvider) Allocate(pod *v1.Pod, c *v1.Container) error {
+	return p.policy.Allocate(logr.Discard(), p.state, pod, c)
+}
+func (p cpuProvider) AllocatePod(pod *v1.Pod) error {
+	return p.policy.AllocatePod(logr.Discard(), p.state, pod)
+}
+
+type memoryProvider struct {
+	policy memorymanager.Policy
+	state  memstate.State
+}
+
+func (p memoryProvider) GetTopologyHints(pod *v1.Pod, c *v1.Container) map[string][]topologymanager.TopologyHint {
+	return p.policy.GetTopologyHints(klog.Background(), p.state, pod, c)
+}
+func (p memoryProvider) GetPodTopologyHints(pod *v1.Pod) map[string][]topologymanager.TopologyHint {
+	return p.policy.GetPodTopologyHints(klog.Background(), p.state, pod)
+}
+func (p memoryProvider) Allocate(pod *v1.Pod, c *v1.Container) error {
+	return p.policy.Allocate(klog.Background(), p.state, pod, c)
+}
+func (p memoryProvider) AllocatePod(pod *v1.Pod) error {
+	return p.policy.AllocatePod(klog.Background(), p.state, pod)
+}
+
+// newManagerImpl is devicemanager's constructor with the socket path as a parameter, the one its own unit tests
+// call. The exported NewManagerImpl fixes the path to /var/lib/kubelet/device-plugins/kubelet.sock, where it
+// would write its checkpoint and, on Start, delete other sockets: on a machine with a real kubelet (tests/node)
+// that would damage it. Nothing else is reached this way.
+//
+//go:linkname newManagerImpl k8s.io/kubernetes/pkg/kubelet/cm/devicemanager.newManagerImpl
+func newManagerImpl(logger klog.Logger, socketPath string, topology []cadvisorapi.Node,
+	topologyAffinityStore topologymanager.Store) (*devicemanager.ManagerImpl, error)
+
+// fakePlugin is a device plugin as the device manager's client sees one (plugin.DevicePlugin): its API answers
+// the calls kubelet makes at allocation time, in memory.
+type fakePlugin struct {
+	resource string
+	socket   string
+}
+
+func (p fakePlugin) API() pluginapi.DevicePluginClient { return pluginClient{} }
+func (p fakePlugin) Resource() string                  { return p.resource }
+func (p fakePlugin) SocketPath() string                { return p.socket }
+
+type pluginClient struct{}
+
+func (pluginClient) GetDevicePluginOptions(context.Context, *pluginapi.Empty, ...grpc.CallOption) (*pluginapi.DevicePluginOptions, error) {
+	return &pluginapi.DevicePluginOptions{}, nil
+}
+func (pluginClient) ListAndWatch(context.Context, *pluginapi.Empty, ...grpc.CallOption) (grpc.ServerStreamingClient[pluginapi.ListAndWatchResponse], error) {
+	return nil, fmt.Errorf("oracle: ListAndWatch is not used: devices are sent through PluginListAndWatchReceiver")
+}
+func (pluginClient) GetPreferredAllocation(context.Context, *pluginapi.PreferredAllocationRequest, ...grpc.CallOption) (*pluginapi.PreferredAllocationResponse, error) {
+	return &pluginapi.PreferredAllocationResponse{}, nil
+}
+func (pluginClient) Allocate(_ context.Context, in *pluginapi.AllocateRequest, _ ...grpc.CallOption) (*pluginapi.AllocateResponse, error) {
+	out := &pluginapi.AllocateResponse{}
+	for range in.ContainerRequests {
+		out.ContainerResponses = append(out.ContainerResponses, &pluginapi.ContainerAllocateResponse{})
+	}
+	return out, nil
+}
+func (pluginClient) PreStartContainer(context.Context, *pluginapi.PreStartContainerRequest, ...grpc.CallOption) (*pluginapi.PreStartContainerResponse, error) {
+	return &pluginapi.PreStartContainerResponse{}, nil
+}
+
+type sourcesReady struct{}
+
+func (sourcesReady) AddSource(string) {}
+func (sourcesReady) AllReady() bool   { return true }
+
+// scratch holds the device manager's socket and checkpoint: memory-backed where the system has /dev/shm, as
+// its checkpoint writes end in fsync.
+var scratch = func() string {
+	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
+		return "/dev/shm"
+	}
+	return os.TempDir()
+}()
+
+// deviceID names device i of a resource on a NUMA node; the ID carries the node only for reading answers back.
+func deviceID(resourceName string, numa, i int) string {
+	return fmt.Sprintf("%s-numa%d-%d", strings.ReplaceAll(resourceName, "/", "_"), numa, i)
+}
+
+// admitOnMachine builds the managers for the machine and asks the Topology Manager to admit the Pod.
+func admitOnMachine(c TopologyCase) (ans TopologyAnswer, err error) {
+	mi, err := machineInfo(c.Machine)
+	if err != nil {
+		return ans, err
+	}
+	log := logr.Discard()
+	policy, scope := c.Policy, c.Scope
+	if scope == "" {
+		scope = topologymanager.ContainerTopologyScope
+	}
+	tm, err := topologymanager.NewManager(mi.Topology, policy, scope, nil)
+	if err != nil {
+		return ans, fmt.Errorf("topologymanager.NewManager: %w", err)
+	}
+
+	// Devices: the device manager, listening on a socket in a private folder, fed each resource's devices as its
+	// plugin client would (PluginConnected, then a ListAndWatch response), each device on its NUMA node.
+	dir, err := os.MkdirTemp(scratch, "oracle-devices-")
+	if err != nil {
+		return ans, err
+	}
+	defer os.RemoveAll(dir)
+	dm, err := newManagerImpl(klog.Background(), dir+"/kubelet.sock", mi.Topology, tm)
+	if err != nil {
+		return ans, fmt.Errorf("devicemanager: %w", err)
+	}
+	var thePod *v1.Pod
+	active := func() []*v1.Pod {
+		if thePod == nil {
+			return nil
+		}
+		return []*v1.Pod{thePod}
+	}
+	if err := dm.Start(klog.Background(), active, sourcesReady{}, containermap.NewContainerMap(), sets.New[string]()); err != nil {
+		return ans, fmt.Errorf("devicemanager Start: %w", err)
+	}
+	defer func() { _ = dm.Stop(klog.Background()) }()
+	devices := map[string][]*pluginapi.Device{}
+	for numa, n := range c.Machine.NUMA {
+		for res, count := range n.Devices {
+			for i := 0; i < count; i++ {
+				devices[res] = append(devices[res], &pluginapi.Device{ID: deviceID(res, numa, i), Health: pluginapi.Healthy,
+					Topology: &pluginapi.TopologyInfo{Nodes: []*pluginapi.NUMANode{{ID: int64(numa)}}}})
+			}
+		}
+	}
+	for res, devs := range devices {
+		if err := dm.PluginConnected(context.Background(), res, fakePlugin{res, dir + "/" + res}); err != nil {
+			return ans, fmt.Errorf("devicemanager PluginConnected %s: %w", res, err)
+		}
+		dm.PluginListAndWatchReceiver(klog.Background(), res, &pluginapi.ListAndWatchResponse{Devices: devs})
+	}
+	tm.AddHintProvider(klog.Background(), dm)
+
+	// CPUs: the static policy, with ceil(reserved cpu) CPUs (or reservedSystemCPUs) kept back.
+	topo, err := topology.Discover(log, mi)
+	if err != nil {
+		return ans, fmt.Errorf("cpumanager topology.Discover: %w", err)
+	}
+	reservedSet := cpuset.New(c.Machine.ReservedSet...)
+	numReserved := c.Machine.ReservedCPUs
+	if reservedSet.Size() > 0 {
+		numReserved = reservedSet.Size()
+	}
+	cpuPolicy, err := cpumanager.NewStaticPolicy(log, topo, numReserved, reservedSet, tm, nil)
+	if err != nil {
+		return ans, fmt.Errorf("cpumanager.NewStaticPolicy: %w", err)
+	}
+	cpuState := cpustate.NewMemoryState(log)
+	if err := cpuPolicy.Start(log, cpuState); err != nil {
+		return ans, fmt.Errorf("cpumanager static policy Start: %w", err)
+	}
+	tm.AddHintProvider(klog.Background(), cpuProvider{cpuPolicy, cpuState})
+
+	// Memory: the static policy, with reservedMemory per NUMA node.
+	reserved := map[int]map[v1.ResourceName]uint64{}
+	for id, n := range c.Machine.NUMA {
+		reserved[id] = map[v1.ResourceName]uint64{v1.ResourceMemory: n.ReservedMemory}
+	}
+	memPolicy, err := memorymanager.NewPolicyStatic(klog.Background(), mi, reserved, tm)
+	if err != nil {
+		return ans, fmt.Errorf("memorymanager.NewPolicyStatic: %w", err)
+	}
+	memState := memstate.NewMemoryState(klog.Background())
+	if err := memPolicy.Start(klog.Background(), memState); err != nil {
+		return ans, fmt.Errorf("memorymanager static policy Start: %w", err)
+	}
+	tm.AddHintProvider(klog.Background(), memoryProvider{memPolicy, memState})
+
+	ans.ReservedCPU = cpuset.New(topo.CPUDetails.CPUs().Difference(cpuPolicy.GetAllocatableCPUs(cpuState)).List()...).List()
+	ans.Capacity, ans.Allocatable = describe(c.Machine, topo, cpuPolicy.GetAllocatableCPUs(cpuState),
+		memPolicy.GetAllocatableMemory(memState), dm.GetAllocatableDevices())
+	if len(c.Pod) == 0 {
+		return ans, nil
+	}
+
+	p, answer := storedPod(c.Pod)
+	if p == nil {
+		answer.Capacity, answer.Allocatable, answer.ReservedCPU = ans.Capacity, ans.Allocatable, ans.ReservedCPU
+		return answer, nil
+	}
+	ans.QOSClass = string(p.Status.QOSClass)
+	thePod = p
+	result := tm.Admit(&lifecycle.PodAdmitAttributes{Pod: p})
+	ans.Admitted, ans.Reason, ans.Message = result.Admit, result.Reason, result.Message
+	ans.Placement = map[string]Placement{}
+	for _, ctr := range append(append([]v1.Container{}, p.Spec.InitContainers...), p.Spec.Containers...) {
+		pl := Placement{Devices: map[string][]int{}}
+		if hint := tm.GetAffinity(string(p.UID), ctr.Name); hint.NUMANodeAffinity != nil {
+			pl.Affinity = hint.NUMANodeAffinity.GetBits()
+		}
+		if set, ok := cpuState.GetCPUSet(string(p.UID), ctr.Name); ok {
+			pl.CPUs = set.List()
+			nodes := sets.New[int]()
+			for _, id := range pl.CPUs {
+				nodes.Insert(topo.CPUDetails[id].NUMANodeID)
+			}
+			pl.CPUNUMA = sets.List(nodes)
+		}
+		nodes := sets.New[int]()
+		for _, b := range memState.GetMemoryBlocks(string(p.UID), ctr.Name) {
+			nodes.Insert(b.NUMAAffinity...)
+		}
+		pl.Memory = sets.List(nodes)
+		for res, byID := range dm.GetDevices(string(p.UID), ctr.Name) {
+			numa := sets.New[int]()
+			for _, dev := range byID {
+				for _, node := range dev.Topology.GetNodes() {
+					numa.Insert(int(node.ID))
+				}
+			}
+			pl.Devices[res] = sets.List(numa)
+		}
+		ans.Placement[ctr.Name] = pl
+	}
+	return ans, nil
+}
+
+// describe is the machine per NUMA node as an exporter publishes it: capacity from the hardware, allocatable
+// from what the resource managers hand out.
+func describe(m MachineSpec, topo *topology.CPUTopology, cpus cpuset.CPUSet, mem []memstate.Block,
+	devs devicemanager.ResourceDeviceInstances) ([]map[string]resource.Quantity, []map[string]resource.Quantity) {
+	capacity := make([]map[string]resource.Quantity, len(m.NUMA))
+	allocatable := make([]map[string]resource.Quantity, len(m.NUMA))
+	for id, n := range m.NUMA {
+		capacity[id] = map[string]resource.Quantity{
+			"cpu":           *resource.NewQuantity(int64(topo.CPUDetails.CPUsInNUMANodes(id).Size()), resource.DecimalSI),
+			"memory":        *resource.NewQuantity(int64(n.Memory-(n.Hugepages2Mi<<21)-(n.Hugepages1Gi<<30)), resource.BinarySI),
+			"hugepages-2Mi": *resource.NewQuantity(int64(n.Hugepages2Mi<<21), resource.BinarySI),
+			"hugepages-1Gi": *resource.NewQuantity(int64(n.Hugepages1Gi<<30), resource.BinarySI),
+		}
+		allocatable[id] = map[string]resource.Quantity{
+			"cpu": *resource.NewQuantity(int64(topo.CPUDetails.CPUsInNUMANodes(id).Intersection(cpus).Size()), resource.DecimalSI),
+		}
+		for res, count := range n.Devices {
+			capacity[id][res] = *resource.NewQuantity(int64(count), resource.DecimalSI)
+		}
+	}
+	for _, b := range mem {
+		for _, id := range b.NUMAAffinity {
+			allocatable[id][string(b.Type)] = *resource.NewQuantity(int64(b.Size), resource.BinarySI)
+		}
+	}
+	for res, byID := range devs {
+		for _, dev := range byID {
+			for _, node := range dev.Topology.GetNodes() {
+				q := allocatable[node.ID][res]
+				q.Add(*resource.NewQuantity(1, resource.DecimalSI))
+				allocatable[node.ID][res] = q
+			}
+		}
+	}
+	return capacity, allocatable
+}
+
+// storedPod is the Pod as kubelet receives it from the API server: decoded, defaulted, created
+// (PrepareForCreate sets status.qosClass) and validated. nil with the reason when the API server refuses it.
+func storedPod(raw []byte) (*v1.Pod, TopologyAnswer) {
+	obj, gvk, err := decoder.Decode(raw, nil, nil)
+	if err != nil || gvk.Kind != "Pod" {
+		if err == nil {
+			err = fmt.Errorf("kind %s is not Pod", gvk.Kind)
+		}
+		return nil, TopologyAnswer{DecodeError: err.Error()}
+	}
+	legacyscheme.Scheme.Default(obj)
+	internal, err := legacyscheme.Scheme.ConvertToVersion(obj, schema.GroupVersion{Group: "", Version: "__internal"})
+	if err != nil {
+		return nil, TopologyAnswer{DecodeError: "conversion: " + err.Error()}
+	}
+	if errs := create(pod.Strategy, v1.SchemeGroupVersion.WithKind("Pod"), "pods", internal); len(errs) > 0 {
+		return nil, TopologyAnswer{PodErrors: errs}
+	}
+	out := &v1.Pod{}
+	if err := legacyscheme.Scheme.Convert(internal.(*api.Pod), out, nil); err != nil {
+		return nil, TopologyAnswer{DecodeError: "conversion: " + err.Error()}
+	}
+	out.UID = types.UID("oracle-topology")
+	return out, TopologyAnswer{}
+}

@@ -1,0 +1,235 @@
+"""``policy.numa: auto`` against a real API server: the NodeResourceTopology CRD as vendored in the chart,
+NodeResourceTopology objects for the article's machine (two sockets with 32 CPUs, 256Gi and 4 GPUs per NUMA
+node) and a small node, and a qos-guard webhook registered through the chart's own webhook configurations,
+reading the cluster with the chart's own RBAC (a ServiceAccount token, nothing more).
+
+The webhook starts before the CRD exists (it says so, admits, and keeps looking), then sees the objects, then
+every change to them within seconds, through its watch, without a restart.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+import yaml
+
+from tests.binaries import binary
+from tests.e2e.conftest import CHART, RELEASE_NAMESPACE, Cluster
+from tests.serving import Server, start_server
+
+RELEASE = "qos-guard-numa"  # the chart's full name (and ServiceAccount) for this release
+NAMESPACE = "e2e-numa"
+GPU = "nvidia.com/gpu"
+SOCKET = {"cpu": "32", "memory": "256Gi", GPU: "4"}
+SEEN_WITHIN = 15.0  # seconds for a change to reach the running webhook (the watch, then a 0.2 s publish)
+
+
+def helm_template(*args: str) -> list[dict[str, Any]]:
+    proc = subprocess.run([binary("helm"), "template", RELEASE, str(CHART), "--namespace", RELEASE_NAMESPACE,
+                           "--set", "config.policy.numa=auto", *args], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return [d for d in yaml.safe_load_all(proc.stdout) if d]
+
+
+def node_topology(name: str, zones: list[dict[str, str]], policy: str = "single-numa-node") -> dict[str, Any]:
+    return {"apiVersion": "topology.node.k8s.io/v1alpha2", "kind": "NodeResourceTopology",
+            "metadata": {"name": name},
+            "attributes": [{"name": "topologyManagerPolicy", "value": policy},
+                           {"name": "topologyManagerScope", "value": "container"}],
+            "zones": [{"name": f"node-{i}", "type": "Node",
+                       "resources": [{"name": k, "capacity": v, "allocatable": v, "available": v}
+                                     for k, v in z.items()]} for i, z in enumerate(zones)]}
+
+
+def node(name: str, **labels: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}}
+
+
+def pod(name: str, cpu: str, gpu: str = "0", **spec: Any) -> dict[str, Any]:
+    limits = {"cpu": cpu, "memory": "8Gi"} | ({GPU: gpu} if gpu != "0" else {})
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+            "spec": {"containers": [{"name": "vllm", "image": "registry.invalid/vllm:1",
+                                     "resources": {"limits": limits, "requests": dict(limits)}}], **spec}}
+
+
+def admit(cluster: Cluster, obj: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+    """Server-side dry run in the numa namespace: the whole admission chain, nothing stored."""
+    return cluster.kubectl("apply", "--dry-run=server", "-n", NAMESPACE, "-f", "-", stdin=obj)
+
+
+def eventually(what: str, check: Callable[[], bool], within: float = SEEN_WITHIN) -> float:
+    """Seconds until ``check`` holds (polled); fails after ``within``."""
+    started = time.monotonic()
+    while not check():
+        assert time.monotonic() - started < within, f"{what}: not seen within {within:.0f} s"
+        time.sleep(0.25)
+    return time.monotonic() - started
+
+
+def metric(server: Server, name: str) -> float | None:
+    text = requests.get(server.metrics + "/metrics", timeout=5).text
+    found = re.search(rf"^{name} ([0-9.e+-]+)$", text, re.MULTILINE)
+    return float(found.group(1)) if found else None
+
+
+def said(server: Server) -> list[dict[str, Any]]:
+    """The topology lines of the server's log."""
+    out = []
+    for line in (server.folder / "server.log").read_text().splitlines():
+        if line.startswith("{") and '"topology"' in line:
+            out.append(json.loads(line))
+    return out
+
+
+@pytest.fixture(scope="module")
+def numa_webhook(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    folder = tmp_path_factory.mktemp("numa-webhook")
+    cluster.namespace(RELEASE_NAMESPACE)
+    # The chart's ServiceAccount and RBAC for numa: auto, and a token for them: the webhook reads with that.
+    rbac = helm_template("--show-only", "templates/serviceaccount.yaml", "--show-only", "templates/rbac.yaml")
+    cluster.kubectl("apply", "-f", "-", stdin=rbac, check=True)
+    token = cluster.kubectl("create", "token", RELEASE, "-n", RELEASE_NAMESPACE, "--duration", "2h",
+                            check=True).stdout.strip()
+    admin = yaml.safe_load(cluster.kubeconfig.read_text())
+    admin["users"] = [{"name": "webhook", "user": {"token": token}}]
+    admin["contexts"][0]["context"]["user"] = "webhook"
+    kubeconfig = folder / "kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump(admin))
+    config = folder / "config.yaml"
+    config.write_text(yaml.safe_dump({"policy": {"numa": "auto"}}))
+
+    cert_dir = folder / "pki"
+    certs = ["certs", "--service", RELEASE, "--namespace", RELEASE_NAMESPACE, "--extra-san", "127.0.0.1",
+             "--output-dir", str(cert_dir), "--days", "2"]
+    assert cluster.qos_guard(*certs).returncode == 0
+    server = start_server(folder / "serve", "--config", str(config), "--kubeconfig", str(kubeconfig),
+                          cert_dir=cert_dir)
+    try:
+        webhooks = [d for d in helm_template(
+            "--set", f"webhook.url=https://127.0.0.1:{server.port}",
+            "--set", "webhook.namespaceSelector.matchExpressions[0].key=e2e.qos-guard.io/numa",
+            "--set", "webhook.namespaceSelector.matchExpressions[0].operator=Exists",
+            "--show-only", "templates/webhooks.yaml") if d["kind"].endswith("WebhookConfiguration")]
+        cluster.kubectl("apply", "-f", "-", stdin=webhooks, check=True)
+        proc = cluster.qos_guard(*certs, "--patch-webhooks", RELEASE, "--kubeconfig", str(cluster.kubeconfig))
+        assert proc.returncode == 0, proc.stderr
+        cluster.kubectl("apply", "-f", "-", stdin={"apiVersion": "v1", "kind": "Namespace", "metadata": {
+            "name": NAMESPACE, "labels": {"qos-guard.io/mode": "enforce", "e2e.qos-guard.io/numa": "true"}}},
+                        check=True)
+        eventually("the webhook reachable through the API server",
+                   lambda: admit(cluster, pod("probe", "2")).returncode == 0, within=30)
+        yield server
+    finally:
+        server.stop()
+        cluster.kubectl("delete", "validatingwebhookconfiguration,mutatingwebhookconfiguration", RELEASE,
+                        "--ignore-not-found")
+
+
+def test_without_the_crd_it_says_so_once_and_never_refuses(cluster: Cluster, numa_webhook: Server) -> None:
+    cluster.kubectl("apply", "-f", "-", stdin=[node("gpu-1", pool="gpu"), node("small-1", pool="small")],
+                    check=True)
+    assert admit(cluster, pod("huge", "48", "5")).returncode == 0  # nothing known: nothing refused
+    assert metric(numa_webhook, "qos_guard_numa_topology_available") == 0
+    lines = [s for s in said(numa_webhook) if s.get("problem")]
+    assert lines and all("the NodeResourceTopology CRD (topology.node.k8s.io/v1alpha2) is not installed"
+                         in s["problem"] for s in lines)
+    for _ in range(3):
+        admit(cluster, pod("again", "48"))
+    assert len([s for s in said(numa_webhook) if s.get("problem")]) == len(lines)  # once per worker, not per Pod
+
+
+def test_the_articles_machine(cluster: Cluster, numa_webhook: Server) -> None:
+    crd = CHART / "files" / "topology.node.k8s.io_noderesourcetopologies.yaml"
+    cluster.kubectl("apply", "-f", str(crd), check=True)
+    cluster.kubectl("wait", "--for", "condition=Established", "crd/noderesourcetopologies.topology.node.k8s.io",
+                    "--timeout", "30s", check=True)
+    cluster.kubectl("apply", "-f", "-", stdin=[node_topology("gpu-1", [SOCKET, SOCKET]),
+                                               node_topology("small-1", [{"cpu": "8", "memory": "32Gi"}])],
+                    check=True)
+    # The CRD is listed again within 10 s (RETRY_MISSING), then watched.
+    eventually("the objects", lambda: admit(cluster, pod("big", "48")).returncode != 0, within=30)
+    assert metric(numa_webhook, "qos_guard_numa_topology_available") == 1
+    assert metric(numa_webhook, "qos_guard_numa_topology_objects") == 2
+
+    assert admit(cluster, pod("fits", "16", "2")).returncode == 0
+    both = admit(cluster, pod("vllm", "48", "5"))  # the README's example, as kubectl prints it
+    assert ("needs 48 CPUs and 5 nvidia.com/gpu on one NUMA node; the largest zone of any matching node has 32 "
+            "CPUs and 4; single-numa-node refuses it on node gpu-1 (TopologyAffinityError); ask for at most 32 "
+            "CPUs and 4 nvidia.com/gpu") in both.stderr, both.stderr
+    print(f"\nnuma: auto, kubectl apply of a Pod asking 48 CPUs and 5 GPUs:\n{both.stderr}")
+    for name, cpu, gpu, need, have in (("cpus", "48", "2", "48 CPUs", "32 CPUs"),
+                                       ("gpus", "16", "5", "5 nvidia.com/gpu", "4")):
+        proc = admit(cluster, pod(name, cpu, gpu))
+        assert proc.returncode != 0
+        assert 'admission webhook "validate.qos-guard.io" denied the request' in proc.stderr
+        assert (f'numa-unfit: container "vllm" (spec.containers[0]): needs {need} on one NUMA node; the largest zone '
+                f"of any matching node has {have}; single-numa-node refuses it on node") in proc.stderr, proc.stderr
+        assert "(TopologyAffinityError)" in proc.stderr
+
+
+def test_a_node_selector_changes_the_answer(cluster: Cluster, numa_webhook: Server) -> None:
+    assert admit(cluster, pod("anywhere", "16")).returncode == 0
+    proc = admit(cluster, pod("small", "16", nodeSelector={"pool": "small"}))
+    assert proc.returncode != 0
+    assert ("needs 16 CPUs on one NUMA node; the largest zone of any matching node has 8 CPUs; single-numa-node "
+            "refuses it on node small-1") in proc.stderr, proc.stderr
+
+
+def test_a_new_node_and_a_changed_zone_are_seen_without_a_restart(cluster: Cluster, numa_webhook: Server) -> None:
+    pid = numa_webhook.proc.pid
+    on_gpu2 = pod("gpu2", "48", nodeSelector={"pool": "gpu2"})
+    assert admit(cluster, on_gpu2).returncode == 0  # no node gpu2: not ours to say
+    cluster.kubectl("apply", "-f", "-", stdin=node("gpu-2", pool="gpu2"), check=True)
+    assert admit(cluster, on_gpu2).returncode == 0  # gpu-2 publishes no topology yet: unknown, not unfit
+    cluster.kubectl("apply", "-f", "-", stdin=node_topology("gpu-2", [SOCKET, SOCKET]), check=True)
+    new = eventually("a new node's topology", lambda: admit(cluster, on_gpu2).returncode != 0)
+    bigger = node_topology("gpu-2", [{"cpu": "64", "memory": "512Gi", GPU: "8"}, SOCKET])
+    cluster.kubectl("apply", "-f", "-", stdin=bigger, check=True)
+    changed = eventually("a zone's new amounts", lambda: admit(cluster, on_gpu2).returncode == 0)
+    cluster.kubectl("apply", "-f", "-", stdin=node_topology("gpu-2", [SOCKET, SOCKET]), check=True)
+    eventually("the zone back as it was", lambda: admit(cluster, on_gpu2).returncode != 0)
+    cluster.kubectl("delete", "noderesourcetopology", "gpu-2", check=True)
+    eventually("a deleted topology", lambda: admit(cluster, on_gpu2).returncode == 0)  # unknown again
+    assert numa_webhook.proc.pid == pid and numa_webhook.proc.poll() is None  # the same process throughout
+    print(f"\nnuma: auto: a new node's topology seen in {new:.1f} s, a changed zone in {changed:.1f} s")
+
+
+def test_restricted_nodes_warn_and_admit(cluster: Cluster, numa_webhook: Server) -> None:
+    cluster.kubectl("apply", "-f", "-", stdin=[node("lax-1", pool="lax"),
+                                               node_topology("lax-1", [SOCKET, SOCKET], policy="restricted")],
+                    check=True)
+    on_lax = pod("lax", "48", nodeSelector={"pool": "lax"})
+    eventually("the restricted node", lambda: "restricted on node lax-1 would admit it across NUMA nodes"
+               in admit(cluster, on_lax).stderr)
+    proc = admit(cluster, on_lax)
+    assert proc.returncode == 0 and "Warning: numa-unfit:" in proc.stderr
+
+
+def test_check_and_audit_read_the_cluster(cluster: Cluster, numa_webhook: Server, tmp_path: Path) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump({"policy": {"numa": "auto"}}))
+    manifest = tmp_path / "pod.yaml"
+    on_gpu = pod("cpus", "48", "2", nodeSelector={"pool": "gpu"})
+    manifest.write_text(yaml.safe_dump(on_gpu))
+    offline = cluster.qos_guard("check", str(manifest), "--config", str(config))
+    assert offline.returncode == 0 and "pass --kubeconfig" in offline.stderr
+    online = cluster.qos_guard("check", str(manifest), "--config", str(config), "--kubeconfig",
+                               str(cluster.kubeconfig))
+    assert online.returncode == 1, online.stderr
+    assert "numa-unfit: container \"vllm\" (spec.containers[0]): needs 48 CPUs on one NUMA node" in online.stdout
+    cluster.kubectl("apply", "-f", "-", stdin={"apiVersion": "v1", "kind": "Namespace", "metadata": {
+        "name": "e2e-numa-audit", "labels": {"qos-guard.io/mode": "warn"}}}, check=True)
+    # Created where no webhook judges it (warn namespaces are the session webhook's, if any: it only warns).
+    cluster.kubectl("apply", "-n", "e2e-numa-audit", "-f", "-", stdin=on_gpu, check=True)
+    audit = cluster.qos_guard("audit", "-n", "e2e-numa-audit", "--config", str(config), "--kubeconfig",
+                              str(cluster.kubeconfig))
+    assert audit.returncode == 1, audit.stderr
+    assert "Pod/cpus: numa-unfit:" in audit.stdout

@@ -1,0 +1,81 @@
+"""Which nodes a Pod can land on, qos-guard (webhook/core/scheduling.py) against the scheduler's own code
+(the oracle's ``placement`` mode: nodeaffinity.GetRequiredNodeAffinity, and spec.nodeName).
+
+The grammar covers nodeSelector, every operator (and unknown ones), wrong value counts, integers and
+non-integers for Gt/Lt, empty terms, matchFields on metadata.name and on other keys, and nodeName.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Any
+
+from tests.fidelity.conftest import SEED
+from tests.fidelity.divergences import TALLY
+from tests.fidelity.oracle import Oracle
+from webhook.core.scheduling import placement
+
+CASES = 4_000
+KEYS = ["zone", "pool", "gpu", "example.com/tier", "cores"]
+VALUES = ["a", "b", "gpu", "", "1", "8", "16", "-3", "+4", "007", "x1", "9223372036854775808"]
+OPERATORS = ["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt", "Gt", "Lt", "Equals", ""]
+NAMES = ["n0", "n1", "n2", "gpu-a"]
+
+
+def _values(rng: random.Random, op: str) -> list[str]:
+    if op in ("Gt", "Lt") and rng.random() < 0.7:
+        return [rng.choice(["1", "8", "-3", "+4", "16", "x", "1.5"])]
+    return rng.sample(VALUES, rng.choice([0, 1, 1, 2, 3]))
+
+
+def _requirement(rng: random.Random, fields: bool) -> dict[str, Any]:
+    if fields:
+        op = rng.choice(["In", "NotIn", "In", "Exists"])
+        key = "metadata.name" if rng.random() < 0.85 else "metadata.namespace"
+        return {"key": key, "operator": op, "values": rng.sample(NAMES, rng.choice([0, 1, 1, 1, 2]))}
+    op = rng.choice(OPERATORS)
+    return {"key": rng.choice(KEYS), "operator": op, "values": _values(rng, op)}
+
+
+def spec(rng: random.Random) -> dict[str, Any]:
+    out: dict[str, Any] = {"containers": [{"name": "c", "image": "x"}]}
+    if rng.random() < 0.4:
+        out["nodeSelector"] = {k: rng.choice(VALUES) for k in rng.sample(KEYS, rng.choice([1, 1, 2]))}
+    if rng.random() < 0.7:
+        terms = []
+        for _ in range(rng.choice([0, 1, 1, 2, 3])):
+            term: dict[str, Any] = {}
+            if rng.random() < 0.8:
+                term["matchExpressions"] = [_requirement(rng, False) for _ in range(rng.choice([0, 1, 1, 2]))]
+            if rng.random() < 0.3:
+                term["matchFields"] = [_requirement(rng, True) for _ in range(rng.choice([0, 1, 1, 2]))]
+            terms.append(term)
+        out["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
+                                            {"nodeSelectorTerms": terms}}}
+    if rng.random() < 0.1:
+        out["nodeName"] = rng.choice(NAMES)
+    return out
+
+
+def nodes(rng: random.Random) -> list[dict[str, Any]]:
+    return [{"name": name, "labels": {k: rng.choice(VALUES) for k in rng.sample(KEYS, rng.randint(0, len(KEYS)))}}
+            for name in NAMES]
+
+
+def test_placement_agrees_with_the_scheduler(placement_oracle: Oracle) -> None:
+    rng = random.Random(SEED)
+    cases = [{"spec": spec(rng), "nodes": nodes(rng)} for _ in range(CASES)]
+    answers = placement_oracle.ask(cases)
+    failures = []
+    matched = 0
+    for case, answer in zip(cases, answers, strict=True):
+        assert not answer.get("error"), answer
+        ours = [placement(case["spec"]).allows(n["name"], n["labels"]) for n in case["nodes"]]
+        matched += sum(answer["matches"])
+        if ours != answer["matches"]:
+            failures.append(f"qos-guard {ours}, scheduler {answer['matches']}: {json.dumps(case)}")
+    TALLY.counts["placement: (Pod, node) pairs compared"] += CASES * len(NAMES)
+    TALLY.counts["placement: pairs where the Pod may land"] += matched
+    print(f"\nfidelity: placement {CASES * len(NAMES)} pairs, {matched} matching")
+    assert not failures, f"{len(failures)} disagreements; the first:\n" + "\n".join(failures[:5])

@@ -1,0 +1,133 @@
+"""Seeded random (Pod, machine, policy, scope) cases for the Topology Manager differential test, and the
+NodeResourceTopology object an exporter would publish for a machine.
+
+Machines are built as kubelet's unit tests build them (hack/oracle topology mode): 1-8 NUMA nodes of uneven
+sizes, SMT or not, reserved CPUs (a count, or reservedSystemCPUs), reserved memory per NUMA node, 2Mi and 1Gi
+hugepages, devices of two resources on some NUMA nodes. Pods are sized against the machine so that fitting
+and not fitting are both common: init containers, sidecars, fractional CPUs, Burstable Pods, zero-count
+devices, hugepages.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+GIB = 1 << 30
+MIB = 1 << 20
+DEVICES = ("example.com/gpu", "example.com/nic")
+POLICIES = ("single-numa-node",) * 8 + ("restricted", "best-effort")
+
+
+def machine(rng: random.Random) -> dict[str, Any]:
+    count = rng.choice([1, 2, 2, 2, 3, 4, 4, 6, 8])
+    tpc = rng.choice([1, 1, 2])
+    numa = []
+    for i in range(count):
+        cpus = rng.choice([2, 4, 4, 6, 8, 8, 12, 16, 24, 32]) * (tpc if rng.random() < 0.5 else 1)
+        cpus -= cpus % tpc
+        memory_gib = rng.choice([4, 8, 16, 32, 64, 128, 256])
+        huge2 = rng.choice([0, 0, 256, 512, 1024])  # pages of 2Mi
+        huge1 = rng.choice([0, 0, 0, 1, 2, 4]) if memory_gib >= 16 else 0
+        reserved = rng.choice([0, 0, 256 * MIB, 512 * MIB, GIB]) if i else rng.choice([256 * MIB, 512 * MIB, GIB])
+        devices = {}
+        for res in DEVICES:
+            if rng.random() < 0.5:
+                devices[res] = rng.choice([0, 1, 2, 2, 4, 8])
+        numa.append({"cpus": max(cpus, tpc), "memory": memory_gib * GIB, "reservedMemory": reserved,
+                     "hugepages2Mi": huge2, "hugepages1Gi": huge1, "devices": devices})
+    spec: dict[str, Any] = {"numa": numa, "threadsPerCore": tpc,
+                            "numaPerSocket": rng.choice([1, 1, 2]) if count % 2 == 0 else 1,
+                            "reservedCPUs": rng.choice([1, 1, 1, 2, 3])}
+    total = sum(n["cpus"] for n in numa)
+    spec["reservedCPUs"] = min(spec["reservedCPUs"], total - 1) or 1
+    if rng.random() < 0.15 and total > 2:
+        spec["reservedSystemCPUs"] = sorted(rng.sample(range(total), rng.choice([1, 2])))
+    return spec
+
+
+def _scaled(rng: random.Random, have: int) -> int:
+    """An amount around ``have``: mostly within it, sometimes just over."""
+    r = rng.random()
+    if r < 0.2:
+        return max(1, have + rng.choice([1, 1, 2, have // 4 + 1]))
+    if r < 0.45:
+        return max(1, have)
+    return max(1, int(have * rng.choice([0.1, 0.25, 0.5, 0.75, 0.9])))
+
+
+def pod(rng: random.Random, spec: dict[str, Any]) -> dict[str, Any]:
+    """A Pod sized against one NUMA node of the machine (the target), so that fitting and not fitting are
+    both common."""
+    target = rng.choice(spec["numa"])
+    cpus = target["cpus"] - (spec["reservedCPUs"] if target is spec["numa"][0] else 0)
+    memory = target["memory"] - target["reservedMemory"] - target["hugepages2Mi"] * 2 * MIB \
+        - target["hugepages1Gi"] * GIB
+    guaranteed = rng.random() < 0.85
+    names = iter(f"c{i}" for i in range(100))
+
+    def container(share: float) -> dict[str, Any]:
+        cpu = rng.choice(["500m", "1500m", "250m"]) if rng.random() < 0.08 \
+            else str(_scaled(rng, max(1, int(cpus * share))))
+        mem = rng.choice(["64Mi", "256Mi", "1Gi"]) if rng.random() < 0.3 \
+            else f"{max(1, _scaled(rng, int(memory * share)) // MIB)}Mi"
+        limits: dict[str, Any] = {"cpu": cpu, "memory": mem}
+        requests: dict[str, Any] = dict(limits)
+        if not guaranteed and rng.random() < 0.7:
+            requests = {"cpu": "100m", "memory": "64Mi"}
+        if rng.random() < 0.25:
+            if target["hugepages1Gi"] and rng.random() < 0.5:
+                limits["hugepages-1Gi"] = f"{_scaled(rng, int(target['hugepages1Gi'] * share) or 1)}Gi"
+            else:
+                pages = _scaled(rng, int(target["hugepages2Mi"] * share) or rng.choice([1, 32]))
+                limits["hugepages-2Mi"] = f"{2 * pages}Mi"
+        for res in DEVICES:
+            if rng.random() < 0.3:
+                have = target["devices"].get(res, 0)
+                limits[res] = str(rng.choice([0, 0, 0, 1]) if not have else _scaled(rng, max(1, int(have * share))))
+        for name, value in limits.items():
+            if name not in ("cpu", "memory"):
+                requests[name] = value
+        return {"name": next(names), "image": "busybox", "resources": {"limits": limits, "requests": requests}}
+
+    apps = rng.choice([1, 1, 1, 2, 2, 3])
+    share = 1.0 / apps if rng.random() < 0.7 else 1.0
+    body: dict[str, Any] = {"containers": [container(share) for _ in range(apps)]}
+    inits = rng.choice([0, 0, 0, 1, 1, 2])
+    if inits:
+        body["initContainers"] = []
+        for _ in range(inits):
+            c = container(rng.choice([0.3, 0.6, 1.0]))
+            if rng.random() < 0.4:
+                c["restartPolicy"] = "Always"  # a sidecar
+            body["initContainers"].append(c)
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default"}, "spec": body}
+
+
+def case(rng: random.Random) -> dict[str, Any]:
+    policy = rng.choice(POLICIES)
+    spec = machine(rng)
+    while policy != "single-numa-node" and len(spec["numa"]) > 4:
+        # restricted and best-effort merge every permutation of every provider's hints (HintMerger.Merge):
+        # on 6-8 NUMA nodes that is seconds per Pod, for cases only counted for the record.
+        spec = machine(rng)
+    return {"machine": spec, "policy": policy, "scope": rng.choice(["container", "pod"]), "pod": pod(rng, spec)}
+
+
+def nrt(name: str, answer: dict[str, Any], policy: str, scope: str) -> dict[str, Any]:
+    """The NodeResourceTopology object (v1alpha2) an exporter publishes for this machine: per NUMA node, the
+    capacity and what kubelet's resource managers hand out (the oracle reads both from them)."""
+    zones = []
+    for i, (cap, alloc) in enumerate(zip(answer["capacity"], answer["allocatable"], strict=True)):
+        resources = []
+        for res in sorted(set(cap) | set(alloc)):
+            q_cap, q_alloc = cap.get(res, "0"), alloc.get(res, "0")
+            resources.append({"name": res, "capacity": q_cap, "allocatable": q_alloc, "available": q_alloc})
+        zones.append({"name": f"node-{i}", "type": "Node", "resources": resources,
+                      "costs": [{"name": f"node-{j}", "value": 10 if i == j else 20}
+                                for j in range(len(answer["capacity"]))]})
+    return {"apiVersion": "topology.node.k8s.io/v1alpha2", "kind": "NodeResourceTopology",
+            "metadata": {"name": name},
+            "attributes": [{"name": "topologyManagerPolicy", "value": policy},
+                           {"name": "topologyManagerScope", "value": scope}],
+            "zones": zones}

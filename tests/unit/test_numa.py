@@ -1,0 +1,246 @@
+"""``policy.numa: auto``: reading NodeResourceTopology objects, the fit over the nodes a Pod can land on, and
+what numa-unfit says (tests/fidelity/test_topology.py holds the fit to kubelet's own Topology Manager)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from webhook.admission.review import ENDPOINTS, Review, decide
+from webhook.core.config import AUTO, ConfigError, parse_config
+from webhook.core.engine import Mode, evaluate
+from webhook.core.numa import fit_cluster
+from webhook.core.podspec import build_pod_spec
+from webhook.core.scheduling import placement
+from webhook.core.topology import Topology, TopologyError, parse_nrt
+from webhook.policies.generate import PolicyError, render
+
+GPU = "nvidia.com/gpu"
+
+
+def nrt(name: str, zones: list[dict[str, str]], policy: str = "single-numa-node", scope: str = "container",
+        **extra: Any) -> dict[str, Any]:
+    return {"apiVersion": "topology.node.k8s.io/v1alpha2", "kind": "NodeResourceTopology",
+            "metadata": {"name": name},
+            "attributes": [{"name": "topologyManagerPolicy", "value": policy},
+                           {"name": "topologyManagerScope", "value": scope}],
+            "zones": [{"name": f"node-{i}", "type": "Node",
+                       "resources": [{"name": k, "capacity": v, "allocatable": v, "available": v}
+                                     for k, v in z.items()]} for i, z in enumerate(zones)], **extra}
+
+
+SOCKET = {"cpu": "32", "memory": "256Gi", GPU: "4"}
+SMALL = {"cpu": "8", "memory": "32Gi"}
+
+
+def cluster(**policies: str) -> Topology:
+    """The article's machine (two sockets of 32 CPUs, 256Gi and 4 GPUs) and a small node."""
+    big = parse_nrt(nrt("gpu-1", [SOCKET, SOCKET], policies.get("gpu-1", "single-numa-node")))
+    small = parse_nrt(nrt("small-1", [SMALL], policies.get("small-1", "single-numa-node")))
+    return Topology(nodes={"gpu-1": {"pool": "gpu"}, "small-1": {"pool": "small"}},
+                    topologies={"gpu-1": big, "small-1": small})
+
+
+def pod(cpu: str, gpu: str = "0", selector: dict[str, str] | None = None, **spec: Any) -> dict[str, Any]:
+    limits = {"cpu": cpu, "memory": "64Gi"} | ({GPU: gpu} if gpu != "0" else {})
+    body: dict[str, Any] = {"containers": [{"name": "vllm", "image": "x", "resources": {"limits": limits}}], **spec}
+    if selector:
+        body["nodeSelector"] = selector
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "llm", "namespace": "ai"}, "spec": body}
+
+
+def judge(obj: dict[str, Any], topology: Topology, mode: Mode = Mode.ENFORCE) -> tuple[list[str], list[str]]:
+    config = parse_config({"policy": {"numa": "auto"}}).with_topology(topology)
+    verdict = evaluate(obj, config, mode)
+    return ([v.message for _, v in verdict.violations if v.rule == "numa-unfit"],
+            [v.message for _, v in verdict.advisories])
+
+
+# ---- reading the objects ----
+
+def test_attributes_zones_and_amounts_are_read() -> None:
+    topo = parse_nrt(nrt("n", [SOCKET, SMALL], "single-numa-node", "pod"))
+    assert (topo.name, topo.policy, topo.scope) == ("n", "single-numa-node", "pod")
+    assert [z.numa for z in topo.zones] == [0, 1]
+    assert topo.zones[0].allocatable == {"cpu": 32_000, "memory": 256 * 2**30 * 1000, GPU: 4000}
+
+
+def test_the_deprecated_topology_policies_field_is_understood() -> None:
+    obj = nrt("n", [SMALL])
+    del obj["attributes"]
+    obj["topologyPolicies"] = ["SingleNUMANodePodLevel"]
+    topo = parse_nrt(obj)
+    assert (topo.policy, topo.scope) == ("single-numa-node", "pod")
+
+
+def test_only_numa_zones_count_and_their_names_give_their_ids() -> None:
+    obj = nrt("n", [SMALL, SMALL])
+    obj["zones"][0]["name"] = "node-3"
+    obj["zones"].append({"name": "socket-0", "type": "Socket", "resources": [{"name": "cpu", "capacity": "99",
+                                                                              "allocatable": "99", "available": "9"}]})
+    topo = parse_nrt(obj)
+    assert [z.numa for z in topo.zones] == [1, 3]
+
+
+def test_an_unknown_policy_leaves_the_node_unknown() -> None:
+    topo = parse_nrt(nrt("n", [SMALL], policy="static"))
+    assert topo.policy == ""
+    found = fit_cluster(build_pod_spec(pod("64")["spec"], ("spec",)),
+                        Topology(nodes={"n": {}}, topologies={"n": topo}), exhaustive=True)
+    assert found.unknown == ("n",) and not found.unfit
+
+
+def test_a_bad_quantity_names_its_field() -> None:
+    obj = nrt("n", [{"cpu": "lots"}])
+    with pytest.raises(TopologyError, match=r"zones\[0\].resources\[0\].capacity"):
+        parse_nrt(obj)
+
+
+# ---- the verdict ----
+
+def test_the_articles_machine() -> None:
+    assert judge(pod("16", "2"), cluster()) == ([], [])
+    denied, _ = judge(pod("48", "5"), cluster())
+    assert denied == ['container "vllm" (spec.containers[0]): needs 48 CPUs and 5 nvidia.com/gpu on one NUMA node; '
+                      "the largest zone of any matching node has 32 CPUs and 4; single-numa-node refuses it on node "
+                      "gpu-1 (TopologyAffinityError); ask for at most 32 CPUs and 4 nvidia.com/gpu"]
+    # small-1 has no GPU at all: the scheduler never puts a GPU Pod there, so it is not a matching node.
+    assert judge(pod("48"), cluster())[0][0].startswith(
+        'container "vllm" (spec.containers[0]): needs 48 CPUs on one NUMA node; the largest zone of any matching '
+        "node has 32 CPUs; single-numa-node refuses it on nodes gpu-1, small-1")
+
+
+def test_a_node_selector_changes_the_answer() -> None:
+    assert judge(pod("16", selector={"pool": "gpu"}), cluster()) == ([], [])
+    denied, _ = judge(pod("16", selector={"pool": "small"}), cluster())
+    assert len(denied) == 1 and "needs 16 CPUs and 64Gi memory on one NUMA node" in denied[0]
+    assert "on node small-1" in denied[0]
+    assert judge(pod("16", selector={"pool": "none"}), cluster()) == ([], [])  # lands nowhere: not ours to say
+
+
+def test_required_node_affinity_and_node_name_are_honoured() -> None:
+    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "pool", "operator": "NotIn", "values": ["gpu"]}]}]}}}
+    assert judge(pod("16", affinity=affinity), cluster())[0]
+    assert judge(pod("16", nodeName="small-1"), cluster())[0]
+    assert judge(pod("16", nodeName="gpu-1"), cluster()) == ([], [])
+
+
+def test_a_node_without_a_topology_object_is_unknown_not_unfit() -> None:
+    topology = cluster()
+    unknown = Topology(nodes={**topology.nodes, "new-1": {"pool": "gpu"}}, topologies=topology.topologies)
+    assert judge(pod("48"), unknown) == ([], [])
+    assert judge(pod("48"), Topology()) == ([], [])  # nothing known at all
+
+
+def test_only_single_numa_node_refuses_restricted_and_best_effort_are_reported() -> None:
+    denied, advised = judge(pod("48"), cluster(**{"gpu-1": "restricted", "small-1": "best-effort"}))
+    assert denied == []
+    assert len(advised) == 1
+    assert "best-effort on node small-1 would admit it across NUMA nodes" in advised[0]
+    assert "restricted on node gpu-1 would admit it across NUMA nodes" in advised[0]
+    assert judge(pod("48"), cluster(**{"gpu-1": "none", "small-1": "none"})) == ([], [])
+
+
+def test_advisories_are_warnings_in_admission_never_a_refusal() -> None:
+    config = parse_config({"policy": {"numa": "auto"}}).with_topology(cluster(**{"gpu-1": "restricted",
+                                                                                "small-1": "restricted"}))
+    review = Review("admission.k8s.io/v1", "u1", "Pod", "", "CREATE", "ai", "llm", None, False, pod("48"))
+    decision = decide(review, ENDPOINTS["/validate"], config)
+    assert decision.allowed and decision.warnings and decision.warnings[0].startswith("numa-unfit: ")
+
+
+def test_containers_are_placed_in_order_on_what_the_earlier_ones_left() -> None:
+    two = pod("20")
+    two["spec"]["containers"].append({"name": "b", "image": "x", "resources": {"limits": {"cpu": "20",
+                                                                                          "memory": "1Gi"}}})
+    assert judge(two, cluster()) == ([], [])  # one per socket on gpu-1
+    two["spec"]["containers"].append({"name": "c", "image": "x", "resources": {"limits": {"cpu": "20",
+                                                                                          "memory": "1Gi"}}})
+    denied, _ = judge(two, cluster())
+    assert denied and 'container "c" (spec.containers[2]): needs 20 CPUs and 1Gi memory on one NUMA node once ' \
+                      "the containers before it are placed" in denied[0]
+
+
+def test_pod_scope_sums_the_containers() -> None:
+    pod_scope = Topology(nodes={"n": {}}, topologies={"n": parse_nrt(nrt("n", [SOCKET, SOCKET], scope="pod"))})
+    two = pod("20")
+    two["spec"]["containers"].append({"name": "b", "image": "x", "resources": {"limits": {"cpu": "20",
+                                                                                          "memory": "1Gi"}}})
+    denied, _ = judge(two, pod_scope)
+    assert denied and denied[0].startswith("pod (spec): in total needs 40 CPUs on one NUMA node;")
+
+
+def test_burstable_pods_align_only_their_devices() -> None:
+    burstable = pod("48", "2")
+    burstable["spec"]["containers"][0]["resources"]["requests"] = {"cpu": "1", "memory": "1Gi", GPU: "2"}
+    assert judge(burstable, cluster()) == ([], [])  # no exclusive CPUs to align: only the GPUs
+    burstable["spec"]["containers"][0]["resources"]["limits"][GPU] = burstable["spec"]["containers"][0][
+        "resources"]["requests"][GPU] = "5"
+    assert "needs 5 nvidia.com/gpu on one NUMA node" in judge(burstable, cluster())[0][0]
+
+
+def test_workload_templates_are_judged_as_their_pods() -> None:
+    deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+                  "spec": {"template": {"spec": pod("48", selector={"pool": "gpu"})["spec"]}}}
+    denied, _ = judge(deployment, cluster())
+    assert denied and "on node gpu-1" in denied[0]
+
+
+# ---- configuration ----
+
+def test_auto_is_a_configuration_form_of_numa() -> None:
+    assert parse_config({"policy": {"numa": "auto"}}).policy.numa is AUTO
+    with pytest.raises(ConfigError, match=r"policy\.numa: expected a mapping or 'auto'"):
+        parse_config({"policy": {"numa": "yes"}})
+
+
+def test_admission_policies_refuse_auto() -> None:
+    with pytest.raises(PolicyError, match="numa: auto reads the cluster"):
+        render(parse_config({"policy": {"numa": "auto"}}), "all", "qos-guard", "v1")
+
+
+# ---- placement: never a crash on any shape (the differential test checks the answers) ----
+
+_json = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+                     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner,
+                                                                                  max_size=3), max_leaves=12)
+_keys = st.sampled_from(["nodeName", "nodeSelector", "affinity", "nodeAffinity", "nodeSelectorTerms",
+                         "requiredDuringSchedulingIgnoredDuringExecution", "matchExpressions", "matchFields",
+                         "key", "operator", "values"])
+
+
+@given(st.dictionaries(_keys, _json | st.dictionaries(_keys, _json, max_size=3), max_size=4),
+       st.dictionaries(st.text(max_size=6), st.text(max_size=6), max_size=3))
+def test_placement_reads_any_shape(spec: dict[str, Any], labels: dict[str, str]) -> None:
+    assert placement(spec).allows("n", labels) in (True, False)
+
+
+_nrt_keys = st.sampled_from(["metadata", "name", "attributes", "value", "topologyPolicies", "zones", "type",
+                             "resources", "capacity", "allocatable", "available", "Node", "node-0", "cpu"])
+_nrt_values = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=6) | _nrt_keys,
+                           lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_nrt_keys, inner, max_size=4),
+                           max_leaves=20)
+
+
+_resource = st.fixed_dictionaries({}, optional={"name": _nrt_values | st.just("cpu"), "capacity": _nrt_values,
+                                                "allocatable": _nrt_values | st.just("4")})
+_zone = st.fixed_dictionaries({}, optional={"name": _nrt_values | st.just("node-1"), "type": st.just("Node") |
+                                            _nrt_values, "resources": st.lists(_resource | _nrt_values, max_size=3)
+                                            | _nrt_values})
+
+
+@given(st.fixed_dictionaries({"metadata": st.just({"name": "n"}) | _nrt_values}, optional={
+    "attributes": st.lists(st.dictionaries(_nrt_keys, _nrt_values, max_size=2) | _nrt_values, max_size=3)
+    | _nrt_values, "topologyPolicies": st.lists(_nrt_values | st.just("SingleNUMANodePodLevel"), max_size=2)
+    | _nrt_values, "zones": st.lists(_zone | _nrt_values, max_size=3) | _nrt_values}))
+def test_any_object_is_read_or_refused_by_name(obj: dict[str, Any]) -> None:
+    """What the API server holds under the CRD's loose schema: read, or a TopologyError naming the field."""
+    try:
+        topo = parse_nrt(obj)
+    except TopologyError:
+        return
+    assert isinstance(topo.zones, tuple)

@@ -1,0 +1,460 @@
+"""NUMA fit against the cluster's real topology: would kubelet's Topology Manager admit this Pod on a node
+described by a ``NodeResourceTopology`` object (``topology.node.k8s.io/v1alpha2``), and if not, why.
+
+Pure: the caller hands in a ``Topology`` snapshot (``webhook.core.topology``: nodes with their labels, and each
+node's NUMA zones with their allocatable resources and the node's ``topologyManagerPolicy``/
+``topologyManagerScope``). The model is kubelet's own admission on an empty node, provider by provider, as
+pkg/kubelet/cm builds it (v1.36):
+
+- the static CPU Manager policy aligns a container's CPUs when the Pod is Guaranteed and the container asks a
+  whole number of them (``guaranteedCPUs``); a single NUMA node qualifies when its free CPUs, plus the CPUs
+  init containers left for reuse, hold the request, and no reusable CPU lies outside it
+  (``generateCPUTopologyHints``);
+- the static Memory Manager policy aligns memory and hugepages of Guaranteed Pods (``calculateHints``), with
+  the memory of init containers reusable on the same NUMA node;
+- the device manager aligns every device plugin resource in a container's limits, whatever the QoS class
+  (``generateDeviceTopologyHints``): only NUMA nodes that have such devices qualify, reusable devices first;
+- ``single-numa-node`` admits a container (``container`` scope) or the Pod (``pod`` scope) on the lowest
+  numbered NUMA node every provider accepts (``HintMerger``), and refuses it (``TopologyAffinityError``)
+  when there is none. Containers are placed in order, init containers first, each on what the earlier ones
+  left (``containerScope.Admit``).
+
+Only what a NodeResourceTopology object says is known: which CPUs are reserved or share a core is not, so
+where kubelet's choice of CPUs decides (an init container's reusable CPUs on SMT cores) the model takes the
+reusable ones first, as kubelet does on cores of one thread. The differential test
+(tests/fidelity/test_topology.py) holds this model to the real Topology Manager and counts what it excuses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from webhook.core.fieldpath import FieldPath, dotted
+from webhook.core.podspec import CPU, GUARANTEED, MEMORY, Container, PodSpec, qos_class
+from webhook.core.scheduling import Placement
+from webhook.core.topology import HUGEPAGES, NodeTopology, Shapes, Topology, Zone
+
+# ---- what the Pod asks to have aligned ----
+
+
+@dataclass(frozen=True, slots=True)
+class Demand:
+    """What kubelet's resource managers align for one container, or for the Pod in ``pod`` scope.
+
+    ``cpus`` are exclusive CPUs (whole); ``memory`` is bytes by type (memory, hugepages-*), Guaranteed Pods
+    only; ``devices`` are device counts by resource, from limits.
+    """
+
+    label: str
+    path: FieldPath
+    container: str | None
+    kind: str  # "init", "sidecar", "app" or "pod"
+    cpus: int = 0
+    memory: Mapping[str, int] = field(default_factory=dict)
+    devices: Mapping[str, int] = field(default_factory=dict)
+
+    def show(self, only: Iterable[str] | None = None) -> str:
+        wanted = set(only) if only is not None else None
+        parts = []
+        for name, amount in self.items():
+            if wanted is None or name in wanted:
+                parts.append(show_amount(name, amount))
+        return " and ".join(parts)
+
+    def items(self) -> list[tuple[str, int]]:
+        """Everything asked, in base units (CPUs, bytes, devices)."""
+        out: list[tuple[str, int]] = [(CPU, self.cpus)] if self.cpus else []
+        out += sorted(self.memory.items(), key=lambda kv: (kv[0] != MEMORY, kv[0]))
+        out += sorted(self.devices.items())
+        return out
+
+
+def show_amount(name: str, amount: int) -> str:
+    if name == CPU:
+        return f"{amount} CPU" + ("" if amount == 1 else "s")
+    if name == MEMORY or name.startswith(HUGEPAGES):
+        return f"{format_bytes(amount)} {name}"
+    return f"{amount} {name}"
+
+
+def format_bytes(value: int) -> str:
+    for suffix, size in (("Ti", 1 << 40), ("Gi", 1 << 30), ("Mi", 1 << 20), ("Ki", 1 << 10)):
+        if value >= size and value % size == 0:
+            return f"{value // size}{suffix}"
+    return str(value)
+
+
+def _units(milli: int) -> int:
+    """``Quantity.Value()``: rounded up to a whole unit."""
+    return -(-milli // 1000)
+
+
+def _is_device(name: str) -> bool:
+    return name not in (CPU, MEMORY, "ephemeral-storage", "storage") and not name.startswith(HUGEPAGES)
+
+
+def _guaranteed(pod: PodSpec) -> bool:
+    """``GetPodQOS``: the stored ``status.qosClass`` (kept from the manifest on create) or the computed one."""
+    return (pod.declared_qos or qos_class(pod)) == GUARANTEED
+
+
+def may_align(pod: PodSpec) -> bool:
+    """Could kubelet align anything for this Pod? Cheap checks first: a device, or every container limiting cpu
+    and memory (Guaranteed needs that) without a pod-level block (the managers skip those); the QoS class last."""
+    if any(_is_device(k) for c in pod.all_containers for k in c.devices):
+        return True
+    if pod.declared_qos is None and (pod.pod_level is not None or not all(
+            (cpu := c.resources.limits.get(CPU)) is not None and cpu.positive
+            and (mem := c.resources.limits.get(MEMORY)) is not None and mem.positive for c in pod.all_containers)):
+        return False
+    return _guaranteed(pod)
+
+
+def _container_demand(c: Container, guaranteed: bool, pod_level: bool) -> Demand:
+    """``guaranteedCPUs``, ``getContainerRequestedResources`` and ``getContainerDeviceRequest``."""
+    kind = "sidecar" if c.sidecar else ("init" if c.init else "app")
+    cpus = 0
+    memory: dict[str, int] = {}
+    if guaranteed and not pod_level:  # the CPU and Memory Managers skip Pods with pod-level resources
+        cpu = c.resources.requests.get(CPU)
+        if cpu is not None and cpu.positive and cpu.milli % 1000 == 0:
+            cpus = cpu.milli // 1000
+        mem = c.resources.requests.get(MEMORY)
+        if mem is not None and not mem.invalid:
+            memory[MEMORY] = mem.milli  # bytes x 1000 for now; whole bytes checked by the caller
+        memory.update({k: v for k, v in c.devices.items() if k.startswith(HUGEPAGES)})
+    devices = {k: _units(v) for k, v in c.devices.items() if _is_device(k)}
+    return Demand(c.resources.label, c.path, c.name, kind, cpus, memory, devices)
+
+
+def _whole_bytes(memory: Mapping[str, int]) -> dict[str, int] | None:
+    """Milli-bytes to bytes; ``None`` when one is fractional (``Quantity.AsInt64`` fails: the Memory
+    Manager then refuses the container)."""
+    out = {}
+    for k, v in memory.items():
+        if v % 1000:
+            return None
+        out[k] = v // 1000
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Demands:
+    """The Pod's containers in kubelet's admission order (init containers first), and the Pod's total
+    (``podGuaranteedCPUs``, ``getPodRequestedResources``, ``getPodDeviceRequest``) for ``pod`` scope."""
+
+    containers: tuple[Demand, ...]
+    pod: Demand
+    fractional_memory: tuple[str, ...] = ()
+
+    @property
+    def key(self) -> tuple[Any, ...]:
+        """Equal for Pods that ask the same, container by container (and name them alike)."""
+        each = [(d.label, d.kind, d.cpus, tuple(sorted(d.memory.items())), tuple(sorted(d.devices.items())))
+                for d in (*self.containers, self.pod)]
+        return (self.fractional_memory, *each)
+
+    @property
+    def aligned(self) -> bool:
+        """Does kubelet align anything for this Pod (exclusive CPUs, memory of a Guaranteed Pod, devices)?"""
+        return bool(self.fractional_memory) or any(d.cpus or d.memory or d.devices for d in self.containers)
+
+
+def demands(pod: PodSpec, guaranteed: bool | None = None) -> Demands:
+    guaranteed = _guaranteed(pod) if guaranteed is None else guaranteed
+    pod_level = pod.pod_level is not None and not pod.pod_level.empty and any(
+        r in (CPU, MEMORY) for r in (*pod.pod_level.requests, *pod.pod_level.limits))
+    ordered = [_container_demand(c, guaranteed, pod_level) for c in pod.init_containers + pod.containers]
+    fractional = tuple(d.label for d in ordered if _whole_bytes(d.memory) is None)
+    ordered = [Demand(d.label, d.path, d.container, d.kind, d.cpus, _whole_bytes(d.memory) or {}, d.devices)
+               for d in ordered]
+    inits = [d for d in ordered if d.kind in ("init", "sidecar")]
+    apps = [d for d in ordered if d.kind == "app"]
+
+    # podGuaranteedCPUs / getPodRequestedResources: max(init peaks with the sidecars before them, apps +
+    # sidecars); memory types count only when an app container asks them.
+    def total(get: Any, keys: Iterable[str]) -> dict[str, int]:
+        out = {}
+        for key in keys:
+            init_peak = sidecars = 0
+            for d in inits:
+                value = get(d, key)
+                if d.kind == "sidecar":
+                    sidecars += value
+                else:
+                    init_peak = max(init_peak, sidecars + value)
+            out[key] = max(init_peak, sum(get(d, key) for d in apps) + sidecars)
+        return out
+
+    cpus = total(lambda d, _k: d.cpus, [CPU])[CPU]
+    mem_types = {k for d in apps for k in d.memory}
+    memory = total(lambda d, k: d.memory.get(k, 0), sorted(mem_types))
+    dev_types = {k for d in ordered for k in d.devices}
+    devices = total(lambda d, k: d.devices.get(k, 0), sorted(dev_types))
+    whole = Demand(f"pod ({dotted(pod.path)})", pod.path, None, "pod", cpus, memory, devices)
+    return Demands(tuple(ordered), whole, fractional)
+
+
+# ---- one node: kubelet's admission, simulated ----
+
+@dataclass
+class _Node:
+    """Free amounts per NUMA node, and what init containers left for reuse, during one admission."""
+
+    zones: tuple[Zone, ...]
+    cpu_free: dict[int, int]
+    mem_free: dict[int, dict[str, int]]
+    dev_free: dict[int, dict[str, int]]
+    dev_numa: dict[str, set[int]]  # NUMA nodes that have devices of a resource (allocatable or not)
+    reuse_cpu: tuple[int | None, int] = (None, 0)
+    reuse_mem: dict[int, dict[str, int]] = field(default_factory=dict)
+    reuse_dev: dict[str, tuple[int | None, int]] = field(default_factory=dict)
+
+    @classmethod
+    def start(cls, topo: NodeTopology) -> _Node:
+        cpu_free: dict[int, int] = {}
+        mem_free: dict[int, dict[str, int]] = {}
+        dev_free: dict[int, dict[str, int]] = {}
+        dev_numa: dict[str, set[int]] = {}
+        for z in topo.zones:
+            cpu_free[z.numa] = z.allocatable.get(CPU, 0) // 1000
+            mem_free[z.numa] = {k: v // 1000 for k, v in z.allocatable.items() if not _is_device(k) and k != CPU}
+            dev_free[z.numa] = {k: v // 1000 for k, v in z.allocatable.items() if _is_device(k)}
+            for k, v in z.capacity.items():
+                if _is_device(k) and (v > 0 or z.allocatable.get(k, 0) > 0):
+                    dev_numa.setdefault(k, set()).add(z.numa)
+        return cls(topo.zones, cpu_free, mem_free, dev_free, dev_numa)
+
+    def allocatable_mem(self, numa: int, kind: str) -> int:
+        for z in self.zones:
+            if z.numa == numa:
+                return z.allocatable.get(kind, 0) // 1000
+        return 0
+
+    def accepts(self, d: Demand, numa: int) -> bool:
+        """Would every provider give ``d`` a preferred hint for this NUMA node alone?"""
+        if d.cpus:
+            where, count = self.reuse_cpu
+            if count and where != numa:
+                return False
+            if self.cpu_free[numa] + (count if where == numa else 0) < d.cpus:
+                return False
+        if not self.holds_memory(d, numa):
+            return False
+        for res, req in d.devices.items():
+            if res not in self.dev_numa:
+                continue  # not a device plugin resource on this node: no hint
+            if numa not in self.dev_numa[res]:
+                return False
+            where, count = self.reuse_dev.get(res, (None, 0))
+            if count and where != numa:
+                return False
+            if self.dev_free[numa].get(res, 0) + (count if where == numa else 0) < req:
+                return False
+        return True
+
+    def holds_memory(self, d: Demand, numa: int) -> bool:
+        """The Memory Manager's single-NUMA hint: each type fits the node's allocatable, and its free memory
+        plus what init containers left there for reuse."""
+        for kind, req in d.memory.items():
+            reuse = self.reuse_mem.get(numa, {}).get(kind, 0)
+            if self.allocatable_mem(numa, kind) < req or self.mem_free[numa].get(kind, 0) + reuse < req:
+                return False
+        return True
+
+    def constrained(self, d: Demand) -> bool:
+        """Does any provider have a hint for ``d`` (else the Topology Manager admits it as it is)?"""
+        return bool(d.cpus or d.memory or any(res in self.dev_numa for res in d.devices))
+
+    def place(self, d: Demand, numa: int) -> None:
+        """Allocate ``d`` on ``numa`` as the providers' Allocate does, reusable resources first."""
+        regular_init = d.kind == "init"
+        if d.cpus:
+            where, count = self.reuse_cpu
+            from_reuse = min(d.cpus, count) if where == numa else 0
+            self.cpu_free[numa] -= d.cpus - from_reuse
+            if regular_init:
+                self.reuse_cpu = (numa, count + d.cpus - from_reuse)
+            else:
+                self.reuse_cpu = (where, count - from_reuse)
+        reuse_mem = self.reuse_mem.setdefault(numa, {})
+        for kind, req in d.memory.items():
+            self.mem_free[numa][kind] = self.mem_free[numa].get(kind, 0) - max(0, req - reuse_mem.get(kind, 0))
+            if regular_init:
+                reuse_mem[kind] = max(reuse_mem.get(kind, 0), req)
+            elif reuse_mem.get(kind, 0):
+                reuse_mem[kind] = max(0, reuse_mem[kind] - req)
+        for res, req in d.devices.items():
+            if res not in self.dev_numa:
+                continue
+            where, count = self.reuse_dev.get(res, (None, 0))
+            from_reuse = min(req, count)
+            self.dev_free[numa][res] = self.dev_free[numa].get(res, 0) - (req - from_reuse)
+            if regular_init:
+                self.reuse_dev[res] = (numa if req - from_reuse else where, count + req - from_reuse)
+            else:
+                self.reuse_dev[res] = (where, count - from_reuse)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeFit:
+    """One node's answer (or one shape's, for all its ``nodes``): where each container (or the Pod) went, or
+    the one that did not fit."""
+
+    node: str
+    policy: str
+    scope: str
+    placed: Mapping[str, int]  # container name (or "" for the Pod) -> NUMA node
+    failed: Demand | None = None
+    alone: bool = True  # the failed demand does not fit any zone even on an empty node
+    reason: str = ""
+    nodes: tuple[str, ...] = ()  # every node this answer stands for (a shape's); empty: ``node`` alone
+
+    @property
+    def fits(self) -> bool:
+        return self.failed is None
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return self.nodes or (self.node,)
+
+
+def fit_node(pod: PodSpec | Demands, topo: NodeTopology) -> NodeFit:
+    """kubelet's Topology Manager admission of the Pod on an empty ``topo`` under ``single-numa-node``
+    rules (the node's own policy decides what a failure means: see ``NodeTopology.refuses``)."""
+    wants = pod if isinstance(pod, Demands) else demands(pod)
+    if wants.fractional_memory:
+        return NodeFit(topo.name, topo.policy, topo.scope, {}, wants.containers[0], True,
+                       "a fractional byte count of memory, which the Memory Manager cannot allocate")
+    node = _Node.start(topo)
+    order = [z.numa for z in topo.zones]
+    placed: dict[str, int] = {}
+    if topo.scope == "pod":
+        pod_demand = wants.pod
+        if node.constrained(pod_demand):
+            chosen = next((n for n in order if node.accepts(pod_demand, n)), None)
+            if chosen is None:
+                return NodeFit(topo.name, topo.policy, topo.scope, {}, pod_demand, True)
+            placed[""] = chosen
+            # Each container is then allocated on the Pod's NUMA node. The Pod's memory hint counts only the
+            # types its app containers ask (getPodRequestedResources), so an init container's hugepages can
+            # still miss that node: its Allocate then fails (extendTopologyManagerHint finds no preferred hint).
+            for d in wants.containers:
+                if d.memory and not node.holds_memory(d, chosen):
+                    return NodeFit(topo.name, topo.policy, topo.scope, placed, d, False,
+                                   f"the Pod's NUMA node (node-{chosen}) does not hold its memory")
+                node.place(d, chosen)
+        return NodeFit(topo.name, topo.policy, topo.scope, placed)
+    for d in wants.containers:
+        if not node.constrained(d):
+            continue
+        chosen = next((n for n in order if node.accepts(d, n)), None)
+        if chosen is None:
+            empty = _Node.start(topo)
+            alone = not any(empty.accepts(d, n) for n in order)
+            return NodeFit(topo.name, topo.policy, topo.scope, placed, d, alone)
+        node.place(d, chosen)
+        placed[d.container or ""] = chosen
+    return NodeFit(topo.name, topo.policy, topo.scope, placed)
+
+
+# ---- the cluster: every node the Pod can land on ----
+
+@dataclass(frozen=True, slots=True)
+class ClusterFit:
+    """The verdict over the nodes the Pod can land on.
+
+    ``refused``: single-numa-node nodes where kubelet would refuse it; ``spread``: nodes with another policy
+    where no zone holds it (admitted across NUMA nodes); ``fits``: nodes that hold it; ``unknown``: matching
+    nodes without a usable NodeResourceTopology object.
+    """
+
+    placement: Placement
+    matching: int
+    fits: tuple[NodeFit, ...] = ()
+    refused: tuple[NodeFit, ...] = ()
+    spread: tuple[NodeFit, ...] = ()
+    unknown: tuple[str, ...] = ()
+
+    @property
+    def unfit(self) -> bool:
+        """Refused on every node it can land on: no node fits, none is unknown, at least one matches."""
+        return bool(self.refused) and not (self.fits or self.spread or self.unknown)
+
+
+def fit_cluster(pod: PodSpec, topology: Topology, exhaustive: bool = False,
+                wants: Demands | None = None) -> ClusterFit:
+    """The Pod against every node it can land on (``PodSpec.placement``), judged once per shape of node (the
+    snapshot's ``index``). Unless ``exhaustive``, it stops at the first shape that holds the Pod, or as soon as a
+    matching node is unknown: either way the rule has nothing to say."""
+    placement = pod.placement
+    if topology.nodes is None:
+        return ClusterFit(placement, 0)
+    if wants is None:
+        if not may_align(pod):
+            return ClusterFit(placement, 0)  # nothing to align (no exclusive CPUs or memory, no device)
+        wants = demands(pod)
+    if not wants.aligned:
+        return ClusterFit(placement, 0)
+    index = topology.index
+    devices = {k for d in wants.containers for k, v in d.devices.items() if v > 0}
+    if placement.constrained:
+        chosen, unknown = index.matching(placement, topology.nodes)
+        groups = [(i, tuple(names)) for i, names in sorted(chosen.items())]
+    else:
+        unknown = list(index.unknown)
+        groups = [(i, shape.nodes) for i, shape in enumerate(index.shapes)]
+    # A device it asks for that a node does not have at all: the scheduler does not put it there.
+    groups = [(i, names) for i, names in groups if not devices or devices <= index.shapes[i].published]
+    matching = len(unknown) + sum(len(names) for _, names in groups)
+    if unknown and not exhaustive:
+        return ClusterFit(placement, matching, unknown=tuple(sorted(unknown)))
+    fits: list[NodeFit] = []
+    refused: list[NodeFit] = []
+    spread: list[NodeFit] = []
+    for where, names in groups:
+        topo = index.shapes[where].topology
+        # ``none`` asks no alignment and refuses nothing.
+        answer = NodeFit(names[0], topo.policy, topo.scope, {}) if topo.policy == "none" else _fit(index, where, wants)
+        answer = NodeFit(names[0], answer.policy, answer.scope, answer.placed, answer.failed, answer.alone,
+                         answer.reason, names)
+        (fits if answer.fits else refused if topo.refuses else spread).append(answer)
+        if fits and not exhaustive:
+            break
+    return ClusterFit(placement, matching, tuple(fits), tuple(refused), tuple(spread), tuple(sorted(unknown)))
+
+
+def _fit(index: Shapes, where: int, wants: Demands) -> NodeFit:
+    """The shape's answer for what the Pod asks, remembered for the snapshot (bounded)."""
+    key = (where, wants.key)
+    found: NodeFit | None = index.fitted.get(key)
+    if found is None:
+        if len(index.fitted) >= 4096:
+            index.fitted.clear()
+        found = index.fitted[key] = fit_node(wants, index.shapes[where].topology)
+    return found
+
+
+def largest_zone(need: Demand, topologies: Iterable[NodeTopology]) -> tuple[NodeTopology, Zone] | None:
+    """The zone that comes closest to holding ``need``: most of its resources held, then the most of the
+    first resource short."""
+    best: tuple[tuple[int, list[float]], NodeTopology, Zone] | None = None
+    for topo in topologies:
+        for zone in topo.zones:
+            held = 0
+            shares = []
+            for name, amount in need.items():
+                have = _zone_units(zone, name)
+                held += have >= amount
+                shares.append(min(1.0, have / amount) if amount else 1.0)
+            key = (held, shares)
+            if best is None or key > best[0]:
+                best = (key, topo, zone)
+    return None if best is None else (best[1], best[2])
+
+
+def _zone_units(zone: Zone, name: str) -> int:
+    milli = zone.allocatable.get(name, 0)
+    return milli // 1000

@@ -1,0 +1,204 @@
+"""The cluster's NUMA topology as ``policy.numa: auto`` sees it: NodeResourceTopology objects
+(``topology.node.k8s.io/v1alpha2``) read into ``NodeTopology`` (zones with their capacity and allocatable
+amounts, the node's Topology Manager policy and scope), and ``Topology``, one immutable snapshot of the cluster
+(nodes with their labels, their NodeResourceTopology objects) with the nodes grouped by shape. Pure: reading
+objects handed in; ``webhook.cluster.nrt`` fetches and watches them, ``webhook.core.numa`` judges against them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+from webhook.core.quantity import QuantityError, quantity_from_value
+from webhook.core.scheduling import Placement
+
+SINGLE_NUMA_NODE = "single-numa-node"
+POLICIES = ("none", "best-effort", "restricted", SINGLE_NUMA_NODE)
+SCOPES = ("container", "pod")
+HUGEPAGES = "hugepages-"
+# The deprecated v1alpha1-style ``topologyPolicies`` values (noderesourcetopology-api v1alpha2 types.go).
+_LEGACY_POLICIES = {
+    "SingleNUMANodeContainerLevel": (SINGLE_NUMA_NODE, "container"),
+    "SingleNUMANodePodLevel": (SINGLE_NUMA_NODE, "pod"),
+    "Restricted": ("restricted", "container"),
+    "RestrictedContainerLevel": ("restricted", "container"),
+    "RestrictedPodLevel": ("restricted", "pod"),
+    "BestEffort": ("best-effort", "container"),
+    "BestEffortContainerLevel": ("best-effort", "container"),
+    "BestEffortPodLevel": ("best-effort", "pod"),
+    "None": ("none", "container"),
+}
+_ZONE_NAME = re.compile(r"node-(\d+)")  # numanode.NameToID in noderesourcetopology-api
+
+
+class TopologyError(ValueError):
+    """A NodeResourceTopology object this model cannot read; the message names the field."""
+
+
+@dataclass(frozen=True, slots=True)
+class Zone:
+    """One NUMA node (an NRT zone of type ``Node``): amounts in milli-units, by resource name."""
+
+    numa: int
+    name: str
+    capacity: Mapping[str, int]
+    allocatable: Mapping[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class NodeTopology:
+    """A node's NUMA zones and the Topology Manager settings its exporter published."""
+
+    name: str
+    policy: str
+    scope: str
+    zones: tuple[Zone, ...]
+    # Everything but the name (``signature``): nodes of one hardware and configuration judge alike.
+    key: tuple[Any, ...] = field(default=(), compare=False, repr=False)
+
+    @property
+    def published(self) -> set[str]:
+        """The resources some zone of this node has (a device elsewhere on the node is not counted)."""
+        return {name for z in self.zones for name, amount in z.capacity.items() if amount > 0}
+
+    @staticmethod
+    def signature(policy: str, scope: str, zones: tuple[Zone, ...]) -> tuple[Any, ...]:
+        return (policy, scope, tuple(
+            (z.numa, tuple(sorted(z.capacity.items())), tuple(sorted(z.allocatable.items()))) for z in zones))
+
+    @property
+    def refuses(self) -> bool:
+        """Only ``single-numa-node`` refuses a Pod that no zone holds; the others admit it across zones."""
+        return self.policy == SINGLE_NUMA_NODE
+
+
+@dataclass(frozen=True)
+class Topology:
+    """What the cluster said, at one moment: nodes with their labels (``None`` when the node list is not
+    known), NodeResourceTopology objects by node name, and why it may be incomplete. Immutable: the webhook
+    publishes a new one on a change, and each request judges against one."""
+
+    nodes: Mapping[str, Mapping[str, str]] | None = None
+    topologies: Mapping[str, NodeTopology] = field(default_factory=dict)
+    problem: str | None = None
+
+    @cached_property
+    def index(self) -> Shapes:
+        """The nodes grouped by topology (built once per snapshot, on first use)."""
+        return Shapes.of(self)
+
+
+@dataclass(frozen=True)
+class Shape:
+    """Nodes of one hardware and configuration (equal ``NodeTopology.key``): judged once for all of them."""
+
+    topology: NodeTopology  # the first node's; the others differ only by name
+    nodes: tuple[str, ...]
+    published: frozenset[str]
+
+
+@dataclass(frozen=True)
+class Shapes:
+    """A snapshot's nodes by shape, and the nodes whose shape is unknown (no usable NodeResourceTopology)."""
+
+    shapes: tuple[Shape, ...]
+    shape_of: Mapping[str, int]  # node name -> index in ``shapes``
+    unknown: tuple[str, ...]
+    # Placement -> (shape index -> matching nodes, unknown matching nodes): Pods of one workload share theirs.
+    placed: dict[tuple[Any, ...], tuple[dict[int, list[str]], list[str]]] = field(default_factory=dict)
+    # (shape index, what the Pod asks: ``Demands.key``) -> the shape's answer (a ``NodeFit``): the same Pods are
+    # judged over and over. Filled by ``webhook.core.numa.fit_cluster``, bounded there.
+    fitted: dict[tuple[Any, ...], Any] = field(default_factory=dict)
+    # (placement, what the Pod asks) -> numa-unfit's findings: the rule's whole answer, for repeated Pods.
+    verdicts: dict[tuple[Any, ...], Any] = field(default_factory=dict)
+
+    def matching(self, placement: Placement, nodes: Mapping[str, Mapping[str, str]]) -> tuple[
+            dict[int, list[str]], list[str]]:
+        """The nodes ``placement`` allows, by shape, and the unknown ones; remembered for this snapshot."""
+        key = placement.key
+        found = self.placed.get(key)
+        if found is None:
+            chosen: dict[int, list[str]] = {}
+            unknown: list[str] = []
+            for name, labels in nodes.items():
+                if placement.allows(name, labels):
+                    where = self.shape_of.get(name)
+                    if where is None:
+                        unknown.append(name)
+                    else:
+                        chosen.setdefault(where, []).append(name)
+            if len(self.placed) >= 1024:  # bounded: distinct placements are few; a flood of them is not kept
+                self.placed.clear()
+            found = self.placed[key] = ({i: sorted(names) for i, names in chosen.items()}, sorted(unknown))
+        return found
+
+    @classmethod
+    def of(cls, topology: Topology) -> Shapes:
+        groups: dict[tuple[Any, ...], list[str]] = {}
+        first: dict[tuple[Any, ...], NodeTopology] = {}
+        unknown = []
+        for name in sorted(topology.nodes or {}):
+            topo = topology.topologies.get(name)
+            if topo is None or not topo.policy or not topo.zones:
+                unknown.append(name)
+                continue
+            key = topo.key or NodeTopology.signature(topo.policy, topo.scope, topo.zones)
+            groups.setdefault(key, []).append(name)
+            first.setdefault(key, topo)
+        shapes = tuple(Shape(first[k], tuple(names), frozenset(first[k].published)) for k, names in groups.items())
+        shape_of = {name: i for i, shape in enumerate(shapes) for name in shape.nodes}
+        return cls(shapes, shape_of, tuple(unknown))
+
+
+def _amount(raw: Any, where: str) -> int:
+    try:
+        return quantity_from_value(raw).milli
+    except QuantityError as exc:
+        raise TopologyError(f"{where}: {exc}") from None
+
+
+def _list(value: Any) -> list[Any]:
+    """A list field; anything else (the CRD's schema is loose) is read as empty."""
+    return value if isinstance(value, list) else []
+
+
+def parse_nrt(obj: Mapping[str, Any]) -> NodeTopology:
+    """A ``NodeResourceTopology`` object as the API serves it (v1alpha2)."""
+    meta = obj.get("metadata")
+    name = meta.get("name") if isinstance(meta, Mapping) else None
+    if not isinstance(name, str) or not name:
+        raise TopologyError("metadata.name: missing")
+    attrs = {a.get("name"): a.get("value") for a in _list(obj.get("attributes"))
+             if isinstance(a, Mapping) and isinstance(a.get("name"), str)}
+    policy, scope = attrs.get("topologyManagerPolicy"), attrs.get("topologyManagerScope")
+    if policy is None:
+        for legacy in _list(obj.get("topologyPolicies")):
+            if isinstance(legacy, str) and legacy in _LEGACY_POLICIES:
+                policy, legacy_scope = _LEGACY_POLICIES[legacy]
+                scope = scope or legacy_scope
+                break
+    policy = policy if policy in POLICIES else ""
+    scope = scope if scope in SCOPES else "container"
+    zones = []
+    for i, raw in enumerate(_list(obj.get("zones"))):
+        if not isinstance(raw, Mapping) or raw.get("type") != "Node":
+            continue  # sockets, dies, cores: the Topology Manager aligns NUMA nodes only
+        zname = str(raw.get("name") or "")
+        found = _ZONE_NAME.fullmatch(zname)
+        numa = int(found.group(1)) if found else i
+        capacity: dict[str, int] = {}
+        allocatable: dict[str, int] = {}
+        for j, res in enumerate(_list(raw.get("resources"))):
+            if not isinstance(res, Mapping) or not isinstance(res.get("name"), str):
+                continue
+            where = f"zones[{i}].resources[{j}]"
+            capacity[res["name"]] = _amount(res.get("capacity", 0), f"{where}.capacity")
+            allocatable[res["name"]] = _amount(res.get("allocatable", 0), f"{where}.allocatable")
+        zones.append(Zone(numa, zname, capacity, allocatable))
+    zones.sort(key=lambda z: z.numa)
+    ordered = tuple(zones)
+    return NodeTopology(name, policy, scope, ordered, NodeTopology.signature(policy, scope, ordered))
