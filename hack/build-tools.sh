@@ -35,18 +35,31 @@ mkdir -p "$TOOLS_DIR"
 
 log() { echo "build-tools: $*" >&2; }
 
+# cached OUT: print OUT and succeed when it is built; otherwise hold OUT's lock (released by `unlock`) and fail,
+# so two runs at once (two test sessions, a test and `make tools`) build each tool once, the second waiting.
+LOCK_FD=
+cached() {
+  [[ -x "$1" ]] && { echo "$1"; return 0; }
+  exec {LOCK_FD}>"$1.lock"
+  flock "$LOCK_FD"
+  if [[ -x "$1" ]]; then
+    unlock
+    echo "$1"
+    return 0
+  fi
+  return 1
+}
+unlock() { [[ -n $LOCK_FD ]] && exec {LOCK_FD}>&- && LOCK_FD=; return 0; }
+
 # build NAME VERSION PACKAGE MODULE_SETUP_FUNCTION [LDFLAGS]
 build() {
   local name=$1 version=$2 package=$3 setup=$4 ldflags=${5:-}
   local out="$TOOLS_DIR/$name-$version${TOOL_REV[$name]:-}"
-  if [[ -x "$out" ]]; then
-    echo "$out"
-    return 0
-  fi
+  cached "$out" && return 0
   log "building $name $version (once; cached in $TOOLS_DIR)"
   local work
   work=$(mktemp -d)
-  trap 'rm -rf "$work"' RETURN
+  trap 'rm -rf "$work"; unlock' RETURN
   (
     cd "$work"
     go mod init "qos-guard.tools/$name" >/dev/null 2>&1
@@ -148,26 +161,32 @@ kube_ldflags() {
   done
 }
 
-# build_oracle: hack/oracle at the committed go.mod/go.sum (read-only: the build never edits them).
+# build_local NAME [VERSION_TAG] DESCRIPTION: hack/NAME, a Go program of this repository, at its committed
+# go.mod/go.sum (read-only: the build never edits them), cached by a hash of its sources.
+build_local() {
+  local name=$1 tag=$2 what=$3 src hash out
+  src="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/$name"
+  hash=$(cd "$src" && cat go.mod go.sum ./*.go $(compgen -G './*.s' || true) | sha256sum | cut -c1-12)
+  out="$TOOLS_DIR/$name-${tag:+$tag-}$hash"
+  cached "$out" && return 0
+  log "building $what (once per source change; cached in $TOOLS_DIR)"
+  (cd "$src" && GOFLAGS=-mod=readonly go build -trimpath -ldflags "-s -w" -o "$out.tmp" .)
+  mv "$out.tmp" "$out"
+  unlock
+  log "built $out"
+  echo "$out"
+}
+
+# build_oracle: hack/oracle, whose go.mod must pin the k8s.io/kubernetes the tests run.
 build_oracle() {
-  local src hash out pinned
-  src="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/oracle"
-  pinned=$(sed -n 's/^require k8s.io\/kubernetes \(v[^ ]*\)$/\1/p; s/^\tk8s.io\/kubernetes \(v[^ ]*\)$/\1/p' "$src/go.mod")
+  local pinned
+  pinned=$(sed -n 's/^require k8s.io\/kubernetes \(v[^ ]*\)$/\1/p; s/^\tk8s.io\/kubernetes \(v[^ ]*\)$/\1/p' \
+           "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/oracle/go.mod")
   if [[ $pinned != "$KUBE_VERSION" ]]; then
     echo "build-tools: hack/oracle/go.mod pins k8s.io/kubernetes $pinned, not KUBE_VERSION=$KUBE_VERSION" >&2
     return 1
   fi
-  hash=$(cd "$src" && cat go.mod go.sum ./*.go ./*.s | sha256sum | cut -c1-12)
-  out="$TOOLS_DIR/oracle-$KUBE_VERSION-$hash"
-  if [[ -x "$out" ]]; then
-    echo "$out"
-    return 0
-  fi
-  log "building oracle against k8s.io/kubernetes $KUBE_VERSION (once per source change; cached in $TOOLS_DIR)"
-  (cd "$src" && GOFLAGS=-mod=readonly go build -trimpath -ldflags "-s -w" -o "$out.tmp" .)
-  mv "$out.tmp" "$out"
-  log "built $out"
-  echo "$out"
+  build_local oracle "$KUBE_VERSION" "oracle against k8s.io/kubernetes $KUBE_VERSION"
 }
 
 # build_kyverno: Kyverno's admission controller (cmd/kyverno) and CLI (cmd/cli/kubectl-kyverno), built inside
@@ -201,24 +220,6 @@ build_kyverno() {
   fi
   echo "$TOOLS_DIR/kyverno-$v"
   echo "$TOOLS_DIR/kubectl-kyverno-$v"
-}
-
-# build_deviceplugin: hack/deviceplugin (the node tests' device plugin with NUMA topology) at its committed
-# go.mod/go.sum, cached by a hash of its sources, like the oracle.
-build_deviceplugin() {
-  local src hash out
-  src="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/deviceplugin"
-  hash=$(cd "$src" && cat go.mod go.sum ./*.go | sha256sum | cut -c1-12)
-  out="$TOOLS_DIR/deviceplugin-$hash"
-  if [[ -x "$out" ]]; then
-    echo "$out"
-    return 0
-  fi
-  log "building the test device plugin against k8s.io/kubelet (once per source change; cached in $TOOLS_DIR)"
-  (cd "$src" && GOFLAGS=-mod=readonly go build -trimpath -ldflags "-s -w" -o "$out.tmp" .)
-  mv "$out.tmp" "$out"
-  log "built $out"
-  echo "$out"
 }
 
 # --- node tools (tests/node): kubelet and its neighbours from k8s.io/kubernetes, containerd, CNI plugins ---
@@ -273,7 +274,8 @@ build_node_tool() {
     cni-bridge) build "$1" "$CNI_PLUGINS_VERSION" "$cni_pkg/main/bridge" setup_cni ;;
     cni-loopback) build "$1" "$CNI_PLUGINS_VERSION" "$cni_pkg/main/loopback" setup_cni ;;
     cni-host-local) build "$1" "$CNI_PLUGINS_VERSION" "$cni_pkg/ipam/host-local" setup_cni ;;
-    deviceplugin) build_deviceplugin ;;
+    # the node tests' device plugin with NUMA topology, against k8s.io/kubelet's deviceplugin/v1beta1
+    deviceplugin) build_local deviceplugin "" "the test device plugin" ;;
   esac
   trap - RETURN  # build's cleanup trap would fire again when this function returns
 }
