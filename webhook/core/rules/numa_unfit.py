@@ -13,18 +13,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from webhook.core.config import NUMA, AutoNuma, NumaPolicy, Policy
+from webhook.core.demands import Demand, Demands, demands, may_align, show_amount
 from webhook.core.fieldpath import dotted
-from webhook.core.numa import (
-    ClusterFit,
-    Demand,
-    Demands,
-    NodeFit,
-    demands,
-    fit_cluster,
-    largest_zone,
-    may_align,
-    show_amount,
-)
+from webhook.core.numa import ClusterFit, NodeFit, fit_cluster, largest_zone
 from webhook.core.podspec import CPU, MEMORY, PodSpec, effective_requests
 from webhook.core.quantity import format_milli
 from webhook.core.rules.base import Rule, Text, Violation

@@ -1,0 +1,172 @@
+"""What a Pod asks kubelet's resource managers to align on one NUMA node: per container (``container`` scope)
+and for the whole Pod (``pod`` scope), as pkg/kubelet/cm reads a Pod (v1.36): CPUs only for Guaranteed Pods'
+whole-CPU containers, memory and hugepages only for Guaranteed Pods, device plugin resources always. Pure; the
+placement on a node's zones is ``webhook.core.numa``'s."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from webhook.core.fieldpath import FieldPath, dotted
+from webhook.core.podspec import CPU, GUARANTEED, MEMORY, Container, PodSpec, qos_class
+from webhook.core.topology import HUGEPAGES
+
+
+@dataclass(frozen=True, slots=True)
+class Demand:
+    """What kubelet's resource managers align for one container, or for the Pod in ``pod`` scope.
+
+    ``cpus`` are exclusive CPUs (whole); ``memory`` is bytes by type (memory, hugepages-*), Guaranteed Pods
+    only; ``devices`` are device counts by resource, from limits.
+    """
+
+    label: str
+    path: FieldPath
+    container: str | None
+    kind: str  # "init", "sidecar", "app" or "pod"
+    cpus: int = 0
+    memory: Mapping[str, int] = field(default_factory=dict)
+    devices: Mapping[str, int] = field(default_factory=dict)
+
+    def show(self, only: Iterable[str] | None = None) -> str:
+        wanted = set(only) if only is not None else None
+        parts = []
+        for name, amount in self.items():
+            if wanted is None or name in wanted:
+                parts.append(show_amount(name, amount))
+        return " and ".join(parts)
+
+    def items(self) -> list[tuple[str, int]]:
+        """Everything asked, in base units (CPUs, bytes, devices)."""
+        out: list[tuple[str, int]] = [(CPU, self.cpus)] if self.cpus else []
+        out += sorted(self.memory.items(), key=lambda kv: (kv[0] != MEMORY, kv[0]))
+        out += sorted(self.devices.items())
+        return out
+
+
+def show_amount(name: str, amount: int) -> str:
+    if name == CPU:
+        return f"{amount} CPU" + ("" if amount == 1 else "s")
+    if name == MEMORY or name.startswith(HUGEPAGES):
+        return f"{format_bytes(amount)} {name}"
+    return f"{amount} {name}"
+
+
+def format_bytes(value: int) -> str:
+    for suffix, size in (("Ti", 1 << 40), ("Gi", 1 << 30), ("Mi", 1 << 20), ("Ki", 1 << 10)):
+        if value >= size and value % size == 0:
+            return f"{value // size}{suffix}"
+    return str(value)
+
+
+def _units(milli: int) -> int:
+    """``Quantity.Value()``: rounded up to a whole unit."""
+    return -(-milli // 1000)
+
+
+def is_device(name: str) -> bool:
+    return name not in (CPU, MEMORY, "ephemeral-storage", "storage") and not name.startswith(HUGEPAGES)
+
+
+def _guaranteed(pod: PodSpec) -> bool:
+    """``GetPodQOS``: the stored ``status.qosClass`` (kept from the manifest on create) or the computed one."""
+    return (pod.declared_qos or qos_class(pod)) == GUARANTEED
+
+
+def may_align(pod: PodSpec) -> bool:
+    """Could kubelet align anything for this Pod? Cheap checks first: a device, or every container limiting cpu
+    and memory (Guaranteed needs that) without a pod-level block (the managers skip those); the QoS class last."""
+    if any(is_device(k) for c in pod.all_containers for k in c.devices):
+        return True
+    if pod.declared_qos is None and (pod.pod_level is not None or not all(
+            (cpu := c.resources.limits.get(CPU)) is not None and cpu.positive
+            and (mem := c.resources.limits.get(MEMORY)) is not None and mem.positive for c in pod.all_containers)):
+        return False
+    return _guaranteed(pod)
+
+
+def _container_demand(c: Container, guaranteed: bool, pod_level: bool) -> Demand:
+    """``guaranteedCPUs``, ``getContainerRequestedResources`` and ``getContainerDeviceRequest``."""
+    kind = "sidecar" if c.sidecar else ("init" if c.init else "app")
+    cpus = 0
+    memory: dict[str, int] = {}
+    if guaranteed and not pod_level:  # the CPU and Memory Managers skip Pods with pod-level resources
+        cpu = c.resources.requests.get(CPU)
+        if cpu is not None and cpu.positive and cpu.milli % 1000 == 0:
+            cpus = cpu.milli // 1000
+        mem = c.resources.requests.get(MEMORY)
+        if mem is not None and not mem.invalid:
+            memory[MEMORY] = mem.milli  # bytes x 1000 for now; whole bytes checked by the caller
+        memory.update({k: v for k, v in c.devices.items() if k.startswith(HUGEPAGES)})
+    devices = {k: _units(v) for k, v in c.devices.items() if is_device(k)}
+    return Demand(c.resources.label, c.path, c.name, kind, cpus, memory, devices)
+
+
+def _whole_bytes(memory: Mapping[str, int]) -> dict[str, int] | None:
+    """Milli-bytes to bytes; ``None`` when one is fractional (``Quantity.AsInt64`` fails: the Memory
+    Manager then refuses the container)."""
+    out = {}
+    for k, v in memory.items():
+        if v % 1000:
+            return None
+        out[k] = v // 1000
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Demands:
+    """The Pod's containers in kubelet's admission order (init containers first), and the Pod's total
+    (``podGuaranteedCPUs``, ``getPodRequestedResources``, ``getPodDeviceRequest``) for ``pod`` scope."""
+
+    containers: tuple[Demand, ...]
+    pod: Demand
+    fractional_memory: tuple[str, ...] = ()
+
+    @property
+    def key(self) -> tuple[Any, ...]:
+        """Equal for Pods that ask the same, container by container (and name them alike)."""
+        each = [(d.label, d.kind, d.cpus, tuple(sorted(d.memory.items())), tuple(sorted(d.devices.items())))
+                for d in (*self.containers, self.pod)]
+        return (self.fractional_memory, *each)
+
+    @property
+    def aligned(self) -> bool:
+        """Does kubelet align anything for this Pod (exclusive CPUs, memory of a Guaranteed Pod, devices)?"""
+        return bool(self.fractional_memory) or any(d.cpus or d.memory or d.devices for d in self.containers)
+
+
+def demands(pod: PodSpec, guaranteed: bool | None = None) -> Demands:
+    guaranteed = _guaranteed(pod) if guaranteed is None else guaranteed
+    pod_level = pod.pod_level is not None and not pod.pod_level.empty and any(
+        r in (CPU, MEMORY) for r in (*pod.pod_level.requests, *pod.pod_level.limits))
+    ordered = [_container_demand(c, guaranteed, pod_level) for c in pod.init_containers + pod.containers]
+    fractional = tuple(d.label for d in ordered if _whole_bytes(d.memory) is None)
+    ordered = [Demand(d.label, d.path, d.container, d.kind, d.cpus, _whole_bytes(d.memory) or {}, d.devices)
+               for d in ordered]
+    inits = [d for d in ordered if d.kind in ("init", "sidecar")]
+    apps = [d for d in ordered if d.kind == "app"]
+
+    # podGuaranteedCPUs / getPodRequestedResources: max(init peaks with the sidecars before them, apps +
+    # sidecars); memory types count only when an app container asks them.
+    def total(get: Any, keys: Iterable[str]) -> dict[str, int]:
+        out = {}
+        for key in keys:
+            init_peak = sidecars = 0
+            for d in inits:
+                value = get(d, key)
+                if d.kind == "sidecar":
+                    sidecars += value
+                else:
+                    init_peak = max(init_peak, sidecars + value)
+            out[key] = max(init_peak, sum(get(d, key) for d in apps) + sidecars)
+        return out
+
+    cpus = total(lambda d, _k: d.cpus, [CPU])[CPU]
+    mem_types = {k for d in apps for k in d.memory}
+    memory = total(lambda d, k: d.memory.get(k, 0), sorted(mem_types))
+    dev_types = {k for d in ordered for k in d.devices}
+    devices = total(lambda d, k: d.devices.get(k, 0), sorted(dev_types))
+    whole = Demand(f"pod ({dotted(pod.path)})", pod.path, None, "pod", cpus, memory, devices)
+    return Demands(tuple(ordered), whole, fractional)
