@@ -70,7 +70,7 @@ def test_build_context_is_only_the_package(tmp_path: Path) -> None:
     patterns = [ln.strip() for ln in (ROOT / ".dockerignore").read_text().splitlines()
                 if ln.strip() and not ln.startswith("#")]
     files = _context(patterns)
-    assert "pyproject.toml" in files and "webhook/cli.py" in files
+    assert "pyproject.toml" in files and "webhook/cli/__main__.py" in files
     assert not [f for f in files if f.split("/")[0] in ("tests", "charts", "certs", ".git", "bench", "docs")]
     # The first stage's `pip wheel .` works on exactly that context.
     ctx = tmp_path / "ctx"
