@@ -1,9 +1,10 @@
-"""One chart replica's capacity: ``qos-guard serve`` as the chart runs it (2 workers) held to the chart's default
-CPU (250m: a cgroup v1 CFS quota of 25 ms per 100 ms, as kubelet sets a 250m limit), driven by bench/loadgen with
-the corpus' AdmissionReviews. Prints requests/s at saturation, then the latency at fixed offered rates, so an
-operator can size ``replicaCount`` or ``autoscaling`` (charts/qos-guard/README.md, "Scaling out").
+"""One chart replica's capacity: ``qos-guard serve`` as the chart runs it (its ``server.workers``) held to the
+chart's default CPU (250m: a cgroup v1 CFS quota of 25 ms per 100 ms, as kubelet sets a 250m limit), driven by
+bench/loadgen with the corpus' AdmissionReviews. Prints requests/s at saturation, then the latency at fixed offered
+rates, so an operator can size ``replicaCount`` or ``autoscaling`` (README.md "Sizing", charts/qos-guard/README.md
+"Scaling out").
 
-    sudo .venv/bin/python -m bench.capacity [--cpu-milli 250] [--seconds 10] [--repeats 3]
+    sudo .venv/bin/python -m bench.capacity [--cpu-milli 250] [--workers N] [--seconds 10] [--repeats 3]
 
 Needs root (it makes a cgroup) and a cgroup v1 ``cpu`` hierarchy, as on the machine the numbers were taken.
 """
@@ -19,11 +20,19 @@ import tempfile
 import time
 from pathlib import Path
 
+import yaml
+
 from bench import load
 from bench.corpus import admission_review, corpus_objects
 from tests.serving import start_server
 
 CPU_ROOT = Path("/sys/fs/cgroup/cpu")
+VALUES = Path(__file__).resolve().parent.parent / "charts" / "qos-guard" / "values.yaml"
+
+
+def chart_workers() -> int:
+    """The chart's default ``server.workers``: the replica measured is the one the chart deploys."""
+    return int(yaml.safe_load(VALUES.read_text())["server"]["workers"])
 
 
 def _cgroup(milli: int) -> Path:
@@ -45,6 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=10)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--connections", type=int, default=8)
+    parser.add_argument("--workers", type=int, default=chart_workers(), help="default: the chart's server.workers")
     args = parser.parse_args(argv)
     if not (CPU_ROOT / "cpu.cfs_quota_us").exists():
         print("bench.capacity: needs a cgroup v1 cpu hierarchy at /sys/fs/cgroup/cpu (and root)", file=sys.stderr)
@@ -53,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     bodies = work / "bodies.jsonl"
     bodies.write_bytes(b"\n".join(admission_review(o) for o in corpus_objects()) + b"\n")
     group = _cgroup(args.cpu_milli)
-    server = start_server(work / "server", "--workers", "2")
+    server = start_server(work / "server", "--workers", str(args.workers))
     try:
         time.sleep(2)  # every worker booted before it is confined and measured
         _move(group, server.tree())
@@ -71,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
             r = load.run(server.port, server.ca, "/validate", bodies, args.seconds, args.connections, rate=rate)
             open_loop.append({"offered": rate, "achieved": r.rate, "p50_ms": r.p50, "p99_ms": r.p99,
                               "p999_ms": r.p999, "errors": r.errors})
-        result = {"cpu_milli": args.cpu_milli, "workers": 2, "connections": args.connections,
+        result = {"cpu_milli": args.cpu_milli, "workers": args.workers, "connections": args.connections,
                   "saturation_rps": rates, "saturation_p99_ms": p99s, "open_loop": open_loop}
         print(json.dumps(result, indent=2))
     finally:

@@ -493,7 +493,7 @@ def write(result: dict[str, Any], out: Path) -> None:
         idle = f"{lat['idle_mib'][key]:.0f}" if key else "in kube-apiserver"
         peak = f"{lat['load_peak_mib'][key]:.0f}" if key else "in kube-apiserver"
         lines.append(f"| {row['label']} | {row.get('held_rate', 0)} | " + " | ".join(cells) + f" | {idle} | {peak} |")
-    lines += ["", "The machine is shared with other work and runs the load generator, etcd and kube-apiserver too: "
+    lines += ["", "The same CPUs run the load generator, etcd and kube-apiserver too: "
               "where even `no admission` passes 100 ms at p99, the step measured the machine, not admission. "
               "Compare rows within a column (taken in the same rounds), and the held rates with that in mind."]
     lines += ["", f"kube-apiserver (which runs the admission policies itself, and every request of every row): "
@@ -561,8 +561,8 @@ def main(argv: list[str] | None = None) -> int:
     rates = tuple(int(r) for r in args.rates.split(","))
     import platform
     result = {"date": time.strftime("%Y-%m-%d"), "seconds": args.seconds, "rates": list(rates),
-              "machine": f"{len(os.sched_getaffinity(0))} CPUs shared with other work, Python "
-                         f"{platform.python_version()}, kube-apiserver v1.36.3",
+              "machine": f"{len(os.sched_getaffinity(0))} CPUs (1-minute load average {os.getloadavg()[0]:.2f} "
+                         f"before the run), Python {platform.python_version()}, kube-apiserver v1.36.3",
               "repeats": args.repeats,
               "latency": latency(args.seconds, rates, args.connections, args.repeats, not args.no_kyverno),
               "correctness": correctness(args.objects, args.seed, not args.no_kyverno)}
