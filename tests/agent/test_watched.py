@@ -3,6 +3,7 @@ that it refuses to answer before both lists, and that a problem is said once."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -48,3 +49,29 @@ def test_a_problem_is_said_once_and_its_end_once() -> None:
     view._changed("pods", None)
     view._changed("pods", None)
     assert said == ["listing pods is not allowed", "pods: listed and watched again"]
+
+
+def test_a_reflector_that_fails_unexpectedly_says_so_and_lists_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    from webhook.node import watched
+
+    monkeypatch.setattr(watched, "RESTART_AFTER", 0.01)
+    api = FakeAPI()
+    api.pods = [{"metadata": {"name": "p", "namespace": "enf"}}]
+    said: list[str] = []
+    view = WatchedView(api, "n1", said.append)
+    failures = iter([RuntimeError("boom")])
+
+    def keep(obj: Mapping[str, Any]) -> dict[str, Any]:
+        for failure in failures:
+            raise failure
+        return pod_kept(obj)
+
+    view.pod_store.keep = keep
+    view.start()
+    try:
+        assert view.wait_synced(5)
+    finally:
+        view.stop()
+    assert view.pods("n1", []) == {("enf", "p"): {"metadata": {"name": "p", "namespace": "enf"}}}
+    assert said == ["pods: RuntimeError: boom; listing again", "pods: listed and watched again"]
+    assert [p for p, _ in api.listed].count("/api/v1/pods") == 2
