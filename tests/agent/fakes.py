@@ -4,6 +4,7 @@ test sets, and an in-memory stand-in for the API server's list/create calls the 
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
 from concurrent import futures
 from pathlib import Path
@@ -70,17 +71,76 @@ def serve(socket: Path, servicer: Kubelet | None = None, raw: bytes | None = Non
     return server
 
 
+class Watch:
+    """An open watch's response: ``shutdown`` ends its stream (as the agent does when it stops)."""
+
+    def __init__(self) -> None:
+        self.closed = threading.Event()
+
+    def shutdown(self) -> None:
+        self.closed.set()
+
+    def release_conn(self) -> None:
+        self.closed.set()
+
+
 class FakeAPI:
-    """What the agent asks of the API server: namespaces and Pods listed, Events and reports written."""
+    """What the agent asks of the API server: namespaces and Pods listed (``pages``) or listed and watched (a
+    ``Transport``: ``get``, ``stream``; ``change`` makes an event), Events and reports written."""
 
     def __init__(self) -> None:
         self.namespaces: list[dict[str, Any]] = []
         self.pods: list[dict[str, Any]] = []
         self.sent: list[tuple[str, str, dict[str, Any] | None]] = []
         self.existing: set[str] = set()
+        self.listed: list[tuple[str, dict[str, str]]] = []  # every list: pages() and get(), with its query
+        self.watched: list[tuple[str, dict[str, str]]] = []
+        self.rv = 1
+        self.events: list[tuple[int, str, str, dict[str, Any]]] = []  # (rv, path, type, object)
+        self.refuse: dict[str, int] = {}  # path -> HTTP status of its lists
+        self._cond = threading.Condition()
+
+    def get(self, path: str, query: list[tuple[str, str]], accept: str) -> tuple[int, Any]:
+        self.listed.append((path, dict(query)))
+        if path in self.refuse:
+            return self.refuse[path], {"kind": "Status", "message": f"{path} is forbidden"}
+        with self._cond:
+            items = self.namespaces if path == "/api/v1/namespaces" else self.pods if path == "/api/v1/pods" else []
+            return 200, {"items": [dict(o) for o in items], "metadata": {"resourceVersion": str(self.rv)}}
+
+    def stream(self, path: str, query: list[tuple[str, str]], accept: str) -> tuple[int, Iterator[bytes], Any]:
+        self.watched.append((path, dict(query)))
+        response = Watch()
+        return 200, self._events(path, int(dict(query)["resourceVersion"]), response), response
+
+    def _events(self, path: str, since: int, response: Watch) -> Iterator[bytes]:
+        while not response.closed.is_set():
+            with self._cond:
+                fresh = [(rv, kind, obj) for rv, p, kind, obj in self.events if p == path and rv > since]
+                if not fresh:
+                    self._cond.wait(0.05)
+            for rv, kind, obj in fresh:
+                since = rv
+                yield json.dumps({"type": kind, "object": obj}).encode()
+
+    def change(self, kind: str, obj: dict[str, Any]) -> None:
+        """A Pod or namespace ``ADDED``, ``MODIFIED`` or ``DELETED``: in the lists and as a watch event."""
+        pod = "namespace" in obj["metadata"]
+        path = "/api/v1/pods" if pod else "/api/v1/namespaces"
+        with self._cond:
+            self.rv += 1
+            obj = {**obj, "metadata": {**obj["metadata"], "resourceVersion": str(self.rv)}}
+            kept = self.pods if pod else self.namespaces
+            kept[:] = [o for o in kept if (o["metadata"]["name"], o["metadata"].get("namespace")) !=
+                       (obj["metadata"]["name"], obj["metadata"].get("namespace"))]
+            if kind != "DELETED":
+                kept.append(obj)
+            self.events.append((self.rv, path, kind, obj))
+            self._cond.notify_all()
 
     def pages(self, path: str, label_selector: str | None = None,
               field_selector: str | None = None) -> Iterator[list[dict[str, Any]]]:
+        self.listed.append((path, {"labelSelector": label_selector or "", "fieldSelector": field_selector or ""}))
         if path == "/api/v1/namespaces":
             yield self.namespaces
         elif path.endswith("/pods"):

@@ -21,7 +21,7 @@ from webhook.cli import main
 from webhook.cluster.reports import FLAVOURS
 from webhook.node.agent import AgentOptions, build_reports, event_name, run_agent
 from webhook.node.kubelet import PodResourcesClient
-from webhook.node.observe import observe
+from webhook.node.observe import ListedView, observe
 from webhook.node.podresources import api_pb2
 
 CIDS = {"pinned": "a" * 64, "gpu": "b" * 64, "shared": "c" * 64, "elsewhere": "d" * 64}
@@ -70,7 +70,7 @@ def scrape(port: int) -> dict[tuple[str, str], float]:
 def test_observe_judges_only_opted_in_namespaces(world: tuple[Kubelet, FakeAPI, Path, Path]) -> None:
     _, api, socket, sys_root = world
     with PodResourcesClient(socket) as client:
-        snap = observe(client, api, sys_root, sys_root / "fs" / "cgroup", "node-1")
+        snap = observe(client, ListedView(api), sys_root, sys_root / "fs" / "cgroup", "node-1")
     got = {p.pod: p for p in snap.placements}
     assert set(got) == {"pinned", "gpu", "shared"} and not snap.errors
     assert got["pinned"].pinned and got["pinned"].aligned and got["pinned"].cgroup_cpus == {1}
@@ -82,11 +82,11 @@ def test_observe_judges_only_opted_in_namespaces(world: tuple[Kubelet, FakeAPI, 
 def test_verify_one_pod_uses_get(world: tuple[Kubelet, FakeAPI, Path, Path]) -> None:
     kubelet, api, socket, sys_root = world
     with PodResourcesClient(socket) as client:
-        snap = observe(client, api, sys_root, sys_root / "fs" / "cgroup", None, [("enf", "gpu")])
+        snap = observe(client, ListedView(api), sys_root, sys_root / "fs" / "cgroup", None, [("enf", "gpu")])
     assert [p.pod for p in snap.placements] == ["gpu"] and "Get" in kubelet.calls and "List" not in kubelet.calls
     kubelet.serve_get = False  # an older kubelet: List once, then pick
     with PodResourcesClient(socket) as client:
-        snap = observe(client, api, sys_root, sys_root / "fs" / "cgroup", None, [("enf", "gpu")])
+        snap = observe(client, ListedView(api), sys_root, sys_root / "fs" / "cgroup", None, [("enf", "gpu")])
     assert [p.pod for p in snap.placements] == ["gpu"] and "List" in kubelet.calls
 
 
@@ -96,7 +96,7 @@ def test_agent_metrics_events_and_removal(world: tuple[Kubelet, FakeAPI, Path, P
     opts = AgentOptions(node="node-1", socket=socket, sys_root=sys_root, cgroup_root=sys_root / "fs" / "cgroup",
                         interval=0.2, metrics_host="127.0.0.1", metrics_port=port, report=FLAVOURS["openreports"])
     stop = threading.Event()
-    thread = threading.Thread(target=run_agent, args=(opts, stop, lambda: api), daemon=True)
+    thread = threading.Thread(target=run_agent, args=(opts, stop, lambda: api, lambda: api), daemon=True)
     thread.start()
     try:
         deadline = time.monotonic() + 10
@@ -151,7 +151,7 @@ def test_report_shape(world: tuple[Kubelet, FakeAPI, Path, Path]) -> None:
 
     _, api, socket, sys_root = world
     with PodResourcesClient(socket) as client:
-        snap = observe(client, api, sys_root, sys_root / "fs" / "cgroup", "node-1")
+        snap = observe(client, ListedView(api), sys_root, sys_root / "fs" / "cgroup", "node-1")
     (enf, wrn) = build_reports(FLAVOURS["openreports"], "node-1", snap, datetime(2026, 1, 1, tzinfo=UTC))
     assert enf["metadata"]["labels"] == {"app.kubernetes.io/managed-by": "qos-guard", "qos-guard.io/node": "node-1"}
     assert enf["summary"]["pass"] == 1 and enf["summary"]["fail"] == 1
@@ -200,3 +200,108 @@ def test_agent_needs_a_node_name(capsys: pytest.CaptureFixture[str], monkeypatch
     monkeypatch.delenv("NODE_NAME", raising=False)
     code, _, err = run_cli(capsys, "agent")
     assert code == 2 and "no node name" in err
+
+
+def cycles(port: int) -> dict[str, float]:
+    """``qos_guard_agent_cycles_total`` by outcome ({} while the metrics port is not up)."""
+    try:
+        text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+    except requests.ConnectionError:
+        return {}
+    return {s.labels["outcome"]: s.value for f in text_string_to_metric_families(text) for s in f.samples
+            if s.name == "qos_guard_agent_cycles_total"}
+
+
+def wait_for(what: str, check: Any, within: float = 10) -> None:
+    deadline = time.monotonic() + within
+    while not check():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.05)
+
+
+def test_agent_watches_and_lists_nothing_per_cycle(world: tuple[Kubelet, FakeAPI, Path, Path]) -> None:
+    """A Pod created after the start, its deletion and a namespace opting out are seen through the watches;
+    after the first two lists, cycles list nothing."""
+    kubelet, api, socket, sys_root = world
+    port = free_port()
+    opts = AgentOptions(node="node-1", socket=socket, sys_root=sys_root, cgroup_root=sys_root / "fs" / "cgroup",
+                        interval=0.1, metrics_host="127.0.0.1", metrics_port=port, events=False)
+    stop = threading.Event()
+    thread = threading.Thread(target=run_agent, args=(opts, stop, lambda: api, lambda: api), daemon=True)
+    thread.start()
+    try:
+        wait_for("no metrics", lambda: ("qos_guard_container_pinned", "pinned") in _scrape_or_empty(port))
+        assert sorted(api.listed) == [
+            ("/api/v1/namespaces", {"limit": "250", "labelSelector": "qos-guard.io/mode in (enforce,mutate,warn)"}),
+            ("/api/v1/pods", {"limit": "250", "fieldSelector": "spec.nodeName=node-1"})]
+        assert sorted((path, q["labelSelector" if "namespaces" in path else "fieldSelector"])
+                      for path, q in api.watched) == [
+            ("/api/v1/namespaces", "qos-guard.io/mode in (enforce,mutate,warn)"),
+            ("/api/v1/pods", "spec.nodeName=node-1")]
+        synced = list(api.listed)
+        # A Pod bound to the node after the start: kubelet has it, and the API server says so by a watch event.
+        late = "e0000000-0000-4000-8000-000000000000"
+        cgroup_container(sys_root / "fs" / "cgroup", 1, late, "Guaranteed", "e" * 64, "1")
+        kubelet.pods = [*kubelet.pods, api_pb2.PodResources(name="late", namespace="enf",
+                                                             containers=[container("app", [1])])]
+        late_pod = pod("pinned", "enf", "1")
+        late_pod["metadata"] = {**late_pod["metadata"], "name": "late", "uid": late}
+        late_pod["status"] = {**late_pod["status"], "containerStatuses": [
+            {"name": "app", "containerID": f"containerd://{'e' * 64}"}]}
+        api.change("ADDED", late_pod)
+        wait_for("a Pod created after the start is not judged",
+                 lambda: _scrape_or_empty(port).get(("qos_guard_container_pinned", "late")) == 1)
+        before = cycles(port).get("ok", 0)
+        wait_for("no cycles", lambda: cycles(port).get("ok", 0) >= before + 5)
+        assert api.listed == synced  # five cycles and more, not one list
+        # Deleted in the API server (kubelet still reports it): not judged any more.
+        api.change("DELETED", late_pod)
+        wait_for("a deleted Pod is still judged",
+                 lambda: ("qos_guard_container_pinned", "late") not in _scrape_or_empty(port))
+        # A namespace opting out (its label removed) takes its Pods out of the judgement.
+        api.change("MODIFIED", {"metadata": {"name": "wrn", "labels": {}}})
+        wait_for("an opted-out namespace is still judged",
+                 lambda: ("qos_guard_container_pinned", "shared") not in _scrape_or_empty(port))
+        assert api.listed == synced and cycles(port).get("error", 0) == 0
+    finally:
+        stop.set()
+        thread.join(10)
+    assert not thread.is_alive()
+
+
+def test_until_the_first_lists_the_agent_judges_nothing(world: tuple[Kubelet, FakeAPI, Path, Path],
+                                                        monkeypatch: pytest.MonkeyPatch,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """A refused list (RBAC) is said once with the grant needed; the cycles until both lists are errors that
+    judge nothing, said once; then the agent judges."""
+    from webhook.cluster import watch
+    from webhook.node import agent
+
+    monkeypatch.setattr(watch, "RETRY_MISSING", 0.05)
+    monkeypatch.setattr(agent, "SYNC_WAIT", 0.1)
+    _, api, socket, sys_root = world
+    api.refuse["/api/v1/pods"] = 403
+    port = free_port()
+    opts = AgentOptions(node="node-1", socket=socket, sys_root=sys_root, cgroup_root=sys_root / "fs" / "cgroup",
+                        interval=0.1, metrics_host="127.0.0.1", metrics_port=port, events=False)
+    stop = threading.Event()
+    thread = threading.Thread(target=run_agent, args=(opts, stop, lambda: api, lambda: api), daemon=True)
+    thread.start()
+    try:
+        wait_for("no error cycles", lambda: cycles(port).get("error", 0) >= 5)
+        assert cycles(port).get("ok") == 0 and not _scrape_or_empty(port)
+        assert len([p for p, _ in api.listed if p == "/api/v1/pods"]) >= 3  # listed again, not given up
+        del api.refuse["/api/v1/pods"]
+        wait_for("not judging after the list is allowed",
+                 lambda: ("qos_guard_container_pinned", "pinned") in _scrape_or_empty(port))
+        assert cycles(port).get("ok", 0) >= 1
+    finally:
+        stop.set()
+        thread.join(10)
+    assert not thread.is_alive()
+    err = capsys.readouterr().err
+    refused = ("qos-guard agent: listing pods is not allowed (HTTP 403 /api/v1/pods is forbidden): grant list and "
+               "watch on pods (the chart's agent ClusterRole grants list and watch on namespaces and pods)")
+    assert err.count(refused) == 1, err
+    assert err.count("qos-guard agent: not judging yet: waiting for the first list of pods from the API server") \
+        == 1, err

@@ -62,9 +62,16 @@ def test_daemonset_mounts_read_only_and_drops_everything(agent: list[dict[str, A
 def test_rbac_is_least_privilege(agent: list[dict[str, Any]], render: Render) -> None:
     (role,) = [r for r in by_kind(agent, "ClusterRole") if r["metadata"]["name"].endswith("-agent")]
     assert role["rules"] == [
-        {"apiGroups": [""], "resources": ["namespaces", "pods"], "verbs": ["list"]},
+        {"apiGroups": [""], "resources": ["namespaces", "pods"], "verbs": ["list", "watch"]},
         {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
     ]
+    # What the agent's code watches is what the role grants list and watch on (webhook/node/watched.py).
+    from webhook.node.watched import WatchedView
+
+    watched = {r.path.rsplit("/", 1)[1] for r in WatchedView(None, "n", print).reflectors}  # type: ignore[arg-type]
+    granted = {res for rule in role["rules"] if {"list", "watch"} <= set(rule["verbs"]) and rule["apiGroups"] == [""]
+               for res in rule["resources"]}
+    assert watched == {"namespaces", "pods"} and watched <= granted
     binding = one(agent, "ClusterRoleBinding")
     assert binding["subjects"][0]["name"] == one(agent, "DaemonSet")["spec"]["template"]["spec"]["serviceAccountName"]
     reporting = render("--set", "agent.enabled=true,agent.report=openreports", namespace=NAMESPACE)

@@ -13,19 +13,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from webhook.cluster import nrt
+from webhook.cluster import watch
 from webhook.cluster.client import ClusterError
 from webhook.cluster.nrt import (
     NODES_PATH,
     NRT_PATH,
-    Reflector,
-    Store,
     TopologyCache,
-    lines,
+    TopologyReflector,
     node_labels,
     nrt_topology,
     read_topology,
 )
+from webhook.cluster.watch import Store, lines
 from webhook.core.topology import NodeTopology
 
 
@@ -76,7 +75,7 @@ def run_reflector(api: Scripted, path: str, store: Store, stop: threading.Event,
         if until():
             stop.set()
 
-    reflector = Reflector("noderesourcetopologies" if path == NRT_PATH else "nodes", api, path,
+    reflector = TopologyReflector("noderesourcetopologies" if path == NRT_PATH else "nodes", api, path,
                           ("application/json", "application/json"), store, changed, stop)
     thread = threading.Thread(target=reflector.run, daemon=True)
     thread.start()
@@ -101,7 +100,7 @@ def test_list_pages_then_watch_from_its_resource_version_then_resume_from_the_la
     assert sorted(store.items) == ["a", "c"]
     assert store.items["a"].zones[0].allocatable["cpu"] == 16_000
     lists = [q for kind, _, q in api.calls if kind == "list"]
-    assert lists == [{"limit": str(nrt.PAGE)}, {"limit": str(nrt.PAGE), "continue": "t1"}]
+    assert lists == [{"limit": str(watch.PAGE)}, {"limit": str(watch.PAGE), "continue": "t1"}]
     watches = [q["resourceVersion"] for kind, _, q in api.calls if kind == "watch"]
     assert watches[:2] == ["10", "14"]  # the second resumes from the bookmark, without a new list
     assert all(q["allowWatchBookmarks"] == "true" for kind, _, q in api.calls if kind == "watch")
@@ -134,7 +133,7 @@ def test_a_refused_list_is_said_with_the_way_out(status: int, said: str) -> None
 
 
 def test_an_unreachable_api_is_retried_with_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(nrt, "BACKOFF_FIRST", 0.01)
+    monkeypatch.setattr(watch, "BACKOFF_FIRST", 0.01)
     stop = threading.Event()
     api = Scripted(stop)
     failures = iter([ClusterError("cannot reach the API server: refused")] * 3)
@@ -158,7 +157,7 @@ def test_a_watch_event_over_the_bound_is_an_error_not_memory() -> None:
 
 
 def test_objects_beyond_the_bound_are_left_out_and_said(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(nrt, "MAX_OBJECTS", 2)
+    monkeypatch.setattr(watch, "MAX_OBJECTS", 2)
     store = Store(node_labels)
     store.replace([node("a"), node("b"), node("c")])
     assert sorted(store.items) == ["a", "b"] and store.truncated
@@ -233,10 +232,10 @@ def test_whatever_the_api_sends_the_reflector_goes_on(events: list[bytes], liste
     api.lists[NRT_PATH] = [(200, listed), (200, {"items": [nrt_obj("a")], "metadata": {"resourceVersion": "1"}})]
     api.watches[NRT_PATH] = [(200, events)]
     store = Store(nrt_topology)
-    reflector = Reflector("noderesourcetopologies", api, NRT_PATH, ("", ""), store, lambda *_: None, stop)
+    reflector = TopologyReflector("noderesourcetopologies", api, NRT_PATH, ("", ""), store, lambda *_: None, stop)
     thread = threading.Thread(target=reflector.run, daemon=True)
-    original = nrt.BACKOFF_FIRST
-    nrt.BACKOFF_FIRST = 0.001
+    original = watch.BACKOFF_FIRST
+    watch.BACKOFF_FIRST = 0.001
     try:
         thread.start()
         deadline = time.monotonic() + 5
@@ -246,5 +245,5 @@ def test_whatever_the_api_sends_the_reflector_goes_on(events: list[bytes], liste
     finally:
         stop.set()
         thread.join(5)
-        nrt.BACKOFF_FIRST = original
+        watch.BACKOFF_FIRST = original
     assert all(isinstance(v, NodeTopology) for v in store.items.values())

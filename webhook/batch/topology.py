@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from webhook.cluster.client import ClusterError
-from webhook.cluster.nrt import ApiTransport, read_topology
+from webhook.cluster.nrt import read_topology
+from webhook.cluster.watch import ApiTransport
 from webhook.core.config import Config
 from webhook.core.topology import Topology
 

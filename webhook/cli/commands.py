@@ -255,7 +255,7 @@ def cmd_agent(args: argparse.Namespace) -> int:
 def cmd_verify(args: argparse.Namespace) -> int:
     from webhook.cluster.client import ClusterError, Lister
     from webhook.node.kubelet import PodResourcesClient, PodResourcesError
-    from webhook.node.observe import observe
+    from webhook.node.observe import ListedView, observe
     from webhook.node.sysfs import SysfsError
     from webhook.node.verify import render_json, render_text, summary_line
 
@@ -271,7 +271,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     try:
         api = Lister(args.kubeconfig)
         with PodResourcesClient(socket) as kubelet:
-            snap = observe(kubelet, api, sys_root, cgroup_root, args.node or None, only or None,
+            snap = observe(kubelet, ListedView(api), sys_root, cgroup_root, args.node or None, only or None,
                            config.policy.fractional_cpu_containers)
     except (PodResourcesError, SysfsError, ClusterError) as exc:
         err(f"verify: {exc}")

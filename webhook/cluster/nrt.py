@@ -3,12 +3,11 @@
 by watches (``TopologyCache``, for the webhook).
 
 ``TopologyCache`` is an informer in client-go's sense, reduced to what the rule needs. Per resource (nodes,
-read as metadata only; noderesourcetopologies) a ``Reflector`` lists page by page, then watches from the
-list's resourceVersion with bookmarks: an ended watch resumes from the last resourceVersion seen, an expired
-one (410 Gone) lists again, a failed connection retries with backoff (0.5 s doubling to 30 s). Only what is
-judged is kept (labels; parsed zones), the number of objects and the size of one event are bounded, and a
-change is published as a new immutable ``Topology`` at most every ``PUBLISH_EVERY`` seconds, so a request
-judges against one snapshot from start to end and never waits for the API server.
+read as metadata only; noderesourcetopologies) a ``Reflector`` of ``webhook/cluster/watch.py`` lists, then
+watches (bookmarks, resume, relist on 410 Gone, backoff). Only what is judged is kept (labels; parsed zones),
+the number of objects and the size of one event are bounded, and a change is published as a new immutable
+``Topology`` at most every ``PUBLISH_EVERY`` seconds, so a request judges against one snapshot from start to
+end and never waits for the API server.
 
 A missing CRD (404), a refused list (403) or no objects at all leave the nodes unknown: ``numa-unfit`` then
 says nothing about them, and the admission goes on. The cache reports such a state once per change
@@ -19,15 +18,12 @@ from __future__ import annotations
 
 import json
 import logging
-import random
 import threading
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from collections.abc import Callable, Mapping
+from typing import Any
 
-import urllib3
-
-from webhook.cluster.client import ClusterError, _api_client
+from webhook.cluster import watch
+from webhook.cluster.watch import ListRefused, Reflector, Store, Transport, list_all, name_of, refusal
 from webhook.core.topology import NodeTopology, Topology, TopologyError, parse_nrt
 
 NRT_GROUP_VERSION = "topology.node.k8s.io/v1alpha2"
@@ -36,132 +32,9 @@ NODES_PATH = "/api/v1/nodes"
 # Nodes as metadata only (labels are all the rule reads): a fraction of a Node object's size.
 META_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
 META_WATCH = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
-PAGE = 250
-WATCH_SECONDS = 240  # the API server ends a watch after this; it is resumed from the last resourceVersion
-MAX_EVENT = 4 << 20  # bytes in one watch event or list page line; a NodeResourceTopology object is kilobytes
-MAX_OBJECTS = 100_000  # per resource; beyond it the topology is reported incomplete
 PUBLISH_EVERY = 0.2
-BACKOFF_FIRST, BACKOFF_MAX = 0.5, 30.0
-RETRY_MISSING = 10.0  # seconds between lists while the CRD is missing or the list is refused
 
 LOG = logging.getLogger("qos_guard.topology")
-
-
-class Gone(Exception):
-    """The watch's resourceVersion expired (410): list again."""
-
-
-class Transport(Protocol):
-    """What a reflector needs from the API server: one GET, and a streamed GET (a watch)."""
-
-    def get(self, path: str, query: list[tuple[str, str]], accept: str) -> tuple[int, Any]: ...
-
-    def stream(self, path: str, query: list[tuple[str, str]], accept: str) -> tuple[int, Iterator[bytes], Any]: ...
-
-
-class ApiTransport:
-    """The API server through the ``kubernetes`` client's connection (kubeconfig or in-cluster)."""
-
-    def __init__(self, kubeconfig: str | None = None) -> None:
-        self._api = _api_client(kubeconfig)
-
-    def _call(self, path: str, query: list[tuple[str, str]], accept: str, timeout: tuple[float, float]) -> Any:
-        request = self._api.param_serialize("GET", path, query_params=query, header_params={"Accept": accept},
-                                            auth_settings=["BearerToken"])
-        try:
-            return self._api.call_api(*request, _request_timeout=timeout)
-        except (OSError, urllib3.exceptions.HTTPError) as exc:
-            raise ClusterError(f"cannot reach the API server: {exc}") from None
-
-    def get(self, path: str, query: list[tuple[str, str]], accept: str) -> tuple[int, Any]:
-        response = self._call(path, query, accept, (10, 60))
-        try:
-            data = response.response.read(MAX_EVENT * 8 + 1)
-        except (OSError, urllib3.exceptions.HTTPError) as exc:
-            raise ClusterError(f"reading GET {path}: {exc}") from None
-        finally:
-            response.response.release_conn()
-        if len(data) > MAX_EVENT * 8:
-            raise ClusterError(f"GET {path}: the answer is over {MAX_EVENT * 8} bytes")
-        try:
-            return response.status, json.loads(data)
-        except ValueError:
-            return response.status, {}
-
-    def stream(self, path: str, query: list[tuple[str, str]], accept: str) -> tuple[int, Iterator[bytes], Any]:
-        response = self._call(path, query, accept, (10, WATCH_SECONDS + 60))
-        return response.status, lines(response.response.stream(64 * 1024)), response.response
-
-
-def lines(chunks: Iterator[bytes], limit: int = MAX_EVENT) -> Iterator[bytes]:
-    """The newline-separated lines of a stream, each at most ``limit`` bytes (a longer one: ``ClusterError``)."""
-    pending = b""
-    for chunk in chunks:
-        pending += chunk
-        while True:
-            end = pending.find(b"\n")
-            if end < 0:
-                break
-            line, pending = pending[:end], pending[end + 1:]
-            if line.strip():
-                yield line
-        if len(pending) > limit:
-            raise ClusterError(f"a watch event over {limit} bytes")
-    if pending.strip():
-        yield pending
-
-
-def _status_reason(status: int, body: Any) -> str:
-    message = body.get("message", "") if isinstance(body, Mapping) else ""
-    return f"HTTP {status}" + (f" {message}" if message else "")
-
-
-@dataclass
-class Store:
-    """One resource's objects, by name, as the projection ``keep`` makes of them (``None``: not kept)."""
-
-    keep: Callable[[Mapping[str, Any]], Any]
-    items: dict[str, Any] = field(default_factory=dict)
-    listed: bool = False  # a list has succeeded at least once
-    truncated: bool = False
-
-    def replace(self, objects: list[Mapping[str, Any]]) -> None:
-        fresh: dict[str, Any] = {}
-        self.truncated = False
-        for obj in objects:
-            self._put(fresh, obj)
-        self.items, self.listed = fresh, True
-
-    def apply(self, kind: str, obj: Mapping[str, Any]) -> None:
-        if kind == "DELETED":
-            self.items.pop(_name(obj), None)
-        elif kind in ("ADDED", "MODIFIED"):
-            self._put(self.items, obj)
-
-    def _put(self, into: dict[str, Any], obj: Mapping[str, Any]) -> None:
-        name = _name(obj)
-        if not name:
-            return
-        if name not in into and len(into) >= MAX_OBJECTS:
-            self.truncated = True
-            return
-        value = self.keep(obj)
-        if value is None:
-            into.pop(name, None)
-        else:
-            into[name] = value
-
-
-def _name(obj: Mapping[str, Any]) -> str:
-    meta = obj.get("metadata")
-    name = meta.get("name") if isinstance(meta, Mapping) else None
-    return name if isinstance(name, str) else ""
-
-
-def _rv(obj: Any) -> str:
-    meta = obj.get("metadata") if isinstance(obj, Mapping) else None
-    rv = meta.get("resourceVersion") if isinstance(meta, Mapping) else None
-    return rv if isinstance(rv, str) else ""
 
 
 def node_labels(obj: Mapping[str, Any]) -> Mapping[str, str]:
@@ -176,121 +49,24 @@ def nrt_topology(obj: Mapping[str, Any]) -> NodeTopology | None:
     try:
         return parse_nrt(obj)
     except TopologyError as exc:
-        LOG.warning(json.dumps({"topology": "unreadable NodeResourceTopology", "name": _name(obj),
+        LOG.warning(json.dumps({"topology": "unreadable NodeResourceTopology", "name": name_of(obj),
                                 "reason": str(exc)}))
         return None
 
 
-def list_all(transport: Transport, path: str, accept: str) -> tuple[list[Mapping[str, Any]], str]:
-    """Every object (page by page, following ``continue``) and the list's resourceVersion."""
-    objects: list[Mapping[str, Any]] = []
-    token, rv = "", ""
-    while True:
-        query = [("limit", str(PAGE))] + ([("continue", token)] if token else [])
-        status, body = transport.get(path, query, accept)
-        if status != 200:
-            raise ListRefused(status, _status_reason(status, body))
-        if not isinstance(body, Mapping):
-            raise ClusterError(f"GET {path}: the answer is not a list object")
-        items = body.get("items")
-        if isinstance(items, list):
-            objects.extend(o for o in items if isinstance(o, Mapping))
-        meta = body.get("metadata")
-        version = meta.get("resourceVersion") if isinstance(meta, Mapping) else None
-        following = meta.get("continue") if isinstance(meta, Mapping) else None
-        rv = version if isinstance(version, str) and version else rv
-        token = following if isinstance(following, str) else ""
-        if len(objects) > MAX_OBJECTS:
-            return objects[:MAX_OBJECTS], rv
-        if not token:
-            return objects, rv
-
-
-class ListRefused(ClusterError):
-    def __init__(self, status: int, reason: str) -> None:
-        super().__init__(reason)
-        self.status = status
-
-
-def refusal(resource: str, path: str, exc: ListRefused) -> str:
-    """Why a list was refused, with the way out."""
+def topology_refusal(resource: str, path: str, exc: ListRefused) -> str:
+    """Why a list was refused, with the way out: a missing CRD is said as such."""
     if exc.status == 404 and path == NRT_PATH:
         return (f"the NodeResourceTopology CRD ({NRT_GROUP_VERSION}) is not installed: install NFD's "
                 "topology-updater or resource-topology-exporter (checked again every 10 s)")
-    if exc.status in (401, 403):
-        return (f"listing {resource} is not allowed ({exc}): grant list and watch on {resource} "
-                "(the chart does with config.policy.numa: auto)")
-    return f"listing {resource}: {exc}"
+    return refusal(resource, exc, "the chart does with config.policy.numa: auto")
 
 
-class Reflector:
-    """List, then watch, one resource into a ``Store``; see the module docstring."""
-
-    def __init__(self, name: str, transport: Transport, path: str, accept: tuple[str, str], store: Store,
-                 changed: Callable[[str, str | None], None], stop: threading.Event) -> None:
-        self.name, self.transport, self.path, self.accept, self.store = name, transport, path, accept, store
-        self.changed, self.stop = changed, stop
-        self.relists = 0
-
-    def run(self) -> None:
-        backoff = BACKOFF_FIRST
-        rv = ""
-        while not self.stop.is_set():
-            try:
-                if not rv:
-                    objects, rv = list_all(self.transport, self.path, self.accept[0])
-                    self.store.replace(objects)
-                    self.relists += 1
-                    self.changed(self.name, None)
-                rv = self.watch(rv)
-                backoff = BACKOFF_FIRST
-            except Gone:
-                rv = ""  # expired: list again at once
-            except ListRefused as exc:
-                rv = ""
-                self.changed(self.name, self._refused(exc))
-                self.stop.wait(RETRY_MISSING)
-            except (ClusterError, OSError, urllib3.exceptions.HTTPError, ValueError) as exc:
-                self.changed(self.name, f"{self.name}: {exc}; retrying")
-                self.stop.wait(backoff * random.uniform(0.8, 1.2))
-                backoff = min(backoff * 2, BACKOFF_MAX)
+class TopologyReflector(Reflector):
+    """A reflector of the topology cache: its refusals name the CRD and the chart's setting."""
 
     def _refused(self, exc: ListRefused) -> str:
-        return refusal(self.name, self.path, exc)
-
-    def watch(self, rv: str) -> str:
-        """Stream events from ``rv`` until the API server ends the watch; the last resourceVersion seen."""
-        query = [("watch", "1"), ("resourceVersion", rv), ("allowWatchBookmarks", "true"),
-                 ("timeoutSeconds", str(WATCH_SECONDS))]
-        status, stream, response = self.transport.stream(self.path, query, self.accept[1])
-        try:
-            if status == 410:
-                raise Gone()
-            if status != 200:
-                raise ClusterError(f"watch {self.name}: HTTP {status}")
-            for line in stream:
-                if self.stop.is_set():
-                    break
-                event = json.loads(line)
-                if not isinstance(event, Mapping):
-                    raise ClusterError(f"watch {self.name}: an event that is not an object")
-                kind, obj = event.get("type"), event.get("object")
-                if kind == "ERROR":
-                    code = obj.get("code") if isinstance(obj, Mapping) else None
-                    if code == 410:
-                        raise Gone()
-                    raise ClusterError(f"watch {self.name}: {_status_reason(code or 0, obj)}")
-                if not isinstance(obj, Mapping):
-                    continue
-                rv = _rv(obj) or rv
-                if kind != "BOOKMARK":
-                    self.store.apply(str(kind), obj)
-                    self.changed(self.name, None)
-        finally:
-            close = getattr(response, "release_conn", None)
-            if close is not None:
-                close()
-        return rv
+        return topology_refusal(self.name, self.path, exc)
 
 
 class TopologyCache:
@@ -309,8 +85,9 @@ class TopologyCache:
         self._dirty = threading.Event()
         self._snapshot = Topology(problem="not read yet")
         self.reflectors = (
-            Reflector("nodes", transport, NODES_PATH, (META_LIST, META_WATCH), self.nodes, self._changed, self._stop),
-            Reflector("noderesourcetopologies", transport, NRT_PATH, ("application/json", "application/json"),
+            TopologyReflector("nodes", transport, NODES_PATH, (META_LIST, META_WATCH), self.nodes, self._changed,
+                              self._stop),
+            TopologyReflector("noderesourcetopologies", transport, NRT_PATH, ("application/json", "application/json"),
                       self.nrts, self._changed, self._stop),
         )
         self._threads: list[threading.Thread] = []
@@ -353,9 +130,9 @@ class TopologyCache:
             problems.append("no NodeResourceTopology objects: no node publishes its NUMA zones")
         for store, what in ((self.nodes, "nodes"), (self.nrts, "NodeResourceTopology objects")):
             if store.truncated:
-                problems.append(f"over {MAX_OBJECTS} {what}: the rest are unknown")
-        snapshot = Topology(nodes=dict(self.nodes.items) if self.nodes.listed else None,
-                            topologies=dict(self.nrts.items), problem="; ".join(problems) or None)
+                problems.append(f"over {watch.MAX_OBJECTS} {what}: the rest are unknown")
+        snapshot = Topology(nodes=self.nodes.snapshot() if self.nodes.listed else None,
+                            topologies=self.nrts.snapshot(), problem="; ".join(problems) or None)
         self._snapshot = snapshot
         if self.on_publish is not None:
             self.on_publish(snapshot)
@@ -380,9 +157,9 @@ def read_topology(transport: Transport) -> Topology:
     topologies: dict[str, NodeTopology] = {}
     try:
         objects, _ = list_all(transport, NODES_PATH, META_LIST)
-        nodes = {_name(o): node_labels(o) for o in objects if _name(o)}
+        nodes = {name_of(o): node_labels(o) for o in objects if name_of(o)}
     except ListRefused as exc:
-        problems.append(refusal("nodes", NODES_PATH, exc))
+        problems.append(topology_refusal("nodes", NODES_PATH, exc))
     try:
         objects, _ = list_all(transport, NRT_PATH, "application/json")
         for obj in objects:
@@ -392,5 +169,5 @@ def read_topology(transport: Transport) -> Topology:
         if not objects:
             problems.append("no NodeResourceTopology objects: no node publishes its NUMA zones")
     except ListRefused as exc:
-        problems.append(refusal("noderesourcetopologies", NRT_PATH, exc))
+        problems.append(topology_refusal("noderesourcetopologies", NRT_PATH, exc))
     return Topology(nodes=nodes, topologies=topologies, problem="; ".join(problems) or None)

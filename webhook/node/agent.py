@@ -2,6 +2,12 @@
 opted-in namespaces' Pods on its node (``observe``) and says so as Prometheus metrics, one Kubernetes Event per
 problem on the Pod, and optionally as ``openreports.io``/``wgpolicyk8s.io`` report results.
 
+The opted-in namespaces and the node's Pods come from watches (``WatchedView``: a list, then a watch, of the
+namespaces with the mode label and of the Pods with ``spec.nodeName=NODE``), not from lists each cycle: a cycle
+asks kubelet and reads sysfs and cgroups, and the API server only sees the watches and what the agent writes.
+Until both watches have listed once, a cycle judges nothing and counts as an ``error`` (logged once); see
+``webhook/node/watched.py``.
+
 Metrics carry only ``namespace``, ``pod`` and ``container`` labels and are rebuilt from the last look on each
 scrape, so a Pod's series go when the Pod goes. Events have a name derived from the Pod's uid, the reason and
 the container: the API server refuses the second create (409), so a problem is reported once, not every cycle,
@@ -28,15 +34,18 @@ from prometheus_client.registry import Collector
 
 from webhook.cluster.client import ClusterError, Lister
 from webhook.cluster.reports import MANAGED_BY, Flavour
+from webhook.cluster.watch import ApiTransport, Transport
 from webhook.node.cpulist import format_list
 from webhook.node.decide import Placement
 from webhook.node.kubelet import PodResourcesClient, PodResourcesError
 from webhook.node.observe import Snapshot, observe
 from webhook.node.sysfs import SysfsError
+from webhook.node.watched import WatchedView
 
 COMPONENT = "qos-guard-agent"
 NODE_LABEL = "qos-guard.io/node"
 REPORT_POLICY = "qos-guard-node"
+SYNC_WAIT = 10.0  # seconds the first cycle waits for the watches' first lists
 MAX_EMITTED = 100_000  # event names remembered; beyond it the oldest are forgotten (the API server still dedupes)
 _LABEL_VALUE = re.compile(r"[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?")
 
@@ -233,8 +242,10 @@ class Reports:
 
 
 def run_agent(opts: AgentOptions, stop: threading.Event | None = None,
-              api_factory: Callable[[], Lister] | None = None) -> int:
-    """The agent's loop until SIGTERM/SIGINT (or ``stop``); metrics on ``metrics_host:metrics_port``."""
+              api_factory: Callable[[], Lister] | None = None,
+              transport_factory: Callable[[], Transport] | None = None) -> int:
+    """The agent's loop until SIGTERM/SIGINT (or ``stop``); metrics on ``metrics_host:metrics_port``. ``api``
+    writes Events and reports; ``transport`` carries the watches of namespaces and Pods."""
     stop = stop or threading.Event()
     registry = CollectorRegistry()
     placements = Placements()
@@ -245,20 +256,35 @@ def run_agent(opts: AgentOptions, stop: threading.Event | None = None,
     for outcome in ("ok", "error"):
         cycles.labels(outcome)
     api = (api_factory or (lambda: Lister(opts.kubeconfig)))()
+    transport = (transport_factory or (lambda: ApiTransport(opts.kubeconfig)))()
     start_http_server(opts.metrics_port, addr=opts.metrics_host, registry=registry)
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: stop.set())
+    log(f"judging node {opts.node} every {opts.interval:g} s; PodResources {opts.socket}, sysfs {opts.sys_root}, "
+        f"metrics on {opts.metrics_host}:{opts.metrics_port}; watching opted-in namespaces and this node's Pods")
+    view = WatchedView(transport, opts.node, log)
+    view.start()
+    try:
+        view.wait_synced(SYNC_WAIT, stop)
+        _loop(opts, stop, api, view, placements, cycles, last)
+    finally:
+        view.stop()
+    log("stopped")
+    return 0
+
+
+def _loop(opts: AgentOptions, stop: threading.Event, api: Lister, view: WatchedView, placements: Placements,
+          cycles: Counter, last: Gauge) -> None:
+    """One look per ``opts.interval`` until ``stop``."""
     events = Events(api, opts.node) if opts.events else None
     reports = Reports(api, opts.report, opts.node) if opts.report is not None else None
-    log(f"judging node {opts.node} every {opts.interval:g} s; PodResources {opts.socket}, sysfs {opts.sys_root}, "
-        f"metrics on {opts.metrics_host}:{opts.metrics_port}")
     previous_error = ""
     while not stop.is_set():
         started = time.monotonic()
         try:
             with PodResourcesClient(opts.socket) as kubelet:
-                snap = observe(kubelet, api, opts.sys_root, opts.cgroup_root, opts.node,
+                snap = observe(kubelet, view, opts.sys_root, opts.cgroup_root, opts.node,
                                fractional_allowed=opts.fractional_allowed)
             placements.update(snap.placements)
             now = datetime.now(UTC)
@@ -283,5 +309,3 @@ def run_agent(opts: AgentOptions, stop: threading.Event | None = None,
                 log(str(exc))
             previous_error = str(exc)
         stop.wait(max(0.0, opts.interval - (time.monotonic() - started)))
-    log("stopped")
-    return 0

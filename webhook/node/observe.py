@@ -1,10 +1,14 @@
 """One look at a node: kubelet's allocations (PodResources), the NUMA layout (sysfs), the Pods of opted-in
 namespaces (API server) and each container's cgroup cpuset, turned into one ``Placement`` per container. Shared
-by ``qos-guard agent`` (every cycle) and ``qos-guard verify`` (once, from a shell)."""
+by ``qos-guard agent`` (every cycle) and ``qos-guard verify`` (once, from a shell).
+
+The API server is read through a ``ClusterView``: ``ListedView`` lists the opted-in namespaces and the node's
+Pods on each look (``verify``, which looks once); the agent's ``WatchedView`` (``webhook/node/watched.py``)
+answers from the caches its watches keep, so a cycle costs the API server nothing."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -16,6 +20,8 @@ from webhook.node.decide import Allocatable, Placement, PodAllocation, decide, o
 from webhook.node.sysfs import NumaLayout, read_layout
 
 MAX_NAMESPACES = 10_000
+# The namespaces that opted in: those whose mode label holds a mode (the list's and the watch's selector).
+MODE_SELECTOR = f"{MODE_LABEL} in ({','.join(m.value for m in Mode)})"
 
 
 class PodSource(Protocol):
@@ -39,6 +45,14 @@ class OptedIn:
     since: str | None
 
 
+class ClusterView(Protocol):
+    """What ``observe`` reads from the API server: the opted-in namespaces, and the Pods to judge."""
+
+    def opted_in(self) -> dict[str, OptedIn]: ...
+
+    def pods(self, node: str | None, namespaces: Iterable[str]) -> dict[tuple[str, str], dict[str, Any]]: ...
+
+
 @dataclass(slots=True)
 class Snapshot:
     """What one look found: the node's exclusive CPUs and NUMA layout, a placement per container, and what
@@ -53,15 +67,21 @@ class Snapshot:
     pods: dict[str, str] = field(default_factory=dict)  # uid -> namespace/name of every judged Pod
 
 
+def opted_in(namespace: Mapping[str, Any]) -> OptedIn | None:
+    """A namespace object's mode and when it opted in; ``None`` when it has not opted in."""
+    meta = namespace.get("metadata")
+    labels = meta.get("labels") if isinstance(meta, Mapping) else None
+    mode = labels.get(MODE_LABEL) if isinstance(labels, Mapping) else None
+    return OptedIn(mode, opted_in_at(namespace, MODE_LABEL)) if isinstance(mode, str) else None
+
+
 def opted_in_namespaces(api: PodSource) -> dict[str, OptedIn]:
-    selector = f"{MODE_LABEL} in ({','.join(m.value for m in Mode)})"
     found: dict[str, OptedIn] = {}
-    for page in api.pages("/api/v1/namespaces", selector):
+    for page in api.pages("/api/v1/namespaces", MODE_SELECTOR):
         for ns in page:
-            meta = ns.get("metadata") or {}
-            name, mode = meta.get("name"), (meta.get("labels") or {}).get(MODE_LABEL)
-            if isinstance(name, str) and isinstance(mode, str):
-                found[name] = OptedIn(mode, opted_in_at(ns, MODE_LABEL))
+            name, opted = (ns.get("metadata") or {}).get("name"), opted_in(ns)
+            if isinstance(name, str) and opted is not None:
+                found[name] = opted
             if len(found) > MAX_NAMESPACES:
                 break
     return found
@@ -83,7 +103,20 @@ def _pods(api: PodSource, node: str | None, namespaces: Iterable[str]) -> dict[t
     return found
 
 
-def observe(kubelet: Allocations, api: PodSource, sys_root: Path, cgroup_root: Path, node: str | None = None,
+class ListedView:
+    """The API server listed on each call: what ``verify`` needs for its one look."""
+
+    def __init__(self, api: PodSource) -> None:
+        self._api = api
+
+    def opted_in(self) -> dict[str, OptedIn]:
+        return opted_in_namespaces(self._api)
+
+    def pods(self, node: str | None, namespaces: Iterable[str]) -> dict[tuple[str, str], dict[str, Any]]:
+        return _pods(self._api, node, namespaces)
+
+
+def observe(kubelet: Allocations, cluster: ClusterView, sys_root: Path, cgroup_root: Path, node: str | None = None,
             only: list[tuple[str, str]] | None = None, fractional_allowed: Iterable[str] = ()) -> Snapshot:
     """Judge every container of every running Pod of an opted-in namespace on this node (``only``: just these
     namespace/name pairs, read with PodResources ``Get`` where kubelet serves it)."""
@@ -103,9 +136,9 @@ def observe(kubelet: Allocations, api: PodSource, sys_root: Path, cgroup_root: P
         allocs = kubelet.list()
     layout = read_layout(sys_root)
     cpu_numa = {cpu: n for n, cpus in layout.nodes.items() for cpu in cpus}
-    namespaces = opted_in_namespaces(api)
+    namespaces = cluster.opted_in()
     wanted = [a for a in allocs if a.namespace in namespaces]
-    objects = _pods(api, node, (a.namespace for a in wanted))
+    objects = cluster.pods(node, (a.namespace for a in wanted))
     version = cgroup_version(cgroup_root)
     snap = Snapshot(node, allocatable, layout, version)
     allowed = list(fractional_allowed)

@@ -8,7 +8,8 @@ import logging
 from collections.abc import Callable
 
 from webhook.cluster.client import ClusterError
-from webhook.cluster.nrt import ApiTransport, TopologyCache
+from webhook.cluster.nrt import TopologyCache
+from webhook.cluster.watch import ApiTransport
 from webhook.core.topology import Topology
 from webhook.serving.metrics import TopologyMetrics
 

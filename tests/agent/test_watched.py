@@ -1,0 +1,77 @@
+"""The agent's watched view (webhook/node/watched.py) without threads: what it keeps of a Pod and a namespace,
+that it refuses to answer before both lists, and that a problem is said once."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+
+from tests.agent.fakes import FakeAPI
+from webhook.cluster.client import ClusterError
+from webhook.node.observe import OptedIn
+from webhook.node.watched import NotSynced, WatchedView, pod_kept
+
+
+def test_a_pod_is_kept_without_its_managed_fields() -> None:
+    obj: dict[str, Any] = {"metadata": {"name": "p", "namespace": "a", "managedFields": [{"manager": "kubectl"}]},
+           "spec": {"nodeName": "n1"}}
+    kept = pod_kept(obj)
+    assert kept == {"metadata": {"name": "p", "namespace": "a"}, "spec": {"nodeName": "n1"}}
+    assert "managedFields" in obj["metadata"]  # the event's object is not changed under the reflector
+
+
+def test_before_both_lists_nothing_is_answered_then_the_stores_are() -> None:
+    said: list[str] = []
+    view = WatchedView(FakeAPI(), "n1", said.append)
+    with pytest.raises(NotSynced, match="waiting for the first list of namespaces and pods"):
+        view.opted_in()
+    view.namespaces.replace([{"metadata": {"name": "enf", "labels": {"qos-guard.io/mode": "enforce"}}},
+                             {"metadata": {"name": "off", "labels": {}}}])
+    with pytest.raises(NotSynced, match="first list of pods from"):
+        view.pods("n1", [])
+    view.pod_store.replace([{"metadata": {"name": "p", "namespace": "enf", "managedFields": []}}])
+    assert view.opted_in() == {"enf": OptedIn("enforce", None)}
+    assert view.pods("n1", []) == {("enf", "p"): {"metadata": {"name": "p", "namespace": "enf"}}}
+    with pytest.raises(ClusterError, match="watches the Pods of node n1, not n2"):
+        view.pods("n2", [])
+    view.namespaces.apply("DELETED", {"metadata": {"name": "enf"}})  # left the label selector
+    assert view.opted_in() == {}
+
+
+def test_a_problem_is_said_once_and_its_end_once() -> None:
+    said: list[str] = []
+    view = WatchedView(FakeAPI(), "n1", said.append)
+    for _ in range(3):
+        view._changed("pods", "listing pods is not allowed")
+    view._changed("namespaces", None)
+    view._changed("pods", None)
+    view._changed("pods", None)
+    assert said == ["listing pods is not allowed", "pods: listed and watched again"]
+
+
+def test_a_reflector_that_fails_unexpectedly_says_so_and_lists_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    from webhook.node import watched
+
+    monkeypatch.setattr(watched, "RESTART_AFTER", 0.01)
+    api = FakeAPI()
+    api.pods = [{"metadata": {"name": "p", "namespace": "enf"}}]
+    said: list[str] = []
+    view = WatchedView(api, "n1", said.append)
+    failures = iter([RuntimeError("boom")])
+
+    def keep(obj: Mapping[str, Any]) -> dict[str, Any]:
+        for failure in failures:
+            raise failure
+        return pod_kept(obj)
+
+    view.pod_store.keep = keep
+    view.start()
+    try:
+        assert view.wait_synced(5)
+    finally:
+        view.stop()
+    assert view.pods("n1", []) == {("enf", "p"): {"metadata": {"name": "p", "namespace": "enf"}}}
+    assert said == ["pods: RuntimeError: boom; listing again", "pods: listed and watched again"]
+    assert [p for p, _ in api.listed].count("/api/v1/pods") == 2

@@ -1,0 +1,147 @@
+"""The node agent's watched view (webhook/node/watched.py) against a real API server, reading with the chart's
+own agent RBAC (its ServiceAccount's token, nothing more): a namespace opting in and out, and a Pod bound to
+the node (``spec.nodeName`` set directly: the API server's view needs no kubelet) appearing and going, each
+within seconds, through the watches; answering the agent's cycles makes no request; stopping ends the watches
+at once."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.binaries import binary
+from tests.e2e.conftest import CHART, RELEASE_NAMESPACE, Cluster
+from webhook.cluster.watch import ApiTransport
+from webhook.node.watched import WatchedView
+
+RELEASE = "qos-guard-watch"
+AGENT = f"{RELEASE}-agent"  # the chart's agent ServiceAccount, ClusterRole and binding
+NODE = "e2e-watch-node"
+NAMESPACE = "e2e-agent-watch"
+SEEN_WITHIN = 10.0
+
+
+class Counting:
+    """The real transport, counting the lists (GETs) and watches made through it."""
+
+    def __init__(self, inner: ApiTransport) -> None:
+        self.inner = inner
+        self.lists = 0
+        self.watches = 0
+
+    def get(self, path: str, query: list[tuple[str, str]], accept: str) -> tuple[int, Any]:
+        self.lists += 1
+        return self.inner.get(path, query, accept)
+
+    def stream(self, path: str, query: list[tuple[str, str]], accept: str) -> tuple[int, Iterator[bytes], Any]:
+        self.watches += 1
+        return self.inner.stream(path, query, accept)
+
+
+def eventually(what: str, check: Callable[[], bool], within: float = SEEN_WITHIN) -> float:
+    started = time.monotonic()
+    while not check():
+        assert time.monotonic() - started < within, f"{what}: not seen within {within:.0f} s"
+        time.sleep(0.1)
+    return time.monotonic() - started
+
+
+def pod(name: str, node: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NAMESPACE},
+            "spec": {"nodeName": node, "containers": [{"name": "app", "image": "registry.invalid/app:1",
+                                                       "resources": {"limits": {"cpu": "1", "memory": "64Mi"}}}]}}
+
+
+@pytest.fixture(scope="module")
+def agent_kubeconfig(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A kubeconfig with the token of the chart's agent ServiceAccount, bound to the chart's agent ClusterRole."""
+    proc = subprocess.run([binary("helm"), "template", RELEASE, str(CHART), "--namespace", RELEASE_NAMESPACE,
+                           "--set", "agent.enabled=true", "--show-only", "templates/agent.yaml"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    rbac = [d for d in yaml.safe_load_all(proc.stdout)
+            if d and d["kind"] in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding")]
+    assert len(rbac) == 3
+    cluster.namespace(RELEASE_NAMESPACE)
+    cluster.kubectl("apply", "-f", "-", stdin=rbac, check=True)
+    token = cluster.kubectl("create", "token", AGENT, "-n", RELEASE_NAMESPACE, "--duration", "1h",
+                            check=True).stdout.strip()
+    config = yaml.safe_load(cluster.kubeconfig.read_text())
+    config["users"] = [{"name": "agent", "user": {"token": token}}]
+    config["contexts"][0]["context"]["user"] = "agent"
+    path = tmp_path_factory.mktemp("agent-watch") / "kubeconfig"
+    path.write_text(yaml.safe_dump(config))
+    try:
+        yield path
+    finally:
+        cluster.kubectl("delete", "namespace", NAMESPACE, "--ignore-not-found", "--wait=false")
+        cluster.kubectl("delete", "clusterrole,clusterrolebinding", AGENT, "--ignore-not-found")
+
+
+def test_the_watched_view_sees_opt_in_and_a_bound_pod_come_and_go(cluster: Cluster, agent_kubeconfig: Path) -> None:
+    said: list[str] = []
+    transport = Counting(ApiTransport(str(agent_kubeconfig)))
+    view = WatchedView(transport, NODE, said.append)
+    # The namespace exists but has not opted in; the Pod is created before it does, so no webhook judges it.
+    cluster.namespace(NAMESPACE)
+    view.start()
+    try:
+        assert view.wait_synced(30), said
+        assert NAMESPACE not in view.opted_in() and not view.pods(NODE, [])
+        cluster.kubectl("apply", "-f", "-", stdin=[pod("bound", NODE), pod("elsewhere", "another-node")],
+                        check=True)
+        bound = eventually("a Pod bound to the node", lambda: (NAMESPACE, "bound") in view.pods(NODE, []))
+        assert list(view.pods(NODE, [])) == [(NAMESPACE, "bound")]  # not the Pod bound to another node
+        kept = view.pods(NODE, [])[(NAMESPACE, "bound")]
+        assert kept["spec"]["nodeName"] == NODE and "managedFields" not in kept["metadata"]
+
+        cluster.kubectl("label", "namespace", NAMESPACE, "qos-guard.io/mode=warn", check=True)
+        opted = eventually("a namespace opting in", lambda: NAMESPACE in view.opted_in())
+        assert view.opted_in()[NAMESPACE].mode == "warn"
+        assert view.opted_in()[NAMESPACE].since is not None  # from its managedFields, read before they go
+
+        # The agent's cycles read the caches: not one request.
+        lists, watches = transport.lists, transport.watches
+        for _ in range(50):
+            view.opted_in()
+            view.pods(NODE, [NAMESPACE])
+        assert (transport.lists, transport.watches) == (lists, watches) == (2, 2)
+
+        # No kubelet confirms a graceful deletion here: delete at once, as a kubelet would in the end.
+        cluster.kubectl("delete", "pod", "bound", "-n", NAMESPACE, "--grace-period=0", "--force", check=True)
+        gone = eventually("a deleted Pod going", lambda: (NAMESPACE, "bound") not in view.pods(NODE, []))
+        cluster.kubectl("label", "namespace", NAMESPACE, "qos-guard.io/mode-", check=True)
+        out = eventually("a namespace opting out", lambda: NAMESPACE not in view.opted_in())
+        assert transport.lists == 2, "a relist where watching was enough"
+        cluster.kubectl("delete", "pod", "elsewhere", "-n", NAMESPACE, "--grace-period=0", "--force", check=True)
+        assert not any("not allowed" in s for s in said), said  # the chart's RBAC grants what the view needs
+    finally:
+        started = time.monotonic()
+        view.stop()
+        stopped = time.monotonic() - started
+    assert stopped < 3, f"stopping took {stopped:.1f} s: the watches were not ended"
+    assert not any(t.is_alive() for t in view._threads)
+    print(f"\nagent watch: a bound Pod seen in {bound:.2f} s, an opt-in in {opted:.2f} s, a deletion in "
+          f"{gone:.2f} s, an opt-out in {out:.2f} s; stopped in {stopped:.2f} s")
+
+
+def test_without_watch_granted_the_refusal_names_the_grant(cluster: Cluster, agent_kubeconfig: Path) -> None:
+    """A role with list but not watch (the chart before it granted watch): said once, with the grant needed."""
+    cluster.kubectl("apply", "-f", "-", stdin={
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": AGENT},
+        "rules": [{"apiGroups": [""], "resources": ["namespaces", "pods"], "verbs": ["list"]}]}, check=True)
+    said: list[str] = []
+    view = WatchedView(ApiTransport(str(agent_kubeconfig)), NODE, said.append)
+    view.start()
+    try:
+        eventually("the refusal said", lambda: any("watching pods is not allowed" in s for s in said), within=30)
+    finally:
+        view.stop()
+    refused = [s for s in said if s.startswith("watching pods")]
+    assert len(refused) == 1 and "grant list and watch on pods (the chart's agent ClusterRole" in refused[0], said

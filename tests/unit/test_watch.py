@@ -1,0 +1,181 @@
+"""The generic list+watch machinery (webhook/cluster/watch.py) over a scripted API, for namespaced objects:
+keys by namespace/name, selectors on the list and the watch, 410 Gone, deletions, a refused watch, a stop that
+does not wait for the API server to end the watch. tests/unit/test_topology_cache.py covers paging, resume and
+bounds through the topology cache; tests/e2e/test_agent_watch.py runs it against a real API server."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from webhook.cluster import watch
+from webhook.cluster.watch import Reflector, Store, key_of
+
+PODS = "/api/v1/pods"
+
+
+def pod(ns: str, name: str, rv: str = "1", node: str = "n1") -> dict[str, Any]:
+    return {"metadata": {"namespace": ns, "name": name, "resourceVersion": rv}, "spec": {"nodeName": node}}
+
+
+def event(kind: str, obj: dict[str, Any]) -> bytes:
+    return json.dumps({"type": kind, "object": obj}).encode()
+
+
+class Blocked:
+    """A watch that sends nothing until it is shut down (as a quiet API server's watch does for minutes)."""
+
+    def __init__(self) -> None:
+        self.closed = threading.Event()
+
+    def lines(self) -> Iterator[bytes]:
+        self.closed.wait(60)
+        if False:  # pragma: no cover - a generator that yields nothing
+            yield b""
+
+    def shutdown(self) -> None:
+        self.closed.set()
+
+
+class Scripted:
+    """Lists and watches answered from scripts, in order; once a script is used up, a watch blocks."""
+
+    def __init__(self) -> None:
+        self.lists: list[tuple[int, Any]] = []
+        self.watches: list[tuple[int, list[bytes]]] = []
+        self.calls: list[tuple[str, dict[str, str]]] = []
+        self.blocked: list[Blocked] = []
+
+    def get(self, path: str, query: list[tuple[str, str]], accept: str) -> tuple[int, Any]:
+        self.calls.append(("list", dict(query)))
+        if len(self.lists) > 1:
+            return self.lists.pop(0)
+        return self.lists[0] if self.lists else (200, {"items": [], "metadata": {"resourceVersion": "1"}})
+
+    def stream(self, path: str, query: list[tuple[str, str]], accept: str) -> tuple[int, Iterator[bytes], Any]:
+        self.calls.append(("watch", dict(query)))
+        if self.watches:
+            status, events = self.watches.pop(0)
+            return status, iter(events), None
+        blocked = Blocked()
+        self.blocked.append(blocked)
+        return 200, blocked.lines(), blocked
+
+
+def reflect(api: Scripted, store: Store, until: Callable[[], bool], **selectors: str) -> list[str | None]:
+    """Run a reflector of Pods until ``until()`` holds after a change; the problems it reported."""
+    stop = threading.Event()
+    problems: list[str | None] = []
+
+    def changed(resource: str, problem: str | None) -> None:
+        problems.append(problem)
+        if until():
+            stop.set()
+
+    reflector = Reflector("pods", api, PODS, ("application/json", "application/json"), store, changed, stop,
+                          **selectors)
+    thread = threading.Thread(target=reflector.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not stop.is_set() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    stop.set()
+    reflector.interrupt()
+    thread.join(5)
+    assert not thread.is_alive()
+    return problems
+
+
+def test_namespaced_objects_are_kept_by_namespace_and_name_cluster_scoped_by_name() -> None:
+    store = Store(lambda o: o["metadata"]["name"])
+    store.replace([pod("a", "web"), pod("b", "web"), {"metadata": {"name": "node-1"}}, {"metadata": {}}])
+    assert sorted(store.items) == ["a/web", "b/web", "node-1"]
+    store.apply("DELETED", pod("a", "web"))
+    assert sorted(store.snapshot()) == ["b/web", "node-1"]
+    assert key_of({"metadata": {"namespace": "a"}}) == ""  # unnamed: not kept
+
+
+def test_selectors_reach_the_list_and_the_watch() -> None:
+    api = Scripted()
+    api.lists = [(200, {"items": [pod("a", "web")], "metadata": {"resourceVersion": "7"}})]
+    api.watches = [(200, [event("ADDED", pod("b", "db", rv="8"))])]
+    store = Store(lambda o: o)
+    reflect(api, store, lambda: "b/db" in store.items, label_selector="app=x", field_selector="spec.nodeName=n1")
+    (_, listed), (_, watched) = api.calls[:2]
+    assert listed == {"limit": str(watch.PAGE), "labelSelector": "app=x", "fieldSelector": "spec.nodeName=n1"}
+    assert watched["labelSelector"] == "app=x" and watched["fieldSelector"] == "spec.nodeName=n1"
+    assert watched["resourceVersion"] == "7" and watched["watch"] == "1"
+
+
+def test_no_selector_no_selector_in_the_query() -> None:
+    api = Scripted()
+    store = Store(lambda o: o)
+    reflect(api, store, lambda: store.listed)
+    assert all("labelSelector" not in q and "fieldSelector" not in q for _, q in api.calls)
+
+
+def test_a_deleted_pod_leaves_the_store_and_a_modified_one_is_replaced() -> None:
+    api = Scripted()
+    api.lists = [(200, {"items": [pod("a", "web"), pod("b", "web")], "metadata": {"resourceVersion": "5"}})]
+    api.watches = [(200, [event("DELETED", pod("a", "web", rv="6")),
+                          event("MODIFIED", pod("b", "web", rv="7", node="n2"))])]
+    store = Store(lambda o: o["spec"]["nodeName"])
+    reflect(api, store, lambda: "a/web" not in store.items and store.items.get("b/web") == "n2")
+    assert store.items == {"b/web": "n2"}
+
+
+@pytest.mark.parametrize("gone", ["status", "event"])
+def test_an_expired_watch_lists_again_and_replaces_the_namespaced_store(gone: str) -> None:
+    api = Scripted()
+    api.lists = [(200, {"items": [pod("a", "web")], "metadata": {"resourceVersion": "10"}}),
+                 (200, {"items": [pod("c", "new")], "metadata": {"resourceVersion": "99"}})]
+    api.watches = [(410, []) if gone == "status" else (200, [event("ERROR", {"kind": "Status", "code": 410})])]
+    store = Store(lambda o: o)
+    reflect(api, store, lambda: "c/new" in store.items, field_selector="spec.nodeName=n1")
+    assert list(store.items) == ["c/new"]
+    assert [kind for kind, _ in api.calls][:3] == ["list", "watch", "list"]
+    assert api.calls[2][1]["fieldSelector"] == "spec.nodeName=n1"  # the relist keeps the selector
+
+
+def test_a_refused_watch_is_said_with_the_way_out_and_the_store_is_listed_again(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(watch, "RETRY_MISSING", 0.01)
+    api = Scripted()
+    api.lists = [(200, {"items": [pod("a", "web")], "metadata": {"resourceVersion": "3"}}),
+                 (200, {"items": [pod("a", "web"), pod("a", "db")], "metadata": {"resourceVersion": "4"}})]
+    api.watches = [(403, [])]
+    store = Store(lambda o: o)
+    problems = reflect(api, store, lambda: "a/db" in store.items)
+    assert "watching pods is not allowed (HTTP 403): grant list and watch on pods" in problems
+    assert [kind for kind, _ in api.calls][:3] == ["list", "watch", "list"]
+
+
+def test_a_refused_list_names_the_grant() -> None:
+    api = Scripted()
+    api.lists = [(403, {"message": "pods is forbidden"})]
+    problems = reflect(api, Store(lambda o: o), lambda: True)
+    assert problems[0] == "listing pods is not allowed (HTTP 403 pods is forbidden): grant list and watch on pods"
+
+
+def test_stopping_ends_a_quiet_watch_at_once() -> None:
+    api = Scripted()
+    store = Store(lambda o: o)
+    stop = threading.Event()
+    reflector = Reflector("pods", api, PODS, ("", ""), store, lambda *_: None, stop)
+    thread = threading.Thread(target=reflector.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 5
+    while not api.blocked and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert api.blocked, "the watch never started"
+    started = time.monotonic()
+    stop.set()
+    reflector.interrupt()
+    thread.join(5)
+    assert not thread.is_alive() and time.monotonic() - started < 2
+    assert [kind for kind, _ in api.calls] == ["list", "watch"]  # no retry after the interruption

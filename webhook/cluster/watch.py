@@ -1,0 +1,310 @@
+"""List, then watch, one kind of object into a bounded in-memory store: client-go's reflector, reduced to what
+qos-guard needs. The webhook's topology cache (``webhook/cluster/nrt.py``: Nodes, NodeResourceTopology objects)
+and the node agent's view of its namespaces and Pods (``webhook/node/watched.py``) are built on it.
+
+A ``Reflector`` lists page by page (with an optional label and field selector), then watches from the list's
+resourceVersion with the same selectors and bookmarks: an ended watch resumes from the last resourceVersion
+seen, an expired one (410 Gone) lists again, a failed connection retries with backoff (0.5 s doubling to 30 s),
+a refused list or watch (401/403/404) is reported with the way out and listed again every ``RETRY_MISSING``
+seconds. A ``Store`` keeps only a projection of each object (``keep``), keyed by ``namespace/name`` (by name
+for cluster-scoped objects), at most ``MAX_OBJECTS`` of them; one watch event or list line is at most
+``MAX_EVENT`` bytes. So the memory a watch costs is bounded, whatever the API server sends.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import random
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import urllib3
+
+from webhook.cluster.client import ClusterError, _api_client
+
+PAGE = 250
+WATCH_SECONDS = 240  # the API server ends a watch after this; it is resumed from the last resourceVersion
+MAX_EVENT = 4 << 20  # bytes in one watch event or list page line; a NodeResourceTopology object is kilobytes
+MAX_OBJECTS = 100_000  # per resource; beyond it the store is marked truncated
+BACKOFF_FIRST, BACKOFF_MAX = 0.5, 30.0
+RETRY_MISSING = 10.0  # seconds between lists while the resource is missing or the list is refused
+
+
+class Gone(Exception):
+    """The watch's resourceVersion expired (410): list again."""
+
+
+class Transport(Protocol):
+    """What a reflector needs from the API server: one GET, and a streamed GET (a watch)."""
+
+    def get(self, path: str, query: list[tuple[str, str]], accept: str) -> tuple[int, Any]: ...
+
+    def stream(self, path: str, query: list[tuple[str, str]], accept: str) -> tuple[int, Iterator[bytes], Any]: ...
+
+
+class ApiTransport:
+    """The API server through the ``kubernetes`` client's connection (kubeconfig or in-cluster)."""
+
+    def __init__(self, kubeconfig: str | None = None) -> None:
+        self._api = _api_client(kubeconfig)
+
+    def _call(self, path: str, query: list[tuple[str, str]], accept: str, timeout: tuple[float, float]) -> Any:
+        request = self._api.param_serialize("GET", path, query_params=query, header_params={"Accept": accept},
+                                            auth_settings=["BearerToken"])
+        try:
+            return self._api.call_api(*request, _request_timeout=timeout)
+        except (OSError, urllib3.exceptions.HTTPError) as exc:
+            raise ClusterError(f"cannot reach the API server: {exc}") from None
+
+    def get(self, path: str, query: list[tuple[str, str]], accept: str) -> tuple[int, Any]:
+        response = self._call(path, query, accept, (10, 60))
+        try:
+            data = response.response.read(MAX_EVENT * 8 + 1)
+        except (OSError, urllib3.exceptions.HTTPError) as exc:
+            raise ClusterError(f"reading GET {path}: {exc}") from None
+        finally:
+            response.response.release_conn()
+        if len(data) > MAX_EVENT * 8:
+            raise ClusterError(f"GET {path}: the answer is over {MAX_EVENT * 8} bytes")
+        try:
+            return response.status, json.loads(data)
+        except ValueError:
+            return response.status, {}
+
+    def stream(self, path: str, query: list[tuple[str, str]], accept: str) -> tuple[int, Iterator[bytes], Any]:
+        response = self._call(path, query, accept, (10, WATCH_SECONDS + 60))
+        return response.status, lines(response.response.stream(64 * 1024)), response.response
+
+
+def lines(chunks: Iterator[bytes], limit: int = MAX_EVENT) -> Iterator[bytes]:
+    """The newline-separated lines of a stream, each at most ``limit`` bytes (a longer one: ``ClusterError``)."""
+    pending = b""
+    for chunk in chunks:
+        pending += chunk
+        while True:
+            end = pending.find(b"\n")
+            if end < 0:
+                break
+            line, pending = pending[:end], pending[end + 1:]
+            if line.strip():
+                yield line
+        if len(pending) > limit:
+            raise ClusterError(f"a watch event over {limit} bytes")
+    if pending.strip():
+        yield pending
+
+
+def status_reason(status: int, body: Any) -> str:
+    message = body.get("message", "") if isinstance(body, Mapping) else ""
+    return f"HTTP {status}" + (f" {message}" if message else "")
+
+
+def name_of(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata")
+    name = meta.get("name") if isinstance(meta, Mapping) else None
+    return name if isinstance(name, str) else ""
+
+
+def key_of(obj: Mapping[str, Any]) -> str:
+    """``namespace/name`` for a namespaced object, ``name`` for a cluster-scoped one; ``""``: unnamed."""
+    name = name_of(obj)
+    meta = obj.get("metadata")
+    namespace = meta.get("namespace") if isinstance(meta, Mapping) else None
+    return f"{namespace}/{name}" if name and isinstance(namespace, str) and namespace else name
+
+
+def resource_version(obj: Any) -> str:
+    meta = obj.get("metadata") if isinstance(obj, Mapping) else None
+    rv = meta.get("resourceVersion") if isinstance(meta, Mapping) else None
+    return rv if isinstance(rv, str) else ""
+
+
+@dataclass
+class Store:
+    """One resource's objects, by ``key_of``, as the projection ``keep`` makes of them (``None``: not kept).
+
+    The reflector's thread writes it; readers in other threads take ``snapshot()``, a copy made under the lock.
+    """
+
+    keep: Callable[[Mapping[str, Any]], Any]
+    items: dict[str, Any] = field(default_factory=dict)
+    listed: bool = False  # a list has succeeded at least once
+    truncated: bool = False
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def replace(self, objects: list[Mapping[str, Any]]) -> None:
+        fresh: dict[str, Any] = {}
+        truncated = False
+        for obj in objects:
+            truncated = self._put(fresh, obj) or truncated
+        with self.lock:
+            self.items, self.listed, self.truncated = fresh, True, truncated
+
+    def apply(self, kind: str, obj: Mapping[str, Any]) -> None:
+        with self.lock:
+            if kind == "DELETED":
+                self.items.pop(key_of(obj), None)
+            elif kind in ("ADDED", "MODIFIED"):
+                self.truncated = self._put(self.items, obj) or self.truncated
+
+    def snapshot(self) -> dict[str, Any]:
+        with self.lock:
+            return dict(self.items)
+
+    def _put(self, into: dict[str, Any], obj: Mapping[str, Any]) -> bool:
+        """Keep ``obj``'s projection in ``into``; whether it was left out for the bound."""
+        key = key_of(obj)
+        if not key:
+            return False
+        if key not in into and len(into) >= MAX_OBJECTS:
+            return True
+        value = self.keep(obj)
+        if value is None:
+            into.pop(key, None)
+        else:
+            into[key] = value
+        return False
+
+
+class ListRefused(ClusterError):
+    """The API server refused to list (or watch) the resource: 401, 403, 404."""
+
+    def __init__(self, status: int, reason: str, verb: str = "list") -> None:
+        super().__init__(reason)
+        self.status = status
+        self.verb = verb
+
+
+def query_of(label_selector: str | None, field_selector: str | None) -> list[tuple[str, str]]:
+    return ([("labelSelector", label_selector)] if label_selector else []) + \
+        ([("fieldSelector", field_selector)] if field_selector else [])
+
+
+def list_all(transport: Transport, path: str, accept: str, label_selector: str | None = None,
+             field_selector: str | None = None) -> tuple[list[Mapping[str, Any]], str]:
+    """Every object (page by page, following ``continue``) and the list's resourceVersion."""
+    objects: list[Mapping[str, Any]] = []
+    token, rv = "", ""
+    while True:
+        query = [("limit", str(PAGE))] + ([("continue", token)] if token else []) + \
+            query_of(label_selector, field_selector)
+        status, body = transport.get(path, query, accept)
+        if status != 200:
+            raise ListRefused(status, status_reason(status, body))
+        if not isinstance(body, Mapping):
+            raise ClusterError(f"GET {path}: the answer is not a list object")
+        items = body.get("items")
+        if isinstance(items, list):
+            objects.extend(o for o in items if isinstance(o, Mapping))
+        meta = body.get("metadata")
+        version = meta.get("resourceVersion") if isinstance(meta, Mapping) else None
+        following = meta.get("continue") if isinstance(meta, Mapping) else None
+        rv = version if isinstance(version, str) and version else rv
+        token = following if isinstance(following, str) else ""
+        if len(objects) > MAX_OBJECTS:
+            return objects[:MAX_OBJECTS], rv
+        if not token:
+            return objects, rv
+
+
+def refusal(resource: str, exc: ListRefused, granted_by: str = "") -> str:
+    """Why a list or watch was refused, with the way out (``granted_by``: what grants it, e.g. the chart)."""
+    if exc.status in (401, 403):
+        return (f"{exc.verb}ing {resource} is not allowed ({exc}): grant list and watch on {resource}"
+                + (f" ({granted_by})" if granted_by else ""))
+    return f"{exc.verb}ing {resource}: {exc}"
+
+
+class Reflector:
+    """List, then watch, one resource into a ``Store``; see the module docstring.
+
+    ``changed(name, problem)`` is called after each change of the store (``problem`` None) and with each
+    problem (a refused list, an unreachable API server), from the reflector's thread.
+    """
+
+    def __init__(self, name: str, transport: Transport, path: str, accept: tuple[str, str], store: Store,
+                 changed: Callable[[str, str | None], None], stop: threading.Event,
+                 label_selector: str | None = None, field_selector: str | None = None) -> None:
+        self.name, self.transport, self.path, self.accept, self.store = name, transport, path, accept, store
+        self.changed, self.stop = changed, stop
+        self.selectors = (label_selector, field_selector)
+        self.relists = 0
+        self._response: Any = None  # the open watch's response, for ``interrupt``
+
+    def run(self) -> None:
+        backoff = BACKOFF_FIRST
+        rv = ""
+        while not self.stop.is_set():
+            try:
+                if not rv:
+                    objects, rv = list_all(self.transport, self.path, self.accept[0], *self.selectors)
+                    self.store.replace(objects)
+                    self.relists += 1
+                    self.changed(self.name, None)
+                rv = self.watch(rv)
+                backoff = BACKOFF_FIRST
+            except Gone:
+                rv = ""  # expired: list again at once
+            except ListRefused as exc:
+                rv = ""
+                self.changed(self.name, self._refused(exc))
+                self.stop.wait(RETRY_MISSING)
+            except (ClusterError, OSError, urllib3.exceptions.HTTPError, ValueError) as exc:
+                if self.stop.is_set():
+                    return  # interrupted: the error is the closed connection
+                self.changed(self.name, f"{self.name}: {exc}; retrying")
+                self.stop.wait(backoff * random.uniform(0.8, 1.2))
+                backoff = min(backoff * 2, BACKOFF_MAX)
+
+    def _refused(self, exc: ListRefused) -> str:
+        """The problem a refusal is reported as (a subclass names what grants the access)."""
+        return refusal(self.name, exc)
+
+    def interrupt(self) -> None:
+        """End the open watch now (after ``stop`` is set), not when the API server ends it minutes later."""
+        response = self._response
+        close = getattr(response, "shutdown", None) or getattr(response, "close", None)
+        if close is not None:
+            with contextlib.suppress(OSError, urllib3.exceptions.HTTPError):
+                close()
+
+    def watch(self, rv: str) -> str:
+        """Stream events from ``rv`` until the API server ends the watch; the last resourceVersion seen."""
+        query = [("watch", "1"), ("resourceVersion", rv), ("allowWatchBookmarks", "true"),
+                 ("timeoutSeconds", str(WATCH_SECONDS)), *query_of(*self.selectors)]
+        status, stream, response = self.transport.stream(self.path, query, self.accept[1])
+        self._response = response
+        try:
+            if status == 410:
+                raise Gone()
+            if status in (401, 403):
+                raise ListRefused(status, f"HTTP {status}", verb="watch")
+            if status != 200:
+                raise ClusterError(f"watch {self.name}: HTTP {status}")
+            for line in stream:
+                if self.stop.is_set():
+                    break
+                event = json.loads(line)
+                if not isinstance(event, Mapping):
+                    raise ClusterError(f"watch {self.name}: an event that is not an object")
+                kind, obj = event.get("type"), event.get("object")
+                if kind == "ERROR":
+                    code = obj.get("code") if isinstance(obj, Mapping) else None
+                    if code == 410:
+                        raise Gone()
+                    raise ClusterError(f"watch {self.name}: {status_reason(code or 0, obj)}")
+                if not isinstance(obj, Mapping):
+                    continue
+                rv = resource_version(obj) or rv
+                if kind != "BOOKMARK":
+                    self.store.apply(str(kind), obj)
+                    self.changed(self.name, None)
+        finally:
+            self._response = None
+            close = getattr(response, "release_conn", None)
+            if close is not None:
+                close()
+        return rv

@@ -1,0 +1,143 @@
+"""The agent's view of the API server, kept current by two watches instead of two lists per cycle: the
+namespaces that opted in (label selector on ``qos-guard.io/mode``) and the Pods bound to its node (field
+selector ``spec.nodeName=NODE``, as kubelet watches its own Pods). Each is a ``Reflector`` of
+``webhook/cluster/watch.py`` (list, then watch with bookmarks; resume, relist on 410 Gone, backoff) in a daemon
+thread; a cycle of the agent reads their stores and costs the API server nothing. On a 5,000-node cluster
+that is 10,000 open watches instead of hundreds of LISTs per second.
+
+Only what ``observe`` needs is kept: a namespace as its ``OptedIn`` (mode, and when it opted in), a Pod as its
+object without ``metadata.managedFields``.
+
+Until both have been listed once the view has nothing to judge against: ``opted_in``/``pods`` raise
+``NotSynced``, a ``ClusterError``, so the agent counts the cycle as an ``error`` (it judged nothing, so it is
+not ``ok``, and no container is reported, so nothing is said that is not so), logs it once and tries again
+next cycle; the agent waits a few seconds for the first lists before its first cycle, so a healthy start
+counts no error. A refused list or watch (RBAC) is logged once, naming the verbs the agent needs.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from webhook.cluster.client import ClusterError
+from webhook.cluster.watch import ListRefused, Reflector, Store, Transport, refusal
+from webhook.node.observe import MODE_SELECTOR, OptedIn, opted_in
+
+NAMESPACES_PATH = "/api/v1/namespaces"
+PODS_PATH = "/api/v1/pods"
+JSON = ("application/json", "application/json")
+RESTART_AFTER = 5.0  # seconds before a reflector that failed unexpectedly lists again
+GRANTED_BY = "the chart's agent ClusterRole grants list and watch on namespaces and pods"
+
+
+class NotSynced(ClusterError):
+    """The view has not listed both resources yet: nothing to judge against."""
+
+
+def pod_kept(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """A Pod as the agent keeps it: the object without ``metadata.managedFields`` (often half its size)."""
+    meta = obj.get("metadata")
+    if isinstance(meta, Mapping) and "managedFields" in meta:
+        return {**obj, "metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
+    return dict(obj)
+
+
+class AgentReflector(Reflector):
+    """A reflector of the agent's view: a refusal names the RBAC the agent needs."""
+
+    def _refused(self, exc: ListRefused) -> str:
+        return refusal(self.name, exc, GRANTED_BY)
+
+
+class WatchedView:
+    """The opted-in namespaces and ``node``'s Pods, from watches (a ``ClusterView`` for ``observe``).
+
+    ``say`` is called (from the reflectors' threads) with each new problem, once, and when it is over.
+    """
+
+    def __init__(self, transport: Transport, node: str, say: Callable[[str], None]) -> None:
+        self.node = node
+        self.say = say
+        self.namespaces = Store(opted_in)
+        self.pod_store = Store(pod_kept)
+        self.problems: dict[str, str] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self.reflectors = (
+            AgentReflector("namespaces", transport, NAMESPACES_PATH, JSON, self.namespaces, self._changed,
+                           self._stop, label_selector=MODE_SELECTOR),
+            AgentReflector("pods", transport, PODS_PATH, JSON, self.pod_store, self._changed, self._stop,
+                           field_selector=f"spec.nodeName={node}"),
+        )
+        self._threads: list[threading.Thread] = []
+
+    def start(self) -> None:
+        for reflector in self.reflectors:
+            thread = threading.Thread(target=self._run, args=(reflector,), name=f"qos-guard-agent-{reflector.name}",
+                                      daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def _run(self, reflector: Reflector) -> None:
+        """The reflector until the view stops; an object it cannot handle must not leave the store silently
+        stale for the agent's lifetime, so that is said, and it lists again after a pause."""
+        while not self._stop.is_set():
+            try:
+                reflector.run()
+            except Exception as exc:  # anything else would end the thread unnoticed
+                self._changed(reflector.name, f"{reflector.name}: {type(exc).__name__}: {exc}; listing again")
+                self._stop.wait(RESTART_AFTER)
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """End both watches now and wait (at most ``timeout`` seconds) for their threads."""
+        self._stop.set()
+        for reflector in self.reflectors:
+            reflector.interrupt()
+        deadline = time.monotonic() + timeout
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+
+    def synced(self) -> bool:
+        return self.namespaces.listed and self.pod_store.listed
+
+    def wait_synced(self, timeout: float, stop: threading.Event | None = None) -> bool:
+        """Whether both resources were listed within ``timeout`` seconds (or before ``stop``)."""
+        deadline = time.monotonic() + timeout
+        while not self.synced() and time.monotonic() < deadline and not (stop is not None and stop.is_set()):
+            self._stop.wait(0.05)
+        return self.synced()
+
+    def _changed(self, resource: str, problem: str | None) -> None:
+        with self._lock:
+            before = self.problems.get(resource)
+            if problem == before:
+                return
+            if problem is None:
+                del self.problems[resource]
+            else:
+                self.problems[resource] = problem
+        self.say(problem if problem is not None else f"{resource}: listed and watched again")
+
+    def _require_synced(self) -> None:
+        if not self.synced():
+            waiting = [r.name for r in self.reflectors if not r.store.listed]
+            raise NotSynced(f"not judging yet: waiting for the first list of {' and '.join(waiting)} "
+                            "from the API server")
+
+    def opted_in(self) -> dict[str, OptedIn]:
+        self._require_synced()
+        return self.namespaces.snapshot()
+
+    def pods(self, node: str | None, namespaces: Iterable[str]) -> dict[tuple[str, str], dict[str, Any]]:
+        """The Pods bound to this view's node (all of them: ``observe`` keeps those of opted-in namespaces)."""
+        if node != self.node:
+            raise ClusterError(f"this view watches the Pods of node {self.node}, not {node}")
+        self._require_synced()
+        found: dict[tuple[str, str], dict[str, Any]] = {}
+        for key, obj in self.pod_store.snapshot().items():
+            namespace, _, name = key.partition("/")
+            found[(namespace, name)] = obj
+        return found
