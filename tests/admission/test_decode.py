@@ -89,7 +89,7 @@ def test_kept_fields_only() -> None:
     obj = decoded(inference_pod())
     assert set(obj) == {"kind", "metadata", "spec"}
     assert set(obj["metadata"]) == {"name", "namespace"}
-    assert set(obj["spec"]) == {"containers", "runtimeClassName", "nodeSelector"}
+    assert set(obj["spec"]) == {"containers", "runtimeClassName", "nodeSelector", "tolerations"}
     assert set(obj["spec"]["containers"][0]) == {"name", "resources"}
     assert obj["spec"]["containers"][0]["resources"]["limits"] == {"cpu": "8", "memory": "64Gi",
                                                                   "nvidia.com/gpu": "1"}
@@ -97,6 +97,11 @@ def test_kept_fields_only() -> None:
         {"matchExpressions": [{"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["a"]}]}]},
         "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1, "preference": {}}]},
         "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": []}}
+    tolerations = [{"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule",
+                    "tolerationSeconds": 30}, {"operator": "Exists"}]
+    assert decoded(pod(guaranteed(), tolerations=tolerations))["spec"]["tolerations"] == [
+        {"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"},
+        {"operator": "Exists"}]
     spec = decoded(pod(guaranteed(), affinity=affinity))["spec"]
     assert spec["affinity"] == {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
                                                  affinity["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]}}
@@ -290,6 +295,8 @@ def test_the_engine_reads_only_what_the_decoder_keeps() -> None:
     objects: list[Any] = corpus_objects()
     objects += [inference_pod(), pod(guaranteed(), affinity={"nodeAffinity": {}}, nodeSelector={"a": "b"}),
                 pod(guaranteed(), nodeName="n"),
+                pod(guaranteed(), tolerations=[{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule",
+                                                "tolerationSeconds": 30}]),
                 pod(container("a", rl("1500m", "1Gi"), rl("2", "2Gi")), resources={"limits": {"cpu": "2"}},
                     init=[container("s", limits=rl("1", "1Gi"), restartPolicy="Always")], runtimeClassName="x"),
                 {**pod(guaranteed()), "status": {"qosClass": "Burstable"}}]

@@ -202,6 +202,30 @@ def test_a_new_node_and_a_changed_zone_are_seen_without_a_restart(cluster: Clust
     print(f"\nnuma: auto: a new node's topology seen in {new:.1f} s, a changed zone in {changed:.1f} s")
 
 
+def test_a_taint_the_pod_does_not_tolerate_keeps_it_off_a_node(cluster: Cluster, numa_webhook: Server) -> None:
+    """A dedicated GPU pool: with gpu-1 tainted, a Pod that does not tolerate it can only go to small-1, whose
+    zones are too small; one that tolerates it fits. A taint that says how the node is now (not ready) does not
+    count."""
+    in_pools = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["gpu", "small"]}]}]}}}
+    plain = pod("plain", "16", affinity=in_pools)
+    tolerant = pod("tolerant", "16", affinity=in_pools,
+                   tolerations=[{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}])
+    assert admit(cluster, plain).returncode == 0
+    cluster.kubectl("taint", "nodes", "gpu-1", "nvidia.com/gpu=present:NoSchedule",
+                    "node.kubernetes.io/not-ready:NoExecute", check=True)
+    try:
+        seen = eventually("the node's taint", lambda: admit(cluster, plain).returncode != 0)
+        proc = admit(cluster, plain)
+        assert ("needs 16 CPUs on one NUMA node; the largest zone of any matching node has 8 CPUs; single-numa-node "
+                "refuses it on node small-1") in proc.stderr, proc.stderr
+        assert admit(cluster, tolerant).returncode == 0  # the not-ready taint is not held against gpu-1
+        print(f"\nnuma: auto: a node's new taint seen in {seen:.1f} s")
+    finally:
+        cluster.kubectl("taint", "nodes", "gpu-1", "nvidia.com/gpu-", "node.kubernetes.io/not-ready-", check=True)
+    eventually("the taint gone", lambda: admit(cluster, plain).returncode == 0)
+
+
 def test_restricted_nodes_warn_and_admit(cluster: Cluster, numa_webhook: Server) -> None:
     cluster.kubectl("apply", "-f", "-", stdin=[node("lax-1", pool="lax"),
                                                node_topology("lax-1", [SOCKET, SOCKET], policy="restricted")],

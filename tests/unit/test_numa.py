@@ -14,7 +14,7 @@ from webhook.core.config import AUTO, ConfigError, parse_config
 from webhook.core.engine import Mode, evaluate
 from webhook.core.numa import fit_cluster
 from webhook.core.podspec import build_pod_spec
-from webhook.core.scheduling import placement
+from webhook.core.scheduling import Taint, Toleration, placement, taints, tolerations
 from webhook.core.topology import Topology, TopologyError, parse_nrt
 from webhook.policies.generate import PolicyError, render
 
@@ -127,6 +127,59 @@ def test_required_node_affinity_and_node_name_are_honoured() -> None:
     assert judge(pod("16", affinity=affinity), cluster())[0]
     assert judge(pod("16", nodeName="small-1"), cluster())[0]
     assert judge(pod("16", nodeName="gpu-1"), cluster()) == ([], [])
+
+
+def tainted(*taints: Taint) -> Topology:
+    """``cluster()`` with the big node tainted (a dedicated GPU pool)."""
+    base = cluster()
+    return Topology(nodes=base.nodes, topologies=base.topologies, taints={"gpu-1": taints})
+
+
+GPU_TAINT = Taint("nvidia.com/gpu", "present", "NoSchedule")
+
+
+def test_a_node_whose_taint_the_pod_does_not_tolerate_is_not_one_it_can_land_on() -> None:
+    # 16 CPUs fit gpu-1's zones but not small-1's: without a toleration the scheduler puts it on small-1, where
+    # kubelet refuses it.
+    denied, _ = judge(pod("16"), tainted(GPU_TAINT))
+    assert len(denied) == 1 and "single-numa-node refuses it on node small-1" in denied[0]
+    for toleration in ({"key": "nvidia.com/gpu", "operator": "Exists"},
+                       {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"},
+                       {"operator": "Exists"}):
+        assert judge(pod("16", tolerations=[toleration]), tainted(GPU_TAINT)) == ([], []), toleration
+    for toleration in ({"key": "nvidia.com/gpu", "value": "absent"},
+                       {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoExecute"},
+                       {"key": "other", "operator": "Exists"}):
+        assert judge(pod("16", tolerations=[toleration]), tainted(GPU_TAINT))[0], toleration
+    # PreferNoSchedule only scores: the node stays one the Pod can land on.
+    assert judge(pod("16"), tainted(Taint("nvidia.com/gpu", "", "PreferNoSchedule"))) == ([], [])
+
+
+def test_a_pod_named_to_its_node_only_minds_no_execute_taints() -> None:
+    """spec.nodeName skips the scheduler; kubelet's own admission checks only NoExecute taints."""
+    assert judge(pod("16", nodeName="gpu-1"), tainted(GPU_TAINT)) == ([], [])
+    named = placement(pod("16", nodeName="gpu-1")["spec"])
+    assert named.allows("gpu-1", {}, (GPU_TAINT,))
+    assert not named.allows("gpu-1", {}, (Taint("maintenance", "", "NoExecute"),))
+    assert not placement(pod("16")["spec"]).allows("gpu-1", {}, (GPU_TAINT,))
+
+
+def test_comparison_tolerations_compare_integers() -> None:
+    taint = Taint("example.com/generation", "5", "NoSchedule")
+    assert Toleration("example.com/generation", "Gt", "4").tolerates(taint)
+    assert not Toleration("example.com/generation", "Gt", "5").tolerates(taint)
+    assert Toleration("example.com/generation", "Lt", "6").tolerates(taint)
+    for value in ("+4", "04", "4.0", "", "9223372036854775808"):  # IsDecimalInteger and ParseInt refuse these
+        assert not Toleration("example.com/generation", "Gt", value).tolerates(taint), value
+    assert not Toleration("example.com/generation", "Gt", "4").tolerates(Taint("example.com/generation", "x",
+                                                                                "NoSchedule"))
+
+
+def test_taints_and_tolerations_are_read_from_any_shape() -> None:
+    assert taints([{"key": "a", "effect": "NoSchedule"}, {"key": 1, "effect": "NoSchedule"}, "x", None]) == (
+        Taint("a", "", "NoSchedule"),)
+    assert tolerations([{"key": "a"}, {"operator": ["Exists"]}, 3]) == (Toleration("a"),)
+    assert tolerations("all") == () and taints({"key": "a"}) == ()
 
 
 def test_a_node_without_a_topology_object_is_unknown_not_unfit() -> None:

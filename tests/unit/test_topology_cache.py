@@ -20,11 +20,12 @@ from webhook.cluster.nrt import (
     NRT_PATH,
     TopologyCache,
     TopologyReflector,
-    node_labels,
+    node_view,
     nrt_topology,
     read_topology,
 )
 from webhook.cluster.watch import Store, lines
+from webhook.core.scheduling import Taint
 from webhook.core.topology import NodeTopology
 
 
@@ -36,7 +37,7 @@ def nrt_obj(name: str, cpus: str = "32", rv: str = "1") -> dict[str, Any]:
 
 
 def node(name: str, rv: str = "1", **labels: str) -> dict[str, Any]:
-    return {"kind": "PartialObjectMetadata", "metadata": {"name": name, "resourceVersion": rv, "labels": labels}}
+    return {"kind": "Node", "metadata": {"name": name, "resourceVersion": rv, "labels": labels}}
 
 
 def event(kind: str, obj: dict[str, Any]) -> bytes:
@@ -158,7 +159,7 @@ def test_a_watch_event_over_the_bound_is_an_error_not_memory() -> None:
 
 def test_objects_beyond_the_bound_are_left_out_and_said(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(watch, "MAX_OBJECTS", 2)
-    store = Store(node_labels)
+    store = Store(node_view)
     store.replace([node("a"), node("b"), node("c")])
     assert sorted(store.items) == ["a", "b"] and store.truncated
     cache = TopologyCache(Scripted(threading.Event()))
@@ -247,3 +248,24 @@ def test_whatever_the_api_sends_the_reflector_goes_on(events: list[bytes], liste
         thread.join(5)
         watch.BACKOFF_FIRST = original
     assert all(isinstance(v, NodeTopology) for v in store.items.values())
+
+
+def test_a_nodes_lasting_taints_are_kept_its_passing_state_is_not() -> None:
+    """A GPU pool's taint decides where a Pod can land; NotReady, pressure, a cordon or an uninitialised cloud
+    node come and go, and must not turn a workload's verdict for as long as they last."""
+    obj = {**node("gpu-1", pool="gpu"), "spec": {"taints": [
+        {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"},
+        {"key": "node.kubernetes.io/not-ready", "effect": "NoExecute"},
+        {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"},
+        {"key": "node.cloudprovider.kubernetes.io/uninitialized", "value": "true", "effect": "NoSchedule"},
+        {"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}]}}
+    view = node_view(obj)
+    assert view.labels == {"pool": "gpu"}
+    assert view.taints == (Taint("nvidia.com/gpu", "present", "NoSchedule"),
+                           Taint("node-role.kubernetes.io/control-plane", "", "NoSchedule"))
+    store = Store(node_view)
+    store.replace([obj, node("cpu-1")])
+    cache = TopologyCache(Scripted(threading.Event()))
+    cache.nodes = store
+    snap = cache.publish()
+    assert snap.nodes == {"gpu-1": {"pool": "gpu"}, "cpu-1": {}} and set(snap.taints) == {"gpu-1"}

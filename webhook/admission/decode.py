@@ -15,7 +15,8 @@ What is kept, and why:
   ``spec.jobTemplate.spec.template.spec``), and a Pod's ``status.qosClass``;
 - in a pod spec: ``containers`` and ``initContainers`` (``name``, ``restartPolicy``, ``resources``),
   the pod-level ``resources``, ``runtimeClassName`` (exemptions), and for ``policy.numa: auto`` the
-  scheduling constraints ``nodeName``, ``nodeSelector`` and the required node affinity;
+  scheduling constraints ``nodeName``, ``nodeSelector``, the required node affinity and ``tolerations``
+  (``key``, ``operator``, ``value``, ``effect``);
 - resource values as the JSON has them: a string stays a string, an integer an exact integer, a float the
   float ``json.loads`` would give, and any other value stays as it is so the engine can name it
   (``invalid-quantity``); every resource name is kept (extended resources and hugepages count for NUMA).
@@ -78,6 +79,13 @@ class Affinity(_Kept):
     node_affinity: NodeAffinity | None = None
 
 
+class Toleration(_Kept):
+    key: str | None = None
+    operator: str | None = None
+    value: str | None = None
+    effect: str | None = None
+
+
 class PodSpec(_Kept):
     containers: list[Container] | None = None
     init_containers: list[Container] | None = None
@@ -88,6 +96,7 @@ class PodSpec(_Kept):
     node_name: str | None = None
     node_selector: dict[str, str] | None = None
     affinity: Affinity | None = None
+    tolerations: list[Toleration] | None = None
 
 
 class PodTemplate(_Kept):

@@ -1,17 +1,22 @@
-"""The cluster's NUMA topology for ``policy.numa: auto``: node labels and NodeResourceTopology objects
+"""The cluster's NUMA topology for ``policy.numa: auto``: node labels and taints, and NodeResourceTopology objects
 (``topology.node.k8s.io/v1alpha2``), read once (``read_topology``, for ``check`` and ``audit``) or kept current
 by watches (``TopologyCache``, for the webhook).
 
-``TopologyCache`` is an informer in client-go's sense, reduced to what the rule needs. Per resource (nodes,
-read as metadata only; noderesourcetopologies) a ``Reflector`` of ``webhook/cluster/watch.py`` lists, then
-watches (bookmarks, resume, relist on 410 Gone, backoff). Only what is judged is kept (labels; parsed zones),
-the number of objects and the size of one event are bounded, and a change is published as a new immutable
+``TopologyCache`` is an informer in client-go's sense, reduced to what the rule needs. Per resource (nodes;
+noderesourcetopologies) a ``Reflector`` of ``webhook/cluster/watch.py`` lists, then watches (bookmarks, resume,
+relist on 410 Gone, backoff). Only what is judged is kept (labels and lasting taints; parsed zones), the number
+of objects and the size of one event are bounded, and a change is published as a new immutable
 ``Topology`` at most every ``PUBLISH_EVERY`` seconds, so a request judges against one snapshot from start to
 end and never waits for the API server.
 
 A missing CRD (404), a refused list (403) or no objects at all leave the nodes unknown: ``numa-unfit`` then
 says nothing about them, and the admission goes on. The cache reports such a state once per change
 (``on_change``), for the log line and the metric.
+
+Of a node's taints only those that say what it is for are kept (a GPU pool's ``nvidia.com/gpu:NoSchedule``, a
+control plane's): those under ``node.kubernetes.io/`` and ``node.cloudprovider.kubernetes.io/`` say how it is now
+(not ready, unreachable, under pressure, cordoned, not yet initialised) and come and go, and a verdict on a
+workload must not change while a node is briefly NotReady.
 """
 
 from __future__ import annotations
@@ -20,21 +25,45 @@ import json
 import logging
 import threading
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from webhook.cluster import watch
 from webhook.cluster.watch import ListRefused, Reflector, Store, Transport, list_all, name_of, refusal
+from webhook.core.scheduling import Taint, taints
 from webhook.core.topology import NodeTopology, Topology, TopologyError, parse_nrt
 
 NRT_GROUP_VERSION = "topology.node.k8s.io/v1alpha2"
 NRT_PATH = f"/apis/{NRT_GROUP_VERSION}/noderesourcetopologies"
 NODES_PATH = "/api/v1/nodes"
-# Nodes as metadata only (labels are all the rule reads): a fraction of a Node object's size.
-META_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
-META_WATCH = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
+JSON = ("application/json", "application/json")
+# Taint keys that describe a node's present state, set by the node lifecycle controller, a cordon or the cloud
+# provider; left out (see the module docstring).
+TRANSIENT_TAINTS = ("node.kubernetes.io/", "node.cloudprovider.kubernetes.io/")
 PUBLISH_EVERY = 0.2
 
 LOG = logging.getLogger("qos_guard.topology")
+
+
+@dataclass(frozen=True, slots=True)
+class NodeView:
+    """What the rule reads of a Node: its labels and its lasting taints."""
+
+    labels: Mapping[str, str]
+    taints: tuple[Taint, ...]
+
+
+def node_view(obj: Mapping[str, Any]) -> NodeView:
+    spec = obj.get("spec")
+    raw = taints(spec.get("taints") if isinstance(spec, Mapping) else None)
+    return NodeView(node_labels(obj), tuple(t for t in raw if not t.key.startswith(TRANSIENT_TAINTS)))
+
+
+def snapshot_nodes(views: Mapping[str, NodeView]) -> tuple[dict[str, Mapping[str, str]],
+                                                           dict[str, tuple[Taint, ...]]]:
+    """The node part of a ``Topology``: labels by name, and the taints of the tainted nodes."""
+    return ({name: v.labels for name, v in views.items()},
+            {name: v.taints for name, v in views.items() if v.taints})
 
 
 def node_labels(obj: Mapping[str, Any]) -> Mapping[str, str]:
@@ -78,17 +107,16 @@ class TopologyCache:
     def __init__(self, transport: Transport, on_publish: Callable[[Topology], None] | None = None) -> None:
         self.transport = transport
         self.on_publish = on_publish
-        self.nodes = Store(node_labels)
+        self.nodes = Store(node_view)
         self.nrts = Store(nrt_topology)
         self.problems: dict[str, str] = {}
         self._stop = threading.Event()
         self._dirty = threading.Event()
         self._snapshot = Topology(problem="not read yet")
         self.reflectors = (
-            TopologyReflector("nodes", transport, NODES_PATH, (META_LIST, META_WATCH), self.nodes, self._changed,
+            TopologyReflector("nodes", transport, NODES_PATH, JSON, self.nodes, self._changed, self._stop),
+            TopologyReflector("noderesourcetopologies", transport, NRT_PATH, JSON, self.nrts, self._changed,
                               self._stop),
-            TopologyReflector("noderesourcetopologies", transport, NRT_PATH, ("application/json", "application/json"),
-                      self.nrts, self._changed, self._stop),
         )
         self._threads: list[threading.Thread] = []
 
@@ -131,8 +159,9 @@ class TopologyCache:
         for store, what in ((self.nodes, "nodes"), (self.nrts, "NodeResourceTopology objects")):
             if store.truncated:
                 problems.append(f"over {watch.MAX_OBJECTS} {what}: the rest are unknown")
-        snapshot = Topology(nodes=self.nodes.snapshot() if self.nodes.listed else None,
-                            topologies=self.nrts.snapshot(), problem="; ".join(problems) or None)
+        nodes, tainted = snapshot_nodes(self.nodes.snapshot()) if self.nodes.listed else (None, {})
+        snapshot = Topology(nodes=nodes, topologies=self.nrts.snapshot(), problem="; ".join(problems) or None,
+                            taints=tainted)
         self._snapshot = snapshot
         if self.on_publish is not None:
             self.on_publish(snapshot)
@@ -154,10 +183,11 @@ def read_topology(transport: Transport) -> Topology:
     """One read of both resources (``check --kubeconfig``, ``audit``): what the cluster publishes now."""
     problems = []
     nodes: dict[str, Any] | None = None
+    tainted: dict[str, tuple[Taint, ...]] = {}
     topologies: dict[str, NodeTopology] = {}
     try:
-        objects, _ = list_all(transport, NODES_PATH, META_LIST)
-        nodes = {name_of(o): node_labels(o) for o in objects if name_of(o)}
+        objects, _ = list_all(transport, NODES_PATH, "application/json")
+        nodes, tainted = snapshot_nodes({name_of(o): node_view(o) for o in objects if name_of(o)})
     except ListRefused as exc:
         problems.append(topology_refusal("nodes", NODES_PATH, exc))
     try:
@@ -170,4 +200,4 @@ def read_topology(transport: Transport) -> Topology:
             problems.append("no NodeResourceTopology objects: no node publishes its NUMA zones")
     except ListRefused as exc:
         problems.append(topology_refusal("noderesourcetopologies", NRT_PATH, exc))
-    return Topology(nodes=nodes, topologies=topologies, problem="; ".join(problems) or None)
+    return Topology(nodes=nodes, topologies=topologies, problem="; ".join(problems) or None, taints=tainted)

@@ -238,8 +238,8 @@ def fit_cluster(pod: PodSpec, topology: Topology, exhaustive: bool = False,
         return ClusterFit(placement, 0)
     index = topology.index
     devices = {k for d in wants.containers for k, v in d.devices.items() if v > 0}
-    if placement.constrained:
-        chosen, unknown = index.matching(placement, topology.nodes)
+    if placement.constrained or topology.taints:
+        chosen, unknown = index.matching(placement, topology)
         groups = [(i, tuple(names)) for i, names in sorted(chosen.items())]
     else:
         unknown = list(index.unknown)

@@ -1,8 +1,13 @@
 """Which nodes a Pod can land on, as far as its own spec says: ``spec.nodeName``, ``spec.nodeSelector`` and
 required node affinity, evaluated as the scheduler does (``GetRequiredNodeAffinity`` in
-k8s.io/component-helpers/scheduling/corev1/nodeaffinity, over k8s.io/apimachinery/pkg/labels requirements).
+k8s.io/component-helpers/scheduling/corev1/nodeaffinity, over k8s.io/apimachinery/pkg/labels requirements), and
+the node's ``NoSchedule``/``NoExecute`` taints against the Pod's tolerations, as the scheduler's TaintToleration
+filter does (``FindMatchingUntoleratedTaint`` in k8s.io/component-helpers/scheduling/corev1, with
+``Toleration.ToleratesTaint`` of k8s.io/api/core/v1; ``Lt``/``Gt`` compared as integers, as the API server only
+accepts them where ``TaintTolerationComparisonOperators`` is on).
 
-Preferred affinity, taints and tolerations, and resources are not considered: they decide where among these
+Which taints count is the caller's choice (``webhook.cluster.nrt`` leaves out those that say how a node is
+now, not what it is for). Preferred affinity and resources are not considered: they decide where among these
 nodes the Pod goes, or whether it waits.
 """
 
@@ -18,6 +23,11 @@ _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 # k8s.io/apimachinery/pkg/api/validate/content kube.go and dns.go: what labels.NewRequirement accepts.
 _LABEL_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
 _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+# content.IsDecimalInteger: an optional minus, then 0 alone or digits without a leading zero (no plus sign).
+_DECIMAL = re.compile(r"0|-?[1-9][0-9]*")
+# helper.DoNotScheduleTaintsFilterFunc: the effects the scheduler's filter reads (PreferNoSchedule only scores).
+_HARD_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
+_NODE_NAMED_EFFECTS = frozenset({"NoExecute"})  # kubelet's own check for a Pod bound by spec.nodeName
 
 
 def label_key_valid(key: str) -> bool:
@@ -114,6 +124,56 @@ class Term:
 
 
 @dataclass(frozen=True, slots=True)
+class Taint:
+    """One of a node's ``spec.taints``."""
+
+    key: str
+    value: str
+    effect: str
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    """One of a Pod's ``spec.tolerations`` (absent fields are empty, as Go reads them)."""
+
+    key: str = ""
+    operator: str = ""
+    value: str = ""
+    effect: str = ""
+
+    def tolerates(self, taint: Taint) -> bool:
+        """``Toleration.ToleratesTaint``: an empty effect or key matches any; an unknown operator nothing."""
+        if self.effect and self.effect != taint.effect:
+            return False
+        if self.key and self.key != taint.key:
+            return False
+        if self.operator in ("", "Equal"):
+            return self.value == taint.value
+        if self.operator == "Exists":
+            return True
+        if self.operator in ("Lt", "Gt"):
+            want, have = _decimal(self.value), _decimal(taint.value)
+            if want is None or have is None:
+                return False
+            return have < want if self.operator == "Lt" else have > want
+        return False
+
+
+def _decimal(text: str) -> int | None:
+    """``compareNumericValues``: IsDecimalInteger, then strconv.ParseInt(s, 10, 64)."""
+    return _int64(text) if _DECIMAL.fullmatch(text) else None
+
+
+def untolerated(taints: tuple[Taint, ...], tolerations: tuple[Toleration, ...],
+                effects: frozenset[str] = _HARD_EFFECTS) -> Taint | None:
+    """``FindMatchingUntoleratedTaint``: the first taint of ``effects`` that no toleration tolerates."""
+    for taint in taints:
+        if taint.effect in effects and not any(t.tolerates(taint) for t in tolerations):
+            return taint
+    return None
+
+
+@dataclass(frozen=True, slots=True)
 class Placement:
     """Where the Pod may land, from its spec alone."""
 
@@ -121,20 +181,26 @@ class Placement:
     node_selector: Mapping[str, str] | None = None
     # None: no required node affinity; otherwise its non-empty terms (an empty tuple matches no node).
     terms: tuple[Term, ...] | None = None
+    tolerations: tuple[Toleration, ...] = ()
 
     @property
     def key(self) -> tuple[Any, ...]:
         """Equal for equal constraints (hashable): what matched them can be remembered."""
         selector = tuple(sorted(self.node_selector.items())) if self.node_selector is not None else None
-        return (self.node_name, selector, self.terms)
+        return (self.node_name, selector, self.terms, self.tolerations)
 
     @property
     def constrained(self) -> bool:
         return self.node_name is not None or self.node_selector is not None or self.terms is not None
 
-    def allows(self, name: str, labels: Mapping[str, str]) -> bool:
-        """``RequiredNodeAffinity.Match`` (and ``spec.nodeName``, which skips the scheduler)."""
+    def allows(self, name: str, labels: Mapping[str, str], taints: tuple[Taint, ...] = ()) -> bool:
+        """``RequiredNodeAffinity.Match`` and the scheduler's TaintToleration filter. ``spec.nodeName`` skips the
+        scheduler; kubelet's admission (lifecycle's predicate handler) then still checks the node affinity, and of
+        the taints only ``NoExecute``."""
         if self.node_name is not None and name != self.node_name:
+            return False
+        effects = _HARD_EFFECTS if self.node_name is None else _NODE_NAMED_EFFECTS
+        if taints and untolerated(taints, self.tolerations, effects) is not None:
             return False
         if self.node_selector is not None and any(labels.get(k) != v for k, v in self.node_selector.items()):
             return False
@@ -179,4 +245,30 @@ def placement(spec: Mapping[str, Any]) -> Placement:
             parsed.append(Term(tuple(_requirement(r, False) for r in (exprs if isinstance(exprs, list) else [None])),
                                tuple(_requirement(r, True) for r in (flds if isinstance(flds, list) else [None]))))
         terms = tuple(parsed)
-    return Placement(node_name=name if isinstance(name, str) and name else None, node_selector=sel, terms=terms)
+    return Placement(node_name=name if isinstance(name, str) and name else None, node_selector=sel, terms=terms,
+                     tolerations=tolerations(spec.get("tolerations")))
+
+
+def tolerations(raw: Any) -> tuple[Toleration, ...]:
+    """``spec.tolerations``; an entry that is not an object, or a field that is not a string, tolerates nothing
+    (the API server refuses both)."""
+    found = []
+    for item in raw if isinstance(raw, list) else []:
+        if not isinstance(item, Mapping):
+            continue
+        fields = [item.get(k) for k in ("key", "operator", "value", "effect")]
+        if all(f is None or isinstance(f, str) for f in fields):
+            found.append(Toleration(*(f or "" for f in fields)))
+    return tuple(found)
+
+
+def taints(raw: Any) -> tuple[Taint, ...]:
+    """A Node's ``spec.taints`` (malformed entries, which the API server refuses, are left out)."""
+    found = []
+    for item in raw if isinstance(raw, list) else []:
+        if not isinstance(item, Mapping):
+            continue
+        key, value, effect = item.get("key"), item.get("value") or "", item.get("effect")
+        if isinstance(key, str) and isinstance(value, str) and isinstance(effect, str):
+            found.append(Taint(key, value, effect))
+    return tuple(found)

@@ -14,7 +14,7 @@ from functools import cached_property
 from typing import Any
 
 from webhook.core.quantity import QuantityError, quantity_from_value
-from webhook.core.scheduling import Placement
+from webhook.core.scheduling import Placement, Taint
 
 SINGLE_NUMA_NODE = "single-numa-node"
 POLICIES = ("none", "best-effort", "restricted", SINGLE_NUMA_NODE)
@@ -79,12 +79,13 @@ class NodeTopology:
 @dataclass(frozen=True)
 class Topology:
     """What the cluster said, at one moment: nodes with their labels (``None`` when the node list is not
-    known), NodeResourceTopology objects by node name, and why it may be incomplete. Immutable: the webhook
-    publishes a new one on a change, and each request judges against one."""
+    known), the taints of the tainted ones, NodeResourceTopology objects by node name, and why it may be
+    incomplete. Immutable: the webhook publishes a new one on a change, and each request judges against one."""
 
     nodes: Mapping[str, Mapping[str, str]] | None = None
     topologies: Mapping[str, NodeTopology] = field(default_factory=dict)
     problem: str | None = None
+    taints: Mapping[str, tuple[Taint, ...]] = field(default_factory=dict)
 
     @cached_property
     def index(self) -> Shapes:
@@ -116,16 +117,16 @@ class Shapes:
     # (placement, what the Pod asks) -> numa-unfit's findings: the rule's whole answer, for repeated Pods.
     verdicts: dict[tuple[Any, ...], Any] = field(default_factory=dict)
 
-    def matching(self, placement: Placement, nodes: Mapping[str, Mapping[str, str]]) -> tuple[
-            dict[int, list[str]], list[str]]:
+    def matching(self, placement: Placement, topology: Topology) -> tuple[dict[int, list[str]], list[str]]:
         """The nodes ``placement`` allows, by shape, and the unknown ones; remembered for this snapshot."""
         key = placement.key
         found = self.placed.get(key)
         if found is None:
             chosen: dict[int, list[str]] = {}
             unknown: list[str] = []
-            for name, labels in nodes.items():
-                if placement.allows(name, labels):
+            taints = topology.taints
+            for name, labels in (topology.nodes or {}).items():
+                if placement.allows(name, labels, taints.get(name, ())):
                     where = self.shape_of.get(name)
                     if where is None:
                         unknown.append(name)
