@@ -179,3 +179,20 @@ def test_stopping_ends_a_quiet_watch_at_once() -> None:
     thread.join(5)
     assert not thread.is_alive() and time.monotonic() - started < 2
     assert [kind for kind, _ in api.calls] == ["list", "watch"]  # no retry after the interruption
+
+
+def test_a_list_is_projected_page_by_page_never_held_whole() -> None:
+    """Whole Node objects are tens of kilobytes: a store built from a list must keep each page's projections
+    and let the page go before the next is read, or a 5,000-node list would be held whole at once."""
+    api = Scripted()
+    api.lists = [(200, {"items": [pod("a", f"p{page}-{i}") for i in range(3)],
+                        "metadata": {"resourceVersion": "7", "continue": f"c{page}" if page < 2 else ""}})
+                 for page in range(3)]
+    kept_when_listed: list[int] = []
+    store = Store(lambda obj: kept_when_listed.append(len(api.calls)) or key_of(obj))
+    listing = watch.Listing(api, PODS, "application/json")
+    store.replace(listing)
+    # Each object was projected while its own page was the last one read.
+    assert kept_when_listed == [1, 1, 1, 2, 2, 2, 3, 3, 3]
+    assert len(store.items) == 9 and listing.resource_version == "7" and listing.count == 9
+    assert [c[1].get("continue") for c in api.calls] == [None, "c0", "c1"]

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from webhook.cluster import watch
-from webhook.cluster.watch import ListRefused, Reflector, Store, Transport, list_all, name_of, refusal
+from webhook.cluster.watch import Listing, ListRefused, Reflector, Store, Transport, name_of, refusal
 from webhook.core.scheduling import Taint, taints
 from webhook.core.topology import NodeTopology, Topology, TopologyError, parse_nrt
 
@@ -186,17 +186,17 @@ def read_topology(transport: Transport) -> Topology:
     tainted: dict[str, tuple[Taint, ...]] = {}
     topologies: dict[str, NodeTopology] = {}
     try:
-        objects, _ = list_all(transport, NODES_PATH, "application/json")
-        nodes, tainted = snapshot_nodes({name_of(o): node_view(o) for o in objects if name_of(o)})
+        views = {name_of(o): node_view(o) for o in Listing(transport, NODES_PATH, "application/json") if name_of(o)}
+        nodes, tainted = snapshot_nodes(views)
     except ListRefused as exc:
         problems.append(topology_refusal("nodes", NODES_PATH, exc))
     try:
-        objects, _ = list_all(transport, NRT_PATH, "application/json")
-        for obj in objects:
+        listing = Listing(transport, NRT_PATH, "application/json")
+        for obj in listing:
             topo = nrt_topology(obj)
             if topo is not None:
                 topologies[topo.name] = topo
-        if not objects:
+        if not listing.count:
             problems.append("no NodeResourceTopology objects: no node publishes its NUMA zones")
     except ListRefused as exc:
         problems.append(topology_refusal("noderesourcetopologies", NRT_PATH, exc))

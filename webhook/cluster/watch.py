@@ -2,7 +2,8 @@
 qos-guard needs. The webhook's topology cache (``webhook/cluster/nrt.py``: Nodes, NodeResourceTopology objects)
 and the node agent's view of its namespaces and Pods (``webhook/node/watched.py``) are built on it.
 
-A ``Reflector`` lists page by page (with an optional label and field selector), then watches from the list's
+A ``Reflector`` lists page by page (with an optional label and field selector; each page is projected into
+the store before the next is read, so whole objects are never all held at once), then watches from the list's
 resourceVersion with the same selectors and bookmarks: an ended watch resumes from the last resourceVersion
 seen, an expired one (410 Gone) lists again, a failed connection retries with backoff (0.5 s doubling to 30 s),
 a refused list or watch (401/403/404) is reported with the way out and listed again every ``RETRY_MISSING``
@@ -17,7 +18,7 @@ import contextlib
 import json
 import random
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -25,7 +26,7 @@ import urllib3
 
 from webhook.cluster.client import ClusterError, _api_client
 
-PAGE = 250
+PAGE = 100  # objects per list page: whole Node objects run to tens of kilobytes each (see ``get``'s bound)
 WATCH_SECONDS = 240  # the API server ends a watch after this; it is resumed from the last resourceVersion
 MAX_EVENT = 4 << 20  # bytes in one watch event or list page line; a NodeResourceTopology object is kilobytes
 MAX_OBJECTS = 100_000  # per resource; beyond it the store is marked truncated
@@ -135,7 +136,7 @@ class Store:
     truncated: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
-    def replace(self, objects: list[Mapping[str, Any]]) -> None:
+    def replace(self, objects: Iterable[Mapping[str, Any]]) -> None:
         fresh: dict[str, Any] = {}
         truncated = False
         for obj in objects:
@@ -183,31 +184,43 @@ def query_of(label_selector: str | None, field_selector: str | None) -> list[tup
         ([("fieldSelector", field_selector)] if field_selector else [])
 
 
-def list_all(transport: Transport, path: str, accept: str, label_selector: str | None = None,
-             field_selector: str | None = None) -> tuple[list[Mapping[str, Any]], str]:
-    """Every object (page by page, following ``continue``) and the list's resourceVersion."""
-    objects: list[Mapping[str, Any]] = []
-    token, rv = "", ""
-    while True:
-        query = [("limit", str(PAGE))] + ([("continue", token)] if token else []) + \
-            query_of(label_selector, field_selector)
-        status, body = transport.get(path, query, accept)
-        if status != 200:
-            raise ListRefused(status, status_reason(status, body))
-        if not isinstance(body, Mapping):
-            raise ClusterError(f"GET {path}: the answer is not a list object")
-        items = body.get("items")
-        if isinstance(items, list):
-            objects.extend(o for o in items if isinstance(o, Mapping))
-        meta = body.get("metadata")
-        version = meta.get("resourceVersion") if isinstance(meta, Mapping) else None
-        following = meta.get("continue") if isinstance(meta, Mapping) else None
-        rv = version if isinstance(version, str) and version else rv
-        token = following if isinstance(following, str) else ""
-        if len(objects) > MAX_OBJECTS:
-            return objects[:MAX_OBJECTS], rv
-        if not token:
-            return objects, rv
+class Listing:
+    """One list, page by page (following ``continue``): iterating yields the objects with one page held at a time,
+    so a projection (``Store.replace``) never holds every whole object at once; ``resource_version`` is the
+    list's, once iterated. At most ``MAX_OBJECTS + 1`` objects are read (one more than a store keeps, so it can
+    say it is truncated)."""
+
+    def __init__(self, transport: Transport, path: str, accept: str, label_selector: str | None = None,
+                 field_selector: str | None = None) -> None:
+        self.transport, self.path, self.accept = transport, path, accept
+        self.selectors = query_of(label_selector, field_selector)
+        self.resource_version = ""
+        self.count = 0
+
+    def __iter__(self) -> Iterator[Mapping[str, Any]]:
+        token = ""
+        while True:
+            query = [("limit", str(PAGE))] + ([("continue", token)] if token else []) + self.selectors
+            status, body = self.transport.get(self.path, query, self.accept)
+            if status != 200:
+                raise ListRefused(status, status_reason(status, body))
+            if not isinstance(body, Mapping):
+                raise ClusterError(f"GET {self.path}: the answer is not a list object")
+            meta = body.get("metadata")
+            version = meta.get("resourceVersion") if isinstance(meta, Mapping) else None
+            following = meta.get("continue") if isinstance(meta, Mapping) else None
+            self.resource_version = version if isinstance(version, str) and version else self.resource_version
+            token = following if isinstance(following, str) else ""
+            items = body.get("items")
+            for obj in items if isinstance(items, list) else []:
+                if isinstance(obj, Mapping):
+                    self.count += 1
+                    yield obj
+                    if self.count > MAX_OBJECTS:
+                        return
+            del body, items  # the page goes before the next is read
+            if not token:
+                return
 
 
 def refusal(resource: str, exc: ListRefused, granted_by: str = "") -> str:
@@ -240,8 +253,9 @@ class Reflector:
         while not self.stop.is_set():
             try:
                 if not rv:
-                    objects, rv = list_all(self.transport, self.path, self.accept[0], *self.selectors)
-                    self.store.replace(objects)
+                    listing = Listing(self.transport, self.path, self.accept[0], *self.selectors)
+                    self.store.replace(listing)
+                    rv = listing.resource_version
                     self.relists += 1
                     self.changed(self.name, None)
                 rv = self.watch(rv)
