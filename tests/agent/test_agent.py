@@ -18,6 +18,7 @@ from tests.agent.fakes import FakeAPI, Kubelet, container, serve
 from tests.agent.trees import cgroup_container, sysfs
 from tests.serving import free_port
 from webhook.cli import main
+from webhook.cluster import watch
 from webhook.cluster.reports import FLAVOURS
 from webhook.node.agent import AgentOptions, build_reports, event_name, run_agent
 from webhook.node.kubelet import PodResourcesClient
@@ -232,8 +233,9 @@ def test_agent_watches_and_lists_nothing_per_cycle(world: tuple[Kubelet, FakeAPI
     try:
         wait_for("no metrics", lambda: ("qos_guard_container_pinned", "pinned") in _scrape_or_empty(port))
         assert sorted(api.listed) == [
-            ("/api/v1/namespaces", {"limit": "250", "labelSelector": "qos-guard.io/mode in (enforce,mutate,warn)"}),
-            ("/api/v1/pods", {"limit": "250", "fieldSelector": "spec.nodeName=node-1"})]
+            ("/api/v1/namespaces", {"limit": str(watch.PAGE),
+                                    "labelSelector": "qos-guard.io/mode in (enforce,mutate,warn)"}),
+            ("/api/v1/pods", {"limit": str(watch.PAGE), "fieldSelector": "spec.nodeName=node-1"})]
         assert sorted((path, q["labelSelector" if "namespaces" in path else "fieldSelector"])
                       for path, q in api.watched) == [
             ("/api/v1/namespaces", "qos-guard.io/mode in (enforce,mutate,warn)"),
