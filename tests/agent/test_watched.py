@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from tests.agent.fakes import FakeAPI
+from webhook.cluster import watch
 from webhook.cluster.client import ClusterError
 from webhook.node.observe import OptedIn
 from webhook.node.watched import NotSynced, WatchedView, pod_kept
@@ -52,9 +53,7 @@ def test_a_problem_is_said_once_and_its_end_once() -> None:
 
 
 def test_a_reflector_that_fails_unexpectedly_says_so_and_lists_again(monkeypatch: pytest.MonkeyPatch) -> None:
-    from webhook.node import watched
-
-    monkeypatch.setattr(watched, "RESTART_AFTER", 0.01)
+    monkeypatch.setattr(watch, "RESTART_AFTER", 0.01)
     api = FakeAPI()
     api.pods = [{"metadata": {"name": "p", "namespace": "enf"}}]
     said: list[str] = []

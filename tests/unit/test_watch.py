@@ -68,7 +68,7 @@ class Scripted:
 
 
 def reflect(api: Scripted, store: Store, until: Callable[[], bool], **selectors: str) -> list[str | None]:
-    """Run a reflector of Pods until ``until()`` holds after a change; the problems it reported."""
+    """Run a reflector of Pods until ``until()`` holds (at most 10 s); the problems it reported."""
     stop = threading.Event()
     problems: list[str | None] = []
 
@@ -82,7 +82,7 @@ def reflect(api: Scripted, store: Store, until: Callable[[], bool], **selectors:
     thread = threading.Thread(target=reflector.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 10
-    while not stop.is_set() and time.monotonic() < deadline:
+    while not stop.is_set() and not until() and time.monotonic() < deadline:
         time.sleep(0.01)
     stop.set()
     reflector.interrupt()
@@ -196,3 +196,109 @@ def test_a_list_is_projected_page_by_page_never_held_whole() -> None:
     assert kept_when_listed == [1, 1, 1, 2, 2, 2, 3, 3, 3]
     assert len(store.items) == 9 and listing.resource_version == "7" and listing.count == 9
     assert [c[1].get("continue") for c in api.calls] == [None, "c0", "c1"]
+
+
+def test_a_broken_watch_resumes_from_the_last_version_it_saw(monkeypatch: pytest.MonkeyPatch) -> None:
+    """client-go keeps the last synced version per event: resuming from the list's would replay every event
+    since (a deleted Pod back in the store until its deletion is replayed) and meet 410 sooner."""
+    monkeypatch.setattr(watch, "BACKOFF_FIRST", 0.01)
+    api = Scripted()
+    api.lists = [(200, {"items": [pod("a", "web")], "metadata": {"resourceVersion": "5"}})]
+    api.watches = [(200, [event("ADDED", pod("a", "db", rv="8")), event("BOOKMARK", pod("", "", rv="9")),
+                          b"{not json"])]
+    store = Store(lambda o: o)
+    problems = reflect(api, store, lambda: len([c for c in api.calls if c[0] == "watch"]) == 2 and bool(api.blocked))
+    watches = [q for kind, q in api.calls if kind == "watch"]
+    assert [q["resourceVersion"] for q in watches[:2]] == ["5", "9"]
+    assert [kind for kind, _ in api.calls].count("list") == 1  # resumed, not listed again
+    assert any(p and p.startswith("pods: ") and p.endswith("; retrying") for p in problems)
+
+
+def test_a_watch_that_ends_at_once_with_nothing_backs_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A proxy that closes every watch at once must not turn the reflector into a busy loop on the API server."""
+    monkeypatch.setattr(watch, "BACKOFF_FIRST", 0.05)
+    api = Scripted()
+    api.watches = [(200, []), (200, []), (200, [])]
+    store = Store(lambda o: o)
+    problems = reflect(api, store, lambda: bool(api.blocked))
+    assert problems.count("pods: watch pods: ended at once with no event; retrying") == 3
+    assert [kind for kind, _ in api.calls] == ["list", "watch", "watch", "watch", "watch"]
+
+
+def test_an_expired_continue_token_reads_the_list_again_whole() -> None:
+    """client-go's pager: a 410 on a continue page means the snapshot it paged through is compacted away; the
+    list is read again in one piece, not reported as refused."""
+    api = Scripted()
+    api.lists = [(200, {"items": [pod("a", "p0")], "metadata": {"resourceVersion": "7", "continue": "c0"}}),
+                 (410, {"message": "The provided continue parameter is too old"}),
+                 (200, {"items": [pod("a", "p0"), pod("a", "p1")], "metadata": {"resourceVersion": "12"}})]
+    store = Store(key_of)
+    listing = watch.Listing(api, PODS, "application/json")
+    store.replace(listing)
+    assert sorted(store.items) == ["a/p0", "a/p1"] and listing.resource_version == "12" and listing.count == 2
+    assert [(q.get("limit"), q.get("continue")) for _, q in api.calls] == \
+        [(str(watch.PAGE), None), (str(watch.PAGE), "c0"), (None, None)]
+
+
+@pytest.mark.parametrize(("status", "refused"), [(404, True), (500, False), (429, False)])
+def test_only_a_refusal_is_reported_as_one(status: int, refused: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """401/403/404 name what grants or installs the resource; an overloaded or failing API server is retried
+    with backoff and said as what it is."""
+    monkeypatch.setattr(watch, "BACKOFF_FIRST", 0.01)
+    monkeypatch.setattr(watch, "RETRY_MISSING", 0.01)
+    api = Scripted()
+    api.lists = [(status, {"message": "no"}), (200, {"items": [pod("a", "web")], "metadata": {"resourceVersion": "2"}})]
+    store = Store(lambda o: o)
+    problems = reflect(api, store, lambda: "a/web" in store.items)
+    expected = f"listing pods: HTTP {status} no" if refused else f"pods: listing {PODS}: HTTP {status} no; retrying"
+    assert problems[0] == expected
+
+
+def test_a_watch_not_found_lists_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The resource went away (a CRD deleted): listing again says so, where retrying the watch would not."""
+    monkeypatch.setattr(watch, "RETRY_MISSING", 0.01)
+    api = Scripted()
+    api.lists = [(200, {"items": [], "metadata": {"resourceVersion": "3"}}), (404, {"message": "not found"})]
+    api.watches = [(404, [])]
+    problems = reflect(api, Store(lambda o: o), lambda: len(api.calls) >= 3)
+    assert [kind for kind, _ in api.calls][:3] == ["list", "watch", "list"]
+    assert "watching pods: HTTP 404" in problems
+
+
+def test_an_unexpected_failure_is_said_and_the_reflector_lists_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whatever escapes (a projection's bug, a RecursionError) must not end the thread: the store would stay
+    stale for the life of the webhook or agent, unnoticed."""
+    monkeypatch.setattr(watch, "RESTART_AFTER", 0.01)
+    api = Scripted()
+    api.lists = [(200, {"items": [pod("a", "web")], "metadata": {"resourceVersion": "2"}})]
+    failures = iter([RecursionError("too deep")])
+
+    def keep(obj: Any) -> Any:
+        for failure in failures:
+            raise failure
+        return obj
+
+    store = Store(keep)
+    problems = reflect(api, store, lambda: "a/web" in store.items)
+    assert problems[0] == "pods: RecursionError: too deep; listing again" and problems[-1] is None
+
+
+def test_a_stop_while_the_watch_opens_is_not_missed() -> None:
+    """``interrupt`` finds no response to close while the watch is being opened; the reflector must see the stop
+    itself, or it waits for the API server to end a quiet watch minutes later."""
+    api = Scripted()
+    stop = threading.Event()
+    opened = api.stream
+
+    def stream(path: str, query: list[tuple[str, str]], accept: str) -> tuple[int, Iterator[bytes], Any]:
+        answer = opened(path, query, accept)
+        stop.set()
+        return answer
+
+    api.stream = stream  # type: ignore[method-assign]
+    reflector = Reflector("pods", api, PODS, ("", ""), Store(lambda o: o), lambda *_: None, stop)
+    thread = threading.Thread(target=reflector.run, daemon=True)
+    started = time.monotonic()
+    thread.start()
+    thread.join(5)
+    assert not thread.is_alive() and time.monotonic() - started < 2

@@ -4,11 +4,15 @@ and the node agent's view of its namespaces and Pods (``webhook/node/watched.py`
 
 A ``Reflector`` lists page by page (with an optional label and field selector; each page is projected into
 the store before the next is read, so whole objects are never all held at once), then watches from the list's
-resourceVersion with the same selectors and bookmarks: an ended watch resumes from the last resourceVersion
-seen, an expired one (410 Gone) lists again, a failed connection retries with backoff (0.5 s doubling to 30 s),
-a refused list or watch (401/403/404) is reported with the way out and listed again every ``RETRY_MISSING``
-seconds. A ``Store`` keeps only a projection of each object (``keep``), keyed by ``namespace/name`` (by name
-for cluster-scoped objects), at most ``MAX_OBJECTS`` of them; one watch event or list line is at most
+resourceVersion with the same selectors and bookmarks: an ended or broken watch resumes from the last
+resourceVersion seen, an expired one (410 Gone) lists again, a failed connection (or a watch that ends at once
+with nothing, as client-go counts it) retries with backoff (0.5 s doubling to 30 s), a refused list or watch
+(401/403/404) is reported with the way out and listed again every ``RETRY_MISSING`` seconds, and a list whose
+``continue`` token expired is read again whole, as client-go's pager does. Anything else that goes wrong is
+said, and the reflector lists again after ``RESTART_AFTER`` seconds: its thread never ends before ``stop``.
+
+A ``Store`` keeps only a projection of each object (``keep``), keyed by ``namespace/name`` (by name for
+cluster-scoped objects), at most ``MAX_OBJECTS`` of them; one watch event or list line is at most
 ``MAX_EVENT`` bytes. So the memory a watch costs is bounded, whatever the API server sends.
 """
 
@@ -18,6 +22,7 @@ import contextlib
 import json
 import random
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -32,6 +37,9 @@ MAX_EVENT = 4 << 20  # bytes in one watch event or list page line; a NodeResourc
 MAX_OBJECTS = 100_000  # per resource; beyond it the store is marked truncated
 BACKOFF_FIRST, BACKOFF_MAX = 0.5, 30.0
 RETRY_MISSING = 10.0  # seconds between lists while the resource is missing or the list is refused
+RESTART_AFTER = 5.0  # seconds before a reflector that failed unexpectedly lists again
+SHORT_WATCH = 1.0  # a watch that ends sooner with no event is a failure (client-go: "very short watch")
+REFUSED = (401, 403, 404)
 
 
 class Gone(Exception):
@@ -198,12 +206,20 @@ class Listing:
         self.count = 0
 
     def __iter__(self) -> Iterator[Mapping[str, Any]]:
-        token = ""
+        token, paged = "", True
         while True:
-            query = [("limit", str(PAGE))] + ([("continue", token)] if token else []) + self.selectors
+            query = ([("limit", str(PAGE))] if paged else []) + ([("continue", token)] if token else []) + \
+                self.selectors
             status, body = self.transport.get(self.path, query, self.accept)
-            if status != 200:
+            if status == 410 and token:
+                # The continue token expired mid-list: client-go's pager reads the list again, whole. What was
+                # yielded is yielded again; a store built from it keeps each key once.
+                token, paged, self.count = "", False, 0
+                continue
+            if status in REFUSED:
                 raise ListRefused(status, status_reason(status, body))
+            if status != 200:
+                raise ClusterError(f"listing {self.path}: {status_reason(status, body)}")
             if not isinstance(body, Mapping):
                 raise ClusterError(f"GET {self.path}: the answer is not a list object")
             meta = body.get("metadata")
@@ -245,30 +261,42 @@ class Reflector:
         self.changed, self.stop = changed, stop
         self.selectors = (label_selector, field_selector)
         self.relists = 0
+        self.resource_version = ""  # the last seen: the list's, then each event's and bookmark's
         self._response: Any = None  # the open watch's response, for ``interrupt``
 
     def run(self) -> None:
-        backoff = BACKOFF_FIRST
-        rv = ""
+        """List and watch until ``stop``. Whatever goes wrong is said and the reflector lists again after a
+        pause: an exception must not end the thread and leave the store silently stale for the process's life."""
         while not self.stop.is_set():
             try:
-                if not rv:
+                self._reflect()
+            except Exception as exc:  # anything else would end the thread unnoticed
+                self.changed(self.name, f"{self.name}: {type(exc).__name__}: {exc}; listing again")
+                self.stop.wait(RESTART_AFTER)
+
+    def _reflect(self) -> None:
+        backoff = BACKOFF_FIRST
+        self.resource_version = ""
+        while not self.stop.is_set():
+            try:
+                if not self.resource_version:
                     listing = Listing(self.transport, self.path, self.accept[0], *self.selectors)
                     self.store.replace(listing)
-                    rv = listing.resource_version
+                    self.resource_version = listing.resource_version
                     self.relists += 1
                     self.changed(self.name, None)
-                rv = self.watch(rv)
+                self.watch()
                 backoff = BACKOFF_FIRST
             except Gone:
-                rv = ""  # expired: list again at once
+                self.resource_version = ""  # expired: list again at once
             except ListRefused as exc:
-                rv = ""
+                self.resource_version = ""
                 self.changed(self.name, self._refused(exc))
                 self.stop.wait(RETRY_MISSING)
             except (ClusterError, OSError, urllib3.exceptions.HTTPError, ValueError) as exc:
                 if self.stop.is_set():
                     return  # interrupted: the error is the closed connection
+                # The watch resumes from the last resourceVersion it saw, not from where it began.
                 self.changed(self.name, f"{self.name}: {exc}; retrying")
                 self.stop.wait(backoff * random.uniform(0.8, 1.2))
                 backoff = min(backoff * 2, BACKOFF_MAX)
@@ -285,22 +313,27 @@ class Reflector:
             with contextlib.suppress(OSError, urllib3.exceptions.HTTPError):
                 close()
 
-    def watch(self, rv: str) -> str:
-        """Stream events from ``rv`` until the API server ends the watch; the last resourceVersion seen."""
-        query = [("watch", "1"), ("resourceVersion", rv), ("allowWatchBookmarks", "true"),
+    def watch(self) -> None:
+        """Stream events from ``resource_version`` until the API server ends the watch, keeping the last
+        resourceVersion seen (an event or a bookmark) as it goes, so a broken watch resumes from there."""
+        started = time.monotonic()
+        events = 0
+        query = [("watch", "1"), ("resourceVersion", self.resource_version), ("allowWatchBookmarks", "true"),
                  ("timeoutSeconds", str(WATCH_SECONDS)), *query_of(*self.selectors)]
         status, stream, response = self.transport.stream(self.path, query, self.accept[1])
         self._response = response
         try:
+            if self.stop.is_set():
+                return  # stopped while the watch was being opened: ``interrupt`` found nothing to close
             if status == 410:
                 raise Gone()
-            if status in (401, 403):
+            if status in REFUSED:
                 raise ListRefused(status, f"HTTP {status}", verb="watch")
             if status != 200:
                 raise ClusterError(f"watch {self.name}: HTTP {status}")
             for line in stream:
                 if self.stop.is_set():
-                    break
+                    return
                 event = json.loads(line)
                 if not isinstance(event, Mapping):
                     raise ClusterError(f"watch {self.name}: an event that is not an object")
@@ -312,7 +345,8 @@ class Reflector:
                     raise ClusterError(f"watch {self.name}: {status_reason(code or 0, obj)}")
                 if not isinstance(obj, Mapping):
                     continue
-                rv = resource_version(obj) or rv
+                events += 1
+                self.resource_version = resource_version(obj) or self.resource_version
                 if kind != "BOOKMARK":
                     self.store.apply(str(kind), obj)
                     self.changed(self.name, None)
@@ -321,4 +355,5 @@ class Reflector:
             close = getattr(response, "release_conn", None)
             if close is not None:
                 close()
-        return rv
+        if not events and time.monotonic() - started < SHORT_WATCH and not self.stop.is_set():
+            raise ClusterError(f"watch {self.name}: ended at once with no event")

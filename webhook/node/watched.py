@@ -29,7 +29,6 @@ from webhook.node.observe import MODE_SELECTOR, OptedIn, opted_in
 NAMESPACES_PATH = "/api/v1/namespaces"
 PODS_PATH = "/api/v1/pods"
 JSON = ("application/json", "application/json")
-RESTART_AFTER = 5.0  # seconds before a reflector that failed unexpectedly lists again
 GRANTED_BY = "the chart's agent ClusterRole grants list and watch on namespaces and pods"
 
 
@@ -76,20 +75,9 @@ class WatchedView:
 
     def start(self) -> None:
         for reflector in self.reflectors:
-            thread = threading.Thread(target=self._run, args=(reflector,), name=f"qos-guard-agent-{reflector.name}",
-                                      daemon=True)
+            thread = threading.Thread(target=reflector.run, name=f"qos-guard-agent-{reflector.name}", daemon=True)
             thread.start()
             self._threads.append(thread)
-
-    def _run(self, reflector: Reflector) -> None:
-        """The reflector until the view stops; an object it cannot handle must not leave the store silently
-        stale for the agent's lifetime, so that is said, and it lists again after a pause."""
-        while not self._stop.is_set():
-            try:
-                reflector.run()
-            except Exception as exc:  # anything else would end the thread unnoticed
-                self._changed(reflector.name, f"{reflector.name}: {type(exc).__name__}: {exc}; listing again")
-                self._stop.wait(RESTART_AFTER)
 
     def stop(self, timeout: float = 5.0) -> None:
         """End both watches now and wait (at most ``timeout`` seconds) for their threads."""
