@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import socket
 import ssl
 import threading
 import time
@@ -70,19 +71,33 @@ class WorkerProbe:
         self._ctx.check_hostname = False
         self._ctx.verify_mode = ssl.CERT_NONE  # our own port on loopback: only "does it answer" is asked
 
+    def _socket(self) -> socket.socket:
+        sock = socket.socket(socket.AF_INET6 if ":" in self.host else socket.AF_INET, socket.SOCK_STREAM)
+        sock.setblocking(False)
+        return sock
+
     async def _ask(self) -> bool:
         writer = None
+        sock = self._socket()
         try:
             async with asyncio.timeout(self.timeout):
-                reader, writer = await asyncio.open_connection(self.host, self.port, ssl=self._ctx)
+                await asyncio.get_running_loop().sock_connect(sock, (self.host, self.port))
+                reader, writer = await asyncio.open_connection(sock=sock, ssl=self._ctx, server_hostname=self.host)
                 writer.write(f"GET {PROBE_PATH} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n".encode())
                 await writer.drain()
                 return (await reader.read(64)).startswith(b"HTTP/1.1 200")
         except (OSError, TimeoutError, ssl.SSLError):
             return False
         finally:
+            # A worker forked while this probe was open holds a copy of its descriptor, so closing ours alone
+            # would leave the connection open: the worker that accepted it then waits for a request until its
+            # deadline, and a stop of that worker takes as long. A shutdown ends the connection for every copy.
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
             if writer is not None:
                 writer.close()
+            else:
+                sock.close()
 
     async def check(self) -> bool:
         now = time.monotonic()
