@@ -4,6 +4,7 @@ in-memory API server: metrics (and their removal when the Pod goes), one Event p
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Iterator
@@ -14,6 +15,7 @@ import pytest
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests import waiting
 from tests.agent.fakes import FakeAPI, Kubelet, container, serve
 from tests.agent.trees import cgroup_container, sysfs
 from tests.serving import free_port
@@ -91,19 +93,29 @@ def test_verify_one_pod_uses_get(world: tuple[Kubelet, FakeAPI, Path, Path]) -> 
     assert [p.pod for p in snap.placements] == ["gpu"] and "List" in kubelet.calls
 
 
-def test_agent_metrics_events_and_removal(world: tuple[Kubelet, FakeAPI, Path, Path]) -> None:
-    kubelet, api, socket, sys_root = world
-    port = free_port()
+@contextlib.contextmanager
+def running_agent(world: tuple[Kubelet, FakeAPI, Path, Path], port: int, **options: Any) -> Iterator[None]:
+    """The agent's loop in a thread against ``world``, its metrics on ``port``; stopped, and seen to end, on exit."""
+    _, api, socket, sys_root = world
     opts = AgentOptions(node="node-1", socket=socket, sys_root=sys_root, cgroup_root=sys_root / "fs" / "cgroup",
-                        interval=0.2, metrics_host="127.0.0.1", metrics_port=port, report=FLAVOURS["openreports"])
+                        metrics_host="127.0.0.1", metrics_port=port, **options)
     stop = threading.Event()
     thread = threading.Thread(target=run_agent, args=(opts, stop, lambda: api, lambda: api), daemon=True)
     thread.start()
     try:
-        deadline = time.monotonic() + 10
-        while ("qos_guard_container_pinned", "gpu") not in (seen := _scrape_or_empty(port)):
-            assert time.monotonic() < deadline, "no metrics"
-            time.sleep(0.1)
+        yield
+    finally:
+        stop.set()
+        thread.join(10)
+    assert not thread.is_alive()
+
+
+def test_agent_metrics_events_and_removal(world: tuple[Kubelet, FakeAPI, Path, Path]) -> None:
+    kubelet, api, _, _ = world
+    port = free_port()
+    with running_agent(world, port, interval=0.2, report=FLAVOURS["openreports"]):
+        wait_for("no metrics", lambda: ("qos_guard_container_pinned", "gpu") in _scrape_or_empty(port))
+        seen = _scrape_or_empty(port)
         assert seen[("qos_guard_container_pinned", "pinned")] == 1
         assert seen[("qos_guard_container_exclusive_cpus", "pinned")] == 1
         assert seen[("qos_guard_container_numa_aligned", "pinned")] == 1
@@ -125,19 +137,10 @@ def test_agent_metrics_events_and_removal(world: tuple[Kubelet, FakeAPI, Path, P
             "/apis/openreports.io/v1alpha1/namespaces/wrn/reports/qos-guard-node-node-1"]  # once: content unchanged
         # The Pod goes: its series go too, and its report with its namespace.
         kubelet.pods = [p for p in kubelet.pods if p.name != "shared"]
-        deadline = time.monotonic() + 10
-        while ("qos_guard_container_pinned", "shared") in _scrape_or_empty(port):
-            assert time.monotonic() < deadline, "series of a deleted Pod stayed"
-            time.sleep(0.1)
-        deadline = time.monotonic() + 10
-        while ("DELETE", "/apis/openreports.io/v1alpha1/namespaces/wrn/reports/qos-guard-node-node-1") not in [
-                (m, p) for m, p, _ in api.sent]:
-            assert time.monotonic() < deadline, "stale report not deleted"
-            time.sleep(0.1)
-    finally:
-        stop.set()
-        thread.join(10)
-    assert not thread.is_alive()
+        wait_for("series of a deleted Pod stayed",
+                 lambda: ("qos_guard_container_pinned", "shared") not in _scrape_or_empty(port))
+        stale = ("DELETE", "/apis/openreports.io/v1alpha1/namespaces/wrn/reports/qos-guard-node-node-1")
+        wait_for("stale report not deleted", lambda: stale in [(m, p) for m, p, _ in api.sent])
 
 
 def _scrape_or_empty(port: int) -> dict[tuple[str, str], float]:
@@ -214,23 +217,15 @@ def cycles(port: int) -> dict[str, float]:
 
 
 def wait_for(what: str, check: Any, within: float = 10) -> None:
-    deadline = time.monotonic() + within
-    while not check():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.05)
+    waiting.eventually(what, check, within, every=0.05)
 
 
 def test_agent_watches_and_lists_nothing_per_cycle(world: tuple[Kubelet, FakeAPI, Path, Path]) -> None:
     """A Pod created after the start, its deletion and a namespace opting out are seen through the watches;
     after the first two lists, cycles list nothing."""
-    kubelet, api, socket, sys_root = world
+    kubelet, api, _, sys_root = world
     port = free_port()
-    opts = AgentOptions(node="node-1", socket=socket, sys_root=sys_root, cgroup_root=sys_root / "fs" / "cgroup",
-                        interval=0.1, metrics_host="127.0.0.1", metrics_port=port, events=False)
-    stop = threading.Event()
-    thread = threading.Thread(target=run_agent, args=(opts, stop, lambda: api, lambda: api), daemon=True)
-    thread.start()
-    try:
+    with running_agent(world, port, interval=0.1, events=False):
         wait_for("no metrics", lambda: ("qos_guard_container_pinned", "pinned") in _scrape_or_empty(port))
         assert sorted(api.listed) == [
             ("/api/v1/namespaces", {"limit": str(watch.PAGE),
@@ -265,10 +260,6 @@ def test_agent_watches_and_lists_nothing_per_cycle(world: tuple[Kubelet, FakeAPI
         wait_for("an opted-out namespace is still judged",
                  lambda: ("qos_guard_container_pinned", "shared") not in _scrape_or_empty(port))
         assert api.listed == synced and cycles(port).get("error", 0) == 0
-    finally:
-        stop.set()
-        thread.join(10)
-    assert not thread.is_alive()
 
 
 def test_until_the_first_lists_the_agent_judges_nothing(world: tuple[Kubelet, FakeAPI, Path, Path],
@@ -281,15 +272,10 @@ def test_until_the_first_lists_the_agent_judges_nothing(world: tuple[Kubelet, Fa
 
     monkeypatch.setattr(watch, "RETRY_MISSING", 0.05)
     monkeypatch.setattr(agent, "SYNC_WAIT", 0.1)
-    _, api, socket, sys_root = world
+    api = world[1]
     api.refuse["/api/v1/pods"] = 403
     port = free_port()
-    opts = AgentOptions(node="node-1", socket=socket, sys_root=sys_root, cgroup_root=sys_root / "fs" / "cgroup",
-                        interval=0.1, metrics_host="127.0.0.1", metrics_port=port, events=False)
-    stop = threading.Event()
-    thread = threading.Thread(target=run_agent, args=(opts, stop, lambda: api, lambda: api), daemon=True)
-    thread.start()
-    try:
+    with running_agent(world, port, interval=0.1, events=False):
         wait_for("no error cycles", lambda: cycles(port).get("error", 0) >= 5)
         assert cycles(port).get("ok") == 0 and not _scrape_or_empty(port)
         assert len([p for p, _ in api.listed if p == "/api/v1/pods"]) >= 3  # listed again, not given up
@@ -297,10 +283,6 @@ def test_until_the_first_lists_the_agent_judges_nothing(world: tuple[Kubelet, Fa
         wait_for("not judging after the list is allowed",
                  lambda: ("qos_guard_container_pinned", "pinned") in _scrape_or_empty(port))
         assert cycles(port).get("ok", 0) >= 1
-    finally:
-        stop.set()
-        thread.join(10)
-    assert not thread.is_alive()
     err = capsys.readouterr().err
     refused = ("qos-guard agent: listing pods is not allowed (HTTP 403 /api/v1/pods is forbidden): grant list and "
                "watch on pods (the chart's agent ClusterRole grants list and watch on namespaces and pods)")

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests import waiting
 from tests.binaries import binary
 from tests.e2e.conftest import CHART, RELEASE_NAMESPACE, Cluster
 from webhook.cluster.watch import ApiTransport
@@ -45,11 +46,7 @@ class Counting:
 
 
 def eventually(what: str, check: Callable[[], bool], within: float = SEEN_WITHIN) -> float:
-    started = time.monotonic()
-    while not check():
-        assert time.monotonic() - started < within, f"{what}: not seen within {within:.0f} s"
-        time.sleep(0.1)
-    return time.monotonic() - started
+    return waiting.eventually(what, check, within)
 
 
 def pod(name: str, node: str) -> dict[str, Any]:
@@ -70,13 +67,7 @@ def agent_kubeconfig(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory)
     assert len(rbac) == 3
     cluster.namespace(RELEASE_NAMESPACE)
     cluster.kubectl("apply", "-f", "-", stdin=rbac, check=True)
-    token = cluster.kubectl("create", "token", AGENT, "-n", RELEASE_NAMESPACE, "--duration", "1h",
-                            check=True).stdout.strip()
-    config = yaml.safe_load(cluster.kubeconfig.read_text())
-    config["users"] = [{"name": "agent", "user": {"token": token}}]
-    config["contexts"][0]["context"]["user"] = "agent"
-    path = tmp_path_factory.mktemp("agent-watch") / "kubeconfig"
-    path.write_text(yaml.safe_dump(config))
+    path = cluster.kubeconfig_as(AGENT, RELEASE_NAMESPACE, tmp_path_factory.mktemp("agent-watch") / "kubeconfig")
     try:
         yield path
     finally:

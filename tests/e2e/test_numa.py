@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ import pytest
 import requests
 import yaml
 
+from tests import waiting
 from tests.binaries import binary
 from tests.e2e.conftest import CHART, RELEASE_NAMESPACE, Cluster
 from tests.serving import Server, start_server
@@ -66,12 +66,8 @@ def admit(cluster: Cluster, obj: dict[str, Any]) -> subprocess.CompletedProcess[
 
 
 def eventually(what: str, check: Callable[[], bool], within: float = SEEN_WITHIN) -> float:
-    """Seconds until ``check`` holds (polled); fails after ``within``."""
-    started = time.monotonic()
-    while not check():
-        assert time.monotonic() - started < within, f"{what}: not seen within {within:.0f} s"
-        time.sleep(0.25)
-    return time.monotonic() - started
+    """Seconds until ``check`` holds, polled every 0.25 s (each poll is a kubectl dry run)."""
+    return waiting.eventually(what, check, within, every=0.25)
 
 
 def metric(server: Server, name: str) -> float | None:
@@ -96,13 +92,7 @@ def numa_webhook(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> 
     # The chart's ServiceAccount and RBAC for numa: auto, and a token for them: the webhook reads with that.
     rbac = helm_template("--show-only", "templates/serviceaccount.yaml", "--show-only", "templates/rbac.yaml")
     cluster.kubectl("apply", "-f", "-", stdin=rbac, check=True)
-    token = cluster.kubectl("create", "token", RELEASE, "-n", RELEASE_NAMESPACE, "--duration", "2h",
-                            check=True).stdout.strip()
-    admin = yaml.safe_load(cluster.kubeconfig.read_text())
-    admin["users"] = [{"name": "webhook", "user": {"token": token}}]
-    admin["contexts"][0]["context"]["user"] = "webhook"
-    kubeconfig = folder / "kubeconfig"
-    kubeconfig.write_text(yaml.safe_dump(admin))
+    kubeconfig = cluster.kubeconfig_as(RELEASE, RELEASE_NAMESPACE, folder / "kubeconfig", duration="2h")
     config = folder / "config.yaml"
     config.write_text(yaml.safe_dump({"policy": {"numa": "auto"}}))
 

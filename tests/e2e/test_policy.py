@@ -17,6 +17,7 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, Phase, given, settings
 
+from tests import waiting
 from tests.binaries import binary
 from tests.e2e.conftest import CHART, TOKEN, Cluster, compliant_pod, control_plane, violating_pod
 from tests.e2e.policy_sample import (
@@ -71,10 +72,7 @@ def apply_policies(cluster: Cluster, config: dict[str, Any] | None = None) -> su
 
 def wait_for(what: str, check: Any, timeout: float = 60) -> None:
     """Policies and their parameters reach the admission plugin through informers: poll until they act."""
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"{what} not in effect after {timeout:.0f} s"
-        time.sleep(0.3)
+    waiting.eventually(f"{what} in effect", check, timeout, every=0.3)
 
 
 def istio_probe() -> dict[str, Any]:
