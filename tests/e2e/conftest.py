@@ -84,6 +84,18 @@ class Cluster:
         return subprocess.run([sys.executable, "-m", "webhook.cli", *args], capture_output=True, text=True,
                               timeout=120, env=self.env, cwd=self.folder)
 
+    def kubeconfig_as(self, account: str, namespace: str, path: Path, duration: str = "1h") -> Path:
+        """A kubeconfig at ``path`` that authenticates with a token of ``namespace/account``: what a Pod running
+        as that ServiceAccount may do, no more (the admin's certificate is left out)."""
+        token = self.kubectl("create", "token", account, "-n", namespace, "--duration", duration,
+                             check=True).stdout.strip()
+        config = yaml.safe_load(self.kubeconfig.read_text())
+        config["users"] = [{"name": account, "user": {"token": token}}]
+        for context in config["contexts"]:
+            context["context"]["user"] = account
+        path.write_text(yaml.safe_dump(config))
+        return path
+
     def namespace(self, name: str, mode: str | None = None) -> str:
         labels = {"qos-guard.io/mode": mode} if mode else {}
         self.kubectl("apply", "-f", "-", stdin={"apiVersion": "v1", "kind": "Namespace",

@@ -241,12 +241,7 @@ def service_account(c: Cluster, name: str, rules: list[dict[str, Any]] | None) -
                        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
                        "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": "default"}]}
             c.kubectl("apply", "-f", "-", stdin=[role, binding], check=True)
-        token = c.kubectl("create", "token", name, "-n", "default", check=True).stdout.strip()
-        config = yaml.safe_load(c.kubeconfig.read_text())
-        config["users"] = [{"name": "admin", "user": {"token": token}}]
-        path = c.folder / f"kubeconfig-{name}"
-        path.write_text(yaml.safe_dump(config))
-        yield path
+        yield c.kubeconfig_as(name, "default", c.folder / f"kubeconfig-{name}")
     finally:
         c.kubectl("delete", "clusterrolebinding,clusterrole", name, "--ignore-not-found")
         c.kubectl("delete", "serviceaccount", name, "-n", "default", "--ignore-not-found")

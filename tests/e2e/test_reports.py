@@ -117,11 +117,7 @@ def test_cronjob_rbac_is_enough_for_a_run_and_no_more(cluster: Cluster, audited:
     job = next(d for d in docs if d["kind"] == "CronJob")
     pod = job["spec"]["jobTemplate"]["spec"]["template"]["spec"]
     account, args = pod["serviceAccountName"], pod["containers"][0]["args"]
-    token = cluster.kubectl("create", "token", account, "-n", RELEASE_NAMESPACE, check=True).stdout.strip()
-    config = yaml.safe_load(cluster.kubeconfig.read_text())
-    config["users"] = [{"name": "admin", "user": {"token": token}}]
-    kubeconfig = tmp_path / "audit-kubeconfig"
-    kubeconfig.write_text(yaml.safe_dump(config))
+    kubeconfig = cluster.kubeconfig_as(account, RELEASE_NAMESPACE, tmp_path / "audit-kubeconfig")
 
     cluster.kubectl("delete", "reports.openreports.io", "qos-guard", "-n", audited, "--ignore-not-found", check=True)
     proc = _audit(cluster, *args[1:], kubeconfig=kubeconfig)
