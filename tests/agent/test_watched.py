@@ -3,6 +3,7 @@ that it refuses to answer before both lists, and that a problem is said once."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -74,3 +75,26 @@ def test_a_reflector_that_fails_unexpectedly_says_so_and_lists_again(monkeypatch
     assert view.pods("n1", []) == {("enf", "p"): {"metadata": {"name": "p", "namespace": "enf"}}}
     assert said == ["pods: RuntimeError: boom; listing again", "pods: listed and watched again"]
     assert [p for p, _ in api.listed].count("/api/v1/pods") == 2
+
+
+def test_a_view_failing_for_longer_than_stale_after_is_not_judged_against(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Listed once, then the grant revoked (or the API server gone): the stores stop changing, and a cycle judged
+    against them would count as ok while a new Pod is never seen. Past ``STALE_AFTER`` it is an error, said with
+    the problem; a new problem does not restart the clock; the view is current again once the watch is."""
+    from webhook.node import watched
+
+    monkeypatch.setattr(watched, "STALE_AFTER", 0.2)
+    view = WatchedView(FakeAPI(), "n1", lambda _: None)
+    view.namespaces.replace([])
+    view.pod_store.replace([{"metadata": {"name": "p", "namespace": "enf"}}])
+    view._changed("pods", "pods: cannot reach the API server: refused; retrying")
+    assert view.pods("n1", []) == {("enf", "p"): {"metadata": {"name": "p", "namespace": "enf"}}}  # not yet stale
+    time.sleep(0.15)
+    view._changed("pods", "listing pods is not allowed (HTTP 403)")
+    time.sleep(0.1)
+    with pytest.raises(NotSynced, match=r"the view of pods has not been current for 0 s \(listing pods is not "):
+        view.pods("n1", [])
+    with pytest.raises(NotSynced, match="view of pods"):  # a cycle reads both: it judges nothing
+        view.opted_in()
+    view._changed("pods", None)
+    assert list(view.pods("n1", [])) == [("enf", "p")]

@@ -250,8 +250,9 @@ def refusal(resource: str, exc: ListRefused, granted_by: str = "") -> str:
 class Reflector:
     """List, then watch, one resource into a ``Store``; see the module docstring.
 
-    ``changed(name, problem)`` is called after each change of the store (``problem`` None) and with each
-    problem (a refused list, an unreachable API server), from the reflector's thread.
+    ``changed(name, problem)`` is called after each change of the store and each watch opened (``problem``
+    None: current) and with each problem (a refused list, an unreachable API server), from the reflector's
+    thread.
     """
 
     def __init__(self, name: str, transport: Transport, path: str, accept: tuple[str, str], store: Store,
@@ -331,6 +332,7 @@ class Reflector:
                 raise ListRefused(status, f"HTTP {status}", verb="watch")
             if status != 200:
                 raise ClusterError(f"watch {self.name}: HTTP {status}")
+            self.changed(self.name, None)  # watching again: a problem before (a retried connection) is over
             for line in stream:
                 if self.stop.is_set():
                     return

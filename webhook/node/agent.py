@@ -5,8 +5,8 @@ problem on the Pod, and optionally as ``openreports.io``/``wgpolicyk8s.io`` repo
 The opted-in namespaces and the node's Pods come from watches (``WatchedView``: a list, then a watch, of the
 namespaces with the mode label and of the Pods with ``spec.nodeName=NODE``), not from lists each cycle: a cycle
 asks kubelet and reads sysfs and cgroups, and the API server only sees the watches and what the agent writes.
-Until both watches have listed once, a cycle judges nothing and counts as an ``error`` (logged once); see
-``webhook/node/watched.py``.
+Until both watches have listed once, and while either has kept failing for ``STALE_AFTER`` seconds, a cycle
+judges nothing and counts as an ``error`` (logged once); see ``webhook/node/watched.py``.
 
 Metrics carry only ``namespace``, ``pod`` and ``container`` labels and are rebuilt from the last look on each
 scrape, so a Pod's series go when the Pod goes. Events have a name derived from the Pod's uid, the reason and

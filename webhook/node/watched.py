@@ -8,7 +8,8 @@ that is 10,000 open watches instead of hundreds of LISTs per second.
 Only what ``observe`` needs is kept: a namespace as its ``OptedIn`` (mode, and when it opted in), a Pod as its
 object without ``metadata.managedFields``.
 
-Until both have been listed once the view has nothing to judge against: ``opted_in``/``pods`` raise
+Until both have been listed once, and while a list or watch has kept failing for ``STALE_AFTER`` seconds, the
+view has nothing current to judge against: ``opted_in``/``pods`` raise
 ``NotSynced``, a ``ClusterError``, so the agent counts the cycle as an ``error`` (it judged nothing, so it is
 not ``ok``, and no container is reported, so nothing is said that is not so), logs it once and tries again
 next cycle; the agent waits a few seconds for the first lists before its first cycle, so a healthy start
@@ -30,10 +31,12 @@ NAMESPACES_PATH = "/api/v1/namespaces"
 PODS_PATH = "/api/v1/pods"
 JSON = ("application/json", "application/json")
 GRANTED_BY = "the chart's agent ClusterRole grants list and watch on namespaces and pods"
+STALE_AFTER = 60.0  # seconds a list or watch may keep failing before the view is too old to judge against
 
 
 class NotSynced(ClusterError):
-    """The view has not listed both resources yet: nothing to judge against."""
+    """The view has not listed both resources yet, or has not been current for ``STALE_AFTER`` seconds: nothing
+    to judge against."""
 
 
 def pod_kept(obj: Mapping[str, Any]) -> dict[str, Any]:
@@ -63,6 +66,7 @@ class WatchedView:
         self.namespaces = Store(opted_in)
         self.pod_store = Store(pod_kept)
         self.problems: dict[str, str] = {}
+        self._since: dict[str, float] = {}  # when each current problem began
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self.reflectors = (
@@ -105,15 +109,27 @@ class WatchedView:
                 return
             if problem is None:
                 del self.problems[resource]
+                self._since.pop(resource, None)
             else:
                 self.problems[resource] = problem
+                self._since.setdefault(resource, time.monotonic())  # a new problem does not restart the clock
         self.say(problem if problem is not None else f"{resource}: listed and watched again")
 
     def _require_synced(self) -> None:
+        """Judge only against a view that is current: listed once, and not failing for ``STALE_AFTER`` seconds
+        (a revoked grant or an unreachable API server would otherwise leave cycles ``ok`` on a view that no
+        longer changes, and a new Pod never judged)."""
         if not self.synced():
             waiting = [r.name for r in self.reflectors if not r.store.listed]
             raise NotSynced(f"not judging yet: waiting for the first list of {' and '.join(waiting)} "
                             "from the API server")
+        now = time.monotonic()
+        with self._lock:
+            stale = [(resource, now - since, self.problems[resource]) for resource, since in self._since.items()
+                     if now - since > STALE_AFTER]
+        if stale:
+            resource, age, problem = stale[0]
+            raise NotSynced(f"not judging: the view of {resource} has not been current for {age:.0f} s ({problem})")
 
     def opted_in(self) -> dict[str, OptedIn]:
         self._require_synced()
