@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from webhook.cluster import watch
-from webhook.cluster.watch import Listing, ListRefused, Reflector, Store, Transport, name_of, refusal
+from webhook.cluster.watch import Listing, ListRefused, Reflector, Store, Transport, name_of, refusal, wait_until
 from webhook.core.scheduling import Taint, taints
 from webhook.core.topology import NodeTopology, Topology, TopologyError, parse_nrt
 
@@ -168,15 +168,9 @@ class TopologyCache:
         return snapshot
 
     def wait_synced(self, timeout: float) -> bool:
-        """Whether both resources were listed within ``timeout`` seconds (tests, and start-up logging)."""
-        deadline = threading.Event()
-        waited = 0.0
-        while waited < timeout:
-            if self.nodes.listed and self.nrts.listed and self._snapshot.nodes is not None:
-                return True
-            deadline.wait(0.05)
-            waited += 0.05
-        return False
+        """Whether both resources were listed, and published, within ``timeout`` seconds (tests, start-up log)."""
+        return wait_until(lambda: self.nodes.listed and self.nrts.listed and self._snapshot.nodes is not None,
+                          timeout, self._stop)
 
 
 def read_topology(transport: Transport) -> Topology:

@@ -239,6 +239,14 @@ class Listing:
                 return
 
 
+def wait_until(done: Callable[[], bool], timeout: float, stop: threading.Event) -> bool:
+    """Whether ``done()`` held within ``timeout`` seconds, checked every 50 ms until then or ``stop``."""
+    deadline = time.monotonic() + timeout
+    while not done() and time.monotonic() < deadline and not stop.is_set():
+        stop.wait(0.05)
+    return done()
+
+
 def refusal(resource: str, exc: ListRefused, granted_by: str = "") -> str:
     """Why a list or watch was refused, with the way out (``granted_by``: what grants it, e.g. the chart)."""
     if exc.status in (401, 403):

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from webhook.cluster.client import ClusterError
-from webhook.cluster.watch import ListRefused, Reflector, Store, Transport, refusal
+from webhook.cluster.watch import ListRefused, Reflector, Store, Transport, refusal, wait_until
 from webhook.node.observe import MODE_SELECTOR, OptedIn, opted_in
 
 NAMESPACES_PATH = "/api/v1/namespaces"
@@ -97,10 +97,7 @@ class WatchedView:
 
     def wait_synced(self, timeout: float, stop: threading.Event | None = None) -> bool:
         """Whether both resources were listed within ``timeout`` seconds (or before ``stop``)."""
-        deadline = time.monotonic() + timeout
-        while not self.synced() and time.monotonic() < deadline and not (stop is not None and stop.is_set()):
-            self._stop.wait(0.05)
-        return self.synced()
+        return wait_until(self.synced, timeout, stop or self._stop)
 
     def _changed(self, resource: str, problem: str | None) -> None:
         with self._lock:
