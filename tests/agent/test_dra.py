@@ -465,3 +465,31 @@ def test_the_watched_view_keeps_the_nodes_slices_and_judges_without_them() -> No
 def test_dra_numa_attribute_names_are_checked_on_the_command_line(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["verify", "--dra-numa-attribute", "not a name"]) == 2
     assert "verify: --dra-numa-attribute 'not a name' is not a device attribute name" in capsys.readouterr().err
+
+
+def test_claims_in_the_spec_without_dra_devices_in_podresources_are_unknown() -> None:
+    """Kubelet without KubeletPodResourcesDynamicResources reports no dynamic_resources: the claims the Pod gives
+    the container still make it unknown, not aligned."""
+    from webhook.node.decide import pod_info as info_of
+
+    obj = {**GPU_POD, "spec": {"resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}],
+                               "containers": [{"name": "app", "resources": {
+                                   "limits": {"cpu": "1", "memory": "64Mi"}, "claims": [{"name": "gpu"}]}}]},
+           "status": {**GPU_POD["status"], "extendedResourceClaimStatus": {
+               "resourceClaimName": "gpu-extended-resources-x7k2p",
+               "requestMappings": [{"containerName": "app", "resourceName": "example.com/dra-gpu",
+                                    "requestName": "container-0-request-0"}]}}}
+    info = info_of(obj, "enforce", None)
+    assert info.containers[0].claims == ("claim gpu", "extended resource example.com/dra-gpu (claim "
+                                         "gpu-extended-resources-x7k2p)")
+    p = decide(info, ContainerAllocation("app", frozenset({1})), Allocatable(frozenset({0, 1})), TWO_NODES)
+    assert p.state == "unknown" and [x.reason for x in p.problems] == [NUMA_UNKNOWN]
+    assert p.unknown == ("the DRA devices of claim gpu, extended resource example.com/dra-gpu (claim "
+                         "gpu-extended-resources-x7k2p): the Pod gives them to this container, yet kubelet's "
+                         "PodResources reported no DRA device for it (is kubelet's KubeletPodResourcesDynamicResources "
+                         "feature gate off?)",)
+    # With the devices reported, they are judged instead.
+    gpu = DraDevice(DRIVER, "node-1", "gpu-1", "ns/gpu-claim", numa=frozenset({1}), source=NUMA_NODE)
+    p = decide(info, ContainerAllocation("app", frozenset({1}), dynamic=(gpu,)), Allocatable(frozenset({0, 1})),
+               TWO_NODES)
+    assert p.state == "aligned" and not p.unknown

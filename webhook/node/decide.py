@@ -97,6 +97,7 @@ class ContainerSpec:
     cpu_milli: int | None  # the request kubelet sizes by (after the API server's defaulting)
     container_id: str | None  # status.containerStatuses[].containerID, for the cgroup
     fractional_allowed: bool = False  # listed in policy.fractionalCPUContainers
+    claims: tuple[str, ...] = ()  # the DRA claims the spec gives it (resources.claims, DRA extended resources)
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,7 +229,7 @@ def decide(pod: PodInfo, alloc: ContainerAllocation, allocatable: Allocatable, c
     common: dict[str, Any] = {"namespace": pod.namespace, "pod": pod.name, "uid": pod.uid,
                               "container": alloc.name, "cpu_request_milli": request, "memory": alloc.memory,
                               "devices": alloc.devices, "cgroup_cpus": cgroup_cpus, "dra_devices": alloc.dynamic,
-                              "unknown": unknown_devices(alloc)}
+                              "unknown": unknown_devices(alloc, spec)}
     device_text = "".join(f", {d.resource} {','.join(d.ids)} on NUMA {_nodes(d.numa)}" for d in alloc.devices)
     device_text += "".join(f", {dra_text(x)}" for x in alloc.dynamic)
     if not alloc.cpus:
@@ -280,14 +281,44 @@ def dra_text(x: DraDevice) -> str:
     return f"DRA {x.ref} (claim {x.claim}) on NUMA {_nodes(x.numa) if x.numa else 'unknown'}"
 
 
-def unknown_devices(alloc: ContainerAllocation) -> tuple[str, ...]:
+def unknown_devices(alloc: ContainerAllocation, spec: ContainerSpec | None = None) -> tuple[str, ...]:
     """Each device of ``alloc`` whose NUMA node is not known, and what was looked for: a device plugin's device
-    without ``TopologyInfo`` or a DRA device whose slice and sysfs did not say."""
+    without ``TopologyInfo``, a DRA device whose slice and sysfs did not say, or DRA claims the spec gives the
+    container of which PodResources reported no device (so nothing can be looked up)."""
     found = [f"{d.resource} {','.join(d.ids)}: the device plugin reported no TopologyInfo (NUMA node) for it"
              for d in alloc.devices if not d.numa]
     found += [f"DRA device {x.ref} (claim {x.claim}): {x.looked or 'no NUMA node found'}"
               for x in alloc.dynamic if not x.numa]
+    if spec is not None and spec.claims and not alloc.dynamic:
+        found.append(f"the DRA devices of {', '.join(spec.claims)}: the Pod gives them to this container, yet "
+                     "kubelet's PodResources reported no DRA device for it (is kubelet's "
+                     "KubeletPodResourcesDynamicResources feature gate off?)")
     return tuple(found)
+
+
+def spec_claims(obj: Mapping[str, Any]) -> dict[str, tuple[str, ...]]:
+    """Container name -> the DRA claims its spec gives it: ``resources.claims`` (by the Pod's claim name) and the
+    extended resources the scheduler served through DRA (``status.extendedResourceClaimStatus``)."""
+    found: dict[str, list[str]] = {}
+    spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
+    for key in ("initContainers", "containers"):
+        for c in spec.get(key) or [] if isinstance(spec, Mapping) else []:
+            resources = c.get("resources") if isinstance(c, Mapping) else None
+            claims = resources.get("claims") if isinstance(resources, Mapping) else None
+            for claim in claims if isinstance(claims, list) else []:
+                if isinstance(claim, Mapping) and isinstance(claim.get("name"), str):
+                    request = claim.get("request")
+                    found.setdefault(str(c.get("name")), []).append(
+                        f"claim {claim['name']}" + (f" (request {request})" if isinstance(request, str) else ""))
+    status = obj.get("status") if isinstance(obj.get("status"), Mapping) else {}
+    extended = status.get("extendedResourceClaimStatus") if isinstance(status, Mapping) else None
+    if isinstance(extended, Mapping):
+        name = extended.get("resourceClaimName")
+        for m in extended.get("requestMappings") or [] if isinstance(extended.get("requestMappings"), list) else []:
+            if isinstance(m, Mapping) and isinstance(m.get("containerName"), str):
+                found.setdefault(m["containerName"], []).append(
+                    f"extended resource {m.get('resourceName')} (claim {name})")
+    return {k: tuple(v[:16]) for k, v in found.items()}
 
 
 def numa_unknown(container: str, where: str, unknown: tuple[str, ...]) -> Problem:
@@ -333,6 +364,7 @@ def pod_info(obj: Mapping[str, Any], mode: str, opted_in: str | None,
     ids = {s.get("name"): s.get("containerID") for key in ("containerStatuses", "initContainerStatuses")
            for s in status.get(key) or [] if isinstance(s, Mapping)}
     allowed = set(fractional_allowed)
+    claims = spec_claims(obj)
     containers = []
     for c in (*spec.init_containers, *spec.containers):
         sizing = c.resources.requests.get("cpu")
@@ -341,7 +373,8 @@ def pod_info(obj: Mapping[str, Any], mode: str, opted_in: str | None,
             sizing = found[1] if found else None
         cid = ids.get(c.name)
         containers.append(ContainerSpec(c.name, sizing.milli if sizing is not None and not sizing.invalid else None,
-                                        cid if isinstance(cid, str) and cid else None, c.name in allowed))
+                                        cid if isinstance(cid, str) and cid else None, c.name in allowed,
+                                        claims.get(c.name, ())))
     return PodInfo(namespace=str(meta.get("namespace", "")), name=str(meta.get("name", "")),
                    uid=str(meta.get("uid", "")), qos=qos or qos_class(spec), pod_level=pod_level,
                    created=str(meta.get("creationTimestamp", "")), mode=mode, opted_in=opted_in,
