@@ -238,7 +238,8 @@ def test_only_this_nodes_slices_of_the_newest_pool_generation() -> None:
     assert resolve(dev(), idx, NoSysfs()).numa == {1}
     got = resolve(dev("gpu-9"), idx, NoSysfs())
     assert got.looked.startswith("no ResourceSlice of node node-1 publishes device gpu-9 in pool node-1 of "
-                                 f"driver {DRIVER} (looked for {NUMA_NODE}, ")
+                                 f"driver {DRIVER} (only node-local slices, spec.nodeName, are read; looked "
+                                 f"for {NUMA_NODE}, ")
     # Without a node name (verify without --node): any node's slice, unless several publish the device.
     assert resolve(dev("gpu-9"), index(old, other, node=None), NoSysfs()).numa == {0}
     twin = rslice("twin", {"gpu-0": {NUMA_NODE: {"int": 1}}}, node="node-2")

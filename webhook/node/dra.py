@@ -249,7 +249,8 @@ def resolve(device: DraDevice, index: SliceIndex, locality: Locality,
     found = index.devices.get((device.driver, device.pool, device.device), ())
     if not found:
         return replace(device, numa=frozenset(), looked=f"no ResourceSlice of {where} publishes device "
-                       f"{device.device} in pool {device.pool} of driver {device.driver} (looked for {wanted})")
+                       f"{device.device} in pool {device.pool} of driver {device.driver} (only node-local slices, "
+                       f"spec.nodeName, are read; looked for {wanted})")
     nodes = sorted({p.node for p in found})
     if len(nodes) > 1:
         return replace(device, numa=frozenset(), looked=f"ResourceSlices of several nodes ({', '.join(nodes[:4])}) "
