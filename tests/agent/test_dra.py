@@ -287,7 +287,7 @@ def test_a_device_plugin_device_without_topology_is_unknown_never_aligned() -> N
     assert [x.reason for x in p.problems] == [NUMA_UNKNOWN]
     assert p.problems[0].message == (
         "container app: cannot say whether it is on one NUMA node (CPUs 1 on NUMA 1, example.com/gpu gpu-0 on NUMA "
-        "none): the NUMA node of example.com/gpu gpu-0: the device plugin reported no TopologyInfo (NUMA node) for "
+        "unknown): the NUMA node of example.com/gpu gpu-0: the device plugin reported no TopologyInfo (NUMA node) for "
         "it. Publish resource.kubernetes.io/numaNode (or pciBusID) in the driver's ResourceSlice, or have the "
         "device plugin report TopologyInfo")
 

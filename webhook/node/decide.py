@@ -230,7 +230,8 @@ def decide(pod: PodInfo, alloc: ContainerAllocation, allocatable: Allocatable, c
                               "container": alloc.name, "cpu_request_milli": request, "memory": alloc.memory,
                               "devices": alloc.devices, "cgroup_cpus": cgroup_cpus, "dra_devices": alloc.dynamic,
                               "unknown": unknown_devices(alloc, spec)}
-    device_text = "".join(f", {d.resource} {','.join(d.ids)} on NUMA {_nodes(d.numa)}" for d in alloc.devices)
+    device_text = "".join(f", {d.resource} {','.join(d.ids)} on NUMA {_nodes(d.numa) if d.numa else 'unknown'}"
+                          for d in alloc.devices)
     device_text += "".join(f", {dra_text(x)}" for x in alloc.dynamic)
     if not alloc.cpus:
         reason, detail, problem = _why_not(pod, spec, allocatable)
@@ -255,7 +256,8 @@ def decide(pod: PodInfo, alloc: ContainerAllocation, allocatable: Allocatable, c
     aligned = len(all_numa) == 1
     parts = [f"CPUs {format_list(cpus)} on NUMA {_nodes(numa)}"]
     parts += [f"{m.kind} {size_text(m.size)} on NUMA {_nodes(m.numa)}" for m in alloc.memory]
-    parts += [f"{d.resource} {','.join(d.ids)} on NUMA {_nodes(d.numa)}" for d in alloc.devices]
+    parts += [f"{d.resource} {','.join(d.ids)} on NUMA {_nodes(d.numa) if d.numa else 'unknown'}"
+              for d in alloc.devices]
     parts += [dra_text(x) for x in alloc.dynamic]
     where = ", ".join(parts)
     if aligned:
