@@ -1,6 +1,7 @@
-"""``ExitCode`` and ``fold``: the one place a run's results become its exit code (docs/contract.md#commands-and-exit-codes),
-so ``check``, ``audit``, ``fix``, ``nodes`` and ``verify`` cannot drift apart. Violations outrank errors: a run
-that found both says it found violations (1), since what it did judge is the answer CI acts on."""
+"""``ExitCode`` and ``fold``: the one place a run's results become its exit code
+(docs/contract.md#commands-and-exit-codes), so ``check``, ``audit``, ``fix``, ``nodes`` and ``verify`` cannot
+drift apart. Violations outrank errors: a run that found both says it found violations (1), since what it did
+judge is the answer CI acts on."""
 
 from __future__ import annotations
 
