@@ -11,7 +11,7 @@ from typing import Any
 import urllib3
 from kubernetes import client, config
 
-from webhook.core.engine import MODE_LABEL, Mode
+from webhook.core.engine import MODE_SELECTOR
 from webhook.core.workloads import CONTROLLERS, KINDS
 
 
@@ -177,8 +177,8 @@ class Lister:
                 return
 
     def opted_in_namespaces(self) -> list[str]:
-        selector = f"{MODE_LABEL} in ({','.join(m.value for m in Mode)})"
-        return sorted(ns["metadata"]["name"] for page in self.pages("/api/v1/namespaces", selector) for ns in page)
+        return sorted(ns["metadata"]["name"] for page in self.pages("/api/v1/namespaces", MODE_SELECTOR)
+                      for ns in page)
 
     def objects(self, namespaces: list[str] | None) -> Iterator[Listed]:
         """Every judged object in ``namespaces`` (None: all namespaces), controllers' children left out.
