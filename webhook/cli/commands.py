@@ -92,6 +92,18 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return EXIT_USAGE
 
 
+def cmd_extender(args: argparse.Namespace) -> int:
+    from webhook.serving.extender import ExtenderOptions, serve_extender
+    from webhook.serving.options import ServeError
+
+    try:
+        return serve_extender(ExtenderOptions(args.bind, args.plain, args.cert_file, args.key_file, args.kubeconfig,
+                                              args.reservation_timeout))
+    except ServeError as exc:
+        err(str(exc))
+        return EXIT_USAGE
+
+
 def cmd_certs(args: argparse.Namespace) -> int:
     from webhook.serving.certs import ca_bundle, service_sans, write_bundle
 
