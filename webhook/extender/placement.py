@@ -94,6 +94,8 @@ class BoundPod:
     scheduled_at: float  # wall clock: PodScheduled's lastTransitionTime, else creation, else first seen
     terminal: bool = False
     wants: Demands | None = None  # None: it aligns nothing
+    uid: str = ""
+    seen: int = 0  # the order it was first seen bound in (the order its node's kubelet admits them in)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -138,7 +140,7 @@ def bound_pod(obj: Mapping[str, Any]) -> BoundPod | None:
     except (ManifestError, ValueError, TypeError):
         wants = None
     return BoundPod(str(meta.get("namespace") or ""), str(meta.get("name") or ""), node, when,
-                    status.get("phase") in _TERMINAL, wants)
+                    status.get("phase") in _TERMINAL, wants, str(meta.get("uid") or ""))
 
 
 def amounts(d: Demand) -> dict[str, int]:
@@ -198,12 +200,12 @@ def reflected(state: NodeState, on_node: Iterable[BoundPod]) -> bool:
 
 def held(state: NodeState, on_node: Sequence[BoundPod], now: float,
          timeout: float = RESERVATION_TIMEOUT) -> list[BoundPod]:
-    """The Pods bound to this node that its NRT may not count yet, oldest first: aligned, not terminal, bound
+    """The Pods bound to this node that its NRT may not count yet, first bound first: aligned, not terminal, bound
     within ``timeout``, and the NRT's fingerprint (where it has one) not that of the Pods bound there."""
     if reflected(state, on_node):
         return []
     waiting = [p for p in on_node if p.wants is not None and not p.terminal and now - p.scheduled_at < timeout]
-    return sorted(waiting, key=lambda p: (p.scheduled_at, p.key))
+    return sorted(waiting, key=lambda p: (p.seen, p.scheduled_at, p.key))
 
 
 def free_now(state: NodeState, reserved: Sequence[BoundPod]) -> NodeTopology:

@@ -32,6 +32,12 @@ class Args:
     nodes: Sequence[Mapping[str, Any]] | None = None  # nodeCacheCapable: false
 
     @property
+    def uid(self) -> str:
+        meta = self.pod.get("metadata")
+        uid = meta.get("uid") if isinstance(meta, Mapping) else None
+        return uid if isinstance(uid, str) else ""
+
+    @property
     def pod_name(self) -> str:
         meta = self.pod.get("metadata")
         if not isinstance(meta, Mapping):

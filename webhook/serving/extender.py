@@ -5,12 +5,17 @@ over plain HTTP on loopback (``--plain``).
 One worker: the reservations (Pods bound since their node's NRT last changed, ``webhook.extender.placement``)
 live in its memory, and every call must see the same ones. The worker watches NodeResourceTopology objects and
 bound Pods (``spec.nodeName!=``) through the API server (``webhook.cluster.watch``'s reflectors); until both are
-listed, ``/healthz`` on the plain ``--metrics-bind`` port says not ready and every node is kept (unknown never
-refuses).
+listed, every node is kept (unknown never refuses).
+
+kube-scheduler binds asynchronously: the next Pod's filter call comes while the last one's binding is on its way
+to the API server, before the watch can show it. So a filter call first waits (at most ``SETTLE`` seconds) until
+every other Pod it kept nodes for is seen bound: the scheduler binds such a Pod to one of them, and the
+reservation it becomes must be counted before the next Pod is judged.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import os
@@ -18,7 +23,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from flask import Flask, Response, request
@@ -33,6 +38,7 @@ from webhook.serving.options import ServeError, check_port_free, split_bind
 LOG = logging.getLogger("qos_guard.extender")
 PODS_PATH = "/api/v1/pods"
 BOUND = "spec.nodeName!="
+SETTLE = 1.0  # seconds a filter call waits for the Pods kept before it to be seen bound
 
 
 @dataclass
@@ -43,6 +49,7 @@ class View:
     pods: Mapping[str, list[BoundPod]] = field(default_factory=dict)
     synced: bool = True
     timeout: float = RESERVATION_TIMEOUT
+    uids: frozenset[str] = frozenset()  # of the bound Pods
 
     def reserved(self, node: str, state: NodeState | None, now: float) -> list[BoundPod]:
         if state is None:
@@ -60,15 +67,27 @@ class ExtenderCache:
         self.timeout = timeout
         self.stop = threading.Event()
         self.nrts = Store(read_nrt)
-        self.pods = Store(bound_pod)
+        self.pods = Store(self._bound)
+        self._first_seen: dict[str, int] = {}  # uid -> order first seen bound (pruned as Pods go)
+        self._order = itertools.count()
         self.problems: dict[str, str] = {}
         self._version = 0
         self._built: tuple[int, View] | None = None
+        self.flying: dict[str, float] = {}  # uid -> until when: Pods kept by a filter, not yet seen bound
         self.reflectors = (
             Reflector("noderesourcetopologies", transport, NRT_PATH, JSON, self.nrts, self._changed, self.stop),
             Reflector("pods", transport, PODS_PATH, JSON, self.pods, self._changed, self.stop,
                       field_selector=BOUND),
         )
+
+    def _bound(self, obj: Mapping[str, Any]) -> BoundPod | None:
+        pod = bound_pod(obj)
+        if pod is None or not pod.uid:
+            return pod
+        seen = self._first_seen.get(pod.uid)
+        if seen is None:
+            seen = self._first_seen[pod.uid] = next(self._order)
+        return replace(pod, seen=seen)
 
     def _changed(self, resource: str, problem: str | None) -> None:
         if problem is None:
@@ -89,27 +108,51 @@ class ExtenderCache:
         by_node: dict[str, list[BoundPod]] = {}
         for pod in self.pods.snapshot().values():
             by_node.setdefault(pod.node, []).append(pod)
-        built = View(self.nrts.snapshot(), by_node, self.nrts.listed and self.pods.listed, self.timeout)
+        live = {p.uid for pods in by_node.values() for p in pods}
+        if len(self._first_seen) > 2 * len(live) + 1000:
+            self._first_seen = {u: s for u, s in self._first_seen.items() if u in live}
+        built = View(self.nrts.snapshot(), by_node, self.nrts.listed and self.pods.listed, self.timeout,
+                     frozenset(p.uid for pods in by_node.values() for p in pods))
         self._built = (version, built)
         return built
+
+    def kept(self, uid: str) -> None:
+        """A filter kept nodes for this Pod: the scheduler is about to bind it."""
+        if uid:
+            self.flying[uid] = time.monotonic() + SETTLE
+
+    def settle(self, uid: str) -> None:
+        """Wait until every other Pod kept before is seen bound, or its time is up (``SETTLE``)."""
+        while True:
+            now = time.monotonic()
+            uids = self.view().uids
+            for other in [u for u, until in self.flying.items() if u in uids or until <= now or u == uid]:
+                self.flying.pop(other, None)
+            if not self.flying:
+                return
+            self.stop.wait(0.005)
 
 
 def _json(status: int, body: Any) -> Response:
     return Response(json.dumps(body), status=status, mimetype="application/json")
 
 
-def create_extender_app(view: Callable[[], View], clock: Callable[[], float] = time.time) -> Flask:
-    """``POST /filter`` and ``POST /prioritize`` over ``view()``, read once per call."""
+def create_extender_app(view: Callable[[], View], clock: Callable[[], float] = time.time,
+                        cache: ExtenderCache | None = None) -> Flask:
+    """``POST /filter`` and ``POST /prioritize`` over ``view()``, read once per call; with ``cache``, a filter
+    waits for the Pods kept before it to be seen bound (see the module docstring)."""
     app = Flask("qos-guard-extender")
     budget = BodyBudget()
 
-    def judged() -> tuple[Any, list[Any], float]:
+    def judged(verb: str) -> tuple[Any, list[Any], float]:
         started = time.perf_counter()
         args = parse_args(read_bounded(request.environ, budget))
         try:
             judge = Judge.of(args.pod)
         except ManifestError as exc:
             raise BadArgs(f"Pod.{exc}") from None
+        if cache is not None and verb == "filter" and judge.wants is not None:
+            cache.settle(args.uid)
         current = view()
         now = clock()
         verdicts = []
@@ -125,13 +168,15 @@ def create_extender_app(view: Callable[[], View], clock: Callable[[], float] = t
 
     @app.post("/filter")
     def filter_nodes() -> Response:
-        args, verdicts, started = judged()
+        args, verdicts, started = judged("filter")
+        if cache is not None and any(v.kept for v in verdicts):
+            cache.kept(args.uid)
         said("filter", args, verdicts, started)
         return _json(200, filter_result(args, verdicts))
 
     @app.post("/prioritize")
     def prioritize() -> Response:
-        args, verdicts, started = judged()
+        args, verdicts, started = judged("prioritize")
         said("prioritize", args, verdicts, started)
         return _json(200, priority_list(verdicts))
 
@@ -205,7 +250,7 @@ def worker_app(opts: ExtenderOptions) -> Any:
 
     cache = ExtenderCache(ApiTransport(opts.kubeconfig), opts.reservation_timeout)
     cache.start()
-    return probe_route(create_extender_app(cache.view))
+    return probe_route(create_extender_app(cache.view, cache=cache))
 
 
 def serve_extender(opts: ExtenderOptions) -> int:
