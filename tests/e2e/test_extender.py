@@ -55,14 +55,15 @@ class Api:
         config = yaml.safe_load(cluster.kubeconfig.read_text())
         self.url = config["clusters"][0]["cluster"]["server"]
         self.session = requests.Session()
-        self.session.verify = config["clusters"][0]["cluster"]["certificate-authority"]
+        # Per request: REQUESTS_CA_BUNDLE in the environment would override a session's own.
+        self.ca = config["clusters"][0]["cluster"]["certificate-authority"]
         self.session.headers["Authorization"] = f"Bearer {TOKEN}"
 
     def __call__(self, method: str, path: str, body: Any = None, patch: bool = False,
                  ok: tuple[int, ...] = (200, 201), **params: str) -> Any:
         headers = {"Content-Type": "application/merge-patch+json" if patch else "application/json"}
         answer = self.session.request(method, self.url + path, data=None if body is None else json.dumps(body),
-                                      headers=headers, params=params, timeout=30)
+                                      headers=headers, params=params, timeout=30, verify=self.ca)
         assert answer.status_code in ok, f"{method} {path}: {answer.status_code} {answer.text[:500]}"
         return answer.json() if answer.content else None
 
@@ -292,7 +293,7 @@ def burst(api: Api, shapes: list[dict[str, Any]], scheduler_name: str) -> int:
         body["spec"]["schedulerName"] = scheduler_name
         body["spec"]["nodeSelector"] = {POOL: "burst"}
         answer = api.session.post(f"{api.url}/api/v1/namespaces/{NAMESPACE}/pods", data=json.dumps(body),
-                                  headers={"Content-Type": "application/json"}, timeout=30)
+                                  headers={"Content-Type": "application/json"}, timeout=30, verify=api.ca)
         return answer.status_code == 201
 
     with ThreadPoolExecutor(8) as pool:

@@ -185,3 +185,28 @@ def test_a_bound_pod_is_read_from_the_api_object() -> None:
     assert time.gmtime(got.scheduled_at)[:4] == (2027, 1, 15, 8)
     del obj["spec"]["nodeName"]
     assert bound_pod(obj) is None
+
+
+def test_a_filter_waits_for_the_pod_kept_before_it_to_be_seen_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    from webhook.serving import extender
+
+    cache = extender.ExtenderCache(transport=None)
+    monkeypatch.setattr(extender, "SETTLE", 0.3)
+    cache.kept("first")
+    started = time.monotonic()
+    cache.settle("first")  # its own retry never waits for itself
+    assert time.monotonic() - started < 0.1
+    cache.kept("first")
+    started = time.monotonic()
+    cache.settle("second")  # never seen bound: waited for, up to SETTLE
+    assert 0.25 < time.monotonic() - started < 1.0
+    cache.kept("first")
+    obj = pod("first") | {"status": {}}
+    obj["metadata"]["uid"] = "first"
+    obj["spec"]["nodeName"] = "a"
+    cache.pods.apply("ADDED", obj)
+    cache._changed("pods", None)
+    started = time.monotonic()
+    cache.settle("second")  # seen bound: no wait, and held against its node
+    assert time.monotonic() - started < 0.1
+    assert [p.key for p in cache.view().pods["a"]] == [("ns", "first")]
