@@ -36,6 +36,23 @@ _TERMINAL = ("Succeeded", "Failed")
 
 # ---- a node's NodeResourceTopology, as placement reads it ----
 
+class Shape:
+    """A node's shape (policy, scope, zones: ``empty`` and ``free``) as a dictionary key: its hash taken once.
+    Nodes of one shape judge alike; the cache hands equal shapes out as one object, so a lookup is O(1)."""
+
+    __slots__ = ("_hash", "key")
+
+    def __init__(self, key: tuple[Any, ...]) -> None:
+        self.key = key
+        self._hash = hash(key)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return self is other or (isinstance(other, Shape) and self._hash == other._hash and self.key == other.key)
+
+
 @dataclass(frozen=True, slots=True)
 class NodeState:
     """A node's NRT: ``empty`` (zones with their ``allocatable``: what kubelet hands out on an empty node),
@@ -46,6 +63,7 @@ class NodeState:
     free: NodeTopology
     fingerprint: str | None = None
     method: str = "all"
+    shape: Shape = field(default_factory=lambda: Shape(()), compare=False)
 
 
 def read_nrt(obj: Mapping[str, Any]) -> NodeState | None:
@@ -79,7 +97,7 @@ def read_nrt(obj: Mapping[str, Any]) -> NodeState | None:
     pfp = named.get(ATTRIBUTE)
     method = named.get(METHOD_ATTRIBUTE)
     return NodeState(empty, free, pfp if isinstance(pfp, str) and pfp else None,
-                     method if isinstance(method, str) and method else "all")
+                     method if isinstance(method, str) and method else "all", Shape((empty.key, free.key)))
 
 
 # ---- the Pods bound to nodes: what they take, and which are held as reservations ----
@@ -233,7 +251,7 @@ IN_ORDER = ("qos-guard: {label} needs {need} on one NUMA node once the container
 
 @dataclass(frozen=True, slots=True)
 class Verdict:
-    """One node's answer: kept or not, why not, and its score."""
+    """One node's answer: kept or not, why not, and its score (``node``: the first node of its shape judged)."""
 
     node: str
     kept: bool
@@ -243,12 +261,17 @@ class Verdict:
     known: bool = True
 
 
+_NO_OPINION = Verdict("", True)
+_UNKNOWN = Verdict("", True, known=False)
+
+
 @dataclass
 class Judge:
     """The answers for one Pod over many nodes; nodes of one free shape are judged once."""
 
     wants: Demands | None
     fitted: dict[tuple[Any, ...], NodeFit] = field(default_factory=dict)
+    verdicts: dict[Any, Verdict] = field(default_factory=dict)  # shape (and reservations) -> verdict
 
     @classmethod
     def of(cls, pod: Mapping[str, Any]) -> Judge:
@@ -262,14 +285,26 @@ class Judge:
             found = self.fitted[key] = fit_node(self.wants, topo)
         return found
 
-    def node(self, name: str, state: NodeState | None, reserved: Sequence[BoundPod] = ()) -> Verdict:
+    def node(self, name: str, state: NodeState | None, reserved: Sequence[BoundPod] = (),
+             free: tuple[NodeTopology, tuple[Any, ...]] | None = None) -> Verdict:
+        """The node's verdict (its ``node`` may name another node of its shape: the caller pairs it with ``name``);
+        ``free``: its zones free now and the reservations that made them, when the caller has them."""
         if self.wants is None:
-            return Verdict(name, True)  # nothing to align: no opinion
+            return _NO_OPINION
         if state is None or not state.empty.policy or not state.empty.zones:
-            return Verdict(name, True, known=False)  # unknown topology never refuses a node
+            return _UNKNOWN  # unknown topology never refuses a node
         if state.empty.policy == "none":
-            return Verdict(name, True)
-        topo = free_now(state, reserved)
+            return _NO_OPINION
+        topo, held_keys = free if free is not None else (free_now(state, reserved), tuple(p.key for p in reserved))
+        key = (state.shape, held_keys) if held_keys else state.shape
+        found = self.verdicts.get(key)
+        if found is None:
+            found = self.verdicts[key] = self._judge(state, topo)
+        return found
+
+    def _judge(self, state: NodeState, topo: NodeTopology) -> Verdict:
+        assert self.wants is not None
+        name = state.empty.name
         fit = self._fit(topo)
         if fit.fits:
             return Verdict(name, True, score=_score(state.empty, topo, usage(self.wants, fit)))

@@ -92,11 +92,13 @@ def parse_args(raw: bytes | bytearray) -> Args:
 
 
 def filter_result(args: Args, verdicts: Sequence[Verdict]) -> dict[str, Any]:
-    """``ExtenderFilterResult``: the kept nodes (as names, or as Nodes when the scheduler sent Nodes) and each
-    left-out node with why; those no preemption could help in ``FailedAndUnresolvableNodes``."""
-    kept = {v.node for v in verdicts if v.kept}
-    failed = {v.node: v.reason for v in verdicts if not v.kept and not v.unresolvable}
-    unresolvable = {v.node: v.reason for v in verdicts if not v.kept and v.unresolvable}
+    """``ExtenderFilterResult`` (``verdicts``: one per node name, in order): the kept nodes (as names, or as
+    Nodes when the scheduler sent Nodes) and each left-out node with why; those no preemption could help in
+    ``FailedAndUnresolvableNodes``."""
+    pairs = list(zip(args.names, verdicts, strict=True))
+    kept = {name for name, v in pairs if v.kept}
+    failed = {name: v.reason for name, v in pairs if not v.kept and not v.unresolvable}
+    unresolvable = {name: v.reason for name, v in pairs if not v.kept and v.unresolvable}
     out: dict[str, Any] = {"FailedNodes": failed, "FailedAndUnresolvableNodes": unresolvable, "Error": ""}
     if args.nodes is None:
         out["NodeNames"] = [n for n in args.names if n in kept]
@@ -106,6 +108,6 @@ def filter_result(args: Args, verdicts: Sequence[Verdict]) -> dict[str, Any]:
     return out
 
 
-def priority_list(verdicts: Sequence[Verdict]) -> list[dict[str, Any]]:
-    """``HostPriorityList``."""
-    return [{"Host": v.node, "Score": v.score} for v in verdicts]
+def priority_list(args: Args, verdicts: Sequence[Verdict]) -> list[dict[str, Any]]:
+    """``HostPriorityList``: a verdict per node name, in order."""
+    return [{"Host": name, "Score": v.score} for name, v in zip(args.names, verdicts, strict=True)]

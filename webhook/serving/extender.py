@@ -30,7 +30,18 @@ from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException
 
 from webhook.core.podspec import ManifestError
-from webhook.extender.placement import RESERVATION_TIMEOUT, BoundPod, Judge, NodeState, bound_pod, held, read_nrt
+from webhook.core.topology import NodeTopology
+from webhook.extender.placement import (
+    RESERVATION_TIMEOUT,
+    BoundPod,
+    Judge,
+    NodeState,
+    Shape,
+    bound_pod,
+    free_now,
+    held,
+    read_nrt,
+)
 from webhook.extender.protocol import BadArgs, filter_result, parse_args, priority_list
 from webhook.serving.body import BadBody, BodyBudget, Busy, TooLarge, read_bounded
 from webhook.serving.options import ServeError, check_port_free, split_bind
@@ -51,10 +62,22 @@ class View:
     timeout: float = RESERVATION_TIMEOUT
     uids: frozenset[str] = frozenset()  # of the bound Pods
 
-    def reserved(self, node: str, state: NodeState | None, now: float) -> list[BoundPod]:
+    freed: dict[str, tuple[NodeTopology, tuple[Any, ...]]] = field(default_factory=dict)
+
+    def free(self, node: str, state: NodeState | None, now: float) -> tuple[NodeTopology, tuple[Any, ...]] | None:
+        """The node's zones free now (its NRT's ``available`` less its reservations) and the reservations' keys,
+        remembered for this view while its reservations stay the same."""
         if state is None:
-            return []
-        return held(state, self.pods.get(node, ()), now, self.timeout)
+            return None
+        on_node = self.pods.get(node)
+        if not on_node:
+            return (state.free, ())
+        reserved = held(state, on_node, now, self.timeout)
+        keys = tuple(p.key for p in reserved)
+        found = self.freed.get(node)
+        if found is None or found[1] != keys:
+            found = self.freed[node] = (free_now(state, reserved), keys)
+        return found
 
 
 class ExtenderCache:
@@ -66,7 +89,8 @@ class ExtenderCache:
 
         self.timeout = timeout
         self.stop = threading.Event()
-        self.nrts = Store(read_nrt)
+        self.nrts = Store(self._nrt)
+        self._shapes: dict[Shape, Shape] = {}  # equal shapes as one object (bounded)
         self.pods = Store(self._bound)
         self._first_seen: dict[str, int] = {}  # uid -> order first seen bound (pruned as Pods go)
         self._order = itertools.count()
@@ -79,6 +103,15 @@ class ExtenderCache:
             Reflector("pods", transport, PODS_PATH, JSON, self.pods, self._changed, self.stop,
                       field_selector=BOUND),
         )
+
+    def _nrt(self, obj: Mapping[str, Any]) -> NodeState | None:
+        state = read_nrt(obj)
+        if state is None:
+            return None
+        if len(self._shapes) > 20_000:
+            self._shapes.clear()
+        shape = self._shapes.setdefault(state.shape, state.shape)
+        return state if shape is state.shape else replace(state, shape=shape)
 
     def _bound(self, obj: Mapping[str, Any]) -> BoundPod | None:
         pod = bound_pod(obj)
@@ -156,9 +189,10 @@ def create_extender_app(view: Callable[[], View], clock: Callable[[], float] = t
         current = view()
         now = clock()
         verdicts = []
+        states, free, node = current.states, current.free, judge.node
         for name in args.names:
-            state = current.states.get(name)
-            verdicts.append(judge.node(name, state, current.reserved(name, state, now)))
+            state = states.get(name)
+            verdicts.append(node(name, state, free=free(name, state, now)))
         return args, verdicts, started
 
     def said(verb: str, args: Any, verdicts: list[Any], started: float) -> None:
@@ -178,7 +212,7 @@ def create_extender_app(view: Callable[[], View], clock: Callable[[], float] = t
     def prioritize() -> Response:
         args, verdicts, started = judged("prioritize")
         said("prioritize", args, verdicts, started)
-        return _json(200, priority_list(verdicts))
+        return _json(200, priority_list(args, verdicts))
 
     @app.errorhandler(BadArgs)
     def bad_args(exc: BadArgs) -> Response:
