@@ -128,6 +128,11 @@ def test_a_pod_bound_since_the_nrt_changed_is_held_against_its_node() -> None:
     both = View(cluster, {"a": [bound("first", "a", NOW - 5), bound("second", "a", NOW - 4)]})
     out = call(both, "filter", {"Pod": pod("third"), "NodeNames": ["a"]}).json
     assert out["NodeNames"] == [] and "none has that free now" in out["FailedNodes"]["a"]
+    # A node of the same shape without those reservations is judged on its own.
+    twins = View(states(nrt("a", [ZONE, ZONE]), nrt("b", [ZONE, ZONE])),
+                 {"a": [bound("first", "a", NOW - 5), bound("second", "a", NOW - 4)]})
+    out = call(twins, "filter", {"Pod": pod("third"), "NodeNames": ["a", "b"]}).json
+    assert out["NodeNames"] == ["b"] and list(out["FailedNodes"]) == ["a"]
     # Held no longer than the timeout, and never once terminal.
     late = View(cluster, {"a": [bound("first", "a", NOW - 500), bound("second", "a", NOW - 4, terminal=True)]})
     assert call(late, "filter", {"Pod": pod("third"), "NodeNames": ["a"]}).json["NodeNames"] == ["a"]
