@@ -177,15 +177,18 @@ def create_extender_app(view: Callable[[], View], clock: Callable[[], float] = t
     app = Flask("qos-guard-extender")
     budget = BodyBudget()
 
-    def judged(verb: str) -> tuple[Any, list[Any], float]:
+    def judged(verb: str) -> tuple[Any, list[Any], float, float]:
         started = time.perf_counter()
         args = parse_args(read_bounded(request.environ, budget))
         try:
             judge = Judge.of(args.pod)
         except ManifestError as exc:
             raise BadArgs(f"Pod.{exc}") from None
+        waited = 0.0
         if cache is not None and verb == "filter" and judge.wants is not None:
+            before = time.perf_counter()
             cache.settle(args.uid)
+            waited = time.perf_counter() - before
         current = view()
         now = clock()
         verdicts = []
@@ -193,25 +196,28 @@ def create_extender_app(view: Callable[[], View], clock: Callable[[], float] = t
         for name in args.names:
             state = states.get(name)
             verdicts.append(node(name, state, free=free(name, state, now)))
-        return args, verdicts, started
+        return args, verdicts, started, waited
 
-    def said(verb: str, args: Any, verdicts: list[Any], started: float) -> None:
+    def said(verb: str, args: Any, verdicts: list[Any], started: float, waited: float) -> None:
+        """One line per call: ``durationMs`` from the first byte read to the answer, ``waitedMs`` of it spent
+        waiting for the Pods kept before to be seen bound."""
         LOG.info(json.dumps({"verb": verb, "pod": args.pod_name, "nodes": len(args.names),
                              "kept": sum(v.kept for v in verdicts),
-                             "durationMs": round((time.perf_counter() - started) * 1000, 3)}))
+                             "durationMs": round((time.perf_counter() - started) * 1000, 3),
+                             "waitedMs": round(waited * 1000, 3)}))
 
     @app.post("/filter")
     def filter_nodes() -> Response:
-        args, verdicts, started = judged("filter")
+        args, verdicts, started, waited = judged("filter")
         if cache is not None and any(v.kept for v in verdicts):
             cache.kept(args.uid)
-        said("filter", args, verdicts, started)
+        said("filter", args, verdicts, started, waited)
         return _json(200, filter_result(args, verdicts))
 
     @app.post("/prioritize")
     def prioritize() -> Response:
-        args, verdicts, started = judged("prioritize")
-        said("prioritize", args, verdicts, started)
+        args, verdicts, started, waited = judged("prioritize")
+        said("prioritize", args, verdicts, started, waited)
         return _json(200, priority_list(args, verdicts))
 
     @app.errorhandler(BadArgs)
