@@ -46,6 +46,8 @@ POOL = "e2e.qos-guard.io/extender-pool"
 SCHEDULER = "qos-guard-numa"
 GPU = "example.com/gpu"
 GIB, MIB = 1 << 30, 1 << 20
+TAINT = {"key": POOL, "value": "true", "effect": "NoSchedule"}
+TOLERATION = {"key": POOL, "operator": "Exists", "effect": "NoSchedule"}
 
 
 class Api:
@@ -92,14 +94,16 @@ def add_node(api: Api, name: str, zones: list[dict[str, int]], pool: str, scope:
         "capacity": amounts, "allocatable": amounts,
         "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "e2e: no kubelet",
                         "lastHeartbeatTime": now, "lastTransitionTime": now}]}}, patch=True)
-    api("PATCH", f"/api/v1/nodes/{name}", {"spec": {"taints": None}}, patch=True)  # not-ready, added on create
+    # Admission's node.kubernetes.io/not-ready taint off; this module's own on, so that no other test's Pod lands
+    # on these nodes while a scheduler runs here.
+    api("PATCH", f"/api/v1/nodes/{name}", {"spec": {"taints": [TAINT]}}, patch=True)
     api("POST", "/apis/topology.node.k8s.io/v1alpha2/noderesourcetopologies", nrt(name, zones, scope))
 
 
 def gpu_pod(name: str, cpu: int, scheduler: str = SCHEDULER, pool: str = "small") -> dict[str, Any]:
     limits = {"cpu": str(cpu), "memory": "1Gi", GPU: "1"}
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NAMESPACE},
-            "spec": {"schedulerName": scheduler, "nodeSelector": {POOL: pool},
+            "spec": {"schedulerName": scheduler, "nodeSelector": {POOL: pool}, "tolerations": [TOLERATION],
                      "containers": [{"name": "app", "image": "registry.invalid/app:1",
                                      "resources": {"limits": limits, "requests": dict(limits)}}]}}
 
@@ -189,14 +193,22 @@ def delete_pods(api: Api) -> None:
 
 
 @pytest.fixture(scope="module")
-def api(cluster: Cluster) -> Api:
+def api(cluster: Cluster) -> Iterator[Api]:
+    """The CRD, the namespace; afterwards the nodes and the CRD gone again (other modules of the session count
+    nodes, and tests/e2e/test_numa.py starts without the CRD)."""
     crd = CHART / "files" / "topology.node.k8s.io_noderesourcetopologies.yaml"
     cluster.kubectl("apply", "-f", str(crd), check=True)
     cluster.kubectl("wait", "--for", "condition=Established", "crd/noderesourcetopologies.topology.node.k8s.io",
                     "--timeout", "30s", check=True)
     cluster.namespace(NAMESPACE)
     binary("kube-scheduler")
-    return Api(cluster)
+    client = Api(cluster)
+    try:
+        yield client
+    finally:
+        client("DELETE", f"/api/v1/namespaces/{NAMESPACE}/pods", gracePeriodSeconds="0")
+        client("DELETE", "/api/v1/nodes", labelSelector=POOL)
+        cluster.kubectl("delete", "-f", str(crd), "--wait=true", "--timeout=60s")
 
 
 @pytest.fixture(scope="module")
@@ -292,6 +304,7 @@ def burst(api: Api, shapes: list[dict[str, Any]], scheduler_name: str) -> int:
         body["metadata"] = {"name": f"b-{i:03d}", "namespace": NAMESPACE}
         body["spec"]["schedulerName"] = scheduler_name
         body["spec"]["nodeSelector"] = {POOL: "burst"}
+        body["spec"]["tolerations"] = [TOLERATION]
         answer = api.session.post(f"{api.url}/api/v1/namespaces/{NAMESPACE}/pods", data=json.dumps(body),
                                   headers={"Content-Type": "application/json"}, timeout=30, verify=api.ca)
         return answer.status_code == 201
