@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import functools
 import json
 import random
 import subprocess
@@ -187,6 +188,15 @@ def events(api: Api, pod: str) -> list[str]:
     return [f"{e['reason']}: {e['message']}" for e in items]
 
 
+def bound_to(api: Api, pod: str) -> str | None:
+    node: str | None = api("GET", f"/api/v1/namespaces/{NAMESPACE}/pods/{pod}")["spec"].get("nodeName")
+    return node
+
+
+def failed_scheduling(api: Api, pod: str) -> bool:
+    return any(e.startswith("FailedScheduling") for e in events(api, pod))
+
+
 def delete_pods(api: Api) -> None:
     api("DELETE", f"/api/v1/namespaces/{NAMESPACE}/pods", gracePeriodSeconds="0")
     waiting.eventually("the Pods gone", lambda: not pods(api), within=60, every=0.5)
@@ -340,7 +350,7 @@ def test_a_burst_default_scheduler_against_the_extender(cluster: Cluster, api: A
             started = time.monotonic()
             created = burst(api, shapes, profile)
             waiting.eventually(f"every Pod bound or unschedulable ({profile})",
-                               lambda created=created: settled(api, created), within=300, every=1.0)
+                               functools.partial(settled, api, created), within=300, every=1.0)
             took = time.monotonic() - started
             wrong, bound, pending = misplaced(api, topologies)
             results[label] = (wrong, created, bound, pending, took)
@@ -379,19 +389,17 @@ def test_the_extender_stopped_ignorable_decides(cluster: Cluster, api: Api, tmp_
     down = start_extender(cluster, tmp_path / "extender")
     down.stop()  # the scheduler is pointed at it, stopped: connection refused
     add_node(api, "y-fits", [{"cpu": 4, "memory": 16 * GIB, GPU: 1}], "down")
-    seen = {}
+    seen: dict[bool, str] = {}
     for ignorable in (False, True):
         name = f"down-{str(ignorable).lower()}"
         with scheduler(cluster, tmp_path / name, SCHEDULER, down, ignorable=ignorable):
             api("POST", f"/api/v1/namespaces/{NAMESPACE}/pods", gpu_pod(name, 2, pool="down"))
             if ignorable:
-                waiting.eventually("bound without the extender", lambda name=name: api(
-                    "GET", f"/api/v1/namespaces/{NAMESPACE}/pods/{name}")["spec"].get("nodeName"), within=60)
+                waiting.eventually("bound without the extender", functools.partial(bound_to, api, name), within=60)
                 seen[ignorable] = "bound to " + api("GET", f"/api/v1/namespaces/{NAMESPACE}/pods/{name}")[
                     "spec"]["nodeName"]
             else:
-                waiting.eventually("FailedScheduling", lambda name=name: any(
-                    e.startswith("FailedScheduling") for e in events(api, name)), within=60)
+                waiting.eventually("FailedScheduling", functools.partial(failed_scheduling, api, name), within=60)
                 seen[ignorable] = next(e for e in events(api, name) if e.startswith("FailedScheduling"))
                 assert not api("GET", f"/api/v1/namespaces/{NAMESPACE}/pods/{name}")["spec"].get("nodeName")
         delete_pods(api)
