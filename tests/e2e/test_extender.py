@@ -137,16 +137,19 @@ def start_extender(cluster: Cluster, folder: Path, port: int | None = None, time
 
 @contextlib.contextmanager
 def scheduler(cluster: Cluster, folder: Path, name: str, extender: Extender | None,
-              ignorable: bool = False) -> Iterator[Path]:
-    """A kube-scheduler with one profile, ``name``; with ``extender``, through it (filter, prioritize)."""
+              ignorable: bool = False, given: dict[str, Any] | None = None,
+              kubeconfig: Path | None = None) -> Iterator[Path]:
+    """A kube-scheduler with one profile, ``name``; with ``extender``, through it (filter, prioritize); or with
+    the ``given`` configuration, as ``kubeconfig`` (default: the admin's)."""
     folder.mkdir(parents=True, exist_ok=True)
-    config: dict[str, Any] = {
+    kubeconfig = kubeconfig or cluster.kubeconfig
+    config: dict[str, Any] = given or {
         "apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
-        "clientConnection": {"kubeconfig": str(cluster.kubeconfig), "qps": 200, "burst": 400},
+        "clientConnection": {"kubeconfig": str(kubeconfig), "qps": 200, "burst": 400},
         "leaderElection": {"leaderElect": False},
         "profiles": [{"schedulerName": name}],
     }
-    if extender is not None:
+    if extender is not None and given is None:
         config["extenders"] = [{
             "urlPrefix": extender.url, "filterVerb": "filter", "prioritizeVerb": "prioritize", "weight": 5,
             "nodeCacheCapable": True, "enableHTTPS": True, "httpTimeout": "5s", "ignorable": ignorable,
@@ -156,8 +159,8 @@ def scheduler(cluster: Cluster, folder: Path, name: str, extender: Extender | No
     log = folder / "kube-scheduler.log"
     proc = subprocess.Popen([binary("kube-scheduler"), f"--config={path}", "--bind-address=127.0.0.1",
                              f"--secure-port={free_port()}", f"--cert-dir={folder / 'certs'}",
-                             f"--authentication-kubeconfig={cluster.kubeconfig}",
-                             f"--authorization-kubeconfig={cluster.kubeconfig}", "-v=2"],
+                             f"--authentication-kubeconfig={kubeconfig}",
+                             f"--authorization-kubeconfig={kubeconfig}", "-v=2"],
                             stdout=log.open("wb"), stderr=subprocess.STDOUT)
     try:
         wait_until_ready(f"kube-scheduler {name}", lambda: "Starting Kubernetes Scheduler" in log.read_text()
@@ -408,3 +411,54 @@ def test_the_extender_stopped_ignorable_decides(cluster: Cluster, api: Api, tmp_
     print(f"  ignorable: true  -> {seen[True]} (placed NUMA-blind)")
     assert "connection refused" in seen[False] or "extender" in seen[False], seen[False]
     assert seen[True] == "bound to y-fits"
+
+
+def test_the_charts_scheduler_as_the_chart_configures_and_authorizes_it(
+        cluster: Cluster, api: Api, tmp_path: Path) -> None:
+    """The chart's KubeSchedulerConfiguration (its ConfigMap) read by the real kube-scheduler, the extender on
+    plain loopback HTTP beside it, both with nothing but the chart's ServiceAccount and RBAC."""
+    release_ns = "qos-guard"
+    cluster.namespace(release_ns)
+    proc = subprocess.run([binary("helm"), "template", "qos-guard", str(CHART), "--namespace", release_ns,
+                           "--set", "scheduler.enabled=true", "--show-only", "templates/scheduler.yaml"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    objects = [d for d in yaml.safe_load_all(proc.stdout) if d]
+    config_map = next(o for o in objects if o["kind"] == "ConfigMap")
+    rbac = [o for o in objects if o["kind"] in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role",
+                                                  "RoleBinding")]
+    cluster.kubectl("apply", "-f", "-", stdin=rbac, check=True)
+    kubeconfig = cluster.kubeconfig_as("qos-guard-scheduler", release_ns, tmp_path / "kubeconfig")
+    config = yaml.safe_load(config_map["data"]["config.yaml"])
+    port = int(config["extenders"][0]["urlPrefix"].rsplit(":", 1)[1])
+    assert port == 8444
+    free = free_port()  # the chart's port may be taken on this machine: the same configuration on a free one
+    config["extenders"][0]["urlPrefix"] = f"http://127.0.0.1:{free}"
+    config["clientConnection"] = {"kubeconfig": str(kubeconfig)}
+    log = tmp_path / "extender.log"
+    extender = subprocess.Popen([sys.executable, "-m", "webhook.cli", "extender", "--plain", "--bind",
+                                 f"127.0.0.1:{free}", "--kubeconfig", str(kubeconfig)],
+                                stdout=log.open("wb"), stderr=subprocess.STDOUT, env=cluster.env, cwd=tmp_path)
+    try:
+        wait_until_ready("qos-guard extender --plain", lambda: requests.get(
+            f"http://127.0.0.1:{free}/healthz", timeout=2).ok, extender, log)
+        add_node(api, "z-fits", [{"cpu": 4, "memory": 16 * GIB, GPU: 1}, {"cpu": 4, "memory": 16 * GIB}], "chart")
+        add_node(api, "z-split", [{"cpu": 2, "memory": 16 * GIB, GPU: 1}, {"cpu": 6, "memory": 16 * GIB}], "chart")
+        with scheduler(cluster, tmp_path / "scheduler", SCHEDULER, None, given=config,
+                       kubeconfig=kubeconfig) as scheduler_log:
+            for i in range(2):
+                api("POST", f"/api/v1/namespaces/{NAMESPACE}/pods", gpu_pod(f"chart-{i}", 4, pool="chart"))
+            waiting.eventually("the first bound", functools.partial(bound_to, api, "chart-0"), within=60)
+            waiting.eventually("the second refused", functools.partial(failed_scheduling, api, "chart-1"),
+                               within=60)
+            assert bound_to(api, "chart-0") == "z-fits"
+            said = next(e for e in events(api, "chart-1") if e.startswith("FailedScheduling"))
+            assert "1 qos-guard: container" in said and "1 Insufficient example.com/gpu" in said, said
+            print(f"\nthe chart's scheduler (its configuration and RBAC): chart-0 on z-fits; chart-1: {said[:160]}...")
+        for written in (log, scheduler_log):  # the chart's RBAC is enough: nothing was refused to either
+            forbidden = [line for line in written.read_text().splitlines() if "forbidden" in line.lower()]
+            assert not forbidden, forbidden[:3]
+    finally:
+        stop_process(extender)
+        delete_pods(api)
+        cluster.kubectl("delete", "--ignore-not-found", "-f", "-", stdin=rbac)  # tests/e2e/test_helm_install.py
