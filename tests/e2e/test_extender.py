@@ -461,7 +461,8 @@ def test_the_charts_scheduler_as_the_chart_configures_and_authorizes_it(
     release_ns = "qos-guard"
     cluster.namespace(release_ns)
     proc = subprocess.run([binary("helm"), "template", "qos-guard", str(CHART), "--namespace", release_ns,
-                           "--set", "scheduler.enabled=true", "--show-only", "templates/scheduler.yaml"],
+                           "--set", "scheduler.enabled=true,scheduler.replicas=2", "--show-only",
+                           "templates/scheduler.yaml"],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     objects = [d for d in yaml.safe_load_all(proc.stdout) if d]
@@ -471,6 +472,7 @@ def test_the_charts_scheduler_as_the_chart_configures_and_authorizes_it(
     cluster.kubectl("apply", "-f", "-", stdin=rbac, check=True)
     kubeconfig = cluster.kubeconfig_as("qos-guard-scheduler", release_ns, tmp_path / "kubeconfig")
     config = yaml.safe_load(config_map["data"]["config.yaml"])
+    assert config["leaderElection"]["leaderElect"] is True  # two replicas: the Lease, as the chart's Role allows
     port = int(config["extenders"][0]["urlPrefix"].rsplit(":", 1)[1])
     assert port == 8444
     free = free_port()  # the chart's port may be taken on this machine: the same configuration on a free one
@@ -496,6 +498,7 @@ def test_the_charts_scheduler_as_the_chart_configures_and_authorizes_it(
             said = next(e for e in events(api, "chart-1") if e.startswith("FailedScheduling"))
             assert "1 qos-guard: container" in said and "1 Insufficient example.com/gpu" in said, said
             print(f"\nthe chart's scheduler (its configuration and RBAC): chart-0 on z-fits; chart-1: {said[:160]}...")
+        assert f'"Successfully acquired lease" lock="{release_ns}/{SCHEDULER}"' in scheduler_log.read_text()
         for written in (log, scheduler_log):  # the chart's RBAC is enough: nothing was refused to either
             forbidden = [line for line in written.read_text().splitlines() if "forbidden" in line.lower()]
             assert not forbidden, forbidden[:3]
@@ -503,3 +506,4 @@ def test_the_charts_scheduler_as_the_chart_configures_and_authorizes_it(
         stop_process(extender)
         delete_pods(api)
         cluster.kubectl("delete", "--ignore-not-found", "-f", "-", stdin=rbac)  # tests/e2e/test_helm_install.py
+        cluster.kubectl("delete", "lease", SCHEDULER, "-n", release_ns, "--ignore-not-found")
