@@ -9,7 +9,7 @@ judged against one stale NRT would all be sent to the last free zone).
 
 Rules, as ``numa: auto``'s: a node without a usable NRT (unknown) is never refused; only ``single-numa-node``
 refuses (``restricted``, ``best-effort`` and ``none`` admit a Pod across NUMA nodes: kept, scored 0).
-Pure: the caller hands in the parsed NRTs and the bound Pods.
+No I/O: the caller hands in the parsed NRTs, the bound Pods and the time.
 """
 
 from __future__ import annotations
@@ -139,17 +139,19 @@ def pod_demands(pod: Mapping[str, Any]) -> Demands | None:
     return wants if wants.aligned else None
 
 
+def _object(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
 def bound_pod(obj: Mapping[str, Any]) -> BoundPod | None:
     """A Pod of the watch (``spec.nodeName`` set) as placement keeps it; None for one not bound."""
-    meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
-    spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
-    status = obj.get("status") if isinstance(obj.get("status"), Mapping) else {}
-    assert isinstance(meta, Mapping) and isinstance(spec, Mapping) and isinstance(status, Mapping)
+    meta, spec, status = (_object(obj.get(k)) for k in ("metadata", "spec", "status"))
     node = spec.get("nodeName")
     if not isinstance(node, str) or not node:
         return None
     when = None
-    for cond in status.get("conditions") or []:
+    conditions = status.get("conditions")
+    for cond in conditions if isinstance(conditions, list) else []:
         if isinstance(cond, Mapping) and cond.get("type") == "PodScheduled" and cond.get("status") == "True":
             when = _when(cond.get("lastTransitionTime"))
     when = when or _when(meta.get("creationTimestamp")) or time.time()
