@@ -51,6 +51,14 @@ KINDS: dict[str, Kind] = {k.kind: k for k in (
     Kind("Job", "batch/v1", "jobs", _TEMPLATE, True),
     Kind("CronJob", "batch/v1", "cronjobs", ("spec", "jobTemplate", "spec", "template", "spec"), True),
 )}
+# DRA's claims, judged whole (``webhook.core.rules.dra_claim_spread``), not as pod specs: kept apart from ``KINDS``,
+# which is the table of pod specs. Their spec cannot change after create.
+CLAIM_GROUP = "resource.k8s.io"
+CLAIM_KINDS: dict[str, Kind] = {k.kind: k for k in (
+    Kind("ResourceClaim", f"{CLAIM_GROUP}/v1", "resourceclaims", ("spec",), False, ("CREATE",)),
+    Kind("ResourceClaimTemplate", f"{CLAIM_GROUP}/v1", "resourceclaimtemplates", ("spec", "spec"), False,
+         ("CREATE",)),
+)}
 CONTROLLERS = frozenset(k.kind for k in KINDS.values() if k.controller)
 
 
@@ -101,6 +109,8 @@ def walk(obj: Any, where: FieldPath = ()) -> Iterator[Target | str]:
             yield from walk(item, (*where, "items", i))
         return
     known = KINDS.get(kind)
+    if known is None and kind in CLAIM_KINDS and _in_group(obj, CLAIM_GROUP):
+        known = CLAIM_KINDS[kind]
     if known is None:
         yield kind
         return
@@ -118,6 +128,12 @@ def walk(obj: Any, where: FieldPath = ()) -> Iterator[Target | str]:
     yield Target(kind, name, namespace, walked, node, obj.get("status") if kind == POD else None)
 
 
+def _in_group(obj: Mapping[str, Any], group: str) -> bool:
+    """The object's ``apiVersion`` is in ``group`` (or not given: a listed object)."""
+    api_version = obj.get("apiVersion")
+    return not isinstance(api_version, str) or api_version.rpartition("/")[0] == group
+
+
 def find_targets(obj: Any, where: FieldPath = ()) -> Iterator[Target]:
     """The pod specs in ``obj`` (recursing into ``kind: List`` items)."""
     return (t for t in walk(obj, where) if isinstance(t, Target))
@@ -125,7 +141,7 @@ def find_targets(obj: Any, where: FieldPath = ()) -> Iterator[Target]:
 
 def judged(kind: str, operation: str, subresource: str = "") -> bool:
     """Whether a request for ``kind`` (``operation`` on the object or its ``subresource``) is judged."""
-    found = KINDS.get(kind)
+    found = KINDS.get(kind) or CLAIM_KINDS.get(kind)
     if found is None:
         return False
     if subresource:
@@ -133,4 +149,4 @@ def judged(kind: str, operation: str, subresource: str = "") -> bool:
     return operation in found.operations
 
 
-__all__ = ["CONTROLLERS", "KINDS", "POD", "Kind", "Segment", "Target", "find_targets", "judged", "walk"]
+__all__ = ["CLAIM_KINDS", "CONTROLLERS", "KINDS", "POD", "Kind", "Segment", "Target", "find_targets", "judged", "walk"]
