@@ -12,7 +12,7 @@ import urllib3
 from kubernetes import client, config
 
 from webhook.core.engine import MODE_LABEL, Mode
-from webhook.core.workloads import CONTROLLERS, KINDS
+from webhook.core.workloads import CLAIM_KINDS, CONTROLLERS, KINDS
 
 
 class ClusterError(RuntimeError):
@@ -157,25 +157,30 @@ class Lister:
         """
         scopes: list[str | None] = list(namespaces) if namespaces is not None else [None]
         for scope in scopes:
-            for judged in KINDS.values():
+            for judged in (*KINDS.values(), *CLAIM_KINDS.values()):
                 api_version, plural, kind = judged.api_version, judged.plural, judged.kind
                 prefix = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
                 path = f"{prefix}/{plural}" if scope is None else f"{prefix}/namespaces/{scope}/{plural}"
                 try:
                     for page in self.pages(path):
                         for item in page:
-                            if _controlled(item):
+                            if _controlled(item, kind):
                                 continue
                             item["apiVersion"], item["kind"] = api_version, kind  # list items carry neither
                             yield Listed((item.get("metadata") or {}).get("namespace", scope or ""), kind, obj=item)
                 except ClusterError as exc:
                     if "cannot reach" in str(exc):
                         raise
+                    if kind in CLAIM_KINDS and "HTTP 404" in str(exc):
+                        continue  # no DRA API on this cluster: no claims to judge
                     yield Listed(scope or "", kind, error=str(exc))
 
 
-def _controlled(obj: dict[str, Any]) -> bool:
+def _controlled(obj: dict[str, Any], kind: str) -> bool:
+    """Made by a controller qos-guard reports through: a workload's Pods, and the claims made for a Pod (from
+    its ResourceClaimTemplate, reported once, or by the scheduler for a DRA extended resource)."""
+    claim = kind in CLAIM_KINDS
     for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
-        if ref.get("controller") and ref.get("kind") in CONTROLLERS:
+        if ref.get("controller") and (ref.get("kind") in CONTROLLERS or (claim and ref.get("kind") == "Pod")):
             return True
     return False
