@@ -75,7 +75,7 @@ def test_device_classes_grant_list_and_watch_on_deviceclasses_only_when_configur
     objects = render("--set", "config.policy.deviceClasses=true", namespace=NAMESPACE)
     role = one(objects, "ClusterRole")
     assert role["metadata"]["name"] == "qos-guard-deviceclasses"
-    assert _grants(role) == {("resource.k8s.io", "deviceclasses", "list"), ("resource.k8s.io", "deviceclasses", "watch")}
+    assert _grants(role) == {("resource.k8s.io", "deviceclasses", verb) for verb in ("list", "watch")}
     binding = one(objects, "ClusterRoleBinding")
     assert binding["roleRef"]["name"] == "qos-guard-deviceclasses"
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "qos-guard", "namespace": NAMESPACE}]
