@@ -13,6 +13,7 @@ from webhook.batch.report import Location, Report, render, skipped_text, summary
 from webhook.batch.runner import check_paths, fix_paths
 from webhook.cluster.pinning import DEFAULT_POOL_LABELS
 from webhook.core.engine import Mode
+from webhook.core.facts import NO_FACTS
 from webhook.manifests.configfile import load_config
 
 if TYPE_CHECKING:
@@ -36,15 +37,16 @@ def _nothing_to_judge(paths: Sequence[str], report: Report) -> str:
 
 def cmd_check(args: argparse.Namespace) -> int:
     config = load_config(args.config)
+    facts = NO_FACTS
     if config.numa_auto:
-        from webhook.batch.topology import with_cluster_topology
+        from webhook.batch.topology import cluster_facts
 
-        config = with_cluster_topology(config, args.kubeconfig, err, required=False)
+        facts = cluster_facts(config, args.kubeconfig, err, required=False)
     if args.format == "text":
-        report = check_paths(args.paths, config, Mode(args.mode), stream=print)
+        report = check_paths(args.paths, config, Mode(args.mode), stream=print, facts=facts)
         print(summary_line(report), file=sys.stderr)
     else:
-        report = check_paths(args.paths, config, Mode(args.mode))
+        report = check_paths(args.paths, config, Mode(args.mode), facts=facts)
     empty = not report.counts.objects and not args.allow_empty
     if empty and args.format != "text":  # machine-read formats carry it too, as an input error
         report.add_error(Location(args.paths[0], 0), _nothing_to_judge(args.paths, report))
@@ -130,10 +132,11 @@ def cmd_audit(args: argparse.Namespace) -> int:
     progress = _TerminalProgress() if sys.stderr.isatty() else None
     try:
         lister = Lister(args.kubeconfig, page_size=args.page_size)
+        facts = NO_FACTS
         if config.numa_auto:
-            from webhook.batch.topology import with_cluster_topology
+            from webhook.batch.topology import cluster_facts
 
-            config = with_cluster_topology(config, args.kubeconfig, err, required=True)
+            facts = cluster_facts(config, args.kubeconfig, err, required=True)
         if args.all_namespaces:
             namespaces = None
         elif args.namespace:
@@ -141,7 +144,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
         else:
             namespaces = lister.opted_in_namespaces()
         subjects = Subjects()
-        report = audit(subjects.watch(lister.objects(namespaces)), config, Mode(args.mode), progress)
+        report = audit(subjects.watch(lister.objects(namespaces)), config, Mode(args.mode), progress, facts)
         if args.report:  # stale reports are deleted everywhere, unless -n narrowed the run
             flavour = FLAVOURS[args.report]
             written = write_reports(lister, flavour, build_reports(flavour, report, subjects, namespaces or []),

@@ -15,6 +15,7 @@ from typing import Any
 
 from webhook.core.config import DRA, Policy
 from webhook.core.dra import NUMA_ATTRIBUTE, PCIE_ATTRIBUTE, claim_spread
+from webhook.core.facts import Facts
 from webhook.core.fieldpath import FieldPath, dotted
 from webhook.core.podspec import PodSpec
 from webhook.core.rules.base import Rule, Text, Violation
@@ -41,7 +42,7 @@ def judge_claim(kind: str, spec: Mapping[str, Any], path: FieldPath, policy: Pol
                       rule=RULE_ID, advisory=policy.dra != "deny")]
 
 
-def check(pod: PodSpec, policy: Policy) -> list[Violation]:
+def check(pod: PodSpec, policy: Policy, facts: Facts) -> list[Violation]:
     return []  # a pod spec has no claim spec: claims are judged by ``judge_claim``
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 from webhook.core.config import DRA, Policy
 from webhook.core.demands import demands, may_align
 from webhook.core.dra import NUMA_ATTRIBUTE, DeviceClasses, DraUse, dra_resources
+from webhook.core.facts import Facts
 from webhook.core.fieldpath import dotted
 from webhook.core.podspec import PodSpec
 from webhook.core.rules import cel
@@ -56,8 +57,8 @@ def findings(pod: PodSpec, policy: Policy, classes: DeviceClasses | None) -> lis
                       rule=RULE_ID, advisory=policy.dra != DENY)]
 
 
-def check(pod: PodSpec, policy: Policy) -> list[Violation]:
-    return findings(pod, policy, None)
+def check(pod: PodSpec, policy: Policy, facts: Facts) -> list[Violation]:
+    return findings(pod, policy, facts.device_classes)
 
 
 def to_cel(mutated: bool) -> str:
