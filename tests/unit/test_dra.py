@@ -198,3 +198,74 @@ def test_a_refused_list_leaves_the_classes_unknown_and_says_why(status: int, sai
     api.lists[DEVICE_CLASSES_PATH] = [(status, {"message": "forbidden"})]
     classes, problem = read_device_classes(api)
     assert classes is None and problem is not None and problem.startswith(said), problem
+
+
+# ---- numa: auto with DRA ----
+
+def gpu_nodes() -> Any:
+    """Three GPU nodes of two 32-CPU zones under single-numa-node; their GPUs come through DRA, so no zone
+    publishes example.com/dra-gpu."""
+    from tests.unit.test_numa import nrt
+    from webhook.core.topology import Topology, parse_nrt
+
+    zone = {"cpu": "32", "memory": "256Gi"}
+    names = [f"gpu-{i}" for i in range(3)]
+    return Topology(nodes={n: {"pool": "gpu"} for n in names},
+                    topologies={n: parse_nrt(nrt(n, [zone, zone])) for n in names})
+
+
+def judge_auto(obj: dict[str, Any], classes: DeviceClasses | None) -> tuple[list[str], list[str]]:
+    from webhook.core.facts import Facts, Memo
+
+    verdict = evaluate(obj, parse_config({"policy": {"numa": "auto"}}), Mode.ENFORCE,
+                       Facts(topology=gpu_nodes(), device_classes=classes, memo=Memo()))
+    return ([v.message for _, v in verdict.violations if v.rule == "numa-unfit"],
+            [v.message for _, v in verdict.advisories if v.rule == "numa-unfit"])
+
+
+BIG = {"cpu": "48", "memory": "64Gi"}
+REFUSED_FOR_CPUS = ('container "app" (spec.containers[0]): needs 48 CPUs on one NUMA node; the largest zone of any '
+                    "matching node has 32 CPUs; single-numa-node refuses it on nodes gpu-0, gpu-1 and 1 more "
+                    "(TopologyAffinityError); ask for at most 32 CPUs")
+
+
+@pytest.mark.parametrize(("limits", "claims", "how"), [
+    (BIG | {"example.com/dra-gpu": "1"}, False, "example.com/dra-gpu (DeviceClass gpu.example.com)"),
+    (BIG | {"deviceclass.resource.kubernetes.io/gpu.example.com": "1"}, False,
+     "deviceclass.resource.kubernetes.io/gpu.example.com (DeviceClass gpu.example.com)"),
+    (BIG, True, "spec.resourceClaims: gpu"),
+])
+def test_numa_auto_refuses_the_48_cpu_pod_whichever_way_it_asks_its_dra_gpu(
+        limits: dict[str, Any], claims: bool, how: str) -> None:
+    denied, advised = judge_auto(pod(limits, claims), GPU_CLASSES)
+    assert denied == [REFUSED_FOR_CPUS]
+    assert advised == [f"pod (spec): its DRA devices ({how}) were not fitted: kubelet's Topology Manager does not "
+                       "align devices allocated through DRA and NodeResourceTopology does not publish them; numa: "
+                       "auto judged its CPUs, memory and device plugin devices only"]
+
+
+def test_a_dra_device_neither_keeps_a_pod_off_a_node_nor_excuses_it() -> None:
+    fits, advised = judge_auto(pod({"cpu": "16", "memory": "64Gi", "example.com/dra-gpu": "1"}), GPU_CLASSES)
+    assert fits == [] and len(advised) == 1  # fits on the CPUs; the GPU is said not fitted
+    # Without the DeviceClasses the resource looks like a device plugin's that no node has: no node to judge,
+    # as before (the scheduler would not place a device plugin Pod there).
+    assert judge_auto(pod(BIG | {"example.com/dra-gpu": "1"}), None) == ([], [])
+
+
+def test_a_node_whose_device_plugin_publishes_the_resource_fits_it_as_a_device() -> None:
+    """A DeviceClass maps example.com/dra-gpu, but a node whose NRT zones publish it serves it by device plugin
+    (the scheduler prefers the node's allocatable): kubelet aligns it there, and so does the fit."""
+    from tests.unit.test_numa import nrt
+    from webhook.core.facts import Facts, Memo
+    from webhook.core.topology import Topology, parse_nrt
+
+    zone = {"cpu": "32", "memory": "256Gi", "example.com/dra-gpu": "1"}
+    topology = Topology(nodes={"plugin-0": {}}, topologies={"plugin-0": parse_nrt(nrt("plugin-0", [zone, zone]))})
+    verdict = evaluate(pod({"cpu": "16", "memory": "64Gi", "example.com/dra-gpu": "2"}),
+                       parse_config({"policy": {"numa": "auto"}}), Mode.ENFORCE,
+                       Facts(topology=topology, device_classes=GPU_CLASSES, memo=Memo()))
+    assert [v.message for _, v in verdict.violations if v.rule == "numa-unfit"] == [
+        'container "app" (spec.containers[0]): needs 2 example.com/dra-gpu on one NUMA node; the largest zone of '
+        "any matching node has 1; single-numa-node refuses it on node plugin-0 (TopologyAffinityError); ask for at "
+        "most 1 example.com/dra-gpu"]
+    assert not [v for _, v in verdict.advisories if v.rule == "numa-unfit"]  # fitted: not said to be left out

@@ -12,8 +12,8 @@ the claims only: which extended resources DeviceClasses map is cluster state an 
 from __future__ import annotations
 
 from webhook.core.config import DRA, Policy
-from webhook.core.demands import demands, may_align
-from webhook.core.dra import NUMA_ATTRIBUTE, DeviceClasses, DraUse, dra_resources
+from webhook.core.demands import demands, dra_use, may_align
+from webhook.core.dra import NUMA_ATTRIBUTE, DeviceClasses
 from webhook.core.facts import Facts
 from webhook.core.fieldpath import dotted
 from webhook.core.podspec import PodSpec
@@ -35,14 +35,6 @@ CLAIMS = Text("{path}.resourceClaims: {names}")
 def exclusive_cpus(pod: PodSpec) -> bool:
     """Would the static CPU Manager give some container exclusive CPUs (Guaranteed, a whole cpu request)?"""
     return may_align(pod) and any(d.cpus for d in demands(pod).containers)
-
-
-def dra_use(pod: PodSpec, classes: DeviceClasses | None) -> DraUse:
-    """The Pod's claims and the extended resources DRA serves it (``classes``: the cluster's DeviceClasses,
-    None when not known)."""
-    asked = [(name, (*c.resources.path, "limits", name)) for c in pod.all_containers for name in c.devices]
-    resources, paths = dra_resources(asked, classes)
-    return DraUse(pod.resource_claims, (*pod.path, "resourceClaims"), resources, paths)
 
 
 def findings(pod: PodSpec, policy: Policy, classes: DeviceClasses | None) -> list[Violation]:
