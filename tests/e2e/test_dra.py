@@ -101,20 +101,27 @@ def register(cluster: Cluster, folder: Path, release: str, label: str, config: d
 
 
 @pytest.fixture(scope="module")
-def dra_cluster(cluster: Cluster) -> Cluster:
-    """The DeviceClass, the GPU nodes and their NodeResourceTopology objects."""
+def dra_cluster(cluster: Cluster) -> Iterator[Cluster]:
+    """The DeviceClass, the GPU nodes and their NodeResourceTopology objects; all removed afterwards (the CRD too,
+    when it was not there before), as the other e2e files expect a cluster without them."""
+    crd_name = "noderesourcetopologies.topology.node.k8s.io"
+    had_crd = cluster.kubectl("get", "crd", crd_name).returncode == 0
     crd = CHART / "files" / "topology.node.k8s.io_noderesourcetopologies.yaml"
     cluster.kubectl("apply", "-f", str(crd), check=True)
-    cluster.kubectl("wait", "--for", "condition=Established", "crd/noderesourcetopologies.topology.node.k8s.io",
-                    "--timeout", "30s", check=True)
+    cluster.kubectl("wait", "--for", "condition=Established", f"crd/{crd_name}", "--timeout", "30s", check=True)
     device_class = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": GPU_CLASS},
                     "spec": {"selectors": [{"cel": {"expression": f"device.driver == '{GPU_CLASS}'"}}],
                              "extendedResourceName": DRA_GPU}}
-    cluster.kubectl("apply", "-f", "-", stdin=[device_class, *(node(n, **POOL) for n in NODES),
-                                               *(node_topology(n, [ZONE, ZONE]) for n in NODES)], check=True)
-    stored = cluster.get("deviceclass", GPU_CLASS)
-    assert stored["spec"].get("extendedResourceName") == DRA_GPU, stored  # DRAExtendedResource is on (beta)
-    return cluster
+    objects = [device_class, *(node(n, **POOL) for n in NODES), *(node_topology(n, [ZONE, ZONE]) for n in NODES)]
+    cluster.kubectl("apply", "-f", "-", stdin=objects, check=True)
+    try:
+        stored = cluster.get("deviceclass", GPU_CLASS)
+        assert stored["spec"].get("extendedResourceName") == DRA_GPU, stored  # DRAExtendedResource is on (beta)
+        yield cluster
+    finally:
+        cluster.kubectl("delete", "--ignore-not-found", "--wait=true", "-f", "-", stdin=objects)
+        if not had_crd:
+            cluster.kubectl("delete", "crd", crd_name, "--ignore-not-found", "--wait=true", "--timeout=60s")
 
 
 ENFORCE, DENY = "e2e-dra", "e2e-dra-deny"

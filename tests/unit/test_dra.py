@@ -269,3 +269,11 @@ def test_a_node_whose_device_plugin_publishes_the_resource_fits_it_as_a_device()
         "any matching node has 1; single-numa-node refuses it on node plugin-0 (TopologyAffinityError); ask for at "
         "most 1 example.com/dra-gpu"]
     assert not [v for _, v in verdict.advisories if v.rule == "numa-unfit"]  # fitted: not said to be left out
+
+
+def test_qos_guard_policy_refuses_device_classes() -> None:
+    from webhook.policies.generate import PolicyError, refuse_unsupported
+
+    refuse_unsupported(parse_config({"policy": {"dra": "deny"}}))  # the claims: in CEL
+    with pytest.raises(PolicyError, match=r"^policy.deviceClasses: the cluster's DeviceClasses are not available"):
+        refuse_unsupported(parse_config({"policy": {"deviceClasses": True}}))

@@ -11,7 +11,7 @@ the claims only: which extended resources DeviceClasses map is cluster state an 
 
 from __future__ import annotations
 
-from webhook.core.config import DRA, Policy
+from webhook.core.config import DEVICE_CLASSES, DRA, Policy
 from webhook.core.demands import demands, dra_use, may_align
 from webhook.core.dra import NUMA_ATTRIBUTE, DeviceClasses
 from webhook.core.facts import Facts
@@ -30,6 +30,11 @@ UNALIGNED = Text("{label}: its exclusive CPUs and memory are not NUMA-aligned wi
                  f"matchAttribute: {NUMA_ATTRIBUTE} and check the node with qos-guard verify "
                  f"(policy.{DRA.name}: off to stop this)")
 CLAIMS = Text("{path}.resourceClaims: {names}")
+# What ``qos-guard policy`` says to ``policy.deviceClasses: true`` (the CEL form sees the claims only).
+DEVICE_CLASSES_REFUSAL = (f"policy.{DEVICE_CLASSES.name}: the cluster's DeviceClasses are not available to an "
+                          "admission policy (it cannot read the cluster: dra-unaligned's CEL sees "
+                          "spec.resourceClaims only); use the webhook (enforcement: webhook) or remove "
+                          f"policy.{DEVICE_CLASSES.name}")
 
 
 def exclusive_cpus(pod: PodSpec) -> bool:
