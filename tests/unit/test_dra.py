@@ -142,6 +142,10 @@ NUMA = "resource.kubernetes.io/numaNode"
                                                        {"name": "small", "deviceClassName": "x"}]}]},
      ("2", ("gpu",))),
     ({"requests": [{"name": "gpu", "deviceClassName": "x", "count": 3}]}, ("3", ("gpu",))),
+    # Shapes the API server refuses are read as far as they go, never a traceback.
+    ({"requests": [exact("gpu", 2)], "constraints": 5}, ("2", ("gpu",))),
+    ({"requests": "gpu"}, None),
+    ({"requests": [exact("gpu", 2)], "constraints": [{"matchAttribute": NUMA, "requests": "gpu"}]}, None),
 ])
 def test_claim_spread(devices: dict[str, Any], spread: tuple[str, tuple[str, ...]] | None) -> None:
     found = claim_spread({"devices": devices})

@@ -193,7 +193,8 @@ def claim_spread(spec: Mapping[str, Any]) -> ClaimSpread | None:
     counts = [_request_count(r) for r in requests]
     if not requests or (len(requests) == 1 and counts[0] == 1):
         return None
-    for constraint in devices.get("constraints") or []:
+    constraints = devices.get("constraints")
+    for constraint in constraints if isinstance(constraints, list) else []:
         if not isinstance(constraint, Mapping):
             continue
         attribute = constraint.get("matchAttribute")

@@ -121,7 +121,8 @@ def walk(obj: Any, where: FieldPath = ()) -> Iterator[Target | str]:
         node = node.get(key)
         walked = (*walked, key)
         if node is None:
-            yield f"{kind} without a pod template"  # e.g. a kustomize patch that only sets replicas
+            # e.g. a kustomize patch that only sets replicas
+            yield f"{kind} without {'a claim spec' if kind in CLAIM_KINDS else 'a pod template'}"
             return
         if not isinstance(node, Mapping):
             raise ManifestError(walked, "expected a mapping")
