@@ -281,3 +281,27 @@ def test_qos_guard_policy_refuses_device_classes() -> None:
     refuse_unsupported(parse_config({"policy": {"dra": "deny"}}))  # the claims: in CEL
     with pytest.raises(PolicyError, match=r"^policy.deviceClasses: the cluster's DeviceClasses are not available"):
         refuse_unsupported(parse_config({"policy": {"deviceClasses": True}}))
+
+
+def test_the_webhook_judges_against_the_device_class_snapshot_of_the_moment() -> None:
+    """The app reads the DeviceClass cache once per request: a class added later counts from then on."""
+    import json
+
+    from tests.helpers import admission_review
+    from webhook.serving.app import create_app
+
+    current: list[DeviceClasses | None] = [None]
+    client = create_app(parse_config({"policy": {"deviceClasses": True}}),
+                        device_classes=lambda: current[0]).test_client()
+
+    def warnings() -> list[str]:
+        review = admission_review(pod(PINNED | {"example.com/dra-gpu": "1"}), namespace="ns")
+        answer = client.post("/validate", data=json.dumps(review), content_type="application/json")
+        response = answer.get_json()["response"]
+        assert response["allowed"] is True
+        return [w for w in response.get("warnings", []) if w.startswith("dra-unaligned: ")]
+
+    assert warnings() == []  # not known: a device plugin resource as far as anyone can tell
+    current[0] = GPU_CLASSES
+    assert [w[:100] for w in warnings()] == [
+        "dra-unaligned: pod (spec): its exclusive CPUs and memory are not NUMA-aligned with its DRA devices ("]
