@@ -305,3 +305,27 @@ def test_the_webhook_judges_against_the_device_class_snapshot_of_the_moment() ->
     current[0] = GPU_CLASSES
     assert [w[:100] for w in warnings()] == [
         "dra-unaligned: pod (spec): its exclusive CPUs and memory are not NUMA-aligned with its DRA devices ("]
+
+
+def test_a_claim_a_pod_controls_is_not_judged_where_refusing_it_would_only_keep_the_pod_from_starting() -> None:
+    """The scheduler's claim for `nvidia.com/gpu: 2` (count 2, no constraint) and a claim made from a template:
+    judged where they come from, never refused here, even with policy.dra: deny."""
+    import json
+
+    from tests.helpers import admission_review
+    from webhook.core.workloads import walk
+    from webhook.serving.app import create_app
+
+    obj = claim({"requests": [exact("container-0-request-0", 2)]}, "ResourceClaim")
+    obj["metadata"]["ownerReferences"] = [{"apiVersion": "v1", "kind": "Pod", "name": "app", "uid": "u",
+                                           "controller": True, "blockOwnerDeletion": True}]
+    deny = parse_config({"policy": {"dra": "deny"}})
+    assert list(walk(obj)) == ["ResourceClaim made for a Pod"]
+    assert evaluate(obj, deny, Mode.ENFORCE).allowed
+    review = admission_review(obj, namespace="ns")
+    answer = create_app(deny).test_client().post("/validate", data=json.dumps(review),
+                                                 content_type="application/json").get_json()["response"]
+    assert answer["allowed"] is True and not answer.get("warnings")
+    # Owned but not controlled by a Pod (or by another kind): judged.
+    obj["metadata"]["ownerReferences"][0]["controller"] = False
+    assert not evaluate(obj, deny, Mode.ENFORCE).allowed

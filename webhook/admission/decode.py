@@ -10,7 +10,8 @@ What is kept, and why:
 
 - the envelope: ``apiVersion``, ``kind``, and the request's ``uid``, ``kind.kind``, ``operation``,
   ``subResource``, ``namespace``, ``name``, ``userInfo.username`` and ``dryRun``;
-- every judged kind's object (``KINDS``): ``kind``, ``metadata`` (``name``, ``generateName``, ``namespace``)
+- every judged kind's object (``KINDS``): ``kind``, ``metadata`` (``name``, ``generateName``, ``namespace``,
+  and of ``ownerReferences`` each ``kind`` and ``controller``)
   and the pod spec where that kind keeps it (``spec``, ``spec.template.spec``, ``template.spec``,
   ``spec.jobTemplate.spec.template.spec``), and a Pod's ``status.qosClass``;
 - in a pod spec: ``containers`` and ``initContainers`` (``name``, ``restartPolicy``, ``resources``),
@@ -159,10 +160,16 @@ class Spec(PodSpec):
     spec: ClaimSpec | None = None
 
 
+class OwnerReference(_Kept):
+    kind: Any = None
+    controller: Any = None
+
+
 class Metadata(_Kept):
     name: str | None = None
     generate_name: str | None = None
     namespace: str | None = None
+    owner_references: list[OwnerReference] | None = None  # a claim a Pod controls is not judged (dra-claim-spread)
 
 
 class Status(_Kept):

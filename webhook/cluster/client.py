@@ -12,7 +12,7 @@ import urllib3
 from kubernetes import client, config
 
 from webhook.core.engine import MODE_LABEL, Mode
-from webhook.core.workloads import CLAIM_KINDS, CONTROLLERS, KINDS
+from webhook.core.workloads import CLAIM_KINDS, CONTROLLERS, KINDS, made_for_pod
 
 
 class ClusterError(RuntimeError):
@@ -179,8 +179,9 @@ class Lister:
 def _controlled(obj: dict[str, Any], kind: str) -> bool:
     """Made by a controller qos-guard reports through: a workload's Pods, and the claims made for a Pod (from
     its ResourceClaimTemplate, reported once, or by the scheduler for a DRA extended resource)."""
-    claim = kind in CLAIM_KINDS
+    if kind in CLAIM_KINDS and made_for_pod(obj):
+        return True
     for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
-        if ref.get("controller") and (ref.get("kind") in CONTROLLERS or (claim and ref.get("kind") == "Pod")):
+        if ref.get("controller") and ref.get("kind") in CONTROLLERS:
             return True
     return False

@@ -110,6 +110,9 @@ def walk(obj: Any, where: FieldPath = ()) -> Iterator[Target | str]:
         return
     known = KINDS.get(kind)
     if known is None and kind in CLAIM_KINDS and _in_group(obj, CLAIM_GROUP):
+        if made_for_pod(obj):
+            yield f"{kind} made for a Pod"  # from its template, or by the scheduler for an extended resource
+            return
         known = CLAIM_KINDS[kind]
     if known is None:
         yield kind
@@ -127,6 +130,16 @@ def walk(obj: Any, where: FieldPath = ()) -> Iterator[Target | str]:
         if not isinstance(node, Mapping):
             raise ManifestError(walked, "expected a mapping")
     yield Target(kind, name, namespace, walked, node, obj.get("status") if kind == POD else None)
+
+
+def made_for_pod(obj: Mapping[str, Any]) -> bool:
+    """A claim a Pod controls: made from the Pod's ResourceClaimTemplate by the resourceclaim controller, or by the
+    scheduler for a DRA extended resource. Judged where it comes from (the template, the Pod), never refused
+    here: refusing it would only keep the Pod from starting."""
+    meta = obj.get("metadata")
+    refs = meta.get("ownerReferences") if isinstance(meta, Mapping) else None
+    return any(isinstance(r, Mapping) and r.get("controller") is True and r.get("kind") == POD
+               for r in (refs if isinstance(refs, list) else []))
 
 
 def _in_group(obj: Mapping[str, Any], group: str) -> bool:
