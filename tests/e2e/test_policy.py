@@ -39,7 +39,8 @@ from webhook.policies.generate import KNOWN_DIFFERENCES
 
 NAMESPACES = {"enforce": "pol-enforce", "mutate": "pol-mutate", "warn": "pol-warn", "plain": "pol-plain"}
 CUSTOM = {  # the second half of the differential sample runs under this configuration
-    "policy": {"fractionalCPUContainers": ["istio-proxy"], "smtAlignment": 2, "podLevelResources": "allow"},
+    "policy": {"fractionalCPUContainers": ["istio-proxy"], "smtAlignment": 2, "podLevelResources": "allow",
+               "dra": "deny"},
     "mutation": {"cpuRounding": "up"},
     "exemptions": {"runtimeClassNames": ["kata"]},
 }
