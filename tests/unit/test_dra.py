@@ -329,3 +329,22 @@ def test_a_claim_a_pod_controls_is_not_judged_where_refusing_it_would_only_keep_
     # Owned but not controlled by a Pod (or by another kind): judged.
     obj["metadata"]["ownerReferences"][0]["controller"] = False
     assert not evaluate(obj, deny, Mode.ENFORCE).allowed
+
+
+def test_a_refused_watch_cache_says_so_once_stays_unknown_and_keeps_trying() -> None:
+    stop = threading.Event()
+    api = Scripted(stop)
+    api.lists[DEVICE_CLASSES_PATH] = [(403, {"message": "forbidden"})]
+    said: list[str | None] = []
+    cache = DeviceClassCache(api, on_problem=said.append)
+    cache.start()
+    try:
+        deadline = time.monotonic() + 10
+        while not said and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.5)
+        assert cache.snapshot() is None  # unknown, not "no DeviceClasses"
+        assert len(said) == 1 and said[0] is not None and said[0].startswith("listing deviceclasses is not allowed")
+    finally:
+        stop.set()
+        cache.stop()
