@@ -251,9 +251,20 @@ def test_numa_auto_refuses_the_48_cpu_pod_whichever_way_it_asks_its_dra_gpu(
 def test_a_dra_device_neither_keeps_a_pod_off_a_node_nor_excuses_it() -> None:
     fits, advised = judge_auto(pod({"cpu": "16", "memory": "64Gi", "example.com/dra-gpu": "1"}), GPU_CLASSES)
     assert fits == [] and len(advised) == 1  # fits on the CPUs; the GPU is said not fitted
-    # Without the DeviceClasses the resource looks like a device plugin's that no node has: no node to judge,
-    # as before (the scheduler would not place a device plugin Pod there).
-    assert judge_auto(pod(BIG | {"example.com/dra-gpu": "1"}), None) == ([], [])
+    # Without the DeviceClasses the resource looks like a device plugin's that no node has: no node to judge (the
+    # scheduler would not place a device plugin Pod there), and that is said, not passed over.
+    assert judge_auto(pod(BIG | {"example.com/dra-gpu": "1"}), None) == ([], [
+        "pod (spec): no node's NodeResourceTopology publishes example.com/dra-gpu, so numa: auto judged it on no "
+        "node; if DRA serves it (a DeviceClass's extendedResourceName), policy.deviceClasses: true fits its CPUs and "
+        "memory"])
+    # A node without a topology object might have it: nothing known, nothing said.
+    from webhook.core.facts import Facts, Memo
+
+    topology = gpu_nodes()
+    unknown = type(topology)(nodes={**topology.nodes, "bare": {"pool": "gpu"}}, topologies=topology.topologies)
+    verdict = evaluate(pod(BIG | {"example.com/dra-gpu": "1"}), parse_config({"policy": {"numa": "auto"}}),
+                       Mode.ENFORCE, Facts(topology=unknown, memo=Memo()))
+    assert not verdict.violations and not verdict.advisories
 
 
 def test_a_node_whose_device_plugin_publishes_the_resource_fits_it_as_a_device() -> None:

@@ -70,6 +70,9 @@ WAY_OUT = Text("ask for at most {have}")
 NOT_FITTED = Text("{label}: its DRA devices ({how}) were not fitted: kubelet's Topology Manager does not align "
                   "devices allocated through DRA and NodeResourceTopology does not publish them; numa: auto judged "
                   "its CPUs, memory and device plugin devices only")
+NOWHERE = Text("{label}: no node's NodeResourceTopology publishes {names}, so numa: auto judged it on no node; if "
+               "DRA serves it (a DeviceClass's extendedResourceName), policy.deviceClasses: true fits its CPUs and "
+               "memory")
 MAX_NODES_SHOWN = 2
 
 
@@ -103,8 +106,25 @@ def _auto(pod: PodSpec, topology: Topology, memo: Memo | None, classes: DeviceCl
     dra = frozenset(use.resources)
     found = remember(memo, "numa-unfit.verdicts", (pod.placement.key, wants.key, dra, bool(use.claims)),
                      lambda: tuple(_judge(pod, topology, wants, memo, dra)
-                                   + _not_fitted(pod, use, wants, topology)))
+                                   + _not_fitted(pod, use, wants, topology)
+                                   + _published_nowhere(pod, wants, topology, dra)))
     return list(found)
+
+
+def _published_nowhere(pod: PodSpec, wants: Demands, topology: Topology, dra: frozenset[str]) -> list[Violation]:
+    """A device the Pod asks that no node's NodeResourceTopology publishes (and that is not known to be DRA's):
+    it is judged on no node, and that is said, not passed over: where DRA serves it, only the DeviceClasses
+    tell (policy.deviceClasses: true)."""
+    asked = sorted({k for d in wants.containers for k, v in d.devices.items() if v > 0 and k not in dra})
+    # A node without a NodeResourceTopology object could have it: then nothing is known, and nothing is said.
+    if not asked or not topology.topologies or any(n not in topology.topologies for n in topology.nodes or ()):
+        return []
+    anywhere = {name for t in topology.topologies.values() for name in t.published}
+    missing = [k for k in asked if k not in anywhere]
+    if not missing:
+        return []
+    return [Violation(pod.path, NOWHERE(label=f"pod ({dotted(pod.path)})", names=_join(missing)), rule=RULE_ID,
+                      advisory=True)]
 
 
 def _not_fitted(pod: PodSpec, use: DraUse, wants: Demands, topology: Topology) -> list[Violation]:
