@@ -20,6 +20,7 @@ from webhook.core.config import Config
 from webhook.core.engine import Mode, evaluate
 from webhook.core.facts import NO_FACTS, Facts
 from webhook.core.fieldpath import FieldPath
+from webhook.core.outcome import ExitCode, fold
 from webhook.core.podspec import ManifestError
 from webhook.core.workloads import Target, walk
 from webhook.manifests.reader import STDIN, Document, ReadError, expand_paths, open_manifest, read_documents
@@ -144,8 +145,8 @@ class FixTally:
     dry_run: bool = False
 
     @property
-    def exit_code(self) -> int:
-        return 1 if self.remaining else 2 if self.errors else 0
+    def exit_code(self) -> ExitCode:
+        return fold(violations=bool(self.remaining), errors=bool(self.errors))
 
     def summary(self) -> str:
         if self.dry_run:

@@ -31,6 +31,10 @@ class Mode(StrEnum):
     WARN = "warn"
 
 
+# The label selector of the opted-in namespaces (a mode label with a known mode), for audit, the agent, verify.
+MODE_SELECTOR = f"{MODE_LABEL} in ({','.join(m.value for m in Mode)})"
+
+
 @dataclass(frozen=True)
 class Finding:
     """A violation, and whether the mutation (``mutate`` mode, ``qos-guard fix``) would remove it."""

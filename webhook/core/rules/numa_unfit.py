@@ -20,7 +20,7 @@ from webhook.core.fieldpath import dotted
 from webhook.core.memo import Memo, remember
 from webhook.core.numa import ClusterFit, NodeFit, fit_cluster, largest_zone
 from webhook.core.podspec import CPU, MEMORY, PodSpec, effective_requests
-from webhook.core.quantity import format_milli
+from webhook.core.quantity import format_bytes, format_milli, format_milli_bytes
 from webhook.core.rules.base import Rule, Text, Violation
 from webhook.core.topology import Topology
 
@@ -32,19 +32,11 @@ OVER = Text("{need} (a NUMA node has {cap})")
 IN_TOTAL = "in total "
 
 
-def format_bytes(milli: int) -> str:
-    value = -(-milli // 1000)
-    for suffix, size in (("Ti", 1 << 40), ("Gi", 1 << 30), ("Mi", 1 << 20), ("Ki", 1 << 10)):
-        if value >= size and value % size == 0:
-            return f"{value // size}{suffix}"
-    return str(value)
-
-
 def _show(resource: str, milli: int) -> str:
     if resource == CPU:
         return f"{format_milli(milli)} CPUs"
     if resource == MEMORY:
-        return f"{format_bytes(milli)} memory"
+        return f"{format_milli_bytes(milli)} memory"
     return f"{format_milli(milli)} {resource}"
 
 
@@ -93,7 +85,7 @@ def _have(name: str, amount: int) -> str:
     """A zone's amount, after the need has named the resource: ``32 CPUs``, ``240Gi``, ``4``."""
     if name == CPU:
         return show_amount(name, amount)
-    return format_bytes(amount * 1000) if name == MEMORY or name.startswith("hugepages-") else str(amount)
+    return format_bytes(amount) if name == MEMORY or name.startswith("hugepages-") else str(amount)
 
 
 def _auto(pod: PodSpec, topology: Topology, memo: Memo | None, classes: DeviceClasses | None) -> list[Violation]:
