@@ -359,3 +359,17 @@ def test_a_refused_watch_cache_says_so_once_stays_unknown_and_keeps_trying() -> 
     finally:
         stop.set()
         cache.stop()
+
+
+def test_remembered_verdicts_name_each_pods_own_claims() -> None:
+    from webhook.core.facts import Facts, Memo
+
+    facts = Facts(topology=gpu_nodes(), device_classes=GPU_CLASSES, memo=Memo())
+    config = parse_config({"policy": {"numa": "auto"}})
+    for name in ("gpu", "accelerator"):
+        obj = pod(BIG, True)
+        obj["spec"]["resourceClaims"][0]["name"] = name
+        obj["spec"]["containers"][0]["resources"]["claims"] = [{"name": name}]
+        (advice,) = [v.message for _, v in evaluate(obj, config, Mode.ENFORCE, facts).advisories
+                     if v.rule == "numa-unfit"]
+        assert f"(spec.resourceClaims: {name})" in advice

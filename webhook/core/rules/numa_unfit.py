@@ -96,7 +96,7 @@ def _auto(pod: PodSpec, topology: Topology, memo: Memo | None, classes: DeviceCl
     wants = demands(pod)
     use = dra_use(pod, classes)
     dra = frozenset(use.resources)
-    found = remember(memo, "numa-unfit.verdicts", (pod.placement.key, wants.key, dra, bool(use.claims)),
+    found = remember(memo, "numa-unfit.verdicts", (pod.placement.key, wants.key, dra, use.claims),
                      lambda: tuple(_judge(pod, topology, wants, memo, dra)
                                    + _not_fitted(pod, use, wants, topology)
                                    + _published_nowhere(pod, wants, topology, dra)))
