@@ -46,6 +46,8 @@ def test_the_index_maps_both_ways_and_the_newer_class_wins_a_clash_with_the_name
     assert classes.serves("deviceclass.resource.kubernetes.io/plain") == "plain"  # the implicit name
     assert classes.serves("deviceclass.resource.kubernetes.io/missing") is None
     assert classes.serves("nvidia.com/gpu") is None
+    with pytest.raises(TypeError):  # an index of facts: read-only
+        classes.by_resource["example.com/gpu"] = "mine"  # type: ignore[index]
 
 
 def pod(limits: dict[str, Any], claims: bool = False, **extra: Any) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from webhook.core.fieldpath import FieldPath
@@ -75,7 +76,8 @@ def index_device_classes(entries: Iterable[tuple[str, str, str]]) -> DeviceClass
         # RFC 3339 timestamps in UTC sort as text.
         if best is None or created > best[0] or (created == best[0] and name < best[1]):
             chosen[resource] = (created, name)
-    return DeviceClasses(extended, {resource: name for resource, (_, name) in chosen.items()})
+    by_resource = {resource: name for resource, (_, name) in chosen.items()}
+    return DeviceClasses(MappingProxyType(extended), MappingProxyType(by_resource))
 
 
 def parse_device_classes(objects: Iterable[Mapping[str, Any]]) -> DeviceClasses:
