@@ -20,9 +20,10 @@ from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
 from tests.chart.conftest import CHART, ROOT, Render, by_kind, one, run_helm
 from tests.serving import start_server
 from webhook import __version__
+from webhook.core.claims import CLAIM_KINDS
 from webhook.core.config import parse_config
 from webhook.core.engine import Mode, evaluate
-from webhook.core.workloads import CLAIM_KINDS, KINDS
+from webhook.core.workloads import KINDS
 
 NAMESPACE = "platform"  # not the chart's name, so the release namespace is told apart from defaults
 KUBE_SCHEMA = "1.35.0"

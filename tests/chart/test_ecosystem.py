@@ -9,7 +9,8 @@ import pytest
 
 from tests.binaries import NRT_API, OPENREPORTS, go_module
 from tests.chart.conftest import CHART, Render, by_kind, one, run_helm
-from webhook.core.workloads import CLAIM_KINDS, KINDS
+from webhook.core.claims import CLAIM_KINDS
+from webhook.core.workloads import KINDS
 
 NAMESPACE = "qos-guard"
 OPTIONAL = ("reports.installCRDs=true", "audit.enabled=true", "prometheusRule.enabled=true", "dashboard.enabled=true")

@@ -18,6 +18,7 @@ import msgspec
 
 from webhook.admission.decode import BadReview as BadReview  # raised here, caught by the serving layer
 from webhook.admission.decode import decode, plain
+from webhook.core.claims import CLAIM_KINDS
 from webhook.core.config import Config
 from webhook.core.engine import MODE_LABEL, Mode, Verdict, evaluate
 from webhook.core.facts import NO_FACTS, Facts
@@ -25,7 +26,7 @@ from webhook.core.mutation import json_patch
 from webhook.core.podspec import ManifestError
 from webhook.core.rules import MORE, REFUSED, Violation
 from webhook.core.rules.dra_claim_spread import REFUSED_CLAIM
-from webhook.core.workloads import CLAIM_KINDS, POD, Target, judged
+from webhook.core.workloads import POD, Target, judged
 
 API_VERSIONS = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
 MODES = tuple(m.value for m in Mode)

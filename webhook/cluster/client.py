@@ -11,8 +11,9 @@ from typing import Any
 import urllib3
 from kubernetes import client, config
 
+from webhook.core.claims import CLAIM_KINDS, made_for_pod
 from webhook.core.engine import MODE_SELECTOR
-from webhook.core.workloads import CLAIM_KINDS, CONTROLLERS, KINDS, made_for_pod
+from webhook.core.workloads import CONTROLLERS, KINDS
 
 
 class ClusterError(RuntimeError):
@@ -187,8 +188,9 @@ class Lister:
         """
         scopes: list[str | None] = list(namespaces) if namespaces is not None else [None]
         for scope in scopes:
-            for judged in (*KINDS.values(), *CLAIM_KINDS.values()):
-                api_version, plural, kind = judged.api_version, judged.plural, judged.kind
+            listed: list[tuple[str, str, str]] = [(k.api_version, k.plural, k.kind) for k in KINDS.values()]
+            listed += [(k.api_version, k.plural, k.kind) for k in CLAIM_KINDS.values()]
+            for api_version, plural, kind in listed:
                 prefix = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
                 path = f"{prefix}/{plural}" if scope is None else f"{prefix}/namespaces/{scope}/{plural}"
                 try:

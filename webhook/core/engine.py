@@ -13,6 +13,7 @@ from enum import StrEnum
 from functools import cached_property
 from typing import Any
 
+from webhook.core.claims import CLAIM_KINDS
 from webhook.core.config import Config
 from webhook.core.facts import NO_FACTS, Facts
 from webhook.core.fieldpath import FieldPath
@@ -20,7 +21,7 @@ from webhook.core.mutation import Change, apply_changes, plan_changes
 from webhook.core.podspec import PodSpec, build_pod_spec
 from webhook.core.rules import Violation, run_rules
 from webhook.core.rules.dra_claim_spread import judge_claim
-from webhook.core.workloads import CLAIM_KINDS, Target, find_targets
+from webhook.core.workloads import Target, find_targets
 
 MODE_LABEL = "qos-guard.io/mode"  # the namespace label that opts in (docs/contract.md#names)
 

@@ -12,6 +12,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from webhook.core.claims import CLAIM_KINDS, ClaimKind, claim_kind, claim_spec
 from webhook.core.fieldpath import FieldPath, Segment
 from webhook.core.podspec import ManifestError, PodSpec, build_pod_spec
 
@@ -50,14 +51,6 @@ KINDS: dict[str, Kind] = {k.kind: k for k in (
     Kind("DaemonSet", "apps/v1", "daemonsets", _TEMPLATE, True),
     Kind("Job", "batch/v1", "jobs", _TEMPLATE, True),
     Kind("CronJob", "batch/v1", "cronjobs", ("spec", "jobTemplate", "spec", "template", "spec"), True),
-)}
-# DRA's claims, judged whole (``webhook.core.rules.dra_claim_spread``), not as pod specs: kept apart from ``KINDS``,
-# which is the table of pod specs. Their spec cannot change after create.
-CLAIM_GROUP = "resource.k8s.io"
-CLAIM_KINDS: dict[str, Kind] = {k.kind: k for k in (
-    Kind("ResourceClaim", f"{CLAIM_GROUP}/v1", "resourceclaims", ("spec",), False, ("CREATE",)),
-    Kind("ResourceClaimTemplate", f"{CLAIM_GROUP}/v1", "resourceclaimtemplates", ("spec", "spec"), False,
-         ("CREATE",)),
 )}
 CONTROLLERS = frozenset(k.kind for k in KINDS.values() if k.controller)
 
@@ -109,11 +102,14 @@ def walk(obj: Any, where: FieldPath = ()) -> Iterator[Target | str]:
             yield from walk(item, (*where, "items", i))
         return
     known = KINDS.get(kind)
-    if known is None and kind in CLAIM_KINDS and _in_group(obj, CLAIM_GROUP):
-        if made_for_pod(obj):
-            yield f"{kind} made for a Pod"  # from its template, or by the scheduler for an extended resource
-            return
-        known = CLAIM_KINDS[kind]
+    claim = claim_kind(obj) if known is None else None
+    if claim is not None:  # DRA's claims: their claim spec, judged whole (``webhook.core.claims``)
+        found = claim_spec(obj, claim, where)
+        if isinstance(found, str):
+            yield found
+        else:
+            yield Target(kind, *_meta(obj, where), *found)
+        return
     if known is None:
         yield kind
         return
@@ -124,28 +120,11 @@ def walk(obj: Any, where: FieldPath = ()) -> Iterator[Target | str]:
         node = node.get(key)
         walked = (*walked, key)
         if node is None:
-            # e.g. a kustomize patch that only sets replicas
-            yield f"{kind} without {'a claim spec' if kind in CLAIM_KINDS else 'a pod template'}"
+            yield f"{kind} without a pod template"  # e.g. a kustomize patch that only sets replicas
             return
         if not isinstance(node, Mapping):
             raise ManifestError(walked, "expected a mapping")
     yield Target(kind, name, namespace, walked, node, obj.get("status") if kind == POD else None)
-
-
-def made_for_pod(obj: Mapping[str, Any]) -> bool:
-    """A claim a Pod controls: made from the Pod's ResourceClaimTemplate by the resourceclaim controller, or by the
-    scheduler for a DRA extended resource. Judged where it comes from (the template, the Pod), never refused
-    here: refusing it would only keep the Pod from starting."""
-    meta = obj.get("metadata")
-    refs = meta.get("ownerReferences") if isinstance(meta, Mapping) else None
-    return any(isinstance(r, Mapping) and r.get("controller") is True and r.get("kind") == POD
-               for r in (refs if isinstance(refs, list) else []))
-
-
-def _in_group(obj: Mapping[str, Any], group: str) -> bool:
-    """The object's ``apiVersion`` is in ``group`` (or not given: a listed object)."""
-    api_version = obj.get("apiVersion")
-    return not isinstance(api_version, str) or api_version.rpartition("/")[0] == group
 
 
 def find_targets(obj: Any, where: FieldPath = ()) -> Iterator[Target]:
@@ -155,7 +134,7 @@ def find_targets(obj: Any, where: FieldPath = ()) -> Iterator[Target]:
 
 def judged(kind: str, operation: str, subresource: str = "") -> bool:
     """Whether a request for ``kind`` (``operation`` on the object or its ``subresource``) is judged."""
-    found = KINDS.get(kind) or CLAIM_KINDS.get(kind)
+    found: Kind | ClaimKind | None = KINDS.get(kind) or CLAIM_KINDS.get(kind)
     if found is None:
         return False
     if subresource:
@@ -163,4 +142,4 @@ def judged(kind: str, operation: str, subresource: str = "") -> bool:
     return operation in found.operations
 
 
-__all__ = ["CLAIM_KINDS", "CONTROLLERS", "KINDS", "POD", "Kind", "Segment", "Target", "find_targets", "judged", "walk"]
+__all__ = ["CONTROLLERS", "KINDS", "POD", "Kind", "Segment", "Target", "find_targets", "judged", "walk"]

@@ -25,12 +25,13 @@ from webhook.admission.review import (
     object_name,
     parse_review,
 )
+from webhook.core.claims import CLAIM_KINDS
 from webhook.core.config import Config
 from webhook.core.dra import DeviceClasses
 from webhook.core.facts import NO_FACTS, Facts, Memo
 from webhook.core.rules import RULE_IDS
 from webhook.core.topology import Topology
-from webhook.core.workloads import CLAIM_KINDS, KINDS
+from webhook.core.workloads import KINDS
 from webhook.serving.body import BUDGET, MAX_BODY, BadBody, BodyBudget, Busy, TooLarge, read_bounded
 from webhook.serving.decisionlog import DECISIONS
 from webhook.serving.metrics import Metrics

@@ -4,7 +4,7 @@
 over all its requests: the scheduler may allocate its devices on different NUMA nodes, and nothing on the node
 aligns them (``webhook.core.dra``). Advisory by default (``policy.dra: warn``); ``policy.dra: deny`` refuses it.
 
-Judged whole, by kind (``workloads.CLAIM_KINDS``), not as a pod spec; the admission policies match pod specs
+Judged whole, by kind (``claims.CLAIM_KINDS``), not as a pod spec; the admission policies match pod specs
 only, so they do not have it (the webhook, ``check`` and ``audit`` do).
 """
 
@@ -13,13 +13,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from webhook.core.claims import CLAIM_KINDS
 from webhook.core.config import DRA, Policy
 from webhook.core.dra import NUMA_ATTRIBUTE, PCIE_ATTRIBUTE, claim_spread
 from webhook.core.facts import Facts
 from webhook.core.fieldpath import FieldPath, dotted
 from webhook.core.podspec import PodSpec
 from webhook.core.rules.base import Rule, Text, Violation
-from webhook.core.workloads import CLAIM_KINDS
 
 RULE_ID = "dra-claim-spread"
 
