@@ -178,6 +178,10 @@ def test_an_extended_resource_a_device_class_maps_is_seen_through_the_watch(dra_
     proc = admit(dra_cluster, ENFORCE, obj)
     # kubectl shows 120 characters of a warning: the resource's name begins there.
     assert proc.returncode == 0 and f"{UNALIGNED} devices (example.com/dra-" in proc.stderr, proc.stderr
+    # Its state, logged once per change by each worker: listed and watched with the chart's RBAC.
+    log = (warn_webhook.folder / "server.log").read_text()
+    assert '{"deviceclasses": "current"}' in log and '"deviceclasses": "unknown' not in log.split(
+        '{"deviceclasses": "current"}')[-1], log[-2000:]
     # The implicit name of any DeviceClass is DRA's without any DeviceClass read.
     implicit = admit(dra_cluster, ENFORCE, pod("pinned-implicit", "4",
                                                extended=f"deviceclass.resource.kubernetes.io/{GPU_CLASS}"))
