@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 import yaml
 
-from tests.chart.conftest import Render, by_kind, one
+from tests.chart.conftest import CHART, Render, by_kind, one
 
 NAMESPACE = "qos-guard"
 
@@ -36,3 +37,34 @@ def test_audit_cronjob_runs_with_the_charts_config(render: Render, enforcement: 
     config = yaml.safe_load(cm["data"][path.rsplit("/", 1)[1]])
     assert config["policy"]["fractionalCPUContainers"] == ["istio-proxy"]
     assert config["policy"]["smtAlignment"] == 2
+
+
+def _dashboard(objects: list[dict[str, Any]]) -> dict[str, Any] | None:
+    found = [o for o in by_kind(objects, "ConfigMap") if o["metadata"]["name"].endswith("-dashboard")]
+    return json.loads(found[0]["data"]["qos-guard.json"]) if found else None
+
+
+def test_policy_enforcement_ships_no_webhook_alert_or_panel(render: Render) -> None:
+    """With enforcement: policy there is no webhook to scrape, so QosGuardWebhookDown (`absent(up{...})`) fired
+    for ever, and the dashboard's webhook panels stayed empty."""
+    switches = "prometheusRule.enabled=true,dashboard.enabled=true,serviceMonitor.enabled=true"
+    webhook = render("--set", switches, "--set", "agent.enabled=true")
+    webhook_rules = {r["alert"] for r in one(webhook, "PrometheusRule")["spec"]["groups"][0]["rules"]}
+    assert "QosGuardWebhookDown" in webhook_rules
+    webhook_dash = _dashboard(webhook)
+    assert webhook_dash is not None
+    assert webhook_dash == json.loads((CHART / "dashboards" / "qos-guard.json").read_text())
+
+    policy = render("--set", switches, "--set", "enforcement=policy", "--kube-version", "1.36.3")
+    assert not by_kind(policy, "PrometheusRule") and _dashboard(policy) is None
+
+    with_agent = render("--set", switches, "--set", "enforcement=policy,agent.enabled=true",
+                        "--kube-version", "1.36.3")
+    rules = one(with_agent, "PrometheusRule")["spec"]["groups"][0]["rules"]
+    assert {r["alert"] for r in rules} == {"QosGuardContainerNotPinned", "QosGuardContainerNUMAMisaligned"}
+    assert all("qos_guard_container_" in r["expr"] for r in rules)
+    dash = _dashboard(with_agent)
+    assert dash is not None and dash["uid"] == webhook_dash["uid"]
+    kept = [p for p in webhook_dash["panels"] if "qos_guard_container_" in json.dumps(p["targets"])]
+    assert kept and dash["panels"] == kept
+    assert "$job" not in json.dumps(dash) and "qos_guard_admission" not in json.dumps(dash)
