@@ -93,15 +93,44 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_certs(args: argparse.Namespace) -> int:
-    from webhook.serving.certs import ca_bundle, service_sans, write_bundle
+    from webhook.serving.certs import (
+        CertError,
+        ca_bundle,
+        check_folder,
+        check_names,
+        reissue_serving,
+        service_sans,
+        write_bundle,
+    )
 
     if args.days < 1:
         err("--days must be at least 1")
         return EXIT_USAGE
-    names = service_sans(args.service, args.namespace) + [n for n in args.extra_san if n]
-    paths = write_bundle(Path(args.output_dir), names, args.days, keep_ca_key=True)
-    print(f"qos-guard: wrote {paths.ca}, {paths.ca_key}, {paths.cert}, {paths.key} "
-          f"(SANs {', '.join(names)}; valid {args.days} days)", file=sys.stderr)
+    extra = [n for n in args.extra_san if n]
+    folder = Path(args.output_dir)
+    try:
+        check_names(args.service, args.namespace, extra)
+        check_folder(folder, replace=args.force or args.renew)
+        names = service_sans(args.service, args.namespace) + extra
+        if args.renew:
+            if not (folder / "ca.key").is_file():
+                raise CertError(f"--renew needs the CA's key, {folder / 'ca.key'}, which is not there; without it "
+                                "only a new CA (--force) can sign a certificate")
+            paths = reissue_serving(folder, names, args.days)
+        else:
+            paths = write_bundle(folder, names, args.days, keep_ca_key=True)
+    except CertError as exc:
+        err(str(exc))
+        return EXIT_USAGE
+    except (OSError, ValueError) as exc:
+        where = getattr(exc, "filename", None) or folder
+        err(f"cannot write the certificates to {where}: {getattr(exc, 'strerror', None) or exc}; choose another "
+            "--output-dir")
+        return EXIT_USAGE
+    written = [paths.ca, paths.ca_key, paths.cert, paths.key] if not args.renew else [paths.cert, paths.key]
+    print(f"qos-guard: wrote {', '.join(str(p) for p in written if p)} "
+          f"(SANs {', '.join(names)}; valid {args.days} days{'; the CA kept' if args.renew else ''})",
+          file=sys.stderr)
     bundle = ca_bundle(paths.ca)
     print(bundle)
     if args.patch_webhooks:

@@ -111,7 +111,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.set_defaults(func=cmd_serve)
 
     certs = _command(sub, "certs", "write a CA and a serving certificate; print the caBundle",
-                     "exit codes:\n  0  written (and patched)\n  2  wrong usage, or --patch-webhooks failed")
+                     "exit codes:\n  0  written (and patched)\n  2  wrong usage (a name a certificate cannot carry, "
+                     "--output-dir not a\n     folder or not writable, a CA already there without --renew or "
+                     "--force), or\n     --patch-webhooks failed")
     certs.add_argument("--service", default="qos-guard", help="webhook Service name (default qos-guard)")
     certs.add_argument("--namespace", default="qos-guard", help="its namespace (default qos-guard)")
     certs.add_argument("--output-dir", default="certs", help="where to write the files (default ./certs)")
@@ -122,6 +124,13 @@ def build_parser() -> argparse.ArgumentParser:
     certs.add_argument("--extra-san", action="append", default=[], metavar="NAME_OR_IP",
                        help="another DNS name or IP address for the serving certificate (repeatable), e.g. for "
                             "a webhook reached by URL outside the cluster")
+    replace = certs.add_mutually_exclusive_group()
+    replace.add_argument("--renew", action="store_true",
+                         help="keep the CA in --output-dir (ca.crt, ca.key) and issue a new serving certificate "
+                              "from it: deployed caBundles stay valid")
+    replace.add_argument("--force", action="store_true",
+                         help="replace a CA already in --output-dir; every caBundle made from the old one must "
+                              "then be replaced too (refused without it)")
     certs.set_defaults(func=cmd_certs)
 
     audit = _command(sub, "audit", "judge the Pods and workloads already in a cluster",
