@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -78,3 +79,26 @@ def test_certs_never_replaces_a_ca_silently(qos_guard: Run, tmp_path: Path) -> N
 
     (tmp_path / "ca.key").unlink()
     _refused(qos_guard("certs", "--output-dir", str(tmp_path), "--renew"), "--renew needs the CA's key")
+
+
+# --- every --help: a description and the exit codes ---------------------------------------------------------
+
+COMMANDS = ["check", "fix", "audit", "serve", "certs", "policy", "nodes", "agent", "verify"]
+
+
+def test_the_top_level_help_lists_every_command_tested_here(qos_guard: Run) -> None:
+    listed = re.findall(r"^    ([a-z]+)  ", qos_guard("--help").stdout, re.M)
+    assert sorted(listed) == sorted(COMMANDS)
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_help_has_a_description_and_exit_codes(qos_guard: Run, command: str) -> None:
+    """`agent --help` and `verify --help` had neither, though the contract says every --help lists them."""
+    out = qos_guard(command, "--help")
+    assert out.returncode == 0
+    after_usage = out.stdout.split("\n\n", 1)[1]
+    description = after_usage.split("\n\n", 1)[0].strip()
+    assert description and not description.startswith(("positional arguments", "options")), out.stdout
+    codes = out.stdout.split("exit codes:", 1)[1]
+    for code in ("0", "2"):
+        assert re.search(rf"^  {code}  \S", codes, re.M), (code, out.stdout)

@@ -38,6 +38,23 @@ FIX_EXIT_CODES = """exit codes:
   1  violations are left that the mutation cannot fix (each line says why, and which setting would fix it)
   2  wrong usage, or a file that could not be read or written (it is left unchanged)"""
 
+AGENT_EXIT_CODES = """Every --interval seconds, on the node it runs on: reads kubelet's PodResources API, the NUMA
+layout and each container's cgroup cpuset, and exports whether each container of an opted-in namespace is pinned and on
+one NUMA node (qos_guard_container_* on --metrics-bind), with one Event per problem and optional reports.
+
+exit codes:
+  0  stopped by SIGTERM or SIGINT
+  2  wrong usage or bad configuration: no node name (--node, $NODE_NAME), --interval under 1 s, a
+     --metrics-bind that is not HOST:PORT or is in use"""
+
+VERIFY_EXIT_CODES = """Once, from a shell on the node (root, for kubelet's socket): the agent's decision for each
+container of an opted-in namespace on this node, instead of taskset, numastat and PCI sysfs by hand.
+
+exit codes:
+  0  every container judged is pinned and on one NUMA node (or not meant to be pinned)
+  1  a container is not pinned or is pinned across NUMA nodes
+  2  wrong usage, or kubelet's PodResources socket, sysfs or the API server could not be read (named)"""
+
 EXIT_CODES = """exit codes: 0 success; 1 violations found (check, audit, fix); 2 wrong usage, bad configuration or an
 input that could not be read. `qos-guard COMMAND --help` says what each command returns."""
 
@@ -194,8 +211,8 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--config", help="configuration file: policy.fractionalCPUContainers run in the shared "
                                         "pool by choice and are not a problem")
 
-    agent = sub.add_parser("agent", help="node agent (DaemonSet): metrics, Events and reports on where kubelet "
-                                         "placed each pinned container")
+    agent = _command(sub, "agent", "node agent (DaemonSet): metrics, Events and reports on where kubelet placed "
+                                   "each pinned container", AGENT_EXIT_CODES)
     node_flags(agent)
     agent.add_argument("--node", help="this node's name (default $NODE_NAME)")
     agent.add_argument("--interval", type=float, default=30, help="seconds between looks (default 30)")
@@ -205,8 +222,8 @@ def build_parser() -> argparse.ArgumentParser:
     agent.add_argument("--no-events", action="store_true", help="no Kubernetes Events on the Pods")
     agent.set_defaults(func=cmd_agent)
 
-    verify = sub.add_parser("verify", help="on a node: is each pinned container exclusive and on one NUMA node "
-                                           "with its memory and devices?")
+    verify = _command(sub, "verify", "on a node: is each pinned container exclusive and on one NUMA node with its "
+                                     "memory and devices?", VERIFY_EXIT_CODES)
     node_flags(verify)
     verify.add_argument("pods", nargs="*", metavar="NAMESPACE/POD",
                         help="only these Pods (read with PodResources Get); default every Pod of an opted-in "
