@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 from cryptography import x509
 
 from tests.cli.conftest import Run
@@ -182,3 +183,31 @@ def test_fix_rewrites_a_json_file_whole_in_its_own_tab_indent_when_it_must(qos_g
     after = path.read_text()
     assert "\n\t\"apiVersion\"" in after and not re.search(r"^ ", after, re.M)
     assert json.loads(after)["spec"]["containers"][0]["resources"]["limits"] == {"cpu": "1", "memory": "1Gi"}
+
+
+# --- the README's CI examples ------------------------------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _ci_section() -> str:
+    readme = (ROOT / "README.md").read_text()
+    start = readme.index("### In CI and before a commit")
+    return readme[start:readme.index("\n### ", start + 1)]
+
+
+def _uploads(steps: list[dict[str, object]]) -> list[dict[str, object]]:
+    return [s for s in steps if str(s.get("uses", "")).startswith("github/codeql-action/upload-sarif")]
+
+
+def test_sarif_upload_runs_when_the_check_step_fails() -> None:
+    """With the default fail-on-violation: true the check step fails exactly when there are findings, and an
+    upload without `if: always()` is then skipped: code scanning never saw them."""
+    blocks = re.findall(r"```yaml\n(.*?)```", _ci_section(), re.S)
+    steps = [step for block in blocks for step in (yaml.safe_load(block) or []) if isinstance(step, dict)]
+    header = "\n".join(line.removeprefix("#   ") for line in (ROOT / "action.yml").read_text().splitlines()
+                       if line.startswith("#   "))
+    steps += [s for s in yaml.safe_load(header.replace("<owner>/qos-guard@<tag>", "qos-guard")) if isinstance(s, dict)]
+    uploads = _uploads(steps)
+    assert len(uploads) == 2
+    assert all(u.get("if") == "always()" for u in uploads), uploads
