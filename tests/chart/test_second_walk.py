@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import base64
 import json
 from typing import Any
 
 import pytest
 import yaml
 
-from tests.chart.conftest import CHART, Render, by_kind, one
+from tests.chart.conftest import CHART, Render, by_kind, one, run_helm
 
 NAMESPACE = "qos-guard"
 
@@ -68,3 +69,54 @@ def test_policy_enforcement_ships_no_webhook_alert_or_panel(render: Render) -> N
     kept = [p for p in webhook_dash["panels"] if "qos_guard_container_" in json.dumps(p["targets"])]
     assert kept and dash["panels"] == kept
     assert "$job" not in json.dumps(dash) and "qos_guard_admission" not in json.dumps(dash)
+
+
+# --- existingSecret and the PodDisruptionBudget ------------------------------------------------------------
+
+
+def test_existing_secret_without_a_readable_ca_is_refused_with_the_way_out(helm: str) -> None:
+    """`helm template` (GitOps) cannot read the Secret: the webhooks were rendered without a caBundle, and with
+    failurePolicy Fail every judged request was then refused, without a word."""
+    proc = run_helm(helm, "template", "qos-guard", str(CHART), "--namespace", NAMESPACE,
+                    "--set", "existingSecret=my-tls")
+    assert proc.returncode != 0
+    assert f"existingSecret: cannot read Secret {NAMESPACE}/my-tls here (helm template and --dry-run do not read " \
+           "the cluster), so the webhooks would get no caBundle; pass its CA: --set existingSecretCABundle=" \
+           "$(base64 -w0 certs/ca.crt)" in proc.stderr
+
+
+def test_existing_secret_with_its_ca_given_renders_every_caBundle(render: Render) -> None:
+    ca = base64.b64encode(b"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n").decode()
+    objects = render("--set", f"existingSecret=my-tls,existingSecretCABundle={ca}")
+    assert not by_kind(objects, "Secret")
+    hooks = [h for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
+             for h in one(objects, kind)["webhooks"]]
+    assert len(hooks) == 5 and all(h["clientConfig"]["caBundle"] == ca for h in hooks)
+    volumes = one(objects, "Deployment")["spec"]["template"]["spec"]["volumes"]
+    assert {"name": "tls", "secret": {"secretName": "my-tls"}} in volumes
+
+
+def test_cert_manager_with_existing_secret_is_refused(helm: str) -> None:
+    proc = run_helm(helm, "template", "qos-guard", str(CHART), "--set", "existingSecret=my-tls",
+                    "--set", "certManager.enabled=true", "--set", "existingSecretCABundle=QUJD")
+    assert proc.returncode != 0
+    assert "existingSecret (my-tls) and certManager.enabled exclude each other: cert-manager would write its " \
+           "certificate into your Secret" in proc.stderr
+    alone = run_helm(helm, "template", "qos-guard", str(CHART), "--set", "existingSecretCABundle=QUJD")
+    assert alone.returncode != 0 and "existingSecretCABundle is the CA of existingSecret, which is not set" in \
+        alone.stderr
+
+
+@pytest.mark.parametrize(("values", "spec"), [
+    ([], {"minAvailable": 1}),
+    (["podDisruptionBudget.maxUnavailable=1"], {"maxUnavailable": 1}),
+    (["podDisruptionBudget.maxUnavailable=50%"], {"maxUnavailable": "50%"}),
+    (["podDisruptionBudget.minAvailable=2"], {"minAvailable": 2}),
+    (["podDisruptionBudget.minAvailable=null", "podDisruptionBudget.maxUnavailable=1"], {"maxUnavailable": 1}),
+])
+def test_pdb_max_unavailable_is_honoured_without_nulling_min_available(render: Render, values: list[str],
+                                                                       spec: dict[str, Any]) -> None:
+    """`podDisruptionBudget.maxUnavailable=1` was ignored unless minAvailable was set to null as well."""
+    args = [a for v in values for a in ("--set", v)]
+    pdb = one(render("--set", "replicaCount=3", *args), "PodDisruptionBudget")["spec"]
+    assert {k: v for k, v in pdb.items() if k != "selector"} == spec
