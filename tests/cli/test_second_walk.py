@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -211,3 +213,94 @@ def test_sarif_upload_runs_when_the_check_step_fails() -> None:
     uploads = _uploads(steps)
     assert len(uploads) == 2
     assert all(u.get("if") == "always()" for u in uploads), uploads
+
+
+# --- kubeconfig, check --kubeconfig, fix - ---------------------------------------------------------------
+
+
+def _run(*args: str, env: dict[str, str], stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "webhook.cli", *args], input=stdin, capture_output=True,
+                          text=True, env=env, timeout=120, check=False)
+
+
+def _no_cluster_env(home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST",
+                                                            "KUBERNETES_SERVICE_PORT")}
+    return {**env, "HOME": str(home)}
+
+
+def test_a_missing_kubeconfig_names_the_paths_and_the_places_looked_at(tmp_path: Path) -> None:
+    """It said `no usable kubeconfig: Invalid kube-config file. No configuration found.`: no path, no places."""
+    env = _no_cluster_env(tmp_path)
+    default = tmp_path / ".kube" / "config"
+    for command in (["audit"], ["nodes"]):
+        out = _run(*command, env=env)
+        _refused(out, f"no usable kubeconfig: {default} does not exist", "not in a Pod (KUBERNETES_SERVICE_HOST "
+                 f"unset); the default {default}", "pass --kubeconfig FILE, or set KUBECONFIG")
+    listed = _run("audit", env={**env, "KUBECONFIG": f"{tmp_path / 'a'}{os.pathsep}{tmp_path / 'b'}"})
+    _refused(listed, f"{tmp_path / 'a'} does not exist; {tmp_path / 'b'} does not exist",
+             f"$KUBECONFIG {tmp_path / 'a'}{os.pathsep}{tmp_path / 'b'}")
+    given = _run("audit", "--kubeconfig", str(tmp_path / "nope"), env=env)
+    _refused(given, f"{tmp_path / 'nope'} does not exist (looked at: --kubeconfig {tmp_path / 'nope'})")
+    broken = tmp_path / "broken"
+    broken.write_text("clusters: [\n")
+    _refused(_run("audit", "--kubeconfig", str(broken), env=env), f"{broken} is not YAML (line 2)")
+
+
+def test_check_kubeconfig_without_numa_auto_is_refused(qos_guard: Run, tmp_path: Path) -> None:
+    """`check --kubeconfig` without policy.numa: auto was silently ignored: the user believed the cluster was
+    consulted. It is refused, naming the setting that makes it count."""
+    manifest = tmp_path / "pod.yaml"
+    manifest.write_text(GOOD_POD)
+    out = qos_guard("check", str(manifest), "--kubeconfig", str(tmp_path / "kubeconfig"))
+    _refused(out, "check: --kubeconfig is read only with policy.numa: auto", "the default configuration",
+             "drop --kubeconfig, or set policy.numa: auto in --config")
+    assert out.stdout == ""
+    config = tmp_path / "numa.yaml"
+    config.write_text("policy:\n  numa: auto\n")
+    unread = qos_guard("check", str(manifest), "--config", str(config), "--kubeconfig", str(tmp_path / "nope"))
+    # the cluster is never a reason to fail (contract): the file's own finding decides
+    assert unread.returncode == 1 and "requests-not-equal-limits" in unread.stdout, unread.stderr
+    assert f"numa-unfit is not judged: no usable kubeconfig: {tmp_path / 'nope'} does not exist" in unread.stderr
+
+
+GOOD_POD = """apiVersion: v1
+kind: Pod   # kept
+metadata: {name: p}
+spec:
+  containers:
+    - name: a
+      resources:
+        requests: {cpu: "1", memory: 1Gi}
+        limits: {cpu: "2", memory: 1Gi}   # a limit above its request
+"""
+
+
+def test_fix_dash_is_a_stdin_to_stdout_filter(qos_guard: Run) -> None:
+    out = qos_guard("fix", "-", stdin=GOOD_POD)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == GOOD_POD.replace('requests: {cpu: "1"', 'requests: {cpu: "2"')
+    assert '-: Pod/p: fixed: container "a": set resources.requests.cpu to 2 (its limit)' in out.stderr
+    again = qos_guard("fix", "-", stdin=out.stdout)
+    assert again.returncode == 0 and again.stdout == out.stdout  # idempotent
+    diff = qos_guard("fix", "-", "--dry-run", stdin=GOOD_POD)
+    assert diff.returncode == 0 and diff.stdout.startswith("--- a/stdin\n+++ b/stdin\n")
+    assert '+        requests: {cpu: "2", memory: 1Gi}' in diff.stdout
+
+
+def test_fix_dash_gives_its_input_back_when_it_cannot_fix_it(qos_guard: Run) -> None:
+    """An editor replaces its buffer with a filter's output: on an error that output is the input, unchanged."""
+    broken = "kind: [\n"
+    out = qos_guard("fix", "-", stdin=broken)
+    assert out.returncode == 2 and out.stdout == broken
+    assert "-: error: line 2: YAML does not parse" in out.stderr and "Traceback" not in out.stderr
+    fractional = GOOD_POD.replace('cpu: "2"', "cpu: 1500m")
+    left = qos_guard("fix", "-", stdin=fractional)
+    assert left.returncode == 1 and "cpu-not-integer" in left.stderr
+    assert left.stdout.startswith("apiVersion: v1\nkind: Pod   # kept\n")
+
+
+def test_fix_dash_is_given_alone(qos_guard: Run, tmp_path: Path) -> None:
+    for args in (["-", str(tmp_path)], ["-", "--output", str(tmp_path)]):
+        _refused(qos_guard("fix", *args, stdin=GOOD_POD), "fix: - (standard input to standard output, a filter) "
+                 "is given alone")

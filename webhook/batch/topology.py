@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from webhook.cluster.client import ClusterError
+from webhook.cluster.kubeconfig import explain, preflight
 from webhook.cluster.nrt import read_topology
 from webhook.cluster.watch import ApiTransport
 from webhook.core.config import Config
@@ -25,9 +26,10 @@ def with_cluster_topology(config: Config, kubeconfig: str | None, say: Callable[
             "NodeResourceTopology objects and node labels")
         return config
     try:
+        preflight(kubeconfig)
         topology = read_topology(ApiTransport(kubeconfig))
     except ClusterError as exc:
-        say(f"policy.numa: auto: numa-unfit is not judged: {exc}")
+        say(f"policy.numa: auto: numa-unfit is not judged: {explain(exc, kubeconfig)}")
         return config.with_topology(Topology(problem=str(exc)))
     if topology.problem:
         say(f"policy.numa: auto: {topology.problem}; numa-unfit judges only the nodes it can see")

@@ -36,6 +36,12 @@ def _nothing_to_judge(paths: Sequence[str], report: Report) -> str:
 
 def cmd_check(args: argparse.Namespace) -> int:
     config = load_config(args.config)
+    if args.kubeconfig and not config.numa_auto:
+        # check judges files, never the cluster: a flag that would do nothing is refused, not ignored.
+        err(f"check: --kubeconfig is read only with policy.numa: auto (NUMA fit against the cluster's "
+            f"NodeResourceTopology objects), which {args.config or 'the default configuration'} does not set; "
+            "drop --kubeconfig, or set policy.numa: auto in --config (qos-guard audit judges what is in a cluster)")
+        return EXIT_USAGE
     if config.numa_auto:
         from webhook.batch.topology import with_cluster_topology
 
@@ -57,6 +63,15 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_fix(args: argparse.Namespace) -> int:
+    if "-" in args.paths:
+        if len(args.paths) > 1 or args.output:
+            err("fix: - (standard input to standard output, a filter) is given alone, without --output")
+            return EXIT_USAGE
+        from webhook.batch.filter import main_stdin
+
+        stdin_tally = main_stdin(load_config(args.config), args.dry_run)
+        print(stdin_tally.summary(), file=sys.stderr)
+        return stdin_tally.exit_code
     tally = fix_paths(args.paths, load_config(args.config), Path(args.output) if args.output else None,
                       _err_line if args.dry_run else print, dry_run=args.dry_run, print_diff=_write_out)
     print(tally.summary(), file=sys.stderr)
@@ -135,11 +150,13 @@ def cmd_certs(args: argparse.Namespace) -> int:
     print(bundle)
     if args.patch_webhooks:
         from webhook.cluster.client import ClusterError, patch_ca_bundle
+        from webhook.cluster.kubeconfig import explain, preflight
 
         try:
+            preflight(args.kubeconfig)
             patched = patch_ca_bundle(bundle, args.patch_webhooks, kubeconfig=args.kubeconfig)
         except ClusterError as exc:
-            err(f"--patch-webhooks: {exc}")
+            err(f"--patch-webhooks: {explain(exc, args.kubeconfig)}")
             return EXIT_USAGE
         print(f"qos-guard: caBundle written into {', '.join(patched)}", file=sys.stderr)
     return EXIT_OK
@@ -151,6 +168,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     from webhook.batch.policyreports import build as build_reports
     from webhook.batch.policyreports import write as write_reports
     from webhook.cluster.client import ClusterError, Lister
+    from webhook.cluster.kubeconfig import explain, preflight
 
     config = load_config(args.config)
     if args.page_size < 1:
@@ -158,6 +176,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     progress = _TerminalProgress() if sys.stderr.isatty() else None
     try:
+        preflight(args.kubeconfig)
         lister = Lister(args.kubeconfig, page_size=args.page_size)
         if config.numa_auto:
             from webhook.batch.topology import with_cluster_topology
@@ -178,7 +197,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
             print(f"qos-guard: {flavour.kind} written in {len(written.applied)} namespaces, "
                   f"{len(written.deleted)} stale deleted", file=sys.stderr)
     except ClusterError as exc:
-        err(f"audit: {exc}")
+        err(f"audit: {explain(exc, args.kubeconfig)}")
         return EXIT_USAGE
     finally:
         if progress is not None:
@@ -194,6 +213,7 @@ def cmd_nodes(args: argparse.Namespace) -> int:
     from webhook.batch.nodes import build, render, summary_line
     from webhook.cluster.client import ClusterError
     from webhook.cluster.configz import NodeConfig, NodeInfo, NodeReader
+    from webhook.cluster.kubeconfig import explain, preflight
     from webhook.cluster.pinning import valid_pool_label
 
     if args.names and args.selector is not None:
@@ -206,6 +226,7 @@ def cmd_nodes(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     errors: list[str] = []
     try:
+        preflight(args.kubeconfig, args.context)
         reader = NodeReader(args.kubeconfig, args.context)
         if args.names:
             found = {name: reader.get(name) for name in dict.fromkeys(args.names)}
@@ -218,7 +239,7 @@ def cmd_nodes(args: argparse.Namespace) -> int:
         configs = reader.read(nodes) + missing
     except ClusterError as exc:
         hint = "; listing nodes needs list on nodes (the ClusterRole in the README)" if "403" in str(exc) else ""
-        err(f"nodes: {exc}{hint}")
+        err(f"nodes: {explain(exc, args.kubeconfig)}{hint}")
         return EXIT_USAGE
     report = build(sorted(configs, key=lambda c: c.node.name), pool_labels, errors)
     sys.stdout.write(render(report, args.format))
@@ -271,10 +292,13 @@ def cmd_agent(args: argparse.Namespace) -> int:
                         kubeconfig=args.kubeconfig, report=FLAVOURS[args.report] if args.report else None,
                         fractional_allowed=tuple(config.policy.fractional_cpu_containers),
                         events=not args.no_events)
+    from webhook.cluster.kubeconfig import explain, preflight
+
     try:
+        preflight(args.kubeconfig)
         return run_agent(opts)
     except ClusterError as exc:
-        err(f"agent: {exc}")
+        err(f"agent: {explain(exc, args.kubeconfig)}")
         return EXIT_USAGE
     except OSError as exc:  # the metrics port
         err(f"agent: cannot listen on {args.metrics_bind}: {exc.strerror or exc} (--metrics-bind)")
@@ -297,13 +321,16 @@ def cmd_verify(args: argparse.Namespace) -> int:
         only.append((ns, name))
     config = load_config(args.config)
     socket, sys_root, cgroup_root = _node_paths(args)
+    from webhook.cluster.kubeconfig import explain, preflight
+
     try:
+        preflight(args.kubeconfig)
         api = Lister(args.kubeconfig)
         with PodResourcesClient(socket) as kubelet:
             snap = observe(kubelet, ListedView(api), sys_root, cgroup_root, args.node or None, only or None,
                            config.policy.fractional_cpu_containers)
     except (PodResourcesError, SysfsError, ClusterError) as exc:
-        err(f"verify: {exc}")
+        err(f"verify: {explain(exc, args.kubeconfig) if isinstance(exc, ClusterError) else exc}")
         return EXIT_USAGE
     sys.stdout.write(render_json(snap) if args.format == "json" else render_text(snap))
     if args.format == "text":

@@ -107,13 +107,15 @@ def build_parser() -> argparse.ArgumentParser:
                        help="exit 0 when no Pod or workload is found (a pre-commit hook given only other "
                             "files); by default that is exit 2, so a wrong path in CI does not pass")
     check.add_argument("--kubeconfig", help="with policy.numa: auto, judge NUMA fit against this cluster's "
-                                            "NodeResourceTopology objects and node labels")
+                                            "NodeResourceTopology objects and node labels (refused, exit 2, "
+                                            "without it)")
     check.set_defaults(func=cmd_check)
 
     fix = _command(sub, "fix", "rewrite manifest files so their Pods are Guaranteed with whole CPUs where that "
                                "is safe (requests set to limits), keeping comments and layout", FIX_EXIT_CODES)
     fix.add_argument("paths", nargs="+", metavar="PATH",
-                     help="file or folder (recursive: .yaml, .yml, .json) to fix in place")
+                     help="file or folder (recursive: .yaml, .yml, .json) to fix in place, or - alone: "
+                          "read standard input, write the fixed manifest to standard output (a filter)")
     fix.add_argument("--output", metavar="DIR", help="write fixed copies here instead of in place")
     fix.add_argument("--dry-run", action="store_true",
                      help="write nothing: print a unified diff of what would change on stdout (apply it with "
