@@ -120,3 +120,19 @@ def test_pdb_max_unavailable_is_honoured_without_nulling_min_available(render: R
     args = [a for v in values for a in ("--set", v)]
     pdb = one(render("--set", "replicaCount=3", *args), "PodDisruptionBudget")["spec"]
     assert {k: v for k, v in pdb.items() if k != "selector"} == spec
+
+
+# --- a new user's first install, the chart's metadata ------------------------------------------------------
+
+
+def test_readme_first_helm_install_sets_the_image_and_chart_home_is_real() -> None:
+    """The README's first `helm install` had no image setting, though no registry serves the default image; the
+    chart's `home` was a domain nobody owns."""
+    readme = (CHART.parents[1] / "README.md").read_text()
+    first = readme[readme.index("helm install qos-guard charts/qos-guard"):]
+    command = first[:first.index("\nkubectl")]
+    assert "--set image.registry=" in command, command
+    assert readme.index("make image-push REGISTRY=") < readme.index("helm install qos-guard charts/qos-guard")
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    assert "qos-guard.io" not in yaml.safe_dump(chart)
+    assert chart["home"] in chart["sources"]

@@ -210,7 +210,8 @@ def test_sarif_upload_runs_when_the_check_step_fails() -> None:
     steps = [step for block in blocks for step in (yaml.safe_load(block) or []) if isinstance(step, dict)]
     header = "\n".join(line.removeprefix("#   ") for line in (ROOT / "action.yml").read_text().splitlines()
                        if line.startswith("#   "))
-    steps += [s for s in yaml.safe_load(header.replace("<owner>/qos-guard@<tag>", "qos-guard")) if isinstance(s, dict)]
+    header = header.replace("<owner>/qos-guard@<commit SHA or tag>", "qos-guard")
+    steps += [s for s in yaml.safe_load(header) if isinstance(s, dict)]
     uploads = _uploads(steps)
     assert len(uploads) == 2
     assert all(u.get("if") == "always()" for u in uploads), uploads
@@ -351,3 +352,42 @@ def test_the_readme_shows_what_check_examples_prints(qos_guard: Run) -> None:
     readme = (ROOT / "README.md").read_text()
     for line in out.stdout.splitlines():
         assert line in readme, line
+
+
+# --- what a user outside the repository needs: a license, pins that exist, an install ------------------------
+
+
+def test_license_is_the_apache_2_0_text_the_metadata_names() -> None:
+    text = (ROOT / "LICENSE").read_text()
+    assert text.lstrip().startswith("Apache License\n                           Version 2.0, January 2004")
+    assert "END OF TERMS AND CONDITIONS" in text and "APPENDIX: How to apply the Apache License" in text
+    assert 'license = "Apache-2.0"' in (ROOT / "pyproject.toml").read_text()
+    assert yaml.safe_load((ROOT / "charts" / "qos-guard" / "Chart.yaml").read_text())["annotations"][
+        "artifacthub.io/license"] == "Apache-2.0"
+
+
+def test_ci_pins_name_no_tag_the_repository_lacks() -> None:
+    """Pre-commit and the Action pinned v0.1.0, a tag the repository does not have."""
+    tags = subprocess.run(["git", "-C", str(ROOT), "tag"], capture_output=True, text=True, check=False).stdout.split()
+    section = _ci_section()
+    pins = re.findall(r"rev: ([^,}\s]+)", section) + re.findall(r"uses: qos-guard/qos-guard@(\S+)", section)
+    assert len(pins) == 2 and all(pin in tags or pin == "COMMIT" for pin in pins), pins
+    assert "pin a commit" in " ".join(section.split())
+
+
+def test_readme_says_how_to_install_the_cli_outside_the_repository() -> None:
+    readme = (ROOT / "README.md").read_text()
+    assert "python3 -m pip install ./qos-guard" in readme
+    version = re.search(r'__version__ = "(.*)"', (ROOT / "webhook" / "__init__.py").read_text())
+    assert version is not None
+    wheel = f"dist/qos_guard-{version.group(1)}-py3-none-any.whl"
+    assert f"python3 -m pip wheel --no-deps -w dist ./qos-guard      # {wheel}" in readme
+    assert f"python3 -m pip install {wheel}" in readme
+
+
+def test_nodes_sarif_names_no_domain_nobody_owns() -> None:
+    from webhook.batch.nodes import build, render
+
+    doc = json.loads(render(build([], [], ["the cluster has no node"]), "sarif"))
+    driver = doc["runs"][0]["tool"]["driver"]
+    assert "qos-guard.io" not in json.dumps(driver) and driver["name"] == "qos-guard"
