@@ -136,3 +136,41 @@ def test_readme_first_helm_install_sets_the_image_and_chart_home_is_real() -> No
     chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
     assert "qos-guard.io" not in yaml.safe_dump(chart)
     assert chart["home"] in chart["sources"]
+
+
+# --- docs that disagreed ------------------------------------------------------------------------------------
+
+ROOT = CHART.parents[1]
+
+
+def test_autoscaling_text_and_sizing_give_the_same_p99() -> None:
+    """`autoscaling.enabled` said "p99 under a second" where Sizing (and the chart README) say under 0.1 s."""
+    values = (CHART / "values.yaml").read_text()
+    text = values[values.index("autoscaling:"):values.index("  enabled:", values.index("autoscaling:"))]
+    sizing = (ROOT / "README.md").read_text().split("### Sizing", 1)[1].split("###", 1)[0]
+    assert "p99.9 under 0.1 s" in sizing and "p99 under 0.1 s" in " ".join(text.split())
+    assert "under a second" not in values and "p99 under 0.1 s" in (CHART / "README.md").read_text()
+
+
+def test_readme_webhook_kubernetes_versions_are_the_charts(render: Render) -> None:
+    """The README's table said any cluster with admission.k8s.io v1 or v1beta1; the chart asks for 1.27+ and
+    registers v1 only."""
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    minimum = chart["kubeVersion"].removeprefix(">=").removesuffix(".0-0")
+    row = next(line for line in (ROOT / "README.md").read_text().splitlines() if line.startswith("| Kubernetes |"))
+    webhook_cell = row.split("|")[3]
+    assert f"{minimum}+" in webhook_cell and "admissionReviewVersions: [v1]" in webhook_cell, row
+    objects = render()
+    hooks = [h for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
+             for h in one(objects, kind)["webhooks"]]
+    assert hooks and all(h["admissionReviewVersions"] == ["v1"] for h in hooks)
+
+
+def test_user_readme_opens_plainly_and_leaves_test_harness_detail_to_contributing() -> None:
+    readme = (ROOT / "README.md").read_text()
+    opening = readme[:readme.index("## Quick start")]
+    assert "instead of" not in opening and "µs" not in opening
+    assert "### On a real node (tests/node)" not in readme and "mmdebstrap" not in readme
+    contributing = (ROOT / "CONTRIBUTING.md").read_text()
+    assert "## On a real node (tests/node)" in contributing and "mmdebstrap" in contributing
+    assert "CONTRIBUTING.md#on-a-real-node-testsnode" in readme
