@@ -391,3 +391,26 @@ def test_nodes_sarif_names_no_domain_nobody_owns() -> None:
     doc = json.loads(render(build([], [], ["the cluster has no node"]), "sarif"))
     driver = doc["runs"][0]["tool"]["driver"]
     assert "qos-guard.io" not in json.dumps(driver) and driver["name"] == "qos-guard"
+
+
+# --- make run's first install --------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_make_install_prints_no_editable_install_banner() -> None:
+    """`make run` on a fresh clone printed setuptools' "Editable installation ... Please be careful with folders
+    in your working directory" banner. The Makefile's own pip line is run (without dependencies or build
+    isolation, so no download), with and without its warning filter."""
+    dry = subprocess.run(["make", "-n", "-B", "--no-print-directory", "-C", str(ROOT), "install"],
+                         capture_output=True, text=True, timeout=60, check=False)
+    (line,) = [ln for ln in dry.stdout.splitlines() if "pip install" in ln and " -e " in ln]
+    assert line.startswith("PYTHONWARNINGS="), line
+    command = line.replace("-e '.[test,bench]'", "--no-deps --no-build-isolation -e .")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"}
+    quiet = subprocess.run(["bash", "-c", command], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                           env=env, check=False)
+    assert quiet.returncode == 0, quiet.stderr
+    assert "Editable installation" not in quiet.stdout + quiet.stderr, quiet.stderr
+    loud = subprocess.run(["bash", "-c", command[command.index('" ') + 2:]], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300, env=env, check=False)
+    assert loud.returncode == 0 and "Editable installation" in loud.stderr  # the control: the filter is the fix
