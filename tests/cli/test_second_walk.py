@@ -414,3 +414,16 @@ def test_make_install_prints_no_editable_install_banner() -> None:
     loud = subprocess.run(["bash", "-c", command[command.index('" ') + 2:]], cwd=ROOT, capture_output=True, text=True,
                           timeout=300, env=env, check=False)
     assert loud.returncode == 0 and "Editable installation" in loud.stderr  # the control: the filter is the fix
+
+
+# --- a loose template names helm template ------------------------------------------------------------------
+
+
+def test_a_loose_file_with_braces_names_helm_template(qos_guard: Run, tmp_path: Path) -> None:
+    """It said "render it first" without naming `helm template`, which the chart-folder message does."""
+    loose = tmp_path / "deployment.yaml"
+    loose.write_text("apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {{ .Release.Name }}\n"
+                     "spec:\n  replicas: {{ .Values.replicas }\n")
+    out = qos_guard("check", str(loose))
+    assert out.returncode == 2
+    assert "a Helm or Go template? render it first: helm template RELEASE CHART | qos-guard check -" in out.stdout
