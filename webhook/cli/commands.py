@@ -152,7 +152,6 @@ def cmd_certs(args: argparse.Namespace) -> ExitCode:
     print(bundle)
     if args.patch_webhooks:
         from webhook.cluster.client import ClusterError, patch_ca_bundle
-
         from webhook.cluster.kubeconfig import explain, preflight
 
         try:
