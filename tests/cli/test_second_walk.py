@@ -88,7 +88,7 @@ def test_certs_never_replaces_a_ca_silently(qos_guard: Run, tmp_path: Path) -> N
 
 # --- every --help: a description and the exit codes ---------------------------------------------------------
 
-COMMANDS = ["check", "fix", "audit", "serve", "certs", "policy", "nodes", "agent", "verify"]
+COMMANDS = ["check", "fix", "audit", "serve", "certs", "policy", "nodes", "agent", "verify", "extender"]
 
 
 def test_the_top_level_help_lists_every_command_tested_here(qos_guard: Run) -> None:
