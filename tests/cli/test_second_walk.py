@@ -255,8 +255,8 @@ def test_check_kubeconfig_without_numa_auto_is_refused(qos_guard: Run, tmp_path:
     manifest = tmp_path / "pod.yaml"
     manifest.write_text(GOOD_POD)
     out = qos_guard("check", str(manifest), "--kubeconfig", str(tmp_path / "kubeconfig"))
-    _refused(out, "check: --kubeconfig is read only with policy.numa: auto", "the default configuration",
-             "drop --kubeconfig, or set policy.numa: auto in --config")
+    _refused(out, "check: --kubeconfig is read only with policy.numa: auto", "or policy.deviceClasses: true",
+             "the default configuration sets neither; drop --kubeconfig, or set one in --config")
     assert out.stdout == ""
     config = tmp_path / "numa.yaml"
     config.write_text("policy:\n  numa: auto\n")

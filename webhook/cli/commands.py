@@ -37,14 +37,15 @@ def _nothing_to_judge(paths: Sequence[str], report: Report) -> str:
 
 def cmd_check(args: argparse.Namespace) -> ExitCode:
     config = load_config(args.config)
-    if args.kubeconfig and not config.numa_auto:
+    if args.kubeconfig and not (config.numa_auto or config.policy.device_classes):
         # check judges files, never the cluster: a flag that would do nothing is refused, not ignored.
         err(f"check: --kubeconfig is read only with policy.numa: auto (NUMA fit against the cluster's "
-            f"NodeResourceTopology objects), which {args.config or 'the default configuration'} does not set; "
-            "drop --kubeconfig, or set policy.numa: auto in --config (qos-guard audit judges what is in a cluster)")
+            "NodeResourceTopology objects) or policy.deviceClasses: true (its DeviceClasses), which "
+            f"{args.config or 'the default configuration'} sets neither; drop --kubeconfig, or set one in --config "
+            "(qos-guard audit judges what is in a cluster)")
         return ExitCode.USAGE
     facts = NO_FACTS
-    if config.numa_auto:
+    if config.numa_auto or config.policy.device_classes:
         from webhook.batch.topology import cluster_facts
 
         facts = cluster_facts(config, args.kubeconfig, err, required=False)
@@ -194,7 +195,7 @@ def cmd_audit(args: argparse.Namespace) -> ExitCode:
         preflight(args.kubeconfig)
         lister = Lister(args.kubeconfig, page_size=args.page_size)
         facts = NO_FACTS
-        if config.numa_auto:
+        if config.numa_auto or config.policy.device_classes:
             from webhook.batch.topology import cluster_facts
 
             facts = cluster_facts(config, args.kubeconfig, err, required=True)

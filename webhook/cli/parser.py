@@ -108,8 +108,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="exit 0 when no Pod or workload is found (a pre-commit hook given only other "
                             "files); by default that is exit 2, so a wrong path in CI does not pass")
     check.add_argument("--kubeconfig", help="with policy.numa: auto, judge NUMA fit against this cluster's "
-                                            "NodeResourceTopology objects and node labels (refused, exit 2, "
-                                            "without it)")
+                                            "NodeResourceTopology objects and node labels; with "
+                                            "policy.deviceClasses: true, read its DeviceClasses (refused, exit 2, "
+                                            "without either)")
     check.set_defaults(func=cmd_check)
 
     fix = _command(sub, "fix", "rewrite manifest files so their Pods are Guaranteed with whole CPUs where that "
