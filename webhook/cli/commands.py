@@ -211,6 +211,15 @@ def cmd_policy(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _share_error(command: str, args: argparse.Namespace) -> bool:
+    """True (and the message printed) when --remote-memory-share is not a share."""
+    share = args.remote_memory_share
+    if not 0 <= share < 1:  # NaN too
+        err(f"{command}: --remote-memory-share {share!r} is not a share from 0 to under 1 (0.10 is 10 %)")
+        return True
+    return False
+
+
 def _node_paths(args: argparse.Namespace) -> tuple[Path, Path, Path]:
     sys_root = Path(args.sys_root)
     cgroup_root = Path(args.cgroup_root) if args.cgroup_root else sys_root / "fs" / "cgroup"
@@ -235,13 +244,15 @@ def cmd_agent(args: argparse.Namespace) -> int:
     if not port.isdigit() or not 0 < int(port) < 65536:
         err(f"agent: --metrics-bind {args.metrics_bind!r} is not HOST:PORT")
         return EXIT_USAGE
+    if _share_error("agent", args):
+        return EXIT_USAGE
     config = load_config(args.config)
     socket, sys_root, cgroup_root = _node_paths(args)
     opts = AgentOptions(node=node, socket=socket, sys_root=sys_root, cgroup_root=cgroup_root,
                         interval=args.interval, metrics_host=host.strip("[]") or "0.0.0.0", metrics_port=int(port),
                         kubeconfig=args.kubeconfig, report=FLAVOURS[args.report] if args.report else None,
                         fractional_allowed=tuple(config.policy.fractional_cpu_containers),
-                        events=not args.no_events)
+                        events=not args.no_events, remote_share=args.remote_memory_share)
     try:
         return run_agent(opts)
     except ClusterError as exc:
@@ -266,13 +277,15 @@ def cmd_verify(args: argparse.Namespace) -> int:
             err(f"verify: {ref!r} is not NAMESPACE/POD")
             return EXIT_USAGE
         only.append((ns, name))
+    if _share_error("verify", args):
+        return EXIT_USAGE
     config = load_config(args.config)
     socket, sys_root, cgroup_root = _node_paths(args)
     try:
         api = Lister(args.kubeconfig)
         with PodResourcesClient(socket) as kubelet:
             snap = observe(kubelet, ListedView(api), sys_root, cgroup_root, args.node or None, only or None,
-                           config.policy.fractional_cpu_containers)
+                           config.policy.fractional_cpu_containers, args.remote_memory_share)
     except (PodResourcesError, SysfsError, ClusterError) as exc:
         err(f"verify: {exc}")
         return EXIT_USAGE
