@@ -8,11 +8,15 @@ Then two NUMA nodes on this one-socket machine (tests/node/numa.py): the kubelet
 of its own where /sys/devices/system/node splits CPU 0 and CPU 1 over two nodes. With ``single-numa-node`` the
 kubelet refuses a Pod whose only free exclusive CPU (1) is on NUMA 1 and whose device is on NUMA 0
 (TopologyAffinityError) and runs it aligned with the device on NUMA 1; with ``best-effort`` it runs the misaligned
-Pod and the agent reports it (NUMAMisaligned Event and metric). The node is restored as it was at the end."""
+Pod and the agent reports it (NUMAMisaligned Event and metric). With Memory Manager None there, a container
+touching 32 MiB on CPU 1 has every page on node 0 (the kernel's only real node): the agent and verify report it
+(memory.numa_stat, matched against the process's /proc/PID/numa_maps) as not pinned and NUMARemoteMemory. The node
+is restored as it was at the end."""
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -303,3 +307,103 @@ def test_4_best_effort_runs_misaligned_and_the_agent_says_so(node: Node, agent: 
         for line in text.stdout.splitlines():
             report(f"placement 4: $ qos-guard verify --sys-root FAKE {ns}/misaligned: {line}")
         delete_and_release(node, ns, "pod", "misaligned", [obj["metadata"]["uid"]])
+
+
+TOUCHED = 32 << 20  # the anonymous memory the test container writes, page by page
+# The agent's figure (its cgroup's memory.numa_stat anon) against the process's /proc/PID/numa_maps anon pages:
+# they count the same pages, but the cgroup also holds what per-CPU LRU batches have not yet counted and what the
+# process freed a moment ago; within 5 % or 2 MiB.
+TOLERANCE = (0.05, 2 << 20)
+TOUCH = (f"import time\nb = bytearray({TOUCHED})\nfor i in range(0, len(b), 4096):\n    b[i] = 1\n"
+         "print('touched', len(b), flush=True)\ntime.sleep(3600)\n")
+
+
+def numa_maps_anon(pid: int) -> dict[int, int]:
+    """Anonymous bytes of ``pid`` per NUMA node, from /proc/PID/numa_maps (the pages numastat -p sums): for
+    each mapping with anon=<pages>, its N<node>=<pages> (a mapping's pages are anon or file, rarely both)."""
+    page = os.sysconf("SC_PAGE_SIZE")
+    found: dict[int, int] = {}
+    for line in Path(f"/proc/{pid}/numa_maps").read_text().splitlines():
+        fields = dict(f.split("=", 1) for f in line.split()[2:] if "=" in f)
+        if "anon" not in fields or "file" in fields:
+            continue
+        size = int(fields.get("kernelpagesize_kB", "4")) * 1024 if "kernelpagesize_kB" in fields else page
+        for key, value in fields.items():
+            if re.fullmatch(r"N\d+", key):
+                found[int(key[1:])] = found.get(int(key[1:]), 0) + int(value) * size
+    return found
+
+
+def container_pids(pod_obj: dict[str, Any], container: str = "app") -> list[int]:
+    status = next(s for s in pod_obj["status"]["containerStatuses"] if s["name"] == container)
+    cid = status["containerID"].split("://", 1)[1]
+    (procs,) = list(Path("/sys/fs/cgroup/memory/kubepods").rglob(f"{cid}/cgroup.procs"))
+    return [int(x) for x in procs.read_text().split()]
+
+
+def memory_samples(c: Cluster, ns: str, name: str) -> dict[tuple[str, str, str], float]:
+    """(metric, numa_node, type) -> value of the agent's memory series for ``ns/name``."""
+    return {(s.name, s.labels.get("numa_node", ""), s.labels.get("type", "")): s.value
+            for f in text_string_to_metric_families(metrics_text(c)) for s in f.samples
+            if s.name.startswith("qos_guard_container_memory") and s.labels.get("namespace") == ns
+            and s.labels.get("pod") == name}
+
+
+def test_5_memory_manager_none_leaves_the_pages_remote(node: Node, agent: Cluster, two_numa: Path) -> None:
+    """The article's remote-memory case on a real kubelet: Memory Manager None, the exclusive CPU 1 on (fake)
+    NUMA 1, every page the kernel's, so on node 0. The agent's figure matches the process's numa_maps, the
+    memory is reported on NUMA 0 and not pinned, NUMARemoteMemory is raised (Event, metric) and verify exits 1."""
+    c = agent
+    ns = c.namespace("node-placement", "enforce")
+    obj = pod("remote", "1", memory="128Mi")
+    obj["spec"]["containers"][0].update({"image": node.images["qos-guard"], "command": ["python3", "-c", TOUCH]})
+    apply(c, ns, obj)
+    running = wait_running(c, ns, "remote")
+    deadline = time.monotonic() + 60
+    while "touched" not in (logs := c.kubectl("logs", "-n", ns, "remote").stdout):
+        assert time.monotonic() < deadline, logs
+        time.sleep(0.5)
+    assert sorted(cgroup_cpus(running)) == [1]
+    (pid,) = container_pids(running)
+    seen = wait_series(c, {("qos_guard_container_pinned", ns, "remote", "app"): 1,
+                           ("qos_guard_container_memory_remote_ratio", ns, "remote", "app"): 1.0})
+    assert seen[("qos_guard_container_memory_pinned", ns, "remote", "app")] == 0
+    event = wait_event(c, ns, "remote", "NUMARemoteMemory")
+    maps = numa_maps_anon(pid)
+    samples = memory_samples(c, ns, "remote")
+    p = verify(node, "--sys-root", str(two_numa), f"{ns}/remote")[(ns, "remote", "app")]
+    text = verify(node, "--sys-root", str(two_numa), f"{ns}/remote", fmt="text")
+    maps_after = numa_maps_anon(pid)
+    # Where the pages are: all on node 0, as numa_maps says, the agent says and verify says.
+    assert set(maps) == {0} and maps[0] >= TOUCHED, maps
+    agent_anon = samples[("qos_guard_container_memory_bytes", "0", "anon")]
+    assert samples[("qos_guard_container_memory_bytes", "1", "anon")] == 0
+    assert {k[1] for k in samples if k[0] == "qos_guard_container_memory_bytes"} == {"0", "1"}  # the layout's ids
+    verify_anon = p["numaMemory"]["anonBytes"]
+    assert verify_anon["1"] == 0 and p["numaMemory"]["anonOffCPUNodesShare"] == 1.0
+    allowed = max(TOLERANCE[0] * maps[0], TOLERANCE[1])
+    for figure in (agent_anon, verify_anon["0"]):
+        assert abs(figure - maps[0]) <= allowed and abs(figure - maps_after[0]) <= allowed, (figure, maps,
+                                                                                             maps_after)
+        assert figure >= TOUCHED
+    # The answer: not pinned, never a plain "aligned"; the problem with its fix and cost; verify exits 1.
+    assert p["memoryPinned"] is False and p["exclusiveCPUs"] == [1] and p["cpuNUMANodes"] == [1]
+    assert "memory not pinned (Memory Manager None, cpuset.mems 0-1)" in p["detail"]
+    assert "aligned" not in p["detail"] and "on NUMA 0" in p["detail"]
+    assert "NUMARemoteMemory" in [x["reason"] for x in p["problems"]]
+    assert "100 % of its anonymous memory is off its CPUs' NUMA node 1 (on NUMA 0" in event["message"]
+    assert "memoryManagerPolicy Static with reservedMemory on each NUMA node" in event["message"]
+    assert text.returncode == 1 and "REMOTE MEMORY" in text.stdout and "KiB   NUMA 0  NUMA 1  Total" in text.stdout
+    kib = {n: b >> 10 for n, b in maps.items()}, {n: b >> 10 for n, b in maps_after.items()}
+    report(f"memory: {ns}/remote touched {TOUCHED >> 20} MiB; /proc/{pid}/numa_maps anon KiB per node {kib[0]} "
+           f"(after verify: {kib[1]}); agent memory.numa_stat anon N0={int(agent_anon) >> 10} KiB, "
+           f"verify N0={verify_anon['0'] >> 10} KiB "
+           f"(tolerance {TOLERANCE[0]:.0%} or {TOLERANCE[1] >> 20} MiB)")
+    report(f"memory: Event NUMARemoteMemory: {event['message']}")
+    for line in metrics_text(c).splitlines():
+        if line.startswith("qos_guard_container_memory") and 'pod="remote"' in line:
+            report(f"memory: agent /metrics: {line}")
+    for line in text.stdout.splitlines():
+        report(f"memory: $ qos-guard verify --sys-root FAKE {ns}/remote: {line}")
+    report(f"memory: $ qos-guard verify (stderr): {text.stderr.strip()}")
+    delete_and_release(node, ns, "pod", "remote", [running["metadata"]["uid"]])
