@@ -219,6 +219,10 @@ def test_unread_pages_are_unknown_and_shared_pool_only_gets_the_figures() -> Non
     p = decide(info(), ContainerAllocation("app", frozenset({1})), Allocatable(frozenset({1})), TWO)
     got = judge_memory(p, None)
     assert got.memory_pinned is False and "memory placement unknown" in got.detail and not got.problems
+    # A Static node that gave this pinned container no blocks: not pinned, and not called "None"
+    odd = judge_memory(p, on({0: 4096}), node_static=True)
+    assert "memory not pinned (no Memory Manager blocks)" in odd.detail and "Memory Manager None" not in odd.detail
+    assert "memory not pinned (no Memory Manager blocks), the kernel placed it" in odd.problems[0].message
     shared = decide(info(), ContainerAllocation("app", frozenset()), Allocatable(frozenset({1})), TWO, frozenset({0}))
     pages = on({1: 4096})
     got = judge_memory(shared, pages)

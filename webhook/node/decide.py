@@ -237,11 +237,14 @@ _MEMORY_FIX = ("the fix: memoryManagerPolicy Static with reservedMemory on each 
                "file removed before kubelet restarts with it")
 
 
-def judge_memory(p: Placement, pages: NumaPages | None, threshold: float = REMOTE_SHARE) -> Placement:
+def judge_memory(p: Placement, pages: NumaPages | None, threshold: float = REMOTE_SHARE,
+                 node_static: bool = False) -> Placement:
     """``p`` with where its memory is: for a pinned container, whether the Memory Manager pinned it (Static: its
     blocks, cross-checked with ``cpuset.mems`` and the pages; None: not pinned, and the answer says where the
     kernel put it, never a plain "aligned"), and ``NUMARemoteMemory`` when more than ``threshold`` of its
-    anonymous memory is off the CPUs' NUMA node. A container in the shared pool only gets the figures."""
+    anonymous memory is off the CPUs' NUMA node. ``node_static``: kubelet reports allocatable memory (its Memory
+    Manager is Static) although this container got no blocks. A container in the shared pool only gets the
+    figures."""
     if not p.pinned:
         return replace(p, pages=pages)
     blocks = frozenset().union(*(m.numa for m in p.memory)) if p.memory else frozenset()
@@ -252,6 +255,7 @@ def judge_memory(p: Placement, pages: NumaPages | None, threshold: float = REMOT
     where = ", ".join(parts)
     placed = p.numa
     one = len(placed) == 1
+    policy = "no Memory Manager blocks" if node_static else "Memory Manager None"
     notes = list(p.notes)
     problems = list(p.problems)
     if pages is None:
@@ -267,12 +271,12 @@ def judge_memory(p: Placement, pages: NumaPages | None, threshold: float = REMOT
     else:
         mems = f", cpuset.mems {format_list(pages.mems)}" if pages is not None and pages.mems is not None else ""
         head = f"{where}: on NUMA node {_nodes(placed)}" if one else f"{where}: not on one NUMA node"
-        detail = f"{head}; memory not pinned (Memory Manager None{mems}): {memory}"
+        detail = f"{head}; memory not pinned ({policy}{mems}): {memory}"
     share = pages.remote_share(p.cpu_numa) if pages is not None else None
     if pages is not None and share is not None and share > threshold:
         off = frozenset(pages.anon_nodes() - p.cpu_numa)
         why = (f"Memory Manager Static gave it NUMA {_nodes(blocks)}, yet the kernel placed the pages elsewhere"
-               if pinned else f"memory not pinned (Memory Manager None), the kernel placed it; {_MEMORY_FIX}")
+               if pinned else f"memory not pinned ({policy}), the kernel placed it; {_MEMORY_FIX}")
         problems.append(Problem(NUMA_REMOTE_MEMORY, (
             f"container {p.container}: {percent(share)} of its anonymous memory is off its CPUs' NUMA node "
             f"{_nodes(p.cpu_numa)} (on NUMA {_nodes(off)}; more than {percent(threshold)}): {memory}; {why}")))

@@ -186,5 +186,5 @@ def observe(kubelet: Allocations, cluster: ClusterView, sys_root: Path, cgroup_r
                 except CgroupError as exc:
                     snap.errors.append(f"{alloc.namespace}/{alloc.name}/{c.name}: memory: {exc}")
             placement = decide(info, c, allocatable, cpu_numa, cgroup)
-            snap.placements.append(judge_memory(placement, pages, remote_share))
+            snap.placements.append(judge_memory(placement, pages, remote_share, bool(allocatable.memory)))
     return snap
