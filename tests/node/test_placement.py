@@ -310,28 +310,34 @@ def test_4_best_effort_runs_misaligned_and_the_agent_says_so(node: Node, agent: 
 
 
 TOUCHED = 32 << 20  # the anonymous memory the test container writes, page by page
-# The agent's figure (its cgroup's memory.numa_stat anon) against the process's /proc/PID/numa_maps anon pages:
-# they count the same pages, but the cgroup also holds what per-CPU LRU batches have not yet counted and what the
-# process freed a moment ago; within 5 % or 2 MiB.
+# The agent's figure (its cgroup's memory.numa_stat anon) against the process's /proc/PID/numa_maps anon pages,
+# those of its file mappings (copied on write) included: the same pages, read at other moments, and the cgroup's
+# LRU counts may trail pages still in per-CPU batches; within 5 % or 2 MiB (seen on this machine: equal, 35456
+# KiB; 3.5 % apart when numa_maps' file mappings were left out).
 TOLERANCE = (0.05, 2 << 20)
 TOUCH = (f"import time\nb = bytearray({TOUCHED})\nfor i in range(0, len(b), 4096):\n    b[i] = 1\n"
          "print('touched', len(b), flush=True)\ntime.sleep(3600)\n")
 
 
-def numa_maps_anon(pid: int) -> dict[int, int]:
-    """Anonymous bytes of ``pid`` per NUMA node, from /proc/PID/numa_maps (the pages numastat -p sums): for
-    each mapping with anon=<pages>, its N<node>=<pages> (a mapping's pages are anon or file, rarely both)."""
+def numa_maps_anon(pid: int) -> tuple[dict[int, int], int]:
+    """Anonymous bytes of ``pid`` from /proc/PID/numa_maps (what numastat -p sums): per NUMA node those of its
+    anonymous mappings (their N<node>=<pages>), and the total of every mapping's anon=<pages>, the copied-on-write
+    pages of its file mappings (libraries' data) included, which are anonymous for the cgroup too."""
     page = os.sysconf("SC_PAGE_SIZE")
-    found: dict[int, int] = {}
+    per_node: dict[int, int] = {}
+    total = 0
     for line in Path(f"/proc/{pid}/numa_maps").read_text().splitlines():
         fields = dict(f.split("=", 1) for f in line.split()[2:] if "=" in f)
-        if "anon" not in fields or "file" in fields:
+        if "anon" not in fields:
             continue
-        size = int(fields.get("kernelpagesize_kB", "4")) * 1024 if "kernelpagesize_kB" in fields else page
+        size = int(fields["kernelpagesize_kB"]) * 1024 if "kernelpagesize_kB" in fields else page
+        total += int(fields["anon"]) * size
+        if "file" in fields:
+            continue
         for key, value in fields.items():
             if re.fullmatch(r"N\d+", key):
-                found[int(key[1:])] = found.get(int(key[1:]), 0) + int(value) * size
-    return found
+                per_node[int(key[1:])] = per_node.get(int(key[1:]), 0) + int(value) * size
+    return per_node, total
 
 
 def container_pids(pod_obj: dict[str, Any], container: str = "app") -> list[int]:
@@ -369,34 +375,39 @@ def test_5_memory_manager_none_leaves_the_pages_remote(node: Node, agent: Cluste
                            ("qos_guard_container_memory_remote_ratio", ns, "remote", "app"): 1.0})
     assert seen[("qos_guard_container_memory_pinned", ns, "remote", "app")] == 0
     event = wait_event(c, ns, "remote", "NUMARemoteMemory")
-    maps = numa_maps_anon(pid)
+    maps, maps_total = numa_maps_anon(pid)
     samples = memory_samples(c, ns, "remote")
     p = verify(node, "--sys-root", str(two_numa), f"{ns}/remote")[(ns, "remote", "app")]
     text = verify(node, "--sys-root", str(two_numa), f"{ns}/remote", fmt="text")
-    maps_after = numa_maps_anon(pid)
+    maps_after, maps_total_after = numa_maps_anon(pid)
     # Where the pages are: all on node 0, as numa_maps says, the agent says and verify says.
-    assert set(maps) == {0} and maps[0] >= TOUCHED, maps
+    assert set(maps) == {0} and maps[0] >= TOUCHED and maps_total >= maps[0], (maps, maps_total)
     agent_anon = samples[("qos_guard_container_memory_bytes", "0", "anon")]
     assert samples[("qos_guard_container_memory_bytes", "1", "anon")] == 0
     assert {k[1] for k in samples if k[0] == "qos_guard_container_memory_bytes"} == {"0", "1"}  # the layout's ids
     verify_anon = p["numaMemory"]["anonBytes"]
     assert verify_anon["1"] == 0 and p["numaMemory"]["anonOffCPUNodesShare"] == 1.0
-    allowed = max(TOLERANCE[0] * maps[0], TOLERANCE[1])
+    allowed = max(TOLERANCE[0] * maps_total, TOLERANCE[1])
     for figure in (agent_anon, verify_anon["0"]):
-        assert abs(figure - maps[0]) <= allowed and abs(figure - maps_after[0]) <= allowed, (figure, maps,
-                                                                                             maps_after)
+        assert abs(figure - maps_total) <= allowed and abs(figure - maps_total_after) <= allowed, (
+            figure, maps_total, maps_total_after)
         assert figure >= TOUCHED
     # The answer: not pinned, never a plain "aligned"; the problem with its fix and cost; verify exits 1.
     assert p["memoryPinned"] is False and p["exclusiveCPUs"] == [1] and p["cpuNUMANodes"] == [1]
-    assert "memory not pinned (Memory Manager None, cpuset.mems 0-1)" in p["detail"]
+    # Memory Manager None writes no cpuset.mems: the container keeps every node the kernel has (here only the real
+    # node 0; the fake NUMA 1 exists for the kubelet and the agent alone).
+    kernel_mems = Path("/sys/fs/cgroup/cpuset/cpuset.mems").read_text().strip()
+    assert kernel_mems == "0" and p["numaMemory"]["cpusetMems"] == [0]
+    assert "memory not pinned (Memory Manager None, cpuset.mems 0)" in p["detail"]
     assert "aligned" not in p["detail"] and "on NUMA 0" in p["detail"]
     assert "NUMARemoteMemory" in [x["reason"] for x in p["problems"]]
     assert "100 % of its anonymous memory is off its CPUs' NUMA node 1 (on NUMA 0" in event["message"]
     assert "memoryManagerPolicy Static with reservedMemory on each NUMA node" in event["message"]
     assert text.returncode == 1 and "REMOTE MEMORY" in text.stdout and "KiB   NUMA 0  NUMA 1  Total" in text.stdout
     kib = {n: b >> 10 for n, b in maps.items()}, {n: b >> 10 for n, b in maps_after.items()}
-    report(f"memory: {ns}/remote touched {TOUCHED >> 20} MiB; /proc/{pid}/numa_maps anon KiB per node {kib[0]} "
-           f"(after verify: {kib[1]}); agent memory.numa_stat anon N0={int(agent_anon) >> 10} KiB, "
+    report(f"memory: {ns}/remote touched {TOUCHED >> 20} MiB; /proc/{pid}/numa_maps anon {maps_total >> 10} KiB, "
+           f"{kib[0]} KiB per node in anonymous mappings (after verify: {maps_total_after >> 10} KiB, {kib[1]}); "
+           f"agent memory.numa_stat anon N0={int(agent_anon) >> 10} KiB, "
            f"verify N0={verify_anon['0'] >> 10} KiB "
            f"(tolerance {TOLERANCE[0]:.0%} or {TOLERANCE[1] >> 20} MiB)")
     report(f"memory: Event NUMARemoteMemory: {event['message']}")
