@@ -22,16 +22,8 @@ from webhook.node.decide import (
     decide,
     judge_memory,
 )
-from webhook.node.numastat import (
-    NumaPages,
-    container_pages,
-    distribution,
-    kib,
-    parse_numa_stat,
-    percent,
-    read_numa_stat,
-    table,
-)
+from webhook.node.numapages import NumaPages, distribution, kib, percent, table
+from webhook.node.numastat import container_pages, parse_numa_stat, read_numa_stat
 from webhook.node.sysfs import NumaLayout, read_layout
 
 UID = "0f1e2d3c-4b5a-6978-8a9b-0c1d2e3f4a5b"
@@ -54,7 +46,7 @@ def test_pages_per_numa_node(tmp_path: Path, version: int, driver: str, qos: str
     root = tmp_path / "cgroup"
     folder = memory_cgroup(root, version, UID, qos, CID, text, driver)
     pages = container_pages(root, UID, qos, f"containerd://{CID}", layout, PAGE)
-    assert pages is not None and pages.path == folder and pages.version == version
+    assert pages is not None and pages.path == str(folder) and pages.version == version
     assert dict(pages.anon) == {n: v * PAGE for n, v in anon.items()}
     assert dict(pages.file) == {n: v * PAGE for n, v in file.items()}
     assert pages.anon_total == sum(anon.values()) * PAGE
@@ -139,7 +131,7 @@ def test_how_people_read_it() -> None:
     assert kib(3 << 29) == "1.5 GiB"
     assert percent(1.0) == "100 %" and percent(0.0) == "0 %" and percent(0.9996) == "99.96 %"
     assert percent(0.001) == "0.10 %" and percent(0.1) == "10 %"
-    pages = NumaPages(((0, 700 << 10), (1, 300 << 10)), ((0, 4096), (1, 0)), Path("/x"), 1)
+    pages = NumaPages(((0, 700 << 10), (1, 300 << 10)), ((0, 4096), (1, 0)), "/x", 1)
     assert distribution(pages) == "70 % of 1000 KiB anonymous on NUMA 0, 30 % on NUMA 1"
     assert table(pages) == ["KiB   NUMA 0  NUMA 1  Total",
                             "anon     700     300   1000",
@@ -158,7 +150,7 @@ def info() -> PodInfo:
 
 def on(anon: dict[int, int], mems: set[int] | None = None, nodes: int = 2) -> NumaPages:
     return NumaPages(tuple((n, anon.get(n, 0)) for n in range(nodes)), tuple((n, 0) for n in range(nodes)),
-                     Path("/cg"), 1, frozenset(mems) if mems is not None else None)
+                     "/cg", 1, frozenset(mems) if mems is not None else None)
 
 
 GPU1 = DeviceGroup("example.com/gpu", ("gpu-1",), frozenset({1}))

@@ -18,7 +18,7 @@ from typing import Any
 from webhook.core.podspec import GUARANTEED, ManifestError, build_pod_spec, qos_class
 from webhook.core.quantity import format_milli
 from webhook.node.cpulist import format_list
-from webhook.node.numastat import NumaPages, distribution, percent
+from webhook.node.numapages import NumaPages, distribution, percent
 
 NOT_PINNED, NUMA_MISALIGNED = "NotPinned", "NUMAMisaligned"  # the Event reasons
 NUMA_REMOTE_MEMORY = "NUMARemoteMemory"

@@ -10,7 +10,8 @@ cgroup knows where they ended up. Two formats:
 - cgroup v2 (the unified folder): ``anon N0=<bytes> N1=<bytes>``, one line per counter.
 
 The folder is found as the cpuset's is (``cgroups.candidate_folders``: kubelet's cgroupfs and systemd drivers).
-A malformed file (truncated, a NUMA node the layout lacks) or a cgroup removed while it was read is a
+It hands the verdict a ``NumaPages`` (``webhook/node/numapages.py``, pure: ``decide`` never reads a file). A
+malformed file (truncated, a NUMA node the layout lacks) or a cgroup removed while it was read is a
 ``CgroupError`` naming the file, for that container only."""
 
 from __future__ import annotations
@@ -19,11 +20,11 @@ import errno
 import os
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
 from webhook.node.cgroups import CgroupError, candidate_folders, cgroup_version, check_uid, split_container_id
 from webhook.node.cpulist import format_list
+from webhook.node.numapages import NumaPages
 from webhook.node.sysfs import NumaLayout
 
 NUMA_STAT = "memory.numa_stat"
@@ -32,44 +33,6 @@ REQUIRED = ("anon", "file")  # the counters the answer is made of; a file withou
 _V1_LINE = re.compile(r"([a-z_]{1,64})=(\d{1,20})((?: N\d{1,5}=\d{1,20})*)")
 _V2_LINE = re.compile(r"([a-z_]{1,64})((?: N\d{1,5}=\d{1,20})*)")
 _NODE = re.compile(r"N(\d{1,5})=(\d{1,20})")
-
-
-@dataclass(frozen=True, slots=True)
-class NumaPages:
-    """A container's anonymous and file memory per NUMA node, in bytes (every node of the layout, zeros
-    included), with its cgroup's ``cpuset.mems`` when known."""
-
-    anon: tuple[tuple[int, int], ...]
-    file: tuple[tuple[int, int], ...]
-    path: Path
-    version: int
-    mems: frozenset[int] | None = None
-
-    @property
-    def anon_total(self) -> int:
-        return sum(b for _, b in self.anon)
-
-    @property
-    def file_total(self) -> int:
-        return sum(b for _, b in self.file)
-
-    def anon_on(self, nodes: Iterable[int]) -> int:
-        wanted = set(nodes)
-        return sum(b for n, b in self.anon if n in wanted)
-
-    def anon_nodes(self) -> frozenset[int]:
-        """The NUMA nodes holding any of its anonymous memory."""
-        return frozenset(n for n, b in self.anon if b)
-
-    def remote_share(self, local: frozenset[int]) -> float | None:
-        """The share (0..1) of anonymous memory off ``local`` (the CPUs' NUMA nodes); None with none at all."""
-        total = self.anon_total
-        if not total or not local:
-            return None
-        return (total - self.anon_on(local)) / total
-
-    def with_mems(self, mems: frozenset[int] | None) -> NumaPages:
-        return NumaPages(self.anon, self.file, self.path, self.version, mems)
 
 
 def parse_numa_stat(text: str, version: int, layout_nodes: Iterable[int], page_size: int,
@@ -161,7 +124,7 @@ def read_numa_stat(folder: Path, version: int, layout: NumaLayout, page_size: in
     except ValueError as exc:
         raise CgroupError(str(exc)) from None
     return NumaPages(_every_node(counters["anon"], layout.nodes), _every_node(counters["file"], layout.nodes),
-                     folder, version)
+                     str(folder), version)
 
 
 def container_pages(cgroup_root: Path, pod_uid: str, qos: str, container_id: str, layout: NumaLayout,
@@ -179,48 +142,3 @@ def _every_node(per_node: Mapping[int, int], nodes: Iterable[int]) -> tuple[tupl
 
 def _show(text: str, limit: int = 60) -> str:
     return repr(text if len(text) <= limit else text[:limit] + "...")
-
-
-# --- as people read it ---
-
-def kib(n: int) -> str:
-    """Bytes as ``numastat`` users read them: 86016 -> ``84 KiB``, 33554432 -> ``32 MiB`` (one decimal above)."""
-    for unit, shift in (("GiB", 30), ("MiB", 20)):
-        if n >= 1 << shift:
-            value = n / (1 << shift)
-            return f"{value:.0f} {unit}" if value == int(value) or value >= 100 else f"{value:.1f} {unit}"
-    return f"{(n + 1023) // 1024} KiB" if n else "0 KiB"
-
-
-def percent(share: float) -> str:
-    """0.9996 -> ``99.96 %``, 1.0 -> ``100 %``: never rounded up to 100 % nor down to 0 % when it is not."""
-    value = share * 100
-    if value in (0.0, 100.0):
-        return f"{value:.0f} %"
-    text = f"{value:.0f}" if 1 <= value <= 99 else f"{value:.2f}"
-    return f"{text} %"
-
-
-def distribution(pages: NumaPages) -> str:
-    """``100 % of 84 KiB anonymous on NUMA 0``; ``70 % of 1 MiB anonymous on NUMA 0, 30 % on NUMA 1``."""
-    total = pages.anon_total
-    if not total:
-        return "no anonymous memory yet"
-    parts = [(n, b) for n, b in pages.anon if b]
-    parts.sort(key=lambda nb: -nb[1])
-    head, *rest = parts
-    text = f"{percent(head[1] / total)} of {kib(total)} anonymous on NUMA {head[0]}"
-    return text + "".join(f", {percent(b / total)} on NUMA {n}" for n, b in rest)
-
-
-def table(pages: NumaPages) -> list[str]:
-    """A ``numastat -p``-like table, KiB per NUMA node and the total."""
-    nodes = [n for n, _ in pages.anon]
-    head = ["KiB", *(f"NUMA {n}" for n in nodes), "Total"]
-    rows = [head]
-    for name, values in (("anon", pages.anon), ("file", pages.file)):
-        total = sum(b for _, b in values)
-        rows.append([name, *(f"{(b + 1023) // 1024}" for _, b in values), f"{(total + 1023) // 1024}"])
-    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
-    return ["  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in
-                      enumerate(zip(r, widths, strict=True))) for r in rows]

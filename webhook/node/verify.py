@@ -9,7 +9,7 @@ from typing import Any
 
 from webhook.node.cpulist import format_list
 from webhook.node.decide import NUMA_REMOTE_MEMORY, Placement
-from webhook.node.numastat import NumaPages, table
+from webhook.node.numapages import NumaPages, table
 from webhook.node.observe import Snapshot
 
 
@@ -18,7 +18,7 @@ def pages_json(pages: NumaPages | None, local: frozenset[int]) -> dict[str, Any]
     if pages is None:
         return None
     share = pages.remote_share(local)
-    return {"cgroup": str(pages.path), "cgroupVersion": pages.version,
+    return {"cgroup": pages.path, "cgroupVersion": pages.version,
             "cpusetMems": sorted(pages.mems) if pages.mems is not None else None,
             "anonBytes": {str(n): b for n, b in pages.anon}, "fileBytes": {str(n): b for n, b in pages.file},
             "anonTotalBytes": pages.anon_total, "fileTotalBytes": pages.file_total,
