@@ -80,6 +80,21 @@ def test_no_memory_cgroup_is_none(tmp_path: Path) -> None:
     assert container_pages(tmp_path, UID, "Guaranteed", f"containerd://{CID}", layout) is None
 
 
+def test_a_v2_file_with_every_counter_of_a_recent_kernel() -> None:
+    """cgroup v2 lists some 30 counters (Documentation/admin-guide/cgroup-v2.rst); only anon and file are used,
+    the others must not trip the reader."""
+    names = ["anon", "file", "kernel_stack", "pagetables", "sec_pagetables", "shmem", "file_mapped", "file_dirty",
+             "file_writeback", "swapcached", "anon_thp", "file_thp", "shmem_thp", "inactive_anon", "active_anon",
+             "inactive_file", "active_file", "unevictable", "slab_reclaimable", "slab_unreclaimable",
+             "workingset_refault_anon", "workingset_refault_file", "workingset_activate_anon",
+             "workingset_activate_file", "workingset_restore_anon", "workingset_restore_file",
+             "workingset_nodereclaim"]
+    text = "".join(f"{name} N0={4096 * (i + 1)} N1={8192 * (i + 1)}\n" for i, name in enumerate(names))
+    counters = parse_numa_stat(text, 2, [0, 1], PAGE)
+    assert counters["anon"] == {0: 4096, 1: 8192} and counters["file"] == {0: 8192, 1: 16384}
+    assert len(counters) == len(names)
+
+
 @pytest.mark.parametrize(("version", "text", "message"), [
     (1, "total=5 N0=5\nfile=2 N0=2\nanon=3 N0=", "truncated (its last line 'anon=3 N0=' has no end)"),
     (1, "total=5 N0=5\nfile=2 N0=2\n", "no anon line (truncated?)"),

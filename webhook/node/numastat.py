@@ -30,8 +30,8 @@ from webhook.node.sysfs import NumaLayout
 NUMA_STAT = "memory.numa_stat"
 MAX_STAT = 64 * 1024  # a numa_stat longer than this is refused (4096 nodes of v2 counters stay well under it)
 REQUIRED = ("anon", "file")  # the counters the answer is made of; a file without them is truncated
-_V1_LINE = re.compile(r"([a-z_]{1,64})=(\d{1,20})((?: N\d{1,5}=\d{1,20})*)")
-_V2_LINE = re.compile(r"([a-z_]{1,64})((?: N\d{1,5}=\d{1,20})*)")
+_V1_LINE = re.compile(r"([a-z][a-z0-9_]{0,63})=(\d{1,20})((?: N\d{1,5}=\d{1,20})*)")
+_V2_LINE = re.compile(r"([a-z][a-z0-9_]{0,63})((?: N\d{1,5}=\d{1,20})*)")
 _NODE = re.compile(r"N(\d{1,5})=(\d{1,20})")
 
 
