@@ -278,6 +278,15 @@ def cmd_policy(args: argparse.Namespace) -> ExitCode:
     return ExitCode.OK
 
 
+def _share_error(command: str, args: argparse.Namespace) -> bool:
+    """True (and the message printed) when --remote-memory-share is not a share."""
+    share = args.remote_memory_share
+    if not 0 <= share < 1:  # NaN too
+        err(f"{command}: --remote-memory-share {share!r} is not a share from 0 to under 1 (0.10 is 10 %)")
+        return True
+    return False
+
+
 def _node_paths(args: argparse.Namespace) -> tuple[Path, Path, Path]:
     sys_root = Path(args.sys_root)
     cgroup_root = Path(args.cgroup_root) if args.cgroup_root else sys_root / "fs" / "cgroup"
@@ -302,13 +311,15 @@ def cmd_agent(args: argparse.Namespace) -> int:
     if not port.isdigit() or not 0 < int(port) < 65536:
         err(f"agent: --metrics-bind {args.metrics_bind!r} is not HOST:PORT")
         return ExitCode.USAGE
+    if _share_error("agent", args):
+        return ExitCode.USAGE
     config = load_config(args.config)
     socket, sys_root, cgroup_root = _node_paths(args)
     opts = AgentOptions(node=node, socket=socket, sys_root=sys_root, cgroup_root=cgroup_root,
                         interval=args.interval, metrics_host=host.strip("[]") or "0.0.0.0", metrics_port=int(port),
                         kubeconfig=args.kubeconfig, report=FLAVOURS[args.report] if args.report else None,
                         fractional_allowed=tuple(config.policy.fractional_cpu_containers),
-                        events=not args.no_events)
+                        events=not args.no_events, remote_share=args.remote_memory_share)
     from webhook.cluster.kubeconfig import explain, preflight
 
     try:
@@ -336,6 +347,8 @@ def cmd_verify(args: argparse.Namespace) -> ExitCode:
             err(f"verify: {ref!r} is not NAMESPACE/POD")
             return ExitCode.USAGE
         only.append((ns, name))
+    if _share_error("verify", args):
+        return ExitCode.USAGE
     config = load_config(args.config)
     socket, sys_root, cgroup_root = _node_paths(args)
     from webhook.cluster.kubeconfig import explain, preflight
@@ -345,7 +358,7 @@ def cmd_verify(args: argparse.Namespace) -> ExitCode:
         api = Lister(args.kubeconfig)
         with PodResourcesClient(socket) as kubelet:
             snap = observe(kubelet, ListedView(api), sys_root, cgroup_root, args.node or None, only or None,
-                           config.policy.fractional_cpu_containers)
+                           config.policy.fractional_cpu_containers, args.remote_memory_share)
     except (PodResourcesError, SysfsError, ClusterError) as exc:
         err(f"verify: {explain(exc, args.kubeconfig) if isinstance(exc, ClusterError) else exc}")
         return ExitCode.USAGE

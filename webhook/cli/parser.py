@@ -231,6 +231,9 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--kubeconfig", help="kubeconfig (default: in-cluster, else $KUBECONFIG or ~/.kube/config)")
         p.add_argument("--config", help="configuration file: policy.fractionalCPUContainers run in the shared "
                                         "pool by choice and are not a problem")
+        p.add_argument("--remote-memory-share", type=float, default=0.10, metavar="SHARE",
+                       help="NUMARemoteMemory when more than this share (0-1) of a pinned container's anonymous "
+                            "memory is off its CPUs' NUMA node (memory.numa_stat; default 0.10)")
 
     agent = _command(sub, "agent", "node agent (DaemonSet): metrics, Events and reports on where kubelet placed "
                                    "each pinned container", AGENT_EXIT_CODES)
