@@ -353,9 +353,13 @@ def node(tmp_path: Path) -> Any:
     server.stop(None)
 
 
-def claim_pod(kubelet: Kubelet, *devices: str) -> None:
+STATIC_1 = [("memory", 64 << 20, [1])]  # a Memory Manager Static block on NUMA 1, the CPUs' node
+
+
+def claim_pod(kubelet: Kubelet, *devices: str, memory: list[tuple[str, int, list[int]]] = ()) -> None:  # type: ignore[assignment]
+    """``memory``: the Memory Manager's blocks (none: its policy None, so memory is not pinned)."""
     kubelet.pods = [api_pb2.PodResources(name="gpu", namespace="ns", containers=[
-        container("app", [1], dra=[("ns", "gpu-claim", [(DRIVER, "node-1", d) for d in devices])])])]
+        container("app", [1], memory=memory, dra=[("ns", "gpu-claim", [(DRIVER, "node-1", d) for d in devices])])])]
 
 
 def look(node: Any, name: str | None = "node-1") -> Any:
@@ -382,18 +386,22 @@ def test_kubelet_dynamic_resources_reach_the_verdict(node: Any) -> None:
         "cdiDevices": [f"{DRIVER}/gpu=gpu-0"], "numaNodes": [0], "numaSource": PCI_BUS_ID,
         "numaPath": str(sys_root / "bus/pci/devices/0000:3b:00.0/numa_node"), "unknown": None, "notes": None}]
     assert c["problems"][0]["reason"] == "NUMAMisaligned" and DRA_REASON in c["problems"][0]["message"]
-    assert body["summary"] == {"containers": 1, "pinnedAligned": 0, "misaligned": 1, "unknown": 0, "notPinned": 0,
-                               "problems": 1, "errors": 0}
+    assert body["summary"] == {"containers": 1, "pinnedAligned": 0, "memoryNotPinned": 0, "misaligned": 1,
+                               "unknown": 0, "notPinned": 0, "problems": 1, "errors": 0}
     text = render_text(snap)
     assert f"ns/gpu/app: MISALIGNED: 1 exclusive CPU, CPUs 1 on NUMA 1, DRA {DRIVER}/node-1/gpu-0 (claim " \
-           f"ns/gpu-claim) on NUMA 0: not on one NUMA node; {DRIVER}/node-1/gpu-0: {DRA_REASON}; serve this " in text
+           f"ns/gpu-claim) on NUMA 0: not on one NUMA node; memory not pinned (Memory Manager None): memory " \
+           f"placement unknown (no memory cgroup read); {DRIVER}/node-1/gpu-0: {DRA_REASON}; serve this " in text
 
 
 def test_verify_aligned_and_unknown_dra_devices(node: Any) -> None:
     kubelet = node[0]
-    claim_pod(kubelet, "gpu-1")
+    claim_pod(kubelet, "gpu-1", memory=STATIC_1)
     (c,) = json.loads(render_json(look(node)))["containers"]
     assert c["state"] == "aligned" and c["aligned"] is True and c["problems"] == []
+    claim_pod(kubelet, "gpu-1")  # Memory Manager None: the device is aligned, the memory is not pinned
+    (c,) = json.loads(render_json(look(node)))["containers"]
+    assert c["state"] == "memory-not-pinned" and c["aligned"] is True and c["memoryPinned"] is False
     assert c["draDevices"][0]["numaNodes"] == [1] and c["draDevices"][0]["numaSource"] == NUMA_NODE
     claim_pod(kubelet, "gpu-2")
     snap = look(node)
@@ -420,7 +428,8 @@ def test_verify_without_access_to_slices_calls_dra_devices_unknown(node: Any) ->
 
 def test_verify_lists_no_slices_without_dra_devices(node: Any) -> None:
     kubelet, api = node[0], node[1]
-    kubelet.pods = [api_pb2.PodResources(name="gpu", namespace="ns", containers=[container("app", [1])])]
+    kubelet.pods = [api_pb2.PodResources(name="gpu", namespace="ns", containers=[container("app", [1],
+                                                                                        memory=STATIC_1)])]
     assert look(node).placements[0].state == "aligned"
     assert not [p for p, _ in api.listed if p == SLICES]
 

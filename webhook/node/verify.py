@@ -9,6 +9,7 @@ from typing import Any
 
 from webhook.node.cpulist import format_list
 from webhook.node.decide import DRA_REASON, DRA_WAY_OUT, DraDevice, Placement
+from webhook.node.numapages import NumaPages, table
 from webhook.node.observe import Snapshot
 
 
@@ -20,6 +21,18 @@ def dra_json(x: DraDevice) -> dict[str, Any]:
             "cdiDevices": list(x.cdi), "numaNodes": sorted(x.numa), "numaSource": x.source or None,
             "numaPath": x.path or None, "unknown": None if x.numa else (x.looked or "no NUMA node found"),
             "notes": x.looked if x.numa and x.looked else None}
+
+
+def pages_json(pages: NumaPages | None, local: frozenset[int]) -> dict[str, Any] | None:
+    """The container's memory per NUMA node (bytes, keyed by node id), as ``numastat -p`` shows a process's."""
+    if pages is None:
+        return None
+    share = pages.remote_share(local)
+    return {"cgroup": pages.path, "cgroupVersion": pages.version,
+            "cpusetMems": sorted(pages.mems) if pages.mems is not None else None,
+            "anonBytes": {str(n): b for n, b in pages.anon}, "fileBytes": {str(n): b for n, b in pages.file},
+            "anonTotalBytes": pages.anon_total, "fileTotalBytes": pages.file_total,
+            "anonOffCPUNodesShare": round(share, 6) if share is not None else None}
 
 
 def placement_json(p: Placement) -> dict[str, Any]:
@@ -35,12 +48,15 @@ def placement_json(p: Placement) -> dict[str, Any]:
         "reason": p.reason, "detail": p.detail,
         "cgroupCPUs": sorted(p.cgroup_cpus) if p.cgroup_cpus is not None else None, "notes": list(p.notes),
         "problems": [{"reason": x.reason, "message": x.message} for x in p.problems],
+        "memoryPinned": p.memory_pinned, "numaMemory": pages_json(p.pages, p.cpu_numa),
     }
 
 
 def summary(snap: Snapshot) -> dict[str, int]:
     return {"containers": len(snap.placements),
-            "pinnedAligned": sum(1 for p in snap.placements if p.pinned and p.aligned),
+            "pinnedAligned": sum(1 for p in snap.placements if p.pinned and p.aligned and p.memory_pinned is not False),
+            # CPUs and devices on one NUMA node, memory left to the kernel (Memory Manager None): not "aligned"
+            "memoryNotPinned": sum(1 for p in snap.placements if p.pinned and p.aligned and p.memory_pinned is False),
             "misaligned": sum(1 for p in snap.placements if p.pinned and p.aligned is False),
             "unknown": sum(1 for p in snap.placements if p.pinned and p.aligned is None),
             "notPinned": sum(1 for p in snap.placements if not p.pinned),
@@ -60,6 +76,8 @@ def _line(p: Placement) -> str:
     if p.pinned:
         count = len(p.exclusive_cpus)
         verdict = "pinned" if p.aligned else "NUMA UNKNOWN" if p.aligned is None else "MISALIGNED"
+        if p.remote_memory:
+            verdict += ", REMOTE MEMORY"
         line = f"{p.ref}: {verdict}: {count} exclusive CPU{'s' if count != 1 else ''}, {p.detail}"
     else:
         verdict = "NOT PINNED" if p.problems else "shared pool"
@@ -81,13 +99,17 @@ def render_text(snap: Snapshot) -> str:
     layout = "; ".join(f"NUMA {n}: CPUs {format_list(c) or 'none'}" for n, c in sorted(snap.layout.nodes.items()))
     allocatable = format_list(snap.allocatable.cpus) or "none (no static CPU Manager)"
     lines = [f"node: exclusive CPUs allocatable {allocatable}; {layout}"]
-    lines += [_line(p) for p in snap.placements]
+    for p in snap.placements:
+        lines.append(_line(p))
+        if p.pages is not None:
+            lines += [f"    {row}" for row in table(p.pages)]
     lines += [f"error: {e}" for e in snap.errors]
     return "\n".join(lines) + "\n"
 
 
 def summary_line(snap: Snapshot) -> str:
     s = summary(snap)
-    return (f"{s['containers']} containers: {s['pinnedAligned']} pinned and aligned, {s['misaligned']} misaligned, "
-            f"{s['unknown']} with NUMA alignment unknown, "
+    unpinned = f"{s['memoryNotPinned']} pinned with memory not pinned, " if s["memoryNotPinned"] else ""
+    return (f"{s['containers']} containers: {s['pinnedAligned']} pinned and aligned, {unpinned}"
+            f"{s['misaligned']} misaligned, {s['unknown']} with NUMA alignment unknown, "
             f"{s['notPinned']} not pinned ({s['problems']} with a problem); {s['errors']} could not be judged")
