@@ -18,7 +18,7 @@ import requests
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests import waiting
-from tests.agent.fakes import FakeAPI, Kubelet, container, serve
+from tests.agent.fakes import SLICES, FakeAPI, Kubelet, container, serve
 from tests.agent.trees import cgroup_container, memory_cgroup, sysfs, v1_numa_stat
 from tests.serving import free_port
 from webhook.cli import main
@@ -224,7 +224,7 @@ def wait_for(what: str, check: Any, within: float = 10) -> None:
 
 def test_agent_watches_and_lists_nothing_per_cycle(world: tuple[Kubelet, FakeAPI, Path, Path]) -> None:
     """A Pod created after the start, its deletion and a namespace opting out are seen through the watches;
-    after the first two lists, cycles list nothing."""
+    after the first three lists (namespaces, Pods, the node's ResourceSlices), cycles list nothing."""
     kubelet, api, _, sys_root = world
     port = free_port()
     with running_agent(world, port, interval=0.1, events=False):
@@ -232,11 +232,14 @@ def test_agent_watches_and_lists_nothing_per_cycle(world: tuple[Kubelet, FakeAPI
         assert sorted(api.listed) == [
             ("/api/v1/namespaces", {"limit": str(watch.PAGE),
                                     "labelSelector": "qos-guard.io/mode in (enforce,mutate,warn)"}),
-            ("/api/v1/pods", {"limit": str(watch.PAGE), "fieldSelector": "spec.nodeName=node-1"})]
+            ("/api/v1/pods", {"limit": str(watch.PAGE), "fieldSelector": "spec.nodeName=node-1"}),
+            ("/apis/resource.k8s.io/v1/resourceslices", {"limit": str(watch.PAGE),
+                                                         "fieldSelector": "spec.nodeName=node-1"})]
         assert sorted((path, q["labelSelector" if "namespaces" in path else "fieldSelector"])
                       for path, q in api.watched) == [
             ("/api/v1/namespaces", "qos-guard.io/mode in (enforce,mutate,warn)"),
-            ("/api/v1/pods", "spec.nodeName=node-1")]
+            ("/api/v1/pods", "spec.nodeName=node-1"),
+            ("/apis/resource.k8s.io/v1/resourceslices", "spec.nodeName=node-1")]
         synced = list(api.listed)
         # A Pod bound to the node after the start: kubelet has it, and the API server says so by a watch event.
         late = "e0000000-0000-4000-8000-000000000000"
@@ -291,6 +294,45 @@ def test_until_the_first_lists_the_agent_judges_nothing(world: tuple[Kubelet, Fa
     assert err.count(refused) == 1, err
     assert err.count("qos-guard agent: not judging yet: waiting for the first list of pods from the API server") \
         == 1, err
+
+
+def test_the_agent_judges_dra_devices_from_the_watched_slices(world: tuple[Kubelet, FakeAPI, Path, Path]) -> None:
+    """A DRA device's NUMA node from the node's ResourceSlice the agent watches: misaligned with its metric 0 and
+    an Event naming the device; a slice published after the start, through the watch, makes another Pod's device
+    known; a device no slice locates is unknown, metric -1 and a NUMAUnknown Event."""
+    kubelet, api, _, _ = world
+    driver = "gpu.example.com"
+    dra = [("enf", "claim", [(driver, "node-1", "gpu-0")])]
+    kubelet.pods = [api_pb2.PodResources(name="gpu", namespace="enf", containers=[container("app", [1], dra=dra)]),
+                    api_pb2.PodResources(name="pinned", namespace="enf", containers=[
+                        container("app", [1], dra=[("enf", "other", [(driver, "late-pool", "gpu-9")])])])]
+    api.slices = [{"metadata": {"name": "node-1-gpus", "resourceVersion": "1"},
+                   "spec": {"driver": driver, "nodeName": "node-1", "pool": {"name": "node-1", "generation": 1},
+                            "devices": [{"name": "gpu-0", "attributes": {
+                                "resource.kubernetes.io/numaNode": {"int": 0}}}]}}]
+    port = free_port()
+    with running_agent(world, port, interval=0.1):
+        wait_for("no DRA verdicts", lambda: _scrape_or_empty(port).get(("qos_guard_container_numa_aligned", "pinned"))
+                 == -1)
+        assert _scrape_or_empty(port)[("qos_guard_container_numa_aligned", "gpu")] == 0
+        reasons = {(b["involvedObject"]["name"], b["reason"]): b["message"] for _, _, b in api.sent if b}
+        assert "DRA device gpu.example.com/node-1/gpu-0 (claim enf/claim) on NUMA 0 (from " \
+               "resource.kubernetes.io/numaNode), the CPUs on NUMA 1: kubelet's Topology Manager does not align " \
+               "devices allocated through DRA" in reasons[("gpu", "NUMAMisaligned")]
+        assert "no ResourceSlice of node node-1 publishes device gpu-9 in pool late-pool" in \
+               reasons[("pinned", "NUMAUnknown")]
+        # The driver publishes the other pool: seen through the watch, no relist.
+        with api._cond:
+            api.rv += 1
+            late = {"metadata": {"name": "node-1-late", "resourceVersion": str(api.rv)},
+                    "spec": {"driver": driver, "nodeName": "node-1", "pool": {"name": "late-pool", "generation": 1},
+                             "devices": [{"name": "gpu-9", "attributes": {
+                                 "resource.kubernetes.io/numaNode": {"int": 1}}}]}}
+            api.events.append((api.rv, SLICES, "ADDED", late))
+            api._cond.notify_all()
+        wait_for("a slice published after the start is not used",
+                 lambda: _scrape_or_empty(port).get(("qos_guard_container_numa_aligned", "pinned")) == 1)
+        assert [p for p, _ in api.listed].count(SLICES) == 1
 
 
 def test_memory_where_it_really_is(world: tuple[Kubelet, FakeAPI, Path, Path]) -> None:

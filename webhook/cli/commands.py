@@ -293,6 +293,18 @@ def _node_paths(args: argparse.Namespace) -> tuple[Path, Path, Path]:
     return Path(args.pod_resources_socket), sys_root, cgroup_root
 
 
+def _dra_attributes(args: argparse.Namespace, command: str) -> tuple[str, ...] | None:
+    """The --dra-numa-attribute names (the defaults when none is given); None, said, when one is not a name."""
+    from webhook.node.dra import DEFAULT_DRIVER_ATTRIBUTES, check_attribute_names
+
+    names = tuple(args.dra_numa_attribute or DEFAULT_DRIVER_ATTRIBUTES)
+    problem = check_attribute_names(names)
+    if problem:
+        err(f"{command}: --dra-numa-attribute {problem}")
+        return None
+    return names
+
+
 def cmd_agent(args: argparse.Namespace) -> int:
     import os
 
@@ -315,11 +327,15 @@ def cmd_agent(args: argparse.Namespace) -> int:
         return ExitCode.USAGE
     config = load_config(args.config)
     socket, sys_root, cgroup_root = _node_paths(args)
+    attributes = _dra_attributes(args, "agent")
+    if attributes is None:
+        return ExitCode.USAGE
     opts = AgentOptions(node=node, socket=socket, sys_root=sys_root, cgroup_root=cgroup_root,
                         interval=args.interval, metrics_host=host.strip("[]") or "0.0.0.0", metrics_port=int(port),
                         kubeconfig=args.kubeconfig, report=FLAVOURS[args.report] if args.report else None,
                         fractional_allowed=tuple(config.policy.fractional_cpu_containers),
-                        events=not args.no_events, remote_share=args.remote_memory_share)
+                        events=not args.no_events, dra_attributes=attributes,
+                        remote_share=args.remote_memory_share)
     from webhook.cluster.kubeconfig import explain, preflight
 
     try:
@@ -351,6 +367,9 @@ def cmd_verify(args: argparse.Namespace) -> ExitCode:
         return ExitCode.USAGE
     config = load_config(args.config)
     socket, sys_root, cgroup_root = _node_paths(args)
+    attributes = _dra_attributes(args, "verify")
+    if attributes is None:
+        return ExitCode.USAGE
     from webhook.cluster.kubeconfig import explain, preflight
 
     try:
@@ -358,7 +377,7 @@ def cmd_verify(args: argparse.Namespace) -> ExitCode:
         api = Lister(args.kubeconfig)
         with PodResourcesClient(socket) as kubelet:
             snap = observe(kubelet, ListedView(api), sys_root, cgroup_root, args.node or None, only or None,
-                           config.policy.fractional_cpu_containers, args.remote_memory_share)
+                           config.policy.fractional_cpu_containers, attributes, args.remote_memory_share)
     except (PodResourcesError, SysfsError, ClusterError) as exc:
         err(f"verify: {explain(exc, args.kubeconfig) if isinstance(exc, ClusterError) else exc}")
         return ExitCode.USAGE

@@ -231,6 +231,10 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--kubeconfig", help="kubeconfig (default: in-cluster, else $KUBECONFIG or ~/.kube/config)")
         p.add_argument("--config", help="configuration file: policy.fractionalCPUContainers run in the shared "
                                         "pool by choice and are not a problem")
+        p.add_argument("--dra-numa-attribute", action="append", metavar="NAME",
+                       help="a DRA driver's NUMA node attribute, read after resource.kubernetes.io/numaNode and before "
+                            "pciBusID/pcieRoot; repeat for several, in order; NAME without a domain is the driver's "
+                            "own (default: dra.net/numaNode, numaNode)")
         p.add_argument("--remote-memory-share", type=float, default=0.10, metavar="SHARE",
                        help="NUMARemoteMemory when more than this share (0-1) of a pinned container's anonymous "
                             "memory is off its CPUs' NUMA node (memory.numa_stat; default 0.10)")
