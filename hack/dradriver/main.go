@@ -24,6 +24,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -155,16 +156,19 @@ func main() {
 		cancel(fmt.Errorf("signal %v", s))
 	}()
 
-	pluginDir := filepath.Join(*root, "plugins", *name)
-	if err := os.MkdirAll(pluginDir, 0o750); err != nil {
-		log.Fatal(err)
+	// kubelet makes plugins_registry when it starts; made here too, a driver started first waits for it there.
+	pluginDir, registry := filepath.Join(*root, "plugins", *name), filepath.Join(*root, "plugins_registry")
+	for _, dir := range []string{pluginDir, registry} {
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			log.Fatal(err)
+		}
 	}
 	d := &driver{name: *name, cancel: cancel}
 	helper, err := kubeletplugin.Start(ctx, d,
 		kubeletplugin.DriverName(*name),
 		kubeletplugin.KubeClient(client),
 		kubeletplugin.NodeName(*node),
-		kubeletplugin.RegistrarDirectoryPath(filepath.Join(*root, "plugins_registry")),
+		kubeletplugin.RegistrarDirectoryPath(registry),
 		kubeletplugin.PluginDataDirectoryPath(pluginDir),
 	)
 	if err != nil {
@@ -184,6 +188,10 @@ func main() {
 			} else {
 				attrs = append(attrs, fmt.Sprintf("%s=%s", k, *v.StringValue))
 			}
+		}
+		sort.Strings(attrs)
+		if len(attrs) == 0 {
+			attrs = []string{"(no attributes)"}
 		}
 		log.Printf("publishing device %s in pool %s: %s", dev.Name, *node, strings.Join(attrs, " "))
 	}
