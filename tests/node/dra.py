@@ -16,10 +16,13 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import grpc
+
 from tests.binaries import binary
 from tests.e2e.conftest import Cluster, stop_process
 from tests.node.conftest import pod
 from tests.node.node import NODE_NAME, Node
+from webhook.node.podresources import api_pb2, api_pb2_grpc
 
 DRIVER = "gpu.qos-guard.test"
 DEVICE_CLASS = "qos-guard-gpu"
@@ -124,3 +127,17 @@ def wait_claims_gone(c: Cluster, ns: str, timeout: float = 90) -> None:
     while names := c.kubectl("get", "resourceclaims", "-n", ns, "-o", "name").stdout.split():
         assert time.monotonic() < deadline, f"claims never went: {names}"
         time.sleep(1)
+
+
+def pod_resources(node: Node, ns: str, name: str, container: str = "app") -> dict[str, Any]:
+    """What kubelet itself reports for a container through PodResources ``Get``: its exclusive CPUs, device
+    plugin devices (with their NUMA nodes) and DRA devices (``dynamic_resources``: claim, driver, pool, device;
+    the API has no topology for them)."""
+    with grpc.insecure_channel(f"unix://{node.pod_resources_socket}") as channel:
+        reply = api_pb2_grpc.PodResourcesListerStub(channel).Get(
+            api_pb2.GetPodResourcesRequest(pod_name=name, pod_namespace=ns), timeout=10)
+    c = next(x for x in reply.pod_resources.containers if x.name == container)
+    return {"cpus": sorted(c.cpu_ids),
+            "devices": [(d.resource_name, list(d.device_ids), [n.ID for n in d.topology.nodes]) for d in c.devices],
+            "dra": [(f"{r.claim_namespace}/{r.claim_name}", cr.driver_name, cr.pool_name, cr.device_name,
+                     [x.name for x in cr.cdi_devices]) for r in c.dynamic_resources for cr in r.claim_resources]}

@@ -33,6 +33,7 @@ from tests.node.dra import (
     device_class,
     dra_driver,
     extended_pod,
+    pod_resources,
     slice_devices,
     wait_claims_gone,
 )
@@ -115,10 +116,15 @@ def test_1_dra_gpu_on_numa0_runs_beside_cpu_on_numa1(node: Node, ns: str) -> Non
         assert allocated_devices(c, ns, claim) == [f"{NODE_NAME}/gpu-0"]
         assert f"prepare claim {ns}/{claim}" in log.read_text()  # kubelet asked the driver: NodePrepareResources
         assert cpus == {1}, cpus  # NUMA 1, beside a GPU on NUMA 0: kubelet aligned nothing
+        # kubelet knows the device is the container's, from the driver, with no NUMA node to align it by.
+        seen = pod_resources(node, ns, "article")
+        assert seen == {"cpus": [1], "devices": [], "dra": [(f"{ns}/{claim}", DRIVER, NODE_NAME, "gpu-0", [])]}
         report(f"dra 1: single-numa-node, free CPU 1 on NUMA 1, {GPU} gpu-0 on NUMA 0 from the device plugin: "
                f"phase {refused['phase']} {refused['reason']}: {refused.get('message', '')}")
         report(f"dra 1: the same Pod, its GPU {DRIVER} {NODE_NAME}/gpu-0 ({NUMA_ATTR}=0) through claim {claim}: "
                f"phase {obj['status']['phase']}, cgroup cpuset.cpus {sorted(cpus)} (NUMA 1): kubelet ran it misaligned")
+        report(f"dra 1: kubelet's PodResources for {ns}/article/app: cpu_ids {seen['cpus']}, devices "
+               f"{seen['devices']}, dynamic_resources {seen['dra']} (claim, driver, pool, device, CDI devices)")
         gone(node, ns, obj)
 
 
@@ -132,6 +138,7 @@ def test_2_gpu_moved_to_numa1_runs_aligned(node: Node, ns: str) -> None:
         after = {s["metadata"]["name"] for s in c.get("resourceslices", "--field-selector",
                                                      f"spec.driver={DRIVER}")["items"]}
         assert slice_devices(c)["gpu-0"][NUMA_ATTR] == {"int": 1}
+        assert after == before, (before, after)  # updated in place, as a real driver's after a restart
         obj, cpus = run_claim_pod(node, ns, "article", claim_pod("article"))
         claim = obj["status"]["resourceClaimStatuses"][0]["resourceClaimName"]
         assert allocated_devices(c, ns, claim) == [f"{NODE_NAME}/gpu-0"] and cpus == {1}
@@ -152,6 +159,8 @@ def test_3_extended_resource_through_a_device_class(node: Node, ns: str) -> None
             assert [(m["containerName"], m["resourceName"]) for m in mapping] == [("app", EXTENDED)], status
             assert allocated_devices(c, ns, claim) == [f"{NODE_NAME}/gpu-0"] and cpus == {1}
             assert EXTENDED not in c.get("node", NODE_NAME)["status"].get("allocatable", {})
+            seen = pod_resources(node, ns, "article-extended")
+            assert seen == {"cpus": [1], "devices": [], "dra": [(f"{ns}/{claim}", DRIVER, NODE_NAME, "gpu-0", [])]}
             report(f"dra 3: {ns}/article-extended asks {EXTENDED}: 1 in plain resources; the scheduler's claim "
                    f"{claim} (status.extendedResourceClaimStatus, request {mapping[0]['requestName']}) holds "
                    f"{NODE_NAME}/gpu-0 on NUMA 0; phase {obj['status']['phase']}, cgroup cpuset.cpus "
@@ -168,6 +177,7 @@ def test_4_device_without_locality(node: Node, ns: str) -> None:
         obj, cpus = run_claim_pod(node, ns, "nowhere", claim_pod("nowhere"))
         claim = obj["status"]["resourceClaimStatuses"][0]["resourceClaimName"]
         assert allocated_devices(c, ns, claim) == [f"{NODE_NAME}/gpu-0"] and cpus == {1}
+        assert pod_resources(node, ns, "nowhere")["dra"] == [(f"{ns}/{claim}", DRIVER, NODE_NAME, "gpu-0", [])]
         report(f"dra 4: gpu-0 without any locality attribute through claim {claim}: phase "
                f"{obj['status']['phase']}, cgroup cpuset.cpus {sorted(cpus)}")
         gone(node, ns, obj)
