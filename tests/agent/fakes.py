@@ -12,7 +12,10 @@ from typing import Any
 
 import grpc
 
+from webhook.cluster.client import ClusterError
 from webhook.node.podresources import api_pb2, api_pb2_grpc
+
+SLICES = "/apis/resource.k8s.io/v1/resourceslices"
 
 
 def topology(*nodes: int) -> api_pb2.TopologyInfo:
@@ -20,12 +23,19 @@ def topology(*nodes: int) -> api_pb2.TopologyInfo:
 
 
 def container(name: str, cpus: list[int] = (), devices: list[tuple[str, list[str], list[int]]] = (),  # type: ignore[assignment]
-              memory: list[tuple[str, int, list[int]]] = ()) -> api_pb2.ContainerResources:  # type: ignore[assignment]
+              memory: list[tuple[str, int, list[int]]] = (),  # type: ignore[assignment]
+              dra: list[tuple[str, str, list[tuple[str, str, str]]]] = ()) -> api_pb2.ContainerResources:  # type: ignore[assignment]
+    """``dra``: (claim namespace, claim name, [(driver, pool, device)]), as kubelet fills dynamic_resources."""
     return api_pb2.ContainerResources(
         name=name, cpu_ids=cpus,
         devices=[api_pb2.ContainerDevices(resource_name=r, device_ids=ids, topology=topology(*n))
                  for r, ids, n in devices],
-        memory=[api_pb2.ContainerMemory(memory_type=t, size=s, topology=topology(*n)) for t, s, n in memory])
+        memory=[api_pb2.ContainerMemory(memory_type=t, size=s, topology=topology(*n)) for t, s, n in memory],
+        dynamic_resources=[api_pb2.DynamicResource(
+            claim_namespace=ns, claim_name=claim, claim_resources=[
+                api_pb2.ClaimResource(driver_name=d, pool_name=p, device_name=n,
+                                      cdi_devices=[api_pb2.CDIDevice(name=f"{d}/gpu={n}")]) for d, p, n in found])
+            for ns, claim, found in dra])
 
 
 class Kubelet(api_pb2_grpc.PodResourcesListerServicer):
@@ -91,6 +101,7 @@ class FakeAPI:
     def __init__(self) -> None:
         self.namespaces: list[dict[str, Any]] = []
         self.pods: list[dict[str, Any]] = []
+        self.slices: list[dict[str, Any]] = []  # ResourceSlices (resource.k8s.io/v1), filtered by spec.nodeName
         self.sent: list[tuple[str, str, dict[str, Any] | None]] = []
         self.existing: set[str] = set()
         self.listed: list[tuple[str, dict[str, str]]] = []  # every list: pages() and get(), with its query
@@ -105,8 +116,13 @@ class FakeAPI:
         if path in self.refuse:
             return self.refuse[path], {"kind": "Status", "message": f"{path} is forbidden"}
         with self._cond:
-            items = self.namespaces if path == "/api/v1/namespaces" else self.pods if path == "/api/v1/pods" else []
+            items = self.namespaces if path == "/api/v1/namespaces" else self.pods if path == "/api/v1/pods" else \
+                self._slices(dict(query).get("fieldSelector")) if path == SLICES else []
             return 200, {"items": [dict(o) for o in items], "metadata": {"resourceVersion": str(self.rv)}}
+
+    def _slices(self, selector: str | None) -> list[dict[str, Any]]:
+        node = (selector or "").removeprefix("spec.nodeName=")
+        return [s for s in self.slices if not node or s["spec"].get("nodeName") == node]
 
     def stream(self, path: str, query: list[tuple[str, str]], accept: str) -> tuple[int, Iterator[bytes], Any]:
         self.watched.append((path, dict(query)))
@@ -141,7 +157,11 @@ class FakeAPI:
     def pages(self, path: str, label_selector: str | None = None,
               field_selector: str | None = None) -> Iterator[list[dict[str, Any]]]:
         self.listed.append((path, {"labelSelector": label_selector or "", "fieldSelector": field_selector or ""}))
-        if path == "/api/v1/namespaces":
+        if path in self.refuse:
+            raise ClusterError(f"GET {path}: HTTP {self.refuse[path]} {path} is forbidden")
+        if path == SLICES:
+            yield self._slices(field_selector)
+        elif path == "/api/v1/namespaces":
             yield self.namespaces
         elif path.endswith("/pods"):
             yield [p for p in self.pods if path == "/api/v1/pods" or

@@ -222,7 +222,7 @@ def wait_for(what: str, check: Any, within: float = 10) -> None:
 
 def test_agent_watches_and_lists_nothing_per_cycle(world: tuple[Kubelet, FakeAPI, Path, Path]) -> None:
     """A Pod created after the start, its deletion and a namespace opting out are seen through the watches;
-    after the first two lists, cycles list nothing."""
+    after the first three lists (namespaces, Pods, the node's ResourceSlices), cycles list nothing."""
     kubelet, api, _, sys_root = world
     port = free_port()
     with running_agent(world, port, interval=0.1, events=False):
@@ -230,11 +230,14 @@ def test_agent_watches_and_lists_nothing_per_cycle(world: tuple[Kubelet, FakeAPI
         assert sorted(api.listed) == [
             ("/api/v1/namespaces", {"limit": str(watch.PAGE),
                                     "labelSelector": "qos-guard.io/mode in (enforce,mutate,warn)"}),
-            ("/api/v1/pods", {"limit": str(watch.PAGE), "fieldSelector": "spec.nodeName=node-1"})]
+            ("/api/v1/pods", {"limit": str(watch.PAGE), "fieldSelector": "spec.nodeName=node-1"}),
+            ("/apis/resource.k8s.io/v1/resourceslices", {"limit": str(watch.PAGE),
+                                                         "fieldSelector": "spec.nodeName=node-1"})]
         assert sorted((path, q["labelSelector" if "namespaces" in path else "fieldSelector"])
                       for path, q in api.watched) == [
             ("/api/v1/namespaces", "qos-guard.io/mode in (enforce,mutate,warn)"),
-            ("/api/v1/pods", "spec.nodeName=node-1")]
+            ("/api/v1/pods", "spec.nodeName=node-1"),
+            ("/apis/resource.k8s.io/v1/resourceslices", "spec.nodeName=node-1")]
         synced = list(api.listed)
         # A Pod bound to the node after the start: kubelet has it, and the API server says so by a watch event.
         late = "e0000000-0000-4000-8000-000000000000"

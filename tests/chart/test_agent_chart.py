@@ -63,15 +63,22 @@ def test_rbac_is_least_privilege(agent: list[dict[str, Any]], render: Render) ->
     (role,) = [r for r in by_kind(agent, "ClusterRole") if r["metadata"]["name"].endswith("-agent")]
     assert role["rules"] == [
         {"apiGroups": [""], "resources": ["namespaces", "pods"], "verbs": ["list", "watch"]},
+        {"apiGroups": ["resource.k8s.io"], "resources": ["resourceslices"], "verbs": ["list", "watch"]},
         {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
     ]
-    # What the agent's code watches is what the role grants list and watch on (webhook/node/watched.py).
+    # What the agent's code watches is what the role grants list and watch on (webhook/node/watched.py), by API
+    # group: /api/v1/R is the core group "", /apis/GROUP/VERSION/R is GROUP.
     from webhook.node.watched import WatchedView
 
-    watched = {r.path.rsplit("/", 1)[1] for r in WatchedView(None, "n", print).reflectors}  # type: ignore[arg-type]
-    granted = {res for rule in role["rules"] if {"list", "watch"} <= set(rule["verbs"]) and rule["apiGroups"] == [""]
-               for res in rule["resources"]}
-    assert watched == {"namespaces", "pods"} and watched <= granted
+    def group_and_resource(path: str) -> tuple[str, str]:
+        parts = path.strip("/").split("/")
+        return ("", parts[2]) if parts[0] == "api" else (parts[1], parts[3])
+
+    watched = {group_and_resource(r.path) for r in WatchedView(None, "n", print).reflectors}  # type: ignore[arg-type]
+    granted = {(group, res) for rule in role["rules"] if {"list", "watch"} <= set(rule["verbs"])
+               for group in rule["apiGroups"] for res in rule["resources"]}
+    assert watched == {("", "namespaces"), ("", "pods"), ("resource.k8s.io", "resourceslices")}
+    assert watched == granted  # nothing granted that is not watched
     binding = one(agent, "ClusterRoleBinding")
     assert binding["subjects"][0]["name"] == one(agent, "DaemonSet")["spec"]["template"]["spec"]["serviceAccountName"]
     reporting = render("--set", "agent.enabled=true,agent.report=openreports", namespace=NAMESPACE)

@@ -1,8 +1,9 @@
 """The node agent's watched view (webhook/node/watched.py) against a real API server, reading with the chart's
-own agent RBAC (its ServiceAccount's token, nothing more): a namespace opting in and out, and a Pod bound to
-the node (``spec.nodeName`` set directly: the API server's view needs no kubelet) appearing and going, each
-within seconds, through the watches; answering the agent's cycles makes no request; stopping ends the watches
-at once."""
+own agent RBAC (its ServiceAccount's token, nothing more): a namespace opting in and out, a Pod bound to the
+node (``spec.nodeName`` set directly: the API server's view needs no kubelet) and the node's ResourceSlice
+(resource.k8s.io/v1, where DRA devices' NUMA attributes are) appearing and going, each within seconds, through
+the watches; answering the agent's cycles makes no request; stopping ends the watches at once. ``verify``'s
+listed view reads the same slices with the same grant."""
 
 from __future__ import annotations
 
@@ -18,7 +19,9 @@ import yaml
 from tests import waiting
 from tests.binaries import binary
 from tests.e2e.conftest import CHART, RELEASE_NAMESPACE, Cluster
+from webhook.cluster.client import Lister
 from webhook.cluster.watch import ApiTransport
+from webhook.node.observe import ListedView
 from webhook.node.watched import WatchedView
 
 RELEASE = "qos-guard-watch"
@@ -47,6 +50,17 @@ class Counting:
 
 def eventually(what: str, check: Callable[[], bool], within: float = SEEN_WITHIN) -> float:
     return waiting.eventually(what, check, within)
+
+
+def resource_slice(name: str, node: str) -> dict[str, Any]:
+    """A ResourceSlice as a DRA driver's kubeletplugin publishes it: one device with the standard attributes."""
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": name},
+            "spec": {"driver": "gpu.e2e.example.com", "nodeName": node,
+                     "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+                     "devices": [{"name": "gpu-0", "attributes": {
+                         "resource.kubernetes.io/numaNode": {"int": 1},
+                         "resource.kubernetes.io/pciBusID": {"string": "0000:3b:00.0"},
+                         "model": {"string": "E2E-GPU"}}}]}}
 
 
 def pod(name: str, node: str) -> dict[str, Any]:
@@ -97,19 +111,36 @@ def test_the_watched_view_sees_opt_in_and_a_bound_pod_come_and_go(cluster: Clust
         assert view.opted_in()[NAMESPACE].mode == "warn"
         assert view.opted_in()[NAMESPACE].since is not None  # from its managedFields, read before they go
 
+        # The node's ResourceSlice, not another node's: kept with its attributes qualified by the driver's domain.
+        cluster.kubectl("apply", "-f", "-", stdin=[resource_slice("e2e-watch-gpus", NODE),
+                                                   resource_slice("e2e-other-gpus", "another-node")], check=True)
+        sliced = eventually("the node's ResourceSlice", lambda: bool(view.slices(NODE)[0]))
+        kept_slices, problem = view.slices(NODE)
+        assert problem is None and [k["name"] for k in kept_slices] == ["e2e-watch-gpus"]
+        assert kept_slices[0]["devices"][0]["attributes"] == {
+            "resource.kubernetes.io/numaNode": {"int": 1},
+            "resource.kubernetes.io/pciBusID": {"string": "0000:3b:00.0"},
+            "gpu.e2e.example.com/model": {"string": "E2E-GPU"}}
+        # verify's view lists the same, with the same grant and field selector.
+        listed, problem = ListedView(Lister(str(agent_kubeconfig))).slices(NODE)
+        assert problem is None and [k["name"] for k in listed] == ["e2e-watch-gpus"]
+
         # The agent's cycles read the caches: not one request.
         lists, watches = transport.lists, transport.watches
         for _ in range(50):
             view.opted_in()
             view.pods(NODE, [NAMESPACE])
-        assert (transport.lists, transport.watches) == (lists, watches) == (2, 2)
+            view.slices(NODE)
+        assert (transport.lists, transport.watches) == (lists, watches) == (3, 3)
 
         # No kubelet confirms a graceful deletion here: delete at once, as a kubelet would in the end.
         cluster.kubectl("delete", "pod", "bound", "-n", NAMESPACE, "--grace-period=0", "--force", check=True)
         gone = eventually("a deleted Pod going", lambda: (NAMESPACE, "bound") not in view.pods(NODE, []))
         cluster.kubectl("label", "namespace", NAMESPACE, "qos-guard.io/mode-", check=True)
         out = eventually("a namespace opting out", lambda: NAMESPACE not in view.opted_in())
-        assert transport.lists == 2, "a relist where watching was enough"
+        cluster.kubectl("delete", "resourceslice", "e2e-watch-gpus", "e2e-other-gpus", check=True)
+        unsliced = eventually("a deleted ResourceSlice going", lambda: not view.slices(NODE)[0])
+        assert transport.lists == 3, "a relist where watching was enough"
         cluster.kubectl("delete", "pod", "elsewhere", "-n", NAMESPACE, "--grace-period=0", "--force", check=True)
         assert not any("not allowed" in s for s in said), said  # the chart's RBAC grants what the view needs
     finally:
@@ -119,7 +150,8 @@ def test_the_watched_view_sees_opt_in_and_a_bound_pod_come_and_go(cluster: Clust
     assert stopped < 3, f"stopping took {stopped:.1f} s: the watches were not ended"
     assert not any(t.is_alive() for t in view._threads)
     print(f"\nagent watch: a bound Pod seen in {bound:.2f} s, an opt-in in {opted:.2f} s, a deletion in "
-          f"{gone:.2f} s, an opt-out in {out:.2f} s; stopped in {stopped:.2f} s")
+          f"{gone:.2f} s, an opt-out in {out:.2f} s, the node's ResourceSlice in {sliced:.2f} s and its deletion "
+          f"in {unsliced:.2f} s; stopped in {stopped:.2f} s")
 
 
 def test_without_watch_granted_the_refusal_names_the_grant(cluster: Cluster, agent_kubeconfig: Path) -> None:

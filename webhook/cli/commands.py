@@ -220,6 +220,18 @@ def _node_paths(args: argparse.Namespace) -> tuple[Path, Path, Path]:
     return Path(args.pod_resources_socket), sys_root, cgroup_root
 
 
+def _dra_attributes(args: argparse.Namespace, command: str) -> tuple[str, ...] | None:
+    """The --dra-numa-attribute names (the defaults when none is given); None, said, when one is not a name."""
+    from webhook.node.dra import DEFAULT_DRIVER_ATTRIBUTES, check_attribute_names
+
+    names = tuple(args.dra_numa_attribute or DEFAULT_DRIVER_ATTRIBUTES)
+    problem = check_attribute_names(names)
+    if problem:
+        err(f"{command}: --dra-numa-attribute {problem}")
+        return None
+    return names
+
+
 def cmd_agent(args: argparse.Namespace) -> int:
     import os
 
@@ -240,11 +252,14 @@ def cmd_agent(args: argparse.Namespace) -> int:
         return ExitCode.USAGE
     config = load_config(args.config)
     socket, sys_root, cgroup_root = _node_paths(args)
+    attributes = _dra_attributes(args, "agent")
+    if attributes is None:
+        return EXIT_USAGE
     opts = AgentOptions(node=node, socket=socket, sys_root=sys_root, cgroup_root=cgroup_root,
                         interval=args.interval, metrics_host=host.strip("[]") or "0.0.0.0", metrics_port=int(port),
                         kubeconfig=args.kubeconfig, report=FLAVOURS[args.report] if args.report else None,
                         fractional_allowed=tuple(config.policy.fractional_cpu_containers),
-                        events=not args.no_events)
+                        events=not args.no_events, dra_attributes=attributes)
     try:
         return run_agent(opts)
     except ClusterError as exc:
@@ -271,11 +286,14 @@ def cmd_verify(args: argparse.Namespace) -> ExitCode:
         only.append((ns, name))
     config = load_config(args.config)
     socket, sys_root, cgroup_root = _node_paths(args)
+    attributes = _dra_attributes(args, "verify")
+    if attributes is None:
+        return EXIT_USAGE
     try:
         api = Lister(args.kubeconfig)
         with PodResourcesClient(socket) as kubelet:
             snap = observe(kubelet, ListedView(api), sys_root, cgroup_root, args.node or None, only or None,
-                           config.policy.fractional_cpu_containers)
+                           config.policy.fractional_cpu_containers, attributes)
     except (PodResourcesError, SysfsError, ClusterError) as exc:
         err(f"verify: {exc}")
         return ExitCode.USAGE

@@ -184,6 +184,10 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--kubeconfig", help="kubeconfig (default: in-cluster, else $KUBECONFIG or ~/.kube/config)")
         p.add_argument("--config", help="configuration file: policy.fractionalCPUContainers run in the shared "
                                         "pool by choice and are not a problem")
+        p.add_argument("--dra-numa-attribute", action="append", metavar="NAME",
+                       help="a DRA driver's NUMA node attribute, read after resource.kubernetes.io/numaNode and before "
+                            "pciBusID/pcieRoot; repeat for several, in order; NAME without a domain is the driver's "
+                            "own (default: dra.net/numaNode, numaNode)")
 
     agent = sub.add_parser("agent", help="node agent (DaemonSet): metrics, Events and reports on where kubelet "
                                          "placed each pinned container")

@@ -37,6 +37,7 @@ from webhook.cluster.reports import MANAGED_BY, Flavour
 from webhook.cluster.watch import ApiTransport, Transport
 from webhook.node.cpulist import format_list
 from webhook.node.decide import Placement
+from webhook.node.dra import DEFAULT_DRIVER_ATTRIBUTES
 from webhook.node.kubelet import PodResourcesClient, PodResourcesError
 from webhook.node.observe import Snapshot, observe
 from webhook.node.sysfs import SysfsError
@@ -63,6 +64,7 @@ class AgentOptions:
     report: Flavour | None = None
     fractional_allowed: tuple[str, ...] = ()
     events: bool = True
+    dra_attributes: tuple[str, ...] = DEFAULT_DRIVER_ATTRIBUTES
 
 
 def log(message: str) -> None:
@@ -87,8 +89,8 @@ class Placements(Collector):
         cpus = GaugeMetricFamily("qos_guard_container_exclusive_cpus", "Exclusive CPUs kubelet's CPU Manager "
                                  "assigned to the container", labels=labels)
         aligned = GaugeMetricFamily("qos_guard_container_numa_aligned", "1 when a pinned container's CPUs, memory "
-                                    "and devices are all on one NUMA node, 0 when not (pinned containers only)",
-                                    labels=labels)
+                                    "and devices are all on one NUMA node, 0 when not, -1 when unknown (a device "
+                                    "whose NUMA node could not be found; pinned containers only)", labels=labels)
         with self._lock:
             placements = list(self._placements)
         for p in placements:
@@ -97,8 +99,8 @@ class Placements(Collector):
             values = [p.namespace, p.pod, p.container]
             pinned.add_metric(values, 1.0 if p.pinned else 0.0)
             cpus.add_metric(values, float(len(p.exclusive_cpus)))
-            if p.aligned is not None:
-                aligned.add_metric(values, 1.0 if p.aligned else 0.0)
+            if p.pinned:
+                aligned.add_metric(values, -1.0 if p.aligned is None else 1.0 if p.aligned else 0.0)
         yield pinned
         yield cpus
         yield aligned
@@ -262,7 +264,9 @@ def run_agent(opts: AgentOptions, stop: threading.Event | None = None,
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: stop.set())
     log(f"judging node {opts.node} every {opts.interval:g} s; PodResources {opts.socket}, sysfs {opts.sys_root}, "
-        f"metrics on {opts.metrics_host}:{opts.metrics_port}; watching opted-in namespaces and this node's Pods")
+        f"metrics on {opts.metrics_host}:{opts.metrics_port}; watching opted-in namespaces, this node's Pods and "
+        f"ResourceSlices (DRA NUMA attributes: {', '.join(('resource.kubernetes.io/numaNode', *opts.dra_attributes))},"
+        " then pciBusID, pcieRoot)")
     view = WatchedView(transport, opts.node, log)
     view.start()
     try:
@@ -285,7 +289,7 @@ def _loop(opts: AgentOptions, stop: threading.Event, api: Lister, view: WatchedV
         try:
             with PodResourcesClient(opts.socket) as kubelet:
                 snap = observe(kubelet, view, opts.sys_root, opts.cgroup_root, opts.node,
-                               fractional_allowed=opts.fractional_allowed)
+                               fractional_allowed=opts.fractional_allowed, dra_attributes=opts.dra_attributes)
             placements.update(snap.placements)
             now = datetime.now(UTC)
             problems = snap.errors[:]

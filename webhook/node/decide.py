@@ -19,7 +19,11 @@ from webhook.core.podspec import GUARANTEED, ManifestError, build_pod_spec, qos_
 from webhook.core.quantity import format_milli
 from webhook.node.cpulist import format_list
 
-NOT_PINNED, NUMA_MISALIGNED = "NotPinned", "NUMAMisaligned"  # the Event reasons
+NOT_PINNED, NUMA_MISALIGNED, NUMA_UNKNOWN = "NotPinned", "NUMAMisaligned", "NUMAUnknown"  # the Event reasons
+DRA_REASON = "kubelet's Topology Manager does not align devices allocated through DRA"
+DRA_WAY_OUT = ("serve this device with its device plugin on pinned nodes (the Topology Manager aligns those), or keep "
+               "a claim's devices together with a matchAttribute constraint on resource.kubernetes.io/numaNode and "
+               "verify with qos-guard agent")
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,11 +46,33 @@ class DeviceGroup:
 
 
 @dataclass(frozen=True, slots=True)
+class DraDevice:
+    """One device a container got through DRA (PodResources ``dynamic_resources``), and its NUMA nodes as its
+    ResourceSlice or sysfs says (``webhook/node/dra.py``): empty when unknown, ``looked`` then saying what was
+    looked for and why nothing answered (beside a known answer: the sources before it that gave nothing)."""
+
+    driver: str
+    pool: str
+    device: str
+    claim: str  # namespace/name of the ResourceClaim
+    cdi: tuple[str, ...] = ()
+    numa: frozenset[int] = frozenset()
+    source: str = ""  # the attribute that answered: resource.kubernetes.io/numaNode, a driver's, pciBusID, pcieRoot
+    path: str = ""  # the sysfs file read (pciBusID, pcieRoot)
+    looked: str = ""
+
+    @property
+    def ref(self) -> str:
+        return f"{self.driver}/{self.pool}/{self.device}"
+
+
+@dataclass(frozen=True, slots=True)
 class ContainerAllocation:
     name: str
     cpus: frozenset[int]  # exclusive CPUs (kubelet's CPU Manager assignment); empty in the shared pool
     memory: tuple[MemoryBlock, ...] = ()
     devices: tuple[DeviceGroup, ...] = ()
+    dynamic: tuple[DraDevice, ...] = ()  # DRA devices
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +97,7 @@ class ContainerSpec:
     cpu_milli: int | None  # the request kubelet sizes by (after the API server's defaulting)
     container_id: str | None  # status.containerStatuses[].containerID, for the cgroup
     fractional_allowed: bool = False  # listed in policy.fractionalCPUContainers
+    claims: tuple[str, ...] = ()  # the DRA claims the spec gives it (resources.claims, DRA extended resources)
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +117,7 @@ class PodInfo:
 
 @dataclass(frozen=True, slots=True)
 class Problem:
-    reason: str  # NOT_PINNED or NUMA_MISALIGNED
+    reason: str  # NOT_PINNED, NUMA_MISALIGNED or NUMA_UNKNOWN
     message: str
 
 
@@ -108,12 +135,23 @@ class Placement:
     cpu_numa: frozenset[int]
     memory: tuple[MemoryBlock, ...]
     devices: tuple[DeviceGroup, ...]
-    aligned: bool | None  # None when not pinned: alignment is the promise made to pinned containers only
+    aligned: bool | None  # None when not pinned (alignment is promised to pinned containers only) or unknown
     reason: str | None  # why not pinned: node-not-pinning, not-guaranteed, pod-level-resources, fractional-cpu, ...
     detail: str
     cgroup_cpus: frozenset[int] | None = None
     notes: tuple[str, ...] = ()
     problems: tuple[Problem, ...] = field(default_factory=tuple)
+    dra_devices: tuple[DraDevice, ...] = ()
+    unknown: tuple[str, ...] = ()  # each device whose NUMA node could not be found, and what was looked for
+
+    @property
+    def state(self) -> str:
+        """aligned, misaligned, unknown (a device's NUMA node could not be found), not-pinned or shared-pool."""
+        if not self.pinned:
+            return "not-pinned" if self.problems else "shared-pool"
+        if self.aligned is None:
+            return "unknown"
+        return "aligned" if self.aligned else "misaligned"
 
     @property
     def matches_request(self) -> bool | None:
@@ -129,6 +167,8 @@ class Placement:
             nodes |= m.numa
         for d in self.devices:
             nodes |= d.numa
+        for x in self.dra_devices:
+            nodes |= x.numa
         return frozenset(nodes)
 
     @property
@@ -188,8 +228,11 @@ def decide(pod: PodInfo, alloc: ContainerAllocation, allocatable: Allocatable, c
     request = spec.cpu_milli if spec else None
     common: dict[str, Any] = {"namespace": pod.namespace, "pod": pod.name, "uid": pod.uid,
                               "container": alloc.name, "cpu_request_milli": request, "memory": alloc.memory,
-                              "devices": alloc.devices, "cgroup_cpus": cgroup_cpus}
-    device_text = "".join(f", {d.resource} {','.join(d.ids)} on NUMA {_nodes(d.numa)}" for d in alloc.devices)
+                              "devices": alloc.devices, "cgroup_cpus": cgroup_cpus, "dra_devices": alloc.dynamic,
+                              "unknown": unknown_devices(alloc, spec)}
+    device_text = "".join(f", {d.resource} {','.join(d.ids)} on NUMA {_nodes(d.numa) if d.numa else 'unknown'}"
+                          for d in alloc.devices)
+    device_text += "".join(f", {dra_text(x)}" for x in alloc.dynamic)
     if not alloc.cpus:
         reason, detail, problem = _why_not(pod, spec, allocatable)
         shared_numa = frozenset(cpu_numa[c] for c in cgroup_cpus or () if c in cpu_numa)
@@ -213,16 +256,87 @@ def decide(pod: PodInfo, alloc: ContainerAllocation, allocatable: Allocatable, c
     aligned = len(all_numa) == 1
     parts = [f"CPUs {format_list(cpus)} on NUMA {_nodes(numa)}"]
     parts += [f"{m.kind} {size_text(m.size)} on NUMA {_nodes(m.numa)}" for m in alloc.memory]
-    parts += [f"{d.resource} {','.join(d.ids)} on NUMA {_nodes(d.numa)}" for d in alloc.devices]
+    parts += [f"{d.resource} {','.join(d.ids)} on NUMA {_nodes(d.numa) if d.numa else 'unknown'}"
+              for d in alloc.devices]
+    parts += [dra_text(x) for x in alloc.dynamic]
     where = ", ".join(parts)
     if aligned:
         detail = f"{where}: aligned on NUMA node {_nodes(all_numa)}"
         problems: tuple[Problem, ...] = ()
     else:
         detail = f"{where}: not on one NUMA node"
-        problems = (Problem(NUMA_MISALIGNED, f"container {alloc.name}: {detail} (NUMA nodes {_nodes(all_numa)})"),)
-    return Placement(pinned=True, exclusive_cpus=cpus, cpu_numa=numa, aligned=aligned, reason=None, detail=detail,
+        problems = (Problem(NUMA_MISALIGNED, f"container {alloc.name}: {detail} (NUMA nodes {_nodes(all_numa)})"
+                            + dra_misaligned(alloc, numa)),)
+    verdict: bool | None = aligned
+    if placement.unknown and len(all_numa) <= 1:
+        verdict, detail = None, f"{where}: NUMA alignment unknown"
+    if placement.unknown:
+        problems += (numa_unknown(alloc.name, where, placement.unknown),)
+    return Placement(pinned=True, exclusive_cpus=cpus, cpu_numa=numa, aligned=verdict, reason=None, detail=detail,
                      notes=tuple(notes), problems=problems, **common)
+
+
+# --- devices whose NUMA node is unknown, and DRA devices (kubelet aligns none of them) ---
+
+def dra_text(x: DraDevice) -> str:
+    """``DRA gpu.example.com/pool/gpu-0 (claim ns/c) on NUMA 0`` (``unknown`` when it could not be found)."""
+    return f"DRA {x.ref} (claim {x.claim}) on NUMA {_nodes(x.numa) if x.numa else 'unknown'}"
+
+
+def unknown_devices(alloc: ContainerAllocation, spec: ContainerSpec | None = None) -> tuple[str, ...]:
+    """Each device of ``alloc`` whose NUMA node is not known, and what was looked for: a device plugin's device
+    without ``TopologyInfo``, a DRA device whose slice and sysfs did not say, or DRA claims the spec gives the
+    container of which PodResources reported no device (so nothing can be looked up)."""
+    found = [f"{d.resource} {','.join(d.ids)}: the device plugin reported no TopologyInfo (NUMA node) for it"
+             for d in alloc.devices if not d.numa]
+    found += [f"DRA device {x.ref} (claim {x.claim}): {x.looked or 'no NUMA node found'}"
+              for x in alloc.dynamic if not x.numa]
+    if spec is not None and spec.claims and not alloc.dynamic:
+        found.append(f"the DRA devices of {', '.join(spec.claims)}: the Pod gives them to this container, yet "
+                     "kubelet's PodResources reported no DRA device for it (is kubelet's "
+                     "KubeletPodResourcesDynamicResources feature gate off?)")
+    return tuple(found)
+
+
+def spec_claims(obj: Mapping[str, Any]) -> dict[str, tuple[str, ...]]:
+    """Container name -> the DRA claims its spec gives it: ``resources.claims`` (by the Pod's claim name) and the
+    extended resources the scheduler served through DRA (``status.extendedResourceClaimStatus``)."""
+    found: dict[str, list[str]] = {}
+    spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
+    for key in ("initContainers", "containers"):
+        for c in spec.get(key) or [] if isinstance(spec, Mapping) else []:
+            resources = c.get("resources") if isinstance(c, Mapping) else None
+            claims = resources.get("claims") if isinstance(resources, Mapping) else None
+            for claim in claims if isinstance(claims, list) else []:
+                if isinstance(claim, Mapping) and isinstance(claim.get("name"), str):
+                    request = claim.get("request")
+                    found.setdefault(str(c.get("name")), []).append(
+                        f"claim {claim['name']}" + (f" (request {request})" if isinstance(request, str) else ""))
+    status = obj.get("status") if isinstance(obj.get("status"), Mapping) else {}
+    extended = status.get("extendedResourceClaimStatus") if isinstance(status, Mapping) else None
+    if isinstance(extended, Mapping):
+        name = extended.get("resourceClaimName")
+        for m in extended.get("requestMappings") or [] if isinstance(extended.get("requestMappings"), list) else []:
+            if isinstance(m, Mapping) and isinstance(m.get("containerName"), str):
+                found.setdefault(m["containerName"], []).append(
+                    f"extended resource {m.get('resourceName')} (claim {name})")
+    return {k: tuple(v[:16]) for k, v in found.items()}
+
+
+def numa_unknown(container: str, where: str, unknown: tuple[str, ...]) -> Problem:
+    return Problem(NUMA_UNKNOWN, f"container {container}: cannot say whether it is on one NUMA node ({where}): "
+                   f"the NUMA node of {'; '.join(unknown)}. Publish resource.kubernetes.io/numaNode (or pciBusID) "
+                   "in the driver's ResourceSlice, or have the device plugin report TopologyInfo")
+
+
+def dra_misaligned(alloc: ContainerAllocation, cpu_nodes: frozenset[int]) -> str:
+    """Why, when a DRA device sits off the CPUs' NUMA nodes: kubelet never aligned it, and the way out."""
+    off = [x for x in alloc.dynamic if x.numa and not x.numa <= cpu_nodes]
+    if not off:
+        return ""
+    named = "; ".join(f"DRA device {x.ref} (claim {x.claim}) on NUMA {_nodes(x.numa)}"
+                      f"{f' (from {x.source})' if x.source else ''}" for x in off)
+    return f": {named}, the CPUs on NUMA {_nodes(cpu_nodes)}: {DRA_REASON}; {DRA_WAY_OUT}"
 
 
 # --- the Pod and its namespace, from the API server's JSON ---
@@ -252,6 +366,7 @@ def pod_info(obj: Mapping[str, Any], mode: str, opted_in: str | None,
     ids = {s.get("name"): s.get("containerID") for key in ("containerStatuses", "initContainerStatuses")
            for s in status.get(key) or [] if isinstance(s, Mapping)}
     allowed = set(fractional_allowed)
+    claims = spec_claims(obj)
     containers = []
     for c in (*spec.init_containers, *spec.containers):
         sizing = c.resources.requests.get("cpu")
@@ -260,13 +375,15 @@ def pod_info(obj: Mapping[str, Any], mode: str, opted_in: str | None,
             sizing = found[1] if found else None
         cid = ids.get(c.name)
         containers.append(ContainerSpec(c.name, sizing.milli if sizing is not None and not sizing.invalid else None,
-                                        cid if isinstance(cid, str) and cid else None, c.name in allowed))
+                                        cid if isinstance(cid, str) and cid else None, c.name in allowed,
+                                        claims.get(c.name, ())))
     return PodInfo(namespace=str(meta.get("namespace", "")), name=str(meta.get("name", "")),
                    uid=str(meta.get("uid", "")), qos=qos or qos_class(spec), pod_level=pod_level,
                    created=str(meta.get("creationTimestamp", "")), mode=mode, opted_in=opted_in,
                    containers=tuple(containers))
 
 
-__all__ = ["NOT_PINNED", "NUMA_MISALIGNED", "Allocatable", "ContainerAllocation", "ContainerSpec", "DeviceGroup",
+__all__ = ["DRA_REASON", "NOT_PINNED", "NUMA_MISALIGNED", "NUMA_UNKNOWN", "Allocatable", "ContainerAllocation",
+           "ContainerSpec", "DeviceGroup", "DraDevice",
            "ManifestError", "MemoryBlock", "Placement", "PodAllocation", "PodInfo", "Problem", "decide",
            "opted_in_at", "pod_info"]

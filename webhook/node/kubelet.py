@@ -14,7 +14,7 @@ from typing import Any
 import grpc
 
 from webhook.node.cpulist import MAX_ID
-from webhook.node.decide import Allocatable, ContainerAllocation, DeviceGroup, MemoryBlock, PodAllocation
+from webhook.node.decide import Allocatable, ContainerAllocation, DeviceGroup, DraDevice, MemoryBlock, PodAllocation
 from webhook.node.podresources import api_pb2, api_pb2_grpc
 
 SOCKET = Path("/var/lib/kubelet/pod-resources/kubelet.sock")
@@ -132,6 +132,22 @@ def _devices(d: Any, where: str) -> DeviceGroup:
     return DeviceGroup(name, tuple(i[:253] for i in d.device_ids), _numa(d.topology, f"{where}, {name}"))
 
 
+def _dynamic(resources: Any, where: str) -> tuple[DraDevice, ...]:
+    """The devices DRA gave a container: one per claim resource (driver/pool/device), with its claim and CDI
+    ids; their NUMA nodes are found later, from the ResourceSlices (``webhook/node/dra.py``)."""
+    found: list[DraDevice] = []
+    for r in resources:
+        claim = f"{r.claim_namespace[:63]}/{r.claim_name[:253]}"
+        for c in r.claim_resources:
+            if len(found) >= MAX_IDS_PER_LIST:
+                raise PodResourcesError(f"{where}: more than {MAX_IDS_PER_LIST} DRA devices")
+            if not c.driver_name:
+                raise PodResourcesError(f"{where}: a DRA device of claim {claim} without driver_name")
+            found.append(DraDevice(c.driver_name[:63], c.pool_name[:253], c.device_name[:253], claim,
+                                   tuple(d.name[:253] for d in list(c.cdi_devices)[:64])))
+    return tuple(found)
+
+
 def _pod(p: Any, where: str) -> PodAllocation:
     if not p.name or not p.namespace:
         raise PodResourcesError(f"{where}: a Pod without name or namespace")
@@ -143,5 +159,6 @@ def _pod(p: Any, where: str) -> PodAllocation:
         here = f"{where}, container {c.name[:63]}"
         containers.append(ContainerAllocation(c.name[:63], _cpus(c.cpu_ids, here),
                                               tuple(_memory(m, here) for m in c.memory),
-                                              tuple(_devices(d, here) for d in c.devices)))
+                                              tuple(_devices(d, here) for d in c.devices),
+                                              _dynamic(c.dynamic_resources, here)))
     return PodAllocation(p.namespace[:63], p.name[:253], tuple(containers))

@@ -4,20 +4,24 @@ by ``qos-guard agent`` (every cycle) and ``qos-guard verify`` (once, from a shel
 
 The API server is read through a ``ClusterView``: ``ListedView`` lists the opted-in namespaces and the node's
 Pods on each look (``verify``, which looks once); the agent's ``WatchedView`` (``webhook/node/watched.py``)
-answers from the caches its watches keep, so a cycle costs the API server nothing."""
+answers from the caches its watches keep, so a cycle costs the API server nothing. The node's ResourceSlices
+are read the same way (listed by ``verify`` only when a container has DRA devices), and each DRA device's NUMA
+node is found from them (``webhook/node/dra.py``)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
+from webhook.cluster.client import ClusterError
 from webhook.core.engine import MODE_LABEL
 from webhook.core.engine import MODE_SELECTOR as MODE_SELECTOR  # watched.py reads it here
 from webhook.core.podspec import ManifestError
 from webhook.node.cgroups import CgroupError, cgroup_version, container_cpuset
 from webhook.node.decide import Allocatable, Placement, PodAllocation, decide, opted_in_at, pod_info
+from webhook.node.dra import DEFAULT_DRIVER_ATTRIBUTES, SLICES_PATH, SliceIndex, SysfsLocality, resolve_all, slice_kept
 from webhook.node.sysfs import NumaLayout, read_layout
 
 MAX_NAMESPACES = 10_000
@@ -51,6 +55,15 @@ class ClusterView(Protocol):
     def opted_in(self) -> dict[str, OptedIn]: ...
 
     def pods(self, node: str | None, namespaces: Iterable[str]) -> dict[tuple[str, str], dict[str, Any]]: ...
+
+    def slices(self, node: str | None) -> tuple[list[dict[str, Any]], str | None]:
+        """The ResourceSlices of ``node`` (any node's, None), as ``dra.slice_kept`` keeps them, and why they
+        could not be read (None: read)."""
+        ...
+
+
+SLICES_GRANT = ("grant list on resourceslices (apiGroup resource.k8s.io) to whoever runs this (the chart's agent "
+                "ClusterRole grants list and watch)")
 
 
 @dataclass(slots=True)
@@ -115,11 +128,22 @@ class ListedView:
     def pods(self, node: str | None, namespaces: Iterable[str]) -> dict[tuple[str, str], dict[str, Any]]:
         return _pods(self._api, node, namespaces)
 
+    def slices(self, node: str | None) -> tuple[list[dict[str, Any]], str | None]:
+        selector = f"spec.nodeName={node}" if node else None
+        try:
+            kept = [k for page in self._api.pages(SLICES_PATH, None, selector) for obj in page
+                    if (k := slice_kept(obj)) is not None]
+        except ClusterError as exc:
+            return [], f"listing ResourceSlices: {exc}; {SLICES_GRANT}"
+        return kept, None
+
 
 def observe(kubelet: Allocations, cluster: ClusterView, sys_root: Path, cgroup_root: Path, node: str | None = None,
-            only: list[tuple[str, str]] | None = None, fractional_allowed: Iterable[str] = ()) -> Snapshot:
+            only: list[tuple[str, str]] | None = None, fractional_allowed: Iterable[str] = (),
+            dra_attributes: Sequence[str] = DEFAULT_DRIVER_ATTRIBUTES) -> Snapshot:
     """Judge every container of every running Pod of an opted-in namespace on this node (``only``: just these
-    namespace/name pairs, read with PodResources ``Get`` where kubelet serves it)."""
+    namespace/name pairs, read with PodResources ``Get`` where kubelet serves it). ``dra_attributes``: the
+    drivers' numaNode attribute names read after ``resource.kubernetes.io/numaNode``."""
     allocatable = kubelet.allocatable()
     allocs: list[PodAllocation]
     if only:
@@ -142,6 +166,8 @@ def observe(kubelet: Allocations, cluster: ClusterView, sys_root: Path, cgroup_r
     version = cgroup_version(cgroup_root)
     snap = Snapshot(node, allocatable, layout, version)
     allowed = list(fractional_allowed)
+    index: SliceIndex | None = None
+    locality = SysfsLocality(sys_root)
     for alloc in wanted:
         obj = objects.get((alloc.namespace, alloc.name))
         if obj is None:
@@ -158,6 +184,11 @@ def observe(kubelet: Allocations, cluster: ClusterView, sys_root: Path, cgroup_r
             continue
         snap.pods[info.uid] = f"{info.namespace}/{info.name}"
         for c in alloc.containers:
+            if c.dynamic:
+                if index is None:  # read once, and only when a container has DRA devices
+                    kept, problem = cluster.slices(node)
+                    index = SliceIndex.build(kept, node, problem)
+                c = replace(c, dynamic=resolve_all(c.dynamic, index, locality, dra_attributes))
             spec = next((s for s in info.containers if s.name == c.name), None)
             cgroup = None
             if spec is not None and spec.container_id and version is not None:

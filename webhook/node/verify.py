@@ -8,8 +8,18 @@ import json
 from typing import Any
 
 from webhook.node.cpulist import format_list
-from webhook.node.decide import Placement
+from webhook.node.decide import DRA_REASON, DRA_WAY_OUT, DraDevice, Placement
 from webhook.node.observe import Snapshot
+
+
+def dra_json(x: DraDevice) -> dict[str, Any]:
+    """A DRA device: ``numaNodes`` empty and ``unknown`` saying why when its NUMA node could not be found;
+    ``numaSource`` the attribute that answered, ``numaPath`` the sysfs file read for pciBusID and pcieRoot."""
+    namespace, _, name = x.claim.partition("/")
+    return {"driver": x.driver, "pool": x.pool, "device": x.device, "claim": {"namespace": namespace, "name": name},
+            "cdiDevices": list(x.cdi), "numaNodes": sorted(x.numa), "numaSource": x.source or None,
+            "numaPath": x.path or None, "unknown": None if x.numa else (x.looked or "no NUMA node found"),
+            "notes": x.looked if x.numa and x.looked else None}
 
 
 def placement_json(p: Placement) -> dict[str, Any]:
@@ -20,7 +30,9 @@ def placement_json(p: Placement) -> dict[str, Any]:
         "cpuNUMANodes": sorted(p.cpu_numa),
         "memory": [{"type": m.kind, "size": m.size, "numaNodes": sorted(m.numa)} for m in p.memory],
         "devices": [{"resource": d.resource, "ids": list(d.ids), "numaNodes": sorted(d.numa)} for d in p.devices],
-        "numaNodes": sorted(p.numa), "aligned": p.aligned, "reason": p.reason, "detail": p.detail,
+        "draDevices": [dra_json(x) for x in p.dra_devices],
+        "numaNodes": sorted(p.numa), "state": p.state, "aligned": p.aligned, "unknown": list(p.unknown),
+        "reason": p.reason, "detail": p.detail,
         "cgroupCPUs": sorted(p.cgroup_cpus) if p.cgroup_cpus is not None else None, "notes": list(p.notes),
         "problems": [{"reason": x.reason, "message": x.message} for x in p.problems],
     }
@@ -30,6 +42,7 @@ def summary(snap: Snapshot) -> dict[str, int]:
     return {"containers": len(snap.placements),
             "pinnedAligned": sum(1 for p in snap.placements if p.pinned and p.aligned),
             "misaligned": sum(1 for p in snap.placements if p.pinned and p.aligned is False),
+            "unknown": sum(1 for p in snap.placements if p.pinned and p.aligned is None),
             "notPinned": sum(1 for p in snap.placements if not p.pinned),
             "problems": sum(1 for p in snap.placements if p.problems), "errors": len(snap.errors)}
 
@@ -46,7 +59,7 @@ def render_json(snap: Snapshot) -> str:
 def _line(p: Placement) -> str:
     if p.pinned:
         count = len(p.exclusive_cpus)
-        verdict = "pinned" if p.aligned else "MISALIGNED"
+        verdict = "pinned" if p.aligned else "NUMA UNKNOWN" if p.aligned is None else "MISALIGNED"
         line = f"{p.ref}: {verdict}: {count} exclusive CPU{'s' if count != 1 else ''}, {p.detail}"
     else:
         verdict = "NOT PINNED" if p.problems else "shared pool"
@@ -55,6 +68,12 @@ def _line(p: Placement) -> str:
         line += f" [cgroup cpuset {format_list(p.cgroup_cpus) or 'empty'}]"
     for note in p.notes:
         line += f"; note: {note}"
+    if p.pinned:
+        for unknown in p.unknown:
+            line += f"; unknown: {unknown}"
+        off = [x.ref for x in p.dra_devices if x.numa and not x.numa <= p.cpu_numa]
+        if p.aligned is False and off:
+            line += f"; {', '.join(off)}: {DRA_REASON}; {DRA_WAY_OUT}"
     return line
 
 
@@ -70,4 +89,5 @@ def render_text(snap: Snapshot) -> str:
 def summary_line(snap: Snapshot) -> str:
     s = summary(snap)
     return (f"{s['containers']} containers: {s['pinnedAligned']} pinned and aligned, {s['misaligned']} misaligned, "
+            f"{s['unknown']} with NUMA alignment unknown, "
             f"{s['notPinned']} not pinned ({s['problems']} with a problem); {s['errors']} could not be judged")

@@ -8,6 +8,11 @@ that is 10,000 open watches instead of hundreds of LISTs per second.
 Only what ``observe`` needs is kept: a namespace as its ``OptedIn`` (mode, and when it opted in), a Pod as its
 object without ``metadata.managedFields``.
 
+A third watch keeps the node's ResourceSlices (``resource.k8s.io/v1``, field selector ``spec.nodeName=NODE``),
+each as ``dra.slice_kept`` keeps it, to find the NUMA node of each DRA device. It is not needed to judge: on a
+cluster without DRA (the API answers 404) or without the grant, the other containers are still judged, and
+every DRA device is unknown with that reason until the slices are listed.
+
 Until both have been listed once, and while a list or watch has kept failing for ``STALE_AFTER`` seconds, the
 view has nothing current to judge against: ``opted_in``/``pods`` raise
 ``NotSynced``, a ``ClusterError``, so the agent counts the cycle as an ``error`` (it judged nothing, so it is
@@ -25,12 +30,15 @@ from typing import Any
 
 from webhook.cluster.client import ClusterError
 from webhook.cluster.watch import ListRefused, Reflector, Store, Transport, refusal, wait_until
+from webhook.node.dra import SLICES_PATH, slice_kept
 from webhook.node.observe import MODE_SELECTOR, OptedIn, opted_in
 
 NAMESPACES_PATH = "/api/v1/namespaces"
 PODS_PATH = "/api/v1/pods"
 JSON = ("application/json", "application/json")
 GRANTED_BY = "the chart's agent ClusterRole grants list and watch on namespaces and pods"
+SLICES_GRANTED_BY = "the chart's agent ClusterRole grants list and watch on resource.k8s.io resourceslices"
+SLICES = "resourceslices"
 STALE_AFTER = 60.0  # seconds a list or watch may keep failing before the view is too old to judge against
 
 
@@ -51,7 +59,7 @@ class AgentReflector(Reflector):
     """A reflector of the agent's view: a refusal names the RBAC the agent needs."""
 
     def _refused(self, exc: ListRefused) -> str:
-        return refusal(self.name, exc, GRANTED_BY)
+        return refusal(self.name, exc, SLICES_GRANTED_BY if self.name == SLICES else GRANTED_BY)
 
 
 class WatchedView:
@@ -65,6 +73,7 @@ class WatchedView:
         self.say = say
         self.namespaces = Store(opted_in)
         self.pod_store = Store(pod_kept)
+        self.slice_store = Store(slice_kept)
         self.problems: dict[str, str] = {}
         self._since: dict[str, float] = {}  # when each current problem began
         self._lock = threading.Lock()
@@ -74,7 +83,10 @@ class WatchedView:
                            self._stop, label_selector=MODE_SELECTOR),
             AgentReflector("pods", transport, PODS_PATH, JSON, self.pod_store, self._changed, self._stop,
                            field_selector=f"spec.nodeName={node}"),
+            AgentReflector(SLICES, transport, SLICES_PATH, JSON, self.slice_store, self._changed, self._stop,
+                           field_selector=f"spec.nodeName={node}"),
         )
+        self._required = self.reflectors[:2]  # judging needs these; without slices DRA devices are unknown
         self._threads: list[threading.Thread] = []
 
     def start(self) -> None:
@@ -95,9 +107,19 @@ class WatchedView:
     def synced(self) -> bool:
         return self.namespaces.listed and self.pod_store.listed
 
+    def slices_answered(self) -> bool:
+        """The slices were listed, or their list has failed (the answer is then that problem)."""
+        with self._lock:
+            return self.slice_store.listed or SLICES in self.problems
+
     def wait_synced(self, timeout: float, stop: threading.Event | None = None) -> bool:
-        """Whether both resources were listed within ``timeout`` seconds (or before ``stop``)."""
-        return wait_until(self.synced, timeout, stop or self._stop)
+        """Whether both resources were listed within ``timeout`` seconds (or before ``stop``); the slices are
+        waited for within the same time, so the first cycle does not call every DRA device unknown."""
+        stop = stop or self._stop
+        deadline = time.monotonic() + timeout
+        synced = wait_until(self.synced, timeout, stop)
+        wait_until(self.slices_answered, max(0.0, deadline - time.monotonic()), stop)
+        return synced
 
     def _changed(self, resource: str, problem: str | None) -> None:
         with self._lock:
@@ -117,13 +139,13 @@ class WatchedView:
         (a revoked grant or an unreachable API server would otherwise leave cycles ``ok`` on a view that no
         longer changes, and a new Pod never judged)."""
         if not self.synced():
-            waiting = [r.name for r in self.reflectors if not r.store.listed]
+            waiting = [r.name for r in self._required if not r.store.listed]
             raise NotSynced(f"not judging yet: waiting for the first list of {' and '.join(waiting)} "
                             "from the API server")
         now = time.monotonic()
         with self._lock:
             stale = [(resource, now - since, self.problems[resource]) for resource, since in self._since.items()
-                     if now - since > STALE_AFTER]
+                     if now - since > STALE_AFTER and resource != SLICES]
         if stale:
             resource, age, problem = stale[0]
             raise NotSynced(f"not judging: the view of {resource} has not been current for {age:.0f} s ({problem})")
@@ -142,3 +164,18 @@ class WatchedView:
             namespace, _, name = key.partition("/")
             found[(namespace, name)] = obj
         return found
+
+    def slices(self, node: str | None) -> tuple[list[dict[str, Any]], str | None]:
+        """This node's ResourceSlices as kept, and why they cannot be trusted: not listed yet, or a list or watch
+        failing for ``STALE_AFTER`` seconds (a slice's devices rarely move, so a short outage keeps them)."""
+        if node != self.node:
+            raise ClusterError(f"this view watches the ResourceSlices of node {self.node}, not {node}")
+        now = time.monotonic()
+        with self._lock:
+            problem = self.problems.get(SLICES)
+            since = self._since.get(SLICES)
+        if not self.slice_store.listed:
+            return [], problem or "not listed yet"
+        if problem is not None and since is not None and now - since > STALE_AFTER:
+            return [], f"the view of ResourceSlices has not been current for {now - since:.0f} s ({problem})"
+        return list(self.slice_store.snapshot().values()), None

@@ -1,0 +1,305 @@
+"""Where a device allocated through Dynamic Resource Allocation sits: its NUMA node, found from the
+ResourceSlice that publishes it and, for PCI devices, from sysfs.
+
+Kubelet's Topology Manager has no hint provider for DRA (v1.36.3: the device manager, the CPU Manager and the
+Memory Manager only), and PodResources reports a DRA device as driver/pool/device with no topology: so the
+agent and ``verify`` look the device up in the ResourceSlices of their node and read, in this order (the first
+that answers wins; what each gave is kept, so an unknown answer says everything that was looked at):
+
+1. ``resource.kubernetes.io/numaNode`` (KEP-6072): ``int``, or (``DRAListTypeAttributes``) ``ints``, the NUMA
+   nodes the device is local to;
+2. the driver attribute names configured (``--dra-numa-attribute``; default ``dra.net/numaNode``, then the bare
+   ``numaNode`` of the driver's own domain, as AMD's driver publishes it: ``gpu.amd.com/numaNode``). An
+   attribute name without a domain, in a slice or configured, belongs to the driver's domain (its name);
+3. ``resource.kubernetes.io/pciBusID`` (``deviceattribute.StandardDeviceAttributePCIBusID``, extended BDF
+   ``0000:3b:00.0``) -> ``SYS/bus/pci/devices/<BDF>/numa_node``;
+4. ``resource.kubernetes.io/pcieRoot`` (``StandardDeviceAttributePCIeRoot``, ``pci<domain>:<bus>``) ->
+   ``SYS/devices/<root>/numa_node``, else the ``numa_node`` of the devices on that root bus
+   (``SYS/devices/<root>/<domain>:<bus>:<dev>.<fn>/numa_node``) when they all agree.
+
+A ``numa_node`` of -1 is the kernel saying it knows no node: unknown, as is a bad value (a string where an int
+belongs, a negative node, a malformed BDF). Resolution is pure given the slices and a ``Locality`` reader;
+``SysfsLocality`` is that reader over a sysfs root (``/sys``, or the agent's hostPath mount, or a test's tree).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Protocol
+
+from webhook.node.cpulist import MAX_ID
+from webhook.node.decide import DraDevice
+from webhook.node.sysfs import SysfsError, read_text
+
+NUMA_NODE = "resource.kubernetes.io/numaNode"
+PCI_BUS_ID = "resource.kubernetes.io/pciBusID"
+PCIE_ROOT = "resource.kubernetes.io/pcieRoot"
+DEFAULT_DRIVER_ATTRIBUTES = ("dra.net/numaNode", "numaNode")
+SLICES_PATH = "/apis/resource.k8s.io/v1/resourceslices"
+MAX_DEVICES_PER_SLICE = 128  # resource.k8s.io/v1 ResourceSliceMaxDevices
+MAX_ATTRIBUTES = 48  # per device (ResourceSliceMaxAttributeValues); more is not a valid slice
+
+# upstream deviceattribute.verifyPCIBDFFormat, and the pcieRoot format it derives from sysfs
+_BDF = re.compile(r"[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-9a-f]")
+_ROOT = re.compile(r"pci([0-9a-f]{4}):([0-9a-f]{2})")
+_TEXT = 64  # longest attribute value shown in a message
+
+
+def qualified(name: str, driver: str) -> str:
+    """An attribute name as the API qualifies it: without a domain it is the driver's (``numaNode`` of
+    ``gpu.amd.com`` is ``gpu.amd.com/numaNode``)."""
+    return name if "/" in name else f"{driver}/{name}"
+
+
+# --- ResourceSlices: what is kept of them, and the index of this node's devices ---
+
+def slice_kept(obj: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A ResourceSlice as the agent keeps it: driver, pool (name, generation), node, and each device's name and
+    attributes (names qualified); ``None`` for an object that is not a readable slice."""
+    spec = obj.get("spec")
+    meta = obj.get("metadata")
+    if not isinstance(spec, Mapping) or not isinstance(meta, Mapping):
+        return None
+    driver, pool = spec.get("driver"), spec.get("pool")
+    if not isinstance(driver, str) or not driver or not isinstance(pool, Mapping):
+        return None
+    generation = pool.get("generation")
+    devices: list[dict[str, Any]] = []
+    for d in (spec.get("devices") or [])[:MAX_DEVICES_PER_SLICE] if isinstance(spec.get("devices"), list) else []:
+        if not isinstance(d, Mapping) or not isinstance(d.get("name"), str):
+            continue
+        attrs = d.get("attributes")
+        kept = {qualified(str(k), driver): v for k, v in list(attrs.items())[:MAX_ATTRIBUTES]
+                if isinstance(v, Mapping)} if isinstance(attrs, Mapping) else {}
+        devices.append({"name": d["name"], "attributes": kept})
+    node = spec.get("nodeName")
+    return {"name": str(meta.get("name", "")), "driver": driver, "pool": str(pool.get("name", "")),
+            "generation": generation if isinstance(generation, int) else 0,
+            "nodeName": node if isinstance(node, str) else "", "devices": devices}
+
+
+@dataclass(frozen=True, slots=True)
+class Published:
+    """One device as a ResourceSlice publishes it."""
+
+    slice: str
+    node: str
+    attributes: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class SliceIndex:
+    """The devices of a node's ResourceSlices, by (driver, pool, device); ``problem``: why the slices could not
+    be read (every DRA device is then unknown, with that reason)."""
+
+    devices: Mapping[tuple[str, str, str], tuple[Published, ...]]
+    node: str | None
+    problem: str | None = None
+
+    @classmethod
+    def build(cls, slices: Iterable[Mapping[str, Any]], node: str | None, problem: str | None = None) -> SliceIndex:
+        """From kept slices (``slice_kept``): only those of ``node`` (any node-local slice when ``node`` is None),
+        and of each pool only the slices of its newest generation, as the scheduler's allocator reads them."""
+        kept = [s for s in slices if s and s.get("nodeName") and (node is None or s.get("nodeName") == node)]
+        newest: dict[tuple[str, str, str], int] = {}
+        for s in kept:
+            key = (s["driver"], s["pool"], s["nodeName"])
+            newest[key] = max(newest.get(key, s["generation"]), s["generation"])
+        devices: dict[tuple[str, str, str], list[Published]] = {}
+        for s in kept:
+            if s["generation"] != newest[(s["driver"], s["pool"], s["nodeName"])]:
+                continue
+            for d in s["devices"]:
+                devices.setdefault((s["driver"], s["pool"], d["name"]), []).append(
+                    Published(s["name"], s["nodeName"], d["attributes"]))
+        return cls({k: tuple(v) for k, v in devices.items()}, node, problem)
+
+
+# --- sysfs: the NUMA node of a PCI device or root ---
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """What one source said: the NUMA nodes (empty: no answer), where it was read, and why there is none."""
+
+    numa: frozenset[int]
+    where: str
+    why: str = ""
+
+
+class Locality(Protocol):
+    """Where the kernel puts a PCI device or a PCIe root (``SysfsLocality``; a test may hand in its own)."""
+
+    def pci_device(self, bdf: str) -> Answer: ...
+
+    def pcie_root(self, root: str) -> Answer: ...
+
+
+def _numa_file(path: Path) -> Answer:
+    try:
+        text = read_text(path, 64).strip()
+    except SysfsError as exc:
+        return Answer(frozenset(), str(path), str(exc).removeprefix(f"{path}: "))
+    if not re.fullmatch(r"-?\d{1,6}", text):
+        return Answer(frozenset(), str(path), f"holds {text[:_TEXT]!r}, not a NUMA node")
+    node = int(text)
+    if node == -1:
+        return Answer(frozenset(), str(path), "is -1: the kernel knows no NUMA node for it")
+    if not 0 <= node <= MAX_ID:
+        return Answer(frozenset(), str(path), f"holds {node}, not a NUMA node")
+    return Answer(frozenset({node}), str(path))
+
+
+@dataclass(frozen=True, slots=True)
+class SysfsLocality:
+    """PCI locality from sysfs under ``sys_root``."""
+
+    sys_root: Path
+
+    def pci_device(self, bdf: str) -> Answer:
+        """``SYS/bus/pci/devices/<BDF>/numa_node`` (a relative symlink into ``SYS/devices``, as the kernel
+        makes it, so it resolves under a mounted root too)."""
+        return _numa_file(self.sys_root / "bus" / "pci" / "devices" / bdf / "numa_node")
+
+    def pcie_root(self, root: str) -> Answer:
+        """``SYS/devices/<root>/numa_node``; else the devices on the root bus, when they agree."""
+        base = self.sys_root / "devices" / root
+        own = base / "numa_node"
+        if own.exists():
+            return _numa_file(own)
+        match = _ROOT.fullmatch(root)
+        if not match or not base.is_dir():
+            return Answer(frozenset(), str(base), "no such folder")
+        prefix = f"{match.group(1)}:{match.group(2)}:"
+        try:
+            children = sorted(p for p in base.iterdir() if p.name.startswith(prefix) and _BDF.fullmatch(p.name))
+        except OSError as exc:
+            return Answer(frozenset(), str(base), f"cannot list ({exc.strerror or exc})")
+        answers = [_numa_file(c / "numa_node") for c in children[:256]]
+        known = [a for a in answers if a.numa]
+        if not known:
+            why = answers[0].why if answers else f"no numa_node file, and no device {prefix}* under it"
+            return Answer(frozenset(), str(answers[0].where if answers else base), why)
+        nodes = frozenset().union(*(a.numa for a in known))
+        if len(nodes) > 1:
+            seen = ", ".join(f"{Path(a.where).parent.name} on {min(a.numa)}" for a in known[:4])
+            return Answer(frozenset(), str(base), f"the devices on it disagree ({seen})")
+        return Answer(nodes, known[0].where)
+
+
+# --- resolution ---
+
+def _value(value: Mapping[str, Any]) -> str:
+    """An attribute value as the API writes it, for a message: ``{"string": "0"}`` -> ``string "0"``."""
+    for kind in ("int", "ints", "string", "bool", "version", "strings", "bools", "versions"):
+        if kind in value:
+            shown = repr(value[kind]) if isinstance(value[kind], str) else str(value[kind])
+            return f"{kind} {shown[:_TEXT]}"
+    return "no value"
+
+
+def numa_value(value: Mapping[str, Any]) -> tuple[frozenset[int], str]:
+    """The NUMA nodes a numaNode attribute gives, or (empty) why it gives none."""
+    ints: list[Any]
+    if "int" in value:
+        ints = [value["int"]]
+    elif isinstance(value.get("ints"), list) and value["ints"]:
+        ints = list(value["ints"])
+    else:
+        return frozenset(), f"is {_value(value)}, not an int"
+    for n in ints:
+        if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= MAX_ID:
+            return frozenset(), f"is {_value(value)}, not a NUMA node (0-{MAX_ID})"
+    return frozenset(ints), ""
+
+
+def _string(value: Mapping[str, Any], pattern: re.Pattern[str], form: str) -> tuple[str | None, str]:
+    text = value.get("string")
+    if not isinstance(text, str):
+        return None, f"is {_value(value)}, not a string"
+    if not pattern.fullmatch(text):
+        return None, f"is {text[:_TEXT]!r}, not {form}"
+    return text, ""
+
+
+def numa_attributes(driver: str, configured: Sequence[str]) -> list[str]:
+    """The numaNode attribute names read for ``driver``'s devices, in order, each once."""
+    names: list[str] = []
+    for name in (NUMA_NODE, *configured):
+        full = qualified(name, driver)
+        if full not in names:
+            names.append(full)
+    return names
+
+
+def resolve(device: DraDevice, index: SliceIndex, locality: Locality,
+            configured: Sequence[str] = DEFAULT_DRIVER_ATTRIBUTES) -> DraDevice:
+    """``device`` with its NUMA nodes and where they were found (``source``, ``path``), or with ``looked``
+    saying what was looked for and why none answered."""
+    names = numa_attributes(device.driver, configured)
+    wanted = ", ".join([*names, PCI_BUS_ID, PCIE_ROOT])
+    if index.problem is not None:
+        return replace(device, numa=frozenset(), looked=f"the ResourceSlices could not be read ({index.problem})")
+    if not device.device:
+        return replace(device, numa=frozenset(), looked="PodResources names no device (an allocation that is not "
+                       "a device)")
+    where = f"node {index.node}" if index.node else "any node"
+    found = index.devices.get((device.driver, device.pool, device.device), ())
+    if not found:
+        return replace(device, numa=frozenset(), looked=f"no ResourceSlice of {where} publishes device "
+                       f"{device.device} in pool {device.pool} of driver {device.driver} (only node-local slices, "
+                       f"spec.nodeName, are read; looked for {wanted})")
+    nodes = sorted({p.node for p in found})
+    if len(nodes) > 1:
+        return replace(device, numa=frozenset(), looked=f"ResourceSlices of several nodes ({', '.join(nodes[:4])}) "
+                       "publish it: pass --node to say which is this one")
+    published = found[0]
+    attrs = published.attributes
+    tried: list[str] = []
+    for name in names:
+        if name in attrs:
+            numa, why = numa_value(attrs[name])
+            if numa:
+                return replace(device, numa=numa, source=name, path="", looked="; ".join(tried))
+            tried.append(f"{name} {why}")
+    if PCI_BUS_ID in attrs:
+        bdf, why = _string(attrs[PCI_BUS_ID], _BDF, "a PCI address in extended BDF form (0000:3b:00.0)")
+        if bdf is not None:
+            answer = locality.pci_device(bdf)
+            if answer.numa:
+                return replace(device, numa=answer.numa, source=PCI_BUS_ID, path=answer.where,
+                               looked="; ".join(tried))
+            why = f"{bdf}: {answer.where} {answer.why}"
+        tried.append(f"{PCI_BUS_ID} {why}")
+    if PCIE_ROOT in attrs:
+        root, why = _string(attrs[PCIE_ROOT], _ROOT, "a PCIe root pci<domain>:<bus> (pci0000:00)")
+        if root is not None:
+            answer = locality.pcie_root(root)
+            if answer.numa:
+                return replace(device, numa=answer.numa, source=PCIE_ROOT, path=answer.where,
+                               looked="; ".join(tried))
+            why = f"{root}: {answer.where} {answer.why}"
+        tried.append(f"{PCIE_ROOT} {why}")
+    if not tried:
+        tried.append("none of them is set")
+    return replace(device, numa=frozenset(), looked=f"ResourceSlice {published.slice}: looked for {wanted}: "
+                   + "; ".join(tried))
+
+
+def resolve_all(devices: Iterable[DraDevice], index: SliceIndex, locality: Locality,
+                configured: Sequence[str] = DEFAULT_DRIVER_ATTRIBUTES) -> tuple[DraDevice, ...]:
+    return tuple(resolve(d, index, locality, configured) for d in devices)
+
+
+def check_attribute_names(names: Sequence[str]) -> str | None:
+    """Why a configured attribute name is not one (a qualified name is ``domain/name``, C identifier after the
+    slash, at most 32 characters, a DNS subdomain before it), or None."""
+    for name in names:
+        domain, slash, ident = name.rpartition("/")
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,31}", ident) or (slash and not re.fullmatch(
+                r"[a-z0-9]([-a-z0-9.]{0,61}[a-z0-9])?", domain)):
+            return (f"{name!r} is not a device attribute name (NAME or DOMAIN/NAME, NAME a C identifier of at "
+                    "most 32 characters)")
+    return None
