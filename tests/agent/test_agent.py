@@ -16,7 +16,7 @@ import requests
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests import waiting
-from tests.agent.fakes import FakeAPI, Kubelet, container, serve
+from tests.agent.fakes import SLICES, FakeAPI, Kubelet, container, serve
 from tests.agent.trees import cgroup_container, sysfs
 from tests.serving import free_port
 from webhook.cli import main
@@ -292,3 +292,42 @@ def test_until_the_first_lists_the_agent_judges_nothing(world: tuple[Kubelet, Fa
     assert err.count(refused) == 1, err
     assert err.count("qos-guard agent: not judging yet: waiting for the first list of pods from the API server") \
         == 1, err
+
+
+def test_the_agent_judges_dra_devices_from_the_watched_slices(world: tuple[Kubelet, FakeAPI, Path, Path]) -> None:
+    """A DRA device's NUMA node from the node's ResourceSlice the agent watches: misaligned with its metric 0 and
+    an Event naming the device; a slice published after the start, through the watch, makes another Pod's device
+    known; a device no slice locates is unknown, metric -1 and a NUMAUnknown Event."""
+    kubelet, api, _, _ = world
+    driver = "gpu.example.com"
+    dra = [("enf", "claim", [(driver, "node-1", "gpu-0")])]
+    kubelet.pods = [api_pb2.PodResources(name="gpu", namespace="enf", containers=[container("app", [1], dra=dra)]),
+                    api_pb2.PodResources(name="pinned", namespace="enf", containers=[
+                        container("app", [1], dra=[("enf", "other", [(driver, "late-pool", "gpu-9")])])])]
+    api.slices = [{"metadata": {"name": "node-1-gpus", "resourceVersion": "1"},
+                   "spec": {"driver": driver, "nodeName": "node-1", "pool": {"name": "node-1", "generation": 1},
+                            "devices": [{"name": "gpu-0", "attributes": {
+                                "resource.kubernetes.io/numaNode": {"int": 0}}}]}}]
+    port = free_port()
+    with running_agent(world, port, interval=0.1):
+        wait_for("no DRA verdicts", lambda: _scrape_or_empty(port).get(("qos_guard_container_numa_aligned", "pinned"))
+                 == -1)
+        assert _scrape_or_empty(port)[("qos_guard_container_numa_aligned", "gpu")] == 0
+        reasons = {(b["involvedObject"]["name"], b["reason"]): b["message"] for _, _, b in api.sent if b}
+        assert "DRA device gpu.example.com/node-1/gpu-0 (claim enf/claim) on NUMA 0 (from " \
+               "resource.kubernetes.io/numaNode), the CPUs on NUMA 1: kubelet's Topology Manager does not align " \
+               "devices allocated through DRA" in reasons[("gpu", "NUMAMisaligned")]
+        assert "no ResourceSlice of node node-1 publishes device gpu-9 in pool late-pool" in \
+               reasons[("pinned", "NUMAUnknown")]
+        # The driver publishes the other pool: seen through the watch, no relist.
+        with api._cond:
+            api.rv += 1
+            late = {"metadata": {"name": "node-1-late", "resourceVersion": str(api.rv)},
+                    "spec": {"driver": driver, "nodeName": "node-1", "pool": {"name": "late-pool", "generation": 1},
+                             "devices": [{"name": "gpu-9", "attributes": {
+                                 "resource.kubernetes.io/numaNode": {"int": 1}}}]}}
+            api.events.append((api.rv, SLICES, "ADDED", late))
+            api._cond.notify_all()
+        wait_for("a slice published after the start is not used",
+                 lambda: _scrape_or_empty(port).get(("qos_guard_container_numa_aligned", "pinned")) == 1)
+        assert [p for p, _ in api.listed].count(SLICES) == 1

@@ -38,7 +38,7 @@ def _nothing_to_judge(paths: Sequence[str], report: Report) -> str:
 def cmd_check(args: argparse.Namespace) -> ExitCode:
     config = load_config(args.config)
     facts = NO_FACTS
-    if config.numa_auto:
+    if config.numa_auto or config.policy.device_classes:
         from webhook.batch.topology import cluster_facts
 
         facts = cluster_facts(config, args.kubeconfig, err, required=False)
@@ -94,6 +94,19 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return ExitCode.USAGE
 
 
+def cmd_extender(args: argparse.Namespace) -> ExitCode:
+    from webhook.serving.extender import ExtenderOptions, serve_extender
+    from webhook.serving.options import ServeError
+
+    try:
+        serve_extender(ExtenderOptions(args.bind, args.plain, args.cert_file, args.key_file, args.kubeconfig,
+                                       args.reservation_timeout))
+    except ServeError as exc:
+        err(str(exc))
+        return ExitCode.USAGE
+    return ExitCode.OK
+
+
 def cmd_certs(args: argparse.Namespace) -> ExitCode:
     from webhook.serving.certs import ca_bundle, service_sans, write_bundle
 
@@ -133,7 +146,7 @@ def cmd_audit(args: argparse.Namespace) -> ExitCode:
     try:
         lister = Lister(args.kubeconfig, page_size=args.page_size)
         facts = NO_FACTS
-        if config.numa_auto:
+        if config.numa_auto or config.policy.device_classes:
             from webhook.batch.topology import cluster_facts
 
             facts = cluster_facts(config, args.kubeconfig, err, required=True)
@@ -254,7 +267,7 @@ def cmd_agent(args: argparse.Namespace) -> int:
     socket, sys_root, cgroup_root = _node_paths(args)
     attributes = _dra_attributes(args, "agent")
     if attributes is None:
-        return EXIT_USAGE
+        return ExitCode.USAGE
     opts = AgentOptions(node=node, socket=socket, sys_root=sys_root, cgroup_root=cgroup_root,
                         interval=args.interval, metrics_host=host.strip("[]") or "0.0.0.0", metrics_port=int(port),
                         kubeconfig=args.kubeconfig, report=FLAVOURS[args.report] if args.report else None,
@@ -288,7 +301,7 @@ def cmd_verify(args: argparse.Namespace) -> ExitCode:
     socket, sys_root, cgroup_root = _node_paths(args)
     attributes = _dra_attributes(args, "verify")
     if attributes is None:
-        return EXIT_USAGE
+        return ExitCode.USAGE
     try:
         api = Lister(args.kubeconfig)
         with PodResourcesClient(socket) as kubelet:
