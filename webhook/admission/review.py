@@ -32,6 +32,9 @@ API_VERSIONS = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
 MODES = tuple(m.value for m in Mode)
 MAX_WARNING = 120
 MAX_WARNINGS_BYTES = 4096
+# A value quoted back in a message: a label value's own limit (63, apimachinery's LabelValueMaxLength). The
+# webhook may see what the API server's validation would refuse; a 1 MB value must not make a 1 MB answer.
+MAX_QUOTED = 63
 MAX_UID = 128
 MAX_DENIAL_LINES = 20  # the denial message lists at most this many violations, then "... and K more"
 NEVER_SELECTED = frozenset({"kube-system"})
@@ -254,6 +257,14 @@ def decide(review: Review, endpoint: Endpoint, config: Config, facts: Facts = NO
     return base
 
 
+def _quoted(value: object) -> str:
+    """``value`` as JSON, its first ``MAX_QUOTED`` characters only, saying how long it was when longer."""
+    text = value if isinstance(value, str) else json.dumps(value)
+    if len(text) <= MAX_QUOTED:
+        return json.dumps(value)
+    return f"{json.dumps(text[:MAX_QUOTED])}... ({len(text)} characters)"
+
+
 def _decide_namespace(review: Review) -> Decision:
     """``/validate-namespace``: the opt-in label must name a mode qos-guard knows."""
     base = Decision(True)
@@ -266,6 +277,6 @@ def _decide_namespace(review: Review) -> Decision:
     if value is not None and value not in MODES:
         base.allowed = False
         base.rules = ["invalid-mode-label"]
-        base.message = (f'namespace label {MODE_LABEL}={json.dumps(value)} is not one of {", ".join(MODES)}; '
+        base.message = (f'namespace label {MODE_LABEL}={_quoted(value)} is not one of {", ".join(MODES)}; '
                         "remove the label to opt out")
     return base
