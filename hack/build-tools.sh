@@ -5,7 +5,7 @@
 #   hack/build-tools.sh [helm|etcd|kube-apiserver|kubectl|kube-score|oracle|promtool|oci-registry|all]
 #   hack/build-tools.sh kyverno      (make bench's peer: admission controller and CLI; not part of `all`)
 #   hack/build-tools.sh [kubelet|kube-controller-manager|kube-scheduler|containerd|containerd-shim-runc-v2|ctr|
-#                        cni-bridge|cni-host-local|cni-loopback|deviceplugin|node]
+#                        cni-bridge|cni-host-local|cni-loopback|deviceplugin|dradriver|node]
 #                                                    (the node tests' tools; `node` = all of them)
 #
 # `oracle` is built from this repository's hack/oracle (its own go.mod/go.sum pin k8s.io/kubernetes at
@@ -276,11 +276,13 @@ build_node_tool() {
     cni-host-local) build "$1" "$CNI_PLUGINS_VERSION" "$cni_pkg/ipam/host-local" setup_cni ;;
     # the node tests' device plugin with NUMA topology, against k8s.io/kubelet's deviceplugin/v1beta1
     deviceplugin) build_local deviceplugin "" "the test device plugin" ;;
+    # the node tests' DRA driver publishing NUMA/PCIe attributes, against dynamic-resource-allocation's kubeletplugin
+    dradriver) build_local dradriver "" "the test DRA driver" ;;
   esac
   trap - RETURN  # build's cleanup trap would fire again when this function returns
 }
 NODE_TOOLS=(kubelet kube-controller-manager kube-scheduler containerd containerd-shim-runc-v2 ctr
-            cni-bridge cni-host-local cni-loopback deviceplugin)
+            cni-bridge cni-host-local cni-loopback deviceplugin dradriver)
 
 want=${1:-all}
 if [[ $want == node ]]; then
