@@ -1,4 +1,5 @@
-"""Reports for ``check`` and ``audit``: text, json, sarif, junit and GitHub annotations.
+"""Reports for ``check`` and ``audit``: the records, and how each format renders them (the registry that
+names the formats, and holds ``nodes``' renderers beside these, is ``webhook.batch.formats``).
 
 The report is built from verdicts and knows nothing about how objects were read; the only format rule
 shared by all outputs is the exit code (docs/contract.md#commands-and-exit-codes): 1 for a violation, else 2
@@ -23,7 +24,6 @@ from webhook.core.fieldpath import FieldPath, dotted
 from webhook.core.outcome import ExitCode, fold
 from webhook.core.rules import RULES
 
-FORMATS = ("text", "json", "sarif", "junit", "github")
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 
 
@@ -167,9 +167,6 @@ class Report:
                     errors=bool(self.counts.errors))
 
 
-def render(report: Report, fmt: str) -> str:
-    return _RENDERERS[fmt](report)
-
 
 def _error_line(e: ErrorRecord) -> str:
     return escape(f"{e.location}: error: {e.message}")
@@ -185,7 +182,7 @@ def _violation_line(r: Record) -> str:
     return escape(f"{r.location}: {r.kind}/{r.name}: {r.rule}: {r.message}")
 
 
-def _text(report: Report) -> str:
+def render_text(report: Report) -> str:
     lines = [_error_line(e) for e in report.errors]
     lines += [_notice_line(r) for r in report.notices]
     lines += [_violation_line(r) for r in report.violations]
@@ -207,7 +204,7 @@ def summary_line(report: Report) -> str:
     return f"{line}; skipped: {skipped_text(report.skipped)}" if report.skipped else line
 
 
-def _json(report: Report) -> str:
+def render_json(report: Report) -> str:
     out: dict[str, Any] = {
         "violations": [r.as_json() for r in report.violations],
         "errors": [e.as_json() for e in report.errors],
@@ -239,7 +236,7 @@ def _physical(loc: Location) -> dict[str, Any]:
     return {"artifactLocation": artifact_location(loc.source), "region": {"startLine": max(loc.line or 1, 1)}}
 
 
-def _sarif(report: Report) -> str:
+def render_sarif(report: Report) -> str:
     level = "warning" if report.mode is Mode.WARN else "error"
     results: list[dict[str, Any]] = []
     for r in report.violations:
@@ -281,7 +278,7 @@ def _sarif(report: Report) -> str:
     return json.dumps(doc, indent=2) + "\n"
 
 
-def _junit(report: Report) -> str:
+def render_junit(report: Report) -> str:
     """JUnit XML as CI readers take it (Ant/Surefire; validated against Jenkins' junit-10.xsd in the tests):
     one test case per judged object, failed when anything is found in it (all its violations in one
     ``failure``), an input that could not be read an ``error`` case, an exempt object a ``skipped`` case;
@@ -340,7 +337,7 @@ def _github_where(loc: Location) -> str:
     return f"file={_escape_property(loc.source)},line={max(loc.line or 1, 1)}"
 
 
-def _github(report: Report) -> str:
+def render_github(report: Report) -> str:
     level = "warning" if report.mode is Mode.WARN else "error"
     lines = [f"::error {_github_where(e.location)},title=input error::"
              f"{_escape_data(e.message)}" for e in report.errors]
@@ -350,7 +347,3 @@ def _github(report: Report) -> str:
               f"{_escape_data(f'{r.kind}/{r.name}: {r.message}')}" for r in report.violations]
     return "\n".join(escape(line) for line in lines) + ("\n" if lines else "")
 
-
-_RENDERERS: dict[str, Callable[[Report], str]] = {
-    "text": _text, "json": _json, "sarif": _sarif, "junit": _junit, "github": _github,
-}

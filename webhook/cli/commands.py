@@ -9,7 +9,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from webhook.batch.report import Location, Report, render, skipped_text, summary_line
+from webhook.batch.formats import render, render_nodes
+from webhook.batch.report import Location, Report, skipped_text, summary_line
 from webhook.batch.runner import check_paths, fix_paths
 from webhook.cluster.pinning import DEFAULT_POOL_LABELS
 from webhook.core.engine import Mode
@@ -165,7 +166,7 @@ def cmd_audit(args: argparse.Namespace) -> ExitCode:
 
 
 def cmd_nodes(args: argparse.Namespace) -> ExitCode:
-    from webhook.batch.nodes import build, render, summary_line
+    from webhook.batch.nodes import build, summary_line
     from webhook.cluster.client import ClusterError
     from webhook.cluster.configz import NodeConfig, NodeInfo, NodeReader
     from webhook.cluster.pinning import valid_pool_label
@@ -195,7 +196,7 @@ def cmd_nodes(args: argparse.Namespace) -> ExitCode:
         err(f"nodes: {exc}{hint}")
         return ExitCode.USAGE
     report = build(sorted(configs, key=lambda c: c.node.name), pool_labels, errors)
-    sys.stdout.write(render(report, args.format))
+    sys.stdout.write(render_nodes(report, args.format))
     if args.format == "text":
         print(summary_line(report), file=sys.stderr)
     return report.exit_code
