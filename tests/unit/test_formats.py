@@ -64,3 +64,34 @@ def test_a_new_format_is_one_entry(monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
     _findings(tmp_path)
     assert main(["check", str(tmp_path), "--format", "tap"]) == 1
     assert capsys.readouterr().out == "1..1\nnot ok cpu-not-integer\n"
+
+
+def _junit_texts(xml: str, tag: str) -> list[str]:
+    from xml.etree import ElementTree as ET
+
+    root = ET.fromstring(xml.split("\n", 1)[1])
+    return [e.text or "" for e in root.iter(tag)]
+
+
+@pytest.mark.parametrize(("mode", "tag"), [(Mode.ENFORCE, "failure"), (Mode.WARN, "system-out")])
+def test_junit_puts_each_violation_of_an_object_on_its_own_line(mode: Mode, tag: str, tmp_path: Path) -> None:
+    """Two violations of one object were joined with a newline, then escaped whole: one line with a literal
+    ``\\n`` between them. Each line is escaped on its own; a newline inside a name still cannot forge one."""
+    (tmp_path / "pod.yaml").write_text(
+        'apiVersion: v1\nkind: Pod\nmetadata: {name: "p\\nforged"}\nspec:\n  containers:\n  - name: c\n'
+        "    image: i\n    resources: {requests: {cpu: 1500m, memory: 1Gi}, limits: {memory: 1Gi}}\n")
+    findings = check_paths([str(tmp_path)], Config(), mode)
+    assert findings.counts.violations == 2
+    (text,) = _junit_texts(render(findings, "junit"), tag)
+    lines = text.split("\n")
+    assert [line.split(": ")[1] for line in lines] == ["limits-missing", "cpu-not-integer"]
+    assert "\\n" not in text.replace("p\\nforged", "")
+
+
+def test_junit_nodes_pool_warnings_one_a_line() -> None:
+    pool = {"node.kubernetes.io/instance-type": "c7i.8xlarge"}
+    other = {"node.kubernetes.io/instance-type": "c7i.4xlarge"}
+    findings = nodes_report(node("a1", pool), node("a2", pool, topologyManagerPolicy="restricted"),
+                            node("b1", other), node("b2", other, topologyManagerPolicy="restricted"))
+    (text,) = _junit_texts(render_nodes(findings, "junit"), "system-out")
+    assert len(text.split("\n")) == 2 and "\\n" not in text

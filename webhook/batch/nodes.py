@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from webhook import __version__
-from webhook.batch.report import SARIF_SCHEMA, _escape_data
+from webhook.batch.report import SARIF_SCHEMA, _escape_data, xml_lines
 from webhook.batch.textsafe import escape, xml_text
 from webhook.cluster.pinning import RULES, KubeletPinning, NodeVerdict, PoolMismatch, decide, pool_mismatches
 from webhook.core.outcome import ExitCode, fold
@@ -194,24 +194,23 @@ def render_junit(report: NodesReport) -> str:
     for r in report.results:
         case = ET.SubElement(suite, "testcase", classname="nodes", name=r.name)
         if r.config.error is not None:
-            ET.SubElement(case, "error", type="unreadable", message=r.config.error).text = r.config.error
+            ET.SubElement(case, "error", type="unreadable", message=r.config.error).text = xml_lines([r.config.error])
         for p in r.verdict.problems if r.verdict is not None else ():
-            ET.SubElement(case, "failure", type=p.rule, message=p.message).text = f"Node/{r.name}: {p.message}"
+            failure = ET.SubElement(case, "failure", type=p.rule, message=p.message)
+            failure.text = xml_lines([f"Node/{r.name}: {p.message}"])
     for message in report.errors:
         case = ET.SubElement(suite, "testcase", classname="nodes", name="select nodes")
-        ET.SubElement(case, "error", type="selection", message=message).text = message
+        ET.SubElement(case, "error", type="selection", message=message).text = xml_lines([message])
     warnings = [f"pool-mismatch: {p.describe()}" for p in report.pools]
     if warnings:  # JUnit has no warning: they go to the suite's output
-        ET.SubElement(suite, "system-out").text = "\n".join(warnings)
+        ET.SubElement(suite, "system-out").text = xml_lines(warnings)
     suite.set("tests", str(len(suite.findall("testcase"))))
     suite.set("failures", str(len(suite.findall("testcase/failure"))))
     suite.set("errors", str(len(suite.findall("testcase/error"))))
     root = ET.Element("testsuites")
     root.append(suite)
-    for element in root.iter():  # values come from the cluster: only what XML 1.0 allows
+    for element in root.iter():  # values come from the cluster: only what XML 1.0 allows (texts: xml_lines)
         element.attrib.update({k: xml_text(v) for k, v in element.attrib.items()})
-        if element.text:
-            element.text = xml_text(element.text)
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
 
 

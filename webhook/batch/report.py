@@ -304,25 +304,29 @@ def render_junit(report: Report) -> str:
             failure = ET.SubElement(element, "failure", type=rules[0],
                                     message=f"{len(case.violations)} violation"
                                             f"{'s' if len(case.violations) > 1 else ''}: {', '.join(rules)}")
-            failure.text = "\n".join(lines)
+            failure.text = xml_lines(lines)
             counted["failures"] += 1
         notes = [f"{n.location}: notice: {n.message}" for n in case.notices]
         if notes or (lines and report.mode is Mode.WARN):
-            ET.SubElement(element, "system-out").text = "\n".join(notes + (lines if report.mode is Mode.WARN else []))
+            ET.SubElement(element, "system-out").text = xml_lines(notes + (lines if report.mode is Mode.WARN else []))
     for e in report.errors:
         unread = ET.SubElement(suite, "testcase", classname=e.location.source, name=f"read {e.location}")
         error = ET.SubElement(unread, "error", type="input-error", message=e.message)
-        error.text = f"{e.location}: {e.message}"
+        error.text = xml_lines([f"{e.location}: {e.message}"])
         counted["errors"] += 1
     totals = {"tests": str(len(suite)), "failures": str(counted["failures"]), "errors": str(counted["errors"])}
     suite.attrib.update(totals, skipped=str(counted["skipped"]))
     root = ET.Element("testsuites", {"name": "qos-guard", **totals})
     root.append(suite)
-    for element in root.iter():  # names and messages come from files: only what XML 1.0 allows
+    for element in root.iter():  # names and messages come from files: only what XML 1.0 allows (texts: above)
         element.attrib.update({k: xml_text(v) for k, v in element.attrib.items()})
-        if element.text:
-            element.text = xml_text(element.text)
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def xml_lines(lines: list[str]) -> str:
+    """A JUnit element's text: each line made safe on its own (a newline in a name cannot forge a line), then
+    one line each. Escaping the joined text wrote a literal ``\\n`` between two violations of one object."""
+    return "\n".join(xml_text(line) for line in lines)
 
 
 def _escape_data(text: str) -> str:
