@@ -26,7 +26,7 @@ def test_octal_and_repeated_keys(qos_guard: Run, tmp_path: Path) -> None:
     path.write_text(POD.format(name="eight", cpu="010").replace("kind: Pod\n", "kind: Pod\nkind: Pod\n"))
     out = qos_guard("check", str(path))
     assert (out.returncode, out.stdout) == (0, ""), out.stdout
-    assert "1 objects checked" in out.stderr
+    assert "1 object checked" in out.stderr
 
 
 def test_separator_content_and_json_streams(qos_guard: Run, tmp_path: Path) -> None:

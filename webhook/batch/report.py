@@ -87,6 +87,7 @@ class Counts:
     violations: int = 0
     notices: int = 0
     errors: int = 0
+    exempt: int = 0  # of ``objects``: let through by an exemption
 
 
 @dataclass
@@ -111,8 +112,10 @@ class Report:
             into.append(record)
 
     def add_verdict(self, verdict: Verdict, locate: Callable[[FieldPath], Location]) -> None:
-        """Record ``verdict``; ``locate`` maps a field path in the object to its location."""
+        """Record ``verdict``; ``locate`` maps a field path in the object to its location. Its findings are kept
+        in line order (each rule reports its own in turn: lines 36, 36, 26, 37 read as a shuffle)."""
         self.counts.objects += len(verdict.results)
+        found: list[tuple[Case, Record, bool]] = []  # (case, record, a notice?)
         for result in verdict.results:
             target = result.target
             case = Case(locate(target.path), target.kind, target.name)
@@ -120,35 +123,38 @@ class Report:
                 self.cases.append(case)
             if self.mode is Mode.MUTATE:
                 for change in result.changes:
-                    n = Record(locate(change.path), target.kind, target.namespace, target.name, change.container,
-                               change.path, "mutation", change.message, True)
-                    self.counts.notices += 1
-                    self._keep(self.notices, n, _notice_line(n))
-                    case.notices.append(n)
+                    found.append((case, Record(locate(change.path), target.kind, target.namespace, target.name,
+                                               change.container, change.path, "mutation", change.message, True),
+                                  True))
                 # What the mutation leaves, with the setting that would have fixed it where one would.
                 remedies = result.remedies
-                found = [(v, False, remedies.get((v.rule, v.subject))) for v in result.remaining]
+                judged = [(v, False, remedies.get((v.rule, v.subject))) for v in result.remaining]
             elif self.stream is not None:
-                found = [(v, False, None) for v in result.violations]  # text output shows no fixability
+                judged = [(v, False, None) for v in result.violations]  # text output shows no fixability
             else:
-                found = [(f.violation, f.fixable, None) for f in result.findings]
+                judged = [(f.violation, f.fixable, None) for f in result.findings]
             for v in result.advisories:  # reported, never refused: a notice
-                n = Record(locate(v.path), target.kind, target.namespace, target.name, v.container, v.path,
-                           v.rule, v.message, False)
-                self.counts.notices += 1
-                self._keep(self.notices, n, _notice_line(n))
-                case.notices.append(n)
-            for v, fixable, remedy in found:
+                found.append((case, Record(locate(v.path), target.kind, target.namespace, target.name, v.container,
+                                           v.path, v.rule, v.message, False), True))
+            for v, fixable, remedy in judged:
                 message = f"{v.message} ({remedy})" if remedy else v.message
-                r = Record(locate(v.path), target.kind, target.namespace, target.name, v.container, v.path,
-                           v.rule, message, fixable)
+                found.append((case, Record(locate(v.path), target.kind, target.namespace, target.name, v.container,
+                                           v.path, v.rule, message, fixable), False))
+        found.sort(key=lambda item: item[1].location.line or 0)  # stable: one line keeps the rules' order
+        for case, record, notice in found:
+            if notice:
+                self.counts.notices += 1
+                self._keep(self.notices, record, _notice_line(record))
+                case.notices.append(record)
+            else:
                 self.counts.violations += 1
-                self._keep(self.violations, r, _violation_line(r))
-                case.violations.append(r)
+                self._keep(self.violations, record, _violation_line(record))
+                case.violations.append(record)
 
     def add_exempt(self, kind: str, name: str, location: Location, why: str) -> None:
         """An object an exemption let through: counted as judged (it is, by the configuration)."""
         self.counts.objects += 1
+        self.counts.exempt += 1
         if self.stream is None:
             self.cases.append(Case(location, kind, name, exempt=why))
 
@@ -198,9 +204,18 @@ def skipped_text(skipped: Counter[str]) -> str:
     return ", ".join(counted(reason, n) for reason, n in sorted(skipped.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
+def numbered(n: int, noun: str, plural: str | None = None) -> str:
+    """``1 error``, ``2 errors`` (``plural`` where adding an s will not do): no summary says "1 errors"."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"
+
+
 def summary_line(report: Report) -> str:
+    """What the run judged and found; exempt objects are judged (by the configuration) and said, as JUnit's
+    ``skipped`` counts them."""
     c = report.counts
-    line = f"qos-guard: {c.objects} objects checked, {c.violations} violations, {c.errors} errors ({report.mode} mode)"
+    exempt = f" ({c.exempt} exempt)" if c.exempt else ""
+    line = (f"qos-guard: {numbered(c.objects, 'object')} checked{exempt}, {numbered(c.violations, 'violation')}, "
+            f"{numbered(c.errors, 'error')} ({report.mode} mode)")
     return f"{line}; skipped: {skipped_text(report.skipped)}" if report.skipped else line
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from webhook.batch.formats import render, render_nodes
-from webhook.batch.report import Location, Report, skipped_text, summary_line
+from webhook.batch.report import Location, Report, numbered, skipped_text, summary_line
 from webhook.batch.runner import check_paths, fix_paths
 from webhook.cluster.pinning import DEFAULT_POOL_LABELS
 from webhook.core.engine import Mode
@@ -150,7 +150,7 @@ def cmd_audit(args: argparse.Namespace) -> ExitCode:
             flavour = FLAVOURS[args.report]
             written = write_reports(lister, flavour, build_reports(flavour, report, subjects, namespaces or []),
                                     namespaces if args.namespace else None)
-            print(f"qos-guard: {flavour.kind} written in {len(written.applied)} namespaces, "
+            print(f"qos-guard: {flavour.kind} written in {numbered(len(written.applied), 'namespace')}, "
                   f"{len(written.deleted)} stale deleted", file=sys.stderr)
     except ClusterError as exc:
         err(f"audit: {exc}")
@@ -160,7 +160,7 @@ def cmd_audit(args: argparse.Namespace) -> ExitCode:
             progress.done()
     sys.stdout.write(render(report, args.format))
     if args.format == "text":
-        scope = "all namespaces" if namespaces is None else f"{len(namespaces)} namespaces"
+        scope = "all namespaces" if namespaces is None else numbered(len(namespaces), "namespace")
         print(f"{summary_line(report)} in {scope}", file=sys.stderr)
     return report.exit_code
 
