@@ -374,7 +374,7 @@ def test_rule_fixture_through_the_generated_cel(policies: Cluster, rule: str, ou
     config_file = RULE_FIXTURES / rule / "config.yaml"
     raw = yaml.safe_load(config_file.read_text()) if config_file.exists() else None
     obj = yaml.safe_load(path.read_text())
-    if BY_ID[rule].cel is None and BY_ID[rule].policy_refusal:
+    if BY_ID[rule].cel is None and BY_ID[rule].policy_refusal is not None:
         out = policies.qos_guard("policy", "--config", str(config_file))
         assert out.returncode == 2 and out.stderr.startswith(f"qos-guard: policy: {BY_ID[rule].policy_refusal}")
         return

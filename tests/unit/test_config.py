@@ -85,3 +85,23 @@ def test_one_schema_covers_every_field_and_default() -> None:
     params = SCHEMA.params(Config())
     assert set(params) == {k for k, s in SCHEMA.settings() if s.param}
     assert not any(k.startswith("policy.numa") for k in params)
+
+
+def test_the_chart_and_doc_forms_of_the_schema_live_outside_the_core() -> None:
+    """The core reads and checks a configuration; its Helm, JSON Schema and Markdown forms are output formats
+    (webhook.policies.schema). The JSON Schema accepts the document of defaults and refuses what parse refuses."""
+    import jsonschema
+
+    from webhook.core import settings
+    from webhook.core.config import SCHEMA
+    from webhook.policies import schema
+
+    for kind in (settings.Kind, settings.Names, settings.Flag, settings.Count, settings.Section):
+        assert not {"helm", "json_schema", "described", "rows"} & set(vars(kind)), kind
+    validator = jsonschema.Draft7Validator(schema.json_schema(SCHEMA))
+    assert not list(validator.iter_errors(SCHEMA.document()))
+    assert list(validator.iter_errors({"policy": {"smtAlignment": 0}}))
+    with pytest.raises(ConfigError):
+        parse_config({"policy": {"smtAlignment": 0}})
+    shown = {key: values for key, values, _, _ in schema.rows(SCHEMA)}
+    assert shown["policy.smtAlignment"] == "whole number >= 1"
