@@ -1,4 +1,5 @@
-"""``check`` and ``fix`` read files as kubectl does (SPEC §6, issue 11 item 6): end to end through the CLI."""
+"""``check`` and ``fix`` read files as kubectl does (docs/contract.md#commands-and-exit-codes): end to end through
+the CLI."""
 
 from __future__ import annotations
 

@@ -68,7 +68,8 @@ class Scripted:
 
 
 def reflect(api: Scripted, store: Store, until: Callable[[], bool], **selectors: str) -> list[str | None]:
-    """Run a reflector of Pods until ``until()`` holds (at most 10 s); the problems it reported."""
+    """Run a reflector of Pods until ``until()`` holds (at most 10 s: else the test fails, naming it); the
+    problems it reported."""
     stop = threading.Event()
     problems: list[str | None] = []
 
@@ -88,6 +89,7 @@ def reflect(api: Scripted, store: Store, until: Callable[[], bool], **selectors:
     reflector.interrupt()
     thread.join(5)
     assert not thread.is_alive()
+    assert until(), f"the reflector did not get there in 10 s; problems: {problems}"
     return problems
 
 
@@ -116,6 +118,7 @@ def test_no_selector_no_selector_in_the_query() -> None:
     api = Scripted()
     store = Store(lambda o: o)
     reflect(api, store, lambda: store.listed)
+    assert api.calls  # all() over no call holds for any code
     assert all("labelSelector" not in q and "fieldSelector" not in q for _, q in api.calls)
 
 
