@@ -105,3 +105,20 @@ def test_the_chart_and_doc_forms_of_the_schema_live_outside_the_core() -> None:
         parse_config({"policy": {"smtAlignment": 0}})
     shown = {key: values for key, values, _, _ in schema.rows(SCHEMA)}
     assert shown["policy.smtAlignment"] == "whole number >= 1"
+
+
+def test_the_config_file_is_read_as_manifests_are(tmp_path: Path) -> None:
+    """--config was read with PyYAML while manifests get kubectl's go-yaml v2 reading: ``n`` is false to go-yaml
+    v2 (and so in a manifest) but the string "n" to PyYAML, which refused it as not true or false."""
+    path = tmp_path / "config.yaml"
+    path.write_text("mutation:\n  setLimitsFromRequests: n\npolicy:\n  smtAlignment: 2\n  smtAlignment: 4\n")
+    config = load_config(path)
+    assert config.mutation.set_limits_from_requests is False
+    assert config.policy.smt_alignment == 4  # a repeated key: the last value, as go-yaml v2 (not strict) keeps
+
+
+def test_a_config_file_of_two_documents_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text("policy: {smtAlignment: 2}\n---\npolicy: {smtAlignment: 4}\n")
+    with pytest.raises(ConfigError, match="2 YAML documents; a configuration file holds one"):
+        load_config(path)
