@@ -23,7 +23,7 @@ import requests
 from bench.attack import KINDS, attack, client_context
 from bench.attack import probe as probe_alone
 from bench.bodies import bodies
-from tests import cgroup
+from tests import cgroup, waiting
 from tests.helpers import admission_review
 from tests.reliability.conftest import FIGURES
 from tests.serving import Server, start_server
@@ -282,9 +282,8 @@ def test_metrics_port_survives_half_sent_requests(server: Server) -> None:
             s.close()
     FIGURES.append(f"metrics port: {len(socks)} half-sent requests held; /healthz+/metrics in {health_s * 1000:.0f} "
                    f"ms, master threads {master_threads}, killed worker replaced in {replaced_s:.1f} s")
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline and requests.get(server.metrics + "/readyz", timeout=2).status_code != 200:
-        time.sleep(0.2)
+    waiting.eventually("/readyz 200 again", lambda: requests.get(server.metrics + "/readyz", timeout=2).status_code
+                       == 200, within=15, every=0.2)
 
 
 def _seconds_until_readyz(srv: Server, status: int, within: float = 5.0) -> float | None:

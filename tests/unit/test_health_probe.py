@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import waiting
 from webhook.serving.certs import write_bundle
 from webhook.serving.health import HealthServer, WorkerProbe
 
@@ -101,9 +102,7 @@ def test_a_failure_in_the_health_server_is_logged_with_its_cause(caplog: pytest.
     server = _health_server(broken)
     with caplog.at_level(logging.ERROR, logger="qos_guard.server"):
         status, _ = _get(server.sock.getsockname()[1], "/metrics")
-        deadline = time.monotonic() + 5
-        while not caplog.records and time.monotonic() < deadline:
-            time.sleep(0.02)
+        waiting.eventually("the 500's log line", lambda: caplog.records, within=5, every=0.02)
     assert status == "HTTP/1.1 500 Internal Server Error"
     (record,) = caplog.records
     assert "'GET /metrics HTTP/1.1' answered 500: PermissionError" in record.getMessage()

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from tests import waiting
 from webhook.cluster import watch
 from webhook.cluster.watch import Reflector, Store, key_of
 
@@ -172,10 +173,7 @@ def test_stopping_ends_a_quiet_watch_at_once() -> None:
     reflector = Reflector("pods", api, PODS, ("", ""), store, lambda *_: None, stop)
     thread = threading.Thread(target=reflector.run, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 5
-    while not api.blocked and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert api.blocked, "the watch never started"
+    waiting.eventually("the watch to start", lambda: api.blocked, within=5, every=0.01)
     started = time.monotonic()
     stop.set()
     reflector.interrupt()
