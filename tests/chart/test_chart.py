@@ -20,6 +20,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
 from tests.chart.conftest import CHART, ROOT, Render, by_kind, one, run_helm
 from tests.serving import start_server
 from webhook import __version__
+from webhook.core.claims import CLAIM_KINDS
 from webhook.core.config import parse_config
 from webhook.core.engine import Mode, evaluate
 from webhook.core.workloads import KINDS
@@ -34,6 +35,7 @@ WEBHOOK_PATHS = {
 }
 # The chart's webhook rules and audit RBAC are checked against the engine's one table of judged kinds.
 WORKLOADS = {(k.group, k.plural) for k in KINDS.values() if k.kind != "Pod"}
+CLAIMS = {(k.group, k.plural) for k in CLAIM_KINDS.values()}
 
 
 @pytest.fixture(scope="module")
@@ -159,6 +161,7 @@ def test_rules_cover_pods_resize_and_every_workload(default: list[dict[str, Any]
     assert ("", "pods") in {(k.group, k.plural) for k in KINDS.values()}
     expected = {("", "pods", "CREATE"), ("", "pods/resize", "UPDATE")}
     expected |= {(g, r, op) for g, r in WORKLOADS for op in ("CREATE", "UPDATE")}
+    expected |= {(g, r, "CREATE") for g, r in CLAIMS}
     for name in ("validate.qos-guard.io", "validate-mutated.qos-guard.io", "warn.qos-guard.io"):
         assert rules_of(hooks[name]) == expected, name
         assert {r["scope"] for r in hooks[name]["rules"]} == {"Namespaced"}
@@ -336,7 +339,7 @@ def test_rbac_is_off_by_default_and_least_privilege_when_on(default: list[dict[s
     verbs = {v for rule in role["rules"] for v in rule["verbs"]}
     assert verbs == {"get", "list"}
     granted = {(g, r) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]}
-    assert granted == WORKLOADS | {("", "pods"), ("", "namespaces")}
+    assert granted == WORKLOADS | CLAIMS | {("", "pods"), ("", "namespaces")}
     assert one(audit, "Deployment")["spec"]["template"]["spec"]["automountServiceAccountToken"] is True
     binding = one(audit, "ClusterRoleBinding")
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "qos-guard", "namespace": NAMESPACE}]
@@ -435,7 +438,8 @@ def test_network_policy_admits_only_the_api_server_and_the_scrapers(render: Rend
 
 
 def test_existing_secret_is_used_and_nothing_generated(render: Render) -> None:
-    objects = render("--set", "existingSecret=my-tls")
+    # helm template cannot read the Secret: its CA is given (without it the render is refused, test_second_walk.py)
+    objects = render("--set", "existingSecret=my-tls", "--set", "existingSecretCABundle=QUJD")
     assert not by_kind(objects, "Secret")
     volumes = one(objects, "Deployment")["spec"]["template"]["spec"]["volumes"]
     assert {"name": "tls", "secret": {"secretName": "my-tls"}} in volumes

@@ -10,7 +10,8 @@ What is kept, and why:
 
 - the envelope: ``apiVersion``, ``kind``, and the request's ``uid``, ``kind.kind``, ``operation``,
   ``subResource``, ``namespace``, ``name``, ``userInfo.username`` and ``dryRun``;
-- every judged kind's object (``KINDS``): ``kind``, ``metadata`` (``name``, ``generateName``, ``namespace``)
+- every judged kind's object (``KINDS``): ``kind``, ``metadata`` (``name``, ``generateName``, ``namespace``,
+  and of ``ownerReferences`` each ``kind`` and ``controller``)
   and the pod spec where that kind keeps it (``spec``, ``spec.template.spec``, ``template.spec``,
   ``spec.jobTemplate.spec.template.spec``), and a Pod's ``status.qosClass``;
 - in a pod spec: ``containers`` and ``initContainers`` (``name``, ``restartPolicy``, ``resources``),
@@ -20,6 +21,10 @@ What is kept, and why:
 - resource values as the JSON has them: a string stays a string, an integer an exact integer, a float the
   float ``json.loads`` would give, and any other value stays as it is so the engine can name it
   (``invalid-quantity``); every resource name is kept (extended resources and hugepages count for NUMA).
+- ``resourceClaims[].name`` of a pod spec, and of a ResourceClaim (``spec``) or ResourceClaimTemplate
+  (``spec.spec``) the claim spec's ``devices``: each request's ``name``, ``allocationMode``, ``count``,
+  ``deviceClassName`` (and of its ``exactly`` and ``firstAvailable``), each constraint's ``requests`` and
+  ``matchAttribute``;
 - for ``/validate-namespace``, the Namespace's ``metadata.labels``.
 
 A body that is not JSON, or whose kept fields have the wrong type, is a ``BadReview`` (HTTP 400) naming the
@@ -86,6 +91,38 @@ class Toleration(_Kept):
     effect: str | None = None
 
 
+class PodResourceClaim(_Kept):
+    name: Any = None
+
+
+class DeviceSubRequest(_Kept):
+    """An exact request, a ``firstAvailable`` alternative, or a v1beta1 request: what ``dra-claim-spread`` counts."""
+
+    name: Any = None
+    device_class_name: Any = None
+    allocation_mode: Any = None
+    count: Any = None
+
+
+class DeviceRequest(DeviceSubRequest):
+    exactly: DeviceSubRequest | None = None
+    first_available: list[DeviceSubRequest] | None = None
+
+
+class DeviceConstraint(_Kept):
+    requests: Any = None
+    match_attribute: Any = None
+
+
+class ClaimDevices(_Kept):
+    requests: list[DeviceRequest] | None = None
+    constraints: list[DeviceConstraint] | None = None
+
+
+class ClaimSpec(_Kept):
+    devices: ClaimDevices | None = None
+
+
 class PodSpec(_Kept):
     containers: list[Container] | None = None
     init_containers: list[Container] | None = None
@@ -97,6 +134,7 @@ class PodSpec(_Kept):
     node_selector: dict[str, str] | None = None
     affinity: Affinity | None = None
     tolerations: list[Toleration] | None = None
+    resource_claims: list[PodResourceClaim] | None = None  # DRA devices (dra-unaligned)
 
 
 class PodTemplate(_Kept):
@@ -117,12 +155,21 @@ class Spec(PodSpec):
 
     template: PodTemplate | None = None
     job_template: JobTemplate | None = None
+    # A ResourceClaim's ``spec.devices``, a ResourceClaimTemplate's ``spec.spec`` (dra-claim-spread).
+    devices: ClaimDevices | None = None
+    spec: ClaimSpec | None = None
+
+
+class OwnerReference(_Kept):
+    kind: Any = None
+    controller: Any = None
 
 
 class Metadata(_Kept):
     name: str | None = None
     generate_name: str | None = None
     namespace: str | None = None
+    owner_references: list[OwnerReference] | None = None  # a claim a Pod controls is not judged (dra-claim-spread)
 
 
 class Status(_Kept):

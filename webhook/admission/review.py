@@ -18,18 +18,23 @@ import msgspec
 
 from webhook.admission.decode import BadReview as BadReview  # raised here, caught by the serving layer
 from webhook.admission.decode import decode, plain
+from webhook.core.claims import CLAIM_KINDS
 from webhook.core.config import Config
 from webhook.core.engine import MODE_LABEL, Mode, Verdict, evaluate
 from webhook.core.facts import NO_FACTS, Facts
 from webhook.core.mutation import json_patch
 from webhook.core.podspec import ManifestError
 from webhook.core.rules import MORE, REFUSED, Violation
+from webhook.core.rules.dra_claim_spread import REFUSED_CLAIM
 from webhook.core.workloads import POD, Target, judged
 
 API_VERSIONS = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
 MODES = tuple(m.value for m in Mode)
 MAX_WARNING = 120
 MAX_WARNINGS_BYTES = 4096
+# A value quoted back in a message: a label value's own limit (63, apimachinery's LabelValueMaxLength). The
+# webhook may see what the API server's validation would refuse; a 1 MB value must not make a 1 MB answer.
+MAX_QUOTED = 63
 MAX_UID = 128
 MAX_DENIAL_LINES = 20  # the denial message lists at most this many violations, then "... and K more"
 NEVER_SELECTED = frozenset({"kube-system"})
@@ -180,7 +185,8 @@ def _denial(review: Review, verdict: Verdict) -> str:
              for t, v in found[:MAX_DENIAL_LINES]]
     if len(found) > MAX_DENIAL_LINES:
         lines.append(MORE(count=len(found) - MAX_DENIAL_LINES))
-    return "\n".join([REFUSED(kind=review.kind, name=name[:253]), *lines])
+    head = REFUSED_CLAIM if review.kind in CLAIM_KINDS else REFUSED
+    return "\n".join([head(kind=review.kind, name=name[:253]), *lines])
 
 
 def _remedy(verdict: Verdict, target: Target, violation: Violation) -> str:
@@ -251,6 +257,14 @@ def decide(review: Review, endpoint: Endpoint, config: Config, facts: Facts = NO
     return base
 
 
+def _quoted(value: object) -> str:
+    """``value`` as JSON, its first ``MAX_QUOTED`` characters only, saying how long it was when longer."""
+    text = value if isinstance(value, str) else json.dumps(value)
+    if len(text) <= MAX_QUOTED:
+        return json.dumps(value)
+    return f"{json.dumps(text[:MAX_QUOTED])}... ({len(text)} characters)"
+
+
 def _decide_namespace(review: Review) -> Decision:
     """``/validate-namespace``: the opt-in label must name a mode qos-guard knows."""
     base = Decision(True)
@@ -263,6 +277,6 @@ def _decide_namespace(review: Review) -> Decision:
     if value is not None and value not in MODES:
         base.allowed = False
         base.rules = ["invalid-mode-label"]
-        base.message = (f'namespace label {MODE_LABEL}={json.dumps(value)} is not one of {", ".join(MODES)}; '
+        base.message = (f'namespace label {MODE_LABEL}={_quoted(value)} is not one of {", ".join(MODES)}; '
                         "remove the label to opt out")
     return base

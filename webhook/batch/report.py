@@ -284,7 +284,7 @@ def render_sarif(report: Report) -> str:
         "version": "2.1.0",
         "runs": [{
             "tool": {"driver": {"name": "qos-guard", "version": __version__,
-                                "informationUri": "https://qos-guard.io", "rules": rules}},
+                                "rules": rules}},
             "invocations": [{"executionSuccessful": not report.errors,
                              "toolExecutionNotifications": notifications}],
             "results": results,

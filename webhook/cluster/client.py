@@ -11,6 +11,7 @@ from typing import Any
 import urllib3
 from kubernetes import client, config
 
+from webhook.core.claims import CLAIM_KINDS, made_for_pod
 from webhook.core.engine import MODE_SELECTOR
 from webhook.core.workloads import CONTROLLERS, KINDS
 
@@ -205,20 +206,23 @@ class Lister:
         """
         scopes: list[str | None] = list(namespaces) if namespaces is not None else [None]
         for scope in scopes:
-            for judged in KINDS.values():
-                api_version, plural, kind = judged.api_version, judged.plural, judged.kind
+            listed: list[tuple[str, str, str]] = [(k.api_version, k.plural, k.kind) for k in KINDS.values()]
+            listed += [(k.api_version, k.plural, k.kind) for k in CLAIM_KINDS.values()]
+            for api_version, plural, kind in listed:
                 prefix = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
                 path = f"{prefix}/{plural}" if scope is None else f"{prefix}/namespaces/{scope}/{plural}"
                 try:
                     for page in self.pages(path):
                         for item in page:
-                            if _controlled(item):
+                            if _controlled(item, kind):
                                 continue
                             item["apiVersion"], item["kind"] = api_version, kind  # list items carry neither
                             yield Listed((item.get("metadata") or {}).get("namespace", scope or ""), kind, obj=item)
                 except Unreachable:
                     raise  # every other kind would fail the same way
                 except ClusterError as exc:
+                    if kind in CLAIM_KINDS and "HTTP 404" in str(exc):
+                        continue  # no DRA API on this cluster: no claims to judge
                     yield Listed(scope or "", kind, error=str(exc))
 
 
@@ -230,7 +234,11 @@ def _identity(obj: Any) -> str:
     return str(meta.get("uid") or f"{meta.get('namespace') or ''}/{meta.get('name') or ''}")
 
 
-def _controlled(obj: dict[str, Any]) -> bool:
+def _controlled(obj: dict[str, Any], kind: str) -> bool:
+    """Made by a controller qos-guard reports through: a workload's Pods, and the claims made for a Pod (from
+    its ResourceClaimTemplate, reported once, or by the scheduler for a DRA extended resource)."""
+    if kind in CLAIM_KINDS and made_for_pod(obj):
+        return True
     for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
         if ref.get("controller") and ref.get("kind") in CONTROLLERS:
             return True

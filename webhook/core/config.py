@@ -24,6 +24,14 @@ POD_LEVEL = Setting("podLevelResources", Choice(("deny", "allow")), "deny",
                     "skip the Pod unless nodes enable PodLevelResourceManagers)")
 SMT = Setting("smtAlignment", Count(1), 1,
               "above 1 turns on smt-misaligned: cpu must be a multiple of it (kubelet's full-pcpus-only)")
+DRA = Setting("dra", Choice(("warn", "deny", "off")), "warn",
+              "dra-unaligned and dra-claim-spread: warn (a warning, a notice in check and audit), deny (refuse), or "
+              "off. A Pod with exclusive CPUs and DRA devices runs with them on any NUMA nodes: kubelet's Topology "
+              "Manager has no DRA hint provider")
+DEVICE_CLASSES = Setting("deviceClasses", Flag(), False,
+                         "true: read the cluster's DeviceClasses (needs list/watch on deviceclasses.resource.k8s.io) "
+                         "so that extended resources a DeviceClass maps to DRA (spec.extendedResourceName) count as "
+                         "DRA devices for dra-unaligned and numa: auto; the webhook and the CLI only", param=False)
 NUMA_SCOPE = Setting("scope", Choice(("container", "pod")), "container",
                      "what must fit in one NUMA node: each container, or the whole Pod (the Topology Manager's "
                      "scope)", param=False)
@@ -71,6 +79,8 @@ class Policy:
     pod_level_resources: str = POD_LEVEL.default
     smt_alignment: int = SMT.default
     numa: NumaPolicy | AutoNuma | None = None
+    dra: str = DRA.default
+    device_classes: bool = DEVICE_CLASSES.default
 
 
 @dataclass(frozen=True)
@@ -106,7 +116,7 @@ NUMA = Section("numa", NumaPolicy, (NUMA_SCOPE, NUMA_CPUS, NUMA_MEMORY, NUMA_DEV
                     "admission policies cannot sum a Pod's requests or read the cluster)",
                nullable=True, require_any=("cpus", "memory", "devices"), literal="auto", literal_value=AUTO)
 SCHEMA = Section("", Config, (
-    Section("policy", Policy, (FRACTIONAL, POD_LEVEL, SMT, NUMA)),
+    Section("policy", Policy, (FRACTIONAL, POD_LEVEL, SMT, NUMA, DRA, DEVICE_CLASSES)),
     Section("mutation", MutationPolicy, (SET_LIMITS, CPU_ROUNDING)),
     Section("exemptions", Exemptions, (NAMESPACES, USERNAMES, RUNTIME_CLASSES)),
 ))

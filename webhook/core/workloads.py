@@ -12,6 +12,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from webhook.core.claims import CLAIM_KINDS, ClaimKind, claim_kind, claim_spec
 from webhook.core.fieldpath import FieldPath, Segment
 from webhook.core.podspec import ManifestError, PodSpec, build_pod_spec
 
@@ -101,6 +102,14 @@ def walk(obj: Any, where: FieldPath = ()) -> Iterator[Target | str]:
             yield from walk(item, (*where, "items", i))
         return
     known = KINDS.get(kind)
+    claim = claim_kind(obj) if known is None else None
+    if claim is not None:  # DRA's claims: their claim spec, judged whole (``webhook.core.claims``)
+        found = claim_spec(obj, claim, where)
+        if isinstance(found, str):
+            yield found
+        else:
+            yield Target(kind, *_meta(obj, where), *found)
+        return
     if known is None:
         yield kind
         return
@@ -125,7 +134,7 @@ def find_targets(obj: Any, where: FieldPath = ()) -> Iterator[Target]:
 
 def judged(kind: str, operation: str, subresource: str = "") -> bool:
     """Whether a request for ``kind`` (``operation`` on the object or its ``subresource``) is judged."""
-    found = KINDS.get(kind)
+    found: Kind | ClaimKind | None = KINDS.get(kind) or CLAIM_KINDS.get(kind)
     if found is None:
         return False
     if subresource:

@@ -31,6 +31,7 @@ from webhook.core.config import RUNTIME_CLASSES, SCHEMA, Config
 from webhook.core.engine import MODE_LABEL, Mode
 from webhook.core.rules import MORE, REFUSED, RULES, cel
 from webhook.core.rules.base import cel_string
+from webhook.core.rules.dra_unaligned import DEVICE_CLASSES_REFUSAL
 from webhook.core.settings import Setting
 from webhook.core.workloads import KINDS, POD
 from webhook.policies.schema import helm
@@ -61,10 +62,13 @@ class PolicyError(ValueError):
 
 
 def refuse_unsupported(config: Config) -> None:
-    """A rule without CEL that the configuration turns on (``policy.numa``): only the webhook has it."""
+    """A rule without CEL that the configuration turns on (``policy.numa``), or cluster state the CEL cannot read
+    (``policy.deviceClasses``): only the webhook has it."""
     for rule in RULES:
         if rule.cel is None and rule.policy_refusal is not None and rule.enabled(config.policy):
             raise PolicyError(str(rule.policy_refusal))
+    if config.policy.device_classes:
+        raise PolicyError(str(DEVICE_CLASSES_REFUSAL))
 
 
 def params_data(config: Config) -> dict[str, str]:
@@ -396,6 +400,9 @@ def chart_params() -> str:
             key = rule.policy_refusal.key  # the key that turns the rule on
             lines += [f"{{{{- if $c.{key} }}}}", f"{{{{- fail {json.dumps(f'config.{rule.policy_refusal}')} }}}}",
                       "{{- end }}"]
+    lines += [f"{{{{- if $c.{DEVICE_CLASSES_REFUSAL.key} }}}}",
+              f"{{{{- fail {json.dumps(f'config.{DEVICE_CLASSES_REFUSAL}')} }}}}",
+              "{{- end }}"]
     lines += ["{{- if .Values.webhook.excludeNamespaces }}",
               '{{- fail "webhook.excludeNamespaces applies to the webhook only; with enforcement: policy list the '
               'namespaces in config.exemptions.namespaces" }}', "{{- end }}"]

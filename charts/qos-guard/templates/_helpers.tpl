@@ -157,6 +157,15 @@ objectSelector:
   scope: Namespaced
 {{- end }}
 
+{{/* DRA's claims, judged whole (dra-claim-spread); their spec cannot change after create. */}}
+{{- define "qos-guard.claimRules" -}}
+- apiGroups: ["resource.k8s.io"]
+  apiVersions: ["v1"]
+  operations: ["CREATE"]
+  resources: ["resourceclaims", "resourceclaimtemplates"]
+  scope: Namespaced
+{{- end }}
+
 {{/* Settings shared by every webhook of the chart. */}}
 {{- define "qos-guard.webhookCommon" -}}
 admissionReviewVersions: ["v1"]
