@@ -412,7 +412,7 @@ def _score(names: list[str], denied: set[str], judged: list[tuple[dict[str, Any]
         if allows == should_allow:
             right += 1
             continue
-        documented += _known(obj) is not None
+        documented += _known(obj, None) is not None
         if allows:
             false_allow += 1
         else:

@@ -29,6 +29,7 @@ import chart_readme  # noqa: E402  (hack/ and the repository root are on the pat
 from webhook.core.config import SCHEMA  # noqa: E402
 from webhook.core.rules import RULES  # noqa: E402
 from webhook.policies import generate as policies  # noqa: E402
+from webhook.policies import schema as config_schema  # noqa: E402
 
 CHART = ROOT / "charts" / "qos-guard"
 _CONFIG_BLOCK = re.compile(r"^config:\n(?:(?:  .*)?\n)*?(?=\S)", re.MULTILINE)
@@ -47,7 +48,7 @@ def _between(name: str, body: str) -> Callable[[str], str]:
 
 def values_schema(current: str) -> str:
     schema = json.loads(current)
-    schema["properties"]["config"] = SCHEMA.json_schema()
+    schema["properties"]["config"] = config_schema.json_schema(SCHEMA)
     return json.dumps(schema, indent=2) + "\n"
 
 
@@ -60,7 +61,8 @@ def values_yaml(current: str) -> str:
 
 def config_table() -> str:
     lines = ["| key | values | default | what it does |", "| --- | --- | --- | --- |"]
-    lines += [f"| `{key}` | {values} | `{default}` | {text} |" for key, values, default, text in SCHEMA.rows()]
+    lines += [f"| `{key}` | {values} | `{default}` | {text} |"
+              for key, values, default, text in config_schema.rows(SCHEMA)]
     return "\n".join(lines)
 
 

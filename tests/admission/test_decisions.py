@@ -178,3 +178,29 @@ def test_validate_namespace(client: Client, value: str | None, allowed: bool) ->
         assert '"bogus" is not one of enforce, mutate, warn' in out["status"]["message"]
 
 
+
+
+def test_only_a_deep_object_is_called_nested_too_deeply(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every RecursionError in a request was answered 400 "request.object is nested too deeply", a defect in the
+    judge included: that one is a 500 (and Flask logs it), the client's only when its object is that deep."""
+    from webhook.serving import app as app_module
+
+    def overflowing(*args: Any, **kwargs: Any) -> Any:
+        raise RecursionError("maximum recursion depth exceeded")
+
+    monkeypatch.setattr(app_module, "decide", overflowing)
+    flask = create_app(CONFIG)
+    flask.testing = False  # as served: an unexpected exception is a 500, not raised into the test
+    client = Client(flask.test_client())
+    shallow = client.post("/validate", review(BAD_POD))
+    assert shallow.status_code == 500
+    assert "nested too deeply" not in shallow.get_data(as_text=True)
+    deep_value: Any = "1"
+    for _ in range(150):
+        deep_value = [deep_value]
+    deep = copy.deepcopy(BAD_POD)
+    deep["spec"]["containers"][0]["resources"]["limits"]["cpu"] = deep_value
+    refused = client.post("/validate", review(deep))
+    assert refused.status_code == 400
+    assert refused.get_json() == {"error": "bad AdmissionReview",
+                                  "reason": "request.object is nested too deeply to be judged"}

@@ -165,7 +165,7 @@ def test_rules_cover_pods_resize_and_every_workload(default: list[dict[str, Any]
     for name in ("validate.qos-guard.io", "validate-mutated.qos-guard.io", "warn.qos-guard.io"):
         assert rules_of(hooks[name]) == expected, name
         assert {r["scope"] for r in hooks[name]["rules"]} == {"Namespaced"}
-    # Templates are never patched (SPEC §5): only Pods reach /mutate.
+    # Templates are never patched (docs/contract.md#modes-per-namespace-by-label): only Pods reach /mutate.
     assert rules_of(hooks["mutate.qos-guard.io"]) == {("", "pods", "CREATE")}
     ns_hook = hooks["namespaces.qos-guard.io"]
     assert rules_of(ns_hook) == {("", "namespaces", "CREATE"), ("", "namespaces", "UPDATE")}

@@ -162,7 +162,8 @@ def test_corpus(qos_guard: Run, corpus: Path) -> None:
     assert out.returncode == 1
     report = json.loads(out.stdout)
     bad = {Path(e["file"]).name for e in report["errors"]}
-    # These repeat a key; kubectl (go-yaml v2, not strict) keeps the last value and reads them (SPEC §6).
+    # These repeat a key; kubectl (go-yaml v2, not strict) keeps the last value and reads them
+    # (docs/contract.md#commands-and-exit-codes).
     assert not {"etcd-controller.yaml", "openshift-controller.yaml", "statefulset-ondelete.yaml"} & bad
     assert all(e["line"] > 0 for e in report["errors"])
     assert report["summary"]["objects"] > 250 and report["summary"]["violations"] > 100

@@ -60,7 +60,7 @@ def test_skipped_documents_are_counted_by_reason(qos_guard: Run, tmp_path: Path)
     out = qos_guard("check", str(tmp_path))
     assert out.returncode == 0
     assert out.stderr.strip().endswith(
-        "1 objects checked, 0 violations, 0 errors (enforce mode); skipped: 2 Service, "
+        "1 object checked, 0 violations, 0 errors (enforce mode); skipped: 2 Service, "
         "2 documents without a kind, 1 Deployment without a pod template")
     report = json.loads(qos_guard("check", str(tmp_path), "--format", "json").stdout)
     assert report["summary"]["skipped"] == {"Service": 2, "Deployment without a pod template": 1,
@@ -74,12 +74,17 @@ def test_a_helm_chart_is_one_error_that_says_render_it_first(qos_guard: Run) -> 
     out = qos_guard("check", str(chart))
     assert out.returncode == 2
     assert "does not parse" not in out.stdout
-    assert out.stdout.splitlines() == [
-        f"{chart}:0: error: a Helm chart: its {templates} template files are not manifests until rendered; "
-        f"check what it renders: helm template {chart} | qos-guard check -"]
+    (line,) = out.stdout.splitlines()
+    where, message = line.split(":0: error: ")
+    assert Path(where).parent == chart / "templates"  # a template file, not the folder (`chart:0:`)
+    assert message == (f"a Helm chart: its {templates} template files are not manifests until rendered; "
+                       f"check what it renders: helm template {chart} | qos-guard check -")
+    github = qos_guard("check", str(chart), "--format", "github").stdout.splitlines()[0]
+    assert github.startswith(f"::error file={where},line=1,title=input error::a Helm chart: ")
     one = qos_guard("check", str(chart / "templates" / "deployment.yaml"))
     assert one.returncode == 2
-    assert one.stdout.startswith(f"{chart}:0: error: a Helm chart: its template file is not a manifest until ")
+    assert one.stdout.startswith(f"{chart / 'templates' / 'deployment.yaml'}:0: error: a Helm chart: its template "
+                                 "file is not a manifest until ")
     fixed = qos_guard("fix", str(chart))
     assert fixed.returncode == 2 and f"{chart}: error: a Helm chart" in fixed.stdout
 
@@ -253,3 +258,54 @@ def test_fix_dry_run_prints_a_diff_and_writes_nothing(qos_guard: Run, tmp_path: 
     assert {p.relative_to(work): p.read_bytes() for p in work.rglob("*") if p.is_file()} == \
         {p.relative_to(patched): p.read_bytes() for p in patched.rglob("*") if p.is_file() and
          not p.name.endswith(".orig")}
+
+
+SIDECARS = """apiVersion: v1
+kind: Pod
+metadata: {name: p}
+spec:
+  containers:
+  - name: app
+    image: i
+    resources: {requests: {cpu: 2, memory: 1Gi}, limits: {cpu: 2, memory: 1Gi}}
+  - name: log-shipper
+    image: i
+    resources: {requests: {cpu: 50m, memory: 64Mi}, limits: {memory: 64Mi}}
+  - name: istio-proxy
+    image: i
+    resources: {requests: {cpu: 1500m, memory: 64Mi}, limits: {memory: 64Mi}}
+"""
+
+
+def test_findings_of_a_file_come_in_line_order(qos_guard: Run, tmp_path: Path) -> None:
+    """Each rule reported its own in turn (lines 11, 14, 11, 14): a reader walking the file went back and forth."""
+    (tmp_path / "pod.yaml").write_text(SIDECARS)
+    out = qos_guard("check", str(tmp_path))
+    lines = [int(line.split(":")[1]) for line in out.stdout.splitlines()]
+    assert lines == [11, 11, 14, 14]
+    doc = json.loads(qos_guard("check", str(tmp_path), "--format", "json").stdout)
+    assert [(v["line"], v["rule"]) for v in doc["violations"]] == [
+        (11, "limits-missing"), (11, "cpu-not-integer"), (14, "limits-missing"), (14, "cpu-not-integer")]
+
+
+def test_summaries_count_in_the_singular_and_say_the_exempt(qos_guard: Run, tmp_path: Path) -> None:
+    """"1 errors", "1 objects checked", "1 files changed"; and exempt objects were counted by JUnit only."""
+    (tmp_path / "one.yaml").write_text(
+        "kind: Pod\nmetadata: {name: one}\nspec:\n  containers:\n  - name: a\n    image: i\n"
+        "    resources: {requests: {cpu: 1, memory: 1Gi}, limits: {cpu: 1, memory: 2Gi}}\n")
+    (tmp_path / "bad.yaml").write_text("kind: Pod\nmetadata: [\n")
+    out = qos_guard("check", str(tmp_path))
+    assert out.stderr.strip() == "qos-guard: 1 object checked, 1 violation, 1 error (enforce mode)"
+    (tmp_path / "bad.yaml").unlink()
+    (tmp_path / "kata.yaml").write_text(
+        "kind: Pod\nmetadata: {name: kata}\nspec:\n  runtimeClassName: kata\n  containers:\n  - name: a\n"
+        "    image: i\n    resources: {requests: {cpu: 50m}}\n")
+    (tmp_path / "config.yaml").write_text("exemptions:\n  runtimeClassNames: [kata]\n")
+    config = str(tmp_path / "config.yaml")
+    out = qos_guard("check", str(tmp_path / "one.yaml"), str(tmp_path / "kata.yaml"), "--config", config)
+    assert out.stderr.strip() == "qos-guard: 2 objects checked (1 exempt), 1 violation, 0 errors (enforce mode)"
+    junit = qos_guard("check", str(tmp_path / "one.yaml"), str(tmp_path / "kata.yaml"), "--config", config,
+                      "--format", "junit").stdout
+    assert 'tests="2" failures="1" errors="0" skipped="1"' in junit
+    fixed = qos_guard("fix", str(tmp_path / "one.yaml"))
+    assert fixed.stderr.strip().endswith("qos-guard: 1 file changed, 0 violations left, 0 errors"), fixed.stderr

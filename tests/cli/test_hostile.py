@@ -1,4 +1,4 @@
-"""Hostile files against ``check`` and ``fix`` (issue 17, findings 7-14): each is a named error for that
+"""Hostile files against ``check`` and ``fix``: each is a named error for that
 file (exit 2, the rest still checked), never a traceback, a hang or unbounded memory; ``fix`` never loses
 a file. Every run here is bounded in time by the ``qos_guard`` fixture's timeout or its own."""
 
@@ -36,7 +36,7 @@ def _names(out: subprocess.CompletedProcess[str]) -> set[str]:
 
 
 def test_alias_bomb_refused_quickly(qos_guard: Run, tmp_path: Path) -> None:
-    """Finding 10: nested List aliases grew memory without end; go-yaml's ratio rule refuses them."""
+    """Nested List aliases grew memory without end; go-yaml's ratio rule refuses them."""
     (tmp_path / "zz.yaml").write_text(GOOD)
     shutil.copy(HOSTILE / "alias-bomb.yaml", tmp_path / "bomb.yaml")
     began = time.monotonic()
@@ -48,7 +48,7 @@ def test_alias_bomb_refused_quickly(qos_guard: Run, tmp_path: Path) -> None:
 
 
 def test_alias_bomb_in_unjudged_field_does_not_stall_fix(qos_guard: Run, tmp_path: Path) -> None:
-    """Finding 10: 800 bytes of aliases in an annotation made ``fix`` take 36 s (x10 per line)."""
+    """800 bytes of aliases in an annotation made ``fix`` take 36 s (x10 per line)."""
     path = tmp_path / "pod.yaml"
     shutil.copy(HOSTILE / "alias-fix.yaml", path)
     before = path.read_bytes()
@@ -82,7 +82,7 @@ def test_moderate_aliasing_still_reads(qos_guard: Run, tmp_path: Path) -> None:
 ])
 def test_bad_file_is_a_named_error_and_the_rest_is_checked(qos_guard: Run, tmp_path: Path, name: str,
                                                            content: str, message: str | None) -> None:
-    """Finding 11: RecursionError / ValueError ended the whole run with a traceback. Deep nesting in a field
+    """RecursionError / ValueError ended the whole run with a traceback. Deep nesting in a field
     qos-guard does not read (``message`` None) is judged like any object: the engine copies only the path it
     changes, and the API server decodes far deeper JSON (sigs.k8s.io/json allows 10,000 levels)."""
     (tmp_path / name).write_text(content)
@@ -118,7 +118,7 @@ def _without_dac_override(*args: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.skipif(os.geteuid() == 0 and not shutil.which("setpriv"), reason="root without setpriv")
 def test_unlistable_folder_is_an_error(tmp_path: Path) -> None:
-    """Finding 12: a folder that cannot be listed gave exit 0 and "0 objects checked"."""
+    """A folder that cannot be listed gave exit 0 and "0 objects checked"."""
     locked = tmp_path / "locked"
     locked.mkdir()
     (locked / "a.yaml").write_text(GOOD)
@@ -142,7 +142,7 @@ def test_unlistable_folder_is_an_error(tmp_path: Path) -> None:
 
 
 def test_fifo_and_device_are_refused_without_hanging(qos_guard: Run, tmp_path: Path) -> None:
-    """Finding 12: a FIFO named .yaml hung; a .yaml link to /dev/zero ate memory without bound."""
+    """A FIFO named .yaml hung; a .yaml link to /dev/zero ate memory without bound."""
     os.mkfifo(tmp_path / "fifo.yaml")
     (tmp_path / "zero.yaml").symlink_to("/dev/zero")
     (tmp_path / "zz.yaml").write_text(GOOD)
@@ -158,7 +158,7 @@ def test_fifo_and_device_are_refused_without_hanging(qos_guard: Run, tmp_path: P
 
 
 def test_oversized_file_and_document_are_refused(qos_guard: Run, tmp_path: Path) -> None:
-    """Finding 12/14: a file over the size cap is refused with a clear error, without being read."""
+    """A file over the size cap is refused with a clear error, without being read."""
     big = tmp_path / "big.yaml"
     with big.open("wb") as f:
         f.truncate(MAX_FILE_BYTES + 1)  # sparse: no disk space used
@@ -174,7 +174,7 @@ def test_oversized_file_and_document_are_refused(qos_guard: Run, tmp_path: Path)
 
 
 def test_closed_stdin_is_a_named_error(tmp_path: Path) -> None:
-    """Finding 13: a closed stdin was a traceback."""
+    """A closed stdin was a traceback."""
     out = subprocess.run([sys.executable, "-m", "webhook.cli", "check", "-"], stdin=subprocess.DEVNULL,
                          capture_output=True, text=True, timeout=60, check=False,
                          preexec_fn=lambda: os.close(0))
@@ -183,7 +183,7 @@ def test_closed_stdin_is_a_named_error(tmp_path: Path) -> None:
 
 
 def test_names_cannot_forge_lines_or_reach_the_terminal(qos_guard: Run) -> None:
-    """Finding 13: a newline in metadata.name forged a text line; ESC reached the terminal; JUnit broke."""
+    """A newline in metadata.name forged a text line; ESC reached the terminal; JUnit broke."""
     path = str(HOSTILE / "name-injection.yaml")
     text = qos_guard("check", path)
     assert text.returncode == 1
@@ -207,7 +207,7 @@ def test_fix_output_is_escaped_too(qos_guard: Run, tmp_path: Path) -> None:
 
 
 def test_fix_refuses_links_out_of_the_folder(qos_guard: Run, tmp_path: Path) -> None:
-    """Finding 8: ``fix`` rewrote a file outside its folder through a link; with --output, a traceback."""
+    """``fix`` rewrote a file outside its folder through a link; with --output, a traceback."""
     folder, outside = tmp_path / "in", tmp_path / "outside"
     folder.mkdir()
     outside.mkdir()
@@ -230,7 +230,7 @@ def test_fix_refuses_links_out_of_the_folder(qos_guard: Run, tmp_path: Path) -> 
 
 
 def test_fix_keeps_crlf_and_bom(qos_guard: Run, tmp_path: Path) -> None:
-    """Finding 9: ``fix`` turned CRLF into LF and dropped a BOM."""
+    """``fix`` turned CRLF into LF and dropped a BOM."""
     lf = (FIXTURES / "manifests" / "workloads.yaml").read_text()
     crlf = tmp_path / "crlf.yaml"
     crlf.write_bytes(b"\xef\xbb\xbf" + lf.replace("\n", "\r\n").encode())
@@ -293,7 +293,7 @@ def _fix_and_kill(path: Path, when: object) -> None:
 
 @pytest.mark.slow  # ten runs of a 2.7 MB file, killed: half of make test-fast's time, so in make test only
 def test_fix_killed_at_any_moment_leaves_old_or_new(tmp_path: Path) -> None:
-    """Finding 7: SIGKILL while writing left a 0-byte file. ``fix`` is killed the moment its temporary file
+    """SIGKILL while writing left a 0-byte file. ``fix`` is killed the moment its temporary file
     appears (mid-write), the moment the target changes, and at moments spread over the run; the file is
     always exactly the old or the new content (bounded: 10 runs of a 2.7 MB file)."""
     work = tmp_path / "w"
@@ -339,7 +339,7 @@ def _peak_kib(*args: str) -> tuple[int, str]:
 
 
 def test_check_memory_stays_flat_over_a_long_file(tmp_path: Path) -> None:
-    """Finding 14: a file was read whole (bytes, text and libyaml's copy). Now it is read a document at a
+    """A file was read whole (bytes, text and libyaml's copy). Now it is read a document at a
     time: 64 documents of 1 MiB each (mostly comment, cheap to parse) peak near one document, not 64
     (before: about 150 MiB)."""
     path = tmp_path / "long.yaml"

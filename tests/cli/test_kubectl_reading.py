@@ -1,4 +1,5 @@
-"""``check`` and ``fix`` read files as kubectl does (SPEC §6, issue 11 item 6): end to end through the CLI."""
+"""``check`` and ``fix`` read files as kubectl does (docs/contract.md#commands-and-exit-codes): end to end through
+the CLI."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ def test_octal_and_repeated_keys(qos_guard: Run, tmp_path: Path) -> None:
     path.write_text(POD.format(name="eight", cpu="010").replace("kind: Pod\n", "kind: Pod\nkind: Pod\n"))
     out = qos_guard("check", str(path))
     assert (out.returncode, out.stdout) == (0, ""), out.stdout
-    assert "1 objects checked" in out.stderr
+    assert "1 object checked" in out.stderr
 
 
 def test_separator_content_and_json_streams(qos_guard: Run, tmp_path: Path) -> None:

@@ -386,11 +386,15 @@ def test_readme_says_how_to_install_the_cli_outside_the_repository() -> None:
 
 
 def test_nodes_sarif_names_no_domain_nobody_owns() -> None:
-    from webhook.batch.nodes import build, render
+    from webhook.batch.formats import render, render_nodes
+    from webhook.batch.nodes import build
+    from webhook.batch.report import Report
+    from webhook.core.engine import Mode
 
-    doc = json.loads(render(build([], [], ["the cluster has no node"]), "sarif"))
-    driver = doc["runs"][0]["tool"]["driver"]
-    assert "qos-guard.io" not in json.dumps(driver) and driver["name"] == "qos-guard"
+    nodes = render_nodes(build([], [], ["the cluster has no node"]), "sarif")
+    for text in (nodes, render(Report(Mode.ENFORCE), "sarif")):
+        driver = json.loads(text)["runs"][0]["tool"]["driver"]
+        assert "qos-guard.io" not in json.dumps(driver) and driver["name"] == "qos-guard"
 
 
 # --- make run's first install --------------------------------------------------------------------------------

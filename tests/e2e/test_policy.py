@@ -145,6 +145,25 @@ def test_every_violation_is_named(policies: Cluster) -> None:
         assert part in proc.stderr, proc.stderr
 
 
+def test_a_fractional_request_without_a_limit_gets_one_advice(policies: Cluster) -> None:
+    """limits-missing and cpu-not-integer name the same whole numbers for a sidecar's 50m or 1500m request (not
+    "set resources.limits.cpu to 50m (its request)", which cpu-not-integer then refuses), in the CEL as in the
+    engine: the API server's refusal holds the engine's messages word for word."""
+    pod = compliant_pod("fractional-sidecars")
+    for name, cpu in (("shipper", "50m"), ("proxy", "1500m")):
+        pod["spec"]["containers"].append({"name": name, "image": "x", "resources": {
+            "requests": {"cpu": cpu, "memory": "64Mi"}, "limits": {"memory": "64Mi"}}})
+    proc = dry_run(policies, NAMESPACES["enforce"], pod)
+    assert proc.returncode != 0
+    expected = [f"{v.rule}: {v.message}" for _, v in evaluate(pod, Config(), Mode.ENFORCE).violations]
+    assert [m for m in expected if m.startswith("limits-missing: ")] == [
+        f'limits-missing: container "{name}" (spec.containers[{i}]): no cpu limit, so the Pod is not Guaranteed; '
+        f"set resources.requests.cpu and resources.limits.cpu to one whole number of CPUs ({cpu} is not one): {use}"
+        for i, name, cpu, use in ((1, "shipper", "50m", "use 1"), (2, "proxy", "1500m", "use 1 or 2"))]
+    for message in expected:
+        assert message in proc.stderr, proc.stderr
+
+
 def test_dry_run_server_shows_the_verdict_and_stores_nothing(policies: Cluster) -> None:
     ns = NAMESPACES["enforce"]
     bad = dry_run(policies, ns, violating_pod("dry-bad"))
@@ -356,7 +375,7 @@ def test_rule_fixture_through_the_generated_cel(policies: Cluster, rule: str, ou
     config_file = RULE_FIXTURES / rule / "config.yaml"
     raw = yaml.safe_load(config_file.read_text()) if config_file.exists() else None
     obj = yaml.safe_load(path.read_text())
-    if BY_ID[rule].cel is None and BY_ID[rule].policy_refusal:
+    if BY_ID[rule].cel is None and BY_ID[rule].policy_refusal is not None:
         out = policies.qos_guard("policy", "--config", str(config_file))
         assert out.returncode == 2 and out.stderr.startswith(f"qos-guard: policy: {BY_ID[rule].policy_refusal}")
         return

@@ -63,7 +63,7 @@ def _results(report: dict[str, Any]) -> set[tuple[str, str, str, str]]:
 def test_openreports_written_replaced_and_a_fixed_object_leaves_it(cluster: Cluster, audited: str) -> None:
     proc = _audit(cluster, "-n", audited, "--report", "openreports")
     assert proc.returncode == 1, proc.stderr  # the exit code is audit's own
-    assert "Report written in 1 namespaces" in proc.stderr
+    assert "Report written in 1 namespace," in proc.stderr  # singular: "1 namespaces" was the old wording
     first = cluster.get("reports.openreports.io", "qos-guard", "-n", audited)
     assert first["source"] == "qos-guard"
     assert not first["metadata"].get("ownerReferences")

@@ -83,7 +83,7 @@ def test_check_fails_a_bad_manifest_and_passes_it_once_fixed(clone: Path, tmp_pa
     bad = _pre_commit(repo, tmp_path / "try-home", "try-repo", str(clone), "qos-guard-check")
     assert bad.returncode == 1, bad.stdout + bad.stderr
     assert "requests-not-equal-limits" in bad.stdout and "deploy/inference.yaml" in bad.stdout
-    assert "1 objects checked, 1 violations" in bad.stdout  # workflow.yaml was passed and ignored
+    assert "1 object checked, 1 violation," in bad.stdout  # workflow.yaml was passed and ignored
 
     rev = _git(clone, "rev-parse", "HEAD").strip()
     (repo / ".pre-commit-config.yaml").write_text(

@@ -1,7 +1,9 @@
-"""Known disagreements between qos-guard and Kubernetes (issue 11), each a named predicate.
+"""Known disagreements between qos-guard and Kubernetes, each a named predicate.
 
-A disagreement the differential tests find is excused only when an entry here matches the object; every
-excused object is counted per entry and the counts are printed at the end of the run, so nothing is hidden.
+A disagreement the differential tests find is excused only when an entry here matches the object and the
+disagreement is the one the entry describes (``shows``: a crash never is, nor a verdict the other way round);
+every excused object is counted per entry and the counts are printed at the end of the run, so nothing is
+hidden.
 Delete an entry when its item is fixed: the tests then fail on any object it used to excuse.
 """
 
@@ -18,11 +20,17 @@ from webhook.core.quantity import QuantityError, quantity_from_value
 COMPUTE = ("cpu", "memory")
 
 
+def verdict_either_way(problem: str) -> bool:
+    """A verdict that differs (allowed or denied, or a mutation Kubernetes does not pin); never a crash."""
+    return problem.startswith(("qos-guard allows (", "qos-guard denies (", "mutation leaves "))
+
+
 @dataclass(frozen=True)
 class Divergence:
     name: str
-    item: str  # where it is tracked: "issue 11 item N", or "bound" for a deliberate limit
+    item: str  # what it is: "bound" for a deliberate limit, "deliberate" for a choice, else the area
     applies: Callable[[Any], bool]
+    shows: Callable[[str], bool] = verdict_either_way  # the disagreement (``disagreement``'s text) it excuses
 
 
 def pod_specs(obj: Any) -> Iterator[Mapping[str, Any]]:
@@ -107,14 +115,17 @@ def beyond_digit_bound_value(obj: Any) -> bool:
 
 KNOWN_DIVERGENCES: list[Divergence] = [
     Divergence("cpu or memory value of more than 4,000 digits: qos-guard refuses it", "bound",
-               beyond_digit_bound_value),
+               beyond_digit_bound_value,
+               lambda problem: problem.startswith("qos-guard denies (") and "'invalid-quantity'" in problem),
     Divergence("cpu beyond 2^63-1 milli-CPUs: kubelet's int64 arithmetic overflows", "bound", cpu_beyond_int64_milli),
     # Deliberate: PrepareForCreate keeps a client-supplied status.qosClass, so a Burstable spec carrying
     # ``status.qosClass: Guaranteed`` is stored Guaranteed and kubelet pins it by its requests. qos-guard judges
     # the spec and refuses it: a class forged in the manifest is not a Guaranteed Pod an operator can reason
     # about (its limits are missing or differ from what it is pinned by).
     Divergence("status.qosClass: Guaranteed is kept on create even when the spec is not Guaranteed",
-               "deliberate", guaranteed_status_on_other_spec),
+               "deliberate", guaranteed_status_on_other_spec,
+               lambda problem: problem.startswith("qos-guard denies (")
+               and "Kubernetes: Guaranteed and pinned" in problem),
 ]
 
 
@@ -138,7 +149,7 @@ def beyond_digit_bound(milli: int | None, oracle_unscaled: str | None, oracle_ex
 
 
 QUANTITY_DIVERGENCES: list[tuple[str, str]] = [
-    ("JSON number that float64 cannot hold exactly (Python json)", "issue 11 item 6 (reading files)"),
+    ("JSON number that float64 cannot hold exactly (Python json)", "reading files"),
     ("value of more than 4,000 digits: qos-guard refuses it as too large, upstream evaluates it", "bound"),
 ]
 

@@ -19,7 +19,7 @@ NICE_CPU = ["1", "2", "4", "8", "16", "1000m", "2000m", "500m", "250m", "1500m",
             "2.0", "4e0", "40e-1", "1.0001", "0", "0m", "1001m", "999m", "64"]
 NICE_MEMORY = ["1Gi", "2Gi", "512Mi", "1G", "128974848", "129e6", "123Mi", "1024Mi", "0.5Gi", "1.5Gi", "4Gi",
                "100M", "1Ki", "0"]
-# Corner cases of SPEC §2 and issue 11 item 5.
+# Corner cases of the quantity grammar (resource.ParseQuantity, suffix.go) the oracle found.
 CORNER = ["Gi", "m", "e3", "Ti", "Ki", "Mi", "k", "M", "n", "u", "E", "Pi", "Ei", "+Pi", "-Ei", "e-10", "e-9",
           ".Pi", ".", "-.", "+", "-", "+.", "1e4294967296", "2e4294967297", "1E-4294967295", "1e4294967299",
           "1e-4294967296", "5.", ".5", "1.G", "0.000000000001Ki", "3.001n", "1e-9", "1.1E-9", "9Ei", "12E",
@@ -44,7 +44,8 @@ def _digits(rng: random.Random, lo: int = 1, hi: int = 6) -> str:
 
 
 def quantity_text(rng: random.Random) -> str:
-    """A string from the quantity grammar: mostly well-formed, with every corner case of SPEC §2."""
+    """A string from the quantity grammar: mostly well-formed, with every corner case of resource.ParseQuantity's
+    grammar."""
     r = rng.random()
     if r < 0.15:
         return rng.choice(CORNER)

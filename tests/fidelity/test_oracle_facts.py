@@ -1,5 +1,5 @@
 """What Kubernetes does with the minimal manifest of each divergence class the differential tests found
-(issue 11): these pin the oracle's answers, so a change in the oracle or its upstream version shows here."""
+(tests/fidelity): these pin the oracle's answers, so a change in the oracle or its upstream version shows here."""
 
 from __future__ import annotations
 

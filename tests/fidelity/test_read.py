@@ -1,6 +1,7 @@
 """Manifest files from the grammar, read by qos-guard (``webhook.manifests.reader.read_documents``) and by kubectl's
 reader (the oracle: ``util/yaml.NewYAMLOrJSONDecoder`` as cli-runtime's ``StreamVisitor`` uses it, over
-``sigs.k8s.io/yaml``): the same documents, and an error exactly when kubectl reports one (SPEC §6)."""
+``sigs.k8s.io/yaml``): the same documents, and an error exactly when kubectl reports one
+(docs/contract.md#commands-and-exit-codes)."""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ def _is_json(text: str) -> bool:
     return re.match(r'\s*(\{\s*"|\[)', text) is not None
 
 
-# Issue 11 item 6, one entry per YAML/JSON reading difference; the lead deletes an entry once fixed.
+# One entry per known YAML/JSON reading difference from kubectl; an entry goes when the difference is fixed.
 # Every item-6 difference is fixed in webhook/manifests/ (goyaml, documents, reader); an entry here would excuse
 # a file whole.
 KNOWN_READ_DIVERGENCES: list[tuple[str, Callable[[str], bool]]] = []
@@ -70,11 +71,10 @@ def test_files_read_as_kubectl_reads_them(read_oracle: Oracle, tmp_path: Path) -
         path = tmp_path / f"f{i}.{'json' if _is_json(text) else 'yaml'}"
         path.write_text(text, encoding="utf-8")
         mine, kube = ours(path), theirs(answer)
-        # What matters is what gets judged: the same number of documents, an error exactly when kubectl
-        # has one, and each document judged the same (``1e3`` and ``1000`` are the same quantity; ``60``
-        # and ``"1:00"`` are not). kubectl stops at a stream error: compare the documents before it.
-        if mine[1] and kube[1]:
-            kube = (kube[0][: len(mine[0])], True)
+        # What matters is what gets judged: the same documents, an error exactly when kubectl has one, and
+        # each document judged the same (``1e3`` and ``1000`` are the same quantity; ``60`` and ``"1:00"`` are
+        # not). kubectl stops at a stream error, and so do we: the documents before it are compared whole
+        # (kubectl's list was cut to the length of ours, which hid a reader that stopped early).
         if mine[1] == kube[1] and len(mine[0]) == len(kube[0]) and all(
                 _verdict(a) == _verdict(b) for a, b in zip(mine[0], kube[0], strict=True)):
             continue

@@ -1,6 +1,6 @@
 """Hostile clients against one real replica (``qos-guard serve`` as the chart runs it: its workers, TLS, and its
 memory limit where a cgroup can hold it), loopback only, each attack
-bounded in count and time (issue 17, findings 1-6). Figures go to the end of the pytest summary."""
+bounded in count and time. Figures go to the end of the pytest summary."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ import requests
 from bench.attack import KINDS, attack, client_context
 from bench.attack import probe as probe_alone
 from bench.bodies import bodies
-from tests import cgroup
+from tests import cgroup, waiting
 from tests.helpers import admission_review
 from tests.reliability.conftest import FIGURES
 from tests.serving import Server, start_server
@@ -97,7 +97,7 @@ BODY = json.dumps(review(pod())).encode()
 
 @pytest.mark.parametrize("kind", [*KINDS, "all"])
 def test_stalled_connections_do_not_stop_admission(server: Server, kind: str) -> None:
-    """Finding 1: with STALLED connections of a kind held (for "all": STALLED in total, the kinds mixed), a
+    """With STALLED connections of a kind held (for "all": STALLED in total, the kinds mixed), a
     legitimate ``/validate`` on a new connection answers within 1 s; afterwards no thread, file or memory is
     left. (All five kinds at 256 each, 1,280 at once, are measured in docs/reliability.md: there the bursts
     of 768 TLS reconnections take the worker about a second of CPU.)"""
@@ -167,7 +167,7 @@ def read_answer(sock: ssl.SSLSocket) -> bytes:
     (b"10\r\n" + b"{" * 5, None),  # the client leaves mid-chunk
 ])
 def test_broken_chunked_bodies_are_400_never_500(server: Server, chunks: bytes, reason: str | None) -> None:
-    """Finding 2: an invalid chunk size is a 400 naming it; a client leaving mid-chunk gets no 500 (nor a
+    """An invalid chunk size is a 400 naming it; a client leaving mid-chunk gets no 500 (nor a
     traceback in the log) and the server keeps serving."""
     with raw_tls(server) as sock:
         sock.sendall(b"POST /validate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
@@ -199,7 +199,7 @@ LONG_UID = json.dumps(review(pod(), uid="u" * 2_500_000)).encode()
     ("/validate", LONG_UID, "request.uid"), ("/mutate", LONG_UID, "request.uid"),
 ])
 def test_hostile_bodies_are_400_with_a_reason(server: Server, endpoint: str, body: bytes, reason: str) -> None:
-    """Finding 2 and 6: a 5,001-digit integer, a list 800 deep inside a fixable Pod, a 2.5 MB uid."""
+    """A 5,001-digit integer, a list 800 deep inside a fixable Pod, a 2.5 MB uid."""
     r = server.post(endpoint, body)
     assert r.status_code == 400 and reason in r.json()["reason"], r.text[:300]
 
@@ -210,7 +210,7 @@ def test_big_integer_in_an_unread_field_is_skipped(server: Server) -> None:
 
 
 def test_deep_unread_field_is_judged_and_patched(server: Server) -> None:
-    """Finding 2: a list 800 deep inside a fixable Pod made /mutate's deepcopy raise RecursionError (500). The
+    """A list 800 deep inside a fixable Pod made /mutate's deepcopy raise RecursionError (500). The
     patch is now built from the changes and only the changed path is copied: the Pod is patched, and the
     patch applies (the API server itself decodes JSON 10,000 levels deep)."""
     r = server.post("/mutate", DEEP)
@@ -221,7 +221,7 @@ def test_deep_unread_field_is_judged_and_patched(server: Server) -> None:
 
 
 def test_huge_content_length_is_refused_up_front(server: Server) -> None:
-    """Finding 6: Content-Length 10^20 is a 413 at once, without waiting for a body."""
+    """Content-Length 10^20 is a 413 at once, without waiting for a body."""
     with raw_tls(server) as sock:
         started = time.monotonic()
         sock.sendall(b"POST /validate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
@@ -232,7 +232,7 @@ def test_huge_content_length_is_refused_up_front(server: Server) -> None:
 
 
 def test_denial_message_and_log_lines_are_bounded(server: Server) -> None:
-    """Finding 5 and 6: 5,000 bad containers give a denial of a few KiB, not megabytes; a 100,000-character
+    """5,000 bad containers give a denial of a few KiB, not megabytes; a 100,000-character
     name gives a bounded JSON log line."""
     r = server.post("/validate", review(pod(containers=5000, name="n" * 100_000)))
     message = r.json()["response"]["status"]["message"]
@@ -244,13 +244,13 @@ def test_denial_message_and_log_lines_are_bounded(server: Server) -> None:
 
 
 def test_server_errors_are_counted(server: Server) -> None:
-    """Finding 2: a 5xx would be counted; there is none after the hostile bodies above."""
+    """A 5xx would be counted; there is none after the hostile bodies above."""
     text = requests.get(server.metrics + "/metrics", timeout=5).text
     assert 'qos_guard_http_server_errors_total{code="500"} 0.0' in text
 
 
 def test_metrics_port_survives_half_sent_requests(server: Server) -> None:
-    """Finding 3: 1,500 half-sent ``GET /metrics`` leave ``/healthz`` and ``/metrics`` answering, the master
+    """1,500 half-sent ``GET /metrics`` leave ``/healthz`` and ``/metrics`` answering, the master
     with a bounded number of threads, and a killed worker replaced promptly."""
     host, port = server.metrics.removeprefix("http://").split(":")
     socks: list[socket.socket] = []
@@ -282,9 +282,8 @@ def test_metrics_port_survives_half_sent_requests(server: Server) -> None:
             s.close()
     FIGURES.append(f"metrics port: {len(socks)} half-sent requests held; /healthz+/metrics in {health_s * 1000:.0f} "
                    f"ms, master threads {master_threads}, killed worker replaced in {replaced_s:.1f} s")
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline and requests.get(server.metrics + "/readyz", timeout=2).status_code != 200:
-        time.sleep(0.2)
+    waiting.eventually("/readyz 200 again", lambda: requests.get(server.metrics + "/readyz", timeout=2).status_code
+                       == 200, within=15, every=0.2)
 
 
 def _seconds_until_readyz(srv: Server, status: int, within: float = 5.0) -> float | None:
@@ -298,7 +297,7 @@ def _seconds_until_readyz(srv: Server, status: int, within: float = 5.0) -> floa
 
 
 def test_readiness_fails_when_no_worker_answers(server: Server) -> None:
-    """Finding 4: every worker stopped (SIGSTOP): ``/readyz`` fails within a few seconds, ``/healthz`` stays
+    """Every worker stopped (SIGSTOP): ``/readyz`` fails within a few seconds, ``/healthz`` stays
     up (its grace is longer); SIGCONT: ``/readyz`` is ok again."""
     pids = workers(server)
     assert len(pids) == WORKERS
@@ -368,7 +367,10 @@ def test_replica_stayed_within_the_charts_memory_limit(server: Server) -> None:
     """Last in this module: through every attack above, the kernel never had to kill a process of the replica
     for memory, and its peak stayed within the chart's limit (``resources.limits.memory``)."""
     if server.cgroup is None:
-        pytest.skip(f"no memory cgroup here ({cgroup.available()}): the chart's limit is not enforced")
+        why = f"no memory cgroup here ({cgroup.available()}): the chart's limit is not enforced"
+        if os.environ.get("CI") == "true":  # CI must hold the claim, not skip it (as tests/node do)
+            pytest.fail(f"{why}; under CI=true this test must run: give the runner root and cgroups")
+        pytest.skip(why)
     usage = server.cgroup.usage()
     FIGURES.append(f"memory: peak of the replica through the attacks {usage.peak / MIB:.0f} MiB of its "
                    f"{usage.limit / MIB:.0f} MiB limit, {usage.now / MIB:.0f} MiB after; OOM kills: {usage.oom_kills}")

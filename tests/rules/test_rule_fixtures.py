@@ -5,6 +5,7 @@ breaks exactly its rule's promise everywhere; a ``pass`` fixture is admitted eve
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -54,15 +55,24 @@ def _check(path: Path, flags: list[str]) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=120, check=False)
 
 
+def _named(message: str) -> list[str]:
+    """The rule ids a refusal names (each finding is ``rule-id: message``)."""
+    return [r for r in RULE_IDS if re.search(rf"(^|[\s;:(]){re.escape(r)}: ", message)]
+
+
 @pytest.mark.parametrize(("rule", "path"), _fixtures("fail"))
 def test_fail_fixture_breaks_its_rule_everywhere(rule: str, path: Path) -> None:
     config, flags = _config(rule)
     obj = yaml.safe_load(path.read_text())
-    assert rule in {v.rule for _, v in evaluate(obj, config, Mode.ENFORCE).violations}
+    # Exactly its rule (CONTRIBUTING's promise), not "among others": a fixture that also broke another rule
+    # would pass whichever of the two fired.
+    assert {v.rule for _, v in evaluate(obj, config, Mode.ENFORCE).violations} == {rule}
     cli = _check(path, flags)
-    assert cli.returncode == 1 and f": {rule}: " in cli.stdout, cli.stdout + cli.stderr
+    assert cli.returncode == 1, cli.stdout + cli.stderr
+    assert {line.split(": ")[2] for line in cli.stdout.splitlines()} == {rule}, cli.stdout
     response = _validate(obj, config)
-    assert response["allowed"] is False and f"{rule}: " in response["status"]["message"]
+    assert response["allowed"] is False
+    assert _named(response["status"]["message"]) == [rule], response["status"]["message"]
 
 
 @pytest.mark.parametrize(("rule", "path"), _fixtures("pass"))

@@ -18,6 +18,7 @@ from pathlib import Path
 import requests
 from cryptography import x509
 
+from tests import waiting
 from tests.helpers import guaranteed, pod
 from tests.server.conftest import EXAMPLE, Server, free_port, review, start_server
 from tests.serving import launch, rotate_certificate
@@ -78,9 +79,8 @@ def test_certificate_rotation_under_load_zero_failures(tmp_path: Path) -> None:
             t.start()
         time.sleep(1)
         serial = rotate_certificate(server)
-        deadline = time.monotonic() + 10
-        while serving_serial(server.port, server.ca) == before and time.monotonic() < deadline:
-            time.sleep(0.2)
+        waiting.eventually("the rotated certificate served", lambda: serving_serial(server.port, server.ca) != before,
+                           within=10, every=0.2)
         time.sleep(1)
         stop.set()
         for t in threads:

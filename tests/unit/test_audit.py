@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tests.helpers import container, guaranteed, pod, rl
 from webhook.batch.audit import audit
-from webhook.batch.report import render
+from webhook.batch.formats import render
 from webhook.cluster.client import Listed
 from webhook.core.config import parse_config
 from webhook.core.engine import Mode

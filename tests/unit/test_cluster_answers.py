@@ -7,22 +7,26 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from urllib.parse import parse_qsl
 
 import pytest
 
 from webhook.cluster.client import BadAnswer, ClusterError, Lister, Unreachable, decode_body
 from webhook.cluster.watch import ApiTransport, Listing
 
-# path -> (status, content type, body)
-ANSWERS: dict[str, tuple[int, str, bytes]] = {}
+# path -> (status, content type, body), or what answers a query with one
+Answer = tuple[int, str, bytes]
+ANSWERS: dict[str, Answer | Callable[[dict[str, str]], Answer]] = {}
 
 
 class Handler(BaseHTTPRequestHandler):
     def _answer(self) -> None:
-        status, ctype, body = ANSWERS.get(self.path.split("?")[0], (404, "application/json", b'{"message":"nf"}'))
+        path, _, query = self.path.partition("?")
+        found = ANSWERS.get(path, (404, "application/json", b'{"message":"nf"}'))
+        status, ctype, body = found(dict(parse_qsl(query))) if callable(found) else found
         self.send_response(status)
         self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(body)))
@@ -121,3 +125,28 @@ def test_an_unreachable_api_server_is_its_own_error_and_stops_audit(tmp_path: Pa
     with pytest.raises(Unreachable):
         ApiTransport(str(config)).get("/api/v1/nodes", [], "application/json")
     assert issubclass(Unreachable, ClusterError) and issubclass(BadAnswer, ClusterError)
+
+
+def test_an_expired_continue_token_lists_again_whole_without_repeating(kubeconfig: str) -> None:
+    """client-go's pager (FullListIfExpired): a continue token that expired mid-list (410: etcd compacted the
+    revision) reads the list again whole, not older than the last page; audit gave up on the namespace's kind."""
+    asked: list[dict[str, str]] = []
+
+    def pods(query: dict[str, str]) -> Answer:
+        asked.append(query)
+        names = {"": ["a", "b"], "t1": ["c", "d"]}
+        if query.get("continue") == "t2":
+            return 410, "application/json", b'{"kind":"Status","code":410,"reason":"Expired","message":"expired"}'
+        if "limit" not in query:  # the whole list, grown since
+            names = {"": ["a", "b", "c", "d", "e", "f"]}
+        page = names.get(query.get("continue", ""), [])
+        token = {"": "t1", "t1": "t2"}.get(query.get("continue", ""), "") if "limit" in query else ""
+        return 200, "application/json", json.dumps({
+            "metadata": {"resourceVersion": "9", "continue": token},
+            "items": [{"metadata": {"name": n, "namespace": "ns", "uid": f"u-{n}"}} for n in page]}).encode()
+
+    ANSWERS["/api/v1/namespaces/ns/pods"] = pods
+    pages = list(Lister(kubeconfig, page_size=2).pages("/api/v1/namespaces/ns/pods", "app=x"))
+    assert [[p["metadata"]["name"] for p in page] for page in pages] == [["a", "b"], ["c", "d"], ["e", "f"]]
+    assert [q.get("continue", "") for q in asked] == ["", "t1", "t2", ""]
+    assert asked[-1] == {"labelSelector": "app=x", "resourceVersion": "9", "resourceVersionMatch": "NotOlderThan"}

@@ -85,3 +85,40 @@ def test_one_schema_covers_every_field_and_default() -> None:
     params = SCHEMA.params(Config())
     assert set(params) == {k for k, s in SCHEMA.settings() if s.param}
     assert not any(k.startswith("policy.numa") for k in params)
+
+
+def test_the_chart_and_doc_forms_of_the_schema_live_outside_the_core() -> None:
+    """The core reads and checks a configuration; its Helm, JSON Schema and Markdown forms are output formats
+    (webhook.policies.schema). The JSON Schema accepts the document of defaults and refuses what parse refuses."""
+    import jsonschema
+
+    from webhook.core import settings
+    from webhook.core.config import SCHEMA
+    from webhook.policies import schema
+
+    for kind in (settings.Kind, settings.Names, settings.Flag, settings.Count, settings.Section):
+        assert not {"helm", "json_schema", "described", "rows"} & set(vars(kind)), kind
+    validator = jsonschema.Draft7Validator(schema.json_schema(SCHEMA))
+    assert not list(validator.iter_errors(SCHEMA.document()))
+    assert list(validator.iter_errors({"policy": {"smtAlignment": 0}}))
+    with pytest.raises(ConfigError):
+        parse_config({"policy": {"smtAlignment": 0}})
+    shown = {key: values for key, values, _, _ in schema.rows(SCHEMA)}
+    assert shown["policy.smtAlignment"] == "whole number >= 1"
+
+
+def test_the_config_file_is_read_as_manifests_are(tmp_path: Path) -> None:
+    """--config was read with PyYAML while manifests get kubectl's go-yaml v2 reading: ``n`` is false to go-yaml
+    v2 (and so in a manifest) but the string "n" to PyYAML, which refused it as not true or false."""
+    path = tmp_path / "config.yaml"
+    path.write_text("mutation:\n  setLimitsFromRequests: n\npolicy:\n  smtAlignment: 2\n  smtAlignment: 4\n")
+    config = load_config(path)
+    assert config.mutation.set_limits_from_requests is False
+    assert config.policy.smt_alignment == 4  # a repeated key: the last value, as go-yaml v2 (not strict) keeps
+
+
+def test_a_config_file_of_two_documents_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text("policy: {smtAlignment: 2}\n---\npolicy: {smtAlignment: 4}\n")
+    with pytest.raises(ConfigError, match="2 YAML documents; a configuration file holds one"):
+        load_config(path)

@@ -4,16 +4,20 @@ the test: what a worker sees of a probe the master gave up on."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import socket
 import ssl
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from tests import waiting
 from webhook.serving.certs import write_bundle
-from webhook.serving.health import WorkerProbe
+from webhook.serving.health import HealthServer, WorkerProbe
 
 
 def test_a_probe_given_up_ends_its_connection_even_when_a_fork_holds_a_copy(tmp_path: Path) -> None:
@@ -52,3 +56,54 @@ def test_a_probe_given_up_ends_its_connection_even_when_a_fork_holds_a_copy(tmp_
         finally:
             for fd in copies:
                 os.close(fd)
+
+
+def _get(port: int, path: str) -> tuple[str, float]:
+    started = time.monotonic()
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as conn:
+        conn.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        answer = conn.recv(4096).decode()
+    return answer.split("\r\n", 1)[0], time.monotonic() - started
+
+
+def _health_server(metrics: Callable[[], tuple[bytes, str]]) -> HealthServer:
+    with socket.create_server(("127.0.0.1", 0)) as closed:  # a serving port nobody listens on
+        worker_port = closed.getsockname()[1]
+    server = HealthServer("127.0.0.1", 0, WorkerProbe("127.0.0.1", worker_port, timeout=0.2), metrics)
+    server.start()
+    return server
+
+
+def test_a_slow_metrics_merge_does_not_hold_the_probes() -> None:
+    """The metrics merge is synchronous; run on the health loop, a slow one held /healthz (kubelet's probe times
+    out after 1 s, and liveness failures restart a healthy pod). It runs on a thread of its own."""
+    merging = threading.Event()
+
+    def slow_metrics() -> tuple[bytes, str]:
+        merging.set()
+        time.sleep(2)
+        return b"# merged\n", "text/plain"
+
+    server = _health_server(slow_metrics)
+    port = server.sock.getsockname()[1]
+    scrape = threading.Thread(target=_get, args=(port, "/metrics"))
+    scrape.start()
+    assert merging.wait(5)
+    status, took = _get(port, "/healthz")
+    assert status == "HTTP/1.1 200 OK" and took < 1, (status, took)  # within liveness grace: no worker yet
+    scrape.join()
+
+
+def test_a_failure_in_the_health_server_is_logged_with_its_cause(caplog: pytest.LogCaptureFixture) -> None:
+    """/healthz and /metrics answered 500 and said nothing about why."""
+    def broken() -> tuple[bytes, str]:
+        raise PermissionError("[Errno 13] Permission denied: '/tmp/prometheus/counter_12.db'")
+
+    server = _health_server(broken)
+    with caplog.at_level(logging.ERROR, logger="qos_guard.server"):
+        status, _ = _get(server.sock.getsockname()[1], "/metrics")
+        waiting.eventually("the 500's log line", lambda: caplog.records, within=5, every=0.02)
+    assert status == "HTTP/1.1 500 Internal Server Error"
+    (record,) = caplog.records
+    assert "'GET /metrics HTTP/1.1' answered 500: PermissionError" in record.getMessage()
+    assert "counter_12.db" in record.getMessage() and server.failures == 1

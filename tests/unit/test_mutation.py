@@ -1,4 +1,5 @@
-"""The mutation: examples, and the properties SPEC §5 promises, over generated pod specs."""
+"""The mutation: examples, and the properties docs/contract.md#modes-per-namespace-by-label promises, over
+generated pod specs."""
 
 from __future__ import annotations
 

@@ -10,7 +10,8 @@ from xml.etree import ElementTree as ET
 import pytest
 
 from tests.unit.test_pinning import configz
-from webhook.batch.nodes import build, render
+from webhook.batch.formats import render_nodes as render
+from webhook.batch.nodes import build
 from webhook.cluster.configz import NodeConfig, NodeInfo
 from webhook.cluster.pinning import DEFAULT_POOL_LABELS, read_configz
 

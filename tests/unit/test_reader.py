@@ -1,4 +1,4 @@
-"""Files are read as ``kubectl apply -f`` reads them (SPEC §6; issue 11 item 6): apimachinery's stream
+"""Files are read as ``kubectl apply -f`` reads them (docs/contract.md#commands-and-exit-codes): apimachinery's stream
 splitting, go-yaml v2's scalar resolution (``resolve.go``), sigs.k8s.io/yaml's JSON conversion. One example
 per corner, each citing the upstream rule; hypothesis for the open-ended parts."""
 
@@ -140,7 +140,7 @@ def test_json_streams() -> None:
 
 
 def test_top_level_list_or_scalar_is_an_error() -> None:
-    """SPEC §6: a top-level JSON array is an error, never zero objects."""
+    """As kubectl: a top-level JSON array is an error, never zero objects."""
     assert read("[1, 2]\n") == [("error", 1, "document is a list, not an object")]
     assert read('[{"kind": "Pod"}]') == [("error", 1, "document is a list, not an object")]
     assert read("- a\n") == [("error", 1, "document is a list, not an object")]

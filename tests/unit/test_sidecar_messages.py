@@ -67,3 +67,24 @@ def test_the_cel_says_the_same_sentences() -> None:
         for resource in mesh.annotations:
             assert cel_string(mesh_hint(proxy, resource)) in mesh_hint_cel("f.b.name", "f.r")
     assert mesh_hint("app", "cpu") == "" and mesh_hint(None, "cpu") == ""
+
+
+def test_limits_missing_and_cpu_not_integer_give_one_advice() -> None:
+    """A 50m sidecar without a cpu limit was told "set resources.limits.cpu to 50m (its request)" by
+    limits-missing, then "use 1" by cpu-not-integer: following the first only traded one finding for the other.
+    Both say the same whole numbers now; a container allowed to share CPUs keeps the copy-the-request advice."""
+    manifest = pod(container("vllm", rl("4", "16Gi"), rl("4", "16Gi")),
+                   container("shipper", rl("50m", "64Mi"), rl(memory="64Mi")),
+                   container("proxy", rl("1500m", "64Mi"), rl(memory="64Mi")),
+                   container("tidy", rl("2", "64Mi"), rl(memory="64Mi")))
+    found = _messages(manifest)
+    assert found[("limits-missing", "shipper")].endswith(
+        "no cpu limit, so the Pod is not Guaranteed; set resources.requests.cpu and resources.limits.cpu to one "
+        "whole number of CPUs (50m is not one): use 1")
+    assert "; use 1;" in found[("cpu-not-integer", "shipper")]
+    assert found[("limits-missing", "proxy")].endswith("(1500m is not one): use 1 or 2")
+    assert "; use 1 or 2;" in found[("cpu-not-integer", "proxy")]
+    assert found[("limits-missing", "tidy")].endswith("set resources.limits.cpu to 2 (its request)")
+    shared = _messages(manifest, parse_config({"policy": {"fractionalCPUContainers": ["shipper"]}}))
+    assert shared[("limits-missing", "shipper")].endswith("set resources.limits.cpu to 50m (its request)")
+    assert ("cpu-not-integer", "shipper") not in shared

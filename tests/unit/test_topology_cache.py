@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -13,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests import waiting
 from webhook.cluster import watch
 from webhook.cluster.client import ClusterError
 from webhook.cluster.nrt import (
@@ -239,9 +239,8 @@ def test_whatever_the_api_sends_the_reflector_goes_on(events: list[bytes], liste
     watch.BACKOFF_FIRST = 0.001
     try:
         thread.start()
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline and len([c for c in api.calls if c[0] == "watch"]) < 2:
-            time.sleep(0.01)
+        waiting.eventually("a second watch", lambda: len([c for c in api.calls if c[0] == "watch"]) >= 2,
+                           within=5, every=0.01)
         assert thread.is_alive()  # still watching (or retrying), not dead of an exception
     finally:
         stop.set()

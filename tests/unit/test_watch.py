@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from tests import waiting
 from webhook.cluster import watch
 from webhook.cluster.watch import Reflector, Store, key_of
 
@@ -68,7 +69,8 @@ class Scripted:
 
 
 def reflect(api: Scripted, store: Store, until: Callable[[], bool], **selectors: str) -> list[str | None]:
-    """Run a reflector of Pods until ``until()`` holds (at most 10 s); the problems it reported."""
+    """Run a reflector of Pods until ``until()`` holds (at most 10 s: else the test fails, naming it); the
+    problems it reported."""
     stop = threading.Event()
     problems: list[str | None] = []
 
@@ -88,6 +90,7 @@ def reflect(api: Scripted, store: Store, until: Callable[[], bool], **selectors:
     reflector.interrupt()
     thread.join(5)
     assert not thread.is_alive()
+    assert until(), f"the reflector did not get there in 10 s; problems: {problems}"
     return problems
 
 
@@ -116,6 +119,7 @@ def test_no_selector_no_selector_in_the_query() -> None:
     api = Scripted()
     store = Store(lambda o: o)
     reflect(api, store, lambda: store.listed)
+    assert api.calls  # all() over no call holds for any code
     assert all("labelSelector" not in q and "fieldSelector" not in q for _, q in api.calls)
 
 
@@ -169,10 +173,7 @@ def test_stopping_ends_a_quiet_watch_at_once() -> None:
     reflector = Reflector("pods", api, PODS, ("", ""), store, lambda *_: None, stop)
     thread = threading.Thread(target=reflector.run, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 5
-    while not api.blocked and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert api.blocked, "the watch never started"
+    waiting.eventually("the watch to start", lambda: api.blocked, within=5, every=0.01)
     started = time.monotonic()
     stop.set()
     reflector.interrupt()

@@ -7,17 +7,18 @@ it does not change the exit code, since each node's own verdict already does whe
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
-from xml.etree import ElementTree as ET
+from typing import TYPE_CHECKING, Any
 
 from webhook import __version__
-from webhook.batch.report import SARIF_SCHEMA, _escape_data
+from webhook.batch.report import SARIF_SCHEMA, _escape_data, xml_lines
 from webhook.batch.textsafe import escape, xml_text
-from webhook.cluster.configz import NodeConfig
 from webhook.cluster.pinning import RULES, KubeletPinning, NodeVerdict, PoolMismatch, decide, pool_mismatches
 from webhook.core.outcome import ExitCode, fold
+
+if TYPE_CHECKING:  # the registry of formats imports this module: check's start-up does not pay for the client
+    from webhook.cluster.configz import NodeConfig
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +108,7 @@ def _names(names: Sequence[str], shown: int = 5) -> str:
     return ", ".join(names[:shown]) + more
 
 
-def _text(report: NodesReport) -> str:
+def render_text(report: NodesReport) -> str:
     lines = _table([COLUMNS, *(_row(r) for r in report.results)]) if report.results else []
     for message in report.errors:
         lines.append(f"error: {message}")
@@ -138,7 +139,7 @@ def _node_json(r: NodeResult) -> dict[str, Any]:
     return out
 
 
-def _json(report: NodesReport) -> str:
+def render_json(report: NodesReport) -> str:
     doc = {
         "nodes": [_node_json(r) for r in report.results],
         "pools": [p.as_json() for p in report.pools],
@@ -158,7 +159,7 @@ def _where(name: str) -> dict[str, Any]:
             "logicalLocations": [{"fullyQualifiedName": f"Node/{name}", "kind": "resource"}]}
 
 
-def _sarif(report: NodesReport) -> str:
+def render_sarif(report: NodesReport) -> str:
     results: list[dict[str, Any]] = []
     for r in report.results:
         for p in r.verdict.problems if r.verdict is not None else ():
@@ -184,34 +185,35 @@ def _sarif(report: NodesReport) -> str:
     return json.dumps(doc, indent=2) + "\n"
 
 
-def _junit(report: NodesReport) -> str:
+def render_junit(report: NodesReport) -> str:
     """One test case per node: a failure per problem, an error when unreadable."""
+    from xml.etree import ElementTree as ET  # here, as in report.py: only junit output pays for it
+
     suite = ET.Element("testsuite", name="qos-guard nodes")
     for r in report.results:
         case = ET.SubElement(suite, "testcase", classname="nodes", name=r.name)
         if r.config.error is not None:
-            ET.SubElement(case, "error", type="unreadable", message=r.config.error).text = r.config.error
+            ET.SubElement(case, "error", type="unreadable", message=r.config.error).text = xml_lines([r.config.error])
         for p in r.verdict.problems if r.verdict is not None else ():
-            ET.SubElement(case, "failure", type=p.rule, message=p.message).text = f"Node/{r.name}: {p.message}"
+            failure = ET.SubElement(case, "failure", type=p.rule, message=p.message)
+            failure.text = xml_lines([f"Node/{r.name}: {p.message}"])
     for message in report.errors:
         case = ET.SubElement(suite, "testcase", classname="nodes", name="select nodes")
-        ET.SubElement(case, "error", type="selection", message=message).text = message
+        ET.SubElement(case, "error", type="selection", message=message).text = xml_lines([message])
     warnings = [f"pool-mismatch: {p.describe()}" for p in report.pools]
     if warnings:  # JUnit has no warning: they go to the suite's output
-        ET.SubElement(suite, "system-out").text = "\n".join(warnings)
+        ET.SubElement(suite, "system-out").text = xml_lines(warnings)
     suite.set("tests", str(len(suite.findall("testcase"))))
     suite.set("failures", str(len(suite.findall("testcase/failure"))))
     suite.set("errors", str(len(suite.findall("testcase/error"))))
     root = ET.Element("testsuites")
     root.append(suite)
-    for element in root.iter():  # values come from the cluster: only what XML 1.0 allows
+    for element in root.iter():  # values come from the cluster: only what XML 1.0 allows (texts: xml_lines)
         element.attrib.update({k: xml_text(v) for k, v in element.attrib.items()})
-        if element.text:
-            element.text = xml_text(element.text)
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
 
 
-def _github(report: NodesReport) -> str:
+def render_github(report: NodesReport) -> str:
     lines = [f"::error title=unreadable::{_escape_data(f'Node/{r.name}: {r.config.error}')}"
              for r in report.results if r.config.error is not None]
     lines += [f"::error title=nodes::{_escape_data(message)}" for message in report.errors]
@@ -224,10 +226,3 @@ def _github(report: NodesReport) -> str:
     return "".join(escape(line) + "\n" for line in lines)
 
 
-_RENDERERS: dict[str, Callable[[NodesReport], str]] = {
-    "text": _text, "json": _json, "sarif": _sarif, "junit": _junit, "github": _github,
-}
-
-
-def render(report: NodesReport, fmt: str) -> str:
-    return _RENDERERS[fmt](report)

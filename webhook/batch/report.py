@@ -1,4 +1,5 @@
-"""Reports for ``check`` and ``audit``: text, json, sarif, junit and GitHub annotations.
+"""Reports for ``check`` and ``audit``: the records, and how each format renders them (the registry that
+names the formats, and holds ``nodes``' renderers beside these, is ``webhook.batch.formats``).
 
 The report is built from verdicts and knows nothing about how objects were read; the only format rule
 shared by all outputs is the exit code (docs/contract.md#commands-and-exit-codes): 1 for a violation, else 2
@@ -23,7 +24,6 @@ from webhook.core.fieldpath import FieldPath, dotted
 from webhook.core.outcome import ExitCode, fold
 from webhook.core.rules import RULES
 
-FORMATS = ("text", "json", "sarif", "junit", "github")
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 
 
@@ -87,6 +87,7 @@ class Counts:
     violations: int = 0
     notices: int = 0
     errors: int = 0
+    exempt: int = 0  # of ``objects``: let through by an exemption
 
 
 @dataclass
@@ -111,8 +112,10 @@ class Report:
             into.append(record)
 
     def add_verdict(self, verdict: Verdict, locate: Callable[[FieldPath], Location]) -> None:
-        """Record ``verdict``; ``locate`` maps a field path in the object to its location."""
+        """Record ``verdict``; ``locate`` maps a field path in the object to its location. Its findings are kept
+        in line order (each rule reports its own in turn: lines 36, 36, 26, 37 read as a shuffle)."""
         self.counts.objects += len(verdict.results)
+        found: list[tuple[Case, Record, bool]] = []  # (case, record, a notice?)
         for result in verdict.results:
             target = result.target
             case = Case(locate(target.path), target.kind, target.name)
@@ -120,35 +123,38 @@ class Report:
                 self.cases.append(case)
             if self.mode is Mode.MUTATE:
                 for change in result.changes:
-                    n = Record(locate(change.path), target.kind, target.namespace, target.name, change.container,
-                               change.path, "mutation", change.message, True)
-                    self.counts.notices += 1
-                    self._keep(self.notices, n, _notice_line(n))
-                    case.notices.append(n)
+                    found.append((case, Record(locate(change.path), target.kind, target.namespace, target.name,
+                                               change.container, change.path, "mutation", change.message, True),
+                                  True))
                 # What the mutation leaves, with the setting that would have fixed it where one would.
                 remedies = result.remedies
-                found = [(v, False, remedies.get((v.rule, v.subject))) for v in result.remaining]
+                judged = [(v, False, remedies.get((v.rule, v.subject))) for v in result.remaining]
             elif self.stream is not None:
-                found = [(v, False, None) for v in result.violations]  # text output shows no fixability
+                judged = [(v, False, None) for v in result.violations]  # text output shows no fixability
             else:
-                found = [(f.violation, f.fixable, None) for f in result.findings]
+                judged = [(f.violation, f.fixable, None) for f in result.findings]
             for v in result.advisories:  # reported, never refused: a notice
-                n = Record(locate(v.path), target.kind, target.namespace, target.name, v.container, v.path,
-                           v.rule, v.message, False)
-                self.counts.notices += 1
-                self._keep(self.notices, n, _notice_line(n))
-                case.notices.append(n)
-            for v, fixable, remedy in found:
+                found.append((case, Record(locate(v.path), target.kind, target.namespace, target.name, v.container,
+                                           v.path, v.rule, v.message, False), True))
+            for v, fixable, remedy in judged:
                 message = f"{v.message} ({remedy})" if remedy else v.message
-                r = Record(locate(v.path), target.kind, target.namespace, target.name, v.container, v.path,
-                           v.rule, message, fixable)
+                found.append((case, Record(locate(v.path), target.kind, target.namespace, target.name, v.container,
+                                           v.path, v.rule, message, fixable), False))
+        found.sort(key=lambda item: item[1].location.line or 0)  # stable: one line keeps the rules' order
+        for case, record, notice in found:
+            if notice:
+                self.counts.notices += 1
+                self._keep(self.notices, record, _notice_line(record))
+                case.notices.append(record)
+            else:
                 self.counts.violations += 1
-                self._keep(self.violations, r, _violation_line(r))
-                case.violations.append(r)
+                self._keep(self.violations, record, _violation_line(record))
+                case.violations.append(record)
 
     def add_exempt(self, kind: str, name: str, location: Location, why: str) -> None:
         """An object an exemption let through: counted as judged (it is, by the configuration)."""
         self.counts.objects += 1
+        self.counts.exempt += 1
         if self.stream is None:
             self.cases.append(Case(location, kind, name, exempt=why))
 
@@ -167,9 +173,6 @@ class Report:
                     errors=bool(self.counts.errors))
 
 
-def render(report: Report, fmt: str) -> str:
-    return _RENDERERS[fmt](report)
-
 
 def _error_line(e: ErrorRecord) -> str:
     return escape(f"{e.location}: error: {e.message}")
@@ -185,7 +188,7 @@ def _violation_line(r: Record) -> str:
     return escape(f"{r.location}: {r.kind}/{r.name}: {r.rule}: {r.message}")
 
 
-def _text(report: Report) -> str:
+def render_text(report: Report) -> str:
     lines = [_error_line(e) for e in report.errors]
     lines += [_notice_line(r) for r in report.notices]
     lines += [_violation_line(r) for r in report.violations]
@@ -201,13 +204,22 @@ def skipped_text(skipped: Counter[str]) -> str:
     return ", ".join(counted(reason, n) for reason, n in sorted(skipped.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
+def numbered(n: int, noun: str, plural: str | None = None) -> str:
+    """``1 error``, ``2 errors`` (``plural`` where adding an s will not do): no summary says "1 errors"."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"
+
+
 def summary_line(report: Report) -> str:
+    """What the run judged and found; exempt objects are judged (by the configuration) and said, as JUnit's
+    ``skipped`` counts them."""
     c = report.counts
-    line = f"qos-guard: {c.objects} objects checked, {c.violations} violations, {c.errors} errors ({report.mode} mode)"
+    exempt = f" ({c.exempt} exempt)" if c.exempt else ""
+    line = (f"qos-guard: {numbered(c.objects, 'object')} checked{exempt}, {numbered(c.violations, 'violation')}, "
+            f"{numbered(c.errors, 'error')} ({report.mode} mode)")
     return f"{line}; skipped: {skipped_text(report.skipped)}" if report.skipped else line
 
 
-def _json(report: Report) -> str:
+def render_json(report: Report) -> str:
     out: dict[str, Any] = {
         "violations": [r.as_json() for r in report.violations],
         "errors": [e.as_json() for e in report.errors],
@@ -239,7 +251,7 @@ def _physical(loc: Location) -> dict[str, Any]:
     return {"artifactLocation": artifact_location(loc.source), "region": {"startLine": max(loc.line or 1, 1)}}
 
 
-def _sarif(report: Report) -> str:
+def render_sarif(report: Report) -> str:
     level = "warning" if report.mode is Mode.WARN else "error"
     results: list[dict[str, Any]] = []
     for r in report.violations:
@@ -272,7 +284,7 @@ def _sarif(report: Report) -> str:
         "version": "2.1.0",
         "runs": [{
             "tool": {"driver": {"name": "qos-guard", "version": __version__,
-                                "informationUri": "https://qos-guard.io", "rules": rules}},
+                                "rules": rules}},
             "invocations": [{"executionSuccessful": not report.errors,
                              "toolExecutionNotifications": notifications}],
             "results": results,
@@ -281,7 +293,7 @@ def _sarif(report: Report) -> str:
     return json.dumps(doc, indent=2) + "\n"
 
 
-def _junit(report: Report) -> str:
+def render_junit(report: Report) -> str:
     """JUnit XML as CI readers take it (Ant/Surefire; validated against Jenkins' junit-10.xsd in the tests):
     one test case per judged object, failed when anything is found in it (all its violations in one
     ``failure``), an input that could not be read an ``error`` case, an exempt object a ``skipped`` case;
@@ -307,25 +319,29 @@ def _junit(report: Report) -> str:
             failure = ET.SubElement(element, "failure", type=rules[0],
                                     message=f"{len(case.violations)} violation"
                                             f"{'s' if len(case.violations) > 1 else ''}: {', '.join(rules)}")
-            failure.text = "\n".join(lines)
+            failure.text = xml_lines(lines)
             counted["failures"] += 1
         notes = [f"{n.location}: notice: {n.message}" for n in case.notices]
         if notes or (lines and report.mode is Mode.WARN):
-            ET.SubElement(element, "system-out").text = "\n".join(notes + (lines if report.mode is Mode.WARN else []))
+            ET.SubElement(element, "system-out").text = xml_lines(notes + (lines if report.mode is Mode.WARN else []))
     for e in report.errors:
         unread = ET.SubElement(suite, "testcase", classname=e.location.source, name=f"read {e.location}")
         error = ET.SubElement(unread, "error", type="input-error", message=e.message)
-        error.text = f"{e.location}: {e.message}"
+        error.text = xml_lines([f"{e.location}: {e.message}"])
         counted["errors"] += 1
     totals = {"tests": str(len(suite)), "failures": str(counted["failures"]), "errors": str(counted["errors"])}
     suite.attrib.update(totals, skipped=str(counted["skipped"]))
     root = ET.Element("testsuites", {"name": "qos-guard", **totals})
     root.append(suite)
-    for element in root.iter():  # names and messages come from files: only what XML 1.0 allows
+    for element in root.iter():  # names and messages come from files: only what XML 1.0 allows (texts: above)
         element.attrib.update({k: xml_text(v) for k, v in element.attrib.items()})
-        if element.text:
-            element.text = xml_text(element.text)
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def xml_lines(lines: list[str]) -> str:
+    """A JUnit element's text: each line made safe on its own (a newline in a name cannot forge a line), then
+    one line each. Escaping the joined text wrote a literal ``\\n`` between two violations of one object."""
+    return "\n".join(xml_text(line) for line in lines)
 
 
 def _escape_data(text: str) -> str:
@@ -340,7 +356,7 @@ def _github_where(loc: Location) -> str:
     return f"file={_escape_property(loc.source)},line={max(loc.line or 1, 1)}"
 
 
-def _github(report: Report) -> str:
+def render_github(report: Report) -> str:
     level = "warning" if report.mode is Mode.WARN else "error"
     lines = [f"::error {_github_where(e.location)},title=input error::"
              f"{_escape_data(e.message)}" for e in report.errors]
@@ -350,7 +366,3 @@ def _github(report: Report) -> str:
               f"{_escape_data(f'{r.kind}/{r.name}: {r.message}')}" for r in report.violations]
     return "\n".join(escape(line) for line in lines) + ("\n" if lines else "")
 
-
-_RENDERERS: dict[str, Callable[[Report], str]] = {
-    "text": _text, "json": _json, "sarif": _sarif, "junit": _junit, "github": _github,
-}

@@ -41,8 +41,8 @@ from webhook.manifests.documents import (
     yaml_document,
     yaml_pieces,
 )
-from webhook.manifests.nodes import is_null, plain_reads_back, walk
 from webhook.manifests.reader import open_manifest
+from webhook.manifests.yamlnodes import is_null, plain_reads_back, walk
 
 _KEY_LINE = re.compile(r"^(\s*)(- )?[^\s#-][^:#]*:\s*(#.*)?$")
 

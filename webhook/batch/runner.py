@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from webhook.batch.report import STDIN_SHOWN, Location, Report
+from webhook.batch.report import STDIN_SHOWN, Location, Report, numbered
 from webhook.batch.textsafe import escape
 from webhook.core.config import Config
 from webhook.core.engine import Mode, evaluate
@@ -111,15 +111,16 @@ def _template_hint(path: str, message: str) -> str:
 
 def file_items(paths: Sequence[str]) -> Iterator[Item]:
     """Every document under ``paths`` (files, folders, ``-``), each located by file and line. A Helm chart's
-    templates are one error for the chart, not one unreadable file each."""
-    charts: dict[Path, int] = {}
+    templates are one error for the chart, not one unreadable file each, located at the first template file
+    (a folder with line 0 was ``chart:0:``, which GitHub annotations attach to no file)."""
+    charts: dict[Path, list[str]] = {}
     for path in expand_paths(paths):
         if isinstance(path, ReadError):
             yield Item(at(Location(path.file, path.line)), error=path.message)
             continue
         chart = helm_chart_of(path) if path != STDIN else None
         if chart is not None:
-            charts[chart] = charts.get(chart, 0) + 1
+            charts.setdefault(chart, []).append(path)
             continue
         shown = STDIN_SHOWN if path == STDIN else path
         for doc in read_documents(path):
@@ -128,8 +129,8 @@ def file_items(paths: Sequence[str]) -> Iterator[Item]:
                 yield Item(at(Location(shown, doc.line)), error=message)
             else:
                 yield Item(_in_document(shown, doc), obj=doc.obj)
-    for chart, files in charts.items():
-        yield Item(at(Location(str(chart), 0)), error=helm_chart_error(chart, files))
+    for chart, templates in charts.items():
+        yield Item(at(Location(templates[0], 0)), error=helm_chart_error(chart, len(templates)))
 
 
 def check_paths(paths: Sequence[str], config: Config, mode: Mode,
@@ -151,9 +152,11 @@ class FixTally:
 
     def summary(self) -> str:
         if self.dry_run:
-            return (f"qos-guard: {self.changed} files would change, {self.remaining} violations would be left, "
-                    f"{self.errors} errors (dry run: nothing written)")
-        return f"qos-guard: {self.changed} files changed, {self.remaining} violations left, {self.errors} errors"
+            return (f"qos-guard: {numbered(self.changed, 'file')} would change, "
+                    f"{numbered(self.remaining, 'violation')} would be left, {numbered(self.errors, 'error')} "
+                    "(dry run: nothing written)")
+        return (f"qos-guard: {numbered(self.changed, 'file')} changed, {numbered(self.remaining, 'violation')} "
+                f"left, {numbered(self.errors, 'error')}")
 
 
 def _diff(path: str, old: str, new: str) -> str:

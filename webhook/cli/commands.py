@@ -9,7 +9,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from webhook.batch.report import Location, Report, render, skipped_text, summary_line
+from webhook.batch.formats import render, render_nodes
+from webhook.batch.report import Location, Report, numbered, skipped_text, summary_line
 from webhook.batch.runner import check_paths, fix_paths
 from webhook.cluster.pinning import DEFAULT_POOL_LABELS
 from webhook.core.engine import Mode
@@ -211,7 +212,7 @@ def cmd_audit(args: argparse.Namespace) -> ExitCode:
             flavour = FLAVOURS[args.report]
             written = write_reports(lister, flavour, build_reports(flavour, report, subjects, namespaces or []),
                                     namespaces if args.namespace else None)
-            print(f"qos-guard: {flavour.kind} written in {len(written.applied)} namespaces, "
+            print(f"qos-guard: {flavour.kind} written in {numbered(len(written.applied), 'namespace')}, "
                   f"{len(written.deleted)} stale deleted", file=sys.stderr)
     except ClusterError as exc:
         err(f"audit: {explain(exc, args.kubeconfig)}")
@@ -221,13 +222,13 @@ def cmd_audit(args: argparse.Namespace) -> ExitCode:
             progress.done()
     sys.stdout.write(render(report, args.format))
     if args.format == "text":
-        scope = "all namespaces" if namespaces is None else f"{len(namespaces)} namespaces"
+        scope = "all namespaces" if namespaces is None else numbered(len(namespaces), "namespace")
         print(f"{summary_line(report)} in {scope}", file=sys.stderr)
     return report.exit_code
 
 
 def cmd_nodes(args: argparse.Namespace) -> ExitCode:
-    from webhook.batch.nodes import build, render, summary_line
+    from webhook.batch.nodes import build, summary_line
     from webhook.cluster.client import ClusterError
     from webhook.cluster.configz import NodeConfig, NodeInfo, NodeReader
     from webhook.cluster.kubeconfig import explain, preflight
@@ -259,7 +260,7 @@ def cmd_nodes(args: argparse.Namespace) -> ExitCode:
         err(f"nodes: {explain(exc, args.kubeconfig)}{hint}")
         return ExitCode.USAGE
     report = build(sorted(configs, key=lambda c: c.node.name), pool_labels, errors)
-    sys.stdout.write(render(report, args.format))
+    sys.stdout.write(render_nodes(report, args.format))
     if args.format == "text":
         print(summary_line(report), file=sys.stderr)
     return report.exit_code

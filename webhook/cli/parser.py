@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from webhook import __version__
-from webhook.batch.report import FORMATS
+from webhook.batch import formats
 from webhook.cli.commands import (
     cmd_agent,
     cmd_audit,
@@ -66,6 +66,12 @@ def _command(sub: Any, name: str, summary: str, epilog: str | None = None) -> ar
     return parser
 
 
+def _format_option(command: argparse.ArgumentParser) -> None:
+    """``--format`` of every command that has one: choices and help from the one registry of formats."""
+    command.add_argument("--format", choices=list(formats.FORMATS), default=formats.DEFAULT,
+                         help=formats.choices_help())
+
+
 def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
     """``serve``'s flags (bench/serve.py adds its benchmark-only ones to the same)."""
     serve.add_argument("--bind", default="0.0.0.0:8443", help="TLS address (default 0.0.0.0:8443)")
@@ -101,9 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
                             "(what the webhook would patch, as notices, and what it would still refuse) or warn "
                             "(report, never fail) (default enforce)")
     check.add_argument("--config", help="configuration file (docs/contract.md#configuration)")
-    check.add_argument("--format", choices=FORMATS, default="text",
-                       help="text (file:line: Kind/name: rule: message), json, sarif (2.1.0, code scanning), "
-                            "junit (one test case per object) or github (workflow annotations) (default text)")
+    _format_option(check)
     check.add_argument("--allow-empty", action="store_true",
                        help="exit 0 when no Pod or workload is found (a pre-commit hook given only other "
                             "files); by default that is exit 2, so a wrong path in CI does not pass")
@@ -182,7 +186,7 @@ def build_parser() -> argparse.ArgumentParser:
     audit.add_argument("--mode", choices=[m.value for m in Mode], default=Mode.ENFORCE.value,
                        help="judge as this mode (default enforce: what would be refused today)")
     audit.add_argument("--config", help="configuration file (docs/contract.md#configuration)")
-    audit.add_argument("--format", choices=FORMATS, default="text")
+    _format_option(audit)
     audit.add_argument("--kubeconfig", help="kubeconfig (default: in-cluster, else $KUBECONFIG or ~/.kube/config)")
     audit.add_argument("--page-size", type=int, default=500, help="objects per list request (default 500)")
     audit.add_argument("--report", choices=["openreports", "policyreport"],
@@ -205,7 +209,7 @@ def build_parser() -> argparse.ArgumentParser:
     nodes.add_argument("--pool-label", action="append", metavar="KEY",
                        help="a label naming a node pool whose nodes must pin alike (repeatable; PREFIX/* for every "
                             f"key under PREFIX). Default: {', '.join(DEFAULT_POOL_LABELS)}")
-    nodes.add_argument("--format", choices=FORMATS, default="text")
+    _format_option(nodes)
     nodes.add_argument("--kubeconfig", help="kubeconfig (default: in-cluster, else $KUBECONFIG or ~/.kube/config)")
     nodes.add_argument("--context", help="the kubeconfig context to use (default: its current context)")
     nodes.set_defaults(func=cmd_nodes)

@@ -1,5 +1,5 @@
-"""The Kubernetes API, through the ``kubernetes`` client: the caBundle of webhook configurations, and the
-paginated listing behind ``qos-guard audit``."""
+"""The Kubernetes API, through the ``kubernetes`` client: one raw request (``call``, the watch's transport uses it
+too), the caBundle of webhook configurations, and the paginated listing behind ``qos-guard audit``."""
 
 from __future__ import annotations
 
@@ -70,6 +70,18 @@ def _api_client(kubeconfig: str | None, context: str | None = None) -> Any:
         raise ClusterError(f"no usable kubeconfig: {exc}") from None
 
 
+def call(api: Any, method: str, path: str, query: list[tuple[str, str]], headers: dict[str, str],
+         timeout: tuple[float, float], body: str | dict[str, Any] | None = None) -> Any:
+    """One request through the ``kubernetes`` client's connection, its body not read yet (the one raw-HTTP helper
+    of ``Lister`` and the watch's transport): a connection that fails is ``Unreachable``."""
+    request = api.param_serialize(method, path, query_params=query, header_params=headers, body=body,
+                                  auth_settings=["BearerToken"])
+    try:
+        return api.call_api(*request, _request_timeout=timeout)
+    except (OSError, urllib3.exceptions.HTTPError) as exc:
+        raise Unreachable(exc) from None
+
+
 def patch_ca_bundle(bundle: str, names: list[str], kubeconfig: str | None = None) -> list[str]:
     """Set ``caBundle`` on every webhook of the named Validating/MutatingWebhookConfigurations."""
     api = client.AdmissionregistrationV1Api(_api_client(kubeconfig))
@@ -121,10 +133,8 @@ class Lister:
     def get_raw(self, path: str, limit: int, timeout: tuple[float, float] = (10, 60)) -> tuple[int, bytes]:
         """``GET path`` as it comes: the status and at most ``limit + 1`` bytes of the body (so a caller
         tells a body over ``limit`` from one at it without reading all of it)."""
-        request = self._api.param_serialize("GET", path, header_params={"Accept": "application/json"},
-                                            auth_settings=["BearerToken"])
+        response = call(self._api, "GET", path, [], {"Accept": "application/json"}, timeout)
         try:
-            response = self._api.call_api(*request, _request_timeout=timeout)
             raw = response.response  # urllib3's, not read yet
             data = raw.read(limit + 1)
             if len(data) > limit:
@@ -143,10 +153,8 @@ class Lister:
         headers = {"Accept": "application/json"}
         if content_type:
             headers["Content-Type"] = content_type
-        request = self._api.param_serialize(method, path, query_params=query, header_params=headers,
-                                            body=body, auth_settings=["BearerToken"])
+        response = call(self._api, method, path, query, headers, (10, 60), body)
         try:
-            response = self._api.call_api(*request, _request_timeout=(10, 60))
             response.read()
         except (OSError, urllib3.exceptions.HTTPError) as exc:
             raise Unreachable(exc) from None
@@ -161,19 +169,29 @@ class Lister:
 
     def pages(self, path: str, label_selector: str | None = None,
               field_selector: str | None = None) -> Iterator[list[dict[str, Any]]]:
-        """Each page of a list, following ``continue`` tokens."""
-        token = ""
+        """Each page of a list, following ``continue`` tokens. A token that expired mid-list (410: etcd compacted
+        the revision the list began at, minutes into a large audit) reads the list again whole, at a
+        resourceVersion not older than the last page's, as client-go's pager does (``FullListIfExpired``);
+        what was already yielded is left out of it, so no object is judged twice."""
+        selectors = ([("labelSelector", label_selector)] if label_selector else []) + \
+            ([("fieldSelector", field_selector)] if field_selector else [])
+        token, version = "", ""
+        seen: set[str] = set()
         while True:
-            query = [("limit", str(self._page_size))]
-            if token:
-                query.append(("continue", token))
-            if label_selector:
-                query.append(("labelSelector", label_selector))
-            if field_selector:
-                query.append(("fieldSelector", field_selector))
-            body = self._get(path, query)
-            yield body.get("items") or []
-            token = (body.get("metadata") or {}).get("continue") or ""
+            query = [("limit", str(self._page_size)), *([("continue", token)] if token else []), *selectors]
+            status, body = self.send("GET", path, query, None, None)
+            if status == 410 and token:
+                pinned = [("resourceVersion", version), ("resourceVersionMatch", "NotOlderThan")] if version else []
+                whole = self._get(path, [*selectors, *pinned]).get("items") or []
+                yield [item for item in whole if _identity(item) not in seen]
+                return
+            if status != 200:
+                raise ClusterError(f"GET {path}: HTTP {status} {body.get('message', '')}".rstrip())
+            items = body.get("items") or []
+            seen.update(_identity(item) for item in items)
+            yield items
+            meta = body.get("metadata") or {}
+            token, version = meta.get("continue") or "", meta.get("resourceVersion") or version
             if not token:
                 return
 
@@ -206,6 +224,14 @@ class Lister:
                     if kind in CLAIM_KINDS and "HTTP 404" in str(exc):
                         continue  # no DRA API on this cluster: no claims to judge
                     yield Listed(scope or "", kind, error=str(exc))
+
+
+def _identity(obj: Any) -> str:
+    """What tells one listed object from another across two lists: its uid, else namespace/name."""
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    if not isinstance(meta, dict):
+        return ""
+    return str(meta.get("uid") or f"{meta.get('namespace') or ''}/{meta.get('name') or ''}")
 
 
 def _controlled(obj: dict[str, Any], kind: str) -> bool:

@@ -29,7 +29,7 @@ from typing import Any, Protocol
 
 import urllib3
 
-from webhook.cluster.client import ClusterError, Unreachable, _api_client, decode_body
+from webhook.cluster.client import ClusterError, _api_client, call, decode_body
 
 PAGE = 100  # objects per list page: whole Node objects run to tens of kilobytes each (see ``get``'s bound)
 WATCH_SECONDS = 240  # the API server ends a watch after this; it is resumed from the last resourceVersion
@@ -61,12 +61,7 @@ class ApiTransport:
         self._api = _api_client(kubeconfig)
 
     def _call(self, path: str, query: list[tuple[str, str]], accept: str, timeout: tuple[float, float]) -> Any:
-        request = self._api.param_serialize("GET", path, query_params=query, header_params={"Accept": accept},
-                                            auth_settings=["BearerToken"])
-        try:
-            return self._api.call_api(*request, _request_timeout=timeout)
-        except (OSError, urllib3.exceptions.HTTPError) as exc:
-            raise Unreachable(exc) from None
+        return call(self._api, "GET", path, query, {"Accept": accept}, timeout)
 
     def get(self, path: str, query: list[tuple[str, str]], accept: str) -> tuple[int, Any]:
         response = self._call(path, query, accept, (10, 60))

@@ -2,14 +2,13 @@
 
 A ``Setting`` is one key: its type (a ``Kind``), default, help and, for the admission policies, whether it is
 a parameter. A ``Section`` is a mapping of settings built into a dataclass. From this one tree come the
-parser (``Section.parse``), the chart's JSON Schema (``Section.json_schema``), the policies' parameters
-(``Section.params``) and the configuration table of docs/contract.md (``Section.rows``), so a default or a
-choice is written once.
+parser (``Section.parse``), the policies' parameters (``Section.params``) and, rendered outside the core by
+``webhook.policies.schema``, the chart's JSON Schema, its Helm pipelines and the configuration table of
+docs/contract.md, so a default or a choice is written once.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -36,14 +35,7 @@ def _type_name(raw: Any) -> str:
 class Kind:
     """How one key's values are read, checked and shown. Subclasses fill in each form."""
 
-    def described(self) -> str:
-        """What a value looks like, for the docs."""
-        raise NotImplementedError
-
     def parse(self, raw: Any, key: str) -> Any:
-        raise NotImplementedError
-
-    def json_schema(self) -> dict[str, Any]:
         raise NotImplementedError
 
     def text(self, value: Any) -> str:
@@ -54,10 +46,6 @@ class Kind:
         """CEL turning the parameter's text (a CEL string expression) back into a typed value."""
         return text
 
-    def helm(self, ref: str, default: Any) -> str:
-        """A Helm pipeline rendering ``ref`` (a values path) as ``text`` does, ``default`` when unset."""
-        return f"{ref} | default {json.dumps(self.text(default))} | quote"
-
     def document(self, value: Any) -> Any:
         """The value as it is written in a YAML configuration file."""
         return value
@@ -67,25 +55,16 @@ class Kind:
 class Names(Kind):
     """A list of non-empty strings (container names, namespaces, user names); order and repeats do not count."""
 
-    def described(self) -> str:
-        return "list of names"
-
     def parse(self, raw: Any, key: str) -> frozenset[str]:
         if not isinstance(raw, list) or not all(isinstance(x, str) and x for x in raw):
             raise ConfigError(f"{key}: expected a list of non-empty strings")
         return frozenset(raw)
-
-    def json_schema(self) -> dict[str, Any]:
-        return {"type": "array", "items": {"type": "string", "minLength": 1}}
 
     def text(self, value: Any) -> str:
         return "\n".join(sorted(value))  # one item a line
 
     def cel(self, text: str) -> str:
         return f"{text}.split('\\n').filter(s, s != '')"
-
-    def helm(self, ref: str, default: Any) -> str:
-        return f'{ref} | default list | uniq | sortAlpha | join "\\n" | quote'
 
     def document(self, value: Any) -> Any:
         return sorted(value)
@@ -95,30 +74,17 @@ class Names(Kind):
 class Choice(Kind):
     choices: tuple[str, ...]
 
-    def described(self) -> str:
-        return " \\| ".join(self.choices)
-
     def parse(self, raw: Any, key: str) -> str:
         if raw not in self.choices:
             raise ConfigError(f"{key}: {raw!r} is not one of {', '.join(self.choices)}")
         return str(raw)
 
-    def json_schema(self) -> dict[str, Any]:
-        return {"type": "string", "enum": list(self.choices)}
-
-
 @dataclass(frozen=True)
 class Flag(Kind):
-    def described(self) -> str:
-        return "true \\| false"
-
     def parse(self, raw: Any, key: str) -> bool:
         if not isinstance(raw, bool):
             raise ConfigError(f"{key}: expected true or false, got {raw!r}")
         return raw
-
-    def json_schema(self) -> dict[str, Any]:
-        return {"type": "boolean"}
 
     def text(self, value: Any) -> str:
         return "true" if value else "false"
@@ -126,46 +92,25 @@ class Flag(Kind):
     def cel(self, text: str) -> str:
         return f"{text} == 'true'"
 
-    def helm(self, ref: str, default: Any) -> str:
-        other = self.text(not default)
-        return f'ternary "{other}" "{self.text(default)}" (eq (toString {ref}) "{other}") | quote'
-
-
 @dataclass(frozen=True)
 class Count(Kind):
     """A whole number at least ``minimum``."""
 
     minimum: int
 
-    def described(self) -> str:
-        return f"whole number >= {self.minimum}"
-
     def parse(self, raw: Any, key: str) -> int:
         if isinstance(raw, bool) or not isinstance(raw, int) or raw < self.minimum:
             raise ConfigError(f"{key}: expected a whole number >= {self.minimum}, got {raw!r}")
         return raw
 
-    def json_schema(self) -> dict[str, Any]:
-        return {"type": "integer", "minimum": self.minimum}
-
     def cel(self, text: str) -> str:
         return f"int({text})"
 
-    def helm(self, ref: str, default: Any) -> str:
-        return f"{ref} | default {default} | toString | quote"
-
-
-# resource.ParseQuantity's grammar for a positive value (the server checks the rest, e.g. a zero in "0.0").
-_POSITIVE_QUANTITY = (r"^\+?([0-9]*[1-9][0-9]*(\.[0-9]*)?|[0-9]*\.[0-9]*[1-9][0-9]*)"
-                      r"(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][+-]?[0-9]+)?$")
 
 
 @dataclass(frozen=True)
 class Amount(Kind):
     """A positive Kubernetes quantity (``32``, ``240Gi``, ``2000m``), kept in milli-units."""
-
-    def described(self) -> str:
-        return "quantity > 0"
 
     def parse(self, raw: Any, key: str) -> int:
         try:
@@ -176,26 +121,14 @@ class Amount(Kind):
             raise ConfigError(f"{key}: must be greater than zero")
         return q.milli
 
-    def json_schema(self) -> dict[str, Any]:
-        return {"oneOf": [{"type": "number", "exclusiveMinimum": 0},
-                          {"type": "string", "pattern": _POSITIVE_QUANTITY}]}
-
-
 @dataclass(frozen=True)
 class Amounts(Kind):
     """A mapping of resource name to a positive quantity (``nvidia.com/gpu: 4``)."""
-
-    def described(self) -> str:
-        return "resource name: quantity > 0"
 
     def parse(self, raw: Any, key: str) -> dict[str, int]:
         if not isinstance(raw, Mapping):
             raise ConfigError(f"{key}: expected a mapping of resource name to amount")
         return {str(k): Amount().parse(v, f"{key}.{k}") for k, v in raw.items()}
-
-    def json_schema(self) -> dict[str, Any]:
-        return {"type": "object", "additionalProperties": Amount().json_schema()}
-
 
 # ------------------------------------------------------------------------------------------------ tree
 
@@ -300,45 +233,6 @@ class Section:
             else:
                 out[child.name] = child.kind.document(child.default)
         return out
-
-    def json_schema(self, top: bool = True) -> dict[str, Any]:
-        """JSON Schema (draft 7) accepting what ``parse`` accepts (bar null values, which Helm drops)."""
-        props: dict[str, Any] = {}
-        for child in self.children:
-            props[child.name] = (child.json_schema(top=False) if isinstance(child, Section)
-                                 else child.kind.json_schema())
-        body: dict[str, Any] = {"type": "object", "additionalProperties": False, "properties": props}
-        if self.require_any:
-            body["anyOf"] = []
-            for name in self.require_any:
-                need: dict[str, Any] = {"required": [name]}
-                child = next(c for c in self.children if c.name == name)
-                if isinstance(child, Setting) and child.kind.json_schema().get("type") == "object":
-                    need["properties"] = {name: {"minProperties": 1}}
-                body["anyOf"].append(need)
-        if top:
-            return body
-        forms = [body, {"type": "string", "enum": [self.literal]}] if self.literal else [body]
-        if self.nullable:
-            return {"oneOf": [{"type": "null"}, *forms]}
-        if self.literal:
-            return {"oneOf": [{"type": "null"}, *forms]}
-        return {**body, "type": ["object", "null"]}
-
-    def rows(self, key: str = "") -> Iterator[tuple[str, str, str, str]]:
-        """(key, values, default, help) per documented key, for the docs' table."""
-        for child in self.children:
-            where = f"{key}.{child.name}" if key else child.name
-            if isinstance(child, Section):
-                if child.help:
-                    forms = "mapping" + (f", {child.literal}" if child.literal else "")
-                    yield where, f"{forms} or null" if child.nullable else forms, "null", child.help
-                yield from child.rows(where)
-            else:
-                value = child.kind.document(child.default)
-                shown = value if isinstance(value, str) else json.dumps(value, separators=(", ", ": "))
-                yield where, child.kind.described(), shown, child.help
-
 
 def _either(names: tuple[str, ...]) -> str:
     return ", ".join(names[:-1]) + f" or {names[-1]}" if len(names) > 1 else names[0]

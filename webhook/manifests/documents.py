@@ -27,7 +27,7 @@ import yaml
 
 from webhook.core.fieldpath import Segment
 from webhook.manifests.goyaml import DecodeError, Loader, construct, type_name
-from webhook.manifests.nodes import walk
+from webhook.manifests.yamlnodes import walk
 
 MIB = 1024 * 1024
 # A file larger than this is refused before it is read (``fix`` holds a whole file in memory).

@@ -1,5 +1,6 @@
 """The Flask application on the TLS port: one route per admission endpoint, the body read within bounds
-(``body.py``), its errors mapped to HTTP (400, 413, 503, never a 500), metrics and the decision log line.
+(``body.py``), its errors mapped to HTTP (400, 413, 503: bad input is never a 500), metrics and the decision
+log line.
 No policy logic lives here: requests go to ``admission``, which asks the engine."""
 
 from __future__ import annotations
@@ -45,6 +46,23 @@ def _bounded(value: str, allowed: tuple[str, ...] | frozenset[str], other: str =
 
 _KINDS = frozenset(KINDS) | frozenset(CLAIM_KINDS) | {"Namespace"}
 _OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT")
+
+
+DEEP = 100  # levels: no Kubernetes object is nested so deep (a Pod's deepest field is ~15 down)
+
+
+def nested_deeper(obj: Any, levels: int = DEEP) -> bool:
+    """Whether ``obj`` has containers ``levels`` deep, found without recursion (it is asked after one)."""
+    todo: list[tuple[Any, int]] = [(obj, 1)]
+    while todo:
+        node, depth = todo.pop()
+        if depth >= levels:
+            return True
+        if isinstance(node, dict):
+            todo.extend((value, depth + 1) for value in node.values() if isinstance(value, dict | list))
+        elif isinstance(node, list):
+            todo.extend((value, depth + 1) for value in node if isinstance(value, dict | list))
+    return False
 
 
 def _json(status: int, body: dict[str, Any]) -> Response:
@@ -105,7 +123,14 @@ def create_app(config: Config, metrics: Metrics | None = None, own_namespace: st
             review = parse_review(read_body(), endpoint)
             facts = NO_FACTS if topology is None and device_classes is None else judging(
                 None if topology is None else topology(), None if device_classes is None else device_classes())
-            decision = decide(review, endpoint, config, facts, own_namespace)
+            try:
+                decision = decide(review, endpoint, config, facts, own_namespace)
+            except RecursionError:
+                # The object's depth is bad input (decoding bounds it; a value kept whole may still be deep):
+                # a 400. Any other RecursionError is a defect: a 500, logged, not passed off as the client's.
+                if not nested_deeper(review.obj):
+                    raise
+                raise BadReview("request.object is nested too deeply to be judged") from None
         except (TooLarge, BadBody, BadReview) as exc:  # answered by the handlers below; counted here
             outcome = "too-large" if isinstance(exc, TooLarge) else "bad-request"
             metrics.requests.labels(endpoint.name, "unknown", "unknown", outcome, "false").inc()
@@ -144,9 +169,5 @@ def create_app(config: Config, metrics: Metrics | None = None, own_namespace: st
         answer = _json(503, {"error": "busy", "reason": "too many large requests in flight; retry"})
         answer.headers["Retry-After"] = "1"
         return answer
-
-    @app.errorhandler(RecursionError)
-    def too_deep(exc: RecursionError) -> Response:  # an object nested deeper than the judge can walk
-        return _json(400, {"error": "bad AdmissionReview", "reason": "request.object is nested too deeply"})
 
     return app

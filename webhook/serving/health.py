@@ -12,18 +12,24 @@ Readiness is a real request: ``/readyz`` opens a TLS connection to the serving p
 answered within ``PROBE_TIMEOUT``; results are shared for ``PROBE_TTL`` so probes cannot amplify load.
 ``/healthz`` (liveness) fails only when no worker has answered for ``LIVENESS_GRACE`` seconds: a restart
 is for a wedged pod, not a busy one.
+
+``/metrics`` merges every worker's metric files, synchronous work that grows with the workers: it runs on one
+thread of its own, never on the loop, so a slow scrape cannot make a probe miss its deadline (a liveness
+failure would restart a healthy pod). A request that fails in the server itself answers 500 and logs why.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import socket
 import ssl
 import threading
 import time
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 MAX_CONNECTIONS = 256
@@ -33,6 +39,7 @@ PROBE_TIMEOUT = 0.8  # under kubelet's default probe timeout of 1 s
 PROBE_TTL = 1.0
 LIVENESS_GRACE = 60.0
 PROBE_PATH = "/healthz"
+LOG = logging.getLogger("qos_guard.server")
 
 
 def probe_route(app: Callable[..., Iterable[bytes]],
@@ -117,6 +124,11 @@ class WorkerProbe:
         return ok
 
 
+def _shown(head_line: bytes) -> str:
+    """A request line as a log may show it: at most 200 characters, controls escaped."""
+    return repr(head_line[:200].decode("ascii", "replace"))
+
+
 def _response(status: str, body: bytes, content_type: str = "text/plain") -> bytes:
     return (f"HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {len(body)}\r\n"
             "Connection: close\r\n\r\n").encode() + body
@@ -131,11 +143,17 @@ class HealthServer:
         self.pending: dict[asyncio.StreamWriter, None] = {}  # connections still sending their head, oldest first
         self.evicted = 0
         self.sock: Any = None  # asyncio's TransportSocket
+        self.failures = 0  # requests answered 500 (each logged with its cause)
         self._started = threading.Event()
+        # One merge at a time, off the loop; made in ``start`` (the thread is started on first use, in the master).
+        self._merging: ThreadPoolExecutor | None = None
 
     async def _answer(self, path: str) -> bytes:
         if path == "/metrics":
-            body, content_type = self.metrics()
+            if self._merging is None:
+                body, content_type = self.metrics()
+            else:
+                body, content_type = await asyncio.get_running_loop().run_in_executor(self._merging, self.metrics)
             return _response("200 OK", body, content_type)
         if path in ("/readyz", "/healthz"):
             ok = self.ready() and await self.probe.check()
@@ -143,6 +161,21 @@ class HealthServer:
                 ok = ok or time.monotonic() - self.probe.last_ok < LIVENESS_GRACE
             return _response("200 OK", b"ok\n") if ok else _response("503 Service Unavailable", b"no worker answers\n")
         return _response("404 Not Found", b"not found\n")
+
+    async def _answered(self, head_line: bytes) -> bytes:
+        """The answer to one request line. What fails in answering (the metrics merge's files, a bug) is a 500
+        with its cause logged, never passed off as the client's connection failing (an OSError reading a
+        metrics file was caught with the client's and the connection closed without a word)."""
+        parts = head_line.split()
+        if len(parts) != 3 or parts[0] not in (b"GET", b"HEAD"):
+            return _response("400 Bad Request", b"bad request\n")
+        try:
+            return await self._answer(parts[1].split(b"?", 1)[0].decode("ascii", "replace"))
+        except Exception as exc:  # never let one request end the server; but say why it failed
+            self.failures += 1
+            LOG.error("health port: %s answered 500: %s: %s", _shown(head_line), type(exc).__name__, exc,
+                      exc_info=exc)
+            return _response("500 Internal Server Error", b"error\n")
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if len(self.pending) >= MAX_CONNECTIONS:  # evict the oldest: a probe needs milliseconds, a stall more
@@ -155,19 +188,11 @@ class HealthServer:
             async with asyncio.timeout(HEAD_DEADLINE):
                 head = await reader.readuntil(b"\r\n\r\n")
             self.pending.pop(writer, None)
-            parts = head.split(b"\r\n", 1)[0].split()
-            if len(parts) != 3 or parts[0] not in (b"GET", b"HEAD"):
-                writer.write(_response("400 Bad Request", b"bad request\n"))
-            else:
-                path = parts[1].split(b"?", 1)[0].decode("ascii", "replace")
-                writer.write(await self._answer(path))
+            writer.write(await self._answered(head.split(b"\r\n", 1)[0]))
             async with asyncio.timeout(HEAD_DEADLINE):
                 await writer.drain()
         except (OSError, TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
-            pass
-        except Exception:  # never let one request end the server
-            with contextlib.suppress(OSError):
-                writer.write(_response("500 Internal Server Error", b"error\n"))
+            pass  # the client's connection: gone, stalled or over the bound
         finally:
             self.pending.pop(writer, None)
             writer.close()
@@ -184,6 +209,7 @@ class HealthServer:
         # thread, a worker forked meanwhile inherits the codec's import lock held by a thread it does not have,
         # and blocks on its first lookup for good (ignoring SIGTERM): the thread must import nothing.
         "localhost".encode("idna")
+        self._merging = ThreadPoolExecutor(1, thread_name_prefix="metrics-merge")
         threading.Thread(target=lambda: asyncio.run(self._main()), name="health", daemon=True).start()
         if not self._started.wait(10):
             raise RuntimeError(f"the metrics port {self.host}:{self.port} did not open")

@@ -81,13 +81,25 @@ def always(policy: Policy) -> bool:
 
 
 @dataclass(frozen=True, slots=True)
+class PolicyRefusal:
+    """Why ``qos-guard policy`` refuses a configuration that turns on a rule CEL cannot express: the key that
+    turns it on (the chart's template fails on it) and the message; shown as ``key: message``."""
+
+    key: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.key}: {self.message}"
+
+
+@dataclass(frozen=True, slots=True)
 class Rule:
     """One rule, whole: the engine runs ``check(pod, policy, facts)``; ``qos-guard policy`` assembles ``cel``.
 
     ``enabled``: whether the configuration turns the rule on (``default_on`` is its answer for the default
     configuration). ``cel(mutated)`` is a CEL ``list<string>`` of ``'rule-id: message'`` written in the
     vocabulary of ``webhook.core.rules.cel``; ``mutated`` judges what the mutation would leave. A rule without
-    CEL either needs nothing (``policy_refusal`` empty: the API server refuses such objects itself) or makes
+    CEL either needs nothing (``policy_refusal`` None: the API server refuses such objects itself) or makes
     ``qos-guard policy`` refuse a configuration that turns it on, with ``policy_refusal``.
     """
 
@@ -97,7 +109,7 @@ class Rule:
     cel: CelFragment | None
     severity: str = "high"  # policy reports; every rule costs exclusive CPUs
     enabled: Callable[[Policy], bool] = always
-    policy_refusal: str = ""
+    policy_refusal: PolicyRefusal | None = None
     # Kinds it judges whole instead of pod specs (``claims.CLAIM_KINDS``); its ``check`` finds nothing in a
     # pod spec, and the admission policies, which match pod specs only, do not have it.
     kinds: tuple[str, ...] = ()

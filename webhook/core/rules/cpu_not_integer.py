@@ -47,11 +47,16 @@ def check(pod: PodSpec, policy: Policy, facts: Facts) -> list[Violation]:
     return found
 
 
-def to_cel(mutated: bool) -> str:
-    amount, kind = cel.cpu_sizing(mutated)
+def whole_cpu_choices_cel(amount: str) -> str:
+    """``whole_cpu_choices`` in CEL, for the (fractional) quantity string ``amount``."""
     low = f"int(quantity({amount}).asApproximateFloat())"
     one, either = USE.cel(n="'1'"), USE_EITHER.cel(low=f"string({low})", high=f"string({low} + 1)")
-    choice = f"{low} == 0 ? {one} : {either}"
+    return f"{low} == 0 ? {one} : {either}"
+
+
+def to_cel(mutated: bool) -> str:
+    amount, kind = cel.cpu_sizing(mutated)
+    choice = whole_cpu_choices_cel(amount)
     return cel.each_fact(
         RULE_ID, f"f.r == 'cpu' && !f.b.frac && (!f.b.pod || variables.podQos) && {amount} != '' && "
                  f"!quantity({amount}).isInteger()",

@@ -18,7 +18,7 @@ from webhook.core.facts import Facts
 from webhook.core.fieldpath import dotted
 from webhook.core.podspec import PodSpec
 from webhook.core.rules import cel
-from webhook.core.rules.base import Rule, Text, Violation
+from webhook.core.rules.base import PolicyRefusal, Rule, Text, Violation
 
 RULE_ID = "dra-unaligned"
 DENY = "deny"
@@ -31,10 +31,11 @@ UNALIGNED = Text("{label}: its exclusive CPUs and memory are not NUMA-aligned wi
                  f"(policy.{DRA.name}: off to stop this)")
 CLAIMS = Text("{path}.resourceClaims: {names}")
 # What ``qos-guard policy`` says to ``policy.deviceClasses: true`` (the CEL form sees the claims only).
-DEVICE_CLASSES_REFUSAL = (f"policy.{DEVICE_CLASSES.name}: the cluster's DeviceClasses are not available to an "
-                          "admission policy (it cannot read the cluster: dra-unaligned's CEL sees "
-                          "spec.resourceClaims only); use the webhook (enforcement: webhook) or remove "
-                          f"policy.{DEVICE_CLASSES.name}")
+DEVICE_CLASSES_REFUSAL = PolicyRefusal(
+    f"policy.{DEVICE_CLASSES.name}",
+    "the cluster's DeviceClasses are not available to an admission policy (it cannot read the cluster: "
+    "dra-unaligned's CEL sees spec.resourceClaims only); use the webhook (enforcement: webhook) or remove "
+    f"policy.{DEVICE_CLASSES.name}")
 
 
 def exclusive_cpus(pod: PodSpec) -> bool:

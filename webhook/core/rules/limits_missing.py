@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from webhook.core.config import Policy
 from webhook.core.facts import Facts
-from webhook.core.podspec import COMPUTE, Block, PodSpec
+from webhook.core.podspec import COMPUTE, CPU, Block, PodSpec
+from webhook.core.quantity import is_whole_cpu
 from webhook.core.rules import cel
 from webhook.core.rules.base import Rule, Text, Violation
+from webhook.core.rules.cpu_not_integer import whole_cpu_choices, whole_cpu_choices_cel
 from webhook.core.rules.sidecars import mesh_hint, mesh_hint_cel
 
 RULE_ID = "limits-missing"
@@ -19,9 +21,13 @@ ZERO = Text("{resource} limit is 0, which counts as none")
 NONE = Text("no {resource} limit")
 FROM_REQUEST = Text("set resources.limits.{resource} to {request} (its request)")
 DEFAULTS = Text("set resources.limits.{resource} (the request defaults to it)")
+# A fractional cpu request copied into the limit would only trade this finding for cpu-not-integer's: say what
+# that rule says (the same whole numbers), unless the container may share CPUs (policy.fractionalCPUContainers).
+WHOLE_CPU = Text("set resources.requests.cpu and resources.limits.cpu to one whole number of CPUs ({request} is "
+                 "not one): {choice}")
 
 
-def _scan(block: Block) -> list[Violation]:
+def _scan(block: Block, fractional: frozenset[str]) -> list[Violation]:
     if block.container is None and not block.requests and not block.limits:
         # ``resources: {}`` (or hugepages only): present at all, the pod-level block decides the class alone.
         return [Violation(block.path, EMPTY_POD_BLOCK(label=block.label), rule=RULE_ID)]
@@ -35,7 +41,10 @@ def _scan(block: Block) -> list[Violation]:
         request = block.requests.get(resource)
         what = ZERO(resource=resource) if limit is not None else NONE(resource=resource)
         if request is not None and request.positive and not request.defaulted:
-            fix = FROM_REQUEST(resource=resource, request=request.show())
+            whole = (resource != CPU or block.container in fractional or request.quantity is None
+                     or is_whole_cpu(request.quantity))
+            fix = (FROM_REQUEST(resource=resource, request=request.show()) if whole
+                   else WHOLE_CPU(request=request.show(), choice=whole_cpu_choices(request.milli)))
         else:
             fix = DEFAULTS(resource=resource)
         mesh = mesh_hint(block.container, resource)
@@ -46,7 +55,7 @@ def _scan(block: Block) -> list[Violation]:
 
 
 def check(pod: PodSpec, policy: Policy, facts: Facts) -> list[Violation]:
-    return [v for block in pod.qos_blocks() for v in _scan(block)]
+    return [v for block in pod.qos_blocks() for v in _scan(block, policy.fractional_cpu_containers)]
 
 
 def to_cel(mutated: bool) -> str:
@@ -54,7 +63,11 @@ def to_cel(mutated: bool) -> str:
     empty = f"{cel.pod_judged(mutated)} && !variables.podLevel"
     limited = "(f.eff != '')" if mutated else "f.lpos"
     what = f"f.l != '' ? {ZERO.cel(resource='f.r')} : {NONE.cel(resource='f.r')}"
-    fix = f"f.qpos ? {FROM_REQUEST.cel(resource='f.r', request='f.q')} : {DEFAULTS.cel(resource='f.r')}"
+    whole = "f.r != 'cpu' || f.b.frac || quantity(f.q).isInteger()"
+    choice = f"({whole_cpu_choices_cel('f.q')})"
+    from_request = (f"({whole}) ? {FROM_REQUEST.cel(resource='f.r', request='f.q')} : "
+                    f"{WHOLE_CPU.cel(request='f.q', choice=choice)}")
+    fix = f"f.qpos ? ({from_request}) : {DEFAULTS.cel(resource='f.r')}"
     return (f"({cel.when(RULE_ID, empty, EMPTY_POD_BLOCK.cel(label='variables.pod.label'))}) + "
             + cel.each_fact(RULE_ID, f"{cel.qos_judged(mutated)} && !{limited} && !(f.b.pod && !variables.podLevel)",
                             MISSING.cel(label="f.b.label", what=what, fix=fix,

@@ -21,7 +21,7 @@ from webhook.core.memo import Memo, remember
 from webhook.core.numa import ClusterFit, NodeFit, fit_cluster, largest_zone
 from webhook.core.podspec import CPU, MEMORY, PodSpec, effective_requests
 from webhook.core.quantity import format_bytes, format_milli, format_milli_bytes
-from webhook.core.rules.base import Rule, Text, Violation
+from webhook.core.rules.base import PolicyRefusal, Rule, Text, Violation
 from webhook.core.topology import Topology
 
 RULE_ID = "numa-unfit"
@@ -206,8 +206,9 @@ RULE = Rule(
             "`policy.numa: auto`, no node the Pod can land on would admit it on one NUMA node",
     severity="medium",
     enabled=lambda policy: policy.numa is not None,
-    policy_refusal=f"policy.{NUMA.name}: {RULE_ID} is not available as an admission policy (the pod scope "
-                   "sums exact quantities over init containers and sidecars, which CEL cannot fold, and "
-                   "numa: auto reads the cluster's NodeResourceTopology objects, which an admission "
-                   f"policy cannot); use the webhook (enforcement: webhook) or remove policy.{NUMA.name}",
+    policy_refusal=PolicyRefusal(
+        f"policy.{NUMA.name}", f"{RULE_ID} is not available as an admission policy (the pod scope sums exact "
+        "quantities over init containers and sidecars, which CEL cannot fold, and numa: auto reads the cluster's "
+        "NodeResourceTopology objects, which an admission policy cannot); use the webhook (enforcement: webhook) "
+        f"or remove policy.{NUMA.name}"),
 )

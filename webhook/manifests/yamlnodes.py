@@ -1,5 +1,6 @@
-"""The node walker ``check`` and ``fix`` share: from a composed document down a field path, to point at the
-line of a field (or where a missing one belongs) or to edit it in place."""
+"""The YAML node walker ``check`` and ``fix`` share (composed YAML nodes; Kubernetes nodes are ``batch/nodes.py``
+and ``node/``): from a composed document down a field path, to point at the line of a field (or where a missing
+one belongs) or to edit it in place."""
 
 from __future__ import annotations
 
