@@ -55,13 +55,19 @@ def webhooks(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return hooks
 
 
-def rules_of(hook: dict[str, Any]) -> set[tuple[str, str, str]]:
-    """(group, resource, operation) triples a webhook matches, all at version v1."""
+VERSIONS = {(k.group, k.plural): list(k.versions) for k in KINDS.values()} | {("", "namespaces"): ["v1"]}
+
+
+def rules_of(hook: dict[str, Any],
+             declared: dict[tuple[str, str], list[str]] | None = None) -> set[tuple[str, str, str]]:
+    """(group, resource, operation) triples a webhook matches, each at the versions ``KINDS`` (or ``declared``)
+    names for it."""
     out = set()
+    versions = VERSIONS | (declared or {})
     for rule in hook["rules"]:
-        assert rule["apiVersions"] == ["v1"]
         for group in rule["apiGroups"]:
             for resource in rule["resources"]:
+                assert rule["apiVersions"] == versions[(group, resource.split("/")[0])], (group, resource)
                 for op in rule["operations"]:
                     out.add((group, resource, op))
     return out
@@ -496,3 +502,48 @@ def test_no_role_of_the_chart_reads_kubelets(render: Render) -> None:
                 continue
             granted = set(rule.get("resources", []))
             assert not granted & {"*", "nodes/*", "nodes/proxy", "nodes/configz"}, (role["metadata"]["name"], rule)
+
+
+DECLARED = {"group": "inference.example.com", "version": "v1", "kind": "ModelServer", "plural": "modelservers",
+            "templates": ["spec.router.template.spec", {"path": "spec.shards[*].template.spec", "name": "shard"}]}
+
+
+def test_declared_kinds_reach_the_webhook_rules_rbac_and_config(render: Render, tmp_path: Path) -> None:
+    """``config.workloads``: the webhooks match the kind, audit's ClusterRole lists it, and the webhook reads it
+    from its mounted configuration (which must parse as qos-guard parses it)."""
+    values = tmp_path / "values.yaml"
+    values.write_text(yaml.safe_dump({"config": {"workloads": [DECLARED]}, "rbac": {"audit": True}}))
+    objects = render("-f", str(values), namespace=NAMESPACE)
+    hooks = webhooks(objects)
+    declared = {("inference.example.com", "modelservers"): ["v1"]}
+    for name in ("validate.qos-guard.io", "validate-mutated.qos-guard.io", "warn.qos-guard.io"):
+        matched = rules_of(hooks[name], declared)
+        assert {("inference.example.com", "modelservers", op) for op in ("CREATE", "UPDATE")} <= matched, name
+    assert rules_of(hooks["mutate.qos-guard.io"]) == {("", "pods", "CREATE")}
+    (role,) = by_kind(objects, "ClusterRole")
+    granted = {(g, r) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]}
+    assert granted == WORKLOADS | {("", "pods"), ("", "namespaces"), ("inference.example.com", "modelservers")}
+    mounted = yaml.safe_load(one(objects, "ConfigMap")["data"]["config.yaml"])
+    (kind,) = parse_config(mounted).workloads
+    assert (kind.group, kind.kind, kind.plural, [t.path for t in kind.templates]) == (
+        "inference.example.com", "ModelServer", "modelservers",
+        ["spec.router.template.spec", "spec.shards[*].template.spec"])
+
+
+@pytest.mark.parametrize(("workload", "named"), [
+    ({**DECLARED, "plural": None}, "at '/config/workloads/0'"),
+    ({**DECLARED, "colour": "red"}, "at '/config/workloads/0'"),
+    ({**DECLARED, "templates": []}, "at '/config/workloads/0/templates'"),
+])
+def test_schema_refuses_bad_declared_kinds(helm: str, tmp_path: Path, workload: dict[str, Any], named: str) -> None:
+    values = tmp_path / "values.yaml"
+    values.write_text(yaml.safe_dump({"config": {"workloads": [{k: v for k, v in workload.items() if v is not None}]}}))
+    proc = run_helm(helm, "template", "qos-guard", str(CHART), "-f", str(values))
+    assert proc.returncode != 0 and named in proc.stderr, proc.stderr
+
+
+def test_declared_kinds_are_refused_with_the_charts_fixed_policies(helm: str, tmp_path: Path) -> None:
+    values = tmp_path / "values.yaml"
+    values.write_text(yaml.safe_dump({"config": {"workloads": [DECLARED]}, "enforcement": "policy"}))
+    proc = run_helm(helm, "template", "qos-guard", str(CHART), "-f", str(values))
+    assert proc.returncode != 0 and "config.workloads: the chart's policies are fixed text" in proc.stderr

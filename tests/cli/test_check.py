@@ -37,7 +37,7 @@ def test_text_lines_name_file_line_object_rule(qos_guard: Run) -> None:
 
 def test_compliant_only_exits_zero(qos_guard: Run, tmp_path: Path) -> None:
     good = tmp_path / "good.yaml"
-    good.write_text("kind: Pod\nmetadata: {name: ok}\nspec:\n  containers:\n  - name: a\n"
+    good.write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: ok}\nspec:\n  containers:\n  - name: a\n"
                     "    resources: {limits: {cpu: 2, memory: 1Gi}}\n")
     out = qos_guard("check", str(good))
     assert (out.returncode, out.stdout) == (0, "")
@@ -135,7 +135,7 @@ def test_usage_errors_exit_2(qos_guard: Run, args: list[str]) -> None:
 
 def test_missing_file_exit_2_rest_still_checked(qos_guard: Run, tmp_path: Path) -> None:
     good = tmp_path / "good.yaml"
-    good.write_text("kind: Pod\nmetadata: {name: ok}\n"
+    good.write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: ok}\n"
                     "spec: {containers: [{name: a, resources: {limits: {cpu: 1, memory: 1Gi}}}]}\n")
     out = qos_guard("check", str(tmp_path / "nope.yaml"), str(good))
     assert out.returncode == 2

@@ -18,10 +18,10 @@ from tests.schemas import junit_schema, validate_sarif
 
 ROOT = FIXTURES.parents[1]
 WORKLOADS = str(MANIFESTS / "workloads.yaml")
-GOOD = ("kind: Pod\nmetadata: {name: ok}\nspec:\n  containers:\n  - name: a\n"
+GOOD = ("apiVersion: v1\nkind: Pod\nmetadata: {name: ok}\nspec:\n  containers:\n  - name: a\n"
         "    resources: {limits: {cpu: 2, memory: 1Gi}}\n")
 # One object, two violations (fractional cpu, request below its limit).
-TWO_IN_ONE = ("kind: Pod\nmetadata: {name: two}\nspec:\n  containers:\n  - name: a\n"
+TWO_IN_ONE = ("apiVersion: v1\nkind: Pod\nmetadata: {name: two}\nspec:\n  containers:\n  - name: a\n"
               "    resources: {requests: {cpu: 1500m, memory: 512Mi}, limits: {cpu: 1500m, memory: 1Gi}}\n")
 
 

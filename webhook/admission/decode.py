@@ -130,8 +130,9 @@ class Status(_Kept):
 
 
 class Manifest(_Kept):
-    """A Pod or a workload (``KINDS``): where each keeps its pod spec, and a Pod's status."""
+    """A Pod or a core workload (``KINDS``): where each keeps its pod spec, and a Pod's status."""
 
+    api_version: str | None = None
     kind: str | None = None
     metadata: Metadata | None = None
     spec: Spec | None = None
@@ -149,6 +150,8 @@ class Namespace(_Kept):
 
 
 class GroupVersionKind(msgspec.Struct):
+    group: str | None = None
+    version: str | None = None
     kind: str | None = None
 
 
@@ -165,7 +168,9 @@ class Request(msgspec.Struct, rename="camel"):
     name: str | None = None
     user_info: UserInfo | None = None
     dry_run: bool | None = None
-    object: Manifest | None = None
+    # Decoded once the kind is known (``decode_object``): a core kind's fields are typed, a custom
+    # resource's kept whole (its templates are wherever its kind says).
+    object: msgspec.Raw = msgspec.Raw()  # an empty Raw: no object; null stays b"null"
 
 
 class NamespaceRequest(Request):
@@ -244,6 +249,36 @@ def decode(body: bytes | bytearray | memoryview, labels: bool = False) -> Admiss
         raise BadReview(_not_json(body, exc)) from None
     except RecursionError:
         raise BadReview("body is nested too deeply") from None
+
+
+CORE_GROUPS = frozenset({"", "apps", "batch"})
+_MANIFEST = msgspec.json.Decoder(Manifest, float_hook=float)
+_ANY = msgspec.json.Decoder(float_hook=float)
+
+
+def decode_object(raw: msgspec.Raw, group: str) -> Any:
+    """``request.object`` as the engine reads objects: a core kind's (``group`` ``""``, ``apps``, ``batch``)
+    with only the judged fields; any other (a custom resource, whose pod templates are where its kind in
+    ``KINDS`` or the configuration says) whole, as ``json.loads`` would give it."""
+    if not raw or (len(raw) == 4 and bytes(raw) == b"null"):  # bytes() of a small one only: it copies
+        return None
+    try:
+        if group in CORE_GROUPS:
+            return plain(_MANIFEST.decode(raw))
+        obj = _ANY.decode(raw)
+    except msgspec.ValidationError as exc:
+        text = str(exc)
+        text = text.replace("`$", "`$.request.object") if " - at `$" in text else f"{text} - at `$.request.object`"
+        raise BadReview(_reason(msgspec.ValidationError(text))) from None
+    except msgspec.DecodeError as exc:
+        raise BadReview(f"request.object: {exc}") from None
+    except RecursionError:
+        raise BadReview("body is nested too deeply") from None
+    if obj is None:
+        return None
+    if not isinstance(obj, dict):
+        raise BadReview("request.object is not an object")
+    return obj
 
 
 def plain(obj: Manifest | Namespace | None) -> dict[str, Any] | None:

@@ -17,13 +17,13 @@ from typing import Any
 import msgspec
 
 from webhook.admission.decode import BadReview as BadReview  # raised here, caught by the serving layer
-from webhook.admission.decode import decode, plain
+from webhook.admission.decode import Namespace, decode, decode_object, plain
 from webhook.core.config import Config
 from webhook.core.engine import MODE_LABEL, Mode, Verdict, evaluate
 from webhook.core.mutation import json_patch
 from webhook.core.podspec import ManifestError
 from webhook.core.rules import MORE, REFUSED, Violation
-from webhook.core.workloads import POD, Target, judged
+from webhook.core.workloads import POD, Target, judged, table
 
 API_VERSIONS = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
 MODES = tuple(m.value for m in Mode)
@@ -76,6 +76,7 @@ class Review:
     username: str | None
     dry_run: bool
     obj: Any
+    group: str = ""  # request.kind.group: "" is the core group
 
 
 @dataclass
@@ -116,6 +117,14 @@ def parse_review(body: bytes | bytearray | memoryview, endpoint: Endpoint | None
         raise BadReview(f"request.uid is {len(uid)} characters long, over {MAX_UID}")
     if request.kind is None or request.kind.kind is None:
         raise BadReview("request.kind.kind is missing")
+    group = request.kind.group or ""
+    if isinstance(request.object, Namespace):
+        obj = plain(request.object)
+    else:
+        obj = decode_object(request.object, group)
+        if obj is not None and "apiVersion" not in obj and request.kind.version:
+            # the API server always sends it; judged as the kind the request names
+            obj["apiVersion"] = f"{group}/{request.kind.version}" if group else request.kind.version
     return Review(
         api_version=doc.api_version,
         uid=uid,
@@ -126,7 +135,8 @@ def parse_review(body: bytes | bytearray | memoryview, endpoint: Endpoint | None
         name=request.name or None,
         username=request.user_info.username if request.user_info is not None else None,
         dry_run=request.dry_run is True,
-        obj=plain(request.object),
+        obj=obj,
+        group=group,
     )
 
 
@@ -200,10 +210,10 @@ def object_name(obj: Any) -> str:
     return "<unnamed>"
 
 
-def _skip(review: Review, own_namespace: str | None) -> str | None:
+def _skip(review: Review, config: Config, own_namespace: str | None) -> str | None:
     if review.namespace in NEVER_SELECTED or (own_namespace and review.namespace == own_namespace):
         return f"namespace {review.namespace} is never judged"
-    if not judged(review.kind, review.operation, review.subresource):
+    if not judged(review.group, review.kind, review.operation, review.subresource, table(config.workloads)):
         return f"{review.operation} of {review.kind}{'/' + review.subresource if review.subresource else ''}"
     if review.obj is None:
         return "no object"
@@ -216,7 +226,7 @@ def decide(review: Review, endpoint: Endpoint, config: Config, own_namespace: st
         return _decide_namespace(review)
     assert endpoint.mode is not None
     base = Decision(True)
-    why = _skip(review, own_namespace)
+    why = _skip(review, config, own_namespace)
     if why is not None:
         base.skipped = why
         return base

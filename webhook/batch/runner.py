@@ -20,7 +20,7 @@ from webhook.core.config import Config
 from webhook.core.engine import Mode, evaluate
 from webhook.core.fieldpath import FieldPath
 from webhook.core.podspec import ManifestError
-from webhook.core.workloads import Target, walk
+from webhook.core.workloads import Target, table, walk
 from webhook.manifests.reader import STDIN, Document, ReadError, expand_paths, open_manifest, read_documents
 
 
@@ -57,7 +57,7 @@ def run(items: Iterable[Item], config: Config, mode: Mode, report: Report) -> Re
             continue
         try:
             verdict = evaluate(item.obj, config, mode, namespace=item.namespace)
-            found = list(walk(item.obj))
+            found = list(walk(item.obj, kinds=table(config.workloads)))
         except ManifestError as exc:
             report.add_error(item.locate(exc.path), f"{item.label}malformed object: {exc}")
             continue

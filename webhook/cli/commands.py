@@ -13,6 +13,7 @@ from webhook.batch.report import Location, Report, render, skipped_text, summary
 from webhook.batch.runner import check_paths, fix_paths
 from webhook.cluster.pinning import DEFAULT_POOL_LABELS
 from webhook.core.engine import Mode
+from webhook.core.workloads import table
 from webhook.manifests.configfile import load_config
 
 if TYPE_CHECKING:
@@ -141,7 +142,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
         else:
             namespaces = lister.opted_in_namespaces()
         subjects = Subjects()
-        report = audit(subjects.watch(lister.objects(namespaces)), config, Mode(args.mode), progress)
+        listed = lister.objects(namespaces, table(config.workloads))
+        report = audit(subjects.watch(listed), config, Mode(args.mode), progress)
         if args.report:  # stale reports are deleted everywhere, unless -n narrowed the run
             flavour = FLAVOURS[args.report]
             written = write_reports(lister, flavour, build_reports(flavour, report, subjects, namespaces or []),

@@ -17,7 +17,7 @@ from webhook.core.fieldpath import FieldPath
 from webhook.core.mutation import Change, apply_changes, plan_changes
 from webhook.core.podspec import PodSpec
 from webhook.core.rules import Violation, run_rules
-from webhook.core.workloads import Target, find_targets
+from webhook.core.workloads import Target, find_targets, table
 
 MODE_LABEL = "qos-guard.io/mode"  # the namespace label that opts in (docs/contract.md#names)
 
@@ -61,7 +61,7 @@ class TargetResult:
         fixed = apply_changes(self.target.spec, in_spec, skip=len(where))
         # The only change outside the spec removes ``status.qosClass``, the one status field that counts.
         status = self.target.status if len(in_spec) == len(self.changes) else None
-        pod = Target(self.target.kind, self.target.name, self.target.namespace, where, fixed, status).pod_spec()
+        pod = replace(self.target, spec=fixed, status=status).pod_spec()
         return tuple(v for v in run_rules(pod, self.config.policy) if not v.advisory)
 
     @cached_property
@@ -151,7 +151,7 @@ def evaluate(obj: Any, config: Config, mode: Mode, *, namespace: str | None = No
 
     ``namespace`` defaults to each object's own ``metadata.namespace``.
     """
-    targets = list(find_targets(obj))
+    targets = list(find_targets(obj, kinds=table(config.workloads)))
     results = []
     for target in targets:
         why = _exemption(config, target, namespace, username)

@@ -40,7 +40,7 @@ def _bounded(value: str, allowed: tuple[str, ...] | frozenset[str], other: str =
     return value if value in allowed else other
 
 
-_KINDS = frozenset(KINDS) | {"Namespace"}
+_KINDS = frozenset(k.kind for k in KINDS.values()) | {"Namespace"}
 _OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT")
 
 

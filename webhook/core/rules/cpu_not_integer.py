@@ -52,7 +52,7 @@ def to_cel(mutated: bool) -> str:
     one, either = USE.cel(n="'1'"), USE_EITHER.cel(low=f"string({low})", high=f"string({low} + 1)")
     choice = f"{low} == 0 ? {one} : {either}"
     return cel.each_fact(
-        RULE_ID, f"f.r == 'cpu' && !f.b.frac && (!f.b.pod || variables.podQos) && {amount} != '' && "
+        RULE_ID, f"f.r == 'cpu' && !f.b.frac && (!f.b.pod || f.b.qos) && {amount} != '' && "
                  f"!quantity({amount}).isInteger()",
         FRACTIONAL.cel(label="f.b.label", scope=f"f.b.pod ? '{POD_LEVEL}' : ''", kind=kind, amount=amount,
                        choice=choice, share=share_hint_cel("f.b"), mesh=mesh_hint_cel("f.b.name", "'cpu'")))

@@ -50,12 +50,12 @@ def check(pod: PodSpec, policy: Policy) -> list[Violation]:
 
 def to_cel(mutated: bool) -> str:
     # A pod-level block without cpu and memory is reported once, as a whole.
-    empty = f"{cel.pod_judged(mutated)} && !variables.podLevel"
+    empty = f"{cel.pod_judged(mutated, 'p')} && !p.level"
     limited = "(f.eff != '')" if mutated else "f.lpos"
     what = f"f.l != '' ? {ZERO.cel(resource='f.r')} : {NONE.cel(resource='f.r')}"
     fix = f"f.qpos ? {FROM_REQUEST.cel(resource='f.r', request='f.q')} : {DEFAULTS.cel(resource='f.r')}"
-    return (f"({cel.when(RULE_ID, empty, EMPTY_POD_BLOCK.cel(label='variables.pod.label'))}) + "
-            + cel.each_fact(RULE_ID, f"{cel.qos_judged(mutated)} && !{limited} && !(f.b.pod && !variables.podLevel)",
+    return (f"({cel.each_pod(RULE_ID, empty, EMPTY_POD_BLOCK.cel(label='p.label'))}) + "
+            + cel.each_fact(RULE_ID, f"{cel.qos_judged(mutated)} && !{limited} && !(f.b.pod && !f.b.level)",
                             MISSING.cel(label="f.b.label", what=what, fix=fix,
                                         mesh=mesh_hint_cel("f.b.name", "f.r"))))
 
