@@ -111,7 +111,7 @@ class Report:
 
     def add_verdict(self, verdict: Verdict, locate: Callable[[FieldPath], Location]) -> None:
         """Record ``verdict``; ``locate`` maps a field path in the object to its location."""
-        self.counts.objects += len(verdict.results)
+        self.counts.objects += len({r.target.root for r in verdict.results})  # a JobSet is one, however many jobs
         for result in verdict.results:
             target = result.target
             case = Case(locate(target.path), target.kind, target.name)

@@ -219,6 +219,7 @@ class Target:
     spec: Mapping[str, Any]
     status: Any = None
     template: str = ""
+    root: FieldPath = ()  # where the object is in the document (a List's item): one object, several templates
 
     def pod_spec(self) -> PodSpec:
         return build_pod_spec(self.spec, self.path, self.status, self.template)
@@ -340,7 +341,7 @@ def walk(obj: Any, where: FieldPath = (),
                 continue
             found = True
             yield Target(known.kind, name, namespace, path, spec, obj.get("status") if kind == POD else None,
-                         template_label(template, path[len(where):], item_name, known.single))
+                         template_label(template, path[len(where):], item_name, known.single), where)
     if not found:
         yield f"{kind} without a pod template"  # e.g. a kustomize patch that only sets replicas
 
