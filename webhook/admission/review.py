@@ -19,7 +19,7 @@ import msgspec
 from webhook.admission.decode import BadReview as BadReview  # raised here, caught by the serving layer
 from webhook.admission.decode import Namespace, decode, decode_object, plain
 from webhook.core.config import Config
-from webhook.core.engine import MODE_LABEL, Mode, Verdict, evaluate
+from webhook.core.engine import MODE_LABEL_RULE, Mode, Verdict, evaluate, mode_label_problem
 from webhook.core.mutation import json_patch
 from webhook.core.podspec import ManifestError
 from webhook.core.rules import MORE, REFUSED, Violation
@@ -265,12 +265,9 @@ def _decide_namespace(review: Review) -> Decision:
     if review.kind != "Namespace" or review.operation not in ("CREATE", "UPDATE") or review.obj is None:
         base.skipped = f"{review.operation} of {review.kind}"
         return base
-    meta = review.obj.get("metadata")
-    labels = meta.get("labels") if isinstance(meta, dict) else None
-    value = labels.get(MODE_LABEL) if isinstance(labels, dict) else None
-    if value is not None and value not in MODES:
+    problem = mode_label_problem(review.obj)
+    if problem is not None:
         base.allowed = False
-        base.rules = ["invalid-mode-label"]
-        base.message = (f'namespace label {MODE_LABEL}={json.dumps(value)} is not one of {", ".join(MODES)}; '
-                        "remove the label to opt out")
+        base.rules = [MODE_LABEL_RULE]
+        base.message = problem
     return base

@@ -18,7 +18,7 @@ from urllib.parse import quote
 
 from webhook import __version__
 from webhook.batch.textsafe import escape, xml_text
-from webhook.core.engine import Mode, Verdict
+from webhook.core.engine import MODE_LABEL, MODE_LABEL_RULE, Mode, Verdict
 from webhook.core.fieldpath import FieldPath, dotted
 from webhook.core.rules import RULES
 
@@ -145,6 +145,20 @@ class Report:
                 self._keep(self.violations, r, _violation_line(r))
                 case.violations.append(r)
 
+    def add_finding(self, location: Location, kind: str, name: str, path: FieldPath, rule: str,
+                    message: str | None) -> None:
+        """One object judged outside the pod-spec rules (a Namespace's mode label): passed (``message`` None)
+        or with one violation."""
+        self.counts.objects += 1
+        case = Case(location, kind, name)
+        if message is not None:
+            r = Record(location, kind, None, name, None, path, rule, message, False)
+            self.counts.violations += 1
+            self._keep(self.violations, r, _violation_line(r))
+            case.violations.append(r)
+        if self.stream is None:
+            self.cases.append(case)
+
     def add_exempt(self, kind: str, name: str, location: Location, why: str) -> None:
         """An object an exemption let through: counted as judged (it is, by the configuration)."""
         self.counts.objects += 1
@@ -267,6 +281,9 @@ def _sarif(report: Report) -> str:
               "defaultConfiguration": {"level": "error" if rule.default_on else "none"}} for rule in RULES]
     rules.append({"id": "mutation", "shortDescription": {"text": "a change the mutating webhook makes"},
                   "defaultConfiguration": {"level": "note"}})
+    rules.append({"id": MODE_LABEL_RULE,
+                  "shortDescription": {"text": f"a Namespace's {MODE_LABEL} label is not enforce, mutate or warn"},
+                  "defaultConfiguration": {"level": "error"}})
     doc = {
         "$schema": SARIF_SCHEMA,
         "version": "2.1.0",

@@ -7,6 +7,8 @@ verdict of ``mutate`` mode, which is what remains after it): ``enforce`` and ``w
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from functools import cached_property
@@ -20,12 +22,38 @@ from webhook.core.rules import Violation, run_rules
 from webhook.core.workloads import Target, find_targets, table
 
 MODE_LABEL = "qos-guard.io/mode"  # the namespace label that opts in (docs/contract.md#names)
+MODE_LABEL_RULE = "invalid-mode-label"
 
 
 class Mode(StrEnum):
     ENFORCE = "enforce"
     MUTATE = "mutate"
     WARN = "warn"
+
+
+def mode_label_problem(obj: Any) -> str | None:
+    """Why a Namespace's ``qos-guard.io/mode`` label is refused (the webhook's and ``check``'s one message), or
+    None: absent, or naming a mode. A typo (``enfoce``) is refused at apply time, so ``check`` fails on it too."""
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    labels = meta.get("labels") if isinstance(meta, dict) else None
+    value = labels.get(MODE_LABEL) if isinstance(labels, dict) else None
+    if value is None or value in tuple(Mode):
+        return None
+    modes = ", ".join(m.value for m in Mode)
+    return (f"namespace label {MODE_LABEL}={json.dumps(value, default=str)} is not one of {modes}; remove the label "
+            "to opt out")
+
+
+def namespace_manifests(obj: Any, where: FieldPath = ()) -> Iterator[tuple[FieldPath, Any]]:
+    """Each ``v1`` Namespace in ``obj`` (recursing into ``kind: List`` items), with where it is."""
+    if not isinstance(obj, dict):
+        return
+    kind = obj.get("kind")
+    if isinstance(kind, str) and kind.endswith("List") and isinstance(obj.get("items"), list):
+        for i, item in enumerate(obj["items"]):
+            yield from namespace_manifests(item, (*where, "items", i))
+    elif kind == "Namespace" and obj.get("apiVersion") == "v1":
+        yield where, obj
 
 
 @dataclass(frozen=True)
