@@ -244,3 +244,31 @@ def test_the_generated_cel_refuses_the_broken_group_by_name(policy_cluster: Clus
 def test_the_generated_cel_admits_a_compliant_one(policy_cluster: Cluster, path: Path) -> None:
     out = _apply(policy_cluster, "wl-enforce", _fixture(path))
     assert out.returncode == 0, out.stderr
+
+
+def test_z_a_declared_kind_through_the_generated_cel(policy_cluster: Cluster) -> None:
+    """``qos-guard policy --config`` with a declared kind: its resource in the policies' match, CEL over its
+    list of templates; refused with the shard named, admitted when whole."""
+    config_file = policy_cluster.folder / "declared.yaml"
+    config_file.write_text(yaml.safe_dump({"workloads": [DECLARED]}))
+    out = policy_cluster.qos_guard("policy", "--config", str(config_file))
+    assert out.returncode == 0, out.stderr
+    assert policy_cluster.kubectl("apply", "-f", "-", stdin=out.stdout).returncode == 0
+    policy_cluster.kubectl("apply", "-f", "-", stdin=MODEL_CRD, check=True)
+    policy_cluster.kubectl("wait", "--for", "condition=Established", "crd/modelservers.inference.example.com",
+                           "--timeout=60s", check=True)
+    stored = policy_cluster.kubectl("create", "--dry-run=server", "-o", "json", "-n", "default", "-f", "-",
+                                    stdin=_model("1500m"))
+    assert stored.returncode == 0, stored.stderr
+    (found,) = evaluate(json.loads(stored.stdout), parse_config({"workloads": [DECLARED]}), Mode.ENFORCE).violations
+    refused: list[str] = []
+
+    def judged() -> bool:
+        proc = _apply(policy_cluster, "wl-enforce", _model("1500m"))
+        refused[:] = [proc.stderr]
+        return proc.returncode != 0
+
+    waiting.eventually("the declared kind refused", judged, 60, every=0.5)
+    assert f"{found[1].rule}: {found[1].message}" in refused[0], refused[0]
+    assert "spec.shards[1] (s1)" in refused[0]
+    assert _apply(policy_cluster, "wl-enforce", _model("4")).returncode == 0
