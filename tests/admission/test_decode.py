@@ -20,6 +20,7 @@ from webhook.admission.decode import CORE_GROUPS, BadReview, decode, plain
 from webhook.admission.review import ENDPOINTS, parse_review
 from webhook.core.config import Config, parse_config
 from webhook.core.engine import Mode, evaluate
+from webhook.core.facts import NO_FACTS, Facts
 from webhook.core.mutation import json_patch
 from webhook.core.podspec import ManifestError
 from webhook.core.topology import Topology, parse_nrt
@@ -29,17 +30,17 @@ _ZONE = [{"name": r, "capacity": v, "allocatable": v, "available": v} for r, v i
 _TOPOLOGY = Topology(nodes={"n": {"a": "b"}}, topologies={"n": parse_nrt({
     "metadata": {"name": "n"}, "attributes": [{"name": "topologyManagerPolicy", "value": "single-numa-node"}],
     "zones": [{"name": "node-0", "type": "Node", "resources": _ZONE}]})})
-CONFIGS = [parse_config(None), parse_config({
+CONFIGS: list[tuple[Config, Facts]] = [(parse_config(None), NO_FACTS), (parse_config({
     "mutation": {"cpuRounding": "up", "setLimitsFromRequests": False},
     "policy": {"smtAlignment": 2, "podLevelResources": "allow", "numa": {"cpus": 8, "memory": "16Gi"}},
-    "exemptions": {"runtimeClassNames": ["kata"]}}),
-    parse_config({"policy": {"numa": "auto"}}).with_topology(_TOPOLOGY)]
+    "exemptions": {"runtimeClassNames": ["kata"]}}), NO_FACTS),
+    (parse_config({"policy": {"numa": "auto"}}), Facts(topology=_TOPOLOGY))]
 
 
-def verdict_of(obj: Any, config: Config, mode: Mode) -> Any:
+def verdict_of(obj: Any, config: tuple[Config, Facts], mode: Mode) -> Any:
     """Everything a verdict answers with: exemption, violations (rule, path, message), changes and the patch."""
     try:
-        verdict = evaluate(obj, config, mode)
+        verdict = evaluate(obj, config[0], mode, config[1])
     except ManifestError as exc:
         return ("ManifestError", str(exc))
     return (verdict.exempt, [(v.rule, v.path, v.message) for _, v in verdict.violations],
@@ -311,7 +312,7 @@ def test_the_engine_reads_only_what_the_decoder_keeps() -> None:
             for mode in (Mode.ENFORCE, Mode.MUTATE):
                 tracked = track(json.loads(json.dumps(obj)), (), read)
                 try:
-                    verdict = evaluate(tracked, config, mode)
+                    verdict = evaluate(tracked, config[0], mode, config[1])
                 except ManifestError:
                     continue
                 for result in verdict.results:

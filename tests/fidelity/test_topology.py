@@ -27,6 +27,7 @@ from tests.fidelity.oracle import Oracle
 from tests.fidelity.topology_grammar import case, nrt
 from webhook.core.config import parse_config
 from webhook.core.engine import Mode, evaluate
+from webhook.core.facts import Facts
 from webhook.core.numa import fit_node
 from webhook.core.podspec import build_pod_spec
 from webhook.core.topology import Topology, parse_nrt
@@ -111,7 +112,7 @@ def judge(c: dict[str, Any], answer: dict[str, Any]) -> tuple[bool, str]:
     if absent_devices(c, answer):
         return fit.fits or not topo.refuses, f"node-level model: {story}"
     topology = Topology(nodes={"node": {}}, topologies={"node": topo})
-    verdict = evaluate(c["pod"], AUTO.with_topology(topology), Mode.ENFORCE)
+    verdict = evaluate(c["pod"], AUTO, Mode.ENFORCE, Facts(topology=topology))
     refusals = [v.message for _, v in verdict.violations if v.rule == "numa-unfit"]
     return not refusals, f"{refusals[0] if refusals else 'no refusal'} [{story}]"
 

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from webhook.admission.review import ENDPOINTS, Review, decide
 from webhook.core.config import AUTO, ConfigError, parse_config
 from webhook.core.engine import Mode, evaluate
+from webhook.core.facts import Facts, Memo
 from webhook.core.numa import fit_cluster
 from webhook.core.podspec import build_pod_spec
 from webhook.core.scheduling import Taint, Toleration, placement, taints, tolerations
@@ -53,8 +54,8 @@ def pod(cpu: str, gpu: str = "0", selector: dict[str, str] | None = None, **spec
 
 
 def judge(obj: dict[str, Any], topology: Topology, mode: Mode = Mode.ENFORCE) -> tuple[list[str], list[str]]:
-    config = parse_config({"policy": {"numa": "auto"}}).with_topology(topology)
-    verdict = evaluate(obj, config, mode)
+    config = parse_config({"policy": {"numa": "auto"}})
+    verdict = evaluate(obj, config, mode, Facts(topology=topology, memo=Memo()))
     return ([v.message for _, v in verdict.violations if v.rule == "numa-unfit"],
             [v.message for _, v in verdict.advisories])
 
@@ -199,10 +200,10 @@ def test_only_single_numa_node_refuses_restricted_and_best_effort_are_reported()
 
 
 def test_advisories_are_warnings_in_admission_never_a_refusal() -> None:
-    config = parse_config({"policy": {"numa": "auto"}}).with_topology(cluster(**{"gpu-1": "restricted",
-                                                                                "small-1": "restricted"}))
+    config = parse_config({"policy": {"numa": "auto"}})
+    facts = Facts(topology=cluster(**{"gpu-1": "restricted", "small-1": "restricted"}))
     review = Review("admission.k8s.io/v1", "u1", "Pod", "", "CREATE", "ai", "llm", None, False, pod("48"))
-    decision = decide(review, ENDPOINTS["/validate"], config)
+    decision = decide(review, ENDPOINTS["/validate"], config, facts)
     assert decision.allowed and decision.warnings and decision.warnings[0].startswith("numa-unfit: ")
 
 

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from tests.helpers import container, guaranteed, pod, rl
 from webhook.core.config import Config, NumaPolicy, Policy, parse_config
+from webhook.core.facts import Facts
 from webhook.core.fieldpath import dotted
 from webhook.core.podspec import PodSpec, build_pod_spec
 from webhook.core.rules import BY_ID, RULE_IDS, RULES, Violation, run_rules
@@ -182,7 +183,7 @@ def test_each_rule_is_one_unit_listed_in_the_contract() -> None:
 def test_off_rules_do_not_run() -> None:
     calls: list[str] = []
 
-    def spy(pod_spec: PodSpec, policy: Policy) -> list[Violation]:
+    def spy(pod_spec: PodSpec, policy: Policy, facts: Facts) -> list[Violation]:
         calls.append("ran")
         return []
 

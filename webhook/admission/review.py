@@ -20,6 +20,7 @@ from webhook.admission.decode import BadReview as BadReview  # raised here, caug
 from webhook.admission.decode import Namespace, decode, decode_object, plain
 from webhook.core.config import Config
 from webhook.core.engine import MODE_LABEL_RULE, Mode, Verdict, evaluate, mode_label_problem
+from webhook.core.facts import NO_FACTS, Facts
 from webhook.core.mutation import json_patch
 from webhook.core.podspec import ManifestError
 from webhook.core.rules import MORE, REFUSED, Violation
@@ -220,8 +221,9 @@ def _skip(review: Review, config: Config, own_namespace: str | None) -> str | No
     return None
 
 
-def decide(review: Review, endpoint: Endpoint, config: Config, own_namespace: str | None = None) -> Decision:
-    """The decision for one request at ``endpoint``."""
+def decide(review: Review, endpoint: Endpoint, config: Config, facts: Facts = NO_FACTS,
+           own_namespace: str | None = None) -> Decision:
+    """The decision for one request at ``endpoint``, against what the cluster says (``facts``)."""
     if endpoint.action is Action.NAMESPACE:
         return _decide_namespace(review)
     assert endpoint.mode is not None
@@ -231,7 +233,7 @@ def decide(review: Review, endpoint: Endpoint, config: Config, own_namespace: st
         base.skipped = why
         return base
     try:
-        verdict = evaluate(review.obj, config, endpoint.mode, namespace=review.namespace,
+        verdict = evaluate(review.obj, config, endpoint.mode, facts, namespace=review.namespace,
                            username=review.username)
     except ManifestError as exc:
         raise BadReview(f"request.object: {exc}") from None

@@ -13,6 +13,7 @@ from webhook.batch.runner import Item, at, run
 from webhook.cluster.client import Listed
 from webhook.core.config import Config
 from webhook.core.engine import Mode
+from webhook.core.facts import NO_FACTS, Facts
 
 Progress = Callable[[int, str, str], None]
 
@@ -32,9 +33,10 @@ def _items(objects: Iterable[Listed], progress: Progress | None) -> Iterator[Ite
                    label=f"{listed.kind}/{name}: ")
 
 
-def audit(objects: Iterable[Listed], config: Config, mode: Mode, progress: Progress | None = None) -> Report:
+def audit(objects: Iterable[Listed], config: Config, mode: Mode, progress: Progress | None = None,
+          facts: Facts = NO_FACTS) -> Report:
     """Judge each listed object; a listing error or a malformed object is an error record, not a stop."""
-    report = run(_items(objects, progress), config, mode, Report(mode))
+    report = run(_items(objects, progress), config, mode, Report(mode), facts)
     # Grouped by namespace, listing order kept within one (sort is stable).
     report.violations.sort(key=lambda r: r.location.source)
     report.notices.sort(key=lambda r: r.location.source)

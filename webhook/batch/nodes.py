@@ -17,6 +17,7 @@ from webhook.batch.report import SARIF_SCHEMA, _escape_data
 from webhook.batch.textsafe import escape, xml_text
 from webhook.cluster.configz import NodeConfig
 from webhook.cluster.pinning import RULES, KubeletPinning, NodeVerdict, PoolMismatch, decide, pool_mismatches
+from webhook.core.outcome import ExitCode, fold
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,10 +43,9 @@ class NodesReport:
     errors: list[str] = field(default_factory=list)  # about the selection itself, not one node
 
     @property
-    def exit_code(self) -> int:
-        if any(r.state == "cannot pin" for r in self.results):
-            return 1
-        return 2 if self.errors or any(r.state == "unreadable" for r in self.results) else 0
+    def exit_code(self) -> ExitCode:
+        return fold(violations=any(r.state == "cannot pin" for r in self.results),
+                    errors=bool(self.errors) or any(r.state == "unreadable" for r in self.results))
 
     def count(self, state: str) -> int:
         return sum(r.state == state for r in self.results)

@@ -20,6 +20,7 @@ from webhook import __version__
 from webhook.batch.textsafe import escape, xml_text
 from webhook.core.engine import MODE_LABEL, MODE_LABEL_RULE, Mode, Verdict
 from webhook.core.fieldpath import FieldPath, dotted
+from webhook.core.outcome import ExitCode, fold
 from webhook.core.rules import RULES
 
 FORMATS = ("text", "json", "sarif", "junit", "github")
@@ -175,10 +176,9 @@ class Report:
         self._keep(self.errors, e, _error_line(e))
 
     @property
-    def exit_code(self) -> int:
-        if self.counts.violations and self.mode is not Mode.WARN:
-            return 1
-        return 2 if self.counts.errors else 0
+    def exit_code(self) -> ExitCode:
+        return fold(violations=bool(self.counts.violations) and self.mode is not Mode.WARN,
+                    errors=bool(self.counts.errors))
 
 
 def render(report: Report, fmt: str) -> str:

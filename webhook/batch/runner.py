@@ -18,7 +18,9 @@ from webhook.batch.report import STDIN_SHOWN, Location, Report
 from webhook.batch.textsafe import escape
 from webhook.core.config import Config
 from webhook.core.engine import MODE_LABEL, MODE_LABEL_RULE, Mode, evaluate, mode_label_problem, namespace_manifests
+from webhook.core.facts import NO_FACTS, Facts
 from webhook.core.fieldpath import FieldPath
+from webhook.core.outcome import ExitCode, fold
 from webhook.core.podspec import ManifestError
 from webhook.core.workloads import Target, table, walk
 from webhook.manifests.reader import STDIN, Document, ReadError, expand_paths, open_manifest, read_documents
@@ -48,15 +50,16 @@ def _in_document(shown: str, doc: Document) -> Callable[[FieldPath], Location]:
     return lambda path: Location(shown, doc.line_of(path))
 
 
-def run(items: Iterable[Item], config: Config, mode: Mode, report: Report) -> Report:
-    """Judge every item into ``report``; an unreadable or malformed one is an error record, never a stop.
-    Documents with nothing to judge are counted by reason (``report.skipped``)."""
+def run(items: Iterable[Item], config: Config, mode: Mode, report: Report, facts: Facts = NO_FACTS) -> Report:
+    """Judge every item into ``report`` against ``facts`` (what the cluster says, read once for the run); an
+    unreadable or malformed one is an error record, never a stop. Documents with nothing to judge are counted by
+    reason (``report.skipped``)."""
     for item in items:
         if item.error is not None:
             report.add_error(item.locate(()), item.error)
             continue
         try:
-            verdict = evaluate(item.obj, config, mode, namespace=item.namespace)
+            verdict = evaluate(item.obj, config, mode, facts, namespace=item.namespace)
             found = list(walk(item.obj, kinds=table(config.workloads)))
         except ManifestError as exc:
             report.add_error(item.locate(exc.path), f"{item.label}malformed object: {exc}")
@@ -136,9 +139,9 @@ def file_items(paths: Sequence[str]) -> Iterator[Item]:
 
 
 def check_paths(paths: Sequence[str], config: Config, mode: Mode,
-                stream: Callable[[str], None] | None = None) -> Report:
+                stream: Callable[[str], None] | None = None, facts: Facts = NO_FACTS) -> Report:
     """``qos-guard check``: judge every document under ``paths``; unreadable inputs are recorded."""
-    return run(file_items(paths), config, mode, Report(mode, stream=stream))
+    return run(file_items(paths), config, mode, Report(mode, stream=stream), facts)
 
 
 @dataclass
@@ -149,8 +152,8 @@ class FixTally:
     dry_run: bool = False
 
     @property
-    def exit_code(self) -> int:
-        return 1 if self.remaining else 2 if self.errors else 0
+    def exit_code(self) -> ExitCode:
+        return fold(violations=bool(self.remaining), errors=bool(self.errors))
 
     def summary(self) -> str:
         if self.dry_run:

@@ -13,13 +13,14 @@ from webhook.batch.report import Location, Report, render, skipped_text, summary
 from webhook.batch.runner import check_paths, fix_paths
 from webhook.cluster.pinning import DEFAULT_POOL_LABELS
 from webhook.core.engine import Mode
+from webhook.core.facts import NO_FACTS
+from webhook.core.outcome import ExitCode, fold
 from webhook.core.workloads import table
 from webhook.manifests.configfile import load_config
 
 if TYPE_CHECKING:
     from webhook.serving.options import ServeOptions
 
-EXIT_OK, EXIT_VIOLATIONS, EXIT_USAGE = 0, 1, 2
 
 
 def err(message: str) -> None:
@@ -35,17 +36,18 @@ def _nothing_to_judge(paths: Sequence[str], report: Report) -> str:
             "pass --allow-empty where finding none is expected")
 
 
-def cmd_check(args: argparse.Namespace) -> int:
+def cmd_check(args: argparse.Namespace) -> ExitCode:
     config = load_config(args.config)
+    facts = NO_FACTS
     if config.numa_auto:
-        from webhook.batch.topology import with_cluster_topology
+        from webhook.batch.topology import cluster_facts
 
-        config = with_cluster_topology(config, args.kubeconfig, err, required=False)
+        facts = cluster_facts(config, args.kubeconfig, err, required=False)
     if args.format == "text":
-        report = check_paths(args.paths, config, Mode(args.mode), stream=print)
+        report = check_paths(args.paths, config, Mode(args.mode), stream=print, facts=facts)
         print(summary_line(report), file=sys.stderr)
     else:
-        report = check_paths(args.paths, config, Mode(args.mode))
+        report = check_paths(args.paths, config, Mode(args.mode), facts=facts)
     empty = not report.counts.objects and not args.allow_empty
     if empty and args.format != "text":  # machine-read formats carry it too, as an input error
         report.add_error(Location(args.paths[0], 0), _nothing_to_judge(args.paths, report))
@@ -53,11 +55,11 @@ def cmd_check(args: argparse.Namespace) -> int:
         sys.stdout.write(render(report, args.format))
     if empty:
         err(_nothing_to_judge(args.paths, report))
-        return EXIT_USAGE
+        return ExitCode.USAGE
     return report.exit_code
 
 
-def cmd_fix(args: argparse.Namespace) -> int:
+def cmd_fix(args: argparse.Namespace) -> ExitCode:
     tally = fix_paths(args.paths, load_config(args.config), Path(args.output) if args.output else None,
                       _err_line if args.dry_run else print, dry_run=args.dry_run, print_diff=_write_out)
     print(tally.summary(), file=sys.stderr)
@@ -90,15 +92,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return serve(serve_options(args))
     except ServeError as exc:
         err(str(exc))
-        return EXIT_USAGE
+        return ExitCode.USAGE
 
 
-def cmd_certs(args: argparse.Namespace) -> int:
+def cmd_certs(args: argparse.Namespace) -> ExitCode:
     from webhook.serving.certs import ca_bundle, service_sans, write_bundle
 
     if args.days < 1:
         err("--days must be at least 1")
-        return EXIT_USAGE
+        return ExitCode.USAGE
     names = service_sans(args.service, args.namespace) + [n for n in args.extra_san if n]
     paths = write_bundle(Path(args.output_dir), names, args.days, keep_ca_key=True)
     print(f"qos-guard: wrote {paths.ca}, {paths.ca_key}, {paths.cert}, {paths.key} "
@@ -112,12 +114,12 @@ def cmd_certs(args: argparse.Namespace) -> int:
             patched = patch_ca_bundle(bundle, args.patch_webhooks, kubeconfig=args.kubeconfig)
         except ClusterError as exc:
             err(f"--patch-webhooks: {exc}")
-            return EXIT_USAGE
+            return ExitCode.USAGE
         print(f"qos-guard: caBundle written into {', '.join(patched)}", file=sys.stderr)
-    return EXIT_OK
+    return ExitCode.OK
 
 
-def cmd_audit(args: argparse.Namespace) -> int:
+def cmd_audit(args: argparse.Namespace) -> ExitCode:
     from webhook.batch.audit import audit
     from webhook.batch.policyreports import FLAVOURS, Subjects
     from webhook.batch.policyreports import build as build_reports
@@ -127,14 +129,15 @@ def cmd_audit(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     if args.page_size < 1:
         err("--page-size must be at least 1")
-        return EXIT_USAGE
+        return ExitCode.USAGE
     progress = _TerminalProgress() if sys.stderr.isatty() else None
     try:
         lister = Lister(args.kubeconfig, page_size=args.page_size)
+        facts = NO_FACTS
         if config.numa_auto:
-            from webhook.batch.topology import with_cluster_topology
+            from webhook.batch.topology import cluster_facts
 
-            config = with_cluster_topology(config, args.kubeconfig, err, required=True)
+            facts = cluster_facts(config, args.kubeconfig, err, required=True)
         if args.all_namespaces:
             namespaces = None
         elif args.namespace:
@@ -143,7 +146,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
             namespaces = lister.opted_in_namespaces()
         subjects = Subjects()
         listed = lister.objects(namespaces, table(config.workloads))
-        report = audit(subjects.watch(listed), config, Mode(args.mode), progress)
+        report = audit(subjects.watch(listed), config, Mode(args.mode), progress, facts)
         if args.report:  # stale reports are deleted everywhere, unless -n narrowed the run
             flavour = FLAVOURS[args.report]
             written = write_reports(lister, flavour, build_reports(flavour, report, subjects, namespaces or []),
@@ -152,7 +155,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
                   f"{len(written.deleted)} stale deleted", file=sys.stderr)
     except ClusterError as exc:
         err(f"audit: {exc}")
-        return EXIT_USAGE
+        return ExitCode.USAGE
     finally:
         if progress is not None:
             progress.done()
@@ -163,7 +166,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     return report.exit_code
 
 
-def cmd_nodes(args: argparse.Namespace) -> int:
+def cmd_nodes(args: argparse.Namespace) -> ExitCode:
     from webhook.batch.nodes import build, render, summary_line
     from webhook.cluster.client import ClusterError
     from webhook.cluster.configz import NodeConfig, NodeInfo, NodeReader
@@ -171,12 +174,12 @@ def cmd_nodes(args: argparse.Namespace) -> int:
 
     if args.names and args.selector is not None:
         err("nodes: give node names or -l SELECTOR, not both")
-        return EXIT_USAGE
+        return ExitCode.USAGE
     pool_labels = args.pool_label or list(DEFAULT_POOL_LABELS)
     bad = [label for label in pool_labels if not valid_pool_label(label)]
     if bad:
         err(f"nodes: --pool-label {bad[0]!r} is not a label key (or PREFIX/* for every key under a prefix)")
-        return EXIT_USAGE
+        return ExitCode.USAGE
     errors: list[str] = []
     try:
         reader = NodeReader(args.kubeconfig, args.context)
@@ -192,7 +195,7 @@ def cmd_nodes(args: argparse.Namespace) -> int:
     except ClusterError as exc:
         hint = "; listing nodes needs list on nodes (the ClusterRole in the README)" if "403" in str(exc) else ""
         err(f"nodes: {exc}{hint}")
-        return EXIT_USAGE
+        return ExitCode.USAGE
     report = build(sorted(configs, key=lambda c: c.node.name), pool_labels, errors)
     sys.stdout.write(render(report, args.format))
     if args.format == "text":
@@ -200,7 +203,7 @@ def cmd_nodes(args: argparse.Namespace) -> int:
     return report.exit_code
 
 
-def cmd_policy(args: argparse.Namespace) -> int:
+def cmd_policy(args: argparse.Namespace) -> ExitCode:
     from webhook.policies.generate import PolicyError, render
 
     config = load_config(args.config)
@@ -208,9 +211,9 @@ def cmd_policy(args: argparse.Namespace) -> int:
         text = render(config, args.mode, args.namespace, args.api_version)
     except PolicyError as exc:
         err(f"policy: {exc}")
-        return EXIT_USAGE
+        return ExitCode.USAGE
     sys.stdout.write(text)
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def _node_paths(args: argparse.Namespace) -> tuple[Path, Path, Path]:
@@ -229,14 +232,14 @@ def cmd_agent(args: argparse.Namespace) -> int:
     node = args.node or os.environ.get("NODE_NAME", "")
     if not node:
         err("agent: no node name: pass --node or set NODE_NAME (the chart sets it from spec.nodeName)")
-        return EXIT_USAGE
+        return ExitCode.USAGE
     if args.interval < 1:
         err("agent: --interval must be at least 1 second")
-        return EXIT_USAGE
+        return ExitCode.USAGE
     host, _, port = args.metrics_bind.rpartition(":")
     if not port.isdigit() or not 0 < int(port) < 65536:
         err(f"agent: --metrics-bind {args.metrics_bind!r} is not HOST:PORT")
-        return EXIT_USAGE
+        return ExitCode.USAGE
     config = load_config(args.config)
     socket, sys_root, cgroup_root = _node_paths(args)
     opts = AgentOptions(node=node, socket=socket, sys_root=sys_root, cgroup_root=cgroup_root,
@@ -248,13 +251,13 @@ def cmd_agent(args: argparse.Namespace) -> int:
         return run_agent(opts)
     except ClusterError as exc:
         err(f"agent: {exc}")
-        return EXIT_USAGE
+        return ExitCode.USAGE
     except OSError as exc:  # the metrics port
         err(f"agent: cannot listen on {args.metrics_bind}: {exc.strerror or exc} (--metrics-bind)")
-        return EXIT_USAGE
+        return ExitCode.USAGE
 
 
-def cmd_verify(args: argparse.Namespace) -> int:
+def cmd_verify(args: argparse.Namespace) -> ExitCode:
     from webhook.cluster.client import ClusterError, Lister
     from webhook.node.kubelet import PodResourcesClient, PodResourcesError
     from webhook.node.observe import ListedView, observe
@@ -266,7 +269,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         ns, sep, name = ref.partition("/")
         if not sep or not ns or not name or "/" in name:
             err(f"verify: {ref!r} is not NAMESPACE/POD")
-            return EXIT_USAGE
+            return ExitCode.USAGE
         only.append((ns, name))
     config = load_config(args.config)
     socket, sys_root, cgroup_root = _node_paths(args)
@@ -277,13 +280,11 @@ def cmd_verify(args: argparse.Namespace) -> int:
                            config.policy.fractional_cpu_containers)
     except (PodResourcesError, SysfsError, ClusterError) as exc:
         err(f"verify: {exc}")
-        return EXIT_USAGE
+        return ExitCode.USAGE
     sys.stdout.write(render_json(snap) if args.format == "json" else render_text(snap))
     if args.format == "text":
         print(summary_line(snap), file=sys.stderr)
-    if any(p.problems for p in snap.placements):
-        return EXIT_VIOLATIONS
-    return EXIT_USAGE if snap.errors else EXIT_OK
+    return fold(violations=any(p.problems for p in snap.placements), errors=bool(snap.errors))
 
 
 class _TerminalProgress:

@@ -10,8 +10,6 @@ from typing import Any
 from webhook import __version__
 from webhook.batch.report import FORMATS
 from webhook.cli.commands import (
-    EXIT_OK,
-    EXIT_USAGE,
     cmd_agent,
     cmd_audit,
     cmd_certs,
@@ -23,9 +21,11 @@ from webhook.cli.commands import (
     cmd_verify,
     err,
 )
+from webhook.cli.pipe import closed_pipe_tolerated
 from webhook.cluster.pinning import DEFAULT_POOL_LABELS
 from webhook.core.config import ConfigError
 from webhook.core.engine import Mode
+from webhook.core.outcome import ExitCode
 
 CHECK_EXIT_CODES = """exit codes:
   0  every object judged is compliant (in --mode warn: always, unless 2 applies)
@@ -211,12 +211,16 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.func in (cmd_serve, cmd_agent):  # servers: their output is logs, never a report
+        return _run(args)
+    with closed_pipe_tolerated():  # a reader that stops early never changes the exit code
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
-        code: int = args.func(args)
+        return int(args.func(args))
     except ConfigError as exc:
         err(f"invalid configuration: {exc}")
-        return EXIT_USAGE
-    except BrokenPipeError:
-        return EXIT_OK
-    return code
+        return ExitCode.USAGE
 

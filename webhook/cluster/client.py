@@ -11,12 +11,44 @@ from typing import Any
 import urllib3
 from kubernetes import client, config
 
-from webhook.core.engine import MODE_LABEL, Mode
+from webhook.core.engine import MODE_SELECTOR
 from webhook.core.workloads import KINDS, Kind, group_of
 
 
 class ClusterError(RuntimeError):
-    """The API could not be reached or refused the change."""
+    """The API could not be reached, refused the change, or answered with what is not an API object."""
+
+
+class Unreachable(ClusterError):
+    """The API server could not be reached at all (refused, reset, TLS, timeout): every other request would fail
+    the same way, so a caller stops rather than report each one."""
+
+    def __init__(self, exc: BaseException) -> None:
+        super().__init__(f"cannot reach the API server: {exc}")
+
+
+class BadAnswer(ClusterError):
+    """A successful (2xx) answer whose body is not a JSON object: never read as an empty one, which would pass
+    for an empty list (a proxy's HTML page, a truncated body)."""
+
+    def __init__(self, method: str, path: str, status: int, data: bytes) -> None:
+        shown = data[:80].decode("utf-8", "replace")
+        super().__init__(f"{method} {path}: HTTP {status} with a body that is not a JSON object "
+                         f"({len(data)} bytes: {shown!r}); is something other than the API server answering?")
+
+
+def decode_body(method: str, path: str, status: int, data: bytes | None) -> Any:
+    """The decoded JSON of an answer: a 2xx must be a JSON object (``BadAnswer``; a 204 has no body: ``{}``);
+    an error status's body is only its message, and anything but JSON is read as none (``{}``)."""
+    try:
+        decoded = json.loads(data) if data else None
+    except (ValueError, TypeError):
+        decoded = None
+    if 200 <= status < 300 and not isinstance(decoded, dict):
+        if status == 204 and not data:
+            return {}
+        raise BadAnswer(method, path, status, data or b"")
+    return decoded if decoded is not None else {}
 
 
 def _api_client(kubeconfig: str | None, context: str | None = None) -> Any:
@@ -100,13 +132,14 @@ class Lister:
             else:
                 raw.release_conn()
         except (OSError, urllib3.exceptions.HTTPError) as exc:
-            raise ClusterError(f"cannot reach the API server: {exc}") from None
+            raise Unreachable(exc) from None
         return int(response.status), bytes(data)
 
     def send(self, method: str, path: str, query: list[tuple[str, str]], body: str | dict[str, Any] | None,
              content_type: str | None) -> tuple[int, dict[str, Any]]:
-        """One raw request; the HTTP status and the decoded body (``{}`` when it is not JSON). A JSON body is
-        given as a dict (the client serializes it; a str would be sent as a JSON string), any other as text."""
+        """One raw request; the HTTP status and the decoded body (``decode_body``: a 2xx that is not a JSON object
+        is ``BadAnswer``; an error's body that is not one reads as ``{}``). A JSON body is given as a dict (the
+        client serializes it; a str would be sent as a JSON string), any other as text."""
         headers = {"Accept": "application/json"}
         if content_type:
             headers["Content-Type"] = content_type
@@ -116,11 +149,8 @@ class Lister:
             response = self._api.call_api(*request, _request_timeout=(10, 60))
             response.read()
         except (OSError, urllib3.exceptions.HTTPError) as exc:
-            raise ClusterError(f"cannot reach the API server: {exc}") from None
-        try:
-            decoded = json.loads(response.data)
-        except (ValueError, TypeError):
-            decoded = {}
+            raise Unreachable(exc) from None
+        decoded = decode_body(method, path, response.status, response.data)
         return response.status, decoded if isinstance(decoded, dict) else {}
 
     def _get(self, path: str, query: list[tuple[str, str]]) -> dict[str, Any]:
@@ -148,8 +178,8 @@ class Lister:
                 return
 
     def opted_in_namespaces(self) -> list[str]:
-        selector = f"{MODE_LABEL} in ({','.join(m.value for m in Mode)})"
-        return sorted(ns["metadata"]["name"] for page in self.pages("/api/v1/namespaces", selector) for ns in page)
+        return sorted(ns["metadata"]["name"] for page in self.pages("/api/v1/namespaces", MODE_SELECTOR)
+                      for ns in page)
 
     def served_version(self, kind: Kind) -> str | None:
         """The first of ``kind``'s versions the API server serves it at (discovery, once per group version);
@@ -193,9 +223,9 @@ class Lister:
                                 continue
                             item["apiVersion"], item["kind"] = api_version, kind  # list items carry neither
                             yield Listed((item.get("metadata") or {}).get("namespace", scope or ""), kind, obj=item)
+                except Unreachable:
+                    raise  # every other kind would fail the same way
                 except ClusterError as exc:
-                    if "cannot reach" in str(exc):
-                        raise
                     yield Listed(scope or "", kind, error=str(exc))
 
 

@@ -29,7 +29,7 @@ from typing import Any, Protocol
 
 import urllib3
 
-from webhook.cluster.client import ClusterError, _api_client
+from webhook.cluster.client import ClusterError, Unreachable, _api_client, decode_body
 
 PAGE = 100  # objects per list page: whole Node objects run to tens of kilobytes each (see ``get``'s bound)
 WATCH_SECONDS = 240  # the API server ends a watch after this; it is resumed from the last resourceVersion
@@ -66,7 +66,7 @@ class ApiTransport:
         try:
             return self._api.call_api(*request, _request_timeout=timeout)
         except (OSError, urllib3.exceptions.HTTPError) as exc:
-            raise ClusterError(f"cannot reach the API server: {exc}") from None
+            raise Unreachable(exc) from None
 
     def get(self, path: str, query: list[tuple[str, str]], accept: str) -> tuple[int, Any]:
         response = self._call(path, query, accept, (10, 60))
@@ -78,10 +78,7 @@ class ApiTransport:
             response.response.release_conn()
         if len(data) > MAX_EVENT * 8:
             raise ClusterError(f"GET {path}: the answer is over {MAX_EVENT * 8} bytes")
-        try:
-            return response.status, json.loads(data)
-        except ValueError:
-            return response.status, {}
+        return response.status, decode_body("GET", path, response.status, data)
 
     def stream(self, path: str, query: list[tuple[str, str]], accept: str) -> tuple[int, Iterator[bytes], Any]:
         response = self._call(path, query, accept, (10, WATCH_SECONDS + 60))

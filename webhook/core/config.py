@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from webhook.core.settings import Amount, Amounts, Choice, ConfigError, Count, Flag, Kind, Names, Section, Setting
@@ -150,11 +150,9 @@ class NumaPolicy:
 @dataclass(frozen=True)
 class AutoNuma:
     """``policy.numa: auto``: each node's NUMA zones, Topology Manager policy and scope come from its
-    NodeResourceTopology object. ``topology`` is not configured: it is what the cluster published (a
-    ``webhook.core.topology.Topology``) at the moment of a judgement, handed in by the front end
-    (``Config.with_topology``); None: not known, and numa-unfit says nothing."""
-
-    topology: Any = field(default=None, compare=False)
+    NodeResourceTopology object. Only the choice is configured: what the cluster published is a fact
+    (``webhook.core.facts.Facts.topology``), handed to the judgement by its caller; without it numa-unfit says
+    nothing."""
 
     def __repr__(self) -> str:
         return "auto"
@@ -197,12 +195,6 @@ class Config:
     @property
     def numa_auto(self) -> bool:
         return isinstance(self.policy.numa, AutoNuma)
-
-    def with_topology(self, topology: Any) -> Config:
-        """This configuration judging against ``topology`` (with ``policy.numa: auto``; otherwise itself)."""
-        if not self.numa_auto:
-            return self
-        return replace(self, policy=replace(self.policy, numa=AutoNuma(topology)))
 
 
 NUMA = Section("numa", NumaPolicy, (NUMA_SCOPE, NUMA_CPUS, NUMA_MEMORY, NUMA_DEVICES),

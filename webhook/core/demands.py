@@ -11,6 +11,7 @@ from typing import Any
 
 from webhook.core.fieldpath import FieldPath, dotted
 from webhook.core.podspec import CPU, GUARANTEED, MEMORY, Container, PodSpec, qos_class
+from webhook.core.quantity import format_bytes
 from webhook.core.topology import HUGEPAGES
 
 
@@ -52,13 +53,6 @@ def show_amount(name: str, amount: int) -> str:
     if name == MEMORY or name.startswith(HUGEPAGES):
         return f"{format_bytes(amount)} {name}"
     return f"{amount} {name}"
-
-
-def format_bytes(value: int) -> str:
-    for suffix, size in (("Ti", 1 << 40), ("Gi", 1 << 30), ("Mi", 1 << 20), ("Ki", 1 << 10)):
-        if value >= size and value % size == 0:
-            return f"{value // size}{suffix}"
-    return str(value)
 
 
 def _units(milli: int) -> int:

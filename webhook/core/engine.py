@@ -1,7 +1,8 @@
-"""``evaluate(object, config, mode) -> Verdict``: the one call the webhook, ``check``, ``fix`` and
+"""``evaluate(object, config, mode, facts) -> Verdict``: the one call the webhook, ``check``, ``fix`` and
 ``audit`` all make, so they always reach the same verdict (as Kyverno's engine does for its CLI).
 
-The mutation is planned only when a caller asks for it (``changes``, ``remaining``, ``fixable``, or the
+``facts`` is what the cluster says (``webhook.core.facts``), built by the caller; ``config`` only what someone
+wrote. The mutation is planned only when a caller asks for it (``changes``, ``remaining``, ``fixable``, or the
 verdict of ``mutate`` mode, which is what remains after it): ``enforce`` and ``warn`` answers never pay for it.
 """
 
@@ -15,6 +16,7 @@ from functools import cached_property
 from typing import Any
 
 from webhook.core.config import Config
+from webhook.core.facts import NO_FACTS, Facts
 from webhook.core.fieldpath import FieldPath
 from webhook.core.mutation import Change, apply_changes, plan_changes
 from webhook.core.podspec import PodSpec
@@ -29,6 +31,10 @@ class Mode(StrEnum):
     ENFORCE = "enforce"
     MUTATE = "mutate"
     WARN = "warn"
+
+
+# The label selector of the opted-in namespaces (a mode label with a known mode), for audit, the agent, verify.
+MODE_SELECTOR = f"{MODE_LABEL} in ({','.join(m.value for m in Mode)})"
 
 
 def mode_label_problem(obj: Any) -> str | None:
@@ -74,6 +80,7 @@ class TargetResult:
     config: Config = field(repr=False)
     # Reported, never refused (``Violation.advisory``): warnings in admission, notices in check and audit.
     advisories: tuple[Violation, ...] = ()
+    facts: Facts = field(default=NO_FACTS, repr=False)
 
     @cached_property
     def changes(self) -> tuple[Change, ...]:
@@ -90,7 +97,7 @@ class TargetResult:
         # The only change outside the spec removes ``status.qosClass``, the one status field that counts.
         status = self.target.status if len(in_spec) == len(self.changes) else None
         pod = replace(self.target, spec=fixed, status=status).pod_spec()
-        return tuple(v for v in run_rules(pod, self.config.policy) if not v.advisory)
+        return tuple(v for v in run_rules(pod, self.config.policy, self.facts) if not v.advisory)
 
     @cached_property
     def remedies(self) -> dict[tuple[str, FieldPath], str]:
@@ -100,7 +107,7 @@ class TargetResult:
         left = {(v.rule, v.subject) for v in self.remaining}
         found: dict[tuple[str, FieldPath], str] = {}
         for setting, other in _other_mutations(self.config):
-            trial = TargetResult(self.target, self.pod, self.violations, other)
+            trial = TargetResult(self.target, self.pod, self.violations, other, facts=self.facts)
             fixed = left - {(v.rule, v.subject) for v in trial.remaining} - found.keys()
             for rule, subject in fixed:
                 done = [c for c in trial.changes if _subject(c.path) == subject]
@@ -173,9 +180,10 @@ def _exemption(config: Config, target: Target, namespace: str | None, username: 
     return None
 
 
-def evaluate(obj: Any, config: Config, mode: Mode, *, namespace: str | None = None,
+def evaluate(obj: Any, config: Config, mode: Mode, facts: Facts = NO_FACTS, *, namespace: str | None = None,
              username: str | None = None) -> Verdict:
-    """Judge every pod spec in ``obj``; raises ``ManifestError`` for an object of the wrong shape.
+    """Judge every pod spec in ``obj`` against ``facts``; raises ``ManifestError`` for an object of the wrong
+    shape.
 
     ``namespace`` defaults to each object's own ``metadata.namespace``.
     """
@@ -188,7 +196,7 @@ def evaluate(obj: Any, config: Config, mode: Mode, *, namespace: str | None = No
                 return Verdict(mode, (), exempt=why)
             continue
         pod = target.pod_spec()
-        found = run_rules(pod, config.policy)
+        found = run_rules(pod, config.policy, facts)
         results.append(TargetResult(target, pod, tuple(v for v in found if not v.advisory), config,
-                                    tuple(v for v in found if v.advisory)))
+                                    tuple(v for v in found if v.advisory), facts))
     return Verdict(mode, tuple(results))

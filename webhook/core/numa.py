@@ -31,9 +31,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from webhook.core.demands import Demand, Demands, demands, is_device, may_align
+from webhook.core.memo import Memo, remember
 from webhook.core.podspec import CPU, PodSpec
 from webhook.core.scheduling import Placement
-from webhook.core.topology import NodeTopology, Shapes, Topology, Zone
+from webhook.core.topology import NodeTopology, Shapes, Topology, Zone, shapes_of
 
 # ---- one node: kubelet's admission, simulated ----
 
@@ -223,10 +224,11 @@ class ClusterFit:
 
 
 def fit_cluster(pod: PodSpec, topology: Topology, exhaustive: bool = False,
-                wants: Demands | None = None) -> ClusterFit:
-    """The Pod against every node it can land on (``PodSpec.placement``), judged once per shape of node (the
-    snapshot's ``index``). Unless ``exhaustive``, it stops at the first shape that holds the Pod, or as soon as a
-    matching node is unknown: either way the rule has nothing to say."""
+                wants: Demands | None = None, memo: Memo | None = None) -> ClusterFit:
+    """The Pod against every node it can land on (``PodSpec.placement``), judged once per shape of node
+    (``shapes_of``; with ``memo``, each shape's answer is remembered for the snapshot). Unless ``exhaustive``,
+    it stops at the first shape that holds the Pod, or as soon as a matching node is unknown: either way the rule
+    has nothing to say."""
     placement = pod.placement
     if topology.nodes is None:
         return ClusterFit(placement, 0)
@@ -236,10 +238,10 @@ def fit_cluster(pod: PodSpec, topology: Topology, exhaustive: bool = False,
         wants = demands(pod)
     if not wants.aligned:
         return ClusterFit(placement, 0)
-    index = topology.index
+    index = shapes_of(topology, memo)
     devices = {k for d in wants.containers for k, v in d.devices.items() if v > 0}
     if placement.constrained or topology.taints:
-        chosen, unknown = index.matching(placement, topology)
+        chosen, unknown = index.matching(placement, topology, memo)
         groups = [(i, tuple(names)) for i, names in sorted(chosen.items())]
     else:
         unknown = list(index.unknown)
@@ -255,7 +257,8 @@ def fit_cluster(pod: PodSpec, topology: Topology, exhaustive: bool = False,
     for where, names in groups:
         topo = index.shapes[where].topology
         # ``none`` asks no alignment and refuses nothing.
-        answer = NodeFit(names[0], topo.policy, topo.scope, {}) if topo.policy == "none" else _fit(index, where, wants)
+        answer = (NodeFit(names[0], topo.policy, topo.scope, {}) if topo.policy == "none"
+                  else _fit(index, where, wants, memo))
         answer = NodeFit(names[0], answer.policy, answer.scope, answer.placed, answer.failed, answer.alone,
                          answer.reason, names)
         (fits if answer.fits else refused if topo.refuses else spread).append(answer)
@@ -264,15 +267,9 @@ def fit_cluster(pod: PodSpec, topology: Topology, exhaustive: bool = False,
     return ClusterFit(placement, matching, tuple(fits), tuple(refused), tuple(spread), tuple(sorted(unknown)))
 
 
-def _fit(index: Shapes, where: int, wants: Demands) -> NodeFit:
-    """The shape's answer for what the Pod asks, remembered for the snapshot (bounded)."""
-    key = (where, wants.key)
-    found: NodeFit | None = index.fitted.get(key)
-    if found is None:
-        if len(index.fitted) >= 4096:
-            index.fitted.clear()
-        found = index.fitted[key] = fit_node(wants, index.shapes[where].topology)
-    return found
+def _fit(index: Shapes, where: int, wants: Demands, memo: Memo | None) -> NodeFit:
+    """The shape's answer for what the Pod asks, remembered in ``memo`` (bounded)."""
+    return remember(memo, "numa.fitted", (where, wants.key), lambda: fit_node(wants, index.shapes[where].topology))
 
 
 def largest_zone(need: Demand, topologies: Iterable[NodeTopology]) -> tuple[NodeTopology, Zone] | None:

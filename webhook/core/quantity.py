@@ -83,6 +83,20 @@ def format_milli(milli: int) -> str:
     return str(milli // 1000) if milli % 1000 == 0 else f"{milli}m"
 
 
+def format_bytes(value: int) -> str:
+    """Bytes as people write them in a Pod spec: 67108864 -> ``64Mi``, in the largest exact binary unit (up to
+    ``Ti``), else plain bytes. The one byte formatter: numa-unfit's messages, the demands, the node agent."""
+    for suffix, shift in (("Ti", 40), ("Gi", 30), ("Mi", 20), ("Ki", 10)):
+        if value >= 1 << shift and value % (1 << shift) == 0:
+            return f"{value >> shift}{suffix}"
+    return str(value)
+
+
+def format_milli_bytes(milli: int) -> str:
+    """``format_bytes`` of an amount in milli-units (rounded up to a whole byte, as kubelet's ``Value()``)."""
+    return format_bytes(-(-milli // 1000))
+
+
 def _split(text: str) -> tuple[bool, str, str, str]:
     """``parseQuantityString``: sign, numerator, denominator and suffix, with upstream's quirks
     (``.``, ``+`` and ``5.`` are accepted; trailing garbage after an exponent is not)."""

@@ -10,9 +10,9 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import Any
 
+from webhook.core.memo import Memo, remember
 from webhook.core.quantity import QuantityError, quantity_from_value
 from webhook.core.scheduling import Placement, Taint
 
@@ -80,17 +80,13 @@ class NodeTopology:
 class Topology:
     """What the cluster said, at one moment: nodes with their labels (``None`` when the node list is not
     known), the taints of the tainted ones, NodeResourceTopology objects by node name, and why it may be
-    incomplete. Immutable: the webhook publishes a new one on a change, and each request judges against one."""
+    incomplete. Immutable: the webhook publishes a new one on a change, and each request judges against one;
+    what is learnt from it (``shapes_of``) is remembered in the caller's ``Memo``, never in the snapshot."""
 
     nodes: Mapping[str, Mapping[str, str]] | None = None
     topologies: Mapping[str, NodeTopology] = field(default_factory=dict)
     problem: str | None = None
     taints: Mapping[str, tuple[Taint, ...]] = field(default_factory=dict)
-
-    @cached_property
-    def index(self) -> Shapes:
-        """The nodes grouped by topology (built once per snapshot, on first use)."""
-        return Shapes.of(self)
 
 
 @dataclass(frozen=True)
@@ -109,19 +105,12 @@ class Shapes:
     shapes: tuple[Shape, ...]
     shape_of: Mapping[str, int]  # node name -> index in ``shapes``
     unknown: tuple[str, ...]
-    # Placement -> (shape index -> matching nodes, unknown matching nodes): Pods of one workload share theirs.
-    placed: dict[tuple[Any, ...], tuple[dict[int, list[str]], list[str]]] = field(default_factory=dict)
-    # (shape index, what the Pod asks: ``Demands.key``) -> the shape's answer (a ``NodeFit``): the same Pods are
-    # judged over and over. Filled by ``webhook.core.numa.fit_cluster``, bounded there.
-    fitted: dict[tuple[Any, ...], Any] = field(default_factory=dict)
-    # (placement, what the Pod asks) -> numa-unfit's findings: the rule's whole answer, for repeated Pods.
-    verdicts: dict[tuple[Any, ...], Any] = field(default_factory=dict)
 
-    def matching(self, placement: Placement, topology: Topology) -> tuple[dict[int, list[str]], list[str]]:
-        """The nodes ``placement`` allows, by shape, and the unknown ones; remembered for this snapshot."""
-        key = placement.key
-        found = self.placed.get(key)
-        if found is None:
+    def matching(self, placement: Placement, topology: Topology,
+                 memo: Memo | None = None) -> tuple[dict[int, list[str]], list[str]]:
+        """The nodes ``placement`` allows, by shape, and the unknown ones; remembered in ``memo`` (Pods of one
+        workload share their placement)."""
+        def choose() -> tuple[dict[int, list[str]], list[str]]:
             chosen: dict[int, list[str]] = {}
             unknown: list[str] = []
             taints = topology.taints
@@ -132,10 +121,8 @@ class Shapes:
                         unknown.append(name)
                     else:
                         chosen.setdefault(where, []).append(name)
-            if len(self.placed) >= 1024:  # bounded: distinct placements are few; a flood of them is not kept
-                self.placed.clear()
-            found = self.placed[key] = ({i: sorted(names) for i, names in chosen.items()}, sorted(unknown))
-        return found
+            return {i: sorted(names) for i, names in chosen.items()}, sorted(unknown)
+        return remember(memo, "topology.placed", placement.key, choose, limit=1024)
 
     @classmethod
     def of(cls, topology: Topology) -> Shapes:
@@ -153,6 +140,11 @@ class Shapes:
         shapes = tuple(Shape(first[k], tuple(names), frozenset(first[k].published)) for k, names in groups.items())
         shape_of = {name: i for i, shape in enumerate(shapes) for name in shape.nodes}
         return cls(shapes, shape_of, tuple(unknown))
+
+
+def shapes_of(topology: Topology, memo: Memo | None = None) -> Shapes:
+    """The snapshot's nodes grouped by shape, built once per ``memo`` (the caller keeps one per snapshot)."""
+    return remember(memo, "topology.shapes", None, lambda: Shapes.of(topology), limit=1)
 
 
 def _amount(raw: Any, where: str) -> int:

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from webhook.core.engine import MODE_LABEL, Mode
+from webhook.core.engine import MODE_LABEL
+from webhook.core.engine import MODE_SELECTOR as MODE_SELECTOR  # watched.py reads it here
 from webhook.core.podspec import ManifestError
 from webhook.node.cgroups import CgroupError, cgroup_version, container_cpuset
 from webhook.node.decide import Allocatable, Placement, PodAllocation, decide, opted_in_at, pod_info
@@ -21,7 +22,6 @@ from webhook.node.sysfs import NumaLayout, read_layout
 
 MAX_NAMESPACES = 10_000
 # The namespaces that opted in: those whose mode label holds a mode (the list's and the watch's selector).
-MODE_SELECTOR = f"{MODE_LABEL} in ({','.join(m.value for m in Mode)})"
 
 
 class PodSource(Protocol):

@@ -26,6 +26,7 @@ from webhook.admission.review import (
     parse_review,
 )
 from webhook.core.config import Config
+from webhook.core.facts import NO_FACTS, Facts, Memo
 from webhook.core.rules import RULE_IDS
 from webhook.core.topology import Topology
 from webhook.core.workloads import KINDS
@@ -62,12 +63,13 @@ def create_app(config: Config, metrics: Metrics | None = None, own_namespace: st
     metrics.requests.labels("validate", "Pod", "CREATE", "allowed", "false")
     metrics.violations.labels("cpu-not-integer")
 
-    last: list[tuple[Topology, Config]] = []
+    last: list[tuple[Topology, Facts]] = []
 
-    def judging(snapshot: Topology) -> Config:
-        """The configuration with ``snapshot``, made once per snapshot (a snapshot lasts until a change)."""
+    def judging(snapshot: Topology) -> Facts:
+        """The facts of ``snapshot``, made once per snapshot (a snapshot lasts until a change) with a memo of their
+        own: the same Pods come again and again, and what was learnt dies with the snapshot."""
         if not last or last[0][0] is not snapshot:
-            last[:] = [(snapshot, config.with_topology(snapshot))]
+            last[:] = [(snapshot, Facts(topology=snapshot, memo=Memo()))]
         return last[0][1]
 
     def read_body() -> bytes | bytearray:
@@ -97,8 +99,8 @@ def create_app(config: Config, metrics: Metrics | None = None, own_namespace: st
         started = time.perf_counter()
         try:
             review = parse_review(read_body(), endpoint)
-            judged = config if topology is None else judging(topology())
-            decision = decide(review, endpoint, judged, own_namespace)
+            facts = NO_FACTS if topology is None else judging(topology())
+            decision = decide(review, endpoint, config, facts, own_namespace)
         except (TooLarge, BadBody, BadReview) as exc:  # answered by the handlers below; counted here
             outcome = "too-large" if isinstance(exc, TooLarge) else "bad-request"
             metrics.requests.labels(endpoint.name, "unknown", "unknown", outcome, "false").inc()

@@ -9,6 +9,7 @@ tests/fixtures/rules/<rule-id>/ (CONTRIBUTING.md).
 from __future__ import annotations
 
 from webhook.core.config import Policy
+from webhook.core.facts import NO_FACTS, Facts
 from webhook.core.podspec import PodSpec
 from webhook.core.rules import (
     cpu_not_integer,
@@ -40,12 +41,12 @@ REFUSED = Text('{kind} "{name}" would not get exclusive CPUs (Guaranteed QoS, wh
 MORE = Text("... and {count} more (see qos-guard check)")
 
 
-def run_rules(pod: PodSpec, policy: Policy) -> list[Violation]:
-    """Every violation of ``pod``, rule by rule (the rules the policy turns on)."""
+def run_rules(pod: PodSpec, policy: Policy, facts: Facts = NO_FACTS) -> list[Violation]:
+    """Every violation of ``pod``, rule by rule (the rules the policy turns on), against ``facts``."""
     found: list[Violation] = []
     for rule in RULES:
         if rule.enabled(policy):
-            found.extend(rule.check(pod, policy))
+            found.extend(rule.check(pod, policy, facts))
     return found
 
 

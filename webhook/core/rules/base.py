@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from string import Formatter
 
 from webhook.core.config import Policy
+from webhook.core.facts import Facts
 from webhook.core.fieldpath import FieldPath, Remark
 from webhook.core.podspec import PodSpec
 
@@ -70,7 +71,8 @@ class Text:
 USE = Text("use {n}")
 USE_EITHER = Text("use {low} or {high}")
 
-Check = Callable[[PodSpec, Policy], list[Violation]]
+# ``check(pod, policy, facts)``: the Pod, the configured policy, what the cluster says (``NO_FACTS``: nothing).
+Check = Callable[[PodSpec, Policy, Facts], list[Violation]]
 CelFragment = Callable[[bool], str]
 
 
@@ -80,7 +82,7 @@ def always(policy: Policy) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class Rule:
-    """One rule, whole: the engine runs ``check``; ``qos-guard policy`` assembles ``cel``.
+    """One rule, whole: the engine runs ``check(pod, policy, facts)``; ``qos-guard policy`` assembles ``cel``.
 
     ``enabled``: whether the configuration turns the rule on (``default_on`` is its answer for the default
     configuration). ``cel(mutated)`` is a CEL ``list<string>`` of ``'rule-id: message'`` written in the

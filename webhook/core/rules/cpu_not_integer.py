@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from webhook.core.config import Policy
+from webhook.core.facts import Facts
 from webhook.core.podspec import CPU, Block, PodSpec
 from webhook.core.quantity import is_whole_cpu
 from webhook.core.rules import cel
@@ -35,7 +36,7 @@ def _scan(block: Block, is_sidecar: bool = False) -> list[Violation]:
         block.container, rule=RULE_ID)]
 
 
-def check(pod: PodSpec, policy: Policy) -> list[Violation]:
+def check(pod: PodSpec, policy: Policy, facts: Facts) -> list[Violation]:
     """Each container (a sidecar's message says how it alone could share CPUs), then the pod-level block."""
     found: list[Violation] = []
     for index, c in enumerate(pod.all_containers):

@@ -5,6 +5,7 @@ No CEL: the API server refuses such an object before any admission policy sees i
 from __future__ import annotations
 
 from webhook.core.config import Policy
+from webhook.core.facts import Facts
 from webhook.core.podspec import COMPUTE, CPU, Amount, Block, PodSpec
 from webhook.core.rules.base import Rule, Text, Violation
 
@@ -35,7 +36,7 @@ def _scan(block: Block) -> list[Violation]:
     return found
 
 
-def check(pod: PodSpec, policy: Policy) -> list[Violation]:
+def check(pod: PodSpec, policy: Policy, facts: Facts) -> list[Violation]:
     return [v for block in pod.blocks() for v in _scan(block)]
 
 

@@ -4,6 +4,7 @@ the Pod is not Guaranteed (``ComputePodQOS``: a zero limit is ignored, so it cou
 from __future__ import annotations
 
 from webhook.core.config import Policy
+from webhook.core.facts import Facts
 from webhook.core.podspec import COMPUTE, Block, PodSpec
 from webhook.core.rules import cel
 from webhook.core.rules.base import Rule, Text, Violation
@@ -44,7 +45,7 @@ def _scan(block: Block) -> list[Violation]:
     return found
 
 
-def check(pod: PodSpec, policy: Policy) -> list[Violation]:
+def check(pod: PodSpec, policy: Policy, facts: Facts) -> list[Violation]:
     return [v for block in pod.qos_blocks() for v in _scan(block)]
 
 

@@ -14,10 +14,12 @@ from collections.abc import Iterable, Mapping
 
 from webhook.core.config import NUMA, AutoNuma, NumaPolicy, Policy
 from webhook.core.demands import Demand, Demands, demands, may_align, show_amount
+from webhook.core.facts import Facts
 from webhook.core.fieldpath import dotted
+from webhook.core.memo import Memo, remember
 from webhook.core.numa import ClusterFit, NodeFit, fit_cluster, largest_zone
 from webhook.core.podspec import CPU, MEMORY, PodSpec, effective_requests
-from webhook.core.quantity import format_milli
+from webhook.core.quantity import format_bytes, format_milli, format_milli_bytes
 from webhook.core.rules.base import Rule, Text, Violation
 from webhook.core.topology import Topology
 
@@ -29,19 +31,11 @@ OVER = Text("{need} (a NUMA node has {cap})")
 IN_TOTAL = "in total "
 
 
-def format_bytes(milli: int) -> str:
-    value = -(-milli // 1000)
-    for suffix, size in (("Ti", 1 << 40), ("Gi", 1 << 30), ("Mi", 1 << 20), ("Ki", 1 << 10)):
-        if value >= size and value % size == 0:
-            return f"{value // size}{suffix}"
-    return str(value)
-
-
 def _show(resource: str, milli: int) -> str:
     if resource == CPU:
         return f"{format_milli(milli)} CPUs"
     if resource == MEMORY:
-        return f"{format_bytes(milli)} memory"
+        return f"{format_milli_bytes(milli)} memory"
     return f"{format_milli(milli)} {resource}"
 
 
@@ -83,27 +77,22 @@ def _have(name: str, amount: int) -> str:
     """A zone's amount, after the need has named the resource: ``32 CPUs``, ``240Gi``, ``4``."""
     if name == CPU:
         return show_amount(name, amount)
-    return format_bytes(amount * 1000) if name == MEMORY or name.startswith("hugepages-") else str(amount)
+    return format_bytes(amount) if name == MEMORY or name.startswith("hugepages-") else str(amount)
 
 
-def _auto(pod: PodSpec, topology: Topology) -> list[Violation]:
-    """The findings for ``pod`` over the snapshot, remembered per placement and demand for the snapshot (the
-    same Pods come again and again: a workload's replicas, retries)."""
+def _auto(pod: PodSpec, topology: Topology, memo: Memo | None) -> list[Violation]:
+    """The findings for ``pod`` over the snapshot, remembered per placement and demand in the caller's ``memo``
+    (the same Pods come again and again: a workload's replicas, retries)."""
     if topology.nodes is None or not may_align(pod):
         return []
     wants = demands(pod)
-    key = (pod.placement.key, wants.key)
-    remembered = topology.index.verdicts
-    found: list[Violation] | None = remembered.get(key)
-    if found is None:
-        if len(remembered) >= 4096:
-            remembered.clear()
-        found = remembered[key] = _judge(pod, topology, wants)
+    found = remember(memo, "numa-unfit.verdicts", (pod.placement.key, wants.key),
+                     lambda: tuple(_judge(pod, topology, wants, memo)))
     return list(found)
 
 
-def _judge(pod: PodSpec, topology: Topology, wants: Demands) -> list[Violation]:
-    fit: ClusterFit = fit_cluster(pod, topology, wants=wants)
+def _judge(pod: PodSpec, topology: Topology, wants: Demands, memo: Memo | None) -> list[Violation]:
+    fit: ClusterFit = fit_cluster(pod, topology, wants=wants, memo=memo)
     if fit.fits or fit.unknown or not (fit.refused or fit.spread):
         return []
     # The node that placed the most before failing tells the story; ties go to the first by name.
@@ -139,12 +128,12 @@ def _judge(pod: PodSpec, topology: Topology, wants: Demands) -> list[Violation]:
     return [Violation(need.path, "; ".join(spread + parts), need.container, rule=RULE_ID, advisory=bool(spread))]
 
 
-def check(pod: PodSpec, policy: Policy) -> list[Violation]:
+def check(pod: PodSpec, policy: Policy, facts: Facts) -> list[Violation]:
     numa = policy.numa
     if numa is None:
         return []
-    if isinstance(numa, AutoNuma):
-        return _auto(pod, numa.topology) if isinstance(numa.topology, Topology) else []
+    if isinstance(numa, AutoNuma):  # the nodes' own NUMA zones: a fact, not configured; unknown says nothing
+        return [] if facts.topology is None else _auto(pod, facts.topology, facts.remembering())
     found = []
     if numa.scope == "container":
         for c in pod.all_containers:

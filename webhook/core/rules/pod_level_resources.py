@@ -4,6 +4,7 @@ cpu or memory unless the node enables the ``PodLevelResourceManagers`` feature."
 from __future__ import annotations
 
 from webhook.core.config import POD_LEVEL, Policy
+from webhook.core.facts import Facts
 from webhook.core.podspec import PodSpec
 from webhook.core.rules import cel
 from webhook.core.rules.base import Rule, Text, Violation
@@ -16,7 +17,7 @@ SKIPPED = Text("{label}: pod-level cpu/memory make kubelet's CPU and Memory Mana
                f"policy.{POD_LEVEL.name}: {ALLOW}")
 
 
-def check(pod: PodSpec, policy: Policy) -> list[Violation]:
+def check(pod: PodSpec, policy: Policy, facts: Facts) -> list[Violation]:
     level = pod.pod_level
     if level is None or not level.sets_compute() or policy.pod_level_resources == ALLOW:
         return []

@@ -4,6 +4,7 @@ cpu count is not a multiple of the SMT level (``SMTAlignmentError``, policy_stat
 from __future__ import annotations
 
 from webhook.core.config import SMT, Policy
+from webhook.core.facts import Facts
 from webhook.core.podspec import CPU, PodSpec
 from webhook.core.quantity import is_whole_cpu
 from webhook.core.rules import cel
@@ -15,7 +16,7 @@ MISALIGNED = Text("{label}: cpu {kind} {cpus} is not a multiple of {smt} (full-p
                   "SMTAlignmentError); {choice}")
 
 
-def check(pod: PodSpec, policy: Policy) -> list[Violation]:
+def check(pod: PodSpec, policy: Policy, facts: Facts) -> list[Violation]:
     smt = policy.smt_alignment
     found = []
     for c in pod.all_containers:

@@ -6,6 +6,7 @@ Burstable and never pinned. A spec that is not Guaranteed is reported by the oth
 from __future__ import annotations
 
 from webhook.core.config import Policy
+from webhook.core.facts import Facts
 from webhook.core.podspec import GUARANTEED, PodSpec, qos_class
 from webhook.core.rules import cel, limits_missing, requests_not_equal_limits
 from webhook.core.rules.base import Rule, Text, Violation
@@ -17,7 +18,7 @@ KEPT = Text('pod (status.qosClass): "{declared}" is kept by the API server on cr
             "{declared} and never pinned; remove status from the manifest")
 
 
-def check(pod: PodSpec, policy: Policy) -> list[Violation]:
+def check(pod: PodSpec, policy: Policy, facts: Facts) -> list[Violation]:
     declared = pod.declared_qos
     if declared is None or declared == GUARANTEED or qos_class(pod) != GUARANTEED:
         return []

@@ -1,0 +1,123 @@
+"""What the API client makes of the answers it gets, over real HTTP from a local server: a 2xx whose body is not
+a JSON object is an error (never ``{}``, which passed for an empty list and silently emptied a topology cache or
+the agent's view), an error status's body is only its message, and an unreachable API server is its own type,
+so ``audit`` stops on it instead of keying on the words of a message."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from webhook.cluster.client import BadAnswer, ClusterError, Lister, Unreachable, decode_body
+from webhook.cluster.watch import ApiTransport, Listing
+
+# path -> (status, content type, body)
+ANSWERS: dict[str, tuple[int, str, bytes]] = {}
+
+
+class Handler(BaseHTTPRequestHandler):
+    def _answer(self) -> None:
+        status, ctype, body = ANSWERS.get(self.path.split("?")[0], (404, "application/json", b'{"message":"nf"}'))
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_PATCH = do_DELETE = _answer
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def kubeconfig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    path = tmp_path_factory.mktemp("kube") / "config"
+    path.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "t",
+        "clusters": [{"name": "t", "cluster": {"server": f"http://127.0.0.1:{server.server_port}"}}],
+        "users": [{"name": "t", "user": {"token": "x"}}],
+        "contexts": [{"name": "t", "context": {"cluster": "t", "user": "t"}}]}))
+    yield str(path)
+    server.shutdown()
+    server.server_close()
+
+
+HTML = (200, "text/html", b"<html><body>Sign in to continue</body></html>")
+LIST = (200, "application/json",
+        b'{"kind":"List","metadata":{"resourceVersion":"7"},"items":[{"metadata":{"name":"a"}}]}')
+
+
+def test_a_2xx_that_is_not_json_is_an_error_not_an_empty_list(kubeconfig: str) -> None:
+    ANSWERS["/api/v1/nodes"] = HTML
+    with pytest.raises(BadAnswer, match=r"GET /api/v1/nodes: HTTP 200 with a body that is not a JSON object"):
+        Lister(kubeconfig).send("GET", "/api/v1/nodes", [], None, None)
+    with pytest.raises(BadAnswer, match="Sign in"):
+        list(Lister(kubeconfig).pages("/api/v1/nodes"))
+    with pytest.raises(BadAnswer):
+        ApiTransport(kubeconfig).get("/api/v1/nodes", [], "application/json")
+    with pytest.raises(BadAnswer):
+        list(Listing(ApiTransport(kubeconfig), "/api/v1/nodes", "application/json"))
+
+
+def test_a_2xx_json_that_is_not_an_object_is_an_error(kubeconfig: str) -> None:
+    ANSWERS["/api/v1/nodes"] = (200, "application/json", b"[1, 2]")
+    with pytest.raises(BadAnswer):
+        ApiTransport(kubeconfig).get("/api/v1/nodes", [], "application/json")
+    ANSWERS["/api/v1/nodes"] = (200, "application/json", b"")
+    with pytest.raises(BadAnswer, match="0 bytes"):
+        Lister(kubeconfig).send("GET", "/api/v1/nodes", [], None, None)
+
+
+def test_good_answers_are_read(kubeconfig: str) -> None:
+    ANSWERS["/api/v1/nodes"] = LIST
+    assert list(Lister(kubeconfig).pages("/api/v1/nodes")) == [[{"metadata": {"name": "a"}}]]
+    listing = Listing(ApiTransport(kubeconfig), "/api/v1/nodes", "application/json")
+    assert [o["metadata"]["name"] for o in listing] == ["a"] and listing.resource_version == "7"
+
+
+def test_an_error_status_keeps_its_status_and_reads_a_non_json_body_as_none(kubeconfig: str) -> None:
+    ANSWERS["/api/v1/nodes"] = (502, "text/html", b"<html>Bad Gateway</html>")
+    assert Lister(kubeconfig).send("GET", "/api/v1/nodes", [], None, None) == (502, {})
+    assert ApiTransport(kubeconfig).get("/api/v1/nodes", [], "application/json") == (502, {})
+    ANSWERS["/api/v1/nodes"] = (403, "application/json", b'{"message":"forbidden: no"}')
+    assert Lister(kubeconfig).send("GET", "/api/v1/nodes", [], None, None) == (403, {"message": "forbidden: no"})
+
+
+def test_no_content_is_an_empty_answer() -> None:
+    assert decode_body("DELETE", "/x", 204, b"") == {}
+    with pytest.raises(BadAnswer):
+        decode_body("DELETE", "/x", 200, b"")
+
+
+def test_audit_reports_a_kind_that_answers_badly_and_goes_on(kubeconfig: str) -> None:
+    ANSWERS.clear()
+    ANSWERS["/api/v1/namespaces/ns/pods"] = HTML
+    ANSWERS["/apis/apps/v1/namespaces/ns/deployments"] = LIST
+    listed = list(Lister(kubeconfig).objects(["ns"]))
+    errors = {x.kind: x.error for x in listed if x.error}
+    assert "not a JSON object" in (errors.get("Pod") or "")
+    assert [x.obj["metadata"]["name"] for x in listed if x.obj] == ["a"]  # the Deployment
+    assert all(x.kind != "Deployment" for x in listed if x.error)
+
+
+def test_an_unreachable_api_server_is_its_own_error_and_stops_audit(tmp_path: Path) -> None:
+    config = tmp_path / "config"
+    config.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "t",
+        "clusters": [{"name": "t", "cluster": {"server": "http://127.0.0.1:1"}}],
+        "users": [{"name": "t", "user": {"token": "x"}}],
+        "contexts": [{"name": "t", "context": {"cluster": "t", "user": "t"}}]}))
+    with pytest.raises(Unreachable, match="cannot reach the API server"):
+        list(Lister(str(config)).objects(["ns"]))
+    with pytest.raises(Unreachable):
+        ApiTransport(str(config)).get("/api/v1/nodes", [], "application/json")
+    assert issubclass(Unreachable, ClusterError) and issubclass(BadAnswer, ClusterError)

@@ -1,0 +1,39 @@
+"""``Facts``: what the cluster says at the moment of a judgement, an explicit input of ``evaluate`` and of every
+rule's ``check``, so the configuration stays what someone wrote and nothing live is smuggled inside it.
+
+Built by the caller (the webhook worker from its caches, ``check --kubeconfig`` and ``audit`` from one read of
+the cluster); ``NO_FACTS`` when nothing is known, and a rule that needs a fact it lacks says nothing ("unknown"
+is never "fits"). A new fact is a new field with a default (None: not known).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from webhook.core.memo import Memo
+from webhook.core.topology import Topology
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What the cluster says at the moment of a judgement (built by the caller: webhook worker,
+    check --kubeconfig, audit).
+
+    ``memo``: where answers learnt from these facts are remembered, owned by the caller (one per snapshot or per
+    run); None: nothing is remembered. A memo handed to other facts forgets what it knew about these.
+    """
+
+    topology: Topology | None = None  # NodeResourceTopology view for policy.numa: auto; None: not known
+    memo: Memo | None = field(default=None, compare=False, repr=False)
+
+    def remembering(self) -> Memo | None:
+        """The memo, for answers about these facts: one last used with other facts forgets those first (a memo
+        ``dataclasses.replace`` carried over never answers for facts it did not learn from)."""
+        if self.memo is not None:
+            self.memo.bind(self)
+        return self.memo
+
+
+NO_FACTS = Facts()
+
+__all__ = ["NO_FACTS", "Facts", "Memo"]
