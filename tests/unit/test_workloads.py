@@ -150,3 +150,17 @@ def test_optional_templates_and_wrong_shapes() -> None:
     with pytest.raises(ManifestError) as err:
         list(find_targets(obj("JobSet", spec={"replicatedJobs": [3]})))
     assert err.value.path == ("spec", "replicatedJobs", 0)
+
+
+def test_kserve_model_predictor_is_unknown_not_passed() -> None:
+    """With ``spec.predictor.model`` KServe merges the model container with its ServingRuntime's
+    (MergeServingRuntimeAndInferenceServiceSpecs) and drops the predictor's own containers: what kubelet gets is
+    not in the object, so it is not judged here (never passed), and check says why."""
+    isvc = obj("InferenceService", spec={"predictor": {"model": {"modelFormat": {"name": "huggingface"},
+                                                                "resources": {"limits": {"cpu": "1500m"}}},
+                                                      **SPEC}})
+    (reason,) = walk(isvc)
+    assert isinstance(reason, str) and reason.startswith("InferenceService with spec.predictor.model")
+    from webhook.policies.generate import spec_variables
+    templates = dict(spec_variables())["templates0"]
+    assert "(object.?spec.?predictor.?model.orValue(null) != null ? [] : [" in templates

@@ -74,6 +74,10 @@ class Template:
 
     path: str
     name: str | None = None
+    # A field (fixed path from the object's root) whose presence means the Pod is built from something the
+    # object does not show: the template is then not judged here, and ``check`` says why (KServe's model).
+    unknown_if: str | None = None
+    why_unknown: str = ""
     segments: tuple[str, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -164,8 +168,13 @@ BUILTIN: tuple[Kind, ...] = (
     _k("RayCluster", "ray.io", "v1,v1alpha1", "rayclusters", *_ray("spec.")),
     _k("RayService", "ray.io", "v1,v1alpha1", "rayservices", *_ray("spec.rayClusterConfig.")),
     _k("RayJob", "ray.io", "v1,v1alpha1", "rayjobs", *_ray("spec.rayClusterSpec.")),
-    # KServe: the predictor is a pod spec inline (containers, initContainers, resources at spec.predictor).
-    _k("InferenceService", "serving.kserve.io", "v1beta1", "inferenceservices", ("spec.predictor", "predictor")),
+    # KServe: the predictor is a pod spec inline (containers, initContainers, resources at spec.predictor). Not a
+    # controller for audit: the Deployment KServe builds (with spec.predictor.model, its model container merged
+    # from the ServingRuntime, which the InferenceService does not show) is judged itself.
+    Kind("InferenceService", "serving.kserve.io", ("v1beta1",), "inferenceservices", (Template(
+        "spec.predictor", "predictor", unknown_if="spec.predictor.model",
+        why_unknown="InferenceService with spec.predictor.model (its model container is merged from the "
+                    "ServingRuntime: judged as the Deployment and Pods KServe creates)"),), controller=False),
     # Argo Rollouts: spec.template (a Rollout with spec.workloadRef has none: its Deployment is judged).
     _k("Rollout", "argoproj.io", "v1alpha1", "rollouts", _T),
     # Kubeflow training-operator v1 (MPIJob also as mpi-operator's v2beta1)
@@ -297,6 +306,15 @@ def _walk_template(node: Any, segments: tuple[str, ...], walked: FieldPath,
     yield from _walk_template(value, rest, here, item_name)
 
 
+def _has(obj: Mapping[str, Any], dotted_path: str) -> bool:
+    node: Any = obj
+    for key in dotted_path.split("."):
+        if not isinstance(node, Mapping) or node.get(key) is None:
+            return False
+        node = node[key]
+    return True
+
+
 def walk(obj: Any, where: FieldPath = (),
          kinds: Mapping[tuple[str, str], Kind] = KINDS) -> Iterator[Target | str]:
     """Each object in ``obj`` (recursing into ``kind: List`` items): each of its pod specs as a ``Target``,
@@ -336,6 +354,10 @@ def walk(obj: Any, where: FieldPath = (),
     name, namespace = _meta(obj, where)
     found = False
     for template in known.templates:
+        if template.unknown_if is not None and _has(obj, template.unknown_if):
+            found = True
+            yield template.why_unknown
+            continue
         for path, spec, item_name in _walk_template(obj, template.segments, where, None):
             if spec is None:
                 continue

@@ -127,7 +127,14 @@ def _template_cel(kind: Kind, template: Template) -> str:
 
 
 def _kind_templates(kind: Kind) -> str:
-    return " + ".join(_template_cel(kind, t) for t in kind.templates)
+    parts = []
+    for t in kind.templates:
+        records = _template_cel(kind, t)
+        if t.unknown_if is not None:  # built from what the object does not show: not judged (as the engine)
+            field = "object" + "".join(f".?{k}" for k in t.unknown_if.split("."))
+            records = f"({field}.orValue(null) != null ? [] : {records})"
+        parts.append(records)
+    return " + ".join(parts)
 
 
 def spec_variables(kinds: Mapping[tuple[str, str], Kind] = KINDS) -> list[tuple[str, str]]:
