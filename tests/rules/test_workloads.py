@@ -186,3 +186,13 @@ def test_declared_kinds_are_validated_naming_the_key(workloads: Any, message: st
     config_file.write_text(yaml.safe_dump({"workloads": workloads}))
     out = _cli("check", "--config", str(config_file), str(tmp_path))
     assert out.returncode == 2 and message in out.stderr and "Traceback" not in out.stderr, out.stderr
+
+
+def test_one_object_is_one_case_and_one_object_checked() -> None:
+    """A JobSet of two replicated jobs is one object: one JUnit case, ``1 objects checked``."""
+    from xml.etree import ElementTree as ET
+
+    path = WORKLOADS_DIR / "JobSet" / "fail" / "workers.yaml"
+    junit = ET.fromstring(_cli("check", str(path), "--format", "junit").stdout)
+    assert [c.get("name") for c in junit.iter("testcase")] == ["JobSet/train"]
+    assert "1 objects checked, 1 violations" in _cli("check", str(path)).stderr

@@ -10,9 +10,11 @@ What is kept, and why:
 
 - the envelope: ``apiVersion``, ``kind``, and the request's ``uid``, ``kind.kind``, ``operation``,
   ``subResource``, ``namespace``, ``name``, ``userInfo.username`` and ``dryRun``;
-- every judged kind's object (``KINDS``): ``kind``, ``metadata`` (``name``, ``generateName``, ``namespace``)
-  and the pod spec where that kind keeps it (``spec``, ``spec.template.spec``, ``template.spec``,
-  ``spec.jobTemplate.spec.template.spec``), and a Pod's ``status.qosClass``;
+- a core kind's object (``KINDS``, groups ``""``, ``apps``, ``batch``): ``apiVersion``, ``kind``, ``metadata``
+  (``name``, ``generateName``, ``namespace``) and the pod spec where that kind keeps it (``spec``,
+  ``spec.template.spec``, ``template.spec``, ``spec.jobTemplate.spec.template.spec``), and a Pod's
+  ``status.qosClass``; a custom resource's object (LeaderWorkerSet, JobSet, a kind the configuration declares)
+  is decoded whole once its group is known (``decode_object``), its templates being wherever its kind says;
 - in a pod spec: ``containers`` and ``initContainers`` (``name``, ``restartPolicy``, ``resources``),
   the pod-level ``resources``, ``runtimeClassName`` (exemptions), and for ``policy.numa: auto`` the
   scheduling constraints ``nodeName``, ``nodeSelector``, the required node affinity and ``tolerations``

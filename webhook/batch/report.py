@@ -113,11 +113,13 @@ class Report:
     def add_verdict(self, verdict: Verdict, locate: Callable[[FieldPath], Location]) -> None:
         """Record ``verdict``; ``locate`` maps a field path in the object to its location."""
         self.counts.objects += len({r.target.root for r in verdict.results})  # a JobSet is one, however many jobs
+        cases: dict[FieldPath, Case] = {}  # one per object, however many templates it holds
         for result in verdict.results:
             target = result.target
-            case = Case(locate(target.path), target.kind, target.name)
-            if self.stream is None:
+            case = cases.get(target.root) or Case(locate(target.path), target.kind, target.name)
+            if self.stream is None and target.root not in cases:
                 self.cases.append(case)
+            cases[target.root] = case
             if self.mode is Mode.MUTATE:
                 for change in result.changes:
                     n = Record(locate(change.path), target.kind, target.namespace, target.name, change.container,
