@@ -95,6 +95,19 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return ExitCode.USAGE
 
 
+def cmd_extender(args: argparse.Namespace) -> ExitCode:
+    from webhook.serving.extender import ExtenderOptions, serve_extender
+    from webhook.serving.options import ServeError
+
+    try:
+        serve_extender(ExtenderOptions(args.bind, args.plain, args.cert_file, args.key_file, args.kubeconfig,
+                                       args.reservation_timeout))
+    except ServeError as exc:
+        err(str(exc))
+        return ExitCode.USAGE
+    return ExitCode.OK
+
+
 def cmd_certs(args: argparse.Namespace) -> ExitCode:
     from webhook.serving.certs import ca_bundle, service_sans, write_bundle
 

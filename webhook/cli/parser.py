@@ -14,6 +14,7 @@ from webhook.cli.commands import (
     cmd_audit,
     cmd_certs,
     cmd_check,
+    cmd_extender,
     cmd_fix,
     cmd_nodes,
     cmd_policy,
@@ -109,6 +110,23 @@ def build_parser() -> argparse.ArgumentParser:
                      "  2  wrong usage, bad configuration, unusable certificate files or a port in use")
     add_serve_arguments(serve)
     serve.set_defaults(func=cmd_serve)
+
+    extender = _command(sub, "extender", "run kube-scheduler's NUMA extender: filter and prioritize nodes by "
+                        "whether the Pod fits one NUMA node now (gunicorn, TLS)",
+                        "exit codes:\n  0  stopped by SIGTERM or SIGINT\n"
+                        "  2  wrong usage, unusable certificate files or a port in use")
+    extender.add_argument("--bind", default="0.0.0.0:8444", help="address to serve on (default 0.0.0.0:8444)")
+    extender.add_argument("--cert-file", help="serving certificate (PEM); the scheduler's tlsConfig.caData names "
+                                              "its CA")
+    extender.add_argument("--key-file", help="private key of --cert-file (PEM)")
+    extender.add_argument("--plain", action="store_true",
+                          help="plain HTTP, for a scheduler on the same host: --bind must be loopback")
+    extender.add_argument("--kubeconfig", help="where to watch NodeResourceTopology objects and bound Pods "
+                                               "(default: in-cluster, else $KUBECONFIG)")
+    extender.add_argument("--reservation-timeout", type=float, default=120.0, metavar="SECONDS",
+                          help="how long a Pod bound to a node is held against it while the node's "
+                               "NodeResourceTopology does not say it counts it (default 120)")
+    extender.set_defaults(func=cmd_extender)
 
     certs = _command(sub, "certs", "write a CA and a serving certificate; print the caBundle",
                      "exit codes:\n  0  written (and patched)\n  2  wrong usage, or --patch-webhooks failed")

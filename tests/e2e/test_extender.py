@@ -1,0 +1,509 @@
+"""``qos-guard extender`` with the real kube-scheduler (v1.36.3, built by hack/build-tools.sh) over the real API
+server: Node objects with no kubelet (status patched with capacity, allocatable and a Ready condition; the
+``node.kubernetes.io/not-ready`` taint admission adds removed) and NodeResourceTopology objects (the CRD the chart
+vendors).
+
+- Pods with ``schedulerName: qos-guard-numa`` are bound only to nodes where they fit one NUMA node; a Pod refused
+  everywhere gets ``FailedScheduling`` with the extender's reason per node.
+- A burst of Pods of the shapes the topology differential generates (tests/fidelity/topology_grammar.py) over 50
+  nodes of its machines, scheduled once by a default kube-scheduler and once through the extender: how many were
+  bound where kubelet's single-numa-node policy would fail them (the fit model, the same one held to kubelet's
+  own code by tests/fidelity/test_topology.py, replays each node's Pods in the order they were bound).
+- The extender stopped: what ``ignorable`` decides.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import functools
+import json
+import random
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+import yaml
+
+from tests import waiting
+from tests.binaries import binary
+from tests.e2e.conftest import CHART, TOKEN, Cluster, stop_process, wait_until_ready
+from tests.fidelity import topology_grammar as grammar
+from tests.serving import free_port
+from webhook.core.numa import fit_node
+from webhook.extender.fingerprint import ATTRIBUTE, fingerprint
+from webhook.extender.placement import minus, pod_demands, read_nrt, usage
+from webhook.serving.certs import write_bundle
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+NAMESPACE = "e2e-extender"
+POOL = "e2e.qos-guard.io/extender-pool"
+SCHEDULER = "qos-guard-numa"
+GPU = "example.com/gpu"
+GIB, MIB = 1 << 30, 1 << 20
+TAINT = {"key": POOL, "value": "true", "effect": "NoSchedule"}
+TOLERATION = {"key": POOL, "operator": "Exists", "effect": "NoSchedule"}
+
+
+class Api:
+    """The API server with the admin token (kubectl per object is too slow for 50 nodes and 400 Pods)."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        config = yaml.safe_load(cluster.kubeconfig.read_text())
+        self.url = config["clusters"][0]["cluster"]["server"]
+        self.session = requests.Session()
+        # Per request: REQUESTS_CA_BUNDLE in the environment would override a session's own.
+        self.ca = config["clusters"][0]["cluster"]["certificate-authority"]
+        self.session.headers["Authorization"] = f"Bearer {TOKEN}"
+
+    def __call__(self, method: str, path: str, body: Any = None, patch: bool = False,
+                 ok: tuple[int, ...] = (200, 201), **params: str) -> Any:
+        headers = {"Content-Type": "application/merge-patch+json" if patch else "application/json"}
+        answer = self.session.request(method, self.url + path, data=None if body is None else json.dumps(body),
+                                      headers=headers, params=params, timeout=30, verify=self.ca)
+        assert answer.status_code in ok, f"{method} {path}: {answer.status_code} {answer.text[:500]}"
+        return answer.json() if answer.content else None
+
+
+def nrt(name: str, zones: list[dict[str, int]], scope: str = "container") -> dict[str, Any]:
+    return {"apiVersion": "topology.node.k8s.io/v1alpha2", "kind": "NodeResourceTopology",
+            "metadata": {"name": name},
+            "attributes": [{"name": "topologyManagerPolicy", "value": "single-numa-node"},
+                           {"name": "topologyManagerScope", "value": scope}],
+            "zones": [{"name": f"node-{i}", "type": "Node",
+                       "resources": [{"name": k, "capacity": str(v), "allocatable": str(v), "available": str(v)}
+                                     for k, v in z.items()]} for i, z in enumerate(zones)]}
+
+
+def add_node(api: Api, name: str, zones: list[dict[str, int]], pool: str, scope: str = "container") -> None:
+    """A Node without a kubelet, Ready, with the zones' sums as its capacity, and its NRT."""
+    total: dict[str, int] = {"pods": 110}
+    for z in zones:
+        for k, v in z.items():
+            total[k] = total.get(k, 0) + v
+    api("POST", "/api/v1/nodes", {"apiVersion": "v1", "kind": "Node", "metadata": {
+        "name": name, "labels": {POOL: pool, "kubernetes.io/hostname": name}}})
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    amounts = {k: str(v) for k, v in total.items()}
+    api("PATCH", f"/api/v1/nodes/{name}/status", {"status": {
+        "capacity": amounts, "allocatable": amounts,
+        "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "e2e: no kubelet",
+                        "lastHeartbeatTime": now, "lastTransitionTime": now}]}}, patch=True)
+    # Admission's node.kubernetes.io/not-ready taint off; this module's own on, so that no other test's Pod lands
+    # on these nodes while a scheduler runs here.
+    api("PATCH", f"/api/v1/nodes/{name}", {"spec": {"taints": [TAINT]}}, patch=True)
+    api("POST", "/apis/topology.node.k8s.io/v1alpha2/noderesourcetopologies", nrt(name, zones, scope))
+
+
+def gpu_pod(name: str, cpu: int, scheduler: str = SCHEDULER, pool: str = "small") -> dict[str, Any]:
+    limits = {"cpu": str(cpu), "memory": "1Gi", GPU: "1"}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NAMESPACE},
+            "spec": {"schedulerName": scheduler, "nodeSelector": {POOL: pool}, "tolerations": [TOLERATION],
+                     "containers": [{"name": "app", "image": "registry.invalid/app:1",
+                                     "resources": {"limits": limits, "requests": dict(limits)}}]}}
+
+
+@dataclass
+class Extender:
+    proc: subprocess.Popen[bytes]
+    url: str
+    ca: Path
+    log: Path
+
+    def stop(self) -> None:
+        stop_process(self.proc)
+
+
+def start_extender(cluster: Cluster, folder: Path, port: int | None = None, timeout: str = "900") -> Extender:
+    folder.mkdir(parents=True, exist_ok=True)
+    pki = write_bundle(folder / "pki", ["localhost", "127.0.0.1"], 2, keep_ca_key=False)
+    port = port or free_port()
+    log = folder / "extender.log"
+    proc = subprocess.Popen([sys.executable, "-m", "webhook.cli", "extender", "--bind", f"127.0.0.1:{port}",
+                             "--cert-file", str(pki.cert), "--key-file", str(pki.key), "--kubeconfig",
+                             str(cluster.kubeconfig), "--reservation-timeout", timeout],
+                            stdout=log.open("ab"), stderr=subprocess.STDOUT, env=cluster.env, cwd=folder)
+    url = f"https://127.0.0.1:{port}"
+    wait_until_ready("qos-guard extender", lambda: requests.get(url + "/healthz", verify=str(pki.ca),
+                                                                timeout=2).ok, proc, log)
+    return Extender(proc, url, Path(pki.ca), log)
+
+
+@contextlib.contextmanager
+def scheduler(cluster: Cluster, folder: Path, name: str, extender: Extender | None,
+              ignorable: bool = False, given: dict[str, Any] | None = None,
+              kubeconfig: Path | None = None) -> Iterator[Path]:
+    """A kube-scheduler with one profile, ``name``; with ``extender``, through it (filter, prioritize); or with
+    the ``given`` configuration, as ``kubeconfig`` (default: the admin's)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    kubeconfig = kubeconfig or cluster.kubeconfig
+    config: dict[str, Any] = given or {
+        "apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+        "clientConnection": {"kubeconfig": str(kubeconfig), "qps": 200, "burst": 400},
+        "leaderElection": {"leaderElect": False},
+        "profiles": [{"schedulerName": name}],
+    }
+    if extender is not None and given is None:
+        config["extenders"] = [{
+            "urlPrefix": extender.url, "filterVerb": "filter", "prioritizeVerb": "prioritize", "weight": 5,
+            "nodeCacheCapable": True, "enableHTTPS": True, "httpTimeout": "5s", "ignorable": ignorable,
+            "tlsConfig": {"caData": base64.b64encode(extender.ca.read_bytes()).decode()}}]
+    path = folder / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    log = folder / "kube-scheduler.log"
+    proc = subprocess.Popen([binary("kube-scheduler"), f"--config={path}", "--bind-address=127.0.0.1",
+                             f"--secure-port={free_port()}", f"--cert-dir={folder / 'certs'}",
+                             f"--authentication-kubeconfig={kubeconfig}",
+                             f"--authorization-kubeconfig={kubeconfig}", "-v=2"],
+                            stdout=log.open("wb"), stderr=subprocess.STDOUT)
+    try:
+        wait_until_ready(f"kube-scheduler {name}", lambda: "Starting Kubernetes Scheduler" in log.read_text()
+                         or "Attempting to acquire" in log.read_text(), proc, log, timeout=60)
+        yield log
+    finally:
+        stop_process(proc)
+
+
+def pods(api: Api) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = api("GET", f"/api/v1/namespaces/{NAMESPACE}/pods")["items"]
+    return items
+
+
+def unschedulable(pod: dict[str, Any]) -> bool:
+    return any(c.get("type") == "PodScheduled" and c.get("status") == "False"
+               for c in pod.get("status", {}).get("conditions", []))
+
+
+def settled(api: Api, count: int) -> bool:
+    items = pods(api)
+    return len(items) == count and all(p["spec"].get("nodeName") or unschedulable(p) for p in items)
+
+
+def events(api: Api, pod: str) -> list[str]:
+    items = api("GET", f"/api/v1/namespaces/{NAMESPACE}/events",
+                fieldSelector=f"involvedObject.name={pod}")["items"]
+    return [f"{e['reason']}: {e['message']}" for e in items]
+
+
+def bound_to(api: Api, pod: str) -> str | None:
+    node: str | None = api("GET", f"/api/v1/namespaces/{NAMESPACE}/pods/{pod}")["spec"].get("nodeName")
+    return node
+
+
+def failed_scheduling(api: Api, pod: str) -> bool:
+    return any(e.startswith("FailedScheduling") for e in events(api, pod))
+
+
+def delete_pods(api: Api) -> None:
+    api("DELETE", f"/api/v1/namespaces/{NAMESPACE}/pods", gracePeriodSeconds="0")
+    waiting.eventually("the Pods gone", lambda: not pods(api), within=60, every=0.5)
+
+
+@pytest.fixture(scope="module")
+def api(cluster: Cluster) -> Iterator[Api]:
+    """The CRD, the namespace; afterwards the nodes and the CRD gone again (other modules of the session count
+    nodes, and tests/e2e/test_numa.py starts without the CRD)."""
+    crd = CHART / "files" / "topology.node.k8s.io_noderesourcetopologies.yaml"
+    cluster.kubectl("apply", "-f", str(crd), check=True)
+    cluster.kubectl("wait", "--for", "condition=Established", "crd/noderesourcetopologies.topology.node.k8s.io",
+                    "--timeout", "30s", check=True)
+    cluster.namespace(NAMESPACE)
+    binary("kube-scheduler")
+    client = Api(cluster)
+    try:
+        yield client
+    finally:
+        client("DELETE", f"/api/v1/namespaces/{NAMESPACE}/pods", gracePeriodSeconds="0")
+        client("DELETE", "/api/v1/nodes", labelSelector=POOL)
+        cluster.kubectl("delete", "-f", str(crd), "--wait=true", "--timeout=60s")
+
+
+@pytest.fixture(scope="module")
+def extender(cluster: Cluster, api: Api, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Extender]:
+    running = start_extender(cluster, tmp_path_factory.mktemp("extender"))
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+def test_bound_only_where_it_fits_and_refused_with_the_reason_per_node(
+        cluster: Cluster, api: Api, extender: Extender, tmp_path: Path) -> None:
+    # fits: the GPU's NUMA node has 4 CPUs. split-a, split-b: 8 CPUs and a GPU as a node, but the GPU's NUMA
+    # node has 2 of them: the default scheduler's NodeResourcesFit sees room, kubelet would fail the Pod.
+    add_node(api, "x-fits", [{"cpu": 4, "memory": 16 * GIB, GPU: 1}, {"cpu": 4, "memory": 16 * GIB}], "small")
+    for name in ("x-split-a", "x-split-b"):
+        add_node(api, name, [{"cpu": 2, "memory": 16 * GIB, GPU: 1}, {"cpu": 6, "memory": 16 * GIB}], "small")
+    with scheduler(cluster, tmp_path / "scheduler", SCHEDULER, extender):
+        api("POST", f"/api/v1/namespaces/{NAMESPACE}/pods", gpu_pod("placed", 4))
+        waiting.eventually("the Pod bound", lambda: api(
+            "GET", f"/api/v1/namespaces/{NAMESPACE}/pods/placed")["spec"].get("nodeName"), within=60)
+        assert api("GET", f"/api/v1/namespaces/{NAMESPACE}/pods/placed")["spec"]["nodeName"] == "x-fits"
+        # The second: x-fits's one GPU is taken (the scheduler's own filter), the split nodes the extender refuses.
+        api("POST", f"/api/v1/namespaces/{NAMESPACE}/pods", gpu_pod("refused", 4))
+        waiting.eventually("FailedScheduling", lambda: any(e.startswith("FailedScheduling") for e in
+                                                           events(api, "refused")), within=60)
+        said = next(e for e in events(api, "refused") if e.startswith("FailedScheduling"))
+        print(f"\nkubectl get events (Pod refused on every node):\n  {said}")
+        assert said.startswith("FailedScheduling: 0/3 nodes are available: "), said
+        assert ("2 qos-guard: container \"app\" (spec.containers[0]) needs 4 CPUs and 1Gi memory and 1 "
+                "example.com/gpu on one NUMA node, more than any NUMA node of this node has") in said, said
+        assert "1 Insufficient example.com/gpu" in said, said
+        assert not api("GET", f"/api/v1/namespaces/{NAMESPACE}/pods/refused")["spec"].get("nodeName")
+    delete_pods(api)
+
+
+def test_reservations_go_when_the_nrt_fingerprint_counts_the_pods(
+        cluster: Cluster, api: Api, extender: Extender, tmp_path: Path) -> None:
+    """Three zones of 4 CPUs and a GPU; two Pods bound take two of them, and the NRT, as an exporter republishes
+    it, shows those two zones used: counted once while its pod-set fingerprint names both Pods, twice (the Pods
+    still held as reservations on top of what the NRT shows) while it names only one."""
+    zone = {"cpu": 4, "memory": 16 * GIB, GPU: 1}
+    add_node(api, "f-node", [zone, zone, zone], "fingerprint")
+    path = "/apis/topology.node.k8s.io/v1alpha2/noderesourcetopologies/f-node"
+
+    def publish(counted: list[str]) -> None:
+        obj = api("GET", path)
+        used = len(counted)
+        for i, z in enumerate(obj["zones"]):
+            for res in z["resources"]:
+                res["available"] = "0" if i < used and res["name"] in ("cpu", GPU) else res["allocatable"]
+        obj["attributes"] = [a for a in obj["attributes"] if a["name"] != ATTRIBUTE] + [
+            {"name": ATTRIBUTE, "value": fingerprint((NAMESPACE, n) for n in counted)}]
+        api("PUT", path, obj)
+
+    publish([])
+    with scheduler(cluster, tmp_path / "scheduler", SCHEDULER, extender):
+        for name in ("f-0", "f-1"):
+            api("POST", f"/api/v1/namespaces/{NAMESPACE}/pods", gpu_pod(name, 4, pool="fingerprint"))
+            waiting.eventually(f"{name} bound", functools.partial(bound_to, api, name), within=60)
+        publish(["f-0", "f-1"][:1])  # the exporter saw f-0 only: f-1 is still held, and f-0 counted twice
+        time.sleep(1)  # the watch
+        api("POST", f"/api/v1/namespaces/{NAMESPACE}/pods", gpu_pod("f-2", 4, pool="fingerprint"))
+        waiting.eventually("f-2 refused", functools.partial(failed_scheduling, api, "f-2"), within=60)
+        stale = next(e for e in events(api, "f-2") if e.startswith("FailedScheduling"))
+        assert "none has that free now" in stale, stale
+        publish(["f-0", "f-1"])  # both counted: the reservations go, the NRT alone says what is free
+        time.sleep(1)
+        api("DELETE", f"/api/v1/namespaces/{NAMESPACE}/pods/f-2", gracePeriodSeconds="0")
+        api("POST", f"/api/v1/namespaces/{NAMESPACE}/pods", gpu_pod("f-3", 4, pool="fingerprint"))
+        waiting.eventually("f-3 bound", functools.partial(bound_to, api, "f-3"), within=60)
+        print(f"\nNRT fingerprint of f-0 only: f-2 {stale.split(': ', 1)[0]} (held twice); of f-0 and f-1: f-3 "
+              f"bound to {bound_to(api, 'f-3')}")
+    delete_pods(api)
+
+
+def machines(count: int, seed: int) -> list[tuple[dict[str, Any], list[dict[str, int]]]]:
+    """The differential's machines, as the zones an exporter would publish (reserved CPUs from NUMA node 0)."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(count):
+        spec = grammar.machine(rng)
+        zones = []
+        for i, n in enumerate(spec["numa"]):
+            huge2, huge1 = n["hugepages2Mi"] * 2 * MIB, n["hugepages1Gi"] * GIB
+            zone = {"cpu": max(0, n["cpus"] - (spec["reservedCPUs"] if i == 0 else 0)),
+                    "memory": n["memory"] - n["reservedMemory"] - huge2 - huge1}
+            if huge2:
+                zone["hugepages-2Mi"] = huge2
+            if huge1:
+                zone["hugepages-1Gi"] = huge1
+            zone.update({k: v for k, v in n["devices"].items() if v})
+            zones.append(zone)
+        out.append((spec, zones))
+    return out
+
+
+def misplaced(api: Api, topologies: dict[str, Any]) -> tuple[int, int, int]:
+    """(Pods bound where single-numa-node would fail them, Pods bound, Pods left pending): each node's Pods in
+    the order they were bound (resourceVersion), each fitted to what the ones before it left."""
+    by_node: dict[str, list[dict[str, Any]]] = {}
+    pending = 0
+    for p in pods(api):
+        node = p["spec"].get("nodeName")
+        if node:
+            by_node.setdefault(node, []).append(p)
+        else:
+            pending += 1
+    wrong = bound = 0
+    for node, placed in by_node.items():
+        topo = topologies[node].free
+        for p in sorted(placed, key=lambda p: int(p["metadata"]["resourceVersion"])):
+            bound += 1
+            wants = pod_demands(p)
+            if wants is None:
+                continue
+            fit = fit_node(wants, topo)
+            if not fit.fits:
+                wrong += 1
+                continue
+            topo = minus(topo, usage(wants, fit))
+    return wrong, bound, pending
+
+
+def burst(api: Api, shapes: list[dict[str, Any]], scheduler_name: str) -> int:
+    """Create the Pods at once (threads of the API's session); how many the API server accepted."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def create(item: tuple[int, dict[str, Any]]) -> bool:
+        i, shape = item
+        body = json.loads(json.dumps(shape))
+        body["metadata"] = {"name": f"b-{i:03d}", "namespace": NAMESPACE}
+        body["spec"]["schedulerName"] = scheduler_name
+        body["spec"]["nodeSelector"] = {POOL: "burst"}
+        body["spec"]["tolerations"] = [TOLERATION]
+        answer = api.session.post(f"{api.url}/api/v1/namespaces/{NAMESPACE}/pods", data=json.dumps(body),
+                                  headers={"Content-Type": "application/json"}, timeout=30, verify=api.ca)
+        return answer.status_code == 201
+
+    with ThreadPoolExecutor(8) as pool:
+        return sum(pool.map(create, enumerate(shapes)))
+
+
+def test_a_burst_default_scheduler_against_the_extender(cluster: Cluster, api: Api, extender: Extender,
+                                                        tmp_path: Path) -> None:
+    # The same extender with reservations held for a millisecond: every Pod judged against the NRT alone.
+    forgetful = start_extender(cluster, tmp_path / "forgetful", timeout="0.001")
+    nodes = machines(50, seed=32)
+    topologies = {}
+    rng = random.Random(3200)
+    shapes = []
+    for i, (spec, zones) in enumerate(nodes):
+        name = f"burst-{i:02d}"
+        scope = rng.choice(["container", "pod"])
+        add_node(api, name, zones, "burst", scope)
+        state = read_nrt(nrt(name, zones, scope))
+        assert state is not None
+        topologies[name] = state
+        shapes += [grammar.pod(rng, spec) for _ in range(8)]
+    rng.shuffle(shapes)
+    results = {}
+    runs = (("default-scheduler", None, "default"), (SCHEDULER, forgetful, "forgetful"),
+            (SCHEDULER, extender, "extender"))
+    for run, (profile, through, label) in enumerate(runs):
+        if label == "extender":
+            forgetful.stop()
+        with scheduler(cluster, tmp_path / f"scheduler-{run}", profile, through):
+            started = time.monotonic()
+            created = burst(api, shapes, profile)
+            waiting.eventually(f"every Pod bound or unschedulable ({profile})",
+                               functools.partial(settled, api, created), within=300, every=1.0)
+            took = time.monotonic() - started
+            wrong, bound, pending = misplaced(api, topologies)
+            results[label] = (wrong, created, bound, pending, took)
+        delete_pods(api)
+    (d_wrong, n, d_bound, d_pending, d_took), (e_wrong, _, e_bound, e_pending, e_took) = \
+        results["default"], results["extender"]
+    f_wrong, _, f_bound, f_pending, f_took = results["forgetful"]
+    print(f"\n{n} Pods of the differential's shapes over 50 nodes of its machines, created in a burst:")
+    print(f"  default scheduler:                 {d_bound} bound, {d_pending} pending, {d_took:.1f} s")
+    print(f"  extender without reservations:     {f_bound} bound, {f_pending} pending, {f_took:.1f} s, "
+          f"{f_wrong} misplaced")
+    print(f"  extender:                          {e_bound} bound, {e_pending} pending, {e_took:.1f} s")
+    print(f"misplaced: default scheduler {d_wrong} of {n}, extender {e_wrong} of {n}")
+    calls = [json.loads(line) for line in extender.log.read_text().splitlines()
+             if line.startswith("{") and '"verb": ' in line]
+
+    def quantiles(values: list[float]) -> str:
+        ordered = sorted(values)
+        p99 = ordered[min(len(ordered) - 1, len(ordered) * 99 // 100)]
+        return f"p50 {ordered[len(ordered) // 2]:.2f} ms, p99 {p99:.2f} ms"
+
+    for verb in ("filter", "prioritize"):
+        these = [c for c in calls if c["verb"] == verb and c["nodes"] >= 10]
+        if these:
+            judging = quantiles([c["durationMs"] - c["waitedMs"] for c in these])
+            answered = quantiles([c["durationMs"] for c in these])
+            print(f"extender {verb} over {len(these)} calls of 10-50 nodes: judging {judging}; answered in "
+                  f"{answered} (waiting for the Pod before it to be seen bound included)")
+    assert d_wrong > 0, "the burst should put some Pods where the default scheduler cannot see NUMA"
+    assert f_wrong > 0, "judged against a stale NRT alone, a burst packs Pods onto the last free zones"
+    assert e_wrong == 0
+    assert e_bound > 0
+
+
+def test_the_extender_stopped_ignorable_decides(cluster: Cluster, api: Api, tmp_path: Path) -> None:
+    down = start_extender(cluster, tmp_path / "extender")
+    down.stop()  # the scheduler is pointed at it, stopped: connection refused
+    add_node(api, "y-fits", [{"cpu": 4, "memory": 16 * GIB, GPU: 1}], "down")
+    seen: dict[bool, str] = {}
+    for ignorable in (False, True):
+        name = f"down-{str(ignorable).lower()}"
+        with scheduler(cluster, tmp_path / name, SCHEDULER, down, ignorable=ignorable):
+            api("POST", f"/api/v1/namespaces/{NAMESPACE}/pods", gpu_pod(name, 2, pool="down"))
+            if ignorable:
+                waiting.eventually("bound without the extender", functools.partial(bound_to, api, name), within=60)
+                seen[ignorable] = "bound to " + api("GET", f"/api/v1/namespaces/{NAMESPACE}/pods/{name}")[
+                    "spec"]["nodeName"]
+            else:
+                waiting.eventually("FailedScheduling", functools.partial(failed_scheduling, api, name), within=60)
+                seen[ignorable] = next(e for e in events(api, name) if e.startswith("FailedScheduling"))
+                assert not api("GET", f"/api/v1/namespaces/{NAMESPACE}/pods/{name}")["spec"].get("nodeName")
+        delete_pods(api)
+    print("\nthe extender stopped:")
+    print(f"  ignorable: false -> Pending, {seen[False]}")
+    print(f"  ignorable: true  -> {seen[True]} (placed NUMA-blind)")
+    assert "connection refused" in seen[False] or "extender" in seen[False], seen[False]
+    assert seen[True] == "bound to y-fits"
+
+
+def test_the_charts_scheduler_as_the_chart_configures_and_authorizes_it(
+        cluster: Cluster, api: Api, tmp_path: Path) -> None:
+    """The chart's KubeSchedulerConfiguration (its ConfigMap) read by the real kube-scheduler, the extender on
+    plain loopback HTTP beside it, both with nothing but the chart's ServiceAccount and RBAC."""
+    release_ns = "qos-guard"
+    cluster.namespace(release_ns)
+    proc = subprocess.run([binary("helm"), "template", "qos-guard", str(CHART), "--namespace", release_ns,
+                           "--set", "scheduler.enabled=true,scheduler.replicas=2", "--show-only",
+                           "templates/scheduler.yaml"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    objects = [d for d in yaml.safe_load_all(proc.stdout) if d]
+    config_map = next(o for o in objects if o["kind"] == "ConfigMap")
+    rbac = [o for o in objects if o["kind"] in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role",
+                                                  "RoleBinding")]
+    cluster.kubectl("apply", "-f", "-", stdin=rbac, check=True)
+    kubeconfig = cluster.kubeconfig_as("qos-guard-scheduler", release_ns, tmp_path / "kubeconfig")
+    config = yaml.safe_load(config_map["data"]["config.yaml"])
+    assert config["leaderElection"]["leaderElect"] is True  # two replicas: the Lease, as the chart's Role allows
+    port = int(config["extenders"][0]["urlPrefix"].rsplit(":", 1)[1])
+    assert port == 8444
+    free = free_port()  # the chart's port may be taken on this machine: the same configuration on a free one
+    config["extenders"][0]["urlPrefix"] = f"http://127.0.0.1:{free}"
+    config["clientConnection"] = {"kubeconfig": str(kubeconfig)}
+    log = tmp_path / "extender.log"
+    extender = subprocess.Popen([sys.executable, "-m", "webhook.cli", "extender", "--plain", "--bind",
+                                 f"127.0.0.1:{free}", "--kubeconfig", str(kubeconfig)],
+                                stdout=log.open("wb"), stderr=subprocess.STDOUT, env=cluster.env, cwd=tmp_path)
+    try:
+        wait_until_ready("qos-guard extender --plain", lambda: requests.get(
+            f"http://127.0.0.1:{free}/healthz", timeout=2).ok, extender, log)
+        add_node(api, "z-fits", [{"cpu": 4, "memory": 16 * GIB, GPU: 1}, {"cpu": 4, "memory": 16 * GIB}], "chart")
+        add_node(api, "z-split", [{"cpu": 2, "memory": 16 * GIB, GPU: 1}, {"cpu": 6, "memory": 16 * GIB}], "chart")
+        with scheduler(cluster, tmp_path / "scheduler", SCHEDULER, None, given=config,
+                       kubeconfig=kubeconfig) as scheduler_log:
+            for i in range(2):
+                api("POST", f"/api/v1/namespaces/{NAMESPACE}/pods", gpu_pod(f"chart-{i}", 4, pool="chart"))
+            waiting.eventually("the first bound", functools.partial(bound_to, api, "chart-0"), within=60)
+            waiting.eventually("the second refused", functools.partial(failed_scheduling, api, "chart-1"),
+                               within=60)
+            assert bound_to(api, "chart-0") == "z-fits"
+            said = next(e for e in events(api, "chart-1") if e.startswith("FailedScheduling"))
+            assert "1 qos-guard: container" in said and "1 Insufficient example.com/gpu" in said, said
+            print(f"\nthe chart's scheduler (its configuration and RBAC): chart-0 on z-fits; chart-1: {said[:160]}...")
+        assert f'"Successfully acquired lease" lock="{release_ns}/{SCHEDULER}"' in scheduler_log.read_text()
+        for written in (log, scheduler_log):  # the chart's RBAC is enough: nothing was refused to either
+            forbidden = [line for line in written.read_text().splitlines() if "forbidden" in line.lower()]
+            assert not forbidden, forbidden[:3]
+    finally:
+        stop_process(extender)
+        delete_pods(api)
+        cluster.kubectl("delete", "--ignore-not-found", "-f", "-", stdin=rbac)  # tests/e2e/test_helm_install.py
+        cluster.kubectl("delete", "lease", SCHEDULER, "-n", release_ns, "--ignore-not-found")

@@ -1,0 +1,217 @@
+"""``qos-guard extender`` through Flask's test client: kube-scheduler's ExtenderArgs in, ExtenderFilterResult and
+HostPriorityList out, over NRTs and bound Pods handed in (the real scheduler and API server: tests/e2e)."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import pytest
+
+from webhook.extender.fingerprint import fingerprint, xxh64
+from webhook.extender.placement import BoundPod, NodeState, bound_pod, pod_demands, read_nrt
+from webhook.serving.extender import View, create_extender_app
+
+GPU = "example.com/gpu"
+NOW = 1_800_000_000.0
+
+
+def nrt(name: str, zones: list[dict[str, str]], policy: str = "single-numa-node", scope: str = "container",
+        available: list[dict[str, str]] | None = None, **attrs: str) -> dict[str, Any]:
+    free = available or zones
+    return {"apiVersion": "topology.node.k8s.io/v1alpha2", "kind": "NodeResourceTopology",
+            "metadata": {"name": name},
+            "attributes": [{"name": "topologyManagerPolicy", "value": policy},
+                           {"name": "topologyManagerScope", "value": scope},
+                           *({"name": k, "value": v} for k, v in attrs.items())],
+            "zones": [{"name": f"node-{i}", "type": "Node",
+                       "resources": [{"name": k, "capacity": v, "allocatable": v, "available": free[i].get(k, v)}
+                                     for k, v in z.items()]} for i, z in enumerate(zones)]}
+
+
+def pod(name: str = "p", cpu: str = "4", gpu: int = 1, memory: str = "1Gi") -> dict[str, Any]:
+    limits = {"cpu": cpu, "memory": memory} | ({GPU: str(gpu)} if gpu else {})
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "ns"},
+            "spec": {"containers": [{"name": "app", "image": "x", "resources": {"limits": limits,
+                                                                              "requests": dict(limits)}}]}}
+
+
+ZONE = {"cpu": "4", "memory": "16Gi", GPU: "1"}
+NO_GPU = {"cpu": "4", "memory": "16Gi"}
+SMALL = {"cpu": "2", "memory": "16Gi", GPU: "1"}
+
+
+def states(*objs: dict[str, Any]) -> dict[str, NodeState]:
+    out = {}
+    for o in objs:
+        s = read_nrt(o)
+        assert s is not None
+        out[o["metadata"]["name"]] = s
+    return out
+
+
+def client(view: View) -> Any:
+    return create_extender_app(lambda: view, clock=lambda: NOW).test_client()
+
+
+def call(view: View, verb: str, body: Any) -> Any:
+    return client(view).post(f"/{verb}", data=body if isinstance(body, bytes) else json.dumps(body),
+                             content_type="application/json")
+
+
+CLUSTER = states(
+    nrt("fits", [ZONE, NO_GPU]),
+    nrt("busy", [ZONE, NO_GPU], available=[{"cpu": "2"}, {}]),  # the GPU's zone has 2 CPUs free now
+    nrt("small", [SMALL, SMALL]),  # no NUMA node has 4 CPUs at all
+    nrt("spread", [SMALL, SMALL], policy="best-effort"),
+)
+
+
+def test_filter_keeps_where_it_fits_and_says_why_per_node() -> None:
+    answer = call(View(CLUSTER), "filter", {"Pod": pod(), "NodeNames": ["fits", "busy", "small", "spread",
+                                                                        "no-nrt"]})
+    assert answer.status_code == 200, answer.json
+    out = answer.json
+    assert out["NodeNames"] == ["fits", "spread", "no-nrt"]  # unknown never refused; best-effort admits across
+    assert set(out["FailedNodes"]) == {"busy"}
+    assert "none has that free now" in out["FailedNodes"]["busy"]
+    assert "4 CPUs and 1Gi memory and 1 example.com/gpu" in out["FailedNodes"]["busy"]
+    assert set(out["FailedAndUnresolvableNodes"]) == {"small"}  # preemption cannot make room that is not there
+    assert "more than any NUMA node of this node has" in out["FailedAndUnresolvableNodes"]["small"]
+    assert "TopologyAffinityError" in out["FailedAndUnresolvableNodes"]["small"]
+    assert out["Error"] == ""
+
+
+def test_field_names_are_read_as_go_reads_them() -> None:
+    out = call(View(CLUSTER), "filter", {"pod": pod(), "nodenames": ["busy"]}).json  # encoding/json ignores case
+    assert out["NodeNames"] == [] and "busy" in out["FailedNodes"]
+
+
+def test_whole_nodes_when_not_node_cache_capable() -> None:
+    nodes = {"items": [{"metadata": {"name": "fits"}}, {"metadata": {"name": "small"}}]}
+    out = call(View(CLUSTER), "filter", {"Pod": pod(), "Nodes": nodes}).json
+    assert [n["metadata"]["name"] for n in out["Nodes"]["items"]] == ["fits"]
+    assert "NodeNames" not in out
+
+
+def test_a_pod_that_aligns_nothing_is_kept_everywhere() -> None:
+    burstable = pod(cpu="500m", gpu=0)
+    burstable["spec"]["containers"][0]["resources"]["requests"] = {"cpu": "100m"}
+    out = call(View(CLUSTER), "filter", {"Pod": burstable, "NodeNames": ["busy", "small"]}).json
+    assert out["NodeNames"] == ["busy", "small"] and not out["FailedAndUnresolvableNodes"]
+    scores = call(View(CLUSTER), "prioritize", {"Pod": burstable, "NodeNames": ["busy", "small"]}).json
+    assert scores == [{"Host": "busy", "Score": 0}, {"Host": "small", "Score": 0}]
+
+
+def test_prioritize_prefers_the_zone_it_fills() -> None:
+    cluster = states(nrt("roomy", [{"cpu": "16", "memory": "64Gi", GPU: "2"}]),
+                     nrt("snug", [{"cpu": "4", "memory": "1Gi", GPU: "1"}]),
+                     nrt("half", [{"cpu": "8", "memory": "2Gi", GPU: "2"}]))
+    out = call(View(cluster), "prioritize", {"Pod": pod(), "NodeNames": ["roomy", "snug", "half", "no-nrt",
+                                                                         "busy"]}).json
+    score = {h["Host"]: h["Score"] for h in out}
+    assert score["snug"] == 10  # nothing of what it takes left over in its zone
+    assert score["roomy"] < score["half"] < score["snug"]
+    assert score["no-nrt"] == 0 and all(0 <= s <= 10 for s in score.values())
+
+
+def bound(name: str, node: str, at: float, **kw: Any) -> BoundPod:
+    return BoundPod("ns", name, node, at, wants=pod_demands(pod(name)), **kw)
+
+
+def test_a_pod_bound_since_the_nrt_changed_is_held_against_its_node() -> None:
+    cluster = states(nrt("a", [ZONE, ZONE]))
+    first = View(cluster, {"a": [bound("first", "a", NOW - 5)]})
+    out = call(first, "filter", {"Pod": pod("second"), "NodeNames": ["a"]}).json
+    assert out["NodeNames"] == ["a"]  # the second zone is still free
+    both = View(cluster, {"a": [bound("first", "a", NOW - 5), bound("second", "a", NOW - 4)]})
+    out = call(both, "filter", {"Pod": pod("third"), "NodeNames": ["a"]}).json
+    assert out["NodeNames"] == [] and "none has that free now" in out["FailedNodes"]["a"]
+    # A node of the same shape without those reservations is judged on its own.
+    twins = View(states(nrt("a", [ZONE, ZONE]), nrt("b", [ZONE, ZONE])),
+                 {"a": [bound("first", "a", NOW - 5), bound("second", "a", NOW - 4)]})
+    out = call(twins, "filter", {"Pod": pod("third"), "NodeNames": ["a", "b"]}).json
+    assert out["NodeNames"] == ["b"] and list(out["FailedNodes"]) == ["a"]
+    # Held no longer than the timeout, and never once terminal.
+    late = View(cluster, {"a": [bound("first", "a", NOW - 500), bound("second", "a", NOW - 4, terminal=True)]})
+    assert call(late, "filter", {"Pod": pod("third"), "NodeNames": ["a"]}).json["NodeNames"] == ["a"]
+
+
+def test_the_fingerprint_lets_reservations_go_once_the_nrt_counts_them() -> None:
+    on_node = [bound("first", "a", NOW - 5), bound("second", "a", NOW - 4)]
+    stale = states(nrt("a", [ZONE, ZONE], nodeTopologyPodsFingerprint=fingerprint([("ns", "first")])))
+    assert call(View(stale, {"a": on_node}), "filter", {"Pod": pod("third"), "NodeNames": ["a"]}).json[
+        "NodeNames"] == []
+    # The exporter counted both (and published the zones' availability with them): its numbers say it all.
+    counted = states(nrt("a", [ZONE, ZONE], available=[{"cpu": "4"}, {"cpu": "4"}],
+                         nodeTopologyPodsFingerprint=fingerprint([("ns", "first"), ("ns", "second")])))
+    assert call(View(counted, {"a": on_node}), "filter", {"Pod": pod("third"), "NodeNames": ["a"]}).json[
+        "NodeNames"] == ["a"]
+
+
+def test_fingerprint_matches_the_upstream_package() -> None:
+    assert xxh64(b"") == 0xEF46DB3751D8E999
+    assert xxh64(b"abc") == 0x44BC2CF5AD770999
+    # k8stopologyawareschedwg/podfingerprint testdata/compat-tiny-3pods-1ns.{txt,sign}
+    pods = [("production", "jaeger-dpgjk"), ("production", "nginx-rt684"), ("production", "envoy-g9m22")]
+    assert fingerprint(pods) == "pfp0v001607b76a0e9d3aeb4"
+    assert fingerprint(reversed(pods)) == "pfp0v001607b76a0e9d3aeb4"
+
+
+def test_long_names_take_the_striped_path() -> None:
+    # 39 bytes: the 32-byte stripes, then a lane, a word and bytes (the Python xxhash binding's own test vector).
+    assert xxh64(b"Nobody inspects the spammish repetition") == 0xFBCEA83C8A378BF1
+
+
+@pytest.mark.parametrize(("body", "reason"), [
+    (b"{not json", "the body is not JSON"),
+    ([], "ExtenderArgs must be a JSON object, not list"),
+    ({"NodeNames": ["a"]}, "Pod: missing or not an object"),
+    ({"Pod": {"metadata": {}}, "NodeNames": ["a"]}, "Pod.spec: missing"),
+    ({"Pod": pod(), "NodeNames": "a"}, "NodeNames: must be a list of node names"),
+    ({"Pod": pod()}, "NodeNames (nodeCacheCapable: true) or Nodes: one is required"),
+    ({"Pod": pod(), "Nodes": {"items": [{}]}}, "Nodes.items[0].metadata.name: missing"),
+    ({"Pod": {"spec": {"containers": "x"}}, "NodeNames": ["a"]}, "Pod.spec.containers"),
+])
+def test_bad_input_is_a_400_with_the_reason(body: Any, reason: str) -> None:
+    for verb in ("filter", "prioritize"):
+        answer = call(View(CLUSTER), verb, body)
+        assert answer.status_code == 400, answer.data
+        assert reason in answer.json["reason"], answer.json
+
+
+def test_a_bound_pod_is_read_from_the_api_object() -> None:
+    obj = pod("x") | {"status": {"phase": "Pending", "conditions": [
+        {"type": "PodScheduled", "status": "True", "lastTransitionTime": "2027-01-15T08:00:00Z"}]}}
+    obj["spec"]["nodeName"] = "n1"
+    got = bound_pod(obj)
+    assert got is not None and got.node == "n1" and got.key == ("ns", "x") and got.wants is not None
+    assert time.gmtime(got.scheduled_at)[:4] == (2027, 1, 15, 8)
+    del obj["spec"]["nodeName"]
+    assert bound_pod(obj) is None
+
+
+def test_a_filter_waits_for_the_pod_kept_before_it_to_be_seen_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    from webhook.serving import extender
+
+    cache = extender.ExtenderCache(transport=None)
+    monkeypatch.setattr(extender, "SETTLE", 0.3)
+    cache.kept("first")
+    started = time.monotonic()
+    cache.settle("first")  # its own retry never waits for itself
+    assert time.monotonic() - started < 0.1
+    cache.kept("first")
+    started = time.monotonic()
+    cache.settle("second")  # never seen bound: waited for, up to SETTLE
+    assert 0.25 < time.monotonic() - started < 1.0
+    cache.kept("first")
+    obj = pod("first") | {"status": {}}
+    obj["metadata"]["uid"] = "first"
+    obj["spec"]["nodeName"] = "a"
+    cache.pods.apply("ADDED", obj)
+    cache._changed("pods", None)
+    started = time.monotonic()
+    cache.settle("second")  # seen bound: no wait, and held against its node
+    assert time.monotonic() - started < 0.1
+    assert [p.key for p in cache.view().pods["a"]] == [("ns", "first")]

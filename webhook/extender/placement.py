@@ -1,0 +1,336 @@
+"""Where a Pod fits one NUMA node now: the filter and the scores of kube-scheduler's extender, over the same fit
+as ``numa-unfit`` with ``policy.numa: auto`` (``webhook.core.numa.fit_node``: kubelet's Topology Manager, CPU,
+Memory and device managers, simulated), each node under its own policy and scope.
+
+The difference from admission: admission asks whether the Pod could ever fit (a NodeResourceTopology zone's
+``allocatable``); placement asks whether it fits *now*, against each zone's ``available`` less what the Pods
+bound since the NRT last changed will take (``reservations``: NFD publishes on an interval, and a burst of Pods
+judged against one stale NRT would all be sent to the last free zone).
+
+Rules, as ``numa: auto``'s: a node without a usable NRT (unknown) is never refused; only ``single-numa-node``
+refuses (``restricted``, ``best-effort`` and ``none`` admit a Pod across NUMA nodes: kept, scored 0).
+No I/O: the caller hands in the parsed NRTs, the bound Pods and the time.
+"""
+
+from __future__ import annotations
+
+import calendar
+import re
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from webhook.core.demands import Demand, Demands, demands, is_device, may_align
+from webhook.core.numa import NodeFit, fit_node
+from webhook.core.podspec import CPU, ManifestError, build_pod_spec
+from webhook.core.quantity import QuantityError, quantity_from_value
+from webhook.core.topology import NodeTopology, TopologyError, Zone, parse_nrt
+from webhook.extender.fingerprint import ATTRIBUTE, METHOD_ATTRIBUTE, fingerprint
+
+MAX_SCORE = 10  # extenderv1.MaxExtenderPriority
+RESERVATION_TIMEOUT = 120.0  # seconds a bound Pod is held against a node whose NRT does not say it counts it
+_ZONE_NAME = re.compile(r"node-(\d+)")
+_TERMINAL = ("Succeeded", "Failed")
+
+
+# ---- a node's NodeResourceTopology, as placement reads it ----
+
+class Shape:
+    """A node's shape (policy, scope, zones: ``empty`` and ``free``) as a dictionary key: its hash taken once.
+    Nodes of one shape judge alike; the cache hands equal shapes out as one object, so a lookup is O(1)."""
+
+    __slots__ = ("_hash", "key")
+
+    def __init__(self, key: tuple[Any, ...]) -> None:
+        self.key = key
+        self._hash = hash(key)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return self is other or (isinstance(other, Shape) and self._hash == other._hash and self.key == other.key)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeState:
+    """A node's NRT: ``empty`` (zones with their ``allocatable``: what kubelet hands out on an empty node),
+    ``free`` (zones with their ``available``: free now, as the exporter last saw it), and which Pods the exporter
+    counted (NFD's pod-set fingerprint and its method; None where it does not publish one)."""
+
+    empty: NodeTopology
+    free: NodeTopology
+    fingerprint: str | None = None
+    method: str = "all"
+    shape: Shape = field(default_factory=lambda: Shape(()), compare=False)
+
+
+def read_nrt(obj: Mapping[str, Any]) -> NodeState | None:
+    """The NRT as placement reads it; None for one the model cannot read (its node is then unknown)."""
+    try:
+        empty = parse_nrt(obj)
+    except TopologyError:
+        return None
+    available: dict[int, dict[str, int]] = {}
+    raw_zones = obj.get("zones")
+    for i, raw in enumerate(raw_zones if isinstance(raw_zones, list) else []):
+        if not isinstance(raw, Mapping) or raw.get("type") != "Node":
+            continue
+        found = _ZONE_NAME.fullmatch(str(raw.get("name") or ""))
+        numa = int(found.group(1)) if found else i
+        resources = raw.get("resources")
+        for res in resources if isinstance(resources, list) else []:
+            if isinstance(res, Mapping) and isinstance(res.get("name"), str) and "available" in res:
+                try:
+                    available.setdefault(numa, {})[res["name"]] = quantity_from_value(res["available"]).milli
+                except (QuantityError, ValueError):
+                    return None
+    zones = tuple(Zone(z.numa, z.name, z.capacity,
+                       {k: min(v, available.get(z.numa, {}).get(k, v)) for k, v in z.allocatable.items()})
+                  for z in empty.zones)
+    free = NodeTopology(empty.name, empty.policy, empty.scope, zones,
+                        NodeTopology.signature(empty.policy, empty.scope, zones))
+    attrs = obj.get("attributes")
+    named = {a.get("name"): a.get("value") for a in (attrs if isinstance(attrs, list) else [])
+             if isinstance(a, Mapping)}
+    pfp = named.get(ATTRIBUTE)
+    method = named.get(METHOD_ATTRIBUTE)
+    return NodeState(empty, free, pfp if isinstance(pfp, str) and pfp else None,
+                     method if isinstance(method, str) and method else "all", Shape((empty.key, free.key)))
+
+
+# ---- the Pods bound to nodes: what they take, and which are held as reservations ----
+
+@dataclass(frozen=True, slots=True)
+class BoundPod:
+    """A Pod bound to a node, as far as placement needs it."""
+
+    namespace: str
+    name: str
+    node: str
+    scheduled_at: float  # wall clock: PodScheduled's lastTransitionTime, else creation, else first seen
+    terminal: bool = False
+    wants: Demands | None = None  # None: it aligns nothing
+    uid: str = ""
+    seen: int = 0  # the order it was first seen bound in (the order its node's kubelet admits them in)
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.namespace, self.name)
+
+
+def _when(text: Any) -> float | None:
+    if not isinstance(text, str):
+        return None
+    try:
+        return float(calendar.timegm(time.strptime(text, "%Y-%m-%dT%H:%M:%SZ")))
+    except ValueError:
+        return None
+
+
+def pod_demands(pod: Mapping[str, Any]) -> Demands | None:
+    """What the Pod asks kubelet to align (``Demands``), None when nothing; ``ManifestError`` when the Pod
+    cannot be read."""
+    spec = build_pod_spec(pod.get("spec"), ("spec",), pod.get("status"))
+    if not may_align(spec):
+        return None
+    wants = demands(spec)
+    return wants if wants.aligned else None
+
+
+def _object(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def bound_pod(obj: Mapping[str, Any]) -> BoundPod | None:
+    """A Pod of the watch (``spec.nodeName`` set) as placement keeps it; None for one not bound."""
+    meta, spec, status = (_object(obj.get(k)) for k in ("metadata", "spec", "status"))
+    node = spec.get("nodeName")
+    if not isinstance(node, str) or not node:
+        return None
+    when = None
+    conditions = status.get("conditions")
+    for cond in conditions if isinstance(conditions, list) else []:
+        if isinstance(cond, Mapping) and cond.get("type") == "PodScheduled" and cond.get("status") == "True":
+            when = _when(cond.get("lastTransitionTime"))
+    when = when or _when(meta.get("creationTimestamp")) or time.time()
+    try:
+        wants = pod_demands(obj)
+    except (ManifestError, ValueError, TypeError):
+        wants = None
+    return BoundPod(str(meta.get("namespace") or ""), str(meta.get("name") or ""), node, when,
+                    status.get("phase") in _TERMINAL, wants, str(meta.get("uid") or ""))
+
+
+def amounts(d: Demand) -> dict[str, int]:
+    """What a demand takes of a zone, in the zone's milli-units."""
+    out = {CPU: d.cpus * 1000} if d.cpus else {}
+    out.update({k: v * 1000 for k, v in d.memory.items()})
+    out.update({k: v * 1000 for k, v in d.devices.items() if is_device(k) and v})
+    return out
+
+
+def usage(wants: Demands, fit: NodeFit) -> dict[int, dict[str, int]]:
+    """What the Pod, admitted as ``fit`` placed it, holds of each zone once it runs: in ``pod`` scope the Pod's
+    total on its NUMA node; in ``container`` scope each container's on its own, init containers' amounts
+    reused by the containers after them (the larger of the two per zone, as kubelet's reuse leaves it)."""
+    if fit.scope == "pod":
+        numa = fit.placed.get("")
+        return {} if numa is None else {numa: amounts(wants.pod)}
+    held: dict[int, dict[str, int]] = {}
+    init: dict[int, dict[str, int]] = {}
+    for d in wants.containers:
+        numa = fit.placed.get(d.container or "")
+        if numa is None:
+            continue
+        into = (init if d.kind == "init" else held).setdefault(numa, {})
+        for k, v in amounts(d).items():
+            into[k] = max(into.get(k, 0), v) if d.kind == "init" else into.get(k, 0) + v
+    for numa, taken in init.items():
+        into = held.setdefault(numa, {})
+        for k, v in taken.items():
+            into[k] = max(into.get(k, 0), v)
+    return held
+
+
+def minus(topo: NodeTopology, taken: Mapping[int, Mapping[str, int]]) -> NodeTopology:
+    """``topo`` with ``taken`` (per zone) no longer free."""
+    if not taken:
+        return topo
+    zones = tuple(Zone(z.numa, z.name, z.capacity,
+                       {k: max(0, v - taken.get(z.numa, {}).get(k, 0)) for k, v in z.allocatable.items()})
+                  for z in topo.zones)
+    return NodeTopology(topo.name, topo.policy, topo.scope, zones,
+                        NodeTopology.signature(topo.policy, topo.scope, zones))
+
+
+def reflected(state: NodeState, on_node: Iterable[BoundPod]) -> bool:
+    """Does the NRT count exactly the Pods bound to its node (NFD's fingerprint, by its method)?"""
+    if state.fingerprint is None:
+        return False
+    if state.method == "with-exclusive-resources":
+        pods = [p for p in on_node if not p.terminal and p.wants is not None]
+    elif state.method == "exclude-terminal":
+        pods = [p for p in on_node if not p.terminal]
+    else:
+        pods = list(on_node)
+    return fingerprint(p.key for p in pods) == state.fingerprint
+
+
+def held(state: NodeState, on_node: Sequence[BoundPod], now: float,
+         timeout: float = RESERVATION_TIMEOUT) -> list[BoundPod]:
+    """The Pods bound to this node that its NRT may not count yet, first bound first: aligned, not terminal, bound
+    within ``timeout``, and the NRT's fingerprint (where it has one) not that of the Pods bound there."""
+    if reflected(state, on_node):
+        return []
+    waiting = [p for p in on_node if p.wants is not None and not p.terminal and now - p.scheduled_at < timeout]
+    return sorted(waiting, key=lambda p: (p.seen, p.scheduled_at, p.key))
+
+
+def free_now(state: NodeState, reserved: Sequence[BoundPod]) -> NodeTopology:
+    """The node's zones free now: ``available`` less what each reserved Pod takes where kubelet would put it
+    (in order, each on what the earlier ones left); one that fits nowhere is counted nowhere."""
+    topo = state.free
+    for pod in reserved:
+        if pod.wants is None:
+            continue
+        fit = fit_node(pod.wants, topo)
+        if fit.fits:
+            topo = minus(topo, usage(pod.wants, fit))
+    return topo
+
+
+# ---- the verdicts ----
+
+NOT_EVER = ("qos-guard: {label} needs {need} on one NUMA node, more than any NUMA node of this node has "
+            "(single-numa-node would fail it with TopologyAffinityError)")
+NOT_NOW = ("qos-guard: {label} needs {need} on one NUMA node; none has that free now "
+           "(single-numa-node would fail it with TopologyAffinityError)")
+IN_ORDER = ("qos-guard: {label} needs {need} on one NUMA node once the containers before it are placed "
+            "(single-numa-node would fail it with TopologyAffinityError)")
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """One node's answer: kept or not, why not, and its score (``node``: the first node of its shape judged)."""
+
+    node: str
+    kept: bool
+    reason: str = ""
+    unresolvable: bool = False  # not even on the empty node: preempting Pods there would not help
+    score: int = 0
+    known: bool = True
+
+
+_NO_OPINION = Verdict("", True)
+_UNKNOWN = Verdict("", True, known=False)
+
+
+@dataclass
+class Judge:
+    """The answers for one Pod over many nodes; nodes of one free shape are judged once."""
+
+    wants: Demands | None
+    fitted: dict[tuple[Any, ...], NodeFit] = field(default_factory=dict)
+    verdicts: dict[Any, Verdict] = field(default_factory=dict)  # shape (and reservations) -> verdict
+
+    @classmethod
+    def of(cls, pod: Mapping[str, Any]) -> Judge:
+        return cls(pod_demands(pod))
+
+    def _fit(self, topo: NodeTopology) -> NodeFit:
+        assert self.wants is not None
+        key = topo.key or NodeTopology.signature(topo.policy, topo.scope, topo.zones)
+        found = self.fitted.get(key)
+        if found is None:
+            found = self.fitted[key] = fit_node(self.wants, topo)
+        return found
+
+    def node(self, name: str, state: NodeState | None, reserved: Sequence[BoundPod] = (),
+             free: tuple[NodeTopology, tuple[Any, ...]] | None = None) -> Verdict:
+        """The node's verdict (its ``node`` may name another node of its shape: the caller pairs it with ``name``);
+        ``free``: its zones free now and the reservations that made them, when the caller has them."""
+        if self.wants is None:
+            return _NO_OPINION
+        if state is None or not state.empty.policy or not state.empty.zones:
+            return _UNKNOWN  # unknown topology never refuses a node
+        if state.empty.policy == "none":
+            return _NO_OPINION
+        topo, held_keys = free if free is not None else (free_now(state, reserved), tuple(p.key for p in reserved))
+        key = (state.shape, held_keys) if held_keys else state.shape
+        found = self.verdicts.get(key)
+        if found is None:
+            found = self.verdicts[key] = self._judge(state, topo)
+        return found
+
+    def _judge(self, state: NodeState, topo: NodeTopology) -> Verdict:
+        assert self.wants is not None
+        name = state.empty.name
+        fit = self._fit(topo)
+        if fit.fits:
+            return Verdict(name, True, score=_score(state.empty, topo, usage(self.wants, fit)))
+        if not state.empty.refuses:
+            return Verdict(name, True)  # restricted or best-effort: admitted across NUMA nodes
+        need = fit.failed
+        assert need is not None
+        ever = self._fit(state.empty)
+        text = NOT_EVER if not ever.fits and ever.alone else NOT_NOW if fit.alone else IN_ORDER
+        return Verdict(name, False, text.format(label=need.label, need=need.show() or "its resources"),
+                       unresolvable=not ever.fits)
+
+
+def _score(empty: NodeTopology, free: NodeTopology, taken: Mapping[int, Mapping[str, int]]) -> int:
+    """Best fit: 10 where the zones the Pod goes to are left with nothing of what it takes, down to 1 where
+    they are left whole (fragmentation is free room split over zones that no large Pod can use)."""
+    total = {z.numa: z.allocatable for z in empty.zones}
+    now = {z.numa: z.allocatable for z in free.zones}
+    shares = []
+    for numa, amounts_taken in taken.items():
+        for res, amount in amounts_taken.items():
+            whole = total.get(numa, {}).get(res, 0)
+            if whole > 0:
+                shares.append(max(0, now.get(numa, {}).get(res, 0) - amount) / whole)
+    if not shares:
+        return 1
+    return 1 + round((MAX_SCORE - 1) * (1 - sum(shares) / len(shares)))

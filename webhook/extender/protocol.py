@@ -1,0 +1,113 @@
+"""kube-scheduler's extender protocol (k8s.io/kube-scheduler/extender/v1, types.go), the one place that knows it:
+``ExtenderArgs`` in (``Pod``, and ``NodeNames`` with ``nodeCacheCapable: true`` or else ``Nodes``, a NodeList),
+``ExtenderFilterResult`` (``NodeNames`` or ``Nodes``, ``FailedNodes``, ``FailedAndUnresolvableNodes``,
+``Error``) and ``HostPriorityList`` (``Host``, ``Score`` 0..``MaxExtenderPriority``) out.
+
+The Go types carry no json tags: the fields are spelled as Go names them, and encoding/json reads keys
+case-insensitively, so this reader does too. What cannot be read is ``BadArgs`` (HTTP 400 with the reason).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from webhook.extender.placement import Verdict
+
+MAX_NODES = 100_000
+
+
+class BadArgs(ValueError):
+    """An ExtenderArgs this extender cannot answer; the message names the field."""
+
+
+@dataclass(frozen=True)
+class Args:
+    """One call: the Pod, the candidate node names, and the NodeList when the scheduler sent whole Nodes."""
+
+    pod: Mapping[str, Any]
+    names: tuple[str, ...]
+    nodes: Sequence[Mapping[str, Any]] | None = None  # nodeCacheCapable: false
+
+    @property
+    def uid(self) -> str:
+        meta = self.pod.get("metadata")
+        uid = meta.get("uid") if isinstance(meta, Mapping) else None
+        return uid if isinstance(uid, str) else ""
+
+    @property
+    def pod_name(self) -> str:
+        meta = self.pod.get("metadata")
+        if not isinstance(meta, Mapping):
+            return ""
+        return f"{meta.get('namespace') or ''}/{meta.get('name') or ''}"
+
+
+def _field(body: Mapping[str, Any], name: str) -> Any:
+    """``body[name]`` as encoding/json finds it: an exact match first, else one that differs only in case."""
+    if name in body:
+        return body[name]
+    lowered = name.lower()
+    for key, value in body.items():
+        if isinstance(key, str) and key.lower() == lowered:
+            return value
+    return None
+
+
+def parse_args(raw: bytes | bytearray) -> Args:
+    try:
+        body = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise BadArgs(f"the body is not JSON: {exc}") from None
+    if not isinstance(body, Mapping):
+        raise BadArgs(f"ExtenderArgs must be a JSON object, not {type(body).__name__}")
+    pod = _field(body, "Pod")
+    if not isinstance(pod, Mapping):
+        raise BadArgs("Pod: missing or not an object (kube-scheduler sends the Pod being scheduled)")
+    if not isinstance(pod.get("spec"), Mapping):
+        raise BadArgs("Pod.spec: missing or not an object")
+    names = _field(body, "NodeNames")
+    nodes = _field(body, "Nodes")
+    if names is not None:
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise BadArgs("NodeNames: must be a list of node names")
+        if len(names) > MAX_NODES:
+            raise BadArgs(f"NodeNames: over {MAX_NODES} nodes")
+        return Args(pod, tuple(names))
+    if nodes is not None:
+        items = nodes.get("items") if isinstance(nodes, Mapping) else None
+        if not isinstance(items, list):
+            raise BadArgs("Nodes.items: must be a list of Node objects")
+        found = []
+        for i, item in enumerate(items):
+            meta = item.get("metadata") if isinstance(item, Mapping) else None
+            name = meta.get("name") if isinstance(meta, Mapping) else None
+            if not isinstance(name, str) or not name:
+                raise BadArgs(f"Nodes.items[{i}].metadata.name: missing")
+            found.append(name)
+        return Args(pod, tuple(found), items)
+    raise BadArgs("NodeNames (nodeCacheCapable: true) or Nodes: one is required")
+
+
+def filter_result(args: Args, verdicts: Sequence[Verdict]) -> dict[str, Any]:
+    """``ExtenderFilterResult`` (``verdicts``: one per node name, in order): the kept nodes (as names, or as
+    Nodes when the scheduler sent Nodes) and each left-out node with why; those no preemption could help in
+    ``FailedAndUnresolvableNodes``."""
+    pairs = list(zip(args.names, verdicts, strict=True))
+    kept = {name for name, v in pairs if v.kept}
+    failed = {name: v.reason for name, v in pairs if not v.kept and not v.unresolvable}
+    unresolvable = {name: v.reason for name, v in pairs if not v.kept and v.unresolvable}
+    out: dict[str, Any] = {"FailedNodes": failed, "FailedAndUnresolvableNodes": unresolvable, "Error": ""}
+    if args.nodes is None:
+        out["NodeNames"] = [n for n in args.names if n in kept]
+    else:
+        out["Nodes"] = {"apiVersion": "v1", "kind": "NodeList", "metadata": {},
+                        "items": [n for n, name in zip(args.nodes, args.names, strict=True) if name in kept]}
+    return out
+
+
+def priority_list(args: Args, verdicts: Sequence[Verdict]) -> list[dict[str, Any]]:
+    """``HostPriorityList``: a verdict per node name, in order."""
+    return [{"Host": name, "Score": v.score} for name, v in zip(args.names, verdicts, strict=True)]
