@@ -20,6 +20,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
 from tests.chart.conftest import CHART, ROOT, Render, by_kind, one, run_helm
 from tests.serving import start_server
 from webhook import __version__
+from webhook.core.claims import CLAIM_KINDS
 from webhook.core.config import parse_config
 from webhook.core.engine import Mode, evaluate
 from webhook.core.workloads import KINDS
@@ -34,6 +35,7 @@ WEBHOOK_PATHS = {
 }
 # The chart's webhook rules and audit RBAC are checked against the engine's one table of judged kinds.
 WORKLOADS = {(k.group, k.plural) for k in KINDS.values() if k.kind != "Pod"}
+CLAIMS = {(k.group, k.plural) for k in CLAIM_KINDS.values()}
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +57,8 @@ def webhooks(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return hooks
 
 
-VERSIONS = {(k.group, k.plural): list(k.versions) for k in KINDS.values()} | {("", "namespaces"): ["v1"]}
+VERSIONS = {(k.group, k.plural): list(k.versions) for k in KINDS.values()} | {("", "namespaces"): ["v1"]} \
+    | {(k.group, k.plural): [k.api_version.rpartition("/")[2]] for k in CLAIM_KINDS.values()}
 
 
 def rules_of(hook: dict[str, Any],
@@ -165,6 +168,7 @@ def test_rules_cover_pods_resize_and_every_workload(default: list[dict[str, Any]
     assert ("", "pods") in {(k.group, k.plural) for k in KINDS.values()}
     expected = {("", "pods", "CREATE"), ("", "pods/resize", "UPDATE")}
     expected |= {(g, r, op) for g, r in WORKLOADS for op in ("CREATE", "UPDATE")}
+    expected |= {(g, r, "CREATE") for g, r in CLAIMS}
     for name in ("validate.qos-guard.io", "validate-mutated.qos-guard.io", "warn.qos-guard.io"):
         assert rules_of(hooks[name]) == expected, name
         assert {r["scope"] for r in hooks[name]["rules"]} == {"Namespaced"}
@@ -342,7 +346,7 @@ def test_rbac_is_off_by_default_and_least_privilege_when_on(default: list[dict[s
     verbs = {v for rule in role["rules"] for v in rule["verbs"]}
     assert verbs == {"get", "list"}
     granted = {(g, r) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]}
-    assert granted == WORKLOADS | {("", "pods"), ("", "namespaces")}
+    assert granted == WORKLOADS | CLAIMS | {("", "pods"), ("", "namespaces")}
     assert one(audit, "Deployment")["spec"]["template"]["spec"]["automountServiceAccountToken"] is True
     binding = one(audit, "ClusterRoleBinding")
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "qos-guard", "namespace": NAMESPACE}]
@@ -522,12 +526,30 @@ def test_declared_kinds_reach_the_webhook_rules_rbac_and_config(render: Render, 
     assert rules_of(hooks["mutate.qos-guard.io"]) == {("", "pods", "CREATE")}
     (role,) = by_kind(objects, "ClusterRole")
     granted = {(g, r) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]}
-    assert granted == WORKLOADS | {("", "pods"), ("", "namespaces"), ("inference.example.com", "modelservers")}
+    assert granted == WORKLOADS | CLAIMS | {("", "pods"), ("", "namespaces"),
+                                            ("inference.example.com", "modelservers")}
     mounted = yaml.safe_load(one(objects, "ConfigMap")["data"]["config.yaml"])
     (kind,) = parse_config(mounted).workloads
     assert (kind.group, kind.kind, kind.plural, [t.path for t in kind.templates]) == (
         "inference.example.com", "ModelServer", "modelservers",
         ["spec.router.template.spec", "spec.shards[*].template.spec"])
+
+
+def test_claim_rules_and_rbac_are_generated_from_claim_kinds() -> None:
+    """DRA's claims reach the webhook rules and audit's RBAC through the generated _kinds.tpl (hack/generate.py
+    from ``CLAIM_KINDS``), not a hand-written list that could drift: defined there once, CREATE only."""
+    templates = CHART / "templates"
+    generated = (templates / "_kinds.tpl").read_text()
+    defined = [p.name for p in templates.glob("*.tpl") if 'define "qos-guard.claimRules"' in p.read_text()]
+    assert defined == ["_kinds.tpl"]
+    claim_rules = generated.split('{{- define "qos-guard.claimRules" -}}', 1)[1].split("{{- end }}", 1)[0]
+    groups = {k.group for k in CLAIM_KINDS.values()}
+    assert groups == {"resource.k8s.io"}
+    assert claim_rules.split("\n")[1:] == [
+        '- apiGroups: ["resource.k8s.io"]', '  apiVersions: ["v1"]', '  operations: ["CREATE"]',
+        '  resources: ["resourceclaims", "resourceclaimtemplates"]', "  scope: Namespaced", ""]
+    rbac = generated.split('{{- define "qos-guard.kindRBAC" -}}', 1)[1]
+    assert '- apiGroups: ["resource.k8s.io"]\n  resources: ["resourceclaims", "resourceclaimtemplates"]' in rbac
 
 
 @pytest.mark.parametrize(("workload", "named"), [

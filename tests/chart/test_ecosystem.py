@@ -9,6 +9,7 @@ import pytest
 
 from tests.binaries import NRT_API, OPENREPORTS, go_module
 from tests.chart.conftest import CHART, Render, by_kind, one, run_helm
+from webhook.core.claims import CLAIM_KINDS
 from webhook.core.workloads import KINDS
 
 NAMESPACE = "qos-guard"
@@ -70,6 +71,25 @@ def test_numa_auto_audit_cronjob_lists_nodes_and_topologies(render: Render) -> N
     assert {("", "nodes", "list"), ("topology.node.k8s.io", "noderesourcetopologies", "list")} <= _grants(role)
 
 
+def test_device_classes_grant_list_and_watch_on_deviceclasses_only_when_configured(render: Render) -> None:
+    assert not [r for r in by_kind(render(), "ClusterRole") if r["metadata"]["name"].endswith("-deviceclasses")]
+    objects = render("--set", "config.policy.deviceClasses=true", namespace=NAMESPACE)
+    role = one(objects, "ClusterRole")
+    assert role["metadata"]["name"] == "qos-guard-deviceclasses"
+    assert _grants(role) == {("resource.k8s.io", "deviceclasses", verb) for verb in ("list", "watch")}
+    binding = one(objects, "ClusterRoleBinding")
+    assert binding["roleRef"]["name"] == "qos-guard-deviceclasses"
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "qos-guard", "namespace": NAMESPACE}]
+    assert one(objects, "ServiceAccount")["automountServiceAccountToken"] is True
+    both = render("--set", "config.policy.deviceClasses=true,config.policy.numa=auto,rbac.audit=true",
+                  namespace=NAMESPACE)
+    assert sorted(r["metadata"]["name"] for r in by_kind(both, "ClusterRole")) == [
+        "qos-guard-audit", "qos-guard-deviceclasses", "qos-guard-topology"]
+    cronjob = render("--set", "audit.enabled=true,config.policy.deviceClasses=true", namespace=NAMESPACE)
+    (role,) = [r for r in by_kind(cronjob, "ClusterRole") if r["metadata"]["name"].endswith("-cronjob")]
+    assert ("resource.k8s.io", "deviceclasses", "list") in _grants(role)
+
+
 def test_report_crd_is_kept_on_uninstall(render: Render) -> None:
     crd = one(render("--set", "reports.installCRDs=true"), "CustomResourceDefinition")
     assert crd["metadata"]["name"] == "reports.openreports.io"
@@ -84,7 +104,8 @@ def test_audit_cronjob_rbac_is_what_one_run_does(render: Render, report: str, gr
     role = one(objects, "ClusterRole")
     granted = {(g, r, v) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]
                for v in rule["verbs"]}
-    listed = {(k.group, k.plural, "list") for k in KINDS.values()} | {("", "namespaces", "list")}
+    listed = {(k.group, k.plural, "list") for k in (*KINDS.values(), *CLAIM_KINDS.values())} \
+        | {("", "namespaces", "list")}
     written = {(group, plural, verb) for verb in ("list", "create", "patch", "delete")}
     assert granted == listed | written
     binding = one(objects, "ClusterRoleBinding")

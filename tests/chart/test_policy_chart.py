@@ -76,6 +76,8 @@ def test_release_name_and_namespace_reach_every_policy(render: Render) -> None:
 @pytest.mark.parametrize(("values", "named"), [
     (["--set", "config.policy.numa.cpus=32"], "config.policy.numa: numa-unfit is not available"),
     (["--set", "config.policy.numa=auto"], "config.policy.numa: numa-unfit is not available"),
+    (["--set", "config.policy.deviceClasses=true"], "config.policy.deviceClasses: the cluster's DeviceClasses are "
+                                                    "not available to an admission policy"),
     (["--set", "webhook.excludeNamespaces={batch}"], "webhook.excludeNamespaces applies to the webhook only"),
     (["--set", "enforcement=both"], "at '/enforcement'"),
 ])

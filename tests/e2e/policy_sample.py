@@ -186,6 +186,8 @@ def pod_specs(draw: st.DrawFn) -> dict[str, Any]:
             "limits": resource_lists(), "requests": resource_lists()}))
     if draw(sometimes(15)):
         spec["runtimeClassName"] = draw(st.sampled_from(["kata", "gvisor"]))
+    if draw(sometimes(15)):  # DRA devices (dra-unaligned)
+        spec["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]
     return spec
 
 

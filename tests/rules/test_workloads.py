@@ -176,6 +176,11 @@ def test_a_declared_kind_is_judged_by_check_fix_and_the_webhook(tmp_path: Path) 
      "workloads[0].group: 'apps' is not a DNS name"),
     ([{**DECLARED["workloads"][0], "kind": "JobSet", "group": "jobset.x-k8s.io"}],  # type: ignore[dict-item]
      "workloads[0]: JobSet of jobset.x-k8s.io is built in"),
+    # the engine judges a target named ResourceClaim as DRA's claim: another group's may not take the name
+    ([{**DECLARED["workloads"][0], "kind": "ResourceClaim", "group": "claims.example.com"}],  # type: ignore[dict-item]
+     "workloads[0].kind: ResourceClaim is DRA's claim kind (resource.k8s.io)"),
+    ([{**DECLARED["workloads"][0], "kind": "ResourceClaimTemplate", "group": "resource.k8s.io"}],  # type: ignore[dict-item]
+     "workloads[0].kind: ResourceClaimTemplate is DRA's claim kind"),
     ([DECLARED["workloads"][0], DECLARED["workloads"][0]], "workloads[1]: ModelServer of inference.example.com is "
                                                            "declared twice"),
     ([{**DECLARED["workloads"][0], "colour": "red"}], "workloads[0].colour: unknown key"),  # type: ignore[dict-item]

@@ -47,6 +47,7 @@ def test_parameters_carry_the_config_under_its_own_keys() -> None:
                            "exemptions": {"usernames": ["system:serviceaccount:ci:bot"]}})
     assert params_data(config) == {
         "policy.fractionalCPUContainers": "a\nb", "policy.podLevelResources": "deny", "policy.smtAlignment": "2",
+        "policy.dra": "warn",
         "mutation.setLimitsFromRequests": "false", "mutation.cpuRounding": "up", "exemptions.namespaces": "",
         "exemptions.usernames": "system:serviceaccount:ci:bot", "exemptions.runtimeClassNames": ""}
 

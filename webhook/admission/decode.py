@@ -10,9 +10,10 @@ What is kept, and why:
 
 - the envelope: ``apiVersion``, ``kind``, and the request's ``uid``, ``kind.kind``, ``operation``,
   ``subResource``, ``namespace``, ``name``, ``userInfo.username`` and ``dryRun``;
-- a core kind's object (``KINDS``, groups ``""``, ``apps``, ``batch``): ``apiVersion``, ``kind``, ``metadata``
-  (``name``, ``generateName``, ``namespace``) and the pod spec where that kind keeps it (``spec``,
-  ``spec.template.spec``, ``template.spec``, ``spec.jobTemplate.spec.template.spec``), and a Pod's
+- a core kind's object (``KINDS``, groups ``""``, ``apps``, ``batch``) or a DRA claim's (``resource.k8s.io``,
+  ``webhook.core.claims``): ``apiVersion``, ``kind``, ``metadata`` (``name``, ``generateName``, ``namespace``,
+  and of ``ownerReferences`` each ``kind`` and ``controller``) and the pod spec where that kind keeps it
+  (``spec``, ``spec.template.spec``, ``template.spec``, ``spec.jobTemplate.spec.template.spec``), and a Pod's
   ``status.qosClass``; a custom resource's object (LeaderWorkerSet, JobSet, a kind the configuration declares)
   is decoded whole once its group is known (``decode_object``), its templates being wherever its kind says;
 - in a pod spec: ``containers`` and ``initContainers`` (``name``, ``restartPolicy``, ``resources``),
@@ -22,6 +23,10 @@ What is kept, and why:
 - resource values as the JSON has them: a string stays a string, an integer an exact integer, a float the
   float ``json.loads`` would give, and any other value stays as it is so the engine can name it
   (``invalid-quantity``); every resource name is kept (extended resources and hugepages count for NUMA).
+- ``resourceClaims[].name`` of a pod spec, and of a ResourceClaim (``spec``) or ResourceClaimTemplate
+  (``spec.spec``) the claim spec's ``devices``: each request's ``name``, ``allocationMode``, ``count``,
+  ``deviceClassName`` (and of its ``exactly`` and ``firstAvailable``), each constraint's ``requests`` and
+  ``matchAttribute``;
 - for ``/validate-namespace``, the Namespace's ``metadata.labels``.
 
 A body that is not JSON, or whose kept fields have the wrong type, is a ``BadReview`` (HTTP 400) naming the
@@ -36,6 +41,8 @@ import re
 from typing import Any
 
 import msgspec
+
+from webhook.core.claims import CLAIM_GROUP
 
 
 class BadReview(ValueError):
@@ -88,6 +95,38 @@ class Toleration(_Kept):
     effect: str | None = None
 
 
+class PodResourceClaim(_Kept):
+    name: Any = None
+
+
+class DeviceSubRequest(_Kept):
+    """An exact request, a ``firstAvailable`` alternative, or a v1beta1 request: what ``dra-claim-spread`` counts."""
+
+    name: Any = None
+    device_class_name: Any = None
+    allocation_mode: Any = None
+    count: Any = None
+
+
+class DeviceRequest(DeviceSubRequest):
+    exactly: DeviceSubRequest | None = None
+    first_available: list[DeviceSubRequest] | None = None
+
+
+class DeviceConstraint(_Kept):
+    requests: Any = None
+    match_attribute: Any = None
+
+
+class ClaimDevices(_Kept):
+    requests: list[DeviceRequest] | None = None
+    constraints: list[DeviceConstraint] | None = None
+
+
+class ClaimSpec(_Kept):
+    devices: ClaimDevices | None = None
+
+
 class PodSpec(_Kept):
     containers: list[Container] | None = None
     init_containers: list[Container] | None = None
@@ -99,6 +138,7 @@ class PodSpec(_Kept):
     node_selector: dict[str, str] | None = None
     affinity: Affinity | None = None
     tolerations: list[Toleration] | None = None
+    resource_claims: list[PodResourceClaim] | None = None  # DRA devices (dra-unaligned)
 
 
 class PodTemplate(_Kept):
@@ -119,12 +159,21 @@ class Spec(PodSpec):
 
     template: PodTemplate | None = None
     job_template: JobTemplate | None = None
+    # A ResourceClaim's ``spec.devices``, a ResourceClaimTemplate's ``spec.spec`` (dra-claim-spread).
+    devices: ClaimDevices | None = None
+    spec: ClaimSpec | None = None
+
+
+class OwnerReference(_Kept):
+    kind: Any = None
+    controller: Any = None
 
 
 class Metadata(_Kept):
     name: str | None = None
     generate_name: str | None = None
     namespace: str | None = None
+    owner_references: list[OwnerReference] | None = None  # a claim a Pod controls is not judged (dra-claim-spread)
 
 
 class Status(_Kept):
@@ -132,7 +181,8 @@ class Status(_Kept):
 
 
 class Manifest(_Kept):
-    """A Pod or a core workload (``KINDS``): where each keeps its pod spec, and a Pod's status."""
+    """A Pod, a core workload (``KINDS``) or a DRA claim (``CLAIM_KINDS``): where each keeps its pod spec or
+    claim spec, and a Pod's status."""
 
     api_version: str | None = None
     kind: str | None = None
@@ -254,18 +304,20 @@ def decode(body: bytes | bytearray | memoryview, labels: bool = False) -> Admiss
 
 
 CORE_GROUPS = frozenset({"", "apps", "batch"})
+# Decoded to the kept fields (``Manifest``): the core kinds and DRA's claims, whose shapes are fixed.
+TYPED_GROUPS = CORE_GROUPS | {CLAIM_GROUP}
 _MANIFEST = msgspec.json.Decoder(Manifest, float_hook=float)
 _ANY = msgspec.json.Decoder(float_hook=float)
 
 
 def decode_object(raw: msgspec.Raw, group: str) -> Any:
-    """``request.object`` as the engine reads objects: a core kind's (``group`` ``""``, ``apps``, ``batch``)
-    with only the judged fields; any other (a custom resource, whose pod templates are where its kind in
-    ``KINDS`` or the configuration says) whole, as ``json.loads`` would give it."""
+    """``request.object`` as the engine reads objects: a core kind's (``group`` ``""``, ``apps``, ``batch``) or
+    a DRA claim's (``resource.k8s.io``) with only the judged fields; any other (a custom resource, whose pod
+    templates are where its kind in ``KINDS`` or the configuration says) whole, as ``json.loads`` would give it."""
     if not raw or (len(raw) == 4 and bytes(raw) == b"null"):  # bytes() of a small one only: it copies
         return None
     try:
-        if group in CORE_GROUPS:
+        if group in TYPED_GROUPS:
             return plain(_MANIFEST.decode(raw))
         obj = _ANY.decode(raw)
     except msgspec.ValidationError as exc:

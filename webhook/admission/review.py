@@ -18,12 +18,14 @@ import msgspec
 
 from webhook.admission.decode import BadReview as BadReview  # raised here, caught by the serving layer
 from webhook.admission.decode import Namespace, decode, decode_object, plain
+from webhook.core.claims import CLAIM_GROUP, CLAIM_KINDS
 from webhook.core.config import Config
 from webhook.core.engine import MODE_LABEL_RULE, Mode, Verdict, evaluate, mode_label_problem
 from webhook.core.facts import NO_FACTS, Facts
 from webhook.core.mutation import json_patch
 from webhook.core.podspec import ManifestError
 from webhook.core.rules import MORE, REFUSED, Violation
+from webhook.core.rules.dra_claim_spread import REFUSED_CLAIM
 from webhook.core.workloads import POD, Target, judged, table
 
 API_VERSIONS = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
@@ -190,7 +192,8 @@ def _denial(review: Review, verdict: Verdict) -> str:
              for t, v in found[:MAX_DENIAL_LINES]]
     if len(found) > MAX_DENIAL_LINES:
         lines.append(MORE(count=len(found) - MAX_DENIAL_LINES))
-    return "\n".join([REFUSED(kind=review.kind, name=name[:253]), *lines])
+    head = REFUSED_CLAIM if review.group == CLAIM_GROUP and review.kind in CLAIM_KINDS else REFUSED
+    return "\n".join([head(kind=review.kind, name=name[:253]), *lines])
 
 
 def _remedy(verdict: Verdict, target: Target, violation: Violation) -> str:

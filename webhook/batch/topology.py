@@ -1,35 +1,60 @@
-"""``policy.numa: auto`` for ``check`` and ``audit``: the cluster's NodeResourceTopology objects and node labels,
-read once into the run's ``Facts`` (with a memo for the run), handed to the engine beside the configuration.
-Without a cluster to read (``check`` with no ``--kubeconfig``), or when the CRD or the objects are missing,
-numa-unfit judges no node, and the command says so once on stderr: it is never a reason to fail."""
+"""``policy.numa: auto`` and ``policy.deviceClasses: true`` for ``check`` and ``audit``: the cluster's
+NodeResourceTopology objects and node labels, and its DeviceClasses, read once into the run's ``Facts`` (with a
+memo for the run), handed to the engine beside the configuration. Without a cluster to read (``check`` with no
+``--kubeconfig``), or when the CRD or the objects are missing, numa-unfit judges no node (and without
+DeviceClasses only ``deviceclass.resource.kubernetes.io/`` names count as DRA), and the command says so once on
+stderr: it is never a reason to fail."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
 from webhook.cluster.client import ClusterError
+from webhook.cluster.deviceclasses import read_device_classes
 from webhook.cluster.nrt import read_topology
 from webhook.cluster.watch import ApiTransport
 from webhook.core.config import Config
+from webhook.core.dra import DeviceClasses
 from webhook.core.facts import NO_FACTS, Facts, Memo
 from webhook.core.topology import Topology
 
 
 def cluster_facts(config: Config, kubeconfig: str | None, say: Callable[[str], None], required: bool) -> Facts:
     """What the cluster says, for a run of ``config``: its topology when the configuration asks for
-    ``numa: auto`` (else ``NO_FACTS``: nothing is read). ``required``: read it even without ``kubeconfig``
-    (``audit`` always talks to a cluster; ``check`` only when given one)."""
-    if not config.numa_auto:
+    ``numa: auto``, its DeviceClasses with ``policy.deviceClasses: true`` (else ``NO_FACTS``: nothing is read).
+    ``required``: read them even without ``kubeconfig`` (``audit`` always talks to a cluster; ``check`` only when
+    given one)."""
+    if not config.numa_auto and not config.policy.device_classes:
         return NO_FACTS
     if kubeconfig is None and not required:
-        say("policy.numa: auto: numa-unfit is not judged; pass --kubeconfig to read the cluster's "
-            "NodeResourceTopology objects and node labels")
+        if config.numa_auto:
+            say("policy.numa: auto: numa-unfit is not judged; pass --kubeconfig to read the cluster's "
+                "NodeResourceTopology objects and node labels")
+        if config.policy.device_classes:
+            say("policy.deviceClasses: true: DeviceClasses are not read; pass --kubeconfig to see which extended "
+                "resources DRA serves")
         return NO_FACTS
+    classes = _device_classes(config, kubeconfig, say)
+    if not config.numa_auto:
+        return Facts(device_classes=classes)
     try:
         topology = read_topology(ApiTransport(kubeconfig))
     except ClusterError as exc:
         say(f"policy.numa: auto: numa-unfit is not judged: {exc}")
-        return Facts(topology=Topology(problem=str(exc)))
+        return Facts(topology=Topology(problem=str(exc)), device_classes=classes)
     if topology.problem:
         say(f"policy.numa: auto: {topology.problem}; numa-unfit judges only the nodes it can see")
-    return Facts(topology=topology, memo=Memo())
+    return Facts(topology=topology, device_classes=classes, memo=Memo())
+
+
+def _device_classes(config: Config, kubeconfig: str | None, say: Callable[[str], None]) -> DeviceClasses | None:
+    """The DeviceClass index with ``policy.deviceClasses: true``; None (said once) when it cannot be read."""
+    if not config.policy.device_classes:
+        return None
+    try:
+        classes, problem = read_device_classes(ApiTransport(kubeconfig))
+    except ClusterError as exc:
+        classes, problem = None, str(exc)
+    if problem is not None:
+        say(f"policy.deviceClasses: true: {problem}")
+    return classes

@@ -39,7 +39,7 @@ def _nothing_to_judge(paths: Sequence[str], report: Report) -> str:
 def cmd_check(args: argparse.Namespace) -> ExitCode:
     config = load_config(args.config)
     facts = NO_FACTS
-    if config.numa_auto:
+    if config.numa_auto or config.policy.device_classes:
         from webhook.batch.topology import cluster_facts
 
         facts = cluster_facts(config, args.kubeconfig, err, required=False)
@@ -147,7 +147,7 @@ def cmd_audit(args: argparse.Namespace) -> ExitCode:
     try:
         lister = Lister(args.kubeconfig, page_size=args.page_size)
         facts = NO_FACTS
-        if config.numa_auto:
+        if config.numa_auto or config.policy.device_classes:
             from webhook.batch.topology import cluster_facts
 
             facts = cluster_facts(config, args.kubeconfig, err, required=True)

@@ -11,6 +11,7 @@ from typing import Any
 import urllib3
 from kubernetes import client, config
 
+from webhook.core.claims import CLAIM_KINDS, made_for_pod
 from webhook.core.engine import MODE_SELECTOR
 from webhook.core.workloads import KINDS, Kind, group_of
 
@@ -208,30 +209,37 @@ class Lister:
         controllers = frozenset(k.key for k in kinds.values() if k.controller)
         served = {key: self.served_version(k) for key, k in kinds.items()}
         for scope in scopes:
+            listed: list[tuple[str, str, str, bool]] = []  # apiVersion, plural, kind, whether DRA's claim
             for judged in kinds.values():
                 version = served[judged.key]
-                if version is None:
-                    continue
-                plural, kind = judged.plural, judged.kind
-                api_version = f"{judged.group}/{version}" if judged.group else version
+                if version is not None:
+                    api_version = f"{judged.group}/{version}" if judged.group else version
+                    listed.append((api_version, judged.plural, judged.kind, False))
+            listed += [(k.api_version, k.plural, k.kind, True) for k in CLAIM_KINDS.values()]
+            for api_version, plural, kind, claim in listed:
                 prefix = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
                 path = f"{prefix}/{plural}" if scope is None else f"{prefix}/namespaces/{scope}/{plural}"
                 try:
                     for page in self.pages(path):
                         for item in page:
-                            if _controlled(item, controllers):
+                            if _controlled(item, claim, controllers):
                                 continue
                             item["apiVersion"], item["kind"] = api_version, kind  # list items carry neither
                             yield Listed((item.get("metadata") or {}).get("namespace", scope or ""), kind, obj=item)
                 except Unreachable:
                     raise  # every other kind would fail the same way
                 except ClusterError as exc:
+                    if claim and "HTTP 404" in str(exc):
+                        continue  # no DRA API on this cluster: no claims to judge
                     yield Listed(scope or "", kind, error=str(exc))
 
 
-def _controlled(obj: dict[str, Any], controllers: frozenset[tuple[str, str]]) -> bool:
+def _controlled(obj: dict[str, Any], claim: bool, controllers: frozenset[tuple[str, str]]) -> bool:
     """Made by a judged controller (a JobSet's Jobs, a LeaderWorkerSet's StatefulSets and Pods): judged
-    through it, once."""
+    through it, once; and the claims made for a Pod (from its ResourceClaimTemplate, reported once, or by the
+    scheduler for a DRA extended resource)."""
+    if claim and made_for_pod(obj):
+        return True
     for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
         group = group_of(ref.get("apiVersion"))
         if ref.get("controller") and group is not None and (group, ref.get("kind")) in controllers:

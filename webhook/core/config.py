@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from webhook.core.claims import CLAIM_GROUP, CLAIM_KINDS
 from webhook.core.settings import Amount, Amounts, Choice, ConfigError, Count, Flag, Kind, Names, Section, Setting
 from webhook.core.workloads import KINDS, PathError, Template
 from webhook.core.workloads import Kind as Workload
@@ -43,6 +44,11 @@ class Workloads(Kind):
         for i, item in enumerate(raw):
             where = f"{key}[{i}]"
             kind = self._one(item, where)
+            if kind.kind in CLAIM_KINDS:
+                # the engine judges a Target of this name as DRA's claim (dra-claim-spread), not as pod templates
+                raise ConfigError(f"{where}.kind: {kind.kind} is DRA's claim kind ({CLAIM_GROUP}), judged whole "
+                                  "by dra-claim-spread, and no declared kind (in any group) may take its name; rename "
+                                  "or remove it")
             if kind.key in KINDS:
                 raise ConfigError(f"{where}: {kind.kind} of {kind.group or 'the core group'} is built in "
                                   "(docs/contract.md#kinds); remove it")
@@ -116,6 +122,14 @@ POD_LEVEL = Setting("podLevelResources", Choice(("deny", "allow")), "deny",
                     "skip the Pod unless nodes enable PodLevelResourceManagers)")
 SMT = Setting("smtAlignment", Count(1), 1,
               "above 1 turns on smt-misaligned: cpu must be a multiple of it (kubelet's full-pcpus-only)")
+DRA = Setting("dra", Choice(("warn", "deny", "off")), "warn",
+              "dra-unaligned and dra-claim-spread: warn (a warning, a notice in check and audit), deny (refuse), or "
+              "off. A Pod with exclusive CPUs and DRA devices runs with them on any NUMA nodes: kubelet's Topology "
+              "Manager has no DRA hint provider")
+DEVICE_CLASSES = Setting("deviceClasses", Flag(), False,
+                         "true: read the cluster's DeviceClasses (needs list/watch on deviceclasses.resource.k8s.io) "
+                         "so that extended resources a DeviceClass maps to DRA (spec.extendedResourceName) count as "
+                         "DRA devices for dra-unaligned and numa: auto; the webhook and the CLI only", param=False)
 NUMA_SCOPE = Setting("scope", Choice(("container", "pod")), "container",
                      "what must fit in one NUMA node: each container, or the whole Pod (the Topology Manager's "
                      "scope)", param=False)
@@ -167,6 +181,8 @@ class Policy:
     pod_level_resources: str = POD_LEVEL.default
     smt_alignment: int = SMT.default
     numa: NumaPolicy | AutoNuma | None = None
+    dra: str = DRA.default
+    device_classes: bool = DEVICE_CLASSES.default
 
 
 @dataclass(frozen=True)
@@ -204,7 +220,7 @@ NUMA = Section("numa", NumaPolicy, (NUMA_SCOPE, NUMA_CPUS, NUMA_MEMORY, NUMA_DEV
                     "admission policies cannot sum a Pod's requests or read the cluster)",
                nullable=True, require_any=("cpus", "memory", "devices"), literal="auto", literal_value=AUTO)
 SCHEMA = Section("", Config, (
-    Section("policy", Policy, (FRACTIONAL, POD_LEVEL, SMT, NUMA)),
+    Section("policy", Policy, (FRACTIONAL, POD_LEVEL, SMT, NUMA, DRA, DEVICE_CLASSES)),
     Section("mutation", MutationPolicy, (SET_LIMITS, CPU_ROUNDING)),
     Section("exemptions", Exemptions, (NAMESPACES, USERNAMES, RUNTIME_CLASSES)),
     WORKLOADS,

@@ -9,6 +9,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from webhook.core.dra import DeviceClasses, DraUse, dra_resources
 from webhook.core.fieldpath import FieldPath, dotted
 from webhook.core.podspec import CPU, GUARANTEED, MEMORY, Container, PodSpec, qos_class
 from webhook.core.quantity import format_bytes
@@ -79,6 +80,15 @@ def may_align(pod: PodSpec) -> bool:
             and (mem := c.resources.limits.get(MEMORY)) is not None and mem.positive for c in pod.all_containers)):
         return False
     return _guaranteed(pod)
+
+
+def dra_use(pod: PodSpec, classes: DeviceClasses | None) -> DraUse:
+    """The devices the Pod takes through DRA: its claims, and the extended resources DRA serves it (``classes``:
+    the cluster's DeviceClasses, None when not known). Kubelet aligns none of them (``webhook.core.dra``)."""
+    asked = [(name, (*c.resources.path, "limits", name)) for c in pod.all_containers for name in c.devices
+             if is_device(name)]
+    resources, paths = dra_resources(asked, classes)
+    return DraUse(pod.resource_claims, (*pod.path, "resourceClaims"), resources, paths)
 
 
 def _container_demand(c: Container, guaranteed: bool, pod_level: bool) -> Demand:

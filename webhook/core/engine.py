@@ -15,12 +15,14 @@ from enum import StrEnum
 from functools import cached_property
 from typing import Any
 
+from webhook.core.claims import CLAIM_KINDS
 from webhook.core.config import Config
 from webhook.core.facts import NO_FACTS, Facts
 from webhook.core.fieldpath import FieldPath
 from webhook.core.mutation import Change, apply_changes, plan_changes
-from webhook.core.podspec import PodSpec
+from webhook.core.podspec import PodSpec, build_pod_spec
 from webhook.core.rules import Violation, run_rules
+from webhook.core.rules.dra_claim_spread import judge_claim
 from webhook.core.workloads import Target, find_targets, table
 
 MODE_LABEL = "qos-guard.io/mode"  # the namespace label that opts in (docs/contract.md#names)
@@ -174,7 +176,8 @@ def _exemption(config: Config, target: Target, namespace: str | None, username: 
     namespace = namespace or target.namespace
     if namespace is not None and namespace in ex.namespaces:
         return f"namespace {namespace} is exempt"
-    runtime_class = target.spec.get("runtimeClassName")
+    # a claim spec has no runtimeClassName (a pod spec's field): only pod specs are exempt by it
+    runtime_class = None if target.kind in CLAIM_KINDS else target.spec.get("runtimeClassName")
     if isinstance(runtime_class, str) and runtime_class in ex.runtime_class_names:
         return f"runtimeClassName {runtime_class} is exempt"
     return None
@@ -195,8 +198,12 @@ def evaluate(obj: Any, config: Config, mode: Mode, facts: Facts = NO_FACTS, *, n
             if len(targets) == 1:
                 return Verdict(mode, (), exempt=why)
             continue
-        pod = target.pod_spec()
-        found = run_rules(pod, config.policy, facts)
+        if target.kind in CLAIM_KINDS:  # a claim spec, judged whole; an empty pod spec for the record
+            pod = build_pod_spec({}, target.path)
+            found = judge_claim(target.kind, target.spec, target.path, config.policy)
+        else:
+            pod = target.pod_spec()
+            found = run_rules(pod, config.policy, facts)
         results.append(TargetResult(target, pod, tuple(v for v in found if not v.advisory), config,
                                     tuple(v for v in found if v.advisory), facts))
     return Verdict(mode, tuple(results))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from webhook.core.dra import DeviceClasses
 from webhook.core.memo import Memo
 from webhook.core.topology import Topology
 
@@ -24,6 +25,9 @@ class Facts:
     """
 
     topology: Topology | None = None  # NodeResourceTopology view for policy.numa: auto; None: not known
+    # The cluster's DeviceClasses (policy.deviceClasses: true): which extended resources DRA serves; None: not
+    # known (only the deviceclass.resource.kubernetes.io/ names count as DRA then).
+    device_classes: DeviceClasses | None = None
     memo: Memo | None = field(default=None, compare=False, repr=False)
 
     def remembering(self) -> Memo | None:

@@ -224,11 +224,12 @@ class ClusterFit:
 
 
 def fit_cluster(pod: PodSpec, topology: Topology, exhaustive: bool = False,
-                wants: Demands | None = None, memo: Memo | None = None) -> ClusterFit:
+                wants: Demands | None = None, memo: Memo | None = None,
+                dra: frozenset[str] = frozenset()) -> ClusterFit:
     """The Pod against every node it can land on (``PodSpec.placement``), judged once per shape of node
     (``shapes_of``; with ``memo``, each shape's answer is remembered for the snapshot). Unless ``exhaustive``,
     it stops at the first shape that holds the Pod, or as soon as a matching node is unknown: either way the rule
-    has nothing to say."""
+    has nothing to say. ``dra``: the extended resources DRA serves the Pod (see below)."""
     placement = pod.placement
     if topology.nodes is None:
         return ClusterFit(placement, 0)
@@ -239,7 +240,10 @@ def fit_cluster(pod: PodSpec, topology: Topology, exhaustive: bool = False,
     if not wants.aligned:
         return ClusterFit(placement, 0)
     index = shapes_of(topology, memo)
-    devices = {k for d in wants.containers for k, v in d.devices.items() if v > 0}
+    # ``dra``: the extended resources DRA serves this Pod (a DeviceClass maps them): a node that publishes none
+    # of them per NUMA node can still serve them (its DRA driver), so they keep the Pod off no node. Where a node
+    # does publish one, its device plugin serves it there and kubelet aligns it: fitted as any device.
+    devices = {k for d in wants.containers for k, v in d.devices.items() if v > 0 and k not in dra}
     if placement.constrained or topology.taints:
         chosen, unknown = index.matching(placement, topology, memo)
         groups = [(i, tuple(names)) for i, names in sorted(chosen.items())]

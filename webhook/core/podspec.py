@@ -13,6 +13,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from webhook.core.dra import pod_claims
 from webhook.core.fieldpath import FieldPath, dotted
 from webhook.core.quantity import Quantity, QuantityError, format_milli, quantity_from_value
 from webhook.core.scheduling import Placement, placement
@@ -117,6 +118,8 @@ class PodSpec:
     declared_qos: str | None = None
     # Where the Pod may be scheduled (nodeName, nodeSelector, required node affinity): ``policy.numa: auto``.
     placement: Placement = field(default_factory=Placement)
+    # ``spec.resourceClaims`` by name: devices allocated through DRA (``webhook.core.dra``).
+    resource_claims: tuple[str, ...] = ()
 
     @property
     def all_containers(self) -> tuple[Container, ...]:
@@ -311,6 +314,7 @@ def build_pod_spec(spec: Any, path: FieldPath, status: Any = None, template: str
         pod_level=_pod_level(body, path, containers, init_containers, template),
         declared_qos=declared if isinstance(declared, str) and declared else None,
         placement=placement(body),
+        resource_claims=pod_claims(body),
     )
 
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+from webhook.core.claims import CLAIM_KINDS, ClaimKind, claim_kind, claim_spec
 from webhook.core.fieldpath import FieldPath, Segment, dotted
 from webhook.core.podspec import ManifestError, PodSpec, build_pod_spec
 
@@ -320,7 +321,8 @@ def walk(obj: Any, where: FieldPath = (),
     """Each object in ``obj`` (recursing into ``kind: List`` items): each of its pod specs as a ``Target``,
     or why it has none to judge (its kind, ``document without a kind``, ``KIND without a pod template``,
     ``KIND without apiVersion``), so that ``check`` can count what it passed over instead of passing over it
-    silently. A judged kind's name without ``apiVersion`` is a ``ManifestError``."""
+    silently; a DRA claim's claim spec is a ``Target`` too (``webhook.core.claims``). A judged kind's name
+    without ``apiVersion`` is a ``ManifestError``."""
     if not isinstance(obj, Mapping):
         return
     kind = obj.get("kind")
@@ -338,16 +340,25 @@ def walk(obj: Any, where: FieldPath = (),
         return
     group = group_of(obj.get("apiVersion"))
     if group is None:
-        same = [k for k in kinds.values() if k.kind == kind]
+        same = [k.api_version for k in kinds.values() if k.kind == kind]
+        same += [c.api_version for c in CLAIM_KINDS.values() if c.kind == kind]
         if not same:
             yield kind
             return
         # kubectl apply refuses it ("apiVersion not set"), so the API server never sees it: an error, never a
         # verdict on a kind guessed from the name alone.
-        hint = " or ".join(k.api_version for k in same)
+        hint = " or ".join(same)
         raise ManifestError((*where, "apiVersion"), f"not set, so kubectl apply refuses the {kind}; add "
                                                     f"apiVersion: {hint}")
     known = kinds.get((group, kind))
+    claim = claim_kind(obj) if known is None else None
+    if claim is not None:  # DRA's claims: their claim spec, judged whole (``webhook.core.claims``)
+        claimed = claim_spec(obj, claim, where)
+        if isinstance(claimed, str):
+            yield claimed
+        else:
+            yield Target(claim.kind, *_meta(obj, where), *claimed, root=where)
+        return
     if known is None:
         yield kind if not any(k == kind for _, k in kinds) else f"{kind} of {obj.get('apiVersion')}"
         return
@@ -377,8 +388,10 @@ def find_targets(obj: Any, where: FieldPath = (),
 def judged(group: str, kind: str, operation: str, subresource: str = "",
            kinds: Mapping[tuple[str, str], Kind] = KINDS) -> bool:
     """Whether a request for ``group``/``kind`` (``operation`` on the object or its ``subresource``) is
-    judged."""
-    found = kinds.get((group, kind))
+    judged (a workload's or Pod's, or DRA's claims: ``webhook.core.claims``)."""
+    claim = CLAIM_KINDS.get(kind)
+    found: Kind | ClaimKind | None = kinds.get((group, kind)) or (
+        claim if claim is not None and claim.group == group else None)
     if found is None:
         return False
     if subresource:

@@ -31,6 +31,7 @@ from webhook.core.config import RUNTIME_CLASSES, SCHEMA, Config
 from webhook.core.engine import MODE_LABEL, Mode
 from webhook.core.rules import MORE, REFUSED, RULES, cel
 from webhook.core.rules.base import cel_string
+from webhook.core.rules.dra_unaligned import DEVICE_CLASSES_REFUSAL
 from webhook.core.settings import Setting
 from webhook.core.workloads import KINDS, LIST, MAP, POD, Kind, Template, table, template_label
 
@@ -60,10 +61,13 @@ class PolicyError(ValueError):
 
 
 def refuse_unsupported(config: Config) -> None:
-    """A rule without CEL that the configuration turns on (``policy.numa``): only the webhook has it."""
+    """A rule without CEL that the configuration turns on (``policy.numa``), or cluster state the CEL cannot read
+    (``policy.deviceClasses``): only the webhook has it."""
     for rule in RULES:
         if rule.cel is None and rule.policy_refusal and rule.enabled(config.policy):
             raise PolicyError(rule.policy_refusal)
+    if config.policy.device_classes:
+        raise PolicyError(DEVICE_CLASSES_REFUSAL)
 
 
 def params_data(config: Config) -> dict[str, str]:
@@ -456,6 +460,9 @@ def chart_params() -> str:
               '{{- fail "config.workloads: the chart\'s policies are fixed text over the built-in kinds; with '
               'enforcement: policy render them for declared kinds with qos-guard policy --config, or use '
               'enforcement: webhook" }}', "{{- end }}"]
+    key = DEVICE_CLASSES_REFUSAL.split(":", 1)[0]
+    lines += [f"{{{{- if $c.{key} }}}}", f"{{{{- fail {json.dumps('config.' + DEVICE_CLASSES_REFUSAL)} }}}}",
+              "{{- end }}"]
     lines += ["{{- if .Values.webhook.excludeNamespaces }}",
               '{{- fail "webhook.excludeNamespaces applies to the webhook only; with enforcement: policy list the '
               'namespaces in config.exemptions.namespaces" }}', "{{- end }}"]

@@ -25,7 +25,9 @@ from webhook.admission.review import (
     object_name,
     parse_review,
 )
+from webhook.core.claims import CLAIM_KINDS
 from webhook.core.config import Config
+from webhook.core.dra import DeviceClasses
 from webhook.core.facts import NO_FACTS, Facts, Memo
 from webhook.core.rules import RULE_IDS
 from webhook.core.topology import Topology
@@ -41,7 +43,7 @@ def _bounded(value: str, allowed: tuple[str, ...] | frozenset[str], other: str =
     return value if value in allowed else other
 
 
-_KINDS = frozenset(k.kind for k in KINDS.values()) | {"Namespace"}
+_KINDS = frozenset(k.kind for k in KINDS.values()) | frozenset(CLAIM_KINDS) | {"Namespace"}
 _OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT")
 
 
@@ -50,9 +52,11 @@ def _json(status: int, body: dict[str, Any]) -> Response:
 
 
 def create_app(config: Config, metrics: Metrics | None = None, own_namespace: str | None = None,
-               topology: Callable[[], Topology] | None = None) -> Flask:
-    """The admission application: one route per ``ENDPOINTS`` entry. ``topology`` (``policy.numa: auto``) is
-    the cache's current snapshot, read once per request."""
+               topology: Callable[[], Topology] | None = None,
+               device_classes: Callable[[], DeviceClasses | None] | None = None) -> Flask:
+    """The admission application: one route per ``ENDPOINTS`` entry. ``topology`` (``policy.numa: auto``) and
+    ``device_classes`` (``policy.deviceClasses: true``) are the caches' current snapshots, read once per
+    request."""
     app = Flask("qos-guard")
     metrics = metrics or Metrics.create(CollectorRegistry())
     spare_budget = BodyBudget()
@@ -63,14 +67,14 @@ def create_app(config: Config, metrics: Metrics | None = None, own_namespace: st
     metrics.requests.labels("validate", "Pod", "CREATE", "allowed", "false")
     metrics.violations.labels("cpu-not-integer")
 
-    last: list[tuple[Topology, Facts]] = []
+    last: list[tuple[Topology | None, DeviceClasses | None, Facts]] = []
 
-    def judging(snapshot: Topology) -> Facts:
-        """The facts of ``snapshot``, made once per snapshot (a snapshot lasts until a change) with a memo of their
+    def judging(snapshot: Topology | None, classes: DeviceClasses | None) -> Facts:
+        """The facts of the snapshots, made once per pair (a snapshot lasts until a change) with a memo of their
         own: the same Pods come again and again, and what was learnt dies with the snapshot."""
-        if not last or last[0][0] is not snapshot:
-            last[:] = [(snapshot, Facts(topology=snapshot, memo=Memo()))]
-        return last[0][1]
+        if not last or last[0][0] is not snapshot or last[0][1] is not classes:
+            last[:] = [(snapshot, classes, Facts(topology=snapshot, device_classes=classes, memo=Memo()))]
+        return last[0][2]
 
     def read_body() -> bytes | bytearray:
         """The body within bounds, under the worker's budget (the Flask test client has none: a spare one)."""
@@ -99,7 +103,8 @@ def create_app(config: Config, metrics: Metrics | None = None, own_namespace: st
         started = time.perf_counter()
         try:
             review = parse_review(read_body(), endpoint)
-            facts = NO_FACTS if topology is None else judging(topology())
+            facts = NO_FACTS if topology is None and device_classes is None else judging(
+                None if topology is None else topology(), None if device_classes is None else device_classes())
             decision = decide(review, endpoint, config, facts, own_namespace)
         except (TooLarge, BadBody, BadReview) as exc:  # answered by the handlers below; counted here
             outcome = "too-large" if isinstance(exc, TooLarge) else "bad-request"

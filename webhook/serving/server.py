@@ -63,23 +63,24 @@ def _start_health_server(opts: ServeOptions, ready: Callable[[], bool]) -> Any:
 
 
 def check_cluster_access(kubeconfig: str | None) -> None:
-    """``policy.numa: auto`` needs a way to the API server: in-cluster, ``--kubeconfig`` or the usual files.
-    Checked by their presence only: the Kubernetes client (urllib3, ssl) must be first imported in the workers,
-    after gevent patched ssl, or its TLS contexts recurse without end."""
+    """``policy.numa: auto`` and ``policy.deviceClasses: true`` need a way to the API server: in-cluster,
+    ``--kubeconfig`` or the usual files. Checked by their presence only: the Kubernetes client (urllib3, ssl) must
+    be first imported in the workers, after gevent patched ssl, or its TLS contexts recurse without end."""
     if kubeconfig is not None:
         if not os.path.isfile(kubeconfig):
             raise ServeError(f"--kubeconfig {kubeconfig}: no such file")
         return
     candidates = [*os.environ.get("KUBECONFIG", "").split(os.pathsep), os.path.expanduser("~/.kube/config")]
     if not os.environ.get("KUBERNETES_SERVICE_HOST") and not any(c and os.path.isfile(c) for c in candidates):
-        raise ServeError("policy.numa: auto reads the cluster's NodeResourceTopology objects and node labels: run "
-                         "in-cluster or pass --kubeconfig")
+        raise ServeError("policy.numa: auto and policy.deviceClasses: true read the cluster (NodeResourceTopology "
+                         "objects and node labels; DeviceClasses): run in-cluster or pass --kubeconfig")
 
 
 def worker_app(config: Config, own_namespace: str | None, extend: Extend | None = None,
                kubeconfig: str | None = None) -> Any:
     """In each worker: the Flask app behind the readiness probe route, 5xx answers counted; with
-    ``policy.numa: auto``, the worker's topology cache (watches, greenlets in the gevent worker)."""
+    ``policy.numa: auto``, the worker's topology cache, with ``policy.deviceClasses: true`` its DeviceClass cache
+    (watches, greenlets in the gevent worker)."""
     from webhook.serving.app import create_app
     from webhook.serving.health import probe_route
     from webhook.serving.metrics import Metrics
@@ -91,7 +92,12 @@ def worker_app(config: Config, own_namespace: str | None, extend: Extend | None 
 
         metrics = metrics.with_topology()
         snapshot = start_topology_cache(kubeconfig, metrics.topology)
-    app = create_app(config, metrics, own_namespace, snapshot)
+    classes = None
+    if config.policy.device_classes:
+        from webhook.serving.deviceclasses import start_device_class_cache
+
+        classes = start_device_class_cache(kubeconfig)
+    app = create_app(config, metrics, own_namespace, snapshot, classes)
     # What the worker holds from now on (modules, the Kubernetes client's thousands of classes with numa: auto)
     # lives as long as it does: out of the cyclic collector's full scans, which a request's garbage triggers.
     gc.freeze()
@@ -104,7 +110,7 @@ def serve(opts: ServeOptions, extend: Extend | None = None, gunicorn: Mapping[st
     """Run until SIGTERM/SIGINT; gunicorn's arbiter ends the process itself when it stops. ``extend`` and the
     ``gunicorn`` settings laid over ours are for bench/ (a no-op route, the gthread worker to compare with)."""
     config = load_config(opts.config)  # ConfigError: exit 2 before anything listens
-    if config.numa_auto:
+    if config.numa_auto or config.policy.device_classes:
         check_cluster_access(opts.kubeconfig)
     check_port_free(opts.bind, "--bind")
     check_port_free(opts.metrics_bind, "--metrics-bind")

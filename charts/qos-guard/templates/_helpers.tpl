@@ -126,7 +126,7 @@ objectSelector:
 {{- end }}
 
 {{/* Rules for Pods and every workload kind judged by its Pod template (docs/contract.md#modes-per-namespace-by-label). */}}
-{{- /* qos-guard.podRules, qos-guard.workloadRules and qos-guard.kindRBAC: _kinds.tpl (generated). */ -}}
+{{- /* qos-guard.podRules, qos-guard.workloadRules, qos-guard.claimRules (DRA's claims, judged whole by dra-claim-spread, CREATE only) and qos-guard.kindRBAC: _kinds.tpl (generated). */ -}}
 
 {{/* Settings shared by every webhook of the chart. */}}
 {{- define "qos-guard.webhookCommon" -}}

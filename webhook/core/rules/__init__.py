@@ -13,6 +13,8 @@ from webhook.core.facts import NO_FACTS, Facts
 from webhook.core.podspec import PodSpec
 from webhook.core.rules import (
     cpu_not_integer,
+    dra_claim_spread,
+    dra_unaligned,
     invalid_quantity,
     limits_missing,
     numa_unfit,
@@ -32,6 +34,8 @@ RULES: tuple[Rule, ...] = (
     pod_level_resources.RULE,
     smt_misaligned.RULE,
     numa_unfit.RULE,
+    dra_unaligned.RULE,
+    dra_claim_spread.RULE,
 )
 RULE_IDS: tuple[str, ...] = tuple(rule.id for rule in RULES)
 BY_ID: dict[str, Rule] = {rule.id: rule for rule in RULES}

@@ -98,6 +98,9 @@ class Rule:
     severity: str = "high"  # policy reports; every rule costs exclusive CPUs
     enabled: Callable[[Policy], bool] = always
     policy_refusal: str = ""
+    # Kinds it judges whole instead of pod specs (``claims.CLAIM_KINDS``); its ``check`` finds nothing in a
+    # pod spec, and the admission policies, which match pod specs only, do not have it.
+    kinds: tuple[str, ...] = ()
 
     @property
     def default_on(self) -> bool:

@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from webhook.core.config import NUMA, AutoNuma, NumaPolicy, Policy
-from webhook.core.demands import Demand, Demands, demands, may_align, show_amount
+from webhook.core.demands import Demand, Demands, demands, dra_use, may_align, show_amount
+from webhook.core.dra import DeviceClasses, DraUse
 from webhook.core.facts import Facts
 from webhook.core.fieldpath import dotted
 from webhook.core.memo import Memo, remember
@@ -57,6 +58,13 @@ IN_ORDER = Text("{label}: needs {need} on one NUMA node once the containers befo
 REFUSED = Text("single-numa-node refuses it on {nodes} (TopologyAffinityError)")
 SPREAD = Text("{policy} on {nodes} would admit it across NUMA nodes")
 WAY_OUT = Text("ask for at most {have}")
+# Kubelet's Topology Manager has no DRA hint provider, and NodeResourceTopology does not publish DRA devices.
+NOT_FITTED = Text("{label}: its DRA devices ({how}) were not fitted: kubelet's Topology Manager does not align "
+                  "devices allocated through DRA and NodeResourceTopology does not publish them; numa: auto judged "
+                  "its CPUs, memory and device plugin devices only")
+NOWHERE = Text("{label}: no node's NodeResourceTopology publishes {names}, so numa: auto judged it on no node; if "
+               "DRA serves it (a DeviceClass's extendedResourceName), policy.deviceClasses: true fits its CPUs and "
+               "memory")
 MAX_NODES_SHOWN = 2
 
 
@@ -80,19 +88,54 @@ def _have(name: str, amount: int) -> str:
     return format_bytes(amount) if name == MEMORY or name.startswith("hugepages-") else str(amount)
 
 
-def _auto(pod: PodSpec, topology: Topology, memo: Memo | None) -> list[Violation]:
-    """The findings for ``pod`` over the snapshot, remembered per placement and demand in the caller's ``memo``
-    (the same Pods come again and again: a workload's replicas, retries)."""
+def _auto(pod: PodSpec, topology: Topology, memo: Memo | None, classes: DeviceClasses | None) -> list[Violation]:
+    """The findings for ``pod`` over the snapshot, remembered per placement, demand and DRA devices in the
+    caller's ``memo`` (the same Pods come again and again: a workload's replicas, retries)."""
     if topology.nodes is None or not may_align(pod):
         return []
     wants = demands(pod)
-    found = remember(memo, "numa-unfit.verdicts", (pod.placement.key, wants.key),
-                     lambda: tuple(_judge(pod, topology, wants, memo)))
+    use = dra_use(pod, classes)
+    dra = frozenset(use.resources)
+    found = remember(memo, "numa-unfit.verdicts", (pod.placement.key, wants.key, dra, use.claims),
+                     lambda: tuple(_judge(pod, topology, wants, memo, dra)
+                                   + _not_fitted(pod, use, wants, topology)
+                                   + _published_nowhere(pod, wants, topology, dra)))
     return list(found)
 
 
-def _judge(pod: PodSpec, topology: Topology, wants: Demands, memo: Memo | None) -> list[Violation]:
-    fit: ClusterFit = fit_cluster(pod, topology, wants=wants, memo=memo)
+def _published_nowhere(pod: PodSpec, wants: Demands, topology: Topology, dra: frozenset[str]) -> list[Violation]:
+    """A device the Pod asks that no node's NodeResourceTopology publishes (and that is not known to be DRA's):
+    it is judged on no node, and that is said, not passed over: where DRA serves it, only the DeviceClasses
+    tell (policy.deviceClasses: true)."""
+    asked = sorted({k for d in wants.containers for k, v in d.devices.items() if v > 0 and k not in dra})
+    # A node without a NodeResourceTopology object could have it: then nothing is known, and nothing is said.
+    if not asked or not topology.topologies or any(n not in topology.topologies for n in topology.nodes or ()):
+        return []
+    anywhere = {name for t in topology.topologies.values() for name in t.published}
+    missing = [k for k in asked if k not in anywhere]
+    if not missing:
+        return []
+    return [Violation(pod.path, NOWHERE(label=f"pod ({dotted(pod.path)})", names=_join(missing)), rule=RULE_ID,
+                      advisory=True)]
+
+
+def _not_fitted(pod: PodSpec, use: DraUse, wants: Demands, topology: Topology) -> list[Violation]:
+    """The advisory that the Pod's DRA devices were left out of the fit, and why. An extended resource that
+    every node publishes per NUMA node is a device plugin's there, and was fitted."""
+    everywhere = [r for r in use.resources if all(r in t.published for t in topology.topologies.values())]
+    use = DraUse(use.claims, use.claims_path, {r: c for r, c in use.resources.items() if r not in everywhere},
+                 use.resource_paths)
+    if not use or not wants.aligned:
+        return []
+    how = [f"{dotted(pod.path)}.resourceClaims: {', '.join(use.claims)}"] if use.claims else []
+    how += [f"{r} (DeviceClass {c})" for r, c in sorted(use.resources.items())]
+    return [Violation(use.path, NOT_FITTED(label=f"pod ({dotted(pod.path)})", how="; ".join(how)), rule=RULE_ID,
+                      advisory=True)]
+
+
+def _judge(pod: PodSpec, topology: Topology, wants: Demands, memo: Memo | None,
+           dra: frozenset[str] = frozenset()) -> list[Violation]:
+    fit: ClusterFit = fit_cluster(pod, topology, wants=wants, memo=memo, dra=dra)
     if fit.fits or fit.unknown or not (fit.refused or fit.spread):
         return []
     # The node that placed the most before failing tells the story; ties go to the first by name.
@@ -133,7 +176,8 @@ def check(pod: PodSpec, policy: Policy, facts: Facts) -> list[Violation]:
     if numa is None:
         return []
     if isinstance(numa, AutoNuma):  # the nodes' own NUMA zones: a fact, not configured; unknown says nothing
-        return [] if facts.topology is None else _auto(pod, facts.topology, facts.remembering())
+        return [] if facts.topology is None else _auto(pod, facts.topology, facts.remembering(),
+                                                       facts.device_classes)
     found = []
     if numa.scope == "container":
         for c in pod.all_containers:

@@ -1,0 +1,282 @@
+"""DRA at admission against a real API server (issue #29, items 2 and 3): a DeviceClass that names an extended
+resource no NodeResourceTopology zone has (``example.com/dra-gpu``), three GPU nodes of two 32-CPU zones under
+``single-numa-node``, and two qos-guard webhooks registered through the chart's own webhook configurations:
+
+- ``qos-guard-dra`` with ``numa: auto`` and ``deviceClasses: true`` (``dra: warn``, the default), reading the
+  cluster with the chart's own RBAC for both (a ServiceAccount token, nothing more);
+- ``qos-guard-dra-deny`` with ``dra: deny`` alone.
+
+What kubectl prints is printed too (``-s`` shows it), as a user would see it.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests import waiting
+from tests.binaries import binary
+from tests.e2e.conftest import CHART, RELEASE_NAMESPACE, Cluster
+from tests.e2e.test_numa import node, node_topology
+from tests.serving import Server, start_server
+
+GPU_CLASS = "gpu.example.com"
+DRA_GPU = "example.com/dra-gpu"
+ZONE = {"cpu": "32", "memory": "256Gi"}
+NODES = [f"dra-gpu-{i}" for i in range(3)]
+POOL = {"pool": "dra-gpu"}  # these nodes only: other e2e files publish NRT objects of their own
+
+
+def helm_template(release: str, *args: str) -> list[dict[str, Any]]:
+    proc = subprocess.run([binary("helm"), "template", release, str(CHART), "--namespace", RELEASE_NAMESPACE,
+                           *args], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return [d for d in yaml.safe_load_all(proc.stdout) if d]
+
+
+def pod(name: str, cpu: str, *, claim: bool = False, extended: str | None = None) -> dict[str, Any]:
+    limits = {"cpu": cpu, "memory": "8Gi"} | ({extended: "1"} if extended else {})
+    resources: dict[str, Any] = {"limits": limits, "requests": dict(limits)}
+    spec: dict[str, Any] = {"nodeSelector": POOL}
+    if claim:
+        spec["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]
+        resources["claims"] = [{"name": "gpu"}]
+    spec["containers"] = [{"name": "app", "image": "registry.invalid/app:1", "resources": resources}]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
+
+
+def claim_template(name: str, count: int, constrained: bool = False) -> dict[str, Any]:
+    devices: dict[str, Any] = {"requests": [{"name": "gpus", "exactly": {"deviceClassName": GPU_CLASS,
+                                                                         "count": count}}]}
+    if constrained:
+        devices["constraints"] = [{"matchAttribute": "resource.kubernetes.io/numaNode"}]
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": name},
+            "spec": {"spec": {"devices": devices}}}
+
+
+def cluster_stderr(cluster: Cluster, obj: dict[str, Any], namespace: str = "e2e-dra") -> str:
+    """What a dry run of ``obj`` printed on stderr, quietly (for polling)."""
+    return cluster.kubectl("apply", "--dry-run=server", "-n", namespace, "-f", "-", stdin=obj).stderr
+
+
+def admit(cluster: Cluster, namespace: str, obj: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+    """Server-side dry run: the whole admission chain, nothing stored; what kubectl printed is shown."""
+    proc = cluster.kubectl("apply", "--dry-run=server", "-n", namespace, "-f", "-", stdin=obj)
+    print(f"\n$ kubectl apply --dry-run=server -n {namespace} ({obj['kind']} {obj['metadata']['name']})  "
+          f"# exit {proc.returncode}\n{proc.stdout}{proc.stderr}", end="")
+    return proc
+
+
+def register(cluster: Cluster, folder: Path, release: str, label: str, config: dict[str, Any],
+             namespace: str, *chart_values: str, kubeconfig: Path | None = None) -> Server:
+    """A webhook serving ``config``, registered through the chart's webhook configurations for namespaces labelled
+    ``label`` (``namespace``, enforce mode, is made here)."""
+    config_file = folder / "config.yaml"
+    config_file.write_text(yaml.safe_dump(config))
+    cert_dir = folder / "pki"
+    certs = ["certs", "--service", release, "--namespace", RELEASE_NAMESPACE, "--extra-san", "127.0.0.1",
+             "--output-dir", str(cert_dir), "--days", "2"]
+    assert cluster.qos_guard(*certs).returncode == 0
+    flags = ["--config", str(config_file)] + (["--kubeconfig", str(kubeconfig)] if kubeconfig else [])
+    server = start_server(folder / "serve", *flags, cert_dir=cert_dir, workers=1)
+    webhooks = [d for d in helm_template(
+        release, *chart_values, "--set", f"webhook.url=https://127.0.0.1:{server.port}",
+        "--set", f"webhook.namespaceSelector.matchExpressions[0].key={label}",
+        "--set", "webhook.namespaceSelector.matchExpressions[0].operator=Exists",
+        "--show-only", "templates/webhooks.yaml") if d["kind"].endswith("WebhookConfiguration")]
+    cluster.kubectl("apply", "-f", "-", stdin=webhooks, check=True)
+    proc = cluster.qos_guard(*certs, "--patch-webhooks", release, "--kubeconfig", str(cluster.kubeconfig))
+    assert proc.returncode == 0, proc.stderr
+    cluster.kubectl("apply", "-f", "-", stdin={"apiVersion": "v1", "kind": "Namespace", "metadata": {
+        "name": namespace, "labels": {"qos-guard.io/mode": "enforce", label: "true"}}}, check=True)
+    waiting.eventually(f"{release} reachable through the API server",
+                       lambda: cluster.kubectl("apply", "--dry-run=server", "-n", namespace, "-f", "-",
+                                               stdin=pod("probe", "2")).returncode == 0, 30, every=0.25)
+    return server
+
+
+@pytest.fixture(scope="module")
+def dra_cluster(cluster: Cluster) -> Iterator[Cluster]:
+    """The DeviceClass, the GPU nodes and their NodeResourceTopology objects; all removed afterwards (the CRD too,
+    when it was not there before), as the other e2e files expect a cluster without them."""
+    crd_name = "noderesourcetopologies.topology.node.k8s.io"
+    had_crd = cluster.kubectl("get", "crd", crd_name).returncode == 0
+    crd = CHART / "files" / "topology.node.k8s.io_noderesourcetopologies.yaml"
+    cluster.kubectl("apply", "-f", str(crd), check=True)
+    cluster.kubectl("wait", "--for", "condition=Established", f"crd/{crd_name}", "--timeout", "30s", check=True)
+    device_class = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": GPU_CLASS},
+                    "spec": {"selectors": [{"cel": {"expression": f"device.driver == '{GPU_CLASS}'"}}],
+                             "extendedResourceName": DRA_GPU}}
+    objects = [device_class, *(node(n, **POOL) for n in NODES), *(node_topology(n, [ZONE, ZONE]) for n in NODES)]
+    cluster.kubectl("apply", "-f", "-", stdin=objects, check=True)
+    try:
+        stored = cluster.get("deviceclass", GPU_CLASS)
+        assert stored["spec"].get("extendedResourceName") == DRA_GPU, stored  # DRAExtendedResource is on (beta)
+        yield cluster
+    finally:
+        cluster.kubectl("delete", "--ignore-not-found", "--wait=true", "-f", "-", stdin=objects)
+        if not had_crd:
+            cluster.kubectl("delete", "crd", crd_name, "--ignore-not-found", "--wait=true", "--timeout=60s")
+
+
+ENFORCE, DENY = "e2e-dra", "e2e-dra-deny"
+
+
+@pytest.fixture(scope="module")
+def warn_webhook(dra_cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    folder = tmp_path_factory.mktemp("dra-webhook")
+    release = "qos-guard-dra"
+    values = ["--set", "config.policy.numa=auto", "--set", "config.policy.deviceClasses=true"]
+    dra_cluster.namespace(RELEASE_NAMESPACE)
+    rbac = helm_template(release, *values, "--show-only", "templates/serviceaccount.yaml",
+                         "--show-only", "templates/rbac.yaml")
+    dra_cluster.kubectl("apply", "-f", "-", stdin=rbac, check=True)
+    kubeconfig = dra_cluster.kubeconfig_as(release, RELEASE_NAMESPACE, folder / "kubeconfig", duration="2h")
+    server = register(dra_cluster, folder, release, "e2e.qos-guard.io/dra",
+                      {"policy": {"numa": "auto", "deviceClasses": True}}, ENFORCE, *values, kubeconfig=kubeconfig)
+    try:
+        yield server
+    finally:
+        server.stop()
+        dra_cluster.kubectl("delete", "validatingwebhookconfiguration,mutatingwebhookconfiguration", release,
+                            "--ignore-not-found")
+
+
+@pytest.fixture(scope="module")
+def deny_webhook(dra_cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    folder = tmp_path_factory.mktemp("dra-deny-webhook")
+    release = "qos-guard-dra-deny"
+    server = register(dra_cluster, folder, release, "e2e.qos-guard.io/dra-deny", {"policy": {"dra": "deny"}},
+                      DENY, "--set", "config.policy.dra=deny")
+    try:
+        yield server
+    finally:
+        server.stop()
+        dra_cluster.kubectl("delete", "validatingwebhookconfiguration,mutatingwebhookconfiguration", release,
+                            "--ignore-not-found")
+
+
+UNALIGNED = "Warning: dra-unaligned: pod (spec): its exclusive CPUs and memory are not NUMA-aligned with its DRA"
+
+
+def test_a_pinned_pod_with_a_claim_is_warned_and_admitted(dra_cluster: Cluster, warn_webhook: Server) -> None:
+    proc = admit(dra_cluster, ENFORCE, pod("pinned-claim", "4", claim=True))
+    assert proc.returncode == 0 and UNALIGNED in proc.stderr, proc.stderr
+    # A fractional cpu gets no exclusive CPUs: nothing to align, nothing said (cpu-not-integer refuses it here).
+    assert "dra-unaligned" not in admit(dra_cluster, ENFORCE, pod("shared", "1500m", claim=True)).stderr
+
+
+def test_an_extended_resource_a_device_class_maps_is_seen_through_the_watch(dra_cluster: Cluster,
+                                                                            warn_webhook: Server) -> None:
+    obj = pod("pinned-extended", "4", extended=DRA_GPU)
+    waiting.eventually("the DeviceClass seen", lambda: UNALIGNED in cluster_stderr(dra_cluster, obj), 30, every=0.5)
+    proc = admit(dra_cluster, ENFORCE, obj)
+    # kubectl shows 120 characters of a warning: the resource's name begins there.
+    assert proc.returncode == 0 and f"{UNALIGNED} devices (example.com/dra-" in proc.stderr, proc.stderr
+    # Its state, logged once per change by each worker: listed and watched with the chart's RBAC.
+    log = (warn_webhook.folder / "server.log").read_text()
+    assert '{"deviceclasses": "current"}' in log and '"deviceclasses": "unknown' not in log.split(
+        '{"deviceclasses": "current"}')[-1], log[-2000:]
+    # The implicit name of any DeviceClass is DRA's without any DeviceClass read.
+    implicit = admit(dra_cluster, ENFORCE, pod("pinned-implicit", "4",
+                                               extended=f"deviceclass.resource.kubernetes.io/{GPU_CLASS}"))
+    assert implicit.returncode == 0 and UNALIGNED in implicit.stderr
+
+
+def test_policy_dra_deny_refuses_it(dra_cluster: Cluster, deny_webhook: Server) -> None:
+    proc = admit(dra_cluster, DENY, pod("pinned-claim", "4", claim=True))
+    assert proc.returncode != 0
+    assert 'admission webhook "validate.qos-guard.io" denied the request' in proc.stderr
+    assert ("dra-unaligned: pod (spec): its exclusive CPUs and memory are not NUMA-aligned with its DRA devices "
+            "(spec.resourceClaims: gpu): kubelet's Topology Manager has no DRA hint provider") in proc.stderr
+
+
+def test_a_claim_template_free_to_spread_through_the_webhook_and_check(
+        dra_cluster: Cluster, warn_webhook: Server, deny_webhook: Server, tmp_path: Path) -> None:
+    spread = claim_template("two-gpus", 2)
+    proc = admit(dra_cluster, ENFORCE, spread)
+    assert proc.returncode == 0
+    assert ("Warning: dra-claim-spread: ResourceClaimTemplate devices (spec.spec.devices): 2 devices (gpus) may be "
+            "allocated") in proc.stderr
+    refused = admit(dra_cluster, DENY, spread)
+    assert 'ResourceClaimTemplate "two-gpus" would let the scheduler spread its devices over NUMA nodes:' \
+        in refused.stderr
+    assert refused.returncode != 0 and "dra-claim-spread: ResourceClaimTemplate devices (spec.spec.devices): 2 " \
+        "devices (gpus) may be allocated on different NUMA nodes: no matchAttribute constraint" in refused.stderr
+    together = admit(dra_cluster, DENY, claim_template("two-gpus-together", 2, constrained=True))
+    assert together.returncode == 0 and "dra-claim-spread" not in together.stderr
+    manifest = tmp_path / "claims.yaml"
+    manifest.write_text(yaml.safe_dump_all([spread, claim_template("two-gpus-together", 2, constrained=True)]))
+    config = tmp_path / "deny.yaml"
+    config.write_text(yaml.safe_dump({"policy": {"dra": "deny"}}))
+    check = dra_cluster.qos_guard("check", str(manifest), "--config", str(config))
+    print(f"\n$ qos-guard check claims.yaml --config deny.yaml  # exit {check.returncode}\n{check.stdout}"
+          f"{check.stderr}", end="")
+    assert check.returncode == 1
+    assert ": dra-claim-spread: ResourceClaimTemplate devices (spec.spec.devices): 2 devices (gpus) may be " \
+        "allocated on different NUMA nodes" in check.stdout
+    assert "two-gpus-together" not in check.stdout
+
+
+@pytest.mark.parametrize("how", ["extended", "implicit", "claim"])
+def test_numa_auto_refuses_the_48_cpu_dra_pod_for_its_cpus_and_says_its_gpu_was_not_fitted(
+        dra_cluster: Cluster, warn_webhook: Server, how: str) -> None:
+    """No NRT zone has example.com/dra-gpu: before, the Pod "landed on no node" and passed; kubelet refuses it on
+    its CPU hint alone, whichever way it asks its GPU."""
+    extended = {"extended": DRA_GPU, "implicit": f"deviceclass.resource.kubernetes.io/{GPU_CLASS}"}.get(how)
+    obj = pod(f"big-{how}", "48", claim=how == "claim", extended=extended)
+    waiting.eventually("the DeviceClass and the topology seen", lambda: "numa-unfit: container" in cluster_stderr(
+        dra_cluster, obj), 30, every=0.5)
+    proc = admit(dra_cluster, ENFORCE, obj)
+    assert proc.returncode != 0
+    assert ('numa-unfit: container "app" (spec.containers[0]): needs 48 CPUs on one NUMA node; the largest zone of '
+            "any matching node has 32 CPUs; single-numa-node refuses it on nodes dra-gpu-0, dra-gpu-1 and 1 more "
+            "(TopologyAffinityError)") in proc.stderr, proc.stderr
+    assert "Warning: numa-unfit: pod (spec): its DRA devices (" in proc.stderr
+    fits = admit(dra_cluster, ENFORCE, pod(f"fits-{how}", "16", claim=how == "claim", extended=extended))
+    assert fits.returncode == 0 and "Warning: numa-unfit: pod (spec): its DRA devices (" in fits.stderr
+
+
+def test_check_reads_the_device_classes_with_the_topology(dra_cluster: Cluster, tmp_path: Path) -> None:
+    manifest = tmp_path / "pod.yaml"
+    manifest.write_text(yaml.safe_dump(pod("big", "48", extended=DRA_GPU)))
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump({"policy": {"numa": "auto", "deviceClasses": True}}))
+    online = dra_cluster.qos_guard("check", str(manifest), "--config", str(config), "--kubeconfig",
+                                   str(dra_cluster.kubeconfig))
+    print(f"\n$ qos-guard check pod.yaml --kubeconfig ...  # exit {online.returncode}\n{online.stdout}"
+          f"{online.stderr}", end="")
+    assert online.returncode == 1, online.stderr
+    assert 'numa-unfit: container "app" (spec.containers[0]): needs 48 CPUs on one NUMA node' in online.stdout
+    assert f"its DRA devices (example.com/dra-gpu (DeviceClass {GPU_CLASS})) were not fitted" in online.stdout
+    assert f"dra-unaligned: pod (spec): its exclusive CPUs and memory are not NUMA-aligned with its DRA devices " \
+        f"(example.com/dra-gpu (DeviceClass {GPU_CLASS}))" in online.stdout
+
+
+def test_audit_reports_claims_but_not_those_made_for_a_pod(dra_cluster: Cluster, tmp_path: Path) -> None:
+    namespace = "e2e-dra-audit"
+    dra_cluster.namespace(namespace, mode="warn")
+    made_for_pod = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {
+        "name": "app-gpus", "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": "app",
+                                                 "uid": "00000000-0000-0000-0000-000000000001",
+                                                 "controller": True}]},
+        "spec": claim_template("x", 2)["spec"]["spec"]}
+    dra_cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=[claim_template("two-gpus", 2), made_for_pod],
+                        check=True)
+    config = tmp_path / "deny.yaml"
+    config.write_text(yaml.safe_dump({"policy": {"dra": "deny"}}))
+    audit = dra_cluster.qos_guard("audit", "-n", namespace, "--config", str(config), "--kubeconfig",
+                                  str(dra_cluster.kubeconfig))
+    print(f"\n$ qos-guard audit -n {namespace} --config deny.yaml  # exit {audit.returncode}\n{audit.stdout}"
+          f"{audit.stderr}", end="")
+    assert audit.returncode == 1, audit.stderr
+    assert "ResourceClaimTemplate/two-gpus: dra-claim-spread: ResourceClaimTemplate devices (spec.spec.devices)" \
+        in audit.stdout
+    assert "app-gpus" not in audit.stdout  # the Pod's own claim: reported through its template, not again
+    default = dra_cluster.qos_guard("audit", "-n", namespace, "--kubeconfig", str(dra_cluster.kubeconfig))
+    assert default.returncode == 0 and "notice: dra-claim-spread" in default.stdout, default.stdout + default.stderr

@@ -1,0 +1,60 @@
+"""``dra-claim-spread``: a ResourceClaim or ResourceClaimTemplate that asks several devices (several requests, a
+``count`` above 1, or ``allocationMode: All``) with no ``matchAttribute`` constraint on
+``resource.kubernetes.io/numaNode`` or ``resource.kubernetes.io/pcieRoot`` (or a driver's ``<domain>/numaNode``)
+over all its requests: the scheduler may allocate its devices on different NUMA nodes, and nothing on the node
+aligns them (``webhook.core.dra``). Advisory by default (``policy.dra: warn``); ``policy.dra: deny`` refuses it.
+
+Judged whole, by kind (``claims.CLAIM_KINDS``), not as a pod spec; the admission policies match pod specs
+only, so they do not have it (the webhook, ``check`` and ``audit`` do).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from webhook.core.claims import CLAIM_KINDS
+from webhook.core.config import DRA, Policy
+from webhook.core.dra import NUMA_ATTRIBUTE, PCIE_ATTRIBUTE, claim_spread
+from webhook.core.facts import Facts
+from webhook.core.fieldpath import FieldPath, dotted
+from webhook.core.podspec import PodSpec
+from webhook.core.rules.base import Rule, Text, Violation
+
+RULE_ID = "dra-claim-spread"
+
+SPREAD = Text("{label}: {devices} devices ({requests}) may be allocated on different NUMA nodes: no matchAttribute "
+              f"constraint on {NUMA_ATTRIBUTE} or {PCIE_ATTRIBUTE}; add constraints: [{{{{matchAttribute: "
+              f"{NUMA_ATTRIBUTE}}}}}] so that the scheduler allocates them on one NUMA node "
+              f"(policy.{DRA.name}: off to stop this)")
+
+
+# How the webhook words a refusal of a claim, before the violations (pod specs have ``rules.REFUSED``).
+REFUSED_CLAIM = Text('{kind} "{name}" would let the scheduler spread its devices over NUMA nodes:')
+
+
+def judge_claim(kind: str, spec: Mapping[str, Any], path: FieldPath, policy: Policy) -> list[Violation]:
+    """The finding for one claim spec (``spec`` of a ResourceClaim, ``spec.spec`` of a template)."""
+    if policy.dra == "off":
+        return []
+    spread = claim_spread(spec)
+    if spread is None:
+        return []
+    where = (*path, "devices")
+    return [Violation(where, SPREAD(label=f"{kind} devices ({dotted(where)})", devices=spread.devices,
+                                    requests=", ".join(spread.requests)),
+                      rule=RULE_ID, advisory=policy.dra != "deny")]
+
+
+def check(pod: PodSpec, policy: Policy, facts: Facts) -> list[Violation]:
+    return []  # a pod spec has no claim spec: claims are judged by ``judge_claim``
+
+
+RULE = Rule(
+    RULE_ID, check=check, cel=None,
+    summary="a ResourceClaim or ResourceClaimTemplate asks several devices with no NUMA or PCIe `matchAttribute` "
+            "constraint: they may land on different NUMA nodes (advisory; `policy.dra: deny` refuses)",
+    severity="medium",
+    enabled=lambda policy: policy.dra != "off",
+    kinds=tuple(CLAIM_KINDS),
+)

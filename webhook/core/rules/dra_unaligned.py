@@ -1,0 +1,88 @@
+"""``dra-unaligned``: a Pod that gets exclusive CPUs from the static CPU Manager (Guaranteed, whole CPUs) and
+takes devices through DRA runs with its CPUs and memory on NUMA nodes chosen without those devices: kubelet's
+Topology Manager has no DRA hint provider in v1.36 (``webhook.core.dra``), and ``single-numa-node`` does not
+refuse it. Advisory by default (``policy.dra: warn``); ``policy.dra: deny`` refuses it.
+
+Its devices come through ``spec.resourceClaims``, or through an extended resource that a DeviceClass maps to DRA
+(``spec.extendedResourceName``, or the implicit ``deviceclass.resource.kubernetes.io/<class>``). The CEL form sees
+the claims only: which extended resources DeviceClasses map is cluster state an admission policy cannot read
+(the webhook and the CLI read it with ``policy.deviceClasses: true``).
+"""
+
+from __future__ import annotations
+
+from webhook.core.config import DEVICE_CLASSES, DRA, Policy
+from webhook.core.demands import demands, dra_use, may_align
+from webhook.core.dra import NUMA_ATTRIBUTE, DeviceClasses
+from webhook.core.facts import Facts
+from webhook.core.fieldpath import dotted
+from webhook.core.podspec import PodSpec
+from webhook.core.rules import cel
+from webhook.core.rules.base import Rule, Text, Violation
+
+RULE_ID = "dra-unaligned"
+DENY = "deny"
+
+# The first 120 characters say it (an admission warning is cut there).
+UNALIGNED = Text("{label}: its exclusive CPUs and memory are not NUMA-aligned with its DRA devices ({how}): "
+                 "kubelet's Topology Manager has no DRA hint provider and admits it anyway; serve the device "
+                 "with its device plugin on pinned nodes, or keep the claim's devices together with "
+                 f"matchAttribute: {NUMA_ATTRIBUTE} and check the node with qos-guard verify "
+                 f"(policy.{DRA.name}: off to stop this)")
+CLAIMS = Text("{path}.resourceClaims: {names}")
+# What ``qos-guard policy`` says to ``policy.deviceClasses: true`` (the CEL form sees the claims only).
+DEVICE_CLASSES_REFUSAL = (f"policy.{DEVICE_CLASSES.name}: the cluster's DeviceClasses are not available to an "
+                          "admission policy (it cannot read the cluster: dra-unaligned's CEL sees "
+                          "spec.resourceClaims only); use the webhook (enforcement: webhook) or remove "
+                          f"policy.{DEVICE_CLASSES.name}")
+
+
+def exclusive_cpus(pod: PodSpec) -> bool:
+    """Would the static CPU Manager give some container exclusive CPUs (Guaranteed, a whole cpu request)?"""
+    return may_align(pod) and any(d.cpus for d in demands(pod).containers)
+
+
+def findings(pod: PodSpec, policy: Policy, classes: DeviceClasses | None) -> list[Violation]:
+    use = dra_use(pod, classes)
+    if not use or not exclusive_cpus(pod):
+        return []
+    how = []
+    if use.claims:
+        how.append(CLAIMS(path=dotted(pod.path), names=", ".join(use.claims)))
+    how += [f"{r} (DeviceClass {c})" for r, c in sorted(use.resources.items())]
+    return [Violation(use.path, UNALIGNED(label=f"pod ({dotted(pod.path)})", how="; ".join(how)),
+                      rule=RULE_ID, advisory=policy.dra != DENY)]
+
+
+def check(pod: PodSpec, policy: Policy, facts: Facts) -> list[Violation]:
+    return findings(pod, policy, facts.device_classes)
+
+
+def to_cel(mutated: bool) -> str:
+    """Only with ``policy.dra: deny`` (an admission policy has no advisory channel: its findings are refusals or,
+    in a warn binding, warnings for every rule alike), for ``spec.resourceClaims``; Guaranteed and a whole cpu
+    as the static CPU Manager reads them (no pod-level block: the managers skip such Pods)."""
+    names = ("variables.spec.?resourceClaims.orValue([]).filter(c, c.?name.orValue('') != '')"
+             ".map(c, c.name)")
+    blocks = "variables.facts.filter(fs, !fs[0].b.pod)"
+    if mutated:  # the mutation sets each request to its limit (``f.eff``: the limit it leaves)
+        guaranteed = f"{blocks}.all(fs, fs.all(f, f.eff != ''))"
+        whole = f"{blocks}.exists(fs, fs[0].eff != '' && quantity(fs[0].eff).isInteger())"
+    else:
+        guaranteed = (f"{blocks}.all(fs, fs.all(f, f.lpos && (f.q == '' || "
+                      "quantity(f.q).compareTo(quantity(f.l)) == 0)))")
+        whole = f"{blocks}.exists(fs, fs[0].lpos && quantity(fs[0].l).isInteger())"
+    condition = (f"{cel.setting(DRA)} == '{DENY}' && size({names}) > 0 && !variables.podQos && "
+                 f"{guaranteed} && {whole}")
+    return cel.when(RULE_ID, condition, UNALIGNED.cel(
+        label="'pod (' + variables.path + ')'",
+        how=CLAIMS.cel(path="variables.path", names=f"{names}.join(', ')")))
+
+
+RULE = Rule(
+    RULE_ID, check=check, cel=to_cel,
+    summary="a Pod with exclusive CPUs takes devices through DRA (`spec.resourceClaims`, or an extended resource "
+            "a DeviceClass maps to DRA): kubelet does not align them (advisory; `policy.dra: deny` refuses)",
+    severity="medium",
+    enabled=lambda policy: policy.dra != "off",
+)
