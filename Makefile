@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"/\1/p' webhook/__init__.py)
+EDITABLE_QUIET := ignore:Editable installation:UserWarning
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
 .PHONY: install tools node-tools run image image-push test test-fast lint bench clean
@@ -10,7 +11,9 @@ STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test,bench]'
+	@# setuptools says "Editable installation ... Please be careful with folders ..." as a warning pip shows even
+	@# with --quiet: it is information for setuptools' own users, not for someone running make run.
+	PYTHONWARNINGS="$${PYTHONWARNINGS:+$$PYTHONWARNINGS,}$(EDITABLE_QUIET)" $(BIN)/python -m pip install --quiet -e '.[test,bench]'
 	@# An editable install compiles nothing, and with PYTHONDONTWRITEBYTECODE set every run would compile every
 	@# module again (~40 ms of each `qos-guard check`); pip compiles a regular install the same way.
 	$(BIN)/python -m compileall -q webhook

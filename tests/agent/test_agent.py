@@ -5,6 +5,8 @@ in-memory API server: metrics (and their removal when the Pod goes), one Event p
 from __future__ import annotations
 
 import contextlib
+import json
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -17,7 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests import waiting
 from tests.agent.fakes import FakeAPI, Kubelet, container, serve
-from tests.agent.trees import cgroup_container, sysfs
+from tests.agent.trees import cgroup_container, memory_cgroup, sysfs, v1_numa_stat
 from tests.serving import free_port
 from webhook.cli import main
 from webhook.cluster import watch
@@ -289,3 +291,60 @@ def test_until_the_first_lists_the_agent_judges_nothing(world: tuple[Kubelet, Fa
     assert err.count(refused) == 1, err
     assert err.count("qos-guard agent: not judging yet: waiting for the first list of pods from the API server") \
         == 1, err
+
+
+def test_memory_where_it_really_is(world: tuple[Kubelet, FakeAPI, Path, Path]) -> None:
+    """memory.numa_stat beside the cpusets (v1, Memory Manager None): the pinned container's pages all on node 0
+    with its CPU on NUMA 1 is NUMARemoteMemory (Event, metrics per NUMA node, the table in verify's text); a
+    truncated file is an error naming that container, and the rest is still judged."""
+    from webhook.node.verify import render_json, render_text, summary_line
+
+    _, api, socket, sys_root = world
+    cgroups = sys_root / "fs" / "cgroup"
+    memory_cgroup(cgroups, 1, UIDS["pinned"], "Guaranteed", CIDS["pinned"], v1_numa_stat({0: 21}, {0: 3}))
+    memory_cgroup(cgroups, 1, UIDS["shared"], "Guaranteed", CIDS["shared"], v1_numa_stat({0: 5, 1: 5}, {}))
+    memory_cgroup(cgroups, 1, UIDS["gpu"], "Guaranteed", CIDS["gpu"], "total=5 N0=5 N1=0\nfile=2 N0=2 N1=0\nan")
+    with PodResourcesClient(socket) as client:
+        snap = observe(client, ListedView(api), sys_root, cgroups, "node-1")
+    got = {p.pod: p for p in snap.placements}
+    assert set(got) == {"pinned", "gpu", "shared"}  # the bad file costs the gpu Pod its figures only
+    (error,) = snap.errors
+    assert error.startswith("enf/gpu/app: memory: ") and "memory.numa_stat: truncated" in error
+    page = os.sysconf("SC_PAGE_SIZE")
+    pinned = got["pinned"]
+    assert pinned.memory_pinned is False and pinned.pages is not None
+    assert dict(pinned.pages.anon) == {0: 21 * page, 1: 0} and pinned.pages.mems == {0}
+    assert [x.reason for x in pinned.problems] == ["NUMARemoteMemory"]
+    assert "memory not pinned" in pinned.detail and "aligned" not in pinned.detail
+    text = render_text(snap)
+    assert ("enf/pinned/app: pinned, REMOTE MEMORY: 1 exclusive CPU, CPUs 1 on NUMA 1: on NUMA node 1; memory not "
+            f"pinned (Memory Manager None, cpuset.mems 0): 100 % of {21 * page // 1024} KiB anonymous on NUMA 0"
+            ) in text
+    assert "    KiB   NUMA 0  NUMA 1  Total\n" in text
+    body = json.loads(render_json(snap))
+    memory = next(c for c in body["containers"] if c["pod"] == "pinned")["numaMemory"]
+    assert memory["anonBytes"] == {"0": 21 * page, "1": 0} and memory["anonOffCPUNodesShare"] == 1.0
+    assert body["summary"]["memoryNotPinned"] == 1 and body["summary"]["pinnedAligned"] == 0
+    assert "1 pinned with memory not pinned" in summary_line(snap)
+    port = free_port()
+    with running_agent(world, port, interval=0.2):
+        wait_for("no memory metrics", lambda: ("qos_guard_container_memory_remote_ratio", "pinned")
+                 in _scrape_or_empty(port))
+        text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+        samples = {(s.name, s.labels.get("pod"), s.labels.get("numa_node"), s.labels.get("type")): s.value
+                   for f in text_string_to_metric_families(text) for s in f.samples}
+        assert samples[("qos_guard_container_memory_bytes", "pinned", "0", "anon")] == 21 * page
+        assert samples[("qos_guard_container_memory_bytes", "pinned", "1", "anon")] == 0
+        assert samples[("qos_guard_container_memory_remote_ratio", "pinned", None, None)] == 1.0
+        assert samples[("qos_guard_container_memory_pinned", "pinned", None, None)] == 0
+        assert {s[2] for s in samples if s[0] == "qos_guard_container_memory_bytes"} == {"0", "1"}  # the layout's
+        assert ("qos_guard_container_memory_remote_ratio", "shared", None, None) not in samples  # pinned only
+        wait_for("no NUMARemoteMemory Event", lambda: any(
+            b and b.get("reason") == "NUMARemoteMemory" for m, _, b in api.sent if m == "POST"))
+        event = next(b for m, _, b in api.sent if m == "POST" and b and b.get("reason") == "NUMARemoteMemory")
+        assert event["involvedObject"]["name"] == "pinned" and "memoryManagerPolicy Static" in event["message"]
+
+
+def test_remote_memory_share_flag_is_checked(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_cli(capsys, "verify", "--remote-memory-share", "1.5")
+    assert code == 2 and "--remote-memory-share 1.5 is not a share from 0 to under 1" in err

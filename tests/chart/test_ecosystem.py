@@ -116,7 +116,7 @@ def test_audit_cronjob_rbac_is_what_one_run_does(render: Render, report: str, gr
     pod = job["spec"]["jobTemplate"]["spec"]["template"]["spec"]
     assert pod["serviceAccountName"] == account["metadata"]["name"] != "qos-guard"
     args = pod["containers"][0]["args"]
-    assert args == ["audit", f"--report={report}", "--mode=warn"]
+    assert args == ["audit", f"--report={report}", "--mode=warn", "--config=/etc/qos-guard/config/config.yaml"]
     resources = pod["containers"][0]["resources"]
     assert resources["requests"] == resources["limits"]  # Guaranteed, as the tool asks of others
     # The webhook's Service and Deployment must never select the audit Pods.

@@ -39,9 +39,13 @@ def test_an_empty_folder_is_exit_2_with_the_reason_on_stderr(qos_guard: Run, tmp
     assert report["summary"]["errors"] == 1 and "nothing to judge" in report["errors"][0]["message"]
 
 
-def test_an_admission_review_is_counted_as_skipped_and_named(qos_guard: Run) -> None:
-    """examples/ holds one AdmissionReview: it was skipped silently, "0 objects checked", exit 0."""
-    out = qos_guard("check", str(ROOT / "examples"))
+def test_an_admission_review_is_counted_as_skipped_and_named(qos_guard: Run, tmp_path: Path) -> None:
+    """A folder holding one AdmissionReview (examples/ once did): it was skipped silently, "0 objects checked",
+    exit 0."""
+    folder = tmp_path / "reviews"
+    folder.mkdir()
+    shutil.copy(ROOT / "examples" / "admission-review.json", folder)
+    out = qos_guard("check", str(folder))
     assert out.returncode == 2
     assert "0 objects checked, 0 violations, 0 errors (enforce mode); skipped: 1 AdmissionReview" in out.stderr
     assert "an AdmissionReview is what the webhook receives" in out.stderr

@@ -224,8 +224,9 @@ def webhook(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Itera
         cluster.kubectl("apply", "-f", "-", stdin=render_webhook_configurations(url), check=True)
         probe = cluster.namespace("e2e-probe", "enforce")
         fresh = cluster.kubectl("apply", "--dry-run=server", "-n", probe, "-f", "-", stdin=compliant_pod("probe"))
-        # ... until `certs --patch-webhooks` writes a new pair and its CA (the server reloads the files).
-        proc = cluster.qos_guard(*certs_args, "--patch-webhooks", WEBHOOK_CONFIG, "--kubeconfig",
+        # ... until `certs --patch-webhooks` writes a new pair and its CA (the server reloads the files; --force,
+        # as certs never replaces a CA without it).
+        proc = cluster.qos_guard(*certs_args, "--force", "--patch-webhooks", WEBHOOK_CONFIG, "--kubeconfig",
                                  str(cluster.kubeconfig))
         assert proc.returncode == 0, proc.stderr
         deadline = time.monotonic() + 30

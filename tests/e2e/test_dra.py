@@ -90,7 +90,7 @@ def register(cluster: Cluster, folder: Path, release: str, label: str, config: d
         "--set", "webhook.namespaceSelector.matchExpressions[0].operator=Exists",
         "--show-only", "templates/webhooks.yaml") if d["kind"].endswith("WebhookConfiguration")]
     cluster.kubectl("apply", "-f", "-", stdin=webhooks, check=True)
-    proc = cluster.qos_guard(*certs, "--patch-webhooks", release, "--kubeconfig", str(cluster.kubeconfig))
+    proc = cluster.qos_guard(*certs, "--force", "--patch-webhooks", release, "--kubeconfig", str(cluster.kubeconfig))
     assert proc.returncode == 0, proc.stderr
     cluster.kubectl("apply", "-f", "-", stdin={"apiVersion": "v1", "kind": "Namespace", "metadata": {
         "name": namespace, "labels": {"qos-guard.io/mode": "enforce", label: "true"}}}, check=True)

@@ -109,7 +109,8 @@ def numa_webhook(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> 
             "--set", "webhook.namespaceSelector.matchExpressions[0].operator=Exists",
             "--show-only", "templates/webhooks.yaml") if d["kind"].endswith("WebhookConfiguration")]
         cluster.kubectl("apply", "-f", "-", stdin=webhooks, check=True)
-        proc = cluster.qos_guard(*certs, "--patch-webhooks", RELEASE, "--kubeconfig", str(cluster.kubeconfig))
+        proc = cluster.qos_guard(*certs, "--force", "--patch-webhooks", RELEASE, "--kubeconfig",
+                                 str(cluster.kubeconfig))
         assert proc.returncode == 0, proc.stderr
         cluster.kubectl("apply", "-f", "-", stdin={"apiVersion": "v1", "kind": "Namespace", "metadata": {
             "name": NAMESPACE, "labels": {"qos-guard.io/mode": "enforce", "e2e.qos-guard.io/numa": "true"}}},

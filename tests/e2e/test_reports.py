@@ -112,11 +112,20 @@ def test_policyreport_for_older_consumers(cluster: Cluster, audited: str) -> Non
 
 def test_cronjob_rbac_is_enough_for_a_run_and_no_more(cluster: Cluster, audited: str, tmp_path: Path) -> None:
     cluster.namespace(RELEASE_NAMESPACE)
-    docs = _helm("--set", "audit.enabled=true", "--show-only", "templates/audit-cronjob.yaml")
+    docs = _helm("--set", "audit.enabled=true", "--show-only", "templates/audit-cronjob.yaml",
+                 "--show-only", "templates/configmap.yaml")
     cluster.kubectl("apply", "-f", "-", stdin=docs, check=True)
     job = next(d for d in docs if d["kind"] == "CronJob")
     pod = job["spec"]["jobTemplate"]["spec"]["template"]["spec"]
     account, args = pod["serviceAccountName"], pod["containers"][0]["args"]
+    # The chart's config, as the Job's Pod sees it mounted from the ConfigMap, here as a local file.
+    (mount,) = pod["containers"][0]["volumeMounts"]
+    (config_map,) = [d for d in docs if d["kind"] == "ConfigMap"]
+    local = tmp_path / "config.yaml"
+    local.write_text(config_map["data"]["config.yaml"])
+    mounted = f"--config={mount['mountPath']}/config.yaml"
+    assert mounted in args
+    args = [f"--config={local}" if a == mounted else a for a in args]
     kubeconfig = cluster.kubeconfig_as(account, RELEASE_NAMESPACE, tmp_path / "audit-kubeconfig")
 
     cluster.kubectl("delete", "reports.openreports.io", "qos-guard", "-n", audited, "--ignore-not-found", check=True)

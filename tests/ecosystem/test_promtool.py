@@ -51,11 +51,11 @@ def test_the_cases_can_fail(tmp_path: Path) -> None:
 
 
 def test_agent_rules_fire_as_the_cases_say(tmp_path: Path) -> None:
-    """With the node agent on: two more alerts, on its per-container series (checked against a real agent's
+    """With the node agent on: three more alerts, on its per-container series (checked against a real agent's
     /metrics in tests/node/test_agent.py)."""
     folder = _rules_folder(tmp_path, "agent.enabled=true", cases=AGENT_CASES)
     checked = _promtool(folder, "check", "rules", "qos-guard-rules.yaml")
-    assert checked.returncode == 0 and "SUCCESS: 6 rules found" in checked.stdout, checked.stdout + checked.stderr
+    assert checked.returncode == 0 and "SUCCESS: 7 rules found" in checked.stdout, checked.stdout + checked.stderr
     proc = _promtool(folder, "test", "rules", AGENT_CASES.name)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
@@ -64,5 +64,5 @@ def test_agent_cases_can_fail(tmp_path: Path) -> None:
     folder = _rules_folder(tmp_path, "agent.enabled=true", "prometheusRule.placementFor=25m", cases=AGENT_CASES)
     proc = _promtool(folder, "test", "rules", AGENT_CASES.name)
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    for alert in ("QosGuardContainerNotPinned", "QosGuardContainerNUMAMisaligned"):
+    for alert in ("QosGuardContainerNotPinned", "QosGuardContainerNUMAMisaligned", "QosGuardContainerRemoteMemory"):
         assert f"alertname: {alert}" in proc.stdout + proc.stderr, alert

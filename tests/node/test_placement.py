@@ -8,11 +8,15 @@ Then two NUMA nodes on this one-socket machine (tests/node/numa.py): the kubelet
 of its own where /sys/devices/system/node splits CPU 0 and CPU 1 over two nodes. With ``single-numa-node`` the
 kubelet refuses a Pod whose only free exclusive CPU (1) is on NUMA 1 and whose device is on NUMA 0
 (TopologyAffinityError) and runs it aligned with the device on NUMA 1; with ``best-effort`` it runs the misaligned
-Pod and the agent reports it (NUMAMisaligned Event and metric). The node is restored as it was at the end."""
+Pod and the agent reports it (NUMAMisaligned Event and metric). With Memory Manager None there, a container
+touching 32 MiB on CPU 1 has every page on node 0 (the kernel's only real node): the agent and verify report it
+(memory.numa_stat, matched against the process's /proc/PID/numa_maps) as not pinned and NUMARemoteMemory. The node
+is restored as it was at the end."""
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -303,3 +307,114 @@ def test_4_best_effort_runs_misaligned_and_the_agent_says_so(node: Node, agent: 
         for line in text.stdout.splitlines():
             report(f"placement 4: $ qos-guard verify --sys-root FAKE {ns}/misaligned: {line}")
         delete_and_release(node, ns, "pod", "misaligned", [obj["metadata"]["uid"]])
+
+
+TOUCHED = 32 << 20  # the anonymous memory the test container writes, page by page
+# The agent's figure (its cgroup's memory.numa_stat anon) against the process's /proc/PID/numa_maps anon pages,
+# those of its file mappings (copied on write) included: the same pages, read at other moments, and the cgroup's
+# LRU counts may trail pages still in per-CPU batches; within 5 % or 2 MiB (seen on this machine: equal, 35456
+# KiB; 3.5 % apart when numa_maps' file mappings were left out).
+TOLERANCE = (0.05, 2 << 20)
+TOUCH = (f"import time\nb = bytearray({TOUCHED})\nfor i in range(0, len(b), 4096):\n    b[i] = 1\n"
+         "print('touched', len(b), flush=True)\ntime.sleep(3600)\n")
+
+
+def numa_maps_anon(pid: int) -> tuple[dict[int, int], int]:
+    """Anonymous bytes of ``pid`` from /proc/PID/numa_maps (what numastat -p sums): per NUMA node those of its
+    anonymous mappings (their N<node>=<pages>), and the total of every mapping's anon=<pages>, the copied-on-write
+    pages of its file mappings (libraries' data) included, which are anonymous for the cgroup too."""
+    page = os.sysconf("SC_PAGE_SIZE")
+    per_node: dict[int, int] = {}
+    total = 0
+    for line in Path(f"/proc/{pid}/numa_maps").read_text().splitlines():
+        fields = dict(f.split("=", 1) for f in line.split()[2:] if "=" in f)
+        if "anon" not in fields:
+            continue
+        size = int(fields["kernelpagesize_kB"]) * 1024 if "kernelpagesize_kB" in fields else page
+        total += int(fields["anon"]) * size
+        if "file" in fields:
+            continue
+        for key, value in fields.items():
+            if re.fullmatch(r"N\d+", key):
+                per_node[int(key[1:])] = per_node.get(int(key[1:]), 0) + int(value) * size
+    return per_node, total
+
+
+def container_pids(pod_obj: dict[str, Any], container: str = "app") -> list[int]:
+    status = next(s for s in pod_obj["status"]["containerStatuses"] if s["name"] == container)
+    cid = status["containerID"].split("://", 1)[1]
+    (procs,) = list(Path("/sys/fs/cgroup/memory/kubepods").rglob(f"{cid}/cgroup.procs"))
+    return [int(x) for x in procs.read_text().split()]
+
+
+def memory_samples(c: Cluster, ns: str, name: str) -> dict[tuple[str, str, str], float]:
+    """(metric, numa_node, type) -> value of the agent's memory series for ``ns/name``."""
+    return {(s.name, s.labels.get("numa_node", ""), s.labels.get("type", "")): s.value
+            for f in text_string_to_metric_families(metrics_text(c)) for s in f.samples
+            if s.name.startswith("qos_guard_container_memory") and s.labels.get("namespace") == ns
+            and s.labels.get("pod") == name}
+
+
+def test_5_memory_manager_none_leaves_the_pages_remote(node: Node, agent: Cluster, two_numa: Path) -> None:
+    """The article's remote-memory case on a real kubelet: Memory Manager None, the exclusive CPU 1 on (fake)
+    NUMA 1, every page the kernel's, so on node 0. The agent's figure matches the process's numa_maps, the
+    memory is reported on NUMA 0 and not pinned, NUMARemoteMemory is raised (Event, metric) and verify exits 1."""
+    c = agent
+    ns = c.namespace("node-placement", "enforce")
+    obj = pod("remote", "1", memory="128Mi")
+    obj["spec"]["containers"][0].update({"image": node.images["qos-guard"], "command": ["python3", "-c", TOUCH]})
+    apply(c, ns, obj)
+    running = wait_running(c, ns, "remote")
+    deadline = time.monotonic() + 60
+    while "touched" not in (logs := c.kubectl("logs", "-n", ns, "remote").stdout):
+        assert time.monotonic() < deadline, logs
+        time.sleep(0.5)
+    assert sorted(cgroup_cpus(running)) == [1]
+    (pid,) = container_pids(running)
+    seen = wait_series(c, {("qos_guard_container_pinned", ns, "remote", "app"): 1,
+                           ("qos_guard_container_memory_remote_ratio", ns, "remote", "app"): 1.0})
+    assert seen[("qos_guard_container_memory_pinned", ns, "remote", "app")] == 0
+    event = wait_event(c, ns, "remote", "NUMARemoteMemory")
+    maps, maps_total = numa_maps_anon(pid)
+    samples = memory_samples(c, ns, "remote")
+    p = verify(node, "--sys-root", str(two_numa), f"{ns}/remote")[(ns, "remote", "app")]
+    text = verify(node, "--sys-root", str(two_numa), f"{ns}/remote", fmt="text")
+    maps_after, maps_total_after = numa_maps_anon(pid)
+    # Where the pages are: all on node 0, as numa_maps says, the agent says and verify says.
+    assert set(maps) == {0} and maps[0] >= TOUCHED and maps_total >= maps[0], (maps, maps_total)
+    agent_anon = samples[("qos_guard_container_memory_bytes", "0", "anon")]
+    assert samples[("qos_guard_container_memory_bytes", "1", "anon")] == 0
+    assert {k[1] for k in samples if k[0] == "qos_guard_container_memory_bytes"} == {"0", "1"}  # the layout's ids
+    verify_anon = p["numaMemory"]["anonBytes"]
+    assert verify_anon["1"] == 0 and p["numaMemory"]["anonOffCPUNodesShare"] == 1.0
+    allowed = max(TOLERANCE[0] * maps_total, TOLERANCE[1])
+    for figure in (agent_anon, verify_anon["0"]):
+        assert abs(figure - maps_total) <= allowed and abs(figure - maps_total_after) <= allowed, (
+            figure, maps_total, maps_total_after)
+        assert figure >= TOUCHED
+    # The answer: not pinned, never a plain "aligned"; the problem with its fix and cost; verify exits 1.
+    assert p["memoryPinned"] is False and p["exclusiveCPUs"] == [1] and p["cpuNUMANodes"] == [1]
+    # Memory Manager None writes no cpuset.mems: the container keeps every node the kernel has (here only the real
+    # node 0; the fake NUMA 1 exists for the kubelet and the agent alone).
+    kernel_mems = Path("/sys/fs/cgroup/cpuset/cpuset.mems").read_text().strip()
+    assert kernel_mems == "0" and p["numaMemory"]["cpusetMems"] == [0]
+    assert "memory not pinned (Memory Manager None, cpuset.mems 0)" in p["detail"]
+    assert "aligned" not in p["detail"] and "on NUMA 0" in p["detail"]
+    assert "NUMARemoteMemory" in [x["reason"] for x in p["problems"]]
+    assert "100 % of its anonymous memory is off its CPUs' NUMA node 1 (on NUMA 0" in event["message"]
+    assert "memoryManagerPolicy Static with reservedMemory on each NUMA node" in event["message"]
+    assert text.returncode == 1 and "REMOTE MEMORY" in text.stdout and "KiB   NUMA 0  NUMA 1  Total" in text.stdout
+    kib = {n: b >> 10 for n, b in maps.items()}, {n: b >> 10 for n, b in maps_after.items()}
+    report(f"memory: {ns}/remote touched {TOUCHED >> 20} MiB; /proc/{pid}/numa_maps anon {maps_total >> 10} KiB, "
+           f"{kib[0]} KiB per node in anonymous mappings (after verify: {maps_total_after >> 10} KiB, {kib[1]}); "
+           f"agent memory.numa_stat anon N0={int(agent_anon) >> 10} KiB, "
+           f"verify N0={verify_anon['0'] >> 10} KiB "
+           f"(tolerance {TOLERANCE[0]:.0%} or {TOLERANCE[1] >> 20} MiB)")
+    report(f"memory: Event NUMARemoteMemory: {event['message']}")
+    for line in metrics_text(c).splitlines():
+        if line.startswith("qos_guard_container_memory") and 'pod="remote"' in line:
+            report(f"memory: agent /metrics: {line}")
+    for line in text.stdout.splitlines():
+        report(f"memory: $ qos-guard verify --sys-root FAKE {ns}/remote: {line}")
+    report(f"memory: $ qos-guard verify (stderr): {text.stderr.strip()}")
+    delete_and_release(node, ns, "pod", "remote", [running["metadata"]["uid"]])

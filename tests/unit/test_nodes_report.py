@@ -62,6 +62,15 @@ def test_a_note_on_many_nodes_is_one_line() -> None:
     assert note.startswith("note (n0, n1, n2, n3, n4 and 3 more): memoryManagerPolicy is None")
 
 
+def test_memory_manager_none_says_what_it_means_for_pinned_pods() -> None:
+    out = render(report(node("static-a"), node("none-b", memoryManagerPolicy="None")), "text")
+    (note,) = [x for x in out.splitlines() if x.startswith("note (none-b)")]
+    assert "a pinned Pod's memory is not pinned to its CPUs' NUMA node" in note
+    assert "NUMARemoteMemory" in note and "Static with reservedMemory on each NUMA node pins it" in note
+    assert "drained node" in note and "memory_manager_state" in note
+    assert not [x for x in out.splitlines() if x.startswith("note (static-a") and "memoryManagerPolicy" in x]
+
+
 def test_text_escapes_what_a_cluster_sends() -> None:
     out = render(report(node("a", error="bad\nforged line \x1b[31m")), "text")
     assert "bad\\nforged line \\x1b[31m" in out and "\x1b" not in out

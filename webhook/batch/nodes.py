@@ -178,8 +178,7 @@ def _sarif(report: NodesReport) -> str:
     rules.append({"id": "note", "shortDescription": {"text": "a node pins, with a caveat"},
                   "defaultConfiguration": {"level": "note"}})
     doc = {"$schema": SARIF_SCHEMA, "version": "2.1.0", "runs": [{
-        "tool": {"driver": {"name": "qos-guard", "version": __version__, "informationUri": "https://qos-guard.io",
-                            "rules": rules}},
+        "tool": {"driver": {"name": "qos-guard", "version": __version__, "rules": rules}},
         "invocations": [{"executionSuccessful": not notifications, "toolExecutionNotifications": notifications}],
         "results": results}]}
     return json.dumps(doc, indent=2) + "\n"

@@ -3,7 +3,8 @@
 YAML is read once by the same reader ``check`` uses; only the fields the mutation sets are edited in the
 text (positions from libyaml's node marks) and the result is re-read to prove it holds exactly the mutated
 objects. Where a change sits in a layout that cannot be edited that way, ruamel.yaml's round trip (with the
-file's own indentation) rewrites the file instead. JSON keeps its key order and indent. Only files that
+file's own indentation) rewrites the file instead. JSON is edited the same way, value by value
+(``jsonedit``), else written whole in its own indent (tabs or spaces). Only files that
 change are rewritten in place; with an output folder every input is written.
 """
 
@@ -23,6 +24,7 @@ import yaml
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError as RuamelError
 
+from webhook.batch import jsonedit
 from webhook.batch.files import NotRewritable, Unjudgeable, Unreadable, Unwritable, atomic_write, inside
 from webhook.core.config import Config
 from webhook.core.engine import Mode, evaluate
@@ -243,15 +245,22 @@ def _unreadable(error: ReadError) -> Unreadable:
 
 
 def _fix_json(file: str, text: str, config: Config, result: FileResult) -> FileResult:
+    """Only the changed values change (``jsonedit``); where a change needs a layout that cannot be written in
+    place, the file is written whole in its own indent (a tab, or so many spaces)."""
     docs = json_objects(file, text)
     if isinstance(docs, ReadError):
         raise _unreadable(docs)
     if not isinstance(docs, list):
         raise NotRewritable("JSON followed by YAML in one file cannot be rewritten")
-    fixed = _fix_documents(docs, config, result)
+    changes = [_judge_document(doc, config, result) for doc in docs]
+    fixed = [apply_changes(doc, c) if c else doc for doc, c in zip(docs, changes, strict=True)]
     if result.changes:
         newline = "\r\n" if "\r\n" in text else "\n"
-        indent = _json_indent(text)
+        indent = jsonedit.indent_of(text)
+        edited = jsonedit.edit(text, changes, indent)
+        if edited is not None and json_objects(file, edited) == fixed:
+            result.new_text = edited
+            return result
         body = "\n".join(json.dumps(doc, indent=indent, ensure_ascii=False) for doc in fixed)
         body += "\n" if text.endswith("\n") else ""
         result.new_text = body.replace("\n", newline) if newline != "\n" else body
@@ -322,14 +331,6 @@ def _split_preamble(text: str) -> tuple[str, str]:
         if stripped and not stripped.startswith("#"):
             break
     return "", text
-
-
-def _json_indent(text: str) -> int | None:
-    for line in text.splitlines()[1:]:
-        stripped = line.lstrip(" ")
-        if stripped:
-            return len(line) - len(stripped) or None
-    return None
 
 
 BOM = "\ufeff"

@@ -111,7 +111,8 @@ def _template_hint(path: str, message: str) -> str:
             looks_templated = b"{{" in stream.read(1 << 16)
     except OSError:
         return message
-    return f"{message} (the file holds {{{{ }}}}: a Helm or Go template? render it first)" if looks_templated \
+    return (f"{message} (the file holds {{{{ }}}}: a Helm or Go template? render it first: "
+            "helm template RELEASE CHART | qos-guard check -)") if looks_templated \
         else message
 
 

@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 from webhook.cluster.client import ClusterError
 from webhook.cluster.deviceclasses import read_device_classes
+from webhook.cluster.kubeconfig import explain, preflight
 from webhook.cluster.nrt import read_topology
 from webhook.cluster.watch import ApiTransport
 from webhook.core.config import Config
@@ -38,9 +39,10 @@ def cluster_facts(config: Config, kubeconfig: str | None, say: Callable[[str], N
     if not config.numa_auto:
         return Facts(device_classes=classes)
     try:
+        preflight(kubeconfig)
         topology = read_topology(ApiTransport(kubeconfig))
     except ClusterError as exc:
-        say(f"policy.numa: auto: numa-unfit is not judged: {exc}")
+        say(f"policy.numa: auto: numa-unfit is not judged: {explain(exc, kubeconfig)}")
         return Facts(topology=Topology(problem=str(exc)), device_classes=classes)
     if topology.problem:
         say(f"policy.numa: auto: {topology.problem}; numa-unfit judges only the nodes it can see")

@@ -38,6 +38,13 @@ def _nothing_to_judge(paths: Sequence[str], report: Report) -> str:
 
 def cmd_check(args: argparse.Namespace) -> ExitCode:
     config = load_config(args.config)
+    if args.kubeconfig and not (config.numa_auto or config.policy.device_classes):
+        # check judges files, never the cluster: a flag that would do nothing is refused, not ignored.
+        err(f"check: --kubeconfig is read only with policy.numa: auto (NUMA fit against the cluster's "
+            "NodeResourceTopology objects) or policy.deviceClasses: true (its DeviceClasses), which "
+            f"{args.config or 'the default configuration'} sets neither; drop --kubeconfig, or set one in --config "
+            "(qos-guard audit judges what is in a cluster)")
+        return ExitCode.USAGE
     facts = NO_FACTS
     if config.numa_auto or config.policy.device_classes:
         from webhook.batch.topology import cluster_facts
@@ -60,6 +67,15 @@ def cmd_check(args: argparse.Namespace) -> ExitCode:
 
 
 def cmd_fix(args: argparse.Namespace) -> ExitCode:
+    if "-" in args.paths:
+        if len(args.paths) > 1 or args.output:
+            err("fix: - (standard input to standard output, a filter) is given alone, without --output")
+            return ExitCode.USAGE
+        from webhook.batch.filter import main_stdin
+
+        stdin_tally = main_stdin(load_config(args.config), args.dry_run)
+        print(stdin_tally.summary(), file=sys.stderr)
+        return stdin_tally.exit_code
     tally = fix_paths(args.paths, load_config(args.config), Path(args.output) if args.output else None,
                       _err_line if args.dry_run else print, dry_run=args.dry_run, print_diff=_write_out)
     print(tally.summary(), file=sys.stderr)
@@ -109,24 +125,55 @@ def cmd_extender(args: argparse.Namespace) -> ExitCode:
 
 
 def cmd_certs(args: argparse.Namespace) -> ExitCode:
-    from webhook.serving.certs import ca_bundle, service_sans, write_bundle
+    from webhook.serving.certs import (
+        CertError,
+        ca_bundle,
+        check_folder,
+        check_names,
+        reissue_serving,
+        service_sans,
+        write_bundle,
+    )
 
     if args.days < 1:
         err("--days must be at least 1")
         return ExitCode.USAGE
-    names = service_sans(args.service, args.namespace) + [n for n in args.extra_san if n]
-    paths = write_bundle(Path(args.output_dir), names, args.days, keep_ca_key=True)
-    print(f"qos-guard: wrote {paths.ca}, {paths.ca_key}, {paths.cert}, {paths.key} "
-          f"(SANs {', '.join(names)}; valid {args.days} days)", file=sys.stderr)
+    extra = [n for n in args.extra_san if n]
+    folder = Path(args.output_dir)
+    try:
+        check_names(args.service, args.namespace, extra)
+        check_folder(folder, replace=args.force or args.renew)
+        names = service_sans(args.service, args.namespace) + extra
+        if args.renew:
+            if not (folder / "ca.key").is_file():
+                raise CertError(f"--renew needs the CA's key, {folder / 'ca.key'}, which is not there; without it "
+                                "only a new CA (--force) can sign a certificate")
+            paths = reissue_serving(folder, names, args.days)
+        else:
+            paths = write_bundle(folder, names, args.days, keep_ca_key=True)
+    except CertError as exc:
+        err(str(exc))
+        return ExitCode.USAGE
+    except (OSError, ValueError) as exc:
+        where = getattr(exc, "filename", None) or folder
+        err(f"cannot write the certificates to {where}: {getattr(exc, 'strerror', None) or exc}; choose another "
+            "--output-dir")
+        return ExitCode.USAGE
+    written = [paths.ca, paths.ca_key, paths.cert, paths.key] if not args.renew else [paths.cert, paths.key]
+    print(f"qos-guard: wrote {', '.join(str(p) for p in written if p)} "
+          f"(SANs {', '.join(names)}; valid {args.days} days{'; the CA kept' if args.renew else ''})",
+          file=sys.stderr)
     bundle = ca_bundle(paths.ca)
     print(bundle)
     if args.patch_webhooks:
         from webhook.cluster.client import ClusterError, patch_ca_bundle
+        from webhook.cluster.kubeconfig import explain, preflight
 
         try:
+            preflight(args.kubeconfig)
             patched = patch_ca_bundle(bundle, args.patch_webhooks, kubeconfig=args.kubeconfig)
         except ClusterError as exc:
-            err(f"--patch-webhooks: {exc}")
+            err(f"--patch-webhooks: {explain(exc, args.kubeconfig)}")
             return ExitCode.USAGE
         print(f"qos-guard: caBundle written into {', '.join(patched)}", file=sys.stderr)
     return ExitCode.OK
@@ -138,6 +185,7 @@ def cmd_audit(args: argparse.Namespace) -> ExitCode:
     from webhook.batch.policyreports import build as build_reports
     from webhook.batch.policyreports import write as write_reports
     from webhook.cluster.client import ClusterError, Lister
+    from webhook.cluster.kubeconfig import explain, preflight
 
     config = load_config(args.config)
     if args.page_size < 1:
@@ -145,6 +193,7 @@ def cmd_audit(args: argparse.Namespace) -> ExitCode:
         return ExitCode.USAGE
     progress = _TerminalProgress() if sys.stderr.isatty() else None
     try:
+        preflight(args.kubeconfig)
         lister = Lister(args.kubeconfig, page_size=args.page_size)
         facts = NO_FACTS
         if config.numa_auto or config.policy.device_classes:
@@ -167,7 +216,7 @@ def cmd_audit(args: argparse.Namespace) -> ExitCode:
             print(f"qos-guard: {flavour.kind} written in {len(written.applied)} namespaces, "
                   f"{len(written.deleted)} stale deleted", file=sys.stderr)
     except ClusterError as exc:
-        err(f"audit: {exc}")
+        err(f"audit: {explain(exc, args.kubeconfig)}")
         return ExitCode.USAGE
     finally:
         if progress is not None:
@@ -183,6 +232,7 @@ def cmd_nodes(args: argparse.Namespace) -> ExitCode:
     from webhook.batch.nodes import build, render, summary_line
     from webhook.cluster.client import ClusterError
     from webhook.cluster.configz import NodeConfig, NodeInfo, NodeReader
+    from webhook.cluster.kubeconfig import explain, preflight
     from webhook.cluster.pinning import valid_pool_label
 
     if args.names and args.selector is not None:
@@ -195,6 +245,7 @@ def cmd_nodes(args: argparse.Namespace) -> ExitCode:
         return ExitCode.USAGE
     errors: list[str] = []
     try:
+        preflight(args.kubeconfig, args.context)
         reader = NodeReader(args.kubeconfig, args.context)
         if args.names:
             found = {name: reader.get(name) for name in dict.fromkeys(args.names)}
@@ -207,7 +258,7 @@ def cmd_nodes(args: argparse.Namespace) -> ExitCode:
         configs = reader.read(nodes) + missing
     except ClusterError as exc:
         hint = "; listing nodes needs list on nodes (the ClusterRole in the README)" if "403" in str(exc) else ""
-        err(f"nodes: {exc}{hint}")
+        err(f"nodes: {explain(exc, args.kubeconfig)}{hint}")
         return ExitCode.USAGE
     report = build(sorted(configs, key=lambda c: c.node.name), pool_labels, errors)
     sys.stdout.write(render(report, args.format))
@@ -227,6 +278,15 @@ def cmd_policy(args: argparse.Namespace) -> ExitCode:
         return ExitCode.USAGE
     sys.stdout.write(text)
     return ExitCode.OK
+
+
+def _share_error(command: str, args: argparse.Namespace) -> bool:
+    """True (and the message printed) when --remote-memory-share is not a share."""
+    share = args.remote_memory_share
+    if not 0 <= share < 1:  # NaN too
+        err(f"{command}: --remote-memory-share {share!r} is not a share from 0 to under 1 (0.10 is 10 %)")
+        return True
+    return False
 
 
 def _node_paths(args: argparse.Namespace) -> tuple[Path, Path, Path]:
@@ -253,17 +313,22 @@ def cmd_agent(args: argparse.Namespace) -> int:
     if not port.isdigit() or not 0 < int(port) < 65536:
         err(f"agent: --metrics-bind {args.metrics_bind!r} is not HOST:PORT")
         return ExitCode.USAGE
+    if _share_error("agent", args):
+        return ExitCode.USAGE
     config = load_config(args.config)
     socket, sys_root, cgroup_root = _node_paths(args)
     opts = AgentOptions(node=node, socket=socket, sys_root=sys_root, cgroup_root=cgroup_root,
                         interval=args.interval, metrics_host=host.strip("[]") or "0.0.0.0", metrics_port=int(port),
                         kubeconfig=args.kubeconfig, report=FLAVOURS[args.report] if args.report else None,
                         fractional_allowed=tuple(config.policy.fractional_cpu_containers),
-                        events=not args.no_events)
+                        events=not args.no_events, remote_share=args.remote_memory_share)
+    from webhook.cluster.kubeconfig import explain, preflight
+
     try:
+        preflight(args.kubeconfig)
         return run_agent(opts)
     except ClusterError as exc:
-        err(f"agent: {exc}")
+        err(f"agent: {explain(exc, args.kubeconfig)}")
         return ExitCode.USAGE
     except OSError as exc:  # the metrics port
         err(f"agent: cannot listen on {args.metrics_bind}: {exc.strerror or exc} (--metrics-bind)")
@@ -284,15 +349,20 @@ def cmd_verify(args: argparse.Namespace) -> ExitCode:
             err(f"verify: {ref!r} is not NAMESPACE/POD")
             return ExitCode.USAGE
         only.append((ns, name))
+    if _share_error("verify", args):
+        return ExitCode.USAGE
     config = load_config(args.config)
     socket, sys_root, cgroup_root = _node_paths(args)
+    from webhook.cluster.kubeconfig import explain, preflight
+
     try:
+        preflight(args.kubeconfig)
         api = Lister(args.kubeconfig)
         with PodResourcesClient(socket) as kubelet:
             snap = observe(kubelet, ListedView(api), sys_root, cgroup_root, args.node or None, only or None,
-                           config.policy.fractional_cpu_containers)
+                           config.policy.fractional_cpu_containers, args.remote_memory_share)
     except (PodResourcesError, SysfsError, ClusterError) as exc:
-        err(f"verify: {exc}")
+        err(f"verify: {explain(exc, args.kubeconfig) if isinstance(exc, ClusterError) else exc}")
         return ExitCode.USAGE
     sys.stdout.write(render_json(snap) if args.format == "json" else render_text(snap))
     if args.format == "text":

@@ -39,6 +39,23 @@ FIX_EXIT_CODES = """exit codes:
   1  violations are left that the mutation cannot fix (each line says why, and which setting would fix it)
   2  wrong usage, or a file that could not be read or written (it is left unchanged)"""
 
+AGENT_EXIT_CODES = """Every --interval seconds, on the node it runs on: reads kubelet's PodResources API, the NUMA
+layout and each container's cgroup cpuset, and exports whether each container of an opted-in namespace is pinned and on
+one NUMA node (qos_guard_container_* on --metrics-bind), with one Event per problem and optional reports.
+
+exit codes:
+  0  stopped by SIGTERM or SIGINT
+  2  wrong usage or bad configuration: no node name (--node, $NODE_NAME), --interval under 1 s, a
+     --metrics-bind that is not HOST:PORT or is in use"""
+
+VERIFY_EXIT_CODES = """Once, from a shell on the node (root, for kubelet's socket): the agent's decision for each
+container of an opted-in namespace on this node, instead of taskset, numastat and PCI sysfs by hand.
+
+exit codes:
+  0  every container judged is pinned and on one NUMA node (or not meant to be pinned)
+  1  a container is not pinned or is pinned across NUMA nodes
+  2  wrong usage, or kubelet's PodResources socket, sysfs or the API server could not be read (named)"""
+
 EXIT_CODES = """exit codes: 0 success; 1 violations found (check, audit, fix); 2 wrong usage, bad configuration or an
 input that could not be read. `qos-guard COMMAND --help` says what each command returns."""
 
@@ -91,13 +108,16 @@ def build_parser() -> argparse.ArgumentParser:
                        help="exit 0 when no Pod or workload is found (a pre-commit hook given only other "
                             "files); by default that is exit 2, so a wrong path in CI does not pass")
     check.add_argument("--kubeconfig", help="with policy.numa: auto, judge NUMA fit against this cluster's "
-                                            "NodeResourceTopology objects and node labels")
+                                            "NodeResourceTopology objects and node labels; with "
+                                            "policy.deviceClasses: true, read its DeviceClasses (refused, exit 2, "
+                                            "without either)")
     check.set_defaults(func=cmd_check)
 
     fix = _command(sub, "fix", "rewrite manifest files so their Pods are Guaranteed with whole CPUs where that "
                                "is safe (requests set to limits), keeping comments and layout", FIX_EXIT_CODES)
     fix.add_argument("paths", nargs="+", metavar="PATH",
-                     help="file or folder (recursive: .yaml, .yml, .json) to fix in place")
+                     help="file or folder (recursive: .yaml, .yml, .json) to fix in place, or - alone: "
+                          "read standard input, write the fixed manifest to standard output (a filter)")
     fix.add_argument("--output", metavar="DIR", help="write fixed copies here instead of in place")
     fix.add_argument("--dry-run", action="store_true",
                      help="write nothing: print a unified diff of what would change on stdout (apply it with "
@@ -129,7 +149,9 @@ def build_parser() -> argparse.ArgumentParser:
     extender.set_defaults(func=cmd_extender)
 
     certs = _command(sub, "certs", "write a CA and a serving certificate; print the caBundle",
-                     "exit codes:\n  0  written (and patched)\n  2  wrong usage, or --patch-webhooks failed")
+                     "exit codes:\n  0  written (and patched)\n  2  wrong usage (a name a certificate cannot carry, "
+                     "--output-dir not a\n     folder or not writable, a CA already there without --renew or "
+                     "--force), or\n     --patch-webhooks failed")
     certs.add_argument("--service", default="qos-guard", help="webhook Service name (default qos-guard)")
     certs.add_argument("--namespace", default="qos-guard", help="its namespace (default qos-guard)")
     certs.add_argument("--output-dir", default="certs", help="where to write the files (default ./certs)")
@@ -140,6 +162,13 @@ def build_parser() -> argparse.ArgumentParser:
     certs.add_argument("--extra-san", action="append", default=[], metavar="NAME_OR_IP",
                        help="another DNS name or IP address for the serving certificate (repeatable), e.g. for "
                             "a webhook reached by URL outside the cluster")
+    replace = certs.add_mutually_exclusive_group()
+    replace.add_argument("--renew", action="store_true",
+                         help="keep the CA in --output-dir (ca.crt, ca.key) and issue a new serving certificate "
+                              "from it: deployed caBundles stay valid")
+    replace.add_argument("--force", action="store_true",
+                         help="replace a CA already in --output-dir; every caBundle made from the old one must "
+                              "then be replaced too (refused without it)")
     certs.set_defaults(func=cmd_certs)
 
     audit = _command(sub, "audit", "judge the Pods and workloads already in a cluster",
@@ -202,9 +231,12 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--kubeconfig", help="kubeconfig (default: in-cluster, else $KUBECONFIG or ~/.kube/config)")
         p.add_argument("--config", help="configuration file: policy.fractionalCPUContainers run in the shared "
                                         "pool by choice and are not a problem")
+        p.add_argument("--remote-memory-share", type=float, default=0.10, metavar="SHARE",
+                       help="NUMARemoteMemory when more than this share (0-1) of a pinned container's anonymous "
+                            "memory is off its CPUs' NUMA node (memory.numa_stat; default 0.10)")
 
-    agent = sub.add_parser("agent", help="node agent (DaemonSet): metrics, Events and reports on where kubelet "
-                                         "placed each pinned container")
+    agent = _command(sub, "agent", "node agent (DaemonSet): metrics, Events and reports on where kubelet placed "
+                                   "each pinned container", AGENT_EXIT_CODES)
     node_flags(agent)
     agent.add_argument("--node", help="this node's name (default $NODE_NAME)")
     agent.add_argument("--interval", type=float, default=30, help="seconds between looks (default 30)")
@@ -214,8 +246,8 @@ def build_parser() -> argparse.ArgumentParser:
     agent.add_argument("--no-events", action="store_true", help="no Kubernetes Events on the Pods")
     agent.set_defaults(func=cmd_agent)
 
-    verify = sub.add_parser("verify", help="on a node: is each pinned container exclusive and on one NUMA node "
-                                           "with its memory and devices?")
+    verify = _command(sub, "verify", "on a node: is each pinned container exclusive and on one NUMA node with its "
+                                     "memory and devices?", VERIFY_EXIT_CODES)
     node_flags(verify)
     verify.add_argument("pods", nargs="*", metavar="NAMESPACE/POD",
                         help="only these Pods (read with PodResources Get); default every Pod of an opted-in "

@@ -343,8 +343,11 @@ def decide(p: KubeletPinning) -> NodeVerdict:
         notes.append("topologyManagerPolicy best-effort admits a Pod it cannot align, which then runs across NUMA "
                      "nodes; single-numa-node or restricted refuse it instead")
     if p.cpu_manager_policy == "static" and p.memory_manager_policy != "Static":
-        notes.append(f"memoryManagerPolicy is {p.memory_manager_policy}: memory is not pinned to the CPUs' NUMA "
-                     "node; Static (with reservedMemory on each NUMA node) pins it")
+        notes.append(f"memoryManagerPolicy is {p.memory_manager_policy}: a pinned Pod's memory is not pinned to "
+                     "its CPUs' NUMA node (its cpuset.mems spans every node; the kernel places the pages by first "
+                     "touch and spills to a remote node under pressure; qos-guard verify and the agent show where "
+                     "they are, NUMARemoteMemory when off the CPUs' node); Static with reservedMemory on each NUMA "
+                     "node pins it, at the cost of a drained node and kubelet's memory_manager_state file removed")
     options = dict(p.cpu_manager_options)
     if p.cpu_manager_policy == "static" and _go_bool(options.get("full-pcpus-only", "")):
         notes.append("full-pcpus-only: a container must ask for whole physical cores or kubelet fails it with "

@@ -27,6 +27,9 @@ from webhook.core.workloads import Target, find_targets, table
 
 MODE_LABEL = "qos-guard.io/mode"  # the namespace label that opts in (docs/contract.md#names)
 MODE_LABEL_RULE = "invalid-mode-label"
+# A value quoted back in a message: a label value's own limit (63, apimachinery's LabelValueMaxLength). The
+# webhook may see what the API server's validation would refuse; a 1 MB value must not make a 1 MB answer.
+MAX_QUOTED = 63
 
 
 class Mode(StrEnum):
@@ -48,8 +51,16 @@ def mode_label_problem(obj: Any) -> str | None:
     if value is None or value in tuple(Mode):
         return None
     modes = ", ".join(m.value for m in Mode)
-    return (f"namespace label {MODE_LABEL}={json.dumps(value, default=str)} is not one of {modes}; remove the label "
-            "to opt out")
+    return f"namespace label {MODE_LABEL}={quoted(value)} is not one of {modes}; remove the label to opt out"
+
+
+def quoted(value: object) -> str:
+    """``value`` as JSON, its first ``MAX_QUOTED`` characters only, saying how long it was when longer: a 1 MB
+    label value must not make a 1 MB message."""
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    if len(text) <= MAX_QUOTED:
+        return json.dumps(value, default=str)
+    return f"{json.dumps(text[:MAX_QUOTED])}... ({len(text)} characters)"
 
 
 def namespace_manifests(obj: Any, where: FieldPath = ()) -> Iterator[tuple[FieldPath, Any]]:

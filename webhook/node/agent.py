@@ -8,7 +8,8 @@ asks kubelet and reads sysfs and cgroups, and the API server only sees the watch
 Until both watches have listed once, and while either has kept failing for ``STALE_AFTER`` seconds, a cycle
 judges nothing and counts as an ``error`` (logged once); see ``webhook/node/watched.py``.
 
-Metrics carry only ``namespace``, ``pod`` and ``container`` labels and are rebuilt from the last look on each
+Metrics carry only ``namespace``, ``pod`` and ``container`` labels (the memory per NUMA node also ``numa_node``,
+one of the node's NUMA ids, and ``type`` anon or file) and are rebuilt from the last look on each
 scrape, so a Pod's series go when the Pod goes. Events have a name derived from the Pod's uid, the reason and
 the container: the API server refuses the second create (409), so a problem is reported once, not every cycle,
 and not again after the agent restarts (until the API server's event TTL, one hour by default, expires it)."""
@@ -36,7 +37,7 @@ from webhook.cluster.client import ClusterError, Lister
 from webhook.cluster.reports import MANAGED_BY, Flavour
 from webhook.cluster.watch import ApiTransport, Transport
 from webhook.node.cpulist import format_list
-from webhook.node.decide import Placement
+from webhook.node.decide import REMOTE_SHARE, Placement
 from webhook.node.kubelet import PodResourcesClient, PodResourcesError
 from webhook.node.observe import Snapshot, observe
 from webhook.node.sysfs import SysfsError
@@ -63,6 +64,7 @@ class AgentOptions:
     report: Flavour | None = None
     fractional_allowed: tuple[str, ...] = ()
     events: bool = True
+    remote_share: float = REMOTE_SHARE  # NUMARemoteMemory above this share of anonymous memory off the CPUs' node
 
 
 def log(message: str) -> None:
@@ -87,8 +89,16 @@ class Placements(Collector):
         cpus = GaugeMetricFamily("qos_guard_container_exclusive_cpus", "Exclusive CPUs kubelet's CPU Manager "
                                  "assigned to the container", labels=labels)
         aligned = GaugeMetricFamily("qos_guard_container_numa_aligned", "1 when a pinned container's CPUs, memory "
-                                    "and devices are all on one NUMA node, 0 when not (pinned containers only)",
-                                    labels=labels)
+                                    "blocks and devices are all on one NUMA node, 0 when not (pinned containers "
+                                    "only; see qos_guard_container_memory_pinned)", labels=labels)
+        memory_pinned = GaugeMetricFamily("qos_guard_container_memory_pinned", "1 when kubelet's Memory Manager "
+                                          "(Static) gave the pinned container memory blocks, 0 when its memory is "
+                                          "left to the kernel (Memory Manager None)", labels=labels)
+        memory = GaugeMetricFamily("qos_guard_container_memory_bytes", "The container's memory per NUMA node "
+                                   "(its cgroup's memory.numa_stat), by type anon or file",
+                                   labels=[*labels, "numa_node", "type"])
+        remote = GaugeMetricFamily("qos_guard_container_memory_remote_ratio", "Share (0-1) of a pinned "
+                                   "container's anonymous memory off its CPUs' NUMA node", labels=labels)
         with self._lock:
             placements = list(self._placements)
         for p in placements:
@@ -99,9 +109,21 @@ class Placements(Collector):
             cpus.add_metric(values, float(len(p.exclusive_cpus)))
             if p.aligned is not None:
                 aligned.add_metric(values, 1.0 if p.aligned else 0.0)
+            if p.memory_pinned is not None:
+                memory_pinned.add_metric(values, 1.0 if p.memory_pinned else 0.0)
+            if p.pages is not None:
+                for kind, per_node in (("anon", p.pages.anon), ("file", p.pages.file)):
+                    for node, size in per_node:
+                        memory.add_metric([*values, str(node), kind], float(size))
+                share = p.pages.remote_share(p.cpu_numa) if p.pinned else None
+                if share is not None:
+                    remote.add_metric(values, share)
         yield pinned
         yield cpus
         yield aligned
+        yield memory_pinned
+        yield memory
+        yield remote
 
     def describe(self) -> Iterator[GaugeMetricFamily]:
         return iter(())
@@ -285,7 +307,7 @@ def _loop(opts: AgentOptions, stop: threading.Event, api: Lister, view: WatchedV
         try:
             with PodResourcesClient(opts.socket) as kubelet:
                 snap = observe(kubelet, view, opts.sys_root, opts.cgroup_root, opts.node,
-                               fractional_allowed=opts.fractional_allowed)
+                               fractional_allowed=opts.fractional_allowed, remote_share=opts.remote_share)
             placements.update(snap.placements)
             now = datetime.now(UTC)
             problems = snap.errors[:]

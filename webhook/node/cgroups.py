@@ -51,7 +51,8 @@ def split_container_id(container_id: str) -> tuple[str, str]:
     return runtime, cid
 
 
-def _candidates(base: Path, qos: str, pod_uid: str, runtime: str, cid: str) -> list[Path]:
+def candidate_folders(base: Path, qos: str, pod_uid: str, runtime: str, cid: str) -> list[Path]:
+    """Where kubelet's cgroupfs and systemd drivers put the container's cgroup under one controller's ``base``."""
     qos_dir = _QOS_DIRS.get(qos, "")
     underscored = pod_uid.replace("-", "_")
     scope = _RUNTIME_SCOPES.get(runtime, runtime)
@@ -64,16 +65,21 @@ def _candidates(base: Path, qos: str, pod_uid: str, runtime: str, cid: str) -> l
     return [cgroupfs / cid, slice_dir / f"{scope}-{cid}.scope", cgroupfs / f"{scope}-{cid}.scope"]
 
 
-def container_cpuset(cgroup_root: Path, pod_uid: str, qos: str, container_id: str) -> Cpuset | None:
-    """The cpuset of one container, or None when its cgroup is not (or no longer) there."""
+def check_uid(pod_uid: str) -> None:
+    """``CgroupError`` for a Pod uid that could reach outside its cgroup folder."""
     if not _UID.fullmatch(pod_uid):
         raise CgroupError(f"pod uid {pod_uid[:100]!r} is not a UID")
+
+
+def container_cpuset(cgroup_root: Path, pod_uid: str, qos: str, container_id: str) -> Cpuset | None:
+    """The cpuset of one container, or None when its cgroup is not (or no longer) there."""
+    check_uid(pod_uid)
     runtime, cid = split_container_id(container_id)
     version = cgroup_version(cgroup_root)
     if version is None:
         raise CgroupError(f"{cgroup_root}: neither a cgroup v2 hierarchy nor a v1 cpuset controller")
     base = cgroup_root if version == 2 else cgroup_root / "cpuset"
-    for folder in _candidates(base, qos, pod_uid, runtime, cid):
+    for folder in candidate_folders(base, qos, pod_uid, runtime, cid):
         if folder.is_dir():
             if version == 2:
                 cpus_file = folder / "cpuset.cpus.effective"

@@ -12,14 +12,17 @@ that holds exclusive CPUs is pinned, whatever the reason it should not be.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from webhook.core.podspec import GUARANTEED, ManifestError, build_pod_spec, qos_class
 from webhook.core.quantity import format_milli
 from webhook.node.cpulist import format_list
+from webhook.node.numapages import NumaPages, distribution, percent
 
 NOT_PINNED, NUMA_MISALIGNED = "NotPinned", "NUMAMisaligned"  # the Event reasons
+NUMA_REMOTE_MEMORY = "NUMARemoteMemory"
+REMOTE_SHARE = 0.10  # default: more anonymous memory than this share off the CPUs' NUMA node is a problem
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +117,8 @@ class Placement:
     cgroup_cpus: frozenset[int] | None = None
     notes: tuple[str, ...] = ()
     problems: tuple[Problem, ...] = field(default_factory=tuple)
+    pages: NumaPages | None = None  # memory.numa_stat and cpuset.mems, when read (judge_memory)
+    memory_pinned: bool | None = None  # pinned containers: Memory Manager Static gave it memory blocks
 
     @property
     def matches_request(self) -> bool | None:
@@ -225,6 +230,60 @@ def decide(pod: PodInfo, alloc: ContainerAllocation, allocatable: Allocatable, c
                      notes=tuple(notes), problems=problems, **common)
 
 
+# --- where the memory really is (memory.numa_stat), beside what the Memory Manager says ---
+
+_MEMORY_FIX = ("the fix: memoryManagerPolicy Static with reservedMemory on each NUMA node (then Guaranteed Pods get "
+               "memory blocks on their CPUs' node); the cost: the node drained and kubelet's memory_manager_state "
+               "file removed before kubelet restarts with it")
+
+
+def judge_memory(p: Placement, pages: NumaPages | None, threshold: float = REMOTE_SHARE,
+                 node_static: bool = False) -> Placement:
+    """``p`` with where its memory is: for a pinned container, whether the Memory Manager pinned it (Static: its
+    blocks, cross-checked with ``cpuset.mems`` and the pages; None: not pinned, and the answer says where the
+    kernel put it, never a plain "aligned"), and ``NUMARemoteMemory`` when more than ``threshold`` of its
+    anonymous memory is off the CPUs' NUMA node. ``node_static``: kubelet reports allocatable memory (its Memory
+    Manager is Static) although this container got no blocks. A container in the shared pool only gets the
+    figures."""
+    if not p.pinned:
+        return replace(p, pages=pages)
+    blocks = frozenset().union(*(m.numa for m in p.memory)) if p.memory else frozenset()
+    pinned = bool(p.memory)
+    parts = [f"CPUs {format_list(p.exclusive_cpus)} on NUMA {_nodes(p.cpu_numa)}"]
+    parts += [f"{m.kind} {size_text(m.size)} on NUMA {_nodes(m.numa)}" for m in p.memory]
+    parts += [f"{d.resource} {','.join(d.ids)} on NUMA {_nodes(d.numa)}" for d in p.devices]
+    where = ", ".join(parts)
+    placed = p.numa
+    one = len(placed) == 1
+    policy = "no Memory Manager blocks" if node_static else "Memory Manager None"
+    notes = list(p.notes)
+    problems = list(p.problems)
+    if pages is None:
+        memory = "memory placement unknown (no memory cgroup read)"
+    else:
+        memory = distribution(pages)
+        if pinned and pages.mems is not None and pages.mems != blocks:
+            notes.append(f"cgroup cpuset.mems {format_list(pages.mems) or 'empty'} differs from the Memory "
+                         f"Manager's blocks on NUMA {_nodes(blocks)}")
+    if pinned:
+        head = f"{where}: aligned on NUMA node {_nodes(placed)}" if one else f"{where}: not on one NUMA node"
+        detail = f"{head}; pages: {memory}"
+    else:
+        mems = f", cpuset.mems {format_list(pages.mems)}" if pages is not None and pages.mems is not None else ""
+        head = f"{where}: on NUMA node {_nodes(placed)}" if one else f"{where}: not on one NUMA node"
+        detail = f"{head}; memory not pinned ({policy}{mems}): {memory}"
+    share = pages.remote_share(p.cpu_numa) if pages is not None else None
+    if pages is not None and share is not None and share > threshold:
+        off = frozenset(pages.anon_nodes() - p.cpu_numa)
+        why = (f"Memory Manager Static gave it NUMA {_nodes(blocks)}, yet the kernel placed the pages elsewhere"
+               if pinned else f"memory not pinned ({policy}), the kernel placed it; {_MEMORY_FIX}")
+        problems.append(Problem(NUMA_REMOTE_MEMORY, (
+            f"container {p.container}: {percent(share)} of its anonymous memory is off its CPUs' NUMA node "
+            f"{_nodes(p.cpu_numa)} (on NUMA {_nodes(off)}; more than {percent(threshold)}): {memory}; {why}")))
+    return replace(p, pages=pages, memory_pinned=pinned, detail=detail, notes=tuple(notes),
+                    problems=tuple(problems))
+
+
 # --- the Pod and its namespace, from the API server's JSON ---
 
 def opted_in_at(namespace: Mapping[str, Any], label: str) -> str | None:
@@ -267,6 +326,6 @@ def pod_info(obj: Mapping[str, Any], mode: str, opted_in: str | None,
                    containers=tuple(containers))
 
 
-__all__ = ["NOT_PINNED", "NUMA_MISALIGNED", "Allocatable", "ContainerAllocation", "ContainerSpec", "DeviceGroup",
-           "ManifestError", "MemoryBlock", "Placement", "PodAllocation", "PodInfo", "Problem", "decide",
-           "opted_in_at", "pod_info"]
+__all__ = ["NOT_PINNED", "NUMA_MISALIGNED", "NUMA_REMOTE_MEMORY", "REMOTE_SHARE", "Allocatable", "ContainerAllocation",
+           "ContainerSpec", "DeviceGroup", "ManifestError", "MemoryBlock", "Placement", "PodAllocation", "PodInfo",
+           "Problem", "decide", "judge_memory", "opted_in_at", "pod_info"]

@@ -17,7 +17,18 @@ from webhook.core.engine import MODE_LABEL
 from webhook.core.engine import MODE_SELECTOR as MODE_SELECTOR  # watched.py reads it here
 from webhook.core.podspec import ManifestError
 from webhook.node.cgroups import CgroupError, cgroup_version, container_cpuset
-from webhook.node.decide import Allocatable, Placement, PodAllocation, decide, opted_in_at, pod_info
+from webhook.node.decide import (
+    REMOTE_SHARE,
+    Allocatable,
+    Placement,
+    PodAllocation,
+    decide,
+    judge_memory,
+    opted_in_at,
+    pod_info,
+)
+from webhook.node.numapages import NumaPages
+from webhook.node.numastat import container_pages
 from webhook.node.sysfs import NumaLayout, read_layout
 
 MAX_NAMESPACES = 10_000
@@ -117,9 +128,11 @@ class ListedView:
 
 
 def observe(kubelet: Allocations, cluster: ClusterView, sys_root: Path, cgroup_root: Path, node: str | None = None,
-            only: list[tuple[str, str]] | None = None, fractional_allowed: Iterable[str] = ()) -> Snapshot:
+            only: list[tuple[str, str]] | None = None, fractional_allowed: Iterable[str] = (),
+            remote_share: float = REMOTE_SHARE) -> Snapshot:
     """Judge every container of every running Pod of an opted-in namespace on this node (``only``: just these
-    namespace/name pairs, read with PodResources ``Get`` where kubelet serves it)."""
+    namespace/name pairs, read with PodResources ``Get`` where kubelet serves it); ``remote_share``: the share of
+    a pinned container's anonymous memory off its CPUs' NUMA node above which it is a problem."""
     allocatable = kubelet.allocatable()
     allocs: list[PodAllocation]
     if only:
@@ -160,11 +173,19 @@ def observe(kubelet: Allocations, cluster: ClusterView, sys_root: Path, cgroup_r
         for c in alloc.containers:
             spec = next((s for s in info.containers if s.name == c.name), None)
             cgroup = None
+            pages: NumaPages | None = None
             if spec is not None and spec.container_id and version is not None:
+                mems = None
                 try:
                     found = container_cpuset(cgroup_root, info.uid, info.qos, spec.container_id)
-                    cgroup = found.cpus if found is not None else None
+                    cgroup, mems = (found.cpus, found.mems) if found is not None else (None, None)
                 except CgroupError as exc:
                     snap.errors.append(f"{alloc.namespace}/{alloc.name}/{c.name}: {exc}")
-            snap.placements.append(decide(info, c, allocatable, cpu_numa, cgroup))
+                try:
+                    read = container_pages(cgroup_root, info.uid, info.qos, spec.container_id, layout)
+                    pages = read.with_mems(mems) if read is not None else None
+                except CgroupError as exc:
+                    snap.errors.append(f"{alloc.namespace}/{alloc.name}/{c.name}: memory: {exc}")
+            placement = decide(info, c, allocatable, cpu_numa, cgroup)
+            snap.placements.append(judge_memory(placement, pages, remote_share, bool(allocatable.memory)))
     return snap

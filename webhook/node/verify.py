@@ -8,8 +8,21 @@ import json
 from typing import Any
 
 from webhook.node.cpulist import format_list
-from webhook.node.decide import Placement
+from webhook.node.decide import NUMA_REMOTE_MEMORY, Placement
+from webhook.node.numapages import NumaPages, table
 from webhook.node.observe import Snapshot
+
+
+def pages_json(pages: NumaPages | None, local: frozenset[int]) -> dict[str, Any] | None:
+    """The container's memory per NUMA node (bytes, keyed by node id), as ``numastat -p`` shows a process's."""
+    if pages is None:
+        return None
+    share = pages.remote_share(local)
+    return {"cgroup": pages.path, "cgroupVersion": pages.version,
+            "cpusetMems": sorted(pages.mems) if pages.mems is not None else None,
+            "anonBytes": {str(n): b for n, b in pages.anon}, "fileBytes": {str(n): b for n, b in pages.file},
+            "anonTotalBytes": pages.anon_total, "fileTotalBytes": pages.file_total,
+            "anonOffCPUNodesShare": round(share, 6) if share is not None else None}
 
 
 def placement_json(p: Placement) -> dict[str, Any]:
@@ -23,12 +36,15 @@ def placement_json(p: Placement) -> dict[str, Any]:
         "numaNodes": sorted(p.numa), "aligned": p.aligned, "reason": p.reason, "detail": p.detail,
         "cgroupCPUs": sorted(p.cgroup_cpus) if p.cgroup_cpus is not None else None, "notes": list(p.notes),
         "problems": [{"reason": x.reason, "message": x.message} for x in p.problems],
+        "memoryPinned": p.memory_pinned, "numaMemory": pages_json(p.pages, p.cpu_numa),
     }
 
 
 def summary(snap: Snapshot) -> dict[str, int]:
     return {"containers": len(snap.placements),
-            "pinnedAligned": sum(1 for p in snap.placements if p.pinned and p.aligned),
+            "pinnedAligned": sum(1 for p in snap.placements if p.pinned and p.aligned and p.memory_pinned is not False),
+            # CPUs and devices on one NUMA node, memory left to the kernel (Memory Manager None): not "aligned"
+            "memoryNotPinned": sum(1 for p in snap.placements if p.pinned and p.aligned and p.memory_pinned is False),
             "misaligned": sum(1 for p in snap.placements if p.pinned and p.aligned is False),
             "notPinned": sum(1 for p in snap.placements if not p.pinned),
             "problems": sum(1 for p in snap.placements if p.problems), "errors": len(snap.errors)}
@@ -47,6 +63,8 @@ def _line(p: Placement) -> str:
     if p.pinned:
         count = len(p.exclusive_cpus)
         verdict = "pinned" if p.aligned else "MISALIGNED"
+        if any(x.reason == NUMA_REMOTE_MEMORY for x in p.problems):
+            verdict += ", REMOTE MEMORY"
         line = f"{p.ref}: {verdict}: {count} exclusive CPU{'s' if count != 1 else ''}, {p.detail}"
     else:
         verdict = "NOT PINNED" if p.problems else "shared pool"
@@ -62,12 +80,17 @@ def render_text(snap: Snapshot) -> str:
     layout = "; ".join(f"NUMA {n}: CPUs {format_list(c) or 'none'}" for n, c in sorted(snap.layout.nodes.items()))
     allocatable = format_list(snap.allocatable.cpus) or "none (no static CPU Manager)"
     lines = [f"node: exclusive CPUs allocatable {allocatable}; {layout}"]
-    lines += [_line(p) for p in snap.placements]
+    for p in snap.placements:
+        lines.append(_line(p))
+        if p.pages is not None:
+            lines += [f"    {row}" for row in table(p.pages)]
     lines += [f"error: {e}" for e in snap.errors]
     return "\n".join(lines) + "\n"
 
 
 def summary_line(snap: Snapshot) -> str:
     s = summary(snap)
-    return (f"{s['containers']} containers: {s['pinnedAligned']} pinned and aligned, {s['misaligned']} misaligned, "
+    unpinned = f"{s['memoryNotPinned']} pinned with memory not pinned, " if s["memoryNotPinned"] else ""
+    return (f"{s['containers']} containers: {s['pinnedAligned']} pinned and aligned, {unpinned}"
+            f"{s['misaligned']} misaligned, "
             f"{s['notPinned']} not pinned ({s['problems']} with a problem); {s['errors']} could not be judged")

@@ -7,6 +7,7 @@ import base64
 import datetime as dt
 import ipaddress
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,6 +25,52 @@ class CertPaths:
     cert: Path
     key: Path
     ca_key: Path | None = None
+
+
+# Kubernetes' name rules (k8s.io/apimachinery/pkg/util/validation): a Service's name is a DNS-1035 label, a
+# namespace's a DNS-1123 label; a certificate's other names are DNS names (RFC 1123, a wildcard first label
+# allowed) or IP addresses.
+_DNS1035_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
+_DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_HOST_LABEL = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?")
+
+
+class CertError(Exception):
+    """A name the certificate cannot carry, or a folder it cannot be written to: the message says which."""
+
+
+def check_names(service: str, namespace: str, extra: list[str]) -> None:
+    """Refuse a name the API server could never reach the webhook by, before anything is written."""
+    if len(service) > 63 or not _DNS1035_LABEL.fullmatch(service):
+        raise CertError(f"--service {service!r} is not a Service name (a DNS-1035 label: at most 63 lower-case "
+                        "letters, digits and '-', starting with a letter and ending with a letter or digit)")
+    if len(namespace) > 63 or not _DNS1123_LABEL.fullmatch(namespace):
+        raise CertError(f"--namespace {namespace!r} is not a namespace name (a DNS-1123 label: at most 63 "
+                        "lower-case letters, digits and '-', starting and ending with a letter or digit)")
+    for name in extra:
+        try:
+            ipaddress.ip_address(name)
+            continue
+        except ValueError:
+            pass
+        labels = name.removeprefix("*.").split(".")
+        if len(name) > 253 or not all(len(label) <= 63 and _HOST_LABEL.fullmatch(label) for label in labels):
+            raise CertError(f"--extra-san {name!r} is neither an IP address nor a DNS name (labels of letters, "
+                            "digits and '-' joined by '.', each at most 63 characters, 253 in all; '*.' may "
+                            "start it)")
+
+
+def check_folder(folder: Path, replace: bool) -> None:
+    """The folder ``write_bundle`` may write: a folder (or nothing yet), and no CA there unless ``replace``,
+    since a new CA breaks every caBundle already made from the old one."""
+    if folder.exists() and not folder.is_dir():
+        raise CertError(f"--output-dir {folder} is not a folder; name a folder (it is made when missing)")
+    present = [p for p in (folder / "ca.crt", folder / "ca.key") if p.exists()]
+    if present and not replace:
+        raise CertError(f"{present[0]} exists: a new CA would break every caBundle made from it (the webhook "
+                        "configurations, a Secret given as the chart's existingSecret); pass --renew to issue a "
+                        "new serving certificate from this CA, --force to replace the CA too, or another "
+                        "--output-dir")
 
 
 def service_sans(service: str, namespace: str) -> list[str]:

@@ -1,0 +1,73 @@
+"""``qos-guard fix -``: a filter, standard input to standard output, as editors and pre-commit pipelines use
+one. The text is fixed as a file would be (``rewrite.fix_text``: comments and layout kept); what was changed
+and what is left go to stderr, so stdout is only the manifest: on an error, the input unchanged."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import BinaryIO
+
+from webhook.batch.runner import FixTally, _diff
+from webhook.batch.textsafe import escape
+from webhook.core.config import Config
+from webhook.manifests.documents import MAX_FILE_BYTES, MIB, ReadError, decode_text
+
+NAME = "-"
+BOM = "\ufeff"
+
+
+def fix_stdin(config: Config, stdin: BinaryIO, write: Callable[[bytes], None], print_line: Callable[[str], None],
+              dry_run: bool = False) -> FixTally:
+    """Fix what ``stdin`` holds and ``write`` the result (with ``dry_run``, the diff); lines for stderr go to
+    ``print_line``. Exit codes as ``fix``: the input is written back unchanged when it cannot be fixed."""
+    from webhook.batch.files import NotFixed
+    from webhook.batch.rewrite import fix_text
+
+    tally = FixTally(dry_run=dry_run)
+    data = stdin.read(MAX_FILE_BYTES + 1)
+    if len(data) > MAX_FILE_BYTES:
+        print_line(f"-: error: standard input is over the {MAX_FILE_BYTES // MIB} MiB limit; not read")
+        tally.errors += 1
+        return tally
+    bom = data.startswith(BOM.encode("utf-8"))
+    text = decode_text(data[len(BOM.encode("utf-8")):] if bom else data, NAME, 0)
+    if isinstance(text, ReadError):
+        print_line(escape(f"-:{text.line}: error: {text.message}" if text.line else f"-: error: {text.message}"))
+        tally.errors += 1
+        if not dry_run:
+            write(data)  # a filter never eats its input: an editor would replace the buffer with nothing
+        return tally
+    try:
+        result = fix_text(NAME, text, config)
+    except NotFixed as exc:
+        print_line(escape(f"-: error: {exc.render()}"))
+        tally.errors += 1
+        if not dry_run:
+            write(data)
+        return tally
+    verb = "would fix" if dry_run else "fixed"
+    tally.changed += bool(result.changes)
+    for target, change in result.changes:
+        print_line(escape(f"-: {target.kind}/{target.name}: {verb}: {change.message}"))
+    for target, violation, remedy in result.remaining:
+        why = f"cannot be fixed with this configuration: {remedy}" if remedy else "cannot be fixed automatically"
+        print_line(escape(f"-: {target.kind}/{target.name}: {violation.rule}: {violation.message} ({why})"))
+        tally.remaining += 1
+    new_text = result.new_text if result.new_text is not None else text
+    if dry_run:
+        if result.new_text is not None:
+            write(_diff("stdin", text, new_text).encode("utf-8"))
+    else:
+        write(((BOM if bom else "") + new_text).encode("utf-8"))
+    return tally
+
+
+def main_stdin(config: Config, dry_run: bool) -> FixTally:
+    """``fix_stdin`` on the process's own standard streams."""
+    def write(data: bytes) -> None:
+        sys.stdout.flush()
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+
+    return fix_stdin(config, sys.stdin.buffer, write, lambda line: print(line, file=sys.stderr), dry_run=dry_run)
