@@ -68,7 +68,7 @@ def _record(group: str) -> str:
     return (f"{items}.transformList(i, c, " + cel_map({
         "label": f"p.prefix + 'container \"' + c.?name.orValue('<unnamed>') + '\" (' + p.path + '.{group}[' "
                  "+ string(i) + '])'",
-        "name": "c.?name.orValue('')", "group": f"'{group}'", "pod": "false",
+        "name": "c.?name.orValue('')", "group": f"'{group}'", "pod": "false", "path": "p.path",
         # not the workload's main container (webhook.core.rules.sidecars.is_sidecar)
         "sidecar": "true" if group == "initContainers" else
                    f"i > 0 || c.?name.orValue('') in [{', '.join(cel_string(n) for n in MESH_PROXIES)}]",
