@@ -176,7 +176,8 @@ def test_a_declared_kind_from_values_is_judged(tmp_path_factory: pytest.TempPath
             assert proc.returncode == 0, proc.stderr
             hooks = [d for d in yaml.safe_load_all(proc.stdout) if d and d["kind"].endswith("Configuration")]
             cluster.kubectl("apply", "-f", "-", stdin=hooks, check=True)
-            patched = cluster.qos_guard(*certs, "--patch-webhooks", "qos-guard", "--kubeconfig",
+            # the same CA (--renew: certs keeps an existing CA), patched into the applied webhooks' caBundle
+            patched = cluster.qos_guard(*certs, "--renew", "--patch-webhooks", "qos-guard", "--kubeconfig",
                                         str(cluster.kubeconfig))
             assert patched.returncode == 0, patched.stderr
             waiting.eventually("the webhook", lambda: _apply(cluster, ns, violating_pod("p")).returncode != 0, 30,
