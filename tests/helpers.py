@@ -41,9 +41,15 @@ def admission_review(obj: Any, kind: str | None = None, operation: str = "CREATE
     """The one AdmissionReview builder of the tests: the request the API server sends for ``obj``."""
     if kind is None:
         kind = obj["kind"] if isinstance(obj, dict) and isinstance(obj.get("kind"), str) else "Pod"
+    # the group and version the API server names: the object's own apiVersion, else the built-in kind's
+    from webhook.core.workloads import BUILTIN
+    api_version = obj.get("apiVersion") if isinstance(obj, dict) else None
+    if not isinstance(api_version, str) or not api_version:
+        api_version = next((k.api_version for k in BUILTIN if k.kind == kind), "v1")
+    group, _, version = api_version.rpartition("/")
     req: dict[str, Any] = {
-        "uid": uid, "kind": {"group": "", "version": "v1", "kind": kind},
-        "resource": {"group": "", "version": "v1", "resource": kind.lower() + "s"},
+        "uid": uid, "kind": {"group": group, "version": version, "kind": kind},
+        "resource": {"group": group, "version": version, "resource": kind.lower() + "s"},
         "operation": operation, "namespace": namespace, "dryRun": dry_run, "object": obj,
         "userInfo": {"username": username},
     }

@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import json
 import tracemalloc
+from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
+import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -16,7 +19,7 @@ from bench.bodies import bodies, inference_pod
 from bench.corpus import corpus_objects
 from tests.helpers import admission_review, container, guaranteed, pod, rl
 from tests.reliability.strategies import pod_spec, quantity, workload
-from webhook.admission.decode import BadReview, decode, plain
+from webhook.admission.decode import CORE_GROUPS, TYPED_GROUPS, BadReview, decode, decode_object, plain
 from webhook.admission.review import ENDPOINTS, parse_review
 from webhook.core.config import Config, parse_config
 from webhook.core.engine import Mode, evaluate
@@ -35,6 +38,12 @@ CONFIGS: list[tuple[Config, Facts]] = [(parse_config(None), NO_FACTS), (parse_co
     "policy": {"smtAlignment": 2, "podLevelResources": "allow", "numa": {"cpus": 8, "memory": "16Gi"}},
     "exemptions": {"runtimeClassNames": ["kata"]}}), NO_FACTS),
     (parse_config({"policy": {"numa": "auto"}}), Facts(topology=_TOPOLOGY))]
+
+
+# DRA's claims (resource.k8s.io, typed like the core kinds): the dra-claim-spread fixtures, judged with dra: deny.
+_CLAIM_FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "rules" / "dra-claim-spread"
+CLAIMS: list[dict[str, Any]] = [yaml.safe_load(p.read_text()) for p in sorted(_CLAIM_FIXTURES.glob("*/*.yaml"))]
+CONFIGS.append((parse_config({"policy": {"dra": "deny"}}), NO_FACTS))
 
 
 def verdict_of(obj: Any, config: tuple[Config, Facts], mode: Mode) -> Any:
@@ -85,10 +94,45 @@ def test_corpus_objects_get_the_same_verdicts() -> None:
         assert_same_verdicts(obj, obj["kind"])
 
 
+def test_typed_groups_are_the_core_ones_and_dras() -> None:
+    assert {"", "apps", "batch"} == CORE_GROUPS
+    assert CORE_GROUPS | {"resource.k8s.io"} == TYPED_GROUPS
+
+
+@pytest.mark.parametrize("group", sorted(TYPED_GROUPS))
+def test_typed_groups_keep_only_the_judged_fields(group: str) -> None:
+    """An object of a typed group loses what no rule reads (here ``spec.colour``); any other group's object
+    (a custom resource, whose templates are wherever its kind says) is kept whole."""
+    api_version = f"{group}/v1" if group else "v1"
+    obj = {"apiVersion": api_version, "kind": "X", "metadata": {"name": "x", "uid": "u"},
+           "spec": {"colour": "red", "containers": []}}
+    kept = decode_object(msgspec.Raw(json.dumps(obj).encode()), group)
+    assert kept["apiVersion"] == api_version and kept["metadata"] == {"name": "x"}
+    assert "colour" not in kept["spec"]
+    whole = decode_object(msgspec.Raw(json.dumps(obj).encode()), "jobset.x-k8s.io")
+    assert whole == obj
+
+
+def test_claims_keep_their_claim_spec_and_get_the_same_verdicts() -> None:
+    """DRA's claims are typed (resource.k8s.io): the decoded claim keeps its device requests, and every
+    fixture gets the verdict its whole object gets, a refusal included."""
+    assert len(CLAIMS) == 4 and {c["kind"] for c in CLAIMS} <= {"ResourceClaim", "ResourceClaimTemplate"}
+    for claim in CLAIMS:
+        kept = decoded(claim, claim["kind"])
+        requests = (kept["spec"]["spec"] if claim["kind"] == "ResourceClaimTemplate" else kept["spec"])["devices"]
+        assert [r["name"] for r in requests["requests"]] == [
+            r["name"] for r in (claim["spec"]["spec"] if claim["kind"] == "ResourceClaimTemplate"
+                                else claim["spec"])["devices"]["requests"]]
+        assert_same_verdicts(claim, claim["kind"])
+    refused = [c for c in CLAIMS if evaluate(decoded(c, c["kind"]), CONFIGS[-1][0], Mode.ENFORCE,
+                                             NO_FACTS).violations]
+    assert len(refused) == 2  # the fail/ fixtures: the test can fail when claims decode to nothing
+
+
 def test_kept_fields_only() -> None:
     """The inference Pod keeps its judged fields (and what ``numa: auto`` will read), nothing else."""
     obj = decoded(inference_pod())
-    assert set(obj) == {"kind", "metadata", "spec"}
+    assert set(obj) == {"apiVersion", "kind", "metadata", "spec"}  # apiVersion: its group picks the kind
     assert set(obj["metadata"]) == {"name", "namespace"}
     assert set(obj["spec"]) == {"containers", "runtimeClassName", "nodeSelector", "tolerations"}
     assert set(obj["spec"]["containers"][0]) == {"name", "resources"}
@@ -200,7 +244,8 @@ def test_no_object() -> None:
     """A DELETE has no object: nothing is decoded for the engine."""
     assert plain(None) is None
     review = decode(json.dumps(admission_review(None)).encode())
-    assert review.request is not None and review.request.object is None
+    assert review.request is not None and bytes(review.request.object) in (b"", b"null")  # left raw
+    assert parse_review(json.dumps(admission_review(None)).encode()).obj is None
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
@@ -294,7 +339,7 @@ def test_the_engine_reads_only_what_the_decoder_keeps() -> None:
     is added to webhook/admission/decode.py (one line in its Struct)."""
     kept = kept_paths()
     objects: list[Any] = corpus_objects()
-    objects += [inference_pod(), pod(guaranteed(), affinity={"nodeAffinity": {}}, nodeSelector={"a": "b"}),
+    objects += [*CLAIMS, inference_pod(), pod(guaranteed(), affinity={"nodeAffinity": {}}, nodeSelector={"a": "b"}),
                 pod(guaranteed(), nodeName="n"),
                 pod(guaranteed(), tolerations=[{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule",
                                                 "tolerationSeconds": 30}]),
@@ -305,6 +350,8 @@ def test_the_engine_reads_only_what_the_decoder_keeps() -> None:
     for obj in objects:
         if not isinstance(obj, dict) or obj.get("kind") == "List":
             continue
+        if str(obj.get("apiVersion", "")).rpartition("/")[0] not in TYPED_GROUPS:
+            continue  # a custom resource is kept whole (decode_object): only core kinds and DRA's claims are typed
         for config in CONFIGS:
             for mode in (Mode.ENFORCE, Mode.MUTATE):
                 tracked = track(json.loads(json.dumps(obj)), (), read)

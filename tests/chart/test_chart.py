@@ -57,13 +57,20 @@ def webhooks(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return hooks
 
 
-def rules_of(hook: dict[str, Any]) -> set[tuple[str, str, str]]:
-    """(group, resource, operation) triples a webhook matches, all at version v1."""
+VERSIONS = {(k.group, k.plural): list(k.versions) for k in KINDS.values()} | {("", "namespaces"): ["v1"]} \
+    | {(k.group, k.plural): [k.api_version.rpartition("/")[2]] for k in CLAIM_KINDS.values()}
+
+
+def rules_of(hook: dict[str, Any],
+             declared: dict[tuple[str, str], list[str]] | None = None) -> set[tuple[str, str, str]]:
+    """(group, resource, operation) triples a webhook matches, each at the versions ``KINDS`` (or ``declared``)
+    names for it."""
     out = set()
+    versions = VERSIONS | (declared or {})
     for rule in hook["rules"]:
-        assert rule["apiVersions"] == ["v1"]
         for group in rule["apiGroups"]:
             for resource in rule["resources"]:
+                assert rule["apiVersions"] == versions[(group, resource.split("/")[0])], (group, resource)
                 for op in rule["operations"]:
                     out.add((group, resource, op))
     return out
@@ -500,3 +507,66 @@ def test_no_role_of_the_chart_reads_kubelets(render: Render) -> None:
                 continue
             granted = set(rule.get("resources", []))
             assert not granted & {"*", "nodes/*", "nodes/proxy", "nodes/configz"}, (role["metadata"]["name"], rule)
+
+
+DECLARED = {"group": "inference.example.com", "version": "v1", "kind": "ModelServer", "plural": "modelservers",
+            "templates": ["spec.router.template.spec", {"path": "spec.shards[*].template.spec", "name": "shard"}]}
+
+
+def test_declared_kinds_reach_the_webhook_rules_rbac_and_config(render: Render, tmp_path: Path) -> None:
+    """``config.workloads``: the webhooks match the kind, audit's ClusterRole lists it, and the webhook reads it
+    from its mounted configuration (which must parse as qos-guard parses it)."""
+    values = tmp_path / "values.yaml"
+    values.write_text(yaml.safe_dump({"config": {"workloads": [DECLARED]}, "rbac": {"audit": True}}))
+    objects = render("-f", str(values), namespace=NAMESPACE)
+    hooks = webhooks(objects)
+    declared = {("inference.example.com", "modelservers"): ["v1"]}
+    for name in ("validate.qos-guard.io", "validate-mutated.qos-guard.io", "warn.qos-guard.io"):
+        matched = rules_of(hooks[name], declared)
+        assert {("inference.example.com", "modelservers", op) for op in ("CREATE", "UPDATE")} <= matched, name
+    assert rules_of(hooks["mutate.qos-guard.io"]) == {("", "pods", "CREATE")}
+    (role,) = by_kind(objects, "ClusterRole")
+    granted = {(g, r) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]}
+    assert granted == WORKLOADS | CLAIMS | {("", "pods"), ("", "namespaces"),
+                                            ("inference.example.com", "modelservers")}
+    mounted = yaml.safe_load(one(objects, "ConfigMap")["data"]["config.yaml"])
+    (kind,) = parse_config(mounted).workloads
+    assert (kind.group, kind.kind, kind.plural, [t.path for t in kind.templates]) == (
+        "inference.example.com", "ModelServer", "modelservers",
+        ["spec.router.template.spec", "spec.shards[*].template.spec"])
+
+
+def test_claim_rules_and_rbac_are_generated_from_claim_kinds() -> None:
+    """DRA's claims reach the webhook rules and audit's RBAC through the generated _kinds.tpl (hack/generate.py
+    from ``CLAIM_KINDS``), not a hand-written list that could drift: defined there once, CREATE only."""
+    templates = CHART / "templates"
+    generated = (templates / "_kinds.tpl").read_text()
+    defined = [p.name for p in templates.glob("*.tpl") if 'define "qos-guard.claimRules"' in p.read_text()]
+    assert defined == ["_kinds.tpl"]
+    claim_rules = generated.split('{{- define "qos-guard.claimRules" -}}', 1)[1].split("{{- end }}", 1)[0]
+    groups = {k.group for k in CLAIM_KINDS.values()}
+    assert groups == {"resource.k8s.io"}
+    assert claim_rules.split("\n")[1:] == [
+        '- apiGroups: ["resource.k8s.io"]', '  apiVersions: ["v1"]', '  operations: ["CREATE"]',
+        '  resources: ["resourceclaims", "resourceclaimtemplates"]', "  scope: Namespaced", ""]
+    rbac = generated.split('{{- define "qos-guard.kindRBAC" -}}', 1)[1]
+    assert '- apiGroups: ["resource.k8s.io"]\n  resources: ["resourceclaims", "resourceclaimtemplates"]' in rbac
+
+
+@pytest.mark.parametrize(("workload", "named"), [
+    ({**DECLARED, "plural": None}, "at '/config/workloads/0'"),
+    ({**DECLARED, "colour": "red"}, "at '/config/workloads/0'"),
+    ({**DECLARED, "templates": []}, "at '/config/workloads/0/templates'"),
+])
+def test_schema_refuses_bad_declared_kinds(helm: str, tmp_path: Path, workload: dict[str, Any], named: str) -> None:
+    values = tmp_path / "values.yaml"
+    values.write_text(yaml.safe_dump({"config": {"workloads": [{k: v for k, v in workload.items() if v is not None}]}}))
+    proc = run_helm(helm, "template", "qos-guard", str(CHART), "-f", str(values))
+    assert proc.returncode != 0 and named in proc.stderr, proc.stderr
+
+
+def test_declared_kinds_are_refused_with_the_charts_fixed_policies(helm: str, tmp_path: Path) -> None:
+    values = tmp_path / "values.yaml"
+    values.write_text(yaml.safe_dump({"config": {"workloads": [DECLARED]}, "enforcement": "policy"}))
+    proc = run_helm(helm, "template", "qos-guard", str(CHART), "-f", str(values))
+    assert proc.returncode != 0 and "config.workloads: the chart's policies are fixed text" in proc.stderr

@@ -37,7 +37,7 @@ def test_text_lines_name_file_line_object_rule(qos_guard: Run) -> None:
 
 def test_compliant_only_exits_zero(qos_guard: Run, tmp_path: Path) -> None:
     good = tmp_path / "good.yaml"
-    good.write_text("kind: Pod\nmetadata: {name: ok}\nspec:\n  containers:\n  - name: a\n"
+    good.write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: ok}\nspec:\n  containers:\n  - name: a\n"
                     "    resources: {limits: {cpu: 2, memory: 1Gi}}\n")
     out = qos_guard("check", str(good))
     assert (out.returncode, out.stdout) == (0, "")
@@ -135,7 +135,7 @@ def test_usage_errors_exit_2(qos_guard: Run, args: list[str]) -> None:
 
 def test_missing_file_exit_2_rest_still_checked(qos_guard: Run, tmp_path: Path) -> None:
     good = tmp_path / "good.yaml"
-    good.write_text("kind: Pod\nmetadata: {name: ok}\n"
+    good.write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: ok}\n"
                     "spec: {containers: [{name: a, resources: {limits: {cpu: 1, memory: 1Gi}}}]}\n")
     out = qos_guard("check", str(tmp_path / "nope.yaml"), str(good))
     assert out.returncode == 2
@@ -167,3 +167,47 @@ def test_corpus(qos_guard: Run, corpus: Path) -> None:
     assert not {"etcd-controller.yaml", "openshift-controller.yaml", "statefulset-ondelete.yaml"} & bad
     assert all(e["line"] > 0 for e in report["errors"])
     assert report["summary"]["objects"] > 250 and report["summary"]["violations"] > 100
+
+
+NAMESPACES = """apiVersion: v1
+kind: Namespace
+metadata:
+  name: inference
+  labels:
+    qos-guard.io/mode: enfoce
+---
+apiVersion: v1
+kind: List
+items:
+- apiVersion: v1
+  kind: Namespace
+  metadata: {name: batch, labels: {qos-guard.io/mode: warn}}
+- apiVersion: v1
+  kind: Namespace
+  metadata: {name: plain}
+"""
+
+
+def test_a_namespace_mode_label_is_judged_as_the_webhook_judges_it(qos_guard: Run, tmp_path: Path) -> None:
+    """A typo in the opt-in label fails CI, with the words the webhook refuses it with; a valid one or none
+    passes, and each Namespace counts as checked (not skipped)."""
+    from tests.helpers import admission_review
+    from webhook.core.config import Config
+    from webhook.serving.app import create_app
+
+    path = tmp_path / "namespaces.yaml"
+    path.write_text(NAMESPACES)
+    out = qos_guard("check", str(path))
+    assert out.returncode == 1, out.stdout + out.stderr
+    (line,) = out.stdout.splitlines()
+    assert line.startswith(f"{path}:6: Namespace/inference: invalid-mode-label: ")
+    assert "3 objects checked, 1 violation," in out.stderr and "skipped" not in out.stderr
+    review = admission_review({"apiVersion": "v1", "kind": "Namespace",
+                               "metadata": {"name": "inference", "labels": {"qos-guard.io/mode": "enfoce"}}})
+    answer = create_app(Config()).test_client().post("/validate-namespace", json=review).get_json()["response"]
+    assert answer["allowed"] is False and line.endswith(answer["status"]["message"])
+    sarif = json.loads(qos_guard("check", str(path), "--format", "sarif").stdout)
+    validate_sarif(sarif)
+    assert [r["ruleId"] for r in sarif["runs"][0]["results"]] == ["invalid-mode-label"]
+    path.write_text(NAMESPACES.replace("enfoce", "enforce"))
+    assert qos_guard("check", str(path)).returncode == 0

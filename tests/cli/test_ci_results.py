@@ -18,10 +18,10 @@ from tests.schemas import junit_schema, validate_sarif
 
 ROOT = FIXTURES.parents[1]
 WORKLOADS = str(MANIFESTS / "workloads.yaml")
-GOOD = ("kind: Pod\nmetadata: {name: ok}\nspec:\n  containers:\n  - name: a\n"
+GOOD = ("apiVersion: v1\nkind: Pod\nmetadata: {name: ok}\nspec:\n  containers:\n  - name: a\n"
         "    resources: {limits: {cpu: 2, memory: 1Gi}}\n")
 # One object, two violations (fractional cpu, request below its limit).
-TWO_IN_ONE = ("kind: Pod\nmetadata: {name: two}\nspec:\n  containers:\n  - name: a\n"
+TWO_IN_ONE = ("apiVersion: v1\nkind: Pod\nmetadata: {name: two}\nspec:\n  containers:\n  - name: a\n"
               "    resources: {requests: {cpu: 1500m, memory: 512Mi}, limits: {cpu: 1500m, memory: 1Gi}}\n")
 
 
@@ -291,14 +291,14 @@ def test_findings_of_a_file_come_in_line_order(qos_guard: Run, tmp_path: Path) -
 def test_summaries_count_in_the_singular_and_say_the_exempt(qos_guard: Run, tmp_path: Path) -> None:
     """"1 errors", "1 objects checked", "1 files changed"; and exempt objects were counted by JUnit only."""
     (tmp_path / "one.yaml").write_text(
-        "kind: Pod\nmetadata: {name: one}\nspec:\n  containers:\n  - name: a\n    image: i\n"
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: one}\nspec:\n  containers:\n  - name: a\n    image: i\n"
         "    resources: {requests: {cpu: 1, memory: 1Gi}, limits: {cpu: 1, memory: 2Gi}}\n")
     (tmp_path / "bad.yaml").write_text("kind: Pod\nmetadata: [\n")
     out = qos_guard("check", str(tmp_path))
     assert out.stderr.strip() == "qos-guard: 1 object checked, 1 violation, 1 error (enforce mode)"
     (tmp_path / "bad.yaml").unlink()
     (tmp_path / "kata.yaml").write_text(
-        "kind: Pod\nmetadata: {name: kata}\nspec:\n  runtimeClassName: kata\n  containers:\n  - name: a\n"
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: kata}\nspec:\n  runtimeClassName: kata\n  containers:\n  - name: a\n"
         "    image: i\n    resources: {requests: {cpu: 50m}}\n")
     (tmp_path / "config.yaml").write_text("exemptions:\n  runtimeClassNames: [kata]\n")
     config = str(tmp_path / "config.yaml")

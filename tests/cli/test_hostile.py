@@ -20,9 +20,9 @@ from tests.cli.conftest import FIXTURES, Run
 from webhook.manifests.documents import MAX_DOCUMENT_BYTES, MAX_FILE_BYTES
 
 HOSTILE = FIXTURES / "hostile"
-GOOD = ("kind: Pod\nmetadata: {name: after}\n"
+GOOD = ("apiVersion: v1\nkind: Pod\nmetadata: {name: after}\n"
         "spec: {containers: [{name: c, resources: {limits: {cpu: 500m, memory: 1Gi}}}]}\n")
-FIXABLE = ("kind: Pod\nmetadata:\n  name: {name}\nspec:\n  containers:\n  - name: c\n    resources:\n"
+FIXABLE = ("apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\nspec:\n  containers:\n  - name: c\n    resources:\n"
            "      requests: {{cpu: 1, memory: 1Gi}}\n      limits: {{cpu: 2, memory: 1Gi}}\n")
 
 
@@ -63,7 +63,7 @@ def test_alias_bomb_in_unjudged_field_does_not_stall_fix(qos_guard: Run, tmp_pat
 def test_moderate_aliasing_still_reads(qos_guard: Run, tmp_path: Path) -> None:
     """The ratio rule only refuses what go-yaml refuses: a few aliases are fine."""
     (tmp_path / "a.yaml").write_text(
-        "kind: Pod\nmetadata: {name: shared}\nspec:\n  containers:\n"
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: shared}\nspec:\n  containers:\n"
         "  - {name: a, resources: &r {limits: {cpu: 2, memory: 1Gi}}}\n"
         + "".join(f"  - {{name: c{i}, resources: *r}}\n" for i in range(50)))
     out = qos_guard("check", str(tmp_path / "a.yaml"))
@@ -71,13 +71,15 @@ def test_moderate_aliasing_still_reads(qos_guard: Run, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("name", "content", "message"), [
-    ("deep.json", '{"kind": "Pod", "metadata": {"name": "d"}, "spec": {"containers": [{"name": "c", '
+    ("deep.json", '{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "d"}, '
+                  '"spec": {"containers": [{"name": "c", '
                   '"resources": {"requests": {"cpu": "1"}, "limits": {"cpu": "2", "memory": "1Gi"}}, "x": '
                   + "[" * 900 + "]" * 900 + "}]}}", None),
-    ("deep.yaml", "kind: Pod\nmetadata: {name: d}\nspec: {containers: [{name: c, resources: {requests: {cpu: 1}, "
+    ("deep.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: d}\n"
+                  "spec: {containers: [{name: c, resources: {requests: {cpu: 1}, "
                   "limits: {cpu: 2, memory: 1Gi}}, x: " + "[" * 600 + "]" * 600 + "}]}\n", None),
-    ("deeper.yaml", "kind: Pod\nx: " + "[" * 1200 + "]" * 1200 + "\n", "YAML does not parse: "),
-    ("bigint.json", '{"kind": "Pod", "metadata": {"name": "b"}, "x": ' + "9" * 5001 + "}",
+    ("deeper.yaml", "apiVersion: v1\nkind: Pod\nx: " + "[" * 1200 + "]" * 1200 + "\n", "YAML does not parse: "),
+    ("bigint.json", '{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "b"}, "x": ' + "9" * 5001 + "}",
      "JSON cannot be decoded: an integer has more than 4,300 digits"),
 ])
 def test_bad_file_is_a_named_error_and_the_rest_is_checked(qos_guard: Run, tmp_path: Path, name: str,
@@ -170,7 +172,7 @@ def test_oversized_file_and_document_are_refused(qos_guard: Run, tmp_path: Path)
     proc = subprocess.run([sys.executable, "-m", "webhook.cli", "check", "-"], input=GOOD.encode() + b"---\n" + doc,
                           capture_output=True, timeout=120, check=False)
     assert proc.returncode == 1  # the first document's violation, and the error
-    assert b"<stdin>:5: error: document is over the 8 MiB limit" in proc.stdout
+    assert b"<stdin>:6: error: document is over the 8 MiB limit" in proc.stdout
 
 
 def test_closed_stdin_is_a_named_error(tmp_path: Path) -> None:
@@ -244,7 +246,8 @@ def test_fix_keeps_crlf_and_bom(qos_guard: Run, tmp_path: Path) -> None:
     assert fixed[3:].replace(b"\r\n", b"\n") == reference
     json_file = tmp_path / "p.json"
     json_file.write_bytes(json.dumps(json.loads(json.dumps({
-        "kind": "Pod", "metadata": {"name": "j"}, "spec": {"containers": [{"name": "c", "resources": {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "j"},
+        "spec": {"containers": [{"name": "c", "resources": {
             "requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "2", "memory": "1Gi"}}}]}})),
         indent=2).replace("\n", "\r\n").encode() + b"\r\n")
     qos_guard("fix", str(json_file))

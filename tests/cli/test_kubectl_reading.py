@@ -8,7 +8,7 @@ from pathlib import Path
 
 from tests.cli.conftest import Run
 
-POD = "kind: Pod\nmetadata: {{name: {name}}}\nspec:\n  containers:\n  - name: c\n    resources:\n" \
+POD = "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}}}\nspec:\n  containers:\n  - name: c\n    resources:\n" \
       "      limits: {{cpu: {cpu}, memory: 1Gi}}\n"
 
 
@@ -33,16 +33,17 @@ def test_octal_and_repeated_keys(qos_guard: Run, tmp_path: Path) -> None:
 def test_separator_content_and_json_streams(qos_guard: Run, tmp_path: Path) -> None:
     (tmp_path / "a.yaml").write_text(POD.format(name="a", cpu="2") + "--- kind: Pod\n")
     (tmp_path / "b.json").write_text(
-        '{"kind": "Pod", "metadata": {"name": "j1"}}\n{"kind": "Pod", "metadata": {"name": "j2"},'
+        '{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "j1"}}\n'
+        '{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "j2"},'
         ' "spec": {"containers": [{"name": "c", "resources": {"limits": {"cpu": "500m", "memory": "1Gi"}}}]}}\n')
-    (tmp_path / "c.json").write_text('[{"kind": "Pod", "metadata": {"name": "x"}}]\n')
+    (tmp_path / "c.json").write_text('[{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "x"}}]\n')
     out = qos_guard("check", str(tmp_path), "--format", "json")
     report = json.loads(out.stdout)
     assert out.returncode == 1  # j2's fractional cpu
     assert {v["name"] for v in report["violations"]} == {"j2"}
     errors = {(Path(e["file"]).name, e["line"]): e["message"] for e in report["errors"]}
     assert errors == {
-        ("a.yaml", 8): "invalid YAML document separator: 'kind: Pod' (only a comment may follow ---)",
+        ("a.yaml", 9): "invalid YAML document separator: 'kind: Pod' (only a comment may follow ---)",
         ("c.json", 1): "document is a list, not an object",
     }
     only_array = qos_guard("check", str(tmp_path / "c.json"))

@@ -75,7 +75,9 @@ KINDS = ["Pod", "Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job", "
 
 def _wrap(kind: str, spec: Any, meta: Any) -> dict[str, Any]:
     """Put ``spec`` where ``kind`` keeps its Pod spec."""
-    obj: dict[str, Any] = {"apiVersion": "v1", "kind": kind, "metadata": meta}
+    api = {"Deployment": "apps/v1", "StatefulSet": "apps/v1", "DaemonSet": "apps/v1", "ReplicaSet": "apps/v1",
+           "Job": "batch/v1", "CronJob": "batch/v1"}
+    obj: dict[str, Any] = {"apiVersion": api.get(kind, "v1"), "kind": kind, "metadata": meta}
     template = {"metadata": {"labels": {"a": "b"}}, "spec": spec}
     if kind == "Pod":
         obj["spec"] = spec

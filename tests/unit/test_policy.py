@@ -76,3 +76,26 @@ def test_bad_config_and_flags_exit_2(tmp_path: Any, capsys: pytest.CaptureFixtur
 def test_expressions_never_contain_a_helm_action() -> None:
     """The chart ships this text inside a Helm template: '{{' would be parsed as an action."""
     assert "{{" not in render(parse_config(None))
+
+
+def test_every_judged_kind_and_template_is_in_the_policies() -> None:
+    """The validating policies match every kind of ``KINDS`` at its versions, and their CEL names every template
+    path; a declared kind (``workloads``) is added, its list of templates walked with ``transformList``."""
+    from webhook.core.workloads import KINDS
+
+    declared = {"workloads": [{"group": "inference.example.com", "version": "v1", "kind": "ModelServer",
+                               "plural": "modelservers", "templates": ["spec.shards[*].template.spec"]}]}
+    for config, extra in ((parse_config(None), set()), (parse_config(declared), {("inference.example.com",
+                                                                                   "modelservers", "v1")})):
+        docs = list(yaml.safe_load_all(render(config, "enforce")))
+        (vap,) = [d for d in docs if d["kind"] == "ValidatingAdmissionPolicy" and "enforce" in d["metadata"]["name"]]
+        matched = {(g, r, v) for rule in vap["spec"]["matchConstraints"]["resourceRules"]
+                   for g in rule["apiGroups"] for r in rule["resources"] for v in rule["apiVersions"]}
+        wanted = {(k.group, k.plural, v) for k in KINDS.values() for v in k.versions} | extra
+        assert wanted <= matched and {m for m in matched if "/" not in m[1]} == wanted
+        templates = next(v["expression"] for v in vap["spec"]["variables"] if v["name"] == "templates0")
+        for kind in KINDS.values():
+            assert f"request.kind.group == '{kind.group}' && request.kind.kind == '{kind.kind}'" in templates \
+                or kind.templates == KINDS[("apps", "Deployment")].templates, kind.kind
+        assert "replicatedJobs" in templates and "workerGroupSpecs" in templates and "ReplicaSpecs" in templates
+        assert ("object.?spec.?shards.orValue([]).transformList(" in templates) is bool(extra)

@@ -10,10 +10,12 @@ What is kept, and why:
 
 - the envelope: ``apiVersion``, ``kind``, and the request's ``uid``, ``kind.kind``, ``operation``,
   ``subResource``, ``namespace``, ``name``, ``userInfo.username`` and ``dryRun``;
-- every judged kind's object (``KINDS``): ``kind``, ``metadata`` (``name``, ``generateName``, ``namespace``,
-  and of ``ownerReferences`` each ``kind`` and ``controller``)
-  and the pod spec where that kind keeps it (``spec``, ``spec.template.spec``, ``template.spec``,
-  ``spec.jobTemplate.spec.template.spec``), and a Pod's ``status.qosClass``;
+- a core kind's object (``KINDS``, groups ``""``, ``apps``, ``batch``) or a DRA claim's (``resource.k8s.io``,
+  ``webhook.core.claims``): ``apiVersion``, ``kind``, ``metadata`` (``name``, ``generateName``, ``namespace``,
+  and of ``ownerReferences`` each ``kind`` and ``controller``) and the pod spec where that kind keeps it
+  (``spec``, ``spec.template.spec``, ``template.spec``, ``spec.jobTemplate.spec.template.spec``), and a Pod's
+  ``status.qosClass``; a custom resource's object (LeaderWorkerSet, JobSet, a kind the configuration declares)
+  is decoded whole once its group is known (``decode_object``), its templates being wherever its kind says;
 - in a pod spec: ``containers`` and ``initContainers`` (``name``, ``restartPolicy``, ``resources``),
   the pod-level ``resources``, ``runtimeClassName`` (exemptions), and for ``policy.numa: auto`` the
   scheduling constraints ``nodeName``, ``nodeSelector``, the required node affinity and ``tolerations``
@@ -39,6 +41,8 @@ import re
 from typing import Any
 
 import msgspec
+
+from webhook.core.claims import CLAIM_GROUP
 
 
 class BadReview(ValueError):
@@ -177,8 +181,10 @@ class Status(_Kept):
 
 
 class Manifest(_Kept):
-    """A Pod or a workload (``KINDS``): where each keeps its pod spec, and a Pod's status."""
+    """A Pod, a core workload (``KINDS``) or a DRA claim (``CLAIM_KINDS``): where each keeps its pod spec or
+    claim spec, and a Pod's status."""
 
+    api_version: str | None = None
     kind: str | None = None
     metadata: Metadata | None = None
     spec: Spec | None = None
@@ -196,6 +202,8 @@ class Namespace(_Kept):
 
 
 class GroupVersionKind(msgspec.Struct):
+    group: str | None = None
+    version: str | None = None
     kind: str | None = None
 
 
@@ -212,7 +220,9 @@ class Request(msgspec.Struct, rename="camel"):
     name: str | None = None
     user_info: UserInfo | None = None
     dry_run: bool | None = None
-    object: Manifest | None = None
+    # Decoded once the kind is known (``decode_object``): a core kind's fields are typed, a custom
+    # resource's kept whole (its templates are wherever its kind says).
+    object: msgspec.Raw = msgspec.Raw()  # an empty Raw: no object; null stays b"null"
 
 
 class NamespaceRequest(Request):
@@ -291,6 +301,38 @@ def decode(body: bytes | bytearray | memoryview, labels: bool = False) -> Admiss
         raise BadReview(_not_json(body, exc)) from None
     except RecursionError:
         raise BadReview("body is nested too deeply") from None
+
+
+CORE_GROUPS = frozenset({"", "apps", "batch"})
+# Decoded to the kept fields (``Manifest``): the core kinds and DRA's claims, whose shapes are fixed.
+TYPED_GROUPS = CORE_GROUPS | {CLAIM_GROUP}
+_MANIFEST = msgspec.json.Decoder(Manifest, float_hook=float)
+_ANY = msgspec.json.Decoder(float_hook=float)
+
+
+def decode_object(raw: msgspec.Raw, group: str) -> Any:
+    """``request.object`` as the engine reads objects: a core kind's (``group`` ``""``, ``apps``, ``batch``) or
+    a DRA claim's (``resource.k8s.io``) with only the judged fields; any other (a custom resource, whose pod
+    templates are where its kind in ``KINDS`` or the configuration says) whole, as ``json.loads`` would give it."""
+    if not raw or (len(raw) == 4 and bytes(raw) == b"null"):  # bytes() of a small one only: it copies
+        return None
+    try:
+        if group in TYPED_GROUPS:
+            return plain(_MANIFEST.decode(raw))
+        obj = _ANY.decode(raw)
+    except msgspec.ValidationError as exc:
+        text = str(exc)
+        text = text.replace("`$", "`$.request.object") if " - at `$" in text else f"{text} - at `$.request.object`"
+        raise BadReview(_reason(msgspec.ValidationError(text))) from None
+    except msgspec.DecodeError as exc:
+        raise BadReview(f"request.object: {exc}") from None
+    except RecursionError:
+        raise BadReview("body is nested too deeply") from None
+    if obj is None:
+        return None
+    if not isinstance(obj, dict):
+        raise BadReview("request.object is not an object")
+    return obj
 
 
 def plain(obj: Manifest | Namespace | None) -> dict[str, Any] | None:

@@ -17,24 +17,21 @@ from typing import Any
 import msgspec
 
 from webhook.admission.decode import BadReview as BadReview  # raised here, caught by the serving layer
-from webhook.admission.decode import decode, plain
-from webhook.core.claims import CLAIM_KINDS
+from webhook.admission.decode import Namespace, decode, decode_object, plain
+from webhook.core.claims import CLAIM_GROUP, CLAIM_KINDS
 from webhook.core.config import Config
-from webhook.core.engine import MODE_LABEL, Mode, Verdict, evaluate
+from webhook.core.engine import MODE_LABEL_RULE, Mode, Verdict, evaluate, mode_label_problem
 from webhook.core.facts import NO_FACTS, Facts
 from webhook.core.mutation import json_patch
 from webhook.core.podspec import ManifestError
 from webhook.core.rules import MORE, REFUSED, Violation
 from webhook.core.rules.dra_claim_spread import REFUSED_CLAIM
-from webhook.core.workloads import POD, Target, judged
+from webhook.core.workloads import POD, Target, judged, table
 
 API_VERSIONS = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
 MODES = tuple(m.value for m in Mode)
 MAX_WARNING = 120
 MAX_WARNINGS_BYTES = 4096
-# A value quoted back in a message: a label value's own limit (63, apimachinery's LabelValueMaxLength). The
-# webhook may see what the API server's validation would refuse; a 1 MB value must not make a 1 MB answer.
-MAX_QUOTED = 63
 MAX_UID = 128
 MAX_DENIAL_LINES = 20  # the denial message lists at most this many violations, then "... and K more"
 NEVER_SELECTED = frozenset({"kube-system"})
@@ -82,6 +79,7 @@ class Review:
     username: str | None
     dry_run: bool
     obj: Any
+    group: str = ""  # request.kind.group: "" is the core group
 
 
 @dataclass
@@ -122,6 +120,14 @@ def parse_review(body: bytes | bytearray | memoryview, endpoint: Endpoint | None
         raise BadReview(f"request.uid is {len(uid)} characters long, over {MAX_UID}")
     if request.kind is None or request.kind.kind is None:
         raise BadReview("request.kind.kind is missing")
+    group = request.kind.group or ""
+    if isinstance(request.object, Namespace):
+        obj = plain(request.object)
+    else:
+        obj = decode_object(request.object, group)
+        if obj is not None and "apiVersion" not in obj and request.kind.version:
+            # the API server always sends it; judged as the kind the request names
+            obj["apiVersion"] = f"{group}/{request.kind.version}" if group else request.kind.version
     return Review(
         api_version=doc.api_version,
         uid=uid,
@@ -132,7 +138,8 @@ def parse_review(body: bytes | bytearray | memoryview, endpoint: Endpoint | None
         name=request.name or None,
         username=request.user_info.username if request.user_info is not None else None,
         dry_run=request.dry_run is True,
-        obj=plain(request.object),
+        obj=obj,
+        group=group,
     )
 
 
@@ -185,7 +192,7 @@ def _denial(review: Review, verdict: Verdict) -> str:
              for t, v in found[:MAX_DENIAL_LINES]]
     if len(found) > MAX_DENIAL_LINES:
         lines.append(MORE(count=len(found) - MAX_DENIAL_LINES))
-    head = REFUSED_CLAIM if review.kind in CLAIM_KINDS else REFUSED
+    head = REFUSED_CLAIM if review.group == CLAIM_GROUP and review.kind in CLAIM_KINDS else REFUSED
     return "\n".join([head(kind=review.kind, name=name[:253]), *lines])
 
 
@@ -207,10 +214,10 @@ def object_name(obj: Any) -> str:
     return "<unnamed>"
 
 
-def _skip(review: Review, own_namespace: str | None) -> str | None:
+def _skip(review: Review, config: Config, own_namespace: str | None) -> str | None:
     if review.namespace in NEVER_SELECTED or (own_namespace and review.namespace == own_namespace):
         return f"namespace {review.namespace} is never judged"
-    if not judged(review.kind, review.operation, review.subresource):
+    if not judged(review.group, review.kind, review.operation, review.subresource, table(config.workloads)):
         return f"{review.operation} of {review.kind}{'/' + review.subresource if review.subresource else ''}"
     if review.obj is None:
         return "no object"
@@ -224,7 +231,7 @@ def decide(review: Review, endpoint: Endpoint, config: Config, facts: Facts = NO
         return _decide_namespace(review)
     assert endpoint.mode is not None
     base = Decision(True)
-    why = _skip(review, own_namespace)
+    why = _skip(review, config, own_namespace)
     if why is not None:
         base.skipped = why
         return base
@@ -257,26 +264,15 @@ def decide(review: Review, endpoint: Endpoint, config: Config, facts: Facts = NO
     return base
 
 
-def _quoted(value: object) -> str:
-    """``value`` as JSON, its first ``MAX_QUOTED`` characters only, saying how long it was when longer."""
-    text = value if isinstance(value, str) else json.dumps(value)
-    if len(text) <= MAX_QUOTED:
-        return json.dumps(value)
-    return f"{json.dumps(text[:MAX_QUOTED])}... ({len(text)} characters)"
-
-
 def _decide_namespace(review: Review) -> Decision:
     """``/validate-namespace``: the opt-in label must name a mode qos-guard knows."""
     base = Decision(True)
     if review.kind != "Namespace" or review.operation not in ("CREATE", "UPDATE") or review.obj is None:
         base.skipped = f"{review.operation} of {review.kind}"
         return base
-    meta = review.obj.get("metadata")
-    labels = meta.get("labels") if isinstance(meta, dict) else None
-    value = labels.get(MODE_LABEL) if isinstance(labels, dict) else None
-    if value is not None and value not in MODES:
+    problem = mode_label_problem(review.obj)
+    if problem is not None:
         base.allowed = False
-        base.rules = ["invalid-mode-label"]
-        base.message = (f'namespace label {MODE_LABEL}={_quoted(value)} is not one of {", ".join(MODES)}; '
-                        "remove the label to opt out")
+        base.rules = [MODE_LABEL_RULE]
+        base.message = problem
     return base

@@ -19,7 +19,7 @@ from urllib.parse import quote
 
 from webhook import __version__
 from webhook.batch.textsafe import escape, xml_text
-from webhook.core.engine import Mode, Verdict
+from webhook.core.engine import MODE_LABEL, MODE_LABEL_RULE, Mode, Verdict
 from webhook.core.fieldpath import FieldPath, dotted
 from webhook.core.outcome import ExitCode, fold
 from webhook.core.rules import RULES
@@ -114,13 +114,15 @@ class Report:
     def add_verdict(self, verdict: Verdict, locate: Callable[[FieldPath], Location]) -> None:
         """Record ``verdict``; ``locate`` maps a field path in the object to its location. Its findings are kept
         in line order (each rule reports its own in turn: lines 36, 36, 26, 37 read as a shuffle)."""
-        self.counts.objects += len(verdict.results)
+        self.counts.objects += len({r.target.root for r in verdict.results})  # a JobSet is one, however many jobs
+        cases: dict[FieldPath, Case] = {}  # one per object, however many templates it holds
         found: list[tuple[Case, Record, bool]] = []  # (case, record, a notice?)
         for result in verdict.results:
             target = result.target
-            case = Case(locate(target.path), target.kind, target.name)
-            if self.stream is None:
+            case = cases.get(target.root) or Case(locate(target.path), target.kind, target.name)
+            if self.stream is None and target.root not in cases:
                 self.cases.append(case)
+            cases[target.root] = case
             if self.mode is Mode.MUTATE:
                 for change in result.changes:
                     found.append((case, Record(locate(change.path), target.kind, target.namespace, target.name,
@@ -150,6 +152,20 @@ class Report:
                 self.counts.violations += 1
                 self._keep(self.violations, record, _violation_line(record))
                 case.violations.append(record)
+
+    def add_finding(self, location: Location, kind: str, name: str, path: FieldPath, rule: str,
+                    message: str | None) -> None:
+        """One object judged outside the pod-spec rules (a Namespace's mode label): passed (``message`` None)
+        or with one violation."""
+        self.counts.objects += 1
+        case = Case(location, kind, name)
+        if message is not None:
+            r = Record(location, kind, None, name, None, path, rule, message, False)
+            self.counts.violations += 1
+            self._keep(self.violations, r, _violation_line(r))
+            case.violations.append(r)
+        if self.stream is None:
+            self.cases.append(case)
 
     def add_exempt(self, kind: str, name: str, location: Location, why: str) -> None:
         """An object an exemption let through: counted as judged (it is, by the configuration)."""
@@ -279,6 +295,9 @@ def render_sarif(report: Report) -> str:
               "defaultConfiguration": {"level": "error" if rule.default_on else "none"}} for rule in RULES]
     rules.append({"id": "mutation", "shortDescription": {"text": "a change the mutating webhook makes"},
                   "defaultConfiguration": {"level": "note"}})
+    rules.append({"id": MODE_LABEL_RULE,
+                  "shortDescription": {"text": f"a Namespace's {MODE_LABEL} label is not enforce, mutate or warn"},
+                  "defaultConfiguration": {"level": "error"}})
     doc = {
         "$schema": SARIF_SCHEMA,
         "version": "2.1.0",

@@ -17,12 +17,12 @@ from typing import Any
 from webhook.batch.report import STDIN_SHOWN, Location, Report, numbered
 from webhook.batch.textsafe import escape
 from webhook.core.config import Config
-from webhook.core.engine import Mode, evaluate
+from webhook.core.engine import MODE_LABEL, MODE_LABEL_RULE, Mode, evaluate, mode_label_problem, namespace_manifests
 from webhook.core.facts import NO_FACTS, Facts
 from webhook.core.fieldpath import FieldPath
 from webhook.core.outcome import ExitCode, fold
 from webhook.core.podspec import ManifestError
-from webhook.core.workloads import Target, walk
+from webhook.core.workloads import Target, table, walk
 from webhook.manifests.reader import STDIN, Document, ReadError, expand_paths, open_manifest, read_documents
 
 
@@ -60,16 +60,23 @@ def run(items: Iterable[Item], config: Config, mode: Mode, report: Report, facts
             continue
         try:
             verdict = evaluate(item.obj, config, mode, facts, namespace=item.namespace)
-            found = list(walk(item.obj))
+            found = list(walk(item.obj, kinds=table(config.workloads)))
         except ManifestError as exc:
             report.add_error(item.locate(exc.path), f"{item.label}malformed object: {exc}")
             continue
         except RecursionError:
             report.add_error(item.locate(()), f"{item.label}object is nested too deeply to be judged")
             continue
+        namespaces = list(namespace_manifests(item.obj))
         for reason in found:
-            if isinstance(reason, str):
+            if isinstance(reason, str) and not (reason == "Namespace" and namespaces):
                 report.add_skipped(reason)
+        for where, namespace in namespaces:  # the mode label, as the webhook judges it (a typo fails CI)
+            meta = namespace.get("metadata")
+            name = str(meta.get("name") or "<unnamed>") if isinstance(meta, dict) else "<unnamed>"
+            label = (*where, "metadata", "labels", MODE_LABEL)
+            report.add_finding(item.locate(label), "Namespace", name, label, MODE_LABEL_RULE,
+                               mode_label_problem(namespace))
         if verdict.exempt is not None:
             target = next(t for t in found if isinstance(t, Target))
             report.add_exempt(target.kind, target.name, item.locate(target.path), verdict.exempt)

@@ -16,6 +16,7 @@ from webhook.cluster.pinning import DEFAULT_POOL_LABELS
 from webhook.core.engine import Mode
 from webhook.core.facts import NO_FACTS
 from webhook.core.outcome import ExitCode, fold
+from webhook.core.workloads import table
 from webhook.manifests.configfile import load_config
 
 if TYPE_CHECKING:
@@ -207,7 +208,8 @@ def cmd_audit(args: argparse.Namespace) -> ExitCode:
         else:
             namespaces = lister.opted_in_namespaces()
         subjects = Subjects()
-        report = audit(subjects.watch(lister.objects(namespaces)), config, Mode(args.mode), progress, facts)
+        listed = lister.objects(namespaces, table(config.workloads))
+        report = audit(subjects.watch(listed), config, Mode(args.mode), progress, facts)
         if args.report:  # stale reports are deleted everywhere, unless -n narrowed the run
             flavour = FLAVOURS[args.report]
             written = write_reports(lister, flavour, build_reports(flavour, report, subjects, namespaces or []),

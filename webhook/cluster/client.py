@@ -4,7 +4,7 @@ too), the caBundle of webhook configurations, and the paginated listing behind `
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,7 +13,7 @@ from kubernetes import client, config
 
 from webhook.core.claims import CLAIM_KINDS, made_for_pod
 from webhook.core.engine import MODE_SELECTOR
-from webhook.core.workloads import CONTROLLERS, KINDS
+from webhook.core.workloads import KINDS, Kind, group_of
 
 
 class ClusterError(RuntimeError):
@@ -129,6 +129,7 @@ class Lister:
     def __init__(self, kubeconfig: str | None = None, page_size: int = 500, context: str | None = None) -> None:
         self._api = _api_client(kubeconfig, context)
         self._page_size = page_size
+        self._discovered: dict[tuple[str, str], frozenset[str]] = {}
 
     def get_raw(self, path: str, limit: int, timeout: tuple[float, float] = (10, 60)) -> tuple[int, bytes]:
         """``GET path`` as it comes: the status and at most ``limit + 1`` bytes of the body (so a caller
@@ -199,29 +200,54 @@ class Lister:
         return sorted(ns["metadata"]["name"] for page in self.pages("/api/v1/namespaces", MODE_SELECTOR)
                       for ns in page)
 
-    def objects(self, namespaces: list[str] | None) -> Iterator[Listed]:
+    def served_version(self, kind: Kind) -> str | None:
+        """The first of ``kind``'s versions the API server serves it at (discovery, once per group version);
+        None when none does (its CRD is not installed): such a kind is not listed, and costs nothing."""
+        if kind.core:
+            return kind.versions[0]
+        for version in kind.versions:
+            found = self._discovered.get((kind.group, version))
+            if found is None:
+                status, body = self.send("GET", f"/apis/{kind.group}/{version}", [], None, None)
+                found = frozenset(r.get("name", "") for r in body.get("resources") or []
+                                  if isinstance(r, dict)) if status == 200 else frozenset()
+                self._discovered[(kind.group, version)] = found
+            if kind.plural in found:
+                return version
+        return None
+
+    def objects(self, namespaces: list[str] | None,
+                kinds: Mapping[tuple[str, str], Kind] = KINDS) -> Iterator[Listed]:
         """Every judged object in ``namespaces`` (None: all namespaces), controllers' children left out.
 
-        A kind that cannot be listed (no RBAC, or not served) is one ``error`` and the rest still listed.
+        A kind that cannot be listed (no RBAC) is one ``error`` and the rest still listed; a custom resource
+        the cluster does not serve is not listed at all.
         """
         scopes: list[str | None] = list(namespaces) if namespaces is not None else [None]
+        controllers = frozenset(k.key for k in kinds.values() if k.controller)
+        served = {key: self.served_version(k) for key, k in kinds.items()}
         for scope in scopes:
-            listed: list[tuple[str, str, str]] = [(k.api_version, k.plural, k.kind) for k in KINDS.values()]
-            listed += [(k.api_version, k.plural, k.kind) for k in CLAIM_KINDS.values()]
-            for api_version, plural, kind in listed:
+            listed: list[tuple[str, str, str, bool]] = []  # apiVersion, plural, kind, whether DRA's claim
+            for judged in kinds.values():
+                version = served[judged.key]
+                if version is not None:
+                    api_version = f"{judged.group}/{version}" if judged.group else version
+                    listed.append((api_version, judged.plural, judged.kind, False))
+            listed += [(k.api_version, k.plural, k.kind, True) for k in CLAIM_KINDS.values()]
+            for api_version, plural, kind, claim in listed:
                 prefix = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
                 path = f"{prefix}/{plural}" if scope is None else f"{prefix}/namespaces/{scope}/{plural}"
                 try:
                     for page in self.pages(path):
                         for item in page:
-                            if _controlled(item, kind):
+                            if _controlled(item, claim, controllers):
                                 continue
                             item["apiVersion"], item["kind"] = api_version, kind  # list items carry neither
                             yield Listed((item.get("metadata") or {}).get("namespace", scope or ""), kind, obj=item)
                 except Unreachable:
                     raise  # every other kind would fail the same way
                 except ClusterError as exc:
-                    if kind in CLAIM_KINDS and "HTTP 404" in str(exc):
+                    if claim and "HTTP 404" in str(exc):
                         continue  # no DRA API on this cluster: no claims to judge
                     yield Listed(scope or "", kind, error=str(exc))
 
@@ -234,12 +260,14 @@ def _identity(obj: Any) -> str:
     return str(meta.get("uid") or f"{meta.get('namespace') or ''}/{meta.get('name') or ''}")
 
 
-def _controlled(obj: dict[str, Any], kind: str) -> bool:
-    """Made by a controller qos-guard reports through: a workload's Pods, and the claims made for a Pod (from
-    its ResourceClaimTemplate, reported once, or by the scheduler for a DRA extended resource)."""
-    if kind in CLAIM_KINDS and made_for_pod(obj):
+def _controlled(obj: dict[str, Any], claim: bool, controllers: frozenset[tuple[str, str]]) -> bool:
+    """Made by a judged controller (a JobSet's Jobs, a LeaderWorkerSet's StatefulSets and Pods): judged
+    through it, once; and the claims made for a Pod (from its ResourceClaimTemplate, reported once, or by the
+    scheduler for a DRA extended resource)."""
+    if claim and made_for_pod(obj):
         return True
     for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
-        if ref.get("controller") and ref.get("kind") in CONTROLLERS:
+        group = group_of(ref.get("apiVersion"))
+        if ref.get("controller") and group is not None and (group, ref.get("kind")) in controllers:
             return True
     return False

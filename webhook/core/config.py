@@ -10,11 +10,95 @@ code 2 rather than run with a policy nobody wrote. Reading the file is ``webhook
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from webhook.core.settings import Amount, Amounts, Choice, ConfigError, Count, Flag, Names, Section, Setting
+from webhook.core.claims import CLAIM_GROUP, CLAIM_KINDS
+from webhook.core.settings import Amount, Amounts, Choice, ConfigError, Count, Flag, Kind, Names, Section, Setting
+from webhook.core.workloads import KINDS, PathError, Template
+from webhook.core.workloads import Kind as Workload
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_KIND_NAME = re.compile(r"^[A-Z][A-Za-z0-9]*$")
+_VERSION = re.compile(r"^v[0-9]+((alpha|beta)[0-9]+)?$")
+
+
+@dataclass(frozen=True)
+class Workloads(Kind):
+    """Kinds the configuration declares (``workloads``): a list of ``{group, version, kind, plural,
+    templates}``, each template a path (``spec.groups[*].template.spec``) or ``{path, name}``. A built-in kind
+    cannot be declared again; a kind whose CRD the cluster does not serve costs nothing."""
+
+    FIELDS = ("group", "version", "kind", "plural", "templates")
+
+    def parse(self, raw: Any, key: str) -> tuple[Workload, ...]:
+        if not isinstance(raw, list):
+            raise ConfigError(f"{key}: expected a list of {{group, version, kind, plural, templates}}")
+        out: dict[tuple[str, str], Workload] = {}
+        for i, item in enumerate(raw):
+            where = f"{key}[{i}]"
+            kind = self._one(item, where)
+            if kind.kind in CLAIM_KINDS:
+                # the engine judges a Target of this name as DRA's claim (dra-claim-spread), not as pod templates
+                raise ConfigError(f"{where}.kind: {kind.kind} is DRA's claim kind ({CLAIM_GROUP}), judged whole "
+                                  "by dra-claim-spread, and no declared kind (in any group) may take its name; rename "
+                                  "or remove it")
+            if kind.key in KINDS:
+                raise ConfigError(f"{where}: {kind.kind} of {kind.group or 'the core group'} is built in "
+                                  "(docs/contract.md#kinds); remove it")
+            if kind.key in out:
+                raise ConfigError(f"{where}: {kind.kind} of {kind.group} is declared twice")
+            out[kind.key] = kind
+        return tuple(out.values())
+
+    def _one(self, item: Any, where: str) -> Workload:
+        if not isinstance(item, Mapping):
+            raise ConfigError(f"{where}: expected a mapping with {', '.join(self.FIELDS)}")
+        for name in item:
+            if name not in self.FIELDS:
+                raise ConfigError(f"{where}.{name}: unknown key (known: {', '.join(self.FIELDS)})")
+        for name in self.FIELDS:
+            if item.get(name) in (None, "", []):
+                raise ConfigError(f"{where}.{name}: required")
+        checks = (("group", _DNS_NAME, "a DNS name with a dot, as a CRD's spec.group (example.com)"),
+                  ("version", _VERSION, "a Kubernetes API version (v1, v1beta2)"),
+                  ("kind", _KIND_NAME, "a CamelCase kind (InferencePool)"),
+                  ("plural", _DNS_LABEL, "the lowercase plural the API serves (inferencepools)"))
+        for name, pattern, what in checks:
+            value = item[name]
+            if not isinstance(value, str) or not pattern.match(value) or (name == "group" and "." not in value):
+                raise ConfigError(f"{where}.{name}: {value!r} is not {what}")
+        paths = item["templates"]
+        if not isinstance(paths, list):
+            raise ConfigError(f"{where}.templates: expected a list of paths (spec.template.spec)")
+        templates = []
+        for j, raw in enumerate(paths):
+            at = f"{where}.templates[{j}]"
+            path, name = (raw, None) if isinstance(raw, str) else (
+                (raw.get("path"), raw.get("name")) if isinstance(raw, Mapping) else (None, None))
+            if isinstance(raw, Mapping) and set(raw) - {"path", "name"}:
+                raise ConfigError(f"{at}: unknown key {sorted(set(raw) - {'path', 'name'})[0]!r} (known: name, "
+                                  "path)")
+            if name is not None and (not isinstance(name, str) or not name):
+                raise ConfigError(f"{at}.name: expected a non-empty string")
+            try:
+                templates.append(Template(path, name))  # type: ignore[arg-type]
+            except PathError as exc:
+                raise ConfigError(f"{at}: {exc}") from None
+        return Workload(item["kind"], item["group"], (item["version"],), item["plural"], tuple(templates),
+                        declared=True)
+
+    def text(self, value: Any) -> str:
+        return ""
+
+    def document(self, value: Any) -> Any:
+        return [{"group": k.group, "version": k.versions[0], "kind": k.kind, "plural": k.plural,
+                 "templates": [t.path if t.name is None else {"path": t.path, "name": t.name}
+                               for t in k.templates]} for k in value]
+
 
 # The keys, each written once. Their dotted names are their place in SCHEMA below.
 FRACTIONAL = Setting("fractionalCPUContainers", Names(), frozenset(),
@@ -45,6 +129,10 @@ CPU_ROUNDING = Setting("cpuRounding", Choice(("none", "up")), "none",
 NAMESPACES = Setting("namespaces", Names(), frozenset(), "namespaces never judged")
 USERNAMES = Setting("usernames", Names(), frozenset(),
                     "requesting users never judged (as the API server names them)")
+WORKLOADS = Setting("workloads", Workloads(), (),
+                    "more kinds to judge by their pod templates (custom resources): group, version, kind, plural "
+                    "and templates (paths; [*] every list item, * every map value); the chart adds them to "
+                    "the webhook's rules and audit's RBAC", param=False)
 RUNTIME_CLASSES = Setting("runtimeClassNames", Names(), frozenset(),
                           "Pods with one of these runtimeClassName are never judged (e.g. VM-isolated kata)")
 
@@ -103,6 +191,8 @@ class Config:
     policy: Policy = field(default_factory=Policy)
     mutation: MutationPolicy = field(default_factory=MutationPolicy)
     exemptions: Exemptions = field(default_factory=Exemptions)
+    # Kinds declared in the configuration, judged as the built-in ones (``webhook.core.workloads.table``).
+    workloads: tuple[Workload, ...] = ()
 
     @property
     def numa_auto(self) -> bool:
@@ -119,6 +209,7 @@ SCHEMA = Section("", Config, (
     Section("policy", Policy, (FRACTIONAL, POD_LEVEL, SMT, NUMA, DRA, DEVICE_CLASSES)),
     Section("mutation", MutationPolicy, (SET_LIMITS, CPU_ROUNDING)),
     Section("exemptions", Exemptions, (NAMESPACES, USERNAMES, RUNTIME_CLASSES)),
+    WORKLOADS,
 ))
 
 
@@ -129,4 +220,4 @@ def parse_config(raw: Any) -> Config:
 
 
 __all__ = ["AUTO", "SCHEMA", "AutoNuma", "Config", "ConfigError", "Exemptions", "MutationPolicy", "NumaPolicy",
-           "Policy", "parse_config"]
+           "Policy", "Workloads", "parse_config"]

@@ -8,6 +8,8 @@ verdict of ``mutate`` mode, which is what remains after it): ``enforce`` and ``w
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from functools import cached_property
@@ -21,9 +23,13 @@ from webhook.core.mutation import Change, apply_changes, plan_changes
 from webhook.core.podspec import PodSpec, build_pod_spec
 from webhook.core.rules import Violation, run_rules
 from webhook.core.rules.dra_claim_spread import judge_claim
-from webhook.core.workloads import Target, find_targets
+from webhook.core.workloads import Target, find_targets, table
 
 MODE_LABEL = "qos-guard.io/mode"  # the namespace label that opts in (docs/contract.md#names)
+MODE_LABEL_RULE = "invalid-mode-label"
+# A value quoted back in a message: a label value's own limit (63, apimachinery's LabelValueMaxLength). The
+# webhook may see what the API server's validation would refuse; a 1 MB value must not make a 1 MB answer.
+MAX_QUOTED = 63
 
 
 class Mode(StrEnum):
@@ -34,6 +40,39 @@ class Mode(StrEnum):
 
 # The label selector of the opted-in namespaces (a mode label with a known mode), for audit, the agent, verify.
 MODE_SELECTOR = f"{MODE_LABEL} in ({','.join(m.value for m in Mode)})"
+
+
+def mode_label_problem(obj: Any) -> str | None:
+    """Why a Namespace's ``qos-guard.io/mode`` label is refused (the webhook's and ``check``'s one message), or
+    None: absent, or naming a mode. A typo (``enfoce``) is refused at apply time, so ``check`` fails on it too."""
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    labels = meta.get("labels") if isinstance(meta, dict) else None
+    value = labels.get(MODE_LABEL) if isinstance(labels, dict) else None
+    if value is None or value in tuple(Mode):
+        return None
+    modes = ", ".join(m.value for m in Mode)
+    return f"namespace label {MODE_LABEL}={quoted(value)} is not one of {modes}; remove the label to opt out"
+
+
+def quoted(value: object) -> str:
+    """``value`` as JSON, its first ``MAX_QUOTED`` characters only, saying how long it was when longer: a 1 MB
+    label value must not make a 1 MB message."""
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    if len(text) <= MAX_QUOTED:
+        return json.dumps(value, default=str)
+    return f"{json.dumps(text[:MAX_QUOTED])}... ({len(text)} characters)"
+
+
+def namespace_manifests(obj: Any, where: FieldPath = ()) -> Iterator[tuple[FieldPath, Any]]:
+    """Each ``v1`` Namespace in ``obj`` (recursing into ``kind: List`` items), with where it is."""
+    if not isinstance(obj, dict):
+        return
+    kind = obj.get("kind")
+    if isinstance(kind, str) and kind.endswith("List") and isinstance(obj.get("items"), list):
+        for i, item in enumerate(obj["items"]):
+            yield from namespace_manifests(item, (*where, "items", i))
+    elif kind == "Namespace" and obj.get("apiVersion") == "v1":
+        yield where, obj
 
 
 @dataclass(frozen=True)
@@ -70,7 +109,7 @@ class TargetResult:
         fixed = apply_changes(self.target.spec, in_spec, skip=len(where))
         # The only change outside the spec removes ``status.qosClass``, the one status field that counts.
         status = self.target.status if len(in_spec) == len(self.changes) else None
-        pod = Target(self.target.kind, self.target.name, self.target.namespace, where, fixed, status).pod_spec()
+        pod = replace(self.target, spec=fixed, status=status).pod_spec()
         return tuple(v for v in run_rules(pod, self.config.policy, self.facts) if not v.advisory)
 
     @cached_property
@@ -148,7 +187,8 @@ def _exemption(config: Config, target: Target, namespace: str | None, username: 
     namespace = namespace or target.namespace
     if namespace is not None and namespace in ex.namespaces:
         return f"namespace {namespace} is exempt"
-    runtime_class = target.spec.get("runtimeClassName")
+    # a claim spec has no runtimeClassName (a pod spec's field): only pod specs are exempt by it
+    runtime_class = None if target.kind in CLAIM_KINDS else target.spec.get("runtimeClassName")
     if isinstance(runtime_class, str) and runtime_class in ex.runtime_class_names:
         return f"runtimeClassName {runtime_class} is exempt"
     return None
@@ -161,7 +201,7 @@ def evaluate(obj: Any, config: Config, mode: Mode, facts: Facts = NO_FACTS, *, n
 
     ``namespace`` defaults to each object's own ``metadata.namespace``.
     """
-    targets = list(find_targets(obj))
+    targets = list(find_targets(obj, kinds=table(config.workloads)))
     results = []
     for target in targets:
         why = _exemption(config, target, namespace, username)

@@ -204,7 +204,7 @@ def _devices(resources: Mapping[str, Any], path: FieldPath) -> dict[str, int]:
     return found
 
 
-def _container(raw: Any, path: FieldPath, init: bool) -> Container:
+def _container(raw: Any, path: FieldPath, init: bool, template: str = "") -> Container:
     spec = _mapping(raw, path)
     name = spec.get("name", "")
     if not isinstance(name, str):
@@ -224,7 +224,8 @@ def _container(raw: Any, path: FieldPath, init: bool) -> Container:
         path=path,
         sidecar=init and spec.get("restartPolicy") == "Always",
         init=init,
-        resources=Block(f'container "{name}" ({dotted(path)})', name, res_path, requests, limits),
+        resources=Block(f'{_prefix(template)}container "{name}" ({dotted(path)})', name, res_path, requests,
+                        limits),
         devices=_devices(resources, res_path),
     )
 
@@ -264,8 +265,13 @@ def effective_requests(containers: Iterable[Container], init_containers: Iterabl
     return total
 
 
+def _prefix(template: str) -> str:
+    """Blocks of one of several templates (``spec.replicatedJobs[1] (workers)``) say which, first."""
+    return f"{template}: " if template else ""
+
+
 def _pod_level(spec: Mapping[str, Any], path: FieldPath, containers: tuple[Container, ...],
-               init_containers: tuple[Container, ...]) -> Block | None:
+               init_containers: tuple[Container, ...], template: str = "") -> Block | None:
     """The pod-level block after ``defaultPodRequests`` (pkg/apis/core/v1/defaults.go): only when pod-level
     limits are set, a missing request defaults to the containers' aggregated requests, else to the limit.
     Pod-level limits are never defaulted."""
@@ -285,18 +291,19 @@ def _pod_level(spec: Mapping[str, Any], path: FieldPath, containers: tuple[Conta
             elif name in limits:
                 requests[name] = _defaulted(limits[name], (*res_path, "requests", name))
     written = any(_mapping(resources.get(kind), (*res_path, kind)) for kind in ("requests", "limits"))
-    return Block(f"pod ({dotted(res_path)})", None, res_path, requests, limits, empty=not written)
+    return Block(f"{_prefix(template)}pod ({dotted(res_path)})", None, res_path, requests, limits, empty=not written)
 
 
-def build_pod_spec(spec: Any, path: FieldPath, status: Any = None) -> PodSpec:
-    """The pod spec at ``path`` as the API server stores it; ``status`` is a Pod's own ``status``."""
+def build_pod_spec(spec: Any, path: FieldPath, status: Any = None, template: str = "") -> PodSpec:
+    """The pod spec at ``path`` as the API server stores it; ``status`` is a Pod's own ``status``;
+    ``template`` names it among its object's several (``webhook.core.workloads.Target.template``)."""
     body = _mapping(spec, path)
     containers = tuple(
-        _container(c, (*path, "containers", i), init=False)
+        _container(c, (*path, "containers", i), init=False, template=template)
         for i, c in enumerate(_sequence(body.get("containers"), (*path, "containers")))
     )
     init_containers = tuple(
-        _container(c, (*path, "initContainers", i), init=True)
+        _container(c, (*path, "initContainers", i), init=True, template=template)
         for i, c in enumerate(_sequence(body.get("initContainers"), (*path, "initContainers")))
     )
     declared = status.get("qosClass") if isinstance(status, Mapping) else None
@@ -304,7 +311,7 @@ def build_pod_spec(spec: Any, path: FieldPath, status: Any = None) -> PodSpec:
         path=path,
         containers=containers,
         init_containers=init_containers,
-        pod_level=_pod_level(body, path, containers, init_containers),
+        pod_level=_pod_level(body, path, containers, init_containers, template),
         declared_qos=declared if isinstance(declared, str) and declared else None,
         placement=placement(body),
         resource_claims=pod_claims(body),

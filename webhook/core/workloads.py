@@ -1,64 +1,226 @@
-"""The kinds qos-guard judges and where the Pod spec lives in each; every other kind is ignored.
+"""The kinds qos-guard judges and where each keeps its Pod templates; every other kind is ignored.
 
-``KINDS`` is the one table of judged kinds: the engine finds pod specs by it, ``audit`` lists by it, the
-admission layer decides what it judges by it, and the chart's webhook rules and RBAC are tested against it.
-Workloads are judged by their Pod template so that ``kubectl apply`` of a bad Deployment fails at once
-instead of its ReplicaSet failing silently later.
+``KINDS`` is the one table of judged kinds, keyed by (API group, kind) as the API server knows them: the
+engine finds pod specs by it, ``audit`` lists by it, the admission layer decides what it judges by it, the
+generated admission policies read each template path from it and the chart's webhook rules and RBAC are
+generated from it. Workloads are judged by their Pod templates so that ``kubectl apply`` of a bad Deployment
+(or LeaderWorkerSet, JobSet, RayCluster...) fails at once instead of its Pods failing later, one by one, in a
+controller's events.
+
+A kind is matched by its ``apiVersion``'s group and its ``kind``, never by ``kind`` alone: ``apiVersion:
+example.com/v1, kind: Deployment`` is not a Deployment (counted as skipped, ``Deployment of example.com/v1``).
+A document naming a judged kind without ``apiVersion`` is an error: ``kubectl apply`` refuses it ("apiVersion
+not set"), so no verdict on it could match what the cluster does.
+
+Template paths are dotted field names with two wildcards: ``[*]`` for every item of a list
+(``spec.replicatedJobs[*].template.spec.template.spec``) and ``*`` for every value of a map
+(``spec.pytorchReplicaSpecs.*.template.spec``). Users declare more kinds in the configuration
+(``workloads``, ``webhook.core.config``); ``table(extra)`` is the built-in table with them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from webhook.core.claims import CLAIM_KINDS, ClaimKind, claim_kind, claim_spec
-from webhook.core.fieldpath import FieldPath, Segment
+from webhook.core.fieldpath import FieldPath, Segment, dotted
 from webhook.core.podspec import ManifestError, PodSpec, build_pod_spec
 
-_TEMPLATE = ("spec", "template", "spec")
 POD = "Pod"
+LIST = "[*]"  # every item of a list
+MAP = "*"  # every value of a map
+# What names a list item in a message (``spec.replicatedJobs[1] (workers)``): JobSet's and LWS's ``name``,
+# Ray's ``groupName``.
+ITEM_NAMES = ("name", "groupName")
+_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
+
+
+class PathError(ValueError):
+    """A template path that cannot be read; the message says what is wrong with it."""
+
+
+def parse_path(text: str) -> tuple[str, ...]:
+    """``spec.replicatedJobs[*].template.spec`` -> ``("spec", "replicatedJobs", "[*]", "template", "spec")``.
+
+    Keys are field names (letters, digits, ``_``, ``-``); ``[*]`` follows a key, ``*`` stands alone."""
+    if not isinstance(text, str) or not text:
+        raise PathError("expected a dotted field path such as spec.template.spec")
+    out: list[str] = []
+    for part in text.split("."):
+        key, star = (part[:-3], True) if part.endswith(LIST) else (part, False)
+        if key == MAP and not star:
+            if not out:
+                raise PathError(f"{text!r}: a path cannot start with *")
+            out.append(MAP)
+            continue
+        if not _KEY.match(key):
+            raise PathError(f"{text!r}: {part!r} is not a field name (letters, digits, _ and -; [*] for every "
+                            "item of a list, * for every value of a map)")
+        out.append(key)
+        if star:
+            out.append(LIST)
+    if out[-1] in (LIST, MAP):
+        raise PathError(f"{text!r}: a path ends at a pod spec (a mapping with containers), not at a wildcard")
+    return tuple(out)
+
+
+@dataclass(frozen=True, slots=True)
+class Template:
+    """One place a kind keeps a pod spec: ``path`` (with wildcards), and what a fixed one is called in
+    messages (``leader``, ``head``); list items and map values are named by their own name or key."""
+
+    path: str
+    name: str | None = None
+    # A field (fixed path from the object's root) whose presence means the Pod is built from something the
+    # object does not show: the template is then not judged here, and ``check`` says why (KServe's model).
+    unknown_if: str | None = None
+    why_unknown: str = ""
+    segments: tuple[str, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "segments", parse_path(self.path))
+
+    @property
+    def wild(self) -> bool:
+        return any(s in (LIST, MAP) for s in self.segments)
 
 
 @dataclass(frozen=True, slots=True)
 class Kind:
-    """A judged kind: its API group/version and plural (as discovery names them), where its pod spec is,
-    and whether it controls Pods (then ``audit`` reports its Pods through it, once per template).
+    """A judged kind: its API group, the versions judged (the first is listed by ``audit``), plural (as
+    discovery names them), where its pod specs are, and whether it controls Pods (then ``audit`` reports its
+    Pods, and the objects it creates, through it).
 
     ``operations`` are the requests judged on the object itself, ``subresources`` the judged subresource
-    requests (a Pod is judged once, when created; a template on every change; a Pod's resize too)."""
+    requests (a Pod is judged once, when created; a template on every change; a Pod's resize too).
+    ``declared``: from the configuration's ``workloads``, not built in."""
 
     kind: str
-    api_version: str
+    group: str
+    versions: tuple[str, ...]
     plural: str
-    spec_path: tuple[str, ...]
-    controller: bool
+    templates: tuple[Template, ...]
+    controller: bool = True
     operations: tuple[str, ...] = ("CREATE", "UPDATE")
     subresources: tuple[tuple[str, str], ...] = ()
+    declared: bool = False
 
     @property
-    def group(self) -> str:
-        return self.api_version.rpartition("/")[0]
+    def key(self) -> tuple[str, str]:
+        return (self.group, self.kind)
+
+    @property
+    def api_version(self) -> str:
+        """The apiVersion ``audit`` lists it at."""
+        return f"{self.group}/{self.versions[0]}" if self.group else self.versions[0]
+
+    @property
+    def core(self) -> bool:
+        """One of the nine kinds Kubernetes itself serves (their admission requests have a fixed shape)."""
+        return not self.declared and self.group in _CORE_GROUPS
+
+    @property
+    def single(self) -> bool:
+        """One pod spec at a fixed place: its findings need no template named."""
+        return len(self.templates) == 1 and not self.templates[0].wild
 
 
-KINDS: dict[str, Kind] = {k.kind: k for k in (
-    Kind(POD, "v1", "pods", ("spec",), False, ("CREATE",), (("resize", "UPDATE"),)),
-    Kind("ReplicationController", "v1", "replicationcontrollers", _TEMPLATE, True),
-    Kind("PodTemplate", "v1", "podtemplates", ("template", "spec"), False),
-    Kind("Deployment", "apps/v1", "deployments", _TEMPLATE, True),
-    Kind("ReplicaSet", "apps/v1", "replicasets", _TEMPLATE, True),
-    Kind("StatefulSet", "apps/v1", "statefulsets", _TEMPLATE, True),
-    Kind("DaemonSet", "apps/v1", "daemonsets", _TEMPLATE, True),
-    Kind("Job", "batch/v1", "jobs", _TEMPLATE, True),
-    Kind("CronJob", "batch/v1", "cronjobs", ("spec", "jobTemplate", "spec", "template", "spec"), True),
-)}
-CONTROLLERS = frozenset(k.kind for k in KINDS.values() if k.controller)
+_CORE_GROUPS = frozenset({"", "apps", "batch"})
+
+
+def _k(kind: str, group: str, versions: str, plural: str, *paths: str | tuple[str, str],
+       controller: bool = True) -> Kind:
+    templates = tuple(Template(p) if isinstance(p, str) else Template(p[0], p[1]) for p in paths)
+    return Kind(kind, group, tuple(versions.split(",")), plural, templates, controller)
+
+
+_T = "spec.template.spec"
+
+
+def _ray(prefix: str) -> tuple[tuple[str, str], str]:
+    return ((f"{prefix}headGroupSpec.template.spec", "head"), f"{prefix}workerGroupSpecs[*].template.spec")
+
+
+def _kubeflow(kind: str, replicas: str, versions: str = "v1") -> Kind:
+    return _k(kind, "kubeflow.org", versions, kind.lower() + "s", f"spec.{replicas}ReplicaSpecs.*.template.spec")
+
+
+BUILTIN: tuple[Kind, ...] = (
+    Kind(POD, "", ("v1",), "pods", (Template("spec"),), False, ("CREATE",), (("resize", "UPDATE"),)),
+    _k("ReplicationController", "", "v1", "replicationcontrollers", _T),
+    _k("PodTemplate", "", "v1", "podtemplates", "template.spec", controller=False),
+    _k("Deployment", "apps", "v1", "deployments", _T),
+    _k("ReplicaSet", "apps", "v1", "replicasets", _T),
+    _k("StatefulSet", "apps", "v1", "statefulsets", _T),
+    _k("DaemonSet", "apps", "v1", "daemonsets", _T),
+    _k("Job", "batch", "v1", "jobs", _T),
+    _k("CronJob", "batch", "v1", "cronjobs", "spec.jobTemplate.spec.template.spec"),
+    # sigs.k8s.io/lws v0.7.0: the leader template is optional (without it the leader uses the worker's).
+    _k("LeaderWorkerSet", "leaderworkerset.x-k8s.io", "v1", "leaderworkersets",
+       ("spec.leaderWorkerTemplate.leaderTemplate.spec", "leader"),
+       ("spec.leaderWorkerTemplate.workerTemplate.spec", "worker")),
+    # sigs.k8s.io/jobset v0.12.0
+    _k("JobSet", "jobset.x-k8s.io", "v1alpha2", "jobsets", "spec.replicatedJobs[*].template.spec.template.spec"),
+    # github.com/ray-project/kuberay v1.7.0 (v1alpha1 is still served, the same fields)
+    _k("RayCluster", "ray.io", "v1,v1alpha1", "rayclusters", *_ray("spec.")),
+    _k("RayService", "ray.io", "v1,v1alpha1", "rayservices", *_ray("spec.rayClusterConfig.")),
+    _k("RayJob", "ray.io", "v1,v1alpha1", "rayjobs", *_ray("spec.rayClusterSpec.")),
+    # KServe: the predictor is a pod spec inline (containers, initContainers, resources at spec.predictor). Not a
+    # controller for audit: the Deployment KServe builds (with spec.predictor.model, its model container merged
+    # from the ServingRuntime, which the InferenceService does not show) is judged itself.
+    Kind("InferenceService", "serving.kserve.io", ("v1beta1",), "inferenceservices", (Template(
+        "spec.predictor", "predictor", unknown_if="spec.predictor.model",
+        why_unknown="InferenceService with spec.predictor.model (its model container is merged from the "
+                    "ServingRuntime: judged as the Deployment and Pods KServe creates)"),), controller=False),
+    # Argo Rollouts: spec.template (a Rollout with spec.workloadRef has none: its Deployment is judged).
+    _k("Rollout", "argoproj.io", "v1alpha1", "rollouts", _T),
+    # Kubeflow training-operator v1 (MPIJob also as mpi-operator's v2beta1)
+    _kubeflow("PyTorchJob", "pytorch"),
+    _kubeflow("TFJob", "tf"),
+    _kubeflow("MPIJob", "mpi", "v2beta1,v1"),
+    _kubeflow("XGBoostJob", "xgb"),
+    _kubeflow("PaddleJob", "paddle"),
+    _kubeflow("JAXJob", "jax"),
+)
+
+KINDS: dict[tuple[str, str], Kind] = {k.key: k for k in BUILTIN}
+CONTROLLERS = frozenset(k.key for k in KINDS.values() if k.controller)
+
+
+@lru_cache(maxsize=8)
+def table(extra: tuple[Kind, ...] = ()) -> dict[tuple[str, str], Kind]:
+    """The judged kinds: the built-in ones and ``extra`` (declared in the configuration; never replacing a
+    built-in one, which ``webhook.core.config`` refuses)."""
+    if not extra:
+        return KINDS
+    return {**KINDS, **{k.key: k for k in extra}}
+
+
+def group_of(api_version: Any) -> str | None:
+    """The API group of ``apiVersion`` (``apps/v1`` -> ``apps``, ``v1`` -> the core group ``""``); None when
+    it is missing or not a string."""
+    if not isinstance(api_version, str) or not api_version:
+        return None
+    return api_version.rpartition("/")[0]
+
+
+def find_kind(obj: Mapping[str, Any], kinds: Mapping[tuple[str, str], Kind] = KINDS) -> Kind | None:
+    group = group_of(obj.get("apiVersion"))
+    kind = obj.get("kind")
+    if group is None or not isinstance(kind, str):
+        return None
+    return kinds.get((group, kind))
 
 
 @dataclass(frozen=True, slots=True)
 class Target:
-    """One pod spec to judge: the object it belongs to, the path from the document root, and the Pod's
-    own ``status`` (templates have none)."""
+    """One pod spec to judge: the object it belongs to, the path from the document root, the Pod's own
+    ``status`` (templates have none), and which template it is when the kind has more than one place for
+    them (``spec.replicatedJobs[1] (workers)``; empty for a kind with one fixed template)."""
 
     kind: str
     name: str
@@ -66,9 +228,11 @@ class Target:
     path: FieldPath
     spec: Mapping[str, Any]
     status: Any = None
+    template: str = ""
+    root: FieldPath = ()  # where the object is in the document (a List's item): one object, several templates
 
     def pod_spec(self) -> PodSpec:
-        return build_pod_spec(self.spec, self.path, self.status)
+        return build_pod_spec(self.spec, self.path, self.status, self.template)
 
 
 def _meta(obj: Mapping[str, Any], where: FieldPath) -> tuple[str, str | None]:
@@ -82,10 +246,83 @@ def _meta(obj: Mapping[str, Any], where: FieldPath) -> tuple[str, str | None]:
     return str(name), str(namespace) if namespace is not None else None
 
 
-def walk(obj: Any, where: FieldPath = ()) -> Iterator[Target | str]:
-    """Each object in ``obj`` (recursing into ``kind: List`` items): its pod spec as a ``Target``, or why it
-    has none to judge (its kind, ``document without a kind``, ``KIND without a pod template``), so that
-    ``check`` can count what it passed over instead of passing over it silently."""
+def template_label(template: Template, path: FieldPath, item_name: str | None, single: bool) -> str:
+    """How a template is named in findings: ``spec.replicatedJobs[1] (workers)`` (up to its last wildcard,
+    and the item's name), ``spec.leaderWorkerTemplate.leaderTemplate (leader)`` (without the trailing
+    ``template.spec``/``spec``); empty for a kind with one fixed template."""
+    if single:
+        return ""
+    if template.wild:
+        last = max(i for i, s in enumerate(template.segments) if s in (LIST, MAP))
+        # the concrete path has one segment per pattern segment, list wildcards included (as the index)
+        head = path[:last + 1]
+        shown = dotted(head)
+        return f"{shown} ({item_name})" if item_name else shown
+    cut = len(path)
+    for tail in (("template", "spec"), ("spec",)):
+        if tuple(path[-len(tail):]) == tail and len(path) > len(tail):
+            cut = len(path) - len(tail)
+            break
+    shown = dotted(path[:cut])
+    return f"{shown} ({template.name})" if template.name else shown
+
+
+def _walk_template(node: Any, segments: tuple[str, ...], walked: FieldPath,
+                   item_name: str | None) -> Iterator[tuple[FieldPath, Mapping[str, Any] | None, str | None]]:
+    """Each pod spec ``segments`` reaches from ``node`` (None where a fixed key is missing), with the name of
+    the innermost list item or map key it passed."""
+    if not segments:
+        yield walked, node, item_name
+        return
+    head, rest = segments[0], segments[1:]
+    if head == LIST:
+        if not isinstance(node, list):
+            raise ManifestError(walked, "expected a list")
+        for i, item in enumerate(node):
+            if not isinstance(item, Mapping):
+                raise ManifestError((*walked, i), "expected a mapping")
+            named = next((item[k] for k in ITEM_NAMES if isinstance(item.get(k), str) and item[k]), None)
+            yield from _walk_template(item, rest, (*walked, i), named)
+        return
+    if head == MAP:
+        if not isinstance(node, Mapping):
+            raise ManifestError(walked, "expected a mapping")
+        for key, value in node.items():
+            if value is None:
+                continue
+            if not isinstance(value, Mapping):
+                raise ManifestError((*walked, str(key)), "expected a mapping")
+            yield from _walk_template(value, rest, (*walked, str(key)), None)  # the key is in the path
+        return
+    value = node.get(head)
+    here = (*walked, head)
+    if value is None:
+        yield here, None, item_name
+        return
+    if rest and rest[0] == LIST:
+        if not isinstance(value, list):
+            raise ManifestError(here, "expected a list")
+    elif not isinstance(value, Mapping):
+        raise ManifestError(here, "expected a mapping")
+    yield from _walk_template(value, rest, here, item_name)
+
+
+def _has(obj: Mapping[str, Any], dotted_path: str) -> bool:
+    node: Any = obj
+    for key in dotted_path.split("."):
+        if not isinstance(node, Mapping) or node.get(key) is None:
+            return False
+        node = node[key]
+    return True
+
+
+def walk(obj: Any, where: FieldPath = (),
+         kinds: Mapping[tuple[str, str], Kind] = KINDS) -> Iterator[Target | str]:
+    """Each object in ``obj`` (recursing into ``kind: List`` items): each of its pod specs as a ``Target``,
+    or why it has none to judge (its kind, ``document without a kind``, ``KIND without a pod template``,
+    ``KIND without apiVersion``), so that ``check`` can count what it passed over instead of passing over it
+    silently; a DRA claim's claim spec is a ``Target`` too (``webhook.core.claims``). A judged kind's name
+    without ``apiVersion`` is a ``ManifestError``."""
     if not isinstance(obj, Mapping):
         return
     kind = obj.get("kind")
@@ -99,42 +336,62 @@ def walk(obj: Any, where: FieldPath = ()) -> Iterator[Target | str]:
         if not isinstance(items, list):
             raise ManifestError((*where, "items"), "expected a list")
         for i, item in enumerate(items):
-            yield from walk(item, (*where, "items", i))
+            yield from walk(item, (*where, "items", i), kinds)
         return
-    known = KINDS.get(kind)
+    group = group_of(obj.get("apiVersion"))
+    if group is None:
+        same = [k.api_version for k in kinds.values() if k.kind == kind]
+        same += [c.api_version for c in CLAIM_KINDS.values() if c.kind == kind]
+        if not same:
+            yield kind
+            return
+        # kubectl apply refuses it ("apiVersion not set"), so the API server never sees it: an error, never a
+        # verdict on a kind guessed from the name alone.
+        hint = " or ".join(same)
+        raise ManifestError((*where, "apiVersion"), f"not set, so kubectl apply refuses the {kind}; add "
+                                                    f"apiVersion: {hint}")
+    known = kinds.get((group, kind))
     claim = claim_kind(obj) if known is None else None
     if claim is not None:  # DRA's claims: their claim spec, judged whole (``webhook.core.claims``)
-        found = claim_spec(obj, claim, where)
-        if isinstance(found, str):
-            yield found
+        claimed = claim_spec(obj, claim, where)
+        if isinstance(claimed, str):
+            yield claimed
         else:
-            yield Target(kind, *_meta(obj, where), *found)
+            yield Target(claim.kind, *_meta(obj, where), *claimed, root=where)
         return
     if known is None:
-        yield kind
+        yield kind if not any(k == kind for _, k in kinds) else f"{kind} of {obj.get('apiVersion')}"
         return
     name, namespace = _meta(obj, where)
-    node: Any = obj
-    walked: FieldPath = where
-    for key in known.spec_path:
-        node = node.get(key)
-        walked = (*walked, key)
-        if node is None:
-            yield f"{kind} without a pod template"  # e.g. a kustomize patch that only sets replicas
-            return
-        if not isinstance(node, Mapping):
-            raise ManifestError(walked, "expected a mapping")
-    yield Target(kind, name, namespace, walked, node, obj.get("status") if kind == POD else None)
+    found = False
+    for template in known.templates:
+        if template.unknown_if is not None and _has(obj, template.unknown_if):
+            found = True
+            yield template.why_unknown
+            continue
+        for path, spec, item_name in _walk_template(obj, template.segments, where, None):
+            if spec is None:
+                continue
+            found = True
+            yield Target(known.kind, name, namespace, path, spec, obj.get("status") if kind == POD else None,
+                         template_label(template, path[len(where):], item_name, known.single), where)
+    if not found:
+        yield f"{kind} without a pod template"  # e.g. a kustomize patch that only sets replicas
 
 
-def find_targets(obj: Any, where: FieldPath = ()) -> Iterator[Target]:
+def find_targets(obj: Any, where: FieldPath = (),
+                 kinds: Mapping[tuple[str, str], Kind] = KINDS) -> Iterator[Target]:
     """The pod specs in ``obj`` (recursing into ``kind: List`` items)."""
-    return (t for t in walk(obj, where) if isinstance(t, Target))
+    return (t for t in walk(obj, where, kinds) if isinstance(t, Target))
 
 
-def judged(kind: str, operation: str, subresource: str = "") -> bool:
-    """Whether a request for ``kind`` (``operation`` on the object or its ``subresource``) is judged."""
-    found: Kind | ClaimKind | None = KINDS.get(kind) or CLAIM_KINDS.get(kind)
+def judged(group: str, kind: str, operation: str, subresource: str = "",
+           kinds: Mapping[tuple[str, str], Kind] = KINDS) -> bool:
+    """Whether a request for ``group``/``kind`` (``operation`` on the object or its ``subresource``) is
+    judged (a workload's or Pod's, or DRA's claims: ``webhook.core.claims``)."""
+    claim = CLAIM_KINDS.get(kind)
+    found: Kind | ClaimKind | None = kinds.get((group, kind)) or (
+        claim if claim is not None and claim.group == group else None)
     if found is None:
         return False
     if subresource:
@@ -142,4 +399,12 @@ def judged(kind: str, operation: str, subresource: str = "") -> bool:
     return operation in found.operations
 
 
-__all__ = ["CONTROLLERS", "KINDS", "POD", "Kind", "Segment", "Target", "find_targets", "judged", "walk"]
+def describe(kinds: Iterable[Kind]) -> list[tuple[str, str, str]]:
+    """(kind, apiVersions, template paths) for the docs' table."""
+    return [(k.kind, ", ".join(f"{k.group}/{v}" if k.group else v for v in k.versions),
+             "<br>".join(f"`{t.path}`" + (f" ({t.name})" if t.name else "") for t in k.templates)) for k in kinds]
+
+
+__all__ = ["BUILTIN", "CONTROLLERS", "KINDS", "LIST", "MAP", "POD", "Kind", "PathError", "Segment", "Target",
+           "Template", "describe", "find_kind", "find_targets", "group_of", "judged", "parse_path", "table",
+           "walk"]

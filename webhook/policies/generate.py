@@ -22,7 +22,7 @@ differential test checks each one is real and the only one).
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import yaml
@@ -33,7 +33,7 @@ from webhook.core.rules import MORE, REFUSED, RULES, cel
 from webhook.core.rules.base import cel_string
 from webhook.core.rules.dra_unaligned import DEVICE_CLASSES_REFUSAL
 from webhook.core.settings import Setting
-from webhook.core.workloads import KINDS, POD
+from webhook.core.workloads import KINDS, LIST, MAP, POD, Kind, Template, table, template_label
 from webhook.policies.schema import helm
 
 API_VERSIONS = ("v1",)
@@ -91,24 +91,76 @@ PARAM_VARIABLES: list[tuple[str, str]] = [(cel.param_name(key), _read(key)) for 
                                           if s.param]
 
 
-def _spec_variables() -> list[tuple[str, str]]:
-    """Where the pod spec lives in each kind (``KINDS``), and its dotted path for messages: the spec path
-    most kinds share is the fallback."""
-    groups: dict[tuple[str, ...], list[str]] = {}
-    for kind in KINDS.values():
-        groups.setdefault(kind.spec_path, []).append(kind.kind)
-    *special, (common, _) = sorted(groups.items(), key=lambda group: len(group[1]))
-    path, spec = f"'{'.'.join(common)}'", "object" + "".join(f".?{p}" for p in common) + ".orValue({})"
-    for spec_path, kinds in reversed(special):
-        cond = (f"request.kind.kind == '{kinds[0]}'" if len(kinds) == 1
-                else f"request.kind.kind in [{', '.join(repr(k) for k in kinds)}]")
-        path = f"{cond} ? '{'.'.join(spec_path)}' : {path}"
-        spec = f"{cond} ? object" + "".join(f".?{p}" for p in spec_path) + f".orValue({{}}) : {spec}"
-    return [("path", path), ("spec", spec),
-            ("exempt", f"variables.spec.?runtimeClassName.orValue('') in {cel.setting(RUNTIME_CLASSES)}")]
+def _literal(text: str) -> str:
+    return cel_string(text)
 
 
-SPEC_VARIABLES = _spec_variables()
+def _template_cel(kind: Kind, template: Template) -> str:
+    """CEL for the list of ``{path, prefix, spec}`` records of ``template`` in ``object``, the path and the
+    template's name (``prefix``) spelled as the engine spells them (``workloads.template_label``)."""
+    segments = template.segments
+    wild = [i for i, s in enumerate(segments) if s in (LIST, MAP)]
+    last = wild[-1] if wild else -1
+
+    def build(i: int, node: str, path: str, label: str, depth: int) -> str:
+        # node: CEL of an optional value (after ``.?key``) or a plain one (a list item / map value)
+        if i == len(segments):
+            if not template.wild:
+                fixed = template_label(template, tuple(segments), None, kind.single)
+                label = _literal(f"{fixed}: ") if fixed else "''"
+            return "[" + cel.cel_map({"path": path, "prefix": label, "spec": f"{node}.orValue({{}})"}) + "]"
+        seg = segments[i]
+        x, n = f"x{depth}", f"i{depth}"
+        if seg == LIST:
+            item_path = f"{path} + '[' + string({n}) + ']'"
+            item_label = label
+            if i == last:
+                name = f"({x}.?name.orValue('') != '' ? {x}.?name.orValue('') : {x}.?groupName.orValue(''))"
+                item_label = f"{item_path} + ({name} != '' ? ' (' + {name} + ')' : '') + ': '"
+            inner = build(i + 1, x, item_path, item_label, depth + 1)
+            return f"{node}.orValue([]).transformList({n}, {x}, {inner}).flatten()"
+        if seg == MAP:
+            item_path = f"{path} + '.' + {n}"
+            item_label = f"{item_path} + ': '" if i == last else label
+            inner = build(i + 1, x, item_path, item_label, depth + 1)
+            return f"{node}.orValue({{}}).transformList({n}, {x}, {x} != null, {inner}).flatten()"
+        step = f"{node}.?{seg}" if i else f"object.?{seg}"
+        longer = f"{path[:-1]}.{seg}'" if path.endswith("'") else f"{path} + '.{seg}'"
+        return build(i + 1, step, longer if i else f"'{seg}'", label, depth)
+
+    return build(0, "object", "''", "''", 0)
+
+
+def _kind_templates(kind: Kind) -> str:
+    parts = []
+    for t in kind.templates:
+        records = _template_cel(kind, t)
+        if t.unknown_if is not None:  # built from what the object does not show: not judged (as the engine)
+            field = "object" + "".join(f".?{k}" for k in t.unknown_if.split("."))
+            records = f"({field}.orValue(null) != null ? [] : {records})"
+        parts.append(records)
+    return " + ".join(parts)
+
+
+def spec_variables(kinds: Mapping[tuple[str, str], Kind] = KINDS) -> list[tuple[str, str]]:
+    """Where the pod specs live in each kind (``KINDS`` and the configuration's ``workloads``): the records of
+    ``variables.templates`` (``webhook.core.rules.cel``); the templates most kinds share are the fallback."""
+    groups: dict[tuple[Template, ...], list[Kind]] = {}
+    for kind in kinds.values():
+        groups.setdefault(kind.templates, []).append(kind)
+    *special, (_, common) = sorted(groups.items(), key=lambda group: len(group[1]))
+    expr = _kind_templates(common[0])
+    for _, members in reversed(special):
+        cond = " || ".join(f"(request.kind.group == '{k.group}' && request.kind.kind == '{k.kind}')"
+                           for k in members)
+        expr = f"({cond}) ? {_kind_templates(members[0])} : {expr}"
+    return [("templates0", expr),
+            ("templates", "variables.templates0.filter(t, "
+                          f"!(t.spec.?runtimeClassName.orValue('') in {cel.setting(RUNTIME_CLASSES)}))"),
+            ("exempt", "size(variables.templates) == 0")]
+
+
+SPEC_VARIABLES = spec_variables()
 
 
 def violation_variables(mutated: bool) -> list[tuple[str, str]]:
@@ -142,20 +194,20 @@ def _match_conditions() -> list[dict[str, str]]:
     ]
 
 
-def _pod_rules(mutating: bool) -> list[dict[str, Any]]:
-    """The requests judged (``KINDS``), one rule per API group and operations; the mutation patches Pods only."""
-    merged: dict[tuple[str, tuple[str, ...], str], list[str]] = {}
-    for kind in KINDS.values():
-        if mutating and kind.kind != POD:
+def pod_rules(mutating: bool, kinds: Mapping[tuple[str, str], Kind] = KINDS) -> list[dict[str, Any]]:
+    """The requests judged (``KINDS``), one rule per API group, versions and operations; the mutation patches
+    Pods only. A rule for a resource the API server does not serve (a CRD not installed) matches nothing."""
+    merged: dict[tuple[str, tuple[str, ...], tuple[str, ...]], list[str]] = {}
+    for kind in kinds.values():
+        if mutating and kind.key != ("", POD):
             continue
-        group, _, version = kind.api_version.rpartition("/")
         ops = ("CREATE",) if mutating else kind.operations
-        merged.setdefault((group, ops, version), []).append(kind.plural)
+        merged.setdefault((kind.group, ops, kind.versions), []).append(kind.plural)
         for sub, op in () if mutating else kind.subresources:
-            merged.setdefault((group, (op,), version), []).append(f"{kind.plural}/{sub}")
+            merged.setdefault((kind.group, (op,), kind.versions), []).append(f"{kind.plural}/{sub}")
     # scope spelled out: the API server would default it, and `kubectl apply` would then see a change.
-    return [{"apiGroups": [group], "apiVersions": [version], "operations": list(ops), "resources": resources,
-             "scope": "Namespaced"} for (group, ops, version), resources in merged.items()]
+    return [{"apiGroups": [group], "apiVersions": list(versions), "operations": list(ops), "resources": resources,
+             "scope": "Namespaced"} for (group, ops, versions), resources in merged.items()]
 
 
 def _meta(name: str) -> dict[str, Any]:
@@ -171,9 +223,10 @@ def _selector(mode: str, namespace: str) -> dict[str, Any]:
     ]}}
 
 
-def _validating(name: str, validations: list[dict[str, str]], mutated: bool, failure: str) -> dict[str, Any]:
-    common = (PARAM_VARIABLES + SPEC_VARIABLES + cel.BLOCK_VARIABLES
-              + cel.fact_variables("(variables.blocks + [variables.pod])"))
+def _validating(name: str, validations: list[dict[str, str]], mutated: bool, failure: str,
+                kinds: Mapping[tuple[str, str], Kind] = KINDS) -> dict[str, Any]:
+    common = (PARAM_VARIABLES + spec_variables(kinds) + cel.BLOCK_VARIABLES
+              + cel.fact_variables("(variables.blocks + variables.pods)"))
     pairs = common + violation_variables(False)
     if mutated:
         # Pods arrive already patched by the MutatingAdmissionPolicy: judge them as they are; templates are
@@ -184,7 +237,8 @@ def _validating(name: str, validations: list[dict[str, str]], mutated: bool, fai
         for key, expr in plain.items():
             if key == "violations":
                 continue
-            pairs.append((key, f"request.kind.kind == '{POD}' ? ({expr}) : ({virtual[key]})"))
+            pairs.append((key, f"request.kind.group == '' && request.kind.kind == '{POD}' ? ({expr}) : "
+                               f"({virtual[key]})"))
         pairs.append(("violations", plain["violations"]))
     pairs.append(("message", f"{HEAD} + ' ' + variables.violations.join('; ')"))
     return {
@@ -192,7 +246,7 @@ def _validating(name: str, validations: list[dict[str, str]], mutated: bool, fai
         "spec": {
             "failurePolicy": failure,
             "paramKind": {"apiVersion": "v1", "kind": "ConfigMap"},
-            "matchConstraints": {"resourceRules": _pod_rules(False)},
+            "matchConstraints": {"resourceRules": pod_rules(False, kinds)},
             "matchConditions": _match_conditions(),
             "variables": _variables(pairs),
             "validations": validations,
@@ -262,7 +316,7 @@ def _mutating(name: str) -> dict[str, Any]:
             "failurePolicy": "Fail",
             "reinvocationPolicy": "IfNeeded",
             "paramKind": {"apiVersion": "v1", "kind": "ConfigMap"},
-            "matchConstraints": {"resourceRules": _pod_rules(True)},
+            "matchConstraints": {"resourceRules": pod_rules(True)},
             "matchConditions": [*_match_conditions(), {
                 "name": "exempt-runtime-class",
                 "expression": f"!(object.spec.?runtimeClassName.orValue('') in "
@@ -316,21 +370,23 @@ NAME_TOKEN = "@NAME@"
 NAMESPACE_TOKEN = "@NAMESPACE@"
 
 
-def policy_objects(modes: Sequence[str], namespace: str = NAMESPACE_TOKEN) -> list[dict[str, Any]]:
-    """The policies and bindings for ``modes`` (names carry ``NAME_TOKEN``), without the parameters."""
+def policy_objects(modes: Sequence[str], namespace: str = NAMESPACE_TOKEN,
+                   kinds: Mapping[tuple[str, str], Kind] = KINDS) -> list[dict[str, Any]]:
+    """The policies and bindings for ``modes`` (names carry ``NAME_TOKEN``), without the parameters; ``kinds``:
+    the built-in ones and the configuration's ``workloads``."""
     out: list[dict[str, Any]] = []
     if "enforce" in modes:
         name = f"{NAME_TOKEN}-enforce"
-        out += [_validating(name, _deny_validation(), False, "Fail"),
+        out += [_validating(name, _deny_validation(), False, "Fail", kinds),
                 _binding("ValidatingAdmissionPolicyBinding", name, "enforce", namespace, ["Deny"])]
     if "mutate" in modes:
         name = f"{NAME_TOKEN}-mutate"
         out += [_mutating(name), _binding("MutatingAdmissionPolicyBinding", name, "mutate", namespace, None),
-                _validating(name, _deny_validation(), True, "Fail"),
+                _validating(name, _deny_validation(), True, "Fail", kinds),
                 _binding("ValidatingAdmissionPolicyBinding", name, "mutate", namespace, ["Deny"])]
     if "warn" in modes:
         name = f"{NAME_TOKEN}-warn"
-        out += [_validating(name, _warn_validations(), False, "Ignore"),
+        out += [_validating(name, _warn_validations(), False, "Ignore", kinds),
                 _binding("ValidatingAdmissionPolicyBinding", name, "warn", namespace, ["Warn"])]
     out += _namespaces(f"{NAME_TOKEN}-namespaces", namespace)
     return out
@@ -372,7 +428,8 @@ def render(config: Config, mode: str = "all", namespace: str = NAMESPACE, api_ve
         raise PolicyError(f"--mode: {mode!r} is not one of {', '.join(MODES)}")
     refuse_unsupported(config)
     modes = [m.value for m in Mode] if mode == "all" else [mode]
-    docs = [params_configmap(config, NAMESPACE_TOKEN), *policy_objects(modes)]
+    docs = [params_configmap(config, NAMESPACE_TOKEN),
+            *policy_objects(modes, kinds=table(config.workloads))]
     return _substitute(dump(docs), NAME, namespace)
 
 
@@ -400,6 +457,10 @@ def chart_params() -> str:
             key = rule.policy_refusal.key  # the key that turns the rule on
             lines += [f"{{{{- if $c.{key} }}}}", f"{{{{- fail {json.dumps(f'config.{rule.policy_refusal}')} }}}}",
                       "{{- end }}"]
+    lines += ["{{- if $c.workloads }}",
+              '{{- fail "config.workloads: the chart\'s policies are fixed text over the built-in kinds; with '
+              'enforcement: policy render them for declared kinds with qos-guard policy --config, or use '
+              'enforcement: webhook" }}', "{{- end }}"]
     lines += [f"{{{{- if $c.{DEVICE_CLASSES_REFUSAL.key} }}}}",
               f"{{{{- fail {json.dumps(f'config.{DEVICE_CLASSES_REFUSAL}')} }}}}",
               "{{- end }}"]

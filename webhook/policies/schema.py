@@ -10,11 +10,25 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+from webhook.core.config import Workloads
 from webhook.core.settings import Amount, Amounts, Choice, Count, Flag, Kind, Names, Section, Setting
 
 # resource.ParseQuantity's grammar for a positive value (the server checks the rest, e.g. a zero in "0.0").
 _POSITIVE_QUANTITY = (r"^\+?([0-9]*[1-9][0-9]*(\.[0-9]*)?|[0-9]*\.[0-9]*[1-9][0-9]*)"
                       r"(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][+-]?[0-9]+)?$")
+
+
+def _workloads_schema(kind: Workloads) -> dict[str, Any]:
+    """A declared kind: group, version, kind, plural and its template paths (or {path, name})."""
+    path = {"type": "string", "minLength": 1}
+    return {"type": "array", "items": {
+        "type": "object", "additionalProperties": False, "required": list(kind.FIELDS),
+        "properties": {
+            "group": {"type": "string", "minLength": 1}, "version": {"type": "string", "minLength": 1},
+            "kind": {"type": "string", "minLength": 1}, "plural": {"type": "string", "minLength": 1},
+            "templates": {"type": "array", "minItems": 1, "items": {"oneOf": [path, {
+                "type": "object", "additionalProperties": False, "required": ["path"],
+                "properties": {"path": path, "name": {"type": "string", "minLength": 1}}}]}}}}}
 
 
 def kind_schema(kind: Kind) -> dict[str, Any]:
@@ -32,6 +46,8 @@ def kind_schema(kind: Kind) -> dict[str, Any]:
                           {"type": "string", "pattern": _POSITIVE_QUANTITY}]}
     if isinstance(kind, Amounts):
         return {"type": "object", "additionalProperties": kind_schema(Amount())}
+    if isinstance(kind, Workloads):
+        return _workloads_schema(kind)
     raise TypeError(f"no JSON Schema for {type(kind).__name__}")
 
 
@@ -83,6 +99,8 @@ def described(kind: Kind) -> str:
         return "quantity > 0"
     if isinstance(kind, Amounts):
         return "resource name: quantity > 0"
+    if isinstance(kind, Workloads):
+        return "list of {group, version, kind, plural, templates}"
     raise TypeError(f"no description for {type(kind).__name__}")
 
 

@@ -44,7 +44,7 @@ def _bounded(value: str, allowed: tuple[str, ...] | frozenset[str], other: str =
     return value if value in allowed else other
 
 
-_KINDS = frozenset(KINDS) | frozenset(CLAIM_KINDS) | {"Namespace"}
+_KINDS = frozenset(k.kind for k in KINDS.values()) | frozenset(CLAIM_KINDS) | {"Namespace"}
 _OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT")
 
 

@@ -126,45 +126,7 @@ objectSelector:
 {{- end }}
 
 {{/* Rules for Pods and every workload kind judged by its Pod template (docs/contract.md#modes-per-namespace-by-label). */}}
-{{- define "qos-guard.podRules" -}}
-- apiGroups: [""]
-  apiVersions: ["v1"]
-  operations: ["CREATE"]
-  resources: ["pods"]
-  scope: Namespaced
-- apiGroups: [""]
-  apiVersions: ["v1"]
-  operations: ["UPDATE"]
-  resources: ["pods/resize"]
-  scope: Namespaced
-{{- end }}
-
-{{- define "qos-guard.workloadRules" -}}
-- apiGroups: [""]
-  apiVersions: ["v1"]
-  operations: ["CREATE", "UPDATE"]
-  resources: ["replicationcontrollers", "podtemplates"]
-  scope: Namespaced
-- apiGroups: ["apps"]
-  apiVersions: ["v1"]
-  operations: ["CREATE", "UPDATE"]
-  resources: ["deployments", "replicasets", "statefulsets", "daemonsets"]
-  scope: Namespaced
-- apiGroups: ["batch"]
-  apiVersions: ["v1"]
-  operations: ["CREATE", "UPDATE"]
-  resources: ["jobs", "cronjobs"]
-  scope: Namespaced
-{{- end }}
-
-{{/* DRA's claims, judged whole (dra-claim-spread); their spec cannot change after create. */}}
-{{- define "qos-guard.claimRules" -}}
-- apiGroups: ["resource.k8s.io"]
-  apiVersions: ["v1"]
-  operations: ["CREATE"]
-  resources: ["resourceclaims", "resourceclaimtemplates"]
-  scope: Namespaced
-{{- end }}
+{{- /* qos-guard.podRules, qos-guard.workloadRules, qos-guard.claimRules (DRA's claims, judged whole by dra-claim-spread, CREATE only) and qos-guard.kindRBAC: _kinds.tpl (generated). */ -}}
 
 {{/* Settings shared by every webhook of the chart. */}}
 {{- define "qos-guard.webhookCommon" -}}

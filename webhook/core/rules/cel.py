@@ -3,11 +3,13 @@
 
 * ``variables.<section><Key>``: each configuration parameter (``webhook.core.config.SCHEMA``, ``param=True``),
   typed (``variables.policySmtAlignment`` is an int, ``variables.policyFractionalCPUContainers`` a list).
-* ``variables.path`` / ``variables.spec``: the dotted path of the pod spec in the object and the spec itself
-  (from ``webhook.core.workloads.KINDS``).
-* ``BLOCK_VARIABLES``: ``blocks`` (one record per container: label, name, group, sidecar, frac, lim, req), ``pod``
-  (the pod-level block as the same record), ``podQos`` (the pod-level block decides the QoS class),
-  ``podEmpty`` (it is ``{}``), ``podLevel`` (it sets cpu or memory).
+* ``variables.templates``: the object's pod specs not exempt, one record each (``path``: the dotted path of
+  the pod spec in the object, ``prefix``: what names it among several, as ``Target.template`` followed by
+  ``: ``, ``spec``), from ``webhook.core.workloads.KINDS`` (a JobSet has one per replicated job).
+* ``BLOCK_VARIABLES``: ``pods`` (per template its pod-level block: label, name, group, sidecar, frac, lim,
+  req, and ``qos``: the pod-level block decides the QoS class, ``empty``: it is ``{}``, ``level``: it sets cpu
+  or memory), ``blocks`` (one record per container of every template, the same fields, ``qos``/``empty``/
+  ``level`` those of its template); ``podQos`` and ``podEmpty`` of the first template (the mutation's Pod).
 * ``fact_variables``: ``facts``, per block a [cpu, memory] pair of records ``f``: ``f.b`` the block,
   ``f.r`` the resource, ``f.l``/``f.q`` the limit and request as written ('' when absent), ``f.lpos``/``f.qpos``
   whether they are positive, ``f.eff`` the limit the mutation would leave ('' when none).
@@ -47,32 +49,43 @@ def cel_map(fields: dict[str, str]) -> str:
     return "{" + ", ".join(f"'{k}': dyn({v})" for k, v in fields.items()) + "}"
 
 
+def _pod_fields(t: str) -> dict[str, str]:
+    lim, req = f"{t}.spec.?resources.?limits.orValue({{}})", f"{t}.spec.?resources.?requests.orValue({{}})"
+    return {
+        # ComputePodQOS: once spec.resources is there at all (even {}), the pod-level block alone decides the class.
+        "qos": f"has({t}.spec.resources)",
+        # Nothing at all in it (``resources: {}``): the mutation removes such a block, as the engine's does.
+        "empty": f"size({lim}) == 0 && size({req}) == 0",
+        # isPodLevelResourcesSet restricted to cpu/memory: what makes kubelet's CPU and Memory Managers skip it.
+        "level": f"['cpu', 'memory'].exists(r, r in {lim} || r in {req})",
+    }
+
+
 def _record(group: str) -> str:
+    """The records of one container group of the template ``p`` (a ``pods`` record: ``p.spec``, ``p.path``)."""
     # `containers` has no omitempty: a Pod without containers arrives as null (then API validation refuses it).
-    items = f"(variables.spec.?{group}.orValue([]) == null ? [] : variables.spec.?{group}.orValue([]))"
+    items = f"(p.spec.?{group}.orValue([]) == null ? [] : p.spec.?{group}.orValue([]))"
     return (f"{items}.transformList(i, c, " + cel_map({
-        "label": f"'container \"' + c.?name.orValue('<unnamed>') + '\" (' + variables.path + '.{group}[' "
+        "label": f"p.prefix + 'container \"' + c.?name.orValue('<unnamed>') + '\" (' + p.path + '.{group}[' "
                  "+ string(i) + '])'",
-        "name": "c.?name.orValue('')", "group": f"'{group}'", "pod": "false",
+        "name": "c.?name.orValue('')", "group": f"'{group}'", "pod": "false", "path": "p.path",
         # not the workload's main container (webhook.core.rules.sidecars.is_sidecar)
         "sidecar": "true" if group == "initContainers" else
                    f"i > 0 || c.?name.orValue('') in [{', '.join(cel_string(n) for n in MESH_PROXIES)}]",
         "frac": f"c.?name.orValue('') in {setting(FRACTIONAL)}",
-        "lim": "c.?resources.?limits.orValue({})", "req": "c.?resources.?requests.orValue({})"}) + ")")
+        "lim": "c.?resources.?limits.orValue({})", "req": "c.?resources.?requests.orValue({})",
+        "qos": "p.qos", "empty": "p.empty", "level": "p.level"}) + ")")
 
 
 BLOCK_VARIABLES: list[tuple[str, str]] = [
-    ("blocks", f"{_record('containers')} + {_record('initContainers')}"),
-    ("pod", cel_map({"label": "'pod (' + variables.path + '.resources)'", "name": "''", "group": "''",
-                     "pod": "true", "sidecar": "false", "frac": "false",
-                     "lim": "variables.spec.?resources.?limits.orValue({})",
-                     "req": "variables.spec.?resources.?requests.orValue({})"})),
-    # ComputePodQOS: once spec.resources is there at all (even {}), the pod-level block alone decides the class.
-    ("podQos", "has(variables.spec.resources)"),
-    # Nothing at all in it (``resources: {}``): the mutation removes such a block, as the engine's does.
-    ("podEmpty", "size(variables.pod.lim) == 0 && size(variables.pod.req) == 0"),
-    # isPodLevelResourcesSet restricted to cpu/memory: what makes kubelet's CPU and Memory Managers skip the Pod.
-    ("podLevel", "['cpu', 'memory'].exists(r, r in variables.pod.lim || r in variables.pod.req)"),
+    ("pods", "variables.templates.map(t, " + cel_map({
+        "label": "t.prefix + 'pod (' + t.path + '.resources)'", "name": "''", "group": "''", "pod": "true",
+        "sidecar": "false", "frac": "false", "lim": "t.spec.?resources.?limits.orValue({})",
+        "req": "t.spec.?resources.?requests.orValue({})", "path": "t.path", "prefix": "t.prefix", "spec": "t.spec",
+        **_pod_fields("t")}) + ")"),
+    ("blocks", f"variables.pods.map(p, {_record('containers')} + {_record('initContainers')}).flatten()"),
+    ("podQos", "variables.pods.exists(p, p.qos)"),
+    ("podEmpty", "variables.pods.exists(p, p.qos && p.empty)"),
 ]
 
 _F0 = {k: f"f.{k}" for k in ("b", "r", "l", "q", "lpos", "qpos")}
@@ -96,9 +109,10 @@ def fact_variables(units: str) -> list[tuple[str, str]]:
     ]
 
 
-def pod_judged(mutated: bool) -> str:
-    """The pod-level block decides the QoS class (after the mutation, which removes an empty one)."""
-    return "(variables.podQos && !variables.podEmpty)" if mutated else "variables.podQos"
+def pod_judged(mutated: bool, b: str = "f.b") -> str:
+    """The pod-level block of ``b``'s template decides the QoS class (after the mutation, which removes an
+    empty one)."""
+    return f"({b}.qos && !{b}.empty)" if mutated else f"{b}.qos"
 
 
 def qos_judged(mutated: bool) -> str:
@@ -116,6 +130,11 @@ def cpu_sizing(mutated: bool) -> tuple[str, str]:
 def each_fact(rule_id: str, condition: str, message: str) -> str:
     """One ``'rule-id: message'`` per fact (block and resource) meeting ``condition``."""
     return f"variables.facts.flatten().filter(f, {condition}).map(f, '{rule_id}: ' + {message})"
+
+
+def each_pod(rule_id: str, condition: str, message: str) -> str:
+    """One ``'rule-id: message'`` per template whose pod-level block ``p`` meets ``condition``."""
+    return f"variables.pods.filter(p, {condition}).map(p, '{rule_id}: ' + {message})"
 
 
 def when(rule_id: str, condition: str, message: str) -> str:

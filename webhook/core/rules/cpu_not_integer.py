@@ -58,7 +58,7 @@ def to_cel(mutated: bool) -> str:
     amount, kind = cel.cpu_sizing(mutated)
     choice = whole_cpu_choices_cel(amount)
     return cel.each_fact(
-        RULE_ID, f"f.r == 'cpu' && !f.b.frac && (!f.b.pod || variables.podQos) && {amount} != '' && "
+        RULE_ID, f"f.r == 'cpu' && !f.b.frac && (!f.b.pod || f.b.qos) && {amount} != '' && "
                  f"!quantity({amount}).isInteger()",
         FRACTIONAL.cel(label="f.b.label", scope=f"f.b.pod ? '{POD_LEVEL}' : ''", kind=kind, amount=amount,
                        choice=choice, share=share_hint_cel("f.b"), mesh=mesh_hint_cel("f.b.name", "'cpu'")))

@@ -63,9 +63,10 @@ def to_cel(mutated: bool) -> str:
     """Only with ``policy.dra: deny`` (an admission policy has no advisory channel: its findings are refusals or,
     in a warn binding, warnings for every rule alike), for ``spec.resourceClaims``; Guaranteed and a whole cpu
     as the static CPU Manager reads them (no pod-level block: the managers skip such Pods)."""
-    names = ("variables.spec.?resourceClaims.orValue([]).filter(c, c.?name.orValue('') != '')"
+    # per template ``p`` (``variables.pods``): its claims, and the facts of its containers (``b.path``)
+    names = ("p.spec.?resourceClaims.orValue([]).filter(c, c.?name.orValue('') != '')"
              ".map(c, c.name)")
-    blocks = "variables.facts.filter(fs, !fs[0].b.pod)"
+    blocks = "variables.facts.filter(fs, !fs[0].b.pod && fs[0].b.path == p.path)"
     if mutated:  # the mutation sets each request to its limit (``f.eff``: the limit it leaves)
         guaranteed = f"{blocks}.all(fs, fs.all(f, f.eff != ''))"
         whole = f"{blocks}.exists(fs, fs[0].eff != '' && quantity(fs[0].eff).isInteger())"
@@ -73,11 +74,11 @@ def to_cel(mutated: bool) -> str:
         guaranteed = (f"{blocks}.all(fs, fs.all(f, f.lpos && (f.q == '' || "
                       "quantity(f.q).compareTo(quantity(f.l)) == 0)))")
         whole = f"{blocks}.exists(fs, fs[0].lpos && quantity(fs[0].l).isInteger())"
-    condition = (f"{cel.setting(DRA)} == '{DENY}' && size({names}) > 0 && !variables.podQos && "
+    condition = (f"{cel.setting(DRA)} == '{DENY}' && size({names}) > 0 && !p.qos && "
                  f"{guaranteed} && {whole}")
-    return cel.when(RULE_ID, condition, UNALIGNED.cel(
-        label="'pod (' + variables.path + ')'",
-        how=CLAIMS.cel(path="variables.path", names=f"{names}.join(', ')")))
+    return cel.each_pod(RULE_ID, condition, UNALIGNED.cel(
+        label="p.prefix + 'pod (' + p.path + ')'",
+        how=CLAIMS.cel(path="p.path", names=f"{names}.join(', ')")))
 
 
 RULE = Rule(

@@ -60,7 +60,7 @@ def check(pod: PodSpec, policy: Policy, facts: Facts) -> list[Violation]:
 
 def to_cel(mutated: bool) -> str:
     # A pod-level block without cpu and memory is reported once, as a whole.
-    empty = f"{cel.pod_judged(mutated)} && !variables.podLevel"
+    empty = f"{cel.pod_judged(mutated, 'p')} && !p.level"
     limited = "(f.eff != '')" if mutated else "f.lpos"
     what = f"f.l != '' ? {ZERO.cel(resource='f.r')} : {NONE.cel(resource='f.r')}"
     whole = "f.r != 'cpu' || f.b.frac || quantity(f.q).isInteger()"
@@ -68,8 +68,8 @@ def to_cel(mutated: bool) -> str:
     from_request = (f"({whole}) ? {FROM_REQUEST.cel(resource='f.r', request='f.q')} : "
                     f"{WHOLE_CPU.cel(request='f.q', choice=choice)}")
     fix = f"f.qpos ? ({from_request}) : {DEFAULTS.cel(resource='f.r')}"
-    return (f"({cel.when(RULE_ID, empty, EMPTY_POD_BLOCK.cel(label='variables.pod.label'))}) + "
-            + cel.each_fact(RULE_ID, f"{cel.qos_judged(mutated)} && !{limited} && !(f.b.pod && !variables.podLevel)",
+    return (f"({cel.each_pod(RULE_ID, empty, EMPTY_POD_BLOCK.cel(label='p.label'))}) + "
+            + cel.each_fact(RULE_ID, f"{cel.qos_judged(mutated)} && !{limited} && !(f.b.pod && !f.b.level)",
                             MISSING.cel(label="f.b.label", what=what, fix=fix,
                                         mesh=mesh_hint_cel("f.b.name", "f.r"))))
 

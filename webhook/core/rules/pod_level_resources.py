@@ -25,8 +25,8 @@ def check(pod: PodSpec, policy: Policy, facts: Facts) -> list[Violation]:
 
 
 def to_cel(mutated: bool) -> str:
-    return cel.when(RULE_ID, f"variables.podLevel && {cel.setting(POD_LEVEL)} != '{ALLOW}'",
-                    SKIPPED.cel(label="variables.pod.label"))
+    return cel.each_pod(RULE_ID, f"p.level && {cel.setting(POD_LEVEL)} != '{ALLOW}'",
+                        SKIPPED.cel(label="p.label"))
 
 
 RULE = Rule(

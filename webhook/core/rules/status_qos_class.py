@@ -31,8 +31,8 @@ def to_cel(mutated: bool) -> str:
     guaranteed = " + ".join(f"size(variables.{cel.variable(r.RULE_ID)})"
                             for r in (limits_missing, requests_not_equal_limits)) + " == 0"
     declared = "object.?status.?qosClass.orValue('" + GUARANTEED + "')"
-    return cel.when(RULE_ID, f"request.kind.kind == '{POD}' && request.operation == 'CREATE' && "
-                             f"{declared} != '{GUARANTEED}' && {guaranteed}",
+    return cel.when(RULE_ID, f"request.kind.group == '' && request.kind.kind == '{POD}' && "
+                             f"request.operation == 'CREATE' && {declared} != '{GUARANTEED}' && {guaranteed}",
                     KEPT.cel(declared="object.status.qosClass"))
 
 

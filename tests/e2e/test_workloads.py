@@ -1,0 +1,275 @@
+"""The custom resources inference runs as, on a real kube-apiserver with their projects' own CRDs
+(tests/fixtures/crds, pinned): ``kubectl apply`` of a LeaderWorkerSet, a JobSet or a RayCluster with a fractional
+CPU in one replica group is refused, by the webhook and by the generated admission policies, with that group
+named; a compliant one is admitted. Without the CRDs, the webhook rules and policies for them break nothing:
+the API server ignores rules for resources it does not serve, ``audit`` does not list them."""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests import waiting
+from tests.binaries import binary
+from tests.e2e.conftest import CHART, Cluster, Webhook, compliant_pod, control_plane, violating_pod
+from tests.serving import start_server
+from webhook.core.config import Config, parse_config
+from webhook.core.engine import Mode, evaluate
+
+ROOT = Path(__file__).resolve().parents[2]
+CRDS = ROOT / "tests" / "fixtures" / "crds"
+FIXTURES = ROOT / "tests" / "fixtures" / "workloads"
+KINDS = {"LeaderWorkerSet": "leaderworkersets.leaderworkerset.x-k8s.io", "JobSet": "jobsets.jobset.x-k8s.io",
+         "RayCluster": "rayclusters.ray.io"}
+
+
+def _fixture(path: Path) -> dict[str, Any]:
+    obj: dict[str, Any] = yaml.safe_load(path.read_text())
+    obj["metadata"].pop("namespace", None)
+    return obj
+
+
+def _cases(outcome: str) -> list[Any]:
+    return [pytest.param(path, id=f"{kind}/{path.stem}") for kind in KINDS
+            for path in sorted((FIXTURES / kind / outcome).glob("*.yaml"))]
+
+
+def _broken(path: Path) -> str:
+    return next(line.split(": ", 1)[1] for line in path.read_text().splitlines() if line.startswith("# broken: "))
+
+
+def install_crds(cluster: Cluster) -> None:
+    # server-side: a CRD this size is over the client-side last-applied annotation's 256 KiB
+    cluster.kubectl("apply", "--server-side", "-f", str(CRDS), check=True)
+    for crd in KINDS.values():
+        cluster.kubectl("wait", "--for", "condition=Established", f"crd/{crd}", "--timeout=60s", check=True)
+
+
+def remove_crds(cluster: Cluster) -> None:
+    for crd in KINDS.values():
+        cluster.kubectl("delete", "crd", crd, "--ignore-not-found", "--wait=true")
+
+
+def _apply(cluster: Cluster, ns: str, obj: dict[str, Any], dry: bool = True) -> subprocess.CompletedProcess[str]:
+    args = ["apply", "-n", ns, "-f", "-"] + (["--dry-run=server"] if dry else [])
+    return cluster.kubectl(*args, stdin=obj)
+
+
+# ------------------------------------------------------------------------------------------------ webhook
+
+@pytest.fixture(scope="module")
+def served(cluster: Cluster, webhook: Webhook) -> Iterator[str]:
+    """The chart's webhook configurations (registered by the ``webhook`` fixture) before and after the CRDs are
+    installed; yields an enforce namespace. The CRDs are removed afterwards."""
+    ns = cluster.namespace("e2e-workloads", "enforce")
+    yield ns
+    remove_crds(cluster)
+
+
+def test_1_without_the_crds_nothing_breaks(cluster: Cluster, served: str, tmp_path: Path) -> None:
+    """The webhook's rules name resources the API server does not serve: it ignores them; Pods are judged as
+    ever, and ``audit`` neither lists nor complains about the kinds it cannot find."""
+    remove_crds(cluster)
+    rules = [r for hook in cluster.get("validatingwebhookconfiguration", "qos-guard")["webhooks"]
+             for r in hook["rules"]]
+    assert any("jobsets" in r["resources"] and r["apiGroups"] == ["jobset.x-k8s.io"] for r in rules)
+    assert cluster.kubectl("get", "jobsets", "-A").returncode != 0  # not served
+    assert _apply(cluster, served, compliant_pod("plain")).returncode == 0
+    refused = _apply(cluster, served, violating_pod("frac"))
+    assert refused.returncode != 0 and "cpu-not-integer" in refused.stderr
+    audit = cluster.qos_guard("audit", "-n", served, "--kubeconfig", str(cluster.kubeconfig), "--format", "json")
+    assert audit.returncode == 0, audit.stdout + audit.stderr
+    assert json.loads(audit.stdout)["errors"] == []
+
+
+@pytest.mark.parametrize("path", _cases("fail"))
+def test_2_a_broken_replica_group_is_refused_by_name(cluster: Cluster, served: str, path: Path) -> None:
+    install_crds(cluster)
+    broken = _broken(path)
+    obj = _fixture(path)
+    stored = cluster.kubectl("create", "--dry-run=server", "-o", "json", "-n", "default", "-f", "-", stdin=obj)
+    assert stored.returncode == 0, stored.stderr  # valid for the CRD's schema (default is not opted in)
+    expected = [f"{v.rule}: {v.message}" for _, v in
+                evaluate(json.loads(stored.stdout), Config(), Mode.ENFORCE).violations]
+    assert expected and all(line.startswith(f"cpu-not-integer: {broken}: ") for line in expected), expected
+    refused = _apply(cluster, served, obj, dry=False)
+    assert refused.returncode != 0, refused.stdout
+    assert "admission webhook \"validate.qos-guard.io\" denied the request" in refused.stderr, refused.stderr
+    for line in expected:
+        assert line in refused.stderr, f"engine: {line}\nAPI server: {refused.stderr}"
+
+
+@pytest.mark.parametrize("path", _cases("pass"))
+def test_3_a_compliant_one_is_admitted(cluster: Cluster, served: str, path: Path) -> None:
+    install_crds(cluster)
+    obj = _fixture(path)
+    created = _apply(cluster, served, obj, dry=False)
+    assert created.returncode == 0, created.stderr
+    cluster.kubectl("delete", "-n", served, "-f", "-", stdin=obj)
+
+
+def test_4_audit_lists_custom_resources_once_served(cluster: Cluster, served: str) -> None:
+    install_crds(cluster)
+    obj = copy.deepcopy(_fixture(FIXTURES / "JobSet" / "pass" / "compliant.yaml"))
+    plain = cluster.namespace("e2e-workloads-plain")  # not opted in: stored as it is
+    obj["spec"]["replicatedJobs"][1]["template"]["spec"]["template"]["spec"]["containers"][0]["resources"] = {
+        "limits": {"cpu": "1500m", "memory": "8Gi"}}
+    assert _apply(cluster, plain, obj, dry=False).returncode == 0
+    audit = cluster.qos_guard("audit", "-n", plain, "--kubeconfig", str(cluster.kubeconfig), "--format", "json")
+    assert audit.returncode == 1, audit.stdout + audit.stderr
+    (found,) = json.loads(audit.stdout)["violations"]
+    assert found["kind"] == "JobSet" and "spec.replicatedJobs[1] (workers)" in found["message"]
+
+
+# ------------------------------------------------------------------------------------- a declared kind
+
+DECLARED = {"group": "inference.example.com", "version": "v1", "kind": "ModelServer", "plural": "modelservers",
+            "templates": ["spec.shards[*].template.spec"]}
+MODEL_CRD = {
+    "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+    "metadata": {"name": "modelservers.inference.example.com"},
+    "spec": {"group": "inference.example.com", "scope": "Namespaced",
+             "names": {"plural": "modelservers", "singular": "modelserver", "kind": "ModelServer"},
+             "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
+                 "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]}}
+
+
+def _model(cpu: str) -> dict[str, Any]:
+    shard = {"containers": [{"name": "vllm", "image": "registry.invalid/vllm:1",
+                             "resources": {"limits": {"cpu": cpu, "memory": "8Gi"}}}]}
+    return {"apiVersion": "inference.example.com/v1", "kind": "ModelServer", "metadata": {"name": "llama"},
+            "spec": {"shards": [{"name": "s0", "template": {"spec": {"containers": [
+                {"name": "vllm", "image": "registry.invalid/vllm:1",
+                 "resources": {"limits": {"cpu": "2", "memory": "8Gi"}}}]}}},
+                {"name": "s1", "template": {"spec": shard}}]}}
+
+
+def test_a_declared_kind_from_values_is_judged(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The chart's webhook rules for ``config.workloads`` (helm template of the same values the webhook mounts)
+    on a fresh API server, a webhook serving that configuration: the declared kind is refused with its shard
+    named, and admitted when whole; before its CRD exists the rules cost nothing."""
+    folder = tmp_path_factory.mktemp("declared")
+    values = folder / "values.yaml"
+    values.write_text(yaml.safe_dump({"config": {"workloads": [DECLARED]}}))
+    config_file = folder / "config.yaml"
+    config_file.write_text(yaml.safe_dump({"workloads": [DECLARED]}))
+    parse_config({"workloads": [DECLARED]})
+    with control_plane(folder / "cp") as cluster:
+        cluster.namespace("qos-guard")
+        ns = cluster.namespace("models", "enforce")
+        certs = ["certs", "--service", "qos-guard", "--namespace", "qos-guard", "--extra-san", "127.0.0.1",
+                 "--output-dir", str(folder / "pki"), "--days", "1"]
+        assert cluster.qos_guard(*certs).returncode == 0
+        server = start_server(folder / "serve", "--config", str(config_file), cert_dir=folder / "pki")
+        try:
+            url = f"https://127.0.0.1:{server.port}"
+            proc = subprocess.run([binary("helm"), "template", "qos-guard", str(CHART), "--namespace", "qos-guard",
+                                   "-f", str(values), "--set", f"webhook.url={url}", "--show-only",
+                                   "templates/webhooks.yaml"], capture_output=True, text=True, timeout=60)
+            assert proc.returncode == 0, proc.stderr
+            hooks = [d for d in yaml.safe_load_all(proc.stdout) if d and d["kind"].endswith("Configuration")]
+            cluster.kubectl("apply", "-f", "-", stdin=hooks, check=True)
+            # the same CA (--renew: certs keeps an existing CA), patched into the applied webhooks' caBundle
+            patched = cluster.qos_guard(*certs, "--renew", "--patch-webhooks", "qos-guard", "--kubeconfig",
+                                        str(cluster.kubeconfig))
+            assert patched.returncode == 0, patched.stderr
+            waiting.eventually("the webhook", lambda: _apply(cluster, ns, violating_pod("p")).returncode != 0, 30,
+                               every=0.5)
+            assert _apply(cluster, ns, compliant_pod("p")).returncode == 0  # no CRD yet: nothing breaks
+            cluster.kubectl("apply", "-f", "-", stdin=MODEL_CRD, check=True)
+            cluster.kubectl("wait", "--for", "condition=Established", "crd/modelservers.inference.example.com",
+                            "--timeout=60s", check=True)
+            refused: list[str] = []
+
+            def judged() -> bool:
+                out = _apply(cluster, ns, _model("1500m"))
+                refused[:] = [out.stderr]
+                return out.returncode != 0
+
+            waiting.eventually("the declared kind judged", judged, 30, every=0.5)
+            assert 'cpu-not-integer: spec.shards[1] (s1): container "vllm"' in refused[0], refused[0]
+            assert _apply(cluster, ns, _model("4"), dry=False).returncode == 0
+        finally:
+            server.stop()
+
+
+# ------------------------------------------------------------------------------------ generated policies
+
+@pytest.fixture(scope="module")
+def policy_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """A control plane with only the generated admission policies (``qos-guard policy``) and the CRDs."""
+    with control_plane(tmp_path_factory.mktemp("workload-policies")) as c:
+        c.namespace("qos-guard")
+        ns = c.namespace("wl-enforce", "enforce")
+        out = c.qos_guard("policy")
+        assert out.returncode == 0, out.stderr
+        applied = c.kubectl("apply", "-f", "-", stdin=out.stdout)
+        assert applied.returncode == 0, applied.stderr
+        waiting.eventually("the enforce policy", lambda: _apply(c, ns, violating_pod("probe")).returncode != 0,
+                           60, every=0.3)
+        install_crds(c)
+        yield c
+
+
+@pytest.mark.parametrize("path", _cases("fail"))
+def test_the_generated_cel_refuses_the_broken_group_by_name(policy_cluster: Cluster, path: Path) -> None:
+    broken = _broken(path)
+    obj = _fixture(path)
+    stored = policy_cluster.kubectl("create", "--dry-run=server", "-o", "json", "-n", "default", "-f", "-",
+                                    stdin=obj)
+    assert stored.returncode == 0, stored.stderr
+    expected = [f"{v.rule}: {v.message}" for _, v in
+                evaluate(json.loads(stored.stdout), Config(), Mode.ENFORCE).violations]
+    refused: list[str] = []
+
+    def judged() -> bool:
+        out = _apply(policy_cluster, "wl-enforce", obj)
+        refused[:] = [out.stderr]
+        return out.returncode != 0
+
+    waiting.eventually(f"{path.name} refused", judged, 60, every=0.5)
+    assert "ValidatingAdmissionPolicy 'qos-guard-enforce'" in refused[0], refused[0]
+    assert expected and all(line.startswith(f"cpu-not-integer: {broken}: ") for line in expected)
+    for line in expected:
+        assert line in refused[0], f"engine: {line}\nAPI server: {refused[0]}"
+
+
+@pytest.mark.parametrize("path", _cases("pass"))
+def test_the_generated_cel_admits_a_compliant_one(policy_cluster: Cluster, path: Path) -> None:
+    out = _apply(policy_cluster, "wl-enforce", _fixture(path))
+    assert out.returncode == 0, out.stderr
+
+
+def test_z_a_declared_kind_through_the_generated_cel(policy_cluster: Cluster) -> None:
+    """``qos-guard policy --config`` with a declared kind: its resource in the policies' match, CEL over its
+    list of templates; refused with the shard named, admitted when whole."""
+    config_file = policy_cluster.folder / "declared.yaml"
+    config_file.write_text(yaml.safe_dump({"workloads": [DECLARED]}))
+    out = policy_cluster.qos_guard("policy", "--config", str(config_file))
+    assert out.returncode == 0, out.stderr
+    assert policy_cluster.kubectl("apply", "-f", "-", stdin=out.stdout).returncode == 0
+    policy_cluster.kubectl("apply", "-f", "-", stdin=MODEL_CRD, check=True)
+    policy_cluster.kubectl("wait", "--for", "condition=Established", "crd/modelservers.inference.example.com",
+                           "--timeout=60s", check=True)
+    stored = policy_cluster.kubectl("create", "--dry-run=server", "-o", "json", "-n", "default", "-f", "-",
+                                    stdin=_model("1500m"))
+    assert stored.returncode == 0, stored.stderr
+    (found,) = evaluate(json.loads(stored.stdout), parse_config({"workloads": [DECLARED]}), Mode.ENFORCE).violations
+    refused: list[str] = []
+
+    def judged() -> bool:
+        proc = _apply(policy_cluster, "wl-enforce", _model("1500m"))
+        refused[:] = [proc.stderr]
+        return proc.returncode != 0
+
+    waiting.eventually("the declared kind refused", judged, 60, every=0.5)
+    assert f"{found[1].rule}: {found[1].message}" in refused[0], refused[0]
+    assert "spec.shards[1] (s1)" in refused[0]
+    assert _apply(policy_cluster, "wl-enforce", _model("4")).returncode == 0
