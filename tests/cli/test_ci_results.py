@@ -298,8 +298,8 @@ def test_summaries_count_in_the_singular_and_say_the_exempt(qos_guard: Run, tmp_
     assert out.stderr.strip() == "qos-guard: 1 object checked, 1 violation, 1 error (enforce mode)"
     (tmp_path / "bad.yaml").unlink()
     (tmp_path / "kata.yaml").write_text(
-        "apiVersion: v1\nkind: Pod\nmetadata: {name: kata}\nspec:\n  runtimeClassName: kata\n  containers:\n  - name: a\n"
-        "    image: i\n    resources: {requests: {cpu: 50m}}\n")
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: kata}\nspec:\n  runtimeClassName: kata\n"
+        "  containers:\n  - name: a\n    image: i\n    resources: {requests: {cpu: 50m}}\n")
     (tmp_path / "config.yaml").write_text("exemptions:\n  runtimeClassNames: [kata]\n")
     config = str(tmp_path / "config.yaml")
     out = qos_guard("check", str(tmp_path / "one.yaml"), str(tmp_path / "kata.yaml"), "--config", config)
