@@ -21,7 +21,12 @@ CORPUS = ROOT / "tests" / "corpus"
 DEFAULT = parse_config(None)
 
 # AdmissionReview request.kind / resource for each judged kind.
-_RESOURCES = {k.kind: (k.group, k.plural) for k in KINDS.values()}
+_RESOURCES = {(k.group, k.kind): k.plural for k in KINDS.values()}  # by group: apps.kruise.io DaemonSet is not one
+
+
+def _group(obj: dict[str, Any]) -> str:
+    api = str(obj.get("apiVersion") or "v1")
+    return api.rsplit("/", 1)[0] if "/" in api else ""
 
 
 def corpus_objects() -> list[dict[str, Any]]:
@@ -31,17 +36,19 @@ def corpus_objects() -> list[dict[str, Any]]:
         if not isinstance(path, str):
             continue
         for doc in read_documents(path):
-            if isinstance(doc, Document) and isinstance(doc.obj, dict) and doc.obj.get("kind") in _RESOURCES:
+            obj = doc.obj if isinstance(doc, Document) else None
+            if isinstance(obj, dict) and (_group(obj), obj.get("kind")) in _RESOURCES:
                 try:
-                    evaluate(doc.obj, DEFAULT, Mode.ENFORCE)
+                    evaluate(obj, DEFAULT, Mode.ENFORCE)
                 except ManifestError:
                     continue  # the API server would not have decoded it, so it never reaches a webhook
-                found.append(doc.obj)
+                found.append(obj)
     return found
 
 
 def admission_review(obj: dict[str, Any], namespace: str = "bench") -> bytes:
-    group, resource = _RESOURCES[obj["kind"]]
+    group = _group(obj)
+    resource = _RESOURCES[(group, obj["kind"])]
     version = obj.get("apiVersion", "v1").rsplit("/", 1)[-1]
     review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
         "uid": str(uuid.uuid4()), "kind": {"group": group, "version": version, "kind": obj["kind"]},
