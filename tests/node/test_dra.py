@@ -7,8 +7,9 @@ The two fake NUMA nodes of tests/node/numa.py (CPU 0 on NUMA 0, CPU 1 on NUMA 1;
 the only exclusive one), the kubelet restarted on them with ``single-numa-node``, and hack/dradriver
 (tests/node/dra.py) publishing one GPU with the attributes of each case: on NUMA 0 (beside the device plugin
 GPU on NUMA 0, refused): NUMAMisaligned, verify exits 1; moved to NUMA 1 (the driver restarted with the new
-attributes): aligned, verify exits 0; asked as ``example.com/dra-gpu: 1`` through a DeviceClass's
-``extendedResourceName`` (the scheduler's own claim, ``status.extendedResourceClaimStatus``): NUMAMisaligned;
+attributes): CPUs and GPU aligned on NUMA 1, the memory remote (the kernel's one real node 0), verify exits 1;
+asked as ``example.com/dra-gpu: 1`` through a DeviceClass's ``extendedResourceName`` (the scheduler's own
+claim, ``status.extendedResourceClaimStatus``): NUMAMisaligned;
 without any locality attribute: unknown (NUMAUnknown, metric -1); with only ``pciBusID``: its NUMA node read
 from the (fake) sysfs. What was seen (phases, cpusets, device NUMA nodes, verdicts) is printed in the summary."""
 
@@ -168,35 +169,38 @@ def test_1_dra_gpu_on_numa0_runs_beside_cpu_on_numa1(node: Node, ns: str, two_nu
         devices = slice_devices(c)
         assert devices["gpu-0"][NUMA_ATTR] == {"int": 0}
         obj, cpus = run_claim_pod(node, ns, "article", claim_pod("article"))
-        claim = obj["status"]["resourceClaimStatuses"][0]["resourceClaimName"]
-        assert allocated_devices(c, ns, claim) == [f"{NODE_NAME}/gpu-0"]
-        assert f"prepare claim {ns}/{claim}" in log.read_text()  # kubelet asked the driver: NodePrepareResources
-        assert cpus == {1}, cpus  # NUMA 1, beside a GPU on NUMA 0: kubelet aligned nothing
-        # kubelet knows the device is the container's, from the driver, with no NUMA node to align it by.
-        seen = pod_resources(node, ns, "article")
-        assert seen == {"cpus": [1], "devices": [], "dra": [(f"{ns}/{claim}", DRIVER, NODE_NAME, "gpu-0", [])]}
-        report(f"dra 1: single-numa-node, free CPU 1 on NUMA 1, {GPU} gpu-0 on NUMA 0 from the device plugin: "
-               f"phase {refused['phase']} {refused['reason']}: {refused.get('message', '')}")
-        report(f"dra 1: the same Pod, its GPU {DRIVER} {NODE_NAME}/gpu-0 ({NUMA_ATTR}=0) through claim {claim}: "
-               f"phase {obj['status']['phase']}, cgroup cpuset.cpus {sorted(cpus)} (NUMA 1): kubelet ran it misaligned")
-        report(f"dra 1: kubelet's PodResources for {ns}/article/app: cpu_ids {seen['cpus']}, devices "
-               f"{seen['devices']}, dynamic_resources {seen['dra']} (claim, driver, pool, device, CDI devices)")
-        # What qos-guard says of it: misaligned, the DRA device named with its NUMA node and why.
-        ref = f"{DRIVER}/{NODE_NAME}/gpu-0"
-        p, text = judged(node, two_numa, ns, "article", 0, "dra 1")
-        assert p["aligned"] is False and p["state"] == "misaligned" and p["cpuNUMANodes"] == [1], p
-        assert p["numaNodes"] == [0, 1] and p["exclusiveCPUs"] == [1] and p["devices"] == []
-        [d] = p["draDevices"]
-        assert (d["driver"], d["pool"], d["device"], d["claim"]) == (
-            DRIVER, NODE_NAME, "gpu-0", {"namespace": ns, "name": claim})
-        assert d["numaNodes"] == [0] and d["numaSource"] == NUMA_ATTR and d["unknown"] is None
-        assert text.returncode == 1 and "MISALIGNED" in text.stdout and DRA_REASON in text.stdout
-        event = wait_event(c, ns, "article", "NUMAMisaligned")
-        message = event["message"]
-        assert f"DRA device {ref} (claim {ns}/{claim}) on NUMA 0" in message and DRA_REASON in message
-        assert "CPUs 1 on NUMA 1" in message and event["type"] == "Warning"
-        report(f"dra 1: Event NUMAMisaligned on {ns}/article: {message}")
-        gone(node, ns, obj)
+        try:
+            claim = obj["status"]["resourceClaimStatuses"][0]["resourceClaimName"]
+            assert allocated_devices(c, ns, claim) == [f"{NODE_NAME}/gpu-0"]
+            assert f"prepare claim {ns}/{claim}" in log.read_text()  # kubelet asked the driver: NodePrepareResources
+            assert cpus == {1}, cpus  # NUMA 1, beside a GPU on NUMA 0: kubelet aligned nothing
+            # kubelet knows the device is the container's, from the driver, with no NUMA node to align it by.
+            seen = pod_resources(node, ns, "article")
+            assert seen == {"cpus": [1], "devices": [], "dra": [(f"{ns}/{claim}", DRIVER, NODE_NAME, "gpu-0", [])]}
+            report(f"dra 1: single-numa-node, free CPU 1 on NUMA 1, {GPU} gpu-0 on NUMA 0 from the device plugin: "
+                   f"phase {refused['phase']} {refused['reason']}: {refused.get('message', '')}")
+            report(f"dra 1: the same Pod, its GPU {DRIVER} {NODE_NAME}/gpu-0 ({NUMA_ATTR}=0) through claim {claim}: "
+                   f"phase {obj['status']['phase']}, cgroup cpuset.cpus {sorted(cpus)} (NUMA 1): "
+                   "kubelet ran it misaligned")
+            report(f"dra 1: kubelet's PodResources for {ns}/article/app: cpu_ids {seen['cpus']}, devices "
+                   f"{seen['devices']}, dynamic_resources {seen['dra']} (claim, driver, pool, device, CDI devices)")
+            # What qos-guard says of it: misaligned, the DRA device named with its NUMA node and why.
+            ref = f"{DRIVER}/{NODE_NAME}/gpu-0"
+            p, text = judged(node, two_numa, ns, "article", 0, "dra 1")
+            assert p["aligned"] is False and p["state"] == "misaligned" and p["cpuNUMANodes"] == [1], p
+            assert p["numaNodes"] == [0, 1] and p["exclusiveCPUs"] == [1] and p["devices"] == []
+            [d] = p["draDevices"]
+            assert (d["driver"], d["pool"], d["device"], d["claim"]) == (
+                DRIVER, NODE_NAME, "gpu-0", {"namespace": ns, "name": claim})
+            assert d["numaNodes"] == [0] and d["numaSource"] == NUMA_ATTR and d["unknown"] is None
+            assert text.returncode == 1 and "MISALIGNED" in text.stdout and DRA_REASON in text.stdout
+            event = wait_event(c, ns, "article", "NUMAMisaligned")
+            message = event["message"]
+            assert f"DRA device {ref} (claim {ns}/{claim}) on NUMA 0" in message and DRA_REASON in message
+            assert "CPUs 1 on NUMA 1" in message and event["type"] == "Warning"
+            report(f"dra 1: Event NUMAMisaligned on {ns}/article: {message}")
+        finally:  # a failed check must not leave CPU 1 taken for the next case
+            gone(node, ns, obj)
 
 
 def test_2_gpu_moved_to_numa1_runs_aligned(node: Node, ns: str, two_numa: Path) -> None:
@@ -211,16 +215,23 @@ def test_2_gpu_moved_to_numa1_runs_aligned(node: Node, ns: str, two_numa: Path) 
         assert slice_devices(c)["gpu-0"][NUMA_ATTR] == {"int": 1}
         assert after == before, (before, after)  # updated in place, as a real driver's after a restart
         obj, cpus = run_claim_pod(node, ns, "moved", claim_pod("moved"))
-        claim = obj["status"]["resourceClaimStatuses"][0]["resourceClaimName"]
-        assert allocated_devices(c, ns, claim) == [f"{NODE_NAME}/gpu-0"] and cpus == {1}
-        report(f"dra 2: driver restarted with gpu-0 on NUMA 1 (slice {sorted(before)} -> {sorted(after)}): "
-               f"phase {obj['status']['phase']}, cgroup cpuset.cpus {sorted(cpus)} (NUMA 1) beside gpu-0 on NUMA 1")
-        p, text = judged(node, two_numa, ns, "moved", 1, "dra 2")
-        assert p["aligned"] is True and p["state"] == "aligned" and p["numaNodes"] == [1], p
-        assert [d["numaNodes"] for d in p["draDevices"]] == [[1]] and not p["problems"]
-        assert text.returncode == 0, text.stdout + text.stderr
-        assert not events(c, ns, "moved", "NUMAMisaligned") and not events(c, ns, "moved", "NUMAUnknown")
-        gone(node, ns, obj)
+        try:
+            claim = obj["status"]["resourceClaimStatuses"][0]["resourceClaimName"]
+            assert allocated_devices(c, ns, claim) == [f"{NODE_NAME}/gpu-0"] and cpus == {1}
+            report(f"dra 2: driver restarted with gpu-0 on NUMA 1 (slice {sorted(before)} -> {sorted(after)}): "
+                   f"phase {obj['status']['phase']}, cgroup cpuset.cpus {sorted(cpus)} (NUMA 1) beside gpu-0 on NUMA 1")
+            p, text = judged(node, two_numa, ns, "moved", 1, "dra 2")
+            # CPUs and GPU share NUMA 1. The memory cannot: Memory Manager None here, and the kernel has one real
+            # node, so every page is on node 0. The answer says so (remote memory, verify exits 1), never "aligned".
+            assert p["aligned"] is True and p["cpuNUMANodes"] == [1], p
+            assert p["state"] in ("memory-not-pinned", "remote-memory"), p
+            assert [d["numaNodes"] for d in p["draDevices"]] == [[1]]
+            assert {x["reason"] for x in p["problems"]} == {"NUMARemoteMemory"}, p["problems"]
+            assert text.returncode == 1 and "REMOTE MEMORY" in text.stdout, text.stdout + text.stderr
+            assert "NUMA 1" in text.stdout and "MISALIGNED" not in text.stdout and "NUMA UNKNOWN" not in text.stdout
+            assert not events(c, ns, "moved", "NUMAMisaligned") and not events(c, ns, "moved", "NUMAUnknown")
+        finally:  # a failed check must not leave CPU 1 taken for the next case
+            gone(node, ns, obj)
 
 
 def test_3_extended_resource_through_a_device_class(node: Node, ns: str, two_numa: Path) -> None:
@@ -229,26 +240,28 @@ def test_3_extended_resource_through_a_device_class(node: Node, ns: str, two_num
     try:
         with dra_driver(node, [GPU_NUMA0]):
             obj, cpus = run_claim_pod(node, ns, "article-extended", extended_pod("article-extended"))
-            status = obj["status"]["extendedResourceClaimStatus"]
-            claim = status["resourceClaimName"]
-            mapping = status["requestMappings"]
-            assert [(m["containerName"], m["resourceName"]) for m in mapping] == [("app", EXTENDED)], status
-            assert allocated_devices(c, ns, claim) == [f"{NODE_NAME}/gpu-0"] and cpus == {1}
-            assert EXTENDED not in c.get("node", NODE_NAME)["status"].get("allocatable", {})
-            seen = pod_resources(node, ns, "article-extended")
-            assert seen == {"cpus": [1], "devices": [], "dra": [(f"{ns}/{claim}", DRIVER, NODE_NAME, "gpu-0", [])]}
-            report(f"dra 3: {ns}/article-extended asks {EXTENDED}: 1 in plain resources; the scheduler's claim "
-                   f"{claim} (status.extendedResourceClaimStatus, request {mapping[0]['requestName']}) holds "
-                   f"{NODE_NAME}/gpu-0 on NUMA 0; phase {obj['status']['phase']}, cgroup cpuset.cpus "
-                   f"{sorted(cpus)} (NUMA 1)")
-            p, text = judged(node, two_numa, ns, "article-extended", 0, "dra 3")
-            assert p["aligned"] is False and p["state"] == "misaligned", p
-            assert [(d["claim"]["name"], d["numaNodes"]) for d in p["draDevices"]] == [(claim, [0])]
-            assert text.returncode == 1 and "MISALIGNED" in text.stdout
-            event = wait_event(c, ns, "article-extended", "NUMAMisaligned")
-            assert f"DRA device {DRIVER}/{NODE_NAME}/gpu-0 (claim {ns}/{claim}) on NUMA 0" in event["message"]
-            report(f"dra 3: Event NUMAMisaligned on {ns}/article-extended: {event['message']}")
-            gone(node, ns, obj)
+            try:
+                status = obj["status"]["extendedResourceClaimStatus"]
+                claim = status["resourceClaimName"]
+                mapping = status["requestMappings"]
+                assert [(m["containerName"], m["resourceName"]) for m in mapping] == [("app", EXTENDED)], status
+                assert allocated_devices(c, ns, claim) == [f"{NODE_NAME}/gpu-0"] and cpus == {1}
+                assert EXTENDED not in c.get("node", NODE_NAME)["status"].get("allocatable", {})
+                seen = pod_resources(node, ns, "article-extended")
+                assert seen == {"cpus": [1], "devices": [], "dra": [(f"{ns}/{claim}", DRIVER, NODE_NAME, "gpu-0", [])]}
+                report(f"dra 3: {ns}/article-extended asks {EXTENDED}: 1 in plain resources; the scheduler's claim "
+                       f"{claim} (status.extendedResourceClaimStatus, request {mapping[0]['requestName']}) holds "
+                       f"{NODE_NAME}/gpu-0 on NUMA 0; phase {obj['status']['phase']}, cgroup cpuset.cpus "
+                       f"{sorted(cpus)} (NUMA 1)")
+                p, text = judged(node, two_numa, ns, "article-extended", 0, "dra 3")
+                assert p["aligned"] is False and p["state"] == "misaligned", p
+                assert [(d["claim"]["name"], d["numaNodes"]) for d in p["draDevices"]] == [(claim, [0])]
+                assert text.returncode == 1 and "MISALIGNED" in text.stdout
+                event = wait_event(c, ns, "article-extended", "NUMAMisaligned")
+                assert f"DRA device {DRIVER}/{NODE_NAME}/gpu-0 (claim {ns}/{claim}) on NUMA 0" in event["message"]
+                report(f"dra 3: Event NUMAMisaligned on {ns}/article-extended: {event['message']}")
+            finally:  # a failed check must not leave CPU 1 taken for the next case
+                gone(node, ns, obj)
     finally:
         c.kubectl("delete", "deviceclass", EXTENDED_CLASS, "--ignore-not-found")
 
@@ -258,31 +271,35 @@ def test_4_device_without_locality(node: Node, ns: str, two_numa: Path) -> None:
     with dra_driver(node, [GPU_NOWHERE]):
         assert slice_devices(c) == {"gpu-0": {}}
         obj, cpus = run_claim_pod(node, ns, "nowhere", claim_pod("nowhere"))
-        claim = obj["status"]["resourceClaimStatuses"][0]["resourceClaimName"]
-        assert allocated_devices(c, ns, claim) == [f"{NODE_NAME}/gpu-0"] and cpus == {1}
-        assert pod_resources(node, ns, "nowhere")["dra"] == [(f"{ns}/{claim}", DRIVER, NODE_NAME, "gpu-0", [])]
-        report(f"dra 4: gpu-0 without any locality attribute through claim {claim}: phase "
-               f"{obj['status']['phase']}, cgroup cpuset.cpus {sorted(cpus)}")
-        p, text = judged(node, two_numa, ns, "nowhere", -1, "dra 4")
-        assert p["aligned"] is None and p["state"] == "unknown", p  # never "aligned" on the CPUs alone
-        [d] = p["draDevices"]
-        assert d["numaNodes"] == [] and NUMA_ATTR in d["unknown"] and "pciBusID" in d["unknown"], d
-        assert text.returncode == 1 and "NUMA UNKNOWN" in text.stdout
-        event = wait_event(c, ns, "nowhere", "NUMAUnknown")
-        assert f"DRA device {DRIVER}/{NODE_NAME}/gpu-0 (claim {ns}/{claim})" in event["message"]
-        assert not events(c, ns, "nowhere", "NUMAMisaligned")
-        report(f"dra 4: Event NUMAUnknown on {ns}/nowhere: {event['message']}")
-        gone(node, ns, obj)
+        try:
+            claim = obj["status"]["resourceClaimStatuses"][0]["resourceClaimName"]
+            assert allocated_devices(c, ns, claim) == [f"{NODE_NAME}/gpu-0"] and cpus == {1}
+            assert pod_resources(node, ns, "nowhere")["dra"] == [(f"{ns}/{claim}", DRIVER, NODE_NAME, "gpu-0", [])]
+            report(f"dra 4: gpu-0 without any locality attribute through claim {claim}: phase "
+                   f"{obj['status']['phase']}, cgroup cpuset.cpus {sorted(cpus)}")
+            p, text = judged(node, two_numa, ns, "nowhere", -1, "dra 4")
+            assert p["aligned"] is None and p["state"] == "unknown", p  # never "aligned" on the CPUs alone
+            [d] = p["draDevices"]
+            assert d["numaNodes"] == [] and NUMA_ATTR in d["unknown"] and "pciBusID" in d["unknown"], d
+            assert text.returncode == 1 and "NUMA UNKNOWN" in text.stdout
+            event = wait_event(c, ns, "nowhere", "NUMAUnknown")
+            assert f"DRA device {DRIVER}/{NODE_NAME}/gpu-0 (claim {ns}/{claim})" in event["message"]
+            assert not events(c, ns, "nowhere", "NUMAMisaligned")
+            report(f"dra 4: Event NUMAUnknown on {ns}/nowhere: {event['message']}")
+        finally:  # a failed check must not leave CPU 1 taken for the next case
+            gone(node, ns, obj)
 
 
 def test_5_numa_node_from_sysfs_by_pci_bus_id(node: Node, ns: str, two_numa: Path) -> None:
     with dra_driver(node, [GPU_PCI_ONLY]):
         obj, cpus = run_claim_pod(node, ns, "by-pci", claim_pod("by-pci"))
-        assert cpus == {1}
-        p, text = judged(node, two_numa, ns, "by-pci", 0, "dra 5")
-        [d] = p["draDevices"]
-        assert d["numaNodes"] == [0] and d["numaSource"] == "resource.kubernetes.io/pciBusID", d
-        assert d["numaPath"].endswith("numa_node") and p["state"] == "misaligned" and text.returncode == 1
-        report(f"dra 5: gpu-0 with only pciBusID 0000:3b:00.0: NUMA {d['numaNodes']} from {d['numaPath']}; "
-               f"cgroup cpuset.cpus {sorted(cpus)}: {p['state']}")
-        gone(node, ns, obj)
+        try:
+            assert cpus == {1}
+            p, text = judged(node, two_numa, ns, "by-pci", 0, "dra 5")
+            [d] = p["draDevices"]
+            assert d["numaNodes"] == [0] and d["numaSource"] == "resource.kubernetes.io/pciBusID", d
+            assert d["numaPath"].endswith("numa_node") and p["state"] == "misaligned" and text.returncode == 1
+            report(f"dra 5: gpu-0 with only pciBusID 0000:3b:00.0: NUMA {d['numaNodes']} from {d['numaPath']}; "
+                   f"cgroup cpuset.cpus {sorted(cpus)}: {p['state']}")
+        finally:  # a failed check must not leave CPU 1 taken for the next case
+            gone(node, ns, obj)
