@@ -134,3 +134,39 @@ def test_agent_must_be_guaranteed(helm: str) -> None:
     proc = run_helm(helm, "template", "qos-guard", str(CHART), "--set", "agent.enabled=true",
                     "--set", "agent.resources.limits.cpu=200m")
     assert proc.returncode != 0 and "agent.resources.requests.cpu must equal agent.resources.limits.cpu" in proc.stderr
+
+
+def test_publish_topology_grants_only_its_object_and_the_node(render: Render, helm: str) -> None:
+    """Off by default (no flag, no grant); on: the NRT verbs, get on the Node (its uid, the ownerReference), and
+    nodes/proxy (configz) only while the Topology Manager settings are not given."""
+    def topology_rules(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        (role,) = [r for r in by_kind(objects, "ClusterRole") if r["metadata"]["name"].endswith("-agent")]
+        return [r for r in role["rules"] if "topology.node.k8s.io" in r["apiGroups"]
+                or {"nodes", "nodes/proxy"} & set(r["resources"])]
+
+    def args(objects: list[dict[str, Any]]) -> list[str]:
+        return list(one(objects, "DaemonSet")["spec"]["template"]["spec"]["containers"][0]["args"])
+
+    off = render("--set", "agent.enabled=true", namespace=NAMESPACE)
+    assert topology_rules(off) == [] and not any("topology" in a for a in args(off))
+    nrt = {"apiGroups": ["topology.node.k8s.io"], "resources": ["noderesourcetopologies"],
+           "verbs": ["create", "get", "update", "patch", "delete"]}
+    node = {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}
+    on = render("--set", "agent.enabled=true,agent.publishTopology=true", namespace=NAMESPACE)
+    assert topology_rules(on) == [nrt, node, {"apiGroups": [""], "resources": ["nodes/proxy"], "verbs": ["get"]}]
+    assert "--publish-topology" in args(on) and "--topology-poll=0.25" in args(on)
+    assert not any(a.startswith("--topology-manager") for a in args(on))
+    given = render("--set", "agent.enabled=true,agent.publishTopology=true,agent.topologyManagerPolicy="
+                   "single-numa-node,agent.topologyManagerScope=pod", namespace=NAMESPACE)
+    assert topology_rules(given) == [nrt, node]
+    assert {"--topology-manager-policy=single-numa-node", "--topology-manager-scope=pod"} <= set(args(given))
+    # The flags the chart writes are the agent's own.
+    from webhook.cli.parser import build_parser
+
+    parsed = build_parser().parse_args([a for a in args(given) if not a.startswith("--config")])
+    assert parsed.publish_topology and parsed.topology_manager_policy == "single-numa-node"
+    half = run_helm(helm, "template", "qos-guard", str(CHART), "--set",
+                    "agent.enabled=true,agent.publishTopology=true,agent.topologyManagerPolicy=none")
+    assert half.returncode != 0 and "set both or neither" in half.stderr
+    bad = run_helm(helm, "template", "qos-guard", str(CHART), "--set", "agent.topologyManagerScope=node")
+    assert bad.returncode != 0 and "at '/agent/topologyManagerScope'" in bad.stderr

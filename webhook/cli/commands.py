@@ -7,7 +7,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from webhook.batch.formats import render, render_nodes
 from webhook.batch.report import Location, Report, numbered, skipped_text, summary_line
@@ -308,6 +308,23 @@ def _dra_attributes(args: argparse.Namespace, command: str) -> tuple[str, ...] |
     return names
 
 
+def _topology_options(args: argparse.Namespace) -> Any:
+    """The agent's ``--publish-topology`` options (None without it), or what is wrong with them."""
+    from webhook.node.agent import TopologyOptions
+
+    given = [f for f in ("topology_manager_policy", "topology_manager_scope") if getattr(args, f) is not None]
+    if not args.publish_topology:
+        if given or args.topology_poll != 0.25:
+            return "--topology-poll and --topology-manager-policy/--topology-manager-scope need --publish-topology"
+        return None
+    if len(given) == 1:
+        return ("give --topology-manager-policy and --topology-manager-scope together (or neither: both are then "
+                "read from kubelet's configz)")
+    if not 0.05 <= args.topology_poll <= 60:
+        return f"--topology-poll {args.topology_poll:g}: must be between 0.05 and 60 seconds"
+    return TopologyOptions(args.topology_poll, args.topology_manager_policy, args.topology_manager_scope)
+
+
 def cmd_agent(args: argparse.Namespace) -> int:
     import os
 
@@ -328,6 +345,10 @@ def cmd_agent(args: argparse.Namespace) -> int:
         return ExitCode.USAGE
     if _share_error("agent", args):
         return ExitCode.USAGE
+    topology = _topology_options(args)
+    if isinstance(topology, str):
+        err(f"agent: {topology}")
+        return ExitCode.USAGE
     config = load_config(args.config)
     socket, sys_root, cgroup_root = _node_paths(args)
     attributes = _dra_attributes(args, "agent")
@@ -338,7 +359,7 @@ def cmd_agent(args: argparse.Namespace) -> int:
                         kubeconfig=args.kubeconfig, report=FLAVOURS[args.report] if args.report else None,
                         fractional_allowed=tuple(config.policy.fractional_cpu_containers),
                         events=not args.no_events, dra_attributes=attributes,
-                        remote_share=args.remote_memory_share)
+                        remote_share=args.remote_memory_share, topology=topology)
     from webhook.cluster.kubeconfig import explain, preflight
 
     try:

@@ -252,6 +252,17 @@ def build_parser() -> argparse.ArgumentParser:
     agent.add_argument("--report", choices=["openreports", "policyreport"],
                        help="also write results, one report per namespace and node, replaced when they change")
     agent.add_argument("--no-events", action="store_true", help="no Kubernetes Events on the Pods")
+    agent.add_argument("--publish-topology", action="store_true",
+                       help="also publish this node's NodeResourceTopology (topology.node.k8s.io/v1alpha2) as NFD's "
+                            "topology-updater does, for numa: auto and the extender; not where NFD publishes it")
+    agent.add_argument("--topology-poll", type=float, default=0.25, metavar="SECONDS",
+                       help="with --publish-topology: seconds between looks at kubelet's PodResources (two local "
+                            "gRPC calls each; default 0.25)")
+    agent.add_argument("--topology-manager-policy", choices=["none", "best-effort", "restricted", "single-numa-node"],
+                       help="with --publish-topology: kubelet's topologyManagerPolicy (default: read from its configz "
+                            "through the API server, get on nodes/proxy)")
+    agent.add_argument("--topology-manager-scope", choices=["container", "pod"],
+                       help="with --publish-topology: kubelet's topologyManagerScope (give both or neither)")
     agent.set_defaults(func=cmd_agent)
 
     verify = _command(sub, "verify", "on a node: is each pinned container exclusive and on one NUMA node with its "

@@ -42,6 +42,7 @@ from webhook.node.dra import DEFAULT_DRIVER_ATTRIBUTES
 from webhook.node.kubelet import PodResourcesClient, PodResourcesError
 from webhook.node.observe import Snapshot, observe
 from webhook.node.sysfs import SysfsError
+from webhook.node.topology_publisher import TopologyPublisher, configz_reader
 from webhook.node.watched import WatchedView
 
 COMPONENT = "qos-guard-agent"
@@ -67,6 +68,16 @@ class AgentOptions:
     events: bool = True
     dra_attributes: tuple[str, ...] = DEFAULT_DRIVER_ATTRIBUTES
     remote_share: float = REMOTE_SHARE  # NUMARemoteMemory above this share of anonymous memory off the CPUs' node
+    topology: TopologyOptions | None = None  # --publish-topology: this node's NodeResourceTopology
+
+
+@dataclass(frozen=True, slots=True)
+class TopologyOptions:
+    """``--publish-topology``: how often kubelet is asked, and the Topology Manager settings when given."""
+
+    poll: float
+    policy: str | None = None
+    scope: str | None = None
 
 
 def log(message: str) -> None:
@@ -292,6 +303,12 @@ def run_agent(opts: AgentOptions, stop: threading.Event | None = None,
         " then pciBusID, pcieRoot)")
     view = WatchedView(transport, opts.node, log)
     view.start()
+    if opts.topology is not None:
+        t = opts.topology
+        given = t.policy is not None and t.scope is not None
+        TopologyPublisher(api, opts.node, opts.socket, opts.sys_root, log, t.poll, t.policy, t.scope,
+                          None if given else configz_reader(opts.kubeconfig, opts.node)).start(stop)
+        log(f"publishing NodeResourceTopology {opts.node} when it changes (PodResources polled every {t.poll:g} s)")
     try:
         view.wait_synced(SYNC_WAIT, stop)
         _loop(opts, stop, api, view, placements, cycles, last)

@@ -1,0 +1,204 @@
+"""The agent's NodeResourceTopology (``--publish-topology``): the object built as NFD's topology-updater builds it,
+read back by what judges it (``parse_nrt`` for ``numa: auto``, the extender's ``read_nrt`` and fingerprint), and
+the publisher applying it only when it changed, over a real gRPC PodResources socket."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.agent.fakes import Kubelet, container, serve, topology
+from webhook.cluster.client import ClusterError
+from webhook.core.topology import parse_nrt
+from webhook.extender.fingerprint import ATTRIBUTE, fingerprint
+from webhook.extender.placement import BoundPod, read_nrt, reflected
+from webhook.node.decide import Allocatable, ContainerAllocation, DeviceGroup, MemoryBlock, PodAllocation
+from webhook.node.kubelet import PodResourcesClient
+from webhook.node.podresources import api_pb2
+from webhook.node.sysfs import SysfsError
+from webhook.node.topology_publisher import TopologyPublisher, hugepages_name, read_node_facts
+from webhook.node.topology_report import NodeFacts, Owner, build_topology, decimal_quantity
+
+GPU = "example.com/gpu"
+GI = 1 << 30
+FACTS = NodeFacts({0: frozenset({0, 1}), 1: frozenset({2, 3})},
+                  {0: {"memory": 8 * GI}, 1: {"memory": 8 * GI}}, {0: {0: 10, 1: 20}, 1: {0: 20, 1: 10}})
+ALLOCATABLE = Allocatable(frozenset({1, 2, 3}),  # CPU 0 reserved
+                          (MemoryBlock("memory", 7 * GI, frozenset({0})),
+                           MemoryBlock("memory", 8 * GI, frozenset({1}))),
+                          (DeviceGroup(GPU, ("gpu-0",), frozenset({0})), DeviceGroup(GPU, ("gpu-1",), frozenset({1})),
+                           DeviceGroup(GPU, ("gpu-x",), frozenset())))
+PINNED = PodAllocation("ns", "pinned", (ContainerAllocation(
+    "app", frozenset({2}), (MemoryBlock("memory", GI, frozenset({1})),),
+    (DeviceGroup(GPU, ("gpu-1",), frozenset({1})),)),))
+SHARED = PodAllocation("ns", "shared", (ContainerAllocation("app", frozenset()),))
+
+
+def resources(obj: dict[str, Any]) -> dict[str, dict[str, tuple[str, str, str]]]:
+    return {z["name"]: {r["name"]: (r["capacity"], r["allocatable"], r["available"]) for r in z["resources"]}
+            for z in obj["zones"]}
+
+
+def test_zones_as_nfd_aggregates_them() -> None:
+    obj = build_topology("n1", FACTS, ALLOCATABLE, [PINNED, SHARED], "single-numa-node", "container",
+                         Owner("n1", "uid-1"))
+    assert obj["apiVersion"] == "topology.node.k8s.io/v1alpha2" and obj["kind"] == "NodeResourceTopology"
+    assert obj["metadata"] == {"name": "n1", "ownerReferences": [
+        {"apiVersion": "v1", "kind": "Node", "name": "n1", "uid": "uid-1"}]}
+    assert [z["type"] for z in obj["zones"]] == ["Node", "Node"]
+    # cpu: capacity = allocatable + reserved; the pinned container's CPU 2 off NUMA 1; the shared one takes none.
+    # memory: capacity from sysfs meminfo; the device without TopologyInfo (gpu-x) is in no zone.
+    assert resources(obj) == {
+        "node-0": {"cpu": ("2", "1", "1"), "memory": ("8589934592", "7516192768", "7516192768"),
+                   GPU: ("1", "1", "1")},
+        "node-1": {"cpu": ("2", "2", "1"), "memory": ("8589934592", "8589934592", "7516192768"),
+                   GPU: ("1", "1", "0")}}
+    assert obj["zones"][0]["costs"] == [{"name": "node-0", "value": 10}, {"name": "node-1", "value": 20}]
+    assert obj["topologyPolicies"] == ["SingleNUMANodeContainerLevel"]
+    assert obj["attributes"] == [
+        {"name": "topologyManagerPolicy", "value": "single-numa-node"},
+        {"name": "topologyManagerScope", "value": "container"},
+        {"name": ATTRIBUTE, "value": fingerprint([("ns", "pinned"), ("ns", "shared")])}]
+
+
+def test_what_numa_auto_and_the_extender_read_of_it() -> None:
+    obj = build_topology("n1", FACTS, ALLOCATABLE, [PINNED, SHARED], "single-numa-node", "pod")
+    topo = parse_nrt(obj)
+    assert (topo.policy, topo.scope) == ("single-numa-node", "pod")
+    assert [(z.numa, z.allocatable["cpu"], z.allocatable[GPU]) for z in topo.zones] == [
+        (0, 1000, 1000), (1, 2000, 1000)]
+    state = read_nrt(obj)
+    assert state is not None
+    assert [(z.allocatable["cpu"], z.allocatable[GPU]) for z in state.free.zones] == [(1000, 1000), (1000, 0)]
+    # The extender lets a reservation go when the NRT counts exactly the Pods bound to the node.
+    bound = [BoundPod("ns", "pinned", "n1", 0.0), BoundPod("ns", "shared", "n1", 0.0)]
+    assert reflected(state, bound)
+    assert not reflected(state, [*bound, BoundPod("ns", "new", "n1", 0.0)])
+
+
+def test_unknown_policy_is_left_out_never_guessed() -> None:
+    obj = build_topology("n1", FACTS, ALLOCATABLE, [], None, None)
+    assert obj["attributes"] == [] and "topologyPolicies" not in obj  # no Pods: NFD signs nothing either
+    assert "ownerReferences" not in obj["metadata"]
+    assert parse_nrt(obj).policy == ""  # an unknown node: numa: auto and the extender keep it
+
+
+def test_a_numa_node_with_nothing_allocatable_and_memory_across_nodes() -> None:
+    facts = NodeFacts({0: frozenset({0}), 1: frozenset({1})})
+    alloc = Allocatable(frozenset({1}), (MemoryBlock("hugepages-2Mi", 4 << 20, frozenset({0})),
+                                         MemoryBlock("hugepages-2Mi", 4 << 20, frozenset({1}))))
+    # A block spanning both NUMA nodes is taken from the lowest first, as the Memory Manager fills them.
+    pod = PodAllocation("ns", "p", (ContainerAllocation(
+        "app", frozenset({1}), (MemoryBlock("hugepages-2Mi", 6 << 20, frozenset({0, 1})),)),))
+    got = resources(build_topology("n", facts, alloc, [pod], "none", "container"))
+    # NUMA 0 has hugepages but no allocatable CPU: NFD then lists no cpu there (only a zone with nothing
+    # allocatable at all gets its reserved CPUs as a cpu capacity).
+    assert got["node-0"] == {"hugepages-2Mi": ("4194304", "4194304", "0")}
+    assert got["node-1"] == {"cpu": ("1", "1", "0"), "hugepages-2Mi": ("4194304", "4194304", "2097152")}
+    facts_none = NodeFacts({0: frozenset({0}), 1: frozenset({1})})
+    assert resources(build_topology("n", facts_none, Allocatable(frozenset({1})), [], None, None))["node-0"] == {
+        "cpu": ("1", "0", "0")}
+
+
+@pytest.mark.parametrize(("value", "text"), [(0, "0"), (2, "2"), (1000, "1k"), (1500, "1500"), (2 * 10**9, "2G"),
+                                             (GI, "1073741824"), (128 << 20, "134217728"), (-3000, "-3k")])
+def test_quantities_as_client_go_writes_them(value: int, text: str) -> None:
+    assert decimal_quantity(value) == text
+
+
+def sysfs(root: Path, distance: str = "10 20") -> Path:
+    for numa, cpus in ((0, "0"), (1, "1")):
+        d = root / "devices" / "system" / "node" / f"node{numa}"
+        (d / "hugepages" / "hugepages-2048kB").mkdir(parents=True)
+        (d / "cpulist").write_text(f"{cpus}\n")
+        (d / "meminfo").write_text(f"Node {numa} MemTotal:       16384 kB\nNode {numa} MemFree:  1 kB\n")
+        (d / "hugepages" / "hugepages-2048kB" / "nr_hugepages").write_text("3\n")
+        (d / "distance").write_text(f"{distance}\n")
+    return root
+
+
+def test_node_facts_from_sysfs(tmp_path: Path) -> None:
+    facts = read_node_facts(sysfs(tmp_path))
+    assert facts.cpus == {0: frozenset({0}), 1: frozenset({1})}
+    assert facts.memory[1] == {"memory": 16384 * 1024, "hugepages-2Mi": 3 * 2048 * 1024}
+    assert facts.distances[1] == {0: 10, 1: 20}
+    assert (hugepages_name(2048), hugepages_name(1 << 20), hugepages_name(64)) == (
+        "hugepages-2Mi", "hugepages-1Gi", "hugepages-64Ki")
+    with pytest.raises(SysfsError, match=r"node0/distance: not 2 distances"):
+        read_node_facts(sysfs(tmp_path / "bad", "10"))
+
+
+class API:
+    """The two requests the publisher makes: GET the Node, PATCH (apply) the object."""
+
+    def __init__(self, apply_status: int = 200) -> None:
+        self.applied: list[str] = []
+        self.apply_status = apply_status
+
+    def send(self, method: str, path: str, query: list[tuple[str, str]], body: Any,
+             content_type: str | None) -> tuple[int, dict[str, Any]]:
+        if method == "GET":
+            return 200, {"metadata": {"name": "n1", "uid": "uid-1"}}
+        assert (method, content_type) == ("PATCH", "application/apply-patch+yaml")
+        assert dict(query) == {"fieldManager": "qos-guard-agent", "force": "true"}
+        assert path == "/apis/topology.node.k8s.io/v1alpha2/noderesourcetopologies/n1"
+        self.applied.append(body)
+        return self.apply_status, {"message": "noderesourcetopologies is forbidden"}
+
+
+class DeviceKubelet(Kubelet):
+    def GetAllocatableResources(self, request: Any, context: Any) -> api_pb2.AllocatableResourcesResponse:
+        return api_pb2.AllocatableResourcesResponse(cpu_ids=[1], devices=[api_pb2.ContainerDevices(
+            resource_name=GPU, device_ids=["gpu-1"], topology=topology(1))])
+
+
+def test_publisher_applies_only_changes(tmp_path: Path) -> None:
+    root, socket = sysfs(tmp_path / "sys"), tmp_path / "kubelet.sock"
+    fake = DeviceKubelet()
+    server = serve(socket, fake)
+    api = API()
+    logged: list[str] = []
+    try:
+        publisher = TopologyPublisher(api, "n1", socket, root, logged.append,  # type: ignore[arg-type]
+                                      configz=lambda: ("single-numa-node", "container"))
+        with PodResourcesClient(socket) as kubelet:
+            assert publisher.step(kubelet, 100.0) and not publisher.step(kubelet, 100.5)
+            fake.pods = [api_pb2.PodResources(name="p", namespace="ns",
+                                              containers=[container("app", [1], [(GPU, ["gpu-1"], [1])])])]
+            assert publisher.step(kubelet, 101.0)
+            assert publisher.step(kubelet, 200.0)  # unchanged, applied again after RESYNC
+        first, second = api.applied[0], api.applied[1]
+        assert '"ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": "n1", "uid": "uid-1"}]' in first
+        assert '"available": "1"' in first and '"available": "0"' in second and ATTRIBUTE in second
+        assert any("topologyManagerPolicy single-numa-node" in line for line in logged)
+    finally:
+        server.stop(None)
+
+
+def test_publisher_errors_are_named_and_logged_once(tmp_path: Path) -> None:
+    root, socket = sysfs(tmp_path / "sys"), tmp_path / "kubelet.sock"
+    server = serve(socket, DeviceKubelet())
+    try:
+        publisher = TopologyPublisher(API(403), "n1", socket, root, print,  # type: ignore[arg-type]
+                                      policy="none", scope="container")
+        with PodResourcesClient(socket) as kubelet, pytest.raises(ClusterError, match="grant create, get, update"):
+            publisher.step(kubelet, 0.0)
+    finally:
+        server.stop(None)
+    # A socket answering garbage: one named line in the log, the thread goes on, no traceback.
+    server = serve(socket, raw=b"\xff\xff\xff\xff")
+    logged: list[str] = []
+    stop = threading.Event()
+    try:
+        publisher = TopologyPublisher(API(), "n1", socket, root, logged.append,  # type: ignore[arg-type]
+                                      poll=0.05, policy="none", scope="container")
+        publisher.start(stop)
+        threading.Event().wait(0.5)
+        stop.set()
+        publisher.join(5)
+    finally:
+        server.stop(None)
+    assert len(logged) == 1 and "is not a PodResources v1 message" in logged[0], logged
