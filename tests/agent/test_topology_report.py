@@ -77,6 +77,8 @@ def test_what_numa_auto_and_the_extender_read_of_it() -> None:
     bound = [BoundPod("ns", "pinned", "n1", 0.0), BoundPod("ns", "shared", "n1", 0.0)]
     assert reflected(state, bound)
     assert not reflected(state, [*bound, BoundPod("ns", "new", "n1", 0.0)])
+    # A terminal Pod still bound there is not in kubelet 1.36's List (active Pods only): not signed, not counted.
+    assert reflected(state, [*bound, BoundPod("ns", "failed", "n1", 0.0, terminal=True)])
 
 
 def test_unknown_policy_is_left_out_never_guessed() -> None:

@@ -206,15 +206,17 @@ def minus(topo: NodeTopology, taken: Mapping[int, Mapping[str, int]]) -> NodeTop
 
 
 def reflected(state: NodeState, on_node: Iterable[BoundPod]) -> bool:
-    """Does the NRT count exactly the Pods bound to its node (NFD's fingerprint, by its method)?"""
+    """Does the NRT count exactly the Pods bound to its node (NFD's fingerprint, by its method)?
+
+    NFD (and ``qos-guard agent --publish-topology``) sign the Pods of kubelet's PodResources ``List``, which since
+    ``KubeletPodResourcesListUseActivePods`` (on by default in v1.36) holds only active Pods: a terminal Pod still
+    bound to the node (a ``TopologyAffinityError`` one a ReplicaSet left) is not in it, whatever the method."""
     if state.fingerprint is None:
         return False
     if state.method == "with-exclusive-resources":
         pods = [p for p in on_node if not p.terminal and p.wants is not None]
-    elif state.method == "exclude-terminal":
+    else:  # "all" (also what NFD's absent method attribute means) and "exclude-terminal"
         pods = [p for p in on_node if not p.terminal]
-    else:
-        pods = list(on_node)
     return fingerprint(p.key for p in pods) == state.fingerprint
 
 
