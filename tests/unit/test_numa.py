@@ -298,3 +298,19 @@ def test_any_object_is_read_or_refused_by_name(obj: dict[str, Any]) -> None:
     except TopologyError:
         return
     assert isinstance(topo.zones, tuple)
+
+
+def test_memory_manager_none_publishes_no_memory_and_memory_is_no_constraint() -> None:
+    """With memoryManagerPolicy None kubelet's GetAllocatableResources has no memory blocks, so NFD (and the
+    agent) publish no memory in any zone: a Guaranteed Pod's memory is then no hint (kubelet aligns its CPUs and
+    devices only), never a zone too small for it. Where some zone publishes memory, it still counts."""
+    from webhook.core.numa import fit_node
+    from webhook.core.podspec import build_pod_spec
+
+    none = parse_nrt(nrt("mm-none", [{GPU: "1"}, {"cpu": "1"}]))
+    small = pod("1")
+    spec = build_pod_spec(small["spec"], ("spec",))
+    assert fit_node(spec, none).fits and fit_node(spec, none).placed == {"vllm": 1}
+    assert not fit_node(build_pod_spec(pod("1", "1")["spec"], ("spec",)), none).fits  # CPU and GPU apart
+    static = parse_nrt(nrt("mm-static", [{GPU: "1", "memory": "1Gi"}, {"cpu": "1", "memory": "1Gi"}]))
+    assert not fit_node(spec, static).fits  # 64Gi on a 1Gi zone: the Memory Manager refuses it

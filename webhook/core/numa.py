@@ -50,6 +50,10 @@ class _Node:
     reuse_cpu: tuple[int | None, int] = (None, 0)
     reuse_mem: dict[int, dict[str, int]] = field(default_factory=dict)
     reuse_dev: dict[str, tuple[int | None, int]] = field(default_factory=dict)
+    # The Memory Manager gives hints: some zone publishes memory or hugepages. With memoryManagerPolicy None
+    # kubelet's GetAllocatableResources has no memory blocks and NFD (or the agent) publishes none: then memory is
+    # no hint and no constraint, as on that kubelet.
+    memory_hints: bool = True
 
     @classmethod
     def start(cls, topo: NodeTopology) -> _Node:
@@ -64,7 +68,9 @@ class _Node:
             for k, v in z.capacity.items():
                 if is_device(k) and (v > 0 or z.allocatable.get(k, 0) > 0):
                     dev_numa.setdefault(k, set()).add(z.numa)
-        return cls(topo.zones, cpu_free, mem_free, dev_free, dev_numa)
+        hints = any(k == "memory" or k.startswith("hugepages-") for z in topo.zones
+                    for k in (*z.capacity, *z.allocatable))
+        return cls(topo.zones, cpu_free, mem_free, dev_free, dev_numa, memory_hints=hints)
 
     def allocatable_mem(self, numa: int, kind: str) -> int:
         for z in self.zones:
@@ -96,7 +102,9 @@ class _Node:
 
     def holds_memory(self, d: Demand, numa: int) -> bool:
         """The Memory Manager's single-NUMA hint: each type fits the node's allocatable, and its free memory
-        plus what init containers left there for reuse."""
+        plus what init containers left there for reuse (always, without a Memory Manager: ``memory_hints``)."""
+        if not self.memory_hints:
+            return True
         for kind, req in d.memory.items():
             reuse = self.reuse_mem.get(numa, {}).get(kind, 0)
             if self.allocatable_mem(numa, kind) < req or self.mem_free[numa].get(kind, 0) + reuse < req:
@@ -105,7 +113,7 @@ class _Node:
 
     def constrained(self, d: Demand) -> bool:
         """Does any provider have a hint for ``d`` (else the Topology Manager admits it as it is)?"""
-        return bool(d.cpus or d.memory or any(res in self.dev_numa for res in d.devices))
+        return bool(d.cpus or (d.memory and self.memory_hints) or any(res in self.dev_numa for res in d.devices))
 
     def place(self, d: Demand, numa: int) -> None:
         """Allocate ``d`` on ``numa`` as the providers' Allocate does, reusable resources first."""
@@ -119,7 +127,7 @@ class _Node:
             else:
                 self.reuse_cpu = (where, count - from_reuse)
         reuse_mem = self.reuse_mem.setdefault(numa, {})
-        for kind, req in d.memory.items():
+        for kind, req in d.memory.items() if self.memory_hints else ():
             self.mem_free[numa][kind] = self.mem_free[numa].get(kind, 0) - max(0, req - reuse_mem.get(kind, 0))
             if regular_init:
                 reuse_mem[kind] = max(reuse_mem.get(kind, 0), req)
