@@ -10,9 +10,11 @@ plugin's GPU; the only free exclusive CPU, 1, on NUMA 1) in a one-replica Deploy
 
 (a) GPU on NUMA 0, the default scheduler: kubelet fails each Pod with TopologyAffinityError and the ReplicaSet makes
     another (counted over ``LOOP_WINDOW`` seconds: 30, not the issue's 60, for CI's time; every one deleted after);
-(b) the webhook with ``numa: auto`` reading the agent's NRT: refused at admission (the ReplicaSet's FailedCreate);
-(c) through ``qos-guard extender`` (a second kube-scheduler, as tests/e2e/test_extender.py starts it), the webhook
-    only warning: Pending with the extender's reason in FailedScheduling, none failed;
+(b) the webhook with ``numa: auto`` reading the agent's NRT (``qos-guard serve`` on the node's shell, as
+    tests/e2e/test_numa.py runs it: Pods here cannot reach the API server on loopback): refused at admission (the
+    ReplicaSet's FailedCreate);
+(c) through ``qos-guard extender`` (a second kube-scheduler, as tests/e2e/test_extender.py starts it), in a
+    namespace that webhook does not judge: Pending with the extender's reason in FailedScheduling, none failed;
 (d) the GPU moved to NUMA 1: that same Pod is scheduled, runs aligned, and the agent says so."""
 
 from __future__ import annotations
@@ -30,15 +32,17 @@ from typing import Any
 
 import pytest
 import requests
+import yaml
 
-from tests.binaries import binary
-from tests.e2e.conftest import CHART, RELEASE_NAMESPACE, Cluster, stop_process, wait_until_ready
+from tests.e2e.conftest import RELEASE_NAMESPACE, Cluster, stop_process, wait_until_ready
 from tests.e2e.test_extender import scheduler, start_extender
-from tests.node.conftest import DENIED, Release, pod, report
+from tests.e2e.test_numa import RELEASE as NUMA_RELEASE
+from tests.e2e.test_numa import helm_template
+from tests.node.conftest import pod, report
 from tests.node.node import NODE_NAME, Node, fake_numa_wrapper
 from tests.node.numa import GPU, device_plugin, fake_sysfs
 from tests.node.test_placement import gpu_pod
-from tests.serving import free_port
+from tests.serving import free_port, start_server
 from webhook.cluster.client import Lister
 from webhook.cluster.nrt import read_topology
 from webhook.cluster.watch import ApiTransport
@@ -97,7 +101,7 @@ def wait_for(what: str, check: Callable[[], Any], timeout: float, log: Path | No
 
 
 @pytest.fixture(scope="module")
-def setup(node: Node, release: Release) -> Iterator[Setup]:
+def setup(node: Node) -> Iterator[Setup]:
     """The NRT CRD, the kubelet on two fake NUMA nodes (Memory Manager None, as tests/node/test_placement.py runs
     it there), and the agent publishing the node's NodeResourceTopology; all undone on exit."""
     c = node.cluster
@@ -121,6 +125,12 @@ def setup(node: Node, release: Release) -> Iterator[Setup]:
         metrics = f"http://127.0.0.1:{port}/metrics"
         wait_until_ready("agent metrics", lambda: requests.get(metrics, timeout=2).ok, agent, log)
         s = Setup(node, c, sys_root, agent, metrics, log, Lister(str(c.kubeconfig)))
+        # One Pod that runs throughout (in the shared pool): NFD signs no empty List, so a node with no active Pod
+        # has no fingerprint to compare.
+        bystander = c.namespace("nrt-bystander")
+        c.kubectl("apply", "-n", bystander, "-f", "-", stdin=pod("bystander", "100m"), check=True)
+        stack.callback(c.kubectl, "delete", "namespace", bystander, "--wait=false")
+        c.kubectl("wait", "-n", bystander, "--for=condition=Ready", "pod/bystander", "--timeout=120s", check=True)
         wait_for("the agent's NRT with the policy from configz",
                  lambda: any(a["name"] == "topologyManagerPolicy" for a in (s.nrt() or {}).get("attributes", [])),
                  60, log)
@@ -133,7 +143,7 @@ def test_1_the_nrt_is_what_the_fit_expects(setup: Setup) -> None:
         obj = wait_for("the GPU in the NRT", lambda: available(s.nrt(), "node-0", GPU) == "1" and s.nrt(), 10, s.log)
         node = c.get("node", NODE_NAME)
         with PodResourcesClient(s.node.pod_resources_socket) as kubelet:
-            allocatable, listed = kubelet.allocatable(), kubelet.list()
+            allocatable = kubelet.allocatable()
         # What numa: auto reads of it (webhook/cluster/nrt.py), against the kubelet's own answers.
         topo = read_topology(ApiTransport(str(c.kubeconfig))).topologies[NODE_NAME]
         assert (topo.policy, topo.scope) == ("single-numa-node", "container")  # kubelet's configz
@@ -151,10 +161,16 @@ def test_1_the_nrt_is_what_the_fit_expects(setup: Setup) -> None:
         assert not refused.fits and fits.fits and fits.placed == {"app": 1}, (refused, fits)
         # The extender's reading: free now = available; the fingerprint counts List's Pods, as the extender counts
         # the Pods the API binds to the node.
-        state = read_nrt(obj)
-        assert state is not None and state.fingerprint == fingerprint((p.namespace, p.name) for p in listed)
+        def signed() -> tuple[Any, list[Any]] | None:
+            with PodResourcesClient(s.node.pod_resources_socket) as kubelet:
+                pods = kubelet.list()
+            st = read_nrt(s.nrt() or {})
+            want = fingerprint((p.namespace, p.name) for p in pods) if pods else None  # NFD signs no empty List
+            return (st, pods) if st is not None and st.fingerprint == want else None
+
+        state, listed = wait_for("the NRT's fingerprint = that of kubelet's List", signed, 10, s.log)
         bound = bound_pods(c)
-        assert reflected(state, bound), (state.fingerprint, [b.key for b in bound])
+        assert listed and reflected(state, bound), (state.fingerprint, [b.key for b in bound])
         owner = obj["metadata"]["ownerReferences"]
         assert owner == [{"apiVersion": "v1", "kind": "Node", "name": NODE_NAME, "uid": node["metadata"]["uid"]}]
         report(f"nrt 1: the agent's NRT: {json.dumps(obj['zones'])}; attributes "
@@ -174,6 +190,42 @@ def test_1_the_nrt_is_what_the_fit_expects(setup: Setup) -> None:
     wait_for("the probe's NRT deleted with its Node", lambda: c.kubectl(
         "get", "noderesourcetopologies.topology.node.k8s.io", "nrt-gc-probe").returncode != 0, 60)
     report(f"nrt 1: an NRT owned by a deleted Node was garbage-collected {time.monotonic() - started:.1f} s after")
+
+
+NUMA_LABEL = "e2e.qos-guard.io/numa"
+
+
+@contextlib.contextmanager
+def numa_webhook(c: Cluster, folder: Path) -> Iterator[Path]:
+    """``qos-guard serve`` with ``numa: auto`` on the node's shell, as tests/e2e/test_numa.py runs it (the chart's
+    ServiceAccount and RBAC for it, a token for them), judging the namespaces labelled ``NUMA_LABEL``; its log."""
+    c.namespace(RELEASE_NAMESPACE)
+    rbac = helm_template("--show-only", "templates/serviceaccount.yaml", "--show-only", "templates/rbac.yaml")
+    c.kubectl("apply", "-f", "-", stdin=rbac, check=True)
+    folder.mkdir(parents=True, exist_ok=True)
+    kubeconfig = c.kubeconfig_as(NUMA_RELEASE, RELEASE_NAMESPACE, folder / "kubeconfig", duration="2h")
+    config = folder / "config.yaml"
+    config.write_text(yaml.safe_dump({"policy": {"numa": "auto"}}))
+    cert_dir = folder / "pki"
+    certs = ["certs", "--service", NUMA_RELEASE, "--namespace", RELEASE_NAMESPACE, "--extra-san", "127.0.0.1",
+             "--output-dir", str(cert_dir), "--days", "2"]
+    assert c.qos_guard(*certs).returncode == 0
+    server = start_server(folder / "serve", "--config", str(config), "--kubeconfig", str(kubeconfig),
+                          cert_dir=cert_dir)
+    try:
+        webhooks = [d for d in helm_template(
+            "--set", f"webhook.url=https://127.0.0.1:{server.port}",
+            "--set", f"webhook.namespaceSelector.matchExpressions[0].key={NUMA_LABEL}",
+            "--set", "webhook.namespaceSelector.matchExpressions[0].operator=Exists",
+            "--show-only", "templates/webhooks.yaml") if d["kind"].endswith("WebhookConfiguration")]
+        c.kubectl("apply", "-f", "-", stdin=webhooks, check=True)
+        proc = c.qos_guard(*certs, "--force", "--patch-webhooks", NUMA_RELEASE, "--kubeconfig", str(c.kubeconfig))
+        assert proc.returncode == 0, proc.stderr
+        yield folder / "serve" / "server.log"
+    finally:
+        c.kubectl("delete", "validatingwebhookconfiguration,mutatingwebhookconfiguration", NUMA_RELEASE,
+                  "--ignore-not-found")
+        server.stop()
 
 
 def measure(s: Setup, in_list: Callable[[list[Any]], bool], in_nrt: Callable[[dict[str, Any] | None], bool],
@@ -216,17 +268,8 @@ def test_2_the_nrt_follows_an_allocation_within_a_second(setup: Setup) -> None:
     assert start_nrt - start_list < 1.0 and stop_nrt - stop_list < 1.0
 
 
-def helm_upgrade(c: Cluster, value: str) -> None:
-    """The release's webhook with ``value`` (``--reuse-values``), rolled out."""
-    proc = subprocess.run([binary("helm"), "upgrade", "qos-guard", str(CHART), "--namespace", RELEASE_NAMESPACE,
-                           "--reuse-values", "--set", value, "--wait", "--timeout", "4m"],
-                          capture_output=True, text=True, timeout=300, env=c.env)
-    assert proc.returncode == 0, proc.stderr
-
-
 def deployment(name: str, scheduler_name: str | None = None) -> dict[str, Any]:
-    template = gpu_pod(name)
-    template["metadata"] = {"labels": {"app": name}}
+    template = {"metadata": {"labels": {"app": name}}, "spec": gpu_pod(name)["spec"]}
     if scheduler_name:
         template["spec"]["schedulerName"] = scheduler_name
     return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
@@ -244,9 +287,14 @@ def event_lines(c: Cluster, ns: str, reason: str) -> list[str]:
 
 
 def clean(c: Cluster, ns: str) -> None:
-    c.kubectl("delete", "deployment", "--all", "-n", ns, "--wait=true", "--timeout=120s")
-    c.kubectl("delete", "pods", "--all", "-n", ns, "--grace-period=2", "--wait=true", "--timeout=120s")
-    assert not pods_of(c, ns)
+    """The Deployment and every Pod of ``ns`` gone: the failed ones (hundreds after the loop; no container runs)
+    removed from the API at once, the others stopped gracefully."""
+    c.kubectl("delete", "deployment", "--all", "-n", ns, "--wait=false", check=True)
+    wait_for("the ReplicaSets gone", lambda: not c.get("replicasets", "-n", ns)["items"], 60)
+    c.kubectl("delete", "pods", "-n", ns, "--field-selector", "status.phase=Failed", "--force", "--grace-period=0",
+              "--wait=false", check=True)
+    c.kubectl("delete", "pods", "--all", "-n", ns, "--grace-period=2", "--wait=false", check=True)
+    wait_for(f"every Pod of {ns} gone", lambda: not pods_of(c, ns), 120)
 
 
 def test_3_the_deployment_loop_and_how_qos_guard_ends_it(setup: Setup, tmp_path: Path) -> None:
@@ -262,36 +310,47 @@ def test_3_the_deployment_loop_and_how_qos_guard_ends_it(setup: Setup, tmp_path:
         items = pods_of(c, loop)
         failed = [p for p in items if p["status"].get("reason") == "TopologyAffinityError"]
         assert len(failed) >= 2 and not [p for p in items if p["status"].get("phase") == "Running"]
-        # The NRT still counts exactly the active Pods: kubelet's List leaves the failed ones out, so does the
-        # extender (their fingerprints agree while the failed Pods are bound to the node).
-        state = read_nrt(s.nrt() or {})
-        bound = bound_pods(c)
-        assert state is not None and reflected(state, bound)
         report(f"loop a: default scheduler, {GPU} on NUMA 0, free CPU on NUMA 1: the ReplicaSet left {len(failed)} "
                f"TopologyAffinityError Pods in {LOOP_WINDOW} s (kubectl get pods -n {loop}: {len(items)} Pods, "
-               f"{len(failed)} Failed); the NRT's {ATTRIBUTE} still equals the extender's count of the "
-               f"{sum(not b.terminal for b in bound)} active Pods of the {len(bound)} bound")
+               f"{len(failed)} Failed)")
         report(f"loop a: kubelet: {failed[0]['status'].get('message', '')}")
-        clean(c, loop)
-        # (b) the webhook with numa: auto, reading the agent's NRT. A Deployment made before (none of its Pods yet)
-        # is scaled up after: its Pods are refused (the ReplicaSet's FailedCreate); a new one is refused at apply.
-        enforce = c.namespace("nrt-admit", "enforce")
-        before = deployment("article")
-        before["spec"]["replicas"] = 0
-        c.kubectl("apply", "-n", enforce, "-f", "-", stdin=before, check=True)
+        # (b) the webhook with numa: auto, reading the agent's NRT (served from the node's shell: Pods here cannot
+        # reach the API server, which listens on loopback, and the webhook reads it), turned on for the looping
+        # namespace: the ReplicaSet's next Pods are refused at admission (FailedCreate) and the loop stops.
         started = time.monotonic()
-        stack.callback(helm_upgrade, c, "config.policy.numa=null")
-        helm_upgrade(c, "config.policy.numa=auto")
-        applied = wait_for("a new Deployment refused", lambda: (lambda p: p if DENIED in p.stderr else None)(
-            c.kubectl("apply", "-n", enforce, "-f", "-", stdin=deployment("article-new"))), 60)
-        c.kubectl("scale", "-n", enforce, "deployment/article", "--replicas=1", check=True)
-        refusal = wait_for("the ReplicaSet's FailedCreate", lambda: event_lines(c, enforce, "FailedCreate"), 60)
+        log = stack.enter_context(numa_webhook(c, tmp_path / "numa-webhook"))
+        c.kubectl("label", "namespace", loop, "qos-guard.io/mode=enforce", f"{NUMA_LABEL}=true", "--overwrite",
+                  check=True)
+        tried: list[str] = []
+
+        def refused_at_apply() -> subprocess.CompletedProcess[str] | None:
+            # --dry-run=server: admission runs (the webhooks too), nothing is stored.
+            proc = c.kubectl("apply", "--dry-run=server", "-n", loop, "-f", "-", stdin=deployment("article-new"))
+            tried[:] = [proc.stdout + proc.stderr]
+            return proc if "denied the request" in proc.stderr else None
+
+        try:
+            applied = wait_for("a new Deployment refused", refused_at_apply, 60)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; its last answer: {tried}; the webhook's log:\n"
+                                 f"{log.read_text()[-3000:]}") from None
+        refusal = wait_for("the ReplicaSet's FailedCreate", lambda: [
+            e for e in event_lines(c, loop, "FailedCreate") if "numa-unfit" in e], 60)
+        counted = len(pods_of(c, loop))
         time.sleep(5)
-        assert not pods_of(c, enforce) and DENIED in refusal[0], refusal
-        report(f"loop b: numa: auto on the agent's NRT ({time.monotonic() - started:.0f} s with the helm upgrade): "
-               f"$ kubectl apply -n {enforce} (a new Deployment): {applied.stderr.strip()[:700]}")
-        report(f"loop b: the Deployment made before, scaled to 1: 0 Pods; {refusal[0][:700]}")
-        clean(c, enforce)
+        after = pods_of(c, loop)
+        assert len(after) == counted and all(p["status"].get("phase") == "Failed" for p in after), (counted, len(after))
+        report(f"loop b: numa: auto on the agent's NRT (refusing {time.monotonic() - started:.0f} s after the webhook "
+               f"started): no new Pod in 5 s ({len(after)}, all Failed, left by the loop); {refusal[0][:700]}")
+        report(f"loop b: $ kubectl apply -n {loop} (a new Deployment): {applied.stderr.strip()[:700]}")
+        # With the loop stopped, the failed Pods stay bound to the node; the NRT counts only the active Pods
+        # (kubelet's List leaves the failed ones out), and so does the extender: their fingerprints agree.
+        agree = wait_for("the NRT's fingerprint = the extender's", lambda: (lambda st, b: (st, b) if st and
+                         reflected(st, b) else None)(read_nrt(s.nrt() or {}), bound_pods(c)), 10, s.log)
+        bound = agree[1]
+        report(f"loop b: the NRT's {ATTRIBUTE} equals the extender's count of the {sum(not b.terminal for b in bound)} "
+               f"active Pods of the {len(bound)} bound to the node")
+        clean(c, loop)
         # (c) through the extender; the webhook only warns.
         warn = c.namespace("nrt-extender", "warn")
         extender = start_extender(c, tmp_path / "extender")
@@ -309,16 +368,28 @@ def test_3_the_deployment_loop_and_how_qos_guard_ends_it(setup: Setup, tmp_path:
         # (d) the GPU on NUMA 1: the same Pod is placed, kubelet aligns it, the agent says so.
         numa0.close()
         stack.enter_context(device_plugin(c, s.node.folder, "gpu-1=1"))
-        running = wait_for("the Pending Pod running", lambda: [
-            p for p in pods_of(c, warn) if p["status"].get("phase") == "Running"], 120)
-        assert running[0]["metadata"]["name"] == pending
+        # kube-scheduler keeps a Pod an extender found unresolvable in its unschedulable queue (up to 5 min, its
+        # podMaxInUnschedulablePodsDuration) even after the Node changes; if it is still there after 20 s it is
+        # deleted and the ReplicaSet's next Pod is placed at once.
+        waited = time.monotonic()
+        requeued = "the same Pod"
+        try:
+            running = wait_for("the Pending Pod running", lambda: [
+                p for p in pods_of(c, warn) if p["status"].get("phase") == "Running"], 20)
+        except AssertionError:
+            c.kubectl("delete", "pod", pending, "-n", warn, "--wait=false", check=True)
+            requeued = f"{pending} still Pending after 20 s, deleted; the ReplicaSet's next Pod"
+            running = wait_for("the ReplicaSet's next Pod running", lambda: [
+                p for p in pods_of(c, warn) if p["status"].get("phase") == "Running"], 90)
+        pending = running[0]["metadata"]["name"]
+        requeued += f" Running {time.monotonic() - waited:.0f} s after the move"
         aligned = wait_for("the agent's aligned series", lambda: [
             line for line in requests.get(s.metrics, timeout=5).text.splitlines()
             if line.startswith("qos_guard_container_numa_aligned") and pending in line
             and line.endswith(" 1.0")], 30, s.log)
         obj = s.nrt()
         assert available(obj, "node-1", GPU) == "0" and available(obj, "node-1", "cpu") == "0"
-        report(f"loop d: {GPU} moved to NUMA 1: {warn}/{pending} scheduled through the extender and Running; "
+        report(f"loop d: {GPU} moved to NUMA 1: {requeued}, {warn}/{pending} scheduled through the extender; "
                f"agent: {aligned[0]}")
         clean(c, warn)
 
