@@ -7,7 +7,7 @@ import argparse
 from collections.abc import Sequence
 from typing import Any
 
-from webhook import __version__
+from webhook import __version__, interpreter
 from webhook.batch import formats
 from webhook.cli.commands import (
     cmd_agent,
@@ -269,6 +269,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    # Once, here where the process starts, never per document (see webhook/interpreter.py): the servers and the
+    # agent run for weeks and keep the collector's default thresholds; every other command reads and exits.
+    interpreter.configure(batch=args.func not in (cmd_serve, cmd_extender, cmd_agent))
     if args.func in (cmd_serve, cmd_agent):  # servers: their output is logs, never a report
         return _run(args)
     with closed_pipe_tolerated():  # a reader that stops early never changes the exit code

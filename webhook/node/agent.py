@@ -33,6 +33,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_serv
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from webhook import interpreter
 from webhook.cluster.client import ClusterError, Lister
 from webhook.cluster.reports import MANAGED_BY, Flavour
 from webhook.cluster.watch import ApiTransport, Transport
@@ -271,6 +272,7 @@ def run_agent(opts: AgentOptions, stop: threading.Event | None = None,
               transport_factory: Callable[[], Transport] | None = None) -> int:
     """The agent's loop until SIGTERM/SIGINT (or ``stop``); metrics on ``metrics_host:metrics_port``. ``api``
     writes Events and reports; ``transport`` carries the watches of namespaces and Pods."""
+    interpreter.configure(batch=False)  # the process's settings, once: the agent runs for weeks
     stop = stop or threading.Event()
     registry = CollectorRegistry()
     placements = Placements()
