@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from webhook.cluster.pinning import (
+from webhook.core.kubeletpinning import (
     CPU_POLICIES,
     MEMORY_POLICIES,
     TOPOLOGY_POLICIES,

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from webhook import __version__
 from webhook.batch.report import SARIF_SCHEMA, _escape_data, xml_lines
 from webhook.batch.textsafe import escape, xml_text
-from webhook.cluster.pinning import RULES, KubeletPinning, NodeVerdict, PoolMismatch, decide, pool_mismatches
+from webhook.core.kubeletpinning import RULES, KubeletPinning, NodeVerdict, PoolMismatch, decide, pool_mismatches
 from webhook.core.outcome import ExitCode, Refused, fold
 
 if TYPE_CHECKING:  # the registry of formats imports this module: check's start-up does not pay for the client

@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING
 from webhook.batch.formats import render, render_nodes
 from webhook.batch.report import Location, Report, numbered, skipped_text, summary_line
 from webhook.batch.runner import check_paths, fix_paths
-from webhook.cluster.pinning import DEFAULT_POOL_LABELS
 from webhook.core.engine import Mode
 from webhook.core.facts import NO_FACTS
+from webhook.core.kubeletpinning import DEFAULT_POOL_LABELS
 from webhook.core.outcome import ExitCode, Refused
 from webhook.manifests.configfile import load_config
 
@@ -209,7 +209,7 @@ def cmd_audit(args: argparse.Namespace) -> ExitCode:
 
 def cmd_nodes(args: argparse.Namespace) -> ExitCode:
     from webhook.batch.nodes import read_nodes, summary_line
-    from webhook.cluster.pinning import valid_pool_label
+    from webhook.core.kubeletpinning import valid_pool_label
 
     if args.names and args.selector is not None:
         err("nodes: give node names or -l SELECTOR, not both")

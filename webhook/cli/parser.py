@@ -23,9 +23,9 @@ from webhook.cli.commands import (
     err,
 )
 from webhook.cli.pipe import closed_pipe_tolerated
-from webhook.cluster.pinning import DEFAULT_POOL_LABELS
 from webhook.core.config import ConfigError
 from webhook.core.engine import Mode
+from webhook.core.kubeletpinning import DEFAULT_POOL_LABELS
 from webhook.core.outcome import ExitCode
 
 CHECK_EXIT_CODES = """exit codes:
