@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from webhook import __version__
 from webhook.batch.report import SARIF_SCHEMA, _escape_data, xml_lines
 from webhook.batch.textsafe import escape, xml_text
-from webhook.core.kubeletpinning import RULES, KubeletPinning, NodeVerdict, PoolMismatch, decide, pool_mismatches
+from webhook.core.kubeletpinning import RULES, KubeletPinning, NodeVerdict, PoolMismatch, node_verdict, pool_mismatches
 from webhook.core.outcome import ExitCode, Refused, fold
 
 if TYPE_CHECKING:  # the registry of formats imports this module: check's start-up does not pay for the client
@@ -54,7 +54,7 @@ class NodesReport:
 
 def build(configs: Iterable[NodeConfig], pool_labels: Sequence[str], errors: Sequence[str] = ()) -> NodesReport:
     """Judge every node that was read, then compare the pools among them."""
-    results = [NodeResult(c, decide(c.pinning) if c.pinning is not None else None) for c in configs]
+    results = [NodeResult(c, node_verdict(c.pinning) if c.pinning is not None else None) for c in configs]
     read: list[tuple[str, dict[str, str], KubeletPinning]] = [
         (r.name, r.config.node.labels, r.config.pinning) for r in results if r.config.pinning is not None]
     return NodesReport(results, pool_mismatches(read, pool_labels), list(errors))

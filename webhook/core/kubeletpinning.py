@@ -316,7 +316,7 @@ def _go_bool(text: str) -> bool | None:
     return None
 
 
-def decide(p: KubeletPinning) -> NodeVerdict:
+def node_verdict(p: KubeletPinning) -> NodeVerdict:
     """Pins, or the problems that stop it; notes for what pins with a caveat."""
     problems: list[Problem] = []
     notes: list[str] = []
