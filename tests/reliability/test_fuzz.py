@@ -20,7 +20,7 @@ from tests.helpers import admission_review
 from tests.reliability.conftest import CASES
 from tests.reliability.strategies import json_value, pod_spec, workload
 from webhook.admission.review import ENDPOINTS as ADMISSION_ENDPOINTS
-from webhook.admission.review import BadReview, Endpoint, decide, parse_review
+from webhook.admission.review import BadReview, Endpoint, parse_review, review_decision
 from webhook.batch.runner import check_paths
 from webhook.core.config import parse_config
 from webhook.core.engine import Mode, evaluate
@@ -153,7 +153,7 @@ def test_admission_decides_on_any_pod_spec(spec: Any, endpoint: Endpoint) -> Non
     CASES["admission"] += 1
     body = json.dumps(_review({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": spec})).encode()
     try:
-        decision = decide(parse_review(body), endpoint, CONFIGS[1])
+        decision = review_decision(parse_review(body), endpoint, CONFIGS[1])
     except BadReview as exc:
         assert str(exc)  # the 400 reason
         return

@@ -55,7 +55,7 @@ class Endpoint:
     mode: Mode | None = None
 
 
-# The one table of admission endpoints (URL path -> endpoint): routes, metrics and ``decide`` all read it.
+# The one table of admission endpoints (URL path -> endpoint): routes, metrics and ``review_decision`` all read it.
 ENDPOINTS: dict[str, Endpoint] = {
     "/validate": Endpoint("validate", Action.DENY, Mode.ENFORCE),
     # ``/validate?mode=mutate`` too; webhook configurations need this form: the API server refuses a query
@@ -224,8 +224,8 @@ def _skip(review: Review, config: Config, own_namespace: str | None) -> str | No
     return None
 
 
-def decide(review: Review, endpoint: Endpoint, config: Config, facts: Facts = NO_FACTS,
-           own_namespace: str | None = None) -> Decision:
+def review_decision(review: Review, endpoint: Endpoint, config: Config, facts: Facts = NO_FACTS,
+                    own_namespace: str | None = None) -> Decision:
     """The decision for one request at ``endpoint``, against what the cluster says (``facts``)."""
     if endpoint.action is Action.NAMESPACE:
         return _decide_namespace(review)
