@@ -233,8 +233,8 @@ def _why_not(pod: PodInfo, spec: ContainerSpec | None, allocatable: Allocatable)
             "started before the static CPU Manager keeps the shared pool; recreate it)", True)
 
 
-def decide(pod: PodInfo, alloc: ContainerAllocation, allocatable: Allocatable, cpu_numa: Mapping[int, int],
-           cgroup_cpus: frozenset[int] | None = None) -> Placement:
+def judge_container(pod: PodInfo, alloc: ContainerAllocation, allocatable: Allocatable, cpu_numa: Mapping[int, int],
+                    cgroup_cpus: frozenset[int] | None = None) -> Placement:
     """The verdict on one container; ``cpu_numa`` maps each CPU id to its NUMA node (sysfs)."""
     spec = next((c for c in pod.containers if c.name == alloc.name), None)
     request = spec.cpu_milli if spec else None
@@ -359,7 +359,7 @@ _MEMORY_FIX = ("the fix: memoryManagerPolicy Static with reservedMemory on each 
 
 
 def _head(p: Placement, where: str) -> str:
-    """What decide said of the CPUs and devices: unknown (a device's NUMA node), aligned or not on one node."""
+    """What judge_container said of the CPUs and devices: unknown (a device's NUMA node), aligned or not on one node."""
     if p.aligned is None:
         return f"{where}: NUMA alignment unknown"
     return f"{where}: aligned on NUMA node {_nodes(p.numa)}" if p.aligned else f"{where}: not on one NUMA node"
@@ -461,5 +461,5 @@ def pod_info(obj: Mapping[str, Any], mode: str, opted_in: str | None,
 
 __all__ = ["DRA_REASON", "NOT_PINNED", "NUMA_MISALIGNED", "NUMA_REMOTE_MEMORY", "NUMA_UNKNOWN", "REMOTE_SHARE",
            "Allocatable", "ContainerAllocation", "ContainerSpec", "DeviceGroup", "DraDevice", "ManifestError",
-           "MemoryBlock", "Placement", "PodAllocation", "PodInfo", "Problem", "decide", "judge_memory", "opted_in_at",
-           "pod_info"]
+           "MemoryBlock", "Placement", "PodAllocation", "PodInfo", "Problem", "judge_container", "judge_memory",
+           "opted_in_at", "pod_info"]

@@ -10,7 +10,7 @@ cgroup knows where they ended up. Two formats:
 - cgroup v2 (the unified folder): ``anon N0=<bytes> N1=<bytes>``, one line per counter.
 
 The folder is found as the cpuset's is (``cgroups.candidate_folders``: kubelet's cgroupfs and systemd drivers).
-It hands the verdict a ``NumaPages`` (``webhook/node/numapages.py``, pure: ``decide`` never reads a file). A
+It hands the verdict a ``NumaPages`` (``webhook/node/numapages.py``, pure: ``judge_container`` never reads a file). A
 malformed file (truncated, a NUMA node the layout lacks) or a cgroup removed while it was read is a
 ``CgroupError`` naming the file, for that container only."""
 
