@@ -212,7 +212,7 @@ def gpu_nodes() -> Any:
     """Three GPU nodes of two 32-CPU zones under single-numa-node; their GPUs come through DRA, so no zone
     publishes example.com/dra-gpu."""
     from tests.unit.test_numa import nrt
-    from webhook.core.topology import Topology, parse_nrt
+    from webhook.core.numatopology import Topology, parse_nrt
 
     zone = {"cpu": "32", "memory": "256Gi"}
     names = [f"gpu-{i}" for i in range(3)]
@@ -274,7 +274,7 @@ def test_a_node_whose_device_plugin_publishes_the_resource_fits_it_as_a_device()
     (the scheduler prefers the node's allocatable): kubelet aligns it there, and so does the fit."""
     from tests.unit.test_numa import nrt
     from webhook.core.facts import Facts, Memo
-    from webhook.core.topology import Topology, parse_nrt
+    from webhook.core.numatopology import Topology, parse_nrt
 
     zone = {"cpu": "32", "memory": "256Gi", "example.com/dra-gpu": "1"}
     topology = Topology(nodes={"plugin-0": {}}, topologies={"plugin-0": parse_nrt(nrt("plugin-0", [zone, zone]))})

@@ -14,9 +14,9 @@ from webhook.core.config import AUTO, ConfigError, parse_config
 from webhook.core.engine import Mode, evaluate
 from webhook.core.facts import Facts, Memo
 from webhook.core.numa import fit_cluster
+from webhook.core.numatopology import Topology, TopologyError, parse_nrt
 from webhook.core.podspec import build_pod_spec
 from webhook.core.scheduling import Taint, Toleration, placement, taints, tolerations
-from webhook.core.topology import Topology, TopologyError, parse_nrt
 from webhook.policies.generate import PolicyError, render
 
 GPU = "nvidia.com/gpu"

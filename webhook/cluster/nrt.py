@@ -30,8 +30,8 @@ from typing import Any
 
 from webhook.cluster import watch
 from webhook.cluster.watch import Listing, ListRefused, Reflector, Store, Transport, name_of, refusal, wait_until
+from webhook.core.numatopology import NodeTopology, Topology, TopologyError, parse_nrt
 from webhook.core.scheduling import Taint, taints
-from webhook.core.topology import NodeTopology, Topology, TopologyError, parse_nrt
 
 NRT_GROUP_VERSION = "topology.node.k8s.io/v1alpha2"
 NRT_PATH = f"/apis/{NRT_GROUP_VERSION}/noderesourcetopologies"

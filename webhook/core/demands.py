@@ -11,9 +11,9 @@ from typing import Any
 
 from webhook.core.dra import DeviceClasses, DraUse, dra_resources
 from webhook.core.fieldpath import FieldPath, dotted
+from webhook.core.numatopology import HUGEPAGES
 from webhook.core.podspec import CPU, GUARANTEED, MEMORY, Container, PodSpec, qos_class
 from webhook.core.quantity import format_bytes
-from webhook.core.topology import HUGEPAGES
 
 
 @dataclass(frozen=True, slots=True)

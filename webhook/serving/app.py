@@ -30,8 +30,8 @@ from webhook.core.claims import CLAIM_KINDS
 from webhook.core.config import Config
 from webhook.core.dra import DeviceClasses
 from webhook.core.facts import NO_FACTS, Facts, Memo
+from webhook.core.numatopology import Topology
 from webhook.core.rules import RULE_IDS
-from webhook.core.topology import Topology
 from webhook.core.workloads import KINDS
 from webhook.serving.body import BUDGET, MAX_BODY, BadBody, BodyBudget, Busy, TooLarge, read_bounded
 from webhook.serving.decisionlog import DECISIONS

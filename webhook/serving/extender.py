@@ -30,8 +30,8 @@ from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException
 
 from webhook import interpreter
+from webhook.core.numatopology import NodeTopology
 from webhook.core.podspec import ManifestError
-from webhook.core.topology import NodeTopology
 from webhook.extender.placement import (
     RESERVATION_TIMEOUT,
     BoundPod,
