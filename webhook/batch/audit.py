@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
+from webhook.batch.clusterfacts import cluster_facts
 from webhook.batch.policyreports import FLAVOURS, Subjects, build, write
 from webhook.batch.report import Location, Report
 from webhook.batch.runner import Item, at, run
-from webhook.batch.topology import cluster_facts
 from webhook.cluster.client import ClusterError, Listed, Lister
 from webhook.cluster.kubeconfig import explain, preflight
 from webhook.cluster.reports import Flavour, Written

@@ -47,7 +47,7 @@ def cmd_check(args: argparse.Namespace) -> ExitCode:
         return ExitCode.USAGE
     facts = NO_FACTS
     if config.numa_auto or config.policy.device_classes:
-        from webhook.batch.topology import cluster_facts
+        from webhook.batch.clusterfacts import cluster_facts
 
         facts = cluster_facts(config, args.kubeconfig, err, required=False)
     if args.format == "text":
