@@ -202,7 +202,7 @@ def test_the_state_is_said_once_per_change(caplog: pytest.LogCaptureFixture) -> 
 
     from webhook.core.numatopology import Topology
     from webhook.serving.metrics import TopologyMetrics
-    from webhook.serving.topology import TopologyReport
+    from webhook.serving.topologycache import TopologyReport
 
     registry = CollectorRegistry()
     report = TopologyReport(TopologyMetrics.create(registry))

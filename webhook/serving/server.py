@@ -89,7 +89,7 @@ def worker_app(config: Config, own_namespace: str | None, extend: Extend | None 
     metrics = Metrics.create()
     snapshot = None
     if config.numa_auto:
-        from webhook.serving.topology import start_topology_cache
+        from webhook.serving.topologycache import start_topology_cache
 
         metrics = metrics.with_topology()
         snapshot = start_topology_cache(kubeconfig, metrics.topology)
