@@ -149,9 +149,14 @@ def test_2_compliant_rolls_out_leader_and_worker_pinned_in_turn(node: Node, rele
         assert_lws_pod(worker, "1")
         report(f"lws {lws.version} worker: {ns}/{WORKER} Guaranteed, waits for a second exclusive CPU "
                f"(scheduler: Insufficient cpu)")
-        # In turn: the worker's only, then the leader's Pod deleted; LWS recreates the group.
+        # In turn: the node tainted (only the worker template tolerates it), then the leader's Pod deleted; LWS
+        # recreates the group. In the foreground, so its waiting worker (which tolerates the taint too) is gone
+        # before the leader's CPU is free, and only the recreated worker can take it.
         assert c.kubectl("taint", "node", NODE_NAME, TAINT).returncode == 0
-        c.kubectl("delete", "pod", LEADER, "-n", ns, "--wait=true", "--timeout=60s", check=True)
+        c.kubectl("delete", "pod", LEADER, "-n", ns, "--cascade=foreground", "--wait=true", "--timeout=60s",
+                  check=True)
+        left = _pod_or_none(c, ns, WORKER)
+        assert left is None or left["metadata"]["uid"] != worker["metadata"]["uid"], "the worker outlived its leader"
         released(node, [leader["metadata"]["uid"]])
         new_worker = wait_new_pod(c, ns, WORKER, not_uid=worker["metadata"]["uid"])
         uids.append(new_worker["metadata"]["uid"])
