@@ -232,7 +232,10 @@ build_lws() {
   local v=$LWS_VERSION out="$TOOLS_DIR/lws-controller-$LWS_VERSION" json src commit work
   cached "$out" && return 0
   log "building the LeaderWorkerSet controller $v (once; cached in $TOOLS_DIR)"
-  json=$(go mod download -json "sigs.k8s.io/lws@$v")
+  if ! json=$(go mod download -json "sigs.k8s.io/lws@$v"); then  # its error is in the JSON, on stdout
+    echo "build-tools: sigs.k8s.io/lws@$v: $(sed -n 's/.*"Error": "\(.*\)".*/\1/p' <<<"$json")" >&2
+    return 1
+  fi
   src=$(sed -n 's/.*"Dir": "\(.*\)".*/\1/p' <<<"$json")
   commit=$(sed -n 's/.*"Hash": "\(.*\)".*/\1/p' <<<"$json")
   work=$(mktemp -d)

@@ -14,6 +14,7 @@ left. On a node with two free CPUs the same LeaderWorkerSet runs both at once.""
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import os
 import time
@@ -37,16 +38,25 @@ TAINT_KEY = "qos-guard.io/lws-turn"
 TAINT = f"{TAINT_KEY}=worker:NoSchedule"
 
 
+@functools.cache
+def _built() -> str | RuntimeError:
+    """The controller's path, or why it did not build (tried once: each test would try again otherwise)."""
+    try:
+        return binary("lws-controller")
+    except RuntimeError as error:
+        return error
+
+
 @pytest.fixture(scope="module")
 def lws(node: Node, release: Release, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LwsController]:
     """The LWS controller running against the node's API server. Where it cannot be built the tests skip with
     the build's error; under CI=true they fail, as every node test does."""
-    try:
-        path = binary("lws-controller")
-    except RuntimeError as error:
+    path = _built()
+    if isinstance(path, RuntimeError):
         if os.environ.get("CI") == "true":
-            pytest.fail(f"the LeaderWorkerSet controller must build in CI: {error}")
-        pytest.skip(f"LeaderWorkerSet controller not built here: {error}")
+            pytest.fail(f"the LeaderWorkerSet controller must build in CI: {path}")
+        last = str(path).strip().splitlines()[-1]
+        pytest.skip(f"LeaderWorkerSet controller not built here (hack/build-tools.sh lws-controller): {last}")
     with running_lws_controller(node.cluster, path, tmp_path_factory.mktemp("lws")) as controller:
         yield controller
 
