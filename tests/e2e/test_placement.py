@@ -107,6 +107,7 @@ def test_a_pod_that_needs_one_numa_node_goes_to_the_second_scheduler(
         with scheduler(cluster, tmp_path / "scheduler", SCHEDULER, extender):
             created = cluster.kubectl("create", "-f", "-", stdin=pod("aligned", "4"))
             assert created.returncode == 0, created.stderr
+            assert created.stdout.strip() == "pod/aligned created", created.stdout
             # (the session's own webhook, when an earlier module registered it, may warn too)
             said = next(line for line in created.stderr.splitlines() if "schedulerName" in line)
             assert said == ("Warning: qos-guard: set spec.schedulerName to qos-guard-numa: exclusive CPUs with "
@@ -130,9 +131,36 @@ def test_a_pod_that_needs_one_numa_node_goes_to_the_second_scheduler(
             table = cluster.kubectl("get", "pods", "-n", NAMESPACE, "-o",
                                     "custom-columns=NAME:.metadata.name,SCHEDULER:.spec.schedulerName,"
                                     "NODE:.spec.nodeName", "--sort-by=.metadata.name", check=True).stdout
-            print(f"\n$ kubectl create -f aligned.yaml\n{said}\n$ kubectl get pods\n{table}")
+            print(f"\n$ kubectl create -f aligned.yaml\n{said}\n{created.stdout.strip()}\n$ kubectl get pods\n{table}")
     finally:
         extender.stop()
     api("DELETE", f"/api/v1/namespaces/{NAMESPACE}/pods", gracePeriodSeconds="0")
     waiting.eventually("the Pods gone", lambda: not api("GET", f"/api/v1/namespaces/{NAMESPACE}/pods")["items"],
                        within=60, every=0.5)
+
+
+def readme_rbac() -> list[dict[str, Any]]:
+    """The README's ClusterRole and binding for the extender beside a self-managed control plane's scheduler."""
+    readme = (CHART.parents[1] / "README.md").read_text()
+    blocks = readme.split("```yaml\n")[1:]
+    block = next(b.split("```")[0] for b in blocks if "name: qos-guard-extender" in b)
+    return [d for d in yaml.safe_load_all(block) if d]
+
+
+def test_the_readmes_rbac_lets_the_schedulers_own_credentials_read_nrts(cluster: Cluster, placing: Api) -> None:
+    """kube-scheduler's scheduler.conf authenticates as system:kube-scheduler: its bootstrap ClusterRole lists Pods
+    but not NodeResourceTopology objects, which the README's snippet grants."""
+    def can(verb: str, resource: str) -> str:
+        return cluster.kubectl("auth", "can-i", verb, resource, "--as", "system:kube-scheduler").stdout.strip()
+
+    nrts = "noderesourcetopologies.topology.node.k8s.io"
+    assert can("watch", "pods") == "yes"
+    assert can("list", nrts) == "no"
+    objects = readme_rbac()
+    assert [o["kind"] for o in objects] == ["ClusterRole", "ClusterRoleBinding"]
+    try:
+        cluster.kubectl("apply", "-f", "-", stdin=objects, check=True)
+        waiting.eventually("RBAC in effect", lambda: can("list", nrts) == "yes", within=30, every=0.5)
+        assert can("watch", nrts) == "yes" and can("get", nrts) == "no"  # what the extender reads, no more
+    finally:
+        cluster.kubectl("delete", "-f", "-", "--ignore-not-found", stdin=objects)
