@@ -78,3 +78,15 @@ def test_a_bad_scheduler_name_is_refused_at_install(helm: str) -> None:
     from tests.chart.conftest import CHART, run_helm
     proc = run_helm(helm, "template", "qos-guard", str(CHART), "--set", "config.placement.schedulerName=Not_A_Name")
     assert proc.returncode != 0 and "schedulerName" in proc.stderr, proc.stderr
+
+
+def test_enforcement_policy_refuses_a_scheduler_name_it_cannot_set(helm: str) -> None:
+    from tests.chart.conftest import CHART, run_helm
+    proc = run_helm(helm, "template", "qos-guard", str(CHART), "--set", "enforcement=policy",
+                    "--set", "config.placement.schedulerName=qos-guard-numa")
+    assert proc.returncode != 0
+    assert "config.placement.schedulerName: the admission policies judge the rules and set no" in proc.stderr, \
+        proc.stderr
+    # the chart's scheduler alone is fine with policies: Pods may name it themselves
+    assert run_helm(helm, "template", "qos-guard", str(CHART), "--set", "enforcement=policy",
+                    "--set", "scheduler.enabled=true").returncode == 0

@@ -182,3 +182,13 @@ def test_defaults() -> None:
     assert config.placement.scheduler_name is None and config.placement.memory_manager is False
     assert parse_config({"placement": {"schedulerName": "my.scheduler-1"}}).placement.scheduler_name == \
         "my.scheduler-1"
+
+
+def test_qos_guard_policy_refuses_it_naming_the_key() -> None:
+    """The generated admission policies set no scheduler: a configuration that asks for one is refused, not
+    silently half-done."""
+    from webhook.policies.generate import PolicyError, refuse_unsupported
+    refuse_unsupported(parse_config({"placement": {"memoryManager": True}}))  # nothing to set: fine
+    with pytest.raises(PolicyError, match=r"^placement.schedulerName: the admission policies judge the rules and "
+                                          r"set no spec.schedulerName"):
+        refuse_unsupported(CONFIG)
