@@ -1,6 +1,7 @@
 """``python -m bench.scheduler`` in miniature (a real control plane, the real kube-scheduler with and without the
-extender, a few nodes and Pods): it cannot rot. No timing is asserted; that every Pod was bound in both profiles,
-the extender synced, and both containers' memory was read and set against the chart's limits is."""
+extender, a few nodes and Pods): it cannot rot. No timing is asserted; that every Pod was bound in both profiles
+(with the scheduler's client throttled as kube-scheduler's defaults and unthrottled), the extender synced, and both
+containers' memory was read and set against the chart's limits is."""
 
 from __future__ import annotations
 
@@ -17,8 +18,10 @@ def test_scheduler_benchmark_smoke_run(tmp_path: Path) -> None:
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     results = json.loads((tmp_path / "scheduler.json").read_text())
-    assert set(results["rate"]) == {"default scheduler", "through the extender"}
-    assert results["bound"] == {"default scheduler": [12], "through the extender": [12]}
+    from bench.scheduler import CLIENTS
+    labels = {f"{profile}, {client}" for profile in ("default scheduler", "through the extender") for client in CLIENTS}
+    assert set(results["rate"]) == labels and len(labels) == 4
+    assert results["bound"] == {label: [12] for label in labels}
     assert all(rate > 0 for rates in results["rate"].values() for rate in rates)
     assert results["memory_nodes"] == 40 and results["memory_pods"] == 4
     for container in ("extender", "scheduler"):
