@@ -28,6 +28,7 @@ from tests.serving import Server, start_server
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 NAMESPACE = "e2e-placement"
+MUTATED = "e2e-placement-mutate"  # mode mutate: mutate.qos-guard.io runs first, then place.qos-guard.io
 SELECTED = "e2e.qos-guard.io/placement"  # only this module's namespace: other modules' Pods are left alone
 CONFIG_NAME = "qos-guard-place-e2e"
 
@@ -82,8 +83,11 @@ def placing(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Itera
         cluster.kubectl("apply", "-f", "-", stdin=hooks, check=True)
         cluster.kubectl("apply", "-f", "-", stdin={"apiVersion": "v1", "kind": "Namespace", "metadata": {
             "name": NAMESPACE, "labels": {"qos-guard.io/mode": "warn", SELECTED: "true"}}}, check=True)
+        cluster.kubectl("apply", "-f", "-", stdin={"apiVersion": "v1", "kind": "Namespace", "metadata": {
+            "name": MUTATED, "labels": {"qos-guard.io/mode": "mutate", SELECTED: "true"}}}, check=True)
         yield api
     finally:
+        cluster.kubectl("delete", "namespace", MUTATED, "--ignore-not-found", "--wait=false")
         cluster.kubectl("delete", "mutatingwebhookconfiguration", CONFIG_NAME, "--ignore-not-found")
         api("DELETE", f"/api/v1/namespaces/{NAMESPACE}/pods", gracePeriodSeconds="0")
         api("DELETE", "/api/v1/nodes", labelSelector=f"{POOL}=placement")
@@ -164,3 +168,22 @@ def test_the_readmes_rbac_lets_the_schedulers_own_credentials_read_nrts(cluster:
         assert can("watch", nrts) == "yes" and can("get", nrts) == "no"  # what the extender reads, no more
     finally:
         cluster.kubectl("delete", "-f", "-", "--ignore-not-found", stdin=objects)
+
+
+def test_a_pod_the_mutation_makes_guaranteed_gets_the_scheduler_too(cluster: Cluster, placing: Api) -> None:
+    """In a mutate namespace the chart's mutate.qos-guard.io sets the request to its limit first; then
+    place.qos-guard.io sees a Guaranteed Pod with 4 exclusive CPUs and a GPU."""
+    burstable = pod("mutated", "4")
+    burstable["metadata"]["namespace"] = MUTATED
+    burstable["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "2"
+    created = cluster.kubectl("create", "-f", "-", stdin=burstable)
+    assert created.returncode == 0, created.stderr
+    warnings = [line for line in created.stderr.splitlines() if line.startswith("Warning: qos-guard: ")]
+    assert "Warning: qos-guard: container \"app\": set resources.requests.cpu to 4 (its limit): +2 CPU reserved " \
+           "exclusively" in warnings, created.stderr
+    assert ("Warning: qos-guard: set spec.schedulerName to qos-guard-numa: exclusive CPUs with example.com/gpu "
+            "must fit one NUMA node") in warnings, created.stderr
+    stored = placing("GET", f"/api/v1/namespaces/{MUTATED}/pods/mutated")
+    assert stored["spec"]["containers"][0]["resources"]["requests"]["cpu"] == "4"
+    assert stored["spec"]["schedulerName"] == SCHEDULER
+    placing("DELETE", f"/api/v1/namespaces/{MUTATED}/pods/mutated", gracePeriodSeconds="0")
