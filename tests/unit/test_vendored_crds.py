@@ -5,13 +5,25 @@ from __future__ import annotations
 
 import hashlib
 import re
+from functools import cache
 from pathlib import Path
+from typing import Any
 
 import yaml
 
 from webhook.core.workloads import KINDS
 
 CRDS = Path(__file__).resolve().parents[1] / "fixtures" / "crds"
+# Versions another project's CRD of the same name serves (one API server serves one CRD of a name, so one of
+# them is vendored; SOURCES.md names the other): the training-operator's MPIJob is kubeflow.org/v1.
+SERVED_ELSEWHERE = {("kubeflow.org", "MPIJob"): {"v1"}}
+
+
+@cache
+def _crds() -> tuple[tuple[str, dict[str, Any]], ...]:
+    """Each vendored CRD by file name (libyaml: 11 MB of YAML)."""
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    return tuple((p.name, yaml.load(p.read_text(), Loader=loader)) for p in sorted(CRDS.glob("*.yaml")))
 
 
 def _rows() -> dict[str, str]:
@@ -27,11 +39,21 @@ def test_every_vendored_crd_is_unchanged_and_recorded() -> None:
 
 
 def test_the_table_judges_each_at_a_version_its_crd_serves() -> None:
-    for path in CRDS.glob("*.yaml"):
-        crd = yaml.safe_load(path.read_text())
+    for name, crd in _crds():
         spec = crd["spec"]
         kind = KINDS[(spec["group"], spec["names"]["kind"])]
         assert kind.plural == spec["names"]["plural"]
         served = [v["name"] for v in spec["versions"] if v.get("served")]
         assert kind.versions[0] == next(v["name"] for v in spec["versions"] if v.get("storage"))
-        assert set(kind.versions) <= set(served), (path.name, kind.versions, served)
+        elsewhere = SERVED_ELSEWHERE.get(kind.key, set())
+        assert not elsewhere & set(served), (name, "serves", elsewhere)
+        assert set(kind.versions) <= set(served) | elsewhere, (name, kind.versions, served)
+
+
+def test_every_kind_beyond_the_core_has_its_crd_vendored() -> None:
+    """The e2e tests judge each built-in custom resource kind on a real API server, with its own CRD."""
+    defined = set()
+    for _, crd in _crds():
+        spec = crd["spec"]
+        defined.add((spec["group"], spec["names"]["kind"]))
+    assert {k.key for k in KINDS.values() if not k.core} == defined
