@@ -165,6 +165,29 @@ def test_3_a_compliant_one_is_admitted(cluster: Cluster, served: str, path: Path
     cluster.kubectl("delete", "-n", served, "--wait=false", "-f", "-", stdin=obj)
 
 
+def _framework_predictor() -> dict[str, Any]:
+    """KServe's own tensorflow-gpu sample (tests/corpus) with fractional CPUs, in the framework's resources and
+    in a container of the predictor's own: KServe's defaulting turns the framework field into spec.predictor.model
+    and merges the model container from the ServingRuntime, so what kubelet gets is unknown here (the predictor's
+    containers judged alone would refuse it)."""
+    obj = _fixture(ROOT / "tests" / "corpus" / "kserve" / "docs" / "samples" / "accelerators" / "tensorflow-gpu.yaml")
+    predictor = obj["spec"]["predictor"]
+    predictor["tensorflow"]["resources"]["limits"]["cpu"] = "1500m"
+    predictor["containers"] = [{"name": "kserve-container", "image": "registry.invalid/tf:1",
+                                "resources": {"limits": {"cpu": "1500m", "memory": "4Gi"}}}]
+    return obj
+
+
+def test_3b_a_framework_predictor_is_unknown_so_admitted(cluster: Cluster, served: str) -> None:
+    install_crds(cluster)
+    obj = _framework_predictor()
+    stored = cluster.kubectl("create", "--dry-run=server", "-o", "json", "-n", "default", "-f", "-", stdin=obj)
+    assert stored.returncode == 0, stored.stderr
+    assert evaluate(json.loads(stored.stdout), Config(), Mode.ENFORCE).violations == []
+    admitted = _apply(cluster, served, obj)
+    assert admitted.returncode == 0, admitted.stderr
+
+
 def test_4_audit_lists_custom_resources_once_served(cluster: Cluster, served: str) -> None:
     install_crds(cluster)
     obj = copy.deepcopy(_fixture(FIXTURES / "JobSet" / "pass" / "compliant.yaml"))
@@ -291,6 +314,11 @@ def test_the_generated_cel_refuses_the_broken_group_by_name(policy_cluster: Clus
 @pytest.mark.parametrize("path", _cases("pass"))
 def test_the_generated_cel_admits_a_compliant_one(policy_cluster: Cluster, path: Path) -> None:
     out = _apply(policy_cluster, "wl-enforce", _fixture(path))
+    assert out.returncode == 0, out.stderr
+
+
+def test_the_generated_cel_admits_a_framework_predictor_as_the_engine_does(policy_cluster: Cluster) -> None:
+    out = _apply(policy_cluster, "wl-enforce", _framework_predictor())
     assert out.returncode == 0, out.stderr
 
 
