@@ -70,7 +70,7 @@ def install_crds(cluster: Cluster) -> None:
     present = {f"customresourcedefinition.apiextensions.k8s.io/{crd}" for crd in KINDS.values()} & served
     # create when none is there (server-side apply computes managed fields over 11 MB: ~25% slower); server-side
     # otherwise, as a CRD this size is over the client-side last-applied annotation's 256 KiB
-    verb = ["create"] if not present else ["apply", "--server-side"]
+    verb = ["create"] if not present else ["apply", "--server-side", "--force-conflicts"]
     cluster.kubectl(*verb, "-f", str(CRDS), check=True)
     for crd in KINDS.values():
         cluster.kubectl("wait", "--for", "condition=Established", f"crd/{crd}", "--timeout=60s", check=True)
@@ -99,6 +99,27 @@ def as_stored(cluster: Cluster, path: Path) -> dict[str, Any]:
         assert len(items) == len(paths), proc.stdout[:2000]
         _STORED.update({(cluster.url, p): item for p, item in zip(paths, items, strict=True)})
     return _STORED[key]
+
+
+def swap_in_mpijob_v1(cluster: Cluster) -> list[tuple[dict[str, Any], list[str]]]:
+    """The training-operator's MPIJob CRD (kubeflow.org/v1, tests/fixtures/crds/elsewhere) in place of the
+    mpi-operator's (v2beta1; the same CRD name): each MPIJob fixture at v1, with the findings the engine gives
+    it as the API server stores it (none for a compliant one)."""
+    install_crds(cluster)
+    cluster.kubectl("delete", "crd", KINDS["MPIJob"], "--wait=true", check=True)
+    _INSTALLED.discard(cluster.url)  # install_crds puts the mpi-operator's back
+    cluster.kubectl("create", "-f", str(CRDS / "elsewhere" / "kubeflow.org_mpijobs.yaml"), check=True)
+    cluster.kubectl("wait", "--for", "condition=Established", f"crd/{KINDS['MPIJob']}", "--timeout=60s",
+                    check=True)
+    out = []
+    for path in sorted((FIXTURES / "MPIJob").glob("*/*.yaml")):
+        obj = {**_fixture(path), "apiVersion": "kubeflow.org/v1"}
+        stored = cluster.kubectl("create", "--dry-run=server", "-o", "json", "-n", "default", "-f", "-", stdin=obj)
+        assert stored.returncode == 0, stored.stderr  # valid for the v1 schema too
+        found = evaluate(json.loads(stored.stdout), Config(), Mode.ENFORCE).violations
+        assert (path.parent.name == "fail") == bool(found), path
+        out.append((obj, [f"{v.rule}: {v.message}" for _, v in found]))
+    return out
 
 
 def _apply(cluster: Cluster, ns: str, obj: dict[str, Any], dry: bool = True) -> subprocess.CompletedProcess[str]:
@@ -199,6 +220,19 @@ def test_4_audit_lists_custom_resources_once_served(cluster: Cluster, served: st
     assert audit.returncode == 1, audit.stdout + audit.stderr
     (found,) = json.loads(audit.stdout)["violations"]
     assert found["kind"] == "JobSet" and "spec.replicatedJobs[1] (workers)" in found["message"]
+
+
+def test_5_mpijob_at_the_training_operators_v1(cluster: Cluster, served: str) -> None:
+    """MPIJob is judged at kubeflow.org/v1 too (the training-operator's CRD): the broken group refused by name,
+    the compliant one admitted."""
+    for obj, expected in swap_in_mpijob_v1(cluster):
+        out = _apply(cluster, served, obj)
+        if not expected:
+            assert out.returncode == 0, out.stderr
+            continue
+        assert out.returncode != 0 and 'admission webhook "validate.qos-guard.io" denied' in out.stderr, out.stderr
+        for line in expected:
+            assert line in out.stderr, f"engine: {line}\nAPI server: {out.stderr}"
 
 
 # ------------------------------------------------------------------------------------- a declared kind
@@ -320,6 +354,26 @@ def test_the_generated_cel_admits_a_compliant_one(policy_cluster: Cluster, path:
 def test_the_generated_cel_admits_a_framework_predictor_as_the_engine_does(policy_cluster: Cluster) -> None:
     out = _apply(policy_cluster, "wl-enforce", _framework_predictor())
     assert out.returncode == 0, out.stderr
+
+
+def _answer_once_judged(cluster: Cluster, ns: str, obj: dict[str, Any], refused: bool) -> str:
+    """The API server's answer once it refuses (or admits) ``obj`` (policies take effect within seconds)."""
+    seen: list[str] = []
+
+    def answered() -> bool:
+        proc = _apply(cluster, ns, obj)
+        seen[:] = [proc.stderr]
+        return (proc.returncode != 0) == refused
+
+    waiting.eventually(f"{obj['metadata']['name']} judged", answered, 60, every=0.5)
+    return seen[0]
+
+
+def test_the_generated_cel_judges_mpijob_at_v1(policy_cluster: Cluster) -> None:
+    for obj, expected in swap_in_mpijob_v1(policy_cluster):
+        answer = _answer_once_judged(policy_cluster, "wl-enforce", obj, bool(expected))
+        for line in expected:
+            assert line in answer, f"engine: {line}\nAPI server: {answer}"
 
 
 def test_z_a_declared_kind_through_the_generated_cel(policy_cluster: Cluster) -> None:
