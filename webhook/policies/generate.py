@@ -143,9 +143,10 @@ def _kind_templates(kind: Kind) -> str:
     parts = []
     for t in kind.templates:
         records = _template_cel(kind, t)
-        if t.unknown_if is not None:  # built from what the object does not show: not judged (as the engine)
-            field = "object" + "".join(f".?{k}" for k in t.unknown_if.split("."))
-            records = f"({field}.orValue(null) != null ? [] : {records})"
+        if t.unknown_if:  # built from what the object does not show: not judged (as the engine)
+            hidden = " || ".join("object" + "".join(f".?{k}" for k in f.split(".")) + ".orValue(null) != null"
+                                 for f in t.unknown_if)
+            records = f"({hidden} ? [] : {records})"
         parts.append(records)
     return " + ".join(parts)
 
