@@ -134,7 +134,8 @@ def test_kept_fields_only() -> None:
     obj = decoded(inference_pod())
     assert set(obj) == {"apiVersion", "kind", "metadata", "spec"}  # apiVersion: its group picks the kind
     assert set(obj["metadata"]) == {"name", "namespace"}
-    assert set(obj["spec"]) == {"containers", "runtimeClassName", "nodeSelector", "tolerations"}
+    # schedulerName: /place leaves a scheduler the user chose alone
+    assert set(obj["spec"]) == {"containers", "runtimeClassName", "schedulerName", "nodeSelector", "tolerations"}
     assert set(obj["spec"]["containers"][0]) == {"name", "resources"}
     assert obj["spec"]["containers"][0]["resources"]["limits"] == {"cpu": "8", "memory": "64Gi",
                                                                   "nvidia.com/gpu": "1"}
