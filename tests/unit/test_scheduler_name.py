@@ -119,9 +119,9 @@ def test_dra_extended_resources_count_as_devices() -> None:
 def test_only_new_pods_of_judged_namespaces(change: dict[str, Any], why: str) -> None:
     obj = yaml.safe_load((FIXTURES / "set" / "gpu-inference.yaml").read_text())
     assert "patch" not in place(obj, **change)
-    from webhook.admission.review import ENDPOINTS, decide, parse_review
+    from webhook.admission.review import ENDPOINTS, parse_review, review_decision
     review = parse_review(json.dumps(admission_review(obj, **({"namespace": "inference"} | change))).encode())
-    assert decide(review, ENDPOINTS["/place"], CONFIG, own_namespace="qos-guard").skipped == why
+    assert review_decision(review, ENDPOINTS["/place"], CONFIG, own_namespace="qos-guard").skipped == why
 
 
 def test_workload_templates_are_never_changed() -> None:
