@@ -77,3 +77,37 @@ def test_failures_are_returned_or_raised() -> None:
 def test_a_report_already_gone_counts_as_deleted() -> None:
     done = _writer(API({}, {("DELETE", "x"): 404})).sync([], "r", lambda: ["x"])
     assert (done.deleted, done.failures) == (["x"], [])
+
+
+class TerminatingAPI(API):
+    """NamespaceLifecycle's answer to a write into a namespace being deleted, as kube-apiserver v1.36.3 gave it
+    (a StatusCause's type is serialized as ``reason``)."""
+
+    def __init__(self, reports: dict[str, str], going: str, cause: str = "NamespaceTerminating") -> None:
+        super().__init__(reports)
+        self.going, self.cause = going, cause
+
+    def send(self, method: str, path: str, query: list[tuple[str, str]], body: str | None,
+             content_type: str | None) -> tuple[int, dict[str, Any]]:
+        if method == "PATCH" and f"/namespaces/{self.going}/" in path:
+            return 403, {"kind": "Status", "reason": "Forbidden", "message": f"unable to create new content in "
+                         f"namespace {self.going} because it is being terminated", "details": {
+                             "name": "r", "kind": "reports", "causes": [{
+                                 "reason": self.cause, "message": f"namespace {self.going} is being terminated",
+                                 "field": "metadata.namespace"}]}, "code": 403}
+        return super().send(method, path, query, body, content_type)
+
+
+def test_a_namespace_being_deleted_is_no_failure_even_when_strict() -> None:
+    api = TerminatingAPI({}, going="gone")
+    done = _writer(api).sync([_report("a"), _report("gone"), _report("b")], "r", lambda: [], strict=True)
+    assert (done.applied, done.terminating, done.failures) == (["a", "b"], ["gone"], [])
+
+
+def test_a_403_for_another_cause_is_still_a_failure() -> None:
+    api = TerminatingAPI({}, going="gone", cause="FieldValueForbidden")
+    with pytest.raises(ClusterError, match="writing Report gone/r: HTTP 403 unable to create"):
+        _writer(api).sync([_report("gone")], "r", lambda: [], strict=True)
+    done = _writer(TerminatingAPI({}, going="gone", cause="FieldValueForbidden")).sync(
+        [_report("gone")], "r", lambda: [])
+    assert done.terminating == [] and [f.status for f in done.failures] == [403]

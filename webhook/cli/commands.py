@@ -198,8 +198,10 @@ def cmd_audit(args: argparse.Namespace) -> ExitCode:
         if progress is not None:
             progress.done()
     if run.flavour is not None and run.written is not None:
+        going = run.written.terminating
         print(f"qos-guard: {run.flavour.kind} written in {numbered(len(run.written.applied), 'namespace')}, "
-              f"{len(run.written.deleted)} stale deleted", file=sys.stderr)
+              f"{len(run.written.deleted)} stale deleted"
+              + (f", none written in {', '.join(going)} (being deleted)" if going else ""), file=sys.stderr)
     sys.stdout.write(render(run.report, args.format))
     if args.format == "text":
         scope = "all namespaces" if run.namespaces is None else numbered(len(run.namespaces), "namespace")

@@ -45,6 +45,19 @@ FLAVOURS: dict[str, Flavour] = {
 
 APPLIED = (200, 201)
 DELETED = (200, 202, 404)  # 404: already gone, which is what was asked
+# The cause the API server's NamespaceLifecycle admission gives when it refuses new content in a namespace being
+# deleted (metav1.NamespaceTerminatingCause): the namespace and its report are going, so this is no failure.
+TERMINATING_CAUSE = "NamespaceTerminating"
+
+
+def namespace_terminating(status: int, reply: Any) -> bool:
+    """Whether an answer is NamespaceLifecycle's refusal of a write into a namespace being deleted (by the
+    Status's cause, as client-go's ``HasStatusCause``, never by its message's words; a StatusCause's type is
+    serialized as ``reason``)."""
+    details = reply.get("details") if isinstance(reply, dict) else None
+    causes = details.get("causes") if isinstance(details, dict) else None
+    return status == 403 and isinstance(causes, list) and any(
+        isinstance(c, dict) and c.get("reason") == TERMINATING_CAUSE for c in causes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,12 +77,13 @@ class Failure:
 
 @dataclass(frozen=True, slots=True)
 class Written:
-    """What one ``sync`` did: the namespaces whose report was applied, those whose stale one was deleted, and
-    what failed (empty with ``strict``, which raises instead)."""
+    """What one ``sync`` did: the namespaces whose report was applied, those whose stale one was deleted, those
+    not written because they are being deleted, and what failed (empty with ``strict``, which raises instead)."""
 
     applied: list[str]
     deleted: list[str]
     failures: list[Failure] = field(default_factory=list)
+    terminating: list[str] = field(default_factory=list)
 
 
 class ReportWriter:
@@ -97,6 +111,7 @@ class ReportWriter:
         ``existing()`` (asked after the applies) that is neither one just written nor in ``keep`` (reports the
         caller left as they were). ``strict``: the first failure raises ``ClusterError``, else each is returned."""
         applied: list[str] = []
+        terminating: list[str] = []
         failures: list[Failure] = []
 
         def failed(failure: Failure) -> None:
@@ -111,6 +126,8 @@ class ReportWriter:
                                            "application/apply-patch+yaml")
             if status in APPLIED:
                 applied.append(ns)
+            elif namespace_terminating(status, reply):
+                terminating.append(ns)
             else:
                 failed(Failure("writing", self._flavour.kind, ns, name, status, str(reply.get("message", ""))))
         written = {str(obj["metadata"]["namespace"]) for obj in objects}
@@ -121,4 +138,4 @@ class ReportWriter:
                 deleted.append(ns)
             else:
                 failed(Failure("deleting", self._flavour.kind, ns, name, status, str(reply.get("message", ""))))
-        return Written(applied, deleted, failures)
+        return Written(applied, deleted, failures, terminating)
