@@ -75,6 +75,7 @@ bench: install
 	$(BIN)/python -m bench.admission_latency
 	$(BIN)/python -m bench.numa
 	$(BIN)/python -m bench.extender
+	$(BIN)/python -m bench.scheduler
 	@# Kyverno's admission controller and CLI (hack/build-tools.sh kyverno, not part of `make tools`) beside the
 	@# webhook and the generated policies on one API server; its rows keep the error if it cannot be built here.
 	$(BIN)/python -m bench.peers

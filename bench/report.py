@@ -30,7 +30,10 @@ def write_markdown(res: Results, s: Settings, path: Path) -> None:
              f"{s.repeats} interleaved repetitions of {s.seconds:.0f} s; see `results.json` for every run.", "",
              "qos-guard beside Kyverno and its own generated admission policies on one API server (latency, "
              "memory, correctness against Kubernetes' own code): [peers.md](peers.md) (`python -m bench.peers`, "
-             "part of `make bench`).", ""]
+             "part of `make bench`).", "",
+             "The second scheduler: the real kube-scheduler's Pods per second with and without `qos-guard "
+             "extender`, and both containers' memory at 5,000 nodes: [scheduler.md](scheduler.md) (`python -m "
+             "bench.scheduler`, part of `make bench`).", ""]
     if res.saturation:
         from bench.run import REFERENCE
         floor = _med(res.saturation["/noop"])

@@ -5,7 +5,7 @@
 #   hack/build-tools.sh [helm|etcd|kube-apiserver|kubectl|kube-score|oracle|promtool|oci-registry|all]
 #   hack/build-tools.sh kyverno      (make bench's peer: admission controller and CLI; not part of `all`)
 #   hack/build-tools.sh [kubelet|kube-controller-manager|kube-scheduler|containerd|containerd-shim-runc-v2|ctr|
-#                        cni-bridge|cni-host-local|cni-loopback|deviceplugin|dradriver|node]
+#                        cni-bridge|cni-host-local|cni-loopback|deviceplugin|dradriver|lws-controller|node]
 #                                                    (the node tests' tools; `node` = all of them)
 #
 # `oracle` is built from this repository's hack/oracle (its own go.mod/go.sum pin k8s.io/kubernetes at
@@ -26,6 +26,9 @@ CNI_PLUGINS_VERSION="${CNI_PLUGINS_VERSION:-v1.9.1}"
 # Prometheus 3.x is published as Go module versions v0.3MM.P (v0.316.0 is Prometheus 3.16.0).
 PROMTOOL_VERSION="${PROMTOOL_VERSION:-v0.316.0}"
 KYVERNO_VERSION="${KYVERNO_VERSION:-v1.14.4}"
+# LeaderWorkerSet's controller (sigs.k8s.io/lws cmd, its manager): the node tests roll a LeaderWorkerSet out
+# with it. Its CRD is the one vendored in tests/fixtures/crds, from the same release.
+LWS_VERSION="${LWS_VERSION:-v0.7.0}"
 # Bumped when a tool's build flags change, so a stale cached binary is not reused.
 declare -A TOOL_REV=([helm]=.2)
 TOOLS_DIR="${QOS_GUARD_TOOLS:-${XDG_CACHE_HOME:-$HOME/.cache}/qos-guard/tools}"
@@ -222,6 +225,30 @@ build_kyverno() {
   echo "$TOOLS_DIR/kubectl-kyverno-$v"
 }
 
+# build_lws: LeaderWorkerSet's controller manager (cmd/main.go), built inside the released module with its own
+# go.mod/go.sum, with the version flags its Makefile sets (the tag, and the tag's commit as the module proxy
+# records it).
+build_lws() {
+  local v=$LWS_VERSION out="$TOOLS_DIR/lws-controller-$LWS_VERSION" json src commit work
+  cached "$out" && return 0
+  log "building the LeaderWorkerSet controller $v (once; cached in $TOOLS_DIR)"
+  if ! json=$(go mod download -json "sigs.k8s.io/lws@$v"); then  # its error is in the JSON, on stdout
+    echo "build-tools: sigs.k8s.io/lws@$v: $(sed -n 's/.*"Error": "\(.*\)".*/\1/p' <<<"$json")" >&2
+    return 1
+  fi
+  src=$(sed -n 's/.*"Dir": "\(.*\)".*/\1/p' <<<"$json")
+  commit=$(sed -n 's/.*"Hash": "\(.*\)".*/\1/p' <<<"$json")
+  work=$(mktemp -d)
+  trap 'rm -rf "$work"; unlock' RETURN
+  cp -r "$src/." "$work/"
+  chmod -R u+w "$work"
+  (cd "$work" && GOFLAGS=-mod=readonly go build -trimpath -o "$out.tmp" -ldflags "-s -w \
+     -X sigs.k8s.io/lws/pkg/version.GitVersion=$v -X sigs.k8s.io/lws/pkg/version.GitCommit=$commit" ./cmd)
+  mv "$out.tmp" "$out"
+  log "built $out"
+  echo "$out"
+}
+
 # --- node tools (tests/node): kubelet and its neighbours from k8s.io/kubernetes, containerd, CNI plugins ---
 
 setup_kube_node() {
@@ -278,11 +305,13 @@ build_node_tool() {
     deviceplugin) build_local deviceplugin "" "the test device plugin" ;;
     # the node tests' DRA driver publishing NUMA/PCIe attributes, against dynamic-resource-allocation's kubeletplugin
     dradriver) build_local dradriver "" "the test DRA driver" ;;
+    # LeaderWorkerSet's controller, run out of cluster against the node's API server (tests/node/lws.py)
+    lws-controller) build_lws ;;
   esac
   trap - RETURN  # build's cleanup trap would fire again when this function returns
 }
 NODE_TOOLS=(kubelet kube-controller-manager kube-scheduler containerd containerd-shim-runc-v2 ctr
-            cni-bridge cni-host-local cni-loopback deviceplugin dradriver)
+            cni-bridge cni-host-local cni-loopback deviceplugin dradriver lws-controller)
 
 want=${1:-all}
 if [[ $want == node ]]; then

@@ -14,6 +14,13 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
+from webhook import interpreter
+
+# The test process reads documents in process as a qos-guard command does: the same start-up settings (the
+# recursion limit deep documents need; webhook/interpreter.py). Not the batch collector thresholds: pytest runs
+# for minutes and keeps the default ones.
+interpreter.configure(batch=False)
+
 settings.register_profile("ci", max_examples=200, deadline=None,
                           suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("dev", max_examples=100, deadline=None)

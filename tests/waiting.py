@@ -7,12 +7,14 @@ import time
 from collections.abc import Callable
 
 
-def eventually(what: str, check: Callable[[], object], within: float, every: float = 0.1) -> float:
+def eventually(what: str, check: Callable[[], object], within: float, every: float = 0.1,
+               seen: Callable[[], object] | None = None) -> float:
     """Seconds until ``check()`` is true, polled every ``every`` seconds; the test fails naming ``what`` when it
-    is not within ``within`` seconds."""
+    is not within ``within`` seconds (and what ``seen()`` says there is instead, e.g. a log). ``check`` may
+    itself fail the test at once (a process that exited: no point waiting)."""
     started = time.monotonic()
     while not check():
         waited = time.monotonic() - started
-        assert waited < within, f"{what}: not seen within {within:g} s"
+        assert waited < within, f"{what}: not seen within {within:g} s" + (f"; seen: {seen()}" if seen else "")
         time.sleep(every)
     return time.monotonic() - started

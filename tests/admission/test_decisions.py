@@ -188,7 +188,7 @@ def test_only_a_deep_object_is_called_nested_too_deeply(monkeypatch: pytest.Monk
     def overflowing(*args: Any, **kwargs: Any) -> Any:
         raise RecursionError("maximum recursion depth exceeded")
 
-    monkeypatch.setattr(app_module, "decide", overflowing)
+    monkeypatch.setattr(app_module, "review_decision", overflowing)
     flask = create_app(CONFIG)
     flask.testing = False  # as served: an unexpected exception is a 500, not raised into the test
     client = Client(flask.test_client())

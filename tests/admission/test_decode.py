@@ -25,8 +25,8 @@ from webhook.core.config import Config, parse_config
 from webhook.core.engine import Mode, evaluate
 from webhook.core.facts import NO_FACTS, Facts
 from webhook.core.mutation import json_patch
+from webhook.core.numatopology import Topology, parse_nrt
 from webhook.core.podspec import ManifestError
-from webhook.core.topology import Topology, parse_nrt
 
 # policy.numa: auto against one small node whose NUMA zone holds little: the rule reads every Pod's placement.
 _ZONE = [{"name": r, "capacity": v, "allocatable": v, "available": v} for r, v in (("cpu", "4"), ("memory", "8Gi"))]
@@ -134,7 +134,8 @@ def test_kept_fields_only() -> None:
     obj = decoded(inference_pod())
     assert set(obj) == {"apiVersion", "kind", "metadata", "spec"}  # apiVersion: its group picks the kind
     assert set(obj["metadata"]) == {"name", "namespace"}
-    assert set(obj["spec"]) == {"containers", "runtimeClassName", "nodeSelector", "tolerations"}
+    # schedulerName: /place leaves a scheduler the user chose alone
+    assert set(obj["spec"]) == {"containers", "runtimeClassName", "schedulerName", "nodeSelector", "tolerations"}
     assert set(obj["spec"]["containers"][0]) == {"name", "resources"}
     assert obj["spec"]["containers"][0]["resources"]["limits"] == {"cpu": "8", "memory": "64Gi",
                                                                   "nvidia.com/gpu": "1"}

@@ -15,7 +15,7 @@ from webhook.node.decide import (
     DeviceGroup,
     MemoryBlock,
     PodInfo,
-    decide,
+    judge_container,
     opted_in_at,
     pod_info,
     size_text,
@@ -37,7 +37,8 @@ def gpu(*numa: int, ids: tuple[str, ...] = ("gpu-0",)) -> DeviceGroup:
 
 
 def test_pinned_and_aligned_with_its_device() -> None:
-    p = decide(info(), ContainerAllocation("app", frozenset({1}), (), (gpu(1),)), NODE, TWO_NODES, frozenset({1}))
+    p = judge_container(info(), ContainerAllocation("app", frozenset({1}), (), (gpu(1),)), NODE, TWO_NODES,
+                        frozenset({1}))
     assert p.pinned and p.aligned and not p.problems and not p.notes
     assert p.exclusive_cpus == {1} and p.cpu_numa == {1} and p.numa == {1} and p.matches_request
     assert "aligned on NUMA node 1" in p.detail and "example.com/gpu gpu-0 on NUMA 1" in p.detail
@@ -45,7 +46,7 @@ def test_pinned_and_aligned_with_its_device() -> None:
 
 def test_device_on_another_numa_node_is_misaligned() -> None:
     """The article's failure: an exclusive CPU on NUMA 1, the GPU on NUMA 0 (best-effort admits it)."""
-    p = decide(info(), ContainerAllocation("app", frozenset({1}), (), (gpu(0),)), NODE, TWO_NODES)
+    p = judge_container(info(), ContainerAllocation("app", frozenset({1}), (), (gpu(0),)), NODE, TWO_NODES)
     assert p.pinned and p.aligned is False and p.numa == {0, 1}
     (problem,) = p.problems
     assert problem.reason == NUMA_MISALIGNED
@@ -61,30 +62,30 @@ def test_device_on_another_numa_node_is_misaligned() -> None:
 ])
 def test_four_nodes(cpus: set[int], memory: list[int], aligned: bool) -> None:
     block = MemoryBlock("memory", 2**30, frozenset(memory))
-    p = decide(info(cpu_milli=1000 * len(cpus)), ContainerAllocation("app", frozenset(cpus), (block,)),
-               Allocatable(frozenset(range(16))), FOUR_NODES)
+    p = judge_container(info(cpu_milli=1000 * len(cpus)), ContainerAllocation("app", frozenset(cpus), (block,)),
+                        Allocatable(frozenset(range(16))), FOUR_NODES)
     assert p.aligned is aligned and bool(p.problems) is not aligned
 
 
 def test_memory_is_shown_as_in_a_pod_spec() -> None:
     block = MemoryBlock("memory", 64 * 2**20, frozenset({1}))
-    p = decide(info(), ContainerAllocation("app", frozenset({1}), (block,)), NODE, TWO_NODES)
+    p = judge_container(info(), ContainerAllocation("app", frozenset({1}), (block,)), NODE, TWO_NODES)
     assert "memory 64Mi on NUMA 1" in p.detail
     assert size_text(3 * 2**30) == "3Gi" and size_text(1000) == "1000" and size_text(0) == "0"
 
 
 def test_exclusive_count_differs_from_request_is_noted() -> None:
-    p = decide(info(cpu_milli=2000), ContainerAllocation("app", frozenset({1})), NODE, TWO_NODES)
+    p = judge_container(info(cpu_milli=2000), ContainerAllocation("app", frozenset({1})), NODE, TWO_NODES)
     assert p.matches_request is False and any("for a request of 2" in n for n in p.notes)
 
 
 def test_cgroup_that_differs_is_noted() -> None:
-    p = decide(info(), ContainerAllocation("app", frozenset({1})), NODE, TWO_NODES, frozenset({0, 1}))
+    p = judge_container(info(), ContainerAllocation("app", frozenset({1})), NODE, TWO_NODES, frozenset({0, 1}))
     assert any("cgroup cpuset 0-1 differs from kubelet's assignment 1" in n for n in p.notes)
 
 
 def test_unknown_cpu_is_noted() -> None:
-    p = decide(info(), ContainerAllocation("app", frozenset({7})), Allocatable(frozenset({7})), TWO_NODES)
+    p = judge_container(info(), ContainerAllocation("app", frozenset({7})), Allocatable(frozenset({7})), TWO_NODES)
     assert any("on no NUMA node" in n for n in p.notes)
 
 
@@ -99,7 +100,8 @@ def test_unknown_cpu_is_noted() -> None:
     ({}, NODE, "not-assigned", "kubelet assigned no exclusive CPUs"),
 ])
 def test_not_pinned_says_why(kwargs: dict[str, Any], allocatable: Allocatable, reason: str, words: str) -> None:
-    p = decide(info(**kwargs), ContainerAllocation("app", frozenset()), allocatable, TWO_NODES, frozenset({0, 1}))
+    p = judge_container(info(**kwargs), ContainerAllocation("app", frozenset()), allocatable, TWO_NODES,
+                        frozenset({0, 1}))
     assert not p.pinned and p.aligned is None and p.reason == reason and words in p.detail
     (problem,) = p.problems
     assert problem.reason == NOT_PINNED and words in problem.message
@@ -107,13 +109,13 @@ def test_not_pinned_says_why(kwargs: dict[str, Any], allocatable: Allocatable, r
 
 
 def test_fractional_allowed_by_policy_is_no_problem() -> None:
-    p = decide(info(cpu_milli=500, allowed=True), ContainerAllocation("app", frozenset()), NODE, TWO_NODES)
+    p = judge_container(info(cpu_milli=500, allowed=True), ContainerAllocation("app", frozenset()), NODE, TWO_NODES)
     assert not p.pinned and not p.problems and "policy.fractionalCPUContainers" in p.detail
 
 
 def test_exclusive_cpus_win_over_the_spec() -> None:
     """PodResources is the truth: a container holding exclusive CPUs is pinned (e.g. PodLevelResourceManagers)."""
-    p = decide(info(pod_level=True), ContainerAllocation("app", frozenset({1})), NODE, TWO_NODES)
+    p = judge_container(info(pod_level=True), ContainerAllocation("app", frozenset({1})), NODE, TWO_NODES)
     assert p.pinned and p.aligned
 
 

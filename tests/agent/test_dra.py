@@ -1,4 +1,4 @@
-"""DRA devices on the node (webhook/node/dra.py, decide, observe, verify, the agent's metric and Events): each
+"""DRA devices on the node (webhook/node/dra.py, judge_container, observe, verify, the agent's metric and Events): each
 device's NUMA node from its ResourceSlice and sysfs fixture trees, in the documented order; bad values; a
 device whose NUMA node cannot be found makes the container unknown, never aligned (a device plugin's device
 without TopologyInfo too); a DRA device off the CPUs' NUMA node is misaligned and says why."""
@@ -27,7 +27,7 @@ from webhook.node.decide import (
     DeviceGroup,
     DraDevice,
     PodInfo,
-    decide,
+    judge_container,
 )
 from webhook.node.dra import (
     NUMA_NODE,
@@ -277,8 +277,8 @@ def pod_info() -> PodInfo:
 
 
 def judge(**alloc: Any) -> Any:
-    return decide(pod_info(), ContainerAllocation("app", frozenset({1}), **alloc), Allocatable(frozenset({0, 1})),
-                  TWO_NODES)
+    return judge_container(pod_info(), ContainerAllocation("app", frozenset({1}), **alloc),
+                           Allocatable(frozenset({0, 1})), TWO_NODES)
 
 
 def test_a_device_plugin_device_without_topology_is_unknown_never_aligned() -> None:
@@ -492,7 +492,7 @@ def test_claims_in_the_spec_without_dra_devices_in_podresources_are_unknown() ->
     info = info_of(obj, "enforce", None)
     assert info.containers[0].claims == ("claim gpu", "extended resource example.com/dra-gpu (claim "
                                          "gpu-extended-resources-x7k2p)")
-    p = decide(info, ContainerAllocation("app", frozenset({1})), Allocatable(frozenset({0, 1})), TWO_NODES)
+    p = judge_container(info, ContainerAllocation("app", frozenset({1})), Allocatable(frozenset({0, 1})), TWO_NODES)
     assert p.state == "unknown" and [x.reason for x in p.problems] == [NUMA_UNKNOWN]
     assert p.unknown == ("the DRA devices of claim gpu, extended resource example.com/dra-gpu (claim "
                          "gpu-extended-resources-x7k2p): the Pod gives them to this container, yet kubelet's "
@@ -500,6 +500,6 @@ def test_claims_in_the_spec_without_dra_devices_in_podresources_are_unknown() ->
                          "feature gate off?)",)
     # With the devices reported, they are judged instead.
     gpu = DraDevice(DRIVER, "node-1", "gpu-1", "ns/gpu-claim", numa=frozenset({1}), source=NUMA_NODE)
-    p = decide(info, ContainerAllocation("app", frozenset({1}), dynamic=(gpu,)), Allocatable(frozenset({0, 1})),
-               TWO_NODES)
+    p = judge_container(info, ContainerAllocation("app", frozenset({1}), dynamic=(gpu,)),
+                        Allocatable(frozenset({0, 1})), TWO_NODES)
     assert p.state == "aligned" and not p.unknown

@@ -19,7 +19,7 @@ from webhook.node.decide import (
     DeviceGroup,
     MemoryBlock,
     PodInfo,
-    decide,
+    judge_container,
     judge_memory,
 )
 from webhook.node.numapages import NumaPages, distribution, kib, percent, table
@@ -173,7 +173,8 @@ GPU1 = DeviceGroup("example.com/gpu", ("gpu-1",), frozenset({1}))
 
 def test_memory_manager_none_is_not_pinned_and_says_where() -> None:
     """The article's remote-memory case: CPU 1 and the GPU on NUMA 1, every page on node 0."""
-    p = decide(info(), ContainerAllocation("app", frozenset({1}), (), (GPU1,)), Allocatable(frozenset({1})), TWO)
+    p = judge_container(info(), ContainerAllocation("app", frozenset({1}), (), (GPU1,)), Allocatable(frozenset({1})),
+                        TWO)
     got = judge_memory(p, on({0: 86016}, {0, 1}))
     assert got.memory_pinned is False and got.aligned  # CPUs and device on one node: that part holds
     assert "aligned" not in got.detail  # never a plain "aligned" with the memory left to the kernel
@@ -194,7 +195,7 @@ def test_memory_manager_none_is_not_pinned_and_says_where() -> None:
     ({}, 0.10, False),  # no anonymous memory yet
 ])
 def test_remote_share_threshold(anon: dict[int, int], threshold: float, problem: bool) -> None:
-    p = decide(info(), ContainerAllocation("app", frozenset({1})), Allocatable(frozenset({1})), TWO)
+    p = judge_container(info(), ContainerAllocation("app", frozenset({1})), Allocatable(frozenset({1})), TWO)
     got = judge_memory(p, on(anon), threshold)
     assert bool(got.problems) is problem
     assert "memory not pinned (Memory Manager None)" in got.detail
@@ -202,7 +203,7 @@ def test_remote_share_threshold(anon: dict[int, int], threshold: float, problem:
 
 def test_four_nodes_remote_share_counts_every_other_node() -> None:
     four = {cpu: cpu // 4 for cpu in range(16)}
-    p = decide(info(), ContainerAllocation("app", frozenset({4, 5})), Allocatable(frozenset(range(16))), four)
+    p = judge_container(info(), ContainerAllocation("app", frozenset({4, 5})), Allocatable(frozenset(range(16))), four)
     got = judge_memory(p, on({1: 600, 2: 200, 3: 200}, nodes=4))
     assert got.detail.endswith("60 % of 1 KiB anonymous on NUMA 1, 20 % on NUMA 2, 20 % on NUMA 3")
     (problem,) = got.problems
@@ -211,7 +212,7 @@ def test_four_nodes_remote_share_counts_every_other_node() -> None:
 
 def test_static_blocks_cross_checked_with_mems_and_pages() -> None:
     block = (MemoryBlock("memory", 64 << 20, frozenset({1})),)
-    p = decide(info(), ContainerAllocation("app", frozenset({1}), block), Allocatable(frozenset({1})), TWO)
+    p = judge_container(info(), ContainerAllocation("app", frozenset({1}), block), Allocatable(frozenset({1})), TWO)
     good = judge_memory(p, on({1: 4096}, {1}))
     assert good.memory_pinned and good.aligned and not good.problems and not good.notes
     assert good.detail == ("CPUs 1 on NUMA 1, memory 64Mi on NUMA 1: aligned on NUMA node 1; pages: 100 % of 4 KiB "
@@ -223,14 +224,15 @@ def test_static_blocks_cross_checked_with_mems_and_pages() -> None:
 
 
 def test_unread_pages_are_unknown_and_shared_pool_only_gets_the_figures() -> None:
-    p = decide(info(), ContainerAllocation("app", frozenset({1})), Allocatable(frozenset({1})), TWO)
+    p = judge_container(info(), ContainerAllocation("app", frozenset({1})), Allocatable(frozenset({1})), TWO)
     got = judge_memory(p, None)
     assert got.memory_pinned is False and "memory placement unknown" in got.detail and not got.problems
     # A Static node that gave this pinned container no blocks: not pinned, and not called "None"
     odd = judge_memory(p, on({0: 4096}), node_static=True)
     assert "memory not pinned (no Memory Manager blocks)" in odd.detail and "Memory Manager None" not in odd.detail
     assert "memory not pinned (no Memory Manager blocks), the kernel placed it" in odd.problems[0].message
-    shared = decide(info(), ContainerAllocation("app", frozenset()), Allocatable(frozenset({1})), TWO, frozenset({0}))
+    shared = judge_container(info(), ContainerAllocation("app", frozenset()), Allocatable(frozenset({1})), TWO,
+                             frozenset({0}))
     pages = on({1: 4096})
     got = judge_memory(shared, pages)
     assert got.pages == pages and got.memory_pinned is None and got.detail == shared.detail

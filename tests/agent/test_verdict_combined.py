@@ -18,7 +18,7 @@ from webhook.node.decide import (
     MemoryBlock,
     Placement,
     PodInfo,
-    decide,
+    judge_container,
     judge_memory,
 )
 from webhook.node.numapages import NumaPages
@@ -44,7 +44,7 @@ def verdict(dra_numa: frozenset[int] | None, memory: tuple[MemoryBlock, ...], he
         looked = "" if dra_numa else "ResourceSlice s: looked for resource.kubernetes.io/numaNode: none is set"
         dynamic = (DraDevice(DRIVER, "node-1", "gpu-0", "ns/claim", numa=dra_numa, looked=looked),)
     alloc = ContainerAllocation("app", frozenset({1}), memory=memory, dynamic=dynamic)
-    p = decide(info, alloc, Allocatable(frozenset({0, 1})), {0: 0, 1: 1})
+    p = judge_container(info, alloc, Allocatable(frozenset({0, 1})), {0: 0, 1: 1})
     return judge_memory(p, held, 0.10, node_static=False)
 
 

@@ -150,6 +150,20 @@ def test_dashboard_configmap(render: Render) -> None:
     assert dash["uid"] == "qos-guard" and all(p["datasource"]["uid"] == "${datasource}" for p in dash["panels"])
 
 
+def test_dashboard_shows_every_alignment_state_the_agent_warns_about() -> None:
+    """The agent's aligned gauge is 0 when misaligned and -1 when a device's NUMA node is unknown: unknown is its
+    own answer, so it gets its own stat panel and its own rows in the table, never folded into 'aligned'."""
+    dash = json.loads((CHART / "dashboards" / "qos-guard.json").read_text())
+    stats = {t["expr"] for p in dash["panels"] if p["type"] == "stat" for t in p["targets"]}
+    rows = {t["expr"] for p in dash["panels"] if p["type"] == "table" for t in p["targets"]}
+    for value in ("0", "-1"):
+        assert f"count(qos_guard_container_numa_aligned == {value}) or vector(0)" in stats, value
+        assert f"qos_guard_container_numa_aligned == {value}" in rows, value
+    boxes = [(p["gridPos"]["x"], p["gridPos"]["y"], p["gridPos"]["w"], p["gridPos"]["h"]) for p in dash["panels"]]
+    cells = [(x + i, y + j) for x, y, w, h in boxes for i in range(w) for j in range(h)]
+    assert len(cells) == len(set(cells)), "two panels overlap"
+
+
 @pytest.mark.parametrize(("values", "named"), [
     (["--set", "audit.report=bogus"], "at '/audit/report'"),
     (["--set", "audit.resources.cpu=null"], "at '/audit/resources'"),

@@ -12,7 +12,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +23,7 @@ import yaml
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
+from tests import waiting
 from tests.binaries import ROOT, binary
 from tests.serving import Server, free_port, start_server
 from webhook.serving.certs import write_bundle
@@ -35,17 +35,17 @@ TOKEN = "qos-guard-e2e-admin-token"
 
 
 def wait_until_ready(what: str, ready: Any, proc: subprocess.Popen[bytes], log: Path, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    """``ready()`` true within ``timeout`` seconds (a connection refused meanwhile is not yet); fails at once,
+    with the log's end, when ``proc`` exits."""
+    def up() -> bool:
         if proc.poll() is not None:
             raise RuntimeError(f"{what} exited with {proc.returncode}:\n{log.read_text()[-6000:]}")
         try:
-            if ready():
-                return
+            return bool(ready())
         except (requests.RequestException, OSError):
-            pass
-        time.sleep(0.2)
-    raise RuntimeError(f"{what} not ready after {timeout:.0f} s:\n{log.read_text()[-6000:]}")
+            return False
+
+    waiting.eventually(f"{what} ready", up, timeout, every=0.2, seen=lambda: log.read_text()[-6000:])
 
 
 def stop_process(proc: subprocess.Popen[bytes]) -> None:
@@ -229,13 +229,11 @@ def webhook(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Itera
         proc = cluster.qos_guard(*certs_args, "--force", "--patch-webhooks", WEBHOOK_CONFIG, "--kubeconfig",
                                  str(cluster.kubeconfig))
         assert proc.returncode == 0, proc.stderr
-        deadline = time.monotonic() + 30
-        while True:
-            ok = cluster.kubectl("apply", "--dry-run=server", "-n", probe, "-f", "-", stdin=compliant_pod("probe"))
-            if ok.returncode == 0:
-                break
-            assert time.monotonic() < deadline, f"webhook still unreachable after patching:\n{ok.stderr}"
-            time.sleep(0.5)
+        def probe_admitted() -> subprocess.CompletedProcess[str]:
+            return cluster.kubectl("apply", "--dry-run=server", "-n", probe, "-f", "-", stdin=compliant_pod("probe"))
+
+        waiting.eventually("the webhook reachable after patching", lambda: probe_admitted().returncode == 0, 30,
+                           every=0.5, seen=lambda: probe_admitted().stderr)
         yield Webhook(server, cert_dir, url, fresh.stderr if fresh.returncode else "")
     finally:
         server.stop()

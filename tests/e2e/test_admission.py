@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import subprocess
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -11,6 +12,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from tests import waiting
 from tests.e2e.conftest import (
     WEBHOOK_CONFIG,
     Cluster,
@@ -166,12 +168,15 @@ def stopped_webhook(cluster: Cluster, webhook: Webhook, tmp_path: Any) -> Iterat
     try:
         # The second server answers (its own decision log says so: the first would admit this Pod as well, and
         # the API server takes a moment to see a changed configuration) ...
-        deadline = time.monotonic() + 20
-        while '"name": "via-second"' not in (second.folder / "server.log").read_text():
-            assert time.monotonic() < deadline, "the API server never called the second server"
+        def second_called() -> bool:
+            if '"name": "via-second"' in (second.folder / "server.log").read_text():
+                return True
             ok = apply(cluster, "e2e-enforce", compliant_pod("via-second"), "--dry-run=server")
             assert ok.returncode == 0, ok.stderr
-            time.sleep(0.2)  # decision lines are written every 50 ms
+            return False
+
+        # decision lines are written every 50 ms
+        waiting.eventually("the API server calling the second server", second_called, 20, every=0.2)
         started = time.monotonic()
         second.stop()  # ... and now nothing is left of it: no listener, no worker on a kept-alive connection
         # The API server keeps its connections to the webhook open: a stop that waited for them took the whole
@@ -197,13 +202,11 @@ def test_stopped_webhook_fails_closed_only_in_opted_in_namespaces(cluster: Clust
 
 
 def test_webhook_restored_after_outage(cluster: Cluster, namespaces: dict[str, str]) -> None:
-    deadline = time.monotonic() + 20
-    while True:
-        proc = apply(cluster, namespaces["enforce"], compliant_pod("after-outage"), "--dry-run=server")
-        if proc.returncode == 0 or time.monotonic() > deadline:
-            break
-        time.sleep(0.5)
-    assert proc.returncode == 0, proc.stderr
+    def admitted() -> subprocess.CompletedProcess[str]:
+        return apply(cluster, namespaces["enforce"], compliant_pod("after-outage"), "--dry-run=server")
+
+    waiting.eventually("the webhook admitting again after the outage", lambda: admitted().returncode == 0, 20,
+                       every=0.5, seen=lambda: admitted().stderr)
 
 
 def test_in_place_resize_is_judged(cluster: Cluster, namespaces: dict[str, str]) -> None:

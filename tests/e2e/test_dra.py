@@ -11,6 +11,7 @@ What kubectl prints is printed too (``-s`` shows it), as a user would see it.
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests import waiting
+from tests import dra_objects, waiting
 from tests.binaries import binary
 from tests.e2e.conftest import CHART, RELEASE_NAMESPACE, Cluster
 from tests.e2e.test_numa import node, node_topology
@@ -42,21 +43,17 @@ def helm_template(release: str, *args: str) -> list[dict[str, Any]]:
 def pod(name: str, cpu: str, *, claim: bool = False, extended: str | None = None) -> dict[str, Any]:
     limits = {"cpu": cpu, "memory": "8Gi"} | ({extended: "1"} if extended else {})
     resources: dict[str, Any] = {"limits": limits, "requests": dict(limits)}
-    spec: dict[str, Any] = {"nodeSelector": POOL}
-    if claim:
-        spec["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]
-        resources["claims"] = [{"name": "gpu"}]
-    spec["containers"] = [{"name": "app", "image": "registry.invalid/app:1", "resources": resources}]
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
+    spec: dict[str, Any] = {"nodeSelector": POOL,
+                            "containers": [{"name": "app", "image": "registry.invalid/app:1", "resources": resources}]}
+    obj = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
+    return dra_objects.take_claim(obj, "one-gpu") if claim else obj
 
 
 def claim_template(name: str, count: int, constrained: bool = False) -> dict[str, Any]:
-    devices: dict[str, Any] = {"requests": [{"name": "gpus", "exactly": {"deviceClassName": GPU_CLASS,
-                                                                         "count": count}}]}
+    devices: dict[str, Any] = {"requests": [dra_objects.exactly("gpus", GPU_CLASS, count)]}
     if constrained:
-        devices["constraints"] = [{"matchAttribute": "resource.kubernetes.io/numaNode"}]
-    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": name},
-            "spec": {"spec": {"devices": devices}}}
+        devices["constraints"] = [{"matchAttribute": dra_objects.NUMA_NODE}]
+    return dra_objects.claim(name, devices)
 
 
 def cluster_stderr(cluster: Cluster, obj: dict[str, Any], namespace: str = "e2e-dra") -> str:
@@ -72,10 +69,11 @@ def admit(cluster: Cluster, namespace: str, obj: dict[str, Any]) -> subprocess.C
     return proc
 
 
-def register(cluster: Cluster, folder: Path, release: str, label: str, config: dict[str, Any],
-             namespace: str, *chart_values: str, kubeconfig: Path | None = None) -> Server:
+@contextlib.contextmanager
+def registered(cluster: Cluster, folder: Path, release: str, label: str, config: dict[str, Any],
+               namespace: str, *chart_values: str, kubeconfig: Path | None = None) -> Iterator[Server]:
     """A webhook serving ``config``, registered through the chart's webhook configurations for namespaces labelled
-    ``label`` (``namespace``, enforce mode, is made here)."""
+    ``label`` (``namespace``, enforce mode, is made here); stopped and unregistered afterwards."""
     config_file = folder / "config.yaml"
     config_file.write_text(yaml.safe_dump(config))
     cert_dir = folder / "pki"
@@ -97,7 +95,12 @@ def register(cluster: Cluster, folder: Path, release: str, label: str, config: d
     waiting.eventually(f"{release} reachable through the API server",
                        lambda: cluster.kubectl("apply", "--dry-run=server", "-n", namespace, "-f", "-",
                                                stdin=pod("probe", "2")).returncode == 0, 30, every=0.25)
-    return server
+    try:
+        yield server
+    finally:
+        server.stop()
+        cluster.kubectl("delete", "validatingwebhookconfiguration,mutatingwebhookconfiguration", release,
+                        "--ignore-not-found")
 
 
 @pytest.fixture(scope="module")
@@ -109,9 +112,7 @@ def dra_cluster(cluster: Cluster) -> Iterator[Cluster]:
     crd = CHART / "files" / "topology.node.k8s.io_noderesourcetopologies.yaml"
     cluster.kubectl("apply", "-f", str(crd), check=True)
     cluster.kubectl("wait", "--for", "condition=Established", f"crd/{crd_name}", "--timeout", "30s", check=True)
-    device_class = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": GPU_CLASS},
-                    "spec": {"selectors": [{"cel": {"expression": f"device.driver == '{GPU_CLASS}'"}}],
-                             "extendedResourceName": DRA_GPU}}
+    device_class = dra_objects.device_class(GPU_CLASS, GPU_CLASS, DRA_GPU)
     objects = [device_class, *(node(n, **POOL) for n in NODES), *(node_topology(n, [ZONE, ZONE]) for n in NODES)]
     cluster.kubectl("apply", "-f", "-", stdin=objects, check=True)
     try:
@@ -137,28 +138,19 @@ def warn_webhook(dra_cluster: Cluster, tmp_path_factory: pytest.TempPathFactory)
                          "--show-only", "templates/rbac.yaml")
     dra_cluster.kubectl("apply", "-f", "-", stdin=rbac, check=True)
     kubeconfig = dra_cluster.kubeconfig_as(release, RELEASE_NAMESPACE, folder / "kubeconfig", duration="2h")
-    server = register(dra_cluster, folder, release, "e2e.qos-guard.io/dra",
-                      {"policy": {"numa": "auto", "deviceClasses": True}}, ENFORCE, *values, kubeconfig=kubeconfig)
-    try:
+    with registered(dra_cluster, folder, release, "e2e.qos-guard.io/dra",
+                    {"policy": {"numa": "auto", "deviceClasses": True}}, ENFORCE, *values,
+                    kubeconfig=kubeconfig) as server:
         yield server
-    finally:
-        server.stop()
-        dra_cluster.kubectl("delete", "validatingwebhookconfiguration,mutatingwebhookconfiguration", release,
-                            "--ignore-not-found")
 
 
 @pytest.fixture(scope="module")
 def deny_webhook(dra_cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     folder = tmp_path_factory.mktemp("dra-deny-webhook")
     release = "qos-guard-dra-deny"
-    server = register(dra_cluster, folder, release, "e2e.qos-guard.io/dra-deny", {"policy": {"dra": "deny"}},
-                      DENY, "--set", "config.policy.dra=deny")
-    try:
+    with registered(dra_cluster, folder, release, "e2e.qos-guard.io/dra-deny", {"policy": {"dra": "deny"}},
+                    DENY, "--set", "config.policy.dra=deny") as server:
         yield server
-    finally:
-        server.stop()
-        dra_cluster.kubectl("delete", "validatingwebhookconfiguration,mutatingwebhookconfiguration", release,
-                            "--ignore-not-found")
 
 
 UNALIGNED = "Warning: dra-unaligned: pod (spec): its exclusive CPUs and memory are not NUMA-aligned with its DRA"

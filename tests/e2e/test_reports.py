@@ -138,3 +138,29 @@ def test_cronjob_rbac_is_enough_for_a_run_and_no_more(cluster: Cluster, audited:
                            ("delete", "pods"), ("list", "configmaps")):
         can = cluster.kubectl("auth", "can-i", verb, resource, "-A", who)
         assert can.stdout.strip() == "no", (verb, resource, can.stdout, can.stderr)
+
+
+def test_a_namespace_being_deleted_gets_no_report_and_fails_no_run(cluster: Cluster, crds: None) -> None:
+    """A namespace whose deletion hangs on a finalizer stays Terminating, and the API server refuses new content
+    in it (NamespaceLifecycle's NamespaceTerminating cause): a cluster-wide audit leaves it out, and one aimed
+    at it judges its objects and says why no report was written, without failing."""
+    going = "e2e-reports-going"
+    cluster.kubectl("apply", "-f", "-", check=True, stdin={"apiVersion": "v1", "kind": "Namespace", "metadata": {
+        "name": going, "finalizers": ["e2e.qos-guard.io/hold"]}})
+    cluster.kubectl("apply", "-n", going, "-f", "-", stdin=violating_pod("frac"), check=True)
+    cluster.kubectl("label", "namespace", going, "qos-guard.io/mode=enforce", check=True)
+    try:
+        cluster.kubectl("delete", "namespace", going, "--wait=false", check=True)
+        assert cluster.get("namespace", going)["status"]["phase"] == "Terminating"
+
+        wide = _audit(cluster, "--report", "openreports")
+        assert wide.returncode in (0, 1) and "writing Report" not in wide.stderr, wide.stderr
+        absent = cluster.kubectl("get", "reports.openreports.io", "qos-guard", "-n", going)
+        assert absent.returncode != 0 and "NotFound" in absent.stderr
+
+        aimed = _audit(cluster, "-n", going, "--report", "openreports")
+        assert aimed.returncode == 1, aimed.stderr  # its Pod is judged: the exit code is audit's own
+        assert f"none written in {going} (being deleted)" in aimed.stderr, aimed.stderr
+        assert "frac" in aimed.stdout
+    finally:
+        cluster.kubectl("patch", "namespace", going, "--type=merge", "-p", '{"metadata":{"finalizers":null}}')

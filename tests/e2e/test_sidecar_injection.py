@@ -13,7 +13,6 @@ import base64
 import json
 import ssl
 import threading
-import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -21,6 +20,7 @@ from typing import Any, ClassVar
 
 import pytest
 
+from tests import waiting
 from tests.e2e.conftest import Cluster, Webhook, compliant_pod
 from tests.serving import free_port
 from webhook.serving.certs import write_bundle
@@ -156,12 +156,15 @@ def test_mutate_is_reinvoked_after_the_injector_and_stores_a_guaranteed_pod(clus
     proxy = next(c for c in stored["spec"]["containers"] if c["name"] == "istio-proxy")
     assert proxy["resources"]["requests"] == proxy["resources"]["limits"] == {"cpu": "2", "memory": "1Gi"}
     assert stored["status"]["qosClass"] == "Guaranteed"
-    decisions: list[dict[str, Any]] = []
-    deadline = time.monotonic() + 10
-    while not any(d["path"] == "validate-mutated" for d in decisions) and time.monotonic() < deadline:
-        time.sleep(0.1)  # decision lines are written every 50 ms
-        decisions = [json.loads(line) for line in (webhook.server.folder / "server.log").read_text().splitlines()
-                     if line.startswith("{") and '"name": "reinvoked"' in line]
+
+    def logged() -> list[dict[str, Any]]:
+        return [json.loads(line) for line in (webhook.server.folder / "server.log").read_text().splitlines()
+                if line.startswith("{") and '"name": "reinvoked"' in line]
+
+    # decision lines are written every 50 ms
+    waiting.eventually("the final Pod's validate-mutated decision logged",
+                       lambda: any(d["path"] == "validate-mutated" for d in logged()), 10, seen=logged)
+    decisions = logged()
     mutations = [d["decision"] for d in decisions if d["path"] == "mutate"]
     assert mutations == ["allowed", "patched"], decisions  # before the injector, then reinvoked after it
     assert [d["decision"] for d in decisions if d["path"] == "validate-mutated"] == ["allowed"]  # the final Pod

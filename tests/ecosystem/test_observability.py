@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ import requests
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests import waiting
 from tests.binaries import ROOT, binary
 from tests.helpers import admission_review, container, guaranteed, pod, rl
 from tests.serving import Server, start_server
@@ -145,9 +145,8 @@ def test_certificate_expiry_follows_a_rotated_certificate(tmp_path: Path) -> Non
         assert expiry() == certificate_expiry(str(pki / "tls.crt"))
         write_bundle(pki, ["localhost", "127.0.0.1"], 5, keep_ca_key=True)  # renewed: a shorter life
         renewed = certificate_expiry(str(pki / "tls.crt"))
-        deadline = time.monotonic() + 20
-        while (seen := expiry()) != renewed and time.monotonic() < deadline:
-            time.sleep(0.5)
-        assert seen == renewed
+        waiting.eventually("the renewed certificate's expiry in the metric", lambda: expiry() == renewed, 20,
+                           every=0.5, seen=expiry)
+        assert expiry() == renewed
     finally:
         server.stop()

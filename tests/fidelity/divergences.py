@@ -69,7 +69,7 @@ def _names(block: Mapping[str, Any], key: str) -> set[str]:
 
 
 def guaranteed_status_on_other_spec(obj: Any) -> bool:
-    """Item 4's other side: ``status.qosClass: Guaranteed`` is kept on create too, so a Pod whose spec is
+    """A client-supplied ``status.qosClass: Guaranteed`` is kept on create, so a Pod whose spec is
     not Guaranteed is stored Guaranteed and pinned; qos-guard judges the spec (and denies)."""
     items = obj.get("items") if isinstance(obj, Mapping) and obj.get("kind") == "List" else [obj]
     return any(isinstance(o, Mapping) and o.get("kind") == "Pod" and isinstance(o.get("status"), Mapping)

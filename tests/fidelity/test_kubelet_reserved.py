@@ -18,7 +18,7 @@ from tests.fidelity.conftest import SEED
 from tests.fidelity.divergences import QUANTITY_DIVERGENCES, TALLY
 from tests.fidelity.grammar import quantity_text
 from tests.fidelity.oracle import Oracle
-from webhook.cluster.pinning import ConfigzError, read_configz
+from webhook.core.kubeletpinning import ConfigzError, read_configz
 from webhook.core.quantity import QuantityError, parse_quantity_nano
 
 CASES = 20_000

@@ -22,12 +22,12 @@ def test_minimal_manifests(objects_oracle: Oracle) -> None:
     hugepages = {"requests": {"hugepages-2Mi": "2Mi"}, "limits": {"hugepages-2Mi": "2Mi"}}
     cases = [
         (pod(), "Guaranteed", True),                                              # the baseline
-        (pod({"resources": {}}), "BestEffort", False),                            # item 1
-        (pod({"resources": {"requests": {}}}), "BestEffort", False),              # item 1
-        (pod({"resources": hugepages}), "Burstable", False),                      # item 2
-        (pod({"resources": {"requests": {"cpu": "2", "memory": "1Gi"}}}), "Burstable", False),  # item 3
-        (pod(status={"qosClass": "Burstable"}), "Burstable", False),              # item 4
-        (pod(limits={"cpu": "2"}, status={"qosClass": "Guaranteed"}), "Guaranteed", True),  # item 4, other side
+        (pod({"resources": {}}), "BestEffort", False),                            # empty pod-level resources
+        (pod({"resources": {"requests": {}}}), "BestEffort", False),              # empty pod-level requests
+        (pod({"resources": hugepages}), "Burstable", False),                      # pod-level hugepages only
+        (pod({"resources": {"requests": {"cpu": "2", "memory": "1Gi"}}}), "Burstable", False),  # pod-level requests
+        (pod(status={"qosClass": "Burstable"}), "Burstable", False),              # a status.qosClass is kept
+        (pod(limits={"cpu": "2"}, status={"qosClass": "Guaranteed"}), "Guaranteed", True),  # kept, spec Burstable
         (pod(limits={"cpu": "9849T", "memory": "1Gi"}), "Guaranteed", False),     # kubelet int64 overflow
     ]
     answers = objects_oracle.ask([c[0] for c in cases])

@@ -29,8 +29,8 @@ from webhook.core.config import parse_config
 from webhook.core.engine import Mode, evaluate
 from webhook.core.facts import Facts
 from webhook.core.numa import fit_node
+from webhook.core.numatopology import Topology, parse_nrt
 from webhook.core.podspec import build_pod_spec
-from webhook.core.topology import Topology, parse_nrt
 
 CASES = 7_000
 BATCH = 1_000

@@ -18,6 +18,7 @@ from typing import Any
 
 import grpc
 
+from tests import dra_objects, waiting
 from tests.binaries import binary
 from tests.e2e.conftest import Cluster, stop_process
 from tests.node.conftest import pod
@@ -28,7 +29,7 @@ DRIVER = "gpu.qos-guard.test"
 DEVICE_CLASS = "qos-guard-gpu"
 EXTENDED = "example.com/dra-gpu"
 EXTENDED_CLASS = "qos-guard-dra-gpu"
-NUMA_ATTR = "resource.kubernetes.io/numaNode"
+NUMA_ATTR = dra_objects.NUMA_NODE
 
 
 def slice_devices(c: Cluster) -> dict[str, dict[str, Any]]:
@@ -67,14 +68,15 @@ def dra_driver(node: Node, devices: Sequence[str], delete_slices: bool = True,
         args += ["-device", d]
     want = dict(_want(d) for d in devices)
     proc = subprocess.Popen(args, stdout=log.open("wb"), stderr=subprocess.STDOUT, start_new_session=True)
+
+    def published() -> bool:
+        assert proc.poll() is None, f"dradriver exited {proc.returncode}:\n{log.read_text()}"
+        return "registered with kubelet" in log.read_text() and slice_devices(c) == want
+
     try:
-        deadline = time.monotonic() + timeout
         # kubelet wipes a driver's slices when it starts and while the driver is away: wait for ours, as given.
-        while "registered with kubelet" not in log.read_text() or slice_devices(c) != want:
-            assert proc.poll() is None, f"dradriver exited {proc.returncode}:\n{log.read_text()}"
-            assert time.monotonic() < deadline, (
-                f"dradriver never registered and published {want}: slices {slice_devices(c)}\n{log.read_text()}")
-            time.sleep(0.5)
+        waiting.eventually(f"dradriver registered and publishing {want}", published, timeout, every=0.5,
+                           seen=lambda: f"slices {slice_devices(c)}\n{log.read_text()}")
         yield log
     finally:
         stop_process(proc)
@@ -85,25 +87,17 @@ def dra_driver(node: Node, devices: Sequence[str], delete_slices: bool = True,
 def device_class(name: str = DEVICE_CLASS, extended_resource: str | None = None) -> dict[str, Any]:
     """A DeviceClass of every device of the test driver; ``extended_resource`` maps that name to it
     (``spec.extendedResourceName``: a Pod asking it in plain resources gets a claim made by the scheduler)."""
-    spec: dict[str, Any] = {"selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}]}
-    if extended_resource:
-        spec["extendedResourceName"] = extended_resource
-    return {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": name}, "spec": spec}
+    return dra_objects.device_class(name, DRIVER, extended_resource)
 
 
 def claim_template(name: str = "gpu") -> dict[str, Any]:
     """One request for one device of the test driver's class."""
-    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": name},
-            "spec": {"spec": {"devices": {"requests": [
-                {"name": "gpu", "exactly": {"deviceClassName": DEVICE_CLASS}}]}}}}
+    return dra_objects.claim(name, {"requests": [dra_objects.exactly("gpu", DEVICE_CLASS)]})
 
 
 def claim_pod(name: str, template: str = "gpu") -> dict[str, Any]:
     """A Guaranteed Pod, 1 whole CPU, its device through ``resources.claims`` from ``template``."""
-    obj = pod(name, "1")
-    obj["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": template}]
-    obj["spec"]["containers"][0]["resources"]["claims"] = [{"name": "gpu"}]
-    return obj
+    return dra_objects.take_claim(pod(name, "1"), template)
 
 
 def extended_pod(name: str) -> dict[str, Any]:
@@ -123,10 +117,11 @@ def allocated_devices(c: Cluster, ns: str, claim: str) -> list[str]:
 
 def wait_claims_gone(c: Cluster, ns: str, timeout: float = 90) -> None:
     """The namespace's ResourceClaims deleted (their devices free for the next Pod)."""
-    deadline = time.monotonic() + timeout
-    while names := c.kubectl("get", "resourceclaims", "-n", ns, "-o", "name").stdout.split():
-        assert time.monotonic() < deadline, f"claims never went: {names}"
-        time.sleep(1)
+    def names() -> list[str]:
+        return c.kubectl("get", "resourceclaims", "-n", ns, "-o", "name").stdout.split()
+
+    waiting.eventually(f"the ResourceClaims of {ns} deleted", lambda: not names(), timeout, every=1,
+                       seen=lambda: f"claims {names()}")
 
 
 def pod_resources(node: Node, ns: str, name: str, container: str = "app") -> dict[str, Any]:

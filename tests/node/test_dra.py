@@ -24,6 +24,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from tests import waiting
 from tests.e2e.conftest import Cluster
 from tests.node.conftest import Release, cgroup_cpus, delete_and_release, report, wait_running
 from tests.node.dra import (
@@ -158,11 +159,15 @@ def test_1_dra_gpu_on_numa0_runs_beside_cpu_on_numa1(node: Node, ns: str, two_nu
         for kind in ("limits", "requests"):
             dp["spec"]["containers"][0]["resources"][kind][GPU] = "1"
         apply(c, ns, dp)
-        deadline = time.monotonic() + 90
-        while (refused := c.get("pod", "article-dp", "-n", ns)["status"]).get("phase") != "Failed":
-            assert refused.get("phase") != "Running", "single-numa-node ran a device plugin Pod it cannot align"
-            assert time.monotonic() < deadline, refused
-            time.sleep(1)
+
+        def failed() -> bool:
+            phase = c.get("pod", "article-dp", "-n", ns)["status"].get("phase")
+            assert phase != "Running", "single-numa-node ran a device plugin Pod it cannot align"
+            return bool(phase == "Failed")
+
+        waiting.eventually("the device plugin Pod failed", failed, 90, every=1,
+                           seen=lambda: c.get("pod", "article-dp", "-n", ns)["status"])
+        refused = c.get("pod", "article-dp", "-n", ns)["status"]
         assert refused["reason"] == "TopologyAffinityError", refused
         c.kubectl("delete", "pod", "article-dp", "-n", ns, "--wait=true", "--timeout=60s")
     with dra_driver(node, [GPU_NUMA0]) as log:

@@ -20,7 +20,7 @@ from tests.helpers import admission_review
 from tests.reliability.conftest import CASES
 from tests.reliability.strategies import json_value, pod_spec, workload
 from webhook.admission.review import ENDPOINTS as ADMISSION_ENDPOINTS
-from webhook.admission.review import BadReview, Endpoint, decide, parse_review
+from webhook.admission.review import BadReview, Endpoint, parse_review, review_decision
 from webhook.batch.runner import check_paths
 from webhook.core.config import parse_config
 from webhook.core.engine import Mode, evaluate
@@ -153,11 +153,48 @@ def test_admission_decides_on_any_pod_spec(spec: Any, endpoint: Endpoint) -> Non
     CASES["admission"] += 1
     body = json.dumps(_review({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": spec})).encode()
     try:
-        decision = decide(parse_review(body), endpoint, CONFIGS[1])
+        decision = review_decision(parse_review(body), endpoint, CONFIGS[1])
     except BadReview as exc:
         assert str(exc)  # the 400 reason
         return
     assert decision.allowed or decision.message
+
+
+PLACING = parse_config({"placement": {"schedulerName": "qos-guard-numa", "memoryManager": True}})
+# Pod specs near the decision: whole or fractional CPUs, Guaranteed or not, devices, claims, a scheduler or a node.
+_resources = st.builds(lambda cpu, gpu, same: {"limits": {"cpu": cpu, "memory": "1Gi"} | gpu,
+                                               "requests": ({"cpu": cpu, "memory": "1Gi"} if same else
+                                                            {"cpu": "100m"}) | gpu},
+                       st.sampled_from(["1", "2", "500m", "4e0", "1500m"]),
+                       st.sampled_from([{}, {"nvidia.com/gpu": "1"}]), st.booleans())
+_near = st.builds(
+    lambda res, extra: {"containers": [{"name": "app", "resources": r} for r in res]} | extra,
+    st.lists(_resources, min_size=1, max_size=2),
+    st.fixed_dictionaries({}, optional={
+        "schedulerName": st.sampled_from(["", "default-scheduler", "qos-guard-numa", "gpu-scheduler", 7]),
+        "nodeName": st.sampled_from(["n1", ""]), "resourceClaims": st.just([{"name": "gpu"}])}))
+
+
+@fuzz(1500)
+@given(st.one_of(bodies, st.one_of(pod_spec, _near).map(lambda spec: json.dumps(_review(
+    {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": spec}), default=str).encode())))
+def test_place_answers_200_or_400_and_only_ever_sets_the_scheduler(body: bytes) -> None:
+    """``/place`` with ``placement.schedulerName`` set: never a 500, never a refusal, and a patch (which applies to
+    the whole object) touches ``spec.schedulerName`` alone."""
+    CASES["http"] += 1
+    resp = create_app(PLACING, own_namespace="qos-guard").test_client().post(
+        "/place", data=body, content_type="application/json")
+    assert resp.status_code in (200, 400), resp.data[:300]
+    out = resp.get_json()
+    if resp.status_code == 400:
+        assert out["reason"]
+        return
+    assert out["response"]["allowed"] is True
+    if "patch" in out["response"]:
+        patch = json.loads(base64.b64decode(out["response"]["patch"]))
+        assert [op["path"] for op in patch] == ["/spec/schedulerName"], patch
+        after = jsonpatch.apply_patch(json.loads(body)["request"]["object"], patch)
+        assert after["spec"]["schedulerName"] == "qos-guard-numa"
 
 
 @pytest.fixture(scope="module")

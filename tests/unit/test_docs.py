@@ -34,6 +34,7 @@ def test_no_reference_to_the_internal_spec() -> None:
 
 def test_tests_cite_no_issue_the_repository_does_not_hold() -> None:
     cited = {(str(p.relative_to(ROOT)), m.group(0)) for p in TESTS
-             for m in re.finditer(r"\b[Ii]ssue (\d+)\b|\b[Ff]indings? \d+", p.read_text(errors="replace"))
-             if m.group(1) is None or int(m.group(1)) not in ISSUES}
+             for m in re.finditer(r"\b[Ii]ssue #?(\d+)\b|(?<![\w&])#(\d\d+)\b|\b[Ff]indings? \d+|\b[Ii]tem \d+",
+                                  p.read_text(errors="replace"))
+             if not (number := m.group(1) or m.group(2)) or int(number) not in ISSUES}
     assert sorted(cited) == []

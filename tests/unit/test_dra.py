@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from tests import dra_objects, waiting
 from tests.unit.test_topology_cache import Scripted, event
 from webhook.cluster.deviceclasses import DEVICE_CLASSES_PATH, DeviceClassCache, read_device_classes
 from webhook.core.config import Policy, parse_config
@@ -25,11 +26,8 @@ from webhook.core.rules import dra_unaligned
 
 def device_class(name: str, resource: str | None = None, created: str = "2026-01-01T00:00:00Z",
                  rv: str = "1") -> dict[str, Any]:
-    spec: dict[str, Any] = {"selectors": [{"cel": {"expression": "device.driver == 'gpu.example.com'"}}]}
-    if resource is not None:
-        spec["extendedResourceName"] = resource
-    return {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
-            "metadata": {"name": name, "creationTimestamp": created, "resourceVersion": rv}, "spec": spec}
+    return dra_objects.device_class(name, "gpu.example.com", resource, creationTimestamp=created,
+                                    resourceVersion=rv)
 
 
 def test_the_index_maps_both_ways_and_the_newer_class_wins_a_clash_with_the_name_as_tie_breaker() -> None:
@@ -52,10 +50,8 @@ def test_the_index_maps_both_ways_and_the_newer_class_wins_a_clash_with_the_name
 
 def pod(limits: dict[str, Any], claims: bool = False, **extra: Any) -> dict[str, Any]:
     spec: dict[str, Any] = {"containers": [{"name": "app", "resources": {"limits": limits}}], **extra}
-    if claims:
-        spec["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "gpu"}]
-        spec["containers"][0]["resources"]["claims"] = [{"name": "gpu"}]
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "ns"}, "spec": spec}
+    obj = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "ns"}, "spec": spec}
+    return dra_objects.take_claim(obj, "gpu") if claims else obj
 
 
 GPU_CLASSES = index_device_classes([("gpu.example.com", "example.com/dra-gpu", "")])
@@ -106,21 +102,14 @@ def test_policy_dra_decides_advisory_denial_or_nothing() -> None:
 
 
 def claim(devices: dict[str, Any], kind: str = "ResourceClaimTemplate") -> dict[str, Any]:
-    spec = {"devices": devices}
-    return {"apiVersion": "resource.k8s.io/v1", "kind": kind, "metadata": {"name": "c", "namespace": "ns"},
-            "spec": {"spec": spec} if kind == "ResourceClaimTemplate" else spec}
+    return dra_objects.claim("c", devices, kind, namespace="ns")
 
 
 def exact(name: str, count: int | None = None, mode: str | None = None) -> dict[str, Any]:
-    body: dict[str, Any] = {"deviceClassName": "gpu.example.com"}
-    if count is not None:
-        body["count"] = count
-    if mode is not None:
-        body["allocationMode"] = mode
-    return {"name": name, "exactly": body}
+    return dra_objects.exactly(name, "gpu.example.com", count, mode)
 
 
-NUMA = "resource.kubernetes.io/numaNode"
+NUMA = dra_objects.NUMA_NODE
 
 
 @pytest.mark.parametrize(("devices", "spread"), [
@@ -181,12 +170,11 @@ def test_the_cache_lists_watches_and_publishes_an_index() -> None:
     assert cache.snapshot() is None  # not read yet: unknown, not empty
     cache.start()
     try:
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
+        def watched() -> bool:
             snap = cache.snapshot()
-            if snap is not None and "example.com/nic" in snap.by_resource:
-                break
-            time.sleep(0.05)
+            return snap is not None and "example.com/nic" in snap.by_resource
+
+        waiting.eventually("the watched DeviceClass published", watched, 10, every=0.05, seen=cache.snapshot)
         snap = cache.snapshot()
         assert snap is not None and snap.by_resource == {"example.com/gpu": "gpu", "example.com/nic": "nic"}
     finally:
@@ -212,7 +200,7 @@ def gpu_nodes() -> Any:
     """Three GPU nodes of two 32-CPU zones under single-numa-node; their GPUs come through DRA, so no zone
     publishes example.com/dra-gpu."""
     from tests.unit.test_numa import nrt
-    from webhook.core.topology import Topology, parse_nrt
+    from webhook.core.numatopology import Topology, parse_nrt
 
     zone = {"cpu": "32", "memory": "256Gi"}
     names = [f"gpu-{i}" for i in range(3)]
@@ -274,7 +262,7 @@ def test_a_node_whose_device_plugin_publishes_the_resource_fits_it_as_a_device()
     (the scheduler prefers the node's allocatable): kubelet aligns it there, and so does the fit."""
     from tests.unit.test_numa import nrt
     from webhook.core.facts import Facts, Memo
-    from webhook.core.topology import Topology, parse_nrt
+    from webhook.core.numatopology import Topology, parse_nrt
 
     zone = {"cpu": "32", "memory": "256Gi", "example.com/dra-gpu": "1"}
     topology = Topology(nodes={"plugin-0": {}}, topologies={"plugin-0": parse_nrt(nrt("plugin-0", [zone, zone]))})
@@ -352,10 +340,8 @@ def test_a_refused_watch_cache_says_so_once_stays_unknown_and_keeps_trying() -> 
     cache = DeviceClassCache(api, on_problem=said.append)
     cache.start()
     try:
-        deadline = time.monotonic() + 10
-        while not said and time.monotonic() < deadline:
-            time.sleep(0.05)
-        time.sleep(0.5)
+        waiting.eventually("the refusal said", lambda: said, 10, every=0.05)
+        time.sleep(0.5)  # said once: not again while the list is retried
         assert cache.snapshot() is None  # unknown, not "no DeviceClasses"
         assert len(said) == 1 and said[0] is not None and said[0].startswith("listing deviceclasses is not allowed")
     finally:
@@ -369,9 +355,7 @@ def test_remembered_verdicts_name_each_pods_own_claims() -> None:
     facts = Facts(topology=gpu_nodes(), device_classes=GPU_CLASSES, memo=Memo())
     config = parse_config({"policy": {"numa": "auto"}})
     for name in ("gpu", "accelerator"):
-        obj = pod(BIG, True)
-        obj["spec"]["resourceClaims"][0]["name"] = name
-        obj["spec"]["containers"][0]["resources"]["claims"] = [{"name": name}]
+        obj = dra_objects.take_claim(pod(BIG), "gpu", name)
         (advice,) = [v.message for _, v in evaluate(obj, config, Mode.ENFORCE, facts).advisories
                      if v.rule == "numa-unfit"]
         assert f"(spec.resourceClaims: {name})" in advice

@@ -12,9 +12,9 @@ from webhook.core.config import AUTO, Config, Policy, parse_config
 from webhook.core.engine import Mode, evaluate
 from webhook.core.facts import NO_FACTS, Facts, Memo
 from webhook.core.memo import remember
+from webhook.core.numatopology import Topology
 from webhook.core.podspec import PodSpec
 from webhook.core.rules import BY_ID, Violation
-from webhook.core.topology import Topology
 
 AUTO_CONFIG = parse_config({"policy": {"numa": "auto"}})
 

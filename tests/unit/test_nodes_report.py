@@ -13,7 +13,7 @@ from tests.unit.test_pinning import configz
 from webhook.batch.formats import render_nodes as render
 from webhook.batch.nodes import build
 from webhook.cluster.configz import NodeConfig, NodeInfo
-from webhook.cluster.pinning import DEFAULT_POOL_LABELS, read_configz
+from webhook.core.kubeletpinning import DEFAULT_POOL_LABELS, read_configz
 
 POOL = {"node.kubernetes.io/instance-type": "c7i.8xlarge"}
 

@@ -9,14 +9,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from webhook.admission.review import ENDPOINTS, Review, decide
+from webhook.admission.review import ENDPOINTS, Review, review_decision
 from webhook.core.config import AUTO, ConfigError, parse_config
 from webhook.core.engine import Mode, evaluate
 from webhook.core.facts import Facts, Memo
 from webhook.core.numa import fit_cluster
+from webhook.core.numatopology import Topology, TopologyError, parse_nrt
 from webhook.core.podspec import build_pod_spec
 from webhook.core.scheduling import Taint, Toleration, placement, taints, tolerations
-from webhook.core.topology import Topology, TopologyError, parse_nrt
 from webhook.policies.generate import PolicyError, render
 
 GPU = "nvidia.com/gpu"
@@ -203,7 +203,7 @@ def test_advisories_are_warnings_in_admission_never_a_refusal() -> None:
     config = parse_config({"policy": {"numa": "auto"}})
     facts = Facts(topology=cluster(**{"gpu-1": "restricted", "small-1": "restricted"}))
     review = Review("admission.k8s.io/v1", "u1", "Pod", "", "CREATE", "ai", "llm", None, False, pod("48"))
-    decision = decide(review, ENDPOINTS["/validate"], config, facts)
+    decision = review_decision(review, ENDPOINTS["/validate"], config, facts)
     assert decision.allowed and decision.warnings and decision.warnings[0].startswith("numa-unfit: ")
 
 

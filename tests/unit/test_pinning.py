@@ -12,14 +12,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from webhook.cluster.pinning import (
+from webhook.core.kubeletpinning import (
     CPU_POLICIES,
     MEMORY_POLICIES,
     TOPOLOGY_POLICIES,
     TOPOLOGY_SCOPES,
     ConfigzError,
     KubeletPinning,
-    decide,
+    node_verdict,
     pool_mismatches,
     read_configz,
     valid_pool_label,
@@ -53,7 +53,7 @@ def test_the_real_kubelets_configz_pins() -> None:
         "static", "Static", "single-numa-node", "container")
     assert p.reserved.count == 1 and p.reserved.system == "100m" and p.reserved.cpus is None
     assert [(r.numa_node, r.limits) for r in p.reserved_memory] == [(0, (("memory", "600Mi"),))]
-    assert decide(p).pins and decide(p).notes == ()
+    assert node_verdict(p).pins and node_verdict(p).notes == ()
 
 
 @pytest.mark.parametrize(("cpu", "topology", "memory", "scope"), list(itertools.product(
@@ -66,7 +66,7 @@ def test_every_policy_combination(cpu: Any, topology: Any, memory: Any, scope: A
     assert p.topology_manager_policy == ("none" if topology is ABSENT else topology)
     assert p.memory_manager_policy == ("None" if memory is ABSENT else memory)
     assert p.topology_manager_scope == ("container" if scope is ABSENT else scope)
-    verdict = decide(p)
+    verdict = node_verdict(p)
     static, aligned = p.cpu_manager_policy == "static", p.topology_manager_policy != "none"
     assert verdict.pins == (static and aligned)
     assert [x.rule for x in verdict.problems] == (["cpu-manager-none"] if not static else []) + (
@@ -96,7 +96,7 @@ def test_every_policy_combination(cpu: Any, topology: Any, memory: Any, scope: A
 def test_reserved_cpus_as_kubelet_computes_them(settings: dict[str, Any], count: int, shown: str) -> None:
     p = read_configz(configz(**settings))
     assert p.reserved.count == count and p.reserved.describe() == shown
-    rules = [x.rule for x in decide(p).problems]
+    rules = [x.rule for x in node_verdict(p).problems]
     assert rules == ([] if count else ["no-reserved-cpus"])
 
 
@@ -148,12 +148,12 @@ def test_absent_and_empty_settings_take_kubelets_defaults() -> None:
                                              ("false", False), ("0", False), ("yes", False)])
 def test_full_pcpus_only_is_noted_when_strconv_parsebool_says_true(value: str, noted: bool) -> None:
     p = read_configz(configz(cpuManagerPolicyOptions={"full-pcpus-only": value}))
-    assert any("SMTAlignmentError" in n for n in decide(p).notes) == noted
+    assert any("SMTAlignmentError" in n for n in node_verdict(p).notes) == noted
 
 
 def test_pod_level_resource_managers_gate_is_noted() -> None:
     p = read_configz(configz(featureGates={"PodLevelResourceManagers": True, "Other": False}))
-    assert p.pod_level_resource_managers and any("podLevelResources: allow" in n for n in decide(p).notes)
+    assert p.pod_level_resource_managers and any("podLevelResources: allow" in n for n in node_verdict(p).notes)
 
 
 JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
@@ -173,7 +173,7 @@ def test_any_settings_give_a_verdict_or_a_named_error(settings: dict[str, Any]) 
     except ConfigzError as exc:
         assert exc.path == "" or exc.path.startswith("kubeletconfig")
         return
-    verdict = decide(p)
+    verdict = node_verdict(p)
     assert verdict.pins == (p.cpu_manager_policy == "static" and p.reserved.count > 0
                             and p.topology_manager_policy != "none")
 

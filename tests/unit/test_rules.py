@@ -165,6 +165,9 @@ def test_config_defaults_are_the_documented_ones() -> None:
         assert config.policy.pod_level_resources == "deny"
         assert config.policy.smt_alignment == 1
         assert config.policy.numa is None
+        assert config.policy.dra == "warn"
+        assert config.policy.device_classes is False
+        assert config.workloads == ()
         assert config.mutation.set_limits_from_requests is True
         assert config.mutation.cpu_rounding == "none"
         assert (config.exemptions.namespaces, config.exemptions.usernames,

@@ -25,8 +25,8 @@ from webhook.cluster.nrt import (
     read_topology,
 )
 from webhook.cluster.watch import Store, lines
+from webhook.core.numatopology import NodeTopology
 from webhook.core.scheduling import Taint
-from webhook.core.topology import NodeTopology
 
 
 def nrt_obj(name: str, cpus: str = "32", rv: str = "1") -> dict[str, Any]:
@@ -200,9 +200,9 @@ def test_read_once_for_check_and_audit() -> None:
 def test_the_state_is_said_once_per_change(caplog: pytest.LogCaptureFixture) -> None:
     from prometheus_client import CollectorRegistry
 
-    from webhook.core.topology import Topology
+    from webhook.core.numatopology import Topology
     from webhook.serving.metrics import TopologyMetrics
-    from webhook.serving.topology import TopologyReport
+    from webhook.serving.topologycache import TopologyReport
 
     registry = CollectorRegistry()
     report = TopologyReport(TopologyMetrics.create(registry))

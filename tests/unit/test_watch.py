@@ -83,12 +83,13 @@ def reflect(api: Scripted, store: Store, until: Callable[[], bool], **selectors:
                           **selectors)
     thread = threading.Thread(target=reflector.run, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 10
-    while not stop.is_set() and not until() and time.monotonic() < deadline:
-        time.sleep(0.01)
-    stop.set()
-    reflector.interrupt()
-    thread.join(5)
+    try:
+        waiting.eventually("the reflector's condition", lambda: stop.is_set() or until(), 10, every=0.01,
+                           seen=lambda: problems)
+    finally:
+        stop.set()
+        reflector.interrupt()
+        thread.join(5)
     assert not thread.is_alive()
     assert until(), f"the reflector did not get there in 10 s; problems: {problems}"
     return problems

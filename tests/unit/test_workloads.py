@@ -9,7 +9,7 @@ import pytest
 from tests.helpers import container, rl
 from webhook.core.fieldpath import dotted, pointer
 from webhook.core.podspec import ManifestError
-from webhook.core.workloads import BUILTIN, KINDS, find_targets, walk
+from webhook.core.workloads import BUILTIN, KINDS, KSERVE_MODEL_FIELDS, find_targets, walk
 
 SPEC = {"containers": [container("a", rl("1", "1Gi"), rl("1", "1Gi"))]}
 TEMPLATE = {"template": {"spec": SPEC}}
@@ -163,4 +163,18 @@ def test_kserve_model_predictor_is_unknown_not_passed() -> None:
     assert isinstance(reason, str) and reason.startswith("InferenceService with spec.predictor.model")
     from webhook.policies.generate import spec_variables
     templates = dict(spec_variables())["templates0"]
-    assert "(object.?spec.?predictor.?model.orValue(null) != null ? [] : [" in templates
+    hidden = " || ".join(f"object.?spec.?predictor.?{f}.orValue(null) != null" for f in KSERVE_MODEL_FIELDS)
+    assert f"({hidden} ? [] : [" in templates
+
+
+@pytest.mark.parametrize("framework", [f for f in KSERVE_MODEL_FIELDS if f != "model"])
+def test_kserve_framework_predictor_is_unknown_not_passed(framework: str) -> None:
+    """``spec.predictor.tensorflow`` (and each framework field) is turned into ``spec.predictor.model`` by
+    KServe's defaulting (setPredictorModelDefaults), so it is unknown as the model is: a predictor with only a
+    framework field has no containers of its own, and judging that as compliant would pass a Pod nobody saw."""
+    isvc = obj("InferenceService", spec={"predictor": {framework: {
+        "storageUri": "gs://kfserving-examples/models/tensorflow/flowers",
+        "resources": {"limits": {"cpu": "1500m", "nvidia.com/gpu": 1}}}}})
+    (reason,) = walk(isvc)
+    assert reason == (f"InferenceService with spec.predictor.{framework} (its model container is merged from "
+                      "the ServingRuntime: judged as the Deployment and Pods KServe creates)")

@@ -17,9 +17,9 @@ What is kept, and why:
   ``status.qosClass``; a custom resource's object (LeaderWorkerSet, JobSet, a kind the configuration declares)
   is decoded whole once its group is known (``decode_object``), its templates being wherever its kind says;
 - in a pod spec: ``containers`` and ``initContainers`` (``name``, ``restartPolicy``, ``resources``),
-  the pod-level ``resources``, ``runtimeClassName`` (exemptions), and for ``policy.numa: auto`` the
-  scheduling constraints ``nodeName``, ``nodeSelector``, the required node affinity and ``tolerations``
-  (``key``, ``operator``, ``value``, ``effect``);
+  the pod-level ``resources``, ``runtimeClassName`` (exemptions), ``schedulerName`` (``/place``), and for
+  ``policy.numa: auto`` the scheduling constraints ``nodeName``, ``nodeSelector``, the required node affinity
+  and ``tolerations`` (``key``, ``operator``, ``value``, ``effect``);
 - resource values as the JSON has them: a string stays a string, an integer an exact integer, a float the
   float ``json.loads`` would give, and any other value stays as it is so the engine can name it
   (``invalid-quantity``); every resource name is kept (extended resources and hugepages count for NUMA).
@@ -132,6 +132,7 @@ class PodSpec(_Kept):
     init_containers: list[Container] | None = None
     resources: Resources | None = None
     runtime_class_name: str | None = None
+    scheduler_name: str | None = None  # placement.schedulerName (/place) leaves a user's own scheduler alone
     # What ``policy.numa: auto`` reads to find the nodes a Pod can land on (the scheduler's hard constraints, and
     # a node named outright).
     node_name: str | None = None

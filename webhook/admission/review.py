@@ -26,6 +26,7 @@ from webhook.core.mutation import json_patch
 from webhook.core.podspec import ManifestError
 from webhook.core.rules import MORE, REFUSED, Violation
 from webhook.core.rules.dra_claim_spread import REFUSED_CLAIM
+from webhook.core.scheduler_name import choose_for
 from webhook.core.workloads import POD, Target, judged, table
 
 API_VERSIONS = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
@@ -44,6 +45,7 @@ class Action(StrEnum):
     WARN = "warn"  # allowed, with one warning per violation
     PATCH = "patch"  # allowed, with the JSONPatch of the mutation (Pods only)
     NAMESPACE = "namespace"  # the opt-in label's value is checked
+    PLACE = "place"  # allowed, with the JSONPatch setting spec.schedulerName (new Pods that need one NUMA node)
 
 
 @dataclass(frozen=True)
@@ -55,7 +57,7 @@ class Endpoint:
     mode: Mode | None = None
 
 
-# The one table of admission endpoints (URL path -> endpoint): routes, metrics and ``decide`` all read it.
+# The one table of admission endpoints (URL path -> endpoint): routes, metrics and ``review_decision`` all read it.
 ENDPOINTS: dict[str, Endpoint] = {
     "/validate": Endpoint("validate", Action.DENY, Mode.ENFORCE),
     # ``/validate?mode=mutate`` too; webhook configurations need this form: the API server refuses a query
@@ -64,6 +66,9 @@ ENDPOINTS: dict[str, Endpoint] = {
     "/warn": Endpoint("warn", Action.WARN, Mode.WARN),
     "/mutate": Endpoint("mutate", Action.PATCH, Mode.MUTATE),
     "/validate-namespace": Endpoint("validate-namespace", Action.NAMESPACE),
+    # placement.schedulerName, in every opted-in namespace whatever its mode
+    # (docs/contract.md#placement-the-scheduler-a-new-pod-gets-placementschedulername).
+    "/place": Endpoint("place", Action.PLACE),
 }
 
 
@@ -224,11 +229,13 @@ def _skip(review: Review, config: Config, own_namespace: str | None) -> str | No
     return None
 
 
-def decide(review: Review, endpoint: Endpoint, config: Config, facts: Facts = NO_FACTS,
-           own_namespace: str | None = None) -> Decision:
+def review_decision(review: Review, endpoint: Endpoint, config: Config, facts: Facts = NO_FACTS,
+                    own_namespace: str | None = None) -> Decision:
     """The decision for one request at ``endpoint``, against what the cluster says (``facts``)."""
     if endpoint.action is Action.NAMESPACE:
         return _decide_namespace(review)
+    if endpoint.action is Action.PLACE:
+        return _decide_place(review, config, facts, own_namespace)
     assert endpoint.mode is not None
     base = Decision(True)
     why = _skip(review, config, own_namespace)
@@ -261,6 +268,31 @@ def decide(review: Review, endpoint: Endpoint, config: Config, facts: Facts = NO
     if found:
         base.allowed = False
         base.message = _denial(review, verdict)
+    return base
+
+
+def _decide_place(review: Review, config: Config, facts: Facts, own_namespace: str | None) -> Decision:
+    """``/place``: a new Pod that must fit one NUMA node gets ``placement.schedulerName``. Pods only, on CREATE:
+    a workload's template changed here would roll out every replica
+    (docs/contract.md#placement-the-scheduler-a-new-pod-gets-placementschedulername)."""
+    base = Decision(True)
+    if config.placement.scheduler_name is None:
+        base.skipped = "placement.schedulerName is not set"
+        return base
+    if review.namespace in NEVER_SELECTED or (own_namespace and review.namespace == own_namespace):
+        base.skipped = f"namespace {review.namespace} is never judged"
+        return base
+    if review.kind != POD or review.group or review.operation != "CREATE" or review.subresource \
+            or review.obj is None:
+        base.skipped = f"{review.operation} of {review.kind}{'/' + review.subresource if review.subresource else ''}"
+        return base
+    try:
+        choice = choose_for(review.obj, config, facts, namespace=review.namespace, username=review.username)
+    except ManifestError as exc:
+        raise BadReview(f"request.object: {exc}") from None
+    if choice.changes:
+        base.patch = json_patch(review.obj, choice.changes)
+    base.warnings = fit_warnings([f"qos-guard: {c.message}" for c in choice.changes] + list(choice.warnings))
     return base
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,50 +45,52 @@ def _value(text: str, at: int) -> _Node:
     at = _skip(text, at)
     char = text[at:at + 1]
     if char == "{":
-        node = _Node(at, kind="object")
-        at = _skip(text, at + 1)
-        if text[at:at + 1] == "}":
-            node.end = at + 1
-            return node
-        while True:
-            if text[at:at + 1] != '"':
-                raise _Unparsed(at)
-            key, after = _DECODER.raw_decode(text, at)
-            colon = _skip(text, after)
-            if text[colon:colon + 1] != ":":
-                raise _Unparsed(colon)
-            child = _value(text, colon + 1)
-            node.members.append((at, key, child))
-            at = _skip(text, child.end)
-            if text[at:at + 1] == ",":
-                at = _skip(text, at + 1)
-                continue
-            if text[at:at + 1] == "}":
-                node.end = at + 1
-                return node
-            raise _Unparsed(at)
+        return _container(text, at, "object", "}", _member)
     if char == "[":
-        node = _Node(at, kind="array")
-        at = _skip(text, at + 1)
-        if text[at:at + 1] == "]":
-            node.end = at + 1
-            return node
-        while True:
-            child = _value(text, at)
-            node.items.append(child)
-            at = _skip(text, child.end)
-            if text[at:at + 1] == ",":
-                at += 1
-                continue
-            if text[at:at + 1] == "]":
-                node.end = at + 1
-                return node
-            raise _Unparsed(at)
+        return _container(text, at, "array", "]", _item)
     try:
         _, end = _DECODER.raw_decode(text, at)
     except ValueError:
         raise _Unparsed(at) from None
     return _Node(at, end)
+
+
+def _container(text: str, at: int, kind: str, close: str, read: Callable[[str, _Node, int], int]) -> _Node:
+    """An object or array opening at ``at``: its entries, each read by ``read`` (which returns where the entry
+    ends), separated by commas, up to ``close``."""
+    node = _Node(at, kind=kind)
+    at = _skip(text, at + 1)
+    if text[at:at + 1] == close:
+        node.end = at + 1
+        return node
+    while True:
+        at = _skip(text, read(text, node, at))
+        if text[at:at + 1] == ",":
+            at = _skip(text, at + 1)
+            continue
+        if text[at:at + 1] == close:
+            node.end = at + 1
+            return node
+        raise _Unparsed(at)
+
+
+def _member(text: str, node: _Node, at: int) -> int:
+    """One ``"key": value`` of an object, kept with where its key starts."""
+    if text[at:at + 1] != '"':
+        raise _Unparsed(at)
+    key, after = _DECODER.raw_decode(text, at)
+    colon = _skip(text, after)
+    if text[colon:colon + 1] != ":":
+        raise _Unparsed(colon)
+    child = _value(text, colon + 1)
+    node.members.append((at, key, child))
+    return child.end
+
+
+def _item(text: str, node: _Node, at: int) -> int:
+    child = _value(text, at)
+    node.items.append(child)
+    return child.end
 
 
 def _documents(text: str) -> list[_Node]:

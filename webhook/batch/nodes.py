@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 from webhook import __version__
 from webhook.batch.report import SARIF_SCHEMA, _escape_data, xml_lines
 from webhook.batch.textsafe import escape, xml_text
-from webhook.cluster.pinning import RULES, KubeletPinning, NodeVerdict, PoolMismatch, decide, pool_mismatches
-from webhook.core.outcome import ExitCode, fold
+from webhook.core.kubeletpinning import RULES, KubeletPinning, NodeVerdict, PoolMismatch, node_verdict, pool_mismatches
+from webhook.core.outcome import ExitCode, Refused, fold
 
 if TYPE_CHECKING:  # the registry of formats imports this module: check's start-up does not pay for the client
     from webhook.cluster.configz import NodeConfig
@@ -54,10 +54,38 @@ class NodesReport:
 
 def build(configs: Iterable[NodeConfig], pool_labels: Sequence[str], errors: Sequence[str] = ()) -> NodesReport:
     """Judge every node that was read, then compare the pools among them."""
-    results = [NodeResult(c, decide(c.pinning) if c.pinning is not None else None) for c in configs]
+    results = [NodeResult(c, node_verdict(c.pinning) if c.pinning is not None else None) for c in configs]
     read: list[tuple[str, dict[str, str], KubeletPinning]] = [
         (r.name, r.config.node.labels, r.config.pinning) for r in results if r.config.pinning is not None]
     return NodesReport(results, pool_mismatches(read, pool_labels), list(errors))
+
+
+def read_nodes(kubeconfig: str | None, context: str | None, names: Sequence[str], selector: str | None,
+               pool_labels: Sequence[str]) -> NodesReport:
+    """``qos-guard nodes``: read the kubelet configuration of the nodes ``names`` (or those ``selector``
+    matches, or all) and judge them. A named node that cannot be found is an unreadable row; a cluster that
+    cannot be read is ``Refused``."""
+    from webhook.cluster.client import ClusterError  # here, not at the top: see TYPE_CHECKING above
+    from webhook.cluster.configz import NodeConfig, NodeInfo, NodeReader
+    from webhook.cluster.kubeconfig import explain, preflight
+
+    errors: list[str] = []
+    try:
+        preflight(kubeconfig, context)
+        reader = NodeReader(kubeconfig, context)
+        if names:
+            found = {name: reader.get(name) for name in dict.fromkeys(names)}
+            nodes = [n for n in found.values() if isinstance(n, NodeInfo)]
+            missing = [NodeConfig(NodeInfo(name), error=n) for name, n in found.items() if isinstance(n, str)]
+        else:
+            nodes, missing = reader.select(selector), []
+            if not nodes:
+                errors.append(f"no node matches -l {selector}" if selector else "the cluster has no node")
+        configs = reader.read(nodes) + missing
+    except ClusterError as exc:
+        hint = "; listing nodes needs list on nodes (the ClusterRole in the README)" if "403" in str(exc) else ""
+        raise Refused(f"{explain(exc, kubeconfig)}{hint}") from None
+    return build(sorted(configs, key=lambda c: c.node.name), pool_labels, errors)
 
 
 def summary_line(report: NodesReport) -> str:

@@ -8,21 +8,21 @@
 One report per namespace, named ``qos-guard``, owned by nothing (an audit is not a controller) and replaced
 whole on each run by server-side apply (``results`` is an atomic list in both CRDs), so an object fixed
 between two runs leaves no ``fail`` result behind; a report of ours in a namespace the run no longer covers is
-deleted. Building the objects (``build``) is pure; ``write`` is the only part that talks to the API.
+deleted. Building the objects (``build``) is pure; ``write`` hands them to ``cluster.reports.ReportWriter``, the
+writer the agent's reports go through too.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from webhook.batch.report import Report
-from webhook.cluster.client import ClusterError, Listed, Lister
+from webhook.cluster.client import Listed, Lister
 from webhook.cluster.reports import FLAVOURS as FLAVOURS  # re-exported: cli and tests name it here
-from webhook.cluster.reports import MANAGED_BY, Flavour
+from webhook.cluster.reports import MANAGED_BY, Flavour, ReportWriter, Written
 from webhook.core.fieldpath import dotted
 from webhook.core.rules import BY_ID
 
@@ -129,36 +129,9 @@ def _report_object(flavour: Flavour, namespace: str, results: list[dict[str, Any
     return obj
 
 
-@dataclass(frozen=True, slots=True)
-class Written:
-    applied: list[str]
-    deleted: list[str]
-
-
 def write(lister: Lister, flavour: Flavour, objects: list[dict[str, Any]], scope: list[str] | None) -> Written:
     """Apply each report (create or replace), then delete our reports left in ``scope`` (None: every
-    namespace) that this run did not write."""
-    applied: list[str] = []
-    for obj in objects:
-        ns = obj["metadata"]["namespace"]
-        status, body = lister.send("PATCH", flavour.path(ns, REPORT_NAME),
-                                   [("fieldManager", POLICY), ("force", "true")], json.dumps(obj),
-                                   "application/apply-patch+yaml")
-        if status not in (200, 201):
-            raise ClusterError(f"writing {flavour.kind} {ns}/{REPORT_NAME}: HTTP {status} {body.get('message', '')}"
-                               .rstrip())
-        applied.append(ns)
-    selector = "=".join(MANAGED_BY)
-    stale: list[str] = []
-    for ns in ([None] if scope is None else scope):
-        for page in lister.pages(flavour.path(ns), selector):
-            for item in page:
-                meta = item.get("metadata") or {}
-                if meta.get("namespace") not in applied and meta.get("name") == REPORT_NAME:
-                    stale.append(meta["namespace"])
-    for ns in stale:
-        status, body = lister.send("DELETE", flavour.path(ns, REPORT_NAME), [], None, None)
-        if status not in (200, 202, 404):
-            raise ClusterError(f"deleting {flavour.kind} {ns}/{REPORT_NAME}: HTTP {status} "
-                               f"{body.get('message', '')}".rstrip())
-    return Written(applied, stale)
+    namespace) that this run did not write; the first refusal is a ``ClusterError`` (``cluster.reports``)."""
+    writer = ReportWriter(lister, flavour, POLICY)
+    return writer.sync(objects, REPORT_NAME, lambda: writer.ours([None] if scope is None else scope,
+                                                                 "=".join(MANAGED_BY), REPORT_NAME), strict=True)

@@ -12,11 +12,10 @@ from typing import TYPE_CHECKING, Any
 from webhook.batch.formats import render, render_nodes
 from webhook.batch.report import Location, Report, numbered, skipped_text, summary_line
 from webhook.batch.runner import check_paths, fix_paths
-from webhook.cluster.pinning import DEFAULT_POOL_LABELS
 from webhook.core.engine import Mode
 from webhook.core.facts import NO_FACTS
-from webhook.core.outcome import ExitCode, fold
-from webhook.core.workloads import table
+from webhook.core.kubeletpinning import DEFAULT_POOL_LABELS
+from webhook.core.outcome import ExitCode, Refused
 from webhook.manifests.configfile import load_config
 
 if TYPE_CHECKING:
@@ -48,7 +47,7 @@ def cmd_check(args: argparse.Namespace) -> ExitCode:
         return ExitCode.USAGE
     facts = NO_FACTS
     if config.numa_auto or config.policy.device_classes:
-        from webhook.batch.topology import cluster_facts
+        from webhook.batch.clusterfacts import cluster_facts
 
         facts = cluster_facts(config, args.kubeconfig, err, required=False)
     if args.format == "text":
@@ -181,12 +180,7 @@ def cmd_certs(args: argparse.Namespace) -> ExitCode:
 
 
 def cmd_audit(args: argparse.Namespace) -> ExitCode:
-    from webhook.batch.audit import audit
-    from webhook.batch.policyreports import FLAVOURS, Subjects
-    from webhook.batch.policyreports import build as build_reports
-    from webhook.batch.policyreports import write as write_reports
-    from webhook.cluster.client import ClusterError, Lister
-    from webhook.cluster.kubeconfig import explain, preflight
+    from webhook.batch.audit import audit_cluster
 
     config = load_config(args.config)
     if args.page_size < 1:
@@ -194,47 +188,30 @@ def cmd_audit(args: argparse.Namespace) -> ExitCode:
         return ExitCode.USAGE
     progress = _TerminalProgress() if sys.stderr.isatty() else None
     try:
-        preflight(args.kubeconfig)
-        lister = Lister(args.kubeconfig, page_size=args.page_size)
-        facts = NO_FACTS
-        if config.numa_auto or config.policy.device_classes:
-            from webhook.batch.topology import cluster_facts
-
-            facts = cluster_facts(config, args.kubeconfig, err, required=True)
-        if args.all_namespaces:
-            namespaces = None
-        elif args.namespace:
-            namespaces = list(dict.fromkeys(args.namespace))
-        else:
-            namespaces = lister.opted_in_namespaces()
-        subjects = Subjects()
-        listed = lister.objects(namespaces, table(config.workloads))
-        report = audit(subjects.watch(listed), config, Mode(args.mode), progress, facts)
-        if args.report:  # stale reports are deleted everywhere, unless -n narrowed the run
-            flavour = FLAVOURS[args.report]
-            written = write_reports(lister, flavour, build_reports(flavour, report, subjects, namespaces or []),
-                                    namespaces if args.namespace else None)
-            print(f"qos-guard: {flavour.kind} written in {numbered(len(written.applied), 'namespace')}, "
-                  f"{len(written.deleted)} stale deleted", file=sys.stderr)
-    except ClusterError as exc:
-        err(f"audit: {explain(exc, args.kubeconfig)}")
+        run = audit_cluster(config, args.kubeconfig, Mode(args.mode), namespaces=args.namespace or (),
+                            all_namespaces=args.all_namespaces, page_size=args.page_size, report=args.report,
+                            progress=progress, say=err)
+    except Refused as exc:
+        err(f"audit: {exc}")
         return ExitCode.USAGE
     finally:
         if progress is not None:
             progress.done()
-    sys.stdout.write(render(report, args.format))
+    if run.flavour is not None and run.written is not None:
+        going = run.written.terminating
+        print(f"qos-guard: {run.flavour.kind} written in {numbered(len(run.written.applied), 'namespace')}, "
+              f"{len(run.written.deleted)} stale deleted"
+              + (f", none written in {', '.join(going)} (being deleted)" if going else ""), file=sys.stderr)
+    sys.stdout.write(render(run.report, args.format))
     if args.format == "text":
-        scope = "all namespaces" if namespaces is None else numbered(len(namespaces), "namespace")
-        print(f"{summary_line(report)} in {scope}", file=sys.stderr)
-    return report.exit_code
+        scope = "all namespaces" if run.namespaces is None else numbered(len(run.namespaces), "namespace")
+        print(f"{summary_line(run.report)} in {scope}", file=sys.stderr)
+    return run.report.exit_code
 
 
 def cmd_nodes(args: argparse.Namespace) -> ExitCode:
-    from webhook.batch.nodes import build, summary_line
-    from webhook.cluster.client import ClusterError
-    from webhook.cluster.configz import NodeConfig, NodeInfo, NodeReader
-    from webhook.cluster.kubeconfig import explain, preflight
-    from webhook.cluster.pinning import valid_pool_label
+    from webhook.batch.nodes import read_nodes, summary_line
+    from webhook.core.kubeletpinning import valid_pool_label
 
     if args.names and args.selector is not None:
         err("nodes: give node names or -l SELECTOR, not both")
@@ -244,24 +221,11 @@ def cmd_nodes(args: argparse.Namespace) -> ExitCode:
     if bad:
         err(f"nodes: --pool-label {bad[0]!r} is not a label key (or PREFIX/* for every key under a prefix)")
         return ExitCode.USAGE
-    errors: list[str] = []
     try:
-        preflight(args.kubeconfig, args.context)
-        reader = NodeReader(args.kubeconfig, args.context)
-        if args.names:
-            found = {name: reader.get(name) for name in dict.fromkeys(args.names)}
-            nodes = [n for n in found.values() if isinstance(n, NodeInfo)]
-            missing = [NodeConfig(NodeInfo(name), error=n) for name, n in found.items() if isinstance(n, str)]
-        else:
-            nodes, missing = reader.select(args.selector), []
-            if not nodes:
-                errors.append(f"no node matches -l {args.selector}" if args.selector else "the cluster has no node")
-        configs = reader.read(nodes) + missing
-    except ClusterError as exc:
-        hint = "; listing nodes needs list on nodes (the ClusterRole in the README)" if "403" in str(exc) else ""
-        err(f"nodes: {explain(exc, args.kubeconfig)}{hint}")
+        report = read_nodes(args.kubeconfig, args.context, args.names, args.selector, pool_labels)
+    except Refused as exc:
+        err(f"nodes: {exc}")
         return ExitCode.USAGE
-    report = build(sorted(configs, key=lambda c: c.node.name), pool_labels, errors)
     sys.stdout.write(render_nodes(report, args.format))
     if args.format == "text":
         print(summary_line(report), file=sys.stderr)
@@ -374,11 +338,7 @@ def cmd_agent(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> ExitCode:
-    from webhook.cluster.client import ClusterError, Lister
-    from webhook.node.kubelet import PodResourcesClient, PodResourcesError
-    from webhook.node.observe import ListedView, observe
-    from webhook.node.sysfs import SysfsError
-    from webhook.node.verify import render_json, render_text, summary_line
+    from webhook.node.verify import exit_code, render_json, render_text, summary_line, verify
 
     only: list[tuple[str, str]] = []
     for ref in args.pods:
@@ -394,21 +354,16 @@ def cmd_verify(args: argparse.Namespace) -> ExitCode:
     attributes = _dra_attributes(args, "verify")
     if attributes is None:
         return ExitCode.USAGE
-    from webhook.cluster.kubeconfig import explain, preflight
-
     try:
-        preflight(args.kubeconfig)
-        api = Lister(args.kubeconfig)
-        with PodResourcesClient(socket) as kubelet:
-            snap = observe(kubelet, ListedView(api), sys_root, cgroup_root, args.node or None, only or None,
-                           config.policy.fractional_cpu_containers, attributes, args.remote_memory_share)
-    except (PodResourcesError, SysfsError, ClusterError) as exc:
-        err(f"verify: {explain(exc, args.kubeconfig) if isinstance(exc, ClusterError) else exc}")
+        snap = verify(args.kubeconfig, socket, sys_root, cgroup_root, args.node or None, only,
+                      config.policy.fractional_cpu_containers, attributes, args.remote_memory_share)
+    except Refused as exc:
+        err(f"verify: {exc}")
         return ExitCode.USAGE
     sys.stdout.write(render_json(snap) if args.format == "json" else render_text(snap))
     if args.format == "text":
         print(summary_line(snap), file=sys.stderr)
-    return fold(violations=any(p.problems for p in snap.placements), errors=bool(snap.errors))
+    return exit_code(snap)
 
 
 class _TerminalProgress:

@@ -7,7 +7,7 @@ import argparse
 from collections.abc import Sequence
 from typing import Any
 
-from webhook import __version__
+from webhook import __version__, interpreter
 from webhook.batch import formats
 from webhook.cli.commands import (
     cmd_agent,
@@ -23,9 +23,9 @@ from webhook.cli.commands import (
     err,
 )
 from webhook.cli.pipe import closed_pipe_tolerated
-from webhook.cluster.pinning import DEFAULT_POOL_LABELS
 from webhook.core.config import ConfigError
 from webhook.core.engine import Mode
+from webhook.core.kubeletpinning import DEFAULT_POOL_LABELS
 from webhook.core.outcome import ExitCode
 
 CHECK_EXIT_CODES = """exit codes:
@@ -280,6 +280,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    # Once, here where the process starts, never per document (see webhook/interpreter.py): the servers and the
+    # agent run for weeks and keep the collector's default thresholds; every other command reads and exits.
+    interpreter.configure(batch=args.func not in (cmd_serve, cmd_extender, cmd_agent))
     if args.func in (cmd_serve, cmd_agent):  # servers: their output is logs, never a report
         return _run(args)
     with closed_pipe_tolerated():  # a reader that stops early never changes the exit code

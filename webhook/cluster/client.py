@@ -197,8 +197,10 @@ class Lister:
                 return
 
     def opted_in_namespaces(self) -> list[str]:
+        """The namespaces labelled with a mode, less those being deleted: their objects are going, and the API
+        server refuses new content in them (a namespace whose finalizers hang stays so for ever)."""
         return sorted(ns["metadata"]["name"] for page in self.pages("/api/v1/namespaces", MODE_SELECTOR)
-                      for ns in page)
+                      for ns in page if not being_deleted(ns))
 
     def served_version(self, kind: Kind) -> str | None:
         """The first of ``kind``'s versions the API server serves it at (discovery, once per group version);
@@ -250,6 +252,14 @@ class Lister:
                     if claim and "HTTP 404" in str(exc):
                         continue  # no DRA API on this cluster: no claims to judge
                     yield Listed(scope or "", kind, error=str(exc))
+
+
+def being_deleted(obj: Any) -> bool:
+    """An object with a deletion timestamp (for a namespace: phase Terminating) is on its way out."""
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    status = obj.get("status") if isinstance(obj, dict) else None
+    return bool(isinstance(meta, dict) and meta.get("deletionTimestamp")) or (
+        isinstance(status, dict) and status.get("phase") == "Terminating")
 
 
 def _identity(obj: Any) -> str:

@@ -3,7 +3,8 @@
 The API server authorizes ``get`` on ``nodes/proxy`` for the caller, then asks the kubelet with its own
 client credentials (with ``KubeletFineGrainedAuthz``, GA in v1.36, kubelet checks ``nodes/configz`` for
 that identity, which ``system:kubelet-api-admin`` holds). A node whose configuration cannot be read is
-reported with the reason; the others are still read. What the document means is ``pinning.py``'s to say.
+reported with the reason; the others are still read. What the document means is the pure
+``webhook.core.kubeletpinning``'s to say.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 from urllib.parse import quote
 
 from webhook.cluster.client import ClusterError, Lister
-from webhook.cluster.pinning import ConfigzError, KubeletPinning, read_configz
+from webhook.core.kubeletpinning import ConfigzError, KubeletPinning, read_configz
 
 # A kubelet's configz is about 5 KiB; anything near this is not one.
 MAX_CONFIGZ_BYTES = 1 << 20

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 from collections.abc import Callable
 
+from webhook.cluster.cache import PublishingCache
 from webhook.cluster.client import ClusterError
 from webhook.cluster.watch import Listing, ListRefused, Reflector, Store, Transport, refusal, wait_until
 from webhook.core.dra import DeviceClasses, device_class_entry, index_device_classes
@@ -23,7 +23,6 @@ from webhook.core.dra import DeviceClasses, device_class_entry, index_device_cla
 DEVICE_CLASSES_GROUP_VERSION = "resource.k8s.io/v1"
 DEVICE_CLASSES_PATH = f"/apis/{DEVICE_CLASSES_GROUP_VERSION}/deviceclasses"
 JSON = ("application/json", "application/json")
-PUBLISH_EVERY = 0.2
 GRANTED_BY = "the chart does with config.policy.deviceClasses: true"
 
 LOG = logging.getLogger("qos_guard.deviceclasses")
@@ -43,49 +42,27 @@ class DeviceClassReflector(Reflector):
         return device_classes_refusal(exc)
 
 
-class DeviceClassCache:
+class DeviceClassCache(PublishingCache):
     """DeviceClasses, current within ``PUBLISH_EVERY`` of the API server; ``snapshot()`` is the index requests
     judge against (None until the first list, and while the list is refused)."""
 
     def __init__(self, transport: Transport,
                  on_problem: Callable[[str | None], None] | None = None) -> None:
+        super().__init__("qos-guard-deviceclasses")
         self.store = Store(device_class_entry)
         self.problem: str | None = "not read yet"
         self.on_problem = on_problem
         self._said: str | None = "not read yet"
-        self._stop = threading.Event()
-        self._dirty = threading.Event()
         self._snapshot: DeviceClasses | None = None
         self.reflector = DeviceClassReflector("deviceclasses", transport, DEVICE_CLASSES_PATH, JSON, self.store,
-                                              self._changed, self._stop)
-        self._threads: list[threading.Thread] = []
+                                              self.changed, self._stop)
+        self.reflectors = (self.reflector,)
 
     def snapshot(self) -> DeviceClasses | None:
         return self._snapshot
 
-    def start(self) -> None:
-        for target, name in ((self.reflector.run, "reflector"), (self._publisher, "publisher")):
-            thread = threading.Thread(target=target, name=f"qos-guard-deviceclasses-{name}", daemon=True)
-            thread.start()
-            self._threads.append(thread)
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._dirty.set()
-        self.reflector.interrupt()
-
-    def _changed(self, resource: str, problem: str | None) -> None:
+    def note(self, resource: str, problem: str | None) -> None:
         self.problem = problem
-        self._dirty.set()
-
-    def _publisher(self) -> None:
-        while not self._stop.is_set():
-            self._dirty.wait()
-            if self._stop.is_set():
-                return
-            self._dirty.clear()
-            self.publish()
-            self._stop.wait(PUBLISH_EVERY)
 
     def publish(self) -> DeviceClasses | None:
         """The index from the store (None while never listed or refused: unknown, not empty)."""

@@ -1,6 +1,6 @@
 """The cluster's NUMA topology for ``policy.numa: auto``: node labels and taints, and NodeResourceTopology objects
 (``topology.node.k8s.io/v1alpha2``), read once (``read_topology``, for ``check`` and ``audit``) or kept current
-by watches (``TopologyCache``, for the webhook).
+by watches (``TopologyCache``, a ``PublishingCache`` of ``webhook/cluster/cache.py``, for the webhook).
 
 ``TopologyCache`` is an informer in client-go's sense, reduced to what the rule needs. Per resource (nodes;
 noderesourcetopologies) a ``Reflector`` of ``webhook/cluster/watch.py`` lists, then watches (bookmarks, resume,
@@ -23,15 +23,15 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from webhook.cluster import watch
+from webhook.cluster.cache import PublishingCache
 from webhook.cluster.watch import Listing, ListRefused, Reflector, Store, Transport, name_of, refusal, wait_until
+from webhook.core.numatopology import NodeTopology, Topology, TopologyError, parse_nrt
 from webhook.core.scheduling import Taint, taints
-from webhook.core.topology import NodeTopology, Topology, TopologyError, parse_nrt
 
 NRT_GROUP_VERSION = "topology.node.k8s.io/v1alpha2"
 NRT_PATH = f"/apis/{NRT_GROUP_VERSION}/noderesourcetopologies"
@@ -40,7 +40,6 @@ JSON = ("application/json", "application/json")
 # Taint keys that describe a node's present state, set by the node lifecycle controller, a cordon or the cloud
 # provider; left out (see the module docstring).
 TRANSIENT_TAINTS = ("node.kubernetes.io/", "node.cloudprovider.kubernetes.io/")
-PUBLISH_EVERY = 0.2
 
 LOG = logging.getLogger("qos_guard.topology")
 
@@ -98,58 +97,34 @@ class TopologyReflector(Reflector):
         return topology_refusal(self.name, self.path, exc)
 
 
-class TopologyCache:
+class TopologyCache(PublishingCache):
     """Node labels and NodeResourceTopology objects, current within ``PUBLISH_EVERY`` of the API server.
 
     ``on_publish(topology)`` is called (from the cache's publisher thread) with each new snapshot.
     """
 
     def __init__(self, transport: Transport, on_publish: Callable[[Topology], None] | None = None) -> None:
+        super().__init__("qos-guard-topology")
         self.transport = transport
         self.on_publish = on_publish
         self.nodes = Store(node_view)
         self.nrts = Store(nrt_topology)
         self.problems: dict[str, str] = {}
-        self._stop = threading.Event()
-        self._dirty = threading.Event()
         self._snapshot = Topology(problem="not read yet")
         self.reflectors = (
-            TopologyReflector("nodes", transport, NODES_PATH, JSON, self.nodes, self._changed, self._stop),
-            TopologyReflector("noderesourcetopologies", transport, NRT_PATH, JSON, self.nrts, self._changed,
+            TopologyReflector("nodes", transport, NODES_PATH, JSON, self.nodes, self.changed, self._stop),
+            TopologyReflector("noderesourcetopologies", transport, NRT_PATH, JSON, self.nrts, self.changed,
                               self._stop),
         )
-        self._threads: list[threading.Thread] = []
 
     def snapshot(self) -> Topology:
         return self._snapshot
 
-    def start(self) -> None:
-        """One thread per reflector and one publisher (greenlets, in a gevent worker)."""
-        for target, name in ((self.reflectors[0].run, "nodes"), (self.reflectors[1].run, "topologies"),
-                             (self._publisher, "publisher")):
-            thread = threading.Thread(target=target, name=f"qos-guard-topology-{name}", daemon=True)
-            thread.start()
-            self._threads.append(thread)
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._dirty.set()
-
-    def _changed(self, resource: str, problem: str | None) -> None:
+    def note(self, resource: str, problem: str | None) -> None:
         if problem is None:
             self.problems.pop(resource, None)
         else:
             self.problems[resource] = problem
-        self._dirty.set()
-
-    def _publisher(self) -> None:
-        while not self._stop.is_set():
-            self._dirty.wait()
-            if self._stop.is_set():
-                return
-            self._dirty.clear()
-            self.publish()
-            self._stop.wait(PUBLISH_EVERY)
 
     def publish(self) -> Topology:
         """Build the snapshot requests judge against from the stores (a copy: the stores go on changing)."""

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from webhook.core.claims import CLAIM_GROUP, CLAIM_KINDS
-from webhook.core.settings import Amount, Amounts, Choice, ConfigError, Count, Flag, Kind, Names, Section, Setting
+from webhook.core.settings import Amount, Amounts, Choice, ConfigError, Count, Flag, Kind, Name, Names, Section, Setting
 from webhook.core.workloads import KINDS, PathError, Template
 from webhook.core.workloads import Kind as Workload
 
@@ -133,6 +133,14 @@ WORKLOADS = Setting("workloads", Workloads(), (),
                     "more kinds to judge by their pod templates (custom resources): group, version, kind, plural "
                     "and templates (paths; [*] every list item, * every map value); the chart adds them to "
                     "the webhook's rules and audit's RBAC", param=False)
+SCHEDULER_NAME = Setting("schedulerName", Name(), None,
+                         "the webhook sets spec.schedulerName to it on new Pods of opted-in namespaces that need "
+                         "single-NUMA alignment (exclusive CPUs with devices, or with placement.memoryManager alone), "
+                         "unless they name a scheduler other than default-scheduler; null: never. The chart sets its "
+                         "own scheduler's name with scheduler.enabled", param=False)
+PLACE_MEMORY = Setting("memoryManager", Flag(), False,
+                       "true: the nodes run the Memory Manager Static, so Pods with exclusive CPUs and no devices "
+                       "need one NUMA node too (for their memory) and get placement.schedulerName", param=False)
 RUNTIME_CLASSES = Setting("runtimeClassNames", Names(), frozenset(),
                           "Pods with one of these runtimeClassName are never judged (e.g. VM-isolated kata)")
 
@@ -178,6 +186,14 @@ class MutationPolicy:
 
 
 @dataclass(frozen=True)
+class PlacementPolicy:
+    """Which scheduler places the Pods that must fit one NUMA node (``placement``): None, the Pod's own."""
+
+    scheduler_name: str | None = None
+    memory_manager: bool = PLACE_MEMORY.default
+
+
+@dataclass(frozen=True)
 class Exemptions:
     """As Pod Security Admission: by namespace, requesting user or runtimeClassName, never per-Pod annotation."""
 
@@ -191,6 +207,7 @@ class Config:
     policy: Policy = field(default_factory=Policy)
     mutation: MutationPolicy = field(default_factory=MutationPolicy)
     exemptions: Exemptions = field(default_factory=Exemptions)
+    placement: PlacementPolicy = field(default_factory=PlacementPolicy)
     # Kinds declared in the configuration, judged as the built-in ones (``webhook.core.workloads.table``).
     workloads: tuple[Workload, ...] = ()
 
@@ -209,6 +226,7 @@ SCHEMA = Section("", Config, (
     Section("policy", Policy, (FRACTIONAL, POD_LEVEL, SMT, NUMA, DRA, DEVICE_CLASSES)),
     Section("mutation", MutationPolicy, (SET_LIMITS, CPU_ROUNDING)),
     Section("exemptions", Exemptions, (NAMESPACES, USERNAMES, RUNTIME_CLASSES)),
+    Section("placement", PlacementPolicy, (SCHEDULER_NAME, PLACE_MEMORY)),
     WORKLOADS,
 ))
 
@@ -220,4 +238,4 @@ def parse_config(raw: Any) -> Config:
 
 
 __all__ = ["AUTO", "SCHEMA", "AutoNuma", "Config", "ConfigError", "Exemptions", "MutationPolicy", "NumaPolicy",
-           "Policy", "Workloads", "parse_config"]
+           "PlacementPolicy", "Policy", "Workloads", "parse_config"]

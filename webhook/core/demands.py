@@ -9,11 +9,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from webhook.core.config import Policy
 from webhook.core.dra import DeviceClasses, DraUse, dra_resources
 from webhook.core.fieldpath import FieldPath, dotted
+from webhook.core.numatopology import HUGEPAGES
 from webhook.core.podspec import CPU, GUARANTEED, MEMORY, Container, PodSpec, qos_class
 from webhook.core.quantity import format_bytes
-from webhook.core.topology import HUGEPAGES
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +90,16 @@ def dra_use(pod: PodSpec, classes: DeviceClasses | None) -> DraUse:
              if is_device(name)]
     resources, paths = dra_resources(asked, classes)
     return DraUse(pod.resource_claims, (*pod.path, "resourceClaims"), resources, paths)
+
+
+def dra_judged(policy: Policy) -> bool:
+    """Whether ``policy.dra`` asks the DRA rules (``dra-unaligned``, ``dra-claim-spread``) at all (not ``off``)."""
+    return policy.dra != "off"
+
+
+def dra_advisory(policy: Policy) -> bool:
+    """Whether a DRA rule's finding is advice (``warn``), not a refusal (``deny``)."""
+    return policy.dra != "deny"
 
 
 def _container_demand(c: Container, guaranteed: bool, pod_level: bool) -> Demand:

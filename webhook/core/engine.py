@@ -179,7 +179,7 @@ class Verdict:
         return self.mode is Mode.WARN or not self.violations
 
 
-def _exemption(config: Config, target: Target, namespace: str | None, username: str | None) -> str | None:
+def exemption(config: Config, target: Target, namespace: str | None, username: str | None) -> str | None:
     """As Pod Security Admission: by namespace, requesting user or ``runtimeClassName``, never by annotation."""
     ex = config.exemptions
     if username is not None and username in ex.usernames:
@@ -204,7 +204,7 @@ def evaluate(obj: Any, config: Config, mode: Mode, facts: Facts = NO_FACTS, *, n
     targets = list(find_targets(obj, kinds=table(config.workloads)))
     results = []
     for target in targets:
-        why = _exemption(config, target, namespace, username)
+        why = exemption(config, target, namespace, username)
         if why is not None:
             if len(targets) == 1:
                 return Verdict(mode, (), exempt=why)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from webhook.core.dra import DeviceClasses
 from webhook.core.memo import Memo
-from webhook.core.topology import Topology
+from webhook.core.numatopology import Topology
 
 
 @dataclass(frozen=True)

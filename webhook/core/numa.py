@@ -1,7 +1,7 @@
 """NUMA fit against the cluster's real topology: would kubelet's Topology Manager admit this Pod on a node
 described by a ``NodeResourceTopology`` object (``topology.node.k8s.io/v1alpha2``), and if not, why.
 
-Pure: the caller hands in a ``Topology`` snapshot (``webhook.core.topology``: nodes with their labels, and each
+Pure: the caller hands in a ``Topology`` snapshot (``webhook.core.numatopology``: nodes with their labels, and each
 node's NUMA zones with their allocatable resources and the node's ``topologyManagerPolicy``/
 ``topologyManagerScope``). The model is kubelet's own admission on an empty node, provider by provider, as
 pkg/kubelet/cm builds it (v1.36):
@@ -32,9 +32,9 @@ from dataclasses import dataclass, field
 
 from webhook.core.demands import Demand, Demands, demands, is_device, may_align
 from webhook.core.memo import Memo, remember
+from webhook.core.numatopology import NodeTopology, Shapes, Topology, Zone, shapes_of
 from webhook.core.podspec import CPU, PodSpec
 from webhook.core.scheduling import Placement
-from webhook.core.topology import NodeTopology, Shapes, Topology, Zone, shapes_of
 
 # ---- one node: kubelet's admission, simulated ----
 

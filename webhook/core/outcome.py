@@ -14,6 +14,13 @@ class ExitCode(IntEnum):
     USAGE = 2  # wrong usage, bad configuration, an input that could not be read, nothing to judge
 
 
+class Refused(Exception):
+    """A run that could not be made (exit 2: no cluster to reach, no kubelet socket, a flag that does not fit):
+    raised by a command's use-case function (``batch.audit.audit_cluster``, ``batch.nodes.read_nodes``,
+    ``node.verify.verify``) with its message complete, kubeconfig hints included, for the CLI to print after the
+    command's name."""
+
+
 def fold(*, violations: bool, errors: bool) -> ExitCode:
     """What results earned: 1 with violations (those that count: never in ``--mode warn``), else 2 with errors,
     else 0."""
@@ -22,4 +29,4 @@ def fold(*, violations: bool, errors: bool) -> ExitCode:
     return ExitCode.USAGE if errors else ExitCode.OK
 
 
-__all__ = ["ExitCode", "fold"]
+__all__ = ["ExitCode", "Refused", "fold"]

@@ -109,6 +109,21 @@ class Count(Kind):
 
 
 @dataclass(frozen=True)
+class Name(Kind):
+    """One object name, a DNS-1123 subdomain as the API server checks it (``schedulerName``); null: not set."""
+
+    def parse(self, raw: Any, key: str) -> str:
+        if not isinstance(raw, str) or len(raw) > 253 or not _SUBDOMAIN.match(raw):
+            shown = repr(raw)[:80]
+            raise ConfigError(f"{key}: {shown} is not a DNS-1123 subdomain (lowercase letters, digits, '-' and '.', "
+                              "at most 253 characters), as the API server requires of this name")
+        return raw
+
+
+_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+@dataclass(frozen=True)
 class Amount(Kind):
     """A positive Kubernetes quantity (``32``, ``240Gi``, ``2000m``), kept in milli-units."""
 

@@ -75,9 +75,10 @@ class Template:
 
     path: str
     name: str | None = None
-    # A field (fixed path from the object's root) whose presence means the Pod is built from something the
-    # object does not show: the template is then not judged here, and ``check`` says why (KServe's model).
-    unknown_if: str | None = None
+    # Fields (fixed paths from the object's root) whose presence means the Pod is built from something the
+    # object does not show: the template is then not judged here, and ``check`` says why (KServe's model);
+    # ``{field}`` in ``why_unknown`` is the one found.
+    unknown_if: tuple[str, ...] = ()
     why_unknown: str = ""
     segments: tuple[str, ...] = field(init=False, repr=False, compare=False)
 
@@ -149,6 +150,10 @@ def _kubeflow(kind: str, replicas: str, versions: str = "v1") -> Kind:
     return _k(kind, "kubeflow.org", versions, kind.lower() + "s", f"spec.{replicas}ReplicaSpecs.*.template.spec")
 
 
+# KServe v0.20.0 PredictorSpec: the model, and the framework specs KServe's defaulting turns into a model.
+KSERVE_MODEL_FIELDS = ("model", "sklearn", "xgboost", "tensorflow", "pytorch", "triton", "onnx", "huggingface",
+                       "pmml", "lightgbm", "paddle")
+
 BUILTIN: tuple[Kind, ...] = (
     Kind(POD, "", ("v1",), "pods", (Template("spec"),), False, ("CREATE",), (("resize", "UPDATE"),)),
     _k("ReplicationController", "", "v1", "replicationcontrollers", _T),
@@ -172,9 +177,11 @@ BUILTIN: tuple[Kind, ...] = (
     # KServe: the predictor is a pod spec inline (containers, initContainers, resources at spec.predictor). Not a
     # controller for audit: the Deployment KServe builds (with spec.predictor.model, its model container merged
     # from the ServingRuntime, which the InferenceService does not show) is judged itself.
+    # The framework fields (tensorflow, sklearn...) are the same: KServe's defaulting webhook turns each into
+    # spec.predictor.model (setPredictorModelDefaults, inference_service_defaults.go, v0.20.0).
     Kind("InferenceService", "serving.kserve.io", ("v1beta1",), "inferenceservices", (Template(
-        "spec.predictor", "predictor", unknown_if="spec.predictor.model",
-        why_unknown="InferenceService with spec.predictor.model (its model container is merged from the "
+        "spec.predictor", "predictor", unknown_if=tuple(f"spec.predictor.{f}" for f in KSERVE_MODEL_FIELDS),
+        why_unknown="InferenceService with {field} (its model container is merged from the "
                     "ServingRuntime: judged as the Deployment and Pods KServe creates)"),), controller=False),
     # Argo Rollouts: spec.template (a Rollout with spec.workloadRef has none: its Deployment is judged).
     _k("Rollout", "argoproj.io", "v1alpha1", "rollouts", _T),
@@ -365,9 +372,10 @@ def walk(obj: Any, where: FieldPath = (),
     name, namespace = _meta(obj, where)
     found = False
     for template in known.templates:
-        if template.unknown_if is not None and _has(obj, template.unknown_if):
+        hidden = next((f for f in template.unknown_if if _has(obj, f)), None)
+        if hidden is not None:
             found = True
-            yield template.why_unknown
+            yield template.why_unknown.format(field=hidden)
             continue
         for path, spec, item_name in _walk_template(obj, template.segments, where, None):
             if spec is None:

@@ -23,9 +23,9 @@ from typing import Any
 
 from webhook.core.demands import Demand, Demands, demands, is_device, may_align
 from webhook.core.numa import NodeFit, fit_node
+from webhook.core.numatopology import NodeTopology, TopologyError, Zone, parse_nrt
 from webhook.core.podspec import CPU, ManifestError, build_pod_spec
 from webhook.core.quantity import QuantityError, quantity_from_value
-from webhook.core.topology import NodeTopology, TopologyError, Zone, parse_nrt
 from webhook.extender.fingerprint import ATTRIBUTE, METHOD_ATTRIBUTE, fingerprint
 
 MAX_SCORE = 10  # extenderv1.MaxExtenderPriority

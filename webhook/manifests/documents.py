@@ -14,7 +14,6 @@ may not exceed ``MAX_DOCUMENT_BYTES`` and one stream ``MAX_FILE_BYTES``.
 
 from __future__ import annotations
 
-import gc
 import io
 import json
 import math
@@ -173,23 +172,10 @@ def decode_text(data: bytes, file: str, line: int) -> str | ReadError:
         return ReadError(file, at, f"not UTF-8 text (byte 0x{data[exc.start]:02x})")
 
 
-_FREEZE_FROM = 256 * 1024
-
-
-def _settle(size: int) -> None:
-    """After a large document is built, move what is alive out of the collector's sight (``gc.freeze``):
-    the document is acyclic and freed by reference counting, but while it is judged every full collection
-    would walk its millions of objects again (a 4 MiB List took 53 s instead of 23 s)."""
-    if size >= _FREEZE_FROM:
-        gc.freeze()
-
-
 def yaml_document(file: str, text: str, first_line: int = 0) -> Document | ReadError | None:
     """The first YAML document of ``text`` (one piece of a stream) decoded as kubectl decodes it; ``None``
     for an empty or ``null`` document. An error here ends the stream (kubectl stops reading the file)."""
     loader = Loader(text)
-    collecting = gc.isenabled()
-    gc.disable()  # millions of new, acyclic objects: each full collection would walk them all again
     try:
         if not loader.check_node():
             return None
@@ -213,9 +199,6 @@ def yaml_document(file: str, text: str, first_line: int = 0) -> Document | ReadE
         return ReadError(file, first_line + 1, f"YAML cannot be decoded: {exc}")
     finally:
         loader.dispose()
-        if collecting:
-            _settle(len(text))
-            gc.enable()
     if obj is None:
         return None
     return Document(file, first_line + node.start_mark.line + 1, obj, node, first_line=first_line)
@@ -264,7 +247,7 @@ def json_documents(file: str, text: str, first_line: int = 0) -> Iterator[Docume
     count = 0
     while pos < len(text):
         try:
-            obj, end = _json_value(text, pos)
+            obj, end = _JSON.raw_decode(text, pos)
         except json.JSONDecodeError as exc:
             error = ReadError(file, exc.lineno + first_line, f"JSON does not parse: {exc.msg} (column {exc.colno})")
             yield YAMLAfterJSON(_after_whitespace_line(text, pos), error) if count <= 1 else error
@@ -285,19 +268,6 @@ def json_documents(file: str, text: str, first_line: int = 0) -> Iterator[Docume
         after = _JSON_SPACE.match(text, end).end()  # type: ignore[union-attr]
         line += text.count("\n", end, after)
         pos = after
-
-
-def _json_value(text: str, pos: int) -> tuple[Any, int]:
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        obj, end = _JSON.raw_decode(text, pos)
-    finally:
-        if collecting:
-            gc.enable()
-    if collecting:
-        _settle(end - pos)
-    return obj, end
 
 
 def _after_whitespace_line(text: str, pos: int) -> int:

@@ -16,7 +16,6 @@ import binascii
 import math
 import re
 import struct
-import sys
 from typing import Any
 
 import yaml
@@ -385,19 +384,11 @@ class _Counted:
             self.active.discard(id(item))
 
 
-# libyaml refuses nesting deeper than 1,000 levels; building the value takes up to three Python frames a
-# level, so the limit is raised while a document is built (Python frames do not use the C stack on 3.11+).
-_CONSTRUCT_RECURSION = 4000
-
-
 def construct(node: yaml.Node, aliases_possible: bool = True) -> Any:
-    """The JSON value kubectl makes of a composed document (see the module docstring)."""
-    limit = sys.getrecursionlimit()
-    if limit < _CONSTRUCT_RECURSION:
-        sys.setrecursionlimit(_CONSTRUCT_RECURSION)
-    try:
-        if aliases_possible:
-            return _Counted().value(node, (0, 0))
-        return _Fast().value(node)
-    finally:
-        sys.setrecursionlimit(limit)
+    """The JSON value kubectl makes of a composed document (see the module docstring). Building it takes up to
+    three Python frames a level of nesting: the process raises its recursion limit once at start-up
+    (``webhook.interpreter``) so that every document libyaml accepts (1,000 levels) can be built; deeper still,
+    the callers turn the RecursionError into "nested too deeply"."""
+    if aliases_possible:
+        return _Counted().value(node, (0, 0))
+    return _Fast().value(node)

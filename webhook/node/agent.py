@@ -33,8 +33,9 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_serv
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from webhook import interpreter
 from webhook.cluster.client import ClusterError, Lister
-from webhook.cluster.reports import MANAGED_BY, Flavour
+from webhook.cluster.reports import MANAGED_BY, Flavour, ReportWriter
 from webhook.cluster.watch import ApiTransport, Transport
 from webhook.node.cpulist import format_list
 from webhook.node.decide import REMOTE_SHARE, Placement
@@ -234,47 +235,34 @@ def build_reports(flavour: Flavour, node: str, snap: Snapshot, now: datetime) ->
 
 
 class Reports:
-    """Writes this node's reports when their content changes; deletes those of namespaces it no longer has."""
+    """Writes this node's reports when their content changes; deletes those of namespaces it no longer has
+    (``cluster.reports.ReportWriter``, the writer of ``audit --report`` too)."""
 
     def __init__(self, api: Lister, flavour: Flavour, node: str) -> None:
-        self._api, self._flavour, self._node = api, flavour, node
+        self._flavour, self._node = flavour, node
+        self._writer = ReportWriter(api, flavour, COMPONENT)
         self._written: dict[str, str] = {}  # namespace -> digest of what was written
         self._known: set[str] | None = None
 
-    def write(self, snap: Snapshot, now: datetime) -> list[str]:
-        errors: list[str] = []
-        name = report_name(self._node)
+    def _existing(self) -> set[str]:
         if self._known is None:  # reports left by an earlier run of this node's agent
             selector = f"{'='.join(MANAGED_BY)},{NODE_LABEL}={node_label(self._node)}"
-            self._known = {str((i.get("metadata") or {}).get("namespace")) for page in
-                           self._api.pages(self._flavour.path(None), selector) for i in page}
+            self._known = set(self._writer.ours([None], selector, report_name(self._node)))
+        return self._known | set(self._written)
+
+    def write(self, snap: Snapshot, now: datetime) -> list[str]:
         objects = build_reports(self._flavour, self._node, snap, now)
-        current = set()
-        for obj in objects:
-            ns = obj["metadata"]["namespace"]
-            current.add(ns)
-            digest = hashlib.sha256(json.dumps(
-                [{k: v for k, v in r.items() if k != "timestamp"} for r in obj["results"]],
-                sort_keys=True).encode()).hexdigest()
-            if self._written.get(ns) == digest:
-                continue
-            status, reply = self._api.send("PATCH", self._flavour.path(ns, name),
-                                           [("fieldManager", COMPONENT), ("force", "true")], json.dumps(obj),
-                                           "application/apply-patch+yaml")
-            if status in (200, 201):
-                self._written[ns] = digest
-            else:
-                errors.append(f"{self._flavour.kind} {ns}/{name}: HTTP {status} "
-                              f"{str(reply.get('message', ''))[:200]}".rstrip())
-        for ns in sorted((self._known | set(self._written)) - current):
-            status, reply = self._api.send("DELETE", self._flavour.path(ns, name), [], None, None)
-            if status in (200, 202, 404):
-                self._written.pop(ns, None)
-                self._known.discard(ns)
-            else:
-                errors.append(f"deleting {self._flavour.kind} {ns}/{name}: HTTP {status}")
-        self._known |= current
-        return errors
+        digests = {obj["metadata"]["namespace"]: hashlib.sha256(json.dumps(
+            [{k: v for k, v in r.items() if k != "timestamp"} for r in obj["results"]],
+            sort_keys=True).encode()).hexdigest() for obj in objects}
+        changed = [obj for obj in objects if self._written.get(obj["metadata"]["namespace"]) !=
+                   digests[obj["metadata"]["namespace"]]]
+        done = self._writer.sync(changed, report_name(self._node), self._existing, keep=digests)
+        self._written.update((ns, digests[ns]) for ns in done.applied)
+        for ns in done.deleted:
+            self._written.pop(ns, None)
+        self._known = (self._known or set()) - set(done.deleted) | set(digests)
+        return [str(f) for f in done.failures]
 
 
 def run_agent(opts: AgentOptions, stop: threading.Event | None = None,
@@ -282,6 +270,7 @@ def run_agent(opts: AgentOptions, stop: threading.Event | None = None,
               transport_factory: Callable[[], Transport] | None = None) -> int:
     """The agent's loop until SIGTERM/SIGINT (or ``stop``); metrics on ``metrics_host:metrics_port``. ``api``
     writes Events and reports; ``transport`` carries the watches of namespaces and Pods."""
+    interpreter.configure(batch=False)  # the process's settings, once: the agent runs for weeks
     stop = stop or threading.Event()
     registry = CollectorRegistry()
     placements = Placements()

@@ -71,23 +71,36 @@ def check_uid(pod_uid: str) -> None:
         raise CgroupError(f"pod uid {pod_uid[:100]!r} is not a UID")
 
 
-def container_cpuset(cgroup_root: Path, pod_uid: str, qos: str, container_id: str) -> Cpuset | None:
-    """The cpuset of one container, or None when its cgroup is not (or no longer) there."""
+def container_folder(cgroup_root: Path, pod_uid: str, qos: str, container_id: str,
+                     controller: str) -> tuple[Path, int] | None:
+    """The container's cgroup folder and the cgroup version (v2: the unified folder; v1: the same path under
+    ``controller``), or None when it is not (or no longer) there, or v1 has no such controller mounted. The cpuset
+    and the memory readers find their folder here, so both follow kubelet's drivers alike."""
     check_uid(pod_uid)
     runtime, cid = split_container_id(container_id)
     version = cgroup_version(cgroup_root)
     if version is None:
         raise CgroupError(f"{cgroup_root}: neither a cgroup v2 hierarchy nor a v1 cpuset controller")
-    base = cgroup_root if version == 2 else cgroup_root / "cpuset"
+    base = cgroup_root if version == 2 else cgroup_root / controller
+    if version == 1 and not base.is_dir():
+        return None
     for folder in candidate_folders(base, qos, pod_uid, runtime, cid):
         if folder.is_dir():
-            if version == 2:
-                cpus_file = folder / "cpuset.cpus.effective"
-                mems_file = folder / "cpuset.mems.effective"
-            else:
-                cpus_file, mems_file = folder / "cpuset.cpus", folder / "cpuset.mems"
-            return Cpuset(_list(cpus_file, "CPU list"), _list(mems_file, "memory node list"), folder, version)
+            return folder, version
     return None
+
+
+def container_cpuset(cgroup_root: Path, pod_uid: str, qos: str, container_id: str) -> Cpuset | None:
+    """The cpuset of one container, or None when its cgroup is not (or no longer) there."""
+    found = container_folder(cgroup_root, pod_uid, qos, container_id, "cpuset")
+    if found is None:
+        return None
+    folder, version = found
+    if version == 2:
+        cpus_file, mems_file = folder / "cpuset.cpus.effective", folder / "cpuset.mems.effective"
+    else:
+        cpus_file, mems_file = folder / "cpuset.cpus", folder / "cpuset.mems"
+    return Cpuset(_list(cpus_file, "CPU list"), _list(mems_file, "memory node list"), folder, version)
 
 
 def _list(path: Path, what: str) -> frozenset[int]:

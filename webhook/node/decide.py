@@ -233,8 +233,8 @@ def _why_not(pod: PodInfo, spec: ContainerSpec | None, allocatable: Allocatable)
             "started before the static CPU Manager keeps the shared pool; recreate it)", True)
 
 
-def decide(pod: PodInfo, alloc: ContainerAllocation, allocatable: Allocatable, cpu_numa: Mapping[int, int],
-           cgroup_cpus: frozenset[int] | None = None) -> Placement:
+def judge_container(pod: PodInfo, alloc: ContainerAllocation, allocatable: Allocatable, cpu_numa: Mapping[int, int],
+                    cgroup_cpus: frozenset[int] | None = None) -> Placement:
     """The verdict on one container; ``cpu_numa`` maps each CPU id to its NUMA node (sysfs)."""
     spec = next((c for c in pod.containers if c.name == alloc.name), None)
     request = spec.cpu_milli if spec else None
@@ -242,9 +242,7 @@ def decide(pod: PodInfo, alloc: ContainerAllocation, allocatable: Allocatable, c
                               "container": alloc.name, "cpu_request_milli": request, "memory": alloc.memory,
                               "devices": alloc.devices, "cgroup_cpus": cgroup_cpus, "dra_devices": alloc.dynamic,
                               "unknown": unknown_devices(alloc, spec)}
-    device_text = "".join(f", {d.resource} {','.join(d.ids)} on NUMA {_nodes(d.numa) if d.numa else 'unknown'}"
-                          for d in alloc.devices)
-    device_text += "".join(f", {dra_text(x)}" for x in alloc.dynamic)
+    device_text = "".join(f", {t}" for t in device_parts(alloc.devices, alloc.dynamic))
     if not alloc.cpus:
         reason, detail, problem = _why_not(pod, spec, allocatable)
         shared_numa = frozenset(cpu_numa[c] for c in cgroup_cpus or () if c in cpu_numa)
@@ -266,12 +264,7 @@ def decide(pod: PodInfo, alloc: ContainerAllocation, allocatable: Allocatable, c
                           notes=tuple(notes), **common)
     all_numa = placement.numa
     aligned = len(all_numa) == 1
-    parts = [f"CPUs {format_list(cpus)} on NUMA {_nodes(numa)}"]
-    parts += [f"{m.kind} {size_text(m.size)} on NUMA {_nodes(m.numa)}" for m in alloc.memory]
-    parts += [f"{d.resource} {','.join(d.ids)} on NUMA {_nodes(d.numa) if d.numa else 'unknown'}"
-              for d in alloc.devices]
-    parts += [dra_text(x) for x in alloc.dynamic]
-    where = ", ".join(parts)
+    where = where_text(cpus, numa, alloc.memory, alloc.devices, alloc.dynamic)
     if aligned:
         detail = f"{where}: aligned on NUMA node {_nodes(all_numa)}"
         problems: tuple[Problem, ...] = ()
@@ -289,6 +282,20 @@ def decide(pod: PodInfo, alloc: ContainerAllocation, allocatable: Allocatable, c
 
 
 # --- devices whose NUMA node is unknown, and DRA devices (kubelet aligns none of them) ---
+
+def device_parts(devices: Iterable[DeviceGroup], dra: Iterable[DraDevice]) -> list[str]:
+    """Each device plugin group and DRA device with its NUMA node (``unknown`` when it could not be found)."""
+    return [f"{d.resource} {','.join(d.ids)} on NUMA {_nodes(d.numa) if d.numa else 'unknown'}" for d in devices] \
+        + [dra_text(x) for x in dra]
+
+
+def where_text(cpus: frozenset[int], cpu_numa: frozenset[int], memory: Iterable[MemoryBlock],
+               devices: Iterable[DeviceGroup], dra: Iterable[DraDevice]) -> str:
+    """Where a pinned container's CPUs, memory blocks and devices are, as its verdict's detail begins."""
+    parts = [f"CPUs {format_list(cpus)} on NUMA {_nodes(cpu_numa)}"]
+    parts += [f"{m.kind} {size_text(m.size)} on NUMA {_nodes(m.numa)}" for m in memory]
+    return ", ".join(parts + device_parts(devices, dra))
+
 
 def dra_text(x: DraDevice) -> str:
     """``DRA gpu.example.com/pool/gpu-0 (claim ns/c) on NUMA 0`` (``unknown`` when it could not be found)."""
@@ -359,7 +366,7 @@ _MEMORY_FIX = ("the fix: memoryManagerPolicy Static with reservedMemory on each 
 
 
 def _head(p: Placement, where: str) -> str:
-    """What decide said of the CPUs and devices: unknown (a device's NUMA node), aligned or not on one node."""
+    """What judge_container said of the CPUs and devices: unknown (a device's NUMA node), aligned or not on one node."""
     if p.aligned is None:
         return f"{where}: NUMA alignment unknown"
     return f"{where}: aligned on NUMA node {_nodes(p.numa)}" if p.aligned else f"{where}: not on one NUMA node"
@@ -377,12 +384,7 @@ def judge_memory(p: Placement, pages: NumaPages | None, threshold: float = REMOT
         return replace(p, pages=pages)
     blocks = frozenset().union(*(m.numa for m in p.memory)) if p.memory else frozenset()
     pinned = bool(p.memory)
-    parts = [f"CPUs {format_list(p.exclusive_cpus)} on NUMA {_nodes(p.cpu_numa)}"]
-    parts += [f"{m.kind} {size_text(m.size)} on NUMA {_nodes(m.numa)}" for m in p.memory]
-    parts += [f"{d.resource} {','.join(d.ids)} on NUMA {_nodes(d.numa) if d.numa else 'unknown'}"
-              for d in p.devices]
-    parts += [dra_text(x) for x in p.dra_devices]
-    where = ", ".join(parts)
+    where = where_text(p.exclusive_cpus, p.cpu_numa, p.memory, p.devices, p.dra_devices)
     placed = p.numa
     one = len(placed) == 1
     policy = "no Memory Manager blocks" if node_static else "Memory Manager None"
@@ -461,5 +463,5 @@ def pod_info(obj: Mapping[str, Any], mode: str, opted_in: str | None,
 
 __all__ = ["DRA_REASON", "NOT_PINNED", "NUMA_MISALIGNED", "NUMA_REMOTE_MEMORY", "NUMA_UNKNOWN", "REMOTE_SHARE",
            "Allocatable", "ContainerAllocation", "ContainerSpec", "DeviceGroup", "DraDevice", "ManifestError",
-           "MemoryBlock", "Placement", "PodAllocation", "PodInfo", "Problem", "decide", "judge_memory", "opted_in_at",
-           "pod_info"]
+           "MemoryBlock", "Placement", "PodAllocation", "PodInfo", "Problem", "judge_container", "judge_memory",
+           "opted_in_at", "pod_info"]

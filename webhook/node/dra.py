@@ -264,24 +264,18 @@ def resolve(device: DraDevice, index: SliceIndex, locality: Locality,
             if numa:
                 return replace(device, numa=numa, source=name, path="", looked="; ".join(tried))
             tried.append(f"{name} {why}")
-    if PCI_BUS_ID in attrs:
-        bdf, why = _string(attrs[PCI_BUS_ID], _BDF, "a PCI address in extended BDF form (0000:3b:00.0)")
-        if bdf is not None:
-            answer = locality.pci_device(bdf)
+    lookups = ((PCI_BUS_ID, _BDF, "a PCI address in extended BDF form (0000:3b:00.0)", locality.pci_device),
+               (PCIE_ROOT, _ROOT, "a PCIe root pci<domain>:<bus> (pci0000:00)", locality.pcie_root))
+    for name, pattern, form, lookup in lookups:  # the sysfs numa_node of the device, else of its root
+        if name not in attrs:
+            continue
+        value, why = _string(attrs[name], pattern, form)
+        if value is not None:
+            answer = lookup(value)
             if answer.numa:
-                return replace(device, numa=answer.numa, source=PCI_BUS_ID, path=answer.where,
-                               looked="; ".join(tried))
-            why = f"{bdf}: {answer.where} {answer.why}"
-        tried.append(f"{PCI_BUS_ID} {why}")
-    if PCIE_ROOT in attrs:
-        root, why = _string(attrs[PCIE_ROOT], _ROOT, "a PCIe root pci<domain>:<bus> (pci0000:00)")
-        if root is not None:
-            answer = locality.pcie_root(root)
-            if answer.numa:
-                return replace(device, numa=answer.numa, source=PCIE_ROOT, path=answer.where,
-                               looked="; ".join(tried))
-            why = f"{root}: {answer.where} {answer.why}"
-        tried.append(f"{PCIE_ROOT} {why}")
+                return replace(device, numa=answer.numa, source=name, path=answer.where, looked="; ".join(tried))
+            why = f"{value}: {answer.where} {answer.why}"
+        tried.append(f"{name} {why}")
     if not tried:
         tried.append("none of them is set")
     return replace(device, numa=frozenset(), looked=f"ResourceSlice {published.slice}: looked for {wanted}: "

@@ -9,9 +9,9 @@ cgroup knows where they ended up. Two formats:
   (``total``, ``file``, ``anon``, ``unevictable``, then ``hierarchical_*``);
 - cgroup v2 (the unified folder): ``anon N0=<bytes> N1=<bytes>``, one line per counter.
 
-The folder is found as the cpuset's is (``cgroups.candidate_folders``: kubelet's cgroupfs and systemd drivers).
-It hands the verdict a ``NumaPages`` (``webhook/node/numapages.py``, pure: ``decide`` never reads a file). A
-malformed file (truncated, a NUMA node the layout lacks) or a cgroup removed while it was read is a
+The folder is found as the cpuset's is (``cgroups.container_folder``: kubelet's cgroupfs and systemd drivers).
+It hands the verdict a ``NumaPages`` (``webhook/node/numapages.py``, pure: ``judge_container`` never reads a
+file). A malformed file (truncated, a NUMA node the layout lacks) or a cgroup removed while it was read is a
 ``CgroupError`` naming the file, for that container only."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from webhook.node.cgroups import CgroupError, candidate_folders, cgroup_version, check_uid, split_container_id
+from webhook.node.cgroups import CgroupError, container_folder
 from webhook.node.cpulist import format_list
 from webhook.node.numapages import NumaPages
 from webhook.node.sysfs import NumaLayout
@@ -82,19 +82,9 @@ def parse_numa_stat(text: str, version: int, layout_nodes: Iterable[int], page_s
 
 def memory_folder(cgroup_root: Path, pod_uid: str, qos: str, container_id: str) -> tuple[Path, int] | None:
     """The container's memory cgroup folder and the cgroup version, or None when it is not (or no longer)
-    there: v2 the unified folder the cpuset is read from, v1 the same path under the ``memory`` controller."""
-    check_uid(pod_uid)
-    runtime, cid = split_container_id(container_id)
-    version = cgroup_version(cgroup_root)
-    if version is None:
-        raise CgroupError(f"{cgroup_root}: neither a cgroup v2 hierarchy nor a v1 cpuset controller")
-    base = cgroup_root if version == 2 else cgroup_root / "memory"
-    if version == 1 and not base.is_dir():
-        return None  # no v1 memory controller mounted: where the memory is stays unknown (and is said so)
-    for folder in candidate_folders(base, qos, pod_uid, runtime, cid):
-        if folder.is_dir():
-            return folder, version
-    return None
+    there: v2 the unified folder the cpuset is read from, v1 the same path under the ``memory`` controller
+    (None when that is not mounted: where the memory is stays unknown, and is said so)."""
+    return container_folder(cgroup_root, pod_uid, qos, container_id, "memory")
 
 
 def read_numa_stat(folder: Path, version: int, layout: NumaLayout, page_size: int | None = None) -> NumaPages:

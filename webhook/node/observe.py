@@ -25,7 +25,7 @@ from webhook.node.decide import (
     Allocatable,
     Placement,
     PodAllocation,
-    decide,
+    judge_container,
     judge_memory,
     opted_in_at,
     pod_info,
@@ -216,6 +216,6 @@ def observe(kubelet: Allocations, cluster: ClusterView, sys_root: Path, cgroup_r
                     pages = read.with_mems(mems) if read is not None else None
                 except CgroupError as exc:
                     snap.errors.append(f"{alloc.namespace}/{alloc.name}/{c.name}: memory: {exc}")
-            placement = decide(info, c, allocatable, cpu_numa, cgroup)
+            placement = judge_container(info, c, allocatable, cpu_numa, cgroup)
             snap.placements.append(judge_memory(placement, pages, remote_share, bool(allocatable.memory)))
     return snap

@@ -1,16 +1,47 @@
 """``qos-guard verify``: the agent's decision for the node this runs on, once, from a shell: what an operator
 would otherwise piece together with ``taskset -cp``, ``numastat -p`` and PCI sysfs. Text (one line per
-container) or JSON."""
+container) or JSON. ``verify`` is the command's one call: it reads, ``render_*`` show, ``exit_code`` folds."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
+from webhook.cluster.client import ClusterError, Lister
+from webhook.cluster.kubeconfig import explain, preflight
+from webhook.core.outcome import ExitCode, Refused, fold
 from webhook.node.cpulist import format_list
-from webhook.node.decide import DRA_REASON, DRA_WAY_OUT, DraDevice, Placement
+from webhook.node.decide import DRA_REASON, DRA_WAY_OUT, REMOTE_SHARE, DraDevice, Placement
+from webhook.node.dra import DEFAULT_DRIVER_ATTRIBUTES
+from webhook.node.kubelet import PodResourcesClient, PodResourcesError
 from webhook.node.numapages import NumaPages, table
-from webhook.node.observe import Snapshot
+from webhook.node.observe import ListedView, Snapshot, observe
+from webhook.node.sysfs import SysfsError
+
+
+def verify(kubeconfig: str | None, socket: Path, sys_root: Path, cgroup_root: Path, node: str | None = None,
+           only: Sequence[tuple[str, str]] = (), fractional_allowed: Iterable[str] = (),
+           dra_attributes: Sequence[str] = DEFAULT_DRIVER_ATTRIBUTES, remote_share: float = REMOTE_SHARE) -> Snapshot:
+    """``qos-guard verify``: one look at this node (``only``: just these namespace/Pod pairs), the opted-in
+    namespaces and Pods listed from the API server, the allocations asked of kubelet at ``socket``. No API server,
+    kubelet or sysfs to read is ``Refused``; a container that cannot be judged is an error in the snapshot."""
+    try:
+        preflight(kubeconfig)
+        api = Lister(kubeconfig)
+        with PodResourcesClient(socket) as kubelet:
+            return observe(kubelet, ListedView(api), sys_root, cgroup_root, node, list(only) or None,
+                           fractional_allowed, dra_attributes, remote_share)
+    except ClusterError as exc:
+        raise Refused(explain(exc, kubeconfig)) from None
+    except (PodResourcesError, SysfsError) as exc:
+        raise Refused(str(exc)) from None
+
+
+def exit_code(snap: Snapshot) -> ExitCode:
+    """1 when a container has a problem, else 2 when one could not be judged, else 0."""
+    return fold(violations=any(p.problems for p in snap.placements), errors=bool(snap.errors))
 
 
 def dra_json(x: DraDevice) -> dict[str, Any]:

@@ -61,6 +61,12 @@ class PolicyError(ValueError):
     """Configuration the CEL form cannot express; the message starts with the key."""
 
 
+# placement.schedulerName is the webhook's /place: the generated policies judge the rules, they set no scheduler.
+PLACEMENT_REFUSAL = ("placement.schedulerName: the admission policies judge the rules and set no spec.schedulerName "
+                     "(the webhook's place.qos-guard.io does); use enforcement: webhook, or set schedulerName in "
+                     "the workloads' Pod templates yourself")
+
+
 def refuse_unsupported(config: Config) -> None:
     """A rule without CEL that the configuration turns on (``policy.numa``), or cluster state the CEL cannot read
     (``policy.deviceClasses``): only the webhook has it."""
@@ -69,6 +75,8 @@ def refuse_unsupported(config: Config) -> None:
             raise PolicyError(str(rule.policy_refusal))
     if config.policy.device_classes:
         raise PolicyError(str(DEVICE_CLASSES_REFUSAL))
+    if config.placement.scheduler_name is not None:
+        raise PolicyError(PLACEMENT_REFUSAL)
 
 
 def params_data(config: Config) -> dict[str, str]:
@@ -135,9 +143,10 @@ def _kind_templates(kind: Kind) -> str:
     parts = []
     for t in kind.templates:
         records = _template_cel(kind, t)
-        if t.unknown_if is not None:  # built from what the object does not show: not judged (as the engine)
-            field = "object" + "".join(f".?{k}" for k in t.unknown_if.split("."))
-            records = f"({field}.orValue(null) != null ? [] : {records})"
+        if t.unknown_if:  # built from what the object does not show: not judged (as the engine)
+            hidden = " || ".join("object" + "".join(f".?{k}" for k in f.split(".")) + ".orValue(null) != null"
+                                 for f in t.unknown_if)
+            records = f"({hidden} ? [] : {records})"
         parts.append(records)
     return " + ".join(parts)
 
@@ -464,6 +473,8 @@ def chart_params() -> str:
     lines += [f"{{{{- if $c.{DEVICE_CLASSES_REFUSAL.key} }}}}",
               f"{{{{- fail {json.dumps(f'config.{DEVICE_CLASSES_REFUSAL}')} }}}}",
               "{{- end }}"]
+    lines += ["{{- if ($c.placement | default dict).schedulerName }}",
+              f"{{{{- fail {json.dumps(f'config.{PLACEMENT_REFUSAL}')} }}}}", "{{- end }}"]
     lines += ["{{- if .Values.webhook.excludeNamespaces }}",
               '{{- fail "webhook.excludeNamespaces applies to the webhook only; with enforcement: policy list the '
               'namespaces in config.exemptions.namespaces" }}', "{{- end }}"]

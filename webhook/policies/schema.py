@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from webhook.core.config import Workloads
-from webhook.core.settings import Amount, Amounts, Choice, Count, Flag, Kind, Names, Section, Setting
+from webhook.core.settings import Amount, Amounts, Choice, Count, Flag, Kind, Name, Names, Section, Setting
 
 # resource.ParseQuantity's grammar for a positive value (the server checks the rest, e.g. a zero in "0.0").
 _POSITIVE_QUANTITY = (r"^\+?([0-9]*[1-9][0-9]*(\.[0-9]*)?|[0-9]*\.[0-9]*[1-9][0-9]*)"
@@ -41,6 +41,9 @@ def kind_schema(kind: Kind) -> dict[str, Any]:
         return {"type": "boolean"}
     if isinstance(kind, Count):
         return {"type": "integer", "minimum": kind.minimum}
+    if isinstance(kind, Name):  # null (the default) is not set
+        return {"type": ["string", "null"], "maxLength": 253,
+                "pattern": r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"}
     if isinstance(kind, Amount):
         return {"oneOf": [{"type": "number", "exclusiveMinimum": 0},
                           {"type": "string", "pattern": _POSITIVE_QUANTITY}]}
@@ -95,6 +98,8 @@ def described(kind: Kind) -> str:
         return "true \\| false"
     if isinstance(kind, Count):
         return f"whole number >= {kind.minimum}"
+    if isinstance(kind, Name):
+        return "DNS-1123 subdomain or null"
     if isinstance(kind, Amount):
         return "quantity > 0"
     if isinstance(kind, Amounts):

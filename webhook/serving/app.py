@@ -21,17 +21,17 @@ from webhook.admission.review import (
     Decision,
     Endpoint,
     Review,
-    decide,
     encode_response,
     object_name,
     parse_review,
+    review_decision,
 )
 from webhook.core.claims import CLAIM_KINDS
 from webhook.core.config import Config
 from webhook.core.dra import DeviceClasses
 from webhook.core.facts import NO_FACTS, Facts, Memo
+from webhook.core.numatopology import Topology
 from webhook.core.rules import RULE_IDS
-from webhook.core.topology import Topology
 from webhook.core.workloads import KINDS
 from webhook.serving.body import BUDGET, MAX_BODY, BadBody, BodyBudget, Busy, TooLarge, read_bounded
 from webhook.serving.decisionlog import DECISIONS
@@ -124,7 +124,7 @@ def create_app(config: Config, metrics: Metrics | None = None, own_namespace: st
             facts = NO_FACTS if topology is None and device_classes is None else judging(
                 None if topology is None else topology(), None if device_classes is None else device_classes())
             try:
-                decision = decide(review, endpoint, config, facts, own_namespace)
+                decision = review_decision(review, endpoint, config, facts, own_namespace)
             except RecursionError:
                 # The object's depth is bad input (decoding bounds it; a value kept whole may still be deep):
                 # a 400. Any other RecursionError is a defect: a 500, logged, not passed off as the client's.

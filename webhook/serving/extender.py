@@ -29,8 +29,9 @@ from typing import Any
 from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException
 
+from webhook import interpreter
+from webhook.core.numatopology import NodeTopology
 from webhook.core.podspec import ManifestError
-from webhook.core.topology import NodeTopology
 from webhook.extender.placement import (
     RESERVATION_TIMEOUT,
     BoundPod,
@@ -295,6 +296,7 @@ def worker_app(opts: ExtenderOptions) -> Any:
 
 def serve_extender(opts: ExtenderOptions) -> int:
     """Run until SIGTERM (gunicorn's graceful stop)."""
+    interpreter.configure(batch=False)  # once, before the worker forks: it inherits it
     check_options(opts)
     from webhook.serving.server import WORKER, _Gunicorn
     from webhook.serving.worker import hold_stop_signals_across_fork

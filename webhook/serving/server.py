@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from gunicorn.app.base import BaseApplication
 
+from webhook import interpreter
 from webhook.core.config import Config
 from webhook.manifests.configfile import load_config
 from webhook.serving import decisionlog
@@ -88,7 +89,7 @@ def worker_app(config: Config, own_namespace: str | None, extend: Extend | None 
     metrics = Metrics.create()
     snapshot = None
     if config.numa_auto:
-        from webhook.serving.topology import start_topology_cache
+        from webhook.serving.topologycache import start_topology_cache
 
         metrics = metrics.with_topology()
         snapshot = start_topology_cache(kubeconfig, metrics.topology)
@@ -109,6 +110,7 @@ def worker_app(config: Config, own_namespace: str | None, extend: Extend | None 
 def serve(opts: ServeOptions, extend: Extend | None = None, gunicorn: Mapping[str, Any] | None = None) -> int:
     """Run until SIGTERM/SIGINT; gunicorn's arbiter ends the process itself when it stops. ``extend`` and the
     ``gunicorn`` settings laid over ours are for bench/ (a no-op route, the gthread worker to compare with)."""
+    interpreter.configure(batch=False)  # once, before the workers fork: they inherit it (bench/ starts here)
     config = load_config(opts.config)  # ConfigError: exit 2 before anything listens
     if config.numa_auto or config.policy.device_classes:
         check_cluster_access(opts.kubeconfig)

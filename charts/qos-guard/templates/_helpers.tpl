@@ -135,3 +135,12 @@ sideEffects: None
 matchPolicy: Equivalent
 timeoutSeconds: {{ .Values.webhook.timeoutSeconds }}
 {{- end }}
+
+{{/*
+The schedulerName the webhook sets on new Pods that need one NUMA node (`place.qos-guard.io`):
+config.placement.schedulerName, else the chart's own scheduler's name with scheduler.enabled; empty: off.
+*/}}
+{{- define "qos-guard.placementScheduler" -}}
+{{- $placement := .Values.config.placement | default dict -}}
+{{- $placement.schedulerName | default (ternary .Values.scheduler.name "" (.Values.scheduler.enabled | default false)) -}}
+{{- end }}

@@ -15,6 +15,7 @@ from typing import Any
 
 from webhook.core.claims import CLAIM_KINDS
 from webhook.core.config import DRA, Policy
+from webhook.core.demands import dra_advisory, dra_judged
 from webhook.core.dra import NUMA_ATTRIBUTE, PCIE_ATTRIBUTE, claim_spread
 from webhook.core.facts import Facts
 from webhook.core.fieldpath import FieldPath, dotted
@@ -35,7 +36,7 @@ REFUSED_CLAIM = Text('{kind} "{name}" would let the scheduler spread its devices
 
 def judge_claim(kind: str, spec: Mapping[str, Any], path: FieldPath, policy: Policy) -> list[Violation]:
     """The finding for one claim spec (``spec`` of a ResourceClaim, ``spec.spec`` of a template)."""
-    if policy.dra == "off":
+    if not dra_judged(policy):
         return []
     spread = claim_spread(spec)
     if spread is None:
@@ -43,7 +44,7 @@ def judge_claim(kind: str, spec: Mapping[str, Any], path: FieldPath, policy: Pol
     where = (*path, "devices")
     return [Violation(where, SPREAD(label=f"{kind} devices ({dotted(where)})", devices=spread.devices,
                                     requests=", ".join(spread.requests)),
-                      rule=RULE_ID, advisory=policy.dra != "deny")]
+                      rule=RULE_ID, advisory=dra_advisory(policy))]
 
 
 def check(pod: PodSpec, policy: Policy, facts: Facts) -> list[Violation]:
@@ -55,6 +56,6 @@ RULE = Rule(
     summary="a ResourceClaim or ResourceClaimTemplate asks several devices with no NUMA or PCIe `matchAttribute` "
             "constraint: they may land on different NUMA nodes (advisory; `policy.dra: deny` refuses)",
     severity="medium",
-    enabled=lambda policy: policy.dra != "off",
+    enabled=dra_judged,
     kinds=tuple(CLAIM_KINDS),
 )

@@ -12,7 +12,7 @@ the claims only: which extended resources DeviceClasses map is cluster state an 
 from __future__ import annotations
 
 from webhook.core.config import DEVICE_CLASSES, DRA, Policy
-from webhook.core.demands import demands, dra_use, may_align
+from webhook.core.demands import demands, dra_advisory, dra_judged, dra_use, may_align
 from webhook.core.dra import NUMA_ATTRIBUTE, DeviceClasses
 from webhook.core.facts import Facts
 from webhook.core.fieldpath import dotted
@@ -52,7 +52,7 @@ def findings(pod: PodSpec, policy: Policy, classes: DeviceClasses | None) -> lis
         how.append(CLAIMS(path=dotted(pod.path), names=", ".join(use.claims)))
     how += [f"{r} (DeviceClass {c})" for r, c in sorted(use.resources.items())]
     return [Violation(use.path, UNALIGNED(label=f"pod ({dotted(pod.path)})", how="; ".join(how)),
-                      rule=RULE_ID, advisory=policy.dra != DENY)]
+                      rule=RULE_ID, advisory=dra_advisory(policy))]
 
 
 def check(pod: PodSpec, policy: Policy, facts: Facts) -> list[Violation]:
@@ -86,5 +86,5 @@ RULE = Rule(
     summary="a Pod with exclusive CPUs takes devices through DRA (`spec.resourceClaims`, or an extended resource "
             "a DeviceClass maps to DRA): kubelet does not align them (advisory; `policy.dra: deny` refuses)",
     severity="medium",
-    enabled=lambda policy: policy.dra != "off",
+    enabled=dra_judged,
 )

@@ -19,10 +19,10 @@ from webhook.core.facts import Facts
 from webhook.core.fieldpath import dotted
 from webhook.core.memo import Memo, remember
 from webhook.core.numa import ClusterFit, NodeFit, fit_cluster, largest_zone
+from webhook.core.numatopology import Topology
 from webhook.core.podspec import CPU, MEMORY, PodSpec, effective_requests
 from webhook.core.quantity import format_bytes, format_milli, format_milli_bytes
 from webhook.core.rules.base import PolicyRefusal, Rule, Text, Violation
-from webhook.core.topology import Topology
 
 RULE_ID = "numa-unfit"
 

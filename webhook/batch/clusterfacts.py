@@ -17,7 +17,7 @@ from webhook.cluster.watch import ApiTransport
 from webhook.core.config import Config
 from webhook.core.dra import DeviceClasses
 from webhook.core.facts import NO_FACTS, Facts, Memo
-from webhook.core.topology import Topology
+from webhook.core.numatopology import Topology
 
 
 def cluster_facts(config: Config, kubeconfig: str | None, say: Callable[[str], None], required: bool) -> Facts:

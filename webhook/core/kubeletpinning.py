@@ -1,5 +1,6 @@
 """Whether a node's kubelet pins: its ``configz`` document read into the settings that decide it, the verdict,
-and the pools whose nodes disagree. Pure: no I/O (``configz.py`` fetches; this module only judges).
+and the pools whose nodes disagree. Pure, so in the core (its import ban in pyproject.toml):
+``webhook.cluster.configz`` fetches the document, this module only judges it.
 
 A node *pins* when the static CPU Manager gives exclusive CPUs (``cpuManagerPolicy: static`` with a CPU
 reservation) and the Topology Manager aligns them with memory and devices (``topologyManagerPolicy`` not
@@ -315,7 +316,7 @@ def _go_bool(text: str) -> bool | None:
     return None
 
 
-def decide(p: KubeletPinning) -> NodeVerdict:
+def node_verdict(p: KubeletPinning) -> NodeVerdict:
     """Pins, or the problems that stop it; notes for what pins with a caveat."""
     problems: list[Problem] = []
     notes: list[str] = []

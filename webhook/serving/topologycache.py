@@ -10,7 +10,7 @@ from collections.abc import Callable
 from webhook.cluster.client import ClusterError
 from webhook.cluster.nrt import TopologyCache
 from webhook.cluster.watch import ApiTransport
-from webhook.core.topology import Topology
+from webhook.core.numatopology import Topology
 from webhook.serving.metrics import TopologyMetrics
 
 LOG = logging.getLogger("qos_guard.topology")

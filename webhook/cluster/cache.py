@@ -1,0 +1,64 @@
+"""A cache the webhook judges against: reflectors (``webhook/cluster/watch.py``) keep stores current, and one
+publisher thread turns the stores into an immutable snapshot at most every ``PUBLISH_EVERY`` seconds, so a request
+reads one snapshot from start to end and never waits for the API server.
+
+``TopologyCache`` (``cluster/nrt.py``) and ``DeviceClassCache`` (``cluster/deviceclasses.py``) are the two; each
+says what a snapshot is (``publish``) and keeps its problems (``note``). The loop, the threads and the stop are
+written once, here, so that a fix to one (a stop that ends the open watches now) is a fix to both.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from webhook.cluster.watch import Reflector
+
+PUBLISH_EVERY = 0.2
+
+
+class PublishingCache:
+    """Reflectors and a publisher; a subclass makes its ``reflectors`` with ``self.changed`` and ``self._stop``,
+    and writes ``note`` and ``publish``. ``prefix`` names the threads (``qos-guard-topology-nodes``)."""
+
+    def __init__(self, prefix: str) -> None:
+        self._prefix = prefix
+        self._stop = threading.Event()
+        self._dirty = threading.Event()
+        self.reflectors: tuple[Reflector, ...] = ()
+        self._threads: list[threading.Thread] = []
+
+    def start(self) -> None:
+        """One thread per reflector and one publisher (greenlets, in a gevent worker)."""
+        for target, name in [*((r.run, r.name) for r in self.reflectors), (self._publisher, "publisher")]:
+            thread = threading.Thread(target=target, name=f"{self._prefix}-{name}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def stop(self) -> None:
+        """Stop publishing and end the open watches now (not when the API server ends them minutes later)."""
+        self._stop.set()
+        self._dirty.set()
+        for reflector in self.reflectors:
+            reflector.interrupt()
+
+    def changed(self, resource: str, problem: str | None) -> None:
+        """A reflector's ``changed``: the problem noted, a new snapshot due."""
+        self.note(resource, problem)
+        self._dirty.set()
+
+    def note(self, resource: str, problem: str | None) -> None:
+        """Keep ``resource``'s problem (None: current) for the next snapshot."""
+        raise NotImplementedError
+
+    def publish(self) -> object:
+        """Build and keep the snapshot requests judge against, from the stores (a copy: they go on changing)."""
+        raise NotImplementedError
+
+    def _publisher(self) -> None:
+        while not self._stop.is_set():
+            self._dirty.wait()
+            if self._stop.is_set():
+                return
+            self._dirty.clear()
+            self.publish()
+            self._stop.wait(PUBLISH_EVERY)
