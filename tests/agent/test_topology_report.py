@@ -12,7 +12,7 @@ import pytest
 
 from tests.agent.fakes import Kubelet, container, serve, topology
 from webhook.cluster.client import ClusterError
-from webhook.core.topology import parse_nrt
+from webhook.core.numatopology import parse_nrt
 from webhook.extender.fingerprint import ATTRIBUTE, fingerprint
 from webhook.extender.placement import BoundPod, read_nrt, reflected
 from webhook.node.decide import Allocatable, ContainerAllocation, DeviceGroup, MemoryBlock, PodAllocation
