@@ -1,5 +1,5 @@
 """The agent as the node's topology source (``qos-guard agent --publish-topology``) on the real kubelet with two
-(fake) NUMA nodes, and the Deployment loop of kubernetes/kubernetes #84869 it lets qos-guard stop (#32).
+(fake) NUMA nodes, and the Deployment loop of kubernetes/kubernetes#84869 it lets qos-guard stop (issue 32).
 
 The agent runs on the node as an operator's host process (root, the node's kubeconfig, the fake sysfs): its
 NodeResourceTopology is compared with what the kubelet says (GetAllocatableResources, the Node's allocatable,
@@ -303,7 +303,7 @@ def test_3_the_deployment_loop_and_how_qos_guard_ends_it(setup: Setup, tmp_path:
         numa0 = contextlib.ExitStack()
         stack.enter_context(numa0)
         numa0.enter_context(device_plugin(c, s.node.folder, "gpu-0=0"))
-        # (a) the default scheduler: the loop of kubernetes/kubernetes #84869.
+        # (a) the default scheduler: the loop of kubernetes/kubernetes#84869.
         loop = c.namespace("nrt-loop")
         c.kubectl("apply", "-n", loop, "-f", "-", stdin=deployment("article"), check=True)
         time.sleep(LOOP_WINDOW)
