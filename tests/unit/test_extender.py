@@ -83,6 +83,25 @@ def test_filter_keeps_where_it_fits_and_says_why_per_node() -> None:
     assert out["Error"] == ""
 
 
+def test_a_node_that_publishes_no_memory_is_not_said_to_lack_it() -> None:
+    """Memory Manager None: the node's NRT has no memory in any zone and memory is no constraint there, so the
+    reason names the CPUs and the GPU it cannot put together, not the Pod's memory."""
+    view = View(states(nrt("mm-none", [{"cpu": "4", GPU: "1"}, {"cpu": "4"}], available=[{"cpu": "2"}, {}])))
+    out = call(view, "filter", {"Pod": pod(), "NodeNames": ["mm-none"]}).json
+    assert "needs 4 CPUs and 1 example.com/gpu on one NUMA node; none has that free now" in out["FailedNodes"][
+        "mm-none"], out
+
+
+def test_a_gpu_and_cpus_on_different_numa_nodes_are_said_to_be_apart() -> None:
+    """The real node's case: the GPU on NUMA 0, the only allocatable CPU on NUMA 1. Neither part is too large for
+    a NUMA node; they are on different ones, and the reason says that, not 'more than any NUMA node has'."""
+    view = View(states(nrt("split", [{GPU: "1"}, {"cpu": "1"}])))
+    out = call(view, "filter", {"Pod": pod(cpu="1"), "NodeNames": ["split"]}).json
+    assert out["FailedAndUnresolvableNodes"]["split"].startswith(
+        'qos-guard: container "app" (spec.containers[0]) needs 1 CPU and 1 example.com/gpu on one NUMA node; this '
+        "node has each on some NUMA node, never all on one"), out
+
+
 def test_field_names_are_read_as_go_reads_them() -> None:
     out = call(View(CLUSTER), "filter", {"pod": pod(), "nodenames": ["busy"]}).json  # encoding/json ignores case
     assert out["NodeNames"] == [] and "busy" in out["FailedNodes"]

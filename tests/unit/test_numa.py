@@ -314,3 +314,18 @@ def test_memory_manager_none_publishes_no_memory_and_memory_is_no_constraint() -
     assert not fit_node(build_pod_spec(pod("1", "1")["spec"], ("spec",)), none).fits  # CPU and GPU apart
     static = parse_nrt(nrt("mm-static", [{GPU: "1", "memory": "1Gi"}, {"cpu": "1", "memory": "1Gi"}]))
     assert not fit_node(spec, static).fits  # 64Gi on a 1Gi zone: the Memory Manager refuses it
+
+
+def test_where_no_matching_node_publishes_memory_the_refusal_does_not_name_it() -> None:
+    """The refusal names only what kubelet aligns there: on Memory Manager None nodes (no memory in any zone) a
+    Pod's 64Gi is no part of why it does not fit, and 'ask for at most 0 memory' would send its owner astray."""
+    none = parse_nrt(nrt("mm-none", [{GPU: "1"}, {"cpu": "1"}]))
+    denied, _ = judge(pod("1", "1"), Topology(nodes={"mm-none": {}}, topologies={"mm-none": none}))
+    # The GPU and the free CPU are on different NUMA nodes: that is the reason, and memory is not named.
+    assert denied == ['container "vllm" (spec.containers[0]): needs 1 CPU and 1 nvidia.com/gpu on one NUMA node; a '
+                      "matching node has each, never all on one NUMA node (node mm-none: node-0 has 0 CPUs and 1; "
+                      "node-1 has 1 CPU and 0); kubelet aligns them only where they share one NUMA node; "
+                      "single-numa-node refuses it on node mm-none (TopologyAffinityError)"]
+    static = parse_nrt(nrt("mm-static", [{GPU: "1", "memory": "1Gi"}, {"cpu": "1", "memory": "1Gi"}]))
+    denied, _ = judge(pod("1"), Topology(nodes={"mm-static": {}}, topologies={"mm-static": static}))
+    assert "64Gi memory" in denied[0] and "1Gi" in denied[0], denied  # where memory is published, it counts

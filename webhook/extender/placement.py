@@ -249,6 +249,8 @@ NOT_EVER = ("qos-guard: {label} needs {need} on one NUMA node, more than any NUM
             "(single-numa-node would fail it with TopologyAffinityError)")
 NOT_NOW = ("qos-guard: {label} needs {need} on one NUMA node; none has that free now "
            "(single-numa-node would fail it with TopologyAffinityError)")
+APART = ("qos-guard: {label} needs {need} on one NUMA node; this node has each on some NUMA node, never all on one "
+         "(single-numa-node would fail it with TopologyAffinityError)")
 IN_ORDER = ("qos-guard: {label} needs {need} on one NUMA node once the containers before it are placed "
             "(single-numa-node would fail it with TopologyAffinityError)")
 
@@ -317,9 +319,20 @@ class Judge:
         need = fit.failed
         assert need is not None
         ever = self._fit(state.empty)
-        text = NOT_EVER if not ever.fits and ever.alone else NOT_NOW if fit.alone else IN_ORDER
-        return Verdict(name, False, text.format(label=need.label, need=need.show() or "its resources"),
+        # Only what kubelet aligns here is named: no memory where the node publishes none (Memory Manager None).
+        named = {CPU} | state.empty.published
+        text = ((APART if _apart(need, named, state.empty) else NOT_EVER) if not ever.fits and ever.alone
+                else NOT_NOW if fit.alone else IN_ORDER)
+        shown = need.show(only=named)
+        return Verdict(name, False, text.format(label=need.label, need=shown or "its resources"),
                        unresolvable=not ever.fits)
+
+
+def _apart(need: Demand, named: set[str], topo: NodeTopology) -> bool:
+    """Each part of ``need`` (of those named) fits some zone of the empty node, so what fails is that they are on
+    different NUMA nodes, not that any part is too large for one."""
+    parts = [(k, v) for k, v in amounts(need).items() if k in named]
+    return len(parts) > 1 and all(any(z.allocatable.get(k, 0) >= v for z in topo.zones) for k, v in parts)
 
 
 def _score(empty: NodeTopology, free: NodeTopology, taken: Mapping[int, Mapping[str, int]]) -> int:

@@ -58,6 +58,9 @@ IN_ORDER = Text("{label}: needs {need} on one NUMA node once the containers befo
 REFUSED = Text("single-numa-node refuses it on {nodes} (TopologyAffinityError)")
 SPREAD = Text("{policy} on {nodes} would admit it across NUMA nodes")
 WAY_OUT = Text("ask for at most {have}")
+# Each part fits some NUMA node, never all on one: no smaller request of one part helps, the node's layout does.
+APART = Text("{label}: {total}needs {need} on one NUMA node; a matching node has each, never all on one NUMA "
+             "node ({node}: {zones}); kubelet aligns them only where they share one NUMA node")
 # Kubelet's Topology Manager has no DRA hint provider, and NodeResourceTopology does not publish DRA devices.
 NOT_FITTED = Text("{label}: its DRA devices ({how}) were not fitted: kubelet's Topology Manager does not align "
                   "devices allocated through DRA and NodeResourceTopology does not publish them; numa: auto judged "
@@ -144,14 +147,24 @@ def _judge(pod: PodSpec, topology: Topology, wants: Demands, memo: Memo | None,
     if need is None:
         return []
     matching = [topology.topologies[f.node] for f in fit.refused + fit.spread]
-    # A device no matching node publishes per NUMA node is not aligned there (and is the scheduler's business).
+    # A device no matching node publishes per NUMA node is not aligned there (and is the scheduler's business);
+    # nor is memory where no matching node publishes any (Memory Manager None: no memory hint), so it is not named.
     published = {name for t in matching for z in t.zones for name in z.capacity}
-    asked = [(n, a) for n, a in need.items() if n in (CPU, MEMORY) or n.startswith("hugepages-") or n in published]
+    asked = [(n, a) for n, a in need.items() if n == CPU or n in published]
     total = "in total " if need.kind == "pod" else ""
     parts = []
     way_out = ""
     best = largest_zone(need, matching) if story.alone else None
-    if best is not None:
+    # A node that holds each part on some NUMA node, never all on one (in name order: the message is stable).
+    apart = next((t for t in sorted(matching, key=lambda t: t.name) if len(asked) > 1 and all(
+        any(z.allocatable.get(n, 0) // 1000 >= a for z in t.zones) for n, a in asked)), None)
+    if best is not None and apart is not None:
+        topo = apart
+        zones = "; ".join(f"{z.name} has {_join(_have(n, z.allocatable.get(n, 0) // 1000) for n, _ in asked)}"
+                          for z in topo.zones)
+        parts.append(APART(label=need.label, total=total, need=_join(show_amount(n, a) for n, a in asked),
+                           node=f"node {topo.name}", zones=zones))
+    elif best is not None:
         zone = best[1]
         short = [(n, a) for n, a in asked if zone.allocatable.get(n, 0) // 1000 < a] or asked
         have = [(n, zone.allocatable.get(n, 0) // 1000) for n, _ in short]
