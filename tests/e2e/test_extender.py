@@ -255,7 +255,8 @@ def test_bound_only_where_it_fits_and_refused_with_the_reason_per_node(
         assert said.startswith("FailedScheduling: 0/3 nodes are available: "), said
         # Each part fits a NUMA node of a split node (4 CPUs the one without the GPU), never all on one.
         assert ("2 qos-guard: container \"app\" (spec.containers[0]) needs 4 CPUs and 1Gi memory and 1 "
-                "example.com/gpu on one NUMA node; this node has each on some NUMA node, never all on one") in said, said
+                "example.com/gpu on one NUMA node; this node has each on some NUMA node, never all on one"
+                ) in said, said
         assert "1 Insufficient example.com/gpu" in said, said
         assert not api("GET", f"/api/v1/namespaces/{NAMESPACE}/pods/refused")["spec"].get("nodeName")
     delete_pods(api)
