@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import os
 import re
-import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from tests import waiting
 
 V1 = Path("/sys/fs/cgroup/memory")
 V2 = Path("/sys/fs/cgroup")
@@ -83,12 +84,22 @@ class MemoryCgroup:
                      int(events.get("oom_kill", 0)))
 
     def remove(self) -> None:
-        deadline = time.monotonic() + 10
-        while self.path.exists():
+        """Remove the group once the kernel lets go of it (its processes exited; rmdir is EBUSY until then)."""
+        refused: list[OSError] = []
+
+        def removed() -> bool:
+            if not self.path.exists():
+                return True
             try:
                 self.path.rmdir()
-                return
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.1)
+            except OSError as exc:
+                refused[:] = [exc]
+                return False
+            return True
+
+        def seen() -> str:
+            procs = self.path / "cgroup.procs"
+            return (f"{refused[0] if refused else 'no error'}; cgroup.procs: "
+                    f"{procs.read_text().split() if procs.exists() else '(gone)'}")
+
+        waiting.eventually(f"memory cgroup {self.path} removed", removed, within=10, seen=seen)

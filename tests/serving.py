@@ -21,6 +21,7 @@ from typing import Any
 import requests
 from cryptography import x509
 
+from tests import waiting
 from tests.cgroup import MemoryCgroup
 from webhook.serving.certs import reissue_serving, write_bundle
 
@@ -137,18 +138,22 @@ def launch(folder: Path, command: Sequence[str], port: int, metrics_port: int, c
     proc = subprocess.Popen([*(cgroup.prefix() if cgroup else []), *command], cwd=folder, stdout=log,
                             stderr=subprocess.STDOUT, env=dict(os.environ, PYTHONUNBUFFERED="1", **(env or {})))
     server = Server(proc, port, metrics_port, ca, folder, cgroup)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
+
+    def up() -> bool:
+        if proc.poll() is not None:  # exited: no point waiting
             raise RuntimeError((folder / "server.log").read_text())
         try:
-            if ready(server):
-                return server
+            return ready(server)
         except (OSError, requests.RequestException):  # not listening yet, or no worker answers yet
-            pass
-        time.sleep(0.1)
-    server.stop()
-    raise RuntimeError("server did not become ready:\n" + (folder / "server.log").read_text())
+            return False
+
+    try:
+        waiting.eventually(f"the server ready ({ready.__name__})", up, within=30,
+                           seen=lambda: "server.log:\n" + (folder / "server.log").read_text())
+    except AssertionError:
+        server.stop()
+        raise
+    return server
 
 
 def start_server(folder: Path, *extra: str, certs: bool = True, cert_dir: Path | None = None, workers: int = 2,

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import TypeVar
+
+T = TypeVar("T")
 
 
 def eventually(what: str, check: Callable[[], object], within: float, every: float = 0.1,
@@ -18,3 +21,19 @@ def eventually(what: str, check: Callable[[], object], within: float, every: flo
         assert waited < within, f"{what}: not seen within {within:g} s" + (f"; seen: {seen()}" if seen else "")
         time.sleep(every)
     return time.monotonic() - started
+
+
+def result(what: str, get: Callable[[], T | None], within: float, every: float = 0.1,
+           seen: Callable[[], object] | None = None) -> T:
+    """The first true value ``get()`` returns (the object waited for, e.g. the Event that appeared), polled as
+    ``eventually`` polls and failing as it fails."""
+    got: list[T | None] = []
+
+    def check() -> bool:
+        got[:] = [get()]
+        return bool(got[0])
+
+    eventually(what, check, within, every, seen)
+    value = got[0]
+    assert value is not None  # it was true
+    return value

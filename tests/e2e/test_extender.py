@@ -281,19 +281,32 @@ def test_reservations_go_when_the_nrt_fingerprint_counts_the_pods(
             {"name": ATTRIBUTE, "value": fingerprint((NAMESPACE, n) for n in counted)}]
         api("PUT", path, obj)
 
+    def score() -> int:
+        """What the extender's /prioritize gives a 4-CPU GPU Pod on f-node: 0 where it does not fit. (Not
+        /filter: a Pod it keeps there is held as a reservation, and would take the zone f-3 is to get.)"""
+        args: dict[str, Any] = {"Pod": gpu_pod("probe", 4, pool="fingerprint"), "NodeNames": ["f-node"]}
+        r = requests.post(extender.url + "/prioritize", json=args, verify=str(extender.ca), timeout=5)
+        assert r.status_code == 200, r.text
+        return int(r.json()[0]["Score"])
+
+    def fits_now() -> bool:
+        return score() > 0
+
     publish([])
     with scheduler(cluster, tmp_path / "scheduler", SCHEDULER, extender):
         for name in ("f-0", "f-1"):
             api("POST", f"/api/v1/namespaces/{NAMESPACE}/pods", gpu_pod(name, 4, pool="fingerprint"))
             waiting.eventually(f"{name} bound", functools.partial(bound_to, api, name), within=60)
         publish(["f-0", "f-1"][:1])  # the exporter saw f-0 only: f-1 is still held, and f-0 counted twice
-        time.sleep(1)  # the watch
+        waiting.eventually("the extender's watch: no room left on f-node", lambda: not fits_now(), within=10,
+                           seen=lambda: f"/prioritize scores f-node {score()}")
         api("POST", f"/api/v1/namespaces/{NAMESPACE}/pods", gpu_pod("f-2", 4, pool="fingerprint"))
         waiting.eventually("f-2 refused", functools.partial(failed_scheduling, api, "f-2"), within=60)
         stale = next(e for e in events(api, "f-2") if e.startswith("FailedScheduling"))
         assert "none has that free now" in stale, stale
         publish(["f-0", "f-1"])  # both counted: the reservations go, the NRT alone says what is free
-        time.sleep(1)
+        waiting.eventually("the extender's watch: a zone free on f-node again", fits_now, within=10,
+                           seen=lambda: f"/prioritize scores f-node {score()}")
         api("DELETE", f"/api/v1/namespaces/{NAMESPACE}/pods/f-2", gracePeriodSeconds="0")
         api("POST", f"/api/v1/namespaces/{NAMESPACE}/pods", gpu_pod("f-3", 4, pool="fingerprint"))
         waiting.eventually("f-3 bound", functools.partial(bound_to, api, "f-3"), within=60)

@@ -10,13 +10,13 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
+from tests import waiting
 from tests.binaries import binary
 from tests.e2e.conftest import CHART, RELEASE_NAMESPACE, Cluster
 from tests.node.node import CGROUP_V1, WEBHOOK_TAG, Node, running_node, why_not
@@ -74,13 +74,15 @@ def release(node: Node) -> Release:
         raise AssertionError(f"helm install failed:\n{proc.stderr}\n{pods[-6000:]}")
     # The Service's EndpointSlice may trail the Pods' readiness by a moment: wait for a judged answer.
     probe = c.namespace("node-probe", "enforce")
-    deadline = time.monotonic() + 60
-    while True:
-        answer = admits(c, probe, pod("probe", "1500m"))
-        if DENIED in answer.stderr:
-            break
-        assert time.monotonic() < deadline, f"the webhook Service never answered:\n{answer.stderr}"
-        time.sleep(1)
+    answer = ""
+
+    def judged() -> bool:
+        nonlocal answer
+        answer = admits(c, probe, pod("probe", "1500m")).stderr
+        return DENIED in answer
+
+    waiting.eventually("the webhook Service answering (a judged denial of a probe Pod)", judged, within=60,
+                       every=1, seen=lambda: answer)
     return Release(c, "qos-guard", f"{name}:{tag}")
 
 
@@ -151,10 +153,14 @@ def cgroup_cpus(pod_obj: dict[str, Any], container: str = "app") -> set[int]:
 def delete_and_release(node: Node, ns: str, kind: str, name: str, uids: list[str]) -> None:
     """Delete and wait until the kubelet has released the Pods' exclusive CPUs (the next test needs them)."""
     node.cluster.kubectl("delete", "-n", ns, kind, name, "--wait=true", "--timeout=90s")
-    deadline = time.monotonic() + 60
-    while any(uid in node.cpu_manager_state().get("entries", {}) for uid in uids):
-        assert time.monotonic() < deadline, f"CPUs of {uids} never released: {node.cpu_manager_state()}"
-        time.sleep(1)
+    wait_released(node, uids)
+
+
+def wait_released(node: Node, uids: list[str], within: float = 60) -> None:
+    """Wait until the kubelet's CPU Manager state holds no entry of the Pods ``uids``."""
+    waiting.eventually(f"CPUs of {uids} released", lambda: not any(
+        uid in node.cpu_manager_state().get("entries", {}) for uid in uids), within=within, every=1,
+        seen=node.cpu_manager_state)
 
 
 def report(line: str) -> None:

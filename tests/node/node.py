@@ -25,6 +25,7 @@ from typing import Any
 
 import yaml
 
+from tests import waiting
 from tests.binaries import ROOT, binary
 from tests.e2e.conftest import Cluster, control_plane, stop_process, wait_until_ready
 from tests.serving import free_port
@@ -373,12 +374,18 @@ def _shutdown(procs: dict[str, subprocess.Popen[bytes]], c: Cluster, folder: Pat
     kubelet = procs.get("kubelet")
     if kubelet is not None and kubelet.poll() is None:
         c.kubectl("delete", "pods", "--all", "--all-namespaces", "--grace-period=2", "--wait=false")
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline:
+        left = ""
+
+        def gone() -> bool:
+            nonlocal left
             proc = c.kubectl("get", "pods", "--all-namespaces", "-o", "name")
-            if proc.returncode == 0 and not proc.stdout.strip():
-                break
-            time.sleep(1)
+            left = proc.stdout.strip() or proc.stderr.strip()
+            return proc.returncode == 0 and not proc.stdout.strip()
+
+        try:
+            waiting.eventually("every Pod deleted through the kubelet", gone, within=90, every=1, seen=lambda: left)
+        except AssertionError as exc:  # teardown goes on: _remove_containers and _cleanup_host force the rest
+            print(f"\nnode teardown: {exc}; stopping the kubelet anyway", flush=True)
         time.sleep(3)  # the kubelet removes stopped sandboxes right after the Pod objects are gone
     if kubelet is not None:
         _stop_group(kubelet)

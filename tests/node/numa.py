@@ -13,10 +13,10 @@ from __future__ import annotations
 import contextlib
 import re
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from tests import waiting
 from tests.binaries import binary
 from tests.e2e.conftest import Cluster, stop_process
 from tests.node.node import DEVICE_PLUGINS, NODE_NAME
@@ -83,12 +83,13 @@ def device_plugin(c: Cluster, folder: Path, devices: str, count: int = 1) -> Ite
                              str(DEVICE_PLUGINS)], stdout=log.open("wb"), stderr=subprocess.STDOUT,
                             start_new_session=True)
     try:
-        deadline = time.monotonic() + 90
+        def offered() -> bool:
+            assert proc.poll() is None, log.read_text()  # the plugin exited: no point waiting
+            return allocatable_devices(c) == count and "ListAndWatch: sent" in log.read_text()
+
         # kubelet has the devices once it read them (ListAndWatch), not when the registration returns.
-        while allocatable_devices(c) != count or "ListAndWatch: sent" not in log.read_text():
-            assert proc.poll() is None, log.read_text()
-            assert time.monotonic() < deadline, f"the Node never offered {count} {GPU}: {log.read_text()}"
-            time.sleep(0.5)
+        waiting.eventually(f"the Node offering {count} {GPU}", offered, within=90, every=0.5,
+                           seen=lambda: f"{allocatable_devices(c)} allocatable; {log.read_text()}")
         yield proc
     finally:
         stop_process(proc)

@@ -17,15 +17,15 @@ import copy
 import functools
 import json
 import os
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from tests import waiting
 from tests.binaries import binary
 from tests.e2e.conftest import Cluster
-from tests.node.conftest import DENIED, Release, pod, report
+from tests.node.conftest import DENIED, Release, pod, report, wait_released
 from tests.node.lws import LwsController, running_lws_controller
 from tests.node.node import NODE_NAME, Node
 from tests.node.test_pinning import apply, assert_pinned
@@ -85,25 +85,26 @@ def _pod_or_none(c: Cluster, ns: str, name: str) -> dict[str, Any] | None:
 def wait_unschedulable(c: Cluster, ns: str, name: str, why: str, not_uid: str = "",
                        timeout: float = 60) -> dict[str, Any]:
     """The Pod (another than ``not_uid``) exists and the scheduler said why it cannot place it."""
-    deadline = time.monotonic() + timeout
-    while True:
-        obj = _pod_or_none(c, ns, name)
+    last: list[dict[str, Any] | None] = [None]
+
+    def unschedulable() -> dict[str, Any] | None:
+        obj = last[0] = _pod_or_none(c, ns, name)
         if obj is not None and obj["metadata"]["uid"] != not_uid:
             for cond in obj["status"].get("conditions", []):
                 if cond["type"] == "PodScheduled" and cond["status"] == "False" and why in cond.get("message", ""):
                     return obj
-        assert time.monotonic() < deadline, f"{ns}/{name} not unschedulable for {why!r}: {obj and obj['status']}"
-        time.sleep(1)
+        return None
+
+    return waiting.result(f"{ns}/{name} unschedulable for {why!r}", unschedulable, within=timeout, every=1,
+                          seen=lambda: last[0] and last[0]["status"])
 
 
 def wait_new_pod(c: Cluster, ns: str, name: str, not_uid: str, timeout: float = 90) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while True:
+    def recreated() -> dict[str, Any] | None:
         obj = _pod_or_none(c, ns, name)
-        if obj is not None and obj["metadata"]["uid"] != not_uid:
-            return obj
-        assert time.monotonic() < deadline, f"{ns}/{name} was not recreated"
-        time.sleep(1)
+        return obj if obj is not None and obj["metadata"]["uid"] != not_uid else None
+
+    return waiting.result(f"{ns}/{name} recreated (a uid other than {not_uid})", recreated, within=timeout, every=1)
 
 
 def assert_lws_pod(obj: dict[str, Any], worker_index: str) -> None:
@@ -117,13 +118,6 @@ def assert_lws_pod(obj: dict[str, Any], worker_index: str) -> None:
     env = {e["name"]: e.get("value") for e in obj["spec"]["containers"][0].get("env", [])}
     assert "LWS_LEADER_ADDRESS" in env, env
     assert obj["status"]["qosClass"] == "Guaranteed"
-
-
-def released(node: Node, uids: list[str], timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while any(uid in node.cpu_manager_state().get("entries", {}) for uid in uids):
-        assert time.monotonic() < deadline, f"CPUs of {uids} never released: {node.cpu_manager_state()}"
-        time.sleep(1)
 
 
 def test_1_fractional_worker_template_is_refused_by_name(node: Node, release: Release,
@@ -167,7 +161,7 @@ def test_2_compliant_rolls_out_leader_and_worker_pinned_in_turn(node: Node, rele
                   check=True)
         left = _pod_or_none(c, ns, WORKER)
         assert left is None or left["metadata"]["uid"] != worker["metadata"]["uid"], "the worker outlived its leader"
-        released(node, [leader["metadata"]["uid"]])
+        wait_released(node, [leader["metadata"]["uid"]])
         new_worker = wait_new_pod(c, ns, WORKER, not_uid=worker["metadata"]["uid"])
         uids.append(new_worker["metadata"]["uid"])
         new_leader = wait_unschedulable(c, ns, LEADER, "untolerated taint", not_uid=leader["metadata"]["uid"])
@@ -178,11 +172,9 @@ def test_2_compliant_rolls_out_leader_and_worker_pinned_in_turn(node: Node, rele
     finally:
         c.kubectl("taint", "node", NODE_NAME, f"{TAINT_KEY}-")
         c.kubectl("delete", "leaderworkerset", NAME, "-n", ns, "--ignore-not-found", "--wait=true", "--timeout=90s")
-        deadline = time.monotonic() + 90
-        while c.get("pods", "-n", ns)["items"]:
-            assert time.monotonic() < deadline, f"Pods of {ns} left: {c.get('pods', '-n', ns)['items']}"
-            time.sleep(1)
-        released(node, uids)
+        waiting.eventually(f"every Pod of {ns} gone", lambda: not c.get("pods", "-n", ns)["items"], within=90,
+                           every=1, seen=lambda: c.get("pods", "-n", ns)["items"])
+        wait_released(node, uids)
 
 
 def test_3_controller_logged_no_error(lws: LwsController) -> None:

@@ -6,12 +6,12 @@ reached by the API server through the chart's Service."""
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests import waiting
 from tests.e2e.conftest import RELEASE_NAMESPACE, Cluster
 from tests.node.conftest import (
     DENIED,
@@ -59,15 +59,15 @@ def assert_pinned(node: Node, ns: str, name: str, scenario: str) -> set[int]:
     # Every other Pod's container (sandboxes are not the CPU Manager's) leaves the shared pool's new cpuset
     # on the kubelet's next reconcile (cpuManagerReconcilePeriod, 2 s here): allow ten periods.
     me = obj["status"]["containerStatuses"][0]["containerID"].split("://", 1)[1]
-    deadline = time.monotonic() + 20
-    while True:
+
+    def sharing() -> dict[str, list[int]]:
         apps = app_container_ids(c)
-        sharing = {apps[cid]: sorted(cpus) for cid, cpus in container_cgroup_cpus().items()
-                   if cid != me and cid in apps and cpus & inside}
-        if not sharing:
-            return inside
-        assert time.monotonic() < deadline, f"containers still share CPU {sorted(inside)}: {sharing}"
-        time.sleep(0.5)
+        return {apps[cid]: sorted(cpus) for cid, cpus in container_cgroup_cpus().items()
+                if cid != me and cid in apps and cpus & inside}
+
+    waiting.eventually(f"no other container on CPU {sorted(inside)}", lambda: not sharing(), within=20,
+                       every=0.5, seen=lambda: f"containers still sharing it: {sharing()}")
+    return inside
 
 
 def test_1_enforce_refuses_fractional_and_pins_whole(node: Node, release: Release) -> None:
@@ -165,32 +165,36 @@ def test_5_webhook_outage_never_admits_unjudged(node: Node, release: Release) ->
     c = node.cluster
     enforce, warn = c.namespace("node-enforce", "enforce"), c.namespace("node-warn", "warn")
     first, second = _webhook_pods(c)
-    deadline = time.monotonic() + 60  # the disruption controller has counted both replicas healthy
-    while c.get("pdb", "qos-guard", "-n", RELEASE_NAMESPACE).get("status", {}).get("disruptionsAllowed") != 1:
-        assert time.monotonic() < deadline, c.get("pdb", "qos-guard", "-n", RELEASE_NAMESPACE)
-        time.sleep(1)
+    waiting.eventually("the PodDisruptionBudget allowing 1 disruption (both replicas counted healthy)",
+                       lambda: c.get("pdb", "qos-guard", "-n", RELEASE_NAMESPACE).get("status", {})
+                       .get("disruptionsAllowed") == 1, within=60, every=1,
+                       seen=lambda: c.get("pdb", "qos-guard", "-n", RELEASE_NAMESPACE))
     evicted = _evict(c, first)
     assert evicted.returncode == 0, evicted.stderr
     blocked = _evict(c, second)
     assert blocked.returncode != 0 and "disruption budget" in blocked.stderr, blocked.stderr
     # While a replacement starts, every answer in enforce is a judgement or a refusal, never an unjudged
     # admission; the remaining replica keeps judging (denials by the policy, compliant Pods admitted).
-    deadline = time.monotonic() + 60
-    judged, admitted = 0, False
-    while judged < 5 or not admitted:
+    judged, admitted, last = [0], [False], [""]
+
+    def recovered() -> bool:
         bad = admits(c, enforce, pod("outage-bad", "1500m"))
         assert bad.returncode != 0, "a violating Pod was admitted during the outage"
-        judged += DENIED in bad.stderr
-        admitted = admitted or admits(c, enforce, pod("outage-good", "1")).returncode == 0
-        assert time.monotonic() < deadline, f"admission did not recover with one replica:\n{bad.stderr}"
+        judged[0] += DENIED in bad.stderr
+        last[0] = bad.stderr
+        admitted[0] = admitted[0] or admits(c, enforce, pod("outage-good", "1")).returncode == 0
+        return judged[0] >= 5 and admitted[0]
+
+    waiting.eventually("admission recovered with one replica (5 judged denials, a compliant Pod admitted)",
+                       recovered, within=60, every=0,
+                       seen=lambda: f"{judged[0]} judged, admitted {admitted[0]}; last answer:\n{last[0]}")
     report(f"5 outage: {first} evicted, {second} kept by the PodDisruptionBudget; admission judged throughout")
     # Every replica gone: fail closed in enforce, open in warn.
     scaled = c.kubectl("scale", "-n", RELEASE_NAMESPACE, "deployment/qos-guard", "--replicas=0")
     assert scaled.returncode == 0, scaled.stderr
-    deadline = time.monotonic() + 90
-    while _webhook_pods(c) or c.get("pods", "-n", RELEASE_NAMESPACE)["items"]:
-        assert time.monotonic() < deadline, "webhook Pods never went away"
-        time.sleep(1)
+    waiting.eventually("the webhook Pods gone", lambda: not (
+        _webhook_pods(c) or c.get("pods", "-n", RELEASE_NAMESPACE)["items"]), within=90, every=1,
+        seen=lambda: [p["metadata"]["name"] for p in c.get("pods", "-n", RELEASE_NAMESPACE)["items"]])
     try:
         for name, cpu in (("down-bad", "1500m"), ("down-good", "1")):
             proc = admits(c, enforce, pod(name, cpu))

@@ -29,6 +29,7 @@ from urllib.parse import urlsplit
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests import waiting
 from tests.binaries import binary
 from tests.e2e.conftest import CHART, RELEASE_NAMESPACE, Cluster
 from tests.node.conftest import (
@@ -91,18 +92,23 @@ def scrape(c: Cluster) -> Series:
 
 def wait_series(c: Cluster, want: Series, absent: list[tuple[str, str, str, str]] = (),  # type: ignore[assignment]
                 timeout: float = 90) -> Series:
-    deadline = time.monotonic() + timeout
-    while True:
+    seen: Series = {}
+
+    def shown() -> bool:
+        nonlocal seen
         try:
             seen = scrape(c)
         except AssertionError:  # the agent Pod is being replaced
             seen = {}
-        if all(seen.get(k) == v for k, v in want.items()) and not any(k in seen for k in absent):
-            return seen
-        if time.monotonic() > deadline:
-            logs = c.kubectl("logs", "-n", RELEASE_NAMESPACE, "-l", AGENT_LABEL, "--tail=40").stdout
-            raise AssertionError(f"agent metrics never showed {want} without {absent}: {seen}\nagent log:\n{logs}")
-        time.sleep(1)
+        return all(seen.get(k) == v for k, v in want.items()) and not any(k in seen for k in absent)
+
+    waiting.eventually(f"agent metrics showing {want} without {absent}", shown, within=timeout, every=1,
+                       seen=lambda: f"{seen}\nagent log:\n{agent_log(c)}")
+    return seen
+
+
+def agent_log(c: Cluster) -> str:
+    return c.kubectl("logs", "-n", RELEASE_NAMESPACE, "-l", AGENT_LABEL, "--tail=40").stdout
 
 
 def events(c: Cluster, ns: str, name: str, reason: str) -> list[dict[str, Any]]:
@@ -111,13 +117,15 @@ def events(c: Cluster, ns: str, name: str, reason: str) -> list[dict[str, Any]]:
 
 
 def wait_event(c: Cluster, ns: str, name: str, reason: str, timeout: float = 60) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while not (found := events(c, ns, name, reason)):
-        if time.monotonic() > deadline:
-            logs = c.kubectl("logs", "-n", RELEASE_NAMESPACE, "-l", AGENT_LABEL, "--tail=40").stdout
-            seen = c.kubectl("get", "events", "-n", ns, "-o", "wide").stdout
-            raise AssertionError(f"no {reason} Event on {ns}/{name}; events:\n{seen}\nagent log:\n{logs}")
-        time.sleep(1)
+    found: list[dict[str, Any]] = []
+
+    def emitted() -> bool:
+        found[:] = events(c, ns, name, reason)
+        return bool(found)
+
+    waiting.eventually(f"a {reason} Event on {ns}/{name}", emitted, within=timeout, every=1,
+                       seen=lambda: f"events:\n{c.kubectl('get', 'events', '-n', ns, '-o', 'wide').stdout}"
+                       f"\nagent log:\n{agent_log(c)}")
     assert len(found) == 1, found  # one Event per problem, not one per cycle
     return found[0]
 
@@ -260,11 +268,15 @@ def test_3_single_numa_node_refuses_then_aligns(node: Node, agent: Cluster, two_
     ns = c.namespace("node-placement", "enforce")
     with device_plugin(c, node.folder, "gpu-0=0"):
         apply(c, ns, gpu_pod("article"))
-        deadline = time.monotonic() + 90
-        while (status := c.get("pod", "article", "-n", ns)["status"]).get("phase") != "Failed":
+        status: dict[str, Any] = {}
+
+        def failed() -> bool:
+            nonlocal status
+            status = c.get("pod", "article", "-n", ns)["status"]
             assert status.get("phase") != "Running", "single-numa-node ran a Pod it cannot align"
-            assert time.monotonic() < deadline, status
-            time.sleep(1)
+            return status.get("phase") == "Failed"
+
+        waiting.eventually(f"{ns}/article Failed", failed, within=90, every=1, seen=lambda: status)
         assert status["reason"] == "TopologyAffinityError", status
         report(f"placement 3: single-numa-node, free CPU 1 on NUMA 1, {GPU} gpu-0 on NUMA 0: kubelet refused "
                f"{ns}/article: {status['reason']}: {status.get('message', '')}")
@@ -365,10 +377,9 @@ def test_5_memory_manager_none_leaves_the_pages_remote(node: Node, agent: Cluste
     obj["spec"]["containers"][0].update({"image": node.images["qos-guard"], "command": ["python3", "-c", TOUCH]})
     apply(c, ns, obj)
     running = wait_running(c, ns, "remote")
-    deadline = time.monotonic() + 60
-    while "touched" not in (logs := c.kubectl("logs", "-n", ns, "remote").stdout):
-        assert time.monotonic() < deadline, logs
-        time.sleep(0.5)
+    waiting.eventually(f"'touched' in the log of {ns}/remote", lambda: "touched" in c.kubectl(
+        "logs", "-n", ns, "remote").stdout, within=60, every=0.5,
+        seen=lambda: c.kubectl("logs", "-n", ns, "remote").stdout)
     assert sorted(cgroup_cpus(running)) == [1]
     (pid,) = container_pids(running)
     seen = wait_series(c, {("qos_guard_container_pinned", ns, "remote", "app"): 1,

@@ -34,6 +34,7 @@ import pytest
 import requests
 import yaml
 
+from tests import waiting
 from tests.e2e.conftest import RELEASE_NAMESPACE, Cluster, stop_process, wait_until_ready
 from tests.e2e.test_extender import scheduler, start_extender
 from tests.e2e.test_numa import RELEASE as NUMA_RELEASE
@@ -91,13 +92,9 @@ def available(obj: dict[str, Any] | None, zone: str, resource: str) -> str | Non
 
 
 def wait_for(what: str, check: Callable[[], Any], timeout: float, log: Path | None = None) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (got := check()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} within {timeout:g} s" + (f"; agent log:\n{log.read_text()[-3000:]}"
-                                                                   if log else ""))
-        time.sleep(0.2)
-    return got
+    """``waiting.result`` polled every 0.2 s, showing the end of the agent's ``log`` when it fails."""
+    return waiting.result(what, check, within=timeout, every=0.2,
+                          seen=(lambda: f"agent log:\n{log.read_text()[-3000:]}") if log else None)
 
 
 @pytest.fixture(scope="module")
@@ -232,15 +229,18 @@ def measure(s: Setup, in_list: Callable[[list[Any]], bool], in_nrt: Callable[[di
             timeout: float = 90) -> tuple[float, float]:
     """When kubelet's List first showed the change, and when the NRT did (monotonic seconds)."""
     seen_list = seen_nrt = 0.0
-    deadline = time.monotonic() + timeout
     with PodResourcesClient(s.node.pod_resources_socket) as kubelet:
-        while not (seen_list and seen_nrt):
-            assert time.monotonic() < deadline, f"List {seen_list}, NRT {seen_nrt}: {s.nrt()}"
+
+        def both() -> bool:
+            nonlocal seen_list, seen_nrt
             if not seen_list and in_list(kubelet.list()):
                 seen_list = time.monotonic()
             if not seen_nrt and in_nrt(s.nrt()):
                 seen_nrt = time.monotonic()
-            time.sleep(0.02)
+            return bool(seen_list and seen_nrt)
+
+        waiting.eventually("the change in kubelet's List and in the NRT", both, within=timeout, every=0.02,
+                           seen=lambda: f"List at {seen_list}, NRT at {seen_nrt} (0: not yet): {s.nrt()}")
     return seen_list, seen_nrt
 
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 import socket
 import ssl
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests import waiting
 from tests.helpers import container, pod, rl
 from tests.serving import Server, start_server
 
@@ -86,12 +86,10 @@ def test_logs_carry_no_key_token_or_object_body(server: Server) -> None:
 
 def _log_with(server: Server, text: str, timeout: float = 5) -> str:
     """The server log once it contains ``text`` (decision lines are written in batches, 50 ms apart)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        log = (server.folder / "server.log").read_text()
-        if text in log or time.monotonic() > deadline:
-            return log
-        time.sleep(0.05)
+    log = server.folder / "server.log"
+    waiting.eventually(f"{text} in the server log", lambda: text in log.read_text(), within=timeout, every=0.05,
+                       seen=lambda: log.read_text()[-2000:])
+    return log.read_text()
 
 
 def test_one_json_line_per_decision_and_all_written_at_shutdown(tmp_path: Path) -> None:
