@@ -17,7 +17,6 @@ from webhook.cluster import watch
 from webhook.cluster.client import ClusterError
 from webhook.cluster.nrt import (
     NODES_PATH,
-    NRT_PATH,
     TopologyCache,
     TopologyReflector,
     node_view,
@@ -25,7 +24,7 @@ from webhook.cluster.nrt import (
     read_topology,
 )
 from webhook.cluster.watch import Store, lines
-from webhook.core.numatopology import NodeTopology
+from webhook.core.numatopology import NRT_PATH, NodeTopology
 from webhook.core.scheduling import Taint
 
 

@@ -30,11 +30,9 @@ from typing import Any
 from webhook.cluster import watch
 from webhook.cluster.cache import PublishingCache
 from webhook.cluster.watch import Listing, ListRefused, Reflector, Store, Transport, name_of, refusal, wait_until
-from webhook.core.numatopology import NodeTopology, Topology, TopologyError, parse_nrt
+from webhook.core.numatopology import NRT_GROUP_VERSION, NRT_PATH, NodeTopology, Topology, TopologyError, parse_nrt
 from webhook.core.scheduling import Taint, taints
 
-NRT_GROUP_VERSION = "topology.node.k8s.io/v1alpha2"
-NRT_PATH = f"/apis/{NRT_GROUP_VERSION}/noderesourcetopologies"
 NODES_PATH = "/api/v1/nodes"
 JSON = ("application/json", "application/json")
 # Taint keys that describe a node's present state, set by the node lifecycle controller, a cordon or the cloud

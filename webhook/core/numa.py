@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 from webhook.core.demands import Demand, Demands, demands, is_device, may_align
 from webhook.core.memo import Memo, remember
-from webhook.core.numatopology import NodeTopology, Shapes, Topology, Zone, shapes_of
+from webhook.core.numatopology import HUGEPAGES, NodeTopology, Shapes, Topology, Zone, shapes_of
 from webhook.core.podspec import CPU, PodSpec
 from webhook.core.scheduling import Placement
 
@@ -68,7 +68,7 @@ class _Node:
             for k, v in z.capacity.items():
                 if is_device(k) and (v > 0 or z.allocatable.get(k, 0) > 0):
                     dev_numa.setdefault(k, set()).add(z.numa)
-        hints = any(k == "memory" or k.startswith("hugepages-") for z in topo.zones
+        hints = any(k == "memory" or k.startswith(HUGEPAGES) for z in topo.zones
                     for k in (*z.capacity, *z.allocatable))
         return cls(topo.zones, cpu_free, mem_free, dev_free, dev_numa, memory_hints=hints)
 

@@ -20,6 +20,10 @@ SINGLE_NUMA_NODE = "single-numa-node"
 POLICIES = ("none", "best-effort", "restricted", SINGLE_NUMA_NODE)
 SCOPES = ("container", "pod")
 HUGEPAGES = "hugepages-"
+# The API the objects are served at (noderesourcetopology-api v0.1.2): read by numa: auto and the extender,
+# written by the agent's --publish-topology.
+NRT_GROUP_VERSION = "topology.node.k8s.io/v1alpha2"
+NRT_PATH = f"/apis/{NRT_GROUP_VERSION}/noderesourcetopologies"
 # The deprecated v1alpha1-style ``topologyPolicies`` values (noderesourcetopology-api v1alpha2 types.go).
 _LEGACY_POLICIES = {
     "SingleNUMANodeContainerLevel": (SINGLE_NUMA_NODE, "container"),

@@ -27,12 +27,12 @@ from urllib.parse import quote
 
 from webhook.cluster.client import ClusterError, Lister
 from webhook.cluster.configz import NodeInfo, NodeReader
+from webhook.core.numatopology import NRT_GROUP_VERSION, NRT_PATH
 from webhook.node.kubelet import PodResourcesClient, PodResourcesError
 from webhook.node.sysfs import SysfsError, read_layout, read_text
-from webhook.node.topology_report import GROUP_VERSION, NodeFacts, Owner, build_topology
+from webhook.node.topology_report import NodeFacts, Owner, build_topology
 
 FIELD_MANAGER = "qos-guard-agent"
-NRT_PATH = f"/apis/{GROUP_VERSION}/noderesourcetopologies"
 POLL = 0.25  # seconds between looks at kubelet's PodResources (two local gRPC calls each)
 RESYNC = 60.0  # seconds: an unchanged object applied again; configz and the Node's uid asked again when unknown
 _MEMTOTAL = re.compile(r"^Node \d+ MemTotal:\s+(\d+) kB$", re.MULTILINE)
@@ -176,7 +176,7 @@ class TopologyPublisher:
         if status not in (200, 201):
             message = str(reply.get("message", ""))[:200]
             if status == 404:
-                raise ClusterError(f"the NodeResourceTopology CRD ({GROUP_VERSION}) is not installed (HTTP 404 "
+                raise ClusterError(f"the NodeResourceTopology CRD ({NRT_GROUP_VERSION}) is not installed (HTTP 404 "
                                    f"{message}): install it (the chart's files/ has it) or run without "
                                    "--publish-topology")
             if status == 403:

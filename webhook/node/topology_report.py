@@ -31,13 +31,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from webhook.core.numatopology import HUGEPAGES, NRT_GROUP_VERSION
+from webhook.core.podspec import MEMORY
 from webhook.extender.fingerprint import ATTRIBUTE, fingerprint
 from webhook.node.decide import Allocatable, PodAllocation
 
-GROUP_VERSION = "topology.node.k8s.io/v1alpha2"
 KIND = "NodeResourceTopology"
-MEMORY = "memory"
-HUGEPAGES = "hugepages-"
 # noderesourcetopology-api v1alpha2's TopologyManagerPolicy values, as NFD's DetectTopologyPolicy maps them.
 _LEGACY = {("single-numa-node", "container"): "SingleNUMANodeContainerLevel",
            ("single-numa-node", "pod"): "SingleNUMANodePodLevel",
@@ -157,7 +156,7 @@ def build_topology(node: str, facts: NodeFacts, allocatable: Allocatable, pods: 
     metadata: dict[str, Any] = {"name": node}
     if owner is not None:
         metadata["ownerReferences"] = [{"apiVersion": "v1", "kind": "Node", "name": owner.name, "uid": owner.uid}]
-    obj: dict[str, Any] = {"apiVersion": GROUP_VERSION, "kind": KIND, "metadata": metadata}
+    obj: dict[str, Any] = {"apiVersion": NRT_GROUP_VERSION, "kind": KIND, "metadata": metadata}
     if legacy:
         obj["topologyPolicies"] = legacy
     obj["zones"] = zones

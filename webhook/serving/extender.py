@@ -85,8 +85,9 @@ class ExtenderCache:
     """NRTs and bound Pods, listed then watched; ``view()`` is the current ``View`` (rebuilt after a change)."""
 
     def __init__(self, transport: Any, timeout: float = RESERVATION_TIMEOUT) -> None:
-        from webhook.cluster.nrt import JSON, NRT_PATH
+        from webhook.cluster.nrt import JSON
         from webhook.cluster.watch import Reflector, Store
+        from webhook.core.numatopology import NRT_PATH
 
         self.timeout = timeout
         self.stop = threading.Event()

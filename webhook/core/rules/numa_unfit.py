@@ -19,7 +19,7 @@ from webhook.core.facts import Facts
 from webhook.core.fieldpath import dotted
 from webhook.core.memo import Memo, remember
 from webhook.core.numa import ClusterFit, NodeFit, fit_cluster, largest_zone
-from webhook.core.numatopology import Topology
+from webhook.core.numatopology import HUGEPAGES, Topology
 from webhook.core.podspec import CPU, MEMORY, PodSpec, effective_requests
 from webhook.core.quantity import format_bytes, format_milli, format_milli_bytes
 from webhook.core.rules.base import PolicyRefusal, Rule, Text, Violation
@@ -88,7 +88,7 @@ def _have(name: str, amount: int) -> str:
     """A zone's amount, after the need has named the resource: ``32 CPUs``, ``240Gi``, ``4``."""
     if name == CPU:
         return show_amount(name, amount)
-    return format_bytes(amount) if name == MEMORY or name.startswith("hugepages-") else str(amount)
+    return format_bytes(amount) if name == MEMORY or name.startswith(HUGEPAGES) else str(amount)
 
 
 def _auto(pod: PodSpec, topology: Topology, memo: Memo | None, classes: DeviceClasses | None) -> list[Violation]:
