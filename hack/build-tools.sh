@@ -180,16 +180,37 @@ build_local() {
   echo "$out"
 }
 
-# build_oracle: hack/oracle, whose go.mod must pin the k8s.io/kubernetes the tests run.
+# build_oracle: hack/oracle against KUBE_VERSION's release: its go.mod/go.sum pin the default minor, and
+# minors/v1.MINOR.mod/.sum (written by hack/oracle/pin.sh) each other minor, used through `go build -modfile`.
+# The file must pin exactly KUBE_VERSION.
 build_oracle() {
-  local pinned
-  pinned=$(sed -n 's/^require k8s.io\/kubernetes \(v[^ ]*\)$/\1/p; s/^\tk8s.io\/kubernetes \(v[^ ]*\)$/\1/p' \
-           "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/oracle/go.mod")
-  if [[ $pinned != "$KUBE_VERSION" ]]; then
-    echo "build-tools: hack/oracle/go.mod pins k8s.io/kubernetes $pinned, not KUBE_VERSION=$KUBE_VERSION" >&2
+  local src minor modfile pinned hash out
+  src="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/oracle"
+  minor=${KUBE_VERSION#v1.}
+  minor=${minor%%.*}
+  modfile=go.mod
+  if ! grep -qE "^(require)?\s*k8s.io/kubernetes $KUBE_VERSION\$" "$src/go.mod"; then
+    modfile=minors/v1.$minor.mod
+  fi
+  if [[ ! -f $src/$modfile ]]; then
+    echo "build-tools: the oracle is not pinned to Kubernetes 1.$minor: run hack/oracle/pin.sh $KUBE_VERSION" >&2
     return 1
   fi
-  build_local oracle "$KUBE_VERSION" "oracle against k8s.io/kubernetes $KUBE_VERSION"
+  pinned=$(sed -n 's/^require k8s.io\/kubernetes \(v[^ ]*\)$/\1/p; s/^\tk8s.io\/kubernetes \(v[^ ]*\)$/\1/p' "$src/$modfile")
+  if [[ $pinned != "$KUBE_VERSION" ]]; then
+    echo "build-tools: hack/oracle/$modfile pins k8s.io/kubernetes $pinned, not KUBE_VERSION=$KUBE_VERSION" \
+         "(hack/oracle/pin.sh $KUBE_VERSION)" >&2
+    return 1
+  fi
+  hash=$(cd "$src" && cat "$modfile" "${modfile%.mod}.sum" ./*.go $(compgen -G './*.s' || true) | sha256sum | cut -c1-12)
+  out="$TOOLS_DIR/oracle-$KUBE_VERSION-$hash"
+  cached "$out" && return 0
+  log "building the oracle against k8s.io/kubernetes $KUBE_VERSION (once per source change; cached in $TOOLS_DIR)"
+  (cd "$src" && GOFLAGS=-mod=readonly go build -modfile="$modfile" -trimpath -ldflags "-s -w" -o "$out.tmp" .)
+  mv "$out.tmp" "$out"
+  unlock
+  log "built $out"
+  echo "$out"
 }
 
 # build_kyverno: Kyverno's admission controller (cmd/kyverno) and CLI (cmd/cli/kubectl-kyverno), built inside

@@ -1,4 +1,5 @@
-// Command oracle answers, with Kubernetes' own code (k8s.io/kubernetes v1.36.3), what the API server and kubelet
+// Command oracle answers, with Kubernetes' own code (k8s.io/kubernetes at the release hack/build-tools.sh pins:
+// go.mod for the default minor, minors/v1.MINOR.mod for the others), what the API server and kubelet
 // would do with a manifest, so qos-guard's tests can compare its verdicts with the real thing.
 //
 // It is a long-lived stream process: one JSON value per input line, one JSON object per output line, in order.
@@ -31,6 +32,7 @@ import (
 	"math"
 	"math/big"
 	"os"
+	"runtime/debug"
 	"sort"
 	"strings"
 
@@ -120,7 +122,12 @@ type Result struct {
 func main() {
 	if len(os.Args) != 2 {
 		fmt.Fprintln(os.Stderr, "usage: oracle objects|quantities|read|reserved|topology|placement  (JSON lines on stdin)")
+		fmt.Fprintln(os.Stderr, "       oracle version  (the k8s.io/kubernetes release it was built against)")
 		os.Exit(2)
+	}
+	if os.Args[1] == "version" {
+		fmt.Println(kubernetesVersion())
+		return
 	}
 	klog.SetLogger(logr.Discard()) // the kubelet code logs every allocation; answers go to stdout only
 	handlers := map[string]func([]byte) any{"objects": object, "quantities": quantities, "read": read,
@@ -153,6 +160,19 @@ func main() {
 			os.Exit(1)
 		}
 	}
+}
+
+// kubernetesVersion is the k8s.io/kubernetes module version this binary was built against (its answers are
+// that release's, at that release's default feature gates).
+func kubernetesVersion() string {
+	if info, ok := debug.ReadBuildInfo(); ok {
+		for _, dep := range info.Deps {
+			if dep.Path == "k8s.io/kubernetes" {
+				return dep.Version
+			}
+		}
+	}
+	return "unknown"
 }
 
 // ---- objects ----

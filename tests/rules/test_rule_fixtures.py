@@ -8,6 +8,7 @@ import json
 import re
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ import yaml
 from tests.helpers import admission_review
 from webhook.core.config import Config
 from webhook.core.engine import Mode, evaluate
+from webhook.core.kubeversion import resolve
 from webhook.core.rules import RULE_IDS
 from webhook.manifests.configfile import load_config
 from webhook.serving.app import create_app
@@ -24,9 +26,23 @@ from webhook.serving.app import create_app
 RULES_DIR = Path(__file__).resolve().parents[1] / "fixtures" / "rules"
 
 
-def _config(rule: str) -> tuple[Config, list[str]]:
+def _config(rule: str, fixture: Path | None = None) -> tuple[Config, list[str]]:
+    """The rule's configuration and ``check``'s flags for it; a fixture whose answer is one minor's says so in a
+    ``# kubernetes: 1.MINOR`` line (``fixture_minor``), judged there, else at the default (newest) minor."""
     path = RULES_DIR / rule / "config.yaml"
-    return load_config(path if path.exists() else None), (["--config", str(path)] if path.exists() else [])
+    config = load_config(path if path.exists() else None)
+    flags = ["--config", str(path)] if path.exists() else []
+    minor = fixture_minor(fixture) if fixture is not None else None
+    if minor is not None:
+        config = replace(config, kubernetes_version=resolve(minor))
+        flags += ["--kubernetes-version", minor]
+    return config, flags
+
+
+def fixture_minor(path: Path) -> str | None:
+    """The minor a fixture is pinned to (``# kubernetes: 1.36``), or None."""
+    found = re.search(r"^# kubernetes: (1\.[0-9]+)$", path.read_text(), re.M)
+    return found[1] if found else None
 
 
 def _fixtures(outcome: str) -> list[Any]:
@@ -62,7 +78,7 @@ def _named(message: str) -> list[str]:
 
 @pytest.mark.parametrize(("rule", "path"), _fixtures("fail"))
 def test_fail_fixture_breaks_its_rule_everywhere(rule: str, path: Path) -> None:
-    config, flags = _config(rule)
+    config, flags = _config(rule, path)
     obj = yaml.safe_load(path.read_text())
     # Exactly its rule (CONTRIBUTING's promise), not "among others": a fixture that also broke another rule
     # would pass whichever of the two fired.
@@ -77,7 +93,7 @@ def test_fail_fixture_breaks_its_rule_everywhere(rule: str, path: Path) -> None:
 
 @pytest.mark.parametrize(("rule", "path"), _fixtures("pass"))
 def test_pass_fixture_is_admitted_everywhere(rule: str, path: Path) -> None:
-    config, flags = _config(rule)
+    config, flags = _config(rule, path)
     obj = yaml.safe_load(path.read_text())
     assert evaluate(obj, config, Mode.ENFORCE).violations == []
     cli = _check(path, flags)

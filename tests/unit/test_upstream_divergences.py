@@ -1,5 +1,7 @@
-"""One example per divergence from Kubernetes that the differential oracle found (issue: fidelity), each
-checked against what k8s.io/kubernetes v1.36 does with the same object."""
+"""One example per divergence from Kubernetes that the differential oracle found, each checked against what
+k8s.io/kubernetes does with the same object at the minor named (``V136``: up to 1.36; ``V137``: from 1.37, where
+PodLevelResourcesFixKubeletQOSClass, PodLevelResourcesFixDefaulting and PrepareForCreate's reset status change
+the answer; the default minor is the newest)."""
 
 from __future__ import annotations
 
@@ -17,16 +19,20 @@ from webhook.core.podspec import BEST_EFFORT, BURSTABLE, GUARANTEED, qos_class
 from webhook.core.workloads import find_targets
 from webhook.serving.app import create_app
 
-ALLOW = parse_config({"policy": {"podLevelResources": "allow"}})
+V136 = parse_config({"kubernetesVersion": "1.36"})
+V137 = parse_config({"kubernetesVersion": "1.37"})
+ALLOW = parse_config({"policy": {"podLevelResources": "allow"}, "kubernetesVersion": "1.36"})
+ALLOW_137 = parse_config({"policy": {"podLevelResources": "allow"}, "kubernetesVersion": "1.37"})
 
 
-def found(obj: dict[str, Any], config: Config | None = None, mode: Mode = Mode.ENFORCE) -> list[tuple[str, str]]:
-    return [(v.rule, dotted(v.path)) for _, v in evaluate(obj, config or Config(), mode).violations]
+def found(obj: dict[str, Any], config: Config = V136, mode: Mode = Mode.ENFORCE) -> list[tuple[str, str]]:
+    return [(v.rule, dotted(v.path)) for _, v in evaluate(obj, config, mode).violations]
 
 
-def qos(obj: dict[str, Any]) -> str:
+def qos(obj: dict[str, Any], config: Config = V136) -> str:
     (target,) = find_targets(obj)
-    return qos_class(target.pod_spec())
+    assert config.kubernetes_version is not None
+    return qos_class(target.pod_spec(config.kubernetes_version))
 
 
 def test_empty_pod_level_block_makes_the_pod_best_effort() -> None:
@@ -44,7 +50,8 @@ def test_hugepages_only_pod_level_block_is_refused() -> None:
     assert qos(manifest) != GUARANTEED
     # The pod-level requests default to the containers' sum (pod-level limits are set), the limits stay missing.
     missing = [("limits-missing", "spec.resources.limits.cpu"), ("limits-missing", "spec.resources.limits.memory")]
-    assert found(manifest) == missing
+    # IsPodLevelResourcesSet counts hugepages too: kubelet's CPU and Memory Managers skip the Pod.
+    assert sorted(found(manifest)) == sorted([*missing, ("pod-level-resources", "spec.resources")])
     assert found(manifest, ALLOW) == missing
 
 
@@ -59,9 +66,9 @@ def test_pod_level_limits_are_never_invented_from_container_limits() -> None:
 def test_status_qos_class_is_kept_on_create() -> None:
     manifest = pod(guaranteed()) | {"status": {"qosClass": "Burstable", "phase": "Running"}}
     assert found(manifest) == [("status-qos-class", "status.qosClass")]
-    verdict = evaluate(manifest, Config(), Mode.MUTATE)
+    verdict = evaluate(manifest, V136, Mode.MUTATE)
     assert verdict.allowed and [dotted(c.path) for c in verdict.changes] == ["status.qosClass"]
-    answer = create_app(Config()).test_client().post(
+    answer = create_app(V136).test_client().post(
         "/mutate", data=json.dumps(admission_review(manifest)), content_type="application/json").get_json()
     patch = json.loads(base64.b64decode(answer["response"]["patch"]))
     assert patch == [{"op": "remove", "path": "/status/qosClass"}]
@@ -90,10 +97,58 @@ def test_pod_level_pods_are_mutated_only_at_pod_level() -> None:
 
 def test_empty_pod_level_block_is_removed_by_mutation_and_the_containers_fixed() -> None:
     manifest = pod(container("a", rl("1", "1Gi"), rl("2", "1Gi")), resources={"requests": {}})
-    verdict = evaluate(manifest, Config(), Mode.MUTATE)
+    verdict = evaluate(manifest, V136, Mode.MUTATE)
     assert verdict.allowed
     assert [dotted(c.path) for c in verdict.changes] == ["spec.resources", "spec.containers[0].resources.requests.cpu"]
     # A block holding hugepages is not empty: it is not removed, and the Pod stays refused.
     hugepages = pod(guaranteed(), resources={"limits": {"hugepages-2Mi": "2Mi"}})
-    assert not evaluate(hugepages, Config(), Mode.MUTATE).allowed
-    assert "spec.resources" not in [dotted(c.path) for c in evaluate(hugepages, Config(), Mode.MUTATE).changes]
+    assert not evaluate(hugepages, V136, Mode.MUTATE).allowed
+    assert "spec.resources" not in [dotted(c.path) for c in evaluate(hugepages, V136, Mode.MUTATE).changes]
+
+
+# ------------------------------------------------------------------ from 1.37 (k8s.io/kubernetes v1.37.2)
+
+def test_empty_pod_level_block_no_longer_decides_from_1_37() -> None:
+    # ComputePodQOS takes the pod-level branch only when helper.IsPodLevelResourcesSet (a supported resource).
+    manifest = pod(guaranteed(), resources={})
+    assert qos(manifest, V137) == GUARANTEED
+    assert found(manifest, V137) == []
+    assert evaluate(manifest, Config(), Mode.ENFORCE).allowed  # the default minor is the newest
+    # mutate mode has nothing to remove: the block is harmless there
+    assert evaluate(manifest, V137, Mode.MUTATE).changes == ()
+
+
+def test_pod_level_limits_default_from_container_limits_from_1_37() -> None:
+    # DefaultPodLevelResources: a missing pod-level limit is max(request, containers' aggregated limits) when
+    # every container sets it, so this Pod is Guaranteed; kubelet still skips it (PodLevelResourceManagers off).
+    manifest = pod(guaranteed(), resources={"requests": rl("2", "4Gi")})
+    assert qos(manifest, V137) == GUARANTEED
+    assert found(manifest, ALLOW_137) == []
+    assert found(manifest, V137) == [("pod-level-resources", "spec.resources")]
+    # one container without a cpu limit: no pod-level cpu limit is defaulted
+    partial = pod(guaranteed(), container("b", rl("1", "1Gi"), rl("", "1Gi")), resources={"requests": rl("3", "5Gi")})
+    assert qos(partial, V137) == BURSTABLE
+
+
+def test_status_qos_class_is_reset_on_create_from_1_37() -> None:
+    # PrepareForCreate resets the status before GetPodQOS: a copied qosClass is not stored.
+    manifest = pod(guaranteed()) | {"status": {"qosClass": "Burstable", "phase": "Running"}}
+    assert found(manifest, V137) == []
+    assert evaluate(manifest, V137, Mode.MUTATE).changes == ()
+
+
+def test_hugepages_only_pod_level_block_from_1_37() -> None:
+    # The block sets a supported resource: it decides, its cpu/memory default from the containers (requests
+    # and, every container limiting them, limits): Guaranteed, yet skipped by the CPU Manager.
+    manifest = pod(guaranteed(), resources={"limits": {"hugepages-2Mi": "2Mi"}, "requests": {"hugepages-2Mi": "2Mi"}})
+    assert qos(manifest, V137) == GUARANTEED
+    assert not evaluate(manifest, V137, Mode.ENFORCE).allowed
+
+
+def test_pod_level_resources_are_dropped_on_1_33() -> None:
+    # PodLevelResources is alpha and off in 1.33: the API server drops spec.resources, the containers decide.
+    v133 = parse_config({"kubernetesVersion": "1.33"})
+    manifest = pod(guaranteed(), resources={"limits": rl("2", "4Gi")})
+    assert qos(manifest, v133) == GUARANTEED
+    assert found(manifest, v133) == []
+    assert found(manifest, V136) == [("pod-level-resources", "spec.resources")]

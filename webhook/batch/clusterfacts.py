@@ -13,20 +13,21 @@ from webhook.cluster.client import ClusterError
 from webhook.cluster.deviceclasses import read_device_classes
 from webhook.cluster.kubeconfig import explain, preflight
 from webhook.cluster.nrt import read_topology
+from webhook.cluster.version import read_version, served
 from webhook.cluster.watch import ApiTransport
 from webhook.core.config import Config
 from webhook.core.dra import DeviceClasses
 from webhook.core.facts import NO_FACTS, Facts, Memo
+from webhook.core.kubeversion import Semantics
 from webhook.core.numatopology import Topology
 
 
-def cluster_facts(config: Config, kubeconfig: str | None, say: Callable[[str], None], required: bool) -> Facts:
+def cluster_facts(config: Config, kubeconfig: str | None, say: Callable[[str], None], required: bool,
+                  version: bool = True) -> Facts:
     """What the cluster says, for a run of ``config``: its topology when the configuration asks for
-    ``numa: auto``, its DeviceClasses with ``policy.deviceClasses: true`` (else ``NO_FACTS``: nothing is read).
-    ``required``: read them even without ``kubeconfig`` (``audit`` always talks to a cluster; ``check`` only when
-    given one)."""
-    if not config.numa_auto and not config.policy.device_classes:
-        return NO_FACTS
+    ``numa: auto``, its DeviceClasses with ``policy.deviceClasses: true`` and, with ``version``, its API server's
+    minor (said once; else ``NO_FACTS``: nothing is read). ``required``: read them even without ``kubeconfig``
+    (``audit`` always talks to a cluster; ``check`` only when given one)."""
     if kubeconfig is None and not required:
         if config.numa_auto:
             say("policy.numa: auto: numa-unfit is not judged; pass --kubeconfig to read the cluster's "
@@ -35,18 +36,29 @@ def cluster_facts(config: Config, kubeconfig: str | None, say: Callable[[str], N
             say("policy.deviceClasses: true: DeviceClasses are not read; pass --kubeconfig to see which extended "
                 "resources DRA serves")
         return NO_FACTS
+    kube = cluster_kubernetes(config, kubeconfig, say) if version else None
+    if not config.numa_auto and not config.policy.device_classes:
+        return NO_FACTS if kube is None else Facts(kubernetes=kube)
     classes = _device_classes(config, kubeconfig, say)
     if not config.numa_auto:
-        return Facts(device_classes=classes)
+        return Facts(device_classes=classes, kubernetes=kube)
     try:
         preflight(kubeconfig)
         topology = read_topology(ApiTransport(kubeconfig))
     except ClusterError as exc:
         say(f"policy.numa: auto: numa-unfit is not judged: {explain(exc, kubeconfig)}")
-        return Facts(topology=Topology(problem=str(exc)), device_classes=classes)
+        return Facts(topology=Topology(problem=str(exc)), device_classes=classes, kubernetes=kube)
     if topology.problem:
         say(f"policy.numa: auto: {topology.problem}; numa-unfit judges only the nodes it can see")
-    return Facts(topology=topology, device_classes=classes, memo=Memo())
+    return Facts(topology=topology, device_classes=classes, kubernetes=kube, memo=Memo())
+
+
+def cluster_kubernetes(config: Config, kubeconfig: str | None, say: Callable[[str], None],
+                       context: str | None = None) -> Semantics | None:
+    """The API server's minor (None: not known, ``kubernetesVersion`` or the newest judges), said once."""
+    found = served(config.kubernetes_version, lambda: read_version(kubeconfig, context))
+    say(f"qos-guard: {found.says}")
+    return found.kube
 
 
 def _device_classes(config: Config, kubeconfig: str | None, say: Callable[[str], None]) -> DeviceClasses | None:

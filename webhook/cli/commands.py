@@ -6,15 +6,18 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from webhook.batch.formats import render, render_nodes
 from webhook.batch.report import Location, Report, numbered, skipped_text, summary_line
 from webhook.batch.runner import check_paths, fix_paths
+from webhook.core.config import Config, ConfigError
 from webhook.core.engine import Mode
 from webhook.core.facts import NO_FACTS
 from webhook.core.kubeletpinning import DEFAULT_POOL_LABELS
+from webhook.core.kubeversion import VersionError, resolve
 from webhook.core.outcome import ExitCode, Refused
 from webhook.manifests.configfile import load_config
 
@@ -36,8 +39,20 @@ def _nothing_to_judge(paths: Sequence[str], report: Report) -> str:
             "pass --allow-empty where finding none is expected")
 
 
-def cmd_check(args: argparse.Namespace) -> ExitCode:
+def configured(args: argparse.Namespace) -> Config:
+    """``--config``'s configuration, its ``kubernetesVersion`` replaced by ``--kubernetes-version`` when given."""
     config = load_config(args.config)
+    flag = getattr(args, "kubernetes_version", None)
+    if flag is None:
+        return config
+    try:
+        return replace(config, kubernetes_version=resolve(flag))
+    except VersionError as exc:
+        raise ConfigError(f"--kubernetes-version: {exc}") from None
+
+
+def cmd_check(args: argparse.Namespace) -> ExitCode:
+    config = configured(args)
     if args.kubeconfig and not (config.numa_auto or config.policy.device_classes):
         # check judges files, never the cluster: a flag that would do nothing is refused, not ignored.
         err(f"check: --kubeconfig is read only with policy.numa: auto (NUMA fit against the cluster's "
@@ -49,7 +64,8 @@ def cmd_check(args: argparse.Namespace) -> ExitCode:
     if config.numa_auto or config.policy.device_classes:
         from webhook.batch.clusterfacts import cluster_facts
 
-        facts = cluster_facts(config, args.kubeconfig, err, required=False)
+        facts = cluster_facts(config, args.kubeconfig, err, required=False,
+                              version=args.kubernetes_version is None)
     if args.format == "text":
         report = check_paths(args.paths, config, Mode(args.mode), stream=print, facts=facts)
         print(summary_line(report), file=sys.stderr)
@@ -73,10 +89,10 @@ def cmd_fix(args: argparse.Namespace) -> ExitCode:
             return ExitCode.USAGE
         from webhook.batch.filter import main_stdin
 
-        stdin_tally = main_stdin(load_config(args.config), args.dry_run)
+        stdin_tally = main_stdin(configured(args), args.dry_run)
         print(stdin_tally.summary(), file=sys.stderr)
         return stdin_tally.exit_code
-    tally = fix_paths(args.paths, load_config(args.config), Path(args.output) if args.output else None,
+    tally = fix_paths(args.paths, configured(args), Path(args.output) if args.output else None,
                       _err_line if args.dry_run else print, dry_run=args.dry_run, print_diff=_write_out)
     print(tally.summary(), file=sys.stderr)
     return tally.exit_code
@@ -235,7 +251,7 @@ def cmd_nodes(args: argparse.Namespace) -> ExitCode:
 def cmd_policy(args: argparse.Namespace) -> ExitCode:
     from webhook.policies.generate import PolicyError, render
 
-    config = load_config(args.config)
+    config = configured(args)
     try:
         text = render(config, args.mode, args.namespace, args.api_version)
     except PolicyError as exc:

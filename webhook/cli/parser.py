@@ -26,6 +26,7 @@ from webhook.cli.pipe import closed_pipe_tolerated
 from webhook.core.config import ConfigError
 from webhook.core.engine import Mode
 from webhook.core.kubeletpinning import DEFAULT_POOL_LABELS
+from webhook.core.kubeversion import DEFAULT, SUPPORTED_TEXT
 from webhook.core.outcome import ExitCode
 
 CHECK_EXIT_CODES = """exit codes:
@@ -72,6 +73,13 @@ def _format_option(command: argparse.ArgumentParser) -> None:
                          help=formats.choices_help())
 
 
+def _version_option(command: argparse.ArgumentParser) -> None:
+    command.add_argument("--kubernetes-version", metavar="1.MINOR",
+                         help=f"judge with this Kubernetes minor's semantics ({SUPPORTED_TEXT}; v1.37.2 is read as "
+                              f"1.37): QoS class, defaulting and pod-level resources differ between minors "
+                              f"(default: the kubernetesVersion key, else {DEFAULT.minor}, the newest)")
+
+
 def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
     """``serve``'s flags (bench/serve.py adds its benchmark-only ones to the same)."""
     serve.add_argument("--bind", default="0.0.0.0:8443", help="TLS address (default 0.0.0.0:8443)")
@@ -114,7 +122,9 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--kubeconfig", help="with policy.numa: auto, judge NUMA fit against this cluster's "
                                             "NodeResourceTopology objects and node labels; with "
                                             "policy.deviceClasses: true, read its DeviceClasses (refused, exit 2, "
-                                            "without either)")
+                                            "without either); then its API server's minor judges unless "
+                                            "--kubernetes-version says otherwise")
+    _version_option(check)
     check.set_defaults(func=cmd_check)
 
     fix = _command(sub, "fix", "rewrite manifest files so their Pods are Guaranteed with whole CPUs where that "
@@ -127,6 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="write nothing: print a unified diff of what would change on stdout (apply it with "
                           "patch -p1 or git apply), the changes and what is left on stderr")
     fix.add_argument("--config", help="configuration file (docs/contract.md#configuration)")
+    _version_option(fix)
     fix.set_defaults(func=cmd_fix)
 
     serve = _command(sub, "serve", "run the admission webhook (gunicorn, TLS)",
@@ -225,6 +236,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="admissionregistration.k8s.io version (v1: Kubernetes 1.36 and later)")
     policy.add_argument("--namespace", default="qos-guard",
                         help="namespace of the parameters ConfigMap, never judged (default qos-guard)")
+    _version_option(policy)
     policy.set_defaults(func=cmd_policy)
 
     def node_flags(p: argparse.ArgumentParser) -> None:

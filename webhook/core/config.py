@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from webhook.core.claims import CLAIM_GROUP, CLAIM_KINDS
+from webhook.core.kubeversion import DEFAULT as DEFAULT_KUBE
+from webhook.core.kubeversion import SUPPORTED, Semantics, VersionError, resolve
 from webhook.core.settings import Amount, Amounts, Choice, ConfigError, Count, Flag, Kind, Name, Names, Section, Setting
 from webhook.core.workloads import KINDS, PathError, Template
 from webhook.core.workloads import Kind as Workload
@@ -100,6 +102,23 @@ class Workloads(Kind):
                                for t in k.templates]} for k in value]
 
 
+@dataclass(frozen=True)
+class KubeVersion(Kind):
+    """A supported Kubernetes minor (``1.37``, ``v1.37.2``); null: the API server's, else the newest."""
+
+    def parse(self, raw: Any, key: str) -> Semantics:
+        try:
+            return resolve(str(raw) if isinstance(raw, int | float) and not isinstance(raw, bool) else raw)
+        except VersionError as exc:
+            raise ConfigError(f"{key}: {exc}") from None
+
+    def text(self, value: Any) -> str:
+        return "" if value is None else str(value)
+
+    def document(self, value: Any) -> Any:
+        return None if value is None else str(value)
+
+
 # The keys, each written once. Their dotted names are their place in SCHEMA below.
 FRACTIONAL = Setting("fractionalCPUContainers", Names(), frozenset(),
                      "containers (by name) whose cpu may be fractional; they still need requests == limits")
@@ -141,6 +160,12 @@ SCHEDULER_NAME = Setting("schedulerName", Name(), None,
 PLACE_MEMORY = Setting("memoryManager", Flag(), False,
                        "true: the nodes run the Memory Manager Static, so Pods with exclusive CPUs and no devices "
                        "need one NUMA node too (for their memory) and get placement.schedulerName", param=False)
+KUBERNETES_VERSION = Setting(
+    "kubernetesVersion", KubeVersion(), None,
+    f"the Kubernetes minor whose semantics judge (one of {', '.join(map(str, SUPPORTED))}): QoS class, defaulting "
+    "and pod-level resources differ between minors (docs/contract.md#kubernetes-versions). null: the API server's "
+    f"own (/version) where qos-guard reads the cluster, else {DEFAULT_KUBE.minor}, the newest; "
+    "--kubernetes-version wins over it", param=False)
 RUNTIME_CLASSES = Setting("runtimeClassNames", Names(), frozenset(),
                           "Pods with one of these runtimeClassName are never judged (e.g. VM-isolated kata)")
 
@@ -210,6 +235,8 @@ class Config:
     placement: PlacementPolicy = field(default_factory=PlacementPolicy)
     # Kinds declared in the configuration, judged as the built-in ones (``webhook.core.workloads.table``).
     workloads: tuple[Workload, ...] = ()
+    # ``kubernetesVersion``: the minor written (``webhook.core.engine.kube_of`` says which minor judges).
+    kubernetes_version: Semantics | None = None
 
     @property
     def numa_auto(self) -> bool:
@@ -228,6 +255,7 @@ SCHEMA = Section("", Config, (
     Section("exemptions", Exemptions, (NAMESPACES, USERNAMES, RUNTIME_CLASSES)),
     Section("placement", PlacementPolicy, (SCHEDULER_NAME, PLACE_MEMORY)),
     WORKLOADS,
+    KUBERNETES_VERSION,
 ))
 
 
@@ -237,5 +265,19 @@ def parse_config(raw: Any) -> Config:
     return config
 
 
-__all__ = ["AUTO", "SCHEMA", "AutoNuma", "Config", "ConfigError", "Exemptions", "MutationPolicy", "NumaPolicy",
-           "PlacementPolicy", "Policy", "Workloads", "parse_config"]
+__all__ = [
+    "AUTO",
+    "KUBERNETES_VERSION",
+    "SCHEMA",
+    "AutoNuma",
+    "Config",
+    "ConfigError",
+    "Exemptions",
+    "KubeVersion",
+    "MutationPolicy",
+    "NumaPolicy",
+    "PlacementPolicy",
+    "Policy",
+    "Workloads",
+    "parse_config",
+]

@@ -76,7 +76,9 @@ def may_align(pod: PodSpec) -> bool:
     and memory (Guaranteed needs that) without a pod-level block (the managers skip those); the QoS class last."""
     if any(is_device(k) for c in pod.all_containers for k in c.devices):
         return True
-    if pod.declared_qos is None and (pod.pod_level is not None or not all(
+    if pod.pod_level_set:  # the CPU and Memory Managers skip it
+        return False
+    if pod.declared_qos is None and (pod.pod_level_decides or not all(
             (cpu := c.resources.limits.get(CPU)) is not None and cpu.positive
             and (mem := c.resources.limits.get(MEMORY)) is not None and mem.positive for c in pod.all_containers)):
         return False
@@ -154,8 +156,7 @@ class Demands:
 
 def demands(pod: PodSpec, guaranteed: bool | None = None) -> Demands:
     guaranteed = _guaranteed(pod) if guaranteed is None else guaranteed
-    pod_level = pod.pod_level is not None and not pod.pod_level.empty and any(
-        r in (CPU, MEMORY) for r in (*pod.pod_level.requests, *pod.pod_level.limits))
+    pod_level = pod.pod_level_set
     ordered = [_container_demand(c, guaranteed, pod_level) for c in pod.init_containers + pod.containers]
     fractional = tuple(d.label for d in ordered if _whole_bytes(d.memory) is None)
     ordered = [Demand(d.label, d.path, d.container, d.kind, d.cpus, _whole_bytes(d.memory) or {}, d.devices)

@@ -19,6 +19,7 @@ from webhook.core.claims import CLAIM_KINDS
 from webhook.core.config import Config
 from webhook.core.facts import NO_FACTS, Facts
 from webhook.core.fieldpath import FieldPath
+from webhook.core.kubeversion import DEFAULT, Semantics
 from webhook.core.mutation import Change, apply_changes, plan_changes
 from webhook.core.podspec import PodSpec, build_pod_spec
 from webhook.core.rules import Violation, run_rules
@@ -109,7 +110,7 @@ class TargetResult:
         fixed = apply_changes(self.target.spec, in_spec, skip=len(where))
         # The only change outside the spec removes ``status.qosClass``, the one status field that counts.
         status = self.target.status if len(in_spec) == len(self.changes) else None
-        pod = replace(self.target, spec=fixed, status=status).pod_spec()
+        pod = replace(self.target, spec=fixed, status=status).pod_spec(self.pod.kube)
         return tuple(v for v in run_rules(pod, self.config.policy, self.facts) if not v.advisory)
 
     @cached_property
@@ -194,6 +195,12 @@ def exemption(config: Config, target: Target, namespace: str | None, username: s
     return None
 
 
+def kube_of(config: Config, facts: Facts = NO_FACTS) -> Semantics:
+    """The minor whose semantics judge: the API server's (a fact) when read, else the configuration's
+    ``kubernetesVersion`` (``--kubernetes-version``), else ``kubeversion.DEFAULT``, the newest supported."""
+    return facts.kubernetes or config.kubernetes_version or DEFAULT
+
+
 def evaluate(obj: Any, config: Config, mode: Mode, facts: Facts = NO_FACTS, *, namespace: str | None = None,
              username: str | None = None) -> Verdict:
     """Judge every pod spec in ``obj`` against ``facts``; raises ``ManifestError`` for an object of the wrong
@@ -202,6 +209,7 @@ def evaluate(obj: Any, config: Config, mode: Mode, facts: Facts = NO_FACTS, *, n
     ``namespace`` defaults to each object's own ``metadata.namespace``.
     """
     targets = list(find_targets(obj, kinds=table(config.workloads)))
+    kube = kube_of(config, facts)
     results = []
     for target in targets:
         why = exemption(config, target, namespace, username)
@@ -210,10 +218,10 @@ def evaluate(obj: Any, config: Config, mode: Mode, facts: Facts = NO_FACTS, *, n
                 return Verdict(mode, (), exempt=why)
             continue
         if target.kind in CLAIM_KINDS:  # a claim spec, judged whole; an empty pod spec for the record
-            pod = build_pod_spec({}, target.path)
+            pod = build_pod_spec({}, target.path, kube=kube)
             found = judge_claim(target.kind, target.spec, target.path, config.policy)
         else:
-            pod = target.pod_spec()
+            pod = target.pod_spec(kube)
             found = run_rules(pod, config.policy, facts)
         results.append(TargetResult(target, pod, tuple(v for v in found if not v.advisory), config,
                                     tuple(v for v in found if v.advisory), facts))

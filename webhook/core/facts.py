@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from webhook.core.dra import DeviceClasses
+from webhook.core.kubeversion import Semantics
 from webhook.core.memo import Memo
 from webhook.core.numatopology import Topology
 
@@ -28,6 +29,9 @@ class Facts:
     # The cluster's DeviceClasses (policy.deviceClasses: true): which extended resources DRA serves; None: not
     # known (only the deviceclass.resource.kubernetes.io/ names count as DRA then).
     device_classes: DeviceClasses | None = None
+    # The Kubernetes minor the API server reports (/version): its semantics judge the Pod, over the
+    # configuration's kubernetesVersion; None: not read (``webhook.core.engine.kube_of``).
+    kubernetes: Semantics | None = None
     memo: Memo | None = field(default=None, compare=False, repr=False)
 
     def remembering(self) -> Memo | None:

@@ -104,12 +104,12 @@ def plan_changes(pod: PodSpec, config: Config) -> list[Change]:
         changes.append(Change((*pod.path[:-1], "status", "qosClass"),
                               f"removed status.qosClass {pod.declared_qos} (the API server would keep it)",
                               new=REMOVED))
-    level = pod.pod_level
+    level = pod.pod_level if pod.pod_level_decides else None
     if level is not None and level.empty:
-        # ``resources: {}`` makes the Pod BestEffort whatever its containers ask for: removing it lets the
-        # containers' resources decide again.
+        # Up to 1.36, ``resources: {}`` makes the Pod BestEffort whatever its containers ask for: removing it
+        # lets the containers' resources decide again (from 1.37 they do anyway: nothing to remove).
         changes.append(Change(level.path, "pod: removed the empty pod-level resources block (it makes the Pod "
-                              "BestEffort)", new=REMOVED))
+                              f"BestEffort on Kubernetes {pod.kube})", new=REMOVED))
         level = None
     if level is None:
         for c in pod.all_containers:

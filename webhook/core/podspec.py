@@ -15,6 +15,7 @@ from typing import Any
 
 from webhook.core.dra import pod_claims
 from webhook.core.fieldpath import FieldPath, dotted
+from webhook.core.kubeversion import DEFAULT, Semantics
 from webhook.core.quantity import Quantity, QuantityError, format_milli, quantity_from_value
 from webhook.core.scheduling import Placement, placement
 
@@ -23,6 +24,8 @@ MEMORY = "memory"
 COMPUTE = (CPU, MEMORY)
 # Not devices: resources that are per node, not per NUMA node, or are not requests at all.
 _NOT_DEVICES = frozenset({CPU, MEMORY, "ephemeral-storage", "storage"})
+HUGEPAGES_PREFIX = "hugepages-"
+_KINDS = ("requests", "limits")
 
 GUARANTEED = "Guaranteed"
 BURSTABLE = "Burstable"
@@ -77,6 +80,9 @@ class Block:
     requests: Mapping[str, Amount]
     limits: Mapping[str, Amount]
     empty: bool = False  # nothing at all is written in it (no resource of any kind)
+    # It names a resource pod-level resources support (cpu, memory, hugepages-*): ``IsPodLevelResourcesSet``,
+    # what makes kubelet's CPU and Memory Managers skip the Pod, and from 1.37 what lets it decide the QoS class.
+    sets_supported: bool = False
 
     def clean(self, resource: str) -> bool:
         """No value of ``resource`` is invalid: an invalid one yields ``invalid-quantity`` and nothing else."""
@@ -120,6 +126,23 @@ class PodSpec:
     placement: Placement = field(default_factory=Placement)
     # ``spec.resourceClaims`` by name: devices allocated through DRA (``webhook.core.dra``).
     resource_claims: tuple[str, ...] = ()
+    # The Kubernetes minor judged: what its API server stores and its kubelet pins (``webhook.core.kubeversion``).
+    kube: Semantics = DEFAULT
+
+    @property
+    def pod_level_decides(self) -> bool:
+        """The pod-level block alone decides the QoS class (``ComputePodQOS``): whenever ``spec.resources`` is
+        there up to 1.36, even ``{}``; from 1.37 (PodLevelResourcesFixKubeletQOSClass) only when it sets a
+        supported resource."""
+        level = self.pod_level
+        return level is not None and (level.sets_supported or not self.kube.pod_level_qos_needs_set)
+
+    @property
+    def pod_level_set(self) -> bool:
+        """``IsPodLevelResourcesSet``: kubelet's CPU and Memory Managers skip the Pod (PodLevelResourceManagers
+        is off by default in every supported minor)."""
+        return self.pod_level is not None and self.pod_level.sets_supported and \
+            not self.kube.pod_level_resource_managers
 
     @property
     def all_containers(self) -> tuple[Container, ...]:
@@ -134,9 +157,9 @@ class PodSpec:
             yield self.pod_level
 
     def qos_blocks(self) -> Iterator[Block]:
-        """The blocks that decide the QoS class: the pod-level block alone when present
-        (``ComputePodQOS``, pkg/apis/core/helper/qos/qos.go), else every container's."""
-        if self.pod_level is not None:
+        """The blocks that decide the QoS class: the pod-level block alone when it does
+        (``pod_level_decides``; ``ComputePodQOS``, pkg/apis/core/helper/qos/qos.go), else every container's."""
+        if self.pod_level is not None and self.pod_level_decides:
             yield self.pod_level
         else:
             for c in self.all_containers:
@@ -225,7 +248,7 @@ def _container(raw: Any, path: FieldPath, init: bool, template: str = "") -> Con
         sidecar=init and spec.get("restartPolicy") == "Always",
         init=init,
         resources=Block(f'{_prefix(template)}container "{name}" ({dotted(path)})', name, res_path, requests,
-                        limits),
+                        limits, empty=not any(_mapping(resources.get(k), (*res_path, k)) for k in _KINDS)),
         devices=_devices(resources, res_path),
     )
 
@@ -270,32 +293,76 @@ def _prefix(template: str) -> str:
     return f"{template}: " if template else ""
 
 
+def _supported(name: object) -> bool:
+    """``IsSupportedPodLevelResource`` (k8s.io/component-helpers/resource/helpers.go)."""
+    return isinstance(name, str) and (name in COMPUTE or name.startswith(HUGEPAGES_PREFIX))
+
+
 def _pod_level(spec: Mapping[str, Any], path: FieldPath, containers: tuple[Container, ...],
-               init_containers: tuple[Container, ...], template: str = "") -> Block | None:
-    """The pod-level block after ``defaultPodRequests`` (pkg/apis/core/v1/defaults.go): only when pod-level
-    limits are set, a missing request defaults to the containers' aggregated requests, else to the limit.
-    Pod-level limits are never defaulted."""
-    if spec.get("resources") is None:
+               init_containers: tuple[Container, ...], template: str, kube: Semantics) -> Block | None:
+    """The pod-level block as the API server stores it: None where ``PodLevelResources`` is off (1.33 drops
+    it), defaulted as ``kube``'s release defaults it (``_default_before_1_37`` or ``_default_from_1_37``)."""
+    if spec.get("resources") is None or not kube.pod_level_resources:
         return None
     res_path = (*path, "resources")
     resources = _mapping(spec.get("resources"), res_path)
-    requests = _resource_list(resources.get("requests"), (*res_path, "requests"), COMPUTE)
-    limits = _resource_list(resources.get("limits"), (*res_path, "limits"), COMPUTE)
-    if _mapping(resources.get("limits"), (*res_path, "limits")):
-        aggregated = effective_requests(containers, init_containers)
-        for name in COMPUTE:
-            if name in requests:
-                continue
-            if name in aggregated:
-                requests[name] = _aggregate(aggregated[name], (*res_path, "requests", name))
-            elif name in limits:
-                requests[name] = _defaulted(limits[name], (*res_path, "requests", name))
-    written = any(_mapping(resources.get(kind), (*res_path, kind)) for kind in ("requests", "limits"))
-    return Block(f"{_prefix(template)}pod ({dotted(res_path)})", None, res_path, requests, limits, empty=not written)
+    raw_requests = _mapping(resources.get("requests"), (*res_path, "requests"))
+    raw_limits = _mapping(resources.get("limits"), (*res_path, "limits"))
+    requests = _resource_list(raw_requests, (*res_path, "requests"), COMPUTE)
+    limits = _resource_list(raw_limits, (*res_path, "limits"), COMPUTE)
+    written = bool(raw_requests) or bool(raw_limits)
+    if kube.pod_level_fix_defaulting:
+        if written:
+            _default_from_1_37(requests, limits, res_path, containers, init_containers)
+    elif raw_limits:
+        _default_before_1_37(requests, limits, res_path, containers, init_containers)
+    return Block(f"{_prefix(template)}pod ({dotted(res_path)})", None, res_path, requests, limits,
+                 empty=not written, sets_supported=any(map(_supported, (*raw_requests, *raw_limits))))
 
 
-def build_pod_spec(spec: Any, path: FieldPath, status: Any = None, template: str = "") -> PodSpec:
-    """The pod spec at ``path`` as the API server stores it; ``status`` is a Pod's own ``status``;
+def _default_before_1_37(requests: dict[str, Amount], limits: dict[str, Amount], res_path: FieldPath,
+                         containers: tuple[Container, ...], init_containers: tuple[Container, ...]) -> None:
+    """``defaultPodRequests`` (pkg/apis/core/v1/defaults.go, up to 1.36), run only when pod-level limits are
+    set: a missing request defaults to the containers' aggregated requests, else to the limit. Pod-level
+    limits are never defaulted."""
+    aggregated = effective_requests(containers, init_containers)
+    for name in COMPUTE:
+        if name in requests:
+            continue
+        if name in aggregated:
+            requests[name] = _aggregate(aggregated[name], (*res_path, "requests", name))
+        elif name in limits:
+            requests[name] = _defaulted(limits[name], (*res_path, "requests", name))
+
+
+def _default_from_1_37(requests: dict[str, Amount], limits: dict[str, Amount], res_path: FieldPath,
+                       containers: tuple[Container, ...], init_containers: tuple[Container, ...]) -> None:
+    """``DefaultPodLevelResources`` (pkg/api/pod/util.go, PodLevelResourcesFixDefaulting, from 1.37), in
+    PrepareForCreate, for a block that sets anything: requests from the containers' aggregated requests, then
+    from the pod-level limits (``defaultPodLevelRequests``); a missing limit becomes the larger of the request
+    and the containers' aggregated limits when every container sets that limit (``defaultPodLevelLimits``)."""
+    aggregated = effective_requests(containers, init_containers)
+    for name in COMPUTE:
+        if name not in requests and name in aggregated:
+            requests[name] = _aggregate(aggregated[name], (*res_path, "requests", name))
+    for name in COMPUTE:
+        if name not in requests and name in limits:
+            requests[name] = _defaulted(limits[name], (*res_path, "requests", name))
+    every = containers + init_containers
+    candidates = [n for n in COMPUTE if n in requests and n not in limits
+                  and all(n in c.resources.limits for c in every)]
+    if not candidates:
+        return
+    aggregated_limits = effective_requests(containers, init_containers, kind="limits")
+    for name in candidates:
+        if name in aggregated_limits:
+            limit = max(aggregated_limits[name], requests[name].milli if not requests[name].invalid else 0)
+            limits[name] = _aggregate(limit, (*res_path, "limits", name))
+
+
+def build_pod_spec(spec: Any, path: FieldPath, status: Any = None, template: str = "",
+                   kube: Semantics = DEFAULT) -> PodSpec:
+    """The pod spec at ``path`` as ``kube``'s API server stores it; ``status`` is a Pod's own ``status``;
     ``template`` names it among its object's several (``webhook.core.workloads.Target.template``)."""
     body = _mapping(spec, path)
     containers = tuple(
@@ -306,22 +373,27 @@ def build_pod_spec(spec: Any, path: FieldPath, status: Any = None, template: str
         _container(c, (*path, "initContainers", i), init=True, template=template)
         for i, c in enumerate(_sequence(body.get("initContainers"), (*path, "initContainers")))
     )
-    declared = status.get("qosClass") if isinstance(status, Mapping) else None
+    declared = status.get("qosClass") if isinstance(status, Mapping) and kube.keeps_declared_qos else None
     return PodSpec(
         path=path,
         containers=containers,
         init_containers=init_containers,
-        pod_level=_pod_level(body, path, containers, init_containers, template),
+        pod_level=_pod_level(body, path, containers, init_containers, template, kube),
         declared_qos=declared if isinstance(declared, str) and declared else None,
         placement=placement(body),
-        resource_claims=pod_claims(body),
+        # DynamicResourceAllocation off (1.33): the API server drops spec.resourceClaims on create.
+        resource_claims=pod_claims(body) if kube.dra else (),
+        kube=kube,
     )
 
 
 def qos_class(pod: PodSpec) -> str:
-    """``ComputePodQOS`` (pkg/apis/core/helper/qos/qos.go, PodLevelResources on): only cpu and memory count,
-    zero amounts are ignored, ephemeral containers never count, and a pod-level block, when present,
-    decides alone. The class computed from the spec; ``declared_qos`` may override it on create."""
+    """``ComputePodQOS`` (pkg/apis/core/helper/qos/qos.go) of ``pod.kube``'s release: only cpu and memory
+    count, ephemeral containers never do, and the pod-level block decides alone when it does
+    (``PodSpec.pod_level_decides``). The class computed from the spec; ``declared_qos`` may override it on
+    create (up to 1.36)."""
+    if pod.kube.pod_level_qos_needs_set:
+        return _qos_by_block(pod)
     requests: dict[str, int] = {}
     limits: dict[str, int] = {}
     guaranteed = True
@@ -341,3 +413,29 @@ def qos_class(pod: PodSpec) -> str:
     if guaranteed and requests.keys() == limits.keys() and all(limits[k] == v for k, v in requests.items()):
         return GUARANTEED
     return BURSTABLE
+
+
+def _qos_by_block(pod: PodSpec) -> str:
+    """1.37's ``ComputePodQOS``: each block's class (``requirementsQOS``), then Burstable if any block is or
+    if they differ. A pod without containers is BestEffort."""
+    found = None
+    for block in pod.qos_blocks():
+        cls = _block_qos(block)
+        if cls == BURSTABLE or (found is not None and found != cls):
+            return BURSTABLE
+        found = cls
+    return found or BEST_EFFORT
+
+
+def _block_qos(block: Block) -> str:
+    """``requirementsQOS``: BestEffort when nothing at all is set; per cpu and memory, ``resourceQOS`` (request
+    != limit: Burstable; both zero: BestEffort; else Guaranteed), Burstable when they differ."""
+    if block.empty and not block.requests and not block.limits:
+        return BEST_EFFORT
+    classes = set()
+    for name in COMPUTE:
+        request, limit = block.requests.get(name), block.limits.get(name)
+        req = request.milli if request is not None and not request.invalid else 0
+        lim = limit.milli if limit is not None and not limit.invalid else 0
+        classes.add(BURSTABLE if req != lim else BEST_EFFORT if req == 0 else GUARANTEED)
+    return classes.pop() if len(classes) == 1 else BURSTABLE

@@ -21,7 +21,7 @@ from typing import Any
 from webhook.core.config import Config
 from webhook.core.demands import demands, dra_use, is_device, may_align
 from webhook.core.dra import DeviceClasses
-from webhook.core.engine import exemption
+from webhook.core.engine import exemption, kube_of
 from webhook.core.facts import NO_FACTS, Facts
 from webhook.core.mutation import Change
 from webhook.core.podspec import PodSpec
@@ -89,7 +89,7 @@ def choose_for(obj: Any, config: Config, facts: Facts = NO_FACTS, *, namespace: 
     for target in find_targets(obj, kinds=table(config.workloads)):
         if target.kind != POD or exemption(config, target, namespace, username) is not None:
             continue
-        return choose(target.spec, target.pod_spec(), config, facts.device_classes)
+        return choose(target.spec, target.pod_spec(kube_of(config, facts)), config, facts.device_classes)
     return NOTHING
 
 

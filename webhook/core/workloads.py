@@ -28,6 +28,7 @@ from typing import Any
 
 from webhook.core.claims import CLAIM_KINDS, ClaimKind, claim_kind, claim_spec
 from webhook.core.fieldpath import FieldPath, Segment, dotted
+from webhook.core.kubeversion import DEFAULT, Semantics
 from webhook.core.podspec import ManifestError, PodSpec, build_pod_spec
 
 POD = "Pod"
@@ -238,8 +239,9 @@ class Target:
     template: str = ""
     root: FieldPath = ()  # where the object is in the document (a List's item): one object, several templates
 
-    def pod_spec(self) -> PodSpec:
-        return build_pod_spec(self.spec, self.path, self.status, self.template)
+    def pod_spec(self, kube: Semantics = DEFAULT) -> PodSpec:
+        """The pod spec as ``kube``'s API server stores it."""
+        return build_pod_spec(self.spec, self.path, self.status, self.template, kube)
 
 
 def _meta(obj: Mapping[str, Any], where: FieldPath) -> tuple[str, str | None]:

@@ -10,7 +10,8 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from webhook.core.config import Workloads
+from webhook.core.config import KubeVersion, Workloads
+from webhook.core.kubeversion import NEWEST, OLDEST
 from webhook.core.settings import Amount, Amounts, Choice, Count, Flag, Kind, Name, Names, Section, Setting
 
 # resource.ParseQuantity's grammar for a positive value (the server checks the rest, e.g. a zero in "0.0").
@@ -51,6 +52,8 @@ def kind_schema(kind: Kind) -> dict[str, Any]:
         return {"type": "object", "additionalProperties": kind_schema(Amount())}
     if isinstance(kind, Workloads):
         return _workloads_schema(kind)
+    if isinstance(kind, KubeVersion):  # null (the default): the API server's own
+        return {"type": ["string", "null"], "pattern": r"^v?1\.[0-9]+(\.[0-9]+)?$"}
     raise TypeError(f"no JSON Schema for {type(kind).__name__}")
 
 
@@ -106,6 +109,8 @@ def described(kind: Kind) -> str:
         return "resource name: quantity > 0"
     if isinstance(kind, Workloads):
         return "list of {group, version, kind, plural, templates}"
+    if isinstance(kind, KubeVersion):
+        return f"{OLDEST} to {NEWEST}, or null"
     raise TypeError(f"no description for {type(kind).__name__}")
 
 

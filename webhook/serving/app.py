@@ -30,6 +30,7 @@ from webhook.core.claims import CLAIM_KINDS
 from webhook.core.config import Config
 from webhook.core.dra import DeviceClasses
 from webhook.core.facts import NO_FACTS, Facts, Memo
+from webhook.core.kubeversion import Semantics
 from webhook.core.numatopology import Topology
 from webhook.core.rules import RULE_IDS
 from webhook.core.workloads import KINDS
@@ -71,10 +72,11 @@ def _json(status: int, body: dict[str, Any]) -> Response:
 
 def create_app(config: Config, metrics: Metrics | None = None, own_namespace: str | None = None,
                topology: Callable[[], Topology] | None = None,
-               device_classes: Callable[[], DeviceClasses | None] | None = None) -> Flask:
+               device_classes: Callable[[], DeviceClasses | None] | None = None,
+               kubernetes: Semantics | None = None) -> Flask:
     """The admission application: one route per ``ENDPOINTS`` entry. ``topology`` (``policy.numa: auto``) and
     ``device_classes`` (``policy.deviceClasses: true``) are the caches' current snapshots, read once per
-    request."""
+    request; ``kubernetes``: the API server's minor, read at start (None: ``config``'s, else the newest)."""
     app = Flask("qos-guard")
     metrics = metrics or Metrics.create(CollectorRegistry())
     spare_budget = BodyBudget()
@@ -86,12 +88,14 @@ def create_app(config: Config, metrics: Metrics | None = None, own_namespace: st
     metrics.violations.labels("cpu-not-integer")
 
     last: list[tuple[Topology | None, DeviceClasses | None, Facts]] = []
+    plain = NO_FACTS if kubernetes is None else Facts(kubernetes=kubernetes)
 
     def judging(snapshot: Topology | None, classes: DeviceClasses | None) -> Facts:
         """The facts of the snapshots, made once per pair (a snapshot lasts until a change) with a memo of their
         own: the same Pods come again and again, and what was learnt dies with the snapshot."""
         if not last or last[0][0] is not snapshot or last[0][1] is not classes:
-            last[:] = [(snapshot, classes, Facts(topology=snapshot, device_classes=classes, memo=Memo()))]
+            last[:] = [(snapshot, classes, Facts(topology=snapshot, device_classes=classes, kubernetes=kubernetes,
+                                                 memo=Memo()))]
         return last[0][2]
 
     def read_body() -> bytes | bytearray:
@@ -121,7 +125,7 @@ def create_app(config: Config, metrics: Metrics | None = None, own_namespace: st
         started = time.perf_counter()
         try:
             review = parse_review(read_body(), endpoint)
-            facts = NO_FACTS if topology is None and device_classes is None else judging(
+            facts = plain if topology is None and device_classes is None else judging(
                 None if topology is None else topology(), None if device_classes is None else device_classes())
             try:
                 decision = review_decision(review, endpoint, config, facts, own_namespace)

@@ -23,6 +23,7 @@ from gunicorn.app.base import BaseApplication
 
 from webhook import interpreter
 from webhook.core.config import Config
+from webhook.core.kubeversion import Semantics
 from webhook.manifests.configfile import load_config
 from webhook.serving import decisionlog
 from webhook.serving.certfiles import resolve_certificates
@@ -63,6 +64,14 @@ def _start_health_server(opts: ServeOptions, ready: Callable[[], bool]) -> Any:
     return health
 
 
+def cluster_reachable(kubeconfig: str | None) -> bool:
+    """Whether there is a way to an API server: ``--kubeconfig``, in-cluster, or the usual files (by presence)."""
+    if kubeconfig is not None:
+        return os.path.isfile(kubeconfig)
+    candidates = [*os.environ.get("KUBECONFIG", "").split(os.pathsep), os.path.expanduser("~/.kube/config")]
+    return bool(os.environ.get("KUBERNETES_SERVICE_HOST")) or any(c and os.path.isfile(c) for c in candidates)
+
+
 def check_cluster_access(kubeconfig: str | None) -> None:
     """``policy.numa: auto`` and ``policy.deviceClasses: true`` need a way to the API server: in-cluster,
     ``--kubeconfig`` or the usual files. Checked by their presence only: the Kubernetes client (urllib3, ssl) must
@@ -75,6 +84,23 @@ def check_cluster_access(kubeconfig: str | None) -> None:
     if not os.environ.get("KUBERNETES_SERVICE_HOST") and not any(c and os.path.isfile(c) for c in candidates):
         raise ServeError("policy.numa: auto and policy.deviceClasses: true read the cluster (NodeResourceTopology "
                          "objects and node labels; DeviceClasses): run in-cluster or pass --kubeconfig")
+
+
+def kubernetes_of(config: Config, kubeconfig: str | None) -> Semantics | None:
+    """The API server's minor, asked once per worker (after gevent patched ssl: see ``check_cluster_access``)
+    where there is a way to it, and the log line saying which minor judges; None: ``kubernetesVersion`` or the
+    newest judges (no cluster to ask, e.g. ``make run`` on a laptop)."""
+    from webhook.cluster.client import ClusterError
+    from webhook.cluster.version import read_version, served
+
+    def read() -> dict[str, object]:
+        if not cluster_reachable(kubeconfig):
+            raise ClusterError("no kubeconfig, and not running in a cluster")
+        return read_version(kubeconfig)
+
+    found = served(config.kubernetes_version, read)
+    logging.getLogger("qos_guard.server").info("qos-guard: %s", found.says)
+    return found.kube
 
 
 def worker_app(config: Config, own_namespace: str | None, extend: Extend | None = None,
@@ -98,7 +124,7 @@ def worker_app(config: Config, own_namespace: str | None, extend: Extend | None 
         from webhook.serving.deviceclasses import start_device_class_cache
 
         classes = start_device_class_cache(kubeconfig)
-    app = create_app(config, metrics, own_namespace, snapshot, classes)
+    app = create_app(config, metrics, own_namespace, snapshot, classes, kubernetes_of(config, kubeconfig))
     # What the worker holds from now on (modules, the Kubernetes client's thousands of classes with numa: auto)
     # lives as long as it does: out of the cyclic collector's full scans, which a request's garbage triggers.
     gc.freeze()

@@ -56,8 +56,9 @@ def _pod_fields(t: str) -> dict[str, str]:
         "qos": f"has({t}.spec.resources)",
         # Nothing at all in it (``resources: {}``): the mutation removes such a block, as the engine's does.
         "empty": f"size({lim}) == 0 && size({req}) == 0",
-        # isPodLevelResourcesSet restricted to cpu/memory: what makes kubelet's CPU and Memory Managers skip it.
-        "level": f"['cpu', 'memory'].exists(r, r in {lim} || r in {req})",
+        # IsPodLevelResourcesSet: what makes kubelet's CPU and Memory Managers skip it.
+        "level": f"({lim}.exists(r, r in ['cpu', 'memory'] || r.startsWith('hugepages-')) || "
+                 f"{req}.exists(r, r in ['cpu', 'memory'] || r.startsWith('hugepages-')))",
     }
 
 

@@ -1,5 +1,7 @@
-"""``pod-level-resources``: kubelet's CPU and Memory Managers skip Pods whose ``spec.resources`` sets
-cpu or memory unless the node enables the ``PodLevelResourceManagers`` feature."""
+"""``pod-level-resources``: kubelet's CPU and Memory Managers skip Pods whose ``spec.resources`` sets cpu,
+memory or hugepages (``IsPodLevelResourcesSet``) unless the node enables the ``PodLevelResourceManagers``
+feature (off by default in every supported minor); on 1.33 the API server drops the block, so nothing is
+skipped (``PodSpec.pod_level_set``)."""
 
 from __future__ import annotations
 
@@ -12,14 +14,14 @@ from webhook.core.rules.base import Rule, Text, Violation
 RULE_ID = "pod-level-resources"
 ALLOW = "allow"
 
-SKIPPED = Text("{label}: pod-level cpu/memory make kubelet's CPU and Memory Managers skip the Pod "
+SKIPPED = Text("{label}: pod-level cpu, memory or hugepages make kubelet's CPU and Memory Managers skip the Pod "
                "(unless nodes enable PodLevelResourceManagers); set them per container, or allow with "
                f"policy.{POD_LEVEL.name}: {ALLOW}")
 
 
 def check(pod: PodSpec, policy: Policy, facts: Facts) -> list[Violation]:
     level = pod.pod_level
-    if level is None or not level.sets_compute() or policy.pod_level_resources == ALLOW:
+    if level is None or not pod.pod_level_set or policy.pod_level_resources == ALLOW:
         return []
     return [Violation(level.path, SKIPPED(label=level.label), rule=RULE_ID)]
 
@@ -31,5 +33,5 @@ def to_cel(mutated: bool) -> str:
 
 RULE = Rule(
     RULE_ID, check=check, cel=to_cel,
-    summary="`spec.resources` sets pod-level cpu or memory (`policy.podLevelResources: allow` to permit)",
+    summary="`spec.resources` sets pod-level cpu, memory or hugepages (`policy.podLevelResources: allow` to permit)",
 )

@@ -1,0 +1,133 @@
+"""What differs between the Kubernetes minors qos-guard supports, in one table keyed by minor.
+
+Every answer qos-guard gives (the QoS class a Pod is stored with, what the API server defaults, what kubelet's
+CPU Manager pins, which APIs are served) is the answer of one Kubernetes release. The code that needs such a
+difference reads it from the ``Semantics`` of the minor being judged (``PodSpec.kube``), never from an ``if``
+on a version number of its own; each field names the upstream code or feature gate (at that release's
+default) it stands for, and docs/contract.md#kubernetes-versions lists them.
+
+The minor comes from the API server's ``/version`` (``serve``, ``audit``, ``nodes``, the extender), or from
+``--kubernetes-version`` / the ``kubernetesVersion`` key (``check``, ``fix``, ``policy``); ``DEFAULT`` (the
+newest supported minor) when neither says.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+
+class VersionError(ValueError):
+    """A Kubernetes version that cannot be read, or that qos-guard does not judge."""
+
+
+@dataclass(frozen=True, order=True)
+class Minor:
+    """A Kubernetes minor release (1.37): patches do not change what qos-guard judges."""
+
+    major: int
+    minor: int
+
+    def __str__(self) -> str:
+        return f"{self.major}.{self.minor}"
+
+
+_VERSION = re.compile(r"^v?(?P<major>[0-9]+)\.(?P<minor>[0-9]+)(\.[0-9]+)?([-+][0-9A-Za-z.+-]*)?$")
+# /version's minor may carry a vendor's suffix ("37+" on some managed offerings).
+_SERVED_MINOR = re.compile(r"^(?P<minor>[0-9]+)\+?$")
+
+
+def parse_minor(text: object) -> Minor:
+    """``1.37``, ``v1.37.2``, ``1.37.2-gke.100``: the minor; anything else is a ``VersionError``."""
+    if not isinstance(text, str) or len(text) > 64 or not (m := _VERSION.match(text.strip())):
+        shown = repr(text)[:40]
+        raise VersionError(f"{shown} is not a Kubernetes version (1.MINOR, as 1.37 or v1.37.2)")
+    return Minor(int(m["major"]), int(m["minor"]))
+
+
+def served_minor(version: object) -> Minor:
+    """The minor of an API server's ``/version`` answer (``major``/``minor``, else ``gitVersion``)."""
+    if not isinstance(version, dict):
+        raise VersionError("the API server's /version answer is not an object")
+    major, minor = version.get("major"), version.get("minor")
+    if isinstance(major, str) and major.isdigit() and isinstance(minor, str) and (m := _SERVED_MINOR.match(minor)):
+        return Minor(int(major), int(m["minor"]))
+    return parse_minor(version.get("gitVersion"))
+
+
+@dataclass(frozen=True)
+class Semantics:
+    """One minor's answers where minors differ, each at that release's default feature gates."""
+
+    minor: Minor
+    # PodLevelResources (alpha 1.32, beta and on 1.34): off, the API server drops spec.resources on create
+    # (podutil.DropDisabledPodFields) and ComputePodQOS reads containers only.
+    pod_level_resources: bool
+    # PodLevelResourcesFixKubeletQOSClass (beta 1.37): the pod-level block decides the QoS class only when it
+    # sets a supported resource (helper.IsPodLevelResourcesSet); before, any spec.resources did, even {}.
+    pod_level_qos_needs_set: bool
+    # PodLevelResourcesFixDefaulting (beta 1.37): pod-level defaults come from podutil.DefaultPodLevelResources
+    # in PrepareForCreate (requests from the containers' aggregate whenever the block sets anything, limits
+    # from the containers' when every container has one); before, SetDefaults_Pod's defaultPodRequests filled
+    # requests only, and only when pod-level limits were set.
+    pod_level_fix_defaulting: bool
+    # PrepareForCreate (pkg/registry/core/pod/strategy.go): up to 1.36 the class is GetPodQOS of the Pod as
+    # sent, so a status.qosClass in the manifest is stored as written; from 1.37 the status is reset first.
+    keeps_declared_qos: bool
+    # PodLevelResourceManagers (alpha 1.36, beta 1.37, off by default in both): on, kubelet's CPU and Memory
+    # Managers pin Pods with pod-level resources instead of skipping them.
+    pod_level_resource_managers: bool
+    # DynamicResourceAllocation (GA 1.34): off (1.33), spec.resourceClaims is dropped on create and
+    # resource.k8s.io/v1 is not served.
+    dra: bool
+    # admissionregistration.k8s.io/v1 MutatingAdmissionPolicy is served (GA 1.36; beta and off in 1.34-1.35).
+    mutating_admission_policy: bool
+
+    def __str__(self) -> str:
+        return str(self.minor)
+
+
+def _semantics(minor: int) -> Semantics:
+    return Semantics(
+        minor=Minor(1, minor),
+        pod_level_resources=minor >= 34,
+        pod_level_qos_needs_set=minor >= 37,
+        pod_level_fix_defaulting=minor >= 37,
+        keeps_declared_qos=minor <= 36,
+        pod_level_resource_managers=False,
+        dra=minor >= 34,
+        mutating_admission_policy=minor >= 36,
+    )
+
+
+SUPPORTED: dict[Minor, Semantics] = {s.minor: s for s in map(_semantics, range(33, 38))}
+OLDEST, NEWEST = min(SUPPORTED), max(SUPPORTED)
+DEFAULT = SUPPORTED[NEWEST]
+SUPPORTED_TEXT = f"{OLDEST} to {NEWEST}"
+
+
+def semantics(minor: Minor) -> Semantics:
+    """The semantics of a supported minor; any other is a ``VersionError`` saying which are."""
+    found = SUPPORTED.get(minor)
+    if found is None:
+        raise VersionError(f"Kubernetes {minor} is not supported: qos-guard judges {SUPPORTED_TEXT}")
+    return found
+
+
+def nearest(minor: Minor) -> tuple[Semantics, str | None]:
+    """For a version a cluster reports: its semantics, or the nearest supported minor's with the note that says
+    so (a cluster is judged as best qos-guard can, never refused for its version)."""
+    if minor in SUPPORTED:
+        return SUPPORTED[minor], None
+    chosen = SUPPORTED[OLDEST] if minor < OLDEST else SUPPORTED[NEWEST]
+    return chosen, (f"Kubernetes {minor} is outside the minors qos-guard judges ({SUPPORTED_TEXT}); judging with "
+                    f"{chosen.minor}'s semantics")
+
+
+def resolve(text: object) -> Semantics:
+    """``--kubernetes-version`` or ``kubernetesVersion``: one supported minor (``VersionError`` otherwise)."""
+    return semantics(parse_minor(text))
+
+
+__all__ = ["DEFAULT", "NEWEST", "OLDEST", "SUPPORTED", "Minor", "Semantics", "VersionError", "nearest",
+           "parse_minor", "resolve", "semantics", "served_minor"]
