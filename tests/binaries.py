@@ -15,10 +15,12 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @functools.cache
-def binary(name: str) -> str:
-    """Path of ``name``, building it from the Go module proxy on first use (then cached by version)."""
+def binary(name: str, kube_version: str | None = None) -> str:
+    """Path of ``name``, building it from the Go module proxy on first use (then cached by version);
+    ``kube_version`` (v1.37.2): a Kubernetes binary, or the oracle, of that release instead of the default."""
+    env = dict(os.environ, KUBE_VERSION=kube_version) if kube_version else None
     proc = subprocess.run(["bash", str(ROOT / "hack" / "build-tools.sh"), name],
-                          capture_output=True, text=True, timeout=3600)
+                          capture_output=True, text=True, timeout=3600, env=env)
     if proc.returncode != 0 or not proc.stdout.strip():
         raise RuntimeError(f"cannot build {name} (hack/build-tools.sh {name}):\n{proc.stderr[-4000:]}")
     return proc.stdout.strip().splitlines()[-1]

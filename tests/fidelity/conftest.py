@@ -12,11 +12,18 @@ from tests.fidelity.oracle import Oracle
 
 # The grammar's seed: fixed so `make test` is repeatable; set QOS_GUARD_FIDELITY_SEED to explore others.
 SEED = int(os.environ.get("QOS_GUARD_FIDELITY_SEED", "20261130"))
+# The Kubernetes releases the admission and NUMA-fit differentials run against, comma-separated: the tools'
+# default release when unset (`make test`); `make test-versions` names the newest patch of every minor.
+ORACLE_VERSIONS = [v for v in os.environ.get("QOS_GUARD_ORACLE_VERSIONS", "").split(",") if v] or [None]
 
 
-@pytest.fixture(scope="session")
-def objects_oracle() -> Iterator[Oracle]:
-    with Oracle("objects") as oracle:
+def _release(version: str | None) -> str:
+    return version or "default"
+
+
+@pytest.fixture(scope="session", params=ORACLE_VERSIONS, ids=_release)
+def objects_oracle(request: pytest.FixtureRequest) -> Iterator[Oracle]:
+    with Oracle("objects", version=request.param) as oracle:
         yield oracle
 
 
@@ -26,9 +33,9 @@ def quantities_oracle() -> Iterator[Oracle]:
         yield oracle
 
 
-@pytest.fixture(scope="session")
-def topology_oracle() -> Iterator[Oracle]:
-    with Oracle("topology") as oracle:
+@pytest.fixture(scope="session", params=ORACLE_VERSIONS, ids=_release)
+def topology_oracle(request: pytest.FixtureRequest) -> Iterator[Oracle]:
+    with Oracle("topology", version=request.param) as oracle:
         yield oracle
 
 

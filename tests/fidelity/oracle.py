@@ -23,6 +23,7 @@ from types import TracebackType
 from typing import Any
 
 from tests.binaries import binary
+from webhook.core.kubeversion import resolve
 
 MODES = ("objects", "quantities", "read", "reserved", "topology", "placement")
 
@@ -34,13 +35,20 @@ class OracleError(RuntimeError):
 class Oracle:
     """A running ``oracle MODE`` process: JSON lines in, JSON lines out, in order."""
 
-    def __init__(self, mode: str, path: str | None = None) -> None:
+    def __init__(self, mode: str, path: str | None = None, version: str | None = None) -> None:
+        """``version``: the k8s.io/kubernetes release to build it against (v1.37.2), else the default's."""
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
         self.mode = mode
+        path = path or binary("oracle", version)
+        # The release it answers for, as the binary says it (its module's version), and that minor's semantics:
+        # qos-guard is judged with the same minor.
+        self.release = subprocess.run([path, "version"], capture_output=True, text=True, timeout=60,
+                                      check=True).stdout.strip()
+        self.kube = resolve(self.release)
         # stderr goes to a file: a pipe nobody reads could fill and stall the process.
         self._errors = tempfile.TemporaryFile(mode="w+", encoding="utf-8")  # noqa: SIM115 (closed in close())
-        self._proc = subprocess.Popen([path or binary("oracle"), mode], stdin=subprocess.PIPE,
+        self._proc = subprocess.Popen([path, mode], stdin=subprocess.PIPE,
                                       stdout=subprocess.PIPE, stderr=self._errors, text=True,
                                       encoding="utf-8", bufsize=1 << 20)
 

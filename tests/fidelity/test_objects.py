@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from tests.fidelity.conftest import SEED
@@ -22,13 +23,14 @@ from tests.fidelity.divergences import KNOWN_DIVERGENCES, TALLY
 from tests.fidelity.grammar import ObjectGrammar, shrink
 from tests.fidelity.oracle import Oracle
 from tests.helpers import as_decoded
-from webhook.core.config import parse_config
+from webhook.core.config import Config, parse_config
 from webhook.core.engine import Mode, Verdict, evaluate
+from webhook.core.kubeversion import Semantics
 from webhook.core.mutation import apply_changes
 
 OBJECTS = 20_000
 BATCH = 2_000
-CONFIG = parse_config({})
+CONFIG = parse_config({})  # judged at the oracle's own minor (``at``)
 QUANTITY_MESSAGES = ("quantities must match", "unable to parse quantity", "unable to parse numeric part")
 
 
@@ -72,10 +74,19 @@ def compute_value_refused(answer: dict[str, Any]) -> list[str]:
     return found
 
 
+def at(kube: Semantics) -> Config:
+    """The configuration judging with ``kube``'s semantics: the oracle's release's minor."""
+    return replace(CONFIG, kubernetes_version=kube)
+
+
+KUBE: list[Semantics] = []  # the minor being compared (set by the test from its oracle)
+
+
 def judge(obj: Any, mode: Mode = Mode.ENFORCE) -> Verdict | str:
-    """qos-guard's verdict on ``obj`` as the webhook reaches it: through the AdmissionReview decoder."""
+    """qos-guard's verdict on ``obj`` as the webhook reaches it: through the AdmissionReview decoder, with the
+    minor of the oracle it is compared with."""
     try:
-        return evaluate(as_decoded(obj), CONFIG, mode)
+        return evaluate(as_decoded(obj), at(KUBE[-1]) if KUBE else CONFIG, mode)
     except Exception as exc:  # a crash is a disagreement of its own, reported with the object
         return f"{type(exc).__name__}: {exc}"
 
@@ -132,6 +143,8 @@ def _known(obj: Any, problem: str | None) -> str | None:
 
 
 def test_objects_agree(objects_oracle: Oracle) -> None:
+    KUBE[:] = [objects_oracle.kube]
+    minor = objects_oracle.kube.minor
     rng = random.Random(SEED)
     grammar = ObjectGrammar(rng)
 
@@ -193,6 +206,9 @@ def test_objects_agree(objects_oracle: Oracle) -> None:
     TALLY.counts["objects compared (Pods and every workload kind)"] += checked
     TALLY.counts["objects: oracle accepted"] += valid_count
     TALLY.counts["objects fixed by mutate mode and re-checked"] += mutated
-    print(f"\nfidelity: {checked} objects, {valid_count} valid upstream, {mutated} mutated and re-checked")
+    TALLY.counts[f"objects against k8s.io/kubernetes {objects_oracle.release} (Kubernetes {minor}): "
+                 f"{checked} cases, {checked - len(failures)} agree, {len(failures)} disagree"] += 1
+    print(f"\nfidelity at {objects_oracle.release}: {checked} objects, {valid_count} valid upstream, {mutated} "
+          f"mutated and re-checked, {len(failures)} disagreements")
     assert checked >= OBJECTS
     assert not failures, f"{len(failures)} disagreements; the first:\n" + "\n\n".join(failures[:10])

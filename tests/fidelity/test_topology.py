@@ -28,6 +28,7 @@ from tests.fidelity.topology_grammar import case, nrt
 from webhook.core.config import parse_config
 from webhook.core.engine import Mode, evaluate
 from webhook.core.facts import Facts
+from webhook.core.kubeversion import DEFAULT, Semantics
 from webhook.core.numa import fit_node
 from webhook.core.numatopology import Topology, parse_nrt
 from webhook.core.podspec import build_pod_spec
@@ -100,19 +101,19 @@ def absent_devices(c: dict[str, Any], answer: dict[str, Any]) -> set[str]:
     return asked - have
 
 
-def judge(c: dict[str, Any], answer: dict[str, Any]) -> tuple[bool, str]:
+def judge(c: dict[str, Any], answer: dict[str, Any], kube: Semantics = DEFAULT) -> tuple[bool, str]:
     """qos-guard's verdict on the case, through the engine as the webhook reaches it: with the one node's NRT
     object in the topology, is the Pod admitted (no numa-unfit refusal), and the story. Where the node is not
     one the Pod can land on (``absent_devices``), the verdict of the node-level model (``fit_node``) instead:
-    kubelet's answer is still compared, with the model that gives it."""
+    kubelet's answer is still compared, with the model that gives it. ``kube``: the oracle's minor."""
     topo = parse_nrt(nrt("node", answer, c["policy"], c["scope"]))
-    fit = fit_node(build_pod_spec(c["pod"]["spec"], ("spec",), c["pod"].get("status")), topo)
+    fit = fit_node(build_pod_spec(c["pod"]["spec"], ("spec",), c["pod"].get("status"), kube=kube), topo)
     story = f"placed {dict(fit.placed)}" if fit.fits else \
         f"{fit.failed.label if fit.failed else '?'} does not fit ({'alone' if fit.alone else 'in order'})"
     if absent_devices(c, answer):
         return fit.fits or not topo.refuses, f"node-level model: {story}"
     topology = Topology(nodes={"node": {}}, topologies={"node": topo})
-    verdict = evaluate(c["pod"], AUTO, Mode.ENFORCE, Facts(topology=topology))
+    verdict = evaluate(c["pod"], AUTO, Mode.ENFORCE, Facts(topology=topology, kubernetes=kube))
     refusals = [v.message for _, v in verdict.violations if v.rule == "numa-unfit"]
     return not refusals, f"{refusals[0] if refusals else 'no refusal'} [{story}]"
 
@@ -136,7 +137,7 @@ def test_numa_fit_agrees_with_the_topology_manager(topology_oracle: Oracle) -> N
             if answer.get("decodeError") or answer.get("podErrors"):
                 count("refused by the API server (not compared)")
                 continue
-            fits, story = judge(c, answer)
+            fits, story = judge(c, answer, topology_oracle.kube)
             admitted = bool(answer["admitted"])
             if c["policy"] != "single-numa-node":
                 assert fits, f"numa-unfit refused a Pod on a {c['policy']} node (only single-numa-node refuses)"
@@ -157,6 +158,10 @@ def test_numa_fit_agrees_with_the_topology_manager(topology_oracle: Oracle) -> N
                                 f"allocatable: {json.dumps(answer['allocatable'])}")
     for key, value in sorted(counts.items()):
         TALLY.counts[f"topology: {key}"] += value
+    compared = counts.get("single-numa-node: compared", 0)
+    TALLY.counts[f"topology against k8s.io/kubernetes {topology_oracle.release} (Kubernetes "
+                 f"{topology_oracle.kube.minor}): {compared} single-numa-node cases, {compared - len(failures)} agree, "
+                 f"{len(failures)} disagree"] += 1
     print(f"\nfidelity: topology cases {json.dumps(counts, sort_keys=True)}")
     assert counts.get("cases", 0) >= CASES and counts.get("single-numa-node: compared", 0) >= 5_000
     assert not failures, f"{len(failures)} disagreements; the first:\n" + "\n\n".join(failures[:5])
