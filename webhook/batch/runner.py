@@ -67,10 +67,15 @@ def run(items: Iterable[Item], config: Config, mode: Mode, report: Report, facts
         except RecursionError:
             report.add_error(item.locate(()), f"{item.label}object is nested too deeply to be judged")
             continue
-        namespaces = list(namespace_manifests(item.obj))
+        # A Namespace is judged by its mode label alone: one without the label has nothing to judge (a file of
+        # such Namespaces and Services is "nothing to judge", exit 2, as one of Services alone).
+        namespaces = [(where, ns) for where, ns in namespace_manifests(item.obj) if has_mode_label(ns)]
+        judged_namespaces = len(namespaces)
         for reason in found:
-            if isinstance(reason, str) and not (reason == "Namespace" and namespaces):
-                report.add_skipped(reason)
+            if reason == "Namespace" and judged_namespaces:
+                judged_namespaces -= 1
+            elif isinstance(reason, str):
+                report.add_skipped(NO_MODE_LABEL if reason == "Namespace" else reason)
         for where, namespace in namespaces:  # the mode label, as the webhook judges it (a typo fails CI)
             meta = namespace.get("metadata")
             name = str(meta.get("name") or "<unnamed>") if isinstance(meta, dict) else "<unnamed>"
@@ -82,6 +87,16 @@ def run(items: Iterable[Item], config: Config, mode: Mode, report: Report, facts
             report.add_exempt(target.kind, target.name, item.locate(target.path), verdict.exempt)
         report.add_verdict(verdict, item.locate)
     return report
+
+
+NO_MODE_LABEL = f"Namespace without a {MODE_LABEL} label"
+
+
+def has_mode_label(namespace: Any) -> bool:
+    """Does a Namespace carry the ``qos-guard.io/mode`` label (whatever its value)?"""
+    meta = namespace.get("metadata") if isinstance(namespace, dict) else None
+    labels = meta.get("labels") if isinstance(meta, dict) else None
+    return isinstance(labels, dict) and MODE_LABEL in labels
 
 
 HELM_TEMPLATES = "templates"
