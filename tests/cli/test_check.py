@@ -139,7 +139,7 @@ def test_missing_file_exit_2_rest_still_checked(qos_guard: Run, tmp_path: Path) 
                     "spec: {containers: [{name: a, resources: {limits: {cpu: 1, memory: 1Gi}}}]}\n")
     out = qos_guard("check", str(tmp_path / "nope.yaml"), str(good))
     assert out.returncode == 2
-    assert "nope.yaml:0: error: no such file or directory" in out.stdout
+    assert "nope.yaml: error: no such file or directory" in out.stdout
 
 
 def test_bad_config_exit_2_naming_key(qos_guard: Run, tmp_path: Path) -> None:
