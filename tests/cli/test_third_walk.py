@@ -257,3 +257,21 @@ def test_fix_gives_checks_template_hint(qos_guard: Run, tmp_path: Path) -> None:
     assert "(the file holds {{ }}: a Helm or Go template? render it first: helm template" in check.stdout
     assert ("(the file holds {{ }}: a Helm or Go template? fix edits manifests, not templates: change the chart's "
             "values or templates; render it first: helm template") in fix.stdout, fix.stdout
+
+
+def test_a_fractional_limit_above_its_request_gets_one_piece_of_advice(qos_guard: Run, tmp_path: Path) -> None:
+    """request 6, limit 6.5: "set the request to 6.5", then "6.5 is not whole". Now both findings agree."""
+    path = tmp_path / "isvc.yaml"
+    path.write_text("apiVersion: serving.kserve.io/v1beta1\nkind: InferenceService\nmetadata: {name: m}\nspec:\n"
+                    "  predictor:\n    containers:\n    - name: kserve-container\n      image: i\n      resources:\n"
+                    "        requests: {cpu: \"6\", memory: 8Gi}\n        limits: {cpu: \"6.5\", memory: 8Gi}\n")
+    out = qos_guard("check", str(path))
+    assert out.returncode == 1
+    differs, fractional = out.stdout.splitlines()
+    assert differs.endswith("cpu request 6 differs from its limit 6.5; set resources.requests.cpu and "
+                            "resources.limits.cpu to one whole number of CPUs: use 6 or 7"), differs
+    assert fractional.endswith("cpu limit 6.5 is not a whole number of CPUs; use 6 or 7"), fractional
+    # a container allowed a fractional cpu, and memory, keep "set the request to the limit"
+    (tmp_path / "config.yaml").write_text("policy: {fractionalCPUContainers: [kserve-container]}\n")
+    allowed = qos_guard("check", "--config", str(tmp_path / "config.yaml"), str(path))
+    assert allowed.stdout.strip().endswith("set resources.requests.cpu to 6.5"), allowed.stdout
