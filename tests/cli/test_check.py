@@ -53,7 +53,7 @@ def test_folders_recursive_and_errors_named(qos_guard: Run) -> None:
     assert any(name == "unclosed.yaml" for name, _ in errors)
     names = {v["name"] for v in report["violations"]}
     assert {"in-list", "before-error", "fractional"} <= names  # JSON List items and docs before an error
-    assert report["summary"] == {"objects": 11, "violations": len(report["violations"]), "errors": 3,
+    assert report["summary"] == {"objects": 11, "violations": len(report["violations"]), "notices": 0, "errors": 3,
                                  "skipped": {"ConfigMap": 1, "Service": 1}}  # counted, never silent
 
 
