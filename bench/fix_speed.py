@@ -75,7 +75,7 @@ def measure(mib: float, repeats: int) -> dict[str, Any]:
 
 
 def _median(runs: list[dict[str, Any]], key: str) -> float:
-    values = sorted(r[key] for r in runs)
+    values = sorted(float(r[key]) for r in runs)
     mid = len(values) // 2
     return values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
 
