@@ -73,6 +73,8 @@ bench: install
 		$(CHECKOV_VENV)/bin/python -m pip install --quiet 'checkov==3.3.30')
 	$(BIN)/python -m bench.run $(if $(BENCH_BASELINE),--baseline $(BENCH_BASELINE))
 	$(BIN)/python -m bench.admission_latency
+	@# fix --dry-run beside an in-place fix on one 20 MB file (docs/performance/fix.md)
+	$(BIN)/python -m bench.fix_speed
 	$(BIN)/python -m bench.numa
 	$(BIN)/python -m bench.extender
 	$(BIN)/python -m bench.scheduler

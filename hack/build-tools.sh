@@ -206,7 +206,9 @@ build_oracle() {
   out="$TOOLS_DIR/oracle-$KUBE_VERSION-$hash"
   cached "$out" && return 0
   log "building the oracle against k8s.io/kubernetes $KUBE_VERSION (once per source change; cached in $TOOLS_DIR)"
-  (cd "$src" && GOFLAGS=-mod=readonly go build -modfile="$modfile" -trimpath -ldflags "-s -w" -o "$out.tmp" .)
+  # -tags k8s_1_MINOR picks the kubelet glue written for that release (hack/oracle/*_k8s1MINOR.go).
+  (cd "$src" && GOFLAGS=-mod=readonly go build -modfile="$modfile" -tags "k8s_1_$minor" -trimpath -ldflags "-s -w" \
+     -o "$out.tmp" .)
   mv "$out.tmp" "$out"
   unlock
   log "built $out"

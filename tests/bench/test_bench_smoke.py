@@ -37,3 +37,17 @@ def test_benchmark_smoke_run(tmp_path: Path) -> None:
                     "## Per request, by body", "## `check` on many small files"):
         assert heading in table
     assert "the bare Flask + gunicorn + TLS reference" in table  # each webhook goal, met or missed
+
+
+def test_fix_speed_bench_smoke_run(tmp_path: Path) -> None:
+    """``bench.fix_speed`` (part of ``make bench``) on a small file: both fix commands run side by side on the
+    same file, the dry run's diff is printed, and the goal line is written."""
+    out = subprocess.run([sys.executable, "-m", "bench.fix_speed", "--mib", "0.05", "--repeats", "1",
+                          "--out", str(tmp_path)], capture_output=True, text=True, timeout=600, check=False)
+    assert "Traceback" not in out.stderr, out.stderr
+    res = json.loads((tmp_path / "fix.json").read_text())
+    runs = res["runs"]
+    assert set(runs) == {"check", "fix (in place)", "fix --dry-run"} and res["pods"] > 100
+    assert runs["fix (in place)"][0]["returncode"] == 0 and runs["fix --dry-run"][0]["returncode"] == 0
+    assert runs["fix --dry-run"][0]["output_bytes"] > res["pods"] * 50  # one hunk per Pod, on stdout
+    assert "- Goal: `fix --dry-run` within 1.5x of an in-place `fix`: " in (tmp_path / "fix.md").read_text()

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import base64
 import json
+import re
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -177,3 +181,29 @@ def test_user_readme_opens_plainly_and_leaves_test_harness_detail_to_contributin
     contributing = (ROOT / "CONTRIBUTING.md").read_text()
     assert "## On a real node (tests/node)" in contributing and "mmdebstrap" in contributing
     assert "CONTRIBUTING.md#on-a-real-node-testsnode" in readme
+
+
+def test_the_charts_own_render_passes_the_readme_check_workflow(helm: str, tmp_path: Path) -> None:
+    """The README's workflow for a chart, on this chart: its own Pods (the webhook's 250m, the test Pod's 50m)
+    are in its release namespace, which its webhooks never judge; the README's exemption says so to check
+    (the bare pipe found 2 violations)."""
+    from tests.binaries import ROOT
+
+    readme = (ROOT / "README.md").read_text()
+    config_line = re.search(r"`printf '(exemptions: \{namespaces: \[qos-guard\]\})\\n' > ci.yaml`", readme)
+    assert config_line, "the README's exemption for a chart's own namespace"
+    (tmp_path / "ci.yaml").write_text(config_line[1] + "\n")
+    rendered = run_helm(helm, "template", "qos-guard", str(CHART), "-n", "qos-guard")
+    assert rendered.returncode == 0, rendered.stderr
+    bare = subprocess.run([sys.executable, "-m", "webhook.cli", "check", "-"], input=rendered.stdout,
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert bare.returncode == 1 and bare.stdout.count("cpu-not-integer") == 2, bare.stdout + bare.stderr
+    checked = subprocess.run([sys.executable, "-m", "webhook.cli", "check", "--config", str(tmp_path / "ci.yaml"),
+                              "-"], input=rendered.stdout, capture_output=True, text=True, timeout=120, check=False)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "(2 exempt)" in checked.stderr, checked.stderr
+    # the namespace the README exempts is the one the chart's webhooks leave out
+    hooks = [d for d in yaml.safe_load_all(rendered.stdout) if d and d["kind"].endswith("WebhookConfiguration")]
+    for hook in (w for d in hooks for w in d["webhooks"]):
+        names = [e for e in hook["namespaceSelector"]["matchExpressions"] if e["key"] == "kubernetes.io/metadata.name"]
+        assert names and "qos-guard" in names[0]["values"] and names[0]["operator"] == "NotIn", hook["name"]

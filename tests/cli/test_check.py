@@ -53,7 +53,7 @@ def test_folders_recursive_and_errors_named(qos_guard: Run) -> None:
     assert any(name == "unclosed.yaml" for name, _ in errors)
     names = {v["name"] for v in report["violations"]}
     assert {"in-list", "before-error", "fractional"} <= names  # JSON List items and docs before an error
-    assert report["summary"] == {"objects": 11, "violations": len(report["violations"]), "errors": 3,
+    assert report["summary"] == {"objects": 11, "violations": len(report["violations"]), "notices": 0, "errors": 3,
                                  "skipped": {"ConfigMap": 1, "Service": 1}}  # counted, never silent
 
 
@@ -139,7 +139,7 @@ def test_missing_file_exit_2_rest_still_checked(qos_guard: Run, tmp_path: Path) 
                     "spec: {containers: [{name: a, resources: {limits: {cpu: 1, memory: 1Gi}}}]}\n")
     out = qos_guard("check", str(tmp_path / "nope.yaml"), str(good))
     assert out.returncode == 2
-    assert "nope.yaml:0: error: no such file or directory" in out.stdout
+    assert "nope.yaml: error: no such file or directory" in out.stdout
 
 
 def test_bad_config_exit_2_naming_key(qos_guard: Run, tmp_path: Path) -> None:
@@ -190,7 +190,7 @@ items:
 
 def test_a_namespace_mode_label_is_judged_as_the_webhook_judges_it(qos_guard: Run, tmp_path: Path) -> None:
     """A typo in the opt-in label fails CI, with the words the webhook refuses it with; a valid one or none
-    passes, and each Namespace counts as checked (not skipped)."""
+    passes; each labelled Namespace counts as checked, one without the label is skipped (nothing to judge)."""
     from tests.helpers import admission_review
     from webhook.core.config import Config
     from webhook.serving.app import create_app
@@ -201,7 +201,8 @@ def test_a_namespace_mode_label_is_judged_as_the_webhook_judges_it(qos_guard: Ru
     assert out.returncode == 1, out.stdout + out.stderr
     (line,) = out.stdout.splitlines()
     assert line.startswith(f"{path}:6: Namespace/inference: invalid-mode-label: ")
-    assert "3 objects checked, 1 violation," in out.stderr and "skipped" not in out.stderr
+    assert "2 objects checked, 1 violation," in out.stderr, out.stderr
+    assert "skipped: 1 Namespace without a qos-guard.io/mode label" in out.stderr, out.stderr
     review = admission_review({"apiVersion": "v1", "kind": "Namespace",
                                "metadata": {"name": "inference", "labels": {"qos-guard.io/mode": "enfoce"}}})
     answer = create_app(Config()).test_client().post("/validate-namespace", json=review).get_json()["response"]

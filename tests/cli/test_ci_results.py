@@ -75,15 +75,16 @@ def test_a_helm_chart_is_one_error_that_says_render_it_first(qos_guard: Run) -> 
     assert out.returncode == 2
     assert "does not parse" not in out.stdout
     (line,) = out.stdout.splitlines()
-    where, message = line.split(":0: error: ")
+    where, message = line.split(": error: ")
     assert Path(where).parent == chart / "templates"  # a template file, not the folder (`chart:0:`)
     assert message == (f"a Helm chart: its {templates} template files are not manifests until rendered; "
-                       f"check what it renders: helm template {chart} | qos-guard check -")
+                       f"check what it renders: helm template {chart} | qos-guard check -, and leave it out here: "
+                       f"--exclude {chart}")
     github = qos_guard("check", str(chart), "--format", "github").stdout.splitlines()[0]
     assert github.startswith(f"::error file={where},line=1,title=input error::a Helm chart: ")
     one = qos_guard("check", str(chart / "templates" / "deployment.yaml"))
     assert one.returncode == 2
-    assert one.stdout.startswith(f"{chart / 'templates' / 'deployment.yaml'}:0: error: a Helm chart: its template "
+    assert one.stdout.startswith(f"{chart / 'templates' / 'deployment.yaml'}: error: a Helm chart: its template "
                                  "file is not a manifest until ")
     fixed = qos_guard("fix", str(chart))
     assert fixed.returncode == 2 and f"{chart}: error: a Helm chart" in fixed.stdout

@@ -52,18 +52,18 @@ EXPECTED = {
         'limits-missing cpu,memory: spec.replicatedJobs[0] (tensorflow) "tensorflow"',
     ),
     "kserve/docs/samples/v1beta1/custom/custom_model/custom.yaml InferenceService/custom-model": (
-        'limits-missing cpu,memory: "kserve-container"',
+        'limits-missing cpu,memory: spec.predictor (predictor) "kserve-container"',
     ),
     "kserve/docs/samples/v1beta1/custom/custom_model/custom.yaml InferenceService/custom-model-grpc": (
-        'limits-missing cpu,memory: "kserve-container"',
+        'limits-missing cpu,memory: spec.predictor (predictor) "kserve-container"',
     ),
     "kserve/docs/samples/v1beta1/custom/prebuilt-image/custom.yaml InferenceService/custom-prebuilt-image": (
-        'limits-missing cpu,memory: "custom"',
+        'limits-missing cpu,memory: spec.predictor (predictor) "custom"',
     ),
     "kserve/docs/samples/v1beta1/transformer/collocation/collocation.yaml "
     "InferenceService/custom-transformer-collocation": (
-        'requests-not-equal-limits cpu,memory: "kserve-container"',
-        'requests-not-equal-limits cpu,memory: "transformer-container"',
+        'requests-not-equal-limits cpu,memory: spec.predictor (predictor) "kserve-container"',
+        'requests-not-equal-limits cpu,memory: spec.predictor (predictor) "transformer-container"',
     ),
     "kuberay/ray-operator/config/samples/ray-cluster.complete.yaml RayCluster/raycluster-complete": (
         'requests-not-equal-limits cpu,memory: spec.headGroupSpec (head) "ray-head"',

@@ -46,7 +46,9 @@ def test_fix_refuses_unparsable_file(qos_guard: Run, tmp_path: Path) -> None:
     before = path.read_text()
     result = qos_guard("fix", str(path))
     assert result.returncode == 2
-    assert "line 16: YAML does not parse: mapping values are not allowed in this context; not changed" in result.stdout
+    # laid out as check lays it out (file:line: error:)
+    assert (f"{path}:16: error: YAML does not parse: mapping values are not allowed in this context; not changed"
+            in result.stdout)
     assert path.read_text() == before
 
 

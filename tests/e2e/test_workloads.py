@@ -199,6 +199,27 @@ def _framework_predictor() -> dict[str, Any]:
     return obj
 
 
+def _art_explainer() -> dict[str, Any]:
+    """A compliant predictor and transformer, and an ART explainer whose own container asks a fractional CPU:
+    KServe builds the explainer's container from its inferenceservice-config, so what kubelet gets is unknown
+    here (the explainer's containers judged alone would refuse it)."""
+    obj = _fixture(FIXTURES / "InferenceService" / "pass" / "with-transformer-and-explainer.yaml")
+    obj["metadata"]["name"] = "art-explainer"
+    obj["spec"]["explainer"]["art"] = {"type": "SquareAttack"}
+    obj["spec"]["explainer"]["containers"][0]["resources"] = {"limits": {"cpu": "500m", "memory": "2Gi"}}
+    return obj
+
+
+def test_3c_an_art_explainer_is_unknown_so_admitted(cluster: Cluster, served: str) -> None:
+    install_crds(cluster)
+    obj = _art_explainer()
+    stored = cluster.kubectl("create", "--dry-run=server", "-o", "json", "-n", "default", "-f", "-", stdin=obj)
+    assert stored.returncode == 0, stored.stderr
+    assert evaluate(json.loads(stored.stdout), Config(), Mode.ENFORCE).violations == []
+    admitted = _apply(cluster, served, obj)
+    assert admitted.returncode == 0, admitted.stderr
+
+
 def test_3b_a_framework_predictor_is_unknown_so_admitted(cluster: Cluster, served: str) -> None:
     install_crds(cluster)
     obj = _framework_predictor()
@@ -353,6 +374,11 @@ def test_the_generated_cel_admits_a_compliant_one(policy_cluster: Cluster, path:
 
 def test_the_generated_cel_admits_a_framework_predictor_as_the_engine_does(policy_cluster: Cluster) -> None:
     out = _apply(policy_cluster, "wl-enforce", _framework_predictor())
+    assert out.returncode == 0, out.stderr
+
+
+def test_the_generated_cel_admits_an_art_explainer_as_the_engine_does(policy_cluster: Cluster) -> None:
+    out = _apply(policy_cluster, "wl-enforce", _art_explainer())
     assert out.returncode == 0, out.stderr
 
 

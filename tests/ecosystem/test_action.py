@@ -123,3 +123,23 @@ def test_a_path_with_nothing_to_judge_fails_unless_allowed(tmp_path: Path) -> No
     assert code == 2 and outputs["exit-code"] == "2"
     code, outputs, _ = run_check_step(tmp_path, paths="deploy", **{"allow-empty": "true"})
     assert code == 0 and outputs["exit-code"] == "0"
+
+
+def test_a_repository_holding_a_helm_chart_passes_with_exclude(tmp_path: Path) -> None:
+    """The default `paths: "."` failed on any repository holding a Helm chart (its templates are not manifests)
+    and there was no way to leave the chart out: `exclude` does, the rest is still checked."""
+    (tmp_path / "deploy").mkdir()
+    (tmp_path / "deploy" / "pod.yaml").write_text(GOOD)
+    templates = tmp_path / "charts" / "app" / "templates"
+    templates.mkdir(parents=True)
+    (templates.parent / "Chart.yaml").write_text("apiVersion: v2\nname: app\nversion: 0.1.0\n")
+    (templates / "deployment.yaml").write_text("apiVersion: apps/v1\nkind: Deployment\n{{- include \"x\" . }}\n")
+    code, outputs, stdout = run_check_step(tmp_path)
+    assert code == 2 and outputs["exit-code"] == "2"
+    assert "a Helm chart" in stdout and "--exclude charts/app" in stdout, stdout
+    code, outputs, stdout = run_check_step(tmp_path, exclude="charts\n")
+    assert (code, outputs["exit-code"], stdout) == (0, "0", "")
+    # still checked: a violation outside the excluded folder fails the step
+    (tmp_path / "deploy" / "bad.yaml").write_text(BAD.read_text())
+    code, outputs, _ = run_check_step(tmp_path, exclude="charts\n  unused/*")
+    assert code == 1 and outputs["exit-code"] == "1"

@@ -24,4 +24,5 @@ def test_refusals_are_typed(text: str, kind: type[NotFixed], line: int | None, r
     assert type(caught.value) is kind
     assert caught.value.line == line and reason in caught.value.reason
     assert "not changed" not in caught.value.reason  # said once, by render()
-    assert caught.value.render().endswith("; not changed")
+    assert caught.value.render("f.yaml").endswith("; not changed")
+    assert caught.value.render("f.yaml").startswith(f"f.yaml:{line}: error: " if line else "f.yaml: error: ")

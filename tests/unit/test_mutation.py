@@ -144,7 +144,10 @@ def test_every_raised_request_says_what_it_costs() -> None:
         'container "istio-proxy": set resources.requests.memory to 1Gi (its limit): +896Mi memory reserved']
     rounding = parse_config({"mutation": {"cpuRounding": "up"}})
     rounded = changes_for(pod(container("app", None, rl("1500m", "1Gi"))), rounding)
-    assert rounded[-1].message.endswith("(its limit): +0.5 CPU reserved exclusively")
+    # only a limit is set: the request defaults to it, so only the limit is written, and it carries the cost
+    assert [c.path[-2:] for c in rounded] == [("limits", "cpu")]
+    assert rounded[-1].message.endswith(": +0.5 CPU reserved exclusively (the request defaults to it)")
+    assert rounded[-1].cost == ": +0.5 CPU reserved exclusively"
     # a fractional result is reserved, not pinned; a pod-level block is never pinned
     shared = changes_for(pod(container("side", rl("100m", "64Mi"), rl("500m", "64Mi"))), Config())
     assert shared[0].message.endswith(": +0.4 CPU reserved")

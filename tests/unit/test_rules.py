@@ -227,9 +227,11 @@ def test_message_templates_quote_for_cel(literal: str) -> None:
 
 
 def test_templates_render_the_engine_message() -> None:
-    from webhook.core.rules.requests_not_equal_limits import DIFFERS
-    assert DIFFERS(label="L", resource="cpu", request="1", limit="2", mesh="") == (
+    from webhook.core.rules.requests_not_equal_limits import DIFFERS, TO_LIMIT
+    assert DIFFERS(label="L", resource="cpu", request="1", limit="2", mesh="",
+                   advice=TO_LIMIT(resource="cpu", limit="2")) == (
         "L: cpu request 1 differs from its limit 2; set resources.requests.cpu to 2")
-    assert DIFFERS.cel(label="f.b.label", resource="f.r", request="f.q", limit="f.l", mesh="m") == (
+    assert DIFFERS.cel(label="f.b.label", resource="f.r", request="f.q", limit="f.l", mesh="m",
+                       advice=TO_LIMIT.cel(resource="f.r", limit="f.l")) == (
         "f.b.label + ': ' + f.r + ' request ' + f.q + ' differs from its limit ' + f.l + "
-        "'; set resources.requests.' + f.r + ' to ' + f.l + m")
+        "'; ' + ('set resources.requests.' + f.r + ' to ' + f.l) + m")

@@ -25,8 +25,10 @@ class NotFixed(Exception):
         super().__init__(reason)
         self.reason, self.line = reason, line
 
-    def render(self) -> str:
-        return f"{f'line {self.line}: ' if self.line else ''}{self.reason}; not changed"
+    def render(self, file: str) -> str:
+        """As ``check`` shows an error: ``file:line: error: reason`` (no line: the file as a whole)."""
+        return f"{file}:{self.line}: error: {self.reason}; not changed" if self.line else \
+            f"{file}: error: {self.reason}; not changed"
 
 
 class UnsafePath(NotFixed):

@@ -8,12 +8,14 @@ import sys
 from collections.abc import Callable
 from typing import BinaryIO
 
+from webhook.batch.report import STDIN_SHOWN
 from webhook.batch.runner import FixTally, _diff
 from webhook.batch.textsafe import escape
 from webhook.core.config import Config
 from webhook.manifests.documents import MAX_FILE_BYTES, MIB, ReadError, decode_text
 
 NAME = "-"
+SHOWN = STDIN_SHOWN  # as check names standard input in its messages
 BOM = "\ufeff"
 
 
@@ -27,13 +29,14 @@ def fix_stdin(config: Config, stdin: BinaryIO, write: Callable[[bytes], None], p
     tally = FixTally(dry_run=dry_run)
     data = stdin.read(MAX_FILE_BYTES + 1)
     if len(data) > MAX_FILE_BYTES:
-        print_line(f"-: error: standard input is over the {MAX_FILE_BYTES // MIB} MiB limit; not read")
+        print_line(f"{SHOWN}: error: standard input is over the {MAX_FILE_BYTES // MIB} MiB limit; not read")
         tally.errors += 1
         return tally
     bom = data.startswith(BOM.encode("utf-8"))
     text = decode_text(data[len(BOM.encode("utf-8")):] if bom else data, NAME, 0)
     if isinstance(text, ReadError):
-        print_line(escape(f"-:{text.line}: error: {text.message}" if text.line else f"-: error: {text.message}"))
+        print_line(escape(f"{SHOWN}:{text.line}: error: {text.message}" if text.line else
+                          f"{SHOWN}: error: {text.message}"))
         tally.errors += 1
         if not dry_run:
             write(data)  # a filter never eats its input: an editor would replace the buffer with nothing
@@ -41,23 +44,28 @@ def fix_stdin(config: Config, stdin: BinaryIO, write: Callable[[bytes], None], p
     try:
         result = fix_text(NAME, text, config)
     except NotFixed as exc:
-        print_line(escape(f"-: error: {exc.render()}"))
+        print_line(escape(exc.render(SHOWN)))
         tally.errors += 1
         if not dry_run:
             write(data)
         return tally
     verb = "would fix" if dry_run else "fixed"
+    tally.objects += result.objects
+    tally.skipped.update(result.skipped)
     tally.changed += bool(result.changes)
     for target, change in result.changes:
-        print_line(escape(f"-: {target.kind}/{target.name}: {verb}: {change.message}"))
+        print_line(escape(f"{SHOWN}: {target.kind}/{target.name}: {verb}: {change.message}"))
+    for target, change, why in result.refused:
+        print_line(escape(f"{SHOWN}: {target.kind}/{target.name}: not fixed: {change.message}: {why}"))
+        tally.remaining += 1
     for target, violation, remedy in result.remaining:
         why = f"cannot be fixed with this configuration: {remedy}" if remedy else "cannot be fixed automatically"
-        print_line(escape(f"-: {target.kind}/{target.name}: {violation.rule}: {violation.message} ({why})"))
+        print_line(escape(f"{SHOWN}: {target.kind}/{target.name}: {violation.rule}: {violation.message} ({why})"))
         tally.remaining += 1
     new_text = result.new_text if result.new_text is not None else text
     if dry_run:
         if result.new_text is not None:
-            write(_diff("stdin", text, new_text).encode("utf-8"))
+            write(_diff("stdin", text, result.edits).encode("utf-8"))
     else:
         write(((BOM if bom else "") + new_text).encode("utf-8"))
     return tally

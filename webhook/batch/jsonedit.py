@@ -109,11 +109,25 @@ def _line_indent(text: str, at: int) -> str:
     return line[:len(line) - len(line.lstrip(" \t"))]
 
 
-def _dumps(value: Any, indent: str | None, column: str) -> str:
-    """``value`` as JSON, multi-line in the file's own indent, continued at ``column``."""
+def _dumps(value: Any, indent: str | None, column: str, separators: tuple[str, str] = (", ", ": ")) -> str:
+    """``value`` as JSON, multi-line in the file's own indent, continued at ``column``; on one line with the
+    ``separators`` the object it goes into uses (``,`` and ``:`` in compact JSON)."""
     if indent is None or not isinstance(value, dict | list) or not value:
-        return json.dumps(value, ensure_ascii=False, separators=(", ", ": ") if indent is None else None)
+        return json.dumps(value, ensure_ascii=False, separators=separators if indent is None else None)
     return json.dumps(value, ensure_ascii=False, indent=indent).replace("\n", "\n" + column)
+
+
+def _separators(text: str, node: _Node) -> tuple[str, str]:
+    """How an object on one line writes its members: the text between its first key and value (``:`` or
+    ``: ``), and between two members (``,`` or ``, ``; a one-member object: compact if nothing follows ``{``)."""
+    key_at, _, value = node.members[0]
+    _, key_end = _DECODER.raw_decode(text, key_at)
+    colon = text[key_end:value.start]
+    if len(node.members) > 1:
+        comma = text[value.end:node.members[1][0]]
+    else:
+        comma = "," if text[node.start + 1:key_at] == "" and colon == ":" else ", "
+    return comma.strip() + (" " if comma.endswith(" ") else ""), colon.strip() + (" " if colon.endswith(" ") else "")
 
 
 def _insert(text: str, node: _Node, nested: dict[str, Any], indent: str | None) -> tuple[int, int, str] | None:
@@ -125,9 +139,10 @@ def _insert(text: str, node: _Node, nested: dict[str, Any], indent: str | None) 
     gap = text[node.start + 1:first]  # what separates "{" from the first member, e.g. "\n\t\t" or " "
     column = gap[gap.rfind("\n") + 1:] if "\n" in gap else ""
     one_line = "\n" not in gap
-    members = [f"{json.dumps(k, ensure_ascii=False)}: {_dumps(v, None if one_line else indent, column)}"
-               for k, v in nested.items()]
-    return first, first, "".join(m + ("," + gap if "\n" in gap else ", ") for m in members)
+    comma, colon = _separators(text, node) if one_line else (",", ": ")
+    members = [f"{json.dumps(k, ensure_ascii=False)}{colon}"
+               f"{_dumps(v, None if one_line else indent, column, (comma, colon))}" for k, v in nested.items()]
+    return first, first, "".join(m + ("," + gap if "\n" in gap else comma) for m in members)
 
 
 def _remove(text: str, parent: _Node, index: int) -> tuple[int, int, str]:
@@ -170,6 +185,21 @@ def indent_of(text: str) -> str | None:
 def edit(text: str, changes: Sequence[Sequence[Change]], indent: str | None) -> str | None:
     """``text`` with each document's ``changes`` (one list per document, in order) written in place, every
     other byte as it was; ``None`` where that cannot be done (the caller rewrites the file whole)."""
+    edits = plan(text, changes, indent)
+    if edits is None:
+        return None
+    parts: list[str] = []
+    at = 0
+    for start, end, replacement in edits:
+        parts += [text[at:start], replacement]
+        at = end
+    parts.append(text[at:])
+    return "".join(parts)
+
+
+def plan(text: str, changes: Sequence[Sequence[Change]], indent: str | None) -> list[tuple[int, int, str]] | None:
+    """The spans of ``text`` ``edit`` replaces, sorted, and what each becomes (``fix --dry-run``'s diff is
+    built from them); ``None`` where the changes cannot be written in place."""
     try:
         documents = _documents(text)
     except (_Unparsed, RecursionError):
@@ -204,12 +234,9 @@ def edit(text: str, changes: Sequence[Sequence[Change]], indent: str | None) -> 
                 return None
             edits.append(insertion)
     edits.sort(key=lambda e: (e[0], e[1]))
-    parts: list[str] = []
     at = 0
-    for start, end, replacement in edits:
+    for start, end, _ in edits:
         if start < at:
             return None  # overlapping edits
-        parts += [text[at:start], replacement]
         at = end
-    parts.append(text[at:])
-    return "".join(parts)
+    return edits

@@ -36,10 +36,11 @@ class Location:
     line: int | None = None
 
     def __str__(self) -> str:
-        return self.source if self.line is None else f"{self.source}:{self.line}"
+        # line 0: the input as a whole (a missing file, a folder that cannot be listed), not a line of it
+        return f"{self.source}:{self.line}" if self.line else self.source
 
     def as_json(self) -> dict[str, Any]:
-        return {"file": self.source if self.line is not None else None, "line": self.line}
+        return {"file": self.source if self.line is not None else None, "line": self.line or None}
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,6 +179,13 @@ class Report:
         """A document that is not judged (its kind, no kind, no pod template): counted, never silent."""
         self.skipped[reason] += 1
 
+    def add_notice(self, location: Location, rule: str, message: str) -> None:
+        """A notice about the run rather than one object (what could not be judged, and why): counted and shown
+        as any notice, never a failure."""
+        r = Record(location, "", None, "", None, (), rule, message, False)
+        self.counts.notices += 1
+        self._keep(self.notices, r, _notice_line(r))
+
     def add_error(self, location: Location, message: str) -> None:
         e = ErrorRecord(location, message)
         self.counts.errors += 1
@@ -197,6 +205,8 @@ def _error_line(e: ErrorRecord) -> str:
 def _notice_line(r: Record) -> str:
     """A change the mutation makes, or a rule's advisory finding (reported, never refused)."""
     about = "" if r.rule == "mutation" else f"{r.rule}: "
+    if not r.kind:  # about the run, not an object
+        return escape(f"{r.location}: notice: {about}{r.message}")
     return escape(f"{r.location}: {r.kind}/{r.name}: notice: {about}{r.message}")
 
 
@@ -230,8 +240,9 @@ def summary_line(report: Report) -> str:
     ``skipped`` counts them."""
     c = report.counts
     exempt = f" ({c.exempt} exempt)" if c.exempt else ""
-    line = (f"qos-guard: {numbered(c.objects, 'object')} checked{exempt}, {numbered(c.violations, 'violation')}, "
-            f"{numbered(c.errors, 'error')} ({report.mode} mode)")
+    notices = f", {numbered(c.notices, 'notice')}" if c.notices else ""
+    line = (f"qos-guard: {numbered(c.objects, 'object')} checked{exempt}, {numbered(c.violations, 'violation')}"
+            f"{notices}, {numbered(c.errors, 'error')} ({report.mode} mode)")
     return f"{line}; skipped: {skipped_text(report.skipped)}" if report.skipped else line
 
 
@@ -240,7 +251,8 @@ def render_json(report: Report) -> str:
         "violations": [r.as_json() for r in report.violations],
         "errors": [e.as_json() for e in report.errors],
         "summary": {"objects": report.counts.objects, "violations": report.counts.violations,
-                    "errors": report.counts.errors, "skipped": dict(sorted(report.skipped.items()))},
+                    "notices": report.counts.notices, "errors": report.counts.errors,
+                    "skipped": dict(sorted(report.skipped.items()))},
     }
     if report.mode is Mode.MUTATE or report.notices:
         out["notices"] = [r.as_json() for r in report.notices]
@@ -282,6 +294,8 @@ def render_sarif(report: Report) -> str:
             "properties": {"fixable": r.fixable, "container": r.container, "path": dotted(r.path)},
         })
     for n in report.notices:
+        if not n.kind:
+            continue  # about the run: a notification below
         results.append({
             "ruleId": n.rule, "level": "note", "message": {"text": f"{n.kind}/{n.name}: {n.message}"},
             "locations": [{"physicalLocation": _physical(n.location)}],
@@ -291,6 +305,8 @@ def render_sarif(report: Report) -> str:
         "message": {"text": e.message},
         "locations": [{"physicalLocation": _physical(e.location)}],
     } for e in report.errors]
+    notifications += [{"level": "note", "message": {"text": f"{n.rule}: {n.message}"}}
+                      for n in report.notices if not n.kind]
     rules = [{"id": rule.id, "shortDescription": {"text": rule.summary.replace("`", ""), "markdown": rule.summary},
               "defaultConfiguration": {"level": "error" if rule.default_on else "none"}} for rule in RULES]
     rules.append({"id": "mutation", "shortDescription": {"text": "a change the mutating webhook makes"},
@@ -340,7 +356,7 @@ def render_junit(report: Report) -> str:
                                             f"{'s' if len(case.violations) > 1 else ''}: {', '.join(rules)}")
             failure.text = xml_lines(lines)
             counted["failures"] += 1
-        notes = [f"{n.location}: notice: {n.message}" for n in case.notices]
+        notes = [f"{n.location}: notice: {n.rule}: {n.message}" for n in case.notices]
         if notes or (lines and report.mode is Mode.WARN):
             ET.SubElement(element, "system-out").text = xml_lines(notes + (lines if report.mode is Mode.WARN else []))
     for e in report.errors:
@@ -348,7 +364,11 @@ def render_junit(report: Report) -> str:
         error = ET.SubElement(unread, "error", type="input-error", message=e.message)
         error.text = xml_lines([f"{e.location}: {e.message}"])
         counted["errors"] += 1
-    totals = {"tests": str(len(suite)), "failures": str(counted["failures"]), "errors": str(counted["errors"])}
+    about_run = [f"notice: {n.rule}: {n.message}" for n in report.notices if not n.kind]
+    if about_run:  # what the run could not judge, beside the cases
+        ET.SubElement(suite, "system-out").text = xml_lines(about_run)
+    totals = {"tests": str(len(suite.findall("testcase"))), "failures": str(counted["failures"]),
+              "errors": str(counted["errors"])}
     suite.attrib.update(totals, skipped=str(counted["skipped"]))
     root = ET.Element("testsuites", {"name": "qos-guard", **totals})
     root.append(suite)
@@ -380,7 +400,8 @@ def render_github(report: Report) -> str:
     lines = [f"::error {_github_where(e.location)},title=input error::"
              f"{_escape_data(e.message)}" for e in report.errors]
     lines += [f"::notice {_github_where(n.location)},title={n.rule}::"
-              f"{_escape_data(f'{n.kind}/{n.name}: {n.message}')}" for n in report.notices]
+              f"{_escape_data(f'{n.kind}/{n.name}: {n.message}')}" if n.kind else
+              f"::notice title={_escape_property(n.rule)}::{_escape_data(n.message)}" for n in report.notices]
     lines += [f"::{level} {_github_where(r.location)},title={r.rule}::"
               f"{_escape_data(f'{r.kind}/{r.name}: {r.message}')}" for r in report.violations]
     return "\n".join(escape(line) for line in lines) + ("\n" if lines else "")

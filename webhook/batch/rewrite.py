@@ -1,11 +1,15 @@
 """``qos-guard fix``: apply the mutation to manifest files, keeping comments, key order and layout.
 
-YAML is read once by the same reader ``check`` uses; only the fields the mutation sets are edited in the
-text (positions from libyaml's node marks) and the result is re-read to prove it holds exactly the mutated
-objects. Where a change sits in a layout that cannot be edited that way, ruamel.yaml's round trip (with the
-file's own indentation) rewrites the file instead. JSON is edited the same way, value by value
-(``jsonedit``), else written whole in its own indent (tabs or spaces). Only files that
-change are rewritten in place; with an output folder every input is written.
+YAML is read once by the same reader ``check`` uses, document by document; only the fields the mutation sets
+are edited in the text (positions from libyaml's node marks) and each edited document is re-read to prove it
+holds exactly the mutated object. A document ``fix`` does not change stays byte for byte as it was. Where a
+change sits in a layout that cannot be edited that way, ruamel.yaml's round trip (with the file's own
+indentation) rewrites that one document instead, unless it uses YAML anchors and aliases (which a rewrite
+would rename and expand): a value under an anchor is edited at the anchor when every use of it needs the same
+change (the change says so), and otherwise that change is not made and is reported. JSON is edited the same
+way, value by value (``jsonedit``), else written whole in its own indent (tabs or spaces). Only files that
+change are rewritten in place; with an output folder every input is written. What was edited is kept as
+spans of the old text (``FileResult.edits``), from which ``--dry-run`` builds its diff (``unified``).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import itertools
 import json
 import os
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,18 +31,20 @@ from ruamel.yaml.error import YAMLError as RuamelError
 
 from webhook.batch import jsonedit
 from webhook.batch.files import NotRewritable, Unjudgeable, Unreadable, Unwritable, atomic_write, inside
+from webhook.batch.unified import Edit, apply_edits
 from webhook.core.config import Config
 from webhook.core.engine import Mode, evaluate
+from webhook.core.fieldpath import dotted
 from webhook.core.mutation import REMOVED, Change, apply_changes
 from webhook.core.podspec import ManifestError
 from webhook.core.rules import Violation
-from webhook.core.workloads import Target
+from webhook.core.workloads import Target, table
+from webhook.core.workloads import walk as walk_workloads
 from webhook.manifests.documents import (
     Document,
     ReadError,
     decode_text,
     json_objects,
-    read_text_documents,
     yaml_document,
     yaml_pieces,
 )
@@ -53,11 +60,16 @@ class FileResult:
     not be fixed raises a ``NotFixed`` instead."""
 
     file: str
+    objects: int = 0  # judged (as check counts them: a JobSet is one, an exempt one too)
+    skipped: Counter[str] = field(default_factory=Counter)  # documents with nothing to judge, by reason
     changes: list[tuple[Target, Change]] = field(default_factory=list)
     # What is left, and the mutation setting that would fix it where one would (``TargetResult.remedies``).
     remaining: list[tuple[Target, Violation, str | None]] = field(default_factory=list)
+    # Changes not made (a value under a YAML anchor that other uses share), each with why.
+    refused: list[tuple[Target, Change, str]] = field(default_factory=list)
     new_text: str | None = None
     old_text: str | None = None  # kept for ``fix --dry-run``'s diff
+    edits: list[Edit] = field(default_factory=list)  # spans of the old text and what they became, in order
 
 
 def guess_indent(text: str) -> tuple[int, int, int]:
@@ -142,14 +154,17 @@ def _insertion(text: str, node: yaml.Node, nested: dict[str, Any], column: int,
                step: int) -> tuple[int, int, str] | None:
     """Where and what to write so that ``node`` gains the keys in ``nested``."""
     if isinstance(node, yaml.ScalarNode) and is_null(node):
-        start, end = node.start_mark.index, node.end_mark.index
+        start, end = _value_start(text, node), node.end_mark.index
         if "{" in text[text.rfind("\n", 0, start) + 1:start]:
             return start, end, "{" + _flow(nested) + "}"
         return start, end, "\n" + _block(nested, column + step, step).rstrip("\n")
     if not isinstance(node, yaml.MappingNode):
         return None
     if node.flow_style:
-        at = node.start_mark.index + 1
+        brace = text.find("{", node.start_mark.index)  # after an anchor or a tag, if any
+        if brace < 0:
+            return None
+        at = brace + 1
         return at, at, _flow(nested) + (", " if node.value else "")
     if not node.value:
         return None
@@ -160,29 +175,32 @@ def _insertion(text: str, node: yaml.Node, nested: dict[str, Any], column: int,
     return line_start, line_start, _block(nested, first_key.start_mark.column, step)
 
 
-def _edit_document(text: str, doc: Document, config: Config, result: FileResult,
-                   newline: str) -> tuple[str, Any] | None:
-    """``text`` (one document of a stream) with only the fields the mutation sets changed, every other
-    byte as it was, and the object it must read back as; ``None`` when the layout around a change needs a
-    full round trip instead. The edits are sorted and the text is built once (no re-slicing per edit)."""
+_PROPERTIES = re.compile(r"(?:[&!][^\s,\[\]{}]*\s+)*")
+
+
+def _value_start(text: str, node: yaml.Node) -> int:
+    """Where a node's value starts: after its anchor (``&res``) and tag, which its start mark includes and an
+    edit of the value must keep."""
+    at = node.start_mark.index
+    match = _PROPERTIES.match(text, at, node.end_mark.index)
+    return match.end() if match and text[at:at + 1] in "&!" else at
+
+
+def _edits(text: str, root: yaml.Node, changes: list[Change], newline: str) -> list[Edit] | None:
+    """The spans of ``text`` (one document of a stream) to replace so that only the fields ``changes`` set
+    change, every other byte as it was; ``None`` when the layout around a change needs a full round trip."""
     step = guess_indent(text)[0]
-    edits: list[tuple[int, int, str]] = []
-    changes = _judge_document(doc.obj, config, result)
-    if not changes:
-        return text, doc.obj
-    expected = apply_changes(doc.obj, changes)
-    if doc.node is None:
-        return None
+    edits: list[Edit] = []
     inserts: dict[int, tuple[yaml.Node, dict[str, Any], int]] = {}
     for change in changes:
         if change.new is REMOVED:
             return None  # removing a field (and its comments) is left to the full round trip
-        walked = walk(doc.node, change.path)
+        walked = walk(root, change.path)
         node, rest, column = walked.node, walked.rest, walked.key_column
         if not rest:
             if not isinstance(node, yaml.ScalarNode):
                 return None
-            edits.append((node.start_mark.index, node.end_mark.index, _scalar(change.new, node.style)))
+            edits.append((_value_start(text, node), node.end_mark.index, _scalar(change.new, node.style)))
             continue
         if not all(isinstance(seg, str) for seg in rest):
             return None
@@ -195,20 +213,108 @@ def _edit_document(text: str, doc: Document, config: Config, result: FileResult,
         if edit is None:
             return None
         edits.append(edit)
-    edits.sort(key=lambda e: e[0])
-    parts: list[str] = []
+    # One value reached twice (through an alias) and set alike is one edit.
+    edits = sorted(set(edits), key=lambda e: (e[0], e[1]))
+    out: list[Edit] = []
     at = 0
     for start, end, replacement in edits:
         if start < at:
             return None  # overlapping edits: let the round trip do it
-        parts += [text[at:start], replacement.replace("\n", newline) if newline != "\n" else replacement]
+        out.append((start, end, replacement.replace("\n", newline) if newline != "\n" else replacement))
         at = end
-    parts.append(text[at:])
-    return "".join(parts), expected
+    return out
+
+
+def _shared(root: yaml.Node) -> dict[int, int]:
+    """Nodes reached more than once (an anchor and its aliases: the composer gives an alias the anchor's own
+    node), by id, with how many times."""
+    seen: dict[int, int] = {}
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        seen[id(node)] = seen.get(id(node), 0) + 1
+        if seen[id(node)] > 1:
+            continue
+        if isinstance(node, yaml.MappingNode):
+            stack += [n for pair in node.value for n in pair]
+        elif isinstance(node, yaml.SequenceNode):
+            stack += node.value
+    return {key: n for key, n in seen.items() if n > 1}
+
+
+def _anchor(text: str, root: yaml.Node, change: Change, shared: dict[int, int]) -> tuple[str, int] | None:
+    """The outermost anchor on the way to what ``change`` sets, and how many aliases use it; None when no
+    node on the way is shared."""
+    node = root
+    for i in range(len(change.path) + 1):
+        walked = walk(root, change.path[:i])
+        if walked.rest:
+            break
+        node = walked.node
+        if id(node) in shared:
+            found = re.match(r"[^&]{0,200}?&([^\s,\[\]{}]+)", text[node.start_mark.index:node.end_mark.index])
+            return (found[1] if found else "?"), shared[id(node)] - 1
+    return None
+
+
+ANCHOR_REFUSED = ("{what} is under the YAML anchor &{anchor}, shared by {n} alias{es}, and not every use needs "
+                  "this change; set it by hand where it is needed (or give this use its own value)")
+ANCHOR_LAYOUT = ("the document uses YAML anchors and aliases and this change cannot be written in place; rewriting "
+                 "the document would rename its anchors and expand its aliases: set it by hand")
+AT_ANCHOR = " (written at the YAML anchor &{anchor}: {aliases} too)"
+
+
+def _fix_document(file: str, part: str, doc: Document, config: Config, result: FileResult,
+                  newline: str) -> list[Edit]:
+    """The edits that fix one document of a YAML stream (none when nothing changes), spans of ``part``."""
+    changes = _judge_document(doc.obj, config, result)
+    if not changes:
+        return []
+    if doc.node is None:
+        return _round_trip_document(file, part, apply_changes(doc.obj, changes), config, newline)
+    shared = _shared(doc.node) if "*" in part else {}
+    attempt = list(changes)
+    while attempt:
+        edits = _edits(part, doc.node, attempt, newline)
+        if edits is not None and _reread(file, apply_edits(part, edits)) == apply_changes(doc.obj, attempt):
+            for change in attempt:
+                anchored = _anchor(part, doc.node, change, shared) if shared else None
+                if anchored is not None:
+                    _say_at_anchor(result, change, *anchored)
+            return edits
+        anchored_changes = [(c, a) for c in attempt if shared and (a := _anchor(part, doc.node, c, shared))]
+        if not anchored_changes:
+            break
+        for change, (anchor, n) in anchored_changes:  # a shared value: its other uses must not change
+            _refuse(result, change, ANCHOR_REFUSED.format(what=dotted(change.path), anchor=anchor, n=n,
+                                                          es="es" if n > 1 else ""))
+        attempt = [c for c in attempt if all(c is not a for a, _ in anchored_changes)]
+    if not attempt:
+        return []
+    if shared:
+        for change in attempt:
+            _refuse(result, change, ANCHOR_LAYOUT)
+        return []
+    return _round_trip_document(file, part, apply_changes(doc.obj, attempt), config, newline)
+
+
+def _say_at_anchor(result: FileResult, change: Change, anchor: str, n: int) -> None:
+    note = AT_ANCHOR.format(anchor=anchor, aliases="its alias gets it" if n == 1 else f"its {n} aliases get it")
+    result.changes = [(t, dataclasses.replace(c, message=c.message + note) if c is change else c)
+                      for t, c in result.changes]
+
+
+def _refuse(result: FileResult, change: Change, why: str) -> None:
+    target = next(t for t, c in result.changes if c is change)
+    result.changes = [(t, c) for t, c in result.changes if c is not change]
+    result.refused.append((target, change, why))
 
 
 def _judge_document(doc: Any, config: Config, result: FileResult) -> list[Change]:
     verdict = evaluate(doc, config, Mode.MUTATE)
+    result.objects += len({r.target.root for r in verdict.results}) + (verdict.exempt is not None)
+    if not verdict.results and verdict.exempt is None:  # nothing to judge in it: said by reason, as check says
+        result.skipped.update(r for r in walk_workloads(doc, kinds=table(config.workloads)) if isinstance(r, str))
     for r in verdict.results:
         # Only the names are reported: keep no reference to the object, so memory stays flat per document.
         target = dataclasses.replace(r.target, spec={})
@@ -257,34 +363,35 @@ def _fix_json(file: str, text: str, config: Config, result: FileResult) -> FileR
     if result.changes:
         newline = "\r\n" if "\r\n" in text else "\n"
         indent = jsonedit.indent_of(text)
-        edited = jsonedit.edit(text, changes, indent)
-        if edited is not None and json_objects(file, edited) == fixed:
-            result.new_text = edited
+        edits = jsonedit.plan(text, changes, indent)
+        edited = apply_edits(text, edits) if edits is not None else None
+        if edits is not None and edited is not None and json_objects(file, edited) == fixed:
+            result.new_text, result.edits = edited, edits
             return result
         body = "\n".join(json.dumps(doc, indent=indent, ensure_ascii=False) for doc in fixed)
         body += "\n" if text.endswith("\n") else ""
         result.new_text = body.replace("\n", newline) if newline != "\n" else body
+        result.edits = [(0, len(text), result.new_text)]
     return result
 
 
 def _fix_yaml(file: str, text: str, config: Config, result: FileResult) -> FileResult:
     newline = "\r\n" if "\r\n" in text else "\n"
     out: list[str] = []
-    changed = False
+    offset = 0
     for piece in yaml_pieces(file, text):
         if isinstance(piece, ReadError):
             raise _unreadable(piece)
         part, doc = piece
-        if doc is None:
-            out.append(part)
-            continue
-        edited = _edit_document(part, doc, config, result, newline)
-        doc.node = None  # the node tree is the largest thing held; let it go document by document
-        if edited is None or _reread(file, edited[0]) != edited[1]:
-            return _round_trip(file, text, config, newline)
-        changed = changed or edited[0] != part
-        out.append(edited[0])
-    if result.changes and changed:
+        if doc is not None:
+            edits = _fix_document(file, part, doc, config, result, newline)
+            doc.node = None  # the node tree is the largest thing held; let it go document by document
+            if edits:
+                result.edits += [(offset + start, offset + end, new) for start, end, new in edits]
+                part = apply_edits(part, edits)
+        out.append(part)
+        offset += len(piece[0])
+    if result.edits:
         result.new_text = "".join(out)
     return result
 
@@ -294,43 +401,21 @@ def _reread(file: str, text: str) -> Any:
     return doc.obj if isinstance(doc, Document) else doc
 
 
-def _round_trip(file: str, text: str, config: Config, newline: str) -> FileResult:
-    """ruamel.yaml's round trip of the whole file, kept only if the result reads back (as kubectl reads
-    it) as exactly the mutated objects."""
-    result = FileResult(file)
-    expected: list[Any] = []
-    for doc in read_text_documents(file, text):
-        if isinstance(doc, ReadError):
-            raise _unreadable(doc)
-        expected.append(doc.obj)
-    check = FileResult(file)
-    expected = _fix_documents(expected, config, check)
-    body_text = text.replace("\r\n", "\n") if newline != "\n" else text
-    preamble, body = _split_preamble(body_text)
+def _round_trip_document(file: str, part: str, expected: Any, config: Config, newline: str) -> list[Edit]:
+    """ruamel.yaml's round trip of one document (``part``), kept only if it reads back (as kubectl reads it)
+    as exactly the mutated object ``expected``: one edit, the whole document."""
+    body = part.replace("\r\n", "\n") if newline != "\n" else part
     y = _yaml(body)
-    fixed_docs = _fix_documents(list(y.load_all(body)), config, result)
-    if result.changes:
-        stream = io.StringIO()
-        y.dump_all(fixed_docs, stream)
-        new_text = preamble + stream.getvalue()
-        new_text = new_text if body_text.endswith("\n") else new_text.rstrip("\n")
-        reread = [d.obj if isinstance(d, Document) else d for d in read_text_documents(file, new_text)]
-        if reread != expected:
-            raise NotRewritable("cannot be rewritten without changing what kubectl reads")
-        result.new_text = new_text.replace("\n", newline) if newline != "\n" else new_text
-    return result
-
-
-def _split_preamble(text: str) -> tuple[str, str]:
-    """Comments and blank lines before a leading ``---``, which ruamel's round trip would drop."""
-    lines = text.splitlines(keepends=True)
-    for i, line in enumerate(lines):
-        stripped = line.strip()
-        if stripped.startswith("---"):
-            return "".join(lines[:i]), "".join(lines[i:])
-        if stripped and not stripped.startswith("#"):
-            break
-    return "", text
+    y.explicit_start = False
+    loaded = list(y.load_all(body))
+    fixed = _fix_documents(loaded, config, FileResult(file))  # its own tally: the changes are counted already
+    stream = io.StringIO()
+    y.dump_all(fixed, stream)
+    new = stream.getvalue()
+    new = new if body.endswith("\n") else new.rstrip("\n")
+    if _reread(file, new) != expected:
+        raise NotRewritable("cannot be rewritten without changing what kubectl reads")
+    return [(0, len(part), new.replace("\n", newline) if newline != "\n" else new)]
 
 
 BOM = "\ufeff"
@@ -361,8 +446,10 @@ def fix_file(path: str, config: Config, output: Path | None = None, root: Path |
     if isinstance(text, ReadError):
         raise _unreadable(text)
     result = fix_text(path, text, config)
-    if dry_run:
-        result.old_text = text
+    if dry_run:  # the diff is of the file as it is, BOM included
+        result.old_text = (BOM if bom else "") + text
+        if bom:
+            result.edits = [(start + len(BOM), end + len(BOM), new) for start, end, new in result.edits]
         return result
     new_text = result.new_text if result.new_text is not None else text
     try:

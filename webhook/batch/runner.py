@@ -7,15 +7,16 @@ through the same engine per file and reports through ``FixTally``.
 
 from __future__ import annotations
 
-import difflib
 import os
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from webhook.batch.report import STDIN_SHOWN, Location, Report, numbered
+from webhook.batch.report import STDIN_SHOWN, Location, Report, numbered, skipped_text
 from webhook.batch.textsafe import escape
+from webhook.batch.unified import Edit, unified_diff
 from webhook.core.config import Config
 from webhook.core.engine import MODE_LABEL, MODE_LABEL_RULE, Mode, evaluate, mode_label_problem, namespace_manifests
 from webhook.core.facts import NO_FACTS, Facts
@@ -67,10 +68,15 @@ def run(items: Iterable[Item], config: Config, mode: Mode, report: Report, facts
         except RecursionError:
             report.add_error(item.locate(()), f"{item.label}object is nested too deeply to be judged")
             continue
-        namespaces = list(namespace_manifests(item.obj))
+        # A Namespace is judged by its mode label alone: one without the label has nothing to judge (a file of
+        # such Namespaces and Services is "nothing to judge", exit 2, as one of Services alone).
+        namespaces = [(where, ns) for where, ns in namespace_manifests(item.obj) if has_mode_label(ns)]
+        judged_namespaces = len(namespaces)
         for reason in found:
-            if isinstance(reason, str) and not (reason == "Namespace" and namespaces):
-                report.add_skipped(reason)
+            if reason == "Namespace" and judged_namespaces:
+                judged_namespaces -= 1
+            elif isinstance(reason, str):
+                report.add_skipped(NO_MODE_LABEL if reason == "Namespace" else reason)
         for where, namespace in namespaces:  # the mode label, as the webhook judges it (a typo fails CI)
             meta = namespace.get("metadata")
             name = str(meta.get("name") or "<unnamed>") if isinstance(meta, dict) else "<unnamed>"
@@ -82,6 +88,16 @@ def run(items: Iterable[Item], config: Config, mode: Mode, report: Report, facts
             report.add_exempt(target.kind, target.name, item.locate(target.path), verdict.exempt)
         report.add_verdict(verdict, item.locate)
     return report
+
+
+NO_MODE_LABEL = f"Namespace without a {MODE_LABEL} label"
+
+
+def has_mode_label(namespace: Any) -> bool:
+    """Does a Namespace carry the ``qos-guard.io/mode`` label (whatever its value)?"""
+    meta = namespace.get("metadata") if isinstance(namespace, dict) else None
+    labels = meta.get("labels") if isinstance(meta, dict) else None
+    return isinstance(labels, dict) and MODE_LABEL in labels
 
 
 HELM_TEMPLATES = "templates"
@@ -96,13 +112,19 @@ def helm_chart_of(path: str) -> Path | None:
     return None
 
 
-def helm_chart_error(chart: Path, files: int) -> str:
+# What fix says beside check's hint: it edits manifests, and a template is not one until rendered.
+FIX_TEMPLATE = "fix edits manifests, not templates: change the chart's values or templates; "
+
+
+def helm_chart_error(chart: Path, files: int, fix: bool = False) -> str:
     what = f"its {files} template files are not manifests" if files > 1 else "its template file is not a manifest"
-    return f"a Helm chart: {what} until rendered; check what it renders: helm template {chart} | qos-guard check -"
+    return (f"a Helm chart: {what} until rendered; {FIX_TEMPLATE if fix else ''}check what it renders: "
+            f"helm template {chart} | qos-guard check -{'' if fix else f', and leave it out here: --exclude {chart}'}")
 
 
-def _template_hint(path: str, message: str) -> str:
-    """A file that does not parse and holds ``{{``: say it looks like a template, and what to do."""
+def _template_hint(path: str, message: str, fix: str = "") -> str:
+    """A file that does not parse and holds ``{{``: say it looks like a template, and what to do (the same
+    words for ``check`` and ``fix``, which adds ``fix``)."""
     stream = open_manifest(path)  # a regular file only: never a blocking read of a FIFO
     if isinstance(stream, ReadError):
         return message
@@ -111,17 +133,17 @@ def _template_hint(path: str, message: str) -> str:
             looks_templated = b"{{" in stream.read(1 << 16)
     except OSError:
         return message
-    return (f"{message} (the file holds {{{{ }}}}: a Helm or Go template? render it first: "
+    return (f"{message} (the file holds {{{{ }}}}: a Helm or Go template? {fix}render it first: "
             "helm template RELEASE CHART | qos-guard check -)") if looks_templated \
         else message
 
 
-def file_items(paths: Sequence[str]) -> Iterator[Item]:
+def file_items(paths: Sequence[str], exclude: Sequence[str] = ()) -> Iterator[Item]:
     """Every document under ``paths`` (files, folders, ``-``), each located by file and line. A Helm chart's
     templates are one error for the chart, not one unreadable file each, located at the first template file
     (a folder with line 0 was ``chart:0:``, which GitHub annotations attach to no file)."""
     charts: dict[Path, list[str]] = {}
-    for path in expand_paths(paths):
+    for path in expand_paths(paths, exclude):
         if isinstance(path, ReadError):
             yield Item(at(Location(path.file, path.line)), error=path.message)
             continue
@@ -141,9 +163,14 @@ def file_items(paths: Sequence[str]) -> Iterator[Item]:
 
 
 def check_paths(paths: Sequence[str], config: Config, mode: Mode,
-                stream: Callable[[str], None] | None = None, facts: Facts = NO_FACTS) -> Report:
-    """``qos-guard check``: judge every document under ``paths``; unreadable inputs are recorded."""
-    return run(file_items(paths), config, mode, Report(mode, stream=stream), facts)
+                stream: Callable[[str], None] | None = None, facts: Facts = NO_FACTS,
+                notices: Sequence[tuple[Location, str, str]] = (), exclude: Sequence[str] = ()) -> Report:
+    """``qos-guard check``: judge every document under ``paths``; unreadable inputs are recorded. ``notices``
+    (where, rule, message) are said first and counted: what the run cannot judge (a cluster it could not read)."""
+    report = Report(mode, stream=stream)
+    for where, rule, message in notices:
+        report.add_notice(where, rule, message)
+    return run(file_items(paths, exclude), config, mode, report, facts)
 
 
 @dataclass
@@ -152,25 +179,39 @@ class FixTally:
     remaining: int = 0
     errors: int = 0
     dry_run: bool = False
+    objects: int = 0  # judged, as check counts them
+    skipped: Counter[str] = field(default_factory=Counter)  # documents with nothing to fix, by reason
 
     @property
     def exit_code(self) -> ExitCode:
         return fold(violations=bool(self.remaining), errors=bool(self.errors))
 
     def summary(self) -> str:
+        # A file with an error was not judged: its violations are not in the count, and the count says so.
+        where = " in the files read" if self.errors else ""
         if self.dry_run:
             return (f"qos-guard: {numbered(self.changed, 'file')} would change, "
-                    f"{numbered(self.remaining, 'violation')} would be left, {numbered(self.errors, 'error')} "
-                    "(dry run: nothing written)")
+                    f"{numbered(self.remaining, 'violation')} would be left{where}, "
+                    f"{numbered(self.errors, 'error')} (dry run: nothing written)")
         return (f"qos-guard: {numbered(self.changed, 'file')} changed, {numbered(self.remaining, 'violation')} "
-                f"left, {numbered(self.errors, 'error')}")
+                f"left{where}, {numbered(self.errors, 'error')}")
+
+    def nothing_to_fix(self, paths: Sequence[str]) -> str | None:
+        """As ``check``'s "nothing to judge": no Pod or workload read, and no error to explain why (a wrong path
+        in CI must not pass)."""
+        if self.objects or self.errors:
+            return None
+        skipped = f" (skipped: {skipped_text(self.skipped)})" if self.skipped else ""
+        return (f"nothing to judge: no Pod or workload in {', '.join(paths)}{skipped}; check the paths, or pass "
+                "--allow-empty where finding none is expected")
 
 
-def _diff(path: str, old: str, new: str) -> str:
-    """A unified diff of one file (``patch -p1`` or ``git apply`` can apply it); names escaped, text as is."""
+def _diff(path: str, old: str, edits: Sequence[Edit]) -> str:
+    """A unified diff of one file (``patch -p1`` or ``git apply`` can apply it), built from the spans ``fix``
+    edited (``unified``: linear in the file, where difflib over the whole text was about quadratic); names
+    escaped, text as is."""
     name = escape(os.path.normpath(path).lstrip("/"))
-    return "".join(difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
-                                        f"a/{name}", f"b/{name}"))
+    return unified_diff(old, edits, f"a/{name}", f"b/{name}")
 
 
 def fix_paths(paths: Sequence[str], config: Config, output: Path | None,
@@ -179,7 +220,7 @@ def fix_paths(paths: Sequence[str], config: Config, output: Path | None,
     """``qos-guard fix``: apply the mutation to every manifest file under ``paths``, one line per change,
     per violation left and per file that could not be fixed (escaped: names come from the files). With
     ``dry_run`` nothing is written: ``print_diff`` gets each file's diff."""
-    from webhook.batch.files import NotFixed
+    from webhook.batch.files import NotFixed, Unreadable
     from webhook.batch.rewrite import fix_file  # ruamel.yaml is imported by fix alone
 
     def out(line: str) -> None:
@@ -206,20 +247,27 @@ def fix_paths(paths: Sequence[str], config: Config, output: Path | None,
             try:
                 result = fix_file(item, config, output, root, dry_run=dry_run)
             except NotFixed as exc:
-                out(f"{item}: error: {exc.render()}")
+                if isinstance(exc, Unreadable):
+                    exc.reason = _template_hint(item, exc.reason, FIX_TEMPLATE)
+                out(exc.render(item))
                 tally.errors += 1
                 continue
+            tally.objects += result.objects
+            tally.skipped.update(result.skipped)
             tally.changed += bool(result.changes)
             for target, change in result.changes:
                 out(f"{item}: {target.kind}/{target.name}: {fixed}: {change.message}")
+            for target, change, why in result.refused:
+                out(f"{item}: {target.kind}/{target.name}: not fixed: {change.message}: {why}")
+                tally.remaining += 1
             for target, violation, remedy in result.remaining:
                 why = f"cannot be fixed with this configuration: {remedy}" if remedy else \
                     "cannot be fixed automatically"
                 out(f"{item}: {target.kind}/{target.name}: {violation.rule}: {violation.message} ({why})")
                 tally.remaining += 1
             if dry_run and print_diff is not None and result.new_text is not None and result.old_text is not None:
-                print_diff(_diff(item, result.old_text, result.new_text))
+                print_diff(_diff(item, result.old_text, result.edits))
     for chart, files in charts.items():
-        out(f"{chart}: error: {helm_chart_error(chart, files)}")
+        out(f"{chart}: error: {helm_chart_error(chart, files, fix=True)}")
         tally.errors += 1
     return tally

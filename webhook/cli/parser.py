@@ -38,7 +38,8 @@ CHECK_EXIT_CODES = """exit codes:
 FIX_EXIT_CODES = """exit codes:
   0  every object is compliant now (or would be, with --dry-run)
   1  violations are left that the mutation cannot fix (each line says why, and which setting would fix it)
-  2  wrong usage, or a file that could not be read or written (it is left unchanged)"""
+  2  wrong usage, a file that could not be read or written (it is left unchanged), or nothing to judge: no
+     Pod or workload found (pass --allow-empty to accept that)"""
 
 AGENT_EXIT_CODES = """Every --interval seconds, on the node it runs on: reads kubelet's PodResources API, the NUMA
 layout and each container's cgroup cpuset, and exports whether each container of an opted-in namespace is pinned and on
@@ -115,6 +116,9 @@ def build_parser() -> argparse.ArgumentParser:
                             "(what the webhook would patch, as notices, and what it would still refuse) or warn "
                             "(report, never fail) (default enforce)")
     check.add_argument("--config", help="configuration file (docs/contract.md#configuration)")
+    check.add_argument("--exclude", action="append", default=[], metavar="GLOB",
+                       help="leave out files and folders this shell pattern matches, as the paths are written "
+                            "(e.g. charts, 'deploy/*.json'); repeat for more")
     _format_option(check)
     check.add_argument("--allow-empty", action="store_true",
                        help="exit 0 when no Pod or workload is found (a pre-commit hook given only other "
@@ -137,6 +141,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="write nothing: print a unified diff of what would change on stdout (apply it with "
                           "patch -p1 or git apply), the changes and what is left on stderr")
     fix.add_argument("--config", help="configuration file (docs/contract.md#configuration)")
+    fix.add_argument("--allow-empty", action="store_true",
+                     help="exit 0, not 2, when no Pod or workload is found (as check --allow-empty)")
     _version_option(fix)
     fix.set_defaults(func=cmd_fix)
 

@@ -182,6 +182,24 @@ def local_attribute(name: str) -> bool:
     return name in (NUMA_ATTRIBUTE, PCIE_ATTRIBUTE) or name.endswith(LOCAL_SUFFIXES)
 
 
+def _subrequests(request: Mapping[str, Any]) -> list[str]:
+    alternatives = request.get("firstAvailable")
+    if not isinstance(alternatives, list):
+        return []
+    return [str(a.get("name")) for a in alternatives if isinstance(a, Mapping) and a.get("name")]
+
+
+def _covers(listed: set[str], name: str, request: Mapping[str, Any]) -> bool:
+    """Does a constraint over ``listed`` apply to every device ``request`` may get? As ``DeviceConstraint.requests``
+    says (``k8s.io/api/resource/v1``): the main request's name covers all its sub-requests, ``main/sub`` only
+    that one; so a request is covered by its name, or by every one of its ``firstAvailable`` sub-requests
+    (the scheduler may pick any of them)."""
+    if name in listed:
+        return True
+    subs = _subrequests(request)
+    return bool(subs) and all(f"{name}/{sub}" in listed for sub in subs)
+
+
 def claim_spread(spec: Mapping[str, Any]) -> ClaimSpread | None:
     """A ResourceClaimSpec (``resource.k8s.io/v1``) that asks more than one device and has no NUMA or PCIe
     ``matchAttribute`` constraint over all its requests: its devices may land on different NUMA nodes. None
@@ -203,10 +221,9 @@ def claim_spread(spec: Mapping[str, Any]) -> ClaimSpread | None:
         if not isinstance(attribute, str) or not local_attribute(attribute):
             continue
         over = constraint.get("requests")
-        # No requests listed: the constraint applies to all of them. A sub-request (``req/sub``) counts for its
-        # request.
-        covered = {str(n).split("/", 1)[0] for n in over} if isinstance(over, list) and over else set(names)
-        if set(names) <= covered:
+        # No requests listed: the constraint applies to all of them.
+        if not (isinstance(over, list) and over) or all(
+                _covers({str(n) for n in over}, name, request) for name, request in zip(names, requests, strict=True)):
             return None
     total = "all matching" if None in counts else str(sum(c for c in counts if c is not None))
     return ClaimSpread(total, names)

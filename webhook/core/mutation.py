@@ -84,12 +84,18 @@ def _fix_block(block: Block, config: Config, may_round: bool) -> list[Change]:
                 and not is_whole_cpu(Quantity(milli, str(new_limit))):
             new_limit, milli = str(-(-milli // 1000)), -(-milli // 1000) * 1000
             reason = f"{new_limit}, the next whole number of CPUs"
+        # A defaulted request that differs from the limit is the pod-level aggregate the API server fills in. A
+        # container's request left out defaults to its limit (the limit just set, too): nothing to write, but
+        # the raise is still reserved, which the limit's change says.
+        follows_limit = request is not None and request.defaulted and block.container is not None
         if reason:
+            cost = raise_cost(resource, request.milli, milli, pinned=True) \
+                if follows_limit and request is not None and request.milli != milli else ""
+            follows = " (the request defaults to it)" if cost else ""
             changes.append(Change((*block.path, "limits", resource),
-                                  f"{who}: set resources.limits.{resource} to {reason}", block.container,
-                                  new=new_limit))
-        # A defaulted request that differs from the limit is the pod-level aggregate the API server fills in.
-        if request is not None and request.milli != milli:
+                                  f"{who}: set resources.limits.{resource} to {reason}{cost}{follows}",
+                                  block.container, new=new_limit, cost=cost))
+        if request is not None and request.milli != milli and not follows_limit:
             cost = raise_cost(resource, request.milli, milli, pinned=block.container is not None)
             changes.append(Change((*block.path, "requests", resource),
                                   f"{who}: set resources.requests.{resource} to {new_limit} (its limit){cost}",

@@ -175,15 +175,23 @@ BUILTIN: tuple[Kind, ...] = (
     _k("RayCluster", "ray.io", "v1,v1alpha1", "rayclusters", *_ray("spec.")),
     _k("RayService", "ray.io", "v1,v1alpha1", "rayservices", *_ray("spec.rayClusterConfig.")),
     _k("RayJob", "ray.io", "v1,v1alpha1", "rayjobs", *_ray("spec.rayClusterSpec.")),
-    # KServe: the predictor is a pod spec inline (containers, initContainers, resources at spec.predictor). Not a
-    # controller for audit: the Deployment KServe builds (with spec.predictor.model, its model container merged
-    # from the ServingRuntime, which the InferenceService does not show) is judged itself.
+    # KServe: the predictor, the transformer and the explainer are each a pod spec inline (containers,
+    # initContainers, resources at spec.predictor, spec.transformer, spec.explainer: PredictorSpec,
+    # TransformerSpec and ExplainerSpec embed v1.PodSpec), each run as a Deployment of its own. Not a controller
+    # for audit: the Deployment KServe builds (with spec.predictor.model, its model container merged from the
+    # ServingRuntime, which the InferenceService does not show) is judged itself.
     # The framework fields (tensorflow, sklearn...) are the same: KServe's defaulting webhook turns each into
-    # spec.predictor.model (setPredictorModelDefaults, inference_service_defaults.go, v0.20.0).
-    Kind("InferenceService", "serving.kserve.io", ("v1beta1",), "inferenceservices", (Template(
-        "spec.predictor", "predictor", unknown_if=tuple(f"spec.predictor.{f}" for f in KSERVE_MODEL_FIELDS),
-        why_unknown="InferenceService with {field} (its model container is merged from the "
-                    "ServingRuntime: judged as the Deployment and Pods KServe creates)"),), controller=False),
+    # spec.predictor.model (setPredictorModelDefaults, inference_service_defaults.go, v0.20.0); an ART explainer's
+    # container is built from the inferenceservice-config ConfigMap (explainer/art.go).
+    Kind("InferenceService", "serving.kserve.io", ("v1beta1",), "inferenceservices", (
+        Template("spec.predictor", "predictor", unknown_if=tuple(f"spec.predictor.{f}" for f in KSERVE_MODEL_FIELDS),
+                 why_unknown="InferenceService with {field} (its model container is merged from the "
+                             "ServingRuntime: judged as the Deployment and Pods KServe creates)"),
+        Template("spec.transformer", "transformer"),
+        Template("spec.explainer", "explainer", unknown_if=("spec.explainer.art",),
+                 why_unknown="InferenceService with {field} (its explainer container is built from KServe's "
+                             "inferenceservice-config: judged as the Deployment and Pods KServe creates)")),
+        controller=False),
     # Argo Rollouts: spec.template (a Rollout with spec.workloadRef has none: its Deployment is judged).
     _k("Rollout", "argoproj.io", "v1alpha1", "rollouts", _T),
     # Kubeflow training-operator v1 (MPIJob also as mpi-operator's v2beta1)

@@ -9,7 +9,8 @@ API server would receive:
 - a document that is not an object (a list, a string) is an error; ``null`` documents are skipped.
 
 Streams are read in blocks, one document at a time, so memory stays flat however long a file is; one document
-may not exceed ``MAX_DOCUMENT_BYTES`` and one stream ``MAX_FILE_BYTES``.
+may not exceed ``MAX_DOCUMENT_BYTES`` (it is an error, and the next one is read) and one stream
+``MAX_FILE_BYTES``.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ class ReadError:
     line: int
     reason: str
     effect: str = ""
+    ends: bool = True  # nothing after it in the stream is read (False: one document is lost, the next is read)
 
     @property
     def message(self) -> str:
@@ -104,10 +106,13 @@ def split_yaml(stream: IO[bytes], file: str, head: bytes = b"",
     """Cut a YAML stream at ``---`` lines as apimachinery's ``YAMLReader`` does, reading in blocks.
 
     A separator line with content other than a comment is an error that ends the stream; the document
-    before it is dropped, as kubectl drops it. A document over ``MAX_DOCUMENT_BYTES`` or a stream over
-    ``MAX_FILE_BYTES`` also ends the stream with an error."""
+    before it is dropped, as kubectl drops it. A stream over ``MAX_FILE_BYTES`` ends with an error. A document
+    over ``MAX_DOCUMENT_BYTES`` is an error for that document alone (``ends`` False): its bytes are dropped as
+    they are read, up to the next ``---``, so memory stays bounded, and the documents after it are read."""
     parts: list[bytes] = []
     size = 0
+    skipping = False  # inside a document over the limit: dropped up to the next separator
+    midline = False  # the previous block's partial line was dropped: the next data does not start a line
     total = len(head)
     doc_line = line = first_line
     carry = head
@@ -119,19 +124,30 @@ def split_yaml(stream: IO[bytes], file: str, head: bytes = b"",
                             "not read further")
             return
         data = carry + block if carry else block
+        if midline and data:
+            newline = data.find(b"\n")
+            if newline < 0:
+                data, carry = b"", b""
+                if block:
+                    continue
+            else:
+                data, midline = data[newline + 1:], False
+                line += 1
         if block:
             cut = data.rfind(b"\n") + 1
             data, carry = data[:cut], data[cut:]
-            if size + len(carry) > MAX_DOCUMENT_BYTES:
-                yield _too_big(file, doc_line)
-                return
+            if size + len(carry) > MAX_DOCUMENT_BYTES:  # one line longer than a document may be
+                if not skipping:
+                    yield _too_big(file, doc_line)
+                parts, size, skipping, midline, carry = [], 0, True, True, b""
         else:
             carry = b""
         pos = 0
         for m in _SEPARATOR.finditer(data):
             if m.start() > pos:
-                parts.append(data[pos:m.start()])
-                size += m.start() - pos
+                if not skipping:
+                    parts.append(data[pos:m.start()])
+                    size += m.start() - pos
                 line += data.count(b"\n", pos, m.start())
             rest = m.group(1).strip(_GO_SPACE)
             if rest and not rest.startswith(b"#"):
@@ -139,29 +155,32 @@ def split_yaml(stream: IO[bytes], file: str, head: bytes = b"",
                 yield ReadError(file, line + 1, f"invalid YAML document separator: {shown!r} (only a comment "
                                                 "may follow ---)")
                 return
-            if parts:
+            if size > MAX_DOCUMENT_BYTES and not skipping:
+                yield _too_big(file, doc_line)
+            elif parts and not skipping:
                 yield Piece(b"".join(parts), doc_line, True)
-                parts, size = [], 0
+            parts, size, skipping = [], 0, False
             yield Piece(m.group(0), line, False)
             line += m.group(0).count(b"\n")
             doc_line = line
             pos = m.end()
         if pos < len(data):
-            parts.append(data[pos:])
-            size += len(data) - pos
+            if not skipping:
+                parts.append(data[pos:])
+                size += len(data) - pos
             line += data.count(b"\n", pos)
-            if size > MAX_DOCUMENT_BYTES:
+            if size > MAX_DOCUMENT_BYTES and not skipping:
                 yield _too_big(file, doc_line)
-                return
+                parts, size, skipping = [], 0, True
         if not block:
             break
-    if parts:
+    if parts and not skipping:
         yield Piece(b"".join(parts), doc_line, True)
 
 
 def _too_big(file: str, line: int) -> ReadError:
     return ReadError(file, line + 1, f"document is over the {MAX_DOCUMENT_BYTES // MIB} MiB limit",
-                     "the rest of the input is not read")
+                     "it is not read (the documents after it are)", ends=False)
 
 
 def decode_text(data: bytes, file: str, line: int) -> str | ReadError:
@@ -174,7 +193,8 @@ def decode_text(data: bytes, file: str, line: int) -> str | ReadError:
 
 def yaml_document(file: str, text: str, first_line: int = 0) -> Document | ReadError | None:
     """The first YAML document of ``text`` (one piece of a stream) decoded as kubectl decodes it; ``None``
-    for an empty or ``null`` document. An error here ends the stream (kubectl stops reading the file)."""
+    for an empty or ``null`` document. An error here is this document's: ``check`` reads the next one (the
+    stream is cut at ``---`` lines first), though kubectl apply refuses the whole file."""
     loader = Loader(text)
     try:
         if not loader.check_node():
@@ -321,19 +341,21 @@ def _yaml_stream(file: str, stream: IO[bytes], head: bytes, first_line: int) -> 
     for piece in split_yaml(stream, file, head, first_line):
         if isinstance(piece, ReadError):
             yield piece
-            return
+            if piece.ends:
+                return
+            continue
         if not piece.document:
             continue
         text = decode_text(piece.data, file, piece.line)
         if isinstance(text, ReadError):
-            yield text
-            return
+            yield text  # one document: the stream is cut at ``---`` lines, the next one reads on its own
+            continue
         doc = yaml_document(file, text, piece.line)
         if doc is None:
             continue
         if isinstance(doc, ReadError):
-            yield doc
-            return
+            yield doc  # as above: the documents after it are judged (kubectl apply refuses the whole file)
+            continue
         bad = not_an_object(doc)
         yield doc if bad is None else bad
 

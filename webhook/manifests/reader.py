@@ -4,10 +4,11 @@ read), and each is read as a stream of documents (``documents.stream_documents``
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import stat
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO
 
@@ -17,12 +18,25 @@ MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 STDIN = "-"
 
 
-def expand_paths(paths: Iterable[str]) -> Iterator[str | ReadError]:
-    """Files in command-line order, folders recursively (sorted), ``-`` for stdin. A folder (or a folder
-    inside it) that cannot be listed is an error, never silently empty."""
+def excluded(path: str, patterns: Sequence[str]) -> bool:
+    """Is ``path``, or a folder it is in, matched by one of ``patterns`` (shell globs, ``fnmatch``: ``charts``,
+    ``charts/*``, ``*.json``, ``deploy/generated``)? Paths are compared as given and without a leading ``./``."""
+    if not patterns:
+        return False
+    parts = Path(os.path.normpath(path)).parts
+    prefixes = [os.path.join(*parts[:i]) for i in range(1, len(parts) + 1)]
+    return any(fnmatch.fnmatchcase(p, pattern.rstrip("/") or "/") for p in prefixes for pattern in patterns)
+
+
+def expand_paths(paths: Iterable[str], exclude: Sequence[str] = ()) -> Iterator[str | ReadError]:
+    """Files in command-line order, folders recursively (sorted), ``-`` for stdin, leaving out what
+    ``exclude`` matches (``excluded``). A folder (or a folder inside it) that cannot be listed is an error,
+    never silently empty."""
     for raw in paths:
         if raw == STDIN:
             yield STDIN
+            continue
+        if excluded(raw, exclude):
             continue
         path = Path(raw)
         try:
@@ -36,12 +50,12 @@ def expand_paths(paths: Iterable[str]) -> Iterator[str | ReadError]:
             is_dir = False  # a looping link: opening it names the problem
         if is_dir:
             problems: list[OSError] = []
-            found = sorted(
-                os.path.join(root, name)
-                for root, _dirs, files in os.walk(path, onerror=problems.append)
-                for name in files
-                if name.endswith(MANIFEST_SUFFIXES)
-            )
+            found = []
+            for root, dirs, files in os.walk(path, onerror=problems.append):
+                dirs[:] = [d for d in dirs if not excluded(os.path.join(root, d), exclude)]
+                found += [os.path.join(root, name) for name in files if name.endswith(MANIFEST_SUFFIXES)
+                          and not excluded(os.path.join(root, name), exclude)]
+            found.sort()
             for problem in problems:
                 yield ReadError(str(problem.filename or raw), 0, f"cannot list folder: {problem.strerror or problem}")
             yield from found

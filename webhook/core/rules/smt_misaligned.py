@@ -1,5 +1,9 @@
 """``smt-misaligned``: with the static policy option ``full-pcpus-only`` kubelet refuses a container whose
-cpu count is not a multiple of the SMT level (``SMTAlignmentError``, policy_static.go)."""
+cpu count is not a multiple of the SMT level (``SMTAlignmentError``, policy_static.go).
+
+kubelet pins every container of a Guaranteed Pod whose cpu is whole (``guaranteedCPUs``), whatever its name,
+so ``policy.fractionalCPUContainers`` does not exempt one here: that setting lets a container's cpu be
+fractional (then it runs in the shared pool and this rule has nothing to say), not a whole-CPU one misaligned."""
 
 from __future__ import annotations
 
@@ -21,7 +25,7 @@ def check(pod: PodSpec, policy: Policy, facts: Facts) -> list[Violation]:
     found = []
     for c in pod.all_containers:
         block = c.resources
-        if c.name in policy.fractional_cpu_containers or not block.clean(CPU):
+        if not block.clean(CPU):
             continue
         picked = block.sizing_cpu()
         if picked is None or picked[1].quantity is None or not is_whole_cpu(picked[1].quantity):
@@ -45,7 +49,7 @@ def to_cel(mutated: bool) -> str:
     choice = (f"{down} > 0 ? {USE_EITHER.cel(low=f'string({down})', high=f'string({down} + {smt})')} "
               f": {USE.cel(n=f'string({down} + {smt})')}")
     return cel.each_fact(
-        RULE_ID, f"f.r == 'cpu' && !f.b.frac && !f.b.pod && {smt} > 1 && {amount} != '' && "
+        RULE_ID, f"f.r == 'cpu' && !f.b.pod && {smt} > 1 && {amount} != '' && "
                  f"quantity({amount}).isInteger() && {cpus} % {smt} != 0",
         MISALIGNED.cel(label="f.b.label", kind=kind, cpus=f"string({cpus})", smt=f"string({smt})", choice=choice))
 
