@@ -267,8 +267,9 @@ class Verdict:
     known: bool = True
 
 
-_NO_OPINION = Verdict("", True)
-_UNKNOWN = Verdict("", True, known=False)
+NO_OPINION = Verdict("", True)
+UNKNOWN = Verdict("", True, known=False)
+_NO_OPINION, _UNKNOWN = NO_OPINION, UNKNOWN
 
 
 @dataclass
@@ -302,7 +303,11 @@ class Judge:
         if state.empty.policy == "none":
             return _NO_OPINION
         topo, held_keys = free if free is not None else (free_now(state, reserved), tuple(p.key for p in reserved))
-        key = (state.shape, held_keys) if held_keys else state.shape
+        return self.judged(state, topo, (state.shape, held_keys) if held_keys else state.shape)
+
+    def judged(self, state: NodeState, topo: NodeTopology, key: Any) -> Verdict:
+        """The verdict on a node whose zones free now are ``topo``, judged once per ``key`` (its shape, and its
+        reservations when it has some); the caller has ruled out unknown and ``none`` nodes."""
         found = self.verdicts.get(key)
         if found is None:
             found = self.verdicts[key] = self._judge(state, topo)

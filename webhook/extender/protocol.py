@@ -91,6 +91,38 @@ def parse_args(raw: bytes | bytearray) -> Args:
     raise BadArgs("NodeNames (nodeCacheCapable: true) or Nodes: one is required")
 
 
+@dataclass(frozen=True)
+class Binding:
+    """``ExtenderBindingArgs``: the Pod (name, namespace, UID) and the node the scheduler chose."""
+
+    name: str
+    namespace: str
+    uid: str
+    node: str
+
+
+def parse_binding(raw: bytes | bytearray) -> Binding:
+    """``ExtenderBindingArgs`` (``PodName``, ``PodNamespace``, ``PodUID``, ``Node``), read as encoding/json does."""
+    try:
+        body = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise BadArgs(f"the body is not JSON: {exc}") from None
+    if not isinstance(body, Mapping):
+        raise BadArgs(f"ExtenderBindingArgs must be a JSON object, not {type(body).__name__}")
+    found = {}
+    for name in ("PodName", "PodNamespace", "PodUID", "Node"):
+        value = _field(body, name)
+        if value is None:
+            value = ""
+        if not isinstance(value, str):
+            raise BadArgs(f"{name}: must be a string")
+        found[name] = value
+    for name in ("PodName", "PodNamespace", "Node"):
+        if not found[name]:
+            raise BadArgs(f"{name}: missing (kube-scheduler sends the Pod and the node it chose)")
+    return Binding(found["PodName"], found["PodNamespace"], found["PodUID"], found["Node"])
+
+
 def filter_result(args: Args, verdicts: Sequence[Verdict]) -> dict[str, Any]:
     """``ExtenderFilterResult`` (``verdicts``: one per node name, in order): the kept nodes (as names, or as
     Nodes when the scheduler sent Nodes) and each left-out node with why; those no preemption could help in
