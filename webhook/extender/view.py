@@ -25,7 +25,6 @@ import itertools
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
 from webhook.core.numatopology import NodeTopology
 from webhook.extender.fingerprint import pod_hash, sign
@@ -36,11 +35,16 @@ from webhook.extender.placement import (
     BoundPod,
     Judge,
     NodeState,
+    Shape,
     Verdict,
     free_now,
 )
 
 Key = tuple[str, str]
+MAX_IDS = 50_000  # distinct free shapes remembered
+# One table for every View of the process: a Judge's verdicts are keyed by these ids, whichever View it reads.
+_IDS: dict[Shape, int] = {}
+_NEXT_ID = itertools.count()
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +56,7 @@ class Freed:
     state: NodeState
     topo: NodeTopology
     held: tuple[Key, ...]
-    key: Any
+    key: int
     version: int
     since: float
     until: float
@@ -175,17 +179,29 @@ class View:
         version, state = node.version, node.state
         opinion = bool(state.empty.policy and state.empty.zones and state.empty.policy != "none")
         if not node.pods or not opinion:
-            found = Freed(state, state.free, (), state.shape, version, -math.inf, math.inf, opinion)
+            found = Freed(state, state.free, (), self._id(state.shape), version, -math.inf, math.inf, opinion)
         else:
             held = self.held(name, now)
             keys = tuple(p.key for p in held)
             until = min((p.scheduled_at + self.timeout for p in held), default=math.inf)
             since = max((p.scheduled_at + self.timeout for p in node.pods.values()
                          if p.scheduled_at + self.timeout <= now), default=-math.inf)
-            found = Freed(state, free_now(state, held), keys, (state.shape, keys) if keys else state.shape,
-                          version, since, until, opinion)
+            topo = free_now(state, held)
+            # Nodes of one shape whose reservations leave the same zones free judge alike: one verdict for them.
+            key = self._id(Shape((state.empty.key, topo.key))) if keys else self._id(state.shape)
+            found = Freed(state, topo, keys, key, version, since, until, opinion)
         if node.version == version:
             node.freed = found
+        return found
+
+    def _id(self, shape: Shape) -> int:
+        """A small int for a shape (what verdicts are cached by: an int hashes and compares at once). Ids are
+        never reused: when the table is cleared (past ``MAX_IDS``) equal shapes get new ids, judged again."""
+        found = _IDS.get(shape)
+        if found is None:
+            if len(_IDS) >= MAX_IDS:
+                _IDS.clear()
+            found = _IDS[shape] = next(_NEXT_ID)
         return found
 
     def free(self, name: str, now: float) -> tuple[NodeTopology, tuple[Key, ...]] | None:
@@ -233,19 +249,30 @@ class View:
         return found
 
     def verdicts(self, judge: Judge, names: Sequence[str], now: float) -> list[Verdict]:
-        """One verdict per name: unknown nodes (no NRT) kept, the others judged once per free shape."""
+        """One verdict per name: unknown nodes (no NRT) kept, the others judged once per free shape. The loop
+        is the call's whole cost over thousands of nodes: a cached ``Freed`` is read in place."""
         if judge.wants is None:
             return [NO_OPINION] * len(names)
         out: list[Verdict] = []
-        add, freed, judged = out.append, self.freed, judge.judged
+        add, nodes, recompute, judged, cache = out.append, self.nodes, self.freed, judge.judged, judge.verdicts
         for name in names:
-            found = freed(name, now)
-            if found is None:
+            node = nodes.get(name)
+            if node is None:
                 add(UNKNOWN)
-            elif not found.opinion:
-                add(UNKNOWN if found.state.empty.policy != "none" else NO_OPINION)
-            else:
-                add(judged(found.state, found.topo, found.key))
+                continue
+            found = node.freed
+            if found is None or found.version != node.version or not found.since <= now < found.until:
+                found = recompute(name, now)
+                if found is None:
+                    add(UNKNOWN)
+                    continue
+            verdict = cache.get(found.key)
+            if verdict is None:
+                if not found.opinion:
+                    verdict = UNKNOWN if found.state.empty.policy != "none" else NO_OPINION
+                else:
+                    verdict = judged(found.state, found.topo, found.key)
+            add(verdict)
         return out
 
 

@@ -29,6 +29,7 @@ import os
 import sys
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, cast
@@ -49,7 +50,7 @@ from webhook.extender.placement import (
     bound_pod,
     read_nrt,
 )
-from webhook.extender.protocol import BadArgs, filter_result, parse_args, parse_binding, priority_list
+from webhook.extender.protocol import BadArgs, filter_result, parse_args, parse_binding, priority_json
 from webhook.extender.view import View
 from webhook.serving.body import BadBody, BodyBudget, Busy, TooLarge, read_bounded
 from webhook.serving.options import ServeError, check_port_free, split_bind
@@ -370,6 +371,30 @@ class ExtenderCache:
         return "\n".join(lines) + "\n"
 
 
+class Judges:
+    """The last ``size`` Judges by what their Pod aligns: a verdict depends only on that, the node's empty
+    zones and its zones free now, so the Pods of one ReplicaSet (and a Pod's prioritize after its filter) reuse
+    the verdicts of the one before: a call is then a lookup per candidate node."""
+
+    def __init__(self, size: int = 32) -> None:
+        self.size = size
+        self.found: OrderedDict[str, Judge] = OrderedDict()
+
+    def of(self, pod: Mapping[str, Any]) -> Judge:
+        judge = Judge.of(pod)
+        if judge.wants is None:
+            return judge
+        key = repr(judge.wants)
+        known = self.found.get(key)
+        if known is not None:
+            self.found.move_to_end(key)
+            return known
+        self.found[key] = judge
+        if len(self.found) > self.size:
+            self.found.popitem(last=False)
+        return judge
+
+
 def _json(status: int, body: Any) -> Response:
     return Response(json.dumps(body), status=status, mimetype="application/json")
 
@@ -381,12 +406,13 @@ def create_extender_app(view: Callable[[], View], clock: Callable[[], float] = t
     node (see the module docstring); ``GET /readyz`` and ``/metrics`` say how the view is."""
     app = Flask("qos-guard-extender")
     budget = BodyBudget()
+    judges = Judges()
 
     def judged(verb: str) -> tuple[Any, Judge, list[Verdict], float, float, list[str]]:
         started = time.perf_counter()
         args = parse_args(read_bounded(request.environ, budget))
         try:
-            judge = Judge.of(args.pod)
+            judge = judges.of(args.pod)
         except ManifestError as exc:
             raise BadArgs(f"Pod.{exc}") from None
         waited = 0.0
@@ -431,7 +457,9 @@ def create_extender_app(view: Callable[[], View], clock: Callable[[], float] = t
     def prioritize() -> Response:
         args, _judge, verdicts, started, waited, missing = judged("prioritize")
         said("prioritize", args, verdicts, started, waited, missing)
-        return answer(priority_list(args, verdicts), missing)
+        out = answer([], missing)
+        out.set_data(priority_json(args, verdicts))
+        return out
 
     @app.post("/bind")
     def bind() -> Response:
