@@ -15,6 +15,7 @@ side: the before and after of one run. The end-to-end figures with the real kube
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import json
 import os
@@ -96,6 +97,7 @@ def measure(nodes: int, calls: int) -> dict[str, Any]:
     tracemalloc.stop()
     del nrts
     assert all(s is not None for s in states.values()) and read_nrt is not None
+    gc.freeze()  # as the extender does once its view is complete
     client = served.create_extender_app(lambda: view).test_client()
     names = list(states)
     result: dict[str, Any] = {"nodes": nodes, "boundPods": nodes * PODS_PER_NODE,

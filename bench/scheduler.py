@@ -156,7 +156,8 @@ def scheduler_config(cluster: Any, profile: str, extender: Any, qps: int, burst:
         "leaderElection": {"leaderElect": False}, "profiles": [{"schedulerName": profile}]}
     if extender is not None:
         config["extenders"] = [{
-            "urlPrefix": extender.url, "filterVerb": "filter", "prioritizeVerb": "prioritize", "weight": 5,
+            "urlPrefix": extender.url, "filterVerb": "filter", "prioritizeVerb": "prioritize", "bindVerb": "bind",
+            "weight": 5,
             "nodeCacheCapable": True, "enableHTTPS": True, "httpTimeout": "5s", "ignorable": False,
             "tlsConfig": {"caData": base64.b64encode(extender.ca.read_bytes()).decode()}}]
     return config

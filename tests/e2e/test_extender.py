@@ -152,8 +152,8 @@ def scheduler(cluster: Cluster, folder: Path, name: str, extender: Extender | No
     }
     if extender is not None and given is None:
         config["extenders"] = [{
-            "urlPrefix": extender.url, "filterVerb": "filter", "prioritizeVerb": "prioritize", "weight": 5,
-            "nodeCacheCapable": True, "enableHTTPS": True, "httpTimeout": "5s", "ignorable": ignorable,
+            "urlPrefix": extender.url, "filterVerb": "filter", "prioritizeVerb": "prioritize", "bindVerb": "bind",
+            "weight": 5, "nodeCacheCapable": True, "enableHTTPS": True, "httpTimeout": "5s", "ignorable": ignorable,
             "tlsConfig": {"caData": base64.b64encode(extender.ca.read_bytes()).decode()}}]
     path = folder / "config.yaml"
     path.write_text(yaml.safe_dump(config))
