@@ -329,7 +329,10 @@ def test_a_refused_binding_is_forgotten() -> None:
     assert bad.status_code == 400 and "PodNamespace: missing" in bad.json["reason"]
 
 
-def test_an_incomplete_view_keeps_every_node_and_says_so() -> None:
+def test_an_incomplete_view_is_never_silent(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not listed yet: the filter answers an error (kube-scheduler retries the Pod); listed but a watch broken:
+    judged on what was last seen (it holds this extender's own bindings); not listed long after the start, or
+    truncated: every node kept. Each time a readiness failure, a metric, and the answer's header."""
     from webhook.serving import extender
 
     cache = extender.ExtenderCache(transport=None)
@@ -339,17 +342,26 @@ def test_an_incomplete_view_keeps_every_node_and_says_so() -> None:
     cache._changed("noderesourcetopologies", None)
     body = json.dumps({"Pod": pod(), "NodeNames": ["small"]})
     out = app.post("/filter", data=body, content_type="application/json")
-    assert out.json["NodeNames"] == ["small"]  # pods not listed: reservations unknown, nothing refused
-    assert "pods: not listed yet" in out.headers["X-Qos-Guard-View"]
+    assert "starting, its view is not listed yet (pods: not listed yet)" in out.json["Error"]
+    assert out.headers["X-Qos-Guard-View"].startswith("starting")
     assert 'qos_guard_extender_view_incomplete{store="pods"} 1' in app.get("/metrics").text
+    monkeypatch.setattr(extender, "STARTING", 0.0)
+    out = app.post("/filter", data=body, content_type="application/json")
+    assert out.json["NodeNames"] == ["small"] and out.json["Error"] == ""  # long unlisted: unknown, kept
+    assert "partial (every node kept): pods: not listed yet" in out.headers["X-Qos-Guard-View"]
     cache.pods.replace([])
     cache._changed("pods", None)
     assert app.get("/readyz").status_code == 200
-    assert app.post("/filter", data=body, content_type="application/json").json["NodeNames"] == []
+    out = app.post("/filter", data=body, content_type="application/json")
+    assert out.json["NodeNames"] == [] and out.headers["X-Qos-Guard-View"] == "complete"
     cache._changed("pods", "pods: connection refused; retrying")
     out = app.post("/filter", data=body, content_type="application/json")
-    assert out.json["NodeNames"] == ["small"] and "pods: not watching" in out.headers["X-Qos-Guard-View"]
+    assert out.json["NodeNames"] == [] and "stale (judged on what was last seen): pods: not watching" in \
+        out.headers["X-Qos-Guard-View"]
     assert app.get("/readyz").status_code == 503
+    cache.pods.truncated = True
+    cache._changed("pods", None)
+    assert app.post("/filter", data=body, content_type="application/json").json["NodeNames"] == ["small"]
 
 
 def test_a_truncated_store_is_said_and_a_relist_replaces_in_place(monkeypatch: pytest.MonkeyPatch) -> None:

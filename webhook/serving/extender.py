@@ -17,8 +17,12 @@ Pods kept before it are bound, or ``SETTLE`` seconds; a wait that runs out is co
 ends the wait.
 
 Never a silent partial view: a store not listed yet, truncated (``MAX_OBJECTS``) or not watching makes
-``GET /readyz`` fail with the reason, is logged, and is a metric (``qos_guard_extender_view_incomplete``); while
-it lasts, every node is kept (unknown never refuses) and each answer says so in the ``X-Qos-Guard-View`` header.
+``GET /readyz`` fail with the reason, is logged, is a metric (``qos_guard_extender_view_incomplete``), and each
+answer says so in the ``X-Qos-Guard-View`` header. What a call does then (``ExtenderCache.mode``): not listed yet
+after a start, the filter answers an error (kube-scheduler retries the Pod, or with ``ignorable: true`` places it
+without the extender); a watch broken after the list, it judges on what it last saw (which holds every binding it
+made itself: nothing it handed out is handed out again); truncated, or still not listed after ``STARTING``
+seconds, every node is kept (unknown never refuses).
 """
 
 from __future__ import annotations
@@ -60,7 +64,10 @@ LOG = logging.getLogger("qos_guard.extender")
 PODS_PATH = "/api/v1/pods"
 BOUND = "spec.nodeName!="
 SETTLE = 1.0  # seconds a filter call waits for the Pods kept before it to be bound
+STARTING = 60.0  # seconds after the start while an unlisted view answers filter with an error (retried)
 VIEW_HEADER = "X-Qos-Guard-View"
+SAYS = {"stale": "judged on what was last seen", "starting": "not judged, retry",
+        "partial": "every node kept", "complete": ""}
 
 __all__ = ["ExtenderCache", "View", "create_extender_app"]
 
@@ -230,6 +237,7 @@ class ExtenderCache:
 
         self.timeout = timeout
         self.stop = threading.Event()
+        self.started = time.monotonic()
         self.current = View(timeout=timeout)
         self.assumed: dict[tuple[str, str], str] = {}  # key -> uid: reserved by bind, not yet seen bound
         self.nrts = NrtSink(self.current, MAX_OBJECTS)
@@ -282,7 +290,24 @@ class ExtenderCache:
                                             "problem": now}))
         return list(reasons.values())
 
+    def mode(self) -> tuple[str, list[str]]:
+        """How a call treats the view, and why: ``complete``; ``stale`` (listed, a watch broken: judged on what
+        was last seen, which holds every binding this extender made itself, so a Pod is never sent to a zone it
+        handed out; deletions not seen only hold zones longer); ``starting`` (not listed yet, for at most
+        ``STARTING`` seconds after the start: the filter answers an error, which kube-scheduler retries with
+        ``ignorable: false`` and skips with ``true``); ``partial`` (truncated, or not listed long after the
+        start: every node kept, unknown never refuses)."""
+        reasons = self.incomplete()
+        if not reasons:
+            return "complete", reasons
+        if self.pods.truncated or self.nrts.truncated:
+            return "partial", reasons
+        if not (self.pods.listed and self.nrts.listed):
+            return ("starting" if time.monotonic() - self.started < STARTING else "partial"), reasons
+        return "stale", reasons
+
     def start(self) -> None:
+        self.started = time.monotonic()
         for reflector in self.reflectors:
             threading.Thread(target=reflector.run, name=f"qos-guard-extender-{reflector.name}", daemon=True).start()
 
@@ -412,56 +437,63 @@ def create_extender_app(view: Callable[[], View], clock: Callable[[], float] = t
     budget = BodyBudget()
     judges = Judges()
 
-    def judged(verb: str) -> tuple[Any, Judge, list[Verdict], float, float, list[str]]:
+    def judged(verb: str) -> tuple[Any, Judge, list[Verdict], float, float, str, list[str]]:
         started = time.perf_counter()
         args = parse_args(read_bounded(request.environ, budget))
         try:
             judge = judges.of(args.pod)
         except ManifestError as exc:
             raise BadArgs(f"Pod.{exc}") from None
+        mode, missing = cache.mode() if cache is not None else ("complete", [])
         waited = 0.0
-        if cache is not None and verb == "filter" and judge.wants is not None:
+        if cache is not None and verb == "filter" and judge.wants is not None and mode != "starting":
             before = time.perf_counter()
             cache.settle(args.uid)
             waited = time.perf_counter() - before
         verdicts = view().verdicts(judge, args.names, clock())
-        missing = cache.incomplete() if cache is not None and judge.wants is not None else []
-        if missing:  # unknown never refuses: what is judged on a partial view is a score, not a refusal
+        if mode == "partial" and judge.wants is not None:
+            # Unknown never refuses: what is judged on a partial view is a score, not a refusal.
             verdicts = [v if v.kept else replace(v, kept=True, reason="", unresolvable=False) for v in verdicts]
-        return args, judge, verdicts, started, waited, missing
+        return args, judge, verdicts, started, waited, mode, missing
 
-    def said(verb: str, args: Any, verdicts: list[Verdict], started: float, waited: float,
+    def said(verb: str, args: Any, verdicts: list[Verdict], started: float, waited: float, mode: str,
              missing: list[str]) -> None:
         """One line per call: ``durationMs`` from the first byte read to the answer, ``waitedMs`` of it spent
-        waiting for the Pods kept before to be bound, ``incomplete``: why every node was kept."""
+        waiting for the Pods kept before to be bound, ``view`` and ``incomplete``: how the view was, and why."""
         line: dict[str, Any] = {"verb": verb, "pod": args.pod_name, "nodes": len(args.names),
                                 "kept": sum(v.kept for v in verdicts),
                                 "durationMs": round((time.perf_counter() - started) * 1000, 3),
                                 "waitedMs": round(waited * 1000, 3)}
         if missing:
-            line["incomplete"] = missing
+            line.update(view=mode, incomplete=missing)
         LOG.info(json.dumps(line))
 
-    def answer(body: Any, missing: list[str]) -> Response:
+    def answer(body: Any, mode: str, missing: list[str]) -> Response:
         out = _json(200, body)
-        out.headers[VIEW_HEADER] = ("incomplete, every node kept: " + "; ".join(missing)) if missing else "complete"
+        out.headers[VIEW_HEADER] = mode if not missing else f"{mode} ({SAYS[mode]}): " + "; ".join(missing)
         return out
 
     @app.post("/filter")
     def filter_nodes() -> Response:
-        args, judge, verdicts, started, waited, missing = judged("filter")
+        args, judge, verdicts, started, waited, mode, missing = judged("filter")
+        if mode == "starting" and judge.wants is not None:
+            said("filter", args, verdicts, started, waited, mode, missing)
+            return answer({"NodeNames": None, "FailedNodes": {}, "FailedAndUnresolvableNodes": {},
+                           "Error": "qos-guard extender: starting, its view is not listed yet ("
+                                    + "; ".join(missing) + "); the Pod is scheduled again once it is"},
+                          mode, missing)
         if cache is not None and judge.wants is not None and any(v.kept for v in verdicts):
             meta = args.pod.get("metadata")
             meta = meta if isinstance(meta, Mapping) else {}
             cache.kept(args.uid, (str(meta.get("namespace") or ""), str(meta.get("name") or "")), judge.wants)
-        said("filter", args, verdicts, started, waited, missing)
-        return answer(filter_result(args, verdicts), missing)
+        said("filter", args, verdicts, started, waited, mode, missing)
+        return answer(filter_result(args, verdicts), mode, missing)
 
     @app.post("/prioritize")
     def prioritize() -> Response:
-        args, _judge, verdicts, started, waited, missing = judged("prioritize")
-        said("prioritize", args, verdicts, started, waited, missing)
-        out = answer([], missing)
+        args, _judge, verdicts, started, waited, mode, missing = judged("prioritize")
+        said("prioritize", args, verdicts, started, waited, mode, missing)
+        out = answer([], mode, missing)
         out.set_data(priority_json(args, verdicts))
         return out
 
