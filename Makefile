@@ -74,7 +74,8 @@ bench: install
 	$(BIN)/python -m bench.run $(if $(BENCH_BASELINE),--baseline $(BENCH_BASELINE))
 	$(BIN)/python -m bench.admission_latency
 	$(BIN)/python -m bench.numa
-	$(BIN)/python -m bench.extender
+	$(BIN)/python -m bench.extender $(if $(BENCH_BASELINE),--baseline $(BENCH_BASELINE))
+	$(BIN)/python -m bench.extender_memory
 	$(BIN)/python -m bench.scheduler
 	@# Kyverno's admission controller and CLI (hack/build-tools.sh kyverno, not part of `make tools`) beside the
 	@# webhook and the generated policies on one API server; its rows keep the error if it cannot be built here.

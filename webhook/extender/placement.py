@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import calendar
 import re
+import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -159,8 +160,9 @@ def bound_pod(obj: Mapping[str, Any]) -> BoundPod | None:
         wants = pod_demands(obj)
     except (ManifestError, ValueError, TypeError):
         wants = None
-    return BoundPod(str(meta.get("namespace") or ""), str(meta.get("name") or ""), node, when,
-                    status.get("phase") in _TERMINAL, wants, str(meta.get("uid") or ""))
+    # Namespaces and node names repeat across 100,000 Pods: one string each.
+    return BoundPod(sys.intern(str(meta.get("namespace") or "")), str(meta.get("name") or ""), sys.intern(node),
+                    when, status.get("phase") in _TERMINAL, wants, str(meta.get("uid") or ""))
 
 
 def amounts(d: Demand) -> dict[str, int]:
