@@ -133,6 +133,8 @@ class View:
             pod = replace(pod, seen=next(self._order))
         node = self._node(pod.node)
         node.pods[key] = pod
+        if key not in node.hashes:  # hashed as it comes (tens of microseconds), not all at the first call after a list
+            node.hashes[key] = pod_hash(*key)
         node.version += 1
         self.where[key] = pod.node
 
