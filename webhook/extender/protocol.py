@@ -71,7 +71,7 @@ def parse_args(raw: bytes | bytearray) -> Args:
     names = _field(body, "NodeNames")
     nodes = _field(body, "Nodes")
     if names is not None:
-        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        if not isinstance(names, list) or not set(map(type, names)) <= {str}:  # C loops: thousands of names
             raise BadArgs("NodeNames: must be a list of node names")
         if len(names) > MAX_NODES:
             raise BadArgs(f"NodeNames: over {MAX_NODES} nodes")

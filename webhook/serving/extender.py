@@ -30,6 +30,7 @@ from __future__ import annotations
 import gc
 import json
 import logging
+import operator
 import os
 import sys
 import threading
@@ -424,6 +425,9 @@ class Judges:
         return judge
 
 
+_KEPT = operator.attrgetter("kept")
+
+
 def _json(status: int, body: Any) -> Response:
     return Response(json.dumps(body), status=status, mimetype="application/json")
 
@@ -461,7 +465,7 @@ def create_extender_app(view: Callable[[], View], clock: Callable[[], float] = t
         """One line per call: ``durationMs`` from the first byte read to the answer, ``waitedMs`` of it spent
         waiting for the Pods kept before to be bound, ``view`` and ``incomplete``: how the view was, and why."""
         line: dict[str, Any] = {"verb": verb, "pod": args.pod_name, "nodes": len(args.names),
-                                "kept": sum(v.kept for v in verdicts),
+                                "kept": sum(map(_KEPT, verdicts)),
                                 "durationMs": round((time.perf_counter() - started) * 1000, 3),
                                 "waitedMs": round(waited * 1000, 3)}
         if missing:
