@@ -76,7 +76,8 @@ bench: install
 	@# fix --dry-run beside an in-place fix on one 20 MB file (docs/performance/fix.md)
 	$(BIN)/python -m bench.fix_speed
 	$(BIN)/python -m bench.numa
-	$(BIN)/python -m bench.extender
+	$(BIN)/python -m bench.extender $(if $(BENCH_BASELINE),--baseline $(BENCH_BASELINE))
+	$(BIN)/python -m bench.extender_memory
 	$(BIN)/python -m bench.scheduler
 	@# Kyverno's admission controller and CLI (hack/build-tools.sh kyverno, not part of `make tools`) beside the
 	@# webhook and the generated policies on one API server; its rows keep the error if it cannot be built here.

@@ -33,7 +33,10 @@ def write_markdown(res: Results, s: Settings, path: Path) -> None:
              "part of `make bench`).", "",
              "The second scheduler: the real kube-scheduler's Pods per second with and without `qos-guard "
              "extender`, and both containers' memory at 5,000 nodes: [scheduler.md](scheduler.md) (`python -m "
-             "bench.scheduler`, part of `make bench`).", ""]
+             "bench.scheduler`, part of `make bench`). The extender in process at 1,000 to 10,000 nodes: "
+             "[extender.md](extender.md) (`python -m bench.extender`); its memory at 5,000 nodes and 100,000 bound "
+             "Pods through a relist: [extender-memory.json](extender-memory.json) (`python -m bench.extender_memory`).",
+             ""]
     if res.saturation:
         from bench.run import REFERENCE
         floor = _med(res.saturation["/noop"])

@@ -48,7 +48,7 @@ def test_the_profile_and_its_extender(on: list[dict[str, Any]]) -> None:
     assert c["profiles"] == [{"schedulerName": "qos-guard-numa"}]
     (ext,) = c["extenders"]
     assert ext == {"urlPrefix": "http://127.0.0.1:8444", "filterVerb": "filter", "prioritizeVerb": "prioritize",
-                   "weight": 5, "nodeCacheCapable": True, "enableHTTPS": False, "httpTimeout": "5s",
+                   "bindVerb": "bind", "weight": 5, "nodeCacheCapable": True, "enableHTTPS": False, "httpTimeout": "5s",
                    "ignorable": False}
     assert c["leaderElection"] == {"leaderElect": False, "resourceName": "qos-guard-numa",
                                    "resourceNamespace": NAMESPACE}

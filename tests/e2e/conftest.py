@@ -12,7 +12,8 @@ import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -66,6 +67,7 @@ class Cluster:
     kubeconfig: Path
     folder: Path
     env: dict[str, str] = field(default_factory=dict)
+    restart_apiserver: Callable[..., None] | None = None  # control_plane's: stop it, start it again
 
     def kubectl(self, *args: str, stdin: Any = None, check: bool = False) -> subprocess.CompletedProcess[str]:
         data = stdin if stdin is None or isinstance(stdin, str) else yaml.safe_dump_all(
@@ -132,8 +134,7 @@ def control_plane(folder: Path, extra_args: Sequence[str] = ()) -> Iterator[Clus
     try:
         wait_until_ready("etcd", lambda: requests.get(f"http://127.0.0.1:{client_port}/health", timeout=1).ok, etcd,
                          etcd_log)
-        apiserver = subprocess.Popen(
-            [apiserver_bin, f"--etcd-servers=http://127.0.0.1:{client_port}",
+        command = [apiserver_bin, f"--etcd-servers=http://127.0.0.1:{client_port}",
              "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", f"--secure-port={api_port}",
              f"--tls-cert-file={pki.cert}", f"--tls-private-key-file={pki.key}",
              f"--token-auth-file={folder / 'tokens.csv'}", "--authorization-mode=RBAC",
@@ -142,12 +143,24 @@ def control_plane(folder: Path, extra_args: Sequence[str] = ()) -> Iterator[Clus
              "--service-cluster-ip-range=10.0.0.0/24", f"--cert-dir={folder / 'cert-dir'}",
              # No controller-manager makes `default` ServiceAccounts; every webhook plugin stays on.
              "--disable-admission-plugins=ServiceAccount",
-             "--enable-admission-plugins=MutatingAdmissionWebhook,ValidatingAdmissionWebhook", *extra_args],
-            stdout=api_log.open("wb"), stderr=subprocess.STDOUT)
+             "--enable-admission-plugins=MutatingAdmissionWebhook,ValidatingAdmissionWebhook", *extra_args]
+        apiserver = subprocess.Popen(command, stdout=api_log.open("wb"), stderr=subprocess.STDOUT)
         url = f"https://127.0.0.1:{api_port}"
         headers = {"Authorization": f"Bearer {TOKEN}"}
         wait_until_ready("kube-apiserver", lambda: requests.get(f"{url}/readyz", headers=headers, verify=str(pki.ca),
                                                      timeout=2).ok, apiserver, api_log, timeout=120)
+
+        def restart(down: float = 0.0) -> None:
+            """Stop the API server (SIGTERM, as a rollout of it does), wait ``down`` seconds, start it again on the
+            same port and etcd, and wait until it is ready: its clients' watches break and resume."""
+            nonlocal apiserver
+            assert apiserver is not None
+            stop_process(apiserver)
+            time.sleep(down)
+            apiserver = subprocess.Popen(command, stdout=api_log.open("ab"), stderr=subprocess.STDOUT)
+            wait_until_ready("kube-apiserver (restarted)", lambda: requests.get(
+                f"{url}/readyz", headers=headers, verify=str(pki.ca), timeout=2).ok, apiserver, api_log, timeout=120)
+
         kubeconfig = folder / "kubeconfig"
         kubeconfig.write_text(yaml.safe_dump({
             "apiVersion": "v1", "kind": "Config", "current-context": "e2e",
@@ -156,7 +169,7 @@ def control_plane(folder: Path, extra_args: Sequence[str] = ()) -> Iterator[Clus
             "contexts": [{"name": "e2e", "context": {"cluster": "e2e", "user": "admin"}}],
         }))
         env = dict(os.environ, KUBECONFIG=str(kubeconfig), HOME=str(folder), PYTHONPATH=str(ROOT))
-        c = Cluster(url, kubeconfig, folder, env)
+        c = Cluster(url, kubeconfig, folder, env, restart)
         # The default namespace exists once the bootstrap controller has run.
         wait_until_ready("namespace default", lambda: c.kubectl("get", "namespace", "default").returncode == 0,
               apiserver, api_log)

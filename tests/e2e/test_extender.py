@@ -33,7 +33,7 @@ import yaml
 
 from tests import waiting
 from tests.binaries import binary
-from tests.e2e.conftest import CHART, TOKEN, Cluster, stop_process, wait_until_ready
+from tests.e2e.conftest import CHART, TOKEN, Cluster, control_plane, stop_process, wait_until_ready
 from tests.fidelity import topology_grammar as grammar
 from tests.serving import free_port
 from webhook.core.numa import fit_node
@@ -116,14 +116,17 @@ class Extender:
     url: str
     ca: Path
     log: Path
+    pki: Any = None
 
     def stop(self) -> None:
         stop_process(self.proc)
 
 
-def start_extender(cluster: Cluster, folder: Path, port: int | None = None, timeout: str = "900") -> Extender:
+def start_extender(cluster: Cluster, folder: Path, port: int | None = None, timeout: str = "900",
+                   pki: Any = None) -> Extender:
+    """``qos-guard extender`` over TLS on loopback; ``pki``: an earlier one's (a restart the scheduler trusts)."""
     folder.mkdir(parents=True, exist_ok=True)
-    pki = write_bundle(folder / "pki", ["localhost", "127.0.0.1"], 2, keep_ca_key=False)
+    pki = pki or write_bundle(folder / "pki", ["localhost", "127.0.0.1"], 2, keep_ca_key=False)
     port = port or free_port()
     log = folder / "extender.log"
     proc = subprocess.Popen([sys.executable, "-m", "webhook.cli", "extender", "--bind", f"127.0.0.1:{port}",
@@ -133,7 +136,7 @@ def start_extender(cluster: Cluster, folder: Path, port: int | None = None, time
     url = f"https://127.0.0.1:{port}"
     wait_until_ready("qos-guard extender", lambda: requests.get(url + "/healthz", verify=str(pki.ca),
                                                                 timeout=2).ok, proc, log)
-    return Extender(proc, url, Path(pki.ca), log)
+    return Extender(proc, url, Path(pki.ca), log, pki)
 
 
 @contextlib.contextmanager
@@ -152,8 +155,8 @@ def scheduler(cluster: Cluster, folder: Path, name: str, extender: Extender | No
     }
     if extender is not None and given is None:
         config["extenders"] = [{
-            "urlPrefix": extender.url, "filterVerb": "filter", "prioritizeVerb": "prioritize", "weight": 5,
-            "nodeCacheCapable": True, "enableHTTPS": True, "httpTimeout": "5s", "ignorable": ignorable,
+            "urlPrefix": extender.url, "filterVerb": "filter", "prioritizeVerb": "prioritize", "bindVerb": "bind",
+            "weight": 5, "nodeCacheCapable": True, "enableHTTPS": True, "httpTimeout": "5s", "ignorable": ignorable,
             "tlsConfig": {"caData": base64.b64encode(extender.ca.read_bytes()).decode()}}]
     path = folder / "config.yaml"
     path.write_text(yaml.safe_dump(config))
@@ -264,9 +267,9 @@ def test_bound_only_where_it_fits_and_refused_with_the_reason_per_node(
 
 def test_reservations_go_when_the_nrt_fingerprint_counts_the_pods(
         cluster: Cluster, api: Api, extender: Extender, tmp_path: Path) -> None:
-    """Three zones of 4 CPUs and a GPU; two Pods bound take two of them, and the NRT, as an exporter republishes
-    it, shows those two zones used: counted once while its pod-set fingerprint names both Pods, twice (the Pods
-    still held as reservations on top of what the NRT shows) while it names only one."""
+    """Three zones of 4 CPUs and a GPU; the Pods bound take them one each, and the NRT, as an exporter republishes
+    it, shows the zones of the Pods its pod-set fingerprint names used: those are counted once (by the NRT),
+    the Pods bound after them held as reservations on top, never a Pod the NRT already counts."""
     zone = {"cpu": 4, "memory": 16 * GIB, GPU: 1}
     add_node(api, "f-node", [zone, zone, zone], "fingerprint")
     path = "/apis/topology.node.k8s.io/v1alpha2/noderesourcetopologies/f-node"
@@ -297,21 +300,24 @@ def test_reservations_go_when_the_nrt_fingerprint_counts_the_pods(
         for name in ("f-0", "f-1"):
             api("POST", f"/api/v1/namespaces/{NAMESPACE}/pods", gpu_pod(name, 4, pool="fingerprint"))
             waiting.eventually(f"{name} bound", functools.partial(bound_to, api, name), within=60)
-        publish(["f-0", "f-1"][:1])  # the exporter saw f-0 only: f-1 is still held, and f-0 counted twice
-        waiting.eventually("the extender's watch: no room left on f-node", lambda: not fits_now(), within=10,
+        publish(["f-0"])  # the exporter saw f-0 only: f-0 counted by the NRT, f-1 held; the third zone free
+        waiting.eventually("the extender's watch: the third zone free", fits_now, within=10,
                            seen=lambda: f"/prioritize scores f-node {score()}")
         api("POST", f"/api/v1/namespaces/{NAMESPACE}/pods", gpu_pod("f-2", 4, pool="fingerprint"))
-        waiting.eventually("f-2 refused", functools.partial(failed_scheduling, api, "f-2"), within=60)
-        stale = next(e for e in events(api, "f-2") if e.startswith("FailedScheduling"))
+        waiting.eventually("f-2 bound", functools.partial(bound_to, api, "f-2"), within=60)
+        waiting.eventually("the extender: no room left on f-node", lambda: not fits_now(), within=10,
+                           seen=lambda: f"/prioritize scores f-node {score()}")
+        api("POST", f"/api/v1/namespaces/{NAMESPACE}/pods", gpu_pod("f-3", 4, pool="fingerprint"))
+        waiting.eventually("f-3 refused", functools.partial(failed_scheduling, api, "f-3"), within=60)
+        stale = next(e for e in events(api, "f-3") if e.startswith("FailedScheduling"))
         assert "none has that free now" in stale, stale
+        api("DELETE", f"/api/v1/namespaces/{NAMESPACE}/pods/f-2", gracePeriodSeconds="0")
         publish(["f-0", "f-1"])  # both counted: the reservations go, the NRT alone says what is free
         waiting.eventually("the extender's watch: a zone free on f-node again", fits_now, within=10,
                            seen=lambda: f"/prioritize scores f-node {score()}")
-        api("DELETE", f"/api/v1/namespaces/{NAMESPACE}/pods/f-2", gracePeriodSeconds="0")
-        api("POST", f"/api/v1/namespaces/{NAMESPACE}/pods", gpu_pod("f-3", 4, pool="fingerprint"))
-        waiting.eventually("f-3 bound", functools.partial(bound_to, api, "f-3"), within=60)
-        print(f"\nNRT fingerprint of f-0 only: f-2 {stale.split(': ', 1)[0]} (held twice); of f-0 and f-1: f-3 "
-              f"bound to {bound_to(api, 'f-3')}")
+        waiting.eventually("f-3 bound", functools.partial(bound_to, api, "f-3"), within=120)
+        print(f"\nNRT fingerprint of f-0 only: f-2 bound beside f-1's reservation, f-3 {stale.split(': ', 1)[0]}; "
+              f"of f-0 and f-1 with f-2 gone: f-3 bound to {bound_to(api, 'f-3')}")
     delete_pods(api)
 
 
@@ -363,7 +369,7 @@ def misplaced(api: Api, topologies: dict[str, Any]) -> tuple[int, int, int]:
     return wrong, bound, pending
 
 
-def burst(api: Api, shapes: list[dict[str, Any]], scheduler_name: str) -> int:
+def burst(api: Api, shapes: list[dict[str, Any]], scheduler_name: str, start: int = 0) -> int:
     """Create the Pods at once (threads of the API's session); how many the API server accepted."""
     from concurrent.futures import ThreadPoolExecutor
 
@@ -379,7 +385,7 @@ def burst(api: Api, shapes: list[dict[str, Any]], scheduler_name: str) -> int:
         return answer.status_code == 201
 
     with ThreadPoolExecutor(8) as pool:
-        return sum(pool.map(create, enumerate(shapes)))
+        return sum(pool.map(create, enumerate(shapes, start)))
 
 
 def test_a_burst_default_scheduler_against_the_extender(cluster: Cluster, api: Api, extender: Extender,
@@ -522,3 +528,65 @@ def test_the_charts_scheduler_as_the_chart_configures_and_authorizes_it(
         delete_pods(api)
         cluster.kubectl("delete", "--ignore-not-found", "-f", "-", stdin=rbac)  # tests/e2e/test_helm_install.py
         cluster.kubectl("delete", "lease", SCHEDULER, "-n", release_ns, "--ignore-not-found")
+
+
+def bound_count(api: Api) -> int:
+    return sum(1 for p in pods(api) if p["spec"].get("nodeName"))
+
+
+def test_a_rollout_through_an_api_server_restart_and_an_extender_restart(tmp_path: Path) -> None:
+    """500 Pods of the differential's shapes over 50 nodes of its machines, through the second scheduler and the
+    extender (bindVerb: it binds): the API server restarted while the first half is being placed, the extender
+    while the second is. 0 Pods bound where single-numa-node would fail them (no zone handed out twice: each
+    node's Pods replayed in the order they were bound, each on what the ones before it left)."""
+    import threading
+
+    with control_plane(tmp_path / "control-plane") as own:
+        crd = CHART / "files" / "topology.node.k8s.io_noderesourcetopologies.yaml"
+        own.kubectl("apply", "-f", str(crd), check=True)
+        own.kubectl("wait", "--for", "condition=Established", "crd/noderesourcetopologies.topology.node.k8s.io",
+                    "--timeout", "60s", check=True)
+        own.namespace(NAMESPACE)
+        client = Api(own)
+        rng = random.Random(3800)
+        topologies, shapes = {}, []
+        for i, (spec, zones) in enumerate(machines(50, seed=38)):
+            name = f"restart-{i:02d}"
+            scope = rng.choice(["container", "pod"])
+            add_node(client, name, zones, "burst", scope)
+            state = read_nrt(nrt(name, zones, scope))
+            assert state is not None
+            topologies[name] = state
+            shapes += [grammar.pod(rng, spec) for _ in range(10)]
+        rng.shuffle(shapes)
+        port = free_port()
+        running = start_extender(own, tmp_path / "extender", port=port)
+        try:
+            with scheduler(own, tmp_path / "scheduler", SCHEDULER, running):
+                first = threading.Thread(target=burst, args=(client, shapes[:250], SCHEDULER))
+                first.start()
+                waiting.eventually("60 Pods bound", lambda: bound_count(client) >= 60, within=300, every=0.2)
+                assert own.restart_apiserver is not None
+                own.restart_apiserver(3.0)
+                first.join()
+                waiting.eventually("the first half bound or unschedulable",
+                                   functools.partial(settled, client, 250), within=600, every=1.0)
+                half = bound_count(client)
+                second = threading.Thread(target=burst, args=(client, shapes[250:], SCHEDULER, 250))
+                second.start()
+                waiting.eventually("more Pods bound", lambda: bound_count(client) >= half + 30, within=300,
+                                   every=0.2)
+                running.stop()
+                time.sleep(2.0)
+                running = start_extender(own, tmp_path / "extender", port=port, pki=running.pki)
+                second.join()
+                waiting.eventually("every Pod bound or unschedulable", functools.partial(settled, client, 500),
+                                   within=600, every=1.0)
+                wrong, bound, pending = misplaced(client, topologies)
+        finally:
+            running.stop()
+        log = running.log.read_text()
+        print(f"\n500 Pods through an API server restart and an extender restart: {bound} bound, {pending} "
+              f"pending, {wrong} misplaced; binds {log.count(chr(34) + 'verb' + chr(34) + ': ' + chr(34) + 'bind')}")
+        assert bound > 250, "most Pods fit; far fewer bound means the scheduler stopped"
+        assert wrong == 0

@@ -159,7 +159,9 @@ def test_a_pod_bound_since_the_nrt_changed_is_held_against_its_node() -> None:
 
 def test_the_fingerprint_lets_reservations_go_once_the_nrt_counts_them() -> None:
     on_node = [bound("first", "a", NOW - 5), bound("second", "a", NOW - 4)]
-    stale = states(nrt("a", [ZONE, ZONE], nodeTopologyPodsFingerprint=fingerprint([("ns", "first")])))
+    # The exporter counted the first (its zone shows it taken) and not the second yet: the second is held.
+    stale = states(nrt("a", [ZONE, ZONE], available=[{"cpu": "0", GPU: "0"}, {}],
+                       nodeTopologyPodsFingerprint=fingerprint([("ns", "first")])))
     assert call(View(stale, {"a": on_node}), "filter", {"Pod": pod("third"), "NodeNames": ["a"]}).json[
         "NodeNames"] == []
     # The exporter counted both (and published the zones' availability with them): its numbers say it all.
@@ -167,6 +169,25 @@ def test_the_fingerprint_lets_reservations_go_once_the_nrt_counts_them() -> None
                          nodeTopologyPodsFingerprint=fingerprint([("ns", "first"), ("ns", "second")])))
     assert call(View(counted, {"a": on_node}), "filter", {"Pod": pod("third"), "NodeNames": ["a"]}).json[
         "NodeNames"] == ["a"]
+
+
+def test_a_stale_fingerprint_does_not_subtract_the_pods_the_nrt_counts() -> None:
+    # The NRT counts the first (zone 0 taken) and not the second: only the second is held, the third zone free.
+    on_node = [bound("first", "a", NOW - 5), bound("second", "a", NOW - 4)]
+    stale = states(nrt("a", [ZONE, ZONE, ZONE], available=[{"cpu": "0", GPU: "0"}, {}, {}],
+                       nodeTopologyPodsFingerprint=fingerprint([("ns", "first")])))
+    view = View(stale, {"a": on_node})
+    assert [p.key for p in view.held("a", NOW)] == [("ns", "second")]
+    assert call(view, "filter", {"Pod": pod("third"), "NodeNames": ["a"]}).json["NodeNames"] == ["a"]
+    # A fingerprint of Pods this view never saw matches nothing: only the Pods seen bound since the NRT changed
+    # are held (none here), never the ones it already counts.
+    view = View(pods={"a": [bound("first", "a", NOW - 5)]})
+    view.set_nrt("a", states(nrt("a", [ZONE, ZONE], available=[{"cpu": "0", GPU: "0"}, {}],
+                                 nodeTopologyPodsFingerprint=fingerprint([("ns", "first"), ("kube-system", "x")])))[
+        "a"])
+    assert view.held("a", NOW) == []
+    assert call(view, "filter", {"Pod": pod("third"), "NodeNames": ["a"]}).json["NodeNames"] == ["a"]
+    assert view.unmatched >= 1
 
 
 def test_fingerprint_matches_the_upstream_package() -> None:
@@ -216,15 +237,17 @@ def test_a_filter_waits_for_the_pod_kept_before_it_to_be_seen_bound(monkeypatch:
 
     cache = extender.ExtenderCache(transport=None)
     monkeypatch.setattr(extender, "SETTLE", 0.3)
-    cache.kept("first")
+    wants = pod_demands(pod("first"))
+    cache.kept("first", ("ns", "first"), wants)
     started = time.monotonic()
-    cache.settle("first")  # its own retry never waits for itself
+    assert cache.settle("first")  # its own retry never waits for itself
     assert time.monotonic() - started < 0.1
-    cache.kept("first")
+    cache.kept("first", ("ns", "first"), wants)
     started = time.monotonic()
-    cache.settle("second")  # never seen bound: waited for, up to SETTLE
+    assert not cache.settle("second")  # never seen bound: waited for, up to SETTLE, and counted
     assert 0.25 < time.monotonic() - started < 1.0
-    cache.kept("first")
+    assert cache.counters["unsettled"] == 1
+    cache.kept("first", ("ns", "first"), wants)
     obj = pod("first") | {"status": {}}
     obj["metadata"]["uid"] = "first"
     obj["spec"]["nodeName"] = "a"
@@ -234,3 +257,125 @@ def test_a_filter_waits_for_the_pod_kept_before_it_to_be_seen_bound(monkeypatch:
     cache.settle("second")  # seen bound: no wait, and held against its node
     assert time.monotonic() - started < 0.1
     assert [p.key for p in cache.view().pods["a"]] == [("ns", "first")]
+
+
+def listed(cache: Any, nrts: list[dict[str, Any]], pods: list[dict[str, Any]]) -> None:
+    cache.nrts.replace(nrts)
+    cache.pods.replace(pods)
+    for name in ("noderesourcetopologies", "pods"):
+        cache._changed(name, None)
+
+
+def with_uid(obj: dict[str, Any], uid: str, node: str | None = None) -> dict[str, Any]:
+    obj["metadata"]["uid"] = uid
+    if node:
+        obj["spec"]["nodeName"] = node
+    return obj
+
+
+def test_bind_reserves_at_the_moment_of_decision_and_wakes_the_next_filter(monkeypatch: pytest.MonkeyPatch) -> None:
+    """kube-scheduler's assume, through bindVerb: the Pod is held on its node before the Binding is POSTed, and a
+    filter waiting for it goes on at once (the last free zone is not handed out twice)."""
+    import threading
+
+    from webhook.serving import extender
+
+    posted: list[tuple[str, ...]] = []
+
+    def binder(namespace: str, name: str, uid: str, node: str) -> str:
+        # The reservation is already in the view when the POST goes out.
+        assert cache.view().pod((namespace, name)) is not None
+        posted.append((namespace, name, uid, node))
+        return ""
+
+    cache = extender.ExtenderCache(transport=None, binder=binder)
+    listed(cache, [nrt("a", [ZONE, ZONE]), nrt("b", [ZONE])], [])
+    app = create_extender_app(cache.view, clock=time.time, cache=cache).test_client()
+
+    def filtered(name: str) -> Any:
+        body = {"Pod": with_uid(pod(name), name), "NodeNames": ["a", "b"]}
+        return app.post("/filter", data=json.dumps(body), content_type="application/json")
+
+    first = filtered("first")
+    assert first.json["NodeNames"] == ["a", "b"] and first.headers["X-Qos-Guard-View"] == "complete"
+    monkeypatch.setattr(extender, "SETTLE", 5.0)
+    later = threading.Timer(0.2, lambda: app.post("/bind", data=json.dumps(
+        {"PodName": "first", "PodNamespace": "ns", "PodUID": "first", "Node": "b"}),
+        content_type="application/json"))
+    later.start()
+    started = time.monotonic()
+    second = filtered("second")  # waits for first's bind, not for SETTLE
+    assert 0.15 < time.monotonic() - started < 2.0
+    later.join()
+    assert posted == [("ns", "first", "first", "b")]
+    assert second.json["NodeNames"] == ["a"] and "b" in second.json["FailedNodes"]
+    assert cache.counters["unsettled"] == 0 and cache.counters["bind_ok"] == 1
+    assert 'qos_guard_extender_binds_total{result="ok"} 1' in app.get("/metrics").text
+
+
+def test_a_refused_binding_is_forgotten() -> None:
+    from webhook.serving import extender
+
+    cache = extender.ExtenderCache(transport=None, binder=lambda *_: "HTTP 409 pods \"first\" already bound")
+    listed(cache, [nrt("b", [ZONE])], [])
+    app = create_extender_app(cache.view, clock=time.time, cache=cache).test_client()
+    app.post("/filter", data=json.dumps({"Pod": with_uid(pod("first"), "u1"), "NodeNames": ["b"]}),
+             content_type="application/json")
+    out = app.post("/bind", data=json.dumps({"podName": "first", "podNamespace": "ns", "podUID": "u1", "node": "b"}),
+                   content_type="application/json")
+    assert out.status_code == 200 and "already bound" in out.json["Error"]
+    assert cache.view().pod(("ns", "first")) is None and cache.counters["bind_error"] == 1
+    bad = app.post("/bind", data=json.dumps({"PodName": "x"}), content_type="application/json")
+    assert bad.status_code == 400 and "PodNamespace: missing" in bad.json["reason"]
+
+
+def test_an_incomplete_view_is_never_silent(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not listed yet: the filter answers an error (kube-scheduler retries the Pod); listed but a watch broken:
+    judged on what was last seen (it holds this extender's own bindings); not listed long after the start, or
+    truncated: every node kept. Each time a readiness failure, a metric, and the answer's header."""
+    from webhook.serving import extender
+
+    cache = extender.ExtenderCache(transport=None)
+    app = create_extender_app(cache.view, clock=time.time, cache=cache).test_client()
+    assert app.get("/readyz").status_code == 503 and "not listed yet" in app.get("/readyz").text
+    cache.nrts.replace([nrt("small", [SMALL, SMALL])])
+    cache._changed("noderesourcetopologies", None)
+    body = json.dumps({"Pod": pod(), "NodeNames": ["small"]})
+    out = app.post("/filter", data=body, content_type="application/json")
+    assert "starting, its view is not listed yet (pods: not listed yet)" in out.json["Error"]
+    assert out.headers["X-Qos-Guard-View"].startswith("starting")
+    assert 'qos_guard_extender_view_incomplete{store="pods"} 1' in app.get("/metrics").text
+    monkeypatch.setattr(extender, "STARTING", 0.0)
+    out = app.post("/filter", data=body, content_type="application/json")
+    assert out.json["NodeNames"] == ["small"] and out.json["Error"] == ""  # long unlisted: unknown, kept
+    assert "partial (every node kept): pods: not listed yet" in out.headers["X-Qos-Guard-View"]
+    cache.pods.replace([])
+    cache._changed("pods", None)
+    assert app.get("/readyz").status_code == 200
+    out = app.post("/filter", data=body, content_type="application/json")
+    assert out.json["NodeNames"] == [] and out.headers["X-Qos-Guard-View"] == "complete"
+    cache._changed("pods", "pods: connection refused; retrying")
+    out = app.post("/filter", data=body, content_type="application/json")
+    assert out.json["NodeNames"] == [] and "stale (judged on what was last seen): pods: not watching" in \
+        out.headers["X-Qos-Guard-View"]
+    assert app.get("/readyz").status_code == 503
+    cache.pods.truncated = True
+    cache._changed("pods", None)
+    assert app.post("/filter", data=body, content_type="application/json").json["NodeNames"] == ["small"]
+
+
+def test_a_truncated_store_is_said_and_a_relist_replaces_in_place(monkeypatch: pytest.MonkeyPatch) -> None:
+    from webhook.serving import extender
+
+    cache = extender.ExtenderCache(transport=None)
+    cache.pods.limit = 2
+    objs = [with_uid(pod(f"p{i}"), f"u{i}", "a") for i in range(3)]
+    listed(cache, [nrt("a", [ZONE, ZONE])], objs)
+    assert cache.pods.truncated and len(cache.view()) == 2
+    assert any("pods: truncated at 2 objects" in r for r in cache.incomplete())
+    # A relist keeps what it lists, drops what it does not, and keeps each Pod's first-seen order.
+    before = {p.key: p.seen for p in cache.view().pods["a"]}
+    cache.pods.replace([objs[1]])
+    assert not cache.pods.truncated and [p.key for p in cache.view().pods["a"]] == [("ns", "p1")]
+    assert cache.view().pods["a"][0].seen == before[("ns", "p1")]
+    assert cache.incomplete() == []

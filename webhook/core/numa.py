@@ -38,6 +38,10 @@ from webhook.core.scheduling import Placement
 
 # ---- one node: kubelet's admission, simulated ----
 
+# What ``_Node.start`` reads of a topology, by its key (``dev_numa`` is never written after; the rest is copied).
+_STARTS: dict[tuple[object, ...], tuple[dict[int, int], dict[int, dict[str, int]], dict[int, dict[str, int]],
+                                        dict[str, set[int]], bool]] = {}
+
 @dataclass
 class _Node:
     """Free amounts per NUMA node, and what init containers left for reuse, during one admission."""
@@ -57,6 +61,22 @@ class _Node:
 
     @classmethod
     def start(cls, topo: NodeTopology) -> _Node:
+        """The free amounts of an empty ``topo``: read once per node shape (``topo.key``), copied per admission
+        (the scheduler extender admits each Pod on every shape of a fleet)."""
+        read = _STARTS.get(topo.key) if topo.key else None
+        if read is None:
+            read = cls._read(topo)
+            if topo.key:
+                if len(_STARTS) >= 4096:
+                    _STARTS.clear()
+                _STARTS[topo.key] = read
+        cpu_free, mem_free, dev_free, dev_numa, hints = read
+        return cls(topo.zones, dict(cpu_free), {k: dict(v) for k, v in mem_free.items()},
+                   {k: dict(v) for k, v in dev_free.items()}, dev_numa, memory_hints=hints)
+
+    @staticmethod
+    def _read(topo: NodeTopology) -> tuple[dict[int, int], dict[int, dict[str, int]], dict[int, dict[str, int]],
+                                           dict[str, set[int]], bool]:
         cpu_free: dict[int, int] = {}
         mem_free: dict[int, dict[str, int]] = {}
         dev_free: dict[int, dict[str, int]] = {}
@@ -70,7 +90,7 @@ class _Node:
                     dev_numa.setdefault(k, set()).add(z.numa)
         hints = any(k == "memory" or k.startswith(HUGEPAGES) for z in topo.zones
                     for k in (*z.capacity, *z.allocatable))
-        return cls(topo.zones, cpu_free, mem_free, dev_free, dev_numa, memory_hints=hints)
+        return cpu_free, mem_free, dev_free, dev_numa, hints
 
     def allocatable_mem(self, numa: int, kind: str) -> int:
         for z in self.zones:

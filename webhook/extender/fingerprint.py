@@ -82,7 +82,13 @@ def pod_hash(namespace: str, name: str) -> int:
     return xxh64(name.encode(), xxh64(namespace.encode()))
 
 
+def sign(hashes: Iterable[int]) -> str:
+    """``Fingerprint.Sign()`` over the per-Pod hashes (``pod_hash``), in any order: they are sorted first, so a
+    caller that keeps each Pod's hash (the extender does, per node) signs a set without hashing names again."""
+    lanes = b"".join(h.to_bytes(8, "little") for h in sorted(hashes))
+    return PREFIX + xxh64(lanes).to_bytes(8, "big").hex()
+
+
 def fingerprint(pods: Iterable[tuple[str, str]]) -> str:
     """``Fingerprint.Sign()`` of the ``(namespace, name)`` pairs (their order does not matter)."""
-    lanes = b"".join(h.to_bytes(8, "little") for h in sorted(pod_hash(ns, name) for ns, name in pods))
-    return PREFIX + xxh64(lanes).to_bytes(8, "big").hex()
+    return sign(pod_hash(ns, name) for ns, name in pods)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import calendar
 import re
+import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -159,8 +160,9 @@ def bound_pod(obj: Mapping[str, Any]) -> BoundPod | None:
         wants = pod_demands(obj)
     except (ManifestError, ValueError, TypeError):
         wants = None
-    return BoundPod(str(meta.get("namespace") or ""), str(meta.get("name") or ""), node, when,
-                    status.get("phase") in _TERMINAL, wants, str(meta.get("uid") or ""))
+    # Namespaces and node names repeat across 100,000 Pods: one string each.
+    return BoundPod(sys.intern(str(meta.get("namespace") or "")), str(meta.get("name") or ""), sys.intern(node),
+                    when, status.get("phase") in _TERMINAL, wants, str(meta.get("uid") or ""))
 
 
 def amounts(d: Demand) -> dict[str, int]:
@@ -267,8 +269,9 @@ class Verdict:
     known: bool = True
 
 
-_NO_OPINION = Verdict("", True)
-_UNKNOWN = Verdict("", True, known=False)
+NO_OPINION = Verdict("", True)
+UNKNOWN = Verdict("", True, known=False)
+_NO_OPINION, _UNKNOWN = NO_OPINION, UNKNOWN
 
 
 @dataclass
@@ -302,7 +305,11 @@ class Judge:
         if state.empty.policy == "none":
             return _NO_OPINION
         topo, held_keys = free if free is not None else (free_now(state, reserved), tuple(p.key for p in reserved))
-        key = (state.shape, held_keys) if held_keys else state.shape
+        return self.judged(state, topo, (state.shape, held_keys) if held_keys else state.shape)
+
+    def judged(self, state: NodeState, topo: NodeTopology, key: Any) -> Verdict:
+        """The verdict on a node whose zones free now are ``topo``, judged once per ``key`` (its shape, and its
+        reservations when it has some); the caller has ruled out unknown and ``none`` nodes."""
         found = self.verdicts.get(key)
         if found is None:
             found = self.verdicts[key] = self._judge(state, topo)

@@ -1,36 +1,50 @@
 """``qos-guard extender``: kube-scheduler's extender (``filterVerb: filter``, ``prioritizeVerb: prioritize``,
-``nodeCacheCapable: true``) served by gunicorn with the webhook's worker (deadlines, TLS reloaded from disk), or
-over plain HTTP on loopback (``--plain``).
+``bindVerb: bind``, ``nodeCacheCapable: true``) served by gunicorn with the webhook's worker (deadlines, TLS
+reloaded from disk), or over plain HTTP on loopback (``--plain``).
 
-One worker: the reservations (Pods bound since their node's NRT last changed, ``webhook.extender.placement``)
-live in its memory, and every call must see the same ones. The worker watches NodeResourceTopology objects and
-bound Pods (``spec.nodeName!=``) through the API server (``webhook.cluster.watch``'s reflectors); until both are
-listed, every node is kept (unknown never refuses).
+One worker: the reservations (Pods bound since their node's NRT last changed, ``webhook.extender.view``) live in
+its memory, and every call must see the same ones. The worker watches NodeResourceTopology objects and bound Pods
+(``spec.nodeName!=``) through the API server (``webhook.cluster.watch``'s reflectors), each event applied to the
+view as it comes (one node touched), so a call costs what its candidate nodes cost, not the cluster.
 
-kube-scheduler binds asynchronously: the next Pod's filter call comes while the last one's binding is on its way
-to the API server, before the watch can show it. So a filter call first waits (at most ``SETTLE`` seconds) until
-every other Pod it kept nodes for is seen bound: the scheduler binds such a Pod to one of them, and the
-reservation it becomes must be counted before the next Pod is judged.
+Reservations are made at the moment of decision, as kube-scheduler's own assume does: with ``bindVerb``, the
+scheduler hands the binding to ``POST /bind``, which records the Pod on its node (what the filter call read of
+it) before it POSTs the Binding to the API server; a Binding the API server refuses is forgotten again. Between a
+filter that kept nodes and that Pod's bind, kube-scheduler's next scheduling cycle may already ask about the next
+Pod (binding is asynchronous): that filter call waits (on an event, never polling; the watches go on) until the
+Pods kept before it are bound, or ``SETTLE`` seconds; a wait that runs out is counted
+(``qos_guard_extender_unsettled_total``), as is every bind. Without ``bindVerb`` the watch showing the Pod bound
+ends the wait.
+
+Never a silent partial view: a store not listed yet, truncated (``MAX_OBJECTS``) or not watching makes
+``GET /readyz`` fail with the reason, is logged, is a metric (``qos_guard_extender_view_incomplete``), and each
+answer says so in the ``X-Qos-Guard-View`` header. What a call does then (``ExtenderCache.mode``): not listed yet
+after a start, the filter answers an error (kube-scheduler retries the Pod, or with ``ignorable: true`` places it
+without the extender); a watch broken after the list, it judges on what it last saw (which holds every binding it
+made itself: nothing it handed out is handed out again); truncated, or still not listed after ``STARTING``
+seconds, every node is kept (unknown never refuses).
 """
 
 from __future__ import annotations
 
-import itertools
+import gc
 import json
 import logging
+import operator
 import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
-from typing import Any
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any, cast
 
 from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException
 
 from webhook import interpreter
-from webhook.core.numatopology import NodeTopology
+from webhook.core.demands import Demands
 from webhook.core.podspec import ManifestError
 from webhook.extender.placement import (
     RESERVATION_TIMEOUT,
@@ -38,75 +52,101 @@ from webhook.extender.placement import (
     Judge,
     NodeState,
     Shape,
+    Verdict,
     bound_pod,
-    free_now,
-    held,
     read_nrt,
 )
-from webhook.extender.protocol import BadArgs, filter_result, parse_args, priority_list
+from webhook.extender.protocol import BadArgs, filter_result, parse_args, parse_binding, priority_json
+from webhook.extender.view import View
 from webhook.serving.body import BadBody, BodyBudget, Busy, TooLarge, read_bounded
 from webhook.serving.options import ServeError, check_port_free, split_bind
 
 LOG = logging.getLogger("qos_guard.extender")
 PODS_PATH = "/api/v1/pods"
 BOUND = "spec.nodeName!="
-SETTLE = 1.0  # seconds a filter call waits for the Pods kept before it to be seen bound
+SETTLE = 1.0  # seconds a filter call waits for the Pods kept before it to be bound
+STARTING = 60.0  # seconds after the start while an unlisted view answers filter with an error (retried)
+VIEW_HEADER = "X-Qos-Guard-View"
+SAYS = {"stale": "judged on what was last seen", "starting": "not judged, retry",
+        "partial": "every node kept", "complete": ""}
+
+__all__ = ["ExtenderCache", "View", "create_extender_app"]
 
 
-@dataclass
-class View:
-    """What one call judges against: NRTs by node name, bound Pods by node name, and whether both were listed."""
+class Sink:
+    """What a reflector fills (``replace`` after a list, ``apply`` per event; ``listed``, ``truncated``): the
+    narrow interface between the watches and the view, so the view never holds a store of its own. ``limit``:
+    at most that many objects (``webhook.cluster.watch.MAX_OBJECTS``); past it, ``truncated``."""
 
-    states: Mapping[str, NodeState] = field(default_factory=dict)
-    pods: Mapping[str, list[BoundPod]] = field(default_factory=dict)
-    synced: bool = True
-    timeout: float = RESERVATION_TIMEOUT
-    uids: frozenset[str] = frozenset()  # of the bound Pods
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.listed = False
+        self.truncated = False
+        self.lock = threading.Lock()
 
-    freed: dict[str, tuple[NodeTopology, tuple[Any, ...]]] = field(default_factory=dict)
+    def keys(self) -> Iterable[str]:
+        raise NotImplementedError
 
-    def free(self, node: str, state: NodeState | None, now: float) -> tuple[NodeTopology, tuple[Any, ...]] | None:
-        """The node's zones free now (its NRT's ``available`` less its reservations) and the reservations' keys,
-        remembered for this view while its reservations stay the same."""
-        if state is None:
-            return None
-        on_node = self.pods.get(node)
-        if not on_node:
-            return (state.free, ())
-        reserved = held(state, on_node, now, self.timeout)
-        keys = tuple(p.key for p in reserved)
-        found = self.freed.get(node)
-        if found is None or found[1] != keys:
-            found = self.freed[node] = (free_now(state, reserved), keys)
-        return found
+    def count(self) -> int:
+        raise NotImplementedError
+
+    def put(self, key: str, obj: Mapping[str, Any]) -> None:
+        raise NotImplementedError
+
+    def drop(self, key: str) -> None:
+        raise NotImplementedError
+
+    def has(self, key: str) -> bool:
+        raise NotImplementedError
+
+    def replace(self, objects: Iterable[Mapping[str, Any]]) -> None:
+        """A list: each object applied as it is read (the old objects go as the new come, never two stores at
+        once), then those not listed dropped; truncated past ``limit`` (nothing dropped then: unknown)."""
+        from webhook.cluster.watch import key_of
+
+        seen: set[str] = set()
+        truncated = False
+        for obj in objects:
+            key = key_of(obj)
+            if not key:
+                continue
+            with self.lock:
+                if not self.has(key) and self.count() >= self.limit:
+                    truncated = True
+                    continue
+                self.put(key, obj)
+            seen.add(key)
+        with self.lock:
+            if not truncated:
+                for key in [k for k in self.keys() if k not in seen]:
+                    self.drop(key)
+            self.listed, self.truncated = True, truncated
+
+    def apply(self, kind: str, obj: Mapping[str, Any]) -> None:
+        from webhook.cluster.watch import key_of
+
+        key = key_of(obj)
+        if not key:
+            return
+        with self.lock:
+            if kind == "DELETED":
+                self.drop(key)
+            elif kind in ("ADDED", "MODIFIED"):
+                if not self.has(key) and self.count() >= self.limit:
+                    self.truncated = True
+                    return
+                self.put(key, obj)
 
 
-class ExtenderCache:
-    """NRTs and bound Pods, listed then watched; ``view()`` is the current ``View`` (rebuilt after a change)."""
+class NrtSink(Sink):
+    """NodeResourceTopology objects into ``view.set_nrt``; equal shapes interned (one object, O(1) lookups)."""
 
-    def __init__(self, transport: Any, timeout: float = RESERVATION_TIMEOUT) -> None:
-        from webhook.cluster.nrt import JSON
-        from webhook.cluster.watch import Reflector, Store
-        from webhook.core.numatopology import NRT_PATH
+    def __init__(self, view: View, limit: int) -> None:
+        super().__init__(limit)
+        self.view = view
+        self._shapes: dict[Shape, Shape] = {}
 
-        self.timeout = timeout
-        self.stop = threading.Event()
-        self.nrts = Store(self._nrt)
-        self._shapes: dict[Shape, Shape] = {}  # equal shapes as one object (bounded)
-        self.pods = Store(self._bound)
-        self._first_seen: dict[str, int] = {}  # uid -> order first seen bound (pruned as Pods go)
-        self._order = itertools.count()
-        self.problems: dict[str, str] = {}
-        self._version = 0
-        self._built: tuple[int, View] | None = None
-        self.flying: dict[str, float] = {}  # uid -> until when: Pods kept by a filter, not yet seen bound
-        self.reflectors = (
-            Reflector("noderesourcetopologies", transport, NRT_PATH, JSON, self.nrts, self._changed, self.stop),
-            Reflector("pods", transport, PODS_PATH, JSON, self.pods, self._changed, self.stop,
-                      field_selector=BOUND),
-        )
-
-    def _nrt(self, obj: Mapping[str, Any]) -> NodeState | None:
+    def read(self, obj: Mapping[str, Any]) -> NodeState | None:
         state = read_nrt(obj)
         if state is None:
             return None
@@ -115,57 +155,277 @@ class ExtenderCache:
         shape = self._shapes.setdefault(state.shape, state.shape)
         return state if shape is state.shape else replace(state, shape=shape)
 
-    def _bound(self, obj: Mapping[str, Any]) -> BoundPod | None:
+    def keys(self) -> Iterable[str]:
+        return [name for name, n in self.view.nodes.items() if n.state is not None]
+
+    def count(self) -> int:
+        return self.view.nrt_count
+
+    def has(self, key: str) -> bool:
+        node = self.view.nodes.get(key)
+        return node is not None and node.state is not None
+
+    def put(self, key: str, obj: Mapping[str, Any]) -> None:
+        self.view.set_nrt(key, self.read(obj))
+
+    def drop(self, key: str) -> None:
+        self.view.set_nrt(key, None)
+
+
+class PodSink(Sink):
+    """Bound Pods into ``view.put_pod`` / ``drop_pod`` (keys ``namespace/name``); ``bound(uid)`` is told of each
+    Pod seen bound (a filter waiting for it goes on). Equal demands are kept as one object."""
+
+    def __init__(self, view: View, limit: int, bound: Callable[[str, tuple[str, str]], None],
+                 assumed: Mapping[tuple[str, str], str]) -> None:
+        super().__init__(limit)
+        self.view = view
+        self.bound = bound
+        self.assumed = assumed  # reservations of bind's not seen yet: a list from before them keeps them
+        self._wants: dict[str, Demands] = {}
+
+    @staticmethod
+    def _key(key: str) -> tuple[str, str]:
+        namespace, _, name = key.partition("/")
+        return (namespace, name)
+
+    def keys(self) -> Iterable[str]:
+        return [f"{ns}/{name}" for ns, name in self.view.where if (ns, name) not in self.assumed]
+
+    def count(self) -> int:
+        return len(self.view)
+
+    def has(self, key: str) -> bool:
+        return self._key(key) in self.view.where
+
+    def put(self, key: str, obj: Mapping[str, Any]) -> None:
         pod = bound_pod(obj)
-        if pod is None or not pod.uid:
-            return pod
-        seen = self._first_seen.get(pod.uid)
-        if seen is None:
-            seen = self._first_seen[pod.uid] = next(self._order)
-        return replace(pod, seen=seen)
+        if pod is None:
+            self.view.drop_pod(self._key(key))
+            return
+        if pod.wants is not None:
+            shared = repr(pod.wants)
+            if len(self._wants) > 10_000:
+                self._wants.clear()
+            pod = replace(pod, wants=self._wants.setdefault(shared, pod.wants))
+        self.view.put_pod(pod)
+        self.bound(pod.uid, pod.key)
+
+    def drop(self, key: str) -> None:
+        pod = self.view.drop_pod(self._key(key))
+        if pod is not None:
+            self.bound(pod.uid, pod.key)
+
+
+@dataclass
+class Pending:
+    """A Pod a filter kept nodes for: what it aligns, until when a later filter waits for it."""
+
+    key: tuple[str, str]
+    wants: Demands | None
+    until: float
+
+
+class ExtenderCache:
+    """The view, filled by two reflectors (NRTs, bound Pods); the Pods kept by a filter and not yet bound; the
+    reservations ``bind`` made; what is missing from the view (``incomplete``); counters for ``/metrics``."""
+
+    def __init__(self, transport: Any, timeout: float = RESERVATION_TIMEOUT,
+                 binder: Callable[[str, str, str, str], str] | None = None) -> None:
+        from webhook.cluster.nrt import JSON
+        from webhook.cluster.watch import MAX_OBJECTS, Reflector
+        from webhook.core.numatopology import NRT_PATH
+
+        self.timeout = timeout
+        self.stop = threading.Event()
+        self.started = time.monotonic()
+        self.current = View(timeout=timeout)
+        self.assumed: dict[tuple[str, str], str] = {}  # key -> uid: reserved by bind, not yet seen bound
+        self.nrts = NrtSink(self.current, MAX_OBJECTS)
+        self.pods = PodSink(self.current, MAX_OBJECTS, self._seen_bound, self.assumed)
+        self.binder = binder
+        self.problems: dict[str, str] = {}
+        self.said: dict[str, str] = {}  # the incompleteness last logged, per resource
+        self.flying: dict[str, Pending] = {}  # uid -> Pending
+        self.settled = threading.Condition()
+        self.counters: dict[str, int] = {"unsettled": 0, "bind_ok": 0, "bind_error": 0, "events": 0}
+        # A reflector fills a Sink as it would its own Store (replace, apply, listed, truncated): typed as the
+        # Store it names, which is all it calls of it.
+        nrts, pods = cast(Any, self.nrts), cast(Any, self.pods)
+        self.reflectors = (
+            Reflector("noderesourcetopologies", transport, NRT_PATH, JSON, nrts, self._changed, self.stop),
+            Reflector("pods", transport, PODS_PATH, JSON, pods, self._changed, self.stop, field_selector=BOUND),
+        )
 
     def _changed(self, resource: str, problem: str | None) -> None:
+        self.counters["events"] += 1
         if problem is None:
             self.problems.pop(resource, None)
         elif self.problems.get(resource) != problem:
             self.problems[resource] = problem
-            LOG.warning(json.dumps({"extender": "incomplete: nodes it cannot see are kept", "problem": problem}))
-        self._version += 1
+        self.incomplete()
+
+    def incomplete(self) -> list[str]:
+        """Why the view is partial, one reason per store (empty: complete); a new reason is logged once."""
+        reasons = {}
+        for name, sink in (("noderesourcetopologies", self.nrts), ("pods", self.pods)):
+            if name in self.problems:
+                reasons[name] = f"{name}: not watching ({self.problems[name]})"
+            elif not sink.listed:
+                reasons[name] = f"{name}: not listed yet"
+            elif sink.truncated:
+                reasons[name] = (f"{name}: truncated at {sink.limit} objects (the objects past it are unknown; "
+                                 "fewer objects, or a selector, make it whole)")
+        for name in ("noderesourcetopologies", "pods"):
+            now, before = reasons.get(name), self.said.get(name)
+            if now != before:
+                if now is None:
+                    self.said.pop(name, None)
+                    LOG.info(json.dumps({"extender": "complete", "store": name}))
+                    # The view's objects live until their events: kept out of the cyclic collector's passes, whose
+                    # full collections over 100,000 Pods would otherwise stall a call now and then.
+                    gc.freeze()
+                else:
+                    self.said[name] = now
+                    LOG.warning(json.dumps({"extender": "incomplete: every node is kept until it is whole",
+                                            "problem": now}))
+        return list(reasons.values())
+
+    def mode(self) -> tuple[str, list[str]]:
+        """How a call treats the view, and why: ``complete``; ``stale`` (listed, a watch broken: judged on what
+        was last seen, which holds every binding this extender made itself, so a Pod is never sent to a zone it
+        handed out; deletions not seen only hold zones longer); ``starting`` (not listed yet, for at most
+        ``STARTING`` seconds after the start: the filter answers an error, which kube-scheduler retries with
+        ``ignorable: false`` and skips with ``true``); ``partial`` (truncated, or not listed long after the
+        start: every node kept, unknown never refuses)."""
+        reasons = self.incomplete()
+        if not reasons:
+            return "complete", reasons
+        if self.pods.truncated or self.nrts.truncated:
+            return "partial", reasons
+        if not (self.pods.listed and self.nrts.listed):
+            return ("starting" if time.monotonic() - self.started < STARTING else "partial"), reasons
+        return "stale", reasons
 
     def start(self) -> None:
+        self.started = time.monotonic()
         for reflector in self.reflectors:
             threading.Thread(target=reflector.run, name=f"qos-guard-extender-{reflector.name}", daemon=True).start()
 
     def view(self) -> View:
-        version = self._version
-        if self._built is not None and self._built[0] == version:
-            return self._built[1]
-        by_node: dict[str, list[BoundPod]] = {}
-        for pod in self.pods.snapshot().values():
-            by_node.setdefault(pod.node, []).append(pod)
-        live = {p.uid for pods in by_node.values() for p in pods}
-        if len(self._first_seen) > 2 * len(live) + 1000:
-            self._first_seen = {u: s for u, s in self._first_seen.items() if u in live}
-        built = View(self.nrts.snapshot(), by_node, self.nrts.listed and self.pods.listed, self.timeout,
-                     frozenset(p.uid for pods in by_node.values() for p in pods))
-        self._built = (version, built)
-        return built
+        return self.current
 
-    def kept(self, uid: str) -> None:
-        """A filter kept nodes for this Pod: the scheduler is about to bind it."""
+    # ---- the Pods between filter and bind ----
+
+    def _seen_bound(self, uid: str, key: tuple[str, str]) -> None:
+        """The watch shows the Pod bound (or gone): no filter waits for it, and a reservation of ``bind``'s is
+        now the watch's."""
+        self.assumed.pop(key, None)
+        if uid and self.flying.pop(uid, None) is not None:
+            self._notify()
+
+    def _notify(self) -> None:
+        with self.settled:
+            self.settled.notify_all()
+
+    def kept(self, uid: str, key: tuple[str, str], wants: Demands | None) -> None:
+        """A filter kept nodes for this Pod: the scheduler is about to bind it to one of them."""
         if uid:
-            self.flying[uid] = time.monotonic() + SETTLE
+            self.flying[uid] = Pending(key, wants, time.monotonic() + SETTLE)
 
-    def settle(self, uid: str) -> None:
-        """Wait until every other Pod kept before is seen bound, or its time is up (``SETTLE``)."""
-        while True:
-            now = time.monotonic()
-            uids = self.view().uids
-            for other in [u for u, until in self.flying.items() if u in uids or until <= now or u == uid]:
-                self.flying.pop(other, None)
-            if not self.flying:
-                return
-            self.stop.wait(0.005)
+    def settle(self, uid: str) -> bool:
+        """Wait until every other Pod kept before is bound, or its time is up (``SETTLE``; counted): on a
+        condition that ``bind`` and the watch notify, so the watches go on meanwhile. Whether none ran out."""
+        ok = True
+        with self.settled:
+            while True:
+                now = time.monotonic()
+                waiting = [u for u, p in self.flying.items() if u != uid]
+                late = [u for u in waiting if self.flying[u].until <= now]
+                for other in late:
+                    del self.flying[other]
+                    self.counters["unsettled"] += 1
+                    ok = False
+                    LOG.warning(json.dumps({"extender": "a Pod kept by a filter was not bound within "
+                                            f"{SETTLE}s: the next Pod is judged without it", "uid": other}))
+                rest = [self.flying[u].until for u in waiting if u in self.flying]
+                if not rest:
+                    return ok
+                self.settled.wait(max(0.0, min(rest) - now))
+
+    def bind(self, namespace: str, name: str, uid: str, node: str) -> str:
+        """kube-scheduler's bind, delegated: the reservation recorded first (as its assume does), then the
+        Binding POSTed; a refused Binding forgets the reservation. The error for ``ExtenderBindingResult``."""
+        key = (namespace, name)
+        pending = self.flying.pop(uid, None)
+        known = self.current.pod(key)
+        if known is None or known.node != node:
+            wants = pending.wants if pending is not None else None
+            self.current.put_pod(BoundPod(namespace, name, node, time.time(), wants=wants, uid=uid))
+            self.assumed[key] = uid
+        self._notify()
+        error = self.binder(namespace, name, uid, node) if self.binder is not None else \
+            "qos-guard extender: no API server to bind with"
+        if error:
+            self.counters["bind_error"] += 1
+            if self.assumed.pop(key, None) is not None:
+                self.current.drop_pod(key)
+            LOG.warning(json.dumps({"extender": "binding refused", "pod": f"{namespace}/{name}", "node": node,
+                                    "error": error}))
+        else:
+            self.counters["bind_ok"] += 1
+        return error
+
+    def metrics(self) -> str:
+        """Prometheus text: what ``/metrics`` on the extender's port answers."""
+        incomplete = {r.split(":", 1)[0] for r in self.incomplete()}
+        lines = ["# HELP qos_guard_extender_view_incomplete 1 while a store is not listed, truncated or not "
+                 "watching (every node is kept then)", "# TYPE qos_guard_extender_view_incomplete gauge"]
+        lines += [f'qos_guard_extender_view_incomplete{{store="{s}"}} {int(s in incomplete)}'
+                  for s in ("noderesourcetopologies", "pods")]
+        lines += ["# HELP qos_guard_extender_unsettled_total Filters that judged without a Pod kept before "
+                  "it, whose bind did not come within the settle time", "# TYPE qos_guard_extender_unsettled_total "
+                  "counter", f"qos_guard_extender_unsettled_total {self.counters['unsettled']}",
+                  "# HELP qos_guard_extender_binds_total Bindings made for the scheduler, by result",
+                  "# TYPE qos_guard_extender_binds_total counter",
+                  f'qos_guard_extender_binds_total{{result="ok"}} {self.counters["bind_ok"]}',
+                  f'qos_guard_extender_binds_total{{result="error"}} {self.counters["bind_error"]}',
+                  "# HELP qos_guard_extender_fingerprint_unmatched_total Node recomputations whose NRT "
+                  "fingerprint matched no set of the Pods seen there", "# TYPE "
+                  "qos_guard_extender_fingerprint_unmatched_total counter",
+                  f"qos_guard_extender_fingerprint_unmatched_total {self.current.unmatched}",
+                  "# HELP qos_guard_extender_pods Bound Pods in the view", "# TYPE qos_guard_extender_pods gauge",
+                  f"qos_guard_extender_pods {len(self.current)}",
+                  "# HELP qos_guard_extender_nodes Nodes in the view", "# TYPE qos_guard_extender_nodes gauge",
+                  f"qos_guard_extender_nodes {len(self.current.nodes)}"]
+        return "\n".join(lines) + "\n"
+
+
+class Judges:
+    """The last ``size`` Judges by what their Pod aligns: a verdict depends only on that, the node's empty
+    zones and its zones free now, so the Pods of one ReplicaSet (and a Pod's prioritize after its filter) reuse
+    the verdicts of the one before: a call is then a lookup per candidate node."""
+
+    def __init__(self, size: int = 32) -> None:
+        self.size = size
+        self.found: OrderedDict[str, Judge] = OrderedDict()
+
+    def of(self, pod: Mapping[str, Any]) -> Judge:
+        judge = Judge.of(pod)
+        if judge.wants is None:
+            return judge
+        key = repr(judge.wants)
+        known = self.found.get(key)
+        if known is not None:
+            self.found.move_to_end(key)
+            return known
+        self.found[key] = judge
+        if len(self.found) > self.size:
+            self.found.popitem(last=False)
+        return judge
+
+
+_KEPT = operator.attrgetter("kept")
 
 
 def _json(status: int, body: Any) -> Response:
@@ -174,53 +434,95 @@ def _json(status: int, body: Any) -> Response:
 
 def create_extender_app(view: Callable[[], View], clock: Callable[[], float] = time.time,
                         cache: ExtenderCache | None = None) -> Flask:
-    """``POST /filter`` and ``POST /prioritize`` over ``view()``, read once per call; with ``cache``, a filter
-    waits for the Pods kept before it to be seen bound (see the module docstring)."""
+    """``POST /filter``, ``/prioritize`` and ``/bind`` over ``view()``, read once per call; with ``cache``, a
+    filter waits for the Pods kept before it to be bound, ``/bind`` binds, and an incomplete view keeps every
+    node (see the module docstring); ``GET /readyz`` and ``/metrics`` say how the view is."""
     app = Flask("qos-guard-extender")
     budget = BodyBudget()
+    judges = Judges()
 
-    def judged(verb: str) -> tuple[Any, list[Any], float, float]:
+    def judged(verb: str) -> tuple[Any, Judge, list[Verdict], float, float, str, list[str]]:
         started = time.perf_counter()
         args = parse_args(read_bounded(request.environ, budget))
         try:
-            judge = Judge.of(args.pod)
+            judge = judges.of(args.pod)
         except ManifestError as exc:
             raise BadArgs(f"Pod.{exc}") from None
+        mode, missing = cache.mode() if cache is not None else ("complete", [])
         waited = 0.0
-        if cache is not None and verb == "filter" and judge.wants is not None:
+        if cache is not None and verb == "filter" and judge.wants is not None and mode != "starting":
             before = time.perf_counter()
             cache.settle(args.uid)
             waited = time.perf_counter() - before
-        current = view()
-        now = clock()
-        verdicts = []
-        states, free, node = current.states, current.free, judge.node
-        for name in args.names:
-            state = states.get(name)
-            verdicts.append(node(name, state, free=free(name, state, now)))
-        return args, verdicts, started, waited
+        verdicts = view().verdicts(judge, args.names, clock())
+        if mode == "partial" and judge.wants is not None:
+            # Unknown never refuses: what is judged on a partial view is a score, not a refusal.
+            verdicts = [v if v.kept else replace(v, kept=True, reason="", unresolvable=False) for v in verdicts]
+        return args, judge, verdicts, started, waited, mode, missing
 
-    def said(verb: str, args: Any, verdicts: list[Any], started: float, waited: float) -> None:
+    def said(verb: str, args: Any, verdicts: list[Verdict], started: float, waited: float, mode: str,
+             missing: list[str]) -> None:
         """One line per call: ``durationMs`` from the first byte read to the answer, ``waitedMs`` of it spent
-        waiting for the Pods kept before to be seen bound."""
-        LOG.info(json.dumps({"verb": verb, "pod": args.pod_name, "nodes": len(args.names),
-                             "kept": sum(v.kept for v in verdicts),
-                             "durationMs": round((time.perf_counter() - started) * 1000, 3),
-                             "waitedMs": round(waited * 1000, 3)}))
+        waiting for the Pods kept before to be bound, ``view`` and ``incomplete``: how the view was, and why."""
+        line: dict[str, Any] = {"verb": verb, "pod": args.pod_name, "nodes": len(args.names),
+                                "kept": sum(map(_KEPT, verdicts)),
+                                "durationMs": round((time.perf_counter() - started) * 1000, 3),
+                                "waitedMs": round(waited * 1000, 3)}
+        if missing:
+            line.update(view=mode, incomplete=missing)
+        LOG.info(json.dumps(line))
+
+    def answer(body: Any, mode: str, missing: list[str]) -> Response:
+        out = _json(200, body)
+        out.headers[VIEW_HEADER] = mode if not missing else f"{mode} ({SAYS[mode]}): " + "; ".join(missing)
+        return out
 
     @app.post("/filter")
     def filter_nodes() -> Response:
-        args, verdicts, started, waited = judged("filter")
-        if cache is not None and any(v.kept for v in verdicts):
-            cache.kept(args.uid)
-        said("filter", args, verdicts, started, waited)
-        return _json(200, filter_result(args, verdicts))
+        args, judge, verdicts, started, waited, mode, missing = judged("filter")
+        if mode == "starting" and judge.wants is not None:
+            said("filter", args, verdicts, started, waited, mode, missing)
+            return answer({"NodeNames": None, "FailedNodes": {}, "FailedAndUnresolvableNodes": {},
+                           "Error": "qos-guard extender: starting, its view is not listed yet ("
+                                    + "; ".join(missing) + "); the Pod is scheduled again once it is"},
+                          mode, missing)
+        if cache is not None and judge.wants is not None and any(v.kept for v in verdicts):
+            meta = args.pod.get("metadata")
+            meta = meta if isinstance(meta, Mapping) else {}
+            cache.kept(args.uid, (str(meta.get("namespace") or ""), str(meta.get("name") or "")), judge.wants)
+        said("filter", args, verdicts, started, waited, mode, missing)
+        return answer(filter_result(args, verdicts), mode, missing)
 
     @app.post("/prioritize")
     def prioritize() -> Response:
-        args, verdicts, started, waited = judged("prioritize")
-        said("prioritize", args, verdicts, started, waited)
-        return _json(200, priority_list(args, verdicts))
+        args, _judge, verdicts, started, waited, mode, missing = judged("prioritize")
+        said("prioritize", args, verdicts, started, waited, mode, missing)
+        out = answer([], mode, missing)
+        out.set_data(priority_json(args, verdicts))
+        return out
+
+    @app.post("/bind")
+    def bind() -> Response:
+        started = time.perf_counter()
+        binding = parse_binding(read_bounded(request.environ, budget))
+        if cache is None:
+            error = "qos-guard extender: this server does not bind (no API server)"
+        else:
+            error = cache.bind(binding.namespace, binding.name, binding.uid, binding.node)
+        LOG.info(json.dumps({"verb": "bind", "pod": f"{binding.namespace}/{binding.name}", "node": binding.node,
+                             "error": error, "durationMs": round((time.perf_counter() - started) * 1000, 3)}))
+        return _json(200, {"Error": error})
+
+    @app.get("/readyz")
+    def ready() -> Response:
+        missing = cache.incomplete() if cache is not None else []
+        if missing:
+            return Response("not ready: " + "; ".join(missing) + "\n", status=503, mimetype="text/plain")
+        return Response("ok\n", mimetype="text/plain")
+
+    @app.get("/metrics")
+    def metrics() -> Response:
+        return Response(cache.metrics() if cache is not None else "", mimetype="text/plain; version=0.0.4")
 
     @app.errorhandler(BadArgs)
     def bad_args(exc: BadArgs) -> Response:
@@ -250,6 +552,37 @@ def create_extender_app(view: Callable[[], View], clock: Callable[[], float] = t
         return _json(exc.code or 500, {"error": exc.name, "reason": exc.description})
 
     return app
+
+
+class ApiBinder:
+    """The Binding POST (``pods/binding``), as kube-scheduler's DefaultBinder makes it; its error text, or ""."""
+
+    def __init__(self, kubeconfig: str | None) -> None:
+        from webhook.cluster.client import _api_client
+
+        self._api = _api_client(kubeconfig)
+
+    def __call__(self, namespace: str, name: str, uid: str, node: str) -> str:
+        from webhook.cluster.client import ClusterError, call, decode_body
+
+        path = f"/api/v1/namespaces/{namespace}/pods/{name}/binding"
+        body = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name, "namespace": namespace,
+                                                                    **({"uid": uid} if uid else {})},
+                "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
+        try:
+            response = call(self._api, "POST", path, [], {"Content-Type": "application/json",
+                                                          "Accept": "application/json"}, (10, 30), body)
+            try:
+                data = response.response.read(1 << 20)
+            finally:
+                response.response.release_conn()
+            if response.status in (200, 201):
+                return ""
+            decoded = decode_body("POST", path, response.status, data)
+            message = decoded.get("message", "") if isinstance(decoded, Mapping) else ""
+            return f"binding {namespace}/{name} to {node}: HTTP {response.status} {message}".strip()
+        except ClusterError as exc:
+            return f"binding {namespace}/{name} to {node}: {exc}"
 
 
 @dataclass(frozen=True)
@@ -290,7 +623,7 @@ def worker_app(opts: ExtenderOptions) -> Any:
     from webhook.cluster.watch import ApiTransport
     from webhook.serving.health import probe_route
 
-    cache = ExtenderCache(ApiTransport(opts.kubeconfig), opts.reservation_timeout)
+    cache = ExtenderCache(ApiTransport(opts.kubeconfig), opts.reservation_timeout, ApiBinder(opts.kubeconfig))
     cache.start()
     return probe_route(create_extender_app(cache.view, cache=cache))
 
@@ -309,7 +642,7 @@ def serve_extender(opts: ExtenderOptions) -> int:
         "keepalive": 75, "graceful_timeout": 10, "timeout": 30, "accesslog": None, "errorlog": "-",
         "loglevel": "warning", "proc_name": "qos-guard-extender",
         "when_ready": lambda server: print(f"qos-guard extender: serving {'http' if opts.plain else 'https'}://"
-                                           f"{opts.bind} (filter, prioritize)", file=sys.stderr, flush=True),
+                                           f"{opts.bind} (filter, prioritize, bind)", file=sys.stderr, flush=True),
     }
     if not opts.plain:
         from webhook.serving.tls import ReloadingContext

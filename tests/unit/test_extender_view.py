@@ -1,0 +1,144 @@
+"""The extender's view, kept event by event (``webhook.extender.view``), against the same rules applied from
+scratch to the whole history: random sequences of NRT updates, bindings, moves, deletions and the passing of time
+(reservations expiring) give the same free zones and the same held Pods both ways, read at every step (so the
+per-node caches are read while stale, too)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from webhook.extender.fingerprint import fingerprint
+from webhook.extender.placement import BoundPod, Judge, NodeState, free_now, pod_demands, read_nrt
+from webhook.extender.view import View
+
+GPU = "example.com/gpu"
+TIMEOUT = 60.0
+NODES = ("a", "b", "c")
+KEYS = [("ns", f"p{i}") for i in range(6)]
+
+
+def nrt(name: str, zones: int, busy: int, policy: str, fp: str | None, method: str | None) -> dict[str, Any]:
+    attrs = [{"name": "topologyManagerPolicy", "value": policy}, {"name": "topologyManagerScope", "value": "pod"}]
+    if fp is not None:
+        attrs.append({"name": "nodeTopologyPodsFingerprint", "value": fp})
+    if method is not None:
+        attrs.append({"name": "nodeTopologyPodsFingerprintMethod", "value": method})
+    zone = {"cpu": "4", "memory": "16Gi", GPU: "1"}
+    return {"metadata": {"name": name}, "attributes": attrs,
+            "zones": [{"name": f"node-{i}", "type": "Node",
+                       "resources": [{"name": k, "capacity": v, "allocatable": v,
+                                      "available": "0" if i < busy and k != "memory" else v}
+                                     for k, v in zone.items()]} for i in range(zones)]}
+
+
+def pod_obj(name: str, cpu: int, gpu: int) -> dict[str, Any]:
+    limits = {"cpu": str(cpu), "memory": "1Gi"} | ({GPU: str(gpu)} if gpu else {})
+    return {"metadata": {"name": name, "namespace": "ns"},
+            "spec": {"containers": [{"name": "c", "image": "x",
+                                     "resources": {"limits": limits, "requests": dict(limits)}}]}}
+
+
+WANTS = [None, pod_demands(pod_obj("x", 2, 0)), pod_demands(pod_obj("x", 4, 1))]
+
+
+@dataclass
+class Scratch:
+    """The history as plain data; every answer recomputed from all of it."""
+
+    nrts: dict[str, tuple[NodeState, int]] = field(default_factory=dict)
+    pods: dict[tuple[str, str], tuple[BoundPod, int]] = field(default_factory=dict)
+    seq: int = 0
+
+    def tick(self) -> int:
+        self.seq += 1
+        return self.seq
+
+    def on(self, node: str) -> list[BoundPod]:
+        found = [(seen, p) for p, seen in self.pods.values() if p.node == node]
+        return [p for _, p in sorted(found, key=lambda sp: (sp[0], sp[1].scheduled_at, sp[1].key))]
+
+    def held(self, node: str, now: float) -> list[BoundPod]:
+        if node not in self.nrts:
+            return []
+        state, nrt_seen = self.nrts[node]
+        pods = self.on(node)
+        seen = {p.key: s for p, s in self.pods.values()}
+        if state.fingerprint is not None:
+            signed = [p for p in pods if not p.terminal and
+                      (state.method != "with-exclusive-resources" or p.wants is not None)]
+            counted = next((k for k in range(len(signed), -1, -1)
+                            if fingerprint(p.key for p in signed[:k]) == state.fingerprint), None)
+            if counted == len(signed):
+                return []
+            pods = signed[counted:] if counted is not None else [p for p in pods if seen[p.key] > nrt_seen]
+            if counted is not None:
+                pods = [p for p in self.on(node) if p in pods]
+        return [p for p in pods if p.wants is not None and not p.terminal and now - p.scheduled_at < TIMEOUT]
+
+
+ops = st.lists(st.one_of(
+    st.tuples(st.just("nrt"), st.sampled_from(NODES), st.integers(1, 3), st.integers(0, 2),
+              st.sampled_from(["single-numa-node", "best-effort", "none"]),
+              st.sampled_from(["none", "all", "prefix", "garbage"]), st.integers(0, 6),
+              st.sampled_from([None, "all", "with-exclusive-resources"])),
+    st.tuples(st.just("drop-nrt"), st.sampled_from(NODES)),
+    st.tuples(st.just("bind"), st.sampled_from(range(len(KEYS))), st.sampled_from(NODES),
+              st.integers(0, len(WANTS) - 1), st.booleans(), st.floats(0, 90)),
+    st.tuples(st.just("delete"), st.sampled_from(range(len(KEYS)))),
+    st.tuples(st.just("time"), st.floats(0, 40)),
+), max_size=40)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops)
+def test_incremental_view_equals_the_view_from_scratch(history: list[tuple[Any, ...]]) -> None:
+    view, scratch, now = View(timeout=TIMEOUT), Scratch(), 1000.0
+    pod = pod_obj("probe", 2, 0)
+    for op in history:
+        if op[0] == "nrt":
+            _, node, zones, busy, policy, kind, k, method = op
+            signed = [p for p in scratch.on(node) if not p.terminal]
+            fp = {"none": None, "all": fingerprint(p.key for p in signed),
+                  "prefix": fingerprint(p.key for p in signed[:k]), "garbage": "pfp0v001ffffffffffffffff"}[kind]
+            state = read_nrt(nrt(node, zones, min(busy, zones), policy, fp, method))
+            assert state is not None
+            view.set_nrt(node, state)
+            scratch.nrts[node] = (state, scratch.tick())
+        elif op[0] == "drop-nrt":
+            view.set_nrt(op[1], None)
+            scratch.nrts.pop(op[1], None)
+        elif op[0] == "bind":
+            _, i, node, w, terminal, ago = op
+            key = KEYS[i]
+            bound = BoundPod(*key, node, now - ago, terminal, WANTS[w], uid=f"u{i}")
+            view.put_pod(bound)
+            old = scratch.pods.get(key)
+            seen = old[1] if old is not None and old[0].node == node else scratch.tick()
+            scratch.pods[key] = (bound, seen)
+        elif op[0] == "delete":
+            view.drop_pod(KEYS[op[1]])
+            scratch.pods.pop(KEYS[op[1]], None)
+        else:
+            now += op[1]
+        for node in NODES:
+            held = scratch.held(node, now)
+            freed = view.freed(node, now)
+            if node not in scratch.nrts:
+                assert freed is None
+                continue
+            assert freed is not None
+            state = scratch.nrts[node][0]
+            if freed.opinion:
+                assert list(freed.held) == [p.key for p in held], (node, op)
+                assert freed.topo.zones == free_now(state, held).zones, (node, op)
+        judge = Judge.of(pod)
+        verdicts = view.verdicts(judge, list(NODES), now)
+        for node, verdict in zip(NODES, verdicts, strict=True):
+            if node in scratch.nrts and scratch.nrts[node][0].empty.policy == "single-numa-node":
+                state = scratch.nrts[node][0]
+                fresh = Judge.of(pod).node(node, state, scratch.held(node, now))
+                assert (verdict.kept, verdict.score) == (fresh.kept, fresh.score), (node, op)
