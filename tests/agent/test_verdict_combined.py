@@ -7,23 +7,13 @@ from __future__ import annotations
 from prometheus_client.core import GaugeMetricFamily
 
 from webhook.node.agent import Placements
-from webhook.node.decide import (
-    NUMA_MISALIGNED,
-    NUMA_REMOTE_MEMORY,
-    NUMA_UNKNOWN,
-    Allocatable,
-    ContainerAllocation,
-    ContainerSpec,
-    DraDevice,
-    MemoryBlock,
-    Placement,
-    PodInfo,
-    judge_container,
-    judge_memory,
-)
+from webhook.node.allocation import Allocatable, ContainerAllocation, DraDevice, MemoryBlock
+from webhook.node.memory_verdict import judge_memory
 from webhook.node.numapages import NumaPages
 from webhook.node.observe import Snapshot
+from webhook.node.podinfo import ContainerSpec, PodInfo
 from webhook.node.sysfs import NumaLayout
+from webhook.node.verdict import NUMA_MISALIGNED, NUMA_REMOTE_MEMORY, NUMA_UNKNOWN, Placement, judge_container
 from webhook.node.verify import placement_json, render_text, summary
 
 DRIVER = "gpu.example.com"

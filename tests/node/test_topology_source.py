@@ -50,7 +50,7 @@ from webhook.cluster.watch import ApiTransport
 from webhook.core.numa import fit_node
 from webhook.extender.fingerprint import ATTRIBUTE, fingerprint
 from webhook.extender.placement import BoundPod, pod_demands, read_nrt, reflected
-from webhook.node.decide import Allocatable
+from webhook.node.allocation import Allocatable
 from webhook.node.kubelet import PodResourcesClient
 from webhook.node.topology_report import NodeFacts, Owner, build_topology
 

@@ -38,12 +38,13 @@ from webhook.cluster.client import ClusterError, Lister
 from webhook.cluster.reports import MANAGED_BY, Flavour, ReportWriter
 from webhook.cluster.watch import ApiTransport, Transport
 from webhook.node.cpulist import format_list
-from webhook.node.decide import REMOTE_SHARE, Placement
 from webhook.node.dra import DEFAULT_DRIVER_ATTRIBUTES
 from webhook.node.kubelet import PodResourcesClient, PodResourcesError
+from webhook.node.memory_verdict import REMOTE_SHARE
 from webhook.node.observe import Snapshot, observe
 from webhook.node.sysfs import SysfsError
 from webhook.node.topology_publisher import TopologyPublisher, configz_reader
+from webhook.node.verdict import Placement
 from webhook.node.watched import WatchedView
 
 COMPONENT = "qos-guard-agent"

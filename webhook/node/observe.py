@@ -19,21 +19,15 @@ from webhook.cluster.client import ClusterError
 from webhook.core.engine import MODE_LABEL
 from webhook.core.engine import MODE_SELECTOR as MODE_SELECTOR  # watched.py reads it here
 from webhook.core.podspec import ManifestError
+from webhook.node.allocation import Allocatable, PodAllocation
 from webhook.node.cgroups import CgroupError, cgroup_version, container_cpuset
-from webhook.node.decide import (
-    REMOTE_SHARE,
-    Allocatable,
-    Placement,
-    PodAllocation,
-    judge_container,
-    judge_memory,
-    opted_in_at,
-    pod_info,
-)
 from webhook.node.dra import DEFAULT_DRIVER_ATTRIBUTES, SLICES_PATH, SliceIndex, SysfsLocality, resolve_all, slice_kept
+from webhook.node.memory_verdict import REMOTE_SHARE, judge_memory
 from webhook.node.numapages import NumaPages
 from webhook.node.numastat import container_pages
+from webhook.node.podinfo import opted_in_at, pod_info
 from webhook.node.sysfs import NumaLayout, read_layout
+from webhook.node.verdict import Placement, judge_container
 
 MAX_NAMESPACES = 10_000
 # The namespaces that opted in: those whose mode label holds a mode (the list's and the watch's selector).

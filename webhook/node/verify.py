@@ -12,13 +12,16 @@ from typing import Any
 from webhook.cluster.client import ClusterError, Lister
 from webhook.cluster.kubeconfig import explain, preflight
 from webhook.core.outcome import ExitCode, Refused, fold
+from webhook.node.allocation import DraDevice
 from webhook.node.cpulist import format_list
-from webhook.node.decide import DRA_REASON, DRA_WAY_OUT, REMOTE_SHARE, DraDevice, Placement
 from webhook.node.dra import DEFAULT_DRIVER_ATTRIBUTES
 from webhook.node.kubelet import PodResourcesClient, PodResourcesError
+from webhook.node.memory_verdict import REMOTE_SHARE
 from webhook.node.numapages import NumaPages, table
 from webhook.node.observe import ListedView, Snapshot, observe
 from webhook.node.sysfs import SysfsError
+from webhook.node.verdict import Placement
+from webhook.node.verdict_text import DRA_REASON, DRA_WAY_OUT
 
 
 def verify(kubeconfig: str | None, socket: Path, sys_root: Path, cgroup_root: Path, node: str | None = None,
