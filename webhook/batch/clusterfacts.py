@@ -20,11 +20,12 @@ from webhook.core.facts import NO_FACTS, Facts, Memo
 from webhook.core.numatopology import Topology
 
 
-def cluster_facts(config: Config, kubeconfig: str | None, say: Callable[[str], None], required: bool) -> Facts:
+def cluster_facts(config: Config, kubeconfig: str | None, say: Callable[[str], None], required: bool,
+                  context: str | None = None) -> Facts:
     """What the cluster says, for a run of ``config``: its topology when the configuration asks for
     ``numa: auto``, its DeviceClasses with ``policy.deviceClasses: true`` (else ``NO_FACTS``: nothing is read).
     ``required``: read them even without ``kubeconfig`` (``audit`` always talks to a cluster; ``check`` only when
-    given one)."""
+    given one). ``context``: the kubeconfig's context to use (default its current one)."""
     if not config.numa_auto and not config.policy.device_classes:
         return NO_FACTS
     if kubeconfig is None and not required:
@@ -35,12 +36,12 @@ def cluster_facts(config: Config, kubeconfig: str | None, say: Callable[[str], N
             say("policy.deviceClasses: true: DeviceClasses are not read; pass --kubeconfig to see which extended "
                 "resources DRA serves")
         return NO_FACTS
-    classes = _device_classes(config, kubeconfig, say)
+    classes = _device_classes(config, kubeconfig, say, context)
     if not config.numa_auto:
         return Facts(device_classes=classes)
     try:
-        preflight(kubeconfig)
-        topology = read_topology(ApiTransport(kubeconfig))
+        preflight(kubeconfig, context)
+        topology = read_topology(ApiTransport(kubeconfig, context))
     except ClusterError as exc:
         say(f"policy.numa: auto: numa-unfit is not judged: {explain(exc, kubeconfig)}")
         return Facts(topology=Topology(problem=str(exc)), device_classes=classes)
@@ -49,12 +50,13 @@ def cluster_facts(config: Config, kubeconfig: str | None, say: Callable[[str], N
     return Facts(topology=topology, device_classes=classes, memo=Memo())
 
 
-def _device_classes(config: Config, kubeconfig: str | None, say: Callable[[str], None]) -> DeviceClasses | None:
+def _device_classes(config: Config, kubeconfig: str | None, say: Callable[[str], None],
+                    context: str | None = None) -> DeviceClasses | None:
     """The DeviceClass index with ``policy.deviceClasses: true``; None (said once) when it cannot be read."""
     if not config.policy.device_classes:
         return None
     try:
-        classes, problem = read_device_classes(ApiTransport(kubeconfig))
+        classes, problem = read_device_classes(ApiTransport(kubeconfig, context))
     except ClusterError as exc:
         classes, problem = None, str(exc)
     if problem is not None:

@@ -188,6 +188,7 @@ def build_parser() -> argparse.ArgumentParser:
     audit.add_argument("--config", help="configuration file (docs/contract.md#configuration)")
     _format_option(audit)
     audit.add_argument("--kubeconfig", help="kubeconfig (default: in-cluster, else $KUBECONFIG or ~/.kube/config)")
+    audit.add_argument("--context", help="the kubeconfig context to use (default: its current context)")
     audit.add_argument("--page-size", type=int, default=500, help="objects per list request (default 500)")
     audit.add_argument("--report", choices=["openreports", "policyreport"],
                        help="also write the findings into the cluster, one report per namespace, replaced on "
