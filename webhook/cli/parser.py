@@ -217,8 +217,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     policy = _command(sub, "policy", "print ValidatingAdmissionPolicy and MutatingAdmissionPolicy YAML enforcing "
                                      "the rules inside the API server (no webhook)",
-                      "exit codes:\n  0  printed\n  2  wrong usage, bad configuration, or a setting CEL cannot "
-                      "express (named)")
+                      "Kubernetes 1.36 or later: MutatingAdmissionPolicy v1 (--mode mutate, all) is served from 1.36;\n"
+                      "--mode enforce or warn prints ValidatingAdmissionPolicies only (1.35 or later). The output's\n"
+                      "first line says which.\n\n"
+                      "exit codes:\n  0  printed\n  2  wrong usage (a --namespace that is not a DNS-1123 label), bad "
+                      "configuration,\n     or a setting CEL cannot express (named)")
     policy.add_argument("--config", help="configuration file (docs/contract.md#configuration)")
     policy.add_argument("--mode", choices=["enforce", "mutate", "warn", "all"], default="all",
                         help="which namespace mode's policies to print (default all)")

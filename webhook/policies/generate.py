@@ -22,12 +22,15 @@ differential test checks each one is real and the only one).
 
 from __future__ import annotations
 
+from typing import Any
+
 from webhook.core.config import Config
 from webhook.core.engine import Mode
+from webhook.core.names import namespace_problem
 from webhook.core.rules import RULES
 from webhook.core.rules.dra_unaligned import DEVICE_CLASSES_REFUSAL
 from webhook.core.workloads import table
-from webhook.policies.objects import NAMESPACE_TOKEN, dump, params_configmap, policy_objects, substitute
+from webhook.policies.objects import GROUP, NAMESPACE_TOKEN, dump, params_configmap, policy_objects, with_names
 
 API_VERSIONS = ("v1",)
 MODES = ("enforce", "mutate", "warn", "all")
@@ -69,14 +72,37 @@ def refuse_unsupported(config: Config) -> None:
         raise PolicyError(PLACEMENT_REFUSAL)
 
 
+# The oldest Kubernetes minor each part runs on. MutatingAdmissionPolicy v1 is served from 1.36 (k8s.io/api
+# admissionregistration/v1 types.go, prerelease-lifecycle-gen:introduced=1.36); ValidatingAdmissionPolicy v1 from
+# 1.30, but the CEL's flatten() is the lists library, in the base CEL environment from 1.34
+# (k8s.io/apiserver pkg/cel/environment/base.go), which new expressions may use one release later (the API
+# server compiles them at its compatibility version, N-1). The tests run on 1.36.
+MUTATING_SINCE, VALIDATING_SINCE = "1.36", "1.35"
+
+
+def version_note(docs: list[dict[str, Any]]) -> str:
+    """The YAML comment heading ``qos-guard policy``'s output: the Kubernetes version its objects need, so that
+    an older cluster is not left half installed (kubectl apply creates what it serves, then fails)."""
+    if any(d.get("kind") == "MutatingAdmissionPolicy" for d in docs):
+        return (f"# qos-guard policy: {GROUP}/v1 objects for Kubernetes {MUTATING_SINCE} or later: "
+                f"MutatingAdmissionPolicy v1 is served from {MUTATING_SINCE}; on an older cluster kubectl apply "
+                "creates the ValidatingAdmissionPolicies, then fails on it (use --mode enforce or warn there).\n")
+    return (f"# qos-guard policy: {GROUP}/v1 ValidatingAdmissionPolicies for Kubernetes {VALIDATING_SINCE} or later "
+            f"(their CEL uses the lists library's flatten(), accepted in new expressions from {VALIDATING_SINCE}; "
+            f"tested on {MUTATING_SINCE}).\n")
+
+
 def render(config: Config, mode: str = "all", namespace: str = NAMESPACE, api_version: str = "v1") -> str:
     """``qos-guard policy`` output: the parameters ConfigMap, then the policies and bindings for ``mode``."""
     if api_version not in API_VERSIONS:
         raise PolicyError(f"--api-version: {api_version!r} is not one of {', '.join(API_VERSIONS)}")
     if mode not in MODES:
         raise PolicyError(f"--mode: {mode!r} is not one of {', '.join(MODES)}")
+    problem = namespace_problem(namespace)
+    if problem is not None:  # the API server would refuse every object that names it
+        raise PolicyError(f"--namespace {problem}")
     refuse_unsupported(config)
     modes = [m.value for m in Mode] if mode == "all" else [mode]
     docs = [params_configmap(config, NAMESPACE_TOKEN),
             *policy_objects(modes, kinds=table(config.workloads))]
-    return substitute(dump(docs), NAME, namespace)
+    return version_note(docs) + dump(with_names(docs, NAME, namespace))

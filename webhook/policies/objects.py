@@ -219,5 +219,17 @@ def dump(docs: Sequence[dict[str, Any]]) -> str:
     return yaml.dump_all(list(docs), Dumper=_Dumper, sort_keys=False, width=10**6, explicit_start=True)
 
 
+def with_names(obj: Any, name: str, namespace: str) -> Any:
+    """``obj`` with the tokens replaced in every string (``qos-guard policy``): serialized afterwards, so a
+    value never breaks the YAML, however it is spelled."""
+    if isinstance(obj, str):
+        return substitute(obj, name, namespace)
+    if isinstance(obj, dict):
+        return {with_names(k, name, namespace): with_names(v, name, namespace) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [with_names(v, name, namespace) for v in obj]
+    return obj
+
+
 def substitute(text: str, name: str, namespace: str) -> str:
     return text.replace(NAME_TOKEN, name).replace(NAMESPACE_TOKEN, namespace)
