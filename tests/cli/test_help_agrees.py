@@ -69,7 +69,7 @@ def test_verify_help_lists_every_problem_that_makes_exit_1() -> None:
         assert words in one, (words, one)
     contract = " ".join((ROOT / "docs" / "contract.md").read_text().split())
     for words in ("not pinned", "pinned across NUMA nodes", "(unknown)", "--remote-memory-share"):
-        assert f"`verify` exits `1` when" in contract and words in contract, words
+        assert "`verify` exits `1` when" in contract and words in contract, words
     readme = " ".join((ROOT / "README.md").read_text().split())
     assert "exit 1 when a container is not pinned, not aligned, has a device whose NUMA node is unknown or has " \
            "its memory remote" in readme
