@@ -112,7 +112,8 @@ def parse_review(body: bytes | bytearray | memoryview, endpoint: Endpoint | None
     kept for ``endpoint`` (a Namespace's labels for ``/validate-namespace``). ``BadReview`` says why not."""
     doc = decode(body, labels=endpoint is not None and endpoint.action is Action.NAMESPACE)
     if doc.kind != "AdmissionReview":
-        raise BadReview(f"kind is {doc.kind!r}, expected AdmissionReview")
+        found = "no kind in the body" if doc.kind is None else f"kind is {doc.kind!r}"
+        raise BadReview(f"{found}; expected AdmissionReview (what the API server sends a webhook)")
     if doc.api_version not in API_VERSIONS:
         raise BadReview(f"apiVersion {doc.api_version!r} is not one of {', '.join(API_VERSIONS)}")
     request = doc.request
