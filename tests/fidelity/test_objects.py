@@ -23,7 +23,7 @@ from tests.fidelity.grammar import ObjectGrammar, shrink
 from tests.fidelity.oracle import Oracle
 from tests.helpers import as_decoded
 from webhook.core.config import parse_config
-from webhook.core.engine import Mode, Verdict, evaluate
+from webhook.core.engine import Mode, ObjectVerdict, evaluate
 from webhook.core.mutation import apply_changes
 
 OBJECTS = 20_000
@@ -72,7 +72,7 @@ def compute_value_refused(answer: dict[str, Any]) -> list[str]:
     return found
 
 
-def judge(obj: Any, mode: Mode = Mode.ENFORCE) -> Verdict | str:
+def judge(obj: Any, mode: Mode = Mode.ENFORCE) -> ObjectVerdict | str:
     """qos-guard's verdict on ``obj`` as the webhook reaches it: through the AdmissionReview decoder."""
     try:
         return evaluate(as_decoded(obj), CONFIG, mode)
@@ -80,7 +80,7 @@ def judge(obj: Any, mode: Mode = Mode.ENFORCE) -> Verdict | str:
         return f"{type(exc).__name__}: {exc}"
 
 
-def _rules(verdict: Verdict | str) -> set[str]:
+def _rules(verdict: ObjectVerdict | str) -> set[str]:
     return set() if isinstance(verdict, str) else {v.rule for _, v in verdict.violations}
 
 

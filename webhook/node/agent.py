@@ -44,7 +44,7 @@ from webhook.node.memory_verdict import REMOTE_SHARE
 from webhook.node.observe import Snapshot, observe
 from webhook.node.sysfs import SysfsError
 from webhook.node.topology_publisher import TopologyPublisher, configz_reader
-from webhook.node.verdict import Placement
+from webhook.node.verdict import ContainerVerdict
 from webhook.node.watched import WatchedView
 
 COMPONENT = "qos-guard-agent"
@@ -91,9 +91,9 @@ class Placements(Collector):
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._placements: list[Placement] = []
+        self._placements: list[ContainerVerdict] = []
 
-    def update(self, placements: list[Placement]) -> None:
+    def update(self, placements: list[ContainerVerdict]) -> None:
         with self._lock:
             self._placements = list(placements)
 
@@ -158,7 +158,7 @@ class Events:
         self._node = node
         self._emitted: dict[str, None] = {}
 
-    def emit(self, placements: list[Placement], now: datetime) -> tuple[int, list[str]]:
+    def emit(self, placements: list[ContainerVerdict], now: datetime) -> tuple[int, list[str]]:
         created, errors = 0, []
         for p in placements:
             for problem in p.problems:

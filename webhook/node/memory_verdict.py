@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from webhook.node.cpulist import format_list
 from webhook.node.numapages import NumaPages, distribution, percent
-from webhook.node.verdict import NUMA_REMOTE_MEMORY, Placement, Problem
+from webhook.node.verdict import NUMA_REMOTE_MEMORY, ContainerVerdict, Problem
 from webhook.node.verdict_text import nodes_text, where_text
 
 REMOTE_SHARE = 0.10  # default: more anonymous memory than this share off the CPUs' NUMA node is a problem
@@ -16,15 +16,15 @@ _MEMORY_FIX = ("the fix: memoryManagerPolicy Static with reservedMemory on each 
                "file removed before kubelet restarts with it")
 
 
-def _head(p: Placement, where: str) -> str:
+def _head(p: ContainerVerdict, where: str) -> str:
     """What judge_container said of the CPUs and devices: unknown (a device's NUMA node), aligned or not on one node."""
     if p.aligned is None:
         return f"{where}: NUMA alignment unknown"
     return f"{where}: aligned on NUMA node {nodes_text(p.numa)}" if p.aligned else f"{where}: not on one NUMA node"
 
 
-def judge_memory(p: Placement, pages: NumaPages | None, threshold: float = REMOTE_SHARE,
-                 node_static: bool = False) -> Placement:
+def judge_memory(p: ContainerVerdict, pages: NumaPages | None, threshold: float = REMOTE_SHARE,
+                 node_static: bool = False) -> ContainerVerdict:
     """``p`` with where its memory is: for a pinned container, whether the Memory Manager pinned it (Static: its
     blocks, cross-checked with ``cpuset.mems`` and the pages; None: not pinned, and the answer says where the
     kernel put it, never a plain "aligned"), and ``NUMARemoteMemory`` when more than ``threshold`` of its

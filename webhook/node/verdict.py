@@ -34,7 +34,7 @@ class Problem:
 
 
 @dataclass(frozen=True, slots=True)
-class Placement:
+class ContainerVerdict:
     """The verdict on one container."""
 
     namespace: str
@@ -136,7 +136,7 @@ def _why_not(pod: PodInfo, spec: ContainerSpec | None, allocatable: Allocatable)
 
 
 def judge_container(pod: PodInfo, alloc: ContainerAllocation, allocatable: Allocatable, cpu_numa: Mapping[int, int],
-                    cgroup_cpus: frozenset[int] | None = None) -> Placement:
+                    cgroup_cpus: frozenset[int] | None = None) -> ContainerVerdict:
     """The verdict on one container; ``cpu_numa`` maps each CPU id to its NUMA node (sysfs)."""
     spec = next((c for c in pod.containers if c.name == alloc.name), None)
     request = spec.cpu_milli if spec else None
@@ -149,8 +149,8 @@ def judge_container(pod: PodInfo, alloc: ContainerAllocation, allocatable: Alloc
         reason, detail, problem = _why_not(pod, spec, allocatable)
         shared_numa = frozenset(cpu_numa[c] for c in cgroup_cpus or () if c in cpu_numa)
         not_pinned = (Problem(NOT_PINNED, f"container {alloc.name}: not pinned: {detail}"),) if problem else ()
-        return Placement(pinned=False, exclusive_cpus=frozenset(), cpu_numa=shared_numa, aligned=None,
-                         reason=reason, detail=detail + device_text, problems=not_pinned, **common)
+        return ContainerVerdict(pinned=False, exclusive_cpus=frozenset(), cpu_numa=shared_numa, aligned=None,
+                                reason=reason, detail=detail + device_text, problems=not_pinned, **common)
     cpus = alloc.cpus
     numa = frozenset(cpu_numa[c] for c in cpus if c in cpu_numa)
     notes: list[str] = []
@@ -162,8 +162,8 @@ def judge_container(pod: PodInfo, alloc: ContainerAllocation, allocatable: Alloc
     if cgroup_cpus is not None and cgroup_cpus != cpus:
         notes.append(f"cgroup cpuset {format_list(cgroup_cpus) or 'empty'} differs from kubelet's assignment "
                      f"{format_list(cpus)} (kubelet reconciles every cpuManagerReconcilePeriod)")
-    placement = Placement(pinned=True, exclusive_cpus=cpus, cpu_numa=numa, aligned=None, reason=None, detail="",
-                          notes=tuple(notes), **common)
+    placement = ContainerVerdict(pinned=True, exclusive_cpus=cpus, cpu_numa=numa, aligned=None, reason=None,
+                                 detail="", notes=tuple(notes), **common)
     all_numa = placement.numa
     aligned = len(all_numa) == 1
     where = where_text(cpus, numa, alloc.memory, alloc.devices, alloc.dynamic)
@@ -179,8 +179,8 @@ def judge_container(pod: PodInfo, alloc: ContainerAllocation, allocatable: Alloc
         verdict, detail = None, f"{where}: NUMA alignment unknown"
     if placement.unknown:
         problems += (numa_unknown(alloc.name, where, placement.unknown),)
-    return Placement(pinned=True, exclusive_cpus=cpus, cpu_numa=numa, aligned=verdict, reason=None, detail=detail,
-                     notes=tuple(notes), problems=problems, **common)
+    return ContainerVerdict(pinned=True, exclusive_cpus=cpus, cpu_numa=numa, aligned=verdict, reason=None,
+                            detail=detail, notes=tuple(notes), problems=problems, **common)
 
 
 def numa_unknown(container: str, where: str, unknown: tuple[str, ...]) -> Problem:
