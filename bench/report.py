@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from bench.run import Results, Settings
+from bench.results import REFERENCE, Results, Settings, median
 
 
 def _med(values: list[float]) -> float:
-    from bench.run import median
     return median(values)
 
 
@@ -35,7 +33,6 @@ def write_markdown(res: Results, s: Settings, path: Path) -> None:
              "extender`, and both containers' memory at 5,000 nodes: [scheduler.md](scheduler.md) (`python -m "
              "bench.scheduler`, part of `make bench`).", ""]
     if res.saturation:
-        from bench.run import REFERENCE
         floor = _med(res.saturation["/noop"])
         pinned = res.pinned_saturation
         pfloor = _med(pinned.get("/noop", []))
