@@ -94,8 +94,9 @@ def _missing_context(context: str | None, files: list[Path]) -> str | None:
     if context in names:
         return None
     have = f"its contexts: {', '.join(names)}" if names else "it defines no context"
-    return (f"--context {context}: no such context in {os.pathsep.join(str(p) for p in files)} ({have}); pass "
-            "one of those (kubectl config get-contexts lists them)")
+    where = os.pathsep.join(str(p) for p in files)
+    return (f"no usable kubeconfig: --context {context}: no such context in {where} ({have}); pass one of those "
+            "(kubectl config get-contexts lists them)")
 
 
 def preflight(kubeconfig: str | None, context: str | None = None, env: Mapping[str, str] | None = None) -> None:
@@ -110,6 +111,6 @@ def preflight(kubeconfig: str | None, context: str | None = None, env: Mapping[s
 def explain(exc: ClusterError, kubeconfig: str | None) -> str:
     """``exc``'s message, with the files read when the client found them unusable."""
     message = str(exc)
-    if message.startswith("no usable kubeconfig") and "looked at" not in message:
+    if message.startswith("no usable kubeconfig") and "looked at" not in message and "no such context" not in message:
         message += f" (read: {os.pathsep.join(str(p) for p in places(kubeconfig))}); {FIX}"
     return message
