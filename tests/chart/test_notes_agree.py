@@ -1,5 +1,5 @@
 """The install notes and the chart README say the same about when to label a namespace, and the chart refuses
-when nothing sends Pods to the second scheduler (issue #40)."""
+when nothing sends Pods to the second scheduler."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Each command's --help says what the command prints and returns (issue #40): the help read, then held to
+"""Each command's --help says what the command prints and returns: the help read, then held to
 the output and exit codes, and to README.md and docs/contract.md."""
 
 from __future__ import annotations

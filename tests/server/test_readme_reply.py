@@ -1,5 +1,5 @@
-"""README's quick start shows the webhook's reply to ``examples/admission-review.json`` as it comes (issue #40:
-it showed a spaced-out JSON while the server answers compact)."""
+"""README's quick start shows the webhook's reply to ``examples/admission-review.json`` as it comes (it
+showed a spaced-out JSON while the server answers compact)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""No module of the package, the benchmark or the generators is over 450 lines (issue #40): one that grows past
+"""No module of the package, the benchmark or the generators is over 450 lines: one that grows past
 that mixes jobs and is split along its seams (node/decide.py, policies/generate.py and bench/peers.py were)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``qos-guard policy``'s output is YAML the API server takes (issue #40): its --namespace validated as the
+"""``qos-guard policy``'s output is YAML the API server takes: its --namespace validated as the
 namespace name it must be, the objects serialized (never a value pasted into text), and a first line saying the
 Kubernetes version they need."""
 
