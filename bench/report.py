@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from bench.run import Results, Settings
+from bench.results import REFERENCE, Results, Settings, median
 
 
 def _med(values: list[float]) -> float:
-    from bench.run import median
     return median(values)
 
 
@@ -38,7 +36,6 @@ def write_markdown(res: Results, s: Settings, path: Path) -> None:
              "Pods through a relist: [extender-memory.json](extender-memory.json) (`python -m bench.extender_memory`).",
              ""]
     if res.saturation:
-        from bench.run import REFERENCE
         floor = _med(res.saturation["/noop"])
         pinned = res.pinned_saturation
         pfloor = _med(pinned.get("/noop", []))

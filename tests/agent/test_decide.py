@@ -6,20 +6,10 @@ from typing import Any
 
 import pytest
 
-from webhook.node.decide import (
-    NOT_PINNED,
-    NUMA_MISALIGNED,
-    Allocatable,
-    ContainerAllocation,
-    ContainerSpec,
-    DeviceGroup,
-    MemoryBlock,
-    PodInfo,
-    judge_container,
-    opted_in_at,
-    pod_info,
-    size_text,
-)
+from webhook.node.allocation import Allocatable, ContainerAllocation, DeviceGroup, MemoryBlock
+from webhook.node.podinfo import ContainerSpec, PodInfo, opted_in_at, pod_info
+from webhook.node.verdict import NOT_PINNED, NUMA_MISALIGNED, judge_container
+from webhook.node.verdict_text import size_text
 
 TWO_NODES = {0: 0, 1: 1}  # the node tests' fake topology: CPU 0 on NUMA 0, CPU 1 on NUMA 1
 FOUR_NODES = {cpu: cpu // 4 for cpu in range(16)}

@@ -17,18 +17,7 @@ from tests.agent.fakes import SLICES, FakeAPI, Kubelet, container, serve
 from tests.agent.trees import sysfs
 from webhook.cli import main
 from webhook.node.agent import Events, Placements
-from webhook.node.decide import (
-    DRA_REASON,
-    NUMA_MISALIGNED,
-    NUMA_UNKNOWN,
-    Allocatable,
-    ContainerAllocation,
-    ContainerSpec,
-    DeviceGroup,
-    DraDevice,
-    PodInfo,
-    judge_container,
-)
+from webhook.node.allocation import Allocatable, ContainerAllocation, DeviceGroup, DraDevice
 from webhook.node.dra import (
     NUMA_NODE,
     PCI_BUS_ID,
@@ -42,7 +31,10 @@ from webhook.node.dra import (
 )
 from webhook.node.kubelet import PodResourcesClient
 from webhook.node.observe import ListedView, observe
+from webhook.node.podinfo import ContainerSpec, PodInfo
 from webhook.node.podresources import api_pb2
+from webhook.node.verdict import NUMA_MISALIGNED, NUMA_UNKNOWN, judge_container
+from webhook.node.verdict_text import DRA_REASON
 from webhook.node.verify import render_json, render_text, summary_line
 from webhook.node.watched import WatchedView
 
@@ -480,7 +472,7 @@ def test_dra_numa_attribute_names_are_checked_on_the_command_line(capsys: pytest
 def test_claims_in_the_spec_without_dra_devices_in_podresources_are_unknown() -> None:
     """Kubelet without KubeletPodResourcesDynamicResources reports no dynamic_resources: the claims the Pod gives
     the container still make it unknown, not aligned."""
-    from webhook.node.decide import pod_info as info_of
+    from webhook.node.podinfo import pod_info as info_of
 
     obj = {**GPU_POD, "spec": {"resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}],
                                "containers": [{"name": "app", "resources": {

@@ -10,21 +10,14 @@ from pathlib import Path
 import pytest
 
 from tests.agent.trees import memory_cgroup, sysfs, v1_numa_stat, v2_numa_stat
+from webhook.node.allocation import Allocatable, ContainerAllocation, DeviceGroup, MemoryBlock
 from webhook.node.cgroups import CgroupError
-from webhook.node.decide import (
-    NUMA_REMOTE_MEMORY,
-    Allocatable,
-    ContainerAllocation,
-    ContainerSpec,
-    DeviceGroup,
-    MemoryBlock,
-    PodInfo,
-    judge_container,
-    judge_memory,
-)
+from webhook.node.memory_verdict import judge_memory
 from webhook.node.numapages import NumaPages, distribution, kib, percent, table
 from webhook.node.numastat import container_pages, parse_numa_stat, read_numa_stat
+from webhook.node.podinfo import ContainerSpec, PodInfo
 from webhook.node.sysfs import NumaLayout, read_layout
+from webhook.node.verdict import NUMA_REMOTE_MEMORY, judge_container
 
 UID = "0f1e2d3c-4b5a-6978-8a9b-0c1d2e3f4a5b"
 CID = "a" * 64

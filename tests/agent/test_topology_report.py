@@ -15,7 +15,7 @@ from webhook.cluster.client import ClusterError
 from webhook.core.numatopology import parse_nrt
 from webhook.extender.fingerprint import ATTRIBUTE, fingerprint
 from webhook.extender.placement import BoundPod, read_nrt, reflected
-from webhook.node.decide import Allocatable, ContainerAllocation, DeviceGroup, MemoryBlock, PodAllocation
+from webhook.node.allocation import Allocatable, ContainerAllocation, DeviceGroup, MemoryBlock, PodAllocation
 from webhook.node.kubelet import PodResourcesClient
 from webhook.node.podresources import api_pb2
 from webhook.node.sysfs import SysfsError

@@ -7,23 +7,13 @@ from __future__ import annotations
 from prometheus_client.core import GaugeMetricFamily
 
 from webhook.node.agent import Placements
-from webhook.node.decide import (
-    NUMA_MISALIGNED,
-    NUMA_REMOTE_MEMORY,
-    NUMA_UNKNOWN,
-    Allocatable,
-    ContainerAllocation,
-    ContainerSpec,
-    DraDevice,
-    MemoryBlock,
-    Placement,
-    PodInfo,
-    judge_container,
-    judge_memory,
-)
+from webhook.node.allocation import Allocatable, ContainerAllocation, DraDevice, MemoryBlock
+from webhook.node.memory_verdict import judge_memory
 from webhook.node.numapages import NumaPages
 from webhook.node.observe import Snapshot
+from webhook.node.podinfo import ContainerSpec, PodInfo
 from webhook.node.sysfs import NumaLayout
+from webhook.node.verdict import NUMA_MISALIGNED, NUMA_REMOTE_MEMORY, NUMA_UNKNOWN, ContainerVerdict, judge_container
 from webhook.node.verify import placement_json, render_text, summary
 
 DRIVER = "gpu.example.com"
@@ -36,7 +26,7 @@ def pages(on0: int, on1: int) -> NumaPages:
     return NumaPages(((0, on0 * MIB), (1, on1 * MIB)), ((0, 0), (1, 0)), "/sys/fs/cgroup/x", 2)
 
 
-def verdict(dra_numa: frozenset[int] | None, memory: tuple[MemoryBlock, ...], held: NumaPages) -> Placement:
+def verdict(dra_numa: frozenset[int] | None, memory: tuple[MemoryBlock, ...], held: NumaPages) -> ContainerVerdict:
     info = PodInfo("ns", "gpu", "uid-1", "Guaranteed", False, "2026-01-01T00:00:00Z", "enforce", None,
                    (ContainerSpec("app", 1000, None),))
     dynamic: tuple[DraDevice, ...] = ()
@@ -48,7 +38,7 @@ def verdict(dra_numa: frozenset[int] | None, memory: tuple[MemoryBlock, ...], he
     return judge_memory(p, held, 0.10, node_static=False)
 
 
-def metric(p: Placement, name: str) -> float | None:
+def metric(p: ContainerVerdict, name: str) -> float | None:
     collector = Placements()
     collector.update([p])
     families: list[GaugeMetricFamily] = list(collector.collect())
@@ -99,7 +89,7 @@ def test_aligned_devices_with_memory_not_pinned_or_remote_are_never_plain_aligne
     assert metric(aligned, "qos_guard_container_numa_aligned") == 1
 
 
-def snap(p: Placement) -> Snapshot:
+def snap(p: ContainerVerdict) -> Snapshot:
     s = Snapshot(None, Allocatable(frozenset({0, 1})), NumaLayout({0: frozenset({0}), 1: frozenset({1})}), 2)
     s.placements.append(p)
     return s

@@ -207,6 +207,60 @@ def render_webhook_configurations(url: str) -> list[dict[str, Any]]:
     return [d for d in docs if d["kind"].endswith("WebhookConfiguration")]
 
 
+def chart_objects(release: str, *args: str) -> list[dict[str, Any]]:
+    """``helm template`` of the chart as ``release`` in ``RELEASE_NAMESPACE``, parsed."""
+    proc = subprocess.run([binary("helm"), "template", release, str(CHART), "--namespace", RELEASE_NAMESPACE,
+                           *args], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return [d for d in yaml.safe_load_all(proc.stdout) if d]
+
+
+def chart_identity(cluster: Cluster, folder: Path, release: str, *chart_values: str) -> Path:
+    """The chart's ServiceAccount and RBAC for ``release`` (with ``chart_values``) applied, and a kubeconfig at
+    ``folder/kubeconfig`` with a token of that account: a webhook outside the cluster reads what the chart's
+    Pod may read, no more."""
+    cluster.namespace(RELEASE_NAMESPACE)
+    rbac = chart_objects(release, *chart_values, "--show-only", "templates/serviceaccount.yaml",
+                         "--show-only", "templates/rbac.yaml")
+    cluster.kubectl("apply", "-f", "-", stdin=rbac, check=True)
+    folder.mkdir(parents=True, exist_ok=True)
+    return cluster.kubeconfig_as(release, RELEASE_NAMESPACE, folder / "kubeconfig", duration="2h")
+
+
+@contextlib.contextmanager
+def webhook_outside(cluster: Cluster, folder: Path, release: str, label: str, config: dict[str, Any],
+                    *chart_values: str, kubeconfig: Path | None = None, workers: int = 2) -> Iterator[Server]:
+    """``qos-guard serve`` with ``config`` on loopback, outside the cluster, registered through the chart's own
+    webhook configurations (release ``release``, ``chart_values``) for the namespaces labelled ``label``: a CA
+    from ``qos-guard certs``, its caBundle written by ``certs --patch-webhooks``. ``kubeconfig``: what the
+    webhook reads the cluster with (``chart_identity``). Unregistered and stopped afterwards."""
+    folder.mkdir(parents=True, exist_ok=True)
+    config_file = folder / "config.yaml"
+    config_file.write_text(yaml.safe_dump(config))
+    cert_dir = folder / "pki"
+    certs = ["certs", "--service", release, "--namespace", RELEASE_NAMESPACE, "--extra-san", "127.0.0.1",
+             "--output-dir", str(cert_dir), "--days", "2"]
+    made = cluster.qos_guard(*certs)
+    assert made.returncode == 0, made.stderr
+    flags = ["--config", str(config_file)] + (["--kubeconfig", str(kubeconfig)] if kubeconfig else [])
+    server = start_server(folder / "serve", *flags, cert_dir=cert_dir, workers=workers)
+    try:
+        webhooks = [d for d in chart_objects(
+            release, *chart_values, "--set", f"webhook.url=https://127.0.0.1:{server.port}",
+            "--set", f"webhook.namespaceSelector.matchExpressions[0].key={label}",
+            "--set", "webhook.namespaceSelector.matchExpressions[0].operator=Exists",
+            "--show-only", "templates/webhooks.yaml") if d["kind"].endswith("WebhookConfiguration")]
+        cluster.kubectl("apply", "-f", "-", stdin=webhooks, check=True)
+        proc = cluster.qos_guard(*certs, "--force", "--patch-webhooks", release, "--kubeconfig",
+                                 str(cluster.kubeconfig))
+        assert proc.returncode == 0, proc.stderr
+        yield server
+    finally:
+        cluster.kubectl("delete", "validatingwebhookconfiguration,mutatingwebhookconfiguration", release,
+                        "--ignore-not-found")
+        server.stop()
+
+
 def violating_pod(name: str, cpu: str = "1500m") -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
             "spec": {"containers": [{"name": "app", "image": "registry.invalid/app:1",

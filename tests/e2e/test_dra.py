@@ -21,23 +21,15 @@ import pytest
 import yaml
 
 from tests import dra_objects, waiting
-from tests.binaries import binary
-from tests.e2e.conftest import CHART, RELEASE_NAMESPACE, Cluster
+from tests.e2e.conftest import CHART, Cluster, chart_identity, webhook_outside
 from tests.e2e.test_numa import node, node_topology
-from tests.serving import Server, start_server
+from tests.serving import Server
 
 GPU_CLASS = "gpu.example.com"
 DRA_GPU = "example.com/dra-gpu"
 ZONE = {"cpu": "32", "memory": "256Gi"}
 NODES = [f"dra-gpu-{i}" for i in range(3)]
 POOL = {"pool": "dra-gpu"}  # these nodes only: other e2e files publish NRT objects of their own
-
-
-def helm_template(release: str, *args: str) -> list[dict[str, Any]]:
-    proc = subprocess.run([binary("helm"), "template", release, str(CHART), "--namespace", RELEASE_NAMESPACE,
-                           *args], capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 0, proc.stderr
-    return [d for d in yaml.safe_load_all(proc.stdout) if d]
 
 
 def pod(name: str, cpu: str, *, claim: bool = False, extended: str | None = None) -> dict[str, Any]:
@@ -72,35 +64,16 @@ def admit(cluster: Cluster, namespace: str, obj: dict[str, Any]) -> subprocess.C
 @contextlib.contextmanager
 def registered(cluster: Cluster, folder: Path, release: str, label: str, config: dict[str, Any],
                namespace: str, *chart_values: str, kubeconfig: Path | None = None) -> Iterator[Server]:
-    """A webhook serving ``config``, registered through the chart's webhook configurations for namespaces labelled
-    ``label`` (``namespace``, enforce mode, is made here); stopped and unregistered afterwards."""
-    config_file = folder / "config.yaml"
-    config_file.write_text(yaml.safe_dump(config))
-    cert_dir = folder / "pki"
-    certs = ["certs", "--service", release, "--namespace", RELEASE_NAMESPACE, "--extra-san", "127.0.0.1",
-             "--output-dir", str(cert_dir), "--days", "2"]
-    assert cluster.qos_guard(*certs).returncode == 0
-    flags = ["--config", str(config_file)] + (["--kubeconfig", str(kubeconfig)] if kubeconfig else [])
-    server = start_server(folder / "serve", *flags, cert_dir=cert_dir, workers=1)
-    webhooks = [d for d in helm_template(
-        release, *chart_values, "--set", f"webhook.url=https://127.0.0.1:{server.port}",
-        "--set", f"webhook.namespaceSelector.matchExpressions[0].key={label}",
-        "--set", "webhook.namespaceSelector.matchExpressions[0].operator=Exists",
-        "--show-only", "templates/webhooks.yaml") if d["kind"].endswith("WebhookConfiguration")]
-    cluster.kubectl("apply", "-f", "-", stdin=webhooks, check=True)
-    proc = cluster.qos_guard(*certs, "--force", "--patch-webhooks", release, "--kubeconfig", str(cluster.kubeconfig))
-    assert proc.returncode == 0, proc.stderr
-    cluster.kubectl("apply", "-f", "-", stdin={"apiVersion": "v1", "kind": "Namespace", "metadata": {
-        "name": namespace, "labels": {"qos-guard.io/mode": "enforce", label: "true"}}}, check=True)
-    waiting.eventually(f"{release} reachable through the API server",
-                       lambda: cluster.kubectl("apply", "--dry-run=server", "-n", namespace, "-f", "-",
-                                               stdin=pod("probe", "2")).returncode == 0, 30, every=0.25)
-    try:
+    """A webhook serving ``config`` (``webhook_outside``) for namespaces labelled ``label`` (``namespace``,
+    enforce mode, is made here), reachable through the API server before it is handed out."""
+    with webhook_outside(cluster, folder, release, label, config, *chart_values, kubeconfig=kubeconfig,
+                         workers=1) as server:
+        cluster.kubectl("apply", "-f", "-", stdin={"apiVersion": "v1", "kind": "Namespace", "metadata": {
+            "name": namespace, "labels": {"qos-guard.io/mode": "enforce", label: "true"}}}, check=True)
+        waiting.eventually(f"{release} reachable through the API server",
+                           lambda: cluster.kubectl("apply", "--dry-run=server", "-n", namespace, "-f", "-",
+                                                   stdin=pod("probe", "2")).returncode == 0, 30, every=0.25)
         yield server
-    finally:
-        server.stop()
-        cluster.kubectl("delete", "validatingwebhookconfiguration,mutatingwebhookconfiguration", release,
-                        "--ignore-not-found")
 
 
 @pytest.fixture(scope="module")
@@ -133,11 +106,7 @@ def warn_webhook(dra_cluster: Cluster, tmp_path_factory: pytest.TempPathFactory)
     folder = tmp_path_factory.mktemp("dra-webhook")
     release = "qos-guard-dra"
     values = ["--set", "config.policy.numa=auto", "--set", "config.policy.deviceClasses=true"]
-    dra_cluster.namespace(RELEASE_NAMESPACE)
-    rbac = helm_template(release, *values, "--show-only", "templates/serviceaccount.yaml",
-                         "--show-only", "templates/rbac.yaml")
-    dra_cluster.kubectl("apply", "-f", "-", stdin=rbac, check=True)
-    kubeconfig = dra_cluster.kubeconfig_as(release, RELEASE_NAMESPACE, folder / "kubeconfig", duration="2h")
+    kubeconfig = chart_identity(dra_cluster, folder, release, *values)
     with registered(dra_cluster, folder, release, "e2e.qos-guard.io/dra",
                     {"policy": {"numa": "auto", "deviceClasses": True}}, ENFORCE, *values,
                     kubeconfig=kubeconfig) as server:

@@ -21,9 +21,8 @@ import requests
 import yaml
 
 from tests import waiting
-from tests.binaries import binary
-from tests.e2e.conftest import CHART, RELEASE_NAMESPACE, Cluster
-from tests.serving import Server, start_server
+from tests.e2e.conftest import CHART, Cluster, chart_identity, chart_objects, webhook_outside
+from tests.serving import Server
 
 RELEASE = "qos-guard-numa"  # the chart's full name (and ServiceAccount) for this release
 NAMESPACE = "e2e-numa"
@@ -32,11 +31,12 @@ SOCKET = {"cpu": "32", "memory": "256Gi", GPU: "4"}
 SEEN_WITHIN = 15.0  # seconds for a change to reach the running webhook (the watch, then a 0.2 s publish)
 
 
+NUMA_AUTO = ("--set", "config.policy.numa=auto")
+NUMA_LABEL = "e2e.qos-guard.io/numa"  # the namespaces this module's webhook judges
+
+
 def helm_template(*args: str) -> list[dict[str, Any]]:
-    proc = subprocess.run([binary("helm"), "template", RELEASE, str(CHART), "--namespace", RELEASE_NAMESPACE,
-                           "--set", "config.policy.numa=auto", *args], capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 0, proc.stderr
-    return [d for d in yaml.safe_load_all(proc.stdout) if d]
+    return chart_objects(RELEASE, *NUMA_AUTO, *args)
 
 
 def node_topology(name: str, zones: list[dict[str, str]], policy: str = "single-numa-node") -> dict[str, Any]:
@@ -91,40 +91,17 @@ def said(server: Server) -> list[dict[str, Any]]:
 @pytest.fixture(scope="module")
 def numa_webhook(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     folder = tmp_path_factory.mktemp("numa-webhook")
-    cluster.namespace(RELEASE_NAMESPACE)
     # The chart's ServiceAccount and RBAC for numa: auto, and a token for them: the webhook reads with that.
-    rbac = helm_template("--show-only", "templates/serviceaccount.yaml", "--show-only", "templates/rbac.yaml")
-    cluster.kubectl("apply", "-f", "-", stdin=rbac, check=True)
-    kubeconfig = cluster.kubeconfig_as(RELEASE, RELEASE_NAMESPACE, folder / "kubeconfig", duration="2h")
-    config = folder / "config.yaml"
-    config.write_text(yaml.safe_dump({"policy": {"numa": "auto"}}))
-
-    cert_dir = folder / "pki"
-    certs = ["certs", "--service", RELEASE, "--namespace", RELEASE_NAMESPACE, "--extra-san", "127.0.0.1",
-             "--output-dir", str(cert_dir), "--days", "2"]
-    assert cluster.qos_guard(*certs).returncode == 0
-    server = start_server(folder / "serve", "--config", str(config), "--kubeconfig", str(kubeconfig),
-                          cert_dir=cert_dir)
+    kubeconfig = chart_identity(cluster, folder, RELEASE, *NUMA_AUTO)
     try:
-        webhooks = [d for d in helm_template(
-            "--set", f"webhook.url=https://127.0.0.1:{server.port}",
-            "--set", "webhook.namespaceSelector.matchExpressions[0].key=e2e.qos-guard.io/numa",
-            "--set", "webhook.namespaceSelector.matchExpressions[0].operator=Exists",
-            "--show-only", "templates/webhooks.yaml") if d["kind"].endswith("WebhookConfiguration")]
-        cluster.kubectl("apply", "-f", "-", stdin=webhooks, check=True)
-        proc = cluster.qos_guard(*certs, "--force", "--patch-webhooks", RELEASE, "--kubeconfig",
-                                 str(cluster.kubeconfig))
-        assert proc.returncode == 0, proc.stderr
-        cluster.kubectl("apply", "-f", "-", stdin={"apiVersion": "v1", "kind": "Namespace", "metadata": {
-            "name": NAMESPACE, "labels": {"qos-guard.io/mode": "enforce", "e2e.qos-guard.io/numa": "true"}}},
-                        check=True)
-        eventually("the webhook reachable through the API server",
-                   lambda: admit(cluster, pod("probe", "2")).returncode == 0, within=30)
-        yield server
+        with webhook_outside(cluster, folder, RELEASE, NUMA_LABEL, {"policy": {"numa": "auto"}}, *NUMA_AUTO,
+                             kubeconfig=kubeconfig) as server:
+            cluster.kubectl("apply", "-f", "-", stdin={"apiVersion": "v1", "kind": "Namespace", "metadata": {
+                "name": NAMESPACE, "labels": {"qos-guard.io/mode": "enforce", NUMA_LABEL: "true"}}}, check=True)
+            eventually("the webhook reachable through the API server",
+                       lambda: admit(cluster, pod("probe", "2")).returncode == 0, within=30)
+            yield server
     finally:
-        server.stop()
-        cluster.kubectl("delete", "validatingwebhookconfiguration,mutatingwebhookconfiguration", RELEASE,
-                        "--ignore-not-found")
         # Other modules of the session count the cluster's nodes (the scheduler's "0/3 nodes are available").
         cluster.kubectl("delete", "nodes", "-l", OURS, "--ignore-not-found", "--wait=false", check=True)
 

@@ -14,7 +14,8 @@ from tests.fidelity.oracle import Oracle
 SEED = int(os.environ.get("QOS_GUARD_FIDELITY_SEED", "20261130"))
 # The Kubernetes releases the admission and NUMA-fit differentials run against, comma-separated: the tools'
 # default release when unset (`make test`); `make test-versions` names the newest patch of every minor.
-ORACLE_VERSIONS = [v for v in os.environ.get("QOS_GUARD_ORACLE_VERSIONS", "").split(",") if v] or [None]
+ORACLE_VERSIONS: list[str | None] = [v for v in os.environ.get("QOS_GUARD_ORACLE_VERSIONS", "").split(",") if v] \
+    or [None]
 
 
 def _release(version: str | None) -> str:

@@ -24,7 +24,7 @@ from tests.fidelity.grammar import ObjectGrammar, shrink
 from tests.fidelity.oracle import Oracle
 from tests.helpers import as_decoded
 from webhook.core.config import Config, parse_config
-from webhook.core.engine import Mode, Verdict, evaluate
+from webhook.core.engine import Mode, ObjectVerdict, evaluate
 from webhook.core.kubeversion import Semantics
 from webhook.core.mutation import apply_changes
 
@@ -82,7 +82,7 @@ def at(kube: Semantics) -> Config:
 KUBE: list[Semantics] = []  # the minor being compared (set by the test from its oracle)
 
 
-def judge(obj: Any, mode: Mode = Mode.ENFORCE) -> Verdict | str:
+def judge(obj: Any, mode: Mode = Mode.ENFORCE) -> ObjectVerdict | str:
     """qos-guard's verdict on ``obj`` as the webhook reaches it: through the AdmissionReview decoder, with the
     minor of the oracle it is compared with."""
     try:
@@ -91,7 +91,7 @@ def judge(obj: Any, mode: Mode = Mode.ENFORCE) -> Verdict | str:
         return f"{type(exc).__name__}: {exc}"
 
 
-def _rules(verdict: Verdict | str) -> set[str]:
+def _rules(verdict: ObjectVerdict | str) -> set[str]:
     return set() if isinstance(verdict, str) else {v.rule for _, v in verdict.violations}
 
 

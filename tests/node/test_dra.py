@@ -47,7 +47,7 @@ from tests.node.node import NODE_NAME, Node, fake_numa_wrapper
 from tests.node.numa import GPU, device_plugin, fake_sysfs
 from tests.node.test_placement import agent_pod, events, helm_upgrade, metrics_text, verify, wait_event, wait_series
 from tests.serving import free_port
-from webhook.node.decide import DRA_REASON
+from webhook.node.verdict_text import DRA_REASON
 
 pytestmark = [pytest.mark.node, pytest.mark.timeout(1800)]
 

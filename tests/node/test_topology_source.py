@@ -32,25 +32,30 @@ from typing import Any
 
 import pytest
 import requests
-import yaml
 
 from tests import waiting
-from tests.e2e.conftest import RELEASE_NAMESPACE, Cluster, stop_process, wait_until_ready
+from tests.e2e.conftest import (
+    Cluster,
+    chart_identity,
+    stop_process,
+    wait_until_ready,
+    webhook_outside,
+)
 from tests.e2e.test_extender import scheduler, start_extender
+from tests.e2e.test_numa import NUMA_AUTO, NUMA_LABEL
 from tests.e2e.test_numa import RELEASE as NUMA_RELEASE
-from tests.e2e.test_numa import helm_template
 from tests.node.conftest import pod, report
 from tests.node.node import NODE_NAME, Node, fake_numa_wrapper
 from tests.node.numa import GPU, device_plugin, fake_sysfs
 from tests.node.test_placement import gpu_pod
-from tests.serving import free_port, start_server
+from tests.serving import free_port
 from webhook.cluster.client import Lister
 from webhook.cluster.nrt import read_topology
 from webhook.cluster.watch import ApiTransport
 from webhook.core.numa import fit_node
 from webhook.extender.fingerprint import ATTRIBUTE, fingerprint
 from webhook.extender.placement import BoundPod, pod_demands, read_nrt, reflected
-from webhook.node.decide import Allocatable
+from webhook.node.allocation import Allocatable
 from webhook.node.kubelet import PodResourcesClient
 from webhook.node.topology_report import NodeFacts, Owner, build_topology
 
@@ -189,40 +194,14 @@ def test_1_the_nrt_is_what_the_fit_expects(setup: Setup) -> None:
     report(f"nrt 1: an NRT owned by a deleted Node was garbage-collected {time.monotonic() - started:.1f} s after")
 
 
-NUMA_LABEL = "e2e.qos-guard.io/numa"
-
-
 @contextlib.contextmanager
 def numa_webhook(c: Cluster, folder: Path) -> Iterator[Path]:
     """``qos-guard serve`` with ``numa: auto`` on the node's shell, as tests/e2e/test_numa.py runs it (the chart's
     ServiceAccount and RBAC for it, a token for them), judging the namespaces labelled ``NUMA_LABEL``; its log."""
-    c.namespace(RELEASE_NAMESPACE)
-    rbac = helm_template("--show-only", "templates/serviceaccount.yaml", "--show-only", "templates/rbac.yaml")
-    c.kubectl("apply", "-f", "-", stdin=rbac, check=True)
-    folder.mkdir(parents=True, exist_ok=True)
-    kubeconfig = c.kubeconfig_as(NUMA_RELEASE, RELEASE_NAMESPACE, folder / "kubeconfig", duration="2h")
-    config = folder / "config.yaml"
-    config.write_text(yaml.safe_dump({"policy": {"numa": "auto"}}))
-    cert_dir = folder / "pki"
-    certs = ["certs", "--service", NUMA_RELEASE, "--namespace", RELEASE_NAMESPACE, "--extra-san", "127.0.0.1",
-             "--output-dir", str(cert_dir), "--days", "2"]
-    assert c.qos_guard(*certs).returncode == 0
-    server = start_server(folder / "serve", "--config", str(config), "--kubeconfig", str(kubeconfig),
-                          cert_dir=cert_dir)
-    try:
-        webhooks = [d for d in helm_template(
-            "--set", f"webhook.url=https://127.0.0.1:{server.port}",
-            "--set", f"webhook.namespaceSelector.matchExpressions[0].key={NUMA_LABEL}",
-            "--set", "webhook.namespaceSelector.matchExpressions[0].operator=Exists",
-            "--show-only", "templates/webhooks.yaml") if d["kind"].endswith("WebhookConfiguration")]
-        c.kubectl("apply", "-f", "-", stdin=webhooks, check=True)
-        proc = c.qos_guard(*certs, "--force", "--patch-webhooks", NUMA_RELEASE, "--kubeconfig", str(c.kubeconfig))
-        assert proc.returncode == 0, proc.stderr
+    kubeconfig = chart_identity(c, folder, NUMA_RELEASE, *NUMA_AUTO)
+    with webhook_outside(c, folder, NUMA_RELEASE, NUMA_LABEL, {"policy": {"numa": "auto"}}, *NUMA_AUTO,
+                         kubeconfig=kubeconfig):
         yield folder / "serve" / "server.log"
-    finally:
-        c.kubectl("delete", "validatingwebhookconfiguration,mutatingwebhookconfiguration", NUMA_RELEASE,
-                  "--ignore-not-found")
-        server.stop()
 
 
 def measure(s: Setup, in_list: Callable[[list[Any]], bool], in_nrt: Callable[[dict[str, Any] | None], bool],

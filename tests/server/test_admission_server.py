@@ -36,6 +36,9 @@ def test_decisions_over_tls(server: Server) -> None:
     (b"\xff\xfe\x00", "not UTF-8"),
     (b"[1, 2]", "not an AdmissionReview"),
     (json.dumps({"kind": "Pod"}).encode(), "expected AdmissionReview"),
+    # It said "kind is None, expected AdmissionReview".
+    (json.dumps({"apiVersion": "admission.k8s.io/v1", "request": {}}).encode(),
+     "no kind in the body; expected AdmissionReview"),
     (json.dumps({"kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v2"}).encode(), "apiVersion"),
     (json.dumps({"kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1", "request": {}}).encode(),
      "request.uid"),

@@ -9,12 +9,12 @@ from hypothesis import strategies as st
 from webhook.core import demands, engine, quantity
 from webhook.core.cpuset import CPUSetError, parse_cpuset, parse_kernel_list
 from webhook.core.rules import numa_unfit
-from webhook.node import cpulist, decide, observe
+from webhook.node import cpulist, observe, verdict_text
 
 
 @given(st.integers(0, 1 << 50) | st.sampled_from([0, 1, 1023, 1024, 3 << 30, 5 << 40, (1 << 40) * 1024]))
 def test_one_byte_formatter(n: int) -> None:
-    assert quantity.format_bytes(n) == decide.size_text(n)
+    assert quantity.format_bytes(n) == verdict_text.size_text(n)
     assert quantity.format_milli_bytes(n * 1000) == quantity.format_bytes(n)
     assert quantity.format_milli_bytes(n * 1000 - 1) == quantity.format_bytes(n)  # rounded up, as Value()
     assert demands.format_bytes is quantity.format_bytes

@@ -10,7 +10,8 @@ import yaml
 
 from webhook.cli import main
 from webhook.core.config import parse_config
-from webhook.policies.generate import PolicyError, params_data, render
+from webhook.policies.generate import PolicyError, render
+from webhook.policies.objects import params_data
 
 
 def docs(text: str) -> list[dict[str, Any]]:

@@ -166,7 +166,7 @@ def test_kserve_model_predictor_is_unknown_not_passed() -> None:
                                                       **SPEC}})
     (reason,) = walk(isvc)
     assert isinstance(reason, str) and reason.startswith("InferenceService with spec.predictor.model")
-    from webhook.policies.generate import spec_variables
+    from webhook.policies.expressions import spec_variables
     templates = dict(spec_variables())["templates0"]
     hidden = " || ".join(f"object.?spec.?predictor.?{f}.orValue(null) != null" for f in KSERVE_MODEL_FIELDS)
     assert f"({hidden} ? [] : [" in templates

@@ -20,7 +20,7 @@ from webhook.admission.decode import BadReview as BadReview  # raised here, caug
 from webhook.admission.decode import Namespace, decode, decode_object, plain
 from webhook.core.claims import CLAIM_GROUP, CLAIM_KINDS
 from webhook.core.config import Config
-from webhook.core.engine import MODE_LABEL_RULE, Mode, Verdict, evaluate, mode_label_problem
+from webhook.core.engine import MODE_LABEL_RULE, Mode, ObjectVerdict, evaluate, mode_label_problem
 from webhook.core.facts import NO_FACTS, Facts
 from webhook.core.mutation import json_patch
 from webhook.core.podspec import ManifestError
@@ -112,7 +112,8 @@ def parse_review(body: bytes | bytearray | memoryview, endpoint: Endpoint | None
     kept for ``endpoint`` (a Namespace's labels for ``/validate-namespace``). ``BadReview`` says why not."""
     doc = decode(body, labels=endpoint is not None and endpoint.action is Action.NAMESPACE)
     if doc.kind != "AdmissionReview":
-        raise BadReview(f"kind is {doc.kind!r}, expected AdmissionReview")
+        found = "no kind in the body" if doc.kind is None else f"kind is {doc.kind!r}"
+        raise BadReview(f"{found}; expected AdmissionReview (what the API server sends a webhook)")
     if doc.api_version not in API_VERSIONS:
         raise BadReview(f"apiVersion {doc.api_version!r} is not one of {', '.join(API_VERSIONS)}")
     request = doc.request
@@ -190,7 +191,7 @@ def fit_warnings(lines: list[str]) -> list[str]:
     return out
 
 
-def _denial(review: Review, verdict: Verdict) -> str:
+def _denial(review: Review, verdict: ObjectVerdict) -> str:
     name = review.name or object_name(review.obj)
     found = verdict.violations
     lines = [f"{v.rule}: {v.message}{_remedy(verdict, t, v)}"[:MAX_WARNING * 3]
@@ -201,7 +202,7 @@ def _denial(review: Review, verdict: Verdict) -> str:
     return "\n".join([head(kind=review.kind, name=name[:253]), *lines])
 
 
-def _remedy(verdict: Verdict, target: Target, violation: Violation) -> str:
+def _remedy(verdict: ObjectVerdict, target: Target, violation: Violation) -> str:
     """In ``mutate`` mode, the mutation setting that would have fixed what is denied, where one would."""
     if verdict.mode is not Mode.MUTATE:
         return ""

@@ -64,15 +64,17 @@ class Audited:
 
 def audit_cluster(config: Config, kubeconfig: str | None, mode: Mode, *, namespaces: Sequence[str] = (),
                   all_namespaces: bool = False, page_size: int = 500, report: str | None = None,
-                  progress: Progress | None = None, say: Callable[[str], None] = print) -> Audited:
+                  progress: Progress | None = None, say: Callable[[str], None] = print,
+                  context: str | None = None) -> Audited:
     """``qos-guard audit``: list the opted-in namespaces' objects (or those of ``namespaces``, or of every
     namespace), judge them with what the cluster says, and with ``report`` (a ``FLAVOURS`` name) write the
     findings as report objects; stale ones are deleted everywhere, unless ``namespaces`` narrowed the run.
-    ``say`` hears what is not judged and why. A cluster that cannot be read is ``Refused``."""
+    ``say`` hears what is not judged and why; ``context`` is the kubeconfig's context to use (default its current
+    one). A cluster that cannot be read is ``Refused``."""
     try:
-        preflight(kubeconfig)
-        lister = Lister(kubeconfig, page_size=page_size)
-        facts = cluster_facts(config, kubeconfig, say, required=True)
+        preflight(kubeconfig, context)
+        lister = Lister(kubeconfig, page_size=page_size, context=context)
+        facts = cluster_facts(config, kubeconfig, say, required=True, context=context)
         covered = None if all_namespaces else list(dict.fromkeys(namespaces)) or lister.opted_in_namespaces()
         subjects = Subjects()
         found = audit(subjects.watch(lister.objects(covered, table(config.workloads))), config, mode, progress,

@@ -23,11 +23,12 @@ from webhook.core.numatopology import Topology
 
 
 def cluster_facts(config: Config, kubeconfig: str | None, say: Callable[[str], None], required: bool,
-                  version: bool = True) -> Facts:
+                  version: bool = True, context: str | None = None) -> Facts:
     """What the cluster says, for a run of ``config``: its topology when the configuration asks for
     ``numa: auto``, its DeviceClasses with ``policy.deviceClasses: true`` and, with ``version``, its API server's
     minor (said once; else ``NO_FACTS``: nothing is read). ``required``: read them even without ``kubeconfig``
-    (``audit`` always talks to a cluster; ``check`` only when given one)."""
+    (``audit`` always talks to a cluster; ``check`` only when given one). ``context``: the kubeconfig's context
+    to use (default its current one)."""
     if kubeconfig is None and not required:
         if config.numa_auto:
             say("policy.numa: auto: numa-unfit is not judged; pass --kubeconfig to read the cluster's "
@@ -36,15 +37,15 @@ def cluster_facts(config: Config, kubeconfig: str | None, say: Callable[[str], N
             say("policy.deviceClasses: true: DeviceClasses are not read; pass --kubeconfig to see which extended "
                 "resources DRA serves")
         return NO_FACTS
-    kube = cluster_kubernetes(config, kubeconfig, say) if version else None
+    kube = cluster_kubernetes(config, kubeconfig, say, context) if version else None
     if not config.numa_auto and not config.policy.device_classes:
         return NO_FACTS if kube is None else Facts(kubernetes=kube)
-    classes = _device_classes(config, kubeconfig, say)
+    classes = _device_classes(config, kubeconfig, say, context)
     if not config.numa_auto:
         return Facts(device_classes=classes, kubernetes=kube)
     try:
-        preflight(kubeconfig)
-        topology = read_topology(ApiTransport(kubeconfig))
+        preflight(kubeconfig, context)
+        topology = read_topology(ApiTransport(kubeconfig, context))
     except ClusterError as exc:
         say(f"policy.numa: auto: numa-unfit is not judged: {explain(exc, kubeconfig)}")
         return Facts(topology=Topology(problem=str(exc)), device_classes=classes, kubernetes=kube)
@@ -61,12 +62,13 @@ def cluster_kubernetes(config: Config, kubeconfig: str | None, say: Callable[[st
     return found.kube
 
 
-def _device_classes(config: Config, kubeconfig: str | None, say: Callable[[str], None]) -> DeviceClasses | None:
+def _device_classes(config: Config, kubeconfig: str | None, say: Callable[[str], None],
+                    context: str | None = None) -> DeviceClasses | None:
     """The DeviceClass index with ``policy.deviceClasses: true``; None (said once) when it cannot be read."""
     if not config.policy.device_classes:
         return None
     try:
-        classes, problem = read_device_classes(ApiTransport(kubeconfig))
+        classes, problem = read_device_classes(ApiTransport(kubeconfig, context))
     except ClusterError as exc:
         classes, problem = None, str(exc)
     if problem is not None:

@@ -38,9 +38,19 @@ FORMATS: Mapping[str, Format] = MappingProxyType({f.name: f for f in (
 DEFAULT = "text"
 
 
-def choices_help() -> str:
-    """The ``--format`` help of every command: each format with its purpose, from the table."""
-    shown = [f"{f.name} ({f.purpose})" for f in FORMATS.values()]
+# What the text form is, by command: only check and fix read files with lines; audit's objects live in a
+# namespace, nodes prints a table and then one line a finding.
+TEXT_FORMS: Mapping[str, str] = MappingProxyType({
+    "check": FORMATS["text"].purpose,
+    "audit": "namespace: Kind/name: rule: message",
+    "nodes": "a table, one row a node, then node/NAME: rule: message",
+})
+
+
+def choices_help(command: str = "check") -> str:
+    """The ``--format`` help of ``command``: each format with its purpose, from the table (the text form as that
+    command prints it)."""
+    shown = [f"{f.name} ({TEXT_FORMS[command] if f.name == 'text' else f.purpose})" for f in FORMATS.values()]
     return f"{', '.join(shown[:-1])} or {shown[-1]} (default {DEFAULT})"
 
 

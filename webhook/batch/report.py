@@ -19,7 +19,7 @@ from urllib.parse import quote
 
 from webhook import __version__
 from webhook.batch.textsafe import escape, xml_text
-from webhook.core.engine import MODE_LABEL, MODE_LABEL_RULE, Mode, Verdict
+from webhook.core.engine import MODE_LABEL, MODE_LABEL_RULE, Mode, ObjectVerdict
 from webhook.core.fieldpath import FieldPath, dotted
 from webhook.core.outcome import ExitCode, fold
 from webhook.core.rules import RULES
@@ -112,7 +112,7 @@ class Report:
         else:
             into.append(record)
 
-    def add_verdict(self, verdict: Verdict, locate: Callable[[FieldPath], Location]) -> None:
+    def add_verdict(self, verdict: ObjectVerdict, locate: Callable[[FieldPath], Location]) -> None:
         """Record ``verdict``; ``locate`` maps a field path in the object to its location. Its findings are kept
         in line order (each rule reports its own in turn: lines 36, 36, 26, 37 read as a shuffle)."""
         self.counts.objects += len({r.target.root for r in verdict.results})  # a JobSet is one, however many jobs

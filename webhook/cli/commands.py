@@ -174,6 +174,8 @@ def cmd_certs(args: argparse.Namespace) -> ExitCode:
     try:
         check_names(args.service, args.namespace, extra)
         check_folder(folder, replace=args.force or args.renew)
+        if args.patch_webhooks and not _webhooks_found(args):  # before anything is written: a retry starts afresh
+            return ExitCode.USAGE
         names = service_sans(args.service, args.namespace) + extra
         if args.renew:
             if not (folder / "ca.key").is_file():
@@ -198,16 +200,31 @@ def cmd_certs(args: argparse.Namespace) -> ExitCode:
     print(bundle)
     if args.patch_webhooks:
         from webhook.cluster.client import ClusterError, patch_ca_bundle
-        from webhook.cluster.kubeconfig import explain, preflight
+        from webhook.cluster.kubeconfig import explain
 
         try:
-            preflight(args.kubeconfig)
             patched = patch_ca_bundle(bundle, args.patch_webhooks, kubeconfig=args.kubeconfig)
         except ClusterError as exc:
-            err(f"--patch-webhooks: {explain(exc, args.kubeconfig)}")
+            again = "--renew" if args.renew else "--force"
+            err(f"--patch-webhooks: {explain(exc, args.kubeconfig)}; the certificates above are written: run "
+                f"the same command again with {again} once the API server answers")
             return ExitCode.USAGE
         print(f"qos-guard: caBundle written into {', '.join(patched)}", file=sys.stderr)
     return ExitCode.OK
+
+
+def _webhooks_found(args: argparse.Namespace) -> bool:
+    """``certs --patch-webhooks``: the API server answers and has every named configuration (said when not)."""
+    from webhook.cluster.client import ClusterError, find_webhooks
+    from webhook.cluster.kubeconfig import explain, preflight
+
+    try:
+        preflight(args.kubeconfig)
+        find_webhooks(args.patch_webhooks, kubeconfig=args.kubeconfig)
+    except ClusterError as exc:
+        err(f"--patch-webhooks: {explain(exc, args.kubeconfig)}; nothing was written to {args.output_dir}")
+        return False
+    return True
 
 
 def cmd_audit(args: argparse.Namespace) -> ExitCode:
@@ -221,9 +238,13 @@ def cmd_audit(args: argparse.Namespace) -> ExitCode:
     try:
         run = audit_cluster(config, args.kubeconfig, Mode(args.mode), namespaces=args.namespace or (),
                             all_namespaces=args.all_namespaces, page_size=args.page_size, report=args.report,
-                            progress=progress, say=err)
+                            progress=progress, say=err, context=args.context)
     except Refused as exc:
         err(f"audit: {exc}")
+        if args.format != "text":  # a SARIF upload or a JSON reader gets a valid file naming the failure
+            failed = Report(Mode(args.mode))
+            failed.add_error(Location("(cluster)"), f"audit: {exc}")
+            sys.stdout.write(render(failed, args.format))
         return ExitCode.USAGE
     finally:
         if progress is not None:
@@ -256,6 +277,10 @@ def cmd_nodes(args: argparse.Namespace) -> ExitCode:
         report = read_nodes(args.kubeconfig, args.context, args.names, args.selector, pool_labels)
     except Refused as exc:
         err(f"nodes: {exc}")
+        if args.format != "text":  # as audit: the format's own error record, never an empty file
+            from webhook.batch.nodes import NodesReport
+
+            sys.stdout.write(render_nodes(NodesReport([], errors=[f"nodes: {exc}"]), args.format))
         return ExitCode.USAGE
     sys.stdout.write(render_nodes(report, args.format))
     if args.format == "text":

@@ -55,10 +55,13 @@ container of an opted-in namespace on this node, instead of taskset, numastat an
 
 exit codes:
   0  every container judged is pinned and on one NUMA node (or not meant to be pinned)
-  1  a container is not pinned or is pinned across NUMA nodes
+  1  a container is not pinned, is pinned across NUMA nodes, is pinned with a device whose NUMA node
+     cannot be found (unknown NUMA), or has more than --remote-memory-share of its anonymous memory off
+     its CPUs' NUMA node (remote memory)
   2  wrong usage, or kubelet's PodResources socket, sysfs or the API server could not be read (named)"""
 
-EXIT_CODES = """exit codes: 0 success; 1 violations found (check, audit, fix); 2 wrong usage, bad configuration or an
+EXIT_CODES = """exit codes: 0 success; 1 violations found (check, audit, fix), a node that cannot pin (nodes), a
+container not pinned, not on one NUMA node or with remote memory (verify); 2 wrong usage, bad configuration or an
 input that could not be read. `qos-guard COMMAND --help` says what each command returns."""
 
 
@@ -68,10 +71,10 @@ def _command(sub: Any, name: str, summary: str, epilog: str | None = None) -> ar
     return parser
 
 
-def _format_option(command: argparse.ArgumentParser) -> None:
+def _format_option(command: argparse.ArgumentParser, name: str) -> None:
     """``--format`` of every command that has one: choices and help from the one registry of formats."""
     command.add_argument("--format", choices=list(formats.FORMATS), default=formats.DEFAULT,
-                         help=formats.choices_help())
+                         help=formats.choices_help(name))
 
 
 def _version_option(command: argparse.ArgumentParser) -> None:
@@ -119,7 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--exclude", action="append", default=[], metavar="GLOB",
                        help="leave out files and folders this shell pattern matches, as the paths are written "
                             "(e.g. charts, 'deploy/*.json'); repeat for more")
-    _format_option(check)
+    _format_option(check, "check")
     check.add_argument("--allow-empty", action="store_true",
                        help="exit 0 when no Pod or workload is found (a pre-commit hook given only other "
                             "files); by default that is exit 2, so a wrong path in CI does not pass")
@@ -203,8 +206,9 @@ def build_parser() -> argparse.ArgumentParser:
     audit.add_argument("--mode", choices=[m.value for m in Mode], default=Mode.ENFORCE.value,
                        help="judge as this mode (default enforce: what would be refused today)")
     audit.add_argument("--config", help="configuration file (docs/contract.md#configuration)")
-    _format_option(audit)
+    _format_option(audit, "audit")
     audit.add_argument("--kubeconfig", help="kubeconfig (default: in-cluster, else $KUBECONFIG or ~/.kube/config)")
+    audit.add_argument("--context", help="the kubeconfig context to use (default: its current context)")
     audit.add_argument("--page-size", type=int, default=500, help="objects per list request (default 500)")
     audit.add_argument("--report", choices=["openreports", "policyreport"],
                        help="also write the findings into the cluster, one report per namespace, replaced on "
@@ -226,15 +230,18 @@ def build_parser() -> argparse.ArgumentParser:
     nodes.add_argument("--pool-label", action="append", metavar="KEY",
                        help="a label naming a node pool whose nodes must pin alike (repeatable; PREFIX/* for every "
                             f"key under PREFIX). Default: {', '.join(DEFAULT_POOL_LABELS)}")
-    _format_option(nodes)
+    _format_option(nodes, "nodes")
     nodes.add_argument("--kubeconfig", help="kubeconfig (default: in-cluster, else $KUBECONFIG or ~/.kube/config)")
     nodes.add_argument("--context", help="the kubeconfig context to use (default: its current context)")
     nodes.set_defaults(func=cmd_nodes)
 
     policy = _command(sub, "policy", "print ValidatingAdmissionPolicy and MutatingAdmissionPolicy YAML enforcing "
                                      "the rules inside the API server (no webhook)",
-                      "exit codes:\n  0  printed\n  2  wrong usage, bad configuration, or a setting CEL cannot "
-                      "express (named)")
+                      "Kubernetes 1.36 or later: MutatingAdmissionPolicy v1 (--mode mutate, all) is served from 1.36;\n"
+                      "--mode enforce or warn prints ValidatingAdmissionPolicies only (1.35 or later). The output's\n"
+                      "first line says which.\n\n"
+                      "exit codes:\n  0  printed\n  2  wrong usage (a --namespace that is not a DNS-1123 label), bad "
+                      "configuration,\n     or a setting CEL cannot express (named)")
     policy.add_argument("--config", help="configuration file (docs/contract.md#configuration)")
     policy.add_argument("--mode", choices=["enforce", "mutate", "warn", "all"], default="all",
                         help="which namespace mode's policies to print (default all)")
@@ -290,7 +297,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="only these Pods (read with PodResources Get); default every Pod of an opted-in "
                              "namespace on this node")
     verify.add_argument("--node", help="this node's name (default: the Pods kubelet lists, matched by name)")
-    verify.add_argument("--format", choices=["text", "json"], default="text")
+    verify.add_argument("--format", choices=["text", "json"], default="text",
+                        help="text (each container's verdict with a numastat -p-like table of its memory per NUMA "
+                             "node) or json (one document, for scripts; bytes per NUMA node under numaMemory) "
+                             "(default text)")
     verify.set_defaults(func=cmd_verify)
     return parser
 

@@ -11,6 +11,7 @@ from typing import Any
 import urllib3
 from kubernetes import client, config
 
+from webhook.cluster.reach import unreachable
 from webhook.core.claims import CLAIM_KINDS, made_for_pod
 from webhook.core.engine import MODE_SELECTOR
 from webhook.core.workloads import KINDS, Kind, group_of
@@ -24,8 +25,14 @@ class Unreachable(ClusterError):
     """The API server could not be reached at all (refused, reset, TLS, timeout): every other request would fail
     the same way, so a caller stops rather than report each one."""
 
-    def __init__(self, exc: BaseException) -> None:
-        super().__init__(f"cannot reach the API server: {exc}")
+    def __init__(self, exc: BaseException, server: str | None = None) -> None:
+        super().__init__(unreachable(exc, server))
+
+
+def server_of(api: Any) -> str | None:
+    """The API server's URL a client talks to (its kubeconfig's ``server``), for messages."""
+    host = getattr(getattr(api, "configuration", None), "host", None)
+    return host if isinstance(host, str) and host else None
 
 
 class BadAnswer(ClusterError):
@@ -79,37 +86,55 @@ def call(api: Any, method: str, path: str, query: list[tuple[str, str]], headers
     try:
         return api.call_api(*request, _request_timeout=timeout)
     except (OSError, urllib3.exceptions.HTTPError) as exc:
-        raise Unreachable(exc) from None
+        raise Unreachable(exc, server_of(api)) from None
+
+
+_WEBHOOK_KINDS = (("ValidatingWebhookConfiguration", "read_validating_webhook_configuration",
+                   "patch_validating_webhook_configuration"),
+                  ("MutatingWebhookConfiguration", "read_mutating_webhook_configuration",
+                   "patch_mutating_webhook_configuration"))
+
+
+def find_webhooks(names: list[str], kubeconfig: str | None = None) -> dict[str, list[tuple[str, Any]]]:
+    """Each named Validating/MutatingWebhookConfiguration as the API server has it: name -> [(kind, object)].
+    Read before anything is written (``qos-guard certs --patch-webhooks``): an API server that cannot be reached,
+    or a name that is neither, is a ``ClusterError`` while nothing has changed yet."""
+    api_client = _api_client(kubeconfig)
+    api = client.AdmissionregistrationV1Api(api_client)
+    found: dict[str, list[tuple[str, Any]]] = {}
+    for name in names:
+        for kind, read, _ in _WEBHOOK_KINDS:
+            try:
+                found.setdefault(name, []).append((kind, getattr(api, read)(name)))
+            except client.ApiException as exc:
+                if exc.status == 404:
+                    continue
+                raise ClusterError(f"reading {kind} {name}: HTTP {exc.status} {exc.reason}") from None
+            except (OSError, urllib3.exceptions.HTTPError) as exc:
+                raise Unreachable(exc, server_of(api_client)) from None
+        if not found.get(name):
+            raise ClusterError(f"no ValidatingWebhookConfiguration or MutatingWebhookConfiguration named {name} "
+                               "(kubectl get validatingwebhookconfigurations,mutatingwebhookconfigurations)")
+    return found
 
 
 def patch_ca_bundle(bundle: str, names: list[str], kubeconfig: str | None = None) -> list[str]:
     """Set ``caBundle`` on every webhook of the named Validating/MutatingWebhookConfigurations."""
-    api = client.AdmissionregistrationV1Api(_api_client(kubeconfig))
+    api_client = _api_client(kubeconfig)
+    api = client.AdmissionregistrationV1Api(api_client)
     patched: list[str] = []
-    for name in names:
-        found = False
-        for kind, read, patch in (
-            ("ValidatingWebhookConfiguration", api.read_validating_webhook_configuration,
-             api.patch_validating_webhook_configuration),
-            ("MutatingWebhookConfiguration", api.read_mutating_webhook_configuration,
-             api.patch_mutating_webhook_configuration),
-        ):
-            try:
-                current = read(name)
-            except client.ApiException as exc:
-                if exc.status == 404:
-                    continue
-                raise ClusterError(f"reading {kind} {name}: {exc.reason}") from None
+    for name, objects in find_webhooks(names, kubeconfig).items():
+        for kind, current in objects:
+            patch = getattr(api, dict((k, p) for k, _, p in _WEBHOOK_KINDS)[kind])
             body = {"webhooks": [{"name": w.name, "clientConfig": {"caBundle": bundle}}
                                  for w in current.webhooks or []]}
             try:
                 patch(name, body)
             except client.ApiException as exc:
-                raise ClusterError(f"patching {kind} {name}: {exc.reason}") from None
+                raise ClusterError(f"patching {kind} {name}: HTTP {exc.status} {exc.reason}") from None
+            except (OSError, urllib3.exceptions.HTTPError) as exc:
+                raise Unreachable(exc, server_of(api_client)) from None
             patched.append(f"{kind}/{name}")
-            found = True
-        if not found:
-            raise ClusterError(f"no webhook configuration named {name}")
     return patched
 
 
@@ -143,7 +168,7 @@ class Lister:
             else:
                 raw.release_conn()
         except (OSError, urllib3.exceptions.HTTPError) as exc:
-            raise Unreachable(exc) from None
+            raise Unreachable(exc, server_of(self._api)) from None
         return int(response.status), bytes(data)
 
     def send(self, method: str, path: str, query: list[tuple[str, str]], body: str | dict[str, Any] | None,
@@ -158,7 +183,7 @@ class Lister:
         try:
             response.read()
         except (OSError, urllib3.exceptions.HTTPError) as exc:
-            raise Unreachable(exc) from None
+            raise Unreachable(exc, server_of(self._api)) from None
         decoded = decode_body(method, path, response.status, response.data)
         return response.status, decoded if isinstance(decoded, dict) else {}
 

@@ -2,6 +2,9 @@
 named with its path and the places looked at (the client's own message names neither, and a file that is not
 YAML reached the user as a traceback).
 
+Nothing here imports the Kubernetes client (urllib3, ssl): a server checks before it forks, and its workers
+must import the client first, after gevent patched ssl (``serving/server.py``).
+
 The places are the client's, which are kubectl's: in a Pod its ServiceAccount (unless a kubeconfig or a context
 is asked for), else ``--kubeconfig``, else each file of ``$KUBECONFIG`` (``:``-separated), else ``~/.kube/config``.
 """
@@ -11,10 +14,12 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
 
-from webhook.cluster.client import ClusterError
+if TYPE_CHECKING:
+    from webhook.cluster.client import ClusterError
 
 TOKEN = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
 FIX = "pass --kubeconfig FILE, or set KUBECONFIG"
@@ -54,15 +59,16 @@ def places(kubeconfig: str | None, env: Mapping[str, str] | None = None) -> list
     return [Path(p).expanduser() for p in listed] or [Path("~/.kube/config").expanduser()]
 
 
-def preflight(kubeconfig: str | None, context: str | None = None, env: Mapping[str, str] | None = None) -> None:
-    """Raise ``ClusterError`` naming each place looked at when none can give credentials."""
+def unusable(kubeconfig: str | None, context: str | None = None, env: Mapping[str, str] | None = None) -> str | None:
+    """Why no credentials can be had, naming each place looked at (in a Pod, ``--kubeconfig``, ``$KUBECONFIG``,
+    ``~/.kube/config``), or why ``context`` is not one the kubeconfig has; ``None`` when the client can try."""
     env = os.environ if env is None else env
     if not kubeconfig and context is None and _in_cluster(env):
-        return
+        return None
     files = places(kubeconfig, env)
     problems = [_problem(p) for p in files]
     if any(p is None for p in problems):
-        return
+        return _missing_context(context, [f for f, p in zip(files, problems, strict=True) if p is None])
     if kubeconfig:
         looked = f"--kubeconfig {files[0]}"
     else:
@@ -71,12 +77,40 @@ def preflight(kubeconfig: str | None, context: str | None = None, env: Mapping[s
                else "not in a Pod (KUBERNETES_SERVICE_HOST unset)")
         looked = f"{pod}; {source} {os.pathsep.join(str(p) for p in files)}"
     fix = "check the --kubeconfig path" if kubeconfig else FIX
-    raise ClusterError(f"no usable kubeconfig: {'; '.join(p for p in problems if p)} (looked at: {looked}); {fix}")
+    return f"no usable kubeconfig: {'; '.join(p for p in problems if p)} (looked at: {looked}); {fix}"
+
+
+def _missing_context(context: str | None, files: list[Path]) -> str | None:
+    """``--context NAME`` that none of ``files`` defines: named, with the contexts they do define."""
+    if context is None:
+        return None
+    names: list[str] = []
+    for path in files:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+        for entry in doc.get("contexts") or [] if isinstance(doc, dict) else []:
+            name = entry.get("name") if isinstance(entry, dict) else None
+            if isinstance(name, str) and name not in names:
+                names.append(name)
+    if context in names:
+        return None
+    have = f"its contexts: {', '.join(names)}" if names else "it defines no context"
+    where = os.pathsep.join(str(p) for p in files)
+    return (f"no usable kubeconfig: --context {context}: no such context in {where} ({have}); pass one of those "
+            "(kubectl config get-contexts lists them)")
+
+
+def preflight(kubeconfig: str | None, context: str | None = None, env: Mapping[str, str] | None = None) -> None:
+    """Raise ``ClusterError`` naming each place looked at when none can give credentials (``unusable``)."""
+    problem = unusable(kubeconfig, context, env)
+    if problem is not None:
+        from webhook.cluster.client import ClusterError
+
+        raise ClusterError(problem)
 
 
 def explain(exc: ClusterError, kubeconfig: str | None) -> str:
     """``exc``'s message, with the files read when the client found them unusable."""
     message = str(exc)
-    if message.startswith("no usable kubeconfig") and "looked at" not in message:
+    if message.startswith("no usable kubeconfig") and "looked at" not in message and "no such context" not in message:
         message += f" (read: {os.pathsep.join(str(p) for p in places(kubeconfig))}); {FIX}"
     return message

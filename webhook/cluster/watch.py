@@ -57,8 +57,8 @@ class Transport(Protocol):
 class ApiTransport:
     """The API server through the ``kubernetes`` client's connection (kubeconfig or in-cluster)."""
 
-    def __init__(self, kubeconfig: str | None = None) -> None:
-        self._api = _api_client(kubeconfig)
+    def __init__(self, kubeconfig: str | None = None, context: str | None = None) -> None:
+        self._api = _api_client(kubeconfig, context)
 
     def _call(self, path: str, query: list[tuple[str, str]], accept: str, timeout: tuple[float, float]) -> Any:
         return call(self._api, "GET", path, query, {"Accept": accept}, timeout)

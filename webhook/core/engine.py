@@ -1,4 +1,4 @@
-"""``evaluate(object, config, mode, facts) -> Verdict``: the one call the webhook, ``check``, ``fix`` and
+"""``evaluate(object, config, mode, facts) -> ObjectVerdict``: the one call the webhook, ``check``, ``fix`` and
 ``audit`` all make, so they always reach the same verdict (as Kyverno's engine does for its CLI).
 
 ``facts`` is what the cluster says (``webhook.core.facts``), built by the caller; ``config`` only what someone
@@ -155,7 +155,7 @@ def _other_mutations(config: Config) -> list[tuple[str, Config]]:
 
 
 @dataclass(frozen=True)
-class Verdict:
+class ObjectVerdict:
     mode: Mode
     results: tuple[TargetResult, ...] = ()
     exempt: str | None = None
@@ -202,7 +202,7 @@ def kube_of(config: Config, facts: Facts = NO_FACTS) -> Semantics:
 
 
 def evaluate(obj: Any, config: Config, mode: Mode, facts: Facts = NO_FACTS, *, namespace: str | None = None,
-             username: str | None = None) -> Verdict:
+             username: str | None = None) -> ObjectVerdict:
     """Judge every pod spec in ``obj`` against ``facts``; raises ``ManifestError`` for an object of the wrong
     shape.
 
@@ -215,7 +215,7 @@ def evaluate(obj: Any, config: Config, mode: Mode, facts: Facts = NO_FACTS, *, n
         why = exemption(config, target, namespace, username)
         if why is not None:
             if len(targets) == 1:
-                return Verdict(mode, (), exempt=why)
+                return ObjectVerdict(mode, (), exempt=why)
             continue
         if target.kind in CLAIM_KINDS:  # a claim spec, judged whole; an empty pod spec for the record
             pod = build_pod_spec({}, target.path, kube=kube)
@@ -225,4 +225,4 @@ def evaluate(obj: Any, config: Config, mode: Mode, facts: Facts = NO_FACTS, *, n
             found = run_rules(pod, config.policy, facts)
         results.append(TargetResult(target, pod, tuple(v for v in found if not v.advisory), config,
                                     tuple(v for v in found if v.advisory), facts))
-    return Verdict(mode, tuple(results))
+    return ObjectVerdict(mode, tuple(results))

@@ -94,7 +94,7 @@ class Topology:
 
 
 @dataclass(frozen=True)
-class Shape:
+class ShapeGroup:
     """Nodes of one hardware and configuration (equal ``NodeTopology.key``): judged once for all of them."""
 
     topology: NodeTopology  # the first node's; the others differ only by name
@@ -106,7 +106,7 @@ class Shape:
 class Shapes:
     """A snapshot's nodes by shape, and the nodes whose shape is unknown (no usable NodeResourceTopology)."""
 
-    shapes: tuple[Shape, ...]
+    shapes: tuple[ShapeGroup, ...]
     shape_of: Mapping[str, int]  # node name -> index in ``shapes``
     unknown: tuple[str, ...]
 
@@ -141,7 +141,7 @@ class Shapes:
             key = topo.key or NodeTopology.signature(topo.policy, topo.scope, topo.zones)
             groups.setdefault(key, []).append(name)
             first.setdefault(key, topo)
-        shapes = tuple(Shape(first[k], tuple(names), frozenset(first[k].published)) for k, names in groups.items())
+        shapes = tuple(ShapeGroup(first[k], tuple(names), frozenset(first[k].published)) for k, names in groups.items())
         shape_of = {name: i for i, shape in enumerate(shapes) for name in shape.nodes}
         return cls(shapes, shape_of, tuple(unknown))
 

@@ -38,12 +38,13 @@ from webhook.cluster.client import ClusterError, Lister
 from webhook.cluster.reports import MANAGED_BY, Flavour, ReportWriter
 from webhook.cluster.watch import ApiTransport, Transport
 from webhook.node.cpulist import format_list
-from webhook.node.decide import REMOTE_SHARE, Placement
 from webhook.node.dra import DEFAULT_DRIVER_ATTRIBUTES
 from webhook.node.kubelet import PodResourcesClient, PodResourcesError
+from webhook.node.memory_verdict import REMOTE_SHARE
 from webhook.node.observe import Snapshot, observe
 from webhook.node.sysfs import SysfsError
 from webhook.node.topology_publisher import TopologyPublisher, configz_reader
+from webhook.node.verdict import ContainerVerdict
 from webhook.node.watched import WatchedView
 
 COMPONENT = "qos-guard-agent"
@@ -90,9 +91,9 @@ class Placements(Collector):
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._placements: list[Placement] = []
+        self._placements: list[ContainerVerdict] = []
 
-    def update(self, placements: list[Placement]) -> None:
+    def update(self, placements: list[ContainerVerdict]) -> None:
         with self._lock:
             self._placements = list(placements)
 
@@ -157,7 +158,7 @@ class Events:
         self._node = node
         self._emitted: dict[str, None] = {}
 
-    def emit(self, placements: list[Placement], now: datetime) -> tuple[int, list[str]]:
+    def emit(self, placements: list[ContainerVerdict], now: datetime) -> tuple[int, list[str]]:
         created, errors = 0, []
         for p in placements:
             for problem in p.problems:

@@ -30,8 +30,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
+from webhook.node.allocation import DraDevice
 from webhook.node.cpulist import MAX_ID
-from webhook.node.decide import DraDevice
 from webhook.node.sysfs import SysfsError, read_text
 
 NUMA_NODE = "resource.kubernetes.io/numaNode"

@@ -13,8 +13,8 @@ from typing import Any
 
 import grpc
 
+from webhook.node.allocation import Allocatable, ContainerAllocation, DeviceGroup, DraDevice, MemoryBlock, PodAllocation
 from webhook.node.cpulist import MAX_ID
-from webhook.node.decide import Allocatable, ContainerAllocation, DeviceGroup, DraDevice, MemoryBlock, PodAllocation
 from webhook.node.podresources import api_pb2, api_pb2_grpc
 
 SOCKET = Path("/var/lib/kubelet/pod-resources/kubelet.sock")

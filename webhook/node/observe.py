@@ -1,5 +1,5 @@
 """One look at a node: kubelet's allocations (PodResources), the NUMA layout (sysfs), the Pods of opted-in
-namespaces (API server) and each container's cgroup cpuset, turned into one ``Placement`` per container. Shared
+namespaces (API server) and each container's cgroup cpuset, turned into one ``ContainerVerdict`` per container. Shared
 by ``qos-guard agent`` (every cycle) and ``qos-guard verify`` (once, from a shell).
 
 The API server is read through a ``ClusterView``: ``ListedView`` lists the opted-in namespaces and the node's
@@ -19,21 +19,15 @@ from webhook.cluster.client import ClusterError
 from webhook.core.engine import MODE_LABEL
 from webhook.core.engine import MODE_SELECTOR as MODE_SELECTOR  # watched.py reads it here
 from webhook.core.podspec import ManifestError
+from webhook.node.allocation import Allocatable, PodAllocation
 from webhook.node.cgroups import CgroupError, cgroup_version, container_cpuset
-from webhook.node.decide import (
-    REMOTE_SHARE,
-    Allocatable,
-    Placement,
-    PodAllocation,
-    judge_container,
-    judge_memory,
-    opted_in_at,
-    pod_info,
-)
 from webhook.node.dra import DEFAULT_DRIVER_ATTRIBUTES, SLICES_PATH, SliceIndex, SysfsLocality, resolve_all, slice_kept
+from webhook.node.memory_verdict import REMOTE_SHARE, judge_memory
 from webhook.node.numapages import NumaPages
 from webhook.node.numastat import container_pages
+from webhook.node.podinfo import opted_in_at, pod_info
 from webhook.node.sysfs import NumaLayout, read_layout
+from webhook.node.verdict import ContainerVerdict, judge_container
 
 MAX_NAMESPACES = 10_000
 # The namespaces that opted in: those whose mode label holds a mode (the list's and the watch's selector).
@@ -86,7 +80,7 @@ class Snapshot:
     allocatable: Allocatable
     layout: NumaLayout
     cgroup_version: int | None
-    placements: list[Placement] = field(default_factory=list)
+    placements: list[ContainerVerdict] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     pods: dict[str, str] = field(default_factory=dict)  # uid -> namespace/name of every judged Pod
 

@@ -34,7 +34,7 @@ from typing import Any
 from webhook.core.numatopology import HUGEPAGES, NRT_GROUP_VERSION
 from webhook.core.podspec import MEMORY
 from webhook.extender.fingerprint import ATTRIBUTE, fingerprint
-from webhook.node.decide import Allocatable, PodAllocation
+from webhook.node.allocation import Allocatable, PodAllocation
 
 KIND = "NodeResourceTopology"
 # noderesourcetopology-api v1alpha2's TopologyManagerPolicy values, as NFD's DetectTopologyPolicy maps them.

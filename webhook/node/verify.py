@@ -12,13 +12,16 @@ from typing import Any
 from webhook.cluster.client import ClusterError, Lister
 from webhook.cluster.kubeconfig import explain, preflight
 from webhook.core.outcome import ExitCode, Refused, fold
+from webhook.node.allocation import DraDevice
 from webhook.node.cpulist import format_list
-from webhook.node.decide import DRA_REASON, DRA_WAY_OUT, REMOTE_SHARE, DraDevice, Placement
 from webhook.node.dra import DEFAULT_DRIVER_ATTRIBUTES
 from webhook.node.kubelet import PodResourcesClient, PodResourcesError
+from webhook.node.memory_verdict import REMOTE_SHARE
 from webhook.node.numapages import NumaPages, table
 from webhook.node.observe import ListedView, Snapshot, observe
 from webhook.node.sysfs import SysfsError
+from webhook.node.verdict import ContainerVerdict
+from webhook.node.verdict_text import DRA_REASON, DRA_WAY_OUT
 
 
 def verify(kubeconfig: str | None, socket: Path, sys_root: Path, cgroup_root: Path, node: str | None = None,
@@ -66,7 +69,7 @@ def pages_json(pages: NumaPages | None, local: frozenset[int]) -> dict[str, Any]
             "anonOffCPUNodesShare": round(share, 6) if share is not None else None}
 
 
-def placement_json(p: Placement) -> dict[str, Any]:
+def placement_json(p: ContainerVerdict) -> dict[str, Any]:
     return {
         "namespace": p.namespace, "pod": p.pod, "container": p.container, "uid": p.uid,
         "pinned": p.pinned, "exclusiveCPUs": sorted(p.exclusive_cpus), "exclusiveCPUCount": len(p.exclusive_cpus),
@@ -103,7 +106,7 @@ def render_json(snap: Snapshot) -> str:
     return json.dumps(body, indent=2) + "\n"
 
 
-def _line(p: Placement) -> str:
+def _line(p: ContainerVerdict) -> str:
     if p.pinned:
         count = len(p.exclusive_cpus)
         verdict = "pinned" if p.aligned else "NUMA UNKNOWN" if p.aligned is None else "MISALIGNED"

@@ -20,8 +20,11 @@ def resolve_certificates(opts: ServeOptions, workdir: Path) -> tuple[str, str, s
     if opts.cert_file and opts.key_file:
         try:
             server_context(opts.cert_file, opts.key_file)
-        except FileNotFoundError as exc:
-            raise ServeError(f"certificate file not found: {exc.filename}") from None
+        except FileNotFoundError as exc:  # ssl names no file (exc.filename is None): say which one is missing
+            given = (("--cert-file", opts.cert_file), ("--key-file", opts.key_file))
+            missing = [f"{flag} {path}" for flag, path in given if not Path(path).is_file()] or [
+                f"--cert-file {opts.cert_file} or --key-file {opts.key_file}: {exc.strerror or exc}"]
+            raise ServeError(f"certificate file not found: {', '.join(missing)}") from None
         except (OSError, ssl.SSLError) as exc:
             raise ServeError(f"cannot use --cert-file {opts.cert_file} / --key-file {opts.key_file}: {exc}") from None
         return opts.cert_file, opts.key_file, None

@@ -16,6 +16,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from webhook.core.names import DNS1035_LABEL, namespace_problem
+
 LOCAL_SANS = ("localhost", "127.0.0.1")
 
 
@@ -30,8 +32,6 @@ class CertPaths:
 # Kubernetes' name rules (k8s.io/apimachinery/pkg/util/validation): a Service's name is a DNS-1035 label, a
 # namespace's a DNS-1123 label; a certificate's other names are DNS names (RFC 1123, a wildcard first label
 # allowed) or IP addresses.
-_DNS1035_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
-_DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 _HOST_LABEL = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?")
 
 
@@ -41,12 +41,12 @@ class CertError(Exception):
 
 def check_names(service: str, namespace: str, extra: list[str]) -> None:
     """Refuse a name the API server could never reach the webhook by, before anything is written."""
-    if len(service) > 63 or not _DNS1035_LABEL.fullmatch(service):
+    if len(service) > 63 or not DNS1035_LABEL.fullmatch(service):
         raise CertError(f"--service {service!r} is not a Service name (a DNS-1035 label: at most 63 lower-case "
                         "letters, digits and '-', starting with a letter and ending with a letter or digit)")
-    if len(namespace) > 63 or not _DNS1123_LABEL.fullmatch(namespace):
-        raise CertError(f"--namespace {namespace!r} is not a namespace name (a DNS-1123 label: at most 63 "
-                        "lower-case letters, digits and '-', starting and ending with a letter or digit)")
+    problem = namespace_problem(namespace)
+    if problem is not None:
+        raise CertError(f"--namespace {problem}")
     for name in extra:
         try:
             ipaddress.ip_address(name)

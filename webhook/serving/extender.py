@@ -31,7 +31,6 @@ import gc
 import json
 import logging
 import operator
-import os
 import sys
 import threading
 import time
@@ -606,8 +605,11 @@ def check_options(opts: ExtenderOptions) -> None:
                          "CA), or --plain on loopback")
     if opts.reservation_timeout <= 0:
         raise ServeError(f"--reservation-timeout {opts.reservation_timeout}: must be over 0 seconds")
-    if opts.kubeconfig is not None and not os.path.isfile(opts.kubeconfig):
-        raise ServeError(f"--kubeconfig {opts.kubeconfig}: no such file")
+    from webhook.cluster.kubeconfig import unusable  # imports no Kubernetes client: the workers import it first
+
+    problem = unusable(opts.kubeconfig)  # before it says it serves: the worker would only fail to boot (exit 3)
+    if problem is not None:
+        raise ServeError(f"extender: it watches NodeResourceTopology objects and Pods: {problem}")
     if opts.cert_file and opts.key_file:
         from webhook.serving.tls import server_context
 
@@ -637,6 +639,9 @@ def serve_extender(opts: ExtenderOptions) -> int:
 
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
+    # urllib3 logs each of its retries ("Retrying (Retry(total=2 ...") and the caller logs the failure once
+    # anyway, with the server's address: three lines per attempt said nothing more.
+    logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
     options: dict[str, Any] = {
         "bind": [opts.bind], "workers": 1, "worker_class": WORKER, "worker_connections": 1000,
         "keepalive": 75, "graceful_timeout": 10, "timeout": 30, "accesslog": None, "errorlog": "-",

@@ -153,6 +153,9 @@ def serve(opts: ServeOptions, extend: Extend | None = None, gunicorn: Mapping[st
     own_namespace = os.environ.get("POD_NAMESPACE") or None
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
+    # urllib3 logs each of its retries ("Retrying (Retry(total=2 ...") and the caller logs the failure once
+    # anyway, with the server's address: three lines per attempt said nothing more.
+    logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
 
     def when_ready(server: Any) -> None:
         health.append(_start_health_server(opts, ready.is_set))

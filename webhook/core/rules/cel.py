@@ -1,5 +1,5 @@
 """The CEL vocabulary the rules' fragments are written in (``Rule.cel``); the policy generator
-(``webhook.policies.generate``) defines these variables, in this order, before the rules' own:
+(``webhook.policies.expressions``) defines these variables, in this order, before the rules' own:
 
 * ``variables.<section><Key>``: each configuration parameter (``webhook.core.config.SCHEMA``, ``param=True``),
   typed (``variables.policySmtAlignment`` is an int, ``variables.policyFractionalCPUContainers`` a list).

@@ -1,0 +1,157 @@
+"""What a new user met on the third walk through the CLI's cluster half, run as the real command
+against a real closed port (nothing listens: the connection is refused by the kernel, as with an API server down)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+KUBECONFIG = """apiVersion: v1
+kind: Config
+clusters:
+- name: down
+  cluster: {{server: "https://127.0.0.1:{port}"}}
+users:
+- name: u
+  user: {{token: abc}}
+contexts:
+- name: here
+  context: {{cluster: down, user: u}}
+- name: there
+  context: {{cluster: down, user: u}}
+current-context: here
+"""
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def down(tmp_path: Path) -> tuple[Path, str]:
+    """A kubeconfig whose API server is down, and that server's URL."""
+    port = _closed_port()
+    path = tmp_path / "kubeconfig"
+    path.write_text(KUBECONFIG.format(port=port))
+    return path, f"https://127.0.0.1:{port}"
+
+
+def _env(home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST",
+                                                            "KUBERNETES_SERVICE_PORT")}
+    return {**env, "HOME": str(home)}
+
+
+def _run(*args: str, home: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "webhook.cli", *args], capture_output=True, text=True,
+                          env=_env(home), timeout=timeout, check=False)
+
+
+def _refused(out: subprocess.CompletedProcess[str], *words: str) -> None:
+    assert out.returncode == 2, (out.returncode, out.stderr)
+    assert "Traceback" not in out.stderr and out.stderr.startswith("qos-guard: "), out.stderr
+    for word in words:
+        assert word in out.stderr, (word, out.stderr)
+
+
+def _unreachable(url: str) -> str:
+    return f"cannot reach the API server at {url}: connection refused"
+
+
+def test_certs_patch_webhooks_with_the_server_down_writes_nothing_and_can_be_run_again(
+        tmp_path: Path, down: tuple[Path, str]) -> None:
+    """It wrote the CA, then ended in urllib3's traceback (exit 1); the same command again: "ca.crt exists"."""
+    kubeconfig, url = down
+    folder = tmp_path / "certs"
+    for _ in range(2):
+        out = _run("certs", "--output-dir", str(folder), "--patch-webhooks", "qos-guard", "--kubeconfig",
+                   str(kubeconfig), home=tmp_path)
+        _refused(out, f"--patch-webhooks: {_unreachable(url)}", f"nothing was written to {folder}")
+        assert "HTTPSConnectionPool" not in out.stderr and "ca.crt" not in out.stderr, out.stderr
+        assert not folder.exists()
+        assert out.stdout == ""  # no caBundle printed for certificates that were not written
+
+
+@pytest.mark.parametrize("command", [["audit"], ["nodes"]])
+def test_cluster_errors_name_the_server_and_the_cause_not_urllib3(tmp_path: Path, down: tuple[Path, str],
+                                                                    command: list[str]) -> None:
+    """It printed `HTTPSConnectionPool(host=..., port=...): Max retries exceeded with url: ... (Caused by
+    NewConnectionError(...))`."""
+    kubeconfig, url = down
+    out = _run(*command, "--kubeconfig", str(kubeconfig), home=tmp_path)
+    _refused(out, f"qos-guard: {command[0]}: {_unreachable(url)}")
+    assert "HTTPSConnectionPool" not in out.stderr and "Max retries" not in out.stderr, out.stderr
+
+
+@pytest.mark.parametrize("command", [["audit"], ["nodes"]])
+def test_a_context_the_kubeconfig_lacks_is_named_with_those_it_has(tmp_path: Path, down: tuple[Path, str],
+                                                                   command: list[str]) -> None:
+    """nodes said `Invalid kube-config file. Expected object with name nosuch ...; pass --kubeconfig FILE`;
+    audit had no --context at all."""
+    kubeconfig, _ = down
+    out = _run(*command, "--kubeconfig", str(kubeconfig), "--context", "nosuch", home=tmp_path)
+    _refused(out, f"--context nosuch: no such context in {kubeconfig} (its contexts: here, there)")
+    assert "pass --kubeconfig" not in out.stderr, out.stderr
+
+
+def test_audit_uses_the_context_it_is_given(tmp_path: Path, down: tuple[Path, str]) -> None:
+    """``audit --context there`` reads through that context's cluster (here: the same one, down)."""
+    kubeconfig, url = down
+    _refused(_run("audit", "--kubeconfig", str(kubeconfig), "--context", "there", home=tmp_path),
+             _unreachable(url))
+
+
+@pytest.mark.parametrize("fmt", ["json", "sarif", "junit"])
+@pytest.mark.parametrize("command", ["audit", "nodes"])
+def test_machine_formats_get_an_error_record_when_the_cluster_is_unreachable(
+        tmp_path: Path, down: tuple[Path, str], command: str, fmt: str) -> None:
+    """stdout was empty: a SARIF upload step then got an empty file. check writes an error record; so do these."""
+    kubeconfig, url = down
+    out = _run(command, "--kubeconfig", str(kubeconfig), "--format", fmt, home=tmp_path)
+    _refused(out, _unreachable(url))
+    assert _unreachable(url) in out.stdout, out.stdout
+    if fmt == "junit":
+        import xml.etree.ElementTree as ET
+
+        root = ET.fromstring(out.stdout)
+        assert root.find(".//error") is not None
+        return
+    doc = json.loads(out.stdout)
+    if fmt == "sarif":
+        assert doc["version"] == "2.1.0"
+        text = json.dumps(doc["runs"][0].get("invocations") or doc["runs"][0].get("results"))
+        assert _unreachable(url) in text, doc["runs"][0].keys()
+    else:
+        assert doc["summary"]["errors"] >= 1 if command == "audit" else doc["errors"], doc
+
+
+def test_extender_without_a_kubeconfig_says_where_it_looked_before_serving(tmp_path: Path) -> None:
+    """It printed "serving http://...", then a gunicorn worker's traceback, and exited 3."""
+    out = _run("extender", "--plain", "--bind", f"127.0.0.1:{_closed_port()}", home=tmp_path, timeout=60)
+    default = tmp_path / ".kube" / "config"
+    _refused(out, f"no usable kubeconfig: {default} does not exist",
+             "not in a Pod (KUBERNETES_SERVICE_HOST unset)", "set KUBECONFIG")
+    assert "serving" not in out.stderr, out.stderr
+
+
+def test_serve_names_the_certificate_file_that_is_missing(tmp_path: Path) -> None:
+    """It said `certificate file not found: None`."""
+    key = tmp_path / "tls.key"
+    key.write_text("")
+    out = _run("serve", "--cert-file", "/nonexistent.crt", "--key-file", str(key), "--bind",
+               f"127.0.0.1:{_closed_port()}", "--metrics-bind", f"127.0.0.1:{_closed_port()}", home=tmp_path,
+               timeout=60)
+    _refused(out, "certificate file not found: --cert-file /nonexistent.crt")
+    assert "None" not in out.stderr and str(key) not in out.stderr, out.stderr
+    both = _run("serve", "--cert-file", "/nonexistent.crt", "--key-file", "/nonexistent.key", "--bind",
+                f"127.0.0.1:{_closed_port()}", "--metrics-bind", f"127.0.0.1:{_closed_port()}", home=tmp_path,
+                timeout=60)
+    _refused(both, "--cert-file /nonexistent.crt, --key-file /nonexistent.key")

@@ -1,0 +1,65 @@
+"""``qos-guard policy``'s output is YAML the API server takes: its --namespace validated as the
+namespace name it must be, the objects serialized (never a value pasted into text), and a first line saying the
+Kubernetes version they need."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from webhook.core.config import Config
+from webhook.policies.generate import PolicyError, render
+
+LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+
+
+def _namespaces(docs: list[dict[str, object]]) -> set[str]:
+    found = {d["metadata"]["namespace"] for d in docs if "namespace" in d["metadata"]}  # type: ignore[index]
+    found |= {d["spec"]["paramRef"]["namespace"] for d in docs  # type: ignore[index]
+              if "paramRef" in (d.get("spec") or {})}  # type: ignore[operator]
+    return found
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.one_of(st.text(max_size=80), st.from_regex(LABEL, fullmatch=True)))
+def test_any_namespace_is_refused_or_printed_as_valid_yaml_naming_it(namespace: str) -> None:
+    """`''` and `Bad_NS` printed objects the API server refuses; `a'b` printed YAML that did not parse."""
+    valid = len(namespace) <= 63 and LABEL.fullmatch(namespace) is not None
+    try:
+        text = render(Config(), "all", namespace)
+    except PolicyError as exc:
+        assert not valid, (namespace, exc)
+        assert str(exc).startswith(f"--namespace {namespace[:63]!r}"), exc
+        assert "DNS-1123 label" in str(exc)
+        return
+    assert valid, namespace
+    docs = list(yaml.safe_load_all(text))
+    assert _namespaces(docs) == {namespace}
+
+
+@pytest.mark.parametrize("namespace", ["", "Bad_NS", "a'b", "a: b", "x" * 64, "-a", "a\nb"])
+def test_the_cli_refuses_a_namespace_the_api_server_would(namespace: str) -> None:
+    out = subprocess.run([sys.executable, "-m", "webhook.cli", "policy", f"--namespace={namespace}"],
+                         capture_output=True, text=True, check=False, timeout=120)
+    assert out.returncode == 2 and out.stdout == "", out
+    assert out.stderr.startswith(f"qos-guard: policy: --namespace {namespace[:63]!r}"), out.stderr
+    assert len(out.stderr) < 300 and "Traceback" not in out.stderr
+
+
+@pytest.mark.parametrize(("mode", "since", "mutating"), [("all", "1.36", True), ("mutate", "1.36", True),
+                                                         ("enforce", "1.35", False), ("warn", "1.35", False)])
+def test_the_output_says_which_kubernetes_it_needs(mode: str, since: str, mutating: bool) -> None:
+    """On a cluster before 1.36, kubectl apply created the ValidatingAdmissionPolicies and failed on the
+    MutatingAdmissionPolicy: a partial install nothing warned about."""
+    text = render(Config(), mode)
+    first = text.splitlines()[0]
+    assert first.startswith("# qos-guard policy: ") and f"Kubernetes {since} or later" in first, first
+    kinds = {d["kind"] for d in yaml.safe_load_all(text)}
+    assert ("MutatingAdmissionPolicy" in kinds) is mutating
+    assert ("MutatingAdmissionPolicy v1 is served from 1.36" in first) is mutating

@@ -1,0 +1,102 @@
+"""The Pod and its namespace, from the API server's JSON: the facts the per-container verdict needs (QoS class,
+pod-level resources, each container's cpu request, container ID and DRA claims, when the namespace opted in)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from webhook.core.podspec import build_pod_spec, qos_class
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerSpec:
+    name: str
+    cpu_milli: int | None  # the request kubelet sizes by (after the API server's defaulting)
+    container_id: str | None  # status.containerStatuses[].containerID, for the cgroup
+    fractional_allowed: bool = False  # listed in policy.fractionalCPUContainers
+    claims: tuple[str, ...] = ()  # the DRA claims the spec gives it (resources.claims, DRA extended resources)
+
+
+@dataclass(frozen=True, slots=True)
+class PodInfo:
+    """The Pod as the API server stores it, and how its namespace opted in."""
+
+    namespace: str
+    name: str
+    uid: str
+    qos: str
+    pod_level: bool  # spec.resources sets cpu or memory
+    created: str
+    mode: str  # the namespace's qos-guard.io/mode
+    opted_in: str | None  # when the namespace's label was last written (managedFields), if known
+    containers: tuple[ContainerSpec, ...]
+
+
+def spec_claims(obj: Mapping[str, Any]) -> dict[str, tuple[str, ...]]:
+    """Container name -> the DRA claims its spec gives it: ``resources.claims`` (by the Pod's claim name) and the
+    extended resources the scheduler served through DRA (``status.extendedResourceClaimStatus``)."""
+    found: dict[str, list[str]] = {}
+    spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
+    for key in ("initContainers", "containers"):
+        for c in spec.get(key) or [] if isinstance(spec, Mapping) else []:
+            resources = c.get("resources") if isinstance(c, Mapping) else None
+            claims = resources.get("claims") if isinstance(resources, Mapping) else None
+            for claim in claims if isinstance(claims, list) else []:
+                if isinstance(claim, Mapping) and isinstance(claim.get("name"), str):
+                    request = claim.get("request")
+                    found.setdefault(str(c.get("name")), []).append(
+                        f"claim {claim['name']}" + (f" (request {request})" if isinstance(request, str) else ""))
+    status = obj.get("status") if isinstance(obj.get("status"), Mapping) else {}
+    extended = status.get("extendedResourceClaimStatus") if isinstance(status, Mapping) else None
+    if isinstance(extended, Mapping):
+        name = extended.get("resourceClaimName")
+        for m in extended.get("requestMappings") or [] if isinstance(extended.get("requestMappings"), list) else []:
+            if isinstance(m, Mapping) and isinstance(m.get("containerName"), str):
+                found.setdefault(m["containerName"], []).append(
+                    f"extended resource {m.get('resourceName')} (claim {name})")
+    return {k: tuple(v[:16]) for k, v in found.items()}
+
+
+def opted_in_at(namespace: Mapping[str, Any], label: str) -> str | None:
+    """When ``label`` was last written on the namespace: the latest managedFields entry that owns it."""
+    latest: str | None = None
+    for entry in (namespace.get("metadata") or {}).get("managedFields") or []:
+        if not isinstance(entry, Mapping):
+            continue
+        fields = entry.get("fieldsV1") or {}
+        labels = ((fields.get("f:metadata") or {}) if isinstance(fields, Mapping) else {}).get("f:labels") or {}
+        when = entry.get("time")
+        if isinstance(labels, Mapping) and f"f:{label}" in labels and isinstance(when, str):
+            latest = max(latest or when, when)
+    return latest
+
+
+def pod_info(obj: Mapping[str, Any], mode: str, opted_in: str | None,
+             fractional_allowed: Iterable[str] = ()) -> PodInfo:
+    """The facts the decision needs from a Pod object; ``ManifestError`` when its spec cannot be read."""
+    meta = obj.get("metadata") or {}
+    status = obj.get("status") or {}
+    spec = build_pod_spec(obj.get("spec"), ("spec",), status)
+    qos = status.get("qosClass") if isinstance(status.get("qosClass"), str) else None
+    pod_level = spec.pod_level is not None and spec.pod_level.sets_compute()
+    ids = {s.get("name"): s.get("containerID") for key in ("containerStatuses", "initContainerStatuses")
+           for s in status.get(key) or [] if isinstance(s, Mapping)}
+    allowed = set(fractional_allowed)
+    claims = spec_claims(obj)
+    containers = []
+    for c in (*spec.init_containers, *spec.containers):
+        sizing = c.resources.requests.get("cpu")
+        if sizing is None or sizing.invalid:
+            found = c.resources.sizing_cpu()
+            sizing = found[1] if found else None
+        cid = ids.get(c.name)
+        containers.append(ContainerSpec(c.name, sizing.milli if sizing is not None and not sizing.invalid else None,
+                                        cid if isinstance(cid, str) and cid else None, c.name in allowed,
+                                        claims.get(c.name, ())))
+    return PodInfo(namespace=str(meta.get("namespace", "")), name=str(meta.get("name", "")),
+                   uid=str(meta.get("uid", "")), qos=qos or qos_class(spec), pod_level=pod_level,
+                   created=str(meta.get("creationTimestamp", "")), mode=mode, opted_in=opted_in,
+                   containers=tuple(containers))
+

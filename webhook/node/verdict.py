@@ -1,0 +1,192 @@
+"""The per-container decision, pure: from what kubelet allocated (PodResources), the NUMA layout (sysfs), the
+container's cgroup cpuset and the Pod as the API server stores it, say whether the container is pinned
+(exclusive CPUs: which, how many, equal to its request?), on which NUMA nodes its CPUs, memory blocks and
+devices sit, whether they are all on one (aligned), and, when it is not pinned, why.
+
+Kubelet's own rules are the reference (``pkg/kubelet/cm/cpumanager/policy_static.go``): exclusive CPUs only for
+a Guaranteed Pod's container with a whole cpu, never for a Pod with pod-level resources unless the
+``PodLevelResourceManagers`` gate is on. What PodResources reports wins over what the spec suggests: a container
+that holds exclusive CPUs is pinned, whatever the reason it should not be.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from webhook.core.podspec import GUARANTEED
+from webhook.core.quantity import format_milli
+from webhook.node.allocation import Allocatable, ContainerAllocation, DeviceGroup, DraDevice, MemoryBlock
+from webhook.node.cpulist import format_list
+from webhook.node.numapages import NumaPages
+from webhook.node.podinfo import ContainerSpec, PodInfo
+from webhook.node.verdict_text import device_parts, dra_misaligned, nodes_text, unknown_devices, where_text
+
+NOT_PINNED, NUMA_MISALIGNED, NUMA_UNKNOWN = "NotPinned", "NUMAMisaligned", "NUMAUnknown"  # the Event reasons
+NUMA_REMOTE_MEMORY = "NUMARemoteMemory"
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    reason: str  # NOT_PINNED, NUMA_MISALIGNED or NUMA_UNKNOWN
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerVerdict:
+    """The verdict on one container."""
+
+    namespace: str
+    pod: str
+    uid: str
+    container: str
+    pinned: bool
+    exclusive_cpus: frozenset[int]
+    cpu_request_milli: int | None
+    cpu_numa: frozenset[int]
+    memory: tuple[MemoryBlock, ...]
+    devices: tuple[DeviceGroup, ...]
+    aligned: bool | None  # None when not pinned (alignment is promised to pinned containers only) or unknown
+    reason: str | None  # why not pinned: node-not-pinning, not-guaranteed, pod-level-resources, fractional-cpu, ...
+    detail: str
+    cgroup_cpus: frozenset[int] | None = None
+    notes: tuple[str, ...] = ()
+    problems: tuple[Problem, ...] = field(default_factory=tuple)
+    dra_devices: tuple[DraDevice, ...] = ()
+    unknown: tuple[str, ...] = ()  # each device whose NUMA node could not be found, and what was looked for
+    pages: NumaPages | None = None  # memory.numa_stat and cpuset.mems, when read (judge_memory)
+    memory_pinned: bool | None = None  # pinned containers: Memory Manager Static gave it memory blocks
+
+    @property
+    def remote_memory(self) -> bool:
+        """judge_memory found more anonymous memory off the CPUs' NUMA node than the threshold allows."""
+        return any(x.reason == NUMA_REMOTE_MEMORY for x in self.problems)
+
+    @property
+    def state(self) -> str:
+        """One word for a pinned container, the worst first (docs/contract.md): misaligned (CPUs and what kubelet
+        placed span NUMA nodes), unknown (a device's NUMA node could not be found), memory-not-pinned (Memory
+        Manager None), remote-memory (pinned blocks, yet the pages are elsewhere), aligned; not-pinned or
+        shared-pool for the rest. The problems list every finding, the state only names the worst."""
+        if not self.pinned:
+            return "not-pinned" if self.problems else "shared-pool"
+        if self.aligned is False:
+            return "misaligned"
+        if self.aligned is None:
+            return "unknown"
+        if self.memory_pinned is False:
+            return "memory-not-pinned"
+        return "remote-memory" if self.remote_memory else "aligned"
+
+    @property
+    def matches_request(self) -> bool | None:
+        if not self.pinned or self.cpu_request_milli is None:
+            return None
+        return len(self.exclusive_cpus) * 1000 == self.cpu_request_milli
+
+    @property
+    def numa(self) -> frozenset[int]:
+        """Every NUMA node the container's CPUs, memory and devices sit on."""
+        nodes = set(self.cpu_numa)
+        for m in self.memory:
+            nodes |= m.numa
+        for d in self.devices:
+            nodes |= d.numa
+        for x in self.dra_devices:
+            nodes |= x.numa
+        return frozenset(nodes)
+
+    @property
+    def ref(self) -> str:
+        return f"{self.namespace}/{self.pod}/{self.container}"
+
+
+def _context(pod: PodInfo) -> str:
+    """Why a Pod qos-guard would not admit runs at all in its namespace."""
+    if pod.mode == "warn":
+        return "admitted with a warning (namespace in warn mode)"
+    if pod.opted_in and pod.created and pod.created < pod.opted_in:
+        return f"created {pod.created}, before its namespace opted in ({pod.opted_in}), so never judged"
+    return (f"its namespace is in {pod.mode} mode, which refuses such a Pod: it was created before the namespace "
+            f"opted in, or while the webhook was bypassed")
+
+
+def _why_not(pod: PodInfo, spec: ContainerSpec | None, allocatable: Allocatable) -> tuple[str, str, bool]:
+    """(reason, detail, is a problem) for a container without exclusive CPUs."""
+    if not allocatable.cpus:
+        return ("node-not-pinning", "kubelet on this node hands out no exclusive CPUs (cpuManagerPolicy is not "
+                "static, or every CPU is reserved); see qos-guard nodes", True)
+    if pod.pod_level:
+        return ("pod-level-resources", "spec.resources sets cpu or memory: kubelet's CPU and Memory Managers skip "
+                f"such Pods unless its PodLevelResourceManagers gate is on; {_context(pod)}", True)
+    if pod.qos != GUARANTEED:
+        return ("not-guaranteed", f"QoS class {pod.qos or 'unknown'}: only Guaranteed Pods get exclusive CPUs; "
+                f"{_context(pod)}", True)
+    milli = spec.cpu_milli if spec else None
+    if milli is None or milli <= 0:
+        return "no-cpu", "no cpu request: nothing to pin", True
+    if milli % 1000:
+        if spec is not None and spec.fractional_allowed:
+            return ("fractional-cpu", f"cpu {format_milli(milli)} is not a whole number of CPUs; allowed by "
+                    "policy.fractionalCPUContainers (runs in the shared pool)", False)
+        return ("fractional-cpu", f"cpu {format_milli(milli)} is not a whole number of CPUs; {_context(pod)}", True)
+    return ("not-assigned", f"cpu {format_milli(milli)} qualifies, yet kubelet assigned no exclusive CPUs (a Pod "
+            "started before the static CPU Manager keeps the shared pool; recreate it)", True)
+
+
+def judge_container(pod: PodInfo, alloc: ContainerAllocation, allocatable: Allocatable, cpu_numa: Mapping[int, int],
+                    cgroup_cpus: frozenset[int] | None = None) -> ContainerVerdict:
+    """The verdict on one container; ``cpu_numa`` maps each CPU id to its NUMA node (sysfs)."""
+    spec = next((c for c in pod.containers if c.name == alloc.name), None)
+    request = spec.cpu_milli if spec else None
+    common: dict[str, Any] = {"namespace": pod.namespace, "pod": pod.name, "uid": pod.uid,
+                              "container": alloc.name, "cpu_request_milli": request, "memory": alloc.memory,
+                              "devices": alloc.devices, "cgroup_cpus": cgroup_cpus, "dra_devices": alloc.dynamic,
+                              "unknown": unknown_devices(alloc, spec)}
+    device_text = "".join(f", {t}" for t in device_parts(alloc.devices, alloc.dynamic))
+    if not alloc.cpus:
+        reason, detail, problem = _why_not(pod, spec, allocatable)
+        shared_numa = frozenset(cpu_numa[c] for c in cgroup_cpus or () if c in cpu_numa)
+        not_pinned = (Problem(NOT_PINNED, f"container {alloc.name}: not pinned: {detail}"),) if problem else ()
+        return ContainerVerdict(pinned=False, exclusive_cpus=frozenset(), cpu_numa=shared_numa, aligned=None,
+                                reason=reason, detail=detail + device_text, problems=not_pinned, **common)
+    cpus = alloc.cpus
+    numa = frozenset(cpu_numa[c] for c in cpus if c in cpu_numa)
+    notes: list[str] = []
+    unknown = sorted(c for c in cpus if c not in cpu_numa)
+    if unknown:
+        notes.append(f"CPUs {format_list(frozenset(unknown))} are on no NUMA node sysfs lists")
+    if request is not None and len(cpus) * 1000 != request:
+        notes.append(f"{len(cpus)} exclusive CPUs for a request of {format_milli(request)}")
+    if cgroup_cpus is not None and cgroup_cpus != cpus:
+        notes.append(f"cgroup cpuset {format_list(cgroup_cpus) or 'empty'} differs from kubelet's assignment "
+                     f"{format_list(cpus)} (kubelet reconciles every cpuManagerReconcilePeriod)")
+    placement = ContainerVerdict(pinned=True, exclusive_cpus=cpus, cpu_numa=numa, aligned=None, reason=None,
+                                 detail="", notes=tuple(notes), **common)
+    all_numa = placement.numa
+    aligned = len(all_numa) == 1
+    where = where_text(cpus, numa, alloc.memory, alloc.devices, alloc.dynamic)
+    if aligned:
+        detail = f"{where}: aligned on NUMA node {nodes_text(all_numa)}"
+        problems: tuple[Problem, ...] = ()
+    else:
+        detail = f"{where}: not on one NUMA node"
+        problems = (Problem(NUMA_MISALIGNED, f"container {alloc.name}: {detail} (NUMA nodes {nodes_text(all_numa)})"
+                            + dra_misaligned(alloc, numa)),)
+    verdict: bool | None = aligned
+    if placement.unknown and len(all_numa) <= 1:
+        verdict, detail = None, f"{where}: NUMA alignment unknown"
+    if placement.unknown:
+        problems += (numa_unknown(alloc.name, where, placement.unknown),)
+    return ContainerVerdict(pinned=True, exclusive_cpus=cpus, cpu_numa=numa, aligned=verdict, reason=None,
+                            detail=detail, notes=tuple(notes), problems=problems, **common)
+
+
+def numa_unknown(container: str, where: str, unknown: tuple[str, ...]) -> Problem:
+    """The NUMAUnknown problem: which devices' NUMA node is unknown, what was looked for, and the way out."""
+    return Problem(NUMA_UNKNOWN, f"container {container}: cannot say whether it is on one NUMA node ({where}): "
+                   f"the NUMA node of {'; '.join(unknown)}. Publish resource.kubernetes.io/numaNode (or pciBusID) "
+                   "in the driver's ResourceSlice, or have the device plugin report TopologyInfo")
+
+
