@@ -294,13 +294,15 @@ def test_an_upgrade_never_runs_two_active_schedulers(cluster: Cluster, api: Api,
             new_proc, new_log = start_scheduler(tmp_path / "new", rendered)  # the rollout's surge: a standby
             time.sleep(3)  # a retry period (2 s) and more: the standby asked for the Lease and was refused
             assert acquired(new_log) is None
-            for name in names:
-                api("POST", f"/api/v1/namespaces/{NAMESPACE}/pods", gpu_pod(name, 1, pool="rollout"))
+            creating = threading.Thread(target=lambda: [api("POST", f"/api/v1/namespaces/{NAMESPACE}/pods",
+                                                            gpu_pod(name, 1, pool="rollout")) for name in names])
+            creating.start()  # the burst goes on while the old Pod is stopped
             waiting.eventually(f"{stop_after} bound", lambda: len(binds(old_log)) >= stop_after, within=120,
                                every=0.05)
             stopped_at = time.time()
             stop_process(old_proc)  # kubelet stops the replaced Pod: SIGTERM
             waiting.eventually("the new Pod leads", lambda: acquired(new_log) is not None, within=60)
+            creating.join(120)
             waiting.eventually("every Pod bound", lambda: sum(bool(p["spec"].get("nodeName")) for p in pods(api))
                                == count, within=180, every=0.5)
             time.sleep(0.5)
