@@ -148,21 +148,27 @@ def chart_extender(cluster: Cluster, rendered: Rendered, folder: Path) -> Iterat
         stop_process(proc)
 
 
-def start_scheduler(folder: Path, rendered: Rendered) -> tuple[subprocess.Popen[bytes], Path]:
+def start_scheduler(folder: Path, rendered: Rendered) -> tuple[subprocess.Popen[bytes], Path, int]:
     """kube-scheduler with the chart's configuration (its serving port on a free loopback port: two run here)."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "config.yaml"
     path.write_text(yaml.safe_dump(rendered.config))
     log = folder / "kube-scheduler.log"
     kubeconfig = rendered.kubeconfig
+    port = free_port()
     proc = subprocess.Popen([binary("kube-scheduler"), f"--config={path}", "--bind-address=127.0.0.1",
-                             f"--secure-port={free_port()}", f"--cert-dir={folder / 'certs'}",
+                             f"--secure-port={port}", f"--cert-dir={folder / 'certs'}",
                              f"--authentication-kubeconfig={kubeconfig}",
                              f"--authorization-kubeconfig={kubeconfig}", "-v=2"],
                             stdout=log.open("wb"), stderr=subprocess.STDOUT)
     wait_until_ready(f"kube-scheduler in {folder.name}", lambda: "Attempting to acquire leader lease"
                      in log.read_text(), proc, log, timeout=60)
-    return proc, log
+    return proc, log, port
+
+
+def ready(port: int) -> bool:
+    """kube-scheduler's ``/readyz`` (the chart's readinessProbe; served without authentication)."""
+    return requests.get(f"https://127.0.0.1:{port}/readyz", verify=False, timeout=5).status_code == 200
 
 
 def args_for(pod: dict[str, Any], nodes: list[str]) -> bytes:
@@ -202,7 +208,7 @@ def test_the_charts_extender_answers_only_the_schedulers_client_certificate(
             print("\nthe extender as the chart configures it:")
             for what, said in seen.items():
                 print(f"  {what}: {said}")
-            proc, scheduler_log = start_scheduler(tmp_path / "scheduler", rendered)
+            proc, scheduler_log, _ = start_scheduler(tmp_path / "scheduler", rendered)
             try:
                 for i in range(2):
                     api("POST", f"/api/v1/namespaces/{NAMESPACE}/pods", gpu_pod(f"chart-{i}", 4, pool="chart"))
@@ -289,11 +295,13 @@ def test_an_upgrade_never_runs_two_active_schedulers(cluster: Cluster, api: Api,
     old_proc = new_proc = None
     try:
         with chart_extender(cluster, rendered, tmp_path), LeaseWatch(api) as lease:
-            old_proc, old_log = start_scheduler(tmp_path / "old", rendered)
+            old_proc, old_log, _ = start_scheduler(tmp_path / "old", rendered)
             waiting.eventually("the old Pod leads", lambda: acquired(old_log) is not None, within=60)
-            new_proc, new_log = start_scheduler(tmp_path / "new", rendered)  # the rollout's surge: a standby
+            new_proc, new_log, new_port = start_scheduler(tmp_path / "new", rendered)  # the rollout's surge
+            # The standby is Ready (or the rollout, maxUnavailable 0, would never stop the old Pod) and not leading.
+            waiting.eventually("the standby ready", functools.partial(ready, new_port), within=60, every=0.5)
             time.sleep(3)  # a retry period (2 s) and more: the standby asked for the Lease and was refused
-            assert acquired(new_log) is None
+            assert acquired(new_log) is None and ready(new_port)
             creating = threading.Thread(target=lambda: [api("POST", f"/api/v1/namespaces/{NAMESPACE}/pods",
                                                             gpu_pod(name, 1, pool="rollout")) for name in names])
             creating.start()  # the burst goes on while the old Pod is stopped
