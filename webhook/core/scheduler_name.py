@@ -27,7 +27,7 @@ from typing import Any
 
 from webhook.core.config import Config
 from webhook.core.demands import demands, dra_use, is_device, may_align
-from webhook.core.dra import DeviceClasses, DraUse
+from webhook.core.dra import DeviceClasses
 from webhook.core.engine import exemption
 from webhook.core.facts import NO_FACTS, Facts
 from webhook.core.mutation import Change
@@ -66,19 +66,20 @@ def alignment_need(pod: PodSpec, config: Config, classes: DeviceClasses | None =
     return ""
 
 
-def dra_devices(use: DraUse) -> str:
-    """The DRA devices a Pod takes, short (an admission warning is cut at 120 characters): ``claim gpu``,
-    ``claims a, b``, ``deviceclass.resource.kubernetes.io/gpu``."""
-    parts = [f"claim{'s' if len(use.claims) > 1 else ''} {', '.join(use.claims)}"] if use.claims else []
-    return ", ".join(parts + sorted(use.resources))
+def dra_devices(claims: tuple[str, ...], resources: Mapping[str, str]) -> str:
+    """The DRA devices a Pod takes (its claims, the extended resources DRA serves it), short (an admission warning
+    is cut at 120 characters): ``claim gpu``, ``claims a, b``, ``deviceclass.resource.kubernetes.io/gpu``."""
+    parts = [f"claim{'s' if len(claims) > 1 else ''} {', '.join(claims)}"] if claims else []
+    return ", ".join(parts + sorted(resources))
 
 
-def dra_kept(wanted: str, use: DraUse, *, own: bool = False) -> str:
+def dra_kept(wanted: str, claims: tuple[str, ...], resources: Mapping[str, str], *, own: bool = False) -> str:
     """Why a Pod with DRA devices is not sent to ``wanted`` (``own``: the user sent it there; the first 120
     characters say it)."""
     lead = f"{wanted} left as set, but" if own else f"{DEFAULT_SCHEDULER} kept, not {wanted}:"
+    devices = dra_devices(claims, resources)
     return (f"qos-guard: {lead} two schedulers can give one DRA device to two claims, as each keeps its in-flight "
-            f"DRA allocations in its own memory, so the Pod's DRA devices ({dra_devices(use)}) are left to the "
+            f"DRA allocations in its own memory, so the Pod's DRA devices ({devices}) are left to the "
             f"scheduler that allocates the rest of their pool; {wanted}'s extender cannot fit DRA devices either "
             "(NodeResourceTopology does not publish them); "
             f"to have the Pod placed on one NUMA node by {wanted}, serve the device with its device plugin")
@@ -97,9 +98,9 @@ def choose(spec: Mapping[str, Any], pod: PodSpec, config: Config, classes: Devic
     use = dra_use(pod, classes)
     if use:
         if current in (None, "", DEFAULT_SCHEDULER):
-            return SchedulerChoice(warnings=(dra_kept(wanted, use),), need=need)
+            return SchedulerChoice(warnings=(dra_kept(wanted, use.claims, use.resources),), need=need)
         if current == wanted:  # the user's own choice (the webhook never sets it on such a Pod): left, warned
-            return SchedulerChoice(warnings=(dra_kept(wanted, use, own=True),), need=need)
+            return SchedulerChoice(warnings=(dra_kept(wanted, use.claims, use.resources, own=True),), need=need)
         return SchedulerChoice(need=need)  # a scheduler of the user's own: theirs to pair with DRA
     if current == wanted:
         return SchedulerChoice(need=need)  # already there (a reinvocation, or the user's own choice)
