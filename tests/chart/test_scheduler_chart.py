@@ -1,6 +1,8 @@
-"""The chart's optional second scheduler: off by default; when on, kube-scheduler at the cluster's version with one
-profile whose extender is ``qos-guard extender`` beside it on loopback, leader election on its own Lease, and RBAC
-as kube-scheduler's own plus what the extender reads."""
+"""The chart's optional second scheduler: off by default; when on, kube-scheduler at the cluster's version (from
+the Kubernetes project's registry unless set) with one profile whose extender is ``qos-guard extender`` beside it,
+called on 127.0.0.1 over TLS with the scheduler's client certificate, leader election always on its own Lease, a
+rollout that starts the standby first, probes on both containers, and RBAC as kube-scheduler's own plus what the
+extender reads."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import yaml
 from tests.chart.conftest import Render, by_kind, one
 from tests.chart.test_chart import KUBE_SCHEMA, NAMESPACE
 
-IMAGE = "--set=scheduler.image.repository=example.invalid/kube-scheduler"
+IMAGE = "--set=scheduler.image.registry=example.invalid"
 
 
 def scheduler_objects(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -29,6 +31,18 @@ def test_the_image_is_kube_scheduler_at_the_clusters_version(render: Render) -> 
                                        "--kube-version", "1.35.2", namespace=NAMESPACE))
     spec = one(objects, "Deployment")["spec"]["template"]["spec"]
     assert spec["containers"][0]["image"] == "registry.invalid/kube-scheduler:v1.35.2"
+
+
+@pytest.mark.parametrize(("version", "tag"), [("1.36.3", "v1.36.3"), ("1.33.4-eks-a737599", "v1.33.4"),
+                                              ("1.35.2-gke.1031000", "v1.35.2"), ("1.37.2+k3s1", "v1.37.2")])
+def test_the_image_pulls_as_rendered_at_the_control_planes_minor(render: Render, version: str, tag: str) -> None:
+    """By default the image is where upstream publishes kube-scheduler (an empty registry pulled from the
+    runtime's default, which has none), tagged with the control plane's version less a vendor's suffix (upstream
+    publishes no ``-eks-`` tags)."""
+    objects = scheduler_objects(render("--set", "scheduler.enabled=true", "--kube-version", version,
+                                       namespace=NAMESPACE))
+    spec = one(objects, "Deployment")["spec"]["template"]["spec"]
+    assert spec["containers"][0]["image"] == f"registry.k8s.io/kube-scheduler:{tag}"
 
 
 @pytest.fixture(scope="module")
@@ -47,21 +61,77 @@ def test_the_profile_and_its_extender(on: list[dict[str, Any]]) -> None:
     assert c["apiVersion"] == "kubescheduler.config.k8s.io/v1" and c["kind"] == "KubeSchedulerConfiguration"
     assert c["profiles"] == [{"schedulerName": "qos-guard-numa"}]
     (ext,) = c["extenders"]
-    assert ext == {"urlPrefix": "http://127.0.0.1:8444", "filterVerb": "filter", "prioritizeVerb": "prioritize",
-                   "bindVerb": "bind", "weight": 5, "nodeCacheCapable": True, "enableHTTPS": False, "httpTimeout": "5s",
+    # Changed deliberately: HTTPS with the scheduler's client certificate (was plain HTTP on loopback).
+    assert ext == {"urlPrefix": "https://127.0.0.1:8444", "filterVerb": "filter", "prioritizeVerb": "prioritize",
+                   "bindVerb": "bind", "weight": 5, "nodeCacheCapable": True, "enableHTTPS": True, "httpTimeout": "5s",
+                   "tlsConfig": {"certFile": "/etc/qos-guard-scheduler-tls/client.crt",
+                                 "keyFile": "/etc/qos-guard-scheduler-tls/client.key",
+                                 "caFile": "/etc/qos-guard-scheduler-tls/ca.crt"},
                    "ignorable": False}
-    assert c["leaderElection"] == {"leaderElect": False, "resourceName": "qos-guard-numa",
+    # Changed deliberately: leader election with one replica too (was only with more than one).
+    assert c["leaderElection"] == {"leaderElect": True, "resourceLock": "leases", "resourceName": "qos-guard-numa",
                                    "resourceNamespace": NAMESPACE}
     spec = one(on, "Deployment")["spec"]["template"]["spec"]
     scheduler, extender = spec["containers"]
     assert scheduler["image"] == "example.invalid/kube-scheduler:v1.36.3"  # the cluster's version
     assert scheduler["command"] == ["kube-scheduler"]
     assert "--config=/etc/qos-guard-scheduler/config.yaml" in scheduler["args"]
-    assert extender["args"][:3] == ["extender", "--plain", "--bind=127.0.0.1:8444"]  # loopback, same Pod
+    assert extender["args"] == ["extender", "--bind=0.0.0.0:8444", "--cert-file=/etc/qos-guard-extender/tls.crt",
+                                "--key-file=/etc/qos-guard-extender/tls.key",
+                                "--client-ca-file=/etc/qos-guard-extender/ca.crt", "--reservation-timeout=120"]
     assert spec["serviceAccountName"] == "qos-guard-scheduler"
     for c in spec["containers"]:
         assert c["securityContext"]["readOnlyRootFilesystem"] is True
         assert c["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+
+
+def test_the_rollout_never_runs_two_active_schedulers(on: list[dict[str, Any]]) -> None:
+    """The new Pod starts beside the old one and waits on the Lease; the old one, stopped, releases it."""
+    deployment = one(on, "Deployment")
+    assert deployment["spec"]["strategy"] == {"type": "RollingUpdate",
+                                              "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
+    assert config(on)["leaderElection"]["leaderElect"] is True
+
+
+def test_both_containers_have_probes_that_need_no_client_certificate(on: list[dict[str, Any]]) -> None:
+    scheduler, extender = one(on, "Deployment")["spec"]["template"]["spec"]["containers"]
+    assert scheduler["livenessProbe"]["httpGet"]["path"] == "/livez"
+    assert scheduler["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    for probe, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
+        assert extender[probe]["httpGet"] == {"path": path, "port": 8444, "scheme": "HTTPS"}
+    assert extender["ports"] == [{"name": "extender", "containerPort": 8444}]
+
+
+def test_the_certificates_are_generated_once_or_taken(on: list[dict[str, Any]], render: Render) -> None:
+    """The extender's serving pair is valid for 127.0.0.1 (where the scheduler calls it) and the scheduler's
+    client pair is signed by the same CA, which the extender trusts for clients."""
+    import base64
+
+    from cryptography import x509
+    from cryptography.x509.oid import ExtendedKeyUsageOID
+
+    (secret,) = [o for o in by_kind(on, "Secret")]
+    assert secret["metadata"]["name"] == "qos-guard-scheduler-tls"
+    data = {k: base64.b64decode(v) for k, v in secret["data"].items()}
+    assert set(data) == {"ca.crt", "tls.crt", "tls.key", "client.crt", "client.key"}
+    ca = x509.load_pem_x509_certificate(data["ca.crt"])
+    server = x509.load_pem_x509_certificate(data["tls.crt"])
+    client = x509.load_pem_x509_certificate(data["client.crt"])
+    sans = server.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert [str(ip) for ip in sans.get_values_for_type(x509.IPAddress)] == ["127.0.0.1"]
+    for cert in (server, client):
+        assert cert.issuer == ca.subject
+        cert.verify_directly_issued_by(ca)
+    usage = client.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
+    assert ExtendedKeyUsageOID.CLIENT_AUTH in usage
+    volumes = {v["name"]: v for v in one(on, "Deployment")["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["client-tls"]["secret"]["secretName"] == volumes["serving-tls"]["secret"]["secretName"] == \
+        "qos-guard-scheduler-tls"
+    own = scheduler_objects(render("--set", "scheduler.enabled=true,scheduler.extender.existingSecret=mine", IMAGE,
+                                   namespace=NAMESPACE))
+    assert not by_kind(own, "Secret")
+    volumes = {v["name"]: v for v in one(own, "Deployment")["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["client-tls"]["secret"]["secretName"] == volumes["serving-tls"]["secret"]["secretName"] == "mine"
 
 
 def test_two_replicas_elect_a_leader(render: Render) -> None:
@@ -96,4 +166,4 @@ def test_rbac_is_kube_schedulers_own_plus_what_the_extender_reads(on: list[dict[
 def test_objects_valid_against_kubernetes_openapi(on: list[dict[str, Any]]) -> None:
     for obj in on:
         kubernetes_validate.validate(obj, KUBE_SCHEMA, strict=True)
-    assert len(on) == 10
+    assert len(on) == 11  # the certificates' Secret added

@@ -5,7 +5,8 @@ harness: Node objects without a kubelet, their NodeResourceTopology objects).
 
 A Pod with exclusive CPUs and a GPU created in an opted-in namespace, without a schedulerName, gets the second
 scheduler's and is bound by it to the one node where it fits one NUMA node; a Pod that needs no alignment keeps
-``default-scheduler`` (and so this scheduler never binds it); a Pod naming its own scheduler keeps it, warned.
+``default-scheduler`` (and so this scheduler never binds it); a Pod naming its own scheduler keeps it, warned; a
+Pod whose device comes from DRA keeps ``default-scheduler`` (one scheduler per device), warned.
 """
 
 from __future__ import annotations
@@ -141,6 +142,22 @@ def test_a_pod_that_needs_one_numa_node_goes_to_the_second_scheduler(
     api("DELETE", f"/api/v1/namespaces/{NAMESPACE}/pods", gracePeriodSeconds="0")
     waiting.eventually("the Pods gone", lambda: not api("GET", f"/api/v1/namespaces/{NAMESPACE}/pods")["items"],
                        within=60, every=0.5)
+
+
+def test_a_pod_with_dra_devices_stays_with_the_default_scheduler(cluster: Cluster, placing: Api) -> None:
+    """One scheduler per device: a Pod with exclusive CPUs and a DRA claim (which needed one NUMA node and was sent
+    to the second scheduler until this was changed) keeps default-scheduler, which allocates the rest of the
+    ResourceSlice pool, and the warning says why."""
+    claimed = pod("claimed", "4", gpu=False)
+    claimed["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "single-gpu"}]
+    claimed["spec"]["containers"][0]["resources"]["claims"] = [{"name": "gpu"}]
+    created = cluster.kubectl("create", "-f", "-", stdin=claimed)
+    assert created.returncode == 0, created.stderr
+    said = [line for line in created.stderr.splitlines() if "qos-guard-numa" in line]
+    assert said == ["Warning: qos-guard: default-scheduler kept, not qos-guard-numa: two schedulers can give one DRA "
+                    "device to two claims, as each..."], created.stderr
+    assert get(placing, "claimed")["spec"]["schedulerName"] == "default-scheduler"
+    placing("DELETE", f"/api/v1/namespaces/{NAMESPACE}/pods/claimed", gracePeriodSeconds="0")
 
 
 def readme_rbac() -> list[dict[str, Any]]:

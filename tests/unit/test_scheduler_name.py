@@ -16,7 +16,7 @@ import yaml
 
 from tests.helpers import admission_review, container, guaranteed, pod
 from webhook.core.config import ConfigError, parse_config
-from webhook.core.scheduler_name import DEFAULT_SCHEDULER, alignment_need, choose_for
+from webhook.core.scheduler_name import DEFAULT_SCHEDULER, SchedulerChoice, alignment_need, choose_for
 from webhook.core.workloads import find_targets
 from webhook.manifests.configfile import load_config
 from webhook.serving.app import create_app
@@ -100,6 +100,62 @@ def test_the_memory_manager_setting_adds_exclusive_cpus_alone() -> None:
     # ... but still not a Pod without exclusive CPUs
     shared = pod(guaranteed(cpu="1500m"))
     assert "patch" not in place(shared, memory)
+
+
+DRA_KEPT = ("qos-guard: default-scheduler kept, not qos-guard-numa: two schedulers can give one DRA device to two "
+            "claims, as each keeps its in-flight DRA allocations in its own memory, so the Pod's DRA devices ({what}) "
+            "are left to the scheduler that allocates the rest of their pool; qos-guard-numa's extender cannot fit "
+            "DRA devices either (NodeResourceTopology does not publish them); to have the Pod placed on one NUMA "
+            "node by qos-guard-numa, serve the device with its device plugin")
+
+
+def test_a_pod_with_dra_devices_stays_with_the_default_scheduler_saying_why() -> None:
+    """One scheduler per device: two kube-schedulers allocating from the same ResourceSlices each keep their
+    in-flight allocations in memory, so the Pod stays with the one that allocates the rest of the pool. (Until
+    this change such a Pod was sent to the second scheduler: tests/fixtures/placement/kept/dra-claim.yaml was a
+    ``set`` fixture.)"""
+    obj = yaml.safe_load((FIXTURES / "kept" / "dra-claim.yaml").read_text())
+    choice = choose_for(obj, CONFIG)
+    assert not choice.changes and choice.need == "exclusive CPUs with DRA claims (gpu)"
+    assert choice.warnings == (DRA_KEPT.format(what="claim gpu"),)
+    assert place(obj)["warnings"] == [DRA_KEPT.format(what="claim gpu")[:116] + "..."]  # cut as every warning is
+    both = yaml.safe_load((FIXTURES / "kept" / "dra-claim-and-device-plugin.yaml").read_text())
+    assert choose_for(both, CONFIG).warnings == (DRA_KEPT.format(what="claim nic"),)
+    unset = copy.deepcopy(obj)
+    del unset["spec"]["schedulerName"]
+    assert "patch" not in place(unset) and not choose_for(unset, CONFIG).changes
+
+
+def test_an_extended_resource_a_deviceclass_maps_to_dra_stays_too() -> None:
+    """With the cluster's DeviceClasses known, an extended resource a class names is DRA's wherever no device
+    plugin serves it: the default scheduler may allocate it from DRA, so the Pod stays there; without them, the
+    same name is a device plugin's and the Pod goes to the second scheduler."""
+    from webhook.core.dra import parse_device_classes
+    from webhook.core.facts import Facts
+    amounts = {"cpu": "4", "memory": "1Gi", "example.com/dra-gpu": "1"}
+    obj = pod(container("app", amounts, dict(amounts)))
+    assert [c.new for c in choose_for(obj, CONFIG).changes] == [SCHEDULER]
+    classes = parse_device_classes([{"metadata": {"name": "gpu.example.com"},
+                                     "spec": {"extendedResourceName": "example.com/dra-gpu"}}])
+    choice = choose_for(obj, CONFIG, Facts(device_classes=classes))
+    assert not choice.changes
+    assert choice.warnings == (DRA_KEPT.format(what="example.com/dra-gpu"),)
+
+
+def test_a_pod_with_dra_devices_that_names_a_scheduler_keeps_it() -> None:
+    """Never overridden: the second scheduler named by the user is left, with the reason it is unsafe; a scheduler
+    of the user's own is theirs to pair with DRA (no claim that it checks anything)."""
+    obj = yaml.safe_load((FIXTURES / "kept" / "dra-claim.yaml").read_text())
+    obj["spec"]["schedulerName"] = SCHEDULER
+    choice = choose_for(obj, CONFIG)
+    assert not choice.changes
+    (warning,) = choice.warnings
+    assert warning.startswith("qos-guard: qos-guard-numa left as set, but two schedulers can give one DRA device "
+                              "to two claims, as each keeps "), warning
+    assert "DRA devices (claim gpu) are left to the scheduler that allocates the rest of their pool" in warning
+    obj["spec"]["schedulerName"] = "gpu-scheduler"
+    assert choose_for(obj, CONFIG) == SchedulerChoice(need="exclusive CPUs with DRA claims (gpu)")
+    assert "patch" not in place(obj) and "warnings" not in place(obj)
 
 
 def test_dra_extended_resources_count_as_devices() -> None:

@@ -148,7 +148,7 @@ def cmd_extender(args: argparse.Namespace) -> ExitCode:
 
     try:
         serve_extender(ExtenderOptions(args.bind, args.plain, args.cert_file, args.key_file, args.kubeconfig,
-                                       args.reservation_timeout))
+                                       args.reservation_timeout, args.client_ca_file))
     except ServeError as exc:
         err(str(exc))
         return ExitCode.USAGE

@@ -163,6 +163,9 @@ def build_parser() -> argparse.ArgumentParser:
     extender.add_argument("--cert-file", help="serving certificate (PEM); the scheduler's tlsConfig.caData names "
                                               "its CA")
     extender.add_argument("--key-file", help="private key of --cert-file (PEM)")
+    extender.add_argument("--client-ca-file", help="CA (PEM) that verifies the scheduler's client certificate "
+                                                   "(its extenders[].tlsConfig certFile); the verbs then answer "
+                                                   "only such clients; required unless --bind is loopback")
     extender.add_argument("--plain", action="store_true",
                           help="plain HTTP, for a scheduler on the same host: --bind must be loopback")
     extender.add_argument("--kubeconfig", help="where to watch NodeResourceTopology objects and bound Pods "

@@ -7,6 +7,13 @@ a whole CPU request) and the Pod also takes devices (a device plugin's extended 
 DRA-served extended resource), so that ``single-numa-node`` must find CPUs and devices on one NUMA node; with
 ``placement.memoryManager`` (nodes with the Memory Manager ``Static``), exclusive CPUs alone, for their memory.
 
+One scheduler per device: a Pod that takes devices through DRA (``spec.resourceClaims``, or an extended resource
+DRA serves) stays with the scheduler that allocates the rest of the pool (the default scheduler), with a warning
+saying why. Each kube-scheduler keeps the DRA allocations it has decided but not yet written to the claims in its
+own memory (the DRA plugin's assume cache), so two schedulers allocating from the same ResourceSlices can give
+one device to two claims; and the extender fits only what NodeResourceTopology publishes, which has no DRA
+devices (kubelet does not align them either: ``webhook.core.dra``).
+
 Pure: the decision and the recorded ``Change`` (the patch is built from it as ``webhook.core.mutation`` builds
 its own). A ``schedulerName`` the user set to anything but ``default-scheduler`` is never overridden (a warning
 says so), and a Pod with ``spec.nodeName`` never meets a scheduler, so it keeps what it has.
@@ -59,6 +66,25 @@ def alignment_need(pod: PodSpec, config: Config, classes: DeviceClasses | None =
     return ""
 
 
+def dra_devices(claims: tuple[str, ...], resources: Mapping[str, str]) -> str:
+    """The DRA devices a Pod takes (its claims, the extended resources DRA serves it), short (an admission warning
+    is cut at 120 characters): ``claim gpu``, ``claims a, b``, ``deviceclass.resource.kubernetes.io/gpu``."""
+    parts = [f"claim{'s' if len(claims) > 1 else ''} {', '.join(claims)}"] if claims else []
+    return ", ".join(parts + sorted(resources))
+
+
+def dra_kept(wanted: str, claims: tuple[str, ...], resources: Mapping[str, str], *, own: bool = False) -> str:
+    """Why a Pod with DRA devices is not sent to ``wanted`` (``own``: the user sent it there; the first 120
+    characters say it)."""
+    lead = f"{wanted} left as set, but" if own else f"{DEFAULT_SCHEDULER} kept, not {wanted}:"
+    devices = dra_devices(claims, resources)
+    return (f"qos-guard: {lead} two schedulers can give one DRA device to two claims, as each keeps its in-flight "
+            f"DRA allocations in its own memory, so the Pod's DRA devices ({devices}) are left to the "
+            f"scheduler that allocates the rest of their pool; {wanted}'s extender cannot fit DRA devices either "
+            "(NodeResourceTopology does not publish them); "
+            f"to have the Pod placed on one NUMA node by {wanted}, serve the device with its device plugin")
+
+
 def choose(spec: Mapping[str, Any], pod: PodSpec, config: Config, classes: DeviceClasses | None = None
            ) -> SchedulerChoice:
     """The change to ``spec.schedulerName`` of the pod spec ``spec`` (``pod`` built from it), if any."""
@@ -69,6 +95,13 @@ def choose(spec: Mapping[str, Any], pod: PodSpec, config: Config, classes: Devic
     if not need:
         return NOTHING
     current = spec.get("schedulerName")
+    use = dra_use(pod, classes)
+    if use:
+        if current in (None, "", DEFAULT_SCHEDULER):
+            return SchedulerChoice(warnings=(dra_kept(wanted, use.claims, use.resources),), need=need)
+        if current == wanted:  # the user's own choice (the webhook never sets it on such a Pod): left, warned
+            return SchedulerChoice(warnings=(dra_kept(wanted, use.claims, use.resources, own=True),), need=need)
+        return SchedulerChoice(need=need)  # a scheduler of the user's own: theirs to pair with DRA
     if current == wanted:
         return SchedulerChoice(need=need)  # already there (a reinvocation, or the user's own choice)
     path = (*pod.path, "schedulerName")
@@ -93,4 +126,5 @@ def choose_for(obj: Any, config: Config, facts: Facts = NO_FACTS, *, namespace: 
     return NOTHING
 
 
-__all__ = ["DEFAULT_SCHEDULER", "NOTHING", "SchedulerChoice", "alignment_need", "choose", "choose_for"]
+__all__ = ["DEFAULT_SCHEDULER", "NOTHING", "SchedulerChoice", "alignment_need", "choose", "choose_for", "dra_devices",
+           "dra_kept"]

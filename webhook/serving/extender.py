@@ -2,6 +2,16 @@
 ``bindVerb: bind``, ``nodeCacheCapable: true``) served by gunicorn with the webhook's worker (deadlines, TLS
 reloaded from disk), or over plain HTTP on loopback (``--plain``).
 
+Who may call it: the verbs change what the extender holds (the Pods a filter kept nodes for are waited for), so
+they answer only a client that sent a certificate ``--client-ca-file`` verifies (kube-scheduler's
+``extenders[].tlsConfig`` ``certFile``/``keyFile``), or, without a client CA, only on a loopback ``--bind``; other
+requests get 403 naming the way out. ``GET /healthz`` and ``GET /readyz`` answer anyone (kubelet's probes send
+no certificate): 200 while the worker is up, unless the app serves a ``/readyz`` of its own.
+
+Every body is judged in the worker's hub (``HubWorker``), large ones too: the watches are greenlets of the same
+worker that change the stores between calls, and a call judged in an OS thread (as the webhook's worker judges
+bodies over 64 KiB, which a filter over a few thousand node names is) would read them while they change.
+
 One worker: the reservations (Pods bound since their node's NRT last changed, ``webhook.extender.view``) live in
 its memory, and every call must see the same ones. The worker watches NodeResourceTopology objects and bound Pods
 (``spec.nodeName!=``) through the API server (``webhook.cluster.watch``'s reflectors), each event applied to the
@@ -68,6 +78,7 @@ STARTING = 60.0  # seconds after the start while an unlisted view answers filter
 VIEW_HEADER = "X-Qos-Guard-View"
 SAYS = {"stale": "judged on what was last seen", "starting": "not judged, retry",
         "partial": "every node kept", "complete": ""}
+HUB_WORKER = "webhook.serving.worker.HubWorker"  # every body judged in the hub: see the module docstring
 
 __all__ = ["ExtenderCache", "View", "create_extender_app"]
 
@@ -582,6 +593,8 @@ class ApiBinder:
             return f"binding {namespace}/{name} to {node}: HTTP {response.status} {message}".strip()
         except ClusterError as exc:
             return f"binding {namespace}/{name} to {node}: {exc}"
+PROBES = frozenset({"/healthz", "/readyz"})
+LOOPBACK = ("127.0.0.1", "::1", "localhost")
 
 
 @dataclass(frozen=True)
@@ -592,17 +605,57 @@ class ExtenderOptions:
     key_file: str | None = None
     kubeconfig: str | None = None
     reservation_timeout: float = RESERVATION_TIMEOUT
+    client_ca_file: str | None = None  # verifies the scheduler's client certificate; the verbs then need one
+
+
+def guarded(app: Callable[..., Any], client_auth: bool, own_readyz: bool) -> Callable[..., Any]:
+    """WSGI middleware: ``GET /readyz`` answers 200 (unless ``own_readyz``: the app serves it), and with
+    ``client_auth`` every other path but the probes answers 403 to a client without a verified certificate."""
+    from webhook.serving.tls import PEER_VERIFIED
+
+    refusal = json.dumps({"error": "client certificate required", "reason": (
+        "the extender's verbs answer only a client certificate --client-ca-file verifies: give the scheduler's "
+        "extenders[].tlsConfig a certFile and keyFile that CA signed")}).encode()
+
+    def wrapped(environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        path, method = environ.get("PATH_INFO"), environ.get("REQUEST_METHOD")
+        if path in PROBES and method in ("GET", "HEAD"):
+            if path == "/readyz" and not own_readyz:
+                start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", "3")])
+                return [b"ok\n"]
+            return app(environ, start_response)
+        if client_auth and environ.get(PEER_VERIFIED) is not True:
+            start_response("403 Forbidden", [("Content-Type", "application/json"),
+                                              ("Content-Length", str(len(refusal)))])
+            return [refusal]
+        return app(environ, start_response)
+
+    return wrapped
 
 
 def check_options(opts: ExtenderOptions) -> None:
     """What is wrong before anything listens: exit 2 with the flag named."""
     host, _ = split_bind(opts.bind)
-    if opts.plain and host not in ("127.0.0.1", "::1", "localhost"):
+    if opts.plain and host not in LOOPBACK:
         raise ServeError(f"--plain serves without TLS: bind it to loopback (127.0.0.1), not {host}; or drop "
                          "--plain and give --cert-file and --key-file")
     if not opts.plain and not (opts.cert_file and opts.key_file):
         raise ServeError("--cert-file and --key-file are required (the scheduler's tlsConfig.caData names their "
                          "CA), or --plain on loopback")
+    if opts.client_ca_file and opts.plain:
+        raise ServeError("--client-ca-file verifies client certificates over TLS: drop --plain and give "
+                         "--cert-file and --key-file, or drop --client-ca-file (--plain answers loopback only)")
+    if not opts.client_ca_file and host not in LOOPBACK:
+        raise ServeError(f"--bind {opts.bind}: filter would answer any client that reaches {host}; give "
+                         "--client-ca-file (the CA of the scheduler's extenders[].tlsConfig certFile) so that only "
+                         "the scheduler is answered, or bind to loopback (127.0.0.1) beside it")
+    if opts.client_ca_file:
+        import ssl
+
+        try:
+            ssl.create_default_context(cafile=opts.client_ca_file)
+        except (OSError, ValueError, ssl.SSLError) as exc:
+            raise ServeError(f"cannot use --client-ca-file {opts.client_ca_file}: {exc}") from None
     if opts.reservation_timeout <= 0:
         raise ServeError(f"--reservation-timeout {opts.reservation_timeout}: must be over 0 seconds")
     from webhook.cluster.kubeconfig import unusable  # imports no Kubernetes client: the workers import it first
@@ -627,14 +680,16 @@ def worker_app(opts: ExtenderOptions) -> Any:
 
     cache = ExtenderCache(ApiTransport(opts.kubeconfig), opts.reservation_timeout, ApiBinder(opts.kubeconfig))
     cache.start()
-    return probe_route(create_extender_app(cache.view, cache=cache))
+    app = create_extender_app(cache.view, cache=cache)
+    own_readyz = any(rule.rule == "/readyz" for rule in app.url_map.iter_rules())
+    return probe_route(guarded(app, client_auth=bool(opts.client_ca_file), own_readyz=own_readyz))
 
 
 def serve_extender(opts: ExtenderOptions) -> int:
     """Run until SIGTERM (gunicorn's graceful stop)."""
     interpreter.configure(batch=False)  # once, before the worker forks: it inherits it
     check_options(opts)
-    from webhook.serving.server import WORKER, _Gunicorn
+    from webhook.serving.server import _Gunicorn
     from webhook.serving.worker import hold_stop_signals_across_fork
 
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
@@ -643,17 +698,23 @@ def serve_extender(opts: ExtenderOptions) -> int:
     # anyway, with the server's address: three lines per attempt said nothing more.
     logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
     options: dict[str, Any] = {
-        "bind": [opts.bind], "workers": 1, "worker_class": WORKER, "worker_connections": 1000,
+        "bind": [opts.bind], "workers": 1, "worker_class": HUB_WORKER, "worker_connections": 1000,
         "keepalive": 75, "graceful_timeout": 10, "timeout": 30, "accesslog": None, "errorlog": "-",
         "loglevel": "warning", "proc_name": "qos-guard-extender",
         "when_ready": lambda server: print(f"qos-guard extender: serving {'http' if opts.plain else 'https'}://"
                                            f"{opts.bind} (filter, prioritize, bind)", file=sys.stderr, flush=True),
+                                           f"{opts.bind} (filter, prioritize; "
+                                           f"{'client certificates required' if opts.client_ca_file else 'loopback'})",
+                                           file=sys.stderr, flush=True),
     }
     if not opts.plain:
         from webhook.serving.tls import ReloadingContext
 
         options.update(certfile=opts.cert_file, keyfile=opts.key_file,
-                       ssl_context=ReloadingContext(opts.cert_file or "", opts.key_file or ""))
+                       ssl_context=ReloadingContext(opts.cert_file or "", opts.key_file or "",
+                                                    client_ca=opts.client_ca_file))
+        if opts.client_ca_file:
+            options["ca_certs"] = opts.client_ca_file
     hold_stop_signals_across_fork()
     _Gunicorn(options, lambda: worker_app(opts)).run()
     return 0

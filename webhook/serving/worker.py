@@ -17,7 +17,7 @@ Requests are judged in the hub (one at a time: no thread hand-off, the fast path
 ``OFFLOAD_BODY`` with a Content-Length, which are read here and judged in one OS thread per worker, one at a time
 per replica (``LargeSlot``), and the memory they took is given back afterwards (``give_back_memory``): judging a
 3 MiB Pod of tens of thousands of containers takes ~100 MiB, and the chart's memory limit is 256Mi for the
-master and its worker (docs/reliability.md, "Memory per request").
+master and its worker (docs/reliability.md, "Memory per request"). ``HubWorker`` (the extender's) offloads none.
 
 Connections per worker are bounded by gunicorn's ``worker_connections`` (the gevent pool); over it, new
 connections wait in the listen backlog. Only HTTP/1.1 is served (the API server speaks it to webhooks).
@@ -51,7 +51,7 @@ from gunicorn.http import wsgi
 from gunicorn.workers.ggevent import GeventWorker
 
 from webhook.serving.body import BUDGET, BUFFERED, MAX_BODY, BadBody, BodyBudget, read_into
-from webhook.serving.tls import ReloadingContext
+from webhook.serving.tls import PEER_VERIFIED, ReloadingContext
 
 REQUEST_DEADLINE = 10.0
 # A body over this is judged in the worker's one offload thread (an OS thread: the GIL hands the hub the CPU
@@ -148,12 +148,15 @@ class GuardedWorker(GeventWorker):  # type: ignore[misc]
     disk) and a deadline per request; see the module docstring."""
 
     request_deadline = REQUEST_DEADLINE
+    offload_body: int | None = OFFLOAD_BODY  # None: every body is judged in the hub (``HubWorker``)
     alive: bool
 
     def init_process(self) -> None:
         # The first context is built on the first connection, after gevent patched ssl (in
         # super().init_process): so it is gevent's.
-        self.tls = ReloadingContext(self.cfg.certfile, self.cfg.keyfile) if self.cfg.is_ssl else None
+        # gunicorn's ca_certs: the CA that verifies client certificates (the extender's --client-ca-file).
+        self.tls = ReloadingContext(self.cfg.certfile, self.cfg.keyfile, client_ca=self.cfg.ca_certs or None) \
+            if self.cfg.is_ssl else None
         self.offload = ThreadPool(1)
         self.budget = BodyBudget()  # large bodies being read by this worker, bounded together
         self.large = _large_slot()  # large bodies being judged by the replica: one at a time
@@ -220,9 +223,11 @@ class GuardedWorker(GeventWorker):  # type: ignore[misc]
         if not self.alive or not self.cfg.keepalive:
             resp.force_close()
         environ[BUDGET] = self.budget
+        peer = getattr(client, "getpeercert", None)
+        environ[PEER_VERIFIED] = bool(peer()) if peer is not None else False  # None: no certificate sent
         length = str(environ.get("CONTENT_LENGTH") or "")
         size = int(length) if length.isdigit() else 0
-        if OFFLOAD_BODY < size <= MAX_BODY and self.budget.reserve(size):
+        if self.offload_body is not None and self.offload_body < size <= MAX_BODY and self.budget.reserve(size):
             try:  # read here, judge in the worker's thread: the hub keeps serving small requests meanwhile
                 try:
                     environ[BUFFERED] = read_into(environ["wsgi.input"], size)  # held once, not in pieces
@@ -295,3 +300,13 @@ class GuardedWorker(GeventWorker):  # type: ignore[misc]
             self.handle_error(req, client, addr, exc)
         finally:
             util.close(client)
+
+
+class HubWorker(GuardedWorker):
+    """``GuardedWorker`` that judges every body in the hub, large ones too: for an app whose state greenlets of
+    the same worker change (the extender's watches update its stores between calls), so that no call is judged
+    in an OS thread while they change it. The hub runs one greenlet at a time and judging does not yield, so a
+    call sees its view whole; the cost is that a large body holds the worker's other requests while it is judged
+    (the extender's one client, kube-scheduler, schedules one Pod at a time)."""
+
+    offload_body = None
