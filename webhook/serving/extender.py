@@ -702,8 +702,7 @@ def serve_extender(opts: ExtenderOptions) -> int:
         "keepalive": 75, "graceful_timeout": 10, "timeout": 30, "accesslog": None, "errorlog": "-",
         "loglevel": "warning", "proc_name": "qos-guard-extender",
         "when_ready": lambda server: print(f"qos-guard extender: serving {'http' if opts.plain else 'https'}://"
-                                           f"{opts.bind} (filter, prioritize, bind)", file=sys.stderr, flush=True),
-                                           f"{opts.bind} (filter, prioritize; "
+                                           f"{opts.bind} (filter, prioritize, bind; "
                                            f"{'client certificates required' if opts.client_ca_file else 'loopback'})",
                                            file=sys.stderr, flush=True),
     }
