@@ -183,7 +183,7 @@ func admitOnMachine(c TopologyCase) (ans TopologyAnswer, err error) {
 	}
 	ans.QOSClass = string(p.Status.QOSClass)
 	thePod = p
-	result := tm.Admit(context.Background(), &lifecycle.PodAdmitAttributes{Pod: p})
+	result := tm.Admit(context.Background(), &lifecycle.PodAdmitAttributes{Pod: p, Operation: lifecycle.AddOperation})
 	ans.Admitted, ans.Reason, ans.Message = result.Admit, result.Reason, result.Message
 	ans.Placement = map[string]Placement{}
 	for _, ctr := range append(append([]v1.Container{}, p.Spec.InitContainers...), p.Spec.Containers...) {

@@ -22,7 +22,9 @@ from webhook.batch.runner import fix_paths
 from webhook.batch.unified import apply_edits, unified_diff
 from webhook.core.config import parse_config
 
-ROUND_UP = "mutation: {cpuRounding: up}\n"
+# Judged at 1.36, where whole.json's empty pod-level block makes the Pod BestEffort and fix removes it (from 1.37
+# the block no longer decides and there would be nothing to change in that file).
+ROUND_UP = "mutation: {cpuRounding: up}\nkubernetesVersion: '1.36'\n"
 POD = """apiVersion: v1
 kind: Pod
 metadata:

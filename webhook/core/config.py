@@ -113,7 +113,13 @@ class KubeVersion(Kind):
             raise ConfigError(f"{key}: {exc}") from None
 
     def text(self, value: Any) -> str:
-        return "" if value is None else str(value)
+        """The minor (``1.37``) in the policies' parameters; unset: the newest (the chart writes the cluster's)."""
+        return str(DEFAULT_KUBE.minor if value is None else value)
+
+    def cel(self, text: str) -> str:
+        """The minor number (37): what the policies compare, as the engine reads ``kube.pod_level_qos_needs_set``
+        and ``kube.keeps_declared_qos``."""
+        return f"int({text}.split('.')[1])"
 
     def document(self, value: Any) -> Any:
         return None if value is None else str(value)
@@ -165,7 +171,8 @@ KUBERNETES_VERSION = Setting(
     f"the Kubernetes minor whose semantics judge (one of {', '.join(map(str, SUPPORTED))}): QoS class, defaulting "
     "and pod-level resources differ between minors (docs/contract.md#kubernetes-versions). null: the API server's "
     f"own (/version) where qos-guard reads the cluster, else {DEFAULT_KUBE.minor}, the newest; "
-    "--kubernetes-version wins over it", param=False)
+    "--kubernetes-version wins over it; the admission policies read it too (the chart writes the cluster's own minor "
+    "when it is null)")
 RUNTIME_CLASSES = Setting("runtimeClassNames", Names(), frozenset(),
                           "Pods with one of these runtimeClassName are never judged (e.g. VM-isolated kata)")
 

@@ -88,6 +88,9 @@ def helm(kind: Kind, ref: str, default: Any) -> str:
         return f'ternary "{other}" "{kind.text(default)}" (eq (toString {ref}) "{other}") | quote'
     if isinstance(kind, Count):
         return f"{ref} | default {default} | toString | quote"
+    if isinstance(kind, KubeVersion):  # unset: the cluster's own minor, as the API server it installs into says
+        return (f'{ref} | default (printf "%s.%s" $.Capabilities.KubeVersion.Major '
+                f'($.Capabilities.KubeVersion.Minor | trimSuffix "+")) | toString | quote')
     return f"{ref} | default {json.dumps(kind.text(default))} | quote"
 
 

@@ -20,7 +20,7 @@ quantities rounded up to milli); templates are not, so ``f.eff`` copies a missin
 
 from __future__ import annotations
 
-from webhook.core.config import CPU_ROUNDING, FRACTIONAL, SCHEMA, SET_LIMITS
+from webhook.core.config import CPU_ROUNDING, FRACTIONAL, KUBERNETES_VERSION, SCHEMA, SET_LIMITS
 from webhook.core.rules.base import cel_string
 from webhook.core.rules.sidecars import MESH_PROXIES
 from webhook.core.settings import Setting
@@ -49,16 +49,23 @@ def cel_map(fields: dict[str, str]) -> str:
     return "{" + ", ".join(f"'{k}': dyn({v})" for k, v in fields.items()) + "}"
 
 
+def _level(t: str) -> str:
+    """``IsPodLevelResourcesSet``: the pod-level block of template ``t`` names cpu, memory or hugepages."""
+    lim, req = f"{t}.spec.?resources.?limits.orValue({{}})", f"{t}.spec.?resources.?requests.orValue({{}})"
+    return (f"({lim}.exists(r, r in ['cpu', 'memory'] || r.startsWith('hugepages-')) || "
+            f"{req}.exists(r, r in ['cpu', 'memory'] || r.startsWith('hugepages-')))")
+
+
 def _pod_fields(t: str) -> dict[str, str]:
     lim, req = f"{t}.spec.?resources.?limits.orValue({{}})", f"{t}.spec.?resources.?requests.orValue({{}})"
     return {
-        # ComputePodQOS: once spec.resources is there at all (even {}), the pod-level block alone decides the class.
-        "qos": f"has({t}.spec.resources)",
+        # ComputePodQOS: up to 1.36 once spec.resources is there at all (even {}), the pod-level block alone decides
+        # the class; from 1.37 only when it sets a supported resource (``PodSpec.pod_level_decides``).
+        "qos": f"(has({t}.spec.resources) && ({setting(KUBERNETES_VERSION)} < 37 || {_level(t)}))",
         # Nothing at all in it (``resources: {}``): the mutation removes such a block, as the engine's does.
         "empty": f"size({lim}) == 0 && size({req}) == 0",
         # IsPodLevelResourcesSet: what makes kubelet's CPU and Memory Managers skip it.
-        "level": f"({lim}.exists(r, r in ['cpu', 'memory'] || r.startsWith('hugepages-')) || "
-                 f"{req}.exists(r, r in ['cpu', 'memory'] || r.startsWith('hugepages-')))",
+        "level": _level(t),
     }
 
 

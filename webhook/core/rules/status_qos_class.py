@@ -1,11 +1,12 @@
-"""``status-qos-class``: on create the API server keeps a client-supplied ``status.qosClass``
+"""``status-qos-class``: on create the API server keeps a client-supplied ``status.qosClass`` up to 1.36
 (``GetPodQOS`` in the pod strategy's ``PrepareForCreate``, pkg/registry/core/pod/strategy.go), so a
 Guaranteed spec carrying ``status.qosClass: Burstable`` (a copy of ``kubectl get -o yaml``) is stored
-Burstable and never pinned. A spec that is not Guaranteed is reported by the other rules instead."""
+Burstable and never pinned; from 1.37 it resets the status first, and the manifest's class is never
+``declared_qos``. A spec that is not Guaranteed is reported by the other rules instead."""
 
 from __future__ import annotations
 
-from webhook.core.config import Policy
+from webhook.core.config import KUBERNETES_VERSION, Policy
 from webhook.core.facts import Facts
 from webhook.core.podspec import GUARANTEED, PodSpec, qos_class
 from webhook.core.rules import cel, limits_missing, requests_not_equal_limits
@@ -31,7 +32,9 @@ def to_cel(mutated: bool) -> str:
     guaranteed = " + ".join(f"size(variables.{cel.variable(r.RULE_ID)})"
                             for r in (limits_missing, requests_not_equal_limits)) + " == 0"
     declared = "object.?status.?qosClass.orValue('" + GUARANTEED + "')"
-    return cel.when(RULE_ID, f"request.kind.group == '' && request.kind.kind == '{POD}' && "
+    # From 1.37 PrepareForCreate resets the status first (``Semantics.keeps_declared_qos``).
+    return cel.when(RULE_ID, f"{cel.setting(KUBERNETES_VERSION)} < 37 && "
+                             f"request.kind.group == '' && request.kind.kind == '{POD}' && "
                              f"request.operation == 'CREATE' && {declared} != '{GUARANTEED}' && {guaranteed}",
                     KEPT.cel(declared="object.status.qosClass"))
 
