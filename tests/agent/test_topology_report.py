@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.agent.fakes import Kubelet, container, serve, topology
-from webhook.cluster.client import ClusterError
+from webhook.cluster.client import ClusterError, Reply
 from webhook.core.numatopology import parse_nrt
 from webhook.extender.fingerprint import ATTRIBUTE, fingerprint
 from webhook.extender.placement import BoundPod, read_nrt, reflected
@@ -140,6 +140,11 @@ class API:
         self.applied: list[str] = []
         self.apply_status = apply_status
 
+    def request(self, method: str, path: str, query: list[tuple[str, str]], body: Any,
+                content_type: str | None) -> Reply:
+        """``Lister.request``: ``send``'s answer (no Retry-After)."""
+        return Reply(*self.send(method, path, query, body, content_type))
+
     def send(self, method: str, path: str, query: list[tuple[str, str]], body: Any,
              content_type: str | None) -> tuple[int, dict[str, Any]]:
         if method == "GET":
@@ -186,7 +191,7 @@ def test_publisher_errors_are_named_and_logged_once(tmp_path: Path) -> None:
     try:
         publisher = TopologyPublisher(API(403), "n1", socket, root, print,  # type: ignore[arg-type]
                                       policy="none", scope="container")
-        with PodResourcesClient(socket) as kubelet, pytest.raises(ClusterError, match="grant create, get, update"):
+        with PodResourcesClient(socket) as kubelet, pytest.raises(ClusterError, match="grant create and patch"):
             publisher.step(kubelet, 0.0)
     finally:
         server.stop(None)
