@@ -396,6 +396,10 @@ def test_kubelets_configz_on_its_own_port_with_the_token(tmp_path: Path) -> None
         unauthorized = KubeletConfigz("127.0.0.1", port.port, token=token, ca=port.pki.ca).read()
         assert isinstance(unauthorized, str) and "did not accept the ServiceAccount token (HTTP 401)" in unauthorized
         assert "agent.topologyManagerPolicy" in unauthorized
+        # Outside a Pod (no token file): asked anonymously, and said so when refused.
+        anonymous = KubeletConfigz("127.0.0.1", port.port, token=tmp_path / "none", ca=port.pki.ca).read()
+        assert isinstance(anonymous, str) and "an anonymous request (no token at" in anonymous
+        assert port.seen[-1] == "/configz None"
     finally:
         port.close()
     closed = KubeletConfigz("127.0.0.1", port.port, token=token).read()

@@ -115,7 +115,10 @@ def setup(node: Node) -> Iterator[Setup]:
         agent = subprocess.Popen([sys.executable, "-m", "webhook.cli", "agent", "--node", NODE_NAME,
                                   "--pod-resources-socket", str(node.pod_resources_socket), "--sys-root",
                                   str(sys_root), "--kubeconfig", str(c.kubeconfig), "--interval", "2",
-                                  "--metrics-bind", f"127.0.0.1:{port}", "--no-events", "--publish-topology"],
+                                  "--metrics-bind", f"127.0.0.1:{port}", "--no-events", "--publish-topology",
+                                  # configz from the kubelet's own port (this kubelet: anonymous, AlwaysAllow)
+                                  "--kubelet-address", "127.0.0.1", "--kubelet-port",
+                                  str(node.kubelet.config["port"])],
                                  stdout=log.open("wb"), stderr=subprocess.STDOUT, env=c.env)
         stack.callback(c.kubectl, "delete", "--raw", NRT)
         stack.callback(stop_process, agent)

@@ -153,7 +153,8 @@ def _host(address: str) -> str:
 
 class KubeletConfigz:
     """The agent's own kubelet's ``/configz`` on its authenticated port (``https://ADDRESS:10250/configz``), with
-    the agent's ServiceAccount token (read again for each request: kubelet rotates it). kubelet authenticates the
+    the agent's ServiceAccount token (read again for each request: kubelet rotates it; none outside a Pod, where the
+    request is anonymous). kubelet authenticates the
     token (TokenReview: ``authentication.webhook.enabled``) and authorizes ``get`` on ``nodes/configz``
     (SubjectAccessReview: ``authorization.mode: Webhook``).
 
@@ -172,22 +173,26 @@ class KubeletConfigz:
 
     def read(self) -> KubeletPinning | str:
         """kubelet's pinning settings, or why they cannot be had, with the way out."""
+        headers: dict[str, str] = {}
         try:
-            token = self._token.read_text().strip()
+            headers["Authorization"] = f"Bearer {self._token.read_text().strip()}"
+        except FileNotFoundError:
+            pass  # not in a Pod (a host process): asked anonymously, which a kubelet allows only if told to
         except OSError as exc:
-            return f"no ServiceAccount token to show kubelet ({exc}); {GIVE_SETTINGS}"
+            return f"cannot read the ServiceAccount token to show kubelet ({exc}); {GIVE_SETTINGS}"
         try:
             with warnings.catch_warnings():  # unverified only without ca, as said above: no warning per read
                 warnings.simplefilter("ignore", urllib3.exceptions.InsecureRequestWarning)
-                reply = self._pool.request("GET", self.url, headers={"Authorization": f"Bearer {token}"},
+                reply = self._pool.request("GET", self.url, headers=headers,
                                            timeout=self._timeout, preload_content=False, redirect=False)
             body = reply.read(MAX_CONFIGZ_BYTES + 1)
             reply.release_conn()
         except (OSError, urllib3.exceptions.HTTPError) as exc:
             return f"cannot reach kubelet at {self.url}: {exc}; {GIVE_SETTINGS}"
         if reply.status == 401:
-            return (f"kubelet at {self.url} did not accept the ServiceAccount token (HTTP 401): its "
-                    f"authentication.webhook.enabled is off; {GIVE_SETTINGS}")
+            who = "the ServiceAccount token" if headers else f"an anonymous request (no token at {self._token})"
+            return (f"kubelet at {self.url} did not accept {who} (HTTP 401): its authentication.webhook.enabled is "
+                    f"off, or the token is not the agent's; {GIVE_SETTINGS}")
         if reply.status == 403:
             return (f"kubelet at {self.url} refused (HTTP 403: {_message(body)[:200]}): it needs get on "
                     "nodes/configz (the chart grants it) and kubelet's fine-grained authorization "
