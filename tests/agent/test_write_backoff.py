@@ -134,7 +134,7 @@ def test_the_publisher_backs_off_while_the_api_server_fails(kubelet_socket: Path
     assert api.applied, logged
     outage = [line for line in logged if "HTTP 500" in line]
     assert len(outage) == 1 and "retried with backoff" in outage[0], logged
-    assert sum("published again" in line for line in logged) == 1, logged
+    assert sum("working again" in line for line in logged) == 1, logged
     assert publisher.age() < 1.5  # the metric's value once it worked
 
 

@@ -177,13 +177,18 @@ class TopologyPublisher:
         kubelet: PodResourcesClient | None = None
         while not stop.is_set():
             started = self._clock()
+            if not self.api_backoff.ready(started):  # an earlier failed request's wait is not over
+                stop.wait(self.api_backoff.wait(started))
+                continue
             try:
                 if kubelet is None:
                     kubelet = PodResourcesClient(self._socket)
                 self.step(kubelet, started)
                 self.local_backoff.succeeded()
+                self.api_backoff.succeeded()  # every request the look made was answered as asked
                 if self._cause.cleared():
-                    self._log(f"NodeResourceTopology {self._node}: published again")
+                    self._log(f"NodeResourceTopology {self._node}: working again (kubelet and the API server "
+                              "answer as asked)")
             except Exception as exc:  # the thread must outlive any failure: logged and retried
                 if isinstance(exc, PodResourcesError) and kubelet is not None:
                     kubelet.__exit__()
