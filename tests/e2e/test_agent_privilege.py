@@ -13,9 +13,11 @@ owned by the new one. What the API server said is printed in the summary."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import subprocess
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -68,14 +70,29 @@ def kubeconfig_with(cluster: Cluster, token: str, path: Path) -> Path:
     return path
 
 
-@pytest.fixture(scope="module")
-def agent(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Path]]:
-    """The chart's agent objects applied; kubeconfigs with the agent's token as kubelet makes it (bound to a Pod
-    on OWN) and with a token of the same account bound to nothing (no node name)."""
+@dataclass(frozen=True)
+class Agent:
+    """The chart's agent objects of one release, and kubeconfigs with its tokens."""
+
+    release: str
+    namespace: str
+    bound: Path  # the token as kubelet makes it for the agent's Pod on ``own``
+    unbound: Path  # a token of the same account bound to nothing: no node name
+
+    @property
+    def account(self) -> str:
+        return f"{self.release}-qos-guard-agent"
+
+
+@contextlib.contextmanager
+def installed_agent(cluster: Cluster, folder: Path, release: str, namespace: str, own: str,
+                    other: str) -> Iterator[Agent]:
+    """The NRT CRD, the chart's agent objects (``helm template`` with ``agent.publishTopology``), Nodes ``own`` and
+    ``other``, a Pod of the agent's account bound to ``own``, and its tokens; removed on exit."""
     cluster.kubectl("apply", "--server-side", "-f", str(NRT_CRD), check=True)
     cluster.kubectl("wait", "--for=condition=Established", "crd/noderesourcetopologies.topology.node.k8s.io",
                     "--timeout=60s", check=True)
-    proc = subprocess.run([binary("helm"), "template", RELEASE, str(CHART), "--namespace", NAMESPACE, "--set",
+    proc = subprocess.run([binary("helm"), "template", release, str(CHART), "--namespace", namespace, "--set",
                            "agent.enabled=true,agent.publishTopology=true", "--show-only", "templates/agent.yaml"],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
@@ -83,33 +100,41 @@ def agent(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterato
               "ValidatingAdmissionPolicyBinding")
     objects = [d for d in yaml.safe_load_all(proc.stdout) if d and d["kind"] in wanted]
     assert sorted(o["kind"] for o in objects) == sorted(wanted)
-    cluster.namespace(NAMESPACE)
+    account = f"{release}-qos-guard-agent"
+    cluster.namespace(namespace)
     cluster.kubectl("apply", "-f", "-", stdin=objects, check=True)
-    cluster.kubectl("apply", "-f", "-", stdin=[node(OWN), node(OTHER)], check=True)
-    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "agent-on-a", "namespace": NAMESPACE},
-           "spec": {"nodeName": OWN, "serviceAccountName": AGENT,
-                    "tolerations": [{"operator": "Exists"}],
+    cluster.kubectl("apply", "-f", "-", stdin=[node(own), node(other)], check=True)
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "agent", "namespace": namespace},
+           "spec": {"nodeName": own, "serviceAccountName": account, "tolerations": [{"operator": "Exists"}],
                     "containers": [{"name": "agent", "image": "registry.invalid/qos-guard:1"}]}}
     cluster.kubectl("apply", "-f", "-", stdin=pod, check=True)
-    folder = tmp_path_factory.mktemp("agent-privilege")
-    bound = cluster.kubectl("create", "token", AGENT, "-n", NAMESPACE, "--bound-object-kind", "Pod",
-                            "--bound-object-name", "agent-on-a", "--duration", "1h", check=True).stdout.strip()
-    assert claims(bound)["kubernetes.io"]["node"]["name"] == OWN  # as kubelet's token for the agent's Pod
-    unbound = cluster.kubectl("create", "token", AGENT, "-n", NAMESPACE, "--duration", "1h", check=True).stdout.strip()
-    # The policy is in force once the API server has compiled it: wait for a refusal it alone makes.
-    probe = kubeconfig_with(cluster, unbound, folder / "probe")
-    waiting.eventually("the agent's admission policy in force", lambda: "carries no node name" in cluster.kubectl(
-        "--kubeconfig", str(probe), "create", "--dry-run=server", "-f", "-", stdin=nrt("e2e-priv-probe")).stderr,
-        30)
     try:
-        yield kubeconfig_with(cluster, bound, folder / "bound"), probe
+        bound = cluster.kubectl("create", "token", account, "-n", namespace, "--bound-object-kind", "Pod",
+                                "--bound-object-name", "agent", "--duration", "1h", check=True).stdout.strip()
+        assert claims(bound)["kubernetes.io"]["node"]["name"] == own  # as kubelet's token for the agent's Pod
+        unbound = cluster.kubectl("create", "token", account, "-n", namespace, "--duration", "1h",
+                                  check=True).stdout.strip()
+        agent = Agent(release, namespace, kubeconfig_with(cluster, bound, folder / "bound"),
+                      kubeconfig_with(cluster, unbound, folder / "unbound"))
+        # The policy is in force once the API server has compiled it: wait for a refusal it alone makes.
+        waiting.eventually("the agent's admission policy in force", lambda: "carries no node name" in cluster.kubectl(
+            "--kubeconfig", str(agent.unbound), "create", "--dry-run=server", "-f", "-",
+            stdin=nrt(f"{own}-probe")).stderr, 30)
+        yield agent
     finally:
-        cluster.kubectl("delete", "noderesourcetopologies", OWN, OTHER, "--ignore-not-found")
-        cluster.kubectl("delete", "node", OWN, OTHER, "--ignore-not-found")
-        cluster.kubectl("delete", "namespace", NAMESPACE, "--ignore-not-found", "--wait=false")
-        cluster.kubectl("delete", "clusterrole,clusterrolebinding", AGENT, "--ignore-not-found")
+        cluster.kubectl("delete", "noderesourcetopologies", own, other, "--ignore-not-found")
+        cluster.kubectl("delete", "node", own, other, "--ignore-not-found")
+        cluster.kubectl("delete", "namespace", namespace, "--ignore-not-found", "--wait=false")
+        cluster.kubectl("delete", "clusterrole,clusterrolebinding", account, "--ignore-not-found")
         cluster.kubectl("delete", "validatingadmissionpolicy,validatingadmissionpolicybinding",
-                        f"{AGENT}-own-node-topology", "--ignore-not-found")
+                        f"{account}-own-node-topology", "--ignore-not-found")
+
+
+@pytest.fixture(scope="module")
+def agent(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Path]]:
+    with installed_agent(cluster, tmp_path_factory.mktemp("agent-privilege"), RELEASE, NAMESPACE, OWN,
+                         OTHER) as a:
+        yield a.bound, a.unbound
 
 
 def as_agent(cluster: Cluster, kubeconfig: Path, *args: str, stdin: Any = None) -> subprocess.CompletedProcess[str]:
