@@ -307,6 +307,15 @@ def test_events_back_off_and_honour_retry_after() -> None:
     assert created == 3 and said == ["Events are created again"] and len(api.posted) == 4
 
 
+def test_one_refused_event_does_not_hold_up_the_others() -> None:
+    """A 403 for one Event (its namespace being deleted): the next are still created, no backoff, said once."""
+    api = EventAPI([Reply(403, {"message": "namespace ns is being terminated"}), Reply(201, {})])
+    events = Events(api, "n1", clock=lambda: 0.0)  # type: ignore[arg-type]
+    created, said = events.emit([problem_placement(p) for p in ("a", "b", "c")], datetime(2026, 1, 1, tzinfo=UTC))
+    assert created == 2 and len(api.posted) == 3 and events.backoff.ready(0.0)
+    assert len(said) == 2 and "HTTP 403" in said[0] and said[1] == "Events are created again"
+
+
 class ReportAPI:
     def __init__(self, answers: list[Reply]) -> None:
         self.answers = answers

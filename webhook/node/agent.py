@@ -38,7 +38,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from webhook import interpreter
-from webhook.cluster.backoff import Backoff, Cause
+from webhook.cluster.backoff import OVERLOADED, Backoff, Cause
 from webhook.cluster.client import ClusterError, Lister, Unreachable
 from webhook.cluster.reports import MANAGED_BY, Failure, Flavour, ReportWriter
 from webhook.cluster.watch import ApiTransport, Transport
@@ -182,9 +182,10 @@ def event_name(pod: str, uid: str, reason: str, container: str) -> str:
 
 
 class Events:
-    """One Warning Event per (Pod, reason, container) problem. A failed create ends the cycle's creates and none
-    is tried again before the backoff's wait is over (``Retry-After`` honoured); a failure is said once per change
-    of cause, and its end once."""
+    """One Warning Event per (Pod, reason, container) problem. An overloaded (429, 5xx) or unreachable API server
+    ends the cycle's creates and none is tried again before the backoff's wait is over (``Retry-After`` honoured);
+    one Event refused for itself does not hold up the others. A failure is said once per change of cause, and its
+    end once."""
 
     def __init__(self, api: Lister, node: str, clock: Callable[[], float] = time.monotonic) -> None:
         self._api = api
@@ -237,7 +238,12 @@ class Events:
                         errors.append("Events are created again")
                 else:
                     message = f"{what}: HTTP {answer.status} {str(answer.body.get('message', ''))[:200]}".rstrip()
-                    return created, errors + self._failed(f"HTTP {answer.status}", message, answer.retry_after)
+                    if answer.status in OVERLOADED:  # the API server's load: no more this cycle, and back off
+                        return created, errors + self._failed(f"HTTP {answer.status}", message, answer.retry_after)
+                    # This Event's own refusal (its namespace going, a bad field): the others are still created;
+                    # it is tried again next cycle, said once.
+                    if self._cause.failed(f"HTTP {answer.status}"):
+                        errors.append(message)
         return created, errors
 
 
