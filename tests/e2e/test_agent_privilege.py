@@ -153,7 +153,7 @@ def test_the_token_carries_the_node_and_cannot_reach_kubelets(cluster: Cluster, 
             "cluster scope") in proxied.stderr, proxied.stderr
     SAID.append(f"GET /api/v1/nodes/{OWN}/proxy/configz as the agent: {proxied.stderr.strip()}")
     # What kubelet's SubjectAccessReview asks for /configz (fine-grained authz): allowed; its fallback is not.
-    can = {sub: as_agent(cluster, bound, "auth", "can-i", "get", f"nodes/{sub}").stdout.strip()
+    can = {sub: as_agent(cluster, bound, "auth", "can-i", "get", "nodes", f"--subresource={sub}").stdout.strip()
            for sub in ("configz", "proxy", "log", "stats", "metrics")}
     assert can == {"configz": "yes", "proxy": "no", "log": "no", "stats": "no", "metrics": "no"}
     review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": {
