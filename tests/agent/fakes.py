@@ -12,7 +12,7 @@ from typing import Any
 
 import grpc
 
-from webhook.cluster.client import ClusterError
+from webhook.cluster.client import ClusterError, Reply
 from webhook.node.podresources import api_pb2, api_pb2_grpc
 
 SLICES = "/apis/resource.k8s.io/v1/resourceslices"
@@ -168,6 +168,11 @@ class FakeAPI:
                    path == f"/api/v1/namespaces/{p['metadata']['namespace']}/pods"]
         else:
             yield []
+
+    def request(self, method: str, path: str, query: list[tuple[str, str]], body: Any,
+                content_type: str | None) -> Reply:
+        """``Lister.request``: ``send``'s answer (no Retry-After)."""
+        return Reply(*self.send(method, path, query, body, content_type))
 
     def send(self, method: str, path: str, query: list[tuple[str, str]], body: str | dict[str, Any] | None,
              content_type: str | None) -> tuple[int, dict[str, Any]]:

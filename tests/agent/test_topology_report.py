@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.agent.fakes import Kubelet, container, serve, topology
-from webhook.cluster.client import ClusterError
+from webhook.cluster.client import ClusterError, Reply
 from webhook.core.numatopology import parse_nrt
 from webhook.extender.fingerprint import ATTRIBUTE, fingerprint
 from webhook.extender.placement import BoundPod, read_nrt, reflected
@@ -140,6 +140,11 @@ class API:
         self.applied: list[str] = []
         self.apply_status = apply_status
 
+    def request(self, method: str, path: str, query: list[tuple[str, str]], body: Any,
+                content_type: str | None) -> Reply:
+        """``Lister.request``: ``send``'s answer (no Retry-After)."""
+        return Reply(*self.send(method, path, query, body, content_type))
+
     def send(self, method: str, path: str, query: list[tuple[str, str]], body: Any,
              content_type: str | None) -> tuple[int, dict[str, Any]]:
         if method == "GET":
@@ -164,7 +169,7 @@ def test_publisher_applies_only_changes(tmp_path: Path) -> None:
     api = API()
     logged: list[str] = []
     try:
-        publisher = TopologyPublisher(api, "n1", socket, root, logged.append,  # type: ignore[arg-type]
+        publisher = TopologyPublisher(api, "n1", socket, root, logged.append,
                                       configz=lambda: ("single-numa-node", "container"))
         with PodResourcesClient(socket) as kubelet:
             assert publisher.step(kubelet, 100.0) and not publisher.step(kubelet, 100.5)
@@ -184,9 +189,9 @@ def test_publisher_errors_are_named_and_logged_once(tmp_path: Path) -> None:
     root, socket = sysfs(tmp_path / "sys"), tmp_path / "kubelet.sock"
     server = serve(socket, DeviceKubelet())
     try:
-        publisher = TopologyPublisher(API(403), "n1", socket, root, print,  # type: ignore[arg-type]
+        publisher = TopologyPublisher(API(403), "n1", socket, root, print,
                                       policy="none", scope="container")
-        with PodResourcesClient(socket) as kubelet, pytest.raises(ClusterError, match="grant create, get, update"):
+        with PodResourcesClient(socket) as kubelet, pytest.raises(ClusterError, match="grant create and patch"):
             publisher.step(kubelet, 0.0)
     finally:
         server.stop(None)
@@ -195,7 +200,7 @@ def test_publisher_errors_are_named_and_logged_once(tmp_path: Path) -> None:
     logged: list[str] = []
     stop = threading.Event()
     try:
-        publisher = TopologyPublisher(API(), "n1", socket, root, logged.append,  # type: ignore[arg-type]
+        publisher = TopologyPublisher(API(), "n1", socket, root, logged.append,
                                       poll=0.05, policy="none", scope="container")
         publisher.start(stop)
         threading.Event().wait(0.5)

@@ -137,34 +137,50 @@ def test_agent_must_be_guaranteed(helm: str) -> None:
 
 
 def test_publish_topology_grants_only_its_object_and_the_node(render: Render, helm: str) -> None:
-    """Off by default (no flag, no grant); on: the NRT verbs, get on the Node (its uid, the ownerReference), and
-    nodes/proxy (configz) only while the Topology Manager settings are not given."""
+    """Off by default (no flag, no grant); on: create and patch on NRTs (server-side apply; no get, update or
+    delete, which nothing does), get on the Node (its uid, the ownerReference), and nodes/configz (the node's own
+    kubelet's configz) only while the Topology Manager settings are not given; never nodes/proxy."""
     def topology_rules(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
         (role,) = [r for r in by_kind(objects, "ClusterRole") if r["metadata"]["name"].endswith("-agent")]
         return [r for r in role["rules"] if "topology.node.k8s.io" in r["apiGroups"]
-                or {"nodes", "nodes/proxy"} & set(r["resources"])]
+                or {"nodes", "nodes/proxy", "nodes/configz"} & set(r["resources"])]
 
     def args(objects: list[dict[str, Any]]) -> list[str]:
         return list(one(objects, "DaemonSet")["spec"]["template"]["spec"]["containers"][0]["args"])
 
     off = render("--set", "agent.enabled=true", namespace=NAMESPACE)
     assert topology_rules(off) == [] and not any("topology" in a for a in args(off))
+    assert by_kind(off, "ValidatingAdmissionPolicy") == []
     nrt = {"apiGroups": ["topology.node.k8s.io"], "resources": ["noderesourcetopologies"],
-           "verbs": ["create", "get", "update", "patch", "delete"]}
+           "verbs": ["create", "patch"]}
     node = {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}
     on = render("--set", "agent.enabled=true,agent.publishTopology=true", namespace=NAMESPACE)
-    assert topology_rules(on) == [nrt, node, {"apiGroups": [""], "resources": ["nodes/proxy"], "verbs": ["get"]}]
+    assert topology_rules(on) == [nrt, node, {"apiGroups": [""], "resources": ["nodes/configz"], "verbs": ["get"]}]
     assert "--publish-topology" in args(on) and "--topology-poll=0.25" in args(on)
+    assert {"--kubelet-address=$(NODE_IP)", "--kubelet-port=10250"} <= set(args(on))
+    env = {e["name"]: e for e in one(on, "DaemonSet")["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["NODE_IP"]["valueFrom"] == {"fieldRef": {"fieldPath": "status.hostIP"}}
     assert not any(a.startswith("--topology-manager") for a in args(on))
+    # Each agent writes only its own node's object: the policy matches the agent's account, and only it.
+    policy = one(on, "ValidatingAdmissionPolicy")
+    binding = one(on, "ValidatingAdmissionPolicyBinding")
+    assert binding["spec"] == {"policyName": policy["metadata"]["name"], "validationActions": ["Deny"]}
+    assert policy["spec"]["failurePolicy"] == "Fail"
+    assert policy["spec"]["matchConditions"] == [{"name": "agent", "expression": 'request.userInfo.username == '
+                                                  '"system:serviceaccount:platform:qos-guard-agent"'}]
+    assert "authentication.kubernetes.io/node-name" in policy["spec"]["variables"][0]["expression"]
     given = render("--set", "agent.enabled=true,agent.publishTopology=true,agent.topologyManagerPolicy="
                    "single-numa-node,agent.topologyManagerScope=pod", namespace=NAMESPACE)
     assert topology_rules(given) == [nrt, node]
     assert {"--topology-manager-policy=single-numa-node", "--topology-manager-scope=pod"} <= set(args(given))
+    assert not any(a.startswith("--kubelet-") for a in args(given))
     # The flags the chart writes are the agent's own.
     from webhook.cli.parser import build_parser
 
     parsed = build_parser().parse_args([a for a in args(given) if not a.startswith("--config")])
     assert parsed.publish_topology and parsed.topology_manager_policy == "single-numa-node"
+    parsed = build_parser().parse_args([a for a in args(on) if not a.startswith("--config")])
+    assert (parsed.kubelet_address, parsed.kubelet_port) == ("$(NODE_IP)", 10250)
     half = run_helm(helm, "template", "qos-guard", str(CHART), "--set",
                     "agent.enabled=true,agent.publishTopology=true,agent.topologyManagerPolicy=none")
     assert half.returncode != 0 and "set both or neither" in half.stderr

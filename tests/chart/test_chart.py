@@ -493,20 +493,25 @@ def _every_switch() -> list[str]:
 
 
 def test_no_role_of_the_chart_reads_kubelets(render: Render) -> None:
-    """Reading kubelet's configuration (``qos-guard nodes``) is the operator's, with the README's ClusterRole:
-    whatever is switched on, no ServiceAccount of the chart may reach a kubelet's API through the API server
-    (nodes/proxy also reaches exec and logs of every Pod on the node)."""
-    switches = _every_switch()
+    """Reading kubelet's configuration through the API server (``qos-guard nodes``) is the operator's, with the
+    README's ClusterRole: whatever is switched on, no ServiceAccount of the chart may reach a kubelet's API through
+    the API server (nodes/proxy also reaches exec and logs of every Pod on the node). The one kubelet read of the
+    chart is the agent's of its own kubelet's configz (agent.publishTopology): nodes/configz, get, nothing else."""
+    switches = [*_every_switch(), "agent.publishTopology=true"]
     assert "rbac.audit=true" in switches and "audit.enabled=true" in switches
     objects = render("--set", ",".join(switches), namespace=NAMESPACE)
     roles = by_kind(objects, "ClusterRole") + by_kind(objects, "Role")
     assert roles  # the switches turned RBAC on: the check below is not vacuous
+    configz = []
     for role in roles:
         for rule in role["rules"]:
             if not {"", "*"} & set(rule.get("apiGroups", [])):
                 continue
             granted = set(rule.get("resources", []))
-            assert not granted & {"*", "nodes/*", "nodes/proxy", "nodes/configz"}, (role["metadata"]["name"], rule)
+            assert not granted & {"*", "nodes/*", "nodes/proxy"}, (role["metadata"]["name"], rule)
+            if "nodes/configz" in granted:
+                configz.append((role["metadata"]["name"], rule))
+    assert configz == [("qos-guard-agent", {"apiGroups": [""], "resources": ["nodes/configz"], "verbs": ["get"]})]
 
 
 DECLARED = {"group": "inference.example.com", "version": "v1", "kind": "ModelServer", "plural": "modelservers",

@@ -14,6 +14,7 @@ from tests.ecosystem.test_observability import render
 
 CASES = ROOT / "tests" / "fixtures" / "prometheus" / "qos-guard-rules.test.yaml"
 AGENT_CASES = ROOT / "tests" / "fixtures" / "prometheus" / "qos-guard-agent-rules.test.yaml"
+TOPOLOGY_CASES = ROOT / "tests" / "fixtures" / "prometheus" / "qos-guard-topology-rules.test.yaml"
 
 
 def _rules_folder(tmp_path: Path, *values: str, cases: Path = CASES) -> Path:
@@ -67,3 +68,20 @@ def test_agent_cases_can_fail(tmp_path: Path) -> None:
     for alert in ("QosGuardContainerNotPinned", "QosGuardContainerNUMAMisaligned", "QosGuardContainerNUMAUnknown",
                   "QosGuardContainerRemoteMemory"):
         assert f"alertname: {alert}" in proc.stdout + proc.stderr, alert
+
+
+def test_topology_stale_fires_as_the_cases_say(tmp_path: Path) -> None:
+    """With the agent publishing NodeResourceTopology: one more alert, on the age of its last successful apply."""
+    folder = _rules_folder(tmp_path, "agent.enabled=true", "agent.publishTopology=true", cases=TOPOLOGY_CASES)
+    checked = _promtool(folder, "check", "rules", "qos-guard-rules.yaml")
+    assert checked.returncode == 0 and "SUCCESS: 9 rules found" in checked.stdout, checked.stdout + checked.stderr
+    proc = _promtool(folder, "test", "rules", TOPOLOGY_CASES.name)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_topology_stale_cases_can_fail(tmp_path: Path) -> None:
+    """Another bound, same cases: the alert that fired at 7 minutes no longer does."""
+    folder = _rules_folder(tmp_path, "agent.enabled=true", "agent.publishTopology=true",
+                           "prometheusRule.topologyStaleSeconds=600", cases=TOPOLOGY_CASES)
+    proc = _promtool(folder, "test", "rules", TOPOLOGY_CASES.name)
+    assert proc.returncode == 1 and "alertname: QosGuardTopologyStale" in proc.stdout + proc.stderr, proc.stdout

@@ -120,7 +120,10 @@ def setup(node: Node) -> Iterator[Setup]:
         agent = subprocess.Popen([sys.executable, "-m", "webhook.cli", "agent", "--node", NODE_NAME,
                                   "--pod-resources-socket", str(node.pod_resources_socket), "--sys-root",
                                   str(sys_root), "--kubeconfig", str(c.kubeconfig), "--interval", "2",
-                                  "--metrics-bind", f"127.0.0.1:{port}", "--no-events", "--publish-topology"],
+                                  "--metrics-bind", f"127.0.0.1:{port}", "--no-events", "--publish-topology",
+                                  # configz from the kubelet's own port (this kubelet: anonymous, AlwaysAllow)
+                                  "--kubelet-address", "127.0.0.1", "--kubelet-port",
+                                  str(node.kubelet.config["port"])],
                                  stdout=log.open("wb"), stderr=subprocess.STDOUT, env=c.env)
         stack.callback(c.kubectl, "delete", "--raw", NRT)
         stack.callback(stop_process, agent)
@@ -371,6 +374,37 @@ def test_3_the_deployment_loop_and_how_qos_guard_ends_it(setup: Setup, tmp_path:
         report(f"loop d: {GPU} moved to NUMA 1: {requeued}, {warn}/{pending} scheduled through the extender; "
                f"agent: {aligned[0]}")
         clean(c, warn)
+
+
+def test_4_kubelet_restarted_with_another_policy(setup: Setup) -> None:
+    """The agent reads kubelet's configz again when kubelet restarts (its PodResources socket is a new file): the
+    NRT says the new policy within seconds of the new kubelet's Node being Ready, never the old one afterwards;
+    then back to single-numa-node. Timed from the restart's return (Node Ready, socket there)."""
+    s = setup
+
+    def policy() -> str | None:
+        for a in (s.nrt() or {}).get("attributes", []):
+            if a["name"] == "topologyManagerPolicy":
+                return str(a["value"])
+        return None
+
+    wrapper = fake_numa_wrapper(s.sys_root / "devices" / "system" / "node")
+    took: dict[str, float] = {}
+    try:
+        for name in ("best-effort", "single-numa-node"):
+            s.node.restart_kubelet({"memoryManagerPolicy": "None", "reservedMemory": None,
+                                    "topologyManagerPolicy": name}, wrapper=wrapper)
+            def says(n: str = name) -> bool:
+                return policy() == n
+
+            took[name] = waiting.eventually(f"the NRT saying {name}", says, 60, 0.2,
+                                            seen=lambda: s.log.read_text()[-2000:])
+    finally:
+        s.node.restart_kubelet({"memoryManagerPolicy": "None", "reservedMemory": None}, wrapper=wrapper)
+    assert "kubelet restarted" in s.log.read_text()
+    report("kubelet restarted with another Topology Manager policy: the NRT said best-effort "
+           f"{took['best-effort']:.1f} s after the new kubelet was Ready, single-numa-node again "
+           f"{took['single-numa-node']:.1f} s after the next restart")
 
 
 def bound_pods(c: Cluster) -> list[BoundPod]:

@@ -10,7 +10,7 @@ from typing import Any, cast
 
 import pytest
 
-from webhook.cluster.client import ClusterError, Lister
+from webhook.cluster.client import ClusterError, Lister, Reply
 from webhook.cluster.reports import FLAVOURS, ReportWriter
 
 FLAVOUR = FLAVOURS["openreports"]
@@ -29,6 +29,11 @@ class API:
         ns = path.split("/namespaces/")[1].split("/")[0] if "/namespaces/" in path else None
         yield [{"metadata": {"namespace": n, "name": name}} for n, name in sorted(self.reports.items())
                if ns in (None, n)]
+
+    def request(self, method: str, path: str, query: list[tuple[str, str]], body: Any,
+                content_type: str | None) -> Reply:
+        """``Lister.request``: ``send``'s answer (no Retry-After)."""
+        return Reply(*self.send(method, path, query, body, content_type))
 
     def send(self, method: str, path: str, query: list[tuple[str, str]], body: str | None,
              content_type: str | None) -> tuple[int, dict[str, Any]]:

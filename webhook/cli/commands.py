@@ -330,6 +330,8 @@ def _dra_attributes(args: argparse.Namespace, command: str) -> tuple[str, ...] |
 
 def _topology_options(args: argparse.Namespace) -> Any:
     """The agent's ``--publish-topology`` options (None without it), or what is wrong with them."""
+    import os
+
     from webhook.node.agent import TopologyOptions
 
     given = [f for f in ("topology_manager_policy", "topology_manager_scope") if getattr(args, f) is not None]
@@ -342,7 +344,11 @@ def _topology_options(args: argparse.Namespace) -> Any:
                 "read from kubelet's configz)")
     if not 0.05 <= args.topology_poll <= 60:
         return f"--topology-poll {args.topology_poll:g}: must be between 0.05 and 60 seconds"
-    return TopologyOptions(args.topology_poll, args.topology_manager_policy, args.topology_manager_scope)
+    if not 0 < args.kubelet_port < 65536:
+        return f"--kubelet-port {args.kubelet_port}: not a port (kubelet's is 10250 unless its configuration says)"
+    address = args.kubelet_address or os.environ.get("NODE_IP") or "127.0.0.1"
+    return TopologyOptions(args.topology_poll, args.topology_manager_policy, args.topology_manager_scope,
+                           address, args.kubelet_port, Path(args.kubelet_ca) if args.kubelet_ca else None)
 
 
 def cmd_agent(args: argparse.Namespace) -> int:

@@ -287,10 +287,18 @@ def build_parser() -> argparse.ArgumentParser:
                        help="with --publish-topology: seconds between looks at kubelet's PodResources (two local "
                             "gRPC calls each; default 0.25)")
     agent.add_argument("--topology-manager-policy", choices=["none", "best-effort", "restricted", "single-numa-node"],
-                       help="with --publish-topology: kubelet's topologyManagerPolicy (default: read from its configz "
-                            "through the API server, get on nodes/proxy)")
+                       help="with --publish-topology: kubelet's topologyManagerPolicy (default: read from this "
+                            "node's kubelet, /configz on its port, get on nodes/configz)")
     agent.add_argument("--topology-manager-scope", choices=["container", "pod"],
                        help="with --publish-topology: kubelet's topologyManagerScope (give both or neither)")
+    agent.add_argument("--kubelet-address", metavar="IP",
+                       help="with --publish-topology: this node's kubelet, for its configz (default $NODE_IP, "
+                            "which the chart sets from status.hostIP, else 127.0.0.1)")
+    agent.add_argument("--kubelet-port", type=int, default=10250, metavar="PORT",
+                       help="with --publish-topology: kubelet's authenticated port (default 10250)")
+    agent.add_argument("--kubelet-ca", metavar="FILE",
+                       help="with --publish-topology: verify kubelet's serving certificate against this CA "
+                            "(default: not verified; kubelet's own certificate is self-signed)")
     agent.set_defaults(func=cmd_agent)
 
     verify = _command(sub, "verify", "on a node: is each pinned container exclusive and on one NUMA node with its "

@@ -11,6 +11,7 @@ from typing import Any
 import urllib3
 from kubernetes import client, config
 
+from webhook.cluster.backoff import retry_after
 from webhook.cluster.reach import unreachable
 from webhook.core.claims import CLAIM_KINDS, made_for_pod
 from webhook.core.engine import MODE_SELECTOR
@@ -139,6 +140,15 @@ def patch_ca_bundle(bundle: str, names: list[str], kubeconfig: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
+class Reply:
+    """One answer: its status, its decoded body, and the seconds its ``Retry-After`` asks to wait (None: none)."""
+
+    status: int
+    body: dict[str, Any]
+    retry_after: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Listed:
     """One object from the API (``obj``), or a listing that failed (``error``), in ``namespace``."""
 
@@ -176,6 +186,12 @@ class Lister:
         """One raw request; the HTTP status and the decoded body (``decode_body``: a 2xx that is not a JSON object
         is ``BadAnswer``; an error's body that is not one reads as ``{}``). A JSON body is given as a dict (the
         client serializes it; a str would be sent as a JSON string), any other as text."""
+        reply = self.request(method, path, query, body, content_type)
+        return reply.status, reply.body
+
+    def request(self, method: str, path: str, query: list[tuple[str, str]], body: str | dict[str, Any] | None,
+                content_type: str | None) -> Reply:
+        """``send``, with the answer's ``Retry-After`` (seconds) for a write loop's backoff."""
         headers = {"Accept": "application/json"}
         if content_type:
             headers["Content-Type"] = content_type
@@ -185,7 +201,8 @@ class Lister:
         except (OSError, urllib3.exceptions.HTTPError) as exc:
             raise Unreachable(exc, server_of(self._api)) from None
         decoded = decode_body(method, path, response.status, response.data)
-        return response.status, decoded if isinstance(decoded, dict) else {}
+        return Reply(int(response.status), decoded if isinstance(decoded, dict) else {},
+                     retry_after(dict(response.headers or {})))
 
     def _get(self, path: str, query: list[tuple[str, str]]) -> dict[str, Any]:
         status, body = self.send("GET", path, query, None, None)

@@ -1,20 +1,30 @@
-"""Reading each node's kubelet configuration through the API server: ``GET /api/v1/nodes/NAME/proxy/configz``.
+"""Reading a kubelet's configuration: ``qos-guard nodes`` through the API server
+(``GET /api/v1/nodes/NAME/proxy/configz``), the agent from its own node's kubelet (``KubeletConfigz``).
 
-The API server authorizes ``get`` on ``nodes/proxy`` for the caller, then asks the kubelet with its own
-client credentials (with ``KubeletFineGrainedAuthz``, GA in v1.36, kubelet checks ``nodes/configz`` for
-that identity, which ``system:kubelet-api-admin`` holds). A node whose configuration cannot be read is
-reported with the reason; the others are still read. What the document means is the pure
+Through the API server, the API server authorizes ``get`` on ``nodes/proxy`` for the caller (its node proxy knows
+no finer subresource), then asks the kubelet with its own client credentials. kubelet itself, with
+``KubeletFineGrainedAuthz`` (beta and on in v1.33-v1.35, GA in v1.36), asks the API server (SubjectAccessReview)
+whether the caller may ``get`` ``nodes/configz`` and, failing that, ``nodes/proxy``
+(k8s.io/kubernetes ``pkg/kubelet/server/auth.go`` ``GetRequestAttributes``): so the agent, which must never hold
+``nodes/proxy`` (kubelet authorizes ``exec`` and ``attach`` upgrades as a ``get`` on it), reads its kubelet's port
+directly with its ServiceAccount token, and ``nodes/configz`` is all it needs. A node whose configuration cannot be
+read is reported with the reason; the others are still read. What the document means is the pure
 ``webhook.core.kubeletpinning``'s to say.
 """
 
 from __future__ import annotations
 
 import json
+import ssl
+import warnings
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
+
+import urllib3
 
 from webhook.cluster.client import ClusterError, Lister
 from webhook.core.kubeletpinning import ConfigzError, KubeletPinning, read_configz
@@ -127,3 +137,71 @@ class NodeReader:
             return []
         with ThreadPoolExecutor(max_workers=max(1, min(parallel, len(nodes)))) as pool:
             return list(pool.map(self.configz, nodes))
+
+
+KUBELET_PORT = 10250  # kubelet's authenticated port (KubeletConfiguration port)
+TOKEN = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
+# Where the agent is told to turn when its kubelet cannot be read: the settings it would have read.
+GIVE_SETTINGS = ("set the chart's agent.topologyManagerPolicy and agent.topologyManagerScope to this node's kubelet "
+                 "settings (the agent's --topology-manager-policy and --topology-manager-scope)")
+
+
+def _host(address: str) -> str:
+    """An address as a URL's host: an IPv6 one in brackets."""
+    return f"[{address}]" if ":" in address and not address.startswith("[") else address
+
+
+class KubeletConfigz:
+    """The agent's own kubelet's ``/configz`` on its authenticated port (``https://ADDRESS:10250/configz``), with
+    the agent's ServiceAccount token (read again for each request: kubelet rotates it; none outside a Pod, where the
+    request is anonymous). kubelet authenticates the
+    token (TokenReview: ``authentication.webhook.enabled``) and authorizes ``get`` on ``nodes/configz``
+    (SubjectAccessReview: ``authorization.mode: Webhook``).
+
+    kubelet's serving certificate is self-signed unless ``serverTLSBootstrap`` is on, so it is verified only
+    against ``ca`` when given. ``address`` is the Pod's own node (the downward API's ``status.hostIP``): a
+    connection to it does not leave the node, and kubelet is the one that issued the token in the first place."""
+
+    def __init__(self, address: str, port: int = KUBELET_PORT, token: Path = TOKEN, ca: Path | None = None,
+                 timeout: float = 10.0) -> None:
+        self.url = f"https://{_host(address)}:{port}/configz"
+        self._token, self._timeout = token, timeout
+        if ca is not None:
+            self._pool = urllib3.PoolManager(cert_reqs=ssl.CERT_REQUIRED, ca_certs=str(ca), retries=False)
+        else:
+            self._pool = urllib3.PoolManager(cert_reqs=ssl.CERT_NONE, assert_hostname=False, retries=False)
+
+    def read(self) -> KubeletPinning | str:
+        """kubelet's pinning settings, or why they cannot be had, with the way out."""
+        headers: dict[str, str] = {}
+        try:
+            headers["Authorization"] = f"Bearer {self._token.read_text().strip()}"
+        except FileNotFoundError:
+            pass  # not in a Pod (a host process): asked anonymously, which a kubelet allows only if told to
+        except OSError as exc:
+            return f"cannot read the ServiceAccount token to show kubelet ({exc}); {GIVE_SETTINGS}"
+        try:
+            with warnings.catch_warnings():  # unverified only without ca, as said above: no warning per read
+                warnings.simplefilter("ignore", urllib3.exceptions.InsecureRequestWarning)
+                reply = self._pool.request("GET", self.url, headers=headers,
+                                           timeout=self._timeout, preload_content=False, redirect=False)
+            body = reply.read(MAX_CONFIGZ_BYTES + 1)
+            reply.release_conn()
+        except (OSError, urllib3.exceptions.HTTPError) as exc:
+            return f"cannot reach kubelet at {self.url}: {exc}; {GIVE_SETTINGS}"
+        if reply.status == 401:
+            who = "the ServiceAccount token" if headers else f"an anonymous request (no token at {self._token})"
+            return (f"kubelet at {self.url} did not accept {who} (HTTP 401): its authentication.webhook.enabled is "
+                    f"off, or the token is not the agent's; {GIVE_SETTINGS}")
+        if reply.status == 403:
+            return (f"kubelet at {self.url} refused (HTTP 403: {_message(body)[:200]}): it needs get on "
+                    "nodes/configz (the chart grants it) and kubelet's fine-grained authorization "
+                    f"(KubeletFineGrainedAuthz, on from Kubernetes 1.33; never nodes/proxy); {GIVE_SETTINGS}")
+        if reply.status != 200:
+            return f"kubelet at {self.url} answered HTTP {reply.status}: {_message(body)[:200]}; {GIVE_SETTINGS}"
+        if len(body) > MAX_CONFIGZ_BYTES:
+            return f"kubelet's configz reply is over {MAX_CONFIGZ_BYTES >> 20} MiB: not a kubelet configuration"
+        try:
+            return read_configz(body)
+        except ConfigzError as exc:
+            return f"malformed configz reply from {self.url}: {exc}; {GIVE_SETTINGS}"

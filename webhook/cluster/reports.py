@@ -13,6 +13,7 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from webhook.cluster.backoff import OVERLOADED
 from webhook.cluster.client import ClusterError, Lister
 
 MANAGED_BY = ("app.kubernetes.io/managed-by", "qos-guard")
@@ -70,6 +71,7 @@ class Failure:
     name: str
     status: int
     message: str
+    retry_after: float | None = None  # seconds the answer's Retry-After asked to wait
 
     def __str__(self) -> str:
         return f"{self.verb} {self.kind} {self.namespace}/{self.name}: HTTP {self.status} {self.message[:200]}".rstrip()
@@ -109,7 +111,8 @@ class ReportWriter:
              keep: Collection[str] = (), strict: bool = False) -> Written:
         """Apply each of ``objects`` (create or replace), then delete the report ``name`` in each namespace of
         ``existing()`` (asked after the applies) that is neither one just written nor in ``keep`` (reports the
-        caller left as they were). ``strict``: the first failure raises ``ClusterError``, else each is returned."""
+        caller left as they were). ``strict``: the first failure raises ``ClusterError``, else each is returned;
+        an overloaded API server's answer (429, 5xx) ends the sync there: the caller backs off before the rest."""
         applied: list[str] = []
         terminating: list[str] = []
         failures: list[Failure] = []
@@ -121,21 +124,27 @@ class ReportWriter:
 
         for obj in objects:
             ns = obj["metadata"]["namespace"]
-            status, reply = self._api.send("PATCH", self._flavour.path(ns, name),
-                                           [("fieldManager", self._manager), ("force", "true")], json.dumps(obj),
-                                           "application/apply-patch+yaml")
-            if status in APPLIED:
+            answer = self._api.request("PATCH", self._flavour.path(ns, name),
+                                       [("fieldManager", self._manager), ("force", "true")], json.dumps(obj),
+                                       "application/apply-patch+yaml")
+            if answer.status in APPLIED:
                 applied.append(ns)
-            elif namespace_terminating(status, reply):
+            elif namespace_terminating(answer.status, answer.body):
                 terminating.append(ns)
             else:
-                failed(Failure("writing", self._flavour.kind, ns, name, status, str(reply.get("message", ""))))
+                failed(Failure("writing", self._flavour.kind, ns, name, answer.status,
+                               str(answer.body.get("message", "")), answer.retry_after))
+                if answer.status in OVERLOADED:
+                    return Written(applied, [], failures, terminating)
         written = {str(obj["metadata"]["namespace"]) for obj in objects}
         deleted: list[str] = []
         for ns in sorted(set(existing()) - written - set(keep)):
-            status, reply = self._api.send("DELETE", self._flavour.path(ns, name), [], None, None)
-            if status in DELETED:
+            answer = self._api.request("DELETE", self._flavour.path(ns, name), [], None, None)
+            if answer.status in DELETED:
                 deleted.append(ns)
             else:
-                failed(Failure("deleting", self._flavour.kind, ns, name, status, str(reply.get("message", ""))))
+                failed(Failure("deleting", self._flavour.kind, ns, name, answer.status,
+                               str(answer.body.get("message", "")), answer.retry_after))
+                if answer.status in OVERLOADED:
+                    break
         return Written(applied, deleted, failures, terminating)

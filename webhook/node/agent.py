@@ -12,7 +12,11 @@ Metrics carry only ``namespace``, ``pod`` and ``container`` labels (the memory p
 one of the node's NUMA ids, and ``type`` anon or file) and are rebuilt from the last look on each
 scrape, so a Pod's series go when the Pod goes. Events have a name derived from the Pod's uid, the reason and
 the container: the API server refuses the second create (409), so a problem is reported once, not every cycle,
-and not again after the agent restarts (until the API server's event TTL, one hour by default, expires it)."""
+and not again after the agent restarts (until the API server's event TTL, one hour by default, expires it).
+
+Every write loop (Events, reports, the NodeResourceTopology publisher) waits after a failed write with exponential
+backoff and jitter (``cluster.backoff``: ``Retry-After`` honoured) and skips its writes until then, and logs a
+failure once per change of cause; the publisher's thread is started again should it ever end."""
 
 from __future__ import annotations
 
@@ -30,12 +34,13 @@ from pathlib import Path
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from webhook import interpreter
-from webhook.cluster.client import ClusterError, Lister
-from webhook.cluster.reports import MANAGED_BY, Flavour, ReportWriter
+from webhook.cluster.backoff import OVERLOADED, Backoff, Cause
+from webhook.cluster.client import ClusterError, Lister, Unreachable
+from webhook.cluster.reports import MANAGED_BY, Failure, Flavour, ReportWriter
 from webhook.cluster.watch import ApiTransport, Transport
 from webhook.node.cpulist import format_list
 from webhook.node.dra import DEFAULT_DRIVER_ATTRIBUTES
@@ -75,11 +80,15 @@ class AgentOptions:
 
 @dataclass(frozen=True, slots=True)
 class TopologyOptions:
-    """``--publish-topology``: how often kubelet is asked, and the Topology Manager settings when given."""
+    """``--publish-topology``: how often kubelet is asked, the Topology Manager settings when given, and where the
+    node's kubelet serves its configz when they are not."""
 
     poll: float
     policy: str | None = None
     scope: str | None = None
+    kubelet_address: str = "127.0.0.1"
+    kubelet_port: int = 10250
+    kubelet_ca: Path | None = None
 
 
 def log(message: str) -> None:
@@ -145,21 +154,60 @@ class Placements(Collector):
         return iter(())
 
 
+class PublisherMetrics(Collector):
+    """The publisher's health: the age of its last successful apply (the alert's series) and its requests to the
+    API server by outcome (a backoff's effect is seen in their rate)."""
+
+    def __init__(self, publisher: TopologyPublisher) -> None:
+        self._publisher = publisher
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        age = GaugeMetricFamily("qos_guard_agent_topology_publish_age_seconds", "Seconds since this node's "
+                                "NodeResourceTopology was last applied (since the agent started, before the first "
+                                "time); an unchanged object is applied again every 60 s", labels=["node"])
+        age.add_metric([self._publisher.node], self._publisher.age())
+        yield age
+        requests = CounterMetricFamily("qos_guard_agent_topology_requests", "Requests of the NodeResourceTopology "
+                                       "publisher to the API server, by outcome", labels=["outcome"])
+        for outcome, count in sorted(self._publisher.attempts.items()):
+            requests.add_metric([outcome], float(count))
+        yield requests
+
+    def describe(self) -> Iterator[GaugeMetricFamily]:
+        return iter(())
+
+
 def event_name(pod: str, uid: str, reason: str, container: str) -> str:
     digest = hashlib.sha256(f"{uid}\0{reason}\0{container}".encode()).hexdigest()[:16]
     return f"{pod[:200]}.{digest}"
 
 
 class Events:
-    """One Warning Event per (Pod, reason, container) problem."""
+    """One Warning Event per (Pod, reason, container) problem. An overloaded (429, 5xx) or unreachable API server
+    ends the cycle's creates and none is tried again before the backoff's wait is over (``Retry-After`` honoured);
+    one Event refused for itself does not hold up the others. A failure is said once per change of cause, and its
+    end once."""
 
-    def __init__(self, api: Lister, node: str) -> None:
+    def __init__(self, api: Lister, node: str, clock: Callable[[], float] = time.monotonic) -> None:
         self._api = api
         self._node = node
         self._emitted: dict[str, None] = {}
+        self._clock = clock
+        self.backoff = Backoff()
+        self._cause = Cause()
+
+    def _failed(self, kind: str, message: str, server_wait: float | None) -> list[str]:
+        wait = self.backoff.failed(self._clock(), server_wait)
+        if not self._cause.failed(kind):
+            return []
+        return [f"{message} (Events wait {wait:.1f} s, with backoff; said again only when the cause changes)"]
 
     def emit(self, placements: list[ContainerVerdict], now: datetime) -> tuple[int, list[str]]:
-        created, errors = 0, []
+        """Create the Events not created yet; how many, and the lines to log (failures, once per cause)."""
+        created = 0
+        errors: list[str] = []
+        if not self.backoff.ready(self._clock()):
+            return 0, []
         for p in placements:
             for problem in p.problems:
                 name = event_name(p.pod, p.uid, problem.reason, p.container)
@@ -174,20 +222,29 @@ class Events:
                         "reason": problem.reason, "message": problem.message[:1024], "type": "Warning",
                         "source": {"component": COMPONENT, "host": self._node},
                         "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1}
+                what = f"Event {problem.reason} on {p.namespace}/{p.pod}"
                 try:
-                    status, reply = self._api.send("POST", f"/api/v1/namespaces/{p.namespace}/events", [],
-                                                   body, "application/json")
+                    answer = self._api.request("POST", f"/api/v1/namespaces/{p.namespace}/events", [],
+                                               body, "application/json")
                 except ClusterError as exc:
-                    errors.append(f"Event {problem.reason} on {p.namespace}/{p.pod}: {exc}")
-                    continue
-                if status in (200, 201, 409):  # 409: already there, from an earlier cycle or agent
-                    created += status != 409
+                    kind = "unreachable" if isinstance(exc, Unreachable) else str(exc)
+                    return created, errors + self._failed(kind, f"{what}: {exc}", None)
+                if answer.status in (200, 201, 409):  # 409: already there, from an earlier cycle or agent
+                    created += answer.status != 409
                     self._emitted[name] = None
                     if len(self._emitted) > MAX_EMITTED:
                         self._emitted.pop(next(iter(self._emitted)))
+                    self.backoff.succeeded()
+                    if self._cause.cleared():
+                        errors.append("Events are created again")
                 else:
-                    errors.append(f"Event {problem.reason} on {p.namespace}/{p.pod}: HTTP {status} "
-                                  f"{str(reply.get('message', ''))[:200]}".rstrip())
+                    message = f"{what}: HTTP {answer.status} {str(answer.body.get('message', ''))[:200]}".rstrip()
+                    if answer.status in OVERLOADED:  # the API server's load: no more this cycle, and back off
+                        return created, errors + self._failed(f"HTTP {answer.status}", message, answer.retry_after)
+                    # This Event's own refusal (its namespace going, a bad field): the others are still created;
+                    # it is tried again next cycle, said once.
+                    if self._cause.failed(f"HTTP {answer.status}"):
+                        errors.append(message)
         return created, errors
 
 
@@ -239,11 +296,14 @@ class Reports:
     """Writes this node's reports when their content changes; deletes those of namespaces it no longer has
     (``cluster.reports.ReportWriter``, the writer of ``audit --report`` too)."""
 
-    def __init__(self, api: Lister, flavour: Flavour, node: str) -> None:
+    def __init__(self, api: Lister, flavour: Flavour, node: str, clock: Callable[[], float] = time.monotonic) -> None:
         self._flavour, self._node = flavour, node
         self._writer = ReportWriter(api, flavour, COMPONENT)
         self._written: dict[str, str] = {}  # namespace -> digest of what was written
         self._known: set[str] | None = None
+        self._clock = clock
+        self.backoff = Backoff()
+        self._cause = Cause()
 
     def _existing(self) -> set[str]:
         if self._known is None:  # reports left by an earlier run of this node's agent
@@ -252,6 +312,29 @@ class Reports:
         return self._known | set(self._written)
 
     def write(self, snap: Snapshot, now: datetime) -> list[str]:
+        """Write what changed; the lines to log (a failure once per change of cause, and its end). After a
+        failure nothing is written until the backoff's wait is over (``Retry-After`` honoured)."""
+        if not self.backoff.ready(self._clock()):
+            return []
+        try:
+            failures = self._write(snap, now)
+        except ClusterError as exc:  # unreachable, or our reports could not be listed
+            kind = "unreachable" if isinstance(exc, Unreachable) else str(exc)
+            return self._failed(kind, f"reports: {exc}", None)
+        if failures:
+            first = failures[0]
+            return self._failed(f"{first.verb} HTTP {first.status}", "; ".join(str(f) for f in failures[:5]),
+                                max((f.retry_after for f in failures if f.retry_after is not None), default=None))
+        self.backoff.succeeded()
+        return ["reports are written again"] if self._cause.cleared() else []
+
+    def _failed(self, kind: str, message: str, server_wait: float | None) -> list[str]:
+        wait = self.backoff.failed(self._clock(), server_wait)
+        if not self._cause.failed(kind):
+            return []
+        return [f"{message} (reports wait {wait:.1f} s, with backoff; said again only when the cause changes)"]
+
+    def _write(self, snap: Snapshot, now: datetime) -> list[Failure]:
         objects = build_reports(self._flavour, self._node, snap, now)
         digests = {obj["metadata"]["namespace"]: hashlib.sha256(json.dumps(
             [{k: v for k, v in r.items() if k != "timestamp"} for r in obj["results"]],
@@ -263,7 +346,7 @@ class Reports:
         for ns in done.deleted:
             self._written.pop(ns, None)
         self._known = (self._known or set()) - set(done.deleted) | set(digests)
-        return [str(f) for f in done.failures]
+        return done.failures
 
 
 def run_agent(opts: AgentOptions, stop: threading.Event | None = None,
@@ -293,15 +376,21 @@ def run_agent(opts: AgentOptions, stop: threading.Event | None = None,
         " then pciBusID, pcieRoot)")
     view = WatchedView(transport, opts.node, log)
     view.start()
+    publisher: TopologyPublisher | None = None
     if opts.topology is not None:
         t = opts.topology
         given = t.policy is not None and t.scope is not None
-        TopologyPublisher(api, opts.node, opts.socket, opts.sys_root, log, t.poll, t.policy, t.scope,
-                          None if given else configz_reader(opts.kubeconfig, opts.node)).start(stop)
-        log(f"publishing NodeResourceTopology {opts.node} when it changes (PodResources polled every {t.poll:g} s)")
+        publisher = TopologyPublisher(api, opts.node, opts.socket, opts.sys_root, log, t.poll, t.policy, t.scope,
+                                      None if given else configz_reader(t.kubelet_address, t.kubelet_port,
+                                                                        t.kubelet_ca))
+        registry.register(PublisherMetrics(publisher))
+        publisher.start(stop)
+        source = "given" if given else f"read from kubelet's configz at {t.kubelet_address}:{t.kubelet_port}"
+        log(f"publishing NodeResourceTopology {opts.node} when it changes (PodResources polled every {t.poll:g} s; "
+            f"Topology Manager settings {source})")
     try:
         view.wait_synced(SYNC_WAIT, stop)
-        _loop(opts, stop, api, view, placements, cycles, last)
+        _loop(opts, stop, api, view, placements, cycles, last, publisher)
     finally:
         view.stop()
     log("stopped")
@@ -309,13 +398,16 @@ def run_agent(opts: AgentOptions, stop: threading.Event | None = None,
 
 
 def _loop(opts: AgentOptions, stop: threading.Event, api: Lister, view: WatchedView, placements: Placements,
-          cycles: Counter, last: Gauge) -> None:
-    """One look per ``opts.interval`` until ``stop``."""
+          cycles: Counter, last: Gauge, publisher: TopologyPublisher | None = None) -> None:
+    """One look per ``opts.interval`` until ``stop``; the publisher's thread started again if it ended."""
     events = Events(api, opts.node) if opts.events else None
     reports = Reports(api, opts.report, opts.node) if opts.report is not None else None
     previous_error = ""
     while not stop.is_set():
         started = time.monotonic()
+        if publisher is not None and not publisher.alive() and not stop.is_set():
+            log(f"NodeResourceTopology {opts.node}: the publisher's thread ended; started again")
+            publisher.start(stop)
         try:
             with PodResourcesClient(opts.socket) as kubelet:
                 snap = observe(kubelet, view, opts.sys_root, opts.cgroup_root, opts.node,
