@@ -24,8 +24,13 @@ install: $(STAMP)
 
 # helm, etcd and kube-apiserver, built from the Go module proxy once and cached outside the repository
 # (~/.cache/qos-guard/tools, or $$QOS_GUARD_TOOLS) by version. The first build takes several minutes.
+# The releases the oracle differentials (tests/fidelity) run against in `make test`: the tools' default and the
+# newest minor (each oracle build is one more k8s.io/kubernetes compile); `make test-versions` runs every minor.
+ORACLE_VERSIONS ?= v1.36.3,v1.37.2
+
 tools:
 	bash hack/build-tools.sh all
+	@for v in $$(echo $(ORACLE_VERSIONS) | tr , ' '); do KUBE_VERSION=$$v bash hack/build-tools.sh oracle >/dev/null; done
 
 # On this machine only (127.0.0.1), with a local CA in certs/localhost/; ARGS go last and win, e.g.
 # make run ARGS="--bind 0.0.0.0:8443 --config config.yaml".
@@ -57,7 +62,7 @@ node-tools:
 		  wait $$images; }; else echo "not root: tests/node will be skipped"; fi
 
 test: lint tools node-tools
-	$(BIN)/pytest
+	QOS_GUARD_ORACLE_VERSIONS=$(ORACLE_VERSIONS) $(BIN)/pytest
 
 # The inner loop while editing: unit, rule-fixture and CLI tests, no tool build (under a minute).
 test-fast: install
