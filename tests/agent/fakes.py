@@ -154,20 +154,19 @@ class FakeAPI:
             self.events.append((self.rv, path, kind, obj))
             self._cond.notify_all()
 
-    def pages(self, path: str, label_selector: str | None = None,
-              field_selector: str | None = None) -> Iterator[list[dict[str, Any]]]:
+    def list_objects(self, path: str, label_selector: str | None = None,
+                     field_selector: str | None = None) -> list[dict[str, Any]]:
         self.listed.append((path, {"labelSelector": label_selector or "", "fieldSelector": field_selector or ""}))
         if path in self.refuse:
             raise ClusterError(f"GET {path}: HTTP {self.refuse[path]} {path} is forbidden")
         if path == SLICES:
-            yield self._slices(field_selector)
-        elif path == "/api/v1/namespaces":
-            yield self.namespaces
-        elif path.endswith("/pods"):
-            yield [p for p in self.pods if path == "/api/v1/pods" or
-                   path == f"/api/v1/namespaces/{p['metadata']['namespace']}/pods"]
-        else:
-            yield []
+            return self._slices(field_selector)
+        if path == "/api/v1/namespaces":
+            return list(self.namespaces)
+        if path.endswith("/pods"):
+            return [p for p in self.pods if path == "/api/v1/pods" or
+                    path == f"/api/v1/namespaces/{p['metadata']['namespace']}/pods"]
+        return []
 
     def send(self, method: str, path: str, query: list[tuple[str, str]], body: str | dict[str, Any] | None,
              content_type: str | None) -> tuple[int, dict[str, Any]]:

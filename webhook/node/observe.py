@@ -10,7 +10,7 @@ node is found from them (``webhook/node/dra.py``)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -42,8 +42,8 @@ MAX_NAMESPACES = 10_000
 class PodSource(Protocol):
     """The API server, as ``cluster.Lister`` reads it (a protocol, so the unit tests can hand in lists)."""
 
-    def pages(self, path: str, label_selector: str | None = None,
-              field_selector: str | None = None) -> Iterator[list[dict[str, Any]]]: ...
+    def list_objects(self, path: str, label_selector: str | None = None,
+                     field_selector: str | None = None) -> list[dict[str, Any]]: ...
 
 
 class Allocations(Protocol):
@@ -101,13 +101,12 @@ def opted_in(namespace: Mapping[str, Any]) -> OptedIn | None:
 
 def opted_in_namespaces(api: PodSource) -> dict[str, OptedIn]:
     found: dict[str, OptedIn] = {}
-    for page in api.pages("/api/v1/namespaces", MODE_SELECTOR):
-        for ns in page:
-            name, opted = (ns.get("metadata") or {}).get("name"), opted_in(ns)
-            if isinstance(name, str) and opted is not None:
-                found[name] = opted
-            if len(found) > MAX_NAMESPACES:
-                break
+    for ns in api.list_objects("/api/v1/namespaces", MODE_SELECTOR):
+        name, opted = (ns.get("metadata") or {}).get("name"), opted_in(ns)
+        if isinstance(name, str) and opted is not None:
+            found[name] = opted
+        if len(found) > MAX_NAMESPACES:
+            break
     return found
 
 
@@ -120,10 +119,9 @@ def _pods(api: PodSource, node: str | None, namespaces: Iterable[str]) -> dict[t
     else:
         sources = [(f"/api/v1/namespaces/{ns}/pods", None) for ns in sorted(set(namespaces))]
     for path, selector in sources:
-        for page in api.pages(path, None, selector):
-            for obj in page:
-                meta = obj.get("metadata") or {}
-                found[(str(meta.get("namespace", "")), str(meta.get("name", "")))] = obj
+        for obj in api.list_objects(path, None, selector):
+            meta = obj.get("metadata") or {}
+            found[(str(meta.get("namespace", "")), str(meta.get("name", "")))] = obj
     return found
 
 
@@ -142,7 +140,7 @@ class ListedView:
     def slices(self, node: str | None) -> tuple[list[dict[str, Any]], str | None]:
         selector = f"spec.nodeName={node}" if node else None
         try:
-            kept = [k for page in self._api.pages(SLICES_PATH, None, selector) for obj in page
+            kept = [k for obj in self._api.list_objects(SLICES_PATH, None, selector)
                     if (k := slice_kept(obj)) is not None]
         except ClusterError as exc:
             return [], f"listing ResourceSlices: {exc}; {SLICES_GRANT}"
