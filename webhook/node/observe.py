@@ -30,7 +30,17 @@ from webhook.node.decide import (
     opted_in_at,
     pod_info,
 )
-from webhook.node.dra import DEFAULT_DRIVER_ATTRIBUTES, SLICES_PATH, SliceIndex, SysfsLocality, resolve_all, slice_kept
+from webhook.node.dra import (
+    DEFAULT_DRIVER_ATTRIBUTES,
+    SLICES_PATH,
+    SliceIndex,
+    SysfsLocality,
+    admin_devices,
+    claim_path,
+    mark_admin,
+    resolve_all,
+    slice_kept,
+)
 from webhook.node.numapages import NumaPages
 from webhook.node.numastat import container_pages
 from webhook.node.sysfs import NumaLayout, read_layout
@@ -44,6 +54,9 @@ class PodSource(Protocol):
 
     def list_objects(self, path: str, label_selector: str | None = None,
                      field_selector: str | None = None) -> list[dict[str, Any]]: ...
+
+    def send(self, method: str, path: str, query: list[tuple[str, str]], body: str | dict[str, Any] | None,
+             content_type: str | None) -> tuple[int, dict[str, Any]]: ...
 
 
 class Allocations(Protocol):
@@ -70,6 +83,11 @@ class ClusterView(Protocol):
     def slices(self, node: str | None) -> tuple[list[dict[str, Any]], str | None]:
         """The ResourceSlices of ``node`` (any node's, None), as ``dra.slice_kept`` keeps them, and why they
         could not be read (None: read)."""
+        ...
+
+    def admin_devices(self, claim: str) -> frozenset[tuple[str, str, str]]:
+        """The devices claim ``namespace/name`` was given with adminAccess (``dra.admin_devices``); none when
+        it cannot be read (its devices are then judged as the workload's)."""
         ...
 
 
@@ -138,13 +156,21 @@ class ListedView:
         return _pods(self._api, node, namespaces)
 
     def slices(self, node: str | None) -> tuple[list[dict[str, Any]], str | None]:
-        selector = f"spec.nodeName={node}" if node else None
+        # This node's slices, and those that name no node (perDeviceNodeSelection: each device names its own).
+        selectors = [f"spec.nodeName={node}", "spec.nodeName="] if node else [None]
         try:
-            kept = [k for obj in self._api.list_objects(SLICES_PATH, None, selector)
+            kept = [k for selector in selectors for obj in self._api.list_objects(SLICES_PATH, None, selector)
                     if (k := slice_kept(obj)) is not None]
         except ClusterError as exc:
             return [], f"listing ResourceSlices: {exc}; {SLICES_GRANT}"
         return kept, None
+
+    def admin_devices(self, claim: str) -> frozenset[tuple[str, str, str]]:
+        try:
+            status, body = self._api.send("GET", claim_path(claim), [], None, None)
+        except ClusterError:
+            return frozenset()
+        return admin_devices(body) if status == 200 else frozenset()
 
 
 def observe(kubelet: Allocations, cluster: ClusterView, sys_root: Path, cgroup_root: Path, node: str | None = None,
@@ -198,7 +224,8 @@ def observe(kubelet: Allocations, cluster: ClusterView, sys_root: Path, cgroup_r
                 if index is None:  # read once, and only when a container has DRA devices
                     kept, problem = cluster.slices(node)
                     index = SliceIndex.build(kept, node, problem)
-                c = replace(c, dynamic=resolve_all(c.dynamic, index, locality, dra_attributes))
+                c = replace(c, dynamic=mark_admin(resolve_all(c.dynamic, index, locality, dra_attributes),
+                                                  cluster.admin_devices))
             spec = next((s for s in info.containers if s.name == c.name), None)
             cgroup = None
             pages: NumaPages | None = None
