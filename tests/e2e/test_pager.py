@@ -136,7 +136,7 @@ def test_an_object_deleted_then_an_expired_token_is_no_ghost(cluster: Cluster, n
     transport = Hooked(ApiTransport(str(cluster.kubeconfig)), delete_and_compact)
     store = reflect(transport, lambda s: True, "the list read again after the expired token")
     assert 410 in transport.answers, (transport.lists, transport.answers)
+    assert names_of(store) == ["cm-1", "cm-2", "cm-3", "cm-4", "cm-5", "cm-new"], seen
     relist = transport.lists[transport.answers.index(410) + 1]
     assert relist.get("resourceVersionMatch") == "NotOlderThan" and relist.get("resourceVersion") and \
         relist.get("limit") == "2" and "continue" not in relist
-    assert names_of(store) == ["cm-1", "cm-2", "cm-3", "cm-4", "cm-5", "cm-new"], seen
