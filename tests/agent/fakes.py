@@ -109,20 +109,25 @@ class FakeAPI:
         self.rv = 1
         self.events: list[tuple[int, str, str, dict[str, Any]]] = []  # (rv, path, type, object)
         self.refuse: dict[str, int] = {}  # path -> HTTP status of its lists
+        self.claims: dict[str, dict[str, Any]] = {}  # ResourceClaim objects by API path (GET)
         self._cond = threading.Condition()
 
     def get(self, path: str, query: list[tuple[str, str]], accept: str) -> tuple[int, Any]:
         self.listed.append((path, dict(query)))
         if path in self.refuse:
             return self.refuse[path], {"kind": "Status", "message": f"{path} is forbidden"}
+        if "/resourceclaims/" in path:
+            return (200, self.claims[path]) if path in self.claims else (404, {"message": "not found"})
         with self._cond:
             items = self.namespaces if path == "/api/v1/namespaces" else self.pods if path == "/api/v1/pods" else \
                 self._slices(dict(query).get("fieldSelector")) if path == SLICES else []
             return 200, {"items": [dict(o) for o in items], "metadata": {"resourceVersion": str(self.rv)}}
 
     def _slices(self, selector: str | None) -> list[dict[str, Any]]:
-        node = (selector or "").removeprefix("spec.nodeName=")
-        return [s for s in self.slices if not node or s["spec"].get("nodeName") == node]
+        if selector is None:
+            return list(self.slices)
+        node = selector.removeprefix("spec.nodeName=")  # "": the slices that name no node, as the API selects
+        return [s for s in self.slices if (s["spec"].get("nodeName") or "") == node]
 
     def stream(self, path: str, query: list[tuple[str, str]], accept: str) -> tuple[int, Iterator[bytes], Any]:
         self.watched.append((path, dict(query)))
@@ -154,20 +159,19 @@ class FakeAPI:
             self.events.append((self.rv, path, kind, obj))
             self._cond.notify_all()
 
-    def pages(self, path: str, label_selector: str | None = None,
-              field_selector: str | None = None) -> Iterator[list[dict[str, Any]]]:
+    def list_objects(self, path: str, label_selector: str | None = None,
+                     field_selector: str | None = None) -> list[dict[str, Any]]:
         self.listed.append((path, {"labelSelector": label_selector or "", "fieldSelector": field_selector or ""}))
         if path in self.refuse:
             raise ClusterError(f"GET {path}: HTTP {self.refuse[path]} {path} is forbidden")
         if path == SLICES:
-            yield self._slices(field_selector)
-        elif path == "/api/v1/namespaces":
-            yield self.namespaces
-        elif path.endswith("/pods"):
-            yield [p for p in self.pods if path == "/api/v1/pods" or
-                   path == f"/api/v1/namespaces/{p['metadata']['namespace']}/pods"]
-        else:
-            yield []
+            return self._slices(field_selector)
+        if path == "/api/v1/namespaces":
+            return list(self.namespaces)
+        if path.endswith("/pods"):
+            return [p for p in self.pods if path == "/api/v1/pods" or
+                    path == f"/api/v1/namespaces/{p['metadata']['namespace']}/pods"]
+        return []
 
     def request(self, method: str, path: str, query: list[tuple[str, str]], body: Any,
                 content_type: str | None) -> Reply:
@@ -185,6 +189,10 @@ class FakeAPI:
             assert body is None or isinstance(body, str)
             decoded = json.loads(body) if body else None
         self.sent.append((method, path, decoded))
+        if method == "GET" and "/resourceclaims/" in path:
+            if path in self.refuse:
+                return self.refuse[path], {"message": f"{path} is forbidden"}
+            return (200, self.claims[path]) if path in self.claims else (404, {"message": "not found"})
         if method == "POST" and decoded is not None:
             key = f"{path}/{decoded['metadata']['name']}"
             if key in self.existing:

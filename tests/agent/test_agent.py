@@ -224,21 +224,25 @@ def wait_for(what: str, check: Any, within: float = 10) -> None:
 
 def test_agent_watches_and_lists_nothing_per_cycle(world: tuple[Kubelet, FakeAPI, Path, Path]) -> None:
     """A Pod created after the start, its deletion and a namespace opting out are seen through the watches;
-    after the first three lists (namespaces, Pods, the node's ResourceSlices), cycles list nothing."""
+    after the first four lists (namespaces, Pods, the node's ResourceSlices and those that name no node, where
+    perDeviceNodeSelection slices are), cycles list nothing."""
     kubelet, api, _, sys_root = world
     port = free_port()
     with running_agent(world, port, interval=0.1, events=False):
         wait_for("no metrics", lambda: ("qos_guard_container_pinned", "pinned") in _scrape_or_empty(port))
-        assert sorted(api.listed) == [
+        assert sorted(api.listed, key=repr) == sorted([
             ("/api/v1/namespaces", {"limit": str(watch.PAGE),
                                     "labelSelector": "qos-guard.io/mode in (enforce,mutate,warn)"}),
             ("/api/v1/pods", {"limit": str(watch.PAGE), "fieldSelector": "spec.nodeName=node-1"}),
             ("/apis/resource.k8s.io/v1/resourceslices", {"limit": str(watch.PAGE),
-                                                         "fieldSelector": "spec.nodeName=node-1"})]
+                                                         "fieldSelector": "spec.nodeName=node-1"}),
+            ("/apis/resource.k8s.io/v1/resourceslices", {"limit": str(watch.PAGE),
+                                                         "fieldSelector": "spec.nodeName="})], key=repr)
         assert sorted((path, q["labelSelector" if "namespaces" in path else "fieldSelector"])
                       for path, q in api.watched) == [
             ("/api/v1/namespaces", "qos-guard.io/mode in (enforce,mutate,warn)"),
             ("/api/v1/pods", "spec.nodeName=node-1"),
+            ("/apis/resource.k8s.io/v1/resourceslices", "spec.nodeName="),
             ("/apis/resource.k8s.io/v1/resourceslices", "spec.nodeName=node-1")]
         synced = list(api.listed)
         # A Pod bound to the node after the start: kubelet has it, and the API server says so by a watch event.
@@ -332,7 +336,7 @@ def test_the_agent_judges_dra_devices_from_the_watched_slices(world: tuple[Kubel
             api._cond.notify_all()
         wait_for("a slice published after the start is not used",
                  lambda: _scrape_or_empty(port).get(("qos_guard_container_numa_aligned", "pinned")) == 1)
-        assert [p for p, _ in api.listed].count(SLICES) == 1
+        assert [(p, q.get("fieldSelector")) for p, q in api.listed].count((SLICES, "spec.nodeName=node-1")) == 1
 
 
 def test_memory_where_it_really_is(world: tuple[Kubelet, FakeAPI, Path, Path]) -> None:

@@ -36,9 +36,10 @@ from webhook.node.podresources import api_pb2
 from webhook.node.verdict import NUMA_MISALIGNED, NUMA_UNKNOWN, judge_container
 from webhook.node.verdict_text import DRA_REASON
 from webhook.node.verify import render_json, render_text, summary_line
-from webhook.node.watched import WatchedView
+from webhook.node.watched import SHARED_SLICES, WatchedView
 
 DRIVER = "gpu.example.com"
+DEFAULT_NAMES = "dra.net/numaNode, gpu.amd.com/numaNode, dra.memory/numaNode, gpu.nvidia.com/numa"
 TWO_NODES = {0: 0, 1: 1}  # CPU -> NUMA node
 UID = "00000001-0000-4000-8000-000000000000"
 
@@ -92,9 +93,16 @@ def test_the_standard_numa_node_attribute() -> None:
     assert (got.numa, got.source, got.path, got.looked) == (frozenset({1}), NUMA_NODE, "", "")
 
 
-def test_a_list_valued_numa_node_gives_its_nodes() -> None:
-    got = resolve(dev(), index(rslice("s", {"gpu-0": {NUMA_NODE: {"ints": [0, 1]}}})), NoSysfs())
-    assert got.numa == {0, 1} and got.source == NUMA_NODE
+def test_a_list_valued_numa_node_is_the_devices_own_node_first() -> None:
+    """DRAListTypeAttributes (1.37): the list is the device's own node, then the nodes of its socket equally near
+    (k8s.io/dynamic-resource-allocation v0.37.2 deviceattribute/numa_linux.go, makeNUMANodeListAttribute). The
+    device sits on the first only: before, every node listed counted, so a GPU on node 1 listed [1, 0] passed
+    as aligned with CPUs on node 0."""
+    got = resolve(dev(), index(rslice("s", {"gpu-0": {NUMA_NODE: {"ints": [1, 0]}}})), NoSysfs())
+    assert got.numa == {1} and got.source == NUMA_NODE
+    assert resolve(dev(), index(rslice("s", {"gpu-0": {NUMA_NODE: {"ints": [2]}}})), NoSysfs()).numa == {2}
+    bad = resolve(dev(), index(rslice("s", {"gpu-0": {NUMA_NODE: {"ints": [1, -1]}}})), NoSysfs())
+    assert not bad.numa and "not a NUMA node" in bad.looked
 
 
 def test_driver_attributes_qualified_and_bare_in_the_drivers_domain() -> None:
@@ -175,7 +183,7 @@ def test_a_string_numa_node_is_not_a_node_and_the_next_source_answers() -> None:
 def test_bad_numa_node_values_are_unknown_naming_the_value(value: dict[str, Any], why: str) -> None:
     got = resolve(dev(), index(rslice("gpus", {"gpu-0": {NUMA_NODE: value}})), NoSysfs())
     assert not got.numa and not got.source
-    assert got.looked == (f"ResourceSlice gpus: looked for {NUMA_NODE}, dra.net/numaNode, {DRIVER}/numaNode, "
+    assert got.looked == (f"ResourceSlice gpus: looked for {NUMA_NODE}, {DEFAULT_NAMES}, {DRIVER}/numaNode, "
                           f"{PCI_BUS_ID}, {PCIE_ROOT}: {NUMA_NODE} {why}")
 
 
@@ -216,7 +224,7 @@ def test_pcie_root_unknown_when_missing_minus_one_or_disagreeing(tmp_path: Path)
 
 def test_no_locality_attribute_at_all_says_what_was_looked_for() -> None:
     got = resolve(dev(), index(rslice("gpus", {"gpu-0": {"model": {"string": "LATEST-GPU"}}})), NoSysfs())
-    assert got.looked == (f"ResourceSlice gpus: looked for {NUMA_NODE}, dra.net/numaNode, {DRIVER}/numaNode, "
+    assert got.looked == (f"ResourceSlice gpus: looked for {NUMA_NODE}, {DEFAULT_NAMES}, {DRIVER}/numaNode, "
                           f"{PCI_BUS_ID}, {PCIE_ROOT}: none of them is set")
 
 
@@ -230,8 +238,9 @@ def test_only_this_nodes_slices_of_the_newest_pool_generation() -> None:
     assert resolve(dev(), idx, NoSysfs()).numa == {1}
     got = resolve(dev("gpu-9"), idx, NoSysfs())
     assert got.looked.startswith("no ResourceSlice of node node-1 publishes device gpu-9 in pool node-1 of "
-                                 f"driver {DRIVER} (only node-local slices, spec.nodeName, are read; looked "
-                                 f"for {NUMA_NODE}, ")
+                                 f"driver {DRIVER} (read: slices with spec.nodeName, devices[].nodeName of "
+                                 "perDeviceNodeSelection slices, and devices given to allNodes or by a "
+                                 f"nodeSelector; looked for {NUMA_NODE}, ")
     # Without a node name (verify without --node): any node's slice, unless several publish the device.
     assert resolve(dev("gpu-9"), index(old, other, node=None), NoSysfs()).numa == {0}
     twin = rslice("twin", {"gpu-0": {NUMA_NODE: {"int": 1}}}, node="node-2")
@@ -376,7 +385,8 @@ def test_kubelet_dynamic_resources_reach_the_verdict(node: Any) -> None:
     assert c["draDevices"] == [{
         "driver": DRIVER, "pool": "node-1", "device": "gpu-0", "claim": {"namespace": "ns", "name": "gpu-claim"},
         "cdiDevices": [f"{DRIVER}/gpu=gpu-0"], "numaNodes": [0], "numaSource": PCI_BUS_ID,
-        "numaPath": str(sys_root / "bus/pci/devices/0000:3b:00.0/numa_node"), "unknown": None, "notes": None}]
+        "numaPath": str(sys_root / "bus/pci/devices/0000:3b:00.0/numa_node"), "unknown": None, "notes": None,
+        "adminAccess": False}]
     assert c["problems"][0]["reason"] == "NUMAMisaligned" and DRA_REASON in c["problems"][0]["message"]
     assert body["summary"] == {"containers": 1, "pinnedAligned": 0, "memoryNotPinned": 0, "misaligned": 1,
                                "unknown": 0, "notPinned": 0, "problems": 1, "errors": 0}
@@ -454,14 +464,21 @@ def test_the_watched_view_keeps_the_nodes_slices_and_judges_without_them() -> No
     assert view.synced() and view.opted_in() == {}  # judging does not wait for the slices
     assert view.slices("node-1") == ([], "not listed yet")
     view._changed("resourceslices", "listing resourceslices is not allowed (HTTP 403)")
+    assert not view.slices_answered()  # the slices that name no node are not answered yet
+    view._changed(SHARED_SLICES, "listing resourceslices of no node is not allowed (HTTP 403)")
     assert view.slices_answered() and view.slices("node-1")[1] == "listing resourceslices is not allowed (HTTP 403)"
     assert view.pods("node-1", []) == {}  # a slices problem never stops the judging
     view.slice_store.replace([rslice("s", {"gpu-0": {NUMA_NODE: {"int": 0}}})])
     view._changed("resourceslices", None)
+    assert view.slices("node-1")[1] == "listing resourceslices of no node is not allowed (HTTP 403)"
+    view.shared_slice_store.replace([])
+    view._changed(SHARED_SLICES, None)
     kept, problem = view.slices("node-1")
     assert problem is None and [k["name"] for k in kept] == ["s"]
     (reflector,) = [r for r in view.reflectors if r.name == "resourceslices"]
     assert (reflector.path, reflector.selectors) == (SLICES, (None, "spec.nodeName=node-1"))
+    (shared,) = [r for r in view.reflectors if r.name == SHARED_SLICES]
+    assert (shared.path, shared.selectors) == (SLICES, (None, "spec.nodeName="))
 
 
 def test_dra_numa_attribute_names_are_checked_on_the_command_line(capsys: pytest.CaptureFixture[str]) -> None:

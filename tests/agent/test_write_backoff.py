@@ -18,7 +18,6 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from webhook.node.decide import Allocatable, Placement, Problem
 
 from tests.agent.fakes import Kubelet, serve, topology
 from tests.agent.test_topology_report import sysfs
@@ -28,11 +27,13 @@ from webhook.cluster.client import Reply, Unreachable
 from webhook.cluster.configz import KubeletConfigz
 from webhook.cluster.reports import FLAVOURS
 from webhook.node.agent import Events, Reports
+from webhook.node.allocation import Allocatable
 from webhook.node.kubelet import PodResourcesClient
 from webhook.node.observe import Snapshot
 from webhook.node.podresources import api_pb2
 from webhook.node.sysfs import NumaLayout
 from webhook.node.topology_publisher import REREAD, RESYNC, ApiFailure, TopologyPublisher
+from webhook.node.verdict import ContainerVerdict, Problem
 from webhook.serving.certs import write_bundle
 
 
@@ -272,8 +273,8 @@ def test_the_publisher_follows_kubelet_restarts_the_slow_timer_and_the_node(tmp_
         server.stop(None)
 
 
-def problem_placement(pod: str, namespace: str = "ns") -> Placement:
-    return Placement(namespace=namespace, pod=pod, uid=f"uid-{pod}", container="app", pinned=False,
+def problem_placement(pod: str, namespace: str = "ns") -> ContainerVerdict:
+    return ContainerVerdict(namespace=namespace, pod=pod, uid=f"uid-{pod}", container="app", pinned=False,
                      exclusive_cpus=frozenset(), cpu_request_milli=1000, cpu_numa=frozenset(), memory=(),
                      devices=(), aligned=None, reason="node-not-pinning", detail="not pinned",
                      problems=(Problem("NotPinned", "not pinned"),))

@@ -68,6 +68,7 @@ class Cluster:
     folder: Path
     env: dict[str, str] = field(default_factory=dict)
     restart_apiserver: Callable[..., None] | None = None  # control_plane's: stop it, start it again
+    etcd: str = ""  # etcd's client URL (its v3 JSON gateway: tests/e2e/test_pager.py compacts through it)
 
     def kubectl(self, *args: str, stdin: Any = None, check: bool = False) -> subprocess.CompletedProcess[str]:
         data = stdin if stdin is None or isinstance(stdin, str) else yaml.safe_dump_all(
@@ -169,7 +170,7 @@ def control_plane(folder: Path, extra_args: Sequence[str] = ()) -> Iterator[Clus
             "contexts": [{"name": "e2e", "context": {"cluster": "e2e", "user": "admin"}}],
         }))
         env = dict(os.environ, KUBECONFIG=str(kubeconfig), HOME=str(folder), PYTHONPATH=str(ROOT))
-        c = Cluster(url, kubeconfig, folder, env, restart)
+        c = Cluster(url, kubeconfig, folder, env, restart, etcd=f"http://127.0.0.1:{client_port}")
         # The default namespace exists once the bootstrap controller has run.
         wait_until_ready("namespace default", lambda: c.kubectl("get", "namespace", "default").returncode == 0,
               apiserver, api_log)

@@ -63,6 +63,18 @@ def resource_slice(name: str, node: str) -> dict[str, Any]:
                          "model": {"string": "E2E-GPU"}}}]}}
 
 
+def per_device_slice(name: str) -> dict[str, Any]:
+    """A slice with perDeviceNodeSelection (resource.k8s.io/v1, DRAPartitionableDevices, beta and on since 1.36):
+    no spec.nodeName, each device names its node."""
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": name},
+            "spec": {"driver": "gpu.e2e.example.com", "perDeviceNodeSelection": True,
+                     "pool": {"name": "shared", "generation": 1, "resourceSliceCount": 1},
+                     "devices": [{"name": "gpu-8", "nodeName": NODE, "attributes": {
+                                     "resource.kubernetes.io/numaNode": {"int": 0}}},
+                                 {"name": "gpu-9", "nodeName": "another-node", "attributes": {
+                                     "resource.kubernetes.io/numaNode": {"int": 1}}}]}}
+
+
 def pod(name: str, node: str) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NAMESPACE},
             "spec": {"nodeName": node, "containers": [{"name": "app", "image": "registry.invalid/app:1",
@@ -112,18 +124,23 @@ def test_the_watched_view_sees_opt_in_and_a_bound_pod_come_and_go(cluster: Clust
         assert view.opted_in()[NAMESPACE].since is not None  # from its managedFields, read before they go
 
         # The node's ResourceSlice, not another node's: kept with its attributes qualified by the driver's domain.
+        # A perDeviceNodeSelection slice (no spec.nodeName): read through spec.nodeName=, only this node's device.
         cluster.kubectl("apply", "-f", "-", stdin=[resource_slice("e2e-watch-gpus", NODE),
-                                                   resource_slice("e2e-other-gpus", "another-node")], check=True)
-        sliced = eventually("the node's ResourceSlice", lambda: bool(view.slices(NODE)[0]))
+                                                   resource_slice("e2e-other-gpus", "another-node"),
+                                                   per_device_slice("e2e-shared-gpus")], check=True)
+        sliced = eventually("the node's ResourceSlices", lambda: len(view.slices(NODE)[0]) == 2)
         kept_slices, problem = view.slices(NODE)
-        assert problem is None and [k["name"] for k in kept_slices] == ["e2e-watch-gpus"]
+        assert problem is None and sorted(k["name"] for k in kept_slices) == ["e2e-shared-gpus", "e2e-watch-gpus"]
+        (shared,) = [k for k in kept_slices if k["name"] == "e2e-shared-gpus"]
+        assert [(d["name"], d["nodeName"]) for d in shared["devices"]] == [("gpu-8", NODE)]
+        kept_slices = [k for k in kept_slices if k["name"] == "e2e-watch-gpus"]
         assert kept_slices[0]["devices"][0]["attributes"] == {
             "resource.kubernetes.io/numaNode": {"int": 1},
             "resource.kubernetes.io/pciBusID": {"string": "0000:3b:00.0"},
             "gpu.e2e.example.com/model": {"string": "E2E-GPU"}}
         # verify's view lists the same, with the same grant and field selector.
         listed, problem = ListedView(Lister(str(agent_kubeconfig))).slices(NODE)
-        assert problem is None and [k["name"] for k in listed] == ["e2e-watch-gpus"]
+        assert problem is None and sorted(k["name"] for k in listed) == ["e2e-shared-gpus", "e2e-watch-gpus"]
 
         # The agent's cycles read the caches: not one request.
         lists, watches = transport.lists, transport.watches
@@ -131,16 +148,16 @@ def test_the_watched_view_sees_opt_in_and_a_bound_pod_come_and_go(cluster: Clust
             view.opted_in()
             view.pods(NODE, [NAMESPACE])
             view.slices(NODE)
-        assert (transport.lists, transport.watches) == (lists, watches) == (3, 3)
+        assert (transport.lists, transport.watches) == (lists, watches) == (4, 4)
 
         # No kubelet confirms a graceful deletion here: delete at once, as a kubelet would in the end.
         cluster.kubectl("delete", "pod", "bound", "-n", NAMESPACE, "--grace-period=0", "--force", check=True)
         gone = eventually("a deleted Pod going", lambda: (NAMESPACE, "bound") not in view.pods(NODE, []))
         cluster.kubectl("label", "namespace", NAMESPACE, "qos-guard.io/mode-", check=True)
         out = eventually("a namespace opting out", lambda: NAMESPACE not in view.opted_in())
-        cluster.kubectl("delete", "resourceslice", "e2e-watch-gpus", "e2e-other-gpus", check=True)
+        cluster.kubectl("delete", "resourceslice", "e2e-watch-gpus", "e2e-other-gpus", "e2e-shared-gpus", check=True)
         unsliced = eventually("a deleted ResourceSlice going", lambda: not view.slices(NODE)[0])
-        assert transport.lists == 3, "a relist where watching was enough"
+        assert transport.lists == 4, "a relist where watching was enough"
         cluster.kubectl("delete", "pod", "elsewhere", "-n", NAMESPACE, "--grace-period=0", "--force", check=True)
         assert not any("not allowed" in s for s in said), said  # the chart's RBAC grants what the view needs
     finally:

@@ -83,9 +83,10 @@ def test_a_2xx_json_that_is_not_an_object_is_an_error(kubeconfig: str) -> None:
 
 def test_good_answers_are_read(kubeconfig: str) -> None:
     ANSWERS["/api/v1/nodes"] = LIST
-    assert list(Lister(kubeconfig).pages("/api/v1/nodes")) == [[{"metadata": {"name": "a"}}]]
+    assert [p.items for p in Lister(kubeconfig).pages("/api/v1/nodes")] == [[{"metadata": {"name": "a"}}]]
+    assert Lister(kubeconfig).list_objects("/api/v1/nodes") == [{"metadata": {"name": "a"}}]
     listing = Listing(ApiTransport(kubeconfig), "/api/v1/nodes", "application/json")
-    assert [o["metadata"]["name"] for o in listing] == ["a"] and listing.resource_version == "7"
+    assert [o["metadata"]["name"] for p in listing for o in p.items] == ["a"] and listing.resource_version == "7"
 
 
 def test_an_error_status_keeps_its_status_and_reads_a_non_json_body_as_none(kubeconfig: str) -> None:
@@ -127,9 +128,11 @@ def test_an_unreachable_api_server_is_its_own_error_and_stops_audit(tmp_path: Pa
     assert issubclass(Unreachable, ClusterError) and issubclass(BadAnswer, ClusterError)
 
 
-def test_an_expired_continue_token_lists_again_whole_without_repeating(kubeconfig: str) -> None:
+def test_an_expired_continue_token_lists_again_paged_and_pinned(kubeconfig: str) -> None:
     """client-go's pager (FullListIfExpired): a continue token that expired mid-list (410: etcd compacted the
-    revision) reads the list again whole, not older than the last page; audit gave up on the namespace's kind."""
+    revision) reads the list again, not older than the list it replaces (resourceVersion + NotOlderThan on its
+    first page only), and paged (an unpaged list is one body of every object: over the body cap on a large
+    cluster); its first page says it restarts, so a store keeps the new list only. audit gave up on the kind."""
     asked: list[dict[str, str]] = []
 
     def pods(query: dict[str, str]) -> Answer:
@@ -137,16 +140,26 @@ def test_an_expired_continue_token_lists_again_whole_without_repeating(kubeconfi
         names = {"": ["a", "b"], "t1": ["c", "d"]}
         if query.get("continue") == "t2":
             return 410, "application/json", b'{"kind":"Status","code":410,"reason":"Expired","message":"expired"}'
-        if "limit" not in query:  # the whole list, grown since
-            names = {"": ["a", "b", "c", "d", "e", "f"]}
+        if query.get("resourceVersionMatch") == "NotOlderThan":  # the new list, grown since
+            names, tokens = {"": ["a", "b"], "n1": ["c", "d"], "n2": ["e", "f"]}, {"": "n1", "n1": "n2"}
+        else:
+            names, tokens = names, {"": "t1", "t1": "t2"}
+        if query.get("continue", "").startswith("n"):
+            names, tokens = {"n1": ["c", "d"], "n2": ["e", "f"]}, {"n1": "n2"}
         page = names.get(query.get("continue", ""), [])
-        token = {"": "t1", "t1": "t2"}.get(query.get("continue", ""), "") if "limit" in query else ""
+        token = tokens.get(query.get("continue", ""), "")
         return 200, "application/json", json.dumps({
             "metadata": {"resourceVersion": "9", "continue": token},
             "items": [{"metadata": {"name": n, "namespace": "ns", "uid": f"u-{n}"}} for n in page]}).encode()
 
     ANSWERS["/api/v1/namespaces/ns/pods"] = pods
     pages = list(Lister(kubeconfig, page_size=2).pages("/api/v1/namespaces/ns/pods", "app=x"))
-    assert [[p["metadata"]["name"] for p in page] for page in pages] == [["a", "b"], ["c", "d"], ["e", "f"]]
-    assert [q.get("continue", "") for q in asked] == ["", "t1", "t2", ""]
-    assert asked[-1] == {"labelSelector": "app=x", "resourceVersion": "9", "resourceVersionMatch": "NotOlderThan"}
+    assert [([p["metadata"]["name"] for p in page.items], page.restart) for page in pages] == \
+        [(["a", "b"], False), (["c", "d"], False), (["a", "b"], True), (["c", "d"], False), (["e", "f"], False)]
+    assert [q.get("continue", "") for q in asked] == ["", "t1", "t2", "", "n1", "n2"]
+    assert asked[3] == {"limit": "2", "labelSelector": "app=x", "resourceVersion": "9",
+                        "resourceVersionMatch": "NotOlderThan"}
+    assert all("resourceVersion" not in q for q in asked[4:])  # refused beside a continue token
+    asked.clear()
+    assert [o["metadata"]["name"] for o in
+            Lister(kubeconfig, page_size=2).list_objects("/api/v1/namespaces/ns/pods", "app=x")] == list("abcdef")

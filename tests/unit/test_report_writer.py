@@ -5,7 +5,6 @@ tests/e2e/test_reports.py and tests/e2e/test_agent_watch.py."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any, cast
 
 import pytest
@@ -24,11 +23,11 @@ class API:
         self.refuse = refuse or {}
         self.sent: list[tuple[str, str]] = []
 
-    def pages(self, path: str, label_selector: str | None = None) -> Iterator[list[dict[str, Any]]]:
+    def list_objects(self, path: str, label_selector: str | None = None) -> list[dict[str, Any]]:
         assert label_selector == "app.kubernetes.io/managed-by=qos-guard"
         ns = path.split("/namespaces/")[1].split("/")[0] if "/namespaces/" in path else None
-        yield [{"metadata": {"namespace": n, "name": name}} for n, name in sorted(self.reports.items())
-               if ns in (None, n)]
+        return [{"metadata": {"namespace": n, "name": name}} for n, name in sorted(self.reports.items())
+                if ns in (None, n)]
 
     def request(self, method: str, path: str, query: list[tuple[str, str]], body: Any,
                 content_type: str | None) -> Reply:

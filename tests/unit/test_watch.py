@@ -193,7 +193,7 @@ def test_a_list_is_projected_page_by_page_never_held_whole() -> None:
     kept_when_listed: list[int] = []
     store = Store(lambda obj: kept_when_listed.append(len(api.calls)) or key_of(obj))
     listing = watch.Listing(api, PODS, "application/json")
-    store.replace(listing)
+    store.rebuild(listing)
     # Each object was projected while its own page was the last one read.
     assert kept_when_listed == [1, 1, 1, 2, 2, 2, 3, 3, 3]
     assert len(store.items) == 9 and listing.resource_version == "7" and listing.count == 9
@@ -227,19 +227,23 @@ def test_a_watch_that_ends_at_once_with_nothing_backs_off(monkeypatch: pytest.Mo
     assert [kind for kind, _ in api.calls] == ["list", "watch", "watch", "watch", "watch"]
 
 
-def test_an_expired_continue_token_reads_the_list_again_whole() -> None:
+def test_an_expired_continue_token_reads_the_list_again_paged_and_the_store_keeps_only_it() -> None:
     """client-go's pager: a 410 on a continue page means the snapshot it paged through is compacted away; the
-    list is read again in one piece, not reported as refused."""
+    list is read again (paged, not older than the first: resourceVersion + NotOlderThan), not reported as
+    refused, and the store is rebuilt from the new list only: p0, deleted meanwhile, is not kept (a ghost)."""
     api = Scripted()
     api.lists = [(200, {"items": [pod("a", "p0")], "metadata": {"resourceVersion": "7", "continue": "c0"}}),
                  (410, {"message": "The provided continue parameter is too old"}),
-                 (200, {"items": [pod("a", "p0"), pod("a", "p1")], "metadata": {"resourceVersion": "12"}})]
+                 (200, {"items": [pod("a", "p1")], "metadata": {"resourceVersion": "12", "continue": "n0"}}),
+                 (200, {"items": [pod("a", "p2")], "metadata": {"resourceVersion": "12"}})]
     store = Store(key_of)
     listing = watch.Listing(api, PODS, "application/json")
-    store.replace(listing)
-    assert sorted(store.items) == ["a/p0", "a/p1"] and listing.resource_version == "12" and listing.count == 2
-    assert [(q.get("limit"), q.get("continue")) for _, q in api.calls] == \
-        [(str(watch.PAGE), None), (str(watch.PAGE), "c0"), (None, None)]
+    store.rebuild(listing)
+    assert sorted(store.items) == ["a/p1", "a/p2"] and listing.resource_version == "12" and listing.count == 2
+    assert [(q.get("limit"), q.get("continue"), q.get("resourceVersion"), q.get("resourceVersionMatch"))
+            for _, q in api.calls] == [(str(watch.PAGE), None, None, None), (str(watch.PAGE), "c0", None, None),
+                                       (str(watch.PAGE), None, "7", "NotOlderThan"),
+                                       (str(watch.PAGE), "n0", None, None)]
 
 
 @pytest.mark.parametrize(("status", "refused"), [(404, True), (500, False), (429, False)])

@@ -266,7 +266,8 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--dra-numa-attribute", action="append", metavar="NAME",
                        help="a DRA driver's NUMA node attribute, read after resource.kubernetes.io/numaNode and before "
                             "pciBusID/pcieRoot; repeat for several, in order; NAME without a domain is the driver's "
-                            "own (default: dra.net/numaNode, numaNode)")
+                            "own (default: dra.net/numaNode, gpu.amd.com/numaNode, dra.memory/numaNode, "
+                            "gpu.nvidia.com/numa, numaNode)")
         p.add_argument("--remote-memory-share", type=float, default=0.10, metavar="SHARE",
                        help="NUMARemoteMemory when more than this share (0-1) of a pinned container's anonymous "
                             "memory is off its CPUs' NUMA node (memory.numa_stat; default 0.10)")

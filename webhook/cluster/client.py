@@ -1,12 +1,13 @@
 """The Kubernetes API, through the ``kubernetes`` client: one raw request (``call``, the watch's transport uses it
-too), the caBundle of webhook configurations, and the paginated listing behind ``qos-guard audit``."""
+too), the caBundle of webhook configurations, and the listing behind ``qos-guard audit`` (paged by the one
+pager, ``webhook/cluster/pager.py``)."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import urllib3
 from kubernetes import client, config
@@ -16,6 +17,9 @@ from webhook.cluster.reach import unreachable
 from webhook.core.claims import CLAIM_KINDS, made_for_pod
 from webhook.core.engine import MODE_SELECTOR
 from webhook.core.workloads import KINDS, Kind, group_of
+
+if TYPE_CHECKING:
+    from webhook.cluster.pager import Page
 
 
 class ClusterError(RuntimeError):
@@ -166,10 +170,11 @@ class Lister:
         self._page_size = page_size
         self._discovered: dict[tuple[str, str], frozenset[str]] = {}
 
-    def get_raw(self, path: str, limit: int, timeout: tuple[float, float] = (10, 60)) -> tuple[int, bytes]:
+    def get_raw(self, path: str, limit: int, timeout: tuple[float, float] = (10, 60),
+                query: list[tuple[str, str]] | None = None) -> tuple[int, bytes]:
         """``GET path`` as it comes: the status and at most ``limit + 1`` bytes of the body (so a caller
         tells a body over ``limit`` from one at it without reading all of it)."""
-        response = call(self._api, "GET", path, [], {"Accept": "application/json"}, timeout)
+        response = call(self._api, "GET", path, query or [], {"Accept": "application/json"}, timeout)
         try:
             raw = response.response  # urllib3's, not read yet
             data = raw.read(limit + 1)
@@ -204,45 +209,33 @@ class Lister:
         return Reply(int(response.status), decoded if isinstance(decoded, dict) else {},
                      retry_after(dict(response.headers or {})))
 
-    def _get(self, path: str, query: list[tuple[str, str]]) -> dict[str, Any]:
-        status, body = self.send("GET", path, query, None, None)
-        if status != 200:
-            raise ClusterError(f"GET {path}: HTTP {status} {body.get('message', '')}".rstrip())
-        return body
-
     def pages(self, path: str, label_selector: str | None = None,
-              field_selector: str | None = None) -> Iterator[list[dict[str, Any]]]:
-        """Each page of a list, following ``continue`` tokens. A token that expired mid-list (410: etcd compacted
-        the revision the list began at, minutes into a large audit) reads the list again whole, at a
-        resourceVersion not older than the last page's, as client-go's pager does (``FullListIfExpired``);
-        what was already yielded is left out of it, so no object is judged twice."""
-        selectors = ([("labelSelector", label_selector)] if label_selector else []) + \
-            ([("fieldSelector", field_selector)] if field_selector else [])
-        token, version = "", ""
-        seen: set[str] = set()
-        while True:
-            query = [("limit", str(self._page_size)), *([("continue", token)] if token else []), *selectors]
-            status, body = self.send("GET", path, query, None, None)
-            if status == 410 and token:
-                pinned = [("resourceVersion", version), ("resourceVersionMatch", "NotOlderThan")] if version else []
-                whole = self._get(path, [*selectors, *pinned]).get("items") or []
-                yield [item for item in whole if _identity(item) not in seen]
-                return
-            if status != 200:
-                raise ClusterError(f"GET {path}: HTTP {status} {body.get('message', '')}".rstrip())
-            items = body.get("items") or []
-            seen.update(_identity(item) for item in items)
-            yield items
-            meta = body.get("metadata") or {}
-            token, version = meta.get("continue") or "", meta.get("resourceVersion") or version
-            if not token:
-                return
+              field_selector: str | None = None) -> Iterator[Page]:
+        """Each page of a list, through the one pager (``webhook/cluster/pager.py``): pages within its body cap,
+        and after an expired continue token a new list pinned not older than the last (its first page is
+        ``restart``: what came before is void)."""
+        from webhook.cluster import pager  # the pager imports this module's errors
+
+        def get(query: list[tuple[str, str]]) -> tuple[int, Any]:
+            status, data = self.get_raw(path, pager.BODY_CAP, query=query)
+            if len(data) > pager.BODY_CAP:
+                raise pager.TooLarge(f"GET {path}: the answer is over {pager.BODY_CAP} bytes")
+            return status, decode_body("GET", path, status, data)
+
+        return pager.pages(get, path, pager.selectors_of(label_selector, field_selector), self._page_size)
+
+    def list_objects(self, path: str, label_selector: str | None = None,
+                     field_selector: str | None = None) -> list[dict[str, Any]]:
+        """The objects of one whole list, read page by page; after an expired continue token only the new
+        list's, so nothing deleted in between is kept."""
+        from webhook.cluster.pager import whole
+        return [dict(o) for o in whole(self.pages(path, label_selector, field_selector))]
 
     def opted_in_namespaces(self) -> list[str]:
         """The namespaces labelled with a mode, less those being deleted: their objects are going, and the API
         server refuses new content in them (a namespace whose finalizers hang stays so for ever)."""
-        return sorted(ns["metadata"]["name"] for page in self.pages("/api/v1/namespaces", MODE_SELECTOR)
-                      for ns in page if not being_deleted(ns))
+        return sorted(ns["metadata"]["name"] for ns in self.list_objects("/api/v1/namespaces", MODE_SELECTOR)
+                      if not being_deleted(ns))
 
     def served_version(self, kind: Kind) -> str | None:
         """The first of ``kind``'s versions the API server serves it at (discovery, once per group version);
@@ -281,9 +274,15 @@ class Lister:
             for api_version, plural, kind, claim in listed:
                 prefix = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
                 path = f"{prefix}/{plural}" if scope is None else f"{prefix}/namespaces/{scope}/{plural}"
+                seen: set[str] = set()
                 try:
                     for page in self.pages(path):
-                        for item in page:
+                        for found in page.items:
+                            # A new list after an expired token: what was judged already is not judged twice.
+                            if page.restart and _identity(found) in seen:
+                                continue
+                            seen.add(_identity(found))
+                            item = dict(found)
                             if _controlled(item, claim, controllers):
                                 continue
                             item["apiVersion"], item["kind"] = api_version, kind  # list items carry neither

@@ -99,8 +99,7 @@ class NodeReader:
 
     def select(self, selector: str | None) -> list[NodeInfo]:
         """Every node matching ``selector`` (all without one), by name. Raises ``ClusterError``."""
-        found = [NodeInfo.from_object(obj) for page in self._lister.pages("/api/v1/nodes", selector)
-                 for obj in page if isinstance(obj, dict)]
+        found = [NodeInfo.from_object(obj) for obj in self._lister.list_objects("/api/v1/nodes", selector)]
         return sorted(found, key=lambda n: n.name)
 
     def get(self, name: str) -> NodeInfo | str:

@@ -92,8 +92,9 @@ def log_problem(problem: str | None) -> None:
 def read_device_classes(transport: Transport) -> tuple[DeviceClasses | None, str | None]:
     """One list (``check --kubeconfig``, ``audit``): the index, or None and why it is not known."""
     try:
-        entries = [e for e in (device_class_entry(o) for o in Listing(transport, DEVICE_CLASSES_PATH,
-                                                                       JSON[0])) if e is not None]
+        store = Store(device_class_entry)
+        store.rebuild(Listing(transport, DEVICE_CLASSES_PATH, JSON[0]))
+        entries = list(store.items.values())
     except ListRefused as exc:
         return None, device_classes_refusal(exc)
     except ClusterError as exc:

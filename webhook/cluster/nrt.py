@@ -153,16 +153,16 @@ def read_topology(transport: Transport) -> Topology:
     tainted: dict[str, tuple[Taint, ...]] = {}
     topologies: dict[str, NodeTopology] = {}
     try:
-        views = {name_of(o): node_view(o) for o in Listing(transport, NODES_PATH, "application/json") if name_of(o)}
-        nodes, tainted = snapshot_nodes(views)
+        node_store = Store(node_view)
+        node_store.rebuild(Listing(transport, NODES_PATH, "application/json"))
+        nodes, tainted = snapshot_nodes(node_store.items)
     except ListRefused as exc:
         problems.append(topology_refusal("nodes", NODES_PATH, exc))
     try:
         listing = Listing(transport, NRT_PATH, "application/json")
-        for obj in listing:
-            topo = nrt_topology(obj)
-            if topo is not None:
-                topologies[topo.name] = topo
+        nrt_store = Store(nrt_topology)
+        nrt_store.rebuild(listing)
+        topologies = {topo.name: topo for topo in nrt_store.items.values()}
         if not listing.count:
             problems.append("no NodeResourceTopology objects: no node publishes its NUMA zones")
     except ListRefused as exc:

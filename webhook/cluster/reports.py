@@ -100,11 +100,10 @@ class ReportWriter:
         (our labels) matches."""
         found: list[str] = []
         for ns in scope:
-            for page in self._api.pages(self._flavour.path(ns), selector):
-                for item in page:
-                    meta = item.get("metadata") or {}
-                    if meta.get("name") == name and meta.get("namespace"):
-                        found.append(str(meta["namespace"]))
+            for item in self._api.list_objects(self._flavour.path(ns), selector):
+                meta = item.get("metadata") or {}
+                if meta.get("name") == name and meta.get("namespace"):
+                    found.append(str(meta["namespace"]))
         return found
 
     def sync(self, objects: Sequence[dict[str, Any]], name: str, existing: Callable[[], Iterable[str]],

@@ -2,13 +2,15 @@
 qos-guard needs. The webhook's topology cache (``webhook/cluster/nrt.py``: Nodes, NodeResourceTopology objects)
 and the node agent's view of its namespaces and Pods (``webhook/node/watched.py``) are built on it.
 
-A ``Reflector`` lists page by page (with an optional label and field selector; each page is projected into
-the store before the next is read, so whole objects are never all held at once), then watches from the list's
+A ``Reflector`` lists page by page through the one pager (``webhook/cluster/pager.py``; with an optional label
+and field selector; each page is projected into the store before the next is read, so whole objects are never
+all held at once), then watches from the list's
 resourceVersion with the same selectors and bookmarks: an ended or broken watch resumes from the last
 resourceVersion seen, an expired one (410 Gone) lists again, a failed connection (or a watch that ends at once
 with nothing, as client-go counts it) retries with backoff (0.5 s doubling to 30 s), a refused list or watch
 (401/403/404) is reported with the way out and listed again every ``RETRY_MISSING`` seconds, and a list whose
-``continue`` token expired is read again whole, as client-go's pager does. Anything else that goes wrong is
+``continue`` token expired is read again, paged, not older than the first, and the store is rebuilt from the new
+list only, as client-go's pager and reflector do. Anything else that goes wrong is
 said, and the reflector lists again after ``RESTART_AFTER`` seconds: its thread never ends before ``stop``.
 
 A ``Store`` keeps only a projection of each object (``keep``), keyed by ``namespace/name`` (by name for
@@ -29,7 +31,9 @@ from typing import Any, Protocol
 
 import urllib3
 
+from webhook.cluster import pager
 from webhook.cluster.client import ClusterError, _api_client, call, decode_body
+from webhook.cluster.pager import Page
 
 PAGE = 100  # objects per list page: whole Node objects run to tens of kilobytes each (see ``get``'s bound)
 WATCH_SECONDS = 240  # the API server ends a watch after this; it is resumed from the last resourceVersion
@@ -66,13 +70,13 @@ class ApiTransport:
     def get(self, path: str, query: list[tuple[str, str]], accept: str) -> tuple[int, Any]:
         response = self._call(path, query, accept, (10, 60))
         try:
-            data = response.response.read(MAX_EVENT * 8 + 1)
+            data = response.response.read(pager.BODY_CAP + 1)
         except (OSError, urllib3.exceptions.HTTPError) as exc:
             raise ClusterError(f"reading GET {path}: {exc}") from None
         finally:
             response.response.release_conn()
-        if len(data) > MAX_EVENT * 8:
-            raise ClusterError(f"GET {path}: the answer is over {MAX_EVENT * 8} bytes")
+        if len(data) > pager.BODY_CAP:
+            raise pager.TooLarge(f"GET {path}: the answer is over {pager.BODY_CAP} bytes")
         return response.status, decode_body("GET", path, response.status, data)
 
     def stream(self, path: str, query: list[tuple[str, str]], accept: str) -> tuple[int, Iterator[bytes], Any]:
@@ -137,10 +141,19 @@ class Store:
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def replace(self, objects: Iterable[Mapping[str, Any]]) -> None:
+        """The store made of ``objects`` (one whole list's) only."""
+        self.rebuild([Page(list(objects), "")])
+
+    def rebuild(self, listed: Iterable[Page]) -> None:
+        """The store rebuilt from one list, page by page (``Listing``): from its last whole list only, so an
+        object deleted while a list whose continue token expired was read again is not kept (a ghost)."""
         fresh: dict[str, Any] = {}
         truncated = False
-        for obj in objects:
-            truncated = self._put(fresh, obj) or truncated
+        for page in listed:
+            if page.restart:
+                fresh, truncated = {}, False
+            for obj in page.items:
+                truncated = self._put(fresh, obj) or truncated
         with self.lock:
             self.items, self.listed, self.truncated = fresh, True, truncated
 
@@ -179,16 +192,15 @@ class ListRefused(ClusterError):
         self.verb = verb
 
 
-def query_of(label_selector: str | None, field_selector: str | None) -> list[tuple[str, str]]:
-    return ([("labelSelector", label_selector)] if label_selector else []) + \
-        ([("fieldSelector", field_selector)] if field_selector else [])
+query_of = pager.selectors_of
 
 
 class Listing:
-    """One list, page by page (following ``continue``): iterating yields the objects with one page held at a time,
-    so a projection (``Store.replace``) never holds every whole object at once; ``resource_version`` is the
-    list's, once iterated. At most ``MAX_OBJECTS + 1`` objects are read (one more than a store keeps, so it can
-    say it is truncated)."""
+    """One list through the one pager (``webhook/cluster/pager.py``), page by page: iterating yields its
+    ``Page``s, one held at a time, so a projection (``Store.rebuild``) never holds every whole object at once;
+    a page with ``restart`` begins a new list (the continue token expired) and voids the pages before it.
+    ``resource_version`` is the list's, once iterated; ``count`` the objects of the current list. At most
+    ``MAX_OBJECTS + 1`` objects are read (one more than a store keeps, so it can say it is truncated)."""
 
     def __init__(self, transport: Transport, path: str, accept: str, label_selector: str | None = None,
                  field_selector: str | None = None) -> None:
@@ -197,38 +209,20 @@ class Listing:
         self.resource_version = ""
         self.count = 0
 
-    def __iter__(self) -> Iterator[Mapping[str, Any]]:
-        token, paged = "", True
-        while True:
-            query = ([("limit", str(PAGE))] if paged else []) + ([("continue", token)] if token else []) + \
-                self.selectors
-            status, body = self.transport.get(self.path, query, self.accept)
-            if status == 410 and token:
-                # The continue token expired mid-list: client-go's pager reads the list again, whole. What was
-                # yielded is yielded again; a store built from it keeps each key once.
-                token, paged, self.count = "", False, 0
-                continue
-            if status in REFUSED:
-                raise ListRefused(status, status_reason(status, body))
-            if status != 200:
-                raise ClusterError(f"listing {self.path}: {status_reason(status, body)}")
-            if not isinstance(body, Mapping):
-                raise ClusterError(f"GET {self.path}: the answer is not a list object")
-            meta = body.get("metadata")
-            version = meta.get("resourceVersion") if isinstance(meta, Mapping) else None
-            following = meta.get("continue") if isinstance(meta, Mapping) else None
-            self.resource_version = version if isinstance(version, str) and version else self.resource_version
-            token = following if isinstance(following, str) else ""
-            items = body.get("items")
-            for obj in items if isinstance(items, list) else []:
-                if isinstance(obj, Mapping):
-                    self.count += 1
-                    yield obj
-                    if self.count > MAX_OBJECTS:
-                        return
-            del body, items  # the page goes before the next is read
-            if not token:
-                return
+    def __iter__(self) -> Iterator[Page]:
+        try:
+            for page in pager.pages(lambda query: self.transport.get(self.path, query, self.accept), self.path,
+                                    self.selectors, PAGE):
+                self.count = len(page.items) + (0 if page.restart else self.count)
+                self.resource_version = page.resource_version
+                yield page
+                if self.count > MAX_OBJECTS:
+                    return
+        except pager.ListFailed as exc:
+            reason = status_reason(exc.status, {"message": exc.message})
+            if exc.status in REFUSED:
+                raise ListRefused(exc.status, reason) from None
+            raise ClusterError(f"listing {self.path}: {reason}") from None
 
 
 def wait_until(done: Callable[[], bool], timeout: float, stop: threading.Event) -> bool:
@@ -282,7 +276,7 @@ class Reflector:
             try:
                 if not self.resource_version:
                     listing = Listing(self.transport, self.path, self.accept[0], *self.selectors)
-                    self.store.replace(listing)
+                    self.store.rebuild(listing)
                     self.resource_version = listing.resource_version
                     self.relists += 1
                     self.changed(self.name, None)

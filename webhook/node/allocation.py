@@ -40,6 +40,7 @@ class DraDevice:
     source: str = ""  # the attribute that answered: resource.kubernetes.io/numaNode, a driver's, pciBusID, pcieRoot
     path: str = ""  # the sysfs file read (pciBusID, pcieRoot)
     looked: str = ""
+    admin: bool = False  # allocated with adminAccess (a monitoring Pod's): not the workload's, not judged
 
     @property
     def ref(self) -> str:

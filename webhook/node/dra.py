@@ -6,16 +6,21 @@ Memory Manager only), and PodResources reports a DRA device as driver/pool/devic
 agent and ``verify`` look the device up in the ResourceSlices of their node and read, in this order (the first
 that answers wins; what each gave is kept, so an unknown answer says everything that was looked at):
 
-1. ``resource.kubernetes.io/numaNode`` (KEP-6072): ``int``, or (``DRAListTypeAttributes``) ``ints``, the NUMA
-   nodes the device is local to;
-2. the driver attribute names configured (``--dra-numa-attribute``; default ``dra.net/numaNode``, then the bare
-   ``numaNode`` of the driver's own domain, as AMD's driver publishes it: ``gpu.amd.com/numaNode``). An
-   attribute name without a domain, in a slice or configured, belongs to the driver's domain (its name);
+1. ``resource.kubernetes.io/numaNode`` (KEP-6072): ``int``, or (``DRAListTypeAttributes``, 1.37) ``ints``, the
+   device's own node first, then the nodes of its socket equally near: the device sits on the first;
+2. the driver attribute names configured (``--dra-numa-attribute``; default ``DEFAULT_DRIVER_ATTRIBUTES``: those
+   of dranet and the SR-IOV driver, AMD's, the memory driver's, NVIDIA's VFIO devices', then the bare
+   ``numaNode`` of the driver's own domain). An attribute name without a domain, in a slice or configured,
+   belongs to the driver's domain (its name);
 3. ``resource.kubernetes.io/pciBusID`` (``deviceattribute.StandardDeviceAttributePCIBusID``, extended BDF
    ``0000:3b:00.0``) -> ``SYS/bus/pci/devices/<BDF>/numa_node``;
 4. ``resource.kubernetes.io/pcieRoot`` (``StandardDeviceAttributePCIeRoot``, ``pci<domain>:<bus>``) ->
    ``SYS/devices/<root>/numa_node``, else the ``numa_node`` of the devices on that root bus
    (``SYS/devices/<root>/<domain>:<bus>:<dev>.<fn>/numa_node``) when they all agree.
+
+The devices looked up are this node's as the v1 API places them: a slice's ``spec.nodeName``, each device's
+``nodeName`` under ``perDeviceNodeSelection``, and devices given to ``allNodes`` or by a ``nodeSelector`` (not of
+one node); of each pool only its newest ``pool.generation`` (an older one is out-dated, set aside).
 
 A ``numa_node`` of -1 is the kernel saying it knows no node: unknown, as is a bad value (a string where an int
 belongs, a negative node, a malformed BDF). Resolution is pure given the slices and a ``Locality`` reader;
@@ -25,8 +30,8 @@ belongs, a negative node, a malformed BDF). Resolution is pure given the slices 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -37,7 +42,12 @@ from webhook.node.sysfs import SysfsError, read_text
 NUMA_NODE = "resource.kubernetes.io/numaNode"
 PCI_BUS_ID = "resource.kubernetes.io/pciBusID"
 PCIE_ROOT = "resource.kubernetes.io/pcieRoot"
-DEFAULT_DRIVER_ATTRIBUTES = ("dra.net/numaNode", "numaNode")
+# The drivers' own numaNode names, found in their code: dranet and the SR-IOV DRA driver (dra.net/numaNode), AMD's
+# (numaNode in its domain), the memory driver (dra.memory/numaNode), NVIDIA's for VFIO devices only (numa); then
+# numaNode in any driver's own domain.
+DEFAULT_DRIVER_ATTRIBUTES = ("dra.net/numaNode", "gpu.amd.com/numaNode", "dra.memory/numaNode", "gpu.nvidia.com/numa",
+                             "numaNode")
+ALL_NODES, NODE_SELECTOR = "allNodes", "nodeSelector"  # a device not of one node: how the slice gives it
 SLICES_PATH = "/apis/resource.k8s.io/v1/resourceslices"
 MAX_DEVICES_PER_SLICE = 128  # resource.k8s.io/v1 ResourceSliceMaxDevices
 MAX_ATTRIBUTES = 48  # per device (ResourceSliceMaxAttributeValues); more is not a valid slice
@@ -56,9 +66,18 @@ def qualified(name: str, driver: str) -> str:
 
 # --- ResourceSlices: what is kept of them, and the index of this node's devices ---
 
+def _access(spec: Mapping[str, Any]) -> str:
+    """How a slice (or, under ``perDeviceNodeSelection``, a device) that names no node gives its devices."""
+    if spec.get("allNodes") is True:
+        return ALL_NODES
+    return NODE_SELECTOR if isinstance(spec.get("nodeSelector"), Mapping) else ""
+
+
 def slice_kept(obj: Mapping[str, Any]) -> dict[str, Any] | None:
     """A ResourceSlice as the agent keeps it: driver, pool (name, generation), node, and each device's name and
-    attributes (names qualified); ``None`` for an object that is not a readable slice."""
+    attributes (names qualified); ``None`` for an object that is not a readable slice. A slice that names no
+    node keeps how it gives its devices (``access``: allNodes, nodeSelector); one with ``perDeviceNodeSelection``
+    (``perDevice``) keeps each device's ``nodeName`` or ``access`` (resource.k8s.io/v1: exactly one is set)."""
     spec = obj.get("spec")
     meta = obj.get("metadata")
     if not isinstance(spec, Mapping) or not isinstance(meta, Mapping):
@@ -67,6 +86,7 @@ def slice_kept(obj: Mapping[str, Any]) -> dict[str, Any] | None:
     if not isinstance(driver, str) or not driver or not isinstance(pool, Mapping):
         return None
     generation = pool.get("generation")
+    per_device = spec.get("perDeviceNodeSelection") is True
     devices: list[dict[str, Any]] = []
     for d in (spec.get("devices") or [])[:MAX_DEVICES_PER_SLICE] if isinstance(spec.get("devices"), list) else []:
         if not isinstance(d, Mapping) or not isinstance(d.get("name"), str):
@@ -74,11 +94,32 @@ def slice_kept(obj: Mapping[str, Any]) -> dict[str, Any] | None:
         attrs = d.get("attributes")
         kept = {qualified(str(k), driver): v for k, v in list(attrs.items())[:MAX_ATTRIBUTES]
                 if isinstance(v, Mapping)} if isinstance(attrs, Mapping) else {}
-        devices.append({"name": d["name"], "attributes": kept})
+        device: dict[str, Any] = {"name": d["name"], "attributes": kept}
+        if per_device:
+            own = d.get("nodeName")
+            device["nodeName"], device["access"] = (own if isinstance(own, str) else ""), _access(d)
+        devices.append(device)
     node = spec.get("nodeName")
-    return {"name": str(meta.get("name", "")), "driver": driver, "pool": str(pool.get("name", "")),
-            "generation": generation if isinstance(generation, int) else 0,
-            "nodeName": node if isinstance(node, str) else "", "devices": devices}
+    found = {"name": str(meta.get("name", "")), "driver": driver, "pool": str(pool.get("name", "")),
+             "generation": generation if isinstance(generation, int) else 0,
+             "nodeName": node if isinstance(node, str) else "", "devices": devices}
+    if per_device:
+        found["perDevice"] = True
+    elif not found["nodeName"] and _access(spec):
+        found["access"] = _access(spec)
+    return found
+
+
+def kept_for(node: str) -> Callable[[Mapping[str, Any]], dict[str, Any] | None]:
+    """``slice_kept`` for the slices that name no node (``spec.nodeName=``, every node's agent watches them): of
+    a ``perDeviceNodeSelection`` slice only the devices of ``node`` or of no one node; None when none is left."""
+    def keep(obj: Mapping[str, Any]) -> dict[str, Any] | None:
+        kept = slice_kept(obj)
+        if kept is not None and kept.get("perDevice"):
+            kept["devices"] = [d for d in kept["devices"] if d["nodeName"] == node or (not d["nodeName"] and
+                                                                                       d["access"])]
+        return kept if kept is not None and kept["devices"] else None
+    return keep
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,8 +127,9 @@ class Published:
     """One device as a ResourceSlice publishes it."""
 
     slice: str
-    node: str
+    node: str  # "" for a device not of one node (``access`` says how the slice gives it)
     attributes: Mapping[str, Any]
+    access: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,24 +140,77 @@ class SliceIndex:
     devices: Mapping[tuple[str, str, str], tuple[Published, ...]]
     node: str | None
     problem: str | None = None
+    # devices published only by slices of an older pool generation: (slice, its generation, the pool's newest)
+    outdated: Mapping[tuple[str, str, str], tuple[str, int, int]] = field(default_factory=dict)
 
     @classmethod
     def build(cls, slices: Iterable[Mapping[str, Any]], node: str | None, problem: str | None = None) -> SliceIndex:
-        """From kept slices (``slice_kept``): only those of ``node`` (any node-local slice when ``node`` is None),
-        and of each pool only the slices of its newest generation, as the scheduler's allocator reads them."""
-        kept = [s for s in slices if s and s.get("nodeName") and (node is None or s.get("nodeName") == node)]
-        newest: dict[tuple[str, str, str], int] = {}
-        for s in kept:
-            key = (s["driver"], s["pool"], s["nodeName"])
-            newest[key] = max(newest.get(key, s["generation"]), s["generation"])
-        devices: dict[tuple[str, str, str], list[Published]] = {}
-        for s in kept:
-            if s["generation"] != newest[(s["driver"], s["pool"], s["nodeName"])]:
+        """From kept slices (``slice_kept``), the devices of ``node`` (of any node when ``node`` is None): those of
+        its node-local slices, those of ``perDeviceNodeSelection`` slices whose ``nodeName`` is it, and those
+        given to all nodes or by a node selector (not of one node). Of each pool (driver, pool name) only the
+        slices of the newest generation count, as the scheduler's allocator reads them (``GatherPools``: an older
+        generation is out-dated and set aside)."""
+        def mine(name: str) -> bool:
+            return bool(name) and (node is None or name == node)
+
+        placed: list[tuple[Mapping[str, Any], Mapping[str, Any], str, str]] = []  # slice, device, node, access
+        for s in slices:
+            if not s:
                 continue
             for d in s["devices"]:
-                devices.setdefault((s["driver"], s["pool"], d["name"]), []).append(
-                    Published(s["name"], s["nodeName"], d["attributes"]))
-        return cls({k: tuple(v) for k, v in devices.items()}, node, problem)
+                if s.get("perDevice"):
+                    where, access = str(d.get("nodeName", "")), str(d.get("access", ""))
+                else:
+                    where, access = s["nodeName"], str(s.get("access", ""))
+                if mine(where) or (not where and access):
+                    placed.append((s, d, where, access))
+        newest: dict[tuple[str, str], int] = {}
+        for s, _, _, _ in placed:
+            pool = (s["driver"], s["pool"])
+            newest[pool] = max(newest.get(pool, s["generation"]), s["generation"])
+        devices: dict[tuple[str, str, str], list[Published]] = {}
+        outdated: dict[tuple[str, str, str], tuple[str, int, int]] = {}
+        for s, d, where, access in placed:
+            key, top = (s["driver"], s["pool"], d["name"]), newest[(s["driver"], s["pool"])]
+            if s["generation"] != top:
+                outdated[key] = (s["name"], s["generation"], top)
+                continue
+            devices.setdefault(key, []).append(Published(s["name"], where, d["attributes"], access))
+        return cls({k: tuple(v) for k, v in devices.items()}, node, problem,
+                   {k: v for k, v in outdated.items() if k not in devices})
+
+
+# --- ResourceClaims: which devices were given with adminAccess ---
+
+def claim_path(claim: str) -> str:
+    """The API path of ``namespace/name``'s ResourceClaim."""
+    namespace, _, name = claim.partition("/")
+    return f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims/{name}"
+
+
+def admin_devices(claim: Any) -> frozenset[tuple[str, str, str]]:
+    """The (driver, pool, device) a claim's allocation gives with ``adminAccess``
+    (``status.allocation.devices.results[].adminAccess``, resource.k8s.io/v1): a monitoring Pod's access to a
+    device that may be in use by others, not a device of its workload."""
+    status = claim.get("status") if isinstance(claim, Mapping) else None
+    allocation = status.get("allocation") if isinstance(status, Mapping) else None
+    devices = allocation.get("devices") if isinstance(allocation, Mapping) else None
+    results = devices.get("results") if isinstance(devices, Mapping) else None
+    return frozenset((str(r.get("driver")), str(r.get("pool")), str(r.get("device")))
+                     for r in (results if isinstance(results, list) else [])[:256]
+                     if isinstance(r, Mapping) and r.get("adminAccess") is True)
+
+
+def mark_admin(devices: Iterable[DraDevice], admin: Callable[[str], frozenset[tuple[str, str, str]]]
+               ) -> tuple[DraDevice, ...]:
+    """``devices`` with ``admin`` set on those their claim gives with adminAccess (``admin(claim)``: its set)."""
+    found: dict[str, frozenset[tuple[str, str, str]]] = {}
+    marked = []
+    for d in devices:
+        if d.claim not in found:
+            found[d.claim] = admin(d.claim)
+        marked.append(replace(d, admin=True) if (d.driver, d.pool, d.device) in found[d.claim] else d)
+    return tuple(marked)
 
 
 # --- sysfs: the NUMA node of a PCI device or root ---
@@ -212,7 +307,10 @@ def numa_value(value: Mapping[str, Any]) -> tuple[frozenset[int], str]:
     for n in ints:
         if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= MAX_ID:
             return frozenset(), f"is {_value(value)}, not a NUMA node (0-{MAX_ID})"
-    return frozenset(ints), ""
+    # The list form (DRAListTypeAttributes, 1.37): the device's own node first, then the nodes of its socket
+    # equally near it (deviceattribute.ListAttribute, k8s.io/dynamic-resource-allocation v0.37): it sits on the
+    # first only.
+    return frozenset(ints[:1]), ""
 
 
 def _string(value: Mapping[str, Any], pattern: re.Pattern[str], form: str) -> tuple[str | None, str]:
@@ -246,12 +344,20 @@ def resolve(device: DraDevice, index: SliceIndex, locality: Locality,
         return replace(device, numa=frozenset(), looked="PodResources names no device (an allocation that is not "
                        "a device)")
     where = f"node {index.node}" if index.node else "any node"
-    found = index.devices.get((device.driver, device.pool, device.device), ())
+    key = (device.driver, device.pool, device.device)
+    found = index.devices.get(key, ())
+    if not found and key in index.outdated:
+        name, generation, newest = index.outdated[key]
+        return replace(device, numa=frozenset(), looked=f"only ResourceSlice {name} publishes device {device.device} "
+                       f"in pool {device.pool} of driver {device.driver}, of pool generation {generation}: the "
+                       f"pool's newest is {newest}, so it is out-dated and set aside, as the scheduler does (the "
+                       "driver is republishing the pool)")
     if not found:
         return replace(device, numa=frozenset(), looked=f"no ResourceSlice of {where} publishes device "
-                       f"{device.device} in pool {device.pool} of driver {device.driver} (only node-local slices, "
-                       f"spec.nodeName, are read; looked for {wanted})")
-    nodes = sorted({p.node for p in found})
+                       f"{device.device} in pool {device.pool} of driver {device.driver} (read: slices with "
+                       "spec.nodeName, devices[].nodeName of perDeviceNodeSelection slices, and devices given to "
+                       f"allNodes or by a nodeSelector; looked for {wanted})")
+    nodes = sorted({p.node for p in found if p.node})
     if len(nodes) > 1:
         return replace(device, numa=frozenset(), looked=f"ResourceSlices of several nodes ({', '.join(nodes[:4])}) "
                        "publish it: pass --node to say which is this one")
@@ -278,7 +384,8 @@ def resolve(device: DraDevice, index: SliceIndex, locality: Locality,
         tried.append(f"{name} {why}")
     if not tried:
         tried.append("none of them is set")
-    return replace(device, numa=frozenset(), looked=f"ResourceSlice {published.slice}: looked for {wanted}: "
+    shared = f" (it gives the device {published.access}, not to this node alone)" if published.access else ""
+    return replace(device, numa=frozenset(), looked=f"ResourceSlice {published.slice}{shared}: looked for {wanted}: "
                    + "; ".join(tried))
 
 

@@ -10,7 +10,7 @@ node is found from them (``webhook/node/dra.py``)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -21,7 +21,17 @@ from webhook.core.engine import MODE_SELECTOR as MODE_SELECTOR  # watched.py rea
 from webhook.core.podspec import ManifestError
 from webhook.node.allocation import Allocatable, PodAllocation
 from webhook.node.cgroups import CgroupError, cgroup_version, container_cpuset
-from webhook.node.dra import DEFAULT_DRIVER_ATTRIBUTES, SLICES_PATH, SliceIndex, SysfsLocality, resolve_all, slice_kept
+from webhook.node.dra import (
+    DEFAULT_DRIVER_ATTRIBUTES,
+    SLICES_PATH,
+    SliceIndex,
+    SysfsLocality,
+    admin_devices,
+    claim_path,
+    mark_admin,
+    resolve_all,
+    slice_kept,
+)
 from webhook.node.memory_verdict import REMOTE_SHARE, judge_memory
 from webhook.node.numapages import NumaPages
 from webhook.node.numastat import container_pages
@@ -36,8 +46,11 @@ MAX_NAMESPACES = 10_000
 class PodSource(Protocol):
     """The API server, as ``cluster.Lister`` reads it (a protocol, so the unit tests can hand in lists)."""
 
-    def pages(self, path: str, label_selector: str | None = None,
-              field_selector: str | None = None) -> Iterator[list[dict[str, Any]]]: ...
+    def list_objects(self, path: str, label_selector: str | None = None,
+                     field_selector: str | None = None) -> list[dict[str, Any]]: ...
+
+    def send(self, method: str, path: str, query: list[tuple[str, str]], body: str | dict[str, Any] | None,
+             content_type: str | None) -> tuple[int, dict[str, Any]]: ...
 
 
 class Allocations(Protocol):
@@ -64,6 +77,11 @@ class ClusterView(Protocol):
     def slices(self, node: str | None) -> tuple[list[dict[str, Any]], str | None]:
         """The ResourceSlices of ``node`` (any node's, None), as ``dra.slice_kept`` keeps them, and why they
         could not be read (None: read)."""
+        ...
+
+    def admin_devices(self, claim: str) -> frozenset[tuple[str, str, str]]:
+        """The devices claim ``namespace/name`` was given with adminAccess (``dra.admin_devices``); none when
+        it cannot be read (its devices are then judged as the workload's)."""
         ...
 
 
@@ -95,13 +113,12 @@ def opted_in(namespace: Mapping[str, Any]) -> OptedIn | None:
 
 def opted_in_namespaces(api: PodSource) -> dict[str, OptedIn]:
     found: dict[str, OptedIn] = {}
-    for page in api.pages("/api/v1/namespaces", MODE_SELECTOR):
-        for ns in page:
-            name, opted = (ns.get("metadata") or {}).get("name"), opted_in(ns)
-            if isinstance(name, str) and opted is not None:
-                found[name] = opted
-            if len(found) > MAX_NAMESPACES:
-                break
+    for ns in api.list_objects("/api/v1/namespaces", MODE_SELECTOR):
+        name, opted = (ns.get("metadata") or {}).get("name"), opted_in(ns)
+        if isinstance(name, str) and opted is not None:
+            found[name] = opted
+        if len(found) > MAX_NAMESPACES:
+            break
     return found
 
 
@@ -114,10 +131,9 @@ def _pods(api: PodSource, node: str | None, namespaces: Iterable[str]) -> dict[t
     else:
         sources = [(f"/api/v1/namespaces/{ns}/pods", None) for ns in sorted(set(namespaces))]
     for path, selector in sources:
-        for page in api.pages(path, None, selector):
-            for obj in page:
-                meta = obj.get("metadata") or {}
-                found[(str(meta.get("namespace", "")), str(meta.get("name", "")))] = obj
+        for obj in api.list_objects(path, None, selector):
+            meta = obj.get("metadata") or {}
+            found[(str(meta.get("namespace", "")), str(meta.get("name", "")))] = obj
     return found
 
 
@@ -134,13 +150,21 @@ class ListedView:
         return _pods(self._api, node, namespaces)
 
     def slices(self, node: str | None) -> tuple[list[dict[str, Any]], str | None]:
-        selector = f"spec.nodeName={node}" if node else None
+        # This node's slices, and those that name no node (perDeviceNodeSelection: each device names its own).
+        selectors = [f"spec.nodeName={node}", "spec.nodeName="] if node else [None]
         try:
-            kept = [k for page in self._api.pages(SLICES_PATH, None, selector) for obj in page
+            kept = [k for selector in selectors for obj in self._api.list_objects(SLICES_PATH, None, selector)
                     if (k := slice_kept(obj)) is not None]
         except ClusterError as exc:
             return [], f"listing ResourceSlices: {exc}; {SLICES_GRANT}"
         return kept, None
+
+    def admin_devices(self, claim: str) -> frozenset[tuple[str, str, str]]:
+        try:
+            status, body = self._api.send("GET", claim_path(claim), [], None, None)
+        except ClusterError:
+            return frozenset()
+        return admin_devices(body) if status == 200 else frozenset()
 
 
 def observe(kubelet: Allocations, cluster: ClusterView, sys_root: Path, cgroup_root: Path, node: str | None = None,
@@ -194,7 +218,8 @@ def observe(kubelet: Allocations, cluster: ClusterView, sys_root: Path, cgroup_r
                 if index is None:  # read once, and only when a container has DRA devices
                     kept, problem = cluster.slices(node)
                     index = SliceIndex.build(kept, node, problem)
-                c = replace(c, dynamic=resolve_all(c.dynamic, index, locality, dra_attributes))
+                c = replace(c, dynamic=mark_admin(resolve_all(c.dynamic, index, locality, dra_attributes),
+                                                  cluster.admin_devices))
             spec = next((s for s in info.containers if s.name == c.name), None)
             cgroup = None
             pages: NumaPages | None = None

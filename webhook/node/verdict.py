@@ -94,7 +94,7 @@ class ContainerVerdict:
         for d in self.devices:
             nodes |= d.numa
         for x in self.dra_devices:
-            nodes |= x.numa
+            nodes |= frozenset() if x.admin else x.numa
         return frozenset(nodes)
 
     @property

@@ -40,7 +40,10 @@ def where_text(cpus: frozenset[int], cpu_numa: frozenset[int], memory: Iterable[
 
 
 def dra_text(x: DraDevice) -> str:
-    """``DRA gpu.example.com/pool/gpu-0 (claim ns/c) on NUMA 0`` (``unknown`` when it could not be found)."""
+    """``DRA gpu.example.com/pool/gpu-0 (claim ns/c) on NUMA 0`` (``unknown`` when it could not be found); a
+    device given with adminAccess is a monitoring Pod's view of a device another Pod may use: not judged."""
+    if x.admin:
+        return f"DRA {x.ref} (claim {x.claim}) with monitoring access (adminAccess): no alignment needed"
     return f"DRA {x.ref} (claim {x.claim}) on NUMA {nodes_text(x.numa) if x.numa else 'unknown'}"
 
 
@@ -51,7 +54,7 @@ def unknown_devices(alloc: ContainerAllocation, spec: ContainerSpec | None = Non
     found = [f"{d.resource} {','.join(d.ids)}: the device plugin reported no TopologyInfo (NUMA node) for it"
              for d in alloc.devices if not d.numa]
     found += [f"DRA device {x.ref} (claim {x.claim}): {x.looked or 'no NUMA node found'}"
-              for x in alloc.dynamic if not x.numa]
+              for x in alloc.dynamic if not x.numa and not x.admin]
     if spec is not None and spec.claims and not alloc.dynamic:
         found.append(f"the DRA devices of {', '.join(spec.claims)}: the Pod gives them to this container, yet "
                      "kubelet's PodResources reported no DRA device for it (is kubelet's "
@@ -62,7 +65,7 @@ def unknown_devices(alloc: ContainerAllocation, spec: ContainerSpec | None = Non
 
 def dra_misaligned(alloc: ContainerAllocation, cpu_nodes: frozenset[int]) -> str:
     """Why, when a DRA device sits off the CPUs' NUMA nodes: kubelet never aligned it, and the way out."""
-    off = [x for x in alloc.dynamic if x.numa and not x.numa <= cpu_nodes]
+    off = [x for x in alloc.dynamic if x.numa and not x.admin and not x.numa <= cpu_nodes]
     if not off:
         return ""
     named = "; ".join(f"DRA device {x.ref} (claim {x.claim}) on NUMA {nodes_text(x.numa)}"

@@ -53,8 +53,9 @@ def dra_json(x: DraDevice) -> dict[str, Any]:
     namespace, _, name = x.claim.partition("/")
     return {"driver": x.driver, "pool": x.pool, "device": x.device, "claim": {"namespace": namespace, "name": name},
             "cdiDevices": list(x.cdi), "numaNodes": sorted(x.numa), "numaSource": x.source or None,
-            "numaPath": x.path or None, "unknown": None if x.numa else (x.looked or "no NUMA node found"),
-            "notes": x.looked if x.numa and x.looked else None}
+            "numaPath": x.path or None,
+            "unknown": None if x.numa or x.admin else (x.looked or "no NUMA node found"),
+            "notes": x.looked if x.numa and x.looked else None, "adminAccess": x.admin}
 
 
 def pages_json(pages: NumaPages | None, local: frozenset[int]) -> dict[str, Any] | None:
@@ -123,7 +124,7 @@ def _line(p: ContainerVerdict) -> str:
     if p.pinned:
         for unknown in p.unknown:
             line += f"; unknown: {unknown}"
-        off = [x.ref for x in p.dra_devices if x.numa and not x.numa <= p.cpu_numa]
+        off = [x.ref for x in p.dra_devices if x.numa and not x.admin and not x.numa <= p.cpu_numa]
         if p.aligned is False and off:
             line += f"; {', '.join(off)}: {DRA_REASON}; {DRA_WAY_OUT}"
     return line

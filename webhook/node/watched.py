@@ -9,7 +9,9 @@ Only what ``observe`` needs is kept: a namespace as its ``OptedIn`` (mode, and w
 object without ``metadata.managedFields``.
 
 A third watch keeps the node's ResourceSlices (``resource.k8s.io/v1``, field selector ``spec.nodeName=NODE``),
-each as ``dra.slice_kept`` keeps it, to find the NUMA node of each DRA device. It is not needed to judge: on a
+each as ``dra.slice_kept`` keeps it, to find the NUMA node of each DRA device; a fourth those that name no node
+(``spec.nodeName=``: ``perDeviceNodeSelection``, where each device names its node, ``allNodes``,
+``nodeSelector``), keeping of each only this node's devices and those of no one node. It is not needed to judge: on a
 cluster without DRA (the API answers 404) or without the grant, the other containers are still judged, and
 every DRA device is unknown with that reason until the slices are listed.
 
@@ -30,7 +32,7 @@ from typing import Any
 
 from webhook.cluster.client import ClusterError
 from webhook.cluster.watch import ListRefused, Reflector, Store, Transport, refusal, wait_until
-from webhook.node.dra import SLICES_PATH, slice_kept
+from webhook.node.dra import SLICES_PATH, admin_devices, claim_path, kept_for, slice_kept
 from webhook.node.observe import MODE_SELECTOR, OptedIn, opted_in
 
 NAMESPACES_PATH = "/api/v1/namespaces"
@@ -39,7 +41,10 @@ JSON = ("application/json", "application/json")
 GRANTED_BY = "the chart's agent ClusterRole grants list and watch on namespaces and pods"
 SLICES_GRANTED_BY = "the chart's agent ClusterRole grants list and watch on resource.k8s.io resourceslices"
 SLICES = "resourceslices"
+SHARED_SLICES = "resourceslices of no node"  # spec.nodeName unset: perDeviceNodeSelection, allNodes, nodeSelector
 STALE_AFTER = 60.0  # seconds a list or watch may keep failing before the view is too old to judge against
+CLAIM_TTL = 60.0  # seconds a claim's adminAccess devices are kept before it is read again
+CLAIMS_GRANT = "grant get on resource.k8s.io resourceclaims to the agent's ServiceAccount"
 
 
 class NotSynced(ClusterError):
@@ -59,7 +64,7 @@ class AgentReflector(Reflector):
     """A reflector of the agent's view: a refusal names the RBAC the agent needs."""
 
     def _refused(self, exc: ListRefused) -> str:
-        return refusal(self.name, exc, SLICES_GRANTED_BY if self.name == SLICES else GRANTED_BY)
+        return refusal(self.name, exc, SLICES_GRANTED_BY if self.name in (SLICES, SHARED_SLICES) else GRANTED_BY)
 
 
 class WatchedView:
@@ -74,8 +79,12 @@ class WatchedView:
         self.namespaces = Store(opted_in)
         self.pod_store = Store(pod_kept)
         self.slice_store = Store(slice_kept)
+        self.shared_slice_store = Store(kept_for(node))
         self.problems: dict[str, str] = {}
         self._since: dict[str, float] = {}  # when each current problem began
+        self._transport = transport
+        self._claims: dict[str, tuple[float, frozenset[tuple[str, str, str]]]] = {}
+        self._claim_problem: int | None = None  # the HTTP status claims were last refused with
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self.reflectors = (
@@ -85,6 +94,8 @@ class WatchedView:
                            field_selector=f"spec.nodeName={node}"),
             AgentReflector(SLICES, transport, SLICES_PATH, JSON, self.slice_store, self._changed, self._stop,
                            field_selector=f"spec.nodeName={node}"),
+            AgentReflector(SHARED_SLICES, transport, SLICES_PATH, JSON, self.shared_slice_store, self._changed,
+                           self._stop, field_selector="spec.nodeName="),
         )
         self._required = self.reflectors[:2]  # judging needs these; without slices DRA devices are unknown
         self._threads: list[threading.Thread] = []
@@ -110,7 +121,8 @@ class WatchedView:
     def slices_answered(self) -> bool:
         """The slices were listed, or their list has failed (the answer is then that problem)."""
         with self._lock:
-            return self.slice_store.listed or SLICES in self.problems
+            return all(store.listed or name in self.problems for name, store in
+                       ((SLICES, self.slice_store), (SHARED_SLICES, self.shared_slice_store)))
 
     def wait_synced(self, timeout: float, stop: threading.Event | None = None) -> bool:
         """Whether both resources were listed within ``timeout`` seconds (or before ``stop``); the slices are
@@ -145,7 +157,7 @@ class WatchedView:
         now = time.monotonic()
         with self._lock:
             stale = [(resource, now - since, self.problems[resource]) for resource, since in self._since.items()
-                     if now - since > STALE_AFTER and resource != SLICES]
+                     if now - since > STALE_AFTER and resource not in (SLICES, SHARED_SLICES)]
         if stale:
             resource, age, problem = stale[0]
             raise NotSynced(f"not judging: the view of {resource} has not been current for {age:.0f} s ({problem})")
@@ -171,11 +183,39 @@ class WatchedView:
         if node != self.node:
             raise ClusterError(f"this view watches the ResourceSlices of node {self.node}, not {node}")
         now = time.monotonic()
-        with self._lock:
-            problem = self.problems.get(SLICES)
-            since = self._since.get(SLICES)
-        if not self.slice_store.listed:
-            return [], problem or "not listed yet"
-        if problem is not None and since is not None and now - since > STALE_AFTER:
-            return [], f"the view of ResourceSlices has not been current for {now - since:.0f} s ({problem})"
-        return list(self.slice_store.snapshot().values()), None
+        found: list[dict[str, Any]] = []
+        for name, store in ((SLICES, self.slice_store), (SHARED_SLICES, self.shared_slice_store)):
+            with self._lock:
+                problem = self.problems.get(name)
+                since = self._since.get(name)
+            if not store.listed:
+                return [], problem or "not listed yet"
+            if problem is not None and since is not None and now - since > STALE_AFTER:
+                return [], f"the view of {name} has not been current for {now - since:.0f} s ({problem})"
+            found += store.snapshot().values()
+        return found, None
+
+    def admin_devices(self, claim: str) -> frozenset[tuple[str, str, str]]:
+        """The devices ``claim`` was given with adminAccess, read once a ``CLAIM_TTL`` (a claim's allocation does
+        not change while a Pod uses it); a claim that cannot be read gives none, said once with the way out."""
+        now = time.monotonic()
+        cached = self._claims.get(claim)
+        if cached is not None and now - cached[0] < CLAIM_TTL:
+            return cached[1]
+        try:
+            status, body = self._transport.get(claim_path(claim), [], JSON[0])
+        except ClusterError as exc:
+            status, body = 0, {"message": str(exc)}
+        message = body.get("message", "") if isinstance(body, Mapping) else ""
+        problem = None if status in (200, 404) else (
+            f"reading ResourceClaims: HTTP {status} {message}".rstrip() + f" (claim {claim}); DRA devices are "
+            f"judged as the workload's, adminAccess (monitoring access) unknown: {CLAIMS_GRANT}")
+        cause = None if problem is None else status  # said once per change of cause, not per claim
+        if cause != self._claim_problem and (problem or self._claim_problem is not None):
+            self.say(problem or "resourceclaims: read again")
+        self._claim_problem = cause
+        found = admin_devices(body) if status == 200 else frozenset()
+        if len(self._claims) > 4096:
+            self._claims.clear()
+        self._claims[claim] = (now, found)
+        return found
