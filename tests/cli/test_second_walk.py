@@ -162,10 +162,11 @@ TABBED = ('{\n\t"apiVersion": "v1",\n\t"kind": "Pod",\n\t"metadata": {\n\t\t"nam
 
 def test_fix_keeps_a_tab_indented_json_pod_tab_indented(qos_guard: Run, tmp_path: Path) -> None:
     """A tab-indented JSON Pod came out on one line. Here a removal (status.qosClass) and a new block
-    (resources.limits, set from the requests) are written in the file's tabs."""
+    (resources.limits, set from the requests) are written in the file's tabs. Judged at 1.36, where the API
+    server keeps a copied status.qosClass and fix removes it (from 1.37 it is reset on create: no removal)."""
     path = tmp_path / "pod.json"
     path.write_text(TABBED)
-    assert qos_guard("fix", str(path)).returncode == 0
+    assert qos_guard("fix", "--kubernetes-version", "1.36", str(path)).returncode == 0
     after = path.read_text()
     assert after.startswith('{\n\t"apiVersion": "v1",\n\t"kind": "Pod",\n\t"metadata": {\n\t\t"name": "tabbed"\n')
     lines = after.splitlines()
@@ -173,7 +174,7 @@ def test_fix_keeps_a_tab_indented_json_pod_tab_indented(qos_guard: Run, tmp_path
     assert json.loads(after)["status"] == {}
     assert ('\t\t\t\t"resources": {\n\t\t\t\t\t"limits": {\n\t\t\t\t\t\t"cpu": "2",\n\t\t\t\t\t\t"memory": "1Gi"\n'
             '\t\t\t\t\t},\n\t\t\t\t\t"requests": {\n') in after, after
-    assert qos_guard("check", str(path)).returncode == 0
+    assert qos_guard("check", "--kubernetes-version", "1.36", str(path)).returncode == 0
 
 
 def test_fix_rewrites_a_json_file_whole_in_its_own_tab_indent_when_it_must(qos_guard: Run, tmp_path: Path) -> None:

@@ -50,7 +50,8 @@ def test_parameters_carry_the_config_under_its_own_keys() -> None:
         "policy.fractionalCPUContainers": "a\nb", "policy.podLevelResources": "deny", "policy.smtAlignment": "2",
         "policy.dra": "warn",
         "mutation.setLimitsFromRequests": "false", "mutation.cpuRounding": "up", "exemptions.namespaces": "",
-        "exemptions.usernames": "system:serviceaccount:ci:bot", "exemptions.runtimeClassNames": ""}
+        "exemptions.usernames": "system:serviceaccount:ci:bot", "exemptions.runtimeClassNames": "",
+        "kubernetesVersion": "1.37"}  # unset: the newest minor (the chart writes the cluster's own)
 
 
 def test_numa_is_refused_naming_the_key(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
