@@ -10,8 +10,9 @@ object without ``metadata.managedFields``.
 
 A third watch keeps the node's ResourceSlices (``resource.k8s.io/v1``, field selector ``spec.nodeName=NODE``),
 each as ``dra.slice_kept`` keeps it, to find the NUMA node of each DRA device. It is not needed to judge: on a
-cluster without DRA (the API answers 404) or without the grant, the other containers are still judged, and
-every DRA device is unknown with that reason until the slices are listed.
+cluster without DRA (the API answers 404: Kubernetes serves ``resource.k8s.io/v1`` from 1.34, so never on 1.33)
+or without the grant, the other containers are still judged, and every DRA device is unknown with that reason
+until the slices are listed. The 404 is said once, as what it means: DRA devices are not visible on this node.
 
 Until both have been listed once, and while a list or watch has kept failing for ``STALE_AFTER`` seconds, the
 view has nothing current to judge against: ``opted_in``/``pods`` raise
@@ -39,6 +40,8 @@ JSON = ("application/json", "application/json")
 GRANTED_BY = "the chart's agent ClusterRole grants list and watch on namespaces and pods"
 SLICES_GRANTED_BY = "the chart's agent ClusterRole grants list and watch on resource.k8s.io resourceslices"
 SLICES = "resourceslices"
+SLICES_NOT_SERVED = ("DRA devices are not visible on this node: the API server does not serve resourceslices in "
+                     "resource.k8s.io/v1 (Kubernetes serves it from 1.34); every other container is judged as usual")
 STALE_AFTER = 60.0  # seconds a list or watch may keep failing before the view is too old to judge against
 
 
@@ -59,6 +62,8 @@ class AgentReflector(Reflector):
     """A reflector of the agent's view: a refusal names the RBAC the agent needs."""
 
     def _refused(self, exc: ListRefused) -> str:
+        if self.name == SLICES and exc.status == 404:  # a cluster without DRA's v1 API, not a missing grant
+            return f"{SLICES_NOT_SERVED} ({exc.verb}ing them: {exc})"
         return refusal(self.name, exc, SLICES_GRANTED_BY if self.name == SLICES else GRANTED_BY)
 
 
