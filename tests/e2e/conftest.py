@@ -73,7 +73,8 @@ class Cluster:
         return str(json.loads(self.kubectl("get", "--raw", "/version", check=True).stdout)["gitVersion"])
 
     def _resources(self, group_version: str) -> dict[str, Any] | None:
-        """The API server's discovery document of ``group_version`` (None where it serves no such version)."""
+        """The API server's discovery document of ``group_version`` (None where it serves no such version), read
+        once: for the built-in APIs asked about, which do not change while the server runs."""
         if group_version not in self._discovery:
             path = f"/api/{group_version}" if "/" not in group_version else f"/apis/{group_version}"
             proc = self.kubectl("get", "--raw", path)
