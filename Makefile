@@ -6,7 +6,7 @@ VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"/\1/p' webhook/__init__.py)
 EDITABLE_QUIET := ignore:Editable installation:UserWarning
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: install tools node-tools run image image-push test test-fast lint bench clean
+.PHONY: install tools node-tools run image image-push test test-fast test-versions test-minors lint bench clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -51,7 +51,8 @@ image-push:
 
 lint: install
 	$(BIN)/ruff check webhook tests bench hack
-	$(BIN)/mypy webhook bench hack/chart_readme.py hack/generate.py hack/podresources_stubs.py
+	$(BIN)/mypy webhook bench hack/chart_readme.py hack/generate.py hack/podresources_stubs.py \
+		hack/versions_summary.py
 	$(BIN)/lint-imports
 
 # The node tests' tools and images (tests/node): kubelet, containerd, CNI plugins, the webhook image. Only as
@@ -63,6 +64,25 @@ node-tools:
 
 test: lint tools node-tools
 	QOS_GUARD_ORACLE_VERSIONS=$(ORACLE_VERSIONS) $(BIN)/pytest
+	@$(MAKE) --no-print-directory test-minors
+
+# Every Kubernetes minor the project is proven on, one after the other (hack/test-versions.sh): at each, the
+# e2e tier and the oracle differential (VERSION_TIERS; add node as root), then one line per minor and tier:
+# counts passed, failed, skipped with the reasons. Each minor's kube-apiserver, kubectl and kube-scheduler are
+# built once (cached by version; README "Kubernetes versions" has the measured cost of each).
+KUBE_VERSIONS ?= v1.33.13 v1.34.4 v1.35.4 v1.36.3 v1.37.2
+VERSION_TIERS ?= e2e fidelity
+test-versions: install
+	TIERS="$(VERSION_TIERS)" bash hack/test-versions.sh $(KUBE_VERSIONS)
+
+# What `make test` runs at other minors besides the default one: nothing unless TEST_MINORS is set, e.g.
+# make test TEST_MINORS="v1.33.13 v1.37.2" (the admission e2e files and the oracle differential at the oldest
+# and the newest minor; what each costs from empty caches is in README "Kubernetes versions").
+TEST_MINORS ?=
+MINOR_TESTS ?= tests/e2e/test_versions.py tests/e2e/test_admission.py tests/e2e/test_policy.py
+test-minors: install
+	@if [ -n "$(TEST_MINORS)" ]; then TIERS="e2e fidelity" E2E_TESTS="$(MINOR_TESTS)" \
+		bash hack/test-versions.sh $(TEST_MINORS); fi
 
 # The inner loop while editing: unit, rule-fixture and CLI tests, no tool build (under a minute).
 test-fast: install

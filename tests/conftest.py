@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
+from tests.binaries import kube_version
 from webhook import interpreter
 
 # The test process reads documents in process as a qos-guard command does: the same start-up settings (the
@@ -28,6 +29,18 @@ settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
 _TIERS = {"e2e": "e2e", "node": "node", "server": "slow", "reliability": "slow", "chart": "slow",
           "bench": "slow", "fidelity": "slow", "ecosystem": "slow"}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A Kubernetes release that is not one (``QOS_GUARD_KUBE_VERSION=1.37``) stops the run before any test."""
+    try:
+        kube_version()
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return f"kubernetes: {kube_version()} (QOS_GUARD_KUBE_VERSION picks another)"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

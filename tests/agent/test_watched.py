@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from tests import waiting
 from tests.agent.fakes import FakeAPI
 from webhook.cluster import watch
 from webhook.cluster.client import ClusterError
@@ -98,3 +99,31 @@ def test_a_view_failing_for_longer_than_stale_after_is_not_judged_against(monkey
         view.opted_in()
     view._changed("pods", None)
     assert list(view.pods("n1", [])) == [("enf", "p")]
+
+
+def test_a_cluster_without_dra_is_said_once_at_start_and_the_pods_are_judged(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Kubernetes 1.33 serves no resource.k8s.io/v1: the slices' list answers 404, every time it is retried. The
+    agent says once what that means (not a missing grant), and judges the node's Pods all the same."""
+    from tests.agent.fakes import SLICES
+
+    monkeypatch.setattr(watch, "RETRY_MISSING", 0.02)
+    api = FakeAPI()
+    api.pods = [{"metadata": {"name": "p", "namespace": "enf"}}]
+    api.refuse[SLICES] = 404
+    said: list[str] = []
+    view = WatchedView(api, "n1", said.append)
+    view.start()
+    try:
+        assert view.wait_synced(5)
+        waiting.eventually("the slices listed again", lambda: [p for p, _ in api.listed].count(SLICES) >= 4, 5,
+                           every=0.02)
+    finally:
+        view.stop()
+    dra = [s for s in said if "resourceslices" in s]
+    assert dra == [f"DRA devices are not visible on this node: the API server does not serve resourceslices in "
+                   f"resource.k8s.io/v1 (Kubernetes serves it from 1.34); every other container is judged as usual "
+                   f"(listing them: HTTP 404 {SLICES} is forbidden)"]
+    assert "grant" not in dra[0]
+    assert view.pods("n1", []) == {("enf", "p"): {"metadata": {"name": "p", "namespace": "enf"}}}
+    assert view.slices("n1")[1] == dra[0]  # each DRA device is unknown with that reason

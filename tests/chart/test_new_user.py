@@ -7,22 +7,57 @@ import pytest
 
 from tests.chart.conftest import CHART, Render, by_kind, one, run_helm
 
+REFUSED = ("enforcement: policy needs MutatingAdmissionPolicy in admissionregistration.k8s.io/v1, which Kubernetes "
+           "serves from 1.36; this cluster is v{version}{why}: keep enforcement: webhook, which works on every "
+           "supported version (1.33 or later)")
+BETA, ALPHA = ", where it is beta (v1beta1) and off by default", ", where it is alpha (v1alpha1) and off by default"
 
-@pytest.mark.parametrize("version", ["1.27.0", "1.34.2", "1.35.9"])
-def test_policy_enforcement_is_refused_below_1_36(helm: str, version: str) -> None:
-    """The chart allows Kubernetes 1.27+, and rendered MutatingAdmissionPolicy v1 objects for any of them: the
-    install failed later, on the API server, with a less helpful message."""
+
+@pytest.mark.parametrize(("version", "why"), [("1.33.0", ALPHA), ("1.33.13", ALPHA), ("1.34.4", BETA),
+                                              ("1.35.9", BETA)])
+def test_policy_enforcement_is_refused_below_1_36(helm: str, version: str, why: str) -> None:
+    """The chart rendered MutatingAdmissionPolicy v1 objects for any version: the install failed later, on the
+    API server, with a less helpful message. The refusal says what the cluster's minor serves instead."""
     proc = run_helm(helm, "template", "qos-guard", str(CHART), "--set", "enforcement=policy",
                     "--kube-version", version)
     assert proc.returncode != 0
-    assert f"enforcement: policy needs Kubernetes 1.36 or later, which serves MutatingAdmissionPolicy in " \
-           f"admissionregistration.k8s.io/v1; this cluster is v{version}: keep enforcement: webhook" in proc.stderr
+    assert REFUSED.format(version=version, why=why) in proc.stderr, proc.stderr
     webhook = run_helm(helm, "template", "qos-guard", str(CHART), "--kube-version", version)
     assert webhook.returncode == 0, webhook.stderr
 
 
+@pytest.mark.parametrize(("version", "apis", "why"), [
+    # 1.34 with the beta turned on (feature gate and --runtime-config): still not the v1 the policies are
+    ("1.34.4", ["admissionregistration.k8s.io/v1beta1/MutatingAdmissionPolicy"],
+     BETA + "; the cluster serves it in v1beta1 only"),
+    # a 1.36 cluster whose API server has it turned off (--runtime-config): what helm install reads there
+    ("1.36.3", ["v1/Pod", "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy"],
+     "; the cluster serves no MutatingAdmissionPolicy"),
+])
+def test_policy_enforcement_is_refused_where_the_cluster_does_not_serve_it(
+        helm: str, version: str, apis: list[str], why: str) -> None:
+    """What the cluster serves (helm install reads its discovery; helm template takes --api-versions) decides,
+    not only its version."""
+    flags = [f for api in apis for f in ("--api-versions", api)]
+    proc = run_helm(helm, "template", "qos-guard", str(CHART), "--set", "enforcement=policy",
+                    "--kube-version", version, *flags)
+    assert proc.returncode != 0
+    assert REFUSED.format(version=version, why=why) in proc.stderr, proc.stderr
+    served = run_helm(helm, "template", "qos-guard", str(CHART), "--set", "enforcement=policy", "--kube-version",
+                      "1.36.3", *flags, "--api-versions", "admissionregistration.k8s.io/v1/MutatingAdmissionPolicy")
+    assert served.returncode == 0, served.stderr
+
+
+@pytest.mark.parametrize("version", ["1.27.0", "1.32.9"])
+def test_the_chart_asks_for_kubernetes_1_33_or_later(helm: str, version: str) -> None:
+    """The oldest minor the tests run (and the oldest managed offerings still support)."""
+    proc = run_helm(helm, "template", "qos-guard", str(CHART), "--kube-version", version)
+    assert proc.returncode != 0
+    assert f"chart requires kubeVersion: >=1.33.0-0 which is incompatible with Kubernetes v{version}" in proc.stderr
+
+
 def test_policy_enforcement_renders_from_1_36(render: Render) -> None:
-    for version in ("1.36.0", "1.36.3", "1.40.0"):
+    for version in ("1.36.0", "1.36.3", "1.37.2", "1.40.0"):
         objects = render("--set", "enforcement=policy", "--kube-version", version)
         assert by_kind(objects, "MutatingAdmissionPolicy") and not by_kind(objects, "ServiceAccount")
 

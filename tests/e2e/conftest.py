@@ -69,6 +69,46 @@ class Cluster:
     env: dict[str, str] = field(default_factory=dict)
     restart_apiserver: Callable[..., None] | None = None  # control_plane's: stop it, start it again
     etcd: str = ""  # etcd's client URL (its v3 JSON gateway: tests/e2e/test_pager.py compacts through it)
+    _discovery: dict[str, dict[str, Any] | None] = field(default_factory=dict, repr=False)
+
+    def version(self) -> str:
+        """kube-apiserver's gitVersion, as its /version says."""
+        return str(json.loads(self.kubectl("get", "--raw", "/version", check=True).stdout)["gitVersion"])
+
+    def _resources(self, group_version: str) -> dict[str, Any] | None:
+        """The API server's discovery document of ``group_version`` (None where it serves no such version), read
+        once: for the built-in APIs asked about, which do not change while the server runs."""
+        if group_version not in self._discovery:
+            path = f"/api/{group_version}" if "/" not in group_version else f"/apis/{group_version}"
+            proc = self.kubectl("get", "--raw", path)
+            self._discovery[group_version] = json.loads(proc.stdout) if proc.returncode == 0 else None
+        return self._discovery[group_version]
+
+    def serves(self, group_version: str, plural: str) -> bool:
+        """The API server serves ``plural`` in ``group_version`` (its discovery, as clients see it)."""
+        found = self._resources(group_version)
+        return found is not None and any(r.get("name") == plural for r in found.get("resources", []))
+
+    def unserved(self, group_version: str, plural: str, feature: str) -> str | None:
+        """Why ``feature`` cannot run on this API server (it does not serve ``plural`` in ``group_version``,
+        and which other versions of the group serve it, read from discovery), or None when it can."""
+        if self.serves(group_version, plural):
+            return None
+        group = group_version.rpartition("/")[0]
+        listed = json.loads(self.kubectl("get", "--raw", "/apis", check=True).stdout)
+        versions = [v["groupVersion"] for g in listed.get("groups", []) if g["name"] == group
+                    for v in g.get("versions", [])]
+        elsewhere = [v for v in versions if v != group_version and self.serves(v, plural)]
+        where = (f"it serves them only in {', '.join(elsewhere)}" if elsewhere else
+                 f"nor in any other version of {group}" if group else "")
+        return (f"{feature}: kube-apiserver {self.version()} does not serve {plural} in {group_version} with its "
+                f"default feature gates and runtime config" + (f" ({where})" if where else ""))
+
+    def require(self, group_version: str, plural: str, feature: str) -> None:
+        """Skip the test, with the reason, where the API server does not serve what ``feature`` needs."""
+        reason = self.unserved(group_version, plural, feature)
+        if reason is not None:
+            pytest.skip(reason)
 
     def kubectl(self, *args: str, stdin: Any = None, check: bool = False) -> subprocess.CompletedProcess[str]:
         data = stdin if stdin is None or isinstance(stdin, str) else yaml.safe_dump_all(
@@ -144,6 +184,11 @@ def control_plane(folder: Path, extra_args: Sequence[str] = ()) -> Iterator[Clus
              "--service-cluster-ip-range=10.0.0.0/24", f"--cert-dir={folder / 'cert-dir'}",
              # No controller-manager makes `default` ServiceAccounts; every webhook plugin stays on.
              "--disable-admission-plugins=ServiceAccount",
+             # The `kubernetes` Service gets no endpoints: nothing here reaches the API server through it (the
+             # node tests' Pods are given its address), and kube-apiserver >= 1.37 refuses to start with the
+             # lease reconciler on a loopback address ("cannot use public IP 127.0.0.1 with endpoint
+             # reconciler"). The flag and its value exist on every minor the tiers run.
+             "--endpoint-reconciler-type=none",
              "--enable-admission-plugins=MutatingAdmissionWebhook,ValidatingAdmissionWebhook", *extra_args]
         apiserver = subprocess.Popen(command, stdout=api_log.open("wb"), stderr=subprocess.STDOUT)
         url = f"https://127.0.0.1:{api_port}"

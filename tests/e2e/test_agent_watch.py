@@ -22,7 +22,7 @@ from tests.e2e.conftest import CHART, RELEASE_NAMESPACE, Cluster
 from webhook.cluster.client import Lister
 from webhook.cluster.watch import ApiTransport
 from webhook.node.observe import ListedView
-from webhook.node.watched import WatchedView
+from webhook.node.watched import SLICES_NOT_SERVED, WatchedView
 
 RELEASE = "qos-guard-watch"
 AGENT = f"{RELEASE}-agent"  # the chart's agent ServiceAccount, ClusterRole and binding
@@ -102,6 +102,7 @@ def agent_kubeconfig(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory)
 
 
 def test_the_watched_view_sees_opt_in_and_a_bound_pod_come_and_go(cluster: Cluster, agent_kubeconfig: Path) -> None:
+    cluster.require("resource.k8s.io/v1", "resourceslices", "the node's ResourceSlices through the agent's watch")
     said: list[str] = []
     transport = Counting(ApiTransport(str(agent_kubeconfig)))
     view = WatchedView(transport, NODE, said.append)
@@ -169,6 +170,32 @@ def test_the_watched_view_sees_opt_in_and_a_bound_pod_come_and_go(cluster: Clust
     print(f"\nagent watch: a bound Pod seen in {bound:.2f} s, an opt-in in {opted:.2f} s, a deletion in "
           f"{gone:.2f} s, an opt-out in {out:.2f} s, the node's ResourceSlice in {sliced:.2f} s and its deletion "
           f"in {unsliced:.2f} s; stopped in {stopped:.2f} s")
+
+
+def test_without_dra_served_the_view_says_so_once_and_judges_the_pods(cluster: Cluster,
+                                                                    agent_kubeconfig: Path) -> None:
+    """Where the API server serves no resource.k8s.io/v1 (Kubernetes 1.33), the agent says once that DRA devices
+    are not visible on its node, and its view of the Pods and opted-in namespaces works as anywhere."""
+    if cluster.serves("resource.k8s.io/v1", "resourceslices"):
+        pytest.skip(f"kube-apiserver {cluster.version()} serves resource.k8s.io/v1 resourceslices: the view reads "
+                    "them (test_the_watched_view_sees_opt_in_and_a_bound_pod_come_and_go)")
+    said: list[str] = []
+    view = WatchedView(ApiTransport(str(agent_kubeconfig)), NODE, said.append)
+    cluster.namespace(NAMESPACE, "warn")
+    cluster.kubectl("apply", "-f", "-", stdin=pod("bound-no-dra", NODE), check=True)
+    view.start()
+    try:
+        assert view.wait_synced(30), said
+        eventually("a Pod bound to the node", lambda: (NAMESPACE, "bound-no-dra") in view.pods(NODE, []))
+        assert NAMESPACE in view.opted_in()
+        kept, problem = view.slices(NODE)
+    finally:
+        view.stop()
+        cluster.kubectl("delete", "pod", "bound-no-dra", "-n", NAMESPACE, "--grace-period=0", "--force")
+    dra = [s for s in said if "resourceslices" in s]
+    assert len(dra) == 1 and dra[0].startswith(SLICES_NOT_SERVED + " (listing them: HTTP 404"), said
+    assert kept == [] and problem == dra[0]
+    print(f"\nagent on kube-apiserver {cluster.version()}: {dra[0]}")
 
 
 def test_without_watch_granted_the_refusal_names_the_grant(cluster: Cluster, agent_kubeconfig: Path) -> None:

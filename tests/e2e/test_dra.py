@@ -80,6 +80,7 @@ def registered(cluster: Cluster, folder: Path, release: str, label: str, config:
 def dra_cluster(cluster: Cluster) -> Iterator[Cluster]:
     """The DeviceClass, the GPU nodes and their NodeResourceTopology objects; all removed afterwards (the CRD too,
     when it was not there before), as the other e2e files expect a cluster without them."""
+    cluster.require("resource.k8s.io/v1", "deviceclasses", "DRA at admission (DeviceClass, ResourceClaim v1)")
     crd_name = "noderesourcetopologies.topology.node.k8s.io"
     had_crd = cluster.kubectl("get", "crd", crd_name).returncode == 0
     crd = CHART / "files" / "topology.node.k8s.io_noderesourcetopologies.yaml"

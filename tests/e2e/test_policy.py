@@ -50,6 +50,8 @@ CUSTOM = {  # the second half of the differential sample runs under this configu
 def pcluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     """A second control plane with only the generated policies (the session cluster may carry the webhook)."""
     with control_plane(tmp_path_factory.mktemp("policy-control-plane")) as c:
+        c.require("admissionregistration.k8s.io/v1", "mutatingadmissionpolicies",
+                  "the generated admission policies (qos-guard policy: MutatingAdmissionPolicy v1)")
         c.namespace("qos-guard")
         for name in ("kata", "gvisor"):
             c.kubectl("apply", "-f", "-", check=True, stdin={

@@ -334,6 +334,8 @@ def test_a_declared_kind_from_values_is_judged(tmp_path_factory: pytest.TempPath
 def policy_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     """A control plane with only the generated admission policies (``qos-guard policy``) and the CRDs."""
     with control_plane(tmp_path_factory.mktemp("workload-policies")) as c:
+        c.require("admissionregistration.k8s.io/v1", "mutatingadmissionpolicies",
+                  "the generated admission policies (qos-guard policy: MutatingAdmissionPolicy v1)")
         c.namespace("qos-guard")
         ns = c.namespace("wl-enforce", "enforce")
         out = c.qos_guard("policy")

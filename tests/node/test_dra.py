@@ -85,6 +85,7 @@ def two_numa(node: Node, release: Release) -> Iterator[Path]:
     """The kubelet on two fake NUMA nodes with ``single-numa-node``, the Memory Manager off (as in
     test_placement), and the chart's agent every 2 s reading the same fake sysfs; both restored on exit."""
     c = node.cluster
+    c.require("resource.k8s.io/v1", "resourceslices", "DRA on the node (a kubelet plugin's ResourceSlice, claims v1)")
     started = time.monotonic()
     fake = node.folder / "fake-sys"
     with fake_sysfs(fake, FAKE) as sys_root, node.kubelet_configured(

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from tests.binaries import kube_version
 from tests.node.conftest import report
 from tests.node.node import NODE_NAME, Node
 
@@ -42,7 +43,7 @@ def test_1_this_kubelet_pins(node: Node) -> None:
     config = node.kubelet.config
     status = node.cluster.get("node", NODE_NAME)["status"]
     assert found["name"] == NODE_NAME and found["verdict"] == "pins" and found["ready"] is True
-    assert found["kubeletVersion"] == status["nodeInfo"]["kubeletVersion"] == "v1.36.3"
+    assert found["kubeletVersion"] == status["nodeInfo"]["kubeletVersion"] == kube_version()
     cpu, memory, topology = found["cpuManager"], found["memoryManager"], found["topologyManager"]
     assert cpu["policy"] == config["cpuManagerPolicy"] == "static" and cpu["options"] == {}
     assert cpu["reservedCPUs"]["systemReservedCPU"] == config["systemReserved"]["cpu"] == "100m"

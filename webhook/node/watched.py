@@ -13,7 +13,8 @@ each as ``dra.slice_kept`` keeps it, to find the NUMA node of each DRA device; a
 (``spec.nodeName=``: ``perDeviceNodeSelection``, where each device names its node, ``allNodes``,
 ``nodeSelector``), keeping of each only this node's devices and those of no one node. It is not needed to judge: on a
 cluster without DRA (the API answers 404) or without the grant, the other containers are still judged, and
-every DRA device is unknown with that reason until the slices are listed.
+every DRA device is unknown with that reason until the slices are listed. The 404 is said once, as what it means: DRA devices are not visible on this node
+(Kubernetes serves ``resource.k8s.io/v1`` from 1.34, so never on 1.33).
 
 Until both have been listed once, and while a list or watch has kept failing for ``STALE_AFTER`` seconds, the
 view has nothing current to judge against: ``opted_in``/``pods`` raise
@@ -42,6 +43,8 @@ GRANTED_BY = "the chart's agent ClusterRole grants list and watch on namespaces 
 SLICES_GRANTED_BY = "the chart's agent ClusterRole grants list and watch on resource.k8s.io resourceslices"
 SLICES = "resourceslices"
 SHARED_SLICES = "resourceslices of no node"  # spec.nodeName unset: perDeviceNodeSelection, allNodes, nodeSelector
+SLICES_NOT_SERVED = ("DRA devices are not visible on this node: the API server does not serve resourceslices in "
+                     "resource.k8s.io/v1 (Kubernetes serves it from 1.34); every other container is judged as usual")
 STALE_AFTER = 60.0  # seconds a list or watch may keep failing before the view is too old to judge against
 CLAIM_TTL = 60.0  # seconds a claim's adminAccess devices are kept before it is read again
 CLAIMS_GRANT = "grant get on resource.k8s.io resourceclaims to the agent's ServiceAccount"
@@ -64,6 +67,8 @@ class AgentReflector(Reflector):
     """A reflector of the agent's view: a refusal names the RBAC the agent needs."""
 
     def _refused(self, exc: ListRefused) -> str:
+        if self.name == SLICES and exc.status == 404:  # a cluster without DRA's v1 API, not a missing grant
+            return f"{SLICES_NOT_SERVED} ({exc.verb}ing them: {exc})"
         return refusal(self.name, exc, SLICES_GRANTED_BY if self.name in (SLICES, SHARED_SLICES) else GRANTED_BY)
 
 
