@@ -52,14 +52,15 @@ def kube_minor() -> int:
 
 
 @functools.cache
-def binary(name: str, kube_version: str | None = None) -> str:
+def binary(name: str, release: str | None = None) -> str:
     """Path of ``name``, building it from the Go module proxy on first use (then cached by version);
-    ``kube_version`` (v1.37.2): a Kubernetes binary, or the oracle, of that release instead of the chosen one
+    ``release`` (v1.37.2): a Kubernetes binary, or the oracle, of that release instead of the chosen one
     (``kube_version()``)."""
+    chosen = kube_version_or(release)
     proc = subprocess.run(["bash", str(ROOT / "hack" / "build-tools.sh"), name], capture_output=True, text=True,
-                          timeout=3600, env={**os.environ, "KUBE_VERSION": kube_version_or(kube_version)})
+                          timeout=3600, env={**os.environ, "KUBE_VERSION": chosen})
     if proc.returncode != 0 or not proc.stdout.strip():
-        raise RuntimeError(f"cannot build {name} (KUBE_VERSION={kube_version()} hack/build-tools.sh {name}):\n"
+        raise RuntimeError(f"cannot build {name} (KUBE_VERSION={chosen} hack/build-tools.sh {name}):\n"
                            f"{proc.stderr[-4000:]}")
     return proc.stdout.strip().splitlines()[-1]
 

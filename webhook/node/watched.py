@@ -13,8 +13,9 @@ each as ``dra.slice_kept`` keeps it, to find the NUMA node of each DRA device; a
 (``spec.nodeName=``: ``perDeviceNodeSelection``, where each device names its node, ``allNodes``,
 ``nodeSelector``), keeping of each only this node's devices and those of no one node. It is not needed to judge: on a
 cluster without DRA (the API answers 404) or without the grant, the other containers are still judged, and
-every DRA device is unknown with that reason until the slices are listed. The 404 is said once, as what it means: DRA devices are not visible on this node
-(Kubernetes serves ``resource.k8s.io/v1`` from 1.34, so never on 1.33).
+every DRA device is unknown with that reason until the slices are listed.
+The 404 is said once, as what it means: DRA devices are not visible on this node (Kubernetes serves
+``resource.k8s.io/v1`` from 1.34, so never on 1.33).
 
 Until both have been listed once, and while a list or watch has kept failing for ``STALE_AFTER`` seconds, the
 view has nothing current to judge against: ``opted_in``/``pods`` raise
