@@ -25,8 +25,10 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from tests import waiting
-from tests.binaries import ROOT, binary
+from tests.binaries import ROOT, binary, kube_version
 from tests.serving import Server, free_port, start_server
+from webhook.core import engine
+from webhook.core.kubeversion import resolve
 from webhook.serving.certs import write_bundle
 
 CHART = ROOT / "charts" / "qos-guard"
@@ -225,6 +227,16 @@ def control_plane(folder: Path, extra_args: Sequence[str] = ()) -> Iterator[Clus
             stop_process(apiserver)
         stop_process(etcd)
         shutil.rmtree(folder / "etcd", ignore_errors=True)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def judged_at_the_servers_minor() -> Iterator[None]:
+    """The engine's default minor, for the tests that ask it directly (``evaluate``) beside a real API server:
+    the minor of the kube-apiserver the tier runs, as ``serve`` reads it from /version (the CLI's default is
+    the newest supported minor, which is not necessarily the server's)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(engine, "DEFAULT", resolve(kube_version()))
+        yield
 
 
 @pytest.fixture(scope="session")
