@@ -3,8 +3,9 @@ the Pod is not Guaranteed (``ComputePodQOS``: a zero limit is ignored, so it cou
 
 from __future__ import annotations
 
-from webhook.core.config import Policy
+from webhook.core.config import KUBERNETES_VERSION, Policy
 from webhook.core.facts import Facts
+from webhook.core.kubeversion import Semantics
 from webhook.core.podspec import COMPUTE, CPU, Block, PodSpec
 from webhook.core.quantity import is_whole_cpu
 from webhook.core.rules import cel
@@ -15,7 +16,8 @@ from webhook.core.rules.sidecars import mesh_hint, mesh_hint_cel
 RULE_ID = "limits-missing"
 
 EMPTY_POD_BLOCK = Text("{label}: a pod-level resources block without cpu and memory limits decides the QoS class "
-                       "alone, so the Pod is not Guaranteed; remove it or set its cpu and memory limits")
+                       "alone on Kubernetes {minor}, so the Pod is not Guaranteed; remove it or set its cpu and "
+                       "memory limits")
 MISSING = Text("{label}: {what}, so the Pod is not Guaranteed; {fix}{mesh}")
 ZERO = Text("{resource} limit is 0, which counts as none")
 NONE = Text("no {resource} limit")
@@ -27,10 +29,11 @@ WHOLE_CPU = Text("set resources.requests.cpu and resources.limits.cpu to one who
                  "not one): {choice}")
 
 
-def _scan(block: Block, fractional: frozenset[str]) -> list[Violation]:
+def _scan(block: Block, fractional: frozenset[str], kube: Semantics) -> list[Violation]:
     if block.container is None and not block.requests and not block.limits:
-        # ``resources: {}`` (or hugepages only): present at all, the pod-level block decides the class alone.
-        return [Violation(block.path, EMPTY_POD_BLOCK(label=block.label), rule=RULE_ID)]
+        # ``resources: {}`` up to 1.36: present at all, the pod-level block decides the class alone (from 1.37 it
+        # decides only when it sets something: ``PodSpec.pod_level_decides``).
+        return [Violation(block.path, EMPTY_POD_BLOCK(label=block.label, minor=kube.minor), rule=RULE_ID)]
     found = []
     for resource in COMPUTE:
         if not block.clean(resource):
@@ -55,7 +58,7 @@ def _scan(block: Block, fractional: frozenset[str]) -> list[Violation]:
 
 
 def check(pod: PodSpec, policy: Policy, facts: Facts) -> list[Violation]:
-    return [v for block in pod.qos_blocks() for v in _scan(block, policy.fractional_cpu_containers)]
+    return [v for block in pod.qos_blocks() for v in _scan(block, policy.fractional_cpu_containers, pod.kube)]
 
 
 def to_cel(mutated: bool) -> str:
@@ -68,7 +71,8 @@ def to_cel(mutated: bool) -> str:
     from_request = (f"({whole}) ? {FROM_REQUEST.cel(resource='f.r', request='f.q')} : "
                     f"{WHOLE_CPU.cel(request='f.q', choice=choice)}")
     fix = f"f.qpos ? ({from_request}) : {DEFAULTS.cel(resource='f.r')}"
-    return (f"({cel.each_pod(RULE_ID, empty, EMPTY_POD_BLOCK.cel(label='p.label'))}) + "
+    minor = f"'1.' + string({cel.setting(KUBERNETES_VERSION)})"
+    return (f"({cel.each_pod(RULE_ID, empty, EMPTY_POD_BLOCK.cel(label='p.label', minor=minor))}) + "
             + cel.each_fact(RULE_ID, f"{cel.qos_judged(mutated)} && !{limited} && !(f.b.pod && !f.b.level)",
                             MISSING.cel(label="f.b.label", what=what, fix=fix,
                                         mesh=mesh_hint_cel("f.b.name", "f.r"))))
