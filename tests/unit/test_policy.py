@@ -101,3 +101,15 @@ def test_every_judged_kind_and_template_is_in_the_policies() -> None:
                 or kind.templates == KINDS[("apps", "Deployment")].templates, kind.kind
         assert "replicatedJobs" in templates and "workerGroupSpecs" in templates and "ReplicaSpecs" in templates
         assert ("object.?spec.?shards.orValue([]).transformList(" in templates) is bool(extra)
+
+
+def test_a_minor_that_does_not_serve_the_policies_is_refused_naming_what_it_lacks() -> None:
+    """`qos-guard policy --kubernetes-version 1.34`: a clear refusal, not a partial install."""
+    old = parse_config({"kubernetesVersion": "1.34"})
+    with pytest.raises(PolicyError, match=r"^--kubernetes-version 1\.34: these policies need Kubernetes 1\.36 or "
+                                          r"later, for MutatingAdmissionPolicy v1"):
+        render(old)
+    with pytest.raises(PolicyError, match=r"need Kubernetes 1\.35 or later"):
+        render(old, "enforce")
+    assert "kubernetesVersion: '1.35'" in render(parse_config({"kubernetesVersion": "1.35"}), "enforce")
+    assert "kubernetesVersion: '1.36'" in render(parse_config({"kubernetesVersion": "1.36"}))

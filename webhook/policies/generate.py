@@ -26,6 +26,7 @@ from typing import Any
 
 from webhook.core.config import Config
 from webhook.core.engine import Mode
+from webhook.core.kubeversion import parse_minor
 from webhook.core.names import namespace_problem
 from webhook.core.rules import RULES
 from webhook.core.rules.dra_unaligned import DEVICE_CLASSES_REFUSAL
@@ -80,6 +81,23 @@ def refuse_unsupported(config: Config) -> None:
 MUTATING_SINCE, VALIDATING_SINCE = "1.36", "1.35"
 
 
+
+def refuse_unserved(config: Config, modes: list[str]) -> None:
+    """With ``--kubernetes-version`` (``kubernetesVersion``) below what the objects need: refused, naming what
+    that minor lacks, instead of a partial install (kubectl apply creates what is served, then fails)."""
+    kube = config.kubernetes_version
+    if kube is None:
+        return
+    needs = MUTATING_SINCE if "mutate" in modes else VALIDATING_SINCE
+    if kube.minor < parse_minor(needs):
+        lacking = ("MutatingAdmissionPolicy v1 (served from 1.36; beta and off in 1.34 and 1.35, alpha in 1.33)"
+                   if needs == MUTATING_SINCE else
+                   "the CEL lists library (flatten()) in new ValidatingAdmissionPolicy expressions (from 1.35)")
+        hint = " (--mode enforce or warn needs 1.35)" if needs == MUTATING_SINCE else ""
+        raise PolicyError(f"--kubernetes-version {kube}: these policies need Kubernetes {needs} or later, for "
+                          f"{lacking}{hint}; on {kube} use the webhook (enforcement: webhook)")
+
+
 def version_note(docs: list[dict[str, Any]]) -> str:
     """The YAML comment heading ``qos-guard policy``'s output: the Kubernetes version its objects need, so that
     an older cluster is not left half installed (kubectl apply creates what it serves, then fails)."""
@@ -103,6 +121,7 @@ def render(config: Config, mode: str = "all", namespace: str = NAMESPACE, api_ve
         raise PolicyError(f"--namespace {problem}")
     refuse_unsupported(config)
     modes = [m.value for m in Mode] if mode == "all" else [mode]
+    refuse_unserved(config, modes)
     docs = [params_configmap(config, NAMESPACE_TOKEN),
             *policy_objects(modes, kinds=table(config.workloads))]
     return version_note(docs) + dump(with_names(docs, NAME, namespace))
