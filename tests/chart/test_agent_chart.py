@@ -64,6 +64,8 @@ def test_rbac_is_least_privilege(agent: list[dict[str, Any]], render: Render) ->
     assert role["rules"] == [
         {"apiGroups": [""], "resources": ["namespaces", "pods"], "verbs": ["list", "watch"]},
         {"apiGroups": ["resource.k8s.io"], "resources": ["resourceslices"], "verbs": ["list", "watch"]},
+        # each DRA device's claim, read (never listed) for adminAccess
+        {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims"], "verbs": ["get"]},
         {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
     ]
     # What the agent's code watches is what the role grants list and watch on (webhook/node/watched.py), by API
