@@ -30,11 +30,16 @@ from typing import Any
 
 from webhook.extender.fingerprint import fingerprint
 from webhook.extender.placement import BoundPod, pod_demands, read_nrt
-from webhook.serving import extender as served
 
 # The differential's generators are test code, not held to mypy --strict as bench is: imported by name.
 grammar: Any = importlib.import_module("tests.fidelity.topology_grammar")
 e2e: Any = importlib.import_module("tests.e2e.test_extender")
+# The extender in its parts (this tree); a baseline's older tree has them in one module: by name, for both.
+try:
+    served: Any = importlib.import_module("webhook.serving.extender_cache")
+    app: Any = importlib.import_module("webhook.serving.extender_app")
+except ModuleNotFoundError:
+    served = app = importlib.import_module("webhook.serving.extender")
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "docs" / "performance" / "extender.json"
 MARKDOWN = OUT.with_suffix(".md")
@@ -99,7 +104,7 @@ def measure(nodes: int, calls: int) -> dict[str, Any]:
     del nrts
     assert all(s is not None for s in states.values()) and read_nrt is not None
     gc.freeze()  # as the extender does once its view is complete
-    client = served.create_extender_app(lambda: view).test_client()
+    client = app.create_extender_app(lambda: view).test_client()
     names = list(states)
     result: dict[str, Any] = {"nodes": nodes, "boundPods": nodes * PODS_PER_NODE,
                               "viewMiB": round(current / (1 << 20), 1)}

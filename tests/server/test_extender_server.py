@@ -23,7 +23,8 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from tests import waiting
 from tests.serving import ROOT, free_port
 from webhook.serving.certs import make_ca, write_bundle
-from webhook.serving.extender import HUB_WORKER, ExtenderOptions, check_options
+from webhook.serving.extender import HUB_WORKER
+from webhook.serving.extender_options import ExtenderOptions, check_options
 from webhook.serving.options import ServeError
 
 POD = {"metadata": {"name": "p", "namespace": "default", "uid": "u-1"},

@@ -11,7 +11,8 @@ import pytest
 
 from webhook.extender.fingerprint import fingerprint, xxh64
 from webhook.extender.placement import BoundPod, NodeState, bound_pod, pod_demands, read_nrt
-from webhook.serving.extender import View, create_extender_app
+from webhook.extender.view import View
+from webhook.serving.extender_app import create_extender_app
 
 GPU = "example.com/gpu"
 NOW = 1_800_000_000.0
@@ -233,7 +234,7 @@ def test_a_bound_pod_is_read_from_the_api_object() -> None:
 
 
 def test_a_filter_waits_for_the_pod_kept_before_it_to_be_seen_bound(monkeypatch: pytest.MonkeyPatch) -> None:
-    from webhook.serving import extender
+    from webhook.serving import extender_cache as extender
 
     cache = extender.ExtenderCache(transport=None)
     monkeypatch.setattr(extender, "SETTLE", 0.3)
@@ -278,7 +279,7 @@ def test_bind_reserves_at_the_moment_of_decision_and_wakes_the_next_filter(monke
     filter waiting for it goes on at once (the last free zone is not handed out twice)."""
     import threading
 
-    from webhook.serving import extender
+    from webhook.serving import extender_cache as extender
 
     posted: list[tuple[str, ...]] = []
 
@@ -314,7 +315,7 @@ def test_bind_reserves_at_the_moment_of_decision_and_wakes_the_next_filter(monke
 
 
 def test_a_refused_binding_is_forgotten() -> None:
-    from webhook.serving import extender
+    from webhook.serving import extender_cache as extender
 
     cache = extender.ExtenderCache(transport=None, binder=lambda *_: "HTTP 409 pods \"first\" already bound")
     listed(cache, [nrt("b", [ZONE])], [])
@@ -333,7 +334,7 @@ def test_an_incomplete_view_is_never_silent(monkeypatch: pytest.MonkeyPatch) -> 
     """Not listed yet: the filter answers an error (kube-scheduler retries the Pod); listed but a watch broken:
     judged on what was last seen (it holds this extender's own bindings); not listed long after the start, or
     truncated: every node kept. Each time a readiness failure, a metric, and the answer's header."""
-    from webhook.serving import extender
+    from webhook.serving import extender_cache as extender
 
     cache = extender.ExtenderCache(transport=None)
     app = create_extender_app(cache.view, clock=time.time, cache=cache).test_client()
@@ -365,7 +366,7 @@ def test_an_incomplete_view_is_never_silent(monkeypatch: pytest.MonkeyPatch) -> 
 
 
 def test_a_truncated_store_is_said_and_a_relist_replaces_in_place(monkeypatch: pytest.MonkeyPatch) -> None:
-    from webhook.serving import extender
+    from webhook.serving import extender_cache as extender
 
     cache = extender.ExtenderCache(transport=None)
     cache.pods.limit = 2

@@ -1,7 +1,7 @@
 """``qos-guard fix``: apply the mutation to manifest files, keeping comments, key order and layout.
 
 YAML is read once by the same reader ``check`` uses, document by document; only the fields the mutation sets
-are edited in the text (positions from libyaml's node marks) and each edited document is re-read to prove it
+are edited in the text (``yamledit``, from libyaml's node marks) and each edited document is re-read to prove it
 holds exactly the mutated object. A document ``fix`` does not change stays byte for byte as it was. Where a
 change sits in a layout that cannot be edited that way, ruamel.yaml's round trip (with the file's own
 indentation) rewrites that one document instead, unless it uses YAML anchors and aliases (which a rewrite
@@ -16,26 +16,23 @@ from __future__ import annotations
 
 import dataclasses
 import io
-import itertools
 import json
 import os
-import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError as RuamelError
 
-from webhook.batch import jsonedit
+from webhook.batch import jsonedit, yamledit
 from webhook.batch.files import NotRewritable, Unjudgeable, Unreadable, Unwritable, atomic_write, inside
 from webhook.batch.unified import Edit, apply_edits
 from webhook.core.config import Config
 from webhook.core.engine import Mode, evaluate
 from webhook.core.fieldpath import dotted
-from webhook.core.mutation import REMOVED, Change, apply_changes
+from webhook.core.mutation import Change, apply_changes
 from webhook.core.podspec import ManifestError
 from webhook.core.rules import Violation
 from webhook.core.workloads import Target, table
@@ -49,9 +46,6 @@ from webhook.manifests.documents import (
     yaml_pieces,
 )
 from webhook.manifests.reader import open_manifest
-from webhook.manifests.yamlnodes import is_null, plain_reads_back, walk
-
-_KEY_LINE = re.compile(r"^(\s*)(- )?[^\s#-][^:#]*:\s*(#.*)?$")
 
 
 @dataclass
@@ -72,27 +66,6 @@ class FileResult:
     edits: list[Edit] = field(default_factory=list)  # spans of the old text and what they became, in order
 
 
-def guess_indent(text: str) -> tuple[int, int, int]:
-    """(mapping indent, sequence indent, dash offset) as ruamel's ``YAML.indent`` takes them."""
-    mapping, offset = 0, -1
-    lines = [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
-    for prev, cur in itertools.pairwise(lines):
-        m = _KEY_LINE.match(prev)
-        if not m:
-            continue
-        base = len(m.group(1)) + (2 if m.group(2) else 0)
-        indent = len(cur) - len(cur.lstrip())
-        if cur.lstrip().startswith("- "):
-            if offset < 0 and indent >= base:
-                offset = indent - base
-        elif not mapping and indent > base:
-            mapping = indent - base
-        if mapping and offset >= 0:
-            break
-    mapping = mapping or 2
-    offset = max(offset, 0)
-    return mapping, max(offset + 2, mapping), offset
-
 
 class _Timestamp(str):
     """A timestamp kept as written: ruamel's own round-trip of timestamps drops a trailing ``Z``."""
@@ -102,7 +75,7 @@ def _yaml(text: str) -> YAML:
     y = YAML(typ="rt")
     y.preserve_quotes = True
     y.width = 1 << 16
-    mapping, sequence, offset = guess_indent(text)
+    mapping, sequence, offset = yamledit.guess_indent(text)
     y.indent(mapping=mapping, sequence=sequence, offset=offset)
     y.explicit_start = text.lstrip().startswith("---")
     # Keep ``null`` as written by most tools instead of ruamel's empty value.
@@ -122,140 +95,6 @@ def _fix_documents(docs: list[Any], config: Config, result: FileResult) -> list[
     return fixed
 
 
-def _scalar(value: object, style: str | None = None) -> str:
-    """YAML text for a new scalar that reads back as exactly ``value``."""
-    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-        return json.dumps(value)
-    if not isinstance(value, str):
-        return repr(value) if isinstance(value, float) else str(value)
-    if style == "'":
-        return "'" + value.replace("'", "''") + "'"
-    if style == '"':
-        return json.dumps(value)
-    return value if plain_reads_back(value) else json.dumps(value)
-
-
-def _block(nested: dict[str, Any], column: int, step: int) -> str:
-    out = ""
-    for key, value in nested.items():
-        if isinstance(value, dict):
-            out += f"{' ' * column}{key}:\n{_block(value, column + step, step)}"
-        else:
-            out += f"{' ' * column}{key}: {_scalar(value)}\n"
-    return out
-
-
-def _flow(nested: dict[str, Any]) -> str:
-    return ", ".join(f"{k}: {{{_flow(v)}}}" if isinstance(v, dict) else f"{k}: {_scalar(v)}"
-                     for k, v in nested.items())
-
-
-def _insertion(text: str, node: yaml.Node, nested: dict[str, Any], column: int,
-               step: int) -> tuple[int, int, str] | None:
-    """Where and what to write so that ``node`` gains the keys in ``nested``."""
-    if isinstance(node, yaml.ScalarNode) and is_null(node):
-        start, end = _value_start(text, node), node.end_mark.index
-        if "{" in text[text.rfind("\n", 0, start) + 1:start]:
-            return start, end, "{" + _flow(nested) + "}"
-        return start, end, "\n" + _block(nested, column + step, step).rstrip("\n")
-    if not isinstance(node, yaml.MappingNode):
-        return None
-    if node.flow_style:
-        brace = text.find("{", node.start_mark.index)  # after an anchor or a tag, if any
-        if brace < 0:
-            return None
-        at = brace + 1
-        return at, at, _flow(nested) + (", " if node.value else "")
-    if not node.value:
-        return None
-    first_key = node.value[0][0]
-    line_start = first_key.start_mark.index - first_key.start_mark.column
-    if text[line_start:first_key.start_mark.index].strip():
-        return None  # the first key shares its line with a "- ": no clean place for a new line
-    return line_start, line_start, _block(nested, first_key.start_mark.column, step)
-
-
-_PROPERTIES = re.compile(r"(?:[&!][^\s,\[\]{}]*\s+)*")
-
-
-def _value_start(text: str, node: yaml.Node) -> int:
-    """Where a node's value starts: after its anchor (``&res``) and tag, which its start mark includes and an
-    edit of the value must keep."""
-    at = node.start_mark.index
-    match = _PROPERTIES.match(text, at, node.end_mark.index)
-    return match.end() if match and text[at:at + 1] in "&!" else at
-
-
-def _edits(text: str, root: yaml.Node, changes: list[Change], newline: str) -> list[Edit] | None:
-    """The spans of ``text`` (one document of a stream) to replace so that only the fields ``changes`` set
-    change, every other byte as it was; ``None`` when the layout around a change needs a full round trip."""
-    step = guess_indent(text)[0]
-    edits: list[Edit] = []
-    inserts: dict[int, tuple[yaml.Node, dict[str, Any], int]] = {}
-    for change in changes:
-        if change.new is REMOVED:
-            return None  # removing a field (and its comments) is left to the full round trip
-        walked = walk(root, change.path)
-        node, rest, column = walked.node, walked.rest, walked.key_column
-        if not rest:
-            if not isinstance(node, yaml.ScalarNode):
-                return None
-            edits.append((_value_start(text, node), node.end_mark.index, _scalar(change.new, node.style)))
-            continue
-        if not all(isinstance(seg, str) for seg in rest):
-            return None
-        nested = inserts.setdefault(id(node), (node, {}, column))[1]
-        for seg in rest[:-1]:
-            nested = nested.setdefault(str(seg), {})
-        nested[str(rest[-1])] = change.new
-    for node, nested, column in inserts.values():
-        edit = _insertion(text, node, nested, column, step)
-        if edit is None:
-            return None
-        edits.append(edit)
-    # One value reached twice (through an alias) and set alike is one edit.
-    edits = sorted(set(edits), key=lambda e: (e[0], e[1]))
-    out: list[Edit] = []
-    at = 0
-    for start, end, replacement in edits:
-        if start < at:
-            return None  # overlapping edits: let the round trip do it
-        out.append((start, end, replacement.replace("\n", newline) if newline != "\n" else replacement))
-        at = end
-    return out
-
-
-def _shared(root: yaml.Node) -> dict[int, int]:
-    """Nodes reached more than once (an anchor and its aliases: the composer gives an alias the anchor's own
-    node), by id, with how many times."""
-    seen: dict[int, int] = {}
-    stack = [root]
-    while stack:
-        node = stack.pop()
-        seen[id(node)] = seen.get(id(node), 0) + 1
-        if seen[id(node)] > 1:
-            continue
-        if isinstance(node, yaml.MappingNode):
-            stack += [n for pair in node.value for n in pair]
-        elif isinstance(node, yaml.SequenceNode):
-            stack += node.value
-    return {key: n for key, n in seen.items() if n > 1}
-
-
-def _anchor(text: str, root: yaml.Node, change: Change, shared: dict[int, int]) -> tuple[str, int] | None:
-    """The outermost anchor on the way to what ``change`` sets, and how many aliases use it; None when no
-    node on the way is shared."""
-    node = root
-    for i in range(len(change.path) + 1):
-        walked = walk(root, change.path[:i])
-        if walked.rest:
-            break
-        node = walked.node
-        if id(node) in shared:
-            found = re.match(r"[^&]{0,200}?&([^\s,\[\]{}]+)", text[node.start_mark.index:node.end_mark.index])
-            return (found[1] if found else "?"), shared[id(node)] - 1
-    return None
-
 
 ANCHOR_REFUSED = ("{what} is under the YAML anchor &{anchor}, shared by {n} alias{es}, and not every use needs "
                   "this change; set it by hand where it is needed (or give this use its own value)")
@@ -272,17 +111,17 @@ def _fix_document(file: str, part: str, doc: Document, config: Config, result: F
         return []
     if doc.node is None:
         return _round_trip_document(file, part, apply_changes(doc.obj, changes), config, newline)
-    shared = _shared(doc.node) if "*" in part else {}
+    shared = yamledit.shared_nodes(doc.node) if "*" in part else {}
     attempt = list(changes)
     while attempt:
-        edits = _edits(part, doc.node, attempt, newline)
+        edits = yamledit.edits(part, doc.node, attempt, newline)
         if edits is not None and _reread(file, apply_edits(part, edits)) == apply_changes(doc.obj, attempt):
             for change in attempt:
-                anchored = _anchor(part, doc.node, change, shared) if shared else None
+                anchored = yamledit.anchor_of(part, doc.node, change, shared) if shared else None
                 if anchored is not None:
                     _say_at_anchor(result, change, *anchored)
             return edits
-        anchored_changes = [(c, a) for c in attempt if shared and (a := _anchor(part, doc.node, c, shared))]
+        anchored_changes = [(c, a) for c in attempt if shared and (a := yamledit.anchor_of(part, doc.node, c, shared))]
         if not anchored_changes:
             break
         for change, (anchor, n) in anchored_changes:  # a shared value: its other uses must not change

@@ -143,7 +143,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_extender(args: argparse.Namespace) -> ExitCode:
-    from webhook.serving.extender import ExtenderOptions, serve_extender
+    from webhook.serving.extender import serve_extender
+    from webhook.serving.extender_options import ExtenderOptions
     from webhook.serving.options import ServeError
 
     try:
