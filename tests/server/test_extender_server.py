@@ -105,9 +105,12 @@ def post(running: Running, verb: str, body: Any, cert: tuple[str, str] | None = 
 
 
 def test_the_probes_answer_without_a_certificate(extender: Running) -> None:
-    for path in ("/healthz", "/readyz"):
-        answer = requests.get(extender.url + path, verify=extender.ca, timeout=5)
-        assert (answer.status_code, answer.text) == (200, "ok\n"), path
+    """Kubelet's probes send no certificate: they are answered, not refused. This extender's API server is not
+    there, so its view is not listed: /readyz says so (503 with the reason), the liveness probe is 200."""
+    answer = requests.get(extender.url + "/healthz", verify=extender.ca, timeout=5)
+    assert (answer.status_code, answer.text) == (200, "ok\n")
+    ready = requests.get(extender.url + "/readyz", verify=extender.ca, timeout=5)
+    assert ready.status_code == 503 and ready.text.startswith("not ready"), ready.text
 
 
 @pytest.mark.parametrize("verb", ["filter", "prioritize"])
@@ -128,14 +131,15 @@ def test_a_certificate_of_another_ca_is_refused_at_the_handshake(extender: Runni
 def test_the_schedulers_certificate_is_answered_large_bodies_too(extender: Running) -> None:
     """A filter over 6,000 node names (about 80 KiB, over the 64 KiB the webhook's worker judges in an OS thread)
     is answered by the extender's worker in its hub."""
+    # Its view is not listed yet (no API server): a filter is answered with the extender's error, which
+    # kube-scheduler retries (an unlisted view never places NUMA-blind in its first minute), not refused.
     answer = post(extender, "filter", {"Pod": POD, "NodeNames": ["n1", "n2"]}, cert=extender.client)
-    assert answer.status_code == 200, answer.text
-    assert answer.json()["NodeNames"] == ["n1", "n2"]  # unknown nodes are kept
+    assert answer.status_code == 200 and answer.json().get("Error"), answer.text
     names = [f"node-{i:05d}" for i in range(6000)]
     body = {"Pod": POD, "NodeNames": names}
     assert len(json.dumps(body)) > 64 * 1024
     answer = post(extender, "filter", body, cert=extender.client)
-    assert answer.status_code == 200 and answer.json()["NodeNames"] == names
+    assert answer.status_code == 200 and answer.json().get("Error"), answer.text
     scores = post(extender, "prioritize", body, cert=extender.client)
     assert scores.status_code == 200 and len(scores.json()) == 6000
 
