@@ -68,7 +68,7 @@ class AgentReflector(Reflector):
     """A reflector of the agent's view: a refusal names the RBAC the agent needs."""
 
     def _refused(self, exc: ListRefused) -> str:
-        if self.name == SLICES and exc.status == 404:  # a cluster without DRA's v1 API, not a missing grant
+        if self.name in (SLICES, SHARED_SLICES) and exc.status == 404:  # no DRA v1 API, not a missing grant
             return f"{SLICES_NOT_SERVED} ({exc.verb}ing them: {exc})"
         return refusal(self.name, exc, SLICES_GRANTED_BY if self.name in (SLICES, SHARED_SLICES) else GRANTED_BY)
 
@@ -148,8 +148,13 @@ class WatchedView:
                 del self.problems[resource]
                 self._since.pop(resource, None)
             else:
+                # both slice watches meet a cluster without DRA: it is said once
+                said = problem.startswith(SLICES_NOT_SERVED) and any(
+                    p.startswith(SLICES_NOT_SERVED) for p in self.problems.values())
                 self.problems[resource] = problem
                 self._since.setdefault(resource, time.monotonic())  # a new problem does not restart the clock
+                if said:
+                    return
         self.say(problem if problem is not None else f"{resource}: listed and watched again")
 
     def _require_synced(self) -> None:
