@@ -380,3 +380,39 @@ def test_a_truncated_store_is_said_and_a_relist_replaces_in_place(monkeypatch: p
     assert not cache.pods.truncated and [p.key for p in cache.view().pods["a"]] == [("ns", "p1")]
     assert cache.view().pods["a"][0].seen == before[("ns", "p1")]
     assert cache.incomplete() == []
+
+
+def test_a_sink_is_rebuilt_from_the_last_whole_list_only() -> None:
+    """The one pager (``Listing``) hands reflectors pages through ``rebuild``; a page that restarts the list (an
+    expired continue token) voids what came before it, so an object deleted meanwhile is not kept."""
+    from webhook.cluster.pager import Page
+    from webhook.serving.extender_cache import Sink
+
+    class Keys(Sink):
+        def __init__(self) -> None:
+            super().__init__(limit=100)
+            self.items: dict[str, object] = {}
+
+        def keys(self) -> list[str]:
+            return list(self.items)
+
+        def count(self) -> int:
+            return len(self.items)
+
+        def put(self, key: str, obj: object) -> None:
+            self.items[key] = obj
+
+        def drop(self, key: str) -> None:
+            del self.items[key]
+
+        def has(self, key: str) -> bool:
+            return key in self.items
+
+    def obj(name: str) -> dict[str, object]:
+        return {"metadata": {"name": name, "namespace": "ns"}}
+
+    sink = Keys()
+    sink.rebuild([Page([obj("a"), obj("b")], "1"), Page([obj("b"), obj("c")], "2", restart=True)])
+    assert sorted(sink.items) == ["ns/b", "ns/c"] and sink.listed
+    sink.replace([obj("c")])
+    assert sorted(sink.items) == ["ns/c"]

@@ -28,13 +28,16 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from webhook.core.demands import Demands
 from webhook.extender.placement import RESERVATION_TIMEOUT, BoundPod, NodeState, Shape, bound_pod, read_nrt
 from webhook.extender.view import View
+
+if TYPE_CHECKING:
+    from webhook.cluster.pager import Page
 
 LOG = logging.getLogger("qos_guard.extender")
 PODS_PATH = "/api/v1/pods"
@@ -72,11 +75,19 @@ class Sink:
     def replace(self, objects: Iterable[Mapping[str, Any]]) -> None:
         """A list: each object applied as it is read (the old objects go as the new come, never two stores at
         once), then those not listed dropped; truncated past ``limit`` (nothing dropped then: unknown)."""
+        from webhook.cluster.pager import Page  # the Kubernetes client only in the worker (gevent first)
+
+        self.rebuild([Page(list(objects), "", restart=False)])
+
+    def rebuild(self, listed: Iterable[Page]) -> None:
+        """A list read page by page (``webhook.cluster.watch.Listing``, the one pager): each object applied as it
+        is read, and at the end every object the last whole list did not hold dropped. A page that restarts the
+        list (an expired continue token) voids what was seen before it, so nothing deleted meanwhile stays."""
         from webhook.cluster.watch import key_of
 
         seen: set[str] = set()
         truncated = False
-        for obj in objects:
+        for obj in self._objects(listed, seen):
             key = key_of(obj)
             if not key:
                 continue
@@ -91,6 +102,13 @@ class Sink:
                 for key in [k for k in self.keys() if k not in seen]:
                     self.drop(key)
             self.listed, self.truncated = True, truncated
+
+    @staticmethod
+    def _objects(listed: Iterable[Page], seen: set[str]) -> Iterator[Mapping[str, Any]]:
+        for page in listed:
+            if page.restart:
+                seen.clear()
+            yield from page.items
 
     def apply(self, kind: str, obj: Mapping[str, Any]) -> None:
         from webhook.cluster.watch import key_of
