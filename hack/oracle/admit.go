@@ -87,7 +87,7 @@ func admitOnMachine(c TopologyCase) (ans TopologyAnswer, err error) {
 	log := logr.Discard()
 	policy, scope := c.Policy, c.Scope
 	if scope == "" {
-		scope = topologymanager.ContainerTopologyScope
+		scope = "container" // the Topology Manager's default scope (its constant is unexported before 1.36)
 	}
 	tm, err := topologymanager.NewManager(mi.Topology, policy, scope, nil)
 	if err != nil {
