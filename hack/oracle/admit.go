@@ -1,6 +1,6 @@
-//go:build !k8s_1_37
+//go:build !k8s_1_37 && !k8s_1_35
 
-// The Topology Manager stack of kubelet 1.35 and 1.36 (hint providers without an operation), for admitOnMachine.
+// The Topology Manager stack of kubelet 1.36 (hint providers without an operation), for admitOnMachine.
 
 package main
 
