@@ -328,7 +328,8 @@ def test_numa_is_refused_naming_the_key(policies: Cluster) -> None:
 
 def test_documented_differences_from_the_engine(policies: Cluster) -> None:
     """webhook/policies/generate.py KNOWN_DIFFERENCES, each shown on the API server (README: "Admission policies")."""
-    assert set(KNOWN_DIFFERENCES) == {"cpu-beyond-int64", "template-pod-level-request", "pod-level-mutation"}
+    assert set(KNOWN_DIFFERENCES) == {"cpu-beyond-int64", "template-pod-level-request", "template-pod-level-limit",
+                                      "pod-level-mutation"}
     enforce, mutate = NAMESPACES["enforce"], NAMESPACES["mutate"]
     # cpu-beyond-int64: whole to the engine, not to CEL's isInteger().
     huge = compliant_pod("huge")
@@ -499,6 +500,9 @@ def known_difference(obj: dict[str, Any], config: Config, mode: Mode | None) -> 
             return "pod-level-mutation"
         if obj["kind"] != "Pod" and any(r in limits and r not in requests_ for r in ("cpu", "memory")):
             return "template-pod-level-request"  # verdicts differ only with allow; with deny the rule ids
+        if (obj["kind"] != "Pod" and resolve(kube_version()).pod_level_fix_defaulting
+                and any(r not in limits for r in ("cpu", "memory"))):
+            return "template-pod-level-limit"  # from 1.37: the engine defaults the limit, the policy cannot
     return None
 
 

@@ -45,6 +45,10 @@ KNOWN_DIFFERENCES: dict[str, str] = {
                                   "the request to be the limit, the engine the containers' effective total "
                                   "(the verdict differs only with policy.podLevelResources: allow; with deny "
                                   "both refuse, naming different rules)",
+    "template-pod-level-limit": "from 1.37 a template with pod-level requests but no pod-level limit: the engine "
+                                "judges it as the Pod it becomes, its limit defaulted from the containers' "
+                                "(DefaultPodLevelResources), the policy as written (the verdict differs only with "
+                                "policy.podLevelResources: allow; with deny both refuse, naming different rules)",
     "pod-level-mutation": "the MutatingAdmissionPolicy patches containers, not the pod-level resources block "
                           "(matters only with policy.podLevelResources: allow; pod-level requests below the "
                           "patched containers' are then refused by API validation, as after the webhook's patch)",
