@@ -66,7 +66,10 @@ def cmd_check(args: argparse.Namespace) -> ExitCode:
         from webhook.batch.clusterfacts import cluster_facts
 
         def hear(message: str) -> None:  # the minor judged is said on stderr; what was not read is a notice
-            (err if message.startswith("qos-guard: ") else said.append)(message)
+            if message.startswith("qos-guard: "):
+                err(message.removeprefix("qos-guard: "))
+            else:
+                said.append(message)
 
         facts = cluster_facts(config, args.kubeconfig, hear, required=False, version=args.kubernetes_version is None)
     # What could not be read from the cluster is judged fail-open (numa-unfit silent) but never silently: a
