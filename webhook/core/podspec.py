@@ -16,6 +16,7 @@ from typing import Any
 from webhook.core.dra import pod_claims
 from webhook.core.fieldpath import FieldPath, dotted
 from webhook.core.kubeversion import DEFAULT, Semantics
+from webhook.core.numatopology import HUGEPAGES
 from webhook.core.quantity import Quantity, QuantityError, format_milli, quantity_from_value
 from webhook.core.scheduling import Placement, placement
 
@@ -24,7 +25,6 @@ MEMORY = "memory"
 COMPUTE = (CPU, MEMORY)
 # Not devices: resources that are per node, not per NUMA node, or are not requests at all.
 _NOT_DEVICES = frozenset({CPU, MEMORY, "ephemeral-storage", "storage"})
-HUGEPAGES_PREFIX = "hugepages-"
 _KINDS = ("requests", "limits")
 
 GUARANTEED = "Guaranteed"
@@ -295,7 +295,7 @@ def _prefix(template: str) -> str:
 
 def _supported(name: object) -> bool:
     """``IsSupportedPodLevelResource`` (k8s.io/component-helpers/resource/helpers.go)."""
-    return isinstance(name, str) and (name in COMPUTE or name.startswith(HUGEPAGES_PREFIX))
+    return isinstance(name, str) and (name in COMPUTE or name.startswith(HUGEPAGES))
 
 
 def _pod_level(spec: Mapping[str, Any], path: FieldPath, containers: tuple[Container, ...],
