@@ -19,17 +19,23 @@ def pod(spec_extra: dict[str, Any] | None = None, limits: dict[str, Any] | None 
 
 
 def test_minimal_manifests(objects_oracle: Oracle) -> None:
+    """Facts of the release the oracle was built against: 1.34-1.36, then 1.37's (PodLevelResourcesFixKubelet-
+    QOSClass, PodLevelResourcesFixDefaulting, PrepareForCreate resetting the status), each (class, pinned)."""
     hugepages = {"requests": {"hugepages-2Mi": "2Mi"}, "limits": {"hugepages-2Mi": "2Mi"}}
+    new = objects_oracle.kube.pod_level_qos_needs_set
     cases = [
-        (pod(), "Guaranteed", True),                                              # the baseline
-        (pod({"resources": {}}), "BestEffort", False),                            # empty pod-level resources
-        (pod({"resources": {"requests": {}}}), "BestEffort", False),              # empty pod-level requests
-        (pod({"resources": hugepages}), "Burstable", False),                      # pod-level hugepages only
-        (pod({"resources": {"requests": {"cpu": "2", "memory": "1Gi"}}}), "Burstable", False),  # pod-level requests
-        (pod(status={"qosClass": "Burstable"}), "Burstable", False),              # a status.qosClass is kept
-        (pod(limits={"cpu": "2"}, status={"qosClass": "Guaranteed"}), "Guaranteed", True),  # kept, spec Burstable
-        (pod(limits={"cpu": "9849T", "memory": "1Gi"}), "Guaranteed", False),     # kubelet int64 overflow
+        (pod(), ("Guaranteed", True), ("Guaranteed", True)),                        # the baseline
+        (pod({"resources": {}}), ("BestEffort", False), ("Guaranteed", True)),    # empty pod-level resources
+        (pod({"resources": {"requests": {}}}), ("BestEffort", False), ("Guaranteed", True)),  # empty requests
+        (pod({"resources": hugepages}), ("Burstable", False), ("Guaranteed", False)),  # pod-level hugepages only
+        (pod({"resources": {"requests": {"cpu": "2", "memory": "1Gi"}}}), ("Burstable", False),
+         ("Guaranteed", False)),                                                    # pod-level requests
+        (pod(status={"qosClass": "Burstable"}), ("Burstable", False), ("Guaranteed", True)),  # a status.qosClass
+        (pod(limits={"cpu": "2"}, status={"qosClass": "Guaranteed"}), ("Guaranteed", True),
+         ("Burstable", False)),                                                     # kept or reset, spec Burstable
+        (pod(limits={"cpu": "9849T", "memory": "1Gi"}), ("Guaranteed", False), ("Guaranteed", False)),  # overflow
     ]
+    cases = [(obj, *(later if new else before)) for obj, before, later in cases]
     answers = objects_oracle.ask([c[0] for c in cases])
     for (obj, qos, pinned), answer in zip(cases, answers, strict=True):
         assert not answer.get("errors") and not answer.get("decodeError"), answer
