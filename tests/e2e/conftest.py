@@ -229,11 +229,12 @@ def control_plane(folder: Path, extra_args: Sequence[str] = ()) -> Iterator[Clus
         shutil.rmtree(folder / "etcd", ignore_errors=True)
 
 
-@pytest.fixture(scope="session", autouse=True)
+@pytest.fixture(scope="package", autouse=True)
 def judged_at_the_servers_minor() -> Iterator[None]:
     """The engine's default minor, for the tests that ask it directly (``evaluate``) beside a real API server:
     the minor of the kube-apiserver the tier runs, as ``serve`` reads it from /version (the CLI's default is
-    the newest supported minor, which is not necessarily the server's)."""
+    the newest supported minor, which is not necessarily the server's). Package-scoped: the tiers after e2e
+    judge at the default again."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(engine, "DEFAULT", resolve(kube_version()))
         yield
