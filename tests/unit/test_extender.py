@@ -416,3 +416,15 @@ def test_a_sink_is_rebuilt_from_the_last_whole_list_only() -> None:
     assert sorted(sink.items) == ["ns/b", "ns/c"] and sink.listed
     sink.replace([obj("c")])
     assert sorted(sink.items) == ["ns/c"]
+
+
+def test_a_stored_pods_qos_class_is_the_one_kubelet_reads() -> None:
+    """A Pod created on 1.36 with an empty pod-level block was stored BestEffort; kubelet reads that class back
+    (``GetPodQOS``), so the extender reserves nothing for it even though 1.37 would compute Guaranteed."""
+    stored = pod(gpu=0)
+    stored["spec"]["resources"] = {}
+    assert pod_demands(stored) is not None  # created now on 1.37: Guaranteed, its 4 CPUs pinned
+    stored["status"] = {"qosClass": "BestEffort"}
+    assert pod_demands(stored) is None
+    stored["status"] = {"qosClass": "Guaranteed"}
+    assert pod_demands(stored) is not None

@@ -14,6 +14,7 @@ import jsonpatch
 from tests.helpers import admission_review, container, guaranteed, pod, rl
 from webhook.core.config import Config, parse_config
 from webhook.core.engine import Mode, evaluate
+from webhook.core.facts import Facts
 from webhook.core.fieldpath import dotted
 from webhook.core.podspec import BEST_EFFORT, BURSTABLE, GUARANTEED, qos_class
 from webhook.core.workloads import find_targets
@@ -135,6 +136,15 @@ def test_status_qos_class_is_reset_on_create_from_1_37() -> None:
     manifest = pod(guaranteed()) | {"status": {"qosClass": "Burstable", "phase": "Running"}}
     assert found(manifest, V137) == []
     assert evaluate(manifest, V137, Mode.MUTATE).changes == ()
+
+
+def test_a_stored_pods_class_outlives_an_upgrade_to_1_37() -> None:
+    # Created on 1.36 with an empty pod-level block, the Pod was stored BestEffort; after an upgrade to 1.37
+    # kubelet reads that class back (GetPodQOS), so audit (which reads stored objects) must not call it pinned.
+    running = pod(guaranteed(), resources={}) | {"status": {"qosClass": "BestEffort", "phase": "Running"}}
+    assert evaluate(running, V137, Mode.ENFORCE).allowed  # a manifest created now on 1.37: Guaranteed
+    stored = evaluate(running, V137, Mode.ENFORCE, Facts(stored=True))
+    assert [v.rule for _, v in stored.violations] == ["status-qos-class"]
 
 
 def test_hugepages_only_pod_level_block_from_1_37() -> None:

@@ -7,7 +7,7 @@ namespace (a live object has no source line) and groups the findings by namespac
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from webhook.batch.clusterfacts import cluster_facts
 from webhook.batch.policyreports import FLAVOURS, Subjects, build, write
@@ -74,7 +74,8 @@ def audit_cluster(config: Config, kubeconfig: str | None, mode: Mode, *, namespa
     try:
         preflight(kubeconfig, context)
         lister = Lister(kubeconfig, page_size=page_size, context=context)
-        facts = cluster_facts(config, kubeconfig, say, required=True, context=context)
+        # Every object is read from the API server: a Pod's status.qosClass is the class kubelet reads.
+        facts = replace(cluster_facts(config, kubeconfig, say, required=True, context=context), stored=True)
         covered = None if all_namespaces else list(dict.fromkeys(namespaces)) or lister.opted_in_namespaces()
         subjects = Subjects()
         found = audit(subjects.watch(lister.objects(covered, table(config.workloads))), config, mode, progress,

@@ -110,7 +110,7 @@ class TargetResult:
         fixed = apply_changes(self.target.spec, in_spec, skip=len(where))
         # The only change outside the spec removes ``status.qosClass``, the one status field that counts.
         status = self.target.status if len(in_spec) == len(self.changes) else None
-        pod = replace(self.target, spec=fixed, status=status).pod_spec(self.pod.kube)
+        pod = replace(self.target, spec=fixed, status=status).pod_spec(self.pod.kube, self.facts.stored)
         return tuple(v for v in run_rules(pod, self.config.policy, self.facts) if not v.advisory)
 
     @cached_property
@@ -221,7 +221,7 @@ def evaluate(obj: Any, config: Config, mode: Mode, facts: Facts = NO_FACTS, *, n
             pod = build_pod_spec({}, target.path, kube=kube)
             found = judge_claim(target.kind, target.spec, target.path, config.policy)
         else:
-            pod = target.pod_spec(kube)
+            pod = target.pod_spec(kube, facts.stored)
             found = run_rules(pod, config.policy, facts)
         results.append(TargetResult(target, pod, tuple(v for v in found if not v.advisory), config,
                                     tuple(v for v in found if v.advisory), facts))

@@ -32,6 +32,10 @@ class Facts:
     # The Kubernetes minor the API server reports (/version): its semantics judge the Pod, over the
     # configuration's kubernetesVersion; None: not read (``webhook.core.engine.kube_of``).
     kubernetes: Semantics | None = None
+    # The objects were read from the API server (audit): a Pod's ``status.qosClass`` is the class it was
+    # given at create, which kubelet reads back, kept whatever the minor judging it now (a Pod created on 1.36
+    # and judged on 1.37 after an upgrade keeps 1.36's class).
+    stored: bool = False
     memo: Memo | None = field(default=None, compare=False, repr=False)
 
     def remembering(self) -> Memo | None:

@@ -361,9 +361,11 @@ def _default_from_1_37(requests: dict[str, Amount], limits: dict[str, Amount], r
 
 
 def build_pod_spec(spec: Any, path: FieldPath, status: Any = None, template: str = "",
-                   kube: Semantics = DEFAULT) -> PodSpec:
+                   kube: Semantics = DEFAULT, stored: bool = False) -> PodSpec:
     """The pod spec at ``path`` as ``kube``'s API server stores it; ``status`` is a Pod's own ``status``;
-    ``template`` names it among its object's several (``webhook.core.workloads.Target.template``)."""
+    ``template`` names it among its object's several (``webhook.core.workloads.Target.template``). ``stored``:
+    the Pod was read from the API server, so its ``status.qosClass`` is the class the server gave it at
+    create, which kubelet reads back (``GetPodQOS``) whatever the minor judging it now."""
     body = _mapping(spec, path)
     containers = tuple(
         _container(c, (*path, "containers", i), init=False, template=template)
@@ -373,7 +375,8 @@ def build_pod_spec(spec: Any, path: FieldPath, status: Any = None, template: str
         _container(c, (*path, "initContainers", i), init=True, template=template)
         for i, c in enumerate(_sequence(body.get("initContainers"), (*path, "initContainers")))
     )
-    declared = status.get("qosClass") if isinstance(status, Mapping) and kube.keeps_declared_qos else None
+    keeps = stored or kube.keeps_declared_qos
+    declared = status.get("qosClass") if isinstance(status, Mapping) and keeps else None
     return PodSpec(
         path=path,
         containers=containers,

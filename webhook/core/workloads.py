@@ -247,9 +247,9 @@ class Target:
     template: str = ""
     root: FieldPath = ()  # where the object is in the document (a List's item): one object, several templates
 
-    def pod_spec(self, kube: Semantics = DEFAULT) -> PodSpec:
-        """The pod spec as ``kube``'s API server stores it."""
-        return build_pod_spec(self.spec, self.path, self.status, self.template, kube)
+    def pod_spec(self, kube: Semantics = DEFAULT, stored: bool = False) -> PodSpec:
+        """The pod spec as ``kube``'s API server stores it (``stored``: as it was stored, status included)."""
+        return build_pod_spec(self.spec, self.path, self.status, self.template, kube, stored)
 
 
 def _meta(obj: Mapping[str, Any], where: FieldPath) -> tuple[str, str | None]:

@@ -133,7 +133,7 @@ def _when(text: Any) -> float | None:
 def pod_demands(pod: Mapping[str, Any]) -> Demands | None:
     """What the Pod asks kubelet to align (``Demands``), None when nothing; ``ManifestError`` when the Pod
     cannot be read."""
-    spec = build_pod_spec(pod.get("spec"), ("spec",), pod.get("status"))
+    spec = build_pod_spec(pod.get("spec"), ("spec",), pod.get("status"), stored=True)
     if not may_align(spec):
         return None
     wants = demands(spec)
