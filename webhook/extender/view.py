@@ -296,9 +296,10 @@ class View:
             return cast(list[Verdict], out)
         nodes, recompute, judged = self.nodes, self.freed, judge.judged
         for i in [i for i, v in enumerate(out) if v is None]:
-            name = names[i]
-            node = nodes.get(name)
-            found = None if node is None else recompute(name, now)
+            key = keys[i]
+            node = nodes.get(names[i])
+            # Current (in ``fresh``): its cached ``Freed`` read in place; else recomputed, or unknown.
+            found = None if node is None else node.freed if key is not None else recompute(names[i], now)
             if found is None:
                 out[i] = UNKNOWN
                 continue
