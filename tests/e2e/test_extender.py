@@ -401,8 +401,6 @@ def burst(api: Api, shapes: list[dict[str, Any]], scheduler_name: str, start: in
 
 
 @pytest.mark.timeout(900)  # three profiles, each given up to 300 s to settle
-@pytest.mark.xfail(reason="went past the 300 s test timeout on the merged extender under load in the session's last "
-                          "fresh-clone run (with the reservation defect above suspected); open", strict=False)
 def test_a_burst_default_scheduler_against_the_extender(cluster: Cluster, api: Api, extender: Extender,
                                                         tmp_path: Path) -> None:
     # The same extender with reservations held for a millisecond: every Pod judged against the NRT alone.
