@@ -460,4 +460,3 @@ def test_a_sink_is_rebuilt_from_the_last_whole_list_only() -> None:
     assert sorted(sink.items) == ["ns/b", "ns/c"] and sink.listed
     sink.replace([obj("c")])
     assert sorted(sink.items) == ["ns/c"]
-
