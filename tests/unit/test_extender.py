@@ -330,6 +330,50 @@ def test_a_refused_binding_is_forgotten() -> None:
     assert bad.status_code == 400 and "PodNamespace: missing" in bad.json["reason"]
 
 
+def test_the_e2e_fingerprint_sequence_frees_the_zone_unless_a_pod_took_it() -> None:
+    """The end-to-end fingerprint scenario replayed event by event through bind and the watches: three zones,
+    f-0, f-1, f-2 bound through ``/bind``, the NRT counting f-0; f-2 deleted and the NRT then counting f-0 and f-1:
+    the third zone is free again (no reservation left behind). What the real kube-scheduler did there (the Pod
+    refused for want of that zone, f-3, retried at f-2's deletion and bound before the probe looked) takes it."""
+    from webhook.serving import extender_cache as extender
+
+    zones = [ZONE, ZONE, ZONE]
+
+    def published(counted: list[str]) -> dict[str, Any]:
+        busy = [{"cpu": "0", GPU: "0"} if i < len(counted) else {} for i in range(3)]
+        return nrt("f", zones, available=busy, nodeTopologyPodsFingerprint=fingerprint(("ns", n) for n in counted))
+
+    def score(app: Any) -> int:
+        body = {"Pod": pod("probe"), "NodeNames": ["f"]}
+        return int(app.post("/prioritize", data=json.dumps(body), content_type="application/json").json[0]["Score"])
+
+    def bind(cache: Any, app: Any, name: str) -> None:
+        body = {"Pod": with_uid(pod(name), name), "NodeNames": ["f"]}
+        assert app.post("/filter", data=json.dumps(body), content_type="application/json").json["NodeNames"] == ["f"]
+        out = app.post("/bind", data=json.dumps({"PodName": name, "PodNamespace": "ns", "PodUID": name, "Node": "f"}),
+                       content_type="application/json")
+        assert out.json["Error"] == ""
+        cache.pods.apply("ADDED", with_uid(pod(name), name, node="f"))  # the watch shows the binding
+
+    for retried in (False, True):
+        cache = extender.ExtenderCache(transport=None, binder=lambda *_: "")
+        listed(cache, [published([])], [])
+        app = create_extender_app(cache.view, clock=time.time, cache=cache).test_client()
+        bind(cache, app, "f-0")
+        bind(cache, app, "f-1")
+        cache.nrts.apply("MODIFIED", published(["f-0"]))
+        assert score(app) > 0  # f-0 counted by the NRT, f-1 held: the third zone free
+        bind(cache, app, "f-2")
+        assert score(app) == 0
+        cache.pods.apply("DELETED", with_uid(pod("f-2"), "f-2", node="f"))
+        if retried:
+            bind(cache, app, "f-3")
+        cache.nrts.apply("MODIFIED", published(["f-0", "f-1"]))
+        assert [p.key for p in cache.view().held("f", time.time())] == ([("ns", "f-3")] if retried else [])
+        assert (score(app) == 0) is retried, retried
+        assert cache.view().unmatched == 0
+
+
 def test_an_incomplete_view_is_never_silent(monkeypatch: pytest.MonkeyPatch) -> None:
     """Not listed yet: the filter answers an error (kube-scheduler retries the Pod); listed but a watch broken:
     judged on what was last seen (it holds this extender's own bindings); not listed long after the start, or

@@ -21,10 +21,13 @@ alone expires reservations, without a pass over all Pods. No I/O, no clock of it
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import math
+import operator
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import cast
 
 from webhook.core.numatopology import NodeTopology
 from webhook.extender.fingerprint import pod_hash, sign
@@ -89,6 +92,12 @@ class View:
         self._order = itertools.count()
         self.nrt_count = 0
         self.unmatched = 0  # recomputations whose fingerprint matched no set of the Pods seen there
+        # Node name -> the verdict key of its cached ``Freed``, for the nodes whose ``Freed`` is current: a call
+        # reads them all with one ``map`` (C speed), and only the others one by one. An event on a node drops it
+        # (after its version is bumped); time drops it when its first held Pod's time is up (``_expiries``).
+        self.fresh: dict[str, int] = {}
+        self._expiries: list[tuple[float, str]] = []
+        self._latest = -math.inf  # the latest ``now`` a call was judged at (a clock set back voids ``fresh``)
         for name, state in (states or {}).items():
             self.set_nrt(name, state)
         for on_node in (pods or {}).values():
@@ -116,6 +125,7 @@ class View:
         node.state = state
         node.nrt_seen = next(self._order)
         node.version += 1
+        self.fresh.pop(name, None)
         self._gone_if_empty(name, node)
 
     def put_pod(self, pod: BoundPod) -> None:
@@ -136,6 +146,7 @@ class View:
         if key not in node.hashes:  # hashed as it comes (tens of microseconds), not all at the first call after a list
             node.hashes[key] = pod_hash(*key)
         node.version += 1
+        self.fresh.pop(pod.node, None)
         self.where[key] = pod.node
 
     def drop_pod(self, key: Key) -> BoundPod | None:
@@ -147,6 +158,7 @@ class View:
         pod = node.pods.pop(key, None)
         node.hashes.pop(key, None)
         node.version += 1
+        self.fresh.pop(name, None)
         self._gone_if_empty(name, node)
         return pod
 
@@ -194,7 +206,26 @@ class View:
             found = Freed(state, topo, keys, key, version, since, until, opinion)
         if node.version == version:
             node.freed = found
+            self.fresh[name] = found.key
+            if found.until < math.inf:
+                heapq.heappush(self._expiries, (found.until, name))
+            if node.version != version:  # an event in between (a judge in another thread): not current after all
+                self.fresh.pop(name, None)
         return found
+
+    def _expire(self, now: float) -> None:
+        """Drop from ``fresh`` the nodes whose cached ``Freed`` is no longer valid at ``now``: a held Pod's time
+        is up (the heap's first entries), or the clock went back before a ``Freed``'s start (all of them)."""
+        if now < self._latest:
+            self.fresh.clear()
+            self._expiries.clear()
+        self._latest = now
+        expiries, fresh, nodes = self._expiries, self.fresh, self.nodes
+        while expiries and expiries[0][0] <= now:
+            _, name = heapq.heappop(expiries)
+            node = nodes.get(name)
+            if node is None or node.freed is None or node.freed.until <= now:
+                fresh.pop(name, None)
 
     def _id(self, shape: Shape) -> int:
         """A small int for a shape (what verdicts are cached by: an int hashes and compares at once). Ids are
@@ -251,31 +282,36 @@ class View:
         return found
 
     def verdicts(self, judge: Judge, names: Sequence[str], now: float) -> list[Verdict]:
-        """One verdict per name: unknown nodes (no NRT) kept, the others judged once per free shape. The loop
-        is the call's whole cost over thousands of nodes: a cached ``Freed`` is read in place."""
+        """One verdict per name: unknown nodes (no NRT) kept, the others judged once per free shape. Over
+        thousands of nodes this is the call's whole cost: the current nodes' verdict keys are read with one
+        ``map`` over ``fresh`` and their verdicts with one over the Judge's cache, so a call of a shape judged
+        before runs no Python per node; only nodes changed since (or not judged yet) are read one by one."""
         if judge.wants is None:
             return [NO_OPINION] * len(names)
-        out: list[Verdict] = []
-        add, nodes, recompute, judged, cache = out.append, self.nodes, self.freed, judge.judged, judge.verdicts
-        for name in names:
-            node = nodes.get(name)
-            if node is None:
-                add(UNKNOWN)
+        self._expire(now)
+        cache = judge.verdicts
+        keys = list(map(self.fresh.get, names))
+        out: list[Verdict | None] = list(map(cache.get, keys))
+        if not any(map(operator.is_, out, itertools.repeat(None))):  # by identity: no Verdict.__eq__ per node
+            return cast(list[Verdict], out)
+        nodes, recompute, judged = self.nodes, self.freed, judge.judged
+        for i in [i for i, v in enumerate(out) if v is None]:
+            key = keys[i]
+            node = nodes.get(names[i])
+            # Current (in ``fresh``): its cached ``Freed`` read in place; else recomputed, or unknown.
+            found = None if node is None else node.freed if key is not None else recompute(names[i], now)
+            if found is None:
+                out[i] = UNKNOWN
                 continue
-            found = node.freed
-            if found is None or found.version != node.version or not found.since <= now < found.until:
-                found = recompute(name, now)
-                if found is None:
-                    add(UNKNOWN)
-                    continue
             verdict = cache.get(found.key)
             if verdict is None:
                 if not found.opinion:
-                    verdict = UNKNOWN if found.state.empty.policy != "none" else NO_OPINION
+                    # A verdict of the node's shape alone (its policy): kept under its key like a judged one.
+                    verdict = cache[found.key] = UNKNOWN if found.state.empty.policy != "none" else NO_OPINION
                 else:
                     verdict = judged(found.state, found.topo, found.key)
-            add(verdict)
-        return out
+            out[i] = verdict
+        return cast(list[Verdict], out)
 
 
 def _order(p: BoundPod) -> tuple[int, float, Key]:
