@@ -32,7 +32,7 @@ import requests
 import yaml
 
 from tests import waiting
-from tests.binaries import binary
+from tests.binaries import binary, kube_version
 from tests.e2e.conftest import CHART, TOKEN, Cluster, stop_process, wait_until_ready
 from tests.fidelity import topology_grammar as grammar
 from tests.serving import free_port
@@ -136,6 +136,10 @@ def start_extender(cluster: Cluster, folder: Path, port: int | None = None, time
     url = f"https://127.0.0.1:{port}"
     wait_until_ready("qos-guard extender", lambda: requests.get(url + "/healthz", verify=str(pki.ca),
                                                                 timeout=2).ok, proc, log)
+    # It judges with the API server's own minor, and says so before it serves.
+    minor = ".".join(kube_version().lstrip("v").split(".")[:2])
+    assert f"judging with Kubernetes {minor} semantics (the API server's /version: {kube_version()}" \
+        in log.read_text(), log.read_text()[-2000:]
     return Extender(proc, url, Path(pki.ca), log, pki)
 
 

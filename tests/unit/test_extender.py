@@ -472,3 +472,24 @@ def test_a_stored_pods_qos_class_is_the_one_kubelet_reads() -> None:
     assert pod_demands(stored) is None
     stored["status"] = {"qosClass": "Guaranteed"}
     assert pod_demands(stored) is not None
+
+
+def test_the_clusters_minor_judges_a_pod_without_a_class() -> None:
+    """A Pod sent without ``status.qosClass`` (an API server sets it on create; a client of the extender may
+    not) with an empty pod-level block: BestEffort up to 1.36 (the block decides alone), Guaranteed from 1.37;
+    the extender judges with the minor the API server says, in the verbs and in the watch of bound Pods."""
+    from webhook.core.kubeversion import resolve
+    from webhook.extender.placement import Judge
+    from webhook.serving.extender_cache import PodSink
+
+    empty = pod(gpu=0)
+    empty["spec"]["resources"] = {}
+    assert pod_demands(empty, resolve("1.36")) is None
+    assert pod_demands(empty, resolve("1.37")) is not None
+    assert Judge.of(empty, resolve("1.36")).wants is None
+    bound = empty | {"spec": empty["spec"] | {"nodeName": "fits"}}
+    for minor, aligned in (("1.36", False), ("1.37", True)):
+        sink = PodSink(View(CLUSTER), 100, lambda uid, key: None, {}, resolve(minor))
+        sink.put("ns/p", bound)
+        kept = sink.view.pod(("ns", "p"))
+        assert kept is not None and (kept.wants is not None) == aligned, minor

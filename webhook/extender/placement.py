@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from webhook.core.demands import Demand, Demands, demands, is_device, may_align
+from webhook.core.kubeversion import DEFAULT, Semantics
 from webhook.core.numa import NodeFit, fit_node
 from webhook.core.numatopology import NodeTopology, TopologyError, Zone, parse_nrt
 from webhook.core.podspec import CPU, ManifestError, build_pod_spec
@@ -130,10 +131,10 @@ def _when(text: Any) -> float | None:
         return None
 
 
-def pod_demands(pod: Mapping[str, Any]) -> Demands | None:
-    """What the Pod asks kubelet to align (``Demands``), None when nothing; ``ManifestError`` when the Pod
-    cannot be read."""
-    spec = build_pod_spec(pod.get("spec"), ("spec",), pod.get("status"), stored=True)
+def pod_demands(pod: Mapping[str, Any], kube: Semantics = DEFAULT) -> Demands | None:
+    """What the Pod asks kubelet to align (``Demands``) at ``kube``'s semantics, None when nothing;
+    ``ManifestError`` when the Pod cannot be read."""
+    spec = build_pod_spec(pod.get("spec"), ("spec",), pod.get("status"), kube=kube, stored=True)
     if not may_align(spec):
         return None
     wants = demands(spec)
@@ -144,7 +145,7 @@ def _object(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
-def bound_pod(obj: Mapping[str, Any]) -> BoundPod | None:
+def bound_pod(obj: Mapping[str, Any], kube: Semantics = DEFAULT) -> BoundPod | None:
     """A Pod of the watch (``spec.nodeName`` set) as placement keeps it; None for one not bound."""
     meta, spec, status = (_object(obj.get(k)) for k in ("metadata", "spec", "status"))
     node = spec.get("nodeName")
@@ -157,7 +158,7 @@ def bound_pod(obj: Mapping[str, Any]) -> BoundPod | None:
             when = _when(cond.get("lastTransitionTime"))
     when = when or _when(meta.get("creationTimestamp")) or time.time()
     try:
-        wants = pod_demands(obj)
+        wants = pod_demands(obj, kube)
     except (ManifestError, ValueError, TypeError):
         wants = None
     # Namespaces and node names repeat across 100,000 Pods: one string each.
@@ -283,8 +284,8 @@ class Judge:
     verdicts: dict[Any, Verdict] = field(default_factory=dict)  # shape (and reservations) -> verdict
 
     @classmethod
-    def of(cls, pod: Mapping[str, Any]) -> Judge:
-        return cls(pod_demands(pod))
+    def of(cls, pod: Mapping[str, Any], kube: Semantics = DEFAULT) -> Judge:
+        return cls(pod_demands(pod, kube))
 
     def _fit(self, topo: NodeTopology) -> NodeFit:
         assert self.wants is not None

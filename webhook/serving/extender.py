@@ -28,10 +28,16 @@ HUB_WORKER = "webhook.serving.worker.HubWorker"  # every body judged in the hub:
 
 def worker_app(opts: ExtenderOptions) -> Any:
     """In the worker (after gevent patched ssl, before the Kubernetes client is imported): the cache, started."""
+    from webhook.cluster.version import read_version, served
     from webhook.cluster.watch import ApiTransport
+    from webhook.core.kubeversion import DEFAULT
     from webhook.serving.health import probe_route
 
-    cache = ExtenderCache(ApiTransport(opts.kubeconfig), opts.reservation_timeout, ApiBinder(opts.kubeconfig))
+    # The cluster's minor judges the Pods (their stored status.qosClass is kept whatever it is), said once.
+    found = served(None, lambda: read_version(opts.kubeconfig))
+    print(f"qos-guard extender: {found.says}", file=sys.stderr, flush=True)
+    cache = ExtenderCache(ApiTransport(opts.kubeconfig), opts.reservation_timeout, ApiBinder(opts.kubeconfig),
+                          found.kube or DEFAULT)
     cache.start()
     app = create_extender_app(cache.view, cache=cache)
     own_readyz = any(rule.rule == "/readyz" for rule in app.url_map.iter_rules())

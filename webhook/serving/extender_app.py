@@ -16,6 +16,7 @@ from typing import Any
 from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException
 
+from webhook.core.kubeversion import DEFAULT, Semantics
 from webhook.core.podspec import ManifestError
 from webhook.extender.placement import Judge, Verdict
 from webhook.extender.protocol import BadArgs, filter_result, parse_args, parse_binding, priority_json
@@ -34,12 +35,13 @@ class Judges:
     zones and its zones free now, so the Pods of one ReplicaSet (and a Pod's prioritize after its filter) reuse
     the verdicts of the one before: a call is then a lookup per candidate node."""
 
-    def __init__(self, size: int = 32) -> None:
+    def __init__(self, size: int = 32, kube: Semantics = DEFAULT) -> None:
         self.size = size
+        self.kube = kube
         self.found: OrderedDict[str, Judge] = OrderedDict()
 
     def of(self, pod: Mapping[str, Any]) -> Judge:
-        judge = Judge.of(pod)
+        judge = Judge.of(pod, self.kube)
         if judge.wants is None:
             return judge
         key = repr(judge.wants)
@@ -67,7 +69,7 @@ def create_extender_app(view: Callable[[], View], clock: Callable[[], float] = t
     node (see the module docstring); ``GET /readyz`` and ``/metrics`` say how the view is."""
     app = Flask("qos-guard-extender")
     budget = BodyBudget()
-    judges = Judges()
+    judges = Judges(kube=cache.kube if cache is not None else DEFAULT)
 
     def judged(verb: str) -> tuple[Any, Judge, list[Verdict], float, float, str, list[str]]:
         started = time.perf_counter()

@@ -33,6 +33,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, cast
 
 from webhook.core.demands import Demands
+from webhook.core.kubeversion import DEFAULT, Semantics
 from webhook.extender.placement import RESERVATION_TIMEOUT, BoundPod, NodeState, Shape, bound_pod, read_nrt
 from webhook.extender.view import View
 
@@ -165,9 +166,10 @@ class PodSink(Sink):
     Pod seen bound (a filter waiting for it goes on). Equal demands are kept as one object."""
 
     def __init__(self, view: View, limit: int, bound: Callable[[str, tuple[str, str]], None],
-                 assumed: Mapping[tuple[str, str], str]) -> None:
+                 assumed: Mapping[tuple[str, str], str], kube: Semantics = DEFAULT) -> None:
         super().__init__(limit)
         self.view = view
+        self.kube = kube
         self.bound = bound
         self.assumed = assumed  # reservations of bind's not seen yet: a list from before them keeps them
         self._wants: dict[str, Demands] = {}
@@ -187,7 +189,7 @@ class PodSink(Sink):
         return self._key(key) in self.view.where
 
     def put(self, key: str, obj: Mapping[str, Any]) -> None:
-        pod = bound_pod(obj)
+        pod = bound_pod(obj, self.kube)
         if pod is None:
             self.view.drop_pod(self._key(key))
             return
@@ -219,18 +221,19 @@ class ExtenderCache:
     reservations ``bind`` made; what is missing from the view (``incomplete``); counters for ``/metrics``."""
 
     def __init__(self, transport: Any, timeout: float = RESERVATION_TIMEOUT,
-                 binder: Callable[[str, str, str, str], str] | None = None) -> None:
+                 binder: Callable[[str, str, str, str], str] | None = None, kube: Semantics = DEFAULT) -> None:
         from webhook.cluster.nrt import JSON
         from webhook.cluster.watch import MAX_OBJECTS, Reflector
         from webhook.core.numatopology import NRT_PATH
 
         self.timeout = timeout
+        self.kube = kube  # the cluster's minor: what the Pods are judged with (webhook.cluster.version)
         self.stop = threading.Event()
         self.started = time.monotonic()
         self.current = View(timeout=timeout)
         self.assumed: dict[tuple[str, str], str] = {}  # key -> uid: reserved by bind, not yet seen bound
         self.nrts = NrtSink(self.current, MAX_OBJECTS)
-        self.pods = PodSink(self.current, MAX_OBJECTS, self._seen_bound, self.assumed)
+        self.pods = PodSink(self.current, MAX_OBJECTS, self._seen_bound, self.assumed, kube)
         self.binder = binder
         self.problems: dict[str, str] = {}
         self.said: dict[str, str] = {}  # the incompleteness last logged, per resource
