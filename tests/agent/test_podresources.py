@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import grpc
 import pytest
 
 from tests.agent.fakes import Kubelet, container, serve
-from webhook.node.kubelet import PodResourcesClient, PodResourcesError
+from webhook.node.kubelet import GET_DISABLED, PodResourcesClient, PodResourcesError
 from webhook.node.podresources import api_pb2
 
 
@@ -103,3 +105,26 @@ def test_oversized_reply_is_refused(socket: Path, monkeypatch: pytest.MonkeyPatc
             client.list()
     finally:
         server.stop(None)
+
+
+class _GetGateOff(Kubelet):
+    """kubelet v1.33's Get while KubeletPodResourcesGet is off: a plain error, so gRPC code UNKNOWN."""
+
+    def Get(self, request: Any, context: Any) -> api_pb2.GetPodResourcesResponse:
+        context.abort(grpc.StatusCode.UNKNOWN, GET_DISABLED)
+        raise AssertionError
+
+
+def test_get_disabled_by_the_gate_is_none(socket: Path) -> None:
+    server = serve(socket, _GetGateOff())
+    try:
+        with PodResourcesClient(socket) as client:
+            assert client.get("ns", "p") is None
+    finally:
+        server.stop(None)
+
+
+def test_get_of_a_pod_kubelet_does_not_know_is_still_an_error(socket: Path, kubelet: Kubelet) -> None:
+    """Only the gate's own words mean "not served": any other UNKNOWN (a Pod not found) stays an error."""
+    with PodResourcesClient(socket) as client, pytest.raises(PodResourcesError, match="not found"):
+        client.get("ns", "gone")

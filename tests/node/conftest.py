@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from tests import waiting
-from tests.binaries import binary
+from tests.binaries import binary, kube_minor
 from tests.e2e.conftest import CHART, RELEASE_NAMESPACE, Cluster
 from tests.node.node import CGROUP_V1, WEBHOOK_TAG, Node, running_node, why_not
 
@@ -65,9 +65,13 @@ def release(node: Node) -> Release:
     c = node.cluster
     name, tag = node.images["qos-guard"].rsplit(":", 1)
     assert tag == WEBHOOK_TAG
+    # The webhook's Pods cannot reach this API server (127.0.0.1 of the host, no kube-proxy): it cannot read the
+    # minor from /version, so it is given the tier's as an operator would (config.kubernetesVersion), never the
+    # newest by default (a 1.36 tier would be judged with 1.37's semantics).
     proc = subprocess.run([binary("helm"), "install", "qos-guard", str(CHART), "--namespace", RELEASE_NAMESPACE,
                            "--create-namespace", "--set", f"image.repository={name}", "--set", f"image.tag={tag}",
-                           "--set", "image.pullPolicy=Never", "--wait", "--timeout", "4m"],
+                           "--set", "image.pullPolicy=Never", "--set-string",
+                           f"config.kubernetesVersion=1.{kube_minor()}", "--wait", "--timeout", "4m"],
                           capture_output=True, text=True, timeout=300, env=c.env)
     if proc.returncode != 0:
         pods = c.kubectl("describe", "pods", "-n", RELEASE_NAMESPACE).stdout

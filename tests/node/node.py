@@ -64,11 +64,13 @@ def _run(*args: str, check: bool = True, timeout: float = 600, **kw: Any) -> sub
 
 # kubelet's checkpoints that refuse a restart with other settings ("configured policy ... differs from state
 # checkpoint policy", a reserved CPU missing from defaultCpuSet), and the settings each one records.
+# featureGates too: kubelet v1.36.3 started with PodLevelResourceManagers on writes a CPU Manager checkpoint that
+# the same kubelet with the gate off refuses ("checkpoint is corrupted, please drain this node and delete ...").
 STATE_FILES = {
     "cpu_manager_state": ("cpuManagerPolicy", "cpuManagerPolicyOptions", "reservedSystemCPUs", "systemReserved",
-                          "kubeReserved"),
+                          "kubeReserved", "featureGates"),
     "memory_manager_state": ("memoryManagerPolicy", "reservedMemory", "systemReserved", "kubeReserved",
-                             "evictionHard"),
+                             "evictionHard", "featureGates"),
 }
 
 

@@ -23,3 +23,9 @@ def test_kubelet_runs_the_managers_the_users_run() -> None:
     assert config["topologyManagerPolicy"] == "single-numa-node"
     assert config["topologyManagerScope"] == "container"
     assert config["failCgroupV1"] is False
+
+
+def test_a_feature_gate_change_starts_the_kubelet_on_fresh_checkpoints() -> None:
+    """kubelet v1.36.3 refuses the CPU Manager checkpoint it wrote with PodLevelResourceManagers on once the gate
+    is off ("checkpoint is corrupted"): restart_kubelet drops the checkpoints when featureGates change."""
+    assert all("featureGates" in keys for keys in node.STATE_FILES.values())

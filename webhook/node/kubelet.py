@@ -20,6 +20,9 @@ from webhook.node.podresources import api_pb2, api_pb2_grpc
 SOCKET = Path("/var/lib/kubelet/pod-resources/kubelet.sock")
 MAX_REPLY_BYTES = 16 * 1024 * 1024  # kubelet's own reply for 110 Pods with devices is a few KiB
 MAX_PODS = 10_000  # kubelet's maxPods is 110 by default; more than this is not a kubelet
+# What kubelet answers Get with while its KubeletPodResourcesGet gate is off (pkg/kubelet/apis/podresources/
+# server_v1.go, v1.33.13: fmt.Errorf, so gRPC code UNKNOWN).
+GET_DISABLED = "PodResources API Get method disabled"
 MAX_IDS_PER_LIST = 65_536
 TIMEOUT = 10.0
 
@@ -64,12 +67,15 @@ class PodResourcesClient:
         return [_pod(p, f"List reply, Pod {i}") for i, p in enumerate(reply.pod_resources)]
 
     def get(self, namespace: str, name: str) -> PodAllocation | None:
-        """One Pod (``Get``, GA in Kubernetes 1.36); None when this kubelet does not serve ``Get``."""
+        """One Pod (``Get``, GA in Kubernetes 1.36); None when this kubelet does not serve ``Get``: an older
+        kubelet without the method (UNIMPLEMENTED), or one whose ``KubeletPodResourcesGet`` gate is off (alpha
+        and off through 1.33: kubelet's server_v1.go answers a plain error, so UNKNOWN with ``GET_DISABLED``)."""
         request = api_pb2.GetPodResourcesRequest(pod_name=name, pod_namespace=namespace)
         try:
             reply = self._stub.Get(request, timeout=self.timeout)
         except grpc.RpcError as exc:
-            if exc.code() == grpc.StatusCode.UNIMPLEMENTED:
+            if exc.code() == grpc.StatusCode.UNIMPLEMENTED or (
+                    exc.code() == grpc.StatusCode.UNKNOWN and exc.details() == GET_DISABLED):
                 return None
             raise PodResourcesError(_rpc_message(self.socket, "Get", exc, self.timeout)) from None
         return _pod(reply.pod_resources, f"Get reply for {namespace}/{name}")
