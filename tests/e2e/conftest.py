@@ -25,10 +25,10 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from tests import waiting
-from tests.binaries import ROOT, binary, kube_version
+from tests.binaries import ROOT, binary
 from tests.serving import Server, free_port, start_server
-from webhook.core import engine
-from webhook.core.kubeversion import resolve
+from webhook.core.facts import Facts
+from webhook.core.kubeversion import Semantics, semantics, served_minor
 from webhook.serving.certs import write_bundle
 
 CHART = ROOT / "charts" / "qos-guard"
@@ -75,7 +75,24 @@ class Cluster:
 
     def version(self) -> str:
         """kube-apiserver's gitVersion, as its /version says."""
-        return str(json.loads(self.kubectl("get", "--raw", "/version", check=True).stdout)["gitVersion"])
+        return str(self._version()["gitVersion"])
+
+    def _version(self) -> dict[str, Any]:
+        if "/version" not in self._discovery:
+            self._discovery["/version"] = json.loads(self.kubectl("get", "--raw", "/version", check=True).stdout)
+        found = self._discovery["/version"]
+        assert found is not None
+        return found
+
+    def semantics(self) -> Semantics:
+        """The minor this API server runs, read from /version as ``serve`` reads it: what the tests that call
+        the engine or the app in-process judge at (their default is the newest supported minor, which is not
+        necessarily the server's)."""
+        return semantics(served_minor(self._version()))
+
+    def facts(self) -> Facts:
+        """``Facts`` naming this API server's minor, for ``evaluate`` beside it (as ``serve`` builds them)."""
+        return Facts(kubernetes=self.semantics())
 
     def _resources(self, group_version: str) -> dict[str, Any] | None:
         """The API server's discovery document of ``group_version`` (None where it serves no such version), read
@@ -227,17 +244,6 @@ def control_plane(folder: Path, extra_args: Sequence[str] = ()) -> Iterator[Clus
             stop_process(apiserver)
         stop_process(etcd)
         shutil.rmtree(folder / "etcd", ignore_errors=True)
-
-
-@pytest.fixture(scope="package", autouse=True)
-def judged_at_the_servers_minor() -> Iterator[None]:
-    """The engine's default minor, for the tests that ask it directly (``evaluate``) beside a real API server:
-    the minor of the kube-apiserver the tier runs, as ``serve`` reads it from /version (the CLI's default is
-    the newest supported minor, which is not necessarily the server's). Package-scoped: the tiers after e2e
-    judge at the default again."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(engine, "DEFAULT", resolve(kube_version()))
-        yield
 
 
 @pytest.fixture(scope="session")

@@ -26,6 +26,8 @@ from hypothesis import strategies as st
 
 from webhook.core.config import Config
 from webhook.core.engine import Mode, evaluate
+from webhook.core.facts import Facts
+from webhook.core.kubeversion import Semantics
 from webhook.core.mutation import apply_changes
 from webhook.core.podspec import ManifestError, build_pod_spec
 from webhook.core.quantity import QuantityError, quantity_from_value
@@ -239,8 +241,9 @@ def pod_resources(spec: dict[str, Any], default: bool) -> tuple[tuple[str, str, 
     return tuple(sorted(out))
 
 
-def engine_verdict(obj: dict[str, Any], config: Config, mode: Mode, namespace: str) -> Verdict:
-    verdict = evaluate(obj, config, mode, namespace=namespace, username="e2e-admin")
+def engine_verdict(obj: dict[str, Any], config: Config, mode: Mode, namespace: str, facts: Facts) -> Verdict:
+    """The engine's verdict at ``facts``' minor (the API server's: ``Cluster.facts``)."""
+    verdict = evaluate(obj, config, mode, facts, namespace=namespace, username="e2e-admin")
     rules = frozenset(v.rule for _, v in verdict.violations)
     if not verdict.allowed:
         return Verdict("invalid" if "invalid-quantity" in rules else "deny", rules)
@@ -255,8 +258,9 @@ def engine_verdict(obj: dict[str, Any], config: Config, mode: Mode, namespace: s
 class WebhookJudge:
     """The webhook's Flask app, called as the API server calls it (AdmissionReview v1)."""
 
-    def __init__(self, config: Config) -> None:
-        self.client = create_app(config).test_client()
+    def __init__(self, config: Config, kubernetes: Semantics) -> None:
+        """``kubernetes``: the API server's minor, which ``serve`` reads from /version at start."""
+        self.client = create_app(config, kubernetes=kubernetes).test_client()
 
     def _review(self, path: str, obj: dict[str, Any], namespace: str) -> dict[str, Any]:
         group, _, version = KINDS[obj["kind"]][0].rpartition("/")

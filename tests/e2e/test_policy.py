@@ -33,6 +33,7 @@ from tests.e2e.policy_sample import (
 )
 from webhook.core.config import Config, parse_config
 from webhook.core.engine import Mode, evaluate
+from webhook.core.facts import Facts
 from webhook.core.kubeversion import resolve
 from webhook.core.quantity import QuantityError, quantity_from_value
 from webhook.core.rules import BY_ID, RULE_IDS
@@ -159,7 +160,7 @@ def test_a_fractional_request_without_a_limit_gets_one_advice(policies: Cluster)
             "requests": {"cpu": cpu, "memory": "64Mi"}, "limits": {"memory": "64Mi"}}})
     proc = dry_run(policies, NAMESPACES["enforce"], pod)
     assert proc.returncode != 0
-    expected = [f"{v.rule}: {v.message}" for _, v in evaluate(pod, Config(), Mode.ENFORCE).violations]
+    expected = [f"{v.rule}: {v.message}" for _, v in evaluate(pod, Config(), Mode.ENFORCE, policies.facts()).violations]
     assert [m for m in expected if m.startswith("limits-missing: ")] == [
         f'limits-missing: container "{name}" (spec.containers[{i}]): no cpu limit, so the Pod is not Guaranteed; '
         f"set resources.requests.cpu and resources.limits.cpu to one whole number of CPUs ({cpu} is not one): {use}"
@@ -321,7 +322,7 @@ def test_exemptions_from_the_config(policies: Cluster) -> None:
 def test_numa_is_refused_naming_the_key(policies: Cluster) -> None:
     path = policies.folder / "numa.yaml"
     path.write_text("policy:\n  numa: {cpus: 32, memory: 240Gi}\n")
-    out = policies.qos_guard("policy", "--config", str(path))
+    out = policies.qos_guard("policy", "--config", str(path), "--kubernetes-version", policies.version())
     assert out.returncode == 2
     assert out.stderr.startswith("qos-guard: policy: policy.numa: ") and out.stdout == ""
 
@@ -334,7 +335,7 @@ def test_documented_differences_from_the_engine(policies: Cluster) -> None:
     # cpu-beyond-int64: whole to the engine, not to CEL's isInteger().
     huge = compliant_pod("huge")
     huge["spec"]["containers"][0]["resources"] = {"limits": {"cpu": "1e19", "memory": "1Gi"}}
-    assert evaluate(huge, Config(), Mode.ENFORCE).allowed
+    assert evaluate(huge, Config(), Mode.ENFORCE, policies.facts()).allowed
     assert dry_run(policies, enforce, huge).returncode != 0
     allow = {"policy": {"podLevelResources": "allow"}}
     use_config(policies, allow)
@@ -343,14 +344,14 @@ def test_documented_differences_from_the_engine(policies: Cluster) -> None:
         # template-pod-level-request: the Pods get the containers' total as pod-level request, not the limit.
         template = build("Deployment", "pl", _pod_level_pod()["spec"])
         template["spec"]["template"]["spec"]["resources"] = {"limits": {"cpu": "2", "memory": "2Gi"}}
-        assert not evaluate(template, parse_config(allow), Mode.ENFORCE).allowed
+        assert not evaluate(template, parse_config(allow), Mode.ENFORCE, policies.facts()).allowed
         assert dry_run(policies, enforce, template).returncode == 0
         pod = _pod_level_pod()
         pod["spec"]["resources"] = {"limits": {"cpu": "2", "memory": "2Gi"}}
         assert "requests-not-equal-limits" in dry_run(policies, enforce, pod).stderr
         # pod-level-mutation: the engine would set the pod-level request to its limit; the policy refuses.
         pod["spec"]["resources"] = {"limits": {"cpu": "2", "memory": "2Gi"}, "requests": {"cpu": "1", "memory": "2Gi"}}
-        assert evaluate(pod, parse_config(allow), Mode.MUTATE).allowed
+        assert evaluate(pod, parse_config(allow), Mode.MUTATE, policies.facts()).allowed
         refused = dry_run(policies, mutate, pod)
         assert refused.returncode != 0 and "requests-not-equal-limits: pod (spec.resources)" in refused.stderr
     finally:
@@ -389,7 +390,8 @@ def test_rule_fixture_through_the_generated_cel(policies: Cluster, rule: str, ou
     if pinned and resolve(pinned[1]).minor != resolve(kube_version()).minor:
         pytest.skip(f"{path.name} is {pinned[1]}'s answer; this API server is {kube_version()}")
     if BY_ID[rule].cel is None and BY_ID[rule].policy_refusal is not None:
-        out = policies.qos_guard("policy", "--config", str(config_file))
+        out = policies.qos_guard("policy", "--config", str(config_file), "--kubernetes-version",
+                                 policies.version())
         assert out.returncode == 2 and out.stderr.startswith(f"qos-guard: policy: {BY_ID[rule].policy_refusal}")
         return
     config = parse_config(raw)
@@ -407,7 +409,7 @@ def test_rule_fixture_through_the_generated_cel(policies: Cluster, rule: str, ou
         return
     assert stored.returncode == 0, stored.stderr
     expected = [f"{v.rule}: {v.message}"
-                for _, v in evaluate(json.loads(stored.stdout), config, Mode.ENFORCE).violations]
+                for _, v in evaluate(json.loads(stored.stdout), config, Mode.ENFORCE, policies.facts()).violations]
     assert (rule in {line.split(":")[0] for line in expected}) is (outcome == "fail"), expected
     if outcome == "pass":
         wait_for(f"{path.name} admitted", lambda: dry_run(policies, NAMESPACES["enforce"], obj).returncode == 0)
@@ -475,16 +477,16 @@ def _padded_quantity(obj: dict[str, Any]) -> bool:
                for b in blocks for kind in ("limits", "requests") for v in (b.get(kind) or {}).values())
 
 
-def _engine_judges_empty_pod_resources() -> bool:
+def _engine_judges_empty_pod_resources(facts: Facts) -> bool:
     probe = compliant_pod("probe")
     probe["spec"]["resources"] = {}
-    return not evaluate(probe, Config(), Mode.ENFORCE).allowed
+    return not evaluate(probe, Config(), Mode.ENFORCE, facts).allowed
 
 
-def known_difference(obj: dict[str, Any], config: Config, mode: Mode | None) -> str | None:
+def known_difference(obj: dict[str, Any], config: Config, mode: Mode | None, facts: Facts) -> str | None:
     """The classes where the engine and the policies are known to differ (each counted and printed)."""
     pod_block = _pod_level(obj)
-    if (not _engine_judges_empty_pod_resources() and "resources" in _spec(obj)
+    if (not _engine_judges_empty_pod_resources(facts) and "resources" in _spec(obj)
             and not any(r in (pod_block.get(k) or {}) for k in ("limits", "requests") for r in ("cpu", "memory"))):
         # ComputePodQOS takes the class from spec.resources whenever it is set, even {} (BestEffort).
         return "engine-ignores-pod-resources-without-cpu-memory"
@@ -532,14 +534,15 @@ def run_differential(cluster: Cluster, config_raw: dict[str, Any] | None, sample
     config = parse_config(config_raw)
     use_config(cluster, config_raw)
     server = ServerJudge(cluster.url, TOKEN, str(cluster.folder / "pki" / "ca.crt"))
-    hook = WebhookJudge(config)
+    hook = WebhookJudge(config, cluster.semantics())
+    facts = cluster.facts()
     failures: list[str] = []
     # The same objects where no policy applies: what the API server refuses by itself (a Pod without
     # containers, a request above its limit, an unparsable quantity) is not a verdict of the rules.
     plain = server.judge_all(sample, NAMESPACES["plain"])
     for obj, p in zip(sample, plain, strict=True):
-        e = engine_verdict(obj, config, Mode.ENFORCE, NAMESPACES["enforce"])
-        if e.outcome == "invalid" and p.outcome != "invalid" and known_difference(obj, config, None) is None:
+        e = engine_verdict(obj, config, Mode.ENFORCE, NAMESPACES["enforce"], facts)
+        if e.outcome == "invalid" and p.outcome != "invalid" and known_difference(obj, config, None, facts) is None:
             failures.append(f"[plain] engine: invalid quantity, API server accepts it\n{yaml.safe_dump(obj)}")
         if p.outcome == "invalid":
             tally.add("refused by the API server itself (not compared)", tally.outcomes)
@@ -549,10 +552,10 @@ def run_differential(cluster: Cluster, config_raw: dict[str, Any] | None, sample
         ns = NAMESPACES[mode.value]
         verdicts = server.judge_all(comparable, ns)
         for obj, s in zip(comparable, verdicts, strict=True):
-            e = engine_verdict(obj, config, mode, ns)
+            e = engine_verdict(obj, config, mode, ns, facts)
             w = hook.judge(obj, mode, ns)
             tally.add(f"{mode.value}: {s.outcome}", tally.outcomes)
-            why = known_difference(obj, config, mode)
+            why = known_difference(obj, config, mode, facts)
             problem = agree(e, w, s, obj["kind"])
             if why is not None:
                 tally.add(f"{why} ({'differed' if problem else 'agreed anyway'})", tally.known)

@@ -116,7 +116,7 @@ def swap_in_mpijob_v1(cluster: Cluster) -> list[tuple[dict[str, Any], list[str]]
         obj = {**_fixture(path), "apiVersion": "kubeflow.org/v1"}
         stored = cluster.kubectl("create", "--dry-run=server", "-o", "json", "-n", "default", "-f", "-", stdin=obj)
         assert stored.returncode == 0, stored.stderr  # valid for the v1 schema too
-        found = evaluate(json.loads(stored.stdout), Config(), Mode.ENFORCE).violations
+        found = evaluate(json.loads(stored.stdout), Config(), Mode.ENFORCE, cluster.facts()).violations
         assert (path.parent.name == "fail") == bool(found), path
         out.append((obj, [f"{v.rule}: {v.message}" for _, v in found]))
     return out
@@ -168,7 +168,7 @@ def test_2_a_broken_replica_group_is_refused_by_name(cluster: Cluster, served: s
     broken = _broken(path)
     obj = _fixture(path)
     expected = [f"{v.rule}: {v.message}" for _, v in
-                evaluate(as_stored(cluster, path), Config(), Mode.ENFORCE).violations]
+                evaluate(as_stored(cluster, path), Config(), Mode.ENFORCE, cluster.facts()).violations]
     assert expected and all(line.startswith(f"cpu-not-integer: {_prefix(broken)}") for line in expected), expected
     refused = _apply(cluster, served, obj, dry=False)
     assert refused.returncode != 0, refused.stdout
@@ -215,7 +215,7 @@ def test_3c_an_art_explainer_is_unknown_so_admitted(cluster: Cluster, served: st
     obj = _art_explainer()
     stored = cluster.kubectl("create", "--dry-run=server", "-o", "json", "-n", "default", "-f", "-", stdin=obj)
     assert stored.returncode == 0, stored.stderr
-    assert evaluate(json.loads(stored.stdout), Config(), Mode.ENFORCE).violations == []
+    assert evaluate(json.loads(stored.stdout), Config(), Mode.ENFORCE, cluster.facts()).violations == []
     admitted = _apply(cluster, served, obj)
     assert admitted.returncode == 0, admitted.stderr
 
@@ -225,7 +225,7 @@ def test_3b_a_framework_predictor_is_unknown_so_admitted(cluster: Cluster, serve
     obj = _framework_predictor()
     stored = cluster.kubectl("create", "--dry-run=server", "-o", "json", "-n", "default", "-f", "-", stdin=obj)
     assert stored.returncode == 0, stored.stderr
-    assert evaluate(json.loads(stored.stdout), Config(), Mode.ENFORCE).violations == []
+    assert evaluate(json.loads(stored.stdout), Config(), Mode.ENFORCE, cluster.facts()).violations == []
     admitted = _apply(cluster, served, obj)
     assert admitted.returncode == 0, admitted.stderr
 
@@ -338,7 +338,7 @@ def policy_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster
                   "the generated admission policies (qos-guard policy: MutatingAdmissionPolicy v1)")
         c.namespace("qos-guard")
         ns = c.namespace("wl-enforce", "enforce")
-        out = c.qos_guard("policy")
+        out = c.qos_guard("policy", "--kubernetes-version", c.version())
         assert out.returncode == 0, out.stderr
         applied = c.kubectl("apply", "-f", "-", stdin=out.stdout)
         assert applied.returncode == 0, applied.stderr
@@ -353,7 +353,7 @@ def test_the_generated_cel_refuses_the_broken_group_by_name(policy_cluster: Clus
     broken = _broken(path)
     obj = _fixture(path)
     expected = [f"{v.rule}: {v.message}" for _, v in
-                evaluate(as_stored(policy_cluster, path), Config(), Mode.ENFORCE).violations]
+                evaluate(as_stored(policy_cluster, path), Config(), Mode.ENFORCE, policy_cluster.facts()).violations]
     refused: list[str] = []
 
     def judged() -> bool:
@@ -409,7 +409,8 @@ def test_z_a_declared_kind_through_the_generated_cel(policy_cluster: Cluster) ->
     list of templates; refused with the shard named, admitted when whole."""
     config_file = policy_cluster.folder / "declared.yaml"
     config_file.write_text(yaml.safe_dump({"workloads": [DECLARED]}))
-    out = policy_cluster.qos_guard("policy", "--config", str(config_file))
+    out = policy_cluster.qos_guard("policy", "--config", str(config_file), "--kubernetes-version",
+                                 policy_cluster.version())
     assert out.returncode == 0, out.stderr
     assert policy_cluster.kubectl("apply", "-f", "-", stdin=out.stdout).returncode == 0
     policy_cluster.kubectl("apply", "-f", "-", stdin=MODEL_CRD, check=True)
@@ -418,7 +419,8 @@ def test_z_a_declared_kind_through_the_generated_cel(policy_cluster: Cluster) ->
     stored = policy_cluster.kubectl("create", "--dry-run=server", "-o", "json", "-n", "default", "-f", "-",
                                     stdin=_model("1500m"))
     assert stored.returncode == 0, stored.stderr
-    (found,) = evaluate(json.loads(stored.stdout), parse_config({"workloads": [DECLARED]}), Mode.ENFORCE).violations
+    (found,) = evaluate(json.loads(stored.stdout), parse_config({"workloads": [DECLARED]}), Mode.ENFORCE,
+                        policy_cluster.facts()).violations
     refused: list[str] = []
 
     def judged() -> bool:
