@@ -76,6 +76,7 @@ PINNED = {
     "pod_level_resource_managers": (False, False, False, False, False),
     "dra": (False, True, True, True, True),
     "mutating_admission_policy": (False, False, False, True, True),
+    "zero_device_request_aligned": (False, False, False, True, True),
 }
 
 

@@ -82,6 +82,11 @@ class Semantics:
     dra: bool
     # admissionregistration.k8s.io/v1 MutatingAdmissionPolicy is served (GA 1.36; beta and off in 1.34-1.35).
     mutating_admission_policy: bool
+    # The device manager's hints cover only the NUMA nodes that have the resource's devices (from 1.36:
+    # pkg/kubelet/cm/devicemanager/topology_hints.go, generateDeviceTopologyHints over deviceNUMANodes), so a
+    # container asking 0 of a device plugin's resource must still sit on such a node; before, every NUMA node
+    # holds 0 devices and a zero request constrains nothing. Not a feature gate: a code change.
+    zero_device_request_aligned: bool
 
     def __str__(self) -> str:
         return str(self.minor)
@@ -97,6 +102,7 @@ CHANGES: tuple[tuple[str, int | None, bool], ...] = (
     ("pod_level_resource_managers", None, True),
     ("dra", 34, True),
     ("mutating_admission_policy", 36, True),
+    ("zero_device_request_aligned", 36, True),
 )
 
 
