@@ -7,9 +7,9 @@
 #   E2E_TESTS="tests/e2e/test_admission.py ..."      a part of the e2e tier (default: all of tests/e2e)
 #   OUT=folder                                       where the JUnit files and the log of each run go
 #
-# Each release's kube-apiserver, kubectl and kube-scheduler (kubelet and its neighbours for the node tier) are
-# built once by hack/build-tools.sh, cached by version; the time each build took is printed (0 s: cached). The
-# tests pick the release from QOS_GUARD_KUBE_VERSION (tests/binaries.py), the oracle of tests/fidelity too.
+# Each release's kube-apiserver, kubectl and kube-scheduler (kubelet and its neighbours for the node tier, the
+# oracle for the fidelity tier) are built once by hack/build-tools.sh, cached by version; the time each build
+# took is printed (0 s: cached). The tests pick the release from QOS_GUARD_KUBE_VERSION (tests/binaries.py), the oracle of tests/fidelity too.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 PYTEST=${PYTEST:-.venv/bin/pytest}
@@ -26,6 +26,8 @@ rm -f "$OUT"/*.xml "$OUT"/build-*.txt
 for v in "$@"; do
   tools=(kube-apiserver kubectl kube-scheduler)
   [[ " $TIERS " == *" node "* ]] && tools+=(kubelet kube-controller-manager)
+  # The fidelity tier's oracle: hack/oracle built against this release (its build is timed with the others).
+  [[ " $TIERS " == *" fidelity "* ]] && tools+=(oracle)
   times=()
   for t in "${tools[@]}"; do
     started=$(date +%s)
@@ -45,7 +47,8 @@ for v in "$@"; do
       *) echo "test-versions: unknown tier $tier (e2e, fidelity, node)" >&2; exit 2 ;;
     esac
     echo "test-versions: $tier at $v" >&2
-    QOS_GUARD_KUBE_VERSION=$v "$PYTEST" "${args[@]}" -q -p no:cacheprovider -rfEs \
+    # The differentials (tests/fidelity) compare with this release's oracle, whatever the caller exported.
+    QOS_GUARD_KUBE_VERSION=$v QOS_GUARD_ORACLE_VERSIONS=$v "$PYTEST" "${args[@]}" -q -p no:cacheprovider -rfEs \
       --junit-xml="$OUT/$tier-$v.xml" >"$OUT/$tier-$v.log" 2>&1
     tail -n 1 "$OUT/$tier-$v.log" >&2
   done

@@ -1,19 +1,16 @@
-//go:build !k8s_1_37
-
-// The static CPU Manager policy of kubelet 1.35 and 1.36 (no operation argument), for the objects mode.
+// The static CPU Manager policy, for the objects mode: whether it pins a container and how many CPUs. Its
+// release-specific calls are kubelet_k8s1MINOR.go's newStaticPolicy, cpuHints and cpuAllocate.
 
 package main
 
 import (
 	"fmt"
 
-	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/kubernetes/pkg/kubelet/cm/cpumanager"
 	"k8s.io/kubernetes/pkg/kubelet/cm/cpumanager/state"
 	"k8s.io/kubernetes/pkg/kubelet/cm/cpumanager/topology"
-	"k8s.io/kubernetes/pkg/kubelet/cm/topologymanager"
 	"k8s.io/utils/cpuset"
 )
 
@@ -29,13 +26,7 @@ func staticPolicy(cpus int) (cpumanager.Policy, state.State, error) {
 	for i := 0; i < cpus; i++ {
 		topo.CPUDetails[i] = topology.CPUInfo{CoreID: i}
 	}
-	log := logr.Discard()
-	policy, err := cpumanager.NewStaticPolicy(log, topo, 1, cpuset.New(), topologymanager.NewFakeManager(), nil)
-	if err != nil {
-		return nil, nil, err
-	}
-	st := state.NewMemoryState(log)
-	return policy, st, policy.Start(log, st)
+	return newStaticPolicy(topo, 1, cpuset.New(), fakeTopologyManager())
 }
 
 // exclusive answers, per container, whether the static policy wants exclusive CPUs for it: its
@@ -48,7 +39,7 @@ func exclusive(p *v1.Pod) map[string]bool {
 		if err != nil {
 			return nil
 		}
-		out[c.Name] = policy.GetTopologyHints(logr.Discard(), st, p, &c) != nil
+		out[c.Name] = cpuHints(policy, st, p, &c) != nil
 	}
 	return out
 }
@@ -77,7 +68,7 @@ func allocate(p *v1.Pod) (map[string]int, string) {
 	}
 	cpus := map[string]int{}
 	for i := range all {
-		if err := policy.Allocate(logr.Discard(), st, p, &all[i]); err != nil {
+		if err := cpuAllocate(policy, st, p, &all[i]); err != nil {
 			return cpus, fmt.Sprintf("container %q: %v", all[i].Name, err)
 		}
 		set, _ := st.GetCPUSet(string(p.UID), all[i].Name)
@@ -85,4 +76,3 @@ func allocate(p *v1.Pod) (map[string]int, string) {
 	}
 	return cpus, ""
 }
-

@@ -8,11 +8,8 @@ package main
 import (
 	"encoding/json"
 
-	"github.com/go-logr/logr"
-
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	schedhelper "k8s.io/kubernetes/pkg/scheduler/framework/plugins/helper"
 )
@@ -55,10 +52,7 @@ func placementMode(line []byte) any {
 		if c.Spec.NodeName != "" && c.Spec.NodeName != n.Name {
 			match = false
 		}
-		// Comparison operators on: the API server accepts Lt/Gt tolerations only where the
-		// TaintTolerationComparisonOperators gate is on, so a Pod carrying one was admitted with it.
-		if _, untolerated := corev1helpers.FindMatchingUntoleratedTaint(logr.Discard(), node.Spec.Taints,
-			pod.Spec.Tolerations, filter, true); untolerated {
+		if untoleratedTaint(node.Spec.Taints, pod.Spec.Tolerations, filter) {
 			match = false
 		}
 		ans.Matches = append(ans.Matches, match)

@@ -151,7 +151,7 @@ type pluginClient struct{}
 func (pluginClient) GetDevicePluginOptions(context.Context, *pluginapi.Empty, ...grpc.CallOption) (*pluginapi.DevicePluginOptions, error) {
 	return &pluginapi.DevicePluginOptions{}, nil
 }
-func (pluginClient) ListAndWatch(context.Context, *pluginapi.Empty, ...grpc.CallOption) (grpc.ServerStreamingClient[pluginapi.ListAndWatchResponse], error) {
+func (pluginClient) ListAndWatch(context.Context, *pluginapi.Empty, ...grpc.CallOption) (pluginapi.DevicePlugin_ListAndWatchClient, error) {
 	return nil, fmt.Errorf("oracle: ListAndWatch is not used: devices are sent through PluginListAndWatchReceiver")
 }
 func (pluginClient) GetPreferredAllocation(context.Context, *pluginapi.PreferredAllocationRequest, ...grpc.CallOption) (*pluginapi.PreferredAllocationResponse, error) {

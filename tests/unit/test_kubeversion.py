@@ -2,13 +2,26 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from webhook.cluster.client import ClusterError
 from webhook.cluster.version import served
-from webhook.core.kubeversion import DEFAULT, Minor, VersionError, nearest, parse_minor, resolve, served_minor
+from webhook.core.kubeversion import (
+    CHANGES,
+    DEFAULT,
+    SUPPORTED,
+    Minor,
+    Semantics,
+    VersionError,
+    nearest,
+    parse_minor,
+    resolve,
+    served_minor,
+)
 
 
 @pytest.mark.parametrize(("text", "minor"), [("1.37", Minor(1, 37)), ("v1.37.2", Minor(1, 37)),
@@ -52,3 +65,27 @@ def test_which_minor_is_said_and_why() -> None:
     assert fallback.kube is None
     assert fallback.says == ("judging with Kubernetes 1.35 semantics (kubernetesVersion): the API server's version "
                              "is not known: connection refused")
+
+
+# Each difference pinned per minor, written out by hand (1.33 .. 1.37): the CHANGES table must give exactly these.
+PINNED = {
+    "pod_level_resources": (False, True, True, True, True),
+    "pod_level_qos_needs_set": (False, False, False, False, True),
+    "pod_level_fix_defaulting": (False, False, False, False, True),
+    "keeps_declared_qos": (True, True, True, True, False),
+    "pod_level_resource_managers": (False, False, False, False, False),
+    "dra": (False, True, True, True, True),
+    "mutating_admission_policy": (False, False, False, True, True),
+    "zero_device_request_aligned": (False, False, False, True, True),
+}
+
+
+@pytest.mark.parametrize("field", sorted(PINNED))
+def test_each_difference_per_minor(field: str) -> None:
+    assert tuple(getattr(SUPPORTED[Minor(1, m)], field) for m in range(33, 38)) == PINNED[field]
+
+
+def test_every_field_is_pinned_and_in_the_table_once() -> None:
+    fields = {f.name for f in dataclasses.fields(Semantics)} - {"minor"}
+    assert set(PINNED) == fields
+    assert sorted(name for name, _, _ in CHANGES) == sorted(fields)

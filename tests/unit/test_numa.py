@@ -13,7 +13,8 @@ from webhook.admission.review import ENDPOINTS, Review, review_decision
 from webhook.core.config import AUTO, ConfigError, parse_config
 from webhook.core.engine import Mode, evaluate
 from webhook.core.facts import Facts, Memo
-from webhook.core.numa import fit_cluster
+from webhook.core.kubeversion import resolve
+from webhook.core.numa import fit_cluster, fit_node
 from webhook.core.numatopology import Topology, TopologyError, parse_nrt
 from webhook.core.podspec import build_pod_spec
 from webhook.core.scheduling import Taint, Toleration, placement, taints, tolerations
@@ -329,3 +330,17 @@ def test_where_no_matching_node_publishes_memory_the_refusal_does_not_name_it() 
     static = parse_nrt(nrt("mm-static", [{GPU: "1", "memory": "1Gi"}, {"cpu": "1", "memory": "1Gi"}]))
     denied, _ = judge(pod("1"), Topology(nodes={"mm-static": {}}, topologies={"mm-static": static}))
     assert "64Gi memory" in denied[0] and "1Gi" in denied[0], denied  # where memory is published, it counts
+
+
+@pytest.mark.parametrize(("minor", "fits"), [("1.33", True), ("1.34", True), ("1.35", True), ("1.36", False),
+                                              ("1.37", False)])
+def test_a_zero_device_request_needs_a_node_with_the_devices_from_1_36(minor: str, fits: bool) -> None:
+    # kubelet 1.36's device manager hints only the NUMA nodes with the resource's devices, even for a request of 0
+    # (generateDeviceTopologyHints over deviceNUMANodes); before, every NUMA node holds 0 devices.
+    topo = parse_nrt(nrt("n", [{"cpu": "16", "memory": "128Gi"}, {"cpu": "4", "memory": "128Gi", GPU: "2"}]))
+    zero = pod("8")
+    zero["spec"]["containers"][0]["resources"]["limits"][GPU] = "0"
+    fit = fit_node(build_pod_spec(zero["spec"], ("spec",), kube=resolve(minor)), topo)
+    assert (fit.failed is None) is fits
+    if fits:
+        assert fit.placed == {"vllm": 0}

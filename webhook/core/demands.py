@@ -140,13 +140,16 @@ class Demands:
     containers: tuple[Demand, ...]
     pod: Demand
     fractional_memory: tuple[str, ...] = ()
+    # A zero request of a device plugin's resource still needs a NUMA node with its devices (the minor's
+    # ``Semantics.zero_device_request_aligned``); else it constrains nothing.
+    zero_devices_aligned: bool = True
 
     @property
     def key(self) -> tuple[Any, ...]:
         """Equal for Pods that ask the same, container by container (and name them alike)."""
         each = [(d.label, d.kind, d.cpus, tuple(sorted(d.memory.items())), tuple(sorted(d.devices.items())))
                 for d in (*self.containers, self.pod)]
-        return (self.fractional_memory, *each)
+        return (self.fractional_memory, self.zero_devices_aligned, *each)
 
     @property
     def aligned(self) -> bool:
@@ -185,4 +188,4 @@ def demands(pod: PodSpec, guaranteed: bool | None = None) -> Demands:
     dev_types = {k for d in ordered for k in d.devices}
     devices = total(lambda d, k: d.devices.get(k, 0), sorted(dev_types))
     whole = Demand(f"pod ({dotted(pod.path)})", pod.path, None, "pod", cpus, memory, devices)
-    return Demands(tuple(ordered), whole, fractional)
+    return Demands(tuple(ordered), whole, fractional, pod.kube.zero_device_request_aligned)

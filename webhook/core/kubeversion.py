@@ -82,22 +82,34 @@ class Semantics:
     dra: bool
     # admissionregistration.k8s.io/v1 MutatingAdmissionPolicy is served (GA 1.36; beta and off in 1.34-1.35).
     mutating_admission_policy: bool
+    # The device manager's hints cover only the NUMA nodes that have the resource's devices (from 1.36:
+    # pkg/kubelet/cm/devicemanager/topology_hints.go, generateDeviceTopologyHints over deviceNUMANodes), so a
+    # container asking 0 of a device plugin's resource must still sit on such a node; before, every NUMA node
+    # holds 0 devices and a zero request constrains nothing. Not a feature gate: a code change.
+    zero_device_request_aligned: bool
 
     def __str__(self) -> str:
         return str(self.minor)
 
 
+# Where minors differ, one line each: the field, the first supported minor whose answer is the value given (the
+# minors before it answer the opposite), and that value; ``None``: no supported minor, at default gates.
+CHANGES: tuple[tuple[str, int | None, bool], ...] = (
+    ("pod_level_resources", 34, True),
+    ("pod_level_qos_needs_set", 37, True),
+    ("pod_level_fix_defaulting", 37, True),
+    ("keeps_declared_qos", 37, False),
+    ("pod_level_resource_managers", None, True),
+    ("dra", 34, True),
+    ("mutating_admission_policy", 36, True),
+    ("zero_device_request_aligned", 36, True),
+)
+
+
 def _semantics(minor: int) -> Semantics:
-    return Semantics(
-        minor=Minor(1, minor),
-        pod_level_resources=minor >= 34,
-        pod_level_qos_needs_set=minor >= 37,
-        pod_level_fix_defaulting=minor >= 37,
-        keeps_declared_qos=minor <= 36,
-        pod_level_resource_managers=False,
-        dra=minor >= 34,
-        mutating_admission_policy=minor >= 36,
-    )
+    """One minor's row of ``CHANGES``: each field's value from its minor on, the opposite before it."""
+    fields = {name: (value if since is not None and minor >= since else not value) for name, since, value in CHANGES}
+    return Semantics(minor=Minor(1, minor), **fields)
 
 
 SUPPORTED: dict[Minor, Semantics] = {s.minor: s for s in map(_semantics, range(33, 38))}
@@ -129,5 +141,5 @@ def resolve(text: object) -> Semantics:
     return semantics(parse_minor(text))
 
 
-__all__ = ["DEFAULT", "NEWEST", "OLDEST", "SUPPORTED", "Minor", "Semantics", "VersionError", "nearest",
+__all__ = ["CHANGES", "DEFAULT", "NEWEST", "OLDEST", "SUPPORTED", "Minor", "Semantics", "VersionError", "nearest",
            "parse_minor", "resolve", "semantics", "served_minor"]

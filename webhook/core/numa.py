@@ -14,6 +14,8 @@ pkg/kubelet/cm builds it (v1.36):
   the memory of init containers reusable on the same NUMA node;
 - the device manager aligns every device plugin resource in a container's limits, whatever the QoS class
   (``generateDeviceTopologyHints``): only NUMA nodes that have such devices qualify, reusable devices first;
+  from 1.36 even for a request of 0 (its hints cover only ``deviceNUMANodes``); before, a zero request is
+  no constraint (``Semantics.zero_device_request_aligned``);
 - ``single-numa-node`` admits a container (``container`` scope) or the Pod (``pod`` scope) on the lowest
   numbered NUMA node every provider accepts (``HintMerger``), and refuses it (``TopologyAffinityError``)
   when there is none. Containers are placed in order, init containers first, each on what the earlier ones
@@ -58,6 +60,8 @@ class _Node:
     # kubelet's GetAllocatableResources has no memory blocks and NFD (or the agent) publishes none: then memory is
     # no hint and no constraint, as on that kubelet.
     memory_hints: bool = True
+    # Whether a zero device request needs a NUMA node with the devices (``Demands.zero_devices_aligned``).
+    zero_devices_aligned: bool = True
 
     @classmethod
     def start(cls, topo: NodeTopology) -> _Node:
@@ -111,6 +115,8 @@ class _Node:
         for res, req in d.devices.items():
             if res not in self.dev_numa:
                 continue  # not a device plugin resource on this node: no hint
+            if not req and not self.zero_devices_aligned:
+                continue  # before 1.36 every NUMA node holds 0 devices: a preferred hint on each
             if numa not in self.dev_numa[res]:
                 return False
             where, count = self.reuse_dev.get(res, (None, 0))
@@ -133,7 +139,8 @@ class _Node:
 
     def constrained(self, d: Demand) -> bool:
         """Does any provider have a hint for ``d`` (else the Topology Manager admits it as it is)?"""
-        return bool(d.cpus or (d.memory and self.memory_hints) or any(res in self.dev_numa for res in d.devices))
+        devices = any(res in self.dev_numa and (req or self.zero_devices_aligned) for res, req in d.devices.items())
+        return bool(d.cpus or (d.memory and self.memory_hints) or devices)
 
     def place(self, d: Demand, numa: int) -> None:
         """Allocate ``d`` on ``numa`` as the providers' Allocate does, reusable resources first."""
@@ -196,6 +203,7 @@ def fit_node(pod: PodSpec | Demands, topo: NodeTopology) -> NodeFit:
         return NodeFit(topo.name, topo.policy, topo.scope, {}, wants.containers[0], True,
                        "a fractional byte count of memory, which the Memory Manager cannot allocate")
     node = _Node.start(topo)
+    node.zero_devices_aligned = wants.zero_devices_aligned
     order = [z.numa for z in topo.zones]
     placed: dict[str, int] = {}
     if topo.scope == "pod":
@@ -220,6 +228,7 @@ def fit_node(pod: PodSpec | Demands, topo: NodeTopology) -> NodeFit:
         chosen = next((n for n in order if node.accepts(d, n)), None)
         if chosen is None:
             empty = _Node.start(topo)
+            empty.zero_devices_aligned = wants.zero_devices_aligned
             alone = not any(empty.accepts(d, n) for n in order)
             return NodeFit(topo.name, topo.policy, topo.scope, placed, d, alone)
         node.place(d, chosen)
