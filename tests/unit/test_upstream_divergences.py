@@ -162,3 +162,15 @@ def test_pod_level_resources_are_dropped_on_1_33() -> None:
     assert qos(manifest, v133) == GUARANTEED
     assert found(manifest, v133) == []
     assert found(manifest, V136) == [("pod-level-resources", "spec.resources")]
+
+
+def test_a_dropped_pod_level_block_is_still_decoded_on_1_33() -> None:
+    # The 1.33 API server decodes spec.resources before dropDisabledPodLevelResources drops it (PrepareForCreate)
+    # and validates only what is left: a value that is not a quantity is refused at create, a negative one is
+    # dropped unseen (found by the oracle differential at v1.33.13: 84 such objects).
+    v133 = parse_config({"kubernetesVersion": "1.33"})
+    manifest = pod(guaranteed(), resources={"limits": {"cpu": "E+"}, "requests": {"memory": "-1Gi"}})
+    assert found(manifest, v133) == [("invalid-quantity", "spec.resources.limits.cpu")]
+    assert found(manifest, V136)[:2] == [("invalid-quantity", "spec.resources.limits.cpu"),
+                                         ("invalid-quantity", "spec.resources.requests.memory")]
+    assert qos(manifest, v133) == GUARANTEED  # the block decides nothing there

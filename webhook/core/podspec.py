@@ -128,6 +128,9 @@ class PodSpec:
     resource_claims: tuple[str, ...] = ()
     # The Kubernetes minor judged: what its API server stores and its kubelet pins (``webhook.core.kubeversion``).
     kube: Semantics = DEFAULT
+    # ``spec.resources`` as written where the API server drops it (1.33): decoded first, so a value that is not
+    # a quantity is still refused (``invalid-quantity``), though the block decides nothing.
+    dropped: Block | None = None
 
     @property
     def pod_level_decides(self) -> bool:
@@ -320,6 +323,20 @@ def _pod_level(spec: Mapping[str, Any], path: FieldPath, containers: tuple[Conta
                  empty=not written, sets_supported=any(map(_supported, (*raw_requests, *raw_limits))))
 
 
+def _dropped(spec: Mapping[str, Any], path: FieldPath, template: str, kube: Semantics) -> Block | None:
+    """The pod-level block where ``PodLevelResources`` is off: the API server decodes it (a bad quantity is
+    refused then) and drops it in ``dropDisabledPodLevelResources`` (pkg/api/pod/util.go)."""
+    if spec.get("resources") is None or kube.pod_level_resources:
+        return None
+    res_path = (*path, "resources")
+    resources = _mapping(spec.get("resources"), res_path)
+    requests = _resource_list(_mapping(resources.get("requests"), (*res_path, "requests")), (*res_path, "requests"),
+                              COMPUTE)
+    limits = _resource_list(_mapping(resources.get("limits"), (*res_path, "limits")), (*res_path, "limits"), COMPUTE)
+    return Block(f"{_prefix(template)}pod ({dotted(res_path)})", None, res_path, requests, limits,
+                 empty=not (requests or limits))
+
+
 def _default_before_1_37(requests: dict[str, Amount], limits: dict[str, Amount], res_path: FieldPath,
                          containers: tuple[Container, ...], init_containers: tuple[Container, ...]) -> None:
     """``defaultPodRequests`` (pkg/apis/core/v1/defaults.go, up to 1.36), run only when pod-level limits are
@@ -387,6 +404,7 @@ def build_pod_spec(spec: Any, path: FieldPath, status: Any = None, template: str
         # DynamicResourceAllocation off (1.33): the API server drops spec.resourceClaims on create.
         resource_claims=pod_claims(body) if kube.dra else (),
         kube=kube,
+        dropped=_dropped(body, path, template, kube),
     )
 
 

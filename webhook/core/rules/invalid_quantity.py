@@ -22,13 +22,17 @@ def _problem(amount: Amount) -> str:
     return NEGATIVE()
 
 
-def _scan(block: Block) -> list[Violation]:
+def _scan(block: Block, decoded_only: bool = False) -> list[Violation]:
+    """``decoded_only``: only what does not decode (a block dropped before validation, where a negative value
+    is never seen)."""
     found = []
     for kind, source in (("limit", block.limits), ("request", block.requests)):
         for resource in COMPUTE:
             amount = source.get(resource)
             if amount is None or amount.defaulted or not amount.invalid:
                 continue  # a defaulted request is a copy of its limit: report the limit once
+            if decoded_only and amount.error is None and amount.quantity is not None:
+                continue
             example = "2 or 2000m" if resource == CPU else "4Gi or 4096Mi"
             found.append(Violation(amount.path, INVALID(
                 label=block.label, resource=resource, kind=kind, raw=amount.raw, problem=_problem(amount),
@@ -37,7 +41,9 @@ def _scan(block: Block) -> list[Violation]:
 
 
 def check(pod: PodSpec, policy: Policy, facts: Facts) -> list[Violation]:
-    return [v for block in pod.blocks() for v in _scan(block)]
+    found = [v for block in pod.blocks() for v in _scan(block)]
+    # 1.33 decodes spec.resources, drops it (PrepareForCreate), then validates what is left.
+    return found + (_scan(pod.dropped, decoded_only=True) if pod.dropped is not None else [])
 
 
 RULE = Rule(
