@@ -344,3 +344,17 @@ def test_a_zero_device_request_needs_a_node_with_the_devices_from_1_36(minor: st
     assert (fit.failed is None) is fits
     if fits:
         assert fit.placed == {"vllm": 0}
+
+
+@pytest.mark.parametrize("minor", ["1.33", "1.35", "1.36", "1.37"])
+def test_a_zero_device_request_follows_the_device_an_init_container_left(minor: str) -> None:
+    # generateDeviceTopologyHints drops every mask missing a device left for reuse, whatever the request: a
+    # shared-pool init container's GPU on NUMA node 1 ties the app's `0` GPUs to node 1 at every minor, where
+    # its 8 CPUs do not fit (found by the topology differential at v1.33.13 to v1.35.4).
+    topo = parse_nrt(nrt("n", [{"cpu": "16", "memory": "128Gi"}, {"cpu": "4", "memory": "128Gi", GPU: "2"}]))
+    tied = pod("8")
+    tied["spec"]["containers"][0]["resources"]["limits"][GPU] = "0"
+    tied["spec"]["initContainers"] = [{"name": "warm", "image": "x",
+                                       "resources": {"limits": {"cpu": "250m", "memory": "1Gi", GPU: "1"}}}]
+    fit = fit_node(build_pod_spec(tied["spec"], ("spec",), kube=resolve(minor)), topo)
+    assert fit.failed is not None

@@ -115,11 +115,15 @@ class _Node:
         for res, req in d.devices.items():
             if res not in self.dev_numa:
                 continue  # not a device plugin resource on this node: no hint
+            where, count = self.reuse_dev.get(res, (None, 0))
             if not req and not self.zero_devices_aligned:
-                continue  # before 1.36 every NUMA node holds 0 devices: a preferred hint on each
+                # Before 1.36 every NUMA node holds 0 devices, a preferred hint on each, except that
+                # generateDeviceTopologyHints drops a mask missing a device an init container left for reuse.
+                if count and where != numa:
+                    return False
+                continue
             if numa not in self.dev_numa[res]:
                 return False
-            where, count = self.reuse_dev.get(res, (None, 0))
             if count and where != numa:
                 return False
             if self.dev_free[numa].get(res, 0) + (count if where == numa else 0) < req:
@@ -139,7 +143,8 @@ class _Node:
 
     def constrained(self, d: Demand) -> bool:
         """Does any provider have a hint for ``d`` (else the Topology Manager admits it as it is)?"""
-        devices = any(res in self.dev_numa and (req or self.zero_devices_aligned) for res, req in d.devices.items())
+        devices = any(res in self.dev_numa and (req or self.zero_devices_aligned or self.reuse_dev.get(res, (0, 0))[1])
+                      for res, req in d.devices.items())
         return bool(d.cpus or (d.memory and self.memory_hints) or devices)
 
     def place(self, d: Demand, numa: int) -> None:
