@@ -15,7 +15,8 @@ from flask.testing import FlaskClient
 
 from tests.helpers import admission_review, container, guaranteed, pod, rl
 from webhook.core.config import parse_config
-from webhook.core.podspec import GUARANTEED, qos_class
+from webhook.core.podspec import GUARANTEED
+from webhook.core.qos import qos_class
 from webhook.core.workloads import find_targets
 from webhook.serving.app import create_app
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from tests.helpers import container, pod, rl
-from webhook.core.podspec import BEST_EFFORT, BURSTABLE, GUARANTEED, build_pod_spec, qos_class
+from webhook.core.podspec import BEST_EFFORT, BURSTABLE, GUARANTEED, build_pod_spec
+from webhook.core.qos import qos_class
 
 
 def c(name: str, req: dict[str, str], lim: dict[str, str]) -> dict[str, object]:

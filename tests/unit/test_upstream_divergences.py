@@ -16,7 +16,8 @@ from webhook.core.config import Config, parse_config
 from webhook.core.engine import Mode, evaluate
 from webhook.core.facts import Facts
 from webhook.core.fieldpath import dotted
-from webhook.core.podspec import BEST_EFFORT, BURSTABLE, GUARANTEED, qos_class
+from webhook.core.podspec import BEST_EFFORT, BURSTABLE, GUARANTEED
+from webhook.core.qos import qos_class
 from webhook.core.workloads import find_targets
 from webhook.serving.app import create_app
 

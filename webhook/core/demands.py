@@ -13,7 +13,8 @@ from webhook.core.config import Policy
 from webhook.core.dra import DeviceClasses, DraUse, dra_resources
 from webhook.core.fieldpath import FieldPath, dotted
 from webhook.core.numatopology import HUGEPAGES
-from webhook.core.podspec import CPU, GUARANTEED, MEMORY, Container, PodSpec, qos_class
+from webhook.core.podspec import CPU, GUARANTEED, MEMORY, Container, PodSpec
+from webhook.core.qos import qos_class
 from webhook.core.quantity import format_bytes
 
 

@@ -7,7 +7,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from webhook.core.podspec import build_pod_spec, qos_class
+from webhook.core.podspec import build_pod_spec
+from webhook.core.qos import qos_class
 
 
 @dataclass(frozen=True, slots=True)

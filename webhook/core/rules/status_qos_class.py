@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from webhook.core.config import KUBERNETES_VERSION, Policy
 from webhook.core.facts import Facts
-from webhook.core.podspec import GUARANTEED, PodSpec, qos_class
+from webhook.core.podspec import GUARANTEED, PodSpec
+from webhook.core.qos import qos_class
 from webhook.core.rules import cel, limits_missing, requests_not_equal_limits
 from webhook.core.rules.base import Rule, Text, Violation
 from webhook.core.workloads import POD
