@@ -132,8 +132,16 @@ class Cluster:
     def kubectl(self, *args: str, stdin: Any = None, check: bool = False) -> subprocess.CompletedProcess[str]:
         data = stdin if stdin is None or isinstance(stdin, str) else yaml.safe_dump_all(
             stdin if isinstance(stdin, list) else [stdin])
-        proc = subprocess.run([binary("kubectl"), "--kubeconfig", str(self.kubeconfig), *args], input=data,
-                              capture_output=True, text=True, timeout=60, env=self.env)
+        deadline = time.monotonic() + 60
+        while True:
+            proc = subprocess.run([binary("kubectl"), "--kubeconfig", str(self.kubeconfig), *args], input=data,
+                                  capture_output=True, text=True, timeout=60, env=self.env)
+            # kubectl wait on an object created a moment ago whose status.conditions is still null fails at once
+            # instead of waiting (".status.conditions accessor error: <nil> is of the type <nil>"): ask again.
+            if not (args[:1] == ("wait",) and "accessor error: <nil>" in proc.stderr
+                    and time.monotonic() < deadline):
+                break
+            time.sleep(0.5)
         if check and proc.returncode != 0:
             raise AssertionError(f"kubectl {' '.join(args)} failed:\n{proc.stderr}")
         return proc
