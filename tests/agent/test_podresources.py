@@ -11,7 +11,7 @@ import grpc
 import pytest
 
 from tests.agent.fakes import Kubelet, container, serve
-from webhook.node.kubelet import GET_DISABLED, PodResourcesClient, PodResourcesError
+from webhook.node.kubelet import PodResourcesClient, PodResourcesError
 from webhook.node.podresources import api_pb2
 
 
@@ -111,7 +111,8 @@ class _GetGateOff(Kubelet):
     """kubelet v1.33's Get while KubeletPodResourcesGet is off: a plain error, so gRPC code UNKNOWN."""
 
     def Get(self, request: Any, context: Any) -> api_pb2.GetPodResourcesResponse:
-        context.abort(grpc.StatusCode.UNKNOWN, GET_DISABLED)
+        # upstream's text (pkg/kubelet/apis/podresources/server_v1.go, v1.33.13), not the constant under test
+        context.abort(grpc.StatusCode.UNKNOWN, "PodResources API Get method disabled")
         raise AssertionError
 
 

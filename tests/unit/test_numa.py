@@ -358,3 +358,7 @@ def test_a_zero_device_request_follows_the_device_an_init_container_left(minor: 
                                        "resources": {"limits": {"cpu": "250m", "memory": "1Gi", GPU: "1"}}}]
     fit = fit_node(build_pod_spec(tied["spec"], ("spec",), kube=resolve(minor)), topo)
     assert fit.failed is not None
+    # With room on the init container's NUMA node the app goes there, not to the first node with CPUs.
+    roomy = parse_nrt(nrt("n", [{"cpu": "16", "memory": "128Gi"}, {"cpu": "16", "memory": "128Gi", GPU: "2"}]))
+    fit = fit_node(build_pod_spec(tied["spec"], ("spec",), kube=resolve(minor)), roomy)
+    assert fit.failed is None and fit.placed.get("vllm") == 1, fit.placed
