@@ -146,6 +146,8 @@ def test_a_stored_pods_class_outlives_an_upgrade_to_1_37() -> None:
     assert evaluate(running, V137, Mode.ENFORCE).allowed  # a manifest created now on 1.37: Guaranteed
     stored = evaluate(running, V137, Mode.ENFORCE, Facts(stored=True))
     assert [v.rule for _, v in stored.violations] == ["status-qos-class"]
+    assert "stored \"BestEffort\" when it was created" in stored.violations[0][1].message
+    assert "re-create it" in stored.violations[0][1].message
 
 
 def test_hugepages_only_pod_level_block_from_1_37() -> None:

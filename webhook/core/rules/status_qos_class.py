@@ -2,7 +2,9 @@
 (``GetPodQOS`` in the pod strategy's ``PrepareForCreate``, pkg/registry/core/pod/strategy.go), so a
 Guaranteed spec carrying ``status.qosClass: Burstable`` (a copy of ``kubectl get -o yaml``) is stored
 Burstable and never pinned; from 1.37 it resets the status first, and the manifest's class is never
-``declared_qos``. A spec that is not Guaranteed is reported by the other rules instead."""
+``declared_qos``. A Pod read from the API server (``audit``: ``Facts.stored``) keeps the class it was stored
+with at any minor, since kubelet reads it back (``GetPodQOS``): one created on 1.36 with ``spec.resources: {}``
+is BestEffort after an upgrade to 1.37. A spec that is not Guaranteed is reported by the other rules instead."""
 
 from __future__ import annotations
 
@@ -18,13 +20,16 @@ RULE_ID = "status-qos-class"
 
 KEPT = Text('pod (status.qosClass): "{declared}" is kept by the API server on create, so the Pod is stored '
             "{declared} and never pinned; remove status from the manifest")
+STORED = Text('pod (status.qosClass): the Pod was stored "{declared}" when it was created and kubelet keeps reading '
+              "that class, so it is never pinned, although its spec is Guaranteed on this minor; re-create it")
 
 
 def check(pod: PodSpec, policy: Policy, facts: Facts) -> list[Violation]:
     declared = pod.declared_qos
     if declared is None or declared == GUARANTEED or qos_class(pod) != GUARANTEED:
         return []
-    return [Violation((*pod.path[:-1], "status", "qosClass"), KEPT(declared=declared), rule=RULE_ID)]
+    text = STORED if facts.stored else KEPT
+    return [Violation((*pod.path[:-1], "status", "qosClass"), text(declared=declared), rule=RULE_ID)]
 
 
 def to_cel(mutated: bool) -> str:
