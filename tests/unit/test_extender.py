@@ -493,3 +493,22 @@ def test_the_clusters_minor_judges_a_pod_without_a_class() -> None:
         sink.put("ns/p", bound)
         kept = sink.view.pod(("ns", "p"))
         assert kept is not None and (kept.wants is not None) == aligned, minor
+
+
+def test_the_app_judges_with_its_caches_minor() -> None:
+    """The verbs take the minor the cache was started with (the API server's): an empty pod-level block sent
+    without a status keeps every node on 1.36 (BestEffort: nothing to align) and is fitted on 1.37."""
+    from webhook.core.kubeversion import resolve
+    from webhook.serving import extender_cache as extender
+
+    empty = with_uid(pod("e", cpu="4", gpu=0), "e")
+    empty["spec"]["resources"] = {}
+    answers = {}
+    for minor in ("1.36", "1.37"):
+        cache = extender.ExtenderCache(transport=None, kube=resolve(minor))
+        listed(cache, [nrt("roomy", [NO_GPU]), nrt("tight", [{"cpu": "2", "memory": "16Gi"}])], [])
+        app = create_extender_app(cache.view, clock=time.time, cache=cache).test_client()
+        out = app.post("/filter", data=json.dumps({"Pod": empty, "NodeNames": ["roomy", "tight"]}),
+                       content_type="application/json").json
+        answers[minor] = out["NodeNames"]
+    assert answers == {"1.36": ["roomy", "tight"], "1.37": ["roomy"]}
