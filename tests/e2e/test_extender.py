@@ -532,6 +532,8 @@ def test_a_rollout_through_restarts_of_the_api_server_and_the_extender(cluster: 
         print(f"\n{len(shapes)} Pods through the second scheduler over {len(names)} nodes in {took:.1f} s, "
               f"bound when restarted: {marks}; {bound} bound, {pending} pending, {never} bound where no NUMA node "
               f"can hold them, {wrong} on a NUMA node already given (a node's most: {max(per_node.values())})")
+        # Both restarts fell inside the rollout, not after it.
+        assert marks["API server back at"] < len(shapes) and marks["extender back at"] < len(shapes), marks
         assert never == 0
         assert wrong == 0
         assert bound == len(shapes) and pending == 0
