@@ -61,3 +61,16 @@ def test_files(read_oracle: Oracle) -> None:
                                         "Object 'Kind' is missing in '{\"a\": 2}'"]  # two documents
     assert got[2].get("error") or got[2].get("documentErrors")
     assert got[3].get("error") or got[3].get("documentErrors")
+
+
+def test_a_pod_level_value_that_is_not_a_quantity_is_refused_at_every_minor(objects_oracle: Oracle) -> None:
+    """1.33 drops spec.resources, but decodes it first: the API server refuses it there too, as qos-guard does."""
+    from webhook.core.config import Config
+    from webhook.core.engine import Mode, evaluate
+    from webhook.core.facts import Facts
+
+    obj = pod({"resources": {"limits": {"cpu": "E+"}}})
+    (answer,) = objects_oracle.ask([obj])
+    assert answer.get("decodeError"), answer
+    found = evaluate(obj, Config(), Mode.ENFORCE, Facts(kubernetes=objects_oracle.kube)).violations
+    assert ("invalid-quantity", ("spec", "resources", "limits", "cpu")) in [(v.rule, v.path) for _, v in found]
