@@ -64,9 +64,10 @@ class _Node:
     zero_devices_aligned: bool = True
 
     @classmethod
-    def start(cls, topo: NodeTopology) -> _Node:
+    def start(cls, topo: NodeTopology, zero_devices_aligned: bool) -> _Node:
         """The free amounts of an empty ``topo``: read once per node shape (``topo.key``), copied per admission
-        (the scheduler extender admits each Pod on every shape of a fleet)."""
+        (the scheduler extender admits each Pod on every shape of a fleet); ``zero_devices_aligned``: the
+        admitted Pod's minor's rule for a request of 0 devices (``Demands.zero_devices_aligned``)."""
         read = _STARTS.get(topo.key) if topo.key else None
         if read is None:
             read = cls._read(topo)
@@ -76,7 +77,8 @@ class _Node:
                 _STARTS[topo.key] = read
         cpu_free, mem_free, dev_free, dev_numa, hints = read
         return cls(topo.zones, dict(cpu_free), {k: dict(v) for k, v in mem_free.items()},
-                   {k: dict(v) for k, v in dev_free.items()}, dev_numa, memory_hints=hints)
+                   {k: dict(v) for k, v in dev_free.items()}, dev_numa, memory_hints=hints,
+                   zero_devices_aligned=zero_devices_aligned)
 
     @staticmethod
     def _read(topo: NodeTopology) -> tuple[dict[int, int], dict[int, dict[str, int]], dict[int, dict[str, int]],
@@ -207,8 +209,7 @@ def fit_node(pod: PodSpec | Demands, topo: NodeTopology) -> NodeFit:
     if wants.fractional_memory:
         return NodeFit(topo.name, topo.policy, topo.scope, {}, wants.containers[0], True,
                        "a fractional byte count of memory, which the Memory Manager cannot allocate")
-    node = _Node.start(topo)
-    node.zero_devices_aligned = wants.zero_devices_aligned
+    node = _Node.start(topo, wants.zero_devices_aligned)
     order = [z.numa for z in topo.zones]
     placed: dict[str, int] = {}
     if topo.scope == "pod":
@@ -232,8 +233,7 @@ def fit_node(pod: PodSpec | Demands, topo: NodeTopology) -> NodeFit:
             continue
         chosen = next((n for n in order if node.accepts(d, n)), None)
         if chosen is None:
-            empty = _Node.start(topo)
-            empty.zero_devices_aligned = wants.zero_devices_aligned
+            empty = _Node.start(topo, wants.zero_devices_aligned)
             alone = not any(empty.accepts(d, n) for n in order)
             return NodeFit(topo.name, topo.policy, topo.scope, placed, d, alone)
         node.place(d, chosen)
