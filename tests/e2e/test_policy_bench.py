@@ -5,10 +5,17 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from bench import admission_latency
+from tests.binaries import kube_version
 
 
 def test_admission_latency_smoke(tmp_path: Path) -> None:
+    release = kube_version()
+    if int(release.lstrip("v").split(".")[1]) < 35:  # the bench installs the generated policies
+        pytest.skip(f"kube-apiserver {release}: the generated ValidatingAdmissionPolicies use the CEL lists library "
+                    "(flatten()), accepted in new expressions from 1.35 (qos-guard policy refuses older minors)")
     result = {"date": "today", "cpus": 2, "rounds": 3, "results": admission_latency.measure(3)}
     admission_latency.write(result, tmp_path)
     saved = json.loads((tmp_path / "admission-latency.json").read_text())
