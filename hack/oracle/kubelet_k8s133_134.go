@@ -1,19 +1,18 @@
-//go:build k8s_1_34
+//go:build k8s_1_33 || k8s_1_34
 
-// kubelet 1.34's resource-manager calls (no loggers in the Topology, device and CPU Managers; the Memory
-// Manager's policy takes a context), for admitOnMachine and the objects mode.
+// kubelet 1.33's and 1.34's resource-manager calls (no loggers in the Topology, device and CPU Managers), for
+// admitOnMachine and the objects mode; the Memory Manager's, which differ (1.34's takes a context), are in
+// kubelet_memory_k8s133.go and kubelet_memory_k8s134.go.
 
 package main
 
 import (
-	"context"
 	_ "unsafe" // go:linkname, for devicemanager's constructor that takes a socket path (see newManagerImpl)
 
 	cadvisorapi "github.com/google/cadvisor/info/v1"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
-	"k8s.io/klog/v2"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 	"k8s.io/kubernetes/pkg/kubelet/cm/containermap"
 	"k8s.io/kubernetes/pkg/kubelet/cm/cpumanager"
@@ -27,7 +26,7 @@ import (
 	"k8s.io/utils/cpuset"
 )
 
-// cpuProvider and memoryProvider join a resource manager's policy to its state, as cpumanager.manager and
+// cpuProvider (and memoryProvider, per release) join a resource manager's policy to its state, as cpumanager.manager and
 // memorymanager.manager do (see kubelet_k8s135_136.go).
 type cpuProvider struct {
 	policy cpumanager.Policy
@@ -42,21 +41,6 @@ func (p cpuProvider) GetPodTopologyHints(pod *v1.Pod) map[string][]topologymanag
 }
 func (p cpuProvider) Allocate(pod *v1.Pod, c *v1.Container) error {
 	return p.policy.Allocate(p.state, pod, c)
-}
-
-type memoryProvider struct {
-	policy memorymanager.Policy
-	state  memstate.State
-}
-
-func (p memoryProvider) GetTopologyHints(pod *v1.Pod, c *v1.Container) map[string][]topologymanager.TopologyHint {
-	return p.policy.GetTopologyHints(context.Background(), p.state, pod, c)
-}
-func (p memoryProvider) GetPodTopologyHints(pod *v1.Pod) map[string][]topologymanager.TopologyHint {
-	return p.policy.GetPodTopologyHints(context.Background(), p.state, pod)
-}
-func (p memoryProvider) Allocate(pod *v1.Pod, c *v1.Container) error {
-	return p.policy.Allocate(context.Background(), p.state, pod, c)
 }
 
 // newManagerImpl: devicemanager's constructor with the socket path as a parameter (see kubelet_k8s135_136.go).
@@ -124,23 +108,8 @@ func addCPUHints(tm topologymanager.Manager, policy cpumanager.Policy, st cpusta
 	tm.AddHintProvider(cpuProvider{policy, st})
 }
 
-// newMemoryPolicy is the static Memory Manager policy, started on an empty state.
-func newMemoryPolicy(mi *cadvisorapi.MachineInfo, reserved map[int]map[v1.ResourceName]uint64,
-	store topologymanager.Store) (memorymanager.Policy, memstate.State, error) {
-	policy, err := memorymanager.NewPolicyStatic(context.Background(), mi, reserved, store)
-	if err != nil {
-		return nil, nil, err
-	}
-	st := memstate.NewMemoryState(klog.Background())
-	return policy, st, policy.Start(context.Background(), st)
-}
-
 func addMemoryHints(tm topologymanager.Manager, policy memorymanager.Policy, st memstate.State) {
 	tm.AddHintProvider(memoryProvider{policy, st})
-}
-
-func allocatableMemory(policy memorymanager.Policy, st memstate.State) []memstate.Block {
-	return policy.GetAllocatableMemory(context.Background(), st)
 }
 
 func admit(tm topologymanager.Manager, p *v1.Pod) lifecycle.PodAdmitResult {
