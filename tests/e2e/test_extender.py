@@ -36,6 +36,7 @@ from tests.binaries import binary, kube_version
 from tests.e2e.conftest import CHART, TOKEN, Cluster, stop_process, wait_until_ready
 from tests.fidelity import topology_grammar as grammar
 from tests.serving import free_port
+from webhook.core.kubeversion import parse_minor
 from webhook.core.numa import fit_node
 from webhook.extender.fingerprint import ATTRIBUTE, fingerprint
 from webhook.extender.placement import minus, pod_demands, read_nrt, usage
@@ -137,7 +138,7 @@ def start_extender(cluster: Cluster, folder: Path, port: int | None = None, time
     wait_until_ready("qos-guard extender", lambda: requests.get(url + "/healthz", verify=str(pki.ca),
                                                                 timeout=2).ok, proc, log)
     # It judges with the API server's own minor, and says so before it serves.
-    minor = ".".join(kube_version().lstrip("v").split(".")[:2])
+    minor = parse_minor(kube_version())
     assert f"judging with Kubernetes {minor} semantics (the API server's /version: {kube_version()}" \
         in log.read_text(), log.read_text()[-2000:]
     return Extender(proc, url, Path(pki.ca), log, pki)
