@@ -10,13 +10,15 @@ import pytest
 from bench import admission_latency
 from tests.binaries import kube_version
 from webhook.core.kubeversion import parse_minor
+from webhook.policies.generate import VALIDATING_SINCE
 
 
 def test_admission_latency_smoke(tmp_path: Path) -> None:
     release = kube_version()
-    if parse_minor(release).minor < 35:  # the bench installs the generated policies
+    if parse_minor(release) < parse_minor(VALIDATING_SINCE):  # the bench installs the generated policies
         pytest.skip(f"kube-apiserver {release}: the generated ValidatingAdmissionPolicies use the CEL lists library "
-                    "(flatten()), accepted in new expressions from 1.35 (qos-guard policy refuses older minors)")
+                    f"(flatten()), accepted in new expressions from {VALIDATING_SINCE} (qos-guard policy refuses "
+                    "older minors)")
     result = {"date": "today", "cpus": 2, "rounds": 3, "results": admission_latency.measure(3)}
     admission_latency.write(result, tmp_path)
     saved = json.loads((tmp_path / "admission-latency.json").read_text())
