@@ -1,14 +1,15 @@
-"""Run the real ``qos-guard`` command in a subprocess."""
+"""Run the ``qos-guard`` command: in process (``tests/inprocess.py``), as a subprocess would see it."""
 
 from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
+from tests import inprocess
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 MANIFESTS = FIXTURES / "manifests"
@@ -25,6 +26,5 @@ Run = Callable[..., subprocess.CompletedProcess[str]]
 @pytest.fixture
 def qos_guard() -> Run:
     def run(*args: str, stdin: str | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "webhook.cli", *args], input=stdin, capture_output=True,
-                              text=True, cwd=cwd, timeout=300, check=False)
+        return inprocess.run(args, stdin=stdin, cwd=cwd)
     return run

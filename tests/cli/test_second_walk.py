@@ -7,13 +7,13 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 from cryptography import x509
 
+from tests import inprocess
 from tests.cli.conftest import Run
 
 # --- certs: bad folders, bad names, an existing CA ---------------------------------------------------------
@@ -222,8 +222,7 @@ def test_sarif_upload_runs_when_the_check_step_fails() -> None:
 
 
 def _run(*args: str, env: dict[str, str], stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "webhook.cli", *args], input=stdin, capture_output=True,
-                          text=True, env=env, timeout=120, check=False)
+    return inprocess.run(args, stdin=stdin, env=env)
 
 
 def _no_cluster_env(home: Path) -> dict[str, str]:

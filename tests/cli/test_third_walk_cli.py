@@ -7,10 +7,11 @@ import json
 import os
 import socket
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests import inprocess
 
 KUBECONFIG = """apiVersion: v1
 kind: Config
@@ -51,8 +52,9 @@ def _env(home: Path) -> dict[str, str]:
 
 
 def _run(*args: str, home: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "webhook.cli", *args], capture_output=True, text=True,
-                          env=_env(home), timeout=timeout, check=False)
+    if args[0] in inprocess.SERVERS:
+        return inprocess.subprocess_run(args, env=_env(home), timeout=timeout)
+    return inprocess.run(args, env=_env(home))
 
 
 def _refused(out: subprocess.CompletedProcess[str], *words: str) -> None:

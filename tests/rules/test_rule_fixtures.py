@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests import inprocess
 from tests.helpers import admission_review
 from webhook.core.config import Config
 from webhook.core.engine import Mode, evaluate
@@ -67,8 +67,7 @@ def _validate(obj: dict[str, Any], config: Config) -> dict[str, Any]:
 
 
 def _check(path: Path, flags: list[str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "webhook.cli", "check", str(path), *flags],
-                          capture_output=True, text=True, timeout=120, check=False)
+    return inprocess.run(["check", str(path), *flags])
 
 
 def _named(message: str) -> list[str]:

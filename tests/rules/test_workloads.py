@@ -10,13 +10,13 @@ import difflib
 import json
 import re
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from tests import inprocess
 from tests.helpers import admission_review
 from webhook.core.config import Config, parse_config
 from webhook.core.engine import Mode, evaluate
@@ -70,8 +70,7 @@ def _validate(obj: dict[str, Any], config: Config) -> dict[str, Any]:
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "webhook.cli", *args], capture_output=True, text=True,
-                          timeout=120, check=False)
+    return inprocess.run(args)
 
 
 @pytest.mark.parametrize("path", _fixtures("fail"))
