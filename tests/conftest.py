@@ -9,6 +9,7 @@ plugins, the GitHub action). ``make test-fast`` runs what is left, in under a mi
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,13 @@ from hypothesis import HealthCheck, settings
 
 from tests.binaries import kube_version
 from webhook import interpreter
+
+# PYTHONDONTWRITEBYTECODE (set in the Dockerfile and in many shells) also stops pytest from keeping the test
+# modules it rewrote for its assertions: every run, every xdist worker parsed, rewrote and compiled all of them
+# again (about 6 of each worker's 9 CPU-seconds of collection). pytest's cache of rewritten modules is keyed by
+# its own version and each source's size and mtime, so it is never stale. Commands run as subprocesses still
+# see the variable.
+sys.dont_write_bytecode = False
 
 # The test process reads documents in process as a qos-guard command does: the same start-up settings (the
 # recursion limit deep documents need; webhook/interpreter.py). Not the batch collector thresholds: pytest runs
