@@ -15,6 +15,9 @@ from tests import inprocess
 from webhook.core.config import Config
 from webhook.policies.generate import PolicyError, render
 
+# libyaml's parser with PyYAML's safe constructors: the same YAML as yaml.safe_load, 15 times faster on the
+# 100 KB a render prints (0.007 s against 0.11 s), which the property below reads 60 times.
+LIBYAML = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 
 
@@ -38,7 +41,7 @@ def test_any_namespace_is_refused_or_printed_as_valid_yaml_naming_it(namespace: 
         assert "DNS-1123 label" in str(exc)
         return
     assert valid, namespace
-    docs = list(yaml.safe_load_all(text))
+    docs = list(yaml.load_all(text, Loader=LIBYAML))
     assert _namespaces(docs) == {namespace}
 
 
