@@ -87,7 +87,7 @@ test-minors: install
 
 # The inner loop while editing: unit, rule-fixture and CLI tests, no tool build (under a minute).
 test-fast: install
-	$(BIN)/pytest -n auto -m "not slow and not e2e and not node"
+	$(BIN)/pytest -n auto --dist worksteal -m "not slow and not e2e and not node"
 
 # The peers run beside qos-guard: checkov in its own virtualenv (its dependencies are many and pinned),
 # kube-score and Kyverno built from the Go module proxy. Results go to docs/performance/. BENCH_BASELINE=REV also
