@@ -80,8 +80,10 @@ class FailingAPI:
     """An API server answering ``answer(now)`` to every request (a Reply, or an exception to raise), recording when
     each came; a GET of the Node answers ``uid`` while it is set, else 404."""
 
-    def __init__(self, answer: Callable[[float], Reply | Exception]) -> None:
+    def __init__(self, answer: Callable[[float], Reply | Exception],
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.answer = answer
+        self.clock = clock
         self.uid: str | None = "uid-1"
         self.times: list[float] = []
         self.applied: list[dict[str, Any]] = []
@@ -91,7 +93,7 @@ class FailingAPI:
                 content_type: str | None) -> Reply:
         if method == "GET":
             return Reply(200, {"metadata": {"uid": self.uid}}) if self.uid else Reply(404, {"message": "not found"})
-        now = time.monotonic()
+        now = self.clock()
         with self.lock:
             self.times.append(now)
         got = self.answer(now)
@@ -119,17 +121,47 @@ def run_for(publisher: TopologyPublisher, seconds: float) -> None:
     assert not publisher.alive()
 
 
+class VirtualTime:
+    """The publisher's clock and its stop event at once: ``wait(s)`` moves the clock on by ``s`` instead of
+    sleeping, and the event is set once ``seconds`` have passed. ``TopologyPublisher.run`` then goes through the
+    same looks and waits as in real time, in the test's thread and in no time: what is proven is the waits the
+    loop asks for, as the API server sees them (the requests' times are this clock's). The thread itself is
+    proven in real time by ``test_the_publisher_thread_outlives_any_exception``."""
+
+    def __init__(self, seconds: float) -> None:
+        self.now = 1000.0
+        self.end = self.now + seconds
+        self.waits = 0
+
+    def clock(self) -> float:
+        return self.now
+
+    def is_set(self) -> bool:
+        return self.now >= self.end
+
+    def set(self) -> None:
+        self.end = self.now
+
+    def wait(self, timeout: float | None = None) -> bool:
+        assert timeout is not None and timeout >= 0, timeout
+        self.waits += 1
+        assert self.waits < 100_000, "the publisher's loop does not wait"  # it would spin in real time
+        self.now = min(self.now + timeout, self.end)
+        return self.is_set()
+
+
 def test_the_publisher_backs_off_while_the_api_server_fails(kubelet_socket: Path, tmp_path: Path) -> None:
     """500 for 3 s with a 0.05 s poll (60 looks): the writes stay within the backoff's bound, not one per look;
     one log line for the outage, one when it is over, and the object is applied once the API server answers."""
-    until = time.monotonic() + 3.0
+    virtual = VirtualTime(4.5)
+    until = virtual.now + 3.0
     api = FailingAPI(lambda now: Reply(500, {"message": "etcdserver: request timed out"}) if now < until
-                     else Reply(200, {}))
+                     else Reply(200, {}), virtual.clock)
     logged: list[str] = []
     publisher = TopologyPublisher(api, "n1", kubelet_socket, sysfs(tmp_path / "sys"), logged.append, poll=0.05,
-                                  policy="none", scope="container")
+                                  policy="none", scope="container", clock=virtual.clock)
     publisher.api_backoff = Backoff(base=0.1, cap=0.8)
-    run_for(publisher, 4.5)
+    publisher.run(virtual)  # type: ignore[arg-type]
     failing = [t for t in api.times if t < until]
     assert 3 <= len(failing) <= publisher.api_backoff.bound(3.0) + 1, len(failing)  # +1: the first, at start
     assert api.applied, logged
@@ -150,12 +182,13 @@ def test_the_publisher_honours_retry_after(kubelet_socket: Path, tmp_path: Path)
             return Reply(429, {"message": "Too many requests, please try again later."}, retry_after=1.0)
         return Reply(201, {})
 
-    api = FailingAPI(answer)
+    virtual = VirtualTime(4.0)
+    api = FailingAPI(answer, virtual.clock)
     logged: list[str] = []
     publisher = TopologyPublisher(api, "n1", kubelet_socket, sysfs(tmp_path / "sys"), logged.append, poll=0.05,
-                                  policy="none", scope="container")
+                                  policy="none", scope="container", clock=virtual.clock)
     publisher.api_backoff = Backoff(base=0.1, cap=0.8)
-    run_for(publisher, 4.0)
+    publisher.run(virtual)  # type: ignore[arg-type]
     gaps = [b - a for a, b in zip(api.times, api.times[1:], strict=False)][:3]
     assert len(gaps) == 3 and min(gaps) >= 0.99, gaps
     assert len(api.applied) == 1 and sum("HTTP 429" in line for line in logged) == 1, logged
@@ -187,12 +220,13 @@ def test_unreachable_and_refusals_are_one_line_each(kubelet_socket: Path, tmp_pa
     def answer(now: float) -> Reply | Exception:
         return answers.pop(0) if len(answers) > 1 else answers[0]
 
-    api = FailingAPI(answer)
+    virtual = VirtualTime(2.0)
+    api = FailingAPI(answer, virtual.clock)
     logged: list[str] = []
     publisher = TopologyPublisher(api, "n1", kubelet_socket, sysfs(tmp_path / "sys"), logged.append, poll=0.05,
-                                  policy="none", scope="container")
+                                  policy="none", scope="container", clock=virtual.clock)
     publisher.api_backoff = Backoff(base=0.02, cap=0.1)
-    run_for(publisher, 2.0)
+    publisher.run(virtual)  # type: ignore[arg-type]
     assert api.applied
     failures = [line for line in logged if "retried with backoff" in line]
     assert len(failures) == 2, logged
