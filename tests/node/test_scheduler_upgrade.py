@@ -38,6 +38,7 @@ from tests import waiting
 from tests.binaries import binary, kube_version
 from tests.e2e.conftest import CHART, KUBERNETES_SERVICE_IP, RELEASE_NAMESPACE, Cluster
 from tests.e2e.test_extender import Api
+from tests.e2e.test_scheduler_rollout import klog_time
 from tests.node.conftest import Release, report
 from tests.node.node import BRIDGE, NODE_NAME, Node
 
@@ -242,7 +243,8 @@ def test_an_upgrade_during_a_burst_never_runs_two_active_schedulers(node: Node, 
     by: dict[str, dict[str, float]] = {old: {}, new: {}}
     instances = {f"{SCHEDULER}-{old}": old, f"{SCHEDULER}-{new}": new}
     for name in names:
-        assert len(events.get(name, [])) == 1, (name, events.get(name))  # bound once, by one scheduler
+        # Bound once, by one scheduler (kube-scheduler records the Event after the bind returns).
+        assert len(events.get(name, [])) == 1, f"{name}: Scheduled Events {events.get(name)}"
         (event,) = events[name]
         assert event["reportingController"] == SCHEDULER, event
         assert event["reportingInstance"] in instances, (event["reportingInstance"], instances)
@@ -253,10 +255,18 @@ def test_an_upgrade_during_a_burst_never_runs_two_active_schedulers(node: Node, 
     assert any(t > upgrade_at for t in by[old].values()), "the burst did not span the rollout's start"
     left = scheduler_pods(c)
     assert [p["metadata"]["name"] for p in left] == [new], [p["metadata"]["name"] for p in left]
+    # Its log: a standby first (it asked for the Lease and waited), then leading once.
+    log = c.kubectl("logs", "-n", RELEASE_NAMESPACE, new, "-c", "kube-scheduler", check=True).stdout.splitlines()
+    asked = [klog_time(line) for line in log if '"Attempting to acquire leader lease' in line]
+    got = [klog_time(line) for line in log if '"Successfully acquired lease"' in line]
+    assert len(asked) == 1 and len(got) == 1 and asked[0] is not None and got[0] is not None, (asked, got)
+    standby = got[0] - asked[0]
+    assert standby > 0.5, f"the new scheduler led {standby:.2f} s after asking: it never waited as a standby"
 
     last_old = max(by[old].values())
     report(f"scheduler upgrade: {len(names)} Pods in a burst (one per {EVERY} s), helm upgrade "
            f"{rolled - upgrade_at:.1f} s; Lease {old.rsplit('-', 1)[-1]} -> {new.rsplit('-', 1)[-1]} "
            f"(leaseTransitions +1); old bound {len(by[old])}, its last {took_over - last_old:.2f} s before the new "
-           f"took the Lease; new bound {len(by[new])}, its first {min(by[new].values()) - took_over:+.2f} s after; "
+           f"took the Lease; new (a standby {standby:.1f} s) bound {len(by[new])}, its first "
+           f"{min(by[new].values()) - took_over:+.2f} s after; "
            f"bound by both: 0; test {took:.0f} s")
