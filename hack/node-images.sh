@@ -2,6 +2,9 @@
 # The node tests' container images, built here without a registry or a daemon (buildah, chroot isolation):
 #   localhost/qos-guard/pause:1       sandbox image: busybox-static sleeping as PID 1 (containerd stops it with SIGKILL)
 #   localhost/qos-guard/busybox:1     workload image: busybox-static, exits on SIGTERM
+#   localhost/qos-guard/kube-scheduler:VERSION  the cached static kube-scheduler (hack/build-tools.sh at
+#                                     KUBE_VERSION) on scratch, at /usr/local/bin as upstream's image has it
+#                                     (the chart's scheduler runs `kube-scheduler` from PATH)
 #   localhost/qos-guard/qos-guard:TAG the repository's Dockerfile (built by hack/image.sh, as `make image`
 #                                     does), on a local base (BASE_IMAGE) that mmdebstrap
 #                                     makes from Debian packages of this machine's release (python3 >= 3.11)
@@ -52,6 +55,29 @@ busybox_image localhost/qos-guard/busybox:1 "$CACHE/busybox-$BB_VERSION.tar" \
   '["/bin/sh", "-c", "trap \"exit 0\" TERM; while :; do sleep 1; done"]'
 printf 'localhost/qos-guard/pause:1\t%s\n' "$CACHE/pause-$BB_VERSION.tar"
 printf 'localhost/qos-guard/busybox:1\t%s\n' "$CACHE/busybox-$BB_VERSION.tar"
+
+# The chart's second scheduler (scheduler.image.registry=localhost/qos-guard, its tag the control plane's
+# version): the binary the tiers run, keyed by its content.
+SCHEDULER_BIN=$(bash "$ROOT/hack/build-tools.sh" kube-scheduler | tail -n 1)
+SCHEDULER_VERSION=$("$SCHEDULER_BIN" --version | awk '{print $2}')
+[[ $SCHEDULER_VERSION == v1.* ]] || { log "$SCHEDULER_BIN --version: no v1.x version"; exit 1; }
+key=$(sha256sum "$SCHEDULER_BIN" | cut -c1-16)
+out=$CACHE/kube-scheduler-$SCHEDULER_VERSION-$key.tar
+name=localhost/qos-guard/kube-scheduler:$SCHEDULER_VERSION
+if [[ ! -s $out ]]; then
+  log "building $name"
+  rootfs=$(mktemp -d)
+  mkdir -p "$rootfs/usr/local/bin" "$rootfs/tmp"
+  chmod 755 "$rootfs" && chmod 1777 "$rootfs/tmp"
+  cp "$SCHEDULER_BIN" "$rootfs/usr/local/bin/kube-scheduler"
+  c=$("${B[@]}" from --quiet scratch)
+  "${B[@]}" copy --quiet "$c" "$rootfs" / >/dev/null
+  "${B[@]}" config --env "$PATH_ENV" --user 65532:65532 --entrypoint '["/usr/local/bin/kube-scheduler"]' --cmd '[]' "$c"
+  "${B[@]}" commit --quiet --rm "$c" "$name" >/dev/null
+  rm -rf "$rootfs"
+  export_image "$name" "$out"
+fi
+printf '%s\t%s\n' "$name" "$out"
 
 # The base: a minimal Debian root of this machine's release with python3 and pip; Debian marks its python
 # "externally managed" (PEP 668), which an image's only python need not be, as in the python:*-slim images.

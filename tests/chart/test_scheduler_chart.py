@@ -102,6 +102,23 @@ def test_both_containers_have_probes_that_need_no_client_certificate(on: list[di
     assert extender["ports"] == [{"name": "extender", "containerPort": 8444}]
 
 
+def test_both_containers_get_an_expiring_api_token_also_where_automounting_is_off(
+        on: list[dict[str, Any]]) -> None:
+    """kube-scheduler and the extender read the API in cluster: their token is mounted by the chart, not left to
+    the ServiceAccount admission plugin (off in some clusters; the node tier's API server runs without it)."""
+    spec = one(on, "Deployment")["spec"]["template"]["spec"]
+    assert spec["automountServiceAccountToken"] is False
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    sources = volumes["api-token"]["projected"]["sources"]
+    assert sources[0]["serviceAccountToken"] == {"path": "token", "expirationSeconds": 3607}
+    assert sources[1]["configMap"] == {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}
+    assert sources[2]["downwardAPI"]["items"][0]["path"] == "namespace"
+    for container in spec["containers"]:
+        mounts = {m["name"]: m for m in container["volumeMounts"]}
+        token = {"name": "api-token", "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount", "readOnly": True}
+        assert mounts["api-token"] == token, container["name"]
+
+
 def test_the_certificates_are_generated_once_or_taken(on: list[dict[str, Any]], render: Render) -> None:
     """The extender's serving pair is valid for 127.0.0.1 (where the scheduler calls it) and the scheduler's
     client pair is signed by the same CA, which the extender trusts for clients."""

@@ -35,6 +35,8 @@ CHART = ROOT / "charts" / "qos-guard"
 RELEASE_NAMESPACE = "qos-guard"
 WEBHOOK_CONFIG = "qos-guard"  # the chart's full name for release "qos-guard"
 TOKEN = "qos-guard-e2e-admin-token"
+SERVICE_CIDR = "10.0.0.0/24"
+KUBERNETES_SERVICE_IP = "10.0.0.1"  # the `kubernetes` Service's ClusterIP: the first address of SERVICE_CIDR
 
 
 def wait_until_ready(what: str, ready: Any, proc: subprocess.Popen[bytes], log: Path, timeout: float = 60) -> None:
@@ -180,7 +182,9 @@ def control_plane(folder: Path, extra_args: Sequence[str] = ()) -> Iterator[Clus
     with nothing else registered, e.g. the admission-policy tests)."""
     etcd_bin, apiserver_bin = binary("etcd"), binary("kube-apiserver")
     binary("kubectl")
-    pki = write_bundle(folder / "pki", ["localhost", "127.0.0.1"], 2, keep_ca_key=False)
+    # 10.0.0.1: the `kubernetes` Service's ClusterIP (the first of --service-cluster-ip-range), in the serving
+    # certificate as kube-apiserver's own always has it: tests/node routes its Pods' in-cluster clients there.
+    pki = write_bundle(folder / "pki", ["localhost", "127.0.0.1", KUBERNETES_SERVICE_IP], 2, keep_ca_key=False)
     sa_key = folder / "pki" / "sa.key"
     sa_key.write_bytes(rsa.generate_private_key(public_exponent=65537, key_size=2048).private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL, serialization.NoEncryption()))
@@ -208,7 +212,7 @@ def control_plane(folder: Path, extra_args: Sequence[str] = ()) -> Iterator[Clus
              f"--token-auth-file={folder / 'tokens.csv'}", "--authorization-mode=RBAC",
              f"--service-account-key-file={sa_key}", f"--service-account-signing-key-file={sa_key}",
              "--service-account-issuer=https://kubernetes.default.svc",
-             "--service-cluster-ip-range=10.0.0.0/24", f"--cert-dir={folder / 'cert-dir'}",
+             f"--service-cluster-ip-range={SERVICE_CIDR}", f"--cert-dir={folder / 'cert-dir'}",
              # No controller-manager makes `default` ServiceAccounts; every webhook plugin stays on.
              "--disable-admission-plugins=ServiceAccount",
              # The `kubernetes` Service gets no endpoints: nothing here reaches the API server through it (the

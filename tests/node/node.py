@@ -26,7 +26,7 @@ from typing import Any
 import yaml
 
 from tests import waiting
-from tests.binaries import ROOT, binary
+from tests.binaries import ROOT, binary, kube_version
 from tests.e2e.conftest import Cluster, control_plane, stop_process, wait_until_ready
 from tests.serving import free_port
 from webhook import __version__
@@ -247,7 +247,9 @@ def _cni_config(folder: Path) -> dict[str, Any]:
 
 def build_images() -> dict[str, tuple[str, Path]]:
     """role -> (image name, docker-archive path), built (or reused from the cache) by hack/node-images.sh."""
-    proc = _run("bash", str(ROOT / "hack" / "node-images.sh"), WEBHOOK_TAG, timeout=1800)
+    # KUBE_VERSION: the kube-scheduler image is the binary of the release the tiers run.
+    proc = _run("bash", str(ROOT / "hack" / "node-images.sh"), WEBHOOK_TAG, timeout=1800,
+                env={**os.environ, "KUBE_VERSION": kube_version()})
     images: dict[str, tuple[str, Path]] = {}
     for line in proc.stdout.splitlines():
         name, path = line.split("\t")
