@@ -233,8 +233,9 @@ def fit_node(pod: PodSpec | Demands, topo: NodeTopology) -> NodeFit:
             continue
         chosen = next((n for n in order if node.accepts(d, n)), None)
         if chosen is None:
-            empty = _Node.start(topo, wants.zero_devices_aligned)
-            alone = not any(empty.accepts(d, n) for n in order)
+            # Alone on the empty node: with nothing placed yet the node is the empty one, and no NUMA node took it.
+            empty = _Node.start(topo, wants.zero_devices_aligned) if placed else None
+            alone = empty is None or not any(empty.accepts(d, n) for n in order)
             return NodeFit(topo.name, topo.policy, topo.scope, placed, d, alone)
         node.place(d, chosen)
         placed[d.container or ""] = chosen
