@@ -484,26 +484,52 @@ def test_a_rollout_through_restarts_of_the_api_server_and_the_extender(cluster: 
     Pod takes 4 CPUs (half of them a GPU too), so a NUMA node holds one, and a node two, while kube-scheduler's
     own NodeResourcesFit sees room for a third (4 of its 12 CPUs free). The NRTs never change (no exporter):
     what the extender holds (the bindings it made, the bound Pods it lists again) is all that stops a third.
-    The API server is restarted once a third are bound, the extender (same port, same certificate) once two
-    thirds are: still no Pod bound where no NUMA node can hold it, no NUMA node given twice, every Pod bound."""
+    Beside them 40 traps: six NUMA nodes of 3 CPUs each, larger than the others as kube-scheduler counts (18 CPUs,
+    6 GPUs), where no NUMA node holds a Pod of 4 CPUs; a control run of the same profile without the extender
+    first shows that kube-scheduler puts Pods there, so the count of Pods bound where they cannot fit is a check
+    that can fail. The API server is restarted once a third are bound, the extender (same port, same
+    certificate) once two thirds are: still no Pod bound where no NUMA node can hold it, no NUMA node given
+    twice, every Pod bound."""
     assert cluster.restart_apiserver is not None
     zones = [{"cpu": 6, "memory": 16 * GIB, GPU: 1}, {"cpu": 6, "memory": 16 * GIB, GPU: 1}]
+    trap_zones = [{"cpu": 3, "memory": 8 * GIB, GPU: 1} for _ in range(6)]
     names = [f"rs-{i:03d}" for i in range(260)]
+    traps = [f"rs-trap-{i:02d}" for i in range(40)]
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(8) as pool:
-        list(pool.map(lambda n: add_node(api, n, zones, "restart"), names))
-    state = read_nrt(nrt(names[0], zones))
-    assert state is not None
-    topologies = {n: state for n in names}
+        list(pool.map(lambda n: add_node(api, n, trap_zones if n in traps else zones, "restart"), names + traps))
+    state, trap = read_nrt(nrt(names[0], zones)), read_nrt(nrt(traps[0], trap_zones))
+    assert state is not None and trap is not None
+    topologies = {n: state for n in names} | {n: trap for n in traps}
     shapes = [gpu_pod(f"r-{i:03d}", 4, pool="restart") if i % 2 else cpu_pod(f"r-{i:03d}", 4, "restart")
               for i in range(500)]
-    first = start_extender(cluster, tmp_path / "extender")
-    second: Extender | None = None
-    marks: dict[str, float] = {}
+    for shape in shapes[:2]:  # a trap holds no Pod of the rollout, even alone
+        wants = pod_demands(shape)
+        assert wants is not None and not fit_node(wants, trap.free).fits and fit_node(wants, state.free).fits
 
     def bound_count() -> int:
         return sum(1 for p in pods(api) if p["spec"].get("nodeName"))
+
+    def never() -> int:
+        """Pods bound to a node where no NUMA node can hold them even alone (where single-numa-node fails them
+        with TopologyAffinityError whatever else is there)."""
+        out = 0
+        for p in pods(api):
+            node, wants = p["spec"].get("nodeName"), pod_demands(p)
+            out += bool(node) and (wants is None or not fit_node(wants, topologies[node].free).fits)
+        return out
+
+    # The control: the same profile, NUMA-blind (no extender), 60 Pods of the rollout's shapes.
+    with scheduler(cluster, tmp_path / "control", SCHEDULER, None):
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(lambda body: api("POST", f"/api/v1/namespaces/{NAMESPACE}/pods", body), shapes[:60]))
+        waiting.eventually("the control's Pods bound", lambda: bound_count() == 60, within=120, every=0.5)
+    blind = never()
+    delete_pods(api)
+    first = start_extender(cluster, tmp_path / "extender")
+    second: Extender | None = None
+    marks: dict[str, float] = {}
 
     try:
         with scheduler(cluster, tmp_path / "scheduler", SCHEDULER, first):
@@ -528,17 +554,20 @@ def test_a_rollout_through_restarts_of_the_api_server_and_the_extender(cluster: 
         per_node: dict[str, int] = {}
         for p in pods(api):
             per_node[p["spec"]["nodeName"]] = per_node.get(p["spec"]["nodeName"], 0) + 1
-        wants = [pod_demands(p) for p in pods(api)]
-        never = sum(1 for w in wants if w is None or not fit_node(w, state.free).fits)
-        print(f"\n{len(shapes)} Pods through the second scheduler over {len(names)} nodes in {took:.1f} s, "
-              f"bound when restarted: {marks}; {bound} bound, {pending} pending, {never} bound where no NUMA node "
-              f"can hold them, {wrong} on a NUMA node already given (a node's most: {max(per_node.values())})")
+        held = never()
+        print(f"\ncontrol (no extender): {blind} of 60 Pods bound where no NUMA node can hold them")
+        print(f"{len(shapes)} Pods through the second scheduler over {len(names)} nodes and {len(traps)} traps in "
+              f"{took:.1f} s, bound when restarted: {marks}; {bound} bound, {pending} pending, {held} bound where "
+              f"no NUMA node can hold them, {wrong} on a NUMA node already given (a node's most: "
+              f"{max(per_node.values())})")
+        assert blind > 0, "NUMA-blind, kube-scheduler should put some Pods on the traps (the check can fail)"
         # Both restarts fell inside the rollout, not after it.
         assert marks["API server back at"] < len(shapes) and marks["extender back at"] < len(shapes), marks
-        assert never == 0
+        assert held == 0
         assert wrong == 0
         assert bound == len(shapes) and pending == 0
         assert max(per_node.values()) <= 2
+        assert not set(per_node) & set(traps)
     finally:
         first.stop()
         if second is not None:

@@ -5,6 +5,7 @@ per-node caches are read while stale, too)."""
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -154,3 +155,33 @@ def test_incremental_view_equals_the_view_from_scratch(history: list[tuple[Any, 
                 state = scratch.nrts[node][0]
                 fresh = Judge.of(pod).node(node, state, scratch.held(node, now))
                 assert (verdict.kept, verdict.score) == (fresh.kept, fresh.score), (node, op)
+
+
+def test_a_new_pod_shape_costs_python_per_free_shape_not_per_node() -> None:
+    """3,000 nodes of three free shapes, every one read before: a Pod shape not judged yet is judged three times,
+    and the call runs no Python per node (counted as the calls a profile hook sees made from Python code; ``map``
+    calling ``dict.get`` from C is not one). The verdicts are those of each node judged on its own."""
+    states = {}
+    for i in range(3000):
+        state = read_nrt(nrt(f"n{i}", 2, i % 3, "single-numa-node", None, None))
+        assert state is not None
+        states[f"n{i}"] = state
+    view, names, now = View(states, {}), list(states), 1000.0
+    view.verdicts(Judge(WANTS[1]), names, now)
+    judge, calls = Judge(WANTS[2]), 0
+
+    def hook(frame: Any, event: str, arg: Any) -> None:
+        nonlocal calls
+        calls += event in ("call", "c_call")
+
+    sys.setprofile(hook)
+    try:
+        got = view.verdicts(judge, names, now)
+    finally:
+        sys.setprofile(None)
+    assert len(judge.verdicts) == 3
+    assert calls < 1000, calls
+    alone = [Judge(WANTS[2]).node(n, states[n]) for n in names]
+    assert [(v.kept, v.reason, v.unresolvable, v.score) for v in got] == \
+        [(v.kept, v.reason, v.unresolvable, v.score) for v in alone]
+    assert {v.kept for v in got} == {True, False}

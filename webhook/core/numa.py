@@ -40,9 +40,10 @@ from webhook.core.scheduling import Placement
 
 # ---- one node: kubelet's admission, simulated ----
 
-# What ``_Node.start`` reads of a topology, by its key (``dev_numa`` is never written after; the rest is copied).
-_STARTS: dict[tuple[object, ...], tuple[dict[int, int], dict[int, dict[str, int]], dict[int, dict[str, int]],
-                                        dict[str, set[int]], bool]] = {}
+# What ``_Node.start`` reads of a topology, by its key: never written after (``place`` copies what it changes).
+_Read = tuple[dict[int, int], dict[int, dict[str, int]], dict[int, dict[str, int]], dict[str, set[int]], bool,
+              dict[int, dict[str, int]]]
+_STARTS: dict[tuple[object, ...], _Read] = {}
 
 @dataclass
 class _Node:
@@ -62,12 +63,16 @@ class _Node:
     memory_hints: bool = True
     # Whether a zero device request needs a NUMA node with the devices (``Demands.zero_devices_aligned``).
     zero_devices_aligned: bool = True
+    # The zones' allocatable memory and hugepages (whole units), never changed: ``allocatable_mem`` by lookup.
+    mem_allocatable: dict[int, dict[str, int]] | None = None
+    owned: bool = False  # the free amounts are this admission's own copies (see ``start``)
 
     @classmethod
     def start(cls, topo: NodeTopology, zero_devices_aligned: bool) -> _Node:
-        """The free amounts of an empty ``topo``: read once per node shape (``topo.key``), copied per admission
-        (the scheduler extender admits each Pod on every shape of a fleet); ``zero_devices_aligned``: the
-        admitted Pod's minor's rule for a request of 0 devices (``Demands.zero_devices_aligned``)."""
+        """The free amounts of an empty ``topo``: read once per node shape (``topo.key``), shared until the first
+        ``place`` copies them (the scheduler extender admits each Pod on every shape of a fleet, most of them
+        refused or placed once); ``zero_devices_aligned``: the admitted Pod's minor's rule for a request of 0
+        devices (``Demands.zero_devices_aligned``)."""
         read = _STARTS.get(topo.key) if topo.key else None
         if read is None:
             read = cls._read(topo)
@@ -75,14 +80,20 @@ class _Node:
                 if len(_STARTS) >= 4096:
                     _STARTS.clear()
                 _STARTS[topo.key] = read
-        cpu_free, mem_free, dev_free, dev_numa, hints = read
-        return cls(topo.zones, dict(cpu_free), {k: dict(v) for k, v in mem_free.items()},
-                   {k: dict(v) for k, v in dev_free.items()}, dev_numa, memory_hints=hints,
-                   zero_devices_aligned=zero_devices_aligned)
+        cpu_free, mem_free, dev_free, dev_numa, hints, mem_allocatable = read
+        return cls(topo.zones, cpu_free, mem_free, dev_free, dev_numa, memory_hints=hints,
+                   zero_devices_aligned=zero_devices_aligned, mem_allocatable=mem_allocatable)
+
+    def _own(self) -> None:
+        """Copy the shared free amounts before the first change."""
+        if not self.owned:
+            self.cpu_free = dict(self.cpu_free)
+            self.mem_free = {k: dict(v) for k, v in self.mem_free.items()}
+            self.dev_free = {k: dict(v) for k, v in self.dev_free.items()}
+            self.owned = True
 
     @staticmethod
-    def _read(topo: NodeTopology) -> tuple[dict[int, int], dict[int, dict[str, int]], dict[int, dict[str, int]],
-                                           dict[str, set[int]], bool]:
+    def _read(topo: NodeTopology) -> _Read:
         cpu_free: dict[int, int] = {}
         mem_free: dict[int, dict[str, int]] = {}
         dev_free: dict[int, dict[str, int]] = {}
@@ -96,9 +107,14 @@ class _Node:
                     dev_numa.setdefault(k, set()).add(z.numa)
         hints = any(k == "memory" or k.startswith(HUGEPAGES) for z in topo.zones
                     for k in (*z.capacity, *z.allocatable))
-        return cpu_free, mem_free, dev_free, dev_numa, hints
+        mem_allocatable: dict[int, dict[str, int]] = {}
+        for z in topo.zones:  # the first zone of a NUMA node's number, as ``allocatable_mem`` reads it
+            mem_allocatable.setdefault(z.numa, {k: v // 1000 for k, v in z.allocatable.items()})
+        return cpu_free, mem_free, dev_free, dev_numa, hints, mem_allocatable
 
     def allocatable_mem(self, numa: int, kind: str) -> int:
+        if self.mem_allocatable is not None:
+            return self.mem_allocatable.get(numa, {}).get(kind, 0)
         for z in self.zones:
             if z.numa == numa:
                 return z.allocatable.get(kind, 0) // 1000
@@ -151,6 +167,7 @@ class _Node:
 
     def place(self, d: Demand, numa: int) -> None:
         """Allocate ``d`` on ``numa`` as the providers' Allocate does, reusable resources first."""
+        self._own()
         regular_init = d.kind == "init"
         if d.cpus:
             where, count = self.reuse_cpu
@@ -233,8 +250,9 @@ def fit_node(pod: PodSpec | Demands, topo: NodeTopology) -> NodeFit:
             continue
         chosen = next((n for n in order if node.accepts(d, n)), None)
         if chosen is None:
-            empty = _Node.start(topo, wants.zero_devices_aligned)
-            alone = not any(empty.accepts(d, n) for n in order)
+            # Alone on the empty node: with nothing placed yet the node is the empty one, and no NUMA node took it.
+            empty = _Node.start(topo, wants.zero_devices_aligned) if placed else None
+            alone = empty is None or not any(empty.accepts(d, n) for n in order)
             return NodeFit(topo.name, topo.policy, topo.scope, placed, d, alone)
         node.place(d, chosen)
         placed[d.container or ""] = chosen

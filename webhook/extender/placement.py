@@ -260,7 +260,7 @@ IN_ORDER = ("qos-guard: {label} needs {need} on one NUMA node once the container
 
 @dataclass(frozen=True, slots=True)
 class Verdict:
-    """One node's answer: kept or not, why not, and its score (``node``: the first node of its shape judged)."""
+    """One node's answer: kept or not, why not, and its score (``node``: a node of its shape, the one judged)."""
 
     node: str
     kept: bool
@@ -282,6 +282,7 @@ class Judge:
     wants: Demands | None
     fitted: dict[tuple[Any, ...], NodeFit] = field(default_factory=dict)
     verdicts: dict[Any, Verdict] = field(default_factory=dict)  # shape (and reservations) -> verdict
+    refusals: dict[tuple[Any, ...], tuple[str, bool]] = field(default_factory=dict)  # see ``_judge``
 
     @classmethod
     def of(cls, pod: Mapping[str, Any], kube: Semantics = DEFAULT) -> Judge:
@@ -326,14 +327,24 @@ class Judge:
             return Verdict(name, True)  # restricted or best-effort: admitted across NUMA nodes
         need = fit.failed
         assert need is not None
-        ever = self._fit(state.empty)
+        # Why, per empty shape and failed demand: a fleet's nodes of one machine, each with other zones free now,
+        # fail alike (a new Pod shape is judged on hundreds of free shapes of a few dozen machines).
+        why = (state.empty.key, id(need), fit.alone)  # ``need`` is one of ``self.wants``, alive as long
+        found = self.refusals.get(why)
+        if found is None:
+            found = self.refusals[why] = self._refusal(state.empty, need, fit.alone)
+        return Verdict(name, False, found[0], unresolvable=found[1])
+
+    def _refusal(self, empty: NodeTopology, need: Demand, alone: bool) -> tuple[str, bool]:
+        """The reason a node of the ``empty`` shape refuses ``need`` now, and whether it is unresolvable (not
+        even on the empty node)."""
+        ever = self._fit(empty)
         # Only what kubelet aligns here is named: no memory where the node publishes none (Memory Manager None).
-        named = {CPU} | state.empty.published
-        text = ((APART if _apart(need, named, state.empty) else NOT_EVER) if not ever.fits and ever.alone
-                else NOT_NOW if fit.alone else IN_ORDER)
+        named = {CPU} | empty.published
+        text = ((APART if _apart(need, named, empty) else NOT_EVER) if not ever.fits and ever.alone
+                else NOT_NOW if alone else IN_ORDER)
         shown = need.show(only=named)
-        return Verdict(name, False, text.format(label=need.label, need=shown or "its resources"),
-                       unresolvable=not ever.fits)
+        return text.format(label=need.label, need=shown or "its resources"), not ever.fits
 
 
 def _apart(need: Demand, named: set[str], topo: NodeTopology) -> bool:

@@ -97,6 +97,9 @@ class View:
         # (after its version is bumped); time drops it when its first held Pod's time is up (``_expiries``).
         self.fresh: dict[str, int] = {}
         self._expiries: list[tuple[float, str]] = []
+        # A ``Freed`` per verdict key, the last one computed: all of one key judge alike (the same empty and free
+        # zones), so a shape not judged before is judged on it, once per key, whichever node it came from.
+        self.by_key: dict[int, Freed] = {}
         self._latest = -math.inf  # the latest ``now`` a call was judged at (a clock set back voids ``fresh``)
         for name, state in (states or {}).items():
             self.set_nrt(name, state)
@@ -204,6 +207,9 @@ class View:
             # Nodes of one shape whose reservations leave the same zones free judge alike: one verdict for them.
             key = self._id(Shape((state.empty.key, topo.key))) if keys else self._id(state.shape)
             found = Freed(state, topo, keys, key, version, since, until, opinion)
+        if len(self.by_key) >= MAX_IDS:
+            self.by_key.clear()
+        self.by_key[found.key] = found
         if node.version == version:
             node.freed = found
             self.fresh[name] = found.key
@@ -285,7 +291,8 @@ class View:
         """One verdict per name: unknown nodes (no NRT) kept, the others judged once per free shape. Over
         thousands of nodes this is the call's whole cost: the current nodes' verdict keys are read with one
         ``map`` over ``fresh`` and their verdicts with one over the Judge's cache, so a call of a shape judged
-        before runs no Python per node; only nodes changed since (or not judged yet) are read one by one."""
+        before runs no Python per node; only nodes changed since (or not judged yet) are read one by one. A
+        shape not judged before is judged once per distinct key (on its ``by_key`` entry), not once per node."""
         if judge.wants is None:
             return [NO_OPINION] * len(names)
         self._expire(now)
@@ -294,24 +301,37 @@ class View:
         out: list[Verdict | None] = list(map(cache.get, keys))
         if not any(map(operator.is_, out, itertools.repeat(None))):  # by identity: no Verdict.__eq__ per node
             return cast(list[Verdict], out)
-        nodes, recompute, judged = self.nodes, self.freed, judge.judged
-        for i in [i for i, v in enumerate(out) if v is None]:
-            key = keys[i]
-            node = nodes.get(names[i])
-            # Current (in ``fresh``): its cached ``Freed`` read in place; else recomputed, or unknown.
-            found = None if node is None else node.freed if key is not None else recompute(names[i], now)
-            if found is None:
-                out[i] = UNKNOWN
-                continue
-            verdict = cache.get(found.key)
-            if verdict is None:
-                if not found.opinion:
-                    # A verdict of the node's shape alone (its policy): kept under its key like a judged one.
-                    verdict = cache[found.key] = UNKNOWN if found.state.empty.policy != "none" else NO_OPINION
-                else:
-                    verdict = judged(found.state, found.topo, found.key)
-            out[i] = verdict
+        # Nodes not current (changed since, or never read): their ``Freed`` recomputed, one by one.
+        for i in itertools.compress(range(len(keys)), map(operator.is_, keys, itertools.repeat(None))):
+            found = self.freed(names[i], now)
+            if found is not None:
+                keys[i] = found.key
+        # Each key not judged yet: judged once, on its ``Freed`` in ``by_key`` (the distinct keys found in C).
+        by_key = self.by_key
+        for key in [k for k in set(keys) if k not in cache]:
+            found = by_key.get(key) if key is not None else None
+            if found is not None and found.key == key:
+                self._judged(judge, found)
+        out = list(map(cache.get, keys))
+        if not any(map(operator.is_, out, itertools.repeat(None))):
+            return cast(list[Verdict], out)
+        for i in list(itertools.compress(range(len(out)), map(operator.is_, out, itertools.repeat(None)))):
+            # Unknown (no NRT), or changed while judged: one by one.
+            found = self.freed(names[i], now) if keys[i] is not None else None
+            out[i] = UNKNOWN if found is None else self._judged(judge, found)
         return cast(list[Verdict], out)
+
+    @staticmethod
+    def _judged(judge: Judge, found: Freed) -> Verdict:
+        """The verdict on a node whose zones free now are ``found``, cached under its key in the Judge."""
+        verdict = judge.verdicts.get(found.key)
+        if verdict is None:
+            if not found.opinion:
+                # A verdict of the node's shape alone (its policy): kept under its key like a judged one.
+                verdict = judge.verdicts[found.key] = UNKNOWN if found.state.empty.policy != "none" else NO_OPINION
+            else:
+                verdict = judge.judged(found.state, found.topo, found.key)
+        return verdict
 
 
 def _order(p: BoundPod) -> tuple[int, float, Key]:

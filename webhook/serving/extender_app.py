@@ -19,7 +19,7 @@ from werkzeug.exceptions import HTTPException
 from webhook.core.kubeversion import DEFAULT, Semantics
 from webhook.core.podspec import ManifestError
 from webhook.extender.placement import Judge, Verdict
-from webhook.extender.protocol import BadArgs, filter_result, parse_args, parse_binding, priority_json
+from webhook.extender.protocol import BadArgs, encode, filter_result, parse_args, parse_binding, priority_json
 from webhook.extender.view import View
 from webhook.serving.body import BadBody, BodyBudget, Busy, TooLarge, read_bounded
 from webhook.serving.extender_cache import ExtenderCache
@@ -59,7 +59,7 @@ _KEPT = operator.attrgetter("kept")
 
 
 def _json(status: int, body: Any) -> Response:
-    return Response(json.dumps(body), status=status, mimetype="application/json")
+    return Response(encode(body), status=status, mimetype="application/json")
 
 
 def create_extender_app(view: Callable[[], View], clock: Callable[[], float] = time.time,
