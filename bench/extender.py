@@ -43,6 +43,8 @@ except ModuleNotFoundError:
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "docs" / "performance" / "extender.json"
 MARKDOWN = OUT.with_suffix(".md")
+# The hand-written analysis after the generated tables, which a run keeps.
+KEPT = "<!-- Above this line: written by `python -m bench.extender`. Below it: by hand, kept by the bench. -->"
 PODS_PER_NODE = 20
 TARGET_P99_MS = 10.0
 
@@ -192,9 +194,15 @@ def main() -> None:
         report["baseline"] = {"revision": args.baseline, "results": run_baseline(args.baseline, sizes,
                                                                                        args.baseline_calls)}
     OUT.write_text(json.dumps(report, indent=2) + "\n")
-    MARKDOWN.write_text(markdown(report))
+    MARKDOWN.write_text(with_kept(markdown(report), MARKDOWN.read_text() if MARKDOWN.exists() else ""))
     print(markdown(report))
     print(f"written to {OUT.relative_to(ROOT)} and {MARKDOWN.relative_to(ROOT)}")
+
+
+def with_kept(generated: str, old: str) -> str:
+    """The new tables, then what the old file had by hand after the ``KEPT`` line (nothing when it has none)."""
+    _, mark, kept = old.partition(KEPT)
+    return f"{generated}\n{mark}{kept}" if mark else generated
 
 
 def markdown(report: dict[str, Any]) -> str:
