@@ -345,3 +345,24 @@ def test_a_worker_that_exits_is_replaced_and_the_server_keeps_serving(tmp_path: 
         assert "failed to boot" not in (tmp_path / "server.log").read_text()
     finally:
         server.stop()
+
+
+def test_no_control_socket_is_opened(tmp_path: Path) -> None:
+    """gunicorn 25.1+ opens a control socket (in $XDG_RUNTIME_DIR or ~/.gunicorn) through which any process of
+    the same user resizes, reloads or stops the server; qos-guard serve opens none (and so logs no ERROR where
+    the root filesystem is read-only, as in the chart)."""
+    home, runtime = tmp_path / "home", tmp_path / "run"
+    home.mkdir()
+    runtime.mkdir()
+    pki = write_bundle(tmp_path / "pki", ["localhost", "127.0.0.1"], 2, keep_ca_key=False)
+    port, mport = free_port(), free_port()
+    server = launch(tmp_path, [sys.executable, "-m", "webhook.cli", "serve", "--bind", f"127.0.0.1:{port}",
+                               "--metrics-bind", f"127.0.0.1:{mport}", "--workers", "1",
+                               "--cert-file", str(pki.cert), "--key-file", str(pki.key)],
+                    port, mport, str(pki.ca), env={"HOME": str(home), "XDG_RUNTIME_DIR": str(runtime)})
+    try:
+        sockets = [p for p in (*home.rglob("*"), *runtime.rglob("*")) if p.is_socket()]
+        assert sockets == [], sockets
+        assert "Control server" not in (tmp_path / "server.log").read_text()
+    finally:
+        server.stop()

@@ -43,6 +43,10 @@ class _Gunicorn(BaseApplication):  # type: ignore[misc]
         super().__init__()
 
     def load_config(self) -> None:
+        # gunicorn 25.1+ opens a control socket (~/.gunicorn/gunicorn.ctl) through which a local process of the
+        # same user resizes, reloads or stops the server: nothing here needs it, and under the chart's read-only
+        # root filesystem it logs an ERROR at every start.
+        self.cfg.set("control_socket_disable", True)
         for key, value in self.options.items():
             self.cfg.set(key, value)
 
