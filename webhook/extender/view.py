@@ -41,6 +41,7 @@ from webhook.extender.placement import (
     Shape,
     Verdict,
     free_now,
+    signed_sets,
 )
 
 Key = tuple[str, str]
@@ -76,7 +77,8 @@ class _Node:
         self.nrt_seen = -1  # the view's order when the NRT last changed
         self.version = 0
         self.freed: Freed | None = None
-        self.counted: tuple[int, int | None] | None = None  # (version, how many Pods the fingerprint counts)
+        # (version, (which of placement.signed_sets, how many of its Pods) the fingerprint counts)
+        self.counted: tuple[int, tuple[int, int] | None] | None = None
 
 
 class View:
@@ -249,37 +251,41 @@ class View:
         state = node.state
         pods = sorted(node.pods.values(), key=_order)
         if state.fingerprint is not None:
-            signed = _signed(state, pods)
-            counted = self._counted(node, signed)
-            if counted == len(signed):
+            found = self._counted(node, signed_sets(state, pods))
+            if found is not None and found[1] == len(found[0]):
                 return []
-            if counted is not None:
-                later = {p.key for p in signed[counted:]}
+            if found is not None:
+                later = {p.key for p in found[0][found[1]:]}
                 pods = [p for p in pods if p.key in later]
             else:
                 self.unmatched += 1
                 pods = [p for p in pods if p.seen > node.nrt_seen]
         return [p for p in pods if p.wants is not None and not p.terminal and now - p.scheduled_at < self.timeout]
 
-    def _counted(self, node: _Node, signed: Sequence[BoundPod]) -> int | None:
-        """How many of the signed Pods (first seen first) the NRT's fingerprint counts; None: no such prefix.
-        Cached per version of the node: the fingerprint does not change with time."""
+    def _counted(self, node: _Node, sets: Sequence[list[BoundPod]]) -> tuple[list[BoundPod], int] | None:
+        """The set of ``placement.signed_sets`` (first seen first) the NRT's fingerprint signs a prefix of, and
+        how many of its Pods that prefix holds; None: no such prefix in any. Cached per version of the node (as
+        which set and how many): the fingerprint does not change with time."""
         if node.counted is not None and node.counted[0] == node.version:
-            return node.counted[1]
+            cached = node.counted[1]
+            return None if cached is None else (sets[cached[0]], cached[1])
         assert node.state is not None and node.state.fingerprint is not None
-        hashes = []
-        for p in signed:
-            h = node.hashes.get(p.key)
-            if h is None:
-                h = node.hashes[p.key] = pod_hash(*p.key)
-            hashes.append(h)
-        found: int | None = None
-        for k in range(len(hashes), -1, -1):
-            if sign(hashes[:k]) == node.state.fingerprint:
-                found = k
+        found: tuple[int, int] | None = None
+        for i, signed in enumerate(sets):
+            hashes = []
+            for p in signed:
+                h = node.hashes.get(p.key)
+                if h is None:
+                    h = node.hashes[p.key] = pod_hash(*p.key)
+                hashes.append(h)
+            for k in range(len(hashes), -1, -1):
+                if sign(hashes[:k]) == node.state.fingerprint:
+                    found = (i, k)
+                    break
+            if found is not None:
                 break
         node.counted = (node.version, found)
-        return found
+        return None if found is None else (sets[found[0]], found[1])
 
     def verdicts(self, judge: Judge, names: Sequence[str], now: float) -> list[Verdict]:
         """One verdict per name: unknown nodes (no NRT) kept, the others judged once per free shape. Over
@@ -316,11 +322,3 @@ class View:
 
 def _order(p: BoundPod) -> tuple[int, float, Key]:
     return (p.seen, p.scheduled_at, p.key)
-
-
-def _signed(state: NodeState, pods: Sequence[BoundPod]) -> list[BoundPod]:
-    """The Pods the exporter signs, by its method: active ones (kubelet's PodResources List holds no terminal
-    Pod), and with ``with-exclusive-resources`` only those that align something."""
-    if state.method == "with-exclusive-resources":
-        return [p for p in pods if not p.terminal and p.wants is not None]
-    return [p for p in pods if not p.terminal]
