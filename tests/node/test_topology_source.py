@@ -44,7 +44,7 @@ from tests.e2e.conftest import (
 from tests.e2e.test_extender import scheduler, start_extender
 from tests.e2e.test_numa import NUMA_AUTO, NUMA_LABEL
 from tests.e2e.test_numa import RELEASE as NUMA_RELEASE
-from tests.node.conftest import pod, report
+from tests.node.conftest import parse_cpus, pod, report
 from tests.node.node import NODE_NAME, Node, fake_numa_wrapper
 from tests.node.numa import GPU, device_plugin, fake_sysfs
 from tests.node.test_placement import gpu_pod
@@ -376,7 +376,14 @@ def test_3_the_deployment_loop_and_how_qos_guard_ends_it(setup: Setup, tmp_path:
         assert available(obj, "node-1", GPU) == "0" and available(obj, "node-1", "cpu") == "0"
         report(f"loop d: {GPU} moved to NUMA 1: {requeued}, {warn}/{pending} scheduled through the extender; "
                f"agent: {aligned[0]}")
+        uid = running[0]["metadata"]["uid"]
         clean(c, warn)
+        # kubelet releases the Pod's CPU 1 in two checkpoint writes (staticPolicy.RemoveContainer: the assignment
+        # deleted, then the shared pool widened); a restart between them (test 4's) leaves a checkpoint kubelet
+        # refuses to start with ("current set of available CPUs ... doesn't match"): wait for both.
+        wait_for("kubelet's CPU Manager checkpoint with the Pod's CPU back in the shared pool", lambda: (lambda st: (
+            uid not in st.get("entries", {}) and 1 in parse_cpus(st["defaultCpuSet"])))(s.node.cpu_manager_state()),
+            60)
 
 
 def test_4_kubelet_restarted_with_another_policy(setup: Setup) -> None:
