@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from webhook.extender.fingerprint import fingerprint
 from webhook.extender.placement import BoundPod, Judge, NodeState, free_now, pod_demands, read_nrt
-from webhook.extender.view import View
+from webhook.extender.view import LISTED_LAG, View
 
 GPU = "example.com/gpu"
 TIMEOUT = 60.0
@@ -72,8 +72,9 @@ class Scratch:
             # bound there (v1.33: terminal ones too); the active ones are tried first.
             listed = [p for p in pods if state.method != "with-exclusive-resources" or p.wants is not None]
             counted = None
-            for signed in ([p for p in listed if not p.terminal], listed):
-                counted = next((k for k in range(len(signed), -1, -1)
+            for shortest, signed in ((0, [p for p in listed if not p.terminal]),
+                                     (max(0, len(listed) - LISTED_LAG), listed)):
+                counted = next((k for k in range(len(signed), shortest - 1, -1)
                                 if fingerprint(p.key for p in signed[:k]) == state.fingerprint), None)
                 if counted is not None:
                     break
@@ -181,3 +182,19 @@ def test_an_nrt_signed_over_kubelet_1_33s_list_holds_nothing() -> None:
     view.set_nrt("a", read_nrt(nrt("a", 2, 0, "single-numa-node",
                                    fingerprint([failed.key, running.key, late.key]), None)))
     assert view.held("a", 1000.0) == [] and view.unmatched == 0
+
+
+def test_of_a_list_with_terminal_pods_only_the_latest_may_be_uncounted() -> None:
+    """Terminal Pods are not bounded by maxPods (a node keeps every finished Job's), so of the set with them only
+    the prefixes leaving out the ``LISTED_LAG`` last Pods are tried; an older NRT matches none (the fallback)."""
+    pods = [BoundPod("ns", f"p{i}", "a", 999.0, i < 45, WANTS[1], seen=i) for i in range(50)]
+
+    def held_with(k: int) -> tuple[list[tuple[str, str]], int]:
+        view = View(timeout=TIMEOUT)
+        for p in pods:
+            view.put_pod(p)
+        view.set_nrt("a", read_nrt(nrt("a", 2, 0, "single-numa-node", fingerprint(p.key for p in pods[:k]), None)))
+        return [p.key for p in view.held("a", 1000.0)], view.unmatched
+
+    assert held_with(50 - LISTED_LAG) == ([p.key for p in pods[45:]], 0)  # counted: the 5 active ones held
+    assert held_with(50 - LISTED_LAG - 1) == ([], 1)  # none matched: only Pods seen since the NRT changed

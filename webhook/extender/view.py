@@ -5,8 +5,9 @@ so its cost is the candidates', not the cluster's.
 
 What a node holds as reservations (``placement.held``'s rule, with the fingerprint read more closely):
 
-- its NRT's fingerprint (NFD's ``nodeTopologyPodsFingerprint``) is that of the Pods bound there: the NRT counts
-  them all, nothing is held;
+- its NRT's fingerprint (NFD's ``nodeTopologyPodsFingerprint``) is that of the Pods bound there (one of
+  ``placement.signed_sets``: the active ones, or with the terminal ones as kubelet 1.33's List has them): the NRT
+  counts them all, nothing is held;
 - it is that of the Pods bound first (in the order they were seen bound, the order kubelet admits them in): the
   NRT counts those, and only the ones after them are held: a stale NRT must not have the Pods it already counts
   subtracted again;
@@ -46,6 +47,7 @@ from webhook.extender.placement import (
 
 Key = tuple[str, str]
 MAX_IDS = 50_000  # distinct free shapes remembered
+LISTED_LAG = 32  # of a List with terminal Pods, the latest Pods a fingerprint may not count yet (prefixes tried)
 # One table for every View of the process: a Judge's verdicts are keyed by these ids, whichever View it reads.
 _IDS: dict[Shape, int] = {}
 _NEXT_ID = itertools.count()
@@ -278,7 +280,10 @@ class View:
                 if h is None:
                     h = node.hashes[p.key] = pod_hash(*p.key)
                 hashes.append(h)
-            for k in range(len(hashes), -1, -1):
+            # Every prefix of the active Pods (at most kubelet's maxPods); of every bound Pod (the terminal ones
+            # are not bounded so: Jobs leave thousands) only those leaving out the ``LISTED_LAG`` last.
+            shortest = 0 if i == 0 else max(0, len(hashes) - LISTED_LAG)
+            for k in range(len(hashes), shortest - 1, -1):
                 if sign(hashes[:k]) == node.state.fingerprint:
                     found = (i, k)
                     break
