@@ -35,6 +35,7 @@ PINNED = PodAllocation("ns", "pinned", (ContainerAllocation(
     "app", frozenset({2}), (MemoryBlock("memory", GI, frozenset({1})),),
     (DeviceGroup(GPU, ("gpu-1",), frozenset({1})),)),))
 SHARED = PodAllocation("ns", "shared", (ContainerAllocation("app", frozenset()),))
+FAILED = PodAllocation("ns", "failed", (ContainerAllocation("app", frozenset()),))  # kubelet 1.33 lists it: terminal
 
 
 def resources(obj: dict[str, Any]) -> dict[str, dict[str, tuple[str, str, str]]]:
@@ -79,6 +80,13 @@ def test_what_numa_auto_and_the_extender_read_of_it() -> None:
     assert not reflected(state, [*bound, BoundPod("ns", "new", "n1", 0.0)])
     # A terminal Pod still bound there is not in kubelet 1.36's List (active Pods only): not signed, not counted.
     assert reflected(state, [*bound, BoundPod("ns", "failed", "n1", 0.0, terminal=True)])
+    # Kubelet 1.33's List holds it (no KubeletPodResourcesListUseActivePods yet), and so does the fingerprint:
+    # that NRT counts the Pods bound there too, and one more active Pod is still not counted.
+    failed = BoundPod("ns", "failed", "n1", 0.0, terminal=True)
+    listed = read_nrt(build_topology("n1", FACTS, ALLOCATABLE, [PINNED, SHARED, FAILED], "single-numa-node", "pod"))
+    assert listed is not None and reflected(listed, [*bound, failed])
+    assert not reflected(listed, [*bound, failed, BoundPod("ns", "new", "n1", 0.0)])
+    assert not reflected(listed, bound)  # a Pod it signed is gone: it counts something no longer bound
 
 
 def test_unknown_policy_is_left_out_never_guessed() -> None:

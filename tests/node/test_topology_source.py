@@ -44,7 +44,7 @@ from tests.e2e.conftest import (
 from tests.e2e.test_extender import scheduler, start_extender
 from tests.e2e.test_numa import NUMA_AUTO, NUMA_LABEL
 from tests.e2e.test_numa import RELEASE as NUMA_RELEASE
-from tests.node.conftest import pod, report
+from tests.node.conftest import parse_cpus, pod, report
 from tests.node.node import NODE_NAME, Node, fake_numa_wrapper
 from tests.node.numa import GPU, device_plugin, fake_sysfs
 from tests.node.test_placement import gpu_pod
@@ -54,7 +54,7 @@ from webhook.cluster.nrt import read_topology
 from webhook.cluster.watch import ApiTransport
 from webhook.core.numa import fit_node
 from webhook.extender.fingerprint import ATTRIBUTE, fingerprint
-from webhook.extender.placement import BoundPod, pod_demands, read_nrt, reflected
+from webhook.extender.placement import BoundPod, pod_demands, read_nrt, reflected, signed_sets
 from webhook.node.allocation import Allocatable
 from webhook.node.kubelet import PodResourcesClient
 from webhook.node.topology_report import NodeFacts, Owner, build_topology
@@ -325,13 +325,16 @@ def test_3_the_deployment_loop_and_how_qos_guard_ends_it(setup: Setup, tmp_path:
         report(f"loop b: numa: auto on the agent's NRT (refusing {time.monotonic() - started:.0f} s after the webhook "
                f"started): no new Pod in 5 s ({len(after)}, all Failed, left by the loop); {refusal[0][:700]}")
         report(f"loop b: $ kubectl apply -n {loop} (a new Deployment): {applied.stderr.strip()[:700]}")
-        # With the loop stopped, the failed Pods stay bound to the node; the NRT counts only the active Pods
-        # (kubelet's List leaves the failed ones out), and so does the extender: their fingerprints agree.
+        # With the loop stopped, the failed Pods stay bound to the node; the NRT signs the Pods of kubelet's List
+        # (from v1.34 the active ones only, on v1.33 the failed ones too), and the extender's count of the Pods
+        # bound there is one of those two sets: their fingerprints agree.
         agree = wait_for("the NRT's fingerprint = the extender's", lambda: (lambda st, b: (st, b) if st and
                          reflected(st, b) else None)(read_nrt(s.nrt() or {}), bound_pods(c)), 10, s.log)
         bound = agree[1]
-        report(f"loop b: the NRT's {ATTRIBUTE} equals the extender's count of the {sum(not b.terminal for b in bound)} "
-               f"active Pods of the {len(bound)} bound to the node")
+        signed = next(pods for pods in signed_sets(agree[0], bound)
+                      if fingerprint(p.key for p in pods) == agree[0].fingerprint)
+        report(f"loop b: the NRT's {ATTRIBUTE} equals the extender's count of the {len(signed)} Pods kubelet lists "
+               f"({sum(not b.terminal for b in signed)} active) of the {len(bound)} bound to the node")
         clean(c, loop)
         # (c) through the extender; the webhook only warns.
         warn = c.namespace("nrt-extender", "warn")
@@ -373,7 +376,14 @@ def test_3_the_deployment_loop_and_how_qos_guard_ends_it(setup: Setup, tmp_path:
         assert available(obj, "node-1", GPU) == "0" and available(obj, "node-1", "cpu") == "0"
         report(f"loop d: {GPU} moved to NUMA 1: {requeued}, {warn}/{pending} scheduled through the extender; "
                f"agent: {aligned[0]}")
+        uid = running[0]["metadata"]["uid"]
         clean(c, warn)
+        # kubelet releases the Pod's CPU 1 in two checkpoint writes (staticPolicy.RemoveContainer: the assignment
+        # deleted, then the shared pool widened); a restart between them (test 4's) leaves a checkpoint kubelet
+        # refuses to start with ("current set of available CPUs ... doesn't match"): wait for both.
+        wait_for("kubelet's CPU Manager checkpoint with the Pod's CPU back in the shared pool", lambda: (lambda st: (
+            uid not in st.get("entries", {}) and 1 in parse_cpus(st["defaultCpuSet"])))(s.node.cpu_manager_state()),
+            60)
 
 
 def test_4_kubelet_restarted_with_another_policy(setup: Setup) -> None:

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from webhook.extender.fingerprint import fingerprint
 from webhook.extender.placement import BoundPod, Judge, NodeState, free_now, pod_demands, read_nrt
-from webhook.extender.view import View
+from webhook.extender.view import LISTED_LAG, View
 
 GPU = "example.com/gpu"
 TIMEOUT = 60.0
@@ -69,10 +69,16 @@ class Scratch:
         pods = self.on(node)
         seen = {p.key: s for p, s in self.pods.values()}
         if state.fingerprint is not None:
-            signed = [p for p in pods if not p.terminal and
-                      (state.method != "with-exclusive-resources" or p.wants is not None)]
-            counted = next((k for k in range(len(signed), -1, -1)
-                            if fingerprint(p.key for p in signed[:k]) == state.fingerprint), None)
+            # What kubelet's List held when the exporter signed it: the active Pods (v1.34 on), else every Pod
+            # bound there (v1.33: terminal ones too); the active ones are tried first.
+            listed = [p for p in pods if state.method != "with-exclusive-resources" or p.wants is not None]
+            counted = None
+            for shortest, signed in ((0, [p for p in listed if not p.terminal]),
+                                     (max(0, len(listed) - LISTED_LAG), listed)):
+                counted = next((k for k in range(len(signed), shortest - 1, -1)
+                                if fingerprint(p.key for p in signed[:k]) == state.fingerprint), None)
+                if counted is not None:
+                    break
             if counted == len(signed):
                 return []
             pods = signed[counted:] if counted is not None else [p for p in pods if seen[p.key] > nrt_seen]
@@ -84,7 +90,7 @@ class Scratch:
 ops = st.lists(st.one_of(
     st.tuples(st.just("nrt"), st.sampled_from(NODES), st.integers(1, 3), st.integers(0, 2),
               st.sampled_from(["single-numa-node", "best-effort", "none"]),
-              st.sampled_from(["none", "all", "prefix", "garbage"]), st.integers(0, 6),
+              st.sampled_from(["none", "all", "prefix", "garbage", "listed", "listed-prefix"]), st.integers(0, 6),
               st.sampled_from([None, "all", "with-exclusive-resources"])),
     st.tuples(st.just("drop-nrt"), st.sampled_from(NODES)),
     st.tuples(st.just("bind"), st.sampled_from(range(len(KEYS))), st.sampled_from(NODES),
@@ -101,6 +107,9 @@ ops = st.lists(st.one_of(
 @example([("nrt", "a", 1, 0, "single-numa-node", "none", 0, None), ("bind", 0, "a", 2, False, 0.0)])
 @example([("nrt", "a", 1, 0, "single-numa-node", "none", 0, None), ("bind", 0, "a", 2, False, 70.0),
           ("time", -30.0)])
+# Kubelet 1.33's List: the NRT signs the terminal Pod bound first, not yet the aligned one after it (held).
+@example([("bind", 0, "a", 2, True, 0.0), ("bind", 1, "a", 2, False, 0.0),
+          ("nrt", "a", 2, 0, "single-numa-node", "listed-prefix", 1, None)])
 def test_incremental_view_equals_the_view_from_scratch(history: list[tuple[Any, ...]]) -> None:
     view, scratch, now = View(timeout=TIMEOUT), Scratch(), 1000.0
     pod = pod_obj("probe", 2, 0)
@@ -109,8 +118,11 @@ def test_incremental_view_equals_the_view_from_scratch(history: list[tuple[Any, 
         if op[0] == "nrt":
             _, node, zones, busy, policy, kind, k, method = op
             signed = [p for p in scratch.on(node) if not p.terminal]
+            listed = scratch.on(node)  # kubelet 1.33's List: the terminal Pods still bound there too
             fp = {"none": None, "all": fingerprint(p.key for p in signed),
-                  "prefix": fingerprint(p.key for p in signed[:k]), "garbage": "pfp0v001ffffffffffffffff"}[kind]
+                  "prefix": fingerprint(p.key for p in signed[:k]), "garbage": "pfp0v001ffffffffffffffff",
+                  "listed": fingerprint(p.key for p in listed),
+                  "listed-prefix": fingerprint(p.key for p in listed[:k])}[kind]
             state = read_nrt(nrt(node, zones, min(busy, zones), policy, fp, method))
             assert state is not None
             view.set_nrt(node, state)
@@ -185,3 +197,35 @@ def test_a_new_pod_shape_costs_python_per_free_shape_not_per_node() -> None:
     assert [(v.kept, v.reason, v.unresolvable, v.score) for v in got] == \
         [(v.kept, v.reason, v.unresolvable, v.score) for v in alone]
     assert {v.kept for v in got} == {True, False}
+
+
+def test_an_nrt_signed_over_kubelet_1_33s_list_holds_nothing() -> None:
+    """Kubelet before v1.34 (``KubeletPodResourcesListUseActivePods`` not there) lists the terminal Pods still
+    bound to the node, and the exporter signs them: that fingerprint counts every active Pod too."""
+    failed = BoundPod("ns", "failed", "a", 990.0, True, WANTS[2], seen=1)
+    running = BoundPod("ns", "running", "a", 995.0, False, WANTS[1], seen=2)
+    late = BoundPod("ns", "late", "a", 999.0, False, WANTS[1], seen=3)
+    view = View(timeout=TIMEOUT)
+    for p in (failed, running, late):
+        view.put_pod(p)
+    view.set_nrt("a", read_nrt(nrt("a", 2, 0, "single-numa-node", fingerprint([failed.key, running.key]), None)))
+    assert [p.key for p in view.held("a", 1000.0)] == [late.key]  # a prefix of the listed Pods: only later ones
+    view.set_nrt("a", read_nrt(nrt("a", 2, 0, "single-numa-node",
+                                   fingerprint([failed.key, running.key, late.key]), None)))
+    assert view.held("a", 1000.0) == [] and view.unmatched == 0
+
+
+def test_of_a_list_with_terminal_pods_only_the_latest_may_be_uncounted() -> None:
+    """Terminal Pods are not bounded by maxPods (a node keeps every finished Job's), so of the set with them only
+    the prefixes leaving out the ``LISTED_LAG`` last Pods are tried; an older NRT matches none (the fallback)."""
+    pods = [BoundPod("ns", f"p{i}", "a", 999.0, i < 45, WANTS[1], seen=i) for i in range(50)]
+
+    def held_with(k: int) -> tuple[list[tuple[str, str]], int]:
+        view = View(timeout=TIMEOUT)
+        for p in pods:
+            view.put_pod(p)
+        view.set_nrt("a", read_nrt(nrt("a", 2, 0, "single-numa-node", fingerprint(p.key for p in pods[:k]), None)))
+        return [p.key for p in view.held("a", 1000.0)], view.unmatched
+
+    assert held_with(50 - LISTED_LAG) == ([p.key for p in pods[45:]], 0)  # counted: the 5 active ones held
+    assert held_with(50 - LISTED_LAG - 1) == ([], 1)  # none matched: only Pods seen since the NRT changed

@@ -208,19 +208,27 @@ def minus(topo: NodeTopology, taken: Mapping[int, Mapping[str, int]]) -> NodeTop
                         NodeTopology.signature(topo.policy, topo.scope, zones))
 
 
-def reflected(state: NodeState, on_node: Iterable[BoundPod]) -> bool:
-    """Does the NRT count exactly the Pods bound to its node (NFD's fingerprint, by its method)?
+def signed_sets(state: NodeState, on_node: Sequence[BoundPod]) -> list[list[BoundPod]]:
+    """The sets of the Pods bound to a node that its exporter may have signed (NFD's fingerprint, by its method),
+    in their order: the one place that knows what kubelet's PodResources ``List`` (which NFD and
+    ``qos-guard agent --publish-topology`` sign) holds.
 
-    NFD (and ``qos-guard agent --publish-topology``) sign the Pods of kubelet's PodResources ``List``, which since
-    ``KubeletPodResourcesListUseActivePods`` (on by default in v1.36) holds only active Pods: a terminal Pod still
-    bound to the node (a ``TopologyAffinityError`` one a ReplicaSet left) is not in it, whatever the method."""
+    Since ``KubeletPodResourcesListUseActivePods`` (v1.34, on by default) ``List`` holds the active Pods only; a
+    kubelet before it (v1.33), or one with the gate off, lists every Pod its pod manager has, terminal ones still
+    bound to the node (a ``TopologyAffinityError`` Pod a ReplicaSet left) included. The extender knows the API
+    server's minor, not each kubelet's (a kubelet may be three minors older, its gates are its own), so both are
+    candidates: the active Pods first, then every bound Pod where some are terminal."""
+    exclusive = state.method == "with-exclusive-resources"  # "all", "exclude-terminal" or absent: every Pod listed
+    listed = [p for p in on_node if p.wants is not None] if exclusive else list(on_node)
+    active = [p for p in listed if not p.terminal]
+    return [active] if len(active) == len(listed) else [active, listed]
+
+
+def reflected(state: NodeState, on_node: Iterable[BoundPod]) -> bool:
+    """Does the NRT count exactly the Pods bound to its node (NFD's fingerprint over one of ``signed_sets``)?"""
     if state.fingerprint is None:
         return False
-    if state.method == "with-exclusive-resources":
-        pods = [p for p in on_node if not p.terminal and p.wants is not None]
-    else:  # "all" (also what NFD's absent method attribute means) and "exclude-terminal"
-        pods = [p for p in on_node if not p.terminal]
-    return fingerprint(p.key for p in pods) == state.fingerprint
+    return any(fingerprint(p.key for p in pods) == state.fingerprint for pods in signed_sets(state, list(on_node)))
 
 
 def held(state: NodeState, on_node: Sequence[BoundPod], now: float,

@@ -5,8 +5,9 @@ so its cost is the candidates', not the cluster's.
 
 What a node holds as reservations (``placement.held``'s rule, with the fingerprint read more closely):
 
-- its NRT's fingerprint (NFD's ``nodeTopologyPodsFingerprint``) is that of the Pods bound there: the NRT counts
-  them all, nothing is held;
+- its NRT's fingerprint (NFD's ``nodeTopologyPodsFingerprint``) is that of the Pods bound there (one of
+  ``placement.signed_sets``: the active ones, or with the terminal ones as kubelet 1.33's List has them): the NRT
+  counts them all, nothing is held;
 - it is that of the Pods bound first (in the order they were seen bound, the order kubelet admits them in): the
   NRT counts those, and only the ones after them are held: a stale NRT must not have the Pods it already counts
   subtracted again;
@@ -41,10 +42,12 @@ from webhook.extender.placement import (
     Shape,
     Verdict,
     free_now,
+    signed_sets,
 )
 
 Key = tuple[str, str]
 MAX_IDS = 50_000  # distinct free shapes remembered
+LISTED_LAG = 32  # of a List with terminal Pods, the latest Pods a fingerprint may not count yet (prefixes tried)
 # One table for every View of the process: a Judge's verdicts are keyed by these ids, whichever View it reads.
 _IDS: dict[Shape, int] = {}
 _NEXT_ID = itertools.count()
@@ -76,7 +79,8 @@ class _Node:
         self.nrt_seen = -1  # the view's order when the NRT last changed
         self.version = 0
         self.freed: Freed | None = None
-        self.counted: tuple[int, int | None] | None = None  # (version, how many Pods the fingerprint counts)
+        # (version, (which of placement.signed_sets, how many of its Pods) the fingerprint counts)
+        self.counted: tuple[int, tuple[int, int] | None] | None = None
 
 
 class View:
@@ -255,37 +259,44 @@ class View:
         state = node.state
         pods = sorted(node.pods.values(), key=_order)
         if state.fingerprint is not None:
-            signed = _signed(state, pods)
-            counted = self._counted(node, signed)
-            if counted == len(signed):
+            found = self._counted(node, signed_sets(state, pods))
+            if found is not None and found[1] == len(found[0]):
                 return []
-            if counted is not None:
-                later = {p.key for p in signed[counted:]}
+            if found is not None:
+                later = {p.key for p in found[0][found[1]:]}
                 pods = [p for p in pods if p.key in later]
             else:
                 self.unmatched += 1
                 pods = [p for p in pods if p.seen > node.nrt_seen]
         return [p for p in pods if p.wants is not None and not p.terminal and now - p.scheduled_at < self.timeout]
 
-    def _counted(self, node: _Node, signed: Sequence[BoundPod]) -> int | None:
-        """How many of the signed Pods (first seen first) the NRT's fingerprint counts; None: no such prefix.
-        Cached per version of the node: the fingerprint does not change with time."""
+    def _counted(self, node: _Node, sets: Sequence[list[BoundPod]]) -> tuple[list[BoundPod], int] | None:
+        """The set of ``placement.signed_sets`` (first seen first) the NRT's fingerprint signs a prefix of, and
+        how many of its Pods that prefix holds; None: no such prefix in any. Cached per version of the node (as
+        which set and how many): the fingerprint does not change with time."""
         if node.counted is not None and node.counted[0] == node.version:
-            return node.counted[1]
+            cached = node.counted[1]
+            return None if cached is None else (sets[cached[0]], cached[1])
         assert node.state is not None and node.state.fingerprint is not None
-        hashes = []
-        for p in signed:
-            h = node.hashes.get(p.key)
-            if h is None:
-                h = node.hashes[p.key] = pod_hash(*p.key)
-            hashes.append(h)
-        found: int | None = None
-        for k in range(len(hashes), -1, -1):
-            if sign(hashes[:k]) == node.state.fingerprint:
-                found = k
+        found: tuple[int, int] | None = None
+        for i, signed in enumerate(sets):
+            hashes = []
+            for p in signed:
+                h = node.hashes.get(p.key)
+                if h is None:
+                    h = node.hashes[p.key] = pod_hash(*p.key)
+                hashes.append(h)
+            # Every prefix of the active Pods (at most kubelet's maxPods); of every bound Pod (the terminal ones
+            # are not bounded so: Jobs leave thousands) only those leaving out the ``LISTED_LAG`` last.
+            shortest = 0 if i == 0 else max(0, len(hashes) - LISTED_LAG)
+            for k in range(len(hashes), shortest - 1, -1):
+                if sign(hashes[:k]) == node.state.fingerprint:
+                    found = (i, k)
+                    break
+            if found is not None:
                 break
         node.counted = (node.version, found)
-        return found
+        return None if found is None else (sets[found[0]], found[1])
 
     def verdicts(self, judge: Judge, names: Sequence[str], now: float) -> list[Verdict]:
         """One verdict per name: unknown nodes (no NRT) kept, the others judged once per free shape. Over
@@ -336,11 +347,3 @@ class View:
 
 def _order(p: BoundPod) -> tuple[int, float, Key]:
     return (p.seen, p.scheduled_at, p.key)
-
-
-def _signed(state: NodeState, pods: Sequence[BoundPod]) -> list[BoundPod]:
-    """The Pods the exporter signs, by its method: active ones (kubelet's PodResources List holds no terminal
-    Pod), and with ``with-exclusive-resources`` only those that align something."""
-    if state.method == "with-exclusive-resources":
-        return [p for p in pods if not p.terminal and p.wants is not None]
-    return [p for p in pods if not p.terminal]

@@ -21,9 +21,10 @@ A NUMA node with nothing allocatable has a ``cpu`` entry of allocatable 0 and it
 are the node's distances (sysfs ``distance``) where known. Attributes: ``topologyManagerPolicy`` and
 ``topologyManagerScope`` (left out when unknown: the node is then unknown to the fit, never guessed; the
 deprecated ``topologyPolicies`` likewise) and ``nodeTopologyPodsFingerprint`` over every Pod ``List`` reports
-(``webhook.extender.fingerprint``, NFD's ``computePodFingerprint``; kubelet 1.36's List reports only active
-Pods, ``KubeletPodResourcesListUseActivePods``). Quantities are written as client-go writes an integer
-``resource.Quantity`` in ``DecimalSI``: ``2``, ``1500``, ``2G``, ``1073741824``."""
+(``webhook.extender.fingerprint``, NFD's ``computePodFingerprint``; from 1.34 kubelet's List reports only active
+Pods, ``KubeletPodResourcesListUseActivePods``; on 1.33 the terminal Pods still bound too: signed as listed).
+Quantities are written as client-go writes an integer ``resource.Quantity`` in ``DecimalSI``: ``2``, ``1500``,
+``2G``, ``1073741824``."""
 
 from __future__ import annotations
 
