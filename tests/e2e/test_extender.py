@@ -1,5 +1,5 @@
-"""``qos-guard extender`` with the real kube-scheduler (v1.36.3, built by hack/build-tools.sh) over the real API
-server: Node objects with no kubelet (status patched with capacity, allocatable and a Ready condition; the
+"""``qos-guard extender`` with the real kube-scheduler (the tier's release, built by hack/build-tools.sh) over the
+real API server: Node objects with no kubelet (status patched with capacity, allocatable and a Ready condition; the
 ``node.kubernetes.io/not-ready`` taint admission adds removed) and NodeResourceTopology objects (the CRD the chart
 vendors).
 
@@ -8,7 +8,8 @@ vendors).
 - A burst of Pods of the shapes the topology differential generates (tests/fidelity/topology_grammar.py) over 50
   nodes of its machines, scheduled once by a default kube-scheduler and once through the extender: how many were
   bound where kubelet's single-numa-node policy would fail them (the fit model, the same one held to kubelet's
-  own code by tests/fidelity/test_topology.py, replays each node's Pods in the order they were bound).
+  own code by tests/fidelity/test_topology.py, replays each node's Pods in the order they were bound, with the
+  tier's minor's semantics: those the extender judges with).
 - The extender stopped: what ``ignorable`` decides.
 """
 
