@@ -20,6 +20,7 @@ from webhook.core.dra import (
     parse_device_classes,
 )
 from webhook.core.engine import Mode, evaluate
+from webhook.core.kubeversion import SUPPORTED, Minor
 from webhook.core.podspec import build_pod_spec
 from webhook.core.rules import dra_unaligned
 
@@ -84,6 +85,21 @@ def test_dra_unaligned_fires_for_exclusive_cpus_with_dra_devices(
         in v.message
     # What it is about survives the 120-character cut of an admission warning.
     assert "are not NUMA-aligned with its DRA devices" in f"dra-unaligned: {v.message}"[:116]
+
+
+@pytest.mark.parametrize("minor", [34, 35, 36, 37])
+def test_extended_resources_are_dras_only_where_dra_extended_resource_is_on(minor: int) -> None:
+    """``DRAExtendedResource`` (alpha 1.34, beta and on 1.36, pkg/features/kube_features.go): off, no extended
+    resource is served through DRA, whatever its name or a DeviceClass says; the claims still are."""
+    kube = SUPPORTED[Minor(1, minor)]
+    implicit = pod(PINNED | {"deviceclass.resource.kubernetes.io/gpu.example.com": "1"})["spec"]
+    named = pod(PINNED | {"example.com/dra-gpu": "1"})["spec"]
+    on = minor >= 36
+    for spec, classes in ((implicit, None), (named, GPU_CLASSES)):
+        found = dra_unaligned.findings(build_pod_spec(spec, ("spec",), kube=kube), Policy(), classes)
+        assert len(found) == on, (minor, found)
+    claims = build_pod_spec(pod(PINNED, True)["spec"], ("spec",), kube=kube)
+    assert [v.rule for v in dra_unaligned.findings(claims, Policy(), None)] == ["dra-unaligned"]
 
 
 def test_pod_level_resources_give_no_exclusive_cpus() -> None:

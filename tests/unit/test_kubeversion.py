@@ -75,6 +75,7 @@ PINNED = {
     "keeps_declared_qos": (True, True, True, True, False),
     "pod_level_resource_managers": (False, False, False, False, False),
     "dra": (False, True, True, True, True),
+    "dra_extended_resources": (False, False, False, True, True),
     "mutating_admission_policy": (False, False, False, True, True),
     "zero_device_request_aligned": (False, False, False, True, True),
 }

@@ -88,9 +88,10 @@ def may_align(pod: PodSpec) -> bool:
 
 def dra_use(pod: PodSpec, classes: DeviceClasses | None) -> DraUse:
     """The devices the Pod takes through DRA: its claims, and the extended resources DRA serves it (``classes``:
-    the cluster's DeviceClasses, None when not known). Kubelet aligns none of them (``webhook.core.dra``)."""
+    the cluster's DeviceClasses, None when not known). Kubelet aligns none of them (``webhook.core.dra``).
+    Where DRA serves no extended resource (before 1.36, ``Semantics.dra_extended_resources``) only the claims."""
     asked = [(name, (*c.resources.path, "limits", name)) for c in pod.all_containers for name in c.devices
-             if is_device(name)]
+             if is_device(name)] if pod.kube.dra_extended_resources else []
     resources, paths = dra_resources(asked, classes)
     return DraUse(pod.resource_claims, (*pod.path, "resourceClaims"), resources, paths)
 

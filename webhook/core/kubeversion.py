@@ -80,6 +80,10 @@ class Semantics:
     # DynamicResourceAllocation (GA 1.34): off (1.33), spec.resourceClaims is dropped on create and
     # resource.k8s.io/v1 is not served.
     dra: bool
+    # DRAExtendedResource (alpha 1.34, beta and on 1.36): off, no extended resource is DRA's: the API server
+    # drops a DeviceClass's spec.extendedResourceName, and a deviceclass.resource.kubernetes.io/<class> name is a
+    # plain extended resource the scheduler finds on no node's allocatable (as a device plugin's would be).
+    dra_extended_resources: bool
     # admissionregistration.k8s.io/v1 MutatingAdmissionPolicy is served (GA 1.36; beta and off in 1.34-1.35).
     mutating_admission_policy: bool
     # The device manager's hints cover only the NUMA nodes that have the resource's devices (from 1.36:
@@ -101,6 +105,7 @@ CHANGES: tuple[tuple[str, int | None, bool], ...] = (
     ("keeps_declared_qos", 37, False),
     ("pod_level_resource_managers", None, True),
     ("dra", 34, True),
+    ("dra_extended_resources", 36, True),
     ("mutating_admission_policy", 36, True),
     ("zero_device_request_aligned", 36, True),
 )

@@ -4,7 +4,8 @@ Topology Manager has no DRA hint provider in v1.36 (``webhook.core.dra``), and `
 refuse it. Advisory by default (``policy.dra: warn``); ``policy.dra: deny`` refuses it.
 
 Its devices come through ``spec.resourceClaims``, or through an extended resource that a DeviceClass maps to DRA
-(``spec.extendedResourceName``, or the implicit ``deviceclass.resource.kubernetes.io/<class>``). The CEL form sees
+(``spec.extendedResourceName``, or the implicit ``deviceclass.resource.kubernetes.io/<class>``; from 1.36, where
+``DRAExtendedResource`` is on: ``Semantics.dra_extended_resources``). The CEL form sees
 the claims only: which extended resources DeviceClasses map is cluster state an admission policy cannot read
 (the webhook and the CLI read it with ``policy.deviceClasses: true``).
 """
