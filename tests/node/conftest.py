@@ -7,6 +7,7 @@ fails the run."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -34,6 +35,38 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
         pytest.skip(f"node tests: {reason}")
     with running_node(tmp_path_factory.mktemp("node")) as n:
         yield n
+
+
+# Namespaces the tests never create workloads in: what is left in the others after a failed test is the test's.
+KEPT_NAMESPACES = frozenset({"default", "kube-system", "kube-public", "kube-node-lease", RELEASE_NAMESPACE})
+LEFT_KINDS = "deployments,replicasets,statefulsets,jobs,pods"
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """Each phase's report kept on the test, so that ``_clear_after_failure`` knows the test failed."""
+    rep = yield
+    setattr(item, f"rep_{rep.when}", rep)
+    return rep
+
+
+@pytest.fixture(autouse=True)
+def _clear_after_failure(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test that fails before its own clean-up leaves its Pods on the one node, holding its 2 CPUs: every later
+    test then fails on "Insufficient cpu" instead of its own assertion. After a failed test, its workloads are
+    deleted and the kubelet's CPUs released; a passing test's objects are left as it left them."""
+    yield
+    rep = getattr(request.node, "rep_call", None)
+    if rep is None or not rep.failed or "node" not in request.fixturenames:
+        return
+    n: Node = request.getfixturevalue("node")
+    listed = n.cluster.kubectl("get", "pods", "-A", "-o", "json")
+    if listed.returncode != 0:
+        return
+    left = [p for p in json.loads(listed.stdout)["items"] if p["metadata"]["namespace"] not in KEPT_NAMESPACES]
+    for ns in sorted({p["metadata"]["namespace"] for p in left}):
+        n.cluster.kubectl("delete", "-n", ns, LEFT_KINDS, "--all", "--wait=true", "--timeout=90s")
+    wait_released(n, [p["metadata"]["uid"] for p in left], within=90)
 
 
 @dataclass

@@ -396,6 +396,11 @@ def test_5_memory_manager_none_leaves_the_pages_remote(node: Node, agent: Cluste
     assert seen[("qos_guard_container_memory_pinned", ns, "remote", "app")] == 0
     event = wait_event(c, ns, "remote", "NUMARemoteMemory")
     maps, maps_total = numa_maps_anon(pid)
+    # The agent's figure from an observation after the touch: its last one may predate it (seen in CI: 24.8 of
+    # 36.3 MB, the series already at ratio 1.0); the comparison below is of the same pages at nearly one moment.
+    waiting.eventually("the agent's anon figure of the touched memory", lambda: memory_samples(c, ns, "remote").get(
+        ("qos_guard_container_memory_bytes", "0", "anon"), 0) >= TOUCHED, within=60, every=0.5,
+        seen=lambda: str(memory_samples(c, ns, "remote")))
     samples = memory_samples(c, ns, "remote")
     p = verify(node, "--sys-root", str(two_numa), f"{ns}/remote")[(ns, "remote", "app")]
     text = verify(node, "--sys-root", str(two_numa), f"{ns}/remote", fmt="text")
