@@ -125,6 +125,18 @@ def release(node: Node) -> Release:
 
 # --- reading what the node really did ---
 
+def helm_upgrade_release(c: Cluster, values: tuple[str, ...], label: str, timeout: str = "4m") -> None:
+    """``helm upgrade --reuse-values --wait`` of the release with ``key=value`` (``key:=value`` sets a string);
+    a failure shows helm's error and the described Pods of ``label``."""
+    flags = [a for v in values for a in (("--set-string", v.replace(":=", "=", 1)) if ":=" in v else ("--set", v))]
+    proc = subprocess.run([binary("helm"), "upgrade", "qos-guard", str(CHART), "--namespace", RELEASE_NAMESPACE,
+                           "--reuse-values", *flags, "--wait", "--timeout", timeout],
+                          capture_output=True, text=True, timeout=300, env=c.env)
+    if proc.returncode != 0:
+        described = c.kubectl("describe", "pods", "-n", RELEASE_NAMESPACE, "-l", label).stdout
+        raise AssertionError(f"helm upgrade {' '.join(values)} failed:\n{proc.stderr}\n{described[-6000:]}")
+
+
 def parse_cpus(text: str) -> set[int]:
     """A Linux CPU list ("0-2,5") as a set."""
     cpus: set[int] = set()

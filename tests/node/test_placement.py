@@ -30,12 +30,12 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests import waiting
-from tests.binaries import binary
 from tests.e2e.conftest import CHART, RELEASE_NAMESPACE, Cluster
 from tests.node.conftest import (
     Release,
     cgroup_cpus,
     delete_and_release,
+    helm_upgrade_release,
     parse_cpus,
     pod,
     report,
@@ -55,14 +55,8 @@ Series = dict[tuple[str, str, str, str], float]
 
 
 def helm_upgrade(c: Cluster, *values: str) -> None:
-    """``key=value`` (``key:=value`` sets a string)."""
-    flags = [a for v in values for a in (("--set-string", v.replace(":=", "=", 1)) if ":=" in v else ("--set", v))]
-    proc = subprocess.run([binary("helm"), "upgrade", "qos-guard", str(CHART), "--namespace", RELEASE_NAMESPACE,
-                           "--reuse-values", *flags, "--wait", "--timeout", "4m"],
-                          capture_output=True, text=True, timeout=300, env=c.env)
-    if proc.returncode != 0:
-        described = c.kubectl("describe", "pods", "-n", RELEASE_NAMESPACE, "-l", AGENT_LABEL).stdout
-        raise AssertionError(f"helm upgrade failed:\n{proc.stderr}\n{described[-6000:]}")
+    """``key=value`` (``key:=value`` sets a string), then the agent's DaemonSet rolled out."""
+    helm_upgrade_release(c, values, AGENT_LABEL)
     status = c.kubectl("rollout", "status", "-n", RELEASE_NAMESPACE, "daemonset/qos-guard-agent", "--timeout=180s")
     assert status.returncode == 0 or "agent.enabled=false" in values, status.stderr
 

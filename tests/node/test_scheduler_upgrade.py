@@ -41,7 +41,7 @@ from tests.binaries import binary, kube_version
 from tests.e2e.conftest import CHART, KUBERNETES_SERVICE_IP, RELEASE_NAMESPACE, Cluster
 from tests.e2e.test_extender import Api
 from tests.e2e.test_scheduler_rollout import klog_time
-from tests.node.conftest import Release, report
+from tests.node.conftest import Release, helm_upgrade_release, report
 from tests.node.node import BRIDGE, NODE_NAME, Node
 
 pytestmark = [pytest.mark.node, pytest.mark.timeout(600)]
@@ -58,13 +58,7 @@ EVERY, MAX_PODS = 0.4, 80  # kubelet's maxPods is 110; the release's own Pods an
 
 def helm(c: Cluster, *sets: str) -> None:
     """``helm upgrade --reuse-values --wait`` of the release with ``--set`` values."""
-    flags = [a for v in sets for a in ("--set", v)]
-    proc = subprocess.run([binary("helm"), "upgrade", "qos-guard", str(CHART), "--namespace", RELEASE_NAMESPACE,
-                           "--reuse-values", *flags, "--wait", "--timeout", "3m"],
-                          capture_output=True, text=True, timeout=240, env=c.env)
-    if proc.returncode != 0:
-        described = c.kubectl("describe", "pods", "-n", RELEASE_NAMESPACE, "-l", LABEL).stdout
-        raise AssertionError(f"helm upgrade {' '.join(sets)} failed:\n{proc.stderr}\n{described[-6000:]}")
+    helm_upgrade_release(c, sets, LABEL, timeout="3m")
 
 
 def iptables(*args: str) -> subprocess.CompletedProcess[str]:
