@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ import pytest
 from tests import waiting
 from tests.binaries import binary, kube_minor
 from tests.e2e.conftest import CHART, RELEASE_NAMESPACE, Cluster
-from tests.node.node import CGROUP_V1, WEBHOOK_TAG, Node, running_node, why_not
+from tests.node.node import CGROUP_V1, MIN_FREE_DISK, WEBHOOK_TAG, Node, running_node, why_not
 
 BUSYBOX = "localhost/qos-guard/busybox:1"
 DENIED = 'admission webhook "validate.qos-guard.io" denied the request'
@@ -33,7 +34,12 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
         if os.environ.get("CI") == "true":
             pytest.fail(f"the node tests must run in CI, but cannot here: {reason}")
         pytest.skip(f"node tests: {reason}")
-    with running_node(tmp_path_factory.mktemp("node")) as n:
+    folder = tmp_path_factory.mktemp("node")
+    free = shutil.disk_usage(folder).free
+    if free < MIN_FREE_DISK:
+        pytest.fail(f"the node tier needs {MIN_FREE_DISK >> 30} GiB free on the disk of {folder}, which has "
+                    f"{free / (1 << 30):.1f} GiB: free some and run again")
+    with running_node(folder) as n:
         yield n
 
 

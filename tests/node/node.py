@@ -38,6 +38,9 @@ CNI_NETWORK = "qos-guard-node"
 WEBHOOK_TAG = __version__  # the tag make node-tools builds the image with
 RESERVED_CPU = "100m"  # systemReserved: the static policy keeps ceil(0.1) = 1 CPU out of exclusive use
 CGROUP_V1 = Path("/sys/fs/cgroup")
+# What the tier writes on the host's disk (containerd's root with the imported images, the Pods' logs, etcd)
+# with room to spare; below it the node fixture refuses to start and says how much is free where.
+MIN_FREE_DISK = 4 << 30
 NODE_TOOLS = ("kubelet", "kube-controller-manager", "kube-scheduler", "containerd", "containerd-shim-runc-v2",
               "ctr", "cni-bridge", "cni-host-local", "cni-loopback")
 # kubelet's device plugin registration socket is here whatever its --root-dir (pluginapi.KubeletSocket).
@@ -191,8 +194,11 @@ def _kubelet_config(folder: Path, port: int, healthz_port: int) -> dict[str, Any
         "memoryManagerPolicy": "Static",
         # Must equal systemReserved + kubeReserved + evictionHard memory, on the node's NUMA nodes.
         "reservedMemory": [{"numaNode": 0, "limits": {"memory": "600Mi"}}],
-        "evictionHard": {"memory.available": "100Mi", "nodefs.available": "1%", "imagefs.available": "1%",
-                         "nodefs.inodesFree": "1%"},
+        # The node's disk is the host's, shared with whatever else runs there: as kind does, kubelet never evicts
+        # for disk (0%), so a full host disk is the node fixture's clear refusal (MIN_FREE_DISK), not a test Pod
+        # rejected as "The node had condition: [DiskPressure]" halfway through the tier.
+        "evictionHard": {"memory.available": "100Mi", "nodefs.available": "0%", "imagefs.available": "0%",
+                         "nodefs.inodesFree": "0%"},
         "topologyManagerPolicy": "single-numa-node",
         "topologyManagerScope": "container",
         # The images are imported, never pulled: never collect them.

@@ -148,7 +148,10 @@ def test_4_deployment_rolls_out_pinned_pods(node: Node, release: Release) -> Non
 
 def _webhook_pods(c: Cluster) -> list[str]:
     items = c.get("pods", "-n", RELEASE_NAMESPACE, "-l", "app.kubernetes.io/name=qos-guard")["items"]
-    return sorted(p["metadata"]["name"] for p in items if not p["metadata"].get("deletionTimestamp"))
+    # An evicted or failed Pod of the Deployment stays listed until it is collected: only live ones serve.
+    return sorted(p["metadata"]["name"] for p in items
+                  if not p["metadata"].get("deletionTimestamp")
+                  and p.get("status", {}).get("phase") not in ("Failed", "Succeeded"))
 
 
 def _evict(c: Cluster, name: str) -> Any:
