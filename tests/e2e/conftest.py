@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -61,6 +62,16 @@ def stop_process(proc: subprocess.Popen[bytes]) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def _kubectl_cap(args: tuple[str, ...]) -> float:
+    """The subprocess's own limit: 60 s, or 30 s past a ``--timeout=`` kubectl is given to wait (``120s``,
+    ``2m``), so that ``kubectl wait --timeout=120s`` reports its own timeout instead of being killed at 60 s."""
+    for a in args:
+        m = re.fullmatch(r"--timeout=(\d+)(s|m)", a)
+        if m:
+            return max(60.0, int(m.group(1)) * (60 if m.group(2) == "m" else 1) + 30.0)
+    return 60.0
 
 
 @dataclass
@@ -137,7 +148,7 @@ class Cluster:
         deadline = time.monotonic() + 60
         while True:
             proc = subprocess.run([binary("kubectl"), "--kubeconfig", str(self.kubeconfig), *args], input=data,
-                                  capture_output=True, text=True, timeout=60, env=self.env)
+                                  capture_output=True, text=True, timeout=_kubectl_cap(args), env=self.env)
             # kubectl wait on an object created a moment ago whose status.conditions is still null fails at once
             # instead of waiting (".status.conditions accessor error: <nil> is of the type <nil>"): ask again.
             if not (args[:1] == ("wait",) and "accessor error: <nil>" in proc.stderr

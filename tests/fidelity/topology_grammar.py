@@ -22,7 +22,7 @@ POLICIES = ("single-numa-node",) * 8 + ("restricted", "best-effort")
 def machine(rng: random.Random) -> dict[str, Any]:
     count = rng.choice([1, 2, 2, 2, 3, 4, 4, 6, 8])
     tpc = rng.choice([1, 1, 2])
-    numa = []
+    numa: list[dict[str, Any]] = []
     for i in range(count):
         cpus = rng.choice([2, 4, 4, 6, 8, 8, 12, 16, 24, 32]) * (tpc if rng.random() < 0.5 else 1)
         cpus -= cpus % tpc

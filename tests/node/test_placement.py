@@ -63,7 +63,7 @@ def helm_upgrade(c: Cluster, *values: str) -> None:
 
 def agent_pod(c: Cluster) -> str:
     items = c.get("pods", "-n", RELEASE_NAMESPACE, "-l", AGENT_LABEL)["items"]
-    running = [p["metadata"]["name"] for p in items
+    running: list[str] = [p["metadata"]["name"] for p in items
                if p["status"].get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")]
     assert len(running) == 1, [p["metadata"]["name"] for p in items]
     return running[0]
