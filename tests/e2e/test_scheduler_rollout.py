@@ -38,12 +38,12 @@ import yaml
 
 from tests import waiting
 from tests.binaries import binary
+from tests.e2e import test_extender
 from tests.e2e.conftest import CHART, Cluster, stop_process, wait_until_ready
 from tests.e2e.test_extender import (
     GIB,
     GPU,
     NAMESPACE,
-    POOL,
     SCHEDULER,
     Api,
     add_node,
@@ -70,24 +70,8 @@ TRIED = re.compile(r'"Attempting to schedule pod" pod="[^/"]+/([^"]+)"')  # -v=3
 ATTEMPTING = re.compile(r'ttempting to acquire leader lease(?: (\S+?)\.\.\.$|\.\.\." lock="([^"]+)")')
 ACQUIRED = re.compile(r'uccessfully acquired lease(?: (\S+)$|" lock="([^"]+)")')
 LOCK = f"{RELEASE_NS}/{SCHEDULER}"
-
-
-@pytest.fixture(scope="module")
-def api(cluster: Cluster) -> Iterator[Api]:
-    """The NRT CRD and tests/e2e/test_extender.py's namespace; afterwards its nodes and the CRD gone again."""
-    crd = CHART / "files" / "topology.node.k8s.io_noderesourcetopologies.yaml"
-    cluster.kubectl("apply", "-f", str(crd), check=True)
-    cluster.kubectl("wait", "--for", "condition=Established", "crd/noderesourcetopologies.topology.node.k8s.io",
-                    "--timeout", "30s", check=True)
-    cluster.namespace(NAMESPACE)
-    binary("kube-scheduler")
-    client = Api(cluster)
-    try:
-        yield client
-    finally:
-        client("DELETE", f"/api/v1/namespaces/{NAMESPACE}/pods", gracePeriodSeconds="0")
-        client("DELETE", "/api/v1/nodes", labelSelector=POOL)
-        cluster.kubectl("delete", "-f", str(crd), "--wait=true", "--timeout=60s")
+# The fixture: the NRT CRD and test_extender's namespace; afterwards its nodes and the CRD gone again.
+api = test_extender.api
 
 
 @dataclass
