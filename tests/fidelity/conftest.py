@@ -40,9 +40,9 @@ def topology_oracle(request: pytest.FixtureRequest) -> Iterator[Oracle]:
         yield oracle
 
 
-@pytest.fixture(scope="session")
-def placement_oracle() -> Iterator[Oracle]:
-    with Oracle("placement") as oracle:
+@pytest.fixture(scope="session", params=ORACLE_VERSIONS, ids=_release)
+def placement_oracle(request: pytest.FixtureRequest) -> Iterator[Oracle]:
+    with Oracle("placement", version=request.param) as oracle:
         yield oracle
 
 

@@ -107,7 +107,7 @@ def test_placement_agrees_with_the_scheduler(placement_oracle: Oracle) -> None:
     matched = kept_out = tolerated = 0
     for case, answer in zip(cases, answers, strict=True):
         assert not answer.get("error"), answer
-        pod = placement(case["spec"])
+        pod = placement(case["spec"], placement_oracle.kube.toleration_comparison_operators)
         ours = [pod.allows(n["name"], n["labels"], taints(n["taints"])) for n in case["nodes"]]
         matched += sum(answer["matches"])
         for n, allowed in zip(case["nodes"], ours, strict=True):
@@ -121,7 +121,8 @@ def test_placement_agrees_with_the_scheduler(placement_oracle: Oracle) -> None:
     TALLY.counts["placement: pairs where the Pod may land"] += matched
     TALLY.counts["placement: pairs a taint keeps out"] += kept_out
     TALLY.counts["placement: pairs with hard taints all tolerated"] += tolerated
-    print(f"\nfidelity: placement {CASES * len(NAMES)} pairs, {matched} matching, {kept_out} kept out by a taint, "
+    print(f"\nfidelity: placement against {placement_oracle.release}: {CASES * len(NAMES)} pairs, {matched} matching, "
+          f"{kept_out} kept out by a taint, "
           f"{tolerated} with every hard taint tolerated")
     assert kept_out > 500 and tolerated > 100  # the grammar reaches both sides of the taint filter
     assert not failures, f"{len(failures)} disagreements; the first:\n" + "\n".join(failures[:5])

@@ -78,6 +78,7 @@ PINNED = {
     "dra_extended_resources": (False, False, False, True, True),
     "mutating_admission_policy": (False, False, False, True, True),
     "zero_device_request_aligned": (False, False, False, True, True),
+    "toleration_comparison_operators": (False, False, True, True, True),
 }
 
 

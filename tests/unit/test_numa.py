@@ -177,6 +177,17 @@ def test_comparison_tolerations_compare_integers() -> None:
                                                                                 "NoSchedule"))
 
 
+@pytest.mark.parametrize(("minor", "compares"), [("1.33", False), ("1.34", False), ("1.35", True), ("1.37", True)])
+def test_comparison_tolerations_are_unknown_operators_before_1_35(minor: str, compares: bool) -> None:
+    # Toleration.ToleratesTaint up to 1.34 knows Equal and Exists only (the oracle at v1.33.13 said so: a Pod
+    # tolerating example.com/generation Lt 12 is kept off a node tainted example.com/generation=-2).
+    spec = {"containers": [{"name": "c", "image": "x"}],
+            "tolerations": [{"key": "example.com/generation", "operator": "Lt", "value": "12"}]}
+    taint = (Taint("example.com/generation", "-2", "NoSchedule"),)
+    built = build_pod_spec(spec, ("spec",), kube=resolve(minor))
+    assert built.placement.allows("gpu-a", {}, taint) is compares
+
+
 def test_taints_and_tolerations_are_read_from_any_shape() -> None:
     assert taints([{"key": "a", "effect": "NoSchedule"}, {"key": 1, "effect": "NoSchedule"}, "x", None]) == (
         Taint("a", "", "NoSchedule"),)

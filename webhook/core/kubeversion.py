@@ -91,6 +91,11 @@ class Semantics:
     # container asking 0 of a device plugin's resource must still sit on such a node; before, every NUMA node
     # holds 0 devices and a zero request constrains nothing. Not a feature gate: a code change.
     zero_device_request_aligned: bool
+    # Toleration.ToleratesTaint (k8s.io/api/core/v1): up to 1.34 it knows Equal and Exists only, so an Lt or Gt
+    # toleration tolerates nothing; from 1.35 the scheduler compares the values as integers
+    # (TaintTolerationComparisonOperators, alpha and off through 1.37, gates only the API server's acceptance:
+    # a Pod that carries such a toleration was admitted with it on).
+    toleration_comparison_operators: bool
 
     def __str__(self) -> str:
         return str(self.minor)
@@ -108,6 +113,7 @@ CHANGES: tuple[tuple[str, int | None, bool], ...] = (
     ("dra_extended_resources", 36, True),
     ("mutating_admission_policy", 36, True),
     ("zero_device_request_aligned", 36, True),
+    ("toleration_comparison_operators", 35, True),
 )
 
 

@@ -400,7 +400,7 @@ def build_pod_spec(spec: Any, path: FieldPath, status: Any = None, template: str
         init_containers=init_containers,
         pod_level=_pod_level(body, path, containers, init_containers, template, kube),
         declared_qos=declared if isinstance(declared, str) and declared else None,
-        placement=placement(body),
+        placement=placement(body, kube.toleration_comparison_operators),
         # DynamicResourceAllocation off (1.33): the API server drops spec.resourceClaims on create.
         resource_claims=pod_claims(body) if kube.dra else (),
         kube=kube,

@@ -3,8 +3,8 @@ required node affinity, evaluated as the scheduler does (``GetRequiredNodeAffini
 k8s.io/component-helpers/scheduling/corev1/nodeaffinity, over k8s.io/apimachinery/pkg/labels requirements), and
 the node's ``NoSchedule``/``NoExecute`` taints against the Pod's tolerations, as the scheduler's TaintToleration
 filter does (``FindMatchingUntoleratedTaint`` in k8s.io/component-helpers/scheduling/corev1, with
-``Toleration.ToleratesTaint`` of k8s.io/api/core/v1; ``Lt``/``Gt`` compared as integers, as the API server only
-accepts them where ``TaintTolerationComparisonOperators`` is on).
+``Toleration.ToleratesTaint`` of k8s.io/api/core/v1; ``Lt``/``Gt`` compared as integers from 1.35, as the API
+server only accepts them where ``TaintTolerationComparisonOperators`` is on, and unknown operators before).
 
 Which taints count is the caller's choice (``webhook.cluster.nrt`` leaves out those that say how a node is
 now, not what it is for). Preferred affinity and resources are not considered: they decide where among these
@@ -140,6 +140,7 @@ class Toleration:
     operator: str = ""
     value: str = ""
     effect: str = ""
+    compares: bool = True  # Lt/Gt compare (from 1.35); before, they are unknown operators
 
     def tolerates(self, taint: Taint) -> bool:
         """``Toleration.ToleratesTaint``: an empty effect or key matches any; an unknown operator nothing."""
@@ -151,7 +152,7 @@ class Toleration:
             return self.value == taint.value
         if self.operator == "Exists":
             return True
-        if self.operator in ("Lt", "Gt"):
+        if self.operator in ("Lt", "Gt") and self.compares:
             want, have = _decimal(self.value), _decimal(taint.value)
             if want is None or have is None:
                 return False
@@ -220,8 +221,9 @@ class Placement:
         return " and ".join(parts) or "no node constraint"
 
 
-def placement(spec: Mapping[str, Any]) -> Placement:
-    """The Pod's placement constraints; malformed parts (the API server refuses them) constrain nothing."""
+def placement(spec: Mapping[str, Any], compares: bool = True) -> Placement:
+    """The Pod's placement constraints; malformed parts (the API server refuses them) constrain nothing.
+    ``compares``: the release's ``Lt``/``Gt`` tolerations compare values (``Semantics``; 1.35 on)."""
     name = spec.get("nodeName")
     selector = spec.get("nodeSelector")
     sel: Mapping[str, str] | None = None
@@ -246,19 +248,20 @@ def placement(spec: Mapping[str, Any]) -> Placement:
                                tuple(_requirement(r, True) for r in (flds if isinstance(flds, list) else [None]))))
         terms = tuple(parsed)
     return Placement(node_name=name if isinstance(name, str) and name else None, node_selector=sel, terms=terms,
-                     tolerations=tolerations(spec.get("tolerations")))
+                     tolerations=tolerations(spec.get("tolerations"), compares))
 
 
-def tolerations(raw: Any) -> tuple[Toleration, ...]:
+def tolerations(raw: Any, compares: bool = True) -> tuple[Toleration, ...]:
     """``spec.tolerations``; an entry that is not an object, or a field that is not a string, tolerates nothing
-    (the API server refuses both)."""
+    (the API server refuses both). ``compares``: the release's ``Lt``/``Gt`` compare values (1.35 on)."""
     found = []
     for item in raw if isinstance(raw, list) else []:
         if not isinstance(item, Mapping):
             continue
         fields = [item.get(k) for k in ("key", "operator", "value", "effect")]
         if all(f is None or isinstance(f, str) for f in fields):
-            found.append(Toleration(*(f or "" for f in fields)))
+            key, operator, value, effect = (f or "" for f in fields)
+            found.append(Toleration(key, operator, value, effect, compares))
     return tuple(found)
 
 
