@@ -28,9 +28,9 @@ def objects_oracle(request: pytest.FixtureRequest) -> Iterator[Oracle]:
         yield oracle
 
 
-@pytest.fixture(scope="session")
-def quantities_oracle() -> Iterator[Oracle]:
-    with Oracle("quantities") as oracle:
+@pytest.fixture(scope="session", params=ORACLE_VERSIONS, ids=_release)
+def quantities_oracle(request: pytest.FixtureRequest) -> Iterator[Oracle]:
+    with Oracle("quantities", version=request.param) as oracle:
         yield oracle
 
 
@@ -46,15 +46,15 @@ def placement_oracle(request: pytest.FixtureRequest) -> Iterator[Oracle]:
         yield oracle
 
 
-@pytest.fixture(scope="session")
-def read_oracle() -> Iterator[Oracle]:
-    with Oracle("read") as oracle:
+@pytest.fixture(scope="session", params=ORACLE_VERSIONS, ids=_release)
+def read_oracle(request: pytest.FixtureRequest) -> Iterator[Oracle]:
+    with Oracle("read", version=request.param) as oracle:
         yield oracle
 
 
-@pytest.fixture(scope="session")
-def reserved_oracle() -> Iterator[Oracle]:
-    with Oracle("reserved") as oracle:
+@pytest.fixture(scope="session", params=ORACLE_VERSIONS, ids=_release)
+def reserved_oracle(request: pytest.FixtureRequest) -> Iterator[Oracle]:
+    with Oracle("reserved", version=request.param) as oracle:
         yield oracle
 
 
