@@ -512,3 +512,39 @@ def test_the_app_judges_with_its_caches_minor() -> None:
                        content_type="application/json").json
         answers[minor] = out["NodeNames"]
     assert answers == {"1.36": ["roomy", "tight"], "1.37": ["roomy"]}
+
+
+def test_binds_to_one_node_reach_the_api_server_in_the_order_reserved() -> None:
+    """kubelet admits Pods in the order the API server has them: the second Binding to a node goes out only
+    once the first is answered, while a Binding to another node does not wait."""
+    import threading
+
+    from webhook.serving import extender_cache as extender
+
+    release = threading.Event()
+    posted: list[str] = []
+
+    def binder(namespace: str, name: str, uid: str, node: str) -> str:
+        posted.append(name)
+        if name == "first":
+            assert release.wait(5.0)
+        return ""
+
+    cache = extender.ExtenderCache(transport=None, binder=binder)
+    listed(cache, [nrt("a", [ZONE, ZONE])], [])
+    other = next(n for n in (f"n{i}" for i in range(1000))
+                 if hash(n) % extender.BIND_STRIPES != hash("a") % extender.BIND_STRIPES)
+    threads = [threading.Thread(target=cache.bind, args=("ns", "first", "u1", "a"))]
+    threads[0].start()
+    while posted != ["first"]:
+        time.sleep(0.01)
+    threads.append(threading.Thread(target=cache.bind, args=("ns", "second", "u2", "a")))
+    threads[1].start()
+    assert cache.bind("ns", "elsewhere", "u3", other) == ""  # not held up by node a's queue
+    time.sleep(0.2)
+    # second is reserved at once (the view holds it), but its Binding waits for first's answer.
+    assert posted == ["first", "elsewhere"] and cache.view().pod(("ns", "second")) is not None
+    release.set()
+    for thread in threads:
+        thread.join(5.0)
+    assert posted == ["first", "elsewhere", "second"] and cache.counters["bind_ok"] == 3

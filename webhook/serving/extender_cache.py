@@ -5,7 +5,8 @@ view as it comes (one node touched), so a call costs what its candidate nodes co
 
 Reservations are made at the moment of decision, as kube-scheduler's own assume does: with ``bindVerb``, the
 scheduler hands the binding to ``POST /bind``, which records the Pod on its node (what the filter call read of
-it) before it POSTs the Binding to the API server; a Binding the API server refuses is forgotten again. Between a
+it) before it POSTs the Binding to the API server (per node in the order reserved, each after the one before: kubelet
+admits Pods in the order the API server has them); a Binding the API server refuses is forgotten again. Between a
 filter that kept nodes and that Pod's bind, kube-scheduler's next scheduling cycle may already ask about the next
 Pod (binding is asynchronous): that filter call waits (on an event, never polling; the watches go on) until the
 Pods kept before it are bound, or ``SETTLE`` seconds; a wait that runs out is counted
@@ -45,6 +46,7 @@ PODS_PATH = "/api/v1/pods"
 BOUND = "spec.nodeName!="
 SETTLE = 1.0  # seconds a filter call waits for the Pods kept before it to be bound
 STARTING = 60.0  # seconds after the start while an unlisted view answers filter with an error (retried)
+BIND_STRIPES = 64  # queues the Bindings of one node are POSTed in, one after the other (nodes share by hash)
 
 
 class Sink:
@@ -239,6 +241,14 @@ class ExtenderCache:
         self.said: dict[str, str] = {}  # the incompleteness last logged, per resource
         self.flying: dict[str, Pending] = {}  # uid -> Pending
         self.settled = threading.Condition()
+        # Two binds to one node in flight at once could reach the API server, and so kubelet (which admits
+        # Pods in the order it sees them), in the opposite order to the one the view reserved them in; placed
+        # in that order the second may no longer fit one NUMA node. Per node, a Binding waits for the one
+        # reserved before it: a ticket taken with the reservation, served in turn.
+        self.reserving = threading.Lock()
+        self.turns = tuple(threading.Condition() for _ in range(BIND_STRIPES))
+        self.tickets = [0] * BIND_STRIPES  # the next ticket of each stripe
+        self.serving = [0] * BIND_STRIPES  # the ticket whose Binding may go out now
         self.counters: dict[str, int] = {"unsettled": 0, "bind_ok": 0, "bind_error": 0, "events": 0}
         # A reflector fills a Sink as it would its own Store (replace, apply, listed, truncated): typed as the
         # Store it names, which is all it calls of it.
@@ -348,15 +358,27 @@ class ExtenderCache:
         """kube-scheduler's bind, delegated: the reservation recorded first (as its assume does), then the
         Binding POSTed; a refused Binding forgets the reservation. The error for ``ExtenderBindingResult``."""
         key = (namespace, name)
-        pending = self.flying.pop(uid, None)
-        known = self.current.pod(key)
-        if known is None or known.node != node:
-            wants = pending.wants if pending is not None else None
-            self.current.put_pod(BoundPod(namespace, name, node, time.time(), wants=wants, uid=uid))
-            self.assumed[key] = uid
+        stripe = hash(node) % BIND_STRIPES
+        with self.reserving:
+            pending = self.flying.pop(uid, None)
+            known = self.current.pod(key)
+            if known is None or known.node != node:
+                wants = pending.wants if pending is not None else None
+                self.current.put_pod(BoundPod(namespace, name, node, time.time(), wants=wants, uid=uid))
+                self.assumed[key] = uid
+            ticket = self.tickets[stripe]
+            self.tickets[stripe] += 1
         self._notify()
-        error = self.binder(namespace, name, uid, node) if self.binder is not None else \
-            "qos-guard extender: no API server to bind with"
+        turn = self.turns[stripe]
+        with turn:
+            turn.wait_for(lambda: self.serving[stripe] == ticket)
+        try:
+            error = self.binder(namespace, name, uid, node) if self.binder is not None else \
+                "qos-guard extender: no API server to bind with"
+        finally:
+            with turn:
+                self.serving[stripe] += 1
+                turn.notify_all()
         if error:
             self.counters["bind_error"] += 1
             if self.assumed.pop(key, None) is not None:
