@@ -535,11 +535,16 @@ def test_binds_to_one_node_reach_the_api_server_in_the_order_reserved() -> None:
     other = next(n for n in (f"n{i}" for i in range(1000))
                  if hash(n) % extender.BIND_STRIPES != hash("a") % extender.BIND_STRIPES)
     threads = [threading.Thread(target=cache.bind, args=("ns", "first", "u1", "a"))]
+    def until(done: Any) -> None:
+        deadline = time.monotonic() + 5.0
+        while not done() and time.monotonic() < deadline:
+            time.sleep(0.01)
+
     threads[0].start()
-    while posted != ["first"]:
-        time.sleep(0.01)
+    until(lambda: posted == ["first"])
     threads.append(threading.Thread(target=cache.bind, args=("ns", "second", "u2", "a")))
     threads[1].start()
+    until(lambda: cache.view().pod(("ns", "second")) is not None)  # reserved: its POST would come next
     assert cache.bind("ns", "elsewhere", "u3", other) == ""  # not held up by node a's queue
     time.sleep(0.2)
     # second is reserved at once (the view holds it), but its Binding waits for first's answer.

@@ -5,8 +5,9 @@ view as it comes (one node touched), so a call costs what its candidate nodes co
 
 Reservations are made at the moment of decision, as kube-scheduler's own assume does: with ``bindVerb``, the
 scheduler hands the binding to ``POST /bind``, which records the Pod on its node (what the filter call read of
-it) before it POSTs the Binding to the API server (per node in the order reserved, each after the one before: kubelet
-admits Pods in the order the API server has them); a Binding the API server refuses is forgotten again. Between a
+it) before it POSTs the Binding to the API server (per node in the order reserved, each after the one before:
+kubelet admits the Pods of separate watch events in the order they come, though one batch in creation order); a
+Binding the API server refuses is forgotten again. Between a
 filter that kept nodes and that Pod's bind, kube-scheduler's next scheduling cycle may already ask about the next
 Pod (binding is asynchronous): that filter call waits (on an event, never polling; the watches go on) until the
 Pods kept before it are bound, or ``SETTLE`` seconds; a wait that runs out is counted
@@ -241,10 +242,11 @@ class ExtenderCache:
         self.said: dict[str, str] = {}  # the incompleteness last logged, per resource
         self.flying: dict[str, Pending] = {}  # uid -> Pending
         self.settled = threading.Condition()
-        # Two binds to one node in flight at once could reach the API server, and so kubelet (which admits
-        # Pods in the order it sees them), in the opposite order to the one the view reserved them in; placed
-        # in that order the second may no longer fit one NUMA node. Per node, a Binding waits for the one
-        # reserved before it: a ticket taken with the reservation, served in turn.
+        # Two binds to one node in flight at once could reach the API server, and so kubelet, in the opposite
+        # order to the one the view reserved them in; admitted in that order (kubelet takes separate watch
+        # events as they come: HandlePodAdditions sorts only within one batch, by creation time) the second may
+        # no longer fit one NUMA node. Per node, a Binding waits for the one reserved before it: a ticket taken
+        # with the reservation (so the view holds the Pod at once), served in turn.
         self.reserving = threading.Lock()
         self.turns = tuple(threading.Condition() for _ in range(BIND_STRIPES))
         self.tickets = [0] * BIND_STRIPES  # the next ticket of each stripe
