@@ -268,7 +268,8 @@ IN_ORDER = ("qos-guard: {label} needs {need} on one NUMA node once the container
 
 @dataclass(frozen=True, slots=True)
 class Verdict:
-    """One node's answer: kept or not, why not, and its score (``node``: a node of its shape, the one judged)."""
+    """One node's answer: kept or not, why not, and its score (``node``: a node it was judged on, of its shape; a
+    refusal is one object for every node of its empty shape that refuses alike)."""
 
     node: str
     kept: bool
@@ -290,7 +291,8 @@ class Judge:
     wants: Demands | None
     fitted: dict[tuple[Any, ...], NodeFit] = field(default_factory=dict)
     verdicts: dict[Any, Verdict] = field(default_factory=dict)  # shape (and reservations) -> verdict
-    refusals: dict[tuple[Any, ...], tuple[str, bool]] = field(default_factory=dict)  # see ``_judge``
+    refusals: dict[tuple[Any, ...], Verdict] = field(default_factory=dict)  # see ``_judge``
+    usages: dict[tuple[Any, ...], dict[int, dict[str, int]]] = field(default_factory=dict)  # placement -> usage
 
     @classmethod
     def of(cls, pod: Mapping[str, Any], kube: Semantics = DEFAULT) -> Judge:
@@ -330,7 +332,12 @@ class Judge:
         name = state.empty.name
         fit = self._fit(topo)
         if fit.fits:
-            return Verdict(name, True, score=_score(state.empty, topo, usage(self.wants, fit)))
+            # What the Pod takes depends only on where it goes: most free shapes place it alike.
+            where = (fit.scope, tuple(fit.placed.items()))
+            taken = self.usages.get(where)
+            if taken is None:
+                taken = self.usages[where] = usage(self.wants, fit)
+            return Verdict(name, True, score=_score(state.empty, topo, taken))
         if not state.empty.refuses:
             return Verdict(name, True)  # restricted or best-effort: admitted across NUMA nodes
         need = fit.failed
@@ -340,8 +347,9 @@ class Judge:
         why = (state.empty.key, id(need), fit.alone)  # ``need`` is one of ``self.wants``, alive as long
         found = self.refusals.get(why)
         if found is None:
-            found = self.refusals[why] = self._refusal(state.empty, need, fit.alone)
-        return Verdict(name, False, found[0], unresolvable=found[1])
+            text, unresolvable = self._refusal(state.empty, need, fit.alone)
+            found = self.refusals[why] = Verdict(name, False, text, unresolvable=unresolvable)
+        return found
 
     def _refusal(self, empty: NodeTopology, need: Demand, alone: bool) -> tuple[str, bool]:
         """The reason a node of the ``empty`` shape refuses ``need`` now, and whether it is unresolvable (not
