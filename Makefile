@@ -52,7 +52,7 @@ image-push:
 
 lint: install
 	$(BIN)/ruff check webhook tests bench hack
-	$(BIN)/mypy webhook bench hack/chart_readme.py hack/generate.py hack/podresources_stubs.py \
+	$(BIN)/mypy webhook tests bench hack/chart_readme.py hack/generate.py hack/podresources_stubs.py \
 		hack/versions_summary.py
 	$(BIN)/lint-imports
 

@@ -26,6 +26,7 @@ import traceback
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import TextIO
 
 from webhook.cli import main
 
@@ -93,13 +94,19 @@ def run(args: Sequence[str], *, stdin: str | bytes | None = None, cwd: Path | st
     printed = _LastResort(fake_err)
     with _LOCK, _environment(env), _directory(cwd), warnings.catch_warnings():
         warnings.simplefilter("default")
-        warnings.showwarning = lambda message, category, filename, lineno, file=None, line=None: fake_err.write(
-            warnings.formatwarning(message, category, filename, lineno, line))
+
+        def showwarning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                        file: TextIO | None = None, line: str | None = None) -> None:
+            fake_err.write(warnings.formatwarning(message, category, filename, lineno, line))
+
+        warnings.showwarning = showwarning
         saved = sys.argv, sys.stdin, sys.stdout, sys.stderr, gc.get_threshold(), sys.getrecursionlimit()
         std = sys.__stdin__, sys.__stdout__, sys.__stderr__
         sys.argv = [str(Path(sys.modules["webhook.cli"].__file__ or "").with_name("__main__.py")), *args]
         # sys.__stdout__ too: argparse wraps help to the terminal it finds there (80 columns for a pipe)
-        sys.stdin, sys.stdout, sys.stderr = sys.__stdin__, sys.__stdout__, sys.__stderr__ = fake_in, fake_out, fake_err
+        # (typeshed declares the sys.__std*__ names Final: only a test swaps them, and puts them back below)
+        sys.stdin, sys.stdout, sys.stderr = sys.__stdin__, sys.__stdout__, sys.__stderr__ = (  # type: ignore[misc]
+            fake_in, fake_out, fake_err)
         logging.getLogger().addHandler(printed)
         try:
             code = main(list(args))
@@ -114,7 +121,7 @@ def run(args: Sequence[str], *, stdin: str | bytes | None = None, cwd: Path | st
                 with contextlib.suppress(Exception):
                     stream.flush()
             sys.argv, sys.stdin, sys.stdout, sys.stderr = saved[:4]
-            sys.__stdin__, sys.__stdout__, sys.__stderr__ = std
+            sys.__stdin__, sys.__stdout__, sys.__stderr__ = std  # type: ignore[misc]  # Final in typeshed; restored
             gc.set_threshold(*saved[4])
             sys.setrecursionlimit(saved[5])
     if not text:

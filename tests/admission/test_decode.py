@@ -146,8 +146,9 @@ def test_kept_fields_only() -> None:
     assert set(obj["spec"]["containers"][0]) == {"name", "resources"}
     assert obj["spec"]["containers"][0]["resources"]["limits"] == {"cpu": "8", "memory": "64Gi",
                                                                   "nvidia.com/gpu": "1"}
-    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-        {"matchExpressions": [{"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["a"]}]}]},
+    affinity: dict[str, Any] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [
+            {"matchExpressions": [{"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["a"]}]}]},
         "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1, "preference": {}}]},
         "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": []}}
     tolerations = [{"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule",

@@ -78,10 +78,10 @@ def test_observe_judges_only_opted_in_namespaces(world: tuple[Kubelet, FakeAPI, 
         snap = observe(client, ListedView(api), sys_root, sys_root / "fs" / "cgroup", "node-1")
     got = {p.pod: p for p in snap.placements}
     assert set(got) == {"pinned", "gpu", "shared"} and not snap.errors
-    assert got["pinned"].pinned and got["pinned"].aligned and got["pinned"].cgroup_cpus == {1}
+    assert got["pinned"].pinned and got["pinned"].aligned and got["pinned"].cgroup_cpus == frozenset({1})
     assert got["gpu"].aligned is False and got["gpu"].problems[0].reason == "NUMAMisaligned"
     assert not got["shared"].pinned and got["shared"].reason == "fractional-cpu"
-    assert got["shared"].cgroup_cpus == {0} and got["shared"].cpu_numa == {0}
+    assert got["shared"].cgroup_cpus == frozenset({0}) and got["shared"].cpu_numa == frozenset({0})
 
 
 def test_verify_one_pod_uses_get(world: tuple[Kubelet, FakeAPI, Path, Path]) -> None:
@@ -359,7 +359,7 @@ def test_memory_where_it_really_is(world: tuple[Kubelet, FakeAPI, Path, Path]) -
     page = os.sysconf("SC_PAGE_SIZE")
     pinned = got["pinned"]
     assert pinned.memory_pinned is False and pinned.pages is not None
-    assert dict(pinned.pages.anon) == {0: 21 * page, 1: 0} and pinned.pages.mems == {0}
+    assert dict(pinned.pages.anon) == {0: 21 * page, 1: 0} and pinned.pages.mems == frozenset({0})
     assert [x.reason for x in pinned.problems] == ["NUMARemoteMemory"]
     assert "memory not pinned" in pinned.detail and "aligned" not in pinned.detail
     text = render_text(snap)

@@ -157,7 +157,8 @@ def test_the_order_numa_node_driver_attribute_pci_bus_id_pcie_root(tmp_path: Pat
     locality = SysfsLocality(sys_root)
     everything = {NUMA_NODE: {"int": 0}, "dra.net/numaNode": {"int": 1}, PCI_BUS_ID: {"string": "0000:3b:00.0"},
                   PCIE_ROOT: {"string": "pci0000:80"}}
-    expected = [(NUMA_NODE, {0}), ("dra.net/numaNode", {1}), (PCI_BUS_ID, {1}), (PCIE_ROOT, {0})]
+    expected = [(NUMA_NODE, frozenset({0})), ("dra.net/numaNode", frozenset({1})), (PCI_BUS_ID, frozenset({1})),
+                (PCIE_ROOT, frozenset({0}))]
     for name, numa in expected:
         got = resolve(dev(), index(rslice("s", {"gpu-0": everything})), locality)
         assert (got.source, got.numa) == (name, numa)
@@ -331,9 +332,10 @@ def test_misaligned_and_unknown_together_is_misaligned_with_both_problems() -> N
 
 # --- end to end in process: PodResources over gRPC, slices from the API, sysfs trees; verify and the agent ---
 
-GPU_POD = {"metadata": {"name": "gpu", "namespace": "ns", "uid": UID, "creationTimestamp": "2026-01-01T00:00:00Z"},
-           "spec": {"containers": [{"name": "app", "resources": {"limits": {"cpu": "1", "memory": "64Mi"}}}]},
-           "status": {"phase": "Running", "qosClass": "Guaranteed"}}
+GPU_POD: dict[str, Any] = {
+    "metadata": {"name": "gpu", "namespace": "ns", "uid": UID, "creationTimestamp": "2026-01-01T00:00:00Z"},
+    "spec": {"containers": [{"name": "app", "resources": {"limits": {"cpu": "1", "memory": "64Mi"}}}]},
+    "status": {"phase": "Running", "qosClass": "Guaranteed"}}
 
 
 @pytest.fixture

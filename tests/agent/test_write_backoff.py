@@ -214,8 +214,9 @@ def test_the_publisher_thread_outlives_any_exception(kubelet_socket: Path, tmp_p
 
 
 def test_unreachable_and_refusals_are_one_line_each(kubelet_socket: Path, tmp_path: Path) -> None:
-    answers: list[Reply | Exception] = [Unreachable(ConnectionRefusedError(111, "Connection refused"))] * 3 + \
-        [Reply(404, {"message": "the server could not find the requested resource"})] * 3 + [Reply(200, {})]
+    answers: list[Reply | Exception] = [
+        *[Unreachable(ConnectionRefusedError(111, "Connection refused"))] * 3,
+        *[Reply(404, {"message": "the server could not find the requested resource"})] * 3, Reply(200, {})]
 
     def answer(now: float) -> Reply | Exception:
         return answers.pop(0) if len(answers) > 1 else answers[0]

@@ -91,7 +91,7 @@ def build(kind: str, name: str, spec: dict[str, Any], status: dict[str, Any] | N
 def _well_formed(spec: dict[str, Any]) -> bool:
     """Shapes the engine refuses as malformed (ManifestError) the API server refuses too: not compared."""
     try:
-        build_pod_spec(spec, "spec")
+        build_pod_spec(spec, ("spec",))
     except ManifestError:
         return False
     return True

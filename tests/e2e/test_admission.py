@@ -36,7 +36,7 @@ def deployment(name: str, pod: dict[str, Any]) -> dict[str, Any]:
                      "template": {"metadata": {"labels": labels}, "spec": copy.deepcopy(pod["spec"])}}}
 
 
-def apply(cluster: Cluster, ns: str, obj: dict[str, Any], *flags: str) -> Any:
+def apply(cluster: Cluster, ns: str, obj: dict[str, Any], *flags: str) -> subprocess.CompletedProcess[str]:
     return cluster.kubectl("apply", "-n", ns, *flags, "-f", "-", stdin=obj)
 
 

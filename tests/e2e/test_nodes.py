@@ -37,7 +37,7 @@ def host_address() -> str:
     (``isProxyableHostname``), as a kubelet's InternalIP never is."""
     out = subprocess.run(["ip", "-4", "-o", "addr", "show", "scope", "global"], capture_output=True, text=True,
                          check=True).stdout
-    found = re.findall(r"inet (\d+\.\d+\.\d+\.\d+)/", out)
+    found: list[str] = re.findall(r"inet (\d+\.\d+\.\d+\.\d+)/", out)  # one group: strings
     assert found, f"this host has no global IPv4 address for the node proxy to reach:\n{out}"
     return found[0]
 

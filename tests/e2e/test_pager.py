@@ -58,7 +58,7 @@ def compact(cluster: Cluster) -> int:
 class Hooked:
     """The real transport; ``after_first(token)`` runs once, after the first list page is answered."""
 
-    def __init__(self, inner: ApiTransport, after_first: Callable[[str], None]) -> None:
+    def __init__(self, inner: ApiTransport, after_first: Callable[[str], object]) -> None:
         self.inner, self.after_first = inner, after_first
         self.lists: list[dict[str, str]] = []
         self.answers: list[int] = []
@@ -79,7 +79,7 @@ def reflect(transport: Hooked, until: Callable[[Store], bool], what: str) -> Sto
     store = Store(key_of)
     stop = threading.Event()
     problems: list[str | None] = []
-    reflector = Reflector("configmaps", transport, PATH, ("application/json",) * 2, store,  # type: ignore[arg-type]
+    reflector = Reflector("configmaps", transport, PATH, ("application/json",) * 2, store,
                           lambda name, problem: problems.append(problem), stop)
     thread = threading.Thread(target=reflector.run, daemon=True)
     thread.start()

@@ -37,10 +37,10 @@ def test_minimal_manifests(objects_oracle: Oracle) -> None:
         (pod(limits={"cpu": "9849T", "memory": "1Gi"}), ("Guaranteed", False), ("Guaranteed", False)),  # overflow
     ]
     dropped = not objects_oracle.kube.pod_level_resources
-    cases = [(obj, *(("Guaranteed", True) if dropped and "resources" in obj["spec"] else later if new else before))
-             for obj, before, later in cases]
-    answers = objects_oracle.ask([c[0] for c in cases])
-    for (obj, qos, pinned), answer in zip(cases, answers, strict=True):
+    expected = [(obj, *(("Guaranteed", True) if dropped and "resources" in obj["spec"] else later if new else before))
+                for obj, before, later in cases]
+    answers = objects_oracle.ask([c[0] for c in expected])
+    for (obj, qos, pinned), answer in zip(expected, answers, strict=True):
         assert not answer.get("errors") and not answer.get("decodeError"), answer
         assert answer["qosClass"] == qos, (obj, answer)
         assert all(answer["exclusive"].values()) is pinned, (obj, answer)

@@ -101,7 +101,7 @@ def nodes(rng: random.Random) -> list[dict[str, Any]]:
 
 def test_placement_agrees_with_the_scheduler(placement_oracle: Oracle) -> None:
     rng = random.Random(SEED)
-    cases = [{"spec": spec(rng), "nodes": nodes(rng)} for _ in range(CASES)]
+    cases: list[dict[str, Any]] = [{"spec": spec(rng), "nodes": nodes(rng)} for _ in range(CASES)]
     answers = placement_oracle.ask(cases)
     failures = []
     matched = kept_out = tolerated = 0

@@ -50,7 +50,7 @@ def memory_spread_in_pod_scope(c: dict[str, Any], answer: dict[str, Any]) -> boo
     container's memory on several NUMA nodes, under ``single-numa-node``. qos-guard finds no NUMA node that
     holds the container and calls the Pod unfit. Recognised in kubelet's own answer: admitted, with some
     container's memory on more than one NUMA node."""
-    return c["scope"] == "pod" and answer.get("admitted") and any(
+    return c["scope"] == "pod" and bool(answer.get("admitted")) and any(
         len(p.get("memoryNUMA") or []) > 1 for p in (answer.get("placement") or {}).values())
 
 

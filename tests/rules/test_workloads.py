@@ -124,11 +124,11 @@ def test_pass_fixture_is_admitted_everywhere(path: Path) -> None:
     assert _validate(obj, Config())["allowed"] is True
 
 
-DECLARED = {"workloads": [{"group": "inference.example.com", "version": "v1", "kind": "ModelServer",
-                           "plural": "modelservers",
-                           "templates": ["spec.router.template.spec",
-                                         {"path": "spec.shards[*].template.spec", "name": "shard"}]}]}
-MODEL_SERVER = {
+DECLARED: dict[str, Any] = {"workloads": [{"group": "inference.example.com", "version": "v1", "kind": "ModelServer",
+                                            "plural": "modelservers",
+                                            "templates": ["spec.router.template.spec",
+                                                          {"path": "spec.shards[*].template.spec", "name": "shard"}]}]}
+MODEL_SERVER: dict[str, Any] = {
     "apiVersion": "inference.example.com/v1", "kind": "ModelServer", "metadata": {"name": "llama"},
     "spec": {"router": {"template": {"spec": {"containers": [
                  {"name": "router", "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}]}}},
@@ -161,28 +161,28 @@ def test_a_declared_kind_is_judged_by_check_fix_and_the_webhook(tmp_path: Path) 
     assert fixed.returncode == 0, fixed.stdout + fixed.stderr
     after = yaml.safe_load(manifest.read_text())
     assert after["spec"]["shards"][1]["template"]["spec"]["containers"][0]["resources"]["limits"]["cpu"] == "8"
-    assert after["spec"]["shards"][0] == MODEL_SERVER["spec"]["shards"][0]  # type: ignore[index]
+    assert after["spec"]["shards"][0] == MODEL_SERVER["spec"]["shards"][0]
 
 
 @pytest.mark.parametrize(("workloads", "message"), [
     ([{"group": "example.com", "version": "v1", "kind": "X", "plural": "xs"}], "workloads[0].templates: required"),
-    ([{**DECLARED["workloads"][0], "group": "nodot"}], "workloads[0].group: 'nodot' is not a DNS name"),  # type: ignore[dict-item]
-    ([{**DECLARED["workloads"][0], "templates": ["spec.shards[0].template.spec"]}],  # type: ignore[dict-item]
+    ([{**DECLARED["workloads"][0], "group": "nodot"}], "workloads[0].group: 'nodot' is not a DNS name"),
+    ([{**DECLARED["workloads"][0], "templates": ["spec.shards[0].template.spec"]}],
      "workloads[0].templates[0]: 'spec.shards[0].template.spec': 'shards[0]' is not a field name"),
-    ([{**DECLARED["workloads"][0], "templates": ["spec.shards[*]"]}],  # type: ignore[dict-item]
+    ([{**DECLARED["workloads"][0], "templates": ["spec.shards[*]"]}],
      "workloads[0].templates[0]: 'spec.shards[*]': a path ends at a pod spec"),
-    ([{**DECLARED["workloads"][0], "kind": "Deployment", "group": "apps"}],  # type: ignore[dict-item]
+    ([{**DECLARED["workloads"][0], "kind": "Deployment", "group": "apps"}],
      "workloads[0].group: 'apps' is not a DNS name"),
-    ([{**DECLARED["workloads"][0], "kind": "JobSet", "group": "jobset.x-k8s.io"}],  # type: ignore[dict-item]
+    ([{**DECLARED["workloads"][0], "kind": "JobSet", "group": "jobset.x-k8s.io"}],
      "workloads[0]: JobSet of jobset.x-k8s.io is built in"),
     # the engine judges a target named ResourceClaim as DRA's claim: another group's may not take the name
-    ([{**DECLARED["workloads"][0], "kind": "ResourceClaim", "group": "claims.example.com"}],  # type: ignore[dict-item]
+    ([{**DECLARED["workloads"][0], "kind": "ResourceClaim", "group": "claims.example.com"}],
      "workloads[0].kind: ResourceClaim is DRA's claim kind (resource.k8s.io)"),
-    ([{**DECLARED["workloads"][0], "kind": "ResourceClaimTemplate", "group": "resource.k8s.io"}],  # type: ignore[dict-item]
+    ([{**DECLARED["workloads"][0], "kind": "ResourceClaimTemplate", "group": "resource.k8s.io"}],
      "workloads[0].kind: ResourceClaimTemplate is DRA's claim kind"),
     ([DECLARED["workloads"][0], DECLARED["workloads"][0]], "workloads[1]: ModelServer of inference.example.com is "
                                                            "declared twice"),
-    ([{**DECLARED["workloads"][0], "colour": "red"}], "workloads[0].colour: unknown key"),  # type: ignore[dict-item]
+    ([{**DECLARED["workloads"][0], "colour": "red"}], "workloads[0].colour: unknown key"),
     ({"group": "x"}, "workloads: expected a list"),
 ])
 def test_declared_kinds_are_validated_naming_the_key(workloads: Any, message: str, tmp_path: Path) -> None:

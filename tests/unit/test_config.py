@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from webhook.core.config import Config, ConfigError, parse_config
+from webhook.core.config import Config, ConfigError, NumaPolicy, parse_config
 from webhook.manifests.configfile import load_config
 
 
@@ -24,7 +24,7 @@ exemptions: {namespaces: [ops], usernames: ["system:admin"], runtimeClassNames: 
     cfg = load_config(path)
     assert cfg.policy.fractional_cpu_containers == {"istio-proxy"}
     assert cfg.policy.smt_alignment == 2
-    assert cfg.policy.numa is not None and cfg.policy.numa.cpus == 32_000
+    assert isinstance(cfg.policy.numa, NumaPolicy) and cfg.policy.numa.cpus == 32_000
     assert cfg.policy.numa.devices == {"nvidia.com/gpu": 4000}
     assert cfg.mutation.cpu_rounding == "up" and not cfg.mutation.set_limits_from_requests
     assert cfg.exemptions.runtime_class_names == {"kata"}

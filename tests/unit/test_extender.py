@@ -324,10 +324,10 @@ def test_a_refused_binding_is_forgotten() -> None:
              content_type="application/json")
     out = app.post("/bind", data=json.dumps({"podName": "first", "podNamespace": "ns", "podUID": "u1", "node": "b"}),
                    content_type="application/json")
-    assert out.status_code == 200 and "already bound" in out.json["Error"]
+    assert out.status_code == 200 and "already bound" in out.get_json()["Error"]
     assert cache.view().pod(("ns", "first")) is None and cache.counters["bind_error"] == 1
     bad = app.post("/bind", data=json.dumps({"PodName": "x"}), content_type="application/json")
-    assert bad.status_code == 400 and "PodNamespace: missing" in bad.json["reason"]
+    assert bad.status_code == 400 and "PodNamespace: missing" in bad.get_json()["reason"]
 
 
 def test_the_e2e_fingerprint_sequence_frees_the_zone_unless_a_pod_took_it() -> None:
@@ -387,26 +387,26 @@ def test_an_incomplete_view_is_never_silent(monkeypatch: pytest.MonkeyPatch) -> 
     cache._changed("noderesourcetopologies", None)
     body = json.dumps({"Pod": pod(), "NodeNames": ["small"]})
     out = app.post("/filter", data=body, content_type="application/json")
-    assert "starting, its view is not listed yet (pods: not listed yet)" in out.json["Error"]
+    assert "starting, its view is not listed yet (pods: not listed yet)" in out.get_json()["Error"]
     assert out.headers["X-Qos-Guard-View"].startswith("starting")
     assert 'qos_guard_extender_view_incomplete{store="pods"} 1' in app.get("/metrics").text
     monkeypatch.setattr(extender, "STARTING", 0.0)
     out = app.post("/filter", data=body, content_type="application/json")
-    assert out.json["NodeNames"] == ["small"] and out.json["Error"] == ""  # long unlisted: unknown, kept
+    assert out.get_json()["NodeNames"] == ["small"] and out.get_json()["Error"] == ""  # long unlisted: unknown, kept
     assert "partial (every node kept): pods: not listed yet" in out.headers["X-Qos-Guard-View"]
     cache.pods.replace([])
     cache._changed("pods", None)
     assert app.get("/readyz").status_code == 200
     out = app.post("/filter", data=body, content_type="application/json")
-    assert out.json["NodeNames"] == [] and out.headers["X-Qos-Guard-View"] == "complete"
+    assert out.get_json()["NodeNames"] == [] and out.headers["X-Qos-Guard-View"] == "complete"
     cache._changed("pods", "pods: connection refused; retrying")
     out = app.post("/filter", data=body, content_type="application/json")
-    assert out.json["NodeNames"] == [] and "stale (judged on what was last seen): pods: not watching" in \
+    assert out.get_json()["NodeNames"] == [] and "stale (judged on what was last seen): pods: not watching" in \
         out.headers["X-Qos-Guard-View"]
     assert app.get("/readyz").status_code == 503
     cache.pods.truncated = True
     cache._changed("pods", None)
-    assert app.post("/filter", data=body, content_type="application/json").json["NodeNames"] == ["small"]
+    assert app.post("/filter", data=body, content_type="application/json").get_json()["NodeNames"] == ["small"]
 
 
 def test_a_truncated_store_is_said_and_a_relist_replaces_in_place(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -509,7 +509,7 @@ def test_the_app_judges_with_its_caches_minor() -> None:
         listed(cache, [nrt("roomy", [NO_GPU]), nrt("tight", [{"cpu": "2", "memory": "16Gi"}])], [])
         app = create_extender_app(cache.view, clock=time.time, cache=cache).test_client()
         out = app.post("/filter", data=json.dumps({"Pod": empty, "NodeNames": ["roomy", "tight"]}),
-                       content_type="application/json").json
+                       content_type="application/json").get_json()
         answers[minor] = out["NodeNames"]
     assert answers == {"1.36": ["roomy", "tight"], "1.37": ["roomy"]}
 

@@ -132,7 +132,7 @@ def test_incremental_view_equals_the_view_from_scratch(history: list[tuple[Any, 
             scratch.nrts.pop(op[1], None)
         elif op[0] == "bind":
             _, i, node, w, terminal, ago = op
-            key = KEYS[i]
+            key: tuple[str, str] = KEYS[i]  # i is Any (from op), so KEYS[i] would be Any and *key of unknown length
             bound = BoundPod(*key, node, now - ago, terminal, WANTS[w], uid=f"u{i}")
             view.put_pod(bound)
             old = scratch.pods.get(key)

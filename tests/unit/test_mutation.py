@@ -105,7 +105,7 @@ def test_what_survives_mutation_is_explained_by_input_and_config(manifest: dict[
     """An oracle independent of the engine's own fixable bookkeeping: from the config and the original
     container alone, say which violations mutation may leave behind."""
     mutated = mutate(manifest, config)
-    containers = {("spec", group, i): c for group in ("containers", "initContainers")
+    containers: dict[tuple[str | int, ...], Any] = {("spec", group, i): c for group in ("containers", "initContainers")
                   for i, c in enumerate(manifest["spec"].get(group, []))}
     for v in run_rules(build_pod_spec(mutated["spec"], ("spec",)), config.policy):
         assert v.rule != "requests-not-equal-limits", v  # a request is always set to its limit

@@ -197,6 +197,7 @@ def test_taints_and_tolerations_are_read_from_any_shape() -> None:
 
 def test_a_node_without_a_topology_object_is_unknown_not_unfit() -> None:
     topology = cluster()
+    assert topology.nodes is not None
     unknown = Topology(nodes={**topology.nodes, "new-1": {"pool": "gpu"}}, topologies=topology.topologies)
     assert judge(pod("48"), unknown) == ([], [])
     assert judge(pod("48"), Topology()) == ([], [])  # nothing known at all

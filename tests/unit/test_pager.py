@@ -128,7 +128,7 @@ def test_an_object_deleted_then_an_expired_token_leaves_no_ghost_in_the_store(
     api = FakeAPI(list("abcde"))
     delete_listed_then_compact(api)
     store = Store(key_of)
-    listing = Listing(AsTransport(api), PODS, "application/json")  # type: ignore[arg-type]
+    listing = Listing(AsTransport(api), PODS, "application/json")
     store.rebuild(listing)
     assert sorted(store.items) == ["ns/b", "ns/c", "ns/d", "ns/e", "ns/z"]
     assert listing.resource_version == str(api.rev) and listing.count == 5
@@ -153,7 +153,7 @@ def test_a_reflector_ends_without_the_ghost_and_watches_from_the_new_list(monkey
         return stream(path, query, accept)
     transport = AsTransport(api)
     transport.stream = recording
-    reflector = Reflector("pods", transport, PODS, ("application/json",) * 2, store,  # type: ignore[arg-type]
+    reflector = Reflector("pods", transport, PODS, ("application/json",) * 2, store,
                           lambda name, problem: None, stop)
     thread = threading.Thread(target=reflector.run, daemon=True)
     thread.start()

@@ -5,6 +5,7 @@ Kubernetes version they need."""
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 import yaml
@@ -21,10 +22,9 @@ LIBYAML = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 
 
-def _namespaces(docs: list[dict[str, object]]) -> set[str]:
-    found = {d["metadata"]["namespace"] for d in docs if "namespace" in d["metadata"]}  # type: ignore[index]
-    found |= {d["spec"]["paramRef"]["namespace"] for d in docs  # type: ignore[index]
-              if "paramRef" in (d.get("spec") or {})}  # type: ignore[operator]
+def _namespaces(docs: list[dict[str, Any]]) -> set[str]:
+    found: set[str] = {d["metadata"]["namespace"] for d in docs if "namespace" in d["metadata"]}
+    found |= {d["spec"]["paramRef"]["namespace"] for d in docs if "paramRef" in (d.get("spec") or {})}
     return found
 
 

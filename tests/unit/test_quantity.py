@@ -117,8 +117,9 @@ def test_yaml_scalars() -> None:
         quantity_from_value(["1"])
 
 
-SUFFIX = {"": 1, "m": Fraction(1, 1000), "k": 1000, "M": 10**6, "G": 10**9, "Ki": 1024, "Mi": 2**20,
-          "Gi": 2**30, "n": Fraction(1, 10**9), "u": Fraction(1, 10**6), "T": 10**12, "Ti": 2**40}
+SUFFIX: dict[str, int | Fraction] = {
+    "": 1, "m": Fraction(1, 1000), "k": 1000, "M": 10**6, "G": 10**9, "Ki": 1024, "Mi": 2**20, "Gi": 2**30,
+    "n": Fraction(1, 10**9), "u": Fraction(1, 10**6), "T": 10**12, "Ti": 2**40}
 
 
 @given(st.integers(0, 10**12), st.integers(0, 10**6 - 1), st.sampled_from(sorted(SUFFIX)), st.booleans())

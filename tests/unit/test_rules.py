@@ -159,7 +159,8 @@ def test_numa_pod_scope_uses_effective_total() -> None:
 def test_config_defaults_are_the_documented_ones() -> None:
     """No file, an empty one and empty sections mean the defaults docs/contract.md lists, spelt out here (the
     comparison with ``Config()`` was true by construction: both are the dataclasses' defaults)."""
-    for raw in (None, {}, {"policy": None, "mutation": {}, "exemptions": None}):
+    raws: tuple[dict[str, Any] | None, ...] = (None, {}, {"policy": None, "mutation": {}, "exemptions": None})
+    for raw in raws:
         config = parse_config(raw)
         assert config.policy.fractional_cpu_containers == frozenset()
         assert config.policy.pod_level_resources == "deny"

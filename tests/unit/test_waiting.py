@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
 
 import pytest
 
@@ -10,7 +11,7 @@ from tests import waiting
 
 
 def test_result_is_the_first_true_value() -> None:
-    values = iter([None, [], {"uid": "a"}, {"uid": "b"}])
+    values: Iterator[list[str] | dict[str, str] | None] = iter([None, [], {"uid": "a"}, {"uid": "b"}])
     assert waiting.result("a Pod", lambda: next(values), within=5, every=0) == {"uid": "a"}
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import pytest
@@ -191,7 +191,12 @@ def test_a_list_is_projected_page_by_page_never_held_whole() -> None:
                         "metadata": {"resourceVersion": "7", "continue": f"c{page}" if page < 2 else ""}})
                  for page in range(3)]
     kept_when_listed: list[int] = []
-    store = Store(lambda obj: kept_when_listed.append(len(api.calls)) or key_of(obj))
+
+    def keep(obj: Mapping[str, Any]) -> str:
+        kept_when_listed.append(len(api.calls))
+        return key_of(obj)
+
+    store = Store(keep)
     listing = watch.Listing(api, PODS, "application/json")
     store.rebuild(listing)
     # Each object was projected while its own page was the last one read.
