@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from tests.waiting import eventually
 from webhook.extender.fingerprint import fingerprint, xxh64
 from webhook.extender.placement import BoundPod, NodeState, bound_pod, pod_demands, read_nrt
 from webhook.extender.view import View
@@ -532,19 +533,14 @@ def test_binds_to_one_node_reach_the_api_server_in_the_order_reserved() -> None:
 
     cache = extender.ExtenderCache(transport=None, binder=binder)
     listed(cache, [nrt("a", [ZONE, ZONE])], [])
-    other = next(n for n in (f"n{i}" for i in range(1000))
-                 if hash(n) % extender.BIND_STRIPES != hash("a") % extender.BIND_STRIPES)
+    other = next(n for n in (f"n{i}" for i in range(1000)) if extender.stripe(n) != extender.stripe("a"))
     threads = [threading.Thread(target=cache.bind, args=("ns", "first", "u1", "a"))]
-    def until(done: Any) -> None:
-        deadline = time.monotonic() + 5.0
-        while not done() and time.monotonic() < deadline:
-            time.sleep(0.01)
-
     threads[0].start()
-    until(lambda: posted == ["first"])
+    eventually("first's Binding POSTed", lambda: posted == ["first"], 5.0, every=0.01)
     threads.append(threading.Thread(target=cache.bind, args=("ns", "second", "u2", "a")))
     threads[1].start()
-    until(lambda: cache.view().pod(("ns", "second")) is not None)  # reserved: its POST would come next
+    # reserved: its POST would come next
+    eventually("second reserved", lambda: cache.view().pod(("ns", "second")) is not None, 5.0, every=0.01)
     assert cache.bind("ns", "elsewhere", "u3", other) == ""  # not held up by node a's queue
     time.sleep(0.2)
     # second is reserved at once (the view holds it), but its Binding waits for first's answer.

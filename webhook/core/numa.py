@@ -53,10 +53,9 @@ class _Node:
     (hundreds per call), and starting it was about an eighth of a fit in cProfile."""
 
     __slots__ = ("cpu_free", "dev_free", "dev_numa", "mem_allocatable", "mem_free", "memory_hints", "order", "owned",
-                 "reuse_cpu", "reuse_dev", "reuse_mem", "zero_devices_aligned", "zones")
+                 "reuse_cpu", "reuse_dev", "reuse_mem", "zero_devices_aligned")
 
-    def __init__(self, zones: tuple[Zone, ...], read: _Read, zero_devices_aligned: bool = True) -> None:
-        self.zones = zones
+    def __init__(self, read: _Read, zero_devices_aligned: bool = True) -> None:
         (self.cpu_free, self.mem_free, self.dev_free, self.dev_numa, self.memory_hints, self.mem_allocatable,
          self.order) = read
         # NUMA nodes that have devices of a resource (allocatable or not): ``dev_numa``. The Memory Manager gives
@@ -83,7 +82,7 @@ class _Node:
                 if len(_STARTS) >= 4096:
                     _STARTS.clear()
                 _STARTS[topo.key] = read
-        return cls(topo.zones, read, zero_devices_aligned)
+        return cls(read, zero_devices_aligned)
 
     def _own(self) -> None:
         """Copy the shared free amounts before the first change."""

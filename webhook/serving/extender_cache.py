@@ -219,6 +219,34 @@ class Pending:
     until: float
 
 
+def stripe(node: str) -> int:
+    """Which of the ``BIND_STRIPES`` queues a node's Bindings go through (nodes share one by hash)."""
+    return hash(node) % BIND_STRIPES
+
+
+class BindQueue:
+    """The Bindings of one stripe, POSTed one after the other in the order their tickets were taken (a ticket
+    lock: ``take`` under the lock that records the reservation, ``wait`` for its turn, ``done`` after the POST)."""
+
+    def __init__(self) -> None:
+        self.turn = threading.Condition()
+        self.taken = 0  # the next ticket
+        self.serving = 0  # the ticket whose Binding may go out now
+
+    def take(self) -> int:
+        ticket, self.taken = self.taken, self.taken + 1
+        return ticket
+
+    def wait(self, ticket: int) -> None:
+        with self.turn:
+            self.turn.wait_for(lambda: self.serving == ticket)
+
+    def done(self) -> None:
+        with self.turn:
+            self.serving += 1
+            self.turn.notify_all()
+
+
 class ExtenderCache:
     """The view, filled by two reflectors (NRTs, bound Pods); the Pods kept by a filter and not yet bound; the
     reservations ``bind`` made; what is missing from the view (``incomplete``); counters for ``/metrics``."""
@@ -248,9 +276,7 @@ class ExtenderCache:
         # no longer fit one NUMA node. Per node, a Binding waits for the one reserved before it: a ticket taken
         # with the reservation (so the view holds the Pod at once), served in turn.
         self.reserving = threading.Lock()
-        self.turns = tuple(threading.Condition() for _ in range(BIND_STRIPES))
-        self.tickets = [0] * BIND_STRIPES  # the next ticket of each stripe
-        self.serving = [0] * BIND_STRIPES  # the ticket whose Binding may go out now
+        self.queues = tuple(BindQueue() for _ in range(BIND_STRIPES))
         self.counters: dict[str, int] = {"unsettled": 0, "bind_ok": 0, "bind_error": 0, "events": 0}
         # A reflector fills a Sink as it would its own Store (replace, apply, listed, truncated): typed as the
         # Store it names, which is all it calls of it.
@@ -360,7 +386,7 @@ class ExtenderCache:
         """kube-scheduler's bind, delegated: the reservation recorded first (as its assume does), then the
         Binding POSTed; a refused Binding forgets the reservation. The error for ``ExtenderBindingResult``."""
         key = (namespace, name)
-        stripe = hash(node) % BIND_STRIPES
+        queue = self.queues[stripe(node)]
         with self.reserving:
             pending = self.flying.pop(uid, None)
             known = self.current.pod(key)
@@ -368,19 +394,14 @@ class ExtenderCache:
                 wants = pending.wants if pending is not None else None
                 self.current.put_pod(BoundPod(namespace, name, node, time.time(), wants=wants, uid=uid))
                 self.assumed[key] = uid
-            ticket = self.tickets[stripe]
-            self.tickets[stripe] += 1
+            ticket = queue.take()
         self._notify()
-        turn = self.turns[stripe]
-        with turn:
-            turn.wait_for(lambda: self.serving[stripe] == ticket)
+        queue.wait(ticket)
         try:
             error = self.binder(namespace, name, uid, node) if self.binder is not None else \
                 "qos-guard extender: no API server to bind with"
         finally:
-            with turn:
-                self.serving[stripe] += 1
-                turn.notify_all()
+            queue.done()
         if error:
             self.counters["bind_error"] += 1
             if self.assumed.pop(key, None) is not None:
