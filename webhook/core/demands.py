@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from webhook.core.config import Policy
@@ -63,7 +64,10 @@ def _units(milli: int) -> int:
     return -(-milli // 1000)
 
 
+@lru_cache(maxsize=1024)
 def is_device(name: str) -> bool:
+    """A device plugin's resource (not CPU, memory, hugepages or storage). Remembered per name: reading a
+    fleet's topologies for the scheduler extender asks it of every resource of every zone."""
     return name not in (CPU, MEMORY, "ephemeral-storage", "storage") and not name.startswith(HUGEPAGES)
 
 
