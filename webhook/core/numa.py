@@ -29,6 +29,7 @@ reusable ones first, as kubelet does on cores of one thread. The differential te
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -98,18 +99,26 @@ class _Node:
         mem_free: dict[int, dict[str, int]] = {}
         dev_free: dict[int, dict[str, int]] = {}
         dev_numa: dict[str, set[int]] = {}
-        for z in topo.zones:
-            cpu_free[z.numa] = z.allocatable.get(CPU, 0) // 1000
-            mem_free[z.numa] = {k: v // 1000 for k, v in z.allocatable.items() if not is_device(k) and k != CPU}
-            dev_free[z.numa] = {k: v // 1000 for k, v in z.allocatable.items() if is_device(k)}
+        mem_allocatable: dict[int, dict[str, int]] = {}
+        hints = False
+        for z in topo.zones:  # one pass over each zone's amounts: a fleet's free shapes are read by the thousand
+            cpu = 0
+            memory: dict[str, int] = {}
+            devices: dict[str, int] = {}
+            for k, v in z.allocatable.items():
+                if k == CPU:
+                    cpu = v // 1000
+                elif is_device(k):
+                    devices[k] = v // 1000
+                else:
+                    memory[k] = v // 1000
+            cpu_free[z.numa], mem_free[z.numa], dev_free[z.numa] = cpu, memory, devices
+            # The first zone of a NUMA node's number, as ``holds_memory`` reads it (memory types only: all it asks).
+            mem_allocatable.setdefault(z.numa, memory)
             for k, v in z.capacity.items():
                 if is_device(k) and (v > 0 or z.allocatable.get(k, 0) > 0):
                     dev_numa.setdefault(k, set()).add(z.numa)
-        hints = any(k == "memory" or k.startswith(HUGEPAGES) for z in topo.zones
-                    for k in (*z.capacity, *z.allocatable))
-        mem_allocatable: dict[int, dict[str, int]] = {}
-        for z in topo.zones:  # the first zone of a NUMA node's number, as ``holds_memory`` reads it
-            mem_allocatable.setdefault(z.numa, {k: v // 1000 for k, v in z.allocatable.items()})
+            hints = hints or any(k == "memory" or k.startswith(HUGEPAGES) for k in (*z.capacity, *z.allocatable))
         return cpu_free, mem_free, dev_free, dev_numa, hints, mem_allocatable, tuple(z.numa for z in topo.zones)
 
     def accepts(self, d: Demand, numa: int) -> bool:
@@ -262,6 +271,75 @@ def _first(node: _Node, d: Demand) -> int | None:
         if accepts(d, numa):
             return numa
     return None
+
+
+# ---- equal answers: the amounts a fit turns on ----
+
+_MAX_LEVELS = 256  # sums of one resource's requests kept per Pod; past it, only the caps (see ``Levels``)
+
+
+@dataclass(frozen=True, slots=True)
+class Levels:
+    """The amounts of a zone's allocatable (milli-units) that ``fit_node``'s answer for one Pod turns on: two
+    topologies of one shape (the empty node's ``NodeTopology.key``) whose zones fall between the same levels
+    get the same fit, so the scheduler extender fits each class of a fleet's free shapes once (a fleet whose
+    NRTs count their Pods has about one free shape per node).
+
+    Every comparison ``fit_node`` makes is a zone's amount against one container's request (or the Pod's total,
+    in ``pod`` scope). What init containers take is reused by the containers after them (kubelet's reuse, per
+    provider): on each zone what is free plus what is left for reuse falls only by what app containers and
+    sidecars placed there take, so a zone's initial amount is compared with a request plus a sum of theirs.
+    ``levels`` holds every such sum, and a zone is known by how many of them its amount reaches; a device's level
+    1 (milli) tells a zone with none of it from one with some (the device manager's NUMA nodes). Past
+    ``_MAX_LEVELS`` sums, only ``caps``: a zone with all the Pod asks of a resource compares as one with exactly
+    that."""
+
+    levels: tuple[tuple[str, tuple[int, ...]], ...] | None
+    caps: tuple[tuple[str, int], ...]
+
+    def of(self, topo: NodeTopology) -> tuple[int, ...]:
+        """The class of ``topo``'s amounts, zone by zone and resource by resource (the resources the Pod asks):
+        ``fit_node`` answers two topologies of one empty shape with equal classes alike."""
+        if self.levels is not None:
+            return tuple([bisect_right(cut, z.allocatable.get(k, 0)) for z in topo.zones for k, cut in self.levels])
+        return tuple([min(z.allocatable.get(k, 0), cap) for z in topo.zones for k, cap in self.caps])
+
+
+def levels(wants: Demands) -> Levels:
+    """The ``Levels`` of ``wants``: per resource it asks, in a zone's milli-units."""
+    requests = [(d.kind == "init", _milli(d)) for d in wants.containers]
+    total = _milli(wants.pod)
+    names = sorted({k for _, r in requests for k in r} | set(total))
+    caps = tuple((k, max(sum(r.get(k, 0) for _, r in requests) + total.get(k, 0), 1 if is_device(k) else 0))
+                 for k in names)
+    cuts = []
+    for k in names:
+        # What the app containers and sidecars placed on a zone before may have taken; with a request after
+        # them, every amount compared (the Pod's total in ``pod`` scope too: an init container's peak with the
+        # sidecars before it, or the app containers' and sidecars' sum).
+        placed = {0}
+        for init, r in requests:
+            if r.get(k) and not init:
+                placed |= {s + r[k] for s in placed}
+                if len(placed) > _MAX_LEVELS:
+                    return Levels(None, caps)
+        sums = set(placed)
+        for init, r in requests:
+            if r.get(k) and init:
+                sums |= {s + r[k] for s in placed}
+        if is_device(k):
+            sums.add(1)
+        if len(sums) > _MAX_LEVELS:
+            return Levels(None, caps)
+        cuts.append((k, tuple(sorted(sums))))
+    return Levels(tuple(cuts), caps)
+
+
+def _milli(d: Demand) -> dict[str, int]:
+    """What ``d`` asks, in a zone's milli-units."""
+    out = {CPU: d.cpus * 1000} if d.cpus else {}
+    out.update({k: v * 1000 for k, v in (*d.memory.items(), *d.devices.items())})
+    return out
 
 
 # ---- the cluster: every node the Pod can land on ----

@@ -24,7 +24,7 @@ from typing import Any
 
 from webhook.core.demands import Demand, Demands, demands, is_device, may_align
 from webhook.core.kubeversion import DEFAULT, Semantics
-from webhook.core.numa import NodeFit, fit_node
+from webhook.core.numa import Levels, NodeFit, fit_node, levels
 from webhook.core.numatopology import NodeTopology, TopologyError, Zone, parse_nrt
 from webhook.core.podspec import CPU, ManifestError, build_pod_spec
 from webhook.core.quantity import QuantityError, quantity_from_value
@@ -289,18 +289,25 @@ class Judge:
     """The answers for one Pod over many nodes; nodes of one free shape are judged once."""
 
     wants: Demands | None
-    fitted: dict[tuple[Any, ...], NodeFit] = field(default_factory=dict)
+    fitted: dict[tuple[Any, ...], NodeFit] = field(default_factory=dict)  # (empty shape, class) -> fit
     verdicts: dict[Any, Verdict] = field(default_factory=dict)  # shape (and reservations) -> verdict
     refusals: dict[tuple[Any, ...], Verdict] = field(default_factory=dict)  # see ``_judge``
     usages: dict[tuple[Any, ...], dict[int, dict[str, int]]] = field(default_factory=dict)  # placement -> usage
+    levels: Levels | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        self.levels = levels(self.wants) if self.wants is not None else None
 
     @classmethod
     def of(cls, pod: Mapping[str, Any], kube: Semantics = DEFAULT) -> Judge:
         return cls(pod_demands(pod, kube))
 
-    def _fit(self, topo: NodeTopology) -> NodeFit:
-        assert self.wants is not None
-        key = topo.key or NodeTopology.signature(topo.policy, topo.scope, topo.zones)
+    def _fit(self, empty: NodeTopology, topo: NodeTopology) -> NodeFit:
+        """The fit on ``topo`` (zones free now of a node of the ``empty`` shape), once per class of its amounts
+        (``Levels``): nodes whose NRTs count their own Pods are each a free shape of their own, most of them
+        alike for the Pod at hand."""
+        assert self.wants is not None and self.levels is not None
+        key = (empty.key or NodeTopology.signature(empty.policy, empty.scope, empty.zones), self.levels.of(topo))
         found = self.fitted.get(key)
         if found is None:
             found = self.fitted[key] = fit_node(self.wants, topo)
@@ -330,7 +337,7 @@ class Judge:
     def _judge(self, state: NodeState, topo: NodeTopology) -> Verdict:
         assert self.wants is not None
         name = state.empty.name
-        fit = self._fit(topo)
+        fit = self._fit(state.empty, topo)
         if fit.fits:
             # What the Pod takes depends only on where it goes: most free shapes place it alike.
             where = (fit.scope, tuple(fit.placed.items()))
@@ -354,7 +361,7 @@ class Judge:
     def _refusal(self, empty: NodeTopology, need: Demand, alone: bool) -> tuple[str, bool]:
         """The reason a node of the ``empty`` shape refuses ``need`` now, and whether it is unresolvable (not
         even on the empty node)."""
-        ever = self._fit(empty)
+        ever = self._fit(empty, empty)
         # Only what kubelet aligns here is named: no memory where the node publishes none (Memory Manager None).
         named = {CPU} | empty.published
         text = ((APART if _apart(need, named, empty) else NOT_EVER) if not ever.fits and ever.alone
