@@ -3,7 +3,9 @@ candidate, at 1,000, 5,000 and 10,000 nodes with 20 bound Pods each (half of the
 test client (the judging and the body's JSON both ways; no TLS, no API server). The nodes are the topology
 differential's machines (tests/fidelity/topology_grammar.py, 60 of them, each repeated), their NRTs read as the
 running extender reads them; each NRT's fingerprint counts its node's Pods but on one node in ten, where the last
-two Pods bound are not counted yet (reservations). The Pods asked about are the differential's shapes.
+two Pods bound are not counted yet (reservations), and its zones' available is what the Pods it counts leave (so
+the 5,000 nodes are about 4,900 free shapes, as a fleet's NRTs are). The Pods asked about are the differential's
+shapes.
 
 Also what a watch event costs (a Pod bound, then deleted) and the memory the view takes (tracemalloc). With
 ``--baseline REV`` the same scenario runs against that revision's extender too (a git worktree of it), side by
@@ -29,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from webhook.extender.fingerprint import fingerprint
-from webhook.extender.placement import BoundPod, pod_demands, read_nrt
+from webhook.extender.placement import BoundPod, NodeState, free_now, pod_demands, read_nrt
 
 # The differential's generators are test code, not held to mypy --strict as bench is: imported by name.
 grammar: Any = importlib.import_module("tests.fidelity.topology_grammar")
@@ -78,6 +80,14 @@ def scenario(nodes: int, rng: random.Random) -> tuple[dict[str, Any], dict[str, 
                                     wants=wants, uid=f"u-{i}-{j}"))
         counted = on_node[:-2] if i % 10 == 0 else on_node
         obj = e2e.nrt(name, zones, "container" if i % 3 else "pod")
+        # What the exporter counts is taken: each zone's available is its allocatable less the counted Pods, each
+        # where kubelet would have put it (so nodes differ as a fleet's do: about one free shape per node).
+        state = read_nrt(obj)
+        assert state is not None
+        left = {z.numa: z.allocatable for z in free_now(NodeState(state.empty, state.empty), counted).zones}
+        for numa, zone in enumerate(obj["zones"]):
+            for res in zone["resources"]:
+                res["available"] = str(left[numa].get(res["name"], 0) // 1000)
         obj.setdefault("attributes", []).append(
             {"name": "nodeTopologyPodsFingerprint", "value": fingerprint(p.key for p in counted)})
         nrts[name] = obj
