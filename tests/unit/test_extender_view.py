@@ -169,6 +169,28 @@ def test_incremental_view_equals_the_view_from_scratch(history: list[tuple[Any, 
                 assert (verdict.kept, verdict.score) == (fresh.kept, fresh.score), (node, op)
 
 
+def test_free_shapes_of_one_class_are_fitted_once_and_each_scored_on_its_own() -> None:
+    """Nodes whose NRTs count their own Pods differ in what is free (here memory: 2 to 15Gi of 16Gi a zone): for a
+    Pod that every one of them holds (2 CPUs, 1Gi), one fit (``core.numa.Levels``), and each node its own score."""
+    states = {}
+    for i in range(40):
+        obj = nrt(f"n{i}", 2, 0, "single-numa-node", None, None)
+        for zone in obj["zones"]:
+            for res in zone["resources"]:
+                if res["name"] == "memory":
+                    res["available"] = f"{2 + i % 14}Gi"
+        state = read_nrt(obj)
+        assert state is not None
+        states[f"n{i}"] = state
+    names, now = list(states), 1000.0
+    judge = Judge(WANTS[1])
+    got = View(states, {}).verdicts(judge, names, now)
+    assert len(judge.verdicts) == 14 and len(judge.fitted) == 1
+    alone = [Judge(WANTS[1]).node(n, states[n]) for n in names]
+    assert [(v.kept, v.score) for v in got] == [(v.kept, v.score) for v in alone]
+    assert all(v.kept for v in got) and len({v.score for v in got}) > 2
+
+
 def test_a_new_pod_shape_costs_python_per_free_shape_not_per_node() -> None:
     """3,000 nodes of three free shapes, every one read before: a Pod shape not judged yet is judged three times,
     and the call runs no Python per node (counted as the calls a profile hook sees made from Python code; ``map``
