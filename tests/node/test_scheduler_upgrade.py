@@ -40,7 +40,7 @@ from tests import waiting
 from tests.binaries import binary, kube_version
 from tests.e2e.conftest import CHART, KUBERNETES_SERVICE_IP, RELEASE_NAMESPACE, Cluster
 from tests.e2e.test_extender import Api
-from tests.e2e.test_scheduler_rollout import klog_time
+from tests.e2e.test_scheduler_rollout import ACQUIRED, ATTEMPTING, klog_time
 from tests.node.conftest import Release, helm_upgrade_release, report
 from tests.node.node import BRIDGE, NODE_NAME, Node
 
@@ -292,8 +292,9 @@ def test_an_upgrade_during_a_burst_never_runs_two_active_schedulers(node: Node, 
     assert [p["metadata"]["name"] for p in left] == [new], [p["metadata"]["name"] for p in left]
     # Its log: a standby first (it asked for the Lease and waited), then leading once.
     log = c.kubectl("logs", "-n", RELEASE_NAMESPACE, new, "-c", "kube-scheduler", check=True).stdout.splitlines()
-    asked = [klog_time(line) for line in log if '"Attempting to acquire leader lease' in line]
-    got = [klog_time(line) for line in log if '"Successfully acquired lease"' in line]
+    # Either spelling of client-go's leader election (printf up to kube-scheduler 1.34, structured after).
+    asked = [klog_time(line) for line in log if ATTEMPTING.search(line)]
+    got = [klog_time(line) for line in log if ACQUIRED.search(line)]
     assert len(asked) == 1 and len(got) == 1 and asked[0] is not None and got[0] is not None, (asked, got)
     standby = got[0] - asked[0]
     assert standby > 0.5, f"the new scheduler led {standby:.2f} s after asking: it never waited as a standby"
