@@ -293,10 +293,10 @@ class Judge:
     verdicts: dict[Any, Verdict] = field(default_factory=dict)  # shape (and reservations) -> verdict
     refusals: dict[tuple[Any, ...], Verdict] = field(default_factory=dict)  # see ``_judge``
     usages: dict[tuple[Any, ...], dict[int, dict[str, int]]] = field(default_factory=dict)  # placement -> usage
-    levels: Levels | None = field(default=None, init=False)
+    classes: Levels | None = field(default=None, init=False)  # what of a zone's amounts the Pod tells apart
 
     def __post_init__(self) -> None:
-        self.levels = levels(self.wants) if self.wants is not None else None
+        self.classes = levels(self.wants) if self.wants is not None else None
 
     @classmethod
     def of(cls, pod: Mapping[str, Any], kube: Semantics = DEFAULT) -> Judge:
@@ -306,8 +306,8 @@ class Judge:
         """The fit on ``topo`` (zones free now of a node of the ``empty`` shape), once per class of its amounts
         (``Levels``): nodes whose NRTs count their own Pods are each a free shape of their own, most of them
         alike for the Pod at hand."""
-        assert self.wants is not None and self.levels is not None
-        key = (empty.key or NodeTopology.signature(empty.policy, empty.scope, empty.zones), self.levels.of(topo))
+        assert self.wants is not None and self.classes is not None
+        key = (empty.key or NodeTopology.signature(empty.policy, empty.scope, empty.zones), self.classes.of(topo))
         found = self.fitted.get(key)
         if found is None:
             found = self.fitted[key] = fit_node(self.wants, topo)
