@@ -250,6 +250,20 @@ def test_bound_only_where_it_fits_and_refused_with_the_reason_per_node(
     add_node(api, "x-fits", [{"cpu": 4, "memory": 16 * GIB, GPU: 1}, {"cpu": 4, "memory": 16 * GIB}], "small")
     for name in ("x-split-a", "x-split-b"):
         add_node(api, name, [{"cpu": 2, "memory": 16 * GIB, GPU: 1}, {"cpu": 6, "memory": 16 * GIB}], "small")
+    # The extender's watch has the last NRT (a node it does not know yet it keeps: unknown never refuses): a
+    # 6-CPU Pod without a GPU, which only a split node's second NUMA node holds, scores there (/prioritize, which
+    # holds no reservation).
+    probe = gpu_pod("probe", 6)
+    for amounts in probe["spec"]["containers"][0]["resources"].values():
+        del amounts[GPU]
+
+    def seen() -> bool:
+        r = requests.post(extender.url + "/prioritize", json={"Pod": probe, "NodeNames": ["x-split-b"]},
+                          verify=str(extender.ca), timeout=5)
+        assert r.status_code == 200, r.text
+        return int(r.json()[0]["Score"]) > 0
+
+    waiting.eventually("the extender's watch: x-split-b's NRT", seen, within=30)
     with scheduler(cluster, tmp_path / "scheduler", SCHEDULER, extender):
         api("POST", f"/api/v1/namespaces/{NAMESPACE}/pods", gpu_pod("placed", 4))
         waiting.eventually("the Pod bound", lambda: api(
