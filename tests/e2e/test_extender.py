@@ -124,6 +124,15 @@ class Extender:
         stop_process(self.proc)
 
 
+def score(extender: Extender, pod: dict[str, Any], node: str) -> int:
+    """What the extender's /prioritize gives ``pod`` on ``node``: 0 where it does not fit or the node is unknown. (Not
+    /filter: a Pod it keeps is held as a reservation, and would take the zone the test's next Pod is to get.)"""
+    r = requests.post(extender.url + "/prioritize", json={"Pod": pod, "NodeNames": [node]},
+                      verify=str(extender.ca), timeout=5)
+    assert r.status_code == 200, r.text
+    return int(r.json()[0]["Score"])
+
+
 def start_extender(cluster: Cluster, folder: Path, port: int | None = None, timeout: str = "900",
                    pki: Any = None) -> Extender:
     """``qos-guard extender`` over TLS on loopback; ``pki``: an earlier one's (a restart the scheduler trusts)."""
@@ -257,13 +266,8 @@ def test_bound_only_where_it_fits_and_refused_with_the_reason_per_node(
     for amounts in probe["spec"]["containers"][0]["resources"].values():
         del amounts[GPU]
 
-    def seen() -> bool:
-        r = requests.post(extender.url + "/prioritize", json={"Pod": probe, "NodeNames": ["x-split-b"]},
-                          verify=str(extender.ca), timeout=5)
-        assert r.status_code == 200, r.text
-        return int(r.json()[0]["Score"]) > 0
-
-    waiting.eventually("the extender's watch: x-split-b's NRT", seen, within=30)
+    waiting.eventually("the extender's watch: x-split-b's NRT", lambda: score(extender, probe, "x-split-b") > 0,
+                       within=30)
     with scheduler(cluster, tmp_path / "scheduler", SCHEDULER, extender):
         api("POST", f"/api/v1/namespaces/{NAMESPACE}/pods", gpu_pod("placed", 4))
         waiting.eventually("the Pod bound", lambda: api(
@@ -304,16 +308,12 @@ def test_reservations_go_when_the_nrt_fingerprint_counts_the_pods(
             {"name": ATTRIBUTE, "value": fingerprint((NAMESPACE, n) for n in counted)}]
         api("PUT", path, obj)
 
-    def score() -> int:
-        """What the extender's /prioritize gives a 4-CPU GPU Pod on f-node: 0 where it does not fit. (Not
-        /filter: a Pod it keeps there is held as a reservation, and would take the zone f-3 is to get.)"""
-        args: dict[str, Any] = {"Pod": gpu_pod("probe", 4, pool="fingerprint"), "NodeNames": ["f-node"]}
-        r = requests.post(extender.url + "/prioritize", json=args, verify=str(extender.ca), timeout=5)
-        assert r.status_code == 200, r.text
-        return int(r.json()[0]["Score"])
+    def f_score() -> int:
+        """A 4-CPU GPU Pod's score on f-node, as the extender sees it now."""
+        return score(extender, gpu_pod("probe", 4, pool="fingerprint"), "f-node")
 
     def fits_now() -> bool:
-        return score() > 0
+        return f_score() > 0
 
     publish([])
     with scheduler(cluster, tmp_path / "scheduler", SCHEDULER, extender):
@@ -322,11 +322,11 @@ def test_reservations_go_when_the_nrt_fingerprint_counts_the_pods(
             waiting.eventually(f"{name} bound", functools.partial(bound_to, api, name), within=60)
         publish(["f-0"])  # the exporter saw f-0 only: f-0 counted by the NRT, f-1 held; the third zone free
         waiting.eventually("the extender's watch: the third zone free", fits_now, within=10,
-                           seen=lambda: f"/prioritize scores f-node {score()}")
+                           seen=lambda: f"/prioritize scores f-node {f_score()}")
         api("POST", f"/api/v1/namespaces/{NAMESPACE}/pods", gpu_pod("f-2", 4, pool="fingerprint"))
         waiting.eventually("f-2 bound", functools.partial(bound_to, api, "f-2"), within=60)
         waiting.eventually("the extender: no room left on f-node", lambda: not fits_now(), within=10,
-                           seen=lambda: f"/prioritize scores f-node {score()}")
+                           seen=lambda: f"/prioritize scores f-node {f_score()}")
         api("POST", f"/api/v1/namespaces/{NAMESPACE}/pods", gpu_pod("f-3", 4, pool="fingerprint"))
         waiting.eventually("f-3 refused", functools.partial(failed_scheduling, api, "f-3"), within=60)
         stale = next(e for e in events(api, "f-3") if e.startswith("FailedScheduling"))
@@ -340,11 +340,11 @@ def test_reservations_go_when_the_nrt_fingerprint_counts_the_pods(
         api("DELETE", f"/api/v1/namespaces/{NAMESPACE}/pods/f-2", gracePeriodSeconds="0")
         publish(["f-0", "f-1"])  # both counted: the reservations go, the NRT alone says what is free
         waiting.eventually("the extender's watch: a zone free on f-node again", fits_now, within=10,
-                           seen=lambda: f"/prioritize scores f-node {score()}")
+                           seen=lambda: f"/prioritize scores f-node {f_score()}")
         api("POST", f"/api/v1/namespaces/{NAMESPACE}/pods", gpu_pod("f-4", 4, pool="fingerprint"))
         waiting.eventually("f-4 bound", functools.partial(bound_to, api, "f-4"), within=120)
         waiting.eventually("the extender: no room left on f-node once f-4 is held", lambda: not fits_now(),
-                           within=10, seen=lambda: f"/prioritize scores f-node {score()}")
+                           within=10, seen=lambda: f"/prioritize scores f-node {f_score()}")
         metrics = requests.get(extender.url + "/metrics", verify=str(extender.ca), timeout=5).text
         # Every NRT named a set of the Pods the extender saw there first: none was subtracted twice.
         assert "qos_guard_extender_fingerprint_unmatched_total 0" in metrics, metrics
