@@ -31,6 +31,7 @@ from webhook.core.quantity import QuantityError, quantity_from_value
 from webhook.extender.fingerprint import ATTRIBUTE, METHOD_ATTRIBUTE, fingerprint
 
 MAX_SCORE = 10  # extenderv1.MaxExtenderPriority
+SHARE = 1 << 10  # what a score counts a zone's amount left in: 1/1024ths (see ``score``)
 RESERVATION_TIMEOUT = 120.0  # seconds a bound Pod is held against a node whose NRT does not say it counts it
 _ZONE_NAME = re.compile(r"node-(\d+)")
 _TERMINAL = ("Succeeded", "Failed")
@@ -344,30 +345,42 @@ class Judge:
             taken = self.usages.get(where)
             if taken is None:
                 taken = self.usages[where] = usage(self.wants, fit)
-            return Verdict(name, True, score=_score(state.empty, topo, taken))
+            return Verdict(name, True, score=score(state.empty, topo, taken))
         if not state.empty.refuses:
             return Verdict(name, True)  # restricted or best-effort: admitted across NUMA nodes
-        need = fit.failed
-        assert need is not None
-        # Why, per empty shape and failed demand: a fleet's nodes of one machine, each with other zones free now,
-        # fail alike (a new Pod shape is judged on hundreds of free shapes of a few dozen machines).
-        why = (state.empty.key, id(need), fit.alone)  # ``need`` is one of ``self.wants``, alive as long
+        assert fit.failed is not None
+        return self.refusal(state.empty, fit.failed, fit.alone)
+
+    def refusal(self, empty: NodeTopology, need: Demand, alone: bool, ever: tuple[bool, bool] | None = None,
+                shape: Any = None) -> Verdict:
+        """The refusal of a node of the ``empty`` shape that ``need`` (one of ``wants``) does not fit now (``alone``:
+        nor alone on its zones): one object per empty shape, demand and ``alone``, since a fleet's nodes of one
+        machine, each with other zones free now, fail alike (a new Pod shape is judged on thousands of free shapes of
+        a few dozen machines); ``ever``: whether the empty node holds the Pod, and if not whether alone, when the
+        caller knows."""
+        # ``need`` is one of ``self.wants``, alive as long; ``shape``: a cheaper key of ``empty`` than its own
+        why = (empty.key if shape is None else shape, id(need), alone)
         found = self.refusals.get(why)
         if found is None:
-            text, unresolvable = self._refusal(state.empty, need, fit.alone)
-            found = self.refusals[why] = Verdict(name, False, text, unresolvable=unresolvable)
+            text, unresolvable = self._refusal(empty, need, alone, ever)
+            found = self.refusals[why] = Verdict(empty.name, False, text, unresolvable=unresolvable)
         return found
 
-    def _refusal(self, empty: NodeTopology, need: Demand, alone: bool) -> tuple[str, bool]:
+    def _refusal(self, empty: NodeTopology, need: Demand, alone: bool,
+                 ever: tuple[bool, bool] | None) -> tuple[str, bool]:
         """The reason a node of the ``empty`` shape refuses ``need`` now, and whether it is unresolvable (not
-        even on the empty node)."""
-        ever = self._fit(empty, empty)
+        even on the empty node); ``ever``: whether the empty node holds the Pod, and if not whether alone, when the
+        caller knows (else fitted here)."""
+        if ever is None:
+            fit = self._fit(empty, empty)
+            ever = (fit.fits, fit.alone)
+        fits_ever, alone_ever = ever
         # Only what kubelet aligns here is named: no memory where the node publishes none (Memory Manager None).
         named = {CPU} | empty.published
-        text = ((APART if _apart(need, named, empty) else NOT_EVER) if not ever.fits and ever.alone
+        text = ((APART if _apart(need, named, empty) else NOT_EVER) if not fits_ever and alone_ever
                 else NOT_NOW if alone else IN_ORDER)
         shown = need.show(only=named)
-        return text.format(label=need.label, need=shown or "its resources"), not ever.fits
+        return text.format(label=need.label, need=shown or "its resources"), not fits_ever
 
 
 def _apart(need: Demand, named: set[str], topo: NodeTopology) -> bool:
@@ -377,17 +390,27 @@ def _apart(need: Demand, named: set[str], topo: NodeTopology) -> bool:
     return len(parts) > 1 and all(any(z.allocatable.get(k, 0) >= v for z in topo.zones) for k, v in parts)
 
 
-def _score(empty: NodeTopology, free: NodeTopology, taken: Mapping[int, Mapping[str, int]]) -> int:
+def score(empty: NodeTopology, free: NodeTopology, taken: Mapping[int, Mapping[str, int]]) -> int:
     """Best fit: 10 where the zones the Pod goes to are left with nothing of what it takes, down to 1 where
-    they are left whole (fragmentation is free room split over zones that no large Pod can use)."""
+    they are left whole (fragmentation is free room split over zones that no large Pod can use): 1 plus 9 times
+    the mean share used, rounded half to even. In integers (each share in ``SHARE``ths of its zone's amount), so
+    exact in any order: ``webhook.extender.fleetfit`` scores thousands of free shapes at once over arrays."""
     total = {z.numa: z.allocatable for z in empty.zones}
     now = {z.numa: z.allocatable for z in free.zones}
-    shares = []
+    left = count = 0
     for numa, amounts_taken in taken.items():
         for res, amount in amounts_taken.items():
             whole = total.get(numa, {}).get(res, 0)
             if whole > 0:
-                shares.append(max(0, now.get(numa, {}).get(res, 0) - amount) / whole)
-    if not shares:
+                left += max(0, now.get(numa, {}).get(res, 0) - amount) * SHARE // whole
+                count += 1
+    return scored(left, count)
+
+
+def scored(left: int, count: int) -> int:
+    """``score`` of ``count`` shares that leave ``left`` (``SHARE``ths, added up): 1 with none."""
+    if not count:
         return 1
-    return 1 + round((MAX_SCORE - 1) * (1 - sum(shares) / len(shares)))
+    whole = SHARE * count
+    quotient, rest = divmod((MAX_SCORE - 1) * (whole - left), whole)
+    return 1 + quotient + (2 * rest > whole or (2 * rest == whole and quotient % 2))

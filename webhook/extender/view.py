@@ -32,6 +32,8 @@ from typing import cast
 
 from webhook.core.numatopology import NodeTopology
 from webhook.extender.fingerprint import pod_hash, sign
+from webhook.extender.fleetfit import judge_rows
+from webhook.extender.fleetrows import Columns
 from webhook.extender.placement import (
     NO_OPINION,
     RESERVATION_TIMEOUT,
@@ -47,6 +49,7 @@ from webhook.extender.placement import (
 
 Key = tuple[str, str]
 MAX_IDS = 50_000  # distinct free shapes remembered
+BATCH = 32  # free shapes of a new Pod shape from which they are judged over arrays (fewer: one by one, cheaper)
 LISTED_LAG = 32  # of a List with terminal Pods, the latest Pods a fingerprint may not count yet (prefixes tried)
 # One table for every View of the process: a Judge's verdicts are keyed by these ids, whichever View it reads.
 _IDS: dict[Shape, int] = {}
@@ -105,6 +108,7 @@ class View:
         # zones), so a shape not judged before is judged on it, once per key, whichever node it came from.
         self.by_key: dict[int, Freed] = {}
         self._latest = -math.inf  # the latest ``now`` a call was judged at (a clock set back voids ``fresh``)
+        self.columns = Columns()  # the free shapes as rows, for a Pod shape judged on many at once
         for name, state in (states or {}).items():
             self.set_nrt(name, state)
         for on_node in (pods or {}).values():
@@ -317,10 +321,16 @@ class View:
             found = self.freed(names[i], now)
             if found is not None:
                 keys[i] = found.key
-        # Each key not judged yet: judged once, on its ``Freed`` in ``by_key`` (the distinct keys found in C).
+        # Each key not judged yet: judged once, on its ``Freed`` in ``by_key`` (the distinct keys found in C); many of
+        # them at once over arrays (``fleetfit``), the rest (and what the arrays do not model) one by one.
         by_key = self.by_key
-        for key in [k for k in set(keys) if k not in cache]:
-            found = by_key.get(key) if key is not None else None
+        missing = set(keys).difference(cache)
+        missing.discard(None)
+        unjudged = cast(list[int], list(missing))
+        if len(unjudged) >= BATCH:
+            unjudged = judge_rows(judge, unjudged, by_key, self.columns)
+        for key in unjudged:
+            found = by_key.get(key)
             if found is not None and found.key == key:
                 self._judged(judge, found)
         out = list(map(cache.get, keys))

@@ -1,0 +1,147 @@
+"""``webhook.extender.fleetfit``: a Pod shape judged on many free shapes at once over arrays gives each the verdict
+``Judge.judged`` gives it alone (kept or refused, the reason, unresolvable, the score).
+
+The machines and Pods are the topology differential's (tests/fidelity/topology_grammar.py: init containers, sidecars,
+hugepages, devices, both scopes), the free amounts drawn around the Pod's own levels (``core.numa.Levels``: one
+under, on, one over), where a wrong comparison, a missed reuse or a share added wrong shows.
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.fidelity import topology_grammar as grammar
+from tests.unit.test_numa_levels import empty_node, free
+from webhook.core.demands import Demands
+from webhook.core.numa import levels
+from webhook.core.numatopology import NodeTopology, Zone
+from webhook.extender.fleetfit import judge_rows
+from webhook.extender.fleetrows import EXACT, Columns
+from webhook.extender.placement import MAX_SCORE, SHARE, Judge, NodeState, Shape, Verdict, pod_demands, scored
+from webhook.extender.view import BATCH, View
+
+
+@dataclass(frozen=True)
+class Free:
+    """What ``judge_rows`` reads of a ``view.Freed``."""
+
+    state: NodeState
+    topo: NodeTopology
+    opinion: bool = True
+
+
+def renamed(topo: NodeTopology, name: str, policy: str | None = None, scope: str | None = None,
+            zones: tuple[Zone, ...] | None = None) -> NodeTopology:
+    policy, scope, zones = policy or topo.policy, scope or topo.scope, zones or topo.zones
+    return NodeTopology(name, policy, scope, zones, NodeTopology.signature(policy, scope, zones))
+
+
+def fleet(seed: int, machines: int = 4, shapes: int = 12, odd: bool = True) -> tuple[Demands, dict[int, Free]]:
+    """A Pod that aligns something and free shapes of a few machines (policies and scopes drawn), keyed as a view
+    keys them. Now and then a machine the arrays do not model: two zones of one NUMA number, or an amount past
+    2**53 milli-units."""
+    rng = random.Random(seed)
+    wants: Demands | None = None
+    fleet_: dict[int, Free] = {}
+    for m in range(machines):
+        spec, empty = empty_node(rng)
+        empty = renamed(empty, f"m{m}", rng.choice(["single-numa-node"] * 3 + ["restricted", "best-effort"]),
+                        rng.choice(["container", "pod"]))
+        draw = rng.random() if odd else 1.0
+        if draw < 0.1 and len(empty.zones) > 1:
+            zs = empty.zones
+            empty = renamed(empty, empty.name, zones=(zs[0], Zone(zs[0].numa, zs[1].name, zs[1].capacity,
+                                                                    zs[1].allocatable), *zs[2:]))
+        elif draw < 0.2:
+            z = empty.zones[0]
+            huge = dict(z.allocatable, memory=EXACT + 5)
+            empty = renamed(empty, empty.name, zones=(Zone(z.numa, z.name, dict(z.capacity, memory=EXACT + 5), huge),
+                                                      *empty.zones[1:]))
+        while wants is None:
+            wants = pod_demands(grammar.pod(rng, spec))
+        shape = levels(wants)
+        for _ in range(shapes):
+            topo = free(rng, empty, shape)
+            topo = renamed(topo, empty.name)
+            fleet_[len(fleet_)] = Free(NodeState(empty, topo, shape=Shape((empty.key, topo.key))), topo)
+    assert wants is not None
+    return wants, fleet_
+
+
+def alone(wants: Demands, item: Free) -> Verdict:
+    return Judge(wants).judged(item.state, item.topo, 0)
+
+
+def said(v: Verdict) -> tuple[bool, str, bool, int, bool]:
+    return v.kept, v.reason, v.unresolvable, v.score, v.known
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(0, 2**32))
+def test_each_free_shape_gets_the_verdict_it_gets_alone(seed: int) -> None:
+    wants, items = fleet(seed)
+    judge = Judge(wants)
+    left = judge_rows(judge, list(items), items, Columns())
+    for key, item in items.items():
+        if key in left:
+            assert key not in judge.verdicts
+            continue
+        assert said(judge.verdicts[key]) == said(alone(wants, item)), (seed, key, item.topo)
+
+
+def test_the_differential_is_not_vacuous() -> None:
+    """Over the seeds the property sees: rows kept and refused, placed in both scopes, scored apart, refused for
+    each reason, and some rows left to ``Judge.judged``."""
+    kept = refused = left_over = 0
+    scores: set[int] = set()
+    reasons: set[str] = set()
+    for seed in range(150):
+        wants, items = fleet(seed)
+        judge = Judge(wants)
+        left_over += len(judge_rows(judge, list(items), items, Columns()))
+        for v in judge.verdicts.values():
+            kept += v.kept
+            refused += not v.kept
+            scores.add(v.score)
+            reasons.add(v.reason.split(" on one NUMA node")[-1][:20])
+    assert kept > 300 and refused > 300 and left_over > 50
+    assert len(scores) >= 8 and len(reasons) >= 3, (scores, reasons)
+
+
+def test_a_view_judges_a_new_pod_shape_on_thousands_of_free_shapes_over_arrays() -> None:
+    """Through ``View.verdicts``: 2,400 free shapes, every one read before, a Pod shape not judged yet: the verdicts
+    are each node's own, and the Python calls made do not grow with the free shapes (the arrays do the work)."""
+    wants, items = fleet(7, machines=8, shapes=300, odd=False)
+    states = {f"n{k}": item.state for k, item in items.items()}
+    view, names, now = View(states, {}), list(states), 1000.0
+    view.verdicts(Judge(wants), names, now)
+    assert len(view.columns.rows) >= BATCH
+    other = next(w for s in range(100) if (w := fleet(s)[0]).key != wants.key)
+    judge, calls = Judge(other), 0
+
+    def hook(frame: Any, event: str, arg: Any) -> None:
+        nonlocal calls
+        calls += event in ("call", "c_call")
+
+    sys.setprofile(hook)
+    try:
+        got = view.verdicts(judge, names, now)
+    finally:
+        sys.setprofile(None)
+    assert calls < 2000, calls
+    assert [said(v) for v in got] == [said(alone(other, items[k])) for k in items]
+
+
+@given(st.integers(1, 40), st.data())
+def test_the_score_is_one_plus_nine_times_the_share_used_rounded_half_to_even(count: int, data: Any) -> None:
+    left = data.draw(st.integers(0, SHARE * count))
+    exact = Fraction((MAX_SCORE - 1) * (SHARE * count - left), SHARE * count)
+    assert scored(left, count) == 1 + round(exact)
+    assert scored(0, 0) == 1

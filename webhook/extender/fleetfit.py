@@ -1,0 +1,369 @@
+"""One Pod shape judged on every free shape of a fleet at once: ``core.numa.fit_node`` and ``Judge``'s verdict
+(kept or refused, the reason, the score) computed over arrays (numpy), one row per free shape
+(``webhook.extender.fleetrows``), instead of once per free shape in Python.
+
+Why: a fleet whose NRTs count their Pods has about one free shape per node, so a Pod shape not seen before is
+judged on thousands of them (5,000 nodes: about 4,900 free shapes, 180 ms of Python per ``filter``), while
+kube-scheduler waits for the answer.
+
+The fit is ``fit_node``'s, step by step over the rows: the same providers' checks (``_Node.accepts``,
+``holds_memory``, ``constrained``), the lowest numbered NUMA node every provider accepts (a machine's missing zones
+never), what init containers leave for reuse (``_Node.place``), in ``container`` or ``pod`` scope per row; the
+machines' empty nodes ride along as rows of their own (what a refusal says turns on them). The score is
+``placement.score``'s, in integers as it is. So each row's verdict is the one ``Judge.judged`` gives it alone
+(tests/unit/test_fleetfit.py holds the two together over the topology differential's machines and Pods). Left to
+``Judge.judged``: the rows ``fleetrows`` does not model, and Pods with a fractional byte count of memory or a
+request from ``EXACT`` milli-units on. Pure, no I/O.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Mapping
+from dataclasses import dataclass
+from itertools import compress
+
+import numpy as np
+
+from webhook.core.demands import Demand, Demands, is_device
+from webhook.core.podspec import CPU
+from webhook.extender.fleetrows import EXACT, Bools, Columns, Free, Ints, Tables
+from webhook.extender.placement import MAX_SCORE, SHARE, Judge, Verdict, amounts
+
+_NOT_PLACED = -1
+_POD = -2  # ``failed``: the Pod's own demand (``pod`` scope), not a container's
+
+
+@dataclass(frozen=True, slots=True)
+class Ask:
+    """A ``Demand`` in milli-units (``_Start``)."""
+
+    kind: str
+    cpus: int
+    memory: dict[str, int]
+    devices: dict[str, int]
+
+    @classmethod
+    def of(cls, d: Demand) -> Ask:
+        return cls(d.kind, d.cpus * 1000, {k: v * 1000 for k, v in d.memory.items()},
+                   {k: v * 1000 for k, v in d.devices.items()})
+
+    @property
+    def exact(self) -> bool:
+        """Every amount below ``EXACT`` (sums of a few stay within int64)."""
+        return all(v < EXACT for v in (self.cpus, *self.memory.values(), *self.devices.values()))
+
+
+class _Rows:
+    """``core.numa._Node`` over many rows: free amounts per zone, what init containers left for reuse. The
+    arrays of one resource are [rows, zones]; a zone is its position in the machine's NUMA order."""
+
+    def __init__(self, start: _Start) -> None:
+        self.start = start
+        self.valid, self.memory_hints, self.zero_devices_aligned = start.valid, start.memory_hints, start.zero
+        self.cpu = start.cpu.copy()
+        self.mem = {k: v.copy() for k, v in start.mem.items()}
+        self.reuse_mem = {k: np.zeros_like(v) for k, v in start.mem.items()}
+        self.dev = {k: v.copy() for k, v in start.dev.items()}
+        rows = self.cpu.shape[0]
+        self.reused = False  # an init container was placed: its amounts may be reused (else no reuse to read)
+        self.reuse_cpu = (np.full(rows, _NOT_PLACED, np.int64), np.zeros(rows, np.int64))
+        self.reuse_dev = {res: (np.full(rows, _NOT_PLACED, np.int64), np.zeros(rows, np.int64)) for res in self.dev}
+
+    def accepts(self, d: Ask) -> Bools:
+        """``_Node.accepts`` on every row and zone."""
+        position = self.start.position
+        ok = self.valid.copy()
+        if d.cpus and not self.reused:
+            ok &= self.cpu >= d.cpus
+        elif d.cpus:
+            where, count = self.reuse_cpu
+            here = where[:, None] == position
+            ok &= ~((count[:, None] > 0) & ~here)
+            ok &= self.cpu + np.where(here, count[:, None], 0) >= d.cpus
+        if d.memory:
+            ok &= ~self.memory_hints[:, None] | self._holds(d)
+        for res, req in d.devices.items():
+            if res not in self.dev:
+                continue  # not a device plugin resource on any of these rows: no hint
+            if not self.reused:
+                if req or self.zero_devices_aligned:
+                    ok &= ~(self.start.dev_in[res][:, None] & (~self.start.dev_has[res] | (self.dev[res] < req)))
+                continue
+            where, count = self.reuse_dev[res]
+            elsewhere = (count[:, None] > 0) & (where[:, None] != position)
+            if not req and not self.zero_devices_aligned:
+                bad = elsewhere
+            else:
+                here = where[:, None] == position
+                bad = ~self.start.dev_has[res] | elsewhere | (self.dev[res] + np.where(here, count[:, None], 0) < req)
+            ok &= ~(bad & self.start.dev_in[res][:, None])
+        return ok
+
+    def _holds(self, d: Ask) -> Bools:
+        """``_Node.holds_memory`` with a Memory Manager, on every row and zone."""
+        ok = np.ones(self.cpu.shape, np.bool_)
+        for kind, req in d.memory.items():
+            ok &= self.start.mem[kind] >= req
+            ok &= (self.mem[kind] + self.reuse_mem[kind] >= req) if self.reused else (self.mem[kind] >= req)
+        return ok
+
+    def holds_memory(self, d: Ask, zone: Ints) -> Bools:
+        """``_Node.holds_memory`` on each row's ``zone``."""
+        return ~self.memory_hints | self._holds(d)[self.start.rows, zone]
+
+    def constrained(self, d: Ask) -> Bools:
+        """``_Node.constrained`` per row."""
+        if d.cpus:
+            return np.ones(self.cpu.shape[0], np.bool_)
+        out = self.memory_hints.copy() if d.memory else np.zeros(self.cpu.shape[0], np.bool_)
+        for res, req in d.devices.items():
+            if res in self.dev and (req or self.zero_devices_aligned):
+                out |= self.start.dev_in[res]
+            elif res in self.dev and self.reused:
+                out |= self.start.dev_in[res] & (self.reuse_dev[res][1] > 0)
+        return out
+
+    def place(self, d: Ask, zone: Ints, chosen: Bools) -> None:
+        """``_Node.place`` on the ``chosen`` rows, each on its ``zone``."""
+        r = np.flatnonzero(chosen)
+        if not r.size:
+            return
+        z = zone[r]
+        init = d.kind == "init"
+        self.reused |= init
+        if d.cpus:
+            where, count = self.reuse_cpu
+            from_reuse = np.where(where[r] == z, np.minimum(d.cpus, count[r]), 0)
+            self.cpu[r, z] -= d.cpus - from_reuse
+            if init:
+                where[r] = z
+                count[r] += d.cpus - from_reuse
+            else:
+                count[r] -= from_reuse
+        if d.memory:
+            m = r[self.memory_hints[r]]
+            mz = zone[m]
+            for kind, req in d.memory.items():
+                reuse = self.reuse_mem[kind][m, mz]
+                self.mem[kind][m, mz] -= np.maximum(0, req - reuse)
+                self.reuse_mem[kind][m, mz] = np.maximum(reuse, req) if init else np.maximum(0, reuse - req)
+        for res, req in d.devices.items():
+            if res not in self.dev:
+                continue
+            dr = r[self.start.dev_in[res][r]]
+            dz = zone[dr]
+            where, count = self.reuse_dev[res]
+            from_reuse = np.minimum(req, count[dr])
+            self.dev[res][dr, dz] -= req - from_reuse
+            if init:
+                where[dr] = np.where(req - from_reuse > 0, dz, where[dr])
+                count[dr] += req - from_reuse
+            else:
+                count[dr] -= from_reuse
+
+
+class _Start:
+    """The rows as ``_Node._read`` reads a topology, for the resources the Pod asks: what is free per zone, the
+    zones that have a device (capacity or free above 0), the machine's flags per row. In milli-units, where
+    ``_Node`` has whole units (``// 1000``) and the requests are whole units: ``a // 1000 >= b`` is
+    ``a >= 1000 * b`` for a whole ``b``, and so on through every sum and difference of whole units (``Ask``)."""
+
+    def __init__(self, wants: Demands, free: Ints, machine: Ints, columns: Columns, tables: Tables) -> None:
+        rows, zones = free.shape[0], free.shape[1]
+        self.rows = np.arange(rows)
+        self.position = np.arange(zones)[None, :]
+        self.valid: Bools = tables.valid[machine]
+        self.memory_hints: Bools = tables.memory_hints[machine]
+        self.zero = wants.zero_devices_aligned
+        column = columns.column
+
+        def units(name: str) -> Ints:
+            i = column.get(name)
+            return np.ascontiguousarray(free[:, :, i]) if i is not None else np.zeros((rows, zones), np.int64)
+
+        asked = (*wants.containers, wants.pod)
+        self.cpu = units(CPU)
+        self.mem = {k: units(k) for k in sorted({k for d in asked for k in d.memory})}
+        self.dev: dict[str, Ints] = {}
+        self.dev_has: dict[str, Bools] = {}
+        self.dev_in: dict[str, Bools] = {}  # the rows where some zone has it (``res in _Node.dev_numa``)
+        for res in sorted({k for d in asked for k in d.devices}):
+            i = column.get(res)
+            if i is not None and is_device(res):
+                has = (tables.capacity[machine, :, i] > 0) | (free[:, :, i] > 0)
+                self.dev[res], self.dev_has[res], self.dev_in[res] = units(res), has, np.asarray(has.any(axis=1))
+
+
+@dataclass(slots=True)
+class _Fits:
+    """Each row's answer: the container (index) or the Pod (``_POD``) that failed, or ``_NOT_PLACED`` where it
+    fits; whether it fails alone (on the empty node too); where each container (or the Pod) went."""
+
+    failed: Ints
+    alone: Bools
+    placed: Ints  # [rows, containers] zone positions, ``_NOT_PLACED`` where unconstrained (container scope)
+    pod_zone: Ints  # the Pod's zone (pod scope), ``_NOT_PLACED`` where unconstrained
+
+
+def fit_rows(wants: Demands, free: Ints, machine: Ints, columns: Columns, tables: Tables) -> _Fits:
+    """``fit_node`` on every row (free amounts [rows, zones, resources] of ``machine`` [rows]): the rows of
+    ``pod`` scope machines as its pod branch, the others container by container."""
+    start = _Start(wants, free, machine, columns, tables)
+    node = _Rows(start)
+    asks = [Ask.of(d) for d in wants.containers]
+    rows = free.shape[0]
+    pod_scope: Bools = tables.pod_scope[machine]
+    failed = np.full(rows, _NOT_PLACED, np.int64)
+    alone = np.zeros(rows, np.bool_)
+    placed = np.full((rows, len(wants.containers)), _NOT_PLACED, np.int64)
+    pod_zone = np.full(rows, _NOT_PLACED, np.int64)
+    alive = np.ones(rows, np.bool_)
+    if pod_scope.any():
+        # The Pod's total on the first NUMA node that holds it, then each container allocated there.
+        whole = Ask.of(wants.pod)
+        constrained = node.constrained(whole) & pod_scope
+        ok = node.accepts(whole)
+        first = ok.argmax(axis=1)
+        fails = constrained & ~ok.any(axis=1)
+        failed[fails], alone[fails] = _POD, True
+        going = constrained & ~fails
+        pod_zone[going] = first[going]
+        for i, d in enumerate(asks):
+            if d.memory:
+                short = going & ~node.holds_memory(d, first)
+                failed[short] = i
+                going &= ~short
+            node.place(d, first, going)
+        alive &= failed == _NOT_PLACED
+    # ``container`` scope: each container on the first NUMA node that takes it, on what the ones before left.
+    empty: _Rows | None = None
+    placed_any = np.zeros(rows, np.bool_)
+    alive &= ~pod_scope
+    for i, d in enumerate(asks):
+        constrained = node.constrained(d) & alive
+        if not constrained.any():
+            continue
+        ok = node.accepts(d)
+        first = ok.argmax(axis=1)
+        fails = constrained & ~ok.any(axis=1)
+        if fails.any():
+            # Alone: nothing placed before it (the node is the empty one), or no NUMA node of the empty node takes it.
+            empty = empty or _Rows(start)
+            failed[fails] = i
+            alone[fails] = ~placed_any[fails] | ~np.asarray(empty.accepts(d).any(axis=1))[fails]
+            alive &= ~fails
+        going = constrained & ~fails
+        node.place(d, first, going)
+        placed[going, i] = first[going]
+        placed_any |= going
+    return _Fits(failed, alone, placed, pod_zone)
+
+
+def judge_rows(judge: Judge, keys: list[int], by_key: Mapping[int, Free], columns: Columns) -> list[int]:
+    """Judge the free shapes ``keys`` (of ``by_key``) the arrays model, writing each verdict into ``judge.verdicts``
+    under its key (as ``Judge.judged`` does); the keys it left to ``Judge.judged``."""
+    wants = judge.wants
+    assert wants is not None
+    if wants.fractional_memory or not all(Ask.of(d).exact for d in (*wants.containers, wants.pod)):
+        return keys
+    rows = columns.of(keys, by_key)
+    left = list(compress(keys, map(operator.not_, rows)))
+    if len(left) == len(keys):
+        return left
+    if left:
+        keys = list(compress(keys, rows))
+    tables = columns.tables()
+    count, zones, width = len(keys), columns.zones, len(columns.names)
+    table = np.frombuffer(b"".join(rows), np.int64).reshape(count, 1 + zones * width)
+    # The machines' empty nodes ride along as rows of their own: whether a refused Pod would fit there ever.
+    machines = np.unique(table[:, 0])
+    machine: Ints = np.concatenate([table[:, 0], machines])
+    free: Ints = np.concatenate([table[:, 1:].reshape(count, zones, width), tables.total[machines]])
+    fits = fit_rows(wants, free, machine, columns, tables)
+    answers: list[Verdict] = []
+    code = np.zeros(count, np.int64)
+    _refused(judge, wants, fits, machine, count, columns, tables, answers, code)
+    _scored(wants, fits, free, machine, count, columns, tables, answers, code)
+    judge.verdicts.update(zip(keys, map(answers.__getitem__, code.tolist()), strict=True))
+    return left
+
+
+def _refused(judge: Judge, wants: Demands, fits: _Fits, machine: Ints, count: int, columns: Columns,
+             tables: Tables, answers: list[Verdict], code: Ints) -> None:
+    """The first ``count`` rows that do not fit: refused with the reason (``Judge.refusal``: one object per
+    machine, demand and alone; whether the empty machine, a row after ``count``, holds the Pod), or kept where
+    the machine's policy admits across NUMA nodes."""
+    failing = np.flatnonzero(fits.failed[:count] != _NOT_PLACED)
+    if not failing.size:
+        return
+    span = len(wants.containers) + 2  # a failed index from _POD up
+    kinds, which = np.unique((machine[failing] * span + fits.failed[failing] + 2) * 2 + fits.alone[failing],
+                             return_inverse=True)
+    ever = {m: count + i for i, m in enumerate(machine[count:].tolist())}
+    for kind in kinds.tolist():
+        m, failed, alone = kind // (2 * span), kind // 2 % span - 2, bool(kind % 2)
+        empty = tables.machines[m].empty
+        if not empty.refuses:
+            answers.append(Verdict(empty.name, True))  # restricted or best-effort: admitted across NUMA nodes
+            continue
+        need = wants.pod if failed == _POD else wants.containers[failed]
+        e = ever[m]
+        answers.append(judge.refusal(empty, need, alone, ever=(bool(fits.failed[e] == _NOT_PLACED),
+                                                              bool(fits.alone[e])), shape=(columns.token, m)))
+    code[failing] = len(answers) - len(kinds) + which.reshape(-1)
+
+
+def _scored(wants: Demands, fits: _Fits, free: Ints, machine: Ints, count: int, columns: Columns, tables: Tables,
+            answers: list[Verdict], code: Ints) -> None:
+    """The first ``count`` rows that fit, each with ``placement.score``: what the Pod takes of each zone
+    (``usage``: app containers and sidecars added up, init containers' reused, by where each went) against the
+    zones' allocatable and free amounts."""
+    fitting = np.flatnonzero(fits.failed[:count] == _NOT_PLACED)
+    if not fitting.size:
+        return
+    rows, m = fitting, machine[fitting]
+    asked = [(c, res) for res, c in columns.column.items()
+             if any(res in amounts(d) for d in (*wants.containers, wants.pod))]
+    if asked:
+        cols = [c for c, _ in asked]
+        at = {res: i for i, (_, res) in enumerate(asked)}
+        shape = (rows.size, columns.zones, len(asked))
+        held, init = np.zeros(shape, np.int64), np.zeros(shape, np.int64)
+        present, inited = np.zeros(shape, np.bool_), np.zeros(shape, np.bool_)
+        pod_scope = tables.pod_scope[m]
+        placed = [(fits.pod_zone[rows], wants.pod, pod_scope)]
+        placed += [(fits.placed[rows, i], d, ~pod_scope) for i, d in enumerate(wants.containers)]
+        for zone, d, scope in placed:
+            going = np.flatnonzero(scope & (zone != _NOT_PLACED))
+            if not going.size:
+                continue
+            z = zone[going]
+            for res, amount in amounts(d).items():
+                if res not in at:
+                    continue
+                if d.kind == "init":
+                    init[going, z, at[res]] = np.maximum(init[going, z, at[res]], amount)
+                    inited[going, z, at[res]] = True
+                else:
+                    held[going, z, at[res]] += amount
+                    present[going, z, at[res]] = True
+        taken = np.where(inited, np.maximum(held, init), held)
+        whole = tables.total[:, :, cols][m]
+        counted = (present | inited) & (whole > 0)
+        share = np.maximum(0, free[:, :, cols][rows] - taken) * SHARE // np.where(counted, whole, 1)
+        left = np.where(counted, share, 0).sum(axis=(1, 2))
+        shares = counted.sum(axis=(1, 2))
+    else:
+        left = shares = np.zeros(rows.size, np.int64)
+    # ``placement.scored``, over arrays: 1 + round half to even of 9 x the mean share used.
+    whole_all = np.maximum(SHARE * shares, 1)
+    quotient, rest = np.divmod((MAX_SCORE - 1) * (whole_all - left), whole_all)
+    up = (2 * rest > whole_all) | ((2 * rest == whole_all) & (quotient % 2 == 1))
+    scores = np.where(shares > 0, 1 + quotient + up, 1)
+    low = int(scores.min())
+    span = int(scores.max()) - low + 1
+    kinds, which = np.unique(m * span + (scores - low), return_inverse=True)
+    for kind in kinds.tolist():
+        answers.append(Verdict(tables.machines[kind // span].empty.name, True, score=kind % span + low))
+    code[fitting] = len(answers) - len(kinds) + which.reshape(-1)
