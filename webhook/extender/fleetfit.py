@@ -73,14 +73,17 @@ class _Rows:
     def accepts(self, d: Ask) -> Bools:
         """``_Node.accepts`` on every row and zone."""
         position = self.start.position
-        ok = self.valid.copy()
         if d.cpus and not self.reused:
-            ok &= self.cpu >= d.cpus
+            ok = self.cpu >= d.cpus
+            ok &= self.valid
         elif d.cpus:
+            ok = self.valid.copy()
             where, count = self.reuse_cpu
             here = where[:, None] == position
             ok &= ~((count[:, None] > 0) & ~here)
             ok &= self.cpu + np.where(here, count[:, None], 0) >= d.cpus
+        else:
+            ok = self.valid.copy()
         if d.memory:
             ok &= ~self.memory_hints[:, None] | self._holds(d)
         for res, req in d.devices.items():
@@ -173,7 +176,7 @@ class _Start:
         rows, zones = free.shape[0], free.shape[1]
         self.rows = np.arange(rows)
         self.position = np.arange(zones)[None, :]
-        self.valid: Bools = tables.valid[machine]
+        self.valid: Bools = tables.valid[machine, :zones]
         self.memory_hints: Bools = tables.memory_hints[machine]
         self.zero = wants.zero_devices_aligned
         column = columns.column
@@ -191,7 +194,7 @@ class _Start:
         for res in sorted({k for d in asked for k in d.devices}):
             i = column.get(res)
             if i is not None and is_device(res):
-                has = (tables.capacity[machine, :, i] > 0) | (free[:, :, i] > 0)
+                has = (tables.capacity[machine, :zones, i] > 0) | (free[:, :, i] > 0)
                 self.dev[res], self.dev_has[res], self.dev_in[res] = units(res), has, np.asarray(has.any(axis=1))
 
 
@@ -303,14 +306,16 @@ def _refused(judge: Judge, wants: Demands, fits: _Fits, machine: Ints, count: in
     ever = {m: count + i for i, m in enumerate(machine[count:].tolist())}
     for kind in kinds.tolist():
         m, failed, alone = kind // (2 * span), kind // 2 % span - 2, bool(kind % 2)
-        empty = tables.machines[m].empty
+        machine_ = tables.machines[m]
+        empty = machine_.empty
         if not empty.refuses:
             answers.append(Verdict(empty.name, True))  # restricted or best-effort: admitted across NUMA nodes
             continue
         need = wants.pod if failed == _POD else wants.containers[failed]
         e = ever[m]
         answers.append(judge.refusal(empty, need, alone, ever=(bool(fits.failed[e] == _NOT_PLACED),
-                                                              bool(fits.alone[e])), shape=(columns.token, m)))
+                                                              bool(fits.alone[e])),
+                                     shape=(columns.token, m), named=machine_.named))
     code[failing] = len(answers) - len(kinds) + which.reshape(-1)
 
 
@@ -323,39 +328,45 @@ def _scored(wants: Demands, fits: _Fits, free: Ints, machine: Ints, count: int, 
     if not fitting.size:
         return
     rows, m = fitting, machine[fitting]
-    asked = [(c, res) for res, c in columns.column.items()
-             if any(res in amounts(d) for d in (*wants.containers, wants.pod))]
-    if asked:
-        cols = [c for c, _ in asked]
-        at = {res: i for i, (_, res) in enumerate(asked)}
-        shape = (rows.size, columns.zones, len(asked))
-        held, init = np.zeros(shape, np.int64), np.zeros(shape, np.int64)
-        present, inited = np.zeros(shape, np.bool_), np.zeros(shape, np.bool_)
-        pod_scope = tables.pod_scope[m]
-        placed = [(fits.pod_zone[rows], wants.pod, pod_scope)]
-        placed += [(fits.placed[rows, i], d, ~pod_scope) for i, d in enumerate(wants.containers)]
-        for zone, d, scope in placed:
-            going = np.flatnonzero(scope & (zone != _NOT_PLACED))
-            if not going.size:
-                continue
-            z = zone[going]
-            for res, amount in amounts(d).items():
-                if res not in at:
+    pod_scope = tables.pod_scope[m]
+    # A slot per demand placed: the Pod's (``pod`` scope rows) or a container's, its zone per row (or none).
+    slots = [(np.where(pod_scope, fits.pod_zone[rows], _NOT_PLACED), wants.pod)]
+    slots += [(np.where(pod_scope, _NOT_PLACED, fits.placed[rows, i]), d) for i, d in enumerate(wants.containers)]
+    taking = [(zone, d.kind == "init", amounts(d)) for zone, d in slots]
+    asked = sorted({res for _, _, taken in taking for res in taken if res in columns.column})
+    left = np.zeros(rows.size, np.int64)
+    shares = np.zeros(rows.size, np.int64)
+    for j, (zone, _, _) in enumerate(taking):
+        # Each zone a row's Pod takes from, once (at its first slot): what every slot there takes of a resource,
+        # app containers and sidecars added, init containers' reused (the larger).
+        first = zone != _NOT_PLACED
+        for before, _, _ in taking[:j]:
+            first &= before != zone
+        if not first.any():
+            continue
+        there = [(z == zone, init, taken) for z, init, taken in taking]
+        at = np.maximum(zone, 0)
+        for res in asked:
+            held = np.zeros(rows.size, np.int64)
+            reused = np.zeros(rows.size, np.int64)
+            present = np.zeros(rows.size, np.bool_)
+            inited = np.zeros(rows.size, np.bool_)
+            for same, init, taken in there:
+                if res not in taken:
                     continue
-                if d.kind == "init":
-                    init[going, z, at[res]] = np.maximum(init[going, z, at[res]], amount)
-                    inited[going, z, at[res]] = True
+                if init:
+                    reused = np.maximum(reused, np.where(same, taken[res], 0))
+                    inited |= same
                 else:
-                    held[going, z, at[res]] += amount
-                    present[going, z, at[res]] = True
-        taken = np.where(inited, np.maximum(held, init), held)
-        whole = tables.total[:, :, cols][m]
-        counted = (present | inited) & (whole > 0)
-        share = np.maximum(0, free[:, :, cols][rows] - taken) * SHARE // np.where(counted, whole, 1)
-        left = np.where(counted, share, 0).sum(axis=(1, 2))
-        shares = counted.sum(axis=(1, 2))
-    else:
-        left = shares = np.zeros(rows.size, np.int64)
+                    held += np.where(same, taken[res], 0)
+                    present |= same
+            c = columns.column[res]
+            whole = tables.total[m, at, c]
+            counted = first & (present | inited) & (whole > 0)
+            used = np.where(inited, np.maximum(held, reused), held)
+            share = np.maximum(0, free[rows, at, c] - used) * SHARE // np.where(counted, whole, 1)
+            left += np.where(counted, share, 0)
+            shares += counted
     # ``placement.scored``, over arrays: 1 + round half to even of 9 x the mean share used.
     whole_all = np.maximum(SHARE * shares, 1)
     quotient, rest = np.divmod((MAX_SCORE - 1) * (whole_all - left), whole_all)

@@ -21,7 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from webhook.core.numatopology import HUGEPAGES, NodeTopology
-from webhook.extender.placement import NodeState
+from webhook.extender.placement import NodeState, aligned
 
 Ints = npt.NDArray[np.int64]
 Bools = npt.NDArray[np.bool_]
@@ -38,6 +38,7 @@ class Machine:
 
     empty: NodeTopology
     index: int
+    named: frozenset[str]  # what a refusal names (``placement.aligned``)
 
 
 class Free(Protocol):
@@ -85,7 +86,7 @@ class Columns:
             self.zones = max(self.zones, len(numas))
             self.rows.clear()
             self.layout += 1
-        found = self.machines[key] = Machine(empty, len(self.machines))
+        found = self.machines[key] = Machine(empty, len(self.machines), aligned(empty))
         self._tables = None
         return found
 
@@ -138,7 +139,7 @@ class Columns:
             hints = [any(k == "memory" or k.startswith(HUGEPAGES) for z in m.empty.zones
                          for k in (*z.capacity, *z.allocatable)) for m in machines]
             self._tables = Tables(machines, valid, capacity, total, np.array(hints, np.bool_),
-                                   np.array([m.empty.scope == "pod" for m in machines], np.bool_))
+                                  np.array([m.empty.scope == "pod" for m in machines], np.bool_))
         return self._tables
 
 

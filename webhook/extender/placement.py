@@ -294,6 +294,7 @@ class Judge:
     verdicts: dict[Any, Verdict] = field(default_factory=dict)  # shape (and reservations) -> verdict
     refusals: dict[tuple[Any, ...], Verdict] = field(default_factory=dict)  # see ``_judge``
     usages: dict[tuple[Any, ...], dict[int, dict[str, int]]] = field(default_factory=dict)  # placement -> usage
+    texts: dict[tuple[Any, ...], str] = field(default_factory=dict)  # a refusal's reason, see ``_refusal``
     classes: Levels | None = field(default=None, init=False)  # what of a zone's amounts the Pod tells apart
 
     def __post_init__(self) -> None:
@@ -352,38 +353,46 @@ class Judge:
         return self.refusal(state.empty, fit.failed, fit.alone)
 
     def refusal(self, empty: NodeTopology, need: Demand, alone: bool, ever: tuple[bool, bool] | None = None,
-                shape: Any = None) -> Verdict:
+                shape: Any = None, named: frozenset[str] | None = None) -> Verdict:
         """The refusal of a node of the ``empty`` shape that ``need`` (one of ``wants``) does not fit now (``alone``:
         nor alone on its zones): one object per empty shape, demand and ``alone``, since a fleet's nodes of one
         machine, each with other zones free now, fail alike (a new Pod shape is judged on thousands of free shapes of
-        a few dozen machines); ``ever``: whether the empty node holds the Pod, and if not whether alone, when the
-        caller knows."""
-        # ``need`` is one of ``self.wants``, alive as long; ``shape``: a cheaper key of ``empty`` than its own
+        a few dozen machines). What the caller knows already: ``ever``, whether the empty node holds the Pod, and if
+        not whether alone; ``shape``, a cheaper key of ``empty`` than its own; ``named``, what it aligns."""
+        # ``need`` is one of ``self.wants``, alive as long
         why = (empty.key if shape is None else shape, id(need), alone)
         found = self.refusals.get(why)
         if found is None:
-            text, unresolvable = self._refusal(empty, need, alone, ever)
+            text, unresolvable = self._refusal(empty, need, alone, ever, named)
             found = self.refusals[why] = Verdict(empty.name, False, text, unresolvable=unresolvable)
         return found
 
-    def _refusal(self, empty: NodeTopology, need: Demand, alone: bool,
-                 ever: tuple[bool, bool] | None) -> tuple[str, bool]:
+    def _refusal(self, empty: NodeTopology, need: Demand, alone: bool, ever: tuple[bool, bool] | None,
+                 named: frozenset[str] | None) -> tuple[str, bool]:
         """The reason a node of the ``empty`` shape refuses ``need`` now, and whether it is unresolvable (not
-        even on the empty node); ``ever``: whether the empty node holds the Pod, and if not whether alone, when the
-        caller knows (else fitted here)."""
+        even on the empty node); written once per reason, demand and what the node aligns (``texts``)."""
         if ever is None:
             fit = self._fit(empty, empty)
             ever = (fit.fits, fit.alone)
         fits_ever, alone_ever = ever
         # Only what kubelet aligns here is named: no memory where the node publishes none (Memory Manager None).
-        named = {CPU} | empty.published
+        if named is None:
+            named = aligned(empty)
         text = ((APART if _apart(need, named, empty) else NOT_EVER) if not fits_ever and alone_ever
                 else NOT_NOW if alone else IN_ORDER)
-        shown = need.show(only=named)
-        return text.format(label=need.label, need=shown or "its resources"), not fits_ever
+        key = (text, id(need), named)
+        said = self.texts.get(key)
+        if said is None:
+            said = self.texts[key] = text.format(label=need.label, need=need.show(only=named) or "its resources")
+        return said, not fits_ever
 
 
-def _apart(need: Demand, named: set[str], topo: NodeTopology) -> bool:
+def aligned(empty: NodeTopology) -> frozenset[str]:
+    """What kubelet aligns on a node of the ``empty`` shape, as a refusal names it: CPUs, and what some zone has."""
+    return frozenset({CPU} | empty.published)
+
+
+def _apart(need: Demand, named: frozenset[str], topo: NodeTopology) -> bool:
     """Each part of ``need`` (of those named) fits some zone of the empty node, so what fails is that they are on
     different NUMA nodes, not that any part is too large for one."""
     parts = [(k, v) for k, v in amounts(need).items() if k in named]
