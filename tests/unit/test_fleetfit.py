@@ -13,6 +13,7 @@ import sys
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
+from unittest import mock
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -22,6 +23,7 @@ from tests.unit.test_numa_levels import empty_node, free
 from webhook.core.demands import Demands
 from webhook.core.numa import levels
 from webhook.core.numatopology import NodeTopology, Zone
+from webhook.extender import fleetrows
 from webhook.extender.fleetfit import judge_rows
 from webhook.extender.fleetrows import EXACT, Columns
 from webhook.extender.placement import MAX_SCORE, SHARE, Judge, NodeState, Shape, Verdict, pod_demands, scored
@@ -145,3 +147,30 @@ def test_the_score_is_one_plus_nine_times_the_share_used_rounded_half_to_even(co
     exact = Fraction((MAX_SCORE - 1) * (SHARE * count - left), SHARE * count)
     assert scored(left, count) == 1 + round(exact)
     assert scored(0, 0) == 1
+
+
+def test_past_max_rows_machines_are_numbered_anew_and_no_verdict_is_stale() -> None:
+    """Rows and machines are bounded (``fleetrows.MAX_ROWS``): past it, they are numbered anew, and a Judge that
+    judged before (its refusals keyed by a machine's number) still gives each free shape its own verdict. A call
+    with more machines than the bound leaves its rows to ``Judge.judged``."""
+    columns = Columns()
+    batched = 0
+    with mock.patch.object(fleetrows, "MAX_ROWS", 3):
+        for seed in range(60):
+            # One Pod shape judged on a fleet, then on another's machines (registered past the bound, renumbered).
+            # Keys unique across the calls, as a view's are (the rows are kept by key).
+            wants, items = fleet(seed, machines=1 + seed % 3, odd=False)
+            items = {seed * 1000 + k: v for k, v in items.items()}
+            _, others = fleet(seed + 1000, machines=1 + seed % 3, odd=False)
+            others = {seed * 1000 + 500 + k: v for k, v in others.items()}
+            judge = Judge(wants)
+            for fleet_ in (items, others):
+                judge.verdicts.clear()
+                left = judge_rows(judge, list(fleet_), fleet_, columns)
+                batched += len(fleet_) - len(left)
+                for key in left:
+                    judge.judged(fleet_[key].state, fleet_[key].topo, key)
+                for key, item in fleet_.items():
+                    assert said(judge.verdicts[key]) == said(alone(wants, item)), (seed, key)
+    assert len(columns.machines) <= 3 and len(columns.rows) <= 3
+    assert batched > 200, batched

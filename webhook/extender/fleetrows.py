@@ -75,11 +75,14 @@ class Columns:
             return found
         numas = [z.numa for z in empty.zones]
         amounts = [v for z in empty.zones for v in (*z.capacity.values(), *z.allocatable.values())]
-        if len(set(numas)) != len(numas) or len(self.machines) >= MAX_ROWS or not all(-EXACT < v < EXACT
-                                                                                       for v in amounts):
+        if len(set(numas)) != len(numas) or not all(-EXACT < v < EXACT for v in amounts):
             return None
+        if len(self.machines) >= MAX_ROWS:
+            # Numbered anew from 0: no row nor a Judge's refusal (``token``) keeps an old number.
+            self.machines.clear()
+            self.token = next(_TOKENS)
         new = sorted({k for z in empty.zones for k in (*z.capacity, *z.allocatable)} - set(self.column))
-        if new or len(numas) > self.zones:
+        if new or len(numas) > self.zones or not self.machines:
             for name in new:
                 self.column[name] = len(self.names)
                 self.names.append(name)
@@ -91,8 +94,9 @@ class Columns:
         return found
 
     def of(self, keys: Sequence[int], by_key: Mapping[int, Free]) -> list[bytes]:
-        """The rows of ``keys`` (each a key of ``by_key``), made where not made before."""
-        while True:
+        """The rows of ``keys`` (each a key of ``by_key``), made where not made before; ``b""`` for each where the
+        layout changed twice in this call (more machines than ``MAX_ROWS``): all judged one by one, then."""
+        for _ in range(2):  # a machine seen first here may widen the layout: the rows again, once
             layout = self.layout
             rows = list(map(self.rows.get, keys, repeat(b"")))
             for i in compress(range(len(keys)), map(operator.not_, rows)):
@@ -100,8 +104,9 @@ class Columns:
                 if key not in self.rows:
                     found = by_key.get(key)
                     rows[i] = self._row(key, found) if found is not None else b""
-            if layout == self.layout:  # a machine seen first here may widen the layout: the rows again, once
+            if layout == self.layout:
                 return rows
+        return [b""] * len(keys)
 
     def _row(self, key: int, found: Free) -> bytes:
         machine = self._machine(found.state.empty) if found.opinion else None
