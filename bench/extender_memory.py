@@ -2,7 +2,11 @@
 worker, its two reflectors through the Kubernetes client, as the chart runs it over plain HTTP on loopback) listing
 5,000 NodeResourceTopology objects and 100,000 bound Pods, then relisting both in full (the watches answered 410
 Gone, as after an API server restart past the watch cache's window), and its RSS, PSS and peak (VmHWM) after the
-first list and after the relist, against the chart's memory limit of the extender container.
+first list and after the relist, against the chart's memory limit of the extender container; then ``--calls``
+``prioritize`` calls over every node, each a Pod shape of the topology differential not judged before (the app keeps
+the Judges of the last 32 shapes, each with a verdict per free shape and the fleet's rows: ``extender.fleetrows``),
+and the same again. Each NRT's first zone has its ``allocatable`` memory less the node's index modulo 500, in MiB,
+``available``: the 5,000 nodes are about as many free shapes, as a fleet's NRTs that count their Pods are.
 
 The API server here is a stand-in that serves those lists page by page (``limit``/``continue``, 100 a page, as the
 reflector asks) and the watches: 100,000 Pods in a real API server take tens of minutes and gigabytes to create on
@@ -10,7 +14,7 @@ this machine, and what is measured is the extender's side of the list, which is 
 Pods are the size the API server sends (metadata with labels, an owner and managedFields: about 2 KB each), half of
 them aligned (Guaranteed with whole CPUs), 20 per node.
 
-    .venv/bin/python -m bench.extender_memory [--nodes 5000] [--pods-per-node 20]
+    .venv/bin/python -m bench.extender_memory [--nodes 5000] [--pods-per-node 20] [--calls 64]
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import random
 import subprocess
 import sys
 import tempfile
@@ -32,9 +37,11 @@ import requests
 import yaml
 
 from tests.serving import free_port, process_tree
+from webhook.extender.placement import pod_demands
 
 sched: Any = importlib.import_module("bench.scheduler")
 e2e: Any = importlib.import_module("tests.e2e.test_extender")
+grammar: Any = importlib.import_module("tests.fidelity.topology_grammar")
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "docs" / "performance" / "extender-memory.json"
 NRT_PATH = "/apis/topology.node.k8s.io/v1alpha2/noderesourcetopologies"
@@ -70,13 +77,34 @@ def pod(i: int, node: str) -> dict[str, Any]:
             {"type": "PodScheduled", "status": "True", "lastTransitionTime": "2026-12-01T10:00:01Z"}]}}
 
 
+def counting(nrt: dict[str, Any], i: int) -> dict[str, Any]:
+    """``nrt`` with its first zone's available memory less ``i`` modulo 500 steps of 1 MiB: a free shape per node."""
+    for res in nrt["zones"][0]["resources"]:
+        if res["name"] == "memory":
+            res["available"] = str(max(0, int(res["allocatable"]) - (i % 500) * (1 << 20)))
+    return nrt
+
+
+def shapes(kinds: list[Any], count: int) -> list[dict[str, Any]]:
+    """``count`` Pods of the topology differential that align something, of distinct shapes."""
+    rng = random.Random(64)
+    out: dict[Any, dict[str, Any]] = {}
+    while len(out) < count:
+        pod_ = grammar.pod(rng, kinds[rng.randrange(len(kinds))][0])
+        wants = pod_demands(pod_)
+        if wants is not None:
+            out.setdefault(repr(wants), pod_)
+    return list(out.values())
+
+
 class Stand:
     """The stand-in API server: lists by page, watches that wait until ``relist`` is set, then answer 410."""
 
     def __init__(self, nodes: int, per_node: int) -> None:
         kinds = e2e.machines(60, seed=32)
-        self.nrts = [e2e.nrt(f"m-{i:05d}", kinds[i % len(kinds)][1], "container" if i % 3 else "pod")
+        self.nrts = [counting(e2e.nrt(f"m-{i:05d}", kinds[i % len(kinds)][1], "container" if i % 3 else "pod"), i)
                      for i in range(nodes)]
+        self.kinds = kinds
         self.count = nodes * per_node
         self.per_node = per_node
         self.relist = threading.Event()
@@ -150,6 +178,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--pods-per-node", type=int, default=20)
+    parser.add_argument("--calls", type=int, default=64, help="prioritize calls of new Pod shapes, twice")
     parser.add_argument("--out", default=str(OUT))
     args = parser.parse_args()
     stand = Stand(args.nodes, args.pods_per_node)
@@ -184,6 +213,17 @@ def main() -> None:
             after = sched.steady(lambda: process_tree(proc.pid))
             metrics = requests.get(url + "/metrics", timeout=10).text
             print(f"  after the full relist ({relisted} s more): {after}", flush=True)
+            names = [n["metadata"]["name"] for n in stand.nrts]
+            took = []
+            for _ in range(2):
+                for shape in shapes(stand.kinds, args.calls):
+                    started = time.monotonic()
+                    answer = requests.post(url + "/prioritize", json={"Pod": shape, "NodeNames": names}, timeout=60)
+                    took.append(time.monotonic() - started)
+                    answer.raise_for_status()
+            judged = sched.steady(lambda: process_tree(proc.pid))
+            print(f"  after {len(took)} prioritize calls of new Pod shapes (p50 {sorted(took)[len(took) // 2]:.3f} s): "
+                  f"{judged}", flush=True)
         finally:
             proc.terminate()
             proc.wait(30)
@@ -192,8 +232,9 @@ def main() -> None:
     pods_line = next((line for line in metrics.splitlines() if line.startswith("qos_guard_extender_pods ")), "")
     result = {"date": time.strftime("%Y-%m-%d"), "nodes": args.nodes, "boundPods": stand.count,
               "inView": pods_line.split()[-1] if pods_line else "", "listedSeconds": listed,
-              "afterList": first, "afterRelist": after, "chartLimit": limit,
-              "withinLimit": after["peakMiB"] < sched.mib(limit), "logTail": tail[-500:]}
+              "afterList": first, "afterRelist": after, "afterCalls": judged, "calls": len(took),
+              "chartLimit": limit, "withinLimit": max(after["peakMiB"], judged["peakMiB"]) < sched.mib(limit),
+              "logTail": tail[-500:]}
     Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps({k: v for k, v in result.items() if k != "logTail"}))
 
