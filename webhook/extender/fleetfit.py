@@ -31,6 +31,7 @@ from webhook.extender.fleetrows import EXACT, Bools, Columns, Free, Ints, Tables
 from webhook.extender.placement import MAX_SCORE, SHARE, Judge, Verdict, amounts
 
 _NOT_PLACED = -1
+_FAR = 1 << 30  # past any zone's position
 _POD = -2  # ``failed``: the Pod's own demand (``pod`` scope), not a container's
 
 
@@ -55,73 +56,82 @@ class Ask:
 
 
 class _Rows:
-    """``core.numa._Node`` over many rows: free amounts per zone, what init containers left for reuse. The
-    arrays of one resource are [rows, zones]; a zone is its position in the machine's NUMA order."""
+    """``core.numa._Node`` over many rows: free amounts per zone, what init containers left for reuse. A zone
+    array has one element per zone of each row (``_Start``: the rows' zones one after another), a row array one
+    per row; a zone is its position in its machine's NUMA order."""
 
     def __init__(self, start: _Start) -> None:
         self.start = start
-        self.valid, self.memory_hints, self.zero_devices_aligned = start.valid, start.memory_hints, start.zero
         self.cpu = start.cpu.copy()
         self.mem = {k: v.copy() for k, v in start.mem.items()}
         self.reuse_mem = {k: np.zeros_like(v) for k, v in start.mem.items()}
         self.dev = {k: v.copy() for k, v in start.dev.items()}
-        rows = self.cpu.shape[0]
+        rows = start.starts.shape[0]
         self.reused = False  # an init container was placed: its amounts may be reused (else no reuse to read)
         self.reuse_cpu = (np.full(rows, _NOT_PLACED, np.int64), np.zeros(rows, np.int64))
         self.reuse_dev = {res: (np.full(rows, _NOT_PLACED, np.int64), np.zeros(rows, np.int64)) for res in self.dev}
 
     def accepts(self, d: Ask) -> Bools:
-        """``_Node.accepts`` on every row and zone."""
-        position = self.start.position
+        """``_Node.accepts`` on every zone of every row."""
+        start = self.start
+        owner, position = start.owner, start.position
         if d.cpus and not self.reused:
             ok = self.cpu >= d.cpus
-            ok &= self.valid
         elif d.cpus:
-            ok = self.valid.copy()
-            where, count = self.reuse_cpu
-            here = where[:, None] == position
-            ok &= ~((count[:, None] > 0) & ~here)
-            ok &= self.cpu + np.where(here, count[:, None], 0) >= d.cpus
+            where, count = self.reuse_cpu[0][owner], self.reuse_cpu[1][owner]
+            here = where == position
+            ok = ((count == 0) | here) & (self.cpu + np.where(here, count, 0) >= d.cpus)
         else:
-            ok = self.valid.copy()
+            ok = np.ones(self.cpu.shape, np.bool_)
         if d.memory:
-            ok &= ~self.memory_hints[:, None] | self._holds(d)
+            ok &= ~start.memory_hints_at | self._holds(d)
         for res, req in d.devices.items():
             if res not in self.dev:
                 continue  # not a device plugin resource on any of these rows: no hint
+            dev_in = start.dev_in_at[res]
             if not self.reused:
-                if req or self.zero_devices_aligned:
-                    ok &= ~(self.start.dev_in[res][:, None] & (~self.start.dev_has[res] | (self.dev[res] < req)))
+                if req or start.zero:
+                    ok &= ~(dev_in & (~start.dev_has[res] | (self.dev[res] < req)))
                 continue
-            where, count = self.reuse_dev[res]
-            elsewhere = (count[:, None] > 0) & (where[:, None] != position)
-            if not req and not self.zero_devices_aligned:
+            where, count = self.reuse_dev[res][0][owner], self.reuse_dev[res][1][owner]
+            here = where == position
+            elsewhere = (count > 0) & ~here
+            if not req and not start.zero:
                 bad = elsewhere
             else:
-                here = where[:, None] == position
-                bad = ~self.start.dev_has[res] | elsewhere | (self.dev[res] + np.where(here, count[:, None], 0) < req)
-            ok &= ~(bad & self.start.dev_in[res][:, None])
+                bad = ~start.dev_has[res] | elsewhere | (self.dev[res] + np.where(here, count, 0) < req)
+            ok &= ~(bad & dev_in)
         return ok
 
-    def _holds(self, d: Ask) -> Bools:
-        """``_Node.holds_memory`` with a Memory Manager, on every row and zone."""
-        ok = np.ones(self.cpu.shape, np.bool_)
+    def _holds(self, d: Ask, at: Ints | slice = slice(None)) -> Bools:
+        """``_Node.holds_memory`` with a Memory Manager, on every zone (or the zones ``at``)."""
+        ok: Bools | None = None
         for kind, req in d.memory.items():
-            ok &= self.start.mem[kind] >= req
-            ok &= (self.mem[kind] + self.reuse_mem[kind] >= req) if self.reused else (self.mem[kind] >= req)
+            held = self.start.mem[kind][at] >= req
+            held &= ((self.mem[kind][at] + self.reuse_mem[kind][at] >= req) if self.reused
+                     else (self.mem[kind][at] >= req))
+            ok = held if ok is None else ok & held
+        assert ok is not None
         return ok
 
     def holds_memory(self, d: Ask, zone: Ints) -> Bools:
         """``_Node.holds_memory`` on each row's ``zone``."""
-        return ~self.memory_hints | self._holds(d)[self.start.rows, zone]
+        return ~self.start.memory_hints | self._holds(d, self.start.starts + zone)
+
+    def first(self, ok: Bools) -> tuple[Ints, Bools]:
+        """Each row's first zone that is ``ok`` (0 where none), and whether it has one."""
+        first = np.minimum.reduceat(np.where(ok, self.start.position, _FAR), self.start.starts)
+        found = first < _FAR
+        return np.where(found, first, 0), found
 
     def constrained(self, d: Ask) -> Bools:
         """``_Node.constrained`` per row."""
+        rows = self.start.starts.shape[0]
         if d.cpus:
-            return np.ones(self.cpu.shape[0], np.bool_)
-        out = self.memory_hints.copy() if d.memory else np.zeros(self.cpu.shape[0], np.bool_)
+            return np.ones(rows, np.bool_)
+        out = self.start.memory_hints.copy() if d.memory else np.zeros(rows, np.bool_)
         for res, req in d.devices.items():
-            if res in self.dev and (req or self.zero_devices_aligned):
+            if res in self.dev and (req or self.start.zero):
                 out |= self.start.dev_in[res]
             elif res in self.dev and self.reused:
                 out |= self.start.dev_in[res] & (self.reuse_dev[res][1] > 0)
@@ -133,32 +143,33 @@ class _Rows:
         if not r.size:
             return
         z = zone[r]
+        e = self.start.starts[r] + z  # the zones' elements
         init = d.kind == "init"
         self.reused |= init
         if d.cpus:
             where, count = self.reuse_cpu
             from_reuse = np.where(where[r] == z, np.minimum(d.cpus, count[r]), 0)
-            self.cpu[r, z] -= d.cpus - from_reuse
+            self.cpu[e] -= d.cpus - from_reuse
             if init:
                 where[r] = z
                 count[r] += d.cpus - from_reuse
             else:
                 count[r] -= from_reuse
         if d.memory:
-            m = r[self.memory_hints[r]]
-            mz = zone[m]
+            m = self.start.memory_hints[r]
+            me = e[m]
             for kind, req in d.memory.items():
-                reuse = self.reuse_mem[kind][m, mz]
-                self.mem[kind][m, mz] -= np.maximum(0, req - reuse)
-                self.reuse_mem[kind][m, mz] = np.maximum(reuse, req) if init else np.maximum(0, reuse - req)
+                reuse = self.reuse_mem[kind][me]
+                self.mem[kind][me] -= np.maximum(0, req - reuse)
+                self.reuse_mem[kind][me] = np.maximum(reuse, req) if init else np.maximum(0, reuse - req)
         for res, req in d.devices.items():
             if res not in self.dev:
                 continue
-            dr = r[self.start.dev_in[res][r]]
-            dz = zone[dr]
+            has = self.start.dev_in[res][r]
+            dr, dz, de = r[has], z[has], e[has]
             where, count = self.reuse_dev[res]
             from_reuse = np.minimum(req, count[dr])
-            self.dev[res][dr, dz] -= req - from_reuse
+            self.dev[res][de] -= req - from_reuse
             if init:
                 where[dr] = np.where(req - from_reuse > 0, dz, where[dr])
                 count[dr] += req - from_reuse
@@ -168,34 +179,41 @@ class _Rows:
 
 class _Start:
     """The rows as ``_Node._read`` reads a topology, for the resources the Pod asks: what is free per zone, the
-    zones that have a device (capacity or free above 0), the machine's flags per row. In milli-units, where
+    zones that have a device (capacity or free above 0), the machine's flags per row. A row's zones are only its
+    machine's (not the layout's padding), one after another: ``starts`` (per row) says where each row's begin,
+    ``owner`` and ``position`` (per zone) which row a zone is of and its place there. In milli-units, where
     ``_Node`` has whole units (``// 1000``) and the requests are whole units: ``a // 1000 >= b`` is
     ``a >= 1000 * b`` for a whole ``b``, and so on through every sum and difference of whole units (``Ask``)."""
 
     def __init__(self, wants: Demands, free: Ints, machine: Ints, columns: Columns, tables: Tables) -> None:
-        rows, zones = free.shape[0], free.shape[1]
-        self.rows = np.arange(rows)
-        self.position = np.arange(zones)[None, :]
-        self.valid: Bools = tables.valid[machine, :zones]
+        zones = tables.zones[machine]  # at least one each (a topology without zones is not judged)
+        self.starts: Ints = np.concatenate([np.zeros(1, np.int64), np.cumsum(zones)[:-1]])
+        self.owner: Ints = np.repeat(np.arange(machine.shape[0]), zones)
+        self.position: Ints = np.arange(self.owner.shape[0]) - self.starts[self.owner]
         self.memory_hints: Bools = tables.memory_hints[machine]
+        self.memory_hints_at: Bools = self.memory_hints[self.owner]
         self.zero = wants.zero_devices_aligned
         column = columns.column
 
-        def units(name: str) -> Ints:
+        def amounts(name: str) -> Ints:
             i = column.get(name)
-            return np.ascontiguousarray(free[:, :, i]) if i is not None else np.zeros((rows, zones), np.int64)
+            return free[self.owner, self.position, i] if i is not None else np.zeros(self.owner.shape[0], np.int64)
 
         asked = (*wants.containers, wants.pod)
-        self.cpu = units(CPU)
-        self.mem = {k: units(k) for k in sorted({k for d in asked for k in d.memory})}
+        self.cpu = amounts(CPU)
+        self.mem = {k: amounts(k) for k in sorted({k for d in asked for k in d.memory})}
         self.dev: dict[str, Ints] = {}
         self.dev_has: dict[str, Bools] = {}
-        self.dev_in: dict[str, Bools] = {}  # the rows where some zone has it (``res in _Node.dev_numa``)
+        self.dev_in: dict[str, Bools] = {}  # per row: some zone has it (``res in _Node.dev_numa``)
+        self.dev_in_at: dict[str, Bools] = {}  # the same per zone
         for res in sorted({k for d in asked for k in d.devices}):
             i = column.get(res)
             if i is not None and is_device(res):
-                has = (tables.capacity[machine, :zones, i] > 0) | (free[:, :, i] > 0)
-                self.dev[res], self.dev_has[res], self.dev_in[res] = units(res), has, np.asarray(has.any(axis=1))
+                self.dev[res] = amounts(res)
+                has = (tables.capacity[machine[self.owner], self.position, i] > 0) | (self.dev[res] > 0)
+                self.dev_has[res] = has
+                self.dev_in[res] = np.logical_or.reduceat(has, self.starts)
+                self.dev_in_at[res] = self.dev_in[res][self.owner]
 
 
 @dataclass(slots=True)
@@ -226,9 +244,8 @@ def fit_rows(wants: Demands, free: Ints, machine: Ints, columns: Columns, tables
         # The Pod's total on the first NUMA node that holds it, then each container allocated there.
         whole = Ask.of(wants.pod)
         constrained = node.constrained(whole) & pod_scope
-        ok = node.accepts(whole)
-        first = ok.argmax(axis=1)
-        fails = constrained & ~ok.any(axis=1)
+        first, found = node.first(node.accepts(whole))
+        fails = constrained & ~found
         failed[fails], alone[fails] = _POD, True
         going = constrained & ~fails
         pod_zone[going] = first[going]
@@ -247,14 +264,13 @@ def fit_rows(wants: Demands, free: Ints, machine: Ints, columns: Columns, tables
         constrained = node.constrained(d) & alive
         if not constrained.any():
             continue
-        ok = node.accepts(d)
-        first = ok.argmax(axis=1)
-        fails = constrained & ~ok.any(axis=1)
+        first, found = node.first(node.accepts(d))
+        fails = constrained & ~found
         if fails.any():
             # Alone: nothing placed before it (the node is the empty one), or no NUMA node of the empty node takes it.
             empty = empty or _Rows(start)
             failed[fails] = i
-            alone[fails] = ~placed_any[fails] | ~np.asarray(empty.accepts(d).any(axis=1))[fails]
+            alone[fails] = ~placed_any[fails] | ~empty.first(empty.accepts(d))[1][fails]
             alive &= ~fails
         going = constrained & ~fails
         node.place(d, first, going)

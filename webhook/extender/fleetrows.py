@@ -75,7 +75,7 @@ class Columns:
             return found
         numas = [z.numa for z in empty.zones]
         amounts = [v for z in empty.zones for v in (*z.capacity.values(), *z.allocatable.values())]
-        if len(set(numas)) != len(numas) or not all(-EXACT < v < EXACT for v in amounts):
+        if not numas or len(set(numas)) != len(numas) or not all(-EXACT < v < EXACT for v in amounts):
             return None
         if len(self.machines) >= MAX_ROWS:
             # Numbered anew from 0: no row nor a Judge's refusal (``token``) keeps an old number.
@@ -144,7 +144,8 @@ class Columns:
             hints = [any(k == "memory" or k.startswith(HUGEPAGES) for z in m.empty.zones
                          for k in (*z.capacity, *z.allocatable)) for m in machines]
             self._tables = Tables(machines, valid, capacity, total, np.array(hints, np.bool_),
-                                  np.array([m.empty.scope == "pod" for m in machines], np.bool_))
+                                  np.array([m.empty.scope == "pod" for m in machines], np.bool_),
+                                  np.array([len(m.empty.zones) for m in machines], np.int64))
         return self._tables
 
 
@@ -156,3 +157,4 @@ class Tables:
     total: Ints  # the empty node's allocatable, [machine, zone, resource]
     memory_hints: Bools  # [machine]: a Memory Manager's hints (``_Node.memory_hints``)
     pod_scope: Bools  # [machine]
+    zones: Ints  # [machine]: how many it has
