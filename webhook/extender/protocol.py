@@ -23,6 +23,8 @@ from webhook.extender.placement import MAX_SCORE, Verdict
 
 _KEPT = operator.attrgetter("kept")
 _SCORE = operator.attrgetter("score")
+_REASON = operator.attrgetter("reason")
+_UNRESOLVABLE = operator.attrgetter("unresolvable")
 _TAILS = [f', "Score": {s}}}' for s in range(MAX_SCORE + 1)]
 
 MAX_NODES = 100_000
@@ -146,14 +148,19 @@ def filter_result(args: Args, verdicts: Sequence[Verdict]) -> dict[str, Any]:
         raise ValueError("one verdict per node name")
     failed: dict[str, str] = {}
     unresolvable: dict[str, str] = {}
-    # Over thousands of nodes, no Python per kept node: the flags, the kept and the left-out picked out in C.
+    # Over thousands of nodes, no Python per node: the flags, the kept and the left-out picked out in C.
     flags = list(map(_KEPT, verdicts))
     everywhere = all(flags)
     if not everywhere:
         refused = list(map(operator.not_, flags))
-        for name, v in zip(itertools.compress(args.names, refused), itertools.compress(verdicts, refused),
-                           strict=True):
-            (unresolvable if v.unresolvable else failed)[name] = v.reason
+        refused_names = list(itertools.compress(args.names, refused))
+        left_out = list(itertools.compress(verdicts, refused))
+        hopeless = list(map(_UNRESOLVABLE, left_out))
+        helped = list(map(operator.not_, hopeless))
+        failed = dict(zip(itertools.compress(refused_names, helped),
+                          map(_REASON, itertools.compress(left_out, helped)), strict=True))
+        unresolvable = dict(zip(itertools.compress(refused_names, hopeless),
+                                map(_REASON, itertools.compress(left_out, hopeless)), strict=True))
     out: dict[str, Any] = {"FailedNodes": failed, "FailedAndUnresolvableNodes": unresolvable, "Error": ""}
     if args.nodes is None:
         names = args.names
