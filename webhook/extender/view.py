@@ -307,7 +307,8 @@ class View:
         thousands of nodes this is the call's whole cost: the current nodes' verdict keys are read with one
         ``map`` over ``fresh`` and their verdicts with one over the Judge's cache, so a call of a shape judged
         before runs no Python per node; only nodes changed since (or not judged yet) are read one by one. A
-        shape not judged before is judged once per distinct key (on its ``by_key`` entry), not once per node."""
+        shape not judged before is judged once per distinct key (on its ``by_key`` entry), not once per node, and
+        from ``BATCH`` keys on all at once over arrays (``fleetfit.judge_rows``)."""
         if judge.wants is None:
             return [NO_OPINION] * len(names)
         self._expire(now)
