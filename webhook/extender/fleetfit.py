@@ -195,9 +195,13 @@ class _Start:
         self.zero = wants.zero_devices_aligned
         column = columns.column
 
+        # Each zone's first amount in ``free`` (a C-ordered [rows, zones, resources]): a column is one ``take``.
+        at = (self.owner * free.shape[1] + self.position) * free.shape[2]
+        flat = free.reshape(-1)
+
         def amounts(name: str) -> Ints:
             i = column.get(name)
-            return free[self.owner, self.position, i] if i is not None else np.zeros(self.owner.shape[0], np.int64)
+            return np.take(flat, at + i) if i is not None else np.zeros(self.owner.shape[0], np.int64)
 
         asked = (*wants.containers, wants.pod)
         self.cpu = amounts(CPU)
@@ -319,7 +323,9 @@ def _refused(judge: Judge, wants: Demands, fits: _Fits, machine: Ints, count: in
     span = len(wants.containers) + 2  # a failed index from _POD up
     kinds, which = np.unique((machine[failing] * span + fits.failed[failing] + 2) * 2 + fits.alone[failing],
                              return_inverse=True)
-    ever = {m: count + i for i, m in enumerate(machine[count:].tolist())}
+    ever = {m: i for i, m in enumerate(machine[count:].tolist())}
+    ever_fits = (fits.failed[count:] == _NOT_PLACED).tolist()
+    ever_alone = fits.alone[count:].tolist()
     for kind in kinds.tolist():
         m, failed, alone = kind // (2 * span), kind // 2 % span - 2, bool(kind % 2)
         machine_ = tables.machines[m]
@@ -329,8 +335,7 @@ def _refused(judge: Judge, wants: Demands, fits: _Fits, machine: Ints, count: in
             continue
         need = wants.pod if failed == _POD else wants.containers[failed]
         e = ever[m]
-        answers.append(judge.refusal(empty, need, alone, ever=(bool(fits.failed[e] == _NOT_PLACED),
-                                                              bool(fits.alone[e])),
+        answers.append(judge.refusal(empty, need, alone, ever=(ever_fits[e], ever_alone[e]),
                                      shape=(columns.token, m), named=machine_.named))
     code[failing] = len(answers) - len(kinds) + which.reshape(-1)
 
