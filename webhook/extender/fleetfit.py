@@ -272,9 +272,12 @@ def fit_rows(wants: Demands, free: Ints, machine: Ints, columns: Columns, tables
         fails = constrained & ~found
         if fails.any():
             # Alone: nothing placed before it (the node is the empty one), or no NUMA node of the empty node takes it.
-            empty = empty or _Rows(start)
             failed[fails] = i
-            alone[fails] = ~placed_any[fails] | ~empty.first(empty.accepts(d))[1][fails]
+            alone[fails] = True
+            after = fails & placed_any
+            if after.any():
+                empty = empty or _Rows(start)
+                alone[after] = ~empty.first(empty.accepts(d))[1][after]
             alive &= ~fails
         going = constrained & ~fails
         node.place(d, first, going)
