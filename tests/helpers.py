@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+import sys
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
 def rl(cpu: str = "", memory: str = "") -> dict[str, str]:
@@ -68,3 +72,20 @@ def as_decoded(obj: Any) -> Any:
     if isinstance(obj, dict) and obj.get("kind") == "List" and isinstance(obj.get("items"), list):
         return {**obj, "items": [as_decoded(item) for item in obj["items"]]}
     return parse_review(json.dumps(admission_review(obj)).encode()).obj
+
+
+def python_calls(call: Callable[[], T]) -> tuple[T, int]:
+    """``call()``'s result and how many calls a profile hook saw it make from Python code (``map`` calling
+    ``dict.get`` from C is not one): what a test of "no Python per node" counts."""
+    calls = 0
+
+    def hook(frame: Any, event: str, arg: Any) -> None:
+        nonlocal calls
+        calls += event in ("call", "c_call")
+
+    sys.setprofile(hook)
+    try:
+        result = call()
+    finally:
+        sys.setprofile(None)
+    return result, calls

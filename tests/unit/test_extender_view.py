@@ -5,13 +5,13 @@ per-node caches are read while stale, too)."""
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass, field
 from typing import Any
 
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from tests.helpers import python_calls
 from webhook.extender.fingerprint import fingerprint
 from webhook.extender.placement import BoundPod, Judge, NodeState, free_now, pod_demands, read_nrt
 from webhook.extender.view import LISTED_LAG, View
@@ -202,17 +202,8 @@ def test_a_new_pod_shape_costs_python_per_free_shape_not_per_node() -> None:
         states[f"n{i}"] = state
     view, names, now = View(states, {}), list(states), 1000.0
     view.verdicts(Judge(WANTS[1]), names, now)
-    judge, calls = Judge(WANTS[2]), 0
-
-    def hook(frame: Any, event: str, arg: Any) -> None:
-        nonlocal calls
-        calls += event in ("call", "c_call")
-
-    sys.setprofile(hook)
-    try:
-        got = view.verdicts(judge, names, now)
-    finally:
-        sys.setprofile(None)
+    judge = Judge(WANTS[2])
+    got, calls = python_calls(lambda: view.verdicts(judge, names, now))
     assert len(judge.verdicts) == 3
     assert calls < 1000, calls
     alone = [Judge(WANTS[2]).node(n, states[n]) for n in names]

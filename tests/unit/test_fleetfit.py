@@ -9,7 +9,6 @@ under, on, one over), where a wrong comparison, a missed reuse or a share added 
 from __future__ import annotations
 
 import random
-import sys
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -19,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.fidelity import topology_grammar as grammar
+from tests.helpers import python_calls
 from tests.unit.test_numa_levels import empty_node, free
 from webhook.core.demands import Demands
 from webhook.core.numa import levels
@@ -126,17 +126,7 @@ def test_a_view_judges_a_new_pod_shape_on_thousands_of_free_shapes_over_arrays()
     view.verdicts(Judge(wants), names, now)
     assert len(view.columns.rows) >= BATCH
     other = next(w for s in range(100) if (w := fleet(s)[0]).key != wants.key)
-    judge, calls = Judge(other), 0
-
-    def hook(frame: Any, event: str, arg: Any) -> None:
-        nonlocal calls
-        calls += event in ("call", "c_call")
-
-    sys.setprofile(hook)
-    try:
-        got = view.verdicts(judge, names, now)
-    finally:
-        sys.setprofile(None)
+    got, calls = python_calls(lambda: view.verdicts(Judge(other), names, now))
     assert calls < 2000, calls
     assert [said(v) for v in got] == [said(alone(other, items[k])) for k in items]
 
