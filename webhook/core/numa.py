@@ -100,7 +100,6 @@ class _Node:
         dev_free: dict[int, dict[str, int]] = {}
         dev_numa: dict[str, set[int]] = {}
         mem_allocatable: dict[int, dict[str, int]] = {}
-        hints = False
         for z in topo.zones:  # one pass over each zone's amounts: a fleet's free shapes are read by the thousand
             cpu = 0
             memory: dict[str, int] = {}
@@ -118,8 +117,8 @@ class _Node:
             for k, v in z.capacity.items():
                 if is_device(k) and (v > 0 or z.allocatable.get(k, 0) > 0):
                     dev_numa.setdefault(k, set()).add(z.numa)
-            hints = hints or any(k == "memory" or k.startswith(HUGEPAGES) for k in (*z.capacity, *z.allocatable))
-        return cpu_free, mem_free, dev_free, dev_numa, hints, mem_allocatable, tuple(z.numa for z in topo.zones)
+        return (cpu_free, mem_free, dev_free, dev_numa, memory_hinted(topo), mem_allocatable,
+                tuple(z.numa for z in topo.zones))
 
     def accepts(self, d: Demand, numa: int) -> bool:
         """Would every provider give ``d`` a preferred hint for this NUMA node alone?"""
@@ -199,6 +198,12 @@ class _Node:
                 self.reuse_dev[res] = (numa if req - from_reuse else where, count + req - from_reuse)
             else:
                 self.reuse_dev[res] = (where, count - from_reuse)
+
+
+def memory_hinted(topo: NodeTopology) -> bool:
+    """Does the Memory Manager give hints on this node: some zone publishes memory or hugepages (with
+    memoryManagerPolicy None kubelet has no memory blocks, and NFD or the agent publish none)."""
+    return any(k == "memory" or k.startswith(HUGEPAGES) for z in topo.zones for k in (*z.capacity, *z.allocatable))
 
 
 @dataclass(frozen=True, slots=True)

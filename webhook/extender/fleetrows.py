@@ -20,7 +20,8 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from webhook.core.numatopology import HUGEPAGES, NodeTopology
+from webhook.core.numa import memory_hinted
+from webhook.core.numatopology import NodeTopology
 from webhook.extender.placement import NodeState, aligned
 
 Ints = npt.NDArray[np.int64]
@@ -128,22 +129,19 @@ class Columns:
         return row
 
     def tables(self) -> Tables:
-        """Per machine, stacked: which zones it has, their capacity and allocatable (milli), its policy."""
+        """Per machine, stacked: its zones' capacity and allocatable (milli), its flags."""
         if self._tables is None:
             machines = sorted(self.machines.values(), key=lambda m: m.index)
             shape = (len(machines), self.zones, len(self.names))
             capacity, total = np.zeros(shape, np.int64), np.zeros(shape, np.int64)
-            valid = np.zeros(shape[:2], np.bool_)
             for m in machines:
                 for p, zone in enumerate(m.empty.zones):
-                    valid[m.index, p] = True
                     for name, amount in zone.capacity.items():
                         capacity[m.index, p, self.column[name]] = amount
                     for name, amount in zone.allocatable.items():
                         total[m.index, p, self.column[name]] = amount
-            hints = [any(k == "memory" or k.startswith(HUGEPAGES) for z in m.empty.zones
-                         for k in (*z.capacity, *z.allocatable)) for m in machines]
-            self._tables = Tables(machines, valid, capacity, total, np.array(hints, np.bool_),
+            self._tables = Tables(machines, capacity, total,
+                                  np.array([memory_hinted(m.empty) for m in machines], np.bool_),
                                   np.array([m.empty.scope == "pod" for m in machines], np.bool_),
                                   np.array([len(m.empty.zones) for m in machines], np.int64))
         return self._tables
@@ -151,8 +149,9 @@ class Columns:
 
 @dataclass(frozen=True, slots=True)
 class Tables:
+    """The machines' own amounts and flags, stacked (made again when a machine is added)."""
+
     machines: list[Machine]
-    valid: Bools  # [machine, zone]
     capacity: Ints  # [machine, zone, resource]
     total: Ints  # the empty node's allocatable, [machine, zone, resource]
     memory_hints: Bools  # [machine]: a Memory Manager's hints (``_Node.memory_hints``)
