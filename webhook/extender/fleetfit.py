@@ -7,9 +7,10 @@ judged on thousands of them (5,000 nodes: about 4,900 free shapes, 180 ms of Pyt
 kube-scheduler waits for the answer.
 
 The fit is ``fit_node``'s, step by step over the rows: the same providers' checks (``_Node.accepts``,
-``holds_memory``, ``constrained``), the lowest numbered NUMA node every provider accepts (a machine's missing zones
-never), what init containers leave for reuse (``_Node.place``), in ``container`` or ``pod`` scope per row; the
-machines' empty nodes ride along as rows of their own (what a refusal says turns on them). The score is
+``holds_memory``, ``constrained``), the lowest numbered NUMA node every provider accepts (each row has its own
+machine's zones only, one after another), what init containers leave for reuse (``_Node.place``), in
+``container`` or ``pod`` scope per row; the machines' empty nodes ride along as rows of their own (what a refusal
+says turns on them). The score is
 ``placement.score``'s, in integers as it is. So each row's verdict is the one ``Judge.judged`` gives it alone
 (tests/unit/test_fleetfit.py holds the two together over the topology differential's machines and Pods). Left to
 ``Judge.judged``: the rows ``fleetrows`` does not model, and Pods with a fractional byte count of memory or a
@@ -339,7 +340,7 @@ def _refused(judge: Judge, wants: Demands, fits: _Fits, machine: Ints, count: in
         need = wants.pod if failed == _POD else wants.containers[failed]
         e = ever[m]
         answers.append(judge.refusal(empty, need, alone, ever=(ever_fits[e], ever_alone[e]),
-                                     shape=(columns.token, m), named=machine_.named))
+                                     empty_key=(columns.token, m), named=machine_.named))
     code[failing] = len(answers) - len(kinds) + which.reshape(-1)
 
 

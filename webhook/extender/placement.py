@@ -353,14 +353,14 @@ class Judge:
         return self.refusal(state.empty, fit.failed, fit.alone)
 
     def refusal(self, empty: NodeTopology, need: Demand, alone: bool, ever: tuple[bool, bool] | None = None,
-                shape: Any = None, named: frozenset[str] | None = None) -> Verdict:
+                empty_key: Any = None, named: frozenset[str] | None = None) -> Verdict:
         """The refusal of a node of the ``empty`` shape that ``need`` (one of ``wants``) does not fit now (``alone``:
         nor alone on its zones): one object per empty shape, demand and ``alone``, since a fleet's nodes of one
         machine, each with other zones free now, fail alike (a new Pod shape is judged on thousands of free shapes of
         a few dozen machines). What the caller knows already: ``ever``, whether the empty node holds the Pod, and if
-        not whether alone; ``shape``, a cheaper key of ``empty`` than its own; ``named``, what it aligns."""
+        not whether alone; ``empty_key``, a cheaper key of ``empty`` than its own; ``named``, what it aligns."""
         # ``need`` is one of ``self.wants``, alive as long
-        why = (empty.key if shape is None else shape, id(need), alone)
+        why = (empty.key if empty_key is None else empty_key, id(need), alone)
         found = self.refusals.get(why)
         if found is None:
             text, unresolvable = self._refusal(empty, need, alone, ever, named)
