@@ -225,7 +225,8 @@ def skipped_text(skipped: Counter[str]) -> str:
     """``3 Service, 2 documents without a kind, 1 AdmissionReview``: most frequent first."""
     def counted(reason: str, n: int) -> str:
         plural = n > 1 and reason.startswith("document ")
-        return f"{n} {'documents' + reason.removeprefix('document') if plural else reason}"
+        many = "documents" + reason.removeprefix("document").replace(" that is ", " that are ", 1)
+        return f"{n} {many if plural else reason}"
 
     return ", ".join(counted(reason, n) for reason, n in sorted(skipped.items(), key=lambda kv: (-kv[1], kv[0])))
 

@@ -40,11 +40,11 @@ from webhook.core.workloads import walk as walk_workloads
 from webhook.manifests.documents import (
     Document,
     ReadError,
-    decode_text,
     json_objects,
     yaml_document,
     yaml_pieces,
 )
+from webhook.manifests.encoding import Decoded, NotText, decode_for_fix, escaped_lines
 from webhook.manifests.reader import open_manifest
 
 
@@ -222,7 +222,9 @@ def _fix_yaml(file: str, text: str, config: Config, result: FileResult) -> FileR
         if isinstance(piece, ReadError):
             raise _unreadable(piece)
         part, doc = piece
-        if doc is not None:
+        if isinstance(doc, ReadError):  # not an object: no Kubernetes manifest, passed over as check passes it
+            result.skipped[doc.skip] += 1
+        elif doc is not None:
             edits = _fix_document(file, part, doc, config, result, newline)
             doc.node = None  # the node tree is the largest thing held; let it go document by document
             if edits:
@@ -260,6 +262,31 @@ def _round_trip_document(file: str, part: str, expected: Any, config: Config, ne
 BOM = "\ufeff"
 
 
+def decode(data: bytes) -> Decoded:
+    """A file's bytes as kubectl reads them, kept so ``encoded`` writes them back in their own encoding
+    (``encoding.decode_for_fix``); raises ``Unreadable`` for bytes that could not be written back as read."""
+    try:
+        return decode_for_fix(data)
+    except NotText as exc:
+        raise Unreadable(exc.reason, exc.line) from None
+
+
+def encoded(decoded: Decoded, result: FileResult) -> bytes | None:
+    """The fixed file's bytes, in the encoding and with the BOM it had (``None``: nothing changed). Where the
+    file holds bytes that are not UTF-8 (kubectl reads each as U+FFFD), they stay as they were; an edit that
+    would replace one is refused (``NotRewritable``)."""
+    if result.new_text is None:
+        return None
+    if decoded.escaped is None:
+        return decoded.encode(result.new_text)
+    for start, end, _ in result.edits:
+        line = escaped_lines(decoded, start, end)
+        if line is not None:
+            raise NotRewritable(f"line {line} holds bytes that are not UTF-8, and the rewrite would replace them "
+                                "with U+FFFD; save the file as UTF-8 first")
+    return decoded.encode(apply_edits(decoded.escaped, result.edits))
+
+
 def fix_file(path: str, config: Config, output: Path | None = None, root: Path | None = None,
              dry_run: bool = False) -> FileResult:
     """Fix ``path`` in place, or write it under ``output`` (mirroring its place below ``root``); with
@@ -279,18 +306,16 @@ def fix_file(path: str, config: Config, output: Path | None = None, root: Path |
             data = stream.read()
     except OSError as exc:
         raise Unreadable(f"cannot read: {exc.strerror or exc}") from None
-    bom = data.startswith(BOM.encode("utf-8"))
-    text = decode_text(data[len(BOM.encode("utf-8")):] if bom else data, path, 0)
+    decoded = decode(data)
     del data
-    if isinstance(text, ReadError):
-        raise _unreadable(text)
+    text = decoded.text
     result = fix_text(path, text, config)
     if dry_run:  # the diff is of the file as it is, BOM included
-        result.old_text = (BOM if bom else "") + text
-        if bom:
+        result.old_text = (BOM if decoded.bom else "") + text
+        if decoded.bom:
             result.edits = [(start + len(BOM), end + len(BOM), new) for start, end, new in result.edits]
         return result
-    new_text = result.new_text if result.new_text is not None else text
+    new_data = encoded(decoded, result)
     try:
         if output is not None:
             relative = Path(os.path.relpath(path, base)) if root is not None else Path(Path(path).name)
@@ -298,9 +323,9 @@ def fix_file(path: str, config: Config, output: Path | None = None, root: Path |
                 relative = Path(Path(path).name)
             target = output / relative
             target.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write(target, ((BOM if bom else "") + new_text).encode("utf-8"), info)
-        elif result.new_text is not None:
-            atomic_write(real, ((BOM if bom else "") + new_text).encode("utf-8"), info)
+            atomic_write(target, new_data if new_data is not None else decoded.encode(decoded.escaped or text), info)
+        elif new_data is not None:
+            atomic_write(real, new_data, info)
     except OSError as exc:
         raise Unwritable(f"cannot write: {exc.strerror or exc}") from None
     return result

@@ -40,6 +40,7 @@ class Item:
     error: str | None = None
     namespace: str | None = None
     label: str = ""
+    skip: str = ""  # a document with nothing to judge, counted by this reason (``report.skipped``)
 
 
 def at(where: Location) -> Callable[[FieldPath], Location]:
@@ -56,6 +57,9 @@ def run(items: Iterable[Item], config: Config, mode: Mode, report: Report, facts
     unreadable or malformed one is an error record, never a stop. Documents with nothing to judge are counted by
     reason (``report.skipped``)."""
     for item in items:
+        if item.skip:
+            report.add_skipped(item.skip)
+            continue
         if item.error is not None:
             report.add_error(item.locate(()), item.error)
             continue
@@ -153,7 +157,9 @@ def file_items(paths: Sequence[str], exclude: Sequence[str] = ()) -> Iterator[It
             continue
         shown = STDIN_SHOWN if path == STDIN else path
         for doc in read_documents(path):
-            if isinstance(doc, ReadError):
+            if isinstance(doc, ReadError) and doc.skip:
+                yield Item(at(Location(shown, doc.line)), skip=doc.skip)
+            elif isinstance(doc, ReadError):
                 message = doc.message if path == STDIN else _template_hint(path, doc.message)
                 yield Item(at(Location(shown, doc.line)), error=message)
             else:

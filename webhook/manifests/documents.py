@@ -26,6 +26,7 @@ from typing import IO, Any
 import yaml
 
 from webhook.core.fieldpath import Segment
+from webhook.manifests.encoding import file_visitor
 from webhook.manifests.goyaml import DecodeError, Loader, construct, type_name
 from webhook.manifests.yamlnodes import walk
 
@@ -49,6 +50,9 @@ class ReadError:
     reason: str
     effect: str = ""
     ends: bool = True  # nothing after it in the stream is read (False: one document is lost, the next is read)
+    # A document that is not an object (a list, a string): kubectl refuses it, but it is no Kubernetes manifest
+    # either (a CI configuration, a list of pre-commit hooks), so check and fix count it as skipped, by this.
+    skip: str = ""
 
     @property
     def message(self) -> str:
@@ -230,7 +234,13 @@ def not_an_object(doc: Document) -> ReadError | None:
         return None
     what = "a list" if isinstance(doc.obj, list) else {
         "bool": "a boolean", "int": "a number", "float": "a number"}.get(type_name(doc.obj), "a string")
-    return ReadError(doc.file, doc.line, f"document is {what}, not an object")
+    # A list of objects with a kind is manifests kubectl refuses (``kind: List`` is the way): an error, or the
+    # Pods in it would pass unjudged. Any other list or scalar is no manifest: passed over, counted.
+    manifests = isinstance(doc.obj, list) and any(isinstance(item, dict) and "kind" in item for item in doc.obj)
+    return ReadError(doc.file, doc.line, f"document is {what}, not an object" + (
+        "; kubectl refuses it: put the objects in the items of a kind: List, or separate them with ---"
+        if manifests else ""),
+        skip="" if manifests else f"document that is {what}, not a Kubernetes object")
 
 
 _JSON_SPACE = re.compile(r"[ \t\r\n]*")
@@ -300,7 +310,17 @@ def _after_whitespace_line(text: str, pos: int) -> int:
 
 
 def stream_documents(file: str, stream: IO[bytes]) -> Iterator[Document | ReadError]:
-    """Every document of a byte stream, as ``kubectl apply -f`` reads it."""
+    """Every document of a file's bytes (or stdin's), as ``kubectl apply -f`` reads them: decoded as
+    ``FileVisitor`` decodes them (``encoding.file_visitor``: UTF-16 on a BOM, U+FFFD for bytes that are not
+    UTF-8), then read as ``StreamVisitor`` reads them."""
+    decoded = file_visitor(stream, MAX_FILE_BYTES)
+    if isinstance(decoded, int):
+        yield ReadError(file, 1, f"input is over the {MAX_FILE_BYTES // MIB} MiB limit", "not read")
+        return
+    yield from _stream_visitor(file, decoded)
+
+
+def _stream_visitor(file: str, stream: IO[bytes]) -> Iterator[Document | ReadError]:
     head = stream.read(BLOCK)
     start = len(head) - len(head.lstrip(_GO_SPACE))
     if head[start:start + 1] == b"{":
@@ -397,10 +417,10 @@ def json_objects(file: str, text: str) -> list[Any] | ReadError | YAMLAfterJSON:
     return objects
 
 
-def yaml_pieces(file: str, text: str) -> Iterator[tuple[str, Document | None] | ReadError]:
+def yaml_pieces(file: str, text: str) -> Iterator[tuple[str, Document | ReadError | None] | ReadError]:
     """The pieces of a YAML stream (``fix``), each with its document: ``None`` for a separator line or an
-    empty document. The pieces joined are ``text``; an error (the stream cut, a document that does not
-    decode or is not an object) ends them."""
+    empty document, a ``ReadError`` with ``skip`` for a document that is not an object. The pieces joined are
+    ``text``; an error (the stream cut, a document that does not decode) ends them."""
     for piece in split_yaml(io.BytesIO(text.encode("utf-8")), file):
         if isinstance(piece, ReadError):
             yield piece
@@ -408,7 +428,7 @@ def yaml_pieces(file: str, text: str) -> Iterator[tuple[str, Document | None] | 
         part = piece.data.decode("utf-8")
         doc = yaml_document(file, part, piece.line) if piece.document else None
         bad = doc if isinstance(doc, ReadError) else not_an_object(doc) if doc is not None else None
-        if bad is not None:
+        if bad is not None and not bad.skip:
             yield bad
             return
-        yield part, doc if isinstance(doc, Document) else None
+        yield part, bad if bad is not None else doc
