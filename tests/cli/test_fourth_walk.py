@@ -1,4 +1,4 @@
-"""What a new user met on the fourth walk (issue 50), run as the real command: files as kubectl reads them,
+"""What a new user met on the fourth walk (the fourth new-user walk), run as the real command: files as kubectl reads them,
 the pre-commit hook on any repository, and what ``fix`` says a change costs."""
 
 from __future__ import annotations
@@ -127,3 +127,67 @@ def test_the_shipped_hooks_pass_over_files_without_a_pod(qos_guard: Run, tmp_pat
     out = qos_guard("fix", str(mixed))
     assert out.returncode == 0, out.stdout + out.stderr
     assert mixed.read_text(encoding="utf-8").startswith("[a]\n---\n")
+
+
+INIT = """apiVersion: v1
+kind: Pod
+metadata: {name: a}
+spec:
+  initContainers:
+  - name: init
+    image: i
+    resources:
+      requests: {cpu: 200m, memory: 1Gi}
+      limits: {cpu: 500m, memory: 2Gi}
+  containers:
+  - name: app
+    image: i
+    resources:
+      requests: {cpu: "2", memory: 4Gi}
+      limits: {cpu: "2", memory: 4Gi}
+"""
+SIDECAR = """apiVersion: v1
+kind: Pod
+metadata: {name: b}
+spec:
+  containers:
+  - name: app
+    image: i
+    resources:
+      requests: {cpu: "8", memory: 4Gi}
+      limits: {cpu: "24", memory: 4Gi}
+  - name: sidecar
+    image: i
+    resources:
+      requests: {cpu: 100m}
+"""
+FRACTION = """apiVersion: v1
+kind: Pod
+metadata: {name: c}
+spec:
+  containers:
+  - name: app
+    image: i
+    resources:
+      requests: {cpu: 200m, memory: 1Gi}
+      limits: {cpu: 500m, memory: 1Gi}
+"""
+
+
+def test_fix_prices_raises_from_the_pods_effective_request(qos_guard: Run, tmp_path: Path) -> None:
+    """(a) An init container's raise under the app containers' sum reserves nothing (the Pod's request is
+    max(init, sum of apps)); it was "+0.3 CPU reserved" and "+1Gi memory reserved". (b) A Pod that stays
+    Burstable (its sidecar has no memory limit) gets no exclusive CPUs; it was "+16 CPU reserved exclusively".
+    (c) What a setting would add is counted after the fix made: +0.5, not +0.8 again."""
+    for name, text in (("a", INIT), ("b", SIDECAR), ("c", FRACTION)):
+        (tmp_path / f"{name}.yaml").write_text(text, encoding="utf-8")
+    out = qos_guard("fix", "--dry-run", str(tmp_path / "a.yaml")).stderr
+    assert "+0.3 CPU" not in out and "+1Gi" not in out, out
+    assert out.count("nothing more reserved (the Pod still requests 2 CPU") == 2, out  # the fix and the remedy
+    assert "nothing more reserved (the Pod still requests 4Gi memory" in out, out
+    out = qos_guard("fix", "--dry-run", str(tmp_path / "b.yaml")).stderr
+    assert "exclusively" not in out, out
+    assert "set resources.requests.cpu to 24 (its limit): +16 CPU reserved (shared: the Pod stays Burstable)" in out
+    out = qos_guard("fix", "--dry-run", str(tmp_path / "c.yaml")).stderr
+    assert "set resources.requests.cpu to 500m (its limit): +0.3 CPU reserved\n" in out, out
+    assert "mutation.cpuRounding: up would set it to 1: +0.5 CPU reserved exclusively" in out, out

@@ -136,7 +136,7 @@ def encoded(rng: random.Random, text: str) -> tuple[str, bytes]:
 
 def test_encodings_read_as_kubectl_reads_them(readfile_oracle: Oracle, tmp_path: Path) -> None:
     """UTF-16 with a BOM (what PowerShell's ``>`` writes), a UTF-8 BOM, Latin-1 and broken bytes, from a file
-    and from stdin: what kubectl's FileVisitor reads (issue 50: these were refused as not UTF-8)."""
+    and from stdin: what kubectl's FileVisitor reads (these were refused as not UTF-8)."""
     rng = random.Random(SEED + 50)
     cases = [encoded(rng, yaml_file(rng)) for _ in range(ENCODED)]
     failures = []

@@ -151,7 +151,7 @@ def test_top_level_list_or_scalar_is_an_error() -> None:
 
 def test_a_document_that_is_no_manifest_is_marked_to_pass_over() -> None:
     """A list of steps or hooks, or a string, is an error to kubectl but no manifest: ``skip`` says so, and
-    check and fix count it as skipped (issue 50: the shipped pre-commit hook failed on its own file). A list
+    check and fix count it as skipped (the shipped pre-commit hook failed on its own file). A list
     holding objects with a kind is manifests kubectl refuses: an error, never passed over."""
     assert [d.skip for d in read_text_documents("f", "- id: a\n  entry: b\n---\nwords\n---\n[1]\n")
             if isinstance(d, ReadError)] == ["document that is a list, not a Kubernetes object",
