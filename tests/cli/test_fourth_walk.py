@@ -191,3 +191,31 @@ def test_fix_prices_raises_from_the_pods_effective_request(qos_guard: Run, tmp_p
     out = qos_guard("fix", "--dry-run", str(tmp_path / "c.yaml")).stderr
     assert "set resources.requests.cpu to 500m (its limit): +0.3 CPU reserved\n" in out, out
     assert "mutation.cpuRounding: up would set it to 1: +0.5 CPU reserved exclusively" in out, out
+
+
+ABOVE = """apiVersion: v1
+kind: Pod
+metadata: {name: d}
+spec:
+  containers:
+  - name: app
+    image: i
+    resources:
+      requests: {cpu: "4", memory: 1Gi}
+      limits: {cpu: "2", memory: 1Gi}
+"""
+
+
+def test_a_request_above_its_limit_is_invalid_and_never_lowered(qos_guard: Run, tmp_path: Path) -> None:
+    """The API server refuses it ("must be less than or equal to cpu limit of 2"): it was reported as
+    requests-not-equal-limits with "set resources.requests.cpu to 2", and fix lowered 4 to 2 without a word."""
+    path = tmp_path / "above.yaml"
+    path.write_text(ABOVE, encoding="utf-8")
+    out = qos_guard("check", str(path))
+    assert out.returncode == 1
+    assert "invalid-quantity" in out.stdout and "cpu request 4 is above its limit 2" in out.stdout, out.stdout
+    assert "requests-not-equal-limits" not in out.stdout
+    out = qos_guard("fix", str(path))
+    assert out.returncode == 1, out.stderr
+    assert path.read_text(encoding="utf-8") == ABOVE
+    assert "cpu request 4 is above its limit 2" in out.stdout and "(cannot be fixed automatically)" in out.stdout

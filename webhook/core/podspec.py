@@ -85,9 +85,17 @@ class Block:
     sets_supported: bool = False
 
     def clean(self, resource: str) -> bool:
-        """No value of ``resource`` is invalid: an invalid one yields ``invalid-quantity`` and nothing else."""
+        """No value of ``resource`` is invalid, and its request is not above its limit: either yields
+        ``invalid-quantity`` and nothing else (the API server refuses the object)."""
         return not any((a := source.get(resource)) is not None and a.invalid
-                       for source in (self.requests, self.limits))
+                       for source in (self.requests, self.limits)) and not self.above_limit(resource)
+
+    def above_limit(self, resource: str) -> bool:
+        """A request above its limit: ``ValidateResourceRequirements`` refuses it ("must be less than or equal
+        to cpu limit of 2"), and ``fix`` must not lower what was asked for."""
+        request, limit = self.requests.get(resource), self.limits.get(resource)
+        return request is not None and limit is not None and not request.invalid and not limit.invalid \
+            and request.milli > limit.milli
 
     def sizing_cpu(self) -> tuple[str, Amount] | None:
         """The cpu the CPU Manager sizes by: the limit, or the request where no limit is set."""
