@@ -219,3 +219,19 @@ def test_a_request_above_its_limit_is_invalid_and_never_lowered(qos_guard: Run, 
     assert out.returncode == 1, out.stderr
     assert path.read_text(encoding="utf-8") == ABOVE
     assert "cpu request 4 is above its limit 2" in out.stdout and "(cannot be fixed automatically)" in out.stdout
+
+
+def test_a_pod_without_containers_is_refused_not_compliant(qos_guard: Run, tmp_path: Path) -> None:
+    """The API server refuses it (``spec.containers: Required value``); it was "1 object checked, 0 violations"."""
+    pod = tmp_path / "pod.yaml"
+    pod.write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: e}\nspec: {containers: []}\n", encoding="utf-8")
+    deployment = tmp_path / "deploy.yaml"
+    deployment.write_text("apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: e}\nspec:\n  template:\n"
+                          "    spec: {}\n", encoding="utf-8")
+    out = qos_guard("check", str(pod), str(deployment))
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert f"{pod}:4: error: invalid object: spec.containers: Required value" in out.stdout, out.stdout
+    assert f"{deployment}:6: error: invalid object: spec.template.spec.containers: Required value" in out.stdout
+    assert "0 objects checked" in out.stderr
+    out = qos_guard("fix", str(pod))
+    assert out.returncode == 2 and "spec.containers: Required value" in out.stdout and "not changed" in out.stdout

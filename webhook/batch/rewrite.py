@@ -30,7 +30,7 @@ from webhook.batch import jsonedit, yamledit
 from webhook.batch.files import NotRewritable, Unjudgeable, Unreadable, Unwritable, atomic_write, inside
 from webhook.batch.unified import Edit, apply_edits
 from webhook.core.config import Config
-from webhook.core.engine import Mode, evaluate
+from webhook.core.engine import Mode, evaluate, without_containers
 from webhook.core.fieldpath import dotted
 from webhook.core.mutation import Change, apply_changes
 from webhook.core.podspec import ManifestError
@@ -151,6 +151,9 @@ def _refuse(result: FileResult, change: Change, why: str) -> None:
 
 def _judge_document(doc: Any, config: Config, result: FileResult) -> list[Change]:
     verdict = evaluate(doc, config, Mode.MUTATE)
+    empty = without_containers(verdict)
+    if empty:
+        raise Unjudgeable(f"invalid object: {empty[0][1]}")
     result.objects += len({r.target.root for r in verdict.results}) + (verdict.exempt is not None)
     if not verdict.results and verdict.exempt is None:  # nothing to judge in it: said by reason, as check says
         result.skipped.update(r for r in walk_workloads(doc, kinds=table(config.workloads)) if isinstance(r, str))

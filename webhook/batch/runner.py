@@ -18,7 +18,15 @@ from webhook.batch.report import STDIN_SHOWN, Location, Report, numbered, skippe
 from webhook.batch.textsafe import escape
 from webhook.batch.unified import Edit, unified_diff
 from webhook.core.config import Config
-from webhook.core.engine import MODE_LABEL, MODE_LABEL_RULE, Mode, evaluate, mode_label_problem, namespace_manifests
+from webhook.core.engine import (
+    MODE_LABEL,
+    MODE_LABEL_RULE,
+    Mode,
+    evaluate,
+    mode_label_problem,
+    namespace_manifests,
+    without_containers,
+)
 from webhook.core.facts import NO_FACTS, Facts
 from webhook.core.fieldpath import FieldPath
 from webhook.core.outcome import ExitCode, fold
@@ -71,6 +79,11 @@ def run(items: Iterable[Item], config: Config, mode: Mode, report: Report, facts
             continue
         except RecursionError:
             report.add_error(item.locate(()), f"{item.label}object is nested too deeply to be judged")
+            continue
+        empty = without_containers(verdict)
+        if empty:
+            for where, why in empty:
+                report.add_error(item.locate(where), f"{item.label}invalid object: {why}")
             continue
         # A Namespace is judged by its mode label alone: one without the label has nothing to judge (a file of
         # such Namespaces and Services is "nothing to judge", exit 2, as one of Services alone).

@@ -18,7 +18,7 @@ from typing import Any
 from webhook.core.claims import CLAIM_KINDS
 from webhook.core.config import Config
 from webhook.core.facts import NO_FACTS, Facts
-from webhook.core.fieldpath import FieldPath
+from webhook.core.fieldpath import FieldPath, dotted
 from webhook.core.kubeversion import DEFAULT, Semantics
 from webhook.core.mutation import Change, apply_changes, plan_changes, pod_requests, price, raise_text
 from webhook.core.podspec import COMPUTE, GUARANTEED, PodSpec, build_pod_spec
@@ -197,6 +197,15 @@ class ObjectVerdict:
     @property
     def allowed(self) -> bool:
         return self.mode is Mode.WARN or not self.violations
+
+
+def without_containers(verdict: ObjectVerdict) -> list[tuple[FieldPath, str]]:
+    """Each pod spec with no containers, where, and why it is no Pod: the API server refuses it
+    (``spec.containers: Required value``), so there is nothing Guaranteed about it to report."""
+    return [((*r.target.path, "containers"),
+             f"{dotted((*r.target.path, 'containers'))}: Required value: a Pod needs at least one container "
+             "(the API server refuses it; kubectl apply fails)")
+            for r in verdict.results if r.target.kind not in CLAIM_KINDS and not r.pod.containers]
 
 
 def exemption(config: Config, target: Target, namespace: str | None, username: str | None) -> str | None:
