@@ -235,3 +235,74 @@ def test_a_pod_without_containers_is_refused_not_compliant(qos_guard: Run, tmp_p
     assert "0 objects checked" in out.stderr
     out = qos_guard("fix", str(pod))
     assert out.returncode == 2 and "spec.containers: Required value" in out.stdout and "not changed" in out.stdout
+
+
+PYTHONIC = """apiVersion: v1
+kind: Pod
+metadata: {name: g}
+spec:
+  containers:
+  - name: a
+    image: i
+    resources:
+      requests: {cpu: null, memory: 1Gi}
+      limits: {cpu: "1", memory: 1Gi}
+  - name: b
+    image: i
+    resources:
+      limits: {cpu: true, memory: 1Gi}
+  - name: c
+    image: i
+    resources:
+      limits: {cpu: {a: 1}, memory: 1Gi}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: h}
+spec:
+  resources:
+    limits: {cpu: "2", memory: 8Gi}
+  containers:
+  - name: a
+    image: i
+    resources:
+      requests: {cpu: "1", memory: 1Gi}
+---
+apiVersion: 1
+kind: Pod
+metadata: {name: i}
+spec:
+  containers:
+  - name: a
+    image: i
+"""
+
+
+def test_messages_spell_values_as_yaml_does(qos_guard: Run, tmp_path: Path) -> None:
+    """No Python in messages: ``None``, ``"True"``, ``"{'a': 1}"``, a pod-level memory request in bytes beside
+    ``8Gi``, a numeric apiVersion called "not set"."""
+    path = tmp_path / "p.yaml"
+    path.write_text(PYTHONIC, encoding="utf-8")
+    out = qos_guard("check", str(path)).stdout
+    for python in ("None", "True", "{'a': 1}", "1073741824", "dict", "not set"):
+        assert python not in out, (python, out)
+    assert "cpu request null (0) differs from its limit 1" in out, out
+    assert "cpu limit true is not a valid Kubernetes quantity" in out
+    assert 'cpu limit {"a":1} is not a valid Kubernetes quantity (expected a quantity string, got a mapping)' in out
+    assert "memory request 1Gi differs from its limit 8Gi" in out
+    assert "apiVersion: 1 is not a string, so kubectl apply refuses the Pod; use apiVersion: v1" in out
+
+
+def test_audit_says_qos_guard_once(tmp_path: Path) -> None:
+    """``audit`` printed ``qos-guard: qos-guard: judging with ...``."""
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text('apiVersion: v1\nkind: Config\nclusters:\n- name: down\n  cluster: {server: '
+                          '"https://127.0.0.1:1"}\nusers:\n- name: u\n  user: {token: abc}\ncontexts:\n- name: here\n'
+                          '  context: {cluster: down, user: u}\ncurrent-context: here\n', encoding="utf-8")
+    config = tmp_path / "config.yaml"
+    config.write_text("policy:\n  numa: auto\n", encoding="utf-8")
+    out = inprocess.run(["audit", "--kubeconfig", str(kubeconfig), "--config", str(config)],
+                        env={"HOME": str(tmp_path)})
+    assert out.returncode == 2, out.stderr
+    assert "qos-guard: judging with Kubernetes" in out.stderr, out.stderr
+    assert "qos-guard: qos-guard:" not in out.stderr

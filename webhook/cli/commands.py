@@ -242,7 +242,8 @@ def cmd_audit(args: argparse.Namespace) -> ExitCode:
     try:
         run = audit_cluster(config, args.kubeconfig, Mode(args.mode), namespaces=args.namespace or (),
                             all_namespaces=args.all_namespaces, page_size=args.page_size, report=args.report,
-                            progress=progress, say=err, context=args.context)
+                            progress=progress, say=lambda m: err(m.removeprefix("qos-guard: ")),
+                            context=args.context)
     except Refused as exc:
         err(f"audit: {exc}")
         if args.format != "text":  # a SARIF upload or a JSON reader gets a valid file naming the failure

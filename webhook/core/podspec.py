@@ -9,6 +9,8 @@ as Pod Security Admission's checks walk ``visitContainers``.
 
 from __future__ import annotations
 
+import json
+
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,7 +19,7 @@ from webhook.core.dra import pod_claims
 from webhook.core.fieldpath import FieldPath, dotted
 from webhook.core.kubeversion import DEFAULT, Semantics
 from webhook.core.numatopology import HUGEPAGES
-from webhook.core.quantity import Quantity, QuantityError, format_milli, quantity_from_value
+from webhook.core.quantity import Quantity, QuantityError, format_milli, format_milli_bytes, quantity_from_value
 from webhook.core.scheduling import Placement, placement
 
 CPU = "cpu"
@@ -66,8 +68,19 @@ class Amount:
         return self.quantity.milli if self.quantity is not None else 0
 
     def show(self) -> str:
-        """The value as the user wrote it, or the canonical form of one the API server fills in."""
-        return format_milli(self.milli) if self.defaulted and self.raw is None else str(self.raw)
+        """The value as the user wrote it, in YAML/JSON spelling (``null``, ``true``, ``{"a":1}``, never
+        Python's), or the canonical form of one the API server fills in (memory in binary units: ``1Gi``)."""
+        if self.defaulted and self.raw is None:
+            return format_milli_bytes(self.milli) if self.path and self.path[-1] != CPU else format_milli(self.milli)
+        return "null (0)" if self.raw is None else spelled(self.raw)
+
+
+def spelled(value: object) -> str:
+    """A manifest value as YAML and JSON write it: a string as is, ``null``, ``true``, numbers, and a mapping
+    or list as compact JSON."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, separators=(",", ":"), default=str, ensure_ascii=False)
 
 
 @dataclass(frozen=True, slots=True)
