@@ -306,3 +306,67 @@ def test_audit_says_qos_guard_once(tmp_path: Path) -> None:
     assert out.returncode == 2, out.stderr
     assert "qos-guard: judging with Kubernetes" in out.stderr, out.stderr
     assert "qos-guard: qos-guard:" not in out.stderr
+
+
+MERGED = """apiVersion: v1
+kind: Pod
+metadata: {name: m}
+spec:
+  containers:
+  - name: a
+    image: i
+    resources: &c
+      requests: {cpu: "1", memory: 1Gi}
+      limits: {cpu: "2", memory: 1Gi}
+  - name: b
+    image: i
+    resources:
+      <<: *c
+"""
+MERGED_FROM_ASIDE = """x-common: &c
+  cpu: "1"
+  memory: 1Gi
+apiVersion: v1
+kind: Pod
+metadata: {name: m}
+spec:
+  containers:
+  - name: a
+    image: i
+    resources:
+      requests:
+        <<: *c
+      limits: {cpu: "2", memory: 1Gi}
+"""
+
+
+def test_a_merge_key_whose_every_use_needs_the_change_is_fixed_at_its_anchor(qos_guard: Run, tmp_path: Path) -> None:
+    """``<<: *c`` brings the anchor's requests to container b: both need cpu 2, so the anchor is edited once (it
+    was "not fixed ... not every use needs this change"). Where the anchor has a use that must not change (a
+    top-level ``x-common``), the key is added after the merge (go-yaml applies ``<<`` where it stands, so a key
+    before it would be overridden)."""
+    path = tmp_path / "merged.yaml"
+    path.write_text(MERGED, encoding="utf-8")
+    out = qos_guard("fix", str(path))
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert path.read_text(encoding="utf-8") == MERGED.replace('requests: {cpu: "1"', 'requests: {cpu: "2"')
+    assert "written at the YAML anchor &c" in out.stdout and "not fixed" not in out.stdout
+    aside = tmp_path / "aside.yaml"
+    aside.write_text(MERGED_FROM_ASIDE, encoding="utf-8")
+    out = qos_guard("fix", str(aside))
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert aside.read_text(encoding="utf-8") == MERGED_FROM_ASIDE.replace(
+        "        <<: *c\n", '        <<: *c\n        cpu: "2"\n')
+
+
+def test_fix_puts_a_new_key_above_the_comment_of_the_key_it_precedes(qos_guard: Run, tmp_path: Path) -> None:
+    """A new ``limits:`` went between ``# sized for the model`` and the ``requests:`` it describes."""
+    text = ("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n  - name: a\n    image: i\n"
+            "    resources:\n      # sized for the model\n      requests:\n        cpu: \"2\"\n        memory: 1Gi\n")
+    path = tmp_path / "p.yaml"
+    path.write_text(text, encoding="utf-8")
+    out = qos_guard("fix", str(path))
+    assert out.returncode == 0, out.stdout + out.stderr
+    fixed = path.read_text(encoding="utf-8")
+    assert "      # sized for the model\n      requests:\n" in fixed, fixed
+    assert "    resources:\n      limits:\n" in fixed, fixed

@@ -114,8 +114,11 @@ def _fix_document(file: str, part: str, doc: Document, config: Config, result: F
     shared = yamledit.shared_nodes(doc.node) if "*" in part else {}
     attempt = list(changes)
     while attempt:
-        edits = yamledit.edits(part, doc.node, attempt, newline)
-        if edits is not None and _reread(file, apply_edits(part, edits)) == apply_changes(doc.obj, attempt):
+        expected = apply_changes(doc.obj, attempt)
+        # A value a ``<<`` merge brings: at its anchor when every use needs the change, else overridden here.
+        edits = next((e for merges in (True, False) if (e := yamledit.edits(part, doc.node, attempt, newline, merges))
+                      is not None and _reread(file, apply_edits(part, e)) == expected), None)
+        if edits is not None:
             for change in attempt:
                 anchored = yamledit.anchor_of(part, doc.node, change, shared) if shared else None
                 if anchored is not None:
