@@ -39,6 +39,7 @@ import (
 	"runtime/debug"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/go-logr/logr"
 	"golang.org/x/text/encoding/unicode"
@@ -478,6 +479,18 @@ func readStream(r io.Reader) Read {
 		if _, _, err := unstructured.UnstructuredJSONScheme.Decode(raw, nil, nil); err != nil {
 			res.DocumentErrors = append(res.DocumentErrors, err.Error())
 			continue
+		}
+		if !utf8.Valid(raw) {
+			// JSON after a UTF-8 BOM passes FileVisitor unchanged; what kubectl applies is the decoded
+			// object, in which encoding/json made each invalid byte of a string U+FFFD: answer that.
+			var obj any
+			dec := json.NewDecoder(bytes.NewReader(raw))
+			dec.UseNumber()
+			if err := dec.Decode(&obj); err == nil {
+				if again, err := json.Marshal(obj); err == nil {
+					raw = again
+				}
+			}
 		}
 		res.Documents = append(res.Documents, raw)
 	}

@@ -3,6 +3,7 @@ the pre-commit hook on any repository, and what ``fix`` says a change costs."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import yaml
@@ -370,3 +371,25 @@ def test_fix_puts_a_new_key_above_the_comment_of_the_key_it_precedes(qos_guard: 
     fixed = path.read_text(encoding="utf-8")
     assert "      # sized for the model\n      requests:\n" in fixed, fixed
     assert "    resources:\n      limits:\n" in fixed, fixed
+
+
+def test_folders_paths_and_links_as_an_operator_expects(qos_guard: Run, tmp_path: Path) -> None:
+    """``check .`` went into ``.venv`` (16,995 site-packages documents); a path given twice was judged twice;
+    ``--exclude 'kimi*'`` did not match a file name; a dangling link said only "No such file or directory"."""
+    for folder in (".venv/lib", "venv", "app", ".git"):
+        (tmp_path / folder).mkdir(parents=True)
+    (tmp_path / "venv" / "pyvenv.cfg").write_text("home = /usr\n", encoding="utf-8")
+    for where in (".venv/lib/x.yaml", "venv/x.yaml", ".git/x.yaml", "app/kimi-k2.yaml", "app/web.yaml"):
+        (tmp_path / where).write_text(FRACTION, encoding="utf-8")
+    (tmp_path / "app" / "gone.yaml").symlink_to(tmp_path / "nowhere.yaml")
+    app = str(tmp_path / "app")
+    out = qos_guard("check", str(tmp_path), str(tmp_path), str(tmp_path / "app" / "web.yaml"), "--format", "json")
+    report = json.loads(out.stdout)
+    assert sorted({Path(v["file"]).name for v in report["violations"]}) == ["kimi-k2.yaml", "web.yaml"]
+    assert report["summary"]["objects"] == 2, report["summary"]  # each file once, nothing from the hidden folders
+    (error,) = report["errors"]
+    assert "a symbolic link to" in error["message"] and "which does not exist" in error["message"], error
+    out = qos_guard("check", app, "--exclude", "kimi*", "--exclude", "gone.yaml")
+    assert "kimi" not in out.stdout and "gone" not in out.stdout and "1 object checked" in out.stderr, out.stdout
+    out = qos_guard("check", str(tmp_path / ".venv"))  # a hidden folder given by name is read
+    assert "1 object checked" in out.stderr, out.stderr

@@ -244,6 +244,7 @@ def not_an_object(doc: Document) -> ReadError | None:
 
 
 _JSON_SPACE = re.compile(r"[ \t\r\n]*")
+_ESCAPED = re.compile("[\udc80-\udcff]")
 
 
 def _reject_constant(name: str) -> Any:
@@ -329,10 +330,12 @@ def _stream_visitor(file: str, stream: IO[bytes]) -> Iterator[Document | ReadErr
         if len(data) > MAX_DOCUMENT_BYTES:
             yield ReadError(file, 1, f"JSON input over the {MAX_DOCUMENT_BYTES // MIB} MiB limit", "not read")
             return
-        text = decode_text(data, file, 0)
-        if isinstance(text, ReadError):
-            yield text
-            return
+        # Only after a UTF-8 BOM can bytes that are not UTF-8 get here (``file_visitor`` passes them on): in a
+        # JSON string encoding/json reads each as U+FFFD, and outside one the JSON does not parse either way.
+        # Each such byte is kept (``surrogateescape``) for the YAML that may follow, which refuses it as kubectl's
+        # YAML decoder does, and read as U+FFFD in the JSON (encoding/json replaces byte by byte).
+        kept = data.decode("utf-8", "surrogateescape")
+        text = _ESCAPED.sub("\ufffd", kept)
         yaml_from: YAMLAfterJSON | None = None
         for item in json_documents(file, text):
             if isinstance(item, YAMLAfterJSON):
@@ -347,7 +350,7 @@ def _stream_visitor(file: str, stream: IO[bytes]) -> Iterator[Document | ReadErr
         if yaml_from is None:
             return
         line = text.count("\n", 0, yaml_from.offset)
-        tail = io.BytesIO(text[yaml_from.offset:].encode("utf-8"))
+        tail = io.BytesIO(kept[yaml_from.offset:].encode("utf-8", "surrogateescape"))
         for index, after in enumerate(_yaml_stream(file, tail, b"", line)):
             # neither JSON nor YAML: kubectl reports the JSON error
             yield yaml_from.error if index == 0 and isinstance(after, ReadError) else after
