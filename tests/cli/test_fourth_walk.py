@@ -393,3 +393,13 @@ def test_folders_paths_and_links_as_an_operator_expects(qos_guard: Run, tmp_path
     assert "kimi" not in out.stdout and "gone" not in out.stdout and "1 object checked" in out.stderr, out.stdout
     out = qos_guard("check", str(tmp_path / ".venv"))  # a hidden folder given by name is read
     assert "1 object checked" in out.stderr, out.stderr
+
+
+def test_verify_json_says_why_it_cannot_run(tmp_path: Path) -> None:
+    """``verify --format json`` printed nothing when it could not run (``audit`` and ``nodes`` print a JSON
+    error): a reader got an empty file."""
+    out = inprocess.run(["verify", "--format", "json", "--kubeconfig", str(tmp_path / "missing")],
+                        env={"HOME": str(tmp_path)})
+    assert out.returncode == 2, out.stderr
+    body = json.loads(out.stdout)
+    assert body["containers"] == [] and body["errors"][0].startswith("verify: "), body

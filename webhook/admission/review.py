@@ -176,6 +176,18 @@ def encode_response(review: Review, decision: Decision) -> bytes:
         return json.dumps(response(review, decision)).encode()
 
 
+def warning(v: Violation) -> str:
+    """``rule: message``; where that is over the 120 characters a client shows, what to do comes first
+    (``rule: container "x": set ...; <what is wrong, with the template path>``), so the cut takes the path, not
+    the way out (a LeaderWorkerSet's or RayCluster's template path alone filled the line)."""
+    line = f"{v.rule}: {v.message}"
+    head, sep, advice = v.message.partition("; ")
+    if len(line) < MAX_WARNING or not sep:
+        return line
+    who = f'container "{v.container}"' if v.container else "pod"
+    return f"{v.rule}: {who}: {advice}; {head}"
+
+
 def fit_warnings(lines: list[str]) -> list[str]:
     """Kubernetes truncates long warnings; keep each under 120 characters and all under 4 KiB."""
     out: list[str] = []
@@ -259,10 +271,10 @@ def review_decision(review: Review, endpoint: Endpoint, config: Config, facts: F
             base.warnings = fit_warnings([f"qos-guard: {c.message}" for c in verdict.changes])
         return base
     found = verdict.violations
-    advised = [f"{v.rule}: {v.message}" for _, v in verdict.advisories]  # reported, never refused
+    advised = [warning(v) for _, v in verdict.advisories]  # reported, never refused
     base.rules = sorted({v.rule for _, v in found})
     if endpoint.action is Action.WARN:
-        base.warnings = fit_warnings([f"{v.rule}: {v.message}" for _, v in found] + advised)
+        base.warnings = fit_warnings([warning(v) for _, v in found] + advised)
         return base
     if advised:
         base.warnings = fit_warnings(advised)

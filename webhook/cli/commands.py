@@ -3,7 +3,9 @@ and the exit code."""
 
 from __future__ import annotations
 
+
 import argparse
+import json
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
@@ -426,6 +428,9 @@ def cmd_verify(args: argparse.Namespace) -> ExitCode:
                       config.policy.fractional_cpu_containers, attributes, args.remote_memory_share)
     except Refused as exc:
         err(f"verify: {exc}")
+        if args.format == "json":  # as audit and nodes: the format's own error record, never an empty output
+            sys.stdout.write(json.dumps({"node": None, "containers": [], "errors": [f"verify: {exc}"],
+                                         "summary": None}, indent=2) + "\n")
         return ExitCode.USAGE
     sys.stdout.write(render_json(snap) if args.format == "json" else render_text(snap))
     if args.format == "text":
