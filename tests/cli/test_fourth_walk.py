@@ -1,10 +1,11 @@
-"""What a new user met on the fourth walk (the fourth new-user walk), run as the real command: files as kubectl reads them,
+"""What a new user met on the fourth walk, run as the real command: files as kubectl reads them,
 the pre-commit hook on any repository, and what ``fix`` says a change costs."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import cast
 
 import yaml
 
@@ -76,7 +77,7 @@ def test_fix_keeps_utf16_and_its_bom(qos_guard: Run, tmp_path: Path) -> None:
         assert qos_guard("check", str(path)).returncode == 0
         piped = inprocess.run(["fix", "-"], stdin=bom + POD.encode(codec), text=False)
         assert piped.returncode == 0, piped.stderr
-        assert piped.stdout == data
+        assert cast(bytes, piped.stdout) == data  # text=False: bytes
 
 
 def test_fix_keeps_latin1_bytes_it_does_not_touch(qos_guard: Run, tmp_path: Path) -> None:

@@ -142,8 +142,9 @@ def test_json_streams() -> None:
 def test_top_level_list_or_scalar_is_an_error() -> None:
     """As kubectl: a top-level JSON array is an error, never zero objects."""
     assert read("[1, 2]\n") == [("error", 1, "document is a list, not an object")]
-    assert read('[{"kind": "Pod"}]') == [("error", 1, "document is a list, not an object; kubectl refuses it: put "
-                                                  "the objects in the items of a kind: List, or separate them with ---")]
+    refused = "document is a list, not an object; kubectl refuses it: put the objects in the items of a kind: List, " \
+              "or separate them with ---"
+    assert read('[{"kind": "Pod"}]') == [("error", 1, refused)]
     assert read("- a\n") == [("error", 1, "document is a list, not an object")]
     assert read("just text\n") == [("error", 1, "document is a string, not an object")]
     assert read("null\n---\n~\n---\n# only a comment\n") == []  # null documents are skipped (StreamVisitor)

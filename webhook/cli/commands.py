@@ -3,7 +3,6 @@ and the exit code."""
 
 from __future__ import annotations
 
-
 import argparse
 import json
 import sys

@@ -10,7 +10,6 @@ as Pod Security Admission's checks walk ``visitContainers``.
 from __future__ import annotations
 
 import json
-
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any

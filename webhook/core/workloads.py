@@ -21,7 +21,6 @@ Template paths are dotted field names with two wildcards: ``[*]`` for every item
 from __future__ import annotations
 
 import json
-
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
