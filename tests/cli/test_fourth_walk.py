@@ -404,3 +404,17 @@ def test_verify_json_says_why_it_cannot_run(tmp_path: Path) -> None:
     assert out.returncode == 2, out.stderr
     body = json.loads(out.stdout)
     assert body["containers"] == [] and body["errors"][0].startswith("verify: "), body
+
+
+def test_fix_lines_say_where_and_stdin_has_one_name(qos_guard: Run, tmp_path: Path) -> None:
+    """``fix`` lines had no line numbers (``check``'s do), and standard input was ``-`` in one message and
+    ``<stdin>`` in the others."""
+    path = tmp_path / "c.yaml"
+    path.write_text(FRACTION, encoding="utf-8")
+    out = qos_guard("fix", "--dry-run", str(path))
+    assert f"{path}:9: Pod/c: would fix: container \"app\": set resources.requests.cpu to 500m" in out.stderr, out
+    assert f"{path}:10: Pod/c: cpu-not-integer:" in out.stderr
+    out = qos_guard("fix", "-", stdin=FRACTION)
+    assert "<stdin>:9: Pod/c: fixed:" in out.stderr and "<stdin>:10: Pod/c: cpu-not-integer:" in out.stderr, out
+    out = qos_guard("fix", "-", str(path))
+    assert out.returncode == 2 and out.stdout.startswith("<stdin>: error: fix rewrites files"), out.stdout

@@ -47,13 +47,16 @@ def fix_stdin(config: Config, stdin: BinaryIO, write: Callable[[bytes], None], p
     tally.skipped.update(result.skipped)
     tally.changed += bool(result.changes)
     for target, change in result.changes:
-        print_line(escape(f"{SHOWN}: {target.kind}/{target.name}: {verb}: {change.message}"))
+        print_line(escape(f"{SHOWN}{result.at(target, change.path)}: {target.kind}/{target.name}: {verb}: "
+                          f"{change.message}"))
     for target, change, why in result.refused:
-        print_line(escape(f"{SHOWN}: {target.kind}/{target.name}: not fixed: {change.message}: {why}"))
+        print_line(escape(f"{SHOWN}{result.at(target, change.path)}: {target.kind}/{target.name}: not fixed: "
+                          f"{change.message}: {why}"))
         tally.remaining += 1
     for target, violation, remedy in result.remaining:
         why = f"cannot be fixed with this configuration: {remedy}" if remedy else "cannot be fixed automatically"
-        print_line(escape(f"{SHOWN}: {target.kind}/{target.name}: {violation.rule}: {violation.message} ({why})"))
+        print_line(escape(f"{SHOWN}{result.at(target, violation.path)}: {target.kind}/{target.name}: "
+                          f"{violation.rule}: {violation.message} ({why})"))
         tally.remaining += 1
     if dry_run:
         if result.new_text is not None:

@@ -21,6 +21,7 @@ import os
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 from ruamel.yaml import YAML
@@ -31,7 +32,7 @@ from webhook.batch.files import NotRewritable, Unjudgeable, Unreadable, Unwritab
 from webhook.batch.unified import Edit, apply_edits
 from webhook.core.config import Config
 from webhook.core.engine import Mode, evaluate, without_containers
-from webhook.core.fieldpath import dotted
+from webhook.core.fieldpath import FieldPath, dotted
 from webhook.core.mutation import Change, apply_changes
 from webhook.core.podspec import ManifestError
 from webhook.core.rules import Violation
@@ -64,6 +65,12 @@ class FileResult:
     new_text: str | None = None
     old_text: str | None = None  # kept for ``fix --dry-run``'s diff
     edits: list[Edit] = field(default_factory=list)  # spans of the old text and what they became, in order
+    lines: dict[tuple[int, FieldPath], int] = field(default_factory=dict)  # (id of a target, path) -> its line
+
+    def at(self, target: Target, path: FieldPath) -> str:
+        """``:LINE`` for a field of ``target`` (empty where not known: JSON), as ``check`` says where."""
+        line = self.lines.get((id(target), path))
+        return f":{line}" if line else ""
 
 
 
@@ -106,7 +113,7 @@ AT_ANCHOR = " (written at the YAML anchor &{anchor}: {aliases} too)"
 def _fix_document(file: str, part: str, doc: Document, config: Config, result: FileResult,
                   newline: str) -> list[Edit]:
     """The edits that fix one document of a YAML stream (none when nothing changes), spans of ``part``."""
-    changes = _judge_document(doc.obj, config, result)
+    changes = _judge_document(doc.obj, config, result, doc.line_of)
     if not changes:
         return []
     if doc.node is None:
@@ -152,7 +159,8 @@ def _refuse(result: FileResult, change: Change, why: str) -> None:
     result.refused.append((target, change, why))
 
 
-def _judge_document(doc: Any, config: Config, result: FileResult) -> list[Change]:
+def _judge_document(doc: Any, config: Config, result: FileResult,
+                    line_of: Callable[[FieldPath], int] | None = None) -> list[Change]:
     verdict = evaluate(doc, config, Mode.MUTATE)
     empty = without_containers(verdict)
     if empty:
@@ -165,6 +173,9 @@ def _judge_document(doc: Any, config: Config, result: FileResult) -> list[Change
         target = dataclasses.replace(r.target, spec={})
         result.remaining += [(target, v, r.remedies.get((v.rule, v.subject))) for v in r.remaining]
         result.changes += [(target, c) for c in r.changes]
+        if line_of is not None:  # where each is, as check says it (file:line)
+            for path in [c.path for c in r.changes] + [v.path for v in r.remaining]:
+                result.lines[(id(target), path)] = line_of(path)
     return list(verdict.changes)
 
 

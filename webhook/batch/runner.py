@@ -250,7 +250,8 @@ def fix_paths(paths: Sequence[str], config: Config, output: Path | None,
     charts: dict[Path, int] = {}
     for arg in paths:
         if arg == STDIN:
-            out("-: error: fix rewrites files; give file or folder names, not -")
+            out(f"{STDIN_SHOWN}: error: fix rewrites files; to fix standard input give - alone "
+                "(qos-guard fix - < in.yaml > out.yaml)")
             tally.errors += 1
             continue
         root = Path(arg) if Path(arg).is_dir() else Path(arg).parent
@@ -275,14 +276,16 @@ def fix_paths(paths: Sequence[str], config: Config, output: Path | None,
             tally.skipped.update(result.skipped)
             tally.changed += bool(result.changes)
             for target, change in result.changes:
-                out(f"{item}: {target.kind}/{target.name}: {fixed}: {change.message}")
+                out(f"{item}{result.at(target, change.path)}: {target.kind}/{target.name}: {fixed}: {change.message}")
             for target, change, why in result.refused:
-                out(f"{item}: {target.kind}/{target.name}: not fixed: {change.message}: {why}")
+                out(f"{item}{result.at(target, change.path)}: {target.kind}/{target.name}: not fixed: "
+                    f"{change.message}: {why}")
                 tally.remaining += 1
             for target, violation, remedy in result.remaining:
                 why = f"cannot be fixed with this configuration: {remedy}" if remedy else \
                     "cannot be fixed automatically"
-                out(f"{item}: {target.kind}/{target.name}: {violation.rule}: {violation.message} ({why})")
+                out(f"{item}{result.at(target, violation.path)}: {target.kind}/{target.name}: {violation.rule}: "
+                    f"{violation.message} ({why})")
                 tally.remaining += 1
             if dry_run and print_diff is not None and result.new_text is not None and result.old_text is not None:
                 print_diff(_diff(item, result.old_text, result.edits))
