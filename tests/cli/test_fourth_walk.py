@@ -415,3 +415,17 @@ def test_fix_lines_say_where_and_stdin_has_one_name(qos_guard: Run, tmp_path: Pa
     assert f"{path}:10: Pod/c: cpu-not-integer:" in out.stderr
     out = qos_guard("fix", "-", stdin=FRACTION)
     assert "<stdin>:9: Pod/c: fixed:" in out.stderr and "<stdin>:10: Pod/c: cpu-not-integer:" in out.stderr, out
+
+
+def test_fix_fixes_the_documents_it_can_read(qos_guard: Run, tmp_path: Path) -> None:
+    """One document that does not parse: ``fix`` changed nothing and said "0 violations left" while ``check``
+    reported the other document's violation. Now it fixes the readable one, leaves the broken one byte for byte
+    and reports it (exit 2)."""
+    broken = "---\nkind: Pod\n  bad: [\n"
+    path = tmp_path / "u.yaml"
+    path.write_text(ABOVE.replace('"4"', '"1"') + broken, encoding="utf-8")
+    out = qos_guard("fix", str(path))
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert f"{path}:13: error: YAML does not parse" in out.stdout and "this document not changed" in out.stdout
+    assert f"{path}:9: Pod/d: fixed:" in out.stdout, out.stdout
+    assert path.read_text(encoding="utf-8") == ABOVE.replace('"4"', '"2"') + broken

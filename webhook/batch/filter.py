@@ -45,6 +45,9 @@ def fix_stdin(config: Config, stdin: BinaryIO, write: Callable[[bytes], None], p
     verb = "would fix" if dry_run else "fixed"
     tally.objects += result.objects
     tally.skipped.update(result.skipped)
+    for error in result.errors:
+        print_line(escape(f"{SHOWN}:{error.line}: error: {error.message}; this document not changed"))
+        tally.errors += 1
     tally.changed += bool(result.changes)
     for target, change in result.changes:
         print_line(escape(f"{SHOWN}{result.at(target, change.path)}: {target.kind}/{target.name}: {verb}: "

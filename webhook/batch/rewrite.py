@@ -66,6 +66,7 @@ class FileResult:
     old_text: str | None = None  # kept for ``fix --dry-run``'s diff
     edits: list[Edit] = field(default_factory=list)  # spans of the old text and what they became, in order
     lines: dict[tuple[int, FieldPath], int] = field(default_factory=dict)  # (id of a target, path) -> its line
+    errors: list[ReadError] = field(default_factory=list)  # documents that could not be read, left as they are
 
     def at(self, target: Target, path: FieldPath) -> str:
         """``:LINE`` for a field of ``target`` (empty where not known: JSON), as ``check`` says where."""
@@ -239,8 +240,10 @@ def _fix_yaml(file: str, text: str, config: Config, result: FileResult) -> FileR
         if isinstance(piece, ReadError):
             raise _unreadable(piece)
         part, doc = piece
-        if isinstance(doc, ReadError):  # not an object: no Kubernetes manifest, passed over as check passes it
+        if isinstance(doc, ReadError) and doc.skip:  # no Kubernetes manifest: passed over as check passes it
             result.skipped[doc.skip] += 1
+        elif isinstance(doc, ReadError):  # this document is left as it is; the others are fixed
+            result.errors.append(doc)
         elif doc is not None:
             edits = _fix_document(file, part, doc, config, result, newline)
             doc.node = None  # the node tree is the largest thing held; let it go document by document
@@ -249,6 +252,8 @@ def _fix_yaml(file: str, text: str, config: Config, result: FileResult) -> FileR
                 part = apply_edits(part, edits)
         out.append(part)
         offset += len(piece[0])
+    if result.errors and not result.objects and not result.skipped:  # nothing else in it: the file is the error
+        raise _unreadable(result.errors[0])
     if result.edits:
         result.new_text = "".join(out)
     return result

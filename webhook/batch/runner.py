@@ -274,6 +274,9 @@ def fix_paths(paths: Sequence[str], config: Config, output: Path | None,
                 continue
             tally.objects += result.objects
             tally.skipped.update(result.skipped)
+            for error in result.errors:
+                out(f"{item}:{error.line}: error: {error.message}; this document not changed")
+                tally.errors += 1
             tally.changed += bool(result.changes)
             for target, change in result.changes:
                 out(f"{item}{result.at(target, change.path)}: {target.kind}/{target.name}: {fixed}: {change.message}")

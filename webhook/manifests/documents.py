@@ -20,7 +20,7 @@ import json
 import math
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import IO, Any
 
 import yaml
@@ -422,8 +422,9 @@ def json_objects(file: str, text: str) -> list[Any] | ReadError | YAMLAfterJSON:
 
 def yaml_pieces(file: str, text: str) -> Iterator[tuple[str, Document | ReadError | None] | ReadError]:
     """The pieces of a YAML stream (``fix``), each with its document: ``None`` for a separator line or an
-    empty document, a ``ReadError`` with ``skip`` for a document that is not an object. The pieces joined are
-    ``text``; an error (the stream cut, a document that does not decode) ends them."""
+    empty document, a ``ReadError`` for a document that does not decode or is not an object (``skip`` set where
+    it is no manifest at all). The pieces joined are ``text``; a stream error (a separator with content, a
+    document over the limit) ends them."""
     for piece in split_yaml(io.BytesIO(text.encode("utf-8")), file):
         if isinstance(piece, ReadError):
             yield piece
@@ -431,7 +432,6 @@ def yaml_pieces(file: str, text: str) -> Iterator[tuple[str, Document | ReadErro
         part = piece.data.decode("utf-8")
         doc = yaml_document(file, part, piece.line) if piece.document else None
         bad = doc if isinstance(doc, ReadError) else not_an_object(doc) if doc is not None else None
-        if bad is not None and not bad.skip:
-            yield bad
-            return
-        yield part, bad if bad is not None else doc
+        # One document that does not decode, or is no object, is its own error (as check reads the documents
+        # after it): ``fix`` leaves it as it is and goes on.
+        yield part, replace(bad, ends=False) if bad is not None else doc
