@@ -429,3 +429,15 @@ def test_fix_fixes_the_documents_it_can_read(qos_guard: Run, tmp_path: Path) -> 
     assert f"{path}:13: error: YAML does not parse" in out.stdout and "this document not changed" in out.stdout
     assert f"{path}:9: Pod/d: fixed:" in out.stdout, out.stdout
     assert path.read_text(encoding="utf-8") == ABOVE.replace('"4"', '"2"') + broken
+
+
+def test_check_says_the_webhook_never_judges_kube_system(qos_guard: Run, tmp_path: Path) -> None:
+    """The webhook never judges kube-system (NEVER_SELECTED); check flagged its objects with no word of that."""
+    path = tmp_path / "ks.yaml"
+    path.write_text(FRACTION.replace("{name: c}", "{name: c, namespace: kube-system}") + "---\n" + FRACTION,
+                    encoding="utf-8")
+    out = qos_guard("check", str(path))
+    lines = out.stdout.splitlines()
+    assert len(lines) == 4, out.stdout
+    hint = "; the webhook never judges namespace kube-system: this is what it would say if it did"
+    assert [line.endswith(hint) for line in lines] == [True, True, False, False], out.stdout

@@ -20,7 +20,7 @@ from webhook.admission.decode import BadReview as BadReview  # raised here, caug
 from webhook.admission.decode import Namespace, decode, decode_object, plain
 from webhook.core.claims import CLAIM_GROUP, CLAIM_KINDS
 from webhook.core.config import Config
-from webhook.core.engine import MODE_LABEL_RULE, Mode, ObjectVerdict, evaluate, mode_label_problem
+from webhook.core.engine import MODE_LABEL_RULE, NEVER_JUDGED, Mode, ObjectVerdict, evaluate, mode_label_problem
 from webhook.core.facts import NO_FACTS, Facts
 from webhook.core.mutation import json_patch
 from webhook.core.podspec import ManifestError
@@ -35,7 +35,7 @@ MAX_WARNING = 120
 MAX_WARNINGS_BYTES = 4096
 MAX_UID = 128
 MAX_DENIAL_LINES = 20  # the denial message lists at most this many violations, then "... and K more"
-NEVER_SELECTED = frozenset({"kube-system"})
+NEVER_SELECTED = NEVER_JUDGED
 
 
 class Action(StrEnum):

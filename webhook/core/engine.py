@@ -199,6 +199,12 @@ class ObjectVerdict:
         return self.mode is Mode.WARN or not self.violations
 
 
+# Namespaces the webhook never judges (its configurations leave them out: the cluster's own components must
+# start whatever qos-guard says). ``check`` still judges their objects, and says so beside each finding.
+NEVER_JUDGED = frozenset({"kube-system"})
+NEVER_JUDGED_HINT = "; the webhook never judges namespace {namespace}: this is what it would say if it did"
+
+
 def without_containers(verdict: ObjectVerdict) -> list[tuple[FieldPath, str]]:
     """Each pod spec with no containers, where, and why it is no Pod: the API server refuses it
     (``spec.containers: Required value``), so there is nothing Guaranteed about it to report."""
