@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -177,15 +178,25 @@ def encode_response(review: Review, decision: Decision) -> bytes:
 
 
 def warning(v: Violation) -> str:
-    """``rule: message``; where that is over the 120 characters a client shows, what to do comes first
-    (``rule: container "x": set ...; <what is wrong, with the template path>``), so the cut takes the path, not
-    the way out (a LeaderWorkerSet's or RayCluster's template path alone filled the line)."""
+    """``rule: message``; where that is over the 120 characters a client shows, the block's field path goes
+    (``container "x" (spec...containers[0])`` is ``container "x"``), and if that is not enough what to do comes
+    first (``rule: container "x": set ...; <what is wrong>``), so the cut never takes the way out (a
+    LeaderWorkerSet's or RayCluster's template path alone filled the line)."""
     line = f"{v.rule}: {v.message}"
-    head, sep, advice = v.message.partition("; ")
-    if len(line) < MAX_WARNING or not sep:
+    if len(line) < MAX_WARNING:
         return line
     who = f'container "{v.container}"' if v.container else "pod"
-    return f"{v.rule}: {who}: {advice}; {head}"
+    short = _LABEL.match(v.message)
+    message = f"{who}: {v.message[short.end():]}" if short else v.message
+    line = f"{v.rule}: {message}"
+    head, sep, advice = message.partition("; ")
+    if len(line) < MAX_WARNING or not sep or not short:
+        return line
+    return f"{v.rule}: {who}: {advice}; {head.removeprefix(who + ': ')}"
+
+
+# A block's label: an optional template name, then ``container "NAME" (path)`` or ``pod (path)``, then ": ".
+_LABEL = re.compile(r'^(?:[^"]*?: )?(?:container "[^"]*"|pod) \([^)]*\): ')
 
 
 def fit_warnings(lines: list[str]) -> list[str]:
@@ -271,7 +282,7 @@ def review_decision(review: Review, endpoint: Endpoint, config: Config, facts: F
             base.warnings = fit_warnings([f"qos-guard: {c.message}" for c in verdict.changes])
         return base
     found = verdict.violations
-    advised = [warning(v) for _, v in verdict.advisories]  # reported, never refused
+    advised = [f"{v.rule}: {v.message}" for _, v in verdict.advisories]  # reported, never refused
     base.rules = sorted({v.rule for _, v in found})
     if endpoint.action is Action.WARN:
         base.warnings = fit_warnings([warning(v) for _, v in found] + advised)

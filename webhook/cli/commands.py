@@ -4,7 +4,6 @@ and the exit code."""
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
@@ -28,7 +27,7 @@ if TYPE_CHECKING:
 
 
 def err(message: str) -> None:
-    print(f"qos-guard: {message}", file=sys.stderr)
+    print(f"qos-guard: {message.removeprefix('qos-guard: ')}", file=sys.stderr)  # said once, whoever said it
 
 
 def _nothing_to_judge(paths: Sequence[str], report: Report) -> str:
@@ -243,8 +242,7 @@ def cmd_audit(args: argparse.Namespace) -> ExitCode:
     try:
         run = audit_cluster(config, args.kubeconfig, Mode(args.mode), namespaces=args.namespace or (),
                             all_namespaces=args.all_namespaces, page_size=args.page_size, report=args.report,
-                            progress=progress, say=lambda m: err(m.removeprefix("qos-guard: ")),
-                            context=args.context)
+                            progress=progress, say=err, context=args.context)
     except Refused as exc:
         err(f"audit: {exc}")
         if args.format != "text":  # a SARIF upload or a JSON reader gets a valid file naming the failure
@@ -406,7 +404,7 @@ def cmd_agent(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> ExitCode:
-    from webhook.node.verify import exit_code, render_json, render_text, summary_line, verify
+    from webhook.node.verify import exit_code, render_error, render_json, render_text, summary_line, verify
 
     only: list[tuple[str, str]] = []
     for ref in args.pods:
@@ -426,10 +424,8 @@ def cmd_verify(args: argparse.Namespace) -> ExitCode:
         snap = verify(args.kubeconfig, socket, sys_root, cgroup_root, args.node or None, only,
                       config.policy.fractional_cpu_containers, attributes, args.remote_memory_share)
     except Refused as exc:
-        err(f"verify: {exc}")
-        if args.format == "json":  # as audit and nodes: the format's own error record, never an empty output
-            sys.stdout.write(json.dumps({"node": None, "containers": [], "errors": [f"verify: {exc}"],
-                                         "summary": None}, indent=2) + "\n")
+        err(f"verify: {exc}")  # in JSON too, as audit and nodes: the format's own error record, never nothing
+        sys.stdout.write(render_error(f"verify: {exc}") if args.format == "json" else "")
         return ExitCode.USAGE
     sys.stdout.write(render_json(snap) if args.format == "json" else render_text(snap))
     if args.format == "text":
