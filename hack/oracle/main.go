@@ -11,6 +11,9 @@
 //	                   Quantity.UnmarshalJSON, as exact milli values after the API server's round-up
 //	oracle read        each line a JSON string holding a file's bytes; answers the documents kubectl's
 //	                   reader yields (cli-runtime resource.StreamVisitor), as JSON
+//	oracle readfile    each line a JSON string holding a file's raw bytes in base64; answers the documents
+//	                   kubectl yields for a file or stdin (cli-runtime resource.FileVisitor: UTF-16 on a BOM,
+//	                   a UTF-8 BOM dropped, invalid UTF-8 replaced by U+FFFD, then StreamVisitor)
 //	oracle topology    each line {machine, policy, scope, pod}; answers whether kubelet's Topology Manager
 //	                   (fed by the device manager and the static CPU and Memory Manager policies) admits the
 //	                   Pod on an empty node of that machine, where each container went, and the machine's
@@ -25,6 +28,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -35,8 +39,11 @@ import (
 	"runtime/debug"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/go-logr/logr"
+	"golang.org/x/text/encoding/unicode"
+	"golang.org/x/text/transform"
 	"gopkg.in/inf.v0"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -117,7 +124,7 @@ type Result struct {
 
 func main() {
 	if len(os.Args) != 2 {
-		fmt.Fprintln(os.Stderr, "usage: oracle objects|quantities|read|reserved|topology|placement  (JSON lines on stdin)")
+		fmt.Fprintln(os.Stderr, "usage: oracle objects|quantities|read|readfile|reserved|topology|placement  (JSON lines on stdin)")
 		fmt.Fprintln(os.Stderr, "       oracle version  (the k8s.io/kubernetes release it was built against)")
 		os.Exit(2)
 	}
@@ -127,7 +134,7 @@ func main() {
 	}
 	klog.SetLogger(logr.Discard()) // the kubelet code logs every allocation; answers go to stdout only
 	handlers := map[string]func([]byte) any{"objects": object, "quantities": quantities, "read": read,
-		"reserved": reserved, "topology": topologyMode, "placement": placementMode}
+		"readfile": readFile, "reserved": reserved, "topology": topologyMode, "placement": placementMode}
 	handle, ok := handlers[os.Args[1]]
 	if !ok {
 		fmt.Fprintf(os.Stderr, "unknown mode %q\n", os.Args[1])
@@ -439,8 +446,24 @@ func read(line []byte) any {
 	if err := json.Unmarshal(line, &data); err != nil {
 		return Read{Error: "oracle: input line is not a JSON string: " + err.Error()}
 	}
+	return readStream(strings.NewReader(data))
+}
+
+// readFile follows k8s.io/cli-runtime/pkg/resource/visitor.go FileVisitor.Visit, which every file and stdin
+// (`-f -`) goes through: the bytes are wrapped in transform.NewReader(f, unicode.BOMOverride(
+// unicode.UTF8.NewDecoder())) before StreamVisitor reads them.
+func readFile(line []byte) any {
+	var data []byte // base64 in JSON: any bytes, not only UTF-8 text
+	if err := json.Unmarshal(line, &data); err != nil {
+		return Read{Error: "oracle: input line is not a base64 JSON string: " + err.Error()}
+	}
+	utf16bom := unicode.BOMOverride(unicode.UTF8.NewDecoder())
+	return readStream(transform.NewReader(bytes.NewReader(data), utf16bom))
+}
+
+func readStream(r io.Reader) Read {
 	res := Read{Documents: []json.RawMessage{}}
-	d := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(data), 4096)
+	d := utilyaml.NewYAMLOrJSONDecoder(r, 4096)
 	for {
 		ext := runtime.RawExtension{}
 		if err := d.Decode(&ext); err != nil {
@@ -456,6 +479,18 @@ func read(line []byte) any {
 		if _, _, err := unstructured.UnstructuredJSONScheme.Decode(raw, nil, nil); err != nil {
 			res.DocumentErrors = append(res.DocumentErrors, err.Error())
 			continue
+		}
+		if !utf8.Valid(raw) {
+			// JSON after a UTF-8 BOM passes FileVisitor unchanged; what kubectl applies is the decoded
+			// object, in which encoding/json made each invalid byte of a string U+FFFD: answer that.
+			var obj any
+			dec := json.NewDecoder(bytes.NewReader(raw))
+			dec.UseNumber()
+			if err := dec.Decode(&obj); err == nil {
+				if again, err := json.Marshal(obj); err == nil {
+					raw = again
+				}
+			}
 		}
 		res.Documents = append(res.Documents, raw)
 	}

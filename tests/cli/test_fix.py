@@ -45,10 +45,12 @@ def test_fix_refuses_unparsable_file(qos_guard: Run, tmp_path: Path) -> None:
     shutil.copy(MANIFESTS / "nested" / "broken.yaml", path)
     before = path.read_text()
     result = qos_guard("fix", str(path))
-    assert result.returncode == 2
+    assert result.returncode == 1  # a violation left and an error: 1, as check exits with both
     # laid out as check lays it out (file:line: error:)
-    assert (f"{path}:16: error: YAML does not parse: mapping values are not allowed in this context; not changed"
-            in result.stdout)
+    assert (f"{path}:16: error: YAML does not parse: mapping values are not allowed in this context; this document "
+            "not changed" in result.stdout)
+    # the document before it is read and judged, as check judges it (its fractional cpu is left)
+    assert f"{path}:10: Pod/before-error: cpu-not-integer:" in result.stdout
     assert path.read_text() == before
 
 

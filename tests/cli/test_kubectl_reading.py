@@ -44,7 +44,8 @@ def test_separator_content_and_json_streams(qos_guard: Run, tmp_path: Path) -> N
     errors = {(Path(e["file"]).name, e["line"]): e["message"] for e in report["errors"]}
     assert errors == {
         ("a.yaml", 9): "invalid YAML document separator: 'kind: Pod' (only a comment may follow ---)",
-        ("c.json", 1): "document is a list, not an object",
+        ("c.json", 1): "document is a list, not an object; kubectl refuses it: put the objects in the items of a "
+                       "kind: List, or separate them with ---",
     }
     only_array = qos_guard("check", str(tmp_path / "c.json"))
     assert only_array.returncode == 2 and "0 objects checked" in only_array.stderr

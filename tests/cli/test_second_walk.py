@@ -285,7 +285,7 @@ def test_fix_dash_is_a_stdin_to_stdout_filter(qos_guard: Run) -> None:
     out = qos_guard("fix", "-", stdin=GOOD_POD)
     assert out.returncode == 0, out.stderr
     assert out.stdout == GOOD_POD.replace('requests: {cpu: "1"', 'requests: {cpu: "2"')
-    assert '<stdin>: Pod/p: fixed: container "a": set resources.requests.cpu to 2 (its limit)' in out.stderr
+    assert '<stdin>:8: Pod/p: fixed: container "a": set resources.requests.cpu to 2 (its limit)' in out.stderr
     again = qos_guard("fix", "-", stdin=out.stdout)
     assert again.returncode == 0 and again.stdout == out.stdout  # idempotent
     diff = qos_guard("fix", "-", "--dry-run", stdin=GOOD_POD)

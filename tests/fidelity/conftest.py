@@ -53,6 +53,12 @@ def read_oracle(request: pytest.FixtureRequest) -> Iterator[Oracle]:
 
 
 @pytest.fixture(scope="session", params=ORACLE_VERSIONS, ids=_release)
+def readfile_oracle(request: pytest.FixtureRequest) -> Iterator[Oracle]:
+    with Oracle("readfile", version=request.param) as oracle:
+        yield oracle
+
+
+@pytest.fixture(scope="session", params=ORACLE_VERSIONS, ids=_release)
 def reserved_oracle(request: pytest.FixtureRequest) -> Iterator[Oracle]:
     with Oracle("reserved", version=request.param) as oracle:
         yield oracle

@@ -7,6 +7,8 @@ One process per mode serves any number of batches, so 20,000 objects cost one st
 
 Modes (see hack/oracle/main.go): ``objects`` (manifests as dicts), ``quantities`` (strings, or numbers as
 they would appear in JSON), ``read`` (a file's text; answers the documents kubectl's reader yields),
+``readfile`` (a file's bytes; answers the documents kubectl yields for a file or stdin, after FileVisitor's
+decoding: UTF-16 on a BOM, U+FFFD for bytes that are not UTF-8),
 ``reserved`` (a kubelet configuration's reserved CPU settings; answers the static CPU Manager's count),
 ``topology`` (a machine, a Topology Manager policy and scope, a Pod: kubelet's admission) and ``placement``
 (a pod spec and nodes: where the scheduler lets it land).
@@ -14,6 +16,7 @@ they would appear in JSON), ``read`` (a file's text; answers the documents kubec
 
 from __future__ import annotations
 
+import base64
 import json
 import subprocess
 import tempfile
@@ -25,7 +28,7 @@ from typing import Any
 from tests.binaries import binary
 from webhook.core.kubeversion import resolve
 
-MODES = ("objects", "quantities", "read", "reserved", "topology", "placement")
+MODES = ("objects", "quantities", "read", "readfile", "reserved", "topology", "placement")
 
 
 class OracleError(RuntimeError):
@@ -87,6 +90,8 @@ class Oracle:
         """One input line. ``quantities`` passes a pre-encoded JSON number through as ``RawNumber``."""
         if isinstance(item, RawNumber):
             return item.text + "\n"
+        if isinstance(item, bytes):  # readfile: any bytes, as base64 (Go's []byte in JSON)
+            return json.dumps(base64.b64encode(item).decode("ascii")) + "\n"
         return json.dumps(item, ensure_ascii=False, separators=(",", ":"), allow_nan=False) + "\n"
 
     def _stderr(self) -> str:

@@ -13,7 +13,7 @@ POD = "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n  -
 
 @pytest.mark.parametrize(("text", "kind", "line", "reason"), [
     (POD + "  bad: [\n", Unreadable, 8, "YAML does not parse"),
-    (POD + "---\n- a list\n", Unreadable, 8, "document is a list, not an object"),
+    ("- {kind: Pod}\n", Unreadable, 1, "document is a list, not an object"),
     (POD + "--- trailing\n", Unreadable, 7, "invalid YAML document separator"),
     ('{"kind": "Pod"}\nkind: Pod\n', NotRewritable, None, "JSON followed by YAML"),
     ("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {containers: 3}\n", Unjudgeable, None, "expected a list"),

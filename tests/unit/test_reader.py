@@ -142,10 +142,23 @@ def test_json_streams() -> None:
 def test_top_level_list_or_scalar_is_an_error() -> None:
     """As kubectl: a top-level JSON array is an error, never zero objects."""
     assert read("[1, 2]\n") == [("error", 1, "document is a list, not an object")]
-    assert read('[{"kind": "Pod"}]') == [("error", 1, "document is a list, not an object")]
+    refused = "document is a list, not an object; kubectl refuses it: put the objects in the items of a kind: List, " \
+              "or separate them with ---"
+    assert read('[{"kind": "Pod"}]') == [("error", 1, refused)]
     assert read("- a\n") == [("error", 1, "document is a list, not an object")]
     assert read("just text\n") == [("error", 1, "document is a string, not an object")]
     assert read("null\n---\n~\n---\n# only a comment\n") == []  # null documents are skipped (StreamVisitor)
+
+
+def test_a_document_that_is_no_manifest_is_marked_to_pass_over() -> None:
+    """A list of steps or hooks, or a string, is an error to kubectl but no manifest: ``skip`` says so, and
+    check and fix count it as skipped (the shipped pre-commit hook failed on its own file). A list
+    holding objects with a kind is manifests kubectl refuses: an error, never passed over."""
+    assert [d.skip for d in read_text_documents("f", "- id: a\n  entry: b\n---\nwords\n---\n[1]\n")
+            if isinstance(d, ReadError)] == ["document that is a list, not a Kubernetes object",
+                                             "document that is a string, not a Kubernetes object",
+                                             "document that is a list, not a Kubernetes object"]
+    assert [d.skip for d in read_text_documents("f", "- {kind: Pod}\n") if isinstance(d, ReadError)] == [""]
 
 
 def test_bom_and_crlf() -> None:

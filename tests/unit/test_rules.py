@@ -49,9 +49,14 @@ def test_spec_example_message() -> None:
 
 
 def test_limits_missing_each_resource_and_zero_counts_as_missing() -> None:
-    got = rules_of(pod(container("a", rl("1", "1Gi"), rl("", "0"))))
+    got = rules_of(pod(container("a", rl("1"), rl("", "0"))))
     assert got == [("limits-missing", "spec.containers[0].resources.limits.cpu"),
                    ("limits-missing", "spec.containers[0].resources.limits.memory")]
+    # A request above a zero limit is refused by the API server (ValidateResourceRequirements: "must be less
+    # than or equal to memory limit of 0"): invalid, not a missing limit to fill in.
+    got = rules_of(pod(container("a", rl("1", "1Gi"), rl("", "0"))))
+    assert got == [("limits-missing", "spec.containers[0].resources.limits.cpu"),
+                   ("invalid-quantity", "spec.containers[0].resources.requests.memory")]
     message = violations(pod(container("a", rl("1", "1Gi"), rl("1")))) [0].message
     assert "no memory limit" in message and "set resources.limits.memory to 1Gi (its request)" in message
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -20,7 +21,7 @@ from webhook.admission.decode import BadReview as BadReview  # raised here, caug
 from webhook.admission.decode import Namespace, decode, decode_object, plain
 from webhook.core.claims import CLAIM_GROUP, CLAIM_KINDS
 from webhook.core.config import Config
-from webhook.core.engine import MODE_LABEL_RULE, Mode, ObjectVerdict, evaluate, mode_label_problem
+from webhook.core.engine import MODE_LABEL_RULE, NEVER_JUDGED, Mode, ObjectVerdict, evaluate, mode_label_problem
 from webhook.core.facts import NO_FACTS, Facts
 from webhook.core.mutation import json_patch
 from webhook.core.podspec import ManifestError
@@ -35,7 +36,7 @@ MAX_WARNING = 120
 MAX_WARNINGS_BYTES = 4096
 MAX_UID = 128
 MAX_DENIAL_LINES = 20  # the denial message lists at most this many violations, then "... and K more"
-NEVER_SELECTED = frozenset({"kube-system"})
+NEVER_SELECTED = NEVER_JUDGED
 
 
 class Action(StrEnum):
@@ -176,6 +177,28 @@ def encode_response(review: Review, decision: Decision) -> bytes:
         return json.dumps(response(review, decision)).encode()
 
 
+def warning(v: Violation) -> str:
+    """``rule: message``; where that is over the 120 characters a client shows, the block's field path goes
+    (``container "x" (spec...containers[0])`` is ``container "x"``), and if that is not enough what to do comes
+    first (``rule: container "x": set ...; <what is wrong>``), so the cut never takes the way out (a
+    LeaderWorkerSet's or RayCluster's template path alone filled the line)."""
+    line = f"{v.rule}: {v.message}"
+    if len(line) < MAX_WARNING:
+        return line
+    who = f'container "{v.container}"' if v.container else "pod"
+    short = _LABEL.match(v.message)
+    message = f"{who}: {v.message[short.end():]}" if short else v.message
+    line = f"{v.rule}: {message}"
+    head, sep, advice = message.partition("; ")
+    if len(line) < MAX_WARNING or not sep or not short:
+        return line
+    return f"{v.rule}: {who}: {advice}; {head.removeprefix(who + ': ')}"
+
+
+# A block's label: an optional template name, then ``container "NAME" (path)`` or ``pod (path)``, then ": ".
+_LABEL = re.compile(r'^(?:[^"]*?: )?(?:container "[^"]*"|pod) \([^)]*\): ')
+
+
 def fit_warnings(lines: list[str]) -> list[str]:
     """Kubernetes truncates long warnings; keep each under 120 characters and all under 4 KiB."""
     out: list[str] = []
@@ -262,7 +285,7 @@ def review_decision(review: Review, endpoint: Endpoint, config: Config, facts: F
     advised = [f"{v.rule}: {v.message}" for _, v in verdict.advisories]  # reported, never refused
     base.rules = sorted({v.rule for _, v in found})
     if endpoint.action is Action.WARN:
-        base.warnings = fit_warnings([f"{v.rule}: {v.message}" for _, v in found] + advised)
+        base.warnings = fit_warnings([warning(v) for _, v in found] + advised)
         return base
     if advised:
         base.warnings = fit_warnings(advised)

@@ -12,11 +12,10 @@ from webhook.batch.report import STDIN_SHOWN
 from webhook.batch.runner import FixTally, _diff
 from webhook.batch.textsafe import escape
 from webhook.core.config import Config
-from webhook.manifests.documents import MAX_FILE_BYTES, MIB, ReadError, decode_text
+from webhook.manifests.documents import MAX_FILE_BYTES, MIB
 
 NAME = "-"
 SHOWN = STDIN_SHOWN  # as check names standard input in its messages
-BOM = "\ufeff"
 
 
 def fix_stdin(config: Config, stdin: BinaryIO, write: Callable[[bytes], None], print_line: Callable[[str], None],
@@ -24,7 +23,7 @@ def fix_stdin(config: Config, stdin: BinaryIO, write: Callable[[bytes], None], p
     """Fix what ``stdin`` holds and ``write`` the result (with ``dry_run``, the diff); lines for stderr go to
     ``print_line``. Exit codes as ``fix``: the input is written back unchanged when it cannot be fixed."""
     from webhook.batch.files import NotFixed
-    from webhook.batch.rewrite import fix_text
+    from webhook.batch.rewrite import decode, encoded, fix_text
 
     tally = FixTally(dry_run=dry_run)
     data = stdin.read(MAX_FILE_BYTES + 1)
@@ -32,42 +31,41 @@ def fix_stdin(config: Config, stdin: BinaryIO, write: Callable[[bytes], None], p
         print_line(f"{SHOWN}: error: standard input is over the {MAX_FILE_BYTES // MIB} MiB limit; not read")
         tally.errors += 1
         return tally
-    bom = data.startswith(BOM.encode("utf-8"))
-    text = decode_text(data[len(BOM.encode("utf-8")):] if bom else data, NAME, 0)
-    if isinstance(text, ReadError):
-        print_line(escape(f"{SHOWN}:{text.line}: error: {text.message}" if text.line else
-                          f"{SHOWN}: error: {text.message}"))
-        tally.errors += 1
-        if not dry_run:
-            write(data)  # a filter never eats its input: an editor would replace the buffer with nothing
-        return tally
     try:
+        decoded = decode(data)
+        text = decoded.text
         result = fix_text(NAME, text, config)
+        new_data = encoded(decoded, result)
     except NotFixed as exc:
         print_line(escape(exc.render(SHOWN)))
         tally.errors += 1
         if not dry_run:
-            write(data)
+            write(data)  # a filter never eats its input: an editor would replace the buffer with nothing
         return tally
     verb = "would fix" if dry_run else "fixed"
     tally.objects += result.objects
     tally.skipped.update(result.skipped)
+    for error in result.errors:
+        print_line(escape(f"{SHOWN}:{error.line}: error: {error.message}; this document not changed"))
+        tally.errors += 1
     tally.changed += bool(result.changes)
     for target, change in result.changes:
-        print_line(escape(f"{SHOWN}: {target.kind}/{target.name}: {verb}: {change.message}"))
+        print_line(escape(f"{SHOWN}{result.at(target, change.path)}: {target.kind}/{target.name}: {verb}: "
+                          f"{change.message}"))
     for target, change, why in result.refused:
-        print_line(escape(f"{SHOWN}: {target.kind}/{target.name}: not fixed: {change.message}: {why}"))
+        print_line(escape(f"{SHOWN}{result.at(target, change.path)}: {target.kind}/{target.name}: not fixed: "
+                          f"{change.message}: {why}"))
         tally.remaining += 1
     for target, violation, remedy in result.remaining:
         why = f"cannot be fixed with this configuration: {remedy}" if remedy else "cannot be fixed automatically"
-        print_line(escape(f"{SHOWN}: {target.kind}/{target.name}: {violation.rule}: {violation.message} ({why})"))
+        print_line(escape(f"{SHOWN}{result.at(target, violation.path)}: {target.kind}/{target.name}: "
+                          f"{violation.rule}: {violation.message} ({why})"))
         tally.remaining += 1
-    new_text = result.new_text if result.new_text is not None else text
     if dry_run:
         if result.new_text is not None:
             write(_diff("stdin", text, result.edits).encode("utf-8"))
     else:
-        write(((BOM if bom else "") + new_text).encode("utf-8"))
+        write(new_data if new_data is not None else data)
     return tally
 
 

@@ -19,7 +19,7 @@ from urllib.parse import quote
 
 from webhook import __version__
 from webhook.batch.textsafe import escape, xml_text
-from webhook.core.engine import MODE_LABEL, MODE_LABEL_RULE, Mode, ObjectVerdict
+from webhook.core.engine import MODE_LABEL, MODE_LABEL_RULE, NEVER_JUDGED, NEVER_JUDGED_HINT, Mode, ObjectVerdict
 from webhook.core.fieldpath import FieldPath, dotted
 from webhook.core.outcome import ExitCode, fold
 from webhook.core.rules import RULES
@@ -139,8 +139,9 @@ class Report:
             for v in result.advisories:  # reported, never refused: a notice
                 found.append((case, Record(locate(v.path), target.kind, target.namespace, target.name, v.container,
                                            v.path, v.rule, v.message, False), True))
+            never = NEVER_JUDGED_HINT.format(namespace=target.namespace) if target.namespace in NEVER_JUDGED else ""
             for v, fixable, remedy in judged:
-                message = f"{v.message} ({remedy})" if remedy else v.message
+                message = (f"{v.message} ({remedy})" if remedy else v.message) + never
                 found.append((case, Record(locate(v.path), target.kind, target.namespace, target.name, v.container,
                                            v.path, v.rule, message, fixable), False))
         found.sort(key=lambda item: item[1].location.line or 0)  # stable: one line keeps the rules' order
@@ -225,7 +226,8 @@ def skipped_text(skipped: Counter[str]) -> str:
     """``3 Service, 2 documents without a kind, 1 AdmissionReview``: most frequent first."""
     def counted(reason: str, n: int) -> str:
         plural = n > 1 and reason.startswith("document ")
-        return f"{n} {'documents' + reason.removeprefix('document') if plural else reason}"
+        many = "documents" + reason.removeprefix("document").replace(" that is ", " that are ", 1)
+        return f"{n} {many if plural else reason}"
 
     return ", ".join(counted(reason, n) for reason, n in sorted(skipped.items(), key=lambda kv: (-kv[1], kv[0])))
 

@@ -19,6 +19,7 @@ import io
 import json
 import os
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,8 +31,8 @@ from webhook.batch import jsonedit, yamledit
 from webhook.batch.files import NotRewritable, Unjudgeable, Unreadable, Unwritable, atomic_write, inside
 from webhook.batch.unified import Edit, apply_edits
 from webhook.core.config import Config
-from webhook.core.engine import Mode, evaluate
-from webhook.core.fieldpath import dotted
+from webhook.core.engine import Mode, evaluate, without_containers
+from webhook.core.fieldpath import FieldPath, dotted
 from webhook.core.mutation import Change, apply_changes
 from webhook.core.podspec import ManifestError
 from webhook.core.rules import Violation
@@ -40,11 +41,11 @@ from webhook.core.workloads import walk as walk_workloads
 from webhook.manifests.documents import (
     Document,
     ReadError,
-    decode_text,
     json_objects,
     yaml_document,
     yaml_pieces,
 )
+from webhook.manifests.encoding import Decoded, NotText, decode_for_fix, escaped_lines
 from webhook.manifests.reader import open_manifest
 
 
@@ -64,6 +65,13 @@ class FileResult:
     new_text: str | None = None
     old_text: str | None = None  # kept for ``fix --dry-run``'s diff
     edits: list[Edit] = field(default_factory=list)  # spans of the old text and what they became, in order
+    lines: dict[tuple[int, FieldPath], int] = field(default_factory=dict)  # (id of a target, path) -> its line
+    errors: list[ReadError] = field(default_factory=list)  # documents that could not be read, left as they are
+
+    def at(self, target: Target, path: FieldPath) -> str:
+        """``:LINE`` for a field of ``target`` (empty where not known: JSON), as ``check`` says where."""
+        line = self.lines.get((id(target), path))
+        return f":{line}" if line else ""
 
 
 
@@ -106,7 +114,7 @@ AT_ANCHOR = " (written at the YAML anchor &{anchor}: {aliases} too)"
 def _fix_document(file: str, part: str, doc: Document, config: Config, result: FileResult,
                   newline: str) -> list[Edit]:
     """The edits that fix one document of a YAML stream (none when nothing changes), spans of ``part``."""
-    changes = _judge_document(doc.obj, config, result)
+    changes = _judge_document(doc.obj, config, result, doc.line_of)
     if not changes:
         return []
     if doc.node is None:
@@ -114,8 +122,11 @@ def _fix_document(file: str, part: str, doc: Document, config: Config, result: F
     shared = yamledit.shared_nodes(doc.node) if "*" in part else {}
     attempt = list(changes)
     while attempt:
-        edits = yamledit.edits(part, doc.node, attempt, newline)
-        if edits is not None and _reread(file, apply_edits(part, edits)) == apply_changes(doc.obj, attempt):
+        expected = apply_changes(doc.obj, attempt)
+        # A value a ``<<`` merge brings: at its anchor when every use needs the change, else overridden here.
+        edits = next((e for merges in (True, False) if (e := yamledit.edits(part, doc.node, attempt, newline, merges))
+                      is not None and _reread(file, apply_edits(part, e)) == expected), None)
+        if edits is not None:
             for change in attempt:
                 anchored = yamledit.anchor_of(part, doc.node, change, shared) if shared else None
                 if anchored is not None:
@@ -149,8 +160,12 @@ def _refuse(result: FileResult, change: Change, why: str) -> None:
     result.refused.append((target, change, why))
 
 
-def _judge_document(doc: Any, config: Config, result: FileResult) -> list[Change]:
+def _judge_document(doc: Any, config: Config, result: FileResult,
+                    line_of: Callable[[FieldPath], int] | None = None) -> list[Change]:
     verdict = evaluate(doc, config, Mode.MUTATE)
+    empty = without_containers(verdict)
+    if empty:
+        raise Unjudgeable(f"invalid object: {empty[0][1]}")
     result.objects += len({r.target.root for r in verdict.results}) + (verdict.exempt is not None)
     if not verdict.results and verdict.exempt is None:  # nothing to judge in it: said by reason, as check says
         result.skipped.update(r for r in walk_workloads(doc, kinds=table(config.workloads)) if isinstance(r, str))
@@ -159,6 +174,9 @@ def _judge_document(doc: Any, config: Config, result: FileResult) -> list[Change
         target = dataclasses.replace(r.target, spec={})
         result.remaining += [(target, v, r.remedies.get((v.rule, v.subject))) for v in r.remaining]
         result.changes += [(target, c) for c in r.changes]
+        if line_of is not None:  # where each is, as check says it (file:line)
+            for path in [c.path for c in r.changes] + [v.path for v in r.remaining]:
+                result.lines[(id(target), path)] = line_of(path)
     return list(verdict.changes)
 
 
@@ -222,7 +240,11 @@ def _fix_yaml(file: str, text: str, config: Config, result: FileResult) -> FileR
         if isinstance(piece, ReadError):
             raise _unreadable(piece)
         part, doc = piece
-        if doc is not None:
+        if isinstance(doc, ReadError) and doc.skip:  # no Kubernetes manifest: passed over as check passes it
+            result.skipped[doc.skip] += 1
+        elif isinstance(doc, ReadError):  # this document is left as it is; the others are fixed
+            result.errors.append(doc)
+        elif doc is not None:
             edits = _fix_document(file, part, doc, config, result, newline)
             doc.node = None  # the node tree is the largest thing held; let it go document by document
             if edits:
@@ -230,6 +252,8 @@ def _fix_yaml(file: str, text: str, config: Config, result: FileResult) -> FileR
                 part = apply_edits(part, edits)
         out.append(part)
         offset += len(piece[0])
+    if result.errors and not result.objects and not result.skipped:  # nothing else in it: the file is the error
+        raise _unreadable(result.errors[0])
     if result.edits:
         result.new_text = "".join(out)
     return result
@@ -260,6 +284,31 @@ def _round_trip_document(file: str, part: str, expected: Any, config: Config, ne
 BOM = "\ufeff"
 
 
+def decode(data: bytes) -> Decoded:
+    """A file's bytes as kubectl reads them, kept so ``encoded`` writes them back in their own encoding
+    (``encoding.decode_for_fix``); raises ``Unreadable`` for bytes that could not be written back as read."""
+    try:
+        return decode_for_fix(data)
+    except NotText as exc:
+        raise Unreadable(exc.reason, exc.line) from None
+
+
+def encoded(decoded: Decoded, result: FileResult) -> bytes | None:
+    """The fixed file's bytes, in the encoding and with the BOM it had (``None``: nothing changed). Where the
+    file holds bytes that are not UTF-8 (kubectl reads each as U+FFFD), they stay as they were; an edit that
+    would replace one is refused (``NotRewritable``)."""
+    if result.new_text is None:
+        return None
+    if decoded.escaped is None:
+        return decoded.encode(result.new_text)
+    for start, end, _ in result.edits:
+        line = escaped_lines(decoded, start, end)
+        if line is not None:
+            raise NotRewritable(f"line {line} holds bytes that are not UTF-8, and the rewrite would replace them "
+                                "with U+FFFD; save the file as UTF-8 first")
+    return decoded.encode(apply_edits(decoded.escaped, result.edits))
+
+
 def fix_file(path: str, config: Config, output: Path | None = None, root: Path | None = None,
              dry_run: bool = False) -> FileResult:
     """Fix ``path`` in place, or write it under ``output`` (mirroring its place below ``root``); with
@@ -279,18 +328,16 @@ def fix_file(path: str, config: Config, output: Path | None = None, root: Path |
             data = stream.read()
     except OSError as exc:
         raise Unreadable(f"cannot read: {exc.strerror or exc}") from None
-    bom = data.startswith(BOM.encode("utf-8"))
-    text = decode_text(data[len(BOM.encode("utf-8")):] if bom else data, path, 0)
+    decoded = decode(data)
     del data
-    if isinstance(text, ReadError):
-        raise _unreadable(text)
+    text = decoded.text
     result = fix_text(path, text, config)
     if dry_run:  # the diff is of the file as it is, BOM included
-        result.old_text = (BOM if bom else "") + text
-        if bom:
+        result.old_text = (BOM if decoded.bom else "") + text
+        if decoded.bom:
             result.edits = [(start + len(BOM), end + len(BOM), new) for start, end, new in result.edits]
         return result
-    new_text = result.new_text if result.new_text is not None else text
+    new_data = encoded(decoded, result)
     try:
         if output is not None:
             relative = Path(os.path.relpath(path, base)) if root is not None else Path(Path(path).name)
@@ -298,9 +345,9 @@ def fix_file(path: str, config: Config, output: Path | None = None, root: Path |
                 relative = Path(Path(path).name)
             target = output / relative
             target.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write(target, ((BOM if bom else "") + new_text).encode("utf-8"), info)
-        elif result.new_text is not None:
-            atomic_write(real, ((BOM if bom else "") + new_text).encode("utf-8"), info)
+            atomic_write(target, new_data if new_data is not None else decoded.encode(decoded.escaped or text), info)
+        elif new_data is not None:
+            atomic_write(real, new_data, info)
     except OSError as exc:
         raise Unwritable(f"cannot write: {exc.strerror or exc}") from None
     return result

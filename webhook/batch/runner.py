@@ -18,7 +18,15 @@ from webhook.batch.report import STDIN_SHOWN, Location, Report, numbered, skippe
 from webhook.batch.textsafe import escape
 from webhook.batch.unified import Edit, unified_diff
 from webhook.core.config import Config
-from webhook.core.engine import MODE_LABEL, MODE_LABEL_RULE, Mode, evaluate, mode_label_problem, namespace_manifests
+from webhook.core.engine import (
+    MODE_LABEL,
+    MODE_LABEL_RULE,
+    Mode,
+    evaluate,
+    mode_label_problem,
+    namespace_manifests,
+    without_containers,
+)
 from webhook.core.facts import NO_FACTS, Facts
 from webhook.core.fieldpath import FieldPath
 from webhook.core.outcome import ExitCode, fold
@@ -40,6 +48,7 @@ class Item:
     error: str | None = None
     namespace: str | None = None
     label: str = ""
+    skip: str = ""  # a document with nothing to judge, counted by this reason (``report.skipped``)
 
 
 def at(where: Location) -> Callable[[FieldPath], Location]:
@@ -56,6 +65,9 @@ def run(items: Iterable[Item], config: Config, mode: Mode, report: Report, facts
     unreadable or malformed one is an error record, never a stop. Documents with nothing to judge are counted by
     reason (``report.skipped``)."""
     for item in items:
+        if item.skip:
+            report.add_skipped(item.skip)
+            continue
         if item.error is not None:
             report.add_error(item.locate(()), item.error)
             continue
@@ -67,6 +79,11 @@ def run(items: Iterable[Item], config: Config, mode: Mode, report: Report, facts
             continue
         except RecursionError:
             report.add_error(item.locate(()), f"{item.label}object is nested too deeply to be judged")
+            continue
+        empty = without_containers(verdict)
+        if empty:
+            for where, why in empty:
+                report.add_error(item.locate(where), f"{item.label}invalid object: {why}")
             continue
         # A Namespace is judged by its mode label alone: one without the label has nothing to judge (a file of
         # such Namespaces and Services is "nothing to judge", exit 2, as one of Services alone).
@@ -153,7 +170,9 @@ def file_items(paths: Sequence[str], exclude: Sequence[str] = ()) -> Iterator[It
             continue
         shown = STDIN_SHOWN if path == STDIN else path
         for doc in read_documents(path):
-            if isinstance(doc, ReadError):
+            if isinstance(doc, ReadError) and doc.skip:
+                yield Item(at(Location(shown, doc.line)), skip=doc.skip)
+            elif isinstance(doc, ReadError):
                 message = doc.message if path == STDIN else _template_hint(path, doc.message)
                 yield Item(at(Location(shown, doc.line)), error=message)
             else:
@@ -231,7 +250,8 @@ def fix_paths(paths: Sequence[str], config: Config, output: Path | None,
     charts: dict[Path, int] = {}
     for arg in paths:
         if arg == STDIN:
-            out("-: error: fix rewrites files; give file or folder names, not -")
+            out(f"{STDIN_SHOWN}: error: fix rewrites files; to fix standard input give - alone "
+                "(qos-guard fix - < in.yaml > out.yaml)")
             tally.errors += 1
             continue
         root = Path(arg) if Path(arg).is_dir() else Path(arg).parent
@@ -254,16 +274,21 @@ def fix_paths(paths: Sequence[str], config: Config, output: Path | None,
                 continue
             tally.objects += result.objects
             tally.skipped.update(result.skipped)
+            for error in result.errors:
+                out(f"{item}:{error.line}: error: {error.message}; this document not changed")
+                tally.errors += 1
             tally.changed += bool(result.changes)
             for target, change in result.changes:
-                out(f"{item}: {target.kind}/{target.name}: {fixed}: {change.message}")
+                out(f"{item}{result.at(target, change.path)}: {target.kind}/{target.name}: {fixed}: {change.message}")
             for target, change, why in result.refused:
-                out(f"{item}: {target.kind}/{target.name}: not fixed: {change.message}: {why}")
+                out(f"{item}{result.at(target, change.path)}: {target.kind}/{target.name}: not fixed: "
+                    f"{change.message}: {why}")
                 tally.remaining += 1
             for target, violation, remedy in result.remaining:
                 why = f"cannot be fixed with this configuration: {remedy}" if remedy else \
                     "cannot be fixed automatically"
-                out(f"{item}: {target.kind}/{target.name}: {violation.rule}: {violation.message} ({why})")
+                out(f"{item}{result.at(target, violation.path)}: {target.kind}/{target.name}: {violation.rule}: "
+                    f"{violation.message} ({why})")
                 tally.remaining += 1
             if dry_run and print_diff is not None and result.new_text is not None and result.old_text is not None:
                 print_diff(_diff(item, result.old_text, result.edits))

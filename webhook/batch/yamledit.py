@@ -16,6 +16,7 @@ import yaml
 
 from webhook.batch.unified import Edit
 from webhook.core.mutation import REMOVED, Change
+from webhook.manifests.goyaml import is_merge
 from webhook.manifests.yamlnodes import is_null, plain_reads_back, walk
 
 _KEY_LINE = re.compile(r"^(\s*)(- )?[^\s#-][^:#]*:\s*(#.*)?$")
@@ -92,9 +93,29 @@ def _insertion(text: str, node: yaml.Node, nested: dict[str, Any], column: int,
         return None
     first_key = node.value[0][0]
     line_start = first_key.start_mark.index - first_key.start_mark.column
+    merges = [key for key, _ in node.value if is_merge(key)]
+    if merges:
+        # go-yaml applies a merge key where it stands: a key written before ``<<: *c`` is overridden by it, so
+        # the new keys go on the line after the last merge (a one-line ``<<: *c`` or ``<<: [*a, *b]`` only).
+        last = merges[-1]
+        end = text.find("\n", last.end_mark.index)
+        line = text[last.start_mark.index:end if end >= 0 else len(text)]
+        if end < 0 or not _MERGE_LINE.match(line):
+            return None
+        return end + 1, end + 1, _block(nested, last.start_mark.column, step)
     if text[line_start:first_key.start_mark.index].strip():
         return None  # the first key shares its line with a "- ": no clean place for a new line
-    return line_start, line_start, _block(nested, first_key.start_mark.column, step)
+    column = first_key.start_mark.column
+    while column and line_start > 0:  # above the comments that describe the first key, never between them
+        above = text.rfind("\n", 0, line_start - 1) + 1
+        line = text[above:line_start]
+        if not line.strip().startswith("#") or len(line) - len(line.lstrip(" ")) != column:
+            break
+        line_start = above
+    return line_start, line_start, _block(nested, column, step)
+
+
+_MERGE_LINE = re.compile(r"<<\s*:\s*(\*[^\s,\[\]{}]+|\[\s*\*[^\]]*\])\s*(#.*)?\r?$")
 
 
 _PROPERTIES = re.compile(r"(?:[&!][^\s,\[\]{}]*\s+)*")
@@ -108,16 +129,18 @@ def _value_start(text: str, node: yaml.Node) -> int:
     return match.end() if match and text[at:at + 1] in "&!" else at
 
 
-def edits(text: str, root: yaml.Node, changes: list[Change], newline: str) -> list[Edit] | None:
+def edits(text: str, root: yaml.Node, changes: list[Change], newline: str, merges: bool = True) -> list[Edit] | None:
     """The spans of ``text`` (one document of a stream) to replace so that only the fields ``changes`` set
-    change, every other byte as it was; ``None`` when the layout around a change needs a full round trip."""
+    change, every other byte as it was; ``None`` when the layout around a change needs a full round trip.
+    ``merges``: a value a ``<<`` merge brings is edited where it is written (at its anchor); without, a key is
+    added after the merge, which overrides it for this use alone."""
     step = guess_indent(text)[0]
     edits: list[Edit] = []
     inserts: dict[int, tuple[yaml.Node, dict[str, Any], int]] = {}
     for change in changes:
         if change.new is REMOVED:
             return None  # removing a field (and its comments) is left to the full round trip
-        walked = walk(root, change.path)
+        walked = walk(root, change.path, merges)
         node, rest, column = walked.node, walked.rest, walked.key_column
         if not rest:
             if not isinstance(node, yaml.ScalarNode):

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 
 def err(message: str) -> None:
-    print(f"qos-guard: {message}", file=sys.stderr)
+    print(f"qos-guard: {message.removeprefix('qos-guard: ')}", file=sys.stderr)  # said once, whoever said it
 
 
 def _nothing_to_judge(paths: Sequence[str], report: Report) -> str:
@@ -404,7 +404,7 @@ def cmd_agent(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> ExitCode:
-    from webhook.node.verify import exit_code, render_json, render_text, summary_line, verify
+    from webhook.node.verify import exit_code, render_error, render_json, render_text, summary_line, verify
 
     only: list[tuple[str, str]] = []
     for ref in args.pods:
@@ -424,7 +424,8 @@ def cmd_verify(args: argparse.Namespace) -> ExitCode:
         snap = verify(args.kubeconfig, socket, sys_root, cgroup_root, args.node or None, only,
                       config.policy.fractional_cpu_containers, attributes, args.remote_memory_share)
     except Refused as exc:
-        err(f"verify: {exc}")
+        err(f"verify: {exc}")  # in JSON too, as audit and nodes: the format's own error record, never nothing
+        sys.stdout.write(render_error(f"verify: {exc}") if args.format == "json" else "")
         return ExitCode.USAGE
     sys.stdout.write(render_json(snap) if args.format == "json" else render_text(snap))
     if args.format == "text":

@@ -9,7 +9,7 @@ verdict of ``mutate`` mode, which is what remains after it): ``enforce`` and ``w
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from functools import cached_property
@@ -18,10 +18,11 @@ from typing import Any
 from webhook.core.claims import CLAIM_KINDS
 from webhook.core.config import Config
 from webhook.core.facts import NO_FACTS, Facts
-from webhook.core.fieldpath import FieldPath
+from webhook.core.fieldpath import FieldPath, dotted
 from webhook.core.kubeversion import DEFAULT, Semantics
-from webhook.core.mutation import Change, apply_changes, plan_changes
-from webhook.core.podspec import PodSpec, build_pod_spec
+from webhook.core.mutation import Change, apply_changes, plan_changes, pod_requests, price, raise_text
+from webhook.core.podspec import COMPUTE, GUARANTEED, PodSpec, build_pod_spec
+from webhook.core.qos import qos_class
 from webhook.core.rules import Violation, run_rules
 from webhook.core.rules.dra_claim_spread import judge_claim
 from webhook.core.workloads import Target, find_targets, table
@@ -98,19 +99,26 @@ class TargetResult:
 
     @cached_property
     def changes(self) -> tuple[Change, ...]:
-        return tuple(plan_changes(self.pod, self.config)) if self.violations else ()
+        """The mutation, each raise priced from the Pod's effective request (``mutation.price``)."""
+        return tuple(price(plan_changes(self.pod, self.config), self.pod_after)) if self.violations else ()
+
+    def pod_after(self, changes: Sequence[Change]) -> PodSpec:
+        """The pod spec with ``changes`` made."""
+        if not changes:
+            return self.pod
+        where = self.target.path
+        in_spec = [c for c in changes if c.path[:len(where)] == where]
+        fixed = apply_changes(self.target.spec, in_spec, skip=len(where))
+        # The only change outside the spec removes ``status.qosClass``, the one status field that counts.
+        status = self.target.status if len(in_spec) == len(changes) else None
+        return replace(self.target, spec=fixed, status=status).pod_spec(self.pod.kube, self.facts.stored)
 
     @cached_property
     def remaining(self) -> tuple[Violation, ...]:
         """What is still wrong after the mutation."""
         if not self.changes:
             return self.violations
-        where = self.target.path
-        in_spec = [c for c in self.changes if c.path[:len(where)] == where]
-        fixed = apply_changes(self.target.spec, in_spec, skip=len(where))
-        # The only change outside the spec removes ``status.qosClass``, the one status field that counts.
-        status = self.target.status if len(in_spec) == len(self.changes) else None
-        pod = replace(self.target, spec=fixed, status=status).pod_spec(self.pod.kube, self.facts.stored)
+        pod = self.pod_after(self.changes)
         return tuple(v for v in run_rules(pod, self.config.policy, self.facts) if not v.advisory)
 
     @cached_property
@@ -126,10 +134,21 @@ class TargetResult:
             for rule, subject in fixed:
                 done = [c for c in trial.changes if _subject(c.path) == subject]
                 value = next((c.new for c in done if c.path[-2] == "limits"), done[0].new if done else None)
-                cost = "".join(c.cost for c in done)
+                cost = self._more(trial, done, subject)
                 found[(rule, subject)] = (f"{setting} would set it to {value}{cost}" if value is not None
                                           else f"{setting} would fix it")
         return found
+
+    def _more(self, trial: TargetResult, done: list[Change], subject: FieldPath) -> str:
+        """What ``done`` (a trial setting's changes to ``subject``) reserves beyond the mutation already made:
+        the Pod's effective request with both against it with the mutation alone (never counted twice)."""
+        if not any(c.cost for c in done) or not subject or subject[-1] not in COMPUTE:
+            return ""
+        resource = str(subject[-1])
+        base, both = self.pod_after(self.changes), self.pod_after([*self.changes, *done])
+        guaranteed = qos_class(trial.pod_after(trial.changes)) == GUARANTEED
+        return raise_text(resource, pod_requests(base).get(resource, 0), pod_requests(both).get(resource, 0),
+                          both, done[0].container if guaranteed else None, burstable=not guaranteed)
 
     @cached_property
     def findings(self) -> tuple[Finding, ...]:
@@ -178,6 +197,21 @@ class ObjectVerdict:
     @property
     def allowed(self) -> bool:
         return self.mode is Mode.WARN or not self.violations
+
+
+# Namespaces the webhook never judges (its configurations leave them out: the cluster's own components must
+# start whatever qos-guard says). ``check`` still judges their objects, and says so beside each finding.
+NEVER_JUDGED = frozenset({"kube-system"})
+NEVER_JUDGED_HINT = "; the webhook never judges namespace {namespace}: this is what it would say if it did"
+
+
+def without_containers(verdict: ObjectVerdict) -> list[tuple[FieldPath, str]]:
+    """Each pod spec with no containers, where, and why it is no Pod: the API server refuses it
+    (``spec.containers: Required value``), so there is nothing Guaranteed about it to report."""
+    return [((*r.target.path, "containers"),
+             f"{dotted((*r.target.path, 'containers'))}: Required value: a Pod needs at least one container "
+             "(the API server refuses it; kubectl apply fails)")
+            for r in verdict.results if r.target.kind not in CLAIM_KINDS and not r.pod.containers]
 
 
 def exemption(config: Config, target: Target, namespace: str | None, username: str | None) -> str | None:

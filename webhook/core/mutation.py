@@ -13,13 +13,14 @@ idempotent by construction.
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Mapping, MutableMapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping, MutableMapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from webhook.core.config import Config
 from webhook.core.fieldpath import FieldPath, Remark, pointer
-from webhook.core.podspec import COMPUTE, CPU, GUARANTEED, Block, PodSpec
+from webhook.core.podspec import COMPUTE, CPU, GUARANTEED, Block, PodSpec, effective_requests
+from webhook.core.qos import qos_class
 from webhook.core.quantity import Quantity, is_whole_cpu
 
 
@@ -62,6 +63,64 @@ def raise_cost(resource: str, before: int, after: int, pinned: bool) -> str:
         alone = " exclusively" if pinned and after % 1000 == 0 else ""
         return f": +{_cpus(after - before)} CPU reserved{alone}"
     return f": +{_bytes(after - before)} {resource} reserved"
+
+
+def pod_requests(pod: PodSpec) -> dict[str, int]:
+    """What the scheduler reserves for ``pod``, in milli-units: ``PodRequests`` (k8s.io/component-helpers
+    resource): the pod-level requests where they decide, else max(the app containers' and sidecars' sum, each
+    init container with the sidecars before it) (``podspec.effective_requests``)."""
+    total = effective_requests(pod.containers, pod.init_containers)
+    level = pod.pod_level if pod.pod_level_decides else None
+    if level is not None:
+        total.update({k: a.milli for k, a in level.requests.items() if not a.invalid})
+    return total
+
+
+def _amount(resource: str, milli: int) -> str:
+    return f"{_cpus(milli)} CPU" if resource == CPU else f"{_bytes(milli)} {resource}"
+
+
+def price(changes: Sequence[Change], pod_after: Callable[[Sequence[Change]], PodSpec]) -> list[Change]:
+    """``changes`` with what each raise costs said from the Pod's effective request (``pod_requests``),
+    never a container's alone: an init container's raise below the app containers' sum reserves nothing, and
+    each raise is priced after the ones before it, so the costs add up to the Pod's. CPUs are said to be
+    reserved exclusively only where the fixed Pod is Guaranteed and the container's request whole (the static
+    CPU Manager pins nothing in a Burstable Pod). ``pod_after(changes)``: the pod spec with ``changes`` made."""
+    if not any(c.cost for c in changes):
+        return list(changes)
+    final = pod_after(changes)
+    guaranteed = qos_class(final) == GUARANTEED
+    before = pod_requests(pod_after([]))
+    priced: list[Change] = []
+    for i, change in enumerate(changes):
+        if not change.cost:
+            priced.append(change)
+            continue
+        after = pod_requests(pod_after(changes[:i + 1]))
+        resource = str(change.path[-1])
+        cost = raise_text(resource, before.get(resource, 0), after.get(resource, 0), final,
+                          change.container if guaranteed else None, burstable=not guaranteed)
+        before = after
+        priced.append(replace(change, message=change.message.replace(change.cost, cost), cost=cost))
+    return priced
+
+
+def raise_text(resource: str, before: int, after: int, pod: PodSpec, pinned: str | None,
+               burstable: bool = False) -> str:
+    """``: +0.5 CPU reserved exclusively`` for a Pod whose effective request goes from ``before`` to ``after``
+    (``pinned``: the container that would then hold whole CPUs alone, if the Pod is Guaranteed)."""
+    if after < before:
+        return ""
+    if after == before:
+        return (f": nothing more reserved (the Pod still requests {_amount(resource, after)}: the larger of its "
+                "app containers' sum and each init container)")
+    if resource != CPU:
+        return f": +{_amount(resource, after - before)} reserved"
+    container = next((c for c in pod.all_containers if c.name == pinned), None) if pinned is not None else None
+    request = container.resources.requests.get(CPU) if container is not None else None
+    if request is not None and not request.invalid and request.milli % 1000 == 0:
+        return f": +{_cpus(after - before)} CPU reserved exclusively"
+    return f": +{_cpus(after - before)} CPU reserved" + (" (shared: the Pod stays Burstable)" if burstable else "")
 
 
 def _fix_block(block: Block, config: Config, may_round: bool) -> list[Change]:
@@ -189,4 +248,5 @@ def json_patch(doc: Any, changes: Iterable[Change]) -> list[dict[str, Any]]:
     return ops
 
 
-__all__ = ["REMOVED", "Change", "apply_changes", "json_patch", "plan_changes"]
+__all__ = ["REMOVED", "Change", "apply_changes", "json_patch", "plan_changes", "pod_requests", "price",
+           "raise_text"]

@@ -9,6 +9,7 @@ as Pod Security Admission's checks walk ``visitContainers``.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,7 +18,7 @@ from webhook.core.dra import pod_claims
 from webhook.core.fieldpath import FieldPath, dotted
 from webhook.core.kubeversion import DEFAULT, Semantics
 from webhook.core.numatopology import HUGEPAGES
-from webhook.core.quantity import Quantity, QuantityError, format_milli, quantity_from_value
+from webhook.core.quantity import Quantity, QuantityError, format_milli, format_milli_bytes, quantity_from_value
 from webhook.core.scheduling import Placement, placement
 
 CPU = "cpu"
@@ -66,8 +67,19 @@ class Amount:
         return self.quantity.milli if self.quantity is not None else 0
 
     def show(self) -> str:
-        """The value as the user wrote it, or the canonical form of one the API server fills in."""
-        return format_milli(self.milli) if self.defaulted and self.raw is None else str(self.raw)
+        """The value as the user wrote it, in YAML/JSON spelling (``null``, ``true``, ``{"a":1}``, never
+        Python's), or the canonical form of one the API server fills in (memory in binary units: ``1Gi``)."""
+        if self.defaulted and self.raw is None:
+            return format_milli_bytes(self.milli) if self.path and self.path[-1] != CPU else format_milli(self.milli)
+        return "null (0)" if self.raw is None else spelled(self.raw)
+
+
+def spelled(value: object) -> str:
+    """A manifest value as YAML and JSON write it: a string as is, ``null``, ``true``, numbers, and a mapping
+    or list as compact JSON."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, separators=(",", ":"), default=str, ensure_ascii=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,9 +97,17 @@ class Block:
     sets_supported: bool = False
 
     def clean(self, resource: str) -> bool:
-        """No value of ``resource`` is invalid: an invalid one yields ``invalid-quantity`` and nothing else."""
+        """No value of ``resource`` is invalid, and its request is not above its limit: either yields
+        ``invalid-quantity`` and nothing else (the API server refuses the object)."""
         return not any((a := source.get(resource)) is not None and a.invalid
-                       for source in (self.requests, self.limits))
+                       for source in (self.requests, self.limits)) and not self.above_limit(resource)
+
+    def above_limit(self, resource: str) -> bool:
+        """A request above its limit: ``ValidateResourceRequirements`` refuses it ("must be less than or equal
+        to cpu limit of 2"), and ``fix`` must not lower what was asked for."""
+        request, limit = self.requests.get(resource), self.limits.get(resource)
+        return request is not None and limit is not None and not request.invalid and not limit.invalid \
+            and request.milli > limit.milli
 
     def sizing_cpu(self) -> tuple[str, Amount] | None:
         """The cpu the CPU Manager sizes by: the limit, or the request where no limit is set."""

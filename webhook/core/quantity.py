@@ -278,4 +278,5 @@ def quantity_from_value(value: object) -> Quantity:
         if trimmed != value:
             return Quantity(parse_quantity(trimmed).milli, value)
         return parse_quantity(value)
-    raise QuantityError(f"expected a quantity string, got {type(value).__name__}")
+    kind = "a mapping" if isinstance(value, dict) else "a list" if isinstance(value, list) else type(value).__name__
+    raise QuantityError(f"expected a quantity string, got {kind}")

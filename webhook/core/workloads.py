@@ -20,6 +20,7 @@ Template paths are dotted field names with two wildcards: ``[*]`` for every item
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -365,8 +366,11 @@ def walk(obj: Any, where: FieldPath = (),
         # kubectl apply refuses it ("apiVersion not set"), so the API server never sees it: an error, never a
         # verdict on a kind guessed from the name alone.
         hint = " or ".join(same)
-        raise ManifestError((*where, "apiVersion"), f"not set, so kubectl apply refuses the {kind}; add "
-                                                    f"apiVersion: {hint}")
+        written = obj.get("apiVersion")
+        unset = written is None or written == ""
+        what = "not set" if unset else f"{json.dumps(written, default=str)} is not a string"
+        raise ManifestError((*where, "apiVersion"), f"{what}, so kubectl apply refuses the {kind}; "
+                                                    f"{'add' if unset else 'use'} apiVersion: {hint}")
     known = kinds.get((group, kind))
     claim = claim_kind(obj) if known is None else None
     if claim is not None:  # DRA's claims: their claim spec, judged whole (``webhook.core.claims``)

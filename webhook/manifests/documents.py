@@ -20,12 +20,13 @@ import json
 import math
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import IO, Any
 
 import yaml
 
 from webhook.core.fieldpath import Segment
+from webhook.manifests.encoding import file_visitor
 from webhook.manifests.goyaml import DecodeError, Loader, construct, type_name
 from webhook.manifests.yamlnodes import walk
 
@@ -49,6 +50,9 @@ class ReadError:
     reason: str
     effect: str = ""
     ends: bool = True  # nothing after it in the stream is read (False: one document is lost, the next is read)
+    # A document that is not an object (a list, a string): kubectl refuses it, but it is no Kubernetes manifest
+    # either (a CI configuration, a list of pre-commit hooks), so check and fix count it as skipped, by this.
+    skip: str = ""
 
     @property
     def message(self) -> str:
@@ -230,10 +234,17 @@ def not_an_object(doc: Document) -> ReadError | None:
         return None
     what = "a list" if isinstance(doc.obj, list) else {
         "bool": "a boolean", "int": "a number", "float": "a number"}.get(type_name(doc.obj), "a string")
-    return ReadError(doc.file, doc.line, f"document is {what}, not an object")
+    # A list of objects with a kind is manifests kubectl refuses (``kind: List`` is the way): an error, or the
+    # Pods in it would pass unjudged. Any other list or scalar is no manifest: passed over, counted.
+    manifests = isinstance(doc.obj, list) and any(isinstance(item, dict) and "kind" in item for item in doc.obj)
+    return ReadError(doc.file, doc.line, f"document is {what}, not an object" + (
+        "; kubectl refuses it: put the objects in the items of a kind: List, or separate them with ---"
+        if manifests else ""),
+        skip="" if manifests else f"document that is {what}, not a Kubernetes object")
 
 
 _JSON_SPACE = re.compile(r"[ \t\r\n]*")
+_ESCAPED = re.compile("[\udc80-\udcff]")
 
 
 def _reject_constant(name: str) -> Any:
@@ -300,7 +311,17 @@ def _after_whitespace_line(text: str, pos: int) -> int:
 
 
 def stream_documents(file: str, stream: IO[bytes]) -> Iterator[Document | ReadError]:
-    """Every document of a byte stream, as ``kubectl apply -f`` reads it."""
+    """Every document of a file's bytes (or stdin's), as ``kubectl apply -f`` reads them: decoded as
+    ``FileVisitor`` decodes them (``encoding.file_visitor``: UTF-16 on a BOM, U+FFFD for bytes that are not
+    UTF-8), then read as ``StreamVisitor`` reads them."""
+    decoded = file_visitor(stream, MAX_FILE_BYTES)
+    if isinstance(decoded, int):
+        yield ReadError(file, 1, f"input is over the {MAX_FILE_BYTES // MIB} MiB limit", "not read")
+        return
+    yield from _stream_visitor(file, decoded)
+
+
+def _stream_visitor(file: str, stream: IO[bytes]) -> Iterator[Document | ReadError]:
     head = stream.read(BLOCK)
     start = len(head) - len(head.lstrip(_GO_SPACE))
     if head[start:start + 1] == b"{":
@@ -309,10 +330,12 @@ def stream_documents(file: str, stream: IO[bytes]) -> Iterator[Document | ReadEr
         if len(data) > MAX_DOCUMENT_BYTES:
             yield ReadError(file, 1, f"JSON input over the {MAX_DOCUMENT_BYTES // MIB} MiB limit", "not read")
             return
-        text = decode_text(data, file, 0)
-        if isinstance(text, ReadError):
-            yield text
-            return
+        # Only after a UTF-8 BOM can bytes that are not UTF-8 get here (``file_visitor`` passes them on): in a
+        # JSON string encoding/json reads each as U+FFFD, and outside one the JSON does not parse either way.
+        # Each such byte is kept (``surrogateescape``) for the YAML that may follow, which refuses it as kubectl's
+        # YAML decoder does, and read as U+FFFD in the JSON (encoding/json replaces byte by byte).
+        kept = data.decode("utf-8", "surrogateescape")
+        text = _ESCAPED.sub("\ufffd", kept)
         yaml_from: YAMLAfterJSON | None = None
         for item in json_documents(file, text):
             if isinstance(item, YAMLAfterJSON):
@@ -327,7 +350,7 @@ def stream_documents(file: str, stream: IO[bytes]) -> Iterator[Document | ReadEr
         if yaml_from is None:
             return
         line = text.count("\n", 0, yaml_from.offset)
-        tail = io.BytesIO(text[yaml_from.offset:].encode("utf-8"))
+        tail = io.BytesIO(kept[yaml_from.offset:].encode("utf-8", "surrogateescape"))
         for index, after in enumerate(_yaml_stream(file, tail, b"", line)):
             # neither JSON nor YAML: kubectl reports the JSON error
             yield yaml_from.error if index == 0 and isinstance(after, ReadError) else after
@@ -397,10 +420,11 @@ def json_objects(file: str, text: str) -> list[Any] | ReadError | YAMLAfterJSON:
     return objects
 
 
-def yaml_pieces(file: str, text: str) -> Iterator[tuple[str, Document | None] | ReadError]:
+def yaml_pieces(file: str, text: str) -> Iterator[tuple[str, Document | ReadError | None] | ReadError]:
     """The pieces of a YAML stream (``fix``), each with its document: ``None`` for a separator line or an
-    empty document. The pieces joined are ``text``; an error (the stream cut, a document that does not
-    decode or is not an object) ends them."""
+    empty document, a ``ReadError`` for a document that does not decode or is not an object (``skip`` set where
+    it is no manifest at all). The pieces joined are ``text``; a stream error (a separator with content, a
+    document over the limit) ends them."""
     for piece in split_yaml(io.BytesIO(text.encode("utf-8")), file):
         if isinstance(piece, ReadError):
             yield piece
@@ -408,7 +432,6 @@ def yaml_pieces(file: str, text: str) -> Iterator[tuple[str, Document | None] | 
         part = piece.data.decode("utf-8")
         doc = yaml_document(file, part, piece.line) if piece.document else None
         bad = doc if isinstance(doc, ReadError) else not_an_object(doc) if doc is not None else None
-        if bad is not None:
-            yield bad
-            return
-        yield part, doc if isinstance(doc, Document) else None
+        # One document that does not decode, or is no object, is its own error (as check reads the documents
+        # after it): ``fix`` leaves it as it is and goes on.
+        yield part, replace(bad, ends=False) if bad is not None else doc

@@ -238,11 +238,12 @@ def _scalar(node: yaml.ScalarNode) -> Any:
     return _tagged(tag, node.value, node.start_mark.line)
 
 
-def _is_merge(key: yaml.Node) -> bool:
+def is_merge(key: yaml.Node) -> bool:
+    """A ``<<`` merge key (plain, or tagged ``!!merge``)."""
     return isinstance(key, yaml.ScalarNode) and key.value == "<<" and key.tag in (PLAIN, _MERGE)
 
 
-def _merge_items(node: yaml.Node) -> list[tuple[int, yaml.MappingNode]]:
+def merge_items(node: yaml.Node) -> list[tuple[int, yaml.MappingNode]]:
     """go-yaml v2 writes merged keys into the map where ``<<`` stands; a list merges last to first."""
     items = list(enumerate(node.value))[::-1] if isinstance(node, yaml.SequenceNode) else [(-1, node)]
     maps: list[tuple[int, yaml.MappingNode]] = []
@@ -277,8 +278,8 @@ class _Fast:
 
     def mapping(self, node: yaml.MappingNode, out: dict[str, Any]) -> None:
         for key_node, value_node in node.value:
-            if _is_merge(key_node):
-                for _, item in _merge_items(value_node):
+            if is_merge(key_node):
+                for _, item in merge_items(value_node):
                     self.mapping(item, out)
                 continue
             key = _scalar(key_node) if isinstance(key_node, yaml.ScalarNode) else self.value(key_node)
@@ -351,7 +352,7 @@ class _Counted:
     def _mapping(self, node: yaml.MappingNode, out: dict[str, Any]) -> None:
         parent = id(node)
         for i, (key_node, value_node) in enumerate(node.value):
-            if _is_merge(key_node):
+            if is_merge(key_node):
                 self._merge(value_node, (parent, 2 * i + 1), out)
                 continue
             key = self.raw(key_node, (parent, 2 * i))
@@ -361,7 +362,7 @@ class _Counted:
         sequence = isinstance(node, yaml.SequenceNode)
         if sequence and self._is_alias(node, edge):  # go-yaml: an alias to a list cannot be merged
             raise DecodeError("map merge requires map or sequence of maps as the value", node.start_mark.line)
-        for j, item in _merge_items(node):
+        for j, item in merge_items(node):
             item_edge = (id(node), j) if sequence else edge
             self._count()
             if not self._is_alias(item, item_edge):

@@ -25,19 +25,35 @@ def excluded(path: str, patterns: Sequence[str]) -> bool:
         return False
     parts = Path(os.path.normpath(path)).parts
     prefixes = [os.path.join(*parts[:i]) for i in range(1, len(parts) + 1)]
-    return any(fnmatch.fnmatchcase(p, pattern.rstrip("/") or "/") for p in prefixes for pattern in patterns)
+    # A pattern without a slash also matches a file or folder name anywhere (``kimi*``, ``.venv``), as
+    # .gitignore's patterns and linters' excludes do.
+    names = [pattern for pattern in patterns if "/" not in pattern.rstrip("/")]
+    return any(fnmatch.fnmatchcase(p, pattern.rstrip("/") or "/") for p in prefixes for pattern in patterns) \
+        or any(fnmatch.fnmatchcase(part, pattern.rstrip("/")) for part in parts for pattern in names)
+
+
+def passed_over(folder: str, name: str) -> bool:
+    """A folder ``check DIR`` does not go into: hidden ones (``.git``, ``.venv``, ``.terraform``) and Python
+    virtual environments (a ``pyvenv.cfg`` inside), as linters leave them out; kubectl ``-R`` would read
+    them, so a folder given by name is read whatever it is called."""
+    return name.startswith(".") or os.path.isfile(os.path.join(folder, name, "pyvenv.cfg"))
 
 
 def expand_paths(paths: Iterable[str], exclude: Sequence[str] = ()) -> Iterator[str | ReadError]:
     """Files in command-line order, folders recursively (sorted), ``-`` for stdin, leaving out what
     ``exclude`` matches (``excluded``). A folder (or a folder inside it) that cannot be listed is an error,
     never silently empty."""
+    seen: set[str] = set()
     for raw in paths:
         if raw == STDIN:
             yield STDIN
             continue
         if excluded(raw, exclude):
             continue
+        key = os.path.normpath(raw)
+        if key in seen:  # the same path given twice is judged once
+            continue
+        seen.add(key)
         path = Path(raw)
         try:
             is_dir = stat.S_ISDIR(path.stat().st_mode)
@@ -52,13 +68,18 @@ def expand_paths(paths: Iterable[str], exclude: Sequence[str] = ()) -> Iterator[
             problems: list[OSError] = []
             found = []
             for root, dirs, files in os.walk(path, onerror=problems.append):
-                dirs[:] = [d for d in dirs if not excluded(os.path.join(root, d), exclude)]
+                dirs[:] = [d for d in dirs if not excluded(os.path.join(root, d), exclude)
+                           and not passed_over(root, d)]
                 found += [os.path.join(root, name) for name in files if name.endswith(MANIFEST_SUFFIXES)
                           and not excluded(os.path.join(root, name), exclude)]
             found.sort()
             for problem in problems:
                 yield ReadError(str(problem.filename or raw), 0, f"cannot list folder: {problem.strerror or problem}")
-            yield from found
+            for file in found:
+                key = os.path.normpath(file)
+                if key not in seen:
+                    seen.add(key)
+                    yield file
         elif path.exists() or _is_link(path):
             yield raw
         else:
@@ -86,6 +107,15 @@ def open_manifest(file: str) -> IO[bytes] | ReadError:
             return ReadError(file, 0, "cannot read stdin: it is not a byte stream")
     try:
         fd = os.open(file, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError as exc:
+        if _is_link(Path(file)):
+            try:
+                target = os.readlink(file)
+            except OSError:
+                target = "?"
+            return ReadError(file, 0, f"cannot read: a symbolic link to {target}, which does not exist (a dangling "
+                                      "link: fix or remove it, or leave it out with --exclude)")
+        return ReadError(file, 0, f"cannot read: {exc.strerror or exc}")
     except OSError as exc:
         return ReadError(file, 0, f"cannot read: {exc.strerror or exc}")
     try:

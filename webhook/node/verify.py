@@ -98,6 +98,11 @@ def summary(snap: Snapshot) -> dict[str, int]:
             "problems": sum(1 for p in snap.placements if p.problems), "errors": len(snap.errors)}
 
 
+def render_error(message: str) -> str:
+    """``render_json``'s layout when there is no snapshot to show: the error alone."""
+    return json.dumps({"node": None, "containers": [], "errors": [message], "summary": None}, indent=2) + "\n"
+
+
 def render_json(snap: Snapshot) -> str:
     body = {"node": {"name": snap.node, "allocatableCPUs": sorted(snap.allocatable.cpus),
                      "numaNodes": {str(n): format_list(c) for n, c in sorted(snap.layout.nodes.items())},

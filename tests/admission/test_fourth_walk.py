@@ -1,0 +1,23 @@
+"""Admission warnings a new user met on the fourth walk: cut at 120 characters, they must keep the way out."""
+
+from __future__ import annotations
+
+from webhook.admission.review import MAX_WARNING, fit_warnings, warning
+from webhook.core.config import parse_config
+from webhook.core.engine import Mode, evaluate
+
+LWS = {
+    "apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet", "metadata": {"name": "vllm"},
+    "spec": {"leaderWorkerTemplate": {"size": 2, "workerTemplate": {"spec": {"containers": [{
+        "name": "vllm-worker", "image": "i",
+        "resources": {"requests": {"cpu": "2", "memory": "8Gi"}, "limits": {"cpu": "4", "memory": "8Gi"}}}]}}}},
+}
+
+
+def test_a_long_warning_says_what_to_do_first() -> None:
+    """A LeaderWorkerSet's template path filled the 120 characters: the container and the fix were cut off."""
+    verdict = evaluate(LWS, parse_config({}), Mode.WARN)
+    (shown,) = fit_warnings([warning(v) for _, v in verdict.violations])
+    assert len(shown) <= MAX_WARNING
+    assert shown.startswith('requests-not-equal-limits: container "vllm-worker": set resources.requests.cpu to 4; '), \
+        shown
