@@ -172,6 +172,10 @@ class GuardedWorker(GeventWorker):  # type: ignore[misc]
         signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)  # a stop sent while booting arrives now
 
     def run(self) -> None:
+        backend = str(getattr(gevent.get_hub().loop, "backend", ""))
+        if backend == "select":  # libev's own select backend holds descriptors below 1,024 only: say so at start
+            self.log.warning("qos-guard: the gevent loop polls with select: connections on descriptors of 1,024 "
+                             "and more will fail; unset GEVENT_BACKEND (epoll is the default on Linux)")
         servers = []
         for s in self.sockets:
             s.setblocking(1)
@@ -205,9 +209,14 @@ class GuardedWorker(GeventWorker):  # type: ignore[misc]
         worker is stopping and none is waiting (a request already sent is still served)."""
         if parser.unreader.buf.getvalue() or (isinstance(client, ssl.SSLSocket) and client.pending()):
             return True
+        # gevent's poll (an io watcher per descriptor on the hub's loop, epoll), not its select: that one first
+        # calls the real select.select, which cannot take a descriptor of 1,024 or more (ValueError, answered
+        # 500 to every connection past it with --connections above about 1,000).
         fd = client.fileno()
-        readable, _, _ = gselect.select([fd, self.closing_r], [], [], max(self.cfg.keepalive, 1))
-        return fd in readable
+        waiting = gselect.poll()
+        waiting.register(fd, gselect.POLLIN)
+        waiting.register(self.closing_r, gselect.POLLIN)
+        return any(ready == fd for ready, _ in waiting.poll(max(self.cfg.keepalive, 1) * 1000))
 
     def serve_request(self, listener_name: Any, req: Any, client: Any, addr: Any, deadline: Any) -> bool:
         """One request through the WSGI app (gunicorn's ``handle_request`` without HTTP/2 or access log, and

@@ -1,0 +1,83 @@
+"""The serving faults of issue 54, each reproduced against the real server (``qos-guard serve``: gunicorn, its
+gevent workers, TLS) on loopback: descriptors past 1,024, a stalled log reader, bodies promised and not sent.
+Figures go to the end of the pytest summary (docs/reliability.md quotes them)."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import requests
+
+from tests.helpers import admission_review, container, pod, rl
+from tests.reliability import clients
+from tests.reliability.conftest import FIGURES
+from tests.serving import Server, process_tree, start_server
+
+BODY = json.dumps(admission_review(pod(container("app", limits=rl("1500m", "1Gi"))), namespace="ns")).encode()
+
+
+def large_review(size: int) -> bytes:
+    """A review of about ``size`` bytes (an annotation pads it), as a large inference Pod's is."""
+    obj = pod(container("app", limits=rl("2", "1Gi")))
+    obj["metadata"]["annotations"] = {"pad": ""}
+    review = admission_review(obj, namespace="ns")
+    pad = size - len(json.dumps(review))
+    obj["metadata"]["annotations"]["pad"] = "x" * pad
+    return json.dumps(admission_review(obj, namespace="ns")).encode()
+
+
+def highest_descriptor(srv: Server) -> int:
+    """The highest open descriptor over the server's workers."""
+    return max((int(fd) for pid in process_tree(srv.proc.pid)[1:] for fd in os.listdir(f"/proc/{pid}/fd")),
+               default=0)
+
+
+def metric(srv: Server, name: str) -> float:
+    text = requests.get(srv.metrics + "/metrics", timeout=5).text
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(name))
+
+
+@pytest.fixture
+def many_files() -> Iterator[int]:
+    """This process and the servers it starts may open 8,192 files (2,050 connections and their other end)."""
+    limit = clients.raise_open_files(8192)
+    if limit < 4200:
+        pytest.skip(f"the hard limit on open files is {limit}: 2,050 connections need both ends open here")
+    yield limit
+
+
+def test_connections_2000_serves_2050_connections_without_a_500(tmp_path: Path, many_files: int) -> None:
+    """Issue 54, fault 2: with ``--connections 2000`` (the chart's values.yaml example) a worker's descriptors
+    pass 1,024, and the keep-alive wait used gevent's ``select``, which first calls the real ``select.select``:
+    ``ValueError: filedescriptor out of range``, answered 500. 2,050 TLS connections held on the chart's two
+    workers, each sending a /validate and then idling as the API server's keep-alive connections do; every one
+    answered 200, and so is a new legitimate request meanwhile."""
+    srv = start_server(tmp_path, "--connections", "2000")
+    bg = clients.Background()
+    try:
+        held = bg.run(clients.crowd(srv.port, srv.ca, 2050, clients.request("/validate", BODY), answer=True))
+        try:
+            highest = highest_descriptor(srv)
+            again = bg.run(clients.crowd(srv.port, srv.ca, 20, clients.request("/validate", BODY), answer=True))
+            bg.run(again.close())
+            fresh = srv.post("/validate", BODY).status_code
+        finally:
+            bg.run(held.close())
+        errors = metric(srv, 'qos_guard_http_server_errors_total{code="500"}')
+        log = (srv.folder / "server.log").read_text()
+    finally:
+        bg.close()
+        srv.stop()
+    FIGURES.append(f"--connections 2000: 2,050 TLS connections held, answers {dict(held.answered)}, failed "
+                   f"{dict(held.failed)}; highest worker descriptor {highest}; 20 more {dict(again.answered)}, "
+                   f"a fresh request {fresh}")
+    assert held.answered == {200: 2050} and not held.failed, (held.answered, held.failed)
+    assert highest >= 1024, highest  # the test really went past what select can hold
+    assert again.answered == {200: 20} and fresh == 200, (again.answered, fresh)
+    assert errors == 0 and "filedescriptor out of range" not in log and "Traceback" not in log
