@@ -81,3 +81,89 @@ def test_connections_2000_serves_2050_connections_without_a_500(tmp_path: Path, 
     assert highest >= 1024, highest  # the test really went past what select can hold
     assert again.answered == {200: 20} and fresh == 200, (again.answered, fresh)
     assert errors == 0 and "filedescriptor out of range" not in log and "Traceback" not in log
+
+
+class PipeReader:
+    """The server's stderr as a pipe that this test reads into ``lines``, and can stop reading (``stall``), as a
+    stopped log driver or a full node disk does: the pipe then fills (64 KiB) and writes to it block."""
+
+    def __init__(self) -> None:
+        self.read_end, self.write_end = os.pipe()
+        self.reading = threading.Event()
+        self.reading.set()
+        self.data = bytearray()
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self) -> None:
+        while True:
+            self.reading.wait()
+            try:
+                chunk = os.read(self.read_end, 65536)
+            except OSError:
+                return
+            if not chunk:
+                return
+            self.data.extend(chunk)
+
+    def stall(self) -> None:
+        self.reading.clear()
+        time.sleep(0.3)  # a read under way returns; then no more
+
+    def close(self) -> None:
+        self.reading.set()
+        self.thread.join(5)
+        os.close(self.read_end)
+
+
+def test_a_stalled_log_reader_does_not_stop_admission(tmp_path: Path) -> None:
+    """Issue 54, fault 3: ``threading`` is monkey-patched in the gevent worker, so the decision log's batcher was
+    a greenlet and its ``stderr.write`` blocked the worker's event loop once the pipe was full: with the reader
+    stopped, request ~267 hung and /readyz answered 503 until it resumed. Lines are now written by an OS thread;
+    while the pipe is full they are dropped and counted (``qos_guard_log_lines_dropped_total``), and admission
+    never waits: 1,500 requests (names of 253 characters: lines of ~550 bytes) with the reader stopped, each
+    answered within 1 s, /readyz 200 throughout."""
+    pipe = PipeReader()
+    try:
+        srv = start_server(tmp_path, output=pipe.write_end)
+    finally:
+        os.close(pipe.write_end)  # the server holds its own copy
+    timed = clients.Timed()
+    named = json.dumps(admission_review(pod(container("app", limits=rl("1500m", "1Gi")), name="n" * 253),
+                                        namespace="ns")).encode()
+    try:
+        pipe.stall()
+        session = requests.Session()
+        ready: list[int] = []
+        for i in range(1500):
+            started = time.monotonic()
+            try:
+                status = str(session.post(srv.url + "/validate", data=named, verify=srv.ca, timeout=3,
+                                          headers={"Content-Type": "application/json"}).status_code)
+            except requests.RequestException as exc:
+                status = f"{type(exc).__name__} at request {i + 1}"
+            timed.seconds.append(time.monotonic() - started)
+            timed.statuses[status] += 1
+            if not status.isdigit():
+                break
+            if i % 100 == 99:
+                ready.append(requests.get(srv.metrics + "/readyz", timeout=3).status_code)
+        dropped = metric(srv, "qos_guard_log_lines_dropped_total")
+        pipe.reading.set()  # the reader resumes: lines are written again
+        marker = "resumed-" + "x" * 8
+        srv.post("/validate", json.dumps(admission_review(pod(container("app", limits=rl("1", "1Gi")), name=marker),
+                                                          namespace="ns")))
+        deadline = time.monotonic() + 10
+        while marker.encode() not in pipe.data and time.monotonic() < deadline:
+            time.sleep(0.05)
+        resumed = marker.encode() in pipe.data
+    finally:
+        pipe.reading.set()
+        srv.stop()
+        pipe.close()
+    FIGURES.append(f"stalled log reader: {timed.summary()}; /readyz every 100: {ready}; {dropped:.0f} lines dropped "
+                   f"and counted; lines written again once it resumed: {resumed}")
+    assert timed.statuses == {"200": 1500}, timed.statuses
+    assert timed.worst < 1.0, timed.summary()
+    assert set(ready) == {200}, ready
+    assert dropped > 0 and resumed

@@ -24,3 +24,48 @@ def test_open_files_are_raised_or_the_connections_held_under_them(
     assert got == held
     assert set_to == ([] if raised is None else [(raised, hard)])
     assert (sentence is None) if said is None else (sentence is not None and said in sentence and "ulimit" in sentence)
+
+
+def test_log_lines_to_a_reader_that_stopped_are_dropped_and_counted_never_waited_for() -> None:
+    """A pipe nobody reads (64 KiB, then writes block): put never blocks; what the queue cannot hold is dropped
+    and counted; once the reader reads again, lines are written again."""
+    import os
+    import time
+
+    from webhook.serving.decisionlog import LineWriter
+
+    read_end, write_end = os.pipe()
+    counted: list[int] = []
+    writer = LineWriter(write_end, interval=0.01, limit=16 * 1024, on_drop=lambda: counted.append(1))
+    try:
+        started = time.monotonic()
+        for i in range(2000):
+            writer.put(f"line {i} {'x' * 90}\n")  # 100 bytes: 200 KB, over the pipe and the queue
+            if i % 100 == 0:
+                time.sleep(0.01)  # the thread writes what it can meanwhile
+        assert time.monotonic() - started < 2
+        assert writer.dropped > 0 and len(counted) == writer.dropped
+        os.set_blocking(read_end, False)
+        while True:  # the reader catches up
+            try:
+                if not os.read(read_end, 1 << 16):
+                    break
+            except BlockingIOError:
+                time.sleep(0.05)
+                try:
+                    os.read(read_end, 1 << 16)
+                except BlockingIOError:
+                    break
+        writer.put("after\n")
+        assert writer.close(timeout=5)
+        os.set_blocking(read_end, True)
+        os.close(write_end)
+        write_end = -1
+        tail = b""
+        while chunk := os.read(read_end, 1 << 16):
+            tail += chunk
+        assert tail.endswith(b"after\n")
+    finally:
+        os.close(read_end)
+        if write_end >= 0:
+            os.close(write_end)
