@@ -167,3 +167,29 @@ def test_a_stalled_log_reader_does_not_stop_admission(tmp_path: Path) -> None:
     assert timed.worst < 1.0, timed.summary()
     assert set(ready) == {200}, ready
     assert dropped > 0 and resumed
+
+
+def test_bodies_promised_and_not_sent_do_not_refuse_a_large_review(tmp_path: Path) -> None:
+    """Issue 54, fault 4: each worker's 12 MiB body budget was taken on the *promised* Content-Length before any
+    byte arrived, and held until the deadline: 250 connections promising 100,000 bytes and sending one made a
+    legitimate 99 KiB review get 503 three times out of three (under ``failurePolicy: Fail``, every Pod over
+    64 KiB refused for as long as an attacker holds ~125 connections per worker). The budget is now taken as
+    bytes arrive: the same 250 hold 250 bytes of it, and the review is answered."""
+    srv = start_server(tmp_path)
+    bg = clients.Background()
+    large = large_review(99 * 1024)
+    try:
+        held = bg.run(clients.crowd(srv.port, srv.ca, 250, clients.request("/validate", b"{", length=100_000),
+                                    answer=False))
+        try:
+            time.sleep(0.5)  # every promise read by the server
+            statuses = [srv.post("/validate", large).status_code for _ in range(3)]
+        finally:
+            bg.run(held.close())
+    finally:
+        bg.close()
+        srv.stop()
+    FIGURES.append(f"promised bodies: 250 connections promising 100,000 bytes and sending 1 held "
+                   f"({len(held.writers) or 250 - sum(held.failed.values())} opened); a 99 KiB review: {statuses}")
+    assert not held.failed, held.failed
+    assert statuses == [200, 200, 200], statuses

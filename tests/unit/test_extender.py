@@ -566,7 +566,12 @@ def test_bind_refuses_what_is_not_a_kubernetes_name(field: str, value: str, said
     from webhook.serving import extender_cache as extender
 
     called: list[tuple[str, ...]] = []
-    cache = extender.ExtenderCache(transport=None, binder=lambda *a: called.append(a) or "")
+
+    def binder(*args: str) -> str:
+        called.append(args)
+        return ""
+
+    cache = extender.ExtenderCache(transport=None, binder=binder)
     app = create_extender_app(cache.view, clock=time.time, cache=cache).test_client()
     body = {"PodName": "p", "PodNamespace": "ns", "PodUID": "u1", "Node": "n-1.example"} | {field: value}
     out = app.post("/bind", data=json.dumps(body), content_type="application/json")
@@ -593,7 +598,11 @@ def test_the_binding_url_is_escaped(monkeypatch: pytest.MonkeyPatch) -> None:
                                   "release_conn": lambda self: None})()
 
     monkeypatch.setattr(client, "_api_client", lambda kubeconfig: object())
-    monkeypatch.setattr(client, "call", lambda api, method, path, *a: paths.append(path) or Refused())
+    def call(api: object, method: str, path: str, *rest: object) -> Refused:
+        paths.append(path)
+        return Refused()
+
+    monkeypatch.setattr(client, "call", call)
     error = extender_binder.ApiBinder(None)("ns/../x", "p?dryRun=All#", "u", "n")
     assert paths == ["/api/v1/namespaces/ns%2F..%2Fx/pods/p%3FdryRun%3DAll%23/binding"]
     assert error.startswith("binding ns/../x/p?dryRun=All# to n: HTTP 404 mmm") and len(error) < 1200, error[-80:]

@@ -69,3 +69,58 @@ def test_log_lines_to_a_reader_that_stopped_are_dropped_and_counted_never_waited
         os.close(read_end)
         if write_end >= 0:
             os.close(write_end)
+
+
+def test_a_large_body_waiting_to_be_judged_is_answered_503_past_the_judge_deadline() -> None:
+    """The wait the request deadline does not cover (issue 54): while a body is judged in the offload thread the
+    client's deadline is off, and the replica judges one large body at a time. Waiting longer than the judge
+    deadline (30 s: the API server waits no longer) is a 503 with Retry-After, and the thread then skips judging
+    a Pod nobody waits for."""
+    import threading
+    import types
+
+    from gevent.threadpool import ThreadPool
+
+    from webhook.serving.worker import GuardedWorker
+
+    slot = threading.Lock()
+    judged: list[str] = []
+
+    def app(environ: dict[str, object], start_response: object) -> list[bytes]:
+        judged.append("judged")
+        start_response("200 OK", [("Content-Type", "application/json")])  # type: ignore[operator]
+        return [b"{}"]
+
+    class Deadline:
+        def __init__(self) -> None:
+            self.events: list[str] = []
+
+        def cancel(self) -> None:
+            self.events.append("cancel")
+
+        def start(self) -> None:
+            self.events.append("start")
+
+    class Resp:
+        status: tuple[str, list[tuple[str, str]]] | None = None
+
+        def start_response(self, status: str, headers: list[tuple[str, str]]) -> None:
+            self.status = (status, headers)
+
+    worker = types.SimpleNamespace(offload=ThreadPool(1), large=slot, judge_deadline=0.3, wsgi=app,
+                                   log=types.SimpleNamespace(warning=lambda *a: None))
+    worker._call_app = lambda *a: GuardedWorker._call_app(worker, *a)  # type: ignore[arg-type]
+    try:
+        resp, deadline = Resp(), Deadline()
+        assert GuardedWorker._judged_off_the_hub(worker, {}, resp, deadline) == [b"{}"]  # type: ignore[arg-type]
+        assert resp.status is not None and resp.status[0] == "200 OK" and deadline.events == ["cancel", "start"]
+        slot.acquire()  # another worker of the replica judges a large body
+        resp = Resp()
+        body = GuardedWorker._judged_off_the_hub(worker, {}, resp, Deadline())  # type: ignore[arg-type]
+        assert resp.status is not None and resp.status[0] == "503 Service Unavailable"
+        assert ("Retry-After", "1") in resp.status[1] and b"busy" in body[0]
+        slot.release()
+        worker.offload.join()
+        assert judged == ["judged"]  # the abandoned one was not judged
+    finally:
+        worker.offload.kill()

@@ -58,8 +58,9 @@ class LineWriter:
 
     ``put`` never blocks: it queues (a ``deque``, safe across threads) or, with ``limit`` bytes waiting, drops the
     line and counts it (``dropped``, and ``on_drop``). What is waiting is what was put less what was taken, each
-    total written by one side only (the caller, the thread), so no lock is needed. A reader that stops (a stopped log driver, a full pipe)
-    then blocks this thread only, in ``os.write``, with the GIL released; admission carries on.
+    total written by one side only (the caller, the thread), so no lock is needed. A reader that stops (a stopped
+    log driver, a full pipe) then blocks this thread only, in ``os.write``, with the GIL released; admission
+    carries on.
     """
 
     def __init__(self, fd: int, interval: float = 0.05, limit: int = MAX_QUEUED,
@@ -162,7 +163,8 @@ def _dropped_counter() -> Callable[[], None] | None:
     try:
         from webhook.serving.metrics import log_lines_dropped
 
-        return log_lines_dropped().inc
+        counted: Callable[[], None] = log_lines_dropped().inc
+        return counted
     except Exception:  # metrics are not worth a worker that cannot start
         logging.getLogger("qos_guard.server").exception("the dropped log lines will not be counted")
         return None
@@ -181,7 +183,7 @@ def start_in_worker(worker: Any) -> None:
     for name in (None, "gunicorn.error", "qos_guard.server", "qos_guard.extender"):
         for other in logging.getLogger(name).handlers:
             if isinstance(other, logging.StreamHandler) and _is_stderr(getattr(other, "stream", None)):
-                other.setStream(stream)  # type: ignore[arg-type]
+                other.setStream(stream)
     worker.qos_guard_log = handler
 
 

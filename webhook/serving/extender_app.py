@@ -21,8 +21,8 @@ from webhook.core.podspec import ManifestError
 from webhook.extender.placement import Judge, Verdict
 from webhook.extender.protocol import BadArgs, encode, filter_result, parse_args, parse_binding, priority_json
 from webhook.extender.view import View
-from webhook.serving.decisionlog import bound_line
 from webhook.serving.body import BadBody, BodyBudget, Busy, TooLarge, read_bounded
+from webhook.serving.decisionlog import bound_line
 from webhook.serving.extender_cache import ExtenderCache
 
 LOG = logging.getLogger("qos_guard.extender")

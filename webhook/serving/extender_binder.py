@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from urllib.parse import quote
 
-
 MAX_MESSAGE = 1024  # of the API server's refusal, in the answer to kube-scheduler and the log
 
 

@@ -50,10 +50,13 @@ from gunicorn import http, util
 from gunicorn.http import wsgi
 from gunicorn.workers.ggevent import GeventWorker
 
-from webhook.serving.body import BUDGET, BUFFERED, MAX_BODY, BadBody, BodyBudget, read_into
+from webhook.serving.body import BUDGET, BUFFERED, MAX_BODY, BadBody, BodyBudget, Busy, Taken, client_of, read_into
 from webhook.serving.tls import PEER_VERIFIED, ReloadingContext
 
 REQUEST_DEADLINE = 10.0
+# The longest a request waits to be judged in the offload thread (behind other large ones in the replica): the API
+# server waits at most 30 s for a webhook (timeoutSeconds), so an answer later than that is read by nobody.
+JUDGE_DEADLINE = 30.0
 # A body over this is judged in the worker's one offload thread (an OS thread: the GIL hands the hub the CPU
 # every 5 ms), so a 3 MiB Pod that takes seconds to judge does not stop the small requests of this worker.
 OFFLOAD_BODY = 64 * 1024
@@ -148,6 +151,7 @@ class GuardedWorker(GeventWorker):  # type: ignore[misc]
     disk) and a deadline per request; see the module docstring."""
 
     request_deadline = REQUEST_DEADLINE
+    judge_deadline = JUDGE_DEADLINE
     offload_body: int | None = OFFLOAD_BODY  # None: every body is judged in the hub (``HubWorker``)
     alive: bool
 
@@ -236,19 +240,23 @@ class GuardedWorker(GeventWorker):  # type: ignore[misc]
         environ[PEER_VERIFIED] = bool(peer()) if peer is not None else False  # None: no certificate sent
         length = str(environ.get("CONTENT_LENGTH") or "")
         size = int(length) if length.isdigit() else 0
-        if self.offload_body is not None and self.offload_body < size <= MAX_BODY and self.budget.reserve(size):
-            try:  # read here, judge in the worker's thread: the hub keeps serving small requests meanwhile
+        if self.offload_body is not None and self.offload_body < size <= MAX_BODY:
+            # Read here, under the budget as the bytes arrive (never on the promised length: issue 54); judged in
+            # the worker's thread, so the hub keeps serving small requests meanwhile.
+            taken = Taken(self.budget, client_of(environ))
+            try:
                 try:
-                    environ[BUFFERED] = read_into(environ["wsgi.input"], size)  # held once, not in pieces
-                except BadBody as exc:  # a broken chunk, a client gone mid-body: the app answers 400
+                    environ[BUFFERED] = read_into(environ["wsgi.input"], size, taken)  # held once, not in pieces
+                except (BadBody, Busy) as exc:  # a broken chunk, a client gone mid-body, no budget: 400 or 503
                     environ[BUFFERED] = exc
                 environ["wsgi.input"] = io.BytesIO()
-                deadline.cancel()
-                respiter: Any = self.offload.apply(self._call_app, (environ, resp.start_response))
-                deadline.start()
+                if isinstance(environ[BUFFERED], Exception):
+                    respiter: Any = self.wsgi(environ, resp.start_response)  # the refusal, at once in the hub
+                else:
+                    respiter = self._judged_off_the_hub(environ, resp, deadline)
             finally:
                 environ.pop(BUFFERED, None)
-                self.budget.release(size)
+                taken.give_back()
         else:
             respiter = self.wsgi(environ, resp.start_response)
         try:
@@ -260,11 +268,42 @@ class GuardedWorker(GeventWorker):  # type: ignore[misc]
                 respiter.close()
         return not resp.should_close()
 
-    def _call_app(self, environ: dict[str, Any], start_response: Any) -> list[bytes]:
+    def _judged_off_the_hub(self, environ: dict[str, Any], resp: Any, deadline: Any) -> list[bytes]:
+        """A body read already, judged in the offload thread. The client's deadline is off meanwhile (judging is
+        not the client's doing), but the wait is bounded all the same: past ``JUDGE_DEADLINE`` (the most the API
+        server waits for a webhook) the answer is 503 with Retry-After, and the thread, when it gets to it,
+        skips judging a Pod nobody waits for."""
+        deadline.cancel()
+        given_up: list[bool] = []  # a flag the thread reads: appending to a list is atomic
+        answered: list[tuple[str, list[tuple[str, str]]]] = []
+
+        def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
+            answered[:] = [(status, headers)]
+            return None
+
+        job = self.offload.spawn(self._call_app, environ, start_response, given_up)
+        try:
+            body: list[bytes] = job.get(timeout=self.judge_deadline)
+        except gevent.Timeout:
+            given_up.append(True)
+            self.log.warning("qos-guard: a large body was not judged within %.0f s (the replica judges one at a "
+                             "time): answered 503", self.judge_deadline)
+            answered[:] = [("503 Service Unavailable", [("Content-Type", "application/json"), ("Retry-After", "1")])]
+            body = [b'{"error": "busy", "reason": "large requests are judged one at a time and this one waited '
+                    b'too long; retry"}']
+        deadline.start()  # writing the answer is the client's doing again
+        status, headers = answered[0]
+        resp.start_response(status, headers)
+        return body
+
+    def _call_app(self, environ: dict[str, Any], start_response: Any, given_up: list[bool]) -> list[bytes]:
         """In the offload thread: the whole answer, so no gevent socket is touched outside the hub; one such
         request at a time in the replica, and its memory given back when it is answered."""
         try:
             with self.large:
+                if given_up:  # the hub answered 503 meanwhile: nobody waits for this one
+                    start_response("503 Service Unavailable", [])
+                    return []
                 respiter = self.wsgi(environ, start_response)
                 try:
                     return list(respiter)
