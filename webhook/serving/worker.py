@@ -6,8 +6,12 @@ admission stops. Here a connection costs a greenlet (kilobytes), so hundreds of 
 worker free; and each is closed by its deadline, so nothing piles up:
 
 - TLS handshake: ``request_deadline`` seconds from accept;
-- idle between keep-alive requests (and before the first byte): gunicorn's ``keepalive``;
-- one request, from its first byte to the last byte of the answer: ``request_deadline``.
+- before the first request's first byte: ``request_deadline`` (at most ``keepalive``);
+- idle between keep-alive requests: gunicorn's ``keepalive``;
+- one request, from its first byte to the last byte of the answer: ``request_deadline``, except while an
+  offloaded body waits to be judged (not the client's doing): that wait ends at ``JUDGE_DEADLINE`` with a 503;
+- log lines are written by an OS thread (decisionlog.py), so no write the event loop makes can block on a slow
+  log reader.
 
 At shutdown, idle keep-alive connections are closed at once and requests in flight finish: the API server
 keeps idle connections to a webhook open for a minute and more, and a worker that waited for them made every
@@ -208,9 +212,11 @@ class GuardedWorker(GeventWorker):  # type: ignore[misc]
         (a burst of TLS handshakes is what delays everyone else; see docs/reliability.md)."""
         return self.request_deadline * random.uniform(0.75, 1.25)
 
-    def _wait_for_request(self, client: Any, parser: Any) -> bool:
-        """Wait up to ``keepalive`` for the next request's first byte: False when none came, or when the
-        worker is stopping and none is waiting (a request already sent is still served)."""
+    def _wait_for_request(self, client: Any, parser: Any, first: bool = False) -> bool:
+        """Wait for the next request's first byte, up to ``keepalive`` between requests and up to a request
+        deadline for the first (a client that opens a connection sends its request at once: the API server
+        does; one that sends nothing is recycled as a stalled one is, not kept for a minute): False when none
+        came, or when the worker is stopping and none is waiting (a request already sent is still served)."""
         if parser.unreader.buf.getvalue() or (isinstance(client, ssl.SSLSocket) and client.pending()):
             return True
         # gevent's poll (an io watcher per descriptor on the hub's loop, epoll), not its select: that one first
@@ -220,7 +226,8 @@ class GuardedWorker(GeventWorker):  # type: ignore[misc]
         waiting = gselect.poll()
         waiting.register(fd, gselect.POLLIN)
         waiting.register(self.closing_r, gselect.POLLIN)
-        return any(ready == fd for ready, _ in waiting.poll(max(self.cfg.keepalive, 1) * 1000))
+        wait = min(max(self.cfg.keepalive, 1), self._deadline()) if first else max(self.cfg.keepalive, 1)
+        return any(ready == fd for ready, _ in waiting.poll(wait * 1000))
 
     def serve_request(self, listener_name: Any, req: Any, client: Any, addr: Any, deadline: Any) -> bool:
         """One request through the WSGI app (gunicorn's ``handle_request`` without HTTP/2 or access log, and
@@ -324,10 +331,12 @@ class GuardedWorker(GeventWorker):  # type: ignore[misc]
                     client.do_handshake()
             parser = http.get_parser(self.cfg, client, addr)
             listener_name = listener.getsockname()
+            first = True
             while True:
                 req = None
-                if not self._wait_for_request(client, parser):
+                if not self._wait_for_request(client, parser, first):
                     break
+                first = False
                 deadline = gevent.Timeout(self._deadline(), Deadline)
                 deadline.start()
                 try:
