@@ -127,6 +127,20 @@ class Timed:
 
     statuses: collections.Counter[str] = field(default_factory=collections.Counter)
     seconds: list[float] = field(default_factory=list)
+    began: list[float] = field(default_factory=list)  # time.monotonic() at each request's start
+    order: list[str] = field(default_factory=list)  # each request's status, in order
+
+    def outside(self, windows: list[tuple[float, float]]) -> Timed:
+        """The requests that overlapped none of ``windows`` (start, end): what the server alone is answerable for
+        when the test itself stops its workers in those windows."""
+        kept = Timed()
+        for began, took, status in zip(self.began, self.seconds, self.order, strict=True):
+            if not any(began < end and began + took > start for start, end in windows):
+                kept.began.append(began)
+                kept.seconds.append(took)
+                kept.order.append(status)
+                kept.statuses[status] += 1
+        return kept
 
     @property
     def worst(self) -> float:
@@ -150,6 +164,8 @@ def legitimate(url: str, ca: str, body: bytes, stop: threading.Event, out: Timed
             what = str(r.status_code)
         except requests.RequestException as exc:
             what = type(exc).__name__
+        out.began.append(started)
         out.seconds.append(time.monotonic() - started)
+        out.order.append(what)
         out.statuses[what] += 1
         stop.wait(every)

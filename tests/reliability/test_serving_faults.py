@@ -21,6 +21,9 @@ from tests.reliability.conftest import FIGURES
 from tests.serving import Server, process_tree, start_server
 
 BODY = json.dumps(admission_review(pod(container("app", limits=rl("1500m", "1Gi"))), namespace="ns")).encode()
+# The same with a name of 253 characters: a decision line of ~550 bytes, so fewer requests fill a log pipe.
+NAMED = json.dumps(admission_review(pod(container("app", limits=rl("1500m", "1Gi")), name="n" * 253),
+                                    namespace="ns")).encode()
 
 
 def large_review(size: int) -> bytes:
@@ -130,8 +133,6 @@ def test_a_stalled_log_reader_does_not_stop_admission(tmp_path: Path) -> None:
     finally:
         os.close(pipe.write_end)  # the server holds its own copy
     timed = clients.Timed()
-    named = json.dumps(admission_review(pod(container("app", limits=rl("1500m", "1Gi")), name="n" * 253),
-                                        namespace="ns")).encode()
     try:
         pipe.stall()
         session = requests.Session()
@@ -139,7 +140,7 @@ def test_a_stalled_log_reader_does_not_stop_admission(tmp_path: Path) -> None:
         for i in range(1500):
             started = time.monotonic()
             try:
-                status = str(session.post(srv.url + "/validate", data=named, verify=srv.ca, timeout=3,
+                status = str(session.post(srv.url + "/validate", data=NAMED, verify=srv.ca, timeout=3,
                                           headers={"Content-Type": "application/json"}).status_code)
             except requests.RequestException as exc:
                 status = f"{type(exc).__name__} at request {i + 1}"
