@@ -1,4 +1,4 @@
-"""The faults of issue 54 at once against one real server (``--connections 2000`` as the chart's values.yaml example
+"""The serving faults of docs/reliability.md at once against one real server (``--connections 2000`` as the chart's values.yaml example
 sets it, its two workers, TLS), loopback only, bounded in time (``QOS_GUARD_FAULT_SOAK_SECONDS``, 30 by default):
 2,000 keep-alive connections held (descriptors past 1,024), 250 connections promising 100,000 bytes and sending
 one (reopened as the deadline closes them), the log's reader stopped, and every few seconds every worker stopped

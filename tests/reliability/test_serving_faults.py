@@ -1,4 +1,4 @@
-"""The serving faults of issue 54, each reproduced against the real server (``qos-guard serve``: gunicorn, its
+"""The serving faults of docs/reliability.md ("Serving faults"), each reproduced against the real server (``qos-guard serve``: gunicorn, its
 gevent workers, TLS) on loopback: descriptors past 1,024, a stalled log reader, bodies promised and not sent.
 Figures go to the end of the pytest summary (docs/reliability.md quotes them)."""
 
@@ -57,7 +57,7 @@ def many_files() -> Iterator[int]:
 
 
 def test_connections_2000_serves_2050_connections_without_a_500(tmp_path: Path, many_files: int) -> None:
-    """Issue 54, fault 2: with ``--connections 2000`` (the chart's values.yaml example) a worker's descriptors
+    """Fault 2: with ``--connections 2000`` (the chart's values.yaml example) a worker's descriptors
     pass 1,024, and the keep-alive wait used gevent's ``select``, which first calls the real ``select.select``:
     ``ValueError: filedescriptor out of range``, answered 500. 2,050 TLS connections held on the chart's two
     workers, each sending a /validate and then idling as the API server's keep-alive connections do; every one
@@ -121,7 +121,7 @@ class PipeReader:
 
 
 def test_a_stalled_log_reader_does_not_stop_admission(tmp_path: Path) -> None:
-    """Issue 54, fault 3: ``threading`` is monkey-patched in the gevent worker, so the decision log's batcher was
+    """Fault 3: ``threading`` is monkey-patched in the gevent worker, so the decision log's batcher was
     a greenlet and its ``stderr.write`` blocked the worker's event loop once the pipe was full: with the reader
     stopped, request ~267 hung and /readyz answered 503 until it resumed. Lines are now written by an OS thread;
     while the pipe is full they are dropped and counted (``qos_guard_log_lines_dropped_total``), and admission
@@ -172,7 +172,7 @@ def test_a_stalled_log_reader_does_not_stop_admission(tmp_path: Path) -> None:
 
 
 def test_bodies_promised_and_not_sent_do_not_refuse_a_large_review(tmp_path: Path) -> None:
-    """Issue 54, fault 4: each worker's 12 MiB body budget was taken on the *promised* Content-Length before any
+    """Fault 4: each worker's 12 MiB body budget was taken on the *promised* Content-Length before any
     byte arrived, and held until the deadline: 250 connections promising 100,000 bytes and sending one made a
     legitimate 99 KiB review get 503 three times out of three (under ``failurePolicy: Fail``, every Pod over
     64 KiB refused for as long as an attacker holds ~125 connections per worker). The budget is now taken as
@@ -198,7 +198,7 @@ def test_bodies_promised_and_not_sent_do_not_refuse_a_large_review(tmp_path: Pat
 
 
 def test_a_connection_that_sends_no_request_is_closed_by_the_request_deadline(tmp_path: Path) -> None:
-    """One of the waits the 10 s request deadline did not cover (issue 54): after its TLS handshake a connection
+    """One of the waits the 10 s request deadline did not cover: after its TLS handshake a connection
     that sent nothing was kept for gunicorn's keep-alive, 75 s, holding a slot of the worker's connections. The
     first request's wait is now a request deadline (10 s ± 25 %); between requests the keep-alive stays."""
     srv = start_server(tmp_path)

@@ -193,7 +193,7 @@ def test_every_body_is_judged_in_the_hub(monkeypatch: pytest.MonkeyPatch) -> Non
 
 
 def test_a_bind_with_a_huge_pod_name_is_400_and_logs_no_huge_line(extender: Running, tmp_path: Path) -> None:
-    """Issue 54 (fault 5): a /bind with a 2 MB PodName (from a client with the scheduler's certificate) wrote two
+    """A /bind with a 2 MB PodName (from a client with the scheduler's certificate) wrote two
     4 MB log lines and would have been formatted into the Binding's URL. It is a 400 naming the field; no line of
     the log is over 4 KiB."""
     body = {"PodName": "p" * 2_000_000, "PodNamespace": "ns", "PodUID": "u", "Node": "n"}

@@ -116,7 +116,7 @@ def test_an_oversized_body_is_drained_not_kept() -> None:
 
 
 def test_the_budget_is_taken_as_bytes_arrive_not_on_the_promise() -> None:
-    """Issue 54, fault 4: a body promising 100,000 bytes and sending one takes one byte of the budget, not
+    """A body promising 100,000 bytes and sending one takes one byte of the budget, not
     100,000 (250 such connections held a worker's whole 12 MiB and every Pod over 64 KiB got 503)."""
     from webhook.serving.body import Taken, read_into
 

@@ -561,7 +561,7 @@ def test_binds_to_one_node_reach_the_api_server_in_the_order_reserved() -> None:
     ("PodUID", "u" * 2_000_000, "(2000000 characters) is not a UID"),
 ])
 def test_bind_refuses_what_is_not_a_kubernetes_name(field: str, value: str, said: str) -> None:
-    """Issue 54 (fault 5): the names go into the Binding's URL and the log line; what the API server would refuse
+    """The names go into the Binding's URL and the log line; what the API server would refuse
     as a name is a 400 naming the field, never a path of our making nor a megabyte log line."""
     from webhook.serving import extender_cache as extender
 

@@ -110,7 +110,7 @@ def test_a_failure_in_the_health_server_is_logged_with_its_cause(caplog: pytest.
 
 
 def test_a_probe_timing_out_as_its_handshake_completes_does_not_wedge_the_next(tmp_path: Path) -> None:
-    """The fault of issue 54: the probe's timeout landed inside ``open_connection`` just as the handshake
+    """The probe's timeout landed inside ``open_connection`` just as the handshake
     completed, so the SSL transport stayed registered with the loop while the probe closed its socket; the next
     probe's socket got the same descriptor number and raised ``RuntimeError: File descriptor N is used by
     transport`` (uncaught: /readyz and /healthz answered 500 for 30 to 60 s). Made certain here: the loop is held

@@ -72,7 +72,7 @@ def test_log_lines_to_a_reader_that_stopped_are_dropped_and_counted_never_waited
 
 
 def test_a_large_body_waiting_to_be_judged_is_answered_503_past_the_judge_deadline() -> None:
-    """The wait the request deadline does not cover (issue 54): while a body is judged in the offload thread the
+    """The wait the request deadline does not cover: while a body is judged in the offload thread the
     client's deadline is off, and the replica judges one large body at a time. Waiting longer than the judge
     deadline (30 s: the API server waits no longer) is a 503 with Retry-After, and the thread then skips judging
     a Pod nobody waits for."""
@@ -107,7 +107,7 @@ def test_a_large_body_waiting_to_be_judged_is_answered_503_past_the_judge_deadli
         def start_response(self, status: str, headers: list[tuple[str, str]]) -> None:
             self.status = (status, headers)
 
-    worker = types.SimpleNamespace(offload=ThreadPool(1), large=slot, judge_deadline=0.3, wsgi=app,
+    worker = types.SimpleNamespace(offload=ThreadPool(1), large=slot, judge_deadline=30.0, wsgi=app,
                                    log=types.SimpleNamespace(warning=lambda *a: None))
     worker._call_app = lambda *a: GuardedWorker._call_app(worker, *a)  # type: ignore[arg-type]
     try:
@@ -115,6 +115,7 @@ def test_a_large_body_waiting_to_be_judged_is_answered_503_past_the_judge_deadli
         assert GuardedWorker._judged_off_the_hub(worker, {}, resp, deadline) == [b"{}"]  # type: ignore[arg-type]
         assert resp.status is not None and resp.status[0] == "200 OK" and deadline.events == ["cancel", "start"]
         slot.acquire()  # another worker of the replica judges a large body
+        worker.judge_deadline = 0.3  # (30 s in a worker: the API server waits no longer)
         resp = Resp()
         body = GuardedWorker._judged_off_the_hub(worker, {}, resp, Deadline())  # type: ignore[arg-type]
         assert resp.status is not None and resp.status[0] == "503 Service Unavailable"

@@ -48,7 +48,7 @@ def _read(stream: Any, size: int) -> bytes:
 # requests being judged (webhook/serving/worker.py: one small one in the hub and one large one in the offload
 # thread, one large one per replica). 12 MiB: four 3 MiB bodies, one judged and three waiting (tens of seconds
 # for Pods of tens of thousands of containers); more get 503 with Retry-After at once instead of a longer wait.
-# The budget is taken as bytes arrive, PIECE at a time, never on the promised Content-Length (issue 54: 250
+# The budget is taken as bytes arrive, PIECE at a time, never on the promised Content-Length (250
 # connections promising 100,000 bytes and sending one held the whole budget, and every Pod over 64 KiB got 503);
 # and one client (a peer address) may hold at most CLIENT_SHARE of it, so that clients sending slowly from one
 # address cannot take it all from the API server (whose address is another).

@@ -139,7 +139,7 @@ class BatchedLines(logging.Handler):
 
     A write (and a thread wake-up) per line cost more than judging the Pod (docs/performance); lines are at most
     ``interval`` late instead. The writer is an OS thread, not a greenlet: a reader that stops reading does not
-    stop admission (issue 54); lines are dropped and counted meanwhile. ``close`` writes whatever is still queued.
+    stop admission; lines are dropped and counted meanwhile. ``close`` writes whatever is still queued.
     """
 
     def __init__(self, stream: Any, interval: float = 0.05, on_drop: Callable[[], None] | None = None) -> None:

@@ -93,7 +93,7 @@ class WorkerProbe:
         Once ``open_connection`` has the socket, the loop owns it: an SSL transport registered for its descriptor
         closes it. A timeout that cancelled ``open_connection`` as the handshake completed left that transport
         registered while this probe closed the socket; the next probe's socket got the same descriptor number and
-        the loop raised ``RuntimeError: File descriptor N is used by transport`` for 30 to 60 s (issue 54). So
+        the loop raised ``RuntimeError: File descriptor N is used by transport`` for 30 to 60 s. So
         the connect alone is cancelled from here; after it the deadline shuts the connection down, and the
         transport, seeing its end, fails the handshake or the read itself and closes what it holds.
         """

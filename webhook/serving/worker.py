@@ -248,7 +248,7 @@ class GuardedWorker(GeventWorker):  # type: ignore[misc]
         length = str(environ.get("CONTENT_LENGTH") or "")
         size = int(length) if length.isdigit() else 0
         if self.offload_body is not None and self.offload_body < size <= MAX_BODY:
-            # Read here, under the budget as the bytes arrive (never on the promised length: issue 54); judged in
+            # Read here, under the budget as the bytes arrive (never on the promised length); judged in
             # the worker's thread, so the hub keeps serving small requests meanwhile.
             taken = Taken(self.budget, client_of(environ))
             try:
