@@ -1,11 +1,12 @@
-"""The serving faults of docs/reliability.md at once against one real server (``--connections 2000`` as the chart's values.yaml example
-sets it, its two workers, TLS), loopback only, bounded in time (``QOS_GUARD_FAULT_SOAK_SECONDS``, 30 by default):
-2,000 keep-alive connections held (descriptors past 1,024), 250 connections promising 100,000 bytes and sending
-one (reopened as the deadline closes them), the log's reader stopped, and every few seconds every worker stopped
-(SIGSTOP) and continued just before the readiness probe's timeout, as the health port wedged. Meanwhile a
-legitimate client sends a /validate on a new connection every 0.1 s, and another a 99 KiB review every 0.4 s:
-every answer 200, within 1 s (one that overlapped a stall the test made: within 1 s plus the stall); the probes:
-no 500 and no unanswered probe, /healthz always 200, /readyz 200 again within 2 s after each stall.
+"""The serving faults of docs/reliability.md at once against one real server (``--connections 2000`` as the
+chart's values.yaml example sets it, its two workers, TLS), loopback only, bounded in time
+(``QOS_GUARD_FAULT_SOAK_SECONDS``, 30 by default): 2,000 keep-alive connections held (descriptors past 1,024), 250
+connections promising 100,000 bytes and sending one (reopened as the deadline closes them), the log's reader
+stopped, and every few seconds every worker stopped (SIGSTOP) and continued just before the readiness probe's
+timeout, as the health port wedged. Meanwhile a legitimate client sends a /validate on a new connection every
+0.1 s, and another a 99 KiB review every 0.4 s: every answer 200, within 1 s (one that overlapped a stall the
+test made: within 1 s plus the stall); the probes: no 500 and no unanswered probe, /healthz always 200, /readyz
+200 again within 2 s after each stall.
 
 This machine may be shared (load averages of 20 on 2 cores were seen): when the 1 s bound is missed, the same
 client without any fault says how much of it the machine itself takes, and the faults may add no more than the

@@ -1,6 +1,7 @@
-"""The serving faults of docs/reliability.md ("Serving faults"), each reproduced against the real server (``qos-guard serve``: gunicorn, its
-gevent workers, TLS) on loopback: descriptors past 1,024, a stalled log reader, bodies promised and not sent.
-Figures go to the end of the pytest summary (docs/reliability.md quotes them)."""
+"""The serving faults of docs/reliability.md ("Serving faults"), each reproduced against the real server
+(``qos-guard serve``: gunicorn, its gevent workers, TLS) on loopback: descriptors past 1,024, a stalled log
+reader, bodies promised and not sent, a connection that sends no request. Figures go to the end of the pytest
+summary (docs/reliability.md quotes them)."""
 
 from __future__ import annotations
 
