@@ -126,6 +126,10 @@ def test_the_budget_is_taken_as_bytes_arrive_not_on_the_promise() -> None:
     assert budget.held == 1 and budget.by_client == {"10.0.0.9": 1}
     taken.give_back()
     assert budget.held == 0 and budget.by_client == {}
+    assert budget.take("10.0.0.9", 150_000)  # bytes really held: a body that cannot fit now is refused up front
+    with pytest.raises(Busy):
+        Taken(budget, "10.96.0.1", promised=60_000)
+    assert budget.held == 150_000
 
 
 def test_one_client_holds_at_most_its_share() -> None:
@@ -143,3 +147,21 @@ def test_one_client_holds_at_most_its_share() -> None:
     assert read_bounded(environ(body, REMOTE_ADDR="10.0.0.9"), budget) == body
     assert budget.held == 2 * MAX_BODY and budget.by_client == {"10.96.0.1": 2 * MAX_BODY}
     assert BodyBudget(limit=SMALL_BODY * 4).share == SMALL_BODY * 4  # a small budget: one body may take it all
+
+
+def test_a_body_read_whole_leaves_its_senders_share_but_not_the_budget() -> None:
+    """The share bounds what a client holds by sending slowly; a body read whole waits to be judged (within its
+    deadline) and counts against the budget only, so one API server's fast large bodies are not held to it."""
+    from webhook.serving.body import Taken, read_into
+
+    budget = BodyBudget(limit=4 * MAX_BODY)
+    first = Taken(budget, "10.96.0.1")
+    assert len(read_into(io.BytesIO(b"x" * MAX_BODY), MAX_BODY, first)) == MAX_BODY
+    first.read_whole()
+    assert budget.held == MAX_BODY and budget.by_client == {}
+    second = Taken(budget, "10.96.0.1")
+    read_into(io.BytesIO(b"x" * 100), MAX_BODY, second)  # still arriving: against the share
+    assert budget.by_client == {"10.96.0.1": 100}
+    second.give_back()
+    first.give_back()
+    assert budget.held == 0 and budget.by_client == {}

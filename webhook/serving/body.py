@@ -50,11 +50,11 @@ def _read(stream: Any, size: int) -> bytes:
 # for Pods of tens of thousands of containers); more get 503 with Retry-After at once instead of a longer wait.
 # The budget is taken as bytes arrive, PIECE at a time, never on the promised Content-Length (250
 # connections promising 100,000 bytes and sending one held the whole budget, and every Pod over 64 KiB got 503);
-# and one client (a peer address) may hold at most CLIENT_SHARE of it, so that clients sending slowly from one
-# address cannot take it all from the API server (whose address is another).
+# and one client (a peer address) may hold at most half of it in bodies still being read, so that clients sending
+# slowly from one address cannot take it all from the API server (whose address is another); a body read whole no
+# longer counts against its sender's share (it waits to be judged, within a deadline: worker.py).
 SMALL_BODY = 64 * 1024
 BUFFER_BUDGET = 12 * 1024 * 1024
-CLIENT_SHARE = BUFFER_BUDGET // 2
 STEP = 256 * 1024
 PIECE = 16 * 1024  # what a body read takes of the budget at a time: a TLS record's worth
 BUDGET = "qos_guard.budget"  # environ key: the worker's BodyBudget
@@ -64,8 +64,8 @@ BUFFERED = "qos_guard.buffered"
 
 class BodyBudget:
     """Body bytes held by the requests of one worker that are still being read (or, read by the worker, judged),
-    at most ``limit`` in all and ``share`` per client. Only the worker's hub touches it (the offload thread gets
-    bodies already read), so it needs no lock."""
+    at most ``limit`` in all, and at most ``share`` per client in bodies still being read. Only the worker's hub
+    touches it (the offload thread gets bodies already read), so it needs no lock."""
 
     def __init__(self, limit: int = BUFFER_BUDGET, share: int | None = None) -> None:
         self.limit = limit
@@ -73,6 +73,12 @@ class BodyBudget:
         self.share = max(limit // 2, min(limit, MAX_BODY)) if share is None else share
         self.held = 0
         self.by_client: dict[str, int] = {}
+
+    def fits(self, client: str, size: int) -> bool:
+        """Whether ``size`` more bytes for ``client`` would fit now (nothing is taken: a body's promised length
+        is checked so, so that one that cannot be held is refused before any of it is read, while the bytes
+        still to come hold nothing)."""
+        return self.held + size <= self.limit and self.by_client.get(client, 0) + size <= self.share
 
     def take(self, client: str, size: int) -> bool:
         """Take ``size`` bytes for ``client``; False when the budget or the client's share cannot cover them."""
@@ -83,8 +89,15 @@ class BodyBudget:
         self.by_client[client] = mine + size
         return True
 
-    def give(self, client: str, size: int) -> None:
+    def give(self, client: str, size: int, read: int | None = None) -> None:
+        """Give back ``size`` bytes of the budget, of which ``read`` (all, by default) still count against
+        ``client``'s share."""
         self.held -= size
+        self.settle(client, size if read is None else read)
+
+    def settle(self, client: str, size: int) -> None:
+        """``size`` bytes of ``client``'s are read whole: they stay in the budget (until judged) but no longer
+        count against its share, which bounds what a client holds by sending slowly."""
         left = self.by_client.get(client, 0) - size
         if left > 0:
             self.by_client[client] = left
@@ -100,19 +113,28 @@ class BodyBudget:
 
 
 class Taken:
-    """What one request's read has taken of a ``BodyBudget`` so far; ``give_back`` returns all of it."""
+    """What one request's read has taken of a ``BodyBudget`` so far; ``read_whole`` says the body is read (its
+    bytes no longer count against the client's share), ``give_back`` returns all of it. ``promised``: the body's
+    length, refused at once (``Busy``) when it would not fit now, rather than after reading part of it."""
 
-    def __init__(self, budget: BodyBudget, client: str) -> None:
-        self.budget, self.client, self.size = budget, client, 0
+    def __init__(self, budget: BodyBudget, client: str, promised: int = 0) -> None:
+        if promised and not budget.fits(client, promised):
+            raise Busy
+        self.budget, self.client, self.size, self.reading = budget, client, 0, 0
 
     def take(self, size: int) -> None:
         if not self.budget.take(self.client, size):
             raise Busy
         self.size += size
+        self.reading += size
+
+    def read_whole(self) -> None:
+        self.budget.settle(self.client, self.reading)
+        self.reading = 0
 
     def give_back(self) -> None:
-        self.budget.give(self.client, self.size)
-        self.size = 0
+        self.budget.give(self.client, self.size, self.reading)
+        self.size = self.reading = 0
 
 
 def client_of(environ: dict[str, Any]) -> str:
@@ -157,7 +179,7 @@ def read_bounded(environ: dict[str, Any], budget: BodyBudget) -> bytes | bytearr
         if length <= SMALL_BODY or held:
             data: bytes | bytearray = _read(stream, length) if length <= STEP else read_into(stream, length)
         else:
-            taken = Taken(budget, client_of(environ))
+            taken = Taken(budget, client_of(environ), length)
             try:
                 data = read_into(stream, length, taken)
             finally:

@@ -253,7 +253,10 @@ class GuardedWorker(GeventWorker):  # type: ignore[misc]
             taken = Taken(self.budget, client_of(environ))
             try:
                 try:
+                    if not self.budget.fits(taken.client, size):  # would not fit now: refused before reading
+                        raise Busy
                     environ[BUFFERED] = read_into(environ["wsgi.input"], size, taken)  # held once, not in pieces
+                    taken.read_whole()  # in the budget until judged; no longer against the sender's share
                 except (BadBody, Busy) as exc:  # a broken chunk, a client gone mid-body, no budget: 400 or 503
                     environ[BUFFERED] = exc
                 environ["wsgi.input"] = io.BytesIO()
