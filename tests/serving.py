@@ -129,19 +129,25 @@ def _listening(server: Server) -> bool:
     return True
 
 
+def _log_text(folder: Path) -> str:
+    log = folder / "server.log"
+    return log.read_text() if log.exists() else "(its output goes elsewhere)"
+
+
 def launch(folder: Path, command: Sequence[str], port: int, metrics_port: int, ca: str,
            ready: Callable[[Server], bool] = _readyz, env: dict[str, str] | None = None,
-           cgroup: MemoryCgroup | None = None) -> Server:
-    """Run ``command`` in ``folder`` (its output in server.log; inside ``cgroup`` when given) and wait until
-    ``ready``: the one start-and-wait loop of every server the tests and benchmarks start."""
-    log = (folder / "server.log").open("wb")
+           cgroup: MemoryCgroup | None = None, output: int | None = None) -> Server:
+    """Run ``command`` in ``folder`` (its output in server.log, or to the descriptor ``output``; inside
+    ``cgroup`` when given) and wait until ``ready``: the one start-and-wait loop of every server the tests and
+    benchmarks start."""
+    log: Any = (folder / "server.log").open("wb") if output is None else output
     proc = subprocess.Popen([*(cgroup.prefix() if cgroup else []), *command], cwd=folder, stdout=log,
                             stderr=subprocess.STDOUT, env=dict(os.environ, PYTHONUNBUFFERED="1", **(env or {})))
     server = Server(proc, port, metrics_port, ca, folder, cgroup)
 
     def up() -> bool:
         if proc.poll() is not None:  # exited: no point waiting
-            raise RuntimeError((folder / "server.log").read_text())
+            raise RuntimeError(_log_text(folder))
         try:
             return ready(server)
         except (OSError, requests.RequestException):  # not listening yet, or no worker answers yet
@@ -149,7 +155,7 @@ def launch(folder: Path, command: Sequence[str], port: int, metrics_port: int, c
 
     try:
         waiting.eventually(f"the server ready ({ready.__name__})", up, within=30,
-                           seen=lambda: "server.log:\n" + (folder / "server.log").read_text())
+                           seen=lambda: "server.log:\n" + _log_text(folder))
     except AssertionError:
         server.stop()
         raise
@@ -157,12 +163,14 @@ def launch(folder: Path, command: Sequence[str], port: int, metrics_port: int, c
 
 
 def start_server(folder: Path, *extra: str, certs: bool = True, cert_dir: Path | None = None, workers: int = 2,
-                 bench: bool = False, source: Path | None = None, memory_limit: int | None = None) -> Server:
+                 bench: bool = False, source: Path | None = None, memory_limit: int | None = None,
+                 output: int | None = None) -> Server:
     """``qos-guard serve`` with ``extra`` flags, ready when ``/readyz`` answers. Certificates: a fresh CA kept
     in ``folder/pki`` (``rotate_certificate`` renews from it), the set in ``cert_dir``, or (``certs=False``) the
     server's own local development CA. ``bench``: run ``bench.serve`` (benchmark-only flags); ``source``: the
     ``webhook`` package (and bench/) of another checkout, for a before/after comparison. ``memory_limit``: the
-    server runs in a memory cgroup of that many bytes (tests/cgroup.py; root only), as in a Pod at its limit."""
+    server runs in a memory cgroup of that many bytes (tests/cgroup.py; root only), as in a Pod at its limit.
+    ``output``: a descriptor its stdout and stderr go to instead of ``folder/server.log`` (a pipe the test reads)."""
     folder.mkdir(parents=True, exist_ok=True)
     port, mport = free_port(), free_port()
     program = ["-m", "bench.serve"] if bench else ["-m", "webhook.cli", "serve"]
@@ -182,7 +190,7 @@ def start_server(folder: Path, *extra: str, certs: bool = True, cert_dir: Path |
     path = os.pathsep.join(str(p) for p in (source, ROOT) if p is not None)
     cgroup = MemoryCgroup(f"qos-guard-test-{os.getpid()}-{port}", memory_limit) if memory_limit else None
     try:
-        return launch(folder, args, port, mport, ca, env={"PYTHONPATH": path}, cgroup=cgroup)
+        return launch(folder, args, port, mport, ca, env={"PYTHONPATH": path}, cgroup=cgroup, output=output)
     except BaseException:
         if cgroup is not None:
             cgroup.remove()

@@ -56,6 +56,7 @@ class Running:
     ca: str
     client: tuple[str, str]
     stranger: tuple[str, str]  # a client certificate of a CA the extender does not trust
+    log: Path | None = None  # its stdout and stderr
 
 
 @pytest.fixture(scope="module")
@@ -93,7 +94,7 @@ def extender(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
 
     try:
         waiting.eventually("the extender serving", up, within=60, every=0.2)
-        yield Running(url, str(serving.ca), client, stranger)
+        yield Running(url, str(serving.ca), client, stranger, log)
     finally:
         proc.terminate()
         proc.wait(20)
@@ -189,3 +190,18 @@ def test_every_body_is_judged_in_the_hub(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setattr("webhook.serving.worker.hold_stop_signals_across_fork", lambda: None)
     extender.serve_extender(ExtenderOptions(bind="127.0.0.1:0", plain=True))
     assert seen["worker_class"] == HUB_WORKER == "webhook.serving.worker.HubWorker"
+
+
+def test_a_bind_with_a_huge_pod_name_is_400_and_logs_no_huge_line(extender: Running, tmp_path: Path) -> None:
+    """A /bind with a 2 MB PodName (from a client with the scheduler's certificate) wrote two
+    4 MB log lines and would have been formatted into the Binding's URL. It is a 400 naming the field; no line of
+    the log is over 4 KiB."""
+    body = {"PodName": "p" * 2_000_000, "PodNamespace": "ns", "PodUID": "u", "Node": "n"}
+    r = post(extender, "bind", body, cert=extender.client)
+    assert r.status_code == 400 and r.json()["reason"].startswith("PodName: 'ppp"), r.text[:300]
+    assert "(2000000 characters) is not a Pod name" in r.json()["reason"]
+    r = post(extender, "bind", {"PodName": "p", "PodNamespace": "a/b", "PodUID": "u", "Node": "n"},
+             cert=extender.client)
+    assert r.status_code == 400 and r.json()["reason"].startswith("PodNamespace: 'a/b' is not a namespace name")
+    assert extender.log is not None
+    assert max(len(line) for line in extender.log.read_bytes().splitlines()) <= 4096

@@ -113,3 +113,55 @@ def test_an_oversized_body_is_drained_not_kept() -> None:
     finally:
         tracemalloc.stop()
     assert peak < 2 * (1 << 20) + 4096, peak
+
+
+def test_the_budget_is_taken_as_bytes_arrive_not_on_the_promise() -> None:
+    """A body promising 100,000 bytes and sending one takes one byte of the budget, not
+    100,000 (250 such connections held a worker's whole 12 MiB and every Pod over 64 KiB got 503)."""
+    from webhook.serving.body import Taken, read_into
+
+    budget = BodyBudget(limit=200_000)
+    taken = Taken(budget, "10.0.0.9")
+    assert read_into(io.BytesIO(b"{"), 100_000, taken) == b"{"
+    assert budget.held == 1 and budget.by_client == {"10.0.0.9": 1}
+    taken.give_back()
+    assert budget.held == 0 and budget.by_client == {}
+    assert budget.take("10.0.0.9", 150_000)  # bytes really held: a body that cannot fit now is refused up front
+    with pytest.raises(Busy):
+        Taken(budget, "10.96.0.1", promised=60_000)
+    assert budget.held == 150_000
+
+
+def test_one_client_holds_at_most_its_share() -> None:
+    """One peer address may hold at most its share (half the budget by default, at least one largest body): a
+    client that sends slowly from many connections cannot take the rest from the API server."""
+    budget = BodyBudget(limit=4 * MAX_BODY)
+    assert budget.share == 2 * MAX_BODY
+    assert budget.take("10.0.0.9", 2 * MAX_BODY)
+    assert not budget.take("10.0.0.9", 1)  # its share is held
+    assert budget.take("10.96.0.1", 2 * MAX_BODY)  # another client still has its own
+    body = b"x" * (SMALL_BODY * 2)
+    with pytest.raises(Busy):
+        read_bounded(environ(body, REMOTE_ADDR="10.0.0.9"), budget)
+    budget.give("10.0.0.9", 2 * MAX_BODY)
+    assert read_bounded(environ(body, REMOTE_ADDR="10.0.0.9"), budget) == body
+    assert budget.held == 2 * MAX_BODY and budget.by_client == {"10.96.0.1": 2 * MAX_BODY}
+    assert BodyBudget(limit=SMALL_BODY * 4).share == SMALL_BODY * 4  # a small budget: one body may take it all
+
+
+def test_a_body_read_whole_leaves_its_senders_share_but_not_the_budget() -> None:
+    """The share bounds what a client holds by sending slowly; a body read whole waits to be judged (within its
+    deadline) and counts against the budget only, so one API server's fast large bodies are not held to it."""
+    from webhook.serving.body import Taken, read_into
+
+    budget = BodyBudget(limit=4 * MAX_BODY)
+    first = Taken(budget, "10.96.0.1")
+    assert len(read_into(io.BytesIO(b"x" * MAX_BODY), MAX_BODY, first)) == MAX_BODY
+    first.read_whole()
+    assert budget.held == MAX_BODY and budget.by_client == {}
+    second = Taken(budget, "10.96.0.1")
+    read_into(io.BytesIO(b"x" * 100), MAX_BODY, second)  # still arriving: against the share
+    assert budget.by_client == {"10.96.0.1": 100}
+    second.give_back()
+    first.give_back()
+    assert budget.held == 0 and budget.by_client == {}

@@ -549,3 +549,60 @@ def test_binds_to_one_node_reach_the_api_server_in_the_order_reserved() -> None:
     for thread in threads:
         thread.join(5.0)
     assert posted == ["first", "elsewhere", "second"] and cache.counters["bind_ok"] == 3
+
+
+@pytest.mark.parametrize("field, value, said", [
+    ("PodName", "a/../../nodes/x", "is not a Pod name (a DNS-1123 subdomain"),
+    ("PodName", "p" * 254, "(254 characters) is not a Pod name"),
+    ("PodName", "P", "is not a Pod name"),
+    ("PodNamespace", "ns.with.dots", "is not a namespace name (a DNS-1123 label"),
+    ("PodNamespace", "n" * 64, "is not a namespace name"),
+    ("Node", "node?x=1", "is not a Node name"),
+    ("PodUID", "u" * 2_000_000, "(2000000 characters) is not a UID"),
+])
+def test_bind_refuses_what_is_not_a_kubernetes_name(field: str, value: str, said: str) -> None:
+    """The names go into the Binding's URL and the log line; what the API server would refuse
+    as a name is a 400 naming the field, never a path of our making nor a megabyte log line."""
+    from webhook.serving import extender_cache as extender
+
+    called: list[tuple[str, ...]] = []
+
+    def binder(*args: str) -> str:
+        called.append(args)
+        return ""
+
+    cache = extender.ExtenderCache(transport=None, binder=binder)
+    app = create_extender_app(cache.view, clock=time.time, cache=cache).test_client()
+    body = {"PodName": "p", "PodNamespace": "ns", "PodUID": "u1", "Node": "n-1.example"} | {field: value}
+    out = app.post("/bind", data=json.dumps(body), content_type="application/json")
+    assert out.status_code == 400, out.get_data()[:300]
+    reason = out.get_json()["reason"]
+    assert reason.startswith(f"{field}: ") and said in reason and len(reason) < 400, reason[:400]
+    assert called == []
+    valid = {"PodName": "p-1.x", "PodNamespace": "ns-1", "PodUID": "u1", "Node": "n-1.example"}
+    assert app.post("/bind", data=json.dumps(valid), content_type="application/json").status_code == 200
+    assert called == [("ns-1", "p-1.x", "u1", "n-1.example")]
+
+
+def test_the_binding_url_is_escaped(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whatever reaches the binder (parse_binding lets only names through), each part of the URL is escaped:
+    no '/', '..', '?' or '#' can make another path."""
+    from webhook.cluster import client
+    from webhook.serving import extender_binder
+
+    paths: list[str] = []
+
+    class Refused:
+        status = 404
+        response = type("R", (), {"read": lambda self, n: b'{"message": "' + b"m" * 5000 + b'"}',
+                                  "release_conn": lambda self: None})()
+
+    monkeypatch.setattr(client, "_api_client", lambda kubeconfig: object())
+    def call(api: object, method: str, path: str, *rest: object) -> Refused:
+        paths.append(path)
+        return Refused()
+
+    monkeypatch.setattr(client, "call", call)
+    error = extender_binder.ApiBinder(None)("ns/../x", "p?dryRun=All#", "u", "n")
+    assert paths == ["/api/v1/namespaces/ns%2F..%2Fx/pods/p%3FdryRun%3DAll%23/binding"]
+    assert error.startswith("binding ns/../x/p?dryRun=All# to n: HTTP 404 mmm") and len(error) < 1200, error[-80:]

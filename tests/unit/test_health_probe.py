@@ -107,3 +107,83 @@ def test_a_failure_in_the_health_server_is_logged_with_its_cause(caplog: pytest.
     (record,) = caplog.records
     assert "'GET /metrics HTTP/1.1' answered 500: PermissionError" in record.getMessage()
     assert "counter_12.db" in record.getMessage() and server.failures == 1
+
+
+def test_a_probe_timing_out_as_its_handshake_completes_does_not_wedge_the_next(tmp_path: Path) -> None:
+    """The probe's timeout landed inside ``open_connection`` just as the handshake
+    completed, so the SSL transport stayed registered with the loop while the probe closed its socket; the next
+    probe's socket got the same descriptor number and raised ``RuntimeError: File descriptor N is used by
+    transport`` (uncaught: /readyz and /healthz answered 500 for 30 to 60 s). Made certain here: the loop is held
+    while the server answers the handshake and the timeout passes, so both are seen in the same iteration."""
+    paths = write_bundle(tmp_path / "pki", ["localhost", "127.0.0.1"], 1, keep_ca_key=False)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(paths.cert, paths.key)
+    accepted: list[socket.socket] = []
+    done = threading.Event()
+
+    def serve(listener: socket.socket) -> None:
+        late = True
+        while not done.is_set():
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            conn.settimeout(3)
+            if late:  # the first handshake is answered while the probe's loop is held (below)
+                time.sleep(0.3)
+                late = False
+            try:  # handshake at once; then answer a request if one comes (the second probe's)
+                tls = context.wrap_socket(conn, server_side=True)
+                accepted.append(tls)
+                if tls.recv(4096).startswith(b"GET /healthz"):
+                    tls.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\n")
+            except (OSError, ssl.SSLError):
+                pass
+
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        listener.settimeout(5)
+        thread = threading.Thread(target=serve, args=(listener,), daemon=True)
+        thread.start()
+        probe = WorkerProbe("127.0.0.1", listener.getsockname()[1], timeout=0.4)
+
+        async def twice() -> tuple[bool, bool]:
+            loop = asyncio.get_running_loop()
+            # The loop held from 0.2 to 0.8 s: the server answers the handshake at 0.3 s and the 0.4 s timeout passes
+            # meanwhile, so the handshake completes and the timeout fires in the same turn of the loop.
+            loop.call_later(0.2, time.sleep, 0.6)
+            first = await probe._ask()
+            second = await probe._ask()  # as the next /readyz does; its socket takes the lowest free descriptor
+            return first, second
+
+        try:
+            first, second = asyncio.run(twice())
+        finally:
+            done.set()
+            for conn in accepted:
+                conn.close()
+        thread.join(5)
+    assert first is False  # it did time out
+    assert second is True  # and the next probe is answered: nothing of the first one is left in the loop
+
+
+def test_an_unexpected_error_in_a_probe_is_503_and_counted_never_500() -> None:
+    """Whatever a probe raises (here a RuntimeError, as the wedged descriptor raised), /readyz answers 503 and
+    /healthz within its liveness grace 200, and the error is counted on /metrics: never a 500."""
+    server = _health_server(lambda: (b"# merged\n", "text/plain"))
+
+    async def broken() -> bool:
+        raise RuntimeError("File descriptor 12 is used by transport <_SelectorSocketTransport fd=12>")
+
+    server.probe._ask = broken  # type: ignore[method-assign]
+    server.probe.ttl = 0.1
+    port = server.sock.getsockname()[1]
+    assert _get(port, "/readyz")[0] == "HTTP/1.1 503 Service Unavailable"
+    time.sleep(0.25)  # past the probe's TTL: asked again
+    assert _get(port, "/healthz")[0] == "HTTP/1.1 200 OK"  # a fresh start is within the liveness grace
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as conn:
+        conn.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        text = b""
+        while chunk := conn.recv(65536):
+            text += chunk
+    assert b"qos_guard_health_probe_errors_total 2" in text, text
+    assert server.failures == 0

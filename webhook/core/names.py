@@ -8,7 +8,9 @@ import re
 
 DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 DNS1035_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
+DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 MAX_LABEL = 63
+MAX_SUBDOMAIN = 253
 
 
 def shown(name: str) -> str:
@@ -22,3 +24,12 @@ def namespace_problem(name: str) -> str | None:
         return None
     return (f"{shown(name)} is not a namespace name (a DNS-1123 label: at most 63 lower-case letters, digits and "
             "'-', starting and ending with a letter or digit)")
+
+
+def subdomain_problem(name: str, what: str) -> str | None:
+    """Why ``name`` cannot be the name of ``what`` (a Pod, a Node: ``NameIsDNSSubdomain``), or None."""
+    if len(name) <= MAX_SUBDOMAIN and DNS1123_SUBDOMAIN.fullmatch(name):
+        return None
+    return (f"{shown(name)}{f' ({len(name)} characters)' if len(name) > MAX_LABEL else ''} is not a {what} name (a "
+            "DNS-1123 subdomain: at most 253 lower-case letters, digits, '-' and '.', each part starting and ending "
+            "with a letter or digit)")

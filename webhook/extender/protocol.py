@@ -19,6 +19,7 @@ from typing import Any
 
 import msgspec
 
+from webhook.core.names import namespace_problem, shown, subdomain_problem
 from webhook.extender.placement import MAX_SCORE, Verdict
 
 _KEPT = operator.attrgetter("kept")
@@ -28,6 +29,7 @@ _UNRESOLVABLE = operator.attrgetter("unresolvable")
 _TAILS = [f', "Score": {s}}}' for s in range(MAX_SCORE + 1)]
 
 MAX_NODES = 100_000
+MAX_UID = 128  # the API server's UIDs are 36 characters; more is not one, and would go into the log
 
 
 class BadArgs(ValueError):
@@ -137,6 +139,16 @@ def parse_binding(raw: bytes | bytearray) -> Binding:
     for name in ("PodName", "PodNamespace", "Node"):
         if not found[name]:
             raise BadArgs(f"{name}: missing (kube-scheduler sends the Pod and the node it chose)")
+    # The names go into the Binding's URL and the log: checked as the API server checks them (a Pod's and a
+    # Node's name are DNS-1123 subdomains, a namespace's a label), so no other path and no megabyte line is made.
+    for field, problem in (("PodName", subdomain_problem(found["PodName"], "Pod")),
+                           ("PodNamespace", namespace_problem(found["PodNamespace"])),
+                           ("Node", subdomain_problem(found["Node"], "Node"))):
+        if problem is not None:
+            raise BadArgs(f"{field}: {problem}")
+    if len(found["PodUID"]) > MAX_UID:
+        raise BadArgs(f"PodUID: {shown(found['PodUID'])} ({len(found['PodUID'])} characters) is not a UID (the API "
+                      f"server's are 36 characters)")
     return Binding(found["PodName"], found["PodNamespace"], found["PodUID"], found["Node"])
 
 

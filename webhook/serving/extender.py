@@ -18,6 +18,7 @@ import sys
 from typing import Any
 
 from webhook import interpreter
+from webhook.serving import decisionlog
 from webhook.serving.extender_app import create_extender_app
 from webhook.serving.extender_binder import ApiBinder
 from webhook.serving.extender_cache import ExtenderCache
@@ -60,6 +61,9 @@ def serve_extender(opts: ExtenderOptions) -> int:
         "bind": [opts.bind], "workers": 1, "worker_class": HUB_WORKER, "worker_connections": 1000,
         "keepalive": 75, "graceful_timeout": 10, "timeout": 30, "accesslog": None, "errorlog": "-",
         "loglevel": "warning", "proc_name": "qos-guard-extender",
+        # Log lines written by an OS thread, never by the worker's event loop (a stalled reader must not stop
+        # scheduling); dropped and counted while the reader stalls.
+        "post_worker_init": decisionlog.start_in_worker, "worker_exit": decisionlog.flush_in_worker,
         "when_ready": lambda server: print(f"qos-guard extender: serving {'http' if opts.plain else 'https'}://"
                                            f"{opts.bind} (filter, prioritize, bind; "
                                            f"{'client certificates required' if opts.client_ca_file else 'loopback'})",

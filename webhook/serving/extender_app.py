@@ -22,6 +22,7 @@ from webhook.extender.placement import Judge, Verdict
 from webhook.extender.protocol import BadArgs, encode, filter_result, parse_args, parse_binding, priority_json
 from webhook.extender.view import View
 from webhook.serving.body import BadBody, BodyBudget, Busy, TooLarge, read_bounded
+from webhook.serving.decisionlog import bound_line
 from webhook.serving.extender_cache import ExtenderCache
 
 LOG = logging.getLogger("qos_guard.extender")
@@ -100,7 +101,7 @@ def create_extender_app(view: Callable[[], View], clock: Callable[[], float] = t
                                 "waitedMs": round(waited * 1000, 3)}
         if missing:
             line.update(view=mode, incomplete=missing)
-        LOG.info(json.dumps(line))
+        LOG.info(bound_line(json.dumps(line)))  # the Pod's name is the client's: bounded as decision lines are
 
     def answer(body: Any, mode: str, missing: list[str]) -> Response:
         out = _json(200, body)
@@ -139,8 +140,9 @@ def create_extender_app(view: Callable[[], View], clock: Callable[[], float] = t
             error = "qos-guard extender: this server does not bind (no API server)"
         else:
             error = cache.bind(binding.namespace, binding.name, binding.uid, binding.node)
-        LOG.info(json.dumps({"verb": "bind", "pod": f"{binding.namespace}/{binding.name}", "node": binding.node,
-                             "error": error, "durationMs": round((time.perf_counter() - started) * 1000, 3)}))
+        LOG.info(bound_line(json.dumps({"verb": "bind", "pod": f"{binding.namespace}/{binding.name}",
+                                        "node": binding.node, "error": error,
+                                        "durationMs": round((time.perf_counter() - started) * 1000, 3)})))
         return _json(200, {"Error": error})
 
     @app.get("/readyz")

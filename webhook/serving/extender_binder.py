@@ -4,6 +4,9 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from urllib.parse import quote
+
+MAX_MESSAGE = 1024  # of the API server's refusal, in the answer to kube-scheduler and the log
 
 
 class ApiBinder:
@@ -17,7 +20,9 @@ class ApiBinder:
     def __call__(self, namespace: str, name: str, uid: str, node: str) -> str:
         from webhook.cluster.client import ClusterError, call, decode_body
 
-        path = f"/api/v1/namespaces/{namespace}/pods/{name}/binding"
+        # parse_binding let only Kubernetes names through; escaped all the same, so that no input can make another
+        # path (a '/', '..', '?' or '#' in a name would).
+        path = f"/api/v1/namespaces/{quote(namespace, safe='')}/pods/{quote(name, safe='')}/binding"
         body = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name, "namespace": namespace,
                                                                     **({"uid": uid} if uid else {})},
                 "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
@@ -32,6 +37,7 @@ class ApiBinder:
                 return ""
             decoded = decode_body("POST", path, response.status, data)
             message = decoded.get("message", "") if isinstance(decoded, Mapping) else ""
+            message = message if len(message) <= MAX_MESSAGE else message[:MAX_MESSAGE] + "... (cut)"
             return f"binding {namespace}/{name} to {node}: HTTP {response.status} {message}".strip()
         except ClusterError as exc:
             return f"binding {namespace}/{name} to {node}: {exc}"

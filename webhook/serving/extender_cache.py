@@ -38,6 +38,7 @@ from webhook.core.demands import Demands
 from webhook.core.kubeversion import DEFAULT, Semantics
 from webhook.extender.placement import RESERVATION_TIMEOUT, BoundPod, NodeState, Shape, bound_pod, read_nrt
 from webhook.extender.view import View
+from webhook.serving.decisionlog import bound_line
 
 if TYPE_CHECKING:
     from webhook.cluster.pager import Page
@@ -406,8 +407,8 @@ class ExtenderCache:
             self.counters["bind_error"] += 1
             if self.assumed.pop(key, None) is not None:
                 self.current.drop_pod(key)
-            LOG.warning(json.dumps({"extender": "binding refused", "pod": f"{namespace}/{name}", "node": node,
-                                    "error": error}))
+            LOG.warning(bound_line(json.dumps({"extender": "binding refused", "pod": f"{namespace}/{name}",
+                                               "node": node, "error": error})))
         else:
             self.counters["bind_ok"] += 1
         return error

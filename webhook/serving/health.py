@@ -15,7 +15,10 @@ is for a wedged pod, not a busy one.
 
 ``/metrics`` merges every worker's metric files, synchronous work that grows with the workers: it runs on one
 thread of its own, never on the loop, so a slow scrape cannot make a probe miss its deadline (a liveness
-failure would restart a healthy pod). A request that fails in the server itself answers 500 and logs why.
+failure would restart a healthy pod). A probe that fails by an error of its own is not an answer: ``/readyz``
+answers 503 (``/healthz`` within its grace 200), the error is logged and counted
+(``qos_guard_health_probe_errors_total``). Any other request that fails in the server itself answers 500 and logs
+why (``qos_guard_health_server_errors_total``).
 """
 
 from __future__ import annotations
@@ -74,6 +77,7 @@ class WorkerProbe:
         self.last_ok = time.monotonic()  # a fresh start counts as answered, for the liveness grace
         self.ok = False
         self._running: asyncio.Task[bool] | None = None
+        self.errors = 0  # probes that failed by an error of their own (exported: qos_guard_health_probe_errors)
         self._ctx = ssl.create_default_context()
         self._ctx.check_hostname = False
         self._ctx.verify_mode = ssl.CERT_NONE  # our own port on loopback: only "does it answer" is asked
@@ -84,27 +88,46 @@ class WorkerProbe:
         return sock
 
     async def _ask(self) -> bool:
-        writer = None
+        """One probe, bounded by ``timeout`` from its own steps, never cancelled from outside.
+
+        Once ``open_connection`` has the socket, the loop owns it: an SSL transport registered for its descriptor
+        closes it. A timeout that cancelled ``open_connection`` as the handshake completed left that transport
+        registered while this probe closed the socket; the next probe's socket got the same descriptor number and
+        the loop raised ``RuntimeError: File descriptor N is used by transport`` for 30 to 60 s. So
+        the connect alone is cancelled from here; after it the deadline shuts the connection down, and the
+        transport, seeing its end, fails the handshake or the read itself and closes what it holds.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.timeout
+        writer: asyncio.StreamWriter | None = None
+        handed = False
         sock = self._socket()
+        # At the deadline the connection is ended (a shutdown, for every copy of the descriptor: see below), which
+        # fails whatever step is waiting on it (the handshake or the answer) from inside the loop.
+        ending = loop.call_at(deadline, _end, sock)
         try:
-            async with asyncio.timeout(self.timeout):
-                await asyncio.get_running_loop().sock_connect(sock, (self.host, self.port))
-                reader, writer = await asyncio.open_connection(sock=sock, ssl=self._ctx, server_hostname=self.host)
-                writer.write(f"GET {PROBE_PATH} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n".encode())
-                await writer.drain()
-                return (await reader.read(64)).startswith(b"HTTP/1.1 200")
+            async with asyncio.timeout_at(deadline):
+                await loop.sock_connect(sock, (self.host, self.port))
+            # No wait between here and the transport holding the socket: open_connection makes it first.
+            handed = True
+            reader, writer = await asyncio.open_connection(sock=sock, ssl=self._ctx, server_hostname=self.host,
+                                                           ssl_handshake_timeout=self.timeout + 1)
+            writer.write(f"GET {PROBE_PATH} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n".encode())
+            await writer.drain()
+            return (await reader.read(64)).startswith(b"HTTP/1.1 200")
         except (OSError, TimeoutError, ssl.SSLError):
-            return False
+            return False  # the worker did not answer in time, or not at all: what the probe asks
         finally:
+            ending.cancel()
             # A worker forked while this probe was open holds a copy of its descriptor, so closing ours alone
             # would leave the connection open: the worker that accepted it then waits for a request until its
             # deadline, and a stop of that worker takes as long. A shutdown ends the connection for every copy.
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
+            _end(sock)
             if writer is not None:
-                writer.close()
-            else:
+                writer.transport.abort()  # at once: no TLS close_notify waited for
+            elif not handed:
                 sock.close()
+            # else: open_connection failed and its transport, which holds the socket, has closed it
 
     async def check(self) -> bool:
         now = time.monotonic()
@@ -115,6 +138,10 @@ class WorkerProbe:
         running = self._running
         try:
             ok = await asyncio.shield(running)
+        except Exception as exc:  # a defect, not an answer: counted and logged, and the probe is not answered
+            ok = False
+            self.errors += 1
+            LOG.error("health port: the worker probe failed: %s: %s", type(exc).__name__, exc)
         finally:
             if self._running is running and running.done():
                 self._running = None
@@ -122,6 +149,12 @@ class WorkerProbe:
         if ok:
             self.last_ok = self.checked
         return ok
+
+
+def _end(sock: socket.socket) -> None:
+    """End a probe's connection for every process holding its descriptor; the descriptor stays open."""
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)
 
 
 def _shown(head_line: bytes) -> str:
@@ -154,13 +187,24 @@ class HealthServer:
                 body, content_type = self.metrics()
             else:
                 body, content_type = await asyncio.get_running_loop().run_in_executor(self._merging, self.metrics)
-            return _response("200 OK", body, content_type)
+            return _response("200 OK", body + self._own_metrics(), content_type)
         if path in ("/readyz", "/healthz"):
             ok = self.ready() and await self.probe.check()
             if path == "/healthz":
                 ok = ok or time.monotonic() - self.probe.last_ok < LIVENESS_GRACE
             return _response("200 OK", b"ok\n") if ok else _response("503 Service Unavailable", b"no worker answers\n")
         return _response("404 Not Found", b"not found\n")
+
+    def _own_metrics(self) -> bytes:
+        """This port's own counters, in the text format after the workers' (it runs in the master's thread)."""
+        return (f"# HELP qos_guard_health_probe_errors_total Readiness probes that failed by an error of their own "
+                f"(answered 503 and logged); there should be none\n"
+                f"# TYPE qos_guard_health_probe_errors_total counter\n"
+                f"qos_guard_health_probe_errors_total {self.probe.errors}\n"
+                f"# HELP qos_guard_health_server_errors_total Requests to the health port answered 500 (each "
+                f"logged with its cause); there should be none\n"
+                f"# TYPE qos_guard_health_server_errors_total counter\n"
+                f"qos_guard_health_server_errors_total {self.failures}\n").encode()
 
     async def _answered(self, head_line: bytes) -> bytes:
         """The answer to one request line. What fails in answering (the metrics merge's files, a bug) is a 500

@@ -102,6 +102,18 @@ def _expiry_gauge() -> Any:
                  multiprocess_mode="mostrecent")
 
 
+@functools.cache
+def log_lines_dropped() -> Any:
+    """Log lines a worker dropped because its log's reader did not keep up (a full pipe): admission never waits
+    for the log. Exported at 0 from the start."""
+    from prometheus_client import Counter
+
+    counter = Counter("qos_guard_log_lines_dropped", "Log lines dropped while the log's reader did not keep up "
+                      "(admission does not wait for the log); there should be none")
+    counter.inc(0)
+    return counter
+
+
 def certificate_expiry(cert_path: str) -> float:
     """``notAfter`` of the first certificate in the PEM file ``cert_path``, as Unix time."""
     with open(cert_path, "rb") as f:

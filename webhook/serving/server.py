@@ -68,6 +68,31 @@ def _start_health_server(opts: ServeOptions, ready: Callable[[], bool]) -> Any:
     return health
 
 
+# A worker's own descriptors besides its connections: the listener, logs, metric files, pipes, the watches of
+# numa: auto and deviceClasses, with room to spare (an idle worker holds about 20).
+WORKER_FILES = 128
+
+
+def fit_open_files(connections: int) -> tuple[int, str | None]:
+    """The connections a worker may hold: ``connections``, with the soft limit on open files raised to hold them
+    (the workers inherit it), or fewer when the hard limit cannot; then the sentence saying so at start."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    needed = connections + WORKER_FILES
+    if soft == resource.RLIM_INFINITY or soft >= needed:
+        return connections, None
+    target = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
+    if target > soft:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    if target >= needed:
+        return connections, None
+    held = max(target - WORKER_FILES, 1)
+    return held, (f"qos-guard: --connections {connections} needs {needed} open files per worker and this process may "
+                  f"open {target} (its hard limit, ulimit -Hn): serving up to {held} connections per worker; raise "
+                  "the limit (the container runtime's nofile) to serve more")
+
+
 def cluster_reachable(kubeconfig: str | None) -> bool:
     """Whether there is a way to an API server: ``--kubeconfig``, in-cluster, or the usual files (by presence)."""
     if kubeconfig is not None:
@@ -146,6 +171,9 @@ def serve(opts: ServeOptions, extend: Extend | None = None, gunicorn: Mapping[st
         check_cluster_access(opts.kubeconfig)
     check_port_free(opts.bind, "--bind")
     check_port_free(opts.metrics_bind, "--metrics-bind")
+    connections, limited = fit_open_files(opts.connections)
+    if limited is not None:
+        print(limited, file=sys.stderr, flush=True)
     cert, key, ca = resolve_certificates(opts, Path.cwd())
     # prometheus-client chooses its multiprocess value store when first imported: set the folder first.
     metrics_dir = tempfile.mkdtemp(prefix="qos-guard-metrics-")
@@ -182,7 +210,7 @@ def serve(opts: ServeOptions, extend: Extend | None = None, gunicorn: Mapping[st
         "bind": [opts.bind],
         "workers": opts.workers,
         "worker_class": WORKER,
-        "worker_connections": opts.connections,
+        "worker_connections": connections,
         "keepalive": 75,
         "certfile": cert,
         "keyfile": key,

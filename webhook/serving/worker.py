@@ -6,8 +6,12 @@ admission stops. Here a connection costs a greenlet (kilobytes), so hundreds of 
 worker free; and each is closed by its deadline, so nothing piles up:
 
 - TLS handshake: ``request_deadline`` seconds from accept;
-- idle between keep-alive requests (and before the first byte): gunicorn's ``keepalive``;
-- one request, from its first byte to the last byte of the answer: ``request_deadline``.
+- before the first request's first byte: ``request_deadline`` (at most ``keepalive``);
+- idle between keep-alive requests: gunicorn's ``keepalive``;
+- one request, from its first byte to the last byte of the answer: ``request_deadline``, except while an
+  offloaded body waits to be judged (not the client's doing): that wait ends at ``JUDGE_DEADLINE`` with a 503;
+- log lines are written by an OS thread (decisionlog.py), so no write the event loop makes can block on a slow
+  log reader.
 
 At shutdown, idle keep-alive connections are closed at once and requests in flight finish: the API server
 keeps idle connections to a webhook open for a minute and more, and a worker that waited for them made every
@@ -50,10 +54,13 @@ from gunicorn import http, util
 from gunicorn.http import wsgi
 from gunicorn.workers.ggevent import GeventWorker
 
-from webhook.serving.body import BUDGET, BUFFERED, MAX_BODY, BadBody, BodyBudget, read_into
+from webhook.serving.body import BUDGET, BUFFERED, MAX_BODY, BadBody, BodyBudget, Busy, Taken, client_of, read_into
 from webhook.serving.tls import PEER_VERIFIED, ReloadingContext
 
 REQUEST_DEADLINE = 10.0
+# The longest a request waits to be judged in the offload thread (behind other large ones in the replica): the API
+# server waits at most 30 s for a webhook (timeoutSeconds), so an answer later than that is read by nobody.
+JUDGE_DEADLINE = 30.0
 # A body over this is judged in the worker's one offload thread (an OS thread: the GIL hands the hub the CPU
 # every 5 ms), so a 3 MiB Pod that takes seconds to judge does not stop the small requests of this worker.
 OFFLOAD_BODY = 64 * 1024
@@ -148,6 +155,7 @@ class GuardedWorker(GeventWorker):  # type: ignore[misc]
     disk) and a deadline per request; see the module docstring."""
 
     request_deadline = REQUEST_DEADLINE
+    judge_deadline = JUDGE_DEADLINE
     offload_body: int | None = OFFLOAD_BODY  # None: every body is judged in the hub (``HubWorker``)
     alive: bool
 
@@ -172,6 +180,10 @@ class GuardedWorker(GeventWorker):  # type: ignore[misc]
         signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)  # a stop sent while booting arrives now
 
     def run(self) -> None:
+        backend = str(getattr(gevent.get_hub().loop, "backend", ""))
+        if backend == "select":  # libev's own select backend holds descriptors below 1,024 only: say so at start
+            self.log.warning("qos-guard: the gevent loop polls with select: connections on descriptors of 1,024 "
+                             "and more will fail; unset GEVENT_BACKEND (epoll is the default on Linux)")
         servers = []
         for s in self.sockets:
             s.setblocking(1)
@@ -200,14 +212,22 @@ class GuardedWorker(GeventWorker):  # type: ignore[misc]
         (a burst of TLS handshakes is what delays everyone else; see docs/reliability.md)."""
         return self.request_deadline * random.uniform(0.75, 1.25)
 
-    def _wait_for_request(self, client: Any, parser: Any) -> bool:
-        """Wait up to ``keepalive`` for the next request's first byte: False when none came, or when the
-        worker is stopping and none is waiting (a request already sent is still served)."""
+    def _wait_for_request(self, client: Any, parser: Any, first: bool = False) -> bool:
+        """Wait for the next request's first byte, up to ``keepalive`` between requests and up to a request
+        deadline for the first (a client that opens a connection sends its request at once: the API server
+        does; one that sends nothing is recycled as a stalled one is, not kept for a minute): False when none
+        came, or when the worker is stopping and none is waiting (a request already sent is still served)."""
         if parser.unreader.buf.getvalue() or (isinstance(client, ssl.SSLSocket) and client.pending()):
             return True
+        # gevent's poll (an io watcher per descriptor on the hub's loop, epoll), not its select: that one first
+        # calls the real select.select, which cannot take a descriptor of 1,024 or more (ValueError, answered
+        # 500 to every connection past it with --connections above about 1,000).
         fd = client.fileno()
-        readable, _, _ = gselect.select([fd, self.closing_r], [], [], max(self.cfg.keepalive, 1))
-        return fd in readable
+        waiting = gselect.poll()
+        waiting.register(fd, gselect.POLLIN)
+        waiting.register(self.closing_r, gselect.POLLIN)
+        wait = min(max(self.cfg.keepalive, 1), self._deadline()) if first else max(self.cfg.keepalive, 1)
+        return any(ready == fd for ready, _ in waiting.poll(wait * 1000))
 
     def serve_request(self, listener_name: Any, req: Any, client: Any, addr: Any, deadline: Any) -> bool:
         """One request through the WSGI app (gunicorn's ``handle_request`` without HTTP/2 or access log, and
@@ -227,19 +247,26 @@ class GuardedWorker(GeventWorker):  # type: ignore[misc]
         environ[PEER_VERIFIED] = bool(peer()) if peer is not None else False  # None: no certificate sent
         length = str(environ.get("CONTENT_LENGTH") or "")
         size = int(length) if length.isdigit() else 0
-        if self.offload_body is not None and self.offload_body < size <= MAX_BODY and self.budget.reserve(size):
-            try:  # read here, judge in the worker's thread: the hub keeps serving small requests meanwhile
+        if self.offload_body is not None and self.offload_body < size <= MAX_BODY:
+            # Read here, under the budget as the bytes arrive (never on the promised length); judged in
+            # the worker's thread, so the hub keeps serving small requests meanwhile.
+            taken = Taken(self.budget, client_of(environ))
+            try:
                 try:
-                    environ[BUFFERED] = read_into(environ["wsgi.input"], size)  # held once, not in pieces
-                except BadBody as exc:  # a broken chunk, a client gone mid-body: the app answers 400
+                    if not self.budget.fits(taken.client, size):  # would not fit now: refused before reading
+                        raise Busy
+                    environ[BUFFERED] = read_into(environ["wsgi.input"], size, taken)  # held once, not in pieces
+                    taken.read_whole()  # in the budget until judged; no longer against the sender's share
+                except (BadBody, Busy) as exc:  # a broken chunk, a client gone mid-body, no budget: 400 or 503
                     environ[BUFFERED] = exc
                 environ["wsgi.input"] = io.BytesIO()
-                deadline.cancel()
-                respiter: Any = self.offload.apply(self._call_app, (environ, resp.start_response))
-                deadline.start()
+                if isinstance(environ[BUFFERED], Exception):
+                    respiter: Any = self.wsgi(environ, resp.start_response)  # the refusal, at once in the hub
+                else:
+                    respiter = self._judged_off_the_hub(environ, resp, deadline)
             finally:
                 environ.pop(BUFFERED, None)
-                self.budget.release(size)
+                taken.give_back()
         else:
             respiter = self.wsgi(environ, resp.start_response)
         try:
@@ -251,11 +278,42 @@ class GuardedWorker(GeventWorker):  # type: ignore[misc]
                 respiter.close()
         return not resp.should_close()
 
-    def _call_app(self, environ: dict[str, Any], start_response: Any) -> list[bytes]:
+    def _judged_off_the_hub(self, environ: dict[str, Any], resp: Any, deadline: Any) -> list[bytes]:
+        """A body read already, judged in the offload thread. The client's deadline is off meanwhile (judging is
+        not the client's doing), but the wait is bounded all the same: past ``JUDGE_DEADLINE`` (the most the API
+        server waits for a webhook) the answer is 503 with Retry-After, and the thread, when it gets to it,
+        skips judging a Pod nobody waits for."""
+        deadline.cancel()
+        given_up: list[bool] = []  # a flag the thread reads: appending to a list is atomic
+        answered: list[tuple[str, list[tuple[str, str]]]] = []
+
+        def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
+            answered[:] = [(status, headers)]
+            return None
+
+        job = self.offload.spawn(self._call_app, environ, start_response, given_up)
+        try:
+            body: list[bytes] = job.get(timeout=self.judge_deadline)
+        except gevent.Timeout:
+            given_up.append(True)
+            self.log.warning("qos-guard: a large body was not judged within %.0f s (the replica judges one at a "
+                             "time): answered 503", self.judge_deadline)
+            answered[:] = [("503 Service Unavailable", [("Content-Type", "application/json"), ("Retry-After", "1")])]
+            body = [b'{"error": "busy", "reason": "large requests are judged one at a time and this one waited '
+                    b'too long; retry"}']
+        deadline.start()  # writing the answer is the client's doing again
+        status, headers = answered[0]
+        resp.start_response(status, headers)
+        return body
+
+    def _call_app(self, environ: dict[str, Any], start_response: Any, given_up: list[bool]) -> list[bytes]:
         """In the offload thread: the whole answer, so no gevent socket is touched outside the hub; one such
         request at a time in the replica, and its memory given back when it is answered."""
         try:
             with self.large:
+                if given_up:  # the hub answered 503 meanwhile: nobody waits for this one
+                    start_response("503 Service Unavailable", [])
+                    return []
                 respiter = self.wsgi(environ, start_response)
                 try:
                     return list(respiter)
@@ -276,10 +334,12 @@ class GuardedWorker(GeventWorker):  # type: ignore[misc]
                     client.do_handshake()
             parser = http.get_parser(self.cfg, client, addr)
             listener_name = listener.getsockname()
+            first = True
             while True:
                 req = None
-                if not self._wait_for_request(client, parser):
+                if not self._wait_for_request(client, parser, first):
                     break
+                first = False
                 deadline = gevent.Timeout(self._deadline(), Deadline)
                 deadline.start()
                 try:
