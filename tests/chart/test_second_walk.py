@@ -1,4 +1,5 @@
-"""What a new user tripped over on the second walk through the chart (issue #31), rendered by the real helm."""
+"""What a new user tripped over through the chart (existingSecret, the PodDisruptionBudget, the first install,
+the chart's metadata, docs that disagreed), rendered by the real helm."""
 
 from __future__ import annotations
 
