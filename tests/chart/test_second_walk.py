@@ -187,7 +187,7 @@ def test_user_readme_opens_plainly_and_leaves_test_harness_detail_to_contributin
 
 def test_the_charts_own_render_passes_the_readme_check_workflow(helm: str, tmp_path: Path) -> None:
     """The README's workflow for a chart, on this chart: its own Pods (the webhook's 250m, the test Pod's 50m)
-    are in its release namespace, which its webhooks never judge; the README's exemption says so to check
+    are in its release namespace, which its webhooks never judge; the CI guide's exemption says so to check
     (the bare pipe found 2 violations)."""
     from tests.binaries import ROOT
 
@@ -204,7 +204,7 @@ def test_the_charts_own_render_passes_the_readme_check_workflow(helm: str, tmp_p
                               "-"], input=rendered.stdout, capture_output=True, text=True, timeout=120, check=False)
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert "(2 exempt)" in checked.stderr, checked.stderr
-    # the namespace the README exempts is the one the chart's webhooks leave out
+    # the namespace the CI guide exempts is the one the chart's webhooks leave out
     hooks = [d for d in yaml.safe_load_all(rendered.stdout) if d and d["kind"].endswith("WebhookConfiguration")]
     for hook in (w for d in hooks for w in d["webhooks"]):
         names = [e for e in hook["namespaceSelector"]["matchExpressions"] if e["key"] == "kubernetes.io/metadata.name"]
