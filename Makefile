@@ -6,14 +6,15 @@ VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"/\1/p' webhook/__init__.py)
 EDITABLE_QUIET := ignore:Editable installation:UserWarning
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: install tools node-tools run image image-push test test-fast test-versions test-minors lint bench clean
+.PHONY: install tools node-tools run image image-push test test-fast test-versions test-minors lint bench clean docs \
+	docs-browser
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	@# setuptools says "Editable installation ... Please be careful with folders ..." as a warning pip shows even
 	@# with --quiet: it is information for setuptools' own users, not for someone running make run.
-	PYTHONWARNINGS="$${PYTHONWARNINGS:+$$PYTHONWARNINGS,}$(EDITABLE_QUIET)" $(BIN)/python -m pip install --quiet -e '.[test,bench]'
+	PYTHONWARNINGS="$${PYTHONWARNINGS:+$$PYTHONWARNINGS,}$(EDITABLE_QUIET)" $(BIN)/python -m pip install --quiet -e '.[test,bench,docs]'
 	@# An editable install compiles nothing, and with PYTHONDONTWRITEBYTECODE set every run would compile every
 	@# module again (~40 ms of each `qos-guard check`); pip compiles a regular install the same way.
 	$(BIN)/python -m compileall -q webhook
@@ -52,8 +53,8 @@ image-push:
 
 lint: install
 	$(BIN)/ruff check webhook tests bench hack
-	$(BIN)/mypy webhook tests bench hack/chart_readme.py hack/generate.py hack/podresources_stubs.py \
-		hack/versions_summary.py
+	$(BIN)/mypy webhook tests bench hack/chart_readme.py hack/docs_browser.py hack/generate.py hack/reference.py \
+		hack/podresources_stubs.py hack/versions_summary.py
 	$(BIN)/lint-imports
 
 # The node tests' tools and images (tests/node): kubelet, containerd, CNI plugins, the webhook image. Only as
@@ -89,6 +90,23 @@ test-minors: install
 test-fast: install
 	$(BIN)/pytest -n auto --dist worksteal -m "not slow and not e2e and not node"
 
+# The documentation site from docs/ (mkdocs.yml) into site/: --strict fails on a broken link or anchor, a page
+# missing from the nav, or a reference page hack/generate.py would write differently (tests/unit/test_docs.py
+# builds it too and checks every link of the built pages). Open site/index.html, or `mkdocs serve` to edit.
+docs: install
+	$(BIN)/python hack/generate.py --check
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
+# Every built page opened in headless Chromium (Debian's, installed by hack/browser-deps.sh as root): fails on a
+# page or asset answered with an error, a request off the site, a console error or a page that did not render.
+# Not part of `make test`: on the 2-core CI machine the package costs about a minute to install (and ~100 MB) and
+# the 48 pages about 50 s, while the pages are Markdown under a pinned theme that `make docs` and
+# tests/unit/test_docs.py already hold to strict builds and live links; run it when the theme, mkdocs.yml or raw
+# HTML in a page changes. (It caught the theme asking GitHub's API from every reader's browser: no repo_url now.)
+docs-browser: docs
+	bash hack/browser-deps.sh >/dev/null
+	$(BIN)/python hack/docs_browser.py site
+
 # The peers run beside qos-guard: checkov in its own virtualenv (its dependencies are many and pinned),
 # kube-score and Kyverno built from the Go module proxy. Results go to docs/performance/. BENCH_BASELINE=REV also
 # measures that revision's webhook and per-request costs beside this tree (before/after).
@@ -110,4 +128,4 @@ bench: install
 	$(BIN)/python -m bench.peers
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis site

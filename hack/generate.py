@@ -3,10 +3,13 @@
 - from the configuration schema (webhook/core/config.py ``SCHEMA``): the ``config`` part of
   charts/qos-guard/values.schema.json, the ``config`` defaults in charts/qos-guard/values.yaml and the
   configuration table of docs/contract.md;
-- from the rule registry (webhook/core/rules ``RULES``): the rules tables of docs/contract.md and README.md;
-- from the kinds table (webhook/core/workloads ``BUILTIN``): the kinds tables of docs/contract.md and README.md;
+- from the rule registry (webhook/core/rules ``RULES``): the rules table of docs/contract.md;
+- from the kinds table (webhook/core/workloads ``BUILTIN``): the kinds table of docs/contract.md;
 - from both, through ``webhook.policies.chart``: the chart's policies and their parameters ConfigMap;
-- from values.yaml's comments (hack/chart_readme.py): the values table of charts/qos-guard/README.md.
+- from values.yaml's comments (hack/chart_readme.py): the values table of charts/qos-guard/README.md;
+- from all of these, the CLI's parser and the rule fixtures (hack/reference.py): the documentation site's
+  reference pages, docs/reference/ (a page no longer written, such as a removed rule's, is stale too), and
+  their place in mkdocs.yml's nav.
 
     python hack/generate.py          # rewrite them in place
     python hack/generate.py --check  # exit 1 naming the files that are not current (the tests run this)
@@ -26,6 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "hack")]
 
 import chart_readme  # noqa: E402  (hack/ and the repository root are on the path above)
+import reference  # noqa: E402
 
 from webhook.core.claims import CLAIM_KINDS  # noqa: E402
 from webhook.core.config import SCHEMA  # noqa: E402
@@ -142,24 +146,35 @@ def targets() -> list[tuple[Path, Callable[[str], str]]]:
         (CHART / "values.schema.json", values_schema),
         (CHART / "values.yaml", values_yaml),
         (ROOT / "docs" / "contract.md", lambda text: _between("rules", rules_table())(contract(text))),
-        (ROOT / "README.md", lambda text: _between("kinds", kinds_table())(_between("rules", rules_table())(text))),
         (ROOT / policy_chart.CHART_TEMPLATE, lambda _: policy_chart.chart_template()),
         (CHART / "templates" / "_kinds.tpl", lambda _: kinds_tpl()),
         (ROOT / policy_chart.CHART_PARAMS, lambda _: policy_chart.chart_params()),
         (CHART / "README.md", chart_readme.render),  # after values.yaml: its table reads that file
+        *((path, (lambda _, page=page: page)) for path, page in reference.pages().items()),
+        (ROOT / "mkdocs.yml", reference.mkdocs_nav),
     ]
 
 
 def main(argv: list[str]) -> int:
     stale = []
-    for path, render in targets():
-        current = path.read_text()
+    written = targets()
+    wanted_pages = {path for path, _ in written}
+    for page in sorted(reference.REFERENCE.rglob("*.md")):
+        if page not in wanted_pages:  # written once, no longer: a removed rule's page
+            if "--check" in argv:
+                stale.append(str(page.relative_to(ROOT)))
+            else:
+                page.unlink()
+                print(f"removed {page.relative_to(ROOT)}", file=sys.stderr)
+    for path, render in written:
+        current = path.read_text() if path.exists() else ""
         wanted = render(current)
         if wanted == current:
             continue
         if "--check" in argv:
             stale.append(str(path.relative_to(ROOT)))
         else:
+            path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(wanted)
             print(f"wrote {path.relative_to(ROOT)}", file=sys.stderr)
     if stale:

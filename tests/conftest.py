@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -57,3 +58,22 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         folder = Path(item.path).relative_to(root).parts[0]
         if folder in _TIERS:
             item.add_marker(getattr(pytest.mark, _TIERS[folder]))
+
+
+@pytest.fixture
+def measured(record_property: Callable[[str, object], None]) -> Callable[[str], None]:
+    """Note a figure a test measured (a time, a count, the API server's own words) for the run's summary.
+
+    Kept as the test's report property, so it reaches the summary from xdist workers too, and only from a test
+    that passed: a figure never stands in for an assertion."""
+    return lambda line: record_property("measured", line)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The figures of the tests that passed (``measured``), one line each, after the results."""
+    lines = [f"{report.nodeid}: {value}" for report in terminalreporter.stats.get("passed", [])
+             for name, value in getattr(report, "user_properties", ()) if name == "measured"]
+    if lines:
+        terminalreporter.section("measured")
+        for line in lines:
+            terminalreporter.write_line(line)

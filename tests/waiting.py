@@ -3,6 +3,8 @@ catching up): one loop for every test that waits, so each says what it waited fo
 
 from __future__ import annotations
 
+import sys
+import threading
 import time
 from collections.abc import Callable
 from typing import TypeVar
@@ -37,3 +39,17 @@ def result(what: str, get: Callable[[], T | None], within: float, every: float =
     value = got[0]
     assert value is not None  # it was true
     return value
+
+
+def parked_in(thread: threading.Thread, function: Callable[..., object]) -> bool:
+    """Whether ``thread`` is blocked waiting (innermost in ``threading.Condition.wait``) inside ``function``: the
+    positive sign that it reached that wait, where a test would otherwise sleep and hope it had."""
+    frame = sys._current_frames().get(thread.ident or -1)
+    if frame is None or frame.f_code is not threading.Condition.wait.__code__:
+        return False
+    code = getattr(function, "__code__", None)
+    while frame is not None:
+        if frame.f_code is code:
+            return True
+        frame = frame.f_back
+    return False

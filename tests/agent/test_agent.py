@@ -8,7 +8,6 @@ import contextlib
 import json
 import os
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -125,7 +124,10 @@ def test_agent_metrics_events_and_removal(world: tuple[Kubelet, FakeAPI, Path, P
         assert seen[("qos_guard_container_pinned", "shared")] == 0
         assert ("qos_guard_container_numa_aligned", "shared") not in seen  # alignment is for pinned ones
         assert not any(pod == "elsewhere" for _, pod in seen)
-        time.sleep(0.6)  # several cycles: each problem still has one Event
+        # Three more cycles (each lists kubelet's Pods first, so the third begun means two more were judged and
+        # reported in full): each problem still has one Event.
+        cycles = kubelet.calls.count("List")
+        wait_for("three more cycles", lambda: kubelet.calls.count("List") >= cycles + 3)
         events = [b for m, path, b in api.sent if m == "POST" and path.endswith("/events") and b]
         reasons = sorted((e["involvedObject"]["name"], e["reason"]) for e in events)
         assert reasons == [("gpu", "NUMAMisaligned"), ("shared", "NotPinned")], reasons

@@ -9,7 +9,6 @@ import pytest
 from webhook.node.allocation import Allocatable, ContainerAllocation, DeviceGroup, MemoryBlock
 from webhook.node.podinfo import ContainerSpec, PodInfo, opted_in_at, pod_info
 from webhook.node.verdict import NOT_PINNED, NUMA_MISALIGNED, judge_container
-from webhook.node.verdict_text import size_text
 
 TWO_NODES = {0: 0, 1: 1}  # the node tests' fake topology: CPU 0 on NUMA 0, CPU 1 on NUMA 1
 FOUR_NODES = {cpu: cpu // 4 for cpu in range(16)}
@@ -61,7 +60,6 @@ def test_memory_is_shown_as_in_a_pod_spec() -> None:
     block = MemoryBlock("memory", 64 * 2**20, frozenset({1}))
     p = judge_container(info(), ContainerAllocation("app", frozenset({1}), (block,)), NODE, TWO_NODES)
     assert "memory 64Mi on NUMA 1" in p.detail
-    assert size_text(3 * 2**30) == "3Gi" and size_text(1000) == "1000" and size_text(0) == "0"
 
 
 def test_exclusive_count_differs_from_request_is_noted() -> None:

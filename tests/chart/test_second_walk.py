@@ -1,4 +1,5 @@
-"""What a new user tripped over on the second walk through the chart (issue #31), rendered by the real helm."""
+"""What a new user tripped over through the chart (existingSecret, the PodDisruptionBudget, the first install,
+the chart's metadata, docs that disagreed), rendered by the real helm."""
 
 from __future__ import annotations
 
@@ -154,7 +155,7 @@ def test_autoscaling_text_and_sizing_give_the_same_p99() -> None:
     """`autoscaling.enabled` said "p99 under a second" where Sizing (and the chart README) say under 0.1 s."""
     values = (CHART / "values.yaml").read_text()
     text = values[values.index("autoscaling:"):values.index("  enabled:", values.index("autoscaling:"))]
-    sizing = (ROOT / "README.md").read_text().split("### Sizing", 1)[1].split("###", 1)[0]
+    sizing = (ROOT / "docs" / "operations" / "sizing.md").read_text().split("## The webhook", 1)[1].split("##", 1)[0]
     assert "p99.9 under 0.1 s" in sizing and "p99 under 0.1 s" in " ".join(text.split())
     assert "under a second" not in values and "p99 under 0.1 s" in (CHART / "README.md").read_text()
 
@@ -164,7 +165,8 @@ def test_readme_webhook_kubernetes_versions_are_the_charts(render: Render) -> No
     registers v1 only."""
     chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
     minimum = chart["kubeVersion"].removeprefix(">=").removesuffix(".0-0")
-    row = next(line for line in (ROOT / "README.md").read_text().splitlines() if line.startswith("| Kubernetes |"))
+    row = next(line for line in (ROOT / "docs" / "howto" / "admission-policies.md").read_text().splitlines()
+               if line.startswith("| Kubernetes |"))
     webhook_cell = row.split("|")[3]
     assert f"{minimum}+" in webhook_cell and "admissionReviewVersions: [v1]" in webhook_cell, row
     objects = render()
@@ -185,13 +187,13 @@ def test_user_readme_opens_plainly_and_leaves_test_harness_detail_to_contributin
 
 def test_the_charts_own_render_passes_the_readme_check_workflow(helm: str, tmp_path: Path) -> None:
     """The README's workflow for a chart, on this chart: its own Pods (the webhook's 250m, the test Pod's 50m)
-    are in its release namespace, which its webhooks never judge; the README's exemption says so to check
+    are in its release namespace, which its webhooks never judge; the CI guide's exemption says so to check
     (the bare pipe found 2 violations)."""
     from tests.binaries import ROOT
 
-    readme = (ROOT / "README.md").read_text()
+    readme = (ROOT / "docs" / "howto" / "ci.md").read_text()
     config_line = re.search(r"`printf '(exemptions: \{namespaces: \[qos-guard\]\})\\n' > ci.yaml`", readme)
-    assert config_line, "the README's exemption for a chart's own namespace"
+    assert config_line, "the CI guide's exemption for a chart's own namespace"
     (tmp_path / "ci.yaml").write_text(config_line[1] + "\n")
     rendered = run_helm(helm, "template", "qos-guard", str(CHART), "-n", "qos-guard")
     assert rendered.returncode == 0, rendered.stderr
@@ -202,7 +204,7 @@ def test_the_charts_own_render_passes_the_readme_check_workflow(helm: str, tmp_p
                               "-"], input=rendered.stdout, capture_output=True, text=True, timeout=120, check=False)
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert "(2 exempt)" in checked.stderr, checked.stderr
-    # the namespace the README exempts is the one the chart's webhooks leave out
+    # the namespace the CI guide exempts is the one the chart's webhooks leave out
     hooks = [d for d in yaml.safe_load_all(rendered.stdout) if d and d["kind"].endswith("WebhookConfiguration")]
     for hook in (w for d in hooks for w in d["webhooks"]):
         names = [e for e in hook["namespaceSelector"]["matchExpressions"] if e["key"] == "kubernetes.io/metadata.name"]

@@ -1,5 +1,5 @@
 """Each command's --help says what the command prints and returns: the help read, then held to
-the output and exit codes, and to README.md and docs/contract.md."""
+the output and exit codes, and to the documentation (docs/)."""
 
 from __future__ import annotations
 
@@ -44,8 +44,8 @@ def test_audit_help_describes_the_text_audit_prints() -> None:
     out = render(audit([Listed("shop", "Pod", FRACTIONAL)], Config(), Mode.ENFORCE), "text").splitlines()[0]
     assert form == "namespace: Kind/name: rule: message"
     assert re.fullmatch(r"shop: Pod/web: [a-z-]+: .+", out), out
-    readme = " ".join((ROOT / "README.md").read_text().split())
-    assert "`namespace: Kind/name: rule-id: message`" in readme
+    guide = " ".join((ROOT / "docs" / "howto" / "audit.md").read_text().split())
+    assert "`namespace: Kind/name: rule-id: message`" in guide
 
 
 def test_nodes_help_describes_the_table_nodes_prints() -> None:
@@ -70,9 +70,9 @@ def test_verify_help_lists_every_problem_that_makes_exit_1() -> None:
     contract = " ".join((ROOT / "docs" / "contract.md").read_text().split())
     for words in ("not pinned", "pinned across NUMA nodes", "(unknown)", "--remote-memory-share"):
         assert "`verify` exits `1` when" in contract and words in contract, words
-    readme = " ".join((ROOT / "README.md").read_text().split())
+    guide = " ".join((ROOT / "docs" / "howto" / "node-agent.md").read_text().split())
     assert "exit 1 when a container is not pinned, not aligned, has a device whose NUMA node is unknown or has " \
-           "its memory remote" in readme
+           "its memory remote" in guide
 
 
 def test_verify_format_has_a_help() -> None:

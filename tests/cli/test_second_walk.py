@@ -1,4 +1,5 @@
-"""What a new user tripped over on the second walk through the CLI (issue #31), run as the real command."""
+"""What a new user tripped over through the CLI (certs, help, JSON layout, CI examples, kubeconfig, examples/,
+the license and pins, make run, templates), run as the real command."""
 
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ import base64
 import contextlib
 import json
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,7 +40,6 @@ USER = f"system:serviceaccount:{NAMESPACE}:{AGENT}"
 OWN, OTHER = "e2e-priv-a", "e2e-priv-b"
 NRT_CRD = CHART / "files" / "topology.node.k8s.io_noderesourcetopologies.yaml"
 NRTS = "/apis/topology.node.k8s.io/v1alpha2/noderesourcetopologies"
-SAID: list[str] = []  # what the API server answered, for the summary
 
 
 def node(name: str) -> dict[str, Any]:
@@ -141,7 +140,8 @@ def as_agent(cluster: Cluster, kubeconfig: Path, *args: str, stdin: Any = None) 
     return cluster.kubectl("--kubeconfig", str(kubeconfig), *args, stdin=stdin)
 
 
-def test_the_token_carries_the_node_and_cannot_reach_kubelets(cluster: Cluster, agent: tuple[Path, Path]) -> None:
+def test_the_token_carries_the_node_and_cannot_reach_kubelets(cluster: Cluster, agent: tuple[Path, Path],
+                                                              measured: Callable[[str], None]) -> None:
     bound, _ = agent
     who = json.loads(as_agent(cluster, bound, "auth", "whoami", "-o", "json").stdout)
     assert who["status"]["userInfo"]["username"] == USER
@@ -151,7 +151,7 @@ def test_the_token_carries_the_node_and_cannot_reach_kubelets(cluster: Cluster, 
     assert proxied.returncode != 0
     assert (f'nodes "{OWN}" is forbidden: User "{USER}" cannot get resource "nodes/proxy" in API group "" at the '
             "cluster scope") in proxied.stderr, proxied.stderr
-    SAID.append(f"GET /api/v1/nodes/{OWN}/proxy/configz as the agent: {proxied.stderr.strip()}")
+    measured(f"GET /api/v1/nodes/{OWN}/proxy/configz as the agent: {proxied.stderr.strip()}")
     # What kubelet's SubjectAccessReview asks for /configz (fine-grained authz): allowed; its fallback is not.
     can = {sub: as_agent(cluster, bound, "auth", "can-i", "get", "nodes", f"--subresource={sub}").stdout.strip()
            for sub in ("configz", "proxy", "log", "stats", "metrics")}
@@ -164,14 +164,15 @@ def test_the_token_carries_the_node_and_cannot_reach_kubelets(cluster: Cluster, 
                                "version": "v1"}}}
     answer = json.loads(cluster.kubectl("create", "-o", "json", "-f", "-", stdin=review, check=True).stdout)
     assert answer["status"]["allowed"] is True, answer
-    SAID.append(f"SubjectAccessReview as kubelet sends it for GET /configz: allowed ({answer['status']['reason']})")
+    measured(f"SubjectAccessReview as kubelet sends it for GET /configz: allowed ({answer['status']['reason']})")
     # No verb the agent does not use.
     for verb in ("delete", "update", "get", "list"):
         assert as_agent(cluster, bound, "auth", "can-i", verb, "noderesourcetopologies").stdout.strip() == "no", verb
 
 
 def test_another_nodes_topology_is_refused_and_its_own_published(cluster: Cluster, agent: tuple[Path, Path],
-                                                                   tmp_path: Path) -> None:
+                                                                   tmp_path: Path,
+                                                                   measured: Callable[[str], None]) -> None:
     bound, unbound = agent
     # Another node's object: refused by the chart's policy, whether created or applied (server-side apply).
     created = as_agent(cluster, bound, "create", "-f", "-", stdin=nrt(OTHER))
@@ -182,12 +183,12 @@ def test_another_nodes_topology_is_refused_and_its_own_published(cluster: Cluste
         assert (f"ValidatingAdmissionPolicy '{AGENT}-own-node-topology' with binding '{AGENT}-own-node-topology' "
                 f"denied request: the agent of node {OWN} may write only its own node's NodeResourceTopology, not "
                 f"{OTHER}") in proc.stderr, proc.stderr
-    SAID.append(f"server-side apply of NodeResourceTopology {OTHER} with {OWN}'s agent token: "
+    measured(f"server-side apply of NodeResourceTopology {OTHER} with {OWN}'s agent token: "
                 f"{applied.stderr.strip()}")
     # A token of the agent's account without a node name (not a Pod's) writes none, not even a matching name.
     nameless = as_agent(cluster, unbound, "create", "-f", "-", stdin=nrt(OWN))
     assert nameless.returncode != 0 and "the agent's token carries no node name" in nameless.stderr, nameless.stderr
-    SAID.append(f"create of NodeResourceTopology {OWN} with a token bound to no Pod: {nameless.stderr.strip()}")
+    measured(f"create of NodeResourceTopology {OWN} with a token bound to no Pod: {nameless.stderr.strip()}")
 
     # The publisher, with the bound token: its own node's object, owned by the Node.
     socket = tmp_path / "kubelet.sock"
@@ -217,11 +218,5 @@ def test_another_nodes_topology_is_refused_and_its_own_published(cluster: Cluste
             assert any(f"uid {uid} -> {new_uid}" in line for line in logged), logged
     finally:
         server.stop(None)
-    SAID.append(f"the publisher with {OWN}'s agent token: NodeResourceTopology {OWN} applied, owned by Node uid "
+    measured(f"the publisher with {OWN}'s agent token: NodeResourceTopology {OWN} applied, owned by Node uid "
                 f"{uid}; after the Node was created again, by {new_uid}")
-
-
-def test_print_what_the_api_server_said() -> None:
-    """For the summary (``-s``): the API server's own words."""
-    for line in SAID:
-        print(line)

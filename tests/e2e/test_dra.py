@@ -1,6 +1,7 @@
-"""DRA at admission against a real API server (issue #29, items 2 and 3): a DeviceClass that names an extended
-resource no NodeResourceTopology zone has (``example.com/dra-gpu``), three GPU nodes of two 32-CPU zones under
-``single-numa-node``, and two qos-guard webhooks registered through the chart's own webhook configurations:
+"""DRA at admission against a real API server (``dra-unaligned``, ``dra-claim-spread``, ``numa-unfit``): a DeviceClass
+that names an extended resource no NodeResourceTopology zone has (``example.com/dra-gpu``), three GPU nodes of two
+32-CPU zones under ``single-numa-node``, and two qos-guard webhooks registered through the chart's own webhook
+configurations:
 
 - ``qos-guard-dra`` with ``numa: auto`` and ``deviceClasses: true`` (``dra: warn``, the default), reading the
   cluster with the chart's own RBAC for both (a ServiceAccount token, nothing more);

@@ -216,15 +216,15 @@ def test_an_unreachable_kubelet_is_named(cluster: Cluster, fleet: Fleet) -> None
     cluster.kubectl("delete", "node", "fx-gone", check=True)
 
 
-# --- who may run it: the ClusterRole the README gives ---
+# --- who may run it: the ClusterRole the guide gives ---
 
 def readme_cluster_role() -> dict[str, Any]:
-    """The ClusterRole in the README's ``qos-guard nodes`` section, as an operator copies it."""
-    blocks = re.findall(r"```yaml\n(.*?)```", (ROOT / "README.md").read_text(), re.DOTALL)
+    """The ClusterRole of the ``qos-guard nodes`` guide (docs/howto/nodes.md), as an operator copies it."""
+    blocks = re.findall(r"```yaml\n(.*?)```", (ROOT / "docs" / "howto" / "nodes.md").read_text(), re.DOTALL)
     roles = [doc for block in blocks for doc in yaml.safe_load_all(block)
              if isinstance(doc, dict) and doc.get("kind") == "ClusterRole"
              and "nodes/proxy" in json.dumps(doc)]
-    assert len(roles) == 1, "the README shows one ClusterRole for qos-guard nodes"
+    assert len(roles) == 1, "the guide shows one ClusterRole for qos-guard nodes"
     return roles[0]
 
 

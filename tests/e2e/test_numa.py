@@ -135,7 +135,7 @@ def test_the_articles_machine(cluster: Cluster, numa_webhook: Server) -> None:
     assert metric(numa_webhook, "qos_guard_numa_topology_objects") == 2
 
     assert admit(cluster, pod("fits", "16", "2")).returncode == 0
-    both = admit(cluster, pod("vllm", "48", "5"))  # the README's example, as kubectl prints it
+    both = admit(cluster, pod("vllm", "48", "5"))  # the NUMA page's example, as kubectl prints it
     assert ("needs 48 CPUs and 5 nvidia.com/gpu on one NUMA node; the largest zone of any matching node has 32 "
             "CPUs and 4; single-numa-node refuses it on node gpu-1 (TopologyAffinityError); ask for at most 32 "
             "CPUs and 4 nvidia.com/gpu") in both.stderr, both.stderr

@@ -161,8 +161,9 @@ def test_a_pod_with_dra_devices_stays_with_the_default_scheduler(cluster: Cluste
 
 
 def readme_rbac() -> list[dict[str, Any]]:
-    """The README's ClusterRole and binding for the extender beside a self-managed control plane's scheduler."""
-    readme = (CHART.parents[1] / "README.md").read_text()
+    """The scheduler guide's ClusterRole and binding for the extender beside a self-managed control plane's
+    scheduler (docs/howto/scheduler.md)."""
+    readme = (CHART.parents[1] / "docs" / "howto" / "scheduler.md").read_text()
     blocks = readme.split("```yaml\n")[1:]
     block = next(b.split("```")[0] for b in blocks if "name: qos-guard-extender" in b)
     return [d for d in yaml.safe_load_all(block) if d]
@@ -170,7 +171,7 @@ def readme_rbac() -> list[dict[str, Any]]:
 
 def test_the_readmes_rbac_lets_the_schedulers_own_credentials_read_nrts(cluster: Cluster, placing: Api) -> None:
     """kube-scheduler's scheduler.conf authenticates as system:kube-scheduler: its bootstrap ClusterRole lists Pods
-    but not NodeResourceTopology objects, which the README's snippet grants."""
+    but not NodeResourceTopology objects, which the guide's snippet grants."""
     def can(verb: str, resource: str) -> str:
         return cluster.kubectl("auth", "can-i", verb, resource, "--as", "system:kube-scheduler").stdout.strip()
 

@@ -1,4 +1,4 @@
-"""GPUs allocated through DRA on a real kubelet (issue 29): kubelet v1.36.3's Topology Manager has no hint
+"""GPUs allocated through DRA on a real kubelet: kubelet v1.36.3's Topology Manager has no hint
 provider for DRA devices, so under ``single-numa-node`` it runs a Pod whose only free exclusive CPU is on NUMA 1
 beside a DRA GPU on NUMA 0, the Pod the device plugin case refuses with TopologyAffinityError; the agent (the
 chart's DaemonSet) and ``qos-guard verify`` find the device's NUMA node in its ResourceSlice and say so.

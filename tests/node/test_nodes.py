@@ -27,7 +27,7 @@ def nodes(node: Node, *args: str) -> subprocess.CompletedProcess[str]:
 
 def read(node: Node) -> tuple[int, dict[str, Any], str]:
     """Exit code, the json report's one node, and the text report with its summary line (printed: the
-    operator's view, as the README shows it)."""
+    operator's view, as docs/howto/nodes.md shows it)."""
     proc = nodes(node, "--format", "json")
     assert proc.stdout, proc.stderr
     (found,) = json.loads(proc.stdout)["nodes"]

@@ -1,5 +1,5 @@
 """The agent as the node's topology source (``qos-guard agent --publish-topology``) on the real kubelet with two
-(fake) NUMA nodes, and the Deployment loop of kubernetes/kubernetes#84869 it lets qos-guard stop (issue 32).
+(fake) NUMA nodes, and the Deployment loop of kubernetes/kubernetes#84869 it lets qos-guard stop.
 
 The agent runs on the node as an operator's host process (root, the node's kubeconfig, the fake sysfs): its
 NodeResourceTopology is compared with what the kubelet says (GetAllocatableResources, the Node's allocatable,

@@ -5,7 +5,9 @@ so ``audit`` stops on it instead of keying on the words of a message."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
 import threading
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -163,3 +165,41 @@ def test_an_expired_continue_token_lists_again_paged_and_pinned(kubeconfig: str)
     asked.clear()
     assert [o["metadata"]["name"] for o in
             Lister(kubeconfig, page_size=2).list_objects("/api/v1/namespaces/ns/pods", "app=x")] == list("abcdef")
+
+
+def test_one_attempt_is_one_connection_urllib3_retries_nothing(tmp_path: Path) -> None:
+    """Each caller owns its retries (a write loop's backoff with jitter and Retry-After, a reflector's relist, a
+    command's one attempt); the kubernetes client's urllib3 retried a failed connection three more times at once,
+    so an API server that was down or overloaded got four connections per attempt. A server that accepts and
+    closes every connection unanswered now sees one per request, from every client the package builds."""
+    accepted: list[int] = []
+    listener = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def serve() -> None:
+        listener.settimeout(0.2)
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                conn, _ = listener.accept()
+                accepted.append(1)
+                conn.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    path = tmp_path / "config"
+    path.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "t",
+        "clusters": [{"name": "t", "cluster": {"server": f"http://127.0.0.1:{listener.getsockname()[1]}"}}],
+        "users": [{"name": "t", "user": {"token": "x"}}],
+        "contexts": [{"name": "t", "context": {"cluster": "t", "user": "t"}}]}))
+    try:
+        for attempt in (lambda: Lister(str(path)).send("PATCH", "/api/v1/nodes/a", [], {"a": 1}, None),
+                        lambda: ApiTransport(str(path)).get("/api/v1/nodes", [], "application/json")):
+            before = len(accepted)
+            with pytest.raises(Unreachable, match=r"127\.0\.0\.1"):
+                attempt()
+            assert len(accepted) - before == 1
+    finally:
+        stop.set()
+        thread.join(5)
+        listener.close()

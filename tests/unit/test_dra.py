@@ -4,13 +4,13 @@ webhook/cluster/deviceclasses.py over a scripted API). tests/e2e/test_dra.py run
 from __future__ import annotations
 
 import threading
-import time
 from typing import Any
 
 import pytest
 
 from tests import dra_objects, waiting
 from tests.unit.test_topology_cache import Scripted, event
+from webhook.cluster import watch
 from webhook.cluster.deviceclasses import DEVICE_CLASSES_PATH, DeviceClassCache, read_device_classes
 from webhook.core.config import Policy, parse_config
 from webhook.core.dra import (
@@ -348,7 +348,8 @@ def test_a_claim_a_pod_controls_is_not_judged_where_refusing_it_would_only_keep_
     assert not evaluate(obj, deny, Mode.ENFORCE).allowed
 
 
-def test_a_refused_watch_cache_says_so_once_stays_unknown_and_keeps_trying() -> None:
+def test_a_refused_watch_cache_says_so_once_stays_unknown_and_keeps_trying(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(watch, "RETRY_MISSING", 0.02)  # a refused list is asked again within the test
     stop = threading.Event()
     api = Scripted(stop)
     api.lists[DEVICE_CLASSES_PATH] = [(403, {"message": "forbidden"})]
@@ -357,7 +358,12 @@ def test_a_refused_watch_cache_says_so_once_stays_unknown_and_keeps_trying() -> 
     cache.start()
     try:
         waiting.eventually("the refusal said", lambda: said, 10, every=0.05)
-        time.sleep(0.5)  # said once: not again while the list is retried
+        # Said once: not again while the list is retried (three more lists refused, each said to nobody).
+        def lists() -> int:
+            return sum(call[:2] == ("list", DEVICE_CLASSES_PATH) for call in api.calls)
+
+        before = lists()
+        waiting.eventually("three more lists", lambda: lists() >= before + 3, 10, every=0.02)
         assert cache.snapshot() is None  # unknown, not "no DeviceClasses"
         assert len(said) == 1 and said[0] is not None and said[0].startswith("listing deviceclasses is not allowed")
     finally:

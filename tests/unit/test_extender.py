@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.waiting import eventually
+from tests.waiting import eventually, parked_in
 from webhook.extender.fingerprint import fingerprint, xxh64
 from webhook.extender.placement import BoundPod, NodeState, bound_pod, pod_demands, read_nrt
 from webhook.extender.view import View
@@ -542,8 +542,9 @@ def test_binds_to_one_node_reach_the_api_server_in_the_order_reserved() -> None:
     # reserved: its POST would come next
     eventually("second reserved", lambda: cache.view().pod(("ns", "second")) is not None, 5.0, every=0.01)
     assert cache.bind("ns", "elsewhere", "u3", other) == ""  # not held up by node a's queue
-    time.sleep(0.2)
-    # second is reserved at once (the view holds it), but its Binding waits for first's answer.
+    # second is reserved at once (the view holds it), but its Binding waits for first's answer: its thread is
+    # parked in node a's queue, the one place between its reservation and its POST.
+    eventually("second waiting its turn", lambda: parked_in(threads[1], extender.BindQueue.wait), 5.0, every=0.01)
     assert posted == ["first", "elsewhere"] and cache.view().pod(("ns", "second")) is not None
     release.set()
     for thread in threads:

@@ -1,7 +1,8 @@
-"""Jobs written once (#28): one CPU-list grammar, one byte formatter, one opted-in namespace selector. Where a
-copy remains (the node agent's ``size_text``), it is held to the one here until it goes."""
+"""Jobs written once: one CPU-list grammar, one byte formatter, one opted-in namespace selector."""
 
 from __future__ import annotations
+
+import re
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -14,12 +15,21 @@ from webhook.node import cpulist, observe, verdict_text
 
 @given(st.integers(0, 1 << 50) | st.sampled_from([0, 1, 1023, 1024, 3 << 30, 5 << 40, (1 << 40) * 1024]))
 def test_one_byte_formatter(n: int) -> None:
-    assert quantity.format_bytes(n) == verdict_text.size_text(n)
-    assert quantity.format_milli_bytes(n * 1000) == quantity.format_bytes(n)
-    assert quantity.format_milli_bytes(n * 1000 - 1) == quantity.format_bytes(n)  # rounded up, as Value()
+    """What the formatter writes reads back (as the API server reads it) as the same number of bytes, in the
+    largest binary unit that is exact, and every module that shows bytes uses this one formatter."""
+    text = quantity.format_bytes(n)
+    assert quantity.parse_quantity(text).milli == n * 1000, text
+    written = re.fullmatch(r"(\d+)(Ki|Mi|Gi|Ti)?", text)
+    assert written, text
+    number, unit = int(written[1]), written[2]
+    if unit != "Ti":  # else a larger exact unit would have been chosen (Ti is the largest written)
+        assert number % 1024 != 0 or number == 0, text
+    assert quantity.format_milli_bytes(n * 1000) == text
+    assert quantity.format_milli_bytes(n * 1000 - 1) == text  # rounded up, as Value()
     # the names those modules imported (not re-exported, so read from the module's namespace)
-    assert vars(demands)["format_bytes"] is quantity.format_bytes
-    assert vars(numa_unfit)["format_bytes"] is quantity.format_bytes
+    for module in (demands, numa_unfit, verdict_text):
+        assert vars(module)["format_bytes"] is quantity.format_bytes, module.__name__
+    assert quantity.format_bytes(64 * 2**20) == "64Mi" and quantity.format_bytes(1000) == "1000"
 
 
 def test_one_opted_in_selector() -> None:

@@ -313,3 +313,35 @@ def test_a_stop_while_the_watch_opens_is_not_missed() -> None:
     thread.start()
     thread.join(5)
     assert not thread.is_alive() and time.monotonic() - started < 2
+
+
+class _RetryAfter:
+    """A watch answer's headers, as urllib3's response carries them."""
+
+    def __init__(self) -> None:
+        self.headers = {"Retry-After": "1"}
+
+
+@pytest.mark.parametrize(("status", "floor"), [(429, 1.0), (503, 1.0), (400, 0.0)])
+def test_a_watch_answered_overloaded_waits_its_retry_after(status: int, floor: float,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """The reflector retries with the package's one backoff (webhook/cluster/backoff.py): an overloaded API
+    server's Retry-After is a floor under the (here tiny) doubling wait, as client-go reads it; a status that is
+    not the server's load (400) has no floor."""
+    monkeypatch.setattr(watch, "BACKOFF_FIRST", 0.01)
+    api = Scripted()
+    opened: list[float] = []
+    scripted = api.stream
+
+    def stream(path: str, query: list[tuple[str, str]], accept: str) -> tuple[int, Iterator[bytes], Any]:
+        opened.append(time.monotonic())
+        if len(opened) == 1:
+            api.calls.append(("watch", dict(query)))
+            return status, iter([]), _RetryAfter()
+        return scripted(path, query, accept)
+
+    monkeypatch.setattr(api, "stream", stream)
+    problems = reflect(api, Store(lambda o: o), lambda: len(opened) >= 2)
+    assert f"pods: watch pods: HTTP {status}; retrying" in problems
+    waited = opened[1] - opened[0]
+    assert waited >= floor and (floor or waited < 0.5), waited

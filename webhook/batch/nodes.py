@@ -83,7 +83,8 @@ def read_nodes(kubeconfig: str | None, context: str | None, names: Sequence[str]
                 errors.append(f"no node matches -l {selector}" if selector else "the cluster has no node")
         configs = reader.read(nodes) + missing
     except ClusterError as exc:
-        hint = "; listing nodes needs list on nodes (the ClusterRole in the README)" if "403" in str(exc) else ""
+        needs = "; listing nodes needs list on nodes (the ClusterRole in docs/howto/nodes.md)"
+        hint = needs if "403" in str(exc) else ""
         raise Refused(f"{explain(exc, kubeconfig)}{hint}") from None
     return build(sorted(configs, key=lambda c: c.node.name), pool_labels, errors)
 

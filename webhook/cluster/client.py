@@ -64,20 +64,34 @@ def decode_body(method: str, path: str, status: int, data: bytes | None) -> Any:
     return decoded if decoded is not None else {}
 
 
+def _configuration() -> Any:
+    """A client configuration with urllib3's own retries off: every caller has its retry policy (the write loops'
+    ``backoff.Backoff`` with jitter and Retry-After, the reflectors' relist backoff, a command's one attempt), and
+    urllib3's default (three more connections at once after a failed one) multiplied each attempt by four against
+    an API server that was down or overloaded. A connection the server closed while idle is found before reuse
+    (urllib3 checks a pooled connection), so nothing a retry used to hide is left to it. Built without the
+    client's process-wide default (``Configuration()`` would copy it), as the kubeconfig loader builds one."""
+    configuration = type.__call__(client.Configuration)
+    configuration.retries = False
+    return configuration
+
+
 def _api_client(kubeconfig: str | None, context: str | None = None) -> Any:
     """In-cluster credentials unless a kubeconfig (or a context of one) is asked for; then ``kubeconfig``,
-    else ``$KUBECONFIG`` or ``~/.kube/config``, as kubectl chooses."""
+    else ``$KUBECONFIG`` or ``~/.kube/config``, as kubectl chooses. urllib3 retries nothing (``_configuration``)."""
     try:
         if kubeconfig:
             return config.new_client_from_config(  # type: ignore[no-untyped-call]
-                config_file=kubeconfig, context=context)
+                config_file=kubeconfig, context=context, client_configuration=_configuration())
         if context is None:
             try:
-                config.load_incluster_config()  # type: ignore[no-untyped-call]
-                return client.ApiClient()
+                configuration = _configuration()
+                config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+                return client.ApiClient(configuration)
             except config.ConfigException:
                 pass
-        return config.new_client_from_config(context=context)  # type: ignore[no-untyped-call]
+        return config.new_client_from_config(  # type: ignore[no-untyped-call]
+            context=context, client_configuration=_configuration())
     except (config.ConfigException, OSError, ValueError) as exc:
         raise ClusterError(f"no usable kubeconfig: {exc}") from None
 

@@ -83,7 +83,7 @@ def _refusal(status: int, body: bytes, ready: bool | None) -> str:
         return f"unauthorized (HTTP 401): {reason}; the kubeconfig's credentials were refused"
     if status == 403:
         return (f"forbidden (HTTP 403): {reason}; reading kubelet's configuration needs get on nodes/proxy "
-                "(the ClusterRole in the README)")
+                "(the ClusterRole in docs/howto/nodes.md)")
     if status == 404:
         return (f"not found (HTTP 404): {reason}; kubelet serves /configz only with enableDebuggingHandlers: "
                 "true (its default)")

@@ -7,7 +7,8 @@ and field selector; each page is projected into the store before the next is rea
 all held at once), then watches from the list's
 resourceVersion with the same selectors and bookmarks: an ended or broken watch resumes from the last
 resourceVersion seen, an expired one (410 Gone) lists again, a failed connection (or a watch that ends at once
-with nothing, as client-go counts it) retries with backoff (0.5 s doubling to 30 s), a refused list or watch
+with nothing, as client-go counts it) retries with the package's one backoff (``webhook/cluster/backoff.py``: 0.5 s
+doubling to 30 s, equal jitter, a watch's ``Retry-After`` honoured), a refused list or watch
 (401/403/404) is reported with the way out and listed again every ``RETRY_MISSING`` seconds, and a list whose
 ``continue`` token expired is read again, paged, not older than the first, and the store is rebuilt from the new
 list only, as client-go's pager and reflector do. Anything else that goes wrong is
@@ -22,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import random
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -32,6 +32,7 @@ from typing import Any, Protocol
 import urllib3
 
 from webhook.cluster import pager
+from webhook.cluster.backoff import OVERLOADED, Backoff, retry_after
 from webhook.cluster.client import ClusterError, _api_client, call, decode_body
 from webhook.cluster.pager import Page
 
@@ -44,6 +45,14 @@ RETRY_MISSING = 10.0  # seconds between lists while the resource is missing or t
 RESTART_AFTER = 5.0  # seconds before a reflector that failed unexpectedly lists again
 SHORT_WATCH = 1.0  # a watch that ends sooner with no event is a failure (client-go: "very short watch")
 REFUSED = (401, 403, 404)
+
+
+class Overloaded(ClusterError):
+    """An answer the reflector retries, with the seconds its ``Retry-After`` asks to wait (None: none)."""
+
+    def __init__(self, message: str, retry_after: float | None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 class Gone(Exception):
@@ -270,7 +279,9 @@ class Reflector:
                 self.stop.wait(RESTART_AFTER)
 
     def _reflect(self) -> None:
-        backoff = BACKOFF_FIRST
+        # The one retry policy of the package (webhook/cluster/backoff.py): doubling with equal jitter up to a cap,
+        # a server's Retry-After honoured as a floor. Read here, not at import, so a test can shorten the base.
+        backoff = Backoff(base=BACKOFF_FIRST, cap=BACKOFF_MAX)
         self.resource_version = ""
         while not self.stop.is_set():
             try:
@@ -281,7 +292,7 @@ class Reflector:
                     self.relists += 1
                     self.changed(self.name, None)
                 self.watch()
-                backoff = BACKOFF_FIRST
+                backoff.succeeded()
             except Gone:
                 self.resource_version = ""  # expired: list again at once
             except ListRefused as exc:
@@ -293,8 +304,7 @@ class Reflector:
                     return  # interrupted: the error is the closed connection
                 # The watch resumes from the last resourceVersion it saw, not from where it began.
                 self.changed(self.name, f"{self.name}: {exc}; retrying")
-                self.stop.wait(backoff * random.uniform(0.8, 1.2))
-                backoff = min(backoff * 2, BACKOFF_MAX)
+                self.stop.wait(backoff.failed(time.monotonic(), getattr(exc, "retry_after", None)))
 
     def _refused(self, exc: ListRefused) -> str:
         """The problem a refusal is reported as (a subclass names what grants the access)."""
@@ -325,7 +335,8 @@ class Reflector:
             if status in REFUSED:
                 raise ListRefused(status, f"HTTP {status}", verb="watch")
             if status != 200:
-                raise ClusterError(f"watch {self.name}: HTTP {status}")
+                raise Overloaded(f"watch {self.name}: HTTP {status}",
+                                 retry_after(getattr(response, "headers", None)) if status in OVERLOADED else None)
             self.changed(self.name, None)  # watching again: a problem before (a retried connection) is over
             for line in stream:
                 if self.stop.is_set():

@@ -298,7 +298,7 @@ class NodeVerdict:
         return not self.problems
 
 
-# One-line descriptions of the problem ids (SARIF rules, the README).
+# One-line descriptions of the problem ids (SARIF rules, docs/howto/nodes.md).
 RULES = {
     "cpu-manager-none": "cpuManagerPolicy is none: no container gets exclusive CPUs",
     "no-reserved-cpus": "the static CPU Manager has no reserved CPU: kubelet refuses to start it",

@@ -17,9 +17,6 @@ DRA_WAY_OUT = ("serve this device with its device plugin on pinned nodes (the To
                "verify with qos-guard agent")
 
 
-size_text = format_bytes  # one byte formatter (webhook.core.quantity); the name stays for its callers
-
-
 def nodes_text(nodes: frozenset[int]) -> str:
     """NUMA nodes as a CPU list, ``none`` when there are none."""
     return format_list(nodes) if nodes else "none"
@@ -35,7 +32,7 @@ def where_text(cpus: frozenset[int], cpu_numa: frozenset[int], memory: Iterable[
                devices: Iterable[DeviceGroup], dra: Iterable[DraDevice]) -> str:
     """Where a pinned container's CPUs, memory blocks and devices are, as its verdict's detail begins."""
     parts = [f"CPUs {format_list(cpus)} on NUMA {nodes_text(cpu_numa)}"]
-    parts += [f"{m.kind} {size_text(m.size)} on NUMA {nodes_text(m.numa)}" for m in memory]
+    parts += [f"{m.kind} {format_bytes(m.size)} on NUMA {nodes_text(m.numa)}" for m in memory]
     return ", ".join(parts + device_parts(devices, dra))
 
 

@@ -16,8 +16,8 @@ Design, so that there is one source of truth:
 * A rule without CEL that the configuration turns on is refused with the key named (``PolicyError``,
   ``Rule.policy_refusal``): ``policy.numa`` needs the engine's effective-request arithmetic.
 
-Known differences from the engine are listed in ``KNOWN_DIFFERENCES`` (the README repeats them; the
-differential test checks each one is real and the only one).
+Known differences from the engine are listed in ``KNOWN_DIFFERENCES`` (docs/howto/admission-policies.md
+repeats them; the differential test checks each one is real and the only one).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""What a new user met on the third walk through the CLI's cluster half, run as the real command
+"""The CLI's cluster half with no cluster to reach, run as the real command
 against a real closed port (nothing listens: the connection is refused by the kernel, as with an API server down)."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""What a new user tripped over on the third walk through ``check`` and ``fix``, run as the real command."""
+"""``check`` and ``fix`` at the edges of their input (nothing to judge, a missing file, a YAML error, stdin,
+links, anchors, compact JSON, notices, the API server down), run as the real command."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""What a new user tripped over on the second walk, at the webhook (issue #31): a denial quotes bounded input."""
+"""A denial quotes bounded input: a bad `qos-guard.io/mode` label is quoted whole when short, capped when huge."""
 
 from __future__ import annotations
 
