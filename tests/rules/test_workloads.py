@@ -164,6 +164,38 @@ def test_a_declared_kind_is_judged_by_check_fix_and_the_webhook(tmp_path: Path) 
     assert after["spec"]["shards"][0] == MODEL_SERVER["spec"]["shards"][0]
 
 
+# The same kind at an older API version (a CRD serving both), whose shards were called workers there.
+OLDER = {**DECLARED["workloads"][0], "version": "v1beta1",
+         "templates": [{"path": "spec.shards[*].template.spec", "name": "shard"}, "spec.workers[*].template.spec"]}
+
+
+def test_a_kind_declared_at_two_versions_is_one_kind_judged_at_both(tmp_path: Path) -> None:
+    """A CRD serves several versions at once: one entry per version is one kind with both versions (matching
+    ignores the version), judged by every entry's templates; it was refused as "declared twice"."""
+    both = {"workloads": [DECLARED["workloads"][0], OLDER]}
+    (kind,) = parse_config(both).workloads
+    assert kind.versions == ("v1", "v1beta1") and kind.plural == "modelservers"
+    assert [(t.path, t.name) for t in kind.templates] == [
+        ("spec.router.template.spec", None), ("spec.shards[*].template.spec", "shard"),
+        ("spec.workers[*].template.spec", None)]
+    older = {**MODEL_SERVER, "apiVersion": "inference.example.com/v1beta1",
+             "spec": {"workers": MODEL_SERVER["spec"]["shards"]}}
+    config_file = tmp_path / "config.yaml"
+    config_file.write_text(yaml.safe_dump(both))
+    for obj, where in ((MODEL_SERVER, "spec.shards[1] (s1)"), (older, "spec.workers[1] (s1)")):
+        (found,) = evaluate(obj, parse_config(both), Mode.ENFORCE).violations
+        assert found[1].message.startswith(f'{where}: container "vllm"'), found
+        manifest = tmp_path / "object.yaml"
+        manifest.write_text(yaml.safe_dump(obj))
+        cli = _cli("check", "--config", str(config_file), str(manifest))
+        assert cli.returncode == 1 and f"cpu-not-integer: {where}" in cli.stdout, cli.stdout + cli.stderr
+        response = _validate(obj, parse_config(both))
+        assert response["allowed"] is False and where in response["status"]["message"]
+    # written back as it was given: one entry per version, each with the kind's templates
+    from webhook.core.config import WORKLOADS
+    assert parse_config({"workloads": WORKLOADS.kind.document(parse_config(both).workloads)}) == parse_config(both)
+
+
 @pytest.mark.parametrize(("workloads", "message"), [
     ([{"group": "example.com", "version": "v1", "kind": "X", "plural": "xs"}], "workloads[0].templates: required"),
     ([{**DECLARED["workloads"][0], "group": "nodot"}], "workloads[0].group: 'nodot' is not a DNS name"),
@@ -181,7 +213,12 @@ def test_a_declared_kind_is_judged_by_check_fix_and_the_webhook(tmp_path: Path) 
     ([{**DECLARED["workloads"][0], "kind": "ResourceClaimTemplate", "group": "resource.k8s.io"}],
      "workloads[0].kind: ResourceClaimTemplate is DRA's claim kind"),
     ([DECLARED["workloads"][0], DECLARED["workloads"][0]], "workloads[1]: ModelServer of inference.example.com is "
-                                                           "declared twice"),
+                                                           "declared twice at v1"),
+    ([DECLARED["workloads"][0], {**OLDER, "plural": "servers"}],
+     "workloads[1].plural: 'servers', but ModelServer of inference.example.com is declared with plural "
+     "'modelservers' at v1; a CRD has one plural"),
+    ([DECLARED["workloads"][0], {**OLDER, "templates": [{"path": "spec.shards[*].template.spec", "name": "s"}]}],
+     "workloads[1].templates: spec.shards[*].template.spec is named 's' here and 'shard' at v1"),
     ([{**DECLARED["workloads"][0], "colour": "red"}], "workloads[0].colour: unknown key"),
     ({"group": "x"}, "workloads: expected a list"),
 ])

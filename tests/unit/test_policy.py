@@ -103,6 +103,18 @@ def test_every_judged_kind_and_template_is_in_the_policies() -> None:
         assert ("object.?spec.?shards.orValue([]).transformList(" in templates) is bool(extra)
 
 
+def test_a_kind_declared_at_two_versions_is_matched_at_both_by_the_policies() -> None:
+    """One kind at v1 and v1beta1 (a CRD serving both): the policies match its requests at either version."""
+    entry = {"group": "inference.example.com", "version": "v1", "kind": "ModelServer", "plural": "modelservers",
+             "templates": ["spec.shards[*].template.spec"]}
+    docs = list(yaml.safe_load_all(render(parse_config({"workloads": [entry, {**entry, "version": "v1beta1"}]}),
+                                          "enforce")))
+    (vap,) = [d for d in docs if d["kind"] == "ValidatingAdmissionPolicy" and "enforce" in d["metadata"]["name"]]
+    matched = {v for rule in vap["spec"]["matchConstraints"]["resourceRules"] if "modelservers" in rule["resources"]
+               for v in rule["apiVersions"]}
+    assert matched == {"v1", "v1beta1"}
+
+
 def test_a_minor_that_does_not_serve_the_policies_is_refused_naming_what_it_lacks() -> None:
     """`qos-guard policy --kubernetes-version 1.34`: a clear refusal, not a partial install."""
     old = parse_config({"kubernetesVersion": "1.34"})
