@@ -16,7 +16,7 @@ from pathlib import Path
 
 from tests.cli.conftest import CORPUS, Run
 
-FOLDERS = ("lws", "jobset", "kuberay", "kserve", "argo-rollouts", "training-operator", "mpi-operator")
+FOLDERS = ("lws", "lws-v0.10.0", "jobset", "kuberay", "kserve", "argo-rollouts", "training-operator", "mpi-operator")
 
 # "FILE KIND/NAME": each finding as "RULE FIELDS: TEMPLATE \"CONTAINER\"" (the template is named for kinds with more
 # than one; FIELDS are the resources of the limits or requests the rule is about).
@@ -105,6 +105,19 @@ EXPECTED = {
     "lws/docs/examples/vllm/GPU/lws.yaml LeaderWorkerSet/vllm": (
         'limits-missing cpu: spec.leaderWorkerTemplate.leaderTemplate (leader) "vllm-leader"',
         'limits-missing cpu: spec.leaderWorkerTemplate.workerTemplate (worker) "vllm-worker"',
+    ),
+    # LWS v0.10.0's DisaggregatedSet samples: each role's templates become a LeaderWorkerSet's as written
+    # (lws_manager.go adds labels, annotations and placement affinities only).
+    "lws-v0.10.0/config/samples/disaggregatedset_v1_3role.yaml DisaggregatedSet/disaggregatedset-3role-sample": (
+        'cpu-not-integer cpu: spec.roles[0] (prefill) worker "model"',
+        'cpu-not-integer cpu: spec.roles[1] (decode) worker "model"',
+        'cpu-not-integer cpu: spec.roles[2] (encode) worker "model"',
+    ),
+    "lws-v0.10.0/config/samples/disaggregatedset_v1_disaggregatedset.yaml DisaggregatedSet/disaggregatedset-sample": (
+        'limits-missing cpu,memory: spec.roles[0] (prefill) leader "worker"',
+        'limits-missing cpu,memory: spec.roles[0] (prefill) worker "worker"',
+        'limits-missing cpu,memory: spec.roles[1] (decode) leader "worker"',
+        'limits-missing cpu,memory: spec.roles[1] (decode) worker "worker"',
     ),
     "mpi-operator/examples/v2beta1/tensorflow-benchmarks/tensorflow-benchmarks.yaml MPIJob/tensorflow-benchmarks": (
         'limits-missing cpu,memory: spec.mpiReplicaSpecs.Launcher "tensorflow-benchmarks"',

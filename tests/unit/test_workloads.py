@@ -102,6 +102,14 @@ CUSTOM = [
     (obj("LeaderWorkerSet", spec={"leaderWorkerTemplate": {"leaderTemplate": POD_T, "workerTemplate": POD_T}}),
      [("spec.leaderWorkerTemplate.leaderTemplate.spec", "spec.leaderWorkerTemplate.leaderTemplate (leader)"),
       ("spec.leaderWorkerTemplate.workerTemplate.spec", "spec.leaderWorkerTemplate.workerTemplate (worker)")]),
+    # each role's leader and worker sit in the same list item: the template's role follows the item's name
+    (obj("DisaggregatedSet", spec={"roles": [
+        _named(r, spec={"leaderWorkerTemplate": {"leaderTemplate": POD_T, "workerTemplate": POD_T}})
+        for r in ("prefill", "decode")]}),
+     [("spec.roles[0].spec.leaderWorkerTemplate.leaderTemplate.spec", "spec.roles[0] (prefill) leader"),
+      ("spec.roles[1].spec.leaderWorkerTemplate.leaderTemplate.spec", "spec.roles[1] (decode) leader"),
+      ("spec.roles[0].spec.leaderWorkerTemplate.workerTemplate.spec", "spec.roles[0] (prefill) worker"),
+      ("spec.roles[1].spec.leaderWorkerTemplate.workerTemplate.spec", "spec.roles[1] (decode) worker")]),
     (obj("JobSet", spec={"replicatedJobs": [_named("driver", template={"spec": TEMPLATE}),
                                             _named("workers", template={"spec": TEMPLATE})]}),
      [("spec.replicatedJobs[0].template.spec.template.spec", "spec.replicatedJobs[0] (driver)"),

@@ -169,6 +169,12 @@ BUILTIN: tuple[Kind, ...] = (
     _k("LeaderWorkerSet", "leaderworkerset.x-k8s.io", "v1", "leaderworkersets",
        ("spec.leaderWorkerTemplate.leaderTemplate.spec", "leader"),
        ("spec.leaderWorkerTemplate.workerTemplate.spec", "worker")),
+    # sigs.k8s.io/lws v0.10.0 (DisaggregatedSet is new in v0.9.0): each role is a LeaderWorkerSet's metadata and
+    # spec inline (LeaderWorkerSetTemplateSpec); the controller makes one LeaderWorkerSet per role and slice from
+    # them, adding labels, annotations and (with spec.placementPolicy) affinities only (lws_manager.go).
+    _k("DisaggregatedSet", "disaggregatedset.x-k8s.io", "v1", "disaggregatedsets",
+       ("spec.roles[*].spec.leaderWorkerTemplate.leaderTemplate.spec", "leader"),
+       ("spec.roles[*].spec.leaderWorkerTemplate.workerTemplate.spec", "worker")),
     # sigs.k8s.io/jobset v0.12.0
     _k("JobSet", "jobset.x-k8s.io", "v1alpha2", "jobsets", "spec.replicatedJobs[*].template.spec.template.spec"),
     # github.com/ray-project/kuberay v1.7.0 (v1alpha1 is still served, the same fields)
@@ -263,18 +269,36 @@ def _meta(obj: Mapping[str, Any], where: FieldPath) -> tuple[str, str | None]:
     return str(name), str(namespace) if namespace is not None else None
 
 
-def template_label(template: Template, path: FieldPath, item_name: str | None, single: bool) -> str:
+def _items(template: Template) -> tuple[str, ...]:
+    """The template's path up to its last wildcard: the list or map whose items hold it."""
+    last = max(i for i, s in enumerate(template.segments) if s in (LIST, MAP))
+    return template.segments[:last + 1]
+
+
+def role(kind: Kind, template: Template) -> str | None:
+    """The name said after a list item's (``spec.roles[0] (prefill) leader``): a wild template's own name, where
+    another template of the kind sits in the same items (DisaggregatedSet's leader and worker of each role), so
+    that findings tell them apart; else None (the item's name is enough)."""
+    if not template.wild or template.name is None:
+        return None
+    items = _items(template)
+    return template.name if any(t is not template and t.wild and _items(t) == items for t in kind.templates) \
+        else None
+
+
+def template_label(template: Template, path: FieldPath, item_name: str | None, single: bool,
+                   part: str | None = None) -> str:
     """How a template is named in findings: ``spec.replicatedJobs[1] (workers)`` (up to its last wildcard,
-    and the item's name), ``spec.leaderWorkerTemplate.leaderTemplate (leader)`` (without the trailing
-    ``template.spec``/``spec``); empty for a kind with one fixed template."""
+    and the item's name; ``part``, the template's ``role``, after it), ``spec.leaderWorkerTemplate.leaderTemplate
+    (leader)`` (without the trailing ``template.spec``/``spec``); empty for a kind with one fixed template."""
     if single:
         return ""
     if template.wild:
-        last = max(i for i, s in enumerate(template.segments) if s in (LIST, MAP))
         # the concrete path has one segment per pattern segment, list wildcards included (as the index)
-        head = path[:last + 1]
+        head = path[:len(_items(template))]
         shown = dotted(head)
-        return f"{shown} ({item_name})" if item_name else shown
+        label = f"{shown} ({item_name})" if item_name else shown
+        return f"{label} {part}" if part else label
     cut = len(path)
     for tail in (("template", "spec"), ("spec",)):
         if tuple(path[-len(tail):]) == tail and len(path) > len(tail):
@@ -392,7 +416,8 @@ def walk(obj: Any, where: FieldPath = (),
                 continue
             found = True
             yield Target(known.kind, name, namespace, path, spec, obj.get("status") if kind == POD else None,
-                         template_label(template, path[len(where):], item_name, known.single), where)
+                         template_label(template, path[len(where):], item_name, known.single,
+                                        role(known, template)), where)
     if not found:
         yield f"{kind} without a pod template"  # e.g. a kustomize patch that only sets replicas
 
@@ -424,5 +449,5 @@ def describe(kinds: Iterable[Kind]) -> list[tuple[str, str, str]]:
 
 
 __all__ = ["BUILTIN", "CONTROLLERS", "KINDS", "LIST", "MAP", "POD", "Kind", "PathError", "Segment", "Target",
-           "Template", "describe", "find_kind", "find_targets", "group_of", "judged", "parse_path", "table",
-           "walk"]
+           "Template", "describe", "find_kind", "find_targets", "group_of", "judged", "parse_path", "role",
+           "table", "walk"]

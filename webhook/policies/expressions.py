@@ -11,7 +11,7 @@ from webhook.core.config import RUNTIME_CLASSES, SCHEMA
 from webhook.core.rules import REFUSED, RULES, cel
 from webhook.core.rules.base import cel_string
 from webhook.core.settings import Setting
-from webhook.core.workloads import KINDS, LIST, MAP, POD, Kind, Template, template_label
+from webhook.core.workloads import KINDS, LIST, MAP, POD, Kind, Template, role, template_label
 
 
 def read_param(key: str) -> str:
@@ -36,6 +36,8 @@ def _template_cel(kind: Kind, template: Template) -> str:
     segments = template.segments
     wild = [i for i, s in enumerate(segments) if s in (LIST, MAP)]
     last = wild[-1] if wild else -1
+    part = role(kind, template)
+    after = f" + {_literal(' ' + part)}" if part else ""  # as ``template_label``: the template's role
 
     def build(i: int, node: str, path: str, label: str, depth: int) -> str:
         # node: CEL of an optional value (after ``.?key``) or a plain one (a list item / map value)
@@ -51,12 +53,12 @@ def _template_cel(kind: Kind, template: Template) -> str:
             item_label = label
             if i == last:
                 name = f"({x}.?name.orValue('') != '' ? {x}.?name.orValue('') : {x}.?groupName.orValue(''))"
-                item_label = f"{item_path} + ({name} != '' ? ' (' + {name} + ')' : '') + ': '"
+                item_label = f"{item_path} + ({name} != '' ? ' (' + {name} + ')' : ''){after} + ': '"
             inner = build(i + 1, x, item_path, item_label, depth + 1)
             return f"{node}.orValue([]).transformList({n}, {x}, {inner}).flatten()"
         if seg == MAP:
             item_path = f"{path} + '.' + {n}"
-            item_label = f"{item_path} + ': '" if i == last else label
+            item_label = f"{item_path}{after} + ': '" if i == last else label
             inner = build(i + 1, x, item_path, item_label, depth + 1)
             return f"{node}.orValue({{}}).transformList({n}, {x}, {x} != null, {inner}).flatten()"
         step = f"{node}.?{seg}" if i else f"object.?{seg}"

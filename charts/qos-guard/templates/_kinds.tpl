@@ -33,6 +33,11 @@
   operations: ["CREATE", "UPDATE"]
   resources: ["leaderworkersets"]
   scope: Namespaced
+- apiGroups: ["disaggregatedset.x-k8s.io"]
+  apiVersions: ["v1"]
+  operations: ["CREATE", "UPDATE"]
+  resources: ["disaggregatedsets"]
+  scope: Namespaced
 - apiGroups: ["jobset.x-k8s.io"]
   apiVersions: ["v1alpha2"]
   operations: ["CREATE", "UPDATE"]
@@ -93,6 +98,9 @@
   verbs: {{ toJson .verbs }}
 - apiGroups: ["leaderworkerset.x-k8s.io"]
   resources: ["leaderworkersets"]
+  verbs: {{ toJson .verbs }}
+- apiGroups: ["disaggregatedset.x-k8s.io"]
+  resources: ["disaggregatedsets"]
   verbs: {{ toJson .verbs }}
 - apiGroups: ["jobset.x-k8s.io"]
   resources: ["jobsets"]
