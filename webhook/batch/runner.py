@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +21,10 @@ from webhook.core.config import Config
 from webhook.core.engine import MODE_LABEL, MODE_LABEL_RULE, Mode, evaluate, mode_label_problem, namespace_manifests
 from webhook.core.facts import NO_FACTS, Facts
 from webhook.core.fieldpath import FieldPath
+from webhook.core.operators import collect, merge
 from webhook.core.outcome import ExitCode, fold
 from webhook.core.podspec import ManifestError
-from webhook.core.workloads import Target, table, walk
+from webhook.core.workloads import Target, related_kinds, table, walk
 from webhook.manifests.reader import STDIN, Document, ReadError, expand_paths, open_manifest, read_documents
 
 
@@ -61,7 +62,7 @@ def run(items: Iterable[Item], config: Config, mode: Mode, report: Report, facts
             continue
         try:
             verdict = evaluate(item.obj, config, mode, facts, namespace=item.namespace)
-            found = list(walk(item.obj, kinds=table(config.workloads)))
+            found = list(walk(item.obj, kinds=table(config.workloads), related=facts.related))
         except ManifestError as exc:
             report.add_error(item.locate(exc.path), f"{item.label}malformed object: {exc}")
             continue
@@ -170,7 +171,21 @@ def check_paths(paths: Sequence[str], config: Config, mode: Mode,
     report = Report(mode, stream=stream)
     for where, rule, message in notices:
         report.add_notice(where, rule, message)
-    return run(file_items(paths, exclude), config, mode, report, facts)
+    items = list(file_items(paths, exclude))  # read whole first: the builders read the other documents
+    return run(items, config, mode, report, with_input(facts, (i.obj for i in items if i.obj is not None), config))
+
+
+def with_input(facts: Facts, objects: Iterable[Any], config: Config) -> Facts:
+    """``facts`` with the input's own objects of the kinds the operators' builders read (KServe's
+    ServingRuntimes...) added to what the cluster said (``webhook.core.operators.Related``): the input is what
+    will be applied, so its objects come first."""
+    wanted = related_kinds(table(config.workloads))
+    if not wanted:
+        return facts
+    found = collect(objects, wanted)
+    if not found.objects:
+        return facts
+    return replace(facts, related=merge(found, facts.related))
 
 
 @dataclass

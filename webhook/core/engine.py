@@ -98,7 +98,10 @@ class TargetResult:
 
     @cached_property
     def changes(self) -> tuple[Change, ...]:
-        return tuple(plan_changes(self.pod, self.config)) if self.violations else ()
+        # A pod spec an operator builds: only the parts an object field makes can be changed (``Target.unbase``).
+        if not self.violations:
+            return ()
+        return tuple(c for c in plan_changes(self.pod, self.config) if self.target.unbase(c.path) is not None)
 
     @cached_property
     def remaining(self) -> tuple[Violation, ...]:
@@ -106,7 +109,11 @@ class TargetResult:
         if not self.changes:
             return self.violations
         where = self.target.path
-        in_spec = [c for c in self.changes if c.path[:len(where)] == where]
+        if self.target.built:  # the object's fields it changes, back where they land in the built spec
+            moved = [replace(c, path=self.target.unbase(c.path) or ()) for c in self.changes]
+            in_spec = [c for c in moved if c.path[:len(where)] == where]
+        else:
+            in_spec = [c for c in self.changes if c.path[:len(where)] == where]
         fixed = apply_changes(self.target.spec, in_spec, skip=len(where))
         # The only change outside the spec removes ``status.qosClass``, the one status field that counts.
         status = self.target.status if len(in_spec) == len(self.changes) else None
@@ -208,7 +215,7 @@ def evaluate(obj: Any, config: Config, mode: Mode, facts: Facts = NO_FACTS, *, n
 
     ``namespace`` defaults to each object's own ``metadata.namespace``.
     """
-    targets = list(find_targets(obj, kinds=table(config.workloads)))
+    targets = list(find_targets(obj, kinds=table(config.workloads), related=facts.related))
     kube = kube_of(config, facts)
     results = []
     for target in targets:

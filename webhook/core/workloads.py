@@ -29,6 +29,9 @@ from typing import Any
 from webhook.core.claims import CLAIM_KINDS, ClaimKind, claim_kind, claim_spec
 from webhook.core.fieldpath import FieldPath, Segment, dotted
 from webhook.core.kubeversion import DEFAULT, Semantics
+from webhook.core.operators import NO_RELATED, Build, Related
+from webhook.core.operators.kserve import COMPONENTS, GROUP
+from webhook.core.operators.kserve import build as kserve_build
 from webhook.core.podspec import ManifestError, PodSpec, build_pod_spec
 
 POD = "Pod"
@@ -76,11 +79,6 @@ class Template:
 
     path: str
     name: str | None = None
-    # Fields (fixed paths from the object's root) whose presence means the Pod is built from something the
-    # object does not show: the template is then not judged here, and ``check`` says why (KServe's model);
-    # ``{field}`` in ``why_unknown`` is the one found.
-    unknown_if: tuple[str, ...] = ()
-    why_unknown: str = ""
     segments: tuple[str, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -99,7 +97,12 @@ class Kind:
 
     ``operations`` are the requests judged on the object itself, ``subresources`` the judged subresource
     requests (a Pod is judged once, when created; a template on every change; a Pod's resize too).
-    ``declared``: from the configuration's ``workloads``, not built in."""
+    ``declared``: from the configuration's ``workloads``, not built in.
+
+    ``build``: the kind's Pods are built by its operator, not held as literal templates: the builder
+    (``webhook.core.operators``) yields them, reading the ``related`` kinds ((group, kind) pairs) from the same
+    input or the cluster; ``templates`` are then where the object's own pod-spec fields are (for the docs' table),
+    not read by the engine."""
 
     kind: str
     group: str
@@ -110,6 +113,8 @@ class Kind:
     operations: tuple[str, ...] = ("CREATE", "UPDATE")
     subresources: tuple[tuple[str, str], ...] = ()
     declared: bool = False
+    build: Build | None = field(default=None, compare=False)
+    related: tuple[tuple[str, str], ...] = ()
 
     @property
     def key(self) -> tuple[str, str]:
@@ -151,10 +156,6 @@ def _kubeflow(kind: str, replicas: str, versions: str = "v1") -> Kind:
     return _k(kind, "kubeflow.org", versions, kind.lower() + "s", f"spec.{replicas}ReplicaSpecs.*.template.spec")
 
 
-# KServe v0.20.0 PredictorSpec: the model, and the framework specs KServe's defaulting turns into a model.
-KSERVE_MODEL_FIELDS = ("model", "sklearn", "xgboost", "tensorflow", "pytorch", "triton", "onnx", "huggingface",
-                       "pmml", "lightgbm", "paddle")
-
 BUILTIN: tuple[Kind, ...] = (
     Kind(POD, "", ("v1",), "pods", (Template("spec"),), False, ("CREATE",), (("resize", "UPDATE"),)),
     _k("ReplicationController", "", "v1", "replicationcontrollers", _T),
@@ -181,23 +182,9 @@ BUILTIN: tuple[Kind, ...] = (
     _k("RayCluster", "ray.io", "v1,v1alpha1", "rayclusters", *_ray("spec.")),
     _k("RayService", "ray.io", "v1,v1alpha1", "rayservices", *_ray("spec.rayClusterConfig.")),
     _k("RayJob", "ray.io", "v1,v1alpha1", "rayjobs", *_ray("spec.rayClusterSpec.")),
-    # KServe: the predictor, the transformer and the explainer are each a pod spec inline (containers,
-    # initContainers, resources at spec.predictor, spec.transformer, spec.explainer: PredictorSpec,
-    # TransformerSpec and ExplainerSpec embed v1.PodSpec), each run as a Deployment of its own. Not a controller
-    # for audit: the Deployment KServe builds (with spec.predictor.model, its model container merged from the
-    # ServingRuntime, which the InferenceService does not show) is judged itself.
-    # The framework fields (tensorflow, sklearn...) are the same: KServe's defaulting webhook turns each into
-    # spec.predictor.model (setPredictorModelDefaults, inference_service_defaults.go, v0.20.0); an ART explainer's
-    # container is built from the inferenceservice-config ConfigMap (explainer/art.go).
-    Kind("InferenceService", "serving.kserve.io", ("v1beta1",), "inferenceservices", (
-        Template("spec.predictor", "predictor", unknown_if=tuple(f"spec.predictor.{f}" for f in KSERVE_MODEL_FIELDS),
-                 why_unknown="InferenceService with {field} (its model container is merged from the "
-                             "ServingRuntime: judged as the Deployment and Pods KServe creates)"),
-        Template("spec.transformer", "transformer"),
-        Template("spec.explainer", "explainer", unknown_if=("spec.explainer.art",),
-                 why_unknown="InferenceService with {field} (its explainer container is built from KServe's "
-                             "inferenceservice-config: judged as the Deployment and Pods KServe creates)")),
-        controller=False),
+    # KServe (webhook.core.operators.kserve): its Pods built from the InferenceService and a ServingRuntime.
+    Kind("InferenceService", GROUP, ("v1beta1",), "inferenceservices",
+         tuple(Template(f"spec.{c}", c) for c in COMPONENTS), controller=False, build=kserve_build),
     # Argo Rollouts: spec.template (a Rollout with spec.workloadRef has none: its Deployment is judged).
     _k("Rollout", "argoproj.io", "v1alpha1", "rollouts", _T),
     # Kubeflow training-operator v1 (MPIJob also as mpi-operator's v2beta1)
@@ -252,10 +239,24 @@ class Target:
     status: Any = None
     template: str = ""
     root: FieldPath = ()  # where the object is in the document (a List's item): one object, several templates
+    # A pod spec an operator builds (``Kind.build``): built-spec paths -> the document's fields a user changes
+    # (``webhook.core.operators.Built.fields``, rebased on the document).
+    fields: tuple[tuple[FieldPath, FieldPath], ...] = ()
+    built: bool = False  # built by an operator: ``spec`` is not in the document, only ``fields`` are
+
+    def unbase(self, path: FieldPath) -> FieldPath | None:
+        """A built target's document ``path`` back in the built spec (the inverse of ``fields``): None where no
+        object field makes that part of the Pod (the mutation cannot change it). A literal template's: ``path``."""
+        if not self.built:
+            return path
+        for prefix, field_path in self.fields:
+            if path[:len(field_path)] == field_path:
+                return (*prefix, *path[len(field_path):])
+        return None
 
     def pod_spec(self, kube: Semantics = DEFAULT, stored: bool = False) -> PodSpec:
         """The pod spec as ``kube``'s API server stores it (``stored``: as it was stored, status included)."""
-        return build_pod_spec(self.spec, self.path, self.status, self.template, kube, stored)
+        return build_pod_spec(self.spec, self.path, self.status, self.template, kube, stored, self.fields)
 
 
 def _meta(obj: Mapping[str, Any], where: FieldPath) -> tuple[str, str | None]:
@@ -348,22 +349,14 @@ def _walk_template(node: Any, segments: tuple[str, ...], walked: FieldPath,
     yield from _walk_template(value, rest, here, item_name)
 
 
-def _has(obj: Mapping[str, Any], dotted_path: str) -> bool:
-    node: Any = obj
-    for key in dotted_path.split("."):
-        if not isinstance(node, Mapping) or node.get(key) is None:
-            return False
-        node = node[key]
-    return True
-
-
-def walk(obj: Any, where: FieldPath = (),
-         kinds: Mapping[tuple[str, str], Kind] = KINDS) -> Iterator[Target | str]:
+def walk(obj: Any, where: FieldPath = (), kinds: Mapping[tuple[str, str], Kind] = KINDS,
+         related: Related = NO_RELATED) -> Iterator[Target | str]:
     """Each object in ``obj`` (recursing into ``kind: List`` items): each of its pod specs as a ``Target``,
     or why it has none to judge (its kind, ``document without a kind``, ``KIND without a pod template``,
     ``KIND without apiVersion``), so that ``check`` can count what it passed over instead of passing over it
     silently; a DRA claim's claim spec is a ``Target`` too (``webhook.core.claims``). A judged kind's name
-    without ``apiVersion`` is a ``ManifestError``."""
+    without ``apiVersion`` is a ``ManifestError``. A kind its operator builds (``Kind.build``) yields what its
+    builder yields, reading ``related`` (a reason where the builder cannot know)."""
     if not isinstance(obj, Mapping):
         return
     kind = obj.get("kind")
@@ -377,7 +370,7 @@ def walk(obj: Any, where: FieldPath = (),
         if not isinstance(items, list):
             raise ManifestError((*where, "items"), "expected a list")
         for i, item in enumerate(items):
-            yield from walk(item, (*where, "items", i), kinds)
+            yield from walk(item, (*where, "items", i), kinds, related)
         return
     group = group_of(obj.get("apiVersion"))
     if group is None:
@@ -404,13 +397,11 @@ def walk(obj: Any, where: FieldPath = (),
         yield kind if not any(k == kind for _, k in kinds) else f"{kind} of {obj.get('apiVersion')}"
         return
     name, namespace = _meta(obj, where)
+    if known.build is not None:
+        yield from _built(known, obj, where, name, namespace, related)
+        return
     found = False
     for template in known.templates:
-        hidden = next((f for f in template.unknown_if if _has(obj, f)), None)
-        if hidden is not None:
-            found = True
-            yield template.why_unknown.format(field=hidden)
-            continue
         for path, spec, item_name in _walk_template(obj, template.segments, where, None):
             if spec is None:
                 continue
@@ -422,10 +413,33 @@ def walk(obj: Any, where: FieldPath = (),
         yield f"{kind} without a pod template"  # e.g. a kustomize patch that only sets replicas
 
 
-def find_targets(obj: Any, where: FieldPath = (),
-                 kinds: Mapping[tuple[str, str], Kind] = KINDS) -> Iterator[Target]:
+def _built(known: Kind, obj: Mapping[str, Any], where: FieldPath, name: str, namespace: str | None,
+           related: Related) -> Iterator[Target | str]:
+    """What ``known``'s builder yields, as Targets located in the document (``where``), or its reasons."""
+    assert known.build is not None
+    found = False
+    for built in known.build(obj, related):
+        found = True
+        if isinstance(built, str):
+            yield built
+            continue
+        path = (*where, *built.path)
+        fields = tuple(((*path, *prefix), (*where, *field_path))
+                       for prefix, field_path in sorted(built.fields, key=lambda f: -len(f[0])))
+        yield Target(known.kind, name, namespace, path, built.spec, None, built.template, where, fields, True)
+    if not found:
+        yield f"{known.kind} without a pod template"
+
+
+def find_targets(obj: Any, where: FieldPath = (), kinds: Mapping[tuple[str, str], Kind] = KINDS,
+                 related: Related = NO_RELATED) -> Iterator[Target]:
     """The pod specs in ``obj`` (recursing into ``kind: List`` items)."""
-    return (t for t in walk(obj, where, kinds) if isinstance(t, Target))
+    return (t for t in walk(obj, where, kinds, related) if isinstance(t, Target))
+
+
+def related_kinds(kinds: Mapping[tuple[str, str], Kind] = KINDS) -> frozenset[tuple[str, str]]:
+    """The kinds the builders read (``Kind.related``): what ``check`` collects from its input first."""
+    return frozenset(r for k in kinds.values() for r in k.related)
 
 
 def judged(group: str, kind: str, operation: str, subresource: str = "",
@@ -449,5 +463,5 @@ def describe(kinds: Iterable[Kind]) -> list[tuple[str, str, str]]:
 
 
 __all__ = ["BUILTIN", "CONTROLLERS", "KINDS", "LIST", "MAP", "POD", "Kind", "PathError", "Segment", "Target",
-           "Template", "describe", "find_kind", "find_targets", "group_of", "judged", "parse_path", "role",
-           "table", "walk"]
+           "Template", "describe", "find_kind", "find_targets", "group_of", "judged", "parse_path",
+           "related_kinds", "role", "table", "walk"]
