@@ -18,6 +18,17 @@ from tests.cli.conftest import CORPUS, Run
 
 FOLDERS = ("lws", "lws-v0.10.0", "jobset", "kuberay", "kserve", "argo-rollouts", "training-operator", "mpi-operator")
 
+LLMISVC = "kserve/docs/samples/llmisvc/"
+SCHEDULER = "spec.router.scheduler.template (scheduler, over kserve-config-llm-scheduler) "
+SINGLE = "spec.template (main, over kserve-config-llm-template) "
+DECODE = "spec.template (main, over kserve-config-llm-decode-template) "
+PREFILL = "spec.prefill.template (prefill, over kserve-config-llm-prefill-template) "
+LEADER = "spec.template (leader, over kserve-config-llm-worker-data-parallel) "
+WORKER = "spec.worker (worker, over kserve-config-llm-worker-data-parallel) "
+BASE = "over kserve-config-llm-scheduler and llmisvc-intelligent-inference-scheduling) "
+# What other objects are built from (an LLMInferenceServiceConfig a sample's baseRefs name): no Pod of their own.
+CONFIGS = (LLMISVC + "e2e-gpt-oss/llmisvc_config_default.yaml",)
+
 # "FILE KIND/NAME": each finding as "RULE FIELDS: TEMPLATE \"CONTAINER\"" (the template is named for kinds with more
 # than one; FIELDS are the resources of the limits or requests the rule is about).
 EXPECTED = {
@@ -106,6 +117,87 @@ EXPECTED = {
         'limits-missing cpu: spec.leaderWorkerTemplate.leaderTemplate (leader) "vllm-leader"',
         'limits-missing cpu: spec.leaderWorkerTemplate.workerTemplate (worker) "vllm-worker"',
     ),
+    # KServe v0.20.0's LLMInferenceService samples, built as its llmisvc controller builds them
+    # (webhook.core.operators.llmisvc): KServe's presets under the object, the storage-initializer hf:// adds
+    # (100m of 1 CPU as KServe ships it), the decode preset's routing sidecar (no resources), the scheduler's
+    # preset (cpu 1 of 6; its tokenizer without limits).
+    LLMISVC + "dp-ep/deepseek-r1-gpu-rdma-roce/llm-inference-service-dp-ep-deepseek-r1-gpu-naive.yaml "
+    "LLMInferenceService/deepseek-coder-v2": (
+        'cpu-not-integer cpu: ' + SCHEDULER + '"tokenizer"',
+        'limits-missing cpu,memory: ' + SCHEDULER + '"tokenizer"',
+        'requests-not-equal-limits cpu,memory: ' + SCHEDULER + '"main"',
+        'requests-not-equal-limits cpu,memory: ' + LEADER + '"main"',
+        'requests-not-equal-limits cpu,memory: ' + LEADER + '"storage-initializer"',
+        'requests-not-equal-limits cpu,memory: ' + WORKER + '"main"',
+        'requests-not-equal-limits cpu,memory: ' + WORKER + '"storage-initializer"',
+    ),
+    LLMISVC + "e2e-gpt-oss/inference_default.yaml LLMInferenceService/gpt-oss-20b": (
+        'cpu-not-integer cpu: spec.router.scheduler.template (scheduler, ' + BASE + '"tokenizer"',
+        'limits-missing cpu,memory: spec.router.scheduler.template (scheduler, ' + BASE + '"tokenizer"',
+        'requests-not-equal-limits cpu,memory: spec.router.scheduler.template (scheduler, ' + BASE + '"main"',
+        'requests-not-equal-limits cpu,memory: spec.template (main, over kserve-config-llm-template and '
+        'llmisvc-intelligent-inference-scheduling) "main"',
+    ),
+    LLMISVC + "lora-adapters/test-examples/01-lora-hf-cpu.yaml LLMInferenceService/lora-hf-test": (
+        'cpu-not-integer cpu: ' + SCHEDULER + '"tokenizer"',
+        'limits-missing cpu,memory: ' + SCHEDULER + '"tokenizer"',
+        'requests-not-equal-limits cpu,memory: ' + SCHEDULER + '"main"',
+        'requests-not-equal-limits cpu,memory: ' + SINGLE + '"main"',
+        'requests-not-equal-limits cpu,memory: ' + SINGLE + '"storage-initializer"',
+    ),
+    LLMISVC + "lora-adapters/test-examples/04-lora-pvc-cpu.yaml LLMInferenceService/lora-pvc-test": (
+        'cpu-not-integer cpu: ' + SCHEDULER + '"tokenizer"',
+        'limits-missing cpu,memory: ' + SCHEDULER + '"tokenizer"',
+        'requests-not-equal-limits cpu,memory: ' + SCHEDULER + '"main"',
+        'requests-not-equal-limits cpu,memory: ' + SINGLE + '"main"',
+        'requests-not-equal-limits cpu,memory: ' + SINGLE + '"storage-initializer"',
+    ),
+    LLMISVC + "opt-125m-cpu/llm-inference-service-facebook-opt-125m-cpu-no-scheduler.yaml "
+    "LLMInferenceService/facebook-opt-125m-single": (
+        'requests-not-equal-limits cpu,memory: ' + SINGLE + '"main"',
+        'requests-not-equal-limits cpu,memory: ' + SINGLE + '"storage-initializer"',
+    ),
+    LLMISVC + "opt-125m-cpu/llm-inference-service-facebook-opt-125m-cpu.yaml "
+    "LLMInferenceService/facebook-opt-125m-single": (
+        'cpu-not-integer cpu: ' + SCHEDULER + '"tokenizer"',
+        'limits-missing cpu,memory: ' + SCHEDULER + '"tokenizer"',
+        'requests-not-equal-limits cpu,memory: ' + SCHEDULER + '"main"',
+        'requests-not-equal-limits cpu,memory: ' + SINGLE + '"main"',
+        'requests-not-equal-limits cpu,memory: ' + SINGLE + '"storage-initializer"',
+    ),
+    LLMISVC + "opt-125m-cpu/llm-inference-service-pd-facebook-opt-125m-cpu.yaml "
+    "LLMInferenceService/facebook-opt-125m-pd": (
+        'cpu-not-integer cpu: ' + SCHEDULER + '"tokenizer"',
+        'limits-missing cpu,memory: ' + SCHEDULER + '"tokenizer"',
+        'limits-missing cpu,memory: ' + DECODE + '"llm-d-routing-sidecar"',
+        'requests-not-equal-limits cpu,memory: ' + PREFILL + '"main"',
+        'requests-not-equal-limits cpu,memory: ' + PREFILL + '"storage-initializer"',
+        'requests-not-equal-limits cpu,memory: ' + SCHEDULER + '"main"',
+        'requests-not-equal-limits cpu,memory: ' + DECODE + '"main"',
+        'requests-not-equal-limits cpu,memory: ' + DECODE + '"storage-initializer"',
+    ),
+    LLMISVC + "single-node-gpu/llm-inference-service-pd-qwen2-7b-gpu.yaml LLMInferenceService/qwen2-7b-instruct-pd": (
+        'cpu-not-integer cpu: ' + SCHEDULER + '"tokenizer"',
+        'limits-missing cpu,memory: ' + SCHEDULER + '"tokenizer"',
+        'limits-missing cpu,memory: ' + DECODE + '"llm-d-routing-sidecar"',
+        'requests-not-equal-limits cpu,memory: ' + PREFILL + '"main"',
+        'requests-not-equal-limits cpu,memory: ' + PREFILL + '"storage-initializer"',
+        'requests-not-equal-limits cpu,memory: ' + SCHEDULER + '"main"',
+        'requests-not-equal-limits cpu,memory: ' + DECODE + '"main"',
+        'requests-not-equal-limits cpu,memory: ' + DECODE + '"storage-initializer"',
+    ),
+    LLMISVC + "single-node-gpu/llm-inference-service-qwen2-7b-gpu-no-scheduler.yaml "
+    "LLMInferenceService/qwen2-7b-instruct-single-no-scheduler": (
+        'requests-not-equal-limits cpu,memory: ' + SINGLE + '"main"',
+        'requests-not-equal-limits cpu,memory: ' + SINGLE + '"storage-initializer"',
+    ),
+    LLMISVC + "single-node-gpu/llm-inference-service-qwen2-7b-gpu.yaml LLMInferenceService/qwen2-7b-instruct-single": (
+        'cpu-not-integer cpu: ' + SCHEDULER + '"tokenizer"',
+        'limits-missing cpu,memory: ' + SCHEDULER + '"tokenizer"',
+        'requests-not-equal-limits cpu,memory: ' + SCHEDULER + '"main"',
+        'requests-not-equal-limits cpu,memory: ' + SINGLE + '"main"',
+        'requests-not-equal-limits cpu,memory: ' + SINGLE + '"storage-initializer"',
+    ),
     # LWS v0.10.0's DisaggregatedSet samples: each role's templates become a LeaderWorkerSet's as written
     # (lws_manager.go adds labels, annotations and placement affinities only).
     "lws-v0.10.0/config/samples/disaggregatedset_v1_3role.yaml DisaggregatedSet/disaggregatedset-3role-sample": (
@@ -185,7 +277,7 @@ def test_each_custom_resource_example_is_judged_as_expected(qos_guard: Run) -> N
     assert unknown == set(UNKNOWN.values())
     judged = {k.split(" ", 1)[0] for k in EXPECTED} | set(COMPLIANT)
     files = {str(p.relative_to(CORPUS)) for f in FOLDERS for p in (CORPUS / f).rglob("*.yaml")}
-    assert files == judged | set(UNKNOWN), "every example is in one of the tables"
+    assert files == judged | set(UNKNOWN) | set(CONFIGS), "every example is in one of the tables"
     assert report["summary"]["objects"] == len(EXPECTED) + sum(COMPLIANT.values())
 
 
@@ -196,3 +288,17 @@ def test_the_compliant_ones_pass_and_the_unknown_one_is_not_passed(qos_guard: Ru
     (path, reason), = UNKNOWN.items()
     unknown = qos_guard("check", str(CORPUS / path))
     assert unknown.returncode == 2 and f"skipped: 1 {reason}" in unknown.stderr, unknown.stderr
+
+
+def test_the_issue_llminferenceservice_fails_and_one_without_its_base_config_is_unknown(qos_guard: Run) -> None:
+    """Issue 49's example (cpu request 2, limit 4) is refused naming the template and the container; the
+    e2e-gpt-oss sample without the LLMInferenceServiceConfig its baseRefs name is not judged: said, naming it."""
+    sample = qos_guard("check", str(CORPUS / LLMISVC / "single-node-gpu/llm-inference-service-qwen2-7b-gpu.yaml"))
+    assert sample.returncode == 1
+    assert ('requests-not-equal-limits: spec.template (main, over kserve-config-llm-template): container "main" '
+            "(spec.template.containers[0]): cpu request 2 differs from its limit 4") \
+        in sample.stdout, sample.stdout
+    alone = qos_guard("check", str(CORPUS / LLMISVC / "e2e-gpt-oss/inference_default.yaml"))
+    assert alone.returncode == 2 and alone.stdout == ""
+    assert ('skipped: 1 LLMInferenceService spec.baseRefs[0]: LLMInferenceServiceConfig '
+            '"llmisvc-intelligent-inference-scheduling" not in the input') in alone.stderr, alone.stderr

@@ -133,6 +133,18 @@ CUSTOM = [
       ("spec.explainer", "spec.explainer (explainer)")]),
     (obj("InferenceService", spec={"predictor": SPEC, "explainer": {**SPEC, "art": {"type": "SquareAttack"}}}),
      [("spec.predictor", "spec.predictor (predictor)")]),
+    # KServe builds each of its five pod specs over its presets (webhook.core.operators.llmisvc)
+    (obj("LLMInferenceService", spec={"model": {"uri": "pvc://m/x"}, "template": SPEC, "worker": SPEC,
+                                      "parallelism": {"data": 2}, "router": {"scheduler": {}},
+                                      "prefill": {"template": SPEC, "worker": SPEC, "parallelism": {"data": 2}}}),
+     [("spec.template", "spec.template (leader, over kserve-config-llm-decode-worker-data-parallel)"),
+      ("spec.worker", "spec.worker (worker, over kserve-config-llm-decode-worker-data-parallel)"),
+      ("spec.prefill.template", "spec.prefill.template (prefill leader, over "
+                                "kserve-config-llm-prefill-worker-data-parallel)"),
+      ("spec.prefill.worker", "spec.prefill.worker (prefill worker, over "
+                              "kserve-config-llm-prefill-worker-data-parallel)"),
+      ("spec.router.scheduler.template", "spec.router.scheduler.template (scheduler, over "
+                                         "kserve-config-llm-scheduler)")]),
     (obj("Rollout", spec=TEMPLATE), [("spec.template.spec", "")]),
     *[(obj(kind, spec={f"{replicas}ReplicaSpecs": {"Master": {"replicas": 1, "template": POD_T},
                                                     "Worker": {"replicas": 2, "template": POD_T}}}),

@@ -29,7 +29,7 @@ from typing import Any
 from webhook.core.claims import CLAIM_KINDS, ClaimKind, claim_kind, claim_spec
 from webhook.core.fieldpath import FieldPath, Segment, dotted
 from webhook.core.kubeversion import DEFAULT, Semantics
-from webhook.core.operators import NO_RELATED, Build, Related
+from webhook.core.operators import NO_RELATED, Build, Related, llmisvc
 from webhook.core.operators.kserve import COMPONENTS, GROUP
 from webhook.core.operators.kserve import build as kserve_build
 from webhook.core.podspec import ManifestError, PodSpec, build_pod_spec
@@ -185,6 +185,12 @@ BUILTIN: tuple[Kind, ...] = (
     # KServe (webhook.core.operators.kserve): its Pods built from the InferenceService and a ServingRuntime.
     Kind("InferenceService", GROUP, ("v1beta1",), "inferenceservices",
          tuple(Template(f"spec.{c}", c) for c in COMPONENTS), controller=False, build=kserve_build),
+    # KServe's LLMInferenceService (webhook.core.operators.llmisvc): its Pods built from the object over KServe's
+    # presets and its baseRefs' LLMInferenceServiceConfigs. Not a controller for audit: the Deployments and
+    # LeaderWorkerSets KServe creates are judged themselves.
+    Kind(llmisvc.KIND, llmisvc.GROUP, ("v1alpha2", "v1alpha1"), "llminferenceservices",
+         tuple(Template(f"spec.{'.'.join(at)}", name) for at, name in llmisvc.TEMPLATES), controller=False,
+         build=llmisvc.build, related=llmisvc.RELATED),
     # Argo Rollouts: spec.template (a Rollout with spec.workloadRef has none: its Deployment is judged).
     _k("Rollout", "argoproj.io", "v1alpha1", "rollouts", _T),
     # Kubeflow training-operator v1 (MPIJob also as mpi-operator's v2beta1)

@@ -53,6 +53,11 @@
   operations: ["CREATE", "UPDATE"]
   resources: ["inferenceservices"]
   scope: Namespaced
+- apiGroups: ["serving.kserve.io"]
+  apiVersions: ["v1alpha2", "v1alpha1"]
+  operations: ["CREATE", "UPDATE"]
+  resources: ["llminferenceservices"]
+  scope: Namespaced
 - apiGroups: ["argoproj.io"]
   apiVersions: ["v1alpha1"]
   operations: ["CREATE", "UPDATE"]
@@ -109,7 +114,7 @@
   resources: ["rayclusters", "rayservices", "rayjobs"]
   verbs: {{ toJson .verbs }}
 - apiGroups: ["serving.kserve.io"]
-  resources: ["inferenceservices"]
+  resources: ["inferenceservices", "llminferenceservices"]
   verbs: {{ toJson .verbs }}
 - apiGroups: ["argoproj.io"]
   resources: ["rollouts"]
