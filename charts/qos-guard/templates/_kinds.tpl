@@ -48,6 +48,11 @@
   operations: ["CREATE", "UPDATE"]
   resources: ["inferenceservices"]
   scope: Namespaced
+- apiGroups: ["serving.kserve.io"]
+  apiVersions: ["v1alpha1"]
+  operations: ["CREATE", "UPDATE"]
+  resources: ["servingruntimes", "clusterservingruntimes"]
+  scope: Namespaced
 - apiGroups: ["argoproj.io"]
   apiVersions: ["v1alpha1"]
   operations: ["CREATE", "UPDATE"]
@@ -101,7 +106,7 @@
   resources: ["rayclusters", "rayservices", "rayjobs"]
   verbs: {{ toJson .verbs }}
 - apiGroups: ["serving.kserve.io"]
-  resources: ["inferenceservices"]
+  resources: ["inferenceservices", "servingruntimes", "clusterservingruntimes"]
   verbs: {{ toJson .verbs }}
 - apiGroups: ["argoproj.io"]
   resources: ["rollouts"]
