@@ -90,13 +90,11 @@ def _config(related: Related, key: str) -> tuple[dict[str, Any] | None, str]:
         if meta.get("name") != ISVC_CONFIG:
             continue
         raw = _mapping(cm.get("data"), ("data",)).get(key)
-        if isinstance(raw, str):
-            try:
-                value = json.loads(raw)
-            except ValueError:
-                return None, f"{ISVC_CONFIG} {key} (not JSON)"
-            if isinstance(value, dict):
-                return value, f"{ISVC_CONFIG} {key}"
+        try:
+            value = json.loads(raw) if isinstance(raw, str) else None
+        except ValueError:
+            value = None
+        return (value if isinstance(value, dict) else None), f"{ISVC_CONFIG} {key}"
     return None, f"KServe's default {ISVC_CONFIG} {key}"
 
 
@@ -111,9 +109,13 @@ def _resources(values: Mapping[str, Any]) -> dict[str, dict[str, str]]:
 
 
 def default_resources(related: Related) -> dict[str, dict[str, str]]:
-    section, _ = _config(related, "inferenceService")
+    """``inferenceService.resource`` of the ConfigMap when it was given (what it leaves out is not defaulted),
+    else KServe's shipped values."""
+    section, where = _config(related, "inferenceService")
+    if where.startswith("KServe's default"):
+        return _resources(DEFAULT_RESOURCE)
     resource = section.get("resource") if section is not None else None
-    return _resources(resource if isinstance(resource, Mapping) else DEFAULT_RESOURCE)
+    return _resources(resource if isinstance(resource, Mapping) else {})
 
 
 def _with_defaults(container: Mapping[str, Any], defaults: Mapping[str, Mapping[str, str]]) -> dict[str, Any]:
@@ -251,6 +253,7 @@ def choose_runtime(model: Mapping[str, Any], namespace: str | None, multinode: b
             return f"KServe refuses {kind} {named!r} for this model (disabled, or not its format or protocol)"
         return f"{kind} {named}", found
     fmt = _mapping(model.get("modelFormat"), ("modelFormat",)).get("name")
+    protocol = protocol or "v1"  # ModelSpec.GetProtocol: v1 when the model names none
     for key, kind, scoped in ((SERVING_RUNTIME, "ServingRuntime", False),
                               (CLUSTER_SERVING_RUNTIME, "ClusterServingRuntime", True)):
         candidates = [r for r in related.of(*key, namespace, scoped)
