@@ -265,3 +265,31 @@ def test_check_and_the_webhook_refuse_the_collocation_sample_naming_template_and
     both = inprocess.run(("check", str(FIXTURES / "collocation-runtime.yaml")))
     assert both.returncode == 1 and "2 objects checked" in both.stderr, both.stderr
     assert "spec.predictor (predictor, ServingRuntime pytorch-collocation)" in both.stdout
+
+
+def test_an_injected_container_named_by_a_field_inside_a_container_is_never_changed() -> None:
+    """A custom predictor's STORAGE_URI env brings the storage-initializer, named by that env value, which is
+    inside the kserve-container the mutation may change: the initializer is still not changed (nor crashes)."""
+    obj = isvc({"containers": [{"name": "kserve-container", "image": "x",
+                                "env": [{"name": "STORAGE_URI", "value": "gs://bucket/model"}]}]}, RAW)
+    verdict = evaluate(obj, Config(), Mode.MUTATE)
+    assert not verdict.allowed and verdict.changes == ()
+    assert {dotted(v.subject) for _, v in verdict.violations} == {
+        "spec.predictor.containers[0].env[0].value.resources.cpu",
+        "spec.predictor.containers[0].env[0].value.resources.memory"}
+
+
+@pytest.mark.parametrize("predictor", [
+    {"model": ["not", "a", "mapping"]},
+    {"model": {"modelFormat": "sklearn"}},
+    {"containers": {"name": "x"}},
+    {"containers": ["x"]},
+    {"sklearn": {"resources": {"requests": []}}},
+])
+def test_a_malformed_inference_service_is_a_manifest_error_or_a_reason(predictor: dict[str, Any]) -> None:
+    """Bad input gets a clear answer naming the field (check's error record, the webhook's 400), never another
+    exception."""
+    from webhook.core.podspec import ManifestError
+    with pytest.raises(ManifestError) as err:
+        evaluate(isvc(predictor), Config(), Mode.ENFORCE, Facts(related=cluster(runtime("rt", "sklearn"))))
+    assert err.value.path[:2] == ("spec", "predictor"), err.value.path

@@ -208,6 +208,8 @@ class Target:
         object field makes that part of the Pod (the mutation cannot change it). A literal template's: ``path``."""
         if not self.built:
             return path
+        if any(path[:len(shown)] == shown for _, shown in self.shown):  # an injected part, named by a field
+            return None
         for prefix, field_path in self.fields:
             if path[:len(field_path)] == field_path:
                 return (*prefix, *path[len(field_path):])

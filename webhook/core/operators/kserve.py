@@ -17,7 +17,8 @@
   the model's ``resources`` override the runtime's key by key), then the ``transformer-container`` (merged when
   both have one), the runtime's other containers, the predictor's own; the predictor's pod fields over the
   runtime's (``MergePodSpec``).
-- Injected (``pkg/webhook/admission/pod``): a ``storage-initializer`` init container for a ``storageUri`` that
+- Injected (``pkg/webhook/admission/pod``): a ``storage-initializer`` init container for a ``storageUri`` (a
+  custom container's ``STORAGE_URI`` env: ``GetStorageUri``) that
   is not ``pvc://`` nor ``oci://`` (``storage_initializer_injector.go``; 100m/1 CPU, 100Mi/1Gi from the
   ``default`` ClusterStorageContainer and the ConfigMap's ``storageInitializer``), the ``agent`` container for a
   ``logger`` or ``batcher`` (``agent_injector.go``, the ConfigMap's ``agent``: the same), and in Knative mode (KServe's
@@ -27,7 +28,7 @@
 Where the runtime is not known (not in the input, no cluster read) the model's own container is still judged when
 its ``resources`` set both requests and limits of cpu and memory (no runtime can change them): a failure there is
 the Pod's, a pass is not (``Built.partial``). Not built here: a multi-node predictor's workers, ModelMesh, a
-ClusterStorageContainer other than KServe's default, the ART explainer, a custom container's ``STORAGE_URI``.
+ClusterStorageContainer other than KServe's default, the ART explainer.
 """
 
 from __future__ import annotations
@@ -382,6 +383,20 @@ def _custom(component: str, body: Mapping[str, Any], related: Related, here: Fie
     return Built(here, pod, f"spec.{component} ({component})", tuple(fields))
 
 
+def _custom_storage_uri(component: str, body: Mapping[str, Any], here: FieldPath) -> tuple[FieldPath, Any] | None:
+    """A custom component's ``STORAGE_URI`` env (``GetStorageUri``: the predictor's kserve-container's, a
+    transformer's or explainer's first container's), and where it is."""
+    containers = _list(body.get("containers"), (*here, "containers"))
+    for i, c in enumerate(containers):
+        if not isinstance(c, Mapping) or (component == "predictor" and c.get("name") != MODEL_CONTAINER) or \
+                (component != "predictor" and i > 0):
+            continue
+        for j, env in enumerate(_list(c.get("env"), (*here, "containers", i, "env"))):
+            if isinstance(env, Mapping) and env.get("name") == "STORAGE_URI":
+                return (*here, "containers", i, "env", j, "value"), env.get("value")
+    return None
+
+
 def _with_injected(built: Built, obj: Mapping[str, Any], body: Mapping[str, Any], mode: str,
                    uri: tuple[FieldPath, Any], related: Related) -> Built:
     """``built`` with what is injected into its Pod: the storage-initializer (``uri``), KServe's agent (a
@@ -438,7 +453,9 @@ def build(obj: Mapping[str, Any], related: Related) -> Iterator[Built | str]:
             built = _custom(component, body, related, here)
         if isinstance(built, Built):
             uri: tuple[FieldPath, Any] = ((*here, "storageUri"), body.get("storageUri"))
-            if component == "predictor" and field is not None:
+            if field is None:
+                uri = _custom_storage_uri(component, body, here) or uri
+            elif component == "predictor":
                 uri = ((*here, field, "storageUri"), _mapping(body[field], (*here, field)).get("storageUri"))
             built = _with_injected(built, obj, body, mode, uri, related)
         yield built
