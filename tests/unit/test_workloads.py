@@ -133,6 +133,9 @@ CUSTOM = [
       ("spec.explainer", "spec.explainer (explainer)")]),
     (obj("InferenceService", spec={"predictor": SPEC, "explainer": {**SPEC, "art": {"type": "SquareAttack"}}}),
      [("spec.predictor", "spec.predictor (predictor)")]),
+    (obj("ServingRuntime", spec={**SPEC, "workerSpec": SPEC}),
+     [("spec", "spec (runtime)"), ("spec.workerSpec", "spec.workerSpec (worker)")]),
+    ({**obj("ClusterServingRuntime", spec=SPEC), "metadata": {"name": "csr"}}, [("spec", "spec (runtime)")]),
     # KServe builds each of its five pod specs over its presets (webhook.core.operators.llmisvc)
     (obj("LLMInferenceService", spec={"model": {"uri": "pvc://m/x"}, "template": SPEC, "worker": SPEC,
                                       "parallelism": {"data": 2}, "router": {"scheduler": {}},
@@ -179,14 +182,13 @@ def test_optional_templates_and_wrong_shapes() -> None:
 
 
 def test_kserve_model_predictor_is_unknown_not_passed() -> None:
-    """With ``spec.predictor.model`` KServe merges the model container with its ServingRuntime's
-    (MergeServingRuntimeAndInferenceServiceSpecs) and drops the predictor's own containers: what kubelet gets is
-    not in the object, so it is not judged here (never passed), and check says why."""
+    """With ``spec.predictor.model`` KServe merges the model container over its ServingRuntime's
+    (MergeServingRuntimeAndInferenceServiceSpecs): without the runtime and with resources a runtime could change,
+    nothing is judged (never passed), and check says why; the policies leave the kind to the webhook."""
     isvc = obj("InferenceService", spec={"predictor": {"model": {"modelFormat": {"name": "huggingface"},
-                                                                "resources": {"limits": {"cpu": "1500m"}}},
-                                                      **SPEC}})
+                                                                "resources": {"limits": {"cpu": "1500m"}}}}})
     (reason,) = walk(isvc)
-    assert isinstance(reason, str) and reason.startswith("InferenceService with spec.predictor.model")
+    assert isinstance(reason, str) and reason.startswith("InferenceService spec.predictor: KServe chooses its runtime")
     from webhook.policies.expressions import cel_kinds, pod_rules, spec_variables
     # the policies cannot merge a ServingRuntime: they leave InferenceService to the webhook
     assert "InferenceService" not in dict(spec_variables())["templates0"]
@@ -197,11 +199,11 @@ def test_kserve_model_predictor_is_unknown_not_passed() -> None:
 @pytest.mark.parametrize("framework", [f for f in KSERVE_MODEL_FIELDS if f != "model"])
 def test_kserve_framework_predictor_is_unknown_not_passed(framework: str) -> None:
     """``spec.predictor.tensorflow`` (and each framework field) is turned into ``spec.predictor.model`` by
-    KServe's defaulting (setPredictorModelDefaults), so it is unknown as the model is: a predictor with only a
-    framework field has no containers of its own, and judging that as compliant would pass a Pod nobody saw."""
+    KServe's defaulting (setPredictorModelDefaults), so it is unknown as the model is without its runtime: a
+    predictor with only a framework field has no containers of its own, and judging that as compliant would pass
+    a Pod nobody saw."""
     isvc = obj("InferenceService", spec={"predictor": {framework: {
         "storageUri": "gs://kfserving-examples/models/tensorflow/flowers",
         "resources": {"limits": {"cpu": "1500m", "nvidia.com/gpu": 1}}}}})
     (reason,) = walk(isvc)
-    assert reason == (f"InferenceService with spec.predictor.{framework} (its model container is merged from "
-                      "the ServingRuntime: judged as the Deployment and Pods KServe creates)")
+    assert isinstance(reason, str) and "name one in spec.predictor.model.runtime" in reason

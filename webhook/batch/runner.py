@@ -18,7 +18,15 @@ from webhook.batch.report import STDIN_SHOWN, Location, Report, numbered, skippe
 from webhook.batch.textsafe import escape
 from webhook.batch.unified import Edit, unified_diff
 from webhook.core.config import Config
-from webhook.core.engine import MODE_LABEL, MODE_LABEL_RULE, Mode, evaluate, mode_label_problem, namespace_manifests
+from webhook.core.engine import (
+    MODE_LABEL,
+    MODE_LABEL_RULE,
+    Mode,
+    evaluate,
+    mode_label_problem,
+    namespace_manifests,
+    unjudged,
+)
 from webhook.core.facts import NO_FACTS, Facts
 from webhook.core.fieldpath import FieldPath
 from webhook.core.operators import collect, merge
@@ -73,7 +81,7 @@ def run(items: Iterable[Item], config: Config, mode: Mode, report: Report, facts
         # such Namespaces and Services is "nothing to judge", exit 2, as one of Services alone).
         namespaces = [(where, ns) for where, ns in namespace_manifests(item.obj) if has_mode_label(ns)]
         judged_namespaces = len(namespaces)
-        for reason in found:
+        for reason in [*found, *unjudged(verdict, found)]:
             if reason == "Namespace" and judged_namespaces:
                 judged_namespaces -= 1
             elif isinstance(reason, str):

@@ -161,6 +161,13 @@ def _other_mutations(config: Config) -> list[tuple[str, Config]]:
     return found
 
 
+def unjudged(verdict: ObjectVerdict, found: list[Target | str]) -> list[str]:
+    """The reasons of the partial targets among ``found`` that ``verdict`` kept no result for (nothing found on
+    the part known: the Pod is not known)."""
+    kept = {r.target.path for r in verdict.results}
+    return [t.partial for t in found if isinstance(t, Target) and t.partial and t.path not in kept]
+
+
 @dataclass(frozen=True)
 class ObjectVerdict:
     mode: Mode
@@ -230,6 +237,8 @@ def evaluate(obj: Any, config: Config, mode: Mode, facts: Facts = NO_FACTS, *, n
         else:
             pod = target.pod_spec(kube, facts.stored)
             found = run_rules(pod, config.policy, facts)
+            if target.partial and not any(not v.advisory for v in found):
+                continue  # part of the Pod passing is not the Pod passing: the reason is said (``unjudged``)
         results.append(TargetResult(target, pod, tuple(v for v in found if not v.advisory), config,
                                     tuple(v for v in found if v.advisory), facts))
     return ObjectVerdict(mode, tuple(results))

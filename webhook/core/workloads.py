@@ -12,83 +12,40 @@ example.com/v1, kind: Deployment`` is not a Deployment (counted as skipped, ``De
 A document naming a judged kind without ``apiVersion`` is an error: ``kubectl apply`` refuses it ("apiVersion
 not set"), so no verdict on it could match what the cluster does.
 
-Template paths are dotted field names with two wildcards: ``[*]`` for every item of a list
-(``spec.replicatedJobs[*].template.spec.template.spec``) and ``*`` for every value of a map
-(``spec.pytorchReplicaSpecs.*.template.spec``). Users declare more kinds in the configuration
+Template paths (``webhook.core.templatepaths``) are dotted field names with two wildcards: ``[*]`` for every item
+of a list (``spec.replicatedJobs[*].template.spec.template.spec``) and ``*`` for every value of a map
+(``spec.pytorchReplicaSpecs.*.template.spec``). A kind whose Pods an operator builds has a builder instead
+(``Kind.build``, ``webhook.core.operators``). Users declare more kinds in the configuration
 (``workloads``, ``webhook.core.config``); ``table(extra)`` is the built-in table with them.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
 from webhook.core.claims import CLAIM_KINDS, ClaimKind, claim_kind, claim_spec
-from webhook.core.fieldpath import FieldPath, Segment, dotted
+from webhook.core.fieldpath import FieldPath, Segment
 from webhook.core.kubeversion import DEFAULT, Semantics
 from webhook.core.operators import NO_RELATED, Build, Related, llmisvc
 from webhook.core.operators.kserve import COMPONENTS, GROUP
+from webhook.core.operators.kserve import RELATED as KSERVE_RELATED
 from webhook.core.operators.kserve import build as kserve_build
 from webhook.core.podspec import ManifestError, PodSpec, build_pod_spec
+from webhook.core.templatepaths import (
+    LIST,
+    MAP,
+    PathError,
+    Template,
+    parse_path,
+    role,
+    template_label,
+    walk_template,
+)
 
 POD = "Pod"
-LIST = "[*]"  # every item of a list
-MAP = "*"  # every value of a map
-# What names a list item in a message (``spec.replicatedJobs[1] (workers)``): JobSet's and LWS's ``name``,
-# Ray's ``groupName``.
-ITEM_NAMES = ("name", "groupName")
-_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
-
-
-class PathError(ValueError):
-    """A template path that cannot be read; the message says what is wrong with it."""
-
-
-def parse_path(text: str) -> tuple[str, ...]:
-    """``spec.replicatedJobs[*].template.spec`` -> ``("spec", "replicatedJobs", "[*]", "template", "spec")``.
-
-    Keys are field names (letters, digits, ``_``, ``-``); ``[*]`` follows a key, ``*`` stands alone."""
-    if not isinstance(text, str) or not text:
-        raise PathError("expected a dotted field path such as spec.template.spec")
-    out: list[str] = []
-    for part in text.split("."):
-        key, star = (part[:-3], True) if part.endswith(LIST) else (part, False)
-        if key == MAP and not star:
-            if not out:
-                raise PathError(f"{text!r}: a path cannot start with *")
-            out.append(MAP)
-            continue
-        if not _KEY.match(key):
-            raise PathError(f"{text!r}: {part!r} is not a field name (letters, digits, _ and -; [*] for every "
-                            "item of a list, * for every value of a map)")
-        out.append(key)
-        if star:
-            out.append(LIST)
-    if out[-1] in (LIST, MAP):
-        raise PathError(f"{text!r}: a path ends at a pod spec (a mapping with containers), not at a wildcard")
-    return tuple(out)
-
-
-@dataclass(frozen=True, slots=True)
-class Template:
-    """One place a kind keeps a pod spec: ``path`` (with wildcards), and what a fixed one is called in
-    messages (``leader``, ``head``); list items and map values are named by their own name or key."""
-
-    path: str
-    name: str | None = None
-    segments: tuple[str, ...] = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "segments", parse_path(self.path))
-
-    @property
-    def wild(self) -> bool:
-        return any(s in (LIST, MAP) for s in self.segments)
-
-
 @dataclass(frozen=True, slots=True)
 class Kind:
     """A judged kind: its API group, the versions judged (the first is listed by ``audit``), plural (as
@@ -184,7 +141,14 @@ BUILTIN: tuple[Kind, ...] = (
     _k("RayJob", "ray.io", "v1,v1alpha1", "rayjobs", *_ray("spec.rayClusterSpec.")),
     # KServe (webhook.core.operators.kserve): its Pods built from the InferenceService and a ServingRuntime.
     Kind("InferenceService", GROUP, ("v1beta1",), "inferenceservices",
-         tuple(Template(f"spec.{c}", c) for c in COMPONENTS), controller=False, build=kserve_build),
+         tuple(Template(f"spec.{c}", c) for c in COMPONENTS), controller=False, build=kserve_build,
+         related=KSERVE_RELATED),
+    # KServe v0.20.0 ServingRuntimePodSpec: the containers every model it serves runs (with the model's resources
+    # over its kserve-container's), and a multi-node runtime's workers.
+    _k("ServingRuntime", GROUP, "v1alpha1", "servingruntimes", ("spec", "runtime"), ("spec.workerSpec", "worker"),
+       controller=False),
+    _k("ClusterServingRuntime", GROUP, "v1alpha1", "clusterservingruntimes", ("spec", "runtime"),
+       ("spec.workerSpec", "worker"), controller=False),
     # KServe's LLMInferenceService (webhook.core.operators.llmisvc): its Pods built from the object over KServe's
     # presets and its baseRefs' LLMInferenceServiceConfigs. Not a controller for audit: the Deployments and
     # LeaderWorkerSets KServe creates are judged themselves.
@@ -249,12 +213,16 @@ class Target:
     # (``webhook.core.operators.Built.fields``, rebased on the document).
     fields: tuple[tuple[FieldPath, FieldPath], ...] = ()
     built: bool = False  # built by an operator: ``spec`` is not in the document, only ``fields`` are
+    partial: str = ""  # part of the Pod only: a pass is not the Pod's (``webhook.core.operators.Built.partial``)
+    shown: tuple[tuple[FieldPath, FieldPath], ...] = ()  # as ``fields``, to name only (``Built.shown``)
 
     def unbase(self, path: FieldPath) -> FieldPath | None:
         """A built target's document ``path`` back in the built spec (the inverse of ``fields``): None where no
         object field makes that part of the Pod (the mutation cannot change it). A literal template's: ``path``."""
         if not self.built:
             return path
+        if any(path[:len(shown)] == shown for _, shown in self.shown):  # an injected part, named by a field
+            return None
         for prefix, field_path in self.fields:
             if path[:len(field_path)] == field_path:
                 return (*prefix, *path[len(field_path):])
@@ -262,7 +230,8 @@ class Target:
 
     def pod_spec(self, kube: Semantics = DEFAULT, stored: bool = False) -> PodSpec:
         """The pod spec as ``kube``'s API server stores it (``stored``: as it was stored, status included)."""
-        return build_pod_spec(self.spec, self.path, self.status, self.template, kube, stored, self.fields)
+        return build_pod_spec(self.spec, self.path, self.status, self.template, kube, stored,
+                              self.fields + self.shown)
 
 
 def _meta(obj: Mapping[str, Any], where: FieldPath) -> tuple[str, str | None]:
@@ -274,85 +243,6 @@ def _meta(obj: Mapping[str, Any], where: FieldPath) -> tuple[str, str | None]:
     name = meta.get("name") or meta.get("generateName") or "<unnamed>"
     namespace = meta.get("namespace")
     return str(name), str(namespace) if namespace is not None else None
-
-
-def _items(template: Template) -> tuple[str, ...]:
-    """The template's path up to its last wildcard: the list or map whose items hold it."""
-    last = max(i for i, s in enumerate(template.segments) if s in (LIST, MAP))
-    return template.segments[:last + 1]
-
-
-def role(kind: Kind, template: Template) -> str | None:
-    """The name said after a list item's (``spec.roles[0] (prefill) leader``): a wild template's own name, where
-    another template of the kind sits in the same items (DisaggregatedSet's leader and worker of each role), so
-    that findings tell them apart; else None (the item's name is enough)."""
-    if not template.wild or template.name is None:
-        return None
-    items = _items(template)
-    return template.name if any(t is not template and t.wild and _items(t) == items for t in kind.templates) \
-        else None
-
-
-def template_label(template: Template, path: FieldPath, item_name: str | None, single: bool,
-                   part: str | None = None) -> str:
-    """How a template is named in findings: ``spec.replicatedJobs[1] (workers)`` (up to its last wildcard,
-    and the item's name; ``part``, the template's ``role``, after it), ``spec.leaderWorkerTemplate.leaderTemplate
-    (leader)`` (without the trailing ``template.spec``/``spec``); empty for a kind with one fixed template."""
-    if single:
-        return ""
-    if template.wild:
-        # the concrete path has one segment per pattern segment, list wildcards included (as the index)
-        head = path[:len(_items(template))]
-        shown = dotted(head)
-        label = f"{shown} ({item_name})" if item_name else shown
-        return f"{label} {part}" if part else label
-    cut = len(path)
-    for tail in (("template", "spec"), ("spec",)):
-        if tuple(path[-len(tail):]) == tail and len(path) > len(tail):
-            cut = len(path) - len(tail)
-            break
-    shown = dotted(path[:cut])
-    return f"{shown} ({template.name})" if template.name else shown
-
-
-def _walk_template(node: Any, segments: tuple[str, ...], walked: FieldPath,
-                   item_name: str | None) -> Iterator[tuple[FieldPath, Mapping[str, Any] | None, str | None]]:
-    """Each pod spec ``segments`` reaches from ``node`` (None where a fixed key is missing), with the name of
-    the innermost list item or map key it passed."""
-    if not segments:
-        yield walked, node, item_name
-        return
-    head, rest = segments[0], segments[1:]
-    if head == LIST:
-        if not isinstance(node, list):
-            raise ManifestError(walked, "expected a list")
-        for i, item in enumerate(node):
-            if not isinstance(item, Mapping):
-                raise ManifestError((*walked, i), "expected a mapping")
-            named = next((item[k] for k in ITEM_NAMES if isinstance(item.get(k), str) and item[k]), None)
-            yield from _walk_template(item, rest, (*walked, i), named)
-        return
-    if head == MAP:
-        if not isinstance(node, Mapping):
-            raise ManifestError(walked, "expected a mapping")
-        for key, value in node.items():
-            if value is None:
-                continue
-            if not isinstance(value, Mapping):
-                raise ManifestError((*walked, str(key)), "expected a mapping")
-            yield from _walk_template(value, rest, (*walked, str(key)), None)  # the key is in the path
-        return
-    value = node.get(head)
-    here = (*walked, head)
-    if value is None:
-        yield here, None, item_name
-        return
-    if rest and rest[0] == LIST:
-        if not isinstance(value, list):
-            raise ManifestError(here, "expected a list")
-    elif not isinstance(value, Mapping):
-        raise ManifestError(here, "expected a mapping")
-    yield from _walk_template(value, rest, here, item_name)
 
 
 def walk(obj: Any, where: FieldPath = (), kinds: Mapping[tuple[str, str], Kind] = KINDS,
@@ -408,13 +298,13 @@ def walk(obj: Any, where: FieldPath = (), kinds: Mapping[tuple[str, str], Kind] 
         return
     found = False
     for template in known.templates:
-        for path, spec, item_name in _walk_template(obj, template.segments, where, None):
+        for path, spec, item_name in walk_template(obj, template.segments, where, None):
             if spec is None:
                 continue
             found = True
             yield Target(known.kind, name, namespace, path, spec, obj.get("status") if kind == POD else None,
                          template_label(template, path[len(where):], item_name, known.single,
-                                        role(known, template)), where)
+                                        role(known.templates, template)), where)
     if not found:
         yield f"{kind} without a pod template"  # e.g. a kustomize patch that only sets replicas
 
@@ -432,7 +322,10 @@ def _built(known: Kind, obj: Mapping[str, Any], where: FieldPath, name: str, nam
         path = (*where, *built.path)
         fields = tuple(((*path, *prefix), (*where, *field_path))
                        for prefix, field_path in sorted(built.fields, key=lambda f: -len(f[0])))
-        yield Target(known.kind, name, namespace, path, built.spec, None, built.template, where, fields, True)
+        shown = tuple(((*path, *prefix), (*where, *field_path))
+                      for prefix, field_path in sorted(built.shown, key=lambda f: -len(f[0])))
+        yield Target(known.kind, name, namespace, path, built.spec, None, built.template, where, fields, True,
+                     built.partial, shown)
     if not found:
         yield f"{known.kind} without a pod template"
 
@@ -468,6 +361,27 @@ def describe(kinds: Iterable[Kind]) -> list[tuple[str, str, str]]:
              "<br>".join(f"`{t.path}`" + (f" ({t.name})" if t.name else "") for t in k.templates)) for k in kinds]
 
 
-__all__ = ["BUILTIN", "CONTROLLERS", "KINDS", "LIST", "MAP", "POD", "Kind", "PathError", "Segment", "Target",
-           "Template", "describe", "find_kind", "find_targets", "group_of", "judged", "parse_path",
-           "related_kinds", "role", "table", "walk"]
+__all__ = [
+    "BUILTIN",
+    "CONTROLLERS",
+    "KINDS",
+    "LIST",
+    "MAP",
+    "POD",
+    "Kind",
+    "PathError",
+    "Segment",
+    "Target",
+    "Template",
+    "describe",
+    "find_kind",
+    "find_targets",
+    "group_of",
+    "judged",
+    "parse_path",
+    "related_kinds",
+    "role",
+    "table",
+    "template_label",
+    "walk",
+]

@@ -36,7 +36,7 @@ def _template_cel(kind: Kind, template: Template) -> str:
     segments = template.segments
     wild = [i for i, s in enumerate(segments) if s in (LIST, MAP)]
     last = wild[-1] if wild else -1
-    part = role(kind, template)
+    part = role(kind.templates, template)
     after = f" + {_literal(' ' + part)}" if part else ""  # as ``template_label``: the template's role
 
     def build(i: int, node: str, path: str, label: str, depth: int) -> str:

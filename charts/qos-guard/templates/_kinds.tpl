@@ -54,6 +54,11 @@
   resources: ["inferenceservices"]
   scope: Namespaced
 - apiGroups: ["serving.kserve.io"]
+  apiVersions: ["v1alpha1"]
+  operations: ["CREATE", "UPDATE"]
+  resources: ["servingruntimes", "clusterservingruntimes"]
+  scope: Namespaced
+- apiGroups: ["serving.kserve.io"]
   apiVersions: ["v1alpha2", "v1alpha1"]
   operations: ["CREATE", "UPDATE"]
   resources: ["llminferenceservices"]
@@ -114,7 +119,7 @@
   resources: ["rayclusters", "rayservices", "rayjobs"]
   verbs: {{ toJson .verbs }}
 - apiGroups: ["serving.kserve.io"]
-  resources: ["inferenceservices", "llminferenceservices"]
+  resources: ["inferenceservices", "servingruntimes", "clusterservingruntimes", "llminferenceservices"]
   verbs: {{ toJson .verbs }}
 - apiGroups: ["argoproj.io"]
   resources: ["rollouts"]

@@ -18,6 +18,11 @@ The interface (all pure; nothing here reads a file or the API server):
   ``("containers", 0)`` is the object's ``("spec", "predictor", "model")``, so a finding says
   ``spec.predictor.model.resources.limits.cpu``). Prefixes, the longest first; a built path no prefix covers keeps
   ``path + its own``, and the mutation does not change it.
+- ``Built.shown``: as ``fields``, for parts of the Pod no object field makes but one causes (a container the
+  operator or a webhook injects): findings name that field, the mutation leaves them.
+- ``Built.partial``: the builder knows part of the Pod only (KServe's model container when the runtime is not
+  known, its own resources fixing every request and limit): a finding there is the Pod's (no other part can undo
+  it), a pass is not, so where nothing is found the engine keeps no result and ``check`` counts the reason.
 - ``Related``: the other objects a builder may read (Kyverno's context entries): from the same input (``check``
   reads every document first) or from the API server (``source="cluster"``: then a kind listed in ``read`` was
   read whole, and an object absent from it does not exist). An object absent from the input may still exist in
@@ -52,6 +57,12 @@ class Built:
     spec: Mapping[str, Any]  # the pod spec the operator builds
     template: str  # how findings name it
     fields: tuple[tuple[FieldPath, FieldPath], ...] = ()  # built-spec prefix -> object field (from the root)
+    # Part of the Pod only (the rest needs an object not given): its findings are the Pod's, its pass is not; the
+    # reason is said instead when it has none.
+    partial: str = ""
+    # Built-spec prefix -> the object field that makes the operator add it (an injected container: the
+    # ``storageUri`` behind a storage initializer), to name it by; never changed by the mutation.
+    shown: tuple[tuple[FieldPath, FieldPath], ...] = ()
 
 
 @dataclass(frozen=True, eq=False)
