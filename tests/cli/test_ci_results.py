@@ -68,7 +68,7 @@ def test_skipped_documents_are_counted_by_reason(qos_guard: Run, tmp_path: Path)
 
 
 def test_the_skipped_summary_is_one_line_per_kind_however_many_objects(qos_guard: Run, tmp_path: Path) -> None:
-    """Issue 49: the summary grew one sentence per skipped reason on one line. Kinds qos-guard does not judge
+    """The summary once grew one sentence per skipped reason on one line. Kinds qos-guard does not judge
     share one line, each kind it knows but could not judge has one line of its own, whatever the count."""
     patch = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: d{i}}}\nspec: {{replicas: 3}}\n"
     bare = "apiVersion: v1\nkind: Namespace\nmetadata: {{name: n{i}}}\n"

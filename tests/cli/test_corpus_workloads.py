@@ -310,7 +310,7 @@ def test_the_compliant_ones_pass_and_the_unknown_one_is_not_passed(qos_guard: Ru
 
 
 def test_the_issue_llminferenceservice_fails_and_one_without_its_base_config_is_unknown(qos_guard: Run) -> None:
-    """Issue 49's example (cpu request 2, limit 4) is refused naming the template and the container; the
+    """KServe's single-node-gpu sample (cpu request 2, limit 4) is refused naming the template and the container; the
     e2e-gpt-oss sample without the LLMInferenceServiceConfig its baseRefs name is not judged: said, naming it."""
     sample = qos_guard("check", str(CORPUS / LLMISVC / "single-node-gpu/llm-inference-service-qwen2-7b-gpu.yaml"))
     assert sample.returncode == 1

@@ -31,6 +31,7 @@ from webhook.batch.files import NotRewritable, Unjudgeable, Unreadable, Unwritab
 from webhook.batch.unified import Edit, apply_edits
 from webhook.core.config import Config
 from webhook.core.engine import Mode, evaluate
+from webhook.core.facts import NO_FACTS, Facts
 from webhook.core.fieldpath import dotted
 from webhook.core.mutation import Change, apply_changes
 from webhook.core.podspec import ManifestError
@@ -64,6 +65,8 @@ class FileResult:
     new_text: str | None = None
     old_text: str | None = None  # kept for ``fix --dry-run``'s diff
     edits: list[Edit] = field(default_factory=list)  # spans of the old text and what they became, in order
+    # What the operators' builders read (the input's other objects: ``runner.with_input``), as ``check`` has it.
+    facts: Facts = field(default=NO_FACTS, repr=False)
 
 
 
@@ -110,7 +113,7 @@ def _fix_document(file: str, part: str, doc: Document, config: Config, result: F
     if not changes:
         return []
     if doc.node is None:
-        return _round_trip_document(file, part, apply_changes(doc.obj, changes), config, newline)
+        return _round_trip_document(file, part, apply_changes(doc.obj, changes), config, newline, result.facts)
     shared = yamledit.shared_nodes(doc.node) if "*" in part else {}
     attempt = list(changes)
     while attempt:
@@ -134,7 +137,7 @@ def _fix_document(file: str, part: str, doc: Document, config: Config, result: F
         for change in attempt:
             _refuse(result, change, ANCHOR_LAYOUT)
         return []
-    return _round_trip_document(file, part, apply_changes(doc.obj, attempt), config, newline)
+    return _round_trip_document(file, part, apply_changes(doc.obj, attempt), config, newline, result.facts)
 
 
 def _say_at_anchor(result: FileResult, change: Change, anchor: str, n: int) -> None:
@@ -150,10 +153,11 @@ def _refuse(result: FileResult, change: Change, why: str) -> None:
 
 
 def _judge_document(doc: Any, config: Config, result: FileResult) -> list[Change]:
-    verdict = evaluate(doc, config, Mode.MUTATE)
+    verdict = evaluate(doc, config, Mode.MUTATE, result.facts)
     result.objects += len({r.target.root for r in verdict.results}) + (verdict.exempt is not None)
     if not verdict.results and verdict.exempt is None:  # nothing to judge in it: said by reason, as check says
-        result.skipped.update(r for r in walk_workloads(doc, kinds=table(config.workloads)) if isinstance(r, str))
+        result.skipped.update(r for r in walk_workloads(doc, kinds=table(config.workloads),
+                                                        related=result.facts.related) if isinstance(r, str))
     for r in verdict.results:
         # Only the names are reported: keep no reference to the object, so memory stays flat per document.
         target = dataclasses.replace(r.target, spec={})
@@ -167,11 +171,11 @@ def _is_json(text: str) -> bool:
     return text.lstrip(" \t\r\n")[:1] == "{"
 
 
-def fix_text(file: str, text: str, config: Config) -> FileResult:
+def fix_text(file: str, text: str, config: Config, facts: Facts = NO_FACTS) -> FileResult:
     """Fix the documents in ``text``; ``new_text`` is set only when something changed. A file that does
     not read cleanly (as ``check`` reads it) raises ``NotFixed`` with the reason. Line endings (LF or CRLF)
     are kept; a BOM is the caller's (``fix_file`` strips and restores it)."""
-    result = FileResult(file)
+    result = FileResult(file, facts=facts)
     try:
         if _is_json(text):
             return _fix_json(file, text, config, result)
@@ -240,14 +244,15 @@ def _reread(file: str, text: str) -> Any:
     return doc.obj if isinstance(doc, Document) else doc
 
 
-def _round_trip_document(file: str, part: str, expected: Any, config: Config, newline: str) -> list[Edit]:
+def _round_trip_document(file: str, part: str, expected: Any, config: Config, newline: str,
+                         facts: Facts = NO_FACTS) -> list[Edit]:
     """ruamel.yaml's round trip of one document (``part``), kept only if it reads back (as kubectl reads it)
     as exactly the mutated object ``expected``: one edit, the whole document."""
     body = part.replace("\r\n", "\n") if newline != "\n" else part
     y = _yaml(body)
     y.explicit_start = False
     loaded = list(y.load_all(body))
-    fixed = _fix_documents(loaded, config, FileResult(file))  # its own tally: the changes are counted already
+    fixed = _fix_documents(loaded, config, FileResult(file, facts=facts))  # its own tally: counted already
     stream = io.StringIO()
     y.dump_all(fixed, stream)
     new = stream.getvalue()
@@ -261,7 +266,7 @@ BOM = "\ufeff"
 
 
 def fix_file(path: str, config: Config, output: Path | None = None, root: Path | None = None,
-             dry_run: bool = False) -> FileResult:
+             dry_run: bool = False, facts: Facts = NO_FACTS) -> FileResult:
     """Fix ``path`` in place, or write it under ``output`` (mirroring its place below ``root``); with
     ``dry_run`` write nothing and keep the old text beside the new one.
 
@@ -284,7 +289,7 @@ def fix_file(path: str, config: Config, output: Path | None = None, root: Path |
     del data
     if isinstance(text, ReadError):
         raise _unreadable(text)
-    result = fix_text(path, text, config)
+    result = fix_text(path, text, config, facts)
     if dry_run:  # the diff is of the file as it is, BOM included
         result.old_text = (BOM if bom else "") + text
         if bom:

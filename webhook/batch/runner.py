@@ -251,6 +251,9 @@ def fix_paths(paths: Sequence[str], config: Config, output: Path | None,
 
     tally = FixTally(dry_run=dry_run)
     fixed = "would fix" if dry_run else "fixed"
+    # the builders read the input's other objects (a baseRefs config in another file), as check's do
+    given = [p for p in paths if p != STDIN]
+    facts = with_input(NO_FACTS, (i.obj for i in file_items(given) if i.obj is not None), config)
     charts: dict[Path, int] = {}
     for arg in paths:
         if arg == STDIN:
@@ -268,7 +271,7 @@ def fix_paths(paths: Sequence[str], config: Config, output: Path | None,
                 charts[chart] = charts.get(chart, 0) + 1
                 continue
             try:
-                result = fix_file(item, config, output, root, dry_run=dry_run)
+                result = fix_file(item, config, output, root, dry_run=dry_run, facts=facts)
             except NotFixed as exc:
                 if isinstance(exc, Unreadable):
                     exc.reason = _template_hint(item, exc.reason, FIX_TEMPLATE)
