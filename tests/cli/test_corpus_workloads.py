@@ -321,3 +321,36 @@ def test_the_issue_llminferenceservice_fails_and_one_without_its_base_config_is_
     assert alone.returncode == 2 and alone.stdout == ""
     assert ('skipped: 1 LLMInferenceService spec.baseRefs[0]: LLMInferenceServiceConfig '
             '"llmisvc-intelligent-inference-scheduling" not in the input') in alone.stderr, alone.stderr
+
+
+NIM = "k8s-nim-operator/config/samples/nim/serving/"
+# NVIDIA NIM operator v3.1.2's samples: spec.resources is the model container's (GPUs only: no cpu or memory
+# limit), the leader's and the worker's alike with spec.multiNode; with inferencePlatform: kserve the operator
+# writes an InferenceService instead (not judged here: said).
+NIM_EXPECTED = {
+    NIM + "advanced/multi-node/multi-node-nimservice.yaml NIMService/deepseek-r1": (
+        'limits-missing cpu,memory: spec (leader) "nim-leader"',
+        'limits-missing cpu,memory: spec (worker) "nim-worker"',
+    ),
+    NIM + "standalone/basic/llm.yaml NIMService/meta-llama-3-2-1b-instruct": (
+        'limits-missing cpu,memory: spec (Deployment) "meta-llama-3-2-1b-instruct-ctr"',
+    ),
+}
+
+
+def test_nim_samples_are_judged_as_the_operator_builds_them(qos_guard: Run) -> None:
+    out = qos_guard("check", str(CORPUS / "k8s-nim-operator"), "--format", "json")
+    assert out.returncode == 1, out.stderr
+    report = json.loads(out.stdout)
+    grouped: dict[str, dict[tuple[str, str], list[str]]] = defaultdict(lambda: defaultdict(list))
+    for v in report["violations"]:
+        # the model container is made of the whole spec: "container "x" (spec): ..."
+        rule, rest = _finding({**v, "message": v["message"].replace(" (spec): ", " (spec.): ")}).split(" ", 1)
+        field, head = rest.split(": ", 1)
+        grouped[f"{Path(v['file']).relative_to(CORPUS)} {v['kind']}/{v['name']}"][(rule, head)].append(field)
+    found = {key: tuple(sorted(f"{rule} {','.join(sorted(fields))}: {head}" for (rule, head), fields in g.items()))
+             for key, g in grouped.items()}
+    assert found == NIM_EXPECTED
+    assert report["summary"]["skipped"] == {
+        "NIMCache": 3, "NIMService with spec.inferencePlatform: kserve (the operator writes a KServe "
+                       "InferenceService from it: judged as the InferenceService and Pods KServe creates)": 1}

@@ -148,6 +148,7 @@ CUSTOM = [
                               "kserve-config-llm-prefill-worker-data-parallel)"),
       ("spec.router.scheduler.template", "spec.router.scheduler.template (scheduler, over "
                                          "kserve-config-llm-scheduler)")]),
+    (obj("NIMService", spec={"resources": {}}), [("spec", "spec (Deployment)")]),
     (obj("Rollout", spec=TEMPLATE), [("spec.template.spec", "")]),
     *[(obj(kind, spec={f"{replicas}ReplicaSpecs": {"Master": {"replicas": 1, "template": POD_T},
                                                     "Worker": {"replicas": 2, "template": POD_T}}}),

@@ -29,7 +29,7 @@ from typing import Any
 from webhook.core.claims import CLAIM_KINDS, ClaimKind, claim_kind, claim_spec
 from webhook.core.fieldpath import FieldPath, Segment
 from webhook.core.kubeversion import DEFAULT, Semantics
-from webhook.core.operators import NO_RELATED, Build, Related, llmisvc
+from webhook.core.operators import NO_RELATED, Build, Related, llmisvc, nim
 from webhook.core.operators.kserve import COMPONENTS, GROUP
 from webhook.core.operators.kserve import RELATED as KSERVE_RELATED
 from webhook.core.operators.kserve import build as kserve_build
@@ -155,6 +155,10 @@ BUILTIN: tuple[Kind, ...] = (
     Kind(llmisvc.KIND, llmisvc.GROUP, ("v1alpha2", "v1alpha1"), "llminferenceservices",
          tuple(Template(f"spec.{'.'.join(at)}", name) for at, name in llmisvc.TEMPLATES), controller=False,
          build=llmisvc.build, related=llmisvc.RELATED),
+    # NVIDIA NIM operator v3.1.2 (webhook.core.operators.nim): a Deployment (or with spec.multiNode a
+    # LeaderWorkerSet) whose model container has spec.resources. Not a controller for audit: those are judged.
+    Kind(nim.KIND, nim.GROUP, ("v1alpha1",), "nimservices", (Template("spec", "NIM's pod"),), controller=False,
+         build=nim.build),
     # Argo Rollouts: spec.template (a Rollout with spec.workloadRef has none: its Deployment is judged).
     _k("Rollout", "argoproj.io", "v1alpha1", "rollouts", _T),
     # Kubeflow training-operator v1 (MPIJob also as mpi-operator's v2beta1)

@@ -63,6 +63,11 @@
   operations: ["CREATE", "UPDATE"]
   resources: ["llminferenceservices"]
   scope: Namespaced
+- apiGroups: ["apps.nvidia.com"]
+  apiVersions: ["v1alpha1"]
+  operations: ["CREATE", "UPDATE"]
+  resources: ["nimservices"]
+  scope: Namespaced
 - apiGroups: ["argoproj.io"]
   apiVersions: ["v1alpha1"]
   operations: ["CREATE", "UPDATE"]
@@ -120,6 +125,9 @@
   verbs: {{ toJson .verbs }}
 - apiGroups: ["serving.kserve.io"]
   resources: ["inferenceservices", "servingruntimes", "clusterservingruntimes", "llminferenceservices"]
+  verbs: {{ toJson .verbs }}
+- apiGroups: ["apps.nvidia.com"]
+  resources: ["nimservices"]
   verbs: {{ toJson .verbs }}
 - apiGroups: ["argoproj.io"]
   resources: ["rollouts"]
