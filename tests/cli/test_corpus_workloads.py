@@ -354,3 +354,23 @@ def test_nim_samples_are_judged_as_the_operator_builds_them(qos_guard: Run) -> N
     assert report["summary"]["skipped"] == {
         "NIMCache": 3, "NIMService with spec.inferencePlatform: kserve (the operator writes a KServe "
                        "InferenceService from it: judged as the InferenceService and Pods KServe creates)": 1}
+
+
+VLLM = "vllm-production-stack/operator/config/samples/"
+VLLM_DEPLOYMENT = ("spec.deploymentConfig (Deployment; resources.cpu and resources.memory, and sidecarConfig's, are "
+                   "each the container's request and limit) ")
+
+
+def test_vllmruntime_samples_are_judged_as_the_operator_builds_them(qos_guard: Run) -> None:
+    """production-stack's VLLMRuntime samples: the sidecar's cpu 0.5 is fractional; the autoscaling samples give
+    the vllm container a GPU and no cpu or memory, so it has no limits."""
+    sample = "production-stack_v1alpha1_vllmruntime.yaml"
+    scaling = "production-stack_v1alpha1_vllmruntime_autoscaling.yaml"
+    out = qos_guard("check", str(CORPUS / VLLM / sample), str(CORPUS / VLLM / scaling), "--format", "json")
+    assert out.returncode == 1, out.stderr
+    found = sorted((Path(v["file"]).name, v["name"], v["rule"], v["message"].split(" (spec.deploymentConfig.")[0])
+                   for v in json.loads(out.stdout)["violations"])
+    assert found == sorted([
+        (sample, "vllmruntime-sample", "cpu-not-integer", VLLM_DEPLOYMENT.rstrip() + ': container "sidecar"'),
+        *((scaling, name, "limits-missing", VLLM_DEPLOYMENT.rstrip() + ': container "vllm"')
+          for name in ("vllmruntime-autoscaling-minimal", "vllmruntime-autoscaling-scale-to-zero") for _ in "cm")])

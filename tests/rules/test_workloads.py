@@ -92,6 +92,12 @@ def test_fail_fixture_names_its_broken_template_everywhere(path: Path) -> None:
     assert response["allowed"] is False and f"cpu-not-integer: {prefix}container" in response["status"]["message"]
 
 
+# Kinds whose operator makes each of cpu and memory both a container's request and limit from one field
+# (VLLMRuntime's spec.deploymentConfig.resources.cpu): the mutation, which sets requests and limits, has no
+# field to set, so fix leaves them (and says so) rather than write fields the operator never reads.
+UNMENDABLE = {"VLLMRuntime"}
+
+
 @pytest.mark.parametrize("path", _fixtures("fail"))
 def test_fix_rewrites_the_broken_template_only(path: Path, tmp_path: Path) -> None:
     config_file = tmp_path / "config.yaml"
@@ -101,6 +107,11 @@ def test_fix_rewrites_the_broken_template_only(path: Path, tmp_path: Path) -> No
     obj = yaml.safe_load(path.read_text())
     (broken,) = {t.path for t, _ in evaluate(obj, Config(), Mode.ENFORCE).violations}
     out = _cli("fix", "--config", str(config_file), str(copy))
+    if obj["kind"] in UNMENDABLE:  # no field of the object is a request or a limit: left, said, file untouched
+        assert out.returncode == 1 and copy.read_text() == path.read_text(), out.stdout + out.stderr
+        assert "cpu-not-integer" in out.stdout and "(cannot be fixed automatically)" in out.stdout, out.stdout
+        assert not evaluate(obj, parse_config(ROUND_UP), Mode.MUTATE).changes
+        return
     assert out.returncode == 0, out.stdout + out.stderr
     fixed = yaml.safe_load(copy.read_text())
     assert evaluate(fixed, parse_config(ROUND_UP), Mode.ENFORCE).violations == []

@@ -9,6 +9,7 @@ import pytest
 from tests.helpers import container, rl
 from webhook.core.fieldpath import dotted, pointer
 from webhook.core.operators.kserve import MODEL_FIELDS as KSERVE_MODEL_FIELDS
+from webhook.core.operators.vllmruntime import LABEL as VLLMRUNTIME_LABEL
 from webhook.core.podspec import ManifestError
 from webhook.core.workloads import BUILTIN, KINDS, find_targets, walk
 
@@ -149,6 +150,8 @@ CUSTOM = [
       ("spec.router.scheduler.template", "spec.router.scheduler.template (scheduler, over "
                                          "kserve-config-llm-scheduler)")]),
     (obj("NIMService", spec={"resources": {}}), [("spec", "spec (Deployment)")]),
+    (obj("VLLMRuntime", spec={"deploymentConfig": {}}),
+     [("spec.deploymentConfig", VLLMRUNTIME_LABEL)]),
     (obj("Rollout", spec=TEMPLATE), [("spec.template.spec", "")]),
     *[(obj(kind, spec={f"{replicas}ReplicaSpecs": {"Master": {"replicas": 1, "template": POD_T},
                                                     "Worker": {"replicas": 2, "template": POD_T}}}),

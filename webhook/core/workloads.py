@@ -29,7 +29,7 @@ from typing import Any
 from webhook.core.claims import CLAIM_KINDS, ClaimKind, claim_kind, claim_spec
 from webhook.core.fieldpath import FieldPath, Segment
 from webhook.core.kubeversion import DEFAULT, Semantics
-from webhook.core.operators import NO_RELATED, Build, Related, llmisvc, nim
+from webhook.core.operators import NO_RELATED, Build, Related, llmisvc, nim, vllmruntime
 from webhook.core.operators.kserve import COMPONENTS, GROUP
 from webhook.core.operators.kserve import RELATED as KSERVE_RELATED
 from webhook.core.operators.kserve import build as kserve_build
@@ -159,6 +159,10 @@ BUILTIN: tuple[Kind, ...] = (
     # LeaderWorkerSet) whose model container has spec.resources. Not a controller for audit: those are judged.
     Kind(nim.KIND, nim.GROUP, ("v1alpha1",), "nimservices", (Template("spec", "NIM's pod"),), controller=False,
          build=nim.build),
+    # vLLM production-stack's operator (webhook.core.operators.vllmruntime): one Deployment from
+    # spec.deploymentConfig. Not a controller for audit: the Deployment is judged.
+    Kind(vllmruntime.KIND, vllmruntime.GROUP, ("v1alpha1",), "vllmruntimes",
+         (Template("spec.deploymentConfig", "Deployment"),), controller=False, build=vllmruntime.build),
     # Argo Rollouts: spec.template (a Rollout with spec.workloadRef has none: its Deployment is judged).
     _k("Rollout", "argoproj.io", "v1alpha1", "rollouts", _T),
     # Kubeflow training-operator v1 (MPIJob also as mpi-operator's v2beta1)

@@ -68,6 +68,11 @@
   operations: ["CREATE", "UPDATE"]
   resources: ["nimservices"]
   scope: Namespaced
+- apiGroups: ["production-stack.vllm.ai"]
+  apiVersions: ["v1alpha1"]
+  operations: ["CREATE", "UPDATE"]
+  resources: ["vllmruntimes"]
+  scope: Namespaced
 - apiGroups: ["argoproj.io"]
   apiVersions: ["v1alpha1"]
   operations: ["CREATE", "UPDATE"]
@@ -128,6 +133,9 @@
   verbs: {{ toJson .verbs }}
 - apiGroups: ["apps.nvidia.com"]
   resources: ["nimservices"]
+  verbs: {{ toJson .verbs }}
+- apiGroups: ["production-stack.vllm.ai"]
+  resources: ["vllmruntimes"]
   verbs: {{ toJson .verbs }}
 - apiGroups: ["argoproj.io"]
   resources: ["rollouts"]
