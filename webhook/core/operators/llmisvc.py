@@ -28,6 +28,7 @@ from typing import Any
 
 from webhook.core.fieldpath import FieldPath
 from webhook.core.operators import Built, Related
+from webhook.core.operators.kserve import DEFAULT_STORAGE, ISVC_CONFIG
 from webhook.core.podspec import ManifestError
 
 GROUP = "serving.kserve.io"
@@ -77,8 +78,7 @@ PRESETS: dict[str, Mapping[str, Any]] = {
     "kserve-config-llm-tracing": {},
 }
 # The inferenceservice-config ConfigMap's storageInitializer as KServe v0.20.0 ships it (config/configmap).
-STORAGE_DEFAULTS: Mapping[str, Any] = {"cpuRequest": "100m", "cpuLimit": "1", "memoryRequest": "100Mi",
-                                       "memoryLimit": "1Gi", "ociModelMode": "modelcar", "cpuModelcar": "10m",
+STORAGE_DEFAULTS: Mapping[str, Any] = {**DEFAULT_STORAGE, "ociModelMode": "modelcar", "cpuModelcar": "10m",
                                        "memoryModelcar": "15Mi"}
 # Lists a strategic merge of a PodSpec merges by name (patchMergeKey); every other list is replaced.
 _BY_NAME = frozenset({"containers", "initContainers", "ephemeralContainers", "resourceClaims"})
@@ -199,7 +199,7 @@ def _config(name: str, namespace: str | None, related: Related, shipped: bool, w
 
 def _storage_config(related: Related) -> Mapping[str, Any]:
     """``storageInitializer`` of the ``inferenceservice-config`` ConfigMap in KServe's namespace, else as shipped."""
-    found = related.named(*CONFIG_MAP, "inferenceservice-config", KSERVE_NAMESPACE)
+    found = related.named(*CONFIG_MAP, ISVC_CONFIG, KSERVE_NAMESPACE)
     text = _get(found, "data", "storageInitializer")
     if not isinstance(text, str):
         return STORAGE_DEFAULTS
