@@ -8,6 +8,8 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tests.helpers import rl
 from webhook.core.config import Config
@@ -172,3 +174,38 @@ def test_the_scheduler_preset_is_burstable_unless_the_object_says_otherwise() ->
     fixed = llmisvc({"template": main(), "router": {"scheduler": {"template": {"containers": [
         {"name": "main", "resources": GOOD}, {"name": "tokenizer", "resources": GOOD}]}}}})
     assert violations(fixed) == []
+
+
+def _name(container: dict[str, Any]) -> Any:
+    return container["name"]
+
+
+_NAMES = st.sampled_from(["main", "side", "init", "x"])
+_LIST = st.dictionaries(st.sampled_from(["cpu", "memory", "nvidia.com/gpu"]), st.sampled_from(["1", "2", "500m"]),
+                        max_size=3)
+_CONTAINER = st.fixed_dictionaries({"name": _NAMES}, optional={"resources": st.fixed_dictionaries(
+    {}, optional={"requests": _LIST, "limits": _LIST}), "image": st.text(max_size=3)})
+_POD = st.fixed_dictionaries({}, optional={
+    "containers": st.lists(_CONTAINER, max_size=3, unique_by=_name),
+    "initContainers": st.lists(_CONTAINER, max_size=2, unique_by=_name)})
+
+
+@given(_POD, _POD)
+def test_merge_keeps_every_container_and_the_overrides_own_values(base: dict[str, Any], over: dict[str, Any]) -> None:
+    """Strategic merge of pod specs (KServe's mergeSpecs): every container of either, by name; each request and
+    limit the override sets is the merged one's, and the base's others stay."""
+    merged = merge(base, over)
+    for group in ("containers", "initContainers"):
+        names = [c["name"] for c in base.get(group, [])] + [c["name"] for c in over.get(group, [])]
+        got = {c["name"]: c for c in merged.get(group, [])}
+        assert set(got) == set(names) and len(got) == len(merged.get(group, []))
+        for c in over.get(group, []):
+            for side in ("requests", "limits"):
+                for key, value in c.get("resources", {}).get(side, {}).items():
+                    assert got[c["name"]]["resources"][side][key] == value
+        for c in base.get(group, []):
+            mine: dict[str, Any] = next((o for o in over.get(group, []) if o["name"] == c["name"]), {})
+            for side in ("requests", "limits"):
+                for key, value in c.get("resources", {}).get(side, {}).items():
+                    if key not in mine.get("resources", {}).get(side, {}):
+                        assert got[c["name"]]["resources"][side][key] == value
