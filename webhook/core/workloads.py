@@ -22,7 +22,7 @@ of a list (``spec.replicatedJobs[*].template.spec.template.spec``) and ``*`` for
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
@@ -71,6 +71,9 @@ class Kind:
     declared: bool = False
     build: Build | None = field(default=None, compare=False)
     related: tuple[tuple[str, str], ...] = ()
+    # Namespaced (the webhook judges it by its namespace's mode label); a cluster-scoped kind (KServe's
+    # ClusterServingRuntime) is judged by check and audit only, and listed by audit across all namespaces only.
+    namespaced: bool = True
 
     @property
     def key(self) -> tuple[str, str]:
@@ -140,8 +143,8 @@ BUILTIN: tuple[Kind, ...] = (
     # over its kserve-container's), and a multi-node runtime's workers.
     _k("ServingRuntime", GROUP, "v1alpha1", "servingruntimes", ("spec", "runtime"), ("spec.workerSpec", "worker"),
        controller=False),
-    _k("ClusterServingRuntime", GROUP, "v1alpha1", "clusterservingruntimes", ("spec", "runtime"),
-       ("spec.workerSpec", "worker"), controller=False),
+    replace(_k("ClusterServingRuntime", GROUP, "v1alpha1", "clusterservingruntimes", ("spec", "runtime"),
+               ("spec.workerSpec", "worker"), controller=False), namespaced=False),
     # Argo Rollouts: spec.template (a Rollout with spec.workloadRef has none: its Deployment is judged).
     _k("Rollout", "argoproj.io", "v1alpha1", "rollouts", _T),
     # Kubeflow training-operator v1 (MPIJob also as mpi-operator's v2beta1)
