@@ -83,7 +83,7 @@ def install_crds(cluster: Cluster) -> None:
 
 def remove_crds(cluster: Cluster) -> None:
     # one request for all of them: the API server finalizes them side by side (one by one: ~4 s each)
-    cluster.kubectl("delete", "crd", *KINDS.values(), "--ignore-not-found", "--wait=true")
+    cluster.kubectl("delete", "crd", *KINDS.values(), "--ignore-not-found", "--wait=true", "--timeout=120s")
     _INSTALLED.discard(cluster.url)
 
 
