@@ -293,3 +293,20 @@ def test_a_malformed_inference_service_is_a_manifest_error_or_a_reason(predictor
     with pytest.raises(ManifestError) as err:
         evaluate(isvc(predictor), Config(), Mode.ENFORCE, Facts(related=cluster(runtime("rt", "sklearn"))))
     assert err.value.path[:2] == ("spec", "predictor"), err.value.path
+
+
+def test_fix_sets_the_models_resources_from_a_runtime_in_another_file(tmp_path: Path) -> None:
+    """``fix`` reads every file first, as check does: the runtime in one file, the InferenceService in another;
+    the model's cpu request is set to the runtime's limit it runs under, and check then passes both."""
+    (tmp_path / "runtime.yaml").write_text(yaml.safe_dump(runtime("rt", "sklearn")))
+    isvc_file = tmp_path / "isvc.yaml"
+    isvc_file.write_text(yaml.safe_dump(isvc({"model": {"modelFormat": {"name": "sklearn"}, "runtime": "rt",
+                                                        "storageUri": "pvc://m",
+                                                        "resources": {"requests": {"cpu": "1"}}}}, RAW)))
+    assert inprocess.run(("check", str(tmp_path))).returncode == 1
+    fixed = inprocess.run(("fix", str(tmp_path)))
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+    after = yaml.safe_load(isvc_file.read_text())
+    assert after["spec"]["predictor"]["model"]["resources"]["requests"]["cpu"] == "2"
+    again = inprocess.run(("check", str(tmp_path)))
+    assert again.returncode == 0 and "2 objects checked, 0 violations" in again.stderr, again.stderr

@@ -28,6 +28,7 @@ from ruamel.yaml.error import YAMLError as RuamelError
 
 from webhook.batch import jsonedit, yamledit
 from webhook.batch.files import NotRewritable, Unjudgeable, Unreadable, Unwritable, atomic_write, inside
+from webhook.batch.inputs import with_input
 from webhook.batch.unified import Edit, apply_edits
 from webhook.core.config import Config
 from webhook.core.engine import Mode, evaluate
@@ -36,7 +37,7 @@ from webhook.core.fieldpath import dotted
 from webhook.core.mutation import Change, apply_changes
 from webhook.core.podspec import ManifestError
 from webhook.core.rules import Violation
-from webhook.core.workloads import Target, table
+from webhook.core.workloads import Target, related_kinds, table
 from webhook.core.workloads import walk as walk_workloads
 from webhook.manifests.documents import (
     Document,
@@ -65,8 +66,6 @@ class FileResult:
     new_text: str | None = None
     old_text: str | None = None  # kept for ``fix --dry-run``'s diff
     edits: list[Edit] = field(default_factory=list)  # spans of the old text and what they became, in order
-    # What the operators' builders read (the input's other objects: ``runner.with_input``), as ``check`` has it.
-    facts: Facts = field(default=NO_FACTS, repr=False)
 
 
 
@@ -107,13 +106,13 @@ AT_ANCHOR = " (written at the YAML anchor &{anchor}: {aliases} too)"
 
 
 def _fix_document(file: str, part: str, doc: Document, config: Config, result: FileResult,
-                  newline: str) -> list[Edit]:
+                  newline: str, facts: Facts = NO_FACTS) -> list[Edit]:
     """The edits that fix one document of a YAML stream (none when nothing changes), spans of ``part``."""
-    changes = _judge_document(doc.obj, config, result)
+    changes = _judge_document(doc.obj, config, result, facts)
     if not changes:
         return []
     if doc.node is None:
-        return _round_trip_document(file, part, apply_changes(doc.obj, changes), config, newline, result.facts)
+        return _round_trip_document(file, part, apply_changes(doc.obj, changes), config, newline)
     shared = yamledit.shared_nodes(doc.node) if "*" in part else {}
     attempt = list(changes)
     while attempt:
@@ -137,7 +136,7 @@ def _fix_document(file: str, part: str, doc: Document, config: Config, result: F
         for change in attempt:
             _refuse(result, change, ANCHOR_LAYOUT)
         return []
-    return _round_trip_document(file, part, apply_changes(doc.obj, attempt), config, newline, result.facts)
+    return _round_trip_document(file, part, apply_changes(doc.obj, attempt), config, newline)
 
 
 def _say_at_anchor(result: FileResult, change: Change, anchor: str, n: int) -> None:
@@ -152,12 +151,12 @@ def _refuse(result: FileResult, change: Change, why: str) -> None:
     result.refused.append((target, change, why))
 
 
-def _judge_document(doc: Any, config: Config, result: FileResult) -> list[Change]:
-    verdict = evaluate(doc, config, Mode.MUTATE, result.facts)
+def _judge_document(doc: Any, config: Config, result: FileResult, facts: Facts = NO_FACTS) -> list[Change]:
+    verdict = evaluate(doc, config, Mode.MUTATE, facts)
     result.objects += len({r.target.root for r in verdict.results}) + (verdict.exempt is not None)
     if not verdict.results and verdict.exempt is None:  # nothing to judge in it: said by reason, as check says
-        result.skipped.update(r for r in walk_workloads(doc, kinds=table(config.workloads),
-                                                        related=result.facts.related) if isinstance(r, str))
+        result.skipped.update(r for r in walk_workloads(doc, kinds=table(config.workloads), related=facts.related)
+                              if isinstance(r, str))
     for r in verdict.results:
         # Only the names are reported: keep no reference to the object, so memory stays flat per document.
         target = dataclasses.replace(r.target, spec={})
@@ -174,12 +173,15 @@ def _is_json(text: str) -> bool:
 def fix_text(file: str, text: str, config: Config, facts: Facts = NO_FACTS) -> FileResult:
     """Fix the documents in ``text``; ``new_text`` is set only when something changed. A file that does
     not read cleanly (as ``check`` reads it) raises ``NotFixed`` with the reason. Line endings (LF or CRLF)
-    are kept; a BOM is the caller's (``fix_file`` strips and restores it)."""
-    result = FileResult(file, facts=facts)
+    are kept; a BOM is the caller's (``fix_file`` strips and restores it). ``facts``: what else is known (the
+    other files' ServingRuntimes...); the text's own objects the operators' builders read are added, as check
+    adds its input's."""
+    result = FileResult(file)
     try:
+        facts = _with_own(file, text, config, facts)
         if _is_json(text):
-            return _fix_json(file, text, config, result)
-        return _fix_yaml(file, text, config, result)
+            return _fix_json(file, text, config, result, facts)
+        return _fix_yaml(file, text, config, result, facts)
     except RuamelError as exc:
         raise Unreadable(f"does not parse: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") \
             from None
@@ -189,11 +191,25 @@ def fix_text(file: str, text: str, config: Config, facts: Facts = NO_FACTS) -> F
         raise Unjudgeable("nested too deeply to be fixed") from None
 
 
+def _with_own(file: str, text: str, config: Config, facts: Facts) -> Facts:
+    """``facts`` with the text's own objects of the kinds the builders read; read only when the text names one
+    of those kinds (a kind is spelled out in its document), so a file without one is parsed once."""
+    if not any(kind in text for _, kind in related_kinds(table(config.workloads))):
+        return facts
+    if _is_json(text):
+        docs = json_objects(file, text)
+        objects = docs if isinstance(docs, list) else []
+    else:
+        objects = [piece[1].obj for piece in yaml_pieces(file, text)
+                   if not isinstance(piece, ReadError) and piece[1] is not None]
+    return with_input(facts, objects, config)
+
+
 def _unreadable(error: ReadError) -> Unreadable:
     return Unreadable(error.reason, error.line)
 
 
-def _fix_json(file: str, text: str, config: Config, result: FileResult) -> FileResult:
+def _fix_json(file: str, text: str, config: Config, result: FileResult, facts: Facts = NO_FACTS) -> FileResult:
     """Only the changed values change (``jsonedit``); where a change needs a layout that cannot be written in
     place, the file is written whole in its own indent (a tab, or so many spaces)."""
     docs = json_objects(file, text)
@@ -201,7 +217,7 @@ def _fix_json(file: str, text: str, config: Config, result: FileResult) -> FileR
         raise _unreadable(docs)
     if not isinstance(docs, list):
         raise NotRewritable("JSON followed by YAML in one file cannot be rewritten")
-    changes = [_judge_document(doc, config, result) for doc in docs]
+    changes = [_judge_document(doc, config, result, facts) for doc in docs]
     fixed = [apply_changes(doc, c) if c else doc for doc, c in zip(docs, changes, strict=True)]
     if result.changes:
         newline = "\r\n" if "\r\n" in text else "\n"
@@ -218,7 +234,7 @@ def _fix_json(file: str, text: str, config: Config, result: FileResult) -> FileR
     return result
 
 
-def _fix_yaml(file: str, text: str, config: Config, result: FileResult) -> FileResult:
+def _fix_yaml(file: str, text: str, config: Config, result: FileResult, facts: Facts = NO_FACTS) -> FileResult:
     newline = "\r\n" if "\r\n" in text else "\n"
     out: list[str] = []
     offset = 0
@@ -227,7 +243,7 @@ def _fix_yaml(file: str, text: str, config: Config, result: FileResult) -> FileR
             raise _unreadable(piece)
         part, doc = piece
         if doc is not None:
-            edits = _fix_document(file, part, doc, config, result, newline)
+            edits = _fix_document(file, part, doc, config, result, newline, facts)
             doc.node = None  # the node tree is the largest thing held; let it go document by document
             if edits:
                 result.edits += [(offset + start, offset + end, new) for start, end, new in edits]
@@ -244,15 +260,14 @@ def _reread(file: str, text: str) -> Any:
     return doc.obj if isinstance(doc, Document) else doc
 
 
-def _round_trip_document(file: str, part: str, expected: Any, config: Config, newline: str,
-                         facts: Facts = NO_FACTS) -> list[Edit]:
+def _round_trip_document(file: str, part: str, expected: Any, config: Config, newline: str) -> list[Edit]:
     """ruamel.yaml's round trip of one document (``part``), kept only if it reads back (as kubectl reads it)
     as exactly the mutated object ``expected``: one edit, the whole document."""
     body = part.replace("\r\n", "\n") if newline != "\n" else part
     y = _yaml(body)
     y.explicit_start = False
     loaded = list(y.load_all(body))
-    fixed = _fix_documents(loaded, config, FileResult(file, facts=facts))  # its own tally: counted already
+    fixed = _fix_documents(loaded, config, FileResult(file))  # its own tally: the changes are counted already
     stream = io.StringIO()
     y.dump_all(fixed, stream)
     new = stream.getvalue()

@@ -10,10 +10,11 @@ from __future__ import annotations
 import os
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from webhook.batch.inputs import with_input
 from webhook.batch.report import STDIN_SHOWN, Location, Report, numbered, skipped_text
 from webhook.batch.textsafe import escape
 from webhook.batch.unified import Edit, unified_diff
@@ -29,10 +30,9 @@ from webhook.core.engine import (
 )
 from webhook.core.facts import NO_FACTS, Facts
 from webhook.core.fieldpath import FieldPath
-from webhook.core.operators import collect, merge
 from webhook.core.outcome import ExitCode, fold
 from webhook.core.podspec import ManifestError
-from webhook.core.workloads import Target, related_kinds, table, walk
+from webhook.core.workloads import Target, table, walk
 from webhook.manifests.reader import STDIN, Document, ReadError, expand_paths, open_manifest, read_documents
 
 
@@ -183,19 +183,6 @@ def check_paths(paths: Sequence[str], config: Config, mode: Mode,
     return run(items, config, mode, report, with_input(facts, (i.obj for i in items if i.obj is not None), config))
 
 
-def with_input(facts: Facts, objects: Iterable[Any], config: Config) -> Facts:
-    """``facts`` with the input's own objects of the kinds the operators' builders read (KServe's
-    ServingRuntimes...) added to what the cluster said (``webhook.core.operators.Related``): the input is what
-    will be applied, so its objects come first."""
-    wanted = related_kinds(table(config.workloads))
-    if not wanted:
-        return facts
-    found = collect(objects, wanted)
-    if not found.objects:
-        return facts
-    return replace(facts, related=merge(found, facts.related))
-
-
 @dataclass
 class FixTally:
     changed: int = 0
@@ -251,10 +238,10 @@ def fix_paths(paths: Sequence[str], config: Config, output: Path | None,
 
     tally = FixTally(dry_run=dry_run)
     fixed = "would fix" if dry_run else "fixed"
-    # the builders read the input's other objects (a baseRefs config in another file), as check's do
-    given = [p for p in paths if p != STDIN]
-    facts = with_input(NO_FACTS, (i.obj for i in file_items(given) if i.obj is not None), config)
     charts: dict[Path, int] = {}
+    # every file read first (as check reads them): one file's InferenceService, another's ServingRuntime
+    facts = with_input(NO_FACTS, (i.obj for i in file_items([p for p in paths if p != STDIN]) if i.obj is not None),
+                       config)
     for arg in paths:
         if arg == STDIN:
             out("-: error: fix rewrites files; give file or folder names, not -")

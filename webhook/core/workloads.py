@@ -22,7 +22,7 @@ of a list (``spec.replicatedJobs[*].template.spec.template.spec``) and ``*`` for
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
@@ -72,6 +72,9 @@ class Kind:
     declared: bool = False
     build: Build | None = field(default=None, compare=False)
     related: tuple[tuple[str, str], ...] = ()
+    # Namespaced (the webhook judges it by its namespace's mode label); a cluster-scoped kind (KServe's
+    # ClusterServingRuntime) is judged by check and audit only, and listed by audit across all namespaces only.
+    namespaced: bool = True
 
     @property
     def key(self) -> tuple[str, str]:
@@ -147,8 +150,8 @@ BUILTIN: tuple[Kind, ...] = (
     # over its kserve-container's), and a multi-node runtime's workers.
     _k("ServingRuntime", GROUP, "v1alpha1", "servingruntimes", ("spec", "runtime"), ("spec.workerSpec", "worker"),
        controller=False),
-    _k("ClusterServingRuntime", GROUP, "v1alpha1", "clusterservingruntimes", ("spec", "runtime"),
-       ("spec.workerSpec", "worker"), controller=False),
+    replace(_k("ClusterServingRuntime", GROUP, "v1alpha1", "clusterservingruntimes", ("spec", "runtime"),
+               ("spec.workerSpec", "worker"), controller=False), namespaced=False),
     # KServe's LLMInferenceService (webhook.core.operators.llmisvc): its Pods built from the object over KServe's
     # presets and its baseRefs' LLMInferenceServiceConfigs. Not a controller for audit: the Deployments and
     # LeaderWorkerSets KServe creates are judged themselves.
