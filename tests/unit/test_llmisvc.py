@@ -209,3 +209,20 @@ def test_merge_keeps_every_container_and_the_overrides_own_values(base: dict[str
                 for key, value in c.get("resources", {}).get(side, {}).items():
                     if key not in mine.get("resources", {}).get(side, {}):
                         assert got[c["name"]]["resources"][side][key] == value
+
+
+def test_the_webhook_refuses_the_issue_sample_naming_template_and_container() -> None:
+    """At apply time: the webhook judges the LLMInferenceService as KServe will build its Pods."""
+    import json as _json
+
+    from tests.helpers import admission_review
+    from webhook.serving.app import create_app
+
+    sample = llmisvc({"template": main({"requests": rl("2", "16Gi"), "limits": rl("4", "32Gi")})})
+    client = create_app(Config()).test_client()
+    answer = client.post("/validate", data=_json.dumps(admission_review(sample, namespace="llm")),
+                         content_type="application/json")
+    response = answer.get_json()["response"]
+    assert response["allowed"] is False
+    assert ('requests-not-equal-limits: spec.template (main, over kserve-config-llm-template): container "main" '
+            "(spec.template.containers[0]): cpu request 2 differs from its limit 4") in response["status"]["message"]
