@@ -352,8 +352,9 @@ def test_nim_samples_are_judged_as_the_operator_builds_them(qos_guard: Run) -> N
              for key, g in grouped.items()}
     assert found == NIM_EXPECTED
     assert report["summary"]["skipped"] == {
-        "NIMCache": 3, "NIMService with spec.inferencePlatform: kserve (the operator writes a KServe "
-                       "InferenceService from it: judged as the InferenceService and Pods KServe creates)": 1}
+        "NIMCache (the NIM operator runs its model-caching Job from it: not judged here; that Job and its Pods are)": 3,
+        "NIMService with spec.inferencePlatform: kserve (the operator writes a KServe InferenceService from it: "
+        "judged as the InferenceService and Pods KServe creates)": 1}
 
 
 VLLM = "vllm-production-stack/operator/config/samples/"

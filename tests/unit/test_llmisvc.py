@@ -226,3 +226,9 @@ def test_the_webhook_refuses_the_issue_sample_naming_template_and_container() ->
     assert response["allowed"] is False
     assert ('requests-not-equal-limits: spec.template (main, over kserve-config-llm-template): container "main" '
             "(spec.template.containers[0]): cpu request 2 differs from its limit 4") in response["status"]["message"]
+
+
+def test_a_config_alone_is_skipped_saying_where_it_is_judged() -> None:
+    assert list(walk(config("mine", {"template": main()}))) == [
+        "LLMInferenceServiceConfig (its pod specs are merged under the LLMInferenceServices that name it in "
+        "spec.baseRefs, or take it as KServe's preset: judged there, given with them)"]

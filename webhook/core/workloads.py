@@ -178,6 +178,14 @@ BUILTIN: tuple[Kind, ...] = (
 )
 
 KINDS: dict[tuple[str, str], Kind] = {k.key: k for k in BUILTIN}
+# Kinds that hold Pod parts but are not judged themselves, with why (``check`` says it in its skipped summary).
+NOT_JUDGED: dict[tuple[str, str], str] = {
+    (llmisvc.GROUP, "LLMInferenceServiceConfig"):
+        "LLMInferenceServiceConfig (its pod specs are merged under the LLMInferenceServices that name it in "
+        "spec.baseRefs, or take it as KServe's preset: judged there, given with them)",
+    (nim.GROUP, "NIMCache"):
+        "NIMCache (the NIM operator runs its model-caching Job from it: not judged here; that Job and its Pods are)",
+}
 CONTROLLERS = frozenset(k.key for k in KINDS.values() if k.controller)
 
 
@@ -301,7 +309,8 @@ def walk(obj: Any, where: FieldPath = (), kinds: Mapping[tuple[str, str], Kind] 
             yield Target(claim.kind, *_meta(obj, where), *claimed, root=where)
         return
     if known is None:
-        yield kind if not any(k == kind for _, k in kinds) else f"{kind} of {obj.get('apiVersion')}"
+        noted = NOT_JUDGED.get((group, kind))
+        yield noted or (kind if not any(k == kind for _, k in kinds) else f"{kind} of {obj.get('apiVersion')}")
         return
     name, namespace = _meta(obj, where)
     if known.build is not None:
