@@ -59,9 +59,13 @@ def test_runtimes_read_whole_choose_the_runtime_and_absent_ones_do_not_exist() -
 def test_a_kind_not_served_is_unknown_quietly_and_a_failure_is_said() -> None:
     said: list[str] = []
     related = read_related(FakeLister({SR: ListFailed(SR, 404, "not found"),
-                                       CSR: Unreachable(OSError("down"))}, {}), said.append)
+                                       CSR: ListFailed(CSR, 500, "etcd is down")}, {}), said.append)
     assert not related.complete(*SERVING_RUNTIME) and not related.complete(*CLUSTER_SERVING_RUNTIME)
-    assert len(said) == 1 and said[0].startswith("ClusterServingRuntimes are not read")
+    assert len(said) == 1 and said[0].startswith("ClusterServingRuntimes are not read"), said
+    # an API server not reachable is said once, where its version is read: nothing here
+    said.clear()
+    down = read_related(FakeLister({SR: Unreachable(OSError("down")), CSR: []}, {}), said.append)
+    assert said == [] and not down.complete(*CLUSTER_SERVING_RUNTIME) and not down.objects
 
 
 def test_the_two_config_maps_are_read_by_name() -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from webhook.cluster.client import ClusterError, Lister
+from webhook.cluster.client import ClusterError, Lister, Unreachable
 from webhook.cluster.pager import ListFailed
 from webhook.core.operators import CLUSTER, Related
 from webhook.core.operators.kserve import CLUSTER_SERVING_RUNTIME, ISVC_CONFIG, KNATIVE_CONFIG, SERVING_RUNTIME
@@ -32,6 +32,8 @@ def read_related(lister: Lister, say: Callable[[str], None]) -> Related:
     for key, path in LISTS.items():
         try:
             objects[key] = tuple(lister.list_objects(path))
+        except Unreachable:
+            return Related({}, CLUSTER, frozenset())  # said where the version is read; nothing more to try
         except ListFailed as exc:
             if exc.status not in (403, 404):  # not served (KServe not installed) or not granted: unknown, quietly
                 say(f"{key[1]}s are not read ({exc}): an InferenceService whose runtime they hold is unknown")
