@@ -60,11 +60,27 @@ def test_skipped_documents_are_counted_by_reason(qos_guard: Run, tmp_path: Path)
     out = qos_guard("check", str(tmp_path))
     assert out.returncode == 0
     assert out.stderr.strip().endswith(
-        "1 object checked, 0 violations, 0 errors (enforce mode); skipped: 2 Service, "
-        "2 documents without a kind, 1 Deployment without a pod template")
+        "1 object checked, 0 violations, 0 errors (enforce mode); skipped: 2 Service, 2 documents without a kind\n"
+        "qos-guard: skipped: 1 Deployment without a pod template")
     report = json.loads(qos_guard("check", str(tmp_path), "--format", "json").stdout)
     assert report["summary"]["skipped"] == {"Service": 2, "Deployment without a pod template": 1,
                                             "document without a kind": 2}
+
+
+def test_the_skipped_summary_is_one_line_per_kind_however_many_objects(qos_guard: Run, tmp_path: Path) -> None:
+    """The summary once grew one sentence per skipped reason on one line. Kinds qos-guard does not judge
+    share one line, each kind it knows but could not judge has one line of its own, whatever the count."""
+    patch = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: d{i}}}\nspec: {{replicas: 3}}\n"
+    bare = "apiVersion: v1\nkind: Namespace\nmetadata: {{name: n{i}}}\n"
+    service = "apiVersion: v1\nkind: Service\nmetadata: {{name: s{i}}}\n"
+    docs = [GOOD] + [t.format(i=i) for i in range(20) for t in (patch, service)] + [bare.format(i=i) for i in range(5)]
+    (tmp_path / "many.yaml").write_text("---\n".join(docs))
+    out = qos_guard("check", str(tmp_path))
+    assert out.returncode == 0, out.stderr
+    assert out.stderr.splitlines() == [
+        "qos-guard: 1 object checked, 0 violations, 0 errors (enforce mode); skipped: 20 Service",
+        "qos-guard: skipped: 20 Deployment without a pod template",
+        "qos-guard: skipped: 5 Namespace without a qos-guard.io/mode label"]
 
 
 def test_a_helm_chart_is_one_error_that_says_render_it_first(qos_guard: Run) -> None:

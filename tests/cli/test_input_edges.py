@@ -263,7 +263,8 @@ def test_fix_gives_checks_template_hint(qos_guard: Run, tmp_path: Path) -> None:
 def test_a_fractional_limit_above_its_request_gets_one_piece_of_advice(qos_guard: Run, tmp_path: Path) -> None:
     """request 6, limit 6.5: "set the request to 6.5", then "6.5 is not whole". Now both findings agree."""
     path = tmp_path / "isvc.yaml"
-    path.write_text("apiVersion: serving.kserve.io/v1beta1\nkind: InferenceService\nmetadata: {name: m}\nspec:\n"
+    path.write_text("apiVersion: serving.kserve.io/v1beta1\nkind: InferenceService\nmetadata: {name: m, annotations: "
+                    "{serving.kserve.io/deploymentMode: RawDeployment}}\nspec:\n"
                     "  predictor:\n    containers:\n    - name: kserve-container\n      image: i\n      resources:\n"
                     "        requests: {cpu: \"6\", memory: 8Gi}\n        limits: {cpu: \"6.5\", memory: 8Gi}\n")
     out = qos_guard("check", str(path))

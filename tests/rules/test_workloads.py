@@ -92,6 +92,12 @@ def test_fail_fixture_names_its_broken_template_everywhere(path: Path) -> None:
     assert response["allowed"] is False and f"cpu-not-integer: {prefix}container" in response["status"]["message"]
 
 
+# Kinds whose operator makes each of cpu and memory both a container's request and limit from one field
+# (VLLMRuntime's spec.deploymentConfig.resources.cpu): the mutation, which sets requests and limits, has no
+# field to set, so fix leaves them (and says so) rather than write fields the operator never reads.
+UNMENDABLE = {"VLLMRuntime"}
+
+
 @pytest.mark.parametrize("path", _fixtures("fail"))
 def test_fix_rewrites_the_broken_template_only(path: Path, tmp_path: Path) -> None:
     config_file = tmp_path / "config.yaml"
@@ -101,6 +107,11 @@ def test_fix_rewrites_the_broken_template_only(path: Path, tmp_path: Path) -> No
     obj = yaml.safe_load(path.read_text())
     (broken,) = {t.path for t, _ in evaluate(obj, Config(), Mode.ENFORCE).violations}
     out = _cli("fix", "--config", str(config_file), str(copy))
+    if obj["kind"] in UNMENDABLE:  # no field of the object is a request or a limit: left, said, file untouched
+        assert out.returncode == 1 and copy.read_text() == path.read_text(), out.stdout + out.stderr
+        assert "cpu-not-integer" in out.stdout and "(cannot be fixed automatically)" in out.stdout, out.stdout
+        assert not evaluate(obj, parse_config(ROUND_UP), Mode.MUTATE).changes
+        return
     assert out.returncode == 0, out.stdout + out.stderr
     fixed = yaml.safe_load(copy.read_text())
     assert evaluate(fixed, parse_config(ROUND_UP), Mode.ENFORCE).violations == []
@@ -111,7 +122,10 @@ def test_fix_rewrites_the_broken_template_only(path: Path, tmp_path: Path) -> No
     assert len(changed) == 4 and all("cpu:" in line for line in changed), changed
     for target in find_targets(obj):
         after = next(t for t in find_targets(fixed) if t.path == target.path)
-        assert (after.spec == target.spec) is (target.path != broken), dotted(target.path)
+        # the pod fields (a ServingRuntime's spec holds its workerSpec: compare what is the template's own)
+        own = ("containers", "initContainers", "resources")
+        assert ({k: after.spec.get(k) for k in own} == {k: target.spec.get(k) for k in own}) is \
+            (target.path != broken), dotted(target.path)
 
 
 @pytest.mark.parametrize("path", _fixtures("pass"))
@@ -164,6 +178,38 @@ def test_a_declared_kind_is_judged_by_check_fix_and_the_webhook(tmp_path: Path) 
     assert after["spec"]["shards"][0] == MODEL_SERVER["spec"]["shards"][0]
 
 
+# The same kind at an older API version (a CRD serving both), whose shards were called workers there.
+OLDER = {**DECLARED["workloads"][0], "version": "v1beta1",
+         "templates": [{"path": "spec.shards[*].template.spec", "name": "shard"}, "spec.workers[*].template.spec"]}
+
+
+def test_a_kind_declared_at_two_versions_is_one_kind_judged_at_both(tmp_path: Path) -> None:
+    """A CRD serves several versions at once: one entry per version is one kind with both versions (matching
+    ignores the version), judged by every entry's templates; it was refused as "declared twice"."""
+    both = {"workloads": [DECLARED["workloads"][0], OLDER]}
+    (kind,) = parse_config(both).workloads
+    assert kind.versions == ("v1", "v1beta1") and kind.plural == "modelservers"
+    assert [(t.path, t.name) for t in kind.templates] == [
+        ("spec.router.template.spec", None), ("spec.shards[*].template.spec", "shard"),
+        ("spec.workers[*].template.spec", None)]
+    older = {**MODEL_SERVER, "apiVersion": "inference.example.com/v1beta1",
+             "spec": {"workers": MODEL_SERVER["spec"]["shards"]}}
+    config_file = tmp_path / "config.yaml"
+    config_file.write_text(yaml.safe_dump(both))
+    for obj, where in ((MODEL_SERVER, "spec.shards[1] (s1)"), (older, "spec.workers[1] (s1)")):
+        (found,) = evaluate(obj, parse_config(both), Mode.ENFORCE).violations
+        assert found[1].message.startswith(f'{where}: container "vllm"'), found
+        manifest = tmp_path / "object.yaml"
+        manifest.write_text(yaml.safe_dump(obj))
+        cli = _cli("check", "--config", str(config_file), str(manifest))
+        assert cli.returncode == 1 and f"cpu-not-integer: {where}" in cli.stdout, cli.stdout + cli.stderr
+        response = _validate(obj, parse_config(both))
+        assert response["allowed"] is False and where in response["status"]["message"]
+    # written back as it was given: one entry per version, each with the kind's templates
+    from webhook.core.config import WORKLOADS
+    assert parse_config({"workloads": WORKLOADS.kind.document(parse_config(both).workloads)}) == parse_config(both)
+
+
 @pytest.mark.parametrize(("workloads", "message"), [
     ([{"group": "example.com", "version": "v1", "kind": "X", "plural": "xs"}], "workloads[0].templates: required"),
     ([{**DECLARED["workloads"][0], "group": "nodot"}], "workloads[0].group: 'nodot' is not a DNS name"),
@@ -181,7 +227,12 @@ def test_a_declared_kind_is_judged_by_check_fix_and_the_webhook(tmp_path: Path) 
     ([{**DECLARED["workloads"][0], "kind": "ResourceClaimTemplate", "group": "resource.k8s.io"}],
      "workloads[0].kind: ResourceClaimTemplate is DRA's claim kind"),
     ([DECLARED["workloads"][0], DECLARED["workloads"][0]], "workloads[1]: ModelServer of inference.example.com is "
-                                                           "declared twice"),
+                                                           "declared twice at v1"),
+    ([DECLARED["workloads"][0], {**OLDER, "plural": "servers"}],
+     "workloads[1].plural: 'servers', but ModelServer of inference.example.com is declared with plural "
+     "'modelservers' at v1; a CRD has one plural"),
+    ([DECLARED["workloads"][0], {**OLDER, "templates": [{"path": "spec.shards[*].template.spec", "name": "s"}]}],
+     "workloads[1].templates: spec.shards[*].template.spec is named 's' here and 'shard' at v1"),
     ([{**DECLARED["workloads"][0], "colour": "red"}], "workloads[0].colour: unknown key"),
     ({"group": "x"}, "workloads: expected a list"),
 ])

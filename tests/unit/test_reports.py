@@ -71,3 +71,22 @@ def test_every_violation_is_one_fail_result_and_mutate_reports_what_is_left() ->
     # Mutation fills requests from limits but cannot make 1500m whole: the cpu rule stays a fail.
     (mutate,) = _build("openreports", [_listed("a", pod, "u")], [], Mode.MUTATE)
     assert {r["rule"] for r in mutate["results"]} == {"cpu-not-integer"}
+
+
+def test_skipped_reasons_of_one_kind_share_its_line_and_are_capped() -> None:
+    """One line per kind, its reasons counted most frequent first; past three, how many more (a builder's reason
+    may name each object: the summary must not grow with them)."""
+    from collections import Counter
+
+    from webhook.batch.report import skipped_lines
+
+    skipped = Counter({"Service": 4, "DaemonSet of extensions/v1beta1": 1, "document without a kind": 2,
+                       "Deployment without a pod template": 1,
+                       **{f'InferenceService "m{i}": ServingRuntime "r{i}" not in the input': i for i in range(1, 6)}})
+    plain, kinds = skipped_lines(skipped)
+    assert plain == "4 Service, 2 documents without a kind, 1 DaemonSet of extensions/v1beta1"
+    assert kinds == [
+        '15 InferenceService: 5 "m5": ServingRuntime "r5" not in the input, 4 "m4": ServingRuntime "r4" not in the '
+        'input, 3 "m3": ServingRuntime "r3" not in the input, 3 more for 2 other reasons (--format json lists each)',
+        "1 Deployment without a pod template"]
+    assert skipped_lines(Counter()) == ("", [])

@@ -8,8 +8,10 @@ import pytest
 
 from tests.helpers import container, rl
 from webhook.core.fieldpath import dotted, pointer
+from webhook.core.operators.kserve import MODEL_FIELDS as KSERVE_MODEL_FIELDS
+from webhook.core.operators.vllmruntime import LABEL as VLLMRUNTIME_LABEL
 from webhook.core.podspec import ManifestError
-from webhook.core.workloads import BUILTIN, KINDS, KSERVE_MODEL_FIELDS, find_targets, walk
+from webhook.core.workloads import BUILTIN, KINDS, find_targets, walk
 
 SPEC = {"containers": [container("a", rl("1", "1Gi"), rl("1", "1Gi"))]}
 TEMPLATE = {"template": {"spec": SPEC}}
@@ -102,6 +104,14 @@ CUSTOM = [
     (obj("LeaderWorkerSet", spec={"leaderWorkerTemplate": {"leaderTemplate": POD_T, "workerTemplate": POD_T}}),
      [("spec.leaderWorkerTemplate.leaderTemplate.spec", "spec.leaderWorkerTemplate.leaderTemplate (leader)"),
       ("spec.leaderWorkerTemplate.workerTemplate.spec", "spec.leaderWorkerTemplate.workerTemplate (worker)")]),
+    # each role's leader and worker sit in the same list item: the template's role follows the item's name
+    (obj("DisaggregatedSet", spec={"roles": [
+        _named(r, spec={"leaderWorkerTemplate": {"leaderTemplate": POD_T, "workerTemplate": POD_T}})
+        for r in ("prefill", "decode")]}),
+     [("spec.roles[0].spec.leaderWorkerTemplate.leaderTemplate.spec", "spec.roles[0] (prefill) leader"),
+      ("spec.roles[1].spec.leaderWorkerTemplate.leaderTemplate.spec", "spec.roles[1] (decode) leader"),
+      ("spec.roles[0].spec.leaderWorkerTemplate.workerTemplate.spec", "spec.roles[0] (prefill) worker"),
+      ("spec.roles[1].spec.leaderWorkerTemplate.workerTemplate.spec", "spec.roles[1] (decode) worker")]),
     (obj("JobSet", spec={"replicatedJobs": [_named("driver", template={"spec": TEMPLATE}),
                                             _named("workers", template={"spec": TEMPLATE})]}),
      [("spec.replicatedJobs[0].template.spec.template.spec", "spec.replicatedJobs[0] (driver)"),
@@ -124,6 +134,24 @@ CUSTOM = [
       ("spec.explainer", "spec.explainer (explainer)")]),
     (obj("InferenceService", spec={"predictor": SPEC, "explainer": {**SPEC, "art": {"type": "SquareAttack"}}}),
      [("spec.predictor", "spec.predictor (predictor)")]),
+    (obj("ServingRuntime", spec={**SPEC, "workerSpec": SPEC}),
+     [("spec", "spec (runtime)"), ("spec.workerSpec", "spec.workerSpec (worker)")]),
+    ({**obj("ClusterServingRuntime", spec=SPEC), "metadata": {"name": "csr"}}, [("spec", "spec (runtime)")]),
+    # KServe builds each of its five pod specs over its presets (webhook.core.operators.llmisvc)
+    (obj("LLMInferenceService", spec={"model": {"uri": "pvc://m/x"}, "template": SPEC, "worker": SPEC,
+                                      "parallelism": {"data": 2}, "router": {"scheduler": {}},
+                                      "prefill": {"template": SPEC, "worker": SPEC, "parallelism": {"data": 2}}}),
+     [("spec.template", "spec.template (leader, over kserve-config-llm-decode-worker-data-parallel)"),
+      ("spec.worker", "spec.worker (worker, over kserve-config-llm-decode-worker-data-parallel)"),
+      ("spec.prefill.template", "spec.prefill.template (prefill leader, over "
+                                "kserve-config-llm-prefill-worker-data-parallel)"),
+      ("spec.prefill.worker", "spec.prefill.worker (prefill worker, over "
+                              "kserve-config-llm-prefill-worker-data-parallel)"),
+      ("spec.router.scheduler.template", "spec.router.scheduler.template (scheduler, over "
+                                         "kserve-config-llm-scheduler)")]),
+    (obj("NIMService", spec={"resources": {}}), [("spec", "spec (Deployment)")]),
+    (obj("VLLMRuntime", spec={"deploymentConfig": {}}),
+     [("spec.deploymentConfig", VLLMRUNTIME_LABEL)]),
     (obj("Rollout", spec=TEMPLATE), [("spec.template.spec", "")]),
     *[(obj(kind, spec={f"{replicas}ReplicaSpecs": {"Master": {"replicas": 1, "template": POD_T},
                                                     "Worker": {"replicas": 2, "template": POD_T}}}),
@@ -158,28 +186,28 @@ def test_optional_templates_and_wrong_shapes() -> None:
 
 
 def test_kserve_model_predictor_is_unknown_not_passed() -> None:
-    """With ``spec.predictor.model`` KServe merges the model container with its ServingRuntime's
-    (MergeServingRuntimeAndInferenceServiceSpecs) and drops the predictor's own containers: what kubelet gets is
-    not in the object, so it is not judged here (never passed), and check says why."""
+    """With ``spec.predictor.model`` KServe merges the model container over its ServingRuntime's
+    (MergeServingRuntimeAndInferenceServiceSpecs): without the runtime and with resources a runtime could change,
+    nothing is judged (never passed), and check says why; the policies leave the kind to the webhook."""
     isvc = obj("InferenceService", spec={"predictor": {"model": {"modelFormat": {"name": "huggingface"},
-                                                                "resources": {"limits": {"cpu": "1500m"}}},
-                                                      **SPEC}})
+                                                                "resources": {"limits": {"cpu": "1500m"}}}}})
     (reason,) = walk(isvc)
-    assert isinstance(reason, str) and reason.startswith("InferenceService with spec.predictor.model")
-    from webhook.policies.expressions import spec_variables
-    templates = dict(spec_variables())["templates0"]
-    hidden = " || ".join(f"object.?spec.?predictor.?{f}.orValue(null) != null" for f in KSERVE_MODEL_FIELDS)
-    assert f"({hidden} ? [] : [" in templates
+    assert isinstance(reason, str) and reason.startswith("InferenceService spec.predictor: KServe chooses its runtime")
+    from webhook.policies.expressions import cel_kinds, pod_rules, spec_variables
+    # the policies cannot merge a ServingRuntime: they leave InferenceService to the webhook
+    assert "InferenceService" not in dict(spec_variables())["templates0"]
+    assert not any("inferenceservices" in r["resources"] for r in pod_rules(False, cel_kinds()))
+    assert any("inferenceservices" in r["resources"] for r in pod_rules(False))  # the webhook's rules
 
 
 @pytest.mark.parametrize("framework", [f for f in KSERVE_MODEL_FIELDS if f != "model"])
 def test_kserve_framework_predictor_is_unknown_not_passed(framework: str) -> None:
     """``spec.predictor.tensorflow`` (and each framework field) is turned into ``spec.predictor.model`` by
-    KServe's defaulting (setPredictorModelDefaults), so it is unknown as the model is: a predictor with only a
-    framework field has no containers of its own, and judging that as compliant would pass a Pod nobody saw."""
+    KServe's defaulting (setPredictorModelDefaults), so it is unknown as the model is without its runtime: a
+    predictor with only a framework field has no containers of its own, and judging that as compliant would pass
+    a Pod nobody saw."""
     isvc = obj("InferenceService", spec={"predictor": {framework: {
         "storageUri": "gs://kfserving-examples/models/tensorflow/flowers",
         "resources": {"limits": {"cpu": "1500m", "nvidia.com/gpu": 1}}}}})
     (reason,) = walk(isvc)
-    assert reason == (f"InferenceService with spec.predictor.{framework} (its model container is merged from "
-                      "the ServingRuntime: judged as the Deployment and Pods KServe creates)")
+    assert isinstance(reason, str) and "name one in spec.predictor.model.runtime" in reason

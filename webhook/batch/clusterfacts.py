@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from webhook.cluster.client import ClusterError
+from webhook.cluster.client import ClusterError, Lister
 from webhook.cluster.deviceclasses import read_device_classes
 from webhook.cluster.kubeconfig import explain, preflight
 from webhook.cluster.nrt import read_topology
+from webhook.cluster.related import read_related
 from webhook.cluster.version import read_version, served
 from webhook.cluster.watch import ApiTransport
 from webhook.core.config import Config
@@ -20,6 +21,7 @@ from webhook.core.dra import DeviceClasses
 from webhook.core.facts import NO_FACTS, Facts, Memo
 from webhook.core.kubeversion import Semantics
 from webhook.core.numatopology import Topology
+from webhook.core.operators import NO_RELATED, Related
 
 
 def cluster_facts(config: Config, kubeconfig: str | None, say: Callable[[str], None], required: bool,
@@ -38,20 +40,31 @@ def cluster_facts(config: Config, kubeconfig: str | None, say: Callable[[str], N
                 "resources DRA serves")
         return NO_FACTS
     kube = cluster_kubernetes(config, kubeconfig, say, context) if version else None
+    related = _related(kubeconfig, say, context)
     if not config.numa_auto and not config.policy.device_classes:
-        return NO_FACTS if kube is None else Facts(kubernetes=kube)
+        return Facts(kubernetes=kube, related=related) if kube is not None or related.objects else NO_FACTS
     classes = _device_classes(config, kubeconfig, say, context)
     if not config.numa_auto:
-        return Facts(device_classes=classes, kubernetes=kube)
+        return Facts(device_classes=classes, kubernetes=kube, related=related)
     try:
         preflight(kubeconfig, context)
         topology = read_topology(ApiTransport(kubeconfig, context))
     except ClusterError as exc:
         say(f"policy.numa: auto: numa-unfit is not judged: {explain(exc, kubeconfig)}")
-        return Facts(topology=Topology(problem=str(exc)), device_classes=classes, kubernetes=kube)
+        return Facts(topology=Topology(problem=str(exc)), device_classes=classes, kubernetes=kube, related=related)
     if topology.problem:
         say(f"policy.numa: auto: {topology.problem}; numa-unfit judges only the nodes it can see")
-    return Facts(topology=topology, device_classes=classes, kubernetes=kube, memo=Memo())
+    return Facts(topology=topology, device_classes=classes, kubernetes=kube, memo=Memo(), related=related)
+
+
+def _related(kubeconfig: str | None, say: Callable[[str], None], context: str | None = None) -> Related:
+    """The objects the operators' builders read (``webhook.cluster.related``); nothing when the cluster cannot
+    be reached (the builders answer "unknown" as without a cluster)."""
+    try:
+        preflight(kubeconfig, context)
+        return read_related(Lister(kubeconfig, context=context), say)
+    except ClusterError:
+        return NO_RELATED  # the version's read says why the cluster cannot be reached
 
 
 def cluster_kubernetes(config: Config, kubeconfig: str | None, say: Callable[[str], None],

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -232,20 +233,56 @@ def skipped_text(skipped: Counter[str]) -> str:
     return ", ".join(counted(reason, n) for reason, n in sorted(skipped.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
+# Why a known kind was passed over is the rest of its reason (``InferenceService with spec.predictor.model
+# (...)``); a reason that is only a kind (``Service``, ``DaemonSet of extensions/v1beta1``) or a document without
+# one has nothing more to say.
+_PLAIN = re.compile(r"^(\S+( of \S+)?|document without a kind)$")
+
+
+def skipped_lines(skipped: Counter[str], most: int = 3) -> tuple[str, list[str]]:
+    """The skipped summary, short however many objects were skipped: the kinds passed over for being kinds
+    qos-guard does not judge, on one line (``2 Service, 1 ConfigMap``; empty when none), and one line per kind it
+    knows but could not judge, its reasons counted (``3 InferenceService: 2 with ..., 1 with ...``; beyond
+    ``most`` reasons, how many more: JSON's ``summary.skipped`` lists every one)."""
+    plain: Counter[str] = Counter()
+    why: dict[str, Counter[str]] = {}
+    for reason, n in skipped.items():
+        if _PLAIN.match(reason):
+            plain[reason] += n
+        else:
+            kind, _, rest = reason.partition(" ")
+            why.setdefault(kind, Counter())[rest] += n
+    lines = []
+    for kind, reasons in sorted(why.items(), key=lambda kv: (-kv[1].total(), kv[0])):
+        ranked = sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0]))
+        if len(ranked) == 1:
+            lines.append(f"{ranked[0][1]} {kind} {ranked[0][0]}")
+            continue
+        shown = ", ".join(f"{n} {rest}" for rest, n in ranked[:most])
+        more = sum(n for _, n in ranked[most:])
+        tail = (f", {more} more for {numbered(len(ranked) - most, 'other reason')} (--format json lists each)"
+                if more else "")
+        lines.append(f"{reasons.total()} {kind}: {shown}{tail}")
+    return skipped_text(plain), lines
+
+
 def numbered(n: int, noun: str, plural: str | None = None) -> str:
     """``1 error``, ``2 errors`` (``plural`` where adding an s will not do): no summary says "1 errors"."""
     return f"{n} {noun if n == 1 else plural or noun + 's'}"
 
 
-def summary_line(report: Report) -> str:
-    """What the run judged and found; exempt objects are judged (by the configuration) and said, as JUnit's
-    ``skipped`` counts them."""
+def summary_line(report: Report, scope: str = "") -> str:
+    """What the run judged and found (``scope``: where, ``in all namespaces``); exempt objects are judged (by
+    the configuration) and said, as JUnit's ``skipped`` counts them. What was skipped follows, one line per kind
+    that has a reason (``skipped_lines``): several lines then."""
     c = report.counts
     exempt = f" ({c.exempt} exempt)" if c.exempt else ""
     notices = f", {numbered(c.notices, 'notice')}" if c.notices else ""
     line = (f"qos-guard: {numbered(c.objects, 'object')} checked{exempt}, {numbered(c.violations, 'violation')}"
-            f"{notices}, {numbered(c.errors, 'error')} ({report.mode} mode)")
-    return f"{line}; skipped: {skipped_text(report.skipped)}" if report.skipped else line
+            f"{notices}, {numbered(c.errors, 'error')} ({report.mode} mode){scope}")
+    plain, reasons = skipped_lines(report.skipped)
+    lines = [f"{line}; skipped: {plain}" if plain else line] + [f"qos-guard: skipped: {r}" for r in reasons]
+    return "\n".join(lines)
 
 
 def render_json(report: Report) -> str:

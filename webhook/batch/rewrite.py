@@ -29,14 +29,16 @@ from ruamel.yaml.error import YAMLError as RuamelError
 
 from webhook.batch import jsonedit, yamledit
 from webhook.batch.files import NotRewritable, Unjudgeable, Unreadable, Unwritable, atomic_write, inside
+from webhook.batch.inputs import with_input
 from webhook.batch.unified import Edit, apply_edits
 from webhook.core.config import Config
 from webhook.core.engine import Mode, evaluate, without_containers
+from webhook.core.facts import NO_FACTS, Facts
 from webhook.core.fieldpath import FieldPath, dotted
 from webhook.core.mutation import Change, apply_changes
 from webhook.core.podspec import ManifestError
 from webhook.core.rules import Violation
-from webhook.core.workloads import Target, table
+from webhook.core.workloads import Target, related_kinds, table
 from webhook.core.workloads import walk as walk_workloads
 from webhook.manifests.documents import (
     Document,
@@ -112,9 +114,9 @@ AT_ANCHOR = " (written at the YAML anchor &{anchor}: {aliases} too)"
 
 
 def _fix_document(file: str, part: str, doc: Document, config: Config, result: FileResult,
-                  newline: str) -> list[Edit]:
+                  newline: str, facts: Facts = NO_FACTS) -> list[Edit]:
     """The edits that fix one document of a YAML stream (none when nothing changes), spans of ``part``."""
-    changes = _judge_document(doc.obj, config, result, doc.line_of)
+    changes = _judge_document(doc.obj, config, result, doc.line_of, facts)
     if not changes:
         return []
     if doc.node is None:
@@ -161,14 +163,15 @@ def _refuse(result: FileResult, change: Change, why: str) -> None:
 
 
 def _judge_document(doc: Any, config: Config, result: FileResult,
-                    line_of: Callable[[FieldPath], int] | None = None) -> list[Change]:
-    verdict = evaluate(doc, config, Mode.MUTATE)
+                    line_of: Callable[[FieldPath], int] | None = None, facts: Facts = NO_FACTS) -> list[Change]:
+    verdict = evaluate(doc, config, Mode.MUTATE, facts)
     empty = without_containers(verdict)
     if empty:
         raise Unjudgeable(f"invalid object: {empty[0][1]}")
     result.objects += len({r.target.root for r in verdict.results}) + (verdict.exempt is not None)
     if not verdict.results and verdict.exempt is None:  # nothing to judge in it: said by reason, as check says
-        result.skipped.update(r for r in walk_workloads(doc, kinds=table(config.workloads)) if isinstance(r, str))
+        result.skipped.update(r for r in walk_workloads(doc, kinds=table(config.workloads), related=facts.related)
+                              if isinstance(r, str))
     for r in verdict.results:
         # Only the names are reported: keep no reference to the object, so memory stays flat per document.
         target = dataclasses.replace(r.target, spec={})
@@ -185,15 +188,18 @@ def _is_json(text: str) -> bool:
     return text.lstrip(" \t\r\n")[:1] == "{"
 
 
-def fix_text(file: str, text: str, config: Config) -> FileResult:
+def fix_text(file: str, text: str, config: Config, facts: Facts = NO_FACTS) -> FileResult:
     """Fix the documents in ``text``; ``new_text`` is set only when something changed. A file that does
     not read cleanly (as ``check`` reads it) raises ``NotFixed`` with the reason. Line endings (LF or CRLF)
-    are kept; a BOM is the caller's (``fix_file`` strips and restores it)."""
+    are kept; a BOM is the caller's (``fix_file`` strips and restores it). ``facts``: what else is known (the
+    other files' ServingRuntimes...); the text's own objects the operators' builders read are added, as check
+    adds its input's."""
     result = FileResult(file)
     try:
+        facts = _with_own(file, text, config, facts)
         if _is_json(text):
-            return _fix_json(file, text, config, result)
-        return _fix_yaml(file, text, config, result)
+            return _fix_json(file, text, config, result, facts)
+        return _fix_yaml(file, text, config, result, facts)
     except RuamelError as exc:
         raise Unreadable(f"does not parse: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") \
             from None
@@ -203,11 +209,25 @@ def fix_text(file: str, text: str, config: Config) -> FileResult:
         raise Unjudgeable("nested too deeply to be fixed") from None
 
 
+def _with_own(file: str, text: str, config: Config, facts: Facts) -> Facts:
+    """``facts`` with the text's own objects of the kinds the builders read; read only when the text names one
+    of those kinds (a kind is spelled out in its document), so a file without one is parsed once."""
+    if not any(kind in text for _, kind in related_kinds(table(config.workloads))):
+        return facts
+    if _is_json(text):
+        docs = json_objects(file, text)
+        objects = docs if isinstance(docs, list) else []
+    else:
+        objects = [piece[1].obj for piece in yaml_pieces(file, text)
+                   if not isinstance(piece, ReadError) and piece[1] is not None]
+    return with_input(facts, objects, config)
+
+
 def _unreadable(error: ReadError) -> Unreadable:
     return Unreadable(error.reason, error.line)
 
 
-def _fix_json(file: str, text: str, config: Config, result: FileResult) -> FileResult:
+def _fix_json(file: str, text: str, config: Config, result: FileResult, facts: Facts = NO_FACTS) -> FileResult:
     """Only the changed values change (``jsonedit``); where a change needs a layout that cannot be written in
     place, the file is written whole in its own indent (a tab, or so many spaces)."""
     docs = json_objects(file, text)
@@ -215,7 +235,7 @@ def _fix_json(file: str, text: str, config: Config, result: FileResult) -> FileR
         raise _unreadable(docs)
     if not isinstance(docs, list):
         raise NotRewritable("JSON followed by YAML in one file cannot be rewritten")
-    changes = [_judge_document(doc, config, result) for doc in docs]
+    changes = [_judge_document(doc, config, result, facts) for doc in docs]
     fixed = [apply_changes(doc, c) if c else doc for doc, c in zip(docs, changes, strict=True)]
     if result.changes:
         newline = "\r\n" if "\r\n" in text else "\n"
@@ -232,7 +252,7 @@ def _fix_json(file: str, text: str, config: Config, result: FileResult) -> FileR
     return result
 
 
-def _fix_yaml(file: str, text: str, config: Config, result: FileResult) -> FileResult:
+def _fix_yaml(file: str, text: str, config: Config, result: FileResult, facts: Facts = NO_FACTS) -> FileResult:
     newline = "\r\n" if "\r\n" in text else "\n"
     out: list[str] = []
     offset = 0
@@ -245,7 +265,7 @@ def _fix_yaml(file: str, text: str, config: Config, result: FileResult) -> FileR
         elif isinstance(doc, ReadError):  # this document is left as it is; the others are fixed
             result.errors.append(doc)
         elif doc is not None:
-            edits = _fix_document(file, part, doc, config, result, newline)
+            edits = _fix_document(file, part, doc, config, result, newline, facts)
             doc.node = None  # the node tree is the largest thing held; let it go document by document
             if edits:
                 result.edits += [(offset + start, offset + end, new) for start, end, new in edits]
@@ -310,7 +330,7 @@ def encoded(decoded: Decoded, result: FileResult) -> bytes | None:
 
 
 def fix_file(path: str, config: Config, output: Path | None = None, root: Path | None = None,
-             dry_run: bool = False) -> FileResult:
+             dry_run: bool = False, facts: Facts = NO_FACTS) -> FileResult:
     """Fix ``path`` in place, or write it under ``output`` (mirroring its place below ``root``); with
     ``dry_run`` write nothing and keep the old text beside the new one.
 
@@ -331,7 +351,7 @@ def fix_file(path: str, config: Config, output: Path | None = None, root: Path |
     decoded = decode(data)
     del data
     text = decoded.text
-    result = fix_text(path, text, config)
+    result = fix_text(path, text, config, facts)
     if dry_run:  # the diff is of the file as it is, BOM included
         result.old_text = (BOM if decoded.bom else "") + text
         if decoded.bom:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from webhook.batch.inputs import with_input
 from webhook.batch.report import STDIN_SHOWN, Location, Report, numbered, skipped_text
 from webhook.batch.textsafe import escape
 from webhook.batch.unified import Edit, unified_diff
@@ -25,6 +26,7 @@ from webhook.core.engine import (
     evaluate,
     mode_label_problem,
     namespace_manifests,
+    unjudged,
     without_containers,
 )
 from webhook.core.facts import NO_FACTS, Facts
@@ -73,7 +75,7 @@ def run(items: Iterable[Item], config: Config, mode: Mode, report: Report, facts
             continue
         try:
             verdict = evaluate(item.obj, config, mode, facts, namespace=item.namespace)
-            found = list(walk(item.obj, kinds=table(config.workloads)))
+            found = list(walk(item.obj, kinds=table(config.workloads), related=facts.related))
         except ManifestError as exc:
             report.add_error(item.locate(exc.path), f"{item.label}malformed object: {exc}")
             continue
@@ -89,7 +91,7 @@ def run(items: Iterable[Item], config: Config, mode: Mode, report: Report, facts
         # such Namespaces and Services is "nothing to judge", exit 2, as one of Services alone).
         namespaces = [(where, ns) for where, ns in namespace_manifests(item.obj) if has_mode_label(ns)]
         judged_namespaces = len(namespaces)
-        for reason in found:
+        for reason in [*found, *unjudged(verdict, found)]:
             if reason == "Namespace" and judged_namespaces:
                 judged_namespaces -= 1
             elif isinstance(reason, str):
@@ -189,7 +191,8 @@ def check_paths(paths: Sequence[str], config: Config, mode: Mode,
     report = Report(mode, stream=stream)
     for where, rule, message in notices:
         report.add_notice(where, rule, message)
-    return run(file_items(paths, exclude), config, mode, report, facts)
+    items = list(file_items(paths, exclude))  # read whole first: the builders read the other documents
+    return run(items, config, mode, report, with_input(facts, (i.obj for i in items if i.obj is not None), config))
 
 
 @dataclass
@@ -248,6 +251,9 @@ def fix_paths(paths: Sequence[str], config: Config, output: Path | None,
     tally = FixTally(dry_run=dry_run)
     fixed = "would fix" if dry_run else "fixed"
     charts: dict[Path, int] = {}
+    # every file read first (as check reads them): one file's InferenceService, another's ServingRuntime
+    facts = with_input(NO_FACTS, (i.obj for i in file_items([p for p in paths if p != STDIN]) if i.obj is not None),
+                       config)
     for arg in paths:
         if arg == STDIN:
             out(f"{STDIN_SHOWN}: error: fix rewrites files; to fix standard input give - alone "
@@ -265,7 +271,7 @@ def fix_paths(paths: Sequence[str], config: Config, output: Path | None,
                 charts[chart] = charts.get(chart, 0) + 1
                 continue
             try:
-                result = fix_file(item, config, output, root, dry_run=dry_run)
+                result = fix_file(item, config, output, root, dry_run=dry_run, facts=facts)
             except NotFixed as exc:
                 if isinstance(exc, Unreadable):
                     exc.reason = _template_hint(item, exc.reason, FIX_TEMPLATE)

@@ -261,7 +261,7 @@ def cmd_audit(args: argparse.Namespace) -> ExitCode:
     sys.stdout.write(render(run.report, args.format))
     if args.format == "text":
         scope = "all namespaces" if run.namespaces is None else numbered(len(run.namespaces), "namespace")
-        print(f"{summary_line(run.report)} in {scope}", file=sys.stderr)
+        print(summary_line(run.report, f" in {scope}"), file=sys.stderr)
     return run.report.exit_code
 
 

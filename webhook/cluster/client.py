@@ -281,7 +281,7 @@ class Lister:
             listed: list[tuple[str, str, str, bool]] = []  # apiVersion, plural, kind, whether DRA's claim
             for judged in kinds.values():
                 version = served[judged.key]
-                if version is not None:
+                if version is not None and (judged.namespaced or scope is None):  # cluster-scoped: listed once
                     api_version = f"{judged.group}/{version}" if judged.group else version
                     listed.append((api_version, judged.plural, judged.kind, False))
             listed += [(k.api_version, k.plural, k.kind, True) for k in CLAIM_KINDS.values()]

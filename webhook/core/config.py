@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from webhook.core.claims import CLAIM_GROUP, CLAIM_KINDS
@@ -32,7 +32,8 @@ _VERSION = re.compile(r"^v[0-9]+((alpha|beta)[0-9]+)?$")
 class Workloads(Kind):
     """Kinds the configuration declares (``workloads``): a list of ``{group, version, kind, plural,
     templates}``, each template a path (``spec.groups[*].template.spec``) or ``{path, name}``. A built-in kind
-    cannot be declared again; a kind whose CRD the cluster does not serve costs nothing."""
+    cannot be declared again; a kind whose CRD the cluster does not serve costs nothing. One kind may be declared
+    at several versions (one entry each): it is one kind with those versions, judged by all their templates."""
 
     FIELDS = ("group", "version", "kind", "plural", "templates")
 
@@ -51,10 +52,29 @@ class Workloads(Kind):
             if kind.key in KINDS:
                 raise ConfigError(f"{where}: {kind.kind} of {kind.group or 'the core group'} is built in "
                                   "(docs/contract.md#kinds); remove it")
-            if kind.key in out:
-                raise ConfigError(f"{where}: {kind.kind} of {kind.group} is declared twice")
-            out[kind.key] = kind
+            before = out.get(kind.key)
+            out[kind.key] = kind if before is None else self._another_version(before, kind, where)
         return tuple(out.values())
+
+    @staticmethod
+    def _another_version(before: Workload, kind: Workload, where: str) -> Workload:
+        """The same kind at another API version (a CRD serves several at once): one kind with both versions.
+        A kind is matched by its group and kind, never its version, so every version is judged by one list of
+        templates (the paths of each entry, in order) and one plural (a CRD has one)."""
+        (version,) = kind.versions
+        if version in before.versions:
+            raise ConfigError(f"{where}: {kind.kind} of {kind.group} is declared twice at {version}")
+        if kind.plural != before.plural:
+            raise ConfigError(f"{where}.plural: {kind.plural!r}, but {kind.kind} of {kind.group} is declared with "
+                              f"plural {before.plural!r} at {', '.join(before.versions)}; a CRD has one plural for "
+                              "all its versions")
+        names = {t.path: t.name for t in before.templates}
+        for t in kind.templates:
+            if t.path in names and names[t.path] != t.name:
+                raise ConfigError(f"{where}.templates: {t.path} is named {t.name!r} here and {names[t.path]!r} at "
+                                  f"{', '.join(before.versions)}; one template has one name in every version")
+        added = tuple(t for t in kind.templates if t.path not in names)
+        return replace(before, versions=(*before.versions, version), templates=(*before.templates, *added))
 
     def _one(self, item: Any, where: str) -> Workload:
         if not isinstance(item, Mapping):
@@ -97,9 +117,10 @@ class Workloads(Kind):
         return ""
 
     def document(self, value: Any) -> Any:
-        return [{"group": k.group, "version": k.versions[0], "kind": k.kind, "plural": k.plural,
+        """One entry per kind and version (as they are written)."""
+        return [{"group": k.group, "version": v, "kind": k.kind, "plural": k.plural,
                  "templates": [t.path if t.name is None else {"path": t.path, "name": t.name}
-                               for t in k.templates]} for k in value]
+                               for t in k.templates]} for k in value for v in k.versions]
 
 
 @dataclass(frozen=True)
@@ -156,8 +177,9 @@ USERNAMES = Setting("usernames", Names(), frozenset(),
                     "requesting users never judged (as the API server names them)")
 WORKLOADS = Setting("workloads", Workloads(), (),
                     "more kinds to judge by their pod templates (custom resources): group, version, kind, plural "
-                    "and templates (paths; [*] every list item, * every map value); the chart adds them to "
-                    "the webhook's rules and audit's RBAC", param=False)
+                    "and templates (paths; [*] every list item, * every map value); a kind served at several "
+                    "versions: one entry per version; the chart adds them to the webhook's rules and audit's RBAC",
+                    param=False)
 SCHEDULER_NAME = Setting("schedulerName", Name(), None,
                          "the webhook sets spec.schedulerName to it on new Pods of opted-in namespaces that need "
                          "single-NUMA alignment (exclusive CPUs with devices, or with placement.memoryManager alone), "

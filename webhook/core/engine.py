@@ -99,14 +99,21 @@ class TargetResult:
 
     @cached_property
     def changes(self) -> tuple[Change, ...]:
-        """The mutation, each raise priced from the Pod's effective request (``mutation.price``)."""
-        return tuple(price(plan_changes(self.pod, self.config), self.pod_after)) if self.violations else ()
+        """The mutation, each raise priced from the Pod's effective request (``mutation.price``). A pod spec an
+        operator builds: only the parts an object field makes can be changed (``Target.unbase``)."""
+        if not self.violations:
+            return ()
+        planned = [c for c in plan_changes(self.pod, self.config) if self.target.unbase(c.path) is not None]
+        return tuple(price(planned, self.pod_after))
 
     def pod_after(self, changes: Sequence[Change]) -> PodSpec:
-        """The pod spec with ``changes`` made."""
+        """The pod spec with ``changes`` made (a built spec's: each object field's change moved back where it
+        lands in the built spec)."""
         if not changes:
             return self.pod
         where = self.target.path
+        if self.target.built:
+            changes = [replace(c, path=self.target.unbase(c.path) or ()) for c in changes]
         in_spec = [c for c in changes if c.path[:len(where)] == where]
         fixed = apply_changes(self.target.spec, in_spec, skip=len(where))
         # The only change outside the spec removes ``status.qosClass``, the one status field that counts.
@@ -171,6 +178,13 @@ def _other_mutations(config: Config) -> list[tuple[str, Config]]:
         found.append(("mutation.setLimitsFromRequests: true",
                       replace(config, mutation=replace(config.mutation, set_limits_from_requests=True))))
     return found
+
+
+def unjudged(verdict: ObjectVerdict, found: list[Target | str]) -> list[str]:
+    """The reasons of the partial targets among ``found`` that ``verdict`` kept no result for (nothing found on
+    the part known: the Pod is not known)."""
+    kept = {r.target.path for r in verdict.results}
+    return [t.partial for t in found if isinstance(t, Target) and t.partial and t.path not in kept]
 
 
 @dataclass(frozen=True)
@@ -242,7 +256,7 @@ def evaluate(obj: Any, config: Config, mode: Mode, facts: Facts = NO_FACTS, *, n
 
     ``namespace`` defaults to each object's own ``metadata.namespace``.
     """
-    targets = list(find_targets(obj, kinds=table(config.workloads)))
+    targets = list(find_targets(obj, kinds=table(config.workloads), related=facts.related))
     kube = kube_of(config, facts)
     results = []
     for target in targets:
@@ -257,6 +271,8 @@ def evaluate(obj: Any, config: Config, mode: Mode, facts: Facts = NO_FACTS, *, n
         else:
             pod = target.pod_spec(kube, facts.stored)
             found = run_rules(pod, config.policy, facts)
+            if target.partial and not any(not v.advisory for v in found):
+                continue  # part of the Pod passing is not the Pod passing: the reason is said (``unjudged``)
         results.append(TargetResult(target, pod, tuple(v for v in found if not v.advisory), config,
                                     tuple(v for v in found if v.advisory), facts))
     return ObjectVerdict(mode, tuple(results))

@@ -14,6 +14,7 @@ from webhook.core.dra import DeviceClasses
 from webhook.core.kubeversion import Semantics
 from webhook.core.memo import Memo
 from webhook.core.numatopology import Topology
+from webhook.core.operators import NO_RELATED, Related
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,9 @@ class Facts:
     # given at create, which kubelet reads back, kept whatever the minor judging it now (a Pod created on 1.36
     # and judged on 1.37 after an upgrade keeps 1.36's class).
     stored: bool = False
+    # Other objects the operators' builders read (KServe's ServingRuntimes...): from the same input (``check``)
+    # or the API server (``webhook.core.operators.Related``); NO_RELATED: none known (a builder says "unknown").
+    related: Related = field(default=NO_RELATED, compare=False)
     memo: Memo | None = field(default=None, compare=False, repr=False)
 
     def remembering(self) -> Memo | None:

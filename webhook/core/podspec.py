@@ -10,7 +10,7 @@ as Pod Security Admission's checks walk ``visitContainers``.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -397,19 +397,30 @@ def _default_from_1_37(requests: dict[str, Amount], limits: dict[str, Amount], r
             limits[name] = _aggregate(limit, (*res_path, "limits", name))
 
 
+def rebase(path: FieldPath, fields: Sequence[tuple[FieldPath, FieldPath]]) -> FieldPath:
+    """``path`` in a built pod spec as the object's field a user changes: the first of ``fields`` (built-spec
+    prefix -> object field, the longest first) that covers it (``webhook.core.operators.Built.fields``)."""
+    for prefix, field_path in fields:
+        if path[:len(prefix)] == prefix:
+            return (*field_path, *path[len(prefix):])
+    return path
+
+
 def build_pod_spec(spec: Any, path: FieldPath, status: Any = None, template: str = "",
-                   kube: Semantics = DEFAULT, stored: bool = False) -> PodSpec:
+                   kube: Semantics = DEFAULT, stored: bool = False,
+                   fields: Sequence[tuple[FieldPath, FieldPath]] = ()) -> PodSpec:
     """The pod spec at ``path`` as ``kube``'s API server stores it; ``status`` is a Pod's own ``status``;
     ``template`` names it among its object's several (``webhook.core.workloads.Target.template``). ``stored``:
     the Pod was read from the API server, so its ``status.qosClass`` is the class the server gave it at
-    create, which kubelet reads back (``GetPodQOS``) whatever the minor judging it now."""
+    create, which kubelet reads back (``GetPodQOS``) whatever the minor judging it now. ``fields``: a pod spec
+    an operator builds, its containers named by the object's fields (``rebase``)."""
     body = _mapping(spec, path)
     containers = tuple(
-        _container(c, (*path, "containers", i), init=False, template=template)
+        _container(c, rebase((*path, "containers", i), fields), init=False, template=template)
         for i, c in enumerate(_sequence(body.get("containers"), (*path, "containers")))
     )
     init_containers = tuple(
-        _container(c, (*path, "initContainers", i), init=True, template=template)
+        _container(c, rebase((*path, "initContainers", i), fields), init=True, template=template)
         for i, c in enumerate(_sequence(body.get("initContainers"), (*path, "initContainers")))
     )
     keeps = stored or kube.keeps_declared_qos

@@ -12,9 +12,10 @@ example.com/v1, kind: Deployment`` is not a Deployment (counted as skipped, ``De
 A document naming a judged kind without ``apiVersion`` is an error: ``kubectl apply`` refuses it ("apiVersion
 not set"), so no verdict on it could match what the cluster does.
 
-Template paths are dotted field names with two wildcards: ``[*]`` for every item of a list
-(``spec.replicatedJobs[*].template.spec.template.spec``) and ``*`` for every value of a map
-(``spec.pytorchReplicaSpecs.*.template.spec``). Users declare more kinds in the configuration
+Template paths (``webhook.core.templatepaths``) are dotted field names with two wildcards: ``[*]`` for every item
+of a list (``spec.replicatedJobs[*].template.spec.template.spec``) and ``*`` for every value of a map
+(``spec.pytorchReplicaSpecs.*.template.spec``). A kind whose Pods an operator builds has a builder instead
+(``Kind.build``, ``webhook.core.operators``). Users declare more kinds in the configuration
 (``workloads``, ``webhook.core.config``); ``table(extra)`` is the built-in table with them.
 """
 
@@ -23,75 +24,30 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
 from webhook.core.claims import CLAIM_KINDS, ClaimKind, claim_kind, claim_spec
-from webhook.core.fieldpath import FieldPath, Segment, dotted
+from webhook.core.fieldpath import FieldPath, Segment
 from webhook.core.kubeversion import DEFAULT, Semantics
+from webhook.core.operators import NO_RELATED, Build, Related, llmisvc, nim, vllmruntime
+from webhook.core.operators.kserve import COMPONENTS, GROUP
+from webhook.core.operators.kserve import RELATED as KSERVE_RELATED
+from webhook.core.operators.kserve import build as kserve_build
 from webhook.core.podspec import ManifestError, PodSpec, build_pod_spec
+from webhook.core.templatepaths import (
+    LIST,
+    MAP,
+    PathError,
+    Template,
+    parse_path,
+    role,
+    template_label,
+    walk_template,
+)
 
 POD = "Pod"
-LIST = "[*]"  # every item of a list
-MAP = "*"  # every value of a map
-# What names a list item in a message (``spec.replicatedJobs[1] (workers)``): JobSet's and LWS's ``name``,
-# Ray's ``groupName``.
-ITEM_NAMES = ("name", "groupName")
-_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
-
-
-class PathError(ValueError):
-    """A template path that cannot be read; the message says what is wrong with it."""
-
-
-def parse_path(text: str) -> tuple[str, ...]:
-    """``spec.replicatedJobs[*].template.spec`` -> ``("spec", "replicatedJobs", "[*]", "template", "spec")``.
-
-    Keys are field names (letters, digits, ``_``, ``-``); ``[*]`` follows a key, ``*`` stands alone."""
-    if not isinstance(text, str) or not text:
-        raise PathError("expected a dotted field path such as spec.template.spec")
-    out: list[str] = []
-    for part in text.split("."):
-        key, star = (part[:-3], True) if part.endswith(LIST) else (part, False)
-        if key == MAP and not star:
-            if not out:
-                raise PathError(f"{text!r}: a path cannot start with *")
-            out.append(MAP)
-            continue
-        if not _KEY.match(key):
-            raise PathError(f"{text!r}: {part!r} is not a field name (letters, digits, _ and -; [*] for every "
-                            "item of a list, * for every value of a map)")
-        out.append(key)
-        if star:
-            out.append(LIST)
-    if out[-1] in (LIST, MAP):
-        raise PathError(f"{text!r}: a path ends at a pod spec (a mapping with containers), not at a wildcard")
-    return tuple(out)
-
-
-@dataclass(frozen=True, slots=True)
-class Template:
-    """One place a kind keeps a pod spec: ``path`` (with wildcards), and what a fixed one is called in
-    messages (``leader``, ``head``); list items and map values are named by their own name or key."""
-
-    path: str
-    name: str | None = None
-    # Fields (fixed paths from the object's root) whose presence means the Pod is built from something the
-    # object does not show: the template is then not judged here, and ``check`` says why (KServe's model);
-    # ``{field}`` in ``why_unknown`` is the one found.
-    unknown_if: tuple[str, ...] = ()
-    why_unknown: str = ""
-    segments: tuple[str, ...] = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "segments", parse_path(self.path))
-
-    @property
-    def wild(self) -> bool:
-        return any(s in (LIST, MAP) for s in self.segments)
-
-
 @dataclass(frozen=True, slots=True)
 class Kind:
     """A judged kind: its API group, the versions judged (the first is listed by ``audit``), plural (as
@@ -100,7 +56,12 @@ class Kind:
 
     ``operations`` are the requests judged on the object itself, ``subresources`` the judged subresource
     requests (a Pod is judged once, when created; a template on every change; a Pod's resize too).
-    ``declared``: from the configuration's ``workloads``, not built in."""
+    ``declared``: from the configuration's ``workloads``, not built in.
+
+    ``build``: the kind's Pods are built by its operator, not held as literal templates: the builder
+    (``webhook.core.operators``) yields them, reading the ``related`` kinds ((group, kind) pairs) from the same
+    input or the cluster; ``templates`` are then where the object's own pod-spec fields are (for the docs' table),
+    not read by the engine."""
 
     kind: str
     group: str
@@ -111,6 +72,11 @@ class Kind:
     operations: tuple[str, ...] = ("CREATE", "UPDATE")
     subresources: tuple[tuple[str, str], ...] = ()
     declared: bool = False
+    build: Build | None = field(default=None, compare=False)
+    related: tuple[tuple[str, str], ...] = ()
+    # Namespaced (the webhook judges it by its namespace's mode label); a cluster-scoped kind (KServe's
+    # ClusterServingRuntime) is judged by check and audit only, and listed by audit across all namespaces only.
+    namespaced: bool = True
 
     @property
     def key(self) -> tuple[str, str]:
@@ -152,10 +118,6 @@ def _kubeflow(kind: str, replicas: str, versions: str = "v1") -> Kind:
     return _k(kind, "kubeflow.org", versions, kind.lower() + "s", f"spec.{replicas}ReplicaSpecs.*.template.spec")
 
 
-# KServe v0.20.0 PredictorSpec: the model, and the framework specs KServe's defaulting turns into a model.
-KSERVE_MODEL_FIELDS = ("model", "sklearn", "xgboost", "tensorflow", "pytorch", "triton", "onnx", "huggingface",
-                       "pmml", "lightgbm", "paddle")
-
 BUILTIN: tuple[Kind, ...] = (
     Kind(POD, "", ("v1",), "pods", (Template("spec"),), False, ("CREATE",), (("resize", "UPDATE"),)),
     _k("ReplicationController", "", "v1", "replicationcontrollers", _T),
@@ -170,29 +132,42 @@ BUILTIN: tuple[Kind, ...] = (
     _k("LeaderWorkerSet", "leaderworkerset.x-k8s.io", "v1", "leaderworkersets",
        ("spec.leaderWorkerTemplate.leaderTemplate.spec", "leader"),
        ("spec.leaderWorkerTemplate.workerTemplate.spec", "worker")),
+    # sigs.k8s.io/lws v0.10.0 (DisaggregatedSet is new in v0.9.0): each role is a LeaderWorkerSet's metadata and
+    # spec inline (LeaderWorkerSetTemplateSpec); the controller makes one LeaderWorkerSet per role and slice from
+    # them, adding labels, annotations and (with spec.placementPolicy) affinities only (lws_manager.go).
+    _k("DisaggregatedSet", "disaggregatedset.x-k8s.io", "v1", "disaggregatedsets",
+       ("spec.roles[*].spec.leaderWorkerTemplate.leaderTemplate.spec", "leader"),
+       ("spec.roles[*].spec.leaderWorkerTemplate.workerTemplate.spec", "worker")),
     # sigs.k8s.io/jobset v0.12.0
     _k("JobSet", "jobset.x-k8s.io", "v1alpha2", "jobsets", "spec.replicatedJobs[*].template.spec.template.spec"),
     # github.com/ray-project/kuberay v1.7.0 (v1alpha1 is still served, the same fields)
     _k("RayCluster", "ray.io", "v1,v1alpha1", "rayclusters", *_ray("spec.")),
     _k("RayService", "ray.io", "v1,v1alpha1", "rayservices", *_ray("spec.rayClusterConfig.")),
     _k("RayJob", "ray.io", "v1,v1alpha1", "rayjobs", *_ray("spec.rayClusterSpec.")),
-    # KServe: the predictor, the transformer and the explainer are each a pod spec inline (containers,
-    # initContainers, resources at spec.predictor, spec.transformer, spec.explainer: PredictorSpec,
-    # TransformerSpec and ExplainerSpec embed v1.PodSpec), each run as a Deployment of its own. Not a controller
-    # for audit: the Deployment KServe builds (with spec.predictor.model, its model container merged from the
-    # ServingRuntime, which the InferenceService does not show) is judged itself.
-    # The framework fields (tensorflow, sklearn...) are the same: KServe's defaulting webhook turns each into
-    # spec.predictor.model (setPredictorModelDefaults, inference_service_defaults.go, v0.20.0); an ART explainer's
-    # container is built from the inferenceservice-config ConfigMap (explainer/art.go).
-    Kind("InferenceService", "serving.kserve.io", ("v1beta1",), "inferenceservices", (
-        Template("spec.predictor", "predictor", unknown_if=tuple(f"spec.predictor.{f}" for f in KSERVE_MODEL_FIELDS),
-                 why_unknown="InferenceService with {field} (its model container is merged from the "
-                             "ServingRuntime: judged as the Deployment and Pods KServe creates)"),
-        Template("spec.transformer", "transformer"),
-        Template("spec.explainer", "explainer", unknown_if=("spec.explainer.art",),
-                 why_unknown="InferenceService with {field} (its explainer container is built from KServe's "
-                             "inferenceservice-config: judged as the Deployment and Pods KServe creates)")),
-        controller=False),
+    # KServe (webhook.core.operators.kserve): its Pods built from the InferenceService and a ServingRuntime.
+    Kind("InferenceService", GROUP, ("v1beta1",), "inferenceservices",
+         tuple(Template(f"spec.{c}", c) for c in COMPONENTS), controller=False, build=kserve_build,
+         related=KSERVE_RELATED),
+    # KServe v0.20.0 ServingRuntimePodSpec: the containers every model it serves runs (with the model's resources
+    # over its kserve-container's), and a multi-node runtime's workers.
+    _k("ServingRuntime", GROUP, "v1alpha1", "servingruntimes", ("spec", "runtime"), ("spec.workerSpec", "worker"),
+       controller=False),
+    replace(_k("ClusterServingRuntime", GROUP, "v1alpha1", "clusterservingruntimes", ("spec", "runtime"),
+               ("spec.workerSpec", "worker"), controller=False), namespaced=False),
+    # KServe's LLMInferenceService (webhook.core.operators.llmisvc): its Pods built from the object over KServe's
+    # presets and its baseRefs' LLMInferenceServiceConfigs. Not a controller for audit: the Deployments and
+    # LeaderWorkerSets KServe creates are judged themselves.
+    Kind(llmisvc.KIND, llmisvc.GROUP, ("v1alpha2", "v1alpha1"), "llminferenceservices",
+         tuple(Template(f"spec.{'.'.join(at)}", name) for at, name in llmisvc.TEMPLATES), controller=False,
+         build=llmisvc.build, related=llmisvc.RELATED),
+    # NVIDIA NIM operator v3.1.2 (webhook.core.operators.nim): a Deployment (or with spec.multiNode a
+    # LeaderWorkerSet) whose model container has spec.resources. Not a controller for audit: those are judged.
+    Kind(nim.KIND, nim.GROUP, ("v1alpha1",), "nimservices", (Template("spec", "NIM's pod"),), controller=False,
+         build=nim.build),
+    # vLLM production-stack's operator (webhook.core.operators.vllmruntime): one Deployment from
+    # spec.deploymentConfig. Not a controller for audit: the Deployment is judged.
+    Kind(vllmruntime.KIND, vllmruntime.GROUP, ("v1alpha1",), "vllmruntimes",
+         (Template("spec.deploymentConfig", "Deployment"),), controller=False, build=vllmruntime.build),
     # Argo Rollouts: spec.template (a Rollout with spec.workloadRef has none: its Deployment is judged).
     _k("Rollout", "argoproj.io", "v1alpha1", "rollouts", _T),
     # Kubeflow training-operator v1 (MPIJob also as mpi-operator's v2beta1)
@@ -205,6 +180,14 @@ BUILTIN: tuple[Kind, ...] = (
 )
 
 KINDS: dict[tuple[str, str], Kind] = {k.key: k for k in BUILTIN}
+# Kinds that hold Pod parts but are not judged themselves, with why (``check`` says it in its skipped summary).
+NOT_JUDGED: dict[tuple[str, str], str] = {
+    (llmisvc.GROUP, "LLMInferenceServiceConfig"):
+        "LLMInferenceServiceConfig (its pod specs are merged under the LLMInferenceServices that name it in "
+        "spec.baseRefs, or take it as KServe's preset: judged there, given with them)",
+    (nim.GROUP, "NIMCache"):
+        "NIMCache (the NIM operator runs its model-caching Job from it: not judged here; that Job and its Pods are)",
+}
 CONTROLLERS = frozenset(k.key for k in KINDS.values() if k.controller)
 
 
@@ -247,10 +230,29 @@ class Target:
     status: Any = None
     template: str = ""
     root: FieldPath = ()  # where the object is in the document (a List's item): one object, several templates
+    # A pod spec an operator builds (``Kind.build``): built-spec paths -> the document's fields a user changes
+    # (``webhook.core.operators.Built.fields``, rebased on the document).
+    fields: tuple[tuple[FieldPath, FieldPath], ...] = ()
+    built: bool = False  # built by an operator: ``spec`` is not in the document, only ``fields`` are
+    partial: str = ""  # part of the Pod only: a pass is not the Pod's (``webhook.core.operators.Built.partial``)
+    shown: tuple[tuple[FieldPath, FieldPath], ...] = ()  # as ``fields``, to name only (``Built.shown``)
+
+    def unbase(self, path: FieldPath) -> FieldPath | None:
+        """A built target's document ``path`` back in the built spec (the inverse of ``fields``): None where no
+        object field makes that part of the Pod (the mutation cannot change it). A literal template's: ``path``."""
+        if not self.built:
+            return path
+        if any(path[:len(shown)] == shown for _, shown in self.shown):  # an injected part, named by a field
+            return None
+        for prefix, field_path in self.fields:
+            if path[:len(field_path)] == field_path:
+                return (*prefix, *path[len(field_path):])
+        return None
 
     def pod_spec(self, kube: Semantics = DEFAULT, stored: bool = False) -> PodSpec:
         """The pod spec as ``kube``'s API server stores it (``stored``: as it was stored, status included)."""
-        return build_pod_spec(self.spec, self.path, self.status, self.template, kube, stored)
+        return build_pod_spec(self.spec, self.path, self.status, self.template, kube, stored,
+                              self.fields + self.shown)
 
 
 def _meta(obj: Mapping[str, Any], where: FieldPath) -> tuple[str, str | None]:
@@ -264,83 +266,14 @@ def _meta(obj: Mapping[str, Any], where: FieldPath) -> tuple[str, str | None]:
     return str(name), str(namespace) if namespace is not None else None
 
 
-def template_label(template: Template, path: FieldPath, item_name: str | None, single: bool) -> str:
-    """How a template is named in findings: ``spec.replicatedJobs[1] (workers)`` (up to its last wildcard,
-    and the item's name), ``spec.leaderWorkerTemplate.leaderTemplate (leader)`` (without the trailing
-    ``template.spec``/``spec``); empty for a kind with one fixed template."""
-    if single:
-        return ""
-    if template.wild:
-        last = max(i for i, s in enumerate(template.segments) if s in (LIST, MAP))
-        # the concrete path has one segment per pattern segment, list wildcards included (as the index)
-        head = path[:last + 1]
-        shown = dotted(head)
-        return f"{shown} ({item_name})" if item_name else shown
-    cut = len(path)
-    for tail in (("template", "spec"), ("spec",)):
-        if tuple(path[-len(tail):]) == tail and len(path) > len(tail):
-            cut = len(path) - len(tail)
-            break
-    shown = dotted(path[:cut])
-    return f"{shown} ({template.name})" if template.name else shown
-
-
-def _walk_template(node: Any, segments: tuple[str, ...], walked: FieldPath,
-                   item_name: str | None) -> Iterator[tuple[FieldPath, Mapping[str, Any] | None, str | None]]:
-    """Each pod spec ``segments`` reaches from ``node`` (None where a fixed key is missing), with the name of
-    the innermost list item or map key it passed."""
-    if not segments:
-        yield walked, node, item_name
-        return
-    head, rest = segments[0], segments[1:]
-    if head == LIST:
-        if not isinstance(node, list):
-            raise ManifestError(walked, "expected a list")
-        for i, item in enumerate(node):
-            if not isinstance(item, Mapping):
-                raise ManifestError((*walked, i), "expected a mapping")
-            named = next((item[k] for k in ITEM_NAMES if isinstance(item.get(k), str) and item[k]), None)
-            yield from _walk_template(item, rest, (*walked, i), named)
-        return
-    if head == MAP:
-        if not isinstance(node, Mapping):
-            raise ManifestError(walked, "expected a mapping")
-        for key, value in node.items():
-            if value is None:
-                continue
-            if not isinstance(value, Mapping):
-                raise ManifestError((*walked, str(key)), "expected a mapping")
-            yield from _walk_template(value, rest, (*walked, str(key)), None)  # the key is in the path
-        return
-    value = node.get(head)
-    here = (*walked, head)
-    if value is None:
-        yield here, None, item_name
-        return
-    if rest and rest[0] == LIST:
-        if not isinstance(value, list):
-            raise ManifestError(here, "expected a list")
-    elif not isinstance(value, Mapping):
-        raise ManifestError(here, "expected a mapping")
-    yield from _walk_template(value, rest, here, item_name)
-
-
-def _has(obj: Mapping[str, Any], dotted_path: str) -> bool:
-    node: Any = obj
-    for key in dotted_path.split("."):
-        if not isinstance(node, Mapping) or node.get(key) is None:
-            return False
-        node = node[key]
-    return True
-
-
-def walk(obj: Any, where: FieldPath = (),
-         kinds: Mapping[tuple[str, str], Kind] = KINDS) -> Iterator[Target | str]:
+def walk(obj: Any, where: FieldPath = (), kinds: Mapping[tuple[str, str], Kind] = KINDS,
+         related: Related = NO_RELATED) -> Iterator[Target | str]:
     """Each object in ``obj`` (recursing into ``kind: List`` items): each of its pod specs as a ``Target``,
     or why it has none to judge (its kind, ``document without a kind``, ``KIND without a pod template``,
     ``KIND without apiVersion``), so that ``check`` can count what it passed over instead of passing over it
     silently; a DRA claim's claim spec is a ``Target`` too (``webhook.core.claims``). A judged kind's name
-    without ``apiVersion`` is a ``ManifestError``."""
+    without ``apiVersion`` is a ``ManifestError``. A kind its operator builds (``Kind.build``) yields what its
+    builder yields, reading ``related`` (a reason where the builder cannot know)."""
     if not isinstance(obj, Mapping):
         return
     kind = obj.get("kind")
@@ -354,7 +287,7 @@ def walk(obj: Any, where: FieldPath = (),
         if not isinstance(items, list):
             raise ManifestError((*where, "items"), "expected a list")
         for i, item in enumerate(items):
-            yield from walk(item, (*where, "items", i), kinds)
+            yield from walk(item, (*where, "items", i), kinds, related)
         return
     group = group_of(obj.get("apiVersion"))
     if group is None:
@@ -381,30 +314,56 @@ def walk(obj: Any, where: FieldPath = (),
             yield Target(claim.kind, *_meta(obj, where), *claimed, root=where)
         return
     if known is None:
-        yield kind if not any(k == kind for _, k in kinds) else f"{kind} of {obj.get('apiVersion')}"
+        noted = NOT_JUDGED.get((group, kind))
+        yield noted or (kind if not any(k == kind for _, k in kinds) else f"{kind} of {obj.get('apiVersion')}")
         return
     name, namespace = _meta(obj, where)
+    if known.build is not None:
+        yield from _built(known, obj, where, name, namespace, related)
+        return
     found = False
     for template in known.templates:
-        hidden = next((f for f in template.unknown_if if _has(obj, f)), None)
-        if hidden is not None:
-            found = True
-            yield template.why_unknown.format(field=hidden)
-            continue
-        for path, spec, item_name in _walk_template(obj, template.segments, where, None):
+        for path, spec, item_name in walk_template(obj, template.segments, where, None):
             if spec is None:
                 continue
             found = True
             yield Target(known.kind, name, namespace, path, spec, obj.get("status") if kind == POD else None,
-                         template_label(template, path[len(where):], item_name, known.single), where)
+                         template_label(template, path[len(where):], item_name, known.single,
+                                        role(known.templates, template)), where)
     if not found:
         yield f"{kind} without a pod template"  # e.g. a kustomize patch that only sets replicas
 
 
-def find_targets(obj: Any, where: FieldPath = (),
-                 kinds: Mapping[tuple[str, str], Kind] = KINDS) -> Iterator[Target]:
+def _built(known: Kind, obj: Mapping[str, Any], where: FieldPath, name: str, namespace: str | None,
+           related: Related) -> Iterator[Target | str]:
+    """What ``known``'s builder yields, as Targets located in the document (``where``), or its reasons."""
+    assert known.build is not None
+    found = False
+    for built in known.build(obj, related):
+        found = True
+        if isinstance(built, str):
+            yield built
+            continue
+        path = (*where, *built.path)
+        fields = tuple(((*path, *prefix), (*where, *field_path))
+                       for prefix, field_path in sorted(built.fields, key=lambda f: -len(f[0])))
+        shown = tuple(((*path, *prefix), (*where, *field_path))
+                      for prefix, field_path in sorted(built.shown, key=lambda f: -len(f[0])))
+        yield Target(known.kind, name, namespace, path, built.spec, None, built.template, where, fields, True,
+                     built.partial, shown)
+    if not found:
+        yield f"{known.kind} without a pod template"
+
+
+def find_targets(obj: Any, where: FieldPath = (), kinds: Mapping[tuple[str, str], Kind] = KINDS,
+                 related: Related = NO_RELATED) -> Iterator[Target]:
     """The pod specs in ``obj`` (recursing into ``kind: List`` items)."""
-    return (t for t in walk(obj, where, kinds) if isinstance(t, Target))
+    return (t for t in walk(obj, where, kinds, related) if isinstance(t, Target))
+
+
+def related_kinds(kinds: Mapping[tuple[str, str], Kind] = KINDS) -> frozenset[tuple[str, str]]:
+    """The kinds the builders read (``Kind.related``): what ``check`` collects from its input first."""
+    return frozenset(r for k in kinds.values() for r in k.related)
 
 
 def judged(group: str, kind: str, operation: str, subresource: str = "",
@@ -427,6 +386,27 @@ def describe(kinds: Iterable[Kind]) -> list[tuple[str, str, str]]:
              "<br>".join(f"`{t.path}`" + (f" ({t.name})" if t.name else "") for t in k.templates)) for k in kinds]
 
 
-__all__ = ["BUILTIN", "CONTROLLERS", "KINDS", "LIST", "MAP", "POD", "Kind", "PathError", "Segment", "Target",
-           "Template", "describe", "find_kind", "find_targets", "group_of", "judged", "parse_path", "table",
-           "walk"]
+__all__ = [
+    "BUILTIN",
+    "CONTROLLERS",
+    "KINDS",
+    "LIST",
+    "MAP",
+    "POD",
+    "Kind",
+    "PathError",
+    "Segment",
+    "Target",
+    "Template",
+    "describe",
+    "find_kind",
+    "find_targets",
+    "group_of",
+    "judged",
+    "parse_path",
+    "related_kinds",
+    "role",
+    "table",
+    "template_label",
+    "walk",
+]

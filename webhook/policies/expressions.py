@@ -11,7 +11,7 @@ from webhook.core.config import RUNTIME_CLASSES, SCHEMA
 from webhook.core.rules import REFUSED, RULES, cel
 from webhook.core.rules.base import cel_string
 from webhook.core.settings import Setting
-from webhook.core.workloads import KINDS, LIST, MAP, POD, Kind, Template, template_label
+from webhook.core.workloads import KINDS, LIST, MAP, POD, Kind, Template, role, template_label
 
 
 def read_param(key: str) -> str:
@@ -36,6 +36,8 @@ def _template_cel(kind: Kind, template: Template) -> str:
     segments = template.segments
     wild = [i for i, s in enumerate(segments) if s in (LIST, MAP)]
     last = wild[-1] if wild else -1
+    part = role(kind.templates, template)
+    after = f" + {_literal(' ' + part)}" if part else ""  # as ``template_label``: the template's role
 
     def build(i: int, node: str, path: str, label: str, depth: int) -> str:
         # node: CEL of an optional value (after ``.?key``) or a plain one (a list item / map value)
@@ -51,12 +53,12 @@ def _template_cel(kind: Kind, template: Template) -> str:
             item_label = label
             if i == last:
                 name = f"({x}.?name.orValue('') != '' ? {x}.?name.orValue('') : {x}.?groupName.orValue(''))"
-                item_label = f"{item_path} + ({name} != '' ? ' (' + {name} + ')' : '') + ': '"
+                item_label = f"{item_path} + ({name} != '' ? ' (' + {name} + ')' : ''){after} + ': '"
             inner = build(i + 1, x, item_path, item_label, depth + 1)
             return f"{node}.orValue([]).transformList({n}, {x}, {inner}).flatten()"
         if seg == MAP:
             item_path = f"{path} + '.' + {n}"
-            item_label = f"{item_path} + ': '" if i == last else label
+            item_label = f"{item_path}{after} + ': '" if i == last else label
             inner = build(i + 1, x, item_path, item_label, depth + 1)
             return f"{node}.orValue({{}}).transformList({n}, {x}, {x} != null, {inner}).flatten()"
         step = f"{node}.?{seg}" if i else f"object.?{seg}"
@@ -67,22 +69,28 @@ def _template_cel(kind: Kind, template: Template) -> str:
 
 
 def _kind_templates(kind: Kind) -> str:
-    parts = []
-    for t in kind.templates:
-        records = _template_cel(kind, t)
-        if t.unknown_if:  # built from what the object does not show: not judged (as the engine)
-            hidden = " || ".join("object" + "".join(f".?{k}" for k in f.split(".")) + ".orValue(null) != null"
-                                 for f in t.unknown_if)
-            records = f"({hidden} ? [] : {records})"
-        parts.append(records)
-    return " + ".join(parts)
+    return " + ".join(_template_cel(kind, t) for t in kind.templates)
+
+
+def cel_kinds(kinds: Mapping[tuple[str, str], Kind] = KINDS) -> dict[tuple[str, str], Kind]:
+    """The kinds the policies judge: not those whose Pods an operator builds (``Kind.build``: KServe's
+    InferenceService). Their Pod is the operator's merge of the object with others (a ServingRuntime chosen
+    among the cluster's, KServe's defaults, Knative's queue-proxy) that CEL cannot read in an admission request;
+    judging the object as written would pass Pods that fail and refuse Pods that pass. The webhook judges them
+    (``enforcement: webhook``); ``NOT_IN_POLICIES`` says so in the output."""
+    return {key: kind for key, kind in kinds.items() if kind.build is None}
+
+
+def not_in_policies(kinds: Mapping[tuple[str, str], Kind] = KINDS) -> list[str]:
+    """The kinds ``cel_kinds`` leaves out, as ``kind (group)``."""
+    return [f"{k.kind} ({k.group})" for k in kinds.values() if k.build is not None]
 
 
 def spec_variables(kinds: Mapping[tuple[str, str], Kind] = KINDS) -> list[tuple[str, str]]:
     """Where the pod specs live in each kind (``KINDS`` and the configuration's ``workloads``): the records of
     ``variables.templates`` (``webhook.core.rules.cel``); the templates most kinds share are the fallback."""
     groups: dict[tuple[Template, ...], list[Kind]] = {}
-    for kind in kinds.values():
+    for kind in cel_kinds(kinds).values():
         groups.setdefault(kind.templates, []).append(kind)
     *special, (_, common) = sorted(groups.items(), key=lambda group: len(group[1]))
     expr = _kind_templates(common[0])
@@ -131,8 +139,9 @@ def match_conditions() -> list[dict[str, str]]:
 
 
 def pod_rules(mutating: bool, kinds: Mapping[tuple[str, str], Kind] = KINDS) -> list[dict[str, Any]]:
-    """The requests judged (``KINDS``), one rule per API group, versions and operations; the mutation patches
-    Pods only. A rule for a resource the API server does not serve (a CRD not installed) matches nothing."""
+    """The requests judged (``KINDS``: the webhook's; the policies pass ``cel_kinds``), one rule per API group,
+    versions and operations; the mutation patches Pods only. A rule for a resource the API server does not
+    serve (a CRD not installed) matches nothing."""
     merged: dict[tuple[str, tuple[str, ...], tuple[str, ...]], list[str]] = {}
     for kind in kinds.values():
         if mutating and kind.key != ("", POD):

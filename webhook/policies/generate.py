@@ -22,6 +22,7 @@ repeats them; the differential test checks each one is real and the only one).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from webhook.core.config import Config
@@ -30,7 +31,8 @@ from webhook.core.kubeversion import parse_minor
 from webhook.core.names import namespace_problem
 from webhook.core.rules import RULES
 from webhook.core.rules.dra_unaligned import DEVICE_CLASSES_REFUSAL
-from webhook.core.workloads import table
+from webhook.core.workloads import Kind, table
+from webhook.policies.expressions import not_in_policies
 from webhook.policies.objects import GROUP, NAMESPACE_TOKEN, dump, params_configmap, policy_objects, with_names
 
 API_VERSIONS = ("v1",)
@@ -128,4 +130,14 @@ def render(config: Config, mode: str = "all", namespace: str = NAMESPACE, api_ve
     refuse_unserved(config, modes)
     docs = [params_configmap(config, NAMESPACE_TOKEN),
             *policy_objects(modes, kinds=table(config.workloads))]
-    return version_note(docs) + dump(with_names(docs, NAME, namespace))
+    return version_note(docs) + built_note(table(config.workloads)) + dump(with_names(docs, NAME, namespace))
+
+
+def built_note(kinds: Mapping[tuple[str, str], Kind]) -> str:
+    """The YAML comment naming the kinds the policies leave to the webhook (``expressions.cel_kinds``)."""
+    left = not_in_policies(kinds)
+    if not left:
+        return ""
+    return (f"# Not judged by these policies: {', '.join(left)}: their Pods are built by an operator from other "
+            "objects (a ServingRuntime, its defaults) that CEL cannot read; the webhook judges them "
+            "(enforcement: webhook).\n")

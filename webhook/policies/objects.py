@@ -17,6 +17,7 @@ from webhook.policies.expressions import (
     HEAD,
     PARAM_VARIABLES,
     SPEC_VARIABLES,
+    cel_kinds,
     match_conditions,
     mutation_apply,
     pod_rules,
@@ -75,7 +76,7 @@ def _validating(name: str, validations: list[dict[str, str]], mutated: bool, fai
         "spec": {
             "failurePolicy": failure,
             "paramKind": {"apiVersion": "v1", "kind": "ConfigMap"},
-            "matchConstraints": {"resourceRules": pod_rules(False, kinds)},
+            "matchConstraints": {"resourceRules": pod_rules(False, cel_kinds(kinds))},
             "matchConditions": match_conditions(),
             "variables": variables(pairs),
             "validations": validations,

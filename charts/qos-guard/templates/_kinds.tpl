@@ -33,6 +33,11 @@
   operations: ["CREATE", "UPDATE"]
   resources: ["leaderworkersets"]
   scope: Namespaced
+- apiGroups: ["disaggregatedset.x-k8s.io"]
+  apiVersions: ["v1"]
+  operations: ["CREATE", "UPDATE"]
+  resources: ["disaggregatedsets"]
+  scope: Namespaced
 - apiGroups: ["jobset.x-k8s.io"]
   apiVersions: ["v1alpha2"]
   operations: ["CREATE", "UPDATE"]
@@ -47,6 +52,26 @@
   apiVersions: ["v1beta1"]
   operations: ["CREATE", "UPDATE"]
   resources: ["inferenceservices"]
+  scope: Namespaced
+- apiGroups: ["serving.kserve.io"]
+  apiVersions: ["v1alpha1"]
+  operations: ["CREATE", "UPDATE"]
+  resources: ["servingruntimes", "clusterservingruntimes"]
+  scope: Namespaced
+- apiGroups: ["serving.kserve.io"]
+  apiVersions: ["v1alpha2", "v1alpha1"]
+  operations: ["CREATE", "UPDATE"]
+  resources: ["llminferenceservices"]
+  scope: Namespaced
+- apiGroups: ["apps.nvidia.com"]
+  apiVersions: ["v1alpha1"]
+  operations: ["CREATE", "UPDATE"]
+  resources: ["nimservices"]
+  scope: Namespaced
+- apiGroups: ["production-stack.vllm.ai"]
+  apiVersions: ["v1alpha1"]
+  operations: ["CREATE", "UPDATE"]
+  resources: ["vllmruntimes"]
   scope: Namespaced
 - apiGroups: ["argoproj.io"]
   apiVersions: ["v1alpha1"]
@@ -94,6 +119,9 @@
 - apiGroups: ["leaderworkerset.x-k8s.io"]
   resources: ["leaderworkersets"]
   verbs: {{ toJson .verbs }}
+- apiGroups: ["disaggregatedset.x-k8s.io"]
+  resources: ["disaggregatedsets"]
+  verbs: {{ toJson .verbs }}
 - apiGroups: ["jobset.x-k8s.io"]
   resources: ["jobsets"]
   verbs: {{ toJson .verbs }}
@@ -101,7 +129,13 @@
   resources: ["rayclusters", "rayservices", "rayjobs"]
   verbs: {{ toJson .verbs }}
 - apiGroups: ["serving.kserve.io"]
-  resources: ["inferenceservices"]
+  resources: ["inferenceservices", "servingruntimes", "clusterservingruntimes", "llminferenceservices"]
+  verbs: {{ toJson .verbs }}
+- apiGroups: ["apps.nvidia.com"]
+  resources: ["nimservices"]
+  verbs: {{ toJson .verbs }}
+- apiGroups: ["production-stack.vllm.ai"]
+  resources: ["vllmruntimes"]
   verbs: {{ toJson .verbs }}
 - apiGroups: ["argoproj.io"]
   resources: ["rollouts"]

@@ -25,6 +25,17 @@ from webhook.core.rules.base import Text, cel_string
 class Mesh:
     name: str
     annotations: Mapping[str, tuple[str, str]]  # resource -> (request annotation, limit annotation)
+    where: str = "the Pod annotations"  # where those keys are set
+
+
+# Knative's queue-proxy: the revision annotations (knative/serving, pkg/apis/serving/register.go; KServe carries an
+# InferenceService's annotations to its revision) or, for every revision, config-deployment's queue-sidecar-* keys.
+_KNATIVE = "queue.sidecar.serving.knative.dev/{}-resource-{}"
+_KNATIVE_WHERE = ("the annotations (or config-deployment's queue-sidecar-{resource}-request and "
+                  "queue-sidecar-{resource}-limit in knative-serving, for every revision)")
+# KServe's storage-initializer: the ClusterStorageContainer's spec.container.resources, or inferenceservice-config's
+# storageInitializer keys (kserve v0.20.0 storage_initializer_injector.go).
+_KSERVE_WHERE = "the ClusterStorageContainer's spec.container.resources or inferenceservice-config storageInitializer"
 
 
 MESH_PROXIES: dict[str, Mesh] = {
@@ -33,11 +44,18 @@ MESH_PROXIES: dict[str, Mesh] = {
     "linkerd-proxy": Mesh("Linkerd", {CPU: ("config.linkerd.io/proxy-cpu-request", "config.linkerd.io/proxy-cpu-limit"),
                                       MEMORY: ("config.linkerd.io/proxy-memory-request",
                                                "config.linkerd.io/proxy-memory-limit")}),
+    "queue-proxy": Mesh("Knative", {CPU: (_KNATIVE.format("cpu", "request"), _KNATIVE.format("cpu", "limit")),
+                                    MEMORY: (_KNATIVE.format("memory", "request"),
+                                             _KNATIVE.format("memory", "limit"))}, _KNATIVE_WHERE),
+    "storage-initializer": Mesh("KServe", {CPU: ("cpuRequest", "cpuLimit"),
+                                           MEMORY: ("memoryRequest", "memoryLimit")}, _KSERVE_WHERE),
+    "agent": Mesh("KServe", {CPU: ("cpuRequest", "cpuLimit"), MEMORY: ("memoryRequest", "memoryLimit")},
+                  "inferenceservice-config agent"),
 }
 
 SHARE = Text("; or let this container alone share CPUs (the others stay pinned): add {name} to "
              "policy.fractionalCPUContainers")
-MESH = Text("; {mesh} injects this container: set its {resource} with the Pod annotations {request} and {limit} "
+MESH = Text("; {mesh} injects this container: set its {resource} with {where} {request} and {limit} "
             "(both to the same value)")
 
 
@@ -56,7 +74,8 @@ def mesh_hint(name: str | None, resource: str) -> str:
     if mesh is None or resource not in mesh.annotations:
         return ""
     request, limit = mesh.annotations[resource]
-    return MESH(mesh=mesh.name, resource=resource, request=request, limit=limit)
+    return MESH(mesh=mesh.name, resource=resource, where=mesh.where.format(resource=resource), request=request,
+                limit=limit)
 
 
 def share_hint_cel(block: str) -> str:

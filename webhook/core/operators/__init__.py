@@ -1,0 +1,157 @@
+"""Kinds whose Pods a controller builds: the pod spec is not written in the object, the operator makes it from the
+object and other objects (KServe merges a ``ServingRuntime``'s container under an ``InferenceService``'s model).
+Each such kind has a *builder*, one module per operator here, read from that operator's code at a pinned release
+(named in the module and in docs/contract.md).
+
+The interface (all pure; nothing here reads a file or the API server):
+
+- ``Build = Callable[[obj, Related], Iterable[Built | str]]``: set as ``Kind.build`` in
+  ``webhook.core.workloads.BUILTIN``. Given the object (a mapping, as decoded) and what else is known, it yields
+  one ``Built`` per Pod template the operator would make, or a string saying why one cannot be known (the object
+  it needs and what it would take: ``InferenceService spec.predictor: ServingRuntime "x" not in the input; give
+  it with the InferenceService, or --kubeconfig``). Unknown is its own answer, never a compliant one: ``check``
+  counts the string as skipped (with the reason) and the webhook judges nothing it cannot know. A malformed
+  object is a ``ManifestError`` naming the field, as for any kind.
+- ``Built``: the pod spec as the operator builds it, where in the object the template is (``path``, from the
+  object's root), how a finding names it (``template``: ``spec.predictor (predictor, runtime kserve-sklearn)``),
+  and ``fields``: for paths *in the built spec*, the object's field a user changes instead (the model container's
+  ``("containers", 0)`` is the object's ``("spec", "predictor", "model")``, so a finding says
+  ``spec.predictor.model.resources.limits.cpu``). Prefixes, the longest first; a built path no prefix covers keeps
+  ``path + its own``, and the mutation does not change it.
+- ``Built.shown``: as ``fields``, for parts of the Pod no object field makes but one causes (a container the
+  operator or a webhook injects): findings name that field, the mutation leaves them.
+- ``Built.partial``: the builder knows part of the Pod only (KServe's model container when the runtime is not
+  known, its own resources fixing every request and limit): a finding there is the Pod's (no other part can undo
+  it), a pass is not, so where nothing is found the engine keeps no result and ``check`` counts the reason.
+- ``Related``: the other objects a builder may read (Kyverno's context entries): from the same input (``check``
+  reads every document first) or from the API server (``source="cluster"``: then a kind listed in ``read`` was
+  read whole, and an object absent from it does not exist). An object absent from the input may still exist in
+  the cluster: the builder says "unknown", naming it. ``NO_RELATED``: nothing known (every builder must answer).
+
+``webhook.core.workloads.walk`` turns a ``Built`` into a ``Target`` (its ``fields`` rebased on the document),
+so the engine, ``check``, ``audit`` and the admission layer judge it as any pod template. The mutation
+(``mutate`` mode, ``fix``) changes only what ``fields`` cover (``Target.unbase``: a change to the object's
+``spec.predictor.model.resources`` is one to the built model container's); a part of the Pod no object field
+makes (a runtime's own sidecar, an injected proxy) is not changed, so its findings stay (not fixable). Map only
+fields whose value the operator carries into the Pod as it is (a strategic merge's override does).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from webhook.core.fieldpath import FieldPath
+
+# Where ``Related`` objects come from: said in the builders' reasons.
+INPUT = "input"
+CLUSTER = "cluster"
+
+
+@dataclass(frozen=True, slots=True)
+class Built:
+    """One Pod template as the operator builds it (see the module docstring)."""
+
+    path: FieldPath  # where in the object the template is, from the object's root (``("spec", "predictor")``)
+    spec: Mapping[str, Any]  # the pod spec the operator builds
+    template: str  # how findings name it
+    fields: tuple[tuple[FieldPath, FieldPath], ...] = ()  # built-spec prefix -> object field (from the root)
+    # Part of the Pod only (the rest needs an object not given): its findings are the Pod's, its pass is not; the
+    # reason is said instead when it has none.
+    partial: str = ""
+    # Built-spec prefix -> the object field that makes the operator add it (an injected container: the
+    # ``storageUri`` behind a storage initializer), to name it by; never changed by the mutation.
+    shown: tuple[tuple[FieldPath, FieldPath], ...] = ()
+
+
+@dataclass(frozen=True, eq=False)
+class Related:
+    """Other objects a builder may read, by (API group, kind); ``source`` says whence (``INPUT`` or ``CLUSTER``),
+    ``read`` which kinds were read whole from the cluster (an object absent from those does not exist)."""
+
+    objects: Mapping[tuple[str, str], tuple[Mapping[str, Any], ...]]
+    source: str = INPUT
+    read: frozenset[tuple[str, str]] = frozenset()
+
+    def of(self, group: str, kind: str, namespace: str | None = None,
+           cluster_scoped: bool = False) -> tuple[Mapping[str, Any], ...]:
+        """The objects of ``group``/``kind`` (in ``namespace`` unless ``cluster_scoped``; an object without a
+        namespace in the input is taken to be in the one asked for, as ``kubectl apply -n`` would put it)."""
+        found = self.objects.get((group, kind), ())
+        if cluster_scoped:
+            return found
+        return tuple(o for o in found if _namespace(o) in (None, namespace))
+
+    def named(self, group: str, kind: str, name: str, namespace: str | None = None,
+              cluster_scoped: bool = False) -> Mapping[str, Any] | None:
+        return next((o for o in self.of(group, kind, namespace, cluster_scoped) if _name(o) == name), None)
+
+    def complete(self, group: str, kind: str) -> bool:
+        """Every object of the kind is known (read from the cluster): an absent one does not exist."""
+        return self.source == CLUSTER and (group, kind) in self.read
+
+    def where(self) -> str:
+        """How a reason names where the objects were looked for."""
+        return "the cluster" if self.source == CLUSTER else "the input"
+
+
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, Mapping) else {}
+
+
+def _name(obj: Mapping[str, Any]) -> str | None:
+    name = _meta(obj).get("name")
+    return name if isinstance(name, str) else None
+
+
+def _namespace(obj: Mapping[str, Any]) -> str | None:
+    namespace = _meta(obj).get("namespace")
+    return namespace if isinstance(namespace, str) else None
+
+
+NO_RELATED = Related({})
+
+Build = Callable[[Mapping[str, Any], Related], Iterable[Built | str]]
+
+
+def collect(objects: Iterable[Any], kinds: Iterable[tuple[str, str]], source: str = INPUT,
+            read: Iterable[tuple[str, str]] = ()) -> Related:
+    """The objects of ``kinds`` among ``objects`` (recursing into ``kind: List`` items): what ``check`` hands the
+    builders from its own input, or the callers that list a cluster from what they listed."""
+    wanted = set(kinds)
+    found: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+
+    def visit(obj: Any) -> None:
+        if not isinstance(obj, Mapping):
+            return
+        kind, api_version = obj.get("kind"), obj.get("apiVersion")
+        if isinstance(kind, str) and kind.endswith("List") and isinstance(obj.get("items"), list):
+            for item in obj["items"]:
+                visit(item)
+            return
+        if not isinstance(kind, str) or not isinstance(api_version, str):
+            return
+        key = (api_version.rpartition("/")[0], kind)
+        if key in wanted:
+            found.setdefault(key, []).append(obj)
+
+    for obj in objects:
+        visit(obj)
+    return Related({k: tuple(v) for k, v in found.items()}, source, frozenset(read))
+
+
+def merge(first: Related, then: Related) -> Related:
+    """``first``'s objects, then ``then``'s of another name (the input over the cluster it is applied to): from
+    the cluster, with its ``read``, when ``then`` is."""
+    out: dict[tuple[str, str], tuple[Mapping[str, Any], ...]] = dict(first.objects)
+    for key, objects in then.objects.items():
+        have = {(_namespace(o), _name(o)) for o in out.get(key, ())}
+        out[key] = (*out.get(key, ()), *(o for o in objects if (_namespace(o), _name(o)) not in have))
+    if then.source == CLUSTER:
+        return Related(out, CLUSTER, then.read)
+    return Related(out, first.source, first.read)
+
+
+__all__ = ["CLUSTER", "INPUT", "NO_RELATED", "Build", "Built", "Related", "collect", "merge"]

@@ -1,0 +1,119 @@
+"""KServe's runtime choice for an InferenceService's model, as kserve/kserve v0.20.0 makes it
+(``pkg/controller/v1beta1/inferenceservice/components/predictor.go`` ``reconcileModel``,
+``pkg/apis/serving/v1beta1/predictor_model.go`` ``GetSupportingRuntimes``, ``RuntimeSupportsModel``,
+``pkg/apis/serving/v1alpha1/servingruntime_types.go``), from the ServingRuntimes and ClusterServingRuntimes the
+builder was given (``webhook.core.operators.Related``). Used by ``webhook.core.operators.kserve``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from webhook.core.fieldpath import FieldPath
+from webhook.core.operators import Related
+from webhook.core.podspec import ManifestError
+
+GROUP = "serving.kserve.io"
+SERVING_RUNTIME = (GROUP, "ServingRuntime")
+CLUSTER_SERVING_RUNTIME = (GROUP, "ClusterServingRuntime")
+
+
+def _mapping(value: Any, path: FieldPath) -> Mapping[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ManifestError(path, "expected a mapping")
+    return value
+
+
+def _list(value: Any, path: FieldPath) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ManifestError(path, "expected a list")
+    return value
+
+
+def _name(obj: Mapping[str, Any]) -> str:
+    return str(_mapping(obj.get("metadata"), ("metadata",)).get("name"))
+
+
+def _supports(runtime: Mapping[str, Any], model: Mapping[str, Any], explicit: bool) -> bool:
+    """``RuntimeSupportsModel``: the model's ``mt:name[:version]`` among the runtime's formats (only the
+    ``autoSelect`` ones when the runtime is not named)."""
+    fmt = _mapping(model.get("modelFormat"), ("modelFormat",))
+    label = f"{fmt.get('name')}:{fmt['version']}" if fmt.get("version") is not None else str(fmt.get("name"))
+    labels = set()
+    for supported in _list(_mapping(runtime.get("spec"), ("spec",)).get("supportedModelFormats"), ()):
+        if isinstance(supported, Mapping) and (explicit or supported.get("autoSelect") is True):
+            labels.add(str(supported.get("name")))
+            if supported.get("version") is not None:
+                labels.add(f"{supported.get('name')}:{supported['version']}")
+    return label in labels
+
+
+def _protocol_ok(runtime: Mapping[str, Any], protocol: str | None) -> bool:
+    versions = _mapping(runtime.get("spec"), ("spec",)).get("protocolVersions")
+    return not protocol or not versions or protocol in versions
+
+
+def _priority(runtime: Mapping[str, Any], fmt: Any) -> int | None:
+    for supported in _list(_mapping(runtime.get("spec"), ("spec",)).get("supportedModelFormats"), ()):
+        if isinstance(supported, Mapping) and supported.get("name") == fmt:
+            p = supported.get("priority")
+            return p if isinstance(p, int) else None
+    return None
+
+
+def choose_runtime(model: Mapping[str, Any], namespace: str | None, multinode: bool,
+                   related: Related) -> tuple[str, Mapping[str, Any]] | str:
+    """(kind and name, runtime) as KServe chooses it, or why it cannot be known (or KServe would build nothing)."""
+    protocol = model.get("protocolVersion") if isinstance(model.get("protocolVersion"), str) else None
+    named = model.get("runtime")
+    if isinstance(named, str) and named:
+        found = related.named(*SERVING_RUNTIME, named, namespace)
+        kind = "ServingRuntime"
+        if found is None:
+            found = related.named(*CLUSTER_SERVING_RUNTIME, named, cluster_scoped=True)
+            kind = "ClusterServingRuntime"
+        if found is None:
+            if related.complete(*SERVING_RUNTIME) and related.complete(*CLUSTER_SERVING_RUNTIME):
+                return (f"no ServingRuntime or ClusterServingRuntime named {named!r} in the cluster: KServe builds "
+                        "no Pod until one exists")
+            return (f"its ServingRuntime {named!r} is not in {related.where()}: give the ServingRuntime (or "
+                    f"ClusterServingRuntime) with it, or run with --kubeconfig to read the cluster's")
+        spec = _mapping(found.get("spec"), ("spec",))
+        if spec.get("disabled") is True or not _protocol_ok(found, protocol) or not _supports(found, model, True):
+            return f"KServe refuses {kind} {named!r} for this model (disabled, or not its format or protocol)"
+        return f"{kind} {named}", found
+    fmt = _mapping(model.get("modelFormat"), ("modelFormat",)).get("name")
+    protocol = protocol or "v1"  # ModelSpec.GetProtocol: v1 when the model names none
+    for key, kind, scoped in ((SERVING_RUNTIME, "ServingRuntime", False),
+                              (CLUSTER_SERVING_RUNTIME, "ClusterServingRuntime", True)):
+        candidates = [r for r in related.of(*key, namespace, scoped)
+                      if _mapping(r.get("spec"), ("spec",)).get("disabled") is not True
+                      and _mapping(r.get("spec"), ("spec",)).get("multiModel") is not True
+                      and (_mapping(r.get("spec"), ("spec",)).get("workerSpec") is not None) == multinode
+                      and _supports(r, model, False) and _protocol_ok(r, protocol)]
+        if not candidates:
+            if not related.complete(*key):
+                return (f"KServe chooses its runtime among the cluster's ServingRuntimes and ClusterServingRuntimes, "
+                        f"and {related.where()} does not hold them all: name one in spec.predictor.model.runtime "
+                        "(and give it), or run with --kubeconfig")
+            continue
+        if not related.complete(*key):
+            return (f"KServe chooses its runtime among the cluster's {kind}s ({_name(candidates[0])} in "
+                    f"{related.where()} supports it, others may rank first): name it in spec.predictor.model.runtime, "
+                    "or run with --kubeconfig")
+        best = max((_priority(r, fmt) is not None, _priority(r, fmt) or 0) for r in candidates)
+        top = [r for r in candidates if (_priority(r, fmt) is not None, _priority(r, fmt) or 0) == best]
+        if len(top) > 1:
+            names = ", ".join(sorted(_name(r) for r in top))
+            return (f"{kind}s {names} rank the same for it (KServe takes the newest): name one in "
+                    "spec.predictor.model.runtime")
+        return f"{kind} {_name(top[0])}", top[0]
+    return (f"no ServingRuntime or ClusterServingRuntime in the cluster supports modelFormat {fmt!r}: KServe builds "
+            "no Pod until one does")
+
+
+__all__ = ["CLUSTER_SERVING_RUNTIME", "GROUP", "SERVING_RUNTIME", "choose_runtime"]
