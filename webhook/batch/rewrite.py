@@ -219,7 +219,8 @@ def _with_own(file: str, text: str, config: Config, facts: Facts) -> Facts:
         objects = docs if isinstance(docs, list) else []
     else:
         objects = [piece[1].obj for piece in yaml_pieces(file, text)
-                   if not isinstance(piece, ReadError) and piece[1] is not None]
+                   if not isinstance(piece, ReadError) and piece[1] is not None
+                   and not isinstance(piece[1], ReadError)]
     return with_input(facts, objects, config)
 
 
@@ -235,7 +236,7 @@ def _fix_json(file: str, text: str, config: Config, result: FileResult, facts: F
         raise _unreadable(docs)
     if not isinstance(docs, list):
         raise NotRewritable("JSON followed by YAML in one file cannot be rewritten")
-    changes = [_judge_document(doc, config, result, facts) for doc in docs]
+    changes = [_judge_document(doc, config, result, facts=facts) for doc in docs]
     fixed = [apply_changes(doc, c) if c else doc for doc, c in zip(docs, changes, strict=True)]
     if result.changes:
         newline = "\r\n" if "\r\n" in text else "\n"

@@ -22,7 +22,6 @@ of a list (``spec.replicatedJobs[*].template.spec.template.spec``) and ``*`` for
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
