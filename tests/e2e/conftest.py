@@ -65,10 +65,11 @@ def stop_process(proc: subprocess.Popen[bytes]) -> None:
 
 
 def _kubectl_cap(args: tuple[str, ...]) -> float:
-    """The subprocess's own limit: 60 s, or 30 s past a ``--timeout=`` kubectl is given to wait (``120s``,
-    ``2m``), so that ``kubectl wait --timeout=120s`` reports its own timeout instead of being killed at 60 s."""
+    """The subprocess's own limit: 60 s, or 30 s past a ``--timeout=`` (or ``--request-timeout=``) kubectl is
+    given (``120s``, ``2m``), so that ``kubectl wait --timeout=120s`` reports its own timeout instead of being
+    killed at 60 s."""
     for a in args:
-        m = re.fullmatch(r"--timeout=(\d+)(s|m)", a)
+        m = re.fullmatch(r"--(?:request-)?timeout=(\d+)(s|m)", a)
         if m:
             return max(60.0, int(m.group(1)) * (60 if m.group(2) == "m" else 1) + 30.0)
     return 60.0

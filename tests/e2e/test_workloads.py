@@ -75,7 +75,8 @@ def install_crds(cluster: Cluster) -> None:
     # create when none is there (server-side apply computes managed fields over 11 MB: ~25% slower); server-side
     # otherwise, as a CRD this size is over the client-side last-applied annotation's 256 KiB
     verb = ["create"] if not present else ["apply", "--server-side", "--force-conflicts"]
-    cluster.kubectl(*verb, "-f", str(CRDS), check=True)
+    # 11 MB: over a minute on a loaded machine
+    cluster.kubectl(*verb, "--request-timeout=150s", "-f", str(CRDS), check=True)
     for crd in KINDS.values():
         cluster.kubectl("wait", "--for", "condition=Established", f"crd/{crd}", "--timeout=60s", check=True)
     _INSTALLED.add(cluster.url)
