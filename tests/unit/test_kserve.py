@@ -199,6 +199,13 @@ def test_what_the_runtime_choice_cannot_know_is_said() -> None:
     assert "no ServingRuntime or ClusterServingRuntime named 'gone' in the cluster" in str(missing)
     (refused,) = walk(named, related=cluster(runtime("gone", "xgboost")))
     assert "KServe refuses ServingRuntime 'gone'" in str(refused)
+    # KServe builds no Pod then: even a model whose own resources fail is not judged (no Pod fails)
+    bursty = isvc({"model": {"modelFormat": {"name": "sklearn"}, "runtime": "gone", "resources": {
+        "requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "2", "memory": "1Gi"}}}}, RAW)
+    (no_pod,) = walk(bursty, related=cluster())
+    assert isinstance(no_pod, str) and "KServe builds no Pod" in no_pod
+    (unknown,) = find_targets(bursty)  # without the cluster: the runtime may exist, and the model fails anyway
+    assert unknown.partial
     mesh = isvc({"model": {"modelFormat": {"name": "sklearn"}}}, {"serving.kserve.io/deploymentMode": "ModelMesh"})
     assert list(walk(mesh)) == [
         "InferenceService in ModelMesh mode (its Pods are the ServingRuntime's, built by modelmesh-serving)"]
