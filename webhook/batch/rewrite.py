@@ -160,7 +160,7 @@ def _judge_document(doc: Any, config: Config, result: FileResult, facts: Facts =
     for r in verdict.results:
         # Only the names are reported: keep no reference to the object, so memory stays flat per document.
         target = dataclasses.replace(r.target, spec={})
-        result.remaining += [(target, v, r.remedies.get((v.rule, v.subject))) for v in r.remaining]
+        result.remaining += [(target, v, r.remedies.get((v.rule, v.subject))) for v in r.left_by_fix]
         result.changes += [(target, c) for c in r.changes]
     return list(verdict.changes)
 

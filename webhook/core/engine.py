@@ -97,26 +97,40 @@ class TargetResult:
     facts: Facts = field(default=NO_FACTS, repr=False)
 
     @cached_property
+    def planned(self) -> tuple[Change, ...]:
+        """Every change the mutation makes to the Pod: for a pod spec an operator builds, to its injected parts too
+        (the webhook patches the Pods it builds at creation, re-invoked after the other webhooks)."""
+        return tuple(plan_changes(self.pod, self.config)) if self.violations else ()
+
+    @cached_property
     def changes(self) -> tuple[Change, ...]:
-        # A pod spec an operator builds: only the parts an object field makes can be changed (``Target.unbase``).
-        if not self.violations:
-            return ()
-        return tuple(c for c in plan_changes(self.pod, self.config) if self.target.unbase(c.path) is not None)
+        """The changes to the object: for a pod spec an operator builds, only to what the object's fields make
+        (``Target.unbase``)."""
+        return tuple(c for c in self.planned if self.target.unbase(c.path) is not None)
 
     @cached_property
     def remaining(self) -> tuple[Violation, ...]:
-        """What is still wrong after the mutation."""
-        if not self.changes:
+        """What is still wrong after the mutation (``mutate`` mode: in the Pods, patched at creation)."""
+        return self._after(self.planned)
+
+    @cached_property
+    def left_by_fix(self) -> tuple[Violation, ...]:
+        """What is still wrong after ``fix`` edits the object (for a pod spec an operator builds, its injected
+        parts are left; for any other, ``remaining``)."""
+        return self._after(self.changes) if self.target.built else self.remaining
+
+    def _after(self, changes: tuple[Change, ...]) -> tuple[Violation, ...]:
+        if not changes:
             return self.violations
         where = self.target.path
-        if self.target.built:  # the object's fields it changes, back where they land in the built spec
-            moved = [replace(c, path=self.target.unbase(c.path) or ()) for c in self.changes]
+        if self.target.built:  # back where each lands in the built spec
+            moved = [replace(c, path=self.target.in_built(c.path)) for c in changes]
             in_spec = [c for c in moved if c.path[:len(where)] == where]
         else:
-            in_spec = [c for c in self.changes if c.path[:len(where)] == where]
+            in_spec = [c for c in changes if c.path[:len(where)] == where]
         fixed = apply_changes(self.target.spec, in_spec, skip=len(where))
         # The only change outside the spec removes ``status.qosClass``, the one status field that counts.
-        status = self.target.status if len(in_spec) == len(self.changes) else None
+        status = self.target.status if len(in_spec) == len(changes) else None
         pod = replace(self.target, spec=fixed, status=status).pod_spec(self.pod.kube, self.facts.stored)
         return tuple(v for v in run_rules(pod, self.config.policy, self.facts) if not v.advisory)
 
