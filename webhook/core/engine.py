@@ -154,8 +154,9 @@ class TargetResult:
 
     @cached_property
     def findings(self) -> tuple[Finding, ...]:
-        """Every violation, marked fixable when the mutation removes it."""
-        left = {(v.rule, v.subject) for v in self.remaining}
+        """Every violation, marked fixable when the mutation removes it from what is written (``fix``: for a pod
+        spec an operator builds, not its injected parts, though ``mutate`` mode fixes them in its Pods)."""
+        left = {(v.rule, v.subject) for v in self.left_by_fix}
         return tuple(Finding(v, (v.rule, v.subject) not in left) for v in self.violations)
 
 
