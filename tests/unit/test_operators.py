@@ -82,8 +82,11 @@ def test_the_engine_refuses_the_built_pod_and_the_mutation_changes_only_the_obje
     bursty_sidecar = container("agent", rl("100m", "64Mi"), rl("1", "64Mi"))
     facts = Facts(related=collect([runtime(GOOD, bursty_sidecar)], related_kinds(TABLE)))
     left = evaluate(toy({}), config, Mode.MUTATE, facts)
-    assert not left.allowed and left.changes == ()
-    assert [dotted(v.subject).startswith("spec.containers[1]") for _, v in left.violations] == [True]
+    assert left.changes == ()
+    [result] = left.results
+    assert [dotted(v.subject).startswith("spec.containers[1]") for v in result.left_by_fix] == [True]
+    # in the Pods, patched at creation, it is fixed: mutate mode admits
+    assert left.allowed and result.remaining == ()
     good = evaluate(toy({"resources": {"requests": rl("2", "1Gi"), "limits": rl("2", "1Gi")}}), config,
                     Mode.ENFORCE, Facts(related=collect([runtime(GOOD)], related_kinds(TABLE))))
     assert good.allowed and len(good.results) == 1

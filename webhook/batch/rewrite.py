@@ -175,7 +175,7 @@ def _judge_document(doc: Any, config: Config, result: FileResult,
     for r in verdict.results:
         # Only the names are reported: keep no reference to the object, so memory stays flat per document.
         target = dataclasses.replace(r.target, spec={})
-        result.remaining += [(target, v, r.remedies.get((v.rule, v.subject))) for v in r.remaining]
+        result.remaining += [(target, v, r.remedies.get((v.rule, v.subject))) for v in r.left_by_fix]
         result.changes += [(target, c) for c in r.changes]
         if line_of is not None:  # where each is, as check says it (file:line)
             for path in [c.path for c in r.changes] + [v.path for v in r.remaining]:

@@ -98,22 +98,26 @@ class TargetResult:
     facts: Facts = field(default=NO_FACTS, repr=False)
 
     @cached_property
+    def planned(self) -> tuple[Change, ...]:
+        """Every change the mutation makes to the Pod: for a pod spec an operator builds, to its injected parts too
+        (the webhook patches the Pods it builds at creation, re-invoked after the other webhooks)."""
+        return tuple(plan_changes(self.pod, self.config)) if self.violations else ()
+
+    @cached_property
     def changes(self) -> tuple[Change, ...]:
-        """The mutation, each raise priced from the Pod's effective request (``mutation.price``). A pod spec an
-        operator builds: only the parts an object field makes can be changed (``Target.unbase``)."""
-        if not self.violations:
-            return ()
-        planned = [c for c in plan_changes(self.pod, self.config) if self.target.unbase(c.path) is not None]
-        return tuple(price(planned, self.pod_after))
+        """The changes to the object, each raise priced from the Pod's effective request (``mutation.price``): for
+        a pod spec an operator builds, only to what the object's fields make (``Target.unbase``)."""
+        kept = [c for c in self.planned if self.target.unbase(c.path) is not None]
+        return tuple(price(kept, self.pod_after)) if kept else ()
 
     def pod_after(self, changes: Sequence[Change]) -> PodSpec:
-        """The pod spec with ``changes`` made (a built spec's: each object field's change moved back where it
-        lands in the built spec)."""
+        """The pod spec with ``changes`` made (a built spec's: each change moved back where it lands in the built
+        spec, ``Target.in_built``)."""
         if not changes:
             return self.pod
         where = self.target.path
         if self.target.built:
-            changes = [replace(c, path=self.target.unbase(c.path) or ()) for c in changes]
+            changes = [replace(c, path=self.target.in_built(c.path)) for c in changes]
         in_spec = [c for c in changes if c.path[:len(where)] == where]
         fixed = apply_changes(self.target.spec, in_spec, skip=len(where))
         # The only change outside the spec removes ``status.qosClass``, the one status field that counts.
@@ -122,10 +126,19 @@ class TargetResult:
 
     @cached_property
     def remaining(self) -> tuple[Violation, ...]:
-        """What is still wrong after the mutation."""
-        if not self.changes:
+        """What is still wrong after the mutation (``mutate`` mode: in the Pods, patched at creation)."""
+        return self._after(self.planned)
+
+    @cached_property
+    def left_by_fix(self) -> tuple[Violation, ...]:
+        """What is still wrong after ``fix`` edits the object (for a pod spec an operator builds, its injected
+        parts are left; for any other, ``remaining``)."""
+        return self._after(self.changes) if self.target.built else self.remaining
+
+    def _after(self, changes: tuple[Change, ...]) -> tuple[Violation, ...]:
+        if not changes:
             return self.violations
-        pod = self.pod_after(self.changes)
+        pod = self.pod_after(changes)
         return tuple(v for v in run_rules(pod, self.config.policy, self.facts) if not v.advisory)
 
     @cached_property
@@ -159,8 +172,9 @@ class TargetResult:
 
     @cached_property
     def findings(self) -> tuple[Finding, ...]:
-        """Every violation, marked fixable when the mutation removes it."""
-        left = {(v.rule, v.subject) for v in self.remaining}
+        """Every violation, marked fixable when the mutation removes it from what is written (``fix``: for a pod
+        spec an operator builds, not its injected parts, though ``mutate`` mode fixes them in its Pods)."""
+        left = {(v.rule, v.subject) for v in self.left_by_fix}
         return tuple(Finding(v, (v.rule, v.subject) not in left) for v in self.violations)
 
 

@@ -248,6 +248,14 @@ class Target:
                 return (*prefix, *path[len(field_path):])
         return None
 
+    def in_built(self, path: FieldPath) -> FieldPath:
+        """A finding's or change's ``path`` (named by the object's fields) back where it is in the built spec, for
+        any part of the Pod: injected ones too (``shown``)."""
+        for prefix, named in (*self.shown, *self.fields):
+            if path[:len(named)] == named:
+                return (*prefix, *path[len(named):])
+        return path
+
     def pod_spec(self, kube: Semantics = DEFAULT, stored: bool = False) -> PodSpec:
         """The pod spec as ``kube``'s API server stores it (``stored``: as it was stored, status included)."""
         return build_pod_spec(self.spec, self.path, self.status, self.template, kube, stored,

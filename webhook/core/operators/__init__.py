@@ -29,11 +29,13 @@ The interface (all pure; nothing here reads a file or the API server):
   the cluster: the builder says "unknown", naming it. ``NO_RELATED``: nothing known (every builder must answer).
 
 ``webhook.core.workloads.walk`` turns a ``Built`` into a ``Target`` (its ``fields`` rebased on the document),
-so the engine, ``check``, ``audit`` and the admission layer judge it as any pod template. The mutation
-(``mutate`` mode, ``fix``) changes only what ``fields`` cover (``Target.unbase``: a change to the object's
-``spec.predictor.model.resources`` is one to the built model container's); a part of the Pod no object field
-makes (a runtime's own sidecar, an injected proxy) is not changed, so its findings stay (not fixable). Map only
-fields whose value the operator carries into the Pod as it is (a strategic merge's override does).
+so the engine, ``check``, ``audit`` and the admission layer judge it as any pod template. The changes to the
+object (``fix``, ``TargetResult.changes``) are only to what ``fields`` cover (``Target.unbase``: a change to the
+object's ``spec.predictor.model.resources`` is one to the built model container's); a part of the Pod no object
+field makes (a runtime's own sidecar, an injected proxy) is not changed there, so ``fix`` leaves its findings
+(``TargetResult.left_by_fix``). ``mutate`` mode judges the Pods as patched at creation (the webhook is
+re-invoked after the other mutating webhooks), every part included (``TargetResult.remaining``). Map only fields
+whose value the operator carries into the Pod as it is (a strategic merge's override does).
 """
 
 from __future__ import annotations

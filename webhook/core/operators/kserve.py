@@ -39,7 +39,13 @@ from typing import Any
 
 from webhook.core.fieldpath import FieldPath
 from webhook.core.operators import Built, Related
-from webhook.core.operators.kserve_runtimes import CLUSTER_SERVING_RUNTIME, GROUP, SERVING_RUNTIME, choose_runtime
+from webhook.core.operators.kserve_runtimes import (
+    CLUSTER_SERVING_RUNTIME,
+    GROUP,
+    SERVING_RUNTIME,
+    NoPod,
+    choose_runtime,
+)
 from webhook.core.podspec import ManifestError
 
 CONFIG_MAP = ("", "ConfigMap")
@@ -223,6 +229,8 @@ def _model_predictor(obj: Mapping[str, Any], body: Mapping[str, Any], field: str
                             body.get("workerSpec") is not None, related)
     own = _list(body.get("containers"), (*here, "containers"))
     model_field = (*here, field)
+    if isinstance(chosen, NoPod):
+        return f"InferenceService spec.predictor: {chosen}"
     if isinstance(chosen, str):
         return _partial(model, model_field, own, here, chosen)
     label, runtime = chosen

@@ -18,6 +18,12 @@ SERVING_RUNTIME = (GROUP, "ServingRuntime")
 CLUSTER_SERVING_RUNTIME = (GROUP, "ClusterServingRuntime")
 
 
+class NoPod(str):
+    """A reason that is also a verdict of KServe's: it builds no Pod (InvalidSpec), so nothing of one is judged."""
+
+    __slots__ = ()
+
+
 def _mapping(value: Any, path: FieldPath) -> Mapping[str, Any]:
     if value is None:
         return {}
@@ -78,13 +84,14 @@ def choose_runtime(model: Mapping[str, Any], namespace: str | None, multinode: b
             kind = "ClusterServingRuntime"
         if found is None:
             if related.complete(*SERVING_RUNTIME) and related.complete(*CLUSTER_SERVING_RUNTIME):
-                return (f"no ServingRuntime or ClusterServingRuntime named {named!r} in the cluster: KServe builds "
-                        "no Pod until one exists")
+                return NoPod(f"no ServingRuntime or ClusterServingRuntime named {named!r} in the cluster: "
+                             "KServe builds no Pod until one exists")
             return (f"its ServingRuntime {named!r} is not in {related.where()}: give the ServingRuntime (or "
                     f"ClusterServingRuntime) with it, or run with --kubeconfig to read the cluster's")
         spec = _mapping(found.get("spec"), ("spec",))
         if spec.get("disabled") is True or not _protocol_ok(found, protocol) or not _supports(found, model, True):
-            return f"KServe refuses {kind} {named!r} for this model (disabled, or not its format or protocol)"
+            return NoPod(f"KServe refuses {kind} {named!r} for this model (disabled, or not its format or protocol): "
+                         "it builds no Pod")
         return f"{kind} {named}", found
     fmt = _mapping(model.get("modelFormat"), ("modelFormat",)).get("name")
     protocol = protocol or "v1"  # ModelSpec.GetProtocol: v1 when the model names none
@@ -112,8 +119,8 @@ def choose_runtime(model: Mapping[str, Any], namespace: str | None, multinode: b
             return (f"{kind}s {names} rank the same for it (KServe takes the newest): name one in "
                     "spec.predictor.model.runtime")
         return f"{kind} {_name(top[0])}", top[0]
-    return (f"no ServingRuntime or ClusterServingRuntime in the cluster supports modelFormat {fmt!r}: KServe builds "
-            "no Pod until one does")
+    return NoPod(f"no ServingRuntime or ClusterServingRuntime in the cluster supports modelFormat {fmt!r}: "
+                 "KServe builds no Pod until one does")
 
 
-__all__ = ["CLUSTER_SERVING_RUNTIME", "GROUP", "SERVING_RUNTIME", "choose_runtime"]
+__all__ = ["CLUSTER_SERVING_RUNTIME", "GROUP", "SERVING_RUNTIME", "NoPod", "choose_runtime"]
