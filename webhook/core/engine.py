@@ -22,8 +22,7 @@ from webhook.core.fieldpath import FieldPath
 from webhook.core.kubeversion import DEFAULT, Semantics
 from webhook.core.mutation import Change, apply_changes, plan_changes
 from webhook.core.podspec import PodSpec, build_pod_spec
-from webhook.core.rules import Violation, run_rules
-from webhook.core.rules.dra_claim_spread import judge_claim
+from webhook.core.rules import Violation, run_claim_rules, run_rules
 from webhook.core.workloads import Target, find_targets, table
 
 MODE_LABEL = "qos-guard.io/mode"  # the namespace label that opts in (docs/contract.md#names)
@@ -219,7 +218,7 @@ def evaluate(obj: Any, config: Config, mode: Mode, facts: Facts = NO_FACTS, *, n
             continue
         if target.kind in CLAIM_KINDS:  # a claim spec, judged whole; an empty pod spec for the record
             pod = build_pod_spec({}, target.path, kube=kube)
-            found = judge_claim(target.kind, target.spec, target.path, config.policy)
+            found = run_claim_rules(target.kind, target.spec, target.path, config.policy, facts)
         else:
             pod = target.pod_spec(kube, facts.stored)
             found = run_rules(pod, config.policy, facts)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from webhook.core.dra import DeviceClasses
+from webhook.core.dracpu import DraFacts
 from webhook.core.kubeversion import Semantics
 from webhook.core.memo import Memo
 from webhook.core.numatopology import Topology
@@ -36,6 +37,9 @@ class Facts:
     # given at create, which kubelet reads back, kept whatever the minor judging it now (a Pod created on 1.36
     # and judged on 1.37 after an upgrade keeps 1.36's class).
     stored: bool = False
+    # The cluster's ResourceSlices and the CPUs its claims ask through the DRA CPU driver (``check``: from its
+    # input files too); None: not read (the DRA CPU rules say nothing then).
+    dra: DraFacts | None = None
     memo: Memo | None = field(default=None, compare=False, repr=False)
 
     def remembering(self) -> Memo | None:
