@@ -113,6 +113,9 @@ class NodesReport:
     results: list[NodeResult]
     pools: list[PoolMismatch] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)  # about the selection itself, not one node
+    # Why the ResourceSlices could not be read (who pins is then "?" where the CPU Manager does not say): a
+    # notice, never an error (the kubelets' verdicts stand).
+    unread_slices: str | None = None
 
     @property
     def exit_code(self) -> ExitCode:
@@ -160,13 +163,13 @@ def read_nodes(kubeconfig: str | None, context: str | None, names: Sequence[str]
             if not nodes:
                 errors.append(f"no node matches -l {selector}" if selector else "the cluster has no node")
         configs = reader.read(nodes) + missing
-        devices, problem = read_slices(Lister(kubeconfig, context=context))
-        if problem is not None:
-            errors.append(f"who pins CPUs is not known: {problem}")
+        devices, unread = read_slices(Lister(kubeconfig, context=context))
     except ClusterError as exc:
         hint = "; listing nodes needs list on nodes (the ClusterRole in the README)" if "403" in str(exc) else ""
         raise Refused(f"{explain(exc, kubeconfig)}{hint}") from None
-    return build(sorted(configs, key=lambda c: c.node.name), pool_labels, errors, devices)
+    report = build(sorted(configs, key=lambda c: c.node.name), pool_labels, errors, devices)
+    report.unread_slices = unread
+    return report
 
 
 def summary_line(report: NodesReport) -> str:
@@ -231,6 +234,9 @@ def render_text(report: NodesReport) -> str:
         lines.append(f"pool/{pool.pool}: pool-mismatch: {pool.message()}")
     for note, names in _grouped_notes(report):
         lines.append(f"note ({_names(names)}): {note}")
+    if report.unread_slices is not None:
+        lines.append(f"note: who pins CPUs is not known where the CPU Manager does not say (?): "
+                     f"{report.unread_slices}")
     return "".join(escape(line) + "\n" for line in lines)
 
 
@@ -255,6 +261,7 @@ def render_json(report: NodesReport) -> str:
         "nodes": [_node_json(r) for r in report.results],
         "pools": [p.as_json() for p in report.pools],
         "errors": list(report.errors),
+        "resourceSlicesUnread": report.unread_slices,
         "summary": {"nodes": len(report.results), "pins": report.count("pins"),
                     "cannotPin": report.count("cannot pin"), "unreadable": report.count("unreadable"),
                     "poolMismatches": len(report.pools)},
