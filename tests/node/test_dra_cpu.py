@@ -1,4 +1,4 @@
-"""CPUs and a GPU from one ResourceClaim on one NUMA node, on the real kubelet (issue 51), with the real
+"""CPUs and a GPU from one ResourceClaim on one NUMA node, on the real kubelet, with the real
 ``kubernetes-sigs/dra-driver-cpu`` v0.2.0 (``hack/build-tools.sh dracpu``, from the module proxy at that version)
 beside the project's test GPU driver (hack/dradriver).
 
