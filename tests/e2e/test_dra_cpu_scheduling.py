@@ -99,8 +99,7 @@ def api(cluster: Cluster) -> Iterator[Api]:
     try:
         yield client
     finally:
-        client("DELETE", f"/api/v1/namespaces/{NAMESPACE}/pods", gracePeriodSeconds="0")
-        client("DELETE", f"/apis/resource.k8s.io/v1/namespaces/{NAMESPACE}/resourceclaims")
+        clear(client)
         for i in range(NODES):
             for driver in (GPU_DRIVER, CPU_DRIVER):
                 client("DELETE", f"/apis/resource.k8s.io/v1/resourceslices/dra-cpu-{i:03d}-{driver}", ok=(200, 404))
@@ -154,8 +153,13 @@ def run(api: Api, cluster: Cluster, folder: Path, count: int, constrained: bool)
 
 
 def clear(api: Api) -> None:
+    """The Pods and their claims gone: with no controller manager here, nothing removes a reserved claim's
+    delete-protection finalizer (the resourceclaim controller's job), so the test does."""
     api("DELETE", f"/api/v1/namespaces/{NAMESPACE}/pods", gracePeriodSeconds="0")
     api("DELETE", f"/apis/resource.k8s.io/v1/namespaces/{NAMESPACE}/resourceclaims")
+    for c in api("GET", f"/apis/resource.k8s.io/v1/namespaces/{NAMESPACE}/resourceclaims")["items"]:
+        api("PATCH", f"/apis/resource.k8s.io/v1/namespaces/{NAMESPACE}/resourceclaims/{c['metadata']['name']}",
+            {"metadata": {"finalizers": None}}, patch=True, ok=(200, 404))
     waiting.eventually("the Pods and claims gone", lambda: not api(
         "GET", f"/api/v1/namespaces/{NAMESPACE}/pods")["items"] and not api(
         "GET", f"/apis/resource.k8s.io/v1/namespaces/{NAMESPACE}/resourceclaims")["items"], within=120, every=1)
