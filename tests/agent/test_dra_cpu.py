@@ -5,6 +5,9 @@ cpuset the driver's NRI plugin set. Aligned, MISALIGNED or unknown as for the CP
 
 from __future__ import annotations
 
+from prometheus_client.core import GaugeMetricFamily
+
+from webhook.node.agent import Placements
 from webhook.node.allocation import Allocatable, ContainerAllocation, DraDevice
 from webhook.node.memory_verdict import judge_memory
 from webhook.node.observe import Snapshot
@@ -30,6 +33,21 @@ def snap(p: ContainerVerdict) -> Snapshot:
     s = Snapshot("node-1", Allocatable(frozenset()), NumaLayout({0: frozenset({0}), 1: frozenset({1})}), 2)
     s.placements.append(p)
     return s
+
+
+def metric(p: ContainerVerdict, name: str) -> float | None:
+    """What the agent's /metrics says of the container."""
+    collector = Placements()
+    collector.update([p])
+    families: list[GaugeMetricFamily] = list(collector.collect())
+    return next((s.value for f in families for s in f.samples if s.name == name), None)
+
+
+def test_the_agent_reports_the_dra_pinning_as_it_does_the_cpu_managers() -> None:
+    aligned, split, unknown = (judged(0, frozenset({0}), frozenset({0})), judged(0, frozenset({1}), frozenset({0})),
+                               judged(0, frozenset({0}), None))
+    assert [metric(p, "qos_guard_container_pinned") for p in (aligned, split, unknown)] == [1, 1, 1]
+    assert [metric(p, "qos_guard_container_numa_aligned") for p in (aligned, split, unknown)] == [1, 0, -1]
 
 
 def test_the_nri_cpuset_beside_the_gpu_is_aligned_and_exit_0() -> None:

@@ -55,6 +55,7 @@ CPU_DRIVER = CPU_CLASS = "dra.cpu"
 PAIRING = "dra.net/numaNode"  # the NUMA attribute both drivers publish
 KUBELET_DIR = Path("/var/lib/kubelet")  # where the driver's kubelet plugin looks, whatever kubelet's --root-dir
 CDI_DIR = Path("/var/run/cdi")
+CDI_SPECS = "dra.k8s.io-cpu*"  # the driver's transient CDI specs (vendor dra.k8s.io, class cpu: pkg/driver/cdi.go)
 GPU_NUMA0 = f"gpu-0,numaNode=0,{PAIRING}=0"
 GPU_NUMA1 = f"gpu-0,numaNode=1,{PAIRING}=1"
 
@@ -96,7 +97,7 @@ def cpu_driver(node: Node) -> Iterator[Path]:
     """dra-driver-cpu v0.2.0 on the node until it publishes its two NUMA groups; yields its log. Stopped, its
     slices, CDI specs and the plugin folder links removed on exit."""
     c = node.cluster
-    made_kubelet_dir = not KUBELET_DIR.exists()
+    made_kubelet_dir, made_cdi_dir = not KUBELET_DIR.exists(), not CDI_DIR.exists()
     KUBELET_DIR.mkdir(parents=True, exist_ok=True)
     links = [KUBELET_DIR / "plugins", KUBELET_DIR / "plugins_registry"]
     for link in links:
@@ -124,11 +125,12 @@ def cpu_driver(node: Node) -> Iterator[Path]:
         c.kubectl("delete", "resourceslices", "--field-selector", f"spec.driver={CPU_DRIVER}", "--wait=true")
         for link in links:
             link.unlink(missing_ok=True)
-        for spec in CDI_DIR.glob(f"{CPU_DRIVER}*"):
+        for spec in CDI_DIR.glob(CDI_SPECS):
             spec.unlink(missing_ok=True)
-        if made_kubelet_dir:
-            with contextlib.suppress(OSError):
-                KUBELET_DIR.rmdir()
+        for made, folder in ((made_kubelet_dir, KUBELET_DIR), (made_cdi_dir, CDI_DIR)):
+            if made:
+                with contextlib.suppress(OSError):
+                    folder.rmdir()
 
 
 @pytest.fixture(scope="module")
