@@ -14,7 +14,7 @@ from webhook.node.observe import Snapshot
 from webhook.node.podinfo import ContainerSpec, PodInfo
 from webhook.node.sysfs import NumaLayout
 from webhook.node.verdict import DRA_CPU_DRIVER, NUMA_MISALIGNED, NUMA_UNKNOWN, ContainerVerdict, judge_container
-from webhook.node.verify import exit_code, placement_json
+from webhook.node.verify import exit_code, placement_json, render_text
 
 LAYOUT = {0: 0, 1: 1}  # CPU -> NUMA node
 INFO = PodInfo("ns", "gpu", "uid-1", "Guaranteed", False, "2026-01-01T00:00:00Z", "enforce", None,
@@ -52,7 +52,8 @@ def test_the_agent_reports_the_dra_pinning_as_it_does_the_cpu_managers() -> None
 
 def test_the_nri_cpuset_beside_the_gpu_is_aligned_and_exit_0() -> None:
     p = judged(0, frozenset({0}), frozenset({0}))
-    assert p.pinned and p.exclusive_cpus == {0} and p.aligned is True and p.state != "not-pinned"
+    # aligned, its memory not pinned (the driver pins CPUs only; Memory Manager None): no problem, exit 0
+    assert p.pinned and p.exclusive_cpus == {0} and p.aligned is True and p.state == "memory-not-pinned"
     assert not p.problems and "set by the dra.cpu driver's NRI plugin" in p.notes[0]
     assert placement_json(p)["exclusiveCPUs"] == [0]
     assert exit_code(snap(p)) == 0
@@ -63,6 +64,9 @@ def test_cpus_on_the_other_node_than_the_gpu_are_misaligned_and_exit_1() -> None
     assert p.state == "misaligned" and [x.reason for x in p.problems] == [NUMA_MISALIGNED]
     assert "dra-cpu-unpaired" in p.problems[0].message
     assert exit_code(snap(p)) == 1
+    line = render_text(snap(p)).splitlines()[1]
+    assert line.startswith("ns/gpu/app: MISALIGNED: 1 exclusive CPU, ") and "matchAttribute: dra.net/numaNode" in line
+    assert "Topology Manager" not in line  # kubelet aligned nothing here: the claim decided both sides
 
 
 def test_no_cpuset_read_or_a_gpu_without_numa_is_unknown_never_aligned() -> None:

@@ -237,7 +237,9 @@ def test_1_the_constrained_claim_puts_the_cpus_on_the_gpus_numa_node(node: Node,
             devices = {r["driver"]: r["device"] for r in claim["status"]["allocation"]["devices"]["results"]}
             assert devices == {"gpu.qos-guard.test": "gpu-0", CPU_DRIVER: "cpudevnuma000"}, devices
             assert cpus == {0}, cpus  # NUMA 0, the GPU's node: the NRI plugin's cpuset
-            assert placed["state"] == "aligned" and placed["exclusiveCPUs"] == [0], placed
+            # aligned; its memory is not pinned (the driver pins CPUs only, Memory Manager None), no problem
+            assert placed["aligned"] is True and placed["state"] == "memory-not-pinned", placed
+            assert placed["exclusiveCPUs"] == [0] and placed["problems"] == [], placed
             assert placed["cpuNUMANodes"] == [0] and placed["numaNodes"] == [0], placed
             assert text.returncode == 0, text.stdout + text.stderr
         finally:
@@ -262,7 +264,8 @@ def test_2_without_the_constraint_the_cpus_land_apart_and_verify_says_so(node: N
             assert cpus == {0}, cpus  # NUMA 0, the GPU on NUMA 1
             assert placed["state"] == "misaligned" and placed["numaNodes"] == [0, 1], placed
             assert [p["reason"] for p in placed["problems"]] == ["NUMAMisaligned"], placed
-            assert text.returncode == 1 and "dra-cpu-unpaired" in text.stdout, text.stdout
+            assert text.returncode == 1 and "MISALIGNED" in text.stdout, text.stdout
+            assert "matchAttribute: dra.net/numaNode" in text.stdout and "dra-cpu-unpaired" in text.stdout
         finally:
             gone(node, ns, "split")
 
