@@ -15,9 +15,10 @@ tests/node/numa.py does for kubelet. Grouped mode: one device per NUMA node with
 1. GPU on NUMA 0, the claim ``{gpu, cpus: 1}`` with ``matchAttribute: dra.net/numaNode``: the container's cgroup
    cpuset is CPU 0 (the GPU's node), the NRI plugin's doing (``DRA_CPUSET_<claim uid>`` in its environment);
    ``verify`` says aligned, exit 0.
-2. GPU on NUMA 1, the same claim without the constraint: the allocator takes the first CPU group (NUMA 0), split
-   from the GPU; ``verify`` says misaligned, exit 1, naming the claim's devices; ``check`` names the claim
-   (dra-cpu-unpaired).
+2. GPU on NUMA 1: the constrained claim gets CPU 1 (the allocator skips the first CPU group, NUMA 0, for the
+   GPU's; aligned, the memory remote on this machine's one real node: NUMARemoteMemory); the same claim without
+   the constraint takes the first group, CPU 0, split from the GPU: ``verify`` says MISALIGNED, exit 1, with the
+   claim's way out; ``check`` names the claim (dra-cpu-unpaired).
 3. The claim's CPUs not mirrored in requests and limits (BestEffort): refused at admission in an enforce
    namespace; where qos-guard only warns it runs, and what it got is shown (its QoS class, cgroup, cpuset).
 4. ``qos-guard nodes`` says the node's CPUs are pinned by dra.cpu (cpuManagerPolicy none is no problem there).
@@ -246,8 +247,10 @@ def test_1_the_constrained_claim_puts_the_cpus_on_the_gpus_numa_node(node: Node,
             gone(node, ns, "aligned")
 
 
-def test_2_without_the_constraint_the_cpus_land_apart_and_verify_says_so(node: Node,
-                                                                         dra_cpu_node: tuple[Path, Path]) -> None:
+def test_2_with_the_gpu_on_numa1_the_constraint_moves_the_cpus_and_without_it_they_land_apart(
+        node: Node, dra_cpu_node: tuple[Path, Path]) -> None:
+    """The allocator tries the CPU groups in order (NUMA 0 first): the constrained claim must skip it for the GPU's
+    NUMA 1; the same claim without the constraint takes NUMA 0, split from the GPU."""
     sys_root, _ = dra_cpu_node
     c = node.cluster
     ns = c.namespace("node-dra-cpu", "warn")
@@ -256,6 +259,17 @@ def test_2_without_the_constraint_the_cpus_land_apart_and_verify_says_so(node: N
     assert said.returncode == 0 and "dra-cpu-unpaired" in said.stdout, said.stdout + said.stderr
     report(f"dra-cpu 2: $ qos-guard check gpu-and-cpus-free.yaml: {said.stdout.strip()}")
     with dra_driver(node, [GPU_NUMA1]):
+        cpus, claim, placed, text = run_and_verify(node, sys_root, ns, "moved", gpu_and_cpus("gpu-and-cpus-1", True),
+                                                   "dra-cpu 2 (GPU on NUMA 1, matchAttribute dra.net/numaNode)")
+        try:
+            devices = {r["driver"]: r["device"] for r in claim["status"]["allocation"]["devices"]["results"]}
+            assert devices == {"gpu.qos-guard.test": "gpu-0", CPU_DRIVER: "cpudevnuma001"}, devices
+            assert cpus == {1}, cpus
+            assert placed["aligned"] is True and placed["cpuNUMANodes"] == [1], placed
+            # aligned; the memory can only be on this machine's one real node 0: remote, and said so (exit 1)
+            assert [p["reason"] for p in placed["problems"]] == ["NUMARemoteMemory"], placed
+        finally:
+            gone(node, ns, "moved")
         cpus, claim, placed, text = run_and_verify(node, sys_root, ns, "split", template,
                                                    "dra-cpu 2 (GPU on NUMA 1, no constraint)")
         try:
