@@ -7,6 +7,7 @@
 #   hack/build-tools.sh [kubelet|kube-controller-manager|kube-scheduler|containerd|containerd-shim-runc-v2|ctr|
 #                        cni-bridge|cni-host-local|cni-loopback|deviceplugin|dradriver|lws-controller|node]
 #                                                    (the node tests' tools; `node` = all of them)
+#   hack/build-tools.sh dracpu   (kubernetes-sigs/dra-driver-cpu, tests/node/test_dra_cpu.py; not part of `node`)
 #
 # `oracle` is built from this repository's hack/oracle (its own go.mod/go.sum pin k8s.io/kubernetes at
 # KUBE_VERSION) and cached by KUBE_VERSION plus a hash of its sources.
@@ -29,6 +30,10 @@ KYVERNO_VERSION="${KYVERNO_VERSION:-v1.14.4}"
 # LeaderWorkerSet's controller (sigs.k8s.io/lws cmd, its manager): the node tests roll a LeaderWorkerSet out
 # with it. Its CRD is the one vendored in tests/fixtures/crds, from the same release.
 LWS_VERSION="${LWS_VERSION:-v0.7.0}"
+# kubernetes-sigs' DRA CPU driver (its kubelet plugin and NRI plugin are one binary, cmd/dracpu): the node tests
+# pin a Pod's CPUs on the GPU's NUMA node through one ResourceClaim with it. Not part of `node` (tests/node/
+# test_dra_cpu.py builds it on demand).
+DRA_CPU_VERSION="${DRA_CPU_VERSION:-v0.2.0}"
 # Bumped when a tool's build flags change, so a stale cached binary is not reused.
 declare -A TOOL_REV=([helm]=.2)
 TOOLS_DIR="${QOS_GUARD_TOOLS:-${XDG_CACHE_HOME:-$HOME/.cache}/qos-guard/tools}"
@@ -272,6 +277,27 @@ build_lws() {
   echo "$out"
 }
 
+# build_dracpu: github.com/kubernetes-sigs/dra-driver-cpu's cmd/dracpu, built inside the released module with
+# its own go.mod/go.sum, as its Makefile's build-dracpu does (no version flags: it reads runtime/debug).
+build_dracpu() {
+  local v=$DRA_CPU_VERSION out="$TOOLS_DIR/dracpu-$DRA_CPU_VERSION" json src work
+  cached "$out" && return 0
+  log "building the DRA CPU driver $v (once; cached in $TOOLS_DIR)"
+  if ! json=$(go mod download -json "github.com/kubernetes-sigs/dra-driver-cpu@$v"); then
+    echo "build-tools: github.com/kubernetes-sigs/dra-driver-cpu@$v: $(sed -n 's/.*"Error": "\(.*\)".*/\1/p' <<<"$json")" >&2
+    return 1
+  fi
+  src=$(sed -n 's/.*"Dir": "\(.*\)".*/\1/p' <<<"$json")
+  work=$(mktemp -d)
+  trap 'rm -rf "$work"; unlock' RETURN
+  cp -r "$src/." "$work/"
+  chmod -R u+w "$work"
+  (cd "$work" && GOFLAGS=-mod=readonly go build -trimpath -ldflags "-s -w" -o "$out.tmp" ./cmd/dracpu)
+  mv "$out.tmp" "$out"
+  log "built $out"
+  echo "$out"
+}
+
 # --- node tools (tests/node): kubelet and its neighbours from k8s.io/kubernetes, containerd, CNI plugins ---
 
 setup_kube_node() {
@@ -330,6 +356,8 @@ build_node_tool() {
     dradriver) build_local dradriver "" "the test DRA driver" ;;
     # LeaderWorkerSet's controller, run out of cluster against the node's API server (tests/node/lws.py)
     lws-controller) build_lws ;;
+    # kubernetes-sigs' DRA CPU driver (tests/node/test_dra_cpu.py); not in NODE_TOOLS
+    dracpu) build_dracpu ;;
   esac
   trap - RETURN  # build's cleanup trap would fire again when this function returns
 }
@@ -341,7 +369,7 @@ if [[ $want == node ]]; then
   for t in "${NODE_TOOLS[@]}"; do build_node_tool "$t"; done
   exit 0
 fi
-for t in "${NODE_TOOLS[@]}"; do
+for t in "${NODE_TOOLS[@]}" dracpu; do
   if [[ $want == "$t" ]]; then
     build_node_tool "$t"
     exit 0
@@ -362,5 +390,5 @@ case $want in
   kube-score) build kube-score "$KUBE_SCORE_VERSION" github.com/zegl/kube-score/cmd/kube-score setup_kube_score ;;
   kyverno) build_kyverno ;;
   helm|etcd|kube-apiserver|kubectl|oracle|promtool|oci-registry|all) ;;
-  *) echo "usage: $0 [helm|etcd|kube-apiserver|kubectl|kube-score|kyverno|oracle|promtool|oci-registry|all|node|$(IFS="|"; echo "${NODE_TOOLS[*]}")]" >&2; exit 2 ;;
+  *) echo "usage: $0 [helm|etcd|kube-apiserver|kubectl|kube-score|kyverno|oracle|promtool|oci-registry|all|node|dracpu|$(IFS="|"; echo "${NODE_TOOLS[*]}")]" >&2; exit 2 ;;
 esac

@@ -56,7 +56,9 @@ def test_1_this_kubelet_pins(node: Node) -> None:
     assert found["problems"] == [] and found["notes"] == []
     assert text.endswith("\nqos-guard: 1 node: 1 pin, 0 cannot pin, 0 unreadable; 0 pools differ\n"), text
     assert re.search(rf"^{NODE_NAME} +{re.escape(kube_version())} +static +1 \(systemReserved 100m\) "
-                     r"+Static \(NUMA 0 memory=600Mi\) +single-numa-node, container +pins$", text, re.MULTILINE), text
+                     r"+Static \(NUMA 0 memory=600Mi\) +single-numa-node, container +static CPU Manager +pins$", text,
+                     re.MULTILINE), text
+    assert found["pinnedBy"] == "static CPU Manager"  # its ResourceSlices (none of dra.cpu) were read too
     report(f"nodes: {NODE_NAME} pins: kubelet {found['kubeletVersion']}, cpuManagerPolicy static, "
            f"{cpu['reservedCPUs']['count']} reserved CPU (kubelet logged reservedSize={logged[-1]}), "
            f"memoryManagerPolicy {memory['policy']}, topologyManagerPolicy {topology['policy']} "
@@ -71,7 +73,7 @@ def test_2_without_the_static_cpu_manager_it_cannot_pin(node: Node) -> None:
         assert code == 1, found
         assert found["verdict"] == "cannot-pin" and found["cpuManager"]["policy"] == "none"
         assert [p["rule"] for p in found["problems"]] == ["cpu-manager-none"]
-        assert re.search(rf"^{NODE_NAME} .* none .* cannot pin$", text, re.MULTILINE), text
+        assert re.search(rf"^{NODE_NAME} .* none .* nobody +cannot pin$", text, re.MULTILINE), text
         assert f"node/{NODE_NAME}: cpu-manager-none: cpuManagerPolicy is none" in text
         assert text.endswith("\nqos-guard: 1 node: 0 pin, 1 cannot pin, 0 unreadable; 0 pools differ\n"), text
         report(f"nodes: kubelet restarted with cpuManagerPolicy none: {NODE_NAME} cannot pin "

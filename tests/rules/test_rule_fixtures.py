@@ -1,6 +1,15 @@
 """Per-rule fixtures (``tests/fixtures/rules/<rule-id>/{pass,fail}/*.yaml``, as Pod Security Admission keeps
 them per check), each driven through the engine, ``qos-guard check`` and the webhook: a ``fail`` fixture
-breaks exactly its rule's promise everywhere; a ``pass`` fixture is admitted everywhere."""
+breaks exactly its rule's promise everywhere; a ``pass`` fixture is admitted everywhere.
+
+A rule that reads the cluster's DRA objects has them in ``<rule-id>/facts.yaml`` (ResourceSlices, claims and
+templates): the engine gets them as ``Facts``, ``check`` as input files beside the fixture (it reads the DRA
+objects of its input). The webhook does not read them (no cache of claims or slices), so a fail fixture that
+needs them says ``# needs: facts`` and is not refused there (nor is a pass fixture that needs them judged there:
+the webhook cannot tell a DRA CPU claim, so ``dra-unaligned`` judges it as any claim). What the
+nodes' kubelets say (configz: ``cpuManagerPolicy``), which ``check`` reads only from a cluster, is a fixture's
+``# kubelets: node-a=none, node-b=static`` line: the engine gets it, and a fail fixture with it is judged by the
+engine alone."""
 
 from __future__ import annotations
 
@@ -17,7 +26,9 @@ import yaml
 from tests import inprocess
 from tests.helpers import admission_review
 from webhook.core.config import Config
+from webhook.core.dracpu import dra_facts
 from webhook.core.engine import Mode, evaluate
+from webhook.core.facts import NO_FACTS, Facts
 from webhook.core.kubeversion import resolve
 from webhook.core.rules import RULE_IDS
 from webhook.manifests.configfile import load_config
@@ -43,6 +54,33 @@ def fixture_minor(path: Path) -> str | None:
     """The minor a fixture is pinned to (``# kubernetes: 1.36``), or None."""
     found = re.search(r"^# kubernetes: (1\.[0-9]+)$", path.read_text(), re.M)
     return found[1] if found else None
+
+
+def _facts(rule: str, fixture: Path) -> tuple[Facts, list[str]]:
+    """The rule's cluster facts (``facts.yaml``, the fixture's ``# kubelets:`` line) for the engine, and the
+    paths ``check`` reads them from."""
+    path = RULES_DIR / rule / "facts.yaml"
+    if not path.exists():
+        return NO_FACTS, []
+    objects = [o for o in yaml.safe_load_all(path.read_text()) if o]
+    slices = any(o.get("kind") == "ResourceSlice" for o in objects)
+    dra = dra_facts(objects, slices=slices)
+    kubelets = _kubelets(fixture)
+    if kubelets is not None:
+        dra = replace(dra, cpu_managers=kubelets)
+    return Facts(dra=dra), [str(path)]
+
+
+def _kubelets(fixture: Path) -> dict[str, str | None] | None:
+    found = re.search(r"^# kubelets: (.*)$", fixture.read_text(), re.M)
+    if found is None:
+        return None
+    pairs = (item.strip().split("=") for item in found[1].split(","))
+    return {node: policy for node, policy in pairs}
+
+
+def _needs_facts(path: Path) -> bool:
+    return re.search(r"^# needs: facts$", path.read_text(), re.M) is not None
 
 
 def _fixtures(outcome: str) -> list[Any]:
@@ -78,13 +116,20 @@ def _named(message: str) -> list[str]:
 @pytest.mark.parametrize(("rule", "path"), _fixtures("fail"))
 def test_fail_fixture_breaks_its_rule_everywhere(rule: str, path: Path) -> None:
     config, flags = _config(rule, path)
+    facts, facts_paths = _facts(rule, path)
     obj = yaml.safe_load(path.read_text())
     # Exactly its rule (CONTRIBUTING's promise), not "among others": a fixture that also broke another rule
     # would pass whichever of the two fired.
-    assert {v.rule for _, v in evaluate(obj, config, Mode.ENFORCE).violations} == {rule}
-    cli = _check(path, flags)
+    assert {v.rule for _, v in evaluate(obj, config, Mode.ENFORCE, facts).violations} == {rule}
+    if _kubelets(path) is not None:  # check reads configz from a cluster only
+        assert rule not in {v.rule for _, v in evaluate(obj, config, Mode.ENFORCE).violations}, "unknown without"
+        return
+    cli = _check(path, [*facts_paths, *flags])
     assert cli.returncode == 1, cli.stdout + cli.stderr
     assert {line.split(": ")[2] for line in cli.stdout.splitlines()} == {rule}, cli.stdout
+    if _needs_facts(path):
+        assert rule not in {v.rule for _, v in evaluate(obj, config, Mode.ENFORCE).violations}, "unknown without"
+        return
     response = _validate(obj, config)
     assert response["allowed"] is False
     assert _named(response["status"]["message"]) == [rule], response["status"]["message"]
@@ -93,8 +138,10 @@ def test_fail_fixture_breaks_its_rule_everywhere(rule: str, path: Path) -> None:
 @pytest.mark.parametrize(("rule", "path"), _fixtures("pass"))
 def test_pass_fixture_is_admitted_everywhere(rule: str, path: Path) -> None:
     config, flags = _config(rule, path)
+    facts, facts_paths = _facts(rule, path)
     obj = yaml.safe_load(path.read_text())
-    assert evaluate(obj, config, Mode.ENFORCE).violations == []
-    cli = _check(path, flags)
+    assert evaluate(obj, config, Mode.ENFORCE, facts).violations == []
+    cli = _check(path, [*facts_paths, *flags])
     assert cli.returncode == 0 and cli.stdout == "", cli.stdout + cli.stderr
-    assert _validate(obj, config)["allowed"] is True
+    if not _needs_facts(path):  # the webhook judges without them (dra-unaligned cannot tell a DRA CPU claim)
+        assert _validate(obj, config)["allowed"] is True

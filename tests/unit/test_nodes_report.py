@@ -46,7 +46,7 @@ def test_text_is_a_table_then_one_line_per_finding() -> None:
                         node("gpu-c", error="forbidden (HTTP 403): ...")), "text")
     lines = out.splitlines()
     assert lines[0].split() == ["NODE", "KUBELET", "CPU", "MANAGER", "RESERVED", "CPUS", "MEMORY", "MANAGER",
-                                "TOPOLOGY", "MANAGER", "VERDICT"]
+                                "TOPOLOGY", "MANAGER", "PINNED", "BY", "VERDICT"]
     assert lines[1].startswith("gpu-a ") and lines[1].endswith("pins")
     assert "static" in lines[1] and "1 (systemReserved 100m)" in lines[1]
     assert "Static (NUMA 0 memory=600Mi)" in lines[1] and "single-numa-node, container" in lines[1]
@@ -89,7 +89,9 @@ def test_json_holds_every_setting_and_the_verdict() -> None:
                                   "reservedMemory": [{"numaNode": 0, "limits": {"memory": "600Mi"}}]}
     assert a["topologyManager"] == {"policy": "single-numa-node", "scope": "container", "options": {}}
     assert a["problems"] == [] and len(a["notes"]) == 1 and a["error"] is None
-    assert b == {"name": "b", "kubeletVersion": "v1.36.3", "ready": True, "verdict": "unreadable", "error": "x"}
+    assert a["pinnedBy"] == "static CPU Manager, ?"  # the ResourceSlices were not read: the driver not known
+    assert b == {"name": "b", "kubeletVersion": "v1.36.3", "ready": True, "verdict": "unreadable", "error": "x",
+                 "pinnedBy": None}
     assert doc["summary"] == {"nodes": 2, "pins": 1, "cannotPin": 0, "unreadable": 1, "poolMismatches": 0}
 
 

@@ -195,10 +195,13 @@ def test_each_rule_is_one_unit_listed_in_the_contract() -> None:
         assert rule.severity in ("high", "medium"), rule.id
         # A rule without CEL says why: the API server refuses those objects itself, `qos-guard policy`
         # refuses a configuration that turns it on, or it judges kinds other than pod specs (claims), which the
-        # admission policies do not match.
+        # admission policies do not match, or it judges only with cluster facts a policy cannot read (then it says
+        # nothing without them).
         refusal = rule.policy_refusal
-        assert rule.cel is not None or rule.id == "invalid-quantity" or bool(rule.kinds) or (
+        assert rule.cel is not None or rule.id == "invalid-quantity" or bool(rule.kinds) or bool(rule.facts_only) or (
             refusal is not None and refusal.key.startswith("policy.") and not refusal.message.startswith(refusal.key))
+        if rule.facts_only:
+            assert rule.check(build_pod_spec(pod(guaranteed("a"))["spec"], ("spec",)), Policy(), Facts()) == []
     assert BY_ID["smt-misaligned"].enabled(Policy(smt_alignment=2))
     assert BY_ID["numa-unfit"].enabled(Policy(numa=NumaPolicy(cpus=1000)))
 

@@ -23,10 +23,11 @@ What is kept, and why:
 - resource values as the JSON has them: a string stays a string, an integer an exact integer, a float the
   float ``json.loads`` would give, and any other value stays as it is so the engine can name it
   (``invalid-quantity``); every resource name is kept (extended resources and hugepages count for NUMA).
-- ``resourceClaims[].name`` of a pod spec, and of a ResourceClaim (``spec``) or ResourceClaimTemplate
+- ``resourceClaims[]`` of a pod spec (``name``, ``resourceClaimName``, ``resourceClaimTemplateName``) and each
+  container's ``resources.claims[].name``, and of a ResourceClaim (``spec``) or ResourceClaimTemplate
   (``spec.spec``) the claim spec's ``devices``: each request's ``name``, ``allocationMode``, ``count``,
-  ``deviceClassName`` (and of its ``exactly`` and ``firstAvailable``), each constraint's ``requests`` and
-  ``matchAttribute``;
+  ``deviceClassName``, ``capacity`` (and of its ``exactly`` and ``firstAvailable``), each constraint's
+  ``requests`` and ``matchAttribute``;
 - for ``/validate-namespace``, the Namespace's ``metadata.labels``.
 
 A body that is not JSON, or whose kept fields have the wrong type, is a ``BadReview`` (HTTP 400) naming the
@@ -54,9 +55,14 @@ class _Kept(msgspec.Struct, omit_defaults=True, rename="camel"):
     ``to_builtins``."""
 
 
+class ResourceClaimRef(_Kept):
+    name: Any = None
+
+
 class Resources(_Kept):
     requests: dict[str, Any] | None = None
     limits: dict[str, Any] | None = None
+    claims: list[ResourceClaimRef] | None = None  # the Pod's claims a container uses (dra-cpu-not-mirrored)
 
 
 class Container(_Kept):
@@ -97,6 +103,8 @@ class Toleration(_Kept):
 
 class PodResourceClaim(_Kept):
     name: Any = None
+    resource_claim_name: Any = None  # where the claim comes from (the DRA CPU rules look its CPUs up)
+    resource_claim_template_name: Any = None
 
 
 class DeviceSubRequest(_Kept):
@@ -106,6 +114,7 @@ class DeviceSubRequest(_Kept):
     device_class_name: Any = None
     allocation_mode: Any = None
     count: Any = None
+    capacity: Any = None  # the CPUs a dra.cpu request asks (capacity.requests["dra.cpu/cpu"])
 
 
 class DeviceRequest(DeviceSubRequest):

@@ -8,6 +8,7 @@ stderr: it is never a reason to fail."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 from webhook.cluster.client import ClusterError, Lister
 from webhook.cluster.deviceclasses import read_device_classes
@@ -18,6 +19,7 @@ from webhook.cluster.version import read_version, served
 from webhook.cluster.watch import ApiTransport
 from webhook.core.config import Config
 from webhook.core.dra import DeviceClasses
+from webhook.core.dracpu import CPU_DRIVER, DraFacts
 from webhook.core.facts import NO_FACTS, Facts, Memo
 from webhook.core.kubeversion import Semantics
 from webhook.core.numatopology import Topology
@@ -26,6 +28,45 @@ from webhook.core.operators import NO_RELATED, Related
 
 def cluster_facts(config: Config, kubeconfig: str | None, say: Callable[[str], None], required: bool,
                   version: bool = True, context: str | None = None) -> Facts:
+    """``_cluster_facts`` with, unless ``policy.dra: off``, the cluster's DRA objects (``cluster_dra``) whenever
+    the run reads the cluster at all (``audit``; ``check --kubeconfig`` with ``policy.numa: auto`` or
+    ``policy.deviceClasses: true``)."""
+    facts = _cluster_facts(config, kubeconfig, say, required, version, context)
+    reads = required or (kubeconfig is not None and (config.numa_auto or config.policy.device_classes))
+    if config.policy.dra == "off" or not reads:
+        return facts
+    return replace(facts, dra=cluster_dra(kubeconfig, say, context))
+
+
+def cluster_dra(kubeconfig: str | None, say: Callable[[str], None], context: str | None = None) -> DraFacts | None:
+    """The ResourceSlices, the CPUs the claims and templates ask through ``dra.cpu`` and, when some node publishes
+    ``dra.cpu`` devices, every node's CPU Manager policy (configz): what the DRA CPU rules judge with. What cannot
+    be read stays unknown, said once (never a reason to fail)."""
+    from webhook.cluster.client import Lister
+    from webhook.cluster.configz import NodeReader
+    from webhook.cluster.dra import read_dra
+
+    try:
+        preflight(kubeconfig, context)
+        dra, problems = read_dra(Lister(kubeconfig, context=context))
+    except ClusterError:  # no usable kubeconfig, or no API server: the run already said so, once
+        return None
+    for problem in problems:
+        say(f"the DRA CPU rules judge without it: {problem}")
+    if not dra.nodes_of(CPU_DRIVER):
+        return dra
+    try:
+        reader = NodeReader(kubeconfig, context)
+        configs = reader.read(reader.select(None))
+    except ClusterError as exc:
+        say(f"dra-cpu-pinner-mismatch is not judged: the kubelets' configz cannot be read: {explain(exc, kubeconfig)}")
+        return dra
+    managers = {c.node.name: c.pinning.cpu_manager_policy if c.pinning is not None else None for c in configs}
+    return replace(dra, cpu_managers=managers)
+
+
+def _cluster_facts(config: Config, kubeconfig: str | None, say: Callable[[str], None], required: bool,
+                   version: bool = True, context: str | None = None) -> Facts:
     """What the cluster says, for a run of ``config``: its topology when the configuration asks for
     ``numa: auto``, its DeviceClasses with ``policy.deviceClasses: true`` and, with ``version``, its API server's
     minor (said once; else ``NO_FACTS``: nothing is read). ``required``: read them even without ``kubeconfig``

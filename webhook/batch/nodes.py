@@ -2,6 +2,11 @@
 formats of ``check`` (text, json, sarif, junit, github) and with its exit codes: 1 when a selected node cannot
 pin, else 2 when one could not be read (or none was selected), else 0. A pool whose nodes differ is a warning:
 it does not change the exit code, since each node's own verdict already does where it matters.
+
+Who pins each node's CPUs (``PINNED BY``): kubelet's static CPU Manager (its configz), a DRA CPU driver (the
+``dra.cpu`` devices its ResourceSlices publish for the node), both (``cpu-pinners-conflict``: the driver's README
+says the two are mutually incompatible, each pins containers the other also sets; the node cannot pin), or
+nobody; ``?`` when either source could not be read (unknown is not nobody).
 """
 
 from __future__ import annotations
@@ -14,27 +19,93 @@ from typing import TYPE_CHECKING, Any
 from webhook import __version__
 from webhook.batch.report import SARIF_SCHEMA, _escape_data, xml_lines
 from webhook.batch.textsafe import escape, xml_text
-from webhook.core.kubeletpinning import RULES, KubeletPinning, NodeVerdict, PoolMismatch, node_verdict, pool_mismatches
+from webhook.core.dracpu import CPU_DRIVER, SliceDevice
+from webhook.core.kubeletpinning import (
+    RULES,
+    KubeletPinning,
+    NodeVerdict,
+    PoolMismatch,
+    Problem,
+    node_verdict,
+    pool_mismatches,
+)
 from webhook.core.outcome import ExitCode, Refused, fold
 
 if TYPE_CHECKING:  # the registry of formats imports this module: check's start-up does not pay for the client
     from webhook.cluster.configz import NodeConfig
 
 
+CONFLICT_RULE = "cpu-pinners-conflict"
+CONFLICT = ("kubelet's static CPU Manager and the DRA CPU driver ({driver}) both pin this node's CPUs: each sets "
+            "containers' cpusets the other also sets (the driver requires cpuManagerPolicy: none); set "
+            "cpuManagerPolicy: none on this node (drain it and delete cpu_manager_state), or remove the driver "
+            "from it")
+DRA_WAIVES = ("cpu-manager-none", "topology-manager-none")
+DRA_NOTE = (f"CPUs pinned by the DRA driver {CPU_DRIVER}: a Pod gets them through a ResourceClaim (mirrored in its "
+            "cpu requests and limits), aligned with its other devices only by the claim's matchAttribute "
+            "(qos-guard check: dra-cpu-unpaired, dra-cpu-not-mirrored)")
+STATIC = "static CPU Manager"
+NOBODY = "nobody"
+UNKNOWN = "?"
+
+
+def pinned_by(pinning: KubeletPinning | None, drivers: frozenset[str] | None) -> str:
+    """Who pins a node's CPUs (module docstring): ``drivers`` are the DRA drivers publishing devices on it (None:
+    not known)."""
+    static = pinning.cpu_manager_policy == "static" if pinning is not None else None
+    dra = CPU_DRIVER in drivers if drivers is not None else None
+    if static and dra:
+        return f"{STATIC} and {CPU_DRIVER}"
+    if static:
+        return STATIC if dra is not None else f"{STATIC}, {UNKNOWN}"
+    if dra:
+        return CPU_DRIVER if static is not None else f"{CPU_DRIVER}, {UNKNOWN}"
+    if static is None or dra is None:
+        return UNKNOWN
+    return NOBODY
+
+
 @dataclass(frozen=True, slots=True)
 class NodeResult:
     config: NodeConfig
     verdict: NodeVerdict | None
+    pinned_by: str = UNKNOWN
 
     @property
     def name(self) -> str:
         return self.config.node.name
 
     @property
+    def conflict(self) -> bool:
+        return self.pinned_by == f"{STATIC} and {CPU_DRIVER}"
+
+    @property
+    def dra_pins(self) -> bool:
+        """The DRA CPU driver pins this node, and the CPU Manager is off as it requires."""
+        return self.pinned_by == CPU_DRIVER
+
+    @property
+    def problems(self) -> tuple[Problem, ...]:
+        """The kubelet's problems, and the two pinners' conflict. Where the DRA CPU driver pins, the CPU
+        Manager's ``none`` is what it requires and the Topology Manager aligns none of its CPUs (claims align
+        them with ``matchAttribute``), so neither is a problem there."""
+        found = tuple(self.verdict.problems) if self.verdict is not None else ()
+        if self.dra_pins:
+            found = tuple(p for p in found if p.rule not in DRA_WAIVES)
+        if self.conflict:
+            found += (Problem(CONFLICT_RULE, "cpuManagerPolicy", CONFLICT.format(driver=CPU_DRIVER)),)
+        return found
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        found = tuple(self.verdict.notes) if self.verdict is not None else ()
+        return (*found, DRA_NOTE) if self.dra_pins else found
+
+    @property
     def state(self) -> str:
         if self.verdict is None:
             return "unreadable"
-        return "pins" if self.verdict.pins else "cannot pin"
+        return "cannot pin" if self.problems else "pins"
 
 
 @dataclass
@@ -42,6 +113,9 @@ class NodesReport:
     results: list[NodeResult]
     pools: list[PoolMismatch] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)  # about the selection itself, not one node
+    # Why the ResourceSlices could not be read (who pins is then "?" where the CPU Manager does not say): a
+    # notice, never an error (the kubelets' verdicts stand).
+    unread_slices: str | None = None
 
     @property
     def exit_code(self) -> ExitCode:
@@ -52,9 +126,15 @@ class NodesReport:
         return sum(r.state == state for r in self.results)
 
 
-def build(configs: Iterable[NodeConfig], pool_labels: Sequence[str], errors: Sequence[str] = ()) -> NodesReport:
-    """Judge every node that was read, then compare the pools among them."""
-    results = [NodeResult(c, node_verdict(c.pinning) if c.pinning is not None else None) for c in configs]
+def build(configs: Iterable[NodeConfig], pool_labels: Sequence[str], errors: Sequence[str] = (),
+          devices: Sequence[SliceDevice] | None = None) -> NodesReport:
+    """Judge every node that was read, then compare the pools among them. ``devices``: what the cluster's
+    ResourceSlices publish (None: not read), for who pins each node."""
+    def drivers(name: str) -> frozenset[str] | None:
+        return None if devices is None else frozenset(d.driver for d in devices if d.node == name)
+
+    results = [NodeResult(c, node_verdict(c.pinning) if c.pinning is not None else None,
+                          pinned_by(c.pinning, drivers(c.node.name))) for c in configs]
     read: list[tuple[str, dict[str, str], KubeletPinning]] = [
         (r.name, r.config.node.labels, r.config.pinning) for r in results if r.config.pinning is not None]
     return NodesReport(results, pool_mismatches(read, pool_labels), list(errors))
@@ -65,8 +145,9 @@ def read_nodes(kubeconfig: str | None, context: str | None, names: Sequence[str]
     """``qos-guard nodes``: read the kubelet configuration of the nodes ``names`` (or those ``selector``
     matches, or all) and judge them. A named node that cannot be found is an unreadable row; a cluster that
     cannot be read is ``Refused``."""
-    from webhook.cluster.client import ClusterError  # here, not at the top: see TYPE_CHECKING above
+    from webhook.cluster.client import ClusterError, Lister  # here, not at the top: see TYPE_CHECKING above
     from webhook.cluster.configz import NodeConfig, NodeInfo, NodeReader
+    from webhook.cluster.dra import read_slices
     from webhook.cluster.kubeconfig import explain, preflight
 
     errors: list[str] = []
@@ -82,11 +163,14 @@ def read_nodes(kubeconfig: str | None, context: str | None, names: Sequence[str]
             if not nodes:
                 errors.append(f"no node matches -l {selector}" if selector else "the cluster has no node")
         configs = reader.read(nodes) + missing
+        devices, unread = read_slices(Lister(kubeconfig, context=context))
     except ClusterError as exc:
         needs = "; listing nodes needs list on nodes (the ClusterRole in docs/howto/nodes.md)"
         hint = needs if "403" in str(exc) else ""
         raise Refused(f"{explain(exc, kubeconfig)}{hint}") from None
-    return build(sorted(configs, key=lambda c: c.node.name), pool_labels, errors)
+    report = build(sorted(configs, key=lambda c: c.node.name), pool_labels, errors, devices)
+    report.unread_slices = unread
+    return report
 
 
 def summary_line(report: NodesReport) -> str:
@@ -98,7 +182,8 @@ def summary_line(report: NodesReport) -> str:
 
 # --- text ---
 
-COLUMNS = ("NODE", "KUBELET", "CPU MANAGER", "RESERVED CPUS", "MEMORY MANAGER", "TOPOLOGY MANAGER", "VERDICT")
+COLUMNS = ("NODE", "KUBELET", "CPU MANAGER", "RESERVED CPUS", "MEMORY MANAGER", "TOPOLOGY MANAGER", "PINNED BY",
+           "VERDICT")
 
 
 def _with_options(policy: str, options: tuple[tuple[str, str], ...]) -> str:
@@ -108,14 +193,14 @@ def _with_options(policy: str, options: tuple[tuple[str, str], ...]) -> str:
 def _row(r: NodeResult) -> tuple[str, ...]:
     p, node = r.config.pinning, r.config.node
     if p is None:
-        return (node.name, node.kubelet_version or "-", "?", "?", "?", "?", r.state)
+        return (node.name, node.kubelet_version or "-", "?", "?", "?", "?", r.pinned_by, r.state)
     memory = p.memory_manager_policy
     if p.reserved_memory:
         memory += f" ({'; '.join(m.describe() for m in p.reserved_memory)})"
     topology = _with_options(f"{p.topology_manager_policy}, {p.topology_manager_scope}",
                              p.topology_manager_options)
     return (node.name, node.kubelet_version or "-", _with_options(p.cpu_manager_policy, p.cpu_manager_options),
-            p.reserved.describe(), memory, topology, r.state)
+            p.reserved.describe(), memory, topology, r.pinned_by, r.state)
 
 
 def _table(rows: list[tuple[str, ...]]) -> list[str]:
@@ -127,7 +212,7 @@ def _grouped_notes(report: NodesReport) -> list[tuple[str, list[str]]]:
     """Each distinct note once, with the nodes it applies to (a note on every node is one line)."""
     notes: dict[str, list[str]] = {}
     for r in report.results:
-        for note in r.verdict.notes if r.verdict is not None else ():
+        for note in r.notes:
             notes.setdefault(note, []).append(r.name)
     return list(notes.items())
 
@@ -144,12 +229,15 @@ def render_text(report: NodesReport) -> str:
     for r in report.results:
         if r.config.error is not None:
             lines.append(f"node/{r.name}: error: {r.config.error}")
-        for problem in r.verdict.problems if r.verdict is not None else ():
+        for problem in r.problems:
             lines.append(f"node/{r.name}: {problem.rule}: {problem.message}")
     for pool in report.pools:
         lines.append(f"pool/{pool.pool}: pool-mismatch: {pool.message()}")
     for note, names in _grouped_notes(report):
         lines.append(f"note ({_names(names)}): {note}")
+    if report.unread_slices is not None:
+        lines.append(f"note: who pins CPUs is not known where the CPU Manager does not say (?): "
+                     f"{report.unread_slices}")
     return "".join(escape(line) + "\n" for line in lines)
 
 
@@ -158,12 +246,13 @@ def render_text(report: NodesReport) -> str:
 def _node_json(r: NodeResult) -> dict[str, Any]:
     node = r.config.node
     out: dict[str, Any] = {"name": node.name, "kubeletVersion": node.kubelet_version or None,
-                           "ready": node.ready, "verdict": r.state.replace(" ", "-")}
+                           "ready": node.ready, "verdict": r.state.replace(" ", "-"),
+                           "pinnedBy": None if r.pinned_by == UNKNOWN else r.pinned_by}
     if r.config.pinning is not None:
         out.update(r.config.pinning.as_json())
     if r.verdict is not None:
-        out["problems"] = [{"rule": p.rule, "setting": p.setting, "message": p.message} for p in r.verdict.problems]
-        out["notes"] = list(r.verdict.notes)
+        out["problems"] = [{"rule": p.rule, "setting": p.setting, "message": p.message} for p in r.problems]
+        out["notes"] = list(r.notes)
     out["error"] = r.config.error
     return out
 
@@ -173,6 +262,7 @@ def render_json(report: NodesReport) -> str:
         "nodes": [_node_json(r) for r in report.results],
         "pools": [p.as_json() for p in report.pools],
         "errors": list(report.errors),
+        "resourceSlicesUnread": report.unread_slices,
         "summary": {"nodes": len(report.results), "pins": report.count("pins"),
                     "cannotPin": report.count("cannot pin"), "unreadable": report.count("unreadable"),
                     "poolMismatches": len(report.pools)},
@@ -191,10 +281,10 @@ def _where(name: str) -> dict[str, Any]:
 def render_sarif(report: NodesReport) -> str:
     results: list[dict[str, Any]] = []
     for r in report.results:
-        for p in r.verdict.problems if r.verdict is not None else ():
+        for p in r.problems:
             results.append({"ruleId": p.rule, "level": "error", "message": {"text": f"Node/{r.name}: {p.message}"},
                             "locations": [_where(r.name)], "properties": {"setting": p.setting}})
-        for note in r.verdict.notes if r.verdict is not None else ():
+        for note in r.notes:
             results.append({"ruleId": "note", "level": "note", "message": {"text": f"Node/{r.name}: {note}"},
                             "locations": [_where(r.name)]})
     for pool in report.pools:
@@ -205,6 +295,8 @@ def render_sarif(report: NodesReport) -> str:
     notifications += [{"level": "error", "message": {"text": message}} for message in report.errors]
     rules = [{"id": rule, "shortDescription": {"text": text}, "defaultConfiguration": {
         "level": "warning" if rule == "pool-mismatch" else "error"}} for rule, text in RULES.items()]
+    rules.append({"id": CONFLICT_RULE, "shortDescription": {"text": "the static CPU Manager and a DRA CPU driver both "
+                  "pin the node's CPUs"}, "defaultConfiguration": {"level": "error"}})
     rules.append({"id": "note", "shortDescription": {"text": "a node pins, with a caveat"},
                   "defaultConfiguration": {"level": "note"}})
     doc = {"$schema": SARIF_SCHEMA, "version": "2.1.0", "runs": [{
@@ -223,7 +315,7 @@ def render_junit(report: NodesReport) -> str:
         case = ET.SubElement(suite, "testcase", classname="nodes", name=r.name)
         if r.config.error is not None:
             ET.SubElement(case, "error", type="unreadable", message=r.config.error).text = xml_lines([r.config.error])
-        for p in r.verdict.problems if r.verdict is not None else ():
+        for p in r.problems:
             failure = ET.SubElement(case, "failure", type=p.rule, message=p.message)
             failure.text = xml_lines([f"Node/{r.name}: {p.message}"])
     for message in report.errors:
@@ -247,7 +339,7 @@ def render_github(report: NodesReport) -> str:
              for r in report.results if r.config.error is not None]
     lines += [f"::error title=nodes::{_escape_data(message)}" for message in report.errors]
     for r in report.results:
-        for p in r.verdict.problems if r.verdict is not None else ():
+        for p in r.problems:
             lines.append(f"::error title={p.rule}::{_escape_data(f'Node/{r.name}: {p.message}')}")
     lines += [f"::warning title=pool-mismatch::{_escape_data(p.describe())}" for p in report.pools]
     lines += [f"::notice title=note::{_escape_data(f'{_names(names)}: {note}')}"

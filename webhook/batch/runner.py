@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ from webhook.batch.report import STDIN_SHOWN, Location, Report, numbered, skippe
 from webhook.batch.textsafe import escape
 from webhook.batch.unified import Edit, unified_diff
 from webhook.core.config import Config
+from webhook.core.dracpu import SLICE_KIND, dra_facts, merge
 from webhook.core.engine import (
     MODE_LABEL,
     MODE_LABEL_RULE,
@@ -109,6 +110,7 @@ def run(items: Iterable[Item], config: Config, mode: Mode, report: Report, facts
     return report
 
 
+DRA_KINDS = (SLICE_KIND, "ResourceClaim", "ResourceClaimTemplate")
 NO_MODE_LABEL = f"Namespace without a {MODE_LABEL} label"
 
 
@@ -192,7 +194,19 @@ def check_paths(paths: Sequence[str], config: Config, mode: Mode,
     for where, rule, message in notices:
         report.add_notice(where, rule, message)
     items = list(file_items(paths, exclude))  # read whole first: the builders read the other documents
-    return run(items, config, mode, report, with_input(facts, (i.obj for i in items if i.obj is not None), config))
+    facts = with_input(facts, (i.obj for i in items if i.obj is not None), config)
+    return run(items, config, mode, report, with_input_dra(facts, items))
+
+
+def with_input_dra(facts: Facts, items: Sequence[Item]) -> Facts:
+    """``facts`` with what the input's own DRA objects say (ResourceSlices, and the CPUs its ResourceClaims and
+    templates ask), so a Pod is judged with the claims written beside it; unchanged when there is none."""
+    objects = [i.obj for i in items if isinstance(i.obj, dict) and i.obj.get("kind") in DRA_KINDS]
+    if not objects:
+        return facts
+    slices = any(o.get("kind") == SLICE_KIND for o in objects)
+    found = dra_facts(objects, slices=slices)
+    return replace(facts, dra=merge(facts.dra, found))
 
 
 @dataclass

@@ -155,9 +155,9 @@ POD_LEVEL = Setting("podLevelResources", Choice(("deny", "allow")), "deny",
 SMT = Setting("smtAlignment", Count(1), 1,
               "above 1 turns on smt-misaligned: cpu must be a multiple of it (kubelet's full-pcpus-only)")
 DRA = Setting("dra", Choice(("warn", "deny", "off")), "warn",
-              "dra-unaligned and dra-claim-spread: warn (a warning, a notice in check and audit), deny (refuse), or "
-              "off. A Pod with exclusive CPUs and DRA devices runs with them on any NUMA nodes: kubelet's Topology "
-              "Manager has no DRA hint provider")
+              "dra-unaligned, dra-claim-spread, dra-cpu-unpaired, dra-numa-list-match and dra-cpu-pinner-mismatch: "
+              "warn (a warning, a notice in check and audit), deny (refuse), or off. A Pod with exclusive CPUs "
+              "and DRA devices runs with them on any NUMA nodes: kubelet's Topology Manager has no DRA hint provider")
 DEVICE_CLASSES = Setting("deviceClasses", Flag(), False,
                          "true: read the cluster's DeviceClasses (needs list/watch on deviceclasses.resource.k8s.io) "
                          "so that extended resources a DeviceClass maps to DRA (spec.extendedResourceName) count as "

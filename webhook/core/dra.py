@@ -127,6 +127,27 @@ def pod_claims(spec: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(names)
 
 
+def pod_claim_sources(spec: Mapping[str, Any]) -> dict[str, tuple[str, str]]:
+    """``spec.resourceClaims`` name -> (``ResourceClaim`` or ``ResourceClaimTemplate``, the object's name)."""
+    raw = spec.get("resourceClaims")
+    found: dict[str, tuple[str, str]] = {}
+    for item in raw if isinstance(raw, list) else []:
+        if not isinstance(item, Mapping) or not isinstance(item.get("name"), str):
+            continue
+        for key, kind in (("resourceClaimName", "ResourceClaim"),
+                          ("resourceClaimTemplateName", "ResourceClaimTemplate")):
+            if isinstance(item.get(key), str) and item[key]:
+                found[item["name"]] = (kind, item[key])
+    return found
+
+
+def container_claims(resources: Mapping[str, Any]) -> tuple[str, ...]:
+    """The claim names a container's ``resources.claims`` lists."""
+    raw = resources.get("claims")
+    return tuple(c["name"] for c in raw if isinstance(c, Mapping) and isinstance(c.get("name"), str)) \
+        if isinstance(raw, list) else ()
+
+
 def dra_resources(resources: Iterable[tuple[str, FieldPath]], classes: DeviceClasses | None
                   ) -> tuple[dict[str, str], dict[str, FieldPath]]:
     """Of the extended resources asked (name, where), those DRA serves: resource -> class, resource -> path.

@@ -23,8 +23,7 @@ from webhook.core.kubeversion import DEFAULT, Semantics
 from webhook.core.mutation import Change, apply_changes, plan_changes, pod_requests, price, raise_text
 from webhook.core.podspec import COMPUTE, GUARANTEED, PodSpec, build_pod_spec
 from webhook.core.qos import qos_class
-from webhook.core.rules import Violation, run_rules
-from webhook.core.rules.dra_claim_spread import judge_claim
+from webhook.core.rules import Violation, run_claim_rules, run_rules
 from webhook.core.workloads import Target, find_targets, table
 
 MODE_LABEL = "qos-guard.io/mode"  # the namespace label that opts in (docs/contract.md#names)
@@ -281,7 +280,7 @@ def evaluate(obj: Any, config: Config, mode: Mode, facts: Facts = NO_FACTS, *, n
             continue
         if target.kind in CLAIM_KINDS:  # a claim spec, judged whole; an empty pod spec for the record
             pod = build_pod_spec({}, target.path, kube=kube)
-            found = judge_claim(target.kind, target.spec, target.path, config.policy)
+            found = run_claim_rules(target.kind, target.spec, target.path, config.policy, facts)
         else:
             pod = target.pod_spec(kube, facts.stored)
             found = run_rules(pod, config.policy, facts)

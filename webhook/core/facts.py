@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from webhook.core.dra import DeviceClasses
+from webhook.core.dracpu import DraFacts
 from webhook.core.kubeversion import Semantics
 from webhook.core.memo import Memo
 from webhook.core.numatopology import Topology
@@ -40,6 +41,9 @@ class Facts:
     # Other objects the operators' builders read (KServe's ServingRuntimes...): from the same input (``check``)
     # or the API server (``webhook.core.operators.Related``); NO_RELATED: none known (a builder says "unknown").
     related: Related = field(default=NO_RELATED, compare=False)
+    # The cluster's ResourceSlices and the CPUs its claims ask through the DRA CPU driver (``check``: from its
+    # input files too); None: not read (the DRA CPU rules say nothing then).
+    dra: DraFacts | None = None
     memo: Memo | None = field(default=None, compare=False, repr=False)
 
     def remembering(self) -> Memo | None:

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from webhook.core.dra import pod_claims
+from webhook.core.dra import container_claims, pod_claim_sources, pod_claims
 from webhook.core.fieldpath import FieldPath, dotted
 from webhook.core.kubeversion import DEFAULT, Semantics
 from webhook.core.numatopology import HUGEPAGES
@@ -131,6 +131,7 @@ class Container:
     init: bool
     resources: Block
     devices: Mapping[str, int] = field(default_factory=dict)
+    claims: tuple[str, ...] = ()  # ``resources.claims``: the Pod's claims this container uses
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +147,8 @@ class PodSpec:
     placement: Placement = field(default_factory=Placement)
     # ``spec.resourceClaims`` by name: devices allocated through DRA (``webhook.core.dra``).
     resource_claims: tuple[str, ...] = ()
+    # each claim's source: name -> (ResourceClaim or ResourceClaimTemplate, its name)
+    claim_sources: Mapping[str, tuple[str, str]] = field(default_factory=dict)
     # The Kubernetes minor judged: what its API server stores and its kubelet pins (``webhook.core.kubeversion``).
     kube: Semantics = DEFAULT
     # ``spec.resources`` as written where the API server drops it (1.33): decoded first, so a value that is not
@@ -273,6 +276,7 @@ def _container(raw: Any, path: FieldPath, init: bool, template: str = "") -> Con
         resources=Block(f'{_prefix(template)}container "{name}" ({dotted(path)})', name, res_path, requests,
                         limits, empty=not any(_mapping(resources.get(k), (*res_path, k)) for k in _KINDS)),
         devices=_devices(resources, res_path),
+        claims=container_claims(resources),
     )
 
 
@@ -434,6 +438,7 @@ def build_pod_spec(spec: Any, path: FieldPath, status: Any = None, template: str
         placement=placement(body, kube.toleration_comparison_operators),
         # DynamicResourceAllocation off (1.33): the API server drops spec.resourceClaims on create.
         resource_claims=pod_claims(body) if kube.dra else (),
+        claim_sources=pod_claim_sources(body) if kube.dra else {},
         kube=kube,
         dropped=_dropped(body, path, template, kube),
     )

@@ -25,6 +25,9 @@ from webhook.node.verdict_text import device_parts, dra_misaligned, nodes_text, 
 
 NOT_PINNED, NUMA_MISALIGNED, NUMA_UNKNOWN = "NotPinned", "NUMAMisaligned", "NUMAUnknown"  # the Event reasons
 NUMA_REMOTE_MEMORY = "NUMARemoteMemory"
+# kubernetes-sigs/dra-driver-cpu: its claims' CPUs are pinned by its NRI plugin (the container's cgroup cpuset),
+# not by kubelet's CPU Manager, whose PodResources cpu_ids stay empty (cpuManagerPolicy none on its nodes).
+DRA_CPU_DRIVER = "dra.cpu"
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,6 +148,9 @@ def judge_container(pod: PodInfo, alloc: ContainerAllocation, allocatable: Alloc
                               "devices": alloc.devices, "cgroup_cpus": cgroup_cpus, "dra_devices": alloc.dynamic,
                               "unknown": unknown_devices(alloc, spec)}
     device_text = "".join(f", {t}" for t in device_parts(alloc.devices, alloc.dynamic))
+    dra_cpus = any(d.driver == DRA_CPU_DRIVER and not d.admin for d in alloc.dynamic)
+    if not alloc.cpus and dra_cpus:
+        return _judge_dra_cpus(alloc, cpu_numa, cgroup_cpus, request, common)
     if not alloc.cpus:
         reason, detail, problem = _why_not(pod, spec, allocatable)
         shared_numa = frozenset(cpu_numa[c] for c in cgroup_cpus or () if c in cpu_numa)
@@ -176,6 +182,49 @@ def judge_container(pod: PodInfo, alloc: ContainerAllocation, allocatable: Alloc
                             + dra_misaligned(alloc, numa)),)
     verdict: bool | None = aligned
     if placement.unknown and len(all_numa) <= 1:
+        verdict, detail = None, f"{where}: NUMA alignment unknown"
+    if placement.unknown:
+        problems += (numa_unknown(alloc.name, where, placement.unknown),)
+    return ContainerVerdict(pinned=True, exclusive_cpus=cpus, cpu_numa=numa, aligned=verdict, reason=None,
+                            detail=detail, notes=tuple(notes), problems=problems, **common)
+
+
+def _judge_dra_cpus(alloc: ContainerAllocation, cpu_numa: Mapping[int, int], cgroup_cpus: frozenset[int] | None,
+                    request: int | None, common: dict[str, Any]) -> ContainerVerdict:
+    """A container whose CPUs come from a ``dra.cpu`` claim: its exclusive CPUs are the cgroup cpuset the driver's
+    NRI plugin set (nothing else sets it there), judged with its claim's devices as kubelet's are. Without the
+    cgroup read, unknown."""
+    claimed = [d for d in alloc.dynamic if d.driver == DRA_CPU_DRIVER]
+    what = f"CPUs from the DRA driver {DRA_CPU_DRIVER} ({', '.join(d.ref for d in claimed)})"
+    if not cgroup_cpus:
+        where = f"{what}: cpuset not read"
+        return ContainerVerdict(pinned=True, exclusive_cpus=frozenset(), cpu_numa=frozenset(), aligned=None,
+                                reason=None, detail=f"{where}: NUMA alignment unknown",
+                                problems=(numa_unknown(alloc.name, where, ("its cgroup cpuset (not read)",)),),
+                                **common)
+    cpus = cgroup_cpus
+    numa = frozenset(cpu_numa[c] for c in cpus if c in cpu_numa)
+    notes = [f"exclusive CPUs {format_list(cpus)} set by the {DRA_CPU_DRIVER} driver's NRI plugin (its claim), "
+             "not by kubelet's CPU Manager"]
+    if request is not None and len(cpus) * 1000 != request:
+        notes.append(f"{len(cpus)} claimed CPUs for a cpu request of {format_milli(request)} (dra-cpu-not-mirrored)")
+    unknown_cpus = sorted(c for c in cpus if c not in cpu_numa)
+    if unknown_cpus:
+        notes.append(f"CPUs {format_list(frozenset(unknown_cpus))} are on no NUMA node sysfs lists")
+    placement = ContainerVerdict(pinned=True, exclusive_cpus=cpus, cpu_numa=numa, aligned=None, reason=None,
+                                 detail="", notes=tuple(notes), **common)
+    all_numa = placement.numa
+    where = where_text(cpus, numa, alloc.memory, alloc.devices, alloc.dynamic)
+    problems: tuple[Problem, ...] = ()
+    verdict: bool | None = len(all_numa) == 1
+    if verdict:
+        detail = f"{where}: aligned on NUMA node {nodes_text(all_numa)}"
+    else:
+        detail = f"{where}: not on one NUMA node"
+        problems = (Problem(NUMA_MISALIGNED, f"container {alloc.name}: {detail} (NUMA nodes {nodes_text(all_numa)}): "
+                            f"its claim's CPUs and devices were allocated without a matchAttribute on their NUMA "
+                            "node (qos-guard check: dra-cpu-unpaired)"),)
+    if unknown_cpus or (placement.unknown and len(all_numa) <= 1):
         verdict, detail = None, f"{where}: NUMA alignment unknown"
     if placement.unknown:
         problems += (numa_unknown(alloc.name, where, placement.unknown),)

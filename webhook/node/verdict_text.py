@@ -12,6 +12,10 @@ from webhook.node.cpulist import format_list
 from webhook.node.podinfo import ContainerSpec
 
 DRA_REASON = "kubelet's Topology Manager does not align devices allocated through DRA"
+# A container whose CPUs the DRA CPU driver pinned: the claim decided both sides, nothing on the node aligns them.
+DRA_CPU_REASON = "its claim's CPUs and devices were allocated without a matchAttribute keeping them on one NUMA node"
+DRA_CPU_WAY_OUT = ("add constraints: [{matchAttribute: dra.net/numaNode}] over every request of the claim (an "
+                   "attribute both drivers publish; qos-guard check: dra-cpu-unpaired)")
 DRA_WAY_OUT = ("serve this device with its device plugin on pinned nodes (the Topology Manager aligns those), or keep "
                "a claim's devices together with a matchAttribute constraint on resource.kubernetes.io/numaNode and "
                "verify with qos-guard agent")

@@ -20,8 +20,8 @@ from webhook.node.memory_verdict import REMOTE_SHARE
 from webhook.node.numapages import NumaPages, table
 from webhook.node.observe import ListedView, Snapshot, observe
 from webhook.node.sysfs import SysfsError
-from webhook.node.verdict import ContainerVerdict
-from webhook.node.verdict_text import DRA_REASON, DRA_WAY_OUT
+from webhook.node.verdict import DRA_CPU_DRIVER, ContainerVerdict
+from webhook.node.verdict_text import DRA_CPU_REASON, DRA_CPU_WAY_OUT, DRA_REASON, DRA_WAY_OUT
 
 
 def verify(kubeconfig: str | None, socket: Path, sys_root: Path, cgroup_root: Path, node: str | None = None,
@@ -131,7 +131,10 @@ def _line(p: ContainerVerdict) -> str:
             line += f"; unknown: {unknown}"
         off = [x.ref for x in p.dra_devices if x.numa and not x.admin and not x.numa <= p.cpu_numa]
         if p.aligned is False and off:
-            line += f"; {', '.join(off)}: {DRA_REASON}; {DRA_WAY_OUT}"
+            if any(x.driver == DRA_CPU_DRIVER for x in p.dra_devices):
+                line += f"; {', '.join(off)}: {DRA_CPU_REASON}; {DRA_CPU_WAY_OUT}"
+            else:
+                line += f"; {', '.join(off)}: {DRA_REASON}; {DRA_WAY_OUT}"
     return line
 
 

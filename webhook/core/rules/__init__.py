@@ -8,12 +8,20 @@ tests/fixtures/rules/<rule-id>/ (CONTRIBUTING.md).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from webhook.core.config import Policy
 from webhook.core.facts import NO_FACTS, Facts
+from webhook.core.fieldpath import FieldPath
 from webhook.core.podspec import PodSpec
 from webhook.core.rules import (
     cpu_not_integer,
     dra_claim_spread,
+    dra_cpu_not_mirrored,
+    dra_cpu_pinner_mismatch,
+    dra_cpu_unpaired,
+    dra_numa_list_match,
     dra_unaligned,
     invalid_quantity,
     limits_missing,
@@ -36,6 +44,10 @@ RULES: tuple[Rule, ...] = (
     numa_unfit.RULE,
     dra_unaligned.RULE,
     dra_claim_spread.RULE,
+    dra_cpu_not_mirrored.RULE,
+    dra_cpu_unpaired.RULE,
+    dra_numa_list_match.RULE,
+    dra_cpu_pinner_mismatch.RULE,
 )
 RULE_IDS: tuple[str, ...] = tuple(rule.id for rule in RULES)
 BY_ID: dict[str, Rule] = {rule.id: rule for rule in RULES}
@@ -54,4 +66,14 @@ def run_rules(pod: PodSpec, policy: Policy, facts: Facts = NO_FACTS) -> list[Vio
     return found
 
 
-__all__ = ["BY_ID", "MORE", "REFUSED", "RULES", "RULE_IDS", "Rule", "Violation", "run_rules"]
+def run_claim_rules(kind: str, spec: Mapping[str, Any], path: FieldPath, policy: Policy,
+                    facts: Facts = NO_FACTS) -> list[Violation]:
+    """Every violation of one claim spec (``kind`` a ``claims.CLAIM_KINDS`` kind), rule by rule."""
+    found: list[Violation] = []
+    for rule in RULES:
+        if rule.judge is not None and kind in rule.kinds and rule.enabled(policy):
+            found.extend(rule.judge(kind, spec, path, policy, facts))
+    return found
+
+
+__all__ = ["BY_ID", "MORE", "REFUSED", "RULES", "RULE_IDS", "Rule", "Violation", "run_claim_rules", "run_rules"]

@@ -4,9 +4,10 @@ as Python text (the engine) and as CEL (the admission policies), so a message is
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from string import Formatter
+from typing import Any
 
 from webhook.core.config import Policy
 from webhook.core.facts import Facts
@@ -74,6 +75,8 @@ USE_EITHER = Text("use {low} or {high}")
 # ``check(pod, policy, facts)``: the Pod, the configured policy, what the cluster says (``NO_FACTS``: nothing).
 Check = Callable[[PodSpec, Policy, Facts], list[Violation]]
 CelFragment = Callable[[bool], str]
+# ``judge(kind, claim_spec, path, policy, facts)``: a rule over ResourceClaims and their templates (``kinds``).
+ClaimCheck = Callable[[str, Mapping[str, Any], FieldPath, Policy, Facts], list[Violation]]
 
 
 def always(policy: Policy) -> bool:
@@ -113,6 +116,11 @@ class Rule:
     # Kinds it judges whole instead of pod specs (``claims.CLAIM_KINDS``); its ``check`` finds nothing in a
     # pod spec, and the admission policies, which match pod specs only, do not have it.
     kinds: tuple[str, ...] = ()
+    judge: ClaimCheck | None = None  # how it judges a claim spec of one of ``kinds``
+    # A rule that judges only with cluster facts an admission policy cannot read (the claims a Pod names, the
+    # kubelets' configz): what they are. Its check says nothing without them, so its CEL form would be "unknown"
+    # and it has none; the webhook, check and audit judge it where they have the facts.
+    facts_only: str = ""
 
     @property
     def default_on(self) -> bool:

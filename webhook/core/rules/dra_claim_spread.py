@@ -17,10 +17,11 @@ from webhook.core.claims import CLAIM_KINDS
 from webhook.core.config import DRA, Policy
 from webhook.core.demands import dra_advisory, dra_judged
 from webhook.core.dra import NUMA_ATTRIBUTE, PCIE_ATTRIBUTE, claim_spread
-from webhook.core.facts import Facts
+from webhook.core.facts import NO_FACTS, Facts
 from webhook.core.fieldpath import FieldPath, dotted
 from webhook.core.podspec import PodSpec
 from webhook.core.rules.base import Rule, Text, Violation
+from webhook.core.rules.dra_cpu_unpaired import cpu_pairing
 
 RULE_ID = "dra-claim-spread"
 
@@ -34,9 +35,11 @@ SPREAD = Text("{label}: {devices} devices ({requests}) may be allocated on diffe
 REFUSED_CLAIM = Text('{kind} "{name}" would let the scheduler spread its devices over NUMA nodes:')
 
 
-def judge_claim(kind: str, spec: Mapping[str, Any], path: FieldPath, policy: Policy) -> list[Violation]:
-    """The finding for one claim spec (``spec`` of a ResourceClaim, ``spec.spec`` of a template)."""
-    if not dra_judged(policy):
+def judge_claim(kind: str, spec: Mapping[str, Any], path: FieldPath, policy: Policy,
+                facts: Facts = NO_FACTS) -> list[Violation]:
+    """The finding for one claim spec (``spec`` of a ResourceClaim, ``spec.spec`` of a template). A claim that
+    pairs the DRA CPU driver's CPUs with other devices is ``dra-cpu-unpaired``'s to judge."""
+    if not dra_judged(policy) or cpu_pairing(spec) is not None:
         return []
     spread = claim_spread(spec)
     if spread is None:
@@ -58,4 +61,5 @@ RULE = Rule(
     severity="medium",
     enabled=dra_judged,
     kinds=tuple(CLAIM_KINDS),
+    judge=judge_claim,
 )

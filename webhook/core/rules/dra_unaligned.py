@@ -44,9 +44,19 @@ def exclusive_cpus(pod: PodSpec) -> bool:
     return may_align(pod) and any(d.cpus for d in demands(pod).containers)
 
 
-def findings(pod: PodSpec, policy: Policy, classes: DeviceClasses | None) -> list[Violation]:
+def cpus_from_dra(pod: PodSpec, facts: Facts) -> bool:
+    """Does the cluster say that the Pod's CPUs come from a DRA CPU claim (``dra.cpu``)? Its nodes then run
+    the CPU Manager ``none`` (the driver's requirement) and ``dra-cpu-unpaired`` judges the alignment."""
+    known = facts.dra.cpu_claims if facts.dra is not None else None
+    if known is None:
+        return False
+    return any((n := known.get(source)) is not None and n > 0 for source in pod.claim_sources.values())
+
+
+def findings(pod: PodSpec, policy: Policy, classes: DeviceClasses | None,
+             facts: Facts | None = None) -> list[Violation]:
     use = dra_use(pod, classes)
-    if not use or not exclusive_cpus(pod):
+    if not use or not exclusive_cpus(pod) or (facts is not None and cpus_from_dra(pod, facts)):
         return []
     how = []
     if use.claims:
@@ -57,7 +67,7 @@ def findings(pod: PodSpec, policy: Policy, classes: DeviceClasses | None) -> lis
 
 
 def check(pod: PodSpec, policy: Policy, facts: Facts) -> list[Violation]:
-    return findings(pod, policy, facts.device_classes)
+    return findings(pod, policy, facts.device_classes, facts)
 
 
 def to_cel(mutated: bool) -> str:

@@ -1,0 +1,185 @@
+"""CPUs through DRA (webhook/core/dracpu.py and the rules dra-cpu-not-mirrored, dra-cpu-unpaired,
+dra-numa-list-match, dra-cpu-pinner-mismatch; who pins in ``qos-guard nodes``): the cases the per-rule fixtures
+do not hold, and the facts as the ResourceSlices of dra-driver-cpu v0.2.0 publish them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tests.unit.test_pinning import configz
+from webhook.batch.nodes import CONFLICT_RULE, build, pinned_by
+from webhook.cluster.configz import NodeConfig, NodeInfo
+from webhook.core.config import Config, Policy
+from webhook.core.dracpu import DraFacts, claim_cpus, dra_facts, merge, multi_valued, pinners, slice_devices
+from webhook.core.engine import Mode, evaluate
+from webhook.core.facts import Facts
+from webhook.core.kubeletpinning import DEFAULT_POOL_LABELS, read_configz
+
+DENY = Config(policy=Policy(dra="deny"))
+
+
+def cpu_template(name: str, cpus: str | None = None, count: int | None = None) -> dict[str, Any]:
+    exact: dict[str, Any] = {"deviceClassName": "dra.cpu"}
+    if cpus is not None:
+        exact["capacity"] = {"requests": {"dra.cpu/cpu": cpus}}
+    if count is not None:
+        exact["count"] = count
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": name},
+            "spec": {"spec": {"devices": {"requests": [{"name": "cpus", "exactly": exact}]}}}}
+
+
+def pod(containers: list[dict[str, Any]], claims: dict[str, str], pod_level: dict[str, Any] | None = None
+        ) -> dict[str, Any]:
+    spec: dict[str, Any] = {"containers": containers,
+                            "resourceClaims": [{"name": n, "resourceClaimTemplateName": t} for n, t in claims.items()]}
+    if pod_level is not None:
+        spec["resources"] = pod_level
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": spec}
+
+
+def container(name: str, cpu: str | None, claims: tuple[str, ...] = ()) -> dict[str, Any]:
+    resources: dict[str, Any] = {"claims": [{"name": c} for c in claims]}
+    if cpu is not None:
+        resources["requests"] = {"cpu": cpu, "memory": "1Gi"}
+        resources["limits"] = {"cpu": cpu, "memory": "1Gi"}
+    return {"name": name, "image": "x", "resources": resources}
+
+
+def rules(obj: dict[str, Any], facts: Facts, config: Config = DENY) -> list[tuple[str, str]]:
+    return [(v.rule, v.message) for _, v in evaluate(obj, config, Mode.ENFORCE, facts).violations]
+
+
+CPU_SLICE: dict[str, Any] = {"kind": "ResourceSlice", "spec": {"driver": "dra.cpu", "nodeName": "a", "devices": [
+    {"name": "cpudevnuma000", "attributes": {"numaNodeID": {"int": 0}, "dra.net/numaNode": {"int": 0}},
+     "capacity": {"dra.cpu/cpu": {"value": "8"}}}]}}
+
+
+def test_a_slice_qualifies_the_drivers_own_names_as_the_allocator_looks_them_up() -> None:
+    [device] = slice_devices(CPU_SLICE)
+    assert device.attributes == {"dra.cpu/numaNodeID": (0,), "dra.net/numaNode": (0,)}
+    assert device.node == "a" and not device.lists
+
+
+def test_claim_cpus_grouped_individual_and_unknown() -> None:
+    assert claim_cpus(cpu_template("t", cpus="4")["spec"]["spec"]) == 4
+    assert claim_cpus(cpu_template("t", count=3)["spec"]["spec"]) == 3
+    assert claim_cpus(cpu_template("t", cpus="1500m")["spec"]["spec"]) is None  # not a whole CPU
+    gpu_only = {"devices": {"requests": [{"name": "g", "exactly": {"deviceClassName": "gpu"}}]}}
+    assert claim_cpus(gpu_only) == 0
+
+
+def test_one_name_in_two_namespaces_with_two_answers_is_not_known() -> None:
+    facts = dra_facts([cpu_template("t", cpus="2"), cpu_template("t", cpus="4"), cpu_template("u", cpus="1"),
+                       cpu_template("u", cpus="1")], slices=False)
+    assert facts.devices is None
+    assert dict(facts.cpu_claims or {}) == {("ResourceClaimTemplate", "t"): None, ("ResourceClaimTemplate", "u"): 1}
+    merged = merge(facts, DraFacts(cpu_claims={("ResourceClaimTemplate", "u"): 2}))
+    assert merged is not None and (merged.cpu_claims or {})[("ResourceClaimTemplate", "u")] is None
+
+
+def test_not_mirrored_is_silent_without_the_claims_and_for_a_claim_it_does_not_know() -> None:
+    obj = pod([container("app", "1", ("cpus",))], {"cpus": "t"})
+    assert "dra-cpu-not-mirrored" not in {r for r, _ in rules(obj, Facts())}
+    facts = Facts(dra=dra_facts([cpu_template("other", cpus="2")]))
+    assert "dra-cpu-not-mirrored" not in {r for r, _ in rules(obj, facts)}
+
+
+def test_not_mirrored_names_the_claim_and_the_cpus_and_a_besteffort_container_too() -> None:
+    facts = Facts(dra=dra_facts([cpu_template("t", cpus="2")]))
+    found = rules(pod([container("app", None, ("cpus",))], {"cpus": "t"}), facts)
+    mirrored = [m for r, m in found if r == "dra-cpu-not-mirrored"]
+    assert len(mirrored) == 1 and "ask 2 CPUs of dra.cpu" in mirrored[0]
+    assert "requests.cpu unset and limits.cpu unset" in mirrored[0] and "cpus (t)" in mirrored[0]
+
+
+def test_pod_level_resources_carry_the_claimed_cpus_when_the_container_omits_them() -> None:
+    facts = Facts(dra=dra_facts([cpu_template("t", cpus="2")]))
+    enough = {"requests": {"cpu": "3", "memory": "2Gi"}, "limits": {"cpu": "3", "memory": "2Gi"}}
+    short = {"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"cpu": "1", "memory": "2Gi"}}
+    containers = [container("app", None, ("cpus",)), container("sidecar", None)]
+    assert "dra-cpu-not-mirrored" not in {r for r, _ in rules(pod(containers, {"cpus": "t"}, enough), facts)}
+    found = [m for r, m in rules(pod(containers, {"cpus": "t"}, short), facts) if r == "dra-cpu-not-mirrored"]
+    assert len(found) == 1 and "spec.resources has requests.cpu 1 and limits.cpu 1" in found[0]
+
+
+@given(claimed=st.integers(1, 64), stated=st.integers(1, 64))
+def test_not_mirrored_fires_exactly_when_the_counts_differ(claimed: int, stated: int) -> None:
+    facts = Facts(dra=dra_facts([cpu_template("t", cpus=str(claimed))]))
+    found = rules(pod([container("app", str(stated), ("cpus",))], {"cpus": "t"}), facts)
+    assert ("dra-cpu-not-mirrored" in {r for r, _ in found}) == (claimed != stated)
+
+
+def gpu_and_cpus(constraints: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "c"}, "spec": {
+        "devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com"}},
+                                 {"name": "cpus", "exactly": {"deviceClassName": "dra.cpu",
+                                                              "capacity": {"requests": {"dra.cpu/cpu": "2"}}}}],
+                    "constraints": constraints}}}
+
+
+def test_unpaired_standard_numa_attribute_is_known_unallocatable_only_with_the_slices() -> None:
+    claim = gpu_and_cpus([{"matchAttribute": "resource.kubernetes.io/numaNode"}])
+    assert rules(claim, Facts()) == []  # a later driver may publish it: not known
+    found = rules(claim, Facts(dra=dra_facts([CPU_SLICE])))
+    assert [r for r, _ in found] == ["dra-cpu-unpaired"]
+    assert "they carry dra.cpu/numaNodeID, dra.net/numaNode" in found[0][1]
+    assert rules(gpu_and_cpus([{"matchAttribute": "dra.net/numaNode"}]), Facts(dra=dra_facts([CPU_SLICE]))) == []
+
+
+def test_unpaired_replaces_claim_spread_for_cpu_pairings_and_is_advisory_with_warn() -> None:
+    verdict = evaluate(gpu_and_cpus([]), Config(), Mode.ENFORCE)
+    assert verdict.violations == []
+    assert [v.rule for _, v in verdict.advisories] == ["dra-cpu-unpaired"]
+
+
+def test_list_match_names_the_devices_publishing_several_nodes() -> None:
+    gpus = {"kind": "ResourceSlice", "spec": {"driver": "gpu.example.com", "nodeName": "a", "devices": [
+        {"name": "gpu-0", "attributes": {"resource.kubernetes.io/numaNode": {"ints": [0, 1]}}},
+        {"name": "gpu-1", "attributes": {"resource.kubernetes.io/numaNode": {"ints": [1]}}}]}}
+    dra = dra_facts([gpus])
+    facts = Facts(dra=dra)
+    assert [d.name for d in multi_valued(dra.devices or (), "resource.kubernetes.io/numaNode")] == ["gpu-0"]
+    claim = gpu_and_cpus([{"matchAttribute": "resource.kubernetes.io/numaNode"}])
+    found = rules(claim, facts)
+    assert ("dra-numa-list-match", found[0][1]) in found
+    assert "gpu.example.com device gpu-0 on node a (0, 1)" in found[0][1]
+    assert rules(claim, Facts()) == []
+
+
+def test_pinners_need_every_kubelet_for_the_cpu_manager_case() -> None:
+    devices = dra_facts([CPU_SLICE])
+    assert pinners(devices) is None
+    who = pinners(DraFacts(devices.devices, None, {"a": "none", "b": None}))
+    assert who is not None and who.dra == ("a",) and not who.complete
+    exclusive = pod([container("app", "2")], {})
+    facts = Facts(dra=DraFacts(devices.devices, None, {"a": "none", "b": None}))
+    assert rules(exclusive, facts) == []  # b could pin through the CPU Manager: not known
+    facts = Facts(dra=DraFacts(devices.devices, None, {"a": "none", "b": "none"}))
+    assert [r for r, _ in rules(exclusive, facts)] == ["dra-cpu-pinner-mismatch"]
+
+
+def node(name: str, **settings: Any) -> NodeConfig:
+    return NodeConfig(NodeInfo(name, {}, "v1.36.3", True), pinning=read_configz(configz(**settings)))
+
+
+def test_nodes_says_who_pins_and_flags_both() -> None:
+    devices = dra_facts([CPU_SLICE, {**CPU_SLICE, "spec": {**CPU_SLICE["spec"], "nodeName": "b"}}]).devices
+    report = build([node("a", cpuManagerPolicy="none"), node("b"), node("c"), node("d", cpuManagerPolicy="none")],
+                   DEFAULT_POOL_LABELS, devices=devices)
+    by = {r.name: r for r in report.results}
+    assert [by[n].pinned_by for n in "abcd"] == ["dra.cpu", "static CPU Manager and dra.cpu", "static CPU Manager",
+                                                "nobody"]
+    assert by["a"].state == "pins" and not by["a"].problems  # cpuManagerPolicy none is what the driver needs
+    assert by["b"].state == "cannot pin" and [p.rule for p in by["b"].problems] == [CONFLICT_RULE]
+    assert by["c"].state == "pins" and by["d"].state == "cannot pin"
+    assert report.exit_code == 1
+
+
+def test_nodes_without_the_slices_does_not_say_nobody() -> None:
+    assert pinned_by(read_configz(configz(cpuManagerPolicy="none")), None) == "?"
+    assert pinned_by(read_configz(configz()), None) == "static CPU Manager, ?"
+    report = build([node("a", cpuManagerPolicy="none")], DEFAULT_POOL_LABELS)
+    assert report.results[0].state == "cannot pin"  # not known to be the driver's: the CPU Manager's verdict

@@ -1,0 +1,273 @@
+"""CPUs through DRA (``github.com/kubernetes-sigs/dra-driver-cpu``, v0.2.0) and what the cluster's ResourceSlices
+say about DRA devices. Pure: the callers read the objects (``check`` from its input files, ``--kubeconfig`` and
+``audit`` from the API server) and hand the index over as ``Facts.dra``.
+
+What the driver does, from its module at v0.2.0 (``pkg/driver/dra_hooks.go``, ``pkg/device/attributes.go``,
+README "Workload Configuration Requirements"):
+
+- it is the driver ``dra.cpu``; its chart installs the DeviceClass ``dra.cpu`` (``device.driver == "dra.cpu"``);
+- grouped mode (the default): one device per NUMA node with the consumable capacity ``dra.cpu/cpu``; a claim asks
+  CPUs with ``capacity.requests: {dra.cpu/cpu: N}``; individual mode: one device per CPU, asked by ``count``;
+- its NUMA attributes are ``dra.cpu/numaNodeID`` and ``dra.net/numaNode`` (ints), NOT the standard
+  ``resource.kubernetes.io/numaNode``: a ``matchAttribute`` on the standard name with a CPU request is never
+  satisfied (the structured allocator refuses a device without the attribute: ``matchAttributeConstraint.add``
+  in ``k8s.io/dynamic-resource-allocation/structured``);
+- the QoS class and the cgroup limits ignore claims: a container's (or the pod-level) cpu requests and limits
+  must mirror the CPUs its claims ask, or the Pod is BestEffort/Burstable and its CFS quota is not its cpuset;
+- the kubelet's CPU Manager must be ``none`` on its nodes: the two pinners are mutually incompatible.
+
+With ``DRAListTypeAttributes`` a ``matchAttribute`` over list values is satisfied when the devices' lists
+*intersect* (the allocator keeps the running intersection, ``updateToIntersection``): a device that publishes
+``numaNode: [0, 1, 2, 3]`` matches a device on any of those nodes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+from webhook.core.quantity import QuantityError, parse_quantity
+
+CPU_DRIVER = "dra.cpu"
+CPU_CLASS = "dra.cpu"  # the DeviceClass the driver's chart installs
+CPU_CAPACITY = "dra.cpu/cpu"
+# The NUMA attributes dra-driver-cpu v0.2.0 publishes on its devices (grouped by NUMA node, and individual).
+CPU_NUMA_ATTRIBUTES = ("dra.net/numaNode", "dra.cpu/numaNodeID")
+SLICE_KIND = "ResourceSlice"
+_SCALARS = ("int", "bool", "string", "version")
+_LISTS = ("ints", "bools", "strings", "versions")
+
+Value = int | bool | str
+
+
+@dataclass(frozen=True, slots=True)
+class SliceDevice:
+    """One device a ResourceSlice publishes: its driver, node ('' for a slice not bound to one node), name and
+    attributes by fully qualified name (a name without a domain is the driver's, as the allocator's
+    ``lookupAttribute`` reads it), each a tuple of values (a scalar is a tuple of one); ``lists``: the
+    attributes published as lists."""
+
+    driver: str
+    node: str
+    name: str
+    attributes: Mapping[str, tuple[Value, ...]]
+    lists: frozenset[str] = frozenset()
+
+    def describe(self) -> str:
+        return f"{self.driver} device {self.name}" + (f" on node {self.node}" if self.node else "")
+
+
+@dataclass(frozen=True)
+class DraFacts:
+    """What the cluster's DRA objects say: the devices its ResourceSlices publish (None: slices not read), and
+    the CPUs each claim and claim template asks through ``dra.cpu`` (None: claims not read). A claim key is
+    ``(kind, name)``; a name two namespaces use for different CPU counts maps to None (not known)."""
+
+    devices: tuple[SliceDevice, ...] | None = None
+    cpu_claims: Mapping[tuple[str, str], int | None] | None = None
+    # Each node's kubelet cpuManagerPolicy (its configz), None where it could not be read; the whole mapping
+    # None when the kubelets were not asked.
+    cpu_managers: Mapping[str, str | None] | None = None
+
+    def drivers_on(self, node: str) -> frozenset[str]:
+        return frozenset(d.driver for d in self.devices or () if d.node == node)
+
+    def nodes_of(self, driver: str) -> tuple[str, ...]:
+        return tuple(sorted({d.node for d in self.devices or () if d.driver == driver and d.node}))
+
+
+def qualified(driver: str, name: str) -> str:
+    return name if "/" in name else f"{driver}/{name}"
+
+
+def _values(raw: Any) -> tuple[tuple[Value, ...], bool] | None:
+    """A DeviceAttribute's values and whether it is a list (None for a shape the API server refuses)."""
+    if not isinstance(raw, Mapping):
+        return None
+    for key in _SCALARS:
+        if key in raw and isinstance(raw[key], int | str):
+            return (raw[key],), False
+    for key in _LISTS:
+        if key in raw and isinstance(raw[key], list):
+            return tuple(v for v in raw[key] if isinstance(v, int | str)), True
+    return None
+
+
+def slice_devices(obj: Mapping[str, Any]) -> list[SliceDevice]:
+    """The devices of one ResourceSlice object (``resource.k8s.io/v1``)."""
+    spec = obj.get("spec")
+    if not isinstance(spec, Mapping):
+        return []
+    driver = spec.get("driver")
+    node = spec.get("nodeName")
+    if not isinstance(driver, str) or not driver:
+        return []
+    found = []
+    for raw in spec.get("devices") or []:
+        if not isinstance(raw, Mapping) or not isinstance(raw.get("name"), str):
+            continue
+        attributes: dict[str, tuple[Value, ...]] = {}
+        lists = set()
+        raw_attributes = raw.get("attributes")
+        for key, value in (raw_attributes.items() if isinstance(raw_attributes, Mapping) else ()):
+            parsed = _values(value)
+            if parsed is None or not isinstance(key, str):
+                continue
+            name = qualified(driver, key)
+            attributes[name] = parsed[0]
+            if parsed[1]:
+                lists.add(name)
+        found.append(SliceDevice(driver, node if isinstance(node, str) else "", raw["name"],
+                                 MappingProxyType(attributes), frozenset(lists)))
+    return found
+
+
+# ---- the CPUs a claim asks ----
+
+def _exact(request: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    if "deviceClassName" in request:  # v1beta1 shape
+        return request
+    exact = request.get("exactly")
+    return exact if isinstance(exact, Mapping) else None
+
+
+def cpu_request(request: Mapping[str, Any]) -> bool:
+    """Does this request (of a claim spec) ask devices of the CPU driver's DeviceClass?"""
+    exact = _exact(request)
+    if exact is not None:
+        return exact.get("deviceClassName") == CPU_CLASS
+    alternatives = request.get("firstAvailable")
+    return isinstance(alternatives, list) and any(
+        isinstance(a, Mapping) and a.get("deviceClassName") == CPU_CLASS for a in alternatives)
+
+
+def _cpus_of(exact: Mapping[str, Any]) -> int | None:
+    """CPUs one exact request asks: its ``dra.cpu/cpu`` capacity (grouped mode), else its count (individual
+    mode: a device is a CPU); None when it cannot be told (allocationMode All, a fractional capacity)."""
+    if exact.get("allocationMode") == "All":
+        return None
+    capacity = exact.get("capacity")
+    requests = capacity.get("requests") if isinstance(capacity, Mapping) else None
+    asked = requests.get(CPU_CAPACITY) if isinstance(requests, Mapping) else None
+    count = exact.get("count", 1)
+    count = count if isinstance(count, int) and not isinstance(count, bool) and count > 0 else 1
+    if asked is None:
+        return count
+    try:
+        q = parse_quantity(str(asked))
+    except QuantityError:
+        return None
+    if q.milli <= 0 or q.milli % 1000:
+        return None
+    return count * (q.milli // 1000)
+
+
+def claim_cpus(spec: Mapping[str, Any]) -> int | None:
+    """The CPUs a ResourceClaimSpec asks through ``dra.cpu`` (0: none; None: not known, e.g. a CPU request
+    among ``firstAvailable`` alternatives, whose size the scheduler picks)."""
+    devices = spec.get("devices")
+    raw = devices.get("requests") if isinstance(devices, Mapping) else None
+    total = 0
+    for request in raw if isinstance(raw, list) else []:
+        if not isinstance(request, Mapping) or not cpu_request(request):
+            continue
+        exact = _exact(request)
+        cpus = _cpus_of(exact) if exact is not None else None
+        if cpus is None:
+            return None
+        total += cpus
+    return total
+
+
+def _claim_spec(obj: Mapping[str, Any]) -> tuple[str, Mapping[str, Any]] | None:
+    kind = obj.get("kind")
+    spec = obj.get("spec")
+    if kind == "ResourceClaimTemplate" and isinstance(spec, Mapping):
+        spec = spec.get("spec")
+    if kind not in ("ResourceClaim", "ResourceClaimTemplate") or not isinstance(spec, Mapping):
+        return None
+    api_version = obj.get("apiVersion")
+    if isinstance(api_version, str) and not api_version.startswith("resource.k8s.io/"):
+        return None
+    return str(kind), spec
+
+
+def dra_facts(objects: Iterable[Any], slices: bool = True, claims: bool = True) -> DraFacts:
+    """The index of the DRA objects among ``objects`` (ResourceSlices, ResourceClaims, ResourceClaimTemplates;
+    the rest ignored). ``slices``/``claims``: whether those kinds were read at all (else None: not known)."""
+    devices: list[SliceDevice] = []
+    cpu_claims: dict[tuple[str, str], int | None] = {}
+    seen: set[tuple[str, str]] = set()
+    for obj in objects:
+        if not isinstance(obj, Mapping):
+            continue
+        if obj.get("kind") == SLICE_KIND:
+            devices += slice_devices(obj)
+            continue
+        found = _claim_spec(obj)
+        meta = obj.get("metadata")
+        name = meta.get("name") if isinstance(meta, Mapping) else None
+        if found is None or not isinstance(name, str):
+            continue
+        key = (found[0], name)
+        cpus = claim_cpus(found[1])
+        if key in seen and cpu_claims.get(key) != cpus:
+            cpu_claims[key] = None  # two namespaces, two answers: not known
+        elif key not in seen:
+            cpu_claims[key] = cpus
+        seen.add(key)
+    return DraFacts(tuple(devices) if slices else None,
+                    MappingProxyType({k: v for k, v in cpu_claims.items()}) if claims else None)
+
+
+def merge(first: DraFacts | None, second: DraFacts | None) -> DraFacts | None:
+    """Both indexes in one (a side not known in one is taken from the other)."""
+    if first is None or second is None:
+        return first or second
+    devices = None if first.devices is None and second.devices is None else \
+        (*(first.devices or ()), *(second.devices or ()))
+    claims: dict[tuple[str, str], int | None] | None = None
+    if first.cpu_claims is not None or second.cpu_claims is not None:
+        claims = dict(first.cpu_claims or {})
+        for key, cpus in (second.cpu_claims or {}).items():
+            claims[key] = cpus if key not in claims or claims[key] == cpus else None
+    managers = first.cpu_managers if first.cpu_managers is not None else second.cpu_managers
+    return DraFacts(devices, MappingProxyType(claims) if claims is not None else None, managers)
+
+
+@dataclass(frozen=True, slots=True)
+class Pinners:
+    """Who pins CPUs on the nodes the facts know: ``static`` the nodes whose kubelet runs the static CPU Manager
+    and publish no ``dra.cpu`` device, ``dra`` those whose CPUs the DRA driver publishes and whose CPU Manager is
+    ``none``, ``both`` those with both; ``complete``: every node's CPU Manager policy was read."""
+
+    static: tuple[str, ...]
+    dra: tuple[str, ...]
+    both: tuple[str, ...]
+    complete: bool
+
+
+def pinners(facts: DraFacts) -> Pinners | None:
+    """Who pins where, or None when the slices or the kubelets were not read."""
+    if facts.devices is None or facts.cpu_managers is None:
+        return None
+    driven = set(facts.nodes_of(CPU_DRIVER))
+    static: list[str] = []
+    dra: list[str] = []
+    both: list[str] = []
+    for node, policy in sorted(facts.cpu_managers.items()):
+        if policy is None:
+            continue
+        if policy == "static":
+            (both if node in driven else static).append(node)
+        elif node in driven:
+            dra.append(node)
+    complete = all(p is not None for p in facts.cpu_managers.values()) and driven <= set(facts.cpu_managers)
+    return Pinners(tuple(static), tuple(dra), tuple(both), complete)
+
+
+def multi_valued(devices: Iterable[SliceDevice], attribute: str) -> tuple[SliceDevice, ...]:
+    """The devices publishing ``attribute`` with more than one value."""
+    return tuple(d for d in devices if attribute in d.lists and len(set(d.attributes[attribute])) > 1)

@@ -1,0 +1,124 @@
+"""``dra-cpu-unpaired``: a ResourceClaim (or template) that asks CPUs of the DRA CPU driver (DeviceClass
+``dra.cpu``) beside other devices (a GPU, a NIC), without a ``matchAttribute`` on a NUMA attribute over the CPU
+request and every other one: the scheduler's allocator then picks the CPUs' NUMA node apart from the GPU's, and
+nothing on the node aligns them (kubelet's Topology Manager has no DRA hint provider). Also, when the cluster's
+ResourceSlices are known, a NUMA ``matchAttribute`` that the CPU driver's devices do not publish: the allocator
+refuses a device without the attribute (``matchAttributeConstraint.add``), so the claim is never allocated;
+dra-driver-cpu v0.2.0 publishes ``dra.net/numaNode`` (and ``dra.cpu/numaNodeID``), not
+``resource.kubernetes.io/numaNode``, and ``resource.kubernetes.io/pcieRoot`` only with ``--expose-pcie-roots``.
+
+A ``pcieRoot`` match covers too: the CPU driver publishes, per NUMA-node group, the list of that node's PCIe roots,
+and a GPU's one root intersects only the list of its own NUMA node (the driver's README recommends it for
+co-location).
+
+Follows ``policy.dra`` (advisory with ``warn``, refused with ``deny``) as ``dra-claim-spread`` does, which leaves
+these claims to it. Judged whole, by kind; the admission policies (over pod specs) do not have it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from webhook.core.claims import CLAIM_KINDS
+from webhook.core.config import DRA, Policy
+from webhook.core.demands import dra_advisory, dra_judged
+from webhook.core.dra import NUMA_ATTRIBUTE, _covers, local_attribute
+from webhook.core.dracpu import CPU_CLASS, CPU_DRIVER, CPU_NUMA_ATTRIBUTES, cpu_request
+from webhook.core.facts import Facts
+from webhook.core.fieldpath import FieldPath, dotted
+from webhook.core.podspec import PodSpec
+from webhook.core.rules.base import Rule, Text, Violation
+
+RULE_ID = "dra-cpu-unpaired"
+PAIRING_ATTRIBUTE = CPU_NUMA_ATTRIBUTES[0]  # dra.net/numaNode: what the CPU driver shares with others
+
+UNPAIRED = Text("{label}: its CPUs ({cpu}, DeviceClass {cpu_class}) and its other devices ({others}) may be "
+                "allocated on different NUMA nodes: no matchAttribute on a NUMA attribute covers all of them; add "
+                "constraints: [{{matchAttribute: {attribute}}}] over every request (an attribute both drivers "
+                "publish) so that the scheduler puts them on one NUMA node (policy.{dra}: off to stop this)")
+UNPUBLISHED = Text("{label}: matchAttribute {attribute} is never satisfied for its CPUs ({cpu}): the {driver} "
+                   "devices the cluster publishes do not carry it (they carry {published}), and the allocator "
+                   "refuses a device without the attribute, so the claim is never allocated and its Pod stays "
+                   "Pending; match on an attribute both drivers publish (policy.{dra}: off to stop this)")
+
+
+@dataclass(frozen=True, slots=True)
+class Pairing:
+    cpu: tuple[str, ...]
+    others: tuple[str, ...]
+    requests: tuple[tuple[str, Mapping[str, Any]], ...]
+
+
+def cpu_pairing(spec: Mapping[str, Any]) -> Pairing | None:
+    """The claim's CPU requests and its other requests, when it has both (else None)."""
+    devices = spec.get("devices")
+    raw = devices.get("requests") if isinstance(devices, Mapping) else None
+    requests = tuple((str(r.get("name") or f"[{i}]"), r) for i, r in enumerate(raw if isinstance(raw, list) else [])
+                     if isinstance(r, Mapping))
+    cpu = tuple(name for name, r in requests if cpu_request(r))
+    others = tuple(name for name, r in requests if not cpu_request(r))
+    return Pairing(cpu, others, requests) if cpu and others else None
+
+
+def numa_attribute(name: str) -> bool:
+    return name == NUMA_ATTRIBUTE or name.endswith("/numaNode")
+
+
+def covering(spec: Mapping[str, Any], pairing: Pairing) -> list[str]:
+    """The locality attributes (NUMA node, PCIe root) of the constraints that cover every request of the claim."""
+    devices = spec.get("devices")
+    constraints = devices.get("constraints") if isinstance(devices, Mapping) else None
+    found = []
+    for constraint in constraints if isinstance(constraints, list) else []:
+        attribute = constraint.get("matchAttribute") if isinstance(constraint, Mapping) else None
+        if not isinstance(attribute, str) or not local_attribute(attribute):
+            continue
+        over = constraint.get("requests")
+        if not (isinstance(over, list) and over) or all(
+                _covers({str(n) for n in over}, name, request) for name, request in pairing.requests):
+            found.append(attribute)
+    return found
+
+
+def judge_claim(kind: str, spec: Mapping[str, Any], path: FieldPath, policy: Policy,
+                facts: Facts) -> list[Violation]:
+    pairing = cpu_pairing(spec)
+    if pairing is None:
+        return []
+    where = (*path, "devices")
+    label = f"{kind} devices ({dotted(where)})"
+    attributes = covering(spec, pairing)
+    advisory = dra_advisory(policy)
+    if not attributes:
+        return [Violation(where, UNPAIRED(label=label, cpu=", ".join(pairing.cpu), cpu_class=CPU_CLASS,
+                                          others=", ".join(pairing.others), attribute=PAIRING_ATTRIBUTE,
+                                          dra=DRA.name), rule=RULE_ID, advisory=advisory)]
+    devices = facts.dra.devices if facts.dra is not None else None
+    cpus = [d for d in devices or () if d.driver == CPU_DRIVER]
+    if not cpus:  # slices not read, or no CPU driver's devices: not known
+        return []
+    for attribute in attributes:
+        if any(attribute in d.attributes for d in cpus):
+            return []
+    published = sorted({a for d in cpus for a in d.attributes if local_attribute(a) or a.endswith("/numaNodeID")})
+    return [Violation((*where, "constraints"), UNPUBLISHED(
+        label=label, attribute=" or ".join(attributes), cpu=", ".join(pairing.cpu), driver=CPU_DRIVER,
+        published=", ".join(published) or "no NUMA attribute", dra=DRA.name), rule=RULE_ID, advisory=advisory)]
+
+
+def check(pod: PodSpec, policy: Policy, facts: Facts) -> list[Violation]:
+    return []  # a pod spec has no claim spec: claims are judged by ``judge_claim``
+
+
+RULE = Rule(
+    RULE_ID, check=check, cel=None,
+    summary="a ResourceClaim or template pairs DRA CPUs (`dra.cpu`) with other devices without a NUMA "
+            "`matchAttribute` over all of them, or on one the CPU driver does not publish (advisory; "
+            "`policy.dra: deny` refuses)",
+    severity="medium",
+    enabled=dra_judged,
+    kinds=tuple(CLAIM_KINDS),
+    judge=judge_claim,
+)
