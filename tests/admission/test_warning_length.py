@@ -1,4 +1,4 @@
-"""Admission warnings a new user met on the fourth walk: cut at 120 characters, they must keep the way out."""
+"""Admission warnings cut at 120 characters keep the way out: what to do comes first, the template path last."""
 
 from __future__ import annotations
 
