@@ -131,3 +131,42 @@ def test_each_request_judges_with_the_cache_s_runtimes() -> None:
 def test_the_setting_is_off_by_default_and_parsed() -> None:
     assert Config().policy.operator_objects is False
     assert parse_config({"policy": {"operatorObjects": True}}).policy.operator_objects is True
+
+
+def test_an_llminferenceservice_s_base_ref_is_read_from_the_cache() -> None:
+    """An LLMInferenceService whose baseRefs' LLMInferenceServiceConfig sets the main container's cpu request
+    below its limit: unknown (admitted) without the cache, refused with it naming the template and container."""
+    base = {"apiVersion": "serving.kserve.io/v1alpha1", "kind": "LLMInferenceServiceConfig",
+            "metadata": {"name": "mine", "namespace": "ml", "resourceVersion": "3"},
+            "spec": {"template": {"containers": [{"name": "main", "resources": {
+                "requests": {"cpu": "2", "memory": "8Gi"}, "limits": {"cpu": "4", "memory": "8Gi"}}}]}}}
+    obj = {"apiVersion": "serving.kserve.io/v1alpha2", "kind": "LLMInferenceService",
+           "metadata": {"name": "m", "namespace": "ml"},
+           "spec": {"model": {"uri": "pvc://models/m"}, "baseRefs": [{"name": "mine"}],
+                    "template": {"containers": [{"name": "main", "image": "vllm"}]}}}
+
+    def answer(related: Related | None) -> dict[str, Any]:
+        app = create_app(Config(), related=None if related is None else (lambda: related))
+        out = app.test_client().post("/validate", data=json.dumps(admission_review(obj, namespace="ml")),
+                                     content_type="application/json")
+        return dict(out.get_json()["response"])
+
+    assert answer(None)["allowed"] is True
+    stop = threading.Event()
+    api = Scripted(stop)
+    # KServe installs its presets as LLMInferenceServiceConfigs in its namespace: read whole, one absent means
+    # KServe builds no Pods (said, admitted), so the preset this shape selects is listed too
+    preset = {"apiVersion": "serving.kserve.io/v1alpha1", "kind": "LLMInferenceServiceConfig",
+              "metadata": {"name": "kserve-config-llm-template", "namespace": "kserve"}, "spec": {}}
+    api.lists[LLMC] = [(200, {"items": [base, preset], "metadata": {"resourceVersion": "5"}})]
+    cache = started(api)
+    try:
+        waiting.eventually("the config published", lambda: cache.snapshot().complete(*LLMISVC_CONFIG), 10,
+                           every=0.05)
+        response = answer(cache.snapshot())
+    finally:
+        stop.set()
+        cache.stop()
+    assert response["allowed"] is False, response
+    assert ('requests-not-equal-limits: spec.template (main, over mine): container "main"'
+            in response["status"]["message"]), response["status"]["message"]
