@@ -90,6 +90,25 @@ def test_device_classes_grant_list_and_watch_on_deviceclasses_only_when_configur
     assert ("resource.k8s.io", "deviceclasses", "list") in _grants(role)
 
 
+def test_operator_objects_grant_list_and_watch_on_kserve_s_runtimes_only_when_configured(render: Render) -> None:
+    assert not [r for r in by_kind(render(), "ClusterRole") if r["metadata"]["name"].endswith("-operatorobjects")]
+    objects = render("--set", "config.policy.operatorObjects=true", namespace=NAMESPACE)
+    role = one(objects, "ClusterRole")
+    assert role["metadata"]["name"] == "qos-guard-operatorobjects"
+    assert _grants(role) == {("serving.kserve.io", resource, verb)
+                             for resource in ("servingruntimes", "clusterservingruntimes", "llminferenceserviceconfigs")
+                             for verb in ("list", "watch")}
+    binding = one(objects, "ClusterRoleBinding")
+    assert binding["roleRef"]["name"] == "qos-guard-operatorobjects"
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "qos-guard", "namespace": NAMESPACE}]
+    assert one(objects, "ServiceAccount")["automountServiceAccountToken"] is True
+    (deployment,) = [d for d in by_kind(objects, "Deployment") if d["metadata"]["name"] == "qos-guard"]
+    assert deployment["spec"]["template"]["spec"]["automountServiceAccountToken"] is True
+    both = render("--set", "config.policy.operatorObjects=true,config.policy.deviceClasses=true", namespace=NAMESPACE)
+    assert sorted(r["metadata"]["name"] for r in by_kind(both, "ClusterRole")) == [
+        "qos-guard-deviceclasses", "qos-guard-operatorobjects"]
+
+
 def test_report_crd_is_kept_on_uninstall(render: Render) -> None:
     crd = one(render("--set", "reports.installCRDs=true"), "CustomResourceDefinition")
     assert crd["metadata"]["name"] == "reports.openreports.io"

@@ -162,6 +162,12 @@ DEVICE_CLASSES = Setting("deviceClasses", Flag(), False,
                          "true: read the cluster's DeviceClasses (needs list/watch on deviceclasses.resource.k8s.io) "
                          "so that extended resources a DeviceClass maps to DRA (spec.extendedResourceName) count as "
                          "DRA devices for dra-unaligned and numa: auto; the webhook and the CLI only", param=False)
+OPERATOR_OBJECTS = Setting("operatorObjects", Flag(), False,
+                           "true: the webhook watches the objects KServe's Pods are built from (ServingRuntimes, "
+                           "ClusterServingRuntimes, LLMInferenceServiceConfigs; needs list/watch on them) so that an "
+                           "InferenceService or LLMInferenceService is judged with them at admission, not admitted as "
+                           "unknown; the webhook only (check --kubeconfig and audit read the runtimes when they read "
+                           "the cluster)", param=False)
 NUMA_SCOPE = Setting("scope", Choice(("container", "pod")), "container",
                      "what must fit in one NUMA node: each container, or the whole Pod (the Topology Manager's "
                      "scope)", param=False)
@@ -231,6 +237,7 @@ class Policy:
     numa: NumaPolicy | AutoNuma | None = None
     dra: str = DRA.default
     device_classes: bool = DEVICE_CLASSES.default
+    operator_objects: bool = OPERATOR_OBJECTS.default
 
 
 @dataclass(frozen=True)
@@ -279,7 +286,7 @@ NUMA = Section("numa", NumaPolicy, (NUMA_SCOPE, NUMA_CPUS, NUMA_MEMORY, NUMA_DEV
                     "admission policies cannot sum a Pod's requests or read the cluster)",
                nullable=True, require_any=("cpus", "memory", "devices"), literal="auto", literal_value=AUTO)
 SCHEMA = Section("", Config, (
-    Section("policy", Policy, (FRACTIONAL, POD_LEVEL, SMT, NUMA, DRA, DEVICE_CLASSES)),
+    Section("policy", Policy, (FRACTIONAL, POD_LEVEL, SMT, NUMA, DRA, DEVICE_CLASSES, OPERATOR_OBJECTS)),
     Section("mutation", MutationPolicy, (SET_LIMITS, CPU_ROUNDING)),
     Section("exemptions", Exemptions, (NAMESPACES, USERNAMES, RUNTIME_CLASSES)),
     Section("placement", PlacementPolicy, (SCHEDULER_NAME, PLACE_MEMORY)),

@@ -32,6 +32,7 @@ from webhook.core.dra import DeviceClasses
 from webhook.core.facts import NO_FACTS, Facts, Memo
 from webhook.core.kubeversion import Semantics
 from webhook.core.numatopology import Topology
+from webhook.core.operators import NO_RELATED, Related
 from webhook.core.rules import RULE_IDS
 from webhook.core.workloads import KINDS
 from webhook.serving.body import BUDGET, MAX_BODY, BadBody, BodyBudget, Busy, TooLarge, read_bounded
@@ -73,10 +74,12 @@ def _json(status: int, body: dict[str, Any]) -> Response:
 def create_app(config: Config, metrics: Metrics | None = None, own_namespace: str | None = None,
                topology: Callable[[], Topology] | None = None,
                device_classes: Callable[[], DeviceClasses | None] | None = None,
-               kubernetes: Semantics | None = None) -> Flask:
+               kubernetes: Semantics | None = None, related: Callable[[], Related] | None = None) -> Flask:
     """The admission application: one route per ``ENDPOINTS`` entry. ``topology`` (``policy.numa: auto``) and
     ``device_classes`` (``policy.deviceClasses: true``) are the caches' current snapshots, read once per
-    request; ``kubernetes``: the API server's minor, read at start (None: ``config``'s, else the newest)."""
+    request; ``kubernetes``: the API server's minor, read at start (None: ``config``'s, else the newest);
+    ``related`` (``policy.operatorObjects: true``): the objects KServe's Pods are built from, as the cache holds
+    them (``Facts.related``)."""
     app = Flask("qos-guard")
     metrics = metrics or Metrics.create(CollectorRegistry())
     spare_budget = BodyBudget()
@@ -87,16 +90,16 @@ def create_app(config: Config, metrics: Metrics | None = None, own_namespace: st
     metrics.requests.labels("validate", "Pod", "CREATE", "allowed", "false")
     metrics.violations.labels("cpu-not-integer")
 
-    last: list[tuple[Topology | None, DeviceClasses | None, Facts]] = []
+    last: list[tuple[Topology | None, DeviceClasses | None, Related, Facts]] = []
     plain = NO_FACTS if kubernetes is None else Facts(kubernetes=kubernetes)
 
-    def judging(snapshot: Topology | None, classes: DeviceClasses | None) -> Facts:
-        """The facts of the snapshots, made once per pair (a snapshot lasts until a change) with a memo of their
+    def judging(snapshot: Topology | None, classes: DeviceClasses | None, objects: Related) -> Facts:
+        """The facts of the snapshots, made once per trio (a snapshot lasts until a change) with a memo of their
         own: the same Pods come again and again, and what was learnt dies with the snapshot."""
-        if not last or last[0][0] is not snapshot or last[0][1] is not classes:
-            last[:] = [(snapshot, classes, Facts(topology=snapshot, device_classes=classes, kubernetes=kubernetes,
-                                                 memo=Memo()))]
-        return last[0][2]
+        if not last or last[0][0] is not snapshot or last[0][1] is not classes or last[0][2] is not objects:
+            last[:] = [(snapshot, classes, objects, Facts(topology=snapshot, device_classes=classes,
+                                                          kubernetes=kubernetes, memo=Memo(), related=objects))]
+        return last[0][3]
 
     def read_body() -> bytes | bytearray:
         """The body within bounds, under the worker's budget (the Flask test client has none: a spare one)."""
@@ -125,8 +128,9 @@ def create_app(config: Config, metrics: Metrics | None = None, own_namespace: st
         started = time.perf_counter()
         try:
             review = parse_review(read_body(), endpoint)
-            facts = plain if topology is None and device_classes is None else judging(
-                None if topology is None else topology(), None if device_classes is None else device_classes())
+            facts = plain if topology is None and device_classes is None and related is None else judging(
+                None if topology is None else topology(), None if device_classes is None else device_classes(),
+                NO_RELATED if related is None else related())
             try:
                 decision = review_decision(review, endpoint, config, facts, own_namespace)
             except RecursionError:

@@ -1,0 +1,108 @@
+"""``policy.operatorObjects: true`` on a real kube-apiserver with KServe v0.20.0's own CRDs
+(tests/fixtures/crds): ``qos-guard serve`` watches the cluster's ServingRuntimes, so an InferenceService whose
+model sets no resources is judged with the runtime KServe will build its Pod from, at ``kubectl apply``: refused,
+naming the template and container, while the runtime's container sets requests below limits; admitted once the
+runtime is Guaranteed. The webhook starts before the CRDs exist (its lists answer 404: unread) and reads them once
+they are installed. With ``operatorObjects: false`` the same InferenceService is admitted (its runtime unknown):
+this test fails then (checked by hand when it was written)."""
+
+from __future__ import annotations
+
+import copy
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests import waiting
+from tests.binaries import binary
+from tests.e2e.conftest import CHART, Cluster, compliant_pod, control_plane, violating_pod
+from tests.serving import start_server
+from webhook.core.config import parse_config
+
+ROOT = Path(__file__).resolve().parents[2]
+CRDS = ROOT / "tests" / "fixtures" / "crds"
+KSERVE_CRDS = ("serving.kserve.io_inferenceservices.yaml", "serving.kserve.io_servingruntimes.yaml",
+               "serving.kserve.io_clusterservingruntimes.yaml")
+CONFIG = {"policy": {"operatorObjects": True}}
+REFUSED = 'spec.predictor (predictor, ServingRuntime sklearn-rt): container "kserve-container"'
+
+
+def runtime(request_cpu: str) -> dict[str, Any]:
+    """KServe's sklearn runtime, reduced: one container, its cpu request ``request_cpu`` against a limit of 2."""
+    return {"apiVersion": "serving.kserve.io/v1alpha1", "kind": "ServingRuntime", "metadata": {"name": "sklearn-rt"},
+            "spec": {"supportedModelFormats": [{"name": "sklearn", "version": "1", "autoSelect": True}],
+                     "protocolVersions": ["v1", "v2"],
+                     "containers": [{"name": "kserve-container", "image": "kserve/sklearnserver:v0.20.0",
+                                     "args": ["--model_name={{.Name}}"],
+                                     "resources": {"requests": {"cpu": request_cpu, "memory": "2Gi"},
+                                                   "limits": {"cpu": "2", "memory": "2Gi"}}}]}}
+
+
+ISVC = {"apiVersion": "serving.kserve.io/v1beta1", "kind": "InferenceService",
+        "metadata": {"name": "iris", "annotations": {"serving.kserve.io/deploymentMode": "RawDeployment"}},
+        "spec": {"predictor": {"model": {"modelFormat": {"name": "sklearn"}}}}}
+
+
+def _apply(cluster: Cluster, ns: str, obj: dict[str, Any], dry: bool = True) -> subprocess.CompletedProcess[str]:
+    return cluster.kubectl("apply", "-n", ns, "-f", "-", *(["--dry-run=server"] if dry else []), stdin=obj)
+
+
+def test_an_inference_service_is_judged_with_the_cluster_s_runtime_at_apply_time(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    folder = tmp_path_factory.mktemp("operator-objects")
+    config_file = folder / "config.yaml"
+    config_file.write_text(yaml.safe_dump(CONFIG))
+    assert parse_config(CONFIG).policy.operator_objects
+    with control_plane(folder / "cp") as cluster:
+        cluster.namespace("qos-guard")
+        ns = cluster.namespace("models")  # not judged yet: its Burstable runtime is created first
+        certs = ["certs", "--service", "qos-guard", "--namespace", "qos-guard", "--extra-san", "127.0.0.1",
+                 "--output-dir", str(folder / "pki"), "--days", "1"]
+        assert cluster.qos_guard(*certs).returncode == 0
+        server = start_server(folder / "serve", "--config", str(config_file), "--kubeconfig",
+                              str(cluster.kubeconfig), cert_dir=folder / "pki", workers=1)
+        try:
+            url = f"https://127.0.0.1:{server.port}"
+            proc = subprocess.run([binary("helm"), "template", "qos-guard", str(CHART), "--namespace", "qos-guard",
+                                   "--set", f"webhook.url={url}", "--show-only", "templates/webhooks.yaml"],
+                                  capture_output=True, text=True, timeout=60)
+            assert proc.returncode == 0, proc.stderr
+            hooks = [d for d in yaml.safe_load_all(proc.stdout) if d and d["kind"].endswith("Configuration")]
+            cluster.kubectl("apply", "-f", "-", stdin=hooks, check=True)
+            patched = cluster.qos_guard(*certs, "--renew", "--patch-webhooks", "qos-guard", "--kubeconfig",
+                                        str(cluster.kubeconfig))
+            assert patched.returncode == 0, patched.stderr
+            probe = cluster.namespace("probe", "enforce")
+            waiting.eventually("the webhook", lambda: _apply(cluster, probe, violating_pod("p")).returncode != 0,
+                               30, every=0.5)
+            assert _apply(cluster, probe, compliant_pod("p")).returncode == 0
+            for crd in KSERVE_CRDS:  # the cache has found them not served (404) until now: it lists again
+                cluster.kubectl("create", "-f", str(CRDS / crd), check=True)
+            for name in ("inferenceservices", "servingruntimes", "clusterservingruntimes"):
+                cluster.kubectl("wait", "--for", "condition=Established", f"crd/{name}.serving.kserve.io",
+                                "--timeout=60s", check=True)
+            created = _apply(cluster, ns, runtime("1"), dry=False)
+            assert created.returncode == 0, created.stderr
+            cluster.namespace("models", "enforce")
+            said: list[str] = []
+
+            def refused() -> bool:
+                out = _apply(cluster, ns, copy.deepcopy(ISVC))
+                said[:] = [out.stderr]
+                return out.returncode != 0
+
+            # the reflector lists a kind not served again every RETRY_MISSING (10 s)
+            waiting.eventually("the runtime read and the InferenceService refused", refused, 60, every=0.5)
+            assert 'admission webhook "validate.qos-guard.io" denied the request' in said[0], said[0]
+            assert f"requests-not-equal-limits: {REFUSED}" in said[0], said[0]
+            # the runtime made Guaranteed (a compliant ServingRuntime is itself admitted): the twin is admitted
+            fixed = _apply(cluster, ns, runtime("2"), dry=False)
+            assert fixed.returncode == 0, fixed.stderr
+            waiting.eventually("the fixed runtime watched and the InferenceService admitted",
+                               lambda: _apply(cluster, ns, copy.deepcopy(ISVC)).returncode == 0, 30, every=0.5)
+            assert _apply(cluster, ns, copy.deepcopy(ISVC), dry=False).returncode == 0
+        finally:
+            server.stop()

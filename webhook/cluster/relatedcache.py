@@ -1,0 +1,115 @@
+"""``policy.operatorObjects: true`` in the webhook: the objects the operators' builders read
+(``webhook.core.operators``: KServe's ServingRuntimes and ClusterServingRuntimes, its LLMInferenceServiceConfigs),
+kept current by a list+watch each (the reflectors of ``webhook/cluster/watch.py``, published as the DeviceClass
+cache is) and handed to each request as ``Facts.related`` from the cluster (``read_related`` is the one-shot read
+of ``check --kubeconfig`` and ``audit``).
+
+A kind is *read* (``Related.read``: an object absent from it does not exist) only while its list has succeeded
+and its store is whole; a CRD not installed (404), a refused list (403) or a store cut at ``MAX_OBJECTS`` leave
+it unread, and the builders answer "unknown" for what needs it, never "compliant". Only an object's apiVersion,
+kind, name, namespace and ``spec`` are kept (what the builders read), at most ``MAX_OBJECTS`` per kind. KServe's
+ConfigMaps are not watched (that would need list/watch on ConfigMaps): their shipped values are used, as
+``read_related`` does where it cannot read them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from webhook.cluster.cache import PublishingCache
+from webhook.cluster.watch import ListRefused, Reflector, Store, Transport, refusal, wait_until
+from webhook.core.operators import CLUSTER, Related
+from webhook.core.operators.kserve_runtimes import CLUSTER_SERVING_RUNTIME, SERVING_RUNTIME
+from webhook.core.operators.llmisvc import CONFIG as LLMISVC_CONFIG
+
+JSON = ("application/json", "application/json")
+GRANTED_BY = "the chart does with config.policy.operatorObjects: true"
+# (group, kind) -> its list path and resource name; v1alpha1 is served by KServe v0.20.0's CRDs for each.
+WATCHED: dict[tuple[str, str], tuple[str, str]] = {
+    SERVING_RUNTIME: ("/apis/serving.kserve.io/v1alpha1/servingruntimes", "servingruntimes"),
+    CLUSTER_SERVING_RUNTIME: ("/apis/serving.kserve.io/v1alpha1/clusterservingruntimes", "clusterservingruntimes"),
+    LLMISVC_CONFIG: ("/apis/serving.kserve.io/v1alpha1/llminferenceserviceconfigs", "llminferenceserviceconfigs"),
+}
+
+LOG = logging.getLogger("qos_guard.operatorobjects")
+
+
+def keep(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """What the builders read of an object: its kind, name, namespace and spec (not its status or managedFields)."""
+    meta = obj.get("metadata")
+    meta = meta if isinstance(meta, Mapping) else {}
+    return {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"),
+            "metadata": {k: meta[k] for k in ("name", "namespace") if k in meta}, "spec": obj.get("spec")}
+
+
+class _Reflector(Reflector):
+    """A reflector that tells its cache when its list is refused (the kind is then not read)."""
+
+    def __init__(self, refused: Callable[[str], None], *args: Any) -> None:
+        super().__init__(*args)
+        self.refused = refused
+
+    def _refused(self, exc: ListRefused) -> str:
+        self.refused(self.name)
+        if exc.status == 404:
+            return f"{self.name} are not served (their CRD is not installed): what needs them is unknown"
+        return refusal(self.name, exc, GRANTED_BY)
+
+
+class RelatedCache(PublishingCache):
+    """The watched kinds, current within ``PUBLISH_EVERY`` of the API server; ``snapshot()`` is the ``Related``
+    requests judge against (from the cluster, ``read`` the kinds listed whole)."""
+
+    def __init__(self, transport: Transport,
+                 on_problem: Callable[[dict[str, str | None]], None] | None = None) -> None:
+        super().__init__("qos-guard-operatorobjects")
+        self.stores = {key: Store(keep) for key in WATCHED}
+        self.problems: dict[str, str | None] = {resource: "not read yet" for _, resource in WATCHED.values()}
+        self.on_problem = on_problem
+        self._said: dict[str, str | None] = {}
+        self.refused: set[str] = set()  # refused since their last list or watch: not read
+        self._snapshot = Related({}, CLUSTER, frozenset())
+        self.reflectors = tuple(_Reflector(self.refused.add, resource, transport, path, JSON, self.stores[key],
+                                           self.changed, self._stop) for key, (path, resource) in WATCHED.items())
+
+    def snapshot(self) -> Related:
+        return self._snapshot
+
+    def note(self, resource: str, problem: str | None) -> None:
+        self.problems[resource] = problem
+        if problem is None:
+            self.refused.discard(resource)
+
+    def publish(self) -> Related:
+        """The objects of every store listed; ``read`` those listed, not refused since, and whole."""
+        objects: dict[tuple[str, str], tuple[Any, ...]] = {}
+        read: set[tuple[str, str]] = set()
+        for key, (_, resource) in WATCHED.items():
+            store = self.stores[key]
+            if not store.listed or resource in self.refused:
+                continue
+            objects[key] = tuple(store.snapshot().values())
+            if not store.truncated:
+                read.add(key)
+        self._snapshot = snapshot = Related(objects, CLUSTER, frozenset(read))
+        if self.problems != self._said:
+            self._said = dict(self.problems)
+            if self.on_problem is not None:
+                self.on_problem(dict(self.problems))
+        return snapshot
+
+    def wait_synced(self, timeout: float) -> bool:
+        """Whether every kind was listed (or refused) and published within ``timeout`` seconds (tests)."""
+        return wait_until(lambda: all(p != "not read yet" for p in self._said.values()) and bool(self._said),
+                          timeout, self._stop)
+
+
+def log_problem(problems: dict[str, str | None]) -> None:
+    """The cache's state, in the log once per change."""
+    LOG.warning(json.dumps({"operatorObjects": {r: p or "current" for r, p in problems.items()}}))
+
+
+__all__ = ["WATCHED", "RelatedCache", "keep", "log_problem"]
