@@ -71,7 +71,7 @@ test: lint tools node-tools
 # e2e tier and the oracle differential (VERSION_TIERS; add node as root), then one line per minor and tier:
 # counts passed, failed, skipped with the reasons. Each minor's kube-apiserver, kubectl and kube-scheduler are
 # built once (cached by version; README "Kubernetes versions" has the measured cost of each).
-KUBE_VERSIONS ?= v1.33.13 v1.34.4 v1.35.4 v1.36.3 v1.37.2
+KUBE_VERSIONS ?= v1.33.13 v1.34.12 v1.35.8 v1.36.5 v1.37.2 v1.38.0-beta.0
 VERSION_TIERS ?= e2e fidelity
 test-versions: install
 	TIERS="$(VERSION_TIERS)" bash hack/test-versions.sh $(KUBE_VERSIONS)

@@ -1,7 +1,8 @@
-//go:build k8s_1_37
+//go:build k8s_1_37 || k8s_1_38
 
-// kubelet 1.37's resource-manager calls (hint providers take the admission's lifecycle.Operation, the Topology
-// Manager a logger and Admit a context), for admitOnMachine and the objects mode.
+// kubelet 1.37's and 1.38's resource-manager calls (hint providers take the admission's lifecycle.Operation, the
+// Topology Manager a logger and Admit a context), for admitOnMachine and the objects mode. 1.38 (v1.38.0-beta.0)
+// changes none of these signatures.
 
 package main
 
