@@ -17,7 +17,7 @@ from webhook.core.config import Config, ConfigError
 from webhook.core.engine import Mode
 from webhook.core.facts import NO_FACTS
 from webhook.core.kubeletpinning import DEFAULT_POOL_LABELS
-from webhook.core.kubeversion import VersionError, resolve
+from webhook.core.kubeversion import DEFAULT, VersionError, resolve
 from webhook.core.outcome import ExitCode, Refused
 from webhook.manifests.configfile import load_config
 
@@ -43,12 +43,16 @@ def configured(args: argparse.Namespace) -> Config:
     """``--config``'s configuration, its ``kubernetesVersion`` replaced by ``--kubernetes-version`` when given."""
     config = load_config(args.config)
     flag = getattr(args, "kubernetes_version", None)
-    if flag is None:
-        return config
-    try:
-        return replace(config, kubernetes_version=resolve(flag))
-    except VersionError as exc:
-        raise ConfigError(f"--kubernetes-version: {exc}") from None
+    if flag is not None:
+        try:
+            config = replace(config, kubernetes_version=resolve(flag))
+        except VersionError as exc:
+            raise ConfigError(f"--kubernetes-version: {exc}") from None
+    if config.kubernetes_version is not None and config.kubernetes_version.note:
+        # a pre-release minor judges: said once, on stderr, in every format
+        err(f"{config.kubernetes_version.note}; --kubernetes-version {DEFAULT.minor} judges with the newest released "
+            "minor")
+    return config
 
 
 def cmd_check(args: argparse.Namespace) -> ExitCode:
