@@ -107,11 +107,12 @@ func discoverCPUs(mi *cadvisorapi.MachineInfo) (*topology.CPUTopology, error) {
 	return topology.Discover(logr.Discard(), mi)
 }
 
-// newStaticPolicy is the static CPU Manager policy, started on an empty state.
+// newStaticPolicy is the static CPU Manager policy with kubelet's cpuManagerPolicyOptions, started on an empty
+// state.
 func newStaticPolicy(topo *topology.CPUTopology, numReserved int, reserved cpuset.CPUSet,
-	store topologymanager.Store) (cpumanager.Policy, cpustate.State, error) {
+	store topologymanager.Store, options map[string]string) (cpumanager.Policy, cpustate.State, error) {
 	log := logr.Discard()
-	policy, err := cpumanager.NewStaticPolicy(log, topo, numReserved, reserved, store, nil)
+	policy, err := cpumanager.NewStaticPolicy(log, topo, numReserved, reserved, store, options)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -100,6 +100,11 @@ class Semantics:
     # (TaintTolerationComparisonOperators, alpha and off through 1.37, gates only the API server's acceptance:
     # a Pod that carries such a toleration was admitted with it on).
     toleration_comparison_operators: bool
+    # getPodRequestedResources (pkg/kubelet/cm/memorymanager/policy_static.go), the Pod's memory hint in the
+    # Topology Manager's pod scope: from 1.38 it counts every memory type any container asks (init containers and
+    # sidecars too); before, only the types app containers ask, so an init container's hugepages could miss the
+    # Pod's NUMA node. Not a feature gate: a code change.
+    pod_memory_hint_all_containers: bool
     # The pre-release this minor is judged from (v1.38.0-beta.0) while its GA release is not served; None: GA.
     prerelease: str | None = None
 
@@ -129,13 +134,15 @@ CHANGES: tuple[tuple[str, int | None, bool], ...] = (
     ("mutating_admission_policy", 36, True),
     ("zero_device_request_aligned", 36, True),
     ("toleration_comparison_operators", 35, True),
+    ("pod_memory_hint_all_containers", 38, True),
 )
 
 
 # Supported minors whose GA release is not served yet, each with the pre-release its answers come from (the
-# oracle, hack/oracle/minors/, and the tools, make test-versions, are built at the same one). 1.38 changes none of
-# the fields above at its default gates: read in v1.38.0-beta.0's pkg/features/kube_features.go and its defaulting,
-# PrepareForCreate, validation, ComputePodQOS and device manager code, and proven by the differentials there.
+# oracle, hack/oracle/minors/, and the tools, make test-versions, are built at the same one). 1.38's gates at their
+# defaults move no field (pkg/features/kube_features.go of v1.38.0-beta.0); its code moves one, the Memory
+# Manager's pod-scope hint (``pod_memory_hint_all_containers``), found by the topology differential there. Its
+# Quantity parser changed too (29 significant digits, nano precision; docs/contract.md#kubernetes-versions).
 PRERELEASES: dict[int, str] = {38: "v1.38.0-beta.0"}
 
 

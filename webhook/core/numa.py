@@ -246,13 +246,16 @@ def fit_node(pod: PodSpec | Demands, topo: NodeTopology) -> NodeFit:
             if chosen is None:
                 return NodeFit(topo.name, topo.policy, topo.scope, {}, pod_demand, True)
             placed[""] = chosen
-            # Each container is then allocated on the Pod's NUMA node. The Pod's memory hint counts only the
-            # types its app containers ask (getPodRequestedResources), so an init container's hugepages can
-            # still miss that node: its Allocate then fails (extendTopologyManagerHint finds no preferred hint).
+            # Each container is then allocated on the Pod's NUMA node. Up to 1.37 the Pod's memory hint counts
+            # only the types its app containers ask (getPodRequestedResources), so an init container's hugepages
+            # can still miss that node: its Allocate then fails (extendTopologyManagerHint finds no preferred
+            # hint); from 1.38 it counts every container's (``Semantics.pod_memory_hint_all_containers``).
             for d in wants.containers:
                 if d.memory and not node.holds_memory(d, chosen):
                     return NodeFit(topo.name, topo.policy, topo.scope, placed, d, False,
                                    f"the Pod's NUMA node (node-{chosen}) does not hold its memory")
+                if (refused := _smt_refusal(topo, node, d, placed)) is not None:
+                    return refused
                 node.place(d, chosen)
         return NodeFit(topo.name, topo.policy, topo.scope, placed)
     for d in wants.containers:
@@ -264,9 +267,27 @@ def fit_node(pod: PodSpec | Demands, topo: NodeTopology) -> NodeFit:
             empty = _Node.start(topo, wants.zero_devices_aligned) if placed else None
             alone = empty is None or not any(empty.accepts(d, n) for n in order)
             return NodeFit(topo.name, topo.policy, topo.scope, placed, d, alone)
+        # Admitted by the Topology Manager, the container is then allocated: there full-pcpus-only may refuse it.
+        if (refused := _smt_refusal(topo, node, d, placed)) is not None:
+            return refused
         node.place(d, chosen)
         placed[d.container or ""] = chosen
     return NodeFit(topo.name, topo.policy, topo.scope, placed)
+
+
+def _smt_refusal(topo: NodeTopology, node: _Node, d: Demand, placed: Mapping[str, int] | None = None) -> NodeFit | None:
+    """The CPU Manager's Allocate of ``d`` under ``full-pcpus-only`` (``CPUManager.smt_refusal``), against the
+    CPUs no container holds now (the default set: an init container's stay held, though reusable); None when the
+    node does not run it (or does not say) or it allows ``d``."""
+    cpu = topo.cpu_manager
+    if cpu is None or not cpu.full_pcpus_only or not d.cpus:
+        return None
+    why = cpu.smt_refusal(d.cpus, sum(node.cpu_free.values()))
+    if why is None:
+        return None
+    empty = sum(z.allocatable.get(CPU, 0) // 1000 for z in topo.zones)
+    alone = cpu.smt_refusal(d.cpus, empty) is not None  # refused even on the empty node
+    return NodeFit(topo.name, topo.policy, topo.scope, dict(placed or {}), d, alone, why)
 
 
 def _first(node: _Node, d: Demand) -> int | None:

@@ -158,7 +158,10 @@ def _judge(pod: PodSpec, topology: Topology, wants: Demands, memo: Memo | None,
     # A node that holds each part on some NUMA node, never all on one (in name order: the message is stable).
     apart = next((t for t in sorted(matching, key=lambda t: t.name) if len(asked) > 1 and all(
         any(z.allocatable.get(n, 0) // 1000 >= a for z in t.zones) for n, a in asked)), None)
-    if best is not None and apart is not None:
+    if story.reason.startswith("SMTAlignmentError"):
+        # kubelet's CPU Manager refuses it at allocation (full-pcpus-only), whatever NUMA node holds it.
+        parts.append(f"{need.label}: {story.reason}")
+    elif best is not None and apart is not None:
         topo = apart
         zones = "; ".join(f"{z.name} has {_join(_have(n, z.allocatable.get(n, 0) // 1000) for n, _ in asked)}"
                           for z in topo.zones)
