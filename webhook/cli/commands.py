@@ -41,17 +41,13 @@ def _nothing_to_judge(paths: Sequence[str], report: Report) -> str:
 
 def configured(args: argparse.Namespace) -> Config:
     """``--config``'s configuration, its ``kubernetesVersion`` replaced by ``--kubernetes-version`` when given."""
-    config = load_config(args.config)
-    flag = getattr(args, "kubernetes_version", None)
-    if flag is not None:
-        try:
-            config = replace(config, kubernetes_version=resolve(flag))
-        except VersionError as exc:
-            raise ConfigError(f"--kubernetes-version: {exc}") from None
-    if config.kubernetes_version is not None and config.kubernetes_version.note:
-        # a pre-release minor judges: said once, on stderr, in every format
-        err(f"{config.kubernetes_version.note}; --kubernetes-version {DEFAULT.minor} judges with the newest released "
-            "minor")
+    config, flag = load_config(args.config), getattr(args, "kubernetes_version", None)
+    try:
+        config = config if flag is None else replace(config, kubernetes_version=resolve(flag))
+    except VersionError as exc:
+        raise ConfigError(f"--kubernetes-version: {exc}") from None
+    if (kube := config.kubernetes_version) is not None and kube.note:  # a pre-release judges: said, every format
+        err(f"{kube.note}; --kubernetes-version {DEFAULT.minor} judges with the newest released minor")
     return config
 
 

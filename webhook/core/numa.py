@@ -30,12 +30,12 @@ reusable ones first, as kubelet does on cores of one thread. The differential te
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from webhook.core.demands import Demand, Demands, demands, is_device, may_align
 from webhook.core.memo import Memo, remember
-from webhook.core.numatopology import HUGEPAGES, NodeTopology, Shapes, Topology, Zone, shapes_of
+from webhook.core.numatopology import HUGEPAGES, NodeTopology, Shapes, Topology, shapes_of
 from webhook.core.podspec import CPU, PodSpec
 from webhook.core.scheduling import Placement
 
@@ -443,26 +443,3 @@ def fit_cluster(pod: PodSpec, topology: Topology, exhaustive: bool = False,
 def _fit(index: Shapes, where: int, wants: Demands, memo: Memo | None) -> NodeFit:
     """The shape's answer for what the Pod asks, remembered in ``memo`` (bounded)."""
     return remember(memo, "numa.fitted", (where, wants.key), lambda: fit_node(wants, index.shapes[where].topology))
-
-
-def largest_zone(need: Demand, topologies: Iterable[NodeTopology]) -> tuple[NodeTopology, Zone] | None:
-    """The zone that comes closest to holding ``need``: most of its resources held, then the most of the
-    first resource short."""
-    best: tuple[tuple[int, list[float]], NodeTopology, Zone] | None = None
-    for topo in topologies:
-        for zone in topo.zones:
-            held = 0
-            shares = []
-            for name, amount in need.items():
-                have = _zone_units(zone, name)
-                held += have >= amount
-                shares.append(min(1.0, have / amount) if amount else 1.0)
-            key = (held, shares)
-            if best is None or key > best[0]:
-                best = (key, topo, zone)
-    return None if best is None else (best[1], best[2])
-
-
-def _zone_units(zone: Zone, name: str) -> int:
-    milli = zone.allocatable.get(name, 0)
-    return milli // 1000
