@@ -62,15 +62,16 @@ def _answer(minor: str, obj: dict[str, Any], path: str = "/validate") -> dict[st
 
 def test_an_admission_answer_at_1_38_says_its_pre_release() -> None:
     """A denial at 1.38 ends with the note, a warning answer carries it as one more warning (under Kubernetes'
-    120 characters, not cut), and an answer with nothing to say stays empty; at 1.37 none of it."""
+    120 characters, not cut), in parentheses: no reader of "rule: message" lines takes it for a rule; an answer
+    with nothing to say stays empty; at 1.37 none of it."""
     bad = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default"},
            "spec": {"containers": [{"name": "a", "image": "a", "resources": {"limits": {"cpu": "1500m",
                                                                                         "memory": "1Gi"}}}]}}
     denied = _answer("1.38", bad)
-    assert denied["allowed"] is False and denied["status"]["message"].endswith(f"\nqos-guard: {NOTE}")
+    assert denied["allowed"] is False and denied["status"]["message"].endswith(f"\n({NOTE})")
     assert NOTE not in _answer("1.37", bad)["status"]["message"]
     warned = _answer("1.38", bad, "/warn")
-    assert warned["allowed"] is True and warned["warnings"][-1] == f"qos-guard: {NOTE}"
+    assert warned["allowed"] is True and warned["warnings"][-1] == f"({NOTE})"
     assert all(NOTE not in w for w in _answer("1.37", bad, "/warn").get("warnings", []))
     good = {**bad, "spec": {"containers": [{"name": "a", "image": "a",
                                             "resources": {"limits": {"cpu": "2", "memory": "1Gi"}}}]}}

@@ -117,7 +117,7 @@ def test_a_minor_not_yet_released_is_judged_from_its_pre_release_and_is_not_the_
     assert all(s.note is None for m, s in SUPPORTED.items() if m.minor not in PRERELEASES)
     assert kube.note == ("Kubernetes 1.38 is judged from its pre-release v1.38.0-beta.0: an answer may change at "
                          "1.38.0")
-    assert len(f"qos-guard: {kube.note}") < 120  # one admission warning, never truncated (review.fit_warnings)
+    assert len(f"({kube.note})") < 120  # one admission warning, never truncated (review.fit_warnings)
 
 
 def test_the_pre_release_judged_is_the_one_the_oracle_and_the_tools_are_built_at() -> None:

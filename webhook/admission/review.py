@@ -251,9 +251,10 @@ def review_decision(review: Review, endpoint: Endpoint, config: Config, facts: F
     if verdict.exempt:
         base.skipped = verdict.exempt
         return base
-    # At a minor judged from its pre-release, every answer that says something says that too (kubeversion).
+    # At a minor judged from its pre-release, every answer that says something says that too (kubeversion); in
+    # parentheses, so that no reader of the "rule: message" lines takes it for a rule's.
     note = kube_of(config, facts).note
-    said = [f"qos-guard: {note}"] if note else []
+    said = [f"({note})"] if note else []
     if endpoint.action is Action.PATCH:
         # Only Pods are patched: a patched template would make GitOps tools see drift
         # (docs/contract.md#modes-per-namespace-by-label).
