@@ -39,6 +39,10 @@ declare -A TOOL_REV=([helm]=.2)
 TOOLS_DIR="${QOS_GUARD_TOOLS:-${XDG_CACHE_HOME:-$HOME/.cache}/qos-guard/tools}"
 
 export CGO_ENABLED=0 GOFLAGS="-mod=mod" GOTOOLCHAIN=local
+# Kubernetes' own binaries and the oracle are built with the Go their release asks for (KUBE_GOTOOLCHAIN: the
+# installed Go up to 1.37, go1.27.1 fetched from the module proxy for 1.38); everything else with the local one.
+source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/go-toolchain.sh"
+KUBE_GOTOOLCHAIN=$(go_toolchain "$KUBE_VERSION")
 mkdir -p "$TOOLS_DIR"
 
 log() { echo "build-tools: $*" >&2; }
@@ -342,7 +346,7 @@ build_node_tool() {
   local cni_pkg=github.com/containernetworking/plugins/plugins
   case $1 in
     kubelet|kube-controller-manager|kube-scheduler)
-      build "$1" "$KUBE_VERSION" "$kube_pkg/$1" setup_kube_node "$(kube_ldflags "$KUBE_VERSION")" ;;
+      GOTOOLCHAIN=$KUBE_GOTOOLCHAIN build "$1" "$KUBE_VERSION" "$kube_pkg/$1" setup_kube_node "$(kube_ldflags "$KUBE_VERSION")" ;;
     containerd|containerd-shim-runc-v2|ctr)
       # As containerd's Makefile for static builds: no cgo, so no btrfs snapshotter (the only cgo user).
       GOFLAGS="$GOFLAGS -tags=no_btrfs" \
@@ -380,10 +384,10 @@ case $want in
   helm|all) build helm "$HELM_VERSION" helm.sh/helm/v3/cmd/helm setup_helm @helm_ldflags ;;&
   etcd|all) build etcd "$ETCD_VERSION" go.etcd.io/etcd/server/v3 setup_etcd ;;&
   kube-apiserver|all)
-    build kube-apiserver "$KUBE_VERSION" k8s.io/kubernetes/cmd/kube-apiserver setup_kube "$(kube_ldflags "$KUBE_VERSION")" ;;&
+    GOTOOLCHAIN=$KUBE_GOTOOLCHAIN build kube-apiserver "$KUBE_VERSION" k8s.io/kubernetes/cmd/kube-apiserver setup_kube "$(kube_ldflags "$KUBE_VERSION")" ;;&
   kubectl|all)
-    build kubectl "$KUBE_VERSION" k8s.io/kubernetes/cmd/kubectl setup_kube "$(kube_ldflags "$KUBE_VERSION")" ;;&
-  oracle|all) build_oracle ;;&
+    GOTOOLCHAIN=$KUBE_GOTOOLCHAIN build kubectl "$KUBE_VERSION" k8s.io/kubernetes/cmd/kubectl setup_kube "$(kube_ldflags "$KUBE_VERSION")" ;;&
+  oracle|all) GOTOOLCHAIN=$KUBE_GOTOOLCHAIN build_oracle ;;&
   promtool|all) build promtool "$PROMTOOL_VERSION" github.com/prometheus/prometheus/cmd/promtool setup_promtool ;;&
   oci-registry|all)
     build oci-registry "$GGCR_VERSION" github.com/google/go-containerregistry/cmd/registry setup_oci_registry ;;&

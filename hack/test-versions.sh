@@ -18,7 +18,8 @@ E2E_TESTS=${E2E_TESTS:-tests/e2e}
 OUT=${OUT:-$(mktemp -d -t qos-guard-versions.XXXX)}
 (( $# )) || { echo "usage: $0 KUBE_VERSION... (e.g. v1.33.13 v1.37.2)" >&2; exit 2; }
 for v in "$@"; do
-  [[ $v =~ ^v1\.[0-9]+\.[0-9]+$ ]] || { echo "test-versions: $v is not a Kubernetes release (e.g. v1.37.2)" >&2; exit 2; }
+  [[ $v =~ ^v1\.[0-9]+\.[0-9]+(-(alpha|beta|rc)\.[0-9]+)?$ ]] ||
+    { echo "test-versions: $v is not a Kubernetes release (e.g. v1.37.2, v1.38.0-beta.0)" >&2; exit 2; }
 done
 mkdir -p "$OUT"
 rm -f "$OUT"/*.xml "$OUT"/build-*.txt

@@ -18,7 +18,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 KUBE_VERSION_ENV = "QOS_GUARD_KUBE_VERSION"
-_RELEASE = re.compile(r"v1\.(\d+)\.(\d+)")
+# A release, or a minor's pre-release while its v1.MINOR.0 is not served (v1.38.0-beta.0).
+_RELEASE = re.compile(r"v1\.(\d+)\.(\d+)(?:-(?:alpha|beta|rc)\.\d+)?")
 
 
 @functools.cache

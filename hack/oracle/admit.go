@@ -78,8 +78,15 @@ func admitOnMachine(c TopologyCase) (ans TopologyAnswer, err error) {
 	if reservedSet.Size() > 0 {
 		numReserved = reservedSet.Size()
 	}
-	cpuPolicy, cpuState, err := newStaticPolicy(topo, numReserved, reservedSet, tm)
+	if err := setOptionGates(c.FeatureGates); err != nil {
+		return ans, err
+	}
+	cpuPolicy, cpuState, err := newStaticPolicy(topo, numReserved, reservedSet, tm, c.CPUOptions)
 	if err != nil {
+		if len(c.CPUOptions) > 0 { // kubelet's NewStaticPolicy refuses these options here: it would not start
+			ans.KubeletError = err.Error()
+			return ans, nil
+		}
 		return ans, err
 	}
 	addCPUHints(tm, cpuPolicy, cpuState)

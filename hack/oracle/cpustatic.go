@@ -26,7 +26,7 @@ func staticPolicy(cpus int) (cpumanager.Policy, state.State, error) {
 	for i := 0; i < cpus; i++ {
 		topo.CPUDetails[i] = topology.CPUInfo{CoreID: i}
 	}
-	return newStaticPolicy(topo, 1, cpuset.New(), fakeTopologyManager())
+	return newStaticPolicy(topo, 1, cpuset.New(), fakeTopologyManager(), nil)
 }
 
 // exclusive answers, per container, whether the static policy wants exclusive CPUs for it: its

@@ -85,10 +85,11 @@ func discoverCPUs(mi *cadvisorapi.MachineInfo) (*topology.CPUTopology, error) {
 	return topology.Discover(mi)
 }
 
-// newStaticPolicy is the static CPU Manager policy, started on an empty state.
+// newStaticPolicy is the static CPU Manager policy with kubelet's cpuManagerPolicyOptions, started on an empty
+// state.
 func newStaticPolicy(topo *topology.CPUTopology, numReserved int, reserved cpuset.CPUSet,
-	store topologymanager.Store) (cpumanager.Policy, cpustate.State, error) {
-	policy, err := cpumanager.NewStaticPolicy(topo, numReserved, reserved, store, nil)
+	store topologymanager.Store, options map[string]string) (cpumanager.Policy, cpustate.State, error) {
+	policy, err := cpumanager.NewStaticPolicy(topo, numReserved, reserved, store, options)
 	if err != nil {
 		return nil, nil, err
 	}

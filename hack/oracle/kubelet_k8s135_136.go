@@ -1,4 +1,4 @@
-//go:build k8s_1_35 || !(k8s_1_33 || k8s_1_34 || k8s_1_37)
+//go:build k8s_1_35 || !(k8s_1_33 || k8s_1_34 || k8s_1_37 || k8s_1_38)
 
 // kubelet 1.35's and 1.36's resource-manager calls (loggers passed, hint providers without an operation), for
 // admitOnMachine and the objects mode. 1.36's hint providers also allocate per Pod: kubelet_k8s136.go.
@@ -107,11 +107,12 @@ func discoverCPUs(mi *cadvisorapi.MachineInfo) (*topology.CPUTopology, error) {
 	return topology.Discover(logr.Discard(), mi)
 }
 
-// newStaticPolicy is the static CPU Manager policy, started on an empty state.
+// newStaticPolicy is the static CPU Manager policy with kubelet's cpuManagerPolicyOptions, started on an empty
+// state.
 func newStaticPolicy(topo *topology.CPUTopology, numReserved int, reserved cpuset.CPUSet,
-	store topologymanager.Store) (cpumanager.Policy, cpustate.State, error) {
+	store topologymanager.Store, options map[string]string) (cpumanager.Policy, cpustate.State, error) {
 	log := logr.Discard()
-	policy, err := cpumanager.NewStaticPolicy(log, topo, numReserved, reserved, store, nil)
+	policy, err := cpumanager.NewStaticPolicy(log, topo, numReserved, reserved, store, options)
 	if err != nil {
 		return nil, nil, err
 	}

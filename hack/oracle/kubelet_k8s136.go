@@ -1,4 +1,4 @@
-//go:build !(k8s_1_33 || k8s_1_34 || k8s_1_35 || k8s_1_37)
+//go:build !(k8s_1_33 || k8s_1_34 || k8s_1_35 || k8s_1_37 || k8s_1_38)
 
 // kubelet 1.36's hint providers also allocate per Pod (the pod scope's AllocatePod, absent in 1.35).
 

@@ -1,7 +1,8 @@
-//go:build k8s_1_37
+//go:build k8s_1_37 || k8s_1_38
 
-// kubelet 1.37's resource-manager calls (hint providers take the admission's lifecycle.Operation, the Topology
-// Manager a logger and Admit a context), for admitOnMachine and the objects mode.
+// kubelet 1.37's and 1.38's resource-manager calls (hint providers take the admission's lifecycle.Operation, the
+// Topology Manager a logger and Admit a context), for admitOnMachine and the objects mode. 1.38 (v1.38.0-beta.0)
+// changes none of these signatures.
 
 package main
 
@@ -115,11 +116,12 @@ func discoverCPUs(mi *cadvisorapi.MachineInfo) (*topology.CPUTopology, error) {
 	return topology.Discover(logr.Discard(), mi)
 }
 
-// newStaticPolicy is the static CPU Manager policy, started on an empty state.
+// newStaticPolicy is the static CPU Manager policy with kubelet's cpuManagerPolicyOptions, started on an empty
+// state.
 func newStaticPolicy(topo *topology.CPUTopology, numReserved int, reserved cpuset.CPUSet,
-	store topologymanager.Store) (cpumanager.Policy, cpustate.State, error) {
+	store topologymanager.Store, options map[string]string) (cpumanager.Policy, cpustate.State, error) {
 	log := logr.Discard()
-	policy, err := cpumanager.NewStaticPolicy(log, topo, numReserved, reserved, store, nil)
+	policy, err := cpumanager.NewStaticPolicy(log, topo, numReserved, reserved, store, options)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -4,23 +4,75 @@
 # The default minor's files are hack/oracle/go.mod and go.sum themselves.
 #
 #   hack/oracle/pin.sh v1.37.2
+#   hack/oracle/pin.sh v1.38.0-beta.0     (a pre-release, until its minor's v1.MINOR.0 is served)
+#   hack/oracle/pin.sh --behind           which pins (go.mod, minors/*.mod) a newer release of their minor
+#                                         replaces; exit 1 when one is behind
+#
+# hack/oracle/go.mod stays at the tools' default KUBE_VERSION (hack/build-tools.sh), whose build `make test`
+# caches; minors/v1.MINOR.mod may pin a newer patch of the same minor (make test-versions' KUBE_VERSIONS).
 #
 # As hack/build-tools.sh's setup_kube: k8s.io/kubernetes requires its staging modules at v0.0.0 and replaces
 # them with ./staging paths that only work inside its own repository, so each is replaced with the published
 # v0.MINOR.PATCH of the same release. Run again after a source change that needs a new import.
 set -euo pipefail
-v=${1:?usage: pin.sh v1.MINOR.PATCH}
-[[ $v =~ ^v1\.([0-9]+)\.[0-9]+$ ]] || { echo "pin.sh: $v is not v1.MINOR.PATCH" >&2; exit 2; }
+
+# served VERSION: whether the Go module proxy serves k8s.io/kubernetes at VERSION (its list, `go list -m
+# -versions`, leaves out some patches it serves, so each candidate is asked for by name).
+served() {
+  GOFLAGS=-mod=mod GOTOOLCHAIN=local go mod download -json "k8s.io/kubernetes@$1" 2>/dev/null |
+    grep -q -e '"GoMod"' -e 'requires go >='
+}
+
+# behind: for each pinned release, the next patches (and for a pre-release, the next pre-releases and the
+# minor's .0) asked for one by one until one is not served.
+behind() {
+  local file pinned minor patch next found=0 newest
+  for file in "$(dirname "$0")"/go.mod "$(dirname "$0")"/minors/v1.*.mod; do
+    pinned=$(sed -n 's/^\tk8s.io\/kubernetes \(v[^ ]*\)$/\1/p; s/^require k8s.io\/kubernetes \(v[^ ]*\)$/\1/p' "$file")
+    [[ $pinned =~ ^v1\.([0-9]+)\.([0-9]+)(-(alpha|beta|rc)\.([0-9]+))?$ ]] || continue
+    minor=${BASH_REMATCH[1]} patch=${BASH_REMATCH[2]} newest=$pinned
+    if [[ -n ${BASH_REMATCH[3]} ]]; then  # a pre-release: the later ones of the same minor, then .0
+      for next in "v1.$minor.0-rc.0" "v1.$minor.0-rc.1" "v1.$minor.0-rc.2" "v1.$minor.0"; do
+        [[ $next > $pinned || $next == "v1.$minor.0" ]] && served "$next" && newest=$next
+      done
+    else
+      next=$((patch + 1))
+      while served "v1.$minor.$next"; do newest=v1.$minor.$next; next=$((next + 1)); done
+    fi
+    if [[ $newest != "$pinned" ]]; then
+      if [[ $file == */go.mod ]]; then  # the tools' default: moving it rebuilds what `make test` caches
+        echo "go.mod: k8s.io/kubernetes $pinned is behind $newest (the tools' default KUBE_VERSION, which" \
+             "make test builds; minors/v1.$minor.mod may pin $newest for make test-versions)"
+      else
+        echo "${file#"$(dirname "$0")"/}: k8s.io/kubernetes $pinned is behind $newest (hack/oracle/pin.sh $newest)"
+      fi
+      found=1
+    else
+      echo "${file#"$(dirname "$0")"/}: k8s.io/kubernetes $pinned is the newest served"
+    fi
+  done
+  return $found
+}
+if [[ ${1:-} == --behind ]]; then
+  behind
+  exit
+fi
+
+v=${1:?usage: pin.sh v1.MINOR.PATCH | --behind}
+[[ $v =~ ^v1\.([0-9]+)\.[0-9]+(-(alpha|beta|rc)\.[0-9]+)?$ ]] || { echo "pin.sh: $v is not v1.MINOR.PATCH" >&2; exit 2; }
 minor=${BASH_REMATCH[1]}
 staging=v0.${v#v1.}
 cd "$(dirname "$0")"
+source ../go-toolchain.sh
 mod=minors/v1.$minor.mod
-export GOFLAGS=-mod=mod GOTOOLCHAIN=local
+# The release's own Go where the installed one is too old (hack/go-toolchain.sh).
+GOTOOLCHAIN=$(go_toolchain "$v")
+export GOFLAGS=-mod=mod GOTOOLCHAIN
 # Start from the default minor's direct requirements only: tidy finds the rest for this release.
 {
   echo "module qos-guard.dev/oracle"
   echo
-  echo "go $(go mod edit -json go.mod | sed -n 's/^\t"Go": "\(.*\)",*$/\1/p')"
+  echo "go $(GOTOOLCHAIN=local go mod edit -json go.mod | sed -n 's/^\t"Go": "\(.*\)",*$/\1/p')"
 } > "$mod"
 rm -f "minors/v1.$minor.sum"
 gomod=$(go mod download -json "k8s.io/kubernetes@$v" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')

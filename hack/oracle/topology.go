@@ -58,6 +58,10 @@ type TopologyCase struct {
 	Policy  string          `json:"policy"` // none | best-effort | restricted | single-numa-node
 	Scope   string          `json:"scope"`  // container | pod
 	Pod     json.RawMessage `json:"pod,omitempty"`
+	// kubelet's cpuManagerPolicyOptions (e.g. {"full-pcpus-only": "true"}) and the CPU Manager option gates
+	// (cpuoptions.go) the kubelet runs with.
+	CPUOptions   map[string]string `json:"cpuManagerPolicyOptions,omitempty"`
+	FeatureGates map[string]bool   `json:"featureGates,omitempty"`
 }
 
 // Placement is where one container's resources ended up.
@@ -84,6 +88,10 @@ type TopologyAnswer struct {
 	Capacity    []map[string]resource.Quantity `json:"capacity"`
 	Allocatable []map[string]resource.Quantity `json:"allocatable"`
 	ReservedCPU []int                          `json:"reservedCPUs,omitempty"`
+	// Why kubelet would not start with this configuration on this machine (the static policy's constructor
+	// refuses the options: an unknown or gated option, two that exclude each other, align-by-socket under
+	// single-numa-node or with more sockets than NUMA nodes); nothing else is answered then.
+	KubeletError string `json:"kubeletError,omitempty"`
 }
 
 func topologyMode(line []byte) any {

@@ -96,3 +96,18 @@ def test_readme_takes_a_new_user_from_an_empty_registry_to_a_running_webhook(ren
         "spec"]["template"]["spec"]["containers"][0]["image"]
     assert image == "registry.example.com:5000/qos-guard/qos-guard:0.1.0"
     assert "registry.example.com:5000/qos-guard/qos-guard:0.1.0" in readme
+
+
+def test_the_chart_installs_on_the_1_38_pre_release(render: Render) -> None:
+    """Kubernetes 1.38 before its release (v1.38.0-beta.0, the newest 1.38 the Go module proxy serves): the
+    chart's kubeVersion (>=1.33.0-0) admits the pre-release, and the policies' parameters carry 1.38, which
+    qos-guard judges (webhook.core.kubeversion: from that pre-release)."""
+    from webhook.core.kubeversion import resolve
+
+    for enforcement in ("webhook", "policy"):
+        objects = render("--set", f"enforcement={enforcement}", "--kube-version", "1.38.0-beta.0")
+        assert one(objects, "Deployment") if enforcement == "webhook" else by_kind(objects, "MutatingAdmissionPolicy")
+    params = [o for o in render("--set", "enforcement=policy", "--kube-version", "1.38.0-beta.0")
+              if o.get("kind") == "ConfigMap" and "kubernetesVersion" in (o.get("data") or {})]
+    assert params and {o["data"]["kubernetesVersion"] for o in params} == {"1.38"}
+    assert resolve(params[0]["data"]["kubernetesVersion"]).prerelease == "v1.38.0-beta.0"

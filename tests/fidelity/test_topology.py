@@ -13,6 +13,11 @@ refuses (it reports); kubelet's verdicts there are counted, for the record (``re
 providers' hints do not merge into a preferred one, and either policy fails an allocation nothing can hold).
 Every disagreement excused is one of two counted upstream behaviours (``EXCEPTIONS``), recognised in kubelet's
 own answer for that case.
+
+The CPU Manager's policy options (``cpuManagerPolicyOptions``): a second set of cases whose kubelet runs some of
+them, with the alpha-options gate on or off (``options_case``). qos-guard's table of which options each minor
+accepts (``options_refusal``) must say exactly when kubelet's static policy refuses to start; where it starts,
+the NUMA fit, reading the options from the NodeResourceTopology object's attributes, must agree as above.
 """
 
 from __future__ import annotations
@@ -24,13 +29,13 @@ from typing import Any
 from tests.fidelity.conftest import SEED
 from tests.fidelity.divergences import TALLY
 from tests.fidelity.oracle import Oracle
-from tests.fidelity.topology_grammar import case, nrt
+from tests.fidelity.topology_grammar import case, nrt, options_case
 from webhook.core.config import parse_config
 from webhook.core.engine import Mode, evaluate
 from webhook.core.facts import Facts
 from webhook.core.kubeversion import DEFAULT, Semantics
 from webhook.core.numa import fit_node
-from webhook.core.numatopology import Topology, parse_nrt
+from webhook.core.numatopology import Topology, options_refusal, parse_nrt
 from webhook.core.podspec import build_pod_spec
 
 CASES = 7_000
@@ -106,7 +111,7 @@ def judge(c: dict[str, Any], answer: dict[str, Any], kube: Semantics = DEFAULT) 
     object in the topology, is the Pod admitted (no numa-unfit refusal), and the story. Where the node is not
     one the Pod can land on (``absent_devices``), the verdict of the node-level model (``fit_node``) instead:
     kubelet's answer is still compared, with the model that gives it. ``kube``: the oracle's minor."""
-    topo = parse_nrt(nrt("node", answer, c["policy"], c["scope"]))
+    topo = parse_nrt(nrt("node", answer, c["policy"], c["scope"], c))
     fit = fit_node(build_pod_spec(c["pod"]["spec"], ("spec",), c["pod"].get("status"), kube=kube), topo)
     story = f"placed {dict(fit.placed)}" if fit.fits else \
         f"{fit.failed.label if fit.failed else '?'} does not fit ({'alone' if fit.alone else 'in order'})"
@@ -164,4 +169,72 @@ def test_numa_fit_agrees_with_the_topology_manager(topology_oracle: Oracle) -> N
                  f"{len(failures)} disagree"] += 1
     print(f"\nfidelity: topology cases {json.dumps(counts, sort_keys=True)}")
     assert counts.get("cases", 0) >= CASES and counts.get("single-numa-node: compared", 0) >= 5_000
+    assert not failures, f"{len(failures)} disagreements; the first:\n" + "\n\n".join(failures[:5])
+
+
+OPTION_CASES = 3_000
+
+
+def test_numa_fit_agrees_under_cpu_manager_policy_options(topology_oracle: Oracle) -> None:
+    rng = random.Random(SEED + 52)
+    minor = topology_oracle.kube.minor.minor
+    failures: list[str] = []
+    counts: dict[str, int] = {}
+
+    def count(key: str) -> None:
+        counts[key] = counts.get(key, 0) + 1
+
+    for _ in range(OPTION_CASES // BATCH):
+        batch = [options_case(rng) for _ in range(BATCH)]
+        answers = topology_oracle.ask(batch)
+        for c, answer in zip(batch, answers, strict=True):
+            count("cases")
+            options = frozenset(k for k, v in c["cpuManagerPolicyOptions"].items() if v == "true")
+            alpha = bool(c["featureGates"].get("CPUManagerPolicyAlphaOptions"))
+            if answer.get("error"):
+                failures.append(f"oracle error {answer['error']}: {json.dumps(c)}")
+                continue
+            expected = options_refusal(options, minor, c["policy"], alpha)
+            refused = answer.get("kubeletError")
+            if bool(refused) != (expected is not None):
+                failures.append(f"kubelet {'refuses to start: ' + refused if refused else 'starts'}; qos-guard's "
+                                f"table: {expected or 'it starts'}; options {sorted(options)}, alpha gate {alpha}, "
+                                f"policy {c['policy']}")
+                continue
+            if refused:
+                count("kubelet does not start with these options (agreed; not compared)")
+                continue
+            if answer.get("decodeError") or answer.get("podErrors"):
+                count("refused by the API server (not compared)")
+                continue
+            fits, story = judge(c, answer, topology_oracle.kube)
+            admitted = bool(answer["admitted"])
+            smt = c["machine"]["threadsPerCore"] == 2
+            if c["policy"] != "single-numa-node":
+                assert fits, f"numa-unfit refused a Pod on a {c['policy']} node (only single-numa-node refuses)"
+                count(f"{c['policy']}: kubelet {'admits' if admitted else 'refuses'}")
+                continue
+            count("single-numa-node: compared")
+            count(f"single-numa-node/{c['scope']}: {'admitted' if admitted else 'refused'}"
+                  f"{' (SMTAlignmentError)' if answer.get('reason') == 'SMTAlignmentError' else ''}")
+            for option in sorted(options):
+                count(f"single-numa-node with {option}{' (SMT machine)' if smt else ''}: compared")
+            if fits != admitted:
+                why = next((name for name, applies in EXCEPTIONS if applies(c, answer)), None)
+                if why is not None:
+                    TALLY.excused[f"topology with options: {why}"] += 1
+                    continue
+                failures.append(f"qos-guard: {story}; kubelet: {'admits' if admitted else 'refuses'} "
+                                f"({answer.get('reason')}: {answer.get('message')}) "
+                                f"placement {json.dumps(answer.get('placement'))}\ncase: {json.dumps(c)}\n"
+                                f"allocatable: {json.dumps(answer['allocatable'])} "
+                                f"reserved: {answer.get('reservedCPUs')}")
+    for key, value in sorted(counts.items()):
+        TALLY.counts[f"topology with CPU Manager options: {key}"] += value
+    compared = counts.get("single-numa-node: compared", 0)
+    TALLY.counts[f"topology with CPU Manager options against k8s.io/kubernetes {topology_oracle.release}: "
+                 f"{compared} single-numa-node cases, {compared - len(failures)} agree, "
+                 f"{len(failures)} disagree"] += 1
+    print(f"\nfidelity: topology cases with CPU Manager options {json.dumps(counts, sort_keys=True)}")
+    assert counts.get("cases", 0) >= OPTION_CASES and compared >= 1_000
     assert not failures, f"{len(failures)} disagreements; the first:\n" + "\n\n".join(failures[:5])

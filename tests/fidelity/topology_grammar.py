@@ -13,15 +13,24 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from webhook.core.numatopology import (
+    CPU_MANAGER_OPTIONS,
+    CPU_OPTIONS_ATTRIBUTE,
+    FULL_PCPUS_ONLY,
+    SIBLINGS_ATTRIBUTE,
+    THREADS_ATTRIBUTE,
+)
+
 GIB = 1 << 30
 MIB = 1 << 20
 DEVICES = ("example.com/gpu", "example.com/nic")
 POLICIES = ("single-numa-node",) * 8 + ("restricted", "best-effort")
 
 
-def machine(rng: random.Random) -> dict[str, Any]:
+def machine(rng: random.Random, smt: bool | None = None) -> dict[str, Any]:
+    """``smt``: two threads per core (True), one (False), else drawn."""
     count = rng.choice([1, 2, 2, 2, 3, 4, 4, 6, 8])
-    tpc = rng.choice([1, 1, 2])
+    tpc = rng.choice([1, 1, 2]) if smt is None else 2 if smt else 1
     numa: list[dict[str, Any]] = []
     for i in range(count):
         cpus = rng.choice([2, 4, 4, 6, 8, 8, 12, 16, 24, 32]) * (tpc if rng.random() < 0.5 else 1)
@@ -114,9 +123,35 @@ def case(rng: random.Random) -> dict[str, Any]:
     return {"machine": spec, "policy": policy, "scope": rng.choice(["container", "pod"]), "pod": pod(rng, spec)}
 
 
-def nrt(name: str, answer: dict[str, Any], policy: str, scope: str) -> dict[str, Any]:
+def options_case(rng: random.Random) -> dict[str, Any]:
+    """A case whose kubelet runs the static CPU Manager with some of its policy options (each drawn alone,
+    so combinations kubelet refuses are drawn too: the oracle says it would not start), the alpha-options gate
+    on or off, mostly on SMT machines of several sockets."""
+    policy = rng.choice(POLICIES)
+    spec = machine(rng, smt=rng.random() < 0.75)
+    while policy != "single-numa-node" and len(spec["numa"]) > 4:
+        spec = machine(rng, smt=spec["threadsPerCore"] == 2)
+    options = {name: "true" for name in CPU_MANAGER_OPTIONS if rng.random() < 0.3}
+    if not options:
+        options = {FULL_PCPUS_ONLY: "true"}
+    gates = {"CPUManagerPolicyAlphaOptions": rng.random() < 0.6}
+    return {"machine": spec, "policy": policy, "scope": rng.choice(["container", "pod"]), "pod": pod(rng, spec),
+            "cpuManagerPolicyOptions": options, "featureGates": gates}
+
+
+def reserved_siblings(c: dict[str, Any], answer: dict[str, Any]) -> int:
+    """CPUs that share a core with a reserved CPU and are not reserved (the machine numbers a core's threads
+    one after another: CPU ``n`` is on core ``n // threadsPerCore``)."""
+    tpc = int(c["machine"]["threadsPerCore"])
+    reserved = set(answer.get("reservedCPUs") or [])
+    return len({cpu // tpc for cpu in reserved}) * tpc - len(reserved)
+
+
+def nrt(name: str, answer: dict[str, Any], policy: str, scope: str,
+        c: dict[str, Any] | None = None) -> dict[str, Any]:
     """The NodeResourceTopology object (v1alpha2) an exporter publishes for this machine: per NUMA node, the
-    capacity and what kubelet's resource managers hand out (the oracle reads both from them)."""
+    capacity and what kubelet's resource managers hand out (the oracle reads both from them); with the case
+    ``c`` of a kubelet with cpuManagerPolicyOptions, the attributes that carry them."""
     zones = []
     for i, (cap, alloc) in enumerate(zip(answer["capacity"], answer["allocatable"], strict=True)):
         resources = []
@@ -126,8 +161,12 @@ def nrt(name: str, answer: dict[str, Any], policy: str, scope: str) -> dict[str,
         zones.append({"name": f"node-{i}", "type": "Node", "resources": resources,
                       "costs": [{"name": f"node-{j}", "value": 10 if i == j else 20}
                                 for j in range(len(answer["capacity"]))]})
+    attributes = [{"name": "topologyManagerPolicy", "value": policy},
+                  {"name": "topologyManagerScope", "value": scope}]
+    if c is not None and c.get("cpuManagerPolicyOptions"):
+        options = ",".join(f"{k}={v}" for k, v in sorted(c["cpuManagerPolicyOptions"].items()))
+        attributes += [{"name": CPU_OPTIONS_ATTRIBUTE, "value": options},
+                       {"name": THREADS_ATTRIBUTE, "value": str(c["machine"]["threadsPerCore"])},
+                       {"name": SIBLINGS_ATTRIBUTE, "value": str(reserved_siblings(c, answer))}]
     return {"apiVersion": "topology.node.k8s.io/v1alpha2", "kind": "NodeResourceTopology",
-            "metadata": {"name": name},
-            "attributes": [{"name": "topologyManagerPolicy", "value": policy},
-                           {"name": "topologyManagerScope", "value": scope}],
-            "zones": zones}
+            "metadata": {"name": name}, "attributes": attributes, "zones": zones}

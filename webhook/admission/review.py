@@ -21,7 +21,15 @@ from webhook.admission.decode import BadReview as BadReview  # raised here, caug
 from webhook.admission.decode import Namespace, decode, decode_object, plain
 from webhook.core.claims import CLAIM_GROUP, CLAIM_KINDS
 from webhook.core.config import Config
-from webhook.core.engine import MODE_LABEL_RULE, NEVER_JUDGED, Mode, ObjectVerdict, evaluate, mode_label_problem
+from webhook.core.engine import (
+    MODE_LABEL_RULE,
+    NEVER_JUDGED,
+    Mode,
+    ObjectVerdict,
+    evaluate,
+    kube_of,
+    mode_label_problem,
+)
 from webhook.core.facts import NO_FACTS, Facts
 from webhook.core.mutation import json_patch
 from webhook.core.podspec import ManifestError
@@ -274,24 +282,29 @@ def review_decision(review: Review, endpoint: Endpoint, config: Config, facts: F
     if verdict.exempt:
         base.skipped = verdict.exempt
         return base
+    # At a minor judged from its pre-release, every answer that says something says that too (kubeversion); in
+    # parentheses, so that no reader of the "rule: message" lines takes it for a rule's.
+    note = kube_of(config, facts).note
+    said = [f"({note})"] if note else []
     if endpoint.action is Action.PATCH:
         # Only Pods are patched: a patched template would make GitOps tools see drift
         # (docs/contract.md#modes-per-namespace-by-label).
         if review.kind == POD and review.subresource == "" and verdict.changes:
             base.patch = json_patch(review.obj, verdict.changes)
-            base.warnings = fit_warnings([f"qos-guard: {c.message}" for c in verdict.changes])
+            base.warnings = fit_warnings([f"qos-guard: {c.message}" for c in verdict.changes] + said)
         return base
     found = verdict.violations
     advised = [f"{v.rule}: {v.message}" for _, v in verdict.advisories]  # reported, never refused
     base.rules = sorted({v.rule for _, v in found})
     if endpoint.action is Action.WARN:
-        base.warnings = fit_warnings([warning(v) for _, v in found] + advised)
+        if found or advised:
+            base.warnings = fit_warnings([warning(v) for _, v in found] + advised + said)
         return base
     if advised:
-        base.warnings = fit_warnings(advised)
+        base.warnings = fit_warnings(advised + said)
     if found:
         base.allowed = False
-        base.message = _denial(review, verdict)
+        base.message = "\n".join([_denial(review, verdict), *said])
     return base
 
 

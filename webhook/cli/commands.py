@@ -17,7 +17,7 @@ from webhook.core.config import Config, ConfigError
 from webhook.core.engine import Mode
 from webhook.core.facts import NO_FACTS
 from webhook.core.kubeletpinning import DEFAULT_POOL_LABELS
-from webhook.core.kubeversion import VersionError, resolve
+from webhook.core.kubeversion import DEFAULT, VersionError, resolve
 from webhook.core.outcome import ExitCode, Refused
 from webhook.manifests.configfile import load_config
 
@@ -41,14 +41,14 @@ def _nothing_to_judge(paths: Sequence[str], report: Report) -> str:
 
 def configured(args: argparse.Namespace) -> Config:
     """``--config``'s configuration, its ``kubernetesVersion`` replaced by ``--kubernetes-version`` when given."""
-    config = load_config(args.config)
-    flag = getattr(args, "kubernetes_version", None)
-    if flag is None:
-        return config
+    config, flag = load_config(args.config), getattr(args, "kubernetes_version", None)
     try:
-        return replace(config, kubernetes_version=resolve(flag))
+        config = config if flag is None else replace(config, kubernetes_version=resolve(flag))
     except VersionError as exc:
         raise ConfigError(f"--kubernetes-version: {exc}") from None
+    if (kube := config.kubernetes_version) is not None and kube.note:  # a pre-release judges: said, every format
+        err(f"{kube.note}; --kubernetes-version {DEFAULT.minor} judges with the newest released minor")
+    return config
 
 
 def cmd_check(args: argparse.Namespace) -> ExitCode:

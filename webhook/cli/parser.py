@@ -26,7 +26,7 @@ from webhook.cli.pipe import closed_pipe_tolerated
 from webhook.core.config import ConfigError
 from webhook.core.engine import Mode
 from webhook.core.kubeletpinning import DEFAULT_POOL_LABELS
-from webhook.core.kubeversion import DEFAULT, SUPPORTED_TEXT
+from webhook.core.kubeversion import DEFAULT, PRERELEASE_TEXT, SUPPORTED_TEXT
 from webhook.core.outcome import ExitCode
 
 CHECK_EXIT_CODES = """exit codes:
@@ -81,7 +81,8 @@ def _version_option(command: argparse.ArgumentParser) -> None:
     command.add_argument("--kubernetes-version", metavar="1.MINOR",
                          help=f"judge with this Kubernetes minor's semantics ({SUPPORTED_TEXT}; v1.37.2 is read as "
                               f"1.37): QoS class, defaulting and pod-level resources differ between minors "
-                              f"(default: the kubernetesVersion key, else {DEFAULT.minor}, the newest)")
+                              f"(default: the kubernetesVersion key, else {DEFAULT.minor}, the newest released; "
+                              f"{PRERELEASE_TEXT})")
 
 
 def add_serve_arguments(serve: argparse.ArgumentParser) -> None:

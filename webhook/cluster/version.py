@@ -49,13 +49,13 @@ def served(configured: Semantics | None, read: Callable[[], dict[str, object]]) 
     """The minor to judge with, from ``read()`` (the API server's /version), and the line saying which and why;
     ``configured`` (``kubernetesVersion``) when the API server cannot be asked."""
     fallback = configured or DEFAULT
-    why = "kubernetesVersion" if configured is not None else "the newest supported"
+    why = "kubernetesVersion" if configured is not None else "the newest released"
     try:
         answer = read()
         minor = served_minor(answer)
     except (ClusterError, VersionError) as exc:
-        return Served(None, f"judging with Kubernetes {fallback} semantics ({why}): the API server's version "
-                            f"is not known: {exc}")
+        says = f"judging with Kubernetes {fallback} semantics ({why}): the API server's version is not known: {exc}"
+        return Served(None, f"{says}; {fallback.note}" if fallback.note else says)
     kube, note = nearest(minor)
     shown = answer.get("gitVersion") if isinstance(answer.get("gitVersion"), str) else str(minor)
     says = f"judging with Kubernetes {kube} semantics (the API server's /version: {shown})"
@@ -63,6 +63,8 @@ def served(configured: Semantics | None, read: Callable[[], dict[str, object]]) 
         says = f"{says}; {note}"
     if configured is not None and configured.minor != kube.minor:
         says = f"{says}; kubernetesVersion {configured} is not used: the API server's own version wins"
+    if kube.note:
+        says = f"{says}; {kube.note}"
     return Served(kube, says)
 
 

@@ -198,7 +198,7 @@ KUBERNETES_VERSION = Setting(
     "kubernetesVersion", KubeVersion(), None,
     f"the Kubernetes minor whose semantics judge (one of {', '.join(map(str, SUPPORTED))}): QoS class, defaulting "
     "and pod-level resources differ between minors (docs/contract.md#kubernetes-versions). null: the API server's "
-    f"own (/version) where qos-guard reads the cluster, else {DEFAULT_KUBE.minor}, the newest; "
+    f"own (/version) where qos-guard reads the cluster, else {DEFAULT_KUBE.minor}, the newest released; "
     "--kubernetes-version wins over it; the admission policies read it too (the chart writes the cluster's own minor "
     "when it is null)")
 RUNTIME_CLASSES = Setting("runtimeClassNames", Names(), frozenset(),

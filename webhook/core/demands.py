@@ -174,7 +174,8 @@ def demands(pod: PodSpec, guaranteed: bool | None = None) -> Demands:
     apps = [d for d in ordered if d.kind == "app"]
 
     # podGuaranteedCPUs / getPodRequestedResources: max(init peaks with the sidecars before them, apps +
-    # sidecars); memory types count only when an app container asks them.
+    # sidecars); up to 1.37 memory types count only when an app container asks them, from 1.38 every container's
+    # (``Semantics.pod_memory_hint_all_containers``).
     def total(get: Any, keys: Iterable[str]) -> dict[str, int]:
         out = {}
         for key in keys:
@@ -189,7 +190,7 @@ def demands(pod: PodSpec, guaranteed: bool | None = None) -> Demands:
         return out
 
     cpus = total(lambda d, _k: d.cpus, [CPU])[CPU]
-    mem_types = {k for d in apps for k in d.memory}
+    mem_types = {k for d in (ordered if pod.kube.pod_memory_hint_all_containers else apps) for k in d.memory}
     memory = total(lambda d, k: d.memory.get(k, 0), sorted(mem_types))
     dev_types = {k for d in ordered for k in d.devices}
     devices = total(lambda d, k: d.devices.get(k, 0), sorted(dev_types))

@@ -258,7 +258,7 @@ def exemption(config: Config, target: Target, namespace: str | None, username: s
 
 def kube_of(config: Config, facts: Facts = NO_FACTS) -> Semantics:
     """The minor whose semantics judge: the API server's (a fact) when read, else the configuration's
-    ``kubernetesVersion`` (``--kubernetes-version``), else ``kubeversion.DEFAULT``, the newest supported."""
+    ``kubernetesVersion`` (``--kubernetes-version``), else ``kubeversion.DEFAULT``, the newest released."""
     return facts.kubernetes or config.kubernetes_version or DEFAULT
 
 

@@ -8,7 +8,11 @@ default) it stands for, and docs/contract.md#kubernetes-versions lists them.
 
 The minor comes from the API server's ``/version`` (``serve``, ``audit``, ``nodes``, the extender), or from
 ``--kubernetes-version`` / the ``kubernetesVersion`` key (``check``, ``fix``, ``policy``); ``DEFAULT`` (the
-newest supported minor) when neither says.
+newest minor released as GA) when neither says.
+
+A minor whose v1.MINOR.0 the Go module proxy does not serve yet is supported from its newest pre-release
+(``PRERELEASES``): it is proven against that pre-release's code, every answer at it says so (``Semantics.note``),
+and it is not the default until its GA release is served (then its line in ``PRERELEASES`` goes).
 """
 
 from __future__ import annotations
@@ -96,9 +100,25 @@ class Semantics:
     # (TaintTolerationComparisonOperators, alpha and off through 1.37, gates only the API server's acceptance:
     # a Pod that carries such a toleration was admitted with it on).
     toleration_comparison_operators: bool
+    # getPodRequestedResources (pkg/kubelet/cm/memorymanager/policy_static.go), the Pod's memory hint in the
+    # Topology Manager's pod scope: from 1.38 it counts every memory type any container asks (init containers and
+    # sidecars too); before, only the types app containers ask, so an init container's hugepages could miss the
+    # Pod's NUMA node. Not a feature gate: a code change.
+    pod_memory_hint_all_containers: bool
+    # The pre-release this minor is judged from (v1.38.0-beta.0) while its GA release is not served; None: GA.
+    prerelease: str | None = None
 
     def __str__(self) -> str:
         return str(self.minor)
+
+    @property
+    def note(self) -> str | None:
+        """What an answer at a pre-release minor says beside it (None at a GA minor)."""
+        if self.prerelease is None:
+            return None
+        # Short enough for one admission warning (under 120 characters with its "qos-guard: " prefix).
+        return (f"Kubernetes {self.minor} is judged from its pre-release {self.prerelease}: an answer may change at "
+                f"{self.minor}.0")
 
 
 # Where minors differ, one line each: the field, the first supported minor whose answer is the value given (the
@@ -114,19 +134,32 @@ CHANGES: tuple[tuple[str, int | None, bool], ...] = (
     ("mutating_admission_policy", 36, True),
     ("zero_device_request_aligned", 36, True),
     ("toleration_comparison_operators", 35, True),
+    ("pod_memory_hint_all_containers", 38, True),
 )
+
+
+# Supported minors whose GA release is not served yet, each with the pre-release its answers come from (the
+# oracle, hack/oracle/minors/, and the tools, make test-versions, are built at the same one). 1.38's gates at their
+# defaults move no field (pkg/features/kube_features.go of v1.38.0-beta.0); its code moves one, the Memory
+# Manager's pod-scope hint (``pod_memory_hint_all_containers``), found by the topology differential there. Its
+# Quantity parser changed too (29 significant digits, nano precision; docs/contract.md#kubernetes-versions).
+PRERELEASES: dict[int, str] = {38: "v1.38.0-beta.0"}
 
 
 def _semantics(minor: int) -> Semantics:
     """One minor's row of ``CHANGES``: each field's value from its minor on, the opposite before it."""
     fields = {name: (value if since is not None and minor >= since else not value) for name, since, value in CHANGES}
-    return Semantics(minor=Minor(1, minor), **fields)
+    return Semantics(minor=Minor(1, minor), prerelease=PRERELEASES.get(minor), **fields)
 
 
-SUPPORTED: dict[Minor, Semantics] = {s.minor: s for s in map(_semantics, range(33, 38))}
+SUPPORTED: dict[Minor, Semantics] = {s.minor: s for s in map(_semantics, range(33, 39))}
 OLDEST, NEWEST = min(SUPPORTED), max(SUPPORTED)
-DEFAULT = SUPPORTED[NEWEST]
+# The default: the newest minor released as GA (a pre-release minor is judged only when asked for or served).
+DEFAULT = SUPPORTED[max(m for m, s in SUPPORTED.items() if s.prerelease is None)]
 SUPPORTED_TEXT = f"{OLDEST} to {NEWEST}"
+# Which supported minors are judged from a pre-release, for help texts and docs.
+PRERELEASE_TEXT = ", ".join(f"{s.minor} is judged from its pre-release {s.prerelease}"
+                            for s in SUPPORTED.values() if s.prerelease) or "every supported minor is released"
 
 
 def semantics(minor: Minor) -> Semantics:
@@ -152,5 +185,5 @@ def resolve(text: object) -> Semantics:
     return semantics(parse_minor(text))
 
 
-__all__ = ["CHANGES", "DEFAULT", "NEWEST", "OLDEST", "SUPPORTED", "Minor", "Semantics", "VersionError", "nearest",
-           "parse_minor", "resolve", "semantics", "served_minor"]
+__all__ = ["CHANGES", "DEFAULT", "NEWEST", "OLDEST", "PRERELEASES", "PRERELEASE_TEXT", "SUPPORTED", "Minor",
+           "Semantics", "VersionError", "nearest", "parse_minor", "resolve", "semantics", "served_minor"]

@@ -30,12 +30,12 @@ reusable ones first, as kubelet does on cores of one thread. The differential te
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from webhook.core.demands import Demand, Demands, demands, is_device, may_align
 from webhook.core.memo import Memo, remember
-from webhook.core.numatopology import HUGEPAGES, NodeTopology, Shapes, Topology, Zone, shapes_of
+from webhook.core.numatopology import HUGEPAGES, NodeTopology, Shapes, Topology, shapes_of
 from webhook.core.podspec import CPU, PodSpec
 from webhook.core.scheduling import Placement
 
@@ -246,13 +246,16 @@ def fit_node(pod: PodSpec | Demands, topo: NodeTopology) -> NodeFit:
             if chosen is None:
                 return NodeFit(topo.name, topo.policy, topo.scope, {}, pod_demand, True)
             placed[""] = chosen
-            # Each container is then allocated on the Pod's NUMA node. The Pod's memory hint counts only the
-            # types its app containers ask (getPodRequestedResources), so an init container's hugepages can
-            # still miss that node: its Allocate then fails (extendTopologyManagerHint finds no preferred hint).
+            # Each container is then allocated on the Pod's NUMA node. Up to 1.37 the Pod's memory hint counts
+            # only the types its app containers ask (getPodRequestedResources), so an init container's hugepages
+            # can still miss that node: its Allocate then fails (extendTopologyManagerHint finds no preferred
+            # hint); from 1.38 it counts every container's (``Semantics.pod_memory_hint_all_containers``).
             for d in wants.containers:
                 if d.memory and not node.holds_memory(d, chosen):
                     return NodeFit(topo.name, topo.policy, topo.scope, placed, d, False,
                                    f"the Pod's NUMA node (node-{chosen}) does not hold its memory")
+                if (refused := _smt_refusal(topo, node, d, placed)) is not None:
+                    return refused
                 node.place(d, chosen)
         return NodeFit(topo.name, topo.policy, topo.scope, placed)
     for d in wants.containers:
@@ -264,9 +267,27 @@ def fit_node(pod: PodSpec | Demands, topo: NodeTopology) -> NodeFit:
             empty = _Node.start(topo, wants.zero_devices_aligned) if placed else None
             alone = empty is None or not any(empty.accepts(d, n) for n in order)
             return NodeFit(topo.name, topo.policy, topo.scope, placed, d, alone)
+        # Admitted by the Topology Manager, the container is then allocated: there full-pcpus-only may refuse it.
+        if (refused := _smt_refusal(topo, node, d, placed)) is not None:
+            return refused
         node.place(d, chosen)
         placed[d.container or ""] = chosen
     return NodeFit(topo.name, topo.policy, topo.scope, placed)
+
+
+def _smt_refusal(topo: NodeTopology, node: _Node, d: Demand, placed: Mapping[str, int] | None = None) -> NodeFit | None:
+    """The CPU Manager's Allocate of ``d`` under ``full-pcpus-only`` (``CPUManager.smt_refusal``), against the
+    CPUs no container holds now (the default set: an init container's stay held, though reusable); None when the
+    node does not run it (or does not say) or it allows ``d``."""
+    cpu = topo.cpu_manager
+    if cpu is None or not cpu.full_pcpus_only or not d.cpus:
+        return None
+    why = cpu.smt_refusal(d.cpus, sum(node.cpu_free.values()))
+    if why is None:
+        return None
+    empty = sum(z.allocatable.get(CPU, 0) // 1000 for z in topo.zones)
+    alone = cpu.smt_refusal(d.cpus, empty) is not None  # refused even on the empty node
+    return NodeFit(topo.name, topo.policy, topo.scope, dict(placed or {}), d, alone, why)
 
 
 def _first(node: _Node, d: Demand) -> int | None:
@@ -422,26 +443,3 @@ def fit_cluster(pod: PodSpec, topology: Topology, exhaustive: bool = False,
 def _fit(index: Shapes, where: int, wants: Demands, memo: Memo | None) -> NodeFit:
     """The shape's answer for what the Pod asks, remembered in ``memo`` (bounded)."""
     return remember(memo, "numa.fitted", (where, wants.key), lambda: fit_node(wants, index.shapes[where].topology))
-
-
-def largest_zone(need: Demand, topologies: Iterable[NodeTopology]) -> tuple[NodeTopology, Zone] | None:
-    """The zone that comes closest to holding ``need``: most of its resources held, then the most of the
-    first resource short."""
-    best: tuple[tuple[int, list[float]], NodeTopology, Zone] | None = None
-    for topo in topologies:
-        for zone in topo.zones:
-            held = 0
-            shares = []
-            for name, amount in need.items():
-                have = _zone_units(zone, name)
-                held += have >= amount
-                shares.append(min(1.0, have / amount) if amount else 1.0)
-            key = (held, shares)
-            if best is None or key > best[0]:
-                best = (key, topo, zone)
-    return None if best is None else (best[1], best[2])
-
-
-def _zone_units(zone: Zone, name: str) -> int:
-    milli = zone.allocatable.get(name, 0)
-    return milli // 1000

@@ -53,6 +53,114 @@ class Zone:
     allocatable: Mapping[str, int]
 
 
+# The static CPU Manager's policy options (kubelet's cpuManagerPolicyOptions) whose effect on admission the
+# NUMA fit models; the others (distribute-cpus-across-numa, align-by-socket, distribute-cpus-across-cores,
+# strict-cpu-reservation, prefer-align-cpus-by-uncorecache) choose which CPUs a container gets, never whether a
+# Pod is admitted under single-numa-node (align-by-socket is refused there: kubelet does not start), as the
+# topology differential shows against each release's own code (tests/fidelity/test_topology.py).
+FULL_PCPUS_ONLY = "full-pcpus-only"
+CPU_MANAGER_OPTIONS = (FULL_PCPUS_ONLY, "distribute-cpus-across-numa", "align-by-socket",
+                       "distribute-cpus-across-cores", "strict-cpu-reservation", "prefer-align-cpus-by-uncorecache")
+# Each option's maturity from a minor on (pkg/kubelet/cm/cpumanager/policy_options.go of each release): an alpha
+# option needs the CPUManagerPolicyAlphaOptions gate (off by default in every supported minor), a beta one
+# CPUManagerPolicyBetaOptions (on by default), a GA one nothing.
+OPTION_LEVELS: dict[str, tuple[tuple[int, str], ...]] = {
+    FULL_PCPUS_ONLY: ((33, "GA"),),
+    "distribute-cpus-across-numa": ((33, "beta"),),
+    "align-by-socket": ((33, "alpha"),),
+    "distribute-cpus-across-cores": ((33, "alpha"),),
+    "strict-cpu-reservation": ((33, "beta"), (35, "GA")),
+    "prefer-align-cpus-by-uncorecache": ((33, "alpha"), (34, "beta"), (36, "GA")),
+}
+# Pairs kubelet refuses together (NewStaticPolicyOptions), in every supported minor.
+EXCLUSIVE_OPTIONS = (
+    (FULL_PCPUS_ONLY, "distribute-cpus-across-cores"), ("distribute-cpus-across-numa", "distribute-cpus-across-cores"),
+    ("prefer-align-cpus-by-uncorecache", "distribute-cpus-across-cores"),
+    ("prefer-align-cpus-by-uncorecache", "distribute-cpus-across-numa"))
+
+
+def option_level(option: str, minor: int) -> str:
+    """The option's maturity at ``minor`` (``alpha``, ``beta``, ``GA``)."""
+    return [level for since, level in OPTION_LEVELS[option] if minor >= since][-1]
+
+
+def options_refusal(options: frozenset[str], minor: int, policy: str, alpha_gate: bool = False,
+                    beta_gate: bool = True) -> str | None:
+    """Why kubelet at ``minor`` does not start its static CPU Manager with ``options`` (set to true) under
+    Topology Manager ``policy`` (NewStaticPolicyOptions, ValidateStaticPolicyOptions); None: it starts."""
+    for option in sorted(options):
+        level = option_level(option, minor)
+        if level == "alpha" and not alpha_gate:
+            return f"{option} is alpha in Kubernetes 1.{minor}: it needs the CPUManagerPolicyAlphaOptions gate"
+        if level == "beta" and not beta_gate:
+            return f"{option} is beta in Kubernetes 1.{minor}: it needs the CPUManagerPolicyBetaOptions gate"
+    for a, b in EXCLUSIVE_OPTIONS:
+        if a in options and b in options:
+            return f"{a} and {b} cannot be used together"
+    if "align-by-socket" in options and policy == SINGLE_NUMA_NODE:
+        return "align-by-socket cannot be used with topologyManagerPolicy single-numa-node"
+    return None
+
+
+# NRT attributes (qos-guard's own, beside NFD's topologyManagerPolicy/Scope): the node's cpuManagerPolicyOptions
+# as kubelet's flag writes them ("full-pcpus-only=true,..."), its CPUs per physical core, and how many CPUs share
+# a core with a reserved CPU without being reserved themselves (what full-pcpus-only cannot hand out).
+CPU_OPTIONS_ATTRIBUTE = "cpuManagerPolicyOptions"
+THREADS_ATTRIBUTE = "threadsPerCore"
+SIBLINGS_ATTRIBUTE = "reservedCPUSiblings"
+
+
+@dataclass(frozen=True, slots=True)
+class CPUManager:
+    """What a node's static CPU Manager is configured with, where it changes kubelet's admission."""
+
+    options: frozenset[str]  # the cpuManagerPolicyOptions set to true
+    threads_per_core: int  # CPUs per physical core (1 without SMT)
+    reserved_siblings: int  # CPUs on a core with a reserved CPU, not reserved themselves
+
+    @property
+    def full_pcpus_only(self) -> bool:
+        """``full-pcpus-only``: a container's exclusive CPUs are whole cores (policy_static.go
+        ``enforceSMTAlignment``), else kubelet refuses it with SMTAlignmentError. Without SMT too: the count
+        of free physical CPUs leaves out what init containers hold, though the containers after them reuse it."""
+        return FULL_PCPUS_ONLY in self.options
+
+    def smt_refusal(self, cpus: int, free: int) -> str | None:
+        """Why kubelet's Allocate refuses ``cpus`` exclusive CPUs with ``free`` CPUs unassigned on the node
+        (``enforceSMTAlignment``): not a multiple of the threads per core, or more than the CPUs of cores no
+        reserved CPU touches; None when it does not."""
+        if not self.full_pcpus_only or not cpus:
+            return None
+        tpc = self.threads_per_core
+        if cpus % tpc:
+            return (f"SMTAlignmentError: {cpus} CPUs is not a multiple of the node's {tpc} threads per core "
+                    f"(cpuManagerPolicyOptions {FULL_PCPUS_ONLY}); ask a multiple of {tpc}")
+        physical = free - self.reserved_siblings
+        if cpus > physical:
+            return (f"SMTAlignmentError: {cpus} CPUs but only {max(0, physical)} on whole free cores "
+                    f"(cpuManagerPolicyOptions {FULL_PCPUS_ONLY}; the siblings of reserved CPUs do not count)")
+        return None
+
+
+def parse_cpu_manager(attrs: Mapping[Any, Any]) -> CPUManager | None:
+    """The node's ``CPUManager`` from its NRT attributes; None (not known) unless all three are there and
+    readable: qos-guard then judges as without options, and ``nodes`` says it does not know them."""
+    raw, tpc, siblings = (attrs.get(CPU_OPTIONS_ATTRIBUTE), attrs.get(THREADS_ATTRIBUTE),
+                          attrs.get(SIBLINGS_ATTRIBUTE))
+    if not isinstance(raw, str) or not isinstance(tpc, str) or not isinstance(siblings, str):
+        return None
+    if not tpc.isdigit() or not siblings.isdigit() or int(tpc) < 1:
+        return None
+    options = set()
+    for item in filter(None, (part.strip() for part in raw.split(","))):
+        name, _, value = item.partition("=")
+        if name not in CPU_MANAGER_OPTIONS or value.lower() not in ("true", "false", "1", "0", "t", "f"):
+            return None  # an option this model does not know: its effect is not known either
+        if value.lower() in ("true", "1", "t"):
+            options.add(name)
+    return CPUManager(frozenset(options), int(tpc), int(siblings))
+
+
 @dataclass(frozen=True, slots=True)
 class NodeTopology:
     """A node's NUMA zones and the Topology Manager settings its exporter published."""
@@ -63,6 +171,13 @@ class NodeTopology:
     zones: tuple[Zone, ...]
     # Everything but the name (``signature``): nodes of one hardware and configuration judge alike.
     key: tuple[Any, ...] = field(default=(), compare=False, repr=False)
+    # The node's static CPU Manager options, where published (``parse_cpu_manager``); None: not known.
+    cpu_manager: CPUManager | None = None
+
+    def with_zones(self, zones: tuple[Zone, ...]) -> NodeTopology:
+        """This node with other amounts (what is free of it): the same policy, scope and CPU Manager."""
+        return NodeTopology(self.name, self.policy, self.scope, zones,
+                            NodeTopology.signature(self.policy, self.scope, zones, self.cpu_manager), self.cpu_manager)
 
     @property
     def published(self) -> set[str]:
@@ -70,9 +185,11 @@ class NodeTopology:
         return {name for z in self.zones for name, amount in z.capacity.items() if amount > 0}
 
     @staticmethod
-    def signature(policy: str, scope: str, zones: tuple[Zone, ...]) -> tuple[Any, ...]:
-        return (policy, scope, tuple(
+    def signature(policy: str, scope: str, zones: tuple[Zone, ...],
+                  cpu_manager: CPUManager | None = None) -> tuple[Any, ...]:
+        shape = (policy, scope, tuple(
             (z.numa, tuple(sorted(z.capacity.items())), tuple(sorted(z.allocatable.items()))) for z in zones))
+        return shape if cpu_manager is None else (*shape, cpu_manager)
 
     @property
     def refuses(self) -> bool:
@@ -198,4 +315,5 @@ def parse_nrt(obj: Mapping[str, Any]) -> NodeTopology:
         zones.append(Zone(numa, zname, capacity, allocatable))
     zones.sort(key=lambda z: z.numa)
     ordered = tuple(zones)
-    return NodeTopology(name, policy, scope, ordered, NodeTopology.signature(policy, scope, ordered))
+    cpu = parse_cpu_manager(attrs)
+    return NodeTopology(name, policy, scope, ordered, NodeTopology.signature(policy, scope, ordered, cpu), cpu)

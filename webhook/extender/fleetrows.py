@@ -5,7 +5,8 @@ its NRTs publish, as many zones as its largest machine), and per machine (empty 
 Kept across calls, as the view's ``by_key`` is: a row is made once per free shape (its verdict key), not once per
 Pod shape judged; one row is ``8 x (1 + zones x resources)`` bytes (5,000 free shapes of 8 zones and 8 resources:
 2.6 MB), at most ``MAX_ROWS`` of them. Not modelled (no row; judged one by one by ``Judge.judged``): a machine with
-two zones of one NUMA number, and amounts from ``EXACT`` milli-units on. Pure, no I/O.
+two zones of one NUMA number, amounts from ``EXACT`` milli-units on, and a node whose CPU Manager runs
+``full-pcpus-only`` (``NodeTopology.cpu_manager``). Pure, no I/O.
 """
 
 from __future__ import annotations
@@ -70,7 +71,7 @@ class Columns:
 
     def _machine(self, empty: NodeTopology) -> Machine | None:
         """The machine of ``empty``, registered with its resources (a new name or more zones: every row again)."""
-        key = empty.key or NodeTopology.signature(empty.policy, empty.scope, empty.zones)
+        key = empty.key or NodeTopology.signature(empty.policy, empty.scope, empty.zones, empty.cpu_manager)
         found = self.machines.get(key)
         if found is not None:
             return found
@@ -78,6 +79,8 @@ class Columns:
         amounts = [v for z in empty.zones for v in (*z.capacity.values(), *z.allocatable.values())]
         if not numas or len(set(numas)) != len(numas) or not all(-EXACT < v < EXACT for v in amounts):
             return None
+        if empty.cpu_manager is not None and empty.cpu_manager.full_pcpus_only:
+            return None  # full-pcpus-only's SMT refusal is fit_node's alone (Judge.judged): one model of it
         if len(self.machines) >= MAX_ROWS:
             # Numbered anew from 0: no row nor a Judge's refusal (``token``) keeps an old number.
             self.machines.clear()

@@ -92,8 +92,7 @@ def read_nrt(obj: Mapping[str, Any]) -> NodeState | None:
     zones = tuple(Zone(z.numa, z.name, z.capacity,
                        {k: min(v, available.get(z.numa, {}).get(k, v)) for k, v in z.allocatable.items()})
                   for z in empty.zones)
-    free = NodeTopology(empty.name, empty.policy, empty.scope, zones,
-                        NodeTopology.signature(empty.policy, empty.scope, zones))
+    free = empty.with_zones(zones)
     attrs = obj.get("attributes")
     named = {a.get("name"): a.get("value") for a in (attrs if isinstance(attrs, list) else [])
              if isinstance(a, Mapping)}
@@ -205,8 +204,7 @@ def minus(topo: NodeTopology, taken: Mapping[int, Mapping[str, int]]) -> NodeTop
     zones = tuple(Zone(z.numa, z.name, z.capacity,
                        {k: max(0, v - taken.get(z.numa, {}).get(k, 0)) for k, v in z.allocatable.items()})
                   for z in topo.zones)
-    return NodeTopology(topo.name, topo.policy, topo.scope, zones,
-                        NodeTopology.signature(topo.policy, topo.scope, zones))
+    return topo.with_zones(zones)
 
 
 def signed_sets(state: NodeState, on_node: Sequence[BoundPod]) -> list[list[BoundPod]]:
@@ -309,7 +307,13 @@ class Judge:
         (``Levels``): nodes whose NRTs count their own Pods are each a free shape of their own, most of them
         alike for the Pod at hand."""
         assert self.wants is not None and self.classes is not None
-        key = (empty.key or NodeTopology.signature(empty.policy, empty.scope, empty.zones), self.classes.of(topo))
+        shape = empty.key or NodeTopology.signature(empty.policy, empty.scope, empty.zones, empty.cpu_manager)
+        # full-pcpus-only compares a request with the node's free CPUs summed over its zones, which the classes
+        # (each zone's amounts apart) do not tell apart: such a node is fitted by its exact amounts.
+        cpu = empty.cpu_manager
+        exact = cpu is not None and cpu.full_pcpus_only
+        key = (shape, (topo.key or NodeTopology.signature(topo.policy, topo.scope, topo.zones)) if exact
+               else self.classes.of(topo))
         found = self.fitted.get(key)
         if found is None:
             found = self.fitted[key] = fit_node(self.wants, topo)

@@ -3,17 +3,17 @@ module qos-guard.dev/oracle
 go 1.26.0
 
 require (
-	github.com/go-logr/logr v1.4.2
+	github.com/go-logr/logr v1.4.3
 	github.com/google/cadvisor v0.52.1
 	google.golang.org/grpc v1.72.1
 	gopkg.in/inf.v0 v0.9.1
-	k8s.io/api v0.34.4
-	k8s.io/apimachinery v0.34.4
-	k8s.io/apiserver v0.34.4
-	k8s.io/component-helpers v0.34.4
+	k8s.io/api v0.34.12
+	k8s.io/apimachinery v0.34.12
+	k8s.io/apiserver v0.34.12
+	k8s.io/component-helpers v0.34.12
 	k8s.io/klog/v2 v2.130.1
-	k8s.io/kubelet v0.34.4
-	k8s.io/kubernetes v1.34.4
+	k8s.io/kubelet v0.34.12
+	k8s.io/kubernetes v1.34.12
 	k8s.io/utils v0.0.0-20250604170112-4c0f3b243397
 )
 
@@ -54,7 +54,7 @@ require (
 	github.com/json-iterator/go v1.1.12 // indirect
 	github.com/kylelemons/godebug v1.1.0 // indirect
 	github.com/mailru/easyjson v0.7.7 // indirect
-	github.com/moby/spdystream v0.5.0 // indirect
+	github.com/moby/spdystream v0.5.1 // indirect
 	github.com/moby/sys/mountinfo v0.7.2 // indirect
 	github.com/moby/sys/userns v0.1.0 // indirect
 	github.com/modern-go/concurrent v0.0.0-20180306012644-bacd9c7ef1dd // indirect
@@ -79,39 +79,39 @@ require (
 	go.etcd.io/etcd/api/v3 v3.6.4 // indirect
 	go.etcd.io/etcd/client/pkg/v3 v3.6.4 // indirect
 	go.etcd.io/etcd/client/v3 v3.6.4 // indirect
-	go.opentelemetry.io/auto/sdk v1.1.0 // indirect
+	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc v0.60.0 // indirect
 	go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp v0.58.0 // indirect
-	go.opentelemetry.io/otel v1.35.0 // indirect
+	go.opentelemetry.io/otel v1.41.0 // indirect
 	go.opentelemetry.io/otel/exporters/otlp/otlptrace v1.34.0 // indirect
 	go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc v1.34.0 // indirect
-	go.opentelemetry.io/otel/metric v1.35.0 // indirect
+	go.opentelemetry.io/otel/metric v1.41.0 // indirect
 	go.opentelemetry.io/otel/sdk v1.34.0 // indirect
-	go.opentelemetry.io/otel/trace v1.35.0 // indirect
+	go.opentelemetry.io/otel/trace v1.41.0 // indirect
 	go.opentelemetry.io/proto/otlp v1.5.0 // indirect
 	go.uber.org/multierr v1.11.0 // indirect
 	go.uber.org/zap v1.27.0 // indirect
 	go.yaml.in/yaml/v2 v2.4.2 // indirect
 	go.yaml.in/yaml/v3 v3.0.4 // indirect
 	golang.org/x/exp v0.0.0-20240719175910-8a7402abbf56 // indirect
-	golang.org/x/net v0.38.0 // indirect
+	golang.org/x/net v0.56.0 // indirect
 	golang.org/x/oauth2 v0.27.0 // indirect
-	golang.org/x/sync v0.12.0 // indirect
-	golang.org/x/sys v0.31.0 // indirect
-	golang.org/x/term v0.30.0 // indirect
-	golang.org/x/text v0.23.0 // indirect
+	golang.org/x/sync v0.21.0 // indirect
+	golang.org/x/sys v0.46.0 // indirect
+	golang.org/x/term v0.44.0 // indirect
+	golang.org/x/text v0.39.0 // indirect
 	golang.org/x/time v0.9.0 // indirect
 	google.golang.org/genproto/googleapis/api v0.0.0-20250303144028-a0af3efb3deb // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20250303144028-a0af3efb3deb // indirect
-	google.golang.org/protobuf v1.36.5 // indirect
+	google.golang.org/protobuf v1.36.12-0.20260120151049-f2248ac996af // indirect
 	gopkg.in/evanphx/json-patch.v4 v4.12.0 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect
 	k8s.io/apiextensions-apiserver v0.0.0 // indirect
-	k8s.io/client-go v0.34.4 // indirect
+	k8s.io/client-go v0.34.12 // indirect
 	k8s.io/cloud-provider v0.0.0 // indirect
-	k8s.io/component-base v0.34.4 // indirect
-	k8s.io/controller-manager v0.34.4 // indirect
-	k8s.io/cri-api v0.34.4 // indirect
+	k8s.io/component-base v0.34.12 // indirect
+	k8s.io/controller-manager v0.34.12 // indirect
+	k8s.io/cri-api v0.34.12 // indirect
 	k8s.io/cri-client v0.0.0 // indirect
 	k8s.io/csi-translation-lib v0.0.0 // indirect
 	k8s.io/dynamic-resource-allocation v0.0.0 // indirect
@@ -125,64 +125,64 @@ require (
 	sigs.k8s.io/yaml v1.6.0 // indirect
 )
 
-replace k8s.io/api => k8s.io/api v0.34.4
+replace k8s.io/api => k8s.io/api v0.34.12
 
-replace k8s.io/apiextensions-apiserver => k8s.io/apiextensions-apiserver v0.34.4
+replace k8s.io/apiextensions-apiserver => k8s.io/apiextensions-apiserver v0.34.12
 
-replace k8s.io/apimachinery => k8s.io/apimachinery v0.34.4
+replace k8s.io/apimachinery => k8s.io/apimachinery v0.34.12
 
-replace k8s.io/apiserver => k8s.io/apiserver v0.34.4
+replace k8s.io/apiserver => k8s.io/apiserver v0.34.12
 
-replace k8s.io/cli-runtime => k8s.io/cli-runtime v0.34.4
+replace k8s.io/cli-runtime => k8s.io/cli-runtime v0.34.12
 
-replace k8s.io/client-go => k8s.io/client-go v0.34.4
+replace k8s.io/client-go => k8s.io/client-go v0.34.12
 
-replace k8s.io/cloud-provider => k8s.io/cloud-provider v0.34.4
+replace k8s.io/cloud-provider => k8s.io/cloud-provider v0.34.12
 
-replace k8s.io/cluster-bootstrap => k8s.io/cluster-bootstrap v0.34.4
+replace k8s.io/cluster-bootstrap => k8s.io/cluster-bootstrap v0.34.12
 
-replace k8s.io/code-generator => k8s.io/code-generator v0.34.4
+replace k8s.io/code-generator => k8s.io/code-generator v0.34.12
 
-replace k8s.io/component-base => k8s.io/component-base v0.34.4
+replace k8s.io/component-base => k8s.io/component-base v0.34.12
 
-replace k8s.io/component-helpers => k8s.io/component-helpers v0.34.4
+replace k8s.io/component-helpers => k8s.io/component-helpers v0.34.12
 
-replace k8s.io/controller-manager => k8s.io/controller-manager v0.34.4
+replace k8s.io/controller-manager => k8s.io/controller-manager v0.34.12
 
-replace k8s.io/cri-api => k8s.io/cri-api v0.34.4
+replace k8s.io/cri-api => k8s.io/cri-api v0.34.12
 
-replace k8s.io/cri-client => k8s.io/cri-client v0.34.4
+replace k8s.io/cri-client => k8s.io/cri-client v0.34.12
 
-replace k8s.io/csi-translation-lib => k8s.io/csi-translation-lib v0.34.4
+replace k8s.io/csi-translation-lib => k8s.io/csi-translation-lib v0.34.12
 
-replace k8s.io/dynamic-resource-allocation => k8s.io/dynamic-resource-allocation v0.34.4
+replace k8s.io/dynamic-resource-allocation => k8s.io/dynamic-resource-allocation v0.34.12
 
-replace k8s.io/endpointslice => k8s.io/endpointslice v0.34.4
+replace k8s.io/endpointslice => k8s.io/endpointslice v0.34.12
 
-replace k8s.io/externaljwt => k8s.io/externaljwt v0.34.4
+replace k8s.io/externaljwt => k8s.io/externaljwt v0.34.12
 
-replace k8s.io/kms => k8s.io/kms v0.34.4
+replace k8s.io/kms => k8s.io/kms v0.34.12
 
-replace k8s.io/kube-aggregator => k8s.io/kube-aggregator v0.34.4
+replace k8s.io/kube-aggregator => k8s.io/kube-aggregator v0.34.12
 
-replace k8s.io/kube-controller-manager => k8s.io/kube-controller-manager v0.34.4
+replace k8s.io/kube-controller-manager => k8s.io/kube-controller-manager v0.34.12
 
-replace k8s.io/kube-proxy => k8s.io/kube-proxy v0.34.4
+replace k8s.io/kube-proxy => k8s.io/kube-proxy v0.34.12
 
-replace k8s.io/kube-scheduler => k8s.io/kube-scheduler v0.34.4
+replace k8s.io/kube-scheduler => k8s.io/kube-scheduler v0.34.12
 
-replace k8s.io/kubectl => k8s.io/kubectl v0.34.4
+replace k8s.io/kubectl => k8s.io/kubectl v0.34.12
 
-replace k8s.io/kubelet => k8s.io/kubelet v0.34.4
+replace k8s.io/kubelet => k8s.io/kubelet v0.34.12
 
-replace k8s.io/metrics => k8s.io/metrics v0.34.4
+replace k8s.io/metrics => k8s.io/metrics v0.34.12
 
-replace k8s.io/mount-utils => k8s.io/mount-utils v0.34.4
+replace k8s.io/mount-utils => k8s.io/mount-utils v0.34.12
 
-replace k8s.io/pod-security-admission => k8s.io/pod-security-admission v0.34.4
+replace k8s.io/pod-security-admission => k8s.io/pod-security-admission v0.34.12
 
-replace k8s.io/sample-apiserver => k8s.io/sample-apiserver v0.34.4
+replace k8s.io/sample-apiserver => k8s.io/sample-apiserver v0.34.12
 
-replace k8s.io/sample-cli-plugin => k8s.io/sample-cli-plugin v0.34.4
+replace k8s.io/sample-cli-plugin => k8s.io/sample-cli-plugin v0.34.12
 
-replace k8s.io/sample-controller => k8s.io/sample-controller v0.34.4
+replace k8s.io/sample-controller => k8s.io/sample-controller v0.34.12

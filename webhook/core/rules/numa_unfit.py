@@ -18,8 +18,8 @@ from webhook.core.dra import DeviceClasses, DraUse
 from webhook.core.facts import Facts
 from webhook.core.fieldpath import dotted
 from webhook.core.memo import Memo, remember
-from webhook.core.numa import ClusterFit, NodeFit, fit_cluster, largest_zone
-from webhook.core.numatopology import HUGEPAGES, Topology
+from webhook.core.numa import ClusterFit, NodeFit, fit_cluster
+from webhook.core.numatopology import HUGEPAGES, NodeTopology, Topology, Zone
 from webhook.core.podspec import CPU, MEMORY, PodSpec, effective_requests
 from webhook.core.quantity import format_bytes, format_milli, format_milli_bytes
 from webhook.core.rules.base import PolicyRefusal, Rule, Text, Violation
@@ -158,7 +158,10 @@ def _judge(pod: PodSpec, topology: Topology, wants: Demands, memo: Memo | None,
     # A node that holds each part on some NUMA node, never all on one (in name order: the message is stable).
     apart = next((t for t in sorted(matching, key=lambda t: t.name) if len(asked) > 1 and all(
         any(z.allocatable.get(n, 0) // 1000 >= a for z in t.zones) for n, a in asked)), None)
-    if best is not None and apart is not None:
+    if story.reason.startswith("SMTAlignmentError"):
+        # kubelet's CPU Manager refuses it at allocation (full-pcpus-only), whatever NUMA node holds it.
+        parts.append(f"{need.label}: {story.reason}")
+    elif best is not None and apart is not None:
         topo = apart
         zones = "; ".join(f"{z.name} has {_join(_have(n, z.allocatable.get(n, 0) // 1000) for n, _ in asked)}"
                           for z in topo.zones)
@@ -225,3 +228,26 @@ RULE = Rule(
         "NodeResourceTopology objects, which an admission policy cannot); use the webhook (enforcement: webhook) "
         f"or remove policy.{NUMA.name}"),
 )
+
+
+def largest_zone(need: Demand, topologies: Iterable[NodeTopology]) -> tuple[NodeTopology, Zone] | None:
+    """The zone that comes closest to holding ``need``: most of its resources held, then the most of the
+    first resource short."""
+    best: tuple[tuple[int, list[float]], NodeTopology, Zone] | None = None
+    for topo in topologies:
+        for zone in topo.zones:
+            held = 0
+            shares = []
+            for name, amount in need.items():
+                have = _zone_units(zone, name)
+                held += have >= amount
+                shares.append(min(1.0, have / amount) if amount else 1.0)
+            key = (held, shares)
+            if best is None or key > best[0]:
+                best = (key, topo, zone)
+    return None if best is None else (best[1], best[2])
+
+
+def _zone_units(zone: Zone, name: str) -> int:
+    milli = zone.allocatable.get(name, 0)
+    return milli // 1000

@@ -1,0 +1,108 @@
+"""The CPU Manager's policy options in the NUMA fit: which options each minor's kubelet starts with, what a
+node's NodeResourceTopology attributes say of them, and what full-pcpus-only refuses (tests/fidelity's
+``test_numa_fit_agrees_under_cpu_manager_policy_options`` holds all three to kubelet's own code)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tests.unit.test_numa import nrt, pod
+from webhook.core.config import parse_config
+from webhook.core.engine import Mode, evaluate
+from webhook.core.facts import Facts, Memo
+from webhook.core.numa import fit_node
+from webhook.core.numatopology import (
+    CPU_MANAGER_OPTIONS,
+    CPUManager,
+    Topology,
+    options_refusal,
+    parse_cpu_manager,
+    parse_nrt,
+)
+from webhook.core.podspec import build_pod_spec
+from webhook.extender.fleetrows import Columns
+
+ZONE = {"cpu": "16", "memory": "64Gi"}
+
+
+def smt_node(options: str, tpc: str = "2", siblings: str = "0", zones: int = 2) -> dict[str, Any]:
+    obj = nrt("n", [ZONE] * zones)
+    obj["attributes"] += [{"name": "cpuManagerPolicyOptions", "value": options},
+                          {"name": "threadsPerCore", "value": tpc}, {"name": "reservedCPUSiblings", "value": siblings}]
+    return obj
+
+
+def test_the_attributes_read_and_what_is_not_known() -> None:
+    cpu = parse_nrt(smt_node("full-pcpus-only=true,distribute-cpus-across-numa=false")).cpu_manager
+    assert cpu == CPUManager(frozenset({"full-pcpus-only"}), 2, 0) and cpu.full_pcpus_only
+    assert parse_nrt(nrt("n", [ZONE])).cpu_manager is None  # not published: not known
+    for bad in ({"cpuManagerPolicyOptions": "made-up-option=true"}, {"threadsPerCore": "two"},
+                {"cpuManagerPolicyOptions": "full-pcpus-only=maybe"}):
+        attrs = {"cpuManagerPolicyOptions": "full-pcpus-only=true", "threadsPerCore": "2",
+                 "reservedCPUSiblings": "0"} | bad
+        assert parse_cpu_manager(attrs) is None, bad
+    # Without SMT it still counts the free CPUs (an init container's, though reusable, are not free).
+    single = parse_nrt(smt_node("full-pcpus-only=true", tpc="1")).cpu_manager
+    assert single is not None and single.smt_refusal(3, 8) is None and single.smt_refusal(9, 8) is not None
+
+
+def _fit(obj: dict[str, Any], cpu: str) -> Any:
+    return fit_node(build_pod_spec(pod(cpu)["spec"], ("spec",)), parse_nrt(obj))
+
+
+def test_full_pcpus_only_refuses_an_odd_count_on_smt_and_the_siblings_of_reserved_cpus() -> None:
+    assert _fit(nrt("n", [ZONE, ZONE]), "3").fits  # no options published: as before
+    odd = _fit(smt_node("full-pcpus-only=true"), "3")
+    assert not odd.fits and odd.alone and odd.reason.startswith("SMTAlignmentError: 3 CPUs is not a multiple")
+    assert _fit(smt_node("full-pcpus-only=true"), "4").fits
+    assert _fit(smt_node("full-pcpus-only=false"), "3").fits
+    # One NUMA node of 16 free CPUs, 2 of them siblings of reserved CPUs: 16 do not fit whole cores.
+    lost = _fit(smt_node("full-pcpus-only=true", siblings="2", zones=1), "16")
+    assert not lost.fits and "only 14 on whole free cores" in lost.reason
+    assert _fit(smt_node("full-pcpus-only=true", siblings="2", zones=1), "14").fits
+
+
+def test_numa_unfit_says_smt_alignment_and_the_way_out() -> None:
+    topology = Topology(nodes={"n": {}}, topologies={"n": parse_nrt(smt_node("full-pcpus-only=true"))})
+    config = parse_config({"policy": {"numa": "auto"}})
+    found = evaluate(pod("3"), config, Mode.ENFORCE, Facts(topology=topology, memo=Memo())).violations
+    (message,) = [v.message for _, v in found if v.rule == "numa-unfit"]
+    assert "SMTAlignmentError: 3 CPUs is not a multiple of the node's 2 threads per core" in message
+    assert "ask a multiple of 2" in message and "node n" in message
+
+
+def test_the_extenders_rows_leave_full_pcpus_only_to_the_one_model() -> None:
+    """fleetfit's numpy fit does not model full-pcpus-only: such a machine gets no row (Judge.judged fits it
+    with fit_node), so the two can never differ on it."""
+    columns = Columns()
+    assert columns._machine(parse_nrt(smt_node("full-pcpus-only=true"))) is None
+    assert columns._machine(parse_nrt(smt_node("distribute-cpus-across-numa=true"))) is not None
+
+
+@pytest.mark.parametrize(("options", "minor", "policy", "alpha", "refused"), [
+    ({"full-pcpus-only"}, 33, "single-numa-node", False, None),
+    ({"align-by-socket"}, 38, "restricted", False, "align-by-socket is alpha in Kubernetes 1.38"),
+    ({"align-by-socket"}, 38, "restricted", True, None),
+    ({"align-by-socket"}, 38, "single-numa-node", True, "cannot be used with topologyManagerPolicy single-numa"),
+    ({"prefer-align-cpus-by-uncorecache"}, 33, "best-effort", False, "alpha in Kubernetes 1.33"),
+    ({"prefer-align-cpus-by-uncorecache"}, 34, "best-effort", False, None),  # beta, on by default
+    ({"full-pcpus-only", "distribute-cpus-across-cores"}, 37, "restricted", True, "cannot be used together"),
+    ({"full-pcpus-only", "distribute-cpus-across-numa"}, 38, "single-numa-node", False, None),
+])
+def test_which_options_kubelet_starts_with(options: set[str], minor: int, policy: str, alpha: bool,
+                                           refused: str | None) -> None:
+    said = options_refusal(frozenset(options), minor, policy, alpha)
+    assert (said is None) == (refused is None) and (refused is None or refused in (said or "")), said
+
+
+@given(st.frozensets(st.sampled_from(CPU_MANAGER_OPTIONS)), st.integers(33, 38))
+def test_every_option_has_a_level_at_every_minor_and_the_alpha_gate_only_adds(options: frozenset[str],
+                                                                              minor: int) -> None:
+    """With the alpha gate on, kubelet refuses only what it refuses anyway with it off, less the gated ones."""
+    with_gate = options_refusal(options, minor, "restricted", alpha_gate=True)
+    if options_refusal(options, minor, "restricted") is None:
+        assert with_gate is None
