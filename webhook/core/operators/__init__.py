@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from webhook.core.fieldpath import FieldPath
+from webhook.core.podspec import ManifestError
 
 # Where ``Related`` objects come from: said in the builders' reasons.
 INPUT = "input"
@@ -157,3 +158,21 @@ def merge(first: Related, then: Related) -> Related:
 
 
 __all__ = ["CLUSTER", "INPUT", "NO_RELATED", "Build", "Built", "Related", "collect", "merge"]
+
+
+def mapping_at(value: Any, path: FieldPath) -> Mapping[str, Any]:
+    """An object's field read as a mapping (absent or null: empty); anything else is the object's error, named."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ManifestError(path, "expected a mapping")
+    return value
+
+
+def list_at(value: Any, path: FieldPath) -> list[Any]:
+    """An object's field read as a list (absent or null: empty); anything else is the object's error, named."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ManifestError(path, "expected a list")
+    return value

@@ -38,7 +38,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from webhook.core.fieldpath import FieldPath
-from webhook.core.operators import Built, Related
+from webhook.core.operators import Built, Related, list_at, mapping_at
 from webhook.core.operators.kserve_runtimes import (
     CLUSTER_SERVING_RUNTIME,
     GROUP,
@@ -72,29 +72,15 @@ QUEUE_PROXY = "queue-proxy"
 AGENT = "agent"
 
 
-def _mapping(value: Any, path: FieldPath) -> Mapping[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise ManifestError(path, "expected a mapping")
-    return value
-
-
-def _list(value: Any, path: FieldPath) -> list[Any]:
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise ManifestError(path, "expected a list")
-    return value
 
 
 def _config(related: Related, key: str) -> tuple[dict[str, Any] | None, str]:
     """A JSON section of ``inferenceservice-config`` when it was given (input or cluster), and where from."""
     for cm in related.of(*CONFIG_MAP, cluster_scoped=True):
-        meta = _mapping(cm.get("metadata"), ("metadata",))
+        meta = mapping_at(cm.get("metadata"), ("metadata",))
         if meta.get("name") != ISVC_CONFIG:
             continue
-        raw = _mapping(cm.get("data"), ("data",)).get(key)
+        raw = mapping_at(cm.get("data"), ("data",)).get(key)
         try:
             value = json.loads(raw) if isinstance(raw, str) else None
         except ValueError:
@@ -125,9 +111,9 @@ def default_resources(related: Related) -> dict[str, dict[str, str]]:
 
 def _with_defaults(container: Mapping[str, Any], defaults: Mapping[str, Mapping[str, str]]) -> dict[str, Any]:
     """``setResourceRequirementDefaults``: each default request and limit the container does not set."""
-    resources = dict(_mapping(container.get("resources"), ("resources",)))
+    resources = dict(mapping_at(container.get("resources"), ("resources",)))
     for kind in ("requests", "limits"):
-        have = dict(_mapping(resources.get(kind), ("resources", kind)))
+        have = dict(mapping_at(resources.get(kind), ("resources", kind)))
         for name, value in defaults.get(kind, {}).items():
             have.setdefault(name, value)
         resources[kind] = have
@@ -146,7 +132,7 @@ def merge_container(runtime: Mapping[str, Any], override: Mapping[str, Any]) -> 
         return base if over is None else over
 
     merged = merge(runtime, {k: v for k, v in override.items() if k not in _MODEL_ONLY})
-    args = [*_list(runtime.get("args"), ("args",)), *_list(override.get("args"), ("args",))]
+    args = [*list_at(runtime.get("args"), ("args",)), *list_at(override.get("args"), ("args",))]
     if args:
         merged["args"] = args
     return dict(merged)
@@ -158,11 +144,11 @@ _MODEL_ONLY = frozenset({"modelFormat", "runtime", "storageUri", "storage", "pro
 
 
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    return _mapping(obj.get("metadata"), ("metadata",))
+    return mapping_at(obj.get("metadata"), ("metadata",))
 
 
 def deployment_mode(obj: Mapping[str, Any], related: Related) -> str:
-    annotations = _mapping(_meta(obj).get("annotations"), ("metadata", "annotations"))
+    annotations = mapping_at(_meta(obj).get("annotations"), ("metadata", "annotations"))
     mode = annotations.get(MODE_ANNOTATION)
     if not isinstance(mode, str) or not mode:
         section, _ = _config(related, "deploy")
@@ -193,8 +179,8 @@ def queue_proxy(obj: Mapping[str, Any], related: Related) -> dict[str, Any]:
     values: dict[str, Any] = dict(KNATIVE_DEFAULT)
     for cm in related.of(*CONFIG_MAP, cluster_scoped=True):
         if _meta(cm).get("name") == KNATIVE_CONFIG:
-            values = {**values, **_mapping(cm.get("data"), ("data",))}
-    annotations = _mapping(_meta(obj).get("annotations"), ("metadata", "annotations"))
+            values = {**values, **mapping_at(cm.get("data"), ("data",))}
+    annotations = mapping_at(_meta(obj).get("annotations"), ("metadata", "annotations"))
     resources: dict[str, dict[str, str]] = {"requests": {}, "limits": {}}
     for resource in ("cpu", "memory"):
         for kind, where in (("request", "requests"), ("limit", "limits")):
@@ -216,26 +202,26 @@ def _pod_fields(body: Mapping[str, Any]) -> dict[str, Any]:
 
 def _model_predictor(obj: Mapping[str, Any], body: Mapping[str, Any], field: str, related: Related,
                      here: FieldPath) -> Built | str:
-    model = dict(_mapping(body[field], (*here, field)))
+    model = dict(mapping_at(body[field], (*here, field)))
     if field != "model":  # setPredictorModelDefaults
         model["modelFormat"] = {"name": field}
         if field in ("triton", "onnx", "huggingface"):
             model.setdefault("protocolVersion", "v2")
-    fmt = _mapping(model.get("modelFormat"), (*here, field, "modelFormat")).get("name")
+    fmt = mapping_at(model.get("modelFormat"), (*here, field, "modelFormat")).get("name")
     if fmt in V2_FORMATS:
         model.setdefault("protocolVersion", "v2")
     namespace = _meta(obj).get("namespace")
     chosen = choose_runtime(model, namespace if isinstance(namespace, str) else None,
                             body.get("workerSpec") is not None, related)
-    own = _list(body.get("containers"), (*here, "containers"))
+    own = list_at(body.get("containers"), (*here, "containers"))
     model_field = (*here, field)
     if isinstance(chosen, NoPod):
         return f"InferenceService spec.predictor: {chosen}"
     if isinstance(chosen, str):
         return _partial(model, model_field, own, here, chosen)
     label, runtime = chosen
-    spec = _mapping(runtime.get("spec"), ("spec",))
-    rt_containers = [c for c in _list(spec.get("containers"), ("spec", "containers")) if isinstance(c, Mapping)]
+    spec = mapping_at(runtime.get("spec"), ("spec",))
+    rt_containers = [c for c in list_at(spec.get("containers"), ("spec", "containers")) if isinstance(c, Mapping)]
     main = next((c for c in rt_containers if c.get("name") == MODEL_CONTAINER), None)
     if main is None:
         return f"{label} has no {MODEL_CONTAINER} container: KServe builds no Pod (InvalidPredictorSpec)"
@@ -258,7 +244,7 @@ def _model_predictor(obj: Mapping[str, Any], body: Mapping[str, Any], field: str
     pod = {k: spec[k] for k in ("nodeSelector", "affinity", "tolerations", "schedulerName") if k in spec}
     pod.update(_pod_fields(body))
     pod["containers"] = containers
-    init = list(_list(body.get("initContainers"), (*here, "initContainers")))
+    init = list(list_at(body.get("initContainers"), (*here, "initContainers")))
     fields += [(("initContainers", i), (*here, "initContainers", i)) for i in range(len(init))]
     fields.append((("resources",), (*here, "resources")))
     pod["initContainers"] = init
@@ -267,9 +253,9 @@ def _model_predictor(obj: Mapping[str, Any], body: Mapping[str, Any], field: str
 
 def _fixed(container: Mapping[str, Any], where: FieldPath) -> bool:
     """Its own resources set every cpu and memory request and limit: a merge under it changes none of them."""
-    resources = _mapping(container.get("resources"), (*where, "resources"))
-    requests = _mapping(resources.get("requests"), (*where, "resources", "requests"))
-    limits = _mapping(resources.get("limits"), (*where, "resources", "limits"))
+    resources = mapping_at(container.get("resources"), (*where, "resources"))
+    requests = mapping_at(resources.get("requests"), (*where, "resources", "requests"))
+    limits = mapping_at(resources.get("limits"), (*where, "resources", "limits"))
     return all(r in requests and r in limits for r in ("cpu", "memory"))
 
 
@@ -295,13 +281,13 @@ def _partial(model: Mapping[str, Any], model_field: FieldPath, own: list[Any], h
 
 def _custom(component: str, body: Mapping[str, Any], related: Related, here: FieldPath) -> Built:
     """A custom component: its pod spec, its first container given KServe's default resources."""
-    containers = list(_list(body.get("containers"), (*here, "containers")))
+    containers = list(list_at(body.get("containers"), (*here, "containers")))
     if containers and isinstance(containers[0], Mapping):
         containers[0] = _with_defaults(containers[0], default_resources(related))
     pod = {**_pod_fields(body), "containers": containers}
     fields: list[tuple[FieldPath, FieldPath]] = [(("containers", i), (*here, "containers", i))
                                                  for i in range(len(containers))]
-    init = _list(body.get("initContainers"), (*here, "initContainers"))
+    init = list_at(body.get("initContainers"), (*here, "initContainers"))
     fields += [(("initContainers", i), (*here, "initContainers", i)) for i in range(len(init))]
     fields.append((("resources",), (*here, "resources")))
     return Built(here, pod, f"spec.{component} ({component})", tuple(fields))
@@ -310,12 +296,12 @@ def _custom(component: str, body: Mapping[str, Any], related: Related, here: Fie
 def _custom_storage_uri(component: str, body: Mapping[str, Any], here: FieldPath) -> tuple[FieldPath, Any] | None:
     """A custom component's ``STORAGE_URI`` env (``GetStorageUri``: the predictor's kserve-container's, a
     transformer's or explainer's first container's), and where it is."""
-    containers = _list(body.get("containers"), (*here, "containers"))
+    containers = list_at(body.get("containers"), (*here, "containers"))
     for i, c in enumerate(containers):
         if not isinstance(c, Mapping) or (component == "predictor" and c.get("name") != MODEL_CONTAINER) or \
                 (component != "predictor" and i > 0):
             continue
-        for j, env in enumerate(_list(c.get("env"), (*here, "containers", i, "env"))):
+        for j, env in enumerate(list_at(c.get("env"), (*here, "containers", i, "env"))):
             if isinstance(env, Mapping) and env.get("name") == "STORAGE_URI":
                 return (*here, "containers", i, "env", j, "value"), env.get("value")
     return None
@@ -327,11 +313,11 @@ def _with_injected(built: Built, obj: Mapping[str, Any], body: Mapping[str, Any]
     ``logger`` or ``batcher``: agent_injector.go, the ConfigMap's ``agent`` resources), Knative's queue-proxy
     (Knative mode), each after the component's own."""
     spec = dict(built.spec)
-    containers = list(_list(spec.get("containers"), ()))
+    containers = list(list_at(spec.get("containers"), ()))
     shown: list[tuple[FieldPath, FieldPath]] = []
     storage = _storage_initializer(uri[1], related)
     if storage is not None:
-        init = _list(spec.get("initContainers"), ())
+        init = list_at(spec.get("initContainers"), ())
         shown.append((("initContainers", len(init)), uri[0]))
         spec["initContainers"] = [*init, storage]
     cause = next((f for f in ("logger", "batcher") if body.get(f) is not None), None)
@@ -380,7 +366,7 @@ def build(obj: Mapping[str, Any], related: Related) -> Iterator[Built | str]:
             if field is None:
                 uri = _custom_storage_uri(component, body, here) or uri
             elif component == "predictor":
-                uri = ((*here, field, "storageUri"), _mapping(body[field], (*here, field)).get("storageUri"))
+                uri = ((*here, field, "storageUri"), mapping_at(body[field], (*here, field)).get("storageUri"))
             built = _with_injected(built, obj, body, mode, uri, related)
         yield built
 

@@ -9,9 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from webhook.core.fieldpath import FieldPath
-from webhook.core.operators import Related
-from webhook.core.podspec import ManifestError
+from webhook.core.operators import Related, list_at, mapping_at
 
 GROUP = "serving.kserve.io"
 SERVING_RUNTIME = (GROUP, "ServingRuntime")
@@ -24,33 +22,19 @@ class NoPod(str):
     __slots__ = ()
 
 
-def _mapping(value: Any, path: FieldPath) -> Mapping[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise ManifestError(path, "expected a mapping")
-    return value
-
-
-def _list(value: Any, path: FieldPath) -> list[Any]:
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise ManifestError(path, "expected a list")
-    return value
 
 
 def _name(obj: Mapping[str, Any]) -> str:
-    return str(_mapping(obj.get("metadata"), ("metadata",)).get("name"))
+    return str(mapping_at(obj.get("metadata"), ("metadata",)).get("name"))
 
 
 def _supports(runtime: Mapping[str, Any], model: Mapping[str, Any], explicit: bool) -> bool:
     """``RuntimeSupportsModel``: the model's ``mt:name[:version]`` among the runtime's formats (only the
     ``autoSelect`` ones when the runtime is not named)."""
-    fmt = _mapping(model.get("modelFormat"), ("modelFormat",))
+    fmt = mapping_at(model.get("modelFormat"), ("modelFormat",))
     label = f"{fmt.get('name')}:{fmt['version']}" if fmt.get("version") is not None else str(fmt.get("name"))
     labels = set()
-    for supported in _list(_mapping(runtime.get("spec"), ("spec",)).get("supportedModelFormats"), ()):
+    for supported in list_at(mapping_at(runtime.get("spec"), ("spec",)).get("supportedModelFormats"), ()):
         if isinstance(supported, Mapping) and (explicit or supported.get("autoSelect") is True):
             labels.add(str(supported.get("name")))
             if supported.get("version") is not None:
@@ -59,12 +43,12 @@ def _supports(runtime: Mapping[str, Any], model: Mapping[str, Any], explicit: bo
 
 
 def _protocol_ok(runtime: Mapping[str, Any], protocol: str | None) -> bool:
-    versions = _mapping(runtime.get("spec"), ("spec",)).get("protocolVersions")
+    versions = mapping_at(runtime.get("spec"), ("spec",)).get("protocolVersions")
     return not protocol or not versions or protocol in versions
 
 
 def _priority(runtime: Mapping[str, Any], fmt: Any) -> int | None:
-    for supported in _list(_mapping(runtime.get("spec"), ("spec",)).get("supportedModelFormats"), ()):
+    for supported in list_at(mapping_at(runtime.get("spec"), ("spec",)).get("supportedModelFormats"), ()):
         if isinstance(supported, Mapping) and supported.get("name") == fmt:
             p = supported.get("priority")
             return p if isinstance(p, int) else None
@@ -88,19 +72,19 @@ def choose_runtime(model: Mapping[str, Any], namespace: str | None, multinode: b
                              "KServe builds no Pod until one exists")
             return (f"its ServingRuntime {named!r} is not in {related.where()}: give the ServingRuntime (or "
                     f"ClusterServingRuntime) with it, or run with --kubeconfig to read the cluster's")
-        spec = _mapping(found.get("spec"), ("spec",))
+        spec = mapping_at(found.get("spec"), ("spec",))
         if spec.get("disabled") is True or not _protocol_ok(found, protocol) or not _supports(found, model, True):
             return NoPod(f"KServe refuses {kind} {named!r} for this model (disabled, or not its format or protocol): "
                          "it builds no Pod")
         return f"{kind} {named}", found
-    fmt = _mapping(model.get("modelFormat"), ("modelFormat",)).get("name")
+    fmt = mapping_at(model.get("modelFormat"), ("modelFormat",)).get("name")
     protocol = protocol or "v1"  # ModelSpec.GetProtocol: v1 when the model names none
     for key, kind, scoped in ((SERVING_RUNTIME, "ServingRuntime", False),
                               (CLUSTER_SERVING_RUNTIME, "ClusterServingRuntime", True)):
         candidates = [r for r in related.of(*key, namespace, scoped)
-                      if _mapping(r.get("spec"), ("spec",)).get("disabled") is not True
-                      and _mapping(r.get("spec"), ("spec",)).get("multiModel") is not True
-                      and (_mapping(r.get("spec"), ("spec",)).get("workerSpec") is not None) == multinode
+                      if mapping_at(r.get("spec"), ("spec",)).get("disabled") is not True
+                      and mapping_at(r.get("spec"), ("spec",)).get("multiModel") is not True
+                      and (mapping_at(r.get("spec"), ("spec",)).get("workerSpec") is not None) == multinode
                       and _supports(r, model, False) and _protocol_ok(r, protocol)]
         if not candidates:
             if not related.complete(*key):

@@ -19,7 +19,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from webhook.core.fieldpath import FieldPath
-from webhook.core.operators import Built, Related
+from webhook.core.operators import Built, Related, mapping_at
 from webhook.core.podspec import ManifestError
 
 GROUP = "apps.nvidia.com"
@@ -27,13 +27,6 @@ KIND = "NIMService"
 PROXY_INIT = "update-ca-certificates"
 NO_RESOURCES = "NIM gives its init and sidecar containers no resources"
 
-
-def _mapping(node: Any, where: FieldPath) -> Mapping[str, Any]:
-    if node is None:
-        return {}
-    if not isinstance(node, Mapping):
-        raise ManifestError(where, "expected a mapping")
-    return node
 
 
 def _named(spec: Mapping[str, Any], key: str) -> list[str]:
@@ -54,17 +47,17 @@ def _named(spec: Mapping[str, Any], key: str) -> list[str]:
 def build(obj: Mapping[str, Any], related: Related) -> Iterator[Built | str]:
     """The Deployment's pod spec, or the LeaderWorkerSet's leader and worker; why none where the operator
     writes a KServe InferenceService."""
-    spec = _mapping(obj.get("spec"), ("spec",))
+    spec = mapping_at(obj.get("spec"), ("spec",))
     if not spec:
         return
     if spec.get("inferencePlatform") == "kserve":
         yield (f"{KIND} with spec.inferencePlatform: kserve (the operator writes a KServe InferenceService from it: "
                "judged as the InferenceService and Pods KServe creates)")
         return
-    meta = _mapping(obj.get("metadata"), ("metadata",))
-    resources = _mapping(spec.get("resources"), ("spec", "resources"))
+    meta = mapping_at(obj.get("metadata"), ("metadata",))
+    resources = mapping_at(spec.get("resources"), ("spec", "resources"))
     kept = {k: resources[k] for k in ("requests", "limits") if k in resources}  # GetResources: claims dropped
-    proxy = _mapping(spec.get("proxy"), ("spec", "proxy"))
+    proxy = mapping_at(spec.get("proxy"), ("spec", "proxy"))
     init = ([PROXY_INIT] if proxy.get("certConfigMap") else []) + _named(spec, "initContainers")
     sidecars = _named(spec, "sidecarContainers")
     pod: dict[str, Any] = {key: spec[key] for key in ("runtimeClassName", "schedulerName") if spec.get(key)}

@@ -16,8 +16,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from webhook.core.fieldpath import FieldPath
-from webhook.core.operators import Built, Related
-from webhook.core.podspec import ManifestError
+from webhook.core.operators import Built, Related, mapping_at
 
 GROUP = "production-stack.vllm.ai"
 KIND = "VLLMRuntime"
@@ -27,13 +26,6 @@ SIDECAR_DEFAULTS = {"cpu": "0.5", "memory": "128Mi", "gpu": "0"}
 LABEL = ("spec.deploymentConfig (Deployment; resources.cpu and resources.memory, and sidecarConfig's, are each "
          "the container's request and limit)")
 
-
-def _mapping(node: Any, where: FieldPath) -> Mapping[str, Any]:
-    if node is None:
-        return {}
-    if not isinstance(node, Mapping):
-        raise ManifestError(where, "expected a mapping")
-    return node
 
 
 def _resources(given: Mapping[str, Any], defaults: Mapping[str, str]) -> dict[str, Any]:
@@ -48,15 +40,15 @@ def _resources(given: Mapping[str, Any], defaults: Mapping[str, str]) -> dict[st
 
 def build(obj: Mapping[str, Any], related: Related) -> Iterator[Built | str]:
     """The Deployment's pod spec."""
-    spec = _mapping(obj.get("spec"), ("spec",))
+    spec = mapping_at(obj.get("spec"), ("spec",))
     if not spec:
         return
-    config = _mapping(spec.get("deploymentConfig"), CONFIG)
-    resources = _mapping(config.get("resources"), (*CONFIG, "resources"))
+    config = mapping_at(spec.get("deploymentConfig"), CONFIG)
+    resources = mapping_at(config.get("resources"), (*CONFIG, "resources"))
     containers: list[dict[str, Any]] = [{"name": "vllm", "resources": _resources(resources, {})}]
-    sidecar = _mapping(config.get("sidecarConfig"), SIDECAR)
+    sidecar = mapping_at(config.get("sidecarConfig"), SIDECAR)
     if sidecar.get("enabled") is True:
-        own = _mapping(sidecar.get("resources"), (*SIDECAR, "resources"))
+        own = mapping_at(sidecar.get("resources"), (*SIDECAR, "resources"))
         containers.append({"name": str(sidecar.get("name") or "sidecar"),
                            "resources": _resources(own, SIDECAR_DEFAULTS)})
     pod: dict[str, Any] = {"containers": containers}
