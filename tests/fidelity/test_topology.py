@@ -123,6 +123,30 @@ def judge(c: dict[str, Any], answer: dict[str, Any], kube: Semantics = DEFAULT) 
     return not refusals, f"{refusals[0] if refusals else 'no refusal'} [{story}]"
 
 
+def disagreement(c: dict[str, Any], answer: dict[str, Any], story: str, admitted: bool) -> str:
+    """A case where qos-guard and kubelet disagree, as the failure shows it: both answers, the case, and what
+    kubelet had to allocate from (and reserved, where the case reserves CPUs)."""
+    reserved = f" reserved: {answer['reservedCPUs']}" if answer.get("reservedCPUs") else ""
+    return (f"qos-guard: {story}; kubelet: {'admits' if admitted else 'refuses'} "
+            f"({answer.get('reason')}: {answer.get('message')}) "
+            f"placement {json.dumps(answer.get('placement'))}\ncase: {json.dumps(c)}\n"
+            f"allocatable: {json.dumps(answer['allocatable'])}{reserved}")
+
+
+def tally(label: str, counts: dict[str, int], failures: list[str], oracle: Oracle) -> int:
+    """Adds a differential's counts to the run's summary under ``label``; returns the single-numa-node cases
+    compared."""
+    for key, value in sorted(counts.items()):
+        TALLY.counts[f"{label}: {key}"] += value
+    compared = counts.get("single-numa-node: compared", 0)
+    TALLY.counts[f"{label} against k8s.io/kubernetes {oracle.release} (Kubernetes {oracle.kube.minor}): "
+                 f"{compared} single-numa-node cases, {compared - len(failures)} agree, "
+                 f"{len(failures)} disagree"] += 1
+    print(f"\nfidelity: {label} cases {json.dumps(counts, sort_keys=True)}")
+    return compared
+
+
+
 def test_numa_fit_agrees_with_the_topology_manager(topology_oracle: Oracle) -> None:
     rng = random.Random(SEED)
     failures: list[str] = []
@@ -157,18 +181,9 @@ def test_numa_fit_agrees_with_the_topology_manager(topology_oracle: Oracle) -> N
                 if why is not None:
                     TALLY.excused[f"topology: {why}"] += 1
                     continue
-                failures.append(f"qos-guard: {story}; kubelet: {'admits' if admitted else 'refuses'} "
-                                f"({answer.get('reason')}: {answer.get('message')}) "
-                                f"placement {json.dumps(answer.get('placement'))}\ncase: {json.dumps(c)}\n"
-                                f"allocatable: {json.dumps(answer['allocatable'])}")
-    for key, value in sorted(counts.items()):
-        TALLY.counts[f"topology: {key}"] += value
-    compared = counts.get("single-numa-node: compared", 0)
-    TALLY.counts[f"topology against k8s.io/kubernetes {topology_oracle.release} (Kubernetes "
-                 f"{topology_oracle.kube.minor}): {compared} single-numa-node cases, {compared - len(failures)} agree, "
-                 f"{len(failures)} disagree"] += 1
-    print(f"\nfidelity: topology cases {json.dumps(counts, sort_keys=True)}")
-    assert counts.get("cases", 0) >= CASES and counts.get("single-numa-node: compared", 0) >= 5_000
+                failures.append(disagreement(c, answer, story, admitted))
+    compared = tally("topology", counts, failures, topology_oracle)
+    assert counts.get("cases", 0) >= CASES and compared >= 5_000
     assert not failures, f"{len(failures)} disagreements; the first:\n" + "\n\n".join(failures[:5])
 
 
@@ -224,17 +239,7 @@ def test_numa_fit_agrees_under_cpu_manager_policy_options(topology_oracle: Oracl
                 if why is not None:
                     TALLY.excused[f"topology with options: {why}"] += 1
                     continue
-                failures.append(f"qos-guard: {story}; kubelet: {'admits' if admitted else 'refuses'} "
-                                f"({answer.get('reason')}: {answer.get('message')}) "
-                                f"placement {json.dumps(answer.get('placement'))}\ncase: {json.dumps(c)}\n"
-                                f"allocatable: {json.dumps(answer['allocatable'])} "
-                                f"reserved: {answer.get('reservedCPUs')}")
-    for key, value in sorted(counts.items()):
-        TALLY.counts[f"topology with CPU Manager options: {key}"] += value
-    compared = counts.get("single-numa-node: compared", 0)
-    TALLY.counts[f"topology with CPU Manager options against k8s.io/kubernetes {topology_oracle.release}: "
-                 f"{compared} single-numa-node cases, {compared - len(failures)} agree, "
-                 f"{len(failures)} disagree"] += 1
-    print(f"\nfidelity: topology cases with CPU Manager options {json.dumps(counts, sort_keys=True)}")
+                failures.append(disagreement(c, answer, story, admitted))
+    compared = tally("topology with CPU Manager options", counts, failures, topology_oracle)
     assert counts.get("cases", 0) >= OPTION_CASES and compared >= 1_000
     assert not failures, f"{len(failures)} disagreements; the first:\n" + "\n\n".join(failures[:5])
