@@ -9,17 +9,4 @@
 # Idempotent; needs root (it is only run when the node tests can run at all).
 set -euo pipefail
 PKGS=(runc buildah mmdebstrap busybox-static iptables iproute2 mount util-linux kmod ca-certificates)
-missing=()
-for p in "${PKGS[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
-done
-if ((${#missing[@]})); then
-  if [[ $(id -u) != 0 ]]; then
-    echo "node-deps: not root; cannot install ${missing[*]}" >&2
-    exit 1
-  fi
-  echo "node-deps: installing ${missing[*]}" >&2
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq >&2
-  apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
-fi
+bash "$(dirname "$0")/apt-ensure.sh" node-deps "${PKGS[@]}"
