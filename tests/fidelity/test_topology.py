@@ -146,7 +146,6 @@ def tally(label: str, counts: dict[str, int], failures: list[str], oracle: Oracl
     return compared
 
 
-
 def test_numa_fit_agrees_with_the_topology_manager(topology_oracle: Oracle) -> None:
     rng = random.Random(SEED)
     failures: list[str] = []
