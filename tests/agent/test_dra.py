@@ -22,9 +22,7 @@ from webhook.node.dra import (
     NUMA_NODE,
     PCI_BUS_ID,
     PCIE_ROOT,
-    Answer,
     SliceIndex,
-    SysfsLocality,
     check_attribute_names,
     resolve,
     slice_kept,
@@ -33,6 +31,7 @@ from webhook.node.kubelet import PodResourcesClient
 from webhook.node.observe import ListedView, observe
 from webhook.node.podinfo import ContainerSpec, PodInfo
 from webhook.node.podresources import api_pb2
+from webhook.node.sysfs import Answer, SysfsLocality
 from webhook.node.verdict import NUMA_MISALIGNED, NUMA_UNKNOWN, judge_container
 from webhook.node.verdict_text import DRA_REASON
 from webhook.node.verify import render_json, render_text, summary_line

@@ -21,7 +21,6 @@ from webhook.node.dra import (
     PCI_BUS_ID,
     PCIE_ROOT,
     SliceIndex,
-    SysfsLocality,
     admin_devices,
     claim_path,
     kept_for,
@@ -33,6 +32,7 @@ from webhook.node.kubelet import PodResourcesClient
 from webhook.node.observe import ListedView, observe
 from webhook.node.podinfo import ContainerSpec, PodInfo
 from webhook.node.podresources import api_pb2
+from webhook.node.sysfs import SysfsLocality
 from webhook.node.verdict import NUMA_MISALIGNED, judge_container
 from webhook.node.verify import render_json
 from webhook.node.watched import WatchedView

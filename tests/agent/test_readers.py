@@ -1,8 +1,9 @@
 """The sysfs and cgroup readers on fixture trees: 1, 2 and 4 NUMA nodes; cgroup v1 and v2 with kubelet's
-cgroupfs and systemd drivers; and every malformed file named, never a traceback."""
+cgroupfs and systemd drivers; every malformed file named, never a traceback; and one module that reads them."""
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.agent.trees import cgroup_container, sysfs
+from webhook.node import sysfs as sysfs_module
 from webhook.node.cgroups import CgroupError, container_cpuset
 from webhook.node.cpulist import MAX_ID, format_list, parse_list
 from webhook.node.sysfs import SysfsError, read_layout
@@ -141,3 +143,31 @@ def test_malformed_cgroup_file_is_named(tmp_path: Path) -> None:
 def test_no_cgroup_hierarchy(tmp_path: Path) -> None:
     with pytest.raises(CgroupError, match="neither a cgroup v2 hierarchy nor a v1 cpuset controller"):
         container_cpuset(tmp_path, UID, "Guaranteed", f"containerd://{CID}")
+
+
+def _opens(tree: ast.Module) -> list[int]:
+    """The lines of ``tree`` that open or read a file themselves: ``open()``, ``os.open()``, ``Path.open()``,
+    ``Path.read_text()``/``read_bytes()``."""
+    lines = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        if (isinstance(func, ast.Name) and func.id == "open") or (
+                isinstance(func, ast.Attribute) and func.attr in {"open", "read_text", "read_bytes", "fdopen"}):
+            lines.append(node.lineno)
+    return lines
+
+
+def test_one_module_reads_the_node_files() -> None:
+    """Every file the node side reads (sysfs's CPU lists, meminfo, hugepages, distances, PCI numa_node; the
+    cgroup files) is read by ``webhook/node/sysfs.py``'s bounded ``read_text``: no other module of the node
+    side opens a file, so its bound and its named errors hold for all of them."""
+    folder = Path(sysfs_module.__file__).parent
+    found = {}
+    for path in sorted(folder.glob("*.py")):
+        lines = _opens(ast.parse(path.read_text(encoding="utf-8")))
+        if lines:
+            found[path.name] = lines
+    assert set(found) == {"sysfs.py"}, f"files opened outside sysfs.py: {found}"
+    assert len(found["sysfs.py"]) == 1  # read_text alone

@@ -18,9 +18,9 @@ from webhook.extender.placement import BoundPod, read_nrt, reflected
 from webhook.node.allocation import Allocatable, ContainerAllocation, DeviceGroup, MemoryBlock, PodAllocation
 from webhook.node.kubelet import PodResourcesClient
 from webhook.node.podresources import api_pb2
-from webhook.node.sysfs import SysfsError
-from webhook.node.topology_publisher import TopologyPublisher, hugepages_name, read_node_facts
-from webhook.node.topology_report import NodeFacts, Owner, build_topology, decimal_quantity
+from webhook.node.sysfs import NodeFacts, SysfsError, hugepages_name, read_node_facts
+from webhook.node.topology_publisher import TopologyPublisher
+from webhook.node.topology_report import Owner, build_topology, decimal_quantity
 
 GPU = "example.com/gpu"
 GI = 1 << 30

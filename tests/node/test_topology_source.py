@@ -57,7 +57,8 @@ from webhook.extender.fingerprint import ATTRIBUTE, fingerprint
 from webhook.extender.placement import BoundPod, pod_demands, read_nrt, reflected, signed_sets
 from webhook.node.allocation import Allocatable
 from webhook.node.kubelet import PodResourcesClient
-from webhook.node.topology_report import NodeFacts, Owner, build_topology
+from webhook.node.sysfs import NodeFacts
+from webhook.node.topology_report import Owner, build_topology
 
 pytestmark = [pytest.mark.node, pytest.mark.timeout(900)]
 

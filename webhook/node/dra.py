@@ -24,7 +24,8 @@ one node); of each pool only its newest ``pool.generation`` (an older one is out
 
 A ``numa_node`` of -1 is the kernel saying it knows no node: unknown, as is a bad value (a string where an int
 belongs, a negative node, a malformed BDF). Resolution is pure given the slices and a ``Locality`` reader;
-``SysfsLocality`` is that reader over a sysfs root (``/sys``, or the agent's hostPath mount, or a test's tree).
+``webhook.node.sysfs.SysfsLocality`` is that reader over a sysfs root (``/sys``, or the agent's hostPath mount,
+or a test's tree).
 """
 
 from __future__ import annotations
@@ -32,12 +33,11 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any, Protocol
 
 from webhook.node.allocation import DraDevice
 from webhook.node.cpulist import MAX_ID
-from webhook.node.sysfs import SysfsError, read_text
+from webhook.node.sysfs import BDF, PCIE_ROOT_NAME, Answer
 
 NUMA_NODE = "resource.kubernetes.io/numaNode"
 PCI_BUS_ID = "resource.kubernetes.io/pciBusID"
@@ -52,9 +52,6 @@ SLICES_PATH = "/apis/resource.k8s.io/v1/resourceslices"
 MAX_DEVICES_PER_SLICE = 128  # resource.k8s.io/v1 ResourceSliceMaxDevices
 MAX_ATTRIBUTES = 48  # per device (ResourceSliceMaxAttributeValues); more is not a valid slice
 
-# upstream deviceattribute.verifyPCIBDFFormat, and the pcieRoot format it derives from sysfs
-_BDF = re.compile(r"[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-9a-f]")
-_ROOT = re.compile(r"pci([0-9a-f]{4}):([0-9a-f]{2})")
 _TEXT = 64  # longest attribute value shown in a message
 
 
@@ -213,75 +210,14 @@ def mark_admin(devices: Iterable[DraDevice], admin: Callable[[str], frozenset[tu
     return tuple(marked)
 
 
-# --- sysfs: the NUMA node of a PCI device or root ---
-
-@dataclass(frozen=True, slots=True)
-class Answer:
-    """What one source said: the NUMA nodes (empty: no answer), where it was read, and why there is none."""
-
-    numa: frozenset[int]
-    where: str
-    why: str = ""
-
+# --- where the kernel puts a PCI device: read by ``webhook.node.sysfs.SysfsLocality`` ---
 
 class Locality(Protocol):
-    """Where the kernel puts a PCI device or a PCIe root (``SysfsLocality``; a test may hand in its own)."""
+    """Where the kernel puts a PCI device or a PCIe root (``sysfs.SysfsLocality``; a test may hand in its own)."""
 
     def pci_device(self, bdf: str) -> Answer: ...
 
     def pcie_root(self, root: str) -> Answer: ...
-
-
-def _numa_file(path: Path) -> Answer:
-    try:
-        text = read_text(path, 64).strip()
-    except SysfsError as exc:
-        return Answer(frozenset(), str(path), str(exc).removeprefix(f"{path}: "))
-    if not re.fullmatch(r"-?\d{1,6}", text):
-        return Answer(frozenset(), str(path), f"holds {text[:_TEXT]!r}, not a NUMA node")
-    node = int(text)
-    if node == -1:
-        return Answer(frozenset(), str(path), "is -1: the kernel knows no NUMA node for it")
-    if not 0 <= node <= MAX_ID:
-        return Answer(frozenset(), str(path), f"holds {node}, not a NUMA node")
-    return Answer(frozenset({node}), str(path))
-
-
-@dataclass(frozen=True, slots=True)
-class SysfsLocality:
-    """PCI locality from sysfs under ``sys_root``."""
-
-    sys_root: Path
-
-    def pci_device(self, bdf: str) -> Answer:
-        """``SYS/bus/pci/devices/<BDF>/numa_node`` (a relative symlink into ``SYS/devices``, as the kernel
-        makes it, so it resolves under a mounted root too)."""
-        return _numa_file(self.sys_root / "bus" / "pci" / "devices" / bdf / "numa_node")
-
-    def pcie_root(self, root: str) -> Answer:
-        """``SYS/devices/<root>/numa_node``; else the devices on the root bus, when they agree."""
-        base = self.sys_root / "devices" / root
-        own = base / "numa_node"
-        if own.exists():
-            return _numa_file(own)
-        match = _ROOT.fullmatch(root)
-        if not match or not base.is_dir():
-            return Answer(frozenset(), str(base), "no such folder")
-        prefix = f"{match.group(1)}:{match.group(2)}:"
-        try:
-            children = sorted(p for p in base.iterdir() if p.name.startswith(prefix) and _BDF.fullmatch(p.name))
-        except OSError as exc:
-            return Answer(frozenset(), str(base), f"cannot list ({exc.strerror or exc})")
-        answers = [_numa_file(c / "numa_node") for c in children[:256]]
-        known = [a for a in answers if a.numa]
-        if not known:
-            why = answers[0].why if answers else f"no numa_node file, and no device {prefix}* under it"
-            return Answer(frozenset(), str(answers[0].where if answers else base), why)
-        nodes = frozenset().union(*(a.numa for a in known))
-        if len(nodes) > 1:
-            seen = ", ".join(f"{Path(a.where).parent.name} on {min(a.numa)}" for a in known[:4])
-            return Answer(frozenset(), str(base), f"the devices on it disagree ({seen})")
-        return Answer(nodes, known[0].where)
 
 
 # --- resolution ---
@@ -370,8 +306,8 @@ def resolve(device: DraDevice, index: SliceIndex, locality: Locality,
             if numa:
                 return replace(device, numa=numa, source=name, path="", looked="; ".join(tried))
             tried.append(f"{name} {why}")
-    lookups = ((PCI_BUS_ID, _BDF, "a PCI address in extended BDF form (0000:3b:00.0)", locality.pci_device),
-               (PCIE_ROOT, _ROOT, "a PCIe root pci<domain>:<bus> (pci0000:00)", locality.pcie_root))
+    lookups = ((PCI_BUS_ID, BDF, "a PCI address in extended BDF form (0000:3b:00.0)", locality.pci_device),
+               (PCIE_ROOT, PCIE_ROOT_NAME, "a PCIe root pci<domain>:<bus> (pci0000:00)", locality.pcie_root))
     for name, pattern, form, lookup in lookups:  # the sysfs numa_node of the device, else of its root
         if name not in attrs:
             continue

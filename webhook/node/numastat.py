@@ -10,9 +10,10 @@ cgroup knows where they ended up. Two formats:
 - cgroup v2 (the unified folder): ``anon N0=<bytes> N1=<bytes>``, one line per counter.
 
 The folder is found as the cpuset's is (``cgroups.container_folder``: kubelet's cgroupfs and systemd drivers).
-It hands the verdict a ``NumaPages`` (``webhook/node/numapages.py``, pure: ``judge_container`` never reads a
-file). A malformed file (truncated, a NUMA node the layout lacks) or a cgroup removed while it was read is a
-``CgroupError`` naming the file, for that container only."""
+The file is read as every node file is (``sysfs.read_text``: bounded, ASCII). It hands the verdict a
+``NumaPages`` (``webhook/node/numapages.py``, pure: ``judge_container`` never reads a file). A malformed file
+(truncated, a NUMA node the layout lacks) or a cgroup removed while it was read is a ``CgroupError`` naming the
+file, for that container only."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ from pathlib import Path
 from webhook.node.cgroups import CgroupError, container_folder
 from webhook.node.cpulist import format_list
 from webhook.node.numapages import NumaPages
-from webhook.node.sysfs import NumaLayout
+from webhook.node.sysfs import NumaLayout, SysfsError, read_text
 
 NUMA_STAT = "memory.numa_stat"
 MAX_STAT = 64 * 1024  # a numa_stat longer than this is refused (4096 nodes of v2 counters stay well under it)
@@ -92,22 +93,15 @@ def read_numa_stat(folder: Path, version: int, layout: NumaLayout, page_size: in
     and saying so when the cgroup went away while it was read (the container stopped: next look)."""
     path = folder / NUMA_STAT
     try:
-        with path.open("rb") as f:
-            data = f.read(MAX_STAT + 1)
-    except OSError as exc:
+        text = read_text(path, MAX_STAT)
+    except SysfsError as exc:
         if exc.errno in (errno.ENOENT, errno.ENODEV) and not folder.is_dir():
             raise CgroupError(f"{folder}: the cgroup went away while it was read (the container stopped or was "
                               "replaced; the next look judges what runs then)") from None
         if exc.errno == errno.ENOENT:
             raise CgroupError(f"{path}: missing (a kernel without CONFIG_NUMA has no numa_stat; memory "
                               "placement unknown)") from None
-        raise CgroupError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    if len(data) > MAX_STAT:
-        raise CgroupError(f"{path}: longer than {MAX_STAT} bytes")
-    try:
-        text = data.decode("ascii")
-    except UnicodeDecodeError:
-        raise CgroupError(f"{path}: not ASCII text") from None
+        raise CgroupError(str(exc)) from None  # unreadable, longer than MAX_STAT, not ASCII: named
     size = page_size or os.sysconf("SC_PAGE_SIZE")
     try:
         counters = parse_numa_stat(text, version, layout.nodes, size, str(path))

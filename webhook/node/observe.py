@@ -25,7 +25,6 @@ from webhook.node.dra import (
     DEFAULT_DRIVER_ATTRIBUTES,
     SLICES_PATH,
     SliceIndex,
-    SysfsLocality,
     admin_devices,
     claim_path,
     mark_admin,
@@ -36,7 +35,7 @@ from webhook.node.memory_verdict import REMOTE_SHARE, judge_memory
 from webhook.node.numapages import NumaPages
 from webhook.node.numastat import container_pages
 from webhook.node.podinfo import opted_in_at, pod_info
-from webhook.node.sysfs import NumaLayout, read_layout
+from webhook.node.sysfs import NumaLayout, SysfsLocality, read_layout
 from webhook.node.verdict import ContainerVerdict, judge_container
 
 MAX_NAMESPACES = 10_000

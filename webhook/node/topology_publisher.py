@@ -13,9 +13,10 @@ uid) gets an object owned by the new one, and none is written while there is no 
 
 The Topology Manager's policy and scope come from ``--topology-manager-policy/--topology-manager-scope``, else
 from the node's own kubelet (``/configz`` on its port, ``get`` on ``nodes/configz``: ``cluster.configz``); the
-hugepages and memory totals from sysfs. Both are read again when kubelet restarts (its PodResources socket is a
-new file) and every ``REREAD`` seconds; while the policy cannot be read it is left out of the object (its node is
-unknown to ``numa: auto`` and the extender, never guessed), and the log says which values to set instead.
+hugepages and memory totals from sysfs (``sysfs.read_node_facts``). Both are read again when kubelet restarts
+(its PodResources socket is a new file) and every ``REREAD`` seconds; while the policy cannot be read it is left
+out of the object (its node is unknown to ``numa: auto`` and the extender, never guessed), and the log says which
+values to set instead.
 
 A failure (the API server's or kubelet's) is logged once per change of cause and retried with exponential backoff
 and jitter (``cluster.backoff``; ``Retry-After`` honoured), so a fleet of agents does not hammer an API server
@@ -28,7 +29,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import threading
 import time
 from collections.abc import Callable
@@ -41,61 +41,14 @@ from webhook.cluster.client import ClusterError, Reply, Unreachable
 from webhook.cluster.configz import KubeletConfigz
 from webhook.core.numatopology import NRT_GROUP_VERSION, NRT_PATH
 from webhook.node.kubelet import PodResourcesClient, PodResourcesError
-from webhook.node.sysfs import SysfsError, read_layout, read_text
-from webhook.node.topology_report import NodeFacts, Owner, build_topology
+from webhook.node.sysfs import NodeFacts, SysfsError, read_node_facts
+from webhook.node.topology_report import Owner, build_topology
 
 FIELD_MANAGER = "qos-guard-agent"
 POLL = 0.25  # seconds between looks at kubelet's PodResources (two local gRPC calls each)
 RESYNC = 60.0  # seconds: an unchanged object applied again, the Node's uid read again
 REREAD = 600.0  # seconds: kubelet's Topology Manager settings and the hugepages totals read again
 LOCAL_CAP = 5.0  # seconds: the longest wait after a failure of kubelet's socket or sysfs (local, cheap)
-_MEMTOTAL = re.compile(r"^Node \d+ MemTotal:\s+(\d+) kB$", re.MULTILINE)
-_HUGEPAGES_DIR = re.compile(r"hugepages-(\d+)kB")
-
-
-def hugepages_name(kib: int) -> str:
-    """``hugepages-2Mi`` for 2048 kB pages, as kubelet names the resource."""
-    if kib % (1 << 20) == 0:
-        return f"hugepages-{kib >> 20}Gi"
-    if kib % (1 << 10) == 0:
-        return f"hugepages-{kib >> 10}Mi"
-    return f"hugepages-{kib}Ki"
-
-
-def read_node_facts(sys_root: Path) -> NodeFacts:
-    """The NUMA layout, each NUMA node's memory and hugepages totals and its distances, from sysfs (as NFD reads
-    them through ghw and ``GetNumaMemoryResources``). A missing meminfo or distance file leaves that fact out; a
-    malformed one is a ``SysfsError`` naming it."""
-    layout = read_layout(sys_root)
-    base = sys_root / "devices" / "system" / "node"
-    memory: dict[int, dict[str, int]] = {}
-    distances: dict[int, dict[int, int]] = {}
-    ids = sorted(layout.nodes)
-    for numa in ids:
-        folder = base / f"node{numa}"
-        meminfo = folder / "meminfo"
-        if meminfo.exists():
-            found = _MEMTOTAL.search(read_text(meminfo, 64 * 1024))
-            if found is None:
-                raise SysfsError(f"{meminfo}: no 'Node {numa} MemTotal: N kB' line")
-            memory.setdefault(numa, {})["memory"] = int(found.group(1)) * 1024
-        pages = folder / "hugepages"
-        for entry in sorted(pages.iterdir()) if pages.is_dir() else []:
-            size = _HUGEPAGES_DIR.fullmatch(entry.name)
-            if size is None or not (entry / "nr_hugepages").exists():
-                continue
-            text = read_text(entry / "nr_hugepages").strip()
-            if not text.isdigit():
-                raise SysfsError(f"{entry / 'nr_hugepages'}: not a number: {text[:40]!r}")
-            kib = int(size.group(1))
-            memory.setdefault(numa, {})[hugepages_name(kib)] = int(text) * kib * 1024
-        distance = folder / "distance"
-        if distance.exists():
-            values = read_text(distance).split()
-            if not all(v.isdigit() for v in values) or len(values) != len(ids):
-                raise SysfsError(f"{distance}: not {len(ids)} distances (one per NUMA node): {' '.join(values)[:80]}")
-            distances[numa] = {other: int(v) for other, v in zip(ids, values, strict=True)}
-    return NodeFacts(layout.nodes, memory, distances)
 
 
 class Api(Protocol):

@@ -28,14 +28,15 @@ Quantities are written as client-go writes an integer ``resource.Quantity`` in `
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from webhook.core.numatopology import HUGEPAGES, NRT_GROUP_VERSION
 from webhook.core.podspec import MEMORY
 from webhook.extender.fingerprint import ATTRIBUTE, fingerprint
 from webhook.node.allocation import Allocatable, PodAllocation
+from webhook.node.sysfs import NodeFacts
 
 KIND = "NodeResourceTopology"
 # noderesourcetopology-api v1alpha2's TopologyManagerPolicy values, as NFD's DetectTopologyPolicy maps them.
@@ -44,15 +45,6 @@ _LEGACY = {("single-numa-node", "container"): "SingleNUMANodeContainerLevel",
            ("restricted", "container"): "RestrictedContainerLevel", ("restricted", "pod"): "RestrictedPodLevel",
            ("best-effort", "container"): "BestEffortContainerLevel", ("best-effort", "pod"): "BestEffortPodLevel"}
 _SUFFIXES = ((18, "E"), (15, "P"), (12, "T"), (9, "G"), (6, "M"), (3, "k"))
-
-
-@dataclass(frozen=True, slots=True)
-class NodeFacts:
-    """What the node itself says, read once: its NUMA nodes' CPUs, memory totals and distances."""
-
-    cpus: Mapping[int, frozenset[int]]  # NUMA node -> its CPUs (sysfs cpulist)
-    memory: Mapping[int, Mapping[str, int]] = field(default_factory=dict)  # NUMA node -> memory/hugepages bytes
-    distances: Mapping[int, Mapping[int, int]] = field(default_factory=dict)  # NUMA node -> node -> distance
 
 
 @dataclass(frozen=True, slots=True)
