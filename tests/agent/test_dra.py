@@ -1,5 +1,5 @@
-"""DRA devices on the node (webhook/node/dra.py, judge_container, observe, verify, the agent's metric and Events): each
-device's NUMA node from its ResourceSlice and sysfs fixture trees, in the documented order; bad values; a
+"""DRA devices on the node (webhook/node/dra_locality.py, judge_container, observe, verify, the agent's metric and
+Events): each device's NUMA node from its ResourceSlice and sysfs fixture trees, in the documented order; bad values; a
 device whose NUMA node cannot be found makes the container unknown, never aligned (a device plugin's device
 without TopologyInfo too); a DRA device off the CPUs' NUMA node is misaligned and says why."""
 
@@ -18,7 +18,7 @@ from tests.agent.trees import sysfs
 from webhook.cli import main
 from webhook.node.agent import Events, Placements
 from webhook.node.allocation import Allocatable, ContainerAllocation, DeviceGroup, DraDevice
-from webhook.node.dra import (
+from webhook.node.dra_locality import (
     NUMA_NODE,
     PCI_BUS_ID,
     PCIE_ROOT,

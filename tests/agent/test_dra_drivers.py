@@ -1,5 +1,5 @@
-"""DRA slices as the drivers users run publish them (webhook/node/dra.py), each shape from the driver's own code,
-named with its repository, file and the commit read; the v1 API's per-device node selection
+"""DRA slices as the drivers users run publish them (webhook/node/dra_locality.py), each shape from the driver's own
+code, named with its repository, file and the commit read; the v1 API's per-device node selection
 (``perDeviceNodeSelection``: k8s.io/api v0.36.3 resource/v1 types.go, ``Device.NodeName``/``NodeSelector``/
 ``AllNodes``), pool generations (an out-dated slice set aside, as k8s.io/dynamic-resource-allocation's
 ``GatherPools``/``addSlice`` do), the list form of ``resource.kubernetes.io/numaNode`` (DRAListTypeAttributes),
@@ -15,7 +15,7 @@ from tests.agent.fakes import SLICES, FakeAPI, Kubelet, container, serve
 from tests.agent.test_dra import GPU_POD, NoSysfs, pci_tree
 from tests.agent.trees import sysfs
 from webhook.node.allocation import Allocatable, ContainerAllocation, DraDevice
-from webhook.node.dra import (
+from webhook.node.dra_locality import (
     DEFAULT_DRIVER_ATTRIBUTES,
     NUMA_NODE,
     PCI_BUS_ID,

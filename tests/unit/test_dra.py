@@ -1,5 +1,6 @@
-"""DRA at admission (webhook/core/dra.py, the dra-unaligned and dra-claim-spread rules, the DeviceClass cache of
-webhook/cluster/deviceclasses.py over a scripted API). tests/e2e/test_dra.py runs them on a real API server."""
+"""DRA at admission (webhook/core/dra_requests.py, the dra-unaligned and dra-claim-spread rules, the DeviceClass
+cache of webhook/cluster/deviceclass_cache.py over a scripted API). tests/e2e/test_dra.py runs them on a real API
+server."""
 
 from __future__ import annotations
 
@@ -11,9 +12,9 @@ import pytest
 from tests import dra_objects, waiting
 from tests.unit.test_topology_cache import Scripted, event
 from webhook.cluster import watch
-from webhook.cluster.deviceclasses import DEVICE_CLASSES_PATH, DeviceClassCache, read_device_classes
+from webhook.cluster.deviceclass_cache import DEVICE_CLASSES_PATH, DeviceClassCache, read_device_classes
 from webhook.core.config import Policy, parse_config
-from webhook.core.dra import (
+from webhook.core.dra_requests import (
     DeviceClasses,
     claim_spread,
     index_device_classes,

@@ -130,7 +130,7 @@ def test_an_extended_resource_a_deviceclass_maps_to_dra_stays_too() -> None:
     """With the cluster's DeviceClasses known, an extended resource a class names is DRA's wherever no device
     plugin serves it: the default scheduler may allocate it from DRA, so the Pod stays there; without them, the
     same name is a device plugin's and the Pod goes to the second scheduler."""
-    from webhook.core.dra import parse_device_classes
+    from webhook.core.dra_requests import parse_device_classes
     from webhook.core.facts import Facts
     amounts = {"cpu": "4", "memory": "1Gi", "example.com/dra-gpu": "1"}
     obj = pod(container("app", amounts, dict(amounts)))

@@ -11,14 +11,14 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from webhook.cluster.client import ClusterError, Lister
-from webhook.cluster.deviceclasses import read_device_classes
+from webhook.cluster.deviceclass_cache import read_device_classes
 from webhook.cluster.kubeconfig import explain, preflight
 from webhook.cluster.nrt import read_topology
 from webhook.cluster.related import read_related
 from webhook.cluster.version import read_version, served
 from webhook.cluster.watch import ApiTransport
 from webhook.core.config import Config
-from webhook.core.dra import DeviceClasses
+from webhook.core.dra_requests import DeviceClasses
 from webhook.core.dracpu import CPU_DRIVER, DraFacts
 from webhook.core.facts import NO_FACTS, Facts, Memo
 from webhook.core.kubeversion import Semantics
@@ -44,7 +44,7 @@ def cluster_dra(kubeconfig: str | None, say: Callable[[str], None], context: str
     be read stays unknown, said once (never a reason to fail)."""
     from webhook.cluster.client import Lister
     from webhook.cluster.configz import NodeReader
-    from webhook.cluster.dra import read_dra
+    from webhook.cluster.dra_lists import read_dra
 
     try:
         preflight(kubeconfig, context)

@@ -147,7 +147,7 @@ def read_nodes(kubeconfig: str | None, context: str | None, names: Sequence[str]
     cannot be read is ``Refused``."""
     from webhook.cluster.client import ClusterError, Lister  # here, not at the top: see TYPE_CHECKING above
     from webhook.cluster.configz import NodeConfig, NodeInfo, NodeReader
-    from webhook.cluster.dra import read_slices
+    from webhook.cluster.dra_lists import read_slices
     from webhook.cluster.kubeconfig import explain, preflight
 
     errors: list[str] = []

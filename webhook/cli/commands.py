@@ -102,7 +102,7 @@ def cmd_fix(args: argparse.Namespace) -> ExitCode:
         if len(args.paths) > 1 or args.output:
             err("fix: - (standard input to standard output, a filter) is given alone, without --output")
             return ExitCode.USAGE
-        from webhook.batch.filter import main_stdin
+        from webhook.batch.fix_stdin import main_stdin
 
         tally = main_stdin(configured(args), args.dry_run)
     else:
@@ -322,7 +322,7 @@ def _node_paths(args: argparse.Namespace) -> tuple[Path, Path, Path]:
 
 def _dra_attributes(args: argparse.Namespace, command: str) -> tuple[str, ...] | None:
     """The --dra-numa-attribute names (the defaults when none is given); None, said, when one is not a name."""
-    from webhook.node.dra import DEFAULT_DRIVER_ATTRIBUTES, check_attribute_names
+    from webhook.node.dra_locality import DEFAULT_DRIVER_ATTRIBUTES, check_attribute_names
 
     names = tuple(args.dra_numa_attribute or DEFAULT_DRIVER_ATTRIBUTES)
     problem = check_attribute_names(names)

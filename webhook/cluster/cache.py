@@ -2,7 +2,7 @@
 publisher thread turns the stores into an immutable snapshot at most every ``PUBLISH_EVERY`` seconds, so a request
 reads one snapshot from start to end and never waits for the API server.
 
-``TopologyCache`` (``cluster/nrt.py``) and ``DeviceClassCache`` (``cluster/deviceclasses.py``) are the two; each
+``TopologyCache`` (``cluster/nrt.py``) and ``DeviceClassCache`` (``cluster/deviceclass_cache.py``) are the two; each
 says what a snapshot is (``publish``) and keeps its problems (``note``). The loop, the threads and the stop are
 written once, here, so that a fix to one (a stop that ends the open watches now) is a fix to both.
 """

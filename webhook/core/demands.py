@@ -11,7 +11,7 @@ from functools import lru_cache
 from typing import Any
 
 from webhook.core.config import Policy
-from webhook.core.dra import DeviceClasses, DraUse, dra_resources
+from webhook.core.dra_requests import DeviceClasses, DraUse, dra_resources
 from webhook.core.fieldpath import FieldPath, dotted
 from webhook.core.numatopology import HUGEPAGES
 from webhook.core.podspec import CPU, GUARANTEED, MEMORY, Container, PodSpec
@@ -92,7 +92,7 @@ def may_align(pod: PodSpec) -> bool:
 
 def dra_use(pod: PodSpec, classes: DeviceClasses | None) -> DraUse:
     """The devices the Pod takes through DRA: its claims, and the extended resources DRA serves it (``classes``:
-    the cluster's DeviceClasses, None when not known). Kubelet aligns none of them (``webhook.core.dra``).
+    the cluster's DeviceClasses, None when not known). Kubelet aligns none of them (``webhook.core.dra_requests``).
     Where DRA serves no extended resource (before 1.36, ``Semantics.dra_extended_resources``) only the claims."""
     asked = [(name, (*c.resources.path, "limits", name)) for c in pod.all_containers for name in c.devices
              if is_device(name)] if pod.kube.dra_extended_resources else []

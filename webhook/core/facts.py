@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from webhook.core.dra import DeviceClasses
+from webhook.core.dra_requests import DeviceClasses
 from webhook.core.dracpu import DraFacts
 from webhook.core.kubeversion import Semantics
 from webhook.core.memo import Memo

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from webhook.core.dra import container_claims, pod_claim_sources, pod_claims
+from webhook.core.dra_requests import container_claims, pod_claim_sources, pod_claims
 from webhook.core.fieldpath import FieldPath, dotted
 from webhook.core.kubeversion import DEFAULT, Semantics
 from webhook.core.numatopology import HUGEPAGES
@@ -145,7 +145,7 @@ class PodSpec:
     declared_qos: str | None = None
     # Where the Pod may be scheduled (nodeName, nodeSelector, required node affinity): ``policy.numa: auto``.
     placement: Placement = field(default_factory=Placement)
-    # ``spec.resourceClaims`` by name: devices allocated through DRA (``webhook.core.dra``).
+    # ``spec.resourceClaims`` by name: devices allocated through DRA (``webhook.core.dra_requests``).
     resource_claims: tuple[str, ...] = ()
     # each claim's source: name -> (ResourceClaim or ResourceClaimTemplate, its name)
     claim_sources: Mapping[str, tuple[str, str]] = field(default_factory=dict)

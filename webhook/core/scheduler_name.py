@@ -12,7 +12,7 @@ DRA serves) stays with the scheduler that allocates the rest of the pool (the de
 saying why. Each kube-scheduler keeps the DRA allocations it has decided but not yet written to the claims in its
 own memory (the DRA plugin's assume cache), so two schedulers allocating from the same ResourceSlices can give
 one device to two claims; and the extender fits only what NodeResourceTopology publishes, which has no DRA
-devices (kubelet does not align them either: ``webhook.core.dra``).
+devices (kubelet does not align them either: ``webhook.core.dra_requests``).
 
 Pure: the decision and the recorded ``Change`` (the patch is built from it as ``webhook.core.mutation`` builds
 its own). A ``schedulerName`` the user set to anything but ``default-scheduler`` is never overridden (a warning
@@ -27,7 +27,7 @@ from typing import Any
 
 from webhook.core.config import Config
 from webhook.core.demands import demands, dra_use, is_device, may_align
-from webhook.core.dra import DeviceClasses
+from webhook.core.dra_requests import DeviceClasses
 from webhook.core.engine import exemption, kube_of
 from webhook.core.facts import NO_FACTS, Facts
 from webhook.core.mutation import Change

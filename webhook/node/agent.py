@@ -43,7 +43,7 @@ from webhook.cluster.client import ClusterError, Lister, Unreachable
 from webhook.cluster.reports import MANAGED_BY, Failure, Flavour, ReportWriter
 from webhook.cluster.watch import ApiTransport, Transport
 from webhook.node.cpulist import format_list
-from webhook.node.dra import DEFAULT_DRIVER_ATTRIBUTES
+from webhook.node.dra_locality import DEFAULT_DRIVER_ATTRIBUTES
 from webhook.node.kubelet import PodResourcesClient, PodResourcesError
 from webhook.node.memory_verdict import REMOTE_SHARE
 from webhook.node.observe import Snapshot, observe

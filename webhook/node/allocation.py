@@ -28,7 +28,7 @@ class DeviceGroup:
 @dataclass(frozen=True, slots=True)
 class DraDevice:
     """One device a container got through DRA (PodResources ``dynamic_resources``), and its NUMA nodes as its
-    ResourceSlice or sysfs says (``webhook/node/dra.py``): empty when unknown, ``looked`` then saying what was
+    ResourceSlice or sysfs says (``webhook/node/dra_locality.py``): empty when unknown, ``looked`` then saying what was
     looked for and why nothing answered (beside a known answer: the sources before it that gave nothing)."""
 
     driver: str

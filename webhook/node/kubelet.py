@@ -140,7 +140,7 @@ def _devices(d: Any, where: str) -> DeviceGroup:
 
 def _dynamic(resources: Any, where: str) -> tuple[DraDevice, ...]:
     """The devices DRA gave a container: one per claim resource (driver/pool/device), with its claim and CDI
-    ids; their NUMA nodes are found later, from the ResourceSlices (``webhook/node/dra.py``)."""
+    ids; their NUMA nodes are found later, from the ResourceSlices (``webhook/node/dra_locality.py``)."""
     found: list[DraDevice] = []
     for r in resources:
         claim = f"{r.claim_namespace[:63]}/{r.claim_name[:253]}"

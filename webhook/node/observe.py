@@ -6,7 +6,7 @@ The API server is read through a ``ClusterView``: ``ListedView`` lists the opted
 Pods on each look (``verify``, which looks once); the agent's ``WatchedView`` (``webhook/node/watched.py``)
 answers from the caches its watches keep, so a cycle costs the API server nothing. The node's ResourceSlices
 are read the same way (listed by ``verify`` only when a container has DRA devices), and each DRA device's NUMA
-node is found from them (``webhook/node/dra.py``)."""
+node is found from them (``webhook/node/dra_locality.py``)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from webhook.core.engine import MODE_SELECTOR as MODE_SELECTOR  # watched.py rea
 from webhook.core.podspec import ManifestError
 from webhook.node.allocation import Allocatable, PodAllocation
 from webhook.node.cgroups import CgroupError, cgroup_version, container_cpuset
-from webhook.node.dra import (
+from webhook.node.dra_locality import (
     DEFAULT_DRIVER_ATTRIBUTES,
     SLICES_PATH,
     SliceIndex,

@@ -7,7 +7,7 @@ unreadable, oversized or malformed file is a ``SysfsError`` naming the file and 
 - each NUMA node's memory and hugepages totals and its distances (``read_node_facts``): ``node*/meminfo``,
   ``node*/hugepages/hugepages-<size>kB/nr_hugepages``, ``node*/distance``, as NFD reads them;
 - the NUMA node of a PCI device or PCIe root (``SysfsLocality``): ``bus/pci/devices/<BDF>/numa_node``,
-  ``devices/<root>/numa_node``, for the DRA devices ``webhook/node/dra.py`` resolves.
+  ``devices/<root>/numa_node``, for the DRA devices ``webhook/node/dra_locality.py`` resolves.
 
 The cgroup files (``cgroups.py``, ``numastat.py``) are read through ``read_text`` too."""
 
@@ -203,7 +203,7 @@ def numa_node_file(path: Path) -> Answer:
 
 @dataclass(frozen=True, slots=True)
 class SysfsLocality:
-    """PCI locality from sysfs under ``sys_root`` (the ``Locality`` reader of ``webhook/node/dra.py``)."""
+    """PCI locality from sysfs under ``sys_root`` (the ``Locality`` reader of ``webhook/node/dra_locality.py``)."""
 
     sys_root: Path
 

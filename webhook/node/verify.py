@@ -14,7 +14,7 @@ from webhook.cluster.kubeconfig import explain, preflight
 from webhook.core.outcome import ExitCode, Refused, fold
 from webhook.node.allocation import DraDevice
 from webhook.node.cpulist import format_list
-from webhook.node.dra import DEFAULT_DRIVER_ATTRIBUTES
+from webhook.node.dra_locality import DEFAULT_DRIVER_ATTRIBUTES
 from webhook.node.kubelet import PodResourcesClient, PodResourcesError
 from webhook.node.memory_verdict import REMOTE_SHARE
 from webhook.node.numapages import NumaPages, table

@@ -34,7 +34,7 @@ from typing import Any
 
 from webhook.cluster.client import ClusterError
 from webhook.cluster.watch import ListRefused, Reflector, Store, Transport, refusal, wait_until
-from webhook.node.dra import SLICES_PATH, admin_devices, claim_path, kept_for, slice_kept
+from webhook.node.dra_locality import SLICES_PATH, admin_devices, claim_path, kept_for, slice_kept
 from webhook.node.observe import MODE_SELECTOR, OptedIn, opted_in
 
 NAMESPACES_PATH = "/api/v1/namespaces"

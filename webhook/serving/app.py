@@ -28,7 +28,7 @@ from webhook.admission.review import (
 )
 from webhook.core.claims import CLAIM_KINDS
 from webhook.core.config import Config
-from webhook.core.dra import DeviceClasses
+from webhook.core.dra_requests import DeviceClasses
 from webhook.core.facts import NO_FACTS, Facts, Memo
 from webhook.core.kubeversion import Semantics
 from webhook.core.numatopology import Topology

@@ -153,7 +153,7 @@ def worker_app(config: Config, own_namespace: str | None, extend: Extend | None 
         snapshot = start_topology_cache(kubeconfig, metrics.topology)
     classes = None
     if config.policy.device_classes:
-        from webhook.serving.deviceclasses import start_device_class_cache
+        from webhook.serving.deviceclass_startup import start_device_class_cache
 
         classes = start_device_class_cache(kubeconfig)
     related = None

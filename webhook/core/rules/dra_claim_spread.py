@@ -2,7 +2,8 @@
 ``count`` above 1, or ``allocationMode: All``) with no ``matchAttribute`` constraint on
 ``resource.kubernetes.io/numaNode`` or ``resource.kubernetes.io/pcieRoot`` (or a driver's ``<domain>/numaNode``)
 over all its requests: the scheduler may allocate its devices on different NUMA nodes, and nothing on the node
-aligns them (``webhook.core.dra``). Advisory by default (``policy.dra: warn``); ``policy.dra: deny`` refuses it.
+aligns them (``webhook.core.dra_requests``). Advisory by default (``policy.dra: warn``); ``policy.dra: deny``
+refuses it.
 
 Judged whole, by kind (``claims.CLAIM_KINDS``), not as a pod spec; the admission policies match pod specs
 only, so they do not have it (the webhook, ``check`` and ``audit`` do).
@@ -16,7 +17,7 @@ from typing import Any
 from webhook.core.claims import CLAIM_KINDS
 from webhook.core.config import DRA, Policy
 from webhook.core.demands import dra_advisory, dra_judged
-from webhook.core.dra import NUMA_ATTRIBUTE, PCIE_ATTRIBUTE, claim_spread
+from webhook.core.dra_requests import NUMA_ATTRIBUTE, PCIE_ATTRIBUTE, claim_spread
 from webhook.core.facts import NO_FACTS, Facts
 from webhook.core.fieldpath import FieldPath, dotted
 from webhook.core.podspec import PodSpec

@@ -24,7 +24,7 @@ from typing import Any
 from webhook.core.claims import CLAIM_KINDS
 from webhook.core.config import DRA, Policy
 from webhook.core.demands import dra_advisory, dra_judged
-from webhook.core.dra import NUMA_ATTRIBUTE, _covers, local_attribute
+from webhook.core.dra_requests import NUMA_ATTRIBUTE, _covers, local_attribute
 from webhook.core.dracpu import CPU_CLASS, CPU_DRIVER, CPU_NUMA_ATTRIBUTES, cpu_request
 from webhook.core.facts import Facts
 from webhook.core.fieldpath import FieldPath, dotted

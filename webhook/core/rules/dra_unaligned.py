@@ -1,7 +1,7 @@
 """``dra-unaligned``: a Pod that gets exclusive CPUs from the static CPU Manager (Guaranteed, whole CPUs) and
 takes devices through DRA runs with its CPUs and memory on NUMA nodes chosen without those devices: kubelet's
-Topology Manager has no DRA hint provider in v1.36 (``webhook.core.dra``), and ``single-numa-node`` does not
-refuse it. Advisory by default (``policy.dra: warn``); ``policy.dra: deny`` refuses it.
+Topology Manager has no DRA hint provider in v1.36 (``webhook.core.dra_requests``), and ``single-numa-node`` does
+not refuse it. Advisory by default (``policy.dra: warn``); ``policy.dra: deny`` refuses it.
 
 Its devices come through ``spec.resourceClaims``, or through an extended resource that a DeviceClass maps to DRA
 (``spec.extendedResourceName``, or the implicit ``deviceclass.resource.kubernetes.io/<class>``; from 1.36, where
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from webhook.core.config import DEVICE_CLASSES, DRA, Policy
 from webhook.core.demands import demands, dra_advisory, dra_judged, dra_use, may_align
-from webhook.core.dra import NUMA_ATTRIBUTE, DeviceClasses
+from webhook.core.dra_requests import NUMA_ATTRIBUTE, DeviceClasses
 from webhook.core.facts import Facts
 from webhook.core.fieldpath import dotted
 from webhook.core.podspec import PodSpec

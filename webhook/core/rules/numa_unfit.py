@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 
 from webhook.core.config import NUMA, AutoNuma, NumaPolicy, Policy
 from webhook.core.demands import Demand, Demands, demands, dra_use, may_align, show_amount
-from webhook.core.dra import DeviceClasses, DraUse
+from webhook.core.dra_requests import DeviceClasses, DraUse
 from webhook.core.facts import Facts
 from webhook.core.fieldpath import dotted
 from webhook.core.memo import Memo, remember

@@ -1,5 +1,5 @@
 """Dynamic Resource Allocation as admission sees it: which devices a Pod takes through DRA, and whether a
-ResourceClaim keeps its devices on one NUMA node. Pure; ``webhook.cluster.deviceclasses`` reads DeviceClasses.
+ResourceClaim keeps its devices on one NUMA node. Pure; ``webhook.cluster.deviceclass_cache`` reads DeviceClasses.
 
 Kubelet v1.36's Topology Manager has three hint providers (the CPU Manager, the Memory Manager, the device
 manager: ``pkg/kubelet/cm/container_manager_linux.go``) and none for DRA, and the device manager skips

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from webhook.cluster.cache import PublishingCache
 from webhook.cluster.client import ClusterError
 from webhook.cluster.watch import Listing, ListRefused, Reflector, Store, Transport, refusal, wait_until
-from webhook.core.dra import DeviceClasses, device_class_entry, index_device_classes
+from webhook.core.dra_requests import DeviceClasses, device_class_entry, index_device_classes
 
 DEVICE_CLASSES_GROUP_VERSION = "resource.k8s.io/v1"
 DEVICE_CLASSES_PATH = f"/apis/{DEVICE_CLASSES_GROUP_VERSION}/deviceclasses"

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from webhook.cluster.client import ClusterError
-from webhook.cluster.deviceclasses import DeviceClassCache, log_problem
+from webhook.cluster.deviceclass_cache import DeviceClassCache, log_problem
 from webhook.cluster.watch import ApiTransport
-from webhook.core.dra import DeviceClasses
+from webhook.core.dra_requests import DeviceClasses
 
 
 def start_device_class_cache(kubeconfig: str | None) -> Callable[[], DeviceClasses | None]:
