@@ -75,7 +75,7 @@ def test_observe_judges_only_opted_in_namespaces(world: tuple[Kubelet, FakeAPI, 
     _, api, socket, sys_root = world
     with PodResourcesClient(socket) as client:
         snap = observe(client, ListedView(api), sys_root, sys_root / "fs" / "cgroup", "node-1")
-    got = {p.pod: p for p in snap.placements}
+    got = {p.pod: p for p in snap.verdicts}
     assert set(got) == {"pinned", "gpu", "shared"} and not snap.errors
     assert got["pinned"].pinned and got["pinned"].aligned and got["pinned"].cgroup_cpus == frozenset({1})
     assert got["gpu"].aligned is False and got["gpu"].problems[0].reason == "NUMAMisaligned"
@@ -87,11 +87,11 @@ def test_verify_one_pod_uses_get(world: tuple[Kubelet, FakeAPI, Path, Path]) -> 
     kubelet, api, socket, sys_root = world
     with PodResourcesClient(socket) as client:
         snap = observe(client, ListedView(api), sys_root, sys_root / "fs" / "cgroup", None, [("enf", "gpu")])
-    assert [p.pod for p in snap.placements] == ["gpu"] and "Get" in kubelet.calls and "List" not in kubelet.calls
+    assert [p.pod for p in snap.verdicts] == ["gpu"] and "Get" in kubelet.calls and "List" not in kubelet.calls
     kubelet.serve_get = False  # an older kubelet: List once, then pick
     with PodResourcesClient(socket) as client:
         snap = observe(client, ListedView(api), sys_root, sys_root / "fs" / "cgroup", None, [("enf", "gpu")])
-    assert [p.pod for p in snap.placements] == ["gpu"] and "List" in kubelet.calls
+    assert [p.pod for p in snap.verdicts] == ["gpu"] and "List" in kubelet.calls
 
 
 @contextlib.contextmanager
@@ -354,7 +354,7 @@ def test_memory_where_it_really_is(world: tuple[Kubelet, FakeAPI, Path, Path]) -
     memory_cgroup(cgroups, 1, UIDS["gpu"], "Guaranteed", CIDS["gpu"], "total=5 N0=5 N1=0\nfile=2 N0=2 N1=0\nan")
     with PodResourcesClient(socket) as client:
         snap = observe(client, ListedView(api), sys_root, cgroups, "node-1")
-    got = {p.pod: p for p in snap.placements}
+    got = {p.pod: p for p in snap.verdicts}
     assert set(got) == {"pinned", "gpu", "shared"}  # the bad file costs the gpu Pod its figures only
     (error,) = snap.errors
     assert error.startswith("enf/gpu/app: memory: ") and "memory.numa_stat: truncated" in error

@@ -16,7 +16,7 @@ import pytest
 from tests.agent.fakes import SLICES, FakeAPI, Kubelet, container, serve
 from tests.agent.trees import sysfs
 from webhook.cli import main
-from webhook.node.agent import Events, Placements
+from webhook.node.agent import Events, VerdictGauges
 from webhook.node.allocation import Allocatable, ContainerAllocation, DeviceGroup, DraDevice
 from webhook.node.dra_locality import (
     NUMA_NODE,
@@ -374,7 +374,7 @@ def test_kubelet_dynamic_resources_reach_the_verdict(node: Any) -> None:
     kubelet, api, _, sys_root = node
     claim_pod(kubelet, "gpu-0")
     snap = look(node)
-    (p,) = snap.placements
+    (p,) = snap.verdicts
     assert p.dra_devices == (DraDevice(DRIVER, "node-1", "gpu-0", "ns/gpu-claim", (f"{DRIVER}/gpu=gpu-0",),
                                        frozenset({0}), PCI_BUS_ID,
                                        str(sys_root / "bus/pci/devices/0000:3b:00.0/numa_node")),)
@@ -422,7 +422,7 @@ def test_verify_without_access_to_slices_calls_dra_devices_unknown(node: Any) ->
     kubelet, api = node[0], node[1]
     claim_pod(kubelet, "gpu-1")
     api.refuse[SLICES] = 403
-    (p,) = look(node).placements
+    (p,) = look(node).verdicts
     assert p.state == "unknown"
     assert p.dra_devices[0].looked.startswith(f"the ResourceSlices could not be read (listing ResourceSlices: GET "
                                               f"{SLICES}: HTTP 403")
@@ -433,18 +433,18 @@ def test_verify_lists_no_slices_without_dra_devices(node: Any) -> None:
     kubelet, api = node[0], node[1]
     kubelet.pods = [api_pb2.PodResources(name="gpu", namespace="ns", containers=[container("app", [1],
                                                                                         memory=STATIC_1)])]
-    assert look(node).placements[0].state == "aligned"
+    assert look(node).verdicts[0].state == "aligned"
     assert not [p for p, _ in api.listed if p == SLICES]
 
 
 def test_the_agents_metric_and_events_for_unknown_and_misaligned(node: Any) -> None:
     kubelet, api = node[0], node[1]
     claim_pod(kubelet, "gpu-0", "gpu-2")
-    (misaligned,) = look(node).placements
+    (misaligned,) = look(node).verdicts
     claim_pod(kubelet, "gpu-2")
-    (unknown,) = look(node).placements
+    (unknown,) = look(node).verdicts
     unknown = type(unknown)(**{**{f: getattr(unknown, f) for f in unknown.__slots__}, "pod": "other"})
-    collector = Placements()
+    collector = VerdictGauges()
     collector.update([misaligned, unknown])
     values = {(f.name, s.labels["pod"]): s.value for f in collector.collect() for s in f.samples}
     assert values[("qos_guard_container_numa_aligned", "gpu")] == 0

@@ -7,14 +7,14 @@ from __future__ import annotations
 
 from prometheus_client.core import GaugeMetricFamily
 
-from webhook.node.agent import Placements
+from webhook.node.agent import VerdictGauges
 from webhook.node.allocation import Allocatable, ContainerAllocation, DraDevice
 from webhook.node.memory_verdict import judge_memory
 from webhook.node.observe import Snapshot
 from webhook.node.podinfo import ContainerSpec, PodInfo
 from webhook.node.sysfs import NumaLayout
 from webhook.node.verdict import DRA_CPU_DRIVER, NUMA_MISALIGNED, NUMA_UNKNOWN, ContainerVerdict, judge_container
-from webhook.node.verify import exit_code, placement_json, render_text
+from webhook.node.verify import exit_code, render_text, verdict_json
 
 LAYOUT = {0: 0, 1: 1}  # CPU -> NUMA node
 INFO = PodInfo("ns", "gpu", "uid-1", "Guaranteed", False, "2026-01-01T00:00:00Z", "enforce", None,
@@ -31,13 +31,13 @@ def judged(cpu_numa: int, gpu_numa: frozenset[int], cgroup: frozenset[int] | Non
 
 def snap(p: ContainerVerdict) -> Snapshot:
     s = Snapshot("node-1", Allocatable(frozenset()), NumaLayout({0: frozenset({0}), 1: frozenset({1})}), 2)
-    s.placements.append(p)
+    s.verdicts.append(p)
     return s
 
 
 def metric(p: ContainerVerdict, name: str) -> float | None:
     """What the agent's /metrics says of the container."""
-    collector = Placements()
+    collector = VerdictGauges()
     collector.update([p])
     families: list[GaugeMetricFamily] = list(collector.collect())
     return next((s.value for f in families for s in f.samples if s.name == name), None)
@@ -55,7 +55,7 @@ def test_the_nri_cpuset_beside_the_gpu_is_aligned_and_exit_0() -> None:
     # aligned, its memory not pinned (the driver pins CPUs only; Memory Manager None): no problem, exit 0
     assert p.pinned and p.exclusive_cpus == {0} and p.aligned is True and p.state == "memory-not-pinned"
     assert not p.problems and "set by the dra.cpu driver's NRI plugin" in p.notes[0]
-    assert placement_json(p)["exclusiveCPUs"] == [0]
+    assert verdict_json(p)["exclusiveCPUs"] == [0]
     assert exit_code(snap(p)) == 0
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from prometheus_client.core import GaugeMetricFamily
 
-from webhook.node.agent import Placements
+from webhook.node.agent import VerdictGauges
 from webhook.node.allocation import Allocatable, ContainerAllocation, DraDevice, MemoryBlock
 from webhook.node.memory_verdict import judge_memory
 from webhook.node.numapages import NumaPages
@@ -14,7 +14,7 @@ from webhook.node.observe import Snapshot
 from webhook.node.podinfo import ContainerSpec, PodInfo
 from webhook.node.sysfs import NumaLayout
 from webhook.node.verdict import NUMA_MISALIGNED, NUMA_REMOTE_MEMORY, NUMA_UNKNOWN, ContainerVerdict, judge_container
-from webhook.node.verify import placement_json, render_text, summary
+from webhook.node.verify import render_text, summary, verdict_json
 
 DRIVER = "gpu.example.com"
 MIB = 1 << 20
@@ -39,7 +39,7 @@ def verdict(dra_numa: frozenset[int] | None, memory: tuple[MemoryBlock, ...], he
 
 
 def metric(p: ContainerVerdict, name: str) -> float | None:
-    collector = Placements()
+    collector = VerdictGauges()
     collector.update([p])
     families: list[GaugeMetricFamily] = list(collector.collect())
     return next((s.value for f in families for s in f.samples if s.name == name), None)
@@ -54,7 +54,7 @@ def test_an_unknown_device_and_remote_memory_say_both_and_the_state_is_unknown()
     assert "aligned on" not in p.detail
     assert metric(p, "qos_guard_container_numa_aligned") == -1
     assert metric(p, "qos_guard_container_memory_remote_ratio") == 0.9
-    body = placement_json(p)
+    body = verdict_json(p)
     assert body["state"] == "unknown" and body["memoryPinned"] is True
     assert [x["reason"] for x in body["problems"]] == [NUMA_UNKNOWN, NUMA_REMOTE_MEMORY]
     text = render_text(snap(p))
@@ -91,5 +91,5 @@ def test_aligned_devices_with_memory_not_pinned_or_remote_are_never_plain_aligne
 
 def snap(p: ContainerVerdict) -> Snapshot:
     s = Snapshot(None, Allocatable(frozenset({0, 1})), NumaLayout({0: frozenset({0}), 1: frozenset({1})}), 2)
-    s.placements.append(p)
+    s.verdicts.append(p)
     return s

@@ -308,7 +308,7 @@ def test_the_publisher_follows_kubelet_restarts_the_slow_timer_and_the_node(tmp_
         server.stop(None)
 
 
-def problem_placement(pod: str, namespace: str = "ns") -> ContainerVerdict:
+def problem_verdict(pod: str, namespace: str = "ns") -> ContainerVerdict:
     return ContainerVerdict(namespace=namespace, pod=pod, uid=f"uid-{pod}", container="app", pinned=False,
                      exclusive_cpus=frozenset(), cpu_request_milli=1000, cpu_numa=frozenset(), memory=(),
                      devices=(), aligned=None, reason="node-not-pinning", detail="not pinned",
@@ -332,14 +332,14 @@ def test_events_back_off_and_honour_retry_after() -> None:
     clock = {"now": 0.0}
     api = EventAPI([Reply(429, {"message": "too many requests"}, 5.0), Reply(201, {})])
     events = Events(api, "n1", clock=lambda: clock["now"])  # type: ignore[arg-type]
-    placements = [problem_placement(p) for p in ("a", "b", "c")]
+    verdicts = [problem_verdict(p) for p in ("a", "b", "c")]
     stamp = datetime(2026, 1, 1, tzinfo=UTC)
-    created, said = events.emit(placements, stamp)
+    created, said = events.emit(verdicts, stamp)
     assert (created, len(api.posted)) == (0, 1) and len(said) == 1 and "HTTP 429" in said[0]
     clock["now"] = 4.9
-    assert events.emit(placements, stamp) == (0, []) and len(api.posted) == 1
+    assert events.emit(verdicts, stamp) == (0, []) and len(api.posted) == 1
     clock["now"] = 5.0
-    created, said = events.emit(placements, stamp)
+    created, said = events.emit(verdicts, stamp)
     assert created == 3 and said == ["Events are created again"] and len(api.posted) == 4
 
 
@@ -347,7 +347,7 @@ def test_one_refused_event_does_not_hold_up_the_others() -> None:
     """A 403 for one Event (its namespace being deleted): the next are still created, no backoff, said once."""
     api = EventAPI([Reply(403, {"message": "namespace ns is being terminated"}), Reply(201, {})])
     events = Events(api, "n1", clock=lambda: 0.0)  # type: ignore[arg-type]
-    created, said = events.emit([problem_placement(p) for p in ("a", "b", "c")], datetime(2026, 1, 1, tzinfo=UTC))
+    created, said = events.emit([problem_verdict(p) for p in ("a", "b", "c")], datetime(2026, 1, 1, tzinfo=UTC))
     assert created == 2 and len(api.posted) == 3 and events.backoff.ready(0.0)
     assert len(said) == 2 and "HTTP 403" in said[0] and said[1] == "Events are created again"
 
@@ -373,7 +373,7 @@ def test_reports_back_off_on_an_overloaded_api_server() -> None:
     api = ReportAPI([Reply(503, {"message": "the server is currently unable to handle the request"}), Reply(200, {})])
     reports = Reports(api, FLAVOURS["openreports"], "n1", clock=lambda: clock["now"])  # type: ignore[arg-type]
     snap = Snapshot(None, Allocatable(frozenset({0, 1})), NumaLayout({0: frozenset({0, 1})}), 2,
-                    placements=[problem_placement("a"), problem_placement("b", "other")])
+                    verdicts=[problem_verdict("a"), problem_verdict("b", "other")])
     stamp = datetime(2026, 1, 1, tzinfo=UTC)
     said = reports.write(snap, stamp)
     assert len(api.sent) == 1 and len(said) == 1 and "HTTP 503" in said[0]

@@ -17,7 +17,7 @@ from typing import Any
 from tests.fidelity.conftest import SEED
 from tests.fidelity.divergences import TALLY
 from tests.fidelity.oracle import Oracle
-from webhook.core.scheduling import placement, taints
+from webhook.core.scheduling import node_constraints, taints
 
 CASES = 4_000
 KEYS = ["zone", "pool", "gpu", "example.com/tier", "cores"]
@@ -107,7 +107,7 @@ def test_placement_agrees_with_the_scheduler(placement_oracle: Oracle) -> None:
     matched = kept_out = tolerated = 0
     for case, answer in zip(cases, answers, strict=True):
         assert not answer.get("error"), answer
-        pod = placement(case["spec"], placement_oracle.kube.toleration_comparison_operators)
+        pod = node_constraints(case["spec"], placement_oracle.kube.toleration_comparison_operators)
         ours = [pod.allows(n["name"], n["labels"], taints(n["taints"])) for n in case["nodes"]]
         matched += sum(answer["matches"])
         for n, allowed in zip(case["nodes"], ours, strict=True):

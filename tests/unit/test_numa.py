@@ -17,7 +17,7 @@ from webhook.core.kubeversion import resolve
 from webhook.core.numa import fit_cluster, fit_node
 from webhook.core.numatopology import Topology, TopologyError, parse_nrt
 from webhook.core.podspec import build_pod_spec
-from webhook.core.scheduling import Taint, Toleration, placement, taints, tolerations
+from webhook.core.scheduling import Taint, Toleration, node_constraints, taints, tolerations
 from webhook.policies.generate import PolicyError, render
 
 GPU = "nvidia.com/gpu"
@@ -160,10 +160,10 @@ def test_a_node_whose_taint_the_pod_does_not_tolerate_is_not_one_it_can_land_on(
 def test_a_pod_named_to_its_node_only_minds_no_execute_taints() -> None:
     """spec.nodeName skips the scheduler; kubelet's own admission checks only NoExecute taints."""
     assert judge(pod("16", nodeName="gpu-1"), tainted(GPU_TAINT)) == ([], [])
-    named = placement(pod("16", nodeName="gpu-1")["spec"])
+    named = node_constraints(pod("16", nodeName="gpu-1")["spec"])
     assert named.allows("gpu-1", {}, (GPU_TAINT,))
     assert not named.allows("gpu-1", {}, (Taint("maintenance", "", "NoExecute"),))
-    assert not placement(pod("16")["spec"]).allows("gpu-1", {}, (GPU_TAINT,))
+    assert not node_constraints(pod("16")["spec"]).allows("gpu-1", {}, (GPU_TAINT,))
 
 
 def test_comparison_tolerations_compare_integers() -> None:
@@ -185,7 +185,7 @@ def test_comparison_tolerations_are_unknown_operators_before_1_35(minor: str, co
             "tolerations": [{"key": "example.com/generation", "operator": "Lt", "value": "12"}]}
     taint = (Taint("example.com/generation", "-2", "NoSchedule"),)
     built = build_pod_spec(spec, ("spec",), kube=resolve(minor))
-    assert built.placement.allows("gpu-a", {}, taint) is compares
+    assert built.node_constraints.allows("gpu-a", {}, taint) is compares
 
 
 def test_taints_and_tolerations_are_read_from_any_shape() -> None:
@@ -270,7 +270,7 @@ def test_admission_policies_refuse_auto() -> None:
         render(parse_config({"policy": {"numa": "auto"}}), "all", "qos-guard", "v1")
 
 
-# ---- placement: never a crash on any shape (the differential test checks the answers) ----
+# ---- node constraints: never a crash on any shape (the differential test checks the answers) ----
 
 _json = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=8),
                      lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner,
@@ -282,8 +282,8 @@ _keys = st.sampled_from(["nodeName", "nodeSelector", "affinity", "nodeAffinity",
 
 @given(st.dictionaries(_keys, _json | st.dictionaries(_keys, _json, max_size=3), max_size=4),
        st.dictionaries(st.text(max_size=6), st.text(max_size=6), max_size=3))
-def test_placement_reads_any_shape(spec: dict[str, Any], labels: dict[str, str]) -> None:
-    assert placement(spec).allows("n", labels) in (True, False)
+def test_node_constraints_read_any_shape(spec: dict[str, Any], labels: dict[str, str]) -> None:
+    assert node_constraints(spec).allows("n", labels) in (True, False)
 
 
 _nrt_keys = st.sampled_from(["metadata", "name", "attributes", "value", "topologyPolicies", "zones", "type",

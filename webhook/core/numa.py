@@ -37,7 +37,7 @@ from webhook.core.demands import Demand, Demands, demands, is_device, may_align
 from webhook.core.memo import Memo, remember
 from webhook.core.numatopology import HUGEPAGES, NodeTopology, Shapes, Topology, shapes_of
 from webhook.core.podspec import CPU, PodSpec
-from webhook.core.scheduling import Placement
+from webhook.core.scheduling import NodeConstraints
 
 # ---- one node: kubelet's admission, simulated ----
 
@@ -379,7 +379,7 @@ class ClusterFit:
     nodes without a usable NodeResourceTopology object.
     """
 
-    placement: Placement
+    constraints: NodeConstraints
     matching: int
     fits: tuple[NodeFit, ...] = ()
     refused: tuple[NodeFit, ...] = ()
@@ -395,26 +395,26 @@ class ClusterFit:
 def fit_cluster(pod: PodSpec, topology: Topology, exhaustive: bool = False,
                 wants: Demands | None = None, memo: Memo | None = None,
                 dra: frozenset[str] = frozenset()) -> ClusterFit:
-    """The Pod against every node it can land on (``PodSpec.placement``), judged once per shape of node
+    """The Pod against every node it can land on (``PodSpec.node_constraints``), judged once per shape of node
     (``shapes_of``; with ``memo``, each shape's answer is remembered for the snapshot). Unless ``exhaustive``,
     it stops at the first shape that holds the Pod, or as soon as a matching node is unknown: either way the rule
     has nothing to say. ``dra``: the extended resources DRA serves the Pod (see below)."""
-    placement = pod.placement
+    constraints = pod.node_constraints
     if topology.nodes is None:
-        return ClusterFit(placement, 0)
+        return ClusterFit(constraints, 0)
     if wants is None:
         if not may_align(pod):
-            return ClusterFit(placement, 0)  # nothing to align (no exclusive CPUs or memory, no device)
+            return ClusterFit(constraints, 0)  # nothing to align (no exclusive CPUs or memory, no device)
         wants = demands(pod)
     if not wants.aligned:
-        return ClusterFit(placement, 0)
+        return ClusterFit(constraints, 0)
     index = shapes_of(topology, memo)
     # ``dra``: the extended resources DRA serves this Pod (a DeviceClass maps them): a node that publishes none
     # of them per NUMA node can still serve them (its DRA driver), so they keep the Pod off no node. Where a node
     # does publish one, its device plugin serves it there and kubelet aligns it: fitted as any device.
     devices = {k for d in wants.containers for k, v in d.devices.items() if v > 0 and k not in dra}
-    if placement.constrained or topology.taints:
-        chosen, unknown = index.matching(placement, topology, memo)
+    if constraints.constrained or topology.taints:
+        chosen, unknown = index.matching(constraints, topology, memo)
         groups = [(i, tuple(names)) for i, names in sorted(chosen.items())]
     else:
         unknown = list(index.unknown)
@@ -423,7 +423,7 @@ def fit_cluster(pod: PodSpec, topology: Topology, exhaustive: bool = False,
     groups = [(i, names) for i, names in groups if not devices or devices <= index.shapes[i].published]
     matching = len(unknown) + sum(len(names) for _, names in groups)
     if unknown and not exhaustive:
-        return ClusterFit(placement, matching, unknown=tuple(sorted(unknown)))
+        return ClusterFit(constraints, matching, unknown=tuple(sorted(unknown)))
     fits: list[NodeFit] = []
     refused: list[NodeFit] = []
     spread: list[NodeFit] = []
@@ -437,7 +437,7 @@ def fit_cluster(pod: PodSpec, topology: Topology, exhaustive: bool = False,
         (fits if answer.fits else refused if topo.refuses else spread).append(answer)
         if fits and not exhaustive:
             break
-    return ClusterFit(placement, matching, tuple(fits), tuple(refused), tuple(spread), tuple(sorted(unknown)))
+    return ClusterFit(constraints, matching, tuple(fits), tuple(refused), tuple(spread), tuple(sorted(unknown)))
 
 
 def _fit(index: Shapes, where: int, wants: Demands, memo: Memo | None) -> NodeFit:

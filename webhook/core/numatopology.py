@@ -14,7 +14,7 @@ from typing import Any
 
 from webhook.core.memo import Memo, remember
 from webhook.core.quantity import QuantityError, quantity_from_value
-from webhook.core.scheduling import Placement, Taint
+from webhook.core.scheduling import NodeConstraints, Taint
 
 SINGLE_NUMA_NODE = "single-numa-node"
 POLICIES = ("none", "best-effort", "restricted", SINGLE_NUMA_NODE)
@@ -227,23 +227,23 @@ class Shapes:
     shape_of: Mapping[str, int]  # node name -> index in ``shapes``
     unknown: tuple[str, ...]
 
-    def matching(self, placement: Placement, topology: Topology,
+    def matching(self, constraints: NodeConstraints, topology: Topology,
                  memo: Memo | None = None) -> tuple[dict[int, list[str]], list[str]]:
-        """The nodes ``placement`` allows, by shape, and the unknown ones; remembered in ``memo`` (Pods of one
-        workload share their placement)."""
+        """The nodes ``constraints`` allows, by shape, and the unknown ones; remembered in ``memo`` (Pods of one
+        workload share their node constraints)."""
         def choose() -> tuple[dict[int, list[str]], list[str]]:
             chosen: dict[int, list[str]] = {}
             unknown: list[str] = []
             taints = topology.taints
             for name, labels in (topology.nodes or {}).items():
-                if placement.allows(name, labels, taints.get(name, ())):
+                if constraints.allows(name, labels, taints.get(name, ())):
                     where = self.shape_of.get(name)
                     if where is None:
                         unknown.append(name)
                     else:
                         chosen.setdefault(where, []).append(name)
             return {i: sorted(names) for i, names in chosen.items()}, sorted(unknown)
-        return remember(memo, "topology.placed", placement.key, choose, limit=1024)
+        return remember(memo, "topology.placed", constraints.key, choose, limit=1024)
 
     @classmethod
     def of(cls, topology: Topology) -> Shapes:

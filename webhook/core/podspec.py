@@ -19,7 +19,7 @@ from webhook.core.fieldpath import FieldPath, dotted
 from webhook.core.kubeversion import DEFAULT, Semantics
 from webhook.core.numatopology import HUGEPAGES
 from webhook.core.quantity import Quantity, QuantityError, format_milli, format_milli_bytes, quantity_from_value
-from webhook.core.scheduling import Placement, placement
+from webhook.core.scheduling import NodeConstraints, node_constraints
 
 CPU = "cpu"
 MEMORY = "memory"
@@ -144,7 +144,7 @@ class PodSpec:
     # ``status.qosClass`` as the manifest carries it (Pods only): the API server keeps it on create.
     declared_qos: str | None = None
     # Where the Pod may be scheduled (nodeName, nodeSelector, required node affinity): ``policy.numa: auto``.
-    placement: Placement = field(default_factory=Placement)
+    node_constraints: NodeConstraints = field(default_factory=NodeConstraints)
     # ``spec.resourceClaims`` by name: devices allocated through DRA (``webhook.core.dra_requests``).
     resource_claims: tuple[str, ...] = ()
     # each claim's source: name -> (ResourceClaim or ResourceClaimTemplate, its name)
@@ -435,7 +435,7 @@ def build_pod_spec(spec: Any, path: FieldPath, status: Any = None, template: str
         init_containers=init_containers,
         pod_level=_pod_level(body, path, containers, init_containers, template, kube),
         declared_qos=declared if isinstance(declared, str) and declared else None,
-        placement=placement(body, kube.toleration_comparison_operators),
+        node_constraints=node_constraints(body, kube.toleration_comparison_operators),
         # DynamicResourceAllocation off (1.33): the API server drops spec.resourceClaims on create.
         resource_claims=pod_claims(body) if kube.dra else (),
         claim_sources=pod_claim_sources(body) if kube.dra else {},

@@ -175,8 +175,8 @@ def untolerated(taints: tuple[Taint, ...], tolerations: tuple[Toleration, ...],
 
 
 @dataclass(frozen=True, slots=True)
-class Placement:
-    """Where the Pod may land, from its spec alone."""
+class NodeConstraints:
+    """Where the Pod may land, from its spec alone: nodeName, nodeSelector, required node affinity, tolerations."""
 
     node_name: str | None = None
     node_selector: Mapping[str, str] | None = None
@@ -221,8 +221,8 @@ class Placement:
         return " and ".join(parts) or "no node constraint"
 
 
-def placement(spec: Mapping[str, Any], compares: bool = True) -> Placement:
-    """The Pod's placement constraints; malformed parts (the API server refuses them) constrain nothing.
+def node_constraints(spec: Mapping[str, Any], compares: bool = True) -> NodeConstraints:
+    """The Pod's node constraints; malformed parts (the API server refuses them) constrain nothing.
     ``compares``: the release's ``Lt``/``Gt`` tolerations compare values (``Semantics``; 1.35 on)."""
     name = spec.get("nodeName")
     selector = spec.get("nodeSelector")
@@ -247,7 +247,7 @@ def placement(spec: Mapping[str, Any], compares: bool = True) -> Placement:
             parsed.append(Term(tuple(_requirement(r, False) for r in (exprs if isinstance(exprs, list) else [None])),
                                tuple(_requirement(r, True) for r in (flds if isinstance(flds, list) else [None]))))
         terms = tuple(parsed)
-    return Placement(node_name=name if isinstance(name, str) and name else None, node_selector=sel, terms=terms,
+    return NodeConstraints(node_name=name if isinstance(name, str) and name else None, node_selector=sel, terms=terms,
                      tolerations=tolerations(spec.get("tolerations"), compares))
 
 

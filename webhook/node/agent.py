@@ -95,16 +95,16 @@ def log(message: str) -> None:
     print(f"qos-guard agent: {message}", file=sys.stderr, flush=True)
 
 
-class Placements(Collector):
-    """The three per-container gauges, from the last snapshot (no stale series: they are rebuilt per scrape)."""
+class VerdictGauges(Collector):
+    """The per-container gauges, from the last snapshot (no stale series: they are rebuilt per scrape)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._placements: list[ContainerVerdict] = []
+        self._verdicts: list[ContainerVerdict] = []
 
-    def update(self, placements: list[ContainerVerdict]) -> None:
+    def update(self, verdicts: list[ContainerVerdict]) -> None:
         with self._lock:
-            self._placements = list(placements)
+            self._verdicts = list(verdicts)
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         labels = ["namespace", "pod", "container"]
@@ -125,8 +125,8 @@ class Placements(Collector):
         remote = GaugeMetricFamily("qos_guard_container_memory_remote_ratio", "Share (0-1) of a pinned "
                                    "container's anonymous memory off its CPUs' NUMA node", labels=labels)
         with self._lock:
-            placements = list(self._placements)
-        for p in placements:
+            verdicts = list(self._verdicts)
+        for p in verdicts:
             if not p.pinned and not p.problems:
                 continue  # in the shared pool by choice (policy.fractionalCPUContainers): nothing to watch
             values = [p.namespace, p.pod, p.container]
@@ -202,13 +202,13 @@ class Events:
             return []
         return [f"{message} (Events wait {wait:.1f} s, with backoff; said again only when the cause changes)"]
 
-    def emit(self, placements: list[ContainerVerdict], now: datetime) -> tuple[int, list[str]]:
+    def emit(self, verdicts: list[ContainerVerdict], now: datetime) -> tuple[int, list[str]]:
         """Create the Events not created yet; how many, and the lines to log (failures, once per cause)."""
         created = 0
         errors: list[str] = []
         if not self.backoff.ready(self._clock()):
             return 0, []
-        for p in placements:
+        for p in verdicts:
             for problem in p.problems:
                 name = event_name(p.pod, p.uid, problem.reason, p.container)
                 if name in self._emitted:
@@ -264,7 +264,7 @@ def build_reports(flavour: Flavour, node: str, snap: Snapshot, now: datetime) ->
     in the shared pool), ``fail`` for each problem."""
     stamp = {"seconds": int(now.timestamp()), "nanos": 0}
     by_ns: dict[str, list[dict[str, Any]]] = {}
-    for p in snap.placements:
+    for p in snap.verdicts:
         ref = {"apiVersion": "v1", "kind": "Pod", "namespace": p.namespace, "name": p.pod, "uid": p.uid}
         props = {"container": p.container, "node": node, "pinned": str(p.pinned).lower(),
                  "exclusiveCPUs": format_list(p.exclusive_cpus), "numaNodes": format_list(p.numa)}
@@ -357,8 +357,8 @@ def run_agent(opts: AgentOptions, stop: threading.Event | None = None,
     interpreter.configure(batch=False)  # the process's settings, once: the agent runs for weeks
     stop = stop or threading.Event()
     registry = CollectorRegistry()
-    placements = Placements()
-    registry.register(placements)
+    verdicts = VerdictGauges()
+    registry.register(verdicts)
     cycles = Counter("qos_guard_agent_cycles", "Looks at the node, by outcome", ["outcome"], registry=registry)
     last = Gauge("qos_guard_agent_last_success_timestamp_seconds", "When the agent last judged its node",
                  registry=registry)
@@ -390,14 +390,14 @@ def run_agent(opts: AgentOptions, stop: threading.Event | None = None,
             f"Topology Manager settings {source})")
     try:
         view.wait_synced(SYNC_WAIT, stop)
-        _loop(opts, stop, api, view, placements, cycles, last, publisher)
+        _loop(opts, stop, api, view, verdicts, cycles, last, publisher)
     finally:
         view.stop()
     log("stopped")
     return 0
 
 
-def _loop(opts: AgentOptions, stop: threading.Event, api: Lister, view: WatchedView, placements: Placements,
+def _loop(opts: AgentOptions, stop: threading.Event, api: Lister, view: WatchedView, verdicts: VerdictGauges,
           cycles: Counter, last: Gauge, publisher: TopologyPublisher | None = None) -> None:
     """One look per ``opts.interval`` until ``stop``; the publisher's thread started again if it ended."""
     events = Events(api, opts.node) if opts.events else None
@@ -413,20 +413,20 @@ def _loop(opts: AgentOptions, stop: threading.Event, api: Lister, view: WatchedV
                 snap = observe(kubelet, view, opts.sys_root, opts.cgroup_root, opts.node,
                                fractional_allowed=opts.fractional_allowed, dra_attributes=opts.dra_attributes,
                                remote_share=opts.remote_share)
-            placements.update(snap.placements)
+            verdicts.update(snap.verdicts)
             now = datetime.now(UTC)
             problems = snap.errors[:]
             created = 0
             if events is not None:
-                created, failed = events.emit(snap.placements, now)
+                created, failed = events.emit(snap.verdicts, now)
                 problems += failed
             if reports is not None:
                 problems += reports.write(snap, now)
             for message in problems[:20]:
                 log(message)
-            bad = sum(1 for p in snap.placements if p.problems)
+            bad = sum(1 for p in snap.verdicts if p.problems)
             if created or previous_error:
-                log(f"{len(snap.placements)} containers judged, {bad} with a problem, {created} Events created")
+                log(f"{len(snap.verdicts)} containers judged, {bad} with a problem, {created} Events created")
             previous_error = ""
             cycles.labels("ok").inc()
             last.set(time.time())

@@ -90,14 +90,14 @@ SLICES_GRANT = ("grant list on resourceslices (apiGroup resource.k8s.io) to whoe
 
 @dataclass(slots=True)
 class Snapshot:
-    """What one look found: the node's exclusive CPUs and NUMA layout, a placement per container, and what
+    """What one look found: the node's exclusive CPUs and NUMA layout, a verdict per container, and what
     could not be judged (each named; the rest is still judged)."""
 
     node: str | None
     allocatable: Allocatable
     layout: NumaLayout
     cgroup_version: int | None
-    placements: list[ContainerVerdict] = field(default_factory=list)
+    verdicts: list[ContainerVerdict] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     pods: dict[str, str] = field(default_factory=dict)  # uid -> namespace/name of every judged Pod
 
@@ -234,6 +234,6 @@ def observe(kubelet: Allocations, cluster: ClusterView, sys_root: Path, cgroup_r
                     pages = read.with_mems(mems) if read is not None else None
                 except CgroupError as exc:
                     snap.errors.append(f"{alloc.namespace}/{alloc.name}/{c.name}: memory: {exc}")
-            placement = judge_container(info, c, allocatable, cpu_numa, cgroup)
-            snap.placements.append(judge_memory(placement, pages, remote_share, bool(allocatable.memory)))
+            judged = judge_container(info, c, allocatable, cpu_numa, cgroup)
+            snap.verdicts.append(judge_memory(judged, pages, remote_share, bool(allocatable.memory)))
     return snap

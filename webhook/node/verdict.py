@@ -168,9 +168,9 @@ def judge_container(pod: PodInfo, alloc: ContainerAllocation, allocatable: Alloc
     if cgroup_cpus is not None and cgroup_cpus != cpus:
         notes.append(f"cgroup cpuset {format_list(cgroup_cpus) or 'empty'} differs from kubelet's assignment "
                      f"{format_list(cpus)} (kubelet reconciles every cpuManagerReconcilePeriod)")
-    placement = ContainerVerdict(pinned=True, exclusive_cpus=cpus, cpu_numa=numa, aligned=None, reason=None,
+    draft = ContainerVerdict(pinned=True, exclusive_cpus=cpus, cpu_numa=numa, aligned=None, reason=None,
                                  detail="", notes=tuple(notes), **common)
-    all_numa = placement.numa
+    all_numa = draft.numa
     aligned = len(all_numa) == 1
     where = where_text(cpus, numa, alloc.memory, alloc.devices, alloc.dynamic)
     if aligned:
@@ -181,10 +181,10 @@ def judge_container(pod: PodInfo, alloc: ContainerAllocation, allocatable: Alloc
         problems = (Problem(NUMA_MISALIGNED, f"container {alloc.name}: {detail} (NUMA nodes {nodes_text(all_numa)})"
                             + dra_misaligned(alloc, numa)),)
     verdict: bool | None = aligned
-    if placement.unknown and len(all_numa) <= 1:
+    if draft.unknown and len(all_numa) <= 1:
         verdict, detail = None, f"{where}: NUMA alignment unknown"
-    if placement.unknown:
-        problems += (numa_unknown(alloc.name, where, placement.unknown),)
+    if draft.unknown:
+        problems += (numa_unknown(alloc.name, where, draft.unknown),)
     return ContainerVerdict(pinned=True, exclusive_cpus=cpus, cpu_numa=numa, aligned=verdict, reason=None,
                             detail=detail, notes=tuple(notes), problems=problems, **common)
 
@@ -211,9 +211,9 @@ def _judge_dra_cpus(alloc: ContainerAllocation, cpu_numa: Mapping[int, int], cgr
     unknown_cpus = sorted(c for c in cpus if c not in cpu_numa)
     if unknown_cpus:
         notes.append(f"CPUs {format_list(frozenset(unknown_cpus))} are on no NUMA node sysfs lists")
-    placement = ContainerVerdict(pinned=True, exclusive_cpus=cpus, cpu_numa=numa, aligned=None, reason=None,
+    draft = ContainerVerdict(pinned=True, exclusive_cpus=cpus, cpu_numa=numa, aligned=None, reason=None,
                                  detail="", notes=tuple(notes), **common)
-    all_numa = placement.numa
+    all_numa = draft.numa
     where = where_text(cpus, numa, alloc.memory, alloc.devices, alloc.dynamic)
     problems: tuple[Problem, ...] = ()
     verdict: bool | None = len(all_numa) == 1
@@ -224,10 +224,10 @@ def _judge_dra_cpus(alloc: ContainerAllocation, cpu_numa: Mapping[int, int], cgr
         problems = (Problem(NUMA_MISALIGNED, f"container {alloc.name}: {detail} (NUMA nodes {nodes_text(all_numa)}): "
                             f"its claim's CPUs and devices were allocated without a matchAttribute on their NUMA "
                             "node (qos-guard check: dra-cpu-unpaired)"),)
-    if unknown_cpus or (placement.unknown and len(all_numa) <= 1):
+    if unknown_cpus or (draft.unknown and len(all_numa) <= 1):
         verdict, detail = None, f"{where}: NUMA alignment unknown"
-    if placement.unknown:
-        problems += (numa_unknown(alloc.name, where, placement.unknown),)
+    if draft.unknown:
+        problems += (numa_unknown(alloc.name, where, draft.unknown),)
     return ContainerVerdict(pinned=True, exclusive_cpus=cpus, cpu_numa=numa, aligned=verdict, reason=None,
                             detail=detail, notes=tuple(notes), problems=problems, **common)
 

@@ -44,7 +44,7 @@ def verify(kubeconfig: str | None, socket: Path, sys_root: Path, cgroup_root: Pa
 
 def exit_code(snap: Snapshot) -> ExitCode:
     """1 when a container has a problem, else 2 when one could not be judged, else 0."""
-    return fold(violations=any(p.problems for p in snap.placements), errors=bool(snap.errors))
+    return fold(violations=any(p.problems for p in snap.verdicts), errors=bool(snap.errors))
 
 
 def dra_json(x: DraDevice) -> dict[str, Any]:
@@ -70,7 +70,7 @@ def pages_json(pages: NumaPages | None, local: frozenset[int]) -> dict[str, Any]
             "anonOffCPUNodesShare": round(share, 6) if share is not None else None}
 
 
-def placement_json(p: ContainerVerdict) -> dict[str, Any]:
+def verdict_json(p: ContainerVerdict) -> dict[str, Any]:
     return {
         "namespace": p.namespace, "pod": p.pod, "container": p.container, "uid": p.uid,
         "pinned": p.pinned, "exclusiveCPUs": sorted(p.exclusive_cpus), "exclusiveCPUCount": len(p.exclusive_cpus),
@@ -88,14 +88,14 @@ def placement_json(p: ContainerVerdict) -> dict[str, Any]:
 
 
 def summary(snap: Snapshot) -> dict[str, int]:
-    return {"containers": len(snap.placements),
-            "pinnedAligned": sum(1 for p in snap.placements if p.pinned and p.aligned and p.memory_pinned is not False),
+    return {"containers": len(snap.verdicts),
+            "pinnedAligned": sum(1 for p in snap.verdicts if p.pinned and p.aligned and p.memory_pinned is not False),
             # CPUs and devices on one NUMA node, memory left to the kernel (Memory Manager None): not "aligned"
-            "memoryNotPinned": sum(1 for p in snap.placements if p.pinned and p.aligned and p.memory_pinned is False),
-            "misaligned": sum(1 for p in snap.placements if p.pinned and p.aligned is False),
-            "unknown": sum(1 for p in snap.placements if p.pinned and p.aligned is None),
-            "notPinned": sum(1 for p in snap.placements if not p.pinned),
-            "problems": sum(1 for p in snap.placements if p.problems), "errors": len(snap.errors)}
+            "memoryNotPinned": sum(1 for p in snap.verdicts if p.pinned and p.aligned and p.memory_pinned is False),
+            "misaligned": sum(1 for p in snap.verdicts if p.pinned and p.aligned is False),
+            "unknown": sum(1 for p in snap.verdicts if p.pinned and p.aligned is None),
+            "notPinned": sum(1 for p in snap.verdicts if not p.pinned),
+            "problems": sum(1 for p in snap.verdicts if p.problems), "errors": len(snap.errors)}
 
 
 def render_error(message: str) -> str:
@@ -107,7 +107,7 @@ def render_json(snap: Snapshot) -> str:
     body = {"node": {"name": snap.node, "allocatableCPUs": sorted(snap.allocatable.cpus),
                      "numaNodes": {str(n): format_list(c) for n, c in sorted(snap.layout.nodes.items())},
                      "cgroupVersion": snap.cgroup_version},
-            "containers": [placement_json(p) for p in snap.placements], "errors": snap.errors,
+            "containers": [verdict_json(p) for p in snap.verdicts], "errors": snap.errors,
             "summary": summary(snap)}
     return json.dumps(body, indent=2) + "\n"
 
@@ -142,7 +142,7 @@ def render_text(snap: Snapshot) -> str:
     layout = "; ".join(f"NUMA {n}: CPUs {format_list(c) or 'none'}" for n, c in sorted(snap.layout.nodes.items()))
     allocatable = format_list(snap.allocatable.cpus) or "none (no static CPU Manager)"
     lines = [f"node: exclusive CPUs allocatable {allocatable}; {layout}"]
-    for p in snap.placements:
+    for p in snap.verdicts:
         lines.append(_line(p))
         if p.pages is not None:
             lines += [f"    {row}" for row in table(p.pages)]

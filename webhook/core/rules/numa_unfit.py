@@ -92,14 +92,14 @@ def _have(name: str, amount: int) -> str:
 
 
 def _auto(pod: PodSpec, topology: Topology, memo: Memo | None, classes: DeviceClasses | None) -> list[Violation]:
-    """The findings for ``pod`` over the snapshot, remembered per placement, demand and DRA devices in the
+    """The findings for ``pod`` over the snapshot, remembered per node constraints, demand and DRA devices in the
     caller's ``memo`` (the same Pods come again and again: a workload's replicas, retries)."""
     if topology.nodes is None or not may_align(pod):
         return []
     wants = demands(pod)
     use = dra_use(pod, classes)
     dra = frozenset(use.resources)
-    found = remember(memo, "numa-unfit.verdicts", (pod.placement.key, wants.key, dra, use.claims),
+    found = remember(memo, "numa-unfit.verdicts", (pod.node_constraints.key, wants.key, dra, use.claims),
                      lambda: tuple(_judge(pod, topology, wants, memo, dra)
                                    + _not_fitted(pod, use, wants, topology)
                                    + _published_nowhere(pod, wants, topology, dra)))
