@@ -25,10 +25,10 @@ import requests
 import yaml
 
 from tests import waiting
-from tests.agent.fakes import Kubelet, container, serve
-from tests.agent.test_topology_report import sysfs
 from tests.e2e.conftest import Cluster
 from tests.e2e.test_agent_privilege import NRT_CRD, installed_agent, node
+from tests.nodelogic.fakes import Kubelet, container, serve
+from tests.nodelogic.test_topology_report import sysfs
 from webhook.cluster.backoff import Backoff
 from webhook.cluster.client import Lister
 from webhook.node.podresources import api_pb2

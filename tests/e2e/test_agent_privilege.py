@@ -25,10 +25,10 @@ import pytest
 import yaml
 
 from tests import waiting
-from tests.agent.fakes import Kubelet, serve
-from tests.agent.test_topology_report import sysfs
 from tests.binaries import binary
 from tests.e2e.conftest import CHART, Cluster
+from tests.nodelogic.fakes import Kubelet, serve
+from tests.nodelogic.test_topology_report import sysfs
 from webhook.cluster.client import Lister
 from webhook.node.kubelet import PodResourcesClient
 from webhook.node.topology_publisher import RESYNC, TopologyPublisher

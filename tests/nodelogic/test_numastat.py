@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.agent.trees import memory_cgroup, sysfs, v1_numa_stat, v2_numa_stat
+from tests.nodelogic.trees import memory_cgroup, sysfs, v1_numa_stat, v2_numa_stat
 from webhook.node.allocation import Allocatable, ContainerAllocation, DeviceGroup, MemoryBlock
 from webhook.node.cgroups import CgroupError
 from webhook.node.memory_verdict import judge_memory

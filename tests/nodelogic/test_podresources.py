@@ -10,7 +10,7 @@ from typing import Any
 import grpc
 import pytest
 
-from tests.agent.fakes import Kubelet, container, serve
+from tests.nodelogic.fakes import Kubelet, container, serve
 from webhook.node.kubelet import PodResourcesClient, PodResourcesError
 from webhook.node.podresources import api_pb2
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.agent.fakes import Kubelet, container, serve, topology
+from tests.nodelogic.fakes import Kubelet, container, serve, topology
 from webhook.cluster.client import ClusterError, Reply
 from webhook.core.numatopology import parse_nrt
 from webhook.extender.fingerprint import ATTRIBUTE, fingerprint

@@ -19,8 +19,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.agent.fakes import Kubelet, serve, topology
-from tests.agent.test_topology_report import sysfs
+from tests.nodelogic.fakes import Kubelet, serve, topology
+from tests.nodelogic.test_topology_report import sysfs
 from tests.unit.test_pinning import configz as configz_body
 from webhook.cluster.backoff import RETRY_AFTER_CAP, Backoff, Cause, retry_after
 from webhook.cluster.client import Reply, Unreachable

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tests import waiting
-from tests.agent.fakes import FakeAPI
+from tests.nodelogic.fakes import FakeAPI
 from webhook.cluster import watch
 from webhook.cluster.client import ClusterError
 from webhook.node.observe import OptedIn
@@ -105,7 +105,7 @@ def test_a_cluster_without_dra_is_said_once_at_start_and_the_pods_are_judged(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """Kubernetes 1.33 serves no resource.k8s.io/v1: the slices' list answers 404, every time it is retried. The
     agent says once what that means (not a missing grant), and judges the node's Pods all the same."""
-    from tests.agent.fakes import SLICES
+    from tests.nodelogic.fakes import SLICES
 
     monkeypatch.setattr(watch, "RETRY_MISSING", 0.02)
     api = FakeAPI()

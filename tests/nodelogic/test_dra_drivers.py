@@ -11,9 +11,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tests.agent.fakes import SLICES, FakeAPI, Kubelet, container, serve
-from tests.agent.test_dra import GPU_POD, NoSysfs, pci_tree
-from tests.agent.trees import sysfs
+from tests.nodelogic.fakes import SLICES, FakeAPI, Kubelet, container, serve
+from tests.nodelogic.test_dra import GPU_POD, NoSysfs, pci_tree
+from tests.nodelogic.trees import sysfs
 from webhook.node.allocation import Allocatable, ContainerAllocation, DraDevice
 from webhook.node.dra_locality import (
     DEFAULT_DRIVER_ATTRIBUTES,

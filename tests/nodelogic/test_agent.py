@@ -17,8 +17,8 @@ import requests
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests import waiting
-from tests.agent.fakes import SLICES, FakeAPI, Kubelet, container, serve
-from tests.agent.trees import cgroup_container, memory_cgroup, sysfs, v1_numa_stat
+from tests.nodelogic.fakes import SLICES, FakeAPI, Kubelet, container, serve
+from tests.nodelogic.trees import cgroup_container, memory_cgroup, sysfs, v1_numa_stat
 from tests.serving import free_port
 from webhook.cli import main
 from webhook.cluster import watch

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.agent.trees import cgroup_container, sysfs
+from tests.nodelogic.trees import cgroup_container, sysfs
 from webhook.node import sysfs as sysfs_module
 from webhook.node.cgroups import CgroupError, container_cpuset
 from webhook.node.cpulist import MAX_ID, format_list, parse_list

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from tests.agent.fakes import SLICES, FakeAPI, Kubelet, container, serve
-from tests.agent.trees import sysfs
+from tests.nodelogic.fakes import SLICES, FakeAPI, Kubelet, container, serve
+from tests.nodelogic.trees import sysfs
 from webhook.cli import main
 from webhook.node.agent import Events, VerdictGauges
 from webhook.node.allocation import Allocatable, ContainerAllocation, DeviceGroup, DraDevice
