@@ -274,8 +274,8 @@ SERVED: tuple[tuple[str, str], ...] = (
 )
 SERVERS = {
     "webhook": ("The webhook (`qos-guard serve`)",
-                "`GET /metrics` on the plain port (8080; the chart's ServiceMonitor scrapes it), every gunicorn "
-                "worker's values merged, then the health port's own counters."),
+                "`GET /metrics` on the plain port (`--metrics-bind`, 0.0.0.0:8080 by default; the chart's "
+                "ServiceMonitor scrapes it), every gunicorn worker's values merged, then that port's own counters."),
     "extender": ("The scheduler extender (`qos-guard extender`)", "`GET /metrics` on the extender's port."),
     "agent": ("The node agent (`qos-guard agent`)",
               "`GET /metrics` on `--metrics-bind` (the chart's agent ServiceMonitor scrapes it); per-container series "
