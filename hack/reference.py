@@ -514,8 +514,57 @@ def event_reasons(field: str) -> list[EventReason]:
                 continue
             reason = _resolve(call.args[0], scope)
             if isinstance(reason, str):
-                found.setdefault(reason, []).append(_text(call.args[1]))
+                message = _text(call.args[1])
+                for name, texts in _filled_in(tree, call):
+                    message += f" (‹{name}›: {' / '.join(f'“{t}”' for t in texts)})"
+                found.setdefault(reason, []).append(message)
     return [EventReason(reason, tuple(messages)) for reason, messages in sorted(found.items())]
+
+
+def _filled_in(tree: ast.Module, call: ast.Call) -> Iterator[tuple[str, list[str]]]:
+    """What a message's ``‹name›`` holds, from the last assignment to it before the message is made: the text
+    assigned, or, unpacked from a call of one of the module's functions (``why, detail, bad = why_not(...)``),
+    the texts that function returns in that place (when the message is made only if another name of the same
+    unpacking holds, ``... if bad else ()``, the returns where it cannot are left out)."""
+    functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+    enclosing = [f for f in ast.walk(tree) if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef)
+                 and any(n is call for n in ast.walk(f))]
+    if not enclosing:
+        return
+    scope = enclosing[-1]
+    guards = {node.test.id for node in ast.walk(scope) if isinstance(node, ast.IfExp)
+              and isinstance(node.test, ast.Name) and any(n is call for n in ast.walk(node.body))}
+    wanted = sorted({part.value.id for part in ast.walk(call.args[1])
+                     if isinstance(part, ast.FormattedValue) and isinstance(part.value, ast.Name)})
+    assigns = sorted((n for n in ast.walk(scope) if isinstance(n, ast.Assign) and len(n.targets) == 1
+                      and n.lineno < call.lineno), key=lambda n: n.lineno)
+    for name in wanted:
+        last = None
+        for node in assigns:
+            target = node.targets[0]
+            if (isinstance(target, ast.Name) and target.id == name) or (isinstance(target, ast.Tuple) and any(
+                    isinstance(t, ast.Name) and t.id == name for t in target.elts)):
+                last = node
+        if last is None:
+            continue
+        target = last.targets[0]
+        if isinstance(target, ast.Name):
+            if isinstance(last.value, ast.Constant | ast.JoinedStr):
+                yield name, [_text(last.value)]
+            continue
+        value = last.value
+        if not (isinstance(target, ast.Tuple) and isinstance(value, ast.Call) and isinstance(value.func, ast.Name)
+                and value.func.id in functions):
+            continue
+        names = [t.id if isinstance(t, ast.Name) else "" for t in target.elts]
+        returns = sorted((r for r in ast.walk(functions[value.func.id]) if isinstance(r, ast.Return)
+                          and isinstance(r.value, ast.Tuple) and len(r.value.elts) == len(names)),
+                         key=lambda r: r.lineno)
+        kept = [r.value.elts for r in returns if isinstance(r.value, ast.Tuple) and not any(
+            names[i] in guards and isinstance(e, ast.Constant) and e.value is False
+            for i, e in enumerate(r.value.elts))]
+        if kept:
+            yield name, [_text(elts[names.index(name)]) for elts in kept]
 
 
 def events_page() -> str:
@@ -542,7 +591,8 @@ def events_page() -> str:
              "how to switch them on: [see what kubelet did on a node](../howto/node-agent.md).", "",
              "## Reasons", "",
              "The message as the code writes it (`‹…›`: what it fills in: the container, where its CPUs, memory "
-             f"and devices are, the way out).{cut}", "",
+             "and devices are, the way out; `(‹name›: “…” / “…”)`: the texts that name holds there, one of "
+             f"them).{cut}", "",
              "| reason | type | message |", "| --- | --- | --- |"]
     for r in reasons:
         lines += [f"| `{r.reason}` | {body.get('type')} | {'<br>'.join(_cell(m) for m in r.messages)} |"]

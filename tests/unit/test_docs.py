@@ -188,5 +188,11 @@ def test_the_events_page_lists_every_reason_the_agent_gives(monkeypatch: pytest.
     """Each reason a problem on a placed container carries (and so an Event), read from the source."""
     from webhook.node import verdict
 
-    reasons = {r.reason for r in _generator(monkeypatch).event_reasons("reason")}
-    assert reasons == {verdict.NOT_PINNED, verdict.NUMA_MISALIGNED, verdict.NUMA_UNKNOWN, verdict.NUMA_REMOTE_MEMORY}
+    reasons = {r.reason: r.messages for r in _generator(monkeypatch).event_reasons("reason")}
+    assert set(reasons) == {verdict.NOT_PINNED, verdict.NUMA_MISALIGNED, verdict.NUMA_UNKNOWN,
+                            verdict.NUMA_REMOTE_MEMORY}
+    # NotPinned's detail is filled in with what the verdict says of a container without exclusive CPUs, less the
+    # one case it does not report (a fractional CPU the policy allows)
+    (not_pinned,) = reasons[verdict.NOT_PINNED]
+    assert not_pinned.count("“") >= 5 and "no cpu request" in not_pinned
+    assert "fractionalCPUContainers" not in not_pinned
