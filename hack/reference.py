@@ -1,7 +1,9 @@
 """The reference pages of the documentation site (docs/reference/), written from the code so none can drift from
 it: one page per rule with its pass and fail fixtures and what ``qos-guard check`` says of each, the configuration
-keys from the schema, every command with its options and exit codes from the parser, the chart's values from
-values.yaml's comments, the kinds, and where Kubernetes minors differ. ``hack/generate.py`` writes and checks them.
+keys from the schema, every command with its options and exit codes from the parser, the output formats from the
+parser and the formats' registry, the metrics and Kubernetes Events from their definitions in webhook/'s source,
+the chart's values from values.yaml's comments, the kinds, and where Kubernetes minors differ.
+``hack/generate.py`` writes and checks them.
 """
 
 from __future__ import annotations
@@ -14,11 +16,15 @@ import os
 import re
 import sys
 import tokenize
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import chart_readme
+import yaml
 
+from webhook.batch import formats
 from webhook.cli import parser as cli_parser
 from webhook.core import kubeversion
 from webhook.core.config import SCHEMA
@@ -50,6 +56,11 @@ Every page here is written by `python hack/generate.py` from the code, and `make
 - [Configuration](configuration.md): every key of the configuration file, from `webhook/core/config.py`;
 - [Commands and exit codes](cli.md): every command and option, from the CLI's parser;
 - [Chart values](chart-values.md): every value of the Helm chart, from `charts/qos-guard/values.yaml`;
+- [Output formats](output-formats.md): what `--format` prints, by command, from the parser and the formats'
+  registry, with what `qos-guard check` prints in each;
+- [Metrics](metrics.md): every Prometheus metric of the webhook, the extender and the node agent, from their
+  definitions in the code;
+- [Kubernetes Events](events.md): the Events the node agent creates, their reasons and messages, from the code;
 - [Kinds](kinds.md): the kinds judged and where their Pod templates are, from `webhook/core/workloads.py`;
 - [Kubernetes versions](kubernetes-versions.md): where the supported minors differ, from
   `webhook/core/kubeversion.py`.
@@ -230,6 +241,423 @@ def pages() -> dict[Path, str]:
     out = {REFERENCE / "index.md": index_page(), REFERENCE / "rules" / "index.md": rules_index(),
            REFERENCE / "configuration.md": configuration_page(), REFERENCE / "cli.md": cli_page(),
            REFERENCE / "chart-values.md": chart_values_page(), REFERENCE / "kinds.md": kinds_page(),
-           REFERENCE / "kubernetes-versions.md": versions_page()}
+           REFERENCE / "kubernetes-versions.md": versions_page(), REFERENCE / "metrics.md": metrics_page(),
+           REFERENCE / "events.md": events_page(), REFERENCE / "output-formats.md": formats_page()}
     out.update({REFERENCE / "rules" / f"{rule.id}.md": rule_page(rule) for rule in RULES})
     return out
+
+
+# --- metrics, Events and output formats ---------------------------------------------------------------------------
+# Found in the source of webhook/ by what they are (a prometheus-client constructor or a `# HELP` line naming a
+# qos_guard_ metric; the dict that is an Event's body and the problems whose reason it carries), not by the module
+# they are in: a file renamed or moved leaves these pages as they are.
+
+WEBHOOK = ROOT / "webhook"
+PREFIX = "qos_guard_"
+_METRIC_TYPES = {"Counter": "counter", "Gauge": "gauge", "Histogram": "histogram", "Summary": "summary",
+                 "Info": "info", "Enum": "stateset", "CounterMetricFamily": "counter",
+                 "GaugeMetricFamily": "gauge", "HistogramMetricFamily": "histogram",
+                 "SummaryMetricFamily": "summary", "InfoMetricFamily": "info"}
+# Where each metric is scraped, by its name: which process serves a metric is not in its definition. A new name
+# none of these prefixes covers stops the generator (say here where it is served), rather than be filed wrongly.
+SERVED: tuple[tuple[str, str], ...] = (
+    ("qos_guard_extender_", "extender"),
+    ("qos_guard_agent_", "agent"),
+    ("qos_guard_container_", "agent"),
+    ("qos_guard_admission_", "webhook"),
+    ("qos_guard_violations", "webhook"),
+    ("qos_guard_http_server_errors", "webhook"),
+    ("qos_guard_numa_topology_", "webhook"),
+    ("qos_guard_certificate_", "webhook"),
+    ("qos_guard_log_lines_", "webhook"),
+    ("qos_guard_health_", "webhook"),
+)
+SERVERS = {
+    "webhook": ("The webhook (`qos-guard serve`)",
+                "`GET /metrics` on the plain port (`--metrics-bind`, 0.0.0.0:8080 by default; the chart's "
+                "ServiceMonitor scrapes it), every gunicorn worker's values merged, then that port's own counters."),
+    "extender": ("The scheduler extender (`qos-guard extender`)", "`GET /metrics` on the extender's port."),
+    "agent": ("The node agent (`qos-guard agent`)",
+              "`GET /metrics` on `--metrics-bind` (the chart's agent ServiceMonitor scrapes it); per-container series "
+              "are rebuilt from the last look on each scrape, so a Pod's series go when the Pod goes."),
+}
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One metric as scraped: its exposed name (a counter's ``_total`` included), type, labels and help."""
+
+    name: str
+    type: str
+    labels: tuple[str, ...]
+    help: str
+
+    @property
+    def served(self) -> str:
+        for prefix, server in SERVED:
+            if self.name.startswith(prefix):
+                return server
+        raise SystemExit(f"hack/reference.py: say in SERVED which process serves the metric {self.name}")
+
+
+def _sources() -> Iterator[tuple[Path, ast.Module]]:
+    for path in sorted(WEBHOOK.rglob("*.py")):
+        yield path, ast.parse(path.read_text(), str(path))
+
+
+def _module_name(path: Path) -> str:
+    return ".".join(path.relative_to(ROOT).with_suffix("").parts)
+
+
+def _str_constants(tree: ast.AST) -> dict[str, Any]:
+    """Names bound to a str constant or a list of them in ``tree``'s own statements (``A, B = "a", "b"`` too)."""
+    found: dict[str, Any] = {}
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Assign | ast.AnnAssign) or node.value is None:
+            continue
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        for target in targets:
+            pairs: list[tuple[ast.expr, ast.expr]] = [(target, node.value)]
+            if isinstance(target, ast.Tuple) and isinstance(node.value, ast.Tuple):
+                pairs = list(zip(target.elts, node.value.elts, strict=False))
+            for name, value in pairs:
+                if not isinstance(name, ast.Name):
+                    continue
+                try:
+                    literal = ast.literal_eval(value)
+                except ValueError:
+                    continue
+                if isinstance(literal, str) or (isinstance(literal, list | tuple)
+                                                and all(isinstance(x, str) for x in literal)):
+                    found[name.id] = literal
+    return found
+
+
+class _Names:
+    """The str constants a module's code can name: its own module-level ones and those it imports by name."""
+
+    def __init__(self) -> None:
+        self.modules = {_module_name(path): (tree, _str_constants(ast.Module(
+            body=[n for n in tree.body if isinstance(n, ast.Assign | ast.AnnAssign)], type_ignores=[])))
+            for path, tree in _sources()}
+
+    def scope(self, module: str) -> dict[str, Any]:
+        tree, own = self.modules[module]
+        names = dict(own)
+        for node in tree.body:
+            if isinstance(node, ast.ImportFrom) and node.module in self.modules:
+                theirs = self.modules[node.module][1]
+                names.update({a.asname or a.name: theirs[a.name] for a in node.names if a.name in theirs})
+        return names
+
+
+def _resolve(node: ast.expr | None, names: dict[str, Any]) -> Any:
+    """A constant's value, a name bound to one, or a list of them with ``*NAME`` spread; None when not one."""
+    if node is None:
+        return None
+    if isinstance(node, ast.Name):
+        return names.get(node.id)
+    if isinstance(node, ast.List | ast.Tuple):
+        items: list[Any] = []
+        for element in node.elts:
+            value = _resolve(element.value if isinstance(element, ast.Starred) else element, names)
+            if value is None:
+                return None
+            items += list(value) if isinstance(element, ast.Starred) else [value]
+        return items
+    try:
+        return ast.literal_eval(node)
+    except ValueError:
+        return None
+
+
+def _text(node: ast.expr) -> str:
+    """A string expression as a reader sees it: constants as they are, what is computed as ``‹expression›``."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.JoinedStr):
+        return "".join(_text(part) if isinstance(part, ast.Constant) else
+                       f"‹{ast.unparse(part.value) if isinstance(part, ast.FormattedValue) else ast.unparse(part)}›"
+                       for part in node.values)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        return _text(node.left) + _text(node.right)
+    return f"‹{ast.unparse(node)}›"
+
+
+def _argument(call: ast.Call, index: int, *keywords: str) -> ast.expr | None:
+    if len(call.args) > index:
+        return call.args[index]
+    return next((k.value for k in call.keywords if k.arg in keywords), None)
+
+
+def _exposed(name: str, kind: str) -> str:
+    """The name scraped: prometheus-client writes a counter's samples as ``NAME_total``."""
+    return name.removesuffix("_total") + "_total" if kind == "counter" else name
+
+
+def _scoped_calls(tree: ast.Module, module_names: dict[str, Any]) -> Iterator[tuple[ast.Call, dict[str, Any]]]:
+    """Every call in the module with the names it can see (the module's, then its function's own locals)."""
+    functions = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
+    inner = {id(call): {**module_names, **_str_constants(fn)} for fn in functions
+             for call in ast.walk(fn) if isinstance(call, ast.Call)}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            yield node, inner.get(id(node), module_names)
+
+
+def metrics() -> list[Metric]:
+    """Every ``qos_guard_`` metric webhook/ defines: by a prometheus-client class, or written as text."""
+    known = _Names()
+    found: dict[str, Metric] = {}
+
+    def add(metric: Metric) -> None:
+        if found.setdefault(metric.name, metric) != metric:
+            raise SystemExit(f"hack/reference.py: {metric.name} is defined twice, differently")
+
+    for module, (tree, _) in known.modules.items():
+        names = known.scope(module)
+        for call, scope in _scoped_calls(tree, names):
+            func = call.func
+            cls = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+            name = _resolve(_argument(call, 0, "name"), scope)
+            if cls not in _METRIC_TYPES or not isinstance(name, str) or not name.startswith(PREFIX):
+                continue
+            kind = _METRIC_TYPES[cls]
+            labels = _resolve(_argument(call, 2, "labelnames", "labels"), scope) or []
+            help_text = _argument(call, 1, "documentation")
+            add(Metric(_exposed(name, kind), kind, tuple(labels), _text(help_text) if help_text else ""))
+        add_text_metrics(tree, add)
+    return sorted(found.values(), key=lambda m: (list(SERVERS).index(m.served), m.name))
+
+
+def add_text_metrics(tree: ast.Module, add: Callable[[Metric], None]) -> None:
+    """The metrics a module writes in the text format itself (``# HELP`` and ``# TYPE`` lines, and the labels
+    its sample lines carry)."""
+    inner = {id(part) for node in ast.walk(tree) if isinstance(node, ast.JoinedStr) for part in node.values}
+    texts = [_text(node) for node in ast.walk(tree) if (isinstance(node, ast.JoinedStr) or (
+        isinstance(node, ast.Constant) and isinstance(node.value, str))) and id(node) not in inner]
+    lines = [line for text in texts for line in text.splitlines()]
+    helps = dict(re.findall(rf"^# HELP ({PREFIX}\w+) (.*)$", "\n".join(lines), re.M))
+    types = dict(re.findall(rf"^# TYPE ({PREFIX}\w+) (\w+)$", "\n".join(lines), re.M))
+    labels: dict[str, set[str]] = {}
+    for name, inside in re.findall(rf"({PREFIX}\w+)\{{([^}}]*)\}}", "\n".join(texts)):
+        labels.setdefault(name, set()).update(re.findall(r"(\w+)=", inside))
+    for name, help_text in helps.items():
+        add(Metric(name, types.get(name, "untyped"), tuple(sorted(labels.get(name, ()))), help_text))
+
+
+def metrics_page() -> str:
+    found = metrics()
+    lines = ["# Metrics", "", GENERATED, "",
+             "Every Prometheus metric qos-guard exports, found in the code by its definition (the prometheus-client "
+             "class that makes it, or the `# HELP` and `# TYPE` lines that write it); the name is the one scraped "
+             "(a counter's samples end in `_total`; a histogram's are `_bucket`, `_sum` and `_count`). Labels are "
+             "bounded: paths, kinds, operations, decisions, rule ids, outcomes, status codes, and on the agent "
+             "the containers of its own node.", ""]
+    for server, (title, where) in SERVERS.items():
+        lines += [f"## {title}", "", where, "", "| metric | type | labels | what it says |",
+                  "| --- | --- | --- | --- |"]
+        lines += [f"| `{m.name}` | {m.type} | {', '.join(f'`{label}`' for label in m.labels)} | {_cell(m.help)} |"
+                  for m in found if m.served == server]
+        lines.append("")
+    lines += ["The chart alerts on them with `prometheusRule.enabled=true`: [install the webhook]"
+              "(../howto/webhook.md), [see what kubelet did on a node](../howto/node-agent.md)."]
+    return "\n".join(lines) + "\n"
+
+
+@dataclass(frozen=True)
+class EventReason:
+    """One reason an Event is created with, and its message as the code writes it."""
+
+    reason: str
+    messages: tuple[str, ...]
+
+
+def _placeholders(node: ast.expr, names: dict[str, Any]) -> Any:
+    """An Event body's dict literal as data: constants (and names bound to them) as they are, the rest
+    ``‹expression›``."""
+    if isinstance(node, ast.Dict):
+        return {_placeholders(k, names) if k is not None else "**": _placeholders(v, names)
+                for k, v in zip(node.keys, node.values, strict=True)}
+    value = _resolve(node, names)
+    if isinstance(value, str | int | float | bool):
+        return value
+    return _text(node)
+
+
+def event_bodies() -> list[dict[str, Any]]:
+    """The Event bodies the code writes: every dict literal with ``"kind": "Event"``."""
+    known = _Names()
+    bodies = []
+    for module, (tree, _) in known.modules.items():
+        names = known.scope(module)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Dict) and any(
+                    isinstance(k, ast.Constant) and k.value == "kind" and isinstance(v, ast.Constant)
+                    and v.value == "Event" for k, v in zip(node.keys, node.values, strict=True)):
+                bodies.append(_placeholders(node, names))
+    return bodies
+
+
+def event_reasons(field: str) -> list[EventReason]:
+    """The reasons of the problems an Event carries (``‹problem.reason›`` in its body): every construction of a
+    ``reason, message`` class (its fields, in that order) whose reason is a constant."""
+    known = _Names()
+    classes = {node.name for tree, _ in known.modules.values() for node in ast.walk(tree)
+               if isinstance(node, ast.ClassDef) and [s.target.id for s in node.body if isinstance(s, ast.AnnAssign)
+                                                      and isinstance(s.target, ast.Name)] == [field, "message"]}
+    found: dict[str, list[str]] = {}
+    for module, (tree, _) in known.modules.items():
+        names = known.scope(module)
+        for call, scope in _scoped_calls(tree, names):
+            if not (isinstance(call.func, ast.Name) and call.func.id in classes and len(call.args) == 2):
+                continue
+            reason = _resolve(call.args[0], scope)
+            if isinstance(reason, str):
+                message = _text(call.args[1])
+                for name, texts in _filled_in(tree, call):
+                    message += f" (‹{name}›: {' / '.join(f'“{t}”' for t in texts)})"
+                found.setdefault(reason, []).append(message)
+    return [EventReason(reason, tuple(messages)) for reason, messages in sorted(found.items())]
+
+
+def _filled_in(tree: ast.Module, call: ast.Call) -> Iterator[tuple[str, list[str]]]:
+    """What a message's ``‹name›`` holds, from the last assignment to it before the message is made: the text
+    assigned, or, unpacked from a call of one of the module's functions (``why, detail, bad = why_not(...)``),
+    the texts that function returns in that place (when the message is made only if another name of the same
+    unpacking holds, ``... if bad else ()``, the returns where it cannot are left out)."""
+    functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+    enclosing = [f for f in ast.walk(tree) if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef)
+                 and any(n is call for n in ast.walk(f))]
+    if not enclosing:
+        return
+    scope = enclosing[-1]
+    guards = {node.test.id for node in ast.walk(scope) if isinstance(node, ast.IfExp)
+              and isinstance(node.test, ast.Name) and any(n is call for n in ast.walk(node.body))}
+    wanted = sorted({part.value.id for part in ast.walk(call.args[1])
+                     if isinstance(part, ast.FormattedValue) and isinstance(part.value, ast.Name)})
+    assigns = sorted((n for n in ast.walk(scope) if isinstance(n, ast.Assign) and len(n.targets) == 1
+                      and n.lineno < call.lineno), key=lambda n: n.lineno)
+    for name in wanted:
+        last = None
+        for node in assigns:
+            target = node.targets[0]
+            if (isinstance(target, ast.Name) and target.id == name) or (isinstance(target, ast.Tuple) and any(
+                    isinstance(t, ast.Name) and t.id == name for t in target.elts)):
+                last = node
+        if last is None:
+            continue
+        target = last.targets[0]
+        if isinstance(target, ast.Name):
+            if isinstance(last.value, ast.Constant | ast.JoinedStr):
+                yield name, [_text(last.value)]
+            continue
+        value = last.value
+        if not (isinstance(target, ast.Tuple) and isinstance(value, ast.Call) and isinstance(value.func, ast.Name)
+                and value.func.id in functions):
+            continue
+        names = [t.id if isinstance(t, ast.Name) else "" for t in target.elts]
+        returns = sorted((r for r in ast.walk(functions[value.func.id]) if isinstance(r, ast.Return)
+                          and isinstance(r.value, ast.Tuple) and len(r.value.elts) == len(names)),
+                         key=lambda r: r.lineno)
+        kept = [r.value.elts for r in returns if isinstance(r.value, ast.Tuple) and not any(
+            names[i] in guards and isinstance(e, ast.Constant) and e.value is False
+            for i, e in enumerate(r.value.elts))]
+        if kept:
+            yield name, [_text(elts[names.index(name)]) for elts in kept]
+
+
+def events_page() -> str:
+    bodies = event_bodies()
+    if len(bodies) != 1 or not re.fullmatch(r"‹(\w+)\.(\w+)›", str(bodies[0].get("reason"))):
+        raise SystemExit("hack/reference.py: expected one Event body whose reason is a problem's field; "
+                         f"found {bodies}: say how to list their reasons in events_page")
+    body = bodies[0]
+    field = str(body["reason"]).strip("‹›").split(".")[1]
+    reasons = event_reasons(field)
+    if not reasons:
+        raise SystemExit("hack/reference.py: no Event reason found")
+    component = body.get("source", {}).get("component", "?")
+    limit = re.search(r"\[:(\d+)\]›$", str(body.get("message")))
+    cut = f" A message is cut at {int(limit[1]):,} characters." if limit else ""
+    lines = ["# Kubernetes Events", "", GENERATED, "",
+             f"Only the node agent creates Events (`source.component: {component}`, on its node's Pods, type "
+             f"`{body.get('type')}`): one per problem it finds in where kubelet placed a container. The webhook "
+             "creates none: what it finds is in its answer to the API server (a refusal, or a warning "
+             "`kubectl` prints), its log and its [metrics](metrics.md). The agent names each Event after the "
+             "Pod's uid, the reason and the container, so the API server refuses a second create and a problem "
+             "is told once, not every cycle (until the API server's event TTL, one hour by default, expires it). "
+             "Read them with `kubectl get events --field-selector reason=REASON` or `kubectl describe pod`; "
+             "how to switch them on: [see what kubelet did on a node](../howto/node-agent.md).", "",
+             "## Reasons", "",
+             "The message as the code writes it (`‹…›`: what it fills in: the container, where its CPUs, memory "
+             "and devices are, the way out; `(‹name›: “…” / “…”)`: the texts that name holds there, one of "
+             f"them).{cut}", "",
+             "| reason | type | message |", "| --- | --- | --- |"]
+    for r in reasons:
+        lines += [f"| `{r.reason}` | {body.get('type')} | {'<br>'.join(_cell(m) for m in r.messages)} |"]
+    lines += ["", "## The Event as created", "",
+              "Every field the agent sets (`‹…›`: filled in per problem):", "", "```yaml",
+              yaml.safe_dump(body, sort_keys=False, allow_unicode=True, width=1000).rstrip(), "```"]
+    return "\n".join(lines) + "\n"
+
+
+EXAMPLE = FIXTURES / "cpu-not-integer" / "fail" / "fractional.yaml"
+
+
+def _run(argv: list[str]) -> tuple[int, str]:
+    """What the CLI prints for ``argv``, run from the repository's root (as the fixtures' tests run it)."""
+    out, errors = io.StringIO(), io.StringIO()
+    with _cwd(ROOT), contextlib.redirect_stdout(out), contextlib.redirect_stderr(errors):
+        code = cli_parser.main(argv)
+    return code, out.getvalue()
+
+
+def _format_options() -> dict[str, argparse.Action]:
+    """``--format`` of each command that has one, from the parser."""
+    top = cli_parser.build_parser()
+    sub = next(a for a in top._actions if isinstance(a, argparse._SubParsersAction))
+    return {name: option for name, command in sub.choices.items() for option in command._actions
+            if "--format" in option.option_strings}
+
+
+def _rst(doc: str) -> str:
+    """A docstring's first paragraph on one line, its ``literals`` as Markdown's."""
+    return " ".join(doc.strip().split("\n\n")[0].split()).replace("``", "`")
+
+
+def formats_page() -> str:
+    options = _format_options()
+    registry = [name for name, option in options.items() if list(option.choices or ()) == list(formats.FORMATS)]
+    lines = ["# Output formats", "", GENERATED, "",
+             "What `--format` prints, by command, from the CLI's parser and the one registry of formats "
+             "(`FORMATS`): a format there renders the findings of every command that offers it. Every format goes "
+             "to standard output; the exit code is the same whatever the format ([commands and exit codes]"
+             "(cli.md)).", "",
+             "| command | `--format` | default |", "| --- | --- | --- |"]
+    lines += [f"| `qos-guard {name}` | {', '.join(f'`{c}`' for c in option.choices or ())} | `{option.default}` |"
+              for name, option in options.items()]
+    lines += ["", "## The formats of " + ", ".join(f"`{n}`" for n in registry), "",
+              "| format | what it is | " + " | ".join(f"`{n}`" for n in registry) + " |",
+              "| --- | --- | " + " | ".join("---" for _ in registry) + " |"]
+    for fmt in formats.FORMATS.values():
+        forms = [_cell(formats.TEXT_FORMS.get(n, fmt.purpose)) if fmt.name == "text" else "yes" for n in registry]
+        purpose = "one line a finding" if fmt.name == "text" else fmt.purpose
+        lines.append(f"| `{fmt.name}` | {_cell(purpose)} | " + " | ".join(forms) + " |")
+    others = {name: option for name, option in options.items() if name not in registry}
+    for name, option in others.items():
+        lines += ["", f"`qos-guard {name}` has formats of its own: {_cell(option.help or '')}."]
+    example = str(EXAMPLE.relative_to(ROOT))
+    lines += ["", "## Each format", "",
+              f"With what `qos-guard check` prints for one manifest, [`{EXAMPLE.stem}`]"
+              f"(rules/{EXAMPLE.parent.parent.name}.md) (`{example}`).", ""]
+    for fmt in formats.FORMATS.values():
+        lines += [f"### `{fmt.name}`", ""]
+        for who, renderer in (("check, audit", fmt.objects), ("nodes", fmt.nodes)):
+            if renderer.__doc__:
+                lines += [f"For {' and '.join(f'`{w}`' for w in who.split(', '))}: {_rst(renderer.__doc__)}", ""]
+        code, out = _run(["check", example, "--format", fmt.name])
+        language = {"json": "json", "sarif": "json", "junit": "xml"}.get(fmt.name, "text")
+        lines += [f"`qos-guard check {example} --format {fmt.name}` (exit {code}):", "",
+                  f"```{language}", out.rstrip(), "```", ""]
+    return "\n".join(lines).rstrip("\n") + "\n"

@@ -6,13 +6,19 @@ ones, and the README stays a short door into it."""
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
 import os
 import re
 import subprocess
 import sys
 from html.parser import HTMLParser
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 from urllib.parse import unquote, urlsplit
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = [p for top in ("webhook", "charts", "docs") for p in (ROOT / top).rglob("*")
@@ -134,3 +140,59 @@ def test_the_readme_stays_short() -> None:
     lines = (ROOT / "README.md").read_text().splitlines()
     assert len(lines) <= 150, len(lines)
     assert not re.search(r"\b20\d\d-\d\d-\d\d\b", "\n".join(lines)), "a dated measurement: current figures only"
+
+
+def _generator(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """hack/reference.py, as hack/generate.py imports it."""
+    monkeypatch.syspath_prepend(str(ROOT / "hack"))
+    return importlib.import_module("reference")
+
+
+def _families(*collectors: Any) -> dict[str, tuple[str, tuple[str, ...], str]]:
+    """What a scrape says of each metric family: (type, label names, help), by the name scraped."""
+    found: dict[str, tuple[str, tuple[str, ...], str]] = {}
+    for collector in collectors:
+        for family in collector.collect():
+            name = f"{family.name}_total" if family.type == "counter" else family.name
+            own: Any = getattr(collector, "_labelnames", None) or getattr(family, "_labelnames", ())
+            labels = tuple(str(label) for label in own)
+            found[name] = (family.type, labels, family.documentation)
+    return found
+
+
+def test_the_metrics_page_finds_what_the_servers_export(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The metrics read from the source (by their definitions, wherever they are) are those the webhook's and the
+    agent's registries export, with the same type, labels and help: a definition the scan misreads or misses
+    fails here."""
+    from prometheus_client import CollectorRegistry
+
+    from webhook.node.agent import Placements, PublisherMetrics
+    from webhook.serving.metrics import Metrics
+
+    served = Metrics.create(CollectorRegistry()).with_topology(CollectorRegistry())
+    assert served.topology is not None
+    own = [getattr(group, f.name) for group in (served, served.topology) for f in dataclasses.fields(group)
+           if f.name != "topology"]  # the prometheus-client objects themselves: they know their label names
+    publisher = SimpleNamespace(node="n", age=lambda: 0.0, attempts={"ok": 1})
+    exported = _families(*own, Placements(), PublisherMetrics(publisher))  # type: ignore[arg-type]
+    scanned = {m.name: (m.type, m.labels, m.help) for m in _generator(monkeypatch).metrics()}
+    assert len(exported) == 15
+    assert {name: scanned.get(name) for name in exported} == exported
+    found_by_text = {"qos_guard_extender_view_incomplete": ("gauge", ("store",)),
+                     "qos_guard_extender_binds_total": ("counter", ("result",)),
+                     "qos_guard_health_probe_errors_total": ("counter", ())}
+    assert {name: scanned[name][:2] for name in found_by_text} == found_by_text
+
+
+def test_the_events_page_lists_every_reason_the_agent_gives(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each reason a problem on a placed container carries (and so an Event), read from the source."""
+    from webhook.node import verdict
+
+    reasons = {r.reason: r.messages for r in _generator(monkeypatch).event_reasons("reason")}
+    assert set(reasons) == {verdict.NOT_PINNED, verdict.NUMA_MISALIGNED, verdict.NUMA_UNKNOWN,
+                            verdict.NUMA_REMOTE_MEMORY}
+    # NotPinned's detail is filled in with what the verdict says of a container without exclusive CPUs, less the
+    # one case it does not report (a fractional CPU the policy allows)
+    (not_pinned,) = reasons[verdict.NOT_PINNED]
+    assert not_pinned.count("“") >= 5 and "no cpu request" in not_pinned
+    assert "fractionalCPUContainers" not in not_pinned
