@@ -166,7 +166,7 @@ def test_the_metrics_page_finds_what_the_servers_export(monkeypatch: pytest.Monk
     fails here."""
     from prometheus_client import CollectorRegistry
 
-    from webhook.node.agent import Placements, PublisherMetrics
+    from webhook.node.agent import PublisherMetrics, VerdictGauges
     from webhook.serving.metrics import Metrics
 
     served = Metrics.create(CollectorRegistry()).with_topology(CollectorRegistry())
@@ -174,7 +174,7 @@ def test_the_metrics_page_finds_what_the_servers_export(monkeypatch: pytest.Monk
     own = [getattr(group, f.name) for group in (served, served.topology) for f in dataclasses.fields(group)
            if f.name != "topology"]  # the prometheus-client objects themselves: they know their label names
     publisher = SimpleNamespace(node="n", age=lambda: 0.0, attempts={"ok": 1})
-    exported = _families(*own, Placements(), PublisherMetrics(publisher))  # type: ignore[arg-type]
+    exported = _families(*own, VerdictGauges(), PublisherMetrics(publisher))  # type: ignore[arg-type]
     scanned = {m.name: (m.type, m.labels, m.help) for m in _generator(monkeypatch).metrics()}
     assert len(exported) == 15
     assert {name: scanned.get(name) for name in exported} == exported
