@@ -190,13 +190,13 @@ def object_name(obj: Any) -> str:
     return "<unnamed>"
 
 
-def _skip(review: Review, own_namespace: str | None, judged: bool, *, namespaced: bool = True) -> str | None:
-    """Why a request is let through unjudged, or None: the test every endpoint makes first. ``judged``: whether
+def _skip(review: Review, own_namespace: str | None, wanted: bool, *, namespaced: bool = True) -> str | None:
+    """Why a request is let through unjudged, or None: the test every endpoint makes first. ``wanted``: whether
     the endpoint judges this request's kind, operation and subresource. ``namespaced``: whether the request's
     namespace counts (a Namespace's own request names itself there, and its label is judged wherever)."""
     if namespaced and (review.namespace in NEVER_SELECTED or (own_namespace and review.namespace == own_namespace)):
         return f"namespace {review.namespace} is never judged"
-    if not judged:
+    if not wanted:
         return f"{review.operation} of {review.kind}{'/' + review.subresource if review.subresource else ''}"
     if review.obj is None:
         return "no object"
@@ -204,9 +204,10 @@ def _skip(review: Review, own_namespace: str | None, judged: bool, *, namespaced
 
 
 def _verdict(review: Review, config: Config, facts: Facts, own_namespace: str | None,
-             mode: Mode) -> ObjectVerdict | Decision:
-    """The engine's verdict on the request's object in ``mode``, or the ``skipped`` decision when it is not
-    judged (its namespace, kind or operation; an exemption)."""
+             mode: Mode | None) -> ObjectVerdict | Decision:
+    """The engine's verdict on the request's object in ``mode`` (the endpoint's, from ``ENDPOINTS``), or the
+    ``skipped`` decision when it is not judged (its namespace, kind or operation; an exemption)."""
+    assert mode is not None, "an endpoint that judges pod specs names its mode in ENDPOINTS"
     why = _skip(review, own_namespace,
                 judged(review.group, review.kind, review.operation, review.subresource, table(config.workloads)))
     if why is not None:
@@ -227,7 +228,6 @@ def _said(config: Config, facts: Facts) -> list[str]:
 def validate(review: Review, config: Config, facts: Facts, own_namespace: str | None, mode: Mode | None) -> Decision:
     """``/validate`` (``mode`` enforce or mutate): refused with every violation the mode reports; advisories
     are warnings, never a refusal."""
-    assert mode is not None
     verdict = _verdict(review, config, facts, own_namespace, mode)
     if isinstance(verdict, Decision):
         return verdict
@@ -245,7 +245,7 @@ def validate(review: Review, config: Config, facts: Facts, own_namespace: str | 
 
 def warn(review: Review, config: Config, facts: Facts, own_namespace: str | None, mode: Mode | None) -> Decision:
     """``/warn``: admitted, with one warning per violation and advisory."""
-    verdict = _verdict(review, config, facts, own_namespace, Mode.WARN)
+    verdict = _verdict(review, config, facts, own_namespace, mode)
     if isinstance(verdict, Decision):
         return verdict
     found = verdict.violations
@@ -257,7 +257,7 @@ def warn(review: Review, config: Config, facts: Facts, own_namespace: str | None
 def mutate(review: Review, config: Config, facts: Facts, own_namespace: str | None, mode: Mode | None) -> Decision:
     """``/mutate``: the JSONPatch of the mutation. Only Pods are patched: a patched template would make GitOps
     tools see drift (docs/contract.md#modes-per-namespace-by-label)."""
-    verdict = _verdict(review, config, facts, own_namespace, Mode.MUTATE)
+    verdict = _verdict(review, config, facts, own_namespace, mode)
     if isinstance(verdict, Decision):
         return verdict
     if review.kind != POD or review.subresource or not verdict.changes:
