@@ -29,8 +29,8 @@ POLICY_MORE = "qos-guard: more violations (see qos-guard check)"
 # admission.k8s.io/v1 AdmissionResponse.warnings: "Limit warnings to 120 characters if possible. Warnings over
 # 256 characters and large numbers of warnings may be truncated."
 WARNING_CHARS = 120
-# The API server keeps 4 KiB of warnings per response (k8s.io/apiserver/pkg/warning): past it they are dropped
-# unseen, so the webhook says how many it left out instead.
+# The API server's warning recorder (KEP-1693) caps the warnings of one response at 4 KiB in all: past it they
+# are dropped unseen, so the webhook stops short and says how many it left out.
 WARNINGS_BYTES = 4096
 # A refusal lists this many findings, then ``MORE``: the first ones say what to do, and a kubectl error of
 # hundreds of lines hides the way out (a Deployment with many containers, a hostile request of thousands).
