@@ -16,7 +16,7 @@ import sys
 
 from flask import Flask, Response
 
-from webhook.admission.review import Decision, parse_review, response
+from webhook.admission.review import allowed, parse_review, response
 from webhook.cli import add_serve_arguments, serve_options
 from webhook.serving.options import ServeError
 from webhook.serving.server import serve
@@ -28,7 +28,7 @@ def add_noop(app: Flask) -> None:
 
     def noop() -> Response:
         review = parse_review(read_body())
-        return Response(json.dumps(response(review, Decision(True))), mimetype="application/json")
+        return Response(json.dumps(response(review, allowed())), mimetype="application/json")
 
     app.add_url_rule("/noop", "noop", noop, methods=["POST"])
 

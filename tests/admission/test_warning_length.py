@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from webhook.admission.review import MAX_WARNING, fit_warnings, warning
 from webhook.core.config import parse_config
 from webhook.core.engine import Mode, evaluate
+from webhook.core.refusal import WARNING_CHARS, fit_warnings, warning
 
 LWS = {
     "apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet", "metadata": {"name": "vllm"},
@@ -18,6 +18,6 @@ def test_a_long_warning_says_what_to_do_first() -> None:
     """A LeaderWorkerSet's template path filled the 120 characters: the container and the fix were cut off."""
     verdict = evaluate(LWS, parse_config({}), Mode.WARN)
     (shown,) = fit_warnings([warning(v) for _, v in verdict.violations])
-    assert len(shown) <= MAX_WARNING
+    assert len(shown) <= WARNING_CHARS
     assert shown.startswith('requests-not-equal-limits: container "vllm-worker": set resources.requests.cpu to 4; '), \
         shown

@@ -31,13 +31,16 @@ from tests.e2e.policy_sample import (
     fixture_objects,
     objects,
 )
+from tests.helpers import admission_review
 from webhook.core.config import Config, parse_config
 from webhook.core.engine import Mode, evaluate
 from webhook.core.facts import Facts
 from webhook.core.kubeversion import resolve
 from webhook.core.quantity import QuantityError, quantity_from_value
+from webhook.core.refusal import LINE_BREAK
 from webhook.core.rules import BY_ID, RULE_IDS
 from webhook.policies.generate import KNOWN_DIFFERENCES
+from webhook.serving.app import create_app
 
 NAMESPACES = {"enforce": "pol-enforce", "mutate": "pol-mutate", "warn": "pol-warn", "plain": "pol-plain"}
 CUSTOM = {  # the second half of the differential sample runs under this configuration
@@ -132,6 +135,22 @@ def test_enforce_refuses_with_the_webhook_message(policies: Cluster) -> None:
     ok = policies.kubectl("apply", "-n", ns, "-f", "-", stdin=compliant_pod("ok"))
     assert ok.returncode == 0, ok.stderr
     assert policies.get("pod", "ok", "-n", ns)["status"]["qosClass"] == "Guaranteed"
+
+
+def test_the_api_server_refuses_in_the_webhook_words(policies: Cluster) -> None:
+    """The generated policy's refusal is the webhook's for the same Pod, head and findings in the same order,
+    on one line (webhook/core/refusal.py words both; the API server discards a message with a line break)."""
+    pod = violating_pod("alike")
+    pod["spec"]["containers"].append({"name": "side", "image": "x", "resources": {
+        "requests": {"cpu": "1", "memory": "512Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}}})
+    app = create_app(Config(), kubernetes=policies.facts().kubernetes).test_client()
+    answer = app.post("/validate", data=json.dumps(admission_review(pod, namespace=NAMESPACES["enforce"])),
+                      content_type="application/json").get_json()["response"]
+    head, *lines = answer["status"]["message"].split(LINE_BREAK)
+    assert len(lines) == 2, answer
+    proc = dry_run(policies, NAMESPACES["enforce"], pod)
+    assert proc.returncode != 0
+    assert f"denied request: {head} {'; '.join(lines)}" in proc.stderr, (answer, proc.stderr)
 
 
 def test_every_violation_is_named(policies: Cluster) -> None:

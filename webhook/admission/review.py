@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import base64
 import json
-import re
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from enum import StrEnum
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import msgspec
@@ -33,52 +31,15 @@ from webhook.core.engine import (
 from webhook.core.facts import NO_FACTS, Facts
 from webhook.core.mutation import json_patch
 from webhook.core.podspec import ManifestError
-from webhook.core.rules import MORE, REFUSED, Violation
-from webhook.core.rules.dra_claim_spread import REFUSED_CLAIM
+from webhook.core.refusal import LINE_BREAK, finding, fit_warnings, note, refusal, warning
+from webhook.core.rules import Violation
 from webhook.core.scheduler_name import choose_for
 from webhook.core.workloads import POD, Target, judged, table
 
 API_VERSIONS = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
 MODES = tuple(m.value for m in Mode)
-MAX_WARNING = 120
-MAX_WARNINGS_BYTES = 4096
 MAX_UID = 128
-MAX_DENIAL_LINES = 20  # the denial message lists at most this many violations, then "... and K more"
 NEVER_SELECTED = NEVER_JUDGED
-
-
-class Action(StrEnum):
-    """What an endpoint answers with."""
-
-    DENY = "deny"  # allowed: false with every violation the mode reports
-    WARN = "warn"  # allowed, with one warning per violation
-    PATCH = "patch"  # allowed, with the JSONPatch of the mutation (Pods only)
-    NAMESPACE = "namespace"  # the opt-in label's value is checked
-    PLACE = "place"  # allowed, with the JSONPatch setting spec.schedulerName (new Pods that need one NUMA node)
-
-
-@dataclass(frozen=True)
-class Endpoint:
-    """One admission endpoint: its name in metrics and logs, what it answers, and the mode it judges in."""
-
-    name: str
-    action: Action
-    mode: Mode | None = None
-
-
-# The one table of admission endpoints (URL path -> endpoint): routes, metrics and ``review_decision`` all read it.
-ENDPOINTS: dict[str, Endpoint] = {
-    "/validate": Endpoint("validate", Action.DENY, Mode.ENFORCE),
-    # ``/validate?mode=mutate`` too; webhook configurations need this form: the API server refuses a query
-    # string in clientConfig.url (k8s.io/apiserver/pkg/util/webhook/validation.go).
-    "/validate/mutate": Endpoint("validate-mutated", Action.DENY, Mode.MUTATE),
-    "/warn": Endpoint("warn", Action.WARN, Mode.WARN),
-    "/mutate": Endpoint("mutate", Action.PATCH, Mode.MUTATE),
-    "/validate-namespace": Endpoint("validate-namespace", Action.NAMESPACE),
-    # placement.schedulerName, in every opted-in namespace whatever its mode
-    # (docs/contract.md#placement-the-scheduler-a-new-pod-gets-placementschedulername).
-    "/place": Endpoint("place", Action.PLACE),
-}
 
 
 @dataclass(frozen=True)
@@ -96,14 +57,15 @@ class Review:
     group: str = ""  # request.kind.group: "" is the core group
 
 
-@dataclass
+@dataclass(frozen=True)
 class Decision:
-    """What was decided, for the response, the log line and the metrics."""
+    """What was decided, for the response, the log line and the metrics; built by ``allowed``, ``denied``,
+    ``patched`` and ``skipped``. A request that cannot be answered raises ``BadReview`` (HTTP 400) instead."""
 
     allowed: bool
-    rules: list[str] = field(default_factory=list)
+    rules: tuple[str, ...] = ()
     message: str | None = None
-    warnings: list[str] = field(default_factory=list)
+    warnings: tuple[str, ...] = ()
     patch: list[dict[str, Any]] | None = None
     skipped: str | None = None
 
@@ -116,10 +78,46 @@ class Decision:
         return "patched" if self.patch else ("warned" if self.warnings else "allowed")
 
 
+def allowed(warnings: Sequence[str] = (), rules: Iterable[str] = ()) -> Decision:
+    """Admitted, with ``warnings`` (fitted to what a client shows) and the ``rules`` they name (metrics)."""
+    return Decision(True, rules=tuple(sorted(set(rules))), warnings=tuple(fit_warnings(list(warnings))))
+
+
+def denied(message: str, rules: Iterable[str], warnings: Sequence[str] = ()) -> Decision:
+    """Refused with ``message`` (403), for ``rules``."""
+    return Decision(False, rules=tuple(sorted(set(rules))), message=message,
+                    warnings=tuple(fit_warnings(list(warnings))))
+
+
+def patched(patch: list[dict[str, Any]] | None, warnings: Sequence[str] = ()) -> Decision:
+    """Admitted with the JSONPatch ``patch`` (None or empty: nothing to change)."""
+    return Decision(True, patch=patch or None, warnings=tuple(fit_warnings(list(warnings))))
+
+
+def skipped(why: str) -> Decision:
+    """Admitted without being judged, and why (the decision log says ``skipped``)."""
+    return Decision(True, skipped=why)
+
+
+# ``handle(review, config, facts, own_namespace, mode)``: one endpoint's answer (``mode``: the endpoint's).
+Handler = Callable[[Review, Config, Facts, str | None, Mode | None], Decision]
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """One admission endpoint: its name in metrics and logs, its handler, and the mode it judges pod specs in
+    (None: it judges no pod spec). ``labels``: the request's object is a Namespace whose labels are judged."""
+
+    name: str
+    handle: Handler
+    mode: Mode | None = None
+    labels: bool = False
+
+
 def parse_review(body: bytes | bytearray | memoryview, endpoint: Endpoint | None = None) -> Review:
     """The review in ``body``, decoded by ``admission/decode.py`` (only what is judged is built); the object
     kept for ``endpoint`` (a Namespace's labels for ``/validate-namespace``). ``BadReview`` says why not."""
-    doc = decode(body, labels=endpoint is not None and endpoint.action is Action.NAMESPACE)
+    doc = decode(body, labels=endpoint is not None and endpoint.labels)
     if doc.kind != "AdmissionReview":
         found = "no kind in the body" if doc.kind is None else f"kind is {doc.kind!r}"
         raise BadReview(f"{found}; expected AdmissionReview (what the API server sends a webhook)")
@@ -165,7 +163,7 @@ def response(review: Review, decision: Decision, raw_patch: bool = False) -> dic
     if not decision.allowed:
         body["status"] = {"code": 403, "reason": "Forbidden", "message": decision.message or "denied"}
     if decision.warnings:
-        body["warnings"] = decision.warnings
+        body["warnings"] = list(decision.warnings)
     if decision.patch:
         body["patchType"] = "JSONPatch"
         patch = _ENCODER.encode(decision.patch)
@@ -185,65 +183,6 @@ def encode_response(review: Review, decision: Decision) -> bytes:
         return json.dumps(response(review, decision)).encode()
 
 
-def warning(v: Violation) -> str:
-    """``rule: message``; where that is over the 120 characters a client shows, the block's field path goes
-    (``container "x" (spec...containers[0])`` is ``container "x"``), and if that is not enough what to do comes
-    first (``rule: container "x": set ...; <what is wrong>``), so the cut never takes the way out (a
-    LeaderWorkerSet's or RayCluster's template path alone filled the line)."""
-    line = f"{v.rule}: {v.message}"
-    if len(line) < MAX_WARNING:
-        return line
-    who = f'container "{v.container}"' if v.container else "pod"
-    short = _LABEL.match(v.message)
-    message = f"{who}: {v.message[short.end():]}" if short else v.message
-    line = f"{v.rule}: {message}"
-    head, sep, advice = message.partition("; ")
-    if len(line) < MAX_WARNING or not sep or not short:
-        return line
-    return f"{v.rule}: {who}: {advice}; {head.removeprefix(who + ': ')}"
-
-
-# A block's label: an optional template name, then ``container "NAME" (path)`` or ``pod (path)``, then ": ".
-_LABEL = re.compile(r'^(?:[^"]*?: )?(?:container "[^"]*"|pod) \([^)]*\): ')
-
-
-def fit_warnings(lines: list[str]) -> list[str]:
-    """Kubernetes truncates long warnings; keep each under 120 characters and all under 4 KiB."""
-    out: list[str] = []
-    total = 0
-    for i, line in enumerate(lines):
-        text = line if len(line) < MAX_WARNING else line[: MAX_WARNING - 4] + "..."
-        more = MORE(count=len(lines) - i)
-        if total + len(text.encode()) + len(more) + 2 > MAX_WARNINGS_BYTES:
-            out.append(more)
-            break
-        out.append(text)
-        total += len(text.encode())
-    return out
-
-
-def _denial(review: Review, verdict: ObjectVerdict) -> str:
-    name = review.name or object_name(review.obj)
-    found = verdict.violations
-    lines = [f"{v.rule}: {v.message}{_remedy(verdict, t, v)}"[:MAX_WARNING * 3]
-             for t, v in found[:MAX_DENIAL_LINES]]
-    if len(found) > MAX_DENIAL_LINES:
-        lines.append(MORE(count=len(found) - MAX_DENIAL_LINES))
-    head = REFUSED_CLAIM if review.group == CLAIM_GROUP and review.kind in CLAIM_KINDS else REFUSED
-    return "\n".join([head(kind=review.kind, name=name[:253]), *lines])
-
-
-def _remedy(verdict: ObjectVerdict, target: Target, violation: Violation) -> str:
-    """In ``mutate`` mode, the mutation setting that would have fixed what is denied, where one would."""
-    if verdict.mode is not Mode.MUTATE:
-        return ""
-    for result in verdict.results:
-        if result.target is target:
-            remedy = result.remedies.get((violation.rule, violation.subject))
-            return f" ({remedy})" if remedy else ""
-    return ""
-
-
 def object_name(obj: Any) -> str:
     meta = obj.get("metadata") if isinstance(obj, Mapping) else None
     if isinstance(meta, Mapping):
@@ -251,97 +190,137 @@ def object_name(obj: Any) -> str:
     return "<unnamed>"
 
 
-def _skip(review: Review, config: Config, own_namespace: str | None) -> str | None:
-    if review.namespace in NEVER_SELECTED or (own_namespace and review.namespace == own_namespace):
+def _skip(review: Review, own_namespace: str | None, wanted: bool, *, namespaced: bool = True) -> str | None:
+    """Why a request is let through unjudged, or None: the test every endpoint makes first. ``wanted``: whether
+    the endpoint judges this request's kind, operation and subresource. ``namespaced``: whether the request's
+    namespace counts (a Namespace's own request names itself there, and its label is judged wherever)."""
+    if namespaced and (review.namespace in NEVER_SELECTED or (own_namespace and review.namespace == own_namespace)):
         return f"namespace {review.namespace} is never judged"
-    if not judged(review.group, review.kind, review.operation, review.subresource, table(config.workloads)):
+    if not wanted:
         return f"{review.operation} of {review.kind}{'/' + review.subresource if review.subresource else ''}"
     if review.obj is None:
         return "no object"
     return None
 
 
-def review_decision(review: Review, endpoint: Endpoint, config: Config, facts: Facts = NO_FACTS,
-                    own_namespace: str | None = None) -> Decision:
-    """The decision for one request at ``endpoint``, against what the cluster says (``facts``)."""
-    if endpoint.action is Action.NAMESPACE:
-        return _decide_namespace(review)
-    if endpoint.action is Action.PLACE:
-        return _decide_place(review, config, facts, own_namespace)
-    assert endpoint.mode is not None
-    base = Decision(True)
-    why = _skip(review, config, own_namespace)
+def _verdict(review: Review, config: Config, facts: Facts, own_namespace: str | None,
+             mode: Mode | None) -> ObjectVerdict | Decision:
+    """The engine's verdict on the request's object in ``mode`` (the endpoint's, from ``ENDPOINTS``), or the
+    ``skipped`` decision when it is not judged (its namespace, kind or operation; an exemption)."""
+    assert mode is not None, "an endpoint that judges pod specs names its mode in ENDPOINTS"
+    why = _skip(review, own_namespace,
+                judged(review.group, review.kind, review.operation, review.subresource, table(config.workloads)))
     if why is not None:
-        base.skipped = why
-        return base
+        return skipped(why)
     try:
-        verdict = evaluate(review.obj, config, endpoint.mode, facts, namespace=review.namespace,
-                           username=review.username)
+        verdict = evaluate(review.obj, config, mode, facts, namespace=review.namespace, username=review.username)
     except ManifestError as exc:
         raise BadReview(f"request.object: {exc}") from None
-    if verdict.exempt:
-        base.skipped = verdict.exempt
-        return base
-    # At a minor judged from its pre-release, every answer that says something says that too (kubeversion); in
-    # parentheses, so that no reader of the "rule: message" lines takes it for a rule's.
-    note = kube_of(config, facts).note
-    said = [f"({note})"] if note else []
-    if endpoint.action is Action.PATCH:
-        # Only Pods are patched: a patched template would make GitOps tools see drift
-        # (docs/contract.md#modes-per-namespace-by-label).
-        if review.kind == POD and review.subresource == "" and verdict.changes:
-            base.patch = json_patch(review.obj, verdict.changes)
-            base.warnings = fit_warnings([f"qos-guard: {c.message}" for c in verdict.changes] + said)
-        return base
+    return skipped(verdict.exempt) if verdict.exempt else verdict
+
+
+def _said(config: Config, facts: Facts) -> list[str]:
+    """At a minor judged from its pre-release, every answer that says something says that too (kubeversion)."""
+    text = kube_of(config, facts).note
+    return [note(text)] if text else []
+
+
+def validate(review: Review, config: Config, facts: Facts, own_namespace: str | None, mode: Mode | None) -> Decision:
+    """``/validate`` (``mode`` enforce or mutate): refused with every violation the mode reports; advisories
+    are warnings, never a refusal."""
+    verdict = _verdict(review, config, facts, own_namespace, mode)
+    if isinstance(verdict, Decision):
+        return verdict
+    said = _said(config, facts)
     found = verdict.violations
-    advised = [f"{v.rule}: {v.message}" for _, v in verdict.advisories]  # reported, never refused
-    base.rules = sorted({v.rule for _, v in found})
-    if endpoint.action is Action.WARN:
-        if found or advised:
-            base.warnings = fit_warnings([warning(v) for _, v in found] + advised + said)
-        return base
-    if advised:
-        base.warnings = fit_warnings(advised + said)
-    if found:
-        base.allowed = False
-        base.message = "\n".join([_denial(review, verdict), *said])
-    return base
+    advised = [finding(v.rule, v.message) for _, v in verdict.advisories]
+    warnings = advised + said if advised else []
+    if not found:
+        return allowed(warnings)
+    lines = [finding(v.rule, v.message, _remedy(verdict, t, v)) for t, v in found]
+    claim = review.group == CLAIM_GROUP and review.kind in CLAIM_KINDS
+    message = refusal(review.kind, review.name or object_name(review.obj), lines, claim=claim)
+    return denied(LINE_BREAK.join([message, *said]), (v.rule for _, v in found), warnings)
 
 
-def _decide_place(review: Review, config: Config, facts: Facts, own_namespace: str | None) -> Decision:
+def warn(review: Review, config: Config, facts: Facts, own_namespace: str | None, mode: Mode | None) -> Decision:
+    """``/warn``: admitted, with one warning per violation and advisory."""
+    verdict = _verdict(review, config, facts, own_namespace, mode)
+    if isinstance(verdict, Decision):
+        return verdict
+    found = verdict.violations
+    advised = [finding(v.rule, v.message) for _, v in verdict.advisories]
+    shown = [warning(v) for _, v in found] + advised
+    return allowed(shown + _said(config, facts) if shown else [], (v.rule for _, v in found))
+
+
+def mutate(review: Review, config: Config, facts: Facts, own_namespace: str | None, mode: Mode | None) -> Decision:
+    """``/mutate``: the JSONPatch of the mutation. Only Pods are patched: a patched template would make GitOps
+    tools see drift (docs/contract.md#modes-per-namespace-by-label)."""
+    verdict = _verdict(review, config, facts, own_namespace, mode)
+    if isinstance(verdict, Decision):
+        return verdict
+    if review.kind != POD or review.subresource or not verdict.changes:
+        return allowed()
+    return patched(json_patch(review.obj, verdict.changes),
+                   [f"qos-guard: {c.message}" for c in verdict.changes] + _said(config, facts))
+
+
+def _remedy(verdict: ObjectVerdict, target: Target, violation: Violation) -> str | None:
+    """In ``mutate`` mode, the mutation setting that would have fixed what is denied, where one would."""
+    if verdict.mode is not Mode.MUTATE:
+        return None
+    for result in verdict.results:
+        if result.target is target:
+            return result.remedies.get((violation.rule, violation.subject))
+    return None
+
+
+def place(review: Review, config: Config, facts: Facts, own_namespace: str | None, mode: Mode | None) -> Decision:
     """``/place``: a new Pod that must fit one NUMA node gets ``placement.schedulerName``. Pods only, on CREATE:
     a workload's template changed here would roll out every replica
     (docs/contract.md#placement-the-scheduler-a-new-pod-gets-placementschedulername)."""
-    base = Decision(True)
     if config.placement.scheduler_name is None:
-        base.skipped = "placement.schedulerName is not set"
-        return base
-    if review.namespace in NEVER_SELECTED or (own_namespace and review.namespace == own_namespace):
-        base.skipped = f"namespace {review.namespace} is never judged"
-        return base
-    if review.kind != POD or review.group or review.operation != "CREATE" or review.subresource \
-            or review.obj is None:
-        base.skipped = f"{review.operation} of {review.kind}{'/' + review.subresource if review.subresource else ''}"
-        return base
+        return skipped("placement.schedulerName is not set")
+    new_pod = review.kind == POD and not review.group and review.operation == "CREATE" and not review.subresource
+    why = _skip(review, own_namespace, new_pod)
+    if why is not None:
+        return skipped(why)
     try:
         choice = choose_for(review.obj, config, facts, namespace=review.namespace, username=review.username)
     except ManifestError as exc:
         raise BadReview(f"request.object: {exc}") from None
-    if choice.changes:
-        base.patch = json_patch(review.obj, choice.changes)
-    base.warnings = fit_warnings([f"qos-guard: {c.message}" for c in choice.changes] + list(choice.warnings))
-    return base
+    return patched(json_patch(review.obj, choice.changes) if choice.changes else None,
+                   [f"qos-guard: {c.message}" for c in choice.changes] + list(choice.warnings))
 
 
-def _decide_namespace(review: Review) -> Decision:
+def validate_namespace(review: Review, config: Config, facts: Facts, own_namespace: str | None,
+                       mode: Mode | None) -> Decision:
     """``/validate-namespace``: the opt-in label must name a mode qos-guard knows."""
-    base = Decision(True)
-    if review.kind != "Namespace" or review.operation not in ("CREATE", "UPDATE") or review.obj is None:
-        base.skipped = f"{review.operation} of {review.kind}"
-        return base
+    why = _skip(review, own_namespace, review.kind == "Namespace" and review.operation in ("CREATE", "UPDATE"),
+                namespaced=False)
+    if why is not None:
+        return skipped(why)
     problem = mode_label_problem(review.obj)
-    if problem is not None:
-        base.allowed = False
-        base.rules = [MODE_LABEL_RULE]
-        base.message = problem
-    return base
+    return allowed() if problem is None else denied(problem, [MODE_LABEL_RULE])
+
+
+# The one table of admission endpoints (URL path -> endpoint): routes, metrics and ``review_decision`` all read it.
+ENDPOINTS: dict[str, Endpoint] = {
+    "/validate": Endpoint("validate", validate, Mode.ENFORCE),
+    # ``/validate?mode=mutate`` too; webhook configurations need this form: the API server refuses a query
+    # string in clientConfig.url (k8s.io/apiserver/pkg/util/webhook/validation.go).
+    "/validate/mutate": Endpoint("validate-mutated", validate, Mode.MUTATE),
+    "/warn": Endpoint("warn", warn, Mode.WARN),
+    "/mutate": Endpoint("mutate", mutate, Mode.MUTATE),
+    "/validate-namespace": Endpoint("validate-namespace", validate_namespace, labels=True),
+    # placement.schedulerName, in every opted-in namespace whatever its mode
+    # (docs/contract.md#placement-the-scheduler-a-new-pod-gets-placementschedulername).
+    "/place": Endpoint("place", place),
+}
+
+
+def review_decision(review: Review, endpoint: Endpoint, config: Config, facts: Facts = NO_FACTS,
+                    own_namespace: str | None = None) -> Decision:
+    """The decision for one request at ``endpoint``, against what the cluster says (``facts``)."""
+    return endpoint.handle(review, config, facts, own_namespace, endpoint.mode)

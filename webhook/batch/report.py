@@ -23,6 +23,7 @@ from webhook.batch.textsafe import escape, xml_text
 from webhook.core.engine import MODE_LABEL, MODE_LABEL_RULE, NEVER_JUDGED, NEVER_JUDGED_HINT, Mode, ObjectVerdict
 from webhook.core.fieldpath import FieldPath, dotted
 from webhook.core.outcome import ExitCode, fold
+from webhook.core.refusal import finding, remedied
 from webhook.core.rules import RULES
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -142,7 +143,7 @@ class Report:
                                            v.path, v.rule, v.message, False), True))
             never = NEVER_JUDGED_HINT.format(namespace=target.namespace) if target.namespace in NEVER_JUDGED else ""
             for v, fixable, remedy in judged:
-                message = (f"{v.message} ({remedy})" if remedy else v.message) + never
+                message = remedied(v.message, remedy) + never
                 found.append((case, Record(locate(v.path), target.kind, target.namespace, target.name, v.container,
                                            v.path, v.rule, message, fixable), False))
         found.sort(key=lambda item: item[1].location.line or 0)  # stable: one line keeps the rules' order
@@ -213,7 +214,7 @@ def _notice_line(r: Record) -> str:
 
 
 def _violation_line(r: Record) -> str:
-    return escape(f"{r.location}: {r.kind}/{r.name}: {r.rule}: {r.message}")
+    return escape(f"{r.location}: {r.kind}/{r.name}: {finding(r.rule, r.message)}")
 
 
 def render_text(report: Report) -> str:

@@ -8,7 +8,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from webhook.core.config import RUNTIME_CLASSES, SCHEMA
-from webhook.core.rules import REFUSED, RULES, cel
+from webhook.core.refusal import refusal_cel
+from webhook.core.rules import RULES, cel
 from webhook.core.rules.base import cel_string
 from webhook.core.settings import Setting
 from webhook.core.workloads import KINDS, LIST, MAP, POD, Kind, Template, role, template_label
@@ -118,8 +119,10 @@ def violation_variables(mutated: bool) -> list[tuple[str, str]]:
     return [*pairs, ("violations", f"variables.exempt ? [] : {every}")]
 
 
-HEAD = REFUSED.cel(kind="request.kind.kind",
-                   name="object.metadata.?name.orValue(object.metadata.?generateName.orValue('<unnamed>'))")
+# The refusal, worded by ``webhook.core.refusal`` as the webhook words it (``object_name``'s fallbacks in CEL).
+MESSAGE = refusal_cel(kind="request.kind.kind",
+                      name="object.metadata.?name.orValue(object.metadata.?generateName.orValue('<unnamed>'))",
+                      findings="variables.violations")
 
 
 def variables(pairs: list[tuple[str, str]]) -> list[dict[str, str]]:

@@ -11,10 +11,11 @@ import yaml
 
 from webhook.core.config import SCHEMA, Config
 from webhook.core.engine import MODE_LABEL, Mode
-from webhook.core.rules import MORE, cel
+from webhook.core.refusal import POLICY_REFUSED, capped_cel, warn_slots_cel
+from webhook.core.rules import cel
 from webhook.core.workloads import KINDS, POD, Kind
 from webhook.policies.expressions import (
-    HEAD,
+    MESSAGE,
     PARAM_VARIABLES,
     SPEC_VARIABLES,
     cel_kinds,
@@ -28,8 +29,6 @@ from webhook.policies.expressions import (
 )
 
 GROUP = "admissionregistration.k8s.io"
-WARN_SLOTS = 10  # one warning per violation for the first ten, then "... and N more"
-MAX_MESSAGE = 4000  # the API server drops a messageExpression result over 5 KiB
 NAME_TOKEN = "@NAME@"
 NAMESPACE_TOKEN = "@NAMESPACE@"
 
@@ -70,7 +69,7 @@ def _validating(name: str, validations: list[dict[str, str]], mutated: bool, fai
             pairs.append((key, f"request.kind.group == '' && request.kind.kind == '{POD}' ? ({expr}) : "
                                f"({virtual[key]})"))
         pairs.append(("violations", plain["violations"]))
-    pairs.append(("message", f"{HEAD} + ' ' + variables.violations.join('; ')"))
+    pairs.append(("message", MESSAGE))
     return {
         "apiVersion": f"{GROUP}/v1", "kind": "ValidatingAdmissionPolicy", "metadata": _meta(name),
         "spec": {
@@ -87,23 +86,14 @@ def _validating(name: str, validations: list[dict[str, str]], mutated: bool, fai
 def _deny_validation() -> list[dict[str, str]]:
     return [{
         "expression": "size(variables.violations) == 0",
-        "messageExpression": f"size(variables.message) > {MAX_MESSAGE} ? "
-                             f"variables.message.substring(0, {MAX_MESSAGE}) + ' ...' : variables.message",
-        "message": "the Pod would not get exclusive CPUs (Guaranteed QoS, whole CPUs) from kubelet; "
-                   "run qos-guard check on the manifest for details",
+        "messageExpression": capped_cel("variables.message"),
+        "message": POLICY_REFUSED,
         "reason": "Forbidden",
     }]
 
 
 def _warn_validations() -> list[dict[str, str]]:
-    out = [{"expression": f"size(variables.violations) <= {k}",
-            "messageExpression": f"variables.violations[{k}]",
-            "message": "qos-guard: the Pod would not get exclusive CPUs from kubelet"}
-           for k in range(WARN_SLOTS)]
-    out.append({"expression": f"size(variables.violations) <= {WARN_SLOTS}",
-                "messageExpression": MORE.cel(count=f"string(size(variables.violations) - {WARN_SLOTS})"),
-                "message": "qos-guard: more violations (see qos-guard check)"})
-    return out
+    return warn_slots_cel("variables.violations")
 
 
 def _binding(kind: str, name: str, mode: str, namespace: str, actions: list[str] | None) -> dict[str, Any]:

@@ -31,7 +31,7 @@ from webhook.core.rules import (
     smt_misaligned,
     status_qos_class,
 )
-from webhook.core.rules.base import Rule, Text, Violation
+from webhook.core.rules.base import Rule, Violation
 
 RULES: tuple[Rule, ...] = (
     limits_missing.RULE,
@@ -52,9 +52,6 @@ RULES: tuple[Rule, ...] = (
 RULE_IDS: tuple[str, ...] = tuple(rule.id for rule in RULES)
 BY_ID: dict[str, Rule] = {rule.id: rule for rule in RULES}
 
-# How the webhook and the admission policies word a refusal, before the violations.
-REFUSED = Text('{kind} "{name}" would not get exclusive CPUs (Guaranteed QoS, whole CPUs) from kubelet:')
-MORE = Text("... and {count} more (see qos-guard check)")
 
 
 def run_rules(pod: PodSpec, policy: Policy, facts: Facts = NO_FACTS) -> list[Violation]:
@@ -76,4 +73,4 @@ def run_claim_rules(kind: str, spec: Mapping[str, Any], path: FieldPath, policy:
     return found
 
 
-__all__ = ["BY_ID", "MORE", "REFUSED", "RULES", "RULE_IDS", "Rule", "Violation", "run_claim_rules", "run_rules"]
+__all__ = ["BY_ID", "RULES", "RULE_IDS", "Rule", "Violation", "run_claim_rules", "run_rules"]

@@ -32,10 +32,6 @@ SPREAD = Text("{label}: {devices} devices ({requests}) may be allocated on diffe
               f"(policy.{DRA.name}: off to stop this)")
 
 
-# How the webhook words a refusal of a claim, before the violations (pod specs have ``rules.REFUSED``).
-REFUSED_CLAIM = Text('{kind} "{name}" would let the scheduler spread its devices over NUMA nodes:')
-
-
 def judge_claim(kind: str, spec: Mapping[str, Any], path: FieldPath, policy: Policy,
                 facts: Facts = NO_FACTS) -> list[Violation]:
     """The finding for one claim spec (``spec`` of a ResourceClaim, ``spec.spec`` of a template). A claim that
