@@ -106,3 +106,40 @@ def test_every_option_has_a_level_at_every_minor_and_the_alpha_gate_only_adds(op
     with_gate = options_refusal(options, minor, "restricted", alpha_gate=True)
     if options_refusal(options, minor, "restricted") is None:
         assert with_gate is None
+
+
+def _spread(options: str | None) -> list[str]:
+    """The numa-unfit answer for a 20-CPU Pod on a restricted node of two 16-CPU zones (admitted across them)."""
+    obj = smt_node(options) if options is not None else nrt("n", [ZONE, ZONE])
+    obj["attributes"][0]["value"] = "restricted"
+    topology = Topology(nodes={"n": {}}, topologies={"n": parse_nrt(obj)})
+    config = parse_config({"policy": {"numa": "auto"}})
+    found = evaluate(pod("20"), config, Mode.ENFORCE, Facts(topology=topology, memo=Memo()))
+    return [v.message for _, v in (*found.violations, *found.advisories) if v.rule == "numa-unfit"]
+
+
+@pytest.mark.parametrize(("options", "said"), [
+    (None, "cpuManagerPolicyOptions unknown on node n (its NodeResourceTopology does not publish them"),
+    ("full-pcpus-only=true", "cpuManagerPolicyOptions full-pcpus-only on node n not modelled across NUMA nodes"),
+    ("align-by-socket=true,distribute-cpus-across-numa=true",
+     "cpuManagerPolicyOptions align-by-socket, distribute-cpus-across-numa on node n not modelled across NUMA"),
+    ("strict-cpu-reservation=true,prefer-align-cpus-by-uncorecache=true", None),  # no answer depends on them
+    ("", None),  # known to be none
+])
+def test_admitted_across_numa_nodes_names_unknown_and_unmodelled_options(options: str | None,
+                                                                         said: str | None) -> None:
+    (message,) = _spread(options)
+    assert message.startswith("restricted on node n would admit it across NUMA nodes"), message
+    if said is None:
+        assert "cpuManagerPolicyOptions" not in message, message
+    else:
+        assert said in message, message
+
+
+@given(st.frozensets(st.sampled_from(CPU_MANAGER_OPTIONS)))
+def test_an_option_is_named_across_numa_nodes_exactly_when_the_fit_leaves_it_out(options: frozenset[str]) -> None:
+    text = ",".join(f"{o}=true" for o in sorted(options))
+    (message,) = _spread(text)
+    named = {o for o in ("full-pcpus-only", "align-by-socket", "distribute-cpus-across-numa") if o in options}
+    for option in CPU_MANAGER_OPTIONS:
+        assert (option in message) == (option in named), (option, message)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from webhook.core.config import NUMA, AutoNuma, NumaPolicy, Policy
+from webhook.core.cpuoptions import spread_caveat
 from webhook.core.demands import Demand, Demands, demands, dra_use, may_align, show_amount
 from webhook.core.dra import DeviceClasses, DraUse
 from webhook.core.facts import Facts
@@ -180,6 +181,11 @@ def _judge(pod: PodSpec, topology: Topology, wants: Demands, memo: Memo | None,
         parts.append(REFUSED(nodes=_nodes(fit.refused)))
     spread = [SPREAD(policy=policy, nodes=_nodes(tuple(f for f in fit.spread if f.policy == policy)))
               for policy in sorted({f.policy for f in fit.spread})]
+    # Admitted across NUMA nodes is said only as far as the node's CPU Manager options are known and modelled
+    # there (webhook.core.cpuoptions): where the Pod asks exclusive CPUs, an unknown or unmodelled option is named.
+    if any(d.cpus for d in wants.containers):
+        spread += [c for f in fit.spread
+                   if (c := spread_caveat(_nodes((f,)), topology.topologies[f.node].cpu_manager)) is not None]
     if way_out:
         parts.append(way_out)
     # Only single-numa-node refuses: where another policy would admit the Pod, it is reported, not refused, and
