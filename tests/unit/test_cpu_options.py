@@ -143,3 +143,19 @@ def test_an_option_is_named_across_numa_nodes_exactly_when_the_fit_leaves_it_out
     named = {o for o in ("full-pcpus-only", "align-by-socket", "distribute-cpus-across-numa") if o in options}
     for option in CPU_MANAGER_OPTIONS:
         assert (option in message) == (option in named), (option, message)
+
+
+def test_the_extender_gives_kubelets_smt_reason_not_a_numa_nodes_size() -> None:
+    """A 3-CPU Pod on a full-pcpus-only SMT-2 node of two 16-CPU NUMA nodes: refused for the SMT alignment (it
+    fits either NUMA node), unresolvable (not even on the empty node); without the option it is kept."""
+    from webhook.extender.placement import Judge, pod_demands, read_nrt
+
+    wants = pod_demands(pod("3"))
+    state = read_nrt(smt_node("full-pcpus-only=true"))
+    assert wants is not None and state is not None
+    verdict = Judge(wants).node("n", state)
+    assert not verdict.kept and verdict.unresolvable
+    assert "SMTAlignmentError: 3 CPUs is not a multiple of the node's 2 threads per core" in verdict.reason
+    assert "on one NUMA node" not in verdict.reason, verdict.reason
+    plain = read_nrt(smt_node(""))
+    assert plain is not None and Judge(wants).node("n", plain).kept
