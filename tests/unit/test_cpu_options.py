@@ -72,7 +72,8 @@ def test_numa_unfit_says_smt_alignment_and_the_way_out() -> None:
     found = evaluate(pod("3"), config, Mode.ENFORCE, Facts(topology=topology, memo=Memo())).violations
     (message,) = [v.message for _, v in found if v.rule == "numa-unfit"]
     assert "SMTAlignmentError: 3 CPUs is not a multiple of the node's 2 threads per core" in message
-    assert "ask a multiple of 2" in message and "node n" in message
+    assert "ask a multiple of 2" in message and "full-pcpus-only refuses it on node n (SMTAlignmentError)" in message
+    assert "TopologyAffinityError" not in message, message  # the Topology Manager admits it: not its refusal
 
 
 def test_the_extenders_rows_leave_full_pcpus_only_to_the_one_model() -> None:

@@ -57,6 +57,7 @@ IN_ORDER = Text("{label}: needs {need} on one NUMA node once the containers befo
                 "places init containers, sidecars and containers in order, each on what the earlier ones left); "
                 "no matching node has that left")
 REFUSED = Text("single-numa-node refuses it on {nodes} (TopologyAffinityError)")
+SMT_REFUSED = Text("full-pcpus-only refuses it on {nodes} (SMTAlignmentError)")
 SPREAD = Text("{policy} on {nodes} would admit it across NUMA nodes")
 WAY_OUT = Text("ask for at most {have}")
 # Each part fits some NUMA node, never all on one: no smaller request of one part helps, the node's layout does.
@@ -178,7 +179,10 @@ def _judge(pod: PodSpec, topology: Topology, wants: Demands, memo: Memo | None,
     else:
         parts.append(IN_ORDER(label=need.label, need=_join(show_amount(n, a) for n, a in asked)))
     if fit.refused:
-        parts.append(REFUSED(nodes=_nodes(fit.refused)))
+        smt = tuple(f for f in fit.refused if f.reason.startswith("SMTAlignmentError"))
+        numa = tuple(f for f in fit.refused if not f.reason.startswith("SMTAlignmentError"))
+        parts += [REFUSED(nodes=_nodes(numa))] if numa else []
+        parts += [SMT_REFUSED(nodes=_nodes(smt))] if smt else []
     spread = [SPREAD(policy=policy, nodes=_nodes(tuple(f for f in fit.spread if f.policy == policy)))
               for policy in sorted({f.policy for f in fit.spread})]
     # Admitted across NUMA nodes is said only as far as the node's CPU Manager options are known and modelled
