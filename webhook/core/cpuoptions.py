@@ -12,9 +12,11 @@ The fit judges kubelet's admission: the Topology Manager's merged hint, then the
   admits Pods it would refuse, and ``getAlignedCPUs`` takes CPUs socket-wide; refused with ``single-numa-node``
   (kubelet does not start): not modelled where a Pod spans NUMA nodes.
 - ``distribute-cpus-across-numa``: ``takeByTopologyNUMADistributed`` spreads a container's CPUs evenly over the
-  fewest NUMA nodes of the hint that hold them (in groups of the threads per core with ``full-pcpus-only``; from
-  1.38 over at least the hint's count), and fails where the even split does not fit: not modelled where a Pod
-  spans NUMA nodes; within one NUMA node it takes the same count as the packed allocator.
+  fewest NUMA nodes that hold them (in groups of the threads per core with ``full-pcpus-only``; in 1.38 over at
+  least the hint's count), packing only when no split fits; its remainder is taken a group at a time from NUMA
+  nodes with a group left, and an allocation that does not add up is an error ("accounting error"): not modelled
+  where a Pod spans NUMA nodes; within the one NUMA node of a single-numa-node hint it takes what the packed
+  allocator takes (the topology differential: 0 disagreements).
 - ``distribute-cpus-across-cores``, ``prefer-align-cpus-by-uncorecache``: only the order ``takeByTopologyNUMAPacked``
   takes CPUs in (spread over cores, whole uncore caches first); it fails only when fewer CPUs are free than asked,
   as without them: no answer depends on them.
