@@ -25,7 +25,12 @@ REAL = Path("/sys/devices/system/node")
 GPU = "example.com/gpu"
 
 
-def fake_node_tree(target: Path, cpus_by_node: dict[int, list[int]]) -> Path:
+def fake_node_tree(target: Path, cpus_by_node: dict[int, list[int]],
+                   siblings: dict[int, list[int]] | None = None) -> Path:
+    """The tree; with ``siblings`` (CPU -> the CPUs of its core) each ``nodeN/cpuM`` is a folder of its own instead
+    of the link to the real CPU, holding the ``topology`` files cadvisor reads through it for kubelet (``core_id``,
+    the core's lowest CPU; ``physical_package_id`` 0) and the agent reads (``thread_siblings_list``): a machine
+    with SMT siblings on this one's CPUs."""
     target.mkdir(parents=True, exist_ok=True)
     nodes = sorted(cpus_by_node)
     listed = ",".join(str(n) for n in nodes)
@@ -49,16 +54,26 @@ def fake_node_tree(target: Path, cpus_by_node: dict[int, list[int]]) -> Path:
                 (h / f).write_text("0\n")
         for cpu in cpus:
             link = d / f"cpu{cpu}"
-            if not link.is_symlink():
+            if siblings is not None:
+                core = sorted(siblings[cpu])
+                folder = link / "topology"
+                folder.mkdir(parents=True, exist_ok=True)
+                for name, value in (("core_id", str(core[0])), ("physical_package_id", "0"), ("die_id", "0"),
+                                    ("thread_siblings_list", ",".join(map(str, core))),
+                                    ("core_cpus_list", ",".join(map(str, core))),
+                                    ("thread_siblings", f"{sum(1 << c for c in core):08x}")):
+                    (folder / name).write_text(value + "\n")
+            elif not link.is_symlink():
                 link.symlink_to(f"../../cpu/cpu{cpu}")
     return target
 
 
 @contextlib.contextmanager
-def fake_sysfs(folder: Path, cpus_by_node: dict[int, list[int]]) -> Iterator[Path]:
+def fake_sysfs(folder: Path, cpus_by_node: dict[int, list[int]],
+               siblings: dict[int, list[int]] | None = None) -> Iterator[Path]:
     """``folder`` shaped as /sys for the agent: ``devices/system/node`` the fake tree, ``fs/cgroup`` the host's
     cgroup hierarchy (recursively bind-mounted: cgroup v1 is one mount per controller). Unmounted on exit."""
-    fake_node_tree(folder / "devices" / "system" / "node", cpus_by_node)
+    fake_node_tree(folder / "devices" / "system" / "node", cpus_by_node, siblings)
     cgroup = folder / "fs" / "cgroup"
     cgroup.mkdir(parents=True, exist_ok=True)
     subprocess.run(["mount", "--rbind", "/sys/fs/cgroup", str(cgroup)], check=True, timeout=30)

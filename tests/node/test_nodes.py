@@ -55,7 +55,7 @@ def test_1_this_kubelet_pins(node: Node) -> None:
     assert (topology["policy"], topology["scope"]) == (config["topologyManagerPolicy"], config["topologyManagerScope"])
     assert found["problems"] == [] and found["notes"] == []
     assert text.endswith("\nqos-guard: 1 node: 1 pin, 0 cannot pin, 0 unreadable; 0 pools differ\n"), text
-    assert re.search(rf"^{NODE_NAME} +{re.escape(kube_version())} +static +1 \(systemReserved 100m\) "
+    assert re.search(rf"^{NODE_NAME} +{re.escape(kube_version())} +static +none +1 \(systemReserved 100m\) "
                      r"+Static \(NUMA 0 memory=600Mi\) +single-numa-node, container +static CPU Manager +pins$", text,
                      re.MULTILINE), text
     assert found["pinnedBy"] == "static CPU Manager"  # its ResourceSlices (none of dra.cpu) were read too

@@ -72,7 +72,8 @@ def test_numa_unfit_says_smt_alignment_and_the_way_out() -> None:
     found = evaluate(pod("3"), config, Mode.ENFORCE, Facts(topology=topology, memo=Memo())).violations
     (message,) = [v.message for _, v in found if v.rule == "numa-unfit"]
     assert "SMTAlignmentError: 3 CPUs is not a multiple of the node's 2 threads per core" in message
-    assert "ask a multiple of 2" in message and "node n" in message
+    assert "ask a multiple of 2" in message and "full-pcpus-only refuses it on node n (SMTAlignmentError)" in message
+    assert "TopologyAffinityError" not in message, message  # the Topology Manager admits it: not its refusal
 
 
 def test_the_extenders_rows_leave_full_pcpus_only_to_the_one_model() -> None:
@@ -106,3 +107,56 @@ def test_every_option_has_a_level_at_every_minor_and_the_alpha_gate_only_adds(op
     with_gate = options_refusal(options, minor, "restricted", alpha_gate=True)
     if options_refusal(options, minor, "restricted") is None:
         assert with_gate is None
+
+
+def _spread(options: str | None) -> list[str]:
+    """The numa-unfit answer for a 20-CPU Pod on a restricted node of two 16-CPU zones (admitted across them)."""
+    obj = smt_node(options) if options is not None else nrt("n", [ZONE, ZONE])
+    obj["attributes"][0]["value"] = "restricted"
+    topology = Topology(nodes={"n": {}}, topologies={"n": parse_nrt(obj)})
+    config = parse_config({"policy": {"numa": "auto"}})
+    found = evaluate(pod("20"), config, Mode.ENFORCE, Facts(topology=topology, memo=Memo()))
+    return [v.message for _, v in (*found.violations, *found.advisories) if v.rule == "numa-unfit"]
+
+
+@pytest.mark.parametrize(("options", "said"), [
+    (None, "cpuManagerPolicyOptions unknown on node n (its NodeResourceTopology does not publish them"),
+    ("full-pcpus-only=true", "cpuManagerPolicyOptions full-pcpus-only on node n not modelled across NUMA nodes"),
+    ("align-by-socket=true,distribute-cpus-across-numa=true",
+     "cpuManagerPolicyOptions align-by-socket, distribute-cpus-across-numa on node n not modelled across NUMA"),
+    ("strict-cpu-reservation=true,prefer-align-cpus-by-uncorecache=true", None),  # no answer depends on them
+    ("", None),  # known to be none
+])
+def test_admitted_across_numa_nodes_names_unknown_and_unmodelled_options(options: str | None,
+                                                                         said: str | None) -> None:
+    (message,) = _spread(options)
+    assert message.startswith("restricted on node n would admit it across NUMA nodes"), message
+    if said is None:
+        assert "cpuManagerPolicyOptions" not in message, message
+    else:
+        assert said in message, message
+
+
+@given(st.frozensets(st.sampled_from(CPU_MANAGER_OPTIONS)))
+def test_an_option_is_named_across_numa_nodes_exactly_when_the_fit_leaves_it_out(options: frozenset[str]) -> None:
+    text = ",".join(f"{o}=true" for o in sorted(options))
+    (message,) = _spread(text)
+    named = {o for o in ("full-pcpus-only", "align-by-socket", "distribute-cpus-across-numa") if o in options}
+    for option in CPU_MANAGER_OPTIONS:
+        assert (option in message) == (option in named), (option, message)
+
+
+def test_the_extender_gives_kubelets_smt_reason_not_a_numa_nodes_size() -> None:
+    """A 3-CPU Pod on a full-pcpus-only SMT-2 node of two 16-CPU NUMA nodes: refused for the SMT alignment (it
+    fits either NUMA node), unresolvable (not even on the empty node); without the option it is kept."""
+    from webhook.extender.placement import Judge, pod_demands, read_nrt
+
+    wants = pod_demands(pod("3"))
+    state = read_nrt(smt_node("full-pcpus-only=true"))
+    assert wants is not None and state is not None
+    verdict = Judge(wants).node("n", state)
+    assert not verdict.kept and verdict.unresolvable
+    assert "SMTAlignmentError: 3 CPUs is not a multiple of the node's 2 threads per core" in verdict.reason
+    assert "on one NUMA node" not in verdict.reason, verdict.reason
+    plain = read_nrt(smt_node(""))
+    assert plain is not None and Judge(wants).node("n", plain).kept

@@ -45,8 +45,8 @@ def test_text_is_a_table_then_one_line_per_finding() -> None:
     out = render(report(node("gpu-a", POOL), node("gpu-b", POOL, cpuManagerPolicy="none", memoryManagerPolicy=None),
                         node("gpu-c", error="forbidden (HTTP 403): ...")), "text")
     lines = out.splitlines()
-    assert lines[0].split() == ["NODE", "KUBELET", "CPU", "MANAGER", "RESERVED", "CPUS", "MEMORY", "MANAGER",
-                                "TOPOLOGY", "MANAGER", "PINNED", "BY", "VERDICT"]
+    assert lines[0].split() == ["NODE", "KUBELET", "CPU", "MANAGER", "CPU", "OPTIONS", "RESERVED", "CPUS", "MEMORY",
+                                "MANAGER", "TOPOLOGY", "MANAGER", "PINNED", "BY", "VERDICT"]
     assert lines[1].startswith("gpu-a ") and lines[1].endswith("pins")
     assert "static" in lines[1] and "1 (systemReserved 100m)" in lines[1]
     assert "Static (NUMA 0 memory=600Mi)" in lines[1] and "single-numa-node, container" in lines[1]
@@ -70,6 +70,24 @@ def test_memory_manager_none_says_what_it_means_for_pinned_pods() -> None:
     assert "NUMARemoteMemory" in note and "Static with reservedMemory on each NUMA node pins it" in note
     assert "drained node" in note and "memory_manager_state" in note
     assert not [x for x in out.splitlines() if x.startswith("note (static-a") and "memoryManagerPolicy" in x]
+
+
+def test_the_cpu_options_column_and_what_numa_auto_does_not_model() -> None:
+    """CPU OPTIONS: the options as kubelet's flag writes them, none, or unknown where configz was not read; a
+    note names the options numa: auto and the extender leave out on that node (where a Pod spans NUMA nodes)."""
+    out = render(report(node("smt", cpuManagerPolicyOptions={"full-pcpus-only": "true"}),
+                        node("sock", cpuManagerPolicyOptions={"align-by-socket": "true", "full-pcpus-only": "true"},
+                             topologyManagerPolicy="restricted"),
+                        node("plain"), node("gone", error="forbidden")), "text")
+    rows = {line.split()[0]: line.split() for line in out.splitlines()[1:5]}
+    assert rows["smt"][2:4] == ["static", "full-pcpus-only=true"]
+    assert rows["sock"][3] == "align-by-socket=true,full-pcpus-only=true"
+    assert rows["plain"][2:4] == ["static", "none"] and rows["gone"][2:4] == ["?", "unknown"]
+    notes = [x for x in out.splitlines() if "not modelled by numa: auto" in x]
+    # single-numa-node: full-pcpus-only is modelled there (SMTAlignmentError foreseen), so no note on smt.
+    assert notes == ["note (sock): cpuManagerPolicyOptions full-pcpus-only, align-by-socket: not modelled by numa: "
+                     "auto and the extender where a Pod is admitted across NUMA nodes (here: topologyManagerPolicy "
+                     "restricted); their answers there name the option instead of a verdict on it"], notes
 
 
 def test_text_escapes_what_a_cluster_sends() -> None:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from webhook import __version__
 from webhook.batch.report import SARIF_SCHEMA, _escape_data, xml_lines
 from webhook.batch.textsafe import escape, xml_text
+from webhook.core.cpuoptions import nodes_note, options_text
 from webhook.core.dracpu import CPU_DRIVER, SliceDevice
 from webhook.core.kubeletpinning import (
     RULES,
@@ -47,6 +48,11 @@ DRA_NOTE = (f"CPUs pinned by the DRA driver {CPU_DRIVER}: a Pod gets them throug
 STATIC = "static CPU Manager"
 NOBODY = "nobody"
 UNKNOWN = "?"
+
+
+def enabled_options(pinning: KubeletPinning) -> frozenset[str]:
+    """The CPU Manager options set to true (kubelet reads each value with ``strconv.ParseBool``)."""
+    return frozenset(k for k, v in pinning.cpu_manager_options if v in ("1", "t", "T", "TRUE", "true", "True"))
 
 
 def pinned_by(pinning: KubeletPinning | None, drivers: frozenset[str] | None) -> str:
@@ -99,6 +105,11 @@ class NodeResult:
     @property
     def notes(self) -> tuple[str, ...]:
         found = tuple(self.verdict.notes) if self.verdict is not None else ()
+        p = self.config.pinning
+        unmodelled = nodes_note(p.cpu_manager_policy, p.topology_manager_policy, enabled_options(p)) \
+            if p is not None else None
+        if unmodelled is not None:
+            found = (*found, unmodelled)
         return (*found, DRA_NOTE) if self.dra_pins else found
 
     @property
@@ -182,8 +193,8 @@ def summary_line(report: NodesReport) -> str:
 
 # --- text ---
 
-COLUMNS = ("NODE", "KUBELET", "CPU MANAGER", "RESERVED CPUS", "MEMORY MANAGER", "TOPOLOGY MANAGER", "PINNED BY",
-           "VERDICT")
+COLUMNS = ("NODE", "KUBELET", "CPU MANAGER", "CPU OPTIONS", "RESERVED CPUS", "MEMORY MANAGER", "TOPOLOGY MANAGER",
+           "PINNED BY", "VERDICT")
 
 
 def _with_options(policy: str, options: tuple[tuple[str, str], ...]) -> str:
@@ -193,13 +204,13 @@ def _with_options(policy: str, options: tuple[tuple[str, str], ...]) -> str:
 def _row(r: NodeResult) -> tuple[str, ...]:
     p, node = r.config.pinning, r.config.node
     if p is None:
-        return (node.name, node.kubelet_version or "-", "?", "?", "?", "?", r.pinned_by, r.state)
+        return (node.name, node.kubelet_version or "-", "?", options_text(None), "?", "?", "?", r.pinned_by, r.state)
     memory = p.memory_manager_policy
     if p.reserved_memory:
         memory += f" ({'; '.join(m.describe() for m in p.reserved_memory)})"
     topology = _with_options(f"{p.topology_manager_policy}, {p.topology_manager_scope}",
                              p.topology_manager_options)
-    return (node.name, node.kubelet_version or "-", _with_options(p.cpu_manager_policy, p.cpu_manager_options),
+    return (node.name, node.kubelet_version or "-", p.cpu_manager_policy, options_text(p.cpu_manager_options),
             p.reserved.describe(), memory, topology, r.pinned_by, r.state)
 
 

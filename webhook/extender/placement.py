@@ -354,6 +354,10 @@ class Judge:
         if not state.empty.refuses:
             return Verdict(name, True)  # restricted or best-effort: admitted across NUMA nodes
         assert fit.failed is not None
+        if fit.reason.startswith("SMTAlignmentError"):
+            # full-pcpus-only's refusal at allocation, whatever NUMA node would hold it: kubelet's reason and the
+            # option, not a NUMA node's size (numa-unfit says the same).
+            return Verdict(name, False, f"qos-guard: {fit.failed.label}: {fit.reason}", unresolvable=fit.alone)
         return self.refusal(state.empty, fit.failed, fit.alone)
 
     def refusal(self, empty: NodeTopology, need: Demand, alone: bool, ever: tuple[bool, bool] | None = None,

@@ -18,6 +18,11 @@ hugepages and memory totals from sysfs (``sysfs.read_node_facts``). Both are rea
 out of the object (its node is unknown to ``numa: auto`` and the extender, never guessed), and the log says which
 values to set instead.
 
+From the same configz, sysfs's cores and kubelet's allocatable CPUs come the CPU Manager's attributes
+(``cpuManagerPolicyOptions``, ``threadsPerCore``, ``reservedCPUSiblings``: ``webhook.node.cpu_manager``); while
+configz cannot be read (also with ``--topology-manager-policy`` given) they are left out, and the fit says the
+node's options are unknown.
+
 A failure (the API server's or kubelet's) is logged once per change of cause and retried with exponential backoff
 and jitter (``cluster.backoff``; ``Retry-After`` honoured), so a fleet of agents does not hammer an API server
 that is already struggling; any other exception is logged with its type and retried the same way: the thread
@@ -40,6 +45,7 @@ from webhook.cluster.backoff import OVERLOADED, Backoff, Cause
 from webhook.cluster.client import ClusterError, Reply, Unreachable
 from webhook.cluster.configz import KubeletConfigz
 from webhook.core.numatopology import NRT_GROUP_VERSION, NRT_PATH
+from webhook.node.cpu_manager import CPUManagerConfig, KubeletSettings, cpu_manager_attributes, read_cores
 from webhook.node.kubelet import PodResourcesClient, PodResourcesError
 from webhook.node.sysfs import NodeFacts, SysfsError, read_node_facts
 from webhook.node.topology_report import Owner, build_topology
@@ -80,7 +86,7 @@ class TopologyPublisher:
 
     def __init__(self, api: Api, node: str, socket: Path, sys_root: Path, log: Callable[[str], None],
                  poll: float = POLL, policy: str | None = None, scope: str | None = None,
-                 configz: Callable[[], tuple[str, str] | str] | None = None,
+                 configz: Callable[[], KubeletSettings | tuple[str, str] | str] | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._api, self._node, self._socket, self._sys_root, self._log = api, node, socket, sys_root, log
         self.poll = poll
@@ -90,6 +96,10 @@ class TopologyPublisher:
         self._clock = clock
         self._owner: Owner | None = None
         self._facts: NodeFacts | None = None
+        # The CPU Manager's settings as configz last said them (None: not read, nothing published of them) and the
+        # node's physical cores (sysfs): the cpuManagerPolicyOptions attributes (``webhook.node.cpu_manager``).
+        self._cpu: CPUManagerConfig | None = None
+        self._cores: tuple[frozenset[int], ...] | None = None
         self._written = ""  # digest of the last object applied
         self._written_at = 0.0
         self._node_at = -RESYNC  # when the Node was last read
@@ -215,11 +225,13 @@ class TopologyPublisher:
         if self._settings_at is not None and now < self._settings_at:
             return
         self._facts = read_node_facts(self._sys_root)
+        self._cores = read_cores(self._sys_root, self._facts.cpus)
         self._settings_at = now + REREAD
         if self._configz is None:
             return
         answer = self._configz()
         if isinstance(answer, str):
+            self._cpu = None  # a kubelet restarted may run other options: none published until configz says
             self._settings_at = now + self.configz_backoff.failed(now)  # a kubelet still starting: soon again
             if self._configz_cause.failed(answer):
                 kept = (f"topologyManagerPolicy {self._policy} and topologyManagerScope {self._scope} as last read "
@@ -230,10 +242,14 @@ class TopologyPublisher:
             return
         self.configz_backoff.succeeded()
         self._configz_cause.cleared()
-        if answer != (self._policy, self._scope):
-            self._log(f"NodeResourceTopology {self._node}: topologyManagerPolicy {answer[0]}, "
-                      f"topologyManagerScope {answer[1]} (kubelet's configz)")
-        self._policy, self._scope = answer
+        settings = answer if isinstance(answer, KubeletSettings) else KubeletSettings(*answer)
+        if (settings.policy, settings.scope) != (self._policy, self._scope):
+            self._log(f"NodeResourceTopology {self._node}: topologyManagerPolicy {settings.policy}, "
+                      f"topologyManagerScope {settings.scope} (kubelet's configz)")
+        if settings.cpu is not None and settings.cpu != self._cpu:
+            self._log(f"NodeResourceTopology {self._node}: cpuManagerPolicy {settings.cpu.policy}, "
+                      f"cpuManagerPolicyOptions {settings.cpu.text() or '(none)'} (kubelet's configz)")
+        self._policy, self._scope, self._cpu = settings
 
     def step(self, kubelet: PodResourcesClient, now: float) -> bool:
         """One look: apply the object if it changed (or ``RESYNC`` passed); whether it was applied. Waits out the
@@ -246,6 +262,8 @@ class TopologyPublisher:
         allocatable = kubelet.allocatable()
         pods = kubelet.list()
         obj = build_topology(self._node, self._facts, allocatable, pods, self._policy, self._scope, self._owner)
+        cpus = frozenset().union(*self._facts.cpus.values())
+        obj["attributes"] += cpu_manager_attributes(self._cpu, self._cores, cpus, allocatable.cpus)
         digest = hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()
         if digest == self._written and now - self._written_at < RESYNC:
             return False
@@ -274,15 +292,16 @@ class TopologyPublisher:
         return True
 
 
-def configz_reader(address: str, port: int, ca: Path | None = None) -> Callable[[], tuple[str, str] | str]:
-    """The Topology Manager policy and scope from the node's own kubelet's configz, or why not (with the way
-    out: the settings given as values)."""
+def configz_reader(address: str, port: int, ca: Path | None = None) -> Callable[[], KubeletSettings | str]:
+    """The Topology Manager policy and scope and the CPU Manager's policy and options from the node's own
+    kubelet's configz, or why not (with the way out: the settings given as values)."""
     kubelet = KubeletConfigz(address, port, ca=ca)
 
-    def read() -> tuple[str, str] | str:
+    def read() -> KubeletSettings | str:
         got = kubelet.read()
         if isinstance(got, str):
             return got
-        return got.topology_manager_policy, got.topology_manager_scope
+        return KubeletSettings(got.topology_manager_policy, got.topology_manager_scope,
+                               CPUManagerConfig(got.cpu_manager_policy, got.cpu_manager_options))
     return read
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from webhook.core.config import NUMA, AutoNuma, NumaPolicy, Policy
+from webhook.core.cpuoptions import spread_caveat
 from webhook.core.demands import Demand, Demands, demands, dra_use, may_align, show_amount
 from webhook.core.dra_requests import DeviceClasses, DraUse
 from webhook.core.facts import Facts
@@ -56,6 +57,7 @@ IN_ORDER = Text("{label}: needs {need} on one NUMA node once the containers befo
                 "places init containers, sidecars and containers in order, each on what the earlier ones left); "
                 "no matching node has that left")
 REFUSED = Text("single-numa-node refuses it on {nodes} (TopologyAffinityError)")
+SMT_REFUSED = Text("full-pcpus-only refuses it on {nodes} (SMTAlignmentError)")
 SPREAD = Text("{policy} on {nodes} would admit it across NUMA nodes")
 WAY_OUT = Text("ask for at most {have}")
 # Each part fits some NUMA node, never all on one: no smaller request of one part helps, the node's layout does.
@@ -177,9 +179,17 @@ def _judge(pod: PodSpec, topology: Topology, wants: Demands, memo: Memo | None,
     else:
         parts.append(IN_ORDER(label=need.label, need=_join(show_amount(n, a) for n, a in asked)))
     if fit.refused:
-        parts.append(REFUSED(nodes=_nodes(fit.refused)))
+        smt = tuple(f for f in fit.refused if f.reason.startswith("SMTAlignmentError"))
+        numa = tuple(f for f in fit.refused if not f.reason.startswith("SMTAlignmentError"))
+        parts += [REFUSED(nodes=_nodes(numa))] if numa else []
+        parts += [SMT_REFUSED(nodes=_nodes(smt))] if smt else []
     spread = [SPREAD(policy=policy, nodes=_nodes(tuple(f for f in fit.spread if f.policy == policy)))
               for policy in sorted({f.policy for f in fit.spread})]
+    # Admitted across NUMA nodes is said only as far as the node's CPU Manager options are known and modelled
+    # there (webhook.core.cpuoptions): where the Pod asks exclusive CPUs, an unknown or unmodelled option is named.
+    if any(d.cpus for d in wants.containers):
+        spread += [c for f in fit.spread
+                   if (c := spread_caveat(_nodes((f,)), topology.topologies[f.node].cpu_manager)) is not None]
     if way_out:
         parts.append(way_out)
     # Only single-numa-node refuses: where another policy would admit the Pod, it is reported, not refused, and
