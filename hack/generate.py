@@ -7,8 +7,8 @@
 - from the kinds table (webhook/core/workloads ``BUILTIN``): the kinds table of docs/contract.md;
 - from both, through ``webhook.policies.chart``: the chart's policies and their parameters ConfigMap;
 - from values.yaml's comments (hack/chart_readme.py): the values table of charts/qos-guard/README.md;
-- from all of these, the CLI's parser and the rule fixtures (hack/reference.py, with the metrics and Events read from the source in hack/reference_observed.py): the documentation site's
-  reference pages, docs/reference/ (a page no longer written, such as a removed rule's, is stale too), and
+- from all of these, the CLI's parser and the rule fixtures (hack/reference.py; the metrics and Events from the
+  source, hack/reference_observed.py): the documentation site's reference pages, docs/reference/ (a page no longer written, such as a removed rule's, is stale too), and
   their place in mkdocs.yml's nav.
 
     python hack/generate.py          # rewrite them in place
