@@ -8,8 +8,8 @@
 - from both, through ``webhook.policies.chart``: the chart's policies and their parameters ConfigMap;
 - from values.yaml's comments (hack/chart_readme.py): the values table of charts/qos-guard/README.md;
 - from all of these, the CLI's parser and the rule fixtures (hack/reference.py; the metrics and Events from the
-  source, hack/reference_observed.py): the documentation site's reference pages, docs/reference/ (a page no longer written, such as a removed rule's, is stale too), and
-  their place in mkdocs.yml's nav.
+  source, hack/reference_observed.py): the documentation site's reference pages, docs/reference/ (a page no
+  longer written, such as a removed rule's, is stale too), and their place in mkdocs.yml's nav.
 
     python hack/generate.py          # rewrite them in place
     python hack/generate.py --check  # exit 1 naming the files that are not current (the tests run this)
