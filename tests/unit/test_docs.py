@@ -129,6 +129,16 @@ def test_readme_and_contributing_links_lead_somewhere() -> None:
     assert broken == []
 
 
+def test_user_readme_opens_plainly_and_leaves_test_harness_detail_to_contributing() -> None:
+    readme = (ROOT / "README.md").read_text()
+    opening = readme[:readme.index("## Quick start")]
+    assert "instead of" not in opening and "µs" not in opening
+    assert "### On a real node (tests/node)" not in readme and "mmdebstrap" not in readme
+    contributing = (ROOT / "CONTRIBUTING.md").read_text()
+    assert "## On a real node (tests/node)" in contributing and "mmdebstrap" in contributing
+    assert "CONTRIBUTING.md#on-a-real-node-testsnode" in readme
+
+
 def test_the_readme_stays_short() -> None:
     """What it does and why, the two commands, the three ways in, links: everything else is in the site."""
     lines = (ROOT / "README.md").read_text().splitlines()
