@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests import dra_objects, waiting
+from tests import builders, waiting
 from tests.e2e.conftest import CHART, Cluster, chart_identity, webhook_outside
 from tests.e2e.test_numa import node, node_topology
 from tests.serving import Server
@@ -39,14 +39,14 @@ def pod(name: str, cpu: str, *, claim: bool = False, extended: str | None = None
     spec: dict[str, Any] = {"nodeSelector": POOL,
                             "containers": [{"name": "app", "image": "registry.invalid/app:1", "resources": resources}]}
     obj = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
-    return dra_objects.take_claim(obj, "one-gpu") if claim else obj
+    return builders.take_claim(obj, "one-gpu") if claim else obj
 
 
 def claim_template(name: str, count: int, constrained: bool = False) -> dict[str, Any]:
-    devices: dict[str, Any] = {"requests": [dra_objects.exactly("gpus", GPU_CLASS, count)]}
+    devices: dict[str, Any] = {"requests": [builders.exactly("gpus", GPU_CLASS, count)]}
     if constrained:
-        devices["constraints"] = [{"matchAttribute": dra_objects.NUMA_NODE}]
-    return dra_objects.claim(name, devices)
+        devices["constraints"] = [{"matchAttribute": builders.NUMA_NODE}]
+    return builders.claim(name, devices)
 
 
 def cluster_stderr(cluster: Cluster, obj: dict[str, Any], namespace: str = "e2e-dra") -> str:
@@ -87,7 +87,7 @@ def dra_cluster(cluster: Cluster) -> Iterator[Cluster]:
     crd = CHART / "files" / "topology.node.k8s.io_noderesourcetopologies.yaml"
     cluster.kubectl("apply", "-f", str(crd), check=True)
     cluster.kubectl("wait", "--for", "condition=Established", f"crd/{crd_name}", "--timeout", "30s", check=True)
-    device_class = dra_objects.device_class(GPU_CLASS, GPU_CLASS, DRA_GPU)
+    device_class = builders.device_class(GPU_CLASS, GPU_CLASS, DRA_GPU)
     objects = [device_class, *(node(n, **POOL) for n in NODES), *(node_topology(n, [ZONE, ZONE]) for n in NODES)]
     cluster.kubectl("apply", "-f", "-", stdin=objects, check=True)
     try:
