@@ -36,11 +36,12 @@ def container(name: str = "app", requests: Mapping[str, str] | None = None, limi
     return {"name": name, "image": image, "resources": resources, **fields}
 
 
-def guaranteed(name: str = "app", cpu: str = "2", memory: str = "4Gi", **extended: str) -> dict[str, Any]:
+def guaranteed(name: str = "app", cpu: str = "2", memory: str = "4Gi", *, claims: Iterable[str] = (),
+               **extended: str) -> dict[str, Any]:
     """A container of the Guaranteed class: requests equal to limits (``extended``: more resources by name, e.g.
-    ``**{GPU: "1"}``)."""
+    ``**{GPU: "1"}``), taking the Pod's claims ``claims``."""
     amounts = rl(cpu, memory) | extended
-    return container(name, amounts, amounts)
+    return container(name, amounts, amounts, claims=claims)
 
 
 def pod(*containers: dict[str, Any], name: str = "p", namespace: str | None = "ns",
