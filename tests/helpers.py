@@ -1,4 +1,5 @@
-"""Small builders used across the tests: pod specs and AdmissionReviews."""
+"""AdmissionReviews as the API server sends them, and other small helpers of the tests; the objects themselves
+(Pods, containers) are built by ``tests.builders``, re-exported here for the files that import them from here."""
 
 from __future__ import annotations
 
@@ -6,36 +7,11 @@ import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from tests.builders import container, guaranteed, pod, rl
+
+__all__ = ["admission_review", "as_decoded", "container", "guaranteed", "pod", "python_calls", "rl"]
+
 T = TypeVar("T")
-
-
-def rl(cpu: str = "", memory: str = "") -> dict[str, str]:
-    """A resource list like upstream's ``getResourceList``: empty strings are left out."""
-    return {k: v for k, v in (("cpu", cpu), ("memory", memory)) if v}
-
-
-def container(name: str, requests: dict[str, str] | None = None, limits: dict[str, str] | None = None,
-              **fields: Any) -> dict[str, Any]:
-    resources: dict[str, Any] = {}
-    if requests:
-        resources["requests"] = requests
-    if limits:
-        resources["limits"] = limits
-    return {"name": name, "image": "example/image:1", "resources": resources, **fields}
-
-
-def pod(*containers: dict[str, Any], init: list[dict[str, Any]] | None = None,
-        resources: dict[str, Any] | None = None, name: str = "p", **spec: Any) -> dict[str, Any]:
-    body: dict[str, Any] = {"containers": list(containers), **spec}
-    if init:
-        body["initContainers"] = init
-    if resources is not None:
-        body["resources"] = resources
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "ns"}, "spec": body}
-
-
-def guaranteed(name: str = "app", cpu: str = "2", memory: str = "4Gi") -> dict[str, Any]:
-    return container(name, rl(cpu, memory), rl(cpu, memory))
 
 
 def admission_review(obj: Any, kind: str | None = None, operation: str = "CREATE",

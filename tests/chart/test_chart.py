@@ -299,6 +299,22 @@ def test_single_replica_has_no_disruption_budget(render: Render) -> None:
     assert not by_kind(render("--set", "replicaCount=1"), "PodDisruptionBudget")
 
 
+@pytest.mark.parametrize(("values", "spec"), [
+    ([], {"minAvailable": 1}),
+    (["podDisruptionBudget.maxUnavailable=1"], {"maxUnavailable": 1}),
+    (["podDisruptionBudget.maxUnavailable=50%"], {"maxUnavailable": "50%"}),
+    (["podDisruptionBudget.minAvailable=2"], {"minAvailable": 2}),
+    (["podDisruptionBudget.minAvailable=null", "podDisruptionBudget.maxUnavailable=1"], {"maxUnavailable": 1}),
+])
+def test_pdb_max_unavailable_is_honoured_without_nulling_min_available(render: Render, values: list[str],
+                                                                       spec: dict[str, Any]) -> None:
+    """`podDisruptionBudget.maxUnavailable=1` was ignored unless minAvailable was set to null as well."""
+    args = [a for v in values for a in ("--set", v)]
+    pdb = one(render("--set", "replicaCount=3", *args), "PodDisruptionBudget")["spec"]
+    assert {k: v for k, v in pdb.items() if k != "selector"} == spec
+
+
+
 def test_config_value_is_what_the_server_reads(render: Render) -> None:
     objects = render("--set", "config.policy.smtAlignment=2", "--set-json",
                      'config.exemptions.namespaces=["batch"]', "--set", "config.mutation.cpuRounding=up")

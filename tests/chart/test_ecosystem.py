@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 import pytest
+import yaml
 
 from tests.binaries import NRT_API, OPENREPORTS, go_module
 from tests.chart.conftest import CHART, Render, by_kind, one, run_helm
@@ -200,3 +201,63 @@ def test_latency_threshold_must_fit_the_timeout(helm: str) -> None:
     proc = run_helm(helm, "template", "qos-guard", str(CHART), "--set", "prometheusRule.enabled=true",
                     "--set-string", "prometheusRule.latencyP99Seconds=1.0", "--set", "webhook.timeoutSeconds=1")
     assert proc.returncode != 0 and "must be under webhook.timeoutSeconds" in proc.stderr
+
+
+def _audit_pod(objects: list[dict[str, Any]]) -> dict[str, Any]:
+    spec: dict[str, Any] = one(objects, "CronJob")["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    return spec
+
+
+@pytest.mark.parametrize("enforcement", ["webhook", "policy"])
+def test_audit_cronjob_runs_with_the_charts_config(render: Render, enforcement: str) -> None:
+    """The hourly audit ran with the built-in defaults: no --config and no ConfigMap, so the chart's exemptions,
+    fractionalCPUContainers and smtAlignment were the webhook's and not the audit's."""
+    objects = render("--set", f"audit.enabled=true,enforcement={enforcement}",
+                     "--set", "config.policy.fractionalCPUContainers={istio-proxy}",
+                     "--set", "config.policy.smtAlignment=2", "--kube-version", "1.36.3", namespace=NAMESPACE)
+    pod = _audit_pod(objects)
+    (container,) = pod["containers"]
+    (flag,) = [a for a in container["args"] if a.startswith("--config=")]
+    path = flag.removeprefix("--config=")
+    (mount,) = [m for m in container["volumeMounts"] if path.startswith(m["mountPath"] + "/")]
+    assert mount["readOnly"] is True
+    (volume,) = [v for v in pod["volumes"] if v["name"] == mount["name"]]
+    (cm,) = [c for c in by_kind(objects, "ConfigMap") if c["metadata"]["name"] == volume["configMap"]["name"]]
+    assert cm["metadata"]["namespace"] == NAMESPACE
+    config = yaml.safe_load(cm["data"][path.rsplit("/", 1)[1]])
+    assert config["policy"]["fractionalCPUContainers"] == ["istio-proxy"]
+    assert config["policy"]["smtAlignment"] == 2
+
+
+def _dashboard(objects: list[dict[str, Any]]) -> dict[str, Any] | None:
+    found = [o for o in by_kind(objects, "ConfigMap") if o["metadata"]["name"].endswith("-dashboard")]
+    return json.loads(found[0]["data"]["qos-guard.json"]) if found else None
+
+
+def test_policy_enforcement_ships_no_webhook_alert_or_panel(render: Render) -> None:
+    """With enforcement: policy there is no webhook to scrape, so QosGuardWebhookDown (`absent(up{...})`) fired
+    for ever, and the dashboard's webhook panels stayed empty."""
+    switches = "prometheusRule.enabled=true,dashboard.enabled=true,serviceMonitor.enabled=true"
+    webhook = render("--set", switches, "--set", "agent.enabled=true")
+    webhook_rules = {r["alert"] for r in one(webhook, "PrometheusRule")["spec"]["groups"][0]["rules"]}
+    assert "QosGuardWebhookDown" in webhook_rules
+    webhook_dash = _dashboard(webhook)
+    assert webhook_dash is not None
+    assert webhook_dash == json.loads((CHART / "dashboards" / "qos-guard.json").read_text())
+
+    policy = render("--set", switches, "--set", "enforcement=policy", "--kube-version", "1.36.3")
+    assert not by_kind(policy, "PrometheusRule") and _dashboard(policy) is None
+
+    with_agent = render("--set", switches, "--set", "enforcement=policy,agent.enabled=true",
+                        "--kube-version", "1.36.3")
+    rules = one(with_agent, "PrometheusRule")["spec"]["groups"][0]["rules"]
+    agent_alerts = {r["alert"] for r in one(webhook, "PrometheusRule")["spec"]["groups"][0]["rules"]
+                    if "qos_guard_container_" in r["expr"]}
+    assert {"QosGuardContainerNotPinned", "QosGuardContainerNUMAMisaligned"} <= agent_alerts
+    assert {r["alert"] for r in rules} == agent_alerts
+    assert all("qos_guard_container_" in r["expr"] for r in rules)
+    dash = _dashboard(with_agent)
+    assert dash is not None and dash["uid"] == webhook_dash["uid"]
+    kept = [p for p in webhook_dash["panels"] if "qos_guard_container_" in json.dumps(p["targets"])]
+    assert kept and dash["panels"] == kept
+    assert "$job" not in json.dumps(dash) and "qos_guard_admission" not in json.dumps(dash)

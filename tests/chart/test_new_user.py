@@ -1,11 +1,19 @@
 """What a new user of the chart trips over: `enforcement: policy` on a cluster without MutatingAdmissionPolicy v1,
-scaling out, and the README steps from an empty registry and a `qos-guard certs` pair to a running webhook."""
+scaling out, the README steps from an empty registry and a `qos-guard certs` pair to a running webhook (the first
+`helm install` names an image registry; the chart's home is real), and the CI guide's `check` of a rendered chart,
+run on this chart."""
 
 from __future__ import annotations
 
-import pytest
+import re
+import subprocess
+import sys
+from pathlib import Path
 
-from tests.chart.conftest import CHART, Render, by_kind, one, run_helm
+import pytest
+import yaml
+
+from tests.chart.conftest import CHART, ROOT, Render, by_kind, one, run_helm
 
 REFUSED = ("enforcement: policy needs MutatingAdmissionPolicy in admissionregistration.k8s.io/v1, which Kubernetes "
            "serves from 1.36; this cluster is v{version}{why}: keep enforcement: webhook, which works on every "
@@ -111,3 +119,40 @@ def test_the_chart_installs_on_the_1_38_pre_release(render: Render) -> None:
               if o.get("kind") == "ConfigMap" and "kubernetesVersion" in (o.get("data") or {})]
     assert params and {o["data"]["kubernetesVersion"] for o in params} == {"1.38"}
     assert resolve(params[0]["data"]["kubernetesVersion"]).prerelease == "v1.38.0-beta.0"
+
+
+def test_readme_first_helm_install_sets_the_image_and_chart_home_is_real() -> None:
+    """The README's first `helm install` had no image setting, though no registry serves the default image; the
+    chart's `home` was a domain nobody owns."""
+    readme = (ROOT / "README.md").read_text()
+    first = readme[readme.index("helm install qos-guard charts/qos-guard"):]
+    command = first[:first.index("\nkubectl")]
+    assert "--set image.registry=" in command, command
+    assert readme.index("make image-push REGISTRY=") < readme.index("helm install qos-guard charts/qos-guard")
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    assert "qos-guard.io" not in yaml.safe_dump(chart)
+    assert chart["home"] in chart["sources"]
+
+
+def test_the_charts_own_render_passes_the_readme_check_workflow(helm: str, tmp_path: Path) -> None:
+    """The README's workflow for a chart, on this chart: its own Pods (the webhook's 250m, the test Pod's 50m)
+    are in its release namespace, which its webhooks never judge; the CI guide's exemption says so to check
+    (the bare pipe found 2 violations)."""
+    readme = (ROOT / "docs" / "howto" / "ci.md").read_text()
+    config_line = re.search(r"`printf '(exemptions: \{namespaces: \[qos-guard\]\})\\n' > ci.yaml`", readme)
+    assert config_line, "the CI guide's exemption for a chart's own namespace"
+    (tmp_path / "ci.yaml").write_text(config_line[1] + "\n")
+    rendered = run_helm(helm, "template", "qos-guard", str(CHART), "-n", "qos-guard")
+    assert rendered.returncode == 0, rendered.stderr
+    bare = subprocess.run([sys.executable, "-m", "webhook.cli", "check", "-"], input=rendered.stdout,
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert bare.returncode == 1 and bare.stdout.count("cpu-not-integer") == 2, bare.stdout + bare.stderr
+    checked = subprocess.run([sys.executable, "-m", "webhook.cli", "check", "--config", str(tmp_path / "ci.yaml"),
+                              "-"], input=rendered.stdout, capture_output=True, text=True, timeout=120, check=False)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "(2 exempt)" in checked.stderr, checked.stderr
+    # the namespace the CI guide exempts is the one the chart's webhooks leave out
+    hooks = [d for d in yaml.safe_load_all(rendered.stdout) if d and d["kind"].endswith("WebhookConfiguration")]
+    for hook in (w for d in hooks for w in d["webhooks"]):
+        names = [e for e in hook["namespaceSelector"]["matchExpressions"] if e["key"] == "kubernetes.io/metadata.name"]
+        assert names and "qos-guard" in names[0]["values"] and names[0]["operator"] == "NotIn", hook["name"]

@@ -1,5 +1,6 @@
-"""The install notes and the chart README say the same about when to label a namespace, and the chart refuses
-when nothing sends Pods to the second scheduler."""
+"""The chart's words agree with each other and with the docs: the install notes and the chart README on when to
+label a namespace, the notes when nothing sends Pods to the second scheduler, the autoscaling text and Sizing on
+the p99, and the Kubernetes versions the docs give the webhook with those the chart asks for and registers."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.chart.conftest import CHART, run_helm
+from tests.chart.conftest import CHART, ROOT, Render, one, run_helm
 
 
 def _notes(helm: str, tmp_path: Path, *values: str) -> str:
@@ -63,3 +64,27 @@ def test_policy_notes_say_nothing_sends_pods_to_the_scheduler(helm: str, tmp_pat
     values = " ".join((CHART / "values.yaml").read_text().split())
     assert "With `enforcement: policy` nothing sets it" in values and "With `enforcement: policy` nothing sets it" \
         in _readme()
+
+
+def test_autoscaling_text_and_sizing_give_the_same_p99() -> None:
+    """`autoscaling.enabled` said "p99 under a second" where Sizing (and the chart README) say under 0.1 s."""
+    values = (CHART / "values.yaml").read_text()
+    text = values[values.index("autoscaling:"):values.index("  enabled:", values.index("autoscaling:"))]
+    sizing = (ROOT / "docs" / "operations" / "sizing.md").read_text().split("## The webhook", 1)[1].split("##", 1)[0]
+    assert "p99.9 under 0.1 s" in sizing and "p99 under 0.1 s" in " ".join(text.split())
+    assert "under a second" not in values and "p99 under 0.1 s" in (CHART / "README.md").read_text()
+
+
+def test_readme_webhook_kubernetes_versions_are_the_charts(render: Render) -> None:
+    """The README's table said any cluster with admission.k8s.io v1 or v1beta1; the chart asks for 1.27+ and
+    registers v1 only."""
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    minimum = chart["kubeVersion"].removeprefix(">=").removesuffix(".0-0")
+    row = next(line for line in (ROOT / "docs" / "howto" / "admission-policies.md").read_text().splitlines()
+               if line.startswith("| Kubernetes |"))
+    webhook_cell = row.split("|")[3]
+    assert f"{minimum}+" in webhook_cell and "admissionReviewVersions: [v1]" in webhook_cell, row
+    objects = render()
+    hooks = [h for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
+             for h in one(objects, kind)["webhooks"]]
+    assert hooks and all(h["admissionReviewVersions"] == ["v1"] for h in hooks)

@@ -28,3 +28,12 @@ def qos_guard() -> Run:
     def run(*args: str, stdin: str | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
         return inprocess.run(args, stdin=stdin, cwd=cwd)
     return run
+
+
+def refused(out: subprocess.CompletedProcess[str], *words: str) -> None:
+    """A refusal as the contract has it: exit 2, one ``qos-guard: `` message naming each of ``words``, no
+    traceback."""
+    assert out.returncode == 2, (out.returncode, out.stderr)
+    assert "Traceback" not in out.stderr and out.stderr.startswith("qos-guard: "), out.stderr
+    for word in words:
+        assert word in out.stderr, (word, out.stderr)

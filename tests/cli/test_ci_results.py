@@ -326,3 +326,13 @@ def test_summaries_count_in_the_singular_and_say_the_exempt(qos_guard: Run, tmp_
     assert 'tests="2" failures="1" errors="0" skipped="1"' in junit
     fixed = qos_guard("fix", str(tmp_path / "one.yaml"))
     assert fixed.stderr.strip().endswith("qos-guard: 1 file changed, 0 violations left, 0 errors"), fixed.stderr
+
+
+def test_a_loose_file_with_braces_names_helm_template(qos_guard: Run, tmp_path: Path) -> None:
+    """It said "render it first" without naming `helm template`, which the chart-folder message does."""
+    loose = tmp_path / "deployment.yaml"
+    loose.write_text("apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {{ .Release.Name }}\n"
+                     "spec:\n  replicas: {{ .Values.replicas }\n")
+    out = qos_guard("check", str(loose))
+    assert out.returncode == 2
+    assert "a Helm or Go template? render it first: helm template RELEASE CHART | qos-guard check -" in out.stdout

@@ -1,5 +1,6 @@
 """The CLI's cluster half with no cluster to reach, run as the real command
-against a real closed port (nothing listens: the connection is refused by the kernel, as with an API server down)."""
+against a real closed port (nothing listens: the connection is refused by the kernel, as with an API server down),
+or with no kubeconfig to read: each is a refusal naming the paths looked at and the way out."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests import inprocess
+from tests.cli.conftest import Run, refused
 
 KUBECONFIG = """apiVersion: v1
 kind: Config
@@ -57,13 +59,6 @@ def _run(*args: str, home: Path, timeout: float = 120) -> subprocess.CompletedPr
     return inprocess.run(args, env=_env(home))
 
 
-def _refused(out: subprocess.CompletedProcess[str], *words: str) -> None:
-    assert out.returncode == 2, (out.returncode, out.stderr)
-    assert "Traceback" not in out.stderr and out.stderr.startswith("qos-guard: "), out.stderr
-    for word in words:
-        assert word in out.stderr, (word, out.stderr)
-
-
 def _unreachable(url: str) -> str:
     return f"cannot reach the API server at {url}: connection refused"
 
@@ -76,7 +71,7 @@ def test_certs_patch_webhooks_with_the_server_down_writes_nothing_and_can_be_run
     for _ in range(2):
         out = _run("certs", "--output-dir", str(folder), "--patch-webhooks", "qos-guard", "--kubeconfig",
                    str(kubeconfig), home=tmp_path)
-        _refused(out, f"--patch-webhooks: {_unreachable(url)}", f"nothing was written to {folder}")
+        refused(out, f"--patch-webhooks: {_unreachable(url)}", f"nothing was written to {folder}")
         assert "HTTPSConnectionPool" not in out.stderr and "ca.crt" not in out.stderr, out.stderr
         assert not folder.exists()
         assert out.stdout == ""  # no caBundle printed for certificates that were not written
@@ -89,7 +84,7 @@ def test_cluster_errors_name_the_server_and_the_cause_not_urllib3(tmp_path: Path
     NewConnectionError(...))`."""
     kubeconfig, url = down
     out = _run(*command, "--kubeconfig", str(kubeconfig), home=tmp_path)
-    _refused(out, f"qos-guard: {command[0]}: {_unreachable(url)}")
+    refused(out, f"qos-guard: {command[0]}: {_unreachable(url)}")
     assert "HTTPSConnectionPool" not in out.stderr and "Max retries" not in out.stderr, out.stderr
 
 
@@ -100,15 +95,15 @@ def test_a_context_the_kubeconfig_lacks_is_named_with_those_it_has(tmp_path: Pat
     audit had no --context at all."""
     kubeconfig, _ = down
     out = _run(*command, "--kubeconfig", str(kubeconfig), "--context", "nosuch", home=tmp_path)
-    _refused(out, f"--context nosuch: no such context in {kubeconfig} (its contexts: here, there)")
+    refused(out, f"--context nosuch: no such context in {kubeconfig} (its contexts: here, there)")
     assert "pass --kubeconfig" not in out.stderr, out.stderr
 
 
 def test_audit_uses_the_context_it_is_given(tmp_path: Path, down: tuple[Path, str]) -> None:
     """``audit --context there`` reads through that context's cluster (here: the same one, down)."""
     kubeconfig, url = down
-    _refused(_run("audit", "--kubeconfig", str(kubeconfig), "--context", "there", home=tmp_path),
-             _unreachable(url))
+    refused(_run("audit", "--kubeconfig", str(kubeconfig), "--context", "there", home=tmp_path),
+            _unreachable(url))
 
 
 @pytest.mark.parametrize("fmt", ["json", "sarif", "junit"])
@@ -118,7 +113,7 @@ def test_machine_formats_get_an_error_record_when_the_cluster_is_unreachable(
     """stdout was empty: a SARIF upload step then got an empty file. check writes an error record; so do these."""
     kubeconfig, url = down
     out = _run(command, "--kubeconfig", str(kubeconfig), "--format", fmt, home=tmp_path)
-    _refused(out, _unreachable(url))
+    refused(out, _unreachable(url))
     assert _unreachable(url) in out.stdout, out.stdout
     if fmt == "junit":
         import xml.etree.ElementTree as ET
@@ -139,8 +134,8 @@ def test_extender_without_a_kubeconfig_says_where_it_looked_before_serving(tmp_p
     """It printed "serving http://...", then a gunicorn worker's traceback, and exited 3."""
     out = _run("extender", "--plain", "--bind", f"127.0.0.1:{_closed_port()}", home=tmp_path, timeout=60)
     default = tmp_path / ".kube" / "config"
-    _refused(out, f"no usable kubeconfig: {default} does not exist",
-             "not in a Pod (KUBERNETES_SERVICE_HOST unset)", "set KUBECONFIG")
+    refused(out, f"no usable kubeconfig: {default} does not exist",
+            "not in a Pod (KUBERNETES_SERVICE_HOST unset)", "set KUBECONFIG")
     assert "serving" not in out.stderr, out.stderr
 
 
@@ -151,9 +146,62 @@ def test_serve_names_the_certificate_file_that_is_missing(tmp_path: Path) -> Non
     out = _run("serve", "--cert-file", "/nonexistent.crt", "--key-file", str(key), "--bind",
                f"127.0.0.1:{_closed_port()}", "--metrics-bind", f"127.0.0.1:{_closed_port()}", home=tmp_path,
                timeout=60)
-    _refused(out, "certificate file not found: --cert-file /nonexistent.crt")
+    refused(out, "certificate file not found: --cert-file /nonexistent.crt")
     assert "None" not in out.stderr and str(key) not in out.stderr, out.stderr
     both = _run("serve", "--cert-file", "/nonexistent.crt", "--key-file", "/nonexistent.key", "--bind",
                 f"127.0.0.1:{_closed_port()}", "--metrics-bind", f"127.0.0.1:{_closed_port()}", home=tmp_path,
                 timeout=60)
-    _refused(both, "--cert-file /nonexistent.crt, --key-file /nonexistent.key")
+    refused(both, "--cert-file /nonexistent.crt, --key-file /nonexistent.key")
+
+
+# --- no kubeconfig at all, or one check would not read ---
+
+
+def test_a_missing_kubeconfig_names_the_paths_and_the_places_looked_at(tmp_path: Path) -> None:
+    """It said `no usable kubeconfig: Invalid kube-config file. No configuration found.`: no path, no places."""
+    default = tmp_path / ".kube" / "config"
+    for command in (["audit"], ["nodes"]):
+        out = _run(*command, home=tmp_path)
+        refused(out, f"no usable kubeconfig: {default} does not exist", "not in a Pod (KUBERNETES_SERVICE_HOST "
+                f"unset); the default {default}", "pass --kubeconfig FILE, or set KUBECONFIG")
+    listed = inprocess.run(("audit",), env={**_env(tmp_path),
+                                            "KUBECONFIG": f"{tmp_path / 'a'}{os.pathsep}{tmp_path / 'b'}"})
+    refused(listed, f"{tmp_path / 'a'} does not exist; {tmp_path / 'b'} does not exist",
+            f"$KUBECONFIG {tmp_path / 'a'}{os.pathsep}{tmp_path / 'b'}")
+    given = _run("audit", "--kubeconfig", str(tmp_path / "nope"), home=tmp_path)
+    refused(given, f"{tmp_path / 'nope'} does not exist (looked at: --kubeconfig {tmp_path / 'nope'})")
+    broken = tmp_path / "broken"
+    broken.write_text("clusters: [\n")
+    refused(_run("audit", "--kubeconfig", str(broken), home=tmp_path), f"{broken} is not YAML (line 2)")
+
+
+def test_check_kubeconfig_without_numa_auto_is_refused(qos_guard: Run, tmp_path: Path) -> None:
+    """`check --kubeconfig` without policy.numa: auto was silently ignored: the user believed the cluster was
+    consulted. It is refused, naming the setting that makes it count."""
+    manifest = tmp_path / "pod.yaml"
+    manifest.write_text(GOOD_POD)
+    out = qos_guard("check", str(manifest), "--kubeconfig", str(tmp_path / "kubeconfig"))
+    refused(out, "check: --kubeconfig is read only with policy.numa: auto", "or policy.deviceClasses: true",
+            "the default configuration sets neither; drop --kubeconfig, or set one in --config")
+    assert out.stdout == ""
+    config = tmp_path / "numa.yaml"
+    config.write_text("policy:\n  numa: auto\n")
+    unread = qos_guard("check", str(manifest), "--config", str(config), "--kubeconfig", str(tmp_path / "nope"))
+    # the cluster is never a reason to fail (contract): the file's own finding decides
+    assert unread.returncode == 1 and "requests-not-equal-limits" in unread.stdout, unread.stderr
+    # fail-open, but a counted notice: a CI job sees that NUMA fit was not judged
+    assert (f"{tmp_path / 'nope'}: notice: numa-unfit: policy.numa: auto: numa-unfit is not judged: no usable "
+            f"kubeconfig: {tmp_path / 'nope'} does not exist") in unread.stdout, unread.stdout
+    assert "1 violation, 1 notice, 0 errors" in unread.stderr, unread.stderr
+
+
+GOOD_POD = """apiVersion: v1
+kind: Pod   # kept
+metadata: {name: p}
+spec:
+  containers:
+    - name: a
+      resources:
+        requests: {cpu: "1", memory: 1Gi}
+        limits: {cpu: "2", memory: 1Gi}   # a limit above its request
+"""

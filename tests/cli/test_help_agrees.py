@@ -7,6 +7,9 @@ import argparse
 import re
 from pathlib import Path
 
+import pytest
+
+from tests.cli.conftest import Run
 from tests.unit.test_nodes_report import node
 from tests.unit.test_nodes_report import report as nodes_report
 from webhook.batch.audit import audit
@@ -88,3 +91,27 @@ def test_the_top_level_help_names_every_command_that_can_exit_1() -> None:
     assert set(exits_one) >= {"check", "audit", "fix", "nodes", "verify"}, exits_one
     for name in exits_one:
         assert f"({name}" in one or f", {name}" in one or f"{name})" in one, (name, one)
+
+
+# --- every --help, run as the real command: a description and the exit codes ---
+
+
+COMMANDS = ["check", "fix", "audit", "serve", "certs", "policy", "nodes", "agent", "verify", "extender"]
+
+
+def test_the_top_level_help_lists_every_command_tested_here(qos_guard: Run) -> None:
+    listed = re.findall(r"^    ([a-z]+)  ", qos_guard("--help").stdout, re.M)
+    assert sorted(listed) == sorted(COMMANDS)
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_help_has_a_description_and_exit_codes(qos_guard: Run, command: str) -> None:
+    """`agent --help` and `verify --help` had neither, though the contract says every --help lists them."""
+    out = qos_guard(command, "--help")
+    assert out.returncode == 0
+    after_usage = out.stdout.split("\n\n", 1)[1]
+    description = after_usage.split("\n\n", 1)[0].strip()
+    assert description and not description.startswith(("positional arguments", "options")), out.stdout
+    codes = out.stdout.split("exit codes:", 1)[1]
+    for code in ("0", "2"):
+        assert re.search(rf"^  {code}  \S", codes, re.M), (code, out.stdout)

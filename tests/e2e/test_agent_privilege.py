@@ -48,6 +48,7 @@ def node(name: str) -> dict[str, Any]:
             "spec": {"taints": [{"key": "e2e.qos-guard.io/no-pods", "effect": "NoSchedule"}]}}
 
 
+# Not tests/builders.nrt: a bare object (no zones), as only who may write one is tested here.
 def nrt(name: str) -> dict[str, Any]:
     return {"apiVersion": "topology.node.k8s.io/v1alpha2", "kind": "NodeResourceTopology",
             "metadata": {"name": name}, "zones": [], "topologyPolicies": ["None"]}

@@ -18,6 +18,7 @@ import yaml
 
 from tests import waiting
 from tests.binaries import binary
+from tests.builders import container, pod, resource_slice
 from tests.e2e.conftest import CHART, RELEASE_NAMESPACE, Cluster
 from webhook.cluster.client import Lister
 from webhook.cluster.watch import ApiTransport
@@ -52,33 +53,26 @@ def eventually(what: str, check: Callable[[], bool], within: float = SEEN_WITHIN
     return waiting.eventually(what, check, within)
 
 
-def resource_slice(name: str, node: str) -> dict[str, Any]:
+def gpu_slice(name: str, node: str) -> dict[str, Any]:
     """A ResourceSlice as a DRA driver's kubeletplugin publishes it: one device with the standard attributes."""
-    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": name},
-            "spec": {"driver": "gpu.e2e.example.com", "nodeName": node,
-                     "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
-                     "devices": [{"name": "gpu-0", "attributes": {
-                         "resource.kubernetes.io/numaNode": {"int": 1},
-                         "resource.kubernetes.io/pciBusID": {"string": "0000:3b:00.0"},
-                         "model": {"string": "E2E-GPU"}}}]}}
+    return resource_slice(name, "gpu.e2e.example.com", {"gpu-0": {
+        "resource.kubernetes.io/numaNode": {"int": 1}, "resource.kubernetes.io/pciBusID": {"string": "0000:3b:00.0"},
+        "model": {"string": "E2E-GPU"}}}, node=node)
 
 
 def per_device_slice(name: str) -> dict[str, Any]:
     """A slice with perDeviceNodeSelection (resource.k8s.io/v1, DRAPartitionableDevices, beta and on since 1.36):
     no spec.nodeName, each device names its node."""
-    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": name},
-            "spec": {"driver": "gpu.e2e.example.com", "perDeviceNodeSelection": True,
-                     "pool": {"name": "shared", "generation": 1, "resourceSliceCount": 1},
-                     "devices": [{"name": "gpu-8", "nodeName": NODE, "attributes": {
-                                     "resource.kubernetes.io/numaNode": {"int": 0}}},
-                                 {"name": "gpu-9", "nodeName": "another-node", "attributes": {
-                                     "resource.kubernetes.io/numaNode": {"int": 1}}}]}}
+    return resource_slice(name, "gpu.e2e.example.com", [
+        {"name": "gpu-8", "nodeName": NODE, "attributes": {"resource.kubernetes.io/numaNode": {"int": 0}}},
+        {"name": "gpu-9", "nodeName": "another-node", "attributes": {"resource.kubernetes.io/numaNode": {"int": 1}}}],
+        node=None, pool="shared", perDeviceNodeSelection=True)
 
 
-def pod(name: str, node: str) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NAMESPACE},
-            "spec": {"nodeName": node, "containers": [{"name": "app", "image": "registry.invalid/app:1",
-                                                       "resources": {"limits": {"cpu": "1", "memory": "64Mi"}}}]}}
+def bound_pod(name: str, node: str) -> dict[str, Any]:
+    """A Pod already bound to ``node`` (no kubelet runs it)."""
+    return pod(container("app", limits={"cpu": "1", "memory": "64Mi"}, image="registry.invalid/app:1"), name=name,
+               namespace=NAMESPACE, nodeName=node)
 
 
 @pytest.fixture(scope="module")
@@ -112,7 +106,7 @@ def test_the_watched_view_sees_opt_in_and_a_bound_pod_come_and_go(cluster: Clust
     try:
         assert view.wait_synced(30), said
         assert NAMESPACE not in view.opted_in() and not view.pods(NODE, [])
-        cluster.kubectl("apply", "-f", "-", stdin=[pod("bound", NODE), pod("elsewhere", "another-node")],
+        cluster.kubectl("apply", "-f", "-", stdin=[bound_pod("bound", NODE), bound_pod("elsewhere", "another-node")],
                         check=True)
         bound = eventually("a Pod bound to the node", lambda: (NAMESPACE, "bound") in view.pods(NODE, []))
         assert list(view.pods(NODE, [])) == [(NAMESPACE, "bound")]  # not the Pod bound to another node
@@ -131,8 +125,8 @@ def test_the_watched_view_sees_opt_in_and_a_bound_pod_come_and_go(cluster: Clust
         partitionable = cluster.kubectl("apply", "--dry-run=server", "-f", "-", stdin=shared_slice).returncode == 0
         print(f"\nperDeviceNodeSelection served ({cluster.version()}): {partitionable}")
         expected = ["e2e-shared-gpus", "e2e-watch-gpus"] if partitionable else ["e2e-watch-gpus"]
-        cluster.kubectl("apply", "-f", "-", stdin=[resource_slice("e2e-watch-gpus", NODE),
-                                                   resource_slice("e2e-other-gpus", "another-node"),
+        cluster.kubectl("apply", "-f", "-", stdin=[gpu_slice("e2e-watch-gpus", NODE),
+                                                   gpu_slice("e2e-other-gpus", "another-node"),
                                                    *([shared_slice] if partitionable else [])], check=True)
         sliced = eventually("the node's ResourceSlices", lambda: len(view.slices(NODE)[0]) == len(expected))
         kept_slices, problem = view.slices(NODE)
@@ -189,7 +183,7 @@ def test_without_dra_served_the_view_says_so_once_and_judges_the_pods(cluster: C
     said: list[str] = []
     view = WatchedView(ApiTransport(str(agent_kubeconfig)), NODE, said.append)
     cluster.namespace(NAMESPACE, "warn")
-    cluster.kubectl("apply", "-f", "-", stdin=pod("bound-no-dra", NODE), check=True)
+    cluster.kubectl("apply", "-f", "-", stdin=bound_pod("bound-no-dra", NODE), check=True)
     view.start()
     try:
         assert view.wait_synced(30), said

@@ -21,9 +21,9 @@ from typing import Any
 import pytest
 import yaml
 
-from tests import dra_objects, waiting
+from tests import builders, waiting
 from tests.e2e.conftest import CHART, Cluster, chart_identity, webhook_outside
-from tests.e2e.test_numa import node, node_topology
+from tests.e2e.test_numa import node
 from tests.serving import Server
 
 GPU_CLASS = "gpu.example.com"
@@ -33,20 +33,19 @@ NODES = [f"dra-gpu-{i}" for i in range(3)]
 POOL = {"pool": "dra-gpu"}  # these nodes only: other e2e files publish NRT objects of their own
 
 
-def pod(name: str, cpu: str, *, claim: bool = False, extended: str | None = None) -> dict[str, Any]:
-    limits = {"cpu": cpu, "memory": "8Gi"} | ({extended: "1"} if extended else {})
-    resources: dict[str, Any] = {"limits": limits, "requests": dict(limits)}
-    spec: dict[str, Any] = {"nodeSelector": POOL,
-                            "containers": [{"name": "app", "image": "registry.invalid/app:1", "resources": resources}]}
-    obj = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
-    return dra_objects.take_claim(obj, "one-gpu") if claim else obj
+def pinned(name: str, cpu: str, *, claim: bool = False, extended: str | None = None) -> dict[str, Any]:
+    """A Guaranteed Pod of ``cpu`` CPUs on the DRA pool, with a GPU through a claim or an ``extended`` resource."""
+    amounts = {"cpu": cpu, "memory": "8Gi"} | ({extended: "1"} if extended else {})
+    obj = builders.pod(builders.container("app", amounts, amounts, image="registry.invalid/app:1"), name=name,
+                       namespace=None, nodeSelector=POOL)
+    return builders.take_claim(obj, "one-gpu") if claim else obj
 
 
 def claim_template(name: str, count: int, constrained: bool = False) -> dict[str, Any]:
-    devices: dict[str, Any] = {"requests": [dra_objects.exactly("gpus", GPU_CLASS, count)]}
+    devices: dict[str, Any] = {"requests": [builders.exactly("gpus", GPU_CLASS, count)]}
     if constrained:
-        devices["constraints"] = [{"matchAttribute": dra_objects.NUMA_NODE}]
-    return dra_objects.claim(name, devices)
+        devices["constraints"] = [{"matchAttribute": builders.NUMA_NODE}]
+    return builders.claim(name, devices)
 
 
 def cluster_stderr(cluster: Cluster, obj: dict[str, Any], namespace: str = "e2e-dra") -> str:
@@ -73,7 +72,7 @@ def registered(cluster: Cluster, folder: Path, release: str, label: str, config:
             "name": namespace, "labels": {"qos-guard.io/mode": "enforce", label: "true"}}}, check=True)
         waiting.eventually(f"{release} reachable through the API server",
                            lambda: cluster.kubectl("apply", "--dry-run=server", "-n", namespace, "-f", "-",
-                                                   stdin=pod("probe", "2")).returncode == 0, 30, every=0.25)
+                                                   stdin=pinned("probe", "2")).returncode == 0, 30, every=0.25)
         yield server
 
 
@@ -87,8 +86,8 @@ def dra_cluster(cluster: Cluster) -> Iterator[Cluster]:
     crd = CHART / "files" / "topology.node.k8s.io_noderesourcetopologies.yaml"
     cluster.kubectl("apply", "-f", str(crd), check=True)
     cluster.kubectl("wait", "--for", "condition=Established", f"crd/{crd_name}", "--timeout", "30s", check=True)
-    device_class = dra_objects.device_class(GPU_CLASS, GPU_CLASS, DRA_GPU)
-    objects = [device_class, *(node(n, **POOL) for n in NODES), *(node_topology(n, [ZONE, ZONE]) for n in NODES)]
+    device_class = builders.device_class(GPU_CLASS, GPU_CLASS, DRA_GPU)
+    objects = [device_class, *(node(n, **POOL) for n in NODES), *(builders.nrt(n, [ZONE, ZONE]) for n in NODES)]
     cluster.kubectl("apply", "-f", "-", stdin=objects, check=True)
     try:
         stored = cluster.get("deviceclass", GPU_CLASS)
@@ -140,16 +139,16 @@ UNALIGNED = "Warning: dra-unaligned: pod (spec): its exclusive CPUs and memory a
 
 
 def test_a_pinned_pod_with_a_claim_is_warned_and_admitted(dra_cluster: Cluster, warn_webhook: Server) -> None:
-    proc = admit(dra_cluster, ENFORCE, pod("pinned-claim", "4", claim=True))
+    proc = admit(dra_cluster, ENFORCE, pinned("pinned-claim", "4", claim=True))
     assert proc.returncode == 0 and UNALIGNED in proc.stderr, proc.stderr
     # A fractional cpu gets no exclusive CPUs: nothing to align, nothing said (cpu-not-integer refuses it here).
-    assert "dra-unaligned" not in admit(dra_cluster, ENFORCE, pod("shared", "1500m", claim=True)).stderr
+    assert "dra-unaligned" not in admit(dra_cluster, ENFORCE, pinned("shared", "1500m", claim=True)).stderr
 
 
 def test_an_extended_resource_a_device_class_maps_is_seen_through_the_watch(dra_cluster: Cluster,
                                                                             warn_webhook: Server) -> None:
     needs_extended_resources(dra_cluster)
-    obj = pod("pinned-extended", "4", extended=DRA_GPU)
+    obj = pinned("pinned-extended", "4", extended=DRA_GPU)
     waiting.eventually("the DeviceClass seen", lambda: UNALIGNED in cluster_stderr(dra_cluster, obj), 30, every=0.5)
     proc = admit(dra_cluster, ENFORCE, obj)
     # kubectl shows 120 characters of a warning: the resource's name begins there.
@@ -159,13 +158,13 @@ def test_an_extended_resource_a_device_class_maps_is_seen_through_the_watch(dra_
     assert '{"deviceclasses": "current"}' in log and '"deviceclasses": "unknown' not in log.split(
         '{"deviceclasses": "current"}')[-1], log[-2000:]
     # The implicit name of any DeviceClass is DRA's without any DeviceClass read.
-    implicit = admit(dra_cluster, ENFORCE, pod("pinned-implicit", "4",
+    implicit = admit(dra_cluster, ENFORCE, pinned("pinned-implicit", "4",
                                                extended=f"deviceclass.resource.kubernetes.io/{GPU_CLASS}"))
     assert implicit.returncode == 0 and UNALIGNED in implicit.stderr
 
 
 def test_policy_dra_deny_refuses_it(dra_cluster: Cluster, deny_webhook: Server) -> None:
-    proc = admit(dra_cluster, DENY, pod("pinned-claim", "4", claim=True))
+    proc = admit(dra_cluster, DENY, pinned("pinned-claim", "4", claim=True))
     assert proc.returncode != 0
     assert 'admission webhook "validate.qos-guard.io" denied the request' in proc.stderr
     assert ("dra-unaligned: pod (spec): its exclusive CPUs and memory are not NUMA-aligned with its DRA devices "
@@ -207,7 +206,7 @@ def test_numa_auto_refuses_the_48_cpu_dra_pod_for_its_cpus_and_says_its_gpu_was_
     if how != "claim":
         needs_extended_resources(dra_cluster)
     extended = {"extended": DRA_GPU, "implicit": f"deviceclass.resource.kubernetes.io/{GPU_CLASS}"}.get(how)
-    obj = pod(f"big-{how}", "48", claim=how == "claim", extended=extended)
+    obj = pinned(f"big-{how}", "48", claim=how == "claim", extended=extended)
     waiting.eventually("the DeviceClass and the topology seen", lambda: "numa-unfit: container" in cluster_stderr(
         dra_cluster, obj), 30, every=0.5)
     proc = admit(dra_cluster, ENFORCE, obj)
@@ -216,14 +215,14 @@ def test_numa_auto_refuses_the_48_cpu_dra_pod_for_its_cpus_and_says_its_gpu_was_
             "any matching node has 32 CPUs; single-numa-node refuses it on nodes dra-gpu-0, dra-gpu-1 and 1 more "
             "(TopologyAffinityError)") in proc.stderr, proc.stderr
     assert "Warning: numa-unfit: pod (spec): its DRA devices (" in proc.stderr
-    fits = admit(dra_cluster, ENFORCE, pod(f"fits-{how}", "16", claim=how == "claim", extended=extended))
+    fits = admit(dra_cluster, ENFORCE, pinned(f"fits-{how}", "16", claim=how == "claim", extended=extended))
     assert fits.returncode == 0 and "Warning: numa-unfit: pod (spec): its DRA devices (" in fits.stderr
 
 
 def test_check_reads_the_device_classes_with_the_topology(dra_cluster: Cluster, tmp_path: Path) -> None:
     needs_extended_resources(dra_cluster)
     manifest = tmp_path / "pod.yaml"
-    manifest.write_text(yaml.safe_dump(pod("big", "48", extended=DRA_GPU)))
+    manifest.write_text(yaml.safe_dump(pinned("big", "48", extended=DRA_GPU)))
     config = tmp_path / "config.yaml"
     config.write_text(yaml.safe_dump({"policy": {"numa": "auto", "deviceClasses": True}}))
     online = dra_cluster.qos_guard("check", str(manifest), "--config", str(config), "--kubeconfig",

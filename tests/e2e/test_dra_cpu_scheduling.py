@@ -21,6 +21,7 @@ import pytest
 
 from tests import waiting
 from tests.binaries import binary
+from tests.builders import container, pod, resource_slice
 from tests.e2e.conftest import Cluster
 from tests.e2e.test_extender import Api, scheduler
 
@@ -48,7 +49,6 @@ def add_node(api: Api, name: str) -> None:
         "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "e2e: no kubelet",
                         "lastHeartbeatTime": now, "lastTransitionTime": now}]}}, patch=True)
     api("PATCH", f"/api/v1/nodes/{name}", {"spec": {"taints": [TAINT]}}, patch=True)
-    pool = {"name": name, "generation": 1, "resourceSliceCount": 1}
     cpus = [{"name": f"cpudevnuma{n:03d}", "allowMultipleAllocations": True,
              "attributes": {"dra.cpu/numaNodeID": {"int": n}, "dra.cpu/socketID": {"int": 0},
                             "dra.cpu/smtEnabled": {"bool": False}, "dra.cpu/numCPUs": {"int": CPUS[n]},
@@ -58,9 +58,8 @@ def add_node(api: Api, name: str) -> None:
              "attributes": {PAIRING: {"int": n}, "resource.kubernetes.io/numaNode": {"int": n}}}
             for n, count in GPUS.items() for i in range(count)]
     for driver, devices in ((CPU_DRIVER, cpus), (GPU_DRIVER, gpus)):
-        api("POST", "/apis/resource.k8s.io/v1/resourceslices", {
-            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": f"{name}-{driver}"},
-            "spec": {"driver": driver, "nodeName": name, "pool": pool, "devices": devices}})
+        api("POST", "/apis/resource.k8s.io/v1/resourceslices",
+            resource_slice(f"{name}-{driver}", driver, devices, node=name))
 
 
 def claim(name: str, constrained: bool) -> dict[str, Any]:
@@ -74,14 +73,12 @@ def claim(name: str, constrained: bool) -> dict[str, Any]:
             "metadata": {"name": name, "namespace": NAMESPACE}, "spec": {"devices": devices}}
 
 
-def pod(name: str) -> dict[str, Any]:
-    resources = {"cpu": str(POD_CPUS), "memory": "1Gi"}
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NAMESPACE},
-            "spec": {"nodeSelector": {POOL: "1"}, "tolerations": [TOLERATION],
-                     "resourceClaims": [{"name": "devices", "resourceClaimName": name}],
-                     "containers": [{"name": "app", "image": "registry.invalid/app:1",
-                                     "resources": {"requests": resources, "limits": dict(resources),
-                                                   "claims": [{"name": "devices"}]}}]}}
+def claimed_pod(name: str) -> dict[str, Any]:
+    """A Pod of POD_CPUS whole CPUs on the pool's nodes, taking its ResourceClaim ``name`` (made beforehand)."""
+    amounts = {"cpu": str(POD_CPUS), "memory": "1Gi"}
+    return pod(container("app", amounts, amounts, image="registry.invalid/app:1", claims=["devices"]), name=name,
+               namespace=NAMESPACE, nodeSelector={POOL: "1"}, tolerations=[TOLERATION],
+               resourceClaims=[{"name": "devices", "resourceClaimName": name}])
 
 
 @pytest.fixture(scope="module")
@@ -114,7 +111,7 @@ def run(api: Api, cluster: Cluster, folder: Path, count: int, constrained: bool)
     for i in range(count):
         api("POST", f"/apis/resource.k8s.io/v1/namespaces/{NAMESPACE}/resourceclaims",
             claim(f"p{i:03d}", constrained))
-        api("POST", f"/api/v1/namespaces/{NAMESPACE}/pods", pod(f"p{i:03d}"))
+        api("POST", f"/api/v1/namespaces/{NAMESPACE}/pods", claimed_pod(f"p{i:03d}"))
     with scheduler(cluster, folder, "default-scheduler", None):
         def settled() -> bool:
             items = api("GET", f"/api/v1/namespaces/{NAMESPACE}/pods")["items"]

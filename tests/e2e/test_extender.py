@@ -34,6 +34,7 @@ import yaml
 
 from tests import waiting
 from tests.binaries import binary, kube_version
+from tests.builders import nrt
 from tests.e2e.conftest import CHART, TOKEN, Cluster, stop_process, wait_until_ready
 from tests.fidelity import topology_grammar as grammar
 from tests.serving import free_port
@@ -74,16 +75,6 @@ class Api:
         return answer.json() if answer.content else None
 
 
-def nrt(name: str, zones: list[dict[str, int]], scope: str = "container") -> dict[str, Any]:
-    return {"apiVersion": "topology.node.k8s.io/v1alpha2", "kind": "NodeResourceTopology",
-            "metadata": {"name": name},
-            "attributes": [{"name": "topologyManagerPolicy", "value": "single-numa-node"},
-                           {"name": "topologyManagerScope", "value": scope}],
-            "zones": [{"name": f"node-{i}", "type": "Node",
-                       "resources": [{"name": k, "capacity": str(v), "allocatable": str(v), "available": str(v)}
-                                     for k, v in z.items()]} for i, z in enumerate(zones)]}
-
-
 def add_node(api: Api, name: str, zones: list[dict[str, int]], pool: str, scope: str = "container") -> None:
     """A Node without a kubelet, Ready, with the zones' sums as its capacity, and its NRT."""
     total: dict[str, int] = {"pods": 110}
@@ -101,7 +92,7 @@ def add_node(api: Api, name: str, zones: list[dict[str, int]], pool: str, scope:
     # Admission's node.kubernetes.io/not-ready taint off; this module's own on, so that no other test's Pod lands
     # on these nodes while a scheduler runs here.
     api("PATCH", f"/api/v1/nodes/{name}", {"spec": {"taints": [TAINT]}}, patch=True)
-    api("POST", "/apis/topology.node.k8s.io/v1alpha2/noderesourcetopologies", nrt(name, zones, scope))
+    api("POST", "/apis/topology.node.k8s.io/v1alpha2/noderesourcetopologies", nrt(name, zones, scope=scope))
 
 
 def gpu_pod(name: str, cpu: int, scheduler: str = SCHEDULER, pool: str = "small") -> dict[str, Any]:
@@ -442,7 +433,7 @@ def test_a_burst_default_scheduler_against_the_extender(cluster: Cluster, api: A
         name = f"burst-{i:02d}"
         scope = rng.choice(["container", "pod"])
         add_node(api, name, zones, "burst", scope)
-        state = read_nrt(nrt(name, zones, scope))
+        state = read_nrt(nrt(name, zones, scope=scope))
         assert state is not None
         topologies[name] = state
         shapes += [grammar.pod(rng, spec) for _ in range(8)]

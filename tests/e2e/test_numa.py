@@ -21,6 +21,7 @@ import requests
 import yaml
 
 from tests import waiting
+from tests.builders import container, nrt, pod
 from tests.e2e.conftest import CHART, Cluster, chart_identity, chart_objects, webhook_outside
 from tests.serving import Server
 
@@ -39,16 +40,6 @@ def helm_template(*args: str) -> list[dict[str, Any]]:
     return chart_objects(RELEASE, *NUMA_AUTO, *args)
 
 
-def node_topology(name: str, zones: list[dict[str, str]], policy: str = "single-numa-node") -> dict[str, Any]:
-    return {"apiVersion": "topology.node.k8s.io/v1alpha2", "kind": "NodeResourceTopology",
-            "metadata": {"name": name},
-            "attributes": [{"name": "topologyManagerPolicy", "value": policy},
-                           {"name": "topologyManagerScope", "value": "container"}],
-            "zones": [{"name": f"node-{i}", "type": "Node",
-                       "resources": [{"name": k, "capacity": v, "allocatable": v, "available": v}
-                                     for k, v in z.items()]} for i, z in enumerate(zones)]}
-
-
 OURS = "e2e.qos-guard.io/numa-node"  # every Node this module makes, deleted with its webhook
 
 
@@ -56,11 +47,11 @@ def node(name: str, **labels: str) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {**labels, OURS: "true"}}}
 
 
-def pod(name: str, cpu: str, gpu: str = "0", **spec: Any) -> dict[str, Any]:
-    limits = {"cpu": cpu, "memory": "8Gi"} | ({GPU: gpu} if gpu != "0" else {})
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
-            "spec": {"containers": [{"name": "vllm", "image": "registry.invalid/vllm:1",
-                                     "resources": {"limits": limits, "requests": dict(limits)}}], **spec}}
+def vllm(name: str, cpu: str, gpu: str = "0", **spec: Any) -> dict[str, Any]:
+    """This file's workload: a Guaranteed vLLM Pod of ``cpu`` CPUs (and ``gpu`` GPUs); ``spec``: more of its spec."""
+    amounts = {"cpu": cpu, "memory": "8Gi"} | ({GPU: gpu} if gpu != "0" else {})
+    return pod(container("vllm", amounts, amounts, image="registry.invalid/vllm:1"), name=name, namespace=None,
+               **spec)
 
 
 def admit(cluster: Cluster, obj: dict[str, Any]) -> subprocess.CompletedProcess[str]:
@@ -99,7 +90,7 @@ def numa_webhook(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> 
             cluster.kubectl("apply", "-f", "-", stdin={"apiVersion": "v1", "kind": "Namespace", "metadata": {
                 "name": NAMESPACE, "labels": {"qos-guard.io/mode": "enforce", NUMA_LABEL: "true"}}}, check=True)
             eventually("the webhook reachable through the API server",
-                       lambda: admit(cluster, pod("probe", "2")).returncode == 0, within=30)
+                       lambda: admit(cluster, vllm("probe", "2")).returncode == 0, within=30)
             yield server
     finally:
         # Other modules of the session count the cluster's nodes (the scheduler's "0/3 nodes are available").
@@ -109,13 +100,13 @@ def numa_webhook(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> 
 def test_without_the_crd_it_says_so_once_and_never_refuses(cluster: Cluster, numa_webhook: Server) -> None:
     cluster.kubectl("apply", "-f", "-", stdin=[node("gpu-1", pool="gpu"), node("small-1", pool="small")],
                     check=True)
-    assert admit(cluster, pod("huge", "48", "5")).returncode == 0  # nothing known: nothing refused
+    assert admit(cluster, vllm("huge", "48", "5")).returncode == 0  # nothing known: nothing refused
     assert metric(numa_webhook, "qos_guard_numa_topology_available") == 0
     lines = [s for s in said(numa_webhook) if s.get("problem")]
     assert lines and all("the NodeResourceTopology CRD (topology.node.k8s.io/v1alpha2) is not installed"
                          in s["problem"] for s in lines)
     for _ in range(3):
-        admit(cluster, pod("again", "48"))
+        admit(cluster, vllm("again", "48"))
     assert len([s for s in said(numa_webhook) if s.get("problem")]) == len(lines)  # once per worker, not per Pod
 
 
@@ -124,25 +115,25 @@ def test_the_articles_machine(cluster: Cluster, numa_webhook: Server) -> None:
     cluster.kubectl("apply", "-f", str(crd), check=True)
     cluster.kubectl("wait", "--for", "condition=Established", "crd/noderesourcetopologies.topology.node.k8s.io",
                     "--timeout", "30s", check=True)
-    cluster.kubectl("apply", "-f", "-", stdin=[node_topology("gpu-1", [SOCKET, SOCKET]),
-                                               node_topology("small-1", [{"cpu": "8", "memory": "32Gi"}])],
+    cluster.kubectl("apply", "-f", "-", stdin=[nrt("gpu-1", [SOCKET, SOCKET]),
+                                               nrt("small-1", [{"cpu": "8", "memory": "32Gi"}])],
                     check=True)
     # The CRD is listed again within 10 s (RETRY_MISSING), then watched.
-    eventually("the objects", lambda: admit(cluster, pod("big", "48")).returncode != 0, within=30)
+    eventually("the objects", lambda: admit(cluster, vllm("big", "48")).returncode != 0, within=30)
     # The gauge is the least over the live workers: each lists the CRD again on its own 10 s timer.
     eventually("every worker's topology", lambda: metric(numa_webhook, "qos_guard_numa_topology_available") == 1,
                within=30)
     assert metric(numa_webhook, "qos_guard_numa_topology_objects") == 2
 
-    assert admit(cluster, pod("fits", "16", "2")).returncode == 0
-    both = admit(cluster, pod("vllm", "48", "5"))  # the NUMA page's example, as kubectl prints it
+    assert admit(cluster, vllm("fits", "16", "2")).returncode == 0
+    both = admit(cluster, vllm("vllm", "48", "5"))  # the NUMA page's example, as kubectl prints it
     assert ("needs 48 CPUs and 5 nvidia.com/gpu on one NUMA node; the largest zone of any matching node has 32 "
             "CPUs and 4; single-numa-node refuses it on node gpu-1 (TopologyAffinityError); ask for at most 32 "
             "CPUs and 4 nvidia.com/gpu") in both.stderr, both.stderr
     print(f"\nnuma: auto, kubectl apply of a Pod asking 48 CPUs and 5 GPUs:\n{both.stderr}")
     for name, cpu, gpu, need, have in (("cpus", "48", "2", "48 CPUs", "32 CPUs"),
                                        ("gpus", "16", "5", "5 nvidia.com/gpu", "4")):
-        proc = admit(cluster, pod(name, cpu, gpu))
+        proc = admit(cluster, vllm(name, cpu, gpu))
         assert proc.returncode != 0
         assert 'admission webhook "validate.qos-guard.io" denied the request' in proc.stderr
         assert (f'numa-unfit: container "vllm" (spec.containers[0]): needs {need} on one NUMA node; the largest zone '
@@ -151,8 +142,8 @@ def test_the_articles_machine(cluster: Cluster, numa_webhook: Server) -> None:
 
 
 def test_a_node_selector_changes_the_answer(cluster: Cluster, numa_webhook: Server) -> None:
-    assert admit(cluster, pod("anywhere", "16")).returncode == 0
-    proc = admit(cluster, pod("small", "16", nodeSelector={"pool": "small"}))
+    assert admit(cluster, vllm("anywhere", "16")).returncode == 0
+    proc = admit(cluster, vllm("small", "16", nodeSelector={"pool": "small"}))
     assert proc.returncode != 0
     assert ("needs 16 CPUs on one NUMA node; the largest zone of any matching node has 8 CPUs; single-numa-node "
             "refuses it on node small-1") in proc.stderr, proc.stderr
@@ -160,16 +151,16 @@ def test_a_node_selector_changes_the_answer(cluster: Cluster, numa_webhook: Serv
 
 def test_a_new_node_and_a_changed_zone_are_seen_without_a_restart(cluster: Cluster, numa_webhook: Server) -> None:
     pid = numa_webhook.proc.pid
-    on_gpu2 = pod("gpu2", "48", nodeSelector={"pool": "gpu2"})
+    on_gpu2 = vllm("gpu2", "48", nodeSelector={"pool": "gpu2"})
     assert admit(cluster, on_gpu2).returncode == 0  # no node gpu2: not ours to say
     cluster.kubectl("apply", "-f", "-", stdin=node("gpu-2", pool="gpu2"), check=True)
     assert admit(cluster, on_gpu2).returncode == 0  # gpu-2 publishes no topology yet: unknown, not unfit
-    cluster.kubectl("apply", "-f", "-", stdin=node_topology("gpu-2", [SOCKET, SOCKET]), check=True)
+    cluster.kubectl("apply", "-f", "-", stdin=nrt("gpu-2", [SOCKET, SOCKET]), check=True)
     new = eventually("a new node's topology", lambda: admit(cluster, on_gpu2).returncode != 0)
-    bigger = node_topology("gpu-2", [{"cpu": "64", "memory": "512Gi", GPU: "8"}, SOCKET])
+    bigger = nrt("gpu-2", [{"cpu": "64", "memory": "512Gi", GPU: "8"}, SOCKET])
     cluster.kubectl("apply", "-f", "-", stdin=bigger, check=True)
     changed = eventually("a zone's new amounts", lambda: admit(cluster, on_gpu2).returncode == 0)
-    cluster.kubectl("apply", "-f", "-", stdin=node_topology("gpu-2", [SOCKET, SOCKET]), check=True)
+    cluster.kubectl("apply", "-f", "-", stdin=nrt("gpu-2", [SOCKET, SOCKET]), check=True)
     eventually("the zone back as it was", lambda: admit(cluster, on_gpu2).returncode != 0)
     cluster.kubectl("delete", "noderesourcetopology", "gpu-2", check=True)
     eventually("a deleted topology", lambda: admit(cluster, on_gpu2).returncode == 0)  # unknown again
@@ -183,8 +174,8 @@ def test_a_taint_the_pod_does_not_tolerate_keeps_it_off_a_node(cluster: Cluster,
     count."""
     in_pools = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
         {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["gpu", "small"]}]}]}}}
-    plain = pod("plain", "16", affinity=in_pools)
-    tolerant = pod("tolerant", "16", affinity=in_pools,
+    plain = vllm("plain", "16", affinity=in_pools)
+    tolerant = vllm("tolerant", "16", affinity=in_pools,
                    tolerations=[{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}])
     assert admit(cluster, plain).returncode == 0
     cluster.kubectl("taint", "nodes", "gpu-1", "nvidia.com/gpu=present:NoSchedule",
@@ -203,9 +194,9 @@ def test_a_taint_the_pod_does_not_tolerate_keeps_it_off_a_node(cluster: Cluster,
 
 def test_restricted_nodes_warn_and_admit(cluster: Cluster, numa_webhook: Server) -> None:
     cluster.kubectl("apply", "-f", "-", stdin=[node("lax-1", pool="lax"),
-                                               node_topology("lax-1", [SOCKET, SOCKET], policy="restricted")],
+                                               nrt("lax-1", [SOCKET, SOCKET], policy="restricted")],
                     check=True)
-    on_lax = pod("lax", "48", nodeSelector={"pool": "lax"})
+    on_lax = vllm("lax", "48", nodeSelector={"pool": "lax"})
     eventually("the restricted node", lambda: "restricted on node lax-1 would admit it across NUMA nodes"
                in admit(cluster, on_lax).stderr)
     proc = admit(cluster, on_lax)
@@ -216,7 +207,7 @@ def test_check_and_audit_read_the_cluster(cluster: Cluster, numa_webhook: Server
     config = tmp_path / "config.yaml"
     config.write_text(yaml.safe_dump({"policy": {"numa": "auto"}}))
     manifest = tmp_path / "pod.yaml"
-    on_gpu = pod("cpus", "48", "2", nodeSelector={"pool": "gpu"})
+    on_gpu = vllm("cpus", "48", "2", nodeSelector={"pool": "gpu"})
     manifest.write_text(yaml.safe_dump(on_gpu))
     offline = cluster.qos_guard("check", str(manifest), "--config", str(config))
     # fail-open, but a counted notice on stdout (not a line on stderr only): a CI job sees it

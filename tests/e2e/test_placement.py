@@ -22,6 +22,7 @@ import yaml
 
 from tests import waiting
 from tests.binaries import binary
+from tests.builders import container, pod
 from tests.e2e.conftest import CHART, Cluster
 from tests.e2e.test_extender import GIB, GPU, POOL, SCHEDULER, TOLERATION, Api, add_node, scheduler, start_extender
 from tests.serving import Server, start_server
@@ -53,14 +54,12 @@ def rendered(url: str, ca: str | None) -> dict[str, Any]:
     return hooks
 
 
-def pod(name: str, cpu: str, gpu: bool = True, scheduler_name: str | None = None) -> dict[str, Any]:
-    limits = {"cpu": cpu, "memory": "1Gi"} | ({GPU: "1"} if gpu else {})
-    spec: dict[str, Any] = {"nodeSelector": {POOL: "placement"}, "tolerations": [TOLERATION],
-                            "containers": [{"name": "app", "image": "registry.invalid/app:1",
-                                            "resources": {"limits": limits, "requests": dict(limits)}}]}
-    if scheduler_name:
-        spec["schedulerName"] = scheduler_name
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NAMESPACE}, "spec": spec}
+def placed(name: str, cpu: str, gpu: bool = True, scheduler_name: str | None = None) -> dict[str, Any]:
+    """This file's Pod: Guaranteed, ``cpu`` CPUs (and a GPU), on the placement pool's tainted nodes."""
+    amounts = {"cpu": cpu, "memory": "1Gi"} | ({GPU: "1"} if gpu else {})
+    extra: dict[str, Any] = {"schedulerName": scheduler_name} if scheduler_name else {}
+    return pod(container("app", amounts, amounts, image="registry.invalid/app:1"), name=name, namespace=NAMESPACE,
+               nodeSelector={POOL: "placement"}, tolerations=[TOLERATION], **extra)
 
 
 @pytest.fixture(scope="module")
@@ -110,16 +109,16 @@ def test_a_pod_that_needs_one_numa_node_goes_to_the_second_scheduler(
     extender = start_extender(cluster, tmp_path / "extender")
     try:
         with scheduler(cluster, tmp_path / "scheduler", SCHEDULER, extender):
-            created = cluster.kubectl("create", "-f", "-", stdin=pod("aligned", "4"))
+            created = cluster.kubectl("create", "-f", "-", stdin=placed("aligned", "4"))
             assert created.returncode == 0, created.stderr
             assert created.stdout.strip() == "pod/aligned created", created.stdout
             # (the session's own webhook, when an earlier module registered it, may warn too)
             said = next(line for line in created.stderr.splitlines() if "schedulerName" in line)
             assert said == ("Warning: qos-guard: set spec.schedulerName to qos-guard-numa: exclusive CPUs with "
                             "example.com/gpu must fit one NUMA node"), said
-            shared = cluster.kubectl("create", "-f", "-", stdin=pod("shared", "1500m", gpu=False))
+            shared = cluster.kubectl("create", "-f", "-", stdin=placed("shared", "1500m", gpu=False))
             assert shared.returncode == 0 and "schedulerName" not in shared.stderr, shared.stderr
-            own = cluster.kubectl("create", "-f", "-", stdin=pod("own", "4", scheduler_name="gpu-scheduler"))
+            own = cluster.kubectl("create", "-f", "-", stdin=placed("own", "4", scheduler_name="gpu-scheduler"))
             assert own.returncode == 0, own.stderr
             assert "spec.schedulerName gpu-scheduler left as set (not default-scheduler)" in own.stderr, own.stderr
             waiting.eventually("the aligned Pod bound", lambda: get(api, "aligned")["spec"].get("nodeName"),
@@ -148,7 +147,7 @@ def test_a_pod_with_dra_devices_stays_with_the_default_scheduler(cluster: Cluste
     """One scheduler per device: a Pod with exclusive CPUs and a DRA claim (which needed one NUMA node and was sent
     to the second scheduler until this was changed) keeps default-scheduler, which allocates the rest of the
     ResourceSlice pool, and the warning says why."""
-    claimed = pod("claimed", "4", gpu=False)
+    claimed = placed("claimed", "4", gpu=False)
     claimed["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "single-gpu"}]
     claimed["spec"]["containers"][0]["resources"]["claims"] = [{"name": "gpu"}]
     created = cluster.kubectl("create", "-f", "-", stdin=claimed)
@@ -191,7 +190,7 @@ def test_the_readmes_rbac_lets_the_schedulers_own_credentials_read_nrts(cluster:
 def test_a_pod_the_mutation_makes_guaranteed_gets_the_scheduler_too(cluster: Cluster, placing: Api) -> None:
     """In a mutate namespace the chart's mutate.qos-guard.io sets the request to its limit first; then
     place.qos-guard.io sees a Guaranteed Pod with 4 exclusive CPUs and a GPU."""
-    burstable = pod("mutated", "4")
+    burstable = placed("mutated", "4")
     burstable["metadata"]["namespace"] = MUTATED
     burstable["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "2"
     created = cluster.kubectl("create", "-f", "-", stdin=burstable)

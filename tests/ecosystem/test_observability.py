@@ -18,7 +18,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests import waiting
 from tests.binaries import ROOT, binary
-from tests.helpers import admission_review, container, guaranteed, pod, rl
+from tests.builders import container, guaranteed, pod, rl
+from tests.helpers import admission_review
 from tests.serving import Server, start_server
 from webhook.serving.certs import write_bundle
 from webhook.serving.metrics import EXPIRY_METRIC, certificate_expiry

@@ -5,17 +5,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from tests.builders import container, pod
 from tests.fidelity.oracle import Oracle
 
 
-def pod(spec_extra: dict[str, Any] | None = None, limits: dict[str, Any] | None = None,
-        status: dict[str, Any] | None = None) -> dict[str, Any]:
-    obj: dict[str, Any] = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {
-        "containers": [{"name": "a", "image": "x",
-                        "resources": {"limits": limits or {"cpu": "2", "memory": "1Gi"}}}], **(spec_extra or {})}}
-    if status is not None:
-        obj["status"] = status
-    return obj
+def minimal(spec_extra: dict[str, Any] | None = None, limits: dict[str, Any] | None = None,
+            status: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The minimal manifest of a divergence class: one container's limits (2 CPUs and 1Gi unless ``limits``),
+    changed by ``spec_extra`` and ``status``."""
+    return pod(container("a", limits=limits or {"cpu": "2", "memory": "1Gi"}, image="x"), namespace=None,
+               status=status, **(spec_extra or {}))
 
 
 def test_minimal_manifests(objects_oracle: Oracle) -> None:
@@ -25,16 +24,16 @@ def test_minimal_manifests(objects_oracle: Oracle) -> None:
     hugepages = {"requests": {"hugepages-2Mi": "2Mi"}, "limits": {"hugepages-2Mi": "2Mi"}}
     new = objects_oracle.kube.pod_level_qos_needs_set
     cases = [
-        (pod(), ("Guaranteed", True), ("Guaranteed", True)),                        # the baseline
-        (pod({"resources": {}}), ("BestEffort", False), ("Guaranteed", True)),    # empty pod-level resources
-        (pod({"resources": {"requests": {}}}), ("BestEffort", False), ("Guaranteed", True)),  # empty requests
-        (pod({"resources": hugepages}), ("Burstable", False), ("Guaranteed", False)),  # pod-level hugepages only
-        (pod({"resources": {"requests": {"cpu": "2", "memory": "1Gi"}}}), ("Burstable", False),
+        (minimal(), ("Guaranteed", True), ("Guaranteed", True)),                        # the baseline
+        (minimal({"resources": {}}), ("BestEffort", False), ("Guaranteed", True)),    # empty pod-level resources
+        (minimal({"resources": {"requests": {}}}), ("BestEffort", False), ("Guaranteed", True)),  # empty requests
+        (minimal({"resources": hugepages}), ("Burstable", False), ("Guaranteed", False)),  # pod-level hugepages only
+        (minimal({"resources": {"requests": {"cpu": "2", "memory": "1Gi"}}}), ("Burstable", False),
          ("Guaranteed", False)),                                                    # pod-level requests
-        (pod(status={"qosClass": "Burstable"}), ("Burstable", False), ("Guaranteed", True)),  # a status.qosClass
-        (pod(limits={"cpu": "2"}, status={"qosClass": "Guaranteed"}), ("Guaranteed", True),
+        (minimal(status={"qosClass": "Burstable"}), ("Burstable", False), ("Guaranteed", True)),  # a status.qosClass
+        (minimal(limits={"cpu": "2"}, status={"qosClass": "Guaranteed"}), ("Guaranteed", True),
          ("Burstable", False)),                                                     # kept or reset, spec Burstable
-        (pod(limits={"cpu": "9849T", "memory": "1Gi"}), ("Guaranteed", False), ("Guaranteed", False)),  # overflow
+        (minimal(limits={"cpu": "9849T", "memory": "1Gi"}), ("Guaranteed", False), ("Guaranteed", False)),  # overflow
     ]
     dropped = not objects_oracle.kube.pod_level_resources
     expected = [(obj, *(("Guaranteed", True) if dropped and "resources" in obj["spec"] else later if new else before))
@@ -69,7 +68,7 @@ def test_a_pod_level_value_that_is_not_a_quantity_is_refused_at_every_minor(obje
     from webhook.core.engine import Mode, evaluate
     from webhook.core.facts import Facts
 
-    obj = pod({"resources": {"limits": {"cpu": "E+"}}})
+    obj = minimal({"resources": {"limits": {"cpu": "E+"}}})
     (answer,) = objects_oracle.ask([obj])
     assert answer.get("decodeError"), answer
     found = evaluate(obj, Config(), Mode.ENFORCE, Facts(kubernetes=objects_oracle.kube)).violations

@@ -65,6 +65,7 @@ def _scaled(rng: random.Random, have: int) -> int:
     return max(1, int(have * rng.choice([0.1, 0.25, 0.5, 0.75, 0.9])))
 
 
+# Not tests/builders.pod: a random Pod drawn against the machine, the differential's input.
 def pod(rng: random.Random, spec: dict[str, Any]) -> dict[str, Any]:
     """A Pod sized against one NUMA node of the machine (the target), so that fitting and not fitting are
     both common."""
@@ -147,6 +148,7 @@ def reserved_siblings(c: dict[str, Any], answer: dict[str, Any]) -> int:
     return len({cpu // tpc for cpu in reserved}) * tpc - len(reserved)
 
 
+# Not tests/builders.nrt: capacity and allocatable differ per zone, with costs and kubelet's option attributes.
 def nrt(name: str, answer: dict[str, Any], policy: str, scope: str,
         c: dict[str, Any] | None = None) -> dict[str, Any]:
     """The NodeResourceTopology object (v1alpha2) an exporter publishes for this machine: per NUMA node, the

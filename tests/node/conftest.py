@@ -84,6 +84,7 @@ class Release:
     image: str
 
 
+# Not tests/builders.pod: a Pod a real kubelet runs (busybox, never pulled, stopped in 2 s, no token).
 def pod(name: str, cpu: str, memory: str = "64Mi", request_cpu: str | None = None) -> dict[str, Any]:
     """A busybox Pod whose container asks ``cpu`` (limits; requests ``request_cpu`` or the same)."""
     resources = {"limits": {"cpu": cpu, "memory": memory},

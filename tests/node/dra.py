@@ -18,7 +18,7 @@ from typing import Any
 
 import grpc
 
-from tests import dra_objects, waiting
+from tests import builders, waiting
 from tests.binaries import binary
 from tests.e2e.conftest import Cluster, stop_process
 from tests.node.conftest import pod
@@ -29,7 +29,7 @@ DRIVER = "gpu.qos-guard.test"
 DEVICE_CLASS = "qos-guard-gpu"
 EXTENDED = "example.com/dra-gpu"
 EXTENDED_CLASS = "qos-guard-dra-gpu"
-NUMA_ATTR = dra_objects.NUMA_NODE
+NUMA_ATTR = builders.NUMA_NODE
 
 
 def slice_devices(c: Cluster) -> dict[str, dict[str, Any]]:
@@ -87,17 +87,17 @@ def dra_driver(node: Node, devices: Sequence[str], delete_slices: bool = True,
 def device_class(name: str = DEVICE_CLASS, extended_resource: str | None = None) -> dict[str, Any]:
     """A DeviceClass of every device of the test driver; ``extended_resource`` maps that name to it
     (``spec.extendedResourceName``: a Pod asking it in plain resources gets a claim made by the scheduler)."""
-    return dra_objects.device_class(name, DRIVER, extended_resource)
+    return builders.device_class(name, DRIVER, extended_resource)
 
 
 def claim_template(name: str = "gpu") -> dict[str, Any]:
     """One request for one device of the test driver's class."""
-    return dra_objects.claim(name, {"requests": [dra_objects.exactly("gpu", DEVICE_CLASS)]})
+    return builders.claim(name, {"requests": [builders.exactly("gpu", DEVICE_CLASS)]})
 
 
 def claim_pod(name: str, template: str = "gpu") -> dict[str, Any]:
     """A Guaranteed Pod, 1 whole CPU, its device through ``resources.claims`` from ``template``."""
-    return dra_objects.take_claim(pod(name, "1"), template)
+    return builders.take_claim(pod(name, "1"), template)
 
 
 def extended_pod(name: str) -> dict[str, Any]:

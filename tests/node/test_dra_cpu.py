@@ -39,7 +39,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests import dra_objects, waiting
+from tests import builders, waiting
 from tests.binaries import binary
 from tests.e2e.conftest import Cluster, stop_process
 from tests.node.conftest import Release, cgroup_cpus, cgroup_file, pod, report, wait_running
@@ -144,7 +144,7 @@ def dra_cpu_node(node: Node, release: Release) -> Iterator[tuple[Path, Path]]:
     overrides = {"cpuManagerPolicy": "none", "memoryManagerPolicy": "None", "reservedMemory": None}
     with fake_sysfs(node.folder / "fake-sys-dracpu", FAKE) as sys_root, node.kubelet_configured(overrides), \
             cpu_driver(node) as log:
-        for obj in (device_class(), dra_objects.device_class(CPU_CLASS, CPU_DRIVER)):
+        for obj in (device_class(), builders.device_class(CPU_CLASS, CPU_DRIVER)):
             proc = c.kubectl("apply", "-f", "-", stdin=obj)
             assert proc.returncode == 0, proc.stderr
         devices = cpu_slices(c)
@@ -161,14 +161,14 @@ def dra_cpu_node(node: Node, release: Release) -> Iterator[tuple[Path, Path]]:
 def gpu_and_cpus(name: str, constrained: bool) -> dict[str, Any]:
     cpus = {"name": "cpus", "exactly": {"deviceClassName": CPU_CLASS,
                                         "capacity": {"requests": {"dra.cpu/cpu": "1"}}}}
-    devices: dict[str, Any] = {"requests": [dra_objects.exactly("gpu", DEVICE_CLASS), cpus]}
+    devices: dict[str, Any] = {"requests": [builders.exactly("gpu", DEVICE_CLASS), cpus]}
     if constrained:
         devices["constraints"] = [{"matchAttribute": PAIRING}]
-    return dra_objects.claim(name, devices)
+    return builders.claim(name, devices)
 
 
 def claim_pod(name: str, template: str, cpu: str | None = "1") -> dict[str, Any]:
-    obj = dra_objects.take_claim(pod(name, cpu or "1"), template, name="devices")
+    obj = builders.take_claim(pod(name, cpu or "1"), template, name="devices")
     if cpu is None:  # BestEffort: nothing but the claim
         del obj["spec"]["containers"][0]["resources"]["limits"], obj["spec"]["containers"][0]["resources"]["requests"]
     return obj
@@ -286,9 +286,9 @@ def test_2_with_the_gpu_on_numa1_the_constraint_moves_the_cpus_and_without_it_th
 
 def test_3_claimed_cpus_not_in_requests_and_limits(node: Node, dra_cpu_node: tuple[Path, Path]) -> None:
     c = node.cluster
-    template = dra_objects.claim("cpus-1", {"requests": [{"name": "cpus", "exactly": {
+    template = builders.claim("cpus-1", {"requests": [{"name": "cpus", "exactly": {
         "deviceClassName": CPU_CLASS, "capacity": {"requests": {"dra.cpu/cpu": "1"}}}}]})
-    obj = dra_objects.take_claim(pod("besteffort", "1"), "cpus-1", name="cpus")
+    obj = builders.take_claim(pod("besteffort", "1"), "cpus-1", name="cpus")
     del obj["spec"]["containers"][0]["resources"]["limits"], obj["spec"]["containers"][0]["resources"]["requests"]
     said = check(template, obj, folder=node.folder)
     assert said.returncode == 1 and "dra-cpu-not-mirrored" in said.stdout, said.stdout + said.stderr

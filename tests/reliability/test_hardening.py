@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests import waiting
-from tests.helpers import container, pod, rl
+from tests.builders import container, pod, rl
 from tests.serving import Server, start_server
 
 

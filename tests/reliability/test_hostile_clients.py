@@ -24,6 +24,7 @@ from bench.attack import KINDS, attack, client_context
 from bench.attack import probe as probe_alone
 from bench.bodies import bodies
 from tests import cgroup, waiting
+from tests.builders import container, pod
 from tests.helpers import admission_review
 from tests.reliability.conftest import FIGURES
 from tests.serving import Server, start_server
@@ -37,11 +38,10 @@ def review(obj: dict[str, Any], uid: str = "u-1") -> dict[str, Any]:
     return admission_review(obj, uid=uid, namespace="ns", username="u")
 
 
-def pod(containers: int = 1, name: str = "p", cpu: str = "1500m") -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
-            "spec": {"containers": [{"name": f"c{i}", "image": "x",
-                                     "resources": {"limits": {"cpu": cpu, "memory": "1Gi"}}}
-                                    for i in range(containers)]}}
+def wide_pod(containers: int = 1, name: str = "p", cpu: str = "1500m") -> dict[str, Any]:
+    """A Pod of ``containers`` containers (c0, c1, ...) each with a ``cpu`` limit: its body grows with them."""
+    return pod(*(container(f"c{i}", limits={"cpu": cpu, "memory": "1Gi"}, image="x") for i in range(containers)),
+               name=name, namespace=None)
 
 
 # The replica runs with the chart's default workers, in a memory cgroup at the chart's default limit where this
@@ -91,7 +91,7 @@ def settle(srv: Server, baseline: dict[str, int], seconds: float = 20) -> dict[s
     return footprint(srv)
 
 
-BODY = json.dumps(review(pod())).encode()
+BODY = json.dumps(review(wide_pod())).encode()
 
 
 @pytest.mark.parametrize("kind", [*KINDS, "all"])
@@ -202,12 +202,13 @@ def test_broken_chunked_bodies_are_400_never_500(server: Server, chunks: bytes, 
 
 # A 5,001-digit integer where the decoder reads it (a cpu limit): refused, naming the number. In a field nobody
 # reads it is skipped as Go's decoder skips it (BIG_INT_UNREAD: judged as if it were not there).
-BIG_INT = json.dumps(review(pod(cpu="@"))).encode().replace(b'"@"', b"9" * 5001)
-BIG_INT_UNREAD = json.dumps(review(pod())).encode().replace(b'"object": {', b'"object": {"x": ' + b"9" * 5001 + b", ")
+BIG_INT = json.dumps(review(wide_pod(cpu="@"))).encode().replace(b'"@"', b"9" * 5001)
+BIG_INT_UNREAD = json.dumps(review(wide_pod())).encode().replace(b'"object": {',
+                                                               b'"object": {"x": ' + b"9" * 5001 + b", ")
 FIXABLE = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},  # /mutate copies it to set limits
            "spec": {"containers": [{"name": "a", "image": "x", "resources": {"requests": {"cpu": "2"}}}]}}
 DEEP = json.dumps(review(FIXABLE | {"extra": json.loads("[" * 800 + "]" * 800)})).encode()
-LONG_UID = json.dumps(review(pod(), uid="u" * 2_500_000)).encode()
+LONG_UID = json.dumps(review(wide_pod(), uid="u" * 2_500_000)).encode()
 
 
 @pytest.mark.parametrize("endpoint, body, reason", [
@@ -250,7 +251,7 @@ def test_huge_content_length_is_refused_up_front(server: Server) -> None:
 def test_denial_message_and_log_lines_are_bounded(server: Server) -> None:
     """5,000 bad containers give a denial of a few KiB, not megabytes; a 100,000-character
     name gives a bounded JSON log line."""
-    r = server.post("/validate", review(pod(containers=5000, name="n" * 100_000)))
+    r = server.post("/validate", review(wide_pod(containers=5000, name="n" * 100_000)))
     message = r.json()["response"]["status"]["message"]
     assert len(message.encode()) < 8192 and "and 4980 more" in message, len(message)
     log = server.folder / "server.log"  # decision lines are written in batches every 50 ms
@@ -337,7 +338,7 @@ def test_readiness_fails_when_no_worker_answers(server: Server) -> None:
 def _dense(containers: int, cpu: str, fixable: bool = False) -> bytes:
     """A review of a Pod of ``containers`` small containers: the most objects a body of its size can make the
     engine build (about 2 KB each, against 90 bytes of JSON)."""
-    obj = pod(containers, cpu=cpu)
+    obj = wide_pod(containers, cpu=cpu)
     if fixable:
         for c in obj["spec"]["containers"]:
             c["resources"] = {"requests": {"cpu": "1", "memory": "1Gi"}}

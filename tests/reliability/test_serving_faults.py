@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.helpers import admission_review, container, pod, rl
+from tests.builders import container, pod, rl
+from tests.helpers import admission_review
 from tests.reliability import clients
 from tests.reliability.conftest import FIGURES
 from tests.serving import Server, process_tree, start_server

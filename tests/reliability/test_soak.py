@@ -15,7 +15,8 @@ from typing import Any
 
 import requests
 
-from tests.helpers import admission_review, container, guaranteed, pod, rl
+from tests.builders import container, guaranteed, pod, rl
+from tests.helpers import admission_review
 from tests.reliability.conftest import FIGURES
 from tests.serving import Server, memory_mib, process_tree, rotate_certificate, start_server
 

@@ -11,7 +11,7 @@ import jsonpatch
 import pytest
 import requests
 
-from tests.helpers import container, guaranteed, pod, rl
+from tests.builders import container, guaranteed, pod, rl
 from tests.server.conftest import EXAMPLE, Server, review
 
 BAD_POD = EXAMPLE["request"]["object"]

@@ -19,7 +19,7 @@ import requests
 from cryptography import x509
 
 from tests import waiting
-from tests.helpers import guaranteed, pod
+from tests.builders import guaranteed, pod
 from tests.server.conftest import EXAMPLE, Server, free_port, review, start_server
 from tests.serving import launch, rotate_certificate
 from webhook.serving.certs import write_bundle

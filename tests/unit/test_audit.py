@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.helpers import container, guaranteed, pod, rl
+from tests.builders import container, guaranteed, pod, rl
 from webhook.batch.audit import audit
 from webhook.batch.formats import render
 from webhook.cluster.client import Listed

@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.unit.test_numa import nrt, pod
+from tests.builders import nrt
+from tests.unit.test_numa import llm
 from webhook.core.config import parse_config
 from webhook.core.engine import Mode, evaluate
 from webhook.core.facts import Facts, Memo
@@ -51,7 +52,7 @@ def test_the_attributes_read_and_what_is_not_known() -> None:
 
 
 def _fit(obj: dict[str, Any], cpu: str) -> Any:
-    return fit_node(build_pod_spec(pod(cpu)["spec"], ("spec",)), parse_nrt(obj))
+    return fit_node(build_pod_spec(llm(cpu)["spec"], ("spec",)), parse_nrt(obj))
 
 
 def test_full_pcpus_only_refuses_an_odd_count_on_smt_and_the_siblings_of_reserved_cpus() -> None:
@@ -69,7 +70,7 @@ def test_full_pcpus_only_refuses_an_odd_count_on_smt_and_the_siblings_of_reserve
 def test_numa_unfit_says_smt_alignment_and_the_way_out() -> None:
     topology = Topology(nodes={"n": {}}, topologies={"n": parse_nrt(smt_node("full-pcpus-only=true"))})
     config = parse_config({"policy": {"numa": "auto"}})
-    found = evaluate(pod("3"), config, Mode.ENFORCE, Facts(topology=topology, memo=Memo())).violations
+    found = evaluate(llm("3"), config, Mode.ENFORCE, Facts(topology=topology, memo=Memo())).violations
     (message,) = [v.message for _, v in found if v.rule == "numa-unfit"]
     assert "SMTAlignmentError: 3 CPUs is not a multiple of the node's 2 threads per core" in message
     assert "ask a multiple of 2" in message and "full-pcpus-only refuses it on node n (SMTAlignmentError)" in message

@@ -46,11 +46,12 @@ def test_no_reference_to_the_internal_spec() -> None:
 
 def test_no_internal_issue_numbers() -> None:
     """Tests, fixtures, the package and the docs say what they prove, not which work item found it: an internal
-    issue, finding or item number means nothing to a reader (an upstream one, kubernetes/kubernetes#84869,
-    names its repository)."""
+    issue, finding, item or task number ("issue 12", "#12", "item-6", "task 40") means nothing to a reader (an
+    upstream one, kubernetes/kubernetes#84869, names its repository)."""
     fixtures = [p for p in (ROOT / "tests" / "fixtures").rglob("*") if p.is_file() and p.suffix in (".yaml", ".json")]
     cited = {(str(p.relative_to(ROOT)), m.group(0)) for p in SOURCES + TESTS + fixtures
-             for m in re.finditer(r"\b[Ii]ssues? #?\d+\b|(?<![\w&/])#\d\d\b|\b[Ff]indings? \d+|\b[Ii]tems? \d+",
+             for m in re.finditer(r"\b[Ii]ssues?[- ]#?\d+\b|(?<![\w&/])#\d\d\b|\b[Ff]indings?[- ]\d+|"
+                                  r"\b[Ii]tems?[- ]\d+|\b[Tt]asks?[- ]#?\d+",
                                   p.read_text(errors="replace"))}
     assert sorted(cited) == []
 
@@ -133,6 +134,16 @@ def test_readme_and_contributing_links_lead_somewhere() -> None:
                 if fragment not in headings:
                     broken.append(f"{doc.name}: {link} (no such heading)")
     assert broken == []
+
+
+def test_user_readme_opens_plainly_and_leaves_test_harness_detail_to_contributing() -> None:
+    readme = (ROOT / "README.md").read_text()
+    opening = readme[:readme.index("## Quick start")]
+    assert "instead of" not in opening and "µs" not in opening
+    assert "### On a real node (tests/node)" not in readme and "mmdebstrap" not in readme
+    contributing = (ROOT / "CONTRIBUTING.md").read_text()
+    assert "## On a real node (tests/node)" in contributing and "mmdebstrap" in contributing
+    assert "CONTRIBUTING.md#on-a-real-node-testsnode" in readme
 
 
 def test_the_readme_stays_short() -> None:

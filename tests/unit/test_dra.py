@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from tests import dra_objects, waiting
+from tests import builders, waiting
+from tests.builders import container, nrt, pod, take_claim
 from tests.unit.test_topology_cache import Scripted, event
 from webhook.cluster import watch
 from webhook.cluster.deviceclass_cache import DEVICE_CLASSES_PATH, DeviceClassCache, read_device_classes
@@ -28,7 +29,7 @@ from webhook.core.rules import dra_unaligned
 
 def device_class(name: str, resource: str | None = None, created: str = "2026-01-01T00:00:00Z",
                  rv: str = "1") -> dict[str, Any]:
-    return dra_objects.device_class(name, "gpu.example.com", resource, creationTimestamp=created,
+    return builders.device_class(name, "gpu.example.com", resource, creationTimestamp=created,
                                     resourceVersion=rv)
 
 
@@ -50,12 +51,6 @@ def test_the_index_maps_both_ways_and_the_newer_class_wins_a_clash_with_the_name
         classes.by_resource["example.com/gpu"] = "mine"  # type: ignore[index]
 
 
-def pod(limits: dict[str, Any], claims: bool = False, **extra: Any) -> dict[str, Any]:
-    spec: dict[str, Any] = {"containers": [{"name": "app", "resources": {"limits": limits}}], **extra}
-    obj = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "ns"}, "spec": spec}
-    return dra_objects.take_claim(obj, "gpu") if claims else obj
-
-
 GPU_CLASSES = index_device_classes([("gpu.example.com", "example.com/dra-gpu", "")])
 PINNED = {"cpu": "4", "memory": "1Gi"}
 
@@ -74,7 +69,8 @@ PINNED = {"cpu": "4", "memory": "1Gi"}
 ])
 def test_dra_unaligned_fires_for_exclusive_cpus_with_dra_devices(
         limits: dict[str, Any], claims: bool, classes: DeviceClasses | None, expected: str | None) -> None:
-    spec = pod(limits, claims)["spec"]
+    obj = pod(container(limits=limits))
+    spec = (take_claim(obj, "gpu") if claims else obj)["spec"]
     found = dra_unaligned.findings(build_pod_spec(spec, ("spec",)), Policy(), classes)
     if expected is None:
         assert found == []
@@ -93,23 +89,23 @@ def test_extended_resources_are_dras_only_where_dra_extended_resource_is_on(mino
     """``DRAExtendedResource`` (alpha 1.34, beta and on 1.36, pkg/features/kube_features.go): off, no extended
     resource is served through DRA, whatever its name or a DeviceClass says; the claims still are."""
     kube = SUPPORTED[Minor(1, minor)]
-    implicit = pod(PINNED | {"deviceclass.resource.kubernetes.io/gpu.example.com": "1"})["spec"]
-    named = pod(PINNED | {"example.com/dra-gpu": "1"})["spec"]
+    implicit = pod(container(limits=PINNED | {"deviceclass.resource.kubernetes.io/gpu.example.com": "1"}))["spec"]
+    named = pod(container(limits=PINNED | {"example.com/dra-gpu": "1"}))["spec"]
     on = minor >= 36
     for spec, classes in ((implicit, None), (named, GPU_CLASSES)):
         found = dra_unaligned.findings(build_pod_spec(spec, ("spec",), kube=kube), Policy(), classes)
         assert len(found) == on, (minor, found)
-    claims = build_pod_spec(pod(PINNED, True)["spec"], ("spec",), kube=kube)
+    claims = build_pod_spec(take_claim(pod(container(limits=PINNED)), "gpu")["spec"], ("spec",), kube=kube)
     assert [v.rule for v in dra_unaligned.findings(claims, Policy(), None)] == ["dra-unaligned"]
 
 
 def test_pod_level_resources_give_no_exclusive_cpus() -> None:
-    spec = pod(PINNED, True, resources={"limits": PINNED})["spec"]
+    spec = take_claim(pod(container(limits=PINNED), resources={"limits": PINNED}), "gpu")["spec"]
     assert dra_unaligned.findings(build_pod_spec(spec, ("spec",)), Policy(), None) == []
 
 
 def test_policy_dra_decides_advisory_denial_or_nothing() -> None:
-    obj = pod(PINNED, True)
+    obj = take_claim(pod(container(limits=PINNED)), "gpu")
     warned = evaluate(obj, parse_config(None), Mode.ENFORCE)
     assert not warned.violations and [v.rule for _, v in warned.advisories] == ["dra-unaligned"]
     denied = evaluate(obj, parse_config({"policy": {"dra": "deny"}}), Mode.ENFORCE)
@@ -119,14 +115,14 @@ def test_policy_dra_decides_advisory_denial_or_nothing() -> None:
 
 
 def claim(devices: dict[str, Any], kind: str = "ResourceClaimTemplate") -> dict[str, Any]:
-    return dra_objects.claim("c", devices, kind, namespace="ns")
+    return builders.claim("c", devices, kind, namespace="ns")
 
 
 def exact(name: str, count: int | None = None, mode: str | None = None) -> dict[str, Any]:
-    return dra_objects.exactly(name, "gpu.example.com", count, mode)
+    return builders.exactly(name, "gpu.example.com", count, mode)
 
 
-NUMA = dra_objects.NUMA_NODE
+NUMA = builders.NUMA_NODE
 
 
 @pytest.mark.parametrize(("devices", "spread"), [
@@ -216,7 +212,6 @@ def test_a_refused_list_leaves_the_classes_unknown_and_says_why(status: int, sai
 def gpu_nodes() -> Any:
     """Three GPU nodes of two 32-CPU zones under single-numa-node; their GPUs come through DRA, so no zone
     publishes example.com/dra-gpu."""
-    from tests.unit.test_numa import nrt
     from webhook.core.numatopology import Topology, parse_nrt
 
     zone = {"cpu": "32", "memory": "256Gi"}
@@ -248,7 +243,8 @@ REFUSED_FOR_CPUS = ('container "app" (spec.containers[0]): needs 48 CPUs on one 
 ])
 def test_numa_auto_refuses_the_48_cpu_pod_whichever_way_it_asks_its_dra_gpu(
         limits: dict[str, Any], claims: bool, how: str) -> None:
-    denied, advised = judge_auto(pod(limits, claims), GPU_CLASSES)
+    obj = pod(container(limits=limits))
+    denied, advised = judge_auto(take_claim(obj, "gpu") if claims else obj, GPU_CLASSES)
     assert denied == [REFUSED_FOR_CPUS]
     assert advised == [f"pod (spec): its DRA devices ({how}) were not fitted: kubelet's Topology Manager does not "
                        "align devices allocated through DRA and NodeResourceTopology does not publish them; numa: "
@@ -256,11 +252,12 @@ def test_numa_auto_refuses_the_48_cpu_pod_whichever_way_it_asks_its_dra_gpu(
 
 
 def test_a_dra_device_neither_keeps_a_pod_off_a_node_nor_excuses_it() -> None:
-    fits, advised = judge_auto(pod({"cpu": "16", "memory": "64Gi", "example.com/dra-gpu": "1"}), GPU_CLASSES)
+    fits, advised = judge_auto(pod(container(limits={"cpu": "16", "memory": "64Gi", "example.com/dra-gpu": "1"})),
+                               GPU_CLASSES)
     assert fits == [] and len(advised) == 1  # fits on the CPUs; the GPU is said not fitted
     # Without the DeviceClasses the resource looks like a device plugin's that no node has: no node to judge (the
     # scheduler would not place a device plugin Pod there), and that is said, not passed over.
-    assert judge_auto(pod(BIG | {"example.com/dra-gpu": "1"}), None) == ([], [
+    assert judge_auto(pod(container(limits=BIG | {"example.com/dra-gpu": "1"})), None) == ([], [
         "pod (spec): no node's NodeResourceTopology publishes example.com/dra-gpu, so numa: auto judged it on no "
         "node; if DRA serves it (a DeviceClass's extendedResourceName), policy.deviceClasses: true fits its CPUs and "
         "memory"])
@@ -269,7 +266,8 @@ def test_a_dra_device_neither_keeps_a_pod_off_a_node_nor_excuses_it() -> None:
 
     topology = gpu_nodes()
     unknown = type(topology)(nodes={**topology.nodes, "bare": {"pool": "gpu"}}, topologies=topology.topologies)
-    verdict = evaluate(pod(BIG | {"example.com/dra-gpu": "1"}), parse_config({"policy": {"numa": "auto"}}),
+    verdict = evaluate(pod(container(limits=BIG | {"example.com/dra-gpu": "1"})),
+                       parse_config({"policy": {"numa": "auto"}}),
                        Mode.ENFORCE, Facts(topology=unknown, memo=Memo()))
     assert not verdict.violations and not verdict.advisories
 
@@ -277,13 +275,12 @@ def test_a_dra_device_neither_keeps_a_pod_off_a_node_nor_excuses_it() -> None:
 def test_a_node_whose_device_plugin_publishes_the_resource_fits_it_as_a_device() -> None:
     """A DeviceClass maps example.com/dra-gpu, but a node whose NRT zones publish it serves it by device plugin
     (the scheduler prefers the node's allocatable): kubelet aligns it there, and so does the fit."""
-    from tests.unit.test_numa import nrt
     from webhook.core.facts import Facts, Memo
     from webhook.core.numatopology import Topology, parse_nrt
 
     zone = {"cpu": "32", "memory": "256Gi", "example.com/dra-gpu": "1"}
     topology = Topology(nodes={"plugin-0": {}}, topologies={"plugin-0": parse_nrt(nrt("plugin-0", [zone, zone]))})
-    verdict = evaluate(pod({"cpu": "16", "memory": "64Gi", "example.com/dra-gpu": "2"}),
+    verdict = evaluate(pod(container(limits={"cpu": "16", "memory": "64Gi", "example.com/dra-gpu": "2"})),
                        parse_config({"policy": {"numa": "auto"}}), Mode.ENFORCE,
                        Facts(topology=topology, device_classes=GPU_CLASSES, memo=Memo()))
     assert [v.message for _, v in verdict.violations if v.rule == "numa-unfit"] == [
@@ -313,7 +310,7 @@ def test_the_webhook_judges_against_the_device_class_snapshot_of_the_moment() ->
                         device_classes=lambda: current[0]).test_client()
 
     def warnings() -> list[str]:
-        review = admission_review(pod(PINNED | {"example.com/dra-gpu": "1"}), namespace="ns")
+        review = admission_review(pod(container(limits=PINNED | {"example.com/dra-gpu": "1"})), namespace="ns")
         answer = client.post("/validate", data=json.dumps(review), content_type="application/json")
         response = answer.get_json()["response"]
         assert response["allowed"] is True
@@ -378,7 +375,7 @@ def test_remembered_verdicts_name_each_pods_own_claims() -> None:
     facts = Facts(topology=gpu_nodes(), device_classes=GPU_CLASSES, memo=Memo())
     config = parse_config({"policy": {"numa": "auto"}})
     for name in ("gpu", "accelerator"):
-        obj = dra_objects.take_claim(pod(BIG), "gpu", name)
+        obj = take_claim(pod(container(limits=BIG)), "gpu", name)
         (advice,) = [v.message for _, v in evaluate(obj, config, Mode.ENFORCE, facts).advisories
                      if v.rule == "numa-unfit"]
         assert f"(spec.resourceClaims: {name})" in advice

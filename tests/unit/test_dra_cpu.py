@@ -9,6 +9,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.builders import container, guaranteed, pod, resource_slice
 from tests.unit.test_pinning import configz
 from webhook.batch.nodes import CONFLICT_RULE, build, pinned_by
 from webhook.cluster.configz import NodeConfig, NodeInfo
@@ -31,30 +32,13 @@ def cpu_template(name: str, cpus: str | None = None, count: int | None = None) -
             "spec": {"spec": {"devices": {"requests": [{"name": "cpus", "exactly": exact}]}}}}
 
 
-def pod(containers: list[dict[str, Any]], claims: dict[str, str], pod_level: dict[str, Any] | None = None
-        ) -> dict[str, Any]:
-    spec: dict[str, Any] = {"containers": containers,
-                            "resourceClaims": [{"name": n, "resourceClaimTemplateName": t} for n, t in claims.items()]}
-    if pod_level is not None:
-        spec["resources"] = pod_level
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": spec}
-
-
-def container(name: str, cpu: str | None, claims: tuple[str, ...] = ()) -> dict[str, Any]:
-    resources: dict[str, Any] = {"claims": [{"name": c} for c in claims]}
-    if cpu is not None:
-        resources["requests"] = {"cpu": cpu, "memory": "1Gi"}
-        resources["limits"] = {"cpu": cpu, "memory": "1Gi"}
-    return {"name": name, "image": "x", "resources": resources}
-
-
 def rules(obj: dict[str, Any], facts: Facts, config: Config = DENY) -> list[tuple[str, str]]:
     return [(v.rule, v.message) for _, v in evaluate(obj, config, Mode.ENFORCE, facts).violations]
 
 
-CPU_SLICE: dict[str, Any] = {"kind": "ResourceSlice", "spec": {"driver": "dra.cpu", "nodeName": "a", "devices": [
-    {"name": "cpudevnuma000", "attributes": {"numaNodeID": {"int": 0}, "dra.net/numaNode": {"int": 0}},
-     "capacity": {"dra.cpu/cpu": {"value": "8"}}}]}}
+CPU_DEVICES = [{"name": "cpudevnuma000", "attributes": {"numaNodeID": {"int": 0}, "dra.net/numaNode": {"int": 0}},
+                "capacity": {"dra.cpu/cpu": {"value": "8"}}}]
+CPU_SLICE = resource_slice("a-dra.cpu", "dra.cpu", CPU_DEVICES, node="a")
 
 
 def test_a_slice_qualifies_the_drivers_own_names_as_the_allocator_looks_them_up() -> None:
@@ -81,7 +65,7 @@ def test_one_name_in_two_namespaces_with_two_answers_is_not_known() -> None:
 
 
 def test_not_mirrored_is_silent_without_the_claims_and_for_a_claim_it_does_not_know() -> None:
-    obj = pod([container("app", "1", ("cpus",))], {"cpus": "t"})
+    obj = pod(guaranteed("app", "1", "1Gi", claims=["cpus"]), claims={"cpus": "t"})
     assert "dra-cpu-not-mirrored" not in {r for r, _ in rules(obj, Facts())}
     facts = Facts(dra=dra_facts([cpu_template("other", cpus="2")]))
     assert "dra-cpu-not-mirrored" not in {r for r, _ in rules(obj, facts)}
@@ -89,7 +73,7 @@ def test_not_mirrored_is_silent_without_the_claims_and_for_a_claim_it_does_not_k
 
 def test_not_mirrored_names_the_claim_and_the_cpus_and_a_besteffort_container_too() -> None:
     facts = Facts(dra=dra_facts([cpu_template("t", cpus="2")]))
-    found = rules(pod([container("app", None, ("cpus",))], {"cpus": "t"}), facts)
+    found = rules(pod(container("app", claims=["cpus"]), claims={"cpus": "t"}), facts)
     mirrored = [m for r, m in found if r == "dra-cpu-not-mirrored"]
     assert len(mirrored) == 1 and "ask 2 CPUs of dra.cpu" in mirrored[0]
     assert "requests.cpu unset and limits.cpu unset" in mirrored[0] and "cpus (t)" in mirrored[0]
@@ -99,16 +83,18 @@ def test_pod_level_resources_carry_the_claimed_cpus_when_the_container_omits_the
     facts = Facts(dra=dra_facts([cpu_template("t", cpus="2")]))
     enough = {"requests": {"cpu": "3", "memory": "2Gi"}, "limits": {"cpu": "3", "memory": "2Gi"}}
     short = {"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"cpu": "1", "memory": "2Gi"}}
-    containers = [container("app", None, ("cpus",)), container("sidecar", None)]
-    assert "dra-cpu-not-mirrored" not in {r for r, _ in rules(pod(containers, {"cpus": "t"}, enough), facts)}
-    found = [m for r, m in rules(pod(containers, {"cpus": "t"}, short), facts) if r == "dra-cpu-not-mirrored"]
+    containers = [container("app", claims=["cpus"]), container("sidecar")]
+    enough_pod = pod(*containers, claims={"cpus": "t"}, resources=enough)
+    assert "dra-cpu-not-mirrored" not in {r for r, _ in rules(enough_pod, facts)}
+    short_pod = pod(*containers, claims={"cpus": "t"}, resources=short)
+    found = [m for r, m in rules(short_pod, facts) if r == "dra-cpu-not-mirrored"]
     assert len(found) == 1 and "spec.resources has requests.cpu 1 and limits.cpu 1" in found[0]
 
 
 @given(claimed=st.integers(1, 64), stated=st.integers(1, 64))
 def test_not_mirrored_fires_exactly_when_the_counts_differ(claimed: int, stated: int) -> None:
     facts = Facts(dra=dra_facts([cpu_template("t", cpus=str(claimed))]))
-    found = rules(pod([container("app", str(stated), ("cpus",))], {"cpus": "t"}), facts)
+    found = rules(pod(guaranteed("app", str(stated), "1Gi", claims=["cpus"]), claims={"cpus": "t"}), facts)
     assert ("dra-cpu-not-mirrored" in {r for r, _ in found}) == (claimed != stated)
 
 
@@ -136,9 +122,9 @@ def test_unpaired_replaces_claim_spread_for_cpu_pairings_and_is_advisory_with_wa
 
 
 def test_list_match_names_the_devices_publishing_several_nodes() -> None:
-    gpus = {"kind": "ResourceSlice", "spec": {"driver": "gpu.example.com", "nodeName": "a", "devices": [
-        {"name": "gpu-0", "attributes": {"resource.kubernetes.io/numaNode": {"ints": [0, 1]}}},
-        {"name": "gpu-1", "attributes": {"resource.kubernetes.io/numaNode": {"ints": [1]}}}]}}
+    gpus = resource_slice("a-gpu", "gpu.example.com", {"gpu-0": {"resource.kubernetes.io/numaNode": {"ints": [0, 1]}},
+                                                       "gpu-1": {"resource.kubernetes.io/numaNode": {"ints": [1]}}},
+                          node="a")
     dra = dra_facts([gpus])
     facts = Facts(dra=dra)
     assert [d.name for d in multi_valued(dra.devices or (), "resource.kubernetes.io/numaNode")] == ["gpu-0"]
@@ -154,7 +140,7 @@ def test_pinners_need_every_kubelet_for_the_cpu_manager_case() -> None:
     assert pinners(devices) is None
     who = pinners(DraFacts(devices.devices, None, {"a": "none", "b": None}))
     assert who is not None and who.dra == ("a",) and not who.complete
-    exclusive = pod([container("app", "2")], {})
+    exclusive = pod(guaranteed("app", "2", "1Gi"))
     facts = Facts(dra=DraFacts(devices.devices, None, {"a": "none", "b": None}))
     assert rules(exclusive, facts) == []  # b could pin through the CPU Manager: not known
     facts = Facts(dra=DraFacts(devices.devices, None, {"a": "none", "b": "none"}))
@@ -166,7 +152,7 @@ def node(name: str, **settings: Any) -> NodeConfig:
 
 
 def test_nodes_says_who_pins_and_flags_both() -> None:
-    devices = dra_facts([CPU_SLICE, {**CPU_SLICE, "spec": {**CPU_SLICE["spec"], "nodeName": "b"}}]).devices
+    devices = dra_facts([CPU_SLICE, resource_slice("b-dra.cpu", "dra.cpu", CPU_DEVICES, node="b")]).devices
     report = build([node("a", cpuManagerPolicy="none"), node("b"), node("c"), node("d", cpuManagerPolicy="none")],
                    DEFAULT_POOL_LABELS, devices=devices)
     by = {r.name: r for r in report.results}

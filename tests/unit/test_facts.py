@@ -7,7 +7,7 @@ import copy
 import dataclasses
 from unittest import mock
 
-from tests.unit.test_numa import cluster, pod
+from tests.unit.test_numa import cluster, llm
 from webhook.core.config import AUTO, Config, Policy, parse_config
 from webhook.core.engine import Mode, evaluate
 from webhook.core.facts import NO_FACTS, Facts, Memo
@@ -20,7 +20,7 @@ AUTO_CONFIG = parse_config({"policy": {"numa": "auto"}})
 
 
 def messages(facts: Facts, cpu: str = "48") -> list[str]:
-    return [v.message for _, v in evaluate(pod(cpu), AUTO_CONFIG, Mode.ENFORCE, facts).violations
+    return [v.message for _, v in evaluate(llm(cpu), AUTO_CONFIG, Mode.ENFORCE, facts).violations
             if v.rule == "numa-unfit"]
 
 
@@ -85,7 +85,7 @@ def test_evaluate_hands_its_facts_to_every_rule_and_to_what_the_mutation_leaves(
     facts = Facts(topology=cluster())
     rule = dataclasses.replace(BY_ID["limits-missing"], check=spy)
     with mock.patch("webhook.core.rules.RULES", (rule,)):
-        unlimited = pod("2")
+        unlimited = llm("2")
         unlimited["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "2", "memory": "1Gi"}}
         verdict = evaluate(unlimited, Config(), Mode.MUTATE, facts)
         assert verdict.changes

@@ -5,6 +5,7 @@ choices from ``check``'s list and failed with a KeyError on a format it had no r
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 from types import MappingProxyType
 
@@ -14,6 +15,7 @@ from tests.unit.test_nodes_report import node
 from tests.unit.test_nodes_report import report as nodes_report
 from webhook.batch import formats
 from webhook.batch.formats import FORMATS, Format, render, render_nodes
+from webhook.batch.nodes import build
 from webhook.batch.report import Report
 from webhook.batch.runner import check_paths
 from webhook.cli.parser import build_parser, main
@@ -95,3 +97,12 @@ def test_junit_nodes_pool_warnings_one_a_line() -> None:
                             node("b1", other), node("b2", other, topologyManagerPolicy="restricted"))
     (text,) = _junit_texts(render_nodes(findings, "junit"), "system-out")
     assert len(text.split("\n")) == 2 and "\\n" not in text
+
+
+def test_nodes_sarif_names_no_domain_nobody_owns() -> None:
+    """Both SARIF renderers (check's and nodes') name the tool and no informationUri on a domain nobody owns."""
+    nodes = render_nodes(build([], [], ["the cluster has no node"]), "sarif")
+    for text in (nodes, render(Report(Mode.ENFORCE), "sarif")):
+        driver = json.loads(text)["runs"][0]["tool"]["driver"]
+        assert "informationUri" not in driver and "//qos-guard.io" not in json.dumps(driver)
+        assert driver["name"] == "qos-guard"

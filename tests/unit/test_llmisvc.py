@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.helpers import rl
+from tests.builders import rl
 from webhook.core.config import Config
 from webhook.core.engine import Mode, evaluate
 from webhook.core.facts import Facts

@@ -10,7 +10,7 @@ import jsonpatch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.helpers import container, pod, rl
+from tests.builders import container, pod, rl
 from webhook.core.config import Config, parse_config
 from webhook.core.engine import Mode, evaluate
 from webhook.core.fieldpath import dotted

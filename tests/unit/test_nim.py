@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.helpers import rl
+from tests.builders import rl
 from webhook.core.config import Config
 from webhook.core.engine import Mode, evaluate
 from webhook.core.fieldpath import dotted

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.builders import GPU, container, nrt, pod
 from webhook.admission.review import ENDPOINTS, Review, review_decision
 from webhook.core.config import AUTO, ConfigError, parse_config
 from webhook.core.engine import Mode, evaluate
@@ -19,20 +20,6 @@ from webhook.core.numatopology import Topology, TopologyError, parse_nrt
 from webhook.core.podspec import build_pod_spec
 from webhook.core.scheduling import Taint, Toleration, node_constraints, taints, tolerations
 from webhook.policies.generate import PolicyError, render
-
-GPU = "nvidia.com/gpu"
-
-
-def nrt(name: str, zones: list[dict[str, str]], policy: str = "single-numa-node", scope: str = "container",
-        **extra: Any) -> dict[str, Any]:
-    return {"apiVersion": "topology.node.k8s.io/v1alpha2", "kind": "NodeResourceTopology",
-            "metadata": {"name": name},
-            "attributes": [{"name": "topologyManagerPolicy", "value": policy},
-                           {"name": "topologyManagerScope", "value": scope}],
-            "zones": [{"name": f"node-{i}", "type": "Node",
-                       "resources": [{"name": k, "capacity": v, "allocatable": v, "available": v}
-                                     for k, v in z.items()]} for i, z in enumerate(zones)], **extra}
-
 
 SOCKET = {"cpu": "32", "memory": "256Gi", GPU: "4"}
 SMALL = {"cpu": "8", "memory": "32Gi"}
@@ -46,12 +33,10 @@ def cluster(**policies: str) -> Topology:
                     topologies={"gpu-1": big, "small-1": small})
 
 
-def pod(cpu: str, gpu: str = "0", selector: dict[str, str] | None = None, **spec: Any) -> dict[str, Any]:
+def llm(cpu: str, gpu: str = "0", **spec: Any) -> dict[str, Any]:
+    """This file's workload: an LLM server's Pod asking ``cpu`` CPUs (and ``gpu`` GPUs) and 64Gi in limits."""
     limits = {"cpu": cpu, "memory": "64Gi"} | ({GPU: gpu} if gpu != "0" else {})
-    body: dict[str, Any] = {"containers": [{"name": "vllm", "image": "x", "resources": {"limits": limits}}], **spec}
-    if selector:
-        body["nodeSelector"] = selector
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "llm", "namespace": "ai"}, "spec": body}
+    return pod(container("vllm", limits=limits), name="llm", namespace="ai", **spec)
 
 
 def judge(obj: dict[str, Any], topology: Topology, mode: Mode = Mode.ENFORCE) -> tuple[list[str], list[str]]:
@@ -90,7 +75,7 @@ def test_only_numa_zones_count_and_their_names_give_their_ids() -> None:
 def test_an_unknown_policy_leaves_the_node_unknown() -> None:
     topo = parse_nrt(nrt("n", [SMALL], policy="static"))
     assert topo.policy == ""
-    found = fit_cluster(build_pod_spec(pod("64")["spec"], ("spec",)),
+    found = fit_cluster(build_pod_spec(llm("64")["spec"], ("spec",)),
                         Topology(nodes={"n": {}}, topologies={"n": topo}), exhaustive=True)
     assert found.unknown == ("n",) and not found.unfit
 
@@ -104,31 +89,31 @@ def test_a_bad_quantity_names_its_field() -> None:
 # ---- the verdict ----
 
 def test_the_articles_machine() -> None:
-    assert judge(pod("16", "2"), cluster()) == ([], [])
-    denied, _ = judge(pod("48", "5"), cluster())
+    assert judge(llm("16", "2"), cluster()) == ([], [])
+    denied, _ = judge(llm("48", "5"), cluster())
     assert denied == ['container "vllm" (spec.containers[0]): needs 48 CPUs and 5 nvidia.com/gpu on one NUMA node; '
                       "the largest zone of any matching node has 32 CPUs and 4; single-numa-node refuses it on node "
                       "gpu-1 (TopologyAffinityError); ask for at most 32 CPUs and 4 nvidia.com/gpu"]
     # small-1 has no GPU at all: the scheduler never puts a GPU Pod there, so it is not a matching node.
-    assert judge(pod("48"), cluster())[0][0].startswith(
+    assert judge(llm("48"), cluster())[0][0].startswith(
         'container "vllm" (spec.containers[0]): needs 48 CPUs on one NUMA node; the largest zone of any matching '
         "node has 32 CPUs; single-numa-node refuses it on nodes gpu-1, small-1")
 
 
 def test_a_node_selector_changes_the_answer() -> None:
-    assert judge(pod("16", selector={"pool": "gpu"}), cluster()) == ([], [])
-    denied, _ = judge(pod("16", selector={"pool": "small"}), cluster())
+    assert judge(llm("16", nodeSelector={"pool": "gpu"}), cluster()) == ([], [])
+    denied, _ = judge(llm("16", nodeSelector={"pool": "small"}), cluster())
     assert len(denied) == 1 and "needs 16 CPUs and 64Gi memory on one NUMA node" in denied[0]
     assert "on node small-1" in denied[0]
-    assert judge(pod("16", selector={"pool": "none"}), cluster()) == ([], [])  # lands nowhere: not ours to say
+    assert judge(llm("16", nodeSelector={"pool": "none"}), cluster()) == ([], [])  # lands nowhere: not ours to say
 
 
 def test_required_node_affinity_and_node_name_are_honoured() -> None:
     affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
         {"matchExpressions": [{"key": "pool", "operator": "NotIn", "values": ["gpu"]}]}]}}}
-    assert judge(pod("16", affinity=affinity), cluster())[0]
-    assert judge(pod("16", nodeName="small-1"), cluster())[0]
-    assert judge(pod("16", nodeName="gpu-1"), cluster()) == ([], [])
+    assert judge(llm("16", affinity=affinity), cluster())[0]
+    assert judge(llm("16", nodeName="small-1"), cluster())[0]
+    assert judge(llm("16", nodeName="gpu-1"), cluster()) == ([], [])
 
 
 def tainted(*taints: Taint) -> Topology:
@@ -143,27 +128,27 @@ GPU_TAINT = Taint("nvidia.com/gpu", "present", "NoSchedule")
 def test_a_node_whose_taint_the_pod_does_not_tolerate_is_not_one_it_can_land_on() -> None:
     # 16 CPUs fit gpu-1's zones but not small-1's: without a toleration the scheduler puts it on small-1, where
     # kubelet refuses it.
-    denied, _ = judge(pod("16"), tainted(GPU_TAINT))
+    denied, _ = judge(llm("16"), tainted(GPU_TAINT))
     assert len(denied) == 1 and "single-numa-node refuses it on node small-1" in denied[0]
     for toleration in ({"key": "nvidia.com/gpu", "operator": "Exists"},
                        {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"},
                        {"operator": "Exists"}):
-        assert judge(pod("16", tolerations=[toleration]), tainted(GPU_TAINT)) == ([], []), toleration
+        assert judge(llm("16", tolerations=[toleration]), tainted(GPU_TAINT)) == ([], []), toleration
     for toleration in ({"key": "nvidia.com/gpu", "value": "absent"},
                        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoExecute"},
                        {"key": "other", "operator": "Exists"}):
-        assert judge(pod("16", tolerations=[toleration]), tainted(GPU_TAINT))[0], toleration
+        assert judge(llm("16", tolerations=[toleration]), tainted(GPU_TAINT))[0], toleration
     # PreferNoSchedule only scores: the node stays one the Pod can land on.
-    assert judge(pod("16"), tainted(Taint("nvidia.com/gpu", "", "PreferNoSchedule"))) == ([], [])
+    assert judge(llm("16"), tainted(Taint("nvidia.com/gpu", "", "PreferNoSchedule"))) == ([], [])
 
 
 def test_a_pod_named_to_its_node_only_minds_no_execute_taints() -> None:
     """spec.nodeName skips the scheduler; kubelet's own admission checks only NoExecute taints."""
-    assert judge(pod("16", nodeName="gpu-1"), tainted(GPU_TAINT)) == ([], [])
-    named = node_constraints(pod("16", nodeName="gpu-1")["spec"])
+    assert judge(llm("16", nodeName="gpu-1"), tainted(GPU_TAINT)) == ([], [])
+    named = node_constraints(llm("16", nodeName="gpu-1")["spec"])
     assert named.allows("gpu-1", {}, (GPU_TAINT,))
     assert not named.allows("gpu-1", {}, (Taint("maintenance", "", "NoExecute"),))
-    assert not node_constraints(pod("16")["spec"]).allows("gpu-1", {}, (GPU_TAINT,))
+    assert not node_constraints(llm("16")["spec"]).allows("gpu-1", {}, (GPU_TAINT,))
 
 
 def test_comparison_tolerations_compare_integers() -> None:
@@ -199,29 +184,29 @@ def test_a_node_without_a_topology_object_is_unknown_not_unfit() -> None:
     topology = cluster()
     assert topology.nodes is not None
     unknown = Topology(nodes={**topology.nodes, "new-1": {"pool": "gpu"}}, topologies=topology.topologies)
-    assert judge(pod("48"), unknown) == ([], [])
-    assert judge(pod("48"), Topology()) == ([], [])  # nothing known at all
+    assert judge(llm("48"), unknown) == ([], [])
+    assert judge(llm("48"), Topology()) == ([], [])  # nothing known at all
 
 
 def test_only_single_numa_node_refuses_restricted_and_best_effort_are_reported() -> None:
-    denied, advised = judge(pod("48"), cluster(**{"gpu-1": "restricted", "small-1": "best-effort"}))
+    denied, advised = judge(llm("48"), cluster(**{"gpu-1": "restricted", "small-1": "best-effort"}))
     assert denied == []
     assert len(advised) == 1
     assert "best-effort on node small-1 would admit it across NUMA nodes" in advised[0]
     assert "restricted on node gpu-1 would admit it across NUMA nodes" in advised[0]
-    assert judge(pod("48"), cluster(**{"gpu-1": "none", "small-1": "none"})) == ([], [])
+    assert judge(llm("48"), cluster(**{"gpu-1": "none", "small-1": "none"})) == ([], [])
 
 
 def test_advisories_are_warnings_in_admission_never_a_refusal() -> None:
     config = parse_config({"policy": {"numa": "auto"}})
     facts = Facts(topology=cluster(**{"gpu-1": "restricted", "small-1": "restricted"}))
-    review = Review("admission.k8s.io/v1", "u1", "Pod", "", "CREATE", "ai", "llm", None, False, pod("48"))
+    review = Review("admission.k8s.io/v1", "u1", "Pod", "", "CREATE", "ai", "llm", None, False, llm("48"))
     decision = review_decision(review, ENDPOINTS["/validate"], config, facts)
     assert decision.allowed and decision.warnings and decision.warnings[0].startswith("numa-unfit: ")
 
 
 def test_containers_are_placed_in_order_on_what_the_earlier_ones_left() -> None:
-    two = pod("20")
+    two = llm("20")
     two["spec"]["containers"].append({"name": "b", "image": "x", "resources": {"limits": {"cpu": "20",
                                                                                           "memory": "1Gi"}}})
     assert judge(two, cluster()) == ([], [])  # one per socket on gpu-1
@@ -234,7 +219,7 @@ def test_containers_are_placed_in_order_on_what_the_earlier_ones_left() -> None:
 
 def test_pod_scope_sums_the_containers() -> None:
     pod_scope = Topology(nodes={"n": {}}, topologies={"n": parse_nrt(nrt("n", [SOCKET, SOCKET], scope="pod"))})
-    two = pod("20")
+    two = llm("20")
     two["spec"]["containers"].append({"name": "b", "image": "x", "resources": {"limits": {"cpu": "20",
                                                                                           "memory": "1Gi"}}})
     denied, _ = judge(two, pod_scope)
@@ -242,7 +227,7 @@ def test_pod_scope_sums_the_containers() -> None:
 
 
 def test_burstable_pods_align_only_their_devices() -> None:
-    burstable = pod("48", "2")
+    burstable = llm("48", "2")
     burstable["spec"]["containers"][0]["resources"]["requests"] = {"cpu": "1", "memory": "1Gi", GPU: "2"}
     assert judge(burstable, cluster()) == ([], [])  # no exclusive CPUs to align: only the GPUs
     burstable["spec"]["containers"][0]["resources"]["limits"][GPU] = burstable["spec"]["containers"][0][
@@ -252,7 +237,7 @@ def test_burstable_pods_align_only_their_devices() -> None:
 
 def test_workload_templates_are_judged_as_their_pods() -> None:
     deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
-                  "spec": {"template": {"spec": pod("48", selector={"pool": "gpu"})["spec"]}}}
+                  "spec": {"template": {"spec": llm("48", nodeSelector={"pool": "gpu"})["spec"]}}}
     denied, _ = judge(deployment, cluster())
     assert denied and "on node gpu-1" in denied[0]
 
@@ -321,10 +306,10 @@ def test_memory_manager_none_publishes_no_memory_and_memory_is_no_constraint() -
     from webhook.core.podspec import build_pod_spec
 
     none = parse_nrt(nrt("mm-none", [{GPU: "1"}, {"cpu": "1"}]))
-    small = pod("1")
+    small = llm("1")
     spec = build_pod_spec(small["spec"], ("spec",))
     assert fit_node(spec, none).fits and fit_node(spec, none).placed == {"vllm": 1}
-    assert not fit_node(build_pod_spec(pod("1", "1")["spec"], ("spec",)), none).fits  # CPU and GPU apart
+    assert not fit_node(build_pod_spec(llm("1", "1")["spec"], ("spec",)), none).fits  # CPU and GPU apart
     static = parse_nrt(nrt("mm-static", [{GPU: "1", "memory": "1Gi"}, {"cpu": "1", "memory": "1Gi"}]))
     assert not fit_node(spec, static).fits  # 64Gi on a 1Gi zone: the Memory Manager refuses it
 
@@ -333,14 +318,14 @@ def test_where_no_matching_node_publishes_memory_the_refusal_does_not_name_it() 
     """The refusal names only what kubelet aligns there: on Memory Manager None nodes (no memory in any zone) a
     Pod's 64Gi is no part of why it does not fit, and 'ask for at most 0 memory' would send its owner astray."""
     none = parse_nrt(nrt("mm-none", [{GPU: "1"}, {"cpu": "1"}]))
-    denied, _ = judge(pod("1", "1"), Topology(nodes={"mm-none": {}}, topologies={"mm-none": none}))
+    denied, _ = judge(llm("1", "1"), Topology(nodes={"mm-none": {}}, topologies={"mm-none": none}))
     # The GPU and the free CPU are on different NUMA nodes: that is the reason, and memory is not named.
     assert denied == ['container "vllm" (spec.containers[0]): needs 1 CPU and 1 nvidia.com/gpu on one NUMA node; a '
                       "matching node has each, never all on one NUMA node (node mm-none: node-0 has 0 CPUs and 1; "
                       "node-1 has 1 CPU and 0); kubelet aligns them only where they share one NUMA node; "
                       "single-numa-node refuses it on node mm-none (TopologyAffinityError)"]
     static = parse_nrt(nrt("mm-static", [{GPU: "1", "memory": "1Gi"}, {"cpu": "1", "memory": "1Gi"}]))
-    denied, _ = judge(pod("1"), Topology(nodes={"mm-static": {}}, topologies={"mm-static": static}))
+    denied, _ = judge(llm("1"), Topology(nodes={"mm-static": {}}, topologies={"mm-static": static}))
     assert "64Gi memory" in denied[0] and "1Gi" in denied[0], denied  # where memory is published, it counts
 
 
@@ -350,7 +335,7 @@ def test_a_zero_device_request_needs_a_node_with_the_devices_from_1_36(minor: st
     # kubelet 1.36's device manager hints only the NUMA nodes with the resource's devices, even for a request of 0
     # (generateDeviceTopologyHints over deviceNUMANodes); before, every NUMA node holds 0 devices.
     topo = parse_nrt(nrt("n", [{"cpu": "16", "memory": "128Gi"}, {"cpu": "4", "memory": "128Gi", GPU: "2"}]))
-    zero = pod("8")
+    zero = llm("8")
     zero["spec"]["containers"][0]["resources"]["limits"][GPU] = "0"
     fit = fit_node(build_pod_spec(zero["spec"], ("spec",), kube=resolve(minor)), topo)
     assert (fit.failed is None) is fits
@@ -364,7 +349,7 @@ def test_a_zero_device_request_follows_the_device_an_init_container_left(minor: 
     # shared-pool init container's GPU on NUMA node 1 ties the app's `0` GPUs to node 1 at every minor, where
     # its 8 CPUs do not fit (found by the topology differential at v1.33.13 to v1.35.4).
     topo = parse_nrt(nrt("n", [{"cpu": "16", "memory": "128Gi"}, {"cpu": "4", "memory": "128Gi", GPU: "2"}]))
-    tied = pod("8")
+    tied = llm("8")
     tied["spec"]["containers"][0]["resources"]["limits"][GPU] = "0"
     tied["spec"]["initContainers"] = [{"name": "warm", "image": "x",
                                        "resources": {"limits": {"cpu": "250m", "memory": "1Gi", GPU: "1"}}}]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from tests.helpers import container, rl
+from tests.builders import container, rl
 from webhook.core.config import Config
 from webhook.core.engine import Mode, evaluate
 from webhook.core.facts import Facts

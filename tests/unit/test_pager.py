@@ -30,6 +30,7 @@ EXPIRED = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": 
                       "start a new list without the continue parameter."}
 
 
+# Not tests/builders.pod: a listed item as the pager sees it, only the metadata it pages by.
 def pod(name: str, rev: int) -> dict[str, Any]:
     return {"metadata": {"namespace": "ns", "name": name, "uid": f"u-{name}-{rev}", "resourceVersion": str(rev)}}
 

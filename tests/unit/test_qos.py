@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.helpers import container, pod, rl
+from tests.builders import container, pod, rl
 from webhook.core.podspec import BEST_EFFORT, BURSTABLE, GUARANTEED, build_pod_spec
 from webhook.core.qos import qos_class
 

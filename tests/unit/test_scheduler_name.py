@@ -14,7 +14,8 @@ import jsonpatch
 import pytest
 import yaml
 
-from tests.helpers import admission_review, container, guaranteed, pod
+from tests.builders import container, guaranteed, pod
+from tests.helpers import admission_review
 from webhook.core.config import ConfigError, parse_config
 from webhook.core.scheduler_name import DEFAULT_SCHEDULER, SchedulerChoice, alignment_need, choose_for
 from webhook.core.workloads import find_targets

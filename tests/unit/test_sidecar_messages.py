@@ -4,7 +4,7 @@ mesh's own annotations, so the fix is made where the container comes from (its i
 
 from __future__ import annotations
 
-from tests.helpers import container, pod, rl
+from tests.builders import container, pod, rl
 from webhook.core.config import Config, parse_config
 from webhook.core.engine import Mode, evaluate
 from webhook.core.rules.base import cel_string

@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests import waiting
+from tests.builders import nrt
 from webhook.cluster import watch
 from webhook.cluster.client import ClusterError
 from webhook.cluster.nrt import (
@@ -29,10 +30,8 @@ from webhook.core.scheduling import Taint
 
 
 def nrt_obj(name: str, cpus: str = "32", rv: str = "1") -> dict[str, Any]:
-    return {"metadata": {"name": name, "resourceVersion": rv},
-            "attributes": [{"name": "topologyManagerPolicy", "value": "single-numa-node"}],
-            "zones": [{"name": "node-0", "type": "Node",
-                       "resources": [{"name": "cpu", "capacity": cpus, "allocatable": cpus, "available": cpus}]}]}
+    """A watched NodeResourceTopology of one zone of ``cpus`` CPUs, at resourceVersion ``rv``."""
+    return nrt(name, [{"cpu": cpus}], scope=None, metadata={"name": name, "resourceVersion": rv})
 
 
 def node(name: str, rv: str = "1", **labels: str) -> dict[str, Any]:

@@ -11,7 +11,8 @@ from typing import Any
 
 import jsonpatch
 
-from tests.helpers import admission_review, container, guaranteed, pod, rl
+from tests.builders import container, guaranteed, pod, rl
+from tests.helpers import admission_review
 from webhook.core.config import Config, parse_config
 from webhook.core.engine import Mode, evaluate
 from webhook.core.facts import Facts

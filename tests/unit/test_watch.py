@@ -20,6 +20,7 @@ from webhook.cluster.watch import Reflector, Store, key_of
 PODS = "/api/v1/pods"
 
 
+# Not tests/builders.pod: a watched object as the watch cache keys it, its metadata and nodeName only.
 def pod(ns: str, name: str, rv: str = "1", node: str = "n1") -> dict[str, Any]:
     return {"metadata": {"namespace": ns, "name": name, "resourceVersion": rv}, "spec": {"nodeName": node}}
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import container, rl
+from tests.builders import container, rl
 from webhook.core.fieldpath import dotted, pointer
 from webhook.core.operators.kserve import MODEL_FIELDS as KSERVE_MODEL_FIELDS
 from webhook.core.operators.vllmruntime import LABEL as VLLMRUNTIME_LABEL
