@@ -116,7 +116,7 @@ def _spread(options: str | None) -> list[str]:
     obj["attributes"][0]["value"] = "restricted"
     topology = Topology(nodes={"n": {}}, topologies={"n": parse_nrt(obj)})
     config = parse_config({"policy": {"numa": "auto"}})
-    found = evaluate(pod("20"), config, Mode.ENFORCE, Facts(topology=topology, memo=Memo()))
+    found = evaluate(llm("20"), config, Mode.ENFORCE, Facts(topology=topology, memo=Memo()))
     return [v.message for _, v in (*found.violations, *found.advisories) if v.rule == "numa-unfit"]
 
 
@@ -152,7 +152,7 @@ def test_the_extender_gives_kubelets_smt_reason_not_a_numa_nodes_size() -> None:
     fits either NUMA node), unresolvable (not even on the empty node); without the option it is kept."""
     from webhook.extender.placement import Judge, pod_demands, read_nrt
 
-    wants = pod_demands(pod("3"))
+    wants = pod_demands(llm("3"))
     state = read_nrt(smt_node("full-pcpus-only=true"))
     assert wants is not None and state is not None
     verdict = Judge(wants).node("n", state)
