@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 import pytest
+import yaml
 
 from tests.binaries import NRT_API, OPENREPORTS, go_module
 from tests.chart.conftest import CHART, Render, by_kind, one, run_helm
@@ -107,6 +108,24 @@ def test_operator_objects_grant_list_and_watch_on_kserve_s_runtimes_only_when_co
     both = render("--set", "config.policy.operatorObjects=true,config.policy.deviceClasses=true", namespace=NAMESPACE)
     assert sorted(r["metadata"]["name"] for r in by_kind(both, "ClusterRole")) == [
         "qos-guard-deviceclasses", "qos-guard-operatorobjects"]
+
+
+def test_dra_objects_grant_list_and_watch_on_claims_and_slices_only_when_configured(render: Render) -> None:
+    assert not [r for r in by_kind(render(), "ClusterRole") if r["metadata"]["name"].endswith("-draobjects")]
+    objects = render("--set", "config.policy.draObjects=true", namespace=NAMESPACE)
+    role = one(objects, "ClusterRole")
+    assert role["metadata"]["name"] == "qos-guard-draobjects"
+    assert _grants(role) == {("resource.k8s.io", resource, verb)
+                             for resource in ("resourceclaims", "resourceclaimtemplates", "resourceslices")
+                             for verb in ("list", "watch")}
+    binding = one(objects, "ClusterRoleBinding")
+    assert binding["roleRef"]["name"] == "qos-guard-draobjects"
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "qos-guard", "namespace": NAMESPACE}]
+    assert one(objects, "ServiceAccount")["automountServiceAccountToken"] is True
+    (deployment,) = [d for d in by_kind(objects, "Deployment") if d["metadata"]["name"] == "qos-guard"]
+    assert deployment["spec"]["template"]["spec"]["automountServiceAccountToken"] is True
+    config = next(c for c in by_kind(objects, "ConfigMap") if "config.yaml" in c.get("data", {}))
+    assert yaml.safe_load(config["data"]["config.yaml"])["policy"]["draObjects"] is True
 
 
 def test_report_crd_is_kept_on_uninstall(render: Render) -> None:

@@ -147,6 +147,7 @@ class Store:
     items: dict[str, Any] = field(default_factory=dict)
     listed: bool = False  # a list has succeeded at least once
     truncated: bool = False
+    limit: int = MAX_OBJECTS  # objects kept; beyond it the store is truncated (a cache may state a lower bound)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def replace(self, objects: Iterable[Mapping[str, Any]]) -> None:
@@ -182,7 +183,7 @@ class Store:
         key = key_of(obj)
         if not key:
             return False
-        if key not in into and len(into) >= MAX_OBJECTS:
+        if key not in into and len(into) >= self.limit:
             return True
         value = self.keep(obj)
         if value is None:
