@@ -271,7 +271,7 @@ def unknown_claims(facts: DraFacts | None, sources: Mapping[str, tuple[str, str]
         return [(name, facts.claims_unknown) for name in sources] if facts.claims_unknown else []
     if not facts.claims_whole and not facts.claims_unknown:
         return []
-    return [(name, f"{kind} {obj} is not in the cluster (not created yet, or deleted)" if facts.claims_whole
+    return [(name, f"{kind} {obj} not found" if facts.claims_whole
              else f"{kind} {obj}: {facts.claims_unknown}")
             for name, (kind, obj) in sources.items() if (kind, obj) not in facts.cpu_claims]
 
