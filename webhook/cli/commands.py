@@ -51,6 +51,14 @@ def configured(args: argparse.Namespace) -> Config:
     return config
 
 
+def _notice_rule(message: str) -> str:
+    """The rule a notice about what could not be read is about: the one it names first, else by its setting."""
+    named = message.split(" ", 1)[0].rstrip(":")
+    if named.startswith("dra-cpu-") or named == "dra-numa-list-match":
+        return named
+    return "numa-unfit" if message.startswith("policy.numa") else "dra-unaligned"
+
+
 def cmd_check(args: argparse.Namespace) -> ExitCode:
     config = configured(args)
     if args.kubeconfig and not (config.numa_auto or config.policy.device_classes):
@@ -75,8 +83,8 @@ def cmd_check(args: argparse.Namespace) -> ExitCode:
     # What could not be read from the cluster is judged fail-open (numa-unfit silent) but never silently: a
     # notice, counted in the summary (a CI job sees "1 notice" where it expected NUMA to be judged).
     where = Location(args.kubeconfig or "cluster")
-    notices = [(where, "numa-unfit" if message.startswith("policy.numa") else "dra-unaligned", message)
-               for message in said]
+    notices = [(where, rule, message.removeprefix(f"{rule}: ")) for message in said
+               for rule in (_notice_rule(message),)]
     if args.format == "text":
         report = check_paths(args.paths, config, Mode(args.mode), stream=print, facts=facts, notices=notices,
                              exclude=args.exclude)
