@@ -117,7 +117,8 @@ def test_dra_objects_grant_list_and_watch_on_claims_and_slices_only_when_configu
     assert role["metadata"]["name"] == "qos-guard-draobjects"
     assert _grants(role) == {("resource.k8s.io", resource, verb)
                              for resource in ("resourceclaims", "resourceclaimtemplates", "resourceslices")
-                             for verb in ("list", "watch")}
+                             for verb in ("list", "watch")} | {
+        ("topology.node.k8s.io", "noderesourcetopologies", verb) for verb in ("list", "watch")}
     binding = one(objects, "ClusterRoleBinding")
     assert binding["roleRef"]["name"] == "qos-guard-draobjects"
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "qos-guard", "namespace": NAMESPACE}]

@@ -6,6 +6,7 @@ judged with the claims its namespace holds; a claim not found, a cache not synce
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 from typing import Any
@@ -196,3 +197,44 @@ def test_what_is_kept_is_bounded_per_object() -> None:
         size, _ = tracemalloc.get_traced_memory()
         tracemalloc.stop()
         assert len(projections) == 500 and size / 500 < bound, (cpus, size / 500)
+
+
+def _managers(cache: DraCache) -> bool:
+    return cache.snapshot().cpu_managers is not None
+
+
+def test_who_pins_comes_from_the_agents_nrt_and_judges_both_pinners_only() -> None:
+    """The NRT ``cpuPinner`` of node b says the static CPU Manager pins beside dra.cpu: a Pod taking dra.cpu CPUs
+    is refused by dra-cpu-pinner-mismatch (deny). A Pod asking the CPU Manager for exclusive CPUs is not judged
+    by it, even where every published node says dra.cpu: nodes without an agent are not named (unknown)."""
+    from webhook.core.cpupinner import pinner_attributes
+
+    def nrt(name: str, policy: str) -> dict[str, Any]:
+        return {"metadata": {"name": name}, "zones": [], "attributes": pinner_attributes(policy, True)}
+
+    def dra_slice(node: str) -> dict[str, Any]:
+        return {"metadata": {"name": f"{node}-dra.cpu"}, "spec": {"driver": "dra.cpu", "nodeName": node,
+                                                                 "devices": [{"name": "cpudevnuma000"}]}}
+
+    for nodes, refused in (({"a": "none", "b": "static"}, True), ({"a": "none"}, False)):
+        stop = threading.Event()
+        api = Scripted(stop)
+        api.lists[PATHS[dracache.TOPOLOGIES]] = listed(*(nrt(n, p) for n, p in nodes.items()))
+        api.lists[PATHS[SLICES]] = listed(*(dra_slice(n) for n in nodes))
+        api.lists[PATHS[TEMPLATES]] = listed(template("cpus-4", "ml", "4"))
+        cache = started(api)
+        try:
+            waiting.eventually("published", functools.partial(_managers, cache), 10, every=0.05)
+            view = cache.snapshot().for_namespace("ml")
+            taking = pod()
+            taking["spec"]["resourceClaims"][0]["resourceClaimTemplateName"] = "cpus-4"
+            message = answer(view, taking).get("status", {}).get("message", "")
+            assert ("dra-cpu-pinner-mismatch: " in message and "node b also run the static CPU Manager"
+                    in message) is refused, message
+            plain = pod()
+            del plain["spec"]["resourceClaims"]
+            del plain["spec"]["containers"][0]["resources"]["claims"]
+            assert answer(view, plain)["allowed"] is True  # not judged: not every node is named
+        finally:
+            stop.set()
+            cache.stop()

@@ -18,6 +18,12 @@ its "and N more" than ``check``, which keeps every device.)
 A claim kind is *whole* (a claim a Pod names that is absent does not exist) only while both claim lists have
 succeeded, not been refused since, and no store is cut at its bound; otherwise the rules answer "unknown"
 (``DraFacts.claims_unknown``), never "compliant".
+
+The NodeResourceTopology objects are watched too, for the ``cpuPinner`` each node's agent publishes
+(``webhook.core.cpupinner``: kept alone, per node): ``dra-cpu-pinner-mismatch`` then judges at admission a Pod
+taking ``dra.cpu`` CPUs where a node also runs the static CPU Manager. Those objects name only the nodes whose
+agent published, so a Pod asking the CPU Manager for exclusive CPUs is not judged here (``check``/``audit`` read
+every kubelet's configz for that).
 """
 
 from __future__ import annotations
@@ -32,8 +38,10 @@ from typing import Any
 from webhook.cluster.cache import PublishingCache
 from webhook.cluster.watch import ListRefused, Reflector, Store, Transport, refusal, wait_until
 from webhook.core.claims import made_for_pod
+from webhook.core.cpupinner import Pinner, read_pinner
 from webhook.core.dra import local_attribute
 from webhook.core.dracpu import DraFacts, SliceDevice, claim_cpus, cpu_request, slice_devices
+from webhook.core.numatopology import NRT_PATH
 
 GROUP_VERSION = "resource.k8s.io/v1"
 JSON = ("application/json", "application/json")
@@ -43,10 +51,12 @@ MAX_SLICES = 20_000  # a node publishes one per driver and pool, usually
 CLAIMS = "resourceclaims"
 TEMPLATES = "resourceclaimtemplates"
 SLICES = "resourceslices"
+TOPOLOGIES = "noderesourcetopologies"
 WATCHED: dict[str, tuple[str, str, int]] = {  # resource -> its kind, list path, bound
     CLAIMS: ("ResourceClaim", f"/apis/{GROUP_VERSION}/resourceclaims", MAX_CLAIMS),
     TEMPLATES: ("ResourceClaimTemplate", f"/apis/{GROUP_VERSION}/resourceclaimtemplates", MAX_CLAIMS),
     SLICES: ("ResourceSlice", f"/apis/{GROUP_VERSION}/resourceslices", MAX_SLICES),
+    TOPOLOGIES: ("NodeResourceTopology", NRT_PATH, MAX_SLICES),
 }
 NOT_SYNCED = "the webhook's cache of ResourceClaims and ResourceClaimTemplates has not synced yet"
 MAX_VIEWS = 4096  # namespaces whose view a snapshot keeps made (a flood of namespaces empties it)
@@ -108,6 +118,11 @@ def _read(name: str) -> bool:
     return local_attribute(name) or name.endswith(("/numaNode", "/numaNodeID"))
 
 
+def keep_pinner(obj: Mapping[str, Any]) -> Pinner | None:
+    """Of a NodeResourceTopology object only the ``cpuPinner`` its agent published (None: none, not kept)."""
+    return read_pinner(obj)
+
+
 def keep_slice(obj: Mapping[str, Any]) -> tuple[SliceDevice, ...]:
     """A slice's devices with only the attributes the rules read, one device per distinct set of them (the
     first's name kept): a slice of 128 CPUs in individual mode is kept as one device per NUMA node."""
@@ -131,6 +146,8 @@ class DraSnapshot:
     claims: Mapping[str, Mapping[tuple[str, str], KeptClaim]] | None
     whole: bool
     problem: str | None
+    # Each node's CPU Manager policy as its agent's cpuPinner implies it (None: the NRT objects not read).
+    cpu_managers: Mapping[str, str | None] | None = None
     _views: dict[str, DraFacts] = field(default_factory=dict, repr=False)
 
     def for_namespace(self, namespace: str | None) -> DraFacts:
@@ -144,11 +161,13 @@ class DraSnapshot:
 
     def _make(self, namespace: str) -> DraFacts:
         if self.claims is None:
-            return DraFacts(self.devices, None, claims_unknown=self.problem)
+            return DraFacts(self.devices, None, self.cpu_managers, claims_unknown=self.problem,
+                            cpu_managers_whole=False)
         mine = self.claims.get(namespace, {})
-        return DraFacts(self.devices, MappingProxyType({k: c.cpus for k, c in mine.items()}),
+        return DraFacts(self.devices, MappingProxyType({k: c.cpus for k, c in mine.items()}), self.cpu_managers,
                         claim_specs=MappingProxyType({k: c.spec for k, c in mine.items() if c.spec is not None}),
-                        claims_whole=self.whole, claims_unknown=None if self.whole else self.problem)
+                        claims_whole=self.whole, claims_unknown=None if self.whole else self.problem,
+                        cpu_managers_whole=False)
 
 
 class _Reflector(Reflector):
@@ -160,6 +179,9 @@ class _Reflector(Reflector):
 
     def _refused(self, exc: ListRefused) -> str:
         self.refused(self.name)
+        if exc.status == 404 and self.name == TOPOLOGIES:
+            return (f"{self.name} are not served (their CRD is not installed): who pins each node's CPUs is not "
+                    "known (dra-cpu-pinner-mismatch says nothing)")
         if exc.status == 404:
             return f"{self.name} ({GROUP_VERSION}) are not served: the cluster has no DRA v1 API (1.34 or later)"
         return refusal(self.name, exc, GRANTED_BY)
@@ -175,7 +197,8 @@ class DraCache(PublishingCache):
         self.stores: dict[str, Store] = {
             CLAIMS: Store(keep_claim("ResourceClaim"), limit=MAX_CLAIMS),
             TEMPLATES: Store(keep_claim("ResourceClaimTemplate"), limit=MAX_CLAIMS),
-            SLICES: Store(keep_slice, limit=MAX_SLICES)}
+            SLICES: Store(keep_slice, limit=MAX_SLICES),
+            TOPOLOGIES: Store(keep_pinner, limit=MAX_SLICES)}
         self.problems: dict[str, str | None] = {resource: "not read yet" for resource in WATCHED}
         self.on_problem = on_problem
         self._said: dict[str, str | None] = {}
@@ -219,7 +242,11 @@ class DraCache(PublishingCache):
             for resource in (CLAIMS, TEMPLATES):
                 for kept in self.stores[resource].snapshot().values():
                     claims.setdefault(kept.namespace, {})[(kept.kind, kept.name)] = kept
-        self._snapshot = snapshot = DraSnapshot(devices, claims, problem is None, problem)
+        managers: dict[str, str | None] | None = None
+        if self._readable(TOPOLOGIES) and not self.stores[TOPOLOGIES].truncated:
+            managers = {name: p.cpu_manager_policy for name, p in self.stores[TOPOLOGIES].snapshot().items()}
+        self._snapshot = snapshot = DraSnapshot(devices, claims, problem is None, problem,
+                                                None if managers is None else MappingProxyType(managers))
         if self.problems != self._said:
             self._said = dict(self.problems)
             if self.on_problem is not None:

@@ -169,10 +169,11 @@ OPERATOR_OBJECTS = Setting("operatorObjects", Flag(), False,
                            "unknown; the webhook only (check --kubeconfig and audit read the runtimes when they read "
                            "the cluster)", param=False)
 DRA_OBJECTS = Setting("draObjects", Flag(), False,
-                      "true: the webhook watches the cluster's ResourceClaims, ResourceClaimTemplates and "
-                      "ResourceSlices (needs list/watch on them; at most 20,000 of each claim kind and 20,000 "
-                      "slices kept, reduced to what the rules read) so that a Pod is judged at admission with the "
-                      "claims it names (dra-cpu-not-mirrored, dra-cpu-unpaired) and the devices nodes publish; a "
+                      "true: the webhook watches the cluster's ResourceClaims, ResourceClaimTemplates, "
+                      "ResourceSlices and NodeResourceTopology objects (needs list/watch on them; at most 20,000 of "
+                      "each kept, reduced to what the rules read) so that a Pod is judged at admission with the "
+                      "claims it names (dra-cpu-not-mirrored, dra-cpu-unpaired), the devices nodes publish and "
+                      "who pins their CPUs as the agent publishes it (dra-cpu-pinner-mismatch); a "
                       "claim not in the cache, or a cache not synced, is said unknown; the webhook only (check "
                       "--kubeconfig and audit read them when they read the cluster)", param=False)
 NUMA_SCOPE = Setting("scope", Choice(("container", "pod")), "container",

@@ -78,6 +78,9 @@ class DraFacts:
     claims_whole: bool = False
     # Why the claims are not known (the webhook's cache not synced, its list refused): said as "unknown".
     claims_unknown: str | None = None
+    # Whether ``cpu_managers`` names every node (configz read for each): the webhook's, from the agents' NRT
+    # ``cpuPinner``, names only the nodes whose agent published one, so a Pod asking the CPU Manager is not judged.
+    cpu_managers_whole: bool = True
 
     def drivers_on(self, node: str) -> frozenset[str]:
         return frozenset(d.driver for d in self.devices or () if d.node == node)
@@ -247,7 +250,8 @@ def merge(first: DraFacts | None, second: DraFacts | None) -> DraFacts | None:
         claims = dict(first.cpu_claims or {})
         for key, cpus in (second.cpu_claims or {}).items():
             claims[key] = cpus if key not in claims or claims[key] == cpus else None
-    managers = first.cpu_managers if first.cpu_managers is not None else second.cpu_managers
+    managing = first if first.cpu_managers is not None else second
+    managers = managing.cpu_managers
     specs: dict[tuple[str, str], Mapping[str, Any] | None] | None = None
     if first.claim_specs is not None or second.claim_specs is not None:
         specs = dict(first.claim_specs or {})
@@ -255,7 +259,8 @@ def merge(first: DraFacts | None, second: DraFacts | None) -> DraFacts | None:
             specs[key] = spec if key not in specs or specs[key] == spec else None
     return DraFacts(devices, MappingProxyType(claims) if claims is not None else None, managers,
                     MappingProxyType(specs) if specs is not None else None,
-                    first.claims_whole or second.claims_whole, first.claims_unknown or second.claims_unknown)
+                    first.claims_whole or second.claims_whole, first.claims_unknown or second.claims_unknown,
+                    managing.cpu_managers_whole)
 
 
 UNKNOWN = "unknown: "  # how a finding that says the rule could not judge begins
@@ -303,7 +308,8 @@ def pinners(facts: DraFacts) -> Pinners | None:
             (both if node in driven else static).append(node)
         elif node in driven:
             dra.append(node)
-    complete = all(p is not None for p in facts.cpu_managers.values()) and driven <= set(facts.cpu_managers)
+    complete = facts.cpu_managers_whole and all(p is not None for p in facts.cpu_managers.values()) and \
+        driven <= set(facts.cpu_managers)
     return Pinners(tuple(static), tuple(dra), tuple(both), complete)
 
 
