@@ -39,6 +39,15 @@ def cluster_facts(config: Config, kubeconfig: str | None, say: Callable[[str], N
     return replace(facts, dra=cluster_dra(kubeconfig, say, context))
 
 
+def notice_rule(message: str) -> str:
+    """The rule a message said here is about (``check`` files it as a notice of that rule): the DRA rule it names
+    first, else by its setting."""
+    named = message.split(" ", 1)[0].rstrip(":")
+    if named.startswith("dra-cpu-") or named == "dra-numa-list-match":
+        return named
+    return "numa-unfit" if message.startswith("policy.numa") else "dra-unaligned"
+
+
 def cluster_dra(kubeconfig: str | None, say: Callable[[str], None], context: str | None = None) -> DraFacts | None:
     """The ResourceSlices, the CPUs the claims and templates ask through ``dra.cpu`` and, when some node publishes
     ``dra.cpu`` devices, every node's CPU Manager policy (configz): what the DRA CPU rules judge with. What cannot
