@@ -238,3 +238,29 @@ def test_who_pins_comes_from_the_agents_nrt_and_judges_both_pinners_only() -> No
         finally:
             stop.set()
             cache.stop()
+
+
+def test_each_namespace_s_view_keeps_its_facts_and_memo_across_requests(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Requests alternating between two namespaces judge with one Facts (one memo) per namespace's view, not a
+    new one at each switch; a new view (the cache published again) gets new facts."""
+    from webhook.serving import app as serving
+
+    seen: list[Any] = []
+    decide = getattr(serving, "review_decision")  # noqa: B009 (what the app calls, by its module's name)
+
+    def spy(review: Any, endpoint: Any, config: Config, facts: Any, own: Any = None) -> Any:
+        seen.append(facts)
+        return decide(review, endpoint, config, facts, own)
+
+    monkeypatch.setattr(serving, "review_decision", spy)
+    views = {"a": DraFacts(claims_unknown="x"), "b": DraFacts(claims_unknown="y")}
+    client = create_app(Config(), dra=lambda namespace: views[namespace or ""]).test_client()
+    for namespace in ("a", "b", "a", "b"):
+        review = admission_review(pod(namespace), namespace=namespace)
+        assert client.post("/validate", data=json.dumps(review), content_type="application/json").status_code == 200
+    assert seen[0] is seen[2] and seen[1] is seen[3] and seen[0] is not seen[1]
+    assert seen[0].dra is views["a"] and seen[0].memo is not None
+    views["a"] = DraFacts(claims_unknown="z")
+    client.post("/validate", data=json.dumps(admission_review(pod("a"), namespace="a")),
+                content_type="application/json")
+    assert seen[4] is not seen[0] and seen[4].dra is views["a"]

@@ -72,6 +72,9 @@ def _json(status: int, body: dict[str, Any]) -> Response:
     return Response(json.dumps(body), status=status, mimetype="application/json")
 
 
+MAX_VIEWS = 64  # the DRA views (namespaces) whose facts and memo are kept at once
+
+
 def create_app(config: Config, metrics: Metrics | None = None, own_namespace: str | None = None,
                topology: Callable[[], Topology] | None = None,
                device_classes: Callable[[], DeviceClasses | None] | None = None,
@@ -93,19 +96,25 @@ def create_app(config: Config, metrics: Metrics | None = None, own_namespace: st
     metrics.requests.labels("validate", "Pod", "CREATE", "allowed", "false")
     metrics.violations.labels("cpu-not-integer")
 
-    last: list[tuple[Topology | None, DeviceClasses | None, Related, DraFacts | None, Facts]] = []
+    last: list[tuple[Topology | None, DeviceClasses | None, Related]] = []
+    made: dict[int, tuple[DraFacts | None, Facts]] = {}  # by the DRA view (one per namespace): its facts
     plain = NO_FACTS if kubernetes is None else Facts(kubernetes=kubernetes)
 
     def judging(snapshot: Topology | None, classes: DeviceClasses | None, objects: Related,
                 claims: DraFacts | None = None) -> Facts:
-        """The facts of the snapshots, made once per trio (a snapshot lasts until a change) with a memo of their
-        own: the same Pods come again and again, and what was learnt dies with the snapshot."""
-        if not last or any(a is not b for a, b in zip(last[0][:4], (snapshot, classes, objects, claims),
-                                                        strict=True)):
-            last[:] = [(snapshot, classes, objects, claims, Facts(
-                topology=snapshot, device_classes=classes, kubernetes=kubernetes, memo=Memo(), related=objects,
-                dra=claims))]
-        return last[0][4]
+        """The facts of the snapshots, made once per trio (a snapshot lasts until a change) and DRA view (one per
+        namespace, ``policy.draObjects``) with a memo of their own: the same Pods come again and again, and what
+        was learnt dies with the snapshot. At most ``MAX_VIEWS`` views are kept (then all are dropped)."""
+        if not last or any(a is not b for a, b in zip(last[0], (snapshot, classes, objects), strict=True)):
+            last[:] = [(snapshot, classes, objects)]
+            made.clear()
+        kept = made.get(id(claims))
+        if kept is None or kept[0] is not claims:
+            if len(made) >= MAX_VIEWS:
+                made.clear()
+            kept = made[id(claims)] = (claims, Facts(topology=snapshot, device_classes=classes, kubernetes=kubernetes,
+                                                     memo=Memo(), related=objects, dra=claims))
+        return kept[1]
 
     def read_body() -> bytes | bytearray:
         """The body within bounds, under the worker's budget (the Flask test client has none: a spare one)."""
