@@ -11,7 +11,9 @@ later):
   4 is refused by it alone (without the claims, at the default ``policy.dra: warn``, nothing refuses it: the
   engine without facts admits it; with ``deny`` only ``dra-unaligned`` would, for the wrong reason);
 - a Pod naming a template that does not exist yet is admitted with a warning that says "unknown" (never passed
-  as compliant), and once the template is created (a GPU only) the warning goes.
+  as compliant), and once the template is created (a GPU only) the warning goes;
+- a Pod taking dra.cpu CPUs is refused by ``dra-cpu-pinner-mismatch`` once a node's agent publishes in its
+  NodeResourceTopology that the static CPU Manager pins there too (``cpuPinner``).
 
 What kubectl prints is printed too (``-s`` shows it)."""
 
@@ -26,11 +28,13 @@ from typing import Any
 import pytest
 
 from tests import dra_objects, waiting
-from tests.e2e.conftest import RELEASE_NAMESPACE, Cluster, chart_objects, webhook_outside
+from tests.e2e.conftest import CHART, RELEASE_NAMESPACE, Cluster, chart_objects, webhook_outside
 from webhook.core.config import parse_config
+from webhook.core.cpupinner import pinner_attributes
 from webhook.core.dracpu import dra_facts
 from webhook.core.engine import Mode, evaluate
 from webhook.core.facts import Facts
+from webhook.core.numatopology import NRT_GROUP_VERSION
 
 NAMESPACE = "e2e-dra-objects"
 LABEL = "e2e.qos-guard.io/dra-objects"
@@ -147,3 +151,37 @@ def test_a_template_not_in_the_cluster_is_unknown_until_it_is_created(judged: Cl
     waiting.eventually("the created template watched", lambda: "unknown" not in admit(judged, obj).stderr,
                        30, every=0.5)
     assert admit(judged, obj).returncode == 0
+
+
+def test_a_node_whose_agent_says_both_pin_refuses_dra_cpus_at_admission(judged: Cluster) -> None:
+    """The webhook watches NodeResourceTopology objects too (the chart's draobjects role lists them): once a node's
+    agent publishes ``cpuPinner: cpu-manager+dra.cpu`` beside its dra.cpu ResourceSlice, a Pod taking dra.cpu
+    CPUs is refused by dra-cpu-pinner-mismatch (it was admitted above). The CRD is installed after the webhook
+    started (its list answered 404: unread) and read once it is served."""
+    crd = "noderesourcetopologies.topology.node.k8s.io"
+    had_crd = judged.kubectl("get", "crd", crd).returncode == 0
+    node = "draobjects-both"
+    objects = [{"apiVersion": "v1", "kind": "Node", "metadata": {"name": node}},
+               {"apiVersion": NRT_GROUP_VERSION, "kind": "NodeResourceTopology", "metadata": {"name": node},
+                "topologyPolicies": ["None"], "zones": [], "attributes": pinner_attributes("static", True)},
+               {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": f"{node}-dra.cpu"},
+                "spec": {"driver": CPU, "nodeName": node, "pool": {"name": node, "generation": 1,
+                                                                   "resourceSliceCount": 1},
+                         "devices": [{"name": "cpudevnuma000", "attributes": {"dra.net/numaNode": {"int": 0}}}]}}]
+    judged.kubectl("apply", "-f", str(CHART / "files" / "topology.node.k8s.io_noderesourcetopologies.yaml"),
+                   check=True)
+    judged.kubectl("wait", "--for", "condition=Established", f"crd/{crd}", "--timeout", "30s", check=True)
+    judged.kubectl("apply", "-f", "-", stdin=objects, check=True)
+    try:
+        obj = pod("both-pin", "4", ("cpus", "cpus-4"))
+        # the reflector lists a kind not served again every RETRY_MISSING (10 s)
+        waiting.eventually("the agent's cpuPinner watched", lambda: "dra-cpu-pinner-mismatch" in admit(
+            judged, obj).stderr, 60, every=1.0)
+        refused = admit(judged, obj)
+        assert refused.returncode != 0
+        assert (f"dra-cpu-pinner-mismatch: pod (spec): its CPUs come from a dra.cpu claim, but node {node} also run "
+                "the static CPU Manager") in refused.stderr, refused.stderr
+    finally:
+        judged.kubectl("delete", "--ignore-not-found", "--wait=true", "-f", "-", stdin=objects)
+        if not had_crd:
+            judged.kubectl("delete", "crd", crd, "--ignore-not-found", "--wait=true", "--timeout=60s")
