@@ -110,6 +110,25 @@ def test_operator_objects_grant_list_and_watch_on_kserve_s_runtimes_only_when_co
         "qos-guard-deviceclasses", "qos-guard-operatorobjects"]
 
 
+def test_dra_objects_grant_list_and_watch_on_claims_and_slices_only_when_configured(render: Render) -> None:
+    assert not [r for r in by_kind(render(), "ClusterRole") if r["metadata"]["name"].endswith("-draobjects")]
+    objects = render("--set", "config.policy.draObjects=true", namespace=NAMESPACE)
+    role = one(objects, "ClusterRole")
+    assert role["metadata"]["name"] == "qos-guard-draobjects"
+    assert _grants(role) == {("resource.k8s.io", resource, verb)
+                             for resource in ("resourceclaims", "resourceclaimtemplates", "resourceslices")
+                             for verb in ("list", "watch")} | {
+        ("topology.node.k8s.io", "noderesourcetopologies", verb) for verb in ("list", "watch")}
+    binding = one(objects, "ClusterRoleBinding")
+    assert binding["roleRef"]["name"] == "qos-guard-draobjects"
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "qos-guard", "namespace": NAMESPACE}]
+    assert one(objects, "ServiceAccount")["automountServiceAccountToken"] is True
+    (deployment,) = [d for d in by_kind(objects, "Deployment") if d["metadata"]["name"] == "qos-guard"]
+    assert deployment["spec"]["template"]["spec"]["automountServiceAccountToken"] is True
+    config = next(c for c in by_kind(objects, "ConfigMap") if "config.yaml" in c.get("data", {}))
+    assert yaml.safe_load(config["data"]["config.yaml"])["policy"]["draObjects"] is True
+
+
 def test_report_crd_is_kept_on_uninstall(render: Render) -> None:
     crd = one(render("--set", "reports.installCRDs=true"), "CustomResourceDefinition")
     assert crd["metadata"]["name"] == "reports.openreports.io"

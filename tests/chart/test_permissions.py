@@ -17,7 +17,7 @@ KINDS_TPL = CHART / "templates" / "_kinds.tpl"
 ACCOUNTS = {"": ("webhook",), "-audit-cronjob": ("audit",), "-agent": ("agent",),
             "-scheduler": ("extender", "scheduler")}
 SWITCHES = ("rbac.audit=true,rbac.patchWebhooks=true,config.policy.numa=auto,config.policy.deviceClasses=true,"
-            "config.policy.operatorObjects=true,"
+            "config.policy.operatorObjects=true,config.policy.draObjects=true,"
             "audit.enabled=true,agent.enabled=true,agent.publishTopology=true,scheduler.enabled=true")
 
 Grant = tuple[str, str, str, str]  # account, API group (or the kind of role bound), resource (or role), verb

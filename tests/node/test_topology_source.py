@@ -52,6 +52,7 @@ from tests.serving import free_port
 from webhook.cluster.client import Lister
 from webhook.cluster.nrt import read_topology
 from webhook.cluster.watch import ApiTransport
+from webhook.core.cpupinner import AGENT_SOURCE, CPU_MANAGER, Pinner, read_pinner
 from webhook.core.numa import fit_node
 from webhook.extender.fingerprint import ATTRIBUTE, fingerprint
 from webhook.extender.placement import BoundPod, pod_demands, read_nrt, reflected, signed_sets
@@ -177,6 +178,10 @@ def test_1_the_nrt_is_what_the_fit_expects(setup: Setup) -> None:
         state, listed = wait_for("the NRT's fingerprint = that of kubelet's List", signed, 10, s.log)
         bound = bound_pods(c)
         assert listed and reflected(state, bound), (state.fingerprint, [b.key for b in bound])
+        # Who pins: this kubelet runs the static CPU Manager and the node publishes no dra.cpu device (its
+        # ResourceSlices, the test GPU driver's at most): cpuPinner cpu-manager, from both sources.
+        pinner = wait_for("the agent's cpuPinner", lambda: read_pinner(s.nrt() or {}), 70, s.log)
+        assert pinner == Pinner(CPU_MANAGER, AGENT_SOURCE), pinner
         owner = obj["metadata"]["ownerReferences"]
         assert owner == [{"apiVersion": "v1", "kind": "Node", "name": NODE_NAME, "uid": node["metadata"]["uid"]}]
         report(f"nrt 1: the agent's NRT: {json.dumps(obj['zones'])}; attributes "

@@ -3,10 +3,12 @@ them per check), each driven through the engine, ``qos-guard check`` and the web
 breaks exactly its rule's promise everywhere; a ``pass`` fixture is admitted everywhere.
 
 A rule that reads the cluster's DRA objects has them in ``<rule-id>/facts.yaml`` (ResourceSlices, claims and
-templates): the engine gets them as ``Facts``, ``check`` as input files beside the fixture (it reads the DRA
-objects of its input). The webhook does not read them (no cache of claims or slices), so a fail fixture that
-needs them says ``# needs: facts`` and is not refused there (nor is a pass fixture that needs them judged there:
-the webhook cannot tell a DRA CPU claim, so ``dra-unaligned`` judges it as any claim). What the
+templates; a fixture whose facts would break the others' names its own file in a ``# facts: FILE`` line): the
+engine gets them as ``Facts``, ``check`` as input files beside the fixture (it reads the DRA objects of its
+input), the webhook as its ``policy.draObjects`` cache would hold them. A fixture that needs them says
+``# needs: facts``: a fail one is not refused for its rule by the webhook without them (unknown is not a
+refusal), a pass one is not judged there without them (the webhook cannot tell a DRA CPU claim then, so
+``dra-unaligned`` judges it as any claim). What the
 nodes' kubelets say (configz: ``cpuManagerPolicy``), which ``check`` reads only from a cluster, is a fixture's
 ``# kubelets: node-a=none, node-b=static`` line: the engine gets it, and a fail fixture with it is judged by the
 engine alone."""
@@ -59,7 +61,8 @@ def fixture_minor(path: Path) -> str | None:
 def _facts(rule: str, fixture: Path) -> tuple[Facts, list[str]]:
     """The rule's cluster facts (``facts.yaml``, the fixture's ``# kubelets:`` line) for the engine, and the
     paths ``check`` reads them from."""
-    path = RULES_DIR / rule / "facts.yaml"
+    named = re.search(r"^# facts: (\S+)$", fixture.read_text(), re.M)  # a fixture's own facts, else the rule's
+    path = RULES_DIR / rule / (named[1] if named else "facts.yaml")
     if not path.exists():
         return NO_FACTS, []
     objects = [o for o in yaml.safe_load_all(path.read_text()) if o]
@@ -95,8 +98,10 @@ def test_every_rule_has_pass_and_fail_fixtures() -> None:
             assert list((RULES_DIR / rule / outcome).glob("*.yaml")), f"{rule} has no {outcome} fixture"
 
 
-def _validate(obj: dict[str, Any], config: Config) -> dict[str, Any]:
-    client = create_app(config).test_client()
+def _validate(obj: dict[str, Any], config: Config, facts: Facts = NO_FACTS) -> dict[str, Any]:
+    """The webhook's answer; with ``facts``' DRA objects as its ``policy.draObjects`` cache holds them."""
+    dra = facts.dra
+    client = create_app(config, dra=None if dra is None else lambda namespace: dra).test_client()
     review = admission_review(obj, namespace="fixtures")
     answer = client.post("/validate", data=json.dumps(review), content_type="application/json")
     assert answer.status_code == 200
@@ -129,8 +134,9 @@ def test_fail_fixture_breaks_its_rule_everywhere(rule: str, path: Path) -> None:
     assert {line.split(": ")[2] for line in cli.stdout.splitlines()} == {rule}, cli.stdout
     if _needs_facts(path):
         assert rule not in {v.rule for _, v in evaluate(obj, config, Mode.ENFORCE).violations}, "unknown without"
-        return
-    response = _validate(obj, config)
+        without = _validate(obj, config)
+        assert without["allowed"] or rule not in _named(without["status"]["message"]), "unknown without"
+    response = _validate(obj, config, facts)
     assert response["allowed"] is False
     assert _named(response["status"]["message"]) == [rule], response["status"]["message"]
 
@@ -143,5 +149,7 @@ def test_pass_fixture_is_admitted_everywhere(rule: str, path: Path) -> None:
     assert evaluate(obj, config, Mode.ENFORCE, facts).violations == []
     cli = _check(path, [*facts_paths, *flags])
     assert cli.returncode == 0 and cli.stdout == "", cli.stdout + cli.stderr
-    if not _needs_facts(path):  # the webhook judges without them (dra-unaligned cannot tell a DRA CPU claim)
+    # the webhook with the facts (policy.draObjects: true), and without them where it can tell
+    assert _validate(obj, config, facts)["allowed"] is True
+    if not _needs_facts(path):  # (without, dra-unaligned cannot tell a DRA CPU claim)
         assert _validate(obj, config)["allowed"] is True

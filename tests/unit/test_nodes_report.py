@@ -13,6 +13,7 @@ from tests.unit.test_pinning import configz
 from webhook.batch.formats import render_nodes as render
 from webhook.batch.nodes import build
 from webhook.cluster.configz import NodeConfig, NodeInfo
+from webhook.core.cpupinner import AGENT_SOURCE, BOTH, DRA_CPU, Pinner
 from webhook.core.kubeletpinning import DEFAULT_POOL_LABELS, read_configz
 
 POOL = {"node.kubernetes.io/instance-type": "c7i.8xlarge"}
@@ -108,8 +109,9 @@ def test_json_holds_every_setting_and_the_verdict() -> None:
     assert a["topologyManager"] == {"policy": "single-numa-node", "scope": "container", "options": {}}
     assert a["problems"] == [] and len(a["notes"]) == 1 and a["error"] is None
     assert a["pinnedBy"] == "static CPU Manager, ?"  # the ResourceSlices were not read: the driver not known
+    assert a["pinnedBySource"] == "configz+resourceslices"
     assert b == {"name": "b", "kubeletVersion": "v1.36.3", "ready": True, "verdict": "unreadable", "error": "x",
-                 "pinnedBy": None}
+                 "pinnedBy": None, "pinnedBySource": None}
     assert doc["summary"] == {"nodes": 2, "pins": 1, "cannotPin": 0, "unreadable": 1, "poolMismatches": 0}
 
 
@@ -139,3 +141,23 @@ def test_nothing_selected_is_said() -> None:
     r = report(errors=("no node matches -l pool=x",))
     assert render(r, "text") == "error: no node matches -l pool=x\n"
     assert json.loads(render(r, "json"))["errors"] == ["no node matches -l pool=x"]
+
+
+def test_the_agent_s_published_pinner_answers_where_configz_or_the_slices_cannot_and_says_so() -> None:
+    """Slices not read and one kubelet unreadable: each node's PINNED BY comes from its agent's NRT ``cpuPinner``
+    where it publishes one (marked ``(NRT)``, ``pinnedBySource: nrt``), stays ``?`` where it does not; a node whose
+    own sources say it is not overridden; the conflict the agent saw is the node's problem."""
+    published = {"a": Pinner(DRA_CPU, AGENT_SOURCE), "b": Pinner(BOTH, AGENT_SOURCE)}
+    r = build([node("a", cpuManagerPolicy="none"), node("b", error="forbidden"), node("c", error="forbidden")],
+              DEFAULT_POOL_LABELS, (), None, published)
+    rows = {line.split()[0]: line for line in render(r, "text").splitlines() if line.startswith(("a ", "b ", "c "))}
+    assert " dra.cpu (NRT) " in rows["a"], rows["a"]
+    assert rows["a"].rstrip().endswith("pins"), rows["a"]
+    assert "static CPU Manager and dra.cpu (NRT)" in rows["b"] and rows["c"].split()[-2] == "?", rows
+    doc = {n["name"]: n for n in json.loads(render(r, "json"))["nodes"]}
+    assert (doc["a"]["pinnedBy"], doc["a"]["pinnedBySource"]) == ("dra.cpu", "nrt")
+    assert (doc["c"]["pinnedBy"], doc["c"]["pinnedBySource"]) == (None, None)
+    assert "cpu-manager-none" not in {p["rule"] for p in doc["a"]["problems"]}  # the driver needs it
+    direct = build([node("a", cpuManagerPolicy="static")], DEFAULT_POOL_LABELS, (), [], published)
+    assert (direct.results[0].pinned_by, direct.results[0].pinned_from) == ("static CPU Manager",
+                                                                             "configz+resourceslices")

@@ -14,6 +14,7 @@ from webhook.cluster.client import ClusterError, Lister
 from webhook.cluster.deviceclass_cache import read_device_classes
 from webhook.cluster.kubeconfig import explain, preflight
 from webhook.cluster.nrt import read_topology
+from webhook.cluster.nrtpinner import SOURCE as NRT_SOURCE
 from webhook.cluster.related import read_related
 from webhook.cluster.version import read_version, served
 from webhook.cluster.watch import ApiTransport
@@ -38,6 +39,15 @@ def cluster_facts(config: Config, kubeconfig: str | None, say: Callable[[str], N
     return replace(facts, dra=cluster_dra(kubeconfig, say, context))
 
 
+def notice_rule(message: str) -> str:
+    """The rule a message said here is about (``check`` files it as a notice of that rule): the DRA rule it names
+    first, else by its setting."""
+    named = message.split(" ", 1)[0].rstrip(":")
+    if named.startswith("dra-cpu-") or named == "dra-numa-list-match":
+        return named
+    return "numa-unfit" if message.startswith("policy.numa") else "dra-unaligned"
+
+
 def cluster_dra(kubeconfig: str | None, say: Callable[[str], None], context: str | None = None) -> DraFacts | None:
     """The ResourceSlices, the CPUs the claims and templates ask through ``dra.cpu`` and, when some node publishes
     ``dra.cpu`` devices, every node's CPU Manager policy (configz): what the DRA CPU rules judge with. What cannot
@@ -59,10 +69,35 @@ def cluster_dra(kubeconfig: str | None, say: Callable[[str], None], context: str
         reader = NodeReader(kubeconfig, context)
         configs = reader.read(reader.select(None))
     except ClusterError as exc:
-        say(f"dra-cpu-pinner-mismatch is not judged: the kubelets' configz cannot be read: {explain(exc, kubeconfig)}")
-        return dra
+        published = _published(kubeconfig, context, None)
+        if not published:
+            say(f"dra-cpu-pinner-mismatch is not judged: the kubelets' configz cannot be read: "
+                f"{explain(exc, kubeconfig)}")
+            return dra
+        say(f"dra-cpu-pinner-mismatch: the kubelets' configz cannot be read ({explain(exc, kubeconfig)}): who pins "
+            f"is read from {NRT_SOURCE} for {len(published)} nodes")
+        return replace(dra, cpu_managers=published)
     managers = {c.node.name: c.pinning.cpu_manager_policy if c.pinning is not None else None for c in configs}
+    unread = [name for name, policy in managers.items() if policy is None]
+    if unread:
+        published = _published(kubeconfig, context, unread)
+        if published:
+            say(f"dra-cpu-pinner-mismatch: configz unreadable on {len(unread)} nodes: who pins is read from "
+                f"{NRT_SOURCE} for {', '.join(sorted(published))}")
+            managers.update(published)
     return replace(dra, cpu_managers=managers)
+
+
+def _published(kubeconfig: str | None, context: str | None, nodes: list[str] | None) -> dict[str, str | None]:
+    """The CPU Manager policy each node's agent implies in its NRT ``cpuPinner`` (static or none), for ``nodes``
+    (None: all); nothing where it publishes none or the objects cannot be listed (unknown stays unknown)."""
+    from webhook.cluster.nrtpinner import read_pinners
+
+    try:
+        pinners, _ = read_pinners(Lister(kubeconfig, context=context))
+    except ClusterError:
+        return {}
+    return {name: p.cpu_manager_policy for name, p in (pinners or {}).items() if nodes is None or name in nodes}
 
 
 def _cluster_facts(config: Config, kubeconfig: str | None, say: Callable[[str], None], required: bool,

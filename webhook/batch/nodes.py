@@ -6,13 +6,16 @@ it does not change the exit code, since each node's own verdict already does whe
 Who pins each node's CPUs (``PINNED BY``): kubelet's static CPU Manager (its configz), a DRA CPU driver (the
 ``dra.cpu`` devices its ResourceSlices publish for the node), both (``cpu-pinners-conflict``: the driver's README
 says the two are mutually incompatible, each pins containers the other also sets; the node cannot pin), or
-nobody; ``?`` when either source could not be read (unknown is not nobody).
+nobody; ``?`` when either source could not be read (unknown is not nobody). Where they cannot, the node agent's
+NodeResourceTopology object says it if it publishes ``cpuPinner`` (``webhook.core.cpupinner``: the agent read
+its own kubelet's configz and its node's ResourceSlices): the column then says ``(NRT)`` after it, and the json
+``pinnedBySource`` ``nrt`` (``configz+resourceslices`` otherwise).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +23,8 @@ from webhook import __version__
 from webhook.batch.report import SARIF_SCHEMA, _escape_data, xml_lines
 from webhook.batch.textsafe import escape, xml_text
 from webhook.core.cpuoptions import nodes_note, options_text
+from webhook.core.cpupinner import BOTH, CPU_MANAGER, DRA_CPU, Pinner
+from webhook.core.cpupinner import NOBODY as NRT_NOBODY
 from webhook.core.dracpu import CPU_DRIVER, SliceDevice
 from webhook.core.kubeletpinning import (
     RULES,
@@ -48,6 +53,9 @@ DRA_NOTE = (f"CPUs pinned by the DRA driver {CPU_DRIVER}: a Pod gets them throug
 STATIC = "static CPU Manager"
 NOBODY = "nobody"
 UNKNOWN = "?"
+DIRECT, FROM_NRT = "configz+resourceslices", "nrt"
+# The agent's published cpuPinner, in this column's words.
+PUBLISHED = {CPU_MANAGER: STATIC, DRA_CPU: CPU_DRIVER, BOTH: f"{STATIC} and {CPU_DRIVER}", NRT_NOBODY: NOBODY}
 
 
 def enabled_options(pinning: KubeletPinning) -> frozenset[str]:
@@ -76,6 +84,7 @@ class NodeResult:
     config: NodeConfig
     verdict: NodeVerdict | None
     pinned_by: str = UNKNOWN
+    pinned_from: str = DIRECT  # where pinned_by was read: DIRECT or FROM_NRT
 
     @property
     def name(self) -> str:
@@ -138,14 +147,23 @@ class NodesReport:
 
 
 def build(configs: Iterable[NodeConfig], pool_labels: Sequence[str], errors: Sequence[str] = (),
-          devices: Sequence[SliceDevice] | None = None) -> NodesReport:
+          devices: Sequence[SliceDevice] | None = None,
+          published: Mapping[str, Pinner] | None = None) -> NodesReport:
     """Judge every node that was read, then compare the pools among them. ``devices``: what the cluster's
-    ResourceSlices publish (None: not read), for who pins each node."""
+    ResourceSlices publish (None: not read), for who pins each node; ``published``: the agents' ``cpuPinner`` by
+    node, used where those and the configz cannot say."""
     def drivers(name: str) -> frozenset[str] | None:
         return None if devices is None else frozenset(d.driver for d in devices if d.node == name)
 
-    results = [NodeResult(c, node_verdict(c.pinning) if c.pinning is not None else None,
-                          pinned_by(c.pinning, drivers(c.node.name))) for c in configs]
+    def result(c: NodeConfig) -> NodeResult:
+        verdict = node_verdict(c.pinning) if c.pinning is not None else None
+        direct = pinned_by(c.pinning, drivers(c.node.name))
+        nrt = (published or {}).get(c.node.name)
+        if UNKNOWN in direct and nrt is not None:
+            return NodeResult(c, verdict, PUBLISHED[nrt.value], FROM_NRT)
+        return NodeResult(c, verdict, direct)
+
+    results = [result(c) for c in configs]
     read: list[tuple[str, dict[str, str], KubeletPinning]] = [
         (r.name, r.config.node.labels, r.config.pinning) for r in results if r.config.pinning is not None]
     return NodesReport(results, pool_mismatches(read, pool_labels), list(errors))
@@ -174,12 +192,18 @@ def read_nodes(kubeconfig: str | None, context: str | None, names: Sequence[str]
             if not nodes:
                 errors.append(f"no node matches -l {selector}" if selector else "the cluster has no node")
         configs = reader.read(nodes) + missing
-        devices, unread = read_slices(Lister(kubeconfig, context=context))
+        lister = Lister(kubeconfig, context=context)
+        devices, unread = read_slices(lister)
+        published = None
+        if devices is None or any(c.pinning is None for c in configs):  # the agents' NRT may say it
+            from webhook.cluster.nrtpinner import read_pinners
+
+            published, _ = read_pinners(lister)  # unread: those nodes stay "?", as the note says
     except ClusterError as exc:
         needs = "; listing nodes needs list on nodes (the ClusterRole in docs/howto/nodes.md)"
         hint = needs if "403" in str(exc) else ""
         raise Refused(f"{explain(exc, kubeconfig)}{hint}") from None
-    report = build(sorted(configs, key=lambda c: c.node.name), pool_labels, errors, devices)
+    report = build(sorted(configs, key=lambda c: c.node.name), pool_labels, errors, devices, published)
     report.unread_slices = unread
     return report
 
@@ -204,14 +228,18 @@ def _with_options(policy: str, options: tuple[tuple[str, str], ...]) -> str:
 def _row(r: NodeResult) -> tuple[str, ...]:
     p, node = r.config.pinning, r.config.node
     if p is None:
-        return (node.name, node.kubelet_version or "-", "?", options_text(None), "?", "?", "?", r.pinned_by, r.state)
+        return (node.name, node.kubelet_version or "-", "?", options_text(None), "?", "?", "?", _pinned(r), r.state)
     memory = p.memory_manager_policy
     if p.reserved_memory:
         memory += f" ({'; '.join(m.describe() for m in p.reserved_memory)})"
     topology = _with_options(f"{p.topology_manager_policy}, {p.topology_manager_scope}",
                              p.topology_manager_options)
     return (node.name, node.kubelet_version or "-", p.cpu_manager_policy, options_text(p.cpu_manager_options),
-            p.reserved.describe(), memory, topology, r.pinned_by, r.state)
+            p.reserved.describe(), memory, topology, _pinned(r), r.state)
+
+
+def _pinned(r: NodeResult) -> str:
+    return f"{r.pinned_by} (NRT)" if r.pinned_from == FROM_NRT else r.pinned_by
 
 
 def _table(rows: list[tuple[str, ...]]) -> list[str]:
@@ -258,7 +286,8 @@ def _node_json(r: NodeResult) -> dict[str, Any]:
     node = r.config.node
     out: dict[str, Any] = {"name": node.name, "kubeletVersion": node.kubelet_version or None,
                            "ready": node.ready, "verdict": r.state.replace(" ", "-"),
-                           "pinnedBy": None if r.pinned_by == UNKNOWN else r.pinned_by}
+                           "pinnedBy": None if r.pinned_by == UNKNOWN else r.pinned_by,
+                           "pinnedBySource": None if r.pinned_by == UNKNOWN else r.pinned_from}
     if r.config.pinning is not None:
         out.update(r.config.pinning.as_json())
     if r.verdict is not None:

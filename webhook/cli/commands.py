@@ -61,28 +61,28 @@ def cmd_check(args: argparse.Namespace) -> ExitCode:
             "(qos-guard audit judges what is in a cluster)")
         return ExitCode.USAGE
     facts = NO_FACTS
-    said: list[str] = []
+    said: list[tuple[str, str, str]] = []  # (rule, its notice, the message as said)
     if config.numa_auto or config.policy.device_classes:
-        from webhook.batch.clusterfacts import cluster_facts
+        from webhook.batch.clusterfacts import cluster_facts, notice_rule
 
         def hear(message: str) -> None:  # the minor judged is said on stderr; what was not read is a notice
             if message.startswith("qos-guard: "):
                 err(message.removeprefix("qos-guard: "))
             else:
-                said.append(message)
+                rule = notice_rule(message)
+                said.append((rule, message.removeprefix(f"{rule}: "), message))
 
         facts = cluster_facts(config, args.kubeconfig, hear, required=False, version=args.kubernetes_version is None)
     # What could not be read from the cluster is judged fail-open (numa-unfit silent) but never silently: a
     # notice, counted in the summary (a CI job sees "1 notice" where it expected NUMA to be judged).
     where = Location(args.kubeconfig or "cluster")
-    notices = [(where, "numa-unfit" if message.startswith("policy.numa") else "dra-unaligned", message)
-               for message in said]
+    notices = [(where, rule, notice) for rule, notice, _ in said]
     if args.format == "text":
         report = check_paths(args.paths, config, Mode(args.mode), stream=print, facts=facts, notices=notices,
                              exclude=args.exclude)
         print(summary_line(report), file=sys.stderr)
     else:
-        for message in said:
+        for _, _, message in said:
             err(message)
         report = check_paths(args.paths, config, Mode(args.mode), facts=facts, notices=notices,
                              exclude=args.exclude)

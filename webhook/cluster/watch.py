@@ -147,6 +147,7 @@ class Store:
     items: dict[str, Any] = field(default_factory=dict)
     listed: bool = False  # a list has succeeded at least once
     truncated: bool = False
+    limit: int | None = None  # objects kept (None: MAX_OBJECTS); beyond it the store is truncated
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def replace(self, objects: Iterable[Mapping[str, Any]]) -> None:
@@ -182,7 +183,7 @@ class Store:
         key = key_of(obj)
         if not key:
             return False
-        if key not in into and len(into) >= MAX_OBJECTS:
+        if key not in into and len(into) >= (MAX_OBJECTS if self.limit is None else self.limit):
             return True
         value = self.keep(obj)
         if value is None:

@@ -168,6 +168,14 @@ OPERATOR_OBJECTS = Setting("operatorObjects", Flag(), False,
                            "InferenceService or LLMInferenceService is judged with them at admission, not admitted as "
                            "unknown; the webhook only (check --kubeconfig and audit read the runtimes when they read "
                            "the cluster)", param=False)
+DRA_OBJECTS = Setting("draObjects", Flag(), False,
+                      "true: the webhook watches the cluster's ResourceClaims, ResourceClaimTemplates, "
+                      "ResourceSlices and NodeResourceTopology objects (needs list/watch on them; at most 20,000 of "
+                      "each kept, reduced to what the rules read) so that a Pod is judged at admission with the "
+                      "claims it names (dra-cpu-not-mirrored, dra-cpu-unpaired), the devices nodes publish and "
+                      "who pins their CPUs as the agent publishes it (dra-cpu-pinner-mismatch); a "
+                      "claim not in the cache, or a cache not synced, is said unknown; the webhook only (check "
+                      "--kubeconfig and audit read them when they read the cluster)", param=False)
 NUMA_SCOPE = Setting("scope", Choice(("container", "pod")), "container",
                      "what must fit in one NUMA node: each container, or the whole Pod (the Topology Manager's "
                      "scope)", param=False)
@@ -238,6 +246,7 @@ class Policy:
     dra: str = DRA.default
     device_classes: bool = DEVICE_CLASSES.default
     operator_objects: bool = OPERATOR_OBJECTS.default
+    dra_objects: bool = DRA_OBJECTS.default
 
 
 @dataclass(frozen=True)
@@ -286,7 +295,7 @@ NUMA = Section("numa", NumaPolicy, (NUMA_SCOPE, NUMA_CPUS, NUMA_MEMORY, NUMA_DEV
                     "admission policies cannot sum a Pod's requests or read the cluster)",
                nullable=True, require_any=("cpus", "memory", "devices"), literal="auto", literal_value=AUTO)
 SCHEMA = Section("", Config, (
-    Section("policy", Policy, (FRACTIONAL, POD_LEVEL, SMT, NUMA, DRA, DEVICE_CLASSES, OPERATOR_OBJECTS)),
+    Section("policy", Policy, (FRACTIONAL, POD_LEVEL, SMT, NUMA, DRA, DEVICE_CLASSES, OPERATOR_OBJECTS, DRA_OBJECTS)),
     Section("mutation", MutationPolicy, (SET_LIMITS, CPU_ROUNDING)),
     Section("exemptions", Exemptions, (NAMESPACES, USERNAMES, RUNTIME_CLASSES)),
     Section("placement", PlacementPolicy, (SCHEDULER_NAME, PLACE_MEMORY)),

@@ -70,6 +70,17 @@ class DraFacts:
     # Each node's kubelet cpuManagerPolicy (its configz), None where it could not be read; the whole mapping
     # None when the kubelets were not asked.
     cpu_managers: Mapping[str, str | None] | None = None
+    # Each claim's and template's spec, by the same key (None where two namespaces differ): for the rules that
+    # judge a Pod with the claims it names (dra-cpu-unpaired); None: not kept.
+    claim_specs: Mapping[tuple[str, str], Mapping[str, Any] | None] | None = None
+    # The claims are all there are (the webhook's cache, listed whole, for the Pod's namespace): a claim a Pod
+    # names that is absent is not found, and the rules say "unknown" instead of nothing.
+    claims_whole: bool = False
+    # Why the claims are not known (the webhook's cache not synced, its list refused): said as "unknown".
+    claims_unknown: str | None = None
+    # Whether ``cpu_managers`` names every node (configz read for each): the webhook's, from the agents' NRT
+    # ``cpuPinner``, names only the nodes whose agent published one, so a Pod asking the CPU Manager is not judged.
+    cpu_managers_whole: bool = True
 
     def drivers_on(self, node: str) -> frozenset[str]:
         return frozenset(d.driver for d in self.devices or () if d.node == node)
@@ -199,6 +210,7 @@ def dra_facts(objects: Iterable[Any], slices: bool = True, claims: bool = True) 
     the rest ignored). ``slices``/``claims``: whether those kinds were read at all (else None: not known)."""
     devices: list[SliceDevice] = []
     cpu_claims: dict[tuple[str, str], int | None] = {}
+    specs: dict[tuple[str, str], Mapping[str, Any] | None] = {}
     seen: set[tuple[str, str]] = set()
     for obj in objects:
         if not isinstance(obj, Mapping):
@@ -217,9 +229,14 @@ def dra_facts(objects: Iterable[Any], slices: bool = True, claims: bool = True) 
             cpu_claims[key] = None  # two namespaces, two answers: not known
         elif key not in seen:
             cpu_claims[key] = cpus
+        if key in seen and specs.get(key) != found[1]:
+            specs[key] = None
+        elif key not in seen:
+            specs[key] = found[1]
         seen.add(key)
     return DraFacts(tuple(devices) if slices else None,
-                    MappingProxyType({k: v for k, v in cpu_claims.items()}) if claims else None)
+                    MappingProxyType({k: v for k, v in cpu_claims.items()}) if claims else None,
+                    claim_specs=MappingProxyType(specs) if claims else None)
 
 
 def merge(first: DraFacts | None, second: DraFacts | None) -> DraFacts | None:
@@ -233,8 +250,35 @@ def merge(first: DraFacts | None, second: DraFacts | None) -> DraFacts | None:
         claims = dict(first.cpu_claims or {})
         for key, cpus in (second.cpu_claims or {}).items():
             claims[key] = cpus if key not in claims or claims[key] == cpus else None
-    managers = first.cpu_managers if first.cpu_managers is not None else second.cpu_managers
-    return DraFacts(devices, MappingProxyType(claims) if claims is not None else None, managers)
+    managing = first if first.cpu_managers is not None else second
+    managers = managing.cpu_managers
+    specs: dict[tuple[str, str], Mapping[str, Any] | None] | None = None
+    if first.claim_specs is not None or second.claim_specs is not None:
+        specs = dict(first.claim_specs or {})
+        for key, spec in (second.claim_specs or {}).items():
+            specs[key] = spec if key not in specs or specs[key] == spec else None
+    return DraFacts(devices, MappingProxyType(claims) if claims is not None else None, managers,
+                    MappingProxyType(specs) if specs is not None else None,
+                    first.claims_whole or second.claims_whole, first.claims_unknown or second.claims_unknown,
+                    managing.cpu_managers_whole)
+
+
+UNKNOWN = "unknown: "  # how a finding that says the rule could not judge begins
+
+
+def unknown_claims(facts: DraFacts | None, sources: Mapping[str, tuple[str, str]]) -> list[tuple[str, str]]:
+    """The Pod's claims (``spec.resourceClaims`` name -> (kind, object name)) the facts cannot judge and why, for
+    callers that hold every claim (``claims_whole``) or know why they hold none (``claims_unknown``); nothing for
+    the others (``check`` without the cluster: a claim not in its input says nothing, as before)."""
+    if facts is None:
+        return []
+    if facts.cpu_claims is None:
+        return [(name, facts.claims_unknown) for name in sources] if facts.claims_unknown else []
+    if not facts.claims_whole and not facts.claims_unknown:
+        return []
+    return [(name, f"{kind} {obj} not found" if facts.claims_whole
+             else f"{kind} {obj}: {facts.claims_unknown}")
+            for name, (kind, obj) in sources.items() if (kind, obj) not in facts.cpu_claims]
 
 
 @dataclass(frozen=True, slots=True)
@@ -264,7 +308,8 @@ def pinners(facts: DraFacts) -> Pinners | None:
             (both if node in driven else static).append(node)
         elif node in driven:
             dra.append(node)
-    complete = all(p is not None for p in facts.cpu_managers.values()) and driven <= set(facts.cpu_managers)
+    complete = facts.cpu_managers_whole and all(p is not None for p in facts.cpu_managers.values()) and \
+        driven <= set(facts.cpu_managers)
     return Pinners(tuple(static), tuple(dra), tuple(both), complete)
 
 

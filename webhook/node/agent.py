@@ -47,6 +47,7 @@ from webhook.node.dra_locality import DEFAULT_DRIVER_ATTRIBUTES
 from webhook.node.kubelet import PodResourcesClient, PodResourcesError
 from webhook.node.memory_verdict import REMOTE_SHARE
 from webhook.node.observe import Snapshot, observe
+from webhook.node.pinner_source import PinnerSource, cpu_manager_reader
 from webhook.node.sysfs import SysfsError
 from webhook.node.topology_publisher import TopologyPublisher, configz_reader
 from webhook.node.verdict import ContainerVerdict
@@ -380,9 +381,11 @@ def run_agent(opts: AgentOptions, stop: threading.Event | None = None,
     if opts.topology is not None:
         t = opts.topology
         given = t.policy is not None and t.scope is not None
+        pinner = None if given else PinnerSource(api, opts.node, cpu_manager_reader(
+            t.kubelet_address, t.kubelet_port, t.kubelet_ca), log)
         publisher = TopologyPublisher(api, opts.node, opts.socket, opts.sys_root, log, t.poll, t.policy, t.scope,
                                       None if given else configz_reader(t.kubelet_address, t.kubelet_port,
-                                                                        t.kubelet_ca))
+                                                                        t.kubelet_ca), pinner=pinner)
         registry.register(PublisherMetrics(publisher))
         publisher.start(stop)
         source = "given" if given else f"read from kubelet's configz at {t.kubelet_address}:{t.kubelet_port}"

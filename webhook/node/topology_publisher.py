@@ -47,6 +47,7 @@ from webhook.cluster.configz import KubeletConfigz
 from webhook.core.numatopology import NRT_GROUP_VERSION, NRT_PATH
 from webhook.node.cpu_manager import CPUManagerConfig, KubeletSettings, cpu_manager_attributes, read_cores
 from webhook.node.kubelet import PodResourcesClient, PodResourcesError
+from webhook.node.pinner_source import PinnerSource
 from webhook.node.sysfs import NodeFacts, SysfsError, read_node_facts
 from webhook.node.topology_report import Owner, build_topology
 
@@ -87,13 +88,14 @@ class TopologyPublisher:
     def __init__(self, api: Api, node: str, socket: Path, sys_root: Path, log: Callable[[str], None],
                  poll: float = POLL, policy: str | None = None, scope: str | None = None,
                  configz: Callable[[], KubeletSettings | tuple[str, str] | str] | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, pinner: PinnerSource | None = None) -> None:
         self._api, self._node, self._socket, self._sys_root, self._log = api, node, socket, sys_root, log
         self.poll = poll
         self._policy, self._scope = policy, scope
         self._given = policy is not None and scope is not None  # from the command line: never read
         self._configz = None if self._given else configz
         self._clock = clock
+        self._pinner = pinner  # who pins the CPUs (cpuPinner attributes: webhook/node/pinner_source.py)
         self._owner: Owner | None = None
         self._facts: NodeFacts | None = None
         # The CPU Manager's settings as configz last said them (None: not read, nothing published of them) and the
@@ -264,6 +266,8 @@ class TopologyPublisher:
         obj = build_topology(self._node, self._facts, allocatable, pods, self._policy, self._scope, self._owner)
         cpus = frozenset().union(*self._facts.cpus.values())
         obj["attributes"] += cpu_manager_attributes(self._cpu, self._cores, cpus, allocatable.cpus)
+        if self._pinner is not None:
+            obj["attributes"] += self._pinner.attributes(now)
         digest = hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()
         if digest == self._written and now - self._written_at < RESYNC:
             return False

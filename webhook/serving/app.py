@@ -29,6 +29,7 @@ from webhook.admission.review import (
 from webhook.core.claims import CLAIM_KINDS
 from webhook.core.config import Config
 from webhook.core.dra_requests import DeviceClasses
+from webhook.core.dracpu import DraFacts
 from webhook.core.facts import NO_FACTS, Facts, Memo
 from webhook.core.kubeversion import Semantics
 from webhook.core.numatopology import Topology
@@ -71,15 +72,20 @@ def _json(status: int, body: dict[str, Any]) -> Response:
     return Response(json.dumps(body), status=status, mimetype="application/json")
 
 
+MAX_VIEWS = 64  # the DRA views (namespaces) whose facts and memo are kept at once
+
+
 def create_app(config: Config, metrics: Metrics | None = None, own_namespace: str | None = None,
                topology: Callable[[], Topology] | None = None,
                device_classes: Callable[[], DeviceClasses | None] | None = None,
-               kubernetes: Semantics | None = None, related: Callable[[], Related] | None = None) -> Flask:
+               kubernetes: Semantics | None = None, related: Callable[[], Related] | None = None,
+               dra: Callable[[str | None], DraFacts] | None = None) -> Flask:
     """The admission application: one route per ``ENDPOINTS`` entry. ``topology`` (``policy.numa: auto``) and
     ``device_classes`` (``policy.deviceClasses: true``) are the caches' current snapshots, read once per
     request; ``kubernetes``: the API server's minor, read at start (None: ``config``'s, else the newest);
     ``related`` (``policy.operatorObjects: true``): the objects KServe's Pods are built from, as the cache holds
-    them (``Facts.related``)."""
+    them (``Facts.related``); ``dra`` (``policy.draObjects: true``): the claims and slices the cache holds, as a
+    request's namespace sees them (``Facts.dra``)."""
     app = Flask("qos-guard")
     metrics = metrics or Metrics.create(CollectorRegistry())
     spare_budget = BodyBudget()
@@ -90,16 +96,25 @@ def create_app(config: Config, metrics: Metrics | None = None, own_namespace: st
     metrics.requests.labels("validate", "Pod", "CREATE", "allowed", "false")
     metrics.violations.labels("cpu-not-integer")
 
-    last: list[tuple[Topology | None, DeviceClasses | None, Related, Facts]] = []
+    last: list[tuple[Topology | None, DeviceClasses | None, Related]] = []
+    made: dict[int, tuple[DraFacts | None, Facts]] = {}  # by the DRA view (one per namespace): its facts
     plain = NO_FACTS if kubernetes is None else Facts(kubernetes=kubernetes)
 
-    def judging(snapshot: Topology | None, classes: DeviceClasses | None, objects: Related) -> Facts:
-        """The facts of the snapshots, made once per trio (a snapshot lasts until a change) with a memo of their
-        own: the same Pods come again and again, and what was learnt dies with the snapshot."""
-        if not last or last[0][0] is not snapshot or last[0][1] is not classes or last[0][2] is not objects:
-            last[:] = [(snapshot, classes, objects, Facts(topology=snapshot, device_classes=classes,
-                                                          kubernetes=kubernetes, memo=Memo(), related=objects))]
-        return last[0][3]
+    def judging(snapshot: Topology | None, classes: DeviceClasses | None, objects: Related,
+                claims: DraFacts | None = None) -> Facts:
+        """The facts of the snapshots, made once per trio (a snapshot lasts until a change) and DRA view (one per
+        namespace, ``policy.draObjects``) with a memo of their own: the same Pods come again and again, and what
+        was learnt dies with the snapshot. At most ``MAX_VIEWS`` views are kept (then all are dropped)."""
+        if not last or any(a is not b for a, b in zip(last[0], (snapshot, classes, objects), strict=True)):
+            last[:] = [(snapshot, classes, objects)]
+            made.clear()
+        kept = made.get(id(claims))
+        if kept is None or kept[0] is not claims:
+            if len(made) >= MAX_VIEWS:
+                made.clear()
+            kept = made[id(claims)] = (claims, Facts(topology=snapshot, device_classes=classes, kubernetes=kubernetes,
+                                                     memo=Memo(), related=objects, dra=claims))
+        return kept[1]
 
     def read_body() -> bytes | bytearray:
         """The body within bounds, under the worker's budget (the Flask test client has none: a spare one)."""
@@ -128,9 +143,11 @@ def create_app(config: Config, metrics: Metrics | None = None, own_namespace: st
         started = time.perf_counter()
         try:
             review = parse_review(read_body(), endpoint)
-            facts = plain if topology is None and device_classes is None and related is None else judging(
-                None if topology is None else topology(), None if device_classes is None else device_classes(),
-                NO_RELATED if related is None else related())
+            facts = plain if topology is None and device_classes is None and related is None and dra is None \
+                else judging(None if topology is None else topology(),
+                             None if device_classes is None else device_classes(),
+                             NO_RELATED if related is None else related(),
+                             None if dra is None else dra(review.namespace))
             try:
                 decision = review_decision(review, endpoint, config, facts, own_namespace)
             except RecursionError:

@@ -102,19 +102,20 @@ def cluster_reachable(kubeconfig: str | None) -> bool:
 
 
 def check_cluster_access(kubeconfig: str | None) -> None:
-    """``policy.numa: auto``, ``policy.deviceClasses: true`` and ``policy.operatorObjects: true`` need a way to the
-    API server: in-cluster, ``--kubeconfig`` or the usual files. Checked by their presence only: the Kubernetes
-    client (urllib3, ssl) must be first imported in the workers, after gevent patched ssl, or its TLS contexts
-    recurse without end."""
+    """``policy.numa: auto``, ``policy.deviceClasses: true``, ``policy.operatorObjects: true`` and
+    ``policy.draObjects: true`` need a way to the API server: in-cluster, ``--kubeconfig`` or the usual files.
+    Checked by their presence only: the Kubernetes client (urllib3, ssl) must be first imported in the workers,
+    after gevent patched ssl, or its TLS contexts recurse without end."""
     if kubeconfig is not None:
         if not os.path.isfile(kubeconfig):
             raise ServeError(f"--kubeconfig {kubeconfig}: no such file")
         return
     candidates = [*os.environ.get("KUBECONFIG", "").split(os.pathsep), os.path.expanduser("~/.kube/config")]
     if not os.environ.get("KUBERNETES_SERVICE_HOST") and not any(c and os.path.isfile(c) for c in candidates):
-        raise ServeError("policy.numa: auto, policy.deviceClasses: true and policy.operatorObjects: true read the "
-                         "cluster (NodeResourceTopology objects and node labels; DeviceClasses; KServe's "
-                         "ServingRuntimes and LLMInferenceServiceConfigs): run in-cluster or pass --kubeconfig")
+        raise ServeError("policy.numa: auto, policy.deviceClasses: true, policy.operatorObjects: true and "
+                         "policy.draObjects: true read the cluster (NodeResourceTopology objects and node labels; "
+                         "DeviceClasses; KServe's ServingRuntimes and LLMInferenceServiceConfigs; ResourceClaims, "
+                         "templates and ResourceSlices): run in-cluster or pass --kubeconfig")
 
 
 def kubernetes_of(config: Config, kubeconfig: str | None) -> Semantics | None:
@@ -138,8 +139,8 @@ def worker_app(config: Config, own_namespace: str | None, extend: Extend | None 
                kubeconfig: str | None = None) -> Any:
     """In each worker: the Flask app behind the readiness probe route, 5xx answers counted; with
     ``policy.numa: auto``, the worker's topology cache, with ``policy.deviceClasses: true`` its DeviceClass cache,
-    with ``policy.operatorObjects: true`` the cache of KServe's runtimes and configs (watches, greenlets in the
-    gevent worker)."""
+    with ``policy.operatorObjects: true`` the cache of KServe's runtimes and configs, with ``policy.draObjects:
+    true`` that of the DRA claims and slices (watches, greenlets in the gevent worker)."""
     from webhook.serving.app import create_app
     from webhook.serving.health import probe_route
     from webhook.serving.metrics import Metrics
@@ -161,7 +162,13 @@ def worker_app(config: Config, own_namespace: str | None, extend: Extend | None 
         from webhook.serving.operatorobjects import start_related_cache
 
         related = start_related_cache(kubeconfig)
-    app = create_app(config, metrics, own_namespace, snapshot, classes, kubernetes_of(config, kubeconfig), related)
+    dra = None
+    if config.policy.dra_objects:
+        from webhook.serving.draobjects import start_dra_cache
+
+        dra = start_dra_cache(kubeconfig)
+    app = create_app(config, metrics, own_namespace, snapshot, classes, kubernetes_of(config, kubeconfig), related,
+                     dra)
     # What the worker holds from now on (modules, the Kubernetes client's thousands of classes with numa: auto)
     # lives as long as it does: out of the cyclic collector's full scans, which a request's garbage triggers.
     gc.freeze()
@@ -175,7 +182,8 @@ def serve(opts: ServeOptions, extend: Extend | None = None, gunicorn: Mapping[st
     ``gunicorn`` settings laid over ours are for bench/ (a no-op route, the gthread worker to compare with)."""
     interpreter.configure(batch=False)  # once, before the workers fork: they inherit it (bench/ starts here)
     config = load_config(opts.config)  # ConfigError: exit 2 before anything listens
-    if config.numa_auto or config.policy.device_classes or config.policy.operator_objects:
+    if config.numa_auto or config.policy.device_classes or config.policy.operator_objects or \
+            config.policy.dra_objects:
         check_cluster_access(opts.kubeconfig)
     check_port_free(opts.bind, "--bind")
     check_port_free(opts.metrics_bind, "--metrics-bind")

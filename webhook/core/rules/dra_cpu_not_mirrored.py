@@ -6,14 +6,16 @@ would change that). Without them the Pod is BestEffort or Burstable however its 
 scheduler's cpu accounting does not see the CPUs the claim holds.
 
 Needs to know what the claims ask (``Facts.dra.cpu_claims``: ``check`` reads the ResourceClaims and templates in
-its input, ``--kubeconfig`` and ``audit`` the cluster's); a claim it does not know is unknown, and says nothing.
-The admission policies cannot read claims, so they do not have it.
+its input, ``--kubeconfig`` and ``audit`` the cluster's, the webhook its cache with ``policy.draObjects: true``); a
+claim it does not know is unknown: where the caller holds every claim (the webhook's synced cache) or knows why it
+holds none (not synced, refused), that is said as an advisory "unknown: ..." finding, never a pass; elsewhere it
+says nothing. The admission policies cannot read claims, so they do not have it.
 """
 
 from __future__ import annotations
 
 from webhook.core.config import Policy
-from webhook.core.dracpu import CPU_DRIVER
+from webhook.core.dracpu import CPU_DRIVER, UNKNOWN, unknown_claims
 from webhook.core.facts import Facts
 from webhook.core.fieldpath import dotted
 from webhook.core.podspec import Amount, Block, PodSpec
@@ -33,6 +35,17 @@ POD_BUDGET = Text("{label}: its containers' DRA CPU claims ask {cpus} CPUs of {d
                   "the pod-level block, never from claims; set both to at least {cpus} (the claimed CPUs plus the "
                   "shared ones its other containers use), equal")
 
+UNKNOWN_CLAIM = Text(UNKNOWN + "{label}: claim {claim}: {why}; whether the CPUs it takes from {driver} are mirrored "
+                     "in requests and limits is not known")
+
+
+def unknown_findings(pod: PodSpec, facts: Facts, rule: str, text: Text) -> list[Violation]:
+    """One advisory "unknown" finding per claim of the Pod the facts cannot judge (``unknown_claims``)."""
+    label = f"pod ({dotted(pod.path)})"
+    return [Violation((*pod.path, "resourceClaims"), text(label=label, claim=name, why=why, driver=CPU_DRIVER),
+                      rule=rule, advisory=True)
+            for name, why in unknown_claims(facts.dra, pod.claim_sources)]
+
 
 def _shown(amount: Amount | None) -> str:
     return "unset" if amount is None else amount.show()
@@ -44,10 +57,12 @@ def _mirrors(block: Block, cpus: int) -> bool:
 
 
 def check(pod: PodSpec, policy: Policy, facts: Facts) -> list[Violation]:
-    known = facts.dra.cpu_claims if facts.dra is not None else None
-    if known is None or not pod.claim_sources:
+    if not pod.claim_sources:
         return []
-    found: list[Violation] = []
+    found = unknown_findings(pod, facts, RULE_ID, UNKNOWN_CLAIM)
+    known = facts.dra.cpu_claims if facts.dra is not None else None
+    if known is None:
+        return found
     total = 0
     pod_level = pod.pod_level if pod.pod_level is not None and pod.pod_level_decides else None
     for c in pod.all_containers:

@@ -12,9 +12,10 @@ The static CPU Manager and the DRA CPU driver (``dra.cpu``) are mutually incompa
 
 Which node runs which comes from the cluster, never guessed: the ResourceSlices (``Facts.dra.devices``) and each
 kubelet's configz (``Facts.dra.cpu_managers``, read by ``check --kubeconfig`` and ``audit`` when some node
-publishes ``dra.cpu`` devices). Without both it says nothing; the first case also needs every node's configz
-(a node not read could pin through the CPU Manager). Judged over all nodes: a Pod's node selector is not
-narrowed here. Follows ``policy.dra``.
+publishes ``dra.cpu`` devices; for a node whose configz cannot be read, the ``cpuPinner`` its agent published in
+its NodeResourceTopology, ``webhook.core.cpupinner``, said in a notice). Without both it says nothing; the first
+case also needs every node's configz (a node not read could pin through the CPU Manager). Judged over all nodes:
+a Pod's node selector is not narrowed here. Follows ``policy.dra``.
 """
 
 from __future__ import annotations

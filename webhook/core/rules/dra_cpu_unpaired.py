@@ -12,7 +12,10 @@ and a GPU's one root intersects only the list of its own NUMA node (the driver's
 co-location).
 
 Follows ``policy.dra`` (advisory with ``warn``, refused with ``deny``) as ``dra-claim-spread`` does, which leaves
-these claims to it. Judged whole, by kind; the admission policies (over pod specs) do not have it.
+these claims to it. Judged whole, by kind, and in a Pod that names such a claim or template when the facts hold
+its spec (``Facts.dra.claim_specs``: ``check``'s input, the webhook's cache with ``policy.draObjects: true``), so
+the Pod is refused at admission too (the claim may have been created before qos-guard, or in an exempt way); a
+claim the webhook's cache does not hold is said "unknown". The admission policies (over pod specs) do not have it.
 """
 
 from __future__ import annotations
@@ -25,11 +28,12 @@ from webhook.core.claims import CLAIM_KINDS
 from webhook.core.config import DRA, Policy
 from webhook.core.demands import dra_advisory, dra_judged
 from webhook.core.dra_requests import NUMA_ATTRIBUTE, _covers, local_attribute
-from webhook.core.dracpu import CPU_CLASS, CPU_DRIVER, CPU_NUMA_ATTRIBUTES, cpu_request
+from webhook.core.dracpu import CPU_CLASS, CPU_DRIVER, CPU_NUMA_ATTRIBUTES, UNKNOWN, cpu_request
 from webhook.core.facts import Facts
 from webhook.core.fieldpath import FieldPath, dotted
 from webhook.core.podspec import PodSpec
 from webhook.core.rules.base import Rule, Text, Violation
+from webhook.core.rules.dra_cpu_not_mirrored import unknown_findings
 
 RULE_ID = "dra-cpu-unpaired"
 PAIRING_ATTRIBUTE = CPU_NUMA_ATTRIBUTES[0]  # dra.net/numaNode: what the CPU driver shares with others
@@ -108,8 +112,28 @@ def judge_claim(kind: str, spec: Mapping[str, Any], path: FieldPath, policy: Pol
         published=", ".join(published) or "no NUMA attribute", dra=DRA.name), rule=RULE_ID, advisory=advisory)]
 
 
+UNKNOWN_CLAIM = Text(UNKNOWN + "{label}: claim {claim}: {why}; whether it pairs the CPUs it takes from {driver} "
+                     "with its other devices on one NUMA node is not known")
+IN_POD = Text("{label}: claim {claim} ({kind} {name}): {finding}")
+
+
 def check(pod: PodSpec, policy: Policy, facts: Facts) -> list[Violation]:
-    return []  # a pod spec has no claim spec: claims are judged by ``judge_claim``
+    """The claims and templates the Pod names, judged with their specs where the facts hold them (the claims
+    themselves are judged by ``judge_claim``)."""
+    specs = facts.dra.claim_specs if facts.dra is not None else None
+    if not pod.claim_sources:
+        return []
+    found = unknown_findings(pod, facts, RULE_ID, UNKNOWN_CLAIM)
+    label = f"pod ({dotted(pod.path)})"
+    path = (*pod.path, "resourceClaims")
+    for claim, (kind, name) in pod.claim_sources.items():
+        spec = specs.get((kind, name)) if specs is not None else None
+        if spec is None:
+            continue
+        for v in judge_claim(kind, spec, CLAIM_KINDS[kind].spec_path, policy, facts):
+            found.append(Violation(path, IN_POD(label=label, claim=claim, kind=kind, name=name, finding=v.message),
+                                   rule=RULE_ID, advisory=v.advisory))
+    return found
 
 
 RULE = Rule(

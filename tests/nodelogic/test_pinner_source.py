@@ -1,0 +1,115 @@
+"""Who pins the node's CPUs, published by the agent in its NodeResourceTopology object (``cpuPinner``,
+``cpuPinnerSource``: ``webhook.core.cpupinner``, ``webhook.node.pinner_source``) and read back as ``nodes``,
+``check --kubeconfig`` and ``audit`` read it: from its kubelet's ``cpuManagerPolicy`` and its node's ResourceSlices
+(field selector ``spec.nodeName``), left out while either is not known (never ``none``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.nodelogic.fakes import serve
+from tests.nodelogic.test_topology_report import API, DeviceKubelet, sysfs
+from webhook.cluster.client import ClusterError, Reply
+from webhook.core.cpupinner import (
+    AGENT_SOURCE,
+    BOTH,
+    CPU_MANAGER,
+    DRA_CPU,
+    NOBODY,
+    PINNER_ATTRIBUTE,
+    Pinner,
+    decide,
+    pinner_attributes,
+    read_pinner,
+)
+from webhook.node.kubelet import PodResourcesClient
+from webhook.node.pinner_source import SLICES_PATH, PinnerSource
+from webhook.node.topology_publisher import TopologyPublisher
+
+
+@pytest.mark.parametrize(("policy", "dra", "value"), [
+    ("static", False, CPU_MANAGER), ("static", True, BOTH), ("none", True, DRA_CPU), ("none", False, NOBODY),
+    ("Static", False, CPU_MANAGER), (None, True, None), ("static", None, None), (None, None, None)])
+def test_the_pinner_is_decided_only_from_both_sources(policy: str | None, dra: bool | None,
+                                                      value: str | None) -> None:
+    assert decide(policy, dra) == value
+    attributes = pinner_attributes(policy, dra)
+    assert read_pinner({"attributes": attributes}) == (Pinner(value, AGENT_SOURCE) if value else None)
+    assert bool(attributes) is (value is not None)
+
+
+def test_a_value_not_known_is_not_read() -> None:
+    assert read_pinner({"attributes": [{"name": PINNER_ATTRIBUTE, "value": "someone"}]}) is None
+    assert read_pinner({"attributes": "x"}) is None and read_pinner({}) is None
+    assert Pinner(BOTH, "x").cpu_manager_policy == "static" and Pinner(DRA_CPU, "x").cpu_manager_policy == "none"
+
+
+class SlicesAPI(API):
+    """The publisher's requests, and the list of this node's ResourceSlices (``slices``: status and items)."""
+
+    def __init__(self, slices: tuple[int, list[dict[str, Any]]]) -> None:
+        super().__init__()
+        self.slices = slices
+        self.selectors: list[str] = []
+
+    def request(self, method: str, path: str, query: list[tuple[str, str]], body: Any,
+                content_type: str | None) -> Reply:
+        if path == SLICES_PATH:
+            self.selectors.append(dict(query)["fieldSelector"])
+            if self.slices[0] == 0:
+                raise ClusterError("connection refused")
+            return Reply(self.slices[0], {"items": self.slices[1]} if self.slices[0] == 200 else {"message": "no"})
+        return super().request(method, path, query, body, content_type)
+
+
+def driver(name: str) -> dict[str, Any]:
+    return {"spec": {"driver": name, "nodeName": "n1", "devices": []}}
+
+
+@pytest.mark.parametrize(("policy", "slices", "published"), [
+    ("none", (200, [driver("gpu.example.com"), driver("dra.cpu")]), DRA_CPU),
+    ("static", (200, [driver("dra.cpu")]), BOTH),
+    ("static", (200, []), CPU_MANAGER),
+    ("none", (403, []), None),  # slices not listed: unknown, left out
+    ("none", (0, []), None),  # the API server not reached
+    (None, (200, [driver("dra.cpu")]), None),  # configz not read
+])
+def test_the_publisher_adds_the_pinner_it_can_tell(tmp_path: Path, policy: str | None,
+                                                   slices: tuple[int, list[dict[str, Any]]],
+                                                   published: str | None) -> None:
+    root, socket = sysfs(tmp_path / "sys"), tmp_path / "kubelet.sock"
+    server = serve(socket, DeviceKubelet())
+    api = SlicesAPI(slices)
+    logged: list[str] = []
+    try:
+        pinner = PinnerSource(api, "n1", lambda: policy, logged.append)
+        publisher = TopologyPublisher(api, "n1", socket, root, logged.append,
+                                      configz=lambda: ("single-numa-node", "container"), pinner=pinner)
+        with PodResourcesClient(socket) as kubelet:
+            assert publisher.step(kubelet, 100.0)
+        obj = json.loads(api.applied[0])
+        assert api.selectors == ["spec.nodeName=n1"]
+        assert read_pinner(obj) == (Pinner(published, AGENT_SOURCE) if published else None)
+        assert {a["name"] for a in obj["attributes"]} >= {"topologyManagerPolicy", "topologyManagerScope"}
+        assert any(f"cpuPinner {published or 'unknown (left out)'}" in line for line in logged), logged
+    finally:
+        server.stop(None)
+
+
+def test_the_sources_are_read_again_only_every_so_often() -> None:
+    api = SlicesAPI((200, [driver("dra.cpu")]))
+    reads: list[int] = []
+
+    def policy() -> str:
+        reads.append(1)
+        return "none"
+
+    source = PinnerSource(api, "n1", policy, lambda line: None, every=60.0)
+    assert source.attributes(0.0) == source.attributes(59.0) == pinner_attributes("none", True)
+    assert len(reads) == 1 and len(api.selectors) == 1
+    api.slices = (200, [])
+    assert read_pinner({"attributes": source.attributes(60.0)}) == Pinner(NOBODY, AGENT_SOURCE)

@@ -1,0 +1,268 @@
+"""``policy.draObjects: true`` in the webhook: the cluster's ResourceClaims, ResourceClaimTemplates and
+ResourceSlices (``resource.k8s.io/v1``), kept current by a list+watch each (the reflectors of
+``webhook/cluster/watch.py``, published as the DeviceClass and operator-object caches are), so that a Pod is
+judged at admission with the claims it names (``dra-cpu-not-mirrored``, ``dra-cpu-unpaired``) and the devices
+the nodes publish (``dra-numa-list-match``, ``dra-cpu-pinner-mismatch``); ``webhook.cluster.dra`` is the one-shot
+read of ``check --kubeconfig`` and ``audit``.
+
+Bounded memory: at most ``MAX_CLAIMS`` ResourceClaims, ``MAX_CLAIMS`` templates and ``MAX_SLICES`` slices are
+kept, and of each only what the rules read: of a claim that asks no ``dra.cpu`` device its name alone (so a Pod
+naming it is known not to take DRA CPUs), of one that does its requests and constraints without their CEL
+selectors, of a slice its driver, node and one device per distinct set of locality attributes (NUMA node, PCIe
+root), the others dropped. A claim made for a Pod (from its template, owned by the Pod) is not kept: Pods name
+the template. Measured with tracemalloc (tests/unit/test_dra_objects_cache.py): about 1.3 KiB per kept CPU
+claim, under 0.3 KiB per other claim, about 1.5 KiB per slice of two NUMA nodes: about 80 MiB with every store at
+its bound, a few MiB for a cluster of a thousand GPU nodes. (``dra-numa-list-match`` may count fewer devices in
+its "and N more" than ``check``, which keeps every device.)
+
+A claim kind is *whole* (a claim a Pod names that is absent does not exist) only while both claim lists have
+succeeded, not been refused since, and no store is cut at its bound; otherwise the rules answer "unknown"
+(``DraFacts.claims_unknown``), never "compliant".
+
+The NodeResourceTopology objects are watched too, for the ``cpuPinner`` each node's agent publishes
+(``webhook.core.cpupinner``: kept alone, per node): ``dra-cpu-pinner-mismatch`` then judges at admission a Pod
+taking ``dra.cpu`` CPUs where a node also runs the static CPU Manager. Those objects name only the nodes whose
+agent published, so a Pod asking the CPU Manager for exclusive CPUs is not judged here (``check``/``audit`` read
+every kubelet's configz for that).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from webhook.cluster.cache import PublishingCache
+from webhook.cluster.watch import ListRefused, Reflector, Store, Transport, refusal, wait_until
+from webhook.core.claims import made_for_pod
+from webhook.core.cpupinner import Pinner, read_pinner
+from webhook.core.dra_requests import local_attribute
+from webhook.core.dracpu import DraFacts, SliceDevice, claim_cpus, cpu_request, slice_devices
+from webhook.core.numatopology import NRT_PATH
+
+GROUP_VERSION = "resource.k8s.io/v1"
+JSON = ("application/json", "application/json")
+GRANTED_BY = "the chart does with config.policy.draObjects: true"
+MAX_CLAIMS = 20_000  # per claim kind (ResourceClaims, ResourceClaimTemplates)
+MAX_SLICES = 20_000  # a node publishes one per driver and pool, usually
+CLAIMS = "resourceclaims"
+TEMPLATES = "resourceclaimtemplates"
+SLICES = "resourceslices"
+TOPOLOGIES = "noderesourcetopologies"
+WATCHED: dict[str, tuple[str, str, int]] = {  # resource -> its kind, list path, bound
+    CLAIMS: ("ResourceClaim", f"/apis/{GROUP_VERSION}/resourceclaims", MAX_CLAIMS),
+    TEMPLATES: ("ResourceClaimTemplate", f"/apis/{GROUP_VERSION}/resourceclaimtemplates", MAX_CLAIMS),
+    SLICES: ("ResourceSlice", f"/apis/{GROUP_VERSION}/resourceslices", MAX_SLICES),
+    TOPOLOGIES: ("NodeResourceTopology", NRT_PATH, MAX_SLICES),
+}
+NOT_SYNCED = "the webhook's cache of ResourceClaims and ResourceClaimTemplates has not synced yet"
+MAX_VIEWS = 4096  # namespaces whose view a snapshot keeps made (a flood of namespaces empties it)
+
+LOG = logging.getLogger("qos_guard.draobjects")
+
+
+@dataclass(frozen=True, slots=True)
+class KeptClaim:
+    """What is kept of a claim or template: its namespace, kind, name, the CPUs it asks through ``dra.cpu``
+    (0: none; None: not known) and, when it asks some, its spec reduced to what the rules read."""
+
+    namespace: str
+    kind: str
+    name: str
+    cpus: int | None
+    spec: Mapping[str, Any] | None
+
+
+def _without_selectors(request: Any) -> Any:
+    if not isinstance(request, Mapping):
+        return request
+    kept = {k: v for k, v in request.items() if k != "selectors"}
+    for key in ("exactly",):
+        if isinstance(kept.get(key), Mapping):
+            kept[key] = {k: v for k, v in kept[key].items() if k != "selectors"}
+    if isinstance(kept.get("firstAvailable"), list):
+        kept["firstAvailable"] = [_without_selectors(a) for a in kept["firstAvailable"]]
+    return kept
+
+
+def keep_claim(kind: str) -> Callable[[Mapping[str, Any]], KeptClaim | None]:
+    """The projection of a ``kind`` object (None: not kept, a claim made for a Pod)."""
+    def keep(obj: Mapping[str, Any]) -> KeptClaim | None:
+        meta = obj.get("metadata")
+        meta = meta if isinstance(meta, Mapping) else {}
+        namespace, name = meta.get("namespace"), meta.get("name")
+        if made_for_pod(obj) or not isinstance(namespace, str) or not isinstance(name, str):
+            return None
+        spec = obj.get("spec")
+        if kind == "ResourceClaimTemplate" and isinstance(spec, Mapping):
+            spec = spec.get("spec")
+        if not isinstance(spec, Mapping):
+            return KeptClaim(namespace, kind, name, 0, None)
+        devices = spec.get("devices")
+        requests = devices.get("requests") if isinstance(devices, Mapping) else None
+        requests = requests if isinstance(requests, list) else []
+        if not any(isinstance(r, Mapping) and cpu_request(r) for r in requests):
+            return KeptClaim(namespace, kind, name, 0, None)
+        constraints = devices.get("constraints") if isinstance(devices, Mapping) else None
+        reduced = {"devices": {"requests": [_without_selectors(r) for r in requests],
+                               "constraints": constraints if isinstance(constraints, list) else []}}
+        return KeptClaim(namespace, kind, name, claim_cpus(spec), MappingProxyType(reduced))
+    return keep
+
+
+def _read(name: str) -> bool:
+    """An attribute a DRA rule reads: a locality one (NUMA node, PCIe root) or the CPU driver's numaNodeID."""
+    return local_attribute(name) or name.endswith(("/numaNode", "/numaNodeID"))
+
+
+def keep_pinner(obj: Mapping[str, Any]) -> Pinner | None:
+    """Of a NodeResourceTopology object only the ``cpuPinner`` its agent published (None: none, not kept)."""
+    return read_pinner(obj)
+
+
+def keep_slice(obj: Mapping[str, Any]) -> tuple[SliceDevice, ...]:
+    """A slice's devices with only the attributes the rules read, one device per distinct set of them (the
+    first's name kept): a slice of 128 CPUs in individual mode is kept as one device per NUMA node."""
+    kept: dict[tuple[Any, ...], SliceDevice] = {}
+    for device in slice_devices(obj):
+        attributes = {k: v for k, v in device.attributes.items() if _read(k)}
+        lists = frozenset(k for k in device.lists if k in attributes)
+        key = (device.driver, device.node, tuple(sorted(attributes.items())), lists)
+        if key not in kept:
+            kept[key] = SliceDevice(device.driver, device.node, device.name, MappingProxyType(attributes), lists)
+    return tuple(kept.values())
+
+
+@dataclass
+class DraSnapshot:
+    """One published state: the devices (None: slices not read), the claims by namespace (None: not known, with
+    ``problem``), and whether they are whole. ``for_namespace`` is what a request in that namespace judges with
+    (the same object for the same namespace while the snapshot lasts, so the app's memo holds)."""
+
+    devices: tuple[SliceDevice, ...] | None
+    claims: Mapping[str, Mapping[tuple[str, str], KeptClaim]] | None
+    whole: bool
+    problem: str | None
+    # Each node's CPU Manager policy as its agent's cpuPinner implies it (None: the NRT objects not read).
+    cpu_managers: Mapping[str, str | None] | None = None
+    _views: dict[str, DraFacts] = field(default_factory=dict, repr=False)
+
+    def for_namespace(self, namespace: str | None) -> DraFacts:
+        ns = namespace or ""
+        view = self._views.get(ns)
+        if view is None:
+            if len(self._views) >= MAX_VIEWS:
+                self._views.clear()
+            self._views[ns] = view = self._make(ns)
+        return view
+
+    def _make(self, namespace: str) -> DraFacts:
+        if self.claims is None:
+            return DraFacts(self.devices, None, self.cpu_managers, claims_unknown=self.problem,
+                            cpu_managers_whole=False)
+        mine = self.claims.get(namespace, {})
+        return DraFacts(self.devices, MappingProxyType({k: c.cpus for k, c in mine.items()}), self.cpu_managers,
+                        claim_specs=MappingProxyType({k: c.spec for k, c in mine.items() if c.spec is not None}),
+                        claims_whole=self.whole, claims_unknown=None if self.whole else self.problem,
+                        cpu_managers_whole=False)
+
+
+class _Reflector(Reflector):
+    """A reflector that tells its cache when its list is refused (its kind is then not read)."""
+
+    def __init__(self, refused: Callable[[str], None], *args: Any) -> None:
+        super().__init__(*args)
+        self.refused = refused
+
+    def _refused(self, exc: ListRefused) -> str:
+        self.refused(self.name)
+        if exc.status == 404 and self.name == TOPOLOGIES:
+            return (f"{self.name} are not served (their CRD is not installed): who pins each node's CPUs is not "
+                    "known (dra-cpu-pinner-mismatch says nothing)")
+        if exc.status == 404:
+            return f"{self.name} ({GROUP_VERSION}) are not served: the cluster has no DRA v1 API (1.34 or later)"
+        return refusal(self.name, exc, GRANTED_BY)
+
+
+class DraCache(PublishingCache):
+    """The watched kinds, current within ``PUBLISH_EVERY`` of the API server; ``snapshot()`` is the
+    ``DraSnapshot`` requests judge with."""
+
+    def __init__(self, transport: Transport,
+                 on_problem: Callable[[dict[str, str | None]], None] | None = None) -> None:
+        super().__init__("qos-guard-draobjects")
+        self.stores: dict[str, Store] = {
+            CLAIMS: Store(keep_claim("ResourceClaim"), limit=MAX_CLAIMS),
+            TEMPLATES: Store(keep_claim("ResourceClaimTemplate"), limit=MAX_CLAIMS),
+            SLICES: Store(keep_slice, limit=MAX_SLICES),
+            TOPOLOGIES: Store(keep_pinner, limit=MAX_SLICES)}
+        self.problems: dict[str, str | None] = {resource: "not read yet" for resource in WATCHED}
+        self.on_problem = on_problem
+        self._said: dict[str, str | None] = {}
+        self.refused: set[str] = set()
+        self._snapshot = DraSnapshot(None, None, False, NOT_SYNCED)
+        self.reflectors = tuple(_Reflector(self.refused.add, resource, transport, path, JSON, self.stores[resource],
+                                           self.changed, self._stop)
+                                for resource, (_, path, _) in WATCHED.items())
+
+    def snapshot(self) -> DraSnapshot:
+        return self._snapshot
+
+    def note(self, resource: str, problem: str | None) -> None:
+        self.problems[resource] = problem
+        if problem is None:
+            self.refused.discard(resource)
+
+    def _readable(self, resource: str) -> bool:
+        return self.stores[resource].listed and resource not in self.refused
+
+    def _claims_problem(self) -> str | None:
+        for resource in (CLAIMS, TEMPLATES):
+            kind = WATCHED[resource][0]
+            if resource in self.refused:
+                return f"{kind}s cannot be read: {self.problems[resource]}"
+            if not self.stores[resource].listed:
+                return NOT_SYNCED
+            if self.stores[resource].truncated:
+                return (f"the webhook's cache holds at most {self.stores[resource].limit} {kind}s and the cluster "
+                        "has more")
+        return None
+
+    def publish(self) -> DraSnapshot:
+        devices: tuple[SliceDevice, ...] | None = None
+        if self._readable(SLICES) and not self.stores[SLICES].truncated:
+            devices = tuple(d for kept in self.stores[SLICES].snapshot().values() for d in kept)
+        problem = self._claims_problem()
+        claims: dict[str, dict[tuple[str, str], KeptClaim]] | None = None
+        if all(self._readable(r) for r in (CLAIMS, TEMPLATES)):
+            claims = {}
+            for resource in (CLAIMS, TEMPLATES):
+                for kept in self.stores[resource].snapshot().values():
+                    claims.setdefault(kept.namespace, {})[(kept.kind, kept.name)] = kept
+        managers: dict[str, str | None] | None = None
+        if self._readable(TOPOLOGIES) and not self.stores[TOPOLOGIES].truncated:
+            managers = {name: p.cpu_manager_policy for name, p in self.stores[TOPOLOGIES].snapshot().items()}
+        self._snapshot = snapshot = DraSnapshot(devices, claims, problem is None, problem,
+                                                None if managers is None else MappingProxyType(managers))
+        if self.problems != self._said:
+            self._said = dict(self.problems)
+            if self.on_problem is not None:
+                self.on_problem(dict(self.problems))
+        return snapshot
+
+    def wait_synced(self, timeout: float) -> bool:
+        """Whether every kind was listed (or refused) and published within ``timeout`` seconds (tests)."""
+        return wait_until(lambda: bool(self._said) and all(p != "not read yet" for p in self._said.values()),
+                          timeout, self._stop)
+
+
+def log_problem(problems: dict[str, str | None]) -> None:
+    """The cache's state, in the log once per change."""
+    LOG.warning(json.dumps({"draObjects": {r: p or "current" for r, p in problems.items()}}))
+
+
+__all__ = ["MAX_CLAIMS", "MAX_SLICES", "WATCHED", "DraCache", "DraSnapshot", "KeptClaim", "keep_claim",
+           "keep_slice", "log_problem"]
