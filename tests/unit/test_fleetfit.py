@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from fractions import Fraction
-from typing import Any
 from unittest import mock
 
 from hypothesis import given, settings
@@ -21,12 +19,12 @@ from tests.fidelity import topology_grammar as grammar
 from tests.helpers import python_calls
 from tests.unit.test_numa_levels import empty_node, free
 from webhook.core.demands import Demands
-from webhook.core.numa import levels
+from webhook.core.numa import EXACT, levels
 from webhook.core.numatopology import NodeTopology, Zone
 from webhook.extender import fleetrows
 from webhook.extender.fleetfit import judge_rows
-from webhook.extender.fleetrows import EXACT, Columns
-from webhook.extender.placement import MAX_SCORE, SHARE, Judge, NodeState, Shape, Verdict, pod_demands, scored
+from webhook.extender.fleetrows import Columns
+from webhook.extender.placement import Judge, NodeState, Shape, Verdict, pod_demands
 from webhook.extender.view import BATCH, View
 
 
@@ -129,14 +127,6 @@ def test_a_view_judges_a_new_pod_shape_on_thousands_of_free_shapes_over_arrays()
     got, calls = python_calls(lambda: view.verdicts(Judge(other), names, now))
     assert calls < 2000, calls
     assert [said(v) for v in got] == [said(alone(other, items[k])) for k in items]
-
-
-@given(st.integers(1, 40), st.data())
-def test_the_score_is_one_plus_nine_times_the_share_used_rounded_half_to_even(count: int, data: Any) -> None:
-    left = data.draw(st.integers(0, SHARE * count))
-    exact = Fraction((MAX_SCORE - 1) * (SHARE * count - left), SHARE * count)
-    assert scored(left, count) == 1 + round(exact)
-    assert scored(0, 0) == 1
 
 
 def test_past_max_rows_machines_are_numbered_anew_and_no_verdict_is_stale() -> None:

@@ -30,180 +30,407 @@ reusable ones first, as kubelet does on cores of one thread. The differential te
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
 
 from webhook.core.demands import Demand, Demands, demands, is_device, may_align
 from webhook.core.memo import Memo, remember
-from webhook.core.numatopology import HUGEPAGES, NodeTopology, Shapes, Topology, shapes_of
+from webhook.core.numatopology import HUGEPAGES, CPUManager, NodeTopology, Shapes, Topology, shapes_of
 from webhook.core.podspec import CPU, PodSpec
 from webhook.core.scheduling import Placement
 
-# ---- one node: kubelet's admission, simulated ----
+# ---- kubelet's admission, simulated: one definition, over rows (one node is one row) ----
 
-# What ``_Node.start`` reads of a topology, by its key: never written after (``place`` copies what it changes).
-_Read = tuple[dict[int, int], dict[int, dict[str, int]], dict[int, dict[str, int]], dict[str, set[int]], bool,
-              dict[int, dict[str, int]], tuple[int, ...]]
-_STARTS: dict[tuple[object, ...], _Read] = {}
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+else:
+    class _Numpy:
+        """numpy, imported at the first fit: ``check`` and admission without a topology never fit, and never pay
+        its import (about 0.1 s); after the first use ``np`` is numpy itself."""
+
+        def __getattr__(self, name: str) -> Any:
+            import numpy
+
+            globals()["np"] = numpy
+            return getattr(numpy, name)
+
+    np = _Numpy()
+
+EXACT = 1 << 53  # a fleet's amounts and requests below it leave int64 room for a few of them added, times 1,024
+NOT_PLACED = -1
+POD = -2  # ``Fits.failed``: the Pod's own demand (``pod`` scope), not a container's
+_FAR = 1 << 30  # past any zone's position
 
 
-class _Node:
-    """Free amounts per NUMA node, and what init containers left for reuse, during one admission.
+@dataclass(frozen=True, slots=True)
+class Ask:
+    """A ``Demand`` in a zone's milli-units (``fit_rows`` compares them with the zones' amounts as they are)."""
 
-    A plain slotted class, not a dataclass: the scheduler extender starts one per Pod shape and node shape
-    (hundreds per call), and starting it was about an eighth of a fit in cProfile."""
-
-    __slots__ = ("cpu_free", "dev_free", "dev_numa", "mem_allocatable", "mem_free", "memory_hints", "order", "owned",
-                 "reuse_cpu", "reuse_dev", "reuse_mem", "zero_devices_aligned")
-
-    def __init__(self, read: _Read, zero_devices_aligned: bool = True) -> None:
-        (self.cpu_free, self.mem_free, self.dev_free, self.dev_numa, self.memory_hints, self.mem_allocatable,
-         self.order) = read
-        # NUMA nodes that have devices of a resource (allocatable or not): ``dev_numa``. The Memory Manager gives
-        # hints when some zone publishes memory or hugepages: with memoryManagerPolicy None kubelet's
-        # GetAllocatableResources has no memory blocks and NFD (or the agent) publishes none; then memory is no
-        # hint and no constraint, as on that kubelet (``memory_hints``). ``zero_devices_aligned``: whether a zero
-        # device request needs a NUMA node with the devices (``Demands.zero_devices_aligned``).
-        self.zero_devices_aligned = zero_devices_aligned
-        self.reuse_cpu: tuple[int | None, int] = (None, 0)
-        self.reuse_mem: dict[int, dict[str, int]] = {}
-        self.reuse_dev: dict[str, tuple[int | None, int]] = {}
-        self.owned = False  # the free amounts are this admission's own copies (see ``start``)
+    kind: str
+    cpus: int
+    memory: dict[str, int]
+    devices: dict[str, int]
 
     @classmethod
-    def start(cls, topo: NodeTopology, zero_devices_aligned: bool) -> _Node:
-        """The free amounts of an empty ``topo``: read once per node shape (``topo.key``), shared until the first
-        ``place`` copies them (the scheduler extender admits each Pod on every shape of a fleet, most of them
-        refused or placed once); ``zero_devices_aligned``: the admitted Pod's minor's rule for a request of 0
-        devices (``Demands.zero_devices_aligned``)."""
-        read = _STARTS.get(topo.key) if topo.key else None
-        if read is None:
-            read = cls._read(topo)
-            if topo.key:
-                if len(_STARTS) >= 4096:
-                    _STARTS.clear()
-                _STARTS[topo.key] = read
-        return cls(read, zero_devices_aligned)
+    def of(cls, d: Demand) -> Ask:
+        return cls(d.kind, d.cpus * 1000, {k: v * 1000 for k, v in d.memory.items()},
+                   {k: v * 1000 for k, v in d.devices.items()})
 
-    def _own(self) -> None:
-        """Copy the shared free amounts before the first change."""
-        if not self.owned:
-            self.cpu_free = dict(self.cpu_free)
-            self.mem_free = {k: dict(v) for k, v in self.mem_free.items()}
-            self.dev_free = {k: dict(v) for k, v in self.dev_free.items()}
-            self.owned = True
+    @property
+    def exact(self) -> bool:
+        """Every amount below ``EXACT`` (sums of a few stay within int64)."""
+        return all(v < EXACT for v in (self.cpus, *self.memory.values(), *self.devices.values()))
 
-    @staticmethod
-    def _read(topo: NodeTopology) -> _Read:
-        cpu_free: dict[int, int] = {}
-        mem_free: dict[int, dict[str, int]] = {}
-        dev_free: dict[int, dict[str, int]] = {}
-        dev_numa: dict[str, set[int]] = {}
-        mem_allocatable: dict[int, dict[str, int]] = {}
-        for z in topo.zones:  # one pass over each zone's amounts: a fleet's free shapes are read by the thousand
-            cpu = 0
-            memory: dict[str, int] = {}
-            devices: dict[str, int] = {}
-            for k, v in z.allocatable.items():
-                if k == CPU:
-                    cpu = v // 1000
-                elif is_device(k):
-                    devices[k] = v // 1000
-                else:
-                    memory[k] = v // 1000
-            cpu_free[z.numa], mem_free[z.numa], dev_free[z.numa] = cpu, memory, devices
-            # The first zone of a NUMA node's number, as ``holds_memory`` reads it (memory types only: all it asks).
-            mem_allocatable.setdefault(z.numa, memory)
-            for k, v in z.capacity.items():
-                if is_device(k) and (v > 0 or z.allocatable.get(k, 0) > 0):
-                    dev_numa.setdefault(k, set()).add(z.numa)
-        return (cpu_free, mem_free, dev_free, dev_numa, memory_hinted(topo), mem_allocatable,
-                tuple(z.numa for z in topo.zones))
 
-    def accepts(self, d: Demand, numa: int) -> bool:
-        """Would every provider give ``d`` a preferred hint for this NUMA node alone?"""
-        if d.cpus:
-            where, count = self.reuse_cpu
-            if count and where != numa:
-                return False
-            if self.cpu_free[numa] + (count if where == numa else 0) < d.cpus:
-                return False
-        if d.memory and not self.holds_memory(d, numa):
-            return False
+class Machines(Protocol):
+    """Per machine (an empty shape), what every row of it shares: stacked, one element per machine."""
+
+    @property
+    def capacity(self) -> npt.NDArray[Any]: ...  # [machine, zone, resource] (milli)
+    @property
+    def memory_hints(self) -> npt.NDArray[np.bool_]: ...  # the Memory Manager gives hints (``memory_hinted``)
+    @property
+    def pod_scope(self) -> npt.NDArray[np.bool_]: ...
+    @property
+    def zones(self) -> npt.NDArray[np.int64]: ...  # how many zones it has (at least one)
+    @property
+    def cpu_managers(self) -> Sequence[CPUManager | None]: ...  # its static CPU Manager's options, where known
+
+
+class _Start:
+    """The rows as kubelet reads a node on admission, for the resources the Pod asks: what is free per zone, the
+    zones that have a device (capacity or free above 0: the device manager's NUMA nodes), the machine's flags per
+    row. A row's zones are only its machine's (not the layout's padding), one after another: ``starts`` (per row)
+    says where each row's begin, ``owner`` and ``position`` (per zone) which row a zone is of and its place in the
+    machine's NUMA order. In milli-units: a zone's whole CPUs (``allocatable // 1000``) hold ``n`` CPUs when its
+    milli-CPUs hold ``1000 n``, and so through every sum and difference of whole units (``Ask``)."""
+
+    def __init__(self, wants: Demands, free: npt.NDArray[Any], machine: npt.NDArray[np.int64],
+                 column: Mapping[str, int], machines: Machines) -> None:
+        zones = machines.zones[machine]
+        self.starts: npt.NDArray[np.int64] = np.concatenate([np.zeros(1, np.int64), np.cumsum(zones)[:-1]])
+        self.owner: npt.NDArray[np.int64] = np.repeat(np.arange(machine.shape[0]), zones)
+        self.position: npt.NDArray[np.int64] = np.arange(self.owner.shape[0]) - self.starts[self.owner]
+        self.memory_hints: npt.NDArray[np.bool_] = machines.memory_hints[machine]
+        self.memory_hints_at: npt.NDArray[np.bool_] = self.memory_hints[self.owner]
+        self.zero = wants.zero_devices_aligned
+        self.dtype = free.dtype
+
+        # Each zone's first amount in ``free`` (a C-ordered [rows, zones, resources]): a column is one ``take``.
+        at = (self.owner * free.shape[1] + self.position) * free.shape[2]
+        flat = free.reshape(-1)
+
+        def amounts(name: str) -> npt.NDArray[Any]:
+            i = column.get(name)
+            return np.take(flat, at + i) if i is not None else np.zeros(self.owner.shape[0], free.dtype)
+
+        asked = (*wants.containers, wants.pod)
+        self.cpu = amounts(CPU)
+        self.mem = {k: amounts(k) for k in sorted({k for d in asked for k in d.memory})}
+        self.dev: dict[str, npt.NDArray[Any]] = {}
+        self.dev_has: dict[str, npt.NDArray[np.bool_]] = {}
+        self.dev_in: dict[str, npt.NDArray[np.bool_]] = {}  # per row: some zone has it (a device plugin resource)
+        self.dev_in_at: dict[str, npt.NDArray[np.bool_]] = {}  # the same per zone
+        for res in sorted({k for d in asked for k in d.devices}):
+            i = column.get(res)
+            if i is not None and is_device(res):
+                self.dev[res] = amounts(res)
+                has = (machines.capacity[machine[self.owner], self.position, i] > 0) | (self.dev[res] > 0)
+                self.dev_has[res] = has
+                self.dev_in[res] = np.logical_or.reduceat(has, self.starts)
+                self.dev_in_at[res] = self.dev_in[res][self.owner]
+        # full-pcpus-only: per row, the node's CPU Manager where it runs the option (``_smt``).
+        managers = machines.cpu_managers
+        self.smt = [managers[m] for m in machine.tolist()] if any(
+            c is not None and c.full_pcpus_only for c in managers) else None
+
+
+class _Rows:
+    """Free amounts per zone of each row, and what init containers left for reuse, during one admission: kubelet's
+    providers (CPU, Memory and device managers) asked for hints and allocating. A zone array has one element per
+    zone of each row (``_Start``), a row array one per row; a zone is its position in its machine's NUMA order."""
+
+    def __init__(self, start: _Start) -> None:
+        self.start = start
+        self.cpu = start.cpu.copy()
+        self.mem = {k: v.copy() for k, v in start.mem.items()}
+        self.reuse_mem = {k: np.zeros_like(v) for k, v in start.mem.items()}
+        self.dev = {k: v.copy() for k, v in start.dev.items()}
+        rows = start.starts.shape[0]
+        self.reused = False  # an init container was placed: its amounts may be reused (else no reuse to read)
+        self.reuse_cpu = (np.full(rows, NOT_PLACED, np.int64), np.zeros(rows, start.dtype))
+        self.reuse_dev = {res: (np.full(rows, NOT_PLACED, np.int64), np.zeros(rows, start.dtype))
+                          for res in self.dev}
+
+    def accepts(self, d: Ask) -> npt.NDArray[np.bool_]:
+        """Would every provider give ``d`` a preferred hint for this NUMA node alone: on every zone of every row.
+        CPUs (``generateCPUTopologyHints``): the zone's free CPUs plus the reusable ones there, none reusable
+        elsewhere; memory (``holds``); each device plugin resource (``generateDeviceTopologyHints``): only zones
+        that have it, reusable devices first; before 1.36 a request of 0 is no constraint
+        (``Demands.zero_devices_aligned``) save that a mask missing a reusable device is dropped."""
+        start = self.start
+        owner, position = start.owner, start.position
+        if d.cpus and not self.reused:
+            ok = self.cpu >= d.cpus
+        elif d.cpus:
+            where, count = self.reuse_cpu[0][owner], self.reuse_cpu[1][owner]
+            here = where == position
+            ok = ((count == 0) | here) & (self.cpu + np.where(here, count, 0) >= d.cpus)
+        else:
+            ok = np.ones(self.cpu.shape, np.bool_)
+        if d.memory:
+            ok &= ~start.memory_hints_at | self._holds(d)
         for res, req in d.devices.items():
-            numas = self.dev_numa.get(res)
-            if numas is None:
-                continue  # not a device plugin resource on this node: no hint
-            where, count = self.reuse_dev.get(res, (None, 0))
-            if not req and not self.zero_devices_aligned:
-                # Before 1.36 every NUMA node holds 0 devices, a preferred hint on each, except that
-                # generateDeviceTopologyHints drops a mask missing a device an init container left for reuse.
-                if count and where != numa:
-                    return False
+            if res not in self.dev:
+                continue  # not a device plugin resource on any of these rows: no hint
+            dev_in = start.dev_in_at[res]
+            if not self.reused:
+                if req or start.zero:
+                    ok &= ~(dev_in & (~start.dev_has[res] | (self.dev[res] < req)))
                 continue
-            if numa not in numas:
-                return False
-            if count and where != numa:
-                return False
-            if self.dev_free[numa].get(res, 0) + (count if where == numa else 0) < req:
-                return False
-        return True
+            where, count = self.reuse_dev[res][0][owner], self.reuse_dev[res][1][owner]
+            here = where == position
+            elsewhere = (count > 0) & ~here
+            if not req and not start.zero:
+                bad = elsewhere
+            else:
+                bad = ~start.dev_has[res] | elsewhere | (self.dev[res] + np.where(here, count, 0) < req)
+            ok &= ~(bad & dev_in)
+        return ok
 
-    def holds_memory(self, d: Demand, numa: int) -> bool:
-        """The Memory Manager's single-NUMA hint: each type fits the node's allocatable, and its free memory
-        plus what init containers left there for reuse (always, without a Memory Manager: ``memory_hints``)."""
-        if not self.memory_hints:
-            return True
-        allocatable = self.mem_allocatable.get(numa, {})
-        free = self.mem_free[numa]
-        reuse = self.reuse_mem.get(numa)
+    def _holds(self, d: Ask, at: npt.NDArray[np.int64] | slice = slice(None)) -> npt.NDArray[np.bool_]:
+        """The Memory Manager's single-NUMA hint (``calculateHints``), on every zone (or the zones ``at``): each
+        type fits the zone's allocatable, and its free memory plus what init containers left there for reuse."""
+        ok: npt.NDArray[np.bool_] | None = None
         for kind, req in d.memory.items():
-            if allocatable.get(kind, 0) < req or free.get(kind, 0) + (reuse.get(kind, 0) if reuse else 0) < req:
-                return False
-        return True
+            held = self.start.mem[kind][at] >= req
+            held &= ((self.mem[kind][at] + self.reuse_mem[kind][at] >= req) if self.reused
+                     else (self.mem[kind][at] >= req))
+            ok = held if ok is None else ok & held
+        assert ok is not None
+        return ok
 
-    def constrained(self, d: Demand) -> bool:
-        """Does any provider have a hint for ``d`` (else the Topology Manager admits it as it is)?"""
-        if d.cpus or (d.memory and self.memory_hints):
-            return True
-        return any(res in self.dev_numa and (req or self.zero_devices_aligned or self.reuse_dev.get(res, (0, 0))[1])
-                   for res, req in d.devices.items())
+    def holds_memory(self, d: Ask, zone: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
+        """The Memory Manager's hint on each row's ``zone`` (always, without a Memory Manager: no memory hints)."""
+        return ~self.start.memory_hints | self._holds(d, self.start.starts + zone)
 
-    def place(self, d: Demand, numa: int) -> None:
-        """Allocate ``d`` on ``numa`` as the providers' Allocate does, reusable resources first."""
-        self._own()
-        regular_init = d.kind == "init"
+    def first(self, ok: npt.NDArray[np.bool_]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
+        """Each row's lowest numbered zone that is ``ok`` (0 where none: the ``HintMerger``'s choice), and whether
+        it has one."""
+        first = np.minimum.reduceat(np.where(ok, self.start.position, _FAR), self.start.starts)
+        found = first < _FAR
+        return np.where(found, first, 0), found
+
+    def constrained(self, d: Ask) -> npt.NDArray[np.bool_]:
+        """Per row: does any provider have a hint for ``d`` (else the Topology Manager admits it as it is)?"""
+        rows = self.start.starts.shape[0]
+        if d.cpus:
+            return np.ones(rows, np.bool_)
+        out = self.start.memory_hints.copy() if d.memory else np.zeros(rows, np.bool_)
+        for res, req in d.devices.items():
+            if res in self.dev and (req or self.start.zero):
+                out |= self.start.dev_in[res]
+            elif res in self.dev and self.reused:
+                out |= self.start.dev_in[res] & (self.reuse_dev[res][1] > 0)
+        return out
+
+    def place(self, d: Ask, zone: npt.NDArray[np.int64], chosen: npt.NDArray[np.bool_]) -> None:
+        """Allocate ``d`` on the ``chosen`` rows, each on its ``zone``, as the providers' Allocate does: reusable
+        resources first; what an init container takes is left for reuse by the containers after it."""
+        r = np.flatnonzero(chosen)
+        if not r.size:
+            return
+        z = zone[r]
+        e = self.start.starts[r] + z  # the zones' elements
+        init = d.kind == "init"
+        self.reused |= init
         if d.cpus:
             where, count = self.reuse_cpu
-            from_reuse = min(d.cpus, count) if where == numa else 0
-            self.cpu_free[numa] -= d.cpus - from_reuse
-            if regular_init:
-                self.reuse_cpu = (numa, count + d.cpus - from_reuse)
+            from_reuse = np.where(where[r] == z, np.minimum(d.cpus, count[r]), 0)
+            self.cpu[e] -= d.cpus - from_reuse
+            if init:
+                where[r] = z
+                count[r] += d.cpus - from_reuse
             else:
-                self.reuse_cpu = (where, count - from_reuse)
-        reuse_mem = self.reuse_mem.setdefault(numa, {})
-        for kind, req in d.memory.items() if self.memory_hints else ():
-            self.mem_free[numa][kind] = self.mem_free[numa].get(kind, 0) - max(0, req - reuse_mem.get(kind, 0))
-            if regular_init:
-                reuse_mem[kind] = max(reuse_mem.get(kind, 0), req)
-            elif reuse_mem.get(kind, 0):
-                reuse_mem[kind] = max(0, reuse_mem[kind] - req)
+                count[r] -= from_reuse
+        if d.memory:
+            m = self.start.memory_hints[r]
+            me = e[m]
+            for kind, req in d.memory.items():
+                reuse = self.reuse_mem[kind][me]
+                self.mem[kind][me] -= np.maximum(0, req - reuse)
+                self.reuse_mem[kind][me] = np.maximum(reuse, req) if init else np.maximum(0, reuse - req)
         for res, req in d.devices.items():
-            if res not in self.dev_numa:
+            if res not in self.dev:
                 continue
-            where, count = self.reuse_dev.get(res, (None, 0))
-            from_reuse = min(req, count)
-            self.dev_free[numa][res] = self.dev_free[numa].get(res, 0) - (req - from_reuse)
-            if regular_init:
-                self.reuse_dev[res] = (numa if req - from_reuse else where, count + req - from_reuse)
+            has = self.start.dev_in[res][r]
+            dr, dz, de = r[has], z[has], e[has]
+            where, count = self.reuse_dev[res]
+            from_reuse = np.minimum(req, count[dr])
+            self.dev[res][de] -= req - from_reuse
+            if init:
+                where[dr] = np.where(req - from_reuse > 0, dz, where[dr])
+                count[dr] += req - from_reuse
             else:
-                self.reuse_dev[res] = (where, count - from_reuse)
+                count[dr] -= from_reuse
+
+    def smt(self, d: Ask, going: npt.NDArray[np.bool_], fits: Fits, index: int,
+            empty: npt.NDArray[Any]) -> None:
+        """The CPU Manager's Allocate of ``d`` under ``full-pcpus-only`` (``CPUManager.smt_refusal``) on the
+        ``going`` rows whose node runs it, against the CPUs no container holds now (an init container's stay held,
+        though reusable): a row it refuses fails there (``alone``: refused on the empty node too), and leaves
+        ``going``. ``empty``: each row's whole CPUs on its empty node."""
+        smt = self.start.smt
+        if smt is None or not d.cpus:
+            return
+        rows = [r for r in np.flatnonzero(going).tolist() if (c := smt[r]) is not None and c.full_pcpus_only]
+        if not rows:
+            return
+        free = np.add.reduceat(self.cpu // 1000, self.start.starts)
+        for r in rows:
+            cpu = smt[r]
+            assert cpu is not None
+            why = cpu.smt_refusal(d.cpus // 1000, int(free[r]))
+            if why is not None:
+                fits.failed[r], fits.reason[r], going[r] = index, why, False
+                fits.alone[r] = cpu.smt_refusal(d.cpus // 1000, int(empty[r])) is not None
+
+
+@dataclass(slots=True)
+class Fits:
+    """Each row's answer: the container (index) or the Pod (``POD``) that failed, or ``NOT_PLACED`` where it
+    fits; whether it fails alone (on the empty node too); where each container (or the Pod) went (zone
+    positions); why, where a reason is more than that it did not fit (by row)."""
+
+    failed: npt.NDArray[np.int64]
+    alone: npt.NDArray[np.bool_]
+    placed: npt.NDArray[np.int64]  # [rows, containers], ``NOT_PLACED`` where unconstrained (container scope)
+    pod_zone: npt.NDArray[np.int64]  # the Pod's zone (pod scope), ``NOT_PLACED`` where unconstrained
+    reason: dict[int, str]
+
+
+def fit_rows(wants: Demands, free: npt.NDArray[Any], machine: npt.NDArray[np.int64], column: Mapping[str, int],
+             machines: Machines) -> Fits:
+    """kubelet's Topology Manager admission of the Pod under ``single-numa-node`` rules on every row (free amounts
+    [rows, zones, resources] in the layout ``column``, of ``machine`` [rows] of ``machines``): the one model of it,
+    for one node (``fit_node``: one row) as for a fleet's free shapes (the scheduler extender).
+
+    ``pod`` scope: the Pod on the lowest numbered NUMA node every provider accepts (``HintMerger``), then each
+    container allocated there. Up to 1.37 the Pod's memory hint counts only the types its app containers ask
+    (getPodRequestedResources), so an init container's hugepages can still miss that node: its Allocate then fails
+    (extendTopologyManagerHint finds no preferred hint); from 1.38 it counts every container's
+    (``Semantics.pod_memory_hint_all_containers``). ``container`` scope: each container in order, init
+    containers first, on the lowest numbered NUMA node that takes it on what the ones before left
+    (``containerScope.Admit``). Admitted by the Topology Manager, a container is then allocated: there
+    full-pcpus-only may refuse it."""
+    start = _Start(wants, free, machine, column, machines)
+    node = _Rows(start)
+    asks = [Ask.of(d) for d in wants.containers]
+    rows = free.shape[0]
+    pod_scope = machines.pod_scope[machine]
+    fits = Fits(np.full(rows, NOT_PLACED, np.int64), np.zeros(rows, np.bool_),
+                np.full((rows, len(asks)), NOT_PLACED, np.int64), np.full(rows, NOT_PLACED, np.int64), {})
+    failed, alone, placed = fits.failed, fits.alone, fits.placed
+    empty_cpus = np.add.reduceat(start.cpu // 1000, start.starts) if start.smt is not None else start.cpu
+    alive = np.ones(rows, np.bool_)
+    if pod_scope.any():
+        whole = Ask.of(wants.pod)
+        constrained = node.constrained(whole) & pod_scope
+        first, found = node.first(node.accepts(whole))
+        fails = constrained & ~found
+        failed[fails], alone[fails] = POD, True
+        going = constrained & ~fails
+        fits.pod_zone[going] = first[going]
+        for i, d in enumerate(asks):
+            if d.memory:
+                short = going & ~node.holds_memory(d, first)
+                failed[short] = i
+                going &= ~short
+            node.smt(d, going, fits, i, empty_cpus)
+            node.place(d, first, going)
+        alive &= failed == NOT_PLACED
+    empty: _Rows | None = None
+    placed_any = np.zeros(rows, np.bool_)
+    alive &= ~pod_scope
+    for i, d in enumerate(asks):
+        constrained = node.constrained(d) & alive
+        if not constrained.any():
+            continue
+        first, found = node.first(node.accepts(d))
+        fails = constrained & ~found
+        if fails.any():
+            # Alone: nothing placed before it (the node is the empty one), or no NUMA node of the empty node takes it.
+            failed[fails] = i
+            alone[fails] = True
+            after = fails & placed_any
+            if after.any():
+                empty = empty or _Rows(start)
+                alone[after] = ~empty.first(empty.accepts(d))[1][after]
+            alive &= ~fails
+        going = constrained & ~fails
+        node.smt(d, going, fits, i, empty_cpus)
+        alive &= failed == NOT_PLACED
+        node.place(d, first, going)
+        placed[going, i] = first[going]
+        placed_any |= going
+    return fits
 
 
 def memory_hinted(topo: NodeTopology) -> bool:
     """Does the Memory Manager give hints on this node: some zone publishes memory or hugepages (with
     memoryManagerPolicy None kubelet has no memory blocks, and NFD or the agent publish none)."""
     return any(k == "memory" or k.startswith(HUGEPAGES) for z in topo.zones for k in (*z.capacity, *z.allocatable))
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One node as a row of ``fit_rows`` (and of the extender's score): its zones' amounts in Python ints (exact at
+    any size), one zone per NUMA number in the zones' order (``numas``); where two zones share a number (no
+    exporter publishes that), the last one's amounts, and a device where either has it."""
+
+    free: npt.NDArray[Any]  # [1, zones, resources]: the zones' allocatable
+    column: Mapping[str, int]
+    numas: tuple[int, ...]
+    capacity: npt.NDArray[Any]
+    memory_hints: npt.NDArray[np.bool_]
+    pod_scope: npt.NDArray[np.bool_]
+    zones: npt.NDArray[np.int64]
+    cpu_managers: Sequence[CPUManager | None]
+
+
+_ROWS: dict[tuple[object, ...], Row] = {}
+
+
+def node_row(topo: NodeTopology) -> Row:
+    """``topo`` as one row, made once per shape (``topo.key``; the arrays are never written)."""
+    found = _ROWS.get(topo.key) if topo.key else None
+    if found is not None:
+        return found
+    names = sorted({k for z in topo.zones for k in (*z.capacity, *z.allocatable)})
+    column = {k: i for i, k in enumerate(names)}
+    numas = tuple(dict.fromkeys(z.numa for z in topo.zones))
+    position = {n: p for p, n in enumerate(numas)}
+    free = np.zeros((1, len(numas), len(names)), object)
+    capacity = np.zeros((1, len(numas), len(names)), object)
+    doubled = len(numas) < len(topo.zones)
+    for z in topo.zones:
+        p = position[z.numa]
+        for k, v in z.allocatable.items():
+            free[0, p, column[k]] = v
+        for k, v in z.capacity.items():
+            capacity[0, p, column[k]] = max(capacity[0, p, column[k]], v)
+        if doubled:  # a device on either zone of one number
+            for k, v in z.allocatable.items():
+                capacity[0, p, column[k]] = max(capacity[0, p, column[k]], v)
+    found = Row(free, column, numas, capacity, np.array([memory_hinted(topo)]), np.array([topo.scope == "pod"]),
+                np.array([len(numas)], np.int64), (topo.cpu_manager,))
+    if topo.key:
+        if len(_ROWS) >= 4096:
+            _ROWS.clear()
+        _ROWS[topo.key] = found
+    return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,72 +458,29 @@ class NodeFit:
 
 def fit_node(pod: PodSpec | Demands, topo: NodeTopology) -> NodeFit:
     """kubelet's Topology Manager admission of the Pod on an empty ``topo`` under ``single-numa-node``
-    rules (the node's own policy decides what a failure means: see ``NodeTopology.refuses``)."""
+    rules (the node's own policy decides what a failure means: see ``NodeTopology.refuses``): ``fit_rows`` with
+    the node as its one row."""
     wants = pod if isinstance(pod, Demands) else demands(pod)
     if wants.fractional_memory:
         return NodeFit(topo.name, topo.policy, topo.scope, {}, wants.containers[0], True,
                        "a fractional byte count of memory, which the Memory Manager cannot allocate")
-    node = _Node.start(topo, wants.zero_devices_aligned)
-    order = node.order
-    placed: dict[str, int] = {}
+    row = node_row(topo)
+    fits = fit_rows(wants, row.free, np.zeros(1, np.int64), row.column, row)
+    numas = row.numas
+    failed = int(fits.failed[0])
     if topo.scope == "pod":
-        pod_demand = wants.pod
-        if node.constrained(pod_demand):
-            chosen = _first(node, pod_demand)
-            if chosen is None:
-                return NodeFit(topo.name, topo.policy, topo.scope, {}, pod_demand, True)
-            placed[""] = chosen
-            # Each container is then allocated on the Pod's NUMA node. Up to 1.37 the Pod's memory hint counts
-            # only the types its app containers ask (getPodRequestedResources), so an init container's hugepages
-            # can still miss that node: its Allocate then fails (extendTopologyManagerHint finds no preferred
-            # hint); from 1.38 it counts every container's (``Semantics.pod_memory_hint_all_containers``).
-            for d in wants.containers:
-                if d.memory and not node.holds_memory(d, chosen):
-                    return NodeFit(topo.name, topo.policy, topo.scope, placed, d, False,
-                                   f"the Pod's NUMA node (node-{chosen}) does not hold its memory")
-                if (refused := _smt_refusal(topo, node, d, placed)) is not None:
-                    return refused
-                node.place(d, chosen)
+        zone = int(fits.pod_zone[0])
+        placed = {} if zone == NOT_PLACED else {"": numas[zone]}
+    else:
+        placed = {d.container or "": numas[p] for d, p in zip(wants.containers, fits.placed[0].tolist(), strict=True)
+                  if p != NOT_PLACED}
+    if failed == NOT_PLACED:
         return NodeFit(topo.name, topo.policy, topo.scope, placed)
-    for d in wants.containers:
-        if not node.constrained(d):
-            continue
-        chosen = _first(node, d)
-        if chosen is None:
-            # Alone on the empty node: with nothing placed yet the node is the empty one, and no NUMA node took it.
-            empty = _Node.start(topo, wants.zero_devices_aligned) if placed else None
-            alone = empty is None or not any(empty.accepts(d, n) for n in order)
-            return NodeFit(topo.name, topo.policy, topo.scope, placed, d, alone)
-        # Admitted by the Topology Manager, the container is then allocated: there full-pcpus-only may refuse it.
-        if (refused := _smt_refusal(topo, node, d, placed)) is not None:
-            return refused
-        node.place(d, chosen)
-        placed[d.container or ""] = chosen
-    return NodeFit(topo.name, topo.policy, topo.scope, placed)
-
-
-def _smt_refusal(topo: NodeTopology, node: _Node, d: Demand, placed: Mapping[str, int] | None = None) -> NodeFit | None:
-    """The CPU Manager's Allocate of ``d`` under ``full-pcpus-only`` (``CPUManager.smt_refusal``), against the
-    CPUs no container holds now (the default set: an init container's stay held, though reusable); None when the
-    node does not run it (or does not say) or it allows ``d``."""
-    cpu = topo.cpu_manager
-    if cpu is None or not cpu.full_pcpus_only or not d.cpus:
-        return None
-    why = cpu.smt_refusal(d.cpus, sum(node.cpu_free.values()))
-    if why is None:
-        return None
-    empty = sum(z.allocatable.get(CPU, 0) // 1000 for z in topo.zones)
-    alone = cpu.smt_refusal(d.cpus, empty) is not None  # refused even on the empty node
-    return NodeFit(topo.name, topo.policy, topo.scope, dict(placed or {}), d, alone, why)
-
-
-def _first(node: _Node, d: Demand) -> int | None:
-    """The lowest numbered NUMA node (in the zones' order) every provider accepts ``d`` on alone."""
-    accepts = node.accepts
-    for numa in node.order:
-        if accepts(d, numa):
-            return numa
-    return None
+    reason = fits.reason.get(0, "")
+    if topo.scope == "pod" and failed != POD and not reason:
+        reason = f"the Pod's NUMA node (node-{placed['']}) does not hold its memory"
+    return NodeFit(topo.name, topo.policy, topo.scope, placed,
+                   wants.pod if failed == POD else wants.containers[failed], bool(fits.alone[0]), reason)
 
 
 # ---- equal answers: the amounts a fit turns on ----

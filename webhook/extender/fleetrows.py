@@ -21,15 +21,12 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from webhook.core.numa import memory_hinted
-from webhook.core.numatopology import NodeTopology
+from webhook.core.numa import EXACT, memory_hinted
+from webhook.core.numatopology import CPUManager, NodeTopology
 from webhook.extender.placement import NodeState, aligned
 
 Ints = npt.NDArray[np.int64]
 Bools = npt.NDArray[np.bool_]
-# Amounts below it (and requests: ``fleetfit.Ask.exact``) leave int64 room for what is done with them: a few of
-# them added, a share of one times 1,024 (``placement.SHARE``).
-EXACT = 1 << 53
 MAX_ROWS = 50_000  # free shapes remembered (as ``view.MAX_IDS``), and machines
 _TOKENS = count()
 
@@ -146,7 +143,8 @@ class Columns:
             self._tables = Tables(machines, capacity, total,
                                   np.array([memory_hinted(m.empty) for m in machines], np.bool_),
                                   np.array([m.empty.scope == "pod" for m in machines], np.bool_),
-                                  np.array([len(m.empty.zones) for m in machines], np.int64))
+                                  np.array([len(m.empty.zones) for m in machines], np.int64),
+                                  [m.empty.cpu_manager for m in machines])
         return self._tables
 
 
@@ -157,6 +155,7 @@ class Tables:
     machines: list[Machine]
     capacity: Ints  # [machine, zone, resource]
     total: Ints  # the empty node's allocatable, [machine, zone, resource]
-    memory_hints: Bools  # [machine]: a Memory Manager's hints (``_Node.memory_hints``)
+    memory_hints: Bools  # [machine]: a Memory Manager's hints (``core.numa.memory_hinted``)
     pod_scope: Bools  # [machine]
     zones: Ints  # [machine]: how many it has
+    cpu_managers: list[CPUManager | None]  # [machine] (none runs full-pcpus-only: see ``Columns._machine``)

@@ -22,16 +22,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from webhook.core.demands import Demand, Demands, demands, is_device, may_align
+from webhook.core.demands import Demand, Demands, demands, may_align
 from webhook.core.kubeversion import DEFAULT, Semantics
 from webhook.core.numa import Levels, NodeFit, fit_node, levels
 from webhook.core.numatopology import NodeTopology, TopologyError, Zone, parse_nrt
 from webhook.core.podspec import CPU, ManifestError, build_pod_spec
 from webhook.core.quantity import QuantityError, quantity_from_value
 from webhook.extender.fingerprint import ATTRIBUTE, METHOD_ATTRIBUTE, fingerprint
+from webhook.extender.scorer import amounts, score_node, usage
 
-MAX_SCORE = 10  # extenderv1.MaxExtenderPriority
-SHARE = 1 << 10  # what a score counts a zone's amount left in: 1/1024ths (see ``score``)
 RESERVATION_TIMEOUT = 120.0  # seconds a bound Pod is held against a node whose NRT does not say it counts it
 _ZONE_NAME = re.compile(r"node-(\d+)")
 _TERMINAL = ("Succeeded", "Failed")
@@ -166,37 +165,6 @@ def bound_pod(obj: Mapping[str, Any], kube: Semantics = DEFAULT) -> BoundPod | N
                     when, status.get("phase") in _TERMINAL, wants, str(meta.get("uid") or ""))
 
 
-def amounts(d: Demand) -> dict[str, int]:
-    """What a demand takes of a zone, in the zone's milli-units."""
-    out = {CPU: d.cpus * 1000} if d.cpus else {}
-    out.update({k: v * 1000 for k, v in d.memory.items()})
-    out.update({k: v * 1000 for k, v in d.devices.items() if is_device(k) and v})
-    return out
-
-
-def usage(wants: Demands, fit: NodeFit) -> dict[int, dict[str, int]]:
-    """What the Pod, admitted as ``fit`` placed it, holds of each zone once it runs: in ``pod`` scope the Pod's
-    total on its NUMA node; in ``container`` scope each container's on its own, init containers' amounts
-    reused by the containers after them (the larger of the two per zone, as kubelet's reuse leaves it)."""
-    if fit.scope == "pod":
-        numa = fit.placed.get("")
-        return {} if numa is None else {numa: amounts(wants.pod)}
-    held: dict[int, dict[str, int]] = {}
-    init: dict[int, dict[str, int]] = {}
-    for d in wants.containers:
-        numa = fit.placed.get(d.container or "")
-        if numa is None:
-            continue
-        into = (init if d.kind == "init" else held).setdefault(numa, {})
-        for k, v in amounts(d).items():
-            into[k] = max(into.get(k, 0), v) if d.kind == "init" else into.get(k, 0) + v
-    for numa, taken in init.items():
-        into = held.setdefault(numa, {})
-        for k, v in taken.items():
-            into[k] = max(into.get(k, 0), v)
-    return held
-
-
 def minus(topo: NodeTopology, taken: Mapping[int, Mapping[str, int]]) -> NodeTopology:
     """``topo`` with ``taken`` (per zone) no longer free."""
     if not taken:
@@ -249,7 +217,7 @@ def free_now(state: NodeState, reserved: Sequence[BoundPod]) -> NodeTopology:
             continue
         fit = fit_node(pod.wants, topo)
         if fit.fits:
-            topo = minus(topo, usage(pod.wants, fit))
+            topo = minus(topo, usage(pod.wants, fit, topo))
     return topo
 
 
@@ -291,7 +259,6 @@ class Judge:
     fitted: dict[tuple[Any, ...], NodeFit] = field(default_factory=dict)  # (empty shape, class) -> fit
     verdicts: dict[Any, Verdict] = field(default_factory=dict)  # shape (and reservations) -> verdict
     refusals: dict[tuple[Any, ...], Verdict] = field(default_factory=dict)  # see ``_judge``
-    usages: dict[tuple[Any, ...], dict[int, dict[str, int]]] = field(default_factory=dict)  # placement -> usage
     texts: dict[tuple[Any, ...], str] = field(default_factory=dict)  # a refusal's reason, see ``_refusal``
     classes: Levels | None = field(default=None, init=False)  # what of a zone's amounts the Pod tells apart
 
@@ -346,11 +313,7 @@ class Judge:
         fit = self._fit(state.empty, topo)
         if fit.fits:
             # What the Pod takes depends only on where it goes: most free shapes place it alike.
-            where = (fit.scope, tuple(fit.placed.items()))
-            taken = self.usages.get(where)
-            if taken is None:
-                taken = self.usages[where] = usage(self.wants, fit)
-            return Verdict(name, True, score=score(state.empty, topo, taken))
+            return Verdict(name, True, score=score_node(self.wants, fit, state.empty, topo))
         if not state.empty.refuses:
             return Verdict(name, True)  # restricted or best-effort: admitted across NUMA nodes
         assert fit.failed is not None
@@ -401,29 +364,3 @@ def _apart(need: Demand, named: frozenset[str], topo: NodeTopology) -> bool:
     different NUMA nodes, not that any part is too large for one."""
     parts = [(k, v) for k, v in amounts(need).items() if k in named]
     return len(parts) > 1 and all(any(z.allocatable.get(k, 0) >= v for z in topo.zones) for k, v in parts)
-
-
-def score(empty: NodeTopology, free: NodeTopology, taken: Mapping[int, Mapping[str, int]]) -> int:
-    """Best fit: 10 where the zones the Pod goes to are left with nothing of what it takes, down to 1 where
-    they are left whole (fragmentation is free room split over zones that no large Pod can use): 1 plus 9 times
-    the mean share used, rounded half to even. In integers (each share in ``SHARE``ths of its zone's amount), so
-    exact in any order: ``webhook.extender.fleetfit`` scores thousands of free shapes at once over arrays."""
-    total = {z.numa: z.allocatable for z in empty.zones}
-    now = {z.numa: z.allocatable for z in free.zones}
-    left = count = 0
-    for numa, amounts_taken in taken.items():
-        for res, amount in amounts_taken.items():
-            whole = total.get(numa, {}).get(res, 0)
-            if whole > 0:
-                left += max(0, now.get(numa, {}).get(res, 0) - amount) * SHARE // whole
-                count += 1
-    return scored(left, count)
-
-
-def scored(left: int, count: int) -> int:
-    """``score`` of ``count`` shares that leave ``left`` (``SHARE``ths, added up): 1 with none."""
-    if not count:
-        return 1
-    whole = SHARE * count
-    quotient, rest = divmod((MAX_SCORE - 1) * (whole - left), whole)
-    return 1 + quotient + (2 * rest > whole or (2 * rest == whole and quotient % 2))
