@@ -37,7 +37,7 @@ import requests
 import yaml
 
 from tests.serving import free_port, process_tree
-from webhook.extender.placement import pod_demands
+from webhook.extender.reservations import pod_demands
 
 sched: Any = importlib.import_module("bench.scheduler")
 e2e: Any = importlib.import_module("tests.e2e.test_extender")

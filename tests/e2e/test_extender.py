@@ -40,7 +40,7 @@ from tests.serving import free_port
 from webhook.core.kubeversion import DEFAULT, Semantics, parse_minor, semantics
 from webhook.core.numa import fit_node
 from webhook.extender.fingerprint import ATTRIBUTE, fingerprint
-from webhook.extender.placement import minus, pod_demands, read_nrt
+from webhook.extender.reservations import minus, pod_demands, read_nrt
 from webhook.extender.scorer import usage
 from webhook.serving.certs import write_bundle
 

@@ -54,7 +54,7 @@ from webhook.cluster.nrt import read_topology
 from webhook.cluster.watch import ApiTransport
 from webhook.core.numa import fit_node
 from webhook.extender.fingerprint import ATTRIBUTE, fingerprint
-from webhook.extender.placement import BoundPod, pod_demands, read_nrt, reflected, signed_sets
+from webhook.extender.reservations import BoundPod, pod_demands, read_nrt, reflected, signed_sets
 from webhook.node.allocation import Allocatable
 from webhook.node.kubelet import PodResourcesClient
 from webhook.node.topology_report import NodeFacts, Owner, build_topology

@@ -24,7 +24,7 @@ from webhook.core.numatopology import (
     parse_nrt,
 )
 from webhook.core.podspec import build_pod_spec
-from webhook.extender.fleetrows import Columns
+from webhook.extender.fleet_rows import Columns
 
 ZONE = {"cpu": "16", "memory": "64Gi"}
 

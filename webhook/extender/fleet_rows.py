@@ -1,6 +1,7 @@
-"""The free shapes of a fleet as rows of one table, for ``webhook.extender.fleetfit`` to judge a Pod shape on all of
-them at once: each free shape's zones (``view.Freed.topo``) in one layout for the whole fleet (every resource name
-its NRTs publish, as many zones as its largest machine), and per machine (empty shape) what its free shapes share.
+"""The free shapes of a fleet as rows of one table, for ``webhook.extender.fleet_verdicts`` to judge a Pod shape on
+all of them at once: each free shape's zones (``view.Freed.topo``) in one layout for the whole fleet (every resource
+name its NRTs publish, as many zones as its largest machine), and per machine (empty shape) what its free shapes
+share.
 
 Kept across calls, as the view's ``by_key`` is: a row is made once per free shape (its verdict key), not once per
 Pod shape judged; one row is ``8 x (1 + zones x resources)`` bytes (5,000 free shapes of 8 zones and 8 resources:
@@ -23,7 +24,8 @@ import numpy.typing as npt
 
 from webhook.core.numa import EXACT, memory_hinted
 from webhook.core.numatopology import CPUManager, NodeTopology
-from webhook.extender.placement import NodeState, aligned
+from webhook.extender.reservations import NodeState
+from webhook.extender.verdicts import aligned
 
 Ints = npt.NDArray[np.int64]
 Bools = npt.NDArray[np.bool_]
@@ -37,7 +39,7 @@ class Machine:
 
     empty: NodeTopology
     index: int
-    named: frozenset[str]  # what a refusal names (``placement.aligned``)
+    named: frozenset[str]  # what a refusal names (``verdicts.aligned``)
 
 
 class Free(Protocol):

@@ -1,5 +1,5 @@
 """One Pod shape judged on every free shape of a fleet at once: ``Judge``'s verdict (kept or refused, the reason,
-the score) for one row per free shape (``webhook.extender.fleetrows``), instead of once per free shape in Python.
+the score) for one row per free shape (``webhook.extender.fleet_rows``), instead of once per free shape in Python.
 
 Why: a fleet whose NRTs count their Pods has about one free shape per node, so a Pod shape not seen before is
 judged on thousands of them (5,000 nodes: about 4,900 free shapes, 180 ms of Python per ``filter``), while
@@ -8,7 +8,7 @@ kube-scheduler waits for the answer.
 Nothing here models kubelet or scores: the fit is ``core.numa.fit_rows`` and the score ``scorer.score``, the same
 code ``Judge.judged`` calls with one row for one node; this module lays the rows out, asks both, and turns their
 answers into verdicts (a refusal's reason once per machine, demand and ``alone``: the machines' empty nodes ride
-along as rows of their own). Left to ``Judge.judged``: the rows ``fleetrows`` does not model, and Pods with a
+along as rows of their own). Left to ``Judge.judged``: the rows ``fleet_rows`` does not model, and Pods with a
 fractional byte count of memory or a request from ``EXACT`` milli-units on. Pure, no I/O.
 """
 
@@ -22,9 +22,9 @@ import numpy as np
 
 from webhook.core.demands import Demands
 from webhook.core.numa import NOT_PLACED, POD, Ask, Fits, fit_rows
-from webhook.extender.fleetrows import Columns, Free, Ints, Tables
-from webhook.extender.placement import Judge, Verdict
+from webhook.extender.fleet_rows import Columns, Free, Ints, Tables
 from webhook.extender.scorer import held, score
+from webhook.extender.verdicts import Judge, Verdict
 
 
 def judge_rows(judge: Judge, keys: list[int], by_key: Mapping[int, Free], columns: Columns) -> list[int]:
