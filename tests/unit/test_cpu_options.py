@@ -76,8 +76,8 @@ def test_numa_unfit_says_smt_alignment_and_the_way_out() -> None:
 
 
 def test_the_extenders_rows_leave_full_pcpus_only_to_the_one_model() -> None:
-    """fleetfit's numpy fit does not model full-pcpus-only: such a machine gets no row (Judge.judged fits it
-    with fit_node), so the two can never differ on it."""
+    """The fleet's rows leave out a full-pcpus-only machine: its SMT refusal is a per-row step in Python (the one
+    fit's ``_Rows.smt``), so such a node is judged one at a time (Judge.judged, fit_node: one row)."""
     columns = Columns()
     assert columns._machine(parse_nrt(smt_node("full-pcpus-only=true"))) is None
     assert columns._machine(parse_nrt(smt_node("distribute-cpus-across-numa=true"))) is not None

@@ -54,25 +54,28 @@ def test_a_node_scores_one_plus_nine_times_the_mean_share_it_uses() -> None:
 
 
 def test_what_init_containers_take_is_reused_by_the_containers_after_them() -> None:
-    """An init container's 4 CPUs are reused by the app containers (2 + 1): the Pod holds 4 of the zone; with app
-    containers of 3 + 2 it holds 5. In ``pod`` scope the Pod's own total (kubelet's: the larger of the two)."""
-    def with_init(apps: list[int]) -> Demands:
+    """Init containers' CPUs (the larger of them, as each runs alone) are reused by the app containers: with init
+    containers of 4 and 3 and app containers of 2 + 1 the Pod holds 4 of the zone; with app containers of 3 + 2 it
+    holds 5. In ``pod`` scope the Pod's own total (kubelet's: the larger of the two)."""
+    def with_init(apps: list[int], inits: list[int]) -> Demands:
         obj = pod(cpu="1", memory="1Gi", gpu=0)
         app = obj["spec"]["containers"][0]
-        obj["spec"]["containers"] = [dict(app, name=f"a{i}", resources={"limits": {"cpu": str(c), "memory": "1Gi"},
-                                                                       "requests": {"cpu": str(c), "memory": "1Gi"}})
-                                     for i, c in enumerate(apps)]
-        obj["spec"]["initContainers"] = [dict(app, name="init", resources={
-            "limits": {"cpu": "4", "memory": "1Gi"}, "requests": {"cpu": "4", "memory": "1Gi"}})]
+
+        def container(name: str, cpus: int) -> dict[str, Any]:
+            limits = {"cpu": str(cpus), "memory": "1Gi"}
+            return dict(app, name=name, resources={"limits": limits, "requests": dict(limits)})
+
+        obj["spec"]["containers"] = [container(f"a{i}", c) for i, c in enumerate(apps)]
+        obj["spec"]["initContainers"] = [container(f"i{i}", c) for i, c in enumerate(inits)]
         return wanted(obj)
 
     for scope in ("container", "pod"):
         state = node([{"cpu": "8", "memory": "8Gi"}], scope=scope)
-        for apps, cpus, memory in (([2, 1], 4, 2), ([3, 2], 5, 2)):
-            wants = with_init(apps)
+        for apps, inits, cpus in (([2, 1], [4, 3], 4), ([3, 2], [4, 3], 5), ([3, 2], [6], 6)):
+            wants = with_init(apps, inits)
             fit = fit_node(wants, state.free)
             assert fit.fits, (scope, apps)
-            assert usage(wants, fit, state.free) == {0: {CPU: cpus * 1000, "memory": memory * GI * 1000}}, scope
+            assert usage(wants, fit, state.free) == {0: {CPU: cpus * 1000, "memory": 2 * GI * 1000}}, scope
 
 
 def test_a_request_past_int64_is_fitted_and_scored_exactly_on_one_node() -> None:

@@ -3,8 +3,9 @@ described by a ``NodeResourceTopology`` object (``topology.node.k8s.io/v1alpha2`
 
 Pure: the caller hands in a ``Topology`` snapshot (``webhook.core.numatopology``: nodes with their labels, and each
 node's NUMA zones with their allocatable resources and the node's ``topologyManagerPolicy``/
-``topologyManagerScope``). The model is kubelet's own admission on an empty node, provider by provider, as
-pkg/kubelet/cm builds it (v1.36):
+``topologyManagerScope``). The model (``fit_rows``, written once: one node is one row of it, a fleet's free
+shapes are many) is kubelet's own admission on an empty node, provider by provider, as pkg/kubelet/cm builds it
+(v1.36):
 
 - the static CPU Manager policy aligns a container's CPUs when the Pod is Guaranteed and the container asks a
   whole number of them (``guaranteedCPUs``); a single NUMA node qualifies when its free CPUs, plus the CPUs

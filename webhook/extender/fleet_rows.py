@@ -79,7 +79,7 @@ class Columns:
         if not numas or len(set(numas)) != len(numas) or not all(-EXACT < v < EXACT for v in amounts):
             return None
         if empty.cpu_manager is not None and empty.cpu_manager.full_pcpus_only:
-            return None  # full-pcpus-only's SMT refusal is fit_node's alone (Judge.judged): one model of it
+            return None  # full-pcpus-only's SMT refusal is a step per row in Python: judged one node at a time
         if len(self.machines) >= MAX_ROWS:
             # Numbered anew from 0: no row nor a Judge's refusal (``token``) keeps an old number.
             self.machines.clear()
