@@ -23,7 +23,7 @@ import numpy as np
 from webhook.core.demands import Demands
 from webhook.core.numa import NOT_PLACED, POD, Ask, Fits, fit_rows
 from webhook.extender.fleet_rows import Columns, Free, Ints, Tables
-from webhook.extender.scorer import held, score
+from webhook.extender.scorer import amounts, held, score
 from webhook.extender.verdicts import Judge, Verdict
 
 
@@ -96,9 +96,12 @@ def _scored(wants: Demands, fits: Fits, free: Ints, machine: Ints, count: int, c
     # A slot per demand placed: the Pod's (``pod`` scope rows) or a container's, its zone per row (or none).
     slots = [(np.where(pod_scope, fits.pod_zone[rows], NOT_PLACED), wants.pod)]
     slots += [(np.where(pod_scope, NOT_PLACED, fits.placed[rows, i]), d) for i, d in enumerate(wants.containers)]
-    now = free[rows]
-    taken, present = held(slots, columns.column, now)
-    scores = score(tables.total[m], now, taken, present)
+    # Only the resources the Pod takes: the fleet's other columns hold nothing of it.
+    names = sorted({res for _, d in slots for res in amounts(d) if res in columns.column})
+    cols = [columns.column[res] for res in names]
+    now = free[:, :, cols][rows]
+    taken, present = held(slots, {res: i for i, res in enumerate(names)}, now)
+    scores = score(tables.total[:, :, cols][m], now, taken, present)
     low = int(scores.min())
     span = int(scores.max()) - low + 1
     kinds, which = np.unique(m * span + (scores - low), return_inverse=True)
