@@ -1,7 +1,7 @@
 """``webhook.extender.fleet_verdicts``: a Pod shape judged on many free shapes at once gives each the verdict
 ``Judge.judged`` gives it alone (kept or refused, the reason, unresolvable, the score).
 
-The fit and the score are one code (``core.numa.fit_rows``, ``scorer``: their own tests and the Go oracle's hold
+The fit and the score are one code (``core.numafit.fit_rows``, ``scorer``: their own tests and the Go oracle's hold
 them right); what is two here is the layout: the fleet's rows (``fleet_rows``: every resource name of the fleet,
 zones padded to its largest machine, machines stacked, empty nodes riding along, refusals shared per machine)
 against one node's own row. A row read from another row's zones, a padding zone counted, a machine's flags or a
@@ -23,7 +23,8 @@ from tests.fidelity import topology_grammar as grammar
 from tests.helpers import python_calls
 from tests.unit.test_numa_levels import empty_node, free
 from webhook.core.demands import Demands
-from webhook.core.numa import EXACT, levels
+from webhook.core.numa import levels
+from webhook.core.numafit import EXACT
 from webhook.core.numatopology import NodeTopology, Zone
 from webhook.extender import fleet_rows
 from webhook.extender.fleet_rows import Columns

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from webhook.core.numa import EXACT, memory_hinted
+from webhook.core.numafit import EXACT, memory_hinted
 from webhook.core.numatopology import CPUManager, NodeTopology
 from webhook.extender.reservations import NodeState
 from webhook.extender.verdicts import aligned
@@ -157,7 +157,7 @@ class Tables:
     machines: list[Machine]
     capacity: Ints  # [machine, zone, resource]
     total: Ints  # the empty node's allocatable, [machine, zone, resource]
-    memory_hints: Bools  # [machine]: a Memory Manager's hints (``core.numa.memory_hinted``)
+    memory_hints: Bools  # [machine]: a Memory Manager's hints (``core.numafit.memory_hinted``)
     pod_scope: Bools  # [machine]
     zones: Ints  # [machine]: how many it has
     cpu_managers: list[CPUManager | None]  # [machine] (none runs full-pcpus-only: see ``Columns._machine``)

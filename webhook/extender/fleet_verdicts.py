@@ -5,7 +5,7 @@ Why: a fleet whose NRTs count their Pods has about one free shape per node, so a
 judged on thousands of them (5,000 nodes: about 4,900 free shapes, 180 ms of Python per ``filter``), while
 kube-scheduler waits for the answer.
 
-Nothing here models kubelet or scores: the fit is ``core.numa.fit_rows`` and the score ``scorer.score``, the same
+Nothing here models kubelet or scores: the fit is ``core.numafit.fit_rows`` and the score ``scorer.score``, the same
 code ``Judge.judged`` calls with one row for one node; this module lays the rows out, asks both, and turns their
 answers into verdicts (a refusal's reason once per machine, demand and ``alone``: the machines' empty nodes ride
 along as rows of their own). Left to ``Judge.judged``: the rows ``fleet_rows`` does not model, and Pods with a
@@ -21,7 +21,7 @@ from itertools import compress
 import numpy as np
 
 from webhook.core.demands import Demands
-from webhook.core.numa import NOT_PLACED, POD, Ask, Fits, fit_rows
+from webhook.core.numafit import NOT_PLACED, POD, Ask, Fits, fit_rows
 from webhook.extender.fleet_rows import Columns, Free, Ints, Tables
 from webhook.extender.scorer import amounts, held, score
 from webhook.extender.verdicts import Judge, Verdict

@@ -16,14 +16,15 @@ import numpy as np
 import numpy.typing as npt
 
 from webhook.core.demands import Demand, Demands, is_device
-from webhook.core.numa import NOT_PLACED, NodeFit, node_row
+from webhook.core.numa import NodeFit
+from webhook.core.numafit import NOT_PLACED, node_row
 from webhook.core.numatopology import NodeTopology
 from webhook.core.podspec import CPU
 
 MAX_SCORE = 10  # extenderv1.MaxExtenderPriority
 SHARE = 1 << 10  # what a score counts a zone's amount left in: 1/1024ths
 
-Amounts = npt.NDArray[Any]  # milli-units: int64 over a fleet, Python ints for one node (``core.numa.Row``)
+Amounts = npt.NDArray[Any]  # milli-units: int64 over a fleet, Python ints for one node (``core.numafit.Row``)
 
 
 def amounts(d: Demand) -> dict[str, int]:
