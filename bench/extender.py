@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from webhook.extender.fingerprint import fingerprint
-from webhook.extender.placement import BoundPod, NodeState, free_now, pod_demands, read_nrt
+from webhook.extender.reservations import BoundPod, NodeState, free_now, pod_demands, read_nrt
 
 # The differential's generators are test code, not held to mypy --strict as bench is: imported by name.
 grammar: Any = importlib.import_module("tests.fidelity.topology_grammar")

@@ -4,7 +4,7 @@ worker, its two reflectors through the Kubernetes client, as the chart runs it o
 Gone, as after an API server restart past the watch cache's window), and its RSS, PSS and peak (VmHWM) after the
 first list and after the relist, against the chart's memory limit of the extender container; then ``--calls``
 ``prioritize`` calls over every node, each a Pod shape of the topology differential not judged before (the app keeps
-the Judges of the last 32 shapes, each with a verdict per free shape and the fleet's rows: ``extender.fleetrows``),
+the Judges of the last 32 shapes, each with a verdict per free shape and the fleet's rows: ``extender.fleet_rows``),
 and the same again. Each NRT's first zone has its ``allocatable`` memory less the node's index modulo 500, in MiB,
 ``available``: the 5,000 nodes are about as many free shapes, as a fleet's NRTs that count their Pods are.
 
@@ -37,7 +37,7 @@ import requests
 import yaml
 
 from tests.serving import free_port, process_tree
-from webhook.extender.placement import pod_demands
+from webhook.extender.reservations import pod_demands
 
 sched: Any = importlib.import_module("bench.scheduler")
 e2e: Any = importlib.import_module("tests.e2e.test_extender")

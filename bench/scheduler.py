@@ -195,7 +195,7 @@ def misplaced(api: Any, times: dict[str, float]) -> int:
     """The Pods bound where, with the Pods bound there before them (in the order the watch saw them bound), no
     NUMA node of the node can hold them: kubelet would fail them with TopologyAffinityError."""
     from webhook.core.numa import fit_node
-    from webhook.extender.placement import BoundPod, free_now, pod_demands, read_nrt
+    from webhook.extender.reservations import BoundPod, free_now, pod_demands, read_nrt
 
     listed = api("GET", f"/api/v1/namespaces/{NAMESPACE}/pods")["items"]
     by_node: dict[str, list[dict[str, Any]]] = {}

@@ -41,7 +41,8 @@ from tests.serving import free_port
 from webhook.core.kubeversion import DEFAULT, Semantics, parse_minor, semantics
 from webhook.core.numa import fit_node
 from webhook.extender.fingerprint import ATTRIBUTE, fingerprint
-from webhook.extender.placement import minus, pod_demands, read_nrt, usage
+from webhook.extender.reservations import minus, pod_demands, read_nrt
+from webhook.extender.scorer import usage
 from webhook.serving.certs import write_bundle
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -397,7 +398,7 @@ def misplaced(api: Api, topologies: dict[str, Any], kube: Semantics | None = Non
             if not fit.fits:
                 wrong += 1
                 continue
-            topo = minus(topo, usage(wants, fit))
+            topo = minus(topo, usage(wants, fit, topo))
     return wrong, bound, pending
 
 

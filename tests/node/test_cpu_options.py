@@ -45,7 +45,7 @@ from webhook.cluster.nrt import read_topology
 from webhook.cluster.watch import ApiTransport
 from webhook.core.numa import fit_node
 from webhook.core.numatopology import CPUManager
-from webhook.extender.placement import pod_demands
+from webhook.extender.reservations import pod_demands
 
 pytestmark = [pytest.mark.node, pytest.mark.timeout(900)]
 

@@ -55,7 +55,7 @@ from webhook.cluster.watch import ApiTransport
 from webhook.core.cpupinner import AGENT_SOURCE, CPU_MANAGER, Pinner, read_pinner
 from webhook.core.numa import fit_node
 from webhook.extender.fingerprint import ATTRIBUTE, fingerprint
-from webhook.extender.placement import BoundPod, pod_demands, read_nrt, reflected, signed_sets
+from webhook.extender.reservations import BoundPod, pod_demands, read_nrt, reflected, signed_sets
 from webhook.node.allocation import Allocatable
 from webhook.node.kubelet import PodResourcesClient
 from webhook.node.sysfs import NodeFacts

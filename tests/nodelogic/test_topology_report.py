@@ -14,7 +14,7 @@ from tests.nodelogic.fakes import Kubelet, container, serve, topology
 from webhook.cluster.client import ClusterError, Reply
 from webhook.core.numatopology import parse_nrt
 from webhook.extender.fingerprint import ATTRIBUTE, fingerprint
-from webhook.extender.placement import BoundPod, read_nrt, reflected
+from webhook.extender.reservations import BoundPod, read_nrt, reflected
 from webhook.node.allocation import Allocatable, ContainerAllocation, DeviceGroup, MemoryBlock, PodAllocation
 from webhook.node.kubelet import PodResourcesClient
 from webhook.node.podresources import api_pb2

@@ -25,7 +25,7 @@ from webhook.core.numatopology import (
     parse_nrt,
 )
 from webhook.core.podspec import build_pod_spec
-from webhook.extender.fleetrows import Columns
+from webhook.extender.fleet_rows import Columns
 
 ZONE = {"cpu": "16", "memory": "64Gi"}
 
@@ -78,8 +78,8 @@ def test_numa_unfit_says_smt_alignment_and_the_way_out() -> None:
 
 
 def test_the_extenders_rows_leave_full_pcpus_only_to_the_one_model() -> None:
-    """fleetfit's numpy fit does not model full-pcpus-only: such a machine gets no row (Judge.judged fits it
-    with fit_node), so the two can never differ on it."""
+    """The fleet's rows leave out a full-pcpus-only machine: its SMT refusal is a per-row step in Python (the one
+    fit's ``_Rows.smt``), so such a node is judged one at a time (Judge.judged, fit_node: one row)."""
     columns = Columns()
     assert columns._machine(parse_nrt(smt_node("full-pcpus-only=true"))) is None
     assert columns._machine(parse_nrt(smt_node("distribute-cpus-across-numa=true"))) is not None
@@ -150,7 +150,8 @@ def test_an_option_is_named_across_numa_nodes_exactly_when_the_fit_leaves_it_out
 def test_the_extender_gives_kubelets_smt_reason_not_a_numa_nodes_size() -> None:
     """A 3-CPU Pod on a full-pcpus-only SMT-2 node of two 16-CPU NUMA nodes: refused for the SMT alignment (it
     fits either NUMA node), unresolvable (not even on the empty node); without the option it is kept."""
-    from webhook.extender.placement import Judge, pod_demands, read_nrt
+    from webhook.extender.reservations import pod_demands, read_nrt
+    from webhook.extender.verdicts import Judge
 
     wants = pod_demands(llm("3"))
     state = read_nrt(smt_node("full-pcpus-only=true"))

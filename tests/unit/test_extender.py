@@ -11,7 +11,7 @@ import pytest
 
 from tests.waiting import eventually, parked_in
 from webhook.extender.fingerprint import fingerprint, xxh64
-from webhook.extender.placement import BoundPod, NodeState, bound_pod, pod_demands, read_nrt
+from webhook.extender.reservations import BoundPod, NodeState, bound_pod, pod_demands, read_nrt
 from webhook.extender.view import View
 from webhook.serving.extender_app import create_extender_app
 
@@ -480,7 +480,7 @@ def test_the_clusters_minor_judges_a_pod_without_a_class() -> None:
     not) with an empty pod-level block: BestEffort up to 1.36 (the block decides alone), Guaranteed from 1.37;
     the extender judges with the minor the API server says, in the verbs and in the watch of bound Pods."""
     from webhook.core.kubeversion import resolve
-    from webhook.extender.placement import Judge
+    from webhook.extender.verdicts import Judge
     from webhook.serving.extender_cache import PodSink
 
     empty = pod(gpu=0)

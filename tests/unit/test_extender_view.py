@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 
 from tests.helpers import python_calls
 from webhook.extender.fingerprint import fingerprint
-from webhook.extender.placement import BoundPod, Judge, NodeState, free_now, pod_demands, read_nrt
+from webhook.extender.reservations import BoundPod, NodeState, free_now, pod_demands, read_nrt
+from webhook.extender.verdicts import Judge
 from webhook.extender.view import LISTED_LAG, View
 
 GPU = "example.com/gpu"
@@ -242,3 +243,20 @@ def test_of_a_list_with_terminal_pods_only_the_latest_may_be_uncounted() -> None
 
     assert held_with(50 - LISTED_LAG) == ([p.key for p in pods[45:]], 0)  # counted: the 5 active ones held
     assert held_with(50 - LISTED_LAG - 1) == ([], 1)  # none matched: only Pods seen since the NRT changed
+
+
+def test_what_reserved_pods_take_is_remembered_by_zones_and_each_node_keeps_its_name() -> None:
+    """``free_now`` remembers each step by the zones it starts from: two nodes of one free shape holding the same
+    Pods get the same zones, each under its own name, and what each Pod takes is where kubelet puts it (the first
+    zone that holds it, then the next; one that fits nowhere takes nothing)."""
+    a, b = (read_nrt(nrt(n, 2, 0, "single-numa-node", None, None)) for n in ("a", "b"))
+    assert a is not None and b is not None
+    big = pod_demands(pod_obj("x", 4, 1))
+    pods = [BoundPod("ns", f"p{i}", "a", 0.0, wants=big) for i in range(3)]
+    first = free_now(a, pods[:1])
+    assert [z.allocatable["cpu"] for z in first.zones] == [0, 4000]
+    again = free_now(b, pods[:1])
+    assert (again.name, again.zones) == ("b", first.zones) and first.name == "a"
+    both = free_now(a, pods[:2])
+    assert [z.allocatable["cpu"] for z in both.zones] == [0, 0] and both.name == "a"
+    assert [z.allocatable["cpu"] for z in free_now(b, pods).zones] == [0, 0]  # the third fits nowhere: not counted

@@ -21,7 +21,7 @@ from webhook.core import numa
 from webhook.core.demands import Demands
 from webhook.core.numa import Levels, fit_node, levels
 from webhook.core.numatopology import NodeTopology, Zone, parse_nrt
-from webhook.extender.placement import pod_demands
+from webhook.extender.reservations import pod_demands
 
 MIB = 1 << 20
 GIB = 1 << 30

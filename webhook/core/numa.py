@@ -3,8 +3,9 @@ described by a ``NodeResourceTopology`` object (``topology.node.k8s.io/v1alpha2`
 
 Pure: the caller hands in a ``Topology`` snapshot (``webhook.core.numatopology``: nodes with their labels, and each
 node's NUMA zones with their allocatable resources and the node's ``topologyManagerPolicy``/
-``topologyManagerScope``). The model is kubelet's own admission on an empty node, provider by provider, as
-pkg/kubelet/cm builds it (v1.36):
+``topologyManagerScope``). The model (``numafit.fit_rows``, written once: one node is one row of it, a fleet's free
+shapes are many) is kubelet's own admission on an empty node, provider by provider, as pkg/kubelet/cm builds it
+(v1.36):
 
 - the static CPU Manager policy aligns a container's CPUs when the Pod is Guaranteed and the container asks a
   whole number of them (``guaranteedCPUs``); a single NUMA node qualifies when its free CPUs, plus the CPUs
@@ -35,176 +36,12 @@ from dataclasses import dataclass
 
 from webhook.core.demands import Demand, Demands, demands, is_device, may_align
 from webhook.core.memo import Memo, remember
-from webhook.core.numatopology import HUGEPAGES, NodeTopology, Shapes, Topology, shapes_of
+from webhook.core.numafit import NOT_PLACED, POD, fit_rows, node_row
+from webhook.core.numatopology import NodeTopology, Shapes, Topology, shapes_of
 from webhook.core.podspec import CPU, PodSpec
 from webhook.core.scheduling import NodeConstraints
 
-# ---- one node: kubelet's admission, simulated ----
-
-# What ``_Node.start`` reads of a topology, by its key: never written after (``place`` copies what it changes).
-_Read = tuple[dict[int, int], dict[int, dict[str, int]], dict[int, dict[str, int]], dict[str, set[int]], bool,
-              dict[int, dict[str, int]], tuple[int, ...]]
-_STARTS: dict[tuple[object, ...], _Read] = {}
-
-
-class _Node:
-    """Free amounts per NUMA node, and what init containers left for reuse, during one admission.
-
-    A plain slotted class, not a dataclass: the scheduler extender starts one per Pod shape and node shape
-    (hundreds per call), and starting it was about an eighth of a fit in cProfile."""
-
-    __slots__ = ("cpu_free", "dev_free", "dev_numa", "mem_allocatable", "mem_free", "memory_hints", "order", "owned",
-                 "reuse_cpu", "reuse_dev", "reuse_mem", "zero_devices_aligned")
-
-    def __init__(self, read: _Read, zero_devices_aligned: bool = True) -> None:
-        (self.cpu_free, self.mem_free, self.dev_free, self.dev_numa, self.memory_hints, self.mem_allocatable,
-         self.order) = read
-        # NUMA nodes that have devices of a resource (allocatable or not): ``dev_numa``. The Memory Manager gives
-        # hints when some zone publishes memory or hugepages: with memoryManagerPolicy None kubelet's
-        # GetAllocatableResources has no memory blocks and NFD (or the agent) publishes none; then memory is no
-        # hint and no constraint, as on that kubelet (``memory_hints``). ``zero_devices_aligned``: whether a zero
-        # device request needs a NUMA node with the devices (``Demands.zero_devices_aligned``).
-        self.zero_devices_aligned = zero_devices_aligned
-        self.reuse_cpu: tuple[int | None, int] = (None, 0)
-        self.reuse_mem: dict[int, dict[str, int]] = {}
-        self.reuse_dev: dict[str, tuple[int | None, int]] = {}
-        self.owned = False  # the free amounts are this admission's own copies (see ``start``)
-
-    @classmethod
-    def start(cls, topo: NodeTopology, zero_devices_aligned: bool) -> _Node:
-        """The free amounts of an empty ``topo``: read once per node shape (``topo.key``), shared until the first
-        ``place`` copies them (the scheduler extender admits each Pod on every shape of a fleet, most of them
-        refused or placed once); ``zero_devices_aligned``: the admitted Pod's minor's rule for a request of 0
-        devices (``Demands.zero_devices_aligned``)."""
-        read = _STARTS.get(topo.key) if topo.key else None
-        if read is None:
-            read = cls._read(topo)
-            if topo.key:
-                if len(_STARTS) >= 4096:
-                    _STARTS.clear()
-                _STARTS[topo.key] = read
-        return cls(read, zero_devices_aligned)
-
-    def _own(self) -> None:
-        """Copy the shared free amounts before the first change."""
-        if not self.owned:
-            self.cpu_free = dict(self.cpu_free)
-            self.mem_free = {k: dict(v) for k, v in self.mem_free.items()}
-            self.dev_free = {k: dict(v) for k, v in self.dev_free.items()}
-            self.owned = True
-
-    @staticmethod
-    def _read(topo: NodeTopology) -> _Read:
-        cpu_free: dict[int, int] = {}
-        mem_free: dict[int, dict[str, int]] = {}
-        dev_free: dict[int, dict[str, int]] = {}
-        dev_numa: dict[str, set[int]] = {}
-        mem_allocatable: dict[int, dict[str, int]] = {}
-        for z in topo.zones:  # one pass over each zone's amounts: a fleet's free shapes are read by the thousand
-            cpu = 0
-            memory: dict[str, int] = {}
-            devices: dict[str, int] = {}
-            for k, v in z.allocatable.items():
-                if k == CPU:
-                    cpu = v // 1000
-                elif is_device(k):
-                    devices[k] = v // 1000
-                else:
-                    memory[k] = v // 1000
-            cpu_free[z.numa], mem_free[z.numa], dev_free[z.numa] = cpu, memory, devices
-            # The first zone of a NUMA node's number, as ``holds_memory`` reads it (memory types only: all it asks).
-            mem_allocatable.setdefault(z.numa, memory)
-            for k, v in z.capacity.items():
-                if is_device(k) and (v > 0 or z.allocatable.get(k, 0) > 0):
-                    dev_numa.setdefault(k, set()).add(z.numa)
-        return (cpu_free, mem_free, dev_free, dev_numa, memory_hinted(topo), mem_allocatable,
-                tuple(z.numa for z in topo.zones))
-
-    def accepts(self, d: Demand, numa: int) -> bool:
-        """Would every provider give ``d`` a preferred hint for this NUMA node alone?"""
-        if d.cpus:
-            where, count = self.reuse_cpu
-            if count and where != numa:
-                return False
-            if self.cpu_free[numa] + (count if where == numa else 0) < d.cpus:
-                return False
-        if d.memory and not self.holds_memory(d, numa):
-            return False
-        for res, req in d.devices.items():
-            numas = self.dev_numa.get(res)
-            if numas is None:
-                continue  # not a device plugin resource on this node: no hint
-            where, count = self.reuse_dev.get(res, (None, 0))
-            if not req and not self.zero_devices_aligned:
-                # Before 1.36 every NUMA node holds 0 devices, a preferred hint on each, except that
-                # generateDeviceTopologyHints drops a mask missing a device an init container left for reuse.
-                if count and where != numa:
-                    return False
-                continue
-            if numa not in numas:
-                return False
-            if count and where != numa:
-                return False
-            if self.dev_free[numa].get(res, 0) + (count if where == numa else 0) < req:
-                return False
-        return True
-
-    def holds_memory(self, d: Demand, numa: int) -> bool:
-        """The Memory Manager's single-NUMA hint: each type fits the node's allocatable, and its free memory
-        plus what init containers left there for reuse (always, without a Memory Manager: ``memory_hints``)."""
-        if not self.memory_hints:
-            return True
-        allocatable = self.mem_allocatable.get(numa, {})
-        free = self.mem_free[numa]
-        reuse = self.reuse_mem.get(numa)
-        for kind, req in d.memory.items():
-            if allocatable.get(kind, 0) < req or free.get(kind, 0) + (reuse.get(kind, 0) if reuse else 0) < req:
-                return False
-        return True
-
-    def constrained(self, d: Demand) -> bool:
-        """Does any provider have a hint for ``d`` (else the Topology Manager admits it as it is)?"""
-        if d.cpus or (d.memory and self.memory_hints):
-            return True
-        return any(res in self.dev_numa and (req or self.zero_devices_aligned or self.reuse_dev.get(res, (0, 0))[1])
-                   for res, req in d.devices.items())
-
-    def place(self, d: Demand, numa: int) -> None:
-        """Allocate ``d`` on ``numa`` as the providers' Allocate does, reusable resources first."""
-        self._own()
-        regular_init = d.kind == "init"
-        if d.cpus:
-            where, count = self.reuse_cpu
-            from_reuse = min(d.cpus, count) if where == numa else 0
-            self.cpu_free[numa] -= d.cpus - from_reuse
-            if regular_init:
-                self.reuse_cpu = (numa, count + d.cpus - from_reuse)
-            else:
-                self.reuse_cpu = (where, count - from_reuse)
-        reuse_mem = self.reuse_mem.setdefault(numa, {})
-        for kind, req in d.memory.items() if self.memory_hints else ():
-            self.mem_free[numa][kind] = self.mem_free[numa].get(kind, 0) - max(0, req - reuse_mem.get(kind, 0))
-            if regular_init:
-                reuse_mem[kind] = max(reuse_mem.get(kind, 0), req)
-            elif reuse_mem.get(kind, 0):
-                reuse_mem[kind] = max(0, reuse_mem[kind] - req)
-        for res, req in d.devices.items():
-            if res not in self.dev_numa:
-                continue
-            where, count = self.reuse_dev.get(res, (None, 0))
-            from_reuse = min(req, count)
-            self.dev_free[numa][res] = self.dev_free[numa].get(res, 0) - (req - from_reuse)
-            if regular_init:
-                self.reuse_dev[res] = (numa if req - from_reuse else where, count + req - from_reuse)
-            else:
-                self.reuse_dev[res] = (where, count - from_reuse)
-
-
-def memory_hinted(topo: NodeTopology) -> bool:
-    """Does the Memory Manager give hints on this node: some zone publishes memory or hugepages (with
-    memoryManagerPolicy None kubelet has no memory blocks, and NFD or the agent publish none)."""
-    return any(k == "memory" or k.startswith(HUGEPAGES) for z in topo.zones for k in (*z.capacity, *z.allocatable))
-
+# ---- one node ----
 
 @dataclass(frozen=True, slots=True)
 class NodeFit:
@@ -231,72 +68,29 @@ class NodeFit:
 
 def fit_node(pod: PodSpec | Demands, topo: NodeTopology) -> NodeFit:
     """kubelet's Topology Manager admission of the Pod on an empty ``topo`` under ``single-numa-node``
-    rules (the node's own policy decides what a failure means: see ``NodeTopology.refuses``)."""
+    rules (the node's own policy decides what a failure means: see ``NodeTopology.refuses``): ``fit_rows`` with
+    the node as its one row."""
     wants = pod if isinstance(pod, Demands) else demands(pod)
     if wants.fractional_memory:
         return NodeFit(topo.name, topo.policy, topo.scope, {}, wants.containers[0], True,
                        "a fractional byte count of memory, which the Memory Manager cannot allocate")
-    node = _Node.start(topo, wants.zero_devices_aligned)
-    order = node.order
-    placed: dict[str, int] = {}
+    row = node_row(topo)
+    fits = fit_rows(wants, row.free, row.machine, row.column, row)
+    numas = row.numas
+    failed = int(fits.failed[0])
     if topo.scope == "pod":
-        pod_demand = wants.pod
-        if node.constrained(pod_demand):
-            chosen = _first(node, pod_demand)
-            if chosen is None:
-                return NodeFit(topo.name, topo.policy, topo.scope, {}, pod_demand, True)
-            placed[""] = chosen
-            # Each container is then allocated on the Pod's NUMA node. Up to 1.37 the Pod's memory hint counts
-            # only the types its app containers ask (getPodRequestedResources), so an init container's hugepages
-            # can still miss that node: its Allocate then fails (extendTopologyManagerHint finds no preferred
-            # hint); from 1.38 it counts every container's (``Semantics.pod_memory_hint_all_containers``).
-            for d in wants.containers:
-                if d.memory and not node.holds_memory(d, chosen):
-                    return NodeFit(topo.name, topo.policy, topo.scope, placed, d, False,
-                                   f"the Pod's NUMA node (node-{chosen}) does not hold its memory")
-                if (refused := _smt_refusal(topo, node, d, placed)) is not None:
-                    return refused
-                node.place(d, chosen)
+        zone = int(fits.pod_zone[0])
+        placed = {} if zone == NOT_PLACED else {"": numas[zone]}
+    else:
+        placed = {d.container or "": numas[p] for d, p in zip(wants.containers, fits.placed[0].tolist(), strict=True)
+                  if p != NOT_PLACED}
+    if failed == NOT_PLACED:
         return NodeFit(topo.name, topo.policy, topo.scope, placed)
-    for d in wants.containers:
-        if not node.constrained(d):
-            continue
-        chosen = _first(node, d)
-        if chosen is None:
-            # Alone on the empty node: with nothing placed yet the node is the empty one, and no NUMA node took it.
-            empty = _Node.start(topo, wants.zero_devices_aligned) if placed else None
-            alone = empty is None or not any(empty.accepts(d, n) for n in order)
-            return NodeFit(topo.name, topo.policy, topo.scope, placed, d, alone)
-        # Admitted by the Topology Manager, the container is then allocated: there full-pcpus-only may refuse it.
-        if (refused := _smt_refusal(topo, node, d, placed)) is not None:
-            return refused
-        node.place(d, chosen)
-        placed[d.container or ""] = chosen
-    return NodeFit(topo.name, topo.policy, topo.scope, placed)
-
-
-def _smt_refusal(topo: NodeTopology, node: _Node, d: Demand, placed: Mapping[str, int] | None = None) -> NodeFit | None:
-    """The CPU Manager's Allocate of ``d`` under ``full-pcpus-only`` (``CPUManager.smt_refusal``), against the
-    CPUs no container holds now (the default set: an init container's stay held, though reusable); None when the
-    node does not run it (or does not say) or it allows ``d``."""
-    cpu = topo.cpu_manager
-    if cpu is None or not cpu.full_pcpus_only or not d.cpus:
-        return None
-    why = cpu.smt_refusal(d.cpus, sum(node.cpu_free.values()))
-    if why is None:
-        return None
-    empty = sum(z.allocatable.get(CPU, 0) // 1000 for z in topo.zones)
-    alone = cpu.smt_refusal(d.cpus, empty) is not None  # refused even on the empty node
-    return NodeFit(topo.name, topo.policy, topo.scope, dict(placed or {}), d, alone, why)
-
-
-def _first(node: _Node, d: Demand) -> int | None:
-    """The lowest numbered NUMA node (in the zones' order) every provider accepts ``d`` on alone."""
-    accepts = node.accepts
-    for numa in node.order:
-        if accepts(d, numa):
-            return numa
-    return None
+    reason = fits.reason.get(0, "")
+    if topo.scope == "pod" and failed != POD and not reason:
+        reason = f"the Pod's NUMA node (node-{placed['']}) does not hold its memory"
+    return NodeFit(topo.name, topo.policy, topo.scope, placed,
+                   wants.pod if failed == POD else wants.containers[failed], bool(fits.alone[0]), reason)
 
 
 # ---- equal answers: the amounts a fit turns on ----

@@ -20,7 +20,8 @@ from typing import Any
 import msgspec
 
 from webhook.core.names import namespace_problem, shown, subdomain_problem
-from webhook.extender.placement import MAX_SCORE, Verdict
+from webhook.extender.scorer import MAX_SCORE
+from webhook.extender.verdicts import Verdict
 
 _KEPT = operator.attrgetter("kept")
 _SCORE = operator.attrgetter("score")

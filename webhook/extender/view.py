@@ -3,10 +3,10 @@ and, cached per node, its zones free now (``Freed``). A watch event touches one 
 node's Pods for its next recomputation); a filter or prioritize call reads one cached ``Freed`` per candidate node,
 so its cost is the candidates', not the cluster's.
 
-What a node holds as reservations (``placement.held``'s rule, with the fingerprint read more closely):
+What a node holds as reservations (``reservations.held``'s rule, with the fingerprint read more closely):
 
 - its NRT's fingerprint (NFD's ``nodeTopologyPodsFingerprint``) is that of the Pods bound there (one of
-  ``placement.signed_sets``: the active ones, or with the terminal ones as kubelet 1.33's List has them): the NRT
+  ``reservations.signed_sets``: the active ones, or with the terminal ones as kubelet 1.33's List has them): the NRT
   counts them all, nothing is held;
 - it is that of the Pods bound first (in the order they were seen bound, the order kubelet admits them in): the
   NRT counts those, and only the ones after them are held: a stale NRT must not have the Pods it already counts
@@ -32,20 +32,10 @@ from typing import cast
 
 from webhook.core.numatopology import NodeTopology
 from webhook.extender.fingerprint import pod_hash, sign
-from webhook.extender.fleetfit import judge_rows
-from webhook.extender.fleetrows import Columns
-from webhook.extender.placement import (
-    NO_OPINION,
-    RESERVATION_TIMEOUT,
-    UNKNOWN,
-    BoundPod,
-    Judge,
-    NodeState,
-    Shape,
-    Verdict,
-    free_now,
-    signed_sets,
-)
+from webhook.extender.fleet_rows import Columns
+from webhook.extender.fleet_verdicts import judge_rows
+from webhook.extender.reservations import RESERVATION_TIMEOUT, BoundPod, NodeState, Shape, free_now, signed_sets
+from webhook.extender.verdicts import NO_OPINION, UNKNOWN, Judge, Verdict
 
 Key = tuple[str, str]
 MAX_IDS = 50_000  # distinct free shapes remembered
@@ -82,7 +72,7 @@ class _Node:
         self.nrt_seen = -1  # the view's order when the NRT last changed
         self.version = 0
         self.freed: Freed | None = None
-        # (version, (which of placement.signed_sets, how many of its Pods) the fingerprint counts)
+        # (version, (which of reservations.signed_sets, how many of its Pods) the fingerprint counts)
         self.counted: tuple[int, tuple[int, int] | None] | None = None
 
 
@@ -275,7 +265,7 @@ class View:
         return [p for p in pods if p.wants is not None and not p.terminal and now - p.scheduled_at < self.timeout]
 
     def _counted(self, node: _Node, sets: Sequence[list[BoundPod]]) -> tuple[list[BoundPod], int] | None:
-        """The set of ``placement.signed_sets`` (first seen first) the NRT's fingerprint signs a prefix of, and
+        """The set of ``reservations.signed_sets`` (first seen first) the NRT's fingerprint signs a prefix of, and
         how many of its Pods that prefix holds; None: no such prefix in any. Cached per version of the node (as
         which set and how many): the fingerprint does not change with time."""
         if node.counted is not None and node.counted[0] == node.version:
@@ -308,7 +298,7 @@ class View:
         ``map`` over ``fresh`` and their verdicts with one over the Judge's cache, so a call of a shape judged
         before runs no Python per node; only nodes changed since (or not judged yet) are read one by one. A
         shape not judged before is judged once per distinct key (on its ``by_key`` entry), not once per node, and
-        from ``BATCH`` keys on all at once over arrays (``fleetfit.judge_rows``)."""
+        from ``BATCH`` keys on all at once over arrays (``fleet_verdicts.judge_rows``)."""
         if judge.wants is None:
             return [NO_OPINION] * len(names)
         self._expire(now)
@@ -323,7 +313,7 @@ class View:
             if found is not None:
                 keys[i] = found.key
         # Each key not judged yet: judged once, on its ``Freed`` in ``by_key`` (the distinct keys found in C); many of
-        # them at once over arrays (``fleetfit``), the rest (and what the arrays do not model) one by one.
+        # them at once over arrays (``fleet_verdicts``), the rest (and what the arrays do not model) one by one.
         by_key = self.by_key
         missing = set(keys).difference(cache)
         missing.discard(None)

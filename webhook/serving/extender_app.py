@@ -18,8 +18,8 @@ from werkzeug.exceptions import HTTPException
 
 from webhook.core.kubeversion import DEFAULT, Semantics
 from webhook.core.podspec import ManifestError
-from webhook.extender.placement import Judge, Verdict
 from webhook.extender.protocol import BadArgs, encode, filter_result, parse_args, parse_binding, priority_json
+from webhook.extender.verdicts import Judge, Verdict
 from webhook.extender.view import View
 from webhook.serving.body import BadBody, BodyBudget, Busy, TooLarge, read_bounded
 from webhook.serving.decisionlog import bound_line

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from webhook.core.demands import Demands
 from webhook.core.kubeversion import DEFAULT, Semantics
-from webhook.extender.placement import RESERVATION_TIMEOUT, BoundPod, NodeState, Shape, bound_pod, read_nrt
+from webhook.extender.reservations import RESERVATION_TIMEOUT, BoundPod, NodeState, Shape, bound_pod, read_nrt
 from webhook.extender.view import View
 from webhook.serving.decisionlog import bound_line
 

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from webhook.extender.placement import RESERVATION_TIMEOUT
+from webhook.extender.reservations import RESERVATION_TIMEOUT
 from webhook.serving.options import ServeError, check_port_free, split_bind
 
 PROBES = frozenset({"/healthz", "/readyz"})

@@ -1,17 +1,19 @@
-"""``webhook.extender.fleetfit``: a Pod shape judged on many free shapes at once over arrays gives each the verdict
+"""``webhook.extender.fleet_verdicts``: a Pod shape judged on many free shapes at once gives each the verdict
 ``Judge.judged`` gives it alone (kept or refused, the reason, unresolvable, the score).
 
-The machines and Pods are the topology differential's (tests/fidelity/topology_grammar.py: init containers, sidecars,
-hugepages, devices, both scopes), the free amounts drawn around the Pod's own levels (``core.numa.Levels``: one
-under, on, one over), where a wrong comparison, a missed reuse or a share added wrong shows.
+The fit and the score are one code (``core.numafit.fit_rows``, ``scorer``: their own tests and the Go oracle's hold
+them right); what is two here is the layout: the fleet's rows (``fleet_rows``: every resource name of the fleet,
+zones padded to its largest machine, machines stacked, empty nodes riding along, refusals shared per machine)
+against one node's own row. A row read from another row's zones, a padding zone counted, a machine's flags or a
+refusal's key mixed up shows as a verdict that differs. The machines and Pods are the topology differential's
+(tests/fidelity/topology_grammar.py: init containers, sidecars, hugepages, devices, both scopes), the free amounts
+drawn around the Pod's own levels (``core.numa.Levels``: one under, on, one over).
 """
 
 from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from fractions import Fraction
-from typing import Any
 from unittest import mock
 
 from hypothesis import given, settings
@@ -22,11 +24,13 @@ from tests.helpers import python_calls
 from tests.unit.test_numa_levels import empty_node, free
 from webhook.core.demands import Demands
 from webhook.core.numa import levels
+from webhook.core.numafit import EXACT
 from webhook.core.numatopology import NodeTopology, Zone
-from webhook.extender import fleetrows
-from webhook.extender.fleetfit import judge_rows
-from webhook.extender.fleetrows import EXACT, Columns
-from webhook.extender.placement import MAX_SCORE, SHARE, Judge, NodeState, Shape, Verdict, pod_demands, scored
+from webhook.extender import fleet_rows
+from webhook.extender.fleet_rows import Columns
+from webhook.extender.fleet_verdicts import judge_rows
+from webhook.extender.reservations import NodeState, Shape, pod_demands
+from webhook.extender.verdicts import Judge, Verdict
 from webhook.extender.view import BATCH, View
 
 
@@ -131,21 +135,13 @@ def test_a_view_judges_a_new_pod_shape_on_thousands_of_free_shapes_over_arrays()
     assert [said(v) for v in got] == [said(alone(other, items[k])) for k in items]
 
 
-@given(st.integers(1, 40), st.data())
-def test_the_score_is_one_plus_nine_times_the_share_used_rounded_half_to_even(count: int, data: Any) -> None:
-    left = data.draw(st.integers(0, SHARE * count))
-    exact = Fraction((MAX_SCORE - 1) * (SHARE * count - left), SHARE * count)
-    assert scored(left, count) == 1 + round(exact)
-    assert scored(0, 0) == 1
-
-
 def test_past_max_rows_machines_are_numbered_anew_and_no_verdict_is_stale() -> None:
-    """Rows and machines are bounded (``fleetrows.MAX_ROWS``): past it, they are numbered anew, and a Judge that
+    """Rows and machines are bounded (``fleet_rows.MAX_ROWS``): past it, they are numbered anew, and a Judge that
     judged before (its refusals keyed by a machine's number) still gives each free shape its own verdict. A call
     with more machines than the bound leaves its rows to ``Judge.judged``."""
     columns = Columns()
     batched = 0
-    with mock.patch.object(fleetrows, "MAX_ROWS", 3):
+    with mock.patch.object(fleet_rows, "MAX_ROWS", 3):
         for seed in range(60):
             # One Pod shape judged on a fleet, then on another's machines (registered past the bound, renumbered).
             # Keys unique across the calls, as a view's are (the rows are kept by key).

@@ -1,6 +1,7 @@
-"""The free shapes of a fleet as rows of one table, for ``webhook.extender.fleetfit`` to judge a Pod shape on all of
-them at once: each free shape's zones (``view.Freed.topo``) in one layout for the whole fleet (every resource name
-its NRTs publish, as many zones as its largest machine), and per machine (empty shape) what its free shapes share.
+"""The free shapes of a fleet as rows of one table, for ``webhook.extender.fleet_verdicts`` to judge a Pod shape on
+all of them at once: each free shape's zones (``view.Freed.topo``) in one layout for the whole fleet (every resource
+name its NRTs publish, as many zones as its largest machine), and per machine (empty shape) what its free shapes
+share.
 
 Kept across calls, as the view's ``by_key`` is: a row is made once per free shape (its verdict key), not once per
 Pod shape judged; one row is ``8 x (1 + zones x resources)`` bytes (5,000 free shapes of 8 zones and 8 resources:
@@ -21,15 +22,13 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from webhook.core.numa import memory_hinted
-from webhook.core.numatopology import NodeTopology
-from webhook.extender.placement import NodeState, aligned
+from webhook.core.numafit import EXACT, memory_hinted
+from webhook.core.numatopology import CPUManager, NodeTopology
+from webhook.extender.reservations import NodeState
+from webhook.extender.verdicts import aligned
 
 Ints = npt.NDArray[np.int64]
 Bools = npt.NDArray[np.bool_]
-# Amounts below it (and requests: ``fleetfit.Ask.exact``) leave int64 room for what is done with them: a few of
-# them added, a share of one times 1,024 (``placement.SHARE``).
-EXACT = 1 << 53
 MAX_ROWS = 50_000  # free shapes remembered (as ``view.MAX_IDS``), and machines
 _TOKENS = count()
 
@@ -40,7 +39,7 @@ class Machine:
 
     empty: NodeTopology
     index: int
-    named: frozenset[str]  # what a refusal names (``placement.aligned``)
+    named: frozenset[str]  # what a refusal names (``verdicts.aligned``)
 
 
 class Free(Protocol):
@@ -80,7 +79,7 @@ class Columns:
         if not numas or len(set(numas)) != len(numas) or not all(-EXACT < v < EXACT for v in amounts):
             return None
         if empty.cpu_manager is not None and empty.cpu_manager.full_pcpus_only:
-            return None  # full-pcpus-only's SMT refusal is fit_node's alone (Judge.judged): one model of it
+            return None  # full-pcpus-only's SMT refusal is a step per row in Python: judged one node at a time
         if len(self.machines) >= MAX_ROWS:
             # Numbered anew from 0: no row nor a Judge's refusal (``token``) keeps an old number.
             self.machines.clear()
@@ -146,7 +145,8 @@ class Columns:
             self._tables = Tables(machines, capacity, total,
                                   np.array([memory_hinted(m.empty) for m in machines], np.bool_),
                                   np.array([m.empty.scope == "pod" for m in machines], np.bool_),
-                                  np.array([len(m.empty.zones) for m in machines], np.int64))
+                                  np.array([len(m.empty.zones) for m in machines], np.int64),
+                                  [m.empty.cpu_manager for m in machines])
         return self._tables
 
 
@@ -157,6 +157,7 @@ class Tables:
     machines: list[Machine]
     capacity: Ints  # [machine, zone, resource]
     total: Ints  # the empty node's allocatable, [machine, zone, resource]
-    memory_hints: Bools  # [machine]: a Memory Manager's hints (``_Node.memory_hints``)
+    memory_hints: Bools  # [machine]: a Memory Manager's hints (``core.numafit.memory_hinted``)
     pod_scope: Bools  # [machine]
     zones: Ints  # [machine]: how many it has
+    cpu_managers: list[CPUManager | None]  # [machine] (none runs full-pcpus-only: see ``Columns._machine``)
