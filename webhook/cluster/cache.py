@@ -2,16 +2,20 @@
 publisher thread turns the stores into an immutable snapshot at most every ``PUBLISH_EVERY`` seconds, so a request
 reads one snapshot from start to end and never waits for the API server.
 
-``TopologyCache`` (``cluster/nrt.py``) and ``DeviceClassCache`` (``cluster/deviceclass_cache.py``) are the two; each
-says what a snapshot is (``publish``) and keeps its problems (``note``). The loop, the threads and the stop are
-written once, here, so that a fix to one (a stop that ends the open watches now) is a fix to both.
+``TopologyCache`` (``cluster/nrt.py``), ``DeviceClassCache`` (``cluster/deviceclass_cache.py``), ``RelatedCache``
+(``cluster/relatedcache.py``) and ``DraCache`` (``cluster/dracache.py``) are four; each says what a snapshot is
+(``publish``) and keeps its problems (``note``). The loop, the threads and the stop are written once, here, so that
+a fix to one (a stop that ends the open watches now) is a fix to all; so is the reflector that tells its cache its
+list was refused (``TellingReflector``).
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
+from typing import Any
 
-from webhook.cluster.watch import Reflector
+from webhook.cluster.watch import ListRefused, Reflector, refusal
 
 PUBLISH_EVERY = 0.2
 
@@ -62,3 +66,20 @@ class PublishingCache:
             self._dirty.clear()
             self.publish()
             self._stop.wait(PUBLISH_EVERY)
+
+
+class TellingReflector(Reflector):
+    """A reflector that tells its cache when its list is refused (its kind is then not read), and says why in the
+    cache's words: ``not_served`` words a 404 (a kind the cluster does not serve), ``granted_by`` names what grants
+    the list (for a 403)."""
+
+    def __init__(self, refused: Callable[[str], None], not_served: Callable[[str], str], granted_by: str,
+                 *args: Any) -> None:
+        super().__init__(*args)
+        self.refused, self.not_served, self.granted_by = refused, not_served, granted_by
+
+    def _refused(self, exc: ListRefused) -> str:
+        self.refused(self.name)
+        if exc.status == 404:
+            return self.not_served(self.name)
+        return refusal(self.name, exc, self.granted_by)

@@ -35,8 +35,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from webhook.cluster.cache import PublishingCache
-from webhook.cluster.watch import ListRefused, Reflector, Store, Transport, refusal, wait_until
+from webhook.cluster.cache import PublishingCache, TellingReflector
+from webhook.cluster.watch import Store, Transport, wait_until
 from webhook.core.claims import made_for_pod
 from webhook.core.cpupinner import Pinner, read_pinner
 from webhook.core.dra_requests import local_attribute
@@ -170,21 +170,11 @@ class DraSnapshot:
                         cpu_managers_whole=False)
 
 
-class _Reflector(Reflector):
-    """A reflector that tells its cache when its list is refused (its kind is then not read)."""
-
-    def __init__(self, refused: Callable[[str], None], *args: Any) -> None:
-        super().__init__(*args)
-        self.refused = refused
-
-    def _refused(self, exc: ListRefused) -> str:
-        self.refused(self.name)
-        if exc.status == 404 and self.name == TOPOLOGIES:
-            return (f"{self.name} are not served (their CRD is not installed): who pins each node's CPUs is not "
-                    "known (dra-cpu-pinner-mismatch says nothing)")
-        if exc.status == 404:
-            return f"{self.name} ({GROUP_VERSION}) are not served: the cluster has no DRA v1 API (1.34 or later)"
-        return refusal(self.name, exc, GRANTED_BY)
+def _not_served(name: str) -> str:
+    if name == TOPOLOGIES:
+        return (f"{name} are not served (their CRD is not installed): who pins each node's CPUs is not "
+                "known (dra-cpu-pinner-mismatch says nothing)")
+    return f"{name} ({GROUP_VERSION}) are not served: the cluster has no DRA v1 API (1.34 or later)"
 
 
 class DraCache(PublishingCache):
@@ -204,8 +194,8 @@ class DraCache(PublishingCache):
         self._said: dict[str, str | None] = {}
         self.refused: set[str] = set()
         self._snapshot = DraSnapshot(None, None, False, NOT_SYNCED)
-        self.reflectors = tuple(_Reflector(self.refused.add, resource, transport, path, JSON, self.stores[resource],
-                                           self.changed, self._stop)
+        self.reflectors = tuple(TellingReflector(self.refused.add, _not_served, GRANTED_BY, resource, transport, path,
+                                                 JSON, self.stores[resource], self.changed, self._stop)
                                 for resource, (_, path, _) in WATCHED.items())
 
     def snapshot(self) -> DraSnapshot:

@@ -19,8 +19,8 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from webhook.cluster.cache import PublishingCache
-from webhook.cluster.watch import ListRefused, Reflector, Store, Transport, refusal, wait_until
+from webhook.cluster.cache import PublishingCache, TellingReflector
+from webhook.cluster.watch import Store, Transport, wait_until
 from webhook.core.operators import CLUSTER, Related
 from webhook.core.operators.kserve_runtimes import CLUSTER_SERVING_RUNTIME, SERVING_RUNTIME
 from webhook.core.operators.llmisvc import CONFIG as LLMISVC_CONFIG
@@ -45,18 +45,8 @@ def keep(obj: Mapping[str, Any]) -> dict[str, Any]:
             "metadata": {k: meta[k] for k in ("name", "namespace") if k in meta}, "spec": obj.get("spec")}
 
 
-class _Reflector(Reflector):
-    """A reflector that tells its cache when its list is refused (the kind is then not read)."""
-
-    def __init__(self, refused: Callable[[str], None], *args: Any) -> None:
-        super().__init__(*args)
-        self.refused = refused
-
-    def _refused(self, exc: ListRefused) -> str:
-        self.refused(self.name)
-        if exc.status == 404:
-            return f"{self.name} are not served (their CRD is not installed): what needs them is unknown"
-        return refusal(self.name, exc, GRANTED_BY)
+def _not_served(name: str) -> str:
+    return f"{name} are not served (their CRD is not installed): what needs them is unknown"
 
 
 class RelatedCache(PublishingCache):
@@ -72,8 +62,9 @@ class RelatedCache(PublishingCache):
         self._said: dict[str, str | None] = {}
         self.refused: set[str] = set()  # refused since their last list or watch: not read
         self._snapshot = Related({}, CLUSTER, frozenset())
-        self.reflectors = tuple(_Reflector(self.refused.add, resource, transport, path, JSON, self.stores[key],
-                                           self.changed, self._stop) for key, (path, resource) in WATCHED.items())
+        self.reflectors = tuple(TellingReflector(self.refused.add, _not_served, GRANTED_BY, resource, transport, path,
+                                                 JSON, self.stores[key], self.changed, self._stop)
+                                for key, (path, resource) in WATCHED.items())
 
     def snapshot(self) -> Related:
         return self._snapshot
