@@ -37,3 +37,16 @@ def refused(out: subprocess.CompletedProcess[str], *words: str) -> None:
     assert "Traceback" not in out.stderr and out.stderr.startswith("qos-guard: "), out.stderr
     for word in words:
         assert word in out.stderr, (word, out.stderr)
+
+
+# A Pod whose one finding `fix` mends (its CPU request raised to its limit), with a comment `fix` keeps.
+LIMIT_ABOVE_REQUEST = """apiVersion: v1
+kind: Pod   # kept
+metadata: {name: p}
+spec:
+  containers:
+    - name: a
+      resources:
+        requests: {cpu: "1", memory: 1Gi}
+        limits: {cpu: "2", memory: 1Gi}   # a limit above its request
+"""

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests import inprocess
-from tests.cli.conftest import Run, refused
+from tests.cli.conftest import LIMIT_ABOVE_REQUEST, Run, refused
 
 KUBECONFIG = """apiVersion: v1
 kind: Config
@@ -179,7 +179,7 @@ def test_check_kubeconfig_without_numa_auto_is_refused(qos_guard: Run, tmp_path:
     """`check --kubeconfig` without policy.numa: auto was silently ignored: the user believed the cluster was
     consulted. It is refused, naming the setting that makes it count."""
     manifest = tmp_path / "pod.yaml"
-    manifest.write_text(GOOD_POD)
+    manifest.write_text(LIMIT_ABOVE_REQUEST)
     out = qos_guard("check", str(manifest), "--kubeconfig", str(tmp_path / "kubeconfig"))
     refused(out, "check: --kubeconfig is read only with policy.numa: auto", "or policy.deviceClasses: true",
             "the default configuration sets neither; drop --kubeconfig, or set one in --config")
@@ -194,14 +194,3 @@ def test_check_kubeconfig_without_numa_auto_is_refused(qos_guard: Run, tmp_path:
             f"kubeconfig: {tmp_path / 'nope'} does not exist") in unread.stdout, unread.stdout
     assert "1 violation, 1 notice, 0 errors" in unread.stderr, unread.stderr
 
-
-GOOD_POD = """apiVersion: v1
-kind: Pod   # kept
-metadata: {name: p}
-spec:
-  containers:
-    - name: a
-      resources:
-        requests: {cpu: "1", memory: 1Gi}
-        limits: {cpu: "2", memory: 1Gi}   # a limit above its request
-"""
