@@ -16,6 +16,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import requests
 import yaml
 
 from tests import waiting
@@ -496,3 +498,21 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def start_topology_agent(stack: contextlib.ExitStack, node: Node, sys_root: Path,
+                         log: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """``qos-guard agent --publish-topology`` on this node as an operator's host process (the fake ``sys_root``,
+    configz from the kubelet's own port: this kubelet is anonymous, AlwaysAllow), stopped when ``stack`` closes;
+    the process and its metrics URL, once it answers."""
+    port = free_port()
+    agent = subprocess.Popen([sys.executable, "-m", "webhook.cli", "agent", "--node", NODE_NAME,
+                              "--pod-resources-socket", str(node.pod_resources_socket), "--sys-root", str(sys_root),
+                              "--kubeconfig", str(node.cluster.kubeconfig), "--interval", "2",
+                              "--metrics-bind", f"127.0.0.1:{port}", "--no-events", "--publish-topology",
+                              "--kubelet-address", "127.0.0.1", "--kubelet-port", str(node.kubelet.config["port"])],
+                             stdout=log.open("wb"), stderr=subprocess.STDOUT, env=node.cluster.env)
+    stack.callback(stop_process, agent)
+    metrics = f"http://127.0.0.1:{port}/metrics"
+    wait_until_ready("agent metrics", lambda: requests.get(metrics, timeout=2).ok, agent, log)
+    return agent, metrics

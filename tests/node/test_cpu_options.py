@@ -23,23 +23,20 @@ from __future__ import annotations
 import contextlib
 import json
 import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-import requests
 import yaml
 
 from tests import waiting
-from tests.e2e.conftest import Cluster, stop_process, wait_until_ready
+from tests.e2e.conftest import Cluster
 from tests.node.conftest import parse_cpus, pod, report, wait_released
-from tests.node.node import NODE_NAME, Node, fake_numa_wrapper
+from tests.node.node import NODE_NAME, Node, fake_numa_wrapper, start_topology_agent
 from tests.node.numa import fake_sysfs
 from tests.node.test_topology_source import CRD, NRT
-from tests.serving import free_port
 from webhook.cluster.client import Lister
 from webhook.cluster.nrt import read_topology
 from webhook.cluster.watch import ApiTransport
@@ -87,18 +84,8 @@ def setup(node: Node, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setu
         s = Setup(node, c, sys_root, node.folder / "agent-smt.log", Lister(str(c.kubeconfig)),
                   tmp_path_factory.mktemp("cpu-options"))
         s.restart({})
-        port = free_port()
-        agent = subprocess.Popen([sys.executable, "-m", "webhook.cli", "agent", "--node", NODE_NAME,
-                                  "--pod-resources-socket", str(node.pod_resources_socket), "--sys-root",
-                                  str(sys_root), "--kubeconfig", str(c.kubeconfig), "--interval", "2",
-                                  "--metrics-bind", f"127.0.0.1:{port}", "--no-events", "--publish-topology",
-                                  "--kubelet-address", "127.0.0.1", "--kubelet-port",
-                                  str(node.kubelet.config["port"])],
-                                 stdout=s.log.open("wb"), stderr=subprocess.STDOUT, env=c.env)
         stack.callback(c.kubectl, "delete", "--raw", NRT)
-        stack.callback(stop_process, agent)
-        wait_until_ready("agent metrics", lambda: requests.get(f"http://127.0.0.1:{port}/metrics", timeout=2).ok,
-                         agent, s.log)
+        start_topology_agent(stack, node, sys_root, s.log)
         yield s
 
 

@@ -23,7 +23,6 @@ import contextlib
 import json
 import os
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -37,18 +36,15 @@ from tests import waiting
 from tests.e2e.conftest import (
     Cluster,
     chart_identity,
-    stop_process,
-    wait_until_ready,
     webhook_outside,
 )
 from tests.e2e.test_extender import scheduler, start_extender
 from tests.e2e.test_numa import NUMA_AUTO, NUMA_LABEL
 from tests.e2e.test_numa import RELEASE as NUMA_RELEASE
 from tests.node.conftest import parse_cpus, pod, report
-from tests.node.node import NODE_NAME, Node, fake_numa_wrapper
+from tests.node.node import NODE_NAME, Node, fake_numa_wrapper, start_topology_agent
 from tests.node.numa import GPU, device_plugin, fake_sysfs
 from tests.node.test_placement import gpu_pod
-from tests.serving import free_port
 from webhook.cluster.client import Lister
 from webhook.cluster.nrt import read_topology
 from webhook.cluster.watch import ApiTransport
@@ -117,20 +113,9 @@ def setup(node: Node) -> Iterator[Setup]:
         stack.callback(node.restart_kubelet)
         node.restart_kubelet({"memoryManagerPolicy": "None", "reservedMemory": None},
                              wrapper=fake_numa_wrapper(sys_root / "devices" / "system" / "node"))
-        port = free_port()
         log = node.folder / "agent-nrt.log"
-        agent = subprocess.Popen([sys.executable, "-m", "webhook.cli", "agent", "--node", NODE_NAME,
-                                  "--pod-resources-socket", str(node.pod_resources_socket), "--sys-root",
-                                  str(sys_root), "--kubeconfig", str(c.kubeconfig), "--interval", "2",
-                                  "--metrics-bind", f"127.0.0.1:{port}", "--no-events", "--publish-topology",
-                                  # configz from the kubelet's own port (this kubelet: anonymous, AlwaysAllow)
-                                  "--kubelet-address", "127.0.0.1", "--kubelet-port",
-                                  str(node.kubelet.config["port"])],
-                                 stdout=log.open("wb"), stderr=subprocess.STDOUT, env=c.env)
         stack.callback(c.kubectl, "delete", "--raw", NRT)
-        stack.callback(stop_process, agent)
-        metrics = f"http://127.0.0.1:{port}/metrics"
-        wait_until_ready("agent metrics", lambda: requests.get(metrics, timeout=2).ok, agent, log)
+        agent, metrics = start_topology_agent(stack, node, sys_root, log)
         s = Setup(node, c, sys_root, agent, metrics, log, Lister(str(c.kubeconfig)))
         # One Pod that runs throughout (in the shared pool): NFD signs no empty List, so a node with no active Pod
         # has no fingerprint to compare.
