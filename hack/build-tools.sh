@@ -41,7 +41,8 @@ TOOLS_DIR="${QOS_GUARD_TOOLS:-${XDG_CACHE_HOME:-$HOME/.cache}/qos-guard/tools}"
 export CGO_ENABLED=0 GOFLAGS="-mod=mod" GOTOOLCHAIN=local
 # Kubernetes' own binaries and the oracle are built with the Go their release asks for (KUBE_GOTOOLCHAIN: the
 # installed Go up to 1.37, go1.27.1 fetched from the module proxy for 1.38); everything else with the local one.
-source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/go-toolchain.sh"
+HACK_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+source "$HACK_DIR/go-toolchain.sh"
 KUBE_GOTOOLCHAIN=$(go_toolchain "$KUBE_VERSION")
 mkdir -p "$TOOLS_DIR"
 
@@ -341,12 +342,48 @@ GO
   go get "github.com/containernetworking/plugins@$1" >/dev/null
 }
 
+# kubelet v1.38.0-beta.0 imports sigs.k8s.io/iptables-wrappers (its iptables code moved out of k8s.io/kubernetes'
+# pkg/util/iptables), at a version the Go module proxy does not serve ("This module version is not available").
+# Only then is kubelet built with hack/kubelet-iptables, the 1.37 code it was moved from behind 1.38's API (that
+# file says why this is safe for what the node tier proves), and cached as kubelet-VERSION+iptables-standin.
+IPTABLES_STANDIN_FROM=v1.37.2
+
+# iptables_wrappers_unserved VERSION: succeeds when k8s.io/kubernetes VERSION requires sigs.k8s.io/iptables-wrappers
+# and the module proxy answers that it does not serve the version required (any other failure is not hidden).
+iptables_wrappers_unserved() {
+  local gomod want answer
+  gomod=$(go mod download -json "k8s.io/kubernetes@$1" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
+  want=$(sed -n 's/^\tsigs.k8s.io\/iptables-wrappers \(v[^ ]*\)$/\1/p' "$gomod")
+  [[ -n $want ]] || return 1
+  answer=$(go mod download -json "sigs.k8s.io/iptables-wrappers@$want" 2>&1) && return 1
+  grep -qE 'not available|404 Not Found|410 Gone' <<<"$answer"
+}
+
+setup_kubelet_iptables_standin() {
+  setup_kube_node "$1"
+  local legacy
+  legacy=$(go mod download -json "k8s.io/kubernetes@$IPTABLES_STANDIN_FROM" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')
+  mkdir -p iptables-wrappers/internal/legacy iptables-wrappers/pkg/iptables
+  printf 'module sigs.k8s.io/iptables-wrappers\n\ngo 1.24\n' > iptables-wrappers/go.mod
+  cp "$legacy"/pkg/util/iptables/{doc,iptables,save_restore}.go iptables-wrappers/internal/legacy/
+  chmod u+w iptables-wrappers/internal/legacy/*.go
+  cp "$HACK_DIR/kubelet-iptables/iptables.go" iptables-wrappers/pkg/iptables/
+  go mod edit -replace=sigs.k8s.io/iptables-wrappers=./iptables-wrappers
+}
+
 build_node_tool() {
   local kube_pkg=k8s.io/kubernetes/cmd cd_pkg=github.com/containerd/containerd/v2/cmd
   local cni_pkg=github.com/containernetworking/plugins/plugins
   case $1 in
     kubelet|kube-controller-manager|kube-scheduler)
-      GOTOOLCHAIN=$KUBE_GOTOOLCHAIN build "$1" "$KUBE_VERSION" "$kube_pkg/$1" setup_kube_node "$(kube_ldflags "$KUBE_VERSION")" ;;
+      local setup=setup_kube_node
+      if [[ $1 == kubelet ]] && GOTOOLCHAIN=$KUBE_GOTOOLCHAIN iptables_wrappers_unserved "$KUBE_VERSION"; then
+        log "kubelet $KUBE_VERSION: the module proxy does not serve the sigs.k8s.io/iptables-wrappers it requires;" \
+            "building it with hack/kubelet-iptables (k8s.io/kubernetes $IPTABLES_STANDIN_FROM's pkg/util/iptables)"
+        setup=setup_kubelet_iptables_standin
+        TOOL_REV[kubelet]=+iptables-standin
+      fi
+      GOTOOLCHAIN=$KUBE_GOTOOLCHAIN build "$1" "$KUBE_VERSION" "$kube_pkg/$1" "$setup" "$(kube_ldflags "$KUBE_VERSION")" ;;
     containerd|containerd-shim-runc-v2|ctr)
       # As containerd's Makefile for static builds: no cgo, so no btrfs snapshotter (the only cgo user).
       GOFLAGS="$GOFLAGS -tags=no_btrfs" \

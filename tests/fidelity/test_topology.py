@@ -187,6 +187,22 @@ def test_numa_fit_agrees_with_the_topology_manager(topology_oracle: Oracle) -> N
 
 
 OPTION_CASES = 3_000
+BREAKDOWN = ("cases", "no start", "API refuses", "other policy", "compared", "SMT", "kubelet admits", "kubelet refuses",
+             "agree", "excused", "disagree")
+
+
+def breakdown(by_option: dict[str, dict[str, int]], oracle: Oracle) -> None:
+    """The options differential per policy option (a case with several options counts under each): cases drawn,
+    kubelet not starting with them (alpha gate off, a combination it refuses), refused by the API server, under
+    restricted/best-effort, and the single-numa-node cases compared (on SMT machines; kubelet's verdict; agree,
+    excused, disagree). Printed as a table and added to the run's summary, one line per option."""
+    width = max(len(option) for option in by_option) if by_option else 10
+    print(f"\nfidelity: topology with CPU Manager options by option, k8s.io/kubernetes {oracle.release}")
+    print(f"{'option':<{width}} " + " ".join(f"{key:>{max(len(key), 5)}}" for key in BREAKDOWN))
+    for option, row in sorted(by_option.items()):
+        print(f"{option:<{width}} " + " ".join(f"{row.get(key, 0):>{max(len(key), 5)}}" for key in BREAKDOWN))
+        TALLY.counts[f"topology with CPU Manager options at {oracle.release}, {option}: "
+                     + ", ".join(f"{row.get(key, 0)} {key}" for key in BREAKDOWN)] += 1
 
 
 def test_numa_fit_agrees_under_cpu_manager_policy_options(topology_oracle: Oracle) -> None:
@@ -194,9 +210,16 @@ def test_numa_fit_agrees_under_cpu_manager_policy_options(topology_oracle: Oracl
     minor = topology_oracle.kube.minor.minor
     failures: list[str] = []
     counts: dict[str, int] = {}
+    by_option: dict[str, dict[str, int]] = {}
 
     def count(key: str) -> None:
         counts[key] = counts.get(key, 0) + 1
+
+    def mark(key: str) -> None:
+        """Counts ``key`` once under each option the case's kubelet runs (``breakdown``)."""
+        for option in options:
+            row = by_option.setdefault(option, {})
+            row[key] = row.get(key, 0) + 1
 
     for _ in range(OPTION_CASES // BATCH):
         batch = [options_case(rng) for _ in range(BATCH)]
@@ -205,6 +228,7 @@ def test_numa_fit_agrees_under_cpu_manager_policy_options(topology_oracle: Oracl
             count("cases")
             options = frozenset(k for k, v in c["cpuManagerPolicyOptions"].items() if v == "true")
             alpha = bool(c["featureGates"].get("CPUManagerPolicyAlphaOptions"))
+            mark("cases")
             if answer.get("error"):
                 failures.append(f"oracle error {answer['error']}: {json.dumps(c)}")
                 continue
@@ -217,9 +241,11 @@ def test_numa_fit_agrees_under_cpu_manager_policy_options(topology_oracle: Oracl
                 continue
             if refused:
                 count("kubelet does not start with these options (agreed; not compared)")
+                mark("no start")
                 continue
             if answer.get("decodeError") or answer.get("podErrors"):
                 count("refused by the API server (not compared)")
+                mark("API refuses")
                 continue
             fits, story = judge(c, answer, topology_oracle.kube)
             admitted = bool(answer["admitted"])
@@ -227,18 +253,27 @@ def test_numa_fit_agrees_under_cpu_manager_policy_options(topology_oracle: Oracl
             if c["policy"] != "single-numa-node":
                 assert fits, f"numa-unfit refused a Pod on a {c['policy']} node (only single-numa-node refuses)"
                 count(f"{c['policy']}: kubelet {'admits' if admitted else 'refuses'}")
+                mark("other policy")
                 continue
             count("single-numa-node: compared")
             count(f"single-numa-node/{c['scope']}: {'admitted' if admitted else 'refused'}"
                   f"{' (SMTAlignmentError)' if answer.get('reason') == 'SMTAlignmentError' else ''}")
             for option in sorted(options):
                 count(f"single-numa-node with {option}{' (SMT machine)' if smt else ''}: compared")
+            mark("compared")
+            mark("SMT" if smt else "no SMT")
+            mark("kubelet admits" if admitted else "kubelet refuses")
             if fits != admitted:
                 why = next((name for name, applies in EXCEPTIONS if applies(c, answer)), None)
                 if why is not None:
                     TALLY.excused[f"topology with options: {why}"] += 1
+                    mark("excused")
                     continue
+                mark("disagree")
                 failures.append(disagreement(c, answer, story, admitted))
+                continue
+            mark("agree")
     compared = tally("topology with CPU Manager options", counts, failures, topology_oracle)
+    breakdown(by_option, topology_oracle)
     assert counts.get("cases", 0) >= OPTION_CASES and compared >= 1_000
     assert not failures, f"{len(failures)} disagreements; the first:\n" + "\n\n".join(failures[:5])
