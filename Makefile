@@ -104,7 +104,7 @@ docs: install
 # Every built page opened in headless Chromium (Debian's, installed by hack/browser-deps.sh as root): fails on a
 # page or asset answered with an error, a request off the site, a console error or a page that did not render.
 # Not part of `make test`: on the 2-core CI machine the package costs about a minute to install (and ~100 MB) and
-# the 48 pages about 50 s, while the pages are Markdown under a pinned theme that `make docs` and
+# the 56 pages about 80 s, while the pages are Markdown under a pinned theme that `make docs` and
 # tests/unit/test_docs.py already hold to strict builds and live links; run it when the theme, mkdocs.yml or raw
 # HTML in a page changes. (It caught the theme asking GitHub's API from every reader's browser: no repo_url now.)
 docs-browser: docs
