@@ -57,7 +57,7 @@ image-push:
 
 lint: install
 	$(BIN)/ruff check webhook tests bench hack
-	$(BIN)/mypy webhook tests bench hack/chart_readme.py hack/docs_browser.py hack/generate.py hack/reference.py \
+	$(BIN)/mypy webhook tests bench hack/chart_readme.py hack/docs_browser.py hack/generate.py hack/reference.py hack/reference_observed.py \
 		hack/podresources_stubs.py hack/versions_summary.py
 	$(BIN)/lint-imports
 
