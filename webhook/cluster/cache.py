@@ -12,10 +12,10 @@ list was refused (``TellingReflector``).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
-from webhook.cluster.watch import ListRefused, Reflector, refusal
+from webhook.cluster.watch import ListRefused, Reflector, refusal, wait_until
 
 PUBLISH_EVERY = 0.2
 
@@ -83,3 +83,37 @@ class TellingReflector(Reflector):
         if exc.status == 404:
             return self.not_served(self.name)
         return refusal(self.name, exc, self.granted_by)
+
+
+NOT_READ_YET = "not read yet"
+
+
+class KindsCache(PublishingCache):
+    """A cache of several kinds that says each one's problem: ``problems`` by resource (None: current), the
+    resources ``refused`` since their last list or watch (not read), ``on_problem`` told of every change once it is
+    published (``tell``); the DRA objects' and the operator objects' caches."""
+
+    def __init__(self, prefix: str, resources: Iterable[str],
+                 on_problem: Callable[[dict[str, str | None]], None] | None) -> None:
+        super().__init__(prefix)
+        self.problems: dict[str, str | None] = {resource: NOT_READ_YET for resource in resources}
+        self.on_problem = on_problem
+        self._said: dict[str, str | None] = {}
+        self.refused: set[str] = set()
+
+    def note(self, resource: str, problem: str | None) -> None:
+        self.problems[resource] = problem
+        if problem is None:
+            self.refused.discard(resource)
+
+    def tell(self) -> None:
+        """``on_problem`` with the problems a snapshot was just published with, when they changed."""
+        if self.problems != self._said:
+            self._said = dict(self.problems)
+            if self.on_problem is not None:
+                self.on_problem(dict(self.problems))
+
+    def wait_synced(self, timeout: float) -> bool:
+        """Whether every kind was listed (or refused) and published within ``timeout`` seconds (tests)."""
+        return wait_until(lambda: bool(self._said) and all(p != NOT_READ_YET for p in self._said.values()),
+                          timeout, self._stop)

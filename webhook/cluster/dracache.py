@@ -35,8 +35,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from webhook.cluster.cache import PublishingCache, TellingReflector
-from webhook.cluster.watch import Store, Transport, wait_until
+from webhook.cluster.cache import KindsCache, TellingReflector
+from webhook.cluster.watch import Store, Transport
 from webhook.core.claims import made_for_pod
 from webhook.core.cpupinner import Pinner, read_pinner
 from webhook.core.dra_requests import local_attribute
@@ -177,22 +177,18 @@ def _not_served(name: str) -> str:
     return f"{name} ({GROUP_VERSION}) are not served: the cluster has no DRA v1 API (1.34 or later)"
 
 
-class DraCache(PublishingCache):
+class DraCache(KindsCache):
     """The watched kinds, current within ``PUBLISH_EVERY`` of the API server; ``snapshot()`` is the
     ``DraSnapshot`` requests judge with."""
 
     def __init__(self, transport: Transport,
                  on_problem: Callable[[dict[str, str | None]], None] | None = None) -> None:
-        super().__init__("qos-guard-draobjects")
+        super().__init__("qos-guard-draobjects", WATCHED, on_problem)
         self.stores: dict[str, Store] = {
             CLAIMS: Store(keep_claim("ResourceClaim"), limit=MAX_CLAIMS),
             TEMPLATES: Store(keep_claim("ResourceClaimTemplate"), limit=MAX_CLAIMS),
             SLICES: Store(keep_slice, limit=MAX_SLICES),
             TOPOLOGIES: Store(keep_pinner, limit=MAX_SLICES)}
-        self.problems: dict[str, str | None] = {resource: "not read yet" for resource in WATCHED}
-        self.on_problem = on_problem
-        self._said: dict[str, str | None] = {}
-        self.refused: set[str] = set()
         self._snapshot = DraSnapshot(None, None, False, NOT_SYNCED)
         self.reflectors = tuple(TellingReflector(self.refused.add, _not_served, GRANTED_BY, resource, transport, path,
                                                  JSON, self.stores[resource], self.changed, self._stop)
@@ -200,11 +196,6 @@ class DraCache(PublishingCache):
 
     def snapshot(self) -> DraSnapshot:
         return self._snapshot
-
-    def note(self, resource: str, problem: str | None) -> None:
-        self.problems[resource] = problem
-        if problem is None:
-            self.refused.discard(resource)
 
     def _readable(self, resource: str) -> bool:
         return self.stores[resource].listed and resource not in self.refused
@@ -237,16 +228,8 @@ class DraCache(PublishingCache):
             managers = {name: p.cpu_manager_policy for name, p in self.stores[TOPOLOGIES].snapshot().items()}
         self._snapshot = snapshot = DraSnapshot(devices, claims, problem is None, problem,
                                                 None if managers is None else MappingProxyType(managers))
-        if self.problems != self._said:
-            self._said = dict(self.problems)
-            if self.on_problem is not None:
-                self.on_problem(dict(self.problems))
+        self.tell()
         return snapshot
-
-    def wait_synced(self, timeout: float) -> bool:
-        """Whether every kind was listed (or refused) and published within ``timeout`` seconds (tests)."""
-        return wait_until(lambda: bool(self._said) and all(p != "not read yet" for p in self._said.values()),
-                          timeout, self._stop)
 
 
 def log_problem(problems: dict[str, str | None]) -> None:

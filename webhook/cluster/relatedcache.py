@@ -19,8 +19,8 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from webhook.cluster.cache import PublishingCache, TellingReflector
-from webhook.cluster.watch import Store, Transport, wait_until
+from webhook.cluster.cache import KindsCache, TellingReflector
+from webhook.cluster.watch import Store, Transport
 from webhook.core.operators import CLUSTER, Related
 from webhook.core.operators.kserve_runtimes import CLUSTER_SERVING_RUNTIME, SERVING_RUNTIME
 from webhook.core.operators.llmisvc import CONFIG as LLMISVC_CONFIG
@@ -49,18 +49,14 @@ def _not_served(name: str) -> str:
     return f"{name} are not served (their CRD is not installed): what needs them is unknown"
 
 
-class RelatedCache(PublishingCache):
+class RelatedCache(KindsCache):
     """The watched kinds, current within ``PUBLISH_EVERY`` of the API server; ``snapshot()`` is the ``Related``
     requests judge against (from the cluster, ``read`` the kinds listed whole)."""
 
     def __init__(self, transport: Transport,
                  on_problem: Callable[[dict[str, str | None]], None] | None = None) -> None:
-        super().__init__("qos-guard-operatorobjects")
+        super().__init__("qos-guard-operatorobjects", (resource for _, resource in WATCHED.values()), on_problem)
         self.stores = {key: Store(keep) for key in WATCHED}
-        self.problems: dict[str, str | None] = {resource: "not read yet" for _, resource in WATCHED.values()}
-        self.on_problem = on_problem
-        self._said: dict[str, str | None] = {}
-        self.refused: set[str] = set()  # refused since their last list or watch: not read
         self._snapshot = Related({}, CLUSTER, frozenset())
         self.reflectors = tuple(TellingReflector(self.refused.add, _not_served, GRANTED_BY, resource, transport, path,
                                                  JSON, self.stores[key], self.changed, self._stop)
@@ -68,11 +64,6 @@ class RelatedCache(PublishingCache):
 
     def snapshot(self) -> Related:
         return self._snapshot
-
-    def note(self, resource: str, problem: str | None) -> None:
-        self.problems[resource] = problem
-        if problem is None:
-            self.refused.discard(resource)
 
     def publish(self) -> Related:
         """The objects of every store listed; ``read`` those listed, not refused since, and whole."""
@@ -86,16 +77,8 @@ class RelatedCache(PublishingCache):
             if not store.truncated:
                 read.add(key)
         self._snapshot = snapshot = Related(objects, CLUSTER, frozenset(read))
-        if self.problems != self._said:
-            self._said = dict(self.problems)
-            if self.on_problem is not None:
-                self.on_problem(dict(self.problems))
+        self.tell()
         return snapshot
-
-    def wait_synced(self, timeout: float) -> bool:
-        """Whether every kind was listed (or refused) and published within ``timeout`` seconds (tests)."""
-        return wait_until(lambda: all(p != "not read yet" for p in self._said.values()) and bool(self._said),
-                          timeout, self._stop)
 
 
 def log_problem(problems: dict[str, str | None]) -> None:
