@@ -115,8 +115,11 @@ def judge(c: dict[str, Any], answer: dict[str, Any], kube: Semantics = DEFAULT) 
     fit = fit_node(build_pod_spec(c["pod"]["spec"], ("spec",), c["pod"].get("status"), kube=kube), topo)
     story = f"placed {dict(fit.placed)}" if fit.fits else \
         f"{fit.failed.label if fit.failed else '?'} does not fit ({'alone' if fit.alone else 'in order'})"
+    if fit.reason:
+        story += f": {fit.reason}"
     if absent_devices(c, answer):
-        return fit.fits or not topo.refuses, f"node-level model: {story}"
+        # As ``fit_cluster`` files it: full-pcpus-only refuses under any policy, the others only single-numa-node.
+        return fit.fits or not (topo.refuses or fit.smt_refused), f"node-level model: {story}"
     topology = Topology(nodes={"node": {}}, topologies={"node": topo})
     verdict = evaluate(c["pod"], AUTO, Mode.ENFORCE, Facts(topology=topology, kubernetes=kube))
     refusals = [v.message for _, v in verdict.violations if v.rule == "numa-unfit"]
@@ -187,14 +190,15 @@ def test_numa_fit_agrees_with_the_topology_manager(topology_oracle: Oracle) -> N
 
 
 OPTION_CASES = 3_000
-BREAKDOWN = ("cases", "no start", "API refuses", "other policy", "compared", "SMT", "kubelet admits", "kubelet refuses",
-             "agree", "excused", "disagree")
+BREAKDOWN = ("cases", "no start", "API refuses", "other policy", "SMT compared", "SMT agree", "SMT disagree",
+             "compared", "SMT", "kubelet admits", "kubelet refuses", "agree", "excused", "disagree")
 
 
 def breakdown(by_option: dict[str, dict[str, int]], oracle: Oracle) -> None:
     """The options differential per policy option (a case with several options counts under each): cases drawn,
     kubelet not starting with them (alpha gate off, a combination it refuses), refused by the API server, under
-    restricted/best-effort, and the single-numa-node cases compared (on SMT machines; kubelet's verdict; agree,
+    restricted/best-effort (those with full-pcpus-only compared for SMTAlignmentError: ``smt_compare``), and the
+    single-numa-node cases compared (on SMT machines; kubelet's verdict; agree,
     excused, disagree). Printed as a table and added to the run's summary, one line per option."""
     width = max(len(option) for option in by_option) if by_option else 10
     print(f"\nfidelity: topology with CPU Manager options by option, k8s.io/kubernetes {oracle.release}")
@@ -220,6 +224,27 @@ def test_numa_fit_agrees_under_cpu_manager_policy_options(topology_oracle: Oracl
         for option in options:
             row = by_option.setdefault(option, {})
             row[key] = row.get(key, 0) + 1
+
+    def smt_compare(c: dict[str, Any], answer: dict[str, Any], fits: bool, story: str, admitted: bool) -> None:
+        """restricted/best-effort with full-pcpus-only: kubelet's Allocate still refuses with SMTAlignmentError
+        (enforceSMTAlignment counts the node's free CPUs, whatever NUMA node), and qos-guard must refuse exactly
+        then (only that refuses there). Where kubelet refuses for another reason first (restricted's
+        TopologyAffinityError, an allocation), its answer says nothing of the SMT check: counted, not compared."""
+        kubelet_smt = not admitted and answer.get("reason") == "SMTAlignmentError"
+        key = f"{c['policy']} with full-pcpus-only"
+        if not admitted and not kubelet_smt:
+            count(f"{key}: kubelet refuses otherwise ({answer.get('reason')}; not compared), qos-guard "
+                  f"{'SMTAlignmentError' if not fits else 'admits'}")
+            return
+        count(f"{key}: compared")
+        count(f"{key}: kubelet {'SMTAlignmentError' if kubelet_smt else 'admits'}")
+        mark("SMT compared")
+        if kubelet_smt != (not fits):
+            mark("SMT disagree")
+            failures.append(disagreement(c, answer, story, admitted))
+            return
+        count(f"{key}: agree")
+        mark("SMT agree")
 
     for _ in range(OPTION_CASES // BATCH):
         batch = [options_case(rng) for _ in range(BATCH)]
@@ -251,9 +276,12 @@ def test_numa_fit_agrees_under_cpu_manager_policy_options(topology_oracle: Oracl
             admitted = bool(answer["admitted"])
             smt = c["machine"]["threadsPerCore"] == 2
             if c["policy"] != "single-numa-node":
-                assert fits, f"numa-unfit refused a Pod on a {c['policy']} node (only single-numa-node refuses)"
                 count(f"{c['policy']}: kubelet {'admits' if admitted else 'refuses'}")
                 mark("other policy")
+                if "full-pcpus-only" in options:
+                    smt_compare(c, answer, fits, story, admitted)
+                else:
+                    assert fits, f"numa-unfit refused a Pod on a {c['policy']} node without full-pcpus-only: {story}"
                 continue
             count("single-numa-node: compared")
             count(f"single-numa-node/{c['scope']}: {'admitted' if admitted else 'refused'}"
@@ -275,5 +303,11 @@ def test_numa_fit_agrees_under_cpu_manager_policy_options(topology_oracle: Oracl
             mark("agree")
     compared = tally("topology with CPU Manager options", counts, failures, topology_oracle)
     breakdown(by_option, topology_oracle)
+    for policy in ("restricted", "best-effort"):
+        key = f"{policy} with full-pcpus-only"
+        smt = counts.get(f"{key}: kubelet SMTAlignmentError", 0)
+        TALLY.counts[f"topology with CPU Manager options against k8s.io/kubernetes {topology_oracle.release}: {key}, "
+                     f"{counts.get(f'{key}: compared', 0)} compared ({smt} SMTAlignmentError), "
+                     f"{counts.get(f'{key}: agree', 0)} agree"] += 1
     assert counts.get("cases", 0) >= OPTION_CASES and compared >= 1_000
     assert not failures, f"{len(failures)} disagreements; the first:\n" + "\n\n".join(failures[:5])

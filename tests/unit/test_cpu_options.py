@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.builders import nrt
+from tests.builders import guaranteed, nrt, pod
 from tests.unit.test_numa import llm
 from webhook.core.config import parse_config
 from webhook.core.engine import Mode, evaluate
@@ -122,7 +122,7 @@ def _spread(options: str | None) -> list[str]:
 
 @pytest.mark.parametrize(("options", "said"), [
     (None, "cpuManagerPolicyOptions unknown on node n (its NodeResourceTopology does not publish them"),
-    ("full-pcpus-only=true", "cpuManagerPolicyOptions full-pcpus-only on node n not modelled across NUMA nodes"),
+    ("full-pcpus-only=true", None),  # modelled there (20 CPUs: whole cores of 32 free, so admitted)
     ("align-by-socket=true,distribute-cpus-across-numa=true",
      "cpuManagerPolicyOptions align-by-socket, distribute-cpus-across-numa on node n not modelled across NUMA"),
     ("strict-cpu-reservation=true,prefer-align-cpus-by-uncorecache=true", None),  # no answer depends on them
@@ -142,7 +142,7 @@ def test_admitted_across_numa_nodes_names_unknown_and_unmodelled_options(options
 def test_an_option_is_named_across_numa_nodes_exactly_when_the_fit_leaves_it_out(options: frozenset[str]) -> None:
     text = ",".join(f"{o}=true" for o in sorted(options))
     (message,) = _spread(text)
-    named = {o for o in ("full-pcpus-only", "align-by-socket", "distribute-cpus-across-numa") if o in options}
+    named = {o for o in ("align-by-socket", "distribute-cpus-across-numa") if o in options}
     for option in CPU_MANAGER_OPTIONS:
         assert (option in message) == (option in named), (option, message)
 
@@ -162,3 +162,124 @@ def test_the_extender_gives_kubelets_smt_reason_not_a_numa_nodes_size() -> None:
     assert "on one NUMA node" not in verdict.reason, verdict.reason
     plain = read_nrt(smt_node(""))
     assert plain is not None and Judge(wants).node("n", plain).kept
+
+
+# ---- full-pcpus-only where restricted and best-effort admit a Pod across NUMA nodes ----
+# kubelet's Allocate (policy_static.go) runs enforceSMTAlignment for every container with exclusive CPUs, whatever
+# the Topology Manager's hint: a count not a multiple of the threads per core, or above the node's shared pool
+# less the reserved CPUs' cores (GetAvailablePhysicalCPUs: node-wide), is refused with SMTAlignmentError.
+
+def _across_node(policy: str, zones: int, per_zone: int, tpc: int, siblings: int, scope: str = "container",
+                 name: str = "n") -> dict[str, Any]:
+    obj = nrt(name, [{"cpu": str(per_zone), "memory": "64Gi"}] * zones, policy=policy, scope=scope)
+    obj["attributes"] += [{"name": "cpuManagerPolicyOptions", "value": "full-pcpus-only=true"},
+                          {"name": "threadsPerCore", "value": str(tpc)},
+                          {"name": "reservedCPUSiblings", "value": str(siblings)}]
+    return obj
+
+
+def _expected_smt(cpus: list[int], free: int, tpc: int, siblings: int) -> int | None:
+    """kubelet's answer, written out apart from the model: the first app container (in order) that
+    enforceSMTAlignment refuses, each taking its CPUs from the node's shared pool; None: none."""
+    for i, n in enumerate(cpus):
+        if n % tpc or n > free - siblings:
+            return i
+        free -= n
+    return None
+
+
+def _messages(obj: dict[str, Any], pod_obj: dict[str, Any]) -> tuple[list[str], list[str]]:
+    topology = Topology(nodes={"n": {}}, topologies={"n": parse_nrt(obj)})
+    found = evaluate(pod_obj, parse_config({"policy": {"numa": "auto"}}), Mode.ENFORCE,
+                     Facts(topology=topology, memo=Memo()))
+    return ([v.message for _, v in found.violations if v.rule == "numa-unfit"],
+            [v.message for _, v in found.advisories if v.rule == "numa-unfit"])
+
+
+@given(policy=st.sampled_from(["restricted", "best-effort"]), scope=st.sampled_from(["container", "pod"]),
+       zones=st.integers(2, 4), per_zone=st.integers(2, 24), tpc=st.sampled_from([1, 2, 4]),
+       siblings=st.integers(0, 3), first=st.integers(1, 100), rest=st.lists(st.integers(1, 40), max_size=3))
+def test_full_pcpus_only_refuses_across_numa_nodes_exactly_when_kubelets_allocate_does(
+        policy: str, scope: str, zones: int, per_zone: int, tpc: int, siblings: int, first: int,
+        rest: list[int]) -> None:
+    """A Pod whose first container no NUMA node holds (so the policy admits it across NUMA nodes, and every
+    container after it is allocated from the whole node too): refused, with kubelet's reason, exactly where
+    kubelet's Allocate refuses one of its containers; else admitted across NUMA nodes. The extender's one-node
+    path says the same."""
+    from webhook.extender.reservations import pod_demands, read_nrt
+    from webhook.extender.verdicts import Judge
+
+    first = per_zone + first  # more than any one NUMA node has
+    cpus = [first, *rest]
+    obj = _across_node(policy, zones, per_zone, tpc, siblings, scope)
+    spec = pod(*(guaranteed(f"c{i}", str(n), "1Gi") for i, n in enumerate(cpus)), name="p", namespace="ai")
+    refused_at = _expected_smt(cpus, zones * per_zone, tpc, siblings)
+    refusals, advisories = _messages(obj, spec)
+    wants, state = pod_demands(spec), read_nrt(obj)
+    assert wants is not None and state is not None
+    verdict = Judge(wants).node("n", state)
+    if refused_at is None:
+        assert not refusals, refusals
+        (advisory,) = advisories
+        assert advisory.startswith(f"{policy} on node n would admit it across NUMA nodes"), advisory
+        assert "SMTAlignmentError" not in advisory and "full-pcpus-only" not in advisory, advisory
+        assert verdict.kept, verdict
+    else:
+        (message,) = refusals
+        assert not advisories, advisories
+        label = f'container "c{refused_at}" (spec.containers[{refused_at}]): SMTAlignmentError: {cpus[refused_at]} CPUs'
+        assert label in message, message
+        assert "full-pcpus-only refuses it on node n (SMTAlignmentError)" in message, message
+        assert "would admit it across NUMA nodes" not in message, message
+        assert not verdict.kept and f"SMTAlignmentError: {cpus[refused_at]} CPUs" in verdict.reason, verdict
+
+
+def test_across_numa_nodes_the_free_cpus_are_the_whole_nodes_after_the_containers_before() -> None:
+    """Two NUMA nodes of 16 CPUs, SMT-2, restricted: 12 CPUs fit node 0, then 18 no NUMA node holds. kubelet
+    allocates the 18 from the 20 left node-wide (admitted); 22 are more than the 20 left, so refused though the
+    empty node has 32 (not alone: fewer before it would do)."""
+    obj = _across_node("restricted", 2, 16, 2, 0)
+    refusals, advisories = _messages(obj, pod(guaranteed("a", "12", "1Gi"), guaranteed("b", "18", "1Gi")))
+    assert not refusals and advisories and "would admit it across NUMA nodes" in advisories[0], advisories
+    fit = fit_node(build_pod_spec(pod(guaranteed("a", "12", "1Gi"), guaranteed("b", "22", "1Gi"))["spec"],
+                                  ("spec",)), parse_nrt(obj))
+    assert not fit.fits and fit.failed is not None and fit.failed.container == "b", fit
+    assert fit.reason.startswith("SMTAlignmentError: 22 CPUs but only 20 on whole free cores"), fit.reason
+    assert not fit.alone
+    # An init container's CPUs leave the shared pool (enforceSMTAlignment does not count them as free, though
+    # the app container may reuse them): 20 after an init container of 20 on a 32-CPU node is refused.
+    held = fit_node(build_pod_spec(pod(guaranteed("app", "20", "1Gi"), init=[guaranteed("init", "20", "1Gi")])["spec"],
+                                   ("spec",)), parse_nrt(obj))
+    assert not held.fits and held.reason.startswith("SMTAlignmentError: 20 CPUs but only 12"), held
+    # Without the option it is admitted across NUMA nodes: the check is full-pcpus-only's alone.
+    plain = parse_nrt(nrt("n", [ZONE, ZONE], policy="restricted"))
+    assert not fit_node(build_pod_spec(pod(guaranteed("a", "12", "1Gi"), guaranteed("b", "22", "1Gi"))["spec"],
+                                       ("spec",)), plain).reason
+
+
+def test_single_numa_node_still_refuses_what_no_numa_node_holds_before_any_smt_check() -> None:
+    """single-numa-node refuses a container no NUMA node holds (TopologyAffinityError) before Allocate: the
+    across-NUMA allocation applies only to the policies that admit it."""
+    obj = _across_node("single-numa-node", 2, 16, 2, 0)
+    fit = fit_node(build_pod_spec(llm("21")["spec"], ("spec",)), parse_nrt(obj))
+    assert not fit.fits and not fit.reason, fit  # TopologyAffinityError, not kubelet's SMT reason
+
+
+@pytest.mark.parametrize("policy", ["restricted", "best-effort"])
+def test_an_odd_count_one_numa_node_holds_is_refused_under_the_policies_that_admit_across(policy: str) -> None:
+    """3 CPUs fit either NUMA node, yet full-pcpus-only refuses them at Allocate: numa-unfit refuses (not 'admitted
+    across NUMA nodes'), and so does the extender's one-node path (it kept every node of these policies before)."""
+    from webhook.extender.reservations import pod_demands, read_nrt
+    from webhook.extender.verdicts import Judge
+
+    obj = _across_node(policy, 2, 16, 2, 0)
+    refusals, advisories = _messages(obj, llm("3"))
+    (message,) = refusals
+    assert "SMTAlignmentError: 3 CPUs is not a multiple of the node's 2 threads per core" in message, message
+    assert not advisories, advisories
+    wants, state = pod_demands(llm("3")), read_nrt(obj)
+    assert wants is not None and state is not None
+    verdict = Judge(wants).node("n", state)
+    assert not verdict.kept and verdict.unresolvable and "SMTAlignmentError" in verdict.reason, verdict
+    one_thread = read_nrt(_across_node(policy, 2, 16, 1, 0))  # no SMT: 3 whole cores, kept
+    assert one_thread is not None and Judge(wants).node("n", one_thread).kept

@@ -85,8 +85,9 @@ def test_the_cpu_options_column_and_what_numa_auto_does_not_model() -> None:
     assert rows["sock"][3] == "align-by-socket=true,full-pcpus-only=true"
     assert rows["plain"][2:4] == ["static", "none"] and rows["gone"][2:4] == ["?", "unknown"]
     notes = [x for x in out.splitlines() if "not modelled by numa: auto" in x]
-    # single-numa-node: full-pcpus-only is modelled there (SMTAlignmentError foreseen), so no note on smt.
-    assert notes == ["note (sock): cpuManagerPolicyOptions full-pcpus-only, align-by-socket: not modelled by numa: "
+    # full-pcpus-only is modelled under every policy (SMTAlignmentError foreseen, across NUMA nodes too): no note
+    # names it, on smt (single-numa-node) nor on sock (restricted).
+    assert notes == ["note (sock): cpuManagerPolicyOptions align-by-socket: not modelled by numa: "
                      "auto and the extender where a Pod is admitted across NUMA nodes (here: topologyManagerPolicy "
                      "restricted); their answers there name the option instead of a verdict on it"], notes
 

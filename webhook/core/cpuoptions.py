@@ -5,9 +5,9 @@ cpu_assignment.go; v1.36.3 and v1.38.0-beta.0), and how an answer says it when t
 The fit judges kubelet's admission: the Topology Manager's merged hint, then the CPU Manager's ``Allocate``.
 
 - ``full-pcpus-only``: ``enforceSMTAlignment`` refuses (SMTAlignmentError) a count not a multiple of the threads
-  per core or above the free CPUs outside the reserved CPUs' cores: modelled where the Pod fits one NUMA node. Where
-  it is admitted across NUMA nodes (``restricted``, ``best-effort``) the fit does not reach ``Allocate``: not
-  modelled there.
+  per core or above the node's free CPUs outside the reserved CPUs' cores (``GetAvailablePhysicalCPUs``, node-wide,
+  whatever NUMA node the hint names): modelled for every container kubelet allocates, where the Pod fits one NUMA
+  node and where ``restricted`` or ``best-effort`` admits it across NUMA nodes (``numafit._smt_across``).
 - ``align-by-socket``: ``generateCPUTopologyHints`` marks every hint within one socket preferred, so ``restricted``
   admits Pods it would refuse, and ``getAlignedCPUs`` takes CPUs socket-wide; refused with ``single-numa-node``
   (kubelet does not start): not modelled where a Pod spans NUMA nodes.
@@ -29,10 +29,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from webhook.core.numatopology import FULL_PCPUS_ONLY, CPUManager
+from webhook.core.numatopology import CPUManager
 
 # The options whose effect the fit leaves out where a Pod is admitted across NUMA nodes (see the docstring).
-NOT_MODELLED_ACROSS_NUMA = (FULL_PCPUS_ONLY, "align-by-socket", "distribute-cpus-across-numa")
+NOT_MODELLED_ACROSS_NUMA = ("align-by-socket", "distribute-cpus-across-numa")
 UNKNOWN = "unknown"
 NONE = "none"
 
@@ -60,7 +60,7 @@ def spread_caveat(nodes: str, cpu: CPUManager | None) -> str | None:
                 "qos-guard agent --publish-topology does): a full-pcpus-only refusal there is not foreseen")
     if left:
         return (f"cpuManagerPolicyOptions {', '.join(left)} on {nodes} not modelled across NUMA nodes: kubelet may "
-                "still refuse it there (SMTAlignmentError, or no preferred hint)")
+                "still refuse it there (an allocation error, or no preferred hint)")
     return None
 
 
@@ -69,9 +69,7 @@ def nodes_note(policy: str, topology_policy: str, enabled: frozenset[str]) -> st
     model on this node (``enabled``: the options set to true)."""
     if policy != "static":
         return None
-    left = [o for o in NOT_MODELLED_ACROSS_NUMA if o in enabled and o != FULL_PCPUS_ONLY]
-    if FULL_PCPUS_ONLY in enabled and topology_policy != "single-numa-node":
-        left.insert(0, FULL_PCPUS_ONLY)
+    left = [o for o in NOT_MODELLED_ACROSS_NUMA if o in enabled]
     if not left:
         return None
     return (f"cpuManagerPolicyOptions {', '.join(left)}: not modelled by numa: auto and the extender where a Pod is "

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from webhook.core.demands import Demand, Demands, demands, is_device, may_align
 from webhook.core.memo import Memo, remember
 from webhook.core.numafit import NOT_PLACED, POD, fit_rows, node_row
-from webhook.core.numatopology import NodeTopology, Shapes, Topology, shapes_of
+from webhook.core.numatopology import SMT_ALIGNMENT_ERROR, NodeTopology, Shapes, Topology, shapes_of
 from webhook.core.podspec import CPU, PodSpec
 from webhook.core.scheduling import NodeConstraints
 
@@ -65,6 +65,11 @@ class NodeFit:
     def names(self) -> tuple[str, ...]:
         return self.nodes or (self.node,)
 
+    @property
+    def smt_refused(self) -> bool:
+        """The CPU Manager's full-pcpus-only refuses it at allocation (SMTAlignmentError), under any policy."""
+        return self.reason.startswith(SMT_ALIGNMENT_ERROR)
+
 
 def fit_node(pod: PodSpec | Demands, topo: NodeTopology) -> NodeFit:
     """kubelet's Topology Manager admission of the Pod on an empty ``topo`` under ``single-numa-node``
@@ -75,7 +80,7 @@ def fit_node(pod: PodSpec | Demands, topo: NodeTopology) -> NodeFit:
         return NodeFit(topo.name, topo.policy, topo.scope, {}, wants.containers[0], True,
                        "a fractional byte count of memory, which the Memory Manager cannot allocate")
     row = node_row(topo)
-    fits = fit_rows(wants, row.free, row.machine, row.column, row)
+    fits = fit_rows(wants, row.free, row.machine, row.column, row, across=(topo.across,))
     numas = row.numas
     failed = int(fits.failed[0])
     if topo.scope == "pod":
@@ -228,7 +233,8 @@ def fit_cluster(pod: PodSpec, topology: Topology, exhaustive: bool = False,
                   else _fit(index, where, wants, memo))
         answer = NodeFit(names[0], answer.policy, answer.scope, answer.placed, answer.failed, answer.alone,
                          answer.reason, names)
-        (fits if answer.fits else refused if topo.refuses else spread).append(answer)
+        # full-pcpus-only refuses at allocation whatever the policy (SMTAlignmentError): refused there too.
+        (fits if answer.fits else refused if topo.refuses or answer.smt_refused else spread).append(answer)
         if fits and not exhaustive:
             break
     return ClusterFit(constraints, matching, tuple(fits), tuple(refused), tuple(spread), tuple(sorted(unknown)))

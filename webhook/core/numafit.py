@@ -285,7 +285,7 @@ class Fits:
 
 
 def fit_rows(wants: Demands, free: npt.NDArray[Any], machine: npt.NDArray[np.int64], column: Mapping[str, int],
-             machines: Machines) -> Fits:
+             machines: Machines, across: Sequence[bool] | None = None) -> Fits:
     """kubelet's Topology Manager admission of the Pod under ``single-numa-node`` rules on every row (free amounts
     [rows, zones, resources] in the layout ``column``, of ``machine`` [rows] of ``machines``): the one model of it,
     for one node (``fit_node``: one row) as for a fleet's free shapes (the scheduler extender).
@@ -297,7 +297,8 @@ def fit_rows(wants: Demands, free: npt.NDArray[Any], machine: npt.NDArray[np.int
     (``Semantics.pod_memory_hint_all_containers``). ``container`` scope: each container in order, init
     containers first, on the lowest numbered NUMA node that takes it on what the ones before left
     (``containerScope.Admit``). Admitted by the Topology Manager, a container is then allocated: there
-    full-pcpus-only may refuse it."""
+    full-pcpus-only may refuse it. ``across`` (per machine): its policy admits what no NUMA node holds
+    (``restricted``, ``best-effort``); there a row that fails is allocated on across NUMA nodes (``_smt_across``)."""
     start = _Start(wants, free, machine, column, machines)
     node = _Rows(start)
     asks = [Ask.of(d) for d in wants.containers]
@@ -348,7 +349,42 @@ def fit_rows(wants: Demands, free: npt.NDArray[Any], machine: npt.NDArray[np.int
         node.place(d, first, going)
         placed[going, i] = first[going]
         placed_any |= going
+    if across is not None and start.smt is not None:
+        _smt_across(asks, node, fits, machine, across, empty_cpus)
     return fits
+
+
+def _smt_across(asks: Sequence[Ask], node: _Rows, fits: Fits, machine: npt.NDArray[np.int64],
+                across: Sequence[bool], empty: npt.NDArray[Any]) -> None:
+    """Where the policy admits a Pod no NUMA node holds (``across``), kubelet goes on allocating: each container
+    from the one that failed on, in order, passes the CPU Manager's Allocate, whose full-pcpus-only check
+    (``enforceSMTAlignment``) counts the node's free CPUs whatever NUMA node they are on
+    (``GetAvailablePhysicalCPUs``: the shared pool less the reserved CPUs' cores). A row it refuses fails there with
+    its reason (``alone``: refused on the empty node too); the others stay admitted across NUMA nodes. What an init
+    container took stays out of the pool and is reused first by the containers after it, as in ``_Rows.place``."""
+    smt = node.start.smt
+    assert smt is not None
+    free = np.add.reduceat(node.cpu // 1000, node.start.starts).tolist()
+    reuse = (node.reuse_cpu[1] // 1000).tolist()
+    for r in np.flatnonzero(fits.failed != NOT_PLACED).tolist():
+        cpu = smt[r]
+        if r in fits.reason or cpu is None or not cpu.full_pcpus_only or not across[int(machine[r])]:
+            continue
+        failed = int(fits.failed[r])
+        have, reusable = int(free[r]), int(reuse[r])
+        for i in range(0 if failed == POD else failed, len(asks)):
+            d = asks[i]
+            cpus = d.cpus // 1000
+            if not cpus:
+                continue
+            why = cpu.smt_refusal(cpus, have)
+            if why is not None:
+                fits.failed[r], fits.reason[r] = i, why
+                fits.alone[r] = cpu.smt_refusal(cpus, int(empty[r])) is not None
+                break
+            taken = cpus - min(cpus, reusable)
+            have -= taken
+            reusable = reusable + taken if d.kind == "init" else reusable - (cpus - taken)
 
 
 def memory_hinted(topo: NodeTopology) -> bool:

@@ -61,6 +61,7 @@ class Zone:
 # admitted across NUMA nodes some do change kubelet's answer: ``webhook.core.cpuoptions`` says which, and answers
 # name them there.
 FULL_PCPUS_ONLY = "full-pcpus-only"
+SMT_ALIGNMENT_ERROR = "SMTAlignmentError"  # kubelet's reason (policy_static.go ErrorSMTAlignment)
 CPU_MANAGER_OPTIONS = (FULL_PCPUS_ONLY, "distribute-cpus-across-numa", "align-by-socket",
                        "distribute-cpus-across-cores", "strict-cpu-reservation", "prefer-align-cpus-by-uncorecache")
 # Each option's maturity from a minor on (pkg/kubelet/cm/cpumanager/policy_options.go of each release): an alpha
@@ -197,6 +198,12 @@ class NodeTopology:
     def refuses(self) -> bool:
         """Only ``single-numa-node`` refuses a Pod that no zone holds; the others admit it across zones."""
         return self.policy == SINGLE_NUMA_NODE
+
+    @property
+    def across(self) -> bool:
+        """``restricted`` and ``best-effort`` admit what no zone holds, and kubelet then allocates it across
+        zones (where full-pcpus-only may still refuse it: ``numafit._smt_across``); ``none`` aligns nothing."""
+        return self.policy in ("best-effort", "restricted")
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,8 @@ bound since the NRT last changed will take (``reservations``: NFD publishes on a
 judged against one stale NRT would all be sent to the last free zone).
 
 Rules, as ``numa: auto``'s: a node without a usable NRT (unknown) is never refused; only ``single-numa-node``
-refuses (``restricted``, ``best-effort`` and ``none`` admit a Pod across NUMA nodes: kept, scored 0).
+refuses (``restricted``, ``best-effort`` and ``none`` admit a Pod across NUMA nodes: kept, scored 0), save that
+full-pcpus-only's SMTAlignmentError refuses under ``restricted`` and ``best-effort`` too, as kubelet's Allocate does.
 What is free now is ``reservations``'; the fit is ``core.numa.fit_node``, the score ``scorer``'s. No I/O.
 """
 
@@ -119,12 +120,13 @@ class Judge:
         if fit.fits:
             # What the Pod takes depends only on where it goes: most free shapes place it alike.
             return Verdict(name, True, score=score_node(self.wants, fit, state.empty, topo))
-        if not state.empty.refuses:
+        if not state.empty.refuses and not fit.smt_refused:
             return Verdict(name, True)  # restricted or best-effort: admitted across NUMA nodes
         assert fit.failed is not None
-        if fit.reason.startswith("SMTAlignmentError"):
-            # full-pcpus-only's refusal at allocation, whatever NUMA node would hold it: kubelet's reason and the
-            # option, not a NUMA node's size (numa-unfit says the same).
+        if fit.smt_refused:
+            # full-pcpus-only's refusal at allocation, whatever NUMA node would hold it and under any policy
+            # (restricted and best-effort too: ``numafit._smt_across``): kubelet's reason and the option, not a
+            # NUMA node's size (numa-unfit says the same).
             return Verdict(name, False, f"qos-guard: {fit.failed.label}: {fit.reason}", unresolvable=fit.alone)
         return self.refusal(state.empty, fit.failed, fit.alone)
 
