@@ -283,3 +283,28 @@ def test_an_odd_count_one_numa_node_holds_is_refused_under_the_policies_that_adm
     assert not verdict.kept and verdict.unresolvable and "SMTAlignmentError" in verdict.reason, verdict
     one_thread = read_nrt(_across_node(policy, 2, 16, 1, 0))  # no SMT: 3 whole cores, kept
     assert one_thread is not None and Judge(wants).node("n", one_thread).kept
+
+
+def test_one_caveat_names_every_node_whose_options_are_unknown() -> None:
+    """Two restricted nodes of different sizes, neither publishing its options: one sentence names both, so the
+    answer's start (what the Pod needs) is not pushed out of an admission warning's 120 characters."""
+    small, big = nrt("a", [ZONE, ZONE]), nrt("b", [{"cpu": "12", "memory": "64Gi"}] * 2)
+    for obj in (small, big):
+        obj["attributes"][0]["value"] = "restricted"
+    topology = Topology(nodes={"a": {}, "b": {}}, topologies={"a": parse_nrt(small), "b": parse_nrt(big)})
+    found = evaluate(llm("20"), parse_config({"policy": {"numa": "auto"}}), Mode.ENFORCE,
+                     Facts(topology=topology, memo=Memo()))
+    (message,) = [v.message for _, v in (*found.violations, *found.advisories) if v.rule == "numa-unfit"]
+    assert message.count("cpuManagerPolicyOptions unknown") == 1, message
+    assert "cpuManagerPolicyOptions unknown on nodes a, b" in message, message
+
+
+@pytest.mark.parametrize("bad", [
+    {"name": ["threadsPerCore"], "value": "2"},  # a name that is no string
+    {"name": "threadsPerCore", "value": "²"},  # a digit to str.isdigit(), not to int()
+    {"name": "threadsPerCore", "value": "9" * 5000},  # over int()'s digit limit
+])
+def test_a_malformed_options_attribute_is_options_unknown_not_a_crash(bad: dict[str, Any]) -> None:
+    obj = smt_node("full-pcpus-only=true")
+    obj["attributes"] = [a for a in obj["attributes"] if a["name"] != "threadsPerCore"] + [bad]
+    assert parse_nrt(obj).cpu_manager is None

@@ -264,3 +264,12 @@ def test_each_namespace_s_view_keeps_its_facts_and_memo_across_requests(monkeypa
     client.post("/validate", data=json.dumps(admission_review(pod("a"), namespace="a")),
                 content_type="application/json")
     assert seen[4] is not seen[0] and seen[4].dra is views["a"]
+
+
+def test_a_malformed_nrt_attribute_is_no_pinner_not_a_crash() -> None:
+    """An attribute whose name is a list (or no mapping at all) is passed over: the NRT publishes no pinner."""
+    from webhook.core.cpupinner import read_pinner
+
+    assert read_pinner({"attributes": [{"name": ["cpuPinner"], "value": "dra.cpu"}, "x", None]}) is None
+    assert read_pinner({"attributes": [{"name": ["x"], "value": "y"},
+                                       {"name": "cpuPinner", "value": "dra.cpu"}]}) is not None

@@ -183,13 +183,13 @@ class Store:
         key = key_of(obj)
         if not key:
             return False
-        if key not in into and len(into) >= (MAX_OBJECTS if self.limit is None else self.limit):
-            return True
-        value = self.keep(obj)
+        value = self.keep(obj)  # first: an object the store does not keep takes no room and truncates nothing
         if value is None:
             into.pop(key, None)
-        else:
-            into[key] = value
+            return False
+        if key not in into and len(into) >= (MAX_OBJECTS if self.limit is None else self.limit):
+            return True
+        into[key] = value
         return False
 
 

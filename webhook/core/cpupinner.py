@@ -75,7 +75,8 @@ def pinner_attributes(cpu_manager_policy: str | None, dra_devices: bool | None) 
 def read_pinner(obj: Mapping[str, Any]) -> Pinner | None:
     """The pinner a NodeResourceTopology object publishes; None when it publishes none (or a value not known)."""
     raw = obj.get("attributes")
-    attrs = {a.get("name"): a.get("value") for a in raw if isinstance(a, Mapping)} if isinstance(raw, list) else {}
+    attrs = ({a["name"]: a.get("value") for a in raw if isinstance(a, Mapping) and isinstance(a.get("name"), str)}
+             if isinstance(raw, list) else {})
     value, source = attrs.get(PINNER_ATTRIBUTE), attrs.get(SOURCE_ATTRIBUTE)
     if value not in VALUES:
         return None

@@ -152,7 +152,8 @@ def parse_cpu_manager(attrs: Mapping[Any, Any]) -> CPUManager | None:
                           attrs.get(SIBLINGS_ATTRIBUTE))
     if not isinstance(raw, str) or not isinstance(tpc, str) or not isinstance(siblings, str):
         return None
-    if not tpc.isdigit() or not siblings.isdigit() or int(tpc) < 1:
+    # ASCII digits only, and few of them: str.isdigit() also takes "²" and 5,000-digit strings, which int() refuses
+    if not all(s.isascii() and s.isdigit() and len(s) <= 6 for s in (tpc, siblings)) or int(tpc) < 1:
         return None
     options = set()
     for item in filter(None, (part.strip() for part in raw.split(","))):
@@ -181,6 +182,11 @@ class NodeTopology:
         """This node with other amounts (what is free of it): the same policy, scope and CPU Manager."""
         return NodeTopology(self.name, self.policy, self.scope, zones,
                             NodeTopology.signature(self.policy, self.scope, zones, self.cpu_manager), self.cpu_manager)
+
+    @property
+    def shape(self) -> tuple[Any, ...]:
+        """``key``, or the ``signature`` it stands for where a caller built this node without one."""
+        return self.key or NodeTopology.signature(self.policy, self.scope, self.zones, self.cpu_manager)
 
     @property
     def published(self) -> set[str]:
@@ -264,7 +270,7 @@ class Shapes:
             if topo is None or not topo.policy or not topo.zones:
                 unknown.append(name)
                 continue
-            key = topo.key or NodeTopology.signature(topo.policy, topo.scope, topo.zones)
+            key = topo.shape
             groups.setdefault(key, []).append(name)
             first.setdefault(key, topo)
         shapes = tuple(ShapeGroup(first[k], tuple(names), frozenset(first[k].published)) for k, names in groups.items())

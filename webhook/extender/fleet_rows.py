@@ -70,7 +70,7 @@ class Columns:
 
     def _machine(self, empty: NodeTopology) -> Machine | None:
         """The machine of ``empty``, registered with its resources (a new name or more zones: every row again)."""
-        key = empty.key or NodeTopology.signature(empty.policy, empty.scope, empty.zones, empty.cpu_manager)
+        key = empty.shape
         found = self.machines.get(key)
         if found is not None:
             return found

@@ -80,13 +80,12 @@ class Judge:
         (``Levels``): nodes whose NRTs count their own Pods are each a free shape of their own, most of them
         alike for the Pod at hand."""
         assert self.wants is not None and self.classes is not None
-        shape = empty.key or NodeTopology.signature(empty.policy, empty.scope, empty.zones, empty.cpu_manager)
+        shape = empty.shape
         # full-pcpus-only compares a request with the node's free CPUs summed over its zones, which the classes
         # (each zone's amounts apart) do not tell apart: such a node is fitted by its exact amounts.
         cpu = empty.cpu_manager
         exact = cpu is not None and cpu.full_pcpus_only
-        key = (shape, (topo.key or NodeTopology.signature(topo.policy, topo.scope, topo.zones)) if exact
-               else self.classes.of(topo))
+        key = (shape, topo.shape if exact else self.classes.of(topo))
         found = self.fitted.get(key)
         if found is None:
             found = self.fitted[key] = fit_node(self.wants, topo)
