@@ -79,7 +79,7 @@ def scenario(nodes: int, rng: random.Random) -> tuple[dict[str, Any], dict[str, 
             on_node.append(BoundPod("bench", f"p-{i:05d}-{j:02d}", name, now - (5 if recent else 3600),
                                     wants=wants, uid=f"u-{i}-{j}"))
         counted = on_node[:-2] if i % 10 == 0 else on_node
-        obj = e2e.nrt(name, zones, "container" if i % 3 else "pod")
+        obj = e2e.nrt(name, zones, scope="container" if i % 3 else "pod")
         # What the exporter counts is taken: each zone's available is its allocatable less the counted Pods, each
         # where kubelet would have put it (so nodes differ as a fleet's do: about one free shape per node).
         state = read_nrt(obj)

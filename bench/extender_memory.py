@@ -102,7 +102,7 @@ class Stand:
 
     def __init__(self, nodes: int, per_node: int) -> None:
         kinds = e2e.machines(60, seed=32)
-        self.nrts = [counting(e2e.nrt(f"m-{i:05d}", kinds[i % len(kinds)][1], "container" if i % 3 else "pod"), i)
+        self.nrts = [counting(e2e.nrt(f"m-{i:05d}", kinds[i % len(kinds)][1], scope="container" if i % 3 else "pod"), i)
                      for i in range(nodes)]
         self.kinds = kinds
         self.count = nodes * per_node

@@ -267,7 +267,7 @@ def memory(api: Any, cluster: Any, folder: Path, count: int, res: Results) -> No
                 {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "bench: no kubelet",
                  "lastHeartbeatTime": now, "lastTransitionTime": now}]}}))
         nrts.append(("POST", "/apis/topology.node.k8s.io/v1alpha2/noderesourcetopologies",
-                     e2e.nrt(name, zones, "container" if i % 3 else "pod")))
+                     e2e.nrt(name, zones, scope="container" if i % 3 else "pod")))
         if i % 10 == 0:
             shape = grammar.pod(rng, spec)
             body = json.loads(json.dumps(shape))
