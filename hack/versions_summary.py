@@ -13,7 +13,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-NAME = re.compile(r"(?P<tier>[a-z0-9]+)-(?P<version>v\d+\.\d+\.\d+)\.xml")
+# A release as hack/test-versions.sh accepts it: v1.37.2, or a pre-release such as v1.38.0-beta.0.
+NAME = re.compile(r"(?P<tier>[a-z0-9]+)-(?P<version>v\d+\.\d+\.\d+(?:-(?:alpha|beta|rc)\.\d+)?)\.xml")
+STAGES = {"alpha": 0, "beta": 1, "rc": 2}
 
 
 @dataclass
@@ -57,6 +59,13 @@ def tally(path: Path) -> Tally:
     return t
 
 
+def release_order(version: str) -> tuple[int, ...]:
+    """Releases oldest first, a pre-release before its release (v1.38.0-beta.0 < v1.38.0-rc.1 < v1.38.0)."""
+    release, _, pre = version[1:].partition("-")
+    stage, _, n = pre.partition(".")
+    return (*(int(x) for x in release.split(".")), STAGES.get(stage, len(STAGES)), int(n or 0))
+
+
 def main(argv: list[str]) -> int:
     if len(argv) != 1 or not Path(argv[0]).is_dir():
         print("usage: python hack/versions_summary.py DIR (the folder hack/test-versions.sh wrote)", file=sys.stderr)
@@ -67,7 +76,7 @@ def main(argv: list[str]) -> int:
         print(f"versions_summary: no <tier>-<version>.xml in {folder}", file=sys.stderr)
         return 2
     failed = False
-    for version in sorted({v for v, _, _ in runs}, key=lambda v: tuple(int(x) for x in v[1:].split("."))):
+    for version in sorted({v for v, _, _ in runs}, key=release_order):
         build = folder / f"build-{version}.txt"
         if build.is_file():
             print(f"{version} build: {build.read_text().strip()}")

@@ -44,3 +44,21 @@ def test_a_folder_without_runs_is_refused(tmp_path: Path) -> None:
     assert proc.returncode == 2 and f"no <tier>-<version>.xml in {tmp_path}" in proc.stderr
     proc = subprocess.run([sys.executable, SCRIPT], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "usage:" in proc.stderr
+
+
+def test_a_pre_release_is_summarized_before_its_release(tmp_path: Path) -> None:
+    # make test-versions runs v1.38.0-beta.0 (hack/test-versions.sh accepts -alpha.N, -beta.N, -rc.N): its JUnit
+    # file was once not matched, so the target said "no <tier>-<version>.xml" or left 1.38 out of the summary.
+    ok = JUNIT.replace('failures="1"', 'failures="0"').replace(
+        '<failure message="assert False">def test_broken(): ...</failure>', "").replace(
+        '<error message="failed on\nsetup">...</error>', "")
+    for version in ("v1.38.0-beta.0", "v1.38.0", "v1.38.0-rc.1", "v1.38.0-alpha.3", "v1.37.2"):
+        (tmp_path / f"node-{version}.xml").write_text(ok)
+    (tmp_path / "build-v1.38.0-beta.0.txt").write_text("kubelet 0 s\n")
+    (tmp_path / "node-v1.38.0-gamma.1.xml").write_text(ok)  # not a release hack/test-versions.sh runs
+    proc = subprocess.run([sys.executable, SCRIPT, str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert [line.split(":")[0] for line in proc.stdout.splitlines()] == [
+        "v1.37.2 node", "v1.38.0-alpha.3 node", "v1.38.0-beta.0 build", "v1.38.0-beta.0 node",
+        "v1.38.0-rc.1 node", "v1.38.0 node"]
+    assert "v1.38.0-beta.0 node: 4 passed, 0 failed, 2 skipped" in proc.stdout
