@@ -8,10 +8,11 @@ numpy is imported at the first fit. Pure, no I/O.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from webhook.core.demands import Demand, Demands, is_device
+from webhook.core.numa_across import Amounts, Memory, Node, Unknown, Want, admit
 from webhook.core.numatopology import HUGEPAGES, CPUManager, NodeTopology
 from webhook.core.podspec import CPU
 
@@ -70,6 +71,8 @@ class Machines(Protocol):
     def zones(self) -> npt.NDArray[np.int64]: ...  # how many zones it has (at least one)
     @property
     def cpu_managers(self) -> Sequence[CPUManager | None]: ...  # its static CPU Manager's options, where known
+    @property
+    def sockets(self) -> Sequence[tuple[int, ...] | None]: ...  # each zone's socket, where published
 
 
 class _Start:
@@ -130,6 +133,7 @@ class _Rows:
         self.cpu = start.cpu.copy()
         self.mem = {k: v.copy() for k, v in start.mem.items()}
         self.reuse_mem = {k: np.zeros_like(v) for k, v in start.mem.items()}
+        self.assigned = np.zeros(start.cpu.shape, np.bool_)  # per zone: the Memory Manager allocated there
         self.dev = {k: v.copy() for k, v in start.dev.items()}
         rows = start.starts.shape[0]
         self.reused = False  # an init container was placed: its amounts may be reused (else no reuse to read)
@@ -231,6 +235,7 @@ class _Rows:
         if d.memory:
             m = self.start.memory_hints[r]
             me = e[m]
+            self.assigned[me] = True
             for kind, req in d.memory.items():
                 reuse = self.reuse_mem[kind][me]
                 self.mem[kind][me] -= np.maximum(0, req - reuse)
@@ -282,10 +287,14 @@ class Fits:
     placed: npt.NDArray[np.int64]  # [rows, containers], ``NOT_PLACED`` where unconstrained (container scope)
     pod_zone: npt.NDArray[np.int64]  # the Pod's zone (pod scope), ``NOT_PLACED`` where unconstrained
     reason: dict[int, str]
+    # Rows of a policy that admits across NUMA nodes (``across``) where kubelet still refuses the Pod (its
+    # ``reason``: TopologyAffinityError under restricted, an allocation), and rows where that is not known (why).
+    refused: set[int] = field(default_factory=set)
+    unknown: dict[int, str] = field(default_factory=dict)
 
 
 def fit_rows(wants: Demands, free: npt.NDArray[Any], machine: npt.NDArray[np.int64], column: Mapping[str, int],
-             machines: Machines, across: Sequence[bool] | None = None) -> Fits:
+             machines: Machines, across: Sequence[str | None] | None = None) -> Fits:
     """kubelet's Topology Manager admission of the Pod under ``single-numa-node`` rules on every row (free amounts
     [rows, zones, resources] in the layout ``column``, of ``machine`` [rows] of ``machines``): the one model of it,
     for one node (``fit_node``: one row) as for a fleet's free shapes (the scheduler extender).
@@ -297,8 +306,9 @@ def fit_rows(wants: Demands, free: npt.NDArray[Any], machine: npt.NDArray[np.int
     (``Semantics.pod_memory_hint_all_containers``). ``container`` scope: each container in order, init
     containers first, on the lowest numbered NUMA node that takes it on what the ones before left
     (``containerScope.Admit``). Admitted by the Topology Manager, a container is then allocated: there
-    full-pcpus-only may refuse it. ``across`` (per machine): its policy admits what no NUMA node holds
-    (``restricted``, ``best-effort``); there a row that fails is allocated on across NUMA nodes (``_smt_across``)."""
+    full-pcpus-only may refuse it. ``across`` (per machine): its policy where it admits what no NUMA node holds
+    (``restricted``, ``best-effort``), else None; there a row that fails goes on in ``numa_across`` (``_across``):
+    kubelet's merge of every provider's hints over NUMA masks and its allocation, which may still refuse it."""
     start = _Start(wants, free, machine, column, machines)
     node = _Rows(start)
     asks = [Ask.of(d) for d in wants.containers]
@@ -349,42 +359,88 @@ def fit_rows(wants: Demands, free: npt.NDArray[Any], machine: npt.NDArray[np.int
         node.place(d, first, going)
         placed[going, i] = first[going]
         placed_any |= going
-    if across is not None and start.smt is not None:
-        _smt_across(asks, node, fits, machine, across, empty_cpus)
+    if across is not None and any(across):
+        _across(wants, asks, node, fits, machine, across, machines, column)
     return fits
 
 
-def _smt_across(asks: Sequence[Ask], node: _Rows, fits: Fits, machine: npt.NDArray[np.int64],
-                across: Sequence[bool], empty: npt.NDArray[Any]) -> None:
-    """Where the policy admits a Pod no NUMA node holds (``across``), kubelet goes on allocating: each container
-    from the one that failed on, in order, passes the CPU Manager's Allocate, whose full-pcpus-only check
-    (``enforceSMTAlignment``) counts the node's free CPUs whatever NUMA node they are on
-    (``GetAvailablePhysicalCPUs``: the shared pool less the reserved CPUs' cores). A row it refuses fails there with
-    its reason (``alone``: refused on the empty node too); the others stay admitted across NUMA nodes. What an init
-    container took stays out of the pool and is reused first by the containers after it, as in ``_Rows.place``."""
-    smt = node.start.smt
-    assert smt is not None
-    free = np.add.reduceat(node.cpu // 1000, node.start.starts).tolist()
-    reuse = (node.reuse_cpu[1] // 1000).tolist()
+def _across(wants: Demands, asks: Sequence[Ask], node: _Rows, fits: Fits, machine: npt.NDArray[np.int64],
+            across: Sequence[str | None], machines: Machines, column: Mapping[str, int]) -> None:
+    """Where the policy admits what no NUMA node holds (``across``: restricted, best-effort), a row the
+    single-NUMA pass could not place goes on in ``numa_across.admit``, one row at a time in Python: from the
+    container that failed, on what the ones before it left (``container`` scope), or the whole Pod from the empty
+    node (``pod`` scope). It is admitted across NUMA nodes (the row keeps the container that failed, no reason),
+    refused (``Fits.refused`` with kubelet's reason) or not known (``Fits.unknown``). A row already refused for a
+    reason (full-pcpus-only's SMTAlignmentError on one NUMA node) stays so."""
+    start = node.start
+    want = [Want(a.kind, a.cpus // 1000, dict(a.memory), {k: v // 1000 for k, v in a.devices.items()})
+            for a in asks]
+    whole = Ask.of(wants.pod)
+    pod = Want("pod", whole.cpus // 1000, dict(whole.memory), {k: v // 1000 for k, v in whole.devices.items()})
     for r in np.flatnonzero(fits.failed != NOT_PLACED).tolist():
-        cpu = smt[r]
-        if r in fits.reason or cpu is None or not cpu.full_pcpus_only or not across[int(machine[r])]:
+        m = int(machine[r])
+        policy = across[m]
+        if policy is None or r in fits.reason:
             continue
-        failed = int(fits.failed[r])
-        have, reusable = int(free[r]), int(reuse[r])
-        for i in range(0 if failed == POD else failed, len(asks)):
-            d = asks[i]
-            cpus = d.cpus // 1000
-            if not cpus:
-                continue
-            why = cpu.smt_refusal(cpus, have)
-            if why is not None:
-                fits.failed[r], fits.reason[r] = i, why
-                fits.alone[r] = cpu.smt_refusal(cpus, int(empty[r])) is not None
-                break
-            taken = cpus - min(cpus, reusable)
-            have -= taken
-            reusable = reusable + taken if d.kind == "init" else reusable - (cpus - taken)
+        pod_scope = bool(machines.pod_scope[m])
+        try:
+            state = _row_node(start, node, r, m, policy, machines, pod_scope, column, wants.zero_devices_aligned)
+            outcome = admit(state, want, int(fits.failed[r]), pod if pod_scope else None)
+        except Unknown as exc:
+            fits.unknown[r] = str(exc)
+            continue
+        if outcome.failed is not None:
+            fits.failed[r], fits.reason[r] = outcome.failed, outcome.reason
+            fits.refused.add(r)
+
+
+def _row_node(start: _Start, node: _Rows, r: int, m: int, policy: str, machines: Machines, fresh: bool,
+              column: Mapping[str, int], device_nodes_only: bool) -> Node:
+    """Row ``r`` as ``numa_across`` reads a node: whole CPUs and devices, memory in the rows' milli-bytes, what
+    init containers left for reuse and where the Memory Manager allocated; ``fresh``: the row as it started (the
+    empty node of ``pod`` scope), else as the single-NUMA pass left it."""
+    first = int(start.starts[r])
+    zones = int(machines.zones[m])
+    at = slice(first, first + zones)
+    capacity = machines.capacity[m]
+
+    def whole(values: npt.NDArray[Any]) -> list[int]:
+        return [int(v) // 1000 for v in values[at].tolist()]
+
+    def capacity_of(name: str, free: list[int]) -> list[int]:
+        i = column.get(name)
+        held = [int(v) // 1000 for v in capacity[:zones, i].tolist()] if i is not None else [0] * zones
+        return [max(c, f) for c, f in zip(held, free, strict=True)]
+
+    def reused(where_count: tuple[npt.NDArray[np.int64], npt.NDArray[Any]]) -> list[int]:
+        out = [0] * zones
+        where, count = int(where_count[0][r]), int(where_count[1][r])
+        if not fresh and where != NOT_PLACED:
+            out[where] = count // 1000
+        return out
+
+    cpu = whole(start.cpu if fresh else node.cpu)
+    devices: dict[str, Amounts] = {}
+    devices_capacity: dict[str, list[int]] = {}
+    for res in start.dev:
+        if not start.dev_in[res][r]:
+            continue  # no zone of this node has it: not a device plugin resource here
+        free = whole(start.dev[res] if fresh else node.dev[res])
+        devices[res] = Amounts.of(free, reused(node.reuse_dev[res]))
+        devices_capacity[res] = capacity_of(res, free)
+    memory = None
+    if bool(start.memory_hints[r]):
+        reuse: dict[int, dict[str, int]] = {}
+        for kind, held in node.reuse_mem.items():
+            for z, v in enumerate(held[at].tolist()):
+                if v and not fresh:
+                    reuse.setdefault(1 << z, {})[kind] = int(v)
+        cells = [1 << z if assigned and not fresh else 0 for z, assigned in enumerate(node.assigned[at].tolist())]
+        memory = Memory({k: [int(v) for v in start.mem[k][at].tolist()] for k in start.mem},
+                        {k: [int(v) for v in (start.mem[k] if fresh else node.mem[k])[at].tolist()]
+                         for k in start.mem}, cells, reuse)
+    return Node(zones, capacity_of(CPU, cpu), Amounts.of(cpu, reused(node.reuse_cpu)), devices_capacity, devices,
+                memory, policy, machines.cpu_managers[m], machines.sockets[m], device_nodes_only)
 
 
 def memory_hinted(topo: NodeTopology) -> bool:
@@ -407,6 +463,7 @@ class Row:
     pod_scope: npt.NDArray[np.bool_]
     zones: npt.NDArray[np.int64]
     cpu_managers: Sequence[CPUManager | None]
+    sockets: Sequence[tuple[int, ...] | None]
     machine: npt.NDArray[np.int64]  # the one row's machine: 0
 
 
@@ -435,7 +492,8 @@ def node_row(topo: NodeTopology) -> Row:
             for k, v in z.allocatable.items():
                 capacity[0, p, column[k]] = max(capacity[0, p, column[k]], v)
     found = Row(free, column, numas, capacity, np.array([memory_hinted(topo)]), np.array([topo.scope == "pod"]),
-                np.array([len(numas)], np.int64), (topo.cpu_manager,), np.zeros(1, np.int64))
+                np.array([len(numas)], np.int64), (topo.cpu_manager,), (None if doubled else topo.sockets,),
+                np.zeros(1, np.int64))
     if topo.key:
         if len(_ROWS) >= 4096:
             _ROWS.clear()

@@ -51,6 +51,7 @@ class Zone:
     name: str
     capacity: Mapping[str, int]
     allocatable: Mapping[str, int]
+    socket: int | None = None  # its socket, where published (the zone's ``parent``, ``socket-<id>``)
 
 
 # The static CPU Manager's policy options (kubelet's cpuManagerPolicyOptions) whose effect on admission the
@@ -187,6 +188,12 @@ class NodeTopology:
     def shape(self) -> tuple[Any, ...]:
         """``key``, or the ``signature`` it stands for where a caller built this node without one."""
         return self.key or NodeTopology.signature(self.policy, self.scope, self.zones, self.cpu_manager)
+
+    @property
+    def sockets(self) -> tuple[int, ...] | None:
+        """Each zone's socket, in zone order; None unless every zone's is published."""
+        found = tuple(z.socket for z in self.zones)
+        return None if any(s is None for s in found) else tuple(s for s in found if s is not None)
 
     @property
     def published(self) -> set[str]:

@@ -80,6 +80,8 @@ class Columns:
             return None
         if empty.cpu_manager is not None and empty.cpu_manager.full_pcpus_only:
             return None  # full-pcpus-only's SMT refusal is a step per row in Python: judged one node at a time
+        if empty.across:
+            return None  # restricted, best-effort: what no NUMA node holds goes on in Python (core.numa_across)
         if len(self.machines) >= MAX_ROWS:
             # Numbered anew from 0: no row nor a Judge's refusal (``token``) keeps an old number.
             self.machines.clear()
@@ -146,7 +148,7 @@ class Columns:
                                   np.array([memory_hinted(m.empty) for m in machines], np.bool_),
                                   np.array([m.empty.scope == "pod" for m in machines], np.bool_),
                                   np.array([len(m.empty.zones) for m in machines], np.int64),
-                                  [m.empty.cpu_manager for m in machines])
+                                  [m.empty.cpu_manager for m in machines], [m.empty.sockets for m in machines])
         return self._tables
 
 
@@ -161,3 +163,4 @@ class Tables:
     pod_scope: Bools  # [machine]
     zones: Ints  # [machine]: how many it has
     cpu_managers: list[CPUManager | None]  # [machine] (none runs full-pcpus-only: see ``Columns._machine``)
+    sockets: list[tuple[int, ...] | None]  # [machine]
