@@ -424,12 +424,17 @@ def _allocate(node: Node, want: Want, hint: Hint) -> str:
         have = node.cpu.total_free + node.cpu.total_reuse
         if have < want.cpus:
             return f"{UNEXPECTED_ADMISSION_ERROR}: {want.cpus} CPUs asked, {have} free on the node"
-        if cpu is not None and "align-by-socket" in cpu.options and hint.mask is not None and node.cpu.known:
-            # getAlignedCPUs: every CPU of the hint's sockets is aligned, taken first.
+        if cpu is not None and "align-by-socket" in cpu.options and hint.mask is not None:
+            # getAlignedCPUs: every CPU of the hint's sockets is aligned, taken first (where the sockets are not
+            # published, which CPUs went is not known).
             sockets = node.sockets
-            assert sockets is not None
-            on = {sockets[z] for z in range(node.zones) if hint.mask >> z & 1}
-            node.cpu.take(want.cpus, sum(1 << z for z in range(node.zones) if sockets[z] in on), init, reuse_first=False)
+            if sockets is None:
+                node.cpu.free = node.cpu.reuse = None
+                node.cpu.take(want.cpus, None, init, reuse_first=False)
+            else:
+                on = {sockets[z] for z in range(node.zones) if hint.mask >> z & 1}
+                aligned = sum(1 << z for z in range(node.zones) if sockets[z] in on)
+                node.cpu.take(want.cpus, aligned, init, reuse_first=False)
         else:
             node.cpu.take(want.cpus, hint.mask, init, reuse_first=False)
     if node.memory is not None and want.memory:
