@@ -36,7 +36,8 @@ from dataclasses import dataclass, replace
 
 from webhook.core.demands import Demand, Demands, demands, is_device, may_align
 from webhook.core.memo import Memo, remember
-from webhook.core.numafit import NOT_PLACED, POD, fit_rows, node_row
+from webhook.core.numa_row import node_row
+from webhook.core.numafit import NOT_PLACED, POD, fit_rows
 from webhook.core.numatopology import (
     SINGLE_NUMA_NODE,
     SMT_ALIGNMENT_ERROR,

@@ -23,12 +23,13 @@ a later container whose verdict turns on them is ``Unknown``, never guessed. Pur
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from webhook.core.numatopology import CPUManager
+from webhook.core.numa_masks import masks, narrower, sums, width
+from webhook.core.numa_memory import Memory, allocate_memory, memory_masks
+from webhook.core.numatopology import UNEXPECTED_ADMISSION_ERROR, CPUManager
 
 TOPOLOGY_AFFINITY_ERROR = "TopologyAffinityError"
-UNEXPECTED_ADMISSION_ERROR = "UnexpectedAdmissionError"
 MAX_ZONES = 8  # kubelet's Topology Manager refuses more NUMA nodes without max-allowable-numa-nodes (and 2^n masks)
 
 
@@ -150,17 +151,6 @@ def _took(steps: list[tuple[list[int], list[int], int]], want: int, inside: list
 
 
 @dataclass(slots=True)
-class Memory:
-    """The Memory Manager's machine state: per type and zone the allocatable and free bytes, each zone's group
-    (the mask of its last allocation; 0 before any), and what init containers left for reuse per mask."""
-
-    allocatable: dict[str, list[int]]
-    free: dict[str, list[int]]
-    cells: list[int]
-    reuse: dict[int, dict[str, int]] = field(default_factory=dict)
-
-
-@dataclass(slots=True)
 class Node:
     """One node during one admission, zone by zone in NUMA order (a mask's bit ``p`` is the ``p``-th zone)."""
 
@@ -189,22 +179,6 @@ class Outcome:
     reason: str = ""
 
 
-def _masks(zones: Sequence[int]) -> list[int]:
-    """Every non-empty mask over ``zones`` (positions)."""
-    out = []
-    for choice in range(1, 1 << len(zones)):
-        out.append(sum(1 << z for i, z in enumerate(zones) if choice >> i & 1))
-    return out
-
-
-def _count(mask: int) -> int:
-    return mask.bit_count()
-
-
-def _sum(values: Sequence[int], mask: int) -> int:
-    return sum(v for z, v in enumerate(values) if mask >> z & 1)
-
-
 def cpu_hints(node: Node, want: int, reusable: bool = True) -> list[Hint]:
     """``generateCPUTopologyHints``: masks over the NUMA nodes with CPUs whose free CPUs (plus the reusable ones,
     every one of them inside) hold ``want``; preferred at the fewest NUMA nodes whose CPUs could ever hold it, or
@@ -217,15 +191,14 @@ def cpu_hints(node: Node, want: int, reusable: bool = True) -> list[Hint]:
     smallest = len(held)
     hints = []
     reused = sum(1 << z for z in range(node.zones) if reuse[z])
-    for mask in _masks(held):
-        if _sum(node.cpu_capacity, mask) >= want and _count(mask) < smallest:
-            smallest = _count(mask)
-        if reused & ~mask:
-            continue
-        if _sum(free, mask) + _sum(reuse, mask) >= want:
+    capacity, have = sums(node.cpu_capacity), sums([f + r for f, r in zip(free, reuse, strict=True)])
+    for mask in masks(tuple(held)):
+        if capacity[mask] >= want and width(mask) < smallest:
+            smallest = width(mask)
+        if not reused & ~mask and have[mask] >= want:
             hints.append(mask)
     by_socket = node.cpu_manager is not None and "align-by-socket" in node.cpu_manager.options
-    return [Hint(m, _count(m) == smallest or (by_socket and _socket_aligned(node, m, smallest))) for m in hints]
+    return [Hint(m, width(m) == smallest or (by_socket and _socket_aligned(node, m, smallest))) for m in hints]
 
 
 def _socket_aligned(node: Node, mask: int, smallest: int) -> bool:
@@ -255,49 +228,36 @@ def device_hints(node: Node, resource: str, want: int, reusable: bool = True) ->
     smallest = len(zones)
     reused = sum(1 << z for z in range(node.zones) if reuse[z])
     hints = []
-    for mask in _masks(zones):
-        if _sum([max(c, f) for c, f in zip(capacity, free, strict=True)], mask) >= want and _count(mask) < smallest:
-            smallest = _count(mask)
-        if reused & ~mask:
-            continue
-        if _sum(free, mask) + _sum(reuse, mask) >= want:
+    every, have = sums([max(c, f) for c, f in zip(capacity, free, strict=True)]), \
+        sums([f + r for f, r in zip(free, reuse, strict=True)])
+    for mask in masks(tuple(zones)):
+        if every[mask] >= want and width(mask) < smallest:
+            smallest = width(mask)
+        if not reused & ~mask and have[mask] >= want:
             hints.append(mask)
-    return [Hint(m, _count(m) == smallest) for m in hints]
+    return [Hint(m, width(m) == smallest) for m in hints]
 
 
-def memory_hints(memory: Memory, zones: int, want: Mapping[str, int]) -> list[int]:
-    """The Memory Manager's ``calculateHints``: the masks (each memory type gets the same list) and the fewest NUMA
-    nodes whose allocatable holds every type (``preferred`` in ``memory_preferred``)."""
-    masks, _ = _memory_masks(memory, zones, want)
-    return masks
-
-
-def _memory_masks(memory: Memory, zones: int, want: Mapping[str, int]) -> tuple[list[int], int]:
-    smallest = zones
-    found = []
-    for mask in _masks(list(range(zones))):
-        if any(_sum(memory.allocatable.get(k, [0] * zones), mask) < v for k, v in want.items()):
-            continue
-        smallest = min(smallest, _count(mask))
-        single = _count(mask) == 1
-        if single and _count(memory.cells[mask.bit_length() - 1]) > 1:
-            continue
-        if not single and any(mask >> z & 1 and memory.cells[z] and memory.cells[z] != mask
-                              for z in range(zones)):
-            continue  # a NUMA node of a single-NUMA allocation, or of another group
-        reuse = memory.reuse.get(mask, {})
-        if any(_sum(memory.free.get(k, [0] * zones), mask) + reuse.get(k, 0) < v for k, v in want.items()):
-            continue
-        found.append(mask)
-    return found, smallest
-
-
-def merge(lists: Sequence[list[Hint] | None], zones: int) -> Hint:
+def merge(lists: Sequence[list[Hint] | None], zones: int, full: bool = True) -> Hint:
     """The ``HintMerger``'s best hint over one list per provider and resource (None: no preference, ``[]``: no
     possible affinity): every permutation's merged mask (the AND of its masks) and preference (all preferred and
     naming one mask), the best by ``compare``. Permutations are folded by the (mask, preferred) they merge to, so
-    the count stays within 2^zones states per list."""
+    the count stays within 2^zones states per list. Without ``full``, a merge with no preferred hint answers
+    ``Hint(None, False)`` (restricted refuses it: which non-preferred one is best does not matter)."""
     every = (1 << zones) - 1
+    # A preferred merged hint beats every other: the masks each list prefers, in common, where there are some.
+    common: set[int] | None = None
+    for hints in lists:
+        if hints is not None:
+            liked = {h.mask if h.mask is not None else every for h in hints if h.preferred} if hints else set()
+            common = liked if common is None else common & liked
+    if common is None:
+        return Hint(every, True)
+    common.discard(0)
+    if common:
+        return Hint(min(common, key=lambda m: (width(m), m)), True)
+    if not full:
+        return Hint(None, False)
     states: set[tuple[int, bool, bool]] = {(every, True, False)}  # (mask, preferred, a mask was named)
     narrowest: list[int] = []
     for hints in lists:
@@ -307,7 +267,7 @@ def merge(lists: Sequence[list[Hint] | None], zones: int) -> Hint:
             hints = [Hint(None, False)]
         masks = [h.mask for h in hints if h.mask is not None]
         if masks:
-            narrowest.append(min(_count(m) for m in masks))
+            narrowest.append(min(width(m) for m in masks))
         nxt: set[tuple[int, bool, bool]] = set()
         for mask, preferred, named in states:
             for h in hints:
@@ -325,11 +285,6 @@ def merge(lists: Sequence[list[Hint] | None], zones: int) -> Hint:
     return best or Hint(every, False)
 
 
-def _narrower(a: int, b: int) -> bool:
-    """``IsNarrowerThan``: fewer NUMA nodes, else the lower mask."""
-    return _count(a) < _count(b) if _count(a) != _count(b) else a < b
-
-
 def _compare(current: Hint | None, candidate: Hint, best_count: int) -> Hint | None:
     """``HintMerger.compare`` (without prefer-closest-numa-nodes, which no NodeResourceTopology object says)."""
     assert candidate.mask is not None
@@ -338,23 +293,23 @@ def _compare(current: Hint | None, candidate: Hint, best_count: int) -> Hint | N
     if current is None:
         return candidate
     assert current.mask is not None
-    narrower = candidate if _narrower(candidate.mask, current.mask) else current
+    better = candidate if narrower(candidate.mask, current.mask) else current
     if current.preferred != candidate.preferred:
         return candidate if candidate.preferred else current
     if current.preferred:
-        return narrower
-    c, n = _count(current.mask), _count(candidate.mask)
+        return better
+    c, n = width(current.mask), width(candidate.mask)
     if c > best_count:
-        return narrower
+        return better
     if c == best_count:
-        return current if n != best_count else narrower
+        return current if n != best_count else better
     if n > best_count:
         return current
     if n == best_count:
         return candidate
     if n != c:
         return candidate if n > c else current
-    return narrower
+    return better
 
 
 def admit(node: Node, wants: Sequence[Want], start: int, pod: Want | None = None) -> Outcome:
@@ -393,10 +348,10 @@ def _merged(node: Node, want: Want, reusable: bool = True) -> Hint:
             lists.append(device_hints(node, resource, count, reusable))
     lists.append(cpu_hints(node, want.cpus, reusable) if want.cpus else None)
     if node.memory is not None and want.memory:
-        masks, smallest = _memory_masks(node.memory, node.zones, want.memory)
+        hinted, smallest = memory_masks(node.memory, node.zones, want.memory)
         # No mask at all: calculateHints returns no entry, which the merger reads as no preference.
-        lists += [[Hint(m, _count(m) == smallest) for m in masks] for _ in want.memory] if masks else [None]
-    return merge(lists, node.zones)
+        lists += [[Hint(m, width(m) == smallest) for m in hinted] for _ in want.memory] if hinted else [None]
+    return merge(lists, node.zones, full=node.policy != "restricted")
 
 
 def _affinity_error(node: Node, want: Want) -> str:
@@ -438,47 +393,5 @@ def _allocate(node: Node, want: Want, hint: Hint) -> str:
         else:
             node.cpu.take(want.cpus, hint.mask, init, reuse_first=False)
     if node.memory is not None and want.memory:
-        return _allocate_memory(node.memory, node.zones, want, hint)
-    return ""
-
-
-def _allocate_memory(memory: Memory, zones: int, want: Want, hint: Hint) -> str:
-    """The Memory Manager's ``Allocate``: the merged hint, extended to the narrowest hint of its own that holds the
-    request and contains it (refused where that is not preferred and the merged one was), no NUMA node in two
-    groups; each type taken NUMA node by NUMA node, what init containers left on that mask reused first."""
-    mask = hint.mask if hint.mask is not None else (1 << zones) - 1
-    if any(_sum(memory.free.get(k, [0] * zones), mask) < v for k, v in want.memory.items()):
-        masks, smallest = _memory_masks(memory, zones, want.memory)
-        within = [m for m in masks if m & mask == mask]
-        if not within:
-            return (f"{UNEXPECTED_ADMISSION_ERROR}: [memorymanager] failed to find NUMA nodes to extend the current "
-                    "topology hint")
-        best = within[0]
-        for m in within[1:]:
-            if (_count(m) == smallest) != (_count(best) == smallest):
-                best = m if _count(m) == smallest else best
-            elif _narrower(m, best):
-                best = m
-        if _count(best) != smallest and hint.preferred:
-            return f"{UNEXPECTED_ADMISSION_ERROR}: [memorymanager] failed to find the extended preferred hint"
-        mask = best
-    if _count(mask) > 1 and any(mask >> z & 1 and memory.cells[z] and memory.cells[z] != mask
-                                for z in range(zones)):
-        return f"{UNEXPECTED_ADMISSION_ERROR}: [memorymanager] preferred hint violates NUMA node allocation"
-    reuse = memory.reuse.setdefault(mask, {})
-    for kind, size in want.memory.items():
-        left = max(0, size - reuse.get(kind, 0))
-        free = memory.free.setdefault(kind, [0] * zones)
-        for z in range(zones):
-            if not mask >> z & 1:
-                continue
-            memory.cells[z] = mask
-            took = min(free[z], left)
-            free[z] -= took
-            left -= took
-    for kind, size in want.memory.items():
-        if want.kind == "init":
-            reuse[kind] = max(reuse.get(kind, 0), size)
-        elif reuse.get(kind):
-            reuse[kind] = max(0, reuse[kind] - size)
+        return allocate_memory(node.memory, node.zones, want.memory, want.kind == "init", hint.mask, hint.preferred)
     return ""

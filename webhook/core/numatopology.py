@@ -63,6 +63,8 @@ class Zone:
 # name them there.
 FULL_PCPUS_ONLY = "full-pcpus-only"
 SMT_ALIGNMENT_ERROR = "SMTAlignmentError"  # kubelet's reason (policy_static.go ErrorSMTAlignment)
+# kubelet's reason where a resource manager's Allocate fails (lifecycle.UnexpectedAdmissionError)
+UNEXPECTED_ADMISSION_ERROR = "UnexpectedAdmissionError"
 CPU_MANAGER_OPTIONS = (FULL_PCPUS_ONLY, "distribute-cpus-across-numa", "align-by-socket",
                        "distribute-cpus-across-cores", "strict-cpu-reservation", "prefer-align-cpus-by-uncorecache")
 # Each option's maturity from a minor on (pkg/kubelet/cm/cpumanager/policy_options.go of each release): an alpha

@@ -22,7 +22,8 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from webhook.core.numafit import EXACT, memory_hinted
+from webhook.core.numa_row import memory_hinted
+from webhook.core.numafit import EXACT
 from webhook.core.numatopology import CPUManager, NodeTopology
 from webhook.extender.reservations import NodeState
 from webhook.extender.verdicts import aligned
@@ -80,8 +81,6 @@ class Columns:
             return None
         if empty.cpu_manager is not None and empty.cpu_manager.full_pcpus_only:
             return None  # full-pcpus-only's SMT refusal is a step per row in Python: judged one node at a time
-        if empty.across:
-            return None  # restricted, best-effort: what no NUMA node holds goes on in Python (core.numa_across)
         if len(self.machines) >= MAX_ROWS:
             # Numbered anew from 0: no row nor a Judge's refusal (``token``) keeps an old number.
             self.machines.clear()
@@ -159,7 +158,7 @@ class Tables:
     machines: list[Machine]
     capacity: Ints  # [machine, zone, resource]
     total: Ints  # the empty node's allocatable, [machine, zone, resource]
-    memory_hints: Bools  # [machine]: a Memory Manager's hints (``core.numafit.memory_hinted``)
+    memory_hints: Bools  # [machine]: a Memory Manager's hints (``core.numa_row.memory_hinted``)
     pod_scope: Bools  # [machine]
     zones: Ints  # [machine]: how many it has
     cpu_managers: list[CPUManager | None]  # [machine] (none runs full-pcpus-only: see ``Columns._machine``)

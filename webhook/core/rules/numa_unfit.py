@@ -20,8 +20,14 @@ from webhook.core.facts import Facts
 from webhook.core.fieldpath import dotted
 from webhook.core.memo import Memo, remember
 from webhook.core.numa import ClusterFit, NodeFit, fit_cluster
-from webhook.core.numa_across import UNEXPECTED_ADMISSION_ERROR
-from webhook.core.numatopology import HUGEPAGES, SINGLE_NUMA_NODE, NodeTopology, Topology, Zone
+from webhook.core.numatopology import (
+    HUGEPAGES,
+    SINGLE_NUMA_NODE,
+    UNEXPECTED_ADMISSION_ERROR,
+    NodeTopology,
+    Topology,
+    Zone,
+)
 from webhook.core.podspec import CPU, MEMORY, PodSpec, effective_requests
 from webhook.core.quantity import format_bytes, format_milli, format_milli_bytes
 from webhook.core.rules.base import PolicyRefusal, Rule, Text, Violation
