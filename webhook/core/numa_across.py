@@ -330,7 +330,14 @@ def admit(node: Node, wants: Sequence[Want], start: int, pod: Want | None = None
         return Outcome(None)
     for i in range(start, len(wants)):
         want = wants[i]
-        hint = _merged(node, want)
+        try:
+            hint = _merged(node, want)
+        except Unknown:
+            # best-effort admits whatever the hint; an allocation that fails on any hint fails on this one too.
+            why = _refused_on_any_hint(node, want) if node.policy != "restricted" else ""
+            if not why:
+                raise
+            return Outcome(i, why)
         if node.policy == "restricted" and not hint.preferred:
             return Outcome(i, _affinity_error(node, want))
         why = _allocate(node, want, hint)
@@ -341,7 +348,11 @@ def admit(node: Node, wants: Sequence[Want], start: int, pod: Want | None = None
 
 def _merged(node: Node, want: Want, reusable: bool = True) -> Hint:
     """The Topology Manager's best hint for ``want``: the providers' hint lists in kubelet's order (device manager,
-    CPU Manager, Memory Manager), each resource a list of its own."""
+    CPU Manager, Memory Manager), each resource a list of its own. Under ``best-effort`` without memory to align,
+    no answer turns on it (devices and CPUs fail only where the node has too few): none is worked out, so CPUs and
+    devices taken earlier across NUMA nodes need not be known per NUMA node."""
+    if node.policy != "restricted" and not (node.memory is not None and want.memory):
+        return Hint(None, False)
     lists: list[list[Hint] | None] = []
     for resource, count in sorted(want.devices.items()):
         if resource in node.devices:
@@ -354,6 +365,24 @@ def _merged(node: Node, want: Want, reusable: bool = True) -> Hint:
     return merge(lists, node.zones, full=node.policy != "restricted")
 
 
+def _refused_on_any_hint(node: Node, want: Want) -> str:
+    """Why the device manager or the CPU Manager fails ``want`` whatever the merged hint (too few on the node,
+    full-pcpus-only's check); ``""`` where that turns on the hint or nothing fails."""
+    for resource, count in sorted(want.devices.items()):
+        amounts = node.devices.get(resource)
+        if amounts is not None and count and amounts.total_free + amounts.total_reuse < count:
+            return (f"{UNEXPECTED_ADMISSION_ERROR}: {count} {resource} asked, "
+                    f"{amounts.total_free + amounts.total_reuse} free on the node")
+    if want.cpus:
+        why = node.cpu_manager.smt_refusal(want.cpus, node.cpu.total_free) if node.cpu_manager is not None else None
+        if why is not None:
+            return why
+        if node.cpu.total_free + node.cpu.total_reuse < want.cpus:
+            return (f"{UNEXPECTED_ADMISSION_ERROR}: {want.cpus} CPUs asked, "
+                    f"{node.cpu.total_free + node.cpu.total_reuse} free on the node")
+    return ""
+
+
 def _affinity_error(node: Node, want: Want) -> str:
     return (f"{TOPOLOGY_AFFINITY_ERROR}: topologyManagerPolicy restricted finds no NUMA nodes that every resource "
             "prefers alike")
@@ -362,23 +391,15 @@ def _affinity_error(node: Node, want: Want) -> str:
 def _allocate(node: Node, want: Want, hint: Hint) -> str:
     """Each provider's ``Allocate`` of ``want`` with the merged ``hint``; kubelet's reason where one fails."""
     init = want.kind == "init"
+    why = _refused_on_any_hint(node, want)
+    if why:
+        return why
     for resource, count in sorted(want.devices.items()):
         amounts = node.devices.get(resource)
-        if amounts is None or not count:
-            continue
-        if amounts.total_free + amounts.total_reuse < count:
-            return (f"{UNEXPECTED_ADMISSION_ERROR}: {count} {resource} asked, "
-                    f"{amounts.total_free + amounts.total_reuse} free on the node")
-        amounts.take(count, hint.mask, init, reuse_first=True)
+        if amounts is not None and count:
+            amounts.take(count, hint.mask, init, reuse_first=True)
     if want.cpus:
         cpu = node.cpu_manager
-        if cpu is not None:
-            why = cpu.smt_refusal(want.cpus, node.cpu.total_free)
-            if why is not None:
-                return why
-        have = node.cpu.total_free + node.cpu.total_reuse
-        if have < want.cpus:
-            return f"{UNEXPECTED_ADMISSION_ERROR}: {want.cpus} CPUs asked, {have} free on the node"
         if cpu is not None and "align-by-socket" in cpu.options and hint.mask is not None:
             # getAlignedCPUs: every CPU of the hint's sockets is aligned, taken first (where the sockets are not
             # published, which CPUs went is not known).

@@ -393,6 +393,17 @@ def _across(wants: Demands, asks: Sequence[Ask], node: _Rows, fits: Fits, machin
         if outcome.failed is not None:
             fits.failed[r], fits.reason[r] = outcome.failed, outcome.reason
             fits.refused.add(r)
+            # Alone: refused on the empty node too, with nothing placed before it (the Pod's own refusal is).
+            fits.alone[r] = outcome.failed == POD or _refused_alone(
+                _row_node(start, node, r, m, policy, machines, True, column, wants.zero_devices_aligned),
+                want[outcome.failed])
+
+
+def _refused_alone(empty: Node, want: Want) -> bool:
+    try:
+        return admit(empty, [want], 0).failed is not None
+    except Unknown:
+        return False
 
 
 def _row_node(start: _Start, node: _Rows, r: int, m: int, policy: str, machines: Machines, fresh: bool,

@@ -206,18 +206,20 @@ class NodeTopology:
     def signature(policy: str, scope: str, zones: tuple[Zone, ...],
                   cpu_manager: CPUManager | None = None) -> tuple[Any, ...]:
         shape = (policy, scope, tuple(
-            (z.numa, tuple(sorted(z.capacity.items())), tuple(sorted(z.allocatable.items()))) for z in zones))
+            (z.numa, tuple(sorted(z.capacity.items())), tuple(sorted(z.allocatable.items())), z.socket)
+            for z in zones))
         return shape if cpu_manager is None else (*shape, cpu_manager)
 
     @property
     def refuses(self) -> bool:
-        """Only ``single-numa-node`` refuses a Pod that no zone holds; the others admit it across zones."""
+        """``single-numa-node`` refuses every Pod that no zone holds (the others may admit it: ``across``)."""
         return self.policy == SINGLE_NUMA_NODE
 
     @property
     def across(self) -> bool:
-        """``restricted`` and ``best-effort`` admit what no zone holds, and kubelet then allocates it across
-        zones (where full-pcpus-only may still refuse it: ``numafit._smt_across``); ``none`` aligns nothing."""
+        """``restricted`` and ``best-effort`` may admit what no zone holds, and kubelet then allocates it across zones
+        (``numa_across``: restricted still refuses it where no NUMA nodes suit every resource alike, and either
+        where an allocation fails); ``none`` aligns nothing."""
         return self.policy in ("best-effort", "restricted")
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from webhook.core.config import NUMA, AutoNuma, NumaPolicy, Policy
-from webhook.core.cpuoptions import not_modelled_across_numa, spread_caveat
+from webhook.core.cpuoptions import spread_caveat
 from webhook.core.demands import Demand, Demands, demands, dra_use, may_align, show_amount
 from webhook.core.dra_requests import DeviceClasses, DraUse
 from webhook.core.facts import Facts
@@ -204,17 +204,13 @@ def _judge(pod: PodSpec, topology: Topology, wants: Demands, memo: Memo | None,
     spread = [SPREAD(policy=policy, nodes=_nodes(tuple(f for f in fit.spread if f.policy == policy)))
               for policy in sorted({f.policy for f in fit.spread})]
     spread += [UNSURE(policy=f.policy, nodes=_nodes((f,)), why=f.unknown) for f in fit.unsure]
-    # Admitted across NUMA nodes is said only as far as the node's CPU Manager options are known and modelled
-    # there (webhook.core.cpuoptions): where the Pod asks exclusive CPUs, an unknown or unmodelled option is named.
-    # One caveat per kind (the options unknown; these options not modelled) naming its nodes, not one per node
-    # group: the advisory's first 120 characters must still say what the Pod needs.
-    if any(d.cpus for d in wants.containers):
-        alike: dict[tuple[str, ...] | None, list[NodeFit]] = {}
-        for f in fit.spread:
-            alike.setdefault(not_modelled_across_numa(topology.topologies[f.node].cpu_manager), []).append(f)
-        spread += [c for fits in alike.values()
-                   if (c := spread_caveat(_nodes(tuple(fits)), topology.topologies[fits[0].node].cpu_manager))
-                   is not None]
+    # Admitted across NUMA nodes is said only as far as the node's CPU Manager options are known there
+    # (webhook.core.cpuoptions): where the Pod asks exclusive CPUs, one caveat names every node whose options are
+    # unknown (one sentence, not one per node group: the advisory's first 120 characters must still say what the
+    # Pod needs).
+    unknown = tuple(f for f in fit.spread if topology.topologies[f.node].cpu_manager is None)
+    if unknown and any(d.cpus for d in wants.containers):
+        spread += [c for c in (spread_caveat(_nodes(unknown), None),) if c is not None]
     if way_out:
         parts.append(way_out)
     # Refused only where kubelet would fail it on every node it can land on: where a node would admit the Pod
