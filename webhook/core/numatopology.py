@@ -51,6 +51,7 @@ class Zone:
     name: str
     capacity: Mapping[str, int]
     allocatable: Mapping[str, int]
+    socket: int | None = None  # its socket, where published (the zone's ``parent``, ``socket-<id>``)
 
 
 # The static CPU Manager's policy options (kubelet's cpuManagerPolicyOptions) whose effect on admission the
@@ -62,6 +63,8 @@ class Zone:
 # name them there.
 FULL_PCPUS_ONLY = "full-pcpus-only"
 SMT_ALIGNMENT_ERROR = "SMTAlignmentError"  # kubelet's reason (policy_static.go ErrorSMTAlignment)
+# kubelet's reason where a resource manager's Allocate fails (lifecycle.UnexpectedAdmissionError)
+UNEXPECTED_ADMISSION_ERROR = "UnexpectedAdmissionError"
 CPU_MANAGER_OPTIONS = (FULL_PCPUS_ONLY, "distribute-cpus-across-numa", "align-by-socket",
                        "distribute-cpus-across-cores", "strict-cpu-reservation", "prefer-align-cpus-by-uncorecache")
 # Each option's maturity from a minor on (pkg/kubelet/cm/cpumanager/policy_options.go of each release): an alpha
@@ -189,6 +192,12 @@ class NodeTopology:
         return self.key or NodeTopology.signature(self.policy, self.scope, self.zones, self.cpu_manager)
 
     @property
+    def sockets(self) -> tuple[int, ...] | None:
+        """Each zone's socket, in zone order; None unless every zone's is published."""
+        found = tuple(z.socket for z in self.zones)
+        return None if any(s is None for s in found) else tuple(s for s in found if s is not None)
+
+    @property
     def published(self) -> set[str]:
         """The resources some zone of this node has (a device elsewhere on the node is not counted)."""
         return {name for z in self.zones for name, amount in z.capacity.items() if amount > 0}
@@ -197,18 +206,20 @@ class NodeTopology:
     def signature(policy: str, scope: str, zones: tuple[Zone, ...],
                   cpu_manager: CPUManager | None = None) -> tuple[Any, ...]:
         shape = (policy, scope, tuple(
-            (z.numa, tuple(sorted(z.capacity.items())), tuple(sorted(z.allocatable.items()))) for z in zones))
+            (z.numa, tuple(sorted(z.capacity.items())), tuple(sorted(z.allocatable.items())), z.socket)
+            for z in zones))
         return shape if cpu_manager is None else (*shape, cpu_manager)
 
     @property
     def refuses(self) -> bool:
-        """Only ``single-numa-node`` refuses a Pod that no zone holds; the others admit it across zones."""
+        """``single-numa-node`` refuses every Pod that no zone holds (the others may admit it: ``across``)."""
         return self.policy == SINGLE_NUMA_NODE
 
     @property
     def across(self) -> bool:
-        """``restricted`` and ``best-effort`` admit what no zone holds, and kubelet then allocates it across
-        zones (where full-pcpus-only may still refuse it: ``numafit._smt_across``); ``none`` aligns nothing."""
+        """``restricted`` and ``best-effort`` may admit what no zone holds, and kubelet then allocates it across zones
+        (``numa_across``: restricted still refuses it where no NUMA nodes suit every resource alike, and either
+        where an allocation fails); ``none`` aligns nothing."""
         return self.policy in ("best-effort", "restricted")
 
 
