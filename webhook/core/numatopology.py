@@ -36,7 +36,12 @@ _LEGACY_POLICIES = {
     "BestEffortPodLevel": ("best-effort", "pod"),
     "None": ("none", "container"),
 }
-_ZONE_NAME = re.compile(r"node-(\d+)")  # numanode.NameToID in noderesourcetopology-api
+_ZONE_NAME = re.compile(r"node-(\d{1,9})")  # numanode.NameToID in noderesourcetopology-api (bounded: int() refuses
+# more than 4,300 digits with a ValueError that is no TopologyError)
+# The agent's socket zones (webhook/node/topology_report.py): a zone of type Socket named socket-<id> for each
+# socket, and each Node zone's parent naming its socket's zone (v1alpha2 Zone.parent).
+SOCKET = "Socket"
+_SOCKET_ZONE = re.compile(r"socket-(\d{1,9})")
 
 
 class TopologyError(ValueError):
@@ -51,6 +56,7 @@ class Zone:
     name: str
     capacity: Mapping[str, int]
     allocatable: Mapping[str, int]
+    socket: int | None = None  # the socket its ``parent`` names (``socket-<id>``); None: not published
 
 
 # The static CPU Manager's policy options (kubelet's cpuManagerPolicyOptions) whose effect on admission the
@@ -193,11 +199,20 @@ class NodeTopology:
         """The resources some zone of this node has (a device elsewhere on the node is not counted)."""
         return {name for z in self.zones for name, amount in z.capacity.items() if amount > 0}
 
+    @property
+    def sockets(self) -> dict[int, int] | None:
+        """NUMA node -> its socket (kubelet's ``SocketID``, what align-by-socket counts), or None when any zone
+        does not say it: a partial map would make the others look like sockets of their own."""
+        if not self.zones or any(z.socket is None for z in self.zones):
+            return None
+        return {z.numa: z.socket for z in self.zones if z.socket is not None}
+
     @staticmethod
     def signature(policy: str, scope: str, zones: tuple[Zone, ...],
                   cpu_manager: CPUManager | None = None) -> tuple[Any, ...]:
         shape = (policy, scope, tuple(
-            (z.numa, tuple(sorted(z.capacity.items())), tuple(sorted(z.allocatable.items()))) for z in zones))
+            (z.numa, tuple(sorted(z.capacity.items())), tuple(sorted(z.allocatable.items())), z.socket)
+            for z in zones))
         return shape if cpu_manager is None else (*shape, cpu_manager)
 
     @property
@@ -315,7 +330,8 @@ def parse_nrt(obj: Mapping[str, Any]) -> NodeTopology:
     zones = []
     for i, raw in enumerate(_list(obj.get("zones"))):
         if not isinstance(raw, Mapping) or raw.get("type") != "Node":
-            continue  # sockets, dies, cores: the Topology Manager aligns NUMA nodes only
+            continue  # sockets, dies, cores: the Topology Manager aligns NUMA nodes (a Node zone's parent says
+            # its socket)
         zname = str(raw.get("name") or "")
         found = _ZONE_NAME.fullmatch(zname)
         numa = int(found.group(1)) if found else i
@@ -327,7 +343,9 @@ def parse_nrt(obj: Mapping[str, Any]) -> NodeTopology:
             where = f"zones[{i}].resources[{j}]"
             capacity[res["name"]] = _amount(res.get("capacity", 0), f"{where}.capacity")
             allocatable[res["name"]] = _amount(res.get("allocatable", 0), f"{where}.allocatable")
-        zones.append(Zone(numa, zname, capacity, allocatable))
+        parent = raw.get("parent")
+        socket = _SOCKET_ZONE.fullmatch(parent) if isinstance(parent, str) else None
+        zones.append(Zone(numa, zname, capacity, allocatable, int(socket.group(1)) if socket else None))
     zones.sort(key=lambda z: z.numa)
     ordered = tuple(zones)
     cpu = parse_cpu_manager(attrs)
