@@ -212,7 +212,7 @@ def test_socket_zones_and_parents(sockets: dict[int, int], zones: list[str], par
     plain = build_topology("n1", FACTS, ALLOCATABLE, [PINNED], "restricted", "container")
     assert resources(obj) == resources(plain)
     topo = parse_nrt(obj)
-    assert topo.sockets == (sockets if len(sockets) == 2 else None)
+    assert topo.sockets == ((sockets[0], sockets[1]) if len(sockets) == 2 else None)
     state = read_nrt(obj)
     assert state is not None and state.free.sockets == topo.sockets
     assert [z.allocatable["cpu"] for z in state.free.zones] == [1000, 1000]  # CPU 2 is the pinned Pod's

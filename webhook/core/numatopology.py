@@ -56,7 +56,7 @@ class Zone:
     name: str
     capacity: Mapping[str, int]
     allocatable: Mapping[str, int]
-    socket: int | None = None  # the socket its ``parent`` names (``socket-<id>``); None: not published
+    socket: int | None = None  # its socket, where published (the zone's ``parent``, ``socket-<id>``)
 
 
 # The static CPU Manager's policy options (kubelet's cpuManagerPolicyOptions) whose effect on admission the
@@ -195,17 +195,15 @@ class NodeTopology:
         return self.key or NodeTopology.signature(self.policy, self.scope, self.zones, self.cpu_manager)
 
     @property
+    def sockets(self) -> tuple[int, ...] | None:
+        """Each zone's socket, in zone order; None unless every zone's is published."""
+        found = tuple(z.socket for z in self.zones)
+        return None if any(s is None for s in found) else tuple(s for s in found if s is not None)
+
+    @property
     def published(self) -> set[str]:
         """The resources some zone of this node has (a device elsewhere on the node is not counted)."""
         return {name for z in self.zones for name, amount in z.capacity.items() if amount > 0}
-
-    @property
-    def sockets(self) -> dict[int, int] | None:
-        """NUMA node -> its socket (kubelet's ``SocketID``, what align-by-socket counts), or None when any zone
-        does not say it: a partial map would make the others look like sockets of their own."""
-        if not self.zones or any(z.socket is None for z in self.zones):
-            return None
-        return {z.numa: z.socket for z in self.zones if z.socket is not None}
 
     @staticmethod
     def signature(policy: str, scope: str, zones: tuple[Zone, ...],
