@@ -127,6 +127,8 @@ def judge(c: dict[str, Any], answer: dict[str, Any], kube: Semantics = DEFAULT) 
     one the Pod can land on (``absent_devices``), the verdict of the node-level model (``fit_node``) instead:
     kubelet's answer is still compared, with the model that gives it. ``kube``: the oracle's minor."""
     topo = parse_nrt(nrt("node", answer, c["policy"], c["scope"], c))
+    per = c["machine"].get("numaPerSocket") or 1  # the oracle's machineInfo: NUMA node i on socket i // per
+    assert topo.sockets == tuple(z.numa // per for z in topo.zones), topo.sockets
     fit = fit_node(build_pod_spec(c["pod"]["spec"], ("spec",), c["pod"].get("status"), kube=kube), topo)
     story = f"placed {dict(fit.placed)}" if fit.fits else \
         f"{fit.failed.label if fit.failed else '?'} does not fit ({'alone' if fit.alone else 'in order'})"

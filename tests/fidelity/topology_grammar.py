@@ -153,16 +153,24 @@ def nrt(name: str, answer: dict[str, Any], policy: str, scope: str,
         c: dict[str, Any] | None = None) -> dict[str, Any]:
     """The NodeResourceTopology object (v1alpha2) an exporter publishes for this machine: per NUMA node, the
     capacity and what kubelet's resource managers hand out (the oracle reads both from them); with the case
-    ``c`` of a kubelet with cpuManagerPolicyOptions, the attributes that carry them."""
-    zones = []
+    ``c`` of a kubelet with cpuManagerPolicyOptions, the attributes that carry them. With the case, each NUMA
+    node's socket too, as the agent publishes it (``parent: socket-<id>`` and a ``Socket`` zone per socket): NUMA
+    node ``i`` is on socket ``i // numaPerSocket``, as the oracle builds cadvisor's machine (hack/oracle
+    topology.go ``machineInfo``)."""
+    per = int((c or {}).get("machine", {}).get("numaPerSocket") or 1)
+    zones: list[dict[str, Any]] = []
     for i, (cap, alloc) in enumerate(zip(answer["capacity"], answer["allocatable"], strict=True)):
         resources = []
         for res in sorted(set(cap) | set(alloc)):
             q_cap, q_alloc = cap.get(res, "0"), alloc.get(res, "0")
             resources.append({"name": res, "capacity": q_cap, "allocatable": q_alloc, "available": q_alloc})
-        zones.append({"name": f"node-{i}", "type": "Node", "resources": resources,
-                      "costs": [{"name": f"node-{j}", "value": 10 if i == j else 20}
-                                for j in range(len(answer["capacity"]))]})
+        zone = {"name": f"node-{i}", "type": "Node", "resources": resources,
+                "costs": [{"name": f"node-{j}", "value": 10 if i == j else 20} for j in range(len(answer["capacity"]))]}
+        if c is not None:
+            zone["parent"] = f"socket-{i // per}"
+        zones.append(zone)
+    if c is not None:
+        zones += [{"name": f"socket-{s}", "type": "Socket"} for s in range((len(zones) + per - 1) // per)]
     attributes = [{"name": "topologyManagerPolicy", "value": policy},
                   {"name": "topologyManagerScope", "value": scope}]
     if c is not None and c.get("cpuManagerPolicyOptions"):

@@ -26,11 +26,14 @@ GPU = "example.com/gpu"
 
 
 def fake_node_tree(target: Path, cpus_by_node: dict[int, list[int]],
-                   siblings: dict[int, list[int]] | None = None) -> Path:
+                   siblings: dict[int, list[int]] | None = None, packages: dict[int, int] | None = None) -> Path:
     """The tree; with ``siblings`` (CPU -> the CPUs of its core) each ``nodeN/cpuM`` is a folder of its own instead
     of the link to the real CPU, holding the ``topology`` files cadvisor reads through it for kubelet (``core_id``,
-    the core's lowest CPU; ``physical_package_id`` 0) and the agent reads (``thread_siblings_list``): a machine
-    with SMT siblings on this one's CPUs."""
+    the core's lowest CPU; ``physical_package_id``, the CPU's socket: ``packages[cpu]``, else 0) and the agent
+    reads (``thread_siblings_list``, ``physical_package_id``): a machine with SMT siblings (or, each CPU its own
+    core, none) on this one's CPUs. kubelet's socket count is not read here but from /proc/cpuinfo's ``physical
+    id`` lines (cadvisor ``GetSockets``): this machine's one socket, so a fake machine of more sockets would
+    disagree with itself."""
     target.mkdir(parents=True, exist_ok=True)
     nodes = sorted(cpus_by_node)
     listed = ",".join(str(n) for n in nodes)
@@ -58,7 +61,8 @@ def fake_node_tree(target: Path, cpus_by_node: dict[int, list[int]],
                 core = sorted(siblings[cpu])
                 folder = link / "topology"
                 folder.mkdir(parents=True, exist_ok=True)
-                for name, value in (("core_id", str(core[0])), ("physical_package_id", "0"), ("die_id", "0"),
+                package = str((packages or {}).get(cpu, 0))
+                for name, value in (("core_id", str(core[0])), ("physical_package_id", package), ("die_id", "0"),
                                     ("thread_siblings_list", ",".join(map(str, core))),
                                     ("core_cpus_list", ",".join(map(str, core))),
                                     ("thread_siblings", f"{sum(1 << c for c in core):08x}")):
@@ -70,10 +74,10 @@ def fake_node_tree(target: Path, cpus_by_node: dict[int, list[int]],
 
 @contextlib.contextmanager
 def fake_sysfs(folder: Path, cpus_by_node: dict[int, list[int]],
-               siblings: dict[int, list[int]] | None = None) -> Iterator[Path]:
+               siblings: dict[int, list[int]] | None = None, packages: dict[int, int] | None = None) -> Iterator[Path]:
     """``folder`` shaped as /sys for the agent: ``devices/system/node`` the fake tree, ``fs/cgroup`` the host's
     cgroup hierarchy (recursively bind-mounted: cgroup v1 is one mount per controller). Unmounted on exit."""
-    fake_node_tree(folder / "devices" / "system" / "node", cpus_by_node, siblings)
+    fake_node_tree(folder / "devices" / "system" / "node", cpus_by_node, siblings, packages)
     cgroup = folder / "fs" / "cgroup"
     cgroup.mkdir(parents=True, exist_ok=True)
     subprocess.run(["mount", "--rbind", "/sys/fs/cgroup", str(cgroup)], check=True, timeout=30)

@@ -4,6 +4,7 @@ the publisher applying it only when it changed, over a real gRPC PodResources so
 
 from __future__ import annotations
 
+import json
 import threading
 from pathlib import Path
 from typing import Any
@@ -18,8 +19,8 @@ from webhook.extender.reservations import BoundPod, read_nrt, reflected
 from webhook.node.allocation import Allocatable, ContainerAllocation, DeviceGroup, MemoryBlock, PodAllocation
 from webhook.node.kubelet import PodResourcesClient
 from webhook.node.podresources import api_pb2
-from webhook.node.sysfs import NodeFacts, SysfsError, hugepages_name, read_node_facts
-from webhook.node.topology_publisher import TopologyPublisher
+from webhook.node.sysfs import NodeFacts, Sockets, SysfsError, hugepages_name, read_node_facts, read_sockets
+from webhook.node.topology_publisher import REREAD, TopologyPublisher
 from webhook.node.topology_report import Owner, build_topology, decimal_quantity
 
 GPU = "example.com/gpu"
@@ -40,7 +41,7 @@ FAILED = PodAllocation("ns", "failed", (ContainerAllocation("app", frozenset()),
 
 def resources(obj: dict[str, Any]) -> dict[str, dict[str, tuple[str, str, str]]]:
     return {z["name"]: {r["name"]: (r["capacity"], r["allocatable"], r["available"]) for r in z["resources"]}
-            for z in obj["zones"]}
+            for z in obj["zones"] if z["type"] == "Node"}
 
 
 def test_zones_as_nfd_aggregates_them() -> None:
@@ -141,6 +142,82 @@ def test_node_facts_from_sysfs(tmp_path: Path) -> None:
         read_node_facts(sysfs(tmp_path / "bad", "10"))
 
 
+def packages(root: Path, ids: dict[int, str]) -> Path:
+    """``physical_package_id`` of each CPU (CPU -> the file's text), under the NUMA node of ``sysfs`` that lists
+    it (node0: CPU 0, node1: CPU 1), where cadvisor reads it: ``nodeN/cpuM/topology``."""
+    for cpu, text in ids.items():
+        d = root / "devices" / "system" / "node" / f"node{cpu}" / f"cpu{cpu}" / "topology"
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "physical_package_id").write_text(text)
+    return root
+
+
+def test_each_numa_nodes_socket_from_sysfs(tmp_path: Path) -> None:
+    facts = read_node_facts(packages(sysfs(tmp_path / "one"), {0: "0\n", 1: "0\n"}))
+    assert (facts.sockets, facts.sockets_unknown) == ({0: 0, 1: 0}, "")
+    assert read_node_facts(packages(sysfs(tmp_path / "two"), {0: "1\n", 1: "0\n"})).sockets == {0: 1, 1: 0}
+    # Two CPUs of one NUMA node on one package: one socket.
+    root = packages(sysfs(tmp_path / "shared"), {0: "3\n", 1: "3\n"})
+    (root / "devices" / "system" / "node" / "node0" / "cpulist").write_text("0,2\n")
+    (root / "devices" / "system" / "node" / "node1" / "cpulist").write_text("1\n")
+    d = root / "devices" / "system" / "node" / "node0" / "cpu2" / "topology"
+    d.mkdir(parents=True)
+    (d / "physical_package_id").write_text("3\n")
+    assert read_node_facts(root).sockets == {0: 3, 1: 3}
+    (d / "physical_package_id").write_text("4\n")  # now node0's CPUs name two packages
+    assert read_sockets(root, {0: {0, 2}, 1: {1}}) == Sockets({}, f"{root}/devices/system/node/node0: its CPUs are "
+                                                                "on more than one package (CPU 0 on 3, CPU 2 on 4)")
+
+
+@pytest.mark.parametrize(("text", "why"), [
+    (None, "node1/cpu1/topology/physical_package_id: cannot read (No such file or directory)"),
+    ("-1\n", "node1/cpu1/topology/physical_package_id: is -1: the kernel knows no package"),
+    ("one\n", "node1/cpu1/topology/physical_package_id: holds 'one', not a package id"),
+    ("70000\n", "node1/cpu1/topology/physical_package_id: holds '70000', not a package id"),
+    ("\n", "node1/cpu1/topology/physical_package_id: holds '', not a package id"),
+    ("0" * 100, "node1/cpu1/topology/physical_package_id: longer than 16 bytes"),
+    ("\xff\n", "node1/cpu1/topology/physical_package_id: not ASCII text"),
+])
+def test_a_socket_not_known_leaves_every_socket_out(tmp_path: Path, text: str | None, why: str) -> None:
+    """Partial knowledge is not published: the NUMA node whose CPU says no package, and every other with it."""
+    root = packages(sysfs(tmp_path), {0: "0\n"} | ({1: text} if text is not None else {}))
+    facts = read_node_facts(root)  # never a SysfsError: the rest of the object is still worth publishing
+    assert facts.sockets == {} and facts.sockets_unknown.endswith(why), facts.sockets_unknown
+    obj = build_topology("n1", facts, Allocatable(frozenset({0, 1})), [], "restricted", "container")
+    assert [z["type"] for z in obj["zones"]] == ["Node", "Node"] and not any("parent" in z for z in obj["zones"])
+    assert parse_nrt(obj).sockets is None
+
+
+def test_a_numa_node_without_cpus_has_no_socket(tmp_path: Path) -> None:
+    root = packages(sysfs(tmp_path), {0: "0\n", 1: "0\n"})
+    (root / "devices" / "system" / "node" / "node1" / "cpulist").write_text("\n")
+    assert read_sockets(root, {0: {0}, 1: set()}) == Sockets(
+        {}, f"{root}/devices/system/node/node1: no CPU, so no package")
+
+
+@pytest.mark.parametrize(("sockets", "zones", "parents"), [
+    ({0: 0, 1: 0}, ["node-0", "node-1", "socket-0"], ["socket-0", "socket-0"]),
+    ({0: 1, 1: 0}, ["node-0", "node-1", "socket-0", "socket-1"], ["socket-1", "socket-0"]),
+    ({0: 0}, ["node-0", "node-1"], [None, None]),  # NUMA 1's socket not known: none published
+    ({}, ["node-0", "node-1"], [None, None]),
+])
+def test_socket_zones_and_parents(sockets: dict[int, int], zones: list[str], parents: list[str | None]) -> None:
+    facts = NodeFacts(FACTS.cpus, FACTS.memory, FACTS.distances, sockets)
+    obj = build_topology("n1", facts, ALLOCATABLE, [PINNED], "restricted", "container")
+    assert [z["name"] for z in obj["zones"]] == zones
+    assert [z.get("parent") for z in obj["zones"] if z["type"] == "Node"] == parents
+    # a Socket zone is its name and type only (v1alpha2: resources, costs, attributes are optional)
+    assert all(z == {"name": z["name"], "type": "Socket"} for z in obj["zones"] if z["type"] != "Node")
+    # the Node zones are what they were without sockets; what numa: auto and the extender read of them too
+    plain = build_topology("n1", FACTS, ALLOCATABLE, [PINNED], "restricted", "container")
+    assert resources(obj) == resources(plain)
+    topo = parse_nrt(obj)
+    assert topo.sockets == ((sockets[0], sockets[1]) if len(sockets) == 2 else None)
+    state = read_nrt(obj)
+    assert state is not None and state.free.sockets == topo.sockets
+    assert [z.allocatable["cpu"] for z in state.free.zones] == [1000, 1000]  # CPU 2 is the pinned Pod's
+
+
 class API:
     """The two requests the publisher makes: GET the Node, PATCH (apply) the object."""
 
@@ -193,8 +270,34 @@ def test_publisher_applies_only_changes(tmp_path: Path) -> None:
         server.stop(None)
 
 
+def test_publisher_says_once_why_sockets_are_not_known(tmp_path: Path) -> None:
+    root, socket = sysfs(tmp_path / "sys"), tmp_path / "kubelet.sock"  # no physical_package_id at all
+    server = serve(socket, DeviceKubelet())
+    api = API()
+    logged: list[str] = []
+    try:
+        publisher = TopologyPublisher(api, "n1", socket, root, logged.append, policy="restricted", scope="pod")
+        with PodResourcesClient(socket) as kubelet:
+            assert publisher.step(kubelet, 0.0)
+            assert publisher.step(kubelet, REREAD + 1.0)  # read again (and applied again: RESYNC passed)
+            said = [line for line in logged if "sockets are not known" in line]
+            assert len(said) == 1 and said[0].endswith(
+                "node0/cpu0/topology/physical_package_id: cannot read (No such file or directory)"), logged
+            assert '"parent"' not in api.applied[-1] and '"Socket"' not in api.applied[-1]
+            packages(root, {0: "0\n", 1: "1\n"})  # now known: at the next read
+            assert publisher.step(kubelet, 2 * REREAD + 2.0)
+        obj = json.loads(api.applied[-1])
+        assert [(z["name"], z["type"], z.get("parent")) for z in obj["zones"]] == [
+            ("node-0", "Node", "socket-0"), ("node-1", "Node", "socket-1"), ("socket-0", "Socket", None),
+            ("socket-1", "Socket", None)]
+        assert len([line for line in logged if "sockets are not known" in line]) == 1
+    finally:
+        server.stop(None)
+
+
 def test_publisher_errors_are_named_and_logged_once(tmp_path: Path) -> None:
-    root, socket = sysfs(tmp_path / "sys"), tmp_path / "kubelet.sock"
+    # every NUMA node's socket known: the one line logged is the failure's
+    root, socket = packages(sysfs(tmp_path / "sys"), {0: "0\n", 1: "0\n"}), tmp_path / "kubelet.sock"
     server = serve(socket, DeviceKubelet())
     try:
         publisher = TopologyPublisher(API(403), "n1", socket, root, print,

@@ -16,7 +16,7 @@ from webhook.core.engine import Mode, evaluate
 from webhook.core.facts import Facts, Memo
 from webhook.core.kubeversion import resolve
 from webhook.core.numa import fit_cluster, fit_node
-from webhook.core.numatopology import Topology, TopologyError, parse_nrt
+from webhook.core.numatopology import Topology, TopologyError, parse_nrt, shapes_of
 from webhook.core.podspec import build_pod_spec
 from webhook.core.scheduling import Taint, Toleration, node_constraints, taints, tolerations
 from webhook.policies.generate import PolicyError, render
@@ -70,6 +70,55 @@ def test_only_numa_zones_count_and_their_names_give_their_ids() -> None:
                                                                               "allocatable": "99", "available": "9"}]})
     topo = parse_nrt(obj)
     assert [z.numa for z in topo.zones] == [1, 3]
+
+
+def with_parents(obj: dict[str, Any], parents: list[Any]) -> dict[str, Any]:
+    """``obj`` whose i-th Node zone has ``parents[i]`` as its parent (None: no parent field), with a Socket zone
+    for each socket named."""
+    for zone, parent in zip(obj["zones"], parents, strict=True):
+        if parent is not None:
+            zone["parent"] = parent
+    obj["zones"] += [{"name": p, "type": "Socket"} for p in sorted({p for p in parents if isinstance(p, str)})]
+    return obj
+
+
+@pytest.mark.parametrize(("parents", "sockets"), [
+    (["socket-0", "socket-0"], (0, 0)),  # one socket of two NUMA nodes
+    (["socket-0", "socket-1"], (0, 1)),
+    (["socket-7", "socket-3"], (7, 3)),  # ids as sysfs's physical_package_id says them
+    ([None, None], None),  # NFD publishes no parents: not known
+    (["socket-0", None], None),  # one zone without: the map is not known at all
+    (["socket-0", "socket-x"], None),  # malformed: not a socket
+    (["socket-0", "node-1"], None),
+    (["socket-0", "socket-01x"], None),
+    (["socket-0", 1], None),  # the CRD's parent is a string; anything else is no parent
+    (["socket-0", "socket-" + "9" * 5000], None),  # bounded: never int() of 5,000 digits
+])
+def test_the_socket_of_each_numa_node_is_its_zones_parent(parents: list[Any], sockets: tuple[int, ...] | None) -> None:
+    topo = parse_nrt(with_parents(nrt("n", [SMALL, SMALL]), parents))
+    assert topo.sockets == sockets
+    assert [z.numa for z in topo.zones] == [0, 1]  # Socket zones are no NUMA nodes
+    if sockets is not None:
+        assert tuple(z.socket for z in topo.zones) == sockets
+
+
+def test_nodes_of_different_socket_layouts_are_judged_apart() -> None:
+    one = parse_nrt(with_parents(nrt("a", [SMALL, SMALL]), ["socket-0", "socket-0"]))
+    two = parse_nrt(with_parents(nrt("b", [SMALL, SMALL]), ["socket-0", "socket-1"]))
+    same = parse_nrt(with_parents(nrt("c", [SMALL, SMALL]), ["socket-0", "socket-0"]))
+    unknown = parse_nrt(nrt("d", [SMALL, SMALL]))
+    assert one.key == same.key and len({one.key, two.key, unknown.key}) == 3
+    shapes = shapes_of(Topology(nodes={"a": {}, "b": {}, "c": {}, "d": {}},
+                                topologies={"a": one, "b": two, "c": same, "d": unknown}))
+    assert sorted(g.nodes for g in shapes.shapes) == [("a", "c"), ("b",), ("d",)]
+    # what is free of a node keeps its sockets (the extender's and the fleet's views)
+    assert one.with_zones(one.zones).sockets == (0, 0)
+
+
+def test_a_zone_name_of_5000_digits_is_no_numa_node_id() -> None:
+    obj = nrt("n", [SMALL, SMALL])
+    obj["zones"][1]["name"] = "node-" + "1" * 5000  # int() would refuse it with a ValueError, no TopologyError
+    assert [z.numa for z in parse_nrt(obj).zones] == [0, 1]  # its index, as for any name that is not node-<id>
 
 
 def test_an_unknown_policy_leaves_the_node_unknown() -> None:
@@ -287,7 +336,8 @@ def test_node_constraints_read_any_shape(spec: dict[str, Any], labels: dict[str,
 
 
 _nrt_keys = st.sampled_from(["metadata", "name", "attributes", "value", "topologyPolicies", "zones", "type",
-                             "resources", "capacity", "allocatable", "available", "Node", "node-0", "cpu"])
+                             "resources", "capacity", "allocatable", "available", "Node", "node-0", "cpu", "parent",
+                             "Socket", "socket-0"])
 _nrt_values = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=6) | _nrt_keys,
                            lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_nrt_keys, inner, max_size=4),
                            max_leaves=20)
@@ -297,7 +347,7 @@ _resource = st.fixed_dictionaries({}, optional={"name": _nrt_values | st.just("c
                                                 "allocatable": _nrt_values | st.just("4")})
 _zone = st.fixed_dictionaries({}, optional={"name": _nrt_values | st.just("node-1"), "type": st.just("Node") |
                                             _nrt_values, "resources": st.lists(_resource | _nrt_values, max_size=3)
-                                            | _nrt_values})
+                                            | _nrt_values, "parent": st.just("socket-1") | _nrt_values})
 
 
 @given(st.fixed_dictionaries({"metadata": st.just({"name": "n"}) | _nrt_values}, optional={
@@ -311,6 +361,7 @@ def test_any_object_is_read_or_refused_by_name(obj: dict[str, Any]) -> None:
     except TopologyError:
         return
     assert isinstance(topo.zones, tuple)
+    assert topo.sockets is None or len(topo.sockets) == len(topo.zones)
 
 
 def test_memory_manager_none_publishes_no_memory_and_memory_is_no_constraint() -> None:

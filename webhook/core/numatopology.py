@@ -36,7 +36,12 @@ _LEGACY_POLICIES = {
     "BestEffortPodLevel": ("best-effort", "pod"),
     "None": ("none", "container"),
 }
-_ZONE_NAME = re.compile(r"node-(\d+)")  # numanode.NameToID in noderesourcetopology-api
+_ZONE_NAME = re.compile(r"node-(\d{1,9})")  # numanode.NameToID in noderesourcetopology-api (bounded: int() refuses
+# more than 4,300 digits with a ValueError that is no TopologyError)
+# The agent's socket zones (webhook/node/topology_report.py): a zone of type Socket named socket-<id> for each
+# socket, and each Node zone's parent naming its socket's zone (v1alpha2 Zone.parent).
+SOCKET = "Socket"
+_SOCKET_ZONE = re.compile(r"socket-(\d{1,9})")
 
 
 class TopologyError(ValueError):
@@ -326,7 +331,8 @@ def parse_nrt(obj: Mapping[str, Any]) -> NodeTopology:
     zones = []
     for i, raw in enumerate(_list(obj.get("zones"))):
         if not isinstance(raw, Mapping) or raw.get("type") != "Node":
-            continue  # sockets, dies, cores: the Topology Manager aligns NUMA nodes only
+            continue  # sockets, dies, cores: the Topology Manager aligns NUMA nodes (a Node zone's parent says
+            # its socket)
         zname = str(raw.get("name") or "")
         found = _ZONE_NAME.fullmatch(zname)
         numa = int(found.group(1)) if found else i
@@ -338,7 +344,9 @@ def parse_nrt(obj: Mapping[str, Any]) -> NodeTopology:
             where = f"zones[{i}].resources[{j}]"
             capacity[res["name"]] = _amount(res.get("capacity", 0), f"{where}.capacity")
             allocatable[res["name"]] = _amount(res.get("allocatable", 0), f"{where}.allocatable")
-        zones.append(Zone(numa, zname, capacity, allocatable))
+        parent = raw.get("parent")
+        socket = _SOCKET_ZONE.fullmatch(parent) if isinstance(parent, str) else None
+        zones.append(Zone(numa, zname, capacity, allocatable, int(socket.group(1)) if socket else None))
     zones.sort(key=lambda z: z.numa)
     ordered = tuple(zones)
     cpu = parse_cpu_manager(attrs)

@@ -25,7 +25,7 @@ from webhook.extender.fingerprint import ATTRIBUTE, METHOD_ATTRIBUTE, fingerprin
 from webhook.extender.scorer import usage
 
 RESERVATION_TIMEOUT = 120.0  # seconds a bound Pod is held against a node whose NRT does not say it counts it
-_ZONE_NAME = re.compile(r"node-(\d+)")
+_ZONE_NAME = re.compile(r"node-(\d{1,9})")  # as numatopology's (int() refuses 4,300 digits)
 _TERMINAL = ("Succeeded", "Failed")
 
 
@@ -82,7 +82,7 @@ def read_nrt(obj: Mapping[str, Any]) -> NodeState | None:
                 except (QuantityError, ValueError):
                     return None
     zones = tuple(Zone(z.numa, z.name, z.capacity,
-                       {k: min(v, available.get(z.numa, {}).get(k, v)) for k, v in z.allocatable.items()})
+                       {k: min(v, available.get(z.numa, {}).get(k, v)) for k, v in z.allocatable.items()}, z.socket)
                   for z in empty.zones)
     free = empty.with_zones(zones)
     attrs = obj.get("attributes")
@@ -163,7 +163,7 @@ def minus(topo: NodeTopology, taken: Mapping[int, Mapping[str, int]]) -> NodeTop
     if not taken:
         return topo
     zones = tuple(Zone(z.numa, z.name, z.capacity,
-                       {k: max(0, v - taken.get(z.numa, {}).get(k, 0)) for k, v in z.allocatable.items()})
+                       {k: max(0, v - taken.get(z.numa, {}).get(k, 0)) for k, v in z.allocatable.items()}, z.socket)
                   for z in topo.zones)
     return topo.with_zones(zones)
 

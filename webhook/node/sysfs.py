@@ -6,6 +6,8 @@ unreadable, oversized or malformed file is a ``SysfsError`` naming the file and 
   as cadvisor reads it for kubelet (``devices/system/cpu/online`` on a kernel without NUMA);
 - each NUMA node's memory and hugepages totals and its distances (``read_node_facts``): ``node*/meminfo``,
   ``node*/hugepages/hugepages-<size>kB/nr_hugepages``, ``node*/distance``, as NFD reads them;
+- each NUMA node's socket (``read_sockets``): ``node*/cpu*/topology/physical_package_id``, the path cadvisor
+  reads a CPU's socket by for kubelet (its ``getCoresInfo`` walks each node folder's ``cpuN`` entries);
 - the NUMA node of a PCI device or PCIe root (``SysfsLocality``): ``bus/pci/devices/<BDF>/numa_node``,
   ``devices/<root>/numa_node``, for the DRA devices ``webhook/node/dra_locality.py`` resolves.
 
@@ -14,7 +16,7 @@ The cgroup files (``cgroups.py``, ``numastat.py``) are read through ``read_text`
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -127,6 +129,9 @@ class NodeFacts:
     cpus: Mapping[int, frozenset[int]]  # NUMA node -> its CPUs (sysfs cpulist)
     memory: Mapping[int, Mapping[str, int]] = field(default_factory=dict)  # NUMA node -> memory/hugepages bytes
     distances: Mapping[int, Mapping[int, int]] = field(default_factory=dict)  # NUMA node -> node -> distance
+    # NUMA node -> its socket, for every NUMA node or none (``read_sockets``); why not, when empty.
+    sockets: Mapping[int, int] = field(default_factory=dict)
+    sockets_unknown: str = ""
 
 
 def hugepages_name(kib: int) -> str:
@@ -171,7 +176,52 @@ def read_node_facts(sys_root: Path) -> NodeFacts:
             if not all(v.isdigit() for v in values) or len(values) != len(ids):
                 raise SysfsError(f"{distance}: not {len(ids)} distances (one per NUMA node): {' '.join(values)[:80]}")
             distances[numa] = {other: int(v) for other, v in zip(ids, values, strict=True)}
-    return NodeFacts(layout.nodes, memory, distances)
+    sockets = read_sockets(sys_root, layout.nodes)
+    return NodeFacts(layout.nodes, memory, distances, sockets.of, sockets.why)
+
+
+# --- the socket of each NUMA node ---
+
+MAX_PACKAGE_TEXT = 16  # a physical_package_id is a small integer (the kernel writes "%d\n")
+_PACKAGE = re.compile(r"-?\d{1,6}")
+
+
+@dataclass(frozen=True, slots=True)
+class Sockets:
+    """NUMA node -> the socket (physical package) its CPUs are on, for every NUMA node, or none and why not."""
+
+    of: Mapping[int, int]
+    why: str = ""
+
+
+def read_sockets(sys_root: Path, cpus_by_node: Mapping[int, Iterable[int]]) -> Sockets:
+    """Each NUMA node's socket: the ``physical_package_id`` of its CPUs, read through the node folder's ``cpuN``
+    entry as cadvisor reads it (``GetCPUPhysicalPackageID``), kubelet's ``CPUInfo.SocketID``. All or nothing:
+    a NUMA node without CPUs, a CPU whose file is missing, unreadable or not a package id (-1: the kernel knows
+    none), or CPUs of one NUMA node on two packages leave every socket unknown (``why`` names the file or the
+    node), since a partial map would make the nodes it leaves out look like sockets of their own."""
+    base = sys_root / "devices" / "system" / "node"
+    found: dict[int, int] = {}
+    for numa, cpus in sorted(cpus_by_node.items()):
+        packages: dict[int, int] = {}  # package -> its lowest CPU on this NUMA node
+        for cpu in sorted(cpus):
+            path = base / f"node{numa}" / f"cpu{cpu}" / "topology" / "physical_package_id"
+            try:
+                text = read_text(path, MAX_PACKAGE_TEXT).strip()
+            except SysfsError as exc:
+                return Sockets({}, str(exc))
+            if not _PACKAGE.fullmatch(text) or not 0 <= int(text) <= MAX_ID:
+                why = ("is -1: the kernel knows no package" if text == "-1"
+                       else f"holds {text[:_TEXT]!r}, not a package id")
+                return Sockets({}, f"{path}: {why}")
+            packages.setdefault(int(text), cpu)
+        if not packages:
+            return Sockets({}, f"{base / f'node{numa}'}: no CPU, so no package")
+        if len(packages) > 1:
+            seen = ", ".join(f"CPU {cpu} on {package}" for package, cpu in sorted(packages.items())[:4])
+            return Sockets({}, f"{base / f'node{numa}'}: its CPUs are on more than one package ({seen})")
+        (found[numa],) = packages
+    return Sockets(found)
 
 
 # --- the NUMA node of a PCI device or root ---

@@ -13,10 +13,10 @@ uid) gets an object owned by the new one, and none is written while there is no 
 
 The Topology Manager's policy and scope come from ``--topology-manager-policy/--topology-manager-scope``, else
 from the node's own kubelet (``/configz`` on its port, ``get`` on ``nodes/configz``: ``cluster.configz``); the
-hugepages and memory totals from sysfs (``sysfs.read_node_facts``). Both are read again when kubelet restarts
-(its PodResources socket is a new file) and every ``REREAD`` seconds; while the policy cannot be read it is left
-out of the object (its node is unknown to ``numa: auto`` and the extender, never guessed), and the log says which
-values to set instead.
+hugepages and memory totals and each NUMA node's socket from sysfs (``sysfs.read_node_facts``; sockets not known
+are logged once, and left out). Both are read again when kubelet restarts (its PodResources socket is a new file)
+and every ``REREAD`` seconds; while the policy cannot be read it is left out of the object (its node is unknown to
+``numa: auto`` and the extender, never guessed), and the log says which values to set instead.
 
 From the same configz, sysfs's cores and kubelet's allocatable CPUs come the CPU Manager's attributes
 (``cpuManagerPolicyOptions``, ``threadsPerCore``, ``reservedCPUSiblings``: ``webhook.node.cpu_manager``); while
@@ -226,7 +226,12 @@ class TopologyPublisher:
             self._kubelet_id = identity
         if self._settings_at is not None and now < self._settings_at:
             return
-        self._facts = read_node_facts(self._sys_root)
+        facts = read_node_facts(self._sys_root)
+        if facts.sockets_unknown and (self._facts is None or facts.sockets_unknown != self._facts.sockets_unknown):
+            self._log(f"NodeResourceTopology {self._node}: the NUMA nodes' sockets are not known, no Socket zones "
+                      f"published (numa: auto then does not know which NUMA nodes share one): "
+                      f"{facts.sockets_unknown}")
+        self._facts = facts
         self._cores = read_cores(self._sys_root, self._facts.cpus)
         self._settings_at = now + REREAD
         if self._configz is None:

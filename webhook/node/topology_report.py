@@ -18,7 +18,11 @@ Per NUMA node of the sysfs layout one zone ``node-N`` of type ``Node``:
   (a device without one is in no zone), available = allocatable - the devices ``List`` reports.
 
 A NUMA node with nothing allocatable has a ``cpu`` entry of allocatable 0 and its CPUs as capacity. ``costs``
-are the node's distances (sysfs ``distance``) where known. Attributes: ``topologyManagerPolicy`` and
+are the node's distances (sysfs ``distance``) where known. Where sysfs says every NUMA node's socket
+(``sysfs.read_sockets``: the ``physical_package_id`` of its CPUs, kubelet's ``SocketID``), each ``Node`` zone has
+``parent: socket-<id>`` and one zone ``socket-<id>`` of type ``Socket`` (no resources, after the ``Node`` zones)
+stands for each socket, as v1alpha2's ``Zone.parent`` nests zones (NFD publishes none: readers that know only
+``Node`` zones skip them); where any is unknown, neither. Attributes: ``topologyManagerPolicy`` and
 ``topologyManagerScope`` (left out when unknown: the node is then unknown to the fit, never guessed; the
 deprecated ``topologyPolicies`` likewise) and ``nodeTopologyPodsFingerprint`` over every Pod ``List`` reports
 (``webhook.extender.fingerprint``, NFD's ``computePodFingerprint``; from 1.34 kubelet's List reports only active
@@ -32,7 +36,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from webhook.core.numatopology import HUGEPAGES, NRT_GROUP_VERSION
+from webhook.core.numatopology import HUGEPAGES, NRT_GROUP_VERSION, SOCKET
 from webhook.core.podspec import MEMORY
 from webhook.extender.fingerprint import ATTRIBUTE, fingerprint
 from webhook.node.allocation import Allocatable, PodAllocation
@@ -53,6 +57,11 @@ class Owner:
 
     name: str
     uid: str
+
+
+def socket_zone(socket: int) -> str:
+    """The name of a socket's zone, and of the parent of its NUMA nodes' zones (``numatopology.SOCKET_ZONE``)."""
+    return f"socket-{socket}"
 
 
 def decimal_quantity(value: int) -> str:
@@ -117,6 +126,8 @@ def build_topology(node: str, facts: NodeFacts, allocatable: Allocatable, pods: 
             for block in c.memory:
                 _take_memory(available, block.kind, block.size, sorted(block.numa))
     zones = []
+    # every NUMA node's socket, or none (sysfs.read_sockets): a partial map is not published
+    sockets = facts.sockets if set(facts.cpus) <= set(facts.sockets) else {}
     for numa in sorted(facts.cpus):
         resources: dict[str, tuple[int, int, int]] = {}  # name -> capacity, allocatable, available
         reserved = len(facts.cpus[numa]) - alloc.get(numa, {}).get("cpu", 0)
@@ -131,6 +142,8 @@ def build_topology(node: str, facts: NodeFacts, allocatable: Allocatable, pods: 
                 capacity = amount
             resources[name] = (capacity, amount, max(0, available[numa][name]))
         zone: dict[str, Any] = {"name": f"node-{numa}", "type": "Node"}
+        if sockets:
+            zone["parent"] = socket_zone(sockets[numa])
         costs = facts.distances.get(numa)
         if costs:
             zone["costs"] = [{"name": f"node-{other}", "value": value} for other, value in sorted(costs.items())]
@@ -138,6 +151,8 @@ def build_topology(node: str, facts: NodeFacts, allocatable: Allocatable, pods: 
                               "available": decimal_quantity(av)}
                              for name, (cap, al, av) in sorted(resources.items())]
         zones.append(zone)
+    if sockets:
+        zones += [{"name": socket_zone(socket), "type": SOCKET} for socket in sorted({sockets[n] for n in facts.cpus})]
     attributes = []
     legacy: list[str] = []
     if policy is not None and scope is not None:
