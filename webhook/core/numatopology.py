@@ -63,9 +63,9 @@ class Zone:
 # NUMA fit models; the others (distribute-cpus-across-numa, align-by-socket, distribute-cpus-across-cores,
 # strict-cpu-reservation, prefer-align-cpus-by-uncorecache) choose which CPUs a container gets, never whether a
 # Pod is admitted under single-numa-node (align-by-socket is refused there: kubelet does not start), as the
-# topology differential shows against each release's own code (tests/fidelity/test_topology.py). Where a Pod is
-# admitted across NUMA nodes some do change kubelet's answer: ``webhook.core.cpuoptions`` says which, and answers
-# name them there.
+# topology differential shows against each release's own code (tests/fidelity/test_topology.py). Where restricted
+# or best-effort goes on across NUMA nodes, align-by-socket changes which hints are preferred too
+# (``webhook.core.numa_across``; ``webhook.core.cpuoptions`` says what each does).
 FULL_PCPUS_ONLY = "full-pcpus-only"
 SMT_ALIGNMENT_ERROR = "SMTAlignmentError"  # kubelet's reason (policy_static.go ErrorSMTAlignment)
 # kubelet's reason where a resource manager's Allocate fails (lifecycle.UnexpectedAdmissionError)
