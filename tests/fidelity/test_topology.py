@@ -179,12 +179,12 @@ def tally(label: str, counts: dict[str, int], failures: list[str], oracle: Oracl
     for key, value in sorted(counts.items()):
         TALLY.counts[f"{label}: {key}"] += value
     compared = counts.get("single-numa-node: compared", 0)
-    across = sum(counts.get(f"{p}: compared", 0) for p in ("restricted", "best-effort"))
+    across = sum(counts.get(f"{p}: compared", 0) for p in ("restricted", "best-effort", "none"))
     unknown = sum(v for k, v in counts.items() if "not known to qos-guard" in k)
     TALLY.counts[f"{label} against k8s.io/kubernetes {oracle.release} (Kubernetes {oracle.kube.minor}): "
-                 f"{compared + across} cases compared ({compared} single-numa-node, {across} restricted or "
-                 f"best-effort), {compared + across - len(failures)} agree, {len(failures)} disagree; "
-                 f"{unknown} restricted or best-effort not known to qos-guard"] += 1
+                 f"{compared + across} cases compared ({compared} single-numa-node, {across} restricted, "
+                 f"best-effort or none), {compared + across - len(failures)} agree, {len(failures)} disagree; "
+                 f"{unknown} restricted, best-effort or none not known to qos-guard"] += 1
     print(f"\nfidelity: {label} cases {json.dumps(counts, sort_keys=True)}")
     return compared
 
@@ -225,7 +225,7 @@ def test_numa_fit_agrees_with_the_topology_manager(topology_oracle: Oracle) -> N
                 failures.append(disagreement(c, answer, story, admitted))
     compared = tally("topology", counts, failures, topology_oracle)
     assert counts.get("cases", 0) >= CASES and compared >= 5_000
-    across = {p: counts.get(f"{p}: compared", 0) for p in ("restricted", "best-effort")}
+    across = {p: counts.get(f"{p}: compared", 0) for p in ("restricted", "best-effort", "none")}
     unknown = sum(v for k, v in counts.items() if "not known to qos-guard" in k)
     # Most restricted and best-effort cases are decided (at v1.36.3: 1,313 of 1,401), and unknown stays rare.
     assert min(across.values()) >= 500 and unknown <= sum(across.values()) // 8, (across, unknown)

@@ -24,7 +24,7 @@ from webhook.core.numatopology import (
 GIB = 1 << 30
 MIB = 1 << 20
 DEVICES = ("example.com/gpu", "example.com/nic")
-POLICIES = ("single-numa-node",) * 8 + ("restricted", "best-effort")
+POLICIES = ("single-numa-node",) * 8 + ("restricted", "best-effort", "none")
 
 
 def machine(rng: random.Random, smt: bool | None = None) -> dict[str, Any]:

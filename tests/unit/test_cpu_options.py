@@ -206,9 +206,10 @@ def test_full_pcpus_only_refuses_across_numa_nodes_exactly_when_kubelets_allocat
         rest: list[int]) -> None:
     """best-effort, a Pod whose first container no NUMA node holds (so it is admitted across NUMA nodes, and every
     container after it is allocated from the whole node too): refused, with kubelet's reason, exactly where
-    kubelet's Allocate refuses one of its containers; else admitted across NUMA nodes. In ``container`` scope on a
-    node whose Memory Manager aligns memory, which NUMA nodes a later container's memory goes to turns on which CPUs
-    the first took (not published): not known, and said so. The extender's one-node path says the same (it keeps
+    kubelet's Allocate refuses one of its containers (whatever NUMA nodes it would take); else admitted across NUMA
+    nodes. In ``container`` scope on a node whose Memory Manager aligns memory, which NUMA nodes a later container's
+    memory goes to turns on which CPUs the first took (not published): where nothing refuses it, not known, and
+    said so. The extender's one-node path says the same (it keeps
     a node it does not know). restricted: ``test_restricted_refuses_where_no_numa_nodes_suit_every_resource_alike``
     and the differential."""
     policy = "best-effort"
@@ -224,7 +225,7 @@ def test_full_pcpus_only_refuses_across_numa_nodes_exactly_when_kubelets_allocat
     wants, state = pod_demands(spec), read_nrt(obj)
     assert wants is not None and state is not None
     verdict = Judge(wants).node("n", state)
-    if memory and scope == "container" and rest and refused_at != 0:
+    if memory and scope == "container" and rest and refused_at is None:
         (advisory,) = advisories
         assert not refusals and advisory.startswith("whether best-effort on node n admits it is not known"), advisory
         assert verdict.kept, verdict
@@ -322,3 +323,14 @@ def test_a_malformed_options_attribute_is_options_unknown_not_a_crash(bad: dict[
     obj = smt_node("full-pcpus-only=true")
     obj["attributes"] = [a for a in obj["attributes"] if a["name"] != "threadsPerCore"] + [bad]
     assert parse_nrt(obj).cpu_manager is None
+
+
+def test_full_pcpus_only_refuses_on_a_none_node_too() -> None:
+    """topologyManagerPolicy none gives no hints, yet kubelet's CPU Manager still runs full-pcpus-only's check in
+    Allocate: 3 CPUs on an SMT-2 node are refused (SMTAlignmentError), 4 are not, and without SMT nothing is said."""
+    refusals, advisories = _messages(_across_node("none", 2, 16, 2, 0), llm("3"))
+    (message,) = refusals
+    assert "SMTAlignmentError: 3 CPUs is not a multiple of the node's 2 threads per core" in message, message
+    assert "full-pcpus-only refuses it on node n (SMTAlignmentError)" in message and not advisories, message
+    assert _messages(_across_node("none", 2, 16, 2, 0), llm("4")) == ([], [])
+    assert _messages(_across_node("none", 2, 16, 1, 0), llm("3")) == ([], [])

@@ -158,3 +158,14 @@ def test_merge_is_the_hint_mergers_answer_without_every_permutation(lists: list[
     assert merge(lists, 3) == _kubelet_merge(lists, 3)
     fast = merge(lists, 3, full=False)
     assert fast == _kubelet_merge(lists, 3) if fast.preferred else fast == Hint(None, False)
+
+
+def test_without_hints_the_memory_manager_takes_its_own_best_numa_nodes() -> None:
+    """topologyManagerPolicy none: no merged hint; the Memory Manager takes its own default (preferred, then the
+    narrowest: NUMA node 0 for 8Gi), and refuses where no NUMA nodes hold the memory at all."""
+    none = node("none", memory=(64 * GIB, 64 * GIB))
+    assert admit(none, [app(4, memory=8 * GIB)], 0).failed is None
+    assert none.memory is not None and none.memory.free["memory"] == [56 * GIB, 64 * GIB]
+    assert none.memory.cells == [0b01, 0]
+    refused = admit(node("none", memory=(64 * GIB, 64 * GIB)), [app(4, memory=200 * GIB)], 0)
+    assert refused.failed == 0 and "failed to get the default NUMA affinity" in refused.reason

@@ -103,7 +103,7 @@ def fit_node(pod: PodSpec | Demands, topo: NodeTopology) -> NodeFit:
                        "a fractional byte count of memory, which the Memory Manager cannot allocate")
     row = node_row(topo)
     fits = fit_rows(wants, row.free, row.machine, row.column, row,
-                    across=(topo.policy if topo.across else None,))
+                    across=(topo.policy if topo.allocates else None,))
     numas = row.numas
     failed = int(fits.failed[0])
     if topo.scope == "pod":
@@ -254,10 +254,8 @@ def fit_cluster(pod: PodSpec, topology: Topology, exhaustive: bool = False,
     spread: list[NodeFit] = []
     unsure: list[NodeFit] = []
     for where, names in groups:
-        topo = index.shapes[where].topology
-        # ``none`` asks no alignment and refuses nothing.
-        answer = (NodeFit(names[0], topo.policy, topo.scope, {}) if topo.policy == "none"
-                  else _fit(index, where, wants, memo)).named(names)
+        # ``none`` aligns nothing: only full-pcpus-only, the Memory Manager and too few on the node refuse there.
+        answer = _fit(index, where, wants, memo).named(names)
         (fits if answer.fits else unsure if answer.unknown else refused if answer.kubelet_refuses
          else spread).append(answer)
         if fits and not exhaustive:

@@ -65,6 +65,9 @@ class Amounts:
     reuse: list[int] | None
     total_free: int
     total_reuse: int
+    # Whether the totals apart are known: kubelet's CPU allocation mixes reusable and free CPUs, and after a
+    # mix that is not forced only their sum is (what full-pcpus-only's check, which counts the free ones, needs).
+    split: bool = True
 
     @classmethod
     def of(cls, free: Sequence[int], reuse: Sequence[int]) -> Amounts:
@@ -100,9 +103,13 @@ class Amounts:
             else:
                 self.free = self.reuse = None
         if from_reuse is None:
-            # Known in total only: how much of the reusable went is known where nothing is left to choose from.
+            # Known in total only: how much of the reusable went is known where nothing is left to choose from;
+            # else only the sum of free and reusable is (an init container's CPUs stay reusable: it keeps).
             if self.total_reuse and self.total_free and want < self.total_free + self.total_reuse:
-                raise Unknown("which of the reusable CPUs kubelet takes beside the free ones is not known")
+                self.total_free += self.total_reuse - (0 if init else want) - (want if init else 0)
+                self.total_reuse = want if init else 0
+                self.split = False
+                return
             from_reuse = min(want, self.total_reuse) if not self.total_free else max(0, want - self.total_free)
         self.total_free -= want - from_reuse
         self.total_reuse -= from_reuse
@@ -160,7 +167,7 @@ class Node:
     devices_capacity: dict[str, list[int]]  # every device of the resource per zone (healthy or not)
     devices: dict[str, Amounts]
     memory: Memory | None  # None: the Memory Manager gives no hints (policy None)
-    policy: str  # "restricted" or "best-effort"
+    policy: str  # "restricted", "best-effort" or "none" (no hints: each provider allocates as it likes)
     cpu_manager: CPUManager | None
     sockets: Sequence[int] | None  # each zone's socket, where published
     device_nodes_only: bool  # from 1.36 a device's hints cover only the NUMA nodes with such devices
@@ -351,8 +358,8 @@ def _merged(node: Node, want: Want, reusable: bool = True) -> Hint:
     CPU Manager, Memory Manager), each resource a list of its own. Under ``best-effort`` without memory to align,
     no answer turns on it (devices and CPUs fail only where the node has too few): none is worked out, so CPUs and
     devices taken earlier across NUMA nodes need not be known per NUMA node."""
-    if node.policy != "restricted" and not (node.memory is not None and want.memory):
-        return Hint(None, False)
+    if node.policy == "none" or (node.policy != "restricted" and not (node.memory is not None and want.memory)):
+        return Hint(None, False)  # none: no hint at all (each provider allocates with none)
     lists: list[list[Hint] | None] = []
     for resource, count in sorted(want.devices.items()):
         if resource in node.devices:
@@ -374,7 +381,11 @@ def _refused_on_any_hint(node: Node, want: Want) -> str:
             return (f"{UNEXPECTED_ADMISSION_ERROR}: {count} {resource} asked, "
                     f"{amounts.total_free + amounts.total_reuse} free on the node")
     if want.cpus:
-        why = node.cpu_manager.smt_refusal(want.cpus, node.cpu.total_free) if node.cpu_manager is not None else None
+        cpu = node.cpu_manager
+        if cpu is not None and cpu.full_pcpus_only and not node.cpu.split:
+            raise Unknown("how many of the node's free CPUs an init container still holds is not known (kubelet "
+                          "took CPUs from its reusable ones and free ones alike), and full-pcpus-only counts them")
+        why = cpu.smt_refusal(want.cpus, node.cpu.total_free) if cpu is not None else None
         if why is not None:
             return why
         if node.cpu.total_free + node.cpu.total_reuse < want.cpus:

@@ -35,17 +35,25 @@ def hand_over(wants: Demands, asks: Sequence[Ask], node: _Rows, fits: Fits, mach
             for a in asks]
     whole = Ask.of(wants.pod)
     pod = Want("pod", whole.cpus // 1000, dict(whole.memory), {k: v // 1000 for k, v in whole.devices.items()})
-    for r in np.flatnonzero(fits.failed != NOT_PLACED).tolist():
+    nothing = np.array([p == "none" for p in across], np.bool_)[machine]
+    for r in np.flatnonzero((fits.failed != NOT_PLACED) | nothing).tolist():
         m = int(machine[r])
         policy = across[m]
-        if policy is None or r in fits.reason:
+        if policy is None or (r in fits.reason and policy != "none"):
             continue
-        pod_scope = bool(machines.pod_scope[m])
+        pod_scope = bool(machines.pod_scope[m]) and policy != "none"
+        if policy == "none":
+            # No Topology Manager hints: nothing of the single-NUMA pass holds; every container from the empty node.
+            fits.failed[r], fits.alone[r], fits.placed[r], fits.pod_zone[r] = NOT_PLACED, False, NOT_PLACED, NOT_PLACED
+            fits.reason.pop(r, None)
         try:
-            state = _row_node(start, node, r, m, policy, machines, pod_scope, column, wants.zero_devices_aligned)
-            outcome = admit(state, want, int(fits.failed[r]), pod if pod_scope else None)
+            fresh = pod_scope or policy == "none"
+            state = _row_node(start, node, r, m, policy, machines, fresh, column, wants.zero_devices_aligned)
+            outcome = admit(state, want, 0 if policy == "none" else int(fits.failed[r]), pod if pod_scope else None)
         except Unknown as exc:
             fits.unknown[r] = str(exc)
+            if policy == "none":
+                fits.failed[r] = 0  # no verdict: the first container stands for the Pod
             continue
         if outcome.failed is not None:
             fits.failed[r], fits.reason[r] = outcome.failed, outcome.reason

@@ -52,19 +52,22 @@ def allocate_memory(memory: Memory, zones: int, want: Mapping[str, int], init: b
     """The Memory Manager's ``Allocate``: the merged hint, extended to the narrowest hint of its own that holds the
     request and contains it (refused where that is not preferred and the merged one was), no NUMA node in two
     groups; each type taken NUMA node by NUMA node, what init containers left on that mask reused first."""
-    mask = hint if hint is not None else (1 << zones) - 1
+    if hint is None:
+        # No hint (topologyManagerPolicy none): getDefaultHint, its own best (preferred first, then the narrowest).
+        hinted, smallest = memory_masks(memory, zones, want)
+        if not hinted:
+            return (f"{UNEXPECTED_ADMISSION_ERROR}: [memorymanager] failed to get the default NUMA affinity, no NUMA "
+                    "nodes with enough memory is available")
+        hint = _best(hinted, smallest)
+        preferred = width(hint) == smallest
+    mask = hint
     if any(total(memory.free.get(k, [0] * zones), mask) < v for k, v in want.items()):
         hinted, smallest = memory_masks(memory, zones, want)
         within = [m for m in hinted if m & mask == mask]
         if not within:
             return (f"{UNEXPECTED_ADMISSION_ERROR}: [memorymanager] failed to find NUMA nodes to extend the current "
                     "topology hint")
-        best = within[0]
-        for m in within[1:]:
-            if (width(m) == smallest) != (width(best) == smallest):
-                best = m if width(m) == smallest else best
-            elif narrower(m, best):
-                best = m
+        best = _best(within, smallest)
         if width(best) != smallest and preferred:
             return f"{UNEXPECTED_ADMISSION_ERROR}: [memorymanager] failed to find the extended preferred hint"
         mask = best
@@ -88,3 +91,14 @@ def allocate_memory(memory: Memory, zones: int, want: Mapping[str, int], init: b
         elif reuse.get(kind):
             reuse[kind] = max(0, reuse[kind] - size)
     return ""
+
+
+def _best(hinted: list[int], smallest: int) -> int:
+    """``findBestHint``: a preferred mask (as narrow as ``smallest``) before any other, then the narrowest."""
+    best = hinted[0]
+    for m in hinted[1:]:
+        if (width(m) == smallest) != (width(best) == smallest):
+            best = m if width(m) == smallest else best
+        elif narrower(m, best):
+            best = m
+    return best

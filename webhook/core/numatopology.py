@@ -227,6 +227,13 @@ class NodeTopology:
         where an allocation fails); ``none`` aligns nothing."""
         return self.policy in ("best-effort", "restricted")
 
+    @property
+    def allocates(self) -> bool:
+        """The policies under which kubelet goes on past a Pod no NUMA node holds, to each provider's ``Allocate``
+        (``numa_across``): ``across`` and ``none`` (no hints at all; full-pcpus-only and the Memory Manager still
+        refuse there)."""
+        return self.across or self.policy == "none"
+
 
 @dataclass(frozen=True)
 class Topology:
