@@ -192,15 +192,24 @@ def test_a_taint_the_pod_does_not_tolerate_keeps_it_off_a_node(cluster: Cluster,
     eventually("the taint gone", lambda: admit(cluster, plain).returncode == 0)
 
 
-def test_restricted_nodes_warn_and_admit(cluster: Cluster, numa_webhook: Server) -> None:
+def test_restricted_nodes_refuse_what_kubelet_refuses_and_warn_otherwise(cluster: Cluster,
+                                                                          numa_webhook: Server) -> None:
+    """48 CPUs prefer both NUMA nodes of lax-1, 8Gi of memory one: kubelet's restricted policy fails the Pod
+    (TopologyAffinityError), and so does the webhook; with 300Gi (both NUMA nodes' memory) every resource prefers
+    both, kubelet admits it across them, and the webhook warns."""
     cluster.kubectl("apply", "-f", "-", stdin=[node("lax-1", pool="lax"),
                                                nrt("lax-1", [SOCKET, SOCKET], policy="restricted")],
                     check=True)
     on_lax = vllm("lax", "48", nodeSelector={"pool": "lax"})
-    eventually("the restricted node", lambda: "restricted on node lax-1 would admit it across NUMA nodes"
+    eventually("the restricted node", lambda: "restricted refuses it on node lax-1 (TopologyAffinityError"
                in admit(cluster, on_lax).stderr)
-    proc = admit(cluster, on_lax)
-    assert proc.returncode == 0 and "Warning: numa-unfit:" in proc.stderr
+    assert admit(cluster, on_lax).returncode != 0
+    wide = {"cpu": "48", "memory": "300Gi"}
+    spread = pod(container("vllm", wide, wide, image="registry.invalid/vllm:1"), name="lax-wide", namespace=None,
+                 nodeSelector={"pool": "lax"})
+    proc = admit(cluster, spread)
+    assert proc.returncode == 0 and "Warning: numa-unfit:" in proc.stderr, proc.stderr
+    assert "restricted on node lax-1 would admit it across NUMA nodes" in proc.stderr, proc.stderr
 
 
 def test_check_and_audit_read_the_cluster(cluster: Cluster, numa_webhook: Server, tmp_path: Path) -> None:

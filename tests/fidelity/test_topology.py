@@ -8,9 +8,11 @@ would publish it. qos-guard judges the Pod through the engine (``evaluate`` with
 that NodeResourceTopology object, as the webhook would.
 
 What must agree, for every case the API server accepts, under ``single-numa-node``: ``numa-unfit`` refuses the
-Pod exactly when the Topology Manager refuses it. Under ``restricted`` and ``best-effort`` qos-guard never
-refuses (it reports); kubelet's verdicts there are counted, for the record (``restricted`` refuses a Pod whose
-providers' hints do not merge into a preferred one, and either policy fails an allocation nothing can hold).
+Pod exactly when the Topology Manager refuses it. Under ``restricted`` and ``best-effort`` (``compare_across``):
+``numa-unfit`` refuses exactly when kubelet does (``restricted`` where the providers' hints merge into no
+preferred one, either policy where an allocation fails), with a reason of the same kind, and otherwise says it is
+admitted across NUMA nodes; where qos-guard says it cannot know (``NodeFit.unknown``: which CPUs kubelet took
+across NUMA nodes for an earlier container), the case is counted, not compared, and the test holds how many.
 Every disagreement excused is one of two counted upstream behaviours (``EXCEPTIONS``), recognised in kubelet's
 own answer for that case.
 
@@ -24,7 +26,8 @@ from __future__ import annotations
 
 import json
 import random
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 from tests.fidelity.conftest import SEED
 from tests.fidelity.divergences import TALLY
@@ -106,7 +109,19 @@ def absent_devices(c: dict[str, Any], answer: dict[str, Any]) -> set[str]:
     return asked - have
 
 
-def judge(c: dict[str, Any], answer: dict[str, Any], kube: Semantics = DEFAULT) -> tuple[bool, str]:
+class Judged(NamedTuple):
+    """qos-guard's verdict on a case: admitted (``fits``: True), refused (False) or not known (None), the story
+    the failure shows, and the kind of kubelet reason it gives where it refuses."""
+
+    fits: bool | None
+    story: str
+    reason: str
+
+
+REASON_KINDS = ("TopologyAffinityError", "SMTAlignmentError", "UnexpectedAdmissionError")
+
+
+def judge(c: dict[str, Any], answer: dict[str, Any], kube: Semantics = DEFAULT) -> Judged:
     """qos-guard's verdict on the case, through the engine as the webhook reaches it: with the one node's NRT
     object in the topology, is the Pod admitted (no numa-unfit refusal), and the story. Where the node is not
     one the Pod can land on (``absent_devices``), the verdict of the node-level model (``fit_node``) instead:
@@ -119,13 +134,33 @@ def judge(c: dict[str, Any], answer: dict[str, Any], kube: Semantics = DEFAULT) 
         f"{fit.failed.label if fit.failed else '?'} does not fit ({'alone' if fit.alone else 'in order'})"
     if fit.reason:
         story += f": {fit.reason}"
+    kind = next((k for k in REASON_KINDS if fit.reason.startswith(k)), "TopologyAffinityError")
+    if fit.unknown:
+        return Judged(None, f"not known: {fit.unknown} [{story}]", "")
     if absent_devices(c, answer):
-        # As ``fit_cluster`` files it: full-pcpus-only refuses under any policy, the others only single-numa-node.
-        return fit.fits or not (topo.refuses or fit.smt_refused), f"node-level model: {story}"
+        return Judged(not fit.kubelet_refuses, f"node-level model: {story}", kind)
     topology = Topology(nodes={"node": {}}, topologies={"node": topo})
     verdict = evaluate(c["pod"], AUTO, Mode.ENFORCE, Facts(topology=topology, kubernetes=kube))
     refusals = [v.message for _, v in verdict.violations if v.rule == "numa-unfit"]
-    return not refusals, f"{refusals[0] if refusals else 'no refusal'} [{story}]"
+    return Judged(not refusals, f"{refusals[0] if refusals else 'no refusal'} [{story}]", kind)
+
+
+def compare_across(c: dict[str, Any], answer: dict[str, Any], judged: Judged, admitted: bool,
+                   count: Callable[[str], None], failures: list[str]) -> str:
+    """``restricted`` and ``best-effort``: qos-guard refuses exactly where kubelet does, with a reason of the
+    same kind (``REASON_KINDS``); a case qos-guard cannot know is counted. Returns what happened: ``agree``,
+    ``disagree`` or ``unknown``."""
+    key = c["policy"]
+    said = "admits" if admitted else answer.get("reason")
+    if judged.fits is None:
+        count(f"{key}: not known to qos-guard (not compared; kubelet {said})")
+        return "unknown"
+    count(f"{key}: compared")
+    if judged.fits != admitted or (not admitted and judged.reason != answer.get("reason")):
+        failures.append(disagreement(c, answer, judged.story, admitted))
+        return "disagree"
+    count(f"{key}: agree, kubelet {said}")
+    return "agree"
 
 
 def disagreement(c: dict[str, Any], answer: dict[str, Any], story: str, admitted: bool) -> str:
@@ -144,9 +179,12 @@ def tally(label: str, counts: dict[str, int], failures: list[str], oracle: Oracl
     for key, value in sorted(counts.items()):
         TALLY.counts[f"{label}: {key}"] += value
     compared = counts.get("single-numa-node: compared", 0)
+    across = sum(counts.get(f"{p}: compared", 0) for p in ("restricted", "best-effort"))
+    unknown = sum(v for k, v in counts.items() if "not known to qos-guard" in k)
     TALLY.counts[f"{label} against k8s.io/kubernetes {oracle.release} (Kubernetes {oracle.kube.minor}): "
-                 f"{compared} single-numa-node cases, {compared - len(failures)} agree, "
-                 f"{len(failures)} disagree"] += 1
+                 f"{compared + across} cases compared ({compared} single-numa-node, {across} restricted or "
+                 f"best-effort), {compared + across - len(failures)} agree, {len(failures)} disagree; "
+                 f"{unknown} restricted or best-effort not known to qos-guard"] += 1
     print(f"\nfidelity: {label} cases {json.dumps(counts, sort_keys=True)}")
     return compared
 
@@ -170,11 +208,10 @@ def test_numa_fit_agrees_with_the_topology_manager(topology_oracle: Oracle) -> N
             if answer.get("decodeError") or answer.get("podErrors"):
                 count("refused by the API server (not compared)")
                 continue
-            fits, story = judge(c, answer, topology_oracle.kube)
+            fits, story, _ = judged = judge(c, answer, topology_oracle.kube)
             admitted = bool(answer["admitted"])
             if c["policy"] != "single-numa-node":
-                assert fits, f"numa-unfit refused a Pod on a {c['policy']} node (only single-numa-node refuses)"
-                count(f"{c['policy']}: kubelet {'admits' if admitted else 'refuses'}")
+                compare_across(c, answer, judged, admitted, count, failures)
                 continue
             count(f"single-numa-node/{c['scope']}: {'admitted' if admitted else 'refused'}")
             count("single-numa-node: compared")
@@ -188,18 +225,23 @@ def test_numa_fit_agrees_with_the_topology_manager(topology_oracle: Oracle) -> N
                 failures.append(disagreement(c, answer, story, admitted))
     compared = tally("topology", counts, failures, topology_oracle)
     assert counts.get("cases", 0) >= CASES and compared >= 5_000
+    across = {p: counts.get(f"{p}: compared", 0) for p in ("restricted", "best-effort")}
+    unknown = sum(v for k, v in counts.items() if "not known to qos-guard" in k)
+    # Most restricted and best-effort cases are decided (at v1.36.3: 1,313 of 1,401), and unknown stays rare.
+    assert min(across.values()) >= 500 and unknown <= sum(across.values()) // 8, (across, unknown)
     assert not failures, f"{len(failures)} disagreements; the first:\n" + "\n\n".join(failures[:5])
 
 
 OPTION_CASES = 3_000
-BREAKDOWN = ("cases", "no start", "API refuses", "other policy", "SMT compared", "SMT agree", "SMT disagree",
+BREAKDOWN = ("cases", "no start", "API refuses", "across compared", "across agree", "across disagree",
+             "across unknown",
              "compared", "SMT", "kubelet admits", "kubelet refuses", "agree", "excused", "disagree")
 
 
 def breakdown(by_option: dict[str, dict[str, int]], oracle: Oracle) -> None:
     """The options differential per policy option (a case with several options counts under each): cases drawn,
     kubelet not starting with them (alpha gate off, a combination it refuses), refused by the API server, under
-    restricted/best-effort (those with full-pcpus-only compared for SMTAlignmentError: ``smt_compare``), and the
+    restricted/best-effort (``compare_across``: compared, agree, disagree, not known to qos-guard), and the
     single-numa-node cases compared (on SMT machines; kubelet's verdict; agree,
     excused, disagree). Printed as a table and added to the run's summary, one line per option."""
     width = max(len(option) for option in by_option) if by_option else 10
@@ -227,27 +269,6 @@ def test_numa_fit_agrees_under_cpu_manager_policy_options(topology_oracle: Oracl
             row = by_option.setdefault(option, {})
             row[key] = row.get(key, 0) + 1
 
-    def smt_compare(c: dict[str, Any], answer: dict[str, Any], fits: bool, story: str, admitted: bool) -> None:
-        """restricted/best-effort with full-pcpus-only: kubelet's Allocate still refuses with SMTAlignmentError
-        (enforceSMTAlignment counts the node's free CPUs, whatever NUMA node), and qos-guard must refuse exactly
-        then (only that refuses there). Where kubelet refuses for another reason first (restricted's
-        TopologyAffinityError, an allocation), its answer says nothing of the SMT check: counted, not compared."""
-        kubelet_smt = not admitted and answer.get("reason") == "SMTAlignmentError"
-        key = f"{c['policy']} with full-pcpus-only"
-        if not admitted and not kubelet_smt:
-            count(f"{key}: kubelet refuses otherwise ({answer.get('reason')}; not compared), qos-guard "
-                  f"{'SMTAlignmentError' if not fits else 'admits'}")
-            return
-        count(f"{key}: compared")
-        count(f"{key}: kubelet {'SMTAlignmentError' if kubelet_smt else 'admits'}")
-        mark("SMT compared")
-        if kubelet_smt != (not fits):
-            mark("SMT disagree")
-            failures.append(disagreement(c, answer, story, admitted))
-            return
-        count(f"{key}: agree")
-        mark("SMT agree")
-
     for _ in range(OPTION_CASES // BATCH):
         batch = [options_case(rng) for _ in range(BATCH)]
         answers = topology_oracle.ask(batch)
@@ -274,16 +295,14 @@ def test_numa_fit_agrees_under_cpu_manager_policy_options(topology_oracle: Oracl
                 count("refused by the API server (not compared)")
                 mark("API refuses")
                 continue
-            fits, story = judge(c, answer, topology_oracle.kube)
+            fits, story, _ = judged = judge(c, answer, topology_oracle.kube)
             admitted = bool(answer["admitted"])
             smt = c["machine"]["threadsPerCore"] == 2
             if c["policy"] != "single-numa-node":
-                count(f"{c['policy']}: kubelet {'admits' if admitted else 'refuses'}")
-                mark("other policy")
-                if "full-pcpus-only" in options:
-                    smt_compare(c, answer, fits, story, admitted)
-                else:
-                    assert fits, f"numa-unfit refused a Pod on a {c['policy']} node without full-pcpus-only: {story}"
+                outcome = compare_across(c, answer, judged, admitted, count, failures)
+                mark(f"across {outcome}")
+                if outcome != "unknown":
+                    mark("across compared")
                 continue
             count("single-numa-node: compared")
             count(f"single-numa-node/{c['scope']}: {'admitted' if admitted else 'refused'}"
@@ -305,11 +324,7 @@ def test_numa_fit_agrees_under_cpu_manager_policy_options(topology_oracle: Oracl
             mark("agree")
     compared = tally("topology with CPU Manager options", counts, failures, topology_oracle)
     breakdown(by_option, topology_oracle)
-    for policy in ("restricted", "best-effort"):
-        key = f"{policy} with full-pcpus-only"
-        smt = counts.get(f"{key}: kubelet SMTAlignmentError", 0)
-        TALLY.counts[f"topology with CPU Manager options against k8s.io/kubernetes {topology_oracle.release}: {key}, "
-                     f"{counts.get(f'{key}: compared', 0)} compared ({smt} SMTAlignmentError), "
-                     f"{counts.get(f'{key}: agree', 0)} agree"] += 1
     assert counts.get("cases", 0) >= OPTION_CASES and compared >= 1_000
+    # align-by-socket starts only with restricted or best-effort: its cases are compared there.
+    assert by_option.get("align-by-socket", {}).get("across compared", 0) >= 40, by_option.get("align-by-socket")
     assert not failures, f"{len(failures)} disagreements; the first:\n" + "\n\n".join(failures[:5])

@@ -55,7 +55,7 @@ def test_a_memo_handed_to_other_facts_forgets_the_old_answers() -> None:
     facts = Facts(topology=cluster(), memo=memo)
     refused = messages(facts)
     assert refused
-    spread = dataclasses.replace(facts, topology=cluster(**{"gpu-1": "restricted", "small-1": "restricted"}))
+    spread = dataclasses.replace(facts, topology=cluster(**{"gpu-1": "best-effort", "small-1": "best-effort"}))
     assert spread.memo is memo
     assert messages(spread) == []  # advisories now: a remembered refusal would have been wrong
     assert messages(facts) == refused

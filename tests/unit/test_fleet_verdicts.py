@@ -49,7 +49,11 @@ def renamed(topo: NodeTopology, name: str, policy: str | None = None, scope: str
     return NodeTopology(name, policy, scope, zones, NodeTopology.signature(policy, scope, zones))
 
 
-def fleet(seed: int, machines: int = 4, shapes: int = 12, odd: bool = True) -> tuple[Demands, dict[int, Free]]:
+POLICIES = ("single-numa-node",) * 3 + ("restricted", "best-effort")
+
+
+def fleet(seed: int, machines: int = 4, shapes: int = 12, odd: bool = True,
+          policies: tuple[str, ...] = POLICIES) -> tuple[Demands, dict[int, Free]]:
     """A Pod that aligns something and free shapes of a few machines (policies and scopes drawn), keyed as a view
     keys them. Now and then a machine the arrays do not model: two zones of one NUMA number, or an amount past
     2**53 milli-units."""
@@ -58,7 +62,7 @@ def fleet(seed: int, machines: int = 4, shapes: int = 12, odd: bool = True) -> t
     fleet_: dict[int, Free] = {}
     for m in range(machines):
         spec, empty = empty_node(rng)
-        empty = renamed(empty, f"m{m}", rng.choice(["single-numa-node"] * 3 + ["restricted", "best-effort"]),
+        empty = renamed(empty, f"m{m}", rng.choice(policies),
                         rng.choice(["container", "pod"]))
         draw = rng.random() if odd else 1.0
         if draw < 0.1 and len(empty.zones) > 1:
@@ -121,15 +125,37 @@ def test_the_differential_is_not_vacuous() -> None:
     assert len(scores) >= 8 and len(reasons) >= 3, (scores, reasons)
 
 
+def test_restricted_rows_are_refused_where_kubelet_would() -> None:
+    """On restricted and best-effort machines, the rows no NUMA node holds are judged by ``core.numa_across`` in
+    the arrays' pass too: each verdict is the one the node gets alone, and among them restricted's
+    TopologyAffinityError and allocations kubelet fails, as well as rows kept (admitted across NUMA nodes)."""
+    refusals: set[str] = set()
+    kept = 0
+    for seed in range(60):
+        wants, items = fleet(seed, policies=("restricted", "best-effort"), odd=False)
+        judge = Judge(wants)
+        judge_rows(judge, list(items), items, Columns())
+        for key, item in items.items():
+            got = judge.verdicts.get(key) or alone(wants, item)
+            assert said(got) == said(alone(wants, item)), (seed, key, item.topo)
+            if got.kept:
+                kept += 1
+            elif "TopologyAffinityError" in got.reason or "UnexpectedAdmissionError" in got.reason:
+                refusals.add(got.reason.split(": ")[2])
+    assert kept > 100 and {"TopologyAffinityError", "UnexpectedAdmissionError"} <= refusals, (kept, refusals)
+
+
 def test_a_view_judges_a_new_pod_shape_on_thousands_of_free_shapes_over_arrays() -> None:
     """Through ``View.verdicts``: 2,400 free shapes, every one read before, a Pod shape not judged yet: the verdicts
-    are each node's own, and the Python calls made do not grow with the free shapes (the arrays do the work)."""
-    wants, items = fleet(7, machines=8, shapes=300, odd=False)
+    are each node's own, and the Python calls made do not grow with the free shapes (the arrays do the work). Of
+    single-numa-node machines: on restricted and best-effort ones, a row no NUMA node holds goes on in Python
+    (``core.numa_across``, about a millisecond a row; ``test_restricted_rows_are_refused_where_kubelet_would``)."""
+    wants, items = fleet(7, machines=8, shapes=300, odd=False, policies=("single-numa-node",))
     states = {f"n{k}": item.state for k, item in items.items()}
     view, names, now = View(states, {}), list(states), 1000.0
     view.verdicts(Judge(wants), names, now)
     assert len(view.columns.rows) >= BATCH
-    other = next(w for s in range(100) if (w := fleet(s)[0]).key != wants.key)
+    other = next(w for s in range(100) if (w := fleet(s, policies=("single-numa-node",))[0]).key != wants.key)
     got, calls = python_calls(lambda: view.verdicts(Judge(other), names, now))
     assert calls < 2000, calls
     assert [said(v) for v in got] == [said(alone(other, items[k])) for k in items]

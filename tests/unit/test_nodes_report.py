@@ -73,9 +73,9 @@ def test_memory_manager_none_says_what_it_means_for_pinned_pods() -> None:
     assert not [x for x in out.splitlines() if x.startswith("note (static-a") and "memoryManagerPolicy" in x]
 
 
-def test_the_cpu_options_column_and_what_numa_auto_does_not_model() -> None:
+def test_the_cpu_options_column_and_the_note_on_align_by_socket() -> None:
     """CPU OPTIONS: the options as kubelet's flag writes them, none, or unknown where configz was not read; a
-    note names the options numa: auto and the extender leave out on that node (where a Pod spans NUMA nodes)."""
+    note says where numa: auto and the extender read align-by-socket's sockets from."""
     out = render(report(node("smt", cpuManagerPolicyOptions={"full-pcpus-only": "true"}),
                         node("sock", cpuManagerPolicyOptions={"align-by-socket": "true", "full-pcpus-only": "true"},
                              topologyManagerPolicy="restricted"),
@@ -84,12 +84,13 @@ def test_the_cpu_options_column_and_what_numa_auto_does_not_model() -> None:
     assert rows["smt"][2:4] == ["static", "full-pcpus-only=true"]
     assert rows["sock"][3] == "align-by-socket=true,full-pcpus-only=true"
     assert rows["plain"][2:4] == ["static", "none"] and rows["gone"][2:4] == ["?", "unknown"]
-    notes = [x for x in out.splitlines() if "not modelled by numa: auto" in x]
-    # full-pcpus-only is modelled under every policy (SMTAlignmentError foreseen, across NUMA nodes too): no note
-    # names it, on smt (single-numa-node) nor on sock (restricted).
-    assert notes == ["note (sock): cpuManagerPolicyOptions align-by-socket: not modelled by numa: "
-                     "auto and the extender where a Pod is admitted across NUMA nodes (here: topologyManagerPolicy "
-                     "restricted); their answers there name the option instead of a verdict on it"], notes
+    notes = [x for x in out.splitlines() if "cpuManagerPolicyOptions" in x and x.startswith("note (")]
+    # Every option is modelled (full-pcpus-only's SMTAlignmentError, across NUMA nodes too): only align-by-socket
+    # gets a note, on sock: it needs each NUMA node's socket from the node's NodeResourceTopology object.
+    assert notes == ["note (sock): cpuManagerPolicyOptions align-by-socket: numa: auto and the extender read each "
+                     "NUMA node's socket from its NodeResourceTopology zone's parent (qos-guard agent "
+                     "--publish-topology writes it); where it is not published, an answer that turns on the option "
+                     "is unknown"], notes
 
 
 def test_text_escapes_what_a_cluster_sends() -> None:

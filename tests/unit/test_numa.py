@@ -252,18 +252,33 @@ def test_a_node_without_a_topology_object_is_unknown_not_unfit() -> None:
     assert judge(llm("48"), Topology()) == ([], [])  # nothing known at all
 
 
-def test_only_single_numa_node_refuses_restricted_and_best_effort_are_reported() -> None:
+def test_restricted_refuses_where_no_numa_nodes_suit_every_resource_alike() -> None:
+    """kubelet's HintMerger marks a merged hint preferred only where every provider prefers the same NUMA nodes:
+    48 CPUs prefer both NUMA nodes of gpu-1, 64Gi of memory one; restricted refuses it (TopologyAffinityError), and
+    small-1's 8 CPUs cannot hold 48 on any policy (the CPU Manager's Allocate fails)."""
     denied, advised = judge(llm("48"), cluster(**{"gpu-1": "restricted", "small-1": "best-effort"}))
-    assert denied == []
-    assert len(advised) == 1
-    assert "best-effort on node small-1 would admit it across NUMA nodes" in advised[0]
+    assert advised == [] and len(denied) == 1
+    assert "restricted refuses it on node gpu-1 (TopologyAffinityError" in denied[0]
+    assert "kubelet fails it on node small-1 at allocation (UnexpectedAdmissionError: 48 CPUs asked, 8 free" \
+        in denied[0]
+
+
+def test_restricted_and_best_effort_admit_across_numa_nodes_where_kubelet_does() -> None:
+    """Where every resource prefers both NUMA nodes (memory past one NUMA node's 256Gi too), restricted admits the
+    Pod across them; best-effort admits even where they prefer apart. Reported, never refused; none aligns nothing."""
+    wide = llm("48")
+    wide["spec"]["containers"][0]["resources"]["limits"]["memory"] = "300Gi"
+    denied, advised = judge(wide, cluster(**{"gpu-1": "restricted", "small-1": "restricted"}))
+    assert denied == [] and len(advised) == 1
     assert "restricted on node gpu-1 would admit it across NUMA nodes" in advised[0]
+    denied, advised = judge(llm("48"), cluster(**{"gpu-1": "best-effort", "small-1": "best-effort"}))
+    assert denied == [] and "best-effort on node gpu-1 would admit it across NUMA nodes" in advised[0]
     assert judge(llm("48"), cluster(**{"gpu-1": "none", "small-1": "none"})) == ([], [])
 
 
 def test_advisories_are_warnings_in_admission_never_a_refusal() -> None:
     config = parse_config({"policy": {"numa": "auto"}})
-    facts = Facts(topology=cluster(**{"gpu-1": "restricted", "small-1": "restricted"}))
+    facts = Facts(topology=cluster(**{"gpu-1": "best-effort", "small-1": "best-effort"}))
     review = Review("admission.k8s.io/v1", "u1", "Pod", "", "CREATE", "ai", "llm", None, False, llm("48"))
     decision = review_decision(review, ENDPOINTS["/validate"], config, facts)
     assert decision.allowed and decision.warnings and decision.warnings[0].startswith("numa-unfit: ")

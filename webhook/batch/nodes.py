@@ -115,10 +115,9 @@ class NodeResult:
     def notes(self) -> tuple[str, ...]:
         found = tuple(self.verdict.notes) if self.verdict is not None else ()
         p = self.config.pinning
-        unmodelled = nodes_note(p.cpu_manager_policy, p.topology_manager_policy, enabled_options(p)) \
-            if p is not None else None
-        if unmodelled is not None:
-            found = (*found, unmodelled)
+        sockets = nodes_note(p.cpu_manager_policy, enabled_options(p)) if p is not None else None
+        if sockets is not None:
+            found = (*found, sockets)
         return (*found, DRA_NOTE) if self.dra_pins else found
 
     @property

@@ -32,12 +32,20 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from webhook.core.demands import Demand, Demands, demands, is_device, may_align
 from webhook.core.memo import Memo, remember
-from webhook.core.numafit import NOT_PLACED, POD, fit_rows, node_row
-from webhook.core.numatopology import SMT_ALIGNMENT_ERROR, NodeTopology, Shapes, Topology, shapes_of
+from webhook.core.numa_row import node_row
+from webhook.core.numafit import NOT_PLACED, POD, fit_rows
+from webhook.core.numatopology import (
+    SINGLE_NUMA_NODE,
+    SMT_ALIGNMENT_ERROR,
+    NodeTopology,
+    Shapes,
+    Topology,
+    shapes_of,
+)
 from webhook.core.podspec import CPU, PodSpec
 from webhook.core.scheduling import NodeConstraints
 
@@ -56,6 +64,10 @@ class NodeFit:
     alone: bool = True  # the failed demand does not fit any zone even on an empty node
     reason: str = ""
     nodes: tuple[str, ...] = ()  # every node this answer stands for (a shape's); empty: ``node`` alone
+    # On a node whose policy admits across NUMA nodes: kubelet refuses it there all the same (``reason``), or
+    # whether it does is not known (why).
+    refused: bool = False
+    unknown: str = ""
 
     @property
     def fits(self) -> bool:
@@ -70,6 +82,16 @@ class NodeFit:
         """The CPU Manager's full-pcpus-only refuses it at allocation (SMTAlignmentError), under any policy."""
         return self.reason.startswith(SMT_ALIGNMENT_ERROR)
 
+    @property
+    def kubelet_refuses(self) -> bool:
+        """kubelet fails the Pod on this node (``TopologyAffinityError``, ``SMTAlignmentError``, an allocation)."""
+        return not self.fits and not self.unknown and (self.policy == SINGLE_NUMA_NODE or self.refused
+                                                       or self.smt_refused)
+
+    def named(self, names: tuple[str, ...]) -> NodeFit:
+        """This answer for the nodes ``names`` (a shape's), the first named."""
+        return replace(self, node=names[0], nodes=names)
+
 
 def fit_node(pod: PodSpec | Demands, topo: NodeTopology) -> NodeFit:
     """kubelet's Topology Manager admission of the Pod on an empty ``topo`` under ``single-numa-node``
@@ -80,7 +102,8 @@ def fit_node(pod: PodSpec | Demands, topo: NodeTopology) -> NodeFit:
         return NodeFit(topo.name, topo.policy, topo.scope, {}, wants.containers[0], True,
                        "a fractional byte count of memory, which the Memory Manager cannot allocate")
     row = node_row(topo)
-    fits = fit_rows(wants, row.free, row.machine, row.column, row, across=(topo.across,))
+    fits = fit_rows(wants, row.free, row.machine, row.column, row,
+                    across=(topo.policy if topo.across else None,))
     numas = row.numas
     failed = int(fits.failed[0])
     if topo.scope == "pod":
@@ -92,10 +115,11 @@ def fit_node(pod: PodSpec | Demands, topo: NodeTopology) -> NodeFit:
     if failed == NOT_PLACED:
         return NodeFit(topo.name, topo.policy, topo.scope, placed)
     reason = fits.reason.get(0, "")
-    if topo.scope == "pod" and failed != POD and not reason:
+    if topo.scope == "pod" and failed != POD and not reason and "" in placed:
         reason = f"the Pod's NUMA node (node-{placed['']}) does not hold its memory"
     return NodeFit(topo.name, topo.policy, topo.scope, placed,
-                   wants.pod if failed == POD else wants.containers[failed], bool(fits.alone[0]), reason)
+                   wants.pod if failed == POD else wants.containers[failed], bool(fits.alone[0]), reason,
+                   refused=0 in fits.refused, unknown=fits.unknown.get(0, ""))
 
 
 # ---- equal answers: the amounts a fit turns on ----
@@ -173,9 +197,10 @@ def _milli(d: Demand) -> dict[str, int]:
 class ClusterFit:
     """The verdict over the nodes the Pod can land on.
 
-    ``refused``: single-numa-node nodes where kubelet would refuse it; ``spread``: nodes with another policy
-    where no zone holds it (admitted across NUMA nodes); ``fits``: nodes that hold it; ``unknown``: matching
-    nodes without a usable NodeResourceTopology object.
+    ``refused``: nodes where kubelet would refuse it (``NodeFit.kubelet_refuses``); ``spread``: nodes with
+    another policy where no zone holds it and kubelet admits it across NUMA nodes; ``fits``: nodes that hold it;
+    ``unknown``: matching nodes without a usable NodeResourceTopology object; ``unsure``: nodes where no zone holds
+    it and whether kubelet admits it is not known (``NodeFit.unknown`` says why).
     """
 
     constraints: NodeConstraints
@@ -184,11 +209,12 @@ class ClusterFit:
     refused: tuple[NodeFit, ...] = ()
     spread: tuple[NodeFit, ...] = ()
     unknown: tuple[str, ...] = ()
+    unsure: tuple[NodeFit, ...] = ()
 
     @property
     def unfit(self) -> bool:
         """Refused on every node it can land on: no node fits, none is unknown, at least one matches."""
-        return bool(self.refused) and not (self.fits or self.spread or self.unknown)
+        return bool(self.refused) and not (self.fits or self.spread or self.unknown or self.unsure)
 
 
 def fit_cluster(pod: PodSpec, topology: Topology, exhaustive: bool = False,
@@ -226,18 +252,18 @@ def fit_cluster(pod: PodSpec, topology: Topology, exhaustive: bool = False,
     fits: list[NodeFit] = []
     refused: list[NodeFit] = []
     spread: list[NodeFit] = []
+    unsure: list[NodeFit] = []
     for where, names in groups:
         topo = index.shapes[where].topology
         # ``none`` asks no alignment and refuses nothing.
         answer = (NodeFit(names[0], topo.policy, topo.scope, {}) if topo.policy == "none"
-                  else _fit(index, where, wants, memo))
-        answer = NodeFit(names[0], answer.policy, answer.scope, answer.placed, answer.failed, answer.alone,
-                         answer.reason, names)
-        # full-pcpus-only refuses at allocation whatever the policy (SMTAlignmentError): refused there too.
-        (fits if answer.fits else refused if topo.refuses or answer.smt_refused else spread).append(answer)
+                  else _fit(index, where, wants, memo)).named(names)
+        (fits if answer.fits else unsure if answer.unknown else refused if answer.kubelet_refuses
+         else spread).append(answer)
         if fits and not exhaustive:
             break
-    return ClusterFit(constraints, matching, tuple(fits), tuple(refused), tuple(spread), tuple(sorted(unknown)))
+    return ClusterFit(constraints, matching, tuple(fits), tuple(refused), tuple(spread), tuple(sorted(unknown)),
+                      tuple(unsure))
 
 
 def _fit(index: Shapes, where: int, wants: Demands, memo: Memo | None) -> NodeFit:

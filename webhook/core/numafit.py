@@ -8,11 +8,11 @@ numpy is imported at the first fit. Pure, no I/O.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from webhook.core.demands import Demand, Demands, is_device
-from webhook.core.numatopology import HUGEPAGES, CPUManager, NodeTopology
+from webhook.core.numatopology import CPUManager
 from webhook.core.podspec import CPU
 
 if TYPE_CHECKING:
@@ -70,6 +70,8 @@ class Machines(Protocol):
     def zones(self) -> npt.NDArray[np.int64]: ...  # how many zones it has (at least one)
     @property
     def cpu_managers(self) -> Sequence[CPUManager | None]: ...  # its static CPU Manager's options, where known
+    @property
+    def sockets(self) -> Sequence[tuple[int, ...] | None]: ...  # each zone's socket, where published
 
 
 class _Start:
@@ -130,6 +132,7 @@ class _Rows:
         self.cpu = start.cpu.copy()
         self.mem = {k: v.copy() for k, v in start.mem.items()}
         self.reuse_mem = {k: np.zeros_like(v) for k, v in start.mem.items()}
+        self.assigned = np.zeros(start.cpu.shape, np.bool_)  # per zone: the Memory Manager allocated there
         self.dev = {k: v.copy() for k, v in start.dev.items()}
         rows = start.starts.shape[0]
         self.reused = False  # an init container was placed: its amounts may be reused (else no reuse to read)
@@ -231,6 +234,7 @@ class _Rows:
         if d.memory:
             m = self.start.memory_hints[r]
             me = e[m]
+            self.assigned[me] = True
             for kind, req in d.memory.items():
                 reuse = self.reuse_mem[kind][me]
                 self.mem[kind][me] -= np.maximum(0, req - reuse)
@@ -282,10 +286,14 @@ class Fits:
     placed: npt.NDArray[np.int64]  # [rows, containers], ``NOT_PLACED`` where unconstrained (container scope)
     pod_zone: npt.NDArray[np.int64]  # the Pod's zone (pod scope), ``NOT_PLACED`` where unconstrained
     reason: dict[int, str]
+    # Rows of a policy that admits across NUMA nodes (``across``) where kubelet still refuses the Pod (its
+    # ``reason``: TopologyAffinityError under restricted, an allocation), and rows where that is not known (why).
+    refused: set[int] = field(default_factory=set)
+    unknown: dict[int, str] = field(default_factory=dict)
 
 
 def fit_rows(wants: Demands, free: npt.NDArray[Any], machine: npt.NDArray[np.int64], column: Mapping[str, int],
-             machines: Machines, across: Sequence[bool] | None = None) -> Fits:
+             machines: Machines, across: Sequence[str | None] | None = None) -> Fits:
     """kubelet's Topology Manager admission of the Pod under ``single-numa-node`` rules on every row (free amounts
     [rows, zones, resources] in the layout ``column``, of ``machine`` [rows] of ``machines``): the one model of it,
     for one node (``fit_node``: one row) as for a fleet's free shapes (the scheduler extender).
@@ -297,8 +305,9 @@ def fit_rows(wants: Demands, free: npt.NDArray[Any], machine: npt.NDArray[np.int
     (``Semantics.pod_memory_hint_all_containers``). ``container`` scope: each container in order, init
     containers first, on the lowest numbered NUMA node that takes it on what the ones before left
     (``containerScope.Admit``). Admitted by the Topology Manager, a container is then allocated: there
-    full-pcpus-only may refuse it. ``across`` (per machine): its policy admits what no NUMA node holds
-    (``restricted``, ``best-effort``); there a row that fails is allocated on across NUMA nodes (``_smt_across``)."""
+    full-pcpus-only may refuse it. ``across`` (per machine): its policy where it admits what no NUMA node holds
+    (``restricted``, ``best-effort``), else None; there a row that fails goes on in ``numa_across`` (``numa_handover``):
+    kubelet's merge of every provider's hints over NUMA masks and its allocation, which may still refuse it."""
     start = _Start(wants, free, machine, column, machines)
     node = _Rows(start)
     asks = [Ask.of(d) for d in wants.containers]
@@ -349,97 +358,8 @@ def fit_rows(wants: Demands, free: npt.NDArray[Any], machine: npt.NDArray[np.int
         node.place(d, first, going)
         placed[going, i] = first[going]
         placed_any |= going
-    if across is not None and start.smt is not None:
-        _smt_across(asks, node, fits, machine, across, empty_cpus)
+    if across is not None and any(across):
+        from webhook.core.numa_handover import hand_over  # it reads this module's rows
+
+        hand_over(wants, asks, node, fits, machine, across, machines, column)
     return fits
-
-
-def _smt_across(asks: Sequence[Ask], node: _Rows, fits: Fits, machine: npt.NDArray[np.int64],
-                across: Sequence[bool], empty: npt.NDArray[Any]) -> None:
-    """Where the policy admits a Pod no NUMA node holds (``across``), kubelet goes on allocating: each container
-    from the one that failed on, in order, passes the CPU Manager's Allocate, whose full-pcpus-only check
-    (``enforceSMTAlignment``) counts the node's free CPUs whatever NUMA node they are on
-    (``GetAvailablePhysicalCPUs``: the shared pool less the reserved CPUs' cores). A row it refuses fails there with
-    its reason (``alone``: refused on the empty node too); the others stay admitted across NUMA nodes. What an init
-    container took stays out of the pool and is reused first by the containers after it, as in ``_Rows.place``."""
-    smt = node.start.smt
-    assert smt is not None
-    free = np.add.reduceat(node.cpu // 1000, node.start.starts).tolist()
-    reuse = (node.reuse_cpu[1] // 1000).tolist()
-    for r in np.flatnonzero(fits.failed != NOT_PLACED).tolist():
-        cpu = smt[r]
-        if r in fits.reason or cpu is None or not cpu.full_pcpus_only or not across[int(machine[r])]:
-            continue
-        failed = int(fits.failed[r])
-        have, reusable = int(free[r]), int(reuse[r])
-        for i in range(0 if failed == POD else failed, len(asks)):
-            d = asks[i]
-            cpus = d.cpus // 1000
-            if not cpus:
-                continue
-            why = cpu.smt_refusal(cpus, have)
-            if why is not None:
-                fits.failed[r], fits.reason[r] = i, why
-                fits.alone[r] = cpu.smt_refusal(cpus, int(empty[r])) is not None
-                break
-            taken = cpus - min(cpus, reusable)
-            have -= taken
-            reusable = reusable + taken if d.kind == "init" else reusable - (cpus - taken)
-
-
-def memory_hinted(topo: NodeTopology) -> bool:
-    """Does the Memory Manager give hints on this node: some zone publishes memory or hugepages (with
-    memoryManagerPolicy None kubelet has no memory blocks, and NFD or the agent publish none)."""
-    return any(k == "memory" or k.startswith(HUGEPAGES) for z in topo.zones for k in (*z.capacity, *z.allocatable))
-
-
-@dataclass(frozen=True, slots=True)
-class Row:
-    """One node as a row of ``fit_rows`` (and of the extender's score): its zones' amounts in Python ints (exact at
-    any size), one zone per NUMA number in the zones' order (``numas``); where two zones share a number (no
-    exporter publishes that), the last one's amounts, and a device where either has it."""
-
-    free: npt.NDArray[Any]  # [1, zones, resources]: the zones' allocatable
-    column: Mapping[str, int]
-    numas: tuple[int, ...]
-    capacity: npt.NDArray[Any]
-    memory_hints: npt.NDArray[np.bool_]
-    pod_scope: npt.NDArray[np.bool_]
-    zones: npt.NDArray[np.int64]
-    cpu_managers: Sequence[CPUManager | None]
-    machine: npt.NDArray[np.int64]  # the one row's machine: 0
-
-
-_ROWS: dict[tuple[object, ...], Row] = {}
-
-
-def node_row(topo: NodeTopology) -> Row:
-    """``topo`` as one row, made once per shape (``topo.key``; the arrays are never written)."""
-    found = _ROWS.get(topo.key) if topo.key else None
-    if found is not None:
-        return found
-    names = sorted({k for z in topo.zones for k in (*z.capacity, *z.allocatable)})
-    column = {k: i for i, k in enumerate(names)}
-    numas = tuple(dict.fromkeys(z.numa for z in topo.zones))
-    position = {n: p for p, n in enumerate(numas)}
-    free = np.zeros((1, len(numas), len(names)), object)
-    capacity = np.zeros((1, len(numas), len(names)), object)
-    doubled = len(numas) < len(topo.zones)
-    for z in topo.zones:
-        p = position[z.numa]
-        for k, v in z.allocatable.items():
-            free[0, p, column[k]] = v
-        for k, v in z.capacity.items():
-            capacity[0, p, column[k]] = max(capacity[0, p, column[k]], v)
-        if doubled:  # a device on either zone of one number
-            for k, v in z.allocatable.items():
-                capacity[0, p, column[k]] = max(capacity[0, p, column[k]], v)
-    found = Row(free, column, numas, capacity, np.array([memory_hinted(topo)]), np.array([topo.scope == "pod"]),
-                np.array([len(numas)], np.int64), (topo.cpu_manager,), np.zeros(1, np.int64))
-    if topo.key:
-        if len(_ROWS) >= 4096:
-            _ROWS.clear()
-        _ROWS[topo.key] = found
-    return found
-
-

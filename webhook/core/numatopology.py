@@ -72,6 +72,8 @@ class Zone:
 # name them there.
 FULL_PCPUS_ONLY = "full-pcpus-only"
 SMT_ALIGNMENT_ERROR = "SMTAlignmentError"  # kubelet's reason (policy_static.go ErrorSMTAlignment)
+# kubelet's reason where a resource manager's Allocate fails (lifecycle.UnexpectedAdmissionError)
+UNEXPECTED_ADMISSION_ERROR = "UnexpectedAdmissionError"
 CPU_MANAGER_OPTIONS = (FULL_PCPUS_ONLY, "distribute-cpus-across-numa", "align-by-socket",
                        "distribute-cpus-across-cores", "strict-cpu-reservation", "prefer-align-cpus-by-uncorecache")
 # Each option's maturity from a minor on (pkg/kubelet/cm/cpumanager/policy_options.go of each release): an alpha
@@ -219,13 +221,14 @@ class NodeTopology:
 
     @property
     def refuses(self) -> bool:
-        """Only ``single-numa-node`` refuses a Pod that no zone holds; the others admit it across zones."""
+        """``single-numa-node`` refuses every Pod that no zone holds (the others may admit it: ``across``)."""
         return self.policy == SINGLE_NUMA_NODE
 
     @property
     def across(self) -> bool:
-        """``restricted`` and ``best-effort`` admit what no zone holds, and kubelet then allocates it across
-        zones (where full-pcpus-only may still refuse it: ``numafit._smt_across``); ``none`` aligns nothing."""
+        """``restricted`` and ``best-effort`` may admit what no zone holds, and kubelet then allocates it across zones
+        (``numa_across``: restricted still refuses it where no NUMA nodes suit every resource alike, and either
+        where an allocation fails); ``none`` aligns nothing."""
         return self.policy in ("best-effort", "restricted")
 
 

@@ -22,7 +22,8 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from webhook.core.numafit import EXACT, memory_hinted
+from webhook.core.numa_row import memory_hinted
+from webhook.core.numafit import EXACT
 from webhook.core.numatopology import CPUManager, NodeTopology
 from webhook.extender.reservations import NodeState
 from webhook.extender.verdicts import aligned
@@ -146,7 +147,7 @@ class Columns:
                                   np.array([memory_hinted(m.empty) for m in machines], np.bool_),
                                   np.array([m.empty.scope == "pod" for m in machines], np.bool_),
                                   np.array([len(m.empty.zones) for m in machines], np.int64),
-                                  [m.empty.cpu_manager for m in machines])
+                                  [m.empty.cpu_manager for m in machines], [m.empty.sockets for m in machines])
         return self._tables
 
 
@@ -157,7 +158,8 @@ class Tables:
     machines: list[Machine]
     capacity: Ints  # [machine, zone, resource]
     total: Ints  # the empty node's allocatable, [machine, zone, resource]
-    memory_hints: Bools  # [machine]: a Memory Manager's hints (``core.numafit.memory_hinted``)
+    memory_hints: Bools  # [machine]: a Memory Manager's hints (``core.numa_row.memory_hinted``)
     pod_scope: Bools  # [machine]
     zones: Ints  # [machine]: how many it has
     cpu_managers: list[CPUManager | None]  # [machine] (none runs full-pcpus-only: see ``Columns._machine``)
+    sockets: list[tuple[int, ...] | None]  # [machine]

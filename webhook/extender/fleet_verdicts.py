@@ -47,7 +47,8 @@ def judge_rows(judge: Judge, keys: list[int], by_key: Mapping[int, Free], column
     machines = np.unique(table[:, 0])
     machine: Ints = np.concatenate([table[:, 0], machines])
     free: Ints = np.concatenate([table[:, 1:].reshape(count, zones, width), tables.total[machines]])
-    fits = fit_rows(wants, free, machine, columns.column, tables)
+    across = [m.empty.policy if m.empty.across else None for m in tables.machines]
+    fits = fit_rows(wants, free, machine, columns.column, tables, across)
     answers: list[Verdict] = []
     code = np.zeros(count, np.int64)
     _refused(judge, wants, fits, machine, count, columns, tables, answers, code)
@@ -64,6 +65,24 @@ def _refused(judge: Judge, wants: Demands, fits: Fits, machine: Ints, count: int
     failing = np.flatnonzero(fits.failed[:count] != NOT_PLACED)
     if not failing.size:
         return
+    # On restricted and best-effort machines a row fails only where kubelet refuses it all the same (``Fits.refused``,
+    # with its reason, once per machine, demand and reason); the others are admitted across NUMA nodes, or whether
+    # they are is not known, and kept either way (unknown never refuses a node).
+    across = np.array([m.empty.across for m in tables.machines], np.bool_)[machine[failing]]
+    if across.any():
+        for r in failing[across].tolist():
+            m = int(machine[r])
+            empty = tables.machines[m].empty
+            if r not in fits.refused:
+                answers.append(Verdict(empty.name, True))
+            else:
+                failed = int(fits.failed[r])
+                need = wants.pod if failed == POD else wants.containers[failed]
+                answers.append(judge.allocation_refusal(empty, need, fits.reason[r], bool(fits.alone[r])))
+            code[r] = len(answers) - 1
+        failing = failing[~across]
+        if not failing.size:
+            return
     span = len(wants.containers) + 2  # a failed index from POD up
     kinds, which = np.unique((machine[failing] * span + fits.failed[failing] + 2) * 2 + fits.alone[failing],
                              return_inverse=True)

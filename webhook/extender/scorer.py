@@ -17,7 +17,8 @@ import numpy.typing as npt
 
 from webhook.core.demands import Demand, Demands, is_device
 from webhook.core.numa import NodeFit
-from webhook.core.numafit import NOT_PLACED, node_row
+from webhook.core.numa_row import node_row
+from webhook.core.numafit import NOT_PLACED
 from webhook.core.numatopology import NodeTopology
 from webhook.core.podspec import CPU
 

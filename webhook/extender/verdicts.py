@@ -83,8 +83,9 @@ class Judge:
         shape = empty.shape
         # full-pcpus-only compares a request with the node's free CPUs summed over its zones, which the classes
         # (each zone's amounts apart) do not tell apart: such a node is fitted by its exact amounts.
+        # So does kubelet's merge over NUMA masks where restricted and best-effort admit across NUMA nodes.
         cpu = empty.cpu_manager
-        exact = cpu is not None and cpu.full_pcpus_only
+        exact = (cpu is not None and cpu.full_pcpus_only) or empty.across
         key = (shape, topo.shape if exact else self.classes.of(topo))
         found = self.fitted.get(key)
         if found is None:
@@ -119,15 +120,25 @@ class Judge:
         if fit.fits:
             # What the Pod takes depends only on where it goes: most free shapes place it alike.
             return Verdict(name, True, score=score_node(self.wants, fit, state.empty, topo))
-        if not state.empty.refuses and not fit.smt_refused:
-            return Verdict(name, True)  # restricted or best-effort: admitted across NUMA nodes
+        if not fit.kubelet_refuses:
+            return Verdict(name, True)  # restricted or best-effort: admitted across NUMA nodes, or not known
         assert fit.failed is not None
-        if fit.smt_refused:
-            # full-pcpus-only's refusal at allocation, whatever NUMA node would hold it and under any policy
-            # (restricted and best-effort too: ``numafit._smt_across``): kubelet's reason and the option, not a
-            # NUMA node's size (numa-unfit says the same).
-            return Verdict(name, False, f"qos-guard: {fit.failed.label}: {fit.reason}", unresolvable=fit.alone)
+        if fit.smt_refused or fit.refused:
+            # full-pcpus-only's refusal at allocation (under any policy), restricted's TopologyAffinityError or an
+            # allocation kubelet fails where its policy admits across NUMA nodes (``core.numa_across``): kubelet's
+            # reason, not a NUMA node's size (numa-unfit says the same).
+            return self.allocation_refusal(state.empty, fit.failed, fit.reason, fit.alone)
         return self.refusal(state.empty, fit.failed, fit.alone)
+
+    def allocation_refusal(self, empty: NodeTopology, need: Demand, reason: str, alone: bool) -> Verdict:
+        """A refusal for kubelet's own ``reason`` (not a NUMA node's size), one object per empty shape, demand
+        and reason."""
+        why = (empty.key, id(need), reason, alone)
+        found = self.refusals.get(why)
+        if found is None:
+            found = self.refusals[why] = Verdict(empty.name, False, f"qos-guard: {need.label}: {reason}",
+                                                 unresolvable=alone)
+        return found
 
     def refusal(self, empty: NodeTopology, need: Demand, alone: bool, ever: tuple[bool, bool] | None = None,
                 empty_key: Any = None, named: frozenset[str] | None = None) -> Verdict:

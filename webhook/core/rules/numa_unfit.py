@@ -13,14 +13,21 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from webhook.core.config import NUMA, AutoNuma, NumaPolicy, Policy
-from webhook.core.cpuoptions import not_modelled_across_numa, spread_caveat
+from webhook.core.cpuoptions import spread_caveat
 from webhook.core.demands import Demand, Demands, demands, dra_use, may_align, show_amount
 from webhook.core.dra_requests import DeviceClasses, DraUse
 from webhook.core.facts import Facts
 from webhook.core.fieldpath import dotted
 from webhook.core.memo import Memo, remember
 from webhook.core.numa import ClusterFit, NodeFit, fit_cluster
-from webhook.core.numatopology import HUGEPAGES, NodeTopology, Topology, Zone
+from webhook.core.numatopology import (
+    HUGEPAGES,
+    SINGLE_NUMA_NODE,
+    UNEXPECTED_ADMISSION_ERROR,
+    NodeTopology,
+    Topology,
+    Zone,
+)
 from webhook.core.podspec import CPU, MEMORY, PodSpec, effective_requests
 from webhook.core.quantity import format_bytes, format_milli, format_milli_bytes
 from webhook.core.rules.base import PolicyRefusal, Rule, Text, Violation
@@ -58,7 +65,13 @@ IN_ORDER = Text("{label}: needs {need} on one NUMA node once the containers befo
                 "no matching node has that left")
 REFUSED = Text("single-numa-node refuses it on {nodes} (TopologyAffinityError)")
 SMT_REFUSED = Text("full-pcpus-only refuses it on {nodes} (SMTAlignmentError)")
+# restricted admits a container across NUMA nodes only where every resource's preferred hint names the same ones
+# (core.numa_across): e.g. its CPUs need two NUMA nodes while its one GPU prefers its own.
+RESTRICTED = Text("restricted refuses it on {nodes} (TopologyAffinityError: no NUMA nodes that its CPUs, memory "
+                  "and devices all prefer alike)")
+ALLOCATION = Text("kubelet fails it on {nodes} at allocation ({reason})")
 SPREAD = Text("{policy} on {nodes} would admit it across NUMA nodes")
+UNSURE = Text("whether {policy} on {nodes} admits it is not known ({why})")
 WAY_OUT = Text("ask for at most {have}")
 # Each part fits some NUMA node, never all on one: no smaller request of one part helps, the node's layout does.
 APART = Text("{label}: {total}needs {need} on one NUMA node; a matching node has each, never all on one NUMA "
@@ -141,14 +154,14 @@ def _not_fitted(pod: PodSpec, use: DraUse, wants: Demands, topology: Topology) -
 def _judge(pod: PodSpec, topology: Topology, wants: Demands, memo: Memo | None,
            dra: frozenset[str] = frozenset()) -> list[Violation]:
     fit: ClusterFit = fit_cluster(pod, topology, wants=wants, memo=memo, dra=dra)
-    if fit.fits or fit.unknown or not (fit.refused or fit.spread):
+    if fit.fits or fit.unknown or not (fit.refused or fit.spread or fit.unsure):
         return []
     # The node that placed the most before failing tells the story; ties go to the first by name.
-    story = min(fit.refused + fit.spread, key=lambda f: (-len(f.placed), f.node))
+    story = min(fit.refused + fit.spread + fit.unsure, key=lambda f: (-len(f.placed), f.node))
     need: Demand | None = story.failed
     if need is None:
         return []
-    matching = [topology.topologies[f.node] for f in fit.refused + fit.spread]
+    matching = [topology.topologies[f.node] for f in fit.refused + fit.spread + fit.unsure]
     # A device no matching node publishes per NUMA node is not aligned there (and is the scheduler's business);
     # nor is memory where no matching node publishes any (Memory Manager None: no memory hint), so it is not named.
     published = {name for t in matching for z in t.zones for name in z.capacity}
@@ -160,8 +173,8 @@ def _judge(pod: PodSpec, topology: Topology, wants: Demands, memo: Memo | None,
     # A node that holds each part on some NUMA node, never all on one (in name order: the message is stable).
     apart = next((t for t in sorted(matching, key=lambda t: t.name) if len(asked) > 1 and all(
         any(z.allocatable.get(n, 0) // 1000 >= a for z in t.zones) for n, a in asked)), None)
-    if story.reason.startswith("SMTAlignmentError"):
-        # kubelet's CPU Manager refuses it at allocation (full-pcpus-only), whatever NUMA node holds it.
+    if story.reason.startswith(("SMTAlignmentError", UNEXPECTED_ADMISSION_ERROR)):
+        # kubelet refuses it at allocation (full-pcpus-only; too few on the node), whatever NUMA node holds it.
         parts.append(f"{need.label}: {story.reason}")
     elif best is not None and apart is not None:
         topo = apart
@@ -179,27 +192,30 @@ def _judge(pod: PodSpec, topology: Topology, wants: Demands, memo: Memo | None,
     else:
         parts.append(IN_ORDER(label=need.label, need=_join(show_amount(n, a) for n, a in asked)))
     if fit.refused:
-        smt = tuple(f for f in fit.refused if f.reason.startswith("SMTAlignmentError"))
-        numa = tuple(f for f in fit.refused if not f.reason.startswith("SMTAlignmentError"))
-        parts += [REFUSED(nodes=_nodes(numa))] if numa else []
+        smt = tuple(f for f in fit.refused if f.smt_refused)
+        allocation = tuple(f for f in fit.refused if f.reason.startswith(UNEXPECTED_ADMISSION_ERROR))
+        numa = tuple(f for f in fit.refused if f not in smt and f not in allocation)
+        single = tuple(f for f in numa if f.policy == SINGLE_NUMA_NODE)
+        restricted = tuple(f for f in numa if f.policy != SINGLE_NUMA_NODE)
+        parts += [REFUSED(nodes=_nodes(single))] if single else []
+        parts += [RESTRICTED(nodes=_nodes(restricted))] if restricted else []
         parts += [SMT_REFUSED(nodes=_nodes(smt))] if smt else []
+        parts += [ALLOCATION(nodes=_nodes(allocation), reason=allocation[0].reason)] if allocation else []
     spread = [SPREAD(policy=policy, nodes=_nodes(tuple(f for f in fit.spread if f.policy == policy)))
               for policy in sorted({f.policy for f in fit.spread})]
-    # Admitted across NUMA nodes is said only as far as the node's CPU Manager options are known and modelled
-    # there (webhook.core.cpuoptions): where the Pod asks exclusive CPUs, an unknown or unmodelled option is named.
-    # One caveat per kind (the options unknown; these options not modelled) naming its nodes, not one per node
-    # group: the advisory's first 120 characters must still say what the Pod needs.
-    if any(d.cpus for d in wants.containers):
-        alike: dict[tuple[str, ...] | None, list[NodeFit]] = {}
-        for f in fit.spread:
-            alike.setdefault(not_modelled_across_numa(topology.topologies[f.node].cpu_manager), []).append(f)
-        spread += [c for fits in alike.values()
-                   if (c := spread_caveat(_nodes(tuple(fits)), topology.topologies[fits[0].node].cpu_manager))
-                   is not None]
+    spread += [UNSURE(policy=f.policy, nodes=_nodes((f,)), why=f.unknown) for f in fit.unsure]
+    # Admitted across NUMA nodes is said only as far as the node's CPU Manager options are known there
+    # (webhook.core.cpuoptions): where the Pod asks exclusive CPUs, one caveat names every node whose options are
+    # unknown (one sentence, not one per node group: the advisory's first 120 characters must still say what the
+    # Pod needs).
+    unknown = tuple(f for f in fit.spread if topology.topologies[f.node].cpu_manager is None)
+    if unknown and any(d.cpus for d in wants.containers):
+        spread += [c for c in (spread_caveat(_nodes(unknown), None),) if c is not None]
     if way_out:
         parts.append(way_out)
-    # Only single-numa-node refuses: where another policy would admit the Pod, it is reported, not refused, and
-    # that comes first (an admission warning is cut at 120 characters).
+    # Refused only where kubelet would fail it on every node it can land on: where a node would admit the Pod
+    # across NUMA nodes, or whether it would is not known, it is reported, and that comes first (an admission
+    # warning is cut at 120 characters).
     return [Violation(need.path, "; ".join(spread + parts), need.container, rule=RULE_ID, advisory=bool(spread))]
 
 

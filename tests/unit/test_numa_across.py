@@ -1,0 +1,160 @@
+"""``core.numa_across``: kubelet's hint merge and allocation where restricted and best-effort admit what no NUMA
+node holds, on hand-worked cases (tests/fidelity/test_topology.py holds it to kubelet's own code)."""
+
+from __future__ import annotations
+
+import itertools
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from webhook.core.numa_across import Amounts, Hint, Node, Unknown, Want, admit, cpu_hints, merge
+from webhook.core.numa_memory import Memory, memory_masks
+from webhook.core.numatopology import CPUManager
+
+GIB = 1 << 30
+
+
+def node(policy: str = "restricted", cpus: tuple[int, ...] = (32, 32), free: tuple[int, ...] | None = None,
+         gpus: tuple[int, ...] | None = None, memory: tuple[int, ...] | None = None,
+         options: frozenset[str] = frozenset(), sockets: tuple[int, ...] | None = (0, 1)) -> Node:
+    zones = len(cpus)
+    free = free or cpus
+    devices = {"gpu": Amounts.of(list(gpus), [0] * zones)} if gpus else {}
+    mem = Memory({"memory": list(memory)}, {"memory": list(memory)}, [0] * zones) if memory else None
+    return Node(zones, list(cpus), Amounts.of(list(free), [0] * zones), {"gpu": list(gpus)} if gpus else {},
+                devices, mem, policy, CPUManager(options, 1, 0), sockets, True)
+
+
+def app(cpus: int, gpus: int = 0, memory: int = 0) -> Want:
+    return Want("app", cpus, {"memory": memory} if memory else {}, {"gpu": gpus} if gpus else {})
+
+
+def test_a_merged_hint_is_preferred_only_where_every_resource_prefers_the_same_numa_nodes() -> None:
+    """48 CPUs prefer both NUMA nodes, one GPU its own: their AND is NUMA node 0, not preferred (the masks differ),
+    so restricted refuses; with two GPUs, one per NUMA node, both prefer {0, 1} and it is admitted."""
+    refused = admit(node(gpus=(1, 0)), [app(48, 1)], 0)
+    assert refused.failed == 0 and refused.reason.startswith("TopologyAffinityError"), refused
+    assert admit(node(gpus=(1, 1)), [app(48, 2)], 0).failed is None
+    assert admit(node("best-effort", gpus=(1, 0)), [app(48, 1)], 0).failed is None  # best-effort admits
+
+
+def test_align_by_socket_prefers_every_hint_within_the_fewest_sockets() -> None:
+    """The node tier's machine: one socket of two NUMA nodes of one CPU, CPU 0 reserved, a GPU on each NUMA node.
+    One CPU prefers NUMA node 1 alone, two GPUs both: restricted refuses; align-by-socket makes {0, 1} (one socket)
+    preferred for the CPU too, and it is admitted."""
+    machine = {"cpus": (1, 1), "free": (0, 1), "gpus": (1, 1), "sockets": (0, 0)}
+    plain = node(**machine)  # type: ignore[arg-type]
+    assert [(h.mask, h.preferred) for h in cpu_hints(plain, 1)] == [(0b10, True), (0b11, False)]
+    assert admit(plain, [app(1, 2)], 0).reason.startswith("TopologyAffinityError")
+    by_socket = node(**machine, options=frozenset({"align-by-socket"}))  # type: ignore[arg-type]
+    assert [(h.mask, h.preferred) for h in cpu_hints(by_socket, 1)] == [(0b10, True), (0b11, True)]
+    assert admit(by_socket, [app(1, 2)], 0).failed is None
+    unknown = node(**{**machine, "sockets": None}, options=frozenset({"align-by-socket"}))  # type: ignore[arg-type]
+    try:
+        admit(unknown, [app(1, 2)], 0)
+    except Unknown as exc:
+        assert "socket" in str(exc)
+    else:
+        raise AssertionError("align-by-socket without the sockets must not be guessed")
+
+
+def test_a_numa_node_of_a_single_numa_allocation_joins_no_group() -> None:
+    """The Memory Manager: once NUMA node 0 holds a container's memory alone, no hint spanning it is given; a hint of
+    that group alone is given again for it."""
+    mem = Memory({"memory": [64 * GIB, 64 * GIB]}, {"memory": [60 * GIB, 64 * GIB]}, [0b01, 0])
+    hinted, smallest = memory_masks(mem, 2, {"memory": 80 * GIB})
+    assert hinted == [] and smallest == 2
+    assert memory_masks(mem, 2, {"memory": 8 * GIB}) == ([0b01, 0b10], 1)
+    grouped = Memory({"memory": [64 * GIB, 64 * GIB]}, {"memory": [10 * GIB, 40 * GIB]}, [0b11, 0b11])
+    assert memory_masks(grouped, 2, {"memory": 8 * GIB}) == ([0b11], 1)  # 1: allocatable, single NUMA nodes
+
+
+def test_a_later_container_whose_hint_turns_on_cpus_taken_across_numa_nodes_is_not_known() -> None:
+    """restricted: 40 CPUs across both NUMA nodes (memory there too), then 8 more: which NUMA nodes still have 8
+    free turns on which CPUs kubelet took first (cores, not published)."""
+    machine = node(memory=(64 * GIB, 64 * GIB))
+    wide = Want("app", 40, {"memory": 100 * GIB}, {})
+    assert admit(node(memory=(64 * GIB, 64 * GIB)), [wide], 0).failed is None
+    try:
+        admit(machine, [wide, app(8, memory=GIB)], 0)
+    except Unknown as exc:
+        assert "which CPUs" in str(exc)
+    else:
+        raise AssertionError("the second container's verdict is not known")
+    # Too few CPUs left on the node fails whatever the hint (best-effort): known.
+    spent = admit(node("best-effort", memory=(64 * GIB, 64 * GIB)), [wide, app(30, memory=GIB)], 0)
+    assert spent.failed == 1 and spent.reason == "UnexpectedAdmissionError: 30 CPUs asked, 24 free on the node"
+
+
+def test_amounts_stay_known_per_numa_node_only_where_the_order_cannot_matter() -> None:
+    one = Amounts.of([10, 6], [0, 0])
+    one.take(4, 0b01, init=False, reuse_first=False)
+    assert one.free == [6, 6] and one.total_free == 12
+    both = Amounts.of([10, 6], [0, 0])
+    both.take(12, 0b11, init=False, reuse_first=False)
+    assert both.free is None and both.total_free == 4
+    spill = Amounts.of([10, 6], [0, 0])
+    spill.take(12, 0b01, init=False, reuse_first=False)  # all of NUMA node 0, then 2 of the only other
+    assert spill.free == [0, 4]
+    devices = Amounts.of([2, 2], [1, 0])
+    devices.take(2, 0b10, init=False, reuse_first=True)  # the reusable one first, then NUMA node 1's
+    assert devices.free == [2, 1] and devices.reuse == [0, 0]
+
+
+def _kubelet_merge(lists: list[list[Hint] | None], zones: int) -> Hint:
+    """policy.go's HintMerger.Merge, permutation by permutation (the reference for ``merge``)."""
+    every = (1 << zones) - 1
+    filtered = [[Hint(None, True)] if h is None else h or [Hint(None, False)] for h in lists]
+    narrowest = [min(m.mask.bit_count() for m in h if m.mask is not None) for h in filtered
+                 if any(m.mask is not None for m in h)]
+    best_count = max(narrowest, default=0)
+
+    def narrower(a: int, b: int) -> bool:
+        return a.bit_count() < b.bit_count() if a.bit_count() != b.bit_count() else a < b
+
+    def compare(cur: Hint | None, cand: Hint) -> Hint | None:
+        assert cand.mask is not None
+        if cand.mask == 0:
+            return cur
+        if cur is None:
+            return cand
+        assert cur.mask is not None
+        masks = cand if cand.mask != cur.mask and narrower(cand.mask, cur.mask) else cur
+        if not cur.preferred and cand.preferred:
+            return cand
+        if cur.preferred and not cand.preferred:
+            return cur
+        if cur.preferred:
+            return masks
+        c, n = cur.mask.bit_count(), cand.mask.bit_count()
+        if c > best_count:
+            return masks
+        if c == best_count:
+            return cur if n != best_count else masks
+        if n > best_count:
+            return cur
+        if n == best_count:
+            return cand
+        return cand if n > c else cur if n < c else masks
+
+    best: Hint | None = None
+    for perm in itertools.product(*filtered):
+        named = [h.mask for h in perm if h.mask is not None]
+        preferred = all(h.preferred for h in perm) and all(m == named[0] for m in named)
+        mask = every
+        for m in named:
+            mask &= m
+        best = compare(best, Hint(mask, preferred))
+    return best or Hint(every, False)
+
+
+hint_lists = st.lists(st.none() | st.lists(st.builds(Hint, st.integers(1, 7), st.booleans()), max_size=4),
+                      max_size=4)
+
+
+@given(hint_lists)
+def test_merge_is_the_hint_mergers_answer_without_every_permutation(lists: list[list[Hint] | None]) -> None:
+    assert merge(lists, 3) == _kubelet_merge(lists, 3)
+    fast = merge(lists, 3, full=False)
+    assert fast == _kubelet_merge(lists, 3) if fast.preferred else fast == Hint(None, False)

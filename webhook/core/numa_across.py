@@ -1,0 +1,418 @@
+"""kubelet's admission of what no single NUMA node holds, on a node whose Topology Manager policy admits across
+NUMA nodes (``restricted``, ``best-effort``): one node, in Python, from where ``numafit.fit_rows``' single-NUMA
+pass stopped. Read in pkg/kubelet/cm (v1.33.13 to v1.38.0-beta.0; the differential in
+tests/fidelity/test_topology.py holds it to each):
+
+- every provider's hints over every NUMA mask (``generateCPUTopologyHints``, ``generateDeviceTopologyHints``,
+  the Memory Manager's ``calculateHints``), a hint preferred where its mask is as narrow as the provider's
+  smallest that could ever hold the request (with ``align-by-socket``, a CPU hint within the fewest sockets too);
+- the ``HintMerger``: a merged hint is preferred only where every provider's hint is preferred *and names the same
+  mask*; the best merged hint is the narrowest preferred one, else a non-preferred one by
+  ``BestNonPreferredAffinityCount``; ``restricted`` refuses the container (or the Pod) when it is not preferred
+  (``TopologyAffinityError``), ``best-effort`` never;
+- then each provider's ``Allocate``, in kubelet's order (device manager, CPU Manager, Memory Manager): devices and
+  CPUs from the hint's NUMA nodes first and the rest from anywhere (they fail only where the node has too few:
+  ``UnexpectedAdmissionError``), ``full-pcpus-only``'s ``SMTAlignmentError``, and the Memory Manager's own rules
+  (a hint it extends, a NUMA node that cannot be in two groups).
+
+Which CPUs or devices kubelet takes from several NUMA nodes depends on cores and device IDs a
+NodeResourceTopology object does not publish: after such an allocation those amounts are known only in total, and
+a later container whose verdict turns on them is ``Unknown``, never guessed. Pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from webhook.core.numa_masks import masks, narrower, sums, width
+from webhook.core.numa_memory import Memory, allocate_memory, memory_masks
+from webhook.core.numatopology import UNEXPECTED_ADMISSION_ERROR, CPUManager
+
+TOPOLOGY_AFFINITY_ERROR = "TopologyAffinityError"
+MAX_ZONES = 8  # kubelet's Topology Manager refuses more NUMA nodes without max-allowable-numa-nodes (and 2^n masks)
+
+
+class Unknown(Exception):
+    """kubelet's verdict turns on what the node's object does not say; the message says what."""
+
+
+@dataclass(frozen=True, slots=True)
+class Hint:
+    """A provider's (or the merged) hint: a NUMA mask over zone positions (None: any), and whether preferred."""
+
+    mask: int | None
+    preferred: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Want:
+    """What one container (or, in ``pod`` scope, the Pod) asks, in whole units: exclusive CPUs, memory by type in
+    bytes, devices by resource."""
+
+    kind: str  # "init", "sidecar", "app" or "pod"
+    cpus: int
+    memory: Mapping[str, int]
+    devices: Mapping[str, int]
+
+
+@dataclass(slots=True)
+class Amounts:
+    """One resource on the node during an admission: per zone what is free and what init containers left for
+    reuse (None: not known per zone, after an allocation over several NUMA nodes), and the totals, always known."""
+
+    free: list[int] | None
+    reuse: list[int] | None
+    total_free: int
+    total_reuse: int
+
+    @classmethod
+    def of(cls, free: Sequence[int], reuse: Sequence[int]) -> Amounts:
+        return cls(list(free), list(reuse), sum(free), sum(reuse))
+
+    @property
+    def known(self) -> bool:
+        return self.free is not None and self.reuse is not None
+
+    def take(self, want: int, first: int | None, init: bool, reuse_first: bool) -> None:
+        """Take ``want`` (the caller checked the total): the reusable first where kubelet does so (devices:
+        ``devicesToAllocate``), then from the zones of ``first`` before the others, in an order kubelet's cores or
+        device IDs decide (CPUs: ``takeByTopology`` mixes reusable and free ones). What an init container takes is
+        left for reuse after it; what another takes of the reusable is not. Per zone it stays known only where the
+        order cannot matter (everything taken from a set, or from one zone holding one kind of amount)."""
+        from_reuse = min(want, self.total_reuse) if reuse_first else None
+        if self.free is not None and self.reuse is not None:
+            free, reuse = self.free, self.reuse
+            took_free = [0] * len(free)
+            took_reuse = [0] * len(free)
+            steps = [(reuse, took_reuse, from_reuse)] if from_reuse is not None else []
+            zones = range(len(free))
+            inside = [z for z in zones if first is not None and first >> z & 1]
+            outside = [z for z in zones if z not in inside]
+            if _took(steps, want - (from_reuse or 0), inside, outside, free, reuse, took_free, took_reuse,
+                     mixed=from_reuse is None):
+                for z in zones:
+                    free[z] -= took_free[z]
+                    reuse[z] -= took_reuse[z]
+                    if init:
+                        reuse[z] += took_free[z] + took_reuse[z]
+                from_reuse = sum(took_reuse)
+            else:
+                self.free = self.reuse = None
+        if from_reuse is None:
+            # Known in total only: how much of the reusable went is known where nothing is left to choose from.
+            if self.total_reuse and self.total_free and want < self.total_free + self.total_reuse:
+                raise Unknown("which of the reusable CPUs kubelet takes beside the free ones is not known")
+            from_reuse = min(want, self.total_reuse) if not self.total_free else max(0, want - self.total_free)
+        self.total_free -= want - from_reuse
+        self.total_reuse -= from_reuse
+        if init:
+            self.total_reuse += want
+
+
+def _took(steps: list[tuple[list[int], list[int], int]], want: int, inside: list[int], outside: list[int],
+          free: list[int], reuse: list[int], took_free: list[int], took_reuse: list[int], mixed: bool) -> bool:
+    """Fill ``took_free``/``took_reuse`` for ``Amounts.take``: the reusable step (if any), then ``want`` from the
+    zones ``inside`` before those ``outside`` (free ones, and with ``mixed`` the reusable too, in an order not
+    known). False where the split per zone is not determined."""
+    for amounts, taken, count in steps:
+        holding = [z for z, v in enumerate(amounts) if v > 0]
+        if count == sum(amounts):
+            for z in holding:
+                taken[z] = amounts[z]
+        elif len(holding) == 1:
+            taken[holding[0]] = count
+        elif count:
+            return False
+    left = want
+    for group in (inside, outside):
+        have = sum(free[z] - took_free[z] + (reuse[z] - took_reuse[z] if mixed else 0) for z in group)
+        n = min(left, have)
+        left -= n
+        if not n:
+            continue
+        if n == have:
+            for z in group:
+                took_free[z] = free[z]
+                if mixed:
+                    took_reuse[z] = reuse[z]
+            continue
+        holding = [z for z in group if free[z] - took_free[z] > 0 or (mixed and reuse[z] - took_reuse[z] > 0)]
+        if len(holding) != 1:
+            return False
+        z = holding[0]
+        if mixed and reuse[z] and free[z]:
+            return False
+        if mixed and reuse[z]:
+            took_reuse[z] += n
+        else:
+            took_free[z] += n
+    return True
+
+
+@dataclass(slots=True)
+class Node:
+    """One node during one admission, zone by zone in NUMA order (a mask's bit ``p`` is the ``p``-th zone)."""
+
+    zones: int
+    cpu_capacity: list[int]  # whole CPUs per zone, reserved ones included (kubelet's topology counts them)
+    cpu: Amounts
+    devices_capacity: dict[str, list[int]]  # every device of the resource per zone (healthy or not)
+    devices: dict[str, Amounts]
+    memory: Memory | None  # None: the Memory Manager gives no hints (policy None)
+    policy: str  # "restricted" or "best-effort"
+    cpu_manager: CPUManager | None
+    sockets: Sequence[int] | None  # each zone's socket, where published
+    device_nodes_only: bool  # from 1.36 a device's hints cover only the NUMA nodes with such devices
+
+    @property
+    def all(self) -> int:
+        return (1 << self.zones) - 1
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """Where the admission ended: ``failed`` the index of the container (or -2 for the Pod) kubelet refuses, with
+    ``reason``; None where it admits."""
+
+    failed: int | None
+    reason: str = ""
+
+
+def cpu_hints(node: Node, want: int, reusable: bool = True) -> list[Hint]:
+    """``generateCPUTopologyHints``: masks over the NUMA nodes with CPUs whose free CPUs (plus the reusable ones,
+    every one of them inside) hold ``want``; preferred at the fewest NUMA nodes whose CPUs could ever hold it, or
+    with ``align-by-socket`` within the fewest sockets that could."""
+    cpu = node.cpu
+    if cpu.free is None or cpu.reuse is None:
+        raise Unknown("which CPUs kubelet took across NUMA nodes for an earlier container is not known")
+    free, reuse = cpu.free, cpu.reuse if reusable else [0] * node.zones
+    held = [z for z in range(node.zones) if node.cpu_capacity[z] > 0]
+    smallest = len(held)
+    hints = []
+    reused = sum(1 << z for z in range(node.zones) if reuse[z])
+    capacity, have = sums(node.cpu_capacity), sums([f + r for f, r in zip(free, reuse, strict=True)])
+    for mask in masks(tuple(held)):
+        if capacity[mask] >= want and width(mask) < smallest:
+            smallest = width(mask)
+        if not reused & ~mask and have[mask] >= want:
+            hints.append(mask)
+    by_socket = node.cpu_manager is not None and "align-by-socket" in node.cpu_manager.options
+    return [Hint(m, width(m) == smallest or (by_socket and _socket_aligned(node, m, smallest))) for m in hints]
+
+
+def _socket_aligned(node: Node, mask: int, smallest: int) -> bool:
+    """``isHintSocketAligned``: the mask's NUMA nodes lie on as many sockets as the fewest NUMA nodes that hold the
+    request need (NUMA nodes per socket: the machine's NUMA nodes over its sockets)."""
+    if node.sockets is None:
+        raise Unknown("align-by-socket needs each NUMA node's socket, which the node's NodeResourceTopology does "
+                      "not publish (qos-guard agent --publish-topology does)")
+    per = node.zones // len(set(node.sockets))
+    if per == 0:
+        return False
+    fewest = (smallest + per - 1) // per
+    return len({node.sockets[z] for z in range(node.zones) if mask >> z & 1}) == fewest
+
+
+def device_hints(node: Node, resource: str, want: int, reusable: bool = True) -> list[Hint]:
+    """``generateDeviceTopologyHints`` (``[]`` where fewer are free than asked: no possible affinity)."""
+    amounts = node.devices[resource]
+    if amounts.total_free + (amounts.total_reuse if reusable else 0) < want:
+        return []
+    if amounts.free is None or amounts.reuse is None:
+        raise Unknown(f"which {resource} kubelet took across NUMA nodes for an earlier container is not known")
+    free, reuse = amounts.free, amounts.reuse if reusable else [0] * node.zones
+    capacity = node.devices_capacity[resource]
+    having = [z for z in range(node.zones) if capacity[z] > 0 or free[z] > 0]
+    zones = having if node.device_nodes_only and having else list(range(node.zones))
+    smallest = len(zones)
+    reused = sum(1 << z for z in range(node.zones) if reuse[z])
+    hints = []
+    every, have = sums([max(c, f) for c, f in zip(capacity, free, strict=True)]), \
+        sums([f + r for f, r in zip(free, reuse, strict=True)])
+    for mask in masks(tuple(zones)):
+        if every[mask] >= want and width(mask) < smallest:
+            smallest = width(mask)
+        if not reused & ~mask and have[mask] >= want:
+            hints.append(mask)
+    return [Hint(m, width(m) == smallest) for m in hints]
+
+
+def merge(lists: Sequence[list[Hint] | None], zones: int, full: bool = True) -> Hint:
+    """The ``HintMerger``'s best hint over one list per provider and resource (None: no preference, ``[]``: no
+    possible affinity): every permutation's merged mask (the AND of its masks) and preference (all preferred and
+    naming one mask), the best by ``compare``. Permutations are folded by the (mask, preferred) they merge to, so
+    the count stays within 2^zones states per list. Without ``full``, a merge with no preferred hint answers
+    ``Hint(None, False)`` (restricted refuses it: which non-preferred one is best does not matter)."""
+    every = (1 << zones) - 1
+    # A preferred merged hint beats every other: the masks each list prefers, in common, where there are some.
+    common: set[int] | None = None
+    for hints in lists:
+        if hints is not None:
+            liked = {h.mask if h.mask is not None else every for h in hints if h.preferred} if hints else set()
+            common = liked if common is None else common & liked
+    if common is None:
+        return Hint(every, True)
+    common.discard(0)
+    if common:
+        return Hint(min(common, key=lambda m: (width(m), m)), True)
+    if not full:
+        return Hint(None, False)
+    states: set[tuple[int, bool, bool]] = {(every, True, False)}  # (mask, preferred, a mask was named)
+    narrowest: list[int] = []
+    for hints in lists:
+        if hints is None:
+            hints = [Hint(None, True)]
+        elif not hints:
+            hints = [Hint(None, False)]
+        masks = [h.mask for h in hints if h.mask is not None]
+        if masks:
+            narrowest.append(min(width(m) for m in masks))
+        nxt: set[tuple[int, bool, bool]] = set()
+        for mask, preferred, named in states:
+            for h in hints:
+                if h.mask is None:
+                    nxt.add((mask, preferred and h.preferred, named if preferred and h.preferred else False))
+                    continue
+                same = not named or h.mask == mask
+                ok = preferred and h.preferred and same
+                nxt.add((mask & h.mask, ok, ok))
+        states = nxt
+    best_count = max(narrowest, default=0)
+    best: Hint | None = None
+    for mask, preferred, _ in sorted(states):
+        best = _compare(best, Hint(mask, preferred), best_count)
+    return best or Hint(every, False)
+
+
+def _compare(current: Hint | None, candidate: Hint, best_count: int) -> Hint | None:
+    """``HintMerger.compare`` (without prefer-closest-numa-nodes, which no NodeResourceTopology object says)."""
+    assert candidate.mask is not None
+    if candidate.mask == 0:
+        return current
+    if current is None:
+        return candidate
+    assert current.mask is not None
+    better = candidate if narrower(candidate.mask, current.mask) else current
+    if current.preferred != candidate.preferred:
+        return candidate if candidate.preferred else current
+    if current.preferred:
+        return better
+    c, n = width(current.mask), width(candidate.mask)
+    if c > best_count:
+        return better
+    if c == best_count:
+        return current if n != best_count else better
+    if n > best_count:
+        return current
+    if n == best_count:
+        return candidate
+    if n != c:
+        return candidate if n > c else current
+    return better
+
+
+def admit(node: Node, wants: Sequence[Want], start: int, pod: Want | None = None) -> Outcome:
+    """kubelet's admission from ``wants[start]`` on (``container`` scope: each container merged and allocated in
+    turn), or, with ``pod``, the Pod's one hint and then every container allocated with it (``pod`` scope, from the
+    first container). Raises ``Unknown`` where the verdict turns on what is not published."""
+    if node.zones > MAX_ZONES:
+        raise Unknown(f"{node.zones} NUMA nodes: kubelet's Topology Manager needs max-allowable-numa-nodes past "
+                      f"{MAX_ZONES}, not modelled")
+    if pod is not None:
+        hint = _merged(node, pod, reusable=False)
+        if node.policy == "restricted" and not hint.preferred:
+            return Outcome(-2, _affinity_error(node, pod))
+        for i, want in enumerate(wants):
+            why = _allocate(node, want, hint)
+            if why:
+                return Outcome(i, why)
+        return Outcome(None)
+    for i in range(start, len(wants)):
+        want = wants[i]
+        try:
+            hint = _merged(node, want)
+        except Unknown:
+            # best-effort admits whatever the hint; an allocation that fails on any hint fails on this one too.
+            why = _refused_on_any_hint(node, want) if node.policy != "restricted" else ""
+            if not why:
+                raise
+            return Outcome(i, why)
+        if node.policy == "restricted" and not hint.preferred:
+            return Outcome(i, _affinity_error(node, want))
+        why = _allocate(node, want, hint)
+        if why:
+            return Outcome(i, why)
+    return Outcome(None)
+
+
+def _merged(node: Node, want: Want, reusable: bool = True) -> Hint:
+    """The Topology Manager's best hint for ``want``: the providers' hint lists in kubelet's order (device manager,
+    CPU Manager, Memory Manager), each resource a list of its own. Under ``best-effort`` without memory to align,
+    no answer turns on it (devices and CPUs fail only where the node has too few): none is worked out, so CPUs and
+    devices taken earlier across NUMA nodes need not be known per NUMA node."""
+    if node.policy != "restricted" and not (node.memory is not None and want.memory):
+        return Hint(None, False)
+    lists: list[list[Hint] | None] = []
+    for resource, count in sorted(want.devices.items()):
+        if resource in node.devices:
+            lists.append(device_hints(node, resource, count, reusable))
+    lists.append(cpu_hints(node, want.cpus, reusable) if want.cpus else None)
+    if node.memory is not None and want.memory:
+        hinted, smallest = memory_masks(node.memory, node.zones, want.memory)
+        # No mask at all: calculateHints returns no entry, which the merger reads as no preference.
+        lists += [[Hint(m, width(m) == smallest) for m in hinted] for _ in want.memory] if hinted else [None]
+    return merge(lists, node.zones, full=node.policy != "restricted")
+
+
+def _refused_on_any_hint(node: Node, want: Want) -> str:
+    """Why the device manager or the CPU Manager fails ``want`` whatever the merged hint (too few on the node,
+    full-pcpus-only's check); ``""`` where that turns on the hint or nothing fails."""
+    for resource, count in sorted(want.devices.items()):
+        amounts = node.devices.get(resource)
+        if amounts is not None and count and amounts.total_free + amounts.total_reuse < count:
+            return (f"{UNEXPECTED_ADMISSION_ERROR}: {count} {resource} asked, "
+                    f"{amounts.total_free + amounts.total_reuse} free on the node")
+    if want.cpus:
+        why = node.cpu_manager.smt_refusal(want.cpus, node.cpu.total_free) if node.cpu_manager is not None else None
+        if why is not None:
+            return why
+        if node.cpu.total_free + node.cpu.total_reuse < want.cpus:
+            return (f"{UNEXPECTED_ADMISSION_ERROR}: {want.cpus} CPUs asked, "
+                    f"{node.cpu.total_free + node.cpu.total_reuse} free on the node")
+    return ""
+
+
+def _affinity_error(node: Node, want: Want) -> str:
+    return (f"{TOPOLOGY_AFFINITY_ERROR}: topologyManagerPolicy restricted finds no NUMA nodes that every resource "
+            "prefers alike")
+
+
+def _allocate(node: Node, want: Want, hint: Hint) -> str:
+    """Each provider's ``Allocate`` of ``want`` with the merged ``hint``; kubelet's reason where one fails."""
+    init = want.kind == "init"
+    why = _refused_on_any_hint(node, want)
+    if why:
+        return why
+    for resource, count in sorted(want.devices.items()):
+        amounts = node.devices.get(resource)
+        if amounts is not None and count:
+            amounts.take(count, hint.mask, init, reuse_first=True)
+    if want.cpus:
+        cpu = node.cpu_manager
+        if cpu is not None and "align-by-socket" in cpu.options and hint.mask is not None:
+            # getAlignedCPUs: every CPU of the hint's sockets is aligned, taken first (where the sockets are not
+            # published, which CPUs went is not known).
+            sockets = node.sockets
+            if sockets is None:
+                node.cpu.free = node.cpu.reuse = None
+                node.cpu.take(want.cpus, None, init, reuse_first=False)
+            else:
+                on = {sockets[z] for z in range(node.zones) if hint.mask >> z & 1}
+                aligned = sum(1 << z for z in range(node.zones) if sockets[z] in on)
+                node.cpu.take(want.cpus, aligned, init, reuse_first=False)
+        else:
+            node.cpu.take(want.cpus, hint.mask, init, reuse_first=False)
+    if node.memory is not None and want.memory:
+        return allocate_memory(node.memory, node.zones, want.memory, want.kind == "init", hint.mask, hint.preferred)
+    return ""

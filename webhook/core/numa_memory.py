@@ -1,0 +1,90 @@
+"""The static Memory Manager over NUMA masks, as pkg/kubelet/cm/memorymanager/policy_static.go reads them: its
+hints (``calculateHints``: a NUMA node of a single-NUMA allocation joins no group, nor one node two groups) and its
+``Allocate`` (the merged hint extended to its own narrowest that holds the request, each type taken NUMA node by
+NUMA node, what init containers left on that mask reused first). Amounts in the caller's units. Pure."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from webhook.core.numa_masks import masks, narrower, sums, total, width
+from webhook.core.numatopology import UNEXPECTED_ADMISSION_ERROR
+
+
+@dataclass(slots=True)
+class Memory:
+    """The Memory Manager's machine state: per type and zone the allocatable and free bytes, each zone's group
+    (the mask of its last allocation; 0 before any), and what init containers left for reuse per mask."""
+
+    allocatable: dict[str, list[int]]
+    free: dict[str, list[int]]
+    cells: list[int]
+    reuse: dict[int, dict[str, int]] = field(default_factory=dict)
+
+
+def memory_masks(memory: Memory, zones: int, want: Mapping[str, int]) -> tuple[list[int], int]:
+    """``calculateHints``: the masks it hints (every memory type gets the same list) and the fewest NUMA nodes whose
+    allocatable holds every type (a hint of that many is preferred)."""
+    smallest = zones
+    found = []
+    allocatable = [(sums(memory.allocatable.get(k, [0] * zones)), v) for k, v in want.items()]
+    free = [(sums(memory.free.get(k, [0] * zones)), k, v) for k, v in want.items()]
+    for mask in masks(tuple(range(zones))):
+        if any(held[mask] < v for held, v in allocatable):
+            continue
+        smallest = min(smallest, width(mask))
+        single = width(mask) == 1
+        if single and width(memory.cells[mask.bit_length() - 1]) > 1:
+            continue
+        if not single and any(mask >> z & 1 and memory.cells[z] and memory.cells[z] != mask
+                              for z in range(zones)):
+            continue  # a NUMA node of a single-NUMA allocation, or of another group
+        reuse = memory.reuse.get(mask, {})
+        if any(held[mask] + reuse.get(k, 0) < v for held, k, v in free):
+            continue
+        found.append(mask)
+    return found, smallest
+
+
+def allocate_memory(memory: Memory, zones: int, want: Mapping[str, int], init: bool, hint: int | None,
+                    preferred: bool) -> str:
+    """The Memory Manager's ``Allocate``: the merged hint, extended to the narrowest hint of its own that holds the
+    request and contains it (refused where that is not preferred and the merged one was), no NUMA node in two
+    groups; each type taken NUMA node by NUMA node, what init containers left on that mask reused first."""
+    mask = hint if hint is not None else (1 << zones) - 1
+    if any(total(memory.free.get(k, [0] * zones), mask) < v for k, v in want.items()):
+        hinted, smallest = memory_masks(memory, zones, want)
+        within = [m for m in hinted if m & mask == mask]
+        if not within:
+            return (f"{UNEXPECTED_ADMISSION_ERROR}: [memorymanager] failed to find NUMA nodes to extend the current "
+                    "topology hint")
+        best = within[0]
+        for m in within[1:]:
+            if (width(m) == smallest) != (width(best) == smallest):
+                best = m if width(m) == smallest else best
+            elif narrower(m, best):
+                best = m
+        if width(best) != smallest and preferred:
+            return f"{UNEXPECTED_ADMISSION_ERROR}: [memorymanager] failed to find the extended preferred hint"
+        mask = best
+    if width(mask) > 1 and any(mask >> z & 1 and memory.cells[z] and memory.cells[z] != mask
+                                for z in range(zones)):
+        return f"{UNEXPECTED_ADMISSION_ERROR}: [memorymanager] preferred hint violates NUMA node allocation"
+    reuse = memory.reuse.setdefault(mask, {})
+    for kind, size in want.items():
+        left = max(0, size - reuse.get(kind, 0))
+        free = memory.free.setdefault(kind, [0] * zones)
+        for z in range(zones):
+            if not mask >> z & 1:
+                continue
+            memory.cells[z] = mask
+            took = min(free[z], left)
+            free[z] -= took
+            left -= took
+    for kind, size in want.items():
+        if init:
+            reuse[kind] = max(reuse.get(kind, 0), size)
+        elif reuse.get(kind):
+            reuse[kind] = max(0, reuse[kind] - size)
+    return ""

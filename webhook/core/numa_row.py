@@ -1,0 +1,76 @@
+"""One node as one row of ``numafit.fit_rows`` (``node_row``): its zones' amounts in Python ints, made once per
+shape, for ``numa.fit_node`` and the scheduler extender's score. Pure."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from webhook.core.numatopology import HUGEPAGES, CPUManager, NodeTopology
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+else:
+    from webhook.core.numafit import np
+
+
+def memory_hinted(topo: NodeTopology) -> bool:
+    """Does the Memory Manager give hints on this node: some zone publishes memory or hugepages (with
+    memoryManagerPolicy None kubelet has no memory blocks, and NFD or the agent publish none)."""
+    return any(k == "memory" or k.startswith(HUGEPAGES) for z in topo.zones for k in (*z.capacity, *z.allocatable))
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One node as a row of ``fit_rows`` (and of the extender's score): its zones' amounts in Python ints (exact at
+    any size), one zone per NUMA number in the zones' order (``numas``); where two zones share a number (no
+    exporter publishes that), the last one's amounts, and a device where either has it."""
+
+    free: npt.NDArray[Any]  # [1, zones, resources]: the zones' allocatable
+    column: Mapping[str, int]
+    numas: tuple[int, ...]
+    capacity: npt.NDArray[Any]
+    memory_hints: npt.NDArray[np.bool_]
+    pod_scope: npt.NDArray[np.bool_]
+    zones: npt.NDArray[np.int64]
+    cpu_managers: Sequence[CPUManager | None]
+    sockets: Sequence[tuple[int, ...] | None]
+    machine: npt.NDArray[np.int64]  # the one row's machine: 0
+
+
+_ROWS: dict[tuple[object, ...], Row] = {}
+
+
+def node_row(topo: NodeTopology) -> Row:
+    """``topo`` as one row, made once per shape (``topo.key``; the arrays are never written)."""
+    found = _ROWS.get(topo.key) if topo.key else None
+    if found is not None:
+        return found
+    names = sorted({k for z in topo.zones for k in (*z.capacity, *z.allocatable)})
+    column = {k: i for i, k in enumerate(names)}
+    numas = tuple(dict.fromkeys(z.numa for z in topo.zones))
+    position = {n: p for p, n in enumerate(numas)}
+    free = np.zeros((1, len(numas), len(names)), object)
+    capacity = np.zeros((1, len(numas), len(names)), object)
+    doubled = len(numas) < len(topo.zones)
+    for z in topo.zones:
+        p = position[z.numa]
+        for k, v in z.allocatable.items():
+            free[0, p, column[k]] = v
+        for k, v in z.capacity.items():
+            capacity[0, p, column[k]] = max(capacity[0, p, column[k]], v)
+        if doubled:  # a device on either zone of one number
+            for k, v in z.allocatable.items():
+                capacity[0, p, column[k]] = max(capacity[0, p, column[k]], v)
+    found = Row(free, column, numas, capacity, np.array([memory_hinted(topo)]), np.array([topo.scope == "pod"]),
+                np.array([len(numas)], np.int64), (topo.cpu_manager,), (None if doubled else topo.sockets,),
+                np.zeros(1, np.int64))
+    if topo.key:
+        if len(_ROWS) >= 4096:
+            _ROWS.clear()
+        _ROWS[topo.key] = found
+    return found
+
+
