@@ -59,6 +59,7 @@ def test_zones_as_nfd_aggregates_them() -> None:
         "node-1": {"cpu": ("2", "2", "1"), "memory": ("8589934592", "8589934592", "7516192768"),
                    GPU: ("1", "1", "0")}}
     assert obj["zones"][0]["costs"] == [{"name": "node-0", "value": 10}, {"name": "node-1", "value": 20}]
+    assert [z["attributes"] for z in obj["zones"]] == [[{"name": "cpus", "value": "2"}]] * 2  # reserved included
     assert obj["topologyPolicies"] == ["SingleNUMANodeContainerLevel"]
     assert obj["attributes"] == [
         {"name": "topologyManagerPolicy", "value": "single-numa-node"},
@@ -109,6 +110,9 @@ def test_a_numa_node_with_nothing_allocatable_and_memory_across_nodes() -> None:
     # allocatable at all gets its reserved CPUs as a cpu capacity).
     assert got["node-0"] == {"hugepages-2Mi": ("4194304", "4194304", "0")}
     assert got["node-1"] == {"cpu": ("1", "1", "0"), "hugepages-2Mi": ("4194304", "4194304", "2097152")}
+    # The zone's cpus attribute says NUMA 0's one CPU is there (reserved): numa: auto reads it as its capacity.
+    zones = parse_nrt(build_topology("n", facts, alloc, [pod], "none", "container")).zones
+    assert [(z.capacity.get("cpu"), z.allocatable.get("cpu")) for z in zones] == [(1000, None), (1000, 1000)]
     facts_none = NodeFacts({0: frozenset({0}), 1: frozenset({1})})
     assert resources(build_topology("n", facts_none, Allocatable(frozenset({1})), [], None, None))["node-0"] == {
         "cpu": ("1", "0", "0")}

@@ -115,6 +115,21 @@ def test_nodes_of_different_socket_layouts_are_judged_apart() -> None:
     assert one.with_zones(one.zones).sockets == (0, 0)
 
 
+@pytest.mark.parametrize(("cpus", "capacity"), [
+    ("4", 4000),  # no cpu listed (NFD: something else allocatable, no CPU): its CPUs are all reserved
+    ("0", None),  # a NUMA node without CPUs: nothing to say
+    ("four", None), ("9" * 5000, None), ("²", None), (4, None),  # not a count: read as NFD's object alone
+])
+def test_a_zones_cpus_attribute_is_its_reserved_cpus_where_nfd_lists_none(cpus: Any, capacity: int | None) -> None:
+    obj = nrt("n", [{"example.com/gpu": "1"}, SMALL])
+    for zone in obj["zones"]:
+        zone["attributes"] = [{"name": "other", "value": "1"}, {"name": "cpus", "value": cpus}]
+    topo = parse_nrt(obj)
+    assert topo.zones[0].capacity.get("cpu") == capacity and "cpu" not in topo.zones[0].allocatable
+    assert topo.zones[1].capacity["cpu"] == topo.zones[1].allocatable["cpu"] == 8000  # listed: as listed
+    assert (topo.key == parse_nrt(nrt("n", [{"example.com/gpu": "1"}, SMALL])).key) is (capacity is None)
+
+
 def test_a_zone_name_of_5000_digits_is_no_numa_node_id() -> None:
     obj = nrt("n", [SMALL, SMALL])
     obj["zones"][1]["name"] = "node-" + "1" * 5000  # int() would refuse it with a ValueError, no TopologyError
@@ -337,7 +352,7 @@ def test_node_constraints_read_any_shape(spec: dict[str, Any], labels: dict[str,
 
 _nrt_keys = st.sampled_from(["metadata", "name", "attributes", "value", "topologyPolicies", "zones", "type",
                              "resources", "capacity", "allocatable", "available", "Node", "node-0", "cpu", "parent",
-                             "Socket", "socket-0"])
+                             "Socket", "socket-0", "cpus", "4"])
 _nrt_values = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=6) | _nrt_keys,
                            lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_nrt_keys, inner, max_size=4),
                            max_leaves=20)
@@ -347,7 +362,8 @@ _resource = st.fixed_dictionaries({}, optional={"name": _nrt_values | st.just("c
                                                 "allocatable": _nrt_values | st.just("4")})
 _zone = st.fixed_dictionaries({}, optional={"name": _nrt_values | st.just("node-1"), "type": st.just("Node") |
                                             _nrt_values, "resources": st.lists(_resource | _nrt_values, max_size=3)
-                                            | _nrt_values, "parent": st.just("socket-1") | _nrt_values})
+                                            | _nrt_values, "parent": st.just("socket-1") | _nrt_values,
+                                            "attributes": st.just([{"name": "cpus", "value": "2"}]) | _nrt_values})
 
 
 @given(st.fixed_dictionaries({"metadata": st.just({"name": "n"}) | _nrt_values}, optional={

@@ -42,6 +42,10 @@ _ZONE_NAME = re.compile(r"node-(\d{1,9})")  # numanode.NameToID in noderesourcet
 # socket, and each Node zone's parent naming its socket's zone (v1alpha2 Zone.parent).
 SOCKET = "Socket"
 _SOCKET_ZONE = re.compile(r"socket-(\d{1,9})")
+# The agent's Node zone attribute: the NUMA node's CPU count, reserved CPUs included. Where NFD lists no cpu in a
+# zone (something else allocatable there, no CPU), it says the zone's CPUs are all reserved: read as their capacity
+# (what kubelet's CPU hints count), none allocatable, as NFD lists a zone with nothing allocatable at all.
+ZONE_CPUS_ATTRIBUTE = "cpus"
 
 
 class TopologyError(ValueError):
@@ -351,6 +355,11 @@ def parse_nrt(obj: Mapping[str, Any]) -> NodeTopology:
             where = f"zones[{i}].resources[{j}]"
             capacity[res["name"]] = _amount(res.get("capacity", 0), f"{where}.capacity")
             allocatable[res["name"]] = _amount(res.get("allocatable", 0), f"{where}.allocatable")
+        cpus = next((a.get("value") for a in _list(raw.get("attributes"))
+                     if isinstance(a, Mapping) and a.get("name") == ZONE_CPUS_ATTRIBUTE), None)
+        if "cpu" not in capacity and isinstance(cpus, str) and cpus.isascii() and cpus.isdigit() and len(cpus) <= 6 \
+                and int(cpus) > 0:
+            capacity["cpu"] = int(cpus) * 1000  # none allocatable: NFD lists allocatable CPUs wherever there are
         parent = raw.get("parent")
         socket = _SOCKET_ZONE.fullmatch(parent) if isinstance(parent, str) else None
         zones.append(Zone(numa, zname, capacity, allocatable, int(socket.group(1)) if socket else None))

@@ -22,7 +22,11 @@ are the node's distances (sysfs ``distance``) where known. Where sysfs says ever
 (``sysfs.read_sockets``: the ``physical_package_id`` of its CPUs, kubelet's ``SocketID``), each ``Node`` zone has
 ``parent: socket-<id>`` and one zone ``socket-<id>`` of type ``Socket`` (no resources, after the ``Node`` zones)
 stands for each socket, as v1alpha2's ``Zone.parent`` nests zones (NFD publishes none: readers that know only
-``Node`` zones skip them); where any is unknown, neither. Attributes: ``topologyManagerPolicy`` and
+``Node`` zones skip them); where any is unknown, neither. Each ``Node`` zone's attribute ``cpus`` is its CPU count
+(sysfs ``cpulist``, the reserved CPUs included, as kubelet's CPU topology counts them): NFD lists no ``cpu`` in a
+zone that has something else allocatable but no allocatable CPU, so without it a reader cannot tell a NUMA node
+whose CPUs are all reserved (whose CPUs still count in kubelet's CPU hints: which masks exist, which are narrowest)
+from one without CPUs. Attributes: ``topologyManagerPolicy`` and
 ``topologyManagerScope`` (left out when unknown: the node is then unknown to the fit, never guessed; the
 deprecated ``topologyPolicies`` likewise) and ``nodeTopologyPodsFingerprint`` over every Pod ``List`` reports
 (``webhook.extender.fingerprint``, NFD's ``computePodFingerprint``; from 1.34 kubelet's List reports only active
@@ -36,7 +40,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from webhook.core.numatopology import HUGEPAGES, NRT_GROUP_VERSION, SOCKET
+from webhook.core.numatopology import HUGEPAGES, NRT_GROUP_VERSION, SOCKET, ZONE_CPUS_ATTRIBUTE
 from webhook.core.podspec import MEMORY
 from webhook.extender.fingerprint import ATTRIBUTE, fingerprint
 from webhook.node.allocation import Allocatable, PodAllocation
@@ -147,6 +151,7 @@ def build_topology(node: str, facts: NodeFacts, allocatable: Allocatable, pods: 
         costs = facts.distances.get(numa)
         if costs:
             zone["costs"] = [{"name": f"node-{other}", "value": value} for other, value in sorted(costs.items())]
+        zone["attributes"] = [{"name": ZONE_CPUS_ATTRIBUTE, "value": str(len(facts.cpus[numa]))}]
         zone["resources"] = [{"name": name, "capacity": decimal_quantity(cap), "allocatable": decimal_quantity(al),
                               "available": decimal_quantity(av)}
                              for name, (cap, al, av) in sorted(resources.items())]
