@@ -334,3 +334,19 @@ def test_full_pcpus_only_refuses_on_a_none_node_too() -> None:
     assert "full-pcpus-only refuses it on node n (SMTAlignmentError)" in message and not advisories, message
     assert _messages(_across_node("none", 2, 16, 2, 0), llm("4")) == ([], [])
     assert _messages(_across_node("none", 2, 16, 1, 0), llm("3")) == ([], [])
+
+
+def test_on_a_node_in_use_the_memory_groups_of_other_pods_are_unknown_and_alone_means_the_empty_node() -> None:
+    """The extender fits what is free now of a node (``fit_node``'s ``empty``): best-effort, 20 CPUs no NUMA node
+    holds. Where other Pods hold memory on a NUMA node (how the Memory Manager grouped it is not published) the
+    answer is not known; where only CPUs are short now, kubelet refuses it, but not alone (the empty node holds it:
+    preemption can help)."""
+    empty = parse_nrt(nrt("n", [ZONE, ZONE], policy="best-effort"))
+    used = parse_nrt(nrt("n", [{"cpu": "16", "memory": "32Gi"}, ZONE], policy="best-effort"))
+    spec = build_pod_spec(llm("20")["spec"], ("spec",))
+    assert "other Pods' memory" in fit_node(spec, used, empty).unknown
+    busy = parse_nrt(nrt("n", [{"cpu": "8", "memory": "64Gi"}, {"cpu": "8", "memory": "64Gi"}], policy="best-effort"))
+    short = fit_node(spec, busy, empty)
+    assert short.kubelet_refuses and short.reason.startswith("UnexpectedAdmissionError: 20 CPUs asked, 16 free")
+    assert not short.alone, short
+    assert fit_node(spec, busy).alone  # judged as an empty node of its own, nothing less would do

@@ -8,8 +8,9 @@ import itertools
 from hypothesis import given
 from hypothesis import strategies as st
 
-from webhook.core.numa_across import Amounts, Hint, Node, Unknown, Want, admit, cpu_hints, merge
-from webhook.core.numa_memory import Memory, memory_masks
+from webhook.core.numa_across import Amounts, Hint, Node, Want, admit, cpu_hints, merge
+from webhook.core.numa_masks import Unknown
+from webhook.core.numa_memory import FOREIGN, Memory, memory_masks
 from webhook.core.numatopology import CPUManager
 
 GIB = 1 << 30
@@ -149,8 +150,8 @@ def _kubelet_merge(lists: list[list[Hint] | None], zones: int) -> Hint:
     return best or Hint(every, False)
 
 
-hint_lists = st.lists(st.none() | st.lists(st.builds(Hint, st.integers(1, 7), st.booleans()), max_size=4),
-                      max_size=4)
+hint_lists = st.lists(st.none() | st.lists(st.builds(Hint, st.none() | st.integers(1, 7), st.booleans()),
+                                          max_size=4), max_size=4)
 
 
 @given(hint_lists)
@@ -169,3 +170,33 @@ def test_without_hints_the_memory_manager_takes_its_own_best_numa_nodes() -> Non
     assert none.memory.cells == [0b01, 0]
     refused = admit(node("none", memory=(64 * GIB, 64 * GIB)), [app(4, memory=200 * GIB)], 0)
     assert refused.failed == 0 and "failed to get the default NUMA affinity" in refused.reason
+
+
+def test_none_counts_no_numa_nodes_and_more_than_eight_are_judged_only_past_the_memory_manager() -> None:
+    """kubelet's Topology Manager refuses to start past 8 NUMA nodes (max-allowable-numa-nodes) unless its policy is
+    none, where only the Memory Manager iterates NUMA masks: 12 NUMA nodes under none without it are judged (too few
+    CPUs refused), with it or under restricted they are not known."""
+    wide = (4,) * 12
+    assert admit(node("none", cpus=wide, sockets=None), [app(40)], 0).failed is None
+    short = admit(node("none", cpus=wide, sockets=None), [app(60)], 0)
+    assert short.failed == 0 and short.reason == "UnexpectedAdmissionError: 60 CPUs asked, 48 free on the node"
+    for machine in (node("restricted", cpus=wide, sockets=None),
+                    node("none", cpus=wide, sockets=None, memory=(GIB,) * 12)):
+        try:
+            admit(machine, [app(40)], 0)
+        except Unknown as exc:
+            assert "max-allowable-numa-nodes" in str(exc)
+        else:
+            raise AssertionError("more than 8 NUMA nodes are not judged there")
+
+
+def test_other_pods_memory_groups_are_not_guessed() -> None:
+    """NUMA node 0 already holds other Pods' memory (the Memory Manager's groups are not published): a hint over it
+    is not known, one elsewhere is."""
+    mem = Memory({"memory": [64 * GIB, 64 * GIB]}, {"memory": [32 * GIB, 64 * GIB]}, [FOREIGN, 0])
+    try:
+        memory_masks(mem, 2, {"memory": 8 * GIB})
+    except Unknown as exc:
+        assert "other Pods" in str(exc)
+    else:
+        raise AssertionError("a NUMA node holding other Pods' memory joins groups nobody publishes")

@@ -93,15 +93,14 @@ class NodeFit:
         return replace(self, node=names[0], nodes=names)
 
 
-def fit_node(pod: PodSpec | Demands, topo: NodeTopology) -> NodeFit:
-    """kubelet's Topology Manager admission of the Pod on an empty ``topo`` under ``single-numa-node``
-    rules (the node's own policy decides what a failure means: see ``NodeTopology.refuses``): ``fit_rows`` with
-    the node as its one row."""
+def fit_node(pod: PodSpec | Demands, topo: NodeTopology, empty: NodeTopology | None = None) -> NodeFit:
+    """kubelet's Topology Manager admission of the Pod on ``topo`` (an empty node; or what is free now of the node
+    ``empty``, whose allocatable the Memory Manager counts): ``fit_rows`` with the node as its one row."""
     wants = pod if isinstance(pod, Demands) else demands(pod)
     if wants.fractional_memory:
         return NodeFit(topo.name, topo.policy, topo.scope, {}, wants.containers[0], True,
                        "a fractional byte count of memory, which the Memory Manager cannot allocate")
-    row = node_row(topo)
+    row = node_row(topo, empty)
     fits = fit_rows(wants, row.free, row.machine, row.column, row,
                     across=(topo.policy if topo.allocates else None,))
     numas = row.numas

@@ -25,16 +25,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from webhook.core.numa_masks import masks, narrower, sums, width
+from webhook.core.numa_masks import Unknown, masks, narrower, sums, width
 from webhook.core.numa_memory import Memory, allocate_memory, memory_masks
 from webhook.core.numatopology import UNEXPECTED_ADMISSION_ERROR, CPUManager
 
 TOPOLOGY_AFFINITY_ERROR = "TopologyAffinityError"
 MAX_ZONES = 8  # kubelet's Topology Manager refuses more NUMA nodes without max-allowable-numa-nodes (and 2^n masks)
-
-
-class Unknown(Exception):
-    """kubelet's verdict turns on what the node's object does not say; the message says what."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,7 +210,9 @@ def _socket_aligned(node: Node, mask: int, smallest: int) -> bool:
     if node.sockets is None:
         raise Unknown("align-by-socket needs each NUMA node's socket, which the node's NodeResourceTopology does "
                       "not publish (qos-guard agent --publish-topology does)")
-    per = node.zones // len(set(node.sockets))
+    # kubelet's NumNUMANodes and NumSockets count what holds CPUs.
+    held = [z for z in range(node.zones) if node.cpu_capacity[z] > 0]
+    per = len(held) // len({node.sockets[z] for z in held}) if held else 0
     if per == 0:
         return False
     fewest = (smallest + per - 1) // per
@@ -252,14 +250,18 @@ def merge(lists: Sequence[list[Hint] | None], zones: int, full: bool = True) -> 
     the count stays within 2^zones states per list. Without ``full``, a merge with no preferred hint answers
     ``Hint(None, False)`` (restricted refuses it: which non-preferred one is best does not matter)."""
     every = (1 << zones) - 1
-    # A preferred merged hint beats every other: the masks each list prefers, in common, where there are some.
+    # A preferred merged hint beats every other: the masks every list prefers, in common. A list that prefers no
+    # mask at all (None, or a preferred hint without one) suits any, and may name one of its own.
     common: set[int] | None = None
+    loose: set[int] = {every}
     for hints in lists:
-        if hints is not None:
-            liked = {h.mask if h.mask is not None else every for h in hints if h.preferred} if hints else set()
-            common = liked if common is None else common & liked
+        liked = {h.mask for h in hints or () if h.preferred and h.mask is not None}
+        if hints is None or any(h.mask is None and h.preferred for h in hints):
+            loose |= liked
+            continue
+        common = liked if common is None else common & liked
     if common is None:
-        return Hint(every, True)
+        common = loose
     common.discard(0)
     if common:
         return Hint(min(common, key=lambda m: (width(m), m)), True)
@@ -323,7 +325,8 @@ def admit(node: Node, wants: Sequence[Want], start: int, pod: Want | None = None
     """kubelet's admission from ``wants[start]`` on (``container`` scope: each container merged and allocated in
     turn), or, with ``pod``, the Pod's one hint and then every container allocated with it (``pod`` scope, from the
     first container). Raises ``Unknown`` where the verdict turns on what is not published."""
-    if node.zones > MAX_ZONES:
+    if node.zones > MAX_ZONES and (node.policy != "none" or node.memory is not None):
+        # none checks no NUMA count (topology_manager.go), and then only the Memory Manager iterates masks.
         raise Unknown(f"{node.zones} NUMA nodes: kubelet's Topology Manager needs max-allowable-numa-nodes past "
                       f"{MAX_ZONES}, not modelled")
     if pod is not None:

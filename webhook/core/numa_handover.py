@@ -8,8 +8,9 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from webhook.core.demands import Demands
-from webhook.core.numa_across import Amounts, Node, Unknown, Want, admit
-from webhook.core.numa_memory import Memory
+from webhook.core.numa_across import Amounts, Node, Want, admit
+from webhook.core.numa_masks import Unknown
+from webhook.core.numa_memory import FOREIGN, Memory
 from webhook.core.numafit import NOT_PLACED, POD, Ask, Fits, Machines
 from webhook.core.podspec import CPU
 
@@ -47,8 +48,8 @@ def hand_over(wants: Demands, asks: Sequence[Ask], node: _Rows, fits: Fits, mach
             fits.failed[r], fits.alone[r], fits.placed[r], fits.pod_zone[r] = NOT_PLACED, False, NOT_PLACED, NOT_PLACED
             fits.reason.pop(r, None)
         try:
-            fresh = pod_scope or policy == "none"
-            state = _row_node(start, node, r, m, policy, machines, fresh, column, wants.zero_devices_aligned)
+            state = _row_node(start, node, r, m, policy, machines, START if pod_scope or policy == "none" else NOW,
+                              column, wants.zero_devices_aligned)
             outcome = admit(state, want, 0 if policy == "none" else int(fits.failed[r]), pod if pod_scope else None)
         except Unknown as exc:
             fits.unknown[r] = str(exc)
@@ -60,7 +61,7 @@ def hand_over(wants: Demands, asks: Sequence[Ask], node: _Rows, fits: Fits, mach
             fits.refused.add(r)
             # Alone: refused on the empty node too, with nothing placed before it (the Pod's own refusal is).
             fits.alone[r] = outcome.failed == POD or _refused_alone(
-                _row_node(start, node, r, m, policy, machines, True, column, wants.zero_devices_aligned),
+                _row_node(start, node, r, m, policy, machines, EMPTY, column, wants.zero_devices_aligned),
                 want[outcome.failed])
 
 
@@ -71,18 +72,28 @@ def _refused_alone(empty: Node, want: Want) -> bool:
         return False
 
 
-def _row_node(start: _Start, node: _Rows, r: int, m: int, policy: str, machines: Machines, fresh: bool,
+NOW, START, EMPTY = "now", "start", "empty"  # which amounts ``_row_node`` reads
+
+
+def _row_node(start: _Start, node: _Rows, r: int, m: int, policy: str, machines: Machines, when: str,
               column: Mapping[str, int], device_nodes_only: bool) -> Node:
     """Row ``r`` as ``numa_across`` reads a node: whole CPUs and devices, memory in the rows' milli-bytes, what
-    init containers left for reuse and where the Memory Manager allocated; ``fresh``: the row as it started (the
-    empty node of ``pod`` scope), else as the single-NUMA pass left it."""
+    init containers left for reuse and where the Memory Manager allocated. ``when``: ``NOW``, as the single-NUMA
+    pass left it; ``START``, as the row began (``pod`` scope, ``none``); ``EMPTY``, the machine's empty node. Where
+    the row began with less memory than its machine's allocatable, other Pods hold memory there, in groups no object
+    publishes (``numa_memory.FOREIGN``)."""
     first = int(start.starts[r])
     zones = int(machines.zones[m])
     at = slice(first, first + zones)
-    capacity = machines.capacity[m]
+    capacity, total = machines.capacity[m], machines.total[m]
+    now = when == NOW
 
-    def whole(values: npt.NDArray[Any]) -> list[int]:
-        return [int(v) // 1000 for v in values[at].tolist()]
+    def amounts(name: str, began: npt.NDArray[Any], left: npt.NDArray[Any] | None) -> list[int]:
+        """Milli-units per zone: the machine's (EMPTY), the row's start, or what the pass left."""
+        if when == EMPTY:
+            i = column.get(name)
+            return [int(v) for v in total[:zones, i].tolist()] if i is not None else [0] * zones
+        return [int(v) for v in (left if now and left is not None else began)[at].tolist()]
 
     def capacity_of(name: str, free: list[int]) -> list[int]:
         i = column.get(name)
@@ -92,17 +103,17 @@ def _row_node(start: _Start, node: _Rows, r: int, m: int, policy: str, machines:
     def reused(where_count: tuple[npt.NDArray[np.int64], npt.NDArray[Any]]) -> list[int]:
         out = [0] * zones
         where, count = int(where_count[0][r]), int(where_count[1][r])
-        if not fresh and where != NOT_PLACED:
+        if now and where != NOT_PLACED:
             out[where] = count // 1000
         return out
 
-    cpu = whole(start.cpu if fresh else node.cpu)
+    cpu = [v // 1000 for v in amounts(CPU, start.cpu, node.cpu)]
     devices: dict[str, Amounts] = {}
     devices_capacity: dict[str, list[int]] = {}
     for res in start.dev:
         if not start.dev_in[res][r]:
             continue  # no zone of this node has it: not a device plugin resource here
-        free = whole(start.dev[res] if fresh else node.dev[res])
+        free = [v // 1000 for v in amounts(res, start.dev[res], node.dev[res])]
         devices[res] = Amounts.of(free, reused(node.reuse_dev[res]))
         devices_capacity[res] = capacity_of(res, free)
     memory = None
@@ -110,11 +121,15 @@ def _row_node(start: _Start, node: _Rows, r: int, m: int, policy: str, machines:
         reuse: dict[int, dict[str, int]] = {}
         for kind, held in node.reuse_mem.items():
             for z, v in enumerate(held[at].tolist()):
-                if v and not fresh:
+                if v and now:
                     reuse.setdefault(1 << z, {})[kind] = int(v)
-        cells = [1 << z if assigned and not fresh else 0 for z, assigned in enumerate(node.assigned[at].tolist())]
-        memory = Memory({k: [int(v) for v in start.mem[k][at].tolist()] for k in start.mem},
-                        {k: [int(v) for v in (start.mem[k] if fresh else node.mem[k])[at].tolist()]
-                         for k in start.mem}, cells, reuse)
+        allocatable = {k: amounts(k, start.mem[k], None) if when == EMPTY else
+                       [int(v) for v in total[:zones, column[k]].tolist()] if k in column else [0] * zones
+                       for k in start.mem}
+        began = {k: [int(v) for v in start.mem[k][at].tolist()] for k in start.mem}
+        foreign = [when != EMPTY and any(began[k][z] < allocatable[k][z] for k in start.mem) for z in range(zones)]
+        assigned = node.assigned[at].tolist()
+        cells = [FOREIGN if foreign[z] else 1 << z if now and assigned[z] else 0 for z in range(zones)]
+        memory = Memory(allocatable, {k: amounts(k, start.mem[k], node.mem[k]) for k in start.mem}, cells, reuse)
     return Node(zones, capacity_of(CPU, cpu), Amounts.of(cpu, reused(node.reuse_cpu)), devices_capacity, devices,
                 memory, policy, machines.cpu_managers[m], machines.sockets[m], device_nodes_only)

@@ -7,6 +7,10 @@ from collections.abc import Sequence
 from functools import cache
 
 
+class Unknown(Exception):
+    """kubelet's verdict turns on what the node's NodeResourceTopology object does not say; the message says what."""
+
+
 @cache
 def masks(zones: tuple[int, ...]) -> tuple[int, ...]:
     """Every non-empty mask over ``zones`` (positions)."""

@@ -8,19 +8,30 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from webhook.core.numa_masks import masks, narrower, sums, total, width
+from webhook.core.numa_masks import Unknown, masks, narrower, sums, total, width
 from webhook.core.numatopology import UNEXPECTED_ADMISSION_ERROR
 
 
 @dataclass(slots=True)
 class Memory:
     """The Memory Manager's machine state: per type and zone the allocatable and free bytes, each zone's group
-    (the mask of its last allocation; 0 before any), and what init containers left for reuse per mask."""
+    (the mask of its last allocation; 0 before any; ``FOREIGN`` where other Pods hold memory there, in groups
+    no object publishes), and what init containers left for reuse per mask."""
 
     allocatable: dict[str, list[int]]
     free: dict[str, list[int]]
     cells: list[int]
     reuse: dict[int, dict[str, int]] = field(default_factory=dict)
+
+    def groups(self, mask: int) -> list[int]:
+        """The groups of ``mask``'s NUMA nodes (0: none yet); Unknown where other Pods' memory is there."""
+        found = [self.cells[z] for z in range(len(self.cells)) if mask >> z & 1]
+        if FOREIGN in found:
+            raise Unknown("how the Memory Manager grouped other Pods' memory over NUMA nodes is not published")
+        return found
+
+
+FOREIGN = -1
 
 
 def memory_masks(memory: Memory, zones: int, want: Mapping[str, int]) -> tuple[list[int], int]:
@@ -35,10 +46,10 @@ def memory_masks(memory: Memory, zones: int, want: Mapping[str, int]) -> tuple[l
             continue
         smallest = min(smallest, width(mask))
         single = width(mask) == 1
-        if single and width(memory.cells[mask.bit_length() - 1]) > 1:
+        groups = memory.groups(mask)
+        if single and width(groups[0]) > 1:
             continue
-        if not single and any(mask >> z & 1 and memory.cells[z] and memory.cells[z] != mask
-                              for z in range(zones)):
+        if not single and any(g and g != mask for g in groups):
             continue  # a NUMA node of a single-NUMA allocation, or of another group
         reuse = memory.reuse.get(mask, {})
         if any(held[mask] + reuse.get(k, 0) < v for held, k, v in free):
@@ -71,8 +82,7 @@ def allocate_memory(memory: Memory, zones: int, want: Mapping[str, int], init: b
         if width(best) != smallest and preferred:
             return f"{UNEXPECTED_ADMISSION_ERROR}: [memorymanager] failed to find the extended preferred hint"
         mask = best
-    if width(mask) > 1 and any(mask >> z & 1 and memory.cells[z] and memory.cells[z] != mask
-                                for z in range(zones)):
+    if width(mask) > 1 and any(g and g != mask for g in memory.groups(mask)):
         return f"{UNEXPECTED_ADMISSION_ERROR}: [memorymanager] preferred hint violates NUMA node allocation"
     reuse = memory.reuse.setdefault(mask, {})
     for kind, size in want.items():

@@ -32,6 +32,7 @@ class Row:
     column: Mapping[str, int]
     numas: tuple[int, ...]
     capacity: npt.NDArray[Any]
+    total: npt.NDArray[Any]  # the empty node's allocatable (``free`` itself unless the caller names the empty node)
     memory_hints: npt.NDArray[np.bool_]
     pod_scope: npt.NDArray[np.bool_]
     zones: npt.NDArray[np.int64]
@@ -40,12 +41,14 @@ class Row:
     machine: npt.NDArray[np.int64]  # the one row's machine: 0
 
 
-_ROWS: dict[tuple[object, ...], Row] = {}
+_ROWS: dict[object, Row] = {}
 
 
-def node_row(topo: NodeTopology) -> Row:
-    """``topo`` as one row, made once per shape (``topo.key``; the arrays are never written)."""
-    found = _ROWS.get(topo.key) if topo.key else None
+def node_row(topo: NodeTopology, empty: NodeTopology | None = None) -> Row:
+    """``topo`` as one row, made once per shape (``topo.key``; the arrays are never written); ``empty``: the node of
+    which ``topo`` is what is free now (the extender), whose allocatable kubelet's Memory Manager counts."""
+    key = (topo.key, empty.key if empty is not None else None) if topo.key else None
+    found = _ROWS.get(key) if key else None
     if found is not None:
         return found
     names = sorted({k for z in topo.zones for k in (*z.capacity, *z.allocatable)})
@@ -64,13 +67,20 @@ def node_row(topo: NodeTopology) -> Row:
         if doubled:  # a device on either zone of one number
             for k, v in z.allocatable.items():
                 capacity[0, p, column[k]] = max(capacity[0, p, column[k]], v)
-    found = Row(free, column, numas, capacity, np.array([memory_hinted(topo)]), np.array([topo.scope == "pod"]),
+    total = free
+    if empty is not None and tuple(z.numa for z in empty.zones) == numas:
+        total = np.zeros((1, len(numas), len(names)), object)
+        for p, z in enumerate(empty.zones):
+            for k, v in z.allocatable.items():
+                if k in column:
+                    total[0, p, column[k]] = v
+    found = Row(free, column, numas, capacity, total, np.array([memory_hinted(topo)]), np.array([topo.scope == "pod"]),
                 np.array([len(numas)], np.int64), (topo.cpu_manager,), (None if doubled else topo.sockets,),
                 np.zeros(1, np.int64))
-    if topo.key:
+    if key:
         if len(_ROWS) >= 4096:
             _ROWS.clear()
-        _ROWS[topo.key] = found
+        _ROWS[key] = found
     return found
 
 

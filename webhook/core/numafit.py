@@ -63,6 +63,8 @@ class Machines(Protocol):
     @property
     def capacity(self) -> npt.NDArray[Any]: ...  # [machine, zone, resource] (milli)
     @property
+    def total(self) -> npt.NDArray[Any]: ...  # [machine, zone, resource]: the empty node's allocatable (milli)
+    @property
     def memory_hints(self) -> npt.NDArray[np.bool_]: ...  # the Memory Manager gives hints (``memory_hinted``)
     @property
     def pod_scope(self) -> npt.NDArray[np.bool_]: ...

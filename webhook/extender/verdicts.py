@@ -89,7 +89,7 @@ class Judge:
         key = (shape, topo.shape if exact else self.classes.of(topo))
         found = self.fitted.get(key)
         if found is None:
-            found = self.fitted[key] = fit_node(self.wants, topo)
+            found = self.fitted[key] = fit_node(self.wants, topo, empty)
         return found
 
     def node(self, name: str, state: NodeState | None, reserved: Sequence[BoundPod] = (),
