@@ -210,8 +210,8 @@ def test_full_pcpus_only_refuses_across_numa_nodes_exactly_when_kubelets_allocat
     nodes. In ``container`` scope on a node whose Memory Manager aligns memory, which NUMA nodes a later container's
     memory goes to turns on which CPUs the first took (not published): where the first did not take whole NUMA
     nodes and the second does not fail whatever its hint, not known, and said so. The extender's one-node path
-    says the same (it keeps a node it does not know). restricted: ``test_restricted_refuses_where_no_numa_nodes_suit_every_resource_alike``
-    and the differential."""
+    says the same (it keeps a node it does not know). restricted: test_numa.py's
+    ``test_restricted_refuses_where_no_numa_nodes_suit_every_resource_alike`` and the differential."""
     policy = "best-effort"
     from webhook.extender.reservations import pod_demands, read_nrt
     from webhook.extender.verdicts import Judge
