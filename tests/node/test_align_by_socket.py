@@ -32,24 +32,17 @@ Node zones' parents), what ``numa: auto`` reads of it, ``qos-guard nodes`` showi
 
 from __future__ import annotations
 
-import contextlib
-import json
-import subprocess
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from tests import waiting
 from tests.e2e.conftest import Cluster
-from tests.node.conftest import parse_cpus, pod, report, wait_released
-from tests.node.node import NODE_NAME, Node, fake_numa_wrapper, start_topology_agent
-from tests.node.numa import GPU, device_plugin, fake_sysfs
-from tests.node.test_topology_source import CRD, NRT
-from webhook.cluster.client import Lister
+from tests.node.conftest import parse_cpus, pod, report
+from tests.node.fake_machine import FakeMachine, fake_machine, numa_unfit
+from tests.node.node import NODE_NAME, Node
+from tests.node.numa import GPU, device_plugin
 from webhook.cluster.nrt import read_topology
 from webhook.cluster.watch import ApiTransport
 from webhook.core.numatopology import CPUManager
@@ -64,40 +57,10 @@ KUBELET = {"memoryManagerPolicy": "None", "reservedMemory": None, "topologyManag
 OPTION = {"align-by-socket": "true"}
 
 
-@dataclass
-class Setup:
-    node: Node
-    c: Cluster
-    sys_root: Path
-    log: Path
-    api: Lister
-    folder: Path
-
-    def nrt(self) -> dict[str, Any]:
-        status, body = self.api.send("GET", NRT, [], None, None)
-        return body if status == 200 else {}
-
-    def restart(self, options: dict[str, str]) -> None:
-        """kubelet on the fake machine with ``options`` (its CPU Manager checkpoint written anew)."""
-        self.node.restart_kubelet({**KUBELET, "cpuManagerPolicyOptions": options or None},
-                                  wrapper=fake_numa_wrapper(self.sys_root / "devices" / "system" / "node"),
-                                  clean_state=True)
-
-
 @pytest.fixture(scope="module")
-def setup(node: Node, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
-    c = node.cluster
-    c.kubectl("apply", "-f", str(CRD), check=True)
-    c.kubectl("wait", "--for=condition=Established", "crd/noderesourcetopologies.topology.node.k8s.io",
-              "--timeout=60s", check=True)
-    with contextlib.ExitStack() as stack:
-        sys_root = stack.enter_context(fake_sysfs(node.folder / "fake-sys-sockets", FAKE, CORES, PACKAGES))
-        stack.callback(node.restart_kubelet, clean_state=True)
-        s = Setup(node, c, sys_root, node.folder / "agent-sockets.log", Lister(str(c.kubeconfig)),
-                  tmp_path_factory.mktemp("align-by-socket"))
-        s.restart({})
-        stack.callback(c.kubectl, "delete", "--raw", NRT)
-        start_topology_agent(stack, node, sys_root, s.log)
+def setup(node: Node, tmp_path_factory: pytest.TempPathFactory) -> Iterator[FakeMachine]:
+    with fake_machine(node, "sockets", tmp_path_factory.mktemp("align-by-socket"), KUBELET, FAKE, CORES,
+                      PACKAGES) as s:
         yield s
 
 
@@ -107,22 +70,6 @@ def gpu_pod(name: str) -> dict[str, Any]:
     for kind in ("limits", "requests"):
         obj["spec"]["containers"][0]["resources"][kind][GPU] = "2"
     return obj
-
-
-def check_numa_auto(s: Setup, name: str) -> subprocess.CompletedProcess[str]:
-    """``qos-guard check --kubeconfig`` of the Pod with ``policy.numa: auto``: the NRT the agent published."""
-    config, manifest = s.folder / "numa-auto.yaml", s.folder / f"{name}.yaml"
-    config.write_text(yaml.safe_dump({"policy": {"numa": "auto"}}))
-    manifest.write_text(yaml.safe_dump(gpu_pod(name)))
-    return s.c.qos_guard("check", str(manifest), "--config", str(config), "--kubeconfig", str(s.c.kubeconfig))
-
-
-def nodes_row(s: Setup) -> tuple[dict[str, Any], str]:
-    proc = s.c.qos_guard("nodes", "--kubeconfig", str(s.c.kubeconfig), "--format", "json")
-    (found,) = json.loads(proc.stdout)["nodes"]
-    text = s.c.qos_guard("nodes", "--kubeconfig", str(s.c.kubeconfig)).stdout
-    (row,) = [line for line in text.splitlines() if line.startswith(f"{NODE_NAME} ")]
-    return found, row
 
 
 def hints_logged(node: Node, ns: str, name: str) -> str:
@@ -140,7 +87,7 @@ def phase(c: Cluster, ns: str, name: str, want: str) -> dict[str, Any] | None:
 
 
 @pytest.mark.parametrize(("case", "options"), [("without", {}), ("with", OPTION)])
-def test_align_by_socket_decides_restricted(setup: Setup, case: str, options: dict[str, str]) -> None:
+def test_align_by_socket_decides_restricted(setup: FakeMachine, case: str, options: dict[str, str]) -> None:
     s, c = setup, setup.c
     s.restart(options)
     text = ",".join(f"{k}={v}" for k, v in options.items())
@@ -163,10 +110,10 @@ def test_align_by_socket_decides_restricted(setup: Setup, case: str, options: di
         topo = read_topology(ApiTransport(str(c.kubeconfig))).topologies[NODE_NAME]
         assert (topo.policy, topo.scope, topo.sockets) == ("restricted", "container", (0, 0)), topo
         assert topo.cpu_manager == CPUManager(frozenset(options), 1, 0), topo.cpu_manager
-        found, row = nodes_row(s)
+        found, row = s.nodes_row()
         assert found["cpuManager"]["options"] == options, found
         assert row.split()[2:4] == ["static", text or "none"], row
-        checked = check_numa_auto(s, "sock")
+        checked = s.check_numa_auto(gpu_pod("sock"))
         # kubelet's own answer.
         ns = c.namespace(f"align-by-socket-{case}")
         c.kubectl("apply", "-n", ns, "-f", "-", stdin=gpu_pod("sock"), check=True)
@@ -182,14 +129,11 @@ def test_align_by_socket_decides_restricted(setup: Setup, case: str, options: di
             assert parse_cpus(state["entries"][got["metadata"]["uid"]]["app"]) == {1}, state
             kubelet_said = "Running, exclusive CPU 1 (cpu_manager_state)"
         hints = hints_logged(s.node, ns, "sock")
-        uid = got["metadata"]["uid"]
-        c.kubectl("delete", "namespace", ns, "--wait=true", "--timeout=90s", check=True)
-        wait_released(s.node, [uid])
-    numa_auto = next((ln for ln in checked.stdout.splitlines() if "numa-unfit" in ln), "nothing to say")
+        s.delete_namespace(ns, got["metadata"]["uid"])
     report(f"align-by-socket {case}: kubelet: {kubelet_said}; agent NRT zones "
            f"{[(z['name'], z['type'], z.get('parent')) for z in obj['zones']]}, cpuManagerPolicyOptions "
            f"{text or '(none)'}; nodes: {' '.join(row.split()[:4])}; check numa: auto (exit {checked.returncode}): "
-           f"{numa_auto[:500]}; kubelet's hints: {hints}")
+           f"{numa_unfit(checked)[:500]}; kubelet's hints: {hints}")
     # qos-guard's own answer (the restricted model's): refused as kubelet refuses it, admitted as kubelet admits it.
     refusals = [ln for ln in checked.stdout.splitlines() if "numa-unfit" in ln and "notice: numa-unfit" not in ln]
     if not options:

@@ -15,29 +15,20 @@ A Guaranteed Pod of 1 CPU (an odd count), with kubelet restarted without and the
 - with: kubelet fails it (SMTAlignmentError); the NRT says ``full-pcpus-only=true``; ``numa: auto`` refuses it
   with that error's reason and count; ``nodes`` says CPU OPTIONS ``full-pcpus-only=true``.
 
-The agent runs as in tests/node/test_topology_source.py (a host process, the node's kubeconfig, the fake sysfs,
-configz from the kubelet's port), so its attributes come from kubelet's configz and the fake sysfs's siblings."""
+The fake machine, the kubelet on it and the agent are tests/node/fake_machine.py's (the agent a host process with
+the node's kubeconfig, the fake sysfs, configz from the kubelet's port), so the NRT's attributes come from kubelet's
+configz and the fake sysfs's siblings."""
 
 from __future__ import annotations
 
-import contextlib
-import json
-import subprocess
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
 import pytest
-import yaml
 
 from tests import waiting
-from tests.e2e.conftest import Cluster
-from tests.node.conftest import parse_cpus, pod, report, wait_released
-from tests.node.node import NODE_NAME, Node, fake_numa_wrapper, start_topology_agent
-from tests.node.numa import fake_sysfs
-from tests.node.test_topology_source import CRD, NRT
-from webhook.cluster.client import Lister
+from tests.node.conftest import parse_cpus, pod, report
+from tests.node.fake_machine import FakeMachine, fake_machine, numa_unfit
+from tests.node.node import NODE_NAME, Node
 from webhook.cluster.nrt import read_topology
 from webhook.cluster.watch import ApiTransport
 from webhook.core.numa import fit_node
@@ -52,61 +43,14 @@ KUBELET = {"memoryManagerPolicy": "None", "reservedMemory": None}
 OPTIONS_ATTRIBUTES = ("cpuManagerPolicyOptions", "threadsPerCore", "reservedCPUSiblings")
 
 
-@dataclass
-class Setup:
-    node: Node
-    c: Cluster
-    sys_root: Path
-    log: Path
-    api: Lister
-    folder: Path
-
-    def attributes(self) -> dict[str, str]:
-        status, body = self.api.send("GET", NRT, [], None, None)
-        return {a["name"]: a["value"] for a in body.get("attributes", [])} if status == 200 else {}
-
-    def restart(self, options: dict[str, str]) -> None:
-        """kubelet on the fake SMT machine with ``options`` (its CPU Manager checkpoint written anew)."""
-        self.node.restart_kubelet({**KUBELET, "cpuManagerPolicyOptions": options or None},
-                                  wrapper=fake_numa_wrapper(self.sys_root / "devices" / "system" / "node"),
-                                  clean_state=True)
-
-
 @pytest.fixture(scope="module")
-def setup(node: Node, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
-    c = node.cluster
-    c.kubectl("apply", "-f", str(CRD), check=True)
-    c.kubectl("wait", "--for=condition=Established", "crd/noderesourcetopologies.topology.node.k8s.io",
-              "--timeout=60s", check=True)
-    with contextlib.ExitStack() as stack:
-        sys_root = stack.enter_context(fake_sysfs(node.folder / "fake-sys-smt", FAKE, SIBLINGS))
-        stack.callback(node.restart_kubelet, clean_state=True)
-        s = Setup(node, c, sys_root, node.folder / "agent-smt.log", Lister(str(c.kubeconfig)),
-                  tmp_path_factory.mktemp("cpu-options"))
-        s.restart({})
-        stack.callback(c.kubectl, "delete", "--raw", NRT)
-        start_topology_agent(stack, node, sys_root, s.log)
+def setup(node: Node, tmp_path_factory: pytest.TempPathFactory) -> Iterator[FakeMachine]:
+    with fake_machine(node, "smt", tmp_path_factory.mktemp("cpu-options"), KUBELET, FAKE, SIBLINGS) as s:
         yield s
 
 
-def check_numa_auto(s: Setup, name: str) -> subprocess.CompletedProcess[str]:
-    """``qos-guard check --kubeconfig`` of the Pod with ``policy.numa: auto``: the NRT the agent published."""
-    config, manifest = s.folder / "numa-auto.yaml", s.folder / f"{name}.yaml"
-    config.write_text(yaml.safe_dump({"policy": {"numa": "auto"}}))
-    manifest.write_text(yaml.safe_dump(pod(name, "1")))
-    return s.c.qos_guard("check", str(manifest), "--config", str(config), "--kubeconfig", str(s.c.kubeconfig))
-
-
-def nodes_row(s: Setup) -> tuple[dict[str, Any], str]:
-    proc = s.c.qos_guard("nodes", "--kubeconfig", str(s.c.kubeconfig), "--format", "json")
-    (found,) = json.loads(proc.stdout)["nodes"]
-    text = s.c.qos_guard("nodes", "--kubeconfig", str(s.c.kubeconfig)).stdout
-    (row,) = [line for line in text.splitlines() if line.startswith(f"{NODE_NAME} ")]
-    return found, row
-
-
 @pytest.mark.parametrize(("case", "options"), [("without", {}), ("with", {"full-pcpus-only": "true"})])
-def test_an_odd_cpu_count_under_full_pcpus_only(setup: Setup, case: str, options: dict[str, str]) -> None:
+def test_an_odd_cpu_count_under_full_pcpus_only(setup: FakeMachine, case: str, options: dict[str, str]) -> None:
     s, c = setup, setup.c
     s.restart(options)
     text = ",".join(f"{k}={v}" for k, v in options.items())
@@ -125,8 +69,8 @@ def test_an_odd_cpu_count_under_full_pcpus_only(setup: Setup, case: str, options
     wants = pod_demands(pod("odd", "1"))
     assert wants is not None
     fit = fit_node(wants, topo)
-    checked = check_numa_auto(s, "odd")
-    found, row = nodes_row(s)
+    checked = s.check_numa_auto(pod("odd", "1"))
+    found, row = s.nodes_row()
     assert found["cpuManager"]["options"] == options
     assert row.split()[2:4] == ["static", text or "none"], row
     # kubelet's own answer.
@@ -153,10 +97,7 @@ def test_an_odd_cpu_count_under_full_pcpus_only(setup: Setup, case: str, options
         assert fit.fits and fit.placed == {"app": 0}, fit
         assert "numa-unfit" not in checked.stdout, checked.stdout + checked.stderr
         kubelet_said = "Running, exclusive CPU 1 (cpu_manager_state)"
-    uid = obj["metadata"]["uid"]
-    c.kubectl("delete", "namespace", ns, "--wait=true", "--timeout=90s", check=True)
-    wait_released(s.node, [uid])
-    numa_auto = next((ln for ln in checked.stdout.splitlines() if "numa-unfit" in ln), "nothing to say")
+    s.delete_namespace(ns, obj["metadata"]["uid"])
     report(f"cpu options {case} full-pcpus-only: kubelet: {kubelet_said}; agent NRT attributes "
            f"{ {k: attrs[k] for k in OPTIONS_ATTRIBUTES} }; fit: fits={fit.fits} {fit.reason}; check numa: auto "
-           f"(exit {checked.returncode}): {numa_auto[:500]}; nodes: {' '.join(row.split()[:4])}")
+           f"(exit {checked.returncode}): {numa_unfit(checked)[:500]}; nodes: {' '.join(row.split()[:4])}")
