@@ -3,6 +3,7 @@ what numa-unfit says (tests/fidelity/test_topology.py holds the fit to kubelet's
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -261,6 +262,20 @@ def test_restricted_refuses_where_no_numa_nodes_suit_every_resource_alike() -> N
     assert "restricted refuses it on node gpu-1 (TopologyAffinityError" in denied[0]
     assert "kubelet fails it on node small-1 at allocation (UnexpectedAdmissionError: 48 CPUs asked, 8 free" \
         in denied[0]
+
+
+def test_a_refusal_the_messages_do_not_expect_says_its_own_policy_and_reason(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only restricted's TopologyAffinityError is told as "restricted refuses it"; any other refusal (none today:
+    best-effort and none refuse only at allocation) names its own policy and kubelet's reason, never restricted's."""
+    def refused_on_best_effort(*args: Any, **kwargs: Any) -> Any:
+        fit = fit_cluster(*args, **kwargs)
+        odd = replace(fit.refused[0], policy="best-effort", reason="TopologyAffinityError: as kubelet says")
+        return replace(fit, refused=(odd,))
+
+    monkeypatch.setattr("webhook.core.rules.numa_unfit.fit_cluster", refused_on_best_effort)
+    denied, _ = judge(llm("48"), cluster(**{"gpu-1": "restricted", "small-1": "best-effort"}))
+    assert "best-effort refuses it on node gpu-1 (TopologyAffinityError: as kubelet says)" in denied[0]
+    assert "restricted refuses it" not in denied[0]
 
 
 def test_restricted_and_best_effort_admit_across_numa_nodes_where_kubelet_does() -> None:

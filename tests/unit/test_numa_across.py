@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import itertools
 
-from hypothesis import given
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from webhook.core.numa_across import Amounts, Hint, Node, Want, admit, cpu_hints, merge
+from webhook.core.numa_across import Hint, Node, Want, admit, cpu_hints, merge
+from webhook.core.numa_amounts import Amounts
 from webhook.core.numa_masks import Unknown
 from webhook.core.numa_memory import FOREIGN, Memory, memory_masks
 from webhook.core.numatopology import CPUManager
@@ -101,6 +102,67 @@ def test_amounts_stay_known_per_numa_node_only_where_the_order_cannot_matter() -
     devices = Amounts.of([2, 2], [1, 0])
     devices.take(2, 0b10, init=False, reuse_first=True)  # the reusable one first, then NUMA node 1's
     assert devices.free == [2, 1] and devices.reuse == [0, 0]
+
+
+def _every_take(free: list[int], reuse: list[int], want: int, first: int | None, init: bool,
+                reuse_first: bool) -> set[tuple[tuple[int, ...], tuple[int, ...]]]:
+    """Every (free, reuse) per zone a take may leave, in any order kubelet's cores or device IDs could decide:
+    devices take the reusable first (from any zone), then free ones; CPUs mix both; either takes the zones of
+    ``first`` before the others. The reference ``Amounts.take`` must agree with wherever it says it knows."""
+    zones = range(len(free))
+    inside = [z for z in zones if first is not None and first >> z & 1]
+    outside = [z for z in zones if z not in inside]
+    mixed = not reuse_first
+    from_reuse = min(want, sum(reuse)) if reuse_first else 0
+    out = set()
+    for took_reuse in itertools.product(*(range(v + 1) for v in reuse)):
+        if reuse_first and sum(took_reuse) != from_reuse:
+            continue
+        for took_free in itertools.product(*(range(v + 1) for v in free)):
+            left = want - from_reuse
+            ok = sum(took_free) + (sum(took_reuse) if mixed else 0) == left
+            for group in (inside, outside):  # a zone outside only once those inside give nothing more
+                have = sum(free[z] + (reuse[z] if mixed else 0) for z in group)
+                took = sum(took_free[z] + (took_reuse[z] if mixed else 0) for z in group)
+                ok = ok and took == min(left, have)
+                left -= took
+            if ok:
+                # What an init container takes stays reusable after it.
+                out.add((tuple(f - t for f, t in zip(free, took_free, strict=True)),
+                         tuple(r0 - r + (t + r if init else 0) for r0, t, r in zip(reuse, took_free, took_reuse,
+                                                                                  strict=True))))
+    return out
+
+
+@settings(max_examples=400)
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 2)), min_size=1, max_size=3), st.integers(0, 15),
+       st.integers(0, 7), st.booleans(), st.booleans(), st.booleans())
+# An init container's take of one of two reusable CPUs leaves them as they were, wherever it took it.
+@example([(0, 1), (0, 1)], 1, 0, False, True, False)
+# NUMA nodes 0 and 1 hold reusable CPUs only: which of them gave one is not known, that it was reusable is.
+@example([(0, 1), (0, 1), (1, 0)], 1, 0b011, True, False, False)
+def test_a_take_is_known_per_numa_node_exactly_where_every_order_leaves_the_same(
+        zones: list[tuple[int, int]], asked: int, mask: int, has_first: bool, init: bool, reuse_first: bool) -> None:
+    """``Amounts.take`` (and ``_took``, branch by branch): per NUMA node it says what is left only where every order
+    kubelet could take in leaves the same, and then says that; the totals apart (``split``) likewise."""
+    free, reuse = [f for f, _ in zones], [r for _, r in zones]
+    want = asked % (sum(free) + sum(reuse) + 1)  # the caller checked the total
+    first = mask & ((1 << len(zones)) - 1) if has_first else None
+    amounts = Amounts.of(free, reuse)
+    amounts.take(want, first, init, reuse_first)
+    outcomes = _every_take(free, reuse, want, first, init, reuse_first)
+    assert outcomes, "the reference finds no way to take what the caller checked is there"
+    per_zone = outcomes
+    if amounts.known:
+        assert per_zone == {(tuple(amounts.free or ()), tuple(amounts.reuse or ()))}
+    else:
+        assert len(per_zone) > 1, f"{free=} {reuse=} {want=} {first=}: every order leaves {per_zone}, yet not known"
+    totals = {(sum(f), sum(r)) for f, r in per_zone}
+    if amounts.split:
+        assert totals == {(amounts.total_free, amounts.total_reuse)}
+    else:
+        assert len(totals) > 1, f"{free=} {reuse=} {want=} {first=}: the totals are {totals}, yet not known apart"
+    assert {f + r for f, r in totals} == {amounts.total_free + amounts.total_reuse}
 
 
 def _kubelet_merge(lists: list[list[Hint] | None], zones: int) -> Hint:

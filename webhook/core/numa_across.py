@@ -25,9 +25,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from webhook.core.numa_amounts import Amounts
 from webhook.core.numa_masks import Unknown, masks, narrower, sums, width
 from webhook.core.numa_memory import Memory, allocate_memory, memory_masks
-from webhook.core.numatopology import UNEXPECTED_ADMISSION_ERROR, CPUManager
+from webhook.core.numatopology import RESTRICTED, UNEXPECTED_ADMISSION_ERROR, CPUManager
 
 TOPOLOGY_AFFINITY_ERROR = "TopologyAffinityError"
 MAX_ZONES = 8  # kubelet's Topology Manager refuses more NUMA nodes without max-allowable-numa-nodes (and 2^n masks)
@@ -50,107 +51,6 @@ class Want:
     cpus: int
     memory: Mapping[str, int]
     devices: Mapping[str, int]
-
-
-@dataclass(slots=True)
-class Amounts:
-    """One resource on the node during an admission: per zone what is free and what init containers left for
-    reuse (None: not known per zone, after an allocation over several NUMA nodes), and the totals, always known."""
-
-    free: list[int] | None
-    reuse: list[int] | None
-    total_free: int
-    total_reuse: int
-    # Whether the totals apart are known: kubelet's CPU allocation mixes reusable and free CPUs, and after a
-    # mix that is not forced only their sum is (what full-pcpus-only's check, which counts the free ones, needs).
-    split: bool = True
-
-    @classmethod
-    def of(cls, free: Sequence[int], reuse: Sequence[int]) -> Amounts:
-        return cls(list(free), list(reuse), sum(free), sum(reuse))
-
-    @property
-    def known(self) -> bool:
-        return self.free is not None and self.reuse is not None
-
-    def take(self, want: int, first: int | None, init: bool, reuse_first: bool) -> None:
-        """Take ``want`` (the caller checked the total): the reusable first where kubelet does so (devices:
-        ``devicesToAllocate``), then from the zones of ``first`` before the others, in an order kubelet's cores or
-        device IDs decide (CPUs: ``takeByTopology`` mixes reusable and free ones). What an init container takes is
-        left for reuse after it; what another takes of the reusable is not. Per zone it stays known only where the
-        order cannot matter (everything taken from a set, or from one zone holding one kind of amount)."""
-        from_reuse = min(want, self.total_reuse) if reuse_first else None
-        if self.free is not None and self.reuse is not None:
-            free, reuse = self.free, self.reuse
-            took_free = [0] * len(free)
-            took_reuse = [0] * len(free)
-            steps = [(reuse, took_reuse, from_reuse)] if from_reuse is not None else []
-            zones = range(len(free))
-            inside = [z for z in zones if first is not None and first >> z & 1]
-            outside = [z for z in zones if z not in inside]
-            if _took(steps, want - (from_reuse or 0), inside, outside, free, reuse, took_free, took_reuse,
-                     mixed=from_reuse is None):
-                for z in zones:
-                    free[z] -= took_free[z]
-                    reuse[z] -= took_reuse[z]
-                    if init:
-                        reuse[z] += took_free[z] + took_reuse[z]
-                from_reuse = sum(took_reuse)
-            else:
-                self.free = self.reuse = None
-        if from_reuse is None:
-            # Known in total only: how much of the reusable went is known where nothing is left to choose from;
-            # else only the sum of free and reusable is (an init container's CPUs stay reusable: it keeps).
-            if self.total_reuse and self.total_free and want < self.total_free + self.total_reuse:
-                self.total_free += self.total_reuse - (0 if init else want) - (want if init else 0)
-                self.total_reuse = want if init else 0
-                self.split = False
-                return
-            from_reuse = min(want, self.total_reuse) if not self.total_free else max(0, want - self.total_free)
-        self.total_free -= want - from_reuse
-        self.total_reuse -= from_reuse
-        if init:
-            self.total_reuse += want
-
-
-def _took(steps: list[tuple[list[int], list[int], int]], want: int, inside: list[int], outside: list[int],
-          free: list[int], reuse: list[int], took_free: list[int], took_reuse: list[int], mixed: bool) -> bool:
-    """Fill ``took_free``/``took_reuse`` for ``Amounts.take``: the reusable step (if any), then ``want`` from the
-    zones ``inside`` before those ``outside`` (free ones, and with ``mixed`` the reusable too, in an order not
-    known). False where the split per zone is not determined."""
-    for amounts, taken, count in steps:
-        holding = [z for z, v in enumerate(amounts) if v > 0]
-        if count == sum(amounts):
-            for z in holding:
-                taken[z] = amounts[z]
-        elif len(holding) == 1:
-            taken[holding[0]] = count
-        elif count:
-            return False
-    left = want
-    for group in (inside, outside):
-        have = sum(free[z] - took_free[z] + (reuse[z] - took_reuse[z] if mixed else 0) for z in group)
-        n = min(left, have)
-        left -= n
-        if not n:
-            continue
-        if n == have:
-            for z in group:
-                took_free[z] = free[z]
-                if mixed:
-                    took_reuse[z] = reuse[z]
-            continue
-        holding = [z for z in group if free[z] - took_free[z] > 0 or (mixed and reuse[z] - took_reuse[z] > 0)]
-        if len(holding) != 1:
-            return False
-        z = holding[0]
-        if mixed and reuse[z] and free[z]:
-            return False
-        if mixed and reuse[z]:
-            took_reuse[z] += n
-        else:
-            took_free[z] += n
-    return True
 
 
 @dataclass(slots=True)
@@ -331,7 +231,7 @@ def admit(node: Node, wants: Sequence[Want], start: int, pod: Want | None = None
                       f"{MAX_ZONES}, not modelled")
     if pod is not None:
         hint = _merged(node, pod, reusable=False)
-        if node.policy == "restricted" and not hint.preferred:
+        if node.policy == RESTRICTED and not hint.preferred:
             return Outcome(-2, _affinity_error(node, pod))
         for i, want in enumerate(wants):
             why = _allocate(node, want, hint)
@@ -344,11 +244,11 @@ def admit(node: Node, wants: Sequence[Want], start: int, pod: Want | None = None
             hint = _merged(node, want)
         except Unknown:
             # best-effort admits whatever the hint; an allocation that fails on any hint fails on this one too.
-            why = _refused_on_any_hint(node, want) if node.policy != "restricted" else ""
+            why = _refused_on_any_hint(node, want) if node.policy != RESTRICTED else ""
             if not why:
                 raise
             return Outcome(i, why)
-        if node.policy == "restricted" and not hint.preferred:
+        if node.policy == RESTRICTED and not hint.preferred:
             return Outcome(i, _affinity_error(node, want))
         why = _allocate(node, want, hint)
         if why:
@@ -361,7 +261,7 @@ def _merged(node: Node, want: Want, reusable: bool = True) -> Hint:
     CPU Manager, Memory Manager), each resource a list of its own. Under ``best-effort`` without memory to align,
     no answer turns on it (devices and CPUs fail only where the node has too few): none is worked out, so CPUs and
     devices taken earlier across NUMA nodes need not be known per NUMA node."""
-    if node.policy == "none" or (node.policy != "restricted" and not (node.memory is not None and want.memory)):
+    if node.policy == "none" or (node.policy != RESTRICTED and not (node.memory is not None and want.memory)):
         return Hint(None, False)  # none: no hint at all (each provider allocates with none)
     lists: list[list[Hint] | None] = []
     for resource, count in sorted(want.devices.items()):
@@ -372,7 +272,7 @@ def _merged(node: Node, want: Want, reusable: bool = True) -> Hint:
         hinted, smallest = memory_masks(node.memory, node.zones, want.memory)
         # No mask at all: calculateHints returns no entry, which the merger reads as no preference.
         lists += [[Hint(m, width(m) == smallest) for m in hinted] for _ in want.memory] if hinted else [None]
-    return merge(lists, node.zones, full=node.policy != "restricted")
+    return merge(lists, node.zones, full=node.policy != RESTRICTED)
 
 
 def _refused_on_any_hint(node: Node, want: Want) -> str:

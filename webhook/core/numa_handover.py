@@ -8,7 +8,8 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from webhook.core.demands import Demands
-from webhook.core.numa_across import Amounts, Node, Want, admit
+from webhook.core.numa_across import Node, Want, admit
+from webhook.core.numa_amounts import Amounts
 from webhook.core.numa_masks import Unknown
 from webhook.core.numa_memory import FOREIGN, Memory
 from webhook.core.numafit import NOT_PLACED, POD, Ask, Fits, Machines
@@ -88,11 +89,15 @@ def _row_node(start: _Start, node: _Rows, r: int, m: int, policy: str, machines:
     capacity, total = machines.capacity[m], machines.total[m]
     now = when == NOW
 
+    def empty(name: str) -> list[int]:
+        """Milli-units per zone on the machine's empty node (its allocatable)."""
+        i = column.get(name)
+        return [int(v) for v in total[:zones, i].tolist()] if i is not None else [0] * zones
+
     def amounts(name: str, began: npt.NDArray[Any], left: npt.NDArray[Any] | None) -> list[int]:
         """Milli-units per zone: the machine's (EMPTY), the row's start, or what the pass left."""
         if when == EMPTY:
-            i = column.get(name)
-            return [int(v) for v in total[:zones, i].tolist()] if i is not None else [0] * zones
+            return empty(name)
         return [int(v) for v in (left if now and left is not None else began)[at].tolist()]
 
     def capacity_of(name: str, free: list[int]) -> list[int]:
@@ -123,9 +128,7 @@ def _row_node(start: _Start, node: _Rows, r: int, m: int, policy: str, machines:
             for z, v in enumerate(held[at].tolist()):
                 if v and now:
                     reuse.setdefault(1 << z, {})[kind] = int(v)
-        allocatable = {k: amounts(k, start.mem[k], None) if when == EMPTY else
-                       [int(v) for v in total[:zones, column[k]].tolist()] if k in column else [0] * zones
-                       for k in start.mem}
+        allocatable = {k: empty(k) for k in start.mem}  # the Memory Manager's, whatever ``when`` reads
         began = {k: [int(v) for v in start.mem[k][at].tolist()] for k in start.mem}
         foreign = [when != EMPTY and any(began[k][z] < allocatable[k][z] for k in start.mem) for z in range(zones)]
         assigned = node.assigned[at].tolist()

@@ -17,7 +17,8 @@ from webhook.core.quantity import QuantityError, quantity_from_value
 from webhook.core.scheduling import NodeConstraints, Taint
 
 SINGLE_NUMA_NODE = "single-numa-node"
-POLICIES = ("none", "best-effort", "restricted", SINGLE_NUMA_NODE)
+RESTRICTED = "restricted"
+POLICIES = ("none", "best-effort", RESTRICTED, SINGLE_NUMA_NODE)
 SCOPES = ("container", "pod")
 HUGEPAGES = "hugepages-"
 # The API the objects are served at (noderesourcetopology-api v0.1.2): read by numa: auto and the extender,

@@ -20,8 +20,10 @@ from webhook.core.facts import Facts
 from webhook.core.fieldpath import dotted
 from webhook.core.memo import Memo, remember
 from webhook.core.numa import ClusterFit, NodeFit, fit_cluster
+from webhook.core.numa_across import TOPOLOGY_AFFINITY_ERROR
 from webhook.core.numatopology import (
     HUGEPAGES,
+    RESTRICTED,
     SINGLE_NUMA_NODE,
     UNEXPECTED_ADMISSION_ERROR,
     NodeTopology,
@@ -67,8 +69,9 @@ REFUSED = Text("single-numa-node refuses it on {nodes} (TopologyAffinityError)")
 SMT_REFUSED = Text("full-pcpus-only refuses it on {nodes} (SMTAlignmentError)")
 # restricted admits a container across NUMA nodes only where every resource's preferred hint names the same ones
 # (core.numa_across): e.g. its CPUs need two NUMA nodes while its one GPU prefers its own.
-RESTRICTED = Text("restricted refuses it on {nodes} (TopologyAffinityError: no NUMA nodes that its CPUs, memory "
-                  "and devices all prefer alike)")
+RESTRICTED_REFUSED = Text("restricted refuses it on {nodes} (TopologyAffinityError: no NUMA nodes that its CPUs, "
+                          "memory and devices all prefer alike)")
+OTHER_REFUSAL = Text("{policy} refuses it on {nodes} ({reason})")
 ALLOCATION = Text("kubelet fails it on {nodes} at allocation ({reason})")
 SPREAD = Text("{policy} on {nodes} would admit it across NUMA nodes")
 UNSURE = Text("whether {policy} on {nodes} admits it is not known ({why})")
@@ -196,9 +199,13 @@ def _judge(pod: PodSpec, topology: Topology, wants: Demands, memo: Memo | None,
         allocation = tuple(f for f in fit.refused if f.reason.startswith(UNEXPECTED_ADMISSION_ERROR))
         numa = tuple(f for f in fit.refused if f not in smt and f not in allocation)
         single = tuple(f for f in numa if f.policy == SINGLE_NUMA_NODE)
-        restricted = tuple(f for f in numa if f.policy != SINGLE_NUMA_NODE)
+        restricted = tuple(f for f in numa if f.policy == RESTRICTED
+                           and f.reason.startswith(TOPOLOGY_AFFINITY_ERROR))
         parts += [REFUSED(nodes=_nodes(single))] if single else []
-        parts += [RESTRICTED(nodes=_nodes(restricted))] if restricted else []
+        parts += [RESTRICTED_REFUSED(nodes=_nodes(restricted))] if restricted else []
+        # Any other refusal (none today: best-effort and none refuse only at allocation) says kubelet's reason.
+        parts += [OTHER_REFUSAL(policy=f.policy, nodes=_nodes((f,)), reason=f.reason or "TopologyAffinityError")
+                  for f in numa if f not in single and f not in restricted]
         parts += [SMT_REFUSED(nodes=_nodes(smt))] if smt else []
         parts += [ALLOCATION(nodes=_nodes(allocation), reason=allocation[0].reason)] if allocation else []
     spread = [SPREAD(policy=policy, nodes=_nodes(tuple(f for f in fit.spread if f.policy == policy)))
