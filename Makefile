@@ -31,7 +31,7 @@ install: $(STAMP)
 # pre-release) stays out: its oracle is 6.6 CPU-minutes more from an empty build cache (Go 1.27 compiles the
 # standard library too; measured 2026-12-07, 25 minutes wall at load 20), which from empty caches would take the
 # slowest measured run (66 minutes) to an estimated 75 of CI's 90; when v1.38.0 is served and becomes the default
-# minor, it replaces v1.37.2 here at no added cost.
+# minor, it replaces v1.37.2 here at no added cost (hack/release-day.sh v1.38.0 does).
 ORACLE_VERSIONS ?= v1.33.13,v1.36.3,v1.37.2
 
 tools:
@@ -75,7 +75,9 @@ test: lint tools node-tools
 # Every Kubernetes minor the project is proven on, one after the other (hack/test-versions.sh): at each, the
 # e2e tier and the oracle differential (VERSION_TIERS; add node as root), then one line per minor and tier:
 # counts passed, failed, skipped with the reasons. Each minor's kube-apiserver, kubectl and kube-scheduler are
-# built once (cached by version; README "Kubernetes versions" has the measured cost of each).
+# built once (cached by version; README "Kubernetes versions" has the measured cost of each). A pre-release here
+# is PRERELEASES' (webhook/core/kubeversion.py; tests/unit/test_kubeversion.py holds them equal): move both with
+# hack/release-day.sh.
 KUBE_VERSIONS ?= v1.33.13 v1.34.12 v1.35.8 v1.36.5 v1.37.2 v1.38.0-beta.0
 VERSION_TIERS ?= e2e fidelity
 test-versions: install

@@ -3,13 +3,18 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from tests.builders import container, guaranteed, pod, rl
+import pytest
 
-__all__ = ["admission_review", "as_decoded", "container", "guaranteed", "pod", "python_calls", "rl"]
+from tests.builders import container, guaranteed, pod, rl
+from webhook.core.kubeversion import NEWEST, PRERELEASES, SUPPORTED, Minor, Semantics
+
+__all__ = ["admission_review", "as_decoded", "container", "guaranteed", "judged_from", "pod", "pre_release_minors",
+           "python_calls", "rl"]
 
 T = TypeVar("T")
 
@@ -65,3 +70,21 @@ def python_calls(call: Callable[[], T]) -> tuple[T, int]:
     finally:
         sys.setprofile(None)
     return result, calls
+
+
+def pre_release_minors() -> list[Any]:
+    """Parameters (minor, release) of the tests of what an answer at a pre-release says: each minor the live table
+    judges from one (``kubeversion.PRERELEASES``), and a stand-in one past the newest supported minor, so that those
+    tests run, and can fail, on the days no minor is judged from a pre-release (after hack/release-day.sh)."""
+    stand_in = NEWEST.minor + 1
+    return [pytest.param(minor, release, id=release) for minor, release in sorted(PRERELEASES.items())] + [
+        pytest.param(stand_in, f"v1.{stand_in}.0-rc.1", id="stand-in")]
+
+
+def judged_from(monkeypatch: pytest.MonkeyPatch, minor: int, release: str) -> Semantics:
+    """The semantics of 1.``minor`` judged from ``release``: the live table's, or for this test only a stand-in
+    minor that answers as the newest supported one, added to ``kubeversion.SUPPORTED`` (which every lookup reads)."""
+    key = Minor(1, minor)
+    if PRERELEASES.get(minor) != release:
+        monkeypatch.setitem(SUPPORTED, key, dataclasses.replace(SUPPORTED[NEWEST], minor=key, prerelease=release))
+    return SUPPORTED[key]

@@ -7,6 +7,9 @@
 #   hack/oracle/pin.sh v1.38.0-beta.0     (a pre-release, until its minor's v1.MINOR.0 is served)
 #   hack/oracle/pin.sh --behind           which pins (go.mod, minors/*.mod) a newer release of their minor
 #                                         replaces; exit 1 when one is behind
+#   hack/oracle/pin.sh --served v1.38.0   exit 0 when the proxy serves that release, 1 when not (hack/release-day.sh)
+#
+# A release the proxy does not serve is refused (exit 2) before anything is written.
 #
 # hack/oracle/go.mod stays at the tools' default KUBE_VERSION (hack/build-tools.sh), whose build `make test`
 # caches; minors/v1.MINOR.mod may pin a newer patch of the same minor (make test-versions' KUBE_VERSIONS).
@@ -18,9 +21,19 @@ set -euo pipefail
 
 # served VERSION: whether the Go module proxy serves k8s.io/kubernetes at VERSION (its list, `go list -m
 # -versions`, leaves out some patches it serves, so each candidate is asked for by name).
+# A release that needs a newer Go than the local one is served all the same: go exits 1 ("requires go >= ...")
+# after fetching its go.mod, so the answer is read, not the exit status (which pipefail would pass on).
 served() {
-  GOFLAGS=-mod=mod GOTOOLCHAIN=local go mod download -json "k8s.io/kubernetes@$1" 2>/dev/null |
-    grep -q -e '"GoMod"' -e 'requires go >='
+  local answer
+  answer=$(GOFLAGS=-mod=mod GOTOOLCHAIN=local go mod download -json "k8s.io/kubernetes@$1" 2>/dev/null) || true
+  grep -q '"GoMod"' <<<"$answer"
+}
+
+# unserved VERSION: the proxy's answer for a release it does not serve (or the network error that kept it from
+# answering), on stderr.
+unserved() {
+  GOFLAGS=-mod=mod GOTOOLCHAIN=local go mod download -json "k8s.io/kubernetes@$1" 2>&1 |
+    sed -n 's/^\t"Error": "\(.*\)",*$/\1/p' | sed 's/\\n\\t/: /g; s/^/  /' >&2 || true
 }
 
 # behind: for each pinned release, the next patches (and for a pre-release, the next pre-releases and the
@@ -57,9 +70,19 @@ if [[ ${1:-} == --behind ]]; then
   behind
   exit
 fi
+if [[ ${1:-} == --served ]]; then
+  served "${2:?usage: pin.sh --served v1.MINOR.PATCH}" && exit 0
+  unserved "$2"
+  exit 1
+fi
 
-v=${1:?usage: pin.sh v1.MINOR.PATCH | --behind}
+v=${1:?usage: pin.sh v1.MINOR.PATCH | --behind | --served v1.MINOR.PATCH}
 [[ $v =~ ^v1\.([0-9]+)\.[0-9]+(-(alpha|beta|rc)\.[0-9]+)?$ ]] || { echo "pin.sh: $v is not v1.MINOR.PATCH" >&2; exit 2; }
+if ! served "$v"; then
+  echo "pin.sh: the Go module proxy does not serve k8s.io/kubernetes $v (yet): nothing pinned" >&2
+  unserved "$v"
+  exit 2
+fi
 minor=${BASH_REMATCH[1]}
 staging=v0.${v#v1.}
 cd "$(dirname "$0")"

@@ -107,10 +107,11 @@ def test_readme_takes_a_new_user_from_an_empty_registry_to_a_running_webhook(ren
 
 
 def test_the_chart_installs_on_the_1_38_pre_release(render: Render) -> None:
-    """Kubernetes 1.38 before its release (v1.38.0-beta.0, the newest 1.38 the Go module proxy serves): the
-    chart's kubeVersion (>=1.33.0-0) admits the pre-release, and the policies' parameters carry 1.38, which
-    qos-guard judges (webhook.core.kubeversion: from that pre-release)."""
-    from webhook.core.kubeversion import resolve
+    """Kubernetes 1.38 before its release (v1.38.0-beta.0, the newest 1.38 the Go module proxy served on
+    2026-12-07): the chart's kubeVersion (>=1.33.0-0) admits the pre-release, and the policies' parameters carry
+    1.38, which qos-guard judges (webhook.core.kubeversion: from the pre-release PRERELEASES names while it names
+    one, as GA after release day)."""
+    from webhook.core.kubeversion import PRERELEASES, resolve
 
     for enforcement in ("webhook", "policy"):
         objects = render("--set", f"enforcement={enforcement}", "--kube-version", "1.38.0-beta.0")
@@ -118,7 +119,7 @@ def test_the_chart_installs_on_the_1_38_pre_release(render: Render) -> None:
     params = [o for o in render("--set", "enforcement=policy", "--kube-version", "1.38.0-beta.0")
               if o.get("kind") == "ConfigMap" and "kubernetesVersion" in (o.get("data") or {})]
     assert params and {o["data"]["kubernetesVersion"] for o in params} == {"1.38"}
-    assert resolve(params[0]["data"]["kubernetesVersion"]).prerelease == "v1.38.0-beta.0"
+    assert resolve(params[0]["data"]["kubernetesVersion"]).prerelease == PRERELEASES.get(38)
 
 
 def test_readme_first_helm_install_sets_the_image_and_chart_home_is_real() -> None:

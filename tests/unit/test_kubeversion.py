@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.helpers import judged_from, pre_release_minors
 from webhook.cluster.client import ClusterError
 from webhook.cluster.version import served
 from webhook.core.kubeversion import (
@@ -22,6 +23,7 @@ from webhook.core.kubeversion import (
     Semantics,
     VersionError,
     nearest,
+    newest_released,
     parse_minor,
     resolve,
     served_minor,
@@ -108,33 +110,69 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_a_minor_not_yet_released_is_judged_from_its_pre_release_and_is_not_the_default() -> None:
-    """1.38 is supported from v1.38.0-beta.0, the newest 1.38 the Go module proxy serves (no rc, no v1.38.0 yet);
-    the default stays 1.37, the newest released, until v1.38.0 is served."""
-    kube = resolve("1.38")
-    assert kube is resolve("v1.38.0-beta.0") is SUPPORTED[NEWEST]
-    assert kube.prerelease == PRERELEASES[38] == "v1.38.0-beta.0"
-    assert DEFAULT is resolve("1.37") and DEFAULT.prerelease is None and DEFAULT.note is None
+    """Each minor the table judges from a pre-release (1.38 from v1.38.0-beta.0 until v1.38.0 is served) resolves
+    from that release's name and says so in every answer; the default is the newest minor released as GA."""
+    for minor, release in PRERELEASES.items():
+        kube = resolve(f"1.{minor}")
+        assert kube is resolve(release) and kube.prerelease == release
+        assert kube.note == (f"Kubernetes 1.{minor} is judged from its pre-release {release}: an answer may change "
+                             f"at 1.{minor}.0")
+        assert len(f"({kube.note})") < 120  # one admission warning, never truncated (review.fit_warnings)
+    assert DEFAULT.prerelease is None and DEFAULT.note is None
+    assert DEFAULT.minor == max(m for m in SUPPORTED if m.minor not in PRERELEASES)
     assert all(s.note is None for m, s in SUPPORTED.items() if m.minor not in PRERELEASES)
-    assert kube.note == ("Kubernetes 1.38 is judged from its pre-release v1.38.0-beta.0: an answer may change at "
-                         "1.38.0")
-    assert len(f"({kube.note})") < 120  # one admission warning, never truncated (review.fit_warnings)
+
+
+@pytest.mark.parametrize("release", ["v1.38.0-beta.0", "v1.39.0-rc.12", "v1.99.0-alpha.3"])
+def test_the_default_passes_over_every_pre_release_minor_and_the_note_fits_a_warning(release: str) -> None:
+    """Independent of the live table: the newest supported minor, then also the one before it, made pre-releases
+    of a fixture table; the default is the newest left released, and the note names the release."""
+    newest = dataclasses.replace(SUPPORTED[NEWEST], prerelease=release)
+    before = Minor(1, NEWEST.minor - 1)
+    table = {**SUPPORTED, NEWEST: newest}
+    assert newest_released(table) is SUPPORTED[before]
+    table[before] = dataclasses.replace(SUPPORTED[before], prerelease=release)
+    assert newest_released(table) is SUPPORTED[Minor(1, NEWEST.minor - 2)]
+    assert newest_released({**SUPPORTED, NEWEST: dataclasses.replace(newest, prerelease=None)}).minor == NEWEST
+    assert newest.note == (f"Kubernetes {NEWEST} is judged from its pre-release {release}: an answer may change at "
+                           f"{NEWEST}.0")
+    assert len(f"({newest.note})") < 120
+
+
+def _pins() -> dict[int, str]:
+    """The k8s.io/kubernetes release each supported minor's oracle is pinned to (hack/oracle/minors/v1.MINOR.mod)."""
+    pins = {}
+    for minor in SUPPORTED:
+        mod = (ROOT / "hack" / "oracle" / "minors" / f"v{minor}.mod").read_text()
+        found = re.search(r"^\tk8s\.io/kubernetes (v\S+)$", mod, re.MULTILINE)
+        assert found, minor
+        pins[minor.minor] = found.group(1)
+    return pins
 
 
 def test_the_pre_release_judged_is_the_one_the_oracle_and_the_tools_are_built_at() -> None:
-    """What 1.38's answers are proven against (hack/oracle/minors/v1.38.mod, make test-versions) is the release the
-    answers name: a pin moved alone (to rc.0, or to v1.38.0 with the line left in PRERELEASES) fails here."""
-    for minor, release in PRERELEASES.items():
-        mod = (ROOT / "hack" / "oracle" / "minors" / f"v1.{minor}.mod").read_text()
-        assert re.search(rf"^\tk8s\.io/kubernetes {re.escape(release)}$", mod, re.MULTILINE), (minor, release)
-        versions = re.search(r"^KUBE_VERSIONS \?= (.*)$", (ROOT / "Makefile").read_text(), re.MULTILINE)
-        assert versions and release in versions.group(1).split()
+    """What each minor's answers are proven against (hack/oracle/minors/v1.MINOR.mod, make test-versions) is the
+    release the answers name: a pin moved alone (to rc.0, or to v1.38.0 with the line left in PRERELEASES, or a
+    KUBE_VERSIONS entry left behind) fails here. hack/release-day.sh moves the three together."""
+    versions = re.search(r"^KUBE_VERSIONS \?= (.*)$", (ROOT / "Makefile").read_text(), re.MULTILINE)
+    assert versions
+    by_minor = {int(v.split(".")[1]): v for v in versions.group(1).split()}
+    assert by_minor == _pins()
+    assert {m: v for m, v in by_minor.items() if "-" in v} == PRERELEASES
 
 
-def test_a_served_pre_release_says_so() -> None:
-    found = served(None, lambda: {"major": "1", "minor": "38", "gitVersion": "v1.38.0-beta.0"})
-    assert found.kube is SUPPORTED[NEWEST]
-    assert found.says == ("judging with Kubernetes 1.38 semantics (the API server's /version: v1.38.0-beta.0); "
-                          "Kubernetes 1.38 is judged from its pre-release v1.38.0-beta.0: an answer may change at "
-                          "1.38.0")
+def test_a_served_released_minor_says_nothing_of_a_pre_release() -> None:
     released = served(None, lambda: {"major": "1", "minor": "37", "gitVersion": "v1.37.2"})
-    assert "pre-release" not in released.says
+    assert released.kube is SUPPORTED[Minor(1, 37)] and "pre-release" not in released.says
+
+
+@pytest.mark.parametrize(("minor", "release"), pre_release_minors())
+def test_an_api_server_at_a_pre_release_is_judged_from_it_and_said(monkeypatch: pytest.MonkeyPatch, minor: int,
+                                                                    release: str) -> None:
+    """The live table's pre-releases and a stand-in one (so this runs, and can fail, when the table is empty)."""
+    kube = judged_from(monkeypatch, minor, release)
+    found = served(None, lambda: {"major": "1", "minor": str(minor), "gitVersion": release})
+    assert found.kube is kube
+    assert found.says == (f"judging with Kubernetes 1.{minor} semantics (the API server's /version: {release}); "
+                          f"Kubernetes 1.{minor} is judged from its pre-release {release}: an answer may change at "
+                          f"1.{minor}.0")

@@ -10,6 +10,7 @@ import yaml
 
 from webhook.cli import main
 from webhook.core.config import parse_config
+from webhook.core.kubeversion import DEFAULT
 from webhook.policies.generate import PolicyError, render
 from webhook.policies.objects import params_data
 
@@ -51,7 +52,7 @@ def test_parameters_carry_the_config_under_its_own_keys() -> None:
         "policy.dra": "warn",
         "mutation.setLimitsFromRequests": "false", "mutation.cpuRounding": "up", "exemptions.namespaces": "",
         "exemptions.usernames": "system:serviceaccount:ci:bot", "exemptions.runtimeClassNames": "",
-        "kubernetesVersion": "1.37"}  # unset: the newest minor (the chart writes the cluster's own)
+        "kubernetesVersion": str(DEFAULT.minor)}  # unset: the newest released (the chart writes the cluster's own)
 
 
 def test_numa_is_refused_naming_the_key(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:

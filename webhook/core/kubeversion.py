@@ -12,12 +12,14 @@ newest minor released as GA) when neither says.
 
 A minor whose v1.MINOR.0 the Go module proxy does not serve yet is supported from its newest pre-release
 (``PRERELEASES``): it is proven against that pre-release's code, every answer at it says so (``Semantics.note``),
-and it is not the default until its GA release is served (then its line in ``PRERELEASES`` goes).
+and it is not the default until its GA release is served (then ``hack/release-day.sh v1.MINOR.0`` pins it and
+takes its line out of ``PRERELEASES``, which makes it the default).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 
@@ -105,7 +107,7 @@ class Semantics:
     # sidecars too); before, only the types app containers ask, so an init container's hugepages could miss the
     # Pod's NUMA node. Not a feature gate: a code change.
     pod_memory_hint_all_containers: bool
-    # The pre-release this minor is judged from (v1.38.0-beta.0) while its GA release is not served; None: GA.
+    # The pre-release this minor is judged from (``PRERELEASES``) while its GA release is not served; None: GA.
     prerelease: str | None = None
 
     def __str__(self) -> str:
@@ -122,7 +124,10 @@ class Semantics:
 
 
 # Where minors differ, one line each: the field, the first supported minor whose answer is the value given (the
-# minors before it answer the opposite), and that value; ``None``: no supported minor, at default gates.
+# minors before it answer the opposite), and that value; ``None``: no supported minor, at default gates. 1.38's
+# gates at their defaults move no field (pkg/features/kube_features.go of v1.38.0-beta.0); its code moves one, the
+# Memory Manager's pod-scope hint (``pod_memory_hint_all_containers``), found by the topology differential there.
+# Its Quantity parser changed too (29 significant digits, nano precision; docs/contract.md#kubernetes-versions).
 CHANGES: tuple[tuple[str, int | None, bool], ...] = (
     ("pod_level_resources", 34, True),
     ("pod_level_qos_needs_set", 37, True),
@@ -138,11 +143,10 @@ CHANGES: tuple[tuple[str, int | None, bool], ...] = (
 )
 
 
-# Supported minors whose GA release is not served yet, each with the pre-release its answers come from (the
-# oracle, hack/oracle/minors/, and the tools, make test-versions, are built at the same one). 1.38's gates at their
-# defaults move no field (pkg/features/kube_features.go of v1.38.0-beta.0); its code moves one, the Memory
-# Manager's pod-scope hint (``pod_memory_hint_all_containers``), found by the topology differential there. Its
-# Quantity parser changed too (29 significant digits, nano precision; docs/contract.md#kubernetes-versions).
+# Supported minors whose GA release is not served yet, each with the pre-release its answers come from: the one
+# source of that release. The oracle (hack/oracle/minors/v1.MINOR.mod) and make test-versions (the Makefile's
+# KUBE_VERSIONS) are built at the same one, which tests/unit/test_kubeversion.py holds; hack/release-day.sh moves
+# all three (to an rc, or to the GA release, which takes the line out). Code and tests read it from here.
 PRERELEASES: dict[int, str] = {38: "v1.38.0-beta.0"}
 
 
@@ -152,10 +156,15 @@ def _semantics(minor: int) -> Semantics:
     return Semantics(minor=Minor(1, minor), prerelease=PRERELEASES.get(minor), **fields)
 
 
+def newest_released(table: Mapping[Minor, Semantics]) -> Semantics:
+    """The default: the newest minor of ``table`` released as GA (a pre-release minor is judged only when asked
+    for or served, never by default)."""
+    return table[max(m for m, s in table.items() if s.prerelease is None)]
+
+
 SUPPORTED: dict[Minor, Semantics] = {s.minor: s for s in map(_semantics, range(33, 39))}
 OLDEST, NEWEST = min(SUPPORTED), max(SUPPORTED)
-# The default: the newest minor released as GA (a pre-release minor is judged only when asked for or served).
-DEFAULT = SUPPORTED[max(m for m, s in SUPPORTED.items() if s.prerelease is None)]
+DEFAULT = newest_released(SUPPORTED)
 SUPPORTED_TEXT = f"{OLDEST} to {NEWEST}"
 # Which supported minors are judged from a pre-release, for help texts and docs.
 PRERELEASE_TEXT = ", ".join(f"{s.minor} is judged from its pre-release {s.prerelease}"
@@ -186,4 +195,5 @@ def resolve(text: object) -> Semantics:
 
 
 __all__ = ["CHANGES", "DEFAULT", "NEWEST", "OLDEST", "PRERELEASES", "PRERELEASE_TEXT", "SUPPORTED", "Minor",
-           "Semantics", "VersionError", "nearest", "parse_minor", "resolve", "semantics", "served_minor"]
+           "Semantics", "VersionError", "nearest", "newest_released", "parse_minor", "resolve", "semantics",
+           "served_minor"]
