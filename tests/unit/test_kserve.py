@@ -145,7 +145,7 @@ def test_the_models_resources_override_the_runtimes_key_by_key() -> None:
                              {"modelFormat": {"name": "x"}, "args": ["b"], "resources": {"requests": {"cpu": "1"}}})
     assert merged["resources"] == {"requests": {"cpu": "1", "memory": "4Gi"}, "limits": {"cpu": "2", "memory": "4Gi"}}
     assert merged["args"] == ["a", "b"] and "modelFormat" not in merged
-    obj = isvc({"model": {"modelFormat": {"name": "sklearn"}, "runtime": "rt",
+    obj = isvc({"model": {"modelFormat": {"name": "sklearn"}, "runtime": "rt", "storageUri": "pvc://m",
                           "resources": {"requests": {"cpu": "1"}}}}, RAW)
     assert findings(obj, collect([runtime("rt", "sklearn")], RELATED)) == Counter(
         {"requests-not-equal-limits kserve-container spec.predictor.model.resources.cpu": 1})
