@@ -3,10 +3,13 @@
 
 - Defaulting (``pkg/apis/serving/v1beta1/inference_service_defaults.go``): a framework field (``sklearn``,
   ``tensorflow``...) becomes ``spec.predictor.model`` with that ``modelFormat`` (``setPredictorModelDefaults``;
-  triton, onnx, huggingface and vLLM get protocol v2); a custom component's first container gets the
-  ``inferenceservice-config`` ``inferenceService.resource`` defaults for what it leaves unset
+  the triton, onnx and huggingface fields get protocol v2, a ``model`` only when its format is triton or vLLM); a
+  custom component's first container is named ``kserve-container`` (a predictor's when alone or unnamed) and gets
+  the ``inferenceservice-config`` ``inferenceService.resource`` defaults for what it leaves unset
   (``setResourceRequirementDefaults``, from ``predictor_custom.go``, ``transformer_custom.go``,
   ``explainer_custom.go``; KServe's ConfigMap sets 1 CPU and 2Gi, requests equal to limits). A model gets none.
+- The mode (controller ``utils.go`` ``GetDeploymentMode``): ``status.deploymentMode``, else the annotation when it
+  names a mode KServe knows, else ``deploy.defaultDeploymentMode`` (KServe's: ``Serverless``, Knative).
 - The runtime (``components/predictor.go`` ``reconcileModel``; ``predictor_model.go`` ``GetSupportingRuntimes``):
   ``model.runtime`` names a ServingRuntime in the namespace, else a ClusterServingRuntime; without it the first
   that supports the model (not disabled, single-model, the ``modelFormat`` among its ``autoSelect`` formats, the
@@ -16,19 +19,27 @@
   ``kserve-container`` with the model's container fields strategically merged over it (``MergeRuntimeContainers``:
   the model's ``resources`` override the runtime's key by key), then the ``transformer-container`` (merged when
   both have one), the runtime's other containers, the predictor's own; the predictor's pod fields over the
-  runtime's (``MergePodSpec``).
-- Injected (``pkg/webhook/admission/pod``): a ``storage-initializer`` init container for a ``storageUri`` (a
-  custom container's ``STORAGE_URI`` env: ``GetStorageUri``) that
-  is not ``pvc://`` nor ``oci://`` (``storage_initializer_injector.go``; 100m/1 CPU, 100Mi/1Gi from the
-  ``default`` ClusterStorageContainer and the ConfigMap's ``storageInitializer``), the ``agent`` container for a
-  ``logger`` or ``batcher`` (``agent_injector.go``, the ConfigMap's ``agent``: the same), and in Knative mode (KServe's
-  default, ``deploy.defaultDeploymentMode: Serverless``) Knative's ``queue-proxy`` (knative/serving
-  ``config-deployment``: ``queue-sidecar-cpu-request`` 25m by default, no limit).
+  runtime's (``MergePodSpec``). A multi-node predictor's workers (Standard mode, ``multiNodeProcess``): the
+  runtime's ``worker-container`` with ``workerSpec.containers[0]`` merged over it, alone. Each
+  ``spec.canary[i].predictor`` merged over the stable predictor (``buildCanaryPredictor``, mergo) and built as one
+  (Standard mode; ``validateCanarySpecs`` refuses canaries in any other).
+- Injected (``pkg/webhook/admission/pod``; the controller for ``storageUris``): a ``storage-initializer`` init
+  container for a ``storageUri``, a model's ``storage.path`` (``addStorageSpecAnnotations``), a custom container's
+  ``STORAGE_URI`` env (``GetStorageUri``) or the ``storageUris`` (one for all) that are not ``pvc://`` nor OCI
+  (``storage_initializer_injector.go``; 100m/1 CPU, 100Mi/1Gi from the ``default`` ClusterStorageContainer and the
+  ConfigMap's ``storageInitializer``), not when an init container of that name is there; for an OCI URI in
+  modelcar mode (``ResolveOciModelMode``: KServe's ConfigMap has ``enableModelcar: true``) the ``modelcar`` sidecar
+  and ``modelcar-init`` (``utils/storage.go``: 10m, 15Mi, requests equal to limits), none for ``oci+native://``;
+  the ``agent`` container for a ``logger``, a ``batcher`` or a multi-model predictor (``IsMMSPredictor``: a model
+  with no storage at all), not when a container of that name is there (``agent_injector.go``, the ConfigMap's
+  ``agent``: 100m/1 CPU, 100Mi/1Gi); in Knative mode Knative's ``queue-proxy`` (knative/serving
+  ``config-deployment``: ``queue-sidecar-cpu-request`` 25m by default, no limit). The ConfigMaps are read when
+  given (input or cluster), else KServe's and Knative's shipped values are used.
 
 Where the runtime is not known (not in the input, no cluster read) the model's own container is still judged when
 its ``resources`` set both requests and limits of cpu and memory (no runtime can change them): a failure there is
-the Pod's, a pass is not (``Built.partial``). Not built here: a multi-node predictor's workers, ModelMesh, a
-ClusterStorageContainer other than KServe's default, the ART explainer.
+the Pod's, a pass is not (``Built.partial``). Not built here: ModelMesh, a ClusterStorageContainer other than
+KServe's default, the ART explainer.
 """
 
 from __future__ import annotations
