@@ -497,6 +497,9 @@ def test_the_predictors_worker_spec_is_merged_over_the_runtimes_worker() -> None
     assert findings(obj, related) == Counter()
     assert [t.template for t in find_targets(obj, related=related)][-1] == \
         "spec.predictor.workerSpec (predictor worker, ServingRuntime rt)"
+    # a runtime without a workerSpec: reconcileWorker fails before any Deployment, so no Pod at all
+    (no_pod,) = walk(obj, related=collect([runtime("rt", "huggingface")], RELATED))
+    assert isinstance(no_pod, str) and "rt has no workerSpec: KServe builds no Pod" in no_pod
     # an OCI model: the modelcar in the workers' Pod too (InjectModelcar falls back to worker-container)
     predictor["model"]["storageUri"] = "oci://r/m:1"
     assert "cpu-not-integer modelcar spec.predictor.model.storageUri.resources.cpu" in findings(isvc(predictor, RAW),

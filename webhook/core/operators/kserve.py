@@ -310,7 +310,7 @@ def _model_predictor(obj: Mapping[str, Any], body: Mapping[str, Any], field: str
 
 
 def _worker(body: Mapping[str, Any], spec: Mapping[str, Any], label: str, here: FieldPath,
-            role: str) -> Built | str:
+            role: str) -> Built | NoPod:
     """``multiNodeProcess``: the runtime's ``worker-container`` with the predictor's ``workerSpec.containers[0]``
     merged over it (``MergeServingRuntimeAndInferenceServiceSpecs``), alone in the Pod; the predictor's
     ``workerSpec`` pod fields over the runtime's."""
@@ -318,13 +318,13 @@ def _worker(body: Mapping[str, Any], spec: Mapping[str, Any], label: str, here: 
     worker = mapping_at(body.get("workerSpec"), at)
     rt_worker = mapping_at(spec.get("workerSpec"), ("spec", "workerSpec"))
     if not rt_worker:
-        return (f"InferenceService {dotted(at)}: {label} has no workerSpec: KServe builds no Pod "
-                "(InvalidWorkerSpecNotSet)")
+        return NoPod(f"InferenceService {dotted(at)}: {label} has no workerSpec: KServe builds no Pod "
+                     "(InvalidWorkerSpecNotSet)")
     rt_containers = list_at(rt_worker.get("containers"), ("spec", "workerSpec", "containers"))
     main = next((c for c in rt_containers if isinstance(c, Mapping) and c.get("name") == WORKER_CONTAINER), None)
     if main is None:
-        return (f"InferenceService {dotted(at)}: {label} has no {WORKER_CONTAINER} in its workerSpec: KServe "
-                "builds no Pod (InvalidPredictorSpec)")
+        return NoPod(f"InferenceService {dotted(at)}: {label} has no {WORKER_CONTAINER} in its workerSpec: "
+                     "KServe builds no Pod (InvalidPredictorSpec)")
     own = list_at(worker.get("containers"), (*at, "containers"))
     override = own[0] if own and isinstance(own[0], Mapping) else {}
     pod = {k: rt_worker[k] for k in ("nodeSelector", "affinity", "tolerations", "schedulerName") if k in rt_worker}
@@ -547,6 +547,9 @@ def _component(obj: Mapping[str, Any], component: str, body: Mapping[str, Any], 
                  "inferenceservice-config explainers: not read here)")
     else:
         built = _custom(component, body, related, here, role)
+    if isinstance(worker, NoPod):  # Reconcile stops at reconcileWorker's error, in any mode: no Pod at all
+        yield worker
+        return
     if isinstance(built, Built):
         mms_cause = _mms(body, field, here) if component == "predictor" else None
         cause = mms_cause or next(((*here, f) for f in ("logger", "batcher") if body.get(f) is not None), None)
