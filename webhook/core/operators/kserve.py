@@ -23,18 +23,18 @@
   runtime's ``worker-container`` with ``workerSpec.containers[0]`` merged over it, alone. Each
   ``spec.canary[i].predictor`` merged over the stable predictor (``buildCanaryPredictor``, mergo) and built as one
   (Standard mode; ``validateCanarySpecs`` refuses canaries in any other).
-- Injected (``pkg/webhook/admission/pod``; the controller for ``storageUris``): a ``storage-initializer`` init
-  container for a ``storageUri``, a model's ``storage.path`` (``addStorageSpecAnnotations``), a custom container's
-  ``STORAGE_URI`` env (``GetStorageUri``) or the ``storageUris`` (one for all) that are not ``pvc://`` nor OCI
-  (``storage_initializer_injector.go``; 100m/1 CPU, 100Mi/1Gi from the ``default`` ClusterStorageContainer and the
-  ConfigMap's ``storageInitializer``), not when an init container of that name is there; for an OCI URI in
-  modelcar mode (``ResolveOciModelMode``: KServe's ConfigMap has ``enableModelcar: true``) the ``modelcar`` sidecar
-  and ``modelcar-init`` (``utils/storage.go``: 10m, 15Mi, requests equal to limits), none for ``oci+native://``;
-  the ``agent`` container for a ``logger``, a ``batcher`` or a multi-model predictor (``IsMMSPredictor``: a model
-  with no storage at all), not when a container of that name is there (``agent_injector.go``, the ConfigMap's
-  ``agent``: 100m/1 CPU, 100Mi/1Gi); in Knative mode Knative's ``queue-proxy`` (knative/serving
-  ``config-deployment``: ``queue-sidecar-cpu-request`` 25m by default, no limit). The ConfigMaps are read when
-  given (input or cluster), else KServe's and Knative's shipped values are used.
+- Injected (``webhook.core.operators.kserve_pod``; ``pkg/webhook/admission/pod``, the controller for
+  ``storageUris``): a ``storage-initializer`` init container for a ``storageUri``, a model's ``storage.path``
+  (``addStorageSpecAnnotations``), a custom container's ``STORAGE_URI`` env (``GetStorageUri``) or the
+  ``storageUris`` (one for all) that are not ``pvc://`` nor OCI (``storage_initializer_injector.go``; 100m/1 CPU,
+  100Mi/1Gi from the ``default`` ClusterStorageContainer and the ConfigMap's ``storageInitializer``), not when an
+  init container of that name is there; for an OCI URI in modelcar mode (``ResolveOciModelMode``: KServe's ConfigMap
+  has ``enableModelcar: true``) the ``modelcar`` sidecar and ``modelcar-init`` (``utils/storage.go``: 10m, 15Mi,
+  requests equal to limits), none for ``oci+native://``; the ``agent`` container for a ``logger``, a ``batcher`` or
+  a multi-model predictor (``IsMMSPredictor``: a model with no storage at all), not when a container of that name is
+  there (``agent_injector.go``, the ConfigMap's ``agent``: 100m/1 CPU, 100Mi/1Gi); in Knative mode Knative's
+  ``queue-proxy`` (knative/serving ``config-deployment``: ``queue-sidecar-cpu-request`` 25m by default, no limit).
+  The ConfigMaps are read when given (input or cluster), else KServe's and Knative's shipped values are used.
 
 Where the runtime is not known (not in the input, no cluster read) the model's own container is still judged when
 its ``resources`` set both requests and limits of cpu and memory (no runtime can change them): a failure there is
@@ -44,22 +44,38 @@ KServe's default, the ART explainer.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 from webhook.core.fieldpath import FieldPath, dotted
 from webhook.core.operators import Built, Related, list_at, mapping_at
+from webhook.core.operators.kserve_pod import (
+    AGENT,
+    CONFIG_MAP,
+    DEFAULT_STORAGE,
+    ISVC_CONFIG,
+    KNATIVE_CONFIG,
+    MODELCAR,
+    MODELCAR_INIT,
+    QUEUE_PROXY,
+    STORAGE_INITIALIZER,
+    config_section,
+    default_resources,
+    oci_mode,
+    queue_proxy,
+    with_injected,
+)
 from webhook.core.operators.kserve_runtimes import (
     CLUSTER_SERVING_RUNTIME,
     GROUP,
     SERVING_RUNTIME,
     NoPod,
     choose_runtime,
+    merge_container,
+    worker_pod,
 )
 from webhook.core.podspec import ManifestError
 
-CONFIG_MAP = ("", "ConfigMap")
 RELATED = (SERVING_RUNTIME, CLUSTER_SERVING_RUNTIME, CONFIG_MAP)
 # KServe PredictorSpec: the model, and the framework specs KServe's defaulting turns into a model.
 FRAMEWORKS = ("sklearn", "xgboost", "tensorflow", "pytorch", "triton", "onnx", "huggingface", "pmml", "lightgbm",
@@ -73,63 +89,9 @@ COMPONENTS = ("predictor", "transformer", "explainer")
 MODEL_CONTAINER = "kserve-container"
 TRANSFORMER_CONTAINER = "transformer-container"
 MODE_ANNOTATION = "serving.kserve.io/deploymentMode"
-ISVC_CONFIG = "inferenceservice-config"
-# inferenceservice-config as KServe v0.20.0 installs it (config/configmap/inferenceservice.yaml).
-DEFAULT_RESOURCE = {"cpuRequest": "1", "cpuLimit": "1", "memoryRequest": "2Gi", "memoryLimit": "2Gi"}
-DEFAULT_STORAGE = {"cpuRequest": "100m", "cpuLimit": "1", "memoryRequest": "100Mi", "memoryLimit": "1Gi"}
 DEFAULT_MODE = "Serverless"
-KNATIVE_CONFIG = "config-deployment"
-KNATIVE_DEFAULT = {"queue-sidecar-cpu-request": "25m"}  # knative/serving pkg/deployment/config.go
-KNATIVE_ANNOTATION = "queue.sidecar.serving.knative.dev/{resource}-resource-{kind}"
-STORAGE_INITIALIZER = "storage-initializer"
-QUEUE_PROXY = "queue-proxy"
-AGENT = "agent"
-MODELCAR = "modelcar"
-MODELCAR_INIT = "modelcar-init"
-WORKER_CONTAINER = "worker-container"
-# storageInitializer as KServe v0.20.0 installs it: enableModelcar true, no ociModelMode (ResolveOciModelMode:
-# "modelcar"); the modelcar's cpu and memory (request and limit) default to constants.CpuModelcarDefault and
-# MemoryModelcarDefault.
-DEFAULT_OCI = {"enableModelcar": True, "cpuModelcar": "10m", "memoryModelcar": "15Mi"}
 MODES = {"Standard": "Standard", "Knative": "Knative", "ModelMesh": "ModelMesh", "RawDeployment": "Standard",
          "Serverless": "Knative"}
-
-
-
-
-def _config(related: Related, key: str) -> tuple[dict[str, Any] | None, str]:
-    """A JSON section of ``inferenceservice-config`` when it was given (input or cluster), and where from."""
-    for cm in related.of(*CONFIG_MAP, cluster_scoped=True):
-        meta = mapping_at(cm.get("metadata"), ("metadata",))
-        if meta.get("name") != ISVC_CONFIG:
-            continue
-        raw = mapping_at(cm.get("data"), ("data",)).get(key)
-        try:
-            value = json.loads(raw) if isinstance(raw, str) else None
-        except ValueError:
-            value = None
-        return (value if isinstance(value, dict) else None), f"{ISVC_CONFIG} {key}"
-    return None, f"KServe's default {ISVC_CONFIG} {key}"
-
-
-def _resources(values: Mapping[str, Any]) -> dict[str, dict[str, str]]:
-    out: dict[str, dict[str, str]] = {"requests": {}, "limits": {}}
-    for resource in ("cpu", "memory"):
-        for kind, where in (("Request", "requests"), ("Limit", "limits")):
-            value = values.get(f"{resource}{kind}")
-            if isinstance(value, str | int | float) and str(value):
-                out[where][resource] = str(value)
-    return out
-
-
-def default_resources(related: Related) -> dict[str, dict[str, str]]:
-    """``inferenceService.resource`` of the ConfigMap when it was given (what it leaves out is not defaulted),
-    else KServe's shipped values."""
-    section, where = _config(related, "inferenceService")
-    if where.startswith("KServe's default"):
-        return _resources(DEFAULT_RESOURCE)
-    resource = section.get("resource") if section is not None else None
-    return _resources(resource if isinstance(resource, Mapping) else {})
 
 
 def _with_defaults(container: Mapping[str, Any], defaults: Mapping[str, Mapping[str, str]]) -> dict[str, Any]:
@@ -141,29 +103,6 @@ def _with_defaults(container: Mapping[str, Any], defaults: Mapping[str, Mapping[
             have.setdefault(name, value)
         resources[kind] = have
     return {**container, "resources": resources}
-
-
-def merge_container(runtime: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
-    """``MergeRuntimeContainers``: a strategic merge of ``override`` over ``runtime`` (maps merged key by key,
-    ``resources``' requests and limits too; lists and scalars replaced), args concatenated."""
-    def merge(base: Any, over: Any) -> Any:
-        if isinstance(base, Mapping) and isinstance(over, Mapping):
-            out = dict(base)
-            for key, value in over.items():
-                out[key] = merge(base.get(key), value) if key in base else value
-            return out
-        return base if over is None else over
-
-    merged = merge(runtime, {k: v for k, v in override.items() if k not in _MODEL_ONLY})
-    args = [*list_at(runtime.get("args"), ("args",)), *list_at(override.get("args"), ("args",))]
-    if args:
-        merged["args"] = args
-    return dict(merged)
-
-
-# ModelSpec's own fields, not the container's (PredictorExtensionSpec and ModelSpec, predictor.go).
-_MODEL_ONLY = frozenset({"modelFormat", "runtime", "storageUri", "storage", "protocolVersion", "runtimeVersion",
-                         "storageUris"})
 
 
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -183,67 +122,9 @@ def deployment_mode(obj: Mapping[str, Any], related: Related) -> str:
     mode = annotations.get(MODE_ANNOTATION)
     if isinstance(mode, str) and mode in MODES:
         return MODES[mode]
-    section, _ = _config(related, "deploy")
+    section, _ = config_section(related, "deploy")
     default = section.get("defaultDeploymentMode") if section is not None else None
     return MODES.get(default if isinstance(default, str) else "", MODES[DEFAULT_MODE])
-
-
-def _injected(name: str, key: str, related: Related) -> dict[str, Any]:
-    """A container KServe's pod webhook injects, its resources from ``inferenceservice-config`` ``key`` (KServe's
-    own values where the ConfigMap was not given: the same 100m/1 CPU and 100Mi/1Gi for both)."""
-    section, _ = _config(related, key)
-    values = {k: (section or DEFAULT_STORAGE).get(k, DEFAULT_STORAGE[k]) for k in DEFAULT_STORAGE}
-    return {"name": name, "resources": _resources(values)}
-
-
-def _oci(uri: str) -> tuple[str, bool]:
-    """``ParseOciScheme``: the mode an ``oci+<mode>://`` URI names ("" for ``oci://``), and whether it is OCI."""
-    if uri.startswith("oci+") and "://" in uri[4:] and uri.index("://") > 4:
-        return uri[4:uri.index("://")], True
-    return "", uri.startswith("oci://")
-
-
-def oci_mode(related: Related) -> str:
-    """``ResolveOciModelMode`` of ``inferenceservice-config`` ``storageInitializer``: ``ociModelMode``, else
-    "modelcar" when ``enableModelcar`` or ``enableOciModelSupport``, else "" (OCI models off). Without the ConfigMap,
-    KServe's shipped one: ``enableModelcar: true``, so "modelcar"."""
-    section, where = _config(related, "storageInitializer")
-    if where.startswith("KServe's default"):
-        section = DEFAULT_OCI
-    section = section or {}
-    mode = section.get("ociModelMode")
-    if isinstance(mode, str) and mode:
-        return mode
-    return "modelcar" if section.get("enableModelcar") is True or section.get("enableOciModelSupport") is True else ""
-
-
-def _modelcar(name: str, related: Related) -> dict[str, Any]:
-    """``CreateModelcarContainer``/``CreateModelcarInitContainer``: ``cpuModelcar`` and ``memoryModelcar`` (10m,
-    15Mi when unset) as both request and limit."""
-    section, where = _config(related, "storageInitializer")
-    values = DEFAULT_OCI if where.startswith("KServe's default") else (section or {})
-    cpu, memory = values.get("cpuModelcar") or "10m", values.get("memoryModelcar") or "15Mi"
-    return {"name": name, "resources": {"requests": {"cpu": str(cpu), "memory": str(memory)},
-                                        "limits": {"cpu": str(cpu), "memory": str(memory)}}}
-
-
-def queue_proxy(obj: Mapping[str, Any], related: Related) -> dict[str, Any]:
-    """Knative's queue-proxy as Knative builds it: the ``config-deployment`` values (25m cpu request by default,
-    nothing else), overridden by the ``queue.sidecar.serving.knative.dev/*-resource-*`` annotations KServe
-    carries from the InferenceService to the revision."""
-    values: dict[str, Any] = dict(KNATIVE_DEFAULT)
-    for cm in related.of(*CONFIG_MAP, cluster_scoped=True):
-        if _meta(cm).get("name") == KNATIVE_CONFIG:
-            values = {**values, **mapping_at(cm.get("data"), ("data",))}
-    annotations = mapping_at(_meta(obj).get("annotations"), ("metadata", "annotations"))
-    resources: dict[str, dict[str, str]] = {"requests": {}, "limits": {}}
-    for resource in ("cpu", "memory"):
-        for kind, where in (("request", "requests"), ("limit", "limits")):
-            value = annotations.get(KNATIVE_ANNOTATION.format(resource=resource, kind=kind),
-                                    values.get(f"queue-sidecar-{resource}-{kind}"))
-            if isinstance(value, str) and value:
-                resources[where][resource] = value
-    return {"name": QUEUE_PROXY, "resources": resources}
 
 
 def _pod_fields(body: Mapping[str, Any]) -> dict[str, Any]:
@@ -306,36 +187,7 @@ def _model_predictor(obj: Mapping[str, Any], body: Mapping[str, Any], field: str
     fields.append((("resources",), (*here, "resources")))
     pod["initContainers"] = init
     head = Built(here, pod, f"{where} ({role}, {label})", tuple(fields))
-    return head, (_worker(body, spec, label, here, role) if multinode else None)
-
-
-def _worker(body: Mapping[str, Any], spec: Mapping[str, Any], label: str, here: FieldPath,
-            role: str) -> Built | NoPod:
-    """``multiNodeProcess``: the runtime's ``worker-container`` with the predictor's ``workerSpec.containers[0]``
-    merged over it (``MergeServingRuntimeAndInferenceServiceSpecs``), alone in the Pod; the predictor's
-    ``workerSpec`` pod fields over the runtime's."""
-    at = (*here, "workerSpec")
-    worker = mapping_at(body.get("workerSpec"), at)
-    rt_worker = mapping_at(spec.get("workerSpec"), ("spec", "workerSpec"))
-    if not rt_worker:
-        return NoPod(f"InferenceService {dotted(at)}: {label} has no workerSpec: KServe builds no Pod "
-                     "(InvalidWorkerSpecNotSet)")
-    rt_containers = list_at(rt_worker.get("containers"), ("spec", "workerSpec", "containers"))
-    main = next((c for c in rt_containers if isinstance(c, Mapping) and c.get("name") == WORKER_CONTAINER), None)
-    if main is None:
-        return NoPod(f"InferenceService {dotted(at)}: {label} has no {WORKER_CONTAINER} in its workerSpec: "
-                     "KServe builds no Pod (InvalidPredictorSpec)")
-    own = list_at(worker.get("containers"), (*at, "containers"))
-    override = own[0] if own and isinstance(own[0], Mapping) else {}
-    pod = {k: rt_worker[k] for k in ("nodeSelector", "affinity", "tolerations", "schedulerName") if k in rt_worker}
-    pod.update({k: v for k, v in worker.items() if k not in ("containers", "pipelineParallelSize",
-                                                             "tensorParallelSize")})
-    pod["containers"] = [merge_container(main, override)]
-    fields: list[tuple[FieldPath, FieldPath]] = [(("containers", 0), (*at, "containers", 0))] if override else []
-    init = list_at(worker.get("initContainers"), (*at, "initContainers"))
-    fields += [(("initContainers", i), (*at, "initContainers", i)) for i in range(len(init))]
-    fields.append((("resources",), (*at, "resources")))
-    return Built(at, pod, f"{dotted(at)} ({role} worker, {label})", tuple(fields))
+    return head, (worker_pod(body, spec, label, here, role) if multinode else None)
 
 
 def _fixed(container: Mapping[str, Any], where: FieldPath) -> bool:
@@ -424,70 +276,6 @@ def _mms(body: Mapping[str, Any], field: str | None, here: FieldPath) -> FieldPa
     return (*here, field, "storageUri")
 
 
-def _names(containers: list[Any]) -> set[Any]:
-    return {c.get("name") for c in containers if isinstance(c, Mapping)}
-
-
-def _with_injected(built: Built, obj: Mapping[str, Any], mode: str, related: Related,
-                   legacy: tuple[FieldPath, Any] | None, uris: list[tuple[FieldPath, str]],
-                   agent: FieldPath | None, mms: bool) -> Built:
-    """``built`` with what KServe and Knative add to its Pod, in their order:
-
-    - the controller, for ``storageUris`` (``CommonStorageInitialization``, not for a multi-model predictor): a
-      ``modelcar`` sidecar and ``modelcar-init`` per OCI URI in modelcar mode (none in native mode: an image
-      volume), one ``storage-initializer`` for the URIs neither pvc:// nor OCI, unless one is already there;
-    - Knative's queue-proxy (Knative mode);
-    - KServe's pod webhook, for the one ``storageUri``/``storage.path``/``STORAGE_URI``: the
-      ``storage-initializer`` (not for pvc://, nor an OCI URI while OCI models are on, nor when an init container
-      of that name is there, nor for a multi-model predictor), the ``agent`` (a logger, batcher or multi-model
-      predictor; not when a container of that name is there), the ``modelcar`` and ``modelcar-init`` for an OCI
-      URI in modelcar mode (``InjectModelcar``)."""
-    spec = dict(built.spec)
-    containers = list(list_at(spec.get("containers"), ()))
-    init = list(list_at(spec.get("initContainers"), ()))
-    shown: list[tuple[FieldPath, FieldPath]] = []
-    configured = oci_mode(related)
-
-    def add(target: list[Any], kind: str, container: dict[str, Any], cause: FieldPath) -> None:
-        shown.append(((kind, len(target)), cause))
-        target.append(container)
-
-    if uris and not mms:
-        index = 0
-        for at, each in uris:
-            parsed, is_oci = _oci(each)
-            effective = parsed or configured
-            if not is_oci or not effective:
-                continue
-            if effective != "native":
-                name, init_name = (MODELCAR, MODELCAR_INIT) if index == 0 else \
-                    (f"{MODELCAR}-{index}", f"{MODELCAR_INIT}-{index}")
-                if name not in _names(containers):
-                    add(containers, "containers", _modelcar(name, related), at)
-                    add(init, "initContainers", _modelcar(init_name, related), at)
-            index += 1
-        download = [at for at, u in uris if not _oci(u)[1] and not u.startswith("pvc://")]
-        if download and STORAGE_INITIALIZER not in _names(init):
-            add(init, "initContainers", _injected(STORAGE_INITIALIZER, "storageInitializer", related), download[0])
-    if mode == "Knative":
-        add(containers, "containers", queue_proxy(obj, related), ("metadata", "annotations"))
-    uri: str | None = legacy[1] if legacy is not None and isinstance(legacy[1], str) and legacy[1] else None
-    parsed, is_oci = _oci(uri) if uri is not None else ("", False)
-    if legacy is not None and uri is not None and not mms and not (is_oci and (parsed or configured)) \
-            and STORAGE_INITIALIZER not in _names(init) and not uri.startswith("pvc://"):
-        add(init, "initContainers", _injected(STORAGE_INITIALIZER, "storageInitializer", related), legacy[0])
-    if agent is not None and AGENT not in _names(containers):
-        add(containers, "containers", _injected(AGENT, "agent", related), agent)
-    if legacy is not None and is_oci and configured and (parsed or configured) != "native" \
-            and MODELCAR not in _names(containers):
-        add(containers, "containers", _modelcar(MODELCAR, related), legacy[0])
-        add(init, "initContainers", _modelcar(MODELCAR_INIT, related), legacy[0])
-    spec["containers"] = containers
-    if init or "initContainers" in spec:
-        spec["initContainers"] = init
-    return Built(built.path, spec, built.template, built.fields, built.partial, tuple(shown))
-
-
 def _storage(body: Mapping[str, Any], field: str | None, here: FieldPath,
              built: Built, component: str) -> tuple[FieldPath, Any] | str | None:
     """The one source URI KServe's pod webhook reads (``storage-initializer-sourceuri``): the model's
@@ -559,11 +347,11 @@ def _component(obj: Mapping[str, Any], component: str, body: Mapping[str, Any], 
             return
         # a canary's Deployment gets no storageUris (reconcileCanaryDeployments passes none)
         uris = [] if canary else _storage_uris(body, here)
-        built = _with_injected(built, obj, mode, related, legacy, uris, cause, mms_cause is not None)
+        built = with_injected(built, obj, mode, related, legacy, uris, cause, mms_cause is not None)
         if isinstance(worker, Built):
             # the workers' Deployment: the predictor's annotations (storage URI, logger, batcher), its storageUris
             logger = next(((*here, f) for f in ("logger", "batcher") if body.get(f) is not None), None)
-            worker = _with_injected(worker, obj, "Standard", related, legacy, uris, logger, False)
+            worker = with_injected(worker, obj, "Standard", related, legacy, uris, logger, False)
     yield built
     if worker is not None and mode == "Standard":  # the workers' Deployment is the Standard reconciler's only
         yield worker
@@ -627,5 +415,7 @@ def _canary_fields(built: Built, own: Mapping[str, Any], at: FieldPath) -> Built
                  built.partial, tuple((b, rebase(f)) for b, f in built.shown))
 
 
-__all__ = ["CLUSTER_SERVING_RUNTIME", "COMPONENTS", "GROUP", "ISVC_CONFIG", "KNATIVE_CONFIG", "MODEL_FIELDS", "RELATED",
-           "SERVING_RUNTIME", "build", "choose_runtime", "merge_container", "oci_mode"]
+__all__ = ["AGENT", "CLUSTER_SERVING_RUNTIME", "COMPONENTS", "DEFAULT_STORAGE", "GROUP", "ISVC_CONFIG",
+           "KNATIVE_CONFIG", "MODELCAR", "MODELCAR_INIT", "MODEL_FIELDS", "QUEUE_PROXY", "RELATED", "SERVING_RUNTIME",
+           "STORAGE_INITIALIZER", "build", "choose_runtime", "deployment_mode", "merge_container", "oci_mode",
+           "queue_proxy"]
