@@ -137,12 +137,14 @@ EXPECTED = {
     # KServe v0.20.0's LLMInferenceService samples, built as its llmisvc controller builds them
     # (webhook.core.operators.llmisvc): KServe's presets under the object, the storage-initializer hf:// adds
     # (100m of 1 CPU as KServe ships it), the decode preset's routing sidecar (no resources), the scheduler's
-    # preset (cpu 1 of 6; its tokenizer without limits).
+    # preset (cpu 1 of 6; its tokenizer without limits, for which the scheduler gets the model too: hf:// adds the
+    # storage-initializer there as well, scheduler.go).
     LLMISVC + "dp-ep/deepseek-r1-gpu-rdma-roce/llm-inference-service-dp-ep-deepseek-r1-gpu-naive.yaml "
     "LLMInferenceService/deepseek-coder-v2": (
         'cpu-not-integer cpu: ' + SCHEDULER + '"tokenizer"',
         'limits-missing cpu,memory: ' + SCHEDULER + '"tokenizer"',
         'requests-not-equal-limits cpu,memory: ' + SCHEDULER + '"main"',
+        'requests-not-equal-limits cpu,memory: ' + SCHEDULER + '"storage-initializer"',
         'requests-not-equal-limits cpu,memory: ' + LEADER + '"main"',
         'requests-not-equal-limits cpu,memory: ' + LEADER + '"storage-initializer"',
         'requests-not-equal-limits cpu,memory: ' + WORKER + '"main"',
@@ -159,6 +161,7 @@ EXPECTED = {
         'cpu-not-integer cpu: ' + SCHEDULER + '"tokenizer"',
         'limits-missing cpu,memory: ' + SCHEDULER + '"tokenizer"',
         'requests-not-equal-limits cpu,memory: ' + SCHEDULER + '"main"',
+        'requests-not-equal-limits cpu,memory: ' + SCHEDULER + '"storage-initializer"',
         'requests-not-equal-limits cpu,memory: ' + SINGLE + '"main"',
         'requests-not-equal-limits cpu,memory: ' + SINGLE + '"storage-initializer"',
     ),
@@ -166,6 +169,7 @@ EXPECTED = {
         'cpu-not-integer cpu: ' + SCHEDULER + '"tokenizer"',
         'limits-missing cpu,memory: ' + SCHEDULER + '"tokenizer"',
         'requests-not-equal-limits cpu,memory: ' + SCHEDULER + '"main"',
+        'requests-not-equal-limits cpu,memory: ' + SCHEDULER + '"storage-initializer"',
         'requests-not-equal-limits cpu,memory: ' + SINGLE + '"main"',
         'requests-not-equal-limits cpu,memory: ' + SINGLE + '"storage-initializer"',
     ),
@@ -179,6 +183,7 @@ EXPECTED = {
         'cpu-not-integer cpu: ' + SCHEDULER + '"tokenizer"',
         'limits-missing cpu,memory: ' + SCHEDULER + '"tokenizer"',
         'requests-not-equal-limits cpu,memory: ' + SCHEDULER + '"main"',
+        'requests-not-equal-limits cpu,memory: ' + SCHEDULER + '"storage-initializer"',
         'requests-not-equal-limits cpu,memory: ' + SINGLE + '"main"',
         'requests-not-equal-limits cpu,memory: ' + SINGLE + '"storage-initializer"',
     ),
@@ -190,6 +195,7 @@ EXPECTED = {
         'requests-not-equal-limits cpu,memory: ' + PREFILL + '"main"',
         'requests-not-equal-limits cpu,memory: ' + PREFILL + '"storage-initializer"',
         'requests-not-equal-limits cpu,memory: ' + SCHEDULER + '"main"',
+        'requests-not-equal-limits cpu,memory: ' + SCHEDULER + '"storage-initializer"',
         'requests-not-equal-limits cpu,memory: ' + DECODE + '"main"',
         'requests-not-equal-limits cpu,memory: ' + DECODE + '"storage-initializer"',
     ),
@@ -200,6 +206,7 @@ EXPECTED = {
         'requests-not-equal-limits cpu,memory: ' + PREFILL + '"main"',
         'requests-not-equal-limits cpu,memory: ' + PREFILL + '"storage-initializer"',
         'requests-not-equal-limits cpu,memory: ' + SCHEDULER + '"main"',
+        'requests-not-equal-limits cpu,memory: ' + SCHEDULER + '"storage-initializer"',
         'requests-not-equal-limits cpu,memory: ' + DECODE + '"main"',
         'requests-not-equal-limits cpu,memory: ' + DECODE + '"storage-initializer"',
     ),
@@ -212,6 +219,7 @@ EXPECTED = {
         'cpu-not-integer cpu: ' + SCHEDULER + '"tokenizer"',
         'limits-missing cpu,memory: ' + SCHEDULER + '"tokenizer"',
         'requests-not-equal-limits cpu,memory: ' + SCHEDULER + '"main"',
+        'requests-not-equal-limits cpu,memory: ' + SCHEDULER + '"storage-initializer"',
         'requests-not-equal-limits cpu,memory: ' + SINGLE + '"main"',
         'requests-not-equal-limits cpu,memory: ' + SINGLE + '"storage-initializer"',
     ),

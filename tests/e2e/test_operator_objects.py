@@ -43,7 +43,7 @@ def runtime(request_cpu: str) -> dict[str, Any]:
 
 ISVC = {"apiVersion": "serving.kserve.io/v1beta1", "kind": "InferenceService",
         "metadata": {"name": "iris", "annotations": {"serving.kserve.io/deploymentMode": "RawDeployment"}},
-        "spec": {"predictor": {"model": {"modelFormat": {"name": "sklearn"}}}}}
+        "spec": {"predictor": {"model": {"modelFormat": {"name": "sklearn"}, "storageUri": "pvc://models/iris"}}}}
 
 
 def _apply(cluster: Cluster, ns: str, obj: dict[str, Any], dry: bool = True) -> subprocess.CompletedProcess[str]:

@@ -145,7 +145,7 @@ def test_the_models_resources_override_the_runtimes_key_by_key() -> None:
                              {"modelFormat": {"name": "x"}, "args": ["b"], "resources": {"requests": {"cpu": "1"}}})
     assert merged["resources"] == {"requests": {"cpu": "1", "memory": "4Gi"}, "limits": {"cpu": "2", "memory": "4Gi"}}
     assert merged["args"] == ["a", "b"] and "modelFormat" not in merged
-    obj = isvc({"model": {"modelFormat": {"name": "sklearn"}, "runtime": "rt",
+    obj = isvc({"model": {"modelFormat": {"name": "sklearn"}, "runtime": "rt", "storageUri": "pvc://m",
                           "resources": {"requests": {"cpu": "1"}}}}, RAW)
     assert findings(obj, collect([runtime("rt", "sklearn")], RELATED)) == Counter(
         {"requests-not-equal-limits kserve-container spec.predictor.model.resources.cpu": 1})
@@ -322,3 +322,197 @@ def test_fix_sets_the_models_resources_from_a_runtime_in_another_file(tmp_path: 
     assert after["spec"]["predictor"]["model"]["resources"]["requests"]["cpu"] == "2"
     again = inprocess.run(("check", str(tmp_path)))
     assert again.returncode == 0 and "2 objects checked, 0 violations" in again.stderr, again.stderr
+
+
+# Pods KServe v0.20.0 builds beyond the model container: each case a failing object and its compliant twin, the
+# expectation read from KServe's code (the file named in each test).
+SI = "requests-not-equal-limits storage-initializer {}.resources.{}"
+AGENT = "requests-not-equal-limits agent {}.resources.{}"
+RT = collect([runtime("rt", "sklearn")], RELATED)
+
+
+def both(template: str, where: str) -> Counter[str]:
+    return Counter({template.format(where, r): 1 for r in ("cpu", "memory")})
+
+
+def config(**sections: Any) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "inferenceservice-config",
+                                                                    "namespace": "kserve"},
+            "data": {k: json.dumps(v) for k, v in sections.items()}}
+
+
+def model(**fields: Any) -> dict[str, Any]:
+    return {"modelFormat": {"name": "sklearn"}, "runtime": "rt", **fields}
+
+
+def test_a_model_without_storage_gets_kserves_agent() -> None:
+    """IsMMSPredictor (controller utils.go): a model with no storageUri, storage nor storageUris (not huggingface)
+    is a multi-model predictor, and agent_injector.go adds the agent (100m/1 CPU): named by the missing storageUri,
+    the way out; a storageUri, or the agent's resources whole and equal in inferenceservice-config, avoid it."""
+    assert findings(isvc({"model": model()}, RAW), RT) == both(AGENT, "spec.predictor.model.storageUri")
+    assert findings(isvc({"model": model(storageUri="pvc://models/m")}, RAW), RT) == Counter()
+    whole = {"cpuRequest": "1", "cpuLimit": "1", "memoryRequest": "1Gi", "memoryLimit": "1Gi"}
+    assert findings(isvc({"model": model()}, RAW), collect([runtime("rt", "sklearn"), config(agent=whole)],
+                                                           RELATED)) == Counter()
+    # huggingface takes a model id without storage: never multi-model
+    hf = isvc({"model": {"modelFormat": {"name": "huggingface"}, "runtime": "hf"}}, RAW)
+    assert findings(hf, collect([runtime("hf", "huggingface")], RELATED)) == Counter()
+    # a custom predictor is one when its first container says so
+    custom = isvc({"containers": [{"name": "kserve-container", "image": "x",
+                                   "env": [{"name": "MULTI_MODEL_SERVER", "value": "true"}]}]}, RAW)
+    assert findings(custom) == both(AGENT, "spec.predictor.containers[0].env[0].value")
+
+
+def test_a_models_storage_path_brings_the_storage_initializer() -> None:
+    """component.go addStorageSpecAnnotations: storage.path is the storage-initializer's source URI (its scheme
+    from the storage secret); with a storageUri as well KServe refuses the predictor (predictor.go)."""
+    storage = {"key": "s3-creds", "path": "models/iris"}
+    assert findings(isvc({"model": model(storage=storage)}, RAW), RT) == both(SI, "spec.predictor.model.storage.path")
+    # storage without a path (credentials for the storageUri): the storageUri decides
+    keyed = model(storage={"key": "s3-creds"}, storageUri="pvc://models/iris")
+    assert findings(isvc({"model": keyed}, RAW), RT) == Counter()
+    (reason,) = walk(isvc({"model": model(storage=storage, storageUri="s3://b/m")}, RAW), related=RT)
+    assert isinstance(reason, str) and "must provide only one of storageUri and storage.path" in reason
+
+
+def test_storage_uris_bring_one_storage_initializer_or_modelcars() -> None:
+    """raw_kube_reconciler.go / ksvc_reconciler.go CommonStorageInitialization (IsLegacyURI false): one
+    storage-initializer for the URIs neither pvc:// nor OCI, a modelcar and modelcar-init per OCI URI."""
+    def with_uris(*uris: str) -> dict[str, Any]:
+        return isvc({"model": model(), "storageUris": [{"uri": u, "mountPath": f"/mnt/models/{i}"}
+                                                         for i, u in enumerate(uris)]}, RAW)
+    assert findings(with_uris("s3://b/m", "gs://b/n"), RT) == both(SI, "spec.predictor.storageUris[0].uri")
+    assert findings(with_uris("pvc://models/m"), RT) == Counter()
+    [target] = find_targets(with_uris("oci://r/a:1", "oci://r/b:1", "pvc://models/m"), related=RT)
+    pod = target.pod_spec()
+    assert [c.name for c in pod.containers] == ["kserve-container", "modelcar", "modelcar-1"]
+    assert [c.name for c in pod.init_containers] == ["modelcar-init", "modelcar-init-1"]
+
+
+def test_a_declared_storage_initializer_or_agent_is_not_injected_again() -> None:
+    """storage_initializer_injector.go: no injection when an init container of that name is there;
+    agent_injector.go InjectAgent: none when a container named agent is."""
+    guaranteed = {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "1", "memory": "1Gi"}}
+    own = {"model": model(storageUri="s3://b/m"), "initContainers": [
+        {"name": "storage-initializer", "image": "x", "resources": guaranteed}]}
+    assert findings(isvc(own, RAW), RT) == Counter()
+    assert findings(isvc({"model": model(storageUri="s3://b/m")}, RAW), RT) == \
+        both(SI, "spec.predictor.model.storageUri")
+    logger = {"model": model(storageUri="pvc://m"), "logger": {"mode": "all"},
+              "containers": [{"name": "agent", "image": "x", "resources": guaranteed}]}
+    assert findings(isvc(logger, RAW), RT) == Counter()
+    del logger["containers"]
+    assert findings(isvc(logger, RAW), RT) == both(AGENT, "spec.predictor.logger")
+
+
+def test_oci_models_get_the_modelcar_by_the_configured_mode() -> None:
+    """mutator.go InjectModelcar under ResolveOciModelMode (types/config.go): KServe's shipped ConfigMap has
+    enableModelcar true, so oci:// gets modelcar and modelcar-init at 10m/15Mi (utils/storage.go); oci+native://
+    mounts an image volume (no container, no storage-initializer); with OCI models off, oci:// is downloaded by
+    the storage-initializer."""
+    fractional = Counter({"cpu-not-integer modelcar spec.predictor.model.storageUri.resources.cpu": 1,
+                          "cpu-not-integer modelcar-init spec.predictor.model.storageUri.resources.cpu": 1})
+    oci = isvc({"model": model(storageUri="oci://registry/model:1")}, RAW)
+    assert findings(oci, RT) == fractional
+    assert findings(isvc({"model": model(storageUri="oci+native://registry/model:1")}, RAW), RT) == Counter()
+    off = {"image": "x", "cpuRequest": "100m", "cpuLimit": "1", "memoryRequest": "100Mi", "memoryLimit": "1Gi"}
+    assert findings(oci, collect([runtime("rt", "sklearn"), config(storageInitializer=off)], RELATED)) == \
+        both(SI, "spec.predictor.model.storageUri")
+    native = {**off, "ociModelMode": "native"}
+    assert findings(oci, collect([runtime("rt", "sklearn"), config(storageInitializer=native)], RELATED)) == Counter()
+    whole = {**off, "enableModelcar": True, "cpuModelcar": "1", "memoryModelcar": "64Mi"}
+    assert findings(oci, collect([runtime("rt", "sklearn"), config(storageInitializer=whole)], RELATED)) == Counter()
+
+
+def test_protocol_v2_is_the_default_for_triton_and_vllm_models_only() -> None:
+    """setPredictorModelDefaults: a model of format triton or vLLM gets v2; onnx and huggingface get it only
+    from their framework fields (assignONNXRuntime, assignHuggingFaceRuntime). A v1 runtime named for an onnx
+    model is used (a Pod is built and judged), refused for the onnx framework field."""
+    v1 = collect([runtime("rt", "onnx", protocolVersions=["v1"])], RELATED)
+    onnx = isvc({"model": {"modelFormat": {"name": "onnx"}, "runtime": "rt", "storageUri": "pvc://m",
+                           "resources": {"requests": {"cpu": "1"}}}}, RAW)
+    assert findings(onnx, v1) == Counter(
+        {"requests-not-equal-limits kserve-container spec.predictor.model.resources.cpu": 1})
+    framework = isvc({"onnx": {"runtime": "rt", "storageUri": "pvc://m"}}, RAW)
+    (refused,) = walk(framework, related=v1)
+    assert isinstance(refused, str) and "KServe refuses ServingRuntime 'rt'" in refused
+    triton = isvc({"model": {"modelFormat": {"name": "triton"}, "runtime": "rt", "storageUri": "pvc://m"}}, RAW)
+    (v2,) = walk(triton, related=collect([runtime("rt", "triton", protocolVersions=["v1"])], RELATED))
+    assert isinstance(v2, str) and "KServe refuses" in v2
+
+
+def test_an_unknown_deployment_mode_is_the_default_one() -> None:
+    """GetDeploymentMode (controller utils.go): status.deploymentMode first, then an annotation naming a known
+    mode, else deploy.defaultDeploymentMode (KServe's: Serverless, so Knative's queue-proxy)."""
+    raw = isvc({"model": model(storageUri="pvc://m")}, {"serving.kserve.io/deploymentMode": "Raw"})
+    assert findings(raw, RT) == Counter(QUEUE_PROXY)
+    standard = collect([runtime("rt", "sklearn"), config(deploy={"defaultDeploymentMode": "Standard"})], RELATED)
+    assert findings(raw, standard) == Counter()
+    updated = {**isvc({"model": model(storageUri="pvc://m")}, {"serving.kserve.io/deploymentMode": "Serverless"}),
+               "status": {"deploymentMode": "RawDeployment"}}
+    assert findings(updated, RT) == Counter()
+
+
+def test_canaries_are_built_over_the_stable_predictor() -> None:
+    """predictor.go reconcileCanaryDeployments/buildCanaryPredictor: each canary merged over the stable predictor
+    (mergo, the canary's set fields win), a Deployment of its own; validateCanarySpecs refuses canaries outside
+    Standard mode (said, never silently nothing)."""
+    stable = {"model": model(storageUri="pvc://p/m")}
+    canary = {"name": "v2", "model": model(storageUri="pvc://p/m2", resources={"requests": {"cpu": "500m"}})}
+    obj = isvc(stable, {"serving.kserve.io/deploymentMode": "Standard"})
+    obj["spec"]["canary"] = [{"trafficPercent": 10, "predictor": canary}]
+    assert findings(obj, RT) == Counter(
+        {"requests-not-equal-limits kserve-container spec.canary[0].predictor.model.resources.cpu": 1})
+    targets = find_targets(obj, related=RT)
+    assert [t.template for t in targets] == ["spec.predictor (predictor, ServingRuntime rt)",
+                                             "spec.canary[0].predictor (canary v2, ServingRuntime rt)"]
+    obj["spec"]["canary"][0]["predictor"]["model"]["resources"] = {"requests": {"cpu": "2"}}
+    assert findings(obj, RT) == Counter()
+    # the canary inherits the stable's logger: the agent, named at the stable's field
+    obj["spec"]["predictor"]["logger"] = {"mode": "all"}
+    assert findings(obj, RT) == both(AGENT, "spec.predictor.logger") + both(AGENT, "spec.predictor.logger")
+    knative = isvc(stable)
+    knative["spec"]["canary"] = [{"trafficPercent": 10, "predictor": canary}]
+    reasons = [r for r in walk(knative, related=RT) if isinstance(r, str)]
+    assert reasons == ["InferenceService spec.canary: KServe refuses a canary unless the "
+                       "serving.kserve.io/deploymentMode annotation is Standard (validateCanarySpecs): no canary "
+                       "Pod is built"]
+
+
+def test_the_predictors_worker_spec_is_merged_over_the_runtimes_worker() -> None:
+    """predictor.go multiNodeProcess: the runtime's worker-container with workerSpec.containers[0] merged over
+    it, alone in the workers' Pod (Standard mode)."""
+    worker_rt = runtime("rt", "huggingface", workerSpec={"containers": [
+        {"name": "worker-container", "resources": {"requests": {"cpu": "1", "memory": "2Gi"},
+                                                   "limits": {"cpu": "1", "memory": "2Gi"}}}]})
+    related = collect([worker_rt], RELATED)
+    predictor: dict[str, Any] = {
+        "model": {"modelFormat": {"name": "huggingface"}, "runtime": "rt", "storageUri": "pvc://p/m"},
+        "workerSpec": {"pipelineParallelSize": 2, "containers": [
+            {"name": "worker-container", "resources": {"requests": {"cpu": "500m"}}}]}}
+    assert findings(isvc(predictor, RAW), related) == Counter(
+        {"requests-not-equal-limits worker-container spec.predictor.workerSpec.containers[0].resources.cpu": 1})
+    del predictor["workerSpec"]["containers"]
+    obj = isvc(predictor, RAW)
+    assert findings(obj, related) == Counter()
+    assert [t.template for t in find_targets(obj, related=related)][-1] == \
+        "spec.predictor.workerSpec (predictor worker, ServingRuntime rt)"
+    # a runtime without a workerSpec: reconcileWorker fails before any Deployment, so no Pod at all
+    (no_pod,) = walk(obj, related=collect([runtime("rt", "huggingface")], RELATED))
+    assert isinstance(no_pod, str) and "rt has no workerSpec: KServe builds no Pod" in no_pod
+    # an OCI model: the modelcar in the workers' Pod too (InjectModelcar falls back to worker-container)
+    predictor["model"]["storageUri"] = "oci://r/m:1"
+    assert "cpu-not-integer modelcar spec.predictor.model.storageUri.resources.cpu" in findings(isvc(predictor, RAW),
+                                                                                                related)
+
+
+def test_a_custom_predictors_lone_container_is_kserves_container() -> None:
+    """predictor_custom.go Default: a lone (or unnamed first) container is renamed kserve-container, so
+    GetStorageUri finds its STORAGE_URI and the storage-initializer is injected."""
+    lone = isvc({"containers": [{"name": "server", "image": "x", "env": [{"name": "STORAGE_URI",
+                                                                          "value": "s3://b/m"}]}]}, RAW)
+    assert findings(lone) == both(SI, "spec.predictor.containers[0].env[0].value")
+    [target] = find_targets(lone)
+    assert target.pod_spec().containers[0].name == "kserve-container"
+    lone["spec"]["predictor"]["containers"][0]["env"][0]["value"] = "pvc://models/m"
+    assert findings(lone) == Counter()

@@ -176,6 +176,28 @@ def test_the_scheduler_preset_is_burstable_unless_the_object_says_otherwise() ->
     assert violations(fixed) == []
 
 
+def test_a_scheduler_with_the_tokenizer_gets_the_model_too() -> None:
+    """scheduler.go (isUsingTokenizerSidecar): a managed scheduler with the tokenizer container gets the model's
+    artifacts as a model-serving Pod does (attachModelArtifacts, without LoRA adapters): hf:// adds the
+    storage-initializer (100m of 1 CPU as shipped), oci:// the modelcar; pvc:// nothing. The compliant twin is
+    the guaranteed scheduler above, on a pvc:// model."""
+    guaranteed = {"template": main(), "router": {"scheduler": {"template": {"containers": [
+        {"name": "main", "resources": GOOD}, {"name": "tokenizer", "resources": GOOD}]}}}}
+    scheduler = "spec.router.scheduler.template (scheduler, over kserve-config-llm-scheduler)"
+    hf = llmisvc(guaranteed)
+    hf["spec"]["model"]["uri"] = "hf://facebook/opt-125m"
+    found = {(t, p, r) for t, p, r in violations(hf) if t == scheduler}
+    assert found == {(scheduler, "spec.router.scheduler.template.initContainers[0].resources.requests.cpu",
+                      "requests-not-equal-limits"),
+                     (scheduler, "spec.router.scheduler.template.initContainers[0].resources.requests.memory",
+                      "requests-not-equal-limits")}
+    oci = llmisvc(guaranteed)
+    oci["spec"]["model"]["uri"] = "oci://registry/opt:1"
+    [built] = [t for t in targets(oci) if t.template == scheduler]
+    assert [c.name for c in built.pod_spec().containers] == ["main", "tokenizer", "modelcar"]
+    assert violations(llmisvc(guaranteed)) == []
+
+
 def _name(container: dict[str, Any]) -> Any:
     return container["name"]
 

@@ -41,7 +41,7 @@ def runtime(name: str, request_cpu: str, rv: str = "1") -> dict[str, Any]:
 def isvc() -> dict[str, Any]:
     return {"apiVersion": "serving.kserve.io/v1beta1", "kind": "InferenceService",
             "metadata": {"name": "m", "namespace": "ml", "annotations": RAW},
-            "spec": {"predictor": {"model": {"modelFormat": {"name": "sklearn"}}}}}
+            "spec": {"predictor": {"model": {"modelFormat": {"name": "sklearn"}, "storageUri": "pvc://models/m"}}}}
 
 
 def started(api: Scripted) -> RelatedCache:

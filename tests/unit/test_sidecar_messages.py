@@ -88,3 +88,14 @@ def test_limits_missing_and_cpu_not_integer_give_one_advice() -> None:
     shared = _messages(manifest, parse_config({"policy": {"fractionalCPUContainers": ["shipper"]}}))
     assert shared[("limits-missing", "shipper")].endswith("set resources.limits.cpu to 50m (its request)")
     assert ("cpu-not-integer", "shipper") not in shared
+
+
+def test_kserves_modelcar_names_its_one_config_key_and_the_native_mode() -> None:
+    """KServe's modelcar and modelcar-init take cpuModelcar as both request and limit (kserve v0.20.0
+    CreateModelcarContainer): the message names that one key, and oci+native:// (no container at all)."""
+    manifest = pod(container("server", rl("2", "4Gi"), rl("2", "4Gi")), container("modelcar", rl("10m", "15Mi"),
+                                                                                  rl("10m", "15Mi")))
+    message = _messages(manifest)[("cpu-not-integer", "modelcar")]
+    assert message.endswith("KServe injects this container: set its cpu (request and limit) with "
+                            "inferenceservice-config storageInitializer cpuModelcar; or name the model by an "
+                            "oci+native:// URI (an image volume, no container)"), message

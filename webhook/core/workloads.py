@@ -145,7 +145,8 @@ BUILTIN: tuple[Kind, ...] = (
     _k("RayJob", "ray.io", "v1,v1alpha1", "rayjobs", *_ray("spec.rayClusterSpec.")),
     # KServe (webhook.core.operators.kserve): its Pods built from the InferenceService and a ServingRuntime.
     Kind("InferenceService", GROUP, ("v1beta1",), "inferenceservices",
-         tuple(Template(f"spec.{c}", c) for c in COMPONENTS), controller=False, build=kserve_build,
+         (*(Template(f"spec.{c}", c) for c in COMPONENTS), Template("spec.canary[*].predictor", "canary")),
+         controller=False, build=kserve_build,
          related=KSERVE_RELATED),
     # KServe v0.20.0 ServingRuntimePodSpec: the containers every model it serves runs (with the model's resources
     # over its kserve-container's), and a multi-node runtime's workers.

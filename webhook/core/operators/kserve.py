@@ -3,10 +3,13 @@
 
 - Defaulting (``pkg/apis/serving/v1beta1/inference_service_defaults.go``): a framework field (``sklearn``,
   ``tensorflow``...) becomes ``spec.predictor.model`` with that ``modelFormat`` (``setPredictorModelDefaults``;
-  triton, onnx, huggingface and vLLM get protocol v2); a custom component's first container gets the
-  ``inferenceservice-config`` ``inferenceService.resource`` defaults for what it leaves unset
+  the triton, onnx and huggingface fields get protocol v2, a ``model`` only when its format is triton or vLLM); a
+  custom component's first container is named ``kserve-container`` (a predictor's when alone or unnamed) and gets
+  the ``inferenceservice-config`` ``inferenceService.resource`` defaults for what it leaves unset
   (``setResourceRequirementDefaults``, from ``predictor_custom.go``, ``transformer_custom.go``,
   ``explainer_custom.go``; KServe's ConfigMap sets 1 CPU and 2Gi, requests equal to limits). A model gets none.
+- The mode (controller ``utils.go`` ``GetDeploymentMode``): ``status.deploymentMode``, else the annotation when it
+  names a mode KServe knows, else ``deploy.defaultDeploymentMode`` (KServe's: ``Serverless``, Knative).
 - The runtime (``components/predictor.go`` ``reconcileModel``; ``predictor_model.go`` ``GetSupportingRuntimes``):
   ``model.runtime`` names a ServingRuntime in the namespace, else a ClusterServingRuntime; without it the first
   that supports the model (not disabled, single-model, the ``modelFormat`` among its ``autoSelect`` formats, the
@@ -16,97 +19,79 @@
   ``kserve-container`` with the model's container fields strategically merged over it (``MergeRuntimeContainers``:
   the model's ``resources`` override the runtime's key by key), then the ``transformer-container`` (merged when
   both have one), the runtime's other containers, the predictor's own; the predictor's pod fields over the
-  runtime's (``MergePodSpec``).
-- Injected (``pkg/webhook/admission/pod``): a ``storage-initializer`` init container for a ``storageUri`` (a
-  custom container's ``STORAGE_URI`` env: ``GetStorageUri``) that
-  is not ``pvc://`` nor ``oci://`` (``storage_initializer_injector.go``; 100m/1 CPU, 100Mi/1Gi from the
-  ``default`` ClusterStorageContainer and the ConfigMap's ``storageInitializer``), the ``agent`` container for a
-  ``logger`` or ``batcher`` (``agent_injector.go``, the ConfigMap's ``agent``: the same), and in Knative mode (KServe's
-  default, ``deploy.defaultDeploymentMode: Serverless``) Knative's ``queue-proxy`` (knative/serving
-  ``config-deployment``: ``queue-sidecar-cpu-request`` 25m by default, no limit).
+  runtime's (``MergePodSpec``). A multi-node predictor's workers (Standard mode, ``multiNodeProcess``): the
+  runtime's ``worker-container`` with ``workerSpec.containers[0]`` merged over it, alone. Each
+  ``spec.canary[i].predictor`` merged over the stable predictor (``buildCanaryPredictor``, mergo) and built as one
+  (Standard mode; ``validateCanarySpecs`` refuses canaries in any other).
+- Injected (``webhook.core.operators.kserve_pod``; ``pkg/webhook/admission/pod``, the controller for
+  ``storageUris``): a ``storage-initializer`` init container for a ``storageUri``, a model's ``storage.path``
+  (``addStorageSpecAnnotations``), a custom container's ``STORAGE_URI`` env (``GetStorageUri``) or the
+  ``storageUris`` (one for all) that are not ``pvc://`` nor OCI (``storage_initializer_injector.go``; 100m/1 CPU,
+  100Mi/1Gi from the ``default`` ClusterStorageContainer and the ConfigMap's ``storageInitializer``), not when an
+  init container of that name is there; for an OCI URI in modelcar mode (``ResolveOciModelMode``: KServe's ConfigMap
+  has ``enableModelcar: true``) the ``modelcar`` sidecar and ``modelcar-init`` (``utils/storage.go``: 10m, 15Mi,
+  requests equal to limits), none for ``oci+native://``; the ``agent`` container for a ``logger``, a ``batcher`` or
+  a multi-model predictor (``IsMMSPredictor``: a model with no storage at all), not when a container of that name is
+  there (``agent_injector.go``, the ConfigMap's ``agent``: 100m/1 CPU, 100Mi/1Gi); in Knative mode Knative's
+  ``queue-proxy`` (knative/serving ``config-deployment``: ``queue-sidecar-cpu-request`` 25m by default, no limit).
+  The ConfigMaps are read when given (input or cluster), else KServe's and Knative's shipped values are used.
 
 Where the runtime is not known (not in the input, no cluster read) the model's own container is still judged when
 its ``resources`` set both requests and limits of cpu and memory (no runtime can change them): a failure there is
-the Pod's, a pass is not (``Built.partial``). Not built here: a multi-node predictor's workers, ModelMesh, a
-ClusterStorageContainer other than KServe's default, the ART explainer.
+the Pod's, a pass is not (``Built.partial``). Not built here: ModelMesh, a ClusterStorageContainer other than
+KServe's default, the ART explainer.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from webhook.core.fieldpath import FieldPath
+from webhook.core.fieldpath import FieldPath, dotted
 from webhook.core.operators import Built, Related, list_at, mapping_at
+from webhook.core.operators.kserve_pod import (
+    AGENT,
+    CONFIG_MAP,
+    DEFAULT_STORAGE,
+    ISVC_CONFIG,
+    KNATIVE_CONFIG,
+    MODELCAR,
+    MODELCAR_INIT,
+    QUEUE_PROXY,
+    STORAGE_INITIALIZER,
+    config_section,
+    default_resources,
+    oci_mode,
+    queue_proxy,
+    with_injected,
+)
 from webhook.core.operators.kserve_runtimes import (
     CLUSTER_SERVING_RUNTIME,
     GROUP,
     SERVING_RUNTIME,
     NoPod,
     choose_runtime,
+    merge_container,
+    worker_pod,
 )
 from webhook.core.podspec import ManifestError
 
-CONFIG_MAP = ("", "ConfigMap")
 RELATED = (SERVING_RUNTIME, CLUSTER_SERVING_RUNTIME, CONFIG_MAP)
 # KServe PredictorSpec: the model, and the framework specs KServe's defaulting turns into a model.
 FRAMEWORKS = ("sklearn", "xgboost", "tensorflow", "pytorch", "triton", "onnx", "huggingface", "pmml", "lightgbm",
               "paddle")
 MODEL_FIELDS = ("model", *FRAMEWORKS)
-V2_FORMATS = ("triton", "onnx", "huggingface", "vLLM")
+# setPredictorModelDefaults: protocol v2 for a model of these formats; the triton, onnx and huggingface framework
+# fields get it too (assignTritonRuntime, assignONNXRuntime, assignHuggingFaceRuntime), a model of those formats not.
+V2_FORMATS = ("triton", "vLLM")
+V2_FRAMEWORKS = ("triton", "onnx", "huggingface")
 COMPONENTS = ("predictor", "transformer", "explainer")
 MODEL_CONTAINER = "kserve-container"
 TRANSFORMER_CONTAINER = "transformer-container"
 MODE_ANNOTATION = "serving.kserve.io/deploymentMode"
-ISVC_CONFIG = "inferenceservice-config"
-# inferenceservice-config as KServe v0.20.0 installs it (config/configmap/inferenceservice.yaml).
-DEFAULT_RESOURCE = {"cpuRequest": "1", "cpuLimit": "1", "memoryRequest": "2Gi", "memoryLimit": "2Gi"}
-DEFAULT_STORAGE = {"cpuRequest": "100m", "cpuLimit": "1", "memoryRequest": "100Mi", "memoryLimit": "1Gi"}
 DEFAULT_MODE = "Serverless"
-KNATIVE_CONFIG = "config-deployment"
-KNATIVE_DEFAULT = {"queue-sidecar-cpu-request": "25m"}  # knative/serving pkg/deployment/config.go
-KNATIVE_ANNOTATION = "queue.sidecar.serving.knative.dev/{resource}-resource-{kind}"
-STORAGE_INITIALIZER = "storage-initializer"
-QUEUE_PROXY = "queue-proxy"
-AGENT = "agent"
-
-
-
-
-def _config(related: Related, key: str) -> tuple[dict[str, Any] | None, str]:
-    """A JSON section of ``inferenceservice-config`` when it was given (input or cluster), and where from."""
-    for cm in related.of(*CONFIG_MAP, cluster_scoped=True):
-        meta = mapping_at(cm.get("metadata"), ("metadata",))
-        if meta.get("name") != ISVC_CONFIG:
-            continue
-        raw = mapping_at(cm.get("data"), ("data",)).get(key)
-        try:
-            value = json.loads(raw) if isinstance(raw, str) else None
-        except ValueError:
-            value = None
-        return (value if isinstance(value, dict) else None), f"{ISVC_CONFIG} {key}"
-    return None, f"KServe's default {ISVC_CONFIG} {key}"
-
-
-def _resources(values: Mapping[str, Any]) -> dict[str, dict[str, str]]:
-    out: dict[str, dict[str, str]] = {"requests": {}, "limits": {}}
-    for resource in ("cpu", "memory"):
-        for kind, where in (("Request", "requests"), ("Limit", "limits")):
-            value = values.get(f"{resource}{kind}")
-            if isinstance(value, str | int | float) and str(value):
-                out[where][resource] = str(value)
-    return out
-
-
-def default_resources(related: Related) -> dict[str, dict[str, str]]:
-    """``inferenceService.resource`` of the ConfigMap when it was given (what it leaves out is not defaulted),
-    else KServe's shipped values."""
-    section, where = _config(related, "inferenceService")
-    if where.startswith("KServe's default"):
-        return _resources(DEFAULT_RESOURCE)
-    resource = section.get("resource") if section is not None else None
-    return _resources(resource if isinstance(resource, Mapping) else {})
+MODES = {"Standard": "Standard", "Knative": "Knative", "ModelMesh": "ModelMesh", "RawDeployment": "Standard",
+         "Serverless": "Knative"}
 
 
 def _with_defaults(container: Mapping[str, Any], defaults: Mapping[str, Mapping[str, str]]) -> dict[str, Any]:
@@ -120,75 +105,26 @@ def _with_defaults(container: Mapping[str, Any], defaults: Mapping[str, Mapping[
     return {**container, "resources": resources}
 
 
-def merge_container(runtime: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
-    """``MergeRuntimeContainers``: a strategic merge of ``override`` over ``runtime`` (maps merged key by key,
-    ``resources``' requests and limits too; lists and scalars replaced), args concatenated."""
-    def merge(base: Any, over: Any) -> Any:
-        if isinstance(base, Mapping) and isinstance(over, Mapping):
-            out = dict(base)
-            for key, value in over.items():
-                out[key] = merge(base.get(key), value) if key in base else value
-            return out
-        return base if over is None else over
-
-    merged = merge(runtime, {k: v for k, v in override.items() if k not in _MODEL_ONLY})
-    args = [*list_at(runtime.get("args"), ("args",)), *list_at(override.get("args"), ("args",))]
-    if args:
-        merged["args"] = args
-    return dict(merged)
-
-
-# ModelSpec's own fields, not the container's (PredictorExtensionSpec and ModelSpec, predictor.go).
-_MODEL_ONLY = frozenset({"modelFormat", "runtime", "storageUri", "storage", "protocolVersion", "runtimeVersion",
-                         "storageUris"})
-
-
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     return mapping_at(obj.get("metadata"), ("metadata",))
 
 
 def deployment_mode(obj: Mapping[str, Any], related: Related) -> str:
+    """``GetDeploymentMode`` (controller ``utils.go``): the mode recorded in ``status.deploymentMode`` (an update),
+    else the annotation when it names a mode KServe knows (``Standard``, ``Knative``, ``ModelMesh``, or the legacy
+    ``RawDeployment``, ``Serverless``), else ``inferenceservice-config`` ``deploy.defaultDeploymentMode``: any
+    other annotation value is ignored, not taken at its word."""
+    status = obj.get("status")
+    recorded = status.get("deploymentMode") if isinstance(status, Mapping) else None
+    if isinstance(recorded, str) and recorded:
+        return MODES.get(recorded, recorded)  # ParseDeploymentMode: legacy names mapped, the rest as recorded
     annotations = mapping_at(_meta(obj).get("annotations"), ("metadata", "annotations"))
     mode = annotations.get(MODE_ANNOTATION)
-    if not isinstance(mode, str) or not mode:
-        section, _ = _config(related, "deploy")
-        default = section.get("defaultDeploymentMode") if section is not None else None
-        mode = default if isinstance(default, str) and default else DEFAULT_MODE
-    return {"Serverless": "Knative", "RawDeployment": "Standard"}.get(mode, mode)
-
-
-def _injected(name: str, key: str, related: Related) -> dict[str, Any]:
-    """A container KServe's pod webhook injects, its resources from ``inferenceservice-config`` ``key`` (KServe's
-    own values where the ConfigMap was not given: the same 100m/1 CPU and 100Mi/1Gi for both)."""
-    section, _ = _config(related, key)
-    values = {k: (section or DEFAULT_STORAGE).get(k, DEFAULT_STORAGE[k]) for k in DEFAULT_STORAGE}
-    return {"name": name, "resources": _resources(values)}
-
-
-def _storage_initializer(uri: Any, related: Related) -> dict[str, Any] | None:
-    """The init container KServe's pod webhook injects for ``uri`` (none for pvc:// and oci://)."""
-    if not isinstance(uri, str) or not uri or uri.startswith(("pvc://", "oci://")):
-        return None
-    return _injected(STORAGE_INITIALIZER, "storageInitializer", related)
-
-
-def queue_proxy(obj: Mapping[str, Any], related: Related) -> dict[str, Any]:
-    """Knative's queue-proxy as Knative builds it: the ``config-deployment`` values (25m cpu request by default,
-    nothing else), overridden by the ``queue.sidecar.serving.knative.dev/*-resource-*`` annotations KServe
-    carries from the InferenceService to the revision."""
-    values: dict[str, Any] = dict(KNATIVE_DEFAULT)
-    for cm in related.of(*CONFIG_MAP, cluster_scoped=True):
-        if _meta(cm).get("name") == KNATIVE_CONFIG:
-            values = {**values, **mapping_at(cm.get("data"), ("data",))}
-    annotations = mapping_at(_meta(obj).get("annotations"), ("metadata", "annotations"))
-    resources: dict[str, dict[str, str]] = {"requests": {}, "limits": {}}
-    for resource in ("cpu", "memory"):
-        for kind, where in (("request", "requests"), ("limit", "limits")):
-            value = annotations.get(KNATIVE_ANNOTATION.format(resource=resource, kind=kind),
-                                    values.get(f"queue-sidecar-{resource}-{kind}"))
-            if isinstance(value, str) and value:
-                resources[where][resource] = value
-    return {"name": QUEUE_PROXY, "resources": resources}
+    if isinstance(mode, str) and mode in MODES:
+        return MODES[mode]
+    section, _ = config_section(related, "deploy")
+    default = section.get("defaultDeploymentMode") if section is not None else None
+    return MODES.get(default if isinstance(default, str) else "", MODES[DEFAULT_MODE])
 
 
 def _pod_fields(body: Mapping[str, Any]) -> dict[str, Any]:
@@ -196,35 +132,37 @@ def _pod_fields(body: Mapping[str, Any]) -> dict[str, Any]:
     skip = {*MODEL_FIELDS, "containers", "art", "alibi", "minReplicas", "maxReplicas", "scaleTarget", "scaleMetric",
             "scaleMetricType", "containerConcurrency", "timeout", "canaryTrafficPercent", "logger", "batcher",
             "labels", "annotations", "deploymentStrategy", "autoScaling", "workerSpec", "storageUri", "storage",
-            "name"}
+            "name", "storageUris", "storageContainerName", "metrics", "behavior"}
     return {k: v for k, v in body.items() if k not in skip}
 
 
 def _model_predictor(obj: Mapping[str, Any], body: Mapping[str, Any], field: str, related: Related,
-                     here: FieldPath) -> Built | str:
+                     here: FieldPath, role: str, multinode: bool) -> tuple[Built | str, Built | str | None]:
+    """The predictor's Pod (``buildPodSpec``) and, multi-node, its workers' (``multiNodeProcess``)."""
+    where = dotted(here)
     model = dict(mapping_at(body[field], (*here, field)))
     if field != "model":  # setPredictorModelDefaults
         model["modelFormat"] = {"name": field}
-        if field in ("triton", "onnx", "huggingface"):
+        if field in V2_FRAMEWORKS:
             model.setdefault("protocolVersion", "v2")
     fmt = mapping_at(model.get("modelFormat"), (*here, field, "modelFormat")).get("name")
     if fmt in V2_FORMATS:
         model.setdefault("protocolVersion", "v2")
     namespace = _meta(obj).get("namespace")
-    chosen = choose_runtime(model, namespace if isinstance(namespace, str) else None,
-                            body.get("workerSpec") is not None, related)
+    chosen = choose_runtime(model, namespace if isinstance(namespace, str) else None, multinode, related)
     own = list_at(body.get("containers"), (*here, "containers"))
     model_field = (*here, field)
     if isinstance(chosen, NoPod):
-        return f"InferenceService spec.predictor: {chosen}"
+        return f"InferenceService {where}: {chosen}", None
     if isinstance(chosen, str):
-        return _partial(model, model_field, own, here, chosen)
+        worker = f"InferenceService {where}.workerSpec: {chosen}" if multinode else None
+        return _partial(model, model_field, own, here, chosen), worker
     label, runtime = chosen
     spec = mapping_at(runtime.get("spec"), ("spec",))
     rt_containers = [c for c in list_at(spec.get("containers"), ("spec", "containers")) if isinstance(c, Mapping)]
     main = next((c for c in rt_containers if c.get("name") == MODEL_CONTAINER), None)
     if main is None:
-        return f"{label} has no {MODEL_CONTAINER} container: KServe builds no Pod (InvalidPredictorSpec)"
+        return f"{label} has no {MODEL_CONTAINER} container: KServe builds no Pod (InvalidPredictorSpec)", None
     containers: list[Any] = [merge_container(main, model)]
     fields: list[tuple[FieldPath, FieldPath]] = [(("containers", 0), model_field)]
     own_transformer = next((i for i, c in enumerate(own) if isinstance(c, Mapping)
@@ -248,7 +186,8 @@ def _model_predictor(obj: Mapping[str, Any], body: Mapping[str, Any], field: str
     fields += [(("initContainers", i), (*here, "initContainers", i)) for i in range(len(init))]
     fields.append((("resources",), (*here, "resources")))
     pod["initContainers"] = init
-    return Built(here, pod, f"spec.predictor (predictor, {label})", tuple(fields))
+    head = Built(here, pod, f"{where} ({role}, {label})", tuple(fields))
+    return head, (worker_pod(body, spec, label, here, role) if multinode else None)
 
 
 def _fixed(container: Mapping[str, Any], where: FieldPath) -> bool:
@@ -274,65 +213,153 @@ def _partial(model: Mapping[str, Any], model_field: FieldPath, own: list[Any], h
             fields.append((("containers", len(containers)), (*here, "containers", i)))
             containers.append(c)
     if not containers:
-        return f"InferenceService spec.predictor: {why}"
-    return Built(here, {"containers": containers}, "spec.predictor (predictor, its runtime not known)",
-                 tuple(fields), partial=f"InferenceService spec.predictor: {why}")
+        return f"InferenceService {dotted(here)}: {why}"
+    return Built(here, {"containers": containers}, f"{dotted(here)} (predictor, its runtime not known)",
+                 tuple(fields), partial=f"InferenceService {dotted(here)}: {why}")
 
 
-def _custom(component: str, body: Mapping[str, Any], related: Related, here: FieldPath) -> Built:
-    """A custom component: its pod spec, its first container given KServe's default resources."""
+def _custom(component: str, body: Mapping[str, Any], related: Related, here: FieldPath, role: str) -> Built:
+    """A custom component as KServe's defaulting leaves it: its first container named ``kserve-container`` (a
+    transformer's and explainer's always, a predictor's when it is alone or unnamed) and given KServe's default
+    resources for what it leaves unset."""
     containers = list(list_at(body.get("containers"), (*here, "containers")))
     if containers and isinstance(containers[0], Mapping):
-        containers[0] = _with_defaults(containers[0], default_resources(related))
+        first = _with_defaults(containers[0], default_resources(related))
+        if component != "predictor" or len(containers) == 1 or not first.get("name"):
+            first["name"] = MODEL_CONTAINER
+        containers[0] = first
     pod = {**_pod_fields(body), "containers": containers}
     fields: list[tuple[FieldPath, FieldPath]] = [(("containers", i), (*here, "containers", i))
                                                  for i in range(len(containers))]
     init = list_at(body.get("initContainers"), (*here, "initContainers"))
     fields += [(("initContainers", i), (*here, "initContainers", i)) for i in range(len(init))]
     fields.append((("resources",), (*here, "resources")))
-    return Built(here, pod, f"spec.{component} ({component})", tuple(fields))
+    return Built(here, pod, f"{dotted(here)} ({role})", tuple(fields))
 
 
-def _custom_storage_uri(component: str, body: Mapping[str, Any], here: FieldPath) -> tuple[FieldPath, Any] | None:
-    """A custom component's ``STORAGE_URI`` env (``GetStorageUri``: the predictor's kserve-container's, a
-    transformer's or explainer's first container's), and where it is."""
-    containers = list_at(body.get("containers"), (*here, "containers"))
-    for i, c in enumerate(containers):
-        if not isinstance(c, Mapping) or (component == "predictor" and c.get("name") != MODEL_CONTAINER) or \
-                (component != "predictor" and i > 0):
-            continue
-        for j, env in enumerate(list_at(c.get("env"), (*here, "containers", i, "env"))):
-            if isinstance(env, Mapping) and env.get("name") == "STORAGE_URI":
-                return (*here, "containers", i, "env", j, "value"), env.get("value")
+def _env(container: Any, at: FieldPath, name: str) -> tuple[FieldPath, Any] | None:
+    if not isinstance(container, Mapping):
+        return None
+    for j, env in enumerate(list_at(container.get("env"), (*at, "env"))):
+        if isinstance(env, Mapping) and env.get("name") == name:
+            return (*at, "env", j, "value"), env.get("value")
     return None
 
 
-def _with_injected(built: Built, obj: Mapping[str, Any], body: Mapping[str, Any], mode: str,
-                   uri: tuple[FieldPath, Any], related: Related) -> Built:
-    """``built`` with what is injected into its Pod: the storage-initializer (``uri``), KServe's agent (a
-    ``logger`` or ``batcher``: agent_injector.go, the ConfigMap's ``agent`` resources), Knative's queue-proxy
-    (Knative mode), each after the component's own."""
-    spec = dict(built.spec)
-    containers = list(list_at(spec.get("containers"), ()))
-    shown: list[tuple[FieldPath, FieldPath]] = []
-    storage = _storage_initializer(uri[1], related)
-    if storage is not None:
-        init = list_at(spec.get("initContainers"), ())
-        shown.append((("initContainers", len(init)), uri[0]))
-        spec["initContainers"] = [*init, storage]
-    cause = next((f for f in ("logger", "batcher") if body.get(f) is not None), None)
-    if cause is not None:
-        shown.append((("containers", len(containers)), (*built.path, cause)))
-        containers.append(_injected(AGENT, "agent", related))
-    if mode == "Knative":
-        shown.append((("containers", len(containers)), ("metadata", "annotations")))
-        containers.append(queue_proxy(obj, related))
-    spec["containers"] = containers
-    return Built(built.path, spec, built.template, built.fields, built.partial, tuple(shown))
+def _custom_storage_uri(built: Built, component: str, here: FieldPath) -> tuple[FieldPath, Any] | None:
+    """A custom component's ``STORAGE_URI`` env (``GetStorageUri``: the predictor's kserve-container's, a
+    transformer's or explainer's first container's, named as defaulting names them), and where it is."""
+    containers = list_at(built.spec.get("containers"), ())
+    for i, c in enumerate(containers):
+        if isinstance(c, Mapping) and ((component == "predictor" and c.get("name") == MODEL_CONTAINER)
+                                       or (component != "predictor" and i == 0)):
+            return _env(c, (*here, "containers", i), "STORAGE_URI")
+    return None
+
+
+def _mms(body: Mapping[str, Any], field: str | None, here: FieldPath) -> FieldPath | None:
+    """``IsMMSPredictor`` (controller ``utils.go``), which makes KServe inject its agent as a model puller: a
+    predictor with containers whose first sets ``MULTI_MODEL_SERVER=true``; without containers, a model (not
+    huggingface) with no ``storageUri``, ``storage`` nor ``storageUris``. The field that makes it so, or None."""
+    containers = list_at(body.get("containers"), (*here, "containers"))
+    if containers:
+        env = _env(containers[0], (*here, "containers", 0), "MULTI_MODEL_SERVER")
+        return env[0] if env is not None and env[1] == "true" else None
+    if field is None:
+        return None
+    model = mapping_at(body[field], (*here, field))
+    fmt = mapping_at(model.get("modelFormat"), (*here, field, "modelFormat")).get("name")
+    if field == "huggingface" or (field == "model" and fmt == "huggingface"):
+        return None
+    if model.get("storageUri") is not None or model.get("storage") is not None or body.get("storageUris"):
+        return None
+    return (*here, field, "storageUri")
+
+
+def _storage(body: Mapping[str, Any], field: str | None, here: FieldPath,
+             built: Built, component: str) -> tuple[FieldPath, Any] | str | None:
+    """The one source URI KServe's pod webhook reads (``storage-initializer-sourceuri``): the model's
+    ``storageUri``, its ``storage.path`` (``addStorageSpecAnnotations``), a custom container's ``STORAGE_URI``;
+    a reason when KServe refuses both (``must provide only one of storageUri and storage.path``)."""
+    if field is None:
+        return _custom_storage_uri(built, component, here) or ((*here, "storageUri"), body.get("storageUri"))
+    model = mapping_at(body[field], (*here, field))
+    storage = mapping_at(model.get("storage"), (*here, field, "storage"))
+    path = storage.get("path")
+    if isinstance(path, str):
+        if model.get("storageUri") is not None:
+            return (f"InferenceService {dotted((*here, field))}: sets both storageUri and storage.path, which KServe "
+                    "refuses (must provide only one of storageUri and storage.path): it builds no Pod")
+        # the URI's scheme comes from the storage secret; any is downloaded by the storage-initializer
+        return (*here, field, "storage", "path"), f"storage://{path}"
+    return (*here, field, "storageUri"), model.get("storageUri")
+
+
+def _storage_uris(body: Mapping[str, Any], here: FieldPath) -> list[tuple[FieldPath, str]]:
+    out = []
+    for i, item in enumerate(list_at(body.get("storageUris"), (*here, "storageUris"))):
+        uri = mapping_at(item, (*here, "storageUris", i)).get("uri")
+        if isinstance(uri, str) and uri:
+            out.append(((*here, "storageUris", i, "uri"), uri))
+    return out
+
+
+def _mergo(base: Any, over: Any) -> Any:
+    """``mergo.Merge(&stable, canary, mergo.WithOverride)``: structs and maps merged key by key, a canary's value
+    that is set (not empty, zero or false) replacing the stable's; lists replaced whole."""
+    if isinstance(base, Mapping) and isinstance(over, Mapping):
+        out = dict(base)
+        for key, value in over.items():
+            out[key] = _mergo(base.get(key), value) if key in base else value
+        return out
+    if over is None or over == "" or over == 0 or over is False or over == [] or over == {}:
+        return base
+    return over
+
+
+def _component(obj: Mapping[str, Any], component: str, body: Mapping[str, Any], here: FieldPath, role: str,
+               mode: str, related: Related, multinode: bool, canary: bool = False) -> Iterator[Built | str]:
+    """One component's Pod (and a multi-node predictor's workers') with what is injected into it."""
+    field = None
+    worker: Built | str | None = None
+    built: Built | str
+    if component == "predictor":
+        field = "model" if body.get("model") is not None else next(
+            (f for f in FRAMEWORKS if body.get(f) is not None), None)
+        if field is not None:
+            built, worker = _model_predictor(obj, body, field, related, here, role, multinode)
+        else:
+            built = _custom(component, body, related, here, role)
+    elif component == "explainer" and body.get("art") is not None:
+        built = ("InferenceService spec.explainer.art (its container is built from KServe's "
+                 "inferenceservice-config explainers: not read here)")
+    else:
+        built = _custom(component, body, related, here, role)
+    if isinstance(worker, NoPod):  # Reconcile stops at reconcileWorker's error, in any mode: no Pod at all
+        yield worker
+        return
+    if isinstance(built, Built):
+        mms_cause = _mms(body, field, here) if component == "predictor" else None
+        cause = mms_cause or next(((*here, f) for f in ("logger", "batcher") if body.get(f) is not None), None)
+        legacy = _storage(body, field, here, built, component)
+        if isinstance(legacy, str):
+            yield legacy
+            return
+        # a canary's Deployment gets no storageUris (reconcileCanaryDeployments passes none)
+        uris = [] if canary else _storage_uris(body, here)
+        built = with_injected(built, obj, mode, related, legacy, uris, cause, mms_cause is not None)
+        if isinstance(worker, Built):
+            # the workers' Deployment: the predictor's annotations (storage URI, logger, batcher), its storageUris
+            logger = next(((*here, f) for f in ("logger", "batcher") if body.get(f) is not None), None)
+            worker = with_injected(worker, obj, "Standard", related, legacy, uris, logger, False)
+    yield built
+    if worker is not None and mode == "Standard":  # the workers' Deployment is the Standard reconciler's only
+        yield worker
 
 
 def build(obj: Mapping[str, Any], related: Related) -> Iterator[Built | str]:
-    """Each component's Pod as KServe builds it, or why it cannot be known."""
+    """Each component's Pod as KServe builds it (a canary's, a multi-node predictor's workers'), or why it cannot
+    be known."""
     spec = obj.get("spec")
     if spec is None:
         return
@@ -346,30 +373,49 @@ def build(obj: Mapping[str, Any], related: Related) -> Iterator[Built | str]:
         body = spec.get(component)
         if body is None:
             continue
-        here = ("spec", component)
+        here: FieldPath = ("spec", component)
         if not isinstance(body, Mapping):
             raise ManifestError(here, "expected a mapping")
-        built: Built | str
-        field = None
-        if component == "predictor":
-            field = "model" if body.get("model") is not None else next(
-                (f for f in FRAMEWORKS if body.get(f) is not None), None)
-            built = _model_predictor(obj, body, field, related, here) if field is not None \
-                else _custom(component, body, related, here)
-        elif component == "explainer" and body.get("art") is not None:
-            built = ("InferenceService spec.explainer.art (its container is built from KServe's "
-                     "inferenceservice-config explainers: not read here)")
-        else:
-            built = _custom(component, body, related, here)
-        if isinstance(built, Built):
-            uri: tuple[FieldPath, Any] = ((*here, "storageUri"), body.get("storageUri"))
-            if field is None:
-                uri = _custom_storage_uri(component, body, here) or uri
-            elif component == "predictor":
-                uri = ((*here, field, "storageUri"), mapping_at(body[field], (*here, field)).get("storageUri"))
-            built = _with_injected(built, obj, body, mode, uri, related)
-        yield built
+        multinode = component == "predictor" and body.get("workerSpec") is not None
+        yield from _component(obj, component, body, here, component, mode, related, multinode)
+    yield from _canaries(obj, spec, mode, related)
 
 
-__all__ = ["CLUSTER_SERVING_RUNTIME", "COMPONENTS", "GROUP", "ISVC_CONFIG", "KNATIVE_CONFIG", "MODEL_FIELDS", "RELATED",
-           "SERVING_RUNTIME", "build", "choose_runtime", "merge_container"]
+def _canaries(obj: Mapping[str, Any], spec: Mapping[str, Any], mode: str,
+              related: Related) -> Iterator[Built | str]:
+    """``reconcileCanaryDeployments``: each ``spec.canary[i].predictor`` merged over the stable predictor
+    (``buildCanaryPredictor``) and built as it is, single-node, in its own Deployment (Standard mode only:
+    ``validateCanarySpecs`` refuses a canary in any other)."""
+    canaries = list_at(spec.get("canary"), ("spec", "canary"))
+    if not canaries:
+        return
+    annotations = mapping_at(_meta(obj).get("annotations"), ("metadata", "annotations"))
+    if MODES.get(str(annotations.get(MODE_ANNOTATION))) != "Standard":
+        yield ("InferenceService spec.canary: KServe refuses a canary unless the serving.kserve.io/deploymentMode "
+               "annotation is Standard (validateCanarySpecs): no canary Pod is built")
+        return
+    stable = mapping_at(spec.get("predictor"), ("spec", "predictor"))
+    for i, item in enumerate(canaries):
+        at: FieldPath = ("spec", "canary", i, "predictor")
+        own = mapping_at(mapping_at(item, ("spec", "canary", i)).get("predictor"), at)
+        merged = dict(_mergo({k: v for k, v in stable.items() if k != "workerSpec"}, own))
+        for built in _component(obj, "predictor", merged, at, f"canary {own.get('name')}", "Standard", related,
+                                False, canary=True):
+            yield built if isinstance(built, str) else _canary_fields(built, own, at)
+
+
+def _canary_fields(built: Built, own: Mapping[str, Any], at: FieldPath) -> Built:
+    """A canary's fields: the canary's own where it sets the field (its value wins the merge), else the stable
+    predictor's (the canary inherits it)."""
+    def rebase(field: FieldPath) -> FieldPath:
+        if field[:len(at)] == at and len(field) > len(at) and field[len(at)] not in own:
+            return ("spec", "predictor", *field[len(at):])
+        return field
+    return Built(built.path, built.spec, built.template, tuple((b, rebase(f)) for b, f in built.fields),
+                 built.partial, tuple((b, rebase(f)) for b, f in built.shown))
+
+
+__all__ = ["AGENT", "CLUSTER_SERVING_RUNTIME", "COMPONENTS", "DEFAULT_STORAGE", "GROUP", "ISVC_CONFIG",
+           "KNATIVE_CONFIG", "MODELCAR", "MODELCAR_INIT", "MODEL_FIELDS", "QUEUE_PROXY", "RELATED", "SERVING_RUNTIME",
+           "STORAGE_INITIALIZER", "build", "choose_runtime", "deployment_mode", "merge_container", "oci_mode",
+           "queue_proxy"]

@@ -2,18 +2,22 @@
 (``pkg/controller/v1beta1/inferenceservice/components/predictor.go`` ``reconcileModel``,
 ``pkg/apis/serving/v1beta1/predictor_model.go`` ``GetSupportingRuntimes``, ``RuntimeSupportsModel``,
 ``pkg/apis/serving/v1alpha1/servingruntime_types.go``), from the ServingRuntimes and ClusterServingRuntimes the
-builder was given (``webhook.core.operators.Related``). Used by ``webhook.core.operators.kserve``."""
+builder was given (``webhook.core.operators.Related``); the runtime's containers merged with the InferenceService's
+(``utils.go`` ``MergeRuntimeContainers``; ``predictor.go`` ``multiNodeProcess`` for the workers). Used by
+``webhook.core.operators.kserve``."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from webhook.core.operators import Related, list_at, mapping_at
+from webhook.core.fieldpath import FieldPath, dotted
+from webhook.core.operators import Built, Related, list_at, mapping_at
 
 GROUP = "serving.kserve.io"
 SERVING_RUNTIME = (GROUP, "ServingRuntime")
 CLUSTER_SERVING_RUNTIME = (GROUP, "ClusterServingRuntime")
+WORKER_CONTAINER = "worker-container"
 
 
 class NoPod(str):
@@ -107,4 +111,57 @@ def choose_runtime(model: Mapping[str, Any], namespace: str | None, multinode: b
                  "KServe builds no Pod until one does")
 
 
-__all__ = ["CLUSTER_SERVING_RUNTIME", "GROUP", "SERVING_RUNTIME", "NoPod", "choose_runtime"]
+# ModelSpec's own fields, not the container's (PredictorExtensionSpec and ModelSpec, predictor.go).
+_MODEL_ONLY = frozenset({"modelFormat", "runtime", "storageUri", "storage", "protocolVersion", "runtimeVersion",
+                         "storageUris"})
+
+
+def merge_container(runtime: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    """``MergeRuntimeContainers``: a strategic merge of ``override`` over ``runtime`` (maps merged key by key,
+    ``resources``' requests and limits too; lists and scalars replaced), args concatenated."""
+    def merge(base: Any, over: Any) -> Any:
+        if isinstance(base, Mapping) and isinstance(over, Mapping):
+            out = dict(base)
+            for key, value in over.items():
+                out[key] = merge(base.get(key), value) if key in base else value
+            return out
+        return base if over is None else over
+
+    merged = merge(runtime, {k: v for k, v in override.items() if k not in _MODEL_ONLY})
+    args = [*list_at(runtime.get("args"), ("args",)), *list_at(override.get("args"), ("args",))]
+    if args:
+        merged["args"] = args
+    return dict(merged)
+
+
+def worker_pod(body: Mapping[str, Any], spec: Mapping[str, Any], label: str, here: FieldPath,
+            role: str) -> Built | NoPod:
+    """``multiNodeProcess``: the runtime's ``worker-container`` with the predictor's ``workerSpec.containers[0]``
+    merged over it (``MergeServingRuntimeAndInferenceServiceSpecs``), alone in the Pod; the predictor's
+    ``workerSpec`` pod fields over the runtime's."""
+    at = (*here, "workerSpec")
+    worker = mapping_at(body.get("workerSpec"), at)
+    rt_worker = mapping_at(spec.get("workerSpec"), ("spec", "workerSpec"))
+    if not rt_worker:
+        return NoPod(f"InferenceService {dotted(at)}: {label} has no workerSpec: KServe builds no Pod "
+                     "(InvalidWorkerSpecNotSet)")
+    rt_containers = list_at(rt_worker.get("containers"), ("spec", "workerSpec", "containers"))
+    main = next((c for c in rt_containers if isinstance(c, Mapping) and c.get("name") == WORKER_CONTAINER), None)
+    if main is None:
+        return NoPod(f"InferenceService {dotted(at)}: {label} has no {WORKER_CONTAINER} in its workerSpec: "
+                     "KServe builds no Pod (InvalidPredictorSpec)")
+    own = list_at(worker.get("containers"), (*at, "containers"))
+    override = own[0] if own and isinstance(own[0], Mapping) else {}
+    pod = {k: rt_worker[k] for k in ("nodeSelector", "affinity", "tolerations", "schedulerName") if k in rt_worker}
+    pod.update({k: v for k, v in worker.items() if k not in ("containers", "pipelineParallelSize",
+                                                             "tensorParallelSize")})
+    pod["containers"] = [merge_container(main, override)]
+    fields: list[tuple[FieldPath, FieldPath]] = [(("containers", 0), (*at, "containers", 0))] if override else []
+    init = list_at(worker.get("initContainers"), (*at, "initContainers"))
+    fields += [(("initContainers", i), (*at, "initContainers", i)) for i in range(len(init))]
+    fields.append((("resources",), (*at, "resources")))
+    return Built(at, pod, f"{dotted(at)} ({role} worker, {label})", tuple(fields))
+
+
+__all__ = ["CLUSTER_SERVING_RUNTIME", "GROUP", "SERVING_RUNTIME", "WORKER_CONTAINER", "NoPod", "choose_runtime",
+           "merge_container", "worker_pod"]

@@ -8,7 +8,8 @@ selects (``kserve-config-llm-template`` for one node, ``...-decode-template`` an
 prefill, the data-parallel ones with a worker, ``...-scheduler`` with a managed scheduler), then the configs
 ``spec.baseRefs`` names, then the object's own spec: a strategic merge (``mergeSpecs``), containers by name, a
 container's requests and limits key by key, the later winning. Each config is read from the object's namespace,
-else from KServe's (``kserve``). Then every model-serving Pod (not the scheduler's) gets the model
+else from KServe's (``kserve``). Then every model-serving Pod (the scheduler's only with the ``tokenizer``
+container, ``isUsingTokenizerSidecar``, and without LoRA adapters) gets the model
 (``attachModelArtifacts``, workload_storage.go): for ``hf://`` and ``s3://`` (and LoRA adapters from them) a
 ``storage-initializer`` init container whose resources are the ``inferenceservice-config`` ConfigMap's
 ``storageInitializer`` (100m of 1 CPU, 100Mi of 1Gi as KServe ships it), a user's init container of that name
@@ -40,6 +41,7 @@ KSERVE_NAMESPACE = "kserve"  # constants.KServeNamespace (the controller's POD_N
 STOP = "serving.kserve.io/stop"
 LOCAL_MODEL = "internal.serving.kserve.io/localmodel"
 STORAGE_INITIALIZER = "storage-initializer"
+TOKENIZER = "tokenizer"  # scheduler.go tokenizerContainerName
 
 # Where each pod spec is in the spec, and how a finding names it.
 At = tuple[str, ...]
@@ -241,8 +243,9 @@ def _modelcar(pod: dict[str, Any], storage: Mapping[str, Any]) -> None:
 
 
 def attach_model(pod: Mapping[str, Any], spec: Mapping[str, Any], labels: Mapping[str, Any],
-                 storage: Mapping[str, Any]) -> dict[str, Any]:
-    """``attachModelArtifacts`` on one model-serving pod spec: what the model's URI adds to the Pod."""
+                 storage: Mapping[str, Any], lora: bool = True) -> dict[str, Any]:
+    """``attachModelArtifacts`` on one pod spec: what the model's URI (and, unless ``lora`` is off, as for the
+    scheduler, its LoRA adapters) adds to the Pod."""
     out = dict(pod)
     uri = _get(spec, "model", "uri")
     if not isinstance(uri, str) or "://" not in uri:
@@ -250,7 +253,7 @@ def attach_model(pod: Mapping[str, Any], spec: Mapping[str, Any], labels: Mappin
     if _get(spec, "storageInitializer", "enabled") is False:
         return out
     scheme = "pvc" if LOCAL_MODEL in labels else uri.split("://", 1)[0]
-    adapters = _get(spec, "model", "lora", "adapters")
+    adapters = _get(spec, "model", "lora", "adapters") if lora else None
     downloads = any(isinstance(_get(a, "uri"), str) and a["uri"].split("://", 1)[0] in ("hf", "s3")
                     for a in adapters) if isinstance(adapters, list) else False
     if scheme in ("hf", "s3") or (scheme in ("pvc", "oci", "oci+native") and downloads):
@@ -358,6 +361,11 @@ def _build(spec: Mapping[str, Any], meta: Mapping[str, Any], related: Related) -
         if at != SCHEDULER:
             storage = storage or _storage_config(related)
             pod = attach_model(pod, final, labels, storage)
+        elif any(_get(c, "name") == TOKENIZER for c in pod.get("containers") or []):
+            # scheduler.go: a scheduler with the tokenizer sidecar (isUsingTokenizerSidecar) gets the model too,
+            # for the tokenizer, without the LoRA adapters (LLMISVCSchedulerAttachesLoRA false)
+            storage = storage or _storage_config(related)
+            pod = attach_model(pod, final, labels, storage, lora=False)
         sources = [name for name, p in presets if _get(p, *at)] + [
             str(_get(r, "name")) for r, b in zip(refs, bases, strict=True) if _get(b, *at)]
         over = f", over {' and '.join(sources)}" if sources else ""

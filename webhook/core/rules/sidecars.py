@@ -26,6 +26,7 @@ class Mesh:
     name: str
     annotations: Mapping[str, tuple[str, str]]  # resource -> (request annotation, limit annotation)
     where: str = "the Pod annotations"  # where those keys are set
+    also: str = ""  # another way out, said after the keys
 
 
 # Knative's queue-proxy: the revision annotations (knative/serving, pkg/apis/serving/register.go; KServe carries an
@@ -51,12 +52,19 @@ MESH_PROXIES: dict[str, Mesh] = {
                                            MEMORY: ("memoryRequest", "memoryLimit")}, _KSERVE_WHERE),
     "agent": Mesh("KServe", {CPU: ("cpuRequest", "cpuLimit"), MEMORY: ("memoryRequest", "memoryLimit")},
                   "inferenceservice-config agent"),
+    # KServe's OCI modelcar (kserve v0.20.0 utils/storage.go CreateModelcarContainer, CreateModelcarInitContainer):
+    # one key is both its request and its limit.
+    **{name: Mesh("KServe", {CPU: ("cpuModelcar", "cpuModelcar"), MEMORY: ("memoryModelcar", "memoryModelcar")},
+                  "inferenceservice-config storageInitializer",
+                  "; or name the model by an oci+native:// URI (an image volume, no container)")
+       for name in ("modelcar", "modelcar-init")},
 }
 
 SHARE = Text("; or let this container alone share CPUs (the others stay pinned): add {name} to "
              "policy.fractionalCPUContainers")
 MESH = Text("; {mesh} injects this container: set its {resource} with {where} {request} and {limit} "
             "(both to the same value)")
+MESH_ONE = Text("; {mesh} injects this container: set its {resource} (request and limit) with {where} {request}")
 
 
 def is_sidecar(index: int, name: str, init: bool) -> bool:
@@ -74,8 +82,10 @@ def mesh_hint(name: str | None, resource: str) -> str:
     if mesh is None or resource not in mesh.annotations:
         return ""
     request, limit = mesh.annotations[resource]
-    return MESH(mesh=mesh.name, resource=resource, where=mesh.where.format(resource=resource), request=request,
-                limit=limit)
+    where = mesh.where.format(resource=resource)
+    if request == limit:
+        return MESH_ONE(mesh=mesh.name, resource=resource, where=where, request=request) + mesh.also
+    return MESH(mesh=mesh.name, resource=resource, where=where, request=request, limit=limit) + mesh.also
 
 
 def share_hint_cel(block: str) -> str:
