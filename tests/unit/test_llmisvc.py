@@ -131,6 +131,24 @@ def test_oci_adds_the_modelcar() -> None:
         ("spec.template.initContainers[0].resources", "cpu-not-integer")}
 
 
+def test_oci_follows_the_given_configmaps_own_words_on_oci_models() -> None:
+    """``ResolveOciModelMode`` reads the ConfigMap's JSON keys (``enableModelcar``, not the Go field's name), and a
+    given ConfigMap that names no OCI mode turns OCI models off (KServe builds no Pods), whatever KServe ships."""
+    oci = llmisvc({"template": main()})
+    oci["spec"]["model"]["uri"] = "oci://registry/model:1"
+
+    def isvc_config(section: dict[str, Any]) -> dict[str, Any]:
+        return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "inferenceservice-config",
+                                                                      "namespace": "kserve"},
+                "data": {"storageInitializer": json.dumps({"cpuRequest": "1", "cpuLimit": "1",
+                                                           "memoryRequest": "1Gi", "memoryLimit": "1Gi", **section})}}
+
+    [on] = targets(oci, isvc_config({"enableModelcar": True}))
+    assert [c.name for c in on.pod_spec().containers] == ["main", "modelcar"]
+    [reason] = list(walk(oci, related=collect([isvc_config({})], RELATED)))
+    assert isinstance(reason, str) and "enables no OCI model mode, so KServe builds no Pods" in reason
+
+
 def test_a_base_ref_not_given_is_unknown_and_given_is_merged() -> None:
     obj = llmisvc({"baseRefs": [{"name": "mine"}], "template": main()})
     assert list(walk(obj)) == ['LLMInferenceService spec.baseRefs[0]: LLMInferenceServiceConfig "mine" not in '

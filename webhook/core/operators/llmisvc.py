@@ -79,9 +79,13 @@ PRESETS: dict[str, Mapping[str, Any]] = {
     "kserve-config-llm-router-route": {},
     "kserve-config-llm-tracing": {},
 }
-# The inferenceservice-config ConfigMap's storageInitializer as KServe v0.20.0 ships it (config/configmap).
-STORAGE_DEFAULTS: Mapping[str, Any] = {**DEFAULT_STORAGE, "ociModelMode": "modelcar", "cpuModelcar": "10m",
+# The inferenceservice-config ConfigMap's storageInitializer as KServe v0.20.0 ships it (config/configmap's data,
+# not its _example: ``enableModelcar: true`` and no ``ociModelMode``).
+STORAGE_DEFAULTS: Mapping[str, Any] = {**DEFAULT_STORAGE, "enableModelcar": True, "cpuModelcar": "10m",
                                        "memoryModelcar": "15Mi"}
+# What a given ConfigMap's storageInitializer says of OCI models replaces the shipped words: KServe unmarshals it
+# into an empty StorageInitializerConfig (v1beta1.GetStorageInitializerConfigs), so a key it omits is off.
+_OCI_KEYS = ("enableModelcar", "enableOciModelSupport", "ociModelMode")
 # Lists a strategic merge of a PodSpec merges by name (patchMergeKey); every other list is replaced.
 _BY_NAME = frozenset({"containers", "initContainers", "ephemeralContainers", "resourceClaims"})
 
@@ -210,7 +214,9 @@ def _storage_config(related: Related) -> Mapping[str, Any]:
     except ValueError:
         raise Unknown(f"{KIND}: the inferenceservice-config ConfigMap's storageInitializer is not JSON, so KServe "
                       "cannot read it") from None
-    return {**STORAGE_DEFAULTS, **parsed} if isinstance(parsed, Mapping) else STORAGE_DEFAULTS
+    if not isinstance(parsed, Mapping):
+        return STORAGE_DEFAULTS
+    return {**{k: v for k, v in STORAGE_DEFAULTS.items() if k not in _OCI_KEYS}, **parsed}
 
 
 def _resources(cpu: Any, memory: Any) -> dict[str, Any]:
@@ -271,8 +277,10 @@ def attach_model(pod: Mapping[str, Any], spec: Mapping[str, Any], labels: Mappin
 
 
 def _oci(pod: dict[str, Any], storage: Mapping[str, Any]) -> None:
-    mode = storage.get("ociModelMode") or ("modelcar" if storage.get("enableOciImageSource")
-                                           or storage.get("enableOciModelSupport") else "")
+    # ``ResolveOciModelMode`` (pkg/types/config.go): ociModelMode, else modelcar where enableModelcar (the Go
+    # field EnableOciImageSource) or enableOciModelSupport is on, else OCI models are off.
+    mode = storage.get("ociModelMode") or ("modelcar" if storage.get("enableModelcar") is True
+                                           or storage.get("enableOciModelSupport") is True else "")
     if not mode:
         raise Unknown(f"{KIND}: spec.model.uri is oci:// but the inferenceservice-config's storageInitializer "
                       "enables no OCI model mode, so KServe builds no Pods")
