@@ -24,9 +24,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cache
 
 from webhook.core.numa_amounts import Amounts
-from webhook.core.numa_masks import Unknown, masks, narrower, sums, width
+from webhook.core.numa_masks import Unknown, fewest, masks, narrower, sums, width
 from webhook.core.numa_memory import Memory, allocate_memory, memory_masks
 from webhook.core.numatopology import RESTRICTED, UNEXPECTED_ADMISSION_ERROR, CPUManager
 
@@ -40,6 +41,19 @@ class Hint:
 
     mask: int | None
     preferred: bool
+
+
+@cache
+def _hints(zones: int) -> tuple[tuple[Hint, ...], tuple[Hint, ...]]:
+    """Every mask's ``Hint`` over ``zones`` NUMA nodes, not preferred and preferred, indexed by the mask: one
+    object each, shared (a frozen dataclass's construction cost more than the rest of a row's hint list)."""
+    return tuple(Hint(m, False) for m in range(1 << zones)), tuple(Hint(m, True) for m in range(1 << zones))
+
+
+def _listed(zones: int, hinted: Sequence[int], smallest: int) -> list[Hint]:
+    """The hints of the masks ``hinted``, preferred where as narrow as ``smallest``."""
+    other, preferred = _hints(zones)
+    return [preferred[m] if m.bit_count() == smallest else other[m] for m in hinted]
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,17 +105,14 @@ def cpu_hints(node: Node, want: int, reusable: bool = True) -> list[Hint]:
         raise Unknown("which CPUs kubelet took across NUMA nodes for an earlier container is not known")
     free, reuse = cpu.free, cpu.reuse if reusable else [0] * node.zones
     held = [z for z in range(node.zones) if node.cpu_capacity[z] > 0]
-    smallest = len(held)
-    hints = []
     reused = sum(1 << z for z in range(node.zones) if reuse[z])
-    capacity, have = sums(node.cpu_capacity), sums([f + r for f, r in zip(free, reuse, strict=True)])
-    for mask in masks(tuple(held)):
-        if capacity[mask] >= want and width(mask) < smallest:
-            smallest = width(mask)
-        if not reused & ~mask and have[mask] >= want:
-            hints.append(mask)
-    by_socket = node.cpu_manager is not None and "align-by-socket" in node.cpu_manager.options
-    return [Hint(m, width(m) == smallest or (by_socket and _socket_aligned(node, m, smallest))) for m in hints]
+    have = sums([f + r for f, r in zip(free, reuse, strict=True)])
+    # A comprehension, not a loop with a step per mask: this runs on every restricted and best-effort row.
+    smallest = fewest(node.cpu_capacity, held, want)
+    hints = [m for m in masks(tuple(held)) if not reused & ~m and have[m] >= want]
+    if node.cpu_manager is not None and "align-by-socket" in node.cpu_manager.options:
+        return [Hint(m, m.bit_count() == smallest or _socket_aligned(node, m, smallest)) for m in hints]
+    return _listed(node.zones, hints, smallest)
 
 
 def _socket_aligned(node: Node, mask: int, smallest: int) -> bool:
@@ -130,17 +141,11 @@ def device_hints(node: Node, resource: str, want: int, reusable: bool = True) ->
     capacity = node.devices_capacity[resource]
     having = [z for z in range(node.zones) if capacity[z] > 0 or free[z] > 0]
     zones = having if node.device_nodes_only and having else list(range(node.zones))
-    smallest = len(zones)
     reused = sum(1 << z for z in range(node.zones) if reuse[z])
-    hints = []
-    every, have = sums([max(c, f) for c, f in zip(capacity, free, strict=True)]), \
-        sums([f + r for f, r in zip(free, reuse, strict=True)])
-    for mask in masks(tuple(zones)):
-        if every[mask] >= want and width(mask) < smallest:
-            smallest = width(mask)
-        if not reused & ~mask and have[mask] >= want:
-            hints.append(mask)
-    return [Hint(m, width(m) == smallest) for m in hints]
+    have = sums([f + r for f, r in zip(free, reuse, strict=True)])
+    smallest = fewest([max(c, f) for c, f in zip(capacity, free, strict=True)], zones, want)
+    hints = [m for m in masks(tuple(zones)) if not reused & ~m and have[m] >= want]
+    return _listed(node.zones, hints, smallest)
 
 
 def merge(lists: Sequence[list[Hint] | None], zones: int, full: bool = True) -> Hint:
@@ -271,7 +276,8 @@ def _merged(node: Node, want: Want, reusable: bool = True) -> Hint:
     if node.memory is not None and want.memory:
         hinted, smallest = memory_masks(node.memory, node.zones, want.memory)
         # No mask at all: calculateHints returns no entry, which the merger reads as no preference.
-        lists += [[Hint(m, width(m) == smallest) for m in hinted] for _ in want.memory] if hinted else [None]
+        # One list per memory type, all alike (``merge`` reads them, never changes one).
+        lists += [_listed(node.zones, hinted, smallest)] * len(want.memory) if hinted else [None]
     return merge(lists, node.zones, full=node.policy != RESTRICTED)
 
 

@@ -5,7 +5,7 @@ as that model's ``Node``. Pure."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from webhook.core.demands import Demands
 from webhook.core.numa_across import Node, Want, admit
@@ -38,6 +38,7 @@ def hand_over(wants: Demands, asks: Sequence[Ask], node: _Rows, fits: Fits, mach
     whole = Ask.of(wants.pod)
     pod = Want("pod", whole.cpus // 1000, dict(whole.memory), {k: v // 1000 for k, v in whole.devices.items()})
     nothing = np.array([p == "none" for p in across], np.bool_)[machine]
+    read: _Read | None = None
     for r in np.flatnonzero((fits.failed != NOT_PLACED) | nothing).tolist():
         m = int(machine[r])
         policy = across[m]
@@ -48,8 +49,9 @@ def hand_over(wants: Demands, asks: Sequence[Ask], node: _Rows, fits: Fits, mach
             # No Topology Manager hints: nothing of the single-NUMA pass holds; every container from the empty node.
             fits.failed[r], fits.alone[r], fits.placed[r], fits.pod_zone[r] = NOT_PLACED, False, NOT_PLACED, NOT_PLACED
             fits.reason.pop(r, None)
+        read = read or _Read(start, node, machines)
         try:
-            state = _row_node(start, node, r, m, policy, machines, START if pod_scope or policy == "none" else NOW,
+            state = _row_node(read, r, m, policy, machines, START if pod_scope or policy == "none" else NOW,
                               column, wants.zero_devices_aligned)
             outcome = admit(state, want, 0 if policy == "none" else int(fits.failed[r]), pod if pod_scope else None)
         except Unknown as exc:
@@ -62,7 +64,7 @@ def hand_over(wants: Demands, asks: Sequence[Ask], node: _Rows, fits: Fits, mach
             fits.refused.add(r)
             # Alone: refused on the empty node too, with nothing placed before it (the Pod's own refusal is).
             fits.alone[r] = outcome.failed == POD or _refused_alone(
-                _row_node(start, node, r, m, policy, machines, EMPTY, column, wants.zero_devices_aligned),
+                _row_node(read, r, m, policy, machines, EMPTY, column, wants.zero_devices_aligned),
                 want[outcome.failed])
 
 
@@ -76,63 +78,95 @@ def _refused_alone(empty: Node, want: Want) -> bool:
 NOW, START, EMPTY = "now", "start", "empty"  # which amounts ``_row_node`` reads
 
 
-def _row_node(start: _Start, node: _Rows, r: int, m: int, policy: str, machines: Machines, when: str,
+class _Read:
+    """The single-NUMA pass's arrays as Python lists, read once per ``hand_over`` (a ``tolist`` per array), not a
+    slice of each per row: ``_row_node`` ran on every restricted and best-effort row, and reading numpy arrays
+    element by element cost it more than building the row's node. Read only: each row's node gets lists of its
+    own (``numa_across.admit`` changes them)."""
+
+    def __init__(self, start: _Start, node: _Rows, machines: Machines) -> None:
+        self.starts: list[int] = start.starts.tolist()
+        self.cpu: tuple[list[int], list[int]] = (start.cpu.tolist(), node.cpu.tolist())
+        self.reuse_cpu: tuple[list[int], list[int]] = (node.reuse_cpu[0].tolist(), node.reuse_cpu[1].tolist())
+        self.dev = {res: (start.dev[res].tolist(), node.dev[res].tolist()) for res in start.dev}
+        self.dev_in = {res: start.dev_in[res].tolist() for res in start.dev}
+        self.reuse_dev = {res: (where.tolist(), count.tolist()) for res, (where, count) in node.reuse_dev.items()}
+        self.memory_hints: list[bool] = start.memory_hints.tolist()
+        self.mem = {k: (start.mem[k].tolist(), node.mem[k].tolist()) for k in start.mem}
+        self.reuse_mem = {k: held.tolist() for k, held in node.reuse_mem.items()}
+        self.assigned: list[bool] = node.assigned.tolist()
+        self.machines = machines
+        self._machine: dict[int, tuple[list[list[int]], list[list[int]]]] = {}
+
+    def machine(self, m: int) -> tuple[list[list[int]], list[list[int]]]:
+        """Machine ``m``'s capacity and allocatable, [zone][resource], each machine read once (a fleet may have
+        thousands: not all of them up front)."""
+        found = self._machine.get(m)
+        if found is None:
+            zones = int(self.machines.zones[m])
+            found = self._machine[m] = (self.machines.capacity[m, :zones].tolist(),
+                                        self.machines.total[m, :zones].tolist())
+        return found
+
+
+def _row_node(read: _Read, r: int, m: int, policy: str, machines: Machines, when: str,
               column: Mapping[str, int], device_nodes_only: bool) -> Node:
     """Row ``r`` as ``numa_across`` reads a node: whole CPUs and devices, memory in the rows' milli-bytes, what
     init containers left for reuse and where the Memory Manager allocated. ``when``: ``NOW``, as the single-NUMA
     pass left it; ``START``, as the row began (``pod`` scope, ``none``); ``EMPTY``, the machine's empty node. Where
     the row began with less memory than its machine's allocatable, other Pods hold memory there, in groups no object
     publishes (``numa_memory.FOREIGN``)."""
-    first = int(start.starts[r])
+    first = read.starts[r]
     zones = int(machines.zones[m])
-    at = slice(first, first + zones)
-    capacity, total = machines.capacity[m], machines.total[m]
+    end = first + zones
+    capacity, total = read.machine(m)
     now = when == NOW
 
-    def empty(name: str) -> list[int]:
-        """Milli-units per zone on the machine's empty node (its allocatable)."""
-        i = column.get(name)
-        return [int(v) for v in total[:zones, i].tolist()] if i is not None else [0] * zones
-
-    def amounts(name: str, began: npt.NDArray[Any], left: npt.NDArray[Any] | None) -> list[int]:
+    def amounts(name: str, began_left: tuple[list[int], list[int]] | None) -> list[int]:
         """Milli-units per zone: the machine's (EMPTY), the row's start, or what the pass left."""
-        if when == EMPTY:
-            return empty(name)
-        return [int(v) for v in (left if now and left is not None else began)[at].tolist()]
+        if when == EMPTY or began_left is None:
+            i = column.get(name)
+            return [zone[i] for zone in total] if i is not None else [0] * zones
+        return began_left[1 if now else 0][first:end]
 
     def capacity_of(name: str, free: list[int]) -> list[int]:
         i = column.get(name)
-        held = [int(v) // 1000 for v in capacity[:zones, i].tolist()] if i is not None else [0] * zones
-        return [max(c, f) for c, f in zip(held, free, strict=True)]
+        if i is None:
+            return [max(0, f) for f in free]
+        return [max(zone[i] // 1000, f) for zone, f in zip(capacity, free, strict=True)]
 
-    def reused(where_count: tuple[npt.NDArray[np.int64], npt.NDArray[Any]]) -> list[int]:
+    def reused(where_count: tuple[list[int], list[int]]) -> list[int]:
         out = [0] * zones
-        where, count = int(where_count[0][r]), int(where_count[1][r])
+        where, count = where_count[0][r], where_count[1][r]
         if now and where != NOT_PLACED:
             out[where] = count // 1000
         return out
 
-    cpu = [v // 1000 for v in amounts(CPU, start.cpu, node.cpu)]
+    cpu = [v // 1000 for v in amounts(CPU, read.cpu)]
     devices: dict[str, Amounts] = {}
     devices_capacity: dict[str, list[int]] = {}
-    for res in start.dev:
-        if not start.dev_in[res][r]:
+    for res, began_left in read.dev.items():
+        if not read.dev_in[res][r]:
             continue  # no zone of this node has it: not a device plugin resource here
-        free = [v // 1000 for v in amounts(res, start.dev[res], node.dev[res])]
-        devices[res] = Amounts.of(free, reused(node.reuse_dev[res]))
+        free = [v // 1000 for v in amounts(res, began_left)]
+        devices[res] = Amounts.of(free, reused(read.reuse_dev[res]))
         devices_capacity[res] = capacity_of(res, free)
     memory = None
-    if bool(start.memory_hints[r]):
+    if read.memory_hints[r]:
         reuse: dict[int, dict[str, int]] = {}
-        for kind, held in node.reuse_mem.items():
-            for z, v in enumerate(held[at].tolist()):
-                if v and now:
-                    reuse.setdefault(1 << z, {})[kind] = int(v)
-        allocatable = {k: empty(k) for k in start.mem}  # the Memory Manager's, whatever ``when`` reads
-        began = {k: [int(v) for v in start.mem[k][at].tolist()] for k in start.mem}
-        foreign = [when != EMPTY and any(began[k][z] < allocatable[k][z] for k in start.mem) for z in range(zones)]
-        assigned = node.assigned[at].tolist()
-        cells = [FOREIGN if foreign[z] else 1 << z if now and assigned[z] else 0 for z in range(zones)]
-        memory = Memory(allocatable, {k: amounts(k, start.mem[k], node.mem[k]) for k in start.mem}, cells, reuse)
-    return Node(zones, capacity_of(CPU, cpu), Amounts.of(cpu, reused(node.reuse_cpu)), devices_capacity, devices,
+        if now:
+            for kind, held in read.reuse_mem.items():
+                for z, v in enumerate(held[first:end]):
+                    if v:
+                        reuse.setdefault(1 << z, {})[kind] = v
+        allocatable = {k: amounts(k, None) for k in read.mem}
+        if when == EMPTY:
+            cells = [0] * zones
+        else:
+            began = {k: began_left[0][first:end] for k, began_left in read.mem.items()}
+            assigned = read.assigned[first:end]
+            cells = [FOREIGN if any(began[k][z] < allocatable[k][z] for k in read.mem) else
+                     1 << z if now and assigned[z] else 0 for z in range(zones)]
+        memory = Memory(allocatable, {k: amounts(k, began_left) for k, began_left in read.mem.items()}, cells, reuse)
+    return Node(zones, capacity_of(CPU, cpu), Amounts.of(cpu, reused(read.reuse_cpu)), devices_capacity, devices,
                 memory, policy, machines.cpu_managers[m], machines.sockets[m], device_nodes_only)

@@ -4,7 +4,7 @@ int whose bit ``p`` is a node's ``p``-th NUMA zone. Pure."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from functools import cache
+from functools import cache, lru_cache
 
 
 class Unknown(Exception):
@@ -25,14 +25,32 @@ def total(values: Sequence[int], mask: int) -> int:
     return sum(v for z, v in enumerate(values) if mask >> z & 1)
 
 
-def sums(values: Sequence[int]) -> list[int]:
-    """``values`` summed over every mask of their zones, indexed by the mask (each from the one without its lowest
-    zone: 2^zones additions where summing each mask would take zones times more)."""
-    out = [0] * (1 << len(values))
-    for mask in range(1, len(out)):
-        low = mask & -mask
-        out[mask] = out[mask ^ low] + values[low.bit_length() - 1]
-    return out
+def sums(values: Sequence[int]) -> tuple[int, ...]:
+    """``values`` summed over every mask of their zones, indexed by the mask: 2^zones additions where summing each
+    mask would take zones times more. Remembered per ``values`` (a machine's capacity recurs on each of its rows)."""
+    return _sums(tuple(values))
+
+
+@lru_cache(maxsize=4096)
+def _sums(values: tuple[int, ...]) -> tuple[int, ...]:
+    # Zone by zone: the masks with zone z are those without it, each plus values[z] (a comprehension per zone,
+    # not a Python step per mask: the extender's restricted and best-effort rows spent a third of their time here).
+    out = [0]
+    for v in values:
+        out += [o + v for o in out]
+    return tuple(out)
+
+
+def fewest(values: Sequence[int], zones: Sequence[int], want: int) -> int:
+    """The width of the narrowest mask over ``zones`` whose ``values`` sum to ``want`` or more (``len(zones)`` where
+    none does): the widest sum of ``k`` zones is that of the ``k`` largest values, so the first ``k`` whose largest
+    ``k`` hold it, without a step per mask."""
+    held = 0
+    for k, v in enumerate(sorted((values[z] for z in zones), reverse=True), 1):
+        held += v
+        if held >= want:
+            return k
+    return len(zones)
 
 
 def narrower(a: int, b: int) -> bool:

@@ -37,25 +37,31 @@ FOREIGN = -1
 def memory_masks(memory: Memory, zones: int, want: Mapping[str, int]) -> tuple[list[int], int]:
     """``calculateHints``: the masks it hints (every memory type gets the same list) and the fewest NUMA nodes whose
     allocatable holds every type (a hint of that many is preferred)."""
-    smallest = zones
-    found = []
-    allocatable = [(sums(memory.allocatable.get(k, [0] * zones)), v) for k, v in want.items()]
-    free = [(sums(memory.free.get(k, [0] * zones)), k, v) for k, v in want.items()]
-    for mask in masks(tuple(range(zones))):
-        if any(held[mask] < v for held, v in allocatable):
-            continue
-        smallest = min(smallest, width(mask))
-        single = width(mask) == 1
-        groups = memory.groups(mask)
-        if single and width(groups[0]) > 1:
-            continue
-        if not single and any(g and g != mask for g in groups):
-            continue  # a NUMA node of a single-NUMA allocation, or of another group
-        reuse = memory.reuse.get(mask, {})
-        if any(held[mask] + reuse.get(k, 0) < v for held, k, v in free):
-            continue
-        found.append(mask)
-    return found, smallest
+    # Each rule a filter over the masks still in (comprehensions: this runs on every restricted and best-effort
+    # row), in calculateHints' order: the allocatable, then the groups (Unknown where a mask still in has other
+    # Pods' memory), then what is free.
+    found = list(masks(tuple(range(zones))))
+    for k, v in want.items():
+        held = sums(memory.allocatable.get(k, [0] * zones))
+        found = [m for m in found if held[m] >= v]
+    smallest = min(map(int.bit_count, found), default=zones)
+    if any(memory.cells):  # else no NUMA node is in a group yet: every mask's groups are all 0
+        found = [m for m in found if _ungrouped(memory.groups(m), m)]
+    for k, v in want.items():
+        held = sums(memory.free.get(k, [0] * zones))
+        if memory.reuse:
+            found = [m for m in found if held[m] + memory.reuse.get(m, {}).get(k, 0) >= v]
+        else:
+            found = [m for m in found if held[m] >= v]
+    return found, min(smallest, zones)
+
+
+def _ungrouped(groups: list[int], mask: int) -> bool:
+    """A hint of ``mask`` by its NUMA nodes' groups: a single NUMA node not in a group of several, or several
+    NUMA nodes each in no group or in exactly this one (no node in two groups)."""
+    if mask.bit_count() == 1:
+        return width(groups[0]) <= 1
+    return not any(g and g != mask for g in groups)
 
 
 def allocate_memory(memory: Memory, zones: int, want: Mapping[str, int], init: bool, hint: int | None,
