@@ -49,7 +49,13 @@ def test_a_slice_qualifies_the_drivers_own_names_as_the_allocator_looks_them_up(
 
 def test_claim_cpus_grouped_individual_and_unknown() -> None:
     assert claim_cpus(cpu_template("t", cpus="4")["spec"]["spec"]) == 4
-    assert claim_cpus(cpu_template("t", count=3)["spec"]["spec"]) == 3
+    # No capacity asked: a whole device each (fillEmptyRequest); what a device holds only the slices say.
+    individual = slice_devices(resource_slice("a-dra.cpu", "dra.cpu", [
+        {"name": "cpudev000", "attributes": {"dra.net/numaNode": {"int": 0}}}], node="a"))
+    assert claim_cpus(cpu_template("t", count=3)["spec"]["spec"]) is None  # never counted as one CPU each
+    assert claim_cpus(cpu_template("t", count=3)["spec"]["spec"], individual) == 3
+    assert claim_cpus(cpu_template("t")["spec"]["spec"], slice_devices(CPU_SLICE)) == 8  # the whole NUMA group
+    assert claim_cpus(cpu_template("t", count=2)["spec"]["spec"], [*individual, *slice_devices(CPU_SLICE)]) is None
     assert claim_cpus(cpu_template("t", cpus="1500m")["spec"]["spec"]) is None  # not a whole CPU
     gpu_only = {"devices": {"requests": [{"name": "g", "exactly": {"deviceClassName": "gpu"}}]}}
     assert claim_cpus(gpu_only) == 0

@@ -24,7 +24,7 @@ What is kept, and why:
   float ``json.loads`` would give, and any other value stays as it is so the engine can name it
   (``invalid-quantity``); every resource name is kept (extended resources and hugepages count for NUMA).
 - ``resourceClaims[]`` of a pod spec (``name``, ``resourceClaimName``, ``resourceClaimTemplateName``) and each
-  container's ``resources.claims[].name``, and of a ResourceClaim (``spec``) or ResourceClaimTemplate
+  container's ``resources.claims[]`` (``name``, ``request``), and of a ResourceClaim (``spec``) or ResourceClaimTemplate
   (``spec.spec``) the claim spec's ``devices``: each request's ``name``, ``allocationMode``, ``count``,
   ``deviceClassName``, ``capacity`` (and of its ``exactly`` and ``firstAvailable``), each constraint's
   ``requests`` and ``matchAttribute``;
@@ -57,6 +57,7 @@ class _Kept(msgspec.Struct, omit_defaults=True, rename="camel"):
 
 class ResourceClaimRef(_Kept):
     name: Any = None
+    request: Any = None  # only this request's devices are the container's (dra-cpu-not-mirrored)
 
 
 class Resources(_Kept):
