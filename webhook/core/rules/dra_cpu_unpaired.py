@@ -26,14 +26,14 @@ from typing import Any
 
 from webhook.core.claims import CLAIM_KINDS
 from webhook.core.config import DRA, Policy
-from webhook.core.demands import dra_advisory, dra_judged
+from webhook.core.demands import dra_advisory, dra_judged, is_device
 from webhook.core.dra_requests import NUMA_ATTRIBUTE, _covers, local_attribute
 from webhook.core.dracpu import CPU_CLASS, CPU_DRIVER, CPU_NUMA_ATTRIBUTES, UNKNOWN, cpu_request
 from webhook.core.facts import Facts
 from webhook.core.fieldpath import FieldPath, dotted
 from webhook.core.podspec import PodSpec
 from webhook.core.rules.base import Rule, Text, Violation
-from webhook.core.rules.dra_cpu_not_mirrored import unknown_findings
+from webhook.core.rules.dra_cpu_not_mirrored import claimed_cpus, unknown_findings
 
 RULE_ID = "dra-cpu-unpaired"
 PAIRING_ATTRIBUTE = CPU_NUMA_ATTRIBUTES[0]  # dra.net/numaNode: what the CPU driver shares with others
@@ -112,6 +112,12 @@ def judge_claim(kind: str, spec: Mapping[str, Any], path: FieldPath, policy: Pol
         published=", ".join(published) or "no NUMA attribute", dra=DRA.name), rule=RULE_ID, advisory=advisory)]
 
 
+APART = Text("{label}: its CPUs ({cpus}, {driver}) and its other devices ({others}) are allocated apart: no DRA "
+             "constraint ties devices of different claims (the allocator constrains each claim alone), nor a "
+             "device plugin's, and with the CPU Manager none (the driver's requirement) kubelet's Topology Manager "
+             "has no CPU hints, so they may sit on different NUMA nodes; ask them in one claim: both requests with "
+             "constraints: [{{matchAttribute: {attribute}}}] (a device plugin's device served through DRA instead) "
+             "(policy.{dra}: off to stop this)")
 UNKNOWN_CLAIM = Text(UNKNOWN + "{label}: claim {claim}: {why}; whether it pairs the CPUs it takes from {driver} "
                      "with its other devices on one NUMA node is not known")
 IN_POD = Text("{label}: claim {claim} ({kind} {name}): {finding}")
@@ -133,6 +139,43 @@ def check(pod: PodSpec, policy: Policy, facts: Facts) -> list[Violation]:
         for v in judge_claim(kind, spec, CLAIM_KINDS[kind].spec_path, policy, facts):
             found.append(Violation(path, IN_POD(label=label, claim=claim, kind=kind, name=name, finding=v.message),
                                    rule=RULE_ID, advisory=v.advisory))
+    return found + _apart(pod, policy, facts)
+
+
+def _other_devices(pod: PodSpec, facts: Facts, claim: str, requests: tuple[str, ...] | None) -> bool:
+    """Does the Pod's claim give (of ``requests``, None: all) a device that is not a ``dra.cpu`` CPU? Known only
+    from its spec, or from a claim the facts know to ask no CPUs."""
+    dra = facts.dra
+    source = pod.claim_sources.get(claim)
+    if dra is None or source is None:
+        return False
+    spec = dra.claim_specs.get(source) if dra.claim_specs is not None else None
+    if spec is None:
+        return dra.cpu_claims is not None and dra.cpu_claims.get(source) == 0
+    devices = spec.get("devices")
+    raw = devices.get("requests") if isinstance(devices, Mapping) else None
+    only = {r.split("/", 1)[0] for r in requests} if requests is not None else None
+    return any(isinstance(r, Mapping) and not cpu_request(r) and (only is None or r.get("name") in only)
+               for r in raw if isinstance(raw, list))
+
+
+def _apart(pod: PodSpec, policy: Policy, facts: Facts) -> list[Violation]:
+    """A container whose CPUs come from one ``dra.cpu`` claim and whose other devices from another claim, an
+    extended resource (a device plugin's, or one DRA serves through a claim of its own): nothing aligns them."""
+    found = []
+    for c in pod.all_containers:
+        cpu_claims = [n for n in c.claims if (claimed_cpus(pod, facts, n, c.claim_requests.get(n)) or 0) > 0]
+        if not cpu_claims:
+            continue
+        others = [f"claim {n}" for n in c.claims
+                  if n not in cpu_claims and _other_devices(pod, facts, n, c.claim_requests.get(n))]
+        others += [f"{name}: {-(-milli // 1000)}" for name, milli in sorted(c.devices.items())
+                   if is_device(name) and milli > 0]
+        if others:
+            found.append(Violation((*c.resources.path, "claims"), APART(
+                label=c.resources.label, cpus=", ".join(f"claim {n}" for n in cpu_claims), driver=CPU_DRIVER,
+                others=", ".join(others), attribute=PAIRING_ATTRIBUTE, dra=DRA.name),
+                c.name, rule=RULE_ID, advisory=dra_advisory(policy)))
     return found
 
 
