@@ -156,7 +156,7 @@ def _other_devices(pod: PodSpec, facts: Facts, claim: str, requests: tuple[str, 
     raw = devices.get("requests") if isinstance(devices, Mapping) else None
     only = {r.split("/", 1)[0] for r in requests} if requests is not None else None
     return any(isinstance(r, Mapping) and not cpu_request(r) and (only is None or r.get("name") in only)
-               for r in raw if isinstance(raw, list))
+               for r in (raw if isinstance(raw, list) else []))
 
 
 def _apart(pod: PodSpec, policy: Policy, facts: Facts) -> list[Violation]:
