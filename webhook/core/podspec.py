@@ -153,6 +153,8 @@ class PodSpec:
     claim_sources: Mapping[str, tuple[str, str]] = field(default_factory=dict)
     # The Kubernetes minor judged: what its API server stores and its kubelet pins (``webhook.core.kubeversion``).
     kube: Semantics = DEFAULT
+    # How the object runs several Pods of this template at once ('its 3 replicas'), '' for one or not known.
+    several: str = ""
     # ``spec.resources`` as written where the API server drops it (1.33): decoded first, so a value that is not
     # a quantity is still refused (``invalid-quantity``), though the block decides nothing.
     dropped: Block | None = None
