@@ -6,6 +6,14 @@ ResourceSlices are known, a NUMA ``matchAttribute`` that the CPU driver's device
 refuses a device without the attribute (``matchAttributeConstraint.add``), so the claim is never allocated;
 dra-driver-cpu v0.2.0 publishes ``dra.net/numaNode`` (and ``dra.cpu/numaNodeID``), not
 ``resource.kubernetes.io/numaNode``, and ``resource.kubernetes.io/pcieRoot`` only with ``--expose-pcie-roots``.
+The same for the other requests' driver (the one named as the request's DeviceClass, as the drivers' charts name
+their classes) when its slices are known: a GPU driver that publishes no ``dra.net/numaNode`` leaves the claim
+unallocated.
+
+In a Pod, a container whose CPUs come from a ``dra.cpu`` claim and whose other devices come from another claim,
+an extended resource (a device plugin's, or one DRA serves through a claim of its own): no DRA constraint ties
+devices of different claims (the allocator builds constraints per claim) and, with the CPU Manager ``none``,
+kubelet's Topology Manager has no CPU hints; the way out is one claim with both requests and the constraint.
 
 A ``pcieRoot`` match covers too: the CPU driver publishes, per NUMA-node group, the list of that node's PCIe roots,
 and a GPU's one root intersects only the list of its own NUMA node (the driver's README recommends it for
@@ -28,7 +36,7 @@ from webhook.core.claims import CLAIM_KINDS
 from webhook.core.config import DRA, Policy
 from webhook.core.demands import dra_advisory, dra_judged, is_device
 from webhook.core.dra_requests import NUMA_ATTRIBUTE, _covers, local_attribute
-from webhook.core.dracpu import CPU_CLASS, CPU_DRIVER, CPU_NUMA_ATTRIBUTES, UNKNOWN, cpu_request
+from webhook.core.dracpu import CPU_CLASS, CPU_DRIVER, CPU_NUMA_ATTRIBUTES, UNKNOWN, SliceDevice, cpu_request
 from webhook.core.facts import Facts
 from webhook.core.fieldpath import FieldPath, dotted
 from webhook.core.podspec import PodSpec
@@ -46,6 +54,12 @@ UNPUBLISHED = Text("{label}: matchAttribute {attribute} is never satisfied for i
                    "devices the cluster publishes do not carry it (they carry {published}), and the allocator "
                    "refuses a device without the attribute, so the claim is never allocated and its Pod stays "
                    "Pending; match on an attribute both drivers publish (policy.{dra}: off to stop this)")
+
+OTHER_UNPUBLISHED = Text("{label}: matchAttribute {attribute} is never satisfied for its request {request}: the "
+                         "{driver} devices the cluster publishes do not carry it (they carry {published}), and the "
+                         "allocator refuses a device without the attribute, so the claim is never allocated and "
+                         "its Pod stays Pending; match on an attribute both drivers publish (policy.{dra}: off to "
+                         "stop this)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,16 +114,42 @@ def judge_claim(kind: str, spec: Mapping[str, Any], path: FieldPath, policy: Pol
                                           others=", ".join(pairing.others), attribute=PAIRING_ATTRIBUTE,
                                           dra=DRA.name), rule=RULE_ID, advisory=advisory)]
     devices = facts.dra.devices if facts.dra is not None else None
+    found = _other_unpublished(label, where, pairing, attributes, devices or (), advisory)
     cpus = [d for d in devices or () if d.driver == CPU_DRIVER]
     if not cpus:  # slices not read, or no CPU driver's devices: not known
-        return []
+        return found
     for attribute in attributes:
         if any(attribute in d.attributes for d in cpus):
-            return []
+            return found
     published = sorted({a for d in cpus for a in d.attributes if local_attribute(a) or a.endswith("/numaNodeID")})
     return [Violation((*where, "constraints"), UNPUBLISHED(
         label=label, attribute=" or ".join(attributes), cpu=", ".join(pairing.cpu), driver=CPU_DRIVER,
-        published=", ".join(published) or "no NUMA attribute", dra=DRA.name), rule=RULE_ID, advisory=advisory)]
+        published=", ".join(published) or "no NUMA attribute", dra=DRA.name), rule=RULE_ID, advisory=advisory),
+        *found]
+
+
+def _other_unpublished(label: str, where: FieldPath, pairing: Pairing, attributes: list[str],
+                       devices: tuple[SliceDevice, ...], advisory: bool) -> list[Violation]:
+    """The constraint attributes the other requests' driver does not publish on any device: every constraint
+    must hold, and the allocator refuses a device without the attribute (``matchAttributeConstraint.add``), so
+    the claim is never allocated. The other driver is the one named as the request's DeviceClass (the drivers'
+    charts name their class after the driver: gpu.nvidia.com, dra.cpu); the class's selectors are not read, so a
+    class named otherwise, or a driver whose slices are not known, is not judged."""
+    found = []
+    for name, request in pairing.requests:
+        exact = request.get("exactly") if "deviceClassName" not in request else request
+        driver = exact.get("deviceClassName") if isinstance(exact, Mapping) else None
+        theirs = [d for d in devices if d.driver == driver]
+        if name not in pairing.others or not theirs:
+            continue
+        missing = [a for a in attributes if not any(a in d.attributes for d in theirs)]
+        if missing:
+            published = sorted({a for d in theirs for a in d.attributes if local_attribute(a) or numa_attribute(a)})
+            found.append(Violation((*where, "constraints"), OTHER_UNPUBLISHED(
+                label=label, attribute=", ".join(missing), request=name, driver=driver,
+                published=", ".join(published) or "no NUMA attribute", dra=DRA.name),
+                rule=RULE_ID, advisory=advisory))
+    return found
 
 
 APART = Text("{label}: its CPUs ({cpus}, {driver}) and its other devices ({others}) are allocated apart: no DRA "
