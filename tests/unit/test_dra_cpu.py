@@ -175,3 +175,26 @@ def test_nodes_without_the_slices_does_not_say_nobody() -> None:
     assert pinned_by(read_configz(configz()), None) == "static CPU Manager, ?"
     report = build([node("a", cpuManagerPolicy="none")], DEFAULT_POOL_LABELS)
     assert report.results[0].state == "cannot pin"  # not known to be the driver's: the CPU Manager's verdict
+
+
+def test_numa_auto_fits_no_cpus_of_a_dra_cpu_pod_its_memory_still() -> None:
+    """Its nodes run the CPU Manager none (the driver's requirement), whose Topology Manager hint is none
+    (policy_none.go GetTopologyHints): 48 CPUs on 32-CPU zones are no TopologyAffinityError. Memory is: where the
+    zones publish it the Memory Manager is Static (GetAllocatableResources lists no memory under None)."""
+    from tests.unit.test_dra import gpu_nodes
+    from webhook.core.config import parse_config
+    from webhook.core.facts import Memo
+
+    def unfit(limits: dict[str, str], templates: list[dict[str, Any]]) -> list[str]:
+        obj = pod(container(limits=limits))
+        obj["spec"]["resourceClaims"] = [{"name": "c", "resourceClaimTemplateName": "cpus-48"}]
+        obj["spec"]["containers"][0]["resources"]["claims"] = [{"name": "c"}]
+        verdict = evaluate(obj, parse_config({"policy": {"numa": "auto"}}), Mode.ENFORCE,
+                           Facts(topology=gpu_nodes(), memo=Memo(), dra=dra_facts(templates, slices=False)))
+        return [v.message for _, v in verdict.violations if v.rule == "numa-unfit"]
+
+    cpus_48 = cpu_template("cpus-48", cpus="48")
+    assert unfit({"cpu": "48", "memory": "1Gi"}, [cpus_48]) == []
+    # the claim not known: judged as the static CPU Manager's, as before
+    assert any("needs 48 CPUs on one NUMA node" in m for m in unfit({"cpu": "48", "memory": "1Gi"}, []))
+    assert any("needs 300Gi memory" in m for m in unfit({"cpu": "48", "memory": "300Gi"}, [cpus_48]))
