@@ -198,3 +198,15 @@ def test_numa_auto_fits_no_cpus_of_a_dra_cpu_pod_its_memory_still() -> None:
     # the claim not known: judged as the static CPU Manager's, as before
     assert any("needs 48 CPUs on one NUMA node" in m for m in unfit({"cpu": "48", "memory": "1Gi"}, []))
     assert any("needs 300Gi memory" in m for m in unfit({"cpu": "48", "memory": "300Gi"}, [cpus_48]))
+
+
+def test_pod_level_resources_are_not_refused_where_the_cpus_come_from_dra_cpu() -> None:
+    """The driver's README prefers the pod-level block (Option A); its nodes run the CPU Manager none and the
+    Memory Manager None, so nothing skips the Pod. Without the claims known (the policies' view) it is refused."""
+    block = {"requests": {"cpu": "3", "memory": "2Gi"}, "limits": {"cpu": "3", "memory": "2Gi"}}
+    obj = pod(container("app", claims=["cpus"]), container("sidecar"), claims={"cpus": "t"}, resources=block)
+    assert "pod-level-resources" not in {r for r, _ in rules(obj, Facts(dra=dra_facts([cpu_template("t", cpus="2")])))}
+    assert "pod-level-resources" in {r for r, _ in rules(obj, Facts())}
+    gpu_only = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": "t"},
+                "spec": {"spec": {"devices": {"requests": [{"name": "g", "exactly": {"deviceClassName": "gpu"}}]}}}}
+    assert "pod-level-resources" in {r for r, _ in rules(obj, Facts(dra=dra_facts([gpu_only])))}
