@@ -210,3 +210,21 @@ def test_pod_level_resources_are_not_refused_where_the_cpus_come_from_dra_cpu() 
     gpu_only = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": "t"},
                 "spec": {"spec": {"devices": {"requests": [{"name": "g", "exactly": {"deviceClassName": "gpu"}}]}}}}
     assert "pod-level-resources" in {r for r, _ in rules(obj, Facts(dra=dra_facts([gpu_only])))}
+
+
+def test_a_pcie_root_match_over_socket_grouped_cpus_is_unknown_never_refused() -> None:
+    """--group-by=socket: the CPU device's root list is the union over the socket, its CPUs packed from anywhere
+    in it; on a socket of several NUMA nodes the GPU's root matches CPUs elsewhere (not in the slices: unknown)."""
+    roots = {"resource.kubernetes.io/pcieRoot": {"strings": ["pci0000:00", "pci0000:40"]}}
+    socket = resource_slice("a-dra.cpu", "dra.cpu", [{"name": "cpudevsocket000", "attributes": {
+        "dra.cpu/socketID": {"int": 0}, **roots}, "capacity": {"dra.cpu/cpu": {"value": "64"}}}], node="a")
+    numa = resource_slice("a-dra.cpu", "dra.cpu", [{"name": "cpudevnuma000", "attributes": {
+        "dra.cpu/numaNodeID": {"int": 0}, "dra.net/numaNode": {"int": 0}, **roots},
+        "capacity": {"dra.cpu/cpu": {"value": "32"}}}], node="a")
+    claim = gpu_and_cpus([{"matchAttribute": "resource.kubernetes.io/pcieRoot"}])
+    verdict = evaluate(claim, DENY, Mode.ENFORCE, Facts(dra=dra_facts([socket])))
+    assert verdict.violations == []  # whether the socket spans several NUMA nodes is not known: never refused
+    [(_, advice)] = verdict.advisories
+    assert advice.rule == "dra-cpu-unpaired" and advice.message.startswith("unknown: ")
+    assert "--group-by=numanode" in advice.message
+    assert evaluate(claim, DENY, Mode.ENFORCE, Facts(dra=dra_facts([numa]))).advisories == []

@@ -17,7 +17,8 @@ kubelet's Topology Manager has no CPU hints; the way out is one claim with both 
 
 A ``pcieRoot`` match covers too: the CPU driver publishes, per NUMA-node group, the list of that node's PCIe roots,
 and a GPU's one root intersects only the list of its own NUMA node (the driver's README recommends it for
-co-location).
+co-location). Not when the slices show the CPUs grouped by socket or machine (roots, no NUMA node): the list is
+the union over the socket, said as unknown (advisory; how many NUMA nodes a socket has is not in the slices).
 
 Follows ``policy.dra`` (advisory with ``warn``, refused with ``deny``) as ``dra-claim-spread`` does, which leaves
 these claims to it. Judged whole, by kind, and in a Pod that names such a claim or template when the facts hold
@@ -60,6 +61,12 @@ OTHER_UNPUBLISHED = Text("{label}: matchAttribute {attribute} is never satisfied
                          "allocator refuses a device without the attribute, so the claim is never allocated and "
                          "its Pod stays Pending; match on an attribute both drivers publish (policy.{dra}: off to "
                          "stop this)")
+
+SOCKET_ROOTS = Text(UNKNOWN + "{label}: matchAttribute {attribute} pairs its CPUs with {driver} devices grouped by "
+                    "socket or machine ({devices}: PCIe roots, no NUMA node): their root list is the union over the "
+                    "socket and the driver packs the CPUs from anywhere in it, so on a socket of several NUMA nodes "
+                    "the CPUs may sit on another NUMA node than the GPU; whether they share one is not known; run "
+                    "the driver with --group-by=numanode (its default) and match on dra.net/numaNode")
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,12 +127,29 @@ def judge_claim(kind: str, spec: Mapping[str, Any], path: FieldPath, policy: Pol
         return found
     for attribute in attributes:
         if any(attribute in d.attributes for d in cpus):
-            return found
+            return found + _socket_roots(label, where, attributes, cpus, facts)
     published = sorted({a for d in cpus for a in d.attributes if local_attribute(a) or a.endswith("/numaNodeID")})
     return [Violation((*where, "constraints"), UNPUBLISHED(
         label=label, attribute=" or ".join(attributes), cpu=", ".join(pairing.cpu), driver=CPU_DRIVER,
         published=", ".join(published) or "no NUMA attribute", dra=DRA.name), rule=RULE_ID, advisory=advisory),
         *found]
+
+
+def _socket_roots(label: str, where: FieldPath, attributes: list[str], cpus: list[SliceDevice],
+                  facts: Facts) -> list[Violation]:
+    """Only ``pcieRoot`` constraints, over CPU devices that publish roots but no NUMA node (``--group-by=socket``
+    or ``machine``): such a device's root list is the union over its socket or machine
+    (pkg/driver/dra_hooks.go: setPCIeRootsAttribute) and its CPUs are packed from anywhere in it, so on a socket of
+    several NUMA nodes a GPU's root matches CPUs on another node. Which sockets have several is not in the
+    slices: said as unknown (advisory), never a refusal."""
+    if any(numa_attribute(a) for a in attributes):
+        return []
+    rooted = [d for d in cpus if any(a in d.attributes for a in attributes)]
+    if not rooted or any(any(n in d.attributes for n in CPU_NUMA_ATTRIBUTES) for d in rooted):
+        return []
+    return [Violation((*where, "constraints"), SOCKET_ROOTS(
+        label=label, attribute=" or ".join(attributes), driver=CPU_DRIVER,
+        devices=", ".join(sorted({d.describe() for d in rooted})[:2])), rule=RULE_ID, advisory=True)]
 
 
 def _other_unpublished(label: str, where: FieldPath, pairing: Pairing, attributes: list[str],
