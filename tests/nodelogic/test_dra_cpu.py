@@ -9,9 +9,10 @@ from prometheus_client.core import GaugeMetricFamily
 
 from webhook.node.agent import VerdictGauges
 from webhook.node.allocation import Allocatable, ContainerAllocation, DraDevice
+from webhook.node.dra_locality import device_requests, mark_requests
 from webhook.node.memory_verdict import judge_memory
 from webhook.node.observe import Snapshot
-from webhook.node.podinfo import ContainerSpec, PodInfo
+from webhook.node.podinfo import ContainerSpec, PodInfo, request_claims
 from webhook.node.sysfs import NumaLayout
 from webhook.node.verdict import DRA_CPU_DRIVER, NUMA_MISALIGNED, NUMA_UNKNOWN, ContainerVerdict, judge_container
 from webhook.node.verify import exit_code, render_text, verdict_json
@@ -74,3 +75,51 @@ def test_no_cpuset_read_or_a_gpu_without_numa_is_unknown_never_aligned() -> None
         assert p.aligned is None and p.state == "unknown"
         assert NUMA_UNKNOWN in [x.reason for x in p.problems]
         assert exit_code(snap(p)) == 1
+
+
+def split_claim(named: str, request: str | None) -> ContainerVerdict:
+    """One claim with a GPU (request gpu) and the driver's CPUs (request cpus), both on NUMA node 0; the container
+    names only ``named`` of it; PodResources lists both devices whatever it names (``request``: what the claim's
+    allocation says the CPU device answers, None: the claim not read)."""
+    info = PodInfo("ns", "split", "uid-1", "Guaranteed", False, "2026-01-01T00:00:00Z", "enforce", None,
+                   (ContainerSpec("feeder", 1000, None, request_claims={"ns/claim": (named,)}),))
+    dynamic = (DraDevice("gpu.example.com", "node-1", "gpu-0", "ns/claim", numa=frozenset({0}), request="gpu"),
+               DraDevice(DRA_CPU_DRIVER, "node-1", "cpudevnuma000", "ns/claim", numa=frozenset({0}), request=request))
+    alloc = ContainerAllocation("feeder", frozenset(), dynamic=dynamic)
+    return judge_container(info, alloc, Allocatable(frozenset()), LAYOUT, frozenset({0, 1}))
+
+
+def test_a_container_naming_only_the_gpu_request_is_not_judged_on_the_claims_cpus() -> None:
+    # kubelet gives it only the GPU; its cgroup cpuset {0, 1} is the shared pool, not the driver's pinning
+    p = split_claim("gpu", "cpus")
+    assert not p.pinned and p.exclusive_cpus == frozenset()
+    assert [d.device for d in p.dra_devices] == ["gpu-0"]
+    # naming the CPU request, the cpuset is the driver's (here {0, 1}: two NUMA nodes beside a GPU on 0)
+    q = split_claim("cpus", "cpus")
+    assert q.pinned and q.exclusive_cpus == {0, 1} and q.state == "misaligned"
+    assert [d.device for d in q.dra_devices] == ["cpudevnuma000"]
+
+
+def test_a_claim_not_read_leaves_a_request_naming_container_unknown() -> None:
+    p = split_claim("gpu", None)
+    assert p.state == "unknown" and p.aligned is None
+    assert [x.reason for x in p.problems] == [NUMA_UNKNOWN] and "names by request" in p.problems[0].message
+
+
+def test_the_pod_spec_names_the_requests_and_the_claim_says_which_device_answers_which() -> None:
+    obj = {"metadata": {"namespace": "ns", "name": "split"},
+           "spec": {"resourceClaims": [{"name": "both", "resourceClaimTemplateName": "t"},
+                                       {"name": "shared", "resourceClaimName": "c"}],
+                    "containers": [{"name": "app", "resources": {"claims": [{"name": "both", "request": "cpus"},
+                                                                            {"name": "shared"}]}},
+                                   {"name": "feeder", "resources": {"claims": [{"name": "both", "request": "gpu"},
+                                                                               {"name": "both", "request": "x"}]}}]},
+           "status": {"resourceClaimStatuses": [{"name": "both", "resourceClaimName": "split-both-abc"}]}}
+    assert request_claims(obj) == {"app": {"ns/split-both-abc": ("cpus",)},
+                                   "feeder": {"ns/split-both-abc": ("gpu", "x")}}
+    claim = {"status": {"allocation": {"devices": {"results": [
+        {"driver": "dra.cpu", "pool": "node-1", "device": "cpudevnuma000", "request": "cpus"},
+        {"driver": "gpu.example.com", "pool": "node-1", "device": "gpu-0", "request": "gpu"}]}}}}
+    marked = mark_requests([DraDevice("dra.cpu", "node-1", "cpudevnuma000", "ns/c"),
+                            DraDevice("other", "node-1", "d", "ns/c")], lambda c: device_requests(claim))
+    assert [d.request for d in marked] == ["cpus", None]

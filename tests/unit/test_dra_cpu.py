@@ -49,7 +49,13 @@ def test_a_slice_qualifies_the_drivers_own_names_as_the_allocator_looks_them_up(
 
 def test_claim_cpus_grouped_individual_and_unknown() -> None:
     assert claim_cpus(cpu_template("t", cpus="4")["spec"]["spec"]) == 4
-    assert claim_cpus(cpu_template("t", count=3)["spec"]["spec"]) == 3
+    # No capacity asked: a whole device each (fillEmptyRequest); what a device holds only the slices say.
+    individual = slice_devices(resource_slice("a-dra.cpu", "dra.cpu", [
+        {"name": "cpudev000", "attributes": {"dra.net/numaNode": {"int": 0}}}], node="a"))
+    assert claim_cpus(cpu_template("t", count=3)["spec"]["spec"]) is None  # never counted as one CPU each
+    assert claim_cpus(cpu_template("t", count=3)["spec"]["spec"], individual) == 3
+    assert claim_cpus(cpu_template("t")["spec"]["spec"], slice_devices(CPU_SLICE)) == 8  # the whole NUMA group
+    assert claim_cpus(cpu_template("t", count=2)["spec"]["spec"], [*individual, *slice_devices(CPU_SLICE)]) is None
     assert claim_cpus(cpu_template("t", cpus="1500m")["spec"]["spec"]) is None  # not a whole CPU
     gpu_only = {"devices": {"requests": [{"name": "g", "exactly": {"deviceClassName": "gpu"}}]}}
     assert claim_cpus(gpu_only) == 0
@@ -169,3 +175,56 @@ def test_nodes_without_the_slices_does_not_say_nobody() -> None:
     assert pinned_by(read_configz(configz()), None) == "static CPU Manager, ?"
     report = build([node("a", cpuManagerPolicy="none")], DEFAULT_POOL_LABELS)
     assert report.results[0].state == "cannot pin"  # not known to be the driver's: the CPU Manager's verdict
+
+
+def test_numa_auto_fits_no_cpus_of_a_dra_cpu_pod_its_memory_still() -> None:
+    """Its nodes run the CPU Manager none (the driver's requirement), whose Topology Manager hint is none
+    (policy_none.go GetTopologyHints): 48 CPUs on 32-CPU zones are no TopologyAffinityError. Memory is: where the
+    zones publish it the Memory Manager is Static (GetAllocatableResources lists no memory under None)."""
+    from tests.unit.test_dra import gpu_nodes
+    from webhook.core.config import parse_config
+    from webhook.core.facts import Memo
+
+    def unfit(limits: dict[str, str], templates: list[dict[str, Any]]) -> list[str]:
+        obj = pod(container(limits=limits))
+        obj["spec"]["resourceClaims"] = [{"name": "c", "resourceClaimTemplateName": "cpus-48"}]
+        obj["spec"]["containers"][0]["resources"]["claims"] = [{"name": "c"}]
+        verdict = evaluate(obj, parse_config({"policy": {"numa": "auto"}}), Mode.ENFORCE,
+                           Facts(topology=gpu_nodes(), memo=Memo(), dra=dra_facts(templates, slices=False)))
+        return [v.message for _, v in verdict.violations if v.rule == "numa-unfit"]
+
+    cpus_48 = cpu_template("cpus-48", cpus="48")
+    assert unfit({"cpu": "48", "memory": "1Gi"}, [cpus_48]) == []
+    # the claim not known: judged as the static CPU Manager's, as before
+    assert any("needs 48 CPUs on one NUMA node" in m for m in unfit({"cpu": "48", "memory": "1Gi"}, []))
+    assert any("needs 300Gi memory" in m for m in unfit({"cpu": "48", "memory": "300Gi"}, [cpus_48]))
+
+
+def test_pod_level_resources_are_not_refused_where_the_cpus_come_from_dra_cpu() -> None:
+    """The driver's README prefers the pod-level block (Option A); its nodes run the CPU Manager none and the
+    Memory Manager None, so nothing skips the Pod. Without the claims known (the policies' view) it is refused."""
+    block = {"requests": {"cpu": "3", "memory": "2Gi"}, "limits": {"cpu": "3", "memory": "2Gi"}}
+    obj = pod(container("app", claims=["cpus"]), container("sidecar"), claims={"cpus": "t"}, resources=block)
+    assert "pod-level-resources" not in {r for r, _ in rules(obj, Facts(dra=dra_facts([cpu_template("t", cpus="2")])))}
+    assert "pod-level-resources" in {r for r, _ in rules(obj, Facts())}
+    gpu_only = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": "t"},
+                "spec": {"spec": {"devices": {"requests": [{"name": "g", "exactly": {"deviceClassName": "gpu"}}]}}}}
+    assert "pod-level-resources" in {r for r, _ in rules(obj, Facts(dra=dra_facts([gpu_only])))}
+
+
+def test_a_pcie_root_match_over_socket_grouped_cpus_is_unknown_never_refused() -> None:
+    """--group-by=socket: the CPU device's root list is the union over the socket, its CPUs packed from anywhere
+    in it; on a socket of several NUMA nodes the GPU's root matches CPUs elsewhere (not in the slices: unknown)."""
+    roots = {"resource.kubernetes.io/pcieRoot": {"strings": ["pci0000:00", "pci0000:40"]}}
+    socket = resource_slice("a-dra.cpu", "dra.cpu", [{"name": "cpudevsocket000", "attributes": {
+        "dra.cpu/socketID": {"int": 0}, **roots}, "capacity": {"dra.cpu/cpu": {"value": "64"}}}], node="a")
+    numa = resource_slice("a-dra.cpu", "dra.cpu", [{"name": "cpudevnuma000", "attributes": {
+        "dra.cpu/numaNodeID": {"int": 0}, "dra.net/numaNode": {"int": 0}, **roots},
+        "capacity": {"dra.cpu/cpu": {"value": "32"}}}], node="a")
+    claim = gpu_and_cpus([{"matchAttribute": "resource.kubernetes.io/pcieRoot"}])
+    verdict = evaluate(claim, DENY, Mode.ENFORCE, Facts(dra=dra_facts([socket])))
+    assert verdict.violations == []  # whether the socket spans several NUMA nodes is not known: never refused
+    [(_, advice)] = verdict.advisories
+    assert advice.rule == "dra-cpu-unpaired" and advice.message.startswith("unknown: ")
+    assert "--group-by=numanode" in advice.message
+    assert evaluate(claim, DENY, Mode.ENFORCE, Facts(dra=dra_facts([numa]))).advisories == []

@@ -273,3 +273,25 @@ def test_a_malformed_nrt_attribute_is_no_pinner_not_a_crash() -> None:
     assert read_pinner({"attributes": [{"name": ["cpuPinner"], "value": "dra.cpu"}, "x", None]}) is None
     assert read_pinner({"attributes": [{"name": ["x"], "value": "y"},
                                        {"name": "cpuPinner", "value": "dra.cpu"}]}) is not None
+
+
+def test_a_cpu_request_without_capacity_is_told_by_the_kept_slices() -> None:
+    """The cache keeps a grouped device's dra.cpu/cpu capacity, so a request asking none (a whole NUMA group,
+    fillEmptyRequest) is 8 CPUs with the slices and unknown without them, never 1."""
+    stop = threading.Event()
+    api = Scripted(stop)
+    no_capacity = {"metadata": {"name": "gpu-cpus", "namespace": "ml", "resourceVersion": "1"}, "spec": {"spec": {
+        "devices": {"requests": [{"name": "cpus", "exactly": {"deviceClassName": "dra.cpu"}}]}}}}
+    api.lists[PATHS[TEMPLATES]] = listed(no_capacity)
+    api.lists[PATHS[SLICES]] = listed({"metadata": {"name": "s"}, "spec": {
+        "driver": "dra.cpu", "nodeName": "n1", "devices": [{"name": "cpudevnuma000", "attributes": {
+            "dra.net/numaNode": {"int": 0}}, "capacity": {"dra.cpu/cpu": {"value": "8"}}}]}})
+    cache = started(api)
+    try:
+        waiting.eventually("published", lambda: cache.snapshot().devices, 10, every=0.05)
+        view = cache.snapshot().for_namespace("ml")
+        assert view.cpu_claims is not None and view.cpu_claims[("ResourceClaimTemplate", "gpu-cpus")] == 8
+        assert "ask 8 CPUs" in answer(view, pod(cpu="4"))["status"]["message"]
+    finally:
+        stop.set()
+        cache.stop()

@@ -88,6 +88,7 @@ PINNED = {
     "pod_level_resource_managers": (False, False, False, False, False, False),
     "dra": (False, True, True, True, True, True),
     "dra_extended_resources": (False, False, False, True, True, True),
+    "dra_consumable_capacity": (False, False, False, True, True, True),
     "mutating_admission_policy": (False, False, False, True, True, True),
     "zero_device_request_aligned": (False, False, False, True, True, True),
     "toleration_comparison_operators": (False, False, True, True, True, True),

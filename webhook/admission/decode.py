@@ -14,7 +14,8 @@ What is kept, and why:
   ``webhook.core.claims``): ``apiVersion``, ``kind``, ``metadata`` (``name``, ``generateName``, ``namespace``,
   and of ``ownerReferences`` each ``kind`` and ``controller``) and the pod spec where that kind keeps it
   (``spec``, ``spec.template.spec``, ``template.spec``, ``spec.jobTemplate.spec.template.spec``), and a Pod's
-  ``status.qosClass``; a custom resource's object (LeaderWorkerSet, JobSet, a kind the configuration declares)
+  ``status.qosClass``, and how many Pods of the template run at once (``spec.replicas``, a Job's and a
+  CronJob's ``parallelism``); a custom resource's object (LeaderWorkerSet, JobSet, a kind the configuration declares)
   is decoded whole once its group is known (``decode_object``), its templates being wherever its kind says;
 - in a pod spec: ``containers`` and ``initContainers`` (``name``, ``restartPolicy``, ``resources``),
   the pod-level ``resources``, ``runtimeClassName`` (exemptions), ``schedulerName`` (``/place``), and for
@@ -24,7 +25,7 @@ What is kept, and why:
   float ``json.loads`` would give, and any other value stays as it is so the engine can name it
   (``invalid-quantity``); every resource name is kept (extended resources and hugepages count for NUMA).
 - ``resourceClaims[]`` of a pod spec (``name``, ``resourceClaimName``, ``resourceClaimTemplateName``) and each
-  container's ``resources.claims[].name``, and of a ResourceClaim (``spec``) or ResourceClaimTemplate
+  container's ``resources.claims[]`` (``name``, ``request``), and of a ResourceClaim (``spec``) or ResourceClaimTemplate
   (``spec.spec``) the claim spec's ``devices``: each request's ``name``, ``allocationMode``, ``count``,
   ``deviceClassName``, ``capacity`` (and of its ``exactly`` and ``firstAvailable``), each constraint's
   ``requests`` and ``matchAttribute``;
@@ -57,6 +58,7 @@ class _Kept(msgspec.Struct, omit_defaults=True, rename="camel"):
 
 class ResourceClaimRef(_Kept):
     name: Any = None
+    request: Any = None  # only this request's devices are the container's (dra-cpu-not-mirrored)
 
 
 class Resources(_Kept):
@@ -157,6 +159,7 @@ class PodTemplate(_Kept):
 
 class JobSpec(_Kept):
     template: PodTemplate | None = None
+    parallelism: Any = None  # several Pods at once (dra-cpu-shared)
 
 
 class JobTemplate(_Kept):
@@ -169,6 +172,8 @@ class Spec(PodSpec):
 
     template: PodTemplate | None = None
     job_template: JobTemplate | None = None
+    replicas: Any = None  # several Pods of the template at once (dra-cpu-shared)
+    parallelism: Any = None
     # A ResourceClaim's ``spec.devices``, a ResourceClaimTemplate's ``spec.spec`` (dra-claim-spread).
     devices: ClaimDevices | None = None
     spec: ClaimSpec | None = None

@@ -58,5 +58,5 @@ def read_dra(lister: Lister) -> tuple[DraFacts, list[str]]:
             obj.setdefault("kind", kind)
         if claims is not None:
             claims += listed
-    found = dra_facts(claims or [], slices=False, claims=claims is not None)
+    found = dra_facts(claims or [], slices=False, claims=claims is not None, known_devices=devices)
     return DraFacts(devices, found.cpu_claims), problems

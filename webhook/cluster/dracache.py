@@ -130,9 +130,10 @@ def keep_slice(obj: Mapping[str, Any]) -> tuple[SliceDevice, ...]:
     for device in slice_devices(obj):
         attributes = {k: v for k, v in device.attributes.items() if _read(k)}
         lists = frozenset(k for k in device.lists if k in attributes)
-        key = (device.driver, device.node, tuple(sorted(attributes.items())), lists)
+        key = (device.driver, device.node, tuple(sorted(attributes.items())), lists, device.cpu_capacity)
         if key not in kept:
-            kept[key] = SliceDevice(device.driver, device.node, device.name, MappingProxyType(attributes), lists)
+            kept[key] = SliceDevice(device.driver, device.node, device.name, MappingProxyType(attributes), lists,
+                                    device.cpu_capacity)
     return tuple(kept.values())
 
 
@@ -164,7 +165,10 @@ class DraSnapshot:
             return DraFacts(self.devices, None, self.cpu_managers, claims_unknown=self.problem,
                             cpu_managers_whole=False)
         mine = self.claims.get(namespace, {})
-        return DraFacts(self.devices, MappingProxyType({k: c.cpus for k, c in mine.items()}), self.cpu_managers,
+        # a request asking no capacity takes a whole device: told by the slices (claim_cpus)
+        cpus = {k: c.cpus if c.cpus is not None or c.spec is None else claim_cpus(c.spec, self.devices)
+                for k, c in mine.items()}
+        return DraFacts(self.devices, MappingProxyType(cpus), self.cpu_managers,
                         claim_specs=MappingProxyType({k: c.spec for k, c in mine.items() if c.spec is not None}),
                         claims_whole=self.whole, claims_unknown=None if self.whole else self.problem,
                         cpu_managers_whole=False)

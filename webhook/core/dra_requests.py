@@ -148,6 +148,23 @@ def container_claims(resources: Mapping[str, Any]) -> tuple[str, ...]:
         if isinstance(raw, list) else ()
 
 
+def container_claim_requests(resources: Mapping[str, Any]) -> dict[str, tuple[str, ...] | None]:
+    """Claim name -> the requests of it a container's ``resources.claims`` names (``request``), None where an
+    entry names the whole claim. Kubelet hands the container only those requests' devices
+    (pkg/kubelet/cm/dra/manager.go, GetResources: claimRequests)."""
+    raw = resources.get("claims")
+    found: dict[str, tuple[str, ...] | None] = {}
+    for c in raw if isinstance(raw, list) else []:
+        if not isinstance(c, Mapping) or not isinstance(c.get("name"), str):
+            continue
+        request = c.get("request")
+        if not isinstance(request, str) or not request:
+            found[c["name"]] = None
+        elif c["name"] not in found or found[c["name"]] is not None:
+            found[c["name"]] = (*(found.get(c["name"]) or ()), request)
+    return found
+
+
 def dra_resources(resources: Iterable[tuple[str, FieldPath]], classes: DeviceClasses | None
                   ) -> tuple[dict[str, str], dict[str, FieldPath]]:
     """Of the extended resources asked (name, where), those DRA serves: resource -> class, resource -> path.

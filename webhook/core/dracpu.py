@@ -54,6 +54,9 @@ class SliceDevice:
     name: str
     attributes: Mapping[str, tuple[Value, ...]]
     lists: frozenset[str] = frozenset()
+    # The ``dra.cpu/cpu`` capacity a CPU driver's device publishes (grouped mode: the CPUs of its group); None
+    # for a device without it (individual mode: the device is one CPU; any other driver's).
+    cpu_capacity: int | None = None
 
     def describe(self) -> str:
         return f"{self.driver} device {self.name}" + (f" on node {self.node}" if self.node else "")
@@ -131,8 +134,22 @@ def slice_devices(obj: Mapping[str, Any]) -> list[SliceDevice]:
             if parsed[1]:
                 lists.add(name)
         found.append(SliceDevice(driver, node if isinstance(node, str) else "", raw["name"],
-                                 MappingProxyType(attributes), frozenset(lists)))
+                                 MappingProxyType(attributes), frozenset(lists), _cpu_capacity(driver, raw)))
     return found
+
+
+def _cpu_capacity(driver: str, raw: Mapping[str, Any]) -> int | None:
+    """A CPU driver's device's ``dra.cpu/cpu`` capacity (a whole number of CPUs), else None."""
+    capacity = raw.get("capacity")
+    entry = capacity.get(CPU_CAPACITY) if driver == CPU_DRIVER and isinstance(capacity, Mapping) else None
+    value = entry.get("value") if isinstance(entry, Mapping) else None
+    if value is None:
+        return None
+    try:
+        q = parse_quantity(str(value))
+    except QuantityError:
+        return None
+    return q.milli // 1000 if q.milli > 0 and not q.milli % 1000 else None
 
 
 # ---- the CPUs a claim asks ----
@@ -154,9 +171,26 @@ def cpu_request(request: Mapping[str, Any]) -> bool:
         isinstance(a, Mapping) and a.get("deviceClassName") == CPU_CLASS for a in alternatives)
 
 
-def _cpus_of(exact: Mapping[str, Any]) -> int | None:
-    """CPUs one exact request asks: its ``dra.cpu/cpu`` capacity (grouped mode), else its count (individual
-    mode: a device is a CPU); None when it cannot be told (allocationMode All, a fractional capacity)."""
+def _whole_device(count: int, devices: Iterable[SliceDevice] | None) -> int | None:
+    """CPUs ``count`` devices of ``dra.cpu`` give a request that asks no capacity, as the cluster's slices say.
+    In grouped mode the allocator fills an empty request with the device's whole capacity (``fillEmptyRequest``,
+    k8s.io/dynamic-resource-allocation/structured/internal/incubating/consumable_capacity.go: the driver publishes
+    no requestPolicy) and the driver pins that many CPUs; in individual mode a device is one CPU. Without the CPU
+    driver's slices, or with groups of different sizes, not known (None): never counted as one CPU."""
+    capacities = {d.cpu_capacity for d in devices or () if d.driver == CPU_DRIVER}
+    if not capacities:
+        return None
+    if capacities == {None}:
+        return count  # individual mode everywhere
+    if None in capacities or len(capacities) > 1:
+        return None  # modes or group sizes differ between nodes: which one the scheduler picks is not known
+    return count * next(c for c in capacities if c is not None)
+
+
+def _cpus_of(exact: Mapping[str, Any], devices: Iterable[SliceDevice] | None = None) -> int | None:
+    """CPUs one exact request asks: its ``dra.cpu/cpu`` capacity (grouped mode), else what a whole device gives
+    (``_whole_device``: a group's capacity, or one CPU in individual mode); None when it cannot be told
+    (allocationMode All, a fractional capacity, no capacity asked and the slices not known)."""
     if exact.get("allocationMode") == "All":
         return None
     capacity = exact.get("capacity")
@@ -165,7 +199,7 @@ def _cpus_of(exact: Mapping[str, Any]) -> int | None:
     count = exact.get("count", 1)
     count = count if isinstance(count, int) and not isinstance(count, bool) and count > 0 else 1
     if asked is None:
-        return count
+        return _whole_device(count, devices)
     try:
         q = parse_quantity(str(asked))
     except QuantityError:
@@ -175,21 +209,46 @@ def _cpus_of(exact: Mapping[str, Any]) -> int | None:
     return count * (q.milli // 1000)
 
 
-def claim_cpus(spec: Mapping[str, Any]) -> int | None:
-    """The CPUs a ResourceClaimSpec asks through ``dra.cpu`` (0: none; None: not known, e.g. a CPU request
-    among ``firstAvailable`` alternatives, whose size the scheduler picks)."""
+def _requests(spec: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     devices = spec.get("devices")
     raw = devices.get("requests") if isinstance(devices, Mapping) else None
+    return [r for r in raw if isinstance(r, Mapping)] if isinstance(raw, list) else []
+
+
+def claim_cpus(spec: Mapping[str, Any], devices: Iterable[SliceDevice] | None = None,
+               requests: Iterable[str] | None = None) -> int | None:
+    """The CPUs a ResourceClaimSpec asks through ``dra.cpu`` (0: none; None: not known, e.g. a CPU request
+    among ``firstAvailable`` alternatives, whose size the scheduler picks, or one that asks no capacity while the
+    slices are not known). ``devices``: the cluster's slices; ``requests``: only these requests (a container's
+    ``resources.claims[].request``: kubelet hands it only that request's devices; ``req/sub`` counts as ``req``)."""
+    only = {r.split("/", 1)[0] for r in requests} if requests is not None else None
     total = 0
-    for request in raw if isinstance(raw, list) else []:
-        if not isinstance(request, Mapping) or not cpu_request(request):
+    for request in _requests(spec):
+        if not cpu_request(request) or (only is not None and request.get("name") not in only):
             continue
         exact = _exact(request)
-        cpus = _cpus_of(exact) if exact is not None else None
+        cpus = _cpus_of(exact, devices) if exact is not None else None
         if cpus is None:
             return None
         total += cpus
     return total
+
+
+def grouped(spec: Mapping[str, Any], devices: Iterable[SliceDevice] | None = None) -> bool:
+    """Does a CPU request of the claim take a grouped-mode device: it asks ``dra.cpu/cpu`` capacity, or asks none
+    where the slices publish only groups? With DRAConsumableCapacity off (1.34, 1.35) the API server drops
+    ``capacity`` (pkg/api/resourceclaimspec/util.go) and the allocator records no ConsumedCapacity, so
+    dra-driver-cpu v0.2.0 pins 0 CPUs for it (pkg/driver/dra_hooks.go: claimCPUCount stays 0)."""
+    capacities = {d.cpu_capacity for d in devices or () if d.driver == CPU_DRIVER}
+    for request in _requests(spec):
+        exact = _exact(request) if cpu_request(request) else None
+        if exact is None:
+            continue
+        capacity = exact.get("capacity")
+        asked = capacity.get("requests") if isinstance(capacity, Mapping) else None
+        if (isinstance(asked, Mapping) and CPU_CAPACITY in asked) or (capacities and None not in capacities):
+            return True
+    return False
 
 
 def _claim_spec(obj: Mapping[str, Any]) -> tuple[str, Mapping[str, Any]] | None:
@@ -205,18 +264,19 @@ def _claim_spec(obj: Mapping[str, Any]) -> tuple[str, Mapping[str, Any]] | None:
     return str(kind), spec
 
 
-def dra_facts(objects: Iterable[Any], slices: bool = True, claims: bool = True) -> DraFacts:
+def dra_facts(objects: Iterable[Any], slices: bool = True, claims: bool = True,
+              known_devices: Iterable[SliceDevice] | None = None) -> DraFacts:
     """The index of the DRA objects among ``objects`` (ResourceSlices, ResourceClaims, ResourceClaimTemplates;
-    the rest ignored). ``slices``/``claims``: whether those kinds were read at all (else None: not known)."""
-    devices: list[SliceDevice] = []
+    the rest ignored). ``slices``/``claims``: whether those kinds were read at all (else None: not known);
+    ``known_devices``: slices read apart, for the CPUs of a request that asks no capacity."""
+    objects = [o for o in objects if isinstance(o, Mapping)]
+    devices: list[SliceDevice] = [d for o in objects if o.get("kind") == SLICE_KIND for d in slice_devices(o)]
+    resolving = [*devices, *(known_devices or ())]
     cpu_claims: dict[tuple[str, str], int | None] = {}
     specs: dict[tuple[str, str], Mapping[str, Any] | None] = {}
     seen: set[tuple[str, str]] = set()
     for obj in objects:
-        if not isinstance(obj, Mapping):
-            continue
         if obj.get("kind") == SLICE_KIND:
-            devices += slice_devices(obj)
             continue
         found = _claim_spec(obj)
         meta = obj.get("metadata")
@@ -224,7 +284,7 @@ def dra_facts(objects: Iterable[Any], slices: bool = True, claims: bool = True) 
         if found is None or not isinstance(name, str):
             continue
         key = (found[0], name)
-        cpus = claim_cpus(found[1])
+        cpus = claim_cpus(found[1], resolving)
         if key in seen and cpu_claims.get(key) != cpus:
             cpu_claims[key] = None  # two namespaces, two answers: not known
         elif key not in seen:
@@ -257,6 +317,10 @@ def merge(first: DraFacts | None, second: DraFacts | None) -> DraFacts | None:
         specs = dict(first.claim_specs or {})
         for key, spec in (second.claim_specs or {}).items():
             specs[key] = spec if key not in specs or specs[key] == spec else None
+    if claims is not None and devices:  # a request asking no capacity, told by the slices of the other side
+        for key, spec in (specs or {}).items():
+            if spec is not None and key in claims and claims[key] is None:
+                claims[key] = claim_cpus(spec, devices)
     return DraFacts(devices, MappingProxyType(claims) if claims is not None else None, managers,
                     MappingProxyType(specs) if specs is not None else None,
                     first.claims_whole or second.claims_whole, first.claims_unknown or second.claims_unknown,

@@ -90,6 +90,10 @@ class Semantics:
     # drops a DeviceClass's spec.extendedResourceName, and a deviceclass.resource.kubernetes.io/<class> name is a
     # plain extended resource the scheduler finds on no node's allocatable (as a device plugin's would be).
     dra_extended_resources: bool
+    # DRAConsumableCapacity (alpha 1.34, beta and on 1.36): off, the API server drops a claim request's
+    # ``capacity`` and a slice device's ``allowMultipleAllocations`` (pkg/api/resourceclaimspec/util.go), and the
+    # allocator records no ConsumedCapacity: dra-driver-cpu v0.2.0's grouped mode then pins no CPU.
+    dra_consumable_capacity: bool
     # admissionregistration.k8s.io/v1 MutatingAdmissionPolicy is served (GA 1.36; beta and off in 1.34-1.35).
     mutating_admission_policy: bool
     # The device manager's hints cover only the NUMA nodes that have the resource's devices (from 1.36:
@@ -136,6 +140,7 @@ CHANGES: tuple[tuple[str, int | None, bool], ...] = (
     ("pod_level_resource_managers", None, True),
     ("dra", 34, True),
     ("dra_extended_resources", 36, True),
+    ("dra_consumable_capacity", 36, True),
     ("mutating_admission_policy", 36, True),
     ("zero_device_request_aligned", 36, True),
     ("toleration_comparison_operators", 35, True),

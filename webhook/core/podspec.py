@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from webhook.core.dra_requests import container_claims, pod_claim_sources, pod_claims
+from webhook.core.dra_requests import container_claim_requests, container_claims, pod_claim_sources, pod_claims
 from webhook.core.fieldpath import FieldPath, dotted
 from webhook.core.kubeversion import DEFAULT, Semantics
 from webhook.core.numatopology import HUGEPAGES
@@ -132,6 +132,8 @@ class Container:
     resources: Block
     devices: Mapping[str, int] = field(default_factory=dict)
     claims: tuple[str, ...] = ()  # ``resources.claims``: the Pod's claims this container uses
+    # of those, the requests it names (None: the whole claim): it gets only those requests' devices
+    claim_requests: Mapping[str, tuple[str, ...] | None] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +153,8 @@ class PodSpec:
     claim_sources: Mapping[str, tuple[str, str]] = field(default_factory=dict)
     # The Kubernetes minor judged: what its API server stores and its kubelet pins (``webhook.core.kubeversion``).
     kube: Semantics = DEFAULT
+    # How the object runs several Pods of this template at once ('its 3 replicas'), '' for one or not known.
+    several: str = ""
     # ``spec.resources`` as written where the API server drops it (1.33): decoded first, so a value that is not
     # a quantity is still refused (``invalid-quantity``), though the block decides nothing.
     dropped: Block | None = None
@@ -277,6 +281,7 @@ def _container(raw: Any, path: FieldPath, init: bool, template: str = "") -> Con
                         limits, empty=not any(_mapping(resources.get(k), (*res_path, k)) for k in _KINDS)),
         devices=_devices(resources, res_path),
         claims=container_claims(resources),
+        claim_requests=container_claim_requests(resources),
     )
 
 

@@ -236,6 +236,7 @@ class Target:
     built: bool = False  # built by an operator: ``spec`` is not in the document, only ``fields`` are
     partial: str = ""  # part of the Pod only: a pass is not the Pod's (``webhook.core.operators.Built.partial``)
     shown: tuple[tuple[FieldPath, FieldPath], ...] = ()  # as ``fields``, to name only (``Built.shown``)
+    several: str = ""  # how the object runs several Pods of the template at once (``several_pods``), '' if not known
 
     def unbase(self, path: FieldPath) -> FieldPath | None:
         """A built target's document ``path`` back in the built spec (the inverse of ``fields``): None where no
@@ -259,8 +260,9 @@ class Target:
 
     def pod_spec(self, kube: Semantics = DEFAULT, stored: bool = False) -> PodSpec:
         """The pod spec as ``kube``'s API server stores it (``stored``: as it was stored, status included)."""
-        return build_pod_spec(self.spec, self.path, self.status, self.template, kube, stored,
+        spec = build_pod_spec(self.spec, self.path, self.status, self.template, kube, stored,
                               self.fields + self.shown)
+        return replace(spec, several=self.several) if self.several else spec
 
 
 def _meta(obj: Mapping[str, Any], where: FieldPath) -> tuple[str, str | None]:
@@ -337,9 +339,31 @@ def walk(obj: Any, where: FieldPath = (), kinds: Mapping[tuple[str, str], Kind] 
             found = True
             yield Target(known.kind, name, namespace, path, spec, obj.get("status") if kind == POD else None,
                          template_label(template, path[len(where):], item_name, known.single,
-                                        role(known.templates, template)), where)
+                                        role(known.templates, template)), where, several=several_pods(kind, obj))
     if not found:
         yield f"{kind} without a pod template"  # e.g. a kustomize patch that only sets replicas
+
+
+def _count(obj: Any, *keys: str) -> int:
+    """An integer field under ``keys`` (1, its default, when absent or not an integer)."""
+    for key in keys:
+        obj = obj.get(key) if isinstance(obj, Mapping) else None
+    return obj if isinstance(obj, int) and not isinstance(obj, bool) else 1
+
+
+def several_pods(kind: str, obj: Mapping[str, Any]) -> str:
+    """How a built-in controller runs several Pods of its one template at once ('' for one, or a kind whose count
+    is not read here): replicas, a Job's parallelism, a DaemonSet's one Pod per node."""
+    if kind in ("Deployment", "ReplicaSet", "StatefulSet", "ReplicationController"):
+        n = _count(obj, "spec", "replicas")
+        return f"its {n} replicas" if n > 1 else ""
+    if kind == "Job":
+        n = _count(obj, "spec", "parallelism")
+        return f"its parallelism {n}" if n > 1 else ""
+    if kind == "CronJob":
+        n = _count(obj, "spec", "jobTemplate", "spec", "parallelism")
+        return f"its jobs' parallelism {n}" if n > 1 else ""
+    return "its Pod on every node" if kind == "DaemonSet" else ""
 
 
 def _built(known: Kind, obj: Mapping[str, Any], where: FieldPath, name: str, namespace: str | None,

@@ -41,6 +41,7 @@ class DraDevice:
     path: str = ""  # the sysfs file read (pciBusID, pcieRoot)
     looked: str = ""
     admin: bool = False  # allocated with adminAccess (a monitoring Pod's): not the workload's, not judged
+    request: str | None = None  # the claim's request it answers (its allocation result); None: not read
 
     @property
     def ref(self) -> str:

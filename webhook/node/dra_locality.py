@@ -198,6 +198,33 @@ def admin_devices(claim: Any) -> frozenset[tuple[str, str, str]]:
                      if isinstance(r, Mapping) and r.get("adminAccess") is True)
 
 
+def device_requests(claim: Any) -> dict[tuple[str, str, str], str]:
+    """The request each (driver, pool, device) of a claim's allocation answers
+    (``status.allocation.devices.results[].request``): kubelet hands a container that names requests
+    (``resources.claims[].request``) only their devices, yet PodResources lists every device of the claim."""
+    status = claim.get("status") if isinstance(claim, Mapping) else None
+    allocation = status.get("allocation") if isinstance(status, Mapping) else None
+    devices = allocation.get("devices") if isinstance(allocation, Mapping) else None
+    results = devices.get("results") if isinstance(devices, Mapping) else None
+    return {(str(r.get("driver")), str(r.get("pool")), str(r.get("device"))): r["request"]
+            for r in (results if isinstance(results, list) else [])[:256]
+            if isinstance(r, Mapping) and isinstance(r.get("request"), str)}
+
+
+def mark_requests(devices: Iterable[DraDevice], requests: Callable[[str], Mapping[tuple[str, str, str], str]]
+                  ) -> tuple[DraDevice, ...]:
+    """``devices`` with ``request`` set from their claim's allocation (``requests(claim)``; left None where the
+    claim could not be read)."""
+    found: dict[str, Mapping[tuple[str, str, str], str]] = {}
+    marked = []
+    for d in devices:
+        if d.claim not in found:
+            found[d.claim] = requests(d.claim)
+        request = found[d.claim].get((d.driver, d.pool, d.device))
+        marked.append(replace(d, request=request) if request is not None else d)
+    return tuple(marked)
+
+
 def mark_admin(devices: Iterable[DraDevice], admin: Callable[[str], frozenset[tuple[str, str, str]]]
                ) -> tuple[DraDevice, ...]:
     """``devices`` with ``admin`` set on those their claim gives with adminAccess (``admin(claim)``: its set)."""

@@ -27,7 +27,9 @@ from webhook.node.dra_locality import (
     SliceIndex,
     admin_devices,
     claim_path,
+    device_requests,
     mark_admin,
+    mark_requests,
     resolve_all,
     slice_kept,
 )
@@ -81,6 +83,11 @@ class ClusterView(Protocol):
     def admin_devices(self, claim: str) -> frozenset[tuple[str, str, str]]:
         """The devices claim ``namespace/name`` was given with adminAccess (``dra.admin_devices``); none when
         it cannot be read (its devices are then judged as the workload's)."""
+        ...
+
+    def device_requests(self, claim: str) -> Mapping[tuple[str, str, str], str]:
+        """The request each device of claim ``namespace/name`` answers (``dra.device_requests``); none when it
+        cannot be read (a container that names requests is then unknown, not judged)."""
         ...
 
 
@@ -141,6 +148,7 @@ class ListedView:
 
     def __init__(self, api: PodSource) -> None:
         self._api = api
+        self._read: dict[str, Any] = {}
 
     def opted_in(self) -> dict[str, OptedIn]:
         return opted_in_namespaces(self._api)
@@ -158,12 +166,21 @@ class ListedView:
             return [], f"listing ResourceSlices: {exc}; {SLICES_GRANT}"
         return kept, None
 
+    def _claim(self, claim: str) -> Any:
+        """The claim object (None: not read), read once per ``verify``."""
+        if claim not in self._read:
+            try:
+                status, body = self._api.send("GET", claim_path(claim), [], None, None)
+            except ClusterError:
+                status, body = 0, None
+            self._read[claim] = body if status == 200 else None
+        return self._read[claim]
+
     def admin_devices(self, claim: str) -> frozenset[tuple[str, str, str]]:
-        try:
-            status, body = self._api.send("GET", claim_path(claim), [], None, None)
-        except ClusterError:
-            return frozenset()
-        return admin_devices(body) if status == 200 else frozenset()
+        return admin_devices(self._claim(claim))
+
+    def device_requests(self, claim: str) -> Mapping[tuple[str, str, str], str]:
+        return device_requests(self._claim(claim))
 
 
 def observe(kubelet: Allocations, cluster: ClusterView, sys_root: Path, cgroup_root: Path, node: str | None = None,
@@ -217,8 +234,9 @@ def observe(kubelet: Allocations, cluster: ClusterView, sys_root: Path, cgroup_r
                 if index is None:  # read once, and only when a container has DRA devices
                     kept, problem = cluster.slices(node)
                     index = SliceIndex.build(kept, node, problem)
-                c = replace(c, dynamic=mark_admin(resolve_all(c.dynamic, index, locality, dra_attributes),
-                                                  cluster.admin_devices))
+                c = replace(c, dynamic=mark_requests(mark_admin(resolve_all(c.dynamic, index, locality,
+                                                                            dra_attributes), cluster.admin_devices),
+                                                     cluster.device_requests))
             spec = next((s for s in info.containers if s.name == c.name), None)
             cgroup = None
             pages: NumaPages | None = None

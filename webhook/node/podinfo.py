@@ -4,9 +4,10 @@ pod-level resources, each container's cpu request, container ID and DRA claims, 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from webhook.core.dra_requests import container_claim_requests
 from webhook.core.podspec import build_pod_spec
 from webhook.core.qos import qos_class
 
@@ -18,6 +19,9 @@ class ContainerSpec:
     container_id: str | None  # status.containerStatuses[].containerID, for the cgroup
     fractional_allowed: bool = False  # listed in policy.fractionalCPUContainers
     claims: tuple[str, ...] = ()  # the DRA claims the spec gives it (resources.claims, DRA extended resources)
+    # The ResourceClaims (namespace/name) it names by request only (resources.claims[].request) -> those requests:
+    # kubelet hands it only their devices, though PodResources lists every device of the claim.
+    request_claims: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +64,33 @@ def spec_claims(obj: Mapping[str, Any]) -> dict[str, tuple[str, ...]]:
     return {k: tuple(v[:16]) for k, v in found.items()}
 
 
+def request_claims(obj: Mapping[str, Any]) -> dict[str, dict[str, tuple[str, ...]]]:
+    """Container name -> the ResourceClaims (namespace/name) it names by request only -> the requests; a Pod claim
+    is resolved to its object through ``spec.resourceClaims[].resourceClaimName`` or, for a template's,
+    ``status.resourceClaimStatuses`` (a claim not resolved yet is left out)."""
+    spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
+    status = obj.get("status") if isinstance(obj.get("status"), Mapping) else {}
+    meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
+    namespace = str(meta.get("namespace", "")) if isinstance(meta, Mapping) else ""
+    objects: dict[str, str] = {}
+    for source, key in ((spec.get("resourceClaims") if isinstance(spec, Mapping) else None, "resourceClaimName"),
+                        (status.get("resourceClaimStatuses") if isinstance(status, Mapping) else None,
+                         "resourceClaimName")):
+        for item in source if isinstance(source, list) else []:
+            if isinstance(item, Mapping) and isinstance(item.get("name"), str) and isinstance(item.get(key), str):
+                objects.setdefault(item["name"], f"{namespace}/{item[key]}")
+    found: dict[str, dict[str, tuple[str, ...]]] = {}
+    for key in ("initContainers", "containers"):
+        for c in spec.get(key) or [] if isinstance(spec, Mapping) else []:
+            resources = c.get("resources") if isinstance(c, Mapping) else None
+            if not isinstance(resources, Mapping):
+                continue
+            for claim, requests in container_claim_requests(resources).items():
+                if requests is not None and claim in objects:
+                    found.setdefault(str(c.get("name")), {})[objects[claim]] = requests
+    return found
+
+
 def opted_in_at(namespace: Mapping[str, Any], label: str) -> str | None:
     """When ``label`` was last written on the namespace: the latest managedFields entry that owns it."""
     latest: str | None = None
@@ -86,6 +117,7 @@ def pod_info(obj: Mapping[str, Any], mode: str, opted_in: str | None,
            for s in status.get(key) or [] if isinstance(s, Mapping)}
     allowed = set(fractional_allowed)
     claims = spec_claims(obj)
+    by_request = request_claims(obj)
     containers = []
     for c in (*spec.init_containers, *spec.containers):
         sizing = c.resources.requests.get("cpu")
@@ -95,7 +127,7 @@ def pod_info(obj: Mapping[str, Any], mode: str, opted_in: str | None,
         cid = ids.get(c.name)
         containers.append(ContainerSpec(c.name, sizing.milli if sizing is not None and not sizing.invalid else None,
                                         cid if isinstance(cid, str) and cid else None, c.name in allowed,
-                                        claims.get(c.name, ())))
+                                        claims.get(c.name, ()), by_request.get(c.name, {})))
     return PodInfo(namespace=str(meta.get("namespace", "")), name=str(meta.get("name", "")),
                    uid=str(meta.get("uid", "")), qos=qos or qos_class(spec), pod_level=pod_level,
                    created=str(meta.get("creationTimestamp", "")), mode=mode, opted_in=opted_in,

@@ -12,7 +12,7 @@ that holds exclusive CPUs is pinned, whatever the reason it should not be.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from webhook.core.podspec import GUARANTEED
@@ -142,6 +142,9 @@ def judge_container(pod: PodInfo, alloc: ContainerAllocation, allocatable: Alloc
                     cgroup_cpus: frozenset[int] | None = None) -> ContainerVerdict:
     """The verdict on one container; ``cpu_numa`` maps each CPU id to its NUMA node (sysfs)."""
     spec = next((c for c in pod.containers if c.name == alloc.name), None)
+    uncertain: tuple[DraDevice, ...] = ()
+    if spec is not None and spec.request_claims:
+        alloc, uncertain = _own_devices(alloc, spec.request_claims)
     request = spec.cpu_milli if spec else None
     common: dict[str, Any] = {"namespace": pod.namespace, "pod": pod.name, "uid": pod.uid,
                               "container": alloc.name, "cpu_request_milli": request, "memory": alloc.memory,
@@ -151,6 +154,14 @@ def judge_container(pod: PodInfo, alloc: ContainerAllocation, allocatable: Alloc
     dra_cpus = any(d.driver == DRA_CPU_DRIVER and not d.admin for d in alloc.dynamic)
     if not alloc.cpus and dra_cpus:
         return _judge_dra_cpus(alloc, cpu_numa, cgroup_cpus, request, common)
+    if not alloc.cpus and any(d.driver == DRA_CPU_DRIVER and not d.admin for d in uncertain):
+        where = (f"CPUs from the DRA driver {DRA_CPU_DRIVER} ({', '.join(d.ref for d in uncertain)}) of a claim it "
+                 "names by request")
+        why = ("which request its devices answer (the claim's status.allocation could not be read; PodResources "
+               "lists every device of the claim)",)
+        return ContainerVerdict(pinned=True, exclusive_cpus=frozenset(), cpu_numa=frozenset(), aligned=None,
+                                reason=None, detail=f"{where}: whether they are its own is unknown",
+                                problems=(numa_unknown(alloc.name, where, why),), **common)
     if not alloc.cpus:
         reason, detail, problem = _why_not(pod, spec, allocatable)
         shared_numa = frozenset(cpu_numa[c] for c in cgroup_cpus or () if c in cpu_numa)
@@ -187,6 +198,27 @@ def judge_container(pod: PodInfo, alloc: ContainerAllocation, allocatable: Alloc
         problems += (numa_unknown(alloc.name, where, draft.unknown),)
     return ContainerVerdict(pinned=True, exclusive_cpus=cpus, cpu_numa=numa, aligned=verdict, reason=None,
                             detail=detail, notes=tuple(notes), problems=problems, **common)
+
+
+def _own_devices(alloc: ContainerAllocation, requests: Mapping[str, tuple[str, ...]]
+                 ) -> tuple[ContainerAllocation, tuple[DraDevice, ...]]:
+    """The container's DRA devices: of a claim it names by request (``resources.claims[].request``), only those
+    requests' (kubelet hands it only theirs, pkg/kubelet/cm/dra/manager.go; PodResources lists the whole claim);
+    a device whose request is not known (its claim not read) is kept, and returned as uncertain too."""
+    own, uncertain = [], []
+    for d in alloc.dynamic:
+        named = requests.get(d.claim)
+        if named is None:
+            own.append(d)
+        elif d.request is None:
+            own.append(d)
+            uncertain.append(d)
+        elif d.request.split("/", 1)[0] in {r.split("/", 1)[0] for r in named}:
+            own.append(d)
+    kept = replace(alloc, dynamic=tuple(own)) if len(own) != len(alloc.dynamic) else alloc
+    if uncertain and any(d.driver == DRA_CPU_DRIVER for d in uncertain):
+        kept = replace(kept, dynamic=tuple(d for d in kept.dynamic if d not in uncertain or d.driver != DRA_CPU_DRIVER))
+    return kept, tuple(uncertain)
 
 
 def _judge_dra_cpus(alloc: ContainerAllocation, cpu_numa: Mapping[int, int], cgroup_cpus: frozenset[int] | None,

@@ -34,7 +34,14 @@ from typing import Any
 
 from webhook.cluster.client import ClusterError
 from webhook.cluster.watch import ListRefused, Reflector, Store, Transport, refusal, wait_until
-from webhook.node.dra_locality import SLICES_PATH, admin_devices, claim_path, kept_for, slice_kept
+from webhook.node.dra_locality import (
+    SLICES_PATH,
+    admin_devices,
+    claim_path,
+    device_requests,
+    kept_for,
+    slice_kept,
+)
 from webhook.node.observe import MODE_SELECTOR, OptedIn, opted_in
 
 NAMESPACES_PATH = "/api/v1/namespaces"
@@ -89,7 +96,7 @@ class WatchedView:
         self.problems: dict[str, str] = {}
         self._since: dict[str, float] = {}  # when each current problem began
         self._transport = transport
-        self._claims: dict[str, tuple[float, frozenset[tuple[str, str, str]]]] = {}
+        self._claims: dict[str, tuple[float, frozenset[tuple[str, str, str]], Mapping[tuple[str, str, str], str]]] = {}
         self._claim_problem: int | None = None  # the HTTP status claims were last refused with
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -209,10 +216,17 @@ class WatchedView:
     def admin_devices(self, claim: str) -> frozenset[tuple[str, str, str]]:
         """The devices ``claim`` was given with adminAccess, read once a ``CLAIM_TTL`` (a claim's allocation does
         not change while a Pod uses it); a claim that cannot be read gives none, said once with the way out."""
+        return self._claim(claim)[1]
+
+    def device_requests(self, claim: str) -> Mapping[tuple[str, str, str], str]:
+        """The request each device of ``claim`` answers, read with ``admin_devices`` (none when not read)."""
+        return self._claim(claim)[2]
+
+    def _claim(self, claim: str) -> tuple[float, frozenset[tuple[str, str, str]], Mapping[tuple[str, str, str], str]]:
         now = time.monotonic()
         cached = self._claims.get(claim)
         if cached is not None and now - cached[0] < CLAIM_TTL:
-            return cached[1]
+            return cached
         try:
             status, body = self._transport.get(claim_path(claim), [], JSON[0])
         except ClusterError as exc:
@@ -225,8 +239,9 @@ class WatchedView:
         if cause != self._claim_problem and (problem or self._claim_problem is not None):
             self.say(problem or "resourceclaims: read again")
         self._claim_problem = cause
-        found = admin_devices(body) if status == 200 else frozenset()
+        found = (now, admin_devices(body) if status == 200 else frozenset(),
+                 device_requests(body) if status == 200 else {})
         if len(self._claims) > 4096:
             self._claims.clear()
-        self._claims[claim] = (now, found)
+        self._claims[claim] = found
         return found

@@ -15,7 +15,7 @@ says nothing. The admission policies cannot read claims, so they do not have it.
 from __future__ import annotations
 
 from webhook.core.config import Policy
-from webhook.core.dracpu import CPU_DRIVER, UNKNOWN, unknown_claims
+from webhook.core.dracpu import CPU_DRIVER, UNKNOWN, claim_cpus, grouped, unknown_claims
 from webhook.core.facts import Facts
 from webhook.core.fieldpath import dotted
 from webhook.core.podspec import Amount, Block, PodSpec
@@ -35,6 +35,11 @@ POD_BUDGET = Text("{label}: its containers' DRA CPU claims ask {cpus} CPUs of {d
                   "the pod-level block, never from claims; set both to at least {cpus} (the claimed CPUs plus the "
                   "shared ones its other containers use), equal")
 
+NO_CAPACITY = Text("{label}: claim {claim} asks CPUs of {driver} in grouped mode, but Kubernetes {minor} runs "
+                   "without DRAConsumableCapacity (alpha, off): the API server drops capacity.requests and the "
+                   "allocator records no consumed capacity, so the driver pins no CPU and the containers run on the "
+                   "shared pool; enable DRAConsumableCapacity on the API server, scheduler and kubelets, or run the "
+                   "driver with --cpu-device-mode=individual and ask CPUs by count (one device per CPU)")
 UNKNOWN_CLAIM = Text(UNKNOWN + "{label}: claim {claim}: {why}; whether the CPUs it takes from {driver} are mirrored "
                      "in requests and limits is not known")
 
@@ -56,6 +61,35 @@ def _mirrors(block: Block, cpus: int) -> bool:
     return request is not None and limit is not None and request.milli == limit.milli == cpus * 1000
 
 
+def claimed_cpus(pod: PodSpec, facts: Facts, claim: str, requests: tuple[str, ...] | None) -> int | None:
+    """The CPUs of ``dra.cpu`` a container gets from the Pod's claim ``claim``: the whole claim's, or, where it
+    names requests (``resources.claims[].request``), only theirs: kubelet hands it only those requests' devices
+    and the driver's CDI device answers its CPU request alone (pkg/driver/dra_hooks.go: Requests). None: not
+    known (the claim, or the requests of a claim that asks CPUs, not known)."""
+    dra = facts.dra
+    source = pod.claim_sources.get(claim)
+    if dra is None or dra.cpu_claims is None or source is None:
+        return None
+    whole = dra.cpu_claims.get(source)
+    if requests is None or whole == 0:
+        return whole
+    spec = dra.claim_specs.get(source) if dra.claim_specs is not None else None
+    return claim_cpus(spec, dra.devices, requests) if spec is not None else None
+
+
+def _requests_of(pod: PodSpec, claim: str) -> tuple[str, ...] | None:
+    """The requests of ``claim`` the Pod's containers name together (None: some container takes it whole)."""
+    union: list[str] = []
+    for c in pod.all_containers:
+        if claim not in c.claims:
+            continue
+        named = c.claim_requests.get(claim)
+        if named is None:
+            return None
+        union += [r for r in named if r not in union]
+    return tuple(union)
+
+
 def check(pod: PodSpec, policy: Policy, facts: Facts) -> list[Violation]:
     if not pod.claim_sources:
         return []
@@ -63,37 +97,52 @@ def check(pod: PodSpec, policy: Policy, facts: Facts) -> list[Violation]:
     known = facts.dra.cpu_claims if facts.dra is not None else None
     if known is None:
         return found
-    total = 0
+    found += _unpinned(pod, facts)
     pod_level = pod.pod_level if pod.pod_level is not None and pod.pod_level_decides else None
     for c in pod.all_containers:
-        sources = [pod.claim_sources.get(name) for name in c.claims]
-        counts = [known.get(s) if s is not None else None for s in sources]
+        counts = [claimed_cpus(pod, facts, name, c.claim_requests.get(name)) for name in c.claims]
         if not c.claims or any(n is None for n in counts):
-            if c.claims:  # a claim it cannot tell: the Pod's total is not known either
-                total = -1
             continue
         cpus = sum(n for n in counts if n is not None)
         if cpus == 0:
             continue
-        total = total + cpus if total >= 0 else total
         res = c.resources
         written = res.requests.get(CPU) is not None or res.limits.get(CPU) is not None
         if pod_level is not None and not written:
             continue  # the pod-level block carries them (judged below)
         if not _mirrors(res, cpus):
-            claims = ", ".join(f"{n} ({pod.claim_sources[n][1]})" for n in c.claims)
+            claims = ", ".join(f"{n} ({pod.claim_sources[n][1]})" for n in c.claims if n in pod.claim_sources)
             found.append(Violation(
                 (*res.path, "limits", CPU), NOT_MIRRORED(
                     label=res.label, claims=claims, cpus=cpus, driver=CPU_DRIVER, where="the container",
                     request=_shown(res.requests.get(CPU)), limit=_shown(res.limits.get(CPU)),
                     pod_level=POD_LEVEL() if pod.kube.pod_level_resources else ""),
                 c.name, rule=RULE_ID))
+    # the Pod's total: each claim (each request of it its containers name) once, however many containers name it
+    used = [n for n in pod.claim_sources if any(n in c.claims for c in pod.all_containers)]
+    totals = [claimed_cpus(pod, facts, n, _requests_of(pod, n)) for n in used]
+    total = -1 if any(t is None for t in totals) else sum(t for t in totals if t is not None)
     if pod_level is not None and total > 0:
         request, limit = pod_level.requests.get(CPU), pod_level.limits.get(CPU)
         if request is None or limit is None or request.milli != limit.milli or limit.milli < total * 1000:
             found.append(Violation((*pod_level.path, "limits", CPU), POD_BUDGET(
                 label=f"pod ({dotted(pod.path)})", cpus=total, driver=CPU_DRIVER, request=_shown(request),
                 limit=_shown(limit)), rule=RULE_ID))
+    return found
+
+
+def _unpinned(pod: PodSpec, facts: Facts) -> list[Violation]:
+    """Grouped-mode claims on a minor where DRAConsumableCapacity is off: the driver pins nothing for them."""
+    dra = facts.dra
+    if pod.kube.dra_consumable_capacity or dra is None or dra.claim_specs is None:
+        return []
+    found = []
+    for name, source in pod.claim_sources.items():
+        spec = dra.claim_specs.get(source)
+        if spec is not None and grouped(spec, dra.devices):
+            found.append(Violation((*pod.path, "resourceClaims"), NO_CAPACITY(
+                label=f"pod ({dotted(pod.path)})", claim=f"{name} ({source[1]})", driver=CPU_DRIVER,
+                minor=pod.kube.minor), rule=RULE_ID))
     return found
 
 

@@ -6,10 +6,19 @@ ResourceSlices are known, a NUMA ``matchAttribute`` that the CPU driver's device
 refuses a device without the attribute (``matchAttributeConstraint.add``), so the claim is never allocated;
 dra-driver-cpu v0.2.0 publishes ``dra.net/numaNode`` (and ``dra.cpu/numaNodeID``), not
 ``resource.kubernetes.io/numaNode``, and ``resource.kubernetes.io/pcieRoot`` only with ``--expose-pcie-roots``.
+The same for the other requests' driver (the one named as the request's DeviceClass, as the drivers' charts name
+their classes) when its slices are known: a GPU driver that publishes no ``dra.net/numaNode`` leaves the claim
+unallocated.
+
+In a Pod, a container whose CPUs come from a ``dra.cpu`` claim and whose other devices come from another claim,
+an extended resource (a device plugin's, or one DRA serves through a claim of its own): no DRA constraint ties
+devices of different claims (the allocator builds constraints per claim) and, with the CPU Manager ``none``,
+kubelet's Topology Manager has no CPU hints; the way out is one claim with both requests and the constraint.
 
 A ``pcieRoot`` match covers too: the CPU driver publishes, per NUMA-node group, the list of that node's PCIe roots,
 and a GPU's one root intersects only the list of its own NUMA node (the driver's README recommends it for
-co-location).
+co-location). Not when the slices show the CPUs grouped by socket or machine (roots, no NUMA node): the list is
+the union over the socket, said as unknown (advisory; how many NUMA nodes a socket has is not in the slices).
 
 Follows ``policy.dra`` (advisory with ``warn``, refused with ``deny``) as ``dra-claim-spread`` does, which leaves
 these claims to it. Judged whole, by kind, and in a Pod that names such a claim or template when the facts hold
@@ -26,14 +35,14 @@ from typing import Any
 
 from webhook.core.claims import CLAIM_KINDS
 from webhook.core.config import DRA, Policy
-from webhook.core.demands import dra_advisory, dra_judged
+from webhook.core.demands import dra_advisory, dra_judged, is_device
 from webhook.core.dra_requests import NUMA_ATTRIBUTE, _covers, local_attribute
-from webhook.core.dracpu import CPU_CLASS, CPU_DRIVER, CPU_NUMA_ATTRIBUTES, UNKNOWN, cpu_request
+from webhook.core.dracpu import CPU_CLASS, CPU_DRIVER, CPU_NUMA_ATTRIBUTES, UNKNOWN, SliceDevice, cpu_request
 from webhook.core.facts import Facts
 from webhook.core.fieldpath import FieldPath, dotted
 from webhook.core.podspec import PodSpec
 from webhook.core.rules.base import Rule, Text, Violation
-from webhook.core.rules.dra_cpu_not_mirrored import unknown_findings
+from webhook.core.rules.dra_cpu_not_mirrored import claimed_cpus, unknown_findings
 
 RULE_ID = "dra-cpu-unpaired"
 PAIRING_ATTRIBUTE = CPU_NUMA_ATTRIBUTES[0]  # dra.net/numaNode: what the CPU driver shares with others
@@ -46,6 +55,18 @@ UNPUBLISHED = Text("{label}: matchAttribute {attribute} is never satisfied for i
                    "devices the cluster publishes do not carry it (they carry {published}), and the allocator "
                    "refuses a device without the attribute, so the claim is never allocated and its Pod stays "
                    "Pending; match on an attribute both drivers publish (policy.{dra}: off to stop this)")
+
+OTHER_UNPUBLISHED = Text("{label}: matchAttribute {attribute} is never satisfied for its request {request}: the "
+                         "{driver} devices the cluster publishes do not carry it (they carry {published}), and the "
+                         "allocator refuses a device without the attribute, so the claim is never allocated and "
+                         "its Pod stays Pending; match on an attribute both drivers publish (policy.{dra}: off to "
+                         "stop this)")
+
+SOCKET_ROOTS = Text(UNKNOWN + "{label}: matchAttribute {attribute} pairs its CPUs with {driver} devices grouped by "
+                    "socket or machine ({devices}: PCIe roots, no NUMA node): their root list is the union over the "
+                    "socket and the driver packs the CPUs from anywhere in it, so on a socket of several NUMA nodes "
+                    "the CPUs may sit on another NUMA node than the GPU; whether they share one is not known; run "
+                    "the driver with --group-by=numanode (its default) and match on dra.net/numaNode")
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,18 +121,67 @@ def judge_claim(kind: str, spec: Mapping[str, Any], path: FieldPath, policy: Pol
                                           others=", ".join(pairing.others), attribute=PAIRING_ATTRIBUTE,
                                           dra=DRA.name), rule=RULE_ID, advisory=advisory)]
     devices = facts.dra.devices if facts.dra is not None else None
+    found = _other_unpublished(label, where, pairing, attributes, devices or (), advisory)
     cpus = [d for d in devices or () if d.driver == CPU_DRIVER]
     if not cpus:  # slices not read, or no CPU driver's devices: not known
-        return []
+        return found
     for attribute in attributes:
         if any(attribute in d.attributes for d in cpus):
-            return []
+            return found + _socket_roots(label, where, attributes, cpus, facts)
     published = sorted({a for d in cpus for a in d.attributes if local_attribute(a) or a.endswith("/numaNodeID")})
     return [Violation((*where, "constraints"), UNPUBLISHED(
         label=label, attribute=" or ".join(attributes), cpu=", ".join(pairing.cpu), driver=CPU_DRIVER,
-        published=", ".join(published) or "no NUMA attribute", dra=DRA.name), rule=RULE_ID, advisory=advisory)]
+        published=", ".join(published) or "no NUMA attribute", dra=DRA.name), rule=RULE_ID, advisory=advisory),
+        *found]
 
 
+def _socket_roots(label: str, where: FieldPath, attributes: list[str], cpus: list[SliceDevice],
+                  facts: Facts) -> list[Violation]:
+    """Only ``pcieRoot`` constraints, over CPU devices that publish roots but no NUMA node (``--group-by=socket``
+    or ``machine``): such a device's root list is the union over its socket or machine
+    (pkg/driver/dra_hooks.go: setPCIeRootsAttribute) and its CPUs are packed from anywhere in it, so on a socket of
+    several NUMA nodes a GPU's root matches CPUs on another node. Which sockets have several is not in the
+    slices: said as unknown (advisory), never a refusal."""
+    if any(numa_attribute(a) for a in attributes):
+        return []
+    rooted = [d for d in cpus if any(a in d.attributes for a in attributes)]
+    if not rooted or any(any(n in d.attributes for n in CPU_NUMA_ATTRIBUTES) for d in rooted):
+        return []
+    return [Violation((*where, "constraints"), SOCKET_ROOTS(
+        label=label, attribute=" or ".join(attributes), driver=CPU_DRIVER,
+        devices=", ".join(sorted({d.describe() for d in rooted})[:2])), rule=RULE_ID, advisory=True)]
+
+
+def _other_unpublished(label: str, where: FieldPath, pairing: Pairing, attributes: list[str],
+                       devices: tuple[SliceDevice, ...], advisory: bool) -> list[Violation]:
+    """The constraint attributes the other requests' driver does not publish on any device: every constraint
+    must hold, and the allocator refuses a device without the attribute (``matchAttributeConstraint.add``), so
+    the claim is never allocated. The other driver is the one named as the request's DeviceClass (the drivers'
+    charts name their class after the driver: gpu.nvidia.com, dra.cpu); the class's selectors are not read, so a
+    class named otherwise, or a driver whose slices are not known, is not judged."""
+    found = []
+    for name, request in pairing.requests:
+        exact = request.get("exactly") if "deviceClassName" not in request else request
+        driver = exact.get("deviceClassName") if isinstance(exact, Mapping) else None
+        theirs = [d for d in devices if d.driver == driver]
+        if name not in pairing.others or not theirs:
+            continue
+        missing = [a for a in attributes if not any(a in d.attributes for d in theirs)]
+        if missing:
+            published = sorted({a for d in theirs for a in d.attributes if local_attribute(a) or numa_attribute(a)})
+            found.append(Violation((*where, "constraints"), OTHER_UNPUBLISHED(
+                label=label, attribute=", ".join(missing), request=name, driver=driver,
+                published=", ".join(published) or "no NUMA attribute", dra=DRA.name),
+                rule=RULE_ID, advisory=advisory))
+    return found
+
+
+APART = Text("{label}: its CPUs ({cpus}, {driver}) and its other devices ({others}) are allocated apart: no DRA "
+             "constraint ties devices of different claims (the allocator constrains each claim alone), nor a "
+             "device plugin's, and with the CPU Manager none (the driver's requirement) kubelet's Topology Manager "
+             "has no CPU hints, so they may sit on different NUMA nodes; ask them in one claim: both requests with "
+             "constraints: [{{matchAttribute: {attribute}}}] (a device plugin's device served through DRA instead) "
+             "(policy.{dra}: off to stop this)")
 UNKNOWN_CLAIM = Text(UNKNOWN + "{label}: claim {claim}: {why}; whether it pairs the CPUs it takes from {driver} "
                      "with its other devices on one NUMA node is not known")
 IN_POD = Text("{label}: claim {claim} ({kind} {name}): {finding}")
@@ -133,6 +203,43 @@ def check(pod: PodSpec, policy: Policy, facts: Facts) -> list[Violation]:
         for v in judge_claim(kind, spec, CLAIM_KINDS[kind].spec_path, policy, facts):
             found.append(Violation(path, IN_POD(label=label, claim=claim, kind=kind, name=name, finding=v.message),
                                    rule=RULE_ID, advisory=v.advisory))
+    return found + _apart(pod, policy, facts)
+
+
+def _other_devices(pod: PodSpec, facts: Facts, claim: str, requests: tuple[str, ...] | None) -> bool:
+    """Does the Pod's claim give (of ``requests``, None: all) a device that is not a ``dra.cpu`` CPU? Known only
+    from its spec, or from a claim the facts know to ask no CPUs."""
+    dra = facts.dra
+    source = pod.claim_sources.get(claim)
+    if dra is None or source is None:
+        return False
+    spec = dra.claim_specs.get(source) if dra.claim_specs is not None else None
+    if spec is None:
+        return dra.cpu_claims is not None and dra.cpu_claims.get(source) == 0
+    devices = spec.get("devices")
+    raw = devices.get("requests") if isinstance(devices, Mapping) else None
+    only = {r.split("/", 1)[0] for r in requests} if requests is not None else None
+    return any(isinstance(r, Mapping) and not cpu_request(r) and (only is None or r.get("name") in only)
+               for r in (raw if isinstance(raw, list) else []))
+
+
+def _apart(pod: PodSpec, policy: Policy, facts: Facts) -> list[Violation]:
+    """A container whose CPUs come from one ``dra.cpu`` claim and whose other devices from another claim, an
+    extended resource (a device plugin's, or one DRA serves through a claim of its own): nothing aligns them."""
+    found = []
+    for c in pod.all_containers:
+        cpu_claims = [n for n in c.claims if (claimed_cpus(pod, facts, n, c.claim_requests.get(n)) or 0) > 0]
+        if not cpu_claims:
+            continue
+        others = [f"claim {n}" for n in c.claims
+                  if n not in cpu_claims and _other_devices(pod, facts, n, c.claim_requests.get(n))]
+        others += [f"{name}: {-(-milli // 1000)}" for name, milli in sorted(c.devices.items())
+                   if is_device(name) and milli > 0]
+        if others:
+            found.append(Violation((*c.resources.path, "claims"), APART(
+                label=c.resources.label, cpus=", ".join(f"claim {n}" for n in cpu_claims), driver=CPU_DRIVER,
+                others=", ".join(others), attribute=PAIRING_ATTRIBUTE, dra=DRA.name),
+                c.name, rule=RULE_ID, advisory=dra_advisory(policy)))
     return found
 
 

@@ -5,12 +5,15 @@ with ``TopologyAffinityError``.
 Two forms: ``policy.numa`` as one NUMA node's size typed into the configuration (every node alike), or
 ``policy.numa: auto``, where each node the Pod can land on is judged against its own NodeResourceTopology
 object by ``webhook.core.numa`` (kubelet's admission, simulated; held to the real Topology Manager by
-tests/fidelity/test_topology.py).
+tests/fidelity/test_topology.py). The fitter takes every node's CPU Manager as static (NodeResourceTopology
+does not say otherwise); a Pod whose CPUs come from a ``dra.cpu`` claim is fitted without its CPUs, since the
+driver's nodes run the CPU Manager ``none`` (no CPU hint).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 
 from webhook.core.config import NUMA, AutoNuma, NumaPolicy, Policy
 from webhook.core.cpuoptions import spread_caveat
@@ -33,6 +36,7 @@ from webhook.core.numatopology import (
 from webhook.core.podspec import CPU, MEMORY, PodSpec, effective_requests
 from webhook.core.quantity import format_bytes, format_milli, format_milli_bytes
 from webhook.core.rules.base import PolicyRefusal, Rule, Text, Violation
+from webhook.core.rules.dra_unaligned import cpus_from_dra
 
 RULE_ID = "numa-unfit"
 
@@ -109,12 +113,16 @@ def _have(name: str, amount: int) -> str:
     return format_bytes(amount) if name == MEMORY or name.startswith(HUGEPAGES) else str(amount)
 
 
-def _auto(pod: PodSpec, topology: Topology, memo: Memo | None, classes: DeviceClasses | None) -> list[Violation]:
+def _auto(pod: PodSpec, topology: Topology, memo: Memo | None, classes: DeviceClasses | None,
+          dra_cpus: bool = False) -> list[Violation]:
     """The findings for ``pod`` over the snapshot, remembered per node constraints, demand and DRA devices in the
-    caller's ``memo`` (the same Pods come again and again: a workload's replicas, retries)."""
+    caller's ``memo`` (the same Pods come again and again: a workload's replicas, retries). ``dra_cpus``: its CPUs
+    come from a ``dra.cpu`` claim, so its nodes run the CPU Manager ``none`` (the driver's requirement;
+    ``dra-cpu-pinner-mismatch`` says where not), whose Topology Manager hint is none (policy_none.go
+    GetTopologyHints): its CPUs are no NUMA constraint, memory and devices still are."""
     if topology.nodes is None or not may_align(pod):
         return []
-    wants = demands(pod)
+    wants = _without_cpus(demands(pod)) if dra_cpus else demands(pod)
     use = dra_use(pod, classes)
     dra = frozenset(use.resources)
     found = remember(memo, "numa-unfit.verdicts", (pod.node_constraints.key, wants.key, dra, use.claims),
@@ -122,6 +130,11 @@ def _auto(pod: PodSpec, topology: Topology, memo: Memo | None, classes: DeviceCl
                                    + _not_fitted(pod, use, wants, topology)
                                    + _published_nowhere(pod, wants, topology, dra)))
     return list(found)
+
+
+def _without_cpus(wants: Demands) -> Demands:
+    return replace(wants, containers=tuple(replace(d, cpus=0) for d in wants.containers),
+                   pod=replace(wants.pod, cpus=0))
 
 
 def _published_nowhere(pod: PodSpec, wants: Demands, topology: Topology, dra: frozenset[str]) -> list[Violation]:
@@ -232,7 +245,7 @@ def check(pod: PodSpec, policy: Policy, facts: Facts) -> list[Violation]:
         return []
     if isinstance(numa, AutoNuma):  # the nodes' own NUMA zones: a fact, not configured; unknown says nothing
         return [] if facts.topology is None else _auto(pod, facts.topology, facts.remembering(),
-                                                       facts.device_classes)
+                                                       facts.device_classes, cpus_from_dra(pod, facts))
     found = []
     if numa.scope == "container":
         for c in pod.all_containers:
