@@ -177,7 +177,11 @@ def test_a_template_not_in_the_cluster_is_unknown_until_it_is_created(judged: Cl
         "gpu-later", {"requests": [builders.exactly("gpu", GPU)]}))
     waiting.eventually("the created template watched", lambda: "unknown" not in admit(judged, obj).stderr,
                        30, every=0.5)
-    assert admit(judged, obj).returncode == 0
+    # Known now: its CPUs and its GPU come from two claims, which no DRA constraint ties (one claim each).
+    refused = admit(judged, obj)
+    assert refused.returncode != 0
+    assert ('dra-cpu-unpaired: container "app" (spec.containers[0]): its CPUs (claim cpus, dra.cpu) and its other '
+            "devices (claim gpu) are allocated apart") in refused.stderr, refused.stderr
 
 
 def test_a_node_whose_agent_says_both_pin_refuses_dra_cpus_at_admission(judged: Cluster) -> None:
