@@ -76,30 +76,30 @@ if ! answer=$("$pin" --served "$v" 2>&1); then
   exit 2
 fi
 
-echo "release-day: 1.$minor from $old to $v"
-"$pin" "$v"
-
-# PRERELEASES, KUBE_VERSIONS and (the GA release) ORACLE_VERSIONS, each checked to change exactly once.
-"$PYTHON" - "$v" "$minor" "$old" <<'EOF'
+# PRERELEASES, KUBE_VERSIONS and (the GA release) ORACLE_VERSIONS, each checked to change exactly once: all
+# checked first (nothing written; exit 2 on a mismatch), then the pin, then written.
+edits() {
+"$PYTHON" - "$v" "$minor" "$old" "$1" <<'EOF'
 import ast
 import re
 import sys
 from pathlib import Path
 
-version, minor, old = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+version, minor, old, write = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4] == "write"
 ga = "-" not in version
+texts: dict[str, str] = {}  # each file as edited so far: nothing is written until every edit is known to apply
 
 
 def edit(path: str, pattern: str, change: "Callable[[re.Match[str]], str]") -> str:
     """One line of ``path`` matching ``pattern`` rewritten; what it was and is, printed."""
-    file = Path(path)
-    text = file.read_text()
+    text = texts.setdefault(path, Path(path).read_text())
     found = list(re.finditer(pattern, text, re.MULTILINE))
     if len(found) != 1:
         sys.exit(f"release-day: {len(found)} lines of {path} match {pattern!r} (one expected): edit it by hand")
     new = change(found[0])
-    file.write_text(text[:found[0].start()] + new + text[found[0].end():])
-    print(f"  {path}: {found[0].group(0)}\n  {' ' * len(path)}  -> {new}")
+    texts[path] = text[:found[0].start()] + new + text[found[0].end():]
+    if write:
+        print(f"  {path}: {found[0].group(0)}\n  {' ' * len(path)}  -> {new}")
     return new
 
 
@@ -131,7 +131,16 @@ edit("webhook/core/kubeversion.py", r"^PRERELEASES: dict\[int, str\] = (\{.*\})$
 edit("Makefile", r"^KUBE_VERSIONS \?= (.*)$", kube_versions)
 if ga:
     edit("Makefile", r"^ORACLE_VERSIONS \?= (.*)$", oracle_versions)
+if write:
+    for path, text in texts.items():
+        Path(path).write_text(text)
 EOF
+}
+edits check || exit 2
+
+echo "release-day: 1.$minor from $old to $v"
+"$pin" "$v"
+edits write
 
 "$PYTHON" hack/generate.py
 default=$("$PYTHON" -c 'import sys; sys.path.insert(0, "."); from webhook.core import kubeversion as k; print(k.DEFAULT)')

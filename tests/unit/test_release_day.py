@@ -93,6 +93,18 @@ def test_a_release_it_cannot_move_to_is_refused_and_nothing_changes(small: Path,
     assert _snapshot(small) == before and not (small.parent / "log").exists()
 
 
+def test_a_makefile_it_cannot_edit_is_refused_before_anything_is_pinned_or_written(small: Path) -> None:
+    """Every edit is checked before the pin and before any file is written: a KUBE_VERSIONS that does not name the
+    pre-release leaves the tree as it was (exit 2), not PRERELEASES moved and the Makefile not."""
+    makefile = small / "Makefile"
+    makefile.write_text(makefile.read_text().replace(f" {OLD}", ""))
+    before = _snapshot(small)
+    out = _run(small, f"v1.{MINOR}.0", f"v1.{MINOR}.0")
+    assert out.returncode == 2 and "does not name" in out.stderr and "edit it by hand" in out.stderr, out.stderr
+    assert "Traceback" not in out.stderr
+    assert _snapshot(small) == before and not (small.parent / "log").exists()
+
+
 def test_an_unserved_release_shows_the_proxy_answer(small: Path) -> None:
     out = _run(small, f"v1.{MINOR}.0", "")
     assert out.returncode == 2 and f"k8s.io/kubernetes@v1.{MINOR}.0: 403 Forbidden (stand-in)" in out.stderr
