@@ -218,12 +218,20 @@ def _partial(model: Mapping[str, Any], model_field: FieldPath, own: list[Any], h
                  tuple(fields), partial=f"InferenceService {dotted(here)}: {why}")
 
 
-def _custom(component: str, body: Mapping[str, Any], related: Related, here: FieldPath, role: str) -> Built:
+def _custom(component: str, body: Mapping[str, Any], related: Related, here: FieldPath, role: str,
+            defaulted: bool = True) -> Built | str:
     """A custom component as KServe's defaulting leaves it: its first container named ``kserve-container`` (a
     transformer's and explainer's always, a predictor's when it is alone or unnamed) and given KServe's default
-    resources for what it leaves unset."""
+    resources for what it leaves unset. Not ``defaulted`` (a canary's own containers: the defaulter never sees
+    ``spec.canary``), the containers as written, and no Pod when none is the ``kserve-container``
+    (``CustomPredictor.GetContainer`` finds none)."""
     containers = list(list_at(body.get("containers"), (*here, "containers")))
-    if containers and isinstance(containers[0], Mapping):
+    if not defaulted and not any(isinstance(c, Mapping) and c.get("name") == MODEL_CONTAINER for c in containers):
+        return NoPod(f"InferenceService {dotted(here)}: no container is named {MODEL_CONTAINER}, and KServe names and "
+                "defaults no canary's containers (its defaulting covers predictor, transformer and explainer "
+                "only): GetContainer finds none, so its controller fails at this canary and builds no Pod for it "
+                f"nor for the canaries after it; name the canary's serving container {MODEL_CONTAINER}")
+    if defaulted and containers and isinstance(containers[0], Mapping):
         first = _with_defaults(containers[0], default_resources(related))
         if component != "predictor" or len(containers) == 1 or not first.get("name"):
             first["name"] = MODEL_CONTAINER
@@ -318,8 +326,10 @@ def _mergo(base: Any, over: Any) -> Any:
 
 
 def _component(obj: Mapping[str, Any], component: str, body: Mapping[str, Any], here: FieldPath, role: str,
-               mode: str, related: Related, multinode: bool, canary: bool = False) -> Iterator[Built | str]:
-    """One component's Pod (and a multi-node predictor's workers') with what is injected into it."""
+               mode: str, related: Related, multinode: bool, canary: bool = False,
+               defaulted: bool = True) -> Iterator[Built | str]:
+    """One component's Pod (and a multi-node predictor's workers') with what is injected into it; ``defaulted``:
+    its containers are ones KServe's defaulter saw (not a canary's own)."""
     field = None
     worker: Built | str | None = None
     built: Built | str
@@ -329,7 +339,7 @@ def _component(obj: Mapping[str, Any], component: str, body: Mapping[str, Any], 
         if field is not None:
             built, worker = _model_predictor(obj, body, field, related, here, role, multinode)
         else:
-            built = _custom(component, body, related, here, role)
+            built = _custom(component, body, related, here, role, defaulted)
     elif component == "explainer" and body.get("art") is not None:
         built = ("InferenceService spec.explainer.art (its container is built from KServe's "
                  "inferenceservice-config explainers: not read here)")
@@ -381,27 +391,64 @@ def build(obj: Mapping[str, Any], related: Related) -> Iterator[Built | str]:
     yield from _canaries(obj, spec, mode, related)
 
 
+def canary_mode(obj: Mapping[str, Any], related: Related) -> str | None:
+    """The ``serving.kserve.io/deploymentMode`` annotation as KServe's defaulter leaves it, which
+    ``validateCanarySpecs`` reads (``DefaultInferenceService``): a legacy value renamed (``RawDeployment`` to
+    ``Standard``, ``Serverless`` to ``Knative``); without one, ``deploy.defaultDeploymentMode`` (legacy names
+    renamed, ``NewDeployConfig``) written when it is ``Standard`` or ``ModelMesh``; else None."""
+    annotations = mapping_at(_meta(obj).get("annotations"), ("metadata", "annotations"))
+    if MODE_ANNOTATION in annotations:
+        written = str(annotations[MODE_ANNOTATION])
+        return {"RawDeployment": "Standard", "Serverless": "Knative"}.get(written, written)
+    section, _ = config_section(related, "deploy")
+    default = section.get("defaultDeploymentMode") if section is not None else None
+    mode = MODES.get(default) if isinstance(default, str) else None
+    return mode if mode in ("Standard", "ModelMesh") else None
+
+
 def _canaries(obj: Mapping[str, Any], spec: Mapping[str, Any], mode: str,
               related: Related) -> Iterator[Built | str]:
     """``reconcileCanaryDeployments``: each ``spec.canary[i].predictor`` merged over the stable predictor
     (``buildCanaryPredictor``) and built as it is, single-node, in its own Deployment (Standard mode only:
-    ``validateCanarySpecs`` refuses a canary in any other)."""
+    ``validateCanarySpecs`` refuses a canary unless the defaulted annotation says Standard). The canary's own
+    containers replace the stable's whole (mergo) as written: KServe's defaulting never sees them."""
     canaries = list_at(spec.get("canary"), ("spec", "canary"))
     if not canaries:
         return
-    annotations = mapping_at(_meta(obj).get("annotations"), ("metadata", "annotations"))
-    if MODES.get(str(annotations.get(MODE_ANNOTATION))) != "Standard":
+    if canary_mode(obj, related) != "Standard":
         yield ("InferenceService spec.canary: KServe refuses a canary unless the serving.kserve.io/deploymentMode "
-               "annotation is Standard (validateCanarySpecs): no canary Pod is built")
+               "annotation is Standard (or, without it, inferenceservice-config deploy.defaultDeploymentMode is: "
+               "validateCanarySpecs): no canary Pod is built")
         return
     stable = mapping_at(spec.get("predictor"), ("spec", "predictor"))
     for i, item in enumerate(canaries):
         at: FieldPath = ("spec", "canary", i, "predictor")
         own = mapping_at(mapping_at(item, ("spec", "canary", i)).get("predictor"), at)
         merged = dict(_mergo({k: v for k, v in stable.items() if k != "workerSpec"}, own))
-        for built in _component(obj, "predictor", merged, at, f"canary {own.get('name')}", "Standard", related,
-                                False, canary=True):
-            yield built if isinstance(built, str) else _canary_fields(built, own, at)
+        defaulted = not list_at(own.get("containers"), (*at, "containers"))  # else the canary's, as written
+        try:
+            for built in _component(obj, "predictor", merged, at, f"canary {own.get('name')}", "Standard",
+                                    related, False, canary=True, defaulted=defaulted):
+                yield built if isinstance(built, str) else _canary_fields(built, own, at)
+                if isinstance(built, NoPod):
+                    return  # reconcileCanaryDeployments stops at its first failing canary
+        except ManifestError as bad:
+            raise ManifestError(_whose(bad.path, own, at), bad.message) from None
+
+
+def _whose(path: FieldPath, own: Mapping[str, Any], at: FieldPath) -> FieldPath:
+    """Where a merged canary's value is written: the canary's own field when it sets it (its value wins the
+    merge), else the stable predictor's."""
+    if path[:len(at)] != at:
+        return path
+    node: Any = own
+    for key in path[len(at):]:
+        held = (isinstance(node, Mapping) and key in node) or (
+            isinstance(node, list) and isinstance(key, int) and key < len(node))
+        if not held:
+            return ("spec", "predictor", *path[len(at):])
+        node = node[key]
+    return path
 
 
 def _canary_fields(built: Built, own: Mapping[str, Any], at: FieldPath) -> Built:
@@ -417,5 +464,5 @@ def _canary_fields(built: Built, own: Mapping[str, Any], at: FieldPath) -> Built
 
 __all__ = ["AGENT", "CLUSTER_SERVING_RUNTIME", "COMPONENTS", "DEFAULT_STORAGE", "GROUP", "ISVC_CONFIG",
            "KNATIVE_CONFIG", "MODELCAR", "MODELCAR_INIT", "MODEL_FIELDS", "QUEUE_PROXY", "RELATED", "SERVING_RUNTIME",
-           "STORAGE_INITIALIZER", "build", "choose_runtime", "deployment_mode", "merge_container", "oci_mode",
-           "queue_proxy"]
+           "STORAGE_INITIALIZER", "build", "canary_mode", "choose_runtime", "deployment_mode", "merge_container",
+           "oci_mode", "queue_proxy"]
