@@ -59,10 +59,12 @@ from webhook.core.operators.kserve_pod import (
     MODELCAR_INIT,
     QUEUE_PROXY,
     STORAGE_INITIALIZER,
+    STORAGE_UNREADABLE,
     config_section,
     default_resources,
     oci_mode,
     queue_proxy,
+    storage_config,
     with_injected,
 )
 from webhook.core.operators.kserve_runtimes import (
@@ -378,6 +380,9 @@ def build(obj: Mapping[str, Any], related: Related) -> Iterator[Built | str]:
     mode = deployment_mode(obj, related)
     if mode == "ModelMesh":
         yield "InferenceService in ModelMesh mode (its Pods are the ServingRuntime's, built by modelmesh-serving)"
+        return
+    if storage_config(related) is None:  # the controller reads it first (controller.go), and panics
+        yield f"InferenceService: {STORAGE_UNREADABLE}"
         return
     for component in COMPONENTS:
         body = spec.get(component)
