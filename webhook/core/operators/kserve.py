@@ -21,8 +21,10 @@
   both have one), the runtime's other containers, the predictor's own; the predictor's pod fields over the
   runtime's (``MergePodSpec``). A multi-node predictor's workers (Standard mode, ``multiNodeProcess``): the
   runtime's ``worker-container`` with ``workerSpec.containers[0]`` merged over it, alone. Each
-  ``spec.canary[i].predictor`` merged over the stable predictor (``buildCanaryPredictor``, mergo) and built as one
-  (Standard mode; ``validateCanarySpecs`` refuses canaries in any other).
+  ``spec.canary[i].predictor`` merged over the stable predictor (``buildCanaryPredictor``, mergo) and built as one,
+  its own containers as written (the defaulter never sees a canary); admitted in Standard mode only
+  (``validateCanarySpecs`` reads the annotation as the defaulter writes it, from ``deploy.defaultDeploymentMode``
+  when absent).
 - Injected (``webhook.core.operators.kserve_pod``; ``pkg/webhook/admission/pod``, the controller for
   ``storageUris``): a ``storage-initializer`` init container for a ``storageUri``, a model's ``storage.path``
   (``addStorageSpecAnnotations``), a custom container's ``STORAGE_URI`` env (``GetStorageUri``) or the
