@@ -51,6 +51,7 @@ from typing import Any
 
 from webhook.core.fieldpath import FieldPath, dotted
 from webhook.core.operators import Built, Related, list_at, mapping_at
+from webhook.core.operators.kserve_canary import DEFAULT_MODE, MODE_ANNOTATION, MODES, canaries, canary_mode
 from webhook.core.operators.kserve_pod import (
     AGENT,
     CONFIG_MAP,
@@ -92,10 +93,6 @@ V2_FRAMEWORKS = ("triton", "onnx", "huggingface")
 COMPONENTS = ("predictor", "transformer", "explainer")
 MODEL_CONTAINER = "kserve-container"
 TRANSFORMER_CONTAINER = "transformer-container"
-MODE_ANNOTATION = "serving.kserve.io/deploymentMode"
-DEFAULT_MODE = "Serverless"
-MODES = {"Standard": "Standard", "Knative": "Knative", "ModelMesh": "ModelMesh", "RawDeployment": "Standard",
-         "Serverless": "Knative"}
 
 
 def _with_defaults(container: Mapping[str, Any], defaults: Mapping[str, Mapping[str, str]]) -> dict[str, Any]:
@@ -316,19 +313,6 @@ def _storage_uris(body: Mapping[str, Any], here: FieldPath) -> list[tuple[FieldP
     return out
 
 
-def _mergo(base: Any, over: Any) -> Any:
-    """``mergo.Merge(&stable, canary, mergo.WithOverride)``: structs and maps merged key by key, a canary's value
-    that is set (not empty, zero or false) replacing the stable's; lists replaced whole."""
-    if isinstance(base, Mapping) and isinstance(over, Mapping):
-        out = dict(base)
-        for key, value in over.items():
-            out[key] = _mergo(base.get(key), value) if key in base else value
-        return out
-    if over is None or over == "" or over == 0 or over is False or over == [] or over == {}:
-        return base
-    return over
-
-
 def _component(obj: Mapping[str, Any], component: str, body: Mapping[str, Any], here: FieldPath, role: str,
                mode: str, related: Related, multinode: bool, canary: bool = False,
                defaulted: bool = True) -> Iterator[Built | str]:
@@ -395,78 +379,7 @@ def build(obj: Mapping[str, Any], related: Related) -> Iterator[Built | str]:
             raise ManifestError(here, "expected a mapping")
         multinode = component == "predictor" and body.get("workerSpec") is not None
         yield from _component(obj, component, body, here, component, mode, related, multinode)
-    yield from _canaries(obj, spec, mode, related)
-
-
-def canary_mode(obj: Mapping[str, Any], related: Related) -> str | None:
-    """The ``serving.kserve.io/deploymentMode`` annotation as KServe's defaulter leaves it, which
-    ``validateCanarySpecs`` reads (``DefaultInferenceService``): a legacy value renamed (``RawDeployment`` to
-    ``Standard``, ``Serverless`` to ``Knative``); without one, ``deploy.defaultDeploymentMode`` (legacy names
-    renamed, ``NewDeployConfig``) written when it is ``Standard`` or ``ModelMesh``; else None."""
-    annotations = mapping_at(_meta(obj).get("annotations"), ("metadata", "annotations"))
-    if MODE_ANNOTATION in annotations:
-        written = str(annotations[MODE_ANNOTATION])
-        return {"RawDeployment": "Standard", "Serverless": "Knative"}.get(written, written)
-    section, _ = config_section(related, "deploy")
-    default = section.get("defaultDeploymentMode") if section is not None else None
-    mode = MODES.get(default) if isinstance(default, str) else None
-    return mode if mode in ("Standard", "ModelMesh") else None
-
-
-def _canaries(obj: Mapping[str, Any], spec: Mapping[str, Any], mode: str,
-              related: Related) -> Iterator[Built | str]:
-    """``reconcileCanaryDeployments``: each ``spec.canary[i].predictor`` merged over the stable predictor
-    (``buildCanaryPredictor``) and built as it is, single-node, in its own Deployment (Standard mode only:
-    ``validateCanarySpecs`` refuses a canary unless the defaulted annotation says Standard). The canary's own
-    containers replace the stable's whole (mergo) as written: KServe's defaulting never sees them."""
-    canaries = list_at(spec.get("canary"), ("spec", "canary"))
-    if not canaries:
-        return
-    if canary_mode(obj, related) != "Standard":
-        yield ("InferenceService spec.canary: KServe refuses a canary unless the serving.kserve.io/deploymentMode "
-               "annotation is Standard (or, without it, inferenceservice-config deploy.defaultDeploymentMode is: "
-               "validateCanarySpecs): no canary Pod is built")
-        return
-    stable = mapping_at(spec.get("predictor"), ("spec", "predictor"))
-    for i, item in enumerate(canaries):
-        at: FieldPath = ("spec", "canary", i, "predictor")
-        own = mapping_at(mapping_at(item, ("spec", "canary", i)).get("predictor"), at)
-        merged = dict(_mergo({k: v for k, v in stable.items() if k != "workerSpec"}, own))
-        defaulted = not list_at(own.get("containers"), (*at, "containers"))  # else the canary's, as written
-        try:
-            for built in _component(obj, "predictor", merged, at, f"canary {own.get('name')}", "Standard",
-                                    related, False, canary=True, defaulted=defaulted):
-                yield built if isinstance(built, str) else _canary_fields(built, own, at)
-                if isinstance(built, NoPod):
-                    return  # reconcileCanaryDeployments stops at its first failing canary
-        except ManifestError as bad:
-            raise ManifestError(_whose(bad.path, own, at), bad.message) from None
-
-
-def _whose(path: FieldPath, own: Mapping[str, Any], at: FieldPath) -> FieldPath:
-    """Where a merged canary's value is written: the canary's own field when it sets it (its value wins the
-    merge), else the stable predictor's."""
-    if path[:len(at)] != at:
-        return path
-    node: Any = own
-    for key in path[len(at):]:
-        held = (isinstance(node, Mapping) and key in node) or (
-            isinstance(node, list) and isinstance(key, int) and key < len(node))
-        if not held:
-            return ("spec", "predictor", *path[len(at):])
-        node = node[key]
-    return path
-
-
-def _canary_fields(built: Built, own: Mapping[str, Any], at: FieldPath) -> Built:
-    """A canary's fields: the canary's own where it sets the field (its value wins the merge), else the stable
-    predictor's (the canary inherits it)."""
-    def rebase(field: FieldPath) -> FieldPath:
-        if field[:len(at)] == at and len(field) > len(at) and field[len(at)] not in own:
-            return ("spec", "predictor", *field[len(at):])
-        return field
-    return Built(built.path, built.spec, built.template, tuple((b, rebase(f)) for b, f in built.fields),
-                 built.partial, tuple((b, rebase(f)) for b, f in built.shown))
+    yield from canaries(obj, spec, related, _component)
 
 
 __all__ = ["AGENT", "CLUSTER_SERVING_RUNTIME", "COMPONENTS", "DEFAULT_STORAGE", "GROUP", "ISVC_CONFIG",
