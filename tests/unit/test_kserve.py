@@ -475,7 +475,8 @@ def test_canaries_are_built_over_the_stable_predictor() -> None:
     knative["spec"]["canary"] = [{"trafficPercent": 10, "predictor": canary}]
     reasons = [r for r in walk(knative, related=RT) if isinstance(r, str)]
     assert reasons == ["InferenceService spec.canary: KServe refuses a canary unless the "
-                       "serving.kserve.io/deploymentMode annotation is Standard (validateCanarySpecs): no canary "
+                       "serving.kserve.io/deploymentMode annotation is Standard (or, without it, "
+                       "inferenceservice-config deploy.defaultDeploymentMode is: validateCanarySpecs): no canary "
                        "Pod is built"]
 
 

@@ -4,9 +4,14 @@ mesh's own annotations, so the fix is made where the container comes from (its i
 
 from __future__ import annotations
 
+from typing import Any
+
 from tests.builders import container, pod, rl
 from webhook.core.config import Config, parse_config
 from webhook.core.engine import Mode, evaluate
+from webhook.core.facts import Facts
+from webhook.core.operators import collect
+from webhook.core.operators.kserve import RELATED
 from webhook.core.rules.base import cel_string
 from webhook.core.rules.sidecars import MESH_PROXIES, mesh_hint, mesh_hint_cel
 
@@ -99,3 +104,36 @@ def test_kserves_modelcar_names_its_one_config_key_and_the_native_mode() -> None
     assert message.endswith("KServe injects this container: set its cpu (request and limit) with "
                             "inferenceservice-config storageInitializer cpuModelcar; or name the model by an "
                             "oci+native:// URI (an image volume, no container)"), message
+
+
+def test_kserves_agent_for_a_model_without_storage_names_the_storage_as_the_way_out() -> None:
+    """KServe injects its agent into a model predictor with no storage (IsMMSPredictor; the finding names the
+    missing storageUri): giving the model its storage removes the agent, which the message says after the
+    ConfigMap keys. An agent for a logger, or a Pod's own container named agent, is told the keys only."""
+    runtime = {"apiVersion": "serving.kserve.io/v1alpha1", "kind": "ServingRuntime",
+               "metadata": {"name": "rt", "namespace": "ml"},
+               "spec": {"supportedModelFormats": [{"name": "sklearn", "autoSelect": True}], "containers": [
+                   {"name": "kserve-container", "resources": {"requests": rl("2", "4Gi"), "limits": rl("2", "4Gi")}}]}}
+    predictor: dict[str, Any] = {"model": {"modelFormat": {"name": "sklearn"}, "runtime": "rt"}}
+    isvc = {"apiVersion": "serving.kserve.io/v1beta1", "kind": "InferenceService",
+            "metadata": {"name": "m", "namespace": "ml",
+                         "annotations": {"serving.kserve.io/deploymentMode": "Standard"}},
+            "spec": {"predictor": predictor}}
+    related = Facts(related=collect([runtime], RELATED))
+    storage = ("; or give the model its storage (its storageUri or storage, or the predictor's storageUris): KServe "
+               "then takes it for one model and injects no agent (a pvc:// URI adds no container; other schemes "
+               "add the storage-initializer)")
+
+    def agent() -> list[str]:
+        found = evaluate(isvc, Config(), Mode.ENFORCE, related).violations
+        return [v.message for _, v in found if v.container == "agent"]
+
+    [cpu, memory] = agent()
+    assert cpu.endswith("inferenceservice-config agent cpuRequest and cpuLimit (both to the same value)" + storage)
+    assert memory.endswith("agent memoryRequest and memoryLimit (both to the same value)" + storage)
+    predictor["model"]["storageUri"] = "pvc://models/m"
+    predictor["logger"] = {"mode": "all"}
+    assert [m.endswith("(both to the same value)") for m in agent()] == [True, True]
+    own = _messages(pod(container("server", rl("2", "4Gi"), rl("2", "4Gi")),
+                        container("agent", rl("100m", "100Mi"), rl("1", "1Gi"))))
+    assert own[("requests-not-equal-limits", "agent")].endswith("(both to the same value)")

@@ -21,8 +21,10 @@
   both have one), the runtime's other containers, the predictor's own; the predictor's pod fields over the
   runtime's (``MergePodSpec``). A multi-node predictor's workers (Standard mode, ``multiNodeProcess``): the
   runtime's ``worker-container`` with ``workerSpec.containers[0]`` merged over it, alone. Each
-  ``spec.canary[i].predictor`` merged over the stable predictor (``buildCanaryPredictor``, mergo) and built as one
-  (Standard mode; ``validateCanarySpecs`` refuses canaries in any other).
+  ``spec.canary[i].predictor`` merged over the stable predictor (``buildCanaryPredictor``, mergo) and built as one,
+  its own containers as written (the defaulter never sees a canary); admitted in Standard mode only
+  (``validateCanarySpecs`` reads the annotation as the defaulter writes it, from ``deploy.defaultDeploymentMode``
+  when absent).
 - Injected (``webhook.core.operators.kserve_pod``; ``pkg/webhook/admission/pod``, the controller for
   ``storageUris``): a ``storage-initializer`` init container for a ``storageUri``, a model's ``storage.path``
   (``addStorageSpecAnnotations``), a custom container's ``STORAGE_URI`` env (``GetStorageUri``) or the
@@ -49,6 +51,7 @@ from typing import Any
 
 from webhook.core.fieldpath import FieldPath, dotted
 from webhook.core.operators import Built, Related, list_at, mapping_at
+from webhook.core.operators.kserve_canary import DEFAULT_MODE, MODE_ANNOTATION, MODES, canaries, canary_mode
 from webhook.core.operators.kserve_pod import (
     AGENT,
     CONFIG_MAP,
@@ -59,10 +62,12 @@ from webhook.core.operators.kserve_pod import (
     MODELCAR_INIT,
     QUEUE_PROXY,
     STORAGE_INITIALIZER,
+    STORAGE_UNREADABLE,
     config_section,
     default_resources,
     oci_mode,
     queue_proxy,
+    storage_config,
     with_injected,
 )
 from webhook.core.operators.kserve_runtimes import (
@@ -88,10 +93,6 @@ V2_FRAMEWORKS = ("triton", "onnx", "huggingface")
 COMPONENTS = ("predictor", "transformer", "explainer")
 MODEL_CONTAINER = "kserve-container"
 TRANSFORMER_CONTAINER = "transformer-container"
-MODE_ANNOTATION = "serving.kserve.io/deploymentMode"
-DEFAULT_MODE = "Serverless"
-MODES = {"Standard": "Standard", "Knative": "Knative", "ModelMesh": "ModelMesh", "RawDeployment": "Standard",
-         "Serverless": "Knative"}
 
 
 def _with_defaults(container: Mapping[str, Any], defaults: Mapping[str, Mapping[str, str]]) -> dict[str, Any]:
@@ -218,12 +219,20 @@ def _partial(model: Mapping[str, Any], model_field: FieldPath, own: list[Any], h
                  tuple(fields), partial=f"InferenceService {dotted(here)}: {why}")
 
 
-def _custom(component: str, body: Mapping[str, Any], related: Related, here: FieldPath, role: str) -> Built:
+def _custom(component: str, body: Mapping[str, Any], related: Related, here: FieldPath, role: str,
+            defaulted: bool = True) -> Built | str:
     """A custom component as KServe's defaulting leaves it: its first container named ``kserve-container`` (a
     transformer's and explainer's always, a predictor's when it is alone or unnamed) and given KServe's default
-    resources for what it leaves unset."""
+    resources for what it leaves unset. Not ``defaulted`` (a canary's own containers: the defaulter never sees
+    ``spec.canary``), the containers as written, and no Pod when none is the ``kserve-container``
+    (``CustomPredictor.GetContainer`` finds none)."""
     containers = list(list_at(body.get("containers"), (*here, "containers")))
-    if containers and isinstance(containers[0], Mapping):
+    if not defaulted and not any(isinstance(c, Mapping) and c.get("name") == MODEL_CONTAINER for c in containers):
+        return NoPod(f"InferenceService {dotted(here)}: no container is named {MODEL_CONTAINER}, and KServe names and "
+                "defaults no canary's containers (its defaulting covers predictor, transformer and explainer "
+                "only): GetContainer finds none, so its controller fails at this canary and builds no Pod for it "
+                f"nor for the canaries after it; name the canary's serving container {MODEL_CONTAINER}")
+    if defaulted and containers and isinstance(containers[0], Mapping):
         first = _with_defaults(containers[0], default_resources(related))
         if component != "predictor" or len(containers) == 1 or not first.get("name"):
             first["name"] = MODEL_CONTAINER
@@ -304,22 +313,11 @@ def _storage_uris(body: Mapping[str, Any], here: FieldPath) -> list[tuple[FieldP
     return out
 
 
-def _mergo(base: Any, over: Any) -> Any:
-    """``mergo.Merge(&stable, canary, mergo.WithOverride)``: structs and maps merged key by key, a canary's value
-    that is set (not empty, zero or false) replacing the stable's; lists replaced whole."""
-    if isinstance(base, Mapping) and isinstance(over, Mapping):
-        out = dict(base)
-        for key, value in over.items():
-            out[key] = _mergo(base.get(key), value) if key in base else value
-        return out
-    if over is None or over == "" or over == 0 or over is False or over == [] or over == {}:
-        return base
-    return over
-
-
 def _component(obj: Mapping[str, Any], component: str, body: Mapping[str, Any], here: FieldPath, role: str,
-               mode: str, related: Related, multinode: bool, canary: bool = False) -> Iterator[Built | str]:
-    """One component's Pod (and a multi-node predictor's workers') with what is injected into it."""
+               mode: str, related: Related, multinode: bool, canary: bool = False,
+               defaulted: bool = True) -> Iterator[Built | str]:
+    """One component's Pod (and a multi-node predictor's workers') with what is injected into it; ``defaulted``:
+    its containers are ones KServe's defaulter saw (not a canary's own)."""
     field = None
     worker: Built | str | None = None
     built: Built | str
@@ -329,7 +327,7 @@ def _component(obj: Mapping[str, Any], component: str, body: Mapping[str, Any], 
         if field is not None:
             built, worker = _model_predictor(obj, body, field, related, here, role, multinode)
         else:
-            built = _custom(component, body, related, here, role)
+            built = _custom(component, body, related, here, role, defaulted)
     elif component == "explainer" and body.get("art") is not None:
         built = ("InferenceService spec.explainer.art (its container is built from KServe's "
                  "inferenceservice-config explainers: not read here)")
@@ -369,6 +367,9 @@ def build(obj: Mapping[str, Any], related: Related) -> Iterator[Built | str]:
     if mode == "ModelMesh":
         yield "InferenceService in ModelMesh mode (its Pods are the ServingRuntime's, built by modelmesh-serving)"
         return
+    if storage_config(related) is None:  # the controller reads it first (controller.go), and panics
+        yield f"InferenceService: {STORAGE_UNREADABLE}"
+        return
     for component in COMPONENTS:
         body = spec.get(component)
         if body is None:
@@ -378,44 +379,10 @@ def build(obj: Mapping[str, Any], related: Related) -> Iterator[Built | str]:
             raise ManifestError(here, "expected a mapping")
         multinode = component == "predictor" and body.get("workerSpec") is not None
         yield from _component(obj, component, body, here, component, mode, related, multinode)
-    yield from _canaries(obj, spec, mode, related)
-
-
-def _canaries(obj: Mapping[str, Any], spec: Mapping[str, Any], mode: str,
-              related: Related) -> Iterator[Built | str]:
-    """``reconcileCanaryDeployments``: each ``spec.canary[i].predictor`` merged over the stable predictor
-    (``buildCanaryPredictor``) and built as it is, single-node, in its own Deployment (Standard mode only:
-    ``validateCanarySpecs`` refuses a canary in any other)."""
-    canaries = list_at(spec.get("canary"), ("spec", "canary"))
-    if not canaries:
-        return
-    annotations = mapping_at(_meta(obj).get("annotations"), ("metadata", "annotations"))
-    if MODES.get(str(annotations.get(MODE_ANNOTATION))) != "Standard":
-        yield ("InferenceService spec.canary: KServe refuses a canary unless the serving.kserve.io/deploymentMode "
-               "annotation is Standard (validateCanarySpecs): no canary Pod is built")
-        return
-    stable = mapping_at(spec.get("predictor"), ("spec", "predictor"))
-    for i, item in enumerate(canaries):
-        at: FieldPath = ("spec", "canary", i, "predictor")
-        own = mapping_at(mapping_at(item, ("spec", "canary", i)).get("predictor"), at)
-        merged = dict(_mergo({k: v for k, v in stable.items() if k != "workerSpec"}, own))
-        for built in _component(obj, "predictor", merged, at, f"canary {own.get('name')}", "Standard", related,
-                                False, canary=True):
-            yield built if isinstance(built, str) else _canary_fields(built, own, at)
-
-
-def _canary_fields(built: Built, own: Mapping[str, Any], at: FieldPath) -> Built:
-    """A canary's fields: the canary's own where it sets the field (its value wins the merge), else the stable
-    predictor's (the canary inherits it)."""
-    def rebase(field: FieldPath) -> FieldPath:
-        if field[:len(at)] == at and len(field) > len(at) and field[len(at)] not in own:
-            return ("spec", "predictor", *field[len(at):])
-        return field
-    return Built(built.path, built.spec, built.template, tuple((b, rebase(f)) for b, f in built.fields),
-                 built.partial, tuple((b, rebase(f)) for b, f in built.shown))
+    yield from canaries(obj, spec, related, _component)
 
 
 __all__ = ["AGENT", "CLUSTER_SERVING_RUNTIME", "COMPONENTS", "DEFAULT_STORAGE", "GROUP", "ISVC_CONFIG",
            "KNATIVE_CONFIG", "MODELCAR", "MODELCAR_INIT", "MODEL_FIELDS", "QUEUE_PROXY", "RELATED", "SERVING_RUNTIME",
-           "STORAGE_INITIALIZER", "build", "choose_runtime", "deployment_mode", "merge_container", "oci_mode",
-           "queue_proxy"]
+           "STORAGE_INITIALIZER", "build", "canary_mode", "choose_runtime", "deployment_mode", "merge_container",
+           "oci_mode", "queue_proxy"]

@@ -26,29 +26,92 @@ QUEUE_PROXY = "queue-proxy"
 AGENT = "agent"
 MODELCAR = "modelcar"
 MODELCAR_INIT = "modelcar-init"
-# storageInitializer as KServe v0.20.0 installs it: enableModelcar true, no ociModelMode (ResolveOciModelMode:
-# "modelcar"); the modelcar's cpu and memory (request and limit) default to constants.CpuModelcarDefault and
-# MemoryModelcarDefault.
-DEFAULT_OCI = {"enableModelcar": True, "cpuModelcar": "10m", "memoryModelcar": "15Mi"}
+# storageInitializer as KServe v0.20.0 installs it (config/configmap's data, not its _example): enableModelcar true,
+# no ociModelMode (ResolveOciModelMode: "modelcar"); the modelcar's cpu and memory (request and limit) default to
+# constants.CpuModelcarDefault and MemoryModelcarDefault. Shared with webhook.core.operators.llmisvc.
+SHIPPED_STORAGE: Mapping[str, Any] = {**DEFAULT_STORAGE, "enableModelcar": True, "cpuModelcar": "10m",
+                                      "memoryModelcar": "15Mi"}
+# pkg/types/config.go StorageInitializerConfig: each JSON key and the Go type it is read into (others are ignored).
+_STORAGE_FIELDS: Mapping[str, type] = {
+    **{k: str for k in ("image", "cpuRequest", "cpuLimit", "cpuModelcar", "memoryRequest", "memoryLimit",
+                        "caBundleConfigMapName", "caBundleVolumeMountPath", "memoryModelcar", "ociModelMode")},
+    "enableModelcar": bool, "enableOciModelSupport": bool, "uidModelcar": int}
+STORAGE_UNREADABLE = (f"the {ISVC_CONFIG} ConfigMap's storageInitializer is not a JSON object of KServe's types "
+                      "(strings, enableModelcar and enableOciModelSupport true or false): KServe's controller cannot "
+                      "read it (GetStorageInitializerConfigs panics) and builds no Pods until it is mended")
 
 
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     return mapping_at(obj.get("metadata"), ("metadata",))
 
 
+def _config_map(related: Related) -> Mapping[str, Any] | None:
+    """``inferenceservice-config`` when it was given (input or cluster)."""
+    for cm in related.of(*CONFIG_MAP, cluster_scoped=True):
+        if mapping_at(cm.get("metadata"), ("metadata",)).get("name") == ISVC_CONFIG:
+            return cm
+    return None
+
+
 def config_section(related: Related, key: str) -> tuple[dict[str, Any] | None, str]:
     """A JSON section of ``inferenceservice-config`` when it was given (input or cluster), and where from."""
-    for cm in related.of(*CONFIG_MAP, cluster_scoped=True):
-        meta = mapping_at(cm.get("metadata"), ("metadata",))
-        if meta.get("name") != ISVC_CONFIG:
-            continue
-        raw = mapping_at(cm.get("data"), ("data",)).get(key)
-        try:
-            value = json.loads(raw) if isinstance(raw, str) else None
-        except ValueError:
-            value = None
-        return (value if isinstance(value, dict) else None), f"{ISVC_CONFIG} {key}"
-    return None, f"KServe's default {ISVC_CONFIG} {key}"
+    cm = _config_map(related)
+    if cm is None:
+        return None, f"KServe's default {ISVC_CONFIG} {key}"
+    raw = mapping_at(cm.get("data"), ("data",)).get(key)
+    try:
+        value = json.loads(raw) if isinstance(raw, str) else None
+    except ValueError:
+        value = None
+    return (value if isinstance(value, dict) else None), f"{ISVC_CONFIG} {key}"
+
+
+def parse_storage_initializer(raw: Any) -> dict[str, Any] | None:
+    """``GetStorageInitializerConfigs``: ``json.Unmarshal`` of the ConfigMap's ``storageInitializer`` into an empty
+    ``StorageInitializerConfig`` (absent or null: nothing set); None where it is not a JSON object or a key it
+    reads holds another type (a number for ``cpuRequest``, "yes" for ``enableModelcar``), on which KServe panics
+    (its controller and pod webhook fail: no Pods)."""
+    if raw is None:
+        return {}
+    try:
+        value = json.loads(raw) if isinstance(raw, str) else None
+    except ValueError:
+        return None
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        return None
+    for key, kind in _STORAGE_FIELDS.items():  # a value of another JSON type: an UnmarshalTypeError, the same panic
+        have = value.get(key)
+        if have is not None and (not isinstance(have, kind) or (kind is int and isinstance(have, bool))):
+            return None
+    return value
+
+
+def storage_config(related: Related) -> dict[str, Any] | None:
+    """The ``storageInitializer`` of ``inferenceservice-config`` when it was given, else KServe's shipped one;
+    None when KServe cannot read it (``STORAGE_UNREADABLE``)."""
+    cm = _config_map(related)
+    if cm is None:
+        return dict(SHIPPED_STORAGE)
+    return parse_storage_initializer(mapping_at(cm.get("data"), ("data",)).get("storageInitializer"))
+
+
+def resolve_oci_mode(storage: Mapping[str, Any]) -> str:
+    """``ResolveOciModelMode`` (``pkg/types/config.go``): ``ociModelMode``, else "modelcar" when ``enableModelcar``
+    (the Go field ``EnableOciImageSource``) or ``enableOciModelSupport``, else "" (OCI models off)."""
+    mode = storage.get("ociModelMode")
+    if isinstance(mode, str) and mode:
+        return mode
+    return "modelcar" if storage.get("enableModelcar") is True or storage.get("enableOciModelSupport") is True else ""
+
+
+def modelcar_container(name: str, storage: Mapping[str, Any]) -> dict[str, Any]:
+    """``CreateModelcarContainer``/``CreateModelcarInitContainer``: ``cpuModelcar`` and ``memoryModelcar`` (10m,
+    15Mi when unset) as both request and limit."""
+    cpu, memory = storage.get("cpuModelcar") or "10m", storage.get("memoryModelcar") or "15Mi"
+    both = {"cpu": str(cpu), "memory": str(memory)}
+    return {"name": name, "resources": {"requests": dict(both), "limits": dict(both)}}
 
 
 def _resources(values: Mapping[str, Any]) -> dict[str, dict[str, str]]:
@@ -87,27 +150,14 @@ def _oci(uri: str) -> tuple[str, bool]:
 
 
 def oci_mode(related: Related) -> str:
-    """``ResolveOciModelMode`` of ``inferenceservice-config`` ``storageInitializer``: ``ociModelMode``, else
-    "modelcar" when ``enableModelcar`` or ``enableOciModelSupport``, else "" (OCI models off). Without the ConfigMap,
-    KServe's shipped one: ``enableModelcar: true``, so "modelcar"."""
-    section, where = config_section(related, "storageInitializer")
-    if where.startswith("KServe's default"):
-        section = DEFAULT_OCI
-    section = section or {}
-    mode = section.get("ociModelMode")
-    if isinstance(mode, str) and mode:
-        return mode
-    return "modelcar" if section.get("enableModelcar") is True or section.get("enableOciModelSupport") is True else ""
+    """``ResolveOciModelMode`` of ``inferenceservice-config`` ``storageInitializer`` (without the ConfigMap,
+    KServe's shipped one: ``enableModelcar: true``, so "modelcar"). The builder says ``STORAGE_UNREADABLE`` before
+    any Pod where KServe cannot read it."""
+    return resolve_oci_mode(storage_config(related) or {})
 
 
 def _modelcar(name: str, related: Related) -> dict[str, Any]:
-    """``CreateModelcarContainer``/``CreateModelcarInitContainer``: ``cpuModelcar`` and ``memoryModelcar`` (10m,
-    15Mi when unset) as both request and limit."""
-    section, where = config_section(related, "storageInitializer")
-    values = DEFAULT_OCI if where.startswith("KServe's default") else (section or {})
-    cpu, memory = values.get("cpuModelcar") or "10m", values.get("memoryModelcar") or "15Mi"
-    return {"name": name, "resources": {"requests": {"cpu": str(cpu), "memory": str(memory)},
-                                        "limits": {"cpu": str(cpu), "memory": str(memory)}}}
+    return modelcar_container(name, storage_config(related) or {})
 
 
 def queue_proxy(obj: Mapping[str, Any], related: Related) -> dict[str, Any]:
@@ -194,5 +244,6 @@ def with_injected(built: Built, obj: Mapping[str, Any], mode: str, related: Rela
 
 
 __all__ = ["AGENT", "CONFIG_MAP", "DEFAULT_STORAGE", "ISVC_CONFIG", "KNATIVE_CONFIG", "MODELCAR", "MODELCAR_INIT",
-           "QUEUE_PROXY", "STORAGE_INITIALIZER", "config_section", "default_resources", "oci_mode", "queue_proxy",
-           "with_injected"]
+           "QUEUE_PROXY", "SHIPPED_STORAGE", "STORAGE_INITIALIZER", "STORAGE_UNREADABLE", "config_section",
+           "default_resources", "modelcar_container", "oci_mode", "parse_storage_initializer", "queue_proxy",
+           "resolve_oci_mode", "storage_config", "with_injected"]

@@ -23,13 +23,21 @@ is unknown, said with its name, and nothing of the object is judged (it may chan
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from webhook.core.fieldpath import FieldPath
 from webhook.core.operators import Built, Related
-from webhook.core.operators.kserve import DEFAULT_STORAGE, ISVC_CONFIG
+from webhook.core.operators.kserve_pod import (
+    ISVC_CONFIG,
+    MODELCAR,
+    MODELCAR_INIT,
+    SHIPPED_STORAGE,
+    STORAGE_UNREADABLE,
+    modelcar_container,
+    parse_storage_initializer,
+    resolve_oci_mode,
+)
 from webhook.core.podspec import ManifestError
 
 GROUP = "serving.kserve.io"
@@ -79,10 +87,8 @@ PRESETS: dict[str, Mapping[str, Any]] = {
     "kserve-config-llm-router-route": {},
     "kserve-config-llm-tracing": {},
 }
-# The inferenceservice-config ConfigMap's storageInitializer as KServe v0.20.0 ships it (config/configmap's data,
-# not its _example: ``enableModelcar: true`` and no ``ociModelMode``).
-STORAGE_DEFAULTS: Mapping[str, Any] = {**DEFAULT_STORAGE, "enableModelcar": True, "cpuModelcar": "10m",
-                                       "memoryModelcar": "15Mi"}
+# The inferenceservice-config ConfigMap's storageInitializer as KServe v0.20.0 ships it (kserve_pod.SHIPPED_STORAGE).
+STORAGE_DEFAULTS = SHIPPED_STORAGE
 # What a given ConfigMap's storageInitializer says of OCI models replaces the shipped words: KServe unmarshals it
 # into an empty StorageInitializerConfig (v1beta1.GetStorageInitializerConfigs), so a key it omits is off.
 _OCI_KEYS = ("enableModelcar", "enableOciModelSupport", "ociModelMode")
@@ -204,18 +210,15 @@ def _config(name: str, namespace: str | None, related: Related, shipped: bool, w
 
 
 def _storage_config(related: Related) -> Mapping[str, Any]:
-    """``storageInitializer`` of the ``inferenceservice-config`` ConfigMap in KServe's namespace, else as shipped."""
+    """``storageInitializer`` of the ``inferenceservice-config`` ConfigMap in KServe's namespace, else as shipped;
+    unknown where KServe cannot read it (``parse_storage_initializer``, shared with the InferenceService builder)."""
     found = related.named(*CONFIG_MAP, ISVC_CONFIG, KSERVE_NAMESPACE)
     text = _get(found, "data", "storageInitializer")
     if not isinstance(text, str):
         return STORAGE_DEFAULTS
-    try:
-        parsed = json.loads(text)
-    except ValueError:
-        raise Unknown(f"{KIND}: the inferenceservice-config ConfigMap's storageInitializer is not JSON, so KServe "
-                      "cannot read it") from None
-    if not isinstance(parsed, Mapping):
-        return STORAGE_DEFAULTS
+    parsed = parse_storage_initializer(text)
+    if parsed is None:
+        raise Unknown(f"{KIND}: {STORAGE_UNREADABLE}")
     return {**{k: v for k, v in STORAGE_DEFAULTS.items() if k not in _OCI_KEYS}, **parsed}
 
 
@@ -240,12 +243,10 @@ def _strip_storage_initializer(pod: dict[str, Any]) -> None:
 
 def _modelcar(pod: dict[str, Any], storage: Mapping[str, Any]) -> None:
     """``ConfigureModelcarToContainer``: a ``modelcar`` sidecar and a ``modelcar-init`` init container."""
-    cpu, memory = storage.get("cpuModelcar") or "10m", storage.get("memoryModelcar") or "15Mi"
-    if any(_get(c, "name") == "modelcar" for c in pod.get("containers") or []):
+    if any(_get(c, "name") == MODELCAR for c in pod.get("containers") or []):
         return
-    both = {"requests": {"cpu": cpu, "memory": memory}, "limits": {"cpu": cpu, "memory": memory}}
-    pod["containers"] = [*(pod.get("containers") or []), {"name": "modelcar", "resources": both}]
-    pod["initContainers"] = [*(pod.get("initContainers") or []), {"name": "modelcar-init", "resources": both}]
+    pod["containers"] = [*(pod.get("containers") or []), modelcar_container(MODELCAR, storage)]
+    pod["initContainers"] = [*(pod.get("initContainers") or []), modelcar_container(MODELCAR_INIT, storage)]
 
 
 def attach_model(pod: Mapping[str, Any], spec: Mapping[str, Any], labels: Mapping[str, Any],
@@ -277,10 +278,7 @@ def attach_model(pod: Mapping[str, Any], spec: Mapping[str, Any], labels: Mappin
 
 
 def _oci(pod: dict[str, Any], storage: Mapping[str, Any]) -> None:
-    # ``ResolveOciModelMode`` (pkg/types/config.go): ociModelMode, else modelcar where enableModelcar (the Go
-    # field EnableOciImageSource) or enableOciModelSupport is on, else OCI models are off.
-    mode = storage.get("ociModelMode") or ("modelcar" if storage.get("enableModelcar") is True
-                                           or storage.get("enableOciModelSupport") is True else "")
+    mode = resolve_oci_mode(storage)
     if not mode:
         raise Unknown(f"{KIND}: spec.model.uri is oci:// but the inferenceservice-config's storageInitializer "
                       "enables no OCI model mode, so KServe builds no Pods")

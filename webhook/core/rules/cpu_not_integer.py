@@ -32,7 +32,7 @@ def _scan(block: Block, is_sidecar: bool = False) -> list[Violation]:
     scope = POD_LEVEL if block.container is None else ""
     return [Violation(amount.path, FRACTIONAL(
         label=block.label, scope=scope, kind=kind, amount=amount.show(), choice=whole_cpu_choices(amount.milli),
-        share=share_hint(block.container, is_sidecar), mesh=mesh_hint(block.container, CPU)),
+        share=share_hint(block.container, is_sidecar), mesh=mesh_hint(block.container, CPU, block.path)),
         block.container, rule=RULE_ID)]
 
 

@@ -50,7 +50,7 @@ def _scan(block: Block, fractional: frozenset[str], kube: Semantics) -> list[Vio
                    else WHOLE_CPU(request=request.show(), choice=whole_cpu_choices(request.milli)))
         else:
             fix = DEFAULTS(resource=resource)
-        mesh = mesh_hint(block.container, resource)
+        mesh = mesh_hint(block.container, resource, block.path)
         found.append(Violation((*block.path, "limits", resource),
                                MISSING(label=block.label, what=what, fix=fix, mesh=mesh), block.container,
                                rule=RULE_ID))

@@ -33,7 +33,7 @@ def _scan(block: Block, policy: Policy) -> list[Violation]:
         advice = TO_LIMIT(resource=resource, limit=limit.show()) if whole else \
             BOTH_WHOLE(choice=whole_cpu_choices(limit.milli))
         message = DIFFERS(label=block.label, resource=resource, request=request.show(), limit=limit.show(),
-                          advice=advice, mesh=mesh_hint(block.container, resource))
+                          advice=advice, mesh=mesh_hint(block.container, resource, block.path))
         found.append(Violation(request.path, message, block.container, rule=RULE_ID))
     return found
 

@@ -15,8 +15,9 @@ them: Istio's injection template (``sidecar.istio.io/proxyCPU``, ``proxyCPULimit
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from webhook.core.fieldpath import FieldPath
 from webhook.core.podspec import CPU, MEMORY
 from webhook.core.rules.base import Text, cel_string
 
@@ -27,6 +28,9 @@ class Mesh:
     annotations: Mapping[str, tuple[str, str]]  # resource -> (request annotation, limit annotation)
     where: str = "the Pod annotations"  # where those keys are set
     also: str = ""  # another way out, said after the keys
+    # field name -> another way out, said when an operator's finding names the container by that field (the field
+    # that makes the operator inject it: ``Built.shown``), never for a Pod's own container
+    caused: Mapping[str, str] = field(default_factory=dict)
 
 
 # Knative's queue-proxy: the revision annotations (knative/serving, pkg/apis/serving/register.go; KServe carries an
@@ -50,8 +54,14 @@ MESH_PROXIES: dict[str, Mesh] = {
                                              _KNATIVE.format("memory", "limit"))}, _KNATIVE_WHERE),
     "storage-initializer": Mesh("KServe", {CPU: ("cpuRequest", "cpuLimit"),
                                            MEMORY: ("memoryRequest", "memoryLimit")}, _KSERVE_WHERE),
+    # KServe's agent: for a model with no storage (IsMMSPredictor, named by its missing storageUri) the cheaper way
+    # out is the model's storage; for a logger or batcher only the agent's keys.
     "agent": Mesh("KServe", {CPU: ("cpuRequest", "cpuLimit"), MEMORY: ("memoryRequest", "memoryLimit")},
-                  "inferenceservice-config agent"),
+                  "inferenceservice-config agent",
+                  caused={"storageUri": "; or give the model its storage (its storageUri or storage, or the "
+                                        "predictor's storageUris): KServe then takes it for one model and injects "
+                                        "no agent (a pvc:// URI adds no container; other schemes add the "
+                                        "storage-initializer)"}),
     # KServe's OCI modelcar (kserve v0.20.0 utils/storage.go CreateModelcarContainer, CreateModelcarInitContainer):
     # one key is both its request and its limit.
     **{name: Mesh("KServe", {CPU: ("cpuModelcar", "cpuModelcar"), MEMORY: ("memoryModelcar", "memoryModelcar")},
@@ -77,15 +87,19 @@ def share_hint(name: str | None, is_sidecar: bool) -> str:
     return SHARE(name=name) if is_sidecar and name else ""
 
 
-def mesh_hint(name: str | None, resource: str) -> str:
+def mesh_hint(name: str | None, resource: str, block: FieldPath = ()) -> str:
+    """How the injector of container ``name`` sets its ``resource``; ``block``, the container's resources as a
+    finding names them (for an injected one, ``<the field that causes it>.resources``), may add a way out."""
     mesh = MESH_PROXIES.get(name or "")
     if mesh is None or resource not in mesh.annotations:
         return ""
     request, limit = mesh.annotations[resource]
     where = mesh.where.format(resource=resource)
+    cause = block[-2] if len(block) >= 2 and block[-1] == "resources" else None
+    also = mesh.also + (mesh.caused.get(cause, "") if isinstance(cause, str) else "")
     if request == limit:
-        return MESH_ONE(mesh=mesh.name, resource=resource, where=where, request=request) + mesh.also
-    return MESH(mesh=mesh.name, resource=resource, where=where, request=request, limit=limit) + mesh.also
+        return MESH_ONE(mesh=mesh.name, resource=resource, where=where, request=request) + also
+    return MESH(mesh=mesh.name, resource=resource, where=where, request=request, limit=limit) + also
 
 
 def share_hint_cel(block: str) -> str:
