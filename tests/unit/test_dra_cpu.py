@@ -228,3 +228,43 @@ def test_a_pcie_root_match_over_socket_grouped_cpus_is_unknown_never_refused() -
     assert advice.rule == "dra-cpu-unpaired" and advice.message.startswith("unknown: ")
     assert "--group-by=numanode" in advice.message
     assert evaluate(claim, DENY, Mode.ENFORCE, Facts(dra=dra_facts([numa]))).advisories == []
+
+
+def shared(obj: dict[str, Any]) -> list[str]:
+    facts = Facts(dra=dra_facts([cpu_template("t", cpus="2"),
+                                 {**cpu_template("c", cpus="2"), "kind": "ResourceClaim",
+                                  "spec": cpu_template("c", cpus="2")["spec"]["spec"]}]))
+    return [m for r, m in rules(obj, facts) if r == "dra-cpu-shared"]
+
+
+def test_an_init_container_then_an_app_container_on_one_cpu_claim_is_not_exclusive_not_create_error() -> None:
+    # containerd calls the driver's NRI StopContainer when the init container exits: the claim is freed and its
+    # CPUs go back to the shared pool; the app container's CreateContainer pins it there without reserving them
+    [found] = shared(pod(guaranteed("b", claims=["cpus"]), init=[guaranteed("a", claims=["cpus"])], claims={"cpus": "t"}))
+    assert "init container a and then to b" in found and "not exclusive" in found
+    assert "CreateContainerError" not in found
+
+
+def test_a_sidecar_runs_beside_what_follows_it_so_sharing_its_cpu_claim_fails() -> None:
+    sidecar = {**guaranteed("s", claims=["cpus"]), "restartPolicy": "Always"}
+    [found] = shared(pod(guaranteed("b", claims=["cpus"]), init=[sidecar], claims={"cpus": "t"}))
+    assert "containers s, b, which run at once" in found and "CreateContainerError" in found
+    # a sidecar started after a run-to-completion init container never runs beside it
+    [after] = shared(pod(guaranteed("b"), init=[guaranteed("a", claims=["cpus"]), sidecar], claims={"cpus": "t"}))
+    assert "init container a and then to s" in after
+    # a sidecar started before it does
+    [before] = shared(pod(guaranteed("b"), init=[sidecar, guaranteed("a", claims=["cpus"])], claims={"cpus": "t"}))
+    assert "containers s, a, which run at once" in before
+
+
+def test_a_daemonset_sharing_one_cpu_claim_leaves_its_pods_on_other_nodes_pending() -> None:
+    template = {"metadata": {"labels": {"app": "x"}},
+                "spec": {"resourceClaims": [{"name": "cpus", "resourceClaimName": "c"}],
+                         "containers": [guaranteed("app", claims=["cpus"])]}}
+    daemonset = {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "d", "namespace": "ns"},
+                 "spec": {"selector": {"matchLabels": {"app": "x"}}, "template": template}}
+    [found] = shared(daemonset)
+    assert "stay Pending" in found and "CreateContainerError" not in found
+    deployment = {**daemonset, "kind": "Deployment", "spec": {**daemonset["spec"], "replicas": 3}}
+    [found] = shared(deployment)
+    assert "its 3 replicas" in found and "CreateContainerError" in found
