@@ -13,6 +13,7 @@ from tests.builders import container, guaranteed, pod, resource_slice
 from tests.unit.test_pinning import configz
 from webhook.batch.nodes import CONFLICT_RULE, build, pinned_by
 from webhook.cluster.configz import NodeConfig, NodeInfo
+from webhook.cluster.dracache import keep_slice
 from webhook.core.config import Config, Policy
 from webhook.core.dracpu import DraFacts, claim_cpus, dra_facts, merge, multi_valued, pinners, slice_devices
 from webhook.core.engine import Mode, evaluate
@@ -268,3 +269,40 @@ def test_a_daemonset_sharing_one_cpu_claim_leaves_its_pods_on_other_nodes_pendin
     deployment = {**daemonset, "kind": "Deployment", "spec": {**daemonset["spec"], "replicas": 3}}
     [found] = shared(deployment)
     assert "its 3 replicas" in found and "CreateContainerError" in found
+
+
+def capacity_slice(*capacities: Any) -> dict[str, Any]:
+    """A dra.cpu slice of one device per capacity (``None``: no capacity, individual mode's one CPU)."""
+    devices = [{"name": f"cpudevnuma00{i}", "attributes": {"numaNodeID": {"int": i}}}
+               | ({} if c is None else {"capacity": c}) for i, c in enumerate(capacities)]
+    return resource_slice("a-dra.cpu", "dra.cpu", devices, node="a")
+
+
+@given(st.sampled_from([{"dra.cpu/cpu": {"value": "abc"}}, {"dra.cpu/cpu": {"value": "1500m"}}, "x",
+                        {"dra.cpu/cpu": {"value": [1]}}, {"dra.cpu/cpu": "8"}, {"dra.cpu/cpu": {"value": "0"}}]))
+def test_an_unreadable_cpu_capacity_is_a_group_of_unknown_size_never_one_cpu(capacity: Any) -> None:
+    # every device unreadable: before, read as individual mode (one CPU a device) and so "mirrored" at cpu 1
+    [device, _] = slice_devices(capacity_slice(capacity, capacity))
+    assert device.cpu_capacity is None and device.cpu_capacity_unread
+    facts = Facts(dra=dra_facts([cpu_template("t"), capacity_slice(capacity, capacity)]))
+    assert facts.dra is not None and facts.dra.cpu_claims is not None
+    assert facts.dra.cpu_claims[("ResourceClaimTemplate", "t")] is None
+    obj = pod(guaranteed("app", "1", "1Gi", claims=["cpus"]), claims={"cpus": "t"})
+    found = rules(obj, facts) + [(v.rule, v.message) for _, v in evaluate(obj, DENY, Mode.ENFORCE, facts).advisories]
+    [unknown] = [m for r, m in found if r == "dra-cpu-not-mirrored"]
+    assert unknown.startswith("unknown: ") and "cpudevnuma000" in unknown and "cannot be read" in unknown
+    assert "dra-unaligned" not in {r for r, _ in found}  # its CPUs still come from the driver
+
+
+def test_an_absent_capacity_is_still_individual_mode_and_a_read_one_a_group() -> None:
+    facts = Facts(dra=dra_facts([cpu_template("t"), capacity_slice(None, None)]))
+    assert facts.dra is not None and facts.dra.cpu_claims == {("ResourceClaimTemplate", "t"): 1}
+    facts = Facts(dra=dra_facts([cpu_template("t"), capacity_slice({"dra.cpu/cpu": {"value": "4"}})]))
+    assert facts.dra is not None and facts.dra.cpu_claims == {("ResourceClaimTemplate", "t"): 4}
+    assert not [m for r, m in rules(pod(guaranteed("app", "4", "1Gi", claims=["cpus"]), claims={"cpus": "t"}),
+                                    facts) if r == "dra-cpu-not-mirrored"]
+
+
+def test_the_webhooks_cache_keeps_an_unreadable_capacity_apart_from_an_absent_one() -> None:
+    kept = keep_slice(capacity_slice(None, {"dra.cpu/cpu": {"value": "abc"}}))
+    assert [(d.cpu_capacity, bool(d.cpu_capacity_unread)) for d in kept] == [(None, False), (None, True)]

@@ -15,7 +15,7 @@ says nothing. The admission policies cannot read claims, so they do not have it.
 from __future__ import annotations
 
 from webhook.core.config import Policy
-from webhook.core.dracpu import CPU_DRIVER, UNKNOWN, claim_cpus, grouped, unknown_claims
+from webhook.core.dracpu import CPU_DRIVER, UNKNOWN, claim_cpus, grouped, unknown_claims, unreadable_size
 from webhook.core.facts import Facts
 from webhook.core.fieldpath import dotted
 from webhook.core.podspec import Amount, Block, PodSpec
@@ -97,7 +97,7 @@ def check(pod: PodSpec, policy: Policy, facts: Facts) -> list[Violation]:
     known = facts.dra.cpu_claims if facts.dra is not None else None
     if known is None:
         return found
-    found += _unpinned(pod, facts)
+    found += _unpinned(pod, facts) + _unreadable(pod, facts)
     pod_level = pod.pod_level if pod.pod_level is not None and pod.pod_level_decides else None
     for c in pod.all_containers:
         counts = [claimed_cpus(pod, facts, name, c.claim_requests.get(name)) for name in c.claims]
@@ -128,6 +128,23 @@ def check(pod: PodSpec, policy: Policy, facts: Facts) -> list[Violation]:
             found.append(Violation((*pod_level.path, "limits", CPU), POD_BUDGET(
                 label=f"pod ({dotted(pod.path)})", cpus=total, driver=CPU_DRIVER, request=_shown(request),
                 limit=_shown(limit)), rule=RULE_ID))
+    return found
+
+
+def _unreadable(pod: PodSpec, facts: Facts) -> list[Violation]:
+    """An advisory "unknown" per claim whose CPUs cannot be told because a CPU device's capacity is there but
+    unreadable (``dracpu.unreadable_size``): neither one CPU (individual mode) nor a group of known size."""
+    dra = facts.dra
+    if dra is None or dra.claim_specs is None:
+        return []
+    found = []
+    for name, source in pod.claim_sources.items():
+        spec = dra.claim_specs.get(source)
+        why = unreadable_size(spec, dra.devices) if spec is not None else None
+        if why is not None and any(name in c.claims for c in pod.all_containers):
+            found.append(Violation((*pod.path, "resourceClaims"), UNKNOWN_CLAIM(
+                label=f"pod ({dotted(pod.path)})", claim=f"{name} ({source[1]})", why=why, driver=CPU_DRIVER),
+                rule=RULE_ID, advisory=True))
     return found
 
 
