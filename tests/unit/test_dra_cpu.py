@@ -241,7 +241,8 @@ def shared(obj: dict[str, Any]) -> list[str]:
 def test_an_init_container_then_an_app_container_on_one_cpu_claim_is_not_exclusive_not_create_error() -> None:
     # containerd calls the driver's NRI StopContainer when the init container exits: the claim is freed and its
     # CPUs go back to the shared pool; the app container's CreateContainer pins it there without reserving them
-    [found] = shared(pod(guaranteed("b", claims=["cpus"]), init=[guaranteed("a", claims=["cpus"])], claims={"cpus": "t"}))
+    [found] = shared(pod(guaranteed("b", claims=["cpus"]), init=[guaranteed("a", claims=["cpus"])],
+                         claims={"cpus": "t"}))
     assert "init container a and then to b" in found and "not exclusive" in found
     assert "CreateContainerError" not in found
 
