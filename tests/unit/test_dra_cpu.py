@@ -4,6 +4,7 @@ do not hold, and the facts as the ResourceSlices of dra-driver-cpu v0.2.0 publis
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from hypothesis import given
@@ -307,3 +308,11 @@ def test_an_absent_capacity_is_still_individual_mode_and_a_read_one_a_group() ->
 def test_the_webhooks_cache_keeps_an_unreadable_capacity_apart_from_an_absent_one() -> None:
     kept = keep_slice(capacity_slice(None, {"dra.cpu/cpu": {"value": "abc"}}))
     assert [(d.cpu_capacity, bool(d.cpu_capacity_unread)) for d in kept] == [(None, False), (None, True)]
+
+
+def test_specs_merged_with_a_files_are_not_the_stored_ones() -> None:
+    stored = replace(dra_facts([cpu_template("t", cpus="2")]), specs_stored=True)
+    alone = merge(stored, DraFacts(devices=()))
+    assert alone is not None and alone.specs_stored
+    mixed = merge(stored, dra_facts([cpu_template("u", cpus="2")]))
+    assert mixed is not None and not mixed.specs_stored

@@ -172,7 +172,7 @@ class DraSnapshot:
         return DraFacts(self.devices, MappingProxyType(cpus), self.cpu_managers,
                         claim_specs=MappingProxyType({k: c.spec for k, c in mine.items() if c.spec is not None}),
                         claims_whole=self.whole, claims_unknown=None if self.whole else self.problem,
-                        cpu_managers_whole=False)
+                        cpu_managers_whole=False, specs_stored=True)
 
 
 def _not_served(name: str) -> str:

@@ -89,6 +89,10 @@ class DraFacts:
     # Whether ``cpu_managers`` names every node (configz read for each): the webhook's, from the agents' NRT
     # ``cpuPinner``, names only the nodes whose agent published one, so a Pod asking the CPU Manager is not judged.
     cpu_managers_whole: bool = True
+    # ``claim_specs`` are as the API server stores them (read from the cluster, not from files): a field it drops
+    # where a gate is off (``capacity`` without DRAConsumableCapacity, pkg/api/resourceclaimspec/util.go) and
+    # that is still there shows the gate on.
+    specs_stored: bool = False
 
     def drivers_on(self, node: str) -> frozenset[str]:
         return frozenset(d.driver for d in self.devices or () if d.node == node)
@@ -280,6 +284,17 @@ def unreadable_size(spec: Mapping[str, Any], devices: Iterable[SliceDevice] | No
     return None
 
 
+def asks_capacity(spec: Mapping[str, Any]) -> bool:
+    """Does a CPU request of the claim ask ``dra.cpu/cpu`` capacity (``capacity.requests``)?"""
+    for request in _requests(spec):
+        exact = _exact(request) if cpu_request(request) else None
+        capacity = exact.get("capacity") if exact is not None else None
+        asked = capacity.get("requests") if isinstance(capacity, Mapping) else None
+        if isinstance(asked, Mapping) and CPU_CAPACITY in asked:
+            return True
+    return False
+
+
 def grouped(spec: Mapping[str, Any], devices: Iterable[SliceDevice] | None = None) -> bool:
     """Does a CPU request of the claim take a grouped-mode device: it asks ``dra.cpu/cpu`` capacity, or asks none
     where the slices publish only groups? With DRAConsumableCapacity off (1.34, 1.35) the API server drops
@@ -368,10 +383,11 @@ def merge(first: DraFacts | None, second: DraFacts | None) -> DraFacts | None:
         for key, spec in (specs or {}).items():
             if spec is not None and key in claims and claims[key] is None:
                 claims[key] = claim_cpus(spec, devices)
+    stored = specs is not None and all(f.specs_stored for f in (first, second) if f.claim_specs is not None)
     return DraFacts(devices, MappingProxyType(claims) if claims is not None else None, managers,
                     MappingProxyType(specs) if specs is not None else None,
                     first.claims_whole or second.claims_whole, first.claims_unknown or second.claims_unknown,
-                    managing.cpu_managers_whole)
+                    managing.cpu_managers_whole, stored)
 
 
 UNKNOWN = "unknown: "  # how a finding that says the rule could not judge begins
