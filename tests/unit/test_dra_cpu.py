@@ -244,7 +244,7 @@ def test_an_init_container_then_an_app_container_on_one_cpu_claim_is_not_exclusi
     # CPUs go back to the shared pool; the app container's CreateContainer pins it there without reserving them
     [found] = shared(pod(guaranteed("b", claims=["cpus"]), init=[guaranteed("a", claims=["cpus"])],
                          claims={"cpus": "t"}))
-    assert "init container a and then to b" in found and "not exclusive" in found
+    assert "init container a, then to b" in found and "runs on CPUs others share" in found
     assert "CreateContainerError" not in found
 
 
@@ -254,7 +254,7 @@ def test_a_sidecar_runs_beside_what_follows_it_so_sharing_its_cpu_claim_fails() 
     assert "containers s, b, which run at once" in found and "CreateContainerError" in found
     # a sidecar started after a run-to-completion init container never runs beside it
     [after] = shared(pod(guaranteed("b"), init=[guaranteed("a", claims=["cpus"]), sidecar], claims={"cpus": "t"}))
-    assert "init container a and then to s" in after
+    assert "init container a, then to s" in after
     # a sidecar started before it does
     [before] = shared(pod(guaranteed("b"), init=[sidecar, guaranteed("a", claims=["cpus"])], claims={"cpus": "t"}))
     assert "containers s, a, which run at once" in before
