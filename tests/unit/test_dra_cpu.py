@@ -264,8 +264,9 @@ def test_a_daemonset_sharing_one_cpu_claim_leaves_its_pods_on_other_nodes_pendin
     template = {"metadata": {"labels": {"app": "x"}},
                 "spec": {"resourceClaims": [{"name": "cpus", "resourceClaimName": "c"}],
                          "containers": [guaranteed("app", claims=["cpus"])]}}
-    daemonset = {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "d", "namespace": "ns"},
-                 "spec": {"selector": {"matchLabels": {"app": "x"}}, "template": template}}
+    daemonset: dict[str, Any] = {"apiVersion": "apps/v1", "kind": "DaemonSet",
+                                 "metadata": {"name": "d", "namespace": "ns"},
+                                 "spec": {"selector": {"matchLabels": {"app": "x"}}, "template": template}}
     [found] = shared(daemonset)
     assert "stay Pending" in found and "CreateContainerError" not in found
     deployment = {**daemonset, "kind": "Deployment", "spec": {**daemonset["spec"], "replicas": 3}}
