@@ -8,7 +8,7 @@ from __future__ import annotations
 from prometheus_client.core import GaugeMetricFamily
 
 from webhook.node.agent import VerdictGauges
-from webhook.node.allocation import Allocatable, ContainerAllocation, DraDevice
+from webhook.node.allocation import Allocatable, ContainerAllocation, DraDevice, MemoryBlock
 from webhook.node.dra_locality import device_requests, mark_requests
 from webhook.node.memory_verdict import judge_memory
 from webhook.node.observe import Snapshot
@@ -123,3 +123,45 @@ def test_the_pod_spec_names_the_requests_and_the_claim_says_which_device_answers
     marked = mark_requests([DraDevice("dra.cpu", "node-1", "cpudevnuma000", "ns/c"),
                             DraDevice("other", "node-1", "d", "ns/c")], lambda c: device_requests(claim))
     assert [d.request for d in marked] == ["cpus", None]
+
+
+def unread_claim(cpus: frozenset[int], memory_numa: int | None = None) -> ContainerVerdict:
+    """A container with kubelet's exclusive ``cpus`` naming only request gpu of claim ns/claim, whose allocation
+    was not read: PodResources lists both of the claim's devices (gpu-0 on NUMA 0, nic-0 on NUMA 1)."""
+    info = PodInfo("ns", "split", "uid-1", "Guaranteed", False, "2026-01-01T00:00:00Z", "enforce", None,
+                   (ContainerSpec("app", 1000, None, request_claims={"ns/claim": ("gpu",)}),))
+    dynamic = (DraDevice("gpu.example.com", "node-1", "gpu-0", "ns/claim", numa=frozenset({0})),
+               DraDevice("nic.example.com", "node-1", "nic-0", "ns/claim", numa=frozenset({1})))
+    memory = (MemoryBlock("memory", 1 << 30, frozenset({memory_numa})),) if memory_numa is not None else ()
+    alloc = ContainerAllocation("app", cpus, memory=memory, dynamic=dynamic)
+    return judge_container(info, alloc, Allocatable(frozenset({0, 1})), LAYOUT, cpus)
+
+
+def test_an_unread_claim_leaves_a_request_naming_pinned_container_unknown_not_misaligned() -> None:
+    # nic-0 may answer another container's request: blaming it (misaligned) or trusting gpu-0 (aligned) is a guess
+    p = unread_claim(frozenset({0}))
+    assert p.pinned and p.aligned is None and p.state == "unknown"
+    assert [x.reason for x in p.problems] == [NUMA_UNKNOWN]
+    message = p.problems[0].message
+    assert "nic-0" in message and "gpu-0" in message and "claim ns/claim" in message and "resourceclaims" in message
+    assert p.dra_devices == () and p.numa == frozenset({0})  # neither device counted as the container's
+
+
+def test_an_unread_claim_does_not_hide_what_is_misaligned_without_its_devices() -> None:
+    # CPUs on NUMA 0, its memory block on NUMA 1: misaligned whatever the claim's devices are, none of them blamed
+    p = unread_claim(frozenset({0}), memory_numa=1)
+    assert p.aligned is False and p.state == "misaligned"
+    assert [x.reason for x in p.problems] == [NUMA_MISALIGNED, NUMA_UNKNOWN]
+    assert "nic-0" not in p.problems[0].message
+
+
+def test_an_unread_claim_with_the_drivers_cpus_from_another_claim_is_unknown() -> None:
+    info = PodInfo("ns", "split", "uid-1", "Guaranteed", False, "2026-01-01T00:00:00Z", "enforce", None,
+                   (ContainerSpec("app", 1000, None, request_claims={"ns/claim": ("gpu",)}),))
+    dynamic = (DraDevice(DRA_CPU_DRIVER, "node-1", "cpudevnuma000", "ns/cpus", numa=frozenset({0})),
+               DraDevice("gpu.example.com", "node-1", "gpu-0", "ns/claim", numa=frozenset({0})),
+               DraDevice("nic.example.com", "node-1", "nic-0", "ns/claim", numa=frozenset({1})))
+    p = judge_container(info, ContainerAllocation("app", frozenset(), dynamic=dynamic), Allocatable(frozenset()),
+                        LAYOUT, frozenset({0}))
+    assert p.pinned and p.aligned is None and p.state == "unknown"
+    assert [d.device for d in p.dra_devices] == ["cpudevnuma000"]

@@ -4,6 +4,7 @@ do not hold, and the facts as the ResourceSlices of dra-driver-cpu v0.2.0 publis
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from hypothesis import given
@@ -13,6 +14,7 @@ from tests.builders import container, guaranteed, pod, resource_slice
 from tests.unit.test_pinning import configz
 from webhook.batch.nodes import CONFLICT_RULE, build, pinned_by
 from webhook.cluster.configz import NodeConfig, NodeInfo
+from webhook.cluster.dracache import keep_slice
 from webhook.core.config import Config, Policy
 from webhook.core.dracpu import DraFacts, claim_cpus, dra_facts, merge, multi_valued, pinners, slice_devices
 from webhook.core.engine import Mode, evaluate
@@ -228,3 +230,90 @@ def test_a_pcie_root_match_over_socket_grouped_cpus_is_unknown_never_refused() -
     assert advice.rule == "dra-cpu-unpaired" and advice.message.startswith("unknown: ")
     assert "--group-by=numanode" in advice.message
     assert evaluate(claim, DENY, Mode.ENFORCE, Facts(dra=dra_facts([numa]))).advisories == []
+
+
+def shared(obj: dict[str, Any]) -> list[str]:
+    facts = Facts(dra=dra_facts([cpu_template("t", cpus="2"),
+                                 {**cpu_template("c", cpus="2"), "kind": "ResourceClaim",
+                                  "spec": cpu_template("c", cpus="2")["spec"]["spec"]}]))
+    return [m for r, m in rules(obj, facts) if r == "dra-cpu-shared"]
+
+
+def test_an_init_container_then_an_app_container_on_one_cpu_claim_is_not_exclusive_not_create_error() -> None:
+    # containerd calls the driver's NRI StopContainer when the init container exits: the claim is freed and its
+    # CPUs go back to the shared pool; the app container's CreateContainer pins it there without reserving them
+    [found] = shared(pod(guaranteed("b", claims=["cpus"]), init=[guaranteed("a", claims=["cpus"])],
+                         claims={"cpus": "t"}))
+    assert "init container a, then to b" in found and "runs on CPUs others share" in found
+    assert "CreateContainerError" not in found
+
+
+def test_a_sidecar_runs_beside_what_follows_it_so_sharing_its_cpu_claim_fails() -> None:
+    sidecar = {**guaranteed("s", claims=["cpus"]), "restartPolicy": "Always"}
+    [found] = shared(pod(guaranteed("b", claims=["cpus"]), init=[sidecar], claims={"cpus": "t"}))
+    assert "containers s, b, which run at once" in found and "CreateContainerError" in found
+    # a sidecar started after a run-to-completion init container never runs beside it
+    [after] = shared(pod(guaranteed("b"), init=[guaranteed("a", claims=["cpus"]), sidecar], claims={"cpus": "t"}))
+    assert "init container a, then to s" in after
+    # a sidecar started before it does
+    [before] = shared(pod(guaranteed("b"), init=[sidecar, guaranteed("a", claims=["cpus"])], claims={"cpus": "t"}))
+    assert "containers s, a, which run at once" in before
+
+
+def test_a_daemonset_sharing_one_cpu_claim_leaves_its_pods_on_other_nodes_pending() -> None:
+    template = {"metadata": {"labels": {"app": "x"}},
+                "spec": {"resourceClaims": [{"name": "cpus", "resourceClaimName": "c"}],
+                         "containers": [guaranteed("app", claims=["cpus"])]}}
+    daemonset: dict[str, Any] = {"apiVersion": "apps/v1", "kind": "DaemonSet",
+                                 "metadata": {"name": "d", "namespace": "ns"},
+                                 "spec": {"selector": {"matchLabels": {"app": "x"}}, "template": template}}
+    [found] = shared(daemonset)
+    assert "stay Pending" in found and "CreateContainerError" not in found
+    deployment = {**daemonset, "kind": "Deployment", "spec": {**daemonset["spec"], "replicas": 3}}
+    [found] = shared(deployment)
+    assert "its 3 replicas" in found and "CreateContainerError" in found
+
+
+def capacity_slice(*capacities: Any) -> dict[str, Any]:
+    """A dra.cpu slice of one device per capacity (``None``: no capacity, individual mode's one CPU)."""
+    devices = [{"name": f"cpudevnuma00{i}", "attributes": {"numaNodeID": {"int": i}}}
+               | ({} if c is None else {"capacity": c}) for i, c in enumerate(capacities)]
+    return resource_slice("a-dra.cpu", "dra.cpu", devices, node="a")
+
+
+@given(st.sampled_from([{"dra.cpu/cpu": {"value": "abc"}}, {"dra.cpu/cpu": {"value": "1500m"}}, "x",
+                        {"dra.cpu/cpu": {"value": [1]}}, {"dra.cpu/cpu": "8"}, {"dra.cpu/cpu": {"value": "0"}}]))
+def test_an_unreadable_cpu_capacity_is_a_group_of_unknown_size_never_one_cpu(capacity: Any) -> None:
+    # every device unreadable: before, read as individual mode (one CPU a device) and so "mirrored" at cpu 1
+    [device, _] = slice_devices(capacity_slice(capacity, capacity))
+    assert device.cpu_capacity is None and device.cpu_capacity_unread
+    facts = Facts(dra=dra_facts([cpu_template("t"), capacity_slice(capacity, capacity)]))
+    assert facts.dra is not None and facts.dra.cpu_claims is not None
+    assert facts.dra.cpu_claims[("ResourceClaimTemplate", "t")] is None
+    obj = pod(guaranteed("app", "1", "1Gi", claims=["cpus"]), claims={"cpus": "t"})
+    found = rules(obj, facts) + [(v.rule, v.message) for _, v in evaluate(obj, DENY, Mode.ENFORCE, facts).advisories]
+    [unknown] = [m for r, m in found if r == "dra-cpu-not-mirrored"]
+    assert unknown.startswith("unknown: ") and "cpudevnuma000" in unknown and "cannot be read" in unknown
+    assert "dra-unaligned" not in {r for r, _ in found}  # its CPUs still come from the driver
+
+
+def test_an_absent_capacity_is_still_individual_mode_and_a_read_one_a_group() -> None:
+    facts = Facts(dra=dra_facts([cpu_template("t"), capacity_slice(None, None)]))
+    assert facts.dra is not None and facts.dra.cpu_claims == {("ResourceClaimTemplate", "t"): 1}
+    facts = Facts(dra=dra_facts([cpu_template("t"), capacity_slice({"dra.cpu/cpu": {"value": "4"}})]))
+    assert facts.dra is not None and facts.dra.cpu_claims == {("ResourceClaimTemplate", "t"): 4}
+    assert not [m for r, m in rules(pod(guaranteed("app", "4", "1Gi", claims=["cpus"]), claims={"cpus": "t"}),
+                                    facts) if r == "dra-cpu-not-mirrored"]
+
+
+def test_the_webhooks_cache_keeps_an_unreadable_capacity_apart_from_an_absent_one() -> None:
+    kept = keep_slice(capacity_slice(None, {"dra.cpu/cpu": {"value": "abc"}}))
+    assert [(d.cpu_capacity, bool(d.cpu_capacity_unread)) for d in kept] == [(None, False), (None, True)]
+
+
+def test_specs_merged_with_a_files_are_not_the_stored_ones() -> None:
+    stored = replace(dra_facts([cpu_template("t", cpus="2")]), specs_stored=True)
+    alone = merge(stored, DraFacts(devices=()))
+    assert alone is not None and alone.specs_stored
+    mixed = merge(stored, dra_facts([cpu_template("u", cpus="2")]))
+    assert mixed is not None and not mixed.specs_stored

@@ -295,3 +295,33 @@ def test_a_cpu_request_without_capacity_is_told_by_the_kept_slices() -> None:
     finally:
         stop.set()
         cache.stop()
+
+
+def test_a_stored_claim_that_keeps_capacity_shows_consumable_capacity_on_before_1_36() -> None:
+    """A 1.35 API server with DRAConsumableCapacity off drops capacity.requests (resourceclaimspec
+    DropDisabledFields): a template the cache read that still has it proves the gate on, so the webhook does not
+    say the driver pins nothing; one asking no capacity proves nothing and is still said, with a way out it sees."""
+    stop = threading.Event()
+    api = Scripted(stop)
+    no_capacity = {"metadata": {"name": "whole", "namespace": "ml", "resourceVersion": "1"}, "spec": {"spec": {
+        "devices": {"requests": [{"name": "cpus", "exactly": {"deviceClassName": "dra.cpu"}}]}}}}
+    api.lists[PATHS[TEMPLATES]] = listed(template("gpu-cpus", "ml", "4", paired=True), no_capacity)
+    api.lists[PATHS[SLICES]] = listed({"metadata": {"name": "s"}, "spec": {
+        "driver": "dra.cpu", "nodeName": "n1", "devices": [{"name": "cpudevnuma000", "attributes": {
+            "dra.net/numaNode": {"int": 0}}, "capacity": {"dra.cpu/cpu": {"value": "4"}}}]}})
+    config = parse_config({"policy": {"dra": "deny"}, "kubernetesVersion": "1.35"})
+    cache = started(api)
+    try:
+        waiting.eventually("published", lambda: cache.snapshot().devices, 10, every=0.05)
+        view = cache.snapshot().for_namespace("ml")
+        assert view.specs_stored
+        kept = answer(view, pod(cpu="4"), config)
+        assert "DRAConsumableCapacity" not in json.dumps(kept), kept
+        whole = pod(cpu="4")
+        whole["spec"]["resourceClaims"][0]["resourceClaimTemplateName"] = "whole"
+        message = answer(view, whole, config)["status"]["message"]
+        assert "DRAConsumableCapacity, alpha and off by default in 1.35" in message
+        assert "(kept in the stored claim, it shows the gate on)" in message  # not cut
+    finally:
+        stop.set()
+        cache.stop()

@@ -130,10 +130,11 @@ def keep_slice(obj: Mapping[str, Any]) -> tuple[SliceDevice, ...]:
     for device in slice_devices(obj):
         attributes = {k: v for k, v in device.attributes.items() if _read(k)}
         lists = frozenset(k for k in device.lists if k in attributes)
-        key = (device.driver, device.node, tuple(sorted(attributes.items())), lists, device.cpu_capacity)
+        key = (device.driver, device.node, tuple(sorted(attributes.items())), lists, device.cpu_capacity,
+               device.cpu_capacity_unread)
         if key not in kept:
             kept[key] = SliceDevice(device.driver, device.node, device.name, MappingProxyType(attributes), lists,
-                                    device.cpu_capacity)
+                                    device.cpu_capacity, device.cpu_capacity_unread)
     return tuple(kept.values())
 
 
@@ -171,7 +172,7 @@ class DraSnapshot:
         return DraFacts(self.devices, MappingProxyType(cpus), self.cpu_managers,
                         claim_specs=MappingProxyType({k: c.spec for k, c in mine.items() if c.spec is not None}),
                         claims_whole=self.whole, claims_unknown=None if self.whole else self.problem,
-                        cpu_managers_whole=False)
+                        cpu_managers_whole=False, specs_stored=True)
 
 
 def _not_served(name: str) -> str:

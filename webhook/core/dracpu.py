@@ -23,6 +23,7 @@ With ``DRAListTypeAttributes`` a ``matchAttribute`` over list values is satisfie
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -55,8 +56,12 @@ class SliceDevice:
     attributes: Mapping[str, tuple[Value, ...]]
     lists: frozenset[str] = frozenset()
     # The ``dra.cpu/cpu`` capacity a CPU driver's device publishes (grouped mode: the CPUs of its group); None
-    # for a device without it (individual mode: the device is one CPU; any other driver's).
+    # for a device without it (individual mode: the device is one CPU; any other driver's) or whose capacity is
+    # there but not a whole number of CPUs (``cpu_capacity_unread`` then says what it holds).
     cpu_capacity: int | None = None
+    # A ``dra.cpu/cpu`` capacity present but unreadable ("abc", "1500m", not a mapping): the device is a group
+    # of some size, never one CPU; '' when absent or read.
+    cpu_capacity_unread: str = ""
 
     def describe(self) -> str:
         return f"{self.driver} device {self.name}" + (f" on node {self.node}" if self.node else "")
@@ -84,6 +89,10 @@ class DraFacts:
     # Whether ``cpu_managers`` names every node (configz read for each): the webhook's, from the agents' NRT
     # ``cpuPinner``, names only the nodes whose agent published one, so a Pod asking the CPU Manager is not judged.
     cpu_managers_whole: bool = True
+    # ``claim_specs`` are as the API server stores them (read from the cluster, not from files): a field it drops
+    # where a gate is off (``capacity`` without DRAConsumableCapacity, pkg/api/resourceclaimspec/util.go) and
+    # that is still there shows the gate on.
+    specs_stored: bool = False
 
     def drivers_on(self, node: str) -> frozenset[str]:
         return frozenset(d.driver for d in self.devices or () if d.node == node)
@@ -133,23 +142,40 @@ def slice_devices(obj: Mapping[str, Any]) -> list[SliceDevice]:
             attributes[name] = parsed[0]
             if parsed[1]:
                 lists.add(name)
+        cpus, unread = _cpu_capacity(driver, raw)
         found.append(SliceDevice(driver, node if isinstance(node, str) else "", raw["name"],
-                                 MappingProxyType(attributes), frozenset(lists), _cpu_capacity(driver, raw)))
+                                 MappingProxyType(attributes), frozenset(lists), cpus, unread))
     return found
 
 
-def _cpu_capacity(driver: str, raw: Mapping[str, Any]) -> int | None:
-    """A CPU driver's device's ``dra.cpu/cpu`` capacity (a whole number of CPUs), else None."""
+def _cpu_capacity(driver: str, raw: Mapping[str, Any]) -> tuple[int | None, str]:
+    """A CPU driver's device's ``dra.cpu/cpu`` capacity (a whole number of CPUs; None when absent), and what an
+    entry that is there but not a whole number of CPUs holds ('' when absent or read): absent is individual mode
+    (one CPU), unreadable is a group of unknown size."""
     capacity = raw.get("capacity")
-    entry = capacity.get(CPU_CAPACITY) if driver == CPU_DRIVER and isinstance(capacity, Mapping) else None
+    if driver != CPU_DRIVER or capacity is None:
+        return None, ""
+    if not isinstance(capacity, Mapping):
+        return None, f"capacity {_shown(capacity)} (not a mapping)"
+    if CPU_CAPACITY not in capacity:
+        return None, ""
+    entry = capacity[CPU_CAPACITY]
     value = entry.get("value") if isinstance(entry, Mapping) else None
-    if value is None:
-        return None
+    if value is None or isinstance(value, bool | list | Mapping):
+        return None, f"{CPU_CAPACITY} {_shown(entry)} (no quantity value)"
     try:
         q = parse_quantity(str(value))
     except QuantityError:
-        return None
-    return q.milli // 1000 if q.milli > 0 and not q.milli % 1000 else None
+        return None, f"{CPU_CAPACITY} {_shown(value)} (not a quantity)"
+    if q.milli <= 0 or q.milli % 1000:
+        return None, f"{CPU_CAPACITY} {_shown(value)} (not a whole number of CPUs)"
+    return q.milli // 1000, ""
+
+
+def _shown(value: Any) -> str:
+    """A slice's value as a message quotes it, cut short."""
+    text = json.dumps(value, default=str) if not isinstance(value, str) else f"'{value}'"
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 # ---- the CPUs a claim asks ----
@@ -177,9 +203,10 @@ def _whole_device(count: int, devices: Iterable[SliceDevice] | None) -> int | No
     k8s.io/dynamic-resource-allocation/structured/internal/incubating/consumable_capacity.go: the driver publishes
     no requestPolicy) and the driver pins that many CPUs; in individual mode a device is one CPU. Without the CPU
     driver's slices, or with groups of different sizes, not known (None): never counted as one CPU."""
-    capacities = {d.cpu_capacity for d in devices or () if d.driver == CPU_DRIVER}
-    if not capacities:
-        return None
+    cpu_devices = [d for d in devices or () if d.driver == CPU_DRIVER]
+    capacities = {d.cpu_capacity for d in cpu_devices}
+    if not capacities or any(d.cpu_capacity_unread for d in cpu_devices):
+        return None  # a group whose size cannot be read is not one CPU
     if capacities == {None}:
         return count  # individual mode everywhere
     if None in capacities or len(capacities) > 1:
@@ -209,6 +236,11 @@ def _cpus_of(exact: Mapping[str, Any], devices: Iterable[SliceDevice] | None = N
     return count * (q.milli // 1000)
 
 
+def claim_requests(spec: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The requests of a ResourceClaimSpec (``spec.devices.requests``), those that are mappings."""
+    return _requests(spec)
+
+
 def _requests(spec: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     devices = spec.get("devices")
     raw = devices.get("requests") if isinstance(devices, Mapping) else None
@@ -234,19 +266,49 @@ def claim_cpus(spec: Mapping[str, Any], devices: Iterable[SliceDevice] | None = 
     return total
 
 
+def unreadable_size(spec: Mapping[str, Any], devices: Iterable[SliceDevice] | None) -> str | None:
+    """Why the CPUs of a claim that asks a whole ``dra.cpu`` device (no capacity) cannot be told because a CPU
+    device's capacity is there but unreadable (``cpu_capacity_unread``); None when that is not the cause."""
+    unread = [d for d in devices or () if d.driver == CPU_DRIVER and d.cpu_capacity_unread]
+    if not unread:
+        return None
+    for request in _requests(spec):
+        exact = _exact(request) if cpu_request(request) else None
+        capacity = exact.get("capacity") if exact is not None else None
+        asked = capacity.get("requests") if isinstance(capacity, Mapping) else None
+        if exact is not None and not (isinstance(asked, Mapping) and CPU_CAPACITY in asked):
+            named = "; ".join(f"{d.describe()}: {d.cpu_capacity_unread}" for d in unread[:3])
+            return (f"its request {request.get('name')} asks no capacity, so it takes a whole device, and the size "
+                    f"of a {CPU_DRIVER} device cannot be read ({named}); a device with capacity is a group, not one "
+                    "CPU")
+    return None
+
+
+def asks_capacity(spec: Mapping[str, Any]) -> bool:
+    """Does a CPU request of the claim ask ``dra.cpu/cpu`` capacity (``capacity.requests``)?"""
+    for request in _requests(spec):
+        exact = _exact(request) if cpu_request(request) else None
+        capacity = exact.get("capacity") if exact is not None else None
+        asked = capacity.get("requests") if isinstance(capacity, Mapping) else None
+        if isinstance(asked, Mapping) and CPU_CAPACITY in asked:
+            return True
+    return False
+
+
 def grouped(spec: Mapping[str, Any], devices: Iterable[SliceDevice] | None = None) -> bool:
     """Does a CPU request of the claim take a grouped-mode device: it asks ``dra.cpu/cpu`` capacity, or asks none
     where the slices publish only groups? With DRAConsumableCapacity off (1.34, 1.35) the API server drops
     ``capacity`` (pkg/api/resourceclaimspec/util.go) and the allocator records no ConsumedCapacity, so
     dra-driver-cpu v0.2.0 pins 0 CPUs for it (pkg/driver/dra_hooks.go: claimCPUCount stays 0)."""
-    capacities = {d.cpu_capacity for d in devices or () if d.driver == CPU_DRIVER}
+    capacities = {d.cpu_capacity is not None or bool(d.cpu_capacity_unread)
+                  for d in devices or () if d.driver == CPU_DRIVER}  # a device with capacity (read or not)
     for request in _requests(spec):
         exact = _exact(request) if cpu_request(request) else None
         if exact is None:
             continue
         capacity = exact.get("capacity")
         asked = capacity.get("requests") if isinstance(capacity, Mapping) else None
-        if (isinstance(asked, Mapping) and CPU_CAPACITY in asked) or (capacities and None not in capacities):
+        if (isinstance(asked, Mapping) and CPU_CAPACITY in asked) or capacities == {True}:
             return True
     return False
 
@@ -321,10 +383,11 @@ def merge(first: DraFacts | None, second: DraFacts | None) -> DraFacts | None:
         for key, spec in (specs or {}).items():
             if spec is not None and key in claims and claims[key] is None:
                 claims[key] = claim_cpus(spec, devices)
+    stored = specs is not None and all(f.specs_stored for f in (first, second) if f.claim_specs is not None)
     return DraFacts(devices, MappingProxyType(claims) if claims is not None else None, managers,
                     MappingProxyType(specs) if specs is not None else None,
                     first.claims_whole or second.claims_whole, first.claims_unknown or second.claims_unknown,
-                    managing.cpu_managers_whole)
+                    managing.cpu_managers_whole, stored)
 
 
 UNKNOWN = "unknown: "  # how a finding that says the rule could not judge begins

@@ -351,6 +351,9 @@ def _count(obj: Any, *keys: str) -> int:
     return obj if isinstance(obj, int) and not isinstance(obj, bool) else 1
 
 
+EVERY_NODE = "its Pod on every node"  # ``several_pods`` of a DaemonSet: its Pods are on different nodes
+
+
 def several_pods(kind: str, obj: Mapping[str, Any]) -> str:
     """How a built-in controller runs several Pods of its one template at once ('' for one, or a kind whose count
     is not read here): replicas, a Job's parallelism, a DaemonSet's one Pod per node."""
@@ -363,7 +366,7 @@ def several_pods(kind: str, obj: Mapping[str, Any]) -> str:
     if kind == "CronJob":
         n = _count(obj, "spec", "jobTemplate", "spec", "parallelism")
         return f"its jobs' parallelism {n}" if n > 1 else ""
-    return "its Pod on every node" if kind == "DaemonSet" else ""
+    return EVERY_NODE if kind == "DaemonSet" else ""
 
 
 def _built(known: Kind, obj: Mapping[str, Any], where: FieldPath, name: str, namespace: str | None,

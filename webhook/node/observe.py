@@ -82,7 +82,8 @@ class ClusterView(Protocol):
 
     def admin_devices(self, claim: str) -> frozenset[tuple[str, str, str]]:
         """The devices claim ``namespace/name`` was given with adminAccess (``dra.admin_devices``); none when
-        it cannot be read (its devices are then judged as the workload's)."""
+        it cannot be read (its devices are then judged as the workload's, except by a container naming requests
+        of the claim, which is unknown)."""
         ...
 
     def device_requests(self, claim: str) -> Mapping[tuple[str, str, str], str]:

@@ -146,22 +146,21 @@ def judge_container(pod: PodInfo, alloc: ContainerAllocation, allocatable: Alloc
     if spec is not None and spec.request_claims:
         alloc, uncertain = _own_devices(alloc, spec.request_claims)
     request = spec.cpu_milli if spec else None
+    # a device whose request is not known is neither judged nor listed as the container's: it may be another's
     common: dict[str, Any] = {"namespace": pod.namespace, "pod": pod.name, "uid": pod.uid,
                               "container": alloc.name, "cpu_request_milli": request, "memory": alloc.memory,
                               "devices": alloc.devices, "cgroup_cpus": cgroup_cpus, "dra_devices": alloc.dynamic,
-                              "unknown": unknown_devices(alloc, spec)}
+                              "unknown": unknown_devices(alloc, None if uncertain else spec)}
     device_text = "".join(f", {t}" for t in device_parts(alloc.devices, alloc.dynamic))
     dra_cpus = any(d.driver == DRA_CPU_DRIVER and not d.admin for d in alloc.dynamic)
     if not alloc.cpus and dra_cpus:
-        return _judge_dra_cpus(alloc, cpu_numa, cgroup_cpus, request, common)
+        return _judge_dra_cpus(alloc, cpu_numa, cgroup_cpus, request, common, uncertain)
     if not alloc.cpus and any(d.driver == DRA_CPU_DRIVER and not d.admin for d in uncertain):
         where = (f"CPUs from the DRA driver {DRA_CPU_DRIVER} ({', '.join(d.ref for d in uncertain)}) of a claim it "
                  "names by request")
-        why = ("which request its devices answer (the claim's status.allocation could not be read; PodResources "
-               "lists every device of the claim)",)
         return ContainerVerdict(pinned=True, exclusive_cpus=frozenset(), cpu_numa=frozenset(), aligned=None,
                                 reason=None, detail=f"{where}: whether they are its own is unknown",
-                                problems=(numa_unknown(alloc.name, where, why),), **common)
+                                problems=(whose_unknown(alloc.name, where, uncertain),), **common)
     if not alloc.cpus:
         reason, detail, problem = _why_not(pod, spec, allocatable)
         shared_numa = frozenset(cpu_numa[c] for c in cgroup_cpus or () if c in cpu_numa)
@@ -192,10 +191,12 @@ def judge_container(pod: PodInfo, alloc: ContainerAllocation, allocatable: Alloc
         problems = (Problem(NUMA_MISALIGNED, f"container {alloc.name}: {detail} (NUMA nodes {nodes_text(all_numa)})"
                             + dra_misaligned(alloc, numa)),)
     verdict: bool | None = aligned
-    if draft.unknown and len(all_numa) <= 1:
+    if (draft.unknown or uncertain) and len(all_numa) <= 1:
         verdict, detail = None, f"{where}: NUMA alignment unknown"
     if draft.unknown:
         problems += (numa_unknown(alloc.name, where, draft.unknown),)
+    if uncertain:
+        problems += (whose_unknown(alloc.name, where, uncertain),)
     return ContainerVerdict(pinned=True, exclusive_cpus=cpus, cpu_numa=numa, aligned=verdict, reason=None,
                             detail=detail, notes=tuple(notes), problems=problems, **common)
 
@@ -203,26 +204,38 @@ def judge_container(pod: PodInfo, alloc: ContainerAllocation, allocatable: Alloc
 def _own_devices(alloc: ContainerAllocation, requests: Mapping[str, tuple[str, ...]]
                  ) -> tuple[ContainerAllocation, tuple[DraDevice, ...]]:
     """The container's DRA devices: of a claim it names by request (``resources.claims[].request``), only those
-    requests' (kubelet hands it only theirs, pkg/kubelet/cm/dra/manager.go; PodResources lists the whole claim);
-    a device whose request is not known (its claim not read) is kept, and returned as uncertain too."""
+    requests' (kubelet hands it only theirs, pkg/kubelet/cm/dra/manager.go; PodResources lists the whole claim).
+    A device of such a claim whose request is not known (the claim not read, or its allocation does not list the
+    device) is returned apart, as uncertain: it may be another container's, so it is neither judged nor listed."""
     own, uncertain = [], []
     for d in alloc.dynamic:
         named = requests.get(d.claim)
         if named is None:
             own.append(d)
         elif d.request is None:
-            own.append(d)
             uncertain.append(d)
         elif d.request.split("/", 1)[0] in {r.split("/", 1)[0] for r in named}:
             own.append(d)
     kept = replace(alloc, dynamic=tuple(own)) if len(own) != len(alloc.dynamic) else alloc
-    if uncertain and any(d.driver == DRA_CPU_DRIVER for d in uncertain):
-        kept = replace(kept, dynamic=tuple(d for d in kept.dynamic if d not in uncertain or d.driver != DRA_CPU_DRIVER))
     return kept, tuple(uncertain)
 
 
+def whose_unknown(container: str, where: str, uncertain: tuple[DraDevice, ...]) -> Problem:
+    """The NUMAUnknown problem of a container that names requests of a claim whose devices' requests are not
+    known: PodResources lists every device of the claim, so which are the container's cannot be told."""
+    claims = sorted({d.claim for d in uncertain})
+    return Problem(NUMA_UNKNOWN, f"container {container}: cannot say whether it is on one NUMA node ({where}): it "
+                   f"names requests (resources.claims[].request) of claim {', '.join(claims)}, and which request "
+                   f"DRA device {', '.join(d.ref for d in uncertain)} answers is unknown (the claim's "
+                   "status.allocation.devices.results could not be read or does not list it; kubelet's PodResources "
+                   "lists every device of a claim whatever the container names), so it is neither judged nor "
+                   "counted as the container's. Grant get on resource.k8s.io resourceclaims to the agent's "
+                   "ServiceAccount")
+
+
 def _judge_dra_cpus(alloc: ContainerAllocation, cpu_numa: Mapping[int, int], cgroup_cpus: frozenset[int] | None,
-                    request: int | None, common: dict[str, Any]) -> ContainerVerdict:
+                    request: int | None, common: dict[str, Any], uncertain: tuple[DraDevice, ...] = ()
+                    ) -> ContainerVerdict:
     """A container whose CPUs come from a ``dra.cpu`` claim: its exclusive CPUs are the cgroup cpuset the driver's
     NRI plugin set (nothing else sets it there), judged with its claim's devices as kubelet's are. Without the
     cgroup read, unknown."""
@@ -256,10 +269,12 @@ def _judge_dra_cpus(alloc: ContainerAllocation, cpu_numa: Mapping[int, int], cgr
         problems = (Problem(NUMA_MISALIGNED, f"container {alloc.name}: {detail} (NUMA nodes {nodes_text(all_numa)}): "
                             f"its claim's CPUs and devices were allocated without a matchAttribute on their NUMA "
                             "node (qos-guard check: dra-cpu-unpaired)"),)
-    if unknown_cpus or (draft.unknown and len(all_numa) <= 1):
+    if unknown_cpus or ((draft.unknown or uncertain) and len(all_numa) <= 1):
         verdict, detail = None, f"{where}: NUMA alignment unknown"
     if draft.unknown:
         problems += (numa_unknown(alloc.name, where, draft.unknown),)
+    if uncertain:
+        problems += (whose_unknown(alloc.name, where, uncertain),)
     return ContainerVerdict(pinned=True, exclusive_cpus=cpus, cpu_numa=numa, aligned=verdict, reason=None,
                             detail=detail, notes=tuple(notes), problems=problems, **common)
 

@@ -234,7 +234,8 @@ class WatchedView:
         message = body.get("message", "") if isinstance(body, Mapping) else ""
         problem = None if status in (200, 404) else (
             f"reading ResourceClaims: HTTP {status} {message}".rstrip() + f" (claim {claim}); DRA devices are "
-            f"judged as the workload's, adminAccess (monitoring access) unknown: {CLAIMS_GRANT}")
+            "judged as the workload's (a container naming requests of the claim: unknown), adminAccess (monitoring "
+            f"access) unknown: {CLAIMS_GRANT}")
         cause = None if problem is None else status  # said once per change of cause, not per claim
         if cause != self._claim_problem and (problem or self._claim_problem is not None):
             self.say(problem or "resourceclaims: read again")

@@ -15,7 +15,15 @@ says nothing. The admission policies cannot read claims, so they do not have it.
 from __future__ import annotations
 
 from webhook.core.config import Policy
-from webhook.core.dracpu import CPU_DRIVER, UNKNOWN, claim_cpus, grouped, unknown_claims
+from webhook.core.dracpu import (
+    CPU_DRIVER,
+    UNKNOWN,
+    asks_capacity,
+    claim_cpus,
+    grouped,
+    unknown_claims,
+    unreadable_size,
+)
 from webhook.core.facts import Facts
 from webhook.core.fieldpath import dotted
 from webhook.core.podspec import Amount, Block, PodSpec
@@ -35,11 +43,10 @@ POD_BUDGET = Text("{label}: its containers' DRA CPU claims ask {cpus} CPUs of {d
                   "the pod-level block, never from claims; set both to at least {cpus} (the claimed CPUs plus the "
                   "shared ones its other containers use), equal")
 
-NO_CAPACITY = Text("{label}: claim {claim} asks CPUs of {driver} in grouped mode, but Kubernetes {minor} runs "
-                   "without DRAConsumableCapacity (alpha, off): the API server drops capacity.requests and the "
-                   "allocator records no consumed capacity, so the driver pins no CPU and the containers run on the "
-                   "shared pool; enable DRAConsumableCapacity on the API server, scheduler and kubelets, or run the "
-                   "driver with --cpu-device-mode=individual and ask CPUs by count (one device per CPU)")
+# Within a refusal's line (refusal.LINE_CHARS) so that the way out is not cut.
+NO_CAPACITY = Text("{label}: claim {claim}: grouped-mode {driver} CPUs need DRAConsumableCapacity, alpha and off by "
+                   "default in {minor}: without it the driver pins no CPU. Use --cpu-device-mode=individual and a "
+                   "count, or with the gate on ask capacity.requests (kept in the stored claim, it shows the gate on)")
 UNKNOWN_CLAIM = Text(UNKNOWN + "{label}: claim {claim}: {why}; whether the CPUs it takes from {driver} are mirrored "
                      "in requests and limits is not known")
 
@@ -97,7 +104,7 @@ def check(pod: PodSpec, policy: Policy, facts: Facts) -> list[Violation]:
     known = facts.dra.cpu_claims if facts.dra is not None else None
     if known is None:
         return found
-    found += _unpinned(pod, facts)
+    found += _unpinned(pod, facts) + _unreadable(pod, facts)
     pod_level = pod.pod_level if pod.pod_level is not None and pod.pod_level_decides else None
     for c in pod.all_containers:
         counts = [claimed_cpus(pod, facts, name, c.claim_requests.get(name)) for name in c.claims]
@@ -131,6 +138,23 @@ def check(pod: PodSpec, policy: Policy, facts: Facts) -> list[Violation]:
     return found
 
 
+def _unreadable(pod: PodSpec, facts: Facts) -> list[Violation]:
+    """An advisory "unknown" per claim whose CPUs cannot be told because a CPU device's capacity is there but
+    unreadable (``dracpu.unreadable_size``): neither one CPU (individual mode) nor a group of known size."""
+    dra = facts.dra
+    if dra is None or dra.claim_specs is None:
+        return []
+    found = []
+    for name, source in pod.claim_sources.items():
+        spec = dra.claim_specs.get(source)
+        why = unreadable_size(spec, dra.devices) if spec is not None else None
+        if why is not None and any(name in c.claims for c in pod.all_containers):
+            found.append(Violation((*pod.path, "resourceClaims"), UNKNOWN_CLAIM(
+                label=f"pod ({dotted(pod.path)})", claim=f"{name} ({source[1]})", why=why, driver=CPU_DRIVER),
+                rule=RULE_ID, advisory=True))
+    return found
+
+
 def _unpinned(pod: PodSpec, facts: Facts) -> list[Violation]:
     """Grouped-mode claims on a minor where DRAConsumableCapacity is off: the driver pins nothing for them."""
     dra = facts.dra
@@ -139,6 +163,8 @@ def _unpinned(pod: PodSpec, facts: Facts) -> list[Violation]:
     found = []
     for name, source in pod.claim_sources.items():
         spec = dra.claim_specs.get(source)
+        if spec is not None and dra.specs_stored and asks_capacity(spec):
+            continue  # the API server kept capacity.requests: DRAConsumableCapacity is on
         if spec is not None and grouped(spec, dra.devices):
             found.append(Violation((*pod.path, "resourceClaims"), NO_CAPACITY(
                 label=f"pod ({dotted(pod.path)})", claim=f"{name} ({source[1]})", driver=CPU_DRIVER,

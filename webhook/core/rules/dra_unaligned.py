@@ -15,6 +15,7 @@ from __future__ import annotations
 from webhook.core.config import DEVICE_CLASSES, DRA, Policy
 from webhook.core.demands import demands, dra_advisory, dra_judged, dra_use, may_align
 from webhook.core.dra_requests import NUMA_ATTRIBUTE, DeviceClasses
+from webhook.core.dracpu import claim_requests, cpu_request
 from webhook.core.facts import Facts
 from webhook.core.fieldpath import dotted
 from webhook.core.podspec import PodSpec
@@ -50,7 +51,15 @@ def cpus_from_dra(pod: PodSpec, facts: Facts) -> bool:
     known = facts.dra.cpu_claims if facts.dra is not None else None
     if known is None:
         return False
-    return any((n := known.get(source)) is not None and n > 0 for source in pod.claim_sources.values())
+    specs = facts.dra.claim_specs if facts.dra is not None else None
+    for source in pod.claim_sources.values():
+        n = known.get(source)
+        spec = specs.get(source) if specs is not None else None
+        # a count not known (a device's size unreadable) is still CPUs from the driver when a request asks them
+        if (n is not None and n > 0) or (source in known and n is None and spec is not None
+                                         and any(cpu_request(r) for r in claim_requests(spec))):
+            return True
+    return False
 
 
 def findings(pod: PodSpec, policy: Policy, classes: DeviceClasses | None,
