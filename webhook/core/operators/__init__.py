@@ -176,3 +176,13 @@ def list_at(value: Any, path: FieldPath) -> list[Any]:
     if not isinstance(value, list):
         raise ManifestError(path, "expected a list")
     return value
+
+
+def metadata_at(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    """An object's ``metadata`` read as a mapping (absent: empty); anything else is the object's error, named."""
+    return mapping_at(obj.get("metadata"), ("metadata",))
+
+
+def annotations_at(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    """An object's ``metadata.annotations`` read as a mapping (absent: empty), as ``metadata_at``."""
+    return mapping_at(metadata_at(obj).get("annotations"), ("metadata", "annotations"))

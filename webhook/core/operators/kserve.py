@@ -50,7 +50,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from webhook.core.fieldpath import FieldPath, dotted
-from webhook.core.operators import Built, Related, list_at, mapping_at
+from webhook.core.operators import Built, Related, annotations_at, list_at, mapping_at, metadata_at
 from webhook.core.operators.kserve_canary import DEFAULT_MODE, MODE_ANNOTATION, MODES, canaries, canary_mode
 from webhook.core.operators.kserve_pod import (
     AGENT,
@@ -106,10 +106,6 @@ def _with_defaults(container: Mapping[str, Any], defaults: Mapping[str, Mapping[
     return {**container, "resources": resources}
 
 
-def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    return mapping_at(obj.get("metadata"), ("metadata",))
-
-
 def deployment_mode(obj: Mapping[str, Any], related: Related) -> str:
     """``GetDeploymentMode`` (controller ``utils.go``): the mode recorded in ``status.deploymentMode`` (an update),
     else the annotation when it names a mode KServe knows (``Standard``, ``Knative``, ``ModelMesh``, or the legacy
@@ -119,7 +115,7 @@ def deployment_mode(obj: Mapping[str, Any], related: Related) -> str:
     recorded = status.get("deploymentMode") if isinstance(status, Mapping) else None
     if isinstance(recorded, str) and recorded:
         return MODES.get(recorded, recorded)  # ParseDeploymentMode: legacy names mapped, the rest as recorded
-    annotations = mapping_at(_meta(obj).get("annotations"), ("metadata", "annotations"))
+    annotations = annotations_at(obj)
     mode = annotations.get(MODE_ANNOTATION)
     if isinstance(mode, str) and mode in MODES:
         return MODES[mode]
@@ -149,7 +145,7 @@ def _model_predictor(obj: Mapping[str, Any], body: Mapping[str, Any], field: str
     fmt = mapping_at(model.get("modelFormat"), (*here, field, "modelFormat")).get("name")
     if fmt in V2_FORMATS:
         model.setdefault("protocolVersion", "v2")
-    namespace = _meta(obj).get("namespace")
+    namespace = metadata_at(obj).get("namespace")
     chosen = choose_runtime(model, namespace if isinstance(namespace, str) else None, multinode, related)
     own = list_at(body.get("containers"), (*here, "containers"))
     model_field = (*here, field)

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from webhook.core.fieldpath import FieldPath
-from webhook.core.operators import Built, Related, list_at, mapping_at
+from webhook.core.operators import Built, Related, annotations_at, list_at, mapping_at
 from webhook.core.operators.kserve_pod import config_section
 from webhook.core.operators.kserve_runtimes import NoPod
 from webhook.core.podspec import ManifestError
@@ -23,10 +23,6 @@ MODES = {"Standard": "Standard", "Knative": "Knative", "ModelMesh": "ModelMesh",
 
 # kserve._component: (obj, component, body, here, role, mode, related, multinode, canary=, defaulted=)
 Component = Callable[..., Iterator[Built | str]]
-
-
-def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    return mapping_at(obj.get("metadata"), ("metadata",))
 
 
 def _mergo(base: Any, over: Any) -> Any:
@@ -47,10 +43,10 @@ def canary_mode(obj: Mapping[str, Any], related: Related) -> str | None:
     ``validateCanarySpecs`` reads (``DefaultInferenceService``): a legacy value renamed (``RawDeployment`` to
     ``Standard``, ``Serverless`` to ``Knative``); without one, ``deploy.defaultDeploymentMode`` (legacy names
     renamed, ``NewDeployConfig``) written when it is ``Standard`` or ``ModelMesh``; else None."""
-    annotations = mapping_at(_meta(obj).get("annotations"), ("metadata", "annotations"))
+    annotations = annotations_at(obj)
     if MODE_ANNOTATION in annotations:
         written = str(annotations[MODE_ANNOTATION])
-        return {"RawDeployment": "Standard", "Serverless": "Knative"}.get(written, written)
+        return MODES.get(written, written)
     section, _ = config_section(related, "deploy")
     default = section.get("defaultDeploymentMode") if section is not None else None
     mode = MODES.get(default) if isinstance(default, str) else None

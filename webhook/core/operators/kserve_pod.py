@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from webhook.core.fieldpath import FieldPath
-from webhook.core.operators import Built, Related, list_at, mapping_at
+from webhook.core.operators import Built, Related, annotations_at, list_at, mapping_at, metadata_at
 
 CONFIG_MAP = ("", "ConfigMap")
 ISVC_CONFIG = "inferenceservice-config"
@@ -41,14 +41,10 @@ STORAGE_UNREADABLE = (f"the {ISVC_CONFIG} ConfigMap's storageInitializer is not 
                       "read it (GetStorageInitializerConfigs panics) and builds no Pods until it is mended")
 
 
-def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    return mapping_at(obj.get("metadata"), ("metadata",))
-
-
 def _config_map(related: Related) -> Mapping[str, Any] | None:
     """``inferenceservice-config`` when it was given (input or cluster)."""
     for cm in related.of(*CONFIG_MAP, cluster_scoped=True):
-        if mapping_at(cm.get("metadata"), ("metadata",)).get("name") == ISVC_CONFIG:
+        if metadata_at(cm).get("name") == ISVC_CONFIG:
             return cm
     return None
 
@@ -166,9 +162,9 @@ def queue_proxy(obj: Mapping[str, Any], related: Related) -> dict[str, Any]:
     carries from the InferenceService to the revision."""
     values: dict[str, Any] = dict(KNATIVE_DEFAULT)
     for cm in related.of(*CONFIG_MAP, cluster_scoped=True):
-        if _meta(cm).get("name") == KNATIVE_CONFIG:
+        if metadata_at(cm).get("name") == KNATIVE_CONFIG:
             values = {**values, **mapping_at(cm.get("data"), ("data",))}
-    annotations = mapping_at(_meta(obj).get("annotations"), ("metadata", "annotations"))
+    annotations = annotations_at(obj)
     resources: dict[str, dict[str, str]] = {"requests": {}, "limits": {}}
     for resource in ("cpu", "memory"):
         for kind, where in (("request", "requests"), ("limit", "limits")):

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from webhook.core.fieldpath import FieldPath, dotted
-from webhook.core.operators import Built, Related, list_at, mapping_at
+from webhook.core.operators import Built, Related, list_at, mapping_at, metadata_at
 
 GROUP = "serving.kserve.io"
 SERVING_RUNTIME = (GROUP, "ServingRuntime")
@@ -29,7 +29,7 @@ class NoPod(str):
 
 
 def _name(obj: Mapping[str, Any]) -> str:
-    return str(mapping_at(obj.get("metadata"), ("metadata",)).get("name"))
+    return str(metadata_at(obj).get("name"))
 
 
 def _supports(runtime: Mapping[str, Any], model: Mapping[str, Any], explicit: bool) -> bool:

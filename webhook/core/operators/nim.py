@@ -19,7 +19,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from webhook.core.fieldpath import FieldPath
-from webhook.core.operators import Built, Related, mapping_at
+from webhook.core.operators import Built, Related, mapping_at, metadata_at
 from webhook.core.podspec import ManifestError
 
 GROUP = "apps.nvidia.com"
@@ -54,7 +54,7 @@ def build(obj: Mapping[str, Any], related: Related) -> Iterator[Built | str]:
         yield (f"{KIND} with spec.inferencePlatform: kserve (the operator writes a KServe InferenceService from it: "
                "judged as the InferenceService and Pods KServe creates)")
         return
-    meta = mapping_at(obj.get("metadata"), ("metadata",))
+    meta = metadata_at(obj)
     resources = mapping_at(spec.get("resources"), ("spec", "resources"))
     kept = {k: resources[k] for k in ("requests", "limits") if k in resources}  # GetResources: claims dropped
     proxy = mapping_at(spec.get("proxy"), ("spec", "proxy"))
