@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from tests import inprocess
+from tests.unit.kserve_cases import AGENT, RT, both, isvc, model
 from webhook.core.config import Config
 from webhook.core.engine import Mode, evaluate
 from webhook.core.facts import Facts
@@ -137,3 +138,30 @@ def test_a_bad_stable_field_is_named_where_it_is_written() -> None:
     with pytest.raises(ManifestError) as own:
         list(walk(obj))
     assert dotted(own.value.path) == "spec.canary[0].predictor.model.storage"
+
+
+def test_canaries_are_built_over_the_stable_predictor() -> None:
+    """predictor.go reconcileCanaryDeployments/buildCanaryPredictor: each canary merged over the stable predictor
+    (mergo, the canary's set fields win), a Deployment of its own; validateCanarySpecs refuses canaries outside
+    Standard mode (said, never silently nothing)."""
+    stable = {"model": model(storageUri="pvc://p/m")}
+    canary = {"name": "v2", "model": model(storageUri="pvc://p/m2", resources={"requests": {"cpu": "500m"}})}
+    obj = isvc(stable, {"serving.kserve.io/deploymentMode": "Standard"})
+    obj["spec"]["canary"] = [{"trafficPercent": 10, "predictor": canary}]
+    assert findings(obj, RT) == Counter(
+        {"requests-not-equal-limits kserve-container spec.canary[0].predictor.model.resources.cpu": 1})
+    targets = find_targets(obj, related=RT)
+    assert [t.template for t in targets] == ["spec.predictor (predictor, ServingRuntime rt)",
+                                             "spec.canary[0].predictor (canary v2, ServingRuntime rt)"]
+    obj["spec"]["canary"][0]["predictor"]["model"]["resources"] = {"requests": {"cpu": "2"}}
+    assert findings(obj, RT) == Counter()
+    # the canary inherits the stable's logger: the agent, named at the stable's field
+    obj["spec"]["predictor"]["logger"] = {"mode": "all"}
+    assert findings(obj, RT) == both(AGENT, "spec.predictor.logger") + both(AGENT, "spec.predictor.logger")
+    knative = isvc(stable)
+    knative["spec"]["canary"] = [{"trafficPercent": 10, "predictor": canary}]
+    reasons = [r for r in walk(knative, related=RT) if isinstance(r, str)]
+    assert reasons == ["InferenceService spec.canary: KServe refuses a canary unless the "
+                       "serving.kserve.io/deploymentMode annotation is Standard (or, without it, "
+                       "inferenceservice-config deploy.defaultDeploymentMode is: validateCanarySpecs): no canary "
+                       "Pod is built"]
