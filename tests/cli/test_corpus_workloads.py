@@ -63,7 +63,7 @@ EXPECTED = {
     "jobset/site/static/examples/tensorflow/mnist.yaml JobSet/tensorflow": (
         'limits-missing cpu,memory: spec.replicatedJobs[0] (tensorflow) "tensorflow"',
     ),
-    # KServe v0.20.0 (tests/unit/test_kserve.py): a custom predictor's first container gets inferenceservice-config's
+    # KServe v0.20.0 (tests/unit/test_kserve_*.py): a custom predictor's first container gets inferenceservice-config's
     # 1 CPU and 2Gi (not limits-missing), and KServe's default Knative mode adds Knative's queue-proxy (25m cpu, no
     # limit); a logger adds KServe's agent (100m/1 CPU), a STORAGE_URI the storage-initializer (the same).
     "kserve/docs/samples/explanation/aif/germancredit/bias.yaml InferenceService/german-credit": (
