@@ -13,9 +13,12 @@ from tests.unit.kserve_cases import (
     findings,
     isvc,
 )
+from webhook.core.config import Config
+from webhook.core.engine import Mode, evaluate
 from webhook.core.operators import collect
 from webhook.core.operators.kserve import RELATED
-from webhook.core.workloads import find_targets
+from webhook.core.operators.kserve_runtimes import NoPod
+from webhook.core.workloads import find_targets, walk
 
 
 def test_kserves_defaults_fill_a_custom_container() -> None:
@@ -42,3 +45,40 @@ def test_a_custom_predictors_lone_container_is_kserves_container() -> None:
     assert target.pod_spec().containers[0].name == "kserve-container"
     lone["spec"]["predictor"]["containers"][0]["env"][0]["value"] = "pvc://models/m"
     assert findings(lone) == Counter()
+
+
+WHOLE = {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "1", "memory": "1Gi"}}
+
+
+def test_a_custom_predictor_is_built_only_when_its_kserve_container_is_first() -> None:
+    """predictor_custom.go: Default renames containers[0] only when it is alone or unnamed (and defaults it),
+    GetContainer takes the first container named kserve-container; predictor.go buildPredictorResources copies it
+    over containers[0]. Not first (or a second of that name): two containers named kserve-container, which the
+    API server refuses, so KServe builds no Pod (said, nothing judged); none: GetContainer finds none and the
+    controller fails. The compliant twin, kserve-container first, is built and judged as written."""
+    side = {"name": "side", "image": "y", "resources": WHOLE}
+    main = {"name": "kserve-container", "image": "x", "resources": WHOLE,
+            "env": [{"name": "STORAGE_URI", "value": "pvc://models/m"}]}
+    second = isvc({"containers": [side, main]}, RAW)
+    (reason,) = walk(second)
+    assert isinstance(reason, NoPod) and reason.startswith("InferenceService spec.predictor.containers[1]: ")
+    assert "two containers named kserve-container" in reason and "KServe builds no Pod" in reason
+    assert evaluate(second, Config(), Mode.ENFORCE).results == ()
+    # an unnamed first container is renamed kserve-container by the defaulter: a second of that name
+    (unnamed,) = walk(isvc({"containers": [{"image": "y", "resources": WHOLE}, main]}, RAW))
+    assert isinstance(unnamed, NoPod) and "containers[1]" in unnamed
+    # none named kserve-container, the first named: GetContainer finds none
+    (none,) = walk(isvc({"containers": [side, {**main, "name": "server"}]}, RAW))
+    assert isinstance(none, NoPod) and "none is named kserve-container" in none
+    # a canary's own containers, as written: the same copy over its first container
+    canary = isvc({"containers": [main]}, {"serving.kserve.io/deploymentMode": "Standard"})
+    canary["spec"]["canary"] = [{"predictor": {"containers": [side, main]}}]
+    reasons = [r for r in walk(canary) if isinstance(r, str)]
+    assert len(reasons) == 1 and reasons[0].startswith("InferenceService spec.canary[0].predictor.containers[1]: ")
+    # the twin: kserve-container first, then the sidecar; its STORAGE_URI is read (a pvc:// one: no initializer)
+    first = isvc({"containers": [main, side]}, RAW)
+    [target] = find_targets(first)
+    assert [c.name for c in target.pod_spec().containers] == ["kserve-container", "side"]
+    assert findings(first) == Counter()
+    first["spec"]["predictor"]["containers"][0]["env"][0]["value"] = "s3://b/m"
+    assert findings(first) == both(SI, "spec.predictor.containers[0].env[0].value")

@@ -8,6 +8,9 @@
   the ``inferenceservice-config`` ``inferenceService.resource`` defaults for what it leaves unset
   (``setResourceRequirementDefaults``, from ``predictor_custom.go``, ``transformer_custom.go``,
   ``explainer_custom.go``; KServe's ConfigMap sets 1 CPU and 2Gi, requests equal to limits). A model gets none.
+  A custom predictor's Pod is built only when its first container is its one ``kserve-container``: the
+  controller copies that container over the first (``buildPredictorResources``), so another first container
+  leaves two of that name (the API server refuses the Pod) and none leaves nothing to copy (it fails).
 - The mode (controller ``utils.go`` ``GetDeploymentMode``): ``status.deploymentMode``, else the annotation when it
   names a mode KServe knows, else ``deploy.defaultDeploymentMode`` (KServe's: ``Serverless``, Knative).
 - The runtime (``components/predictor.go`` ``reconcileModel``; ``predictor_model.go`` ``GetSupportingRuntimes``):
@@ -215,24 +218,54 @@ def _partial(model: Mapping[str, Any], model_field: FieldPath, own: list[Any], h
                  tuple(fields), partial=f"InferenceService {dotted(here)}: {why}")
 
 
+def _predictor_container(containers: list[Any], here: FieldPath, defaulted: bool) -> NoPod | None:
+    """Why KServe builds no Pod for a custom predictor's (defaulted) containers, or None. Its controller
+    (``buildPredictorResources``, predictor.go) copies the first container named ``kserve-container``
+    (``CustomPredictor.GetContainer``) over the first container: none, and it fails (a nil container); one that is
+    not first, or two, and the Pod holds two containers of that name, which the API server refuses (Duplicate
+    value). The defaulter names the first ``kserve-container`` only when it is alone or unnamed."""
+    if not all(isinstance(c, Mapping) for c in containers):
+        return None  # the Pod's reading names the field that is not a container
+    where = dotted(here)
+    names = [c.get("name") for c in containers]
+    if MODEL_CONTAINER not in names:
+        if not defaulted:
+            return NoPod(f"InferenceService {where}: no container is named {MODEL_CONTAINER}, and KServe names and "
+                         "defaults no canary's containers (its defaulting covers predictor, transformer and "
+                         "explainer only): GetContainer finds none, so its controller fails at this canary and "
+                         "builds no Pod for it nor for the canaries after it; name the canary's serving container "
+                         f"{MODEL_CONTAINER}")
+        return NoPod(f"InferenceService {where}.containers: none is named {MODEL_CONTAINER} (KServe's defaulter "
+                     "names the first only when it is alone or unnamed): GetContainer finds none, so its controller "
+                     f"fails and KServe builds no Pod; name the serving container {MODEL_CONTAINER} and put it first")
+    first = names.index(MODEL_CONTAINER)
+    if first == 0 and names.count(MODEL_CONTAINER) == 1:
+        return None
+    twice = first if first else names.index(MODEL_CONTAINER, 1)
+    return NoPod(f"InferenceService {where}.containers[{twice}]: KServe's controller copies the first container "
+                 f"named {MODEL_CONTAINER} over {where}.containers[0] (predictor.go), so the Pod would hold two "
+                 f"containers named {MODEL_CONTAINER}, which the API server refuses (Duplicate value): KServe builds "
+                 f"no Pod; make the {MODEL_CONTAINER} the first container and the only one of that name"
+                 + ("" if defaulted or first == 0 else " (a canary's containers are taken as written)"))
+
+
 def _custom(component: str, body: Mapping[str, Any], related: Related, here: FieldPath, role: str,
             defaulted: bool = True) -> Built | str:
     """A custom component as KServe's defaulting leaves it: its first container named ``kserve-container`` (a
     transformer's and explainer's always, a predictor's when it is alone or unnamed) and given KServe's default
     resources for what it leaves unset. Not ``defaulted`` (a canary's own containers: the defaulter never sees
-    ``spec.canary``), the containers as written, and no Pod when none is the ``kserve-container``
-    (``CustomPredictor.GetContainer`` finds none)."""
+    ``spec.canary``), the containers as written. A predictor's Pod is built only when its first container is its
+    one ``kserve-container`` (``_predictor_container``)."""
     containers = list(list_at(body.get("containers"), (*here, "containers")))
-    if not defaulted and not any(isinstance(c, Mapping) and c.get("name") == MODEL_CONTAINER for c in containers):
-        return NoPod(f"InferenceService {dotted(here)}: no container is named {MODEL_CONTAINER}, and KServe names and "
-                "defaults no canary's containers (its defaulting covers predictor, transformer and explainer "
-                "only): GetContainer finds none, so its controller fails at this canary and builds no Pod for it "
-                f"nor for the canaries after it; name the canary's serving container {MODEL_CONTAINER}")
     if defaulted and containers and isinstance(containers[0], Mapping):
         first = _with_defaults(containers[0], default_resources(related))
         if component != "predictor" or len(containers) == 1 or not first.get("name"):
             first["name"] = MODEL_CONTAINER
         containers[0] = first
+    if component == "predictor" and containers:
+        refused = _predictor_container(containers, here, defaulted)
+        if refused is not None:
+            return refused
     pod = {**_pod_fields(body), "containers": containers}
     fields: list[tuple[FieldPath, FieldPath]] = [(("containers", i), (*here, "containers", i))
                                                  for i in range(len(containers))]
