@@ -80,10 +80,31 @@ def both(template: str, where: str) -> Counter[str]:
     return Counter({template.format(where, r): 1 for r in ("cpu", "memory")})
 
 
+# The sections of inferenceservice-config KServe v0.20.0 reads before and while building a Pod, as it ships them
+# (config/configmap/inferenceservice.yaml): a given ConfigMap lacking one builds no Pod (GetStorageInitializerConfigs
+# and the agent, logger and batcher readers fail on a missing resource key).
+SHIPPED: dict[str, Any] = {
+    "storageInitializer": {"image": "kserve/storage-initializer:latest", "memoryRequest": "100Mi",
+                           "memoryLimit": "1Gi", "cpuRequest": "100m", "cpuLimit": "1", "caBundleConfigMapName": "",
+                           "caBundleVolumeMountPath": "/etc/ssl/custom-certs", "enableModelcar": True,
+                           "cpuModelcar": "10m", "memoryModelcar": "15Mi", "uidModelcar": 1010},
+    "logger": {"image": "kserve/agent:latest", "memoryRequest": "100Mi", "memoryLimit": "1Gi", "cpuRequest": "100m",
+               "cpuLimit": "1", "defaultUrl": "http://default-broker"},
+    "batcher": {"image": "kserve/agent:latest", "memoryRequest": "1Gi", "memoryLimit": "1Gi", "cpuRequest": "1",
+                "cpuLimit": "1", "maxBatchSize": "32", "maxLatency": "5000"},
+    "agent": {"image": "kserve/agent:latest", "memoryRequest": "100Mi", "memoryLimit": "1Gi", "cpuRequest": "100m",
+              "cpuLimit": "1"},
+    "deploy": {"defaultDeploymentMode": "Serverless"},
+    "inferenceService": {"resource": {"cpuLimit": "1", "memoryLimit": "2Gi", "cpuRequest": "1",
+                                      "memoryRequest": "2Gi"}},
+}
+
+
 def config(**sections: Any) -> dict[str, Any]:
+    """KServe's shipped inferenceservice-config with ``sections`` in place of its own (a str as written)."""
+    data = {k: v if isinstance(v, str) else json.dumps(v) for k, v in {**SHIPPED, **sections}.items()}
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "inferenceservice-config",
-                                                                    "namespace": "kserve"},
-            "data": {k: json.dumps(v) for k, v in sections.items()}}
+                                                                    "namespace": "kserve"}, "data": data}
 
 
 def model(**fields: Any) -> dict[str, Any]:

@@ -8,7 +8,6 @@ containers of the predictor, transformer and explainer only, never a canary's; `
 from __future__ import annotations
 
 import copy
-import json
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,7 @@ import pytest
 import yaml
 
 from tests import inprocess
-from tests.unit.kserve_cases import AGENT, RT, both, isvc, model
+from tests.unit.kserve_cases import AGENT, RT, both, config, isvc, model
 from webhook.core.config import Config
 from webhook.core.engine import Mode, evaluate
 from webhook.core.facts import Facts
@@ -50,9 +49,7 @@ def findings(obj: Any, related: Related | None = None) -> Counter[str]:
 
 
 def deploy(mode: str) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": "inferenceservice-config", "namespace": "kserve"},
-            "data": {"deploy": json.dumps({"defaultDeploymentMode": mode})}}
+    return config(deploy={"defaultDeploymentMode": mode})
 
 
 def test_a_canary_without_resources_is_not_given_kserves_defaults() -> None:

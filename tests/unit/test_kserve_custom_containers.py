@@ -3,13 +3,13 @@
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 
 from tests.unit.kserve_cases import (
     RAW,
     SI,
     both,
+    config,
     findings,
     isvc,
 )
@@ -26,9 +26,7 @@ def test_kserves_defaults_fill_a_custom_container() -> None:
     limits-missing); with the ConfigMap in the input its values are used instead."""
     custom = isvc({"containers": [{"name": "kserve-container", "image": "x"}]}, RAW)
     assert findings(custom) == Counter()
-    config_map = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "inferenceservice-config",
-                                                                        "namespace": "kserve"},
-                  "data": {"inferenceService": json.dumps({"resource": {"cpuRequest": "500m", "cpuLimit": "1"}})}}
+    config_map = config(inferenceService={"resource": {"cpuRequest": "500m", "cpuLimit": "1"}})
     # the ConfigMap's own values only: memory it leaves out is not defaulted (an empty MemoryRequest sets none)
     assert findings(custom, collect([config_map], RELATED)) == Counter(
         {"requests-not-equal-limits kserve-container spec.predictor.containers[0].resources.cpu": 1,

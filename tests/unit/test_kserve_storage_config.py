@@ -6,12 +6,14 @@ mode, the modelcar takes ``cpuModelcar``/``memoryModelcar`` (10m/15Mi when unset
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.unit.kserve_cases import SHIPPED, config
 from webhook.core.operators import collect, kserve, llmisvc
 from webhook.core.operators.kserve_pod import (
     STORAGE_UNREADABLE,
@@ -25,9 +27,11 @@ STANDARD = {"serving.kserve.io/deploymentMode": "Standard"}
 
 
 def config_map(storage: str | None) -> dict[str, Any]:
-    data = {} if storage is None else {"storageInitializer": storage}
-    return {"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": "inferenceservice-config", "namespace": "kserve"}, "data": data}
+    """KServe's shipped ConfigMap with this storageInitializer (None: without one)."""
+    made = config(storageInitializer=storage or "")
+    if storage is None:
+        del made["data"]["storageInitializer"]
+    return made
 
 
 def isvc(uri: str = "oci://registry/model:1") -> dict[str, Any]:
@@ -56,22 +60,29 @@ def test_a_storage_initializer_kserve_cannot_read_builds_no_pods_in_either_build
         assert len(out) == 1 and isinstance(out[0], str) and out[0].endswith(STORAGE_UNREADABLE), (obj, out)
 
 
-def test_an_absent_or_null_storage_initializer_is_an_empty_config() -> None:
-    """json.Unmarshal of null sets nothing; an absent key is not read: OCI models off in both cases, a given
-    ConfigMap's own word (not KServe's shipped enableModelcar)."""
-    assert parse_storage_initializer(None) == {} and parse_storage_initializer("null") == {}
-    assert parse_storage_initializer('{"cpuRequest": null, "uidModelcar": 1000, "other": 5}') == {
-        "cpuRequest": None, "uidModelcar": 1000, "other": 5}  # null sets nothing; unknown keys are ignored
-    for text in (None, "null"):
+def test_an_absent_or_null_storage_initializer_builds_no_pods() -> None:
+    """GetStorageInitializerConfigs (v1beta1/configmap.go): an absent section sets nothing, and its empty
+    cpuRequest, cpuLimit, memoryRequest, memoryLimit fail ParseQuantity, so the controller and the pod webhook fail
+    (no Pods; KServe's code wins over the former reading, which took it for "OCI models off"); null clears the
+    pointer KServe then reads (a panic). A key set with another case fills the field (Go's json matches keys
+    case-insensitively); null leaves a field unset; unknown keys are ignored."""
+    assert parse_storage_initializer(None) == {} and parse_storage_initializer("null") is None
+    assert parse_storage_initializer('{"CPUREQUEST": "1", "cpuRequest": null, "uidModelcar": 1000, "other": 5}') == {
+        "cpuRequest": "1", "uidModelcar": 1000}
+    for text, why in ((None, "storageInitializer.cpuRequest is missing"), ("null", "storageInitializer is null"),
+                      ("{}", "storageInitializer.cpuRequest is missing")):
         related = collect([config_map(text)], kserve.RELATED)
-        [target] = find_targets(isvc(), related=related)
-        assert [c.name for c in target.pod_spec().init_containers] == ["storage-initializer"]
+        (reason,) = walk(isvc("s3://b/m"), related=related)
+        assert isinstance(reason, str) and why in reason and "KServe builds no Pod" in reason, reason
     [shipped] = find_targets(isvc())
     assert [c.name for c in shipped.pod_spec().containers] == ["kserve-container", "modelcar"]
+    [given] = find_targets(isvc(), related=collect([config_map(json.dumps(SHIPPED["storageInitializer"]))],
+                                                   kserve.RELATED))
+    assert [c.name for c in given.pod_spec().containers] == ["kserve-container", "modelcar"]
 
 
 def test_both_builders_make_the_same_modelcar() -> None:
-    values = '{"enableModelcar": true, "cpuModelcar": "2", "memoryModelcar": "64Mi"}'
+    values = json.dumps({**SHIPPED["storageInitializer"], "cpuModelcar": "2", "memoryModelcar": "64Mi"})
     [built] = find_targets(isvc(), related=collect([config_map(values)], kserve.RELATED))
     [llm_built] = find_targets(llm(), related=collect([config_map(values)], llmisvc.RELATED))
     expected = modelcar_container("modelcar", {"cpuModelcar": "2", "memoryModelcar": "64Mi"})

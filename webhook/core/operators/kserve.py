@@ -65,12 +65,11 @@ from webhook.core.operators.kserve_pod import (
     MODELCAR_INIT,
     QUEUE_PROXY,
     STORAGE_INITIALIZER,
-    STORAGE_UNREADABLE,
+    config_refusal,
     config_section,
     default_resources,
     oci_mode,
     queue_proxy,
-    storage_config,
     with_injected,
 )
 from webhook.core.operators.kserve_runtimes import (
@@ -396,8 +395,11 @@ def build(obj: Mapping[str, Any], related: Related) -> Iterator[Built | str]:
     if mode == "ModelMesh":
         yield "InferenceService in ModelMesh mode (its Pods are the ServingRuntime's, built by modelmesh-serving)"
         return
-    if storage_config(related) is None:  # the controller reads it first (controller.go), and panics
-        yield f"InferenceService: {STORAGE_UNREADABLE}"
+    custom = any(isinstance(spec.get(c), Mapping) and (c != "predictor" or not any(
+        spec[c].get(f) is not None for f in MODEL_FIELDS)) for c in COMPONENTS)
+    refusal = config_refusal(related, custom)
+    if refusal is not None:  # KServe's defaulter, controller or pod webhook fails before any Pod
+        yield NoPod(f"InferenceService: {refusal}")
         return
     for component in COMPONENTS:
         body = spec.get(component)

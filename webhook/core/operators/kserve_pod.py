@@ -6,12 +6,13 @@ for them: the ConfigMap's when given (input or cluster), else KServe's shipped v
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
 from webhook.core.fieldpath import FieldPath
+from webhook.core.gojson import GoJSONError, GoType, Struct, unmarshal
 from webhook.core.operators import Built, Related, annotations_at, list_at, mapping_at, metadata_at
+from webhook.core.quantity import QuantityError, parse_quantity
 
 CONFIG_MAP = ("", "ConfigMap")
 ISVC_CONFIG = "inferenceservice-config"
@@ -31,11 +32,47 @@ MODELCAR_INIT = "modelcar-init"
 # constants.CpuModelcarDefault and MemoryModelcarDefault. Shared with webhook.core.operators.llmisvc.
 SHIPPED_STORAGE: Mapping[str, Any] = {**DEFAULT_STORAGE, "enableModelcar": True, "cpuModelcar": "10m",
                                       "memoryModelcar": "15Mi"}
-# pkg/types/config.go StorageInitializerConfig: each JSON key and the Go type it is read into (others are ignored).
-_STORAGE_FIELDS: Mapping[str, type] = {
-    **{k: str for k in ("image", "cpuRequest", "cpuLimit", "cpuModelcar", "memoryRequest", "memoryLimit",
-                        "caBundleConfigMapName", "caBundleVolumeMountPath", "memoryModelcar", "ociModelMode")},
-    "enableModelcar": bool, "enableOciModelSupport": bool, "uidModelcar": int}
+_RESOURCE_KEYS = ("cpuRequest", "cpuLimit", "memoryRequest", "memoryLimit")
+_RESOURCES: Mapping[str, GoType] = {k: "string" for k in _RESOURCE_KEYS}
+# The Go structs KServe v0.20.0 unmarshals each JSON value of the ConfigMap into (through a pointer), and read
+# here as Go reads them (webhook.core.gojson): pkg/types/config.go StorageInitializerConfig, pod/agent_injector.go
+# AgentConfig and LoggerConfig, pod/batcher_injector.go BatcherConfig, v1beta1/configmap.go DeployConfig,
+# InferenceServicesConfig, LocalModelConfig, SecurityConfig ("any": a field not type-checked here).
+CONFIG_STRUCTS: Mapping[str, Struct] = {
+    "storageInitializer": Struct({
+        **{k: "string" for k in ("image", "cpuRequest", "cpuLimit", "cpuModelcar", "memoryRequest", "memoryLimit",
+                                 "caBundleConfigMapName", "caBundleVolumeMountPath", "memoryModelcar",
+                                 "ociModelMode")},
+        "enableModelcar": "bool", "enableOciModelSupport": "bool", "uidModelcar": "*int"}, pointer=True),
+    "agent": Struct({"image": "string", **_RESOURCES}, pointer=True),
+    "logger": Struct({"image": "string", **_RESOURCES, "defaultUrl": "string", "caBundle": "string",
+                      "caCertFile": "string", "tlsSkipVerify": "bool", "storage": "any",
+                      "marshallerUrl": "string", "batchSize": "int", "batchInterval": "string"}, pointer=True),
+    "batcher": Struct({"image": "string", **_RESOURCES, "maxBatchSize": "string", "maxLatency": "string"},
+                      pointer=True),
+    "deploy": Struct({"defaultDeploymentMode": "string", "deploymentRolloutStrategy": "any"}, pointer=True),
+    "inferenceService": Struct({"explainers": "any", "serviceAnnotationDisallowedList": "[]string",
+                                "serviceLabelDisallowedList": "[]string", "resource": Struct(_RESOURCES)},
+                               pointer=True),
+    "localModel": Struct({"enabled": "bool", "jobNamespace": "string", "defaultJobImage": "string",
+                          "fsGroup": "*int", "jobTTLSecondsAfterFinished": "*int",
+                          "reconcilationFrequencyInSecs": "*int", "disableVolumeManagement": "bool"}, pointer=True),
+    "security": Struct({"autoMountServiceAccountToken": "bool"}, pointer=True),
+}
+# What KServe's shipped ConfigMap holds for the sections read here (config/configmap/inferenceservice.yaml).
+SHIPPED_SECTIONS: Mapping[str, Mapping[str, Any]] = {
+    "storageInitializer": SHIPPED_STORAGE, "agent": DEFAULT_STORAGE, "logger": DEFAULT_STORAGE,
+    "batcher": {"cpuRequest": "1", "cpuLimit": "1", "memoryRequest": "1Gi", "memoryLimit": "1Gi"},
+    "deploy": {"defaultDeploymentMode": "Serverless"}, "inferenceService": {"resource": DEFAULT_RESOURCE},
+}
+# The sections whose resource keys KServe parses as quantities, failing on an empty or bad one
+# (GetStorageInitializerConfigs, getAgentConfigs, getLoggerConfigs, getBatcherConfigs), and who fails.
+_QUANTITIES = {"storageInitializer": "its controller and its pod webhook (GetStorageInitializerConfigs)",
+               "logger": "its pod webhook (getLoggerConfigs)", "batcher": "its pod webhook (getBatcherConfigs)",
+               "agent": "its pod webhook (getAgentConfigs)"}
+# Unmarshalled by KServe's InferenceService defaulter and controller before any Pod: an error refuses the object.
+_READ_FIRST = ("inferenceService", "deploy", "localModel", "security")
+_OCI_MODES = ("modelcar", "native", "fetch")
 STORAGE_UNREADABLE = (f"the {ISVC_CONFIG} ConfigMap's storageInitializer is not a JSON object of KServe's types "
                       "(strings, enableModelcar and enableOciModelSupport true or false): KServe's controller cannot "
                       "read it (GetStorageInitializerConfigs panics) and builds no Pods until it is mended")
@@ -49,39 +86,101 @@ def _config_map(related: Related) -> Mapping[str, Any] | None:
     return None
 
 
+def _read(cm: Mapping[str, Any], key: str) -> dict[str, Any] | None:
+    """A section of a given ConfigMap as KServe unmarshals it: {} when absent (nothing set), None for null (the
+    pointer cleared). Raises GoJSONError where KServe's json.Unmarshal fails."""
+    raw = mapping_at(cm.get("data"), ("data",)).get(key)
+    if raw is None:
+        return {}
+    if not isinstance(raw, str):
+        raise GoJSONError("not a string")
+    return unmarshal(raw, CONFIG_STRUCTS[key])
+
+
 def config_section(related: Related, key: str) -> tuple[dict[str, Any] | None, str]:
-    """A JSON section of ``inferenceservice-config`` when it was given (input or cluster), and where from."""
+    """A JSON section of ``inferenceservice-config`` read as KServe reads it (keys matched as Go matches them)
+    when the ConfigMap was given ({} when it leaves the section out), else KServe's shipped one; and where from.
+    None where KServe cannot read it (``config_refusal`` says so before any Pod)."""
     cm = _config_map(related)
     if cm is None:
-        return None, f"KServe's default {ISVC_CONFIG} {key}"
-    raw = mapping_at(cm.get("data"), ("data",)).get(key)
+        return dict(SHIPPED_SECTIONS.get(key, {})), f"KServe's default {ISVC_CONFIG} {key}"
     try:
-        value = json.loads(raw) if isinstance(raw, str) else None
-    except ValueError:
-        value = None
-    return (value if isinstance(value, dict) else None), f"{ISVC_CONFIG} {key}"
+        return _read(cm, key), f"{ISVC_CONFIG} {key}"
+    except GoJSONError:
+        return None, f"{ISVC_CONFIG} {key}"
+
+
+def _bad_quantity(value: Any) -> bool:
+    try:
+        parse_quantity(value if isinstance(value, str) else "")
+    except QuantityError:
+        return True
+    return False
+
+
+def config_refusal(related: Related, custom: bool, keys: tuple[str, ...] | None = None) -> str | None:
+    """Why KServe builds no Pod from the given ``inferenceservice-config`` (None: it can): a section of ``keys``
+    (all read for an InferenceService when None) its Go code cannot unmarshal, or a null one it dereferences
+    (it panics); ``deploy`` without a mode KServe knows (NewDeployConfig); a resource key of the storage
+    initializer, logger, batcher or agent missing or not a quantity (their readers fail, the pod webhook refuses
+    every KServe Pod); an unknown ``ociModelMode``; with a ``custom`` component, an ``inferenceService.resource``
+    value that is not a quantity (the defaulter's MustParse panics: the InferenceService is refused)."""
+    cm = _config_map(related)
+    if cm is None:
+        return None
+    where = f"the {ISVC_CONFIG} ConfigMap's"
+    for key in keys if keys is not None else (*_READ_FIRST, *_QUANTITIES):
+        try:
+            section = _read(cm, key)
+        except GoJSONError as error:
+            if key == "storageInitializer":
+                return STORAGE_UNREADABLE
+            return (f"{where} {key} is not what KServe's Go code reads ({error}): json.Unmarshal fails, so KServe "
+                    "builds no Pods until it is mended")
+        if section is None:
+            if key == "security":
+                continue  # NewSecurityConfig's nil is checked before use
+            return (f"{where} {key} is null: KServe's reader is left a nil config it then reads (a panic), so "
+                    "KServe builds no Pods until it is mended")
+        if key == "deploy" and "deploy" in mapping_at(cm.get("data"), ("data",)):
+            mode = section.get("defaultDeploymentMode") or ""
+            if mode not in ("Knative", "Standard", "ModelMesh", "Serverless", "RawDeployment"):
+                return (f"{where} deploy.defaultDeploymentMode is {mode!r}: NewDeployConfig refuses it (it is "
+                        "required, one of Knative, Standard, ModelMesh), so KServe's defaulter refuses the "
+                        "InferenceService and builds no Pod")
+        if key == "inferenceService" and custom:
+            resource = section.get("resource") or {}
+            bad = [k for k in _RESOURCE_KEYS if resource.get(k) and _bad_quantity(resource[k])]
+            if bad:
+                return (f"{where} inferenceService.resource.{bad[0]} {resource[bad[0]]!r} is not a quantity: "
+                        "KServe's defaulter panics on it (resource.MustParse) for a custom container, so it refuses "
+                        "the InferenceService and builds no Pod")
+        if key in _QUANTITIES:
+            keys_read = [*_RESOURCE_KEYS, *(k for k in ("cpuModelcar", "memoryModelcar")
+                                            if key == "storageInitializer" and section.get(k))]
+            bad = [k for k in keys_read if _bad_quantity(section.get(k))]
+            if bad:
+                return (f"{where} {key}.{bad[0]} is {'missing' if not section.get(bad[0]) else repr(section[bad[0]])}"
+                        f", not a quantity: {_QUANTITIES[key]} fails on it, so KServe builds no Pod; set "
+                        f"{key}'s cpuRequest, cpuLimit, memoryRequest and memoryLimit (KServe ships 100m, 1, 100Mi, "
+                        "1Gi)")
+            mode = section.get("ociModelMode")
+            if key == "storageInitializer" and mode and mode not in _OCI_MODES:
+                return (f"{where} storageInitializer.ociModelMode {mode!r} is not one of modelcar, native, fetch: "
+                        "GetStorageInitializerConfigs fails, so KServe builds no Pod")
+    return None
 
 
 def parse_storage_initializer(raw: Any) -> dict[str, Any] | None:
-    """``GetStorageInitializerConfigs``: ``json.Unmarshal`` of the ConfigMap's ``storageInitializer`` into an empty
-    ``StorageInitializerConfig`` (absent or null: nothing set); None where it is not a JSON object or a key it
-    reads holds another type (a number for ``cpuRequest``, "yes" for ``enableModelcar``), on which KServe panics
-    (its controller and pod webhook fail: no Pods)."""
+    """``GetStorageInitializerConfigs``'s unmarshal of the ConfigMap's ``storageInitializer`` (absent: nothing
+    set), keys matched as Go matches them; None where KServe panics on it (not a JSON object of its types, or
+    null: a nil config it reads)."""
     if raw is None:
         return {}
     try:
-        value = json.loads(raw) if isinstance(raw, str) else None
-    except ValueError:
+        return unmarshal(raw, CONFIG_STRUCTS["storageInitializer"]) if isinstance(raw, str) else None
+    except GoJSONError:
         return None
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        return None
-    for key, kind in _STORAGE_FIELDS.items():  # a value of another JSON type: an UnmarshalTypeError, the same panic
-        have = value.get(key)
-        if have is not None and (not isinstance(have, kind) or (kind is int and isinstance(have, bool))):
-            return None
-    return value
 
 
 def storage_config(related: Related) -> dict[str, Any] | None:
@@ -115,7 +214,7 @@ def _resources(values: Mapping[str, Any]) -> dict[str, dict[str, str]]:
     for resource in ("cpu", "memory"):
         for kind, where in (("Request", "requests"), ("Limit", "limits")):
             value = values.get(f"{resource}{kind}")
-            if isinstance(value, str | int | float) and str(value):
+            if isinstance(value, str) and value:  # Go reads a string; another type is refused before
                 out[where][resource] = str(value)
     return out
 
@@ -123,19 +222,17 @@ def _resources(values: Mapping[str, Any]) -> dict[str, dict[str, str]]:
 def default_resources(related: Related) -> dict[str, dict[str, str]]:
     """``inferenceService.resource`` of the ConfigMap when it was given (what it leaves out is not defaulted),
     else KServe's shipped values."""
-    section, where = config_section(related, "inferenceService")
-    if where.startswith("KServe's default"):
-        return _resources(DEFAULT_RESOURCE)
-    resource = section.get("resource") if section is not None else None
+    section, _ = config_section(related, "inferenceService")
+    resource = (section or {}).get("resource")
     return _resources(resource if isinstance(resource, Mapping) else {})
 
 
 def _injected(name: str, key: str, related: Related) -> dict[str, Any]:
     """A container KServe's pod webhook injects, its resources from ``inferenceservice-config`` ``key`` (KServe's
-    own values where the ConfigMap was not given: the same 100m/1 CPU and 100Mi/1Gi for both)."""
+    own values where the ConfigMap was not given: the same 100m/1 CPU and 100Mi/1Gi for both; a given one that
+    lacks one builds no Pod, ``config_refusal``)."""
     section, _ = config_section(related, key)
-    values = {k: (section or DEFAULT_STORAGE).get(k, DEFAULT_STORAGE[k]) for k in DEFAULT_STORAGE}
-    return {"name": name, "resources": _resources(values)}
+    return {"name": name, "resources": _resources(section or {})}
 
 
 def _oci(uri: str) -> tuple[str, bool]:
@@ -239,7 +336,28 @@ def with_injected(built: Built, obj: Mapping[str, Any], mode: str, related: Rela
     return Built(built.path, spec, built.template, built.fields, built.partial, tuple(shown))
 
 
-__all__ = ["AGENT", "CONFIG_MAP", "DEFAULT_STORAGE", "ISVC_CONFIG", "KNATIVE_CONFIG", "MODELCAR", "MODELCAR_INIT",
-           "QUEUE_PROXY", "SHIPPED_STORAGE", "STORAGE_INITIALIZER", "STORAGE_UNREADABLE", "config_section",
-           "default_resources", "modelcar_container", "oci_mode", "parse_storage_initializer", "queue_proxy",
-           "resolve_oci_mode", "storage_config", "with_injected"]
+__all__ = [
+    "AGENT",
+    "CONFIG_MAP",
+    "CONFIG_STRUCTS",
+    "DEFAULT_STORAGE",
+    "ISVC_CONFIG",
+    "KNATIVE_CONFIG",
+    "MODELCAR",
+    "MODELCAR_INIT",
+    "QUEUE_PROXY",
+    "SHIPPED_SECTIONS",
+    "SHIPPED_STORAGE",
+    "STORAGE_INITIALIZER",
+    "STORAGE_UNREADABLE",
+    "config_refusal",
+    "config_section",
+    "default_resources",
+    "modelcar_container",
+    "oci_mode",
+    "parse_storage_initializer",
+    "queue_proxy",
+    "resolve_oci_mode",
+    "storage_config",
+    "with_injected",
+]

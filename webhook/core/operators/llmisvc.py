@@ -34,6 +34,7 @@ from webhook.core.operators.kserve_pod import (
     MODELCAR_INIT,
     SHIPPED_STORAGE,
     STORAGE_UNREADABLE,
+    config_refusal,
     modelcar_container,
     parse_storage_initializer,
     resolve_oci_mode,
@@ -219,6 +220,9 @@ def _storage_config(related: Related) -> Mapping[str, Any]:
     parsed = parse_storage_initializer(text)
     if parsed is None:
         raise Unknown(f"{KIND}: {STORAGE_UNREADABLE}")
+    why = config_refusal(related, False, ("storageInitializer",))  # toConfig: GetStorageInitializerConfigs fails
+    if why is not None:
+        raise Unknown(f"{KIND}: {why}")
     return {**{k: v for k, v in STORAGE_DEFAULTS.items() if k not in _OCI_KEYS}, **parsed}
 
 
