@@ -147,14 +147,14 @@ def config_refusal(related: Related, custom: bool, keys: tuple[str, ...] | None 
             if mode not in ("Knative", "Standard", "ModelMesh", "Serverless", "RawDeployment"):
                 return (f"{where} deploy.defaultDeploymentMode is {mode!r}: NewDeployConfig refuses it (it is "
                         "required, one of Knative, Standard, ModelMesh), so KServe's defaulter refuses the "
-                        "InferenceService and builds no Pod")
+                        "InferenceService: KServe builds no Pod")
         if key == "inferenceService" and custom:
             resource = section.get("resource") or {}
             bad = [k for k in _RESOURCE_KEYS if resource.get(k) and _bad_quantity(resource[k])]
             if bad:
                 return (f"{where} inferenceService.resource.{bad[0]} {resource[bad[0]]!r} is not a quantity: "
                         "KServe's defaulter panics on it (resource.MustParse) for a custom container, so it refuses "
-                        "the InferenceService and builds no Pod")
+                        "the InferenceService: KServe builds no Pod")
         if key in _QUANTITIES:
             keys_read = [*_RESOURCE_KEYS, *(k for k in ("cpuModelcar", "memoryModelcar")
                                             if key == "storageInitializer" and section.get(k))]
