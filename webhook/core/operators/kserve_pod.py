@@ -67,9 +67,10 @@ SHIPPED_SECTIONS: Mapping[str, Mapping[str, Any]] = {
 }
 # The sections whose resource keys KServe parses as quantities, failing on an empty or bad one
 # (GetStorageInitializerConfigs, getAgentConfigs, getLoggerConfigs, getBatcherConfigs), and who fails.
-_QUANTITIES = {"storageInitializer": "its controller and its pod webhook (GetStorageInitializerConfigs)",
-               "logger": "its pod webhook (getLoggerConfigs)", "batcher": "its pod webhook (getBatcherConfigs)",
-               "agent": "its pod webhook (getAgentConfigs)"}
+_QUANTITIES = {"storageInitializer": "its controller and its pod webhook fail (GetStorageInitializerConfigs)",
+               "logger": "its pod webhook fails (getLoggerConfigs)",
+               "batcher": "its pod webhook fails (getBatcherConfigs)",
+               "agent": "its pod webhook fails (getAgentConfigs)"}
 # Unmarshalled by KServe's InferenceService defaulter and controller before any Pod: an error refuses the object.
 _READ_FIRST = ("inferenceService", "deploy", "localModel", "security")
 _OCI_MODES = ("modelcar", "native", "fetch")
@@ -160,10 +161,12 @@ def config_refusal(related: Related, custom: bool, keys: tuple[str, ...] | None 
                                             if key == "storageInitializer" and section.get(k))]
             bad = [k for k in keys_read if _bad_quantity(section.get(k))]
             if bad:
-                return (f"{where} {key}.{bad[0]} is {'missing' if not section.get(bad[0]) else repr(section[bad[0]])}"
-                        f", not a quantity: {_QUANTITIES[key]} fails on it, so KServe builds no Pod; set "
-                        f"{key}'s cpuRequest, cpuLimit, memoryRequest and memoryLimit (KServe ships 100m, 1, 100Mi, "
-                        "1Gi)")
+                value = section.get(bad[0])
+                what = "is missing" if not value else f"is {value!r}, not a quantity"
+                shipped = ", ".join(f"{k} {SHIPPED_SECTIONS[key][k]}" for k in _RESOURCE_KEYS)
+                return (f"{where} {key}.{bad[0]} {what}: {_QUANTITIES[key]} on it, so KServe builds no Pod; give "
+                        f"{key} quantities for cpuRequest, cpuLimit, memoryRequest and memoryLimit (KServe ships "
+                        f"{shipped})")
             mode = section.get("ociModelMode")
             if key == "storageInitializer" and mode and mode not in _OCI_MODES:
                 return (f"{where} storageInitializer.ociModelMode {mode!r} is not one of modelcar, native, fetch: "
