@@ -80,3 +80,21 @@ def test_a_custom_predictor_is_built_only_when_its_kserve_container_is_first() -
     assert findings(first) == Counter()
     first["spec"]["predictor"]["containers"][0]["env"][0]["value"] = "s3://b/m"
     assert findings(first) == both(SI, "spec.predictor.containers[0].env[0].value")
+
+
+def test_a_predictor_kserve_builds_no_pod_for_leaves_the_transformer_unbuilt() -> None:
+    """controller.go reconciles the predictor (and its canaries), the transformer and the explainer in turn and
+    returns at the first error: no transformer Pod is judged after a predictor that builds none (formerly it was,
+    here refused for its 500m of a 1-CPU limit); the twin, the predictor built, has its transformer judged."""
+    bare = {"containers": [{"name": "kserve-container", "image": "t", "resources": {"requests": {"cpu": "500m"}}}]}
+    broken = isvc({"containers": [{"name": "side", "image": "y", "resources": WHOLE},
+                                  {"name": "kserve-container", "image": "x", "resources": WHOLE}]}, RAW)
+    broken["spec"]["transformer"] = bare
+    predictor, transformer = walk(broken)
+    assert isinstance(predictor, NoPod) and isinstance(transformer, NoPod)
+    assert transformer.startswith("InferenceService spec.transformer: not built: ")
+    assert findings(broken) == Counter()
+    fine = isvc({"containers": [{"name": "kserve-container", "image": "x", "resources": WHOLE}]}, RAW)
+    fine["spec"]["transformer"] = bare
+    assert findings(fine) == Counter(
+        {"requests-not-equal-limits kserve-container spec.transformer.containers[0].resources.cpu": 1})

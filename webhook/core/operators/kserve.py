@@ -391,16 +391,17 @@ def build(obj: Mapping[str, Any], related: Related) -> Iterator[Built | str]:
         return
     if not isinstance(spec, Mapping):
         raise ManifestError(("spec",), "expected a mapping")
-    mode = deployment_mode(obj, related)
-    if mode == "ModelMesh":
-        yield "InferenceService in ModelMesh mode (its Pods are the ServingRuntime's, built by modelmesh-serving)"
-        return
     custom = any(isinstance(spec.get(c), Mapping) and (c != "predictor" or not any(
         spec[c].get(f) is not None for f in MODEL_FIELDS)) for c in COMPONENTS)
     refusal = config_refusal(related, custom)
     if refusal is not None:  # KServe's defaulter, controller or pod webhook fails before any Pod
         yield NoPod(f"InferenceService: {refusal}")
         return
+    mode = deployment_mode(obj, related)
+    if mode == "ModelMesh":
+        yield "InferenceService in ModelMesh mode (its Pods are the ServingRuntime's, built by modelmesh-serving)"
+        return
+    failed = False
     for component in COMPONENTS:
         body = spec.get(component)
         if body is None:
@@ -408,10 +409,19 @@ def build(obj: Mapping[str, Any], related: Related) -> Iterator[Built | str]:
         here: FieldPath = ("spec", component)
         if not isinstance(body, Mapping):
             raise ManifestError(here, "expected a mapping")
+        if failed:  # controller.go: the components in turn, stopping at the first that fails
+            yield NoPod(f"InferenceService {dotted(here)}: not built: KServe's controller reconciles the predictor "
+                        "(its canaries with it), the transformer and the explainer in turn and stops at the first "
+                        "that fails, as above")
+            continue
         multinode = component == "predictor" and body.get("workerSpec") is not None
-        yield from _component(obj, component, body, here, component, mode, related, multinode)
-    yield from canaries(obj, spec, related, _component)
-
+        for built in _component(obj, component, body, here, component, mode, related, multinode):
+            failed = failed or isinstance(built, NoPod)
+            yield built
+        if component == "predictor" and not failed:  # the predictor's Reconcile builds its canaries next
+            for built in canaries(obj, spec, related, _component):
+                failed = failed or isinstance(built, NoPod)
+                yield built
 
 __all__ = ["AGENT", "CLUSTER_SERVING_RUNTIME", "COMPONENTS", "DEFAULT_STORAGE", "GROUP", "ISVC_CONFIG",
            "KNATIVE_CONFIG", "MODELCAR", "MODELCAR_INIT", "MODEL_FIELDS", "QUEUE_PROXY", "RELATED", "SERVING_RUNTIME",
