@@ -74,6 +74,9 @@ def test_an_absent_or_null_storage_initializer_builds_no_pods() -> None:
         related = collect([config_map(text)], kserve.RELATED)
         (reason,) = walk(isvc("s3://b/m"), related=related)
         assert isinstance(reason, str) and why in reason and "KServe builds no Pod" in reason, reason
+        # the LLMInferenceService builder reads it too (toConfig): no Pods either
+        (llm_reason,) = walk(llm("hf://o/m"), related=collect([config_map(text)], llmisvc.RELATED))
+        assert isinstance(llm_reason, str) and why in llm_reason, llm_reason
     [shipped] = find_targets(isvc())
     assert [c.name for c in shipped.pod_spec().containers] == ["kserve-container", "modelcar"]
     [given] = find_targets(isvc(), related=collect([config_map(json.dumps(SHIPPED["storageInitializer"]))],

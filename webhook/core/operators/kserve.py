@@ -39,7 +39,11 @@
   a multi-model predictor (``IsMMSPredictor``: a model with no storage at all), not when a container of that name is
   there (``agent_injector.go``, the ConfigMap's ``agent``: 100m/1 CPU, 100Mi/1Gi); in Knative mode Knative's
   ``queue-proxy`` (knative/serving ``config-deployment``: ``queue-sidecar-cpu-request`` 25m by default, no limit).
-  The ConfigMaps are read when given (input or cluster), else KServe's and Knative's shipped values are used.
+  The ConfigMaps are read when given (input or cluster), their JSON values as Go reads them
+  (``webhook.core.gojson``), else KServe's and Knative's shipped values are used; a given
+  ``inferenceservice-config`` KServe cannot read builds no Pod (``kserve_pod.config_refusal``).
+- The order (``controller.go``): the predictor, its canaries, the transformer, the explainer, stopping at the
+  first that KServe builds no Pod for.
 
 Where the runtime is not known (not in the input, no cluster read) the model's own container is still judged when
 its ``resources`` set both requests and limits of cpu and memory (no runtime can change them): a failure there is

@@ -119,14 +119,16 @@ def _bad_quantity(value: Any) -> bool:
     return False
 
 
-def config_refusal(related: Related, custom: bool, keys: tuple[str, ...] | None = None) -> str | None:
+def config_refusal(related: Related, custom: bool, keys: tuple[str, ...] | None = None,
+                   config_map: Mapping[str, Any] | None = None) -> str | None:
     """Why KServe builds no Pod from the given ``inferenceservice-config`` (None: it can): a section of ``keys``
     (all read for an InferenceService when None) its Go code cannot unmarshal, or a null one it dereferences
     (it panics); ``deploy`` without a mode KServe knows (NewDeployConfig); a resource key of the storage
     initializer, logger, batcher or agent missing or not a quantity (their readers fail, the pod webhook refuses
     every KServe Pod); an unknown ``ociModelMode``; with a ``custom`` component, an ``inferenceService.resource``
-    value that is not a quantity (the defaulter's MustParse panics: the InferenceService is refused)."""
-    cm = _config_map(related)
+    value that is not a quantity (the defaulter's MustParse panics: the InferenceService is refused). The
+    ConfigMap: ``config_map``, else the one given by that name."""
+    cm = config_map if config_map is not None else _config_map(related)
     if cm is None:
         return None
     where = f"the {ISVC_CONFIG} ConfigMap's"

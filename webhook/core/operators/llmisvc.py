@@ -33,7 +33,6 @@ from webhook.core.operators.kserve_pod import (
     MODELCAR,
     MODELCAR_INIT,
     SHIPPED_STORAGE,
-    STORAGE_UNREADABLE,
     config_refusal,
     modelcar_container,
     parse_storage_initializer,
@@ -212,17 +211,16 @@ def _config(name: str, namespace: str | None, related: Related, shipped: bool, w
 
 def _storage_config(related: Related) -> Mapping[str, Any]:
     """``storageInitializer`` of the ``inferenceservice-config`` ConfigMap in KServe's namespace, else as shipped;
-    unknown where KServe cannot read it (``parse_storage_initializer``, shared with the InferenceService builder)."""
+    unknown where KServe cannot read it (``config_refusal``, shared with the InferenceService builder: toConfig's
+    GetStorageInitializerConfigs fails, also for a ConfigMap without the section, whose resource keys are then
+    empty)."""
     found = related.named(*CONFIG_MAP, ISVC_CONFIG, KSERVE_NAMESPACE)
-    text = _get(found, "data", "storageInitializer")
-    if not isinstance(text, str):
+    if found is None:
         return STORAGE_DEFAULTS
-    parsed = parse_storage_initializer(text)
-    if parsed is None:
-        raise Unknown(f"{KIND}: {STORAGE_UNREADABLE}")
-    why = config_refusal(related, False, ("storageInitializer",))  # toConfig: GetStorageInitializerConfigs fails
+    why = config_refusal(related, False, ("storageInitializer",), found)
     if why is not None:
         raise Unknown(f"{KIND}: {why}")
+    parsed = parse_storage_initializer(_get(found, "data", "storageInitializer")) or {}
     return {**{k: v for k, v in STORAGE_DEFAULTS.items() if k not in _OCI_KEYS}, **parsed}
 
 
