@@ -37,6 +37,7 @@ def given(**sections: Any) -> Any:
     ({"deploy": {}}, "deploy.defaultDeploymentMode is ''"),
     ({"agent": None}, "agent is null"),
     ({"localModel": {"enabled": "yes"}}, "localModel is not what KServe's Go code reads"),
+    ({"explainers": {"ART": {"image": 5}}}, "explainers is not what KServe's Go code reads"),
 ])
 def test_a_config_kserve_cannot_read_builds_no_pod(sections: dict[str, Any], why: str) -> None:
     """Formerly KServe's shipped values stood in for what was missing, and a Pod was judged."""

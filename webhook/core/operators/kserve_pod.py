@@ -54,6 +54,7 @@ CONFIG_STRUCTS: Mapping[str, Struct] = {
     "inferenceService": Struct({"explainers": "any", "serviceAnnotationDisallowedList": "[]string",
                                 "serviceLabelDisallowedList": "[]string", "resource": Struct(_RESOURCES)},
                                pointer=True),
+    "explainers": Struct({"art": Struct({"image": "string", "defaultImageVersion": "string"})}),
     "localModel": Struct({"enabled": "bool", "jobNamespace": "string", "defaultJobImage": "string",
                           "fsGroup": "*int", "jobTTLSecondsAfterFinished": "*int",
                           "reconcilationFrequencyInSecs": "*int", "disableVolumeManagement": "bool"}, pointer=True),
@@ -72,7 +73,7 @@ _QUANTITIES = {"storageInitializer": "its controller and its pod webhook fail (G
                "batcher": "its pod webhook fails (getBatcherConfigs)",
                "agent": "its pod webhook fails (getAgentConfigs)"}
 # Unmarshalled by KServe's InferenceService defaulter and controller before any Pod: an error refuses the object.
-_READ_FIRST = ("inferenceService", "deploy", "localModel", "security")
+_READ_FIRST = ("explainers", "inferenceService", "deploy", "localModel", "security")
 _OCI_MODES = ("modelcar", "native", "fetch")
 STORAGE_UNREADABLE = (f"the {ISVC_CONFIG} ConfigMap's storageInitializer is not a JSON object of KServe's types "
                       "(strings, enableModelcar and enableOciModelSupport true or false): KServe's controller cannot "
