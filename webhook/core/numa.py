@@ -97,6 +97,8 @@ def fit_node(pod: PodSpec | Demands, topo: NodeTopology, empty: NodeTopology | N
     """kubelet's Topology Manager admission of the Pod on ``topo`` (an empty node; or what is free now of the node
     ``empty``, whose allocatable the Memory Manager counts): ``fit_rows`` with the node as its one row."""
     wants = pod if isinstance(pod, Demands) else demands(pod)
+    if not topo.cpu_hints:
+        wants = wants.without_cpus()  # CPU Manager none: its CPUs are aligned nowhere (``NodeTopology.cpu_hints``)
     if wants.fractional_memory:
         return NodeFit(topo.name, topo.policy, topo.scope, {}, wants.containers[0], True,
                        "a fractional byte count of memory, which the Memory Manager cannot allocate")
