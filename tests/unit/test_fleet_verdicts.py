@@ -110,7 +110,7 @@ def test_each_free_shape_gets_the_verdict_it_gets_alone(seed: int) -> None:
         assert said(judge.verdicts[key]) == said(alone(wants, item)), (seed, key, item.topo)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(st.integers(0, 2**32))
 def test_machines_whose_cpu_manager_is_none_get_the_verdict_they_get_alone(seed: int) -> None:
     """A fleet where some machines' CPU Manager is ``none`` (``fit_rows`` judges their rows without the Pod's CPUs,

@@ -478,3 +478,33 @@ def test_the_nrt_s_cpu_pinner_is_the_node_s_cpu_manager_policy() -> None:
     assert got == {"cpu-manager": ("static", False), "none": ("none", True), "dra.cpu": ("none", True),
                    None: (None, False)}, got
     assert topo("none").key != topo(None).key  # nodes of either policy are not one shape
+
+
+def test_a_none_cpu_manager_node_is_said_spread_without_an_options_caveat() -> None:
+    """restricted, memory that no NUMA node holds: on a node whose CPU Manager is none the Pod's CPUs add no hint,
+    the Memory Manager's two-NUMA hint is preferred, and kubelet admits it across NUMA nodes; no
+    cpuManagerPolicyOptions caveat is said there (the none policy takes none). Judged as static (cpuPinner not
+    published), the CPUs' one-NUMA hint and the memory's two-NUMA one do not merge: TopologyAffinityError."""
+    zones = [{"name": f"node-{i}", "type": "Node", "resources": [
+        {"name": "cpu", "capacity": "8", "allocatable": "8", "available": "8"},
+        {"name": "memory", "capacity": "8Gi", "allocatable": "8Gi", "available": "8Gi"}]} for i in range(2)]
+
+    def said(pinner: str | None) -> list[tuple[str, bool]]:
+        attrs = [{"name": "topologyManagerPolicy", "value": "restricted"}]
+        attrs += [{"name": "cpuPinner", "value": pinner}] if pinner else []
+        topology = Topology(nodes={"n": {}}, topologies={"n": parse_nrt(
+            {"metadata": {"name": "n"}, "attributes": attrs, "zones": zones})})
+        limits = {"cpu": "2", "memory": "12Gi"}
+        manifest = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": [
+            {"name": "app", "image": "x", "resources": {"limits": limits, "requests": limits}}]}}
+        verdict = evaluate(manifest, parse_config({"policy": {"numa": "auto"}}), Mode.ENFORCE,
+                           Facts(topology=topology))
+        return [(v.message, v.advisory) for _, v in (*verdict.violations, *verdict.advisories)
+                if v.rule == "numa-unfit"]
+
+    ((none, advisory),) = said("none")
+    assert advisory and "would admit it across NUMA nodes" in none and "cpuManagerPolicyOptions" not in none, \
+        none
+    assert "2 CPUs" not in none  # its CPUs are not what fails to fit
+    ((static, advisory),) = said(None)
+    assert not advisory and "TopologyAffinityError" in static, static
