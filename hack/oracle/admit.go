@@ -12,6 +12,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+	"k8s.io/kubernetes/pkg/kubelet/cm/cpumanager"
+	cpustate "k8s.io/kubernetes/pkg/kubelet/cm/cpumanager/state"
 	"k8s.io/utils/cpuset"
 )
 
@@ -68,7 +70,7 @@ func admitOnMachine(c TopologyCase) (ans TopologyAnswer, err error) {
 	}
 	addDeviceHints(tm, dm)
 
-	// CPUs: the static policy, with ceil(reserved cpu) CPUs (or reservedSystemCPUs) kept back.
+	// CPUs: the static policy, with ceil(reserved cpu) CPUs (or reservedSystemCPUs) kept back; or the none policy.
 	topo, err := discoverCPUs(mi)
 	if err != nil {
 		return ans, fmt.Errorf("cpumanager topology.Discover: %w", err)
@@ -81,7 +83,16 @@ func admitOnMachine(c TopologyCase) (ans TopologyAnswer, err error) {
 	if err := setOptionGates(c.FeatureGates); err != nil {
 		return ans, err
 	}
-	cpuPolicy, cpuState, err := newStaticPolicy(topo, numReserved, reservedSet, tm, c.CPUOptions)
+	var cpuPolicy cpumanager.Policy
+	var cpuState cpustate.State
+	switch c.CPUPolicy {
+	case "", "static":
+		cpuPolicy, cpuState, err = newStaticPolicy(topo, numReserved, reservedSet, tm, c.CPUOptions)
+	case "none":
+		cpuPolicy, cpuState, err = newNonePolicy(c.CPUOptions)
+	default:
+		return ans, fmt.Errorf("cpuManagerPolicy %q: static or none", c.CPUPolicy)
+	}
 	if err != nil {
 		if len(c.CPUOptions) > 0 { // kubelet's NewStaticPolicy refuses these options here: it would not start
 			ans.KubeletError = err.Error()
@@ -102,7 +113,9 @@ func admitOnMachine(c TopologyCase) (ans TopologyAnswer, err error) {
 	}
 	addMemoryHints(tm, memPolicy, memState)
 
-	ans.ReservedCPU = cpuset.New(topo.CPUDetails.CPUs().Difference(cpuPolicy.GetAllocatableCPUs(cpuState)).List()...).List()
+	if c.CPUPolicy != "none" { // the none policy hands out no CPU: none is reserved from its pool
+		ans.ReservedCPU = cpuset.New(topo.CPUDetails.CPUs().Difference(cpuPolicy.GetAllocatableCPUs(cpuState)).List()...).List()
+	}
 	ans.Capacity, ans.Allocatable = describe(c.Machine, topo, cpuPolicy.GetAllocatableCPUs(cpuState),
 		allocatableMemory(memPolicy, memState), allocatableDevices(dm))
 	if len(c.Pod) == 0 {

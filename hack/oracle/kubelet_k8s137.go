@@ -129,6 +129,18 @@ func newStaticPolicy(topo *topology.CPUTopology, numReserved int, reserved cpuse
 	return policy, st, policy.Start(log, st)
 }
 
+// newNonePolicy is the none CPU Manager policy (kubelet's default cpuManagerPolicy): no topology hints, no
+// exclusive CPUs. kubelet refuses to start it with any cpuManagerPolicyOptions (NewNonePolicy's error).
+func newNonePolicy(options map[string]string) (cpumanager.Policy, cpustate.State, error) {
+	policy, err := cpumanager.NewNonePolicy(options)
+	if err != nil {
+		return nil, nil, err
+	}
+	log := logr.Discard()
+	st := cpustate.NewMemoryState(log)
+	return policy, st, policy.Start(log, st)
+}
+
 func cpuHints(policy cpumanager.Policy, st cpustate.State, p *v1.Pod, c *v1.Container) map[string][]topologymanager.TopologyHint {
 	return policy.GetTopologyHints(logr.Discard(), st, p, c, lifecycle.AddOperation)
 }

@@ -4,7 +4,8 @@
 // Each answer comes from a fresh kubelet resource-manager stack built as pkg/kubelet/cm/container_manager_linux.go
 // builds it, in the same order: topologymanager.NewManager (policy and scope as asked), then as hint providers
 // the device manager (devicemanager's own ManagerImpl, fed devices through its plugin-client callbacks), the
-// static CPU Manager policy (cpumanager.NewStaticPolicy) and the static Memory Manager policy
+// CPU Manager policy (cpumanager.NewStaticPolicy, or NewNonePolicy where the case asks `none`) and the static
+// Memory Manager policy
 // (memorymanager.NewPolicyStatic). The machine is a cadvisor MachineInfo built as those packages' unit tests
 // build one. The Pod is decoded, defaulted and created (PrepareForCreate, validation) as the API server would,
 // then handed to the Topology Manager's Admit, which is what kubelet's admission calls.
@@ -60,8 +61,11 @@ type TopologyCase struct {
 	Pod     json.RawMessage `json:"pod,omitempty"`
 	// kubelet's cpuManagerPolicyOptions (e.g. {"full-pcpus-only": "true"}) and the CPU Manager option gates
 	// (cpuoptions.go) the kubelet runs with.
-	CPUOptions   map[string]string `json:"cpuManagerPolicyOptions,omitempty"`
-	FeatureGates map[string]bool   `json:"featureGates,omitempty"`
+	CPUOptions map[string]string `json:"cpuManagerPolicyOptions,omitempty"`
+	// kubelet's cpuManagerPolicy: static (the default here: "" too) or none (cpumanager.NewNonePolicy: no
+	// hints, no exclusive CPUs; it refuses any option).
+	CPUPolicy    string          `json:"cpuManagerPolicy,omitempty"`
+	FeatureGates map[string]bool `json:"featureGates,omitempty"`
 }
 
 // Placement is where one container's resources ended up.

@@ -20,6 +20,10 @@ The CPU Manager's policy options (``cpuManagerPolicyOptions``): a second set of 
 them, with the alpha-options gate on or off (``options_case``). qos-guard's table of which options each minor
 accepts (``options_refusal``) must say exactly when kubelet's static policy refuses to start; where it starts,
 the NUMA fit, reading the options from the NodeResourceTopology object's attributes, must agree as above.
+
+The CPU Manager's policy (``cpuManagerPolicy``): a third set of cases whose kubelet runs ``none`` (mostly) or
+``static`` (``cpu_policy_case``), the node's NRT saying which through the agent's ``cpuPinner`` attribute; where it
+says it, the fit must agree as above (``none``: no CPU hints, no CPUs taken from a NUMA node).
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ from typing import Any, NamedTuple
 from tests.fidelity.conftest import SEED
 from tests.fidelity.divergences import TALLY
 from tests.fidelity.oracle import Oracle
-from tests.fidelity.topology_grammar import case, nrt, options_case
+from tests.fidelity.topology_grammar import case, cpu_policy_case, nrt, options_case
 from webhook.core.config import parse_config
 from webhook.core.engine import Mode, evaluate
 from webhook.core.facts import Facts
@@ -327,4 +331,96 @@ def test_numa_fit_agrees_under_cpu_manager_policy_options(topology_oracle: Oracl
     assert counts.get("cases", 0) >= OPTION_CASES and compared >= 1_400
     # align-by-socket starts only with restricted or best-effort: its cases are compared there.
     assert by_option.get("align-by-socket", {}).get("across compared", 0) >= 60, by_option.get("align-by-socket")
+    assert not failures, f"{len(failures)} disagreements; the first:\n" + "\n\n".join(failures[:5])
+
+
+CPU_POLICY_CASES = 2_000
+POLICY_BREAKDOWN = ("cases", "no start", "API refuses", "policy not known", "compared", "fit not known",
+                    "kubelet admits", "kubelet refuses", "agree", "excused", "disagree", "static would disagree")
+
+
+def test_numa_fit_agrees_under_cpu_manager_policy_none(topology_oracle: Oracle) -> None:
+    """kubelet's CPU Manager policy ``none`` (``cpu_policy_case``): its CPUs get no hint and are taken from no NUMA
+    node, so only memory and devices are aligned. Where the node's NRT publishes who pins (``cpuPinner``), the fit
+    must agree with kubelet's own none policy as everywhere else; where it publishes nothing the policy is not
+    known, qos-guard judges as ``static`` (``NodeTopology.cpu_hints``), and the cases are counted, not compared.
+    ``static would disagree``: the ``none`` cases where the fit judged as ``static`` disagrees with kubelet (what
+    reading the policy changes)."""
+    rng = random.Random(SEED + 67)
+    minor = topology_oracle.kube.minor.minor
+    failures: list[str] = []
+    counts: dict[str, int] = {}
+    by_policy: dict[str, dict[str, int]] = {}
+
+    def count(key: str) -> None:
+        counts[key] = counts.get(key, 0) + 1
+
+    def mark(key: str) -> None:
+        row = by_policy.setdefault(cpu, {})
+        row[key] = row.get(key, 0) + 1
+
+    for _ in range(CPU_POLICY_CASES // BATCH):
+        batch = [cpu_policy_case(rng) for _ in range(BATCH)]
+        answers = topology_oracle.ask(batch)
+        for c, answer in zip(batch, answers, strict=True):
+            cpu = c["cpuManagerPolicy"]
+            count("cases")
+            mark("cases")
+            if answer.get("error"):
+                failures.append(f"oracle error {answer['error']}: {json.dumps(c)}")
+                continue
+            options = frozenset(k for k, v in c["cpuManagerPolicyOptions"].items() if v == "true")
+            expected = options_refusal(options, minor, c["policy"], cpu_policy=cpu)
+            refused = answer.get("kubeletError")
+            if bool(refused) != (expected is not None):
+                failures.append(f"kubelet {'refuses to start: ' + refused if refused else 'starts'}; qos-guard's "
+                                f"table: {expected or 'it starts'}; cpuManagerPolicy {cpu}, options {sorted(options)}")
+                continue
+            if refused:
+                mark("no start")
+                continue
+            if answer.get("decodeError") or answer.get("podErrors"):
+                mark("API refuses")
+                continue
+            admitted = bool(answer["admitted"])
+            judged = judge(c, answer, topology_oracle.kube)
+            if cpu == "none" and c["policy"] == "single-numa-node":
+                as_static = judge({**c, "cpuPinner": None}, answer, topology_oracle.kube)
+                if as_static.fits is not None and as_static.fits != admitted:
+                    mark("static would disagree")
+            if c["cpuPinner"] is None:
+                count(f"CPU Manager {cpu}, cpuPinner not published: its policy not known (judged as static, not "
+                      f"compared; {'agrees with' if judged.fits == admitted else 'differs from'} kubelet)")
+                mark("policy not known")
+                continue
+            mark("compared")
+            mark("kubelet admits" if admitted else "kubelet refuses")
+            if c["policy"] != "single-numa-node":
+                outcome = compare_across(c, answer, judged, admitted, count, failures)
+                mark({"unknown": "fit not known", "agree": "agree", "disagree": "disagree"}[outcome])
+                continue
+            count("single-numa-node: compared")
+            if judged.fits != admitted:
+                why = next((name for name, applies in EXCEPTIONS if applies(c, answer)), None)
+                if why is not None:
+                    TALLY.excused[f"topology with CPU Manager {cpu}: {why}"] += 1
+                    mark("excused")
+                    continue
+                mark("disagree")
+                failures.append(disagreement(c, answer, judged.story, admitted))
+                continue
+            mark("agree")
+    tally("topology by CPU Manager policy", counts, failures, topology_oracle)
+    print(f"\nfidelity: topology by CPU Manager policy, k8s.io/kubernetes {topology_oracle.release}")
+    print(f"{'policy':<8} " + " ".join(f"{key:>{max(len(key), 5)}}" for key in POLICY_BREAKDOWN))
+    for name, row in sorted(by_policy.items()):
+        print(f"{name:<8} " + " ".join(f"{row.get(key, 0):>{max(len(key), 5)}}" for key in POLICY_BREAKDOWN))
+        TALLY.counts[f"topology by CPU Manager policy at {topology_oracle.release}, {name}: "
+                     + ", ".join(f"{row.get(key, 0)} {key}" for key in POLICY_BREAKDOWN)] += 1
+    none, static = by_policy.get("none", {}), by_policy.get("static", {})
+    assert counts.get("cases", 0) >= CPU_POLICY_CASES and none.get("compared", 0) >= 1_000, by_policy
+    # The none policy decides: kubelet refuses some Pods there (memory, devices), and judged as static the fit
+    # would disagree on many.
+    assert none.get("kubelet refuses", 0) >= 50 and none.get("static would disagree", 0) >= 50, none
+    assert none.get("no start", 0) >= 10 and static.get("compared", 0) >= 300, by_policy
     assert not failures, f"{len(failures)} disagreements; the first:\n" + "\n\n".join(failures[:5])

@@ -13,6 +13,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from webhook.core.cpupinner import AGENT_SOURCE, PINNER_ATTRIBUTE, SOURCE_ATTRIBUTE
 from webhook.core.numatopology import (
     CPU_MANAGER_OPTIONS,
     CPU_OPTIONS_ATTRIBUTE,
@@ -140,6 +141,24 @@ def options_case(rng: random.Random) -> dict[str, Any]:
             "cpuManagerPolicyOptions": options, "featureGates": gates}
 
 
+def cpu_policy_case(rng: random.Random) -> dict[str, Any]:
+    """A case whose kubelet runs the CPU Manager policy ``none`` (mostly) or ``static``, and the ``cpuPinner``
+    its node's NodeResourceTopology publishes (``webhook.core.cpupinner``: ``none`` or ``dra.cpu`` for ``none``,
+    ``cpu-manager`` for ``static``; None, in some ``none`` cases: not published, the policy not known). Some
+    ``none`` cases carry an option, which kubelet's none policy refuses (it would not start)."""
+    policy = rng.choice(POLICIES)
+    spec = machine(rng, smt=rng.random() < 0.5)
+    while policy != "single-numa-node" and len(spec["numa"]) > 4:
+        spec = machine(rng, smt=spec["threadsPerCore"] == 2)
+    cpu_policy = rng.choice(("none", "none", "none", "static"))
+    pinner: str | None = "cpu-manager" if cpu_policy == "static" else rng.choice(("none", "dra.cpu"))
+    if cpu_policy == "none" and rng.random() < 0.1:
+        pinner = None
+    options = {FULL_PCPUS_ONLY: "true"} if cpu_policy == "none" and rng.random() < 0.05 else {}
+    return {"machine": spec, "policy": policy, "scope": rng.choice(["container", "pod"]), "pod": pod(rng, spec),
+            "cpuManagerPolicy": cpu_policy, "cpuPinner": pinner, "cpuManagerPolicyOptions": options}
+
+
 def reserved_siblings(c: dict[str, Any], answer: dict[str, Any]) -> int:
     """CPUs that share a core with a reserved CPU and are not reserved (the machine numbers a core's threads
     one after another: CPU ``n`` is on core ``n // threadsPerCore``)."""
@@ -153,7 +172,8 @@ def nrt(name: str, answer: dict[str, Any], policy: str, scope: str,
         c: dict[str, Any] | None = None) -> dict[str, Any]:
     """The NodeResourceTopology object (v1alpha2) an exporter publishes for this machine: per NUMA node, the
     capacity and what kubelet's resource managers hand out (the oracle reads both from them); with the case
-    ``c`` of a kubelet with cpuManagerPolicyOptions, the attributes that carry them. With the case, each NUMA
+    ``c`` of a kubelet with cpuManagerPolicyOptions, the attributes that carry them, and its ``cpuPinner`` where the
+    case publishes one. With the case, each NUMA
     node's socket too, as the agent publishes it (``parent: socket-<id>`` and a ``Socket`` zone per socket): NUMA
     node ``i`` is on socket ``i // numaPerSocket``, as the oracle builds cadvisor's machine (hack/oracle
     topology.go ``machineInfo``)."""
@@ -173,6 +193,9 @@ def nrt(name: str, answer: dict[str, Any], policy: str, scope: str,
         zones += [{"name": f"socket-{s}", "type": "Socket"} for s in range((len(zones) + per - 1) // per)]
     attributes = [{"name": "topologyManagerPolicy", "value": policy},
                   {"name": "topologyManagerScope", "value": scope}]
+    if c is not None and c.get("cpuPinner"):  # as the agent publishes it (cpu_policy_case)
+        attributes += [{"name": PINNER_ATTRIBUTE, "value": c["cpuPinner"]},
+                       {"name": SOURCE_ATTRIBUTE, "value": AGENT_SOURCE}]
     if c is not None and c.get("cpuManagerPolicyOptions"):
         options = ",".join(f"{k}={v}" for k, v in sorted(c["cpuManagerPolicyOptions"].items()))
         attributes += [{"name": CPU_OPTIONS_ATTRIBUTE, "value": options},

@@ -12,7 +12,7 @@ import pytest
 from tests.waiting import eventually, parked_in
 from webhook.extender.fingerprint import fingerprint, xxh64
 from webhook.extender.reservations import BoundPod, NodeState, bound_pod, pod_demands, read_nrt
-from webhook.extender.view import View
+from webhook.extender.view import BATCH, View
 from webhook.serving.extender_app import create_extender_app
 
 GPU = "example.com/gpu"
@@ -607,3 +607,32 @@ def test_the_binding_url_is_escaped(monkeypatch: pytest.MonkeyPatch) -> None:
     error = extender_binder.ApiBinder(None)("ns/../x", "p?dryRun=All#", "u", "n")
     assert paths == ["/api/v1/namespaces/ns%2F..%2Fx/pods/p%3FdryRun%3DAll%23/binding"]
     assert error.startswith("binding ns/../x/p?dryRun=All# to n: HTTP 404 mmm") and len(error) < 1200, error[-80:]
+
+
+def pinned(pinner: str) -> dict[str, str]:
+    """The agent's ``cpuPinner`` attributes (``webhook.core.cpupinner``)."""
+    return {"cpuPinner": pinner, "cpuPinnerSource": "configz+resourceslices"}
+
+
+# The GPU and memory on NUMA 0, every allocatable CPU on NUMA 1: kubelet's static CPU Manager cannot put the Pod's
+# 4 CPUs with its GPU; its none policy gives no CPU hint and takes its CPUs from no NUMA node, so only the GPU and
+# the memory are aligned, and they fit NUMA 0.
+APART = [{GPU: "1", "memory": "16Gi"}, {"cpu": "8", "memory": "16Gi"}]
+
+
+@pytest.mark.parametrize("nodes", [1, BATCH + 8])  # one by one (verdicts.Judge), and over arrays (fleet_verdicts)
+def test_a_node_whose_cpu_manager_is_none_aligns_no_cpus(nodes: int) -> None:
+    objs = []
+    for i in range(nodes):  # free shapes of their own (15 per kind): as many as the arrays need
+        free = [{"memory": f"{1 + i % 15}Gi"}, {}]
+        objs += [nrt(f"none-{i}", APART, available=free, **pinned("none")),
+                 nrt(f"dra-{i}", APART, available=free, **pinned("dra.cpu")),
+                 nrt(f"static-{i}", APART, available=free, **pinned("cpu-manager")),
+                 nrt(f"unknown-{i}", APART, available=free)]
+    names = [o["metadata"]["name"] for o in objs]
+    out = call(View(states(*objs)), "filter", {"Pod": pod(), "NodeNames": names}).json
+    kept = set(out["NodeNames"])
+    assert kept == {n for n in names if n.startswith(("none-", "dra-"))}, out
+    # Static, or not known (judged as static, as the NUMA fit always has): the CPUs and the GPU are apart.
+    refused = set(out["FailedNodes"]) | set(out["FailedAndUnresolvableNodes"])
+    assert refused == {n for n in names if n.startswith(("static-", "unknown-"))}, out

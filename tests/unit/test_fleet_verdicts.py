@@ -44,19 +44,21 @@ class Free:
 
 
 def renamed(topo: NodeTopology, name: str, policy: str | None = None, scope: str | None = None,
-            zones: tuple[Zone, ...] | None = None) -> NodeTopology:
+            zones: tuple[Zone, ...] | None = None, cpu_policy: str | None = None) -> NodeTopology:
     policy, scope, zones = policy or topo.policy, scope or topo.scope, zones or topo.zones
-    return NodeTopology(name, policy, scope, zones, NodeTopology.signature(policy, scope, zones))
+    cpu_policy = cpu_policy or topo.cpu_policy
+    return NodeTopology(name, policy, scope, zones, NodeTopology.signature(policy, scope, zones, None, cpu_policy),
+                        cpu_policy=cpu_policy)
 
 
 POLICIES = ("single-numa-node",) * 3 + ("restricted", "best-effort")
 
 
 def fleet(seed: int, machines: int = 4, shapes: int = 12, odd: bool = True,
-          policies: tuple[str, ...] = POLICIES) -> tuple[Demands, dict[int, Free]]:
+          policies: tuple[str, ...] = POLICIES, cpu_none: float = 0.0) -> tuple[Demands, dict[int, Free]]:
     """A Pod that aligns something and free shapes of a few machines (policies and scopes drawn), keyed as a view
     keys them. Now and then a machine the arrays do not model: two zones of one NUMA number, or an amount past
-    2**53 milli-units."""
+    2**53 milli-units. ``cpu_none``: the share of machines whose CPU Manager is ``none`` (their NRT says so)."""
     rng = random.Random(seed)
     wants: Demands | None = None
     fleet_: dict[int, Free] = {}
@@ -64,6 +66,8 @@ def fleet(seed: int, machines: int = 4, shapes: int = 12, odd: bool = True,
         spec, empty = empty_node(rng)
         empty = renamed(empty, f"m{m}", rng.choice(policies),
                         rng.choice(["container", "pod"]))
+        if cpu_none and rng.random() < cpu_none:
+            empty = renamed(empty, empty.name, cpu_policy="none")
         draw = rng.random() if odd else 1.0
         if draw < 0.1 and len(empty.zones) > 1:
             zs = empty.zones
@@ -79,7 +83,7 @@ def fleet(seed: int, machines: int = 4, shapes: int = 12, odd: bool = True,
         shape = levels(wants)
         for _ in range(shapes):
             topo = free(rng, empty, shape)
-            topo = renamed(topo, empty.name)
+            topo = renamed(topo, empty.name, cpu_policy=empty.cpu_policy)
             fleet_[len(fleet_)] = Free(NodeState(empty, topo, shape=Shape((empty.key, topo.key))), topo)
     assert wants is not None
     return wants, fleet_
@@ -104,6 +108,19 @@ def test_each_free_shape_gets_the_verdict_it_gets_alone(seed: int) -> None:
             assert key not in judge.verdicts
             continue
         assert said(judge.verdicts[key]) == said(alone(wants, item)), (seed, key, item.topo)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(0, 2**32))
+def test_machines_whose_cpu_manager_is_none_get_the_verdict_they_get_alone(seed: int) -> None:
+    """A fleet where some machines' CPU Manager is ``none`` (``fit_rows`` judges their rows without the Pod's CPUs,
+    the others' with them): each row's verdict over arrays is the one it gets alone (``fit_node``)."""
+    wants, items = fleet(seed, cpu_none=0.5)
+    judge = Judge(wants)
+    left = judge_rows(judge, list(items), items, Columns())
+    for key, item in items.items():
+        if key not in left:
+            assert said(judge.verdicts[key]) == said(alone(wants, item)), (seed, key, item.topo)
 
 
 def test_the_differential_is_not_vacuous() -> None:

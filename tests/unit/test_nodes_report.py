@@ -13,7 +13,7 @@ from tests.unit.test_pinning import configz
 from webhook.batch.formats import render_nodes as render
 from webhook.batch.nodes import build
 from webhook.cluster.configz import NodeConfig, NodeInfo
-from webhook.core.cpupinner import AGENT_SOURCE, BOTH, DRA_CPU, Pinner
+from webhook.core.cpupinner import AGENT_SOURCE, BOTH, CPU_MANAGER, DRA_CPU, NOBODY, Pinner
 from webhook.core.kubeletpinning import DEFAULT_POOL_LABELS, read_configz
 
 POOL = {"node.kubernetes.io/instance-type": "c7i.8xlarge"}
@@ -163,3 +163,27 @@ def test_the_agent_s_published_pinner_answers_where_configz_or_the_slices_cannot
     direct = build([node("a", cpuManagerPolicy="static")], DEFAULT_POOL_LABELS, (), [], published)
     assert (direct.results[0].pinned_by, direct.results[0].pinned_from) == ("static CPU Manager",
                                                                              "configz+resourceslices")
+
+
+def test_a_note_where_numa_auto_judges_a_node_under_another_cpu_manager_policy() -> None:
+    """numa: auto and the extender read a node's CPU Manager policy from its NRT ``cpuPinner`` and judge it as static
+    where it is not published: a kubelet running none without it, or with a pinner that says static, gets a note
+    that says what they do and the way out; nodes where they agree, and where the NRTs were not read, get none."""
+    published = {"said": Pinner(NOBODY, AGENT_SOURCE), "dra": Pinner(DRA_CPU, AGENT_SOURCE),
+                 "stale": Pinner(CPU_MANAGER, AGENT_SOURCE), "static": Pinner(CPU_MANAGER, AGENT_SOURCE)}
+    configs = [node("said", cpuManagerPolicy="none"), node("dra", cpuManagerPolicy="none"),
+               node("silent", cpuManagerPolicy="none"), node("stale", cpuManagerPolicy="none"), node("static"),
+               node("plain")]
+    r = build(configs, DEFAULT_POOL_LABELS, (), [], published)
+    notes = {x.name: [n for n in x.notes if "cpuPinner" in n] for x in r.results}
+    assert notes["said"] == notes["dra"] == notes["static"] == notes["plain"] == [], notes
+    (silent,) = notes["silent"]
+    assert "does not publish cpuPinner: numa: auto and the extender judge it as static" in silent
+    assert "qos-guard agent --publish-topology" in silent
+    (stale,) = notes["stale"]
+    assert "publishes cpuPinner cpu-manager (CPU Manager static)" in stale, stale
+    out = render(r, "text")
+    assert any(x.startswith("note (silent): cpuManagerPolicy none, but its NodeResourceTopology") for x in
+               out.splitlines()), out
+    unread = build(configs, DEFAULT_POOL_LABELS, (), [], None)  # not listed: nothing to compare with
+    assert not [n for x in unread.results for n in x.notes if "cpuPinner" in n]

@@ -17,7 +17,7 @@ from webhook.core.engine import Mode, evaluate
 from webhook.core.facts import Facts, Memo
 from webhook.core.kubeversion import resolve
 from webhook.core.numa import fit_cluster, fit_node
-from webhook.core.numatopology import Topology, TopologyError, parse_nrt, shapes_of
+from webhook.core.numatopology import NodeTopology, Topology, TopologyError, parse_nrt, shapes_of
 from webhook.core.podspec import build_pod_spec
 from webhook.core.scheduling import Taint, Toleration, node_constraints, taints, tolerations
 from webhook.policies.generate import PolicyError, render
@@ -456,3 +456,55 @@ def test_a_zero_device_request_follows_the_device_an_init_container_left(minor: 
     roomy = parse_nrt(nrt("n", [{"cpu": "16", "memory": "128Gi"}, {"cpu": "16", "memory": "128Gi", GPU: "2"}]))
     fit = fit_node(build_pod_spec(tied["spec"], ("spec",), kube=resolve(minor)), roomy)
     assert fit.failed is None and fit.placed.get("vllm") == 1, fit.placed
+
+
+def test_the_nrt_s_cpu_pinner_is_the_node_s_cpu_manager_policy() -> None:
+    """``cpuPinner`` (the agent's): ``cpu-manager`` is the static policy, ``none`` and ``dra.cpu`` the none policy,
+    whose CPUs the fit does not align: a Pod whose 4 CPUs no NUMA node holds fits there on its memory alone, and
+    is refused where the policy is static or not published (judged as static)."""
+    zones = [{"name": f"node-{i}", "type": "Node", "resources": [
+        {"name": "cpu", "capacity": "2", "allocatable": "2", "available": "2"},
+        {"name": "memory", "capacity": "8Gi", "allocatable": "8Gi", "available": "8Gi"}]} for i in range(2)]
+
+    def topo(pinner: str | None) -> NodeTopology:
+        attrs = [{"name": "topologyManagerPolicy", "value": "single-numa-node"}]
+        if pinner is not None:
+            attrs += [{"name": "cpuPinner", "value": pinner}, {"name": "cpuPinnerSource", "value": "x"}]
+        return parse_nrt({"metadata": {"name": "n"}, "attributes": attrs, "zones": zones})
+
+    spec = build_pod_spec({"containers": [{"name": "app", "resources": {
+        "limits": {"cpu": "4", "memory": "1Gi"}, "requests": {"cpu": "4", "memory": "1Gi"}}}]}, ("spec",))
+    got = {p: (topo(p).cpu_policy, fit_node(spec, topo(p)).fits) for p in ("cpu-manager", "none", "dra.cpu", None)}
+    assert got == {"cpu-manager": ("static", False), "none": ("none", True), "dra.cpu": ("none", True),
+                   None: (None, False)}, got
+    assert topo("none").key != topo(None).key  # nodes of either policy are not one shape
+
+
+def test_a_none_cpu_manager_node_is_said_spread_without_an_options_caveat() -> None:
+    """restricted, memory that no NUMA node holds: on a node whose CPU Manager is none the Pod's CPUs add no hint,
+    the Memory Manager's two-NUMA hint is preferred, and kubelet admits it across NUMA nodes; no
+    cpuManagerPolicyOptions caveat is said there (the none policy takes none). Judged as static (cpuPinner not
+    published), the CPUs' one-NUMA hint and the memory's two-NUMA one do not merge: TopologyAffinityError."""
+    zones = [{"name": f"node-{i}", "type": "Node", "resources": [
+        {"name": "cpu", "capacity": "8", "allocatable": "8", "available": "8"},
+        {"name": "memory", "capacity": "8Gi", "allocatable": "8Gi", "available": "8Gi"}]} for i in range(2)]
+
+    def said(pinner: str | None) -> list[tuple[str, bool]]:
+        attrs = [{"name": "topologyManagerPolicy", "value": "restricted"}]
+        attrs += [{"name": "cpuPinner", "value": pinner}] if pinner else []
+        topology = Topology(nodes={"n": {}}, topologies={"n": parse_nrt(
+            {"metadata": {"name": "n"}, "attributes": attrs, "zones": zones})})
+        limits = {"cpu": "2", "memory": "12Gi"}
+        manifest = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": [
+            {"name": "app", "image": "x", "resources": {"limits": limits, "requests": limits}}]}}
+        verdict = evaluate(manifest, parse_config({"policy": {"numa": "auto"}}), Mode.ENFORCE,
+                           Facts(topology=topology))
+        return [(v.message, v.advisory) for _, v in (*verdict.violations, *verdict.advisories)
+                if v.rule == "numa-unfit"]
+
+    ((none, advisory),) = said("none")
+    assert advisory and "would admit it across NUMA nodes" in none and "cpuManagerPolicyOptions" not in none, \
+        none
+    assert "2 CPUs" not in none  # its CPUs are not what fails to fit
+    ((static, advisory),) = said(None)
+    assert not advisory and "TopologyAffinityError" in static, static

@@ -9,7 +9,9 @@ says the two are mutually incompatible, each pins containers the other also sets
 nobody; ``?`` when either source could not be read (unknown is not nobody). Where they cannot, the node agent's
 NodeResourceTopology object says it if it publishes ``cpuPinner`` (``webhook.core.cpupinner``: the agent read
 its own kubelet's configz and its node's ResourceSlices): the column then says ``(NRT)`` after it, and the json
-``pinnedBySource`` ``nrt`` (``configz+resourceslices`` otherwise).
+``pinnedBySource`` ``nrt`` (``configz+resourceslices`` otherwise). A note says where ``numa: auto`` and the
+extender, which read the CPU Manager policy from that ``cpuPinner`` (static where it is not published), judge a
+node under another policy than its configz says (``cpuoptions.fit_policy_note``).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from webhook import __version__
 from webhook.batch.report import SARIF_SCHEMA, _escape_data, xml_lines
 from webhook.batch.textsafe import escape, xml_text
-from webhook.core.cpuoptions import nodes_note, options_text
+from webhook.core.cpuoptions import fit_policy_note, nodes_note, options_text
 from webhook.core.cpupinner import BOTH, CPU_MANAGER, DRA_CPU, Pinner
 from webhook.core.cpupinner import NOBODY as NRT_NOBODY
 from webhook.core.dracpu import CPU_DRIVER, SliceDevice
@@ -85,6 +87,9 @@ class NodeResult:
     verdict: NodeVerdict | None
     pinned_by: str = UNKNOWN
     pinned_from: str = DIRECT  # where pinned_by was read: DIRECT or FROM_NRT
+    # Where numa: auto and the extender judge its CPUs under another CPU Manager policy than it runs
+    # (``cpuoptions.fit_policy_note``).
+    fit_note: str | None = None
 
     @property
     def name(self) -> str:
@@ -118,6 +123,8 @@ class NodeResult:
         sockets = nodes_note(p.cpu_manager_policy, enabled_options(p)) if p is not None else None
         if sockets is not None:
             found = (*found, sockets)
+        if self.fit_note is not None:
+            found = (*found, self.fit_note)
         return (*found, DRA_NOTE) if self.dra_pins else found
 
     @property
@@ -150,7 +157,8 @@ def build(configs: Iterable[NodeConfig], pool_labels: Sequence[str], errors: Seq
           published: Mapping[str, Pinner] | None = None) -> NodesReport:
     """Judge every node that was read, then compare the pools among them. ``devices``: what the cluster's
     ResourceSlices publish (None: not read), for who pins each node; ``published``: the agents' ``cpuPinner`` by
-    node, used where those and the configz cannot say."""
+    node (None: not read), used where those and the configz cannot say, and to note where numa: auto and the
+    extender judge a node under another CPU Manager policy than its configz says."""
     def drivers(name: str) -> frozenset[str] | None:
         return None if devices is None else frozenset(d.driver for d in devices if d.node == name)
 
@@ -158,9 +166,11 @@ def build(configs: Iterable[NodeConfig], pool_labels: Sequence[str], errors: Seq
         verdict = node_verdict(c.pinning) if c.pinning is not None else None
         direct = pinned_by(c.pinning, drivers(c.node.name))
         nrt = (published or {}).get(c.node.name)
+        note = fit_policy_note(c.pinning.cpu_manager_policy if c.pinning is not None else None, nrt,
+                               published is not None)
         if UNKNOWN in direct and nrt is not None:
-            return NodeResult(c, verdict, PUBLISHED[nrt.value], FROM_NRT)
-        return NodeResult(c, verdict, direct)
+            return NodeResult(c, verdict, PUBLISHED[nrt.value], FROM_NRT, note)
+        return NodeResult(c, verdict, direct, fit_note=note)
 
     results = [result(c) for c in configs]
     read: list[tuple[str, dict[str, str], KubeletPinning]] = [
@@ -194,7 +204,9 @@ def read_nodes(kubeconfig: str | None, context: str | None, names: Sequence[str]
         lister = Lister(kubeconfig, context=context)
         devices, unread = read_slices(lister)
         published = None
-        if devices is None or any(c.pinning is None for c in configs):  # the agents' NRT may say it
+        # The agents' NRT may say who pins where configz or the slices cannot; and where a kubelet runs none,
+        # whether numa: auto and the extender know it (``fit_policy_note``).
+        if devices is None or any(c.pinning is None or c.pinning.cpu_manager_policy == "none" for c in configs):
             from webhook.cluster.nrtpinner import read_pinners
 
             published, _ = read_pinners(lister)  # unread: those nodes stay "?", as the note says

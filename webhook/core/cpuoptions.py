@@ -28,7 +28,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from webhook.core.numatopology import CPUManager
+from webhook.core.cpupinner import Pinner
+from webhook.core.numatopology import NONE_CPU_POLICY, CPUManager
 
 UNKNOWN = "unknown"
 NONE = "none"
@@ -58,3 +59,24 @@ def nodes_note(policy: str, enabled: frozenset[str]) -> str | None:
     return ("cpuManagerPolicyOptions align-by-socket: numa: auto and the extender read each NUMA node's socket from "
             "its NodeResourceTopology zone's parent (qos-guard agent --publish-topology writes it); where it is not "
             "published, an answer that turns on the option is unknown")
+
+
+def fit_policy_note(configz_policy: str | None, published: Pinner | None, read: bool) -> str | None:
+    """``qos-guard nodes``' note where numa: auto and the extender do not judge a node's CPUs under the CPU Manager
+    policy its kubelet runs (``configz_policy``, from configz): they read it from the node's NodeResourceTopology
+    ``cpuPinner`` (``published``; ``read``: the objects were listed) and, where it is not published, judge as
+    ``static`` (``NodeTopology.cpu_hints``). None where they agree, or where either is not known."""
+    if configz_policy not in ("static", NONE_CPU_POLICY) or not read:
+        return None
+    if published is None:
+        if configz_policy == "static":
+            return None  # judged as static: what it runs
+        return ("cpuManagerPolicy none, but its NodeResourceTopology does not publish cpuPinner: numa: auto and "
+                "the extender judge it as static and may refuse a Pod for CPUs kubelet never aligns here; "
+                "qos-guard agent --publish-topology on this node publishes it")
+    if published.cpu_manager_policy == configz_policy:
+        return None
+    return (f"cpuManagerPolicy {configz_policy}, but its NodeResourceTopology publishes cpuPinner {published.value} "
+            f"(CPU Manager {published.cpu_manager_policy}): numa: auto and the extender judge its CPUs as under "
+            f"{published.cpu_manager_policy} until the agent (qos-guard agent --publish-topology) publishes it "
+            "again from its kubelet's configz")

@@ -6,7 +6,7 @@ placement on a node's zones is ``webhook.core.numa``'s."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
@@ -156,6 +156,12 @@ class Demands:
         each = [(d.label, d.kind, d.cpus, tuple(sorted(d.memory.items())), tuple(sorted(d.devices.items())))
                 for d in (*self.containers, self.pod)]
         return (self.fractional_memory, self.zero_devices_aligned, *each)
+
+    def without_cpus(self) -> Demands:
+        """What kubelet aligns for this Pod on a node whose CPU Manager is ``none`` (no CPU hints, no exclusive
+        CPUs: pkg/kubelet/cm/cpumanager/policy_none.go): its memory and devices only."""
+        return replace(self, containers=tuple(replace(d, cpus=0) for d in self.containers),
+                       pod=replace(self.pod, cpus=0))
 
     @property
     def aligned(self) -> bool:

@@ -11,6 +11,9 @@ shapes are many) is kubelet's own admission on an empty node, provider by provid
   whole number of them (``guaranteedCPUs``); a single NUMA node qualifies when its free CPUs, plus the CPUs
   init containers left for reuse, hold the request, and no reusable CPU lies outside it
   (``generateCPUTopologyHints``);
+- the ``none`` CPU Manager policy (a node whose NodeResourceTopology says so: the agent's ``cpuPinner``,
+  ``NodeTopology.cpu_hints``) gives no hint and pins nothing (policy_none.go): there only memory and devices are
+  aligned; a node that does not say it is judged as ``static``;
 - the static Memory Manager policy aligns memory and hugepages of Guaranteed Pods (``calculateHints``), with
   the memory of init containers reusable on the same NUMA node;
 - the device manager aligns every device plugin resource in a container's limits, whatever the QoS class
@@ -97,6 +100,8 @@ def fit_node(pod: PodSpec | Demands, topo: NodeTopology, empty: NodeTopology | N
     """kubelet's Topology Manager admission of the Pod on ``topo`` (an empty node; or what is free now of the node
     ``empty``, whose allocatable the Memory Manager counts): ``fit_rows`` with the node as its one row."""
     wants = pod if isinstance(pod, Demands) else demands(pod)
+    if not topo.cpu_hints:
+        wants = wants.without_cpus()  # CPU Manager none: its CPUs are aligned nowhere (``NodeTopology.cpu_hints``)
     if wants.fractional_memory:
         return NodeFit(topo.name, topo.policy, topo.scope, {}, wants.containers[0], True,
                        "a fractional byte count of memory, which the Memory Manager cannot allocate")

@@ -37,6 +37,7 @@ class Row:
     pod_scope: npt.NDArray[np.bool_]
     zones: npt.NDArray[np.int64]
     cpu_managers: Sequence[CPUManager | None]
+    cpu_hints: npt.NDArray[np.bool_]
     sockets: Sequence[tuple[int, ...] | None]
     machine: npt.NDArray[np.int64]  # the one row's machine: 0
 
@@ -75,7 +76,8 @@ def node_row(topo: NodeTopology, empty: NodeTopology | None = None) -> Row:
                 if k in column:
                     total[0, p, column[k]] = v
     found = Row(free, column, numas, capacity, total, np.array([memory_hinted(topo)]), np.array([topo.scope == "pod"]),
-                np.array([len(numas)], np.int64), (topo.cpu_manager,), (None if doubled else topo.sockets,),
+                np.array([len(numas)], np.int64), (topo.cpu_manager,), np.array([topo.cpu_hints]),
+                (None if doubled else topo.sockets,),
                 np.zeros(1, np.int64))
     if key:
         if len(_ROWS) >= 4096:

@@ -73,6 +73,8 @@ class Machines(Protocol):
     @property
     def cpu_managers(self) -> Sequence[CPUManager | None]: ...  # its static CPU Manager's options, where known
     @property
+    def cpu_hints(self) -> npt.NDArray[np.bool_]: ...  # its CPU Manager gives hints (``NodeTopology.cpu_hints``)
+    @property
     def sockets(self) -> Sequence[tuple[int, ...] | None]: ...  # each zone's socket, where published
 
 
@@ -309,7 +311,13 @@ def fit_rows(wants: Demands, free: npt.NDArray[Any], machine: npt.NDArray[np.int
     (``containerScope.Admit``). Admitted by the Topology Manager, a container is then allocated: there
     full-pcpus-only may refuse it. ``across`` (per machine): its policy where it admits what no NUMA node holds
     (``restricted``, ``best-effort``), else None; there a row that fails goes on in ``numa_across`` (``numa_handover``):
-    kubelet's merge of every provider's hints over NUMA masks and its allocation, which may still refuse it."""
+    kubelet's merge of every provider's hints over NUMA masks and its allocation, which may still refuse it.
+
+    A machine whose CPU Manager is ``none`` (``Machines.cpu_hints`` False) aligns no CPUs and takes none from a
+    NUMA node: its rows are judged on the Pod without its CPUs (``Demands.without_cpus``)."""
+    hinted = machines.cpu_hints[machine]
+    if not hinted.all() and any(d.cpus for d in (*wants.containers, wants.pod)):
+        return _split(wants, free, machine, column, machines, across, hinted)
     start = _Start(wants, free, machine, column, machines)
     node = _Rows(start)
     asks = [Ask.of(d) for d in wants.containers]
@@ -365,3 +373,23 @@ def fit_rows(wants: Demands, free: npt.NDArray[Any], machine: npt.NDArray[np.int
 
         hand_over(wants, asks, node, fits, machine, across, machines, column)
     return fits
+
+
+def _split(wants: Demands, free: npt.NDArray[Any], machine: npt.NDArray[np.int64], column: Mapping[str, int],
+           machines: Machines, across: Sequence[str | None] | None, hinted: npt.NDArray[np.bool_]) -> Fits:
+    """``fit_rows`` of the rows whose CPU Manager gives hints with the Pod as it is, and of the others (CPU
+    Manager ``none``) with the Pod without its CPUs, put back together in row order."""
+    rows = free.shape[0]
+    out = Fits(np.full(rows, NOT_PLACED, np.int64), np.zeros(rows, np.bool_),
+               np.full((rows, len(wants.containers)), NOT_PLACED, np.int64), np.full(rows, NOT_PLACED, np.int64), {})
+    for part, asked in ((np.flatnonzero(hinted), wants), (np.flatnonzero(~hinted), wants.without_cpus())):
+        if not part.size:
+            continue
+        sub = fit_rows(asked, free[part], machine[part], column, machines, across)
+        out.failed[part], out.alone[part], out.placed[part], out.pod_zone[part] = (
+            sub.failed, sub.alone, sub.placed, sub.pod_zone)
+        at = part.tolist()
+        out.reason.update({at[r]: why for r, why in sub.reason.items()})
+        out.refused |= {at[r] for r in sub.refused}
+        out.unknown.update({at[r]: why for r, why in sub.unknown.items()})
+    return out

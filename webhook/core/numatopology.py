@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from webhook.core.cpupinner import read_pinner
 from webhook.core.memo import Memo, remember
 from webhook.core.quantity import QuantityError, quantity_from_value
 from webhook.core.scheduling import NodeConstraints, Taint
@@ -72,6 +73,7 @@ class Zone:
 # or best-effort goes on across NUMA nodes, align-by-socket changes which hints are preferred too
 # (``webhook.core.numa_across``; ``webhook.core.cpuoptions`` says what each does).
 FULL_PCPUS_ONLY = "full-pcpus-only"
+NONE_CPU_POLICY = "none"  # kubelet's cpuManagerPolicy none (its default): no hints, no exclusive CPUs
 SMT_ALIGNMENT_ERROR = "SMTAlignmentError"  # kubelet's reason (policy_static.go ErrorSMTAlignment)
 # kubelet's reason where a resource manager's Allocate fails (lifecycle.UnexpectedAdmissionError)
 UNEXPECTED_ADMISSION_ERROR = "UnexpectedAdmissionError"
@@ -101,9 +103,13 @@ def option_level(option: str, minor: int) -> str:
 
 
 def options_refusal(options: frozenset[str], minor: int, policy: str, alpha_gate: bool = False,
-                    beta_gate: bool = True) -> str | None:
+                    beta_gate: bool = True, cpu_policy: str = "static") -> str | None:
     """Why kubelet at ``minor`` does not start its static CPU Manager with ``options`` (set to true) under
-    Topology Manager ``policy`` (NewStaticPolicyOptions, ValidateStaticPolicyOptions); None: it starts."""
+    Topology Manager ``policy`` (NewStaticPolicyOptions, ValidateStaticPolicyOptions); None: it starts. Its
+    ``none`` policy (``cpu_policy``) takes no option at all (NewNonePolicy)."""
+    if cpu_policy == NONE_CPU_POLICY:
+        return (f"cpuManagerPolicy none takes no cpuManagerPolicyOptions ({', '.join(sorted(options))})"
+                if options else None)
     for option in sorted(options):
         level = option_level(option, minor)
         if level == "alpha" and not alpha_gate:
@@ -190,16 +196,31 @@ class NodeTopology:
     key: tuple[Any, ...] = field(default=(), compare=False, repr=False)
     # The node's static CPU Manager options, where published (``parse_cpu_manager``); None: not known.
     cpu_manager: CPUManager | None = None
+    # kubelet's cpuManagerPolicy (``static`` or ``none``) where published (the agent's ``cpuPinner``:
+    # ``webhook.core.cpupinner``); None: not known, judged as ``static`` (``cpu_hints``).
+    cpu_policy: str | None = None
 
     def with_zones(self, zones: tuple[Zone, ...]) -> NodeTopology:
         """This node with other amounts (what is free of it): the same policy, scope and CPU Manager."""
         return NodeTopology(self.name, self.policy, self.scope, zones,
-                            NodeTopology.signature(self.policy, self.scope, zones, self.cpu_manager), self.cpu_manager)
+                            NodeTopology.signature(self.policy, self.scope, zones, self.cpu_manager, self.cpu_policy),
+                            self.cpu_manager, self.cpu_policy)
 
     @property
     def shape(self) -> tuple[Any, ...]:
         """``key``, or the ``signature`` it stands for where a caller built this node without one."""
-        return self.key or NodeTopology.signature(self.policy, self.scope, self.zones, self.cpu_manager)
+        return self.key or NodeTopology.signature(self.policy, self.scope, self.zones, self.cpu_manager,
+                                                  self.cpu_policy)
+
+    @property
+    def cpu_hints(self) -> bool:
+        """Does kubelet's CPU Manager give the Topology Manager hints and take exclusive CPUs from a NUMA node's
+        pool? ``static`` does; ``none`` neither (policy_none.go: GetTopologyHints returns nil, Allocate pins
+        nothing), so there a Pod's CPUs decide nothing and only memory and devices are aligned. Not known
+        (``cpu_policy`` None): judged as ``static``, as the NUMA fit always has and as ``parse_cpu_manager`` judges
+        unknown options; on a node that in fact runs ``none`` that may refuse a Pod for CPUs kubelet never aligns,
+        and ``qos-guard nodes`` says the policy is not known."""
+        return self.cpu_policy != NONE_CPU_POLICY
 
     @property
     def sockets(self) -> tuple[int, ...] | None:
@@ -214,11 +235,13 @@ class NodeTopology:
 
     @staticmethod
     def signature(policy: str, scope: str, zones: tuple[Zone, ...],
-                  cpu_manager: CPUManager | None = None) -> tuple[Any, ...]:
-        shape = (policy, scope, tuple(
+                  cpu_manager: CPUManager | None = None, cpu_policy: str | None = None) -> tuple[Any, ...]:
+        shape: tuple[Any, ...] = (policy, scope, tuple(
             (z.numa, tuple(sorted(z.capacity.items())), tuple(sorted(z.allocatable.items())), z.socket)
             for z in zones))
-        return shape if cpu_manager is None else (*shape, cpu_manager)
+        if cpu_manager is not None:
+            shape = (*shape, cpu_manager)
+        return shape if cpu_policy is None else (*shape, ("cpuManagerPolicy", cpu_policy))
 
     @property
     def refuses(self) -> bool:
@@ -367,4 +390,7 @@ def parse_nrt(obj: Mapping[str, Any]) -> NodeTopology:
     zones.sort(key=lambda z: z.numa)
     ordered = tuple(zones)
     cpu = parse_cpu_manager(attrs)
-    return NodeTopology(name, policy, scope, ordered, NodeTopology.signature(policy, scope, ordered, cpu), cpu)
+    pinner = read_pinner(obj)
+    cpu_policy = pinner.cpu_manager_policy if pinner is not None else None
+    return NodeTopology(name, policy, scope, ordered, NodeTopology.signature(policy, scope, ordered, cpu, cpu_policy),
+                        cpu, cpu_policy)

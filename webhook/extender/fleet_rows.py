@@ -147,7 +147,9 @@ class Columns:
                                   np.array([memory_hinted(m.empty) for m in machines], np.bool_),
                                   np.array([m.empty.scope == "pod" for m in machines], np.bool_),
                                   np.array([len(m.empty.zones) for m in machines], np.int64),
-                                  [m.empty.cpu_manager for m in machines], [m.empty.sockets for m in machines])
+                                  [m.empty.cpu_manager for m in machines],
+                                  np.array([m.empty.cpu_hints for m in machines], np.bool_),
+                                  [m.empty.sockets for m in machines])
         return self._tables
 
 
@@ -162,4 +164,5 @@ class Tables:
     pod_scope: Bools  # [machine]
     zones: Ints  # [machine]: how many it has
     cpu_managers: list[CPUManager | None]  # [machine] (none runs full-pcpus-only: see ``Columns._machine``)
+    cpu_hints: Bools  # [machine]: its CPU Manager gives hints (``NodeTopology.cpu_hints``; ``none`` does not)
     sockets: list[tuple[int, ...] | None]  # [machine]

@@ -22,6 +22,7 @@ import numpy as np
 
 from webhook.core.demands import Demands
 from webhook.core.numafit import NOT_PLACED, POD, Ask, Fits, fit_rows
+from webhook.core.podspec import CPU
 from webhook.extender.fleet_rows import Columns, Free, Ints, Tables
 from webhook.extender.scorer import amounts, held, score
 from webhook.extender.verdicts import Judge, Verdict
@@ -120,6 +121,10 @@ def _scored(wants: Demands, fits: Fits, free: Ints, machine: Ints, count: int, c
     cols = [columns.column[res] for res in names]
     now = free[:, :, cols][rows]
     taken, present = held(slots, {res: i for i, res in enumerate(names)}, now)
+    if CPU in names:  # CPU Manager none: the Pod's CPUs come from the shared pool, held on no zone (``score_node``)
+        shared = ~tables.cpu_hints[m]
+        taken[shared, :, names.index(CPU)] = 0
+        present[shared, :, names.index(CPU)] = False
     scores = score(tables.total[:, :, cols][m], now, taken, present)
     low = int(scores.min())
     span = int(scores.max()) - low + 1

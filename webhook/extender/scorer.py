@@ -104,7 +104,10 @@ def usage(wants: Demands, fit: NodeFit, topo: NodeTopology) -> dict[int, dict[st
 
 def score_node(wants: Demands, fit: NodeFit, empty: NodeTopology, free: NodeTopology) -> int:
     """The score of one node (``score`` on one row): the Pod placed as ``fit`` says on its zones ``free`` now, of
-    the ``empty`` shape."""
+    the ``empty`` shape. Where its CPU Manager is ``none`` the Pod's CPUs come from the shared pool, held on no
+    zone (``NodeTopology.cpu_hints``)."""
+    if not empty.cpu_hints:
+        wants = wants.without_cpus()
     whole, now = node_row(empty), node_row(free)
     taken, present = held(_slots(wants, fit, now.numas), now.column, now.free)
     total = whole.free

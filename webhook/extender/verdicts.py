@@ -176,8 +176,10 @@ class Judge:
 
 
 def aligned(empty: NodeTopology) -> frozenset[str]:
-    """What kubelet aligns on a node of the ``empty`` shape, as a refusal names it: CPUs, and what some zone has."""
-    return frozenset({CPU} | empty.published)
+    """What kubelet aligns on a node of the ``empty`` shape, as a refusal names it: CPUs (where its CPU Manager
+    gives hints: not ``none``, ``NodeTopology.cpu_hints``), and what some zone has."""
+    published = frozenset(empty.published)
+    return published | {CPU} if empty.cpu_hints else published - {CPU}
 
 
 def _apart(need: Demand, named: frozenset[str], topo: NodeTopology) -> bool:

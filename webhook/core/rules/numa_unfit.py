@@ -5,15 +5,15 @@ with ``TopologyAffinityError``.
 Two forms: ``policy.numa`` as one NUMA node's size typed into the configuration (every node alike), or
 ``policy.numa: auto``, where each node the Pod can land on is judged against its own NodeResourceTopology
 object by ``webhook.core.numa`` (kubelet's admission, simulated; held to the real Topology Manager by
-tests/fidelity/test_topology.py). The fitter takes every node's CPU Manager as static (NodeResourceTopology
-does not say otherwise); a Pod whose CPUs come from a ``dra.cpu`` claim is fitted without its CPUs, since the
-driver's nodes run the CPU Manager ``none`` (no CPU hint).
+tests/fidelity/test_topology.py). The fitter reads each node's CPU Manager policy from its NodeResourceTopology's
+``cpuPinner`` (the agent's): under ``none`` the Pod's CPUs get no hint there; where it is not published the node is
+judged as ``static`` (``NodeTopology.cpu_hints``). A Pod whose CPUs come from a ``dra.cpu`` claim is fitted
+without its CPUs on every node, since the driver's nodes run the CPU Manager ``none`` (no CPU hint).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import replace
 
 from webhook.core.config import NUMA, AutoNuma, NumaPolicy, Policy
 from webhook.core.cpuoptions import spread_caveat
@@ -122,7 +122,7 @@ def _auto(pod: PodSpec, topology: Topology, memo: Memo | None, classes: DeviceCl
     GetTopologyHints): its CPUs are no NUMA constraint, memory and devices still are."""
     if topology.nodes is None or not may_align(pod):
         return []
-    wants = _without_cpus(demands(pod)) if dra_cpus else demands(pod)
+    wants = demands(pod).without_cpus() if dra_cpus else demands(pod)
     use = dra_use(pod, classes)
     dra = frozenset(use.resources)
     found = remember(memo, "numa-unfit.verdicts", (pod.node_constraints.key, wants.key, dra, use.claims),
@@ -130,11 +130,6 @@ def _auto(pod: PodSpec, topology: Topology, memo: Memo | None, classes: DeviceCl
                                    + _not_fitted(pod, use, wants, topology)
                                    + _published_nowhere(pod, wants, topology, dra)))
     return list(found)
-
-
-def _without_cpus(wants: Demands) -> Demands:
-    return replace(wants, containers=tuple(replace(d, cpus=0) for d in wants.containers),
-                   pod=replace(wants.pod, cpus=0))
 
 
 def _published_nowhere(pod: PodSpec, wants: Demands, topology: Topology, dra: frozenset[str]) -> list[Violation]:
@@ -228,7 +223,9 @@ def _judge(pod: PodSpec, topology: Topology, wants: Demands, memo: Memo | None,
     # (webhook.core.cpuoptions): where the Pod asks exclusive CPUs, one caveat names every node whose options are
     # unknown (one sentence, not one per node group: the advisory's first 120 characters must still say what the
     # Pod needs).
-    unknown = tuple(f for f in fit.spread if topology.topologies[f.node].cpu_manager is None)
+    # A node whose CPU Manager is none has no options (kubelet refuses any there): nothing unknown.
+    unknown = tuple(f for f in fit.spread if topology.topologies[f.node].cpu_manager is None
+                    and topology.topologies[f.node].cpu_hints)
     if unknown and any(d.cpus for d in wants.containers):
         spread += [c for c in (spread_caveat(_nodes(unknown), None),) if c is not None]
     if way_out:
