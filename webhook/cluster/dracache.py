@@ -3,7 +3,7 @@ ResourceSlices (``resource.k8s.io/v1``), kept current by a list+watch each (the 
 ``webhook/cluster/watch.py``, published as the DeviceClass and operator-object caches are), so that a Pod is
 judged at admission with the claims it names (``dra-cpu-not-mirrored``, ``dra-cpu-unpaired``) and the devices
 the nodes publish (``dra-numa-list-match``, ``dra-cpu-pinner-mismatch``); ``webhook.cluster.dra_lists`` is the one-shot
-read of ``check --kubeconfig`` and ``audit``.
+read of ``check --kubeconfig`` and ``audit``, into the same claim stores (``claim_stores``) and ``DraSnapshot``.
 
 Bounded memory: at most ``MAX_CLAIMS`` ResourceClaims, ``MAX_CLAIMS`` templates and ``MAX_SLICES`` slices are
 kept, and of each only what the rules read: of a claim that asks no ``dra.cpu`` device its name alone (so a Pod
