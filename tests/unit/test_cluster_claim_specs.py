@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.unit.test_dra_objects_cache import PATHS, listed, started
 from tests.unit.test_topology_cache import Scripted
@@ -210,3 +212,25 @@ def test_pages_restarted_after_an_expired_token_keep_only_the_new_list() -> None
     first: list[Mapping[str, Any]] = list(TEMPLATES_LISTED[:2])
     store.rebuild([Page(first, "1"), Page([TEMPLATES_LISTED[3]], "2", restart=True)])
     assert set(store.snapshot()) == {"ml/cpus"}
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["a", "b", "c"]), st.sampled_from(["ml", "other"]),
+                          st.sampled_from(["1", "2", "4", "1500m"]), st.booleans()), max_size=8),
+       st.integers(1, 5))
+def test_the_read_does_not_depend_on_paging_and_a_name_one_namespace_holds_is_judged_anywhere_as_there(
+        listing: list[tuple[str, str, str, bool]], size: int) -> None:
+    objects = list({(name, namespace): template(name, namespace, GPU_REQUEST, cpus("cpus", count), paired=paired)
+                    for name, namespace, count, paired in listing}.values())
+    paged, _ = read_dra(PagedLister({PATHS[TEMPLATES]: objects}, size=size))
+    whole, _ = read_dra(PagedLister({PATHS[TEMPLATES]: objects}, size=100))
+    assert paged.claims == whole.claims and paged.whole and whole.whole
+    facts = Facts(dra=paged.anywhere(), dra_of=paged.for_namespace)
+    held: dict[str, set[str]] = {}
+    for obj in objects:
+        held.setdefault(obj["metadata"]["name"], set()).add(obj["metadata"]["namespace"])
+    for name, namespaces in held.items():
+        if len(namespaces) == 1:
+            (namespace,) = namespaces
+            assert findings(facts, pod("p", None, "2", name)) == findings(
+                in_namespace(facts)(namespace), pod("p", namespace, "2", name))
