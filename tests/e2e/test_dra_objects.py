@@ -20,14 +20,17 @@ What kubectl prints is printed too (``-s`` shows it)."""
 from __future__ import annotations
 
 import copy
+import json
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from tests import builders, waiting
+from tests.binaries import binary
 from tests.e2e.conftest import (
     CHART,
     RELEASE_NAMESPACE,
@@ -60,6 +63,7 @@ TEMPLATES = [
     builders.claim("gpu-and-cpus-paired", {"requests": [builders.exactly("gpu", GPU), cpus("cpus", "4")],
                                               "constraints": [{"matchAttribute": "dra.net/numaNode"}]}),
     builders.claim("cpus-4", {"requests": [cpus("cpus", "4")]}),
+    builders.claim("cpus-2-and-2", {"requests": [cpus("a", "2"), cpus("b", "2")]}),
 ]
 
 
@@ -72,6 +76,26 @@ def pod(name: str, cpu: str | None, *claims: tuple[str, str]) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
             "spec": {"resourceClaims": [{"name": c, "resourceClaimTemplateName": t} for c, t in claims],
                      "containers": [{"name": "app", "image": "registry.invalid/app:1", "resources": resources}]}}
+
+
+def taking(name: str, cpu: str, template: str, request: str | None = None,
+           namespace: str = NAMESPACE) -> dict[str, Any]:
+    """A Pod of ``namespace`` whose container states ``cpu`` CPUs and takes the claim made from ``template``
+    (only its request ``request``, when given: kubelet hands the container that request's devices alone)."""
+    obj = pod(name, cpu, ("dev", template))
+    obj["metadata"]["namespace"] = namespace
+    if request is not None:
+        obj["spec"]["containers"][0]["resources"]["claims"][0]["request"] = request
+    return obj
+
+
+# What the webhook says of each (its refusal's one rule, or None: admitted without a DRA word), and what
+# check --kubeconfig and audit must say the same: a refusal of an unpaired template, of a container stating 4 CPUs
+# for the one request of 2 it takes, and their compliant twins.
+JUDGED = {"unpaired": ("4", "gpu-and-cpus", None, "dra-cpu-unpaired"),
+          "paired": ("4", "gpu-and-cpus-paired", None, None),
+          "one-request-unmirrored": ("4", "cpus-2-and-2", "a", "dra-cpu-not-mirrored"),
+          "one-request-mirrored": ("2", "cpus-2-and-2", "a", None)}
 
 
 def admit(cluster: Cluster, obj: dict[str, Any], namespace: str = NAMESPACE) -> subprocess.CompletedProcess[str]:
@@ -216,3 +240,137 @@ def test_a_node_whose_agent_says_both_pin_refuses_dra_cpus_at_admission(judged: 
         judged.kubectl("delete", "--ignore-not-found", "--wait=true", "-f", "-", stdin=objects)
         if not had_crd:
             judged.kubectl("delete", "crd", crd, "--ignore-not-found", "--wait=true", "--timeout=60s")
+
+
+AUDITED = "e2e-dra-objects-audit"  # not labelled: the webhook leaves it alone, audit -n reads it
+
+
+def reasons(stderr: str) -> set[str]:
+    """The rules a refusal names (kubectl prints one reason a line)."""
+    return {line.split(": ", 1)[0] for line in stderr.splitlines()
+            if ": " in line and not line.startswith(("Error", "Warning"))}
+
+
+def judged_by_cli(proc: subprocess.CompletedProcess[str], kind: str = "Pod") -> dict[str, set[str]]:
+    """Each object's violated rules in a JSON report of check or audit (objects of ``kind``)."""
+    report = json.loads(proc.stdout)
+    found: dict[str, set[str]] = {}
+    for v in report["violations"]:
+        if v["kind"] == kind:
+            found.setdefault(v["name"], set()).add(v["rule"])
+    return found
+
+
+def notices_of(proc: subprocess.CompletedProcess[str], name: str) -> list[str]:
+    return [f"{n['rule']}: {n['message']}" for n in json.loads(proc.stdout).get("notices", []) if n["name"] == name]
+
+
+@pytest.fixture(scope="module")
+def audited(judged: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cluster, Path]]:
+    """The same templates and the Pods of ``JUDGED`` stored in a namespace no webhook judges (as objects created
+    before qos-guard), and the configuration of the webhook (``CONFIG``, less draObjects: check and audit read the
+    claims themselves) with ``deviceClasses: true`` (without which check does not read the cluster)."""
+    judged.namespace(AUDITED)
+    judged.kubectl("apply", "-n", AUDITED, "-f", "-", stdin=TEMPLATES, check=True)
+    judged.kubectl("apply", "-n", AUDITED, "-f", "-", check=True, stdin=[
+        taking(name, cpu, template, request, AUDITED) for name, (cpu, template, request, _) in JUDGED.items()])
+    config = tmp_path_factory.mktemp("dra-objects-cli") / "config.yaml"
+    config.write_text(yaml.safe_dump({"policy": {"dra": "deny", "deviceClasses": True}}))
+    try:
+        yield judged, config
+    finally:
+        judged.kubectl("delete", "namespace", AUDITED, "--ignore-not-found", "--wait=false")
+
+
+def shown(what: str, proc: subprocess.CompletedProcess[str]) -> None:
+    print(f"\n$ {what}  # exit {proc.returncode}\n{proc.stdout}{proc.stderr}", end="")
+
+
+def test_check_and_audit_read_the_claims_specs_and_answer_as_the_webhook(
+        audited: tuple[Cluster, Path], tmp_path: Path) -> None:
+    cluster, config = audited
+    webhook: dict[str, set[str]] = {}
+    for name, (cpu, template, request, rule) in JUDGED.items():
+        said = admit(cluster, taking(name, cpu, template, request))
+        assert (said.returncode == 0) is (rule is None), said.stderr
+        assert reasons(said.stderr) == ({rule} if rule else set()), said.stderr
+        assert "dra-" not in said.stderr or rule is not None, said.stderr  # the twins: not a DRA warning either
+        if rule is not None:
+            webhook[name] = {rule}
+    assert webhook == {"unpaired": {"dra-cpu-unpaired"}, "one-request-unmirrored": {"dra-cpu-not-mirrored"}}
+    manifest = tmp_path / "pods.yaml"
+    manifest.write_text(yaml.safe_dump_all([taking(name, cpu, template, request)
+                                            for name, (cpu, template, request, _) in JUDGED.items()]))
+    check = cluster.qos_guard("check", str(manifest), "--config", str(config), "--kubeconfig", str(cluster.kubeconfig),
+                              "--format", "json")
+    shown("qos-guard check pods.yaml --kubeconfig ... --format json", check)
+    assert check.returncode == 1, check.stderr
+    assert judged_by_cli(check) == webhook
+    assert not any("dra-" in n for name in JUDGED for n in notices_of(check, name))  # every claim known
+    audit = cluster.qos_guard("audit", "-n", AUDITED, "--config", str(config), "--kubeconfig", str(cluster.kubeconfig),
+                              "--format", "json")
+    shown(f"qos-guard audit -n {AUDITED} --format json", audit)
+    assert audit.returncode == 1, audit.stderr
+    assert judged_by_cli(audit) == webhook
+    # the templates themselves too (two CPU requests with no constraint may spread: dra-claim-spread)
+    assert judged_by_cli(audit, "ResourceClaimTemplate") == {"gpu-and-cpus": {"dra-cpu-unpaired"},
+                                                             "cpus-2-and-2": {"dra-claim-spread"}}
+    messages = {v["name"]: v["message"] for v in json.loads(audit.stdout)["violations"] if v["kind"] == "Pod"}
+    assert messages["one-request-unmirrored"].startswith(
+        'container "app" (spec.containers[0]): its DRA CPU claims (dev (cpus-2-and-2)) ask 2 CPUs of dra.cpu, but '
+        "the container has requests.cpu 4 and limits.cpu 4"), messages
+    assert messages["unpaired"].startswith("pod (spec): claim dev (ResourceClaimTemplate gpu-and-cpus): "), messages
+
+
+def test_claims_that_cannot_be_listed_are_a_note_and_unknown_never_a_pass(
+        audited: tuple[Cluster, Path], tmp_path: Path) -> None:
+    """An identity that may list every resource but ResourceClaims: check and audit say why the claims are not
+    read, and the Pods naming templates are "unknown" for the DRA CPU rules, never judged compliant (and no
+    traceback)."""
+    cluster, config = audited
+    account = "dra-no-claims"
+    listed = cluster.kubectl("api-resources", "--verbs=list", "-o", "name", check=True).stdout.split()
+    groups: dict[str, list[str]] = {}
+    for resource in listed:
+        plural, _, group = resource.partition(".")
+        if resource != "resourceclaims.resource.k8s.io":
+            groups.setdefault(group, []).append(plural)
+    rules = [{"apiGroups": [group], "resources": plurals, "verbs": ["get", "list"]}
+             for group, plurals in groups.items()]
+    cluster.kubectl("apply", "-f", "-", check=True, stdin=[
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": account, "namespace": AUDITED}},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": account},
+         "rules": rules},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": account},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": account},
+         "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": AUDITED}]}])
+    try:
+        kubeconfig = cluster.kubeconfig_as(account, AUDITED, tmp_path / "kubeconfig")
+        waiting.eventually("the role bound", lambda: subprocess.run(
+            [binary("kubectl"), "--kubeconfig", str(kubeconfig), "get", "resourceclaimtemplates", "-n", AUDITED],
+            capture_output=True, timeout=60, env=cluster.env).returncode == 0, 30, every=0.5)
+        forbidden = "ResourceClaims cannot be listed (needs list on resourceclaims.resource.k8s.io)"
+        manifest = tmp_path / "pods.yaml"
+        manifest.write_text(yaml.safe_dump_all([taking(name, cpu, template, request)
+                                                for name, (cpu, template, request, _) in JUDGED.items()]))
+        for what, proc in (
+                ("check pods.yaml", cluster.qos_guard("check", str(manifest), "--config", str(config),
+                                                      "--kubeconfig", str(kubeconfig), "--format", "json")),
+                (f"audit -n {AUDITED}", cluster.qos_guard("audit", "-n", AUDITED, "--config", str(config),
+                                                          "--kubeconfig", str(kubeconfig), "--format", "json"))):
+            shown(f"qos-guard {what} --kubeconfig (no list on resourceclaims) --format json", proc)
+            assert "Traceback" not in proc.stderr, proc.stderr
+            assert forbidden in proc.stderr, proc.stderr
+            # the claim rules judge none of them; with policy.dra: deny, dra-unaligned refuses each (its CPUs not
+            # known to come from dra.cpu: as the webhook answers when its cache's list is refused)
+            assert judged_by_cli(proc) == {name: {"dra-unaligned"} for name in JUDGED}, proc.stdout
+            for name in JUDGED:  # and each claim is said unknown, with why
+                unknown = [n for n in notices_of(proc, name) if ": unknown: " in n and "HTTP 403" in n]
+                assert {n.split(": ", 1)[0] for n in unknown} == {"dra-cpu-not-mirrored", "dra-cpu-unpaired"}, \
+                    notices_of(proc, name)
+            assert proc.returncode == 1, proc.stderr
+        # audit also lists the claims it judges: that list is one error record, saying so
+        errors = json.loads(proc.stdout)["errors"]
+        assert any(e["message"].startswith("listing ResourceClaim: ") and "403" in e["message"] for e in errors), errors
+    finally:
+        cluster.kubectl("delete", "clusterrolebinding,clusterrole", account, "--ignore-not-found")

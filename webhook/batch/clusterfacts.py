@@ -12,6 +12,7 @@ from dataclasses import replace
 
 from webhook.cluster.client import ClusterError, Lister
 from webhook.cluster.deviceclass_cache import read_device_classes
+from webhook.cluster.dracache import DraSnapshot
 from webhook.cluster.kubeconfig import explain, preflight
 from webhook.cluster.nrt import read_topology
 from webhook.cluster.nrtpinner import SOURCE as NRT_SOURCE
@@ -36,7 +37,10 @@ def cluster_facts(config: Config, kubeconfig: str | None, say: Callable[[str], N
     reads = required or (kubeconfig is not None and (config.numa_auto or config.policy.device_classes))
     if config.policy.dra == "off" or not reads:
         return facts
-    return replace(facts, dra=cluster_dra(kubeconfig, say, context))
+    dra = cluster_dra(kubeconfig, say, context)
+    if dra is None:
+        return facts
+    return replace(facts, dra=dra.anywhere(), dra_of=dra.for_namespace)
 
 
 def notice_rule(message: str) -> str:
@@ -48,10 +52,12 @@ def notice_rule(message: str) -> str:
     return "numa-unfit" if message.startswith("policy.numa") else "dra-unaligned"
 
 
-def cluster_dra(kubeconfig: str | None, say: Callable[[str], None], context: str | None = None) -> DraFacts | None:
-    """The ResourceSlices, the CPUs the claims and templates ask through ``dra.cpu`` and, when some node publishes
-    ``dra.cpu`` devices, every node's CPU Manager policy (configz): what the DRA CPU rules judge with. What cannot
-    be read stays unknown, said once (never a reason to fail)."""
+def cluster_dra(kubeconfig: str | None, say: Callable[[str], None],
+                context: str | None = None) -> DraSnapshot | None:
+    """The ResourceSlices, the claims and templates kept as the webhook's cache keeps them (by namespace, with
+    the specs of those that ask ``dra.cpu`` CPUs) and, when some node publishes ``dra.cpu`` devices, every node's
+    CPU Manager policy (configz): what the DRA CPU rules judge with, each namespace's view (``for_namespace``) as
+    the webhook's. What cannot be read stays unknown, said once (never a reason to fail)."""
     from webhook.cluster.client import Lister
     from webhook.cluster.configz import NodeReader
     from webhook.cluster.dra_lists import read_dra
@@ -63,7 +69,7 @@ def cluster_dra(kubeconfig: str | None, say: Callable[[str], None], context: str
         return None
     for problem in problems:
         say(f"the DRA CPU rules judge without it: {problem}")
-    if not dra.nodes_of(CPU_DRIVER):
+    if not DraFacts(dra.devices).nodes_of(CPU_DRIVER):
         return dra
     try:
         reader = NodeReader(kubeconfig, context)
@@ -76,7 +82,7 @@ def cluster_dra(kubeconfig: str | None, say: Callable[[str], None], context: str
             return dra
         say(f"dra-cpu-pinner-mismatch: the kubelets' configz cannot be read ({explain(exc, kubeconfig)}): who pins "
             f"is read from {NRT_SOURCE} for {len(published)} nodes")
-        return replace(dra, cpu_managers=published)
+        return replace(dra, cpu_managers=published, cpu_managers_whole=True)
     managers = {c.node.name: c.pinning.cpu_manager_policy if c.pinning is not None else None for c in configs}
     unread = [name for name, policy in managers.items() if policy is None]
     if unread:
@@ -85,7 +91,7 @@ def cluster_dra(kubeconfig: str | None, say: Callable[[str], None], context: str
             say(f"dra-cpu-pinner-mismatch: configz unreadable on {len(unread)} nodes: who pins is read from "
                 f"{NRT_SOURCE} for {', '.join(sorted(published))}")
             managers.update(published)
-    return replace(dra, cpu_managers=managers)
+    return replace(dra, cpu_managers=managers, cpu_managers_whole=True)
 
 
 def _published(kubeconfig: str | None, context: str | None, nodes: list[str] | None) -> dict[str, str | None]:

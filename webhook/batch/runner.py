@@ -30,7 +30,7 @@ from webhook.core.engine import (
     unjudged,
     without_containers,
 )
-from webhook.core.facts import NO_FACTS, Facts
+from webhook.core.facts import NO_FACTS, Facts, Memo
 from webhook.core.fieldpath import FieldPath
 from webhook.core.outcome import ExitCode, fold
 from webhook.core.podspec import ManifestError
@@ -67,6 +67,7 @@ def run(items: Iterable[Item], config: Config, mode: Mode, report: Report, facts
     """Judge every item into ``report`` against ``facts`` (what the cluster says, read once for the run); an
     unreadable or malformed one is an error record, never a stop. Documents with nothing to judge are counted by
     reason (``report.skipped``)."""
+    seen_from = in_namespace(facts)
     for item in items:
         if item.skip:
             report.add_skipped(item.skip)
@@ -75,7 +76,8 @@ def run(items: Iterable[Item], config: Config, mode: Mode, report: Report, facts
             report.add_error(item.locate(()), item.error)
             continue
         try:
-            verdict = evaluate(item.obj, config, mode, facts, namespace=item.namespace)
+            verdict = evaluate(item.obj, config, mode, seen_from(item.namespace or namespace_of(item.obj)),
+                               namespace=item.namespace)
             found = list(walk(item.obj, kinds=table(config.workloads), related=facts.related))
         except ManifestError as exc:
             report.add_error(item.locate(exc.path), f"{item.label}malformed object: {exc}")
@@ -108,6 +110,38 @@ def run(items: Iterable[Item], config: Config, mode: Mode, report: Report, facts
             report.add_exempt(target.kind, target.name, item.locate(target.path), verdict.exempt)
         report.add_verdict(verdict, item.locate)
     return report
+
+
+MAX_VIEWS = 4096  # namespaces whose facts a run keeps made (a run over more makes them again)
+
+
+def in_namespace(facts: Facts) -> Callable[[str | None], Facts]:
+    """The facts an object of a namespace is judged with: ``facts`` with that namespace's DRA view
+    (``Facts.dra_of``: the cluster's claims there, as the webhook judges a request), made once per namespace
+    with a memo of its own; ``facts`` itself for an object of no namespace, or when there are no views."""
+    view = facts.dra_of
+    if view is None:
+        return lambda _namespace: facts
+    made: dict[str, Facts] = {}
+
+    def seen_from(namespace: str | None) -> Facts:
+        if not namespace:
+            return facts
+        found = made.get(namespace)
+        if found is None:
+            if len(made) >= MAX_VIEWS:
+                made.clear()
+            found = made[namespace] = replace(facts, dra=view(namespace),
+                                              memo=None if facts.memo is None else Memo())
+        return found
+    return seen_from
+
+
+def namespace_of(obj: Any) -> str | None:
+    """The namespace an object names in its metadata (None: none)."""
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    namespace = meta.get("namespace") if isinstance(meta, dict) else None
+    return namespace if isinstance(namespace, str) and namespace else None
 
 
 DRA_KINDS = (SLICE_KIND, "ResourceClaim", "ResourceClaimTemplate")
@@ -206,7 +240,9 @@ def with_input_dra(facts: Facts, items: Sequence[Item]) -> Facts:
         return facts
     slices = any(o.get("kind") == SLICE_KIND for o in objects)
     found = dra_facts(objects, slices=slices)
-    return replace(facts, dra=merge(facts.dra, found))
+    view = facts.dra_of
+    return replace(facts, dra=merge(facts.dra, found),
+                   dra_of=None if view is None else lambda namespace: merge(view(namespace), found))
 
 
 @dataclass

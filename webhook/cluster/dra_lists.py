@@ -1,17 +1,19 @@
-"""The cluster's DRA objects as the DRA CPU rules and ``qos-guard nodes`` need them: one list of ResourceSlices
-(which drivers publish devices on which node, with their attributes), and of ResourceClaims and
-ResourceClaimTemplates (the CPUs each asks through ``dra.cpu``). A refused list (403), a cluster without the
-``resource.k8s.io/v1`` API (404) or an unreachable API server leave that side unknown (None) with the reason."""
+"""The cluster's DRA objects as the DRA CPU rules and ``qos-guard nodes`` need them, read once (``check
+--kubeconfig``, ``audit``): one list of ResourceSlices (which drivers publish devices on which node, with their
+attributes, every device kept), and of ResourceClaims and ResourceClaimTemplates, kept as the webhook's cache keeps
+them (``webhook.cluster.dracache``: its stores, projection and bound, filled page by page through the one pager),
+so that a Pod is judged with its namespace's claims and their specs as the webhook judges it at admission. A
+refused list (403), a cluster without the ``resource.k8s.io/v1`` API (404) or an unreachable API server leave that
+side unknown (None) with the reason; claims past the bound are not whole (a claim not kept is unknown)."""
 
 from __future__ import annotations
 
 from webhook.cluster.client import ClusterError, Lister, Unreachable
-from webhook.core.dracpu import DraFacts, SliceDevice, dra_facts
+from webhook.cluster.dracache import CLAIMS, TEMPLATES, WATCHED, DraSnapshot, claim_stores, claims_of
+from webhook.core.dracpu import SliceDevice, dra_facts
 
 GROUP_VERSION = "resource.k8s.io/v1"
 SLICES_PATH = f"/apis/{GROUP_VERSION}/resourceslices"
-CLAIM_PATHS = (("ResourceClaim", f"/apis/{GROUP_VERSION}/resourceclaims"),
-               ("ResourceClaimTemplate", f"/apis/{GROUP_VERSION}/resourceclaimtemplates"))
 
 
 def _why(what: str, exc: ClusterError) -> str:
@@ -37,26 +39,30 @@ def read_slices(lister: Lister) -> tuple[tuple[SliceDevice, ...] | None, str | N
     return devices, None
 
 
-def read_dra(lister: Lister) -> tuple[DraFacts, list[str]]:
+def read_dra(lister: Lister) -> tuple[DraSnapshot, list[str]]:
     """Slices and claims, each None where it could not be read, and what could not; an API server that cannot
-    be reached at all raises ``Unreachable`` (every other list would fail the same way)."""
+    be reached at all raises ``Unreachable`` (every other list would fail the same way). The claims are whole when
+    both lists were read within the bound (``DraSnapshot.whole``): a claim a Pod names that is absent then does
+    not exist; otherwise a Pod's claims are "unknown" with the reason, never judged as fitting."""
     problems: list[str] = []
     devices, problem = read_slices(lister)
     if problem:
         problems.append(problem)
-    claims: list[dict[str, object]] | None = []
-    for kind, path in CLAIM_PATHS:
+    stores = claim_stores()
+    unread: str | None = None
+    for resource in (CLAIMS, TEMPLATES):
+        kind, path, _ = WATCHED[resource]
         try:
-            listed = lister.list_objects(path)
+            stores[resource].rebuild(lister.pages(path))
         except Unreachable:
             raise
         except ClusterError as exc:
-            problems.append(_why(f"{kind}s", exc))
-            claims = None
+            unread = _why(f"{kind}s", exc)
+            problems.append(unread)
             break
-        for obj in listed:
-            obj.setdefault("kind", kind)
-        if claims is not None:
-            claims += listed
-    found = dra_facts(claims or [], slices=False, claims=claims is not None, known_devices=devices)
-    return DraFacts(devices, found.cpu_claims), problems
+        if stores[resource].truncated and unread is None:
+            unread = (f"the cluster has more than {stores[resource].limit} {kind}s (besides those made for a Pod), "
+                      "the most qos-guard keeps (the webhook's cache's bound): one it does not hold is not known")
+            problems.append(unread)
+    refused = unread is not None and not all(stores[r].listed for r in (CLAIMS, TEMPLATES))
+    return DraSnapshot(devices, None if refused else claims_of(stores), unread is None, unread), problems

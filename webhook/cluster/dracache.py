@@ -3,7 +3,7 @@ ResourceSlices (``resource.k8s.io/v1``), kept current by a list+watch each (the 
 ``webhook/cluster/watch.py``, published as the DeviceClass and operator-object caches are), so that a Pod is
 judged at admission with the claims it names (``dra-cpu-not-mirrored``, ``dra-cpu-unpaired``) and the devices
 the nodes publish (``dra-numa-list-match``, ``dra-cpu-pinner-mismatch``); ``webhook.cluster.dra_lists`` is the one-shot
-read of ``check --kubeconfig`` and ``audit``.
+read of ``check --kubeconfig`` and ``audit``, into the same claim stores (``claim_stores``) and ``DraSnapshot``.
 
 Bounded memory: at most ``MAX_CLAIMS`` ResourceClaims, ``MAX_CLAIMS`` templates and ``MAX_SLICES`` slices are
 kept, and of each only what the rules read: of a claim that asks no ``dra.cpu`` device its name alone (so a Pod
@@ -59,6 +59,8 @@ WATCHED: dict[str, tuple[str, str, int]] = {  # resource -> its kind, list path,
     TOPOLOGIES: ("NodeResourceTopology", NRT_PATH, MAX_SLICES),
 }
 NOT_SYNCED = "the webhook's cache of ResourceClaims and ResourceClaimTemplates has not synced yet"
+AMBIGUOUS = ("not known for an object of no namespace: the cluster's namespaces hold it with different specs, or "
+             "not at all; set metadata.namespace to judge it with that namespace's claims")
 MAX_VIEWS = 4096  # namespaces whose view a snapshot keeps made (a flood of namespaces empties it)
 
 LOG = logging.getLogger("qos_guard.draobjects")
@@ -150,7 +152,11 @@ class DraSnapshot:
     problem: str | None
     # Each node's CPU Manager policy as its agent's cpuPinner implies it (None: the NRT objects not read).
     cpu_managers: Mapping[str, str | None] | None = None
-    _views: dict[str, DraFacts] = field(default_factory=dict, repr=False)
+    # ``cpu_managers`` names every node (``check``/``audit`` read each kubelet's configz); the webhook's, from the
+    # agents' NRT ``cpuPinner``, names only the nodes whose agent published.
+    cpu_managers_whole: bool = False
+    _views: dict[str, DraFacts] = field(default_factory=dict, init=False, repr=False)
+    _anywhere: list[DraFacts] = field(default_factory=list, init=False, repr=False)
 
     def for_namespace(self, namespace: str | None) -> DraFacts:
         ns = namespace or ""
@@ -161,18 +167,61 @@ class DraSnapshot:
             self._views[ns] = view = self._make(ns)
         return view
 
-    def _make(self, namespace: str) -> DraFacts:
+    def anywhere(self) -> DraFacts:
+        """What an object that names no namespace judges with (a manifest ``check --kubeconfig`` reads, to be
+        applied wherever): every namespace's claims by kind and name. Whole as the snapshot is (a name no namespace
+        holds is in none of them), unless two namespaces hold one name differently: that one is left out and said
+        unknown (``AMBIGUOUS``)."""
+        if not self._anywhere:
+            self._anywhere.append(self._make(None))
+        return self._anywhere[0]
+
+    def _make(self, namespace: str | None) -> DraFacts:
         if self.claims is None:
             return DraFacts(self.devices, None, self.cpu_managers, claims_unknown=self.problem,
-                            cpu_managers_whole=False)
-        mine = self.claims.get(namespace, {})
+                            cpu_managers_whole=self.cpu_managers_whole)
+        mine: dict[tuple[str, str], KeptClaim | None] = dict(self.claims.get(namespace, {})) \
+            if namespace is not None else _across(self.claims)
         # a request asking no capacity takes a whole device: told by the slices (claim_cpus)
-        cpus = {k: c.cpus if c.cpus is not None or c.spec is None else claim_cpus(c.spec, self.devices)
-                for k, c in mine.items()}
+        cpus = {k: None if c is None else c.cpus if c.cpus is not None or c.spec is None
+                else claim_cpus(c.spec, self.devices) for k, c in mine.items()}
+        specs = {k: c.spec for k, c in mine.items() if c is not None and c.spec is not None}
+        ambiguous = [k for k, c in mine.items() if c is None]
+        for key in ambiguous:  # not in the view: unknown_claims says why
+            del cpus[key]
+        whole = self.whole and not ambiguous
         return DraFacts(self.devices, MappingProxyType(cpus), self.cpu_managers,
-                        claim_specs=MappingProxyType({k: c.spec for k, c in mine.items() if c.spec is not None}),
-                        claims_whole=self.whole, claims_unknown=None if self.whole else self.problem,
-                        cpu_managers_whole=False, specs_stored=True)
+                        claim_specs=MappingProxyType(specs),
+                        claims_whole=whole, claims_unknown=None if whole else self.problem or AMBIGUOUS,
+                        cpu_managers_whole=self.cpu_managers_whole, specs_stored=True)
+
+
+def _across(claims: Mapping[str, Mapping[tuple[str, str], KeptClaim]]) -> dict[tuple[str, str], KeptClaim | None]:
+    """Every namespace's claims by kind and name; None where two namespaces hold one differently."""
+    found: dict[tuple[str, str], KeptClaim | None] = {}
+    for mine in claims.values():
+        for key, kept in mine.items():
+            if key not in found:
+                found[key] = kept
+            elif (other := found[key]) is not None and (other.cpus, other.spec) != (kept.cpus, kept.spec):
+                found[key] = None
+    return found
+
+
+def claims_of(stores: Mapping[str, Store]) -> dict[str, dict[tuple[str, str], KeptClaim]]:
+    """The kept claims and templates of ``stores`` (``CLAIMS``, ``TEMPLATES``) by namespace: what a snapshot holds,
+    from the webhook's watched stores or from one list of each (``webhook.cluster.dra_lists.read_dra``)."""
+    claims: dict[str, dict[tuple[str, str], KeptClaim]] = {}
+    for resource in (CLAIMS, TEMPLATES):
+        for kept in stores[resource].snapshot().values():
+            claims.setdefault(kept.namespace, {})[(kept.kind, kept.name)] = kept
+    return claims
+
+
+def claim_stores() -> dict[str, Store]:
+    """The stores of claims and templates, each of its projection (``keep_claim``) and bound (``MAX_CLAIMS``)."""
+    return {CLAIMS: Store(keep_claim("ResourceClaim"), limit=MAX_CLAIMS),
+            TEMPLATES: Store(keep_claim("ResourceClaimTemplate"), limit=MAX_CLAIMS)}
 
 
 def _not_served(name: str) -> str:
@@ -190,8 +239,7 @@ class DraCache(KindsCache):
                  on_problem: Callable[[dict[str, str | None]], None] | None = None) -> None:
         super().__init__("qos-guard-draobjects", WATCHED, on_problem)
         self.stores: dict[str, Store] = {
-            CLAIMS: Store(keep_claim("ResourceClaim"), limit=MAX_CLAIMS),
-            TEMPLATES: Store(keep_claim("ResourceClaimTemplate"), limit=MAX_CLAIMS),
+            **claim_stores(),
             SLICES: Store(keep_slice, limit=MAX_SLICES),
             TOPOLOGIES: Store(keep_pinner, limit=MAX_SLICES)}
         self._snapshot = DraSnapshot(None, None, False, NOT_SYNCED)
@@ -224,10 +272,7 @@ class DraCache(KindsCache):
         problem = self._claims_problem()
         claims: dict[str, dict[tuple[str, str], KeptClaim]] | None = None
         if all(self._readable(r) for r in (CLAIMS, TEMPLATES)):
-            claims = {}
-            for resource in (CLAIMS, TEMPLATES):
-                for kept in self.stores[resource].snapshot().values():
-                    claims.setdefault(kept.namespace, {})[(kept.kind, kept.name)] = kept
+            claims = claims_of(self.stores)
         managers: dict[str, str | None] | None = None
         if self._readable(TOPOLOGIES) and not self.stores[TOPOLOGIES].truncated:
             managers = {name: p.cpu_manager_policy for name, p in self.stores[TOPOLOGIES].snapshot().items()}
@@ -242,5 +287,5 @@ def log_problem(problems: dict[str, str | None]) -> None:
     LOG.warning(json.dumps({"draObjects": {r: p or "current" for r, p in problems.items()}}))
 
 
-__all__ = ["MAX_CLAIMS", "MAX_SLICES", "WATCHED", "DraCache", "DraSnapshot", "KeptClaim", "keep_claim",
-           "keep_slice", "log_problem"]
+__all__ = ["MAX_CLAIMS", "MAX_SLICES", "WATCHED", "DraCache", "DraSnapshot", "KeptClaim", "claim_stores",
+           "claims_of", "keep_claim", "keep_slice", "log_problem"]

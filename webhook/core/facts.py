@@ -8,6 +8,7 @@ is never "fits"). A new fact is a new field with a default (None: not known).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from webhook.core.dra_requests import DeviceClasses
@@ -44,6 +45,10 @@ class Facts:
     # The cluster's ResourceSlices and the CPUs its claims ask through the DRA CPU driver (``check``: from its
     # input files too); None: not read (the DRA CPU rules say nothing then).
     dra: DraFacts | None = None
+    # ``dra`` as an object of a namespace sees it: that namespace's claims, as the webhook's cache gives a request
+    # (``check --kubeconfig`` and ``audit`` read the cluster's claims once for the run); None: ``dra`` for every
+    # object. ``dra`` is then what an object of no namespace judges with. Applied by the batch runner.
+    dra_of: Callable[[str], DraFacts | None] | None = field(default=None, compare=False, repr=False)
     memo: Memo | None = field(default=None, compare=False, repr=False)
 
     def remembering(self) -> Memo | None:

@@ -7,9 +7,10 @@ scheduler's cpu accounting does not see the CPUs the claim holds.
 
 Needs to know what the claims ask (``Facts.dra.cpu_claims``: ``check`` reads the ResourceClaims and templates in
 its input, ``--kubeconfig`` and ``audit`` the cluster's, the webhook its cache with ``policy.draObjects: true``); a
-claim it does not know is unknown: where the caller holds every claim (the webhook's synced cache) or knows why it
-holds none (not synced, refused), that is said as an advisory "unknown: ..." finding, never a pass; elsewhere it
-says nothing. The admission policies cannot read claims, so they do not have it.
+claim it does not know is unknown: where the caller holds every claim (the webhook's synced cache, the lists of
+``--kubeconfig`` and ``audit``) or knows why it holds none (not synced, refused), that is said as an advisory
+"unknown: ..." finding, never a pass; elsewhere (``check``'s files alone) it says nothing. The admission policies
+cannot read claims, so they do not have it.
 """
 
 from __future__ import annotations

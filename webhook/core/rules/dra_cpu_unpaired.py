@@ -22,7 +22,8 @@ the union over the socket, said as unknown (advisory; how many NUMA nodes a sock
 
 Follows ``policy.dra`` (advisory with ``warn``, refused with ``deny``) as ``dra-claim-spread`` does, which leaves
 these claims to it. Judged whole, by kind, and in a Pod that names such a claim or template when the facts hold
-its spec (``Facts.dra.claim_specs``: ``check``'s input, the webhook's cache with ``policy.draObjects: true``), so
+its spec (``Facts.dra.claim_specs``: ``check``'s input, the cluster's for ``check --kubeconfig`` and ``audit``,
+the webhook's cache with ``policy.draObjects: true``), so
 the Pod is refused at admission too (the claim may have been created before qos-guard, or in an exempt way); a
 claim the webhook's cache does not hold is said "unknown". The admission policies (over pod specs) do not have it.
 """
