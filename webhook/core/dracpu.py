@@ -236,12 +236,21 @@ def _cpus_of(exact: Mapping[str, Any], devices: Iterable[SliceDevice] | None = N
     return count * (q.milli // 1000)
 
 
+def request_base(name: str) -> str:
+    """The request a ``resources.claims[].request`` (or an allocation result's request) names: ``req/sub`` (a
+    ``firstAvailable`` sub-request) is ``req``."""
+    return name.split("/", 1)[0]
+
+
+def _asks_capacity(exact: Mapping[str, Any]) -> bool:
+    """Does this exact request ask ``dra.cpu/cpu`` capacity (``capacity.requests``)?"""
+    capacity = exact.get("capacity")
+    asked = capacity.get("requests") if isinstance(capacity, Mapping) else None
+    return isinstance(asked, Mapping) and CPU_CAPACITY in asked
+
+
 def claim_requests(spec: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     """The requests of a ResourceClaimSpec (``spec.devices.requests``), those that are mappings."""
-    return _requests(spec)
-
-
-def _requests(spec: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     devices = spec.get("devices")
     raw = devices.get("requests") if isinstance(devices, Mapping) else None
     return [r for r in raw if isinstance(r, Mapping)] if isinstance(raw, list) else []
@@ -253,9 +262,9 @@ def claim_cpus(spec: Mapping[str, Any], devices: Iterable[SliceDevice] | None = 
     among ``firstAvailable`` alternatives, whose size the scheduler picks, or one that asks no capacity while the
     slices are not known). ``devices``: the cluster's slices; ``requests``: only these requests (a container's
     ``resources.claims[].request``: kubelet hands it only that request's devices; ``req/sub`` counts as ``req``)."""
-    only = {r.split("/", 1)[0] for r in requests} if requests is not None else None
+    only = {request_base(r) for r in requests} if requests is not None else None
     total = 0
-    for request in _requests(spec):
+    for request in claim_requests(spec):
         if not cpu_request(request) or (only is not None and request.get("name") not in only):
             continue
         exact = _exact(request)
@@ -272,11 +281,9 @@ def unreadable_size(spec: Mapping[str, Any], devices: Iterable[SliceDevice] | No
     unread = [d for d in devices or () if d.driver == CPU_DRIVER and d.cpu_capacity_unread]
     if not unread:
         return None
-    for request in _requests(spec):
+    for request in claim_requests(spec):
         exact = _exact(request) if cpu_request(request) else None
-        capacity = exact.get("capacity") if exact is not None else None
-        asked = capacity.get("requests") if isinstance(capacity, Mapping) else None
-        if exact is not None and not (isinstance(asked, Mapping) and CPU_CAPACITY in asked):
+        if exact is not None and not _asks_capacity(exact):
             named = "; ".join(f"{d.describe()}: {d.cpu_capacity_unread}" for d in unread[:3])
             return (f"its request {request.get('name')} asks no capacity, so it takes a whole device, and the size "
                     f"of a {CPU_DRIVER} device cannot be read ({named}); a device with capacity is a group, not one "
@@ -286,11 +293,9 @@ def unreadable_size(spec: Mapping[str, Any], devices: Iterable[SliceDevice] | No
 
 def asks_capacity(spec: Mapping[str, Any]) -> bool:
     """Does a CPU request of the claim ask ``dra.cpu/cpu`` capacity (``capacity.requests``)?"""
-    for request in _requests(spec):
+    for request in claim_requests(spec):
         exact = _exact(request) if cpu_request(request) else None
-        capacity = exact.get("capacity") if exact is not None else None
-        asked = capacity.get("requests") if isinstance(capacity, Mapping) else None
-        if isinstance(asked, Mapping) and CPU_CAPACITY in asked:
+        if exact is not None and _asks_capacity(exact):
             return True
     return False
 
@@ -302,13 +307,9 @@ def grouped(spec: Mapping[str, Any], devices: Iterable[SliceDevice] | None = Non
     dra-driver-cpu v0.2.0 pins 0 CPUs for it (pkg/driver/dra_hooks.go: claimCPUCount stays 0)."""
     capacities = {d.cpu_capacity is not None or bool(d.cpu_capacity_unread)
                   for d in devices or () if d.driver == CPU_DRIVER}  # a device with capacity (read or not)
-    for request in _requests(spec):
+    for request in claim_requests(spec):
         exact = _exact(request) if cpu_request(request) else None
-        if exact is None:
-            continue
-        capacity = exact.get("capacity")
-        asked = capacity.get("requests") if isinstance(capacity, Mapping) else None
-        if (isinstance(asked, Mapping) and CPU_CAPACITY in asked) or capacities == {True}:
+        if exact is not None and (_asks_capacity(exact) or capacities == {True}):
             return True
     return False
 

@@ -37,7 +37,15 @@ from webhook.core.claims import CLAIM_KINDS
 from webhook.core.config import DRA, Policy
 from webhook.core.demands import dra_advisory, dra_judged, is_device
 from webhook.core.dra_requests import NUMA_ATTRIBUTE, _covers, local_attribute
-from webhook.core.dracpu import CPU_CLASS, CPU_DRIVER, CPU_NUMA_ATTRIBUTES, UNKNOWN, SliceDevice, cpu_request
+from webhook.core.dracpu import (
+    CPU_CLASS,
+    CPU_DRIVER,
+    CPU_NUMA_ATTRIBUTES,
+    UNKNOWN,
+    SliceDevice,
+    cpu_request,
+    request_base,
+)
 from webhook.core.facts import Facts
 from webhook.core.fieldpath import FieldPath, dotted
 from webhook.core.podspec import PodSpec
@@ -218,7 +226,7 @@ def _other_devices(pod: PodSpec, facts: Facts, claim: str, requests: tuple[str, 
         return dra.cpu_claims is not None and dra.cpu_claims.get(source) == 0
     devices = spec.get("devices")
     raw = devices.get("requests") if isinstance(devices, Mapping) else None
-    only = {r.split("/", 1)[0] for r in requests} if requests is not None else None
+    only = {request_base(r) for r in requests} if requests is not None else None
     return any(isinstance(r, Mapping) and not cpu_request(r) and (only is None or r.get("name") in only)
                for r in (raw if isinstance(raw, list) else []))
 
