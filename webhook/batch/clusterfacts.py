@@ -36,7 +36,8 @@ def cluster_facts(config: Config, kubeconfig: str | None, say: Callable[[str], N
     reads = required or (kubeconfig is not None and (config.numa_auto or config.policy.device_classes))
     if config.policy.dra == "off" or not reads:
         return facts
-    return replace(facts, dra=cluster_dra(kubeconfig, say, context))
+    classes = facts.device_classes.cpu if facts.device_classes is not None else frozenset()
+    return replace(facts, dra=cluster_dra(kubeconfig, say, context, classes))
 
 
 def notice_rule(message: str) -> str:
@@ -48,8 +49,10 @@ def notice_rule(message: str) -> str:
     return "numa-unfit" if message.startswith("policy.numa") else "dra-unaligned"
 
 
-def cluster_dra(kubeconfig: str | None, say: Callable[[str], None], context: str | None = None) -> DraFacts | None:
-    """The ResourceSlices, the CPUs the claims and templates ask through ``dra.cpu`` and, when some node publishes
+def cluster_dra(kubeconfig: str | None, say: Callable[[str], None], context: str | None = None,
+                cpu_classes: frozenset[str] = frozenset()) -> DraFacts | None:
+    """The ResourceSlices, the CPUs the claims and templates ask through ``dra.cpu`` (or ``cpu_classes``, the
+    DeviceClasses read with ``policy.deviceClasses: true`` that select it) and, when some node publishes
     ``dra.cpu`` devices, every node's CPU Manager policy (configz): what the DRA CPU rules judge with. What cannot
     be read stays unknown, said once (never a reason to fail)."""
     from webhook.cluster.client import Lister
@@ -58,7 +61,7 @@ def cluster_dra(kubeconfig: str | None, say: Callable[[str], None], context: str
 
     try:
         preflight(kubeconfig, context)
-        dra, problems = read_dra(Lister(kubeconfig, context=context))
+        dra, problems = read_dra(Lister(kubeconfig, context=context), cpu_classes)
     except ClusterError:  # no usable kubeconfig, or no API server: the run already said so, once
         return None
     for problem in problems:

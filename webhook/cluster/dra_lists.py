@@ -5,6 +5,8 @@ ResourceClaimTemplates (the CPUs each asks through ``dra.cpu``). A refused list 
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from webhook.cluster.client import ClusterError, Lister, Unreachable
 from webhook.core.dracpu import DraFacts, SliceDevice, dra_facts
 
@@ -37,9 +39,10 @@ def read_slices(lister: Lister) -> tuple[tuple[SliceDevice, ...] | None, str | N
     return devices, None
 
 
-def read_dra(lister: Lister) -> tuple[DraFacts, list[str]]:
+def read_dra(lister: Lister, cpu_classes: Collection[str] = ()) -> tuple[DraFacts, list[str]]:
     """Slices and claims, each None where it could not be read, and what could not; an API server that cannot
-    be reached at all raises ``Unreachable`` (every other list would fail the same way)."""
+    be reached at all raises ``Unreachable`` (every other list would fail the same way). ``cpu_classes``: the
+    DeviceClasses known to select the CPU driver besides ``dra.cpu`` (``dracpu.cpu_class``)."""
     problems: list[str] = []
     devices, problem = read_slices(lister)
     if problem:
@@ -58,5 +61,6 @@ def read_dra(lister: Lister) -> tuple[DraFacts, list[str]]:
             obj.setdefault("kind", kind)
         if claims is not None:
             claims += listed
-    found = dra_facts(claims or [], slices=False, claims=claims is not None, known_devices=devices)
-    return DraFacts(devices, found.cpu_claims), problems
+    found = dra_facts(claims or [], slices=False, claims=claims is not None, known_devices=devices,
+                      classes=cpu_classes)
+    return DraFacts(devices, found.cpu_claims, cpu_classes=found.cpu_classes), problems

@@ -10,7 +10,9 @@ kept, and of each only what the rules read: of a claim that asks no ``dra.cpu`` 
 naming it is known not to take DRA CPUs), of one that does its requests and constraints without their CEL
 selectors, of a slice its driver, node and one device per distinct set of locality attributes (NUMA node, PCIe
 root), the others dropped. A claim made for a Pod (from its template, owned by the Pod) is not kept: Pods name
-the template. Measured with tracemalloc (tests/unit/test_dra_objects_cache.py): about 1.3 KiB per kept CPU
+the template. A claim of a DeviceClass of another name that selects the CPU driver (``dracpu.cpu_class``) is kept
+as any other (its name alone): which classes do is not known when it is projected. Measured with tracemalloc
+(tests/unit/test_dra_objects_cache.py): about 1.3 KiB per kept CPU
 claim, under 0.3 KiB per other claim, about 1.5 KiB per slice of two NUMA nodes: about 80 MiB with every store at
 its bound, a few MiB for a cluster of a thousand GPU nodes. (``dra-numa-list-match`` may count fewer devices in
 its "and N more" than ``check``, which keeps every device.)

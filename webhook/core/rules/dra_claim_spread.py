@@ -36,7 +36,8 @@ def judge_claim(kind: str, spec: Mapping[str, Any], path: FieldPath, policy: Pol
                 facts: Facts = NO_FACTS) -> list[Violation]:
     """The finding for one claim spec (``spec`` of a ResourceClaim, ``spec.spec`` of a template). A claim that
     pairs the DRA CPU driver's CPUs with other devices is ``dra-cpu-unpaired``'s to judge."""
-    if not dra_judged(policy) or cpu_pairing(spec) is not None:
+    classes = facts.dra.cpu_classes if facts.dra is not None else ()
+    if not dra_judged(policy) or cpu_pairing(spec, classes) is not None:
         return []
     spread = claim_spread(spec)
     if spread is None:

@@ -81,7 +81,7 @@ def claimed_cpus(pod: PodSpec, facts: Facts, claim: str, requests: tuple[str, ..
     if requests is None or whole == 0:
         return whole
     spec = dra.claim_specs.get(source) if dra.claim_specs is not None else None
-    return claim_cpus(spec, dra.devices, requests) if spec is not None else None
+    return claim_cpus(spec, dra.devices, requests, dra.cpu_classes) if spec is not None else None
 
 
 def _requests_of(pod: PodSpec, claim: str) -> tuple[str, ...] | None:
@@ -147,7 +147,7 @@ def _unreadable(pod: PodSpec, facts: Facts) -> list[Violation]:
     found = []
     for name, source in pod.claim_sources.items():
         spec = dra.claim_specs.get(source)
-        why = unreadable_size(spec, dra.devices) if spec is not None else None
+        why = unreadable_size(spec, dra.devices, dra.cpu_classes) if spec is not None else None
         if why is not None and any(name in c.claims for c in pod.all_containers):
             found.append(Violation((*pod.path, "resourceClaims"), UNKNOWN_CLAIM(
                 label=f"pod ({dotted(pod.path)})", claim=f"{name} ({source[1]})", why=why, driver=CPU_DRIVER),
@@ -163,9 +163,9 @@ def _unpinned(pod: PodSpec, facts: Facts) -> list[Violation]:
     found = []
     for name, source in pod.claim_sources.items():
         spec = dra.claim_specs.get(source)
-        if spec is not None and dra.specs_stored and asks_capacity(spec):
+        if spec is not None and dra.specs_stored and asks_capacity(spec, dra.cpu_classes):
             continue  # the API server kept capacity.requests: DRAConsumableCapacity is on
-        if spec is not None and grouped(spec, dra.devices):
+        if spec is not None and grouped(spec, dra.devices, dra.cpu_classes):
             found.append(Violation((*pod.path, "resourceClaims"), NO_CAPACITY(
                 label=f"pod ({dotted(pod.path)})", claim=f"{name} ({source[1]})", driver=CPU_DRIVER,
                 minor=pod.kube.minor), rule=RULE_ID))

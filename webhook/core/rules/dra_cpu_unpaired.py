@@ -29,7 +29,7 @@ claim the webhook's cache does not hold is said "unknown". The admission policie
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -82,17 +82,30 @@ class Pairing:
     cpu: tuple[str, ...]
     others: tuple[str, ...]
     requests: tuple[tuple[str, Mapping[str, Any]], ...]
+    cpu_classes: tuple[str, ...] = (CPU_CLASS,)  # the DeviceClasses its CPU requests name
 
 
-def cpu_pairing(spec: Mapping[str, Any]) -> Pairing | None:
-    """The claim's CPU requests and its other requests, when it has both (else None)."""
+def _class_names(request: Mapping[str, Any]) -> list[str]:
+    exact = request if "deviceClassName" in request else request.get("exactly")
+    if isinstance(exact, Mapping):
+        return [exact["deviceClassName"]] if isinstance(exact.get("deviceClassName"), str) else []
+    alternatives = request.get("firstAvailable")
+    return [a["deviceClassName"] for a in alternatives if isinstance(a, Mapping)
+            and isinstance(a.get("deviceClassName"), str)] if isinstance(alternatives, list) else []
+
+
+def cpu_pairing(spec: Mapping[str, Any], classes: Collection[str] = ()) -> Pairing | None:
+    """The claim's CPU requests and its other requests, when it has both (else None); ``classes``: the
+    DeviceClasses besides ``dra.cpu`` known to select the CPU driver (``DraFacts.cpu_classes``)."""
     devices = spec.get("devices")
     raw = devices.get("requests") if isinstance(devices, Mapping) else None
     requests = tuple((str(r.get("name") or f"[{i}]"), r) for i, r in enumerate(raw if isinstance(raw, list) else [])
                      if isinstance(r, Mapping))
-    cpu = tuple(name for name, r in requests if cpu_request(r))
-    others = tuple(name for name, r in requests if not cpu_request(r))
-    return Pairing(cpu, others, requests) if cpu and others else None
+    cpu = tuple(name for name, r in requests if cpu_request(r, classes))
+    others = tuple(name for name, r in requests if not cpu_request(r, classes))
+    named = sorted({c for _, r in requests if cpu_request(r, classes) for c in _class_names(r)
+                    if c == CPU_CLASS or c in classes})
+    return Pairing(cpu, others, requests, tuple(named)) if cpu and others else None
 
 
 def numa_attribute(name: str) -> bool:
@@ -117,7 +130,7 @@ def covering(spec: Mapping[str, Any], pairing: Pairing) -> list[str]:
 
 def judge_claim(kind: str, spec: Mapping[str, Any], path: FieldPath, policy: Policy,
                 facts: Facts) -> list[Violation]:
-    pairing = cpu_pairing(spec)
+    pairing = cpu_pairing(spec, facts.dra.cpu_classes if facts.dra is not None else ())
     if pairing is None:
         return []
     where = (*path, "devices")
@@ -125,7 +138,8 @@ def judge_claim(kind: str, spec: Mapping[str, Any], path: FieldPath, policy: Pol
     attributes = covering(spec, pairing)
     advisory = dra_advisory(policy)
     if not attributes:
-        return [Violation(where, UNPAIRED(label=label, cpu=", ".join(pairing.cpu), cpu_class=CPU_CLASS,
+        return [Violation(where, UNPAIRED(label=label, cpu=", ".join(pairing.cpu),
+                                          cpu_class=", ".join(pairing.cpu_classes),
                                           others=", ".join(pairing.others), attribute=PAIRING_ATTRIBUTE,
                                           dra=DRA.name), rule=RULE_ID, advisory=advisory)]
     devices = facts.dra.devices if facts.dra is not None else None
@@ -227,8 +241,8 @@ def _other_devices(pod: PodSpec, facts: Facts, claim: str, requests: tuple[str, 
     devices = spec.get("devices")
     raw = devices.get("requests") if isinstance(devices, Mapping) else None
     only = {request_base(r) for r in requests} if requests is not None else None
-    return any(isinstance(r, Mapping) and not cpu_request(r) and (only is None or r.get("name") in only)
-               for r in (raw if isinstance(raw, list) else []))
+    return any(isinstance(r, Mapping) and not cpu_request(r, dra.cpu_classes)
+               and (only is None or r.get("name") in only) for r in (raw if isinstance(raw, list) else []))
 
 
 def _apart(pod: PodSpec, policy: Policy, facts: Facts) -> list[Violation]:
