@@ -19,7 +19,8 @@ from webhook.batch.report import STDIN_SHOWN, Location, Report, numbered, skippe
 from webhook.batch.textsafe import escape
 from webhook.batch.unified import Edit, unified_diff
 from webhook.core.config import Config
-from webhook.core.dracpu import CLASS_KIND, SLICE_KIND, dra_facts, merge
+from webhook.core.dracpu import SLICE_KIND, dra_facts, merge
+from webhook.core.dracpu_objects import CLASS_KIND
 from webhook.core.engine import (
     MODE_LABEL,
     MODE_LABEL_RULE,

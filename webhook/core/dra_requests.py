@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from webhook.core.dracpu import cpu_class
+from webhook.core.dracpu_objects import cpu_class
 from webhook.core.fieldpath import FieldPath
 
 IMPLICIT_PREFIX = "deviceclass.resource.kubernetes.io/"  # resourceapi.ResourceDeviceClassPrefix

@@ -25,26 +25,20 @@ With ``DRAListTypeAttributes`` a ``matchAttribute`` over list values is satisfie
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
+from webhook.core.dracpu_objects import CLASS_KIND, cpu_capacity, cpu_class
+from webhook.core.dracpu_objects import CPU_CAPACITY as CPU_CAPACITY
+from webhook.core.dracpu_objects import CPU_DRIVER as CPU_DRIVER
 from webhook.core.quantity import QuantityError, parse_quantity
 
-CPU_DRIVER = "dra.cpu"
 CPU_CLASS = "dra.cpu"  # the DeviceClass the driver's chart installs
-CPU_CAPACITY = "dra.cpu/cpu"
 # The NUMA attributes dra-driver-cpu v0.2.0 publishes on its devices (grouped by NUMA node, and individual).
 CPU_NUMA_ATTRIBUTES = ("dra.net/numaNode", "dra.cpu/numaNodeID")
 SLICE_KIND = "ResourceSlice"
-CLASS_KIND = "DeviceClass"
-# A CEL selector that picks the CPU driver's devices and nothing else: ``device.driver == "dra.cpu"`` (either side,
-# either quote, any spacing). Nothing looser is read: a selector this does not match leaves its class unknown.
-_DRIVER_SELECTOR = re.compile(r"""\s*(?:device\.driver\s*==\s*(["'])dra\.cpu\1"""
-                              r"""|(["'])dra\.cpu\2\s*==\s*device\.driver)\s*""")
 _SCALARS = ("int", "bool", "string", "version")
 _LISTS = ("ints", "bools", "strings", "versions")
 
@@ -153,40 +147,10 @@ def slice_devices(obj: Mapping[str, Any]) -> list[SliceDevice]:
             attributes[name] = parsed[0]
             if parsed[1]:
                 lists.add(name)
-        cpus, unread = _cpu_capacity(driver, raw)
+        cpus, unread = cpu_capacity(driver, raw)
         found.append(SliceDevice(driver, node if isinstance(node, str) else "", raw["name"],
                                  MappingProxyType(attributes), frozenset(lists), cpus, unread))
     return found
-
-
-def _cpu_capacity(driver: str, raw: Mapping[str, Any]) -> tuple[int | None, str]:
-    """A CPU driver's device's ``dra.cpu/cpu`` capacity (a whole number of CPUs; None when absent), and what an
-    entry that is there but not a whole number of CPUs holds ('' when absent or read): absent is individual mode
-    (one CPU), unreadable is a group of unknown size."""
-    capacity = raw.get("capacity")
-    if driver != CPU_DRIVER or capacity is None:
-        return None, ""
-    if not isinstance(capacity, Mapping):
-        return None, f"capacity {_shown(capacity)} (not a mapping)"
-    if CPU_CAPACITY not in capacity:
-        return None, ""
-    entry = capacity[CPU_CAPACITY]
-    value = entry.get("value") if isinstance(entry, Mapping) else None
-    if value is None or isinstance(value, bool | list | Mapping):
-        return None, f"{CPU_CAPACITY} {_shown(entry)} (no quantity value)"
-    try:
-        q = parse_quantity(str(value))
-    except QuantityError:
-        return None, f"{CPU_CAPACITY} {_shown(value)} (not a quantity)"
-    if q.milli <= 0 or q.milli % 1000:
-        return None, f"{CPU_CAPACITY} {_shown(value)} (not a whole number of CPUs)"
-    return q.milli // 1000, ""
-
-
-def _shown(value: Any) -> str:
-    """A slice's value as a message quotes it, cut short."""
-    text = json.dumps(value, default=str) if not isinstance(value, str) else f"'{value}'"
-    return text if len(text) <= 40 else text[:37] + "..."
 
 
 # ---- the CPUs a claim asks ----
@@ -196,25 +160,6 @@ def _exact(request: Mapping[str, Any]) -> Mapping[str, Any] | None:
         return request
     exact = request.get("exactly")
     return exact if isinstance(exact, Mapping) else None
-
-
-def cpu_class(obj: Mapping[str, Any]) -> str | None:
-    """The name of a DeviceClass object whose selectors pick only the CPU driver's devices: it has some, each a
-    CEL expression that reads exactly ``device.driver == "dra.cpu"``; None for any other (a selector read
-    loosely would guess: such a class stays what it was, not CPUs)."""
-    meta = obj.get("metadata")
-    name = meta.get("name") if isinstance(meta, Mapping) else None
-    spec = obj.get("spec")
-    selectors = spec.get("selectors") if isinstance(spec, Mapping) else None
-    if obj.get("kind", CLASS_KIND) != CLASS_KIND or not isinstance(name, str) or not name or \
-            not isinstance(selectors, list) or not selectors:
-        return None
-    for selector in selectors:
-        cel = selector.get("cel") if isinstance(selector, Mapping) else None
-        expression = cel.get("expression") if isinstance(cel, Mapping) else None
-        if not isinstance(expression, str) or not _DRIVER_SELECTOR.fullmatch(expression):
-            return None
-    return name
 
 
 def _is_cpu_class(name: Any, classes: Collection[str]) -> bool:
@@ -422,14 +367,11 @@ def merge(first: DraFacts | None, second: DraFacts | None) -> DraFacts | None:
         for key, spec in (second.claim_specs or {}).items():
             specs[key] = spec if key not in specs or specs[key] == spec else None
     classes = first.cpu_classes | second.cpu_classes
-    if claims is not None and devices:  # a request asking no capacity, told by the slices of the other side
-        for key, spec in (specs or {}).items():
-            if spec is not None and key in claims and claims[key] is None:
-                claims[key] = claim_cpus(spec, devices, classes=classes)
-    if claims is not None and classes:
-        for key, spec in (specs or {}).items():  # a CPU class one side may not have known: the specs told again
-            if spec is not None and key in claims and claims[key] == 0:
-                claims[key] = claim_cpus(spec, devices, classes=classes)
+    for key, spec in (specs or {}).items():
+        # a request asking no capacity, told by the other side's slices; a CPU class one side may not have known
+        if claims is not None and spec is not None and key in claims and \
+                ((claims[key] is None and devices) or (claims[key] == 0 and classes)):
+            claims[key] = claim_cpus(spec, devices, classes=classes)
     stored = specs is not None and all(f.specs_stored for f in (first, second) if f.claim_specs is not None)
     return DraFacts(devices, MappingProxyType(claims) if claims is not None else None, managers,
                     MappingProxyType(specs) if specs is not None else None,
