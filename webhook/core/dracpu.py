@@ -266,10 +266,9 @@ def unreadable_size(spec: Mapping[str, Any], devices: Iterable[SliceDevice] | No
     for request in claim_requests(spec):
         exact = _exact(request) if cpu_request(request, classes) else None
         if exact is not None and not _asks_capacity(exact):
-            named = "; ".join(f"{d.describe()}: {d.cpu_capacity_unread}" for d in unread[:3])
-            return (f"its request {request.get('name')} asks no capacity, so it takes a whole device, and the size "
-                    f"of a {CPU_DRIVER} device cannot be read ({named}); a device with capacity is a group, not one "
-                    "CPU")
+            more = f" and {len(unread) - 1} more" if len(unread) > 1 else ""
+            return (f"its request {request.get('name')} asks no capacity: it takes a whole device, a group whose "
+                    f"size cannot be read ({unread[0].describe()}: {unread[0].cpu_capacity_unread}{more})")
     return None
 
 

@@ -32,23 +32,21 @@ from webhook.core.rules.base import Rule, Text, Violation
 RULE_ID = "dra-cpu-not-mirrored"
 CPU = "cpu"
 
+# Within a refusal's line (refusal.LINE_CHARS) so that the way out is not cut.
 NOT_MIRRORED = Text("{label}: its DRA CPU claims ({claims}) ask {cpus} CPUs of {driver}, but {where} has "
-                    "requests.cpu {request} and limits.cpu {limit}: kubelet takes the QoS class and the CPU quota "
-                    "from requests and limits, never from claims, so the Pod is not Guaranteed for {cpus} CPUs "
-                    "(and the scheduler counts other CPUs than the claim holds); set requests.cpu and limits.cpu "
-                    "to {cpus}{pod_level}; it costs no CPU the claim does not already hold")
-POD_LEVEL = Text(" (or spec.resources to the sum of the Pod's claimed CPUs plus its shared ones)")
+                    "requests.cpu {request} and limits.cpu {limit}: QoS and CPU quota ignore claims; set both to "
+                    "{cpus}{pod_level}, which costs no CPU the claim does not hold")
+POD_LEVEL = Text(" (or spec.resources to all the Pod's CPUs)")
 POD_BUDGET = Text("{label}: its containers' DRA CPU claims ask {cpus} CPUs of {driver}, but spec.resources has "
                   "requests.cpu {request} and limits.cpu {limit}: kubelet takes the QoS class and the CPU quota from "
                   "the pod-level block, never from claims; set both to at least {cpus} (the claimed CPUs plus the "
                   "shared ones its other containers use), equal")
 
-# Within a refusal's line (refusal.LINE_CHARS) so that the way out is not cut.
 NO_CAPACITY = Text("{label}: claim {claim}: grouped-mode {driver} CPUs need DRAConsumableCapacity, alpha and off by "
                    "default in {minor}: without it the driver pins no CPU. Use --cpu-device-mode=individual and a "
                    "count, or with the gate on ask capacity.requests (kept in the stored claim, it shows the gate on)")
-UNKNOWN_CLAIM = Text(UNKNOWN + "{label}: claim {claim}: {why}; whether the CPUs it takes from {driver} are mirrored "
-                     "in requests and limits is not known")
+UNKNOWN_CLAIM = Text(UNKNOWN + "{label}: claim {claim}: {why}; whether its {driver} CPUs are mirrored in requests "
+                     "and limits is not known")
 
 
 def unknown_findings(pod: PodSpec, facts: Facts, rule: str, text: Text) -> list[Violation]:

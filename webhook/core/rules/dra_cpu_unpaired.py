@@ -29,6 +29,7 @@ claim the webhook's cache does not hold is said "unknown". The admission policie
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -55,26 +56,22 @@ from webhook.core.rules.dra_cpu_not_mirrored import claimed_cpus, unknown_findin
 RULE_ID = "dra-cpu-unpaired"
 PAIRING_ATTRIBUTE = CPU_NUMA_ATTRIBUTES[0]  # dra.net/numaNode: what the CPU driver shares with others
 
-UNPAIRED = Text("{label}: its CPUs ({cpu}, DeviceClass {cpu_class}) and its other devices ({others}) may be "
-                "allocated on different NUMA nodes: no matchAttribute on a NUMA attribute covers all of them; add "
-                "constraints: [{{matchAttribute: {attribute}}}] over every request (an attribute both drivers "
-                "publish) so that the scheduler puts them on one NUMA node (policy.{dra}: off to stop this)")
-UNPUBLISHED = Text("{label}: matchAttribute {attribute} is never satisfied for its CPUs ({cpu}): the {driver} "
-                   "devices the cluster publishes do not carry it (they carry {published}), and the allocator "
-                   "refuses a device without the attribute, so the claim is never allocated and its Pod stays "
-                   "Pending; match on an attribute both drivers publish (policy.{dra}: off to stop this)")
+# Each within a refusal's line (refusal.LINE_CHARS), inside a Pod's finding too (IN_POD), so the way out is not cut.
+UNPAIRED = Text("{label}: its CPUs ({cpu}, DeviceClass {cpu_class}) and other devices ({others}) may land on "
+                "different NUMA nodes (no NUMA matchAttribute over all); add constraints: "
+                "[{{matchAttribute: {attribute}}}] over every request, both drivers publish it "
+                "(policy.{dra}: off to stop this)")
+UNPUBLISHED = Text("{label}: matchAttribute {attribute} never holds for its CPUs ({cpu}): the {driver} devices "
+                   "lack it (they carry {published}), so its Pod stays Pending; match an attribute both drivers "
+                   "publish (policy.{dra}: off to stop this)")
 
-OTHER_UNPUBLISHED = Text("{label}: matchAttribute {attribute} is never satisfied for its request {request}: the "
-                         "{driver} devices the cluster publishes do not carry it (they carry {published}), and the "
-                         "allocator refuses a device without the attribute, so the claim is never allocated and "
-                         "its Pod stays Pending; match on an attribute both drivers publish (policy.{dra}: off to "
-                         "stop this)")
+OTHER_UNPUBLISHED = Text("{label}: matchAttribute {attribute} never holds for its request {request}: the {driver} "
+                         "devices lack it (they carry {published}), so its Pod stays Pending; match an attribute "
+                         "both drivers publish (policy.{dra}: off to stop this)")
 
 SOCKET_ROOTS = Text(UNKNOWN + "{label}: matchAttribute {attribute} pairs its CPUs with {driver} devices grouped by "
-                    "socket or machine ({devices}: PCIe roots, no NUMA node): their root list is the union over the "
-                    "socket and the driver packs the CPUs from anywhere in it, so on a socket of several NUMA nodes "
-                    "the CPUs may sit on another NUMA node than the GPU; whether they share one is not known; run "
-                    "the driver with --group-by=numanode (its default) and match on dra.net/numaNode")
+                    "socket ({devices}): they may sit on another NUMA node than the GPU; run the driver with "
+                    "--group-by=numanode (its default) and match dra.net/numaNode")
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,7 +168,12 @@ def _socket_roots(label: str, where: FieldPath, attributes: list[str], cpus: lis
         return []
     return [Violation((*where, "constraints"), SOCKET_ROOTS(
         label=label, attribute=" or ".join(attributes), driver=CPU_DRIVER,
-        devices=", ".join(sorted({d.describe() for d in rooted})[:2])), rule=RULE_ID, advisory=True)]
+        devices=_first(sorted({d.name for d in rooted}))), rule=RULE_ID, advisory=True)]
+
+
+def _first(names: list[str]) -> str:
+    """The first name and how many more, so a long list never pushes the way out off the line."""
+    return names[0] + (f" and {len(names) - 1} more" if len(names) > 1 else "")
 
 
 def _other_unpublished(label: str, where: FieldPath, pairing: Pairing, attributes: list[str],
@@ -198,14 +200,12 @@ def _other_unpublished(label: str, where: FieldPath, pairing: Pairing, attribute
     return found
 
 
-APART = Text("{label}: its CPUs ({cpus}, {driver}) and its other devices ({others}) are allocated apart: no DRA "
-             "constraint ties devices of different claims (the allocator constrains each claim alone), nor a "
-             "device plugin's, and with the CPU Manager none (the driver's requirement) kubelet's Topology Manager "
-             "has no CPU hints, so they may sit on different NUMA nodes; ask them in one claim: both requests with "
-             "constraints: [{{matchAttribute: {attribute}}}] (a device plugin's device served through DRA instead) "
-             "(policy.{dra}: off to stop this)")
+APART = Text("{label}: CPUs ({cpus}, {driver}) and devices ({others}) may sit on different NUMA nodes (nothing "
+             "ties separate claims or plugin devices); ask both in one claim with constraints: "
+             "[{{matchAttribute: {attribute}}}] (policy.{dra}: off to stop this)")
 UNKNOWN_CLAIM = Text(UNKNOWN + "{label}: claim {claim}: {why}; whether it pairs the CPUs it takes from {driver} "
                      "with its other devices on one NUMA node is not known")
+# A claim's finding in a Pod that names it, without the claim's own label (the claim is named instead).
 IN_POD = Text("{label}: claim {claim} ({kind} {name}): {finding}")
 
 
@@ -223,9 +223,19 @@ def check(pod: PodSpec, policy: Policy, facts: Facts) -> list[Violation]:
         if spec is None:
             continue
         for v in judge_claim(kind, spec, CLAIM_KINDS[kind].spec_path, policy, facts):
-            found.append(Violation(path, IN_POD(label=label, claim=claim, kind=kind, name=name, finding=v.message),
-                                   rule=RULE_ID, advisory=v.advisory))
+            unknown, finding = _unlabelled(v.message, kind)
+            found.append(Violation(path, unknown + IN_POD(label=label, claim=claim, kind=kind, name=name,
+                                                          finding=finding), rule=RULE_ID, advisory=v.advisory))
     return found + _apart(pod, policy, facts)
+
+
+def _unlabelled(message: str, kind: str) -> tuple[str, str]:
+    """A claim's finding split into its ``unknown: `` mark ('' for none) and its text without the claim's label
+    (``<kind> devices (<path>): ``)."""
+    unknown = UNKNOWN if message.startswith(UNKNOWN) else ""
+    text = message.removeprefix(unknown)
+    label = re.match(rf"{re.escape(kind)} devices \([^)]*\): ", text)
+    return unknown, text[label.end():] if label else text
 
 
 def _other_devices(pod: PodSpec, facts: Facts, claim: str, requests: tuple[str, ...] | None) -> bool:

@@ -27,10 +27,8 @@ DENY = "deny"
 
 # The first 120 characters say it (an admission warning is cut there).
 UNALIGNED = Text("{label}: its exclusive CPUs and memory are not NUMA-aligned with its DRA devices ({how}): "
-                 "kubelet's Topology Manager has no DRA hint provider and admits it anyway; serve the device "
-                 "with its device plugin on pinned nodes, or keep the claim's devices together with "
-                 f"matchAttribute: {NUMA_ATTRIBUTE} and check the node with qos-guard verify "
-                 f"(policy.{DRA.name}: off to stop this)")
+                 "kubelet's Topology Manager has no DRA hint provider; use the device plugin on pinned nodes, or "
+                 f"matchAttribute: {NUMA_ATTRIBUTE} and qos-guard verify (policy.{DRA.name}: off to stop this)")
 CLAIMS = Text("{path}.resourceClaims: {names}")
 # What ``qos-guard policy`` says to ``policy.deviceClasses: true`` (the CEL form sees the claims only).
 DEVICE_CLASSES_REFUSAL = PolicyRefusal(
