@@ -267,8 +267,8 @@ def unreadable_size(spec: Mapping[str, Any], devices: Iterable[SliceDevice] | No
         exact = _exact(request) if cpu_request(request, classes) else None
         if exact is not None and not _asks_capacity(exact):
             more = f" and {len(unread) - 1} more" if len(unread) > 1 else ""
-            return (f"its request {request.get('name')} asks no capacity: it takes a whole device, a group whose "
-                    f"size cannot be read ({unread[0].describe()}: {unread[0].cpu_capacity_unread}{more})")
+            return (f"request {request.get('name')} asks no capacity, so a whole device, whose size cannot be read "
+                    f"({unread[0].describe()}: {unread[0].cpu_capacity_unread}{more})")
     return None
 
 

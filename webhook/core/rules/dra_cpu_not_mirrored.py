@@ -45,8 +45,8 @@ POD_BUDGET = Text("{label}: its containers' DRA CPU claims ask {cpus} CPUs of {d
 NO_CAPACITY = Text("{label}: claim {claim}: grouped-mode {driver} CPUs need DRAConsumableCapacity, alpha and off by "
                    "default in {minor}: without it the driver pins no CPU. Use --cpu-device-mode=individual and a "
                    "count, or with the gate on ask capacity.requests (kept in the stored claim, it shows the gate on)")
-UNKNOWN_CLAIM = Text(UNKNOWN + "{label}: claim {claim}: {why}; whether its {driver} CPUs are mirrored in requests "
-                     "and limits is not known")
+UNKNOWN_CLAIM = Text(UNKNOWN + "{label}: claim {claim}: {why}; whether the CPUs it takes from {driver} are mirrored "
+                     "in requests and limits is not known")
 
 
 def unknown_findings(pod: PodSpec, facts: Facts, rule: str, text: Text) -> list[Violation]:

@@ -200,8 +200,8 @@ def _other_unpublished(label: str, where: FieldPath, pairing: Pairing, attribute
     return found
 
 
-APART = Text("{label}: CPUs ({cpus}, {driver}) and devices ({others}) may sit on different NUMA nodes (nothing "
-             "ties separate claims or plugin devices); ask both in one claim with constraints: "
+APART = Text("{label}: its CPUs ({cpus}, {driver}) and its other devices ({others}) are allocated apart: no "
+             "constraint spans claims or device plugins; ask both in one claim with constraints: "
              "[{{matchAttribute: {attribute}}}] (policy.{dra}: off to stop this)")
 UNKNOWN_CLAIM = Text(UNKNOWN + "{label}: claim {claim}: {why}; whether it pairs the CPUs it takes from {driver} "
                      "with its other devices on one NUMA node is not known")
