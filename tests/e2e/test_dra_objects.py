@@ -162,9 +162,10 @@ def test_a_pod_naming_an_unpaired_template_is_refused_and_the_paired_one_admitte
     refused = admit(judged, pod("unpaired", "4", ("devices", "gpu-and-cpus")))
     assert refused.returncode != 0
     assert 'admission webhook "validate.qos-guard.io" denied the request' in refused.stderr, refused.stderr
-    assert ("dra-cpu-unpaired: pod (spec): claim devices (ResourceClaimTemplate gpu-and-cpus): "
-            "ResourceClaimTemplate devices (spec.spec.devices): its CPUs (cpus, DeviceClass dra.cpu) and its other "
-            "devices (gpu) may be allocated on different NUMA nodes") in refused.stderr, refused.stderr
+    assert ("dra-cpu-unpaired: pod (spec): claim devices (ResourceClaimTemplate gpu-and-cpus): its CPUs (cpus, "
+            "DeviceClass dra.cpu) and other devices (gpu) may land on different NUMA nodes") in refused.stderr, \
+        refused.stderr
+    assert "(policy.dra: off to stop this)" in refused.stderr  # the whole finding, its way out not cut
     assert "dra-cpu-not-mirrored" not in refused.stderr  # its 4 CPUs are stated
     paired = admit(judged, pod("paired", "4", ("devices", "gpu-and-cpus-paired")))
     assert paired.returncode == 0, paired.stderr

@@ -37,7 +37,8 @@ def cluster_facts(config: Config, kubeconfig: str | None, say: Callable[[str], N
     reads = required or (kubeconfig is not None and (config.numa_auto or config.policy.device_classes))
     if config.policy.dra == "off" or not reads:
         return facts
-    dra = cluster_dra(kubeconfig, say, context)
+    classes = facts.device_classes.cpu if facts.device_classes is not None else frozenset()
+    dra = cluster_dra(kubeconfig, say, context, classes)
     if dra is None:
         return facts
     return replace(facts, dra=dra.anywhere(), dra_of=dra.for_namespace)
@@ -52,10 +53,11 @@ def notice_rule(message: str) -> str:
     return "numa-unfit" if message.startswith("policy.numa") else "dra-unaligned"
 
 
-def cluster_dra(kubeconfig: str | None, say: Callable[[str], None],
-                context: str | None = None) -> DraSnapshot | None:
+def cluster_dra(kubeconfig: str | None, say: Callable[[str], None], context: str | None = None,
+                cpu_classes: frozenset[str] = frozenset()) -> DraSnapshot | None:
     """The ResourceSlices, the claims and templates kept as the webhook's cache keeps them (by namespace, with
-    the specs of those that ask ``dra.cpu`` CPUs) and, when some node publishes ``dra.cpu`` devices, every node's
+    the specs of those that ask CPUs through ``dra.cpu`` or ``cpu_classes``, the DeviceClasses read with
+    ``policy.deviceClasses: true`` that select it) and, when some node publishes ``dra.cpu`` devices, every node's
     CPU Manager policy (configz): what the DRA CPU rules judge with, each namespace's view (``for_namespace``) as
     the webhook's. What cannot be read stays unknown, said once (never a reason to fail)."""
     from webhook.cluster.client import Lister
@@ -64,7 +66,7 @@ def cluster_dra(kubeconfig: str | None, say: Callable[[str], None],
 
     try:
         preflight(kubeconfig, context)
-        dra, problems = read_dra(Lister(kubeconfig, context=context))
+        dra, problems = read_dra(Lister(kubeconfig, context=context), cpu_classes)
     except ClusterError:  # no usable kubeconfig, or no API server: the run already said so, once
         return None
     for problem in problems:

@@ -20,6 +20,7 @@ from webhook.batch.textsafe import escape
 from webhook.batch.unified import Edit, unified_diff
 from webhook.core.config import Config
 from webhook.core.dracpu import SLICE_KIND, dra_facts, merge
+from webhook.core.dracpu_objects import CLASS_KIND
 from webhook.core.engine import (
     MODE_LABEL,
     MODE_LABEL_RULE,
@@ -144,7 +145,7 @@ def namespace_of(obj: Any) -> str | None:
     return namespace if isinstance(namespace, str) and namespace else None
 
 
-DRA_KINDS = (SLICE_KIND, "ResourceClaim", "ResourceClaimTemplate")
+DRA_KINDS = (SLICE_KIND, "ResourceClaim", "ResourceClaimTemplate", CLASS_KIND)
 NO_MODE_LABEL = f"Namespace without a {MODE_LABEL} label"
 
 
@@ -233,8 +234,9 @@ def check_paths(paths: Sequence[str], config: Config, mode: Mode,
 
 
 def with_input_dra(facts: Facts, items: Sequence[Item]) -> Facts:
-    """``facts`` with what the input's own DRA objects say (ResourceSlices, and the CPUs its ResourceClaims and
-    templates ask), so a Pod is judged with the claims written beside it; unchanged when there is none."""
+    """``facts`` with what the input's own DRA objects say (ResourceSlices, the DeviceClasses that select the CPU
+    driver, and the CPUs its ResourceClaims and templates ask), so a Pod is judged with the claims written beside
+    it; unchanged when there is none."""
     objects = [i.obj for i in items if isinstance(i.obj, dict) and i.obj.get("kind") in DRA_KINDS]
     if not objects:
         return facts

@@ -8,6 +8,8 @@ side unknown (None) with the reason; claims past the bound are not whole (a clai
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from webhook.cluster.client import ClusterError, Lister, Unreachable
 from webhook.cluster.dracache import CLAIMS, TEMPLATES, WATCHED, DraSnapshot, claim_stores, claims_of
 from webhook.core.dracpu import SliceDevice, dra_facts
@@ -39,16 +41,17 @@ def read_slices(lister: Lister) -> tuple[tuple[SliceDevice, ...] | None, str | N
     return devices, None
 
 
-def read_dra(lister: Lister) -> tuple[DraSnapshot, list[str]]:
+def read_dra(lister: Lister, cpu_classes: Collection[str] = ()) -> tuple[DraSnapshot, list[str]]:
     """Slices and claims, each None where it could not be read, and what could not; an API server that cannot
     be reached at all raises ``Unreachable`` (every other list would fail the same way). The claims are whole when
     both lists were read within the bound (``DraSnapshot.whole``): a claim a Pod names that is absent then does
-    not exist; otherwise a Pod's claims are "unknown" with the reason, never judged as fitting."""
+    not exist; otherwise a Pod's claims are "unknown" with the reason, never judged as fitting. ``cpu_classes``:
+    the DeviceClasses known to select the CPU driver besides ``dra.cpu`` (``dracpu.cpu_class``)."""
     problems: list[str] = []
     devices, problem = read_slices(lister)
     if problem:
         problems.append(problem)
-    stores = claim_stores()
+    stores = claim_stores(frozenset(cpu_classes))
     unread: str | None = None
     for resource in (CLAIMS, TEMPLATES):
         kind, path, _ = WATCHED[resource]
@@ -65,4 +68,5 @@ def read_dra(lister: Lister) -> tuple[DraSnapshot, list[str]]:
                       "the most qos-guard keeps (the webhook's cache's bound): one it does not hold is not known")
             problems.append(unread)
     refused = unread is not None and not all(stores[r].listed for r in (CLAIMS, TEMPLATES))
-    return DraSnapshot(devices, None if refused else claims_of(stores), unread is None, unread), problems
+    return DraSnapshot(devices, None if refused else claims_of(stores), unread is None, unread,
+                       cpu_classes=frozenset(cpu_classes)), problems

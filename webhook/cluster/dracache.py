@@ -10,7 +10,11 @@ kept, and of each only what the rules read: of a claim that asks no ``dra.cpu`` 
 naming it is known not to take DRA CPUs), of one that does its requests and constraints without their CEL
 selectors, of a slice its driver, node and one device per distinct set of locality attributes (NUMA node, PCIe
 root), the others dropped. A claim made for a Pod (from its template, owned by the Pod) is not kept: Pods name
-the template. Measured with tracemalloc (tests/unit/test_dra_objects_cache.py): about 1.3 KiB per kept CPU
+the template. In the webhook a claim of a DeviceClass of another name that selects the CPU driver
+(``dracpu.cpu_class``) is kept as any other (its name alone): which classes do is not known when it is projected;
+``check --kubeconfig`` and ``audit`` read the DeviceClasses first and project with them
+(``claim_stores``). Measured with tracemalloc
+(tests/unit/test_dra_objects_cache.py): about 1.3 KiB per kept CPU
 claim, under 0.3 KiB per other claim, about 1.5 KiB per slice of two NUMA nodes: about 80 MiB with every store at
 its bound, a few MiB for a cluster of a thousand GPU nodes. (``dra-numa-list-match`` may count fewer devices in
 its "and N more" than ``check``, which keeps every device.)
@@ -90,8 +94,9 @@ def _without_selectors(request: Any) -> Any:
     return kept
 
 
-def keep_claim(kind: str) -> Callable[[Mapping[str, Any]], KeptClaim | None]:
-    """The projection of a ``kind`` object (None: not kept, a claim made for a Pod)."""
+def keep_claim(kind: str, classes: frozenset[str] = frozenset()) -> Callable[[Mapping[str, Any]], KeptClaim | None]:
+    """The projection of a ``kind`` object (None: not kept, a claim made for a Pod); ``classes``: DeviceClasses
+    besides ``dra.cpu`` known to select the CPU driver (``check --kubeconfig``/``audit`` read them first)."""
     def keep(obj: Mapping[str, Any]) -> KeptClaim | None:
         meta = obj.get("metadata")
         meta = meta if isinstance(meta, Mapping) else {}
@@ -106,12 +111,12 @@ def keep_claim(kind: str) -> Callable[[Mapping[str, Any]], KeptClaim | None]:
         devices = spec.get("devices")
         requests = devices.get("requests") if isinstance(devices, Mapping) else None
         requests = requests if isinstance(requests, list) else []
-        if not any(isinstance(r, Mapping) and cpu_request(r) for r in requests):
+        if not any(isinstance(r, Mapping) and cpu_request(r, classes) for r in requests):
             return KeptClaim(namespace, kind, name, 0, None)
         constraints = devices.get("constraints") if isinstance(devices, Mapping) else None
         reduced = {"devices": {"requests": [_without_selectors(r) for r in requests],
                                "constraints": constraints if isinstance(constraints, list) else []}}
-        return KeptClaim(namespace, kind, name, claim_cpus(spec), MappingProxyType(reduced))
+        return KeptClaim(namespace, kind, name, claim_cpus(spec, classes=classes), MappingProxyType(reduced))
     return keep
 
 
@@ -155,6 +160,8 @@ class DraSnapshot:
     # ``cpu_managers`` names every node (``check``/``audit`` read each kubelet's configz); the webhook's, from the
     # agents' NRT ``cpuPinner``, names only the nodes whose agent published.
     cpu_managers_whole: bool = False
+    # DeviceClasses besides ``dra.cpu`` that select the CPU driver, as the claims were projected with them.
+    cpu_classes: frozenset[str] = frozenset()
     _views: dict[str, DraFacts] = field(default_factory=dict, init=False, repr=False)
     _anywhere: list[DraFacts] = field(default_factory=list, init=False, repr=False)
 
@@ -179,12 +186,12 @@ class DraSnapshot:
     def _make(self, namespace: str | None) -> DraFacts:
         if self.claims is None:
             return DraFacts(self.devices, None, self.cpu_managers, claims_unknown=self.problem,
-                            cpu_managers_whole=self.cpu_managers_whole)
+                            cpu_managers_whole=self.cpu_managers_whole, cpu_classes=self.cpu_classes)
         mine: dict[tuple[str, str], KeptClaim | None] = dict(self.claims.get(namespace, {})) \
             if namespace is not None else _across(self.claims)
         # a request asking no capacity takes a whole device: told by the slices (claim_cpus)
         cpus = {k: None if c is None else c.cpus if c.cpus is not None or c.spec is None
-                else claim_cpus(c.spec, self.devices) for k, c in mine.items()}
+                else claim_cpus(c.spec, self.devices, classes=self.cpu_classes) for k, c in mine.items()}
         specs = {k: c.spec for k, c in mine.items() if c is not None and c.spec is not None}
         ambiguous = [k for k, c in mine.items() if c is None]
         for key in ambiguous:  # not in the view: unknown_claims says why
@@ -193,7 +200,8 @@ class DraSnapshot:
         return DraFacts(self.devices, MappingProxyType(cpus), self.cpu_managers,
                         claim_specs=MappingProxyType(specs),
                         claims_whole=whole, claims_unknown=None if whole else self.problem or AMBIGUOUS,
-                        cpu_managers_whole=self.cpu_managers_whole, specs_stored=True)
+                        cpu_managers_whole=self.cpu_managers_whole, specs_stored=True,
+                        cpu_classes=self.cpu_classes)
 
 
 def _across(claims: Mapping[str, Mapping[tuple[str, str], KeptClaim]]) -> dict[tuple[str, str], KeptClaim | None]:
@@ -218,10 +226,11 @@ def claims_of(stores: Mapping[str, Store]) -> dict[str, dict[tuple[str, str], Ke
     return claims
 
 
-def claim_stores() -> dict[str, Store]:
-    """The stores of claims and templates, each of its projection (``keep_claim``) and bound (``MAX_CLAIMS``)."""
-    return {CLAIMS: Store(keep_claim("ResourceClaim"), limit=MAX_CLAIMS),
-            TEMPLATES: Store(keep_claim("ResourceClaimTemplate"), limit=MAX_CLAIMS)}
+def claim_stores(classes: frozenset[str] = frozenset()) -> dict[str, Store]:
+    """The stores of claims and templates, each of its projection (``keep_claim``, with the CPU ``classes``) and
+    bound (``MAX_CLAIMS``)."""
+    return {CLAIMS: Store(keep_claim("ResourceClaim", classes), limit=MAX_CLAIMS),
+            TEMPLATES: Store(keep_claim("ResourceClaimTemplate", classes), limit=MAX_CLAIMS)}
 
 
 def _not_served(name: str) -> str:

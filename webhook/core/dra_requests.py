@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from webhook.core.dracpu_objects import cpu_class
 from webhook.core.fieldpath import FieldPath
 
 IMPLICIT_PREFIX = "deviceclass.resource.kubernetes.io/"  # resourceapi.ResourceDeviceClassPrefix
@@ -38,6 +39,8 @@ class DeviceClasses:
 
     extended: Mapping[str, str] = field(default_factory=dict)  # class name -> extendedResourceName or ''
     by_resource: Mapping[str, str] = field(default_factory=dict)  # extended resource name -> class name
+    # The classes whose selectors pick only the DRA CPU driver's devices (``dracpu.cpu_class``).
+    cpu: frozenset[str] = frozenset()
 
     def serves(self, resource: str) -> str | None:
         """The DeviceClass through which DRA serves the extended resource ``resource``, or None."""
@@ -50,8 +53,12 @@ class DeviceClasses:
         return None
 
 
-def device_class_entry(obj: Mapping[str, Any]) -> tuple[str, str, str] | None:
-    """(name, extendedResourceName or '', creationTimestamp) of a DeviceClass object; None without a name."""
+Entry = tuple[str, str, str] | tuple[str, str, str, bool]
+
+
+def device_class_entry(obj: Mapping[str, Any]) -> tuple[str, str, str, bool] | None:
+    """(name, extendedResourceName or '', creationTimestamp, whether it selects only the DRA CPU driver's devices)
+    of a DeviceClass object; None without a name."""
     meta = obj.get("metadata")
     name = meta.get("name") if isinstance(meta, Mapping) else None
     if not isinstance(name, str) or not name:
@@ -59,17 +66,21 @@ def device_class_entry(obj: Mapping[str, Any]) -> tuple[str, str, str] | None:
     created = meta.get("creationTimestamp") if isinstance(meta, Mapping) else None
     spec = obj.get("spec")
     extended = spec.get("extendedResourceName") if isinstance(spec, Mapping) else None
-    return (name, extended if isinstance(extended, str) else "", created if isinstance(created, str) else "")
+    return (name, extended if isinstance(extended, str) else "", created if isinstance(created, str) else "",
+            cpu_class(obj) is not None)
 
 
-def index_device_classes(entries: Iterable[tuple[str, str, str]]) -> DeviceClasses:
+def index_device_classes(entries: Iterable[Entry]) -> DeviceClasses:
     """The index of ``device_class_entry`` values. Two classes naming one extended resource: the newer wins, the
     name (sorted first) breaks a tie, as the scheduler's extended resource cache picks
     (pkg/scheduler/framework/plugins/dynamicresources/extended)."""
     extended: dict[str, str] = {}
     chosen: dict[str, tuple[str, str]] = {}  # resource -> (creationTimestamp, class name)
-    for name, resource, created in entries:
+    cpu: set[str] = set()
+    for name, resource, created, *selects_cpu in entries:
         extended[name] = resource
+        if any(selects_cpu):
+            cpu.add(name)
         if not resource:
             continue
         best = chosen.get(resource)
@@ -77,7 +88,7 @@ def index_device_classes(entries: Iterable[tuple[str, str, str]]) -> DeviceClass
         if best is None or created > best[0] or (created == best[0] and name < best[1]):
             chosen[resource] = (created, name)
     by_resource = {resource: name for resource, (_, name) in chosen.items()}
-    return DeviceClasses(MappingProxyType(extended), MappingProxyType(by_resource))
+    return DeviceClasses(MappingProxyType(extended), MappingProxyType(by_resource), frozenset(cpu))
 
 
 def parse_device_classes(objects: Iterable[Mapping[str, Any]]) -> DeviceClasses:

@@ -6,6 +6,8 @@ What the driver does, from its module at v0.2.0 (``pkg/driver/dra_hooks.go``, ``
 README "Workload Configuration Requirements"):
 
 - it is the driver ``dra.cpu``; its chart installs the DeviceClass ``dra.cpu`` (``device.driver == "dra.cpu"``);
+  a class of another name counts as CPUs when its object is known (``check``'s input, the cluster's with
+  ``policy.deviceClasses: true``) and its selectors read exactly as that driver test (``cpu_class``);
 - grouped mode (the default): one device per NUMA node with the consumable capacity ``dra.cpu/cpu``; a claim asks
   CPUs with ``capacity.requests: {dra.cpu/cpu: N}``; individual mode: one device per CPU, asked by ``count``;
 - its NUMA attributes are ``dra.cpu/numaNodeID`` and ``dra.net/numaNode`` (ints), NOT the standard
@@ -23,17 +25,17 @@ With ``DRAListTypeAttributes`` a ``matchAttribute`` over list values is satisfie
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
+from webhook.core.dracpu_objects import CLASS_KIND, cpu_capacity, cpu_class
+from webhook.core.dracpu_objects import CPU_CAPACITY as CPU_CAPACITY
+from webhook.core.dracpu_objects import CPU_DRIVER as CPU_DRIVER
 from webhook.core.quantity import QuantityError, parse_quantity
 
-CPU_DRIVER = "dra.cpu"
 CPU_CLASS = "dra.cpu"  # the DeviceClass the driver's chart installs
-CPU_CAPACITY = "dra.cpu/cpu"
 # The NUMA attributes dra-driver-cpu v0.2.0 publishes on its devices (grouped by NUMA node, and individual).
 CPU_NUMA_ATTRIBUTES = ("dra.net/numaNode", "dra.cpu/numaNodeID")
 SLICE_KIND = "ResourceSlice"
@@ -93,6 +95,9 @@ class DraFacts:
     # where a gate is off (``capacity`` without DRAConsumableCapacity, pkg/api/resourceclaimspec/util.go) and
     # that is still there shows the gate on.
     specs_stored: bool = False
+    # DeviceClasses besides ``dra.cpu`` known to select only the CPU driver's devices (``cpu_class``): a request
+    # of one asks CPUs as one of ``dra.cpu`` does.
+    cpu_classes: frozenset[str] = frozenset()
 
     def drivers_on(self, node: str) -> frozenset[str]:
         return frozenset(d.driver for d in self.devices or () if d.node == node)
@@ -142,40 +147,10 @@ def slice_devices(obj: Mapping[str, Any]) -> list[SliceDevice]:
             attributes[name] = parsed[0]
             if parsed[1]:
                 lists.add(name)
-        cpus, unread = _cpu_capacity(driver, raw)
+        cpus, unread = cpu_capacity(driver, raw)
         found.append(SliceDevice(driver, node if isinstance(node, str) else "", raw["name"],
                                  MappingProxyType(attributes), frozenset(lists), cpus, unread))
     return found
-
-
-def _cpu_capacity(driver: str, raw: Mapping[str, Any]) -> tuple[int | None, str]:
-    """A CPU driver's device's ``dra.cpu/cpu`` capacity (a whole number of CPUs; None when absent), and what an
-    entry that is there but not a whole number of CPUs holds ('' when absent or read): absent is individual mode
-    (one CPU), unreadable is a group of unknown size."""
-    capacity = raw.get("capacity")
-    if driver != CPU_DRIVER or capacity is None:
-        return None, ""
-    if not isinstance(capacity, Mapping):
-        return None, f"capacity {_shown(capacity)} (not a mapping)"
-    if CPU_CAPACITY not in capacity:
-        return None, ""
-    entry = capacity[CPU_CAPACITY]
-    value = entry.get("value") if isinstance(entry, Mapping) else None
-    if value is None or isinstance(value, bool | list | Mapping):
-        return None, f"{CPU_CAPACITY} {_shown(entry)} (no quantity value)"
-    try:
-        q = parse_quantity(str(value))
-    except QuantityError:
-        return None, f"{CPU_CAPACITY} {_shown(value)} (not a quantity)"
-    if q.milli <= 0 or q.milli % 1000:
-        return None, f"{CPU_CAPACITY} {_shown(value)} (not a whole number of CPUs)"
-    return q.milli // 1000, ""
-
-
-def _shown(value: Any) -> str:
-    """A slice's value as a message quotes it, cut short."""
-    text = json.dumps(value, default=str) if not isinstance(value, str) else f"'{value}'"
-    return text if len(text) <= 40 else text[:37] + "..."
 
 
 # ---- the CPUs a claim asks ----
@@ -187,14 +162,19 @@ def _exact(request: Mapping[str, Any]) -> Mapping[str, Any] | None:
     return exact if isinstance(exact, Mapping) else None
 
 
-def cpu_request(request: Mapping[str, Any]) -> bool:
-    """Does this request (of a claim spec) ask devices of the CPU driver's DeviceClass?"""
+def _is_cpu_class(name: Any, classes: Collection[str]) -> bool:
+    return name == CPU_CLASS or (isinstance(name, str) and name in classes)
+
+
+def cpu_request(request: Mapping[str, Any], classes: Collection[str] = ()) -> bool:
+    """Does this request (of a claim spec) ask devices of the CPU driver's DeviceClass (``dra.cpu``, or one of
+    ``classes``, known to select only its devices)?"""
     exact = _exact(request)
     if exact is not None:
-        return exact.get("deviceClassName") == CPU_CLASS
+        return _is_cpu_class(exact.get("deviceClassName"), classes)
     alternatives = request.get("firstAvailable")
     return isinstance(alternatives, list) and any(
-        isinstance(a, Mapping) and a.get("deviceClassName") == CPU_CLASS for a in alternatives)
+        isinstance(a, Mapping) and _is_cpu_class(a.get("deviceClassName"), classes) for a in alternatives)
 
 
 def _whole_device(count: int, devices: Iterable[SliceDevice] | None) -> int | None:
@@ -236,27 +216,37 @@ def _cpus_of(exact: Mapping[str, Any], devices: Iterable[SliceDevice] | None = N
     return count * (q.milli // 1000)
 
 
+def request_base(name: str) -> str:
+    """The request a ``resources.claims[].request`` (or an allocation result's request) names: ``req/sub`` (a
+    ``firstAvailable`` sub-request) is ``req``."""
+    return name.split("/", 1)[0]
+
+
+def _asks_capacity(exact: Mapping[str, Any]) -> bool:
+    """Does this exact request ask ``dra.cpu/cpu`` capacity (``capacity.requests``)?"""
+    capacity = exact.get("capacity")
+    asked = capacity.get("requests") if isinstance(capacity, Mapping) else None
+    return isinstance(asked, Mapping) and CPU_CAPACITY in asked
+
+
 def claim_requests(spec: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     """The requests of a ResourceClaimSpec (``spec.devices.requests``), those that are mappings."""
-    return _requests(spec)
-
-
-def _requests(spec: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     devices = spec.get("devices")
     raw = devices.get("requests") if isinstance(devices, Mapping) else None
     return [r for r in raw if isinstance(r, Mapping)] if isinstance(raw, list) else []
 
 
 def claim_cpus(spec: Mapping[str, Any], devices: Iterable[SliceDevice] | None = None,
-               requests: Iterable[str] | None = None) -> int | None:
+               requests: Iterable[str] | None = None, classes: Collection[str] = ()) -> int | None:
     """The CPUs a ResourceClaimSpec asks through ``dra.cpu`` (0: none; None: not known, e.g. a CPU request
     among ``firstAvailable`` alternatives, whose size the scheduler picks, or one that asks no capacity while the
     slices are not known). ``devices``: the cluster's slices; ``requests``: only these requests (a container's
-    ``resources.claims[].request``: kubelet hands it only that request's devices; ``req/sub`` counts as ``req``)."""
-    only = {r.split("/", 1)[0] for r in requests} if requests is not None else None
+    ``resources.claims[].request``: kubelet hands it only that request's devices; ``req/sub`` counts as ``req``);
+    ``classes``: the DeviceClasses besides ``dra.cpu`` that select the CPU driver (``DraFacts.cpu_classes``)."""
+    only = {request_base(r) for r in requests} if requests is not None else None
     total = 0
-    for request in _requests(spec):
-        if not cpu_request(request) or (only is not None and request.get("name") not in only):
+    for request in claim_requests(spec):
+        if not cpu_request(request, classes) or (only is not None and request.get("name") not in only):
             continue
         exact = _exact(request)
         cpus = _cpus_of(exact, devices) if exact is not None else None
@@ -266,49 +256,42 @@ def claim_cpus(spec: Mapping[str, Any], devices: Iterable[SliceDevice] | None = 
     return total
 
 
-def unreadable_size(spec: Mapping[str, Any], devices: Iterable[SliceDevice] | None) -> str | None:
+def unreadable_size(spec: Mapping[str, Any], devices: Iterable[SliceDevice] | None,
+                    classes: Collection[str] = ()) -> str | None:
     """Why the CPUs of a claim that asks a whole ``dra.cpu`` device (no capacity) cannot be told because a CPU
     device's capacity is there but unreadable (``cpu_capacity_unread``); None when that is not the cause."""
     unread = [d for d in devices or () if d.driver == CPU_DRIVER and d.cpu_capacity_unread]
     if not unread:
         return None
-    for request in _requests(spec):
-        exact = _exact(request) if cpu_request(request) else None
-        capacity = exact.get("capacity") if exact is not None else None
-        asked = capacity.get("requests") if isinstance(capacity, Mapping) else None
-        if exact is not None and not (isinstance(asked, Mapping) and CPU_CAPACITY in asked):
-            named = "; ".join(f"{d.describe()}: {d.cpu_capacity_unread}" for d in unread[:3])
-            return (f"its request {request.get('name')} asks no capacity, so it takes a whole device, and the size "
-                    f"of a {CPU_DRIVER} device cannot be read ({named}); a device with capacity is a group, not one "
-                    "CPU")
+    for request in claim_requests(spec):
+        exact = _exact(request) if cpu_request(request, classes) else None
+        if exact is not None and not _asks_capacity(exact):
+            more = f" and {len(unread) - 1} more" if len(unread) > 1 else ""
+            return (f"request {request.get('name')} asks no capacity, so a whole device, whose size cannot be read "
+                    f"({unread[0].describe()}: {unread[0].cpu_capacity_unread}{more})")
     return None
 
 
-def asks_capacity(spec: Mapping[str, Any]) -> bool:
+def asks_capacity(spec: Mapping[str, Any], classes: Collection[str] = ()) -> bool:
     """Does a CPU request of the claim ask ``dra.cpu/cpu`` capacity (``capacity.requests``)?"""
-    for request in _requests(spec):
-        exact = _exact(request) if cpu_request(request) else None
-        capacity = exact.get("capacity") if exact is not None else None
-        asked = capacity.get("requests") if isinstance(capacity, Mapping) else None
-        if isinstance(asked, Mapping) and CPU_CAPACITY in asked:
+    for request in claim_requests(spec):
+        exact = _exact(request) if cpu_request(request, classes) else None
+        if exact is not None and _asks_capacity(exact):
             return True
     return False
 
 
-def grouped(spec: Mapping[str, Any], devices: Iterable[SliceDevice] | None = None) -> bool:
+def grouped(spec: Mapping[str, Any], devices: Iterable[SliceDevice] | None = None,
+            classes: Collection[str] = ()) -> bool:
     """Does a CPU request of the claim take a grouped-mode device: it asks ``dra.cpu/cpu`` capacity, or asks none
     where the slices publish only groups? With DRAConsumableCapacity off (1.34, 1.35) the API server drops
     ``capacity`` (pkg/api/resourceclaimspec/util.go) and the allocator records no ConsumedCapacity, so
     dra-driver-cpu v0.2.0 pins 0 CPUs for it (pkg/driver/dra_hooks.go: claimCPUCount stays 0)."""
     capacities = {d.cpu_capacity is not None or bool(d.cpu_capacity_unread)
                   for d in devices or () if d.driver == CPU_DRIVER}  # a device with capacity (read or not)
-    for request in _requests(spec):
-        exact = _exact(request) if cpu_request(request) else None
-        if exact is None:
-            continue
-        capacity = exact.get("capacity")
-        asked = capacity.get("requests") if isinstance(capacity, Mapping) else None
-        if (isinstance(asked, Mapping) and CPU_CAPACITY in asked) or capacities == {True}:
+    for request in claim_requests(spec):
+        exact = _exact(request) if cpu_request(request, classes) else None
+        if exact is not None and (_asks_capacity(exact) or capacities == {True}):
             return True
     return False
 
@@ -327,12 +310,15 @@ def _claim_spec(obj: Mapping[str, Any]) -> tuple[str, Mapping[str, Any]] | None:
 
 
 def dra_facts(objects: Iterable[Any], slices: bool = True, claims: bool = True,
-              known_devices: Iterable[SliceDevice] | None = None) -> DraFacts:
-    """The index of the DRA objects among ``objects`` (ResourceSlices, ResourceClaims, ResourceClaimTemplates;
-    the rest ignored). ``slices``/``claims``: whether those kinds were read at all (else None: not known);
-    ``known_devices``: slices read apart, for the CPUs of a request that asks no capacity."""
+              known_devices: Iterable[SliceDevice] | None = None, classes: Collection[str] = ()) -> DraFacts:
+    """The index of the DRA objects among ``objects`` (ResourceSlices, ResourceClaims, ResourceClaimTemplates,
+    DeviceClasses that select the CPU driver; the rest ignored). ``slices``/``claims``: whether those kinds were
+    read at all (else None: not known); ``known_devices``: slices read apart, for the CPUs of a request that asks
+    no capacity; ``classes``: CPU classes read apart (``cpu_class``)."""
     objects = [o for o in objects if isinstance(o, Mapping)]
     devices: list[SliceDevice] = [d for o in objects if o.get("kind") == SLICE_KIND for d in slice_devices(o)]
+    found_classes = {c for o in objects if o.get("kind") == CLASS_KIND and (c := cpu_class(o)) is not None}
+    cpu_classes = frozenset((*classes, *found_classes)) - {CPU_CLASS}
     resolving = [*devices, *(known_devices or ())]
     cpu_claims: dict[tuple[str, str], int | None] = {}
     specs: dict[tuple[str, str], Mapping[str, Any] | None] = {}
@@ -346,7 +332,7 @@ def dra_facts(objects: Iterable[Any], slices: bool = True, claims: bool = True,
         if found is None or not isinstance(name, str):
             continue
         key = (found[0], name)
-        cpus = claim_cpus(found[1], resolving)
+        cpus = claim_cpus(found[1], resolving, classes=cpu_classes)
         if key in seen and cpu_claims.get(key) != cpus:
             cpu_claims[key] = None  # two namespaces, two answers: not known
         elif key not in seen:
@@ -358,7 +344,7 @@ def dra_facts(objects: Iterable[Any], slices: bool = True, claims: bool = True,
         seen.add(key)
     return DraFacts(tuple(devices) if slices else None,
                     MappingProxyType({k: v for k, v in cpu_claims.items()}) if claims else None,
-                    claim_specs=MappingProxyType(specs) if claims else None)
+                    claim_specs=MappingProxyType(specs) if claims else None, cpu_classes=cpu_classes)
 
 
 def merge(first: DraFacts | None, second: DraFacts | None) -> DraFacts | None:
@@ -379,15 +365,17 @@ def merge(first: DraFacts | None, second: DraFacts | None) -> DraFacts | None:
         specs = dict(first.claim_specs or {})
         for key, spec in (second.claim_specs or {}).items():
             specs[key] = spec if key not in specs or specs[key] == spec else None
-    if claims is not None and devices:  # a request asking no capacity, told by the slices of the other side
-        for key, spec in (specs or {}).items():
-            if spec is not None and key in claims and claims[key] is None:
-                claims[key] = claim_cpus(spec, devices)
+    classes = first.cpu_classes | second.cpu_classes
+    for key, spec in (specs or {}).items():
+        # a request asking no capacity, told by the other side's slices; a CPU class one side may not have known
+        if claims is not None and spec is not None and key in claims and \
+                ((claims[key] is None and devices) or (claims[key] == 0 and classes)):
+            claims[key] = claim_cpus(spec, devices, classes=classes)
     stored = specs is not None and all(f.specs_stored for f in (first, second) if f.claim_specs is not None)
     return DraFacts(devices, MappingProxyType(claims) if claims is not None else None, managers,
                     MappingProxyType(specs) if specs is not None else None,
                     first.claims_whole or second.claims_whole, first.claims_unknown or second.claims_unknown,
-                    managing.cpu_managers_whole, stored)
+                    managing.cpu_managers_whole, stored, classes)
 
 
 UNKNOWN = "unknown: "  # how a finding that says the rule could not judge begins

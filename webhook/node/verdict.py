@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from webhook.core.dracpu import request_base
 from webhook.core.podspec import GUARANTEED
 from webhook.core.quantity import format_milli
 from webhook.node.allocation import Allocatable, ContainerAllocation, DeviceGroup, DraDevice, MemoryBlock
@@ -214,7 +215,7 @@ def _own_devices(alloc: ContainerAllocation, requests: Mapping[str, tuple[str, .
             own.append(d)
         elif d.request is None:
             uncertain.append(d)
-        elif d.request.split("/", 1)[0] in {r.split("/", 1)[0] for r in named}:
+        elif request_base(d.request) in {request_base(r) for r in named}:
             own.append(d)
     kept = replace(alloc, dynamic=tuple(own)) if len(own) != len(alloc.dynamic) else alloc
     return kept, tuple(uncertain)

@@ -9,6 +9,7 @@ import json
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from flask import Flask, Response, request
@@ -112,8 +113,11 @@ def create_app(config: Config, metrics: Metrics | None = None, own_namespace: st
         if kept is None or kept[0] is not claims:
             if len(made) >= MAX_VIEWS:
                 made.clear()
+            # the DeviceClasses that select the CPU driver (policy.deviceClasses): the claims' own requests are CPUs
+            view = replace(claims, cpu_classes=classes.cpu) if claims is not None and classes is not None \
+                and classes.cpu else claims
             kept = made[id(claims)] = (claims, Facts(topology=snapshot, device_classes=classes, kubernetes=kubernetes,
-                                                     memo=Memo(), related=objects, dra=claims))
+                                                     memo=Memo(), related=objects, dra=view))
         return kept[1]
 
     def read_body() -> bytes | bytearray:

@@ -17,7 +17,7 @@ from typing import Any
 from webhook.core.claims import CLAIM_KINDS
 from webhook.core.config import DRA, Policy
 from webhook.core.demands import dra_advisory, dra_judged
-from webhook.core.dra_requests import NUMA_ATTRIBUTE, PCIE_ATTRIBUTE, claim_spread
+from webhook.core.dra_requests import NUMA_ATTRIBUTE, claim_spread
 from webhook.core.facts import NO_FACTS, Facts
 from webhook.core.fieldpath import FieldPath, dotted
 from webhook.core.podspec import PodSpec
@@ -27,16 +27,16 @@ from webhook.core.rules.dra_cpu_unpaired import cpu_pairing
 RULE_ID = "dra-claim-spread"
 
 SPREAD = Text("{label}: {devices} devices ({requests}) may be allocated on different NUMA nodes: no matchAttribute "
-              f"constraint on {NUMA_ATTRIBUTE} or {PCIE_ATTRIBUTE}; add constraints: [{{{{matchAttribute: "
-              f"{NUMA_ATTRIBUTE}}}}}] so that the scheduler allocates them on one NUMA node "
-              f"(policy.{DRA.name}: off to stop this)")
+              f"constraint on {NUMA_ATTRIBUTE} or pcieRoot; add constraints: [{{{{matchAttribute: "
+              f"{NUMA_ATTRIBUTE}}}}}] to keep them on one (policy.{DRA.name}: off to stop this)")
 
 
 def judge_claim(kind: str, spec: Mapping[str, Any], path: FieldPath, policy: Policy,
                 facts: Facts = NO_FACTS) -> list[Violation]:
     """The finding for one claim spec (``spec`` of a ResourceClaim, ``spec.spec`` of a template). A claim that
     pairs the DRA CPU driver's CPUs with other devices is ``dra-cpu-unpaired``'s to judge."""
-    if not dra_judged(policy) or cpu_pairing(spec) is not None:
+    classes = facts.dra.cpu_classes if facts.dra is not None else ()
+    if not dra_judged(policy) or cpu_pairing(spec, classes) is not None:
         return []
     spread = claim_spread(spec)
     if spread is None:

@@ -33,18 +33,16 @@ from webhook.core.rules.base import Rule, Text, Violation
 RULE_ID = "dra-cpu-not-mirrored"
 CPU = "cpu"
 
+# Within a refusal's line (refusal.LINE_CHARS) so that the way out is not cut.
 NOT_MIRRORED = Text("{label}: its DRA CPU claims ({claims}) ask {cpus} CPUs of {driver}, but {where} has "
-                    "requests.cpu {request} and limits.cpu {limit}: kubelet takes the QoS class and the CPU quota "
-                    "from requests and limits, never from claims, so the Pod is not Guaranteed for {cpus} CPUs "
-                    "(and the scheduler counts other CPUs than the claim holds); set requests.cpu and limits.cpu "
-                    "to {cpus}{pod_level}; it costs no CPU the claim does not already hold")
-POD_LEVEL = Text(" (or spec.resources to the sum of the Pod's claimed CPUs plus its shared ones)")
+                    "requests.cpu {request} and limits.cpu {limit}: QoS and CPU quota ignore claims; set both to "
+                    "{cpus}{pod_level}, which costs no CPU the claim does not hold")
+POD_LEVEL = Text(" (or spec.resources to all the Pod's CPUs)")
 POD_BUDGET = Text("{label}: its containers' DRA CPU claims ask {cpus} CPUs of {driver}, but spec.resources has "
                   "requests.cpu {request} and limits.cpu {limit}: kubelet takes the QoS class and the CPU quota from "
                   "the pod-level block, never from claims; set both to at least {cpus} (the claimed CPUs plus the "
                   "shared ones its other containers use), equal")
 
-# Within a refusal's line (refusal.LINE_CHARS) so that the way out is not cut.
 NO_CAPACITY = Text("{label}: claim {claim}: grouped-mode {driver} CPUs need DRAConsumableCapacity, alpha and off by "
                    "default in {minor}: without it the driver pins no CPU. Use --cpu-device-mode=individual and a "
                    "count, or with the gate on ask capacity.requests (kept in the stored claim, it shows the gate on)")
@@ -82,7 +80,7 @@ def claimed_cpus(pod: PodSpec, facts: Facts, claim: str, requests: tuple[str, ..
     if requests is None or whole == 0:
         return whole
     spec = dra.claim_specs.get(source) if dra.claim_specs is not None else None
-    return claim_cpus(spec, dra.devices, requests) if spec is not None else None
+    return claim_cpus(spec, dra.devices, requests, dra.cpu_classes) if spec is not None else None
 
 
 def _requests_of(pod: PodSpec, claim: str) -> tuple[str, ...] | None:
@@ -148,7 +146,7 @@ def _unreadable(pod: PodSpec, facts: Facts) -> list[Violation]:
     found = []
     for name, source in pod.claim_sources.items():
         spec = dra.claim_specs.get(source)
-        why = unreadable_size(spec, dra.devices) if spec is not None else None
+        why = unreadable_size(spec, dra.devices, dra.cpu_classes) if spec is not None else None
         if why is not None and any(name in c.claims for c in pod.all_containers):
             found.append(Violation((*pod.path, "resourceClaims"), UNKNOWN_CLAIM(
                 label=f"pod ({dotted(pod.path)})", claim=f"{name} ({source[1]})", why=why, driver=CPU_DRIVER),
@@ -164,9 +162,9 @@ def _unpinned(pod: PodSpec, facts: Facts) -> list[Violation]:
     found = []
     for name, source in pod.claim_sources.items():
         spec = dra.claim_specs.get(source)
-        if spec is not None and dra.specs_stored and asks_capacity(spec):
+        if spec is not None and dra.specs_stored and asks_capacity(spec, dra.cpu_classes):
             continue  # the API server kept capacity.requests: DRAConsumableCapacity is on
-        if spec is not None and grouped(spec, dra.devices):
+        if spec is not None and grouped(spec, dra.devices, dra.cpu_classes):
             found.append(Violation((*pod.path, "resourceClaims"), NO_CAPACITY(
                 label=f"pod ({dotted(pod.path)})", claim=f"{name} ({source[1]})", driver=CPU_DRIVER,
                 minor=pod.kube.minor), rule=RULE_ID))

@@ -32,10 +32,9 @@ from webhook.core.rules.dra_unaligned import cpus_from_dra, exclusive_cpus
 RULE_ID = "dra-cpu-pinner-mismatch"
 SHOWN = 3
 
-NO_CPU_MANAGER = Text("{label}: it asks kubelet's CPU Manager for exclusive CPUs, but no node runs the static CPU "
-                      "Manager: the CPUs of {nodes} belong to the DRA driver {driver} (cpuManagerPolicy none), so "
-                      "it runs on the shared pool; ask its CPUs through a ResourceClaim of DeviceClass {cpu_class} "
-                      "and mirror them in requests and limits (policy.{dra}: off to stop this)")
+NO_CPU_MANAGER = Text("{label}: it asks the CPU Manager for exclusive CPUs, but {driver} pins the CPUs of {nodes} "
+                      "(cpuManagerPolicy none), so it gets the shared pool; claim them (DeviceClass {cpu_class}), "
+                      "mirrored in requests and limits (policy.{dra}: off to stop this)")
 BOTH_PIN = Text("{label}: its CPUs come from a {driver} claim, but {nodes} also run the static CPU Manager: both "
                 "pin its containers there; set cpuManagerPolicy: none on them (qos-guard nodes: "
                 "cpu-pinners-conflict) (policy.{dra}: off to stop this)")

@@ -41,13 +41,12 @@ from webhook.core.workloads import EVERY_NODE
 RULE_ID = "dra-cpu-shared"
 
 # Each within a refusal's line (refusal.LINE_CHARS) so that the way out is not cut.
-WAY_OUT = ("give each container its own claim (from a ResourceClaimTemplate), or name the CPU request in one "
-           "container only (resources.claims[].request)")
-CONTAINERS = Text("{label}: claim {claim} gives its {driver} CPUs to containers {containers}, which run at once; the "
-                  "driver allows one container per claim, the others fail with CreateContainerError; " + WAY_OUT)
+WAY_OUT = ("give each container its own claim, or name the CPU request in one container only "
+           "(resources.claims[].request)")
+CONTAINERS = Text("{label}: claim {claim} gives its {driver} CPUs to containers {containers}, which run at once: the "
+                  "driver serves one container per claim, the others fail with CreateContainerError; " + WAY_OUT)
 SEQUENTIAL = Text("{label}: claim {claim} gives its {driver} CPUs to init container {first}, then to {later}: when "
-                  "{first} exits the driver frees the claim to the shared pool, so {later} runs on CPUs others "
-                  "share; " + WAY_OUT)
+                  "{first} exits the driver frees them, so {later} runs on CPUs others share; " + WAY_OUT)
 PODS = Text("{label}: claim {claim} is the ResourceClaim {name} itself, which the Pods of {several} share, and it "
             "holds {driver} CPUs that the driver gives one container only: every Pod after the first fails with "
             "CreateContainerError; use resourceClaimTemplateName (a ResourceClaimTemplate: one claim per Pod)")

@@ -30,7 +30,8 @@ claim the webhook's cache does not hold is said "unknown". The admission policie
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,7 +39,15 @@ from webhook.core.claims import CLAIM_KINDS
 from webhook.core.config import DRA, Policy
 from webhook.core.demands import dra_advisory, dra_judged, is_device
 from webhook.core.dra_requests import NUMA_ATTRIBUTE, _covers, local_attribute
-from webhook.core.dracpu import CPU_CLASS, CPU_DRIVER, CPU_NUMA_ATTRIBUTES, UNKNOWN, SliceDevice, cpu_request
+from webhook.core.dracpu import (
+    CPU_CLASS,
+    CPU_DRIVER,
+    CPU_NUMA_ATTRIBUTES,
+    UNKNOWN,
+    SliceDevice,
+    cpu_request,
+    request_base,
+)
 from webhook.core.facts import Facts
 from webhook.core.fieldpath import FieldPath, dotted
 from webhook.core.podspec import PodSpec
@@ -48,26 +57,22 @@ from webhook.core.rules.dra_cpu_not_mirrored import claimed_cpus, unknown_findin
 RULE_ID = "dra-cpu-unpaired"
 PAIRING_ATTRIBUTE = CPU_NUMA_ATTRIBUTES[0]  # dra.net/numaNode: what the CPU driver shares with others
 
-UNPAIRED = Text("{label}: its CPUs ({cpu}, DeviceClass {cpu_class}) and its other devices ({others}) may be "
-                "allocated on different NUMA nodes: no matchAttribute on a NUMA attribute covers all of them; add "
-                "constraints: [{{matchAttribute: {attribute}}}] over every request (an attribute both drivers "
-                "publish) so that the scheduler puts them on one NUMA node (policy.{dra}: off to stop this)")
-UNPUBLISHED = Text("{label}: matchAttribute {attribute} is never satisfied for its CPUs ({cpu}): the {driver} "
-                   "devices the cluster publishes do not carry it (they carry {published}), and the allocator "
-                   "refuses a device without the attribute, so the claim is never allocated and its Pod stays "
-                   "Pending; match on an attribute both drivers publish (policy.{dra}: off to stop this)")
+# Each within a refusal's line (refusal.LINE_CHARS), inside a Pod's finding too (IN_POD), so the way out is not cut.
+UNPAIRED = Text("{label}: its CPUs ({cpu}, DeviceClass {cpu_class}) and other devices ({others}) may land on "
+                "different NUMA nodes (no NUMA matchAttribute over all); add constraints: "
+                "[{{matchAttribute: {attribute}}}] over every request, both drivers publish it "
+                "(policy.{dra}: off to stop this)")
+UNPUBLISHED = Text("{label}: matchAttribute {attribute} never holds for its CPUs ({cpu}): the {driver} devices "
+                   "lack it (they carry {published}), so its Pod stays Pending; match an attribute both drivers "
+                   "publish (policy.{dra}: off to stop this)")
 
-OTHER_UNPUBLISHED = Text("{label}: matchAttribute {attribute} is never satisfied for its request {request}: the "
-                         "{driver} devices the cluster publishes do not carry it (they carry {published}), and the "
-                         "allocator refuses a device without the attribute, so the claim is never allocated and "
-                         "its Pod stays Pending; match on an attribute both drivers publish (policy.{dra}: off to "
-                         "stop this)")
+OTHER_UNPUBLISHED = Text("{label}: matchAttribute {attribute} never holds for its request {request}: the {driver} "
+                         "devices lack it (they carry {published}), so its Pod stays Pending; match an attribute "
+                         "both drivers publish (policy.{dra}: off to stop this)")
 
 SOCKET_ROOTS = Text(UNKNOWN + "{label}: matchAttribute {attribute} pairs its CPUs with {driver} devices grouped by "
-                    "socket or machine ({devices}: PCIe roots, no NUMA node): their root list is the union over the "
-                    "socket and the driver packs the CPUs from anywhere in it, so on a socket of several NUMA nodes "
-                    "the CPUs may sit on another NUMA node than the GPU; whether they share one is not known; run "
-                    "the driver with --group-by=numanode (its default) and match on dra.net/numaNode")
+                    "socket ({devices}): they may sit on another NUMA node than the GPU; run the driver with "
+                    "--group-by=numanode (its default) and match dra.net/numaNode")
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,17 +80,30 @@ class Pairing:
     cpu: tuple[str, ...]
     others: tuple[str, ...]
     requests: tuple[tuple[str, Mapping[str, Any]], ...]
+    cpu_classes: tuple[str, ...] = (CPU_CLASS,)  # the DeviceClasses its CPU requests name
 
 
-def cpu_pairing(spec: Mapping[str, Any]) -> Pairing | None:
-    """The claim's CPU requests and its other requests, when it has both (else None)."""
+def _class_names(request: Mapping[str, Any]) -> list[str]:
+    exact = request if "deviceClassName" in request else request.get("exactly")
+    if isinstance(exact, Mapping):
+        return [exact["deviceClassName"]] if isinstance(exact.get("deviceClassName"), str) else []
+    alternatives = request.get("firstAvailable")
+    return [a["deviceClassName"] for a in alternatives if isinstance(a, Mapping)
+            and isinstance(a.get("deviceClassName"), str)] if isinstance(alternatives, list) else []
+
+
+def cpu_pairing(spec: Mapping[str, Any], classes: Collection[str] = ()) -> Pairing | None:
+    """The claim's CPU requests and its other requests, when it has both (else None); ``classes``: the
+    DeviceClasses besides ``dra.cpu`` known to select the CPU driver (``DraFacts.cpu_classes``)."""
     devices = spec.get("devices")
     raw = devices.get("requests") if isinstance(devices, Mapping) else None
     requests = tuple((str(r.get("name") or f"[{i}]"), r) for i, r in enumerate(raw if isinstance(raw, list) else [])
                      if isinstance(r, Mapping))
-    cpu = tuple(name for name, r in requests if cpu_request(r))
-    others = tuple(name for name, r in requests if not cpu_request(r))
-    return Pairing(cpu, others, requests) if cpu and others else None
+    cpu = tuple(name for name, r in requests if cpu_request(r, classes))
+    others = tuple(name for name, r in requests if not cpu_request(r, classes))
+    named = sorted({c for _, r in requests if cpu_request(r, classes) for c in _class_names(r)
+                    if c == CPU_CLASS or c in classes})
+    return Pairing(cpu, others, requests, tuple(named)) if cpu and others else None
 
 
 def numa_attribute(name: str) -> bool:
@@ -110,7 +128,7 @@ def covering(spec: Mapping[str, Any], pairing: Pairing) -> list[str]:
 
 def judge_claim(kind: str, spec: Mapping[str, Any], path: FieldPath, policy: Policy,
                 facts: Facts) -> list[Violation]:
-    pairing = cpu_pairing(spec)
+    pairing = cpu_pairing(spec, facts.dra.cpu_classes if facts.dra is not None else ())
     if pairing is None:
         return []
     where = (*path, "devices")
@@ -118,7 +136,8 @@ def judge_claim(kind: str, spec: Mapping[str, Any], path: FieldPath, policy: Pol
     attributes = covering(spec, pairing)
     advisory = dra_advisory(policy)
     if not attributes:
-        return [Violation(where, UNPAIRED(label=label, cpu=", ".join(pairing.cpu), cpu_class=CPU_CLASS,
+        return [Violation(where, UNPAIRED(label=label, cpu=", ".join(pairing.cpu),
+                                          cpu_class=", ".join(pairing.cpu_classes),
                                           others=", ".join(pairing.others), attribute=PAIRING_ATTRIBUTE,
                                           dra=DRA.name), rule=RULE_ID, advisory=advisory)]
     devices = facts.dra.devices if facts.dra is not None else None
@@ -150,7 +169,12 @@ def _socket_roots(label: str, where: FieldPath, attributes: list[str], cpus: lis
         return []
     return [Violation((*where, "constraints"), SOCKET_ROOTS(
         label=label, attribute=" or ".join(attributes), driver=CPU_DRIVER,
-        devices=", ".join(sorted({d.describe() for d in rooted})[:2])), rule=RULE_ID, advisory=True)]
+        devices=_first(sorted({d.name for d in rooted}))), rule=RULE_ID, advisory=True)]
+
+
+def _first(names: list[str]) -> str:
+    """The first name and how many more, so a long list never pushes the way out off the line."""
+    return names[0] + (f" and {len(names) - 1} more" if len(names) > 1 else "")
 
 
 def _other_unpublished(label: str, where: FieldPath, pairing: Pairing, attributes: list[str],
@@ -177,14 +201,12 @@ def _other_unpublished(label: str, where: FieldPath, pairing: Pairing, attribute
     return found
 
 
-APART = Text("{label}: its CPUs ({cpus}, {driver}) and its other devices ({others}) are allocated apart: no DRA "
-             "constraint ties devices of different claims (the allocator constrains each claim alone), nor a "
-             "device plugin's, and with the CPU Manager none (the driver's requirement) kubelet's Topology Manager "
-             "has no CPU hints, so they may sit on different NUMA nodes; ask them in one claim: both requests with "
-             "constraints: [{{matchAttribute: {attribute}}}] (a device plugin's device served through DRA instead) "
-             "(policy.{dra}: off to stop this)")
+APART = Text("{label}: its CPUs ({cpus}, {driver}) and its other devices ({others}) are allocated apart: no "
+             "constraint spans claims or device plugins; ask both in one claim with constraints: "
+             "[{{matchAttribute: {attribute}}}] (policy.{dra}: off to stop this)")
 UNKNOWN_CLAIM = Text(UNKNOWN + "{label}: claim {claim}: {why}; whether it pairs the CPUs it takes from {driver} "
                      "with its other devices on one NUMA node is not known")
+# A claim's finding in a Pod that names it, without the claim's own label (the claim is named instead).
 IN_POD = Text("{label}: claim {claim} ({kind} {name}): {finding}")
 
 
@@ -202,9 +224,19 @@ def check(pod: PodSpec, policy: Policy, facts: Facts) -> list[Violation]:
         if spec is None:
             continue
         for v in judge_claim(kind, spec, CLAIM_KINDS[kind].spec_path, policy, facts):
-            found.append(Violation(path, IN_POD(label=label, claim=claim, kind=kind, name=name, finding=v.message),
-                                   rule=RULE_ID, advisory=v.advisory))
+            unknown, finding = _unlabelled(v.message, kind)
+            found.append(Violation(path, unknown + IN_POD(label=label, claim=claim, kind=kind, name=name,
+                                                          finding=finding), rule=RULE_ID, advisory=v.advisory))
     return found + _apart(pod, policy, facts)
+
+
+def _unlabelled(message: str, kind: str) -> tuple[str, str]:
+    """A claim's finding split into its ``unknown: `` mark ('' for none) and its text without the claim's label
+    (``<kind> devices (<path>): ``)."""
+    unknown = UNKNOWN if message.startswith(UNKNOWN) else ""
+    text = message.removeprefix(unknown)
+    label = re.match(rf"{re.escape(kind)} devices \([^)]*\): ", text)
+    return unknown, text[label.end():] if label else text
 
 
 def _other_devices(pod: PodSpec, facts: Facts, claim: str, requests: tuple[str, ...] | None) -> bool:
@@ -219,9 +251,9 @@ def _other_devices(pod: PodSpec, facts: Facts, claim: str, requests: tuple[str, 
         return dra.cpu_claims is not None and dra.cpu_claims.get(source) == 0
     devices = spec.get("devices")
     raw = devices.get("requests") if isinstance(devices, Mapping) else None
-    only = {r.split("/", 1)[0] for r in requests} if requests is not None else None
-    return any(isinstance(r, Mapping) and not cpu_request(r) and (only is None or r.get("name") in only)
-               for r in (raw if isinstance(raw, list) else []))
+    only = {request_base(r) for r in requests} if requests is not None else None
+    return any(isinstance(r, Mapping) and not cpu_request(r, dra.cpu_classes)
+               and (only is None or r.get("name") in only) for r in (raw if isinstance(raw, list) else []))
 
 
 def _apart(pod: PodSpec, policy: Policy, facts: Facts) -> list[Violation]:

@@ -25,12 +25,10 @@ from webhook.core.rules.base import Rule, Text, Violation
 from webhook.core.rules.dra_cpu_unpaired import numa_attribute
 
 RULE_ID = "dra-numa-list-match"
-SHOWN = 3
+SHOWN = 1  # a device or two fill the line: the first one, then how many more
 
-LIST_MATCH = Text("{label}: matchAttribute {attribute} does not keep its devices on one NUMA node: {devices} "
-                  "publish it as a list, and a list matches when the lists intersect (DRAListTypeAttributes), so "
-                  "devices on different NUMA nodes satisfy it; match a single-valued attribute (dra.net/numaNode, "
-                  "or a CEL selector on one value) or have the driver publish one node per device "
+LIST_MATCH = Text("{label}: matchAttribute {attribute} may span NUMA nodes: {devices} publish it as a list, and "
+                  "lists match if they intersect; match a single-valued attribute such as dra.net/numaNode "
                   "(policy.{dra}: off to stop this)")
 
 
@@ -54,7 +52,8 @@ def judge_claim(kind: str, spec: Mapping[str, Any], path: FieldPath, policy: Pol
         if len(listed) > SHOWN:
             shown += f" and {len(listed) - SHOWN} more"
         where = (*path, "devices", "constraints", i, "matchAttribute")
-        found.append(Violation(where, LIST_MATCH(label=f"{kind} devices ({dotted(where)})", attribute=attribute,
+        label = f"{kind} devices ({dotted((*path, 'devices'))})"  # the attribute says which constraint
+        found.append(Violation(where, LIST_MATCH(label=label, attribute=attribute,
                                                  devices=shown, dra=DRA.name),
                                rule=RULE_ID, advisory=dra_advisory(policy)))
     return found

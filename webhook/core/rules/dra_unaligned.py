@@ -27,10 +27,8 @@ DENY = "deny"
 
 # The first 120 characters say it (an admission warning is cut there).
 UNALIGNED = Text("{label}: its exclusive CPUs and memory are not NUMA-aligned with its DRA devices ({how}): "
-                 "kubelet's Topology Manager has no DRA hint provider and admits it anyway; serve the device "
-                 "with its device plugin on pinned nodes, or keep the claim's devices together with "
-                 f"matchAttribute: {NUMA_ATTRIBUTE} and check the node with qos-guard verify "
-                 f"(policy.{DRA.name}: off to stop this)")
+                 "kubelet's Topology Manager has no DRA hint provider; use the device plugin on pinned nodes, or "
+                 f"matchAttribute: {NUMA_ATTRIBUTE} and qos-guard verify (policy.{DRA.name}: off to stop this)")
 CLAIMS = Text("{path}.resourceClaims: {names}")
 # What ``qos-guard policy`` says to ``policy.deviceClasses: true`` (the CEL form sees the claims only).
 DEVICE_CLASSES_REFUSAL = PolicyRefusal(
@@ -48,16 +46,18 @@ def exclusive_cpus(pod: PodSpec) -> bool:
 def cpus_from_dra(pod: PodSpec, facts: Facts) -> bool:
     """Does the cluster say that the Pod's CPUs come from a DRA CPU claim (``dra.cpu``)? Its nodes then run
     the CPU Manager ``none`` (the driver's requirement) and ``dra-cpu-unpaired`` judges the alignment."""
-    known = facts.dra.cpu_claims if facts.dra is not None else None
-    if known is None:
+    dra = facts.dra
+    known = dra.cpu_claims if dra is not None else None
+    if dra is None or known is None:
         return False
-    specs = facts.dra.claim_specs if facts.dra is not None else None
+    specs = dra.claim_specs
     for source in pod.claim_sources.values():
         n = known.get(source)
         spec = specs.get(source) if specs is not None else None
         # a count not known (a device's size unreadable) is still CPUs from the driver when a request asks them
         if (n is not None and n > 0) or (source in known and n is None and spec is not None
-                                         and any(cpu_request(r) for r in claim_requests(spec))):
+                                         and any(cpu_request(r, dra.cpu_classes)
+                                                 for r in claim_requests(spec))):
             return True
     return False
 
