@@ -1,0 +1,113 @@
+"""What an LLMInferenceService's model adds to each Pod KServe v0.20.0's llmisvc controller builds
+(``attachModelArtifacts``, ``pkg/controller/v1alpha2/llmisvc/workload_storage.go``), and the
+``inferenceservice-config`` ``storageInitializer`` it reads for that (``config_loader.go``): for ``hf://`` and
+``s3://`` (and LoRA adapters from them) a ``storage-initializer`` init container, a user's init container of that
+name merged over it; for ``oci://`` a ``modelcar`` sidecar and ``modelcar-init`` (10m, 15Mi each)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from webhook.core.operators import Related
+from webhook.core.operators.kserve_pod import (
+    ISVC_CONFIG,
+    MODELCAR,
+    MODELCAR_INIT,
+    SHIPPED_STORAGE,
+    STORAGE_UNREADABLE,
+    modelcar_container,
+    parse_storage_initializer,
+    resolve_oci_mode,
+)
+from webhook.core.operators.llmisvc_base import KIND, Unknown, get, merge
+
+CONFIG_MAP = ("", "ConfigMap")
+KSERVE_NAMESPACE = "kserve"  # constants.KServeNamespace (the controller's POD_NAMESPACE)
+LOCAL_MODEL = "internal.serving.kserve.io/localmodel"
+STORAGE_INITIALIZER = "storage-initializer"
+# The inferenceservice-config ConfigMap's storageInitializer as KServe v0.20.0 ships it (kserve_pod.SHIPPED_STORAGE).
+STORAGE_DEFAULTS = SHIPPED_STORAGE
+# What a given ConfigMap's storageInitializer says of OCI models replaces the shipped words: KServe unmarshals it
+# into an empty StorageInitializerConfig (v1beta1.GetStorageInitializerConfigs), so a key it omits is off.
+_OCI_KEYS = ("enableModelcar", "enableOciModelSupport", "ociModelMode")
+
+
+def storage_config(related: Related) -> Mapping[str, Any]:
+    """``storageInitializer`` of the ``inferenceservice-config`` ConfigMap in KServe's namespace, else as shipped;
+    unknown where KServe cannot read it (``parse_storage_initializer``, shared with the InferenceService builder)."""
+    found = related.named(*CONFIG_MAP, ISVC_CONFIG, KSERVE_NAMESPACE)
+    text = get(found, "data", "storageInitializer")
+    if not isinstance(text, str):
+        return STORAGE_DEFAULTS
+    parsed = parse_storage_initializer(text)
+    if parsed is None:
+        raise Unknown(f"{KIND}: {STORAGE_UNREADABLE}")
+    return {**{k: v for k, v in STORAGE_DEFAULTS.items() if k not in _OCI_KEYS}, **parsed}
+
+
+def _resources(cpu: Any, memory: Any) -> dict[str, Any]:
+    return {"requests": {"cpu": cpu[0], "memory": memory[0]}, "limits": {"cpu": cpu[1], "memory": memory[1]}}
+
+
+def _storage_initializer(pod: dict[str, Any], storage: Mapping[str, Any]) -> None:
+    """``attachStorageInitializer``: the user's ``storage-initializer`` merged over KServe's, appended last."""
+    own = [c for c in pod.get("initContainers") or [] if get(c, "name") == STORAGE_INITIALIZER]
+    pod["initContainers"] = [c for c in pod.get("initContainers") or [] if get(c, "name") != STORAGE_INITIALIZER]
+    made = {"name": STORAGE_INITIALIZER,
+            "resources": _resources((storage["cpuRequest"], storage["cpuLimit"]),
+                                    (storage["memoryRequest"], storage["memoryLimit"]))}
+    pod["initContainers"].append(merge(made, own[0]) if own else made)
+
+
+def _strip_storage_initializer(pod: dict[str, Any]) -> None:
+    if pod.get("initContainers"):
+        pod["initContainers"] = [c for c in pod["initContainers"] if get(c, "name") != STORAGE_INITIALIZER]
+
+
+def _modelcar(pod: dict[str, Any], storage: Mapping[str, Any]) -> None:
+    """``ConfigureModelcarToContainer``: a ``modelcar`` sidecar and a ``modelcar-init`` init container."""
+    if any(get(c, "name") == MODELCAR for c in pod.get("containers") or []):
+        return
+    pod["containers"] = [*(pod.get("containers") or []), modelcar_container(MODELCAR, storage)]
+    pod["initContainers"] = [*(pod.get("initContainers") or []), modelcar_container(MODELCAR_INIT, storage)]
+
+
+def attach_model(pod: Mapping[str, Any], spec: Mapping[str, Any], labels: Mapping[str, Any],
+                 storage: Mapping[str, Any], lora: bool = True) -> dict[str, Any]:
+    """``attachModelArtifacts`` on one pod spec: what the model's URI (and, unless ``lora`` is off, as for the
+    scheduler, its LoRA adapters) adds to the Pod."""
+    out = dict(pod)
+    uri = get(spec, "model", "uri")
+    if not isinstance(uri, str) or "://" not in uri:
+        raise Unknown(f"{KIND}: spec.model.uri {uri!r} has no scheme, so KServe builds no Pods (invalid model URI)")
+    if get(spec, "storageInitializer", "enabled") is False:
+        return out
+    scheme = "pvc" if LOCAL_MODEL in labels else uri.split("://", 1)[0]
+    adapters = get(spec, "model", "lora", "adapters") if lora else None
+    downloads = any(isinstance(get(a, "uri"), str) and a["uri"].split("://", 1)[0] in ("hf", "s3")
+                    for a in adapters) if isinstance(adapters, list) else False
+    if scheme in ("hf", "s3") or (scheme in ("pvc", "oci", "oci+native") and downloads):
+        if scheme == "oci":
+            _oci(out, storage)
+        _storage_initializer(out, storage)
+    elif scheme in ("pvc", "oci"):
+        if scheme == "oci":
+            _oci(out, storage)
+        _strip_storage_initializer(out)
+    elif scheme != "oci+native":
+        raise Unknown(f"{KIND}: spec.model.uri scheme {scheme}:// is not one KServe serves (hf, s3, pvc, oci, "
+                      "oci+native), so it builds no Pods")
+    return out
+
+
+def _oci(pod: dict[str, Any], storage: Mapping[str, Any]) -> None:
+    mode = resolve_oci_mode(storage)
+    if not mode:
+        raise Unknown(f"{KIND}: spec.model.uri is oci:// but the inferenceservice-config's storageInitializer "
+                      "enables no OCI model mode, so KServe builds no Pods")
+    if mode == "modelcar":
+        _modelcar(pod, storage)
+
+
+__all__ = ["LOCAL_MODEL", "STORAGE_DEFAULTS", "attach_model", "storage_config"]
