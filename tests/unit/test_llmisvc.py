@@ -197,8 +197,9 @@ def test_the_scheduler_preset_is_burstable_unless_the_object_says_otherwise() ->
 def test_a_scheduler_with_the_tokenizer_gets_the_model_too() -> None:
     """scheduler.go (isUsingTokenizerSidecar): a managed scheduler with the tokenizer container gets the model's
     artifacts as a model-serving Pod does (attachModelArtifacts, without LoRA adapters): hf:// adds the
-    storage-initializer (100m of 1 CPU as shipped), oci:// the modelcar; pvc:// nothing. The compliant twin is
-    the guaranteed scheduler above, on a pvc:// model."""
+    storage-initializer (100m of 1 CPU as shipped), oci:// the modelcar; pvc:// nothing. They stay when KServe then
+    drops the tokenizer (test_llmisvc_scheduler). The compliant twin is the guaranteed scheduler above, on a
+    pvc:// model."""
     guaranteed = {"template": main(), "router": {"scheduler": {"template": {"containers": [
         {"name": "main", "resources": GOOD}, {"name": "tokenizer", "resources": GOOD}]}}}}
     scheduler = "spec.router.scheduler.template (scheduler, over kserve-config-llm-scheduler)"
@@ -212,7 +213,7 @@ def test_a_scheduler_with_the_tokenizer_gets_the_model_too() -> None:
     oci = llmisvc(guaranteed)
     oci["spec"]["model"]["uri"] = "oci://registry/opt:1"
     [built] = [t for t in targets(oci) if t.template == scheduler]
-    assert [c.name for c in built.pod_spec().containers] == ["main", "tokenizer", "modelcar"]
+    assert [c.name for c in built.pod_spec().containers] == ["main", "modelcar"]
     assert violations(llmisvc(guaranteed)) == []
 
 

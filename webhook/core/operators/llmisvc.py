@@ -13,12 +13,14 @@ container, ``isUsingTokenizerSidecar``, and without LoRA adapters) gets the mode
 (``attachModelArtifacts``, workload_storage.go): for ``hf://`` and ``s3://`` (and LoRA adapters from them) a
 ``storage-initializer`` init container whose resources are the ``inferenceservice-config`` ConfigMap's
 ``storageInitializer`` (100m of 1 CPU, 100Mi of 1Gi as KServe ships it), a user's init container of that name
-merged over it; for ``oci://`` a ``modelcar`` sidecar and ``modelcar-init`` (10m, 15Mi each).
+merged over it; for ``oci://`` a ``modelcar`` sidecar and ``modelcar-init`` (10m, 15Mi each)
+(``llmisvc_storage``). The scheduler then loses a ``tokenizer`` its config does not need (``llmisvc_scheduler``).
 
 What the builder knows: a config given in the input (or read from the cluster) is used; a well-known preset not
 given is KServe v0.20.0's as it ships (only what judging reads is kept below: container names, resources,
-``restartPolicy``); a ``baseRefs`` config or a preset KServe does not ship (pipeline parallel) that is not given
-is unknown, said with its name, and nothing of the object is judged (it may change any Pod).
+``restartPolicy``, the scheduler's version); a ``baseRefs`` config or a preset KServe does not ship (pipeline
+parallel) that is not given is unknown, said with its name, and nothing of the object is judged (it may change
+any Pod).
 """
 
 from __future__ import annotations
@@ -29,6 +31,14 @@ from typing import Any
 from webhook.core.fieldpath import FieldPath
 from webhook.core.operators import Built, Related
 from webhook.core.operators.llmisvc_base import KIND, Unknown, get, merge, positive
+from webhook.core.operators.llmisvc_scheduler import (
+    TOKENIZER,
+    VERSION,
+    check_config_ref,
+    drops_tokenizer,
+    transforms,
+    without_tokenizer,
+)
 from webhook.core.operators.llmisvc_storage import (
     CONFIG_MAP,
     KSERVE_NAMESPACE,
@@ -42,7 +52,6 @@ GROUP = "serving.kserve.io"
 CONFIG = (GROUP, "LLMInferenceServiceConfig")
 RELATED = (CONFIG, CONFIG_MAP)
 STOP = "serving.kserve.io/stop"
-TOKENIZER = "tokenizer"  # scheduler.go tokenizerContainerName
 
 # Where each pod spec is in the spec, and how a finding names it.
 At = tuple[str, ...]
@@ -66,10 +75,12 @@ PRESETS: dict[str, Mapping[str, Any]] = {
     "kserve-config-llm-decode-worker-data-parallel": {
         "template": {"containers": [_MAIN], "initContainers": [_SIDECAR]}, "worker": _WORKLOAD},
     "kserve-config-llm-prefill-worker-data-parallel": {"prefill": {"template": _WORKLOAD, "worker": _WORKLOAD}},
-    "kserve-config-llm-scheduler": {"router": {"scheduler": {"template": {"containers": [
-        {"name": "main", "resources": {"limits": {"cpu": "6", "memory": "16Gi"},
-                                       "requests": {"cpu": "1", "memory": "2Gi"}}},
-        {"name": "tokenizer", "resources": {"requests": {"cpu": "256m", "memory": "500Mi"}}}]}}}},
+    "kserve-config-llm-scheduler": {"router": {"scheduler": {
+        "annotations": {VERSION: "0.9.0"},  # the scheduler's version: it drops an unneeded tokenizer
+        "template": {"containers": [
+            {"name": "main", "resources": {"limits": {"cpu": "6", "memory": "16Gi"},
+                                           "requests": {"cpu": "1", "memory": "2Gi"}}},
+            {"name": "tokenizer", "resources": {"requests": {"cpu": "256m", "memory": "500Mi"}}}]}}}},
     "kserve-config-llm-scheduler-latency-predictor": {"router": {"scheduler": {"template": {"containers": [
         {"name": "main"},
         {"name": "training-server", "resources": {"requests": {"cpu": "2000m", "memory": "4Gi"},
@@ -186,7 +197,7 @@ def build(obj: Mapping[str, Any], related: Related) -> Iterator[Built | str]:
         yield str(unknown)
 
 
-def _build(spec: Mapping[str, Any], meta: Mapping[str, Any], related: Related) -> Iterator[Built]:
+def _build(spec: Mapping[str, Any], meta: Mapping[str, Any], related: Related) -> Iterator[Built | str]:
     namespace = meta.get("namespace") if isinstance(meta.get("namespace"), str) else None
     refs = spec.get("baseRefs") or []
     if not isinstance(refs, Sequence) or isinstance(refs, str):
@@ -201,6 +212,8 @@ def _build(spec: Mapping[str, Any], meta: Mapping[str, Any], related: Related) -
     final: Any = {}
     for layer in [*(p for _, p in presets), *bases, spec]:
         final = merge(final, layer)
+    scheduler = get(final, "router", "scheduler")
+    check_config_ref(scheduler, related, namespace)
     storage: Mapping[str, Any] | None = None
     labels = meta.get("labels") if isinstance(meta.get("labels"), Mapping) else {}
     assert isinstance(labels, Mapping)
@@ -213,7 +226,6 @@ def _build(spec: Mapping[str, Any], meta: Mapping[str, Any], related: Related) -
     if prefill is not None:
         made += [(PREFILL, "prefill")] if get(prefill, "worker") is None else [(PREFILL, "prefill leader"),
                                                                                (PREFILL_WORKER, "prefill worker")]
-    scheduler = get(final, "router", "scheduler")
     if scheduler is not None and not get(scheduler, "pool", "ref", "name"):
         made.append((SCHEDULER, "scheduler"))
     for at, role in made:
@@ -224,18 +236,26 @@ def _build(spec: Mapping[str, Any], meta: Mapping[str, Any], related: Related) -
         own = _mapping(get(spec, *at), here)
         if not isinstance(pod, Mapping):
             raise ManifestError(here, "expected a mapping")
+        partial = ""
         if at != SCHEDULER:
             storage = storage or storage_config(related)
             pod = attach_model(pod, final, labels, storage)
+        elif isinstance(transform := transforms(scheduler), str):
+            yield transform
+            continue
         elif any(get(c, "name") == TOKENIZER for c in pod.get("containers") or []):
             # scheduler.go: a scheduler with the tokenizer sidecar (isUsingTokenizerSidecar) gets the model too,
-            # for the tokenizer, without the LoRA adapters (LLMISVCSchedulerAttachesLoRA false)
+            # for the tokenizer, without the LoRA adapters (LLMISVCSchedulerAttachesLoRA false); then
+            # schedulerTransform may drop the tokenizer (llmisvc_scheduler)
             storage = storage or storage_config(related)
             pod = attach_model(pod, final, labels, storage, lora=False)
+            drops = drops_tokenizer(pod, scheduler, related, namespace) if transform else False
+            if drops is not False:
+                pod, partial = without_tokenizer(pod), drops if isinstance(drops, str) else ""
         sources = [name for name, p in presets if get(p, *at)] + [
             str(get(r, "name")) for r, b in zip(refs, bases, strict=True) if get(b, *at)]
         over = f", over {' and '.join(sources)}" if sources else ""
-        yield Built(here, pod, f"spec.{'.'.join(at)} ({role}{over})", _fields(own, pod, here))
+        yield Built(here, pod, f"spec.{'.'.join(at)} ({role}{over})", _fields(own, pod, here), partial)
 
 
 __all__ = ["GROUP", "KIND", "PRESETS", "RELATED", "STORAGE_DEFAULTS", "TEMPLATES", "attach_model", "build",
