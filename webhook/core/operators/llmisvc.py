@@ -14,7 +14,8 @@ container, ``isUsingTokenizerSidecar``, and without LoRA adapters) gets the mode
 ``storage-initializer`` init container whose resources are the ``inferenceservice-config`` ConfigMap's
 ``storageInitializer`` (100m of 1 CPU, 100Mi of 1Gi as KServe ships it), a user's init container of that name
 merged over it; for ``oci://`` a ``modelcar`` sidecar and ``modelcar-init`` (10m, 15Mi each)
-(``llmisvc_storage``). The scheduler then loses a ``tokenizer`` its config does not need (``llmisvc_scheduler``).
+(``llmisvc_storage``), after the managed DRA claim (``llmisvc_dra``). The scheduler then loses a ``tokenizer``
+its config does not need (``llmisvc_scheduler``).
 
 What the builder knows: a config given in the input (or read from the cluster) is used; a well-known preset not
 given is KServe v0.20.0's as it ships (only what judging reads is kept below: container names, resources,
@@ -31,6 +32,7 @@ from typing import Any
 from webhook.core.fieldpath import FieldPath
 from webhook.core.operators import Built, Related
 from webhook.core.operators.llmisvc_base import KIND, Unknown, get, merge, positive
+from webhook.core.operators.llmisvc_dra import managed, with_claim
 from webhook.core.operators.llmisvc_scheduler import (
     TOKENIZER,
     VERSION,
@@ -214,6 +216,9 @@ def _build(spec: Mapping[str, Any], meta: Mapping[str, Any], related: Related) -
         final = merge(final, layer)
     scheduler = get(final, "router", "scheduler")
     check_config_ref(scheduler, related, namespace)
+    annotations = meta.get("annotations") if isinstance(meta.get("annotations"), Mapping) else {}
+    assert isinstance(annotations, Mapping)
+    dra = managed(annotations)
     storage: Mapping[str, Any] | None = None
     labels = meta.get("labels") if isinstance(meta.get("labels"), Mapping) else {}
     assert isinstance(labels, Mapping)
@@ -237,7 +242,10 @@ def _build(spec: Mapping[str, Any], meta: Mapping[str, Any], related: Related) -
         if not isinstance(pod, Mapping):
             raise ManifestError(here, "expected a mapping")
         partial = ""
+        shown: tuple[tuple[FieldPath, FieldPath], ...] = ()
         if at != SCHEDULER:
+            if dra:  # injectManagedDRAIntoConfig: on the merged spec, before the model is attached
+                pod, shown = with_claim(pod, str(meta.get("name")), annotations)
             storage = storage or storage_config(related)
             pod = attach_model(pod, final, labels, storage)
         elif isinstance(transform := transforms(scheduler), str):
@@ -255,7 +263,8 @@ def _build(spec: Mapping[str, Any], meta: Mapping[str, Any], related: Related) -
         sources = [name for name, p in presets if get(p, *at)] + [
             str(get(r, "name")) for r, b in zip(refs, bases, strict=True) if get(b, *at)]
         over = f", over {' and '.join(sources)}" if sources else ""
-        yield Built(here, pod, f"spec.{'.'.join(at)} ({role}{over})", _fields(own, pod, here), partial)
+        yield Built(here, pod, f"spec.{'.'.join(at)} ({role}{over})", _fields(own, pod, here), partial,
+                    shown)
 
 
 __all__ = ["GROUP", "KIND", "PRESETS", "RELATED", "STORAGE_DEFAULTS", "TEMPLATES", "attach_model", "build",
