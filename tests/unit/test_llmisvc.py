@@ -149,6 +149,21 @@ def test_oci_follows_the_given_configmaps_own_words_on_oci_models() -> None:
     assert isinstance(reason, str) and "enables no OCI model mode, so KServe builds no Pods" in reason
 
 
+@pytest.mark.parametrize(("mode", "made"), [("modelcar", True), ("fetch", True), ("native", False)])
+def test_every_oci_mode_but_native_is_the_modelcar(mode: str, made: bool) -> None:
+    """workload_storage.go: ResolveOciModelMode returns ociModelMode as written; every mode but native takes the
+    modelcar branch (fetch included), whose 10m containers are not whole CPUs."""
+    oci = llmisvc({"template": main()})
+    oci["spec"]["model"]["uri"] = "oci://registry/model:1"
+    storage = {"cpuRequest": "1", "cpuLimit": "1", "memoryRequest": "1Gi", "memoryLimit": "1Gi", "ociModelMode": mode}
+    cm = {"apiVersion": "v1", "kind": "ConfigMap",
+          "metadata": {"name": "inferenceservice-config", "namespace": "kserve"},
+          "data": {"storageInitializer": json.dumps(storage)}}
+    [target] = targets(oci, cm)
+    assert [c.name for c in target.pod_spec().containers] == (["main", "modelcar"] if made else ["main"])
+    assert bool(violations(oci, cm)) is made
+
+
 def test_a_base_ref_not_given_is_unknown_and_given_is_merged() -> None:
     obj = llmisvc({"baseRefs": [{"name": "mine"}], "template": main()})
     assert list(walk(obj)) == ['LLMInferenceService spec.baseRefs[0]: LLMInferenceServiceConfig "mine" not in '

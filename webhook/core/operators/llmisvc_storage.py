@@ -102,11 +102,13 @@ def attach_model(pod: Mapping[str, Any], spec: Mapping[str, Any], labels: Mappin
 
 
 def _oci(pod: dict[str, Any], storage: Mapping[str, Any]) -> None:
+    """workload_storage.go: no mode, no Pods; ``native`` an image volume; any other mode (``modelcar``, and
+    ``fetch``, "handled in a future commit") the modelcar."""
     mode = resolve_oci_mode(storage)
     if not mode:
         raise Unknown(f"{KIND}: spec.model.uri is oci:// but the inferenceservice-config's storageInitializer "
                       "enables no OCI model mode, so KServe builds no Pods")
-    if mode == "modelcar":
+    if mode != "native":
         _modelcar(pod, storage)
 
 
