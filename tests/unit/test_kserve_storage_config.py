@@ -6,6 +6,7 @@ mode, the modelcar takes ``cpuModelcar``/``memoryModelcar`` (10m/15Mi when unset
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -71,7 +72,8 @@ def test_an_absent_or_null_storage_initializer_is_an_empty_config() -> None:
 
 
 def test_both_builders_make_the_same_modelcar() -> None:
-    values = '{"enableModelcar": true, "cpuModelcar": "2", "memoryModelcar": "64Mi"}'
+    values = ('{"enableModelcar": true, "cpuModelcar": "2", "memoryModelcar": "64Mi", "cpuRequest": "100m", '
+              '"cpuLimit": "1", "memoryRequest": "100Mi", "memoryLimit": "1Gi"}')
     [built] = find_targets(isvc(), related=collect([config_map(values)], kserve.RELATED))
     [llm_built] = find_targets(llm(), related=collect([config_map(values)], llmisvc.RELATED))
     expected = modelcar_container("modelcar", {"cpuModelcar": "2", "memoryModelcar": "64Mi"})
@@ -90,3 +92,22 @@ def test_resolve_oci_mode_is_kserves(storage: dict[str, Any]) -> None:
     mode = storage.get("ociModelMode") or ""
     expected = mode or ("modelcar" if storage.get("enableModelcar") or storage.get("enableOciModelSupport") else "")
     assert resolve_oci_mode(storage) == expected
+
+
+FULL = {"cpuRequest": "100m", "cpuLimit": "1", "memoryRequest": "100Mi", "memoryLimit": "1Gi"}
+
+
+@pytest.mark.parametrize(("text", "said"), [
+    (None, "has no cpuRequest"), ("null", "has no cpuRequest"), ('{"enableModelcar": true}', "has no cpuRequest"),
+    (json.dumps({**FULL, "memoryLimit": ""}), "has no memoryLimit"),
+    (json.dumps({**FULL, "cpuLimit": "one"}), "cpuLimit 'one' is not a quantity"),
+    (json.dumps({**FULL, "cpuModelcar": "10 m"}), "cpuModelcar '10 m' is not a quantity")])
+def test_a_configmap_the_llmisvc_controller_cannot_load_means_no_llmisvc_pods(text: str | None, said: str) -> None:
+    """config_loader.go toConfig: GetStorageInitializerConfigs parses the four requests and limits (an absent key
+    or section is "") and a set cpuModelcar/memoryModelcar as quantities; an error fails every reconcile before
+    any Pod, whatever the model's URI (pvc:// here). KServe's shipped values are not filled in."""
+    related = collect([config_map(text)], llmisvc.RELATED)
+    [reason] = list(walk(llm("pvc://models/m"), related=related))
+    assert isinstance(reason, str) and said in reason and reason.endswith("builds no Pods until it is mended")
+    [built] = find_targets(llm("pvc://models/m"), related=collect([config_map(json.dumps(FULL))], llmisvc.RELATED))
+    assert [c.name for c in built.pod_spec().containers] == ["main"]

@@ -219,7 +219,7 @@ def _build(spec: Mapping[str, Any], meta: Mapping[str, Any], related: Related) -
     annotations = meta.get("annotations") if isinstance(meta.get("annotations"), Mapping) else {}
     assert isinstance(annotations, Mapping)
     dra = managed(annotations)
-    storage: Mapping[str, Any] | None = None
+    storage = storage_config(related)  # loadConfig: before any Pod, whatever the model
     labels = meta.get("labels") if isinstance(meta.get("labels"), Mapping) else {}
     assert isinstance(labels, Mapping)
     made: list[tuple[At, str]] = []
@@ -246,7 +246,6 @@ def _build(spec: Mapping[str, Any], meta: Mapping[str, Any], related: Related) -
         if at != SCHEDULER:
             if dra:  # injectManagedDRAIntoConfig: on the merged spec, before the model is attached
                 pod, shown = with_claim(pod, str(meta.get("name")), annotations)
-            storage = storage or storage_config(related)
             pod = attach_model(pod, final, labels, storage)
         elif isinstance(transform := transforms(scheduler), str):
             yield transform
@@ -255,7 +254,6 @@ def _build(spec: Mapping[str, Any], meta: Mapping[str, Any], related: Related) -
             # scheduler.go: a scheduler with the tokenizer sidecar (isUsingTokenizerSidecar) gets the model too,
             # for the tokenizer, without the LoRA adapters (LLMISVCSchedulerAttachesLoRA false); then
             # schedulerTransform may drop the tokenizer (llmisvc_scheduler)
-            storage = storage or storage_config(related)
             pod = attach_model(pod, final, labels, storage, lora=False)
             drops = drops_tokenizer(pod, scheduler, related, namespace) if transform else False
             if drops is not False:

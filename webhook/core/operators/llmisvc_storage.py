@@ -21,6 +21,7 @@ from webhook.core.operators.kserve_pod import (
     resolve_oci_mode,
 )
 from webhook.core.operators.llmisvc_base import KIND, Unknown, get, merge
+from webhook.core.quantity import QuantityError, parse_quantity
 
 CONFIG_MAP = ("", "ConfigMap")
 KSERVE_NAMESPACE = "kserve"  # constants.KServeNamespace (the controller's POD_NAMESPACE)
@@ -28,22 +29,35 @@ LOCAL_MODEL = "internal.serving.kserve.io/localmodel"
 STORAGE_INITIALIZER = "storage-initializer"
 # The inferenceservice-config ConfigMap's storageInitializer as KServe v0.20.0 ships it (kserve_pod.SHIPPED_STORAGE).
 STORAGE_DEFAULTS = SHIPPED_STORAGE
-# What a given ConfigMap's storageInitializer says of OCI models replaces the shipped words: KServe unmarshals it
-# into an empty StorageInitializerConfig (v1beta1.GetStorageInitializerConfigs), so a key it omits is off.
-_OCI_KEYS = ("enableModelcar", "enableOciModelSupport", "ociModelMode")
+# What GetStorageInitializerConfigs parses as quantities: always, and only when set.
+_QUANTITIES = ("cpuRequest", "cpuLimit", "memoryRequest", "memoryLimit")
+_MODELCAR_QUANTITIES = ("cpuModelcar", "memoryModelcar")
 
 
 def storage_config(related: Related) -> Mapping[str, Any]:
-    """``storageInitializer`` of the ``inferenceservice-config`` ConfigMap in KServe's namespace, else as shipped;
-    unknown where KServe cannot read it (``parse_storage_initializer``, shared with the InferenceService builder)."""
+    """``storageInitializer`` of the ``inferenceservice-config`` ConfigMap in KServe's namespace, else as shipped.
+    KServe reads a given one into an empty ``StorageInitializerConfig`` (``GetStorageInitializerConfigs``) and
+    cannot load its configuration, so builds no Pods at all, where it is not JSON of KServe's types
+    (``parse_storage_initializer``, shared with the InferenceService builder) or a resource it parses is not a
+    quantity: the four requests and limits always (an absent key or section is ""), ``cpuModelcar`` and
+    ``memoryModelcar`` when set (config_loader.go ``toConfig``)."""
     found = related.named(*CONFIG_MAP, ISVC_CONFIG, KSERVE_NAMESPACE)
-    text = get(found, "data", "storageInitializer")
-    if not isinstance(text, str):
+    if found is None:
         return STORAGE_DEFAULTS
-    parsed = parse_storage_initializer(text)
+    text = get(found, "data", "storageInitializer")
+    parsed = parse_storage_initializer(text if isinstance(text, str) else None)
     if parsed is None:
         raise Unknown(f"{KIND}: {STORAGE_UNREADABLE}")
-    return {**{k: v for k, v in STORAGE_DEFAULTS.items() if k not in _OCI_KEYS}, **parsed}
+    for key in (*_QUANTITIES, *(k for k in _MODELCAR_QUANTITIES if parsed.get(k))):
+        value = parsed.get(key) or ""
+        try:
+            parse_quantity(value)
+        except QuantityError:
+            said = f"has no {key}" if not value else f"{key} {value!r} is not a quantity"
+            raise Unknown(f"{KIND}: the {ISVC_CONFIG} ConfigMap's storageInitializer {said}: KServe's llmisvc "
+                          "controller cannot load its configuration (GetStorageInitializerConfigs) and builds no "
+                          "Pods until it is mended") from None
+    return parsed
 
 
 def _resources(cpu: Any, memory: Any) -> dict[str, Any]:
