@@ -48,6 +48,7 @@ from webhook.core.operators.llmisvc_storage import (
     attach_model,
     storage_config,
 )
+from webhook.core.operators.llmisvc_validation import refusal
 from webhook.core.podspec import ManifestError
 
 GROUP = "serving.kserve.io"
@@ -216,6 +217,8 @@ def _build(spec: Mapping[str, Any], meta: Mapping[str, Any], related: Related) -
         final = merge(final, layer)
     scheduler = get(final, "router", "scheduler")
     check_config_ref(scheduler, related, namespace)
+    if (refused := refusal(final)) is not None:
+        raise Unknown(refused)
     annotations = meta.get("annotations") if isinstance(meta.get("annotations"), Mapping) else {}
     assert isinstance(annotations, Mapping)
     dra = managed(annotations)
