@@ -121,6 +121,16 @@ def test_the_storage_initializer_is_kserves_unless_overridden_or_configured() ->
     assert violations(pvc) == []
 
 
+@pytest.mark.parametrize(("uri", "initializer"), [("HF://org/m", True), ("S3://b/m", True), ("Pvc://v/m", False)])
+def test_the_uri_scheme_is_read_as_go_parses_it(uri: str, initializer: bool) -> None:
+    """spec.model.uri is an apis.URL: url.Parse lowercases the scheme, so HF:// is hf:// (a storage-initializer),
+    not a scheme KServe refuses."""
+    obj = llmisvc({"template": main()})
+    obj["spec"]["model"]["uri"] = uri
+    [target] = targets(obj)
+    assert [c.name for c in target.pod_spec().init_containers] == (["storage-initializer"] if initializer else [])
+
+
 def test_oci_adds_the_modelcar() -> None:
     oci = llmisvc({"template": main()})
     oci["spec"]["model"]["uri"] = "oci://registry/model:1"

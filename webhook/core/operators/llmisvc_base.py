@@ -62,4 +62,10 @@ def positive(node: Any, key: str) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
-__all__ = ["KIND", "Unknown", "get", "merge", "positive"]
+def scheme(uri: str) -> str:
+    """The scheme KServe cuts from ``URI.String()`` (``strings.Cut(uri, "://")``): a model or adapter URI is an
+    ``apis.URL``, and Go's ``url.Parse`` lowercases its scheme (``HF://org/m`` is ``hf``)."""
+    return uri.split("://", 1)[0].lower()
+
+
+__all__ = ["KIND", "Unknown", "get", "merge", "positive", "scheme"]

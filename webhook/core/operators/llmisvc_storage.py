@@ -20,7 +20,7 @@ from webhook.core.operators.kserve_pod import (
     parse_storage_initializer,
     resolve_oci_mode,
 )
-from webhook.core.operators.llmisvc_base import KIND, Unknown, get, merge
+from webhook.core.operators.llmisvc_base import KIND, Unknown, get, merge, scheme
 from webhook.core.quantity import QuantityError, parse_quantity
 
 CONFIG_MAP = ("", "ConfigMap")
@@ -97,20 +97,20 @@ def attach_model(pod: Mapping[str, Any], spec: Mapping[str, Any], labels: Mappin
         raise Unknown(f"{KIND}: spec.model.uri {uri!r} has no scheme, so KServe builds no Pods (invalid model URI)")
     if get(spec, "storageInitializer", "enabled") is False:
         return out
-    scheme = "pvc" if LOCAL_MODEL in labels else uri.split("://", 1)[0]
+    kind = "pvc" if LOCAL_MODEL in labels else scheme(uri)
     adapters = get(spec, "model", "lora", "adapters") if lora else None
-    downloads = any(isinstance(get(a, "uri"), str) and a["uri"].split("://", 1)[0] in ("hf", "s3")
+    downloads = any(isinstance(get(a, "uri"), str) and scheme(a["uri"]) in ("hf", "s3")
                     for a in adapters) if isinstance(adapters, list) else False
-    if scheme in ("hf", "s3") or (scheme in ("pvc", "oci", "oci+native") and downloads):
-        if scheme == "oci":
+    if kind in ("hf", "s3") or (kind in ("pvc", "oci", "oci+native") and downloads):
+        if kind == "oci":
             _oci(out, storage)
         _storage_initializer(out, storage)
-    elif scheme in ("pvc", "oci"):
-        if scheme == "oci":
+    elif kind in ("pvc", "oci"):
+        if kind == "oci":
             _oci(out, storage)
         _strip_storage_initializer(out)
-    elif scheme != "oci+native":
-        raise Unknown(f"{KIND}: spec.model.uri scheme {scheme}:// is not one KServe serves (hf, s3, pvc, oci, "
+    elif kind != "oci+native":
+        raise Unknown(f"{KIND}: spec.model.uri scheme {kind}:// is not one KServe serves (hf, s3, pvc, oci, "
                       "oci+native), so it builds no Pods")
     return out
 
