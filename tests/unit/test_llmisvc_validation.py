@@ -49,3 +49,34 @@ def test_a_base_ref_can_make_the_merged_spec_invalid() -> None:
     obj = llmisvc({"template": main(), "baseRefs": [{"name": "workers"}]})
     [reason] = reasons(obj, config("workers", {"worker": main()}))
     assert "spec.worker needs spec.parallelism" in reason
+
+
+def lora(*adapters: dict[str, Any], **spec: Any) -> dict[str, Any]:
+    obj = llmisvc({"template": main(), **spec})
+    obj["spec"]["model"]["lora"] = {"adapters": list(adapters)}
+    return obj
+
+
+@pytest.mark.parametrize(("obj", "said"), [
+    (lora({"name": "a", "uri": "oci://registry/adapter:1"}), "adapters[0].uri 'oci://registry/adapter:1' is not"),
+    (lora({"name": "a", "uri": "gs://b/a"}), "adapters[0].uri 'gs://b/a' is not hf://, s3:// or pvc://"),
+    (lora({"name": "a", "uri": "no-scheme"}), "adapters[0].uri 'no-scheme' is not"),
+    (lora({"name": "a", "uri": "hf://o/a"}, storageInitializer={"enabled": False}), "needs the storage initializer"),
+    (lora({"name": "a", "uri": "pvc://v/a"}, storageInitializer={"enabled": False}), "needs the storage initializer"),
+    (lora({"uri": "hf://o/a"}), "adapters[0].name None is not an adapter name"),
+    (lora({"name": "a", "uri": "hf://o/a"}, {"name": "a", "uri": "hf://o/b"}), "adapters[1].name 'a' is used twice"),
+    (lora({"name": "m", "uri": "hf://o/a"}), "adapters[0].name 'm' is the base model name"),
+])
+def test_lora_adapters_kserve_refuses_mean_no_pods(obj: dict[str, Any], said: str) -> None:
+    """enumerateLoRAAdapters (workload_lora.go:70-126) and validateLoRAAdapters fail the reconcile: the Pods
+    qos-guard judged (without a storage-initializer where it was turned off) never exist."""
+    [reason] = reasons(obj)
+    assert said in reason and reason.endswith("so KServe builds no Pods"), reason
+
+
+def test_lora_adapters_kserve_takes_build_their_pods() -> None:
+    """The twin: hf:// (downloaded with the model: a storage-initializer on a pvc:// model) and pvc:// adapters."""
+    obj = lora({"name": "a", "uri": "HF://o/a"}, {"name": "b", "uri": "pvc://v/b"})
+    assert reasons(obj) == []
+    [built] = targets(obj)
+    assert [c.name for c in built.pod_spec().init_containers] == ["storage-initializer"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from webhook.core.operators.llmisvc_base import KIND, get, positive
+from webhook.core.operators.llmisvc_base import KIND, get, positive, scheme
 
 NO_PODS = "so KServe builds no Pods"
 
@@ -33,13 +33,44 @@ def _parallelism(where: str, workload: Any) -> str | None:
     return None
 
 
-def refusal(final: Mapping[str, Any]) -> str | None:
-    """Why KServe builds no Pods of the merged spec ``final``, or None."""
+def _lora(final: Mapping[str, Any], name: str) -> str | None:
+    """``validateLoRAAdapters`` (limits of at least 1; each adapter named, not "." or "..", once, not the base
+    model's name) and ``enumerateLoRAAdapters`` (a URI with a scheme: hf:// and s3:// downloaded, pvc://
+    mounted, none of them with ``storageInitializer.enabled: false``; oci:// and any other refused)."""
+    lora = get(final, "model", "lora")
+    for key in ("maxRank", "maxAdapters", "maxCpuAdapters"):
+        value = get(lora, key)
+        if isinstance(value, int) and value < 1:
+            return f"spec.model.lora.{key} is below 1"
+    adapters = get(lora, "adapters")
+    base = get(final, "model", "name") or name
+    seen: set[str] = set()
+    disabled = get(final, "storageInitializer", "enabled") is False
+    for i, adapter in enumerate(adapters if isinstance(adapters, list) else []):
+        where, named = f"spec.model.lora.adapters[{i}]", get(adapter, "name")
+        if not isinstance(named, str) or named in ("", ".", ".."):
+            return f"{where}.name {named!r} is not an adapter name"
+        if named in seen or named == base:
+            return f"{where}.name {named!r} is {'used twice' if named in seen else 'the base model name'}"
+        seen.add(named)
+        uri = get(adapter, "uri")
+        kind = scheme(uri) if isinstance(uri, str) and "://" in uri else None
+        if kind not in ("hf", "s3", "pvc"):
+            return f"{where}.uri {uri!r} is not hf://, s3:// or pvc://"
+        if disabled:
+            return (f"{where} ({kind}://) needs the storage initializer spec.storageInitializer.enabled: false "
+                    "turns off")
+    return None
+
+
+def refusal(final: Mapping[str, Any], name: str) -> str | None:
+    """Why KServe builds no Pods of the merged spec ``final`` of the object ``name``, or None."""
     for where, workload in (("spec.", final), ("spec.prefill.", get(final, "prefill"))):
         said = _parallelism(where, workload) if isinstance(workload, Mapping) else None
         if said is not None:
             return f"{KIND} (with its presets and baseRefs): {said}, {NO_PODS}"
-    return None
+    said = _lora(final, name)
+    return None if said is None else f"{KIND} (with its presets and baseRefs): {said}, {NO_PODS}"
 
 
 __all__ = ["refusal"]
