@@ -131,6 +131,21 @@ def test_the_uri_scheme_is_read_as_go_parses_it(uri: str, initializer: bool) -> 
     assert [c.name for c in target.pod_spec().init_containers] == (["storage-initializer"] if initializer else [])
 
 
+def test_the_local_model_cache_is_kserves_label_with_its_annotations() -> None:
+    """KServe's defaulter sets the localmodel label with its source-uri and pvc-name annotations from a matching
+    LocalModelCache (the model then mounts a PVC: no storage-initializer), and deletes all three otherwise: a label
+    alone is not its, and hf:// keeps its storage-initializer."""
+    label = {"internal.serving.kserve.io/localmodel": "cache"}
+    alone = llmisvc({"template": main()}, labels=label)
+    alone["spec"]["model"]["uri"] = "hf://org/m"
+    assert {rule for _, path, rule in violations(alone) if "initContainers" in path} == {"requests-not-equal-limits"}
+    cached = llmisvc({"template": main()}, labels=label, annotations={
+        "internal.serving.kserve.io/localmodel-sourceuri": "hf://org/m",
+        "internal.serving.kserve.io/localmodel-pvc-name": "cache-gpu"})
+    cached["spec"]["model"]["uri"] = "hf://org/m"
+    assert violations(cached) == []
+
+
 def test_oci_adds_the_modelcar() -> None:
     oci = llmisvc({"template": main()})
     oci["spec"]["model"]["uri"] = "oci://registry/model:1"

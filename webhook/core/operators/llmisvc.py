@@ -46,6 +46,7 @@ from webhook.core.operators.llmisvc_storage import (
     KSERVE_NAMESPACE,
     STORAGE_DEFAULTS,
     attach_model,
+    local_model,
     storage_config,
 )
 from webhook.core.operators.llmisvc_validation import refusal
@@ -225,6 +226,7 @@ def _build(spec: Mapping[str, Any], meta: Mapping[str, Any], related: Related) -
     storage = storage_config(related)  # loadConfig: before any Pod, whatever the model
     labels = meta.get("labels") if isinstance(meta.get("labels"), Mapping) else {}
     assert isinstance(labels, Mapping)
+    local = local_model(labels, annotations)
     made: list[tuple[At, str]] = []
     prefill = get(final, "prefill")
     if final.get("worker") is None:
@@ -249,7 +251,7 @@ def _build(spec: Mapping[str, Any], meta: Mapping[str, Any], related: Related) -
         if at != SCHEDULER:
             if dra:  # injectManagedDRAIntoConfig: on the merged spec, before the model is attached
                 pod, shown = with_claim(pod, str(meta.get("name")), annotations)
-            pod = attach_model(pod, final, labels, storage)
+            pod = attach_model(pod, final, local, storage)
         elif isinstance(transform := transforms(scheduler), str):
             yield transform
             continue
@@ -257,7 +259,7 @@ def _build(spec: Mapping[str, Any], meta: Mapping[str, Any], related: Related) -
             # scheduler.go: a scheduler with the tokenizer sidecar (isUsingTokenizerSidecar) gets the model too,
             # for the tokenizer, without the LoRA adapters (LLMISVCSchedulerAttachesLoRA false); then
             # schedulerTransform may drop the tokenizer (llmisvc_scheduler)
-            pod = attach_model(pod, final, labels, storage, lora=False)
+            pod = attach_model(pod, final, local, storage, lora=False)
             drops = drops_tokenizer(pod, scheduler, related, namespace) if transform else False
             if drops is not False:
                 pod, partial = without_tokenizer(pod), drops if isinstance(drops, str) else ""

@@ -26,6 +26,9 @@ from webhook.core.quantity import QuantityError, parse_quantity
 CONFIG_MAP = ("", "ConfigMap")
 KSERVE_NAMESPACE = "kserve"  # constants.KServeNamespace (the controller's POD_NAMESPACE)
 LOCAL_MODEL = "internal.serving.kserve.io/localmodel"
+# What KServe's defaulter sets with the label (defaulter.go SetLocalModelLabel), and attachModelArtifacts reads.
+LOCAL_MODEL_ANNOTATIONS = ("internal.serving.kserve.io/localmodel-sourceuri",
+                           "internal.serving.kserve.io/localmodel-pvc-name")
 STORAGE_INITIALIZER = "storage-initializer"
 # The inferenceservice-config ConfigMap's storageInitializer as KServe v0.20.0 ships it (kserve_pod.SHIPPED_STORAGE).
 STORAGE_DEFAULTS = SHIPPED_STORAGE
@@ -87,17 +90,25 @@ def _modelcar(pod: dict[str, Any], storage: Mapping[str, Any]) -> None:
     pod["initContainers"] = [*(pod.get("initContainers") or []), modelcar_container(MODELCAR_INIT, storage)]
 
 
-def attach_model(pod: Mapping[str, Any], spec: Mapping[str, Any], labels: Mapping[str, Any],
-                 storage: Mapping[str, Any], lora: bool = True) -> dict[str, Any]:
-    """``attachModelArtifacts`` on one pod spec: what the model's URI (and, unless ``lora`` is off, as for the
-    scheduler, its LoRA adapters) adds to the Pod."""
+def local_model(labels: Mapping[str, Any], annotations: Mapping[str, Any]) -> bool:
+    """Whether the model is read from KServe's local model cache (a pvc://): KServe's defaulter sets the
+    ``localmodel`` label with its two annotations from a matching LocalModelCache, and deletes all three otherwise
+    (local models off, as shipped, or no cache matches: ``applyDefaults``); a label without them is not the
+    defaulter's, and the model's URI decides."""
+    return LOCAL_MODEL in labels and all(key in annotations for key in LOCAL_MODEL_ANNOTATIONS)
+
+
+def attach_model(pod: Mapping[str, Any], spec: Mapping[str, Any], local: bool, storage: Mapping[str, Any],
+                 lora: bool = True) -> dict[str, Any]:
+    """``attachModelArtifacts`` on one pod spec: what the model's URI (pvc:// when ``local``) and, unless
+    ``lora`` is off, as for the scheduler, its LoRA adapters add to the Pod."""
     out = dict(pod)
     uri = get(spec, "model", "uri")
     if not isinstance(uri, str) or "://" not in uri:
         raise Unknown(f"{KIND}: spec.model.uri {uri!r} has no scheme, so KServe builds no Pods (invalid model URI)")
     if get(spec, "storageInitializer", "enabled") is False:
         return out
-    kind = "pvc" if LOCAL_MODEL in labels else scheme(uri)
+    kind = "pvc" if local else scheme(uri)
     adapters = get(spec, "model", "lora", "adapters") if lora else None
     downloads = any(isinstance(get(a, "uri"), str) and scheme(a["uri"]) in ("hf", "s3")
                     for a in adapters) if isinstance(adapters, list) else False
@@ -126,4 +137,4 @@ def _oci(pod: dict[str, Any], storage: Mapping[str, Any]) -> None:
         _modelcar(pod, storage)
 
 
-__all__ = ["LOCAL_MODEL", "STORAGE_DEFAULTS", "attach_model", "storage_config"]
+__all__ = ["LOCAL_MODEL", "STORAGE_DEFAULTS", "attach_model", "local_model", "storage_config"]
