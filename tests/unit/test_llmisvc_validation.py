@@ -80,3 +80,26 @@ def test_lora_adapters_kserve_takes_build_their_pods() -> None:
     assert reasons(obj) == []
     [built] = targets(obj)
     assert [c.name for c in built.pod_spec().init_containers] == ["storage-initializer"]
+
+
+@pytest.mark.parametrize(("scheduler", "said"), [
+    ({"replicas": 0}, "spec.router.scheduler.replicas is not above 0"),
+    ({"config": {}}, "config has neither inline nor a ref with a name"),
+    ({"config": {"ref": {"name": ""}}}, "config has neither inline nor a ref with a name"),
+    ({"config": {"inline": {}}}, "spec.router.scheduler.config.inline is empty"),
+    ({"config": {"inline": {"kind": "EndpointPickerConfig"}, "ref": {"name": "epp"}}}, "sets both inline and ref"),
+])
+def test_a_scheduler_config_kserve_refuses_means_no_pods(scheduler: dict[str, Any], said: str) -> None:
+    """validateSchedulerConfig (llm_inference_service_validation.go:364-418), at admission and on the merged
+    spec."""
+    [reason] = reasons(llmisvc({"template": main(), "router": {"scheduler": scheduler}}))
+    assert said in reason and reason.endswith("so KServe builds no Pods")
+
+
+def test_a_ref_over_an_inline_preset_config_is_resolved_not_refused() -> None:
+    """Only the object's own spec may not set both: a ref in the object over a baseRef's inline config is
+    resolved into the inline config (config_merge.go:370-405) before the merged spec is validated."""
+    base = config("epp", {"router": {"scheduler": {"config": {"inline": {"kind": "EndpointPickerConfig"}}}}})
+    obj = llmisvc({"template": main(), "baseRefs": [{"name": "epp"}], "router": {"scheduler": {
+        "replicas": 1, "config": {"ref": {"name": "mine"}}}}})
+    assert not any("builds no Pods" in r for r in reasons(obj, base))

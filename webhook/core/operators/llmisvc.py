@@ -218,7 +218,7 @@ def _build(spec: Mapping[str, Any], meta: Mapping[str, Any], related: Related) -
         final = merge(final, layer)
     scheduler = get(final, "router", "scheduler")
     check_config_ref(scheduler, related, namespace)
-    if (refused := refusal(final, str(meta.get("name")))) is not None:
+    if (refused := refusal(final, spec, str(meta.get("name")))) is not None:
         raise Unknown(refused)
     annotations = meta.get("annotations") if isinstance(meta.get("annotations"), Mapping) else {}
     assert isinstance(annotations, Mapping)

@@ -63,13 +63,35 @@ def _lora(final: Mapping[str, Any], name: str) -> str | None:
     return None
 
 
-def refusal(final: Mapping[str, Any], name: str) -> str | None:
-    """Why KServe builds no Pods of the merged spec ``final`` of the object ``name``, or None."""
+def _scheduler(final: Mapping[str, Any], own: Mapping[str, Any]) -> str | None:
+    """``validateSchedulerConfig``: replicas above 0; a config with ``inline`` or ``ref`` (a ``ref`` is resolved
+    into ``inline`` before the merged spec is validated, so both are refused in the object's own spec only), an
+    inline config of more than "{}"."""
+    scheduler = get(final, "router", "scheduler")
+    replicas = get(scheduler, "replicas")
+    if isinstance(replicas, int) and replicas <= 0:
+        return "spec.router.scheduler.replicas is not above 0"
+    if get(own, "router", "scheduler", "config", "inline") is not None and \
+            get(own, "router", "scheduler", "config", "ref") is not None:
+        return "spec.router.scheduler.config sets both inline and ref"
+    config = get(scheduler, "config")
+    if config is None:
+        return None
+    inline, ref = get(config, "inline"), get(config, "ref")
+    if inline is None and (ref is None or not get(ref, "name")):
+        return "spec.router.scheduler.config has neither inline nor a ref with a name"
+    if isinstance(inline, Mapping) and not inline:
+        return "spec.router.scheduler.config.inline is empty"
+    return None
+
+
+def refusal(final: Mapping[str, Any], own: Mapping[str, Any], name: str) -> str | None:
+    """Why KServe builds no Pods of the merged spec ``final`` of the object ``name`` (whose own spec is ``own``),
+    or None."""
+    said = None
     for where, workload in (("spec.", final), ("spec.prefill.", get(final, "prefill"))):
-        said = _parallelism(where, workload) if isinstance(workload, Mapping) else None
-        if said is not None:
-            return f"{KIND} (with its presets and baseRefs): {said}, {NO_PODS}"
-    said = _lora(final, name)
+        said = said or (_parallelism(where, workload) if isinstance(workload, Mapping) else None)
+    said = said or _scheduler(final, own) or _lora(final, name)
     return None if said is None else f"{KIND} (with its presets and baseRefs): {said}, {NO_PODS}"
 
 
