@@ -137,12 +137,11 @@ EXPECTED = {
     # KServe v0.20.0's LLMInferenceService samples, built as its llmisvc controller builds them
     # (webhook.core.operators.llmisvc): KServe's presets under the object, the storage-initializer hf:// adds
     # (100m of 1 CPU as KServe ships it), the decode preset's routing sidecar (no resources), the scheduler's
-    # preset (cpu 1 of 6; its tokenizer without limits, for which the scheduler gets the model too: hf:// adds the
-    # storage-initializer there as well, scheduler.go).
+    # preset (cpu 1 of 6; its tokenizer, for which the scheduler gets the model too: hf:// adds the
+    # storage-initializer there as well, scheduler.go; then dropped, as no sample's config names the
+    # precise-prefix-cache-scorer, the storage-initializer staying).
     LLMISVC + "dp-ep/deepseek-r1-gpu-rdma-roce/llm-inference-service-dp-ep-deepseek-r1-gpu-naive.yaml "
     "LLMInferenceService/deepseek-coder-v2": (
-        'cpu-not-integer cpu: ' + SCHEDULER + '"tokenizer"',
-        'limits-missing cpu,memory: ' + SCHEDULER + '"tokenizer"',
         'requests-not-equal-limits cpu,memory: ' + SCHEDULER + '"main"',
         'requests-not-equal-limits cpu,memory: ' + SCHEDULER + '"storage-initializer"',
         'requests-not-equal-limits cpu,memory: ' + LEADER + '"main"',
@@ -151,23 +150,17 @@ EXPECTED = {
         'requests-not-equal-limits cpu,memory: ' + WORKER + '"storage-initializer"',
     ),
     LLMISVC + "e2e-gpt-oss/inference_default.yaml LLMInferenceService/gpt-oss-20b": (
-        'cpu-not-integer cpu: spec.router.scheduler.template (scheduler, ' + BASE + '"tokenizer"',
-        'limits-missing cpu,memory: spec.router.scheduler.template (scheduler, ' + BASE + '"tokenizer"',
         'requests-not-equal-limits cpu,memory: spec.router.scheduler.template (scheduler, ' + BASE + '"main"',
         'requests-not-equal-limits cpu,memory: spec.template (main, over kserve-config-llm-template and '
         'llmisvc-intelligent-inference-scheduling) "main"',
     ),
     LLMISVC + "lora-adapters/test-examples/01-lora-hf-cpu.yaml LLMInferenceService/lora-hf-test": (
-        'cpu-not-integer cpu: ' + SCHEDULER + '"tokenizer"',
-        'limits-missing cpu,memory: ' + SCHEDULER + '"tokenizer"',
         'requests-not-equal-limits cpu,memory: ' + SCHEDULER + '"main"',
         'requests-not-equal-limits cpu,memory: ' + SCHEDULER + '"storage-initializer"',
         'requests-not-equal-limits cpu,memory: ' + SINGLE + '"main"',
         'requests-not-equal-limits cpu,memory: ' + SINGLE + '"storage-initializer"',
     ),
     LLMISVC + "lora-adapters/test-examples/04-lora-pvc-cpu.yaml LLMInferenceService/lora-pvc-test": (
-        'cpu-not-integer cpu: ' + SCHEDULER + '"tokenizer"',
-        'limits-missing cpu,memory: ' + SCHEDULER + '"tokenizer"',
         'requests-not-equal-limits cpu,memory: ' + SCHEDULER + '"main"',
         'requests-not-equal-limits cpu,memory: ' + SCHEDULER + '"storage-initializer"',
         'requests-not-equal-limits cpu,memory: ' + SINGLE + '"main"',
@@ -180,8 +173,6 @@ EXPECTED = {
     ),
     LLMISVC + "opt-125m-cpu/llm-inference-service-facebook-opt-125m-cpu.yaml "
     "LLMInferenceService/facebook-opt-125m-single": (
-        'cpu-not-integer cpu: ' + SCHEDULER + '"tokenizer"',
-        'limits-missing cpu,memory: ' + SCHEDULER + '"tokenizer"',
         'requests-not-equal-limits cpu,memory: ' + SCHEDULER + '"main"',
         'requests-not-equal-limits cpu,memory: ' + SCHEDULER + '"storage-initializer"',
         'requests-not-equal-limits cpu,memory: ' + SINGLE + '"main"',
@@ -189,8 +180,6 @@ EXPECTED = {
     ),
     LLMISVC + "opt-125m-cpu/llm-inference-service-pd-facebook-opt-125m-cpu.yaml "
     "LLMInferenceService/facebook-opt-125m-pd": (
-        'cpu-not-integer cpu: ' + SCHEDULER + '"tokenizer"',
-        'limits-missing cpu,memory: ' + SCHEDULER + '"tokenizer"',
         'limits-missing cpu,memory: ' + DECODE + '"llm-d-routing-sidecar"',
         'requests-not-equal-limits cpu,memory: ' + PREFILL + '"main"',
         'requests-not-equal-limits cpu,memory: ' + PREFILL + '"storage-initializer"',
@@ -200,8 +189,6 @@ EXPECTED = {
         'requests-not-equal-limits cpu,memory: ' + DECODE + '"storage-initializer"',
     ),
     LLMISVC + "single-node-gpu/llm-inference-service-pd-qwen2-7b-gpu.yaml LLMInferenceService/qwen2-7b-instruct-pd": (
-        'cpu-not-integer cpu: ' + SCHEDULER + '"tokenizer"',
-        'limits-missing cpu,memory: ' + SCHEDULER + '"tokenizer"',
         'limits-missing cpu,memory: ' + DECODE + '"llm-d-routing-sidecar"',
         'requests-not-equal-limits cpu,memory: ' + PREFILL + '"main"',
         'requests-not-equal-limits cpu,memory: ' + PREFILL + '"storage-initializer"',
@@ -216,8 +203,6 @@ EXPECTED = {
         'requests-not-equal-limits cpu,memory: ' + SINGLE + '"storage-initializer"',
     ),
     LLMISVC + "single-node-gpu/llm-inference-service-qwen2-7b-gpu.yaml LLMInferenceService/qwen2-7b-instruct-single": (
-        'cpu-not-integer cpu: ' + SCHEDULER + '"tokenizer"',
-        'limits-missing cpu,memory: ' + SCHEDULER + '"tokenizer"',
         'requests-not-equal-limits cpu,memory: ' + SCHEDULER + '"main"',
         'requests-not-equal-limits cpu,memory: ' + SCHEDULER + '"storage-initializer"',
         'requests-not-equal-limits cpu,memory: ' + SINGLE + '"main"',

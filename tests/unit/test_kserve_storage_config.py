@@ -104,3 +104,25 @@ def test_resolve_oci_mode_is_kserves(storage: dict[str, Any]) -> None:
     mode = storage.get("ociModelMode") or ""
     expected = mode or ("modelcar" if storage.get("enableModelcar") or storage.get("enableOciModelSupport") else "")
     assert resolve_oci_mode(storage) == expected
+
+
+FULL = {"cpuRequest": "100m", "cpuLimit": "1", "memoryRequest": "100Mi", "memoryLimit": "1Gi"}
+
+
+@pytest.mark.parametrize(("text", "said"), [
+    (None, "storageInitializer.cpuRequest is missing"), ("null", "storageInitializer is null"),
+    ('{"enableModelcar": true}', "storageInitializer.cpuRequest is missing"),
+    (json.dumps({**FULL, "memoryLimit": ""}), "storageInitializer.memoryLimit is missing"),
+    (json.dumps({**FULL, "cpuLimit": "one"}), "storageInitializer.cpuLimit is 'one', not a quantity"),
+    (json.dumps({**FULL, "cpuModelcar": "10 m"}), "storageInitializer.cpuModelcar is '10 m', not a quantity")])
+def test_a_configmap_the_llmisvc_controller_cannot_load_means_no_llmisvc_pods(text: str | None, said: str) -> None:
+    """config_loader.go toConfig: GetStorageInitializerConfigs parses the four requests and limits (an absent key
+    or section is "") and a set cpuModelcar/memoryModelcar as quantities; an error fails every reconcile before
+    any Pod, whatever the model's URI (pvc:// here); a null section is a nil pointer it then reads (a panic). KServe's
+    shipped values are not filled in. The reason is config_refusal's, shared with the InferenceService builder."""
+    related = collect([config_map(text)], llmisvc.RELATED)
+    [reason] = list(walk(llm("pvc://models/m"), related=related))
+    assert isinstance(reason, str) and reason.startswith("LLMInferenceService: ") and said in reason
+    assert "KServe builds no Pod" in reason
+    [built] = find_targets(llm("pvc://models/m"), related=collect([config_map(json.dumps(FULL))], llmisvc.RELATED))
+    assert [c.name for c in built.pod_spec().containers] == ["main"]

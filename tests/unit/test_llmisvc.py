@@ -121,6 +121,31 @@ def test_the_storage_initializer_is_kserves_unless_overridden_or_configured() ->
     assert violations(pvc) == []
 
 
+@pytest.mark.parametrize(("uri", "initializer"), [("HF://org/m", True), ("S3://b/m", True), ("Pvc://v/m", False)])
+def test_the_uri_scheme_is_read_as_go_parses_it(uri: str, initializer: bool) -> None:
+    """spec.model.uri is an apis.URL: url.Parse lowercases the scheme, so HF:// is hf:// (a storage-initializer),
+    not a scheme KServe refuses."""
+    obj = llmisvc({"template": main()})
+    obj["spec"]["model"]["uri"] = uri
+    [target] = targets(obj)
+    assert [c.name for c in target.pod_spec().init_containers] == (["storage-initializer"] if initializer else [])
+
+
+def test_the_local_model_cache_is_kserves_label_with_its_annotations() -> None:
+    """KServe's defaulter sets the localmodel label with its source-uri and pvc-name annotations from a matching
+    LocalModelCache (the model then mounts a PVC: no storage-initializer), and deletes all three otherwise: a label
+    alone is not its, and hf:// keeps its storage-initializer."""
+    label = {"internal.serving.kserve.io/localmodel": "cache"}
+    alone = llmisvc({"template": main()}, labels=label)
+    alone["spec"]["model"]["uri"] = "hf://org/m"
+    assert {rule for _, path, rule in violations(alone) if "initContainers" in path} == {"requests-not-equal-limits"}
+    cached = llmisvc({"template": main()}, labels=label, annotations={
+        "internal.serving.kserve.io/localmodel-sourceuri": "hf://org/m",
+        "internal.serving.kserve.io/localmodel-pvc-name": "cache-gpu"})
+    cached["spec"]["model"]["uri"] = "hf://org/m"
+    assert violations(cached) == []
+
+
 def test_oci_adds_the_modelcar() -> None:
     oci = llmisvc({"template": main()})
     oci["spec"]["model"]["uri"] = "oci://registry/model:1"
@@ -147,6 +172,21 @@ def test_oci_follows_the_given_configmaps_own_words_on_oci_models() -> None:
     assert [c.name for c in on.pod_spec().containers] == ["main", "modelcar"]
     [reason] = list(walk(oci, related=collect([isvc_config({})], RELATED)))
     assert isinstance(reason, str) and "enables no OCI model mode, so KServe builds no Pods" in reason
+
+
+@pytest.mark.parametrize(("mode", "made"), [("modelcar", True), ("fetch", True), ("native", False)])
+def test_every_oci_mode_but_native_is_the_modelcar(mode: str, made: bool) -> None:
+    """workload_storage.go: ResolveOciModelMode returns ociModelMode as written; every mode but native takes the
+    modelcar branch (fetch included), whose 10m containers are not whole CPUs."""
+    oci = llmisvc({"template": main()})
+    oci["spec"]["model"]["uri"] = "oci://registry/model:1"
+    storage = {"cpuRequest": "1", "cpuLimit": "1", "memoryRequest": "1Gi", "memoryLimit": "1Gi", "ociModelMode": mode}
+    cm = {"apiVersion": "v1", "kind": "ConfigMap",
+          "metadata": {"name": "inferenceservice-config", "namespace": "kserve"},
+          "data": {"storageInitializer": json.dumps(storage)}}
+    [target] = targets(oci, cm)
+    assert [c.name for c in target.pod_spec().containers] == (["main", "modelcar"] if made else ["main"])
+    assert bool(violations(oci, cm)) is made
 
 
 def test_a_base_ref_not_given_is_unknown_and_given_is_merged() -> None:
@@ -197,8 +237,9 @@ def test_the_scheduler_preset_is_burstable_unless_the_object_says_otherwise() ->
 def test_a_scheduler_with_the_tokenizer_gets_the_model_too() -> None:
     """scheduler.go (isUsingTokenizerSidecar): a managed scheduler with the tokenizer container gets the model's
     artifacts as a model-serving Pod does (attachModelArtifacts, without LoRA adapters): hf:// adds the
-    storage-initializer (100m of 1 CPU as shipped), oci:// the modelcar; pvc:// nothing. The compliant twin is
-    the guaranteed scheduler above, on a pvc:// model."""
+    storage-initializer (100m of 1 CPU as shipped), oci:// the modelcar; pvc:// nothing. They stay when KServe then
+    drops the tokenizer (test_llmisvc_scheduler). The compliant twin is the guaranteed scheduler above, on a
+    pvc:// model."""
     guaranteed = {"template": main(), "router": {"scheduler": {"template": {"containers": [
         {"name": "main", "resources": GOOD}, {"name": "tokenizer", "resources": GOOD}]}}}}
     scheduler = "spec.router.scheduler.template (scheduler, over kserve-config-llm-scheduler)"
@@ -212,7 +253,7 @@ def test_a_scheduler_with_the_tokenizer_gets_the_model_too() -> None:
     oci = llmisvc(guaranteed)
     oci["spec"]["model"]["uri"] = "oci://registry/opt:1"
     [built] = [t for t in targets(oci) if t.template == scheduler]
-    assert [c.name for c in built.pod_spec().containers] == ["main", "tokenizer", "modelcar"]
+    assert [c.name for c in built.pod_spec().containers] == ["main", "modelcar"]
     assert violations(llmisvc(guaranteed)) == []
 
 

@@ -137,10 +137,12 @@ CUSTOM = [
     (obj("ServingRuntime", spec={**SPEC, "workerSpec": SPEC}),
      [("spec", "spec (runtime)"), ("spec.workerSpec", "spec.workerSpec (worker)")]),
     ({**obj("ClusterServingRuntime", spec=SPEC), "metadata": {"name": "csr"}}, [("spec", "spec (runtime)")]),
-    # KServe builds each of its five pod specs over its presets (webhook.core.operators.llmisvc)
+    # KServe builds each of its five pod specs over its presets (webhook.core.operators.llmisvc); data parallelism
+    # takes dataLocal with it (KServe's validator refuses one without the other: no Pods)
     (obj("LLMInferenceService", spec={"model": {"uri": "pvc://m/x"}, "template": SPEC, "worker": SPEC,
-                                      "parallelism": {"data": 2}, "router": {"scheduler": {}},
-                                      "prefill": {"template": SPEC, "worker": SPEC, "parallelism": {"data": 2}}}),
+                                      "parallelism": {"data": 2, "dataLocal": 1}, "router": {"scheduler": {}},
+                                      "prefill": {"template": SPEC, "worker": SPEC,
+                                                  "parallelism": {"data": 2, "dataLocal": 1}}}),
      [("spec.template", "spec.template (leader, over kserve-config-llm-decode-worker-data-parallel)"),
       ("spec.worker", "spec.worker (worker, over kserve-config-llm-decode-worker-data-parallel)"),
       ("spec.prefill.template", "spec.prefill.template (prefill leader, over "

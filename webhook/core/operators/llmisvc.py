@@ -13,12 +13,15 @@ container, ``isUsingTokenizerSidecar``, and without LoRA adapters) gets the mode
 (``attachModelArtifacts``, workload_storage.go): for ``hf://`` and ``s3://`` (and LoRA adapters from them) a
 ``storage-initializer`` init container whose resources are the ``inferenceservice-config`` ConfigMap's
 ``storageInitializer`` (100m of 1 CPU, 100Mi of 1Gi as KServe ships it), a user's init container of that name
-merged over it; for ``oci://`` a ``modelcar`` sidecar and ``modelcar-init`` (10m, 15Mi each).
+merged over it; for ``oci://`` a ``modelcar`` sidecar and ``modelcar-init`` (10m, 15Mi each)
+(``llmisvc_storage``), after the managed DRA claim (``llmisvc_dra``). The scheduler then loses a ``tokenizer``
+its config does not need (``llmisvc_scheduler``).
 
 What the builder knows: a config given in the input (or read from the cluster) is used; a well-known preset not
 given is KServe v0.20.0's as it ships (only what judging reads is kept below: container names, resources,
-``restartPolicy``); a ``baseRefs`` config or a preset KServe does not ship (pipeline parallel) that is not given
-is unknown, said with its name, and nothing of the object is judged (it may change any Pod).
+``restartPolicy``, the scheduler's version); a ``baseRefs`` config or a preset KServe does not ship (pipeline
+parallel) that is not given is unknown, said with its name, and nothing of the object is judged (it may change
+any Pod).
 """
 
 from __future__ import annotations
@@ -28,28 +31,31 @@ from typing import Any
 
 from webhook.core.fieldpath import FieldPath
 from webhook.core.operators import Built, Related
-from webhook.core.operators.kserve_pod import (
-    ISVC_CONFIG,
-    MODELCAR,
-    MODELCAR_INIT,
-    SHIPPED_STORAGE,
-    config_refusal,
-    modelcar_container,
-    parse_storage_initializer,
-    resolve_oci_mode,
+from webhook.core.operators.llmisvc_base import KIND, Unknown, get, merge, positive
+from webhook.core.operators.llmisvc_dra import managed, with_claim
+from webhook.core.operators.llmisvc_scheduler import (
+    TOKENIZER,
+    VERSION,
+    check_config_ref,
+    drops_tokenizer,
+    transforms,
+    without_tokenizer,
 )
+from webhook.core.operators.llmisvc_storage import (
+    CONFIG_MAP,
+    KSERVE_NAMESPACE,
+    STORAGE_DEFAULTS,
+    attach_model,
+    local_model,
+    storage_config,
+)
+from webhook.core.operators.llmisvc_validation import refusal
 from webhook.core.podspec import ManifestError
 
 GROUP = "serving.kserve.io"
-KIND = "LLMInferenceService"
 CONFIG = (GROUP, "LLMInferenceServiceConfig")
-CONFIG_MAP = ("", "ConfigMap")
 RELATED = (CONFIG, CONFIG_MAP)
-KSERVE_NAMESPACE = "kserve"  # constants.KServeNamespace (the controller's POD_NAMESPACE)
 STOP = "serving.kserve.io/stop"
-LOCAL_MODEL = "internal.serving.kserve.io/localmodel"
-STORAGE_INITIALIZER = "storage-initializer"
-TOKENIZER = "tokenizer"  # scheduler.go tokenizerContainerName
 
 # Where each pod spec is in the spec, and how a finding names it.
 At = tuple[str, ...]
@@ -73,10 +79,12 @@ PRESETS: dict[str, Mapping[str, Any]] = {
     "kserve-config-llm-decode-worker-data-parallel": {
         "template": {"containers": [_MAIN], "initContainers": [_SIDECAR]}, "worker": _WORKLOAD},
     "kserve-config-llm-prefill-worker-data-parallel": {"prefill": {"template": _WORKLOAD, "worker": _WORKLOAD}},
-    "kserve-config-llm-scheduler": {"router": {"scheduler": {"template": {"containers": [
-        {"name": "main", "resources": {"limits": {"cpu": "6", "memory": "16Gi"},
-                                       "requests": {"cpu": "1", "memory": "2Gi"}}},
-        {"name": "tokenizer", "resources": {"requests": {"cpu": "256m", "memory": "500Mi"}}}]}}}},
+    "kserve-config-llm-scheduler": {"router": {"scheduler": {
+        "annotations": {VERSION: "0.9.0"},  # the scheduler's version: it drops an unneeded tokenizer
+        "template": {"containers": [
+            {"name": "main", "resources": {"limits": {"cpu": "6", "memory": "16Gi"},
+                                           "requests": {"cpu": "1", "memory": "2Gi"}}},
+            {"name": "tokenizer", "resources": {"requests": {"cpu": "256m", "memory": "500Mi"}}}]}}}},
     "kserve-config-llm-scheduler-latency-predictor": {"router": {"scheduler": {"template": {"containers": [
         {"name": "main"},
         {"name": "training-server", "resources": {"requests": {"cpu": "2000m", "memory": "4Gi"},
@@ -87,69 +95,13 @@ PRESETS: dict[str, Mapping[str, Any]] = {
     "kserve-config-llm-router-route": {},
     "kserve-config-llm-tracing": {},
 }
-# The inferenceservice-config ConfigMap's storageInitializer as KServe v0.20.0 ships it (kserve_pod.SHIPPED_STORAGE).
-STORAGE_DEFAULTS = SHIPPED_STORAGE
-# What a given ConfigMap's storageInitializer says of OCI models replaces the shipped words: KServe unmarshals it
-# into an empty StorageInitializerConfig (v1beta1.GetStorageInitializerConfigs), so a key it omits is off.
-_OCI_KEYS = ("enableModelcar", "enableOciModelSupport", "ociModelMode")
-# Lists a strategic merge of a PodSpec merges by name (patchMergeKey); every other list is replaced.
-_BY_NAME = frozenset({"containers", "initContainers", "ephemeralContainers", "resourceClaims"})
-
-
-class Unknown(Exception):
-    """What the builder cannot know (an object it was not given): said, never judged."""
-
-
-def merge(base: Any, override: Any) -> Any:
-    """``override`` strategically merged over ``base`` (KServe's ``mergeSpecs`` and ``MergeContainerWithPatch``):
-    mappings key by key, containers by name, other lists and values replaced; an absent or null value keeps the
-    base's (the patch is made from the typed override, which drops them)."""
-    if not isinstance(base, Mapping) or not isinstance(override, Mapping):
-        return base if override is None else override
-    out = dict(base)
-    for key, value in override.items():
-        if value is None:
-            continue
-        before = out.get(key)
-        if key in _BY_NAME and isinstance(before, list) and isinstance(value, list):
-            out[key] = _by_name(before, value)
-        else:
-            out[key] = merge(before, value) if isinstance(before, Mapping) else value
-    return out
-
-
-def _by_name(base: list[Any], override: list[Any]) -> list[Any]:
-    merged = list(base)
-    for item in override:
-        name = item.get("name") if isinstance(item, Mapping) else None
-        at = next((i for i, b in enumerate(merged) if isinstance(b, Mapping) and b.get("name") == name), None)
-        if at is None or name is None:
-            merged.append(item)
-        else:
-            merged[at] = merge(merged[at], item)
-    return merged
-
-
-def _get(node: Any, *keys: str) -> Any:
-    for key in keys:
-        if not isinstance(node, Mapping):
-            return None
-        node = node.get(key)
-    return node
-
-
-def _positive(node: Any, key: str) -> bool:
-    value = _get(node, key)
-    return isinstance(value, int) and not isinstance(value, bool) and value > 0
-
-
 def _workload_preset(worker: Any, parallelism: Any, single: str, data: str, pipeline: str) -> str | None:
     """Which preset a workload (main, or prefill) takes (config_merge.go's switch)."""
     if worker is None:
         return single
-    if _positive(parallelism, "data") or _positive(parallelism, "dataLocal"):
+    if positive(parallelism, "data") or positive(parallelism, "dataLocal"):
         return data
-    if _positive(parallelism, "pipeline"):
+    if positive(parallelism, "pipeline"):
         return pipeline
     return None
 
@@ -159,20 +111,20 @@ def well_known(resolved: Mapping[str, Any]) -> list[str]:
     order (``combineBaseRefsConfig``)."""
     refs = []
     router = resolved.get("router")
-    scheduler = _get(router, "scheduler")
-    if scheduler is not None and not _get(scheduler, "pool", "ref", "name"):
+    scheduler = get(router, "scheduler")
+    if scheduler is not None and not get(scheduler, "pool", "ref", "name"):
         refs.append("kserve-config-llm-scheduler")
     if _latency_producer(scheduler):
         refs.append("kserve-config-llm-scheduler-latency-predictor")
-    route = _get(router, "route")
-    if route is not None and not _get(route, "http", "refs"):
+    route = get(router, "route")
+    if route is not None and not get(route, "http", "refs"):
         refs.append("kserve-config-llm-router-route")
     if resolved.get("tracing") is not None:
         refs.append("kserve-config-llm-tracing")
     prefill = resolved.get("prefill")
     worker, parallelism = resolved.get("worker"), resolved.get("parallelism")
     if prefill is not None:
-        refs.append(_workload_preset(_get(prefill, "worker"), _get(prefill, "parallelism"),
+        refs.append(_workload_preset(get(prefill, "worker"), get(prefill, "parallelism"),
                                      "kserve-config-llm-prefill-template",
                                      "kserve-config-llm-prefill-worker-data-parallel",
                                      "kserve-config-llm-prefill-worker-pipeline-parallel") or "")
@@ -188,7 +140,7 @@ def well_known(resolved: Mapping[str, Any]) -> list[str]:
 
 def _latency_producer(scheduler: Any) -> bool:
     """``hasLatencyProducerInSpec``: the inline scheduler config names the predicted-latency-producer plugin."""
-    plugins = _get(scheduler, "config", "inline", "plugins")
+    plugins = get(scheduler, "config", "inline", "plugins")
     return isinstance(plugins, list) and any(isinstance(p, Mapping) and p.get("type") == "predicted-latency-producer"
                                              for p in plugins)
 
@@ -209,85 +161,6 @@ def _config(name: str, namespace: str | None, related: Related, shipped: bool, w
                   f"{KIND} (or --kubeconfig to read it)")
 
 
-def _storage_config(related: Related) -> Mapping[str, Any]:
-    """``storageInitializer`` of the ``inferenceservice-config`` ConfigMap in KServe's namespace, else as shipped;
-    unknown where KServe cannot read it (``config_refusal``, shared with the InferenceService builder: toConfig's
-    GetStorageInitializerConfigs fails, also for a ConfigMap without the section, whose resource keys are then
-    empty)."""
-    found = related.named(*CONFIG_MAP, ISVC_CONFIG, KSERVE_NAMESPACE)
-    if found is None:
-        return STORAGE_DEFAULTS
-    why = config_refusal(related, False, ("storageInitializer",), found)
-    if why is not None:
-        raise Unknown(f"{KIND}: {why}")
-    parsed = parse_storage_initializer(_get(found, "data", "storageInitializer")) or {}
-    return {**{k: v for k, v in STORAGE_DEFAULTS.items() if k not in _OCI_KEYS}, **parsed}
-
-
-def _resources(cpu: Any, memory: Any) -> dict[str, Any]:
-    return {"requests": {"cpu": cpu[0], "memory": memory[0]}, "limits": {"cpu": cpu[1], "memory": memory[1]}}
-
-
-def _storage_initializer(pod: dict[str, Any], storage: Mapping[str, Any]) -> None:
-    """``attachStorageInitializer``: the user's ``storage-initializer`` merged over KServe's, appended last."""
-    own = [c for c in pod.get("initContainers") or [] if _get(c, "name") == STORAGE_INITIALIZER]
-    pod["initContainers"] = [c for c in pod.get("initContainers") or [] if _get(c, "name") != STORAGE_INITIALIZER]
-    made = {"name": STORAGE_INITIALIZER,
-            "resources": _resources((storage["cpuRequest"], storage["cpuLimit"]),
-                                    (storage["memoryRequest"], storage["memoryLimit"]))}
-    pod["initContainers"].append(merge(made, own[0]) if own else made)
-
-
-def _strip_storage_initializer(pod: dict[str, Any]) -> None:
-    if pod.get("initContainers"):
-        pod["initContainers"] = [c for c in pod["initContainers"] if _get(c, "name") != STORAGE_INITIALIZER]
-
-
-def _modelcar(pod: dict[str, Any], storage: Mapping[str, Any]) -> None:
-    """``ConfigureModelcarToContainer``: a ``modelcar`` sidecar and a ``modelcar-init`` init container."""
-    if any(_get(c, "name") == MODELCAR for c in pod.get("containers") or []):
-        return
-    pod["containers"] = [*(pod.get("containers") or []), modelcar_container(MODELCAR, storage)]
-    pod["initContainers"] = [*(pod.get("initContainers") or []), modelcar_container(MODELCAR_INIT, storage)]
-
-
-def attach_model(pod: Mapping[str, Any], spec: Mapping[str, Any], labels: Mapping[str, Any],
-                 storage: Mapping[str, Any], lora: bool = True) -> dict[str, Any]:
-    """``attachModelArtifacts`` on one pod spec: what the model's URI (and, unless ``lora`` is off, as for the
-    scheduler, its LoRA adapters) adds to the Pod."""
-    out = dict(pod)
-    uri = _get(spec, "model", "uri")
-    if not isinstance(uri, str) or "://" not in uri:
-        raise Unknown(f"{KIND}: spec.model.uri {uri!r} has no scheme, so KServe builds no Pods (invalid model URI)")
-    if _get(spec, "storageInitializer", "enabled") is False:
-        return out
-    scheme = "pvc" if LOCAL_MODEL in labels else uri.split("://", 1)[0]
-    adapters = _get(spec, "model", "lora", "adapters") if lora else None
-    downloads = any(isinstance(_get(a, "uri"), str) and a["uri"].split("://", 1)[0] in ("hf", "s3")
-                    for a in adapters) if isinstance(adapters, list) else False
-    if scheme in ("hf", "s3") or (scheme in ("pvc", "oci", "oci+native") and downloads):
-        if scheme == "oci":
-            _oci(out, storage)
-        _storage_initializer(out, storage)
-    elif scheme in ("pvc", "oci"):
-        if scheme == "oci":
-            _oci(out, storage)
-        _strip_storage_initializer(out)
-    elif scheme != "oci+native":
-        raise Unknown(f"{KIND}: spec.model.uri scheme {scheme}:// is not one KServe serves (hf, s3, pvc, oci, "
-                      "oci+native), so it builds no Pods")
-    return out
-
-
-def _oci(pod: dict[str, Any], storage: Mapping[str, Any]) -> None:
-    mode = resolve_oci_mode(storage)
-    if not mode:
-        raise Unknown(f"{KIND}: spec.model.uri is oci:// but the inferenceservice-config's storageInitializer "
-                      "enables no OCI model mode, so KServe builds no Pods")
-    if mode == "modelcar":
-        _modelcar(pod, storage)
-
-
 def _mapping(node: Any, where: FieldPath) -> Mapping[str, Any] | None:
     if node is None:
         return None
@@ -303,9 +176,9 @@ def _fields(own: Mapping[str, Any] | None, built: Mapping[str, Any], here: Field
     out: list[tuple[FieldPath, FieldPath]] = [(("resources",), (*here, "resources"))]
     for group in ("containers", "initContainers"):
         mine = (own or {}).get(group)
-        names = [_get(c, "name") for c in mine] if isinstance(mine, list) else []
+        names = [get(c, "name") for c in mine] if isinstance(mine, list) else []
         for i, container in enumerate(built.get(group) or []):
-            name = _get(container, "name")
+            name = get(container, "name")
             if name in names:
                 out.append(((group, i), (*here, group, names.index(name))))
     return tuple(out)
@@ -319,7 +192,7 @@ def build(obj: Mapping[str, Any], related: Related) -> Iterator[Built | str]:
     meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
     assert isinstance(meta, Mapping)
     annotations = meta.get("annotations") if isinstance(meta.get("annotations"), Mapping) else {}
-    if str(_get(annotations, STOP)).lower() == "true":
+    if str(get(annotations, STOP)).lower() == "true":
         yield f"{KIND} stopped ({STOP}: true): KServe runs none of its Pods"
         return
     try:
@@ -328,12 +201,12 @@ def build(obj: Mapping[str, Any], related: Related) -> Iterator[Built | str]:
         yield str(unknown)
 
 
-def _build(spec: Mapping[str, Any], meta: Mapping[str, Any], related: Related) -> Iterator[Built]:
+def _build(spec: Mapping[str, Any], meta: Mapping[str, Any], related: Related) -> Iterator[Built | str]:
     namespace = meta.get("namespace") if isinstance(meta.get("namespace"), str) else None
     refs = spec.get("baseRefs") or []
     if not isinstance(refs, Sequence) or isinstance(refs, str):
         raise ManifestError(("spec", "baseRefs"), "expected a list")
-    bases = [_config(str(_get(r, "name")), namespace, related, False, f"{KIND} spec.baseRefs[{i}]")
+    bases = [_config(str(get(r, "name")), namespace, related, False, f"{KIND} spec.baseRefs[{i}]")
              for i, r in enumerate(refs)]
     resolved: Any = spec
     for base in bases:
@@ -343,41 +216,58 @@ def _build(spec: Mapping[str, Any], meta: Mapping[str, Any], related: Related) -
     final: Any = {}
     for layer in [*(p for _, p in presets), *bases, spec]:
         final = merge(final, layer)
-    storage: Mapping[str, Any] | None = None
+    scheduler = get(final, "router", "scheduler")
+    check_config_ref(scheduler, related, namespace)
+    if (refused := refusal(final, spec, str(meta.get("name")))) is not None:
+        raise Unknown(refused)
+    annotations = meta.get("annotations") if isinstance(meta.get("annotations"), Mapping) else {}
+    assert isinstance(annotations, Mapping)
+    dra = managed(annotations)
+    storage = storage_config(related)  # loadConfig: before any Pod, whatever the model
     labels = meta.get("labels") if isinstance(meta.get("labels"), Mapping) else {}
     assert isinstance(labels, Mapping)
+    local = local_model(labels, annotations)
     made: list[tuple[At, str]] = []
-    prefill = _get(final, "prefill")
+    prefill = get(final, "prefill")
     if final.get("worker") is None:
         made.append((MAIN, "main"))
     else:
         made += [(MAIN, "leader"), (WORKER, "worker")]
     if prefill is not None:
-        made += [(PREFILL, "prefill")] if _get(prefill, "worker") is None else [(PREFILL, "prefill leader"),
+        made += [(PREFILL, "prefill")] if get(prefill, "worker") is None else [(PREFILL, "prefill leader"),
                                                                                (PREFILL_WORKER, "prefill worker")]
-    scheduler = _get(final, "router", "scheduler")
-    if scheduler is not None and not _get(scheduler, "pool", "ref", "name"):
+    if scheduler is not None and not get(scheduler, "pool", "ref", "name"):
         made.append((SCHEDULER, "scheduler"))
     for at, role in made:
-        pod = _get(final, *at)
+        pod = get(final, *at)
         if pod is None:
             continue
         here = ("spec", *at)
-        own = _mapping(_get(spec, *at), here)
+        own = _mapping(get(spec, *at), here)
         if not isinstance(pod, Mapping):
             raise ManifestError(here, "expected a mapping")
+        partial = ""
+        shown: tuple[tuple[FieldPath, FieldPath], ...] = ()
         if at != SCHEDULER:
-            storage = storage or _storage_config(related)
-            pod = attach_model(pod, final, labels, storage)
-        elif any(_get(c, "name") == TOKENIZER for c in pod.get("containers") or []):
+            if dra:  # injectManagedDRAIntoConfig: on the merged spec, before the model is attached
+                pod, shown = with_claim(pod, str(meta.get("name")), annotations)
+            pod = attach_model(pod, final, local, storage)
+        elif isinstance(transform := transforms(scheduler), str):
+            yield transform
+            continue
+        elif any(get(c, "name") == TOKENIZER for c in pod.get("containers") or []):
             # scheduler.go: a scheduler with the tokenizer sidecar (isUsingTokenizerSidecar) gets the model too,
-            # for the tokenizer, without the LoRA adapters (LLMISVCSchedulerAttachesLoRA false)
-            storage = storage or _storage_config(related)
-            pod = attach_model(pod, final, labels, storage, lora=False)
-        sources = [name for name, p in presets if _get(p, *at)] + [
-            str(_get(r, "name")) for r, b in zip(refs, bases, strict=True) if _get(b, *at)]
+            # for the tokenizer, without the LoRA adapters (LLMISVCSchedulerAttachesLoRA false); then
+            # schedulerTransform may drop the tokenizer (llmisvc_scheduler)
+            pod = attach_model(pod, final, local, storage, lora=False)
+            drops = drops_tokenizer(pod, scheduler, related, namespace) if transform else False
+            if drops is not False:
+                pod, partial = without_tokenizer(pod), drops if isinstance(drops, str) else ""
+        sources = [name for name, p in presets if get(p, *at)] + [
+            str(get(r, "name")) for r, b in zip(refs, bases, strict=True) if get(b, *at)]
         over = f", over {' and '.join(sources)}" if sources else ""
-        yield Built(here, pod, f"spec.{'.'.join(at)} ({role}{over})", _fields(own, pod, here))
+        yield Built(here, pod, f"spec.{'.'.join(at)} ({role}{over})", _fields(own, pod, here), partial,
+                    shown)
 
 
 __all__ = ["GROUP", "KIND", "PRESETS", "RELATED", "STORAGE_DEFAULTS", "TEMPLATES", "attach_model", "build",
