@@ -15,11 +15,20 @@ from tests.unit.test_pinning import configz
 from webhook.batch.nodes import CONFLICT_RULE, build, pinned_by
 from webhook.cluster.configz import NodeConfig, NodeInfo
 from webhook.cluster.dracache import keep_slice
-from webhook.core.config import Config, Policy
-from webhook.core.dracpu import DraFacts, claim_cpus, dra_facts, merge, multi_valued, pinners, slice_devices
+from webhook.core.config import Config, Policy, parse_config
+from webhook.core.dracpu import (
+    DraFacts,
+    claim_cpus,
+    dra_facts,
+    merge,
+    multi_valued,
+    pinners,
+    slice_devices,
+)
 from webhook.core.engine import Mode, evaluate
 from webhook.core.facts import Facts
 from webhook.core.kubeletpinning import DEFAULT_POOL_LABELS, read_configz
+from webhook.core.rules.dra_cpu_not_mirrored import fractional
 
 DENY = Config(policy=Policy(dra="deny"))
 
@@ -58,7 +67,10 @@ def test_claim_cpus_grouped_individual_and_unknown() -> None:
     assert claim_cpus(cpu_template("t", count=3)["spec"]["spec"], individual) == 3
     assert claim_cpus(cpu_template("t")["spec"]["spec"], slice_devices(CPU_SLICE)) == 8  # the whole NUMA group
     assert claim_cpus(cpu_template("t", count=2)["spec"]["spec"], [*individual, *slice_devices(CPU_SLICE)]) is None
-    assert claim_cpus(cpu_template("t", cpus="1500m")["spec"]["spec"]) is None  # not a whole CPU
+    # Not a whole CPU: the driver pins ConsumedCapacity.Value(), rounded up (dra_hooks.go:391-393); once read as
+    # not known (None), which let a container stating 1 CPU pass silently.
+    assert claim_cpus(cpu_template("t", cpus="1500m")["spec"]["spec"]) == 2
+    assert claim_cpus(cpu_template("t", cpus="1500m", count=2)["spec"]["spec"]) == 4  # each device rounded
     gpu_only = {"devices": {"requests": [{"name": "g", "exactly": {"deviceClassName": "gpu"}}]}}
     assert claim_cpus(gpu_only) == 0
 
@@ -317,3 +329,54 @@ def test_specs_merged_with_a_files_are_not_the_stored_ones() -> None:
     assert alone is not None and alone.specs_stored
     mixed = merge(stored, dra_facts([cpu_template("u", cpus="2")]))
     assert mixed is not None and not mixed.specs_stored
+
+
+FRACTIONAL_TEMPLATE = cpu_template("t", cpus="1500m")
+
+
+def mirror_findings(obj: dict[str, Any], facts: Facts) -> list[str]:
+    return [m for r, m in rules(obj, facts) if r == "dra-cpu-not-mirrored"]
+
+
+@given(stated=st.sampled_from(["1", "1500m", "2", "3"]))
+def test_a_fractional_cpu_capacity_is_refused_naming_the_whole_cpus_the_driver_pins(stated: str) -> None:
+    # dra-driver-cpu v0.2.0 publishes dra.cpu/cpu without a requestPolicy: the allocator books 1500m as asked
+    # (consumable_capacity.go:87-88) and the driver pins ConsumedCapacity.Value() = 2 CPUs (dra_hooks.go:392).
+    # Before, the claim's CPUs read as None and every one of these Pods was admitted without a word about it.
+    facts = Facts(dra=dra_facts([FRACTIONAL_TEMPLATE]))
+    found = mirror_findings(pod(guaranteed("app", stated, "1Gi", claims=["cpus"]), claims={"cpus": "t"}), facts)
+    [capacity] = [m for m in found if "request cpus asks dra.cpu/cpu: 1500m" in m]
+    assert "dra.cpu pins 2" in capacity and "ask dra.cpu/cpu: 2," in capacity
+    assert "requests.cpu and limits.cpu" in capacity and not capacity.startswith("unknown")
+    # the container is judged against the 2 CPUs pinned, never the 1500m asked
+    mirrored = [m for m in found if m is not capacity]
+    assert (len(mirrored) == 1 and "ask 2 CPUs of dra.cpu" in mirrored[0]) == (stated != "2")
+    assert len(mirrored) == (stated != "2")
+
+
+def test_the_whole_twin_of_a_fractional_claim_is_admitted() -> None:
+    facts = Facts(dra=dra_facts([cpu_template("t", cpus="2")]))
+    assert not mirror_findings(pod(guaranteed("app", "2", "1Gi", claims=["cpus"]), claims={"cpus": "t"}), facts)
+    assert not [r for r, _ in rules(pod(guaranteed("app", "2", "1Gi", claims=["cpus"]), claims={"cpus": "t"}),
+                                    facts)]
+
+
+@given(milli=st.integers(1, 64_000), count=st.integers(1, 4))
+def test_a_capacity_is_pinned_rounded_up_and_refused_exactly_when_not_whole(milli: int, count: int) -> None:
+    spec = cpu_template("t", cpus=f"{milli}m", count=count)["spec"]["spec"]
+    assert claim_cpus(spec) == count * -(-milli // 1000)
+    assert bool(fractional(spec)) == (milli % 1000 != 0)
+    facts = Facts(dra=dra_facts([cpu_template("t", cpus=f"{milli}m")]))
+    whole = -(-milli // 1000)
+    found = mirror_findings(pod(guaranteed("app", str(whole), "1Gi", claims=["cpus"]), claims={"cpus": "t"}), facts)
+    assert len(found) == (milli % 1000 != 0)
+    assert all(f"ask dra.cpu/cpu: {whole}," in m for m in found)
+
+
+def test_a_fractional_capacity_the_gate_drops_is_refused_once_as_unpinned() -> None:
+    # 1.35, DRAConsumableCapacity off: the API server drops capacity, the driver pins nothing; not also "pins 2"
+    config = parse_config({"policy": {"dra": "deny"}, "kubernetesVersion": "1.35"})
+    facts = Facts(dra=dra_facts([FRACTIONAL_TEMPLATE]))
+    found = [m for r, m in rules(pod(guaranteed("app", "2", "1Gi", claims=["cpus"]), claims={"cpus": "t"}), facts,
+                                 config) if r == "dra-cpu-not-mirrored"]
+    assert len(found) == 1 and "without it the driver pins no CPU" in found[0]

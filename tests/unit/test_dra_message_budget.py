@@ -65,6 +65,8 @@ MESSAGES: dict[tuple[str, str], dict[str, str]] = {
     ("dra-cpu-not-mirrored", "POD_LEVEL"): {},
     ("dra-cpu-not-mirrored", "POD_BUDGET"): {"label": POD, "request": "2", "limit": "4"},
     ("dra-cpu-not-mirrored", "NO_CAPACITY"): {"label": POD},
+    ("dra-cpu-not-mirrored", "FRACTIONAL"): {"label": POD, "request": "cpus", "capacity": "dra.cpu/cpu",
+                                             "asked": "1.50000000000000001...", "whole": "2"},
     ("dra-cpu-not-mirrored", "UNKNOWN_CLAIM"): {"label": POD, "why": UNREADABLE},
     ("dra-cpu-pinner-mismatch", "NO_CPU_MANAGER"): {"label": POD},
     ("dra-cpu-pinner-mismatch", "BOTH_PIN"): {"label": POD},

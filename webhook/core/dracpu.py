@@ -9,7 +9,7 @@ README "Workload Configuration Requirements"):
   a class of another name counts as CPUs when its object is known (``check``'s input, the cluster's with
   ``policy.deviceClasses: true``) and its selectors read exactly as that driver test (``cpu_class``);
 - grouped mode (the default): one device per NUMA node with the consumable capacity ``dra.cpu/cpu``; a claim asks
-  CPUs with ``capacity.requests: {dra.cpu/cpu: N}``; individual mode: one device per CPU, asked by ``count``;
+  CPUs with ``capacity.requests: {dra.cpu/cpu: N}`` (N rounded up); individual mode: a device per CPU, ``count``;
 - its NUMA attributes are ``dra.cpu/numaNodeID`` and ``dra.net/numaNode`` (ints), NOT the standard
   ``resource.kubernetes.io/numaNode``: a ``matchAttribute`` on the standard name with a CPU request is never
   satisfied (the structured allocator refuses a device without the attribute: ``matchAttributeConstraint.add``
@@ -166,6 +166,11 @@ def _is_cpu_class(name: Any, classes: Collection[str]) -> bool:
     return name == CPU_CLASS or (isinstance(name, str) and name in classes)
 
 
+def exact_cpu_request(request: Mapping[str, Any], classes: Collection[str] = ()) -> Mapping[str, Any] | None:
+    """The exact request (``exactly``, or a v1beta1 request) of a request asking the CPU driver's class, else None."""
+    return _exact(request) if cpu_request(request, classes) else None
+
+
 def cpu_request(request: Mapping[str, Any], classes: Collection[str] = ()) -> bool:
     """Does this request (of a claim spec) ask devices of the CPU driver's DeviceClass (``dra.cpu``, or one of
     ``classes``, known to select only its devices)?"""
@@ -195,9 +200,9 @@ def _whole_device(count: int, devices: Iterable[SliceDevice] | None) -> int | No
 
 
 def _cpus_of(exact: Mapping[str, Any], devices: Iterable[SliceDevice] | None = None) -> int | None:
-    """CPUs one exact request asks: its ``dra.cpu/cpu`` capacity (grouped mode), else what a whole device gives
-    (``_whole_device``: a group's capacity, or one CPU in individual mode); None when it cannot be told
-    (allocationMode All, a fractional capacity, no capacity asked and the slices not known)."""
+    """CPUs the driver pins for one exact request: its ``dra.cpu/cpu`` capacity rounded up (``fractional`` in
+    dra_cpu_not_mirrored), else a whole device's (``_whole_device``); None when it cannot be told (allocationMode
+    All, a capacity not a positive quantity, no capacity asked and the slices not known)."""
     if exact.get("allocationMode") == "All":
         return None
     capacity = exact.get("capacity")
@@ -211,9 +216,9 @@ def _cpus_of(exact: Mapping[str, Any], devices: Iterable[SliceDevice] | None = N
         q = parse_quantity(str(asked))
     except QuantityError:
         return None
-    if q.milli <= 0 or q.milli % 1000:
+    if q.milli <= 0:
         return None
-    return count * (q.milli // 1000)
+    return count * q.ceil_units()
 
 
 def request_base(name: str) -> str:

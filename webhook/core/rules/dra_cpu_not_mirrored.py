@@ -5,6 +5,11 @@ limits only, never from claims (the driver's README, "Workload Configuration Req
 would change that). Without them the Pod is BestEffort or Burstable however its cpuset is pinned, and the
 scheduler's cpu accounting does not see the CPUs the claim holds.
 
+A claim that asks a ``dra.cpu/cpu`` capacity that is not a whole number of CPUs (``1500m``) is refused too: the
+driver publishes the capacity with no ``requestPolicy``, so the scheduler books ``1500m`` of the device as asked,
+and the driver pins ``ConsumedCapacity.Value()`` CPUs, rounded up (2); its containers are judged against the 2 it
+pins (``fractional`` cites the upstream lines).
+
 Needs to know what the claims ask (``Facts.dra.cpu_claims``: ``check`` reads the ResourceClaims and templates in
 its input, ``--kubeconfig`` and ``audit`` the cluster's, the webhook its cache with ``policy.draObjects: true``); a
 claim it does not know is unknown: where the caller holds every claim (the webhook's synced cache, the lists of
@@ -15,12 +20,18 @@ cannot read claims, so they do not have it.
 
 from __future__ import annotations
 
+from collections.abc import Collection, Mapping
+from typing import Any
+
 from webhook.core.config import Policy
 from webhook.core.dracpu import (
+    CPU_CAPACITY,
     CPU_DRIVER,
     UNKNOWN,
     asks_capacity,
     claim_cpus,
+    claim_requests,
+    exact_cpu_request,
     grouped,
     unknown_claims,
     unreadable_size,
@@ -28,6 +39,7 @@ from webhook.core.dracpu import (
 from webhook.core.facts import Facts
 from webhook.core.fieldpath import dotted
 from webhook.core.podspec import Amount, Block, PodSpec
+from webhook.core.quantity import QuantityError, parse_quantity
 from webhook.core.rules.base import Rule, Text, Violation
 
 RULE_ID = "dra-cpu-not-mirrored"
@@ -46,6 +58,9 @@ POD_BUDGET = Text("{label}: its containers' DRA CPU claims ask {cpus} CPUs of {d
 NO_CAPACITY = Text("{label}: claim {claim}: grouped-mode {driver} CPUs need DRAConsumableCapacity, alpha and off by "
                    "default in {minor}: without it the driver pins no CPU. Use --cpu-device-mode=individual and a "
                    "count, or with the gate on ask capacity.requests (kept in the stored claim, it shows the gate on)")
+FRACTIONAL = Text("{label}: claim {claim}: request {request} asks {capacity}: {asked}; the scheduler books that of "
+                  "the device, {driver} pins {whole} CPUs (rounded up), so later claims there can fail; ask "
+                  "{capacity}: {whole}, no CPU more than it pins now, and state them in requests.cpu and limits.cpu")
 UNKNOWN_CLAIM = Text(UNKNOWN + "{label}: claim {claim}: {why}; whether the CPUs it takes from {driver} are mirrored "
                      "in requests and limits is not known")
 
@@ -103,7 +118,8 @@ def check(pod: PodSpec, policy: Policy, facts: Facts) -> list[Violation]:
     known = facts.dra.cpu_claims if facts.dra is not None else None
     if known is None:
         return found
-    found += _unpinned(pod, facts) + _unreadable(pod, facts)
+    dropped = _gate_dropped(pod, facts)
+    found += _unpinned(pod, facts, dropped) + _fractional(pod, facts, dropped) + _unreadable(pod, facts)
     pod_level = pod.pod_level if pod.pod_level is not None and pod.pod_level_decides else None
     for c in pod.all_containers:
         counts = [claimed_cpus(pod, facts, name, c.claim_requests.get(name)) for name in c.claims]
@@ -154,8 +170,59 @@ def _unreadable(pod: PodSpec, facts: Facts) -> list[Violation]:
     return found
 
 
-def _unpinned(pod: PodSpec, facts: Facts) -> list[Violation]:
-    """Grouped-mode claims on a minor where DRAConsumableCapacity is off: the driver pins nothing for them."""
+def fractional(spec: Mapping[str, Any], classes: Collection[str] = ()) -> list[tuple[str, str, int]]:
+    """The CPU requests of a claim that ask a ``dra.cpu/cpu`` capacity that is not a whole number of CPUs: (request
+    name, the capacity as asked, the whole CPUs the driver pins for one device of it). Upstream: dra-driver-cpu
+    v0.2.0 publishes the capacity with no ``requestPolicy`` (pkg/driver/dra_hooks.go:208-209), so the allocator
+    books the request as asked (``calculateConsumedCapacity`` returns it as is without a policy,
+    k8s.io/dynamic-resource-allocation v0.36.3 structured/internal/incubating/consumable_capacity.go:87-88, into
+    the result's ``ConsumedCapacity``, allocator_incubating.go:1430, 388), and the driver pins
+    ``ConsumedCapacity[dra.cpu/cpu].Value()`` CPUs (dra_hooks.go:391-393, 420), which rounds up (apimachinery
+    resource.Quantity.Value: "rounded up to the nearest integer away from 0")."""
+    found = []
+    for request in claim_requests(spec):
+        exact = exact_cpu_request(request, classes)
+        if exact is None or exact.get("allocationMode") == "All":
+            continue
+        capacity = exact.get("capacity")
+        asked = capacity.get("requests") if isinstance(capacity, Mapping) else None
+        value = asked.get(CPU_CAPACITY) if isinstance(asked, Mapping) else None
+        if value is None:
+            continue
+        try:
+            q = parse_quantity(str(value))
+        except QuantityError:
+            continue
+        if q.milli > 0 and q.milli % 1000:
+            shown = str(value) if len(str(value)) <= 20 else str(value)[:17] + "..."
+            found.append((str(request.get("name")), shown, q.ceil_units()))
+    return found
+
+
+def _fractional(pod: PodSpec, facts: Facts, dropped: list[str]) -> list[Violation]:
+    """A refusal per claim a container uses whose CPU request asks a ``dra.cpu/cpu`` capacity that is not whole
+    (``fractional``): dra-driver-cpu v0.2.0 pins it rounded up while the scheduler books it as asked, so
+    the count the claim shows is not the CPUs the Pod holds, whatever its containers state. Not for a claim
+    ``_gate_dropped`` names (its capacity is dropped: nothing is pinned, ``_unpinned`` says so)."""
+    dra = facts.dra
+    if dra is None or dra.claim_specs is None:
+        return []
+    label = f"pod ({dotted(pod.path)})"
+    found = []
+    for name, source in pod.claim_sources.items():
+        spec = dra.claim_specs.get(source)
+        claim = f"{name} ({source[1]})"
+        if spec is None or name in dropped or not any(name in c.claims for c in pod.all_containers):
+            continue
+        for request, asked, whole in fractional(spec, dra.cpu_classes):
+            found.append(Violation((*pod.path, "resourceClaims"), FRACTIONAL(
+                label=label, claim=claim, request=request, capacity=CPU_CAPACITY, asked=asked, whole=whole,
+                driver=CPU_DRIVER), rule=RULE_ID))
+    return found
+
+
+def _gate_dropped(pod: PodSpec, facts: Facts) -> list[str]:
+    """The Pod's grouped-mode claims on a minor where DRAConsumableCapacity is off: the driver pins nothing."""
     dra = facts.dra
     if pod.kube.dra_consumable_capacity or dra is None or dra.claim_specs is None:
         return []
@@ -165,10 +232,15 @@ def _unpinned(pod: PodSpec, facts: Facts) -> list[Violation]:
         if spec is not None and dra.specs_stored and asks_capacity(spec, dra.cpu_classes):
             continue  # the API server kept capacity.requests: DRAConsumableCapacity is on
         if spec is not None and grouped(spec, dra.devices, dra.cpu_classes):
-            found.append(Violation((*pod.path, "resourceClaims"), NO_CAPACITY(
-                label=f"pod ({dotted(pod.path)})", claim=f"{name} ({source[1]})", driver=CPU_DRIVER,
-                minor=pod.kube.minor), rule=RULE_ID))
+            found.append(name)
     return found
+
+
+def _unpinned(pod: PodSpec, facts: Facts, dropped: list[str]) -> list[Violation]:
+    """A refusal per claim ``_gate_dropped`` names."""
+    return [Violation((*pod.path, "resourceClaims"), NO_CAPACITY(
+        label=f"pod ({dotted(pod.path)})", claim=f"{name} ({pod.claim_sources[name][1]})", driver=CPU_DRIVER,
+        minor=pod.kube.minor), rule=RULE_ID) for name in dropped]
 
 
 RULE = Rule(
