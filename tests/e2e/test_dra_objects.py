@@ -64,6 +64,8 @@ TEMPLATES = [
                                               "constraints": [{"matchAttribute": "dra.net/numaNode"}]}),
     builders.claim("cpus-4", {"requests": [cpus("cpus", "4")]}),
     builders.claim("cpus-2-and-2", {"requests": [cpus("a", "2"), cpus("b", "2")]}),
+    builders.claim("cpus-1500m", {"requests": [cpus("cpus", "1500m")]}),
+    builders.claim("cpus-2", {"requests": [cpus("cpus", "2")]}),
 ]
 
 
@@ -91,11 +93,14 @@ def taking(name: str, cpu: str, template: str, request: str | None = None,
 
 # What the webhook says of each (its refusal's one rule, or None: admitted without a DRA word), and what
 # check --kubeconfig and audit must say the same: a refusal of an unpaired template, of a container stating 4 CPUs
-# for the one request of 2 it takes, and their compliant twins.
+# for the one request of 2 it takes, of a claim asking 1500m (dra-driver-cpu v0.2.0 pins 2: the container's 2 is
+# mirrored, the scheduler's 1500m is not), and their compliant twins.
 JUDGED = {"unpaired": ("4", "gpu-and-cpus", None, "dra-cpu-unpaired"),
           "paired": ("4", "gpu-and-cpus-paired", None, None),
           "one-request-unmirrored": ("4", "cpus-2-and-2", "a", "dra-cpu-not-mirrored"),
-          "one-request-mirrored": ("2", "cpus-2-and-2", "a", None)}
+          "one-request-mirrored": ("2", "cpus-2-and-2", "a", None),
+          "fractional": ("2", "cpus-1500m", None, "dra-cpu-not-mirrored"),
+          "whole": ("2", "cpus-2", None, None)}
 
 
 def admit(cluster: Cluster, obj: dict[str, Any], namespace: str = NAMESPACE) -> subprocess.CompletedProcess[str]:
@@ -298,7 +303,12 @@ def test_check_and_audit_read_the_claims_specs_and_answer_as_the_webhook(
         assert "dra-" not in said.stderr or rule is not None, said.stderr  # the twins: not a DRA warning either
         if rule is not None:
             webhook[name] = {rule}
-    assert webhook == {"unpaired": {"dra-cpu-unpaired"}, "one-request-unmirrored": {"dra-cpu-not-mirrored"}}
+    assert webhook == {"unpaired": {"dra-cpu-unpaired"}, "one-request-unmirrored": {"dra-cpu-not-mirrored"},
+                       "fractional": {"dra-cpu-not-mirrored"}}
+    fractional = admit(cluster, taking("fractional", "2", "cpus-1500m")).stderr
+    assert ("dra-cpu-not-mirrored: pod (spec): claim dev (cpus-1500m): request cpus asks dra.cpu/cpu: 1500m; the "
+            "scheduler books that of the device, dra.cpu pins 2 CPUs (rounded up)") in fractional, fractional
+    assert "ask dra.cpu/cpu: 2, no CPU more than it pins now" in fractional, fractional
     manifest = tmp_path / "pods.yaml"
     manifest.write_text(yaml.safe_dump_all([taking(name, cpu, template, request)
                                             for name, (cpu, template, request, _) in JUDGED.items()]))
@@ -321,6 +331,8 @@ def test_check_and_audit_read_the_claims_specs_and_answer_as_the_webhook(
         'container "app" (spec.containers[0]): its DRA CPU claims (dev (cpus-2-and-2)) ask 2 CPUs of dra.cpu, but '
         "the container has requests.cpu 4 and limits.cpu 4"), messages
     assert messages["unpaired"].startswith("pod (spec): claim dev (ResourceClaimTemplate gpu-and-cpus): "), messages
+    assert messages["fractional"].startswith("pod (spec): claim dev (cpus-1500m): request cpus asks dra.cpu/cpu: "
+                                             "1500m; the scheduler books that of the device"), messages
 
 
 def test_claims_that_cannot_be_listed_are_a_note_and_unknown_never_a_pass(
