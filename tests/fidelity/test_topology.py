@@ -369,7 +369,8 @@ def test_numa_fit_agrees_under_cpu_manager_policy_none(topology_oracle: Oracle) 
             if answer.get("error"):
                 failures.append(f"oracle error {answer['error']}: {json.dumps(c)}")
                 continue
-            options = frozenset(k for k, v in c["cpuManagerPolicyOptions"].items() if v == "true")
+            given = c["cpuManagerPolicyOptions"]  # none refuses any key given, static only reads the true ones
+            options = frozenset(k for k, v in given.items() if v == "true" or cpu == "none")
             expected = options_refusal(options, minor, c["policy"], cpu_policy=cpu)
             refused = answer.get("kubeletError")
             if bool(refused) != (expected is not None):

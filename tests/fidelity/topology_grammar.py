@@ -154,7 +154,8 @@ def cpu_policy_case(rng: random.Random) -> dict[str, Any]:
     pinner: str | None = "cpu-manager" if cpu_policy == "static" else rng.choice(("none", "dra.cpu"))
     if cpu_policy == "none" and rng.random() < 0.1:
         pinner = None
-    options = {FULL_PCPUS_ONLY: "true"} if cpu_policy == "none" and rng.random() < 0.05 else {}
+    options = ({FULL_PCPUS_ONLY: rng.choice(("true", "false"))} if cpu_policy == "none" and rng.random() < 0.05
+               else {})
     return {"machine": spec, "policy": policy, "scope": rng.choice(["container", "pod"]), "pod": pod(rng, spec),
             "cpuManagerPolicy": cpu_policy, "cpuPinner": pinner, "cpuManagerPolicyOptions": options}
 

@@ -21,6 +21,7 @@ from webhook.core.cpupinner import (
     DRA_CPU,
     NOBODY,
     PINNER_ATTRIBUTE,
+    SOURCE_ATTRIBUTE,
     Pinner,
     decide,
     pinner_attributes,
@@ -45,6 +46,15 @@ def test_the_pinner_is_decided_only_from_both_sources(policy: str | None, dra: b
 def test_a_value_not_known_is_not_read() -> None:
     assert read_pinner({"attributes": [{"name": PINNER_ATTRIBUTE, "value": "someone"}]}) is None
     assert read_pinner({"attributes": "x"}) is None and read_pinner({}) is None
+
+
+def test_two_different_pinners_are_not_known_and_a_repeated_one_is_read() -> None:
+    """The NUMA fit drops CPUs where the pinner says none: two values must not resolve to the last one."""
+    def pinned(*values: str) -> Pinner | None:
+        return read_pinner({"attributes": [*({"name": PINNER_ATTRIBUTE, "value": v} for v in values),
+                                           {"name": SOURCE_ATTRIBUTE, "value": AGENT_SOURCE}]})
+    assert pinned(NOBODY, CPU_MANAGER) is None and pinned(CPU_MANAGER, NOBODY) is None
+    assert pinned(NOBODY, NOBODY) == Pinner(NOBODY, AGENT_SOURCE)
     assert Pinner(BOTH, "x").cpu_manager_policy == "static" and Pinner(DRA_CPU, "x").cpu_manager_policy == "none"
 
 

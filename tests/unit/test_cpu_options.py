@@ -101,6 +101,13 @@ def test_which_options_kubelet_starts_with(options: set[str], minor: int, policy
     assert (said is None) == (refused is None) and (refused is None or refused in (said or "")), said
 
 
+def test_the_none_policy_refuses_every_option_given_false_too() -> None:
+    """NewNonePolicy errs on any key: the caller hands every key given, whatever its value."""
+    said = options_refusal(frozenset({"full-pcpus-only"}), 36, "single-numa-node", cpu_policy="none")
+    assert said is not None and "full-pcpus-only" in said
+    assert options_refusal(frozenset(), 36, "single-numa-node", cpu_policy="none") is None
+
+
 @given(st.frozensets(st.sampled_from(CPU_MANAGER_OPTIONS)), st.integers(33, 38))
 def test_every_option_has_a_level_at_every_minor_and_the_alpha_gate_only_adds(options: frozenset[str],
                                                                               minor: int) -> None:

@@ -73,12 +73,15 @@ def pinner_attributes(cpu_manager_policy: str | None, dra_devices: bool | None) 
 
 
 def read_pinner(obj: Mapping[str, Any]) -> Pinner | None:
-    """The pinner a NodeResourceTopology object publishes; None when it publishes none (or a value not known)."""
+    """The pinner a NodeResourceTopology object publishes; None when it publishes none, a value not known, or
+    two different ones (the NUMA fit drops CPUs on a ``none`` node: a guess there would change verdicts)."""
     raw = obj.get("attributes")
-    attrs = ({a["name"]: a.get("value") for a in raw if isinstance(a, Mapping) and isinstance(a.get("name"), str)}
-             if isinstance(raw, list) else {})
+    named = [a for a in raw if isinstance(a, Mapping) and isinstance(a.get("name"), str)] \
+        if isinstance(raw, list) else []
+    values = {a.get("value") for a in named if a["name"] == PINNER_ATTRIBUTE}
+    attrs = {a["name"]: a.get("value") for a in named}
     value, source = attrs.get(PINNER_ATTRIBUTE), attrs.get(SOURCE_ATTRIBUTE)
-    if value not in VALUES:
+    if len(values) != 1 or value not in VALUES:
         return None
     return Pinner(str(value), source if isinstance(source, str) and source else "unknown")
 

@@ -106,7 +106,8 @@ def options_refusal(options: frozenset[str], minor: int, policy: str, alpha_gate
                     beta_gate: bool = True, cpu_policy: str = "static") -> str | None:
     """Why kubelet at ``minor`` does not start its static CPU Manager with ``options`` (set to true) under
     Topology Manager ``policy`` (NewStaticPolicyOptions, ValidateStaticPolicyOptions); None: it starts. Its
-    ``none`` policy (``cpu_policy``) takes no option at all (NewNonePolicy)."""
+    ``none`` policy (``cpu_policy``) takes no option at all (NewNonePolicy refuses any key, "false" too): there
+    ``options`` is every key given."""
     if cpu_policy == NONE_CPU_POLICY:
         return (f"cpuManagerPolicy none takes no cpuManagerPolicyOptions ({', '.join(sorted(options))})"
                 if options else None)
