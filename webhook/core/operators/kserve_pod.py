@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from webhook.core.fieldpath import FieldPath
-from webhook.core.gojson import GoJSONError, GoType, Struct, unmarshal
+from webhook.core.gojson import GoJSONError, GoType, Struct, TooDeep, unmarshal
 from webhook.core.operators import Built, Related, annotations_at, list_at, mapping_at, metadata_at
 from webhook.core.quantity import QuantityError, parse_quantity
 
@@ -90,13 +90,19 @@ def _config_map(related: Related) -> Mapping[str, Any] | None:
 
 def _read(cm: Mapping[str, Any], key: str) -> dict[str, Any] | None:
     """A section of a given ConfigMap as KServe unmarshals it: {} when absent (nothing set), None for null (the
-    pointer cleared). Raises GoJSONError where KServe's json.Unmarshal fails."""
+    pointer cleared). Raises GoJSONError where KServe's json.Unmarshal fails, TooDeep (naming the section) where
+    qos-guard cannot read it."""
     raw = mapping_at(cm.get("data"), ("data",)).get(key)
     if raw is None:
         return {}
     if not isinstance(raw, str):
         raise GoJSONError("not a string")
-    return unmarshal(raw, CONFIG_STRUCTS[key])
+    try:
+        return unmarshal(raw, CONFIG_STRUCTS[key])
+    except TooDeep as deep:
+        raise TooDeep(f"the {ISVC_CONFIG} ConfigMap's {key} is {deep}, so what KServe makes of it is not known") \
+            from None
+
 
 
 def config_section(related: Related, key: str) -> tuple[dict[str, Any] | None, str]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from webhook.core.gojson import TooDeep
 from webhook.core.operators import Related
 from webhook.core.operators.kserve_pod import (
     ISVC_CONFIG,
@@ -43,7 +44,10 @@ def storage_config(related: Related) -> Mapping[str, Any]:
     found = related.named(*CONFIG_MAP, ISVC_CONFIG, KSERVE_NAMESPACE)
     if found is None:
         return STORAGE_DEFAULTS
-    why = config_refusal(related, False, ("storageInitializer",), found)
+    try:
+        why = config_refusal(related, False, ("storageInitializer",), found)
+    except TooDeep as deep:  # not known: said, not judged
+        raise Unknown(f"{KIND}: {deep}; not judged") from None
     if why is not None:
         raise Unknown(f"{KIND}: {why}")
     return parse_storage_initializer(get(found, "data", "storageInitializer")) or {}
