@@ -97,3 +97,45 @@ def test_a_section_nested_too_deeply_is_not_judged_and_past_go_s_depth_builds_no
         response = app.test_client().post("/validate", data=json.dumps(admission_review(LOGGED, namespace="ml")),
                                           content_type="application/json")
         assert response.status_code == 200 and response.get_json()["response"]["allowed"] is True
+
+
+LOGGER = SHIPPED["logger"]
+ROLLOUT = {"defaultRollout": {"maxSurge": "1", "maxUnavailable": "0"}}
+
+
+@pytest.mark.parametrize(("bad", "good", "why"), [
+    ({"inferenceService": {**SHIPPED["inferenceService"], "explainers": 5}},
+     {"inferenceService": {**SHIPPED["inferenceService"], "explainers": {"art": {"image": "a"}}}},
+     "inferenceService is not what KServe's Go code reads (cannot unmarshal number into explainers (a struct))"),
+    ({"inferenceService": {**SHIPPED["inferenceService"], "explainers": {"art": {"image": 5}}}},
+     {"inferenceService": {**SHIPPED["inferenceService"], "explainers": {"ART": {"IMAGE": "a"}}}},
+     "into explainers.art.image of type string"),
+    ({"localModel": {"jobTTLSecondsAfterFinished": 3000000000}},
+     {"localModel": {"jobTTLSecondsAfterFinished": 2**31 - 1}},
+     "into jobTTLSecondsAfterFinished of type int32"),
+    ({"localModel": {"jobTTLSecondsAfterFinished": -2**31 - 1}},
+     {"localModel": {"jobTTLSecondsAfterFinished": -2**31}},
+     "into jobTTLSecondsAfterFinished of type int32"),
+    ({"logger": {**LOGGER, "storage": 5}}, {"logger": {**LOGGER, "storage": None}},
+     "logger is not what KServe's Go code reads (cannot unmarshal number into storage (a struct))"),
+    ({"logger": {**LOGGER, "storage": {"path": 1}}}, {"logger": {**LOGGER, "storage": {"path": "/p", "key": "k"}}},
+     "into storage.path of type string"),
+    ({"logger": {**LOGGER, "storage": {"parameters": {"a": 1}}}},
+     {"logger": {**LOGGER, "storage": {"parameters": {"a": "b"}, "serviceAccountName": "sa"}}},
+     "into storage.parameters of type map[string]string"),
+    ({"deploy": {"defaultDeploymentMode": "Standard", "deploymentRolloutStrategy": "fast"}},
+     {"deploy": {"defaultDeploymentMode": "Standard", "deploymentRolloutStrategy": ROLLOUT}},
+     "deploy is not what KServe's Go code reads (cannot unmarshal string into deploymentRolloutStrategy (a struct))"),
+    ({"deploy": {"defaultDeploymentMode": "Standard",
+                 "deploymentRolloutStrategy": {"defaultRollout": {"maxSurge": 1}}}},
+     {"deploy": {"defaultDeploymentMode": "Standard", "deploymentRolloutStrategy": {"defaultRollout": None}}},
+     "into deploymentRolloutStrategy.defaultRollout.maxSurge of type string"),
+])
+def test_fields_are_held_to_their_go_types(bad: dict[str, Any], good: dict[str, Any], why: str) -> None:
+    """Formerly typed "any" or "*int" (int64) here, so a Pod was judged where json.Unmarshal fails: ExplainersConfig
+    (configmap.go:99), LocalModelConfig's *int32 (configmap.go:167), LoggerConfig's *v1beta1.LoggerStorageSpec
+    (agent_injector.go:77, inference_service.go:74), DeployConfig's *DeploymentRolloutStrategy (configmap.go:141).
+    The twin, each field of its type, is judged."""
+    (reason,) = walk(LOGGED, related=given(**bad))
+    assert isinstance(reason, NoPod) and why in reason and "KServe builds no Pod" in reason, reason
+    assert findings(LOGGED, given(**good)) == both(AGENT, "spec.predictor.logger")

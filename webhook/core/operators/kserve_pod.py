@@ -36,8 +36,15 @@ _RESOURCE_KEYS = ("cpuRequest", "cpuLimit", "memoryRequest", "memoryLimit")
 _RESOURCES: Mapping[str, GoType] = {k: "string" for k in _RESOURCE_KEYS}
 # The Go structs KServe v0.20.0 unmarshals each JSON value of the ConfigMap into (through a pointer), and read
 # here as Go reads them (webhook.core.gojson): pkg/types/config.go StorageInitializerConfig, pod/agent_injector.go
-# AgentConfig and LoggerConfig, pod/batcher_injector.go BatcherConfig, v1beta1/configmap.go DeployConfig,
-# InferenceServicesConfig, LocalModelConfig, SecurityConfig ("any": a field not type-checked here).
+# AgentConfig and LoggerConfig (its storage v1beta1.LoggerStorageSpec, inference_service.go: StorageSpec embedded,
+# its fields promoted), pod/batcher_injector.go BatcherConfig, v1beta1/configmap.go DeployConfig (with
+# DeploymentRolloutStrategy and RolloutSpec), InferenceServicesConfig, ExplainersConfig, LocalModelConfig,
+# SecurityConfig. Go's int and int64 are "int", int32 "int32": a number out of range is an error, as in Go.
+_EXPLAINERS = Struct({"art": Struct({"image": "string", "defaultImageVersion": "string"})})
+_LOGGER_STORAGE = Struct({"path": "*string", "parameters": "*map[string]string", "key": "*string",
+                          "serviceAccountName": "*string"}, pointer=True)
+_ROLLOUT = Struct({"defaultRollout": Struct({"maxSurge": "string", "maxUnavailable": "string"}, pointer=True)},
+                  pointer=True)
 CONFIG_STRUCTS: Mapping[str, Struct] = {
     "storageInitializer": Struct({
         **{k: "string" for k in ("image", "cpuRequest", "cpuLimit", "cpuModelcar", "memoryRequest", "memoryLimit",
@@ -46,17 +53,17 @@ CONFIG_STRUCTS: Mapping[str, Struct] = {
         "enableModelcar": "bool", "enableOciModelSupport": "bool", "uidModelcar": "*int"}, pointer=True),
     "agent": Struct({"image": "string", **_RESOURCES}, pointer=True),
     "logger": Struct({"image": "string", **_RESOURCES, "defaultUrl": "string", "caBundle": "string",
-                      "caCertFile": "string", "tlsSkipVerify": "bool", "storage": "any",
+                      "caCertFile": "string", "tlsSkipVerify": "bool", "storage": _LOGGER_STORAGE,
                       "marshallerUrl": "string", "batchSize": "int", "batchInterval": "string"}, pointer=True),
     "batcher": Struct({"image": "string", **_RESOURCES, "maxBatchSize": "string", "maxLatency": "string"},
                       pointer=True),
-    "deploy": Struct({"defaultDeploymentMode": "string", "deploymentRolloutStrategy": "any"}, pointer=True),
-    "inferenceService": Struct({"explainers": "any", "serviceAnnotationDisallowedList": "[]string",
+    "deploy": Struct({"defaultDeploymentMode": "string", "deploymentRolloutStrategy": _ROLLOUT}, pointer=True),
+    "inferenceService": Struct({"explainers": _EXPLAINERS, "serviceAnnotationDisallowedList": "[]string",
                                 "serviceLabelDisallowedList": "[]string", "resource": Struct(_RESOURCES)},
                                pointer=True),
-    "explainers": Struct({"art": Struct({"image": "string", "defaultImageVersion": "string"})}),
+    "explainers": _EXPLAINERS,
     "localModel": Struct({"enabled": "bool", "jobNamespace": "string", "defaultJobImage": "string",
-                          "fsGroup": "*int", "jobTTLSecondsAfterFinished": "*int",
+                          "fsGroup": "*int", "jobTTLSecondsAfterFinished": "*int32",
                           "reconcilationFrequencyInSecs": "*int", "disableVolumeManagement": "bool"}, pointer=True),
     "security": Struct({"autoMountServiceAccountToken": "bool"}, pointer=True),
 }
