@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Union
 
-# A Go type: "string", "bool", "int" (int64), "int32" (a pointer: "*string", "*int", ...), "[]string",
+# A Go type: "string", "bool", "int" (64 bits), "int64", "int32" (a pointer: "*string", "*int", ...), "[]string",
 # "map[string]string", "any" (decoded, never a type error here), or a Struct.
 GoType = Union[str, "Struct"]
 
@@ -132,6 +132,7 @@ def _decode(value: Any, kind: GoType, before: Any, where: str, errors: list[str]
     base = kind.lstrip("*")
     ok = {"string": isinstance(value, str), "bool": isinstance(value, bool),
           "int": isinstance(value, int) and not isinstance(value, bool) and -2**63 <= value < 2**63,
+          "int64": isinstance(value, int) and not isinstance(value, bool) and -2**63 <= value < 2**63,
           "int32": isinstance(value, int) and not isinstance(value, bool) and -2**31 <= value < 2**31,
           "[]string": isinstance(value, list) and not isinstance(value, _Pairs)
           and all(v is None or isinstance(v, str) for v in value),
