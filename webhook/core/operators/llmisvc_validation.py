@@ -3,10 +3,11 @@ before it builds any Pod (``combineBaseRefsConfig``, ``pkg/controller/v1alpha2/l
 validator's ``ValidateCreate``; the object's own spec is refused at admission by the same webhook). Modelled, from
 ``pkg/apis/serving/v1alpha2/llm_inference_service_validation.go``: ``validateParallelismConstraints`` (:244-334),
 ``validateSchedulerConfig`` (:364-418) and ``validateLoRAAdapters`` (:420-488), with the LoRA adapters KServe
-resolves (``enumerateLoRAAdapters``, ``workload_lora.go``). Not modelled: ``validateRouterCrossFieldConstraints``,
-``validateTrafficFields``, ``validateScaling``, ``validateKVCacheOffloading``, ``validateManagedDRAAnnotations``
-and ``validateConfidential`` (:100-117): a merged spec only they refuse is judged here as Pods KServe does not
-build. Each modelled one is an error that stops the reconcile: no Pods, said."""
+resolves (``enumerateLoRAAdapters``, ``workload_lora.go``); ``validateManagedDRAAnnotations`` is
+``llmisvc_dra``'s. Not modelled: ``validateRouterCrossFieldConstraints``, ``validateTrafficFields``,
+``validateScaling``, ``validateKVCacheOffloading`` and ``validateConfidential`` (:100-117): a merged spec only they
+refuse is judged here as Pods KServe does not build. Each modelled one is an error that stops the reconcile: no
+Pods, said."""
 
 from __future__ import annotations
 
