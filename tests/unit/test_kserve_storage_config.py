@@ -143,3 +143,16 @@ def test_a_configmap_the_llmisvc_controller_cannot_load_means_no_llmisvc_pods(te
     assert "KServe builds no Pod" in reason
     [built] = find_targets(llm("pvc://models/m"), related=collect([config_map(json.dumps(FULL))], llmisvc.RELATED))
     assert [c.name for c in built.pod_spec().containers] == ["main"]
+
+
+def test_a_storage_initializer_nested_too_deeply_is_not_judged_by_either_builder() -> None:
+    """Formerly a RecursionError out of both builders: 5000 levels Go reads (not judged here), 10001 it refuses
+    (exceeded max depth: no Pods)."""
+    def nested(levels: int) -> str:
+        return json.dumps(SHIPPED["storageInitializer"])[:-1] + ', "x": ' + "[" * levels + "]" * levels + "}"
+    for obj, module in ((isvc("s3://b/m"), kserve), (llm("hf://o/m"), llmisvc)):
+        (unread,) = walk(obj, related=collect([config_map(nested(5000))], module.RELATED))
+        assert isinstance(unread, str) and "nested too deeply for qos-guard to read" in unread, unread
+        assert "not judged" in unread and "builds no Pod" not in unread
+        (refused,) = walk(obj, related=collect([config_map(nested(10000))], module.RELATED))
+        assert isinstance(refused, str) and "exceeded max depth" in refused and "builds no Pods" in refused
