@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from webhook.core.gojson import GoJSONError, Struct, field_for, unmarshal
+from webhook.core.gojson import GoJSONError, Struct, TooDeep, field_for, past_max_depth, unmarshal
 
 R = Struct({"cpuLimit": "string", "cpuRequest": "string"})
 C = Struct({"cpuRequest": "string", "cpuLimit": "string", "enableModelcar": "bool", "uidModelcar": "*int",
@@ -52,3 +52,21 @@ def test_any_casing_of_a_field_name_fills_it(name: str, upper: list[bool]) -> No
     assert field_for(cased, C.fields) == name
     value = True if name == "enableModelcar" else "1"
     assert unmarshal(json.dumps({cased: value}), C) == {name: value}
+
+
+def test_nesting_past_go_s_max_depth_is_go_s_syntax_error_and_below_it_not_known() -> None:
+    """scanner.go maxNestingDepth 10000: Go refuses the 10001st level ("exceeded max depth"); Python's parser
+    stops far sooner (a RecursionError, once let out of unmarshal), so a text Go reads is TooDeep: not known,
+    never refused. Strings are not nesting. The twin: a shallow text is read."""
+    loose = Struct({"x": "any"})
+    with pytest.raises(GoJSONError, match="exceeded max depth"):
+        unmarshal('{"x":' + "[" * 10000 + "]" * 10000 + "}", loose)  # the object is the first level
+    with pytest.raises(GoJSONError, match="exceeded max depth"):
+        unmarshal("[" * 200000, loose)  # unclosed: Go's scanner stops at the depth first
+    with pytest.raises(TooDeep):
+        unmarshal('{"x":' + "[" * 9999 + "]" * 9999 + "}", loose)
+    with pytest.raises(TooDeep):
+        unmarshal('{"x":' + "[" * 9999, loose)  # invalid for Go too, but Python cannot tell
+    assert past_max_depth('"' + "[" * 20000 + '"') is None
+    assert past_max_depth('["\\"' + "[" * 20000 + '"]') is None
+    assert unmarshal('{"x":' + "[" * 20 + "]" * 20 + "}", loose) == {"x": json.loads("[" * 20 + "]" * 20)}

@@ -8,16 +8,21 @@ its compliant twin."""
 
 from __future__ import annotations
 
+import json
 from collections import Counter
+from functools import partial
 from typing import Any
 
 import pytest
 
+from tests.helpers import admission_review
 from tests.unit.kserve_cases import AGENT, RAW, SHIPPED, both, config, findings, isvc, model, runtime
+from webhook.core.config import Config
 from webhook.core.operators import collect
 from webhook.core.operators.kserve import RELATED
 from webhook.core.operators.kserve_runtimes import NoPod
 from webhook.core.workloads import find_targets, walk
+from webhook.serving.app import create_app
 
 LOGGED = isvc({"model": model(storageUri="pvc://m"), "logger": {"mode": "all"}}, RAW)
 CUSTOM = isvc({"containers": [{"name": "kserve-container", "image": "x"}]}, RAW)
@@ -69,3 +74,68 @@ def test_keys_are_matched_as_go_matches_them() -> None:
     assert [c.name for c in target.pod_spec().containers] == ["kserve-container"]
     [default] = find_targets(knative, related=given())
     assert [c.name for c in default.pod_spec().containers] == ["kserve-container", "queue-proxy"]
+
+
+def _nested(levels: int) -> str:
+    return json.dumps(SHIPPED["agent"])[:-1] + ', "x": ' + "[" * levels + "]" * levels + "}"
+
+
+def test_a_section_nested_too_deeply_is_not_judged_and_past_go_s_depth_builds_no_pod() -> None:
+    """Formerly Python's RecursionError came out of the builder: every InferenceService admission an HTTP 500.
+    Go reads 10000 levels (scanner.go maxNestingDepth): 5000 is KServe's to read, qos-guard's not (a reason, not
+    judged); past 10000 json.Unmarshal fails (KServe builds no Pod). The webhook answers 200 for both; the twin,
+    a shallow extra key, is judged."""
+    (unread,) = walk(LOGGED, related=given(agent=_nested(5000)))
+    assert isinstance(unread, str) and not isinstance(unread, NoPod), unread
+    assert "agent is nested too deeply for qos-guard to read" in unread
+    assert "not judged" in unread
+    (refused,) = walk(LOGGED, related=given(agent=_nested(10000)))
+    assert isinstance(refused, NoPod) and "exceeded max depth" in refused and "KServe builds no Pod" in refused
+    assert findings(LOGGED, given(agent=_nested(3))) == both(AGENT, "spec.predictor.logger")
+    for levels in (5000, 10000):
+        app = create_app(Config(), related=partial(given, agent=_nested(levels)))
+        response = app.test_client().post("/validate", data=json.dumps(admission_review(LOGGED, namespace="ml")),
+                                          content_type="application/json")
+        assert response.status_code == 200 and response.get_json()["response"]["allowed"] is True
+
+
+LOGGER = SHIPPED["logger"]
+ROLLOUT = {"defaultRollout": {"maxSurge": "1", "maxUnavailable": "0"}}
+
+
+@pytest.mark.parametrize(("bad", "good", "why"), [
+    ({"inferenceService": {**SHIPPED["inferenceService"], "explainers": 5}},
+     {"inferenceService": {**SHIPPED["inferenceService"], "explainers": {"art": {"image": "a"}}}},
+     "inferenceService is not what KServe's Go code reads (cannot unmarshal number into explainers (a struct))"),
+    ({"inferenceService": {**SHIPPED["inferenceService"], "explainers": {"art": {"image": 5}}}},
+     {"inferenceService": {**SHIPPED["inferenceService"], "explainers": {"ART": {"IMAGE": "a"}}}},
+     "into explainers.art.image of type string"),
+    ({"localModel": {"jobTTLSecondsAfterFinished": 3000000000}},
+     {"localModel": {"jobTTLSecondsAfterFinished": 2**31 - 1}},
+     "into jobTTLSecondsAfterFinished of type int32"),
+    ({"localModel": {"jobTTLSecondsAfterFinished": -2**31 - 1}},
+     {"localModel": {"jobTTLSecondsAfterFinished": -2**31}},
+     "into jobTTLSecondsAfterFinished of type int32"),
+    ({"logger": {**LOGGER, "storage": 5}}, {"logger": {**LOGGER, "storage": None}},
+     "logger is not what KServe's Go code reads (cannot unmarshal number into storage (a struct))"),
+    ({"logger": {**LOGGER, "storage": {"path": 1}}}, {"logger": {**LOGGER, "storage": {"path": "/p", "key": "k"}}},
+     "into storage.path of type string"),
+    ({"logger": {**LOGGER, "storage": {"parameters": {"a": 1}}}},
+     {"logger": {**LOGGER, "storage": {"parameters": {"a": "b"}, "serviceAccountName": "sa"}}},
+     "into storage.parameters of type map[string]string"),
+    ({"deploy": {"defaultDeploymentMode": "Standard", "deploymentRolloutStrategy": "fast"}},
+     {"deploy": {"defaultDeploymentMode": "Standard", "deploymentRolloutStrategy": ROLLOUT}},
+     "deploy is not what KServe's Go code reads (cannot unmarshal string into deploymentRolloutStrategy (a struct))"),
+    ({"deploy": {"defaultDeploymentMode": "Standard",
+                 "deploymentRolloutStrategy": {"defaultRollout": {"maxSurge": 1}}}},
+     {"deploy": {"defaultDeploymentMode": "Standard", "deploymentRolloutStrategy": {"defaultRollout": None}}},
+     "into deploymentRolloutStrategy.defaultRollout.maxSurge of type string"),
+])
+def test_fields_are_held_to_their_go_types(bad: dict[str, Any], good: dict[str, Any], why: str) -> None:
+    """Formerly typed "any" or "*int" (int64) here, so a Pod was judged where json.Unmarshal fails: ExplainersConfig
+    (configmap.go:99), LocalModelConfig's *int32 (configmap.go:167), LoggerConfig's *v1beta1.LoggerStorageSpec
+    (agent_injector.go:77, inference_service.go:74), DeployConfig's *DeploymentRolloutStrategy (configmap.go:141).
+    The twin, each field of its type, is judged."""
+    (reason,) = walk(LOGGED, related=given(**bad))
+    assert isinstance(reason, NoPod) and why in reason and "KServe builds no Pod" in reason, reason
+    assert findings(LOGGED, given(**good)) == both(AGENT, "spec.predictor.logger")

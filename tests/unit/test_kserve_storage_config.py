@@ -16,9 +16,8 @@ from hypothesis import strategies as st
 from tests.unit.kserve_cases import SHIPPED, config
 from webhook.core.operators import collect, kserve, llmisvc
 from webhook.core.operators.kserve_pod import (
-    STORAGE_UNREADABLE,
     modelcar_container,
-    parse_storage_initializer,
+    read_section,
     resolve_oci_mode,
 )
 from webhook.core.workloads import find_targets, walk
@@ -57,7 +56,23 @@ def test_a_storage_initializer_kserve_cannot_read_builds_no_pods_in_either_build
     for obj, module in ((isvc(), kserve), (isvc("s3://b/m"), kserve), (llm(), llmisvc), (llm("hf://o/m"), llmisvc)):
         related = collect([config_map(text)], module.RELATED)
         out = list(walk(obj, related=related))
-        assert len(out) == 1 and isinstance(out[0], str) and out[0].endswith(STORAGE_UNREADABLE), (obj, out)
+        assert len(out) == 1 and isinstance(out[0], str), (obj, out)
+        assert "storageInitializer is not what KServe's Go code reads (" in out[0], out[0]
+        assert "builds no Pods" in out[0] and out[0].endswith('"memoryModelcar":"15Mi"}'), out[0]
+
+
+def test_a_storage_initializer_kserve_cannot_read_is_said_with_go_s_error_and_the_way_out() -> None:
+    """Formerly one fixed sentence, naming no key and listing the types wrongly (no integer): now Go's error
+    (which key, what type) and KServe's shipped values. uidModelcar is an *int64: 10**4000 overflows it, 1010 (as
+    shipped) is read."""
+    big = json.dumps({**SHIPPED["storageInitializer"], "uidModelcar": 10**4000})
+    for obj, module in ((isvc("s3://b/m"), kserve), (llm("hf://o/m"), llmisvc)):
+        (reason,) = walk(obj, related=collect([config_map(big)], module.RELATED))
+        assert isinstance(reason, str) and "cannot unmarshal number into uidModelcar of type int64" in reason
+        assert "uidModelcar an int64" in reason and '"cpuRequest":"100m"' in reason, reason
+        # the twin: KServe's own uidModelcar
+        assert all(not isinstance(t, str) for t in walk(obj, related=collect(
+            [config_map(json.dumps(SHIPPED["storageInitializer"]))], module.RELATED)))
 
 
 def test_an_absent_or_null_storage_initializer_builds_no_pods() -> None:
@@ -66,8 +81,10 @@ def test_an_absent_or_null_storage_initializer_builds_no_pods() -> None:
     (no Pods; KServe's code wins over the former reading, which took it for "OCI models off"); null clears the
     pointer KServe then reads (a panic). A key set with another case fills the field (Go's json matches keys
     case-insensitively); null leaves a field unset; unknown keys are ignored."""
-    assert parse_storage_initializer(None) == {} and parse_storage_initializer("null") is None
-    assert parse_storage_initializer('{"CPUREQUEST": "1", "cpuRequest": null, "uidModelcar": 1000, "other": 5}') == {
+    assert read_section(config_map(None), "storageInitializer") == {}
+    assert read_section(config_map("null"), "storageInitializer") is None
+    assert read_section(config_map('{"CPUREQUEST": "1", "cpuRequest": null, "uidModelcar": 1000, "other": 5}'),
+                        "storageInitializer") == {
         "cpuRequest": "1", "uidModelcar": 1000}
     for text, why in ((None, "storageInitializer.cpuRequest is missing"), ("null", "storageInitializer is null"),
                       ("{}", "storageInitializer.cpuRequest is missing")):
@@ -126,3 +143,16 @@ def test_a_configmap_the_llmisvc_controller_cannot_load_means_no_llmisvc_pods(te
     assert "KServe builds no Pod" in reason
     [built] = find_targets(llm("pvc://models/m"), related=collect([config_map(json.dumps(FULL))], llmisvc.RELATED))
     assert [c.name for c in built.pod_spec().containers] == ["main"]
+
+
+def test_a_storage_initializer_nested_too_deeply_is_not_judged_by_either_builder() -> None:
+    """Formerly a RecursionError out of both builders: 5000 levels Go reads (not judged here), 10001 it refuses
+    (exceeded max depth: no Pods)."""
+    def nested(levels: int) -> str:
+        return json.dumps(SHIPPED["storageInitializer"])[:-1] + ', "x": ' + "[" * levels + "]" * levels + "}"
+    for obj, module in ((isvc("s3://b/m"), kserve), (llm("hf://o/m"), llmisvc)):
+        (unread,) = walk(obj, related=collect([config_map(nested(5000))], module.RELATED))
+        assert isinstance(unread, str) and "nested too deeply for qos-guard to read" in unread, unread
+        assert "not judged" in unread and "builds no Pod" not in unread
+        (refused,) = walk(obj, related=collect([config_map(nested(10000))], module.RELATED))
+        assert isinstance(refused, str) and "exceeded max depth" in refused and "builds no Pods" in refused

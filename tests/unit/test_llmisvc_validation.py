@@ -86,7 +86,10 @@ def test_lora_adapters_kserve_takes_build_their_pods() -> None:
     ({"replicas": 0}, "spec.router.scheduler.replicas is not above 0"),
     ({"config": {}}, "config has neither inline nor a ref with a name"),
     ({"config": {"ref": {"name": ""}}}, "config has neither inline nor a ref with a name"),
-    ({"config": {"inline": {}}}, "spec.router.scheduler.config.inline is empty"),
+    ({"config": {"inline": {}}}, "spec.router.scheduler.config.inline {} is not a configuration"),
+    ({"config": {"inline": []}}, "spec.router.scheduler.config.inline [] is not a configuration"),
+    ({"config": {"inline": ""}}, 'spec.router.scheduler.config.inline "" is not a configuration'),
+    ({"config": {"inline": 1}}, "spec.router.scheduler.config.inline 1 is not a configuration"),
     ({"config": {"inline": {"kind": "EndpointPickerConfig"}, "ref": {"name": "epp"}}}, "sets both inline and ref"),
 ])
 def test_a_scheduler_config_kserve_refuses_means_no_pods(scheduler: dict[str, Any], said: str) -> None:
@@ -94,6 +97,24 @@ def test_a_scheduler_config_kserve_refuses_means_no_pods(scheduler: dict[str, An
     spec."""
     [reason] = reasons(llmisvc({"template": main(), "router": {"scheduler": scheduler}}))
     assert said in reason and reason.endswith("so KServe builds no Pods")
+
+
+@pytest.mark.parametrize("inline", [{"kind": "EndpointPickerConfig"}, "ab", 100, [1]])
+def test_an_inline_scheduler_config_of_3_bytes_or_more_passes_the_length_check(inline: Any) -> None:
+    """The twin: len(Inline.Raw) >= 3 (llm_inference_service_validation.go:399) is not refused for its length."""
+    obj = llmisvc({"template": main(), "router": {"scheduler": {"config": {"inline": inline}}}})
+    assert not any("inline" in r for r in reasons(obj))
+
+
+def test_an_empty_model_name_is_the_base_name_not_the_object_s() -> None:
+    """ptr.Deref(Model.Name, llmSvc.Name) (llm_inference_service_validation.go:445): model.name "" is the base
+    name "", so an adapter named as the object is taken (formerly refused as the base model name); the twin, no
+    model.name, takes the object's name and refuses it."""
+    obj = lora({"name": "m", "uri": "hf://o/a"})
+    obj["spec"]["model"]["name"] = ""
+    assert not any("base model name" in r for r in reasons(obj))
+    [reason] = reasons(lora({"name": "m", "uri": "hf://o/a"}))
+    assert "adapters[0].name 'm' is the base model name" in reason
 
 
 def test_a_ref_over_an_inline_preset_config_is_resolved_not_refused() -> None:

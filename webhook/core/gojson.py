@@ -8,7 +8,9 @@ JSON values (KServe's ``inferenceservice-config``). Python's ``json.loads`` diff
 - ``null`` leaves a value field as it was and clears a pointer, slice or map; a top-level ``null`` into a
   pointer (KServe passes ``&config``, a pointer to a pointer) clears the pointer itself;
 - a value of another JSON type is an error (``UnmarshalTypeError``), reported after the rest is decoded; keys of
-  no field are ignored; ``NaN`` and ``Infinity`` are not JSON.
+  no field are ignored; ``NaN`` and ``Infinity`` are not JSON;
+- nesting deeper than 10000 arrays and objects is a syntax error (``scanner.go`` ``maxNestingDepth``); Python's
+  parser stops far sooner (its recursion limit): a text between the two is ``TooDeep``, not known, never refused.
 
 CR fields need none of this: the API server prunes unknown keys case-sensitively (structural schemas) and
 apimachinery decodes case-sensitively (``sigs.k8s.io/json`` ``UnmarshalCaseSensitivePreserveInts``)."""
@@ -16,15 +18,19 @@ apimachinery decodes case-sensitively (``sigs.k8s.io/json`` ``UnmarshalCaseSensi
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Union
 
-# A Go type: "string", "bool", "int" (a pointer: "*string", "*int", ...), "[]string", "map[string]string",
-# "any" (decoded, never a type error here), or a Struct.
+# A Go type: "string", "bool", "int" (64 bits), "int64", "int32" (a pointer: "*string", "*int", ...), "[]string",
+# "map[string]string", "any" (decoded, never a type error here), or a Struct.
 GoType = Union[str, "Struct"]
 
 _KELVIN, _LONG_S = "\u212a", "\u017f"
+MAX_DEPTH = 10000  # encoding/json scanner.go maxNestingDepth
+# A JSON string (unterminated to the end), or a bracket: what the depth scan steps over or counts.
+_TOKENS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"?|[\[\]{}]', re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -38,6 +44,11 @@ class Struct:
 
 class GoJSONError(ValueError):
     """What ``json.Unmarshal`` returns: a syntax error, or the first value of the wrong type (with its key)."""
+
+
+class TooDeep(Exception):
+    """A JSON text nested deeper than Python's parser goes here but no deeper than Go's reads: what Go makes of
+    it is not known (an answer, not a refusal)."""
 
 
 class _Pairs(list[tuple[str, Any]]):
@@ -69,6 +80,23 @@ def _parse(text: str) -> Any:
         raise
     except ValueError as bad:
         raise GoJSONError(f"not JSON: {bad}") from None
+
+
+def past_max_depth(text: str) -> str | None:
+    """The bracket at which Go's scanner exceeds ``MAX_DEPTH`` nested arrays and objects in ``text``, or None.
+    Exact for valid JSON (for invalid JSON Go fails whatever this says); iterative: any depth."""
+    if text.count("[") + text.count("{") <= MAX_DEPTH:
+        return None
+    level = 0
+    for token in _TOKENS.finditer(text):
+        c = token.group()
+        if c in "[{":
+            level += 1
+            if level > MAX_DEPTH:
+                return c
+        elif c in "]}":
+            level -= 1
+    return None
 
 
 def _kind(value: Any) -> str:
@@ -104,6 +132,8 @@ def _decode(value: Any, kind: GoType, before: Any, where: str, errors: list[str]
     base = kind.lstrip("*")
     ok = {"string": isinstance(value, str), "bool": isinstance(value, bool),
           "int": isinstance(value, int) and not isinstance(value, bool) and -2**63 <= value < 2**63,
+          "int64": isinstance(value, int) and not isinstance(value, bool) and -2**63 <= value < 2**63,
+          "int32": isinstance(value, int) and not isinstance(value, bool) and -2**31 <= value < 2**31,
           "[]string": isinstance(value, list) and not isinstance(value, _Pairs)
           and all(v is None or isinstance(v, str) for v in value),
           "map[string]string": isinstance(value, _Pairs) and all(v is None or isinstance(v, str) for _, v in value),
@@ -132,7 +162,16 @@ def _struct(pairs: _Pairs, struct: Struct, into: dict[str, Any], where: str, err
 def unmarshal(text: str, struct: Struct) -> dict[str, Any] | None:
     """``json.Unmarshal([]byte(text), &v)`` for ``v`` of this struct (a pointer when ``struct.pointer``): the
     fields it sets, by their JSON names (nested structs as dicts); None where a top-level ``null`` clears the
-    pointer. Raises ``GoJSONError`` where Go returns an error."""
+    pointer. Raises ``GoJSONError`` where Go returns an error, ``TooDeep`` where Go's answer is not known."""
+    if (bracket := past_max_depth(text)) is not None:
+        raise GoJSONError(f"invalid character '{bracket}' exceeded max depth")
+    try:
+        return _unmarshal(text, struct)
+    except RecursionError:
+        raise TooDeep(f"nested too deeply for qos-guard to read (Go reads up to {MAX_DEPTH} levels)") from None
+
+
+def _unmarshal(text: str, struct: Struct) -> dict[str, Any] | None:
     value = _parse(text)
     if value is None:
         if struct.pointer:
@@ -147,4 +186,5 @@ def unmarshal(text: str, struct: Struct) -> dict[str, Any] | None:
     return out
 
 
-__all__ = ["GoJSONError", "GoType", "Struct", "field_for", "fold", "unmarshal"]
+__all__ = ["MAX_DEPTH", "GoJSONError", "GoType", "Struct", "TooDeep", "field_for", "fold", "past_max_depth",
+           "unmarshal"]

@@ -57,6 +57,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from webhook.core.fieldpath import FieldPath, dotted
+from webhook.core.gojson import TooDeep
 from webhook.core.operators import Built, Related, annotations_at, list_at, mapping_at, metadata_at
 from webhook.core.operators.kserve_canary import DEFAULT_MODE, MODE_ANNOTATION, MODES, canaries, canary_mode
 from webhook.core.operators.kserve_pod import (
@@ -389,7 +390,14 @@ def _component(obj: Mapping[str, Any], component: str, body: Mapping[str, Any], 
 
 def build(obj: Mapping[str, Any], related: Related) -> Iterator[Built | str]:
     """Each component's Pod as KServe builds it (a canary's, a multi-node predictor's workers'), or why it cannot
-    be known."""
+    be known (an ``inferenceservice-config`` section nested too deeply for qos-guard to read: not judged)."""
+    try:
+        yield from _build(obj, related)
+    except TooDeep as deep:
+        yield f"InferenceService: {deep}; not judged"
+
+
+def _build(obj: Mapping[str, Any], related: Related) -> Iterator[Built | str]:
     spec = obj.get("spec")
     if spec is None:
         return

@@ -6,11 +6,12 @@ for them: the ConfigMap's when given (input or cluster), else KServe's shipped v
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
 from webhook.core.fieldpath import FieldPath
-from webhook.core.gojson import GoJSONError, GoType, Struct, unmarshal
+from webhook.core.gojson import GoJSONError, GoType, Struct, TooDeep, unmarshal
 from webhook.core.operators import Built, Related, annotations_at, list_at, mapping_at, metadata_at
 from webhook.core.quantity import QuantityError, parse_quantity
 
@@ -36,28 +37,35 @@ _RESOURCE_KEYS = ("cpuRequest", "cpuLimit", "memoryRequest", "memoryLimit")
 _RESOURCES: Mapping[str, GoType] = {k: "string" for k in _RESOURCE_KEYS}
 # The Go structs KServe v0.20.0 unmarshals each JSON value of the ConfigMap into (through a pointer), and read
 # here as Go reads them (webhook.core.gojson): pkg/types/config.go StorageInitializerConfig, pod/agent_injector.go
-# AgentConfig and LoggerConfig, pod/batcher_injector.go BatcherConfig, v1beta1/configmap.go DeployConfig,
-# InferenceServicesConfig, LocalModelConfig, SecurityConfig ("any": a field not type-checked here).
+# AgentConfig and LoggerConfig (its storage v1beta1.LoggerStorageSpec, inference_service.go: StorageSpec embedded,
+# its fields promoted), pod/batcher_injector.go BatcherConfig, v1beta1/configmap.go DeployConfig (with
+# DeploymentRolloutStrategy and RolloutSpec), InferenceServicesConfig, ExplainersConfig, LocalModelConfig,
+# SecurityConfig. Each int kind with its range: a number out of it is an error, as in Go.
+_EXPLAINERS = Struct({"art": Struct({"image": "string", "defaultImageVersion": "string"})})
+_LOGGER_STORAGE = Struct({"path": "*string", "parameters": "*map[string]string", "key": "*string",
+                          "serviceAccountName": "*string"}, pointer=True)
+_ROLLOUT = Struct({"defaultRollout": Struct({"maxSurge": "string", "maxUnavailable": "string"}, pointer=True)},
+                  pointer=True)
 CONFIG_STRUCTS: Mapping[str, Struct] = {
     "storageInitializer": Struct({
         **{k: "string" for k in ("image", "cpuRequest", "cpuLimit", "cpuModelcar", "memoryRequest", "memoryLimit",
                                  "caBundleConfigMapName", "caBundleVolumeMountPath", "memoryModelcar",
                                  "ociModelMode")},
-        "enableModelcar": "bool", "enableOciModelSupport": "bool", "uidModelcar": "*int"}, pointer=True),
+        "enableModelcar": "bool", "enableOciModelSupport": "bool", "uidModelcar": "*int64"}, pointer=True),
     "agent": Struct({"image": "string", **_RESOURCES}, pointer=True),
     "logger": Struct({"image": "string", **_RESOURCES, "defaultUrl": "string", "caBundle": "string",
-                      "caCertFile": "string", "tlsSkipVerify": "bool", "storage": "any",
+                      "caCertFile": "string", "tlsSkipVerify": "bool", "storage": _LOGGER_STORAGE,
                       "marshallerUrl": "string", "batchSize": "int", "batchInterval": "string"}, pointer=True),
     "batcher": Struct({"image": "string", **_RESOURCES, "maxBatchSize": "string", "maxLatency": "string"},
                       pointer=True),
-    "deploy": Struct({"defaultDeploymentMode": "string", "deploymentRolloutStrategy": "any"}, pointer=True),
-    "inferenceService": Struct({"explainers": "any", "serviceAnnotationDisallowedList": "[]string",
+    "deploy": Struct({"defaultDeploymentMode": "string", "deploymentRolloutStrategy": _ROLLOUT}, pointer=True),
+    "inferenceService": Struct({"explainers": _EXPLAINERS, "serviceAnnotationDisallowedList": "[]string",
                                 "serviceLabelDisallowedList": "[]string", "resource": Struct(_RESOURCES)},
                                pointer=True),
-    "explainers": Struct({"art": Struct({"image": "string", "defaultImageVersion": "string"})}),
+    "explainers": _EXPLAINERS,
     "localModel": Struct({"enabled": "bool", "jobNamespace": "string", "defaultJobImage": "string",
-                          "fsGroup": "*int", "jobTTLSecondsAfterFinished": "*int",
-                          "reconcilationFrequencyInSecs": "*int", "disableVolumeManagement": "bool"}, pointer=True),
+                          "fsGroup": "*int64", "jobTTLSecondsAfterFinished": "*int32",
+                          "reconcilationFrequencyInSecs": "*int64", "disableVolumeManagement": "bool"}, pointer=True),
     "security": Struct({"autoMountServiceAccountToken": "bool"}, pointer=True),
 }
 # What KServe's shipped ConfigMap holds for the sections read here (config/configmap/inferenceservice.yaml).
@@ -75,9 +83,15 @@ _QUANTITIES = {"storageInitializer": "its controller and its pod webhook fail (G
 # Unmarshalled by KServe's InferenceService defaulter and controller before any Pod: an error refuses the object.
 _READ_FIRST = ("explainers", "inferenceService", "deploy", "localModel", "security")
 _OCI_MODES = ("modelcar", "native", "fetch")
-STORAGE_UNREADABLE = (f"the {ISVC_CONFIG} ConfigMap's storageInitializer is not a JSON object of KServe's types "
-                      "(strings, enableModelcar and enableOciModelSupport true or false): KServe's controller cannot "
-                      "read it (GetStorageInitializerConfigs panics) and builds no Pods until it is mended")
+
+
+def storage_unreadable(error: GoJSONError) -> str:
+    """Why KServe builds no Pod from a ``storageInitializer`` its Go code cannot unmarshal: Go's error (the key
+    and the type it wanted), and the way out, KServe's shipped values."""
+    return (f"the {ISVC_CONFIG} ConfigMap's storageInitializer is not what KServe's Go code reads ({error}): "
+            "GetStorageInitializerConfigs panics on it, so KServe's controller builds no Pods until it is mended; "
+            "give each key its Go type (strings; enableModelcar, enableOciModelSupport true or false; uidModelcar "
+            f"an int64), as KServe ships {json.dumps(SHIPPED_STORAGE, separators=(',', ':'))}")
 
 
 def _config_map(related: Related) -> Mapping[str, Any] | None:
@@ -88,15 +102,21 @@ def _config_map(related: Related) -> Mapping[str, Any] | None:
     return None
 
 
-def _read(cm: Mapping[str, Any], key: str) -> dict[str, Any] | None:
-    """A section of a given ConfigMap as KServe unmarshals it: {} when absent (nothing set), None for null (the
-    pointer cleared). Raises GoJSONError where KServe's json.Unmarshal fails."""
+def read_section(cm: Mapping[str, Any], key: str) -> dict[str, Any] | None:
+    """The one reader of a section of a given ``inferenceservice-config`` as KServe unmarshals it: {} when
+    absent (nothing set), None for null (the pointer cleared). Raises GoJSONError where KServe's json.Unmarshal
+    fails, TooDeep (naming the section) where qos-guard cannot read it."""
     raw = mapping_at(cm.get("data"), ("data",)).get(key)
     if raw is None:
         return {}
     if not isinstance(raw, str):
         raise GoJSONError("not a string")
-    return unmarshal(raw, CONFIG_STRUCTS[key])
+    try:
+        return unmarshal(raw, CONFIG_STRUCTS[key])
+    except TooDeep as deep:
+        raise TooDeep(f"the {ISVC_CONFIG} ConfigMap's {key} is {deep}, so what KServe makes of it is not known") \
+            from None
+
 
 
 def config_section(related: Related, key: str) -> tuple[dict[str, Any] | None, str]:
@@ -107,7 +127,7 @@ def config_section(related: Related, key: str) -> tuple[dict[str, Any] | None, s
     if cm is None:
         return dict(SHIPPED_SECTIONS.get(key, {})), f"KServe's default {ISVC_CONFIG} {key}"
     try:
-        return _read(cm, key), f"{ISVC_CONFIG} {key}"
+        return read_section(cm, key), f"{ISVC_CONFIG} {key}"
     except GoJSONError:
         return None, f"{ISVC_CONFIG} {key}"
 
@@ -135,10 +155,10 @@ def config_refusal(related: Related, custom: bool, keys: tuple[str, ...] | None 
     where = f"the {ISVC_CONFIG} ConfigMap's"
     for key in keys if keys is not None else (*_READ_FIRST, *_QUANTITIES):
         try:
-            section = _read(cm, key)
+            section = read_section(cm, key)
         except GoJSONError as error:
             if key == "storageInitializer":
-                return STORAGE_UNREADABLE
+                return storage_unreadable(error)
             return (f"{where} {key} is not what KServe's Go code reads ({error}): json.Unmarshal fails, so KServe "
                     "builds no Pods until it is mended")
         if section is None:
@@ -175,27 +195,6 @@ def config_refusal(related: Related, custom: bool, keys: tuple[str, ...] | None 
                 return (f"{where} storageInitializer.ociModelMode {mode!r} is not one of modelcar, native, fetch: "
                         "GetStorageInitializerConfigs fails, so KServe builds no Pod")
     return None
-
-
-def parse_storage_initializer(raw: Any) -> dict[str, Any] | None:
-    """``GetStorageInitializerConfigs``'s unmarshal of the ConfigMap's ``storageInitializer`` (absent: nothing
-    set), keys matched as Go matches them; None where KServe panics on it (not a JSON object of its types, or
-    null: a nil config it reads)."""
-    if raw is None:
-        return {}
-    try:
-        return unmarshal(raw, CONFIG_STRUCTS["storageInitializer"]) if isinstance(raw, str) else None
-    except GoJSONError:
-        return None
-
-
-def storage_config(related: Related) -> dict[str, Any] | None:
-    """The ``storageInitializer`` of ``inferenceservice-config`` when it was given, else KServe's shipped one;
-    None when KServe cannot read it (``STORAGE_UNREADABLE``)."""
-    cm = _config_map(related)
-    if cm is None:
-        return dict(SHIPPED_STORAGE)
-    return parse_storage_initializer(mapping_at(cm.get("data"), ("data",)).get("storageInitializer"))
 
 
 def resolve_oci_mode(storage: Mapping[str, Any]) -> str:
@@ -250,13 +249,13 @@ def _oci(uri: str) -> tuple[str, bool]:
 
 def oci_mode(related: Related) -> str:
     """``ResolveOciModelMode`` of ``inferenceservice-config`` ``storageInitializer`` (without the ConfigMap,
-    KServe's shipped one: ``enableModelcar: true``, so "modelcar"). The builder says ``STORAGE_UNREADABLE`` before
+    KServe's shipped one: ``enableModelcar: true``, so "modelcar"). The builder says ``config_refusal`` before
     any Pod where KServe cannot read it."""
-    return resolve_oci_mode(storage_config(related) or {})
+    return resolve_oci_mode(config_section(related, "storageInitializer")[0] or {})
 
 
 def _modelcar(name: str, related: Related) -> dict[str, Any]:
-    return modelcar_container(name, storage_config(related) or {})
+    return modelcar_container(name, config_section(related, "storageInitializer")[0] or {})
 
 
 def queue_proxy(obj: Mapping[str, Any], related: Related) -> dict[str, Any]:
@@ -355,15 +354,14 @@ __all__ = [
     "SHIPPED_SECTIONS",
     "SHIPPED_STORAGE",
     "STORAGE_INITIALIZER",
-    "STORAGE_UNREADABLE",
     "config_refusal",
     "config_section",
     "default_resources",
     "modelcar_container",
     "oci_mode",
-    "parse_storage_initializer",
     "queue_proxy",
+    "read_section",
     "resolve_oci_mode",
-    "storage_config",
+    "storage_unreadable",
     "with_injected",
 ]

@@ -47,7 +47,7 @@ from webhook.core.operators.llmisvc_storage import (
     STORAGE_DEFAULTS,
     attach_model,
     local_model,
-    storage_config,
+    storage_or_no_pods,
 )
 from webhook.core.operators.llmisvc_validation import refusal
 from webhook.core.podspec import ManifestError
@@ -223,7 +223,7 @@ def _build(spec: Mapping[str, Any], meta: Mapping[str, Any], related: Related) -
     annotations = meta.get("annotations") if isinstance(meta.get("annotations"), Mapping) else {}
     assert isinstance(annotations, Mapping)
     dra = managed(annotations)
-    storage = storage_config(related)  # loadConfig: before any Pod, whatever the model
+    storage = storage_or_no_pods(related)  # loadConfig: before any Pod, whatever the model
     labels = meta.get("labels") if isinstance(meta.get("labels"), Mapping) else {}
     assert isinstance(labels, Mapping)
     local = local_model(labels, annotations)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from webhook.core.gojson import TooDeep
 from webhook.core.operators import Related
 from webhook.core.operators.kserve_pod import (
     ISVC_CONFIG,
@@ -17,7 +18,7 @@ from webhook.core.operators.kserve_pod import (
     SHIPPED_STORAGE,
     config_refusal,
     modelcar_container,
-    parse_storage_initializer,
+    read_section,
     resolve_oci_mode,
 )
 from webhook.core.operators.llmisvc_base import KIND, Unknown, get, merge, scheme
@@ -33,20 +34,23 @@ STORAGE_INITIALIZER = "storage-initializer"
 STORAGE_DEFAULTS = SHIPPED_STORAGE
 
 
-def storage_config(related: Related) -> Mapping[str, Any]:
-    """``storageInitializer`` of the ``inferenceservice-config`` ConfigMap in KServe's namespace, else as shipped.
-    KServe reads a given one into an empty ``StorageInitializerConfig`` (``GetStorageInitializerConfigs``, Go's
-    reading: ``parse_storage_initializer``) and cannot load its configuration, so builds no Pods at all, where
-    ``config_refusal`` (shared with the InferenceService builder) says why: not JSON of KServe's types, or a
-    resource it parses not a quantity (the four requests and limits always, an absent key or section being "";
-    ``cpuModelcar`` and ``memoryModelcar`` when set: config_loader.go ``toConfig``)."""
+def storage_or_no_pods(related: Related) -> Mapping[str, Any]:
+    """The ``storageInitializer`` KServe's llmisvc controller loads (``config_loader.go``: the
+    ``inferenceservice-config`` ConfigMap in KServe's namespace, else as shipped), read by the one reader
+    (``kserve_pod.read_section``); raises ``Unknown`` where KServe builds no Pods at all, saying why
+    (``config_refusal``, shared with the InferenceService builder: not JSON of KServe's types, null, or a resource
+    it parses not a quantity: the four requests and limits always, an absent key or section being "";
+    ``cpuModelcar`` and ``memoryModelcar`` when set, ``toConfig``), or where qos-guard cannot read it."""
     found = related.named(*CONFIG_MAP, ISVC_CONFIG, KSERVE_NAMESPACE)
     if found is None:
         return STORAGE_DEFAULTS
-    why = config_refusal(related, False, ("storageInitializer",), found)
+    try:
+        why = config_refusal(related, False, ("storageInitializer",), found)
+    except TooDeep as deep:  # not known: said, not judged
+        raise Unknown(f"{KIND}: {deep}; not judged") from None
     if why is not None:
         raise Unknown(f"{KIND}: {why}")
-    return parse_storage_initializer(get(found, "data", "storageInitializer")) or {}
+    return read_section(found, "storageInitializer") or {}
 
 
 def _resources(cpu: Any, memory: Any) -> dict[str, Any]:
@@ -123,4 +127,4 @@ def _oci(pod: dict[str, Any], storage: Mapping[str, Any]) -> None:
         _modelcar(pod, storage)
 
 
-__all__ = ["LOCAL_MODEL", "STORAGE_DEFAULTS", "attach_model", "local_model", "storage_config"]
+__all__ = ["LOCAL_MODEL", "STORAGE_DEFAULTS", "attach_model", "local_model", "storage_or_no_pods"]

@@ -1,11 +1,17 @@
-"""What KServe v0.20.0 refuses in an LLMInferenceService's merged spec (presets, baseRefs and the object) before it
-builds any Pod (``combineBaseRefsConfig``, ``pkg/controller/v1alpha2/llmisvc/config_merge.go``): its validator
-(``pkg/apis/serving/v1alpha2/llm_inference_service_validation.go``; the object's own spec is refused at admission by
-the same webhook) and the LoRA adapters it resolves (``enumerateLoRAAdapters``, ``workload_lora.go``). Each is an
-error that stops the reconcile: no Pods, said."""
+"""Part of what KServe v0.20.0 refuses in an LLMInferenceService's merged spec (presets, baseRefs and the object)
+before it builds any Pod (``combineBaseRefsConfig``, ``pkg/controller/v1alpha2/llmisvc/config_merge.go:435``, the
+validator's ``ValidateCreate``; the object's own spec is refused at admission by the same webhook). Modelled, from
+``pkg/apis/serving/v1alpha2/llm_inference_service_validation.go``: ``validateParallelismConstraints`` (:244-334),
+``validateSchedulerConfig`` (:364-418) and ``validateLoRAAdapters`` (:420-488), with the LoRA adapters KServe
+resolves (``enumerateLoRAAdapters``, ``workload_lora.go``); ``validateManagedDRAAnnotations`` is
+``llmisvc_dra``'s. Not modelled: ``validateRouterCrossFieldConstraints``, ``validateTrafficFields``,
+``validateScaling``, ``validateKVCacheOffloading`` and ``validateConfidential`` (:100-117): a merged spec only they
+refuse is judged here as Pods KServe does not build. Each modelled one is an error that stops the reconcile: no
+Pods, said."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -43,7 +49,8 @@ def _lora(final: Mapping[str, Any], name: str) -> str | None:
         if isinstance(value, int) and value < 1:
             return f"spec.model.lora.{key} is below 1"
     adapters = get(lora, "adapters")
-    base = get(final, "model", "name") or name
+    model_name = get(final, "model", "name")
+    base = name if model_name is None else model_name  # ptr.Deref(Model.Name, llmSvc.Name) (:445): "" stays ""
     seen: set[str] = set()
     disabled = get(final, "storageInitializer", "enabled") is False
     for i, adapter in enumerate(adapters if isinstance(adapters, list) else []):
@@ -66,7 +73,8 @@ def _lora(final: Mapping[str, Any], name: str) -> str | None:
 def _scheduler(final: Mapping[str, Any], own: Mapping[str, Any]) -> str | None:
     """``validateSchedulerConfig``: replicas above 0; a config with ``inline`` or ``ref`` (a ``ref`` is resolved
     into ``inline`` before the merged spec is validated, so both are refused in the object's own spec only), an
-    inline config of more than "{}"."""
+    inline config whose JSON (``RawExtension.Raw``, compact: the merge marshals it) is 3 bytes at least (:399):
+    ``{}``, ``[]``, ``""``, ``1`` are refused."""
     scheduler = get(final, "router", "scheduler")
     replicas = get(scheduler, "replicas")
     if isinstance(replicas, int) and replicas <= 0:
@@ -80,8 +88,8 @@ def _scheduler(final: Mapping[str, Any], own: Mapping[str, Any]) -> str | None:
     inline, ref = get(config, "inline"), get(config, "ref")
     if inline is None and (ref is None or not get(ref, "name")):
         return "spec.router.scheduler.config has neither inline nor a ref with a name"
-    if isinstance(inline, Mapping) and not inline:
-        return "spec.router.scheduler.config.inline is empty"
+    if inline is not None and len(json.dumps(inline, separators=(",", ":"), ensure_ascii=False).encode()) < 3:
+        return f"spec.router.scheduler.config.inline {json.dumps(inline)} is not a configuration (under 3 bytes)"
     return None
 
 
