@@ -1,5 +1,5 @@
-"""kubelet's ``cpuManagerPolicy`` on the real kubelet, with qos-guard's answer beside kubelet's own (issue #52: one
-real-kubelet case where qos-guard's answer changes with the option).
+"""kubelet's ``cpuManagerPolicy`` on the real kubelet, with qos-guard's answer beside kubelet's own: one Pod that
+kubelet refuses under one policy and runs under the other, and qos-guard's answer changing with it.
 
 The fake machine is tests/node/test_topology_source.py's: two NUMA nodes of one CPU each (CPU 0 on NUMA 0, reserved
 by systemReserved 100m; CPU 1 on NUMA 1), Topology Manager ``single-numa-node``, Memory Manager ``None``, the test
