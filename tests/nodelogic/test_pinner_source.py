@@ -28,7 +28,7 @@ from webhook.core.cpupinner import (
     read_pinner,
 )
 from webhook.node.kubelet import PodResourcesClient
-from webhook.node.pinner_source import SLICES_PATH, PinnerSource
+from webhook.node.pinner_source import SLICES_PATH, SOON, PinnerSource
 from webhook.node.topology_publisher import TopologyPublisher
 
 
@@ -123,3 +123,51 @@ def test_the_sources_are_read_again_only_every_so_often() -> None:
     assert len(reads) == 1 and len(api.selectors) == 1
     api.slices = (200, [])
     assert read_pinner({"attributes": source.attributes(60.0)}) == Pinner(NOBODY, AGENT_SOURCE)
+
+
+def test_a_kubelet_restart_reads_the_policy_again_at_once() -> None:
+    """kubelet restarted under another cpuManagerPolicy: the publisher's ``refresh`` has both sources read at the
+    next look, not up to ``every`` seconds later; while the new kubelet's configz does not answer the pinner is left
+    out (never the old kubelet's) and asked again every ``SOON`` seconds, no more often."""
+    api = SlicesAPI((200, []))
+    answers: list[str | None] = ["static"]
+    source = PinnerSource(api, "n1", lambda: answers[0], lambda line: None, every=60.0)
+    assert read_pinner({"attributes": source.attributes(0.0)}) == Pinner(CPU_MANAGER, AGENT_SOURCE)
+    answers[0] = "none"
+    assert read_pinner({"attributes": source.attributes(10.0)}) == Pinner(CPU_MANAGER, AGENT_SOURCE)  # not read
+    answers[0] = None  # the new kubelet's configz not answering yet
+    source.refresh(10.0)
+    assert source.attributes(10.0) == [] and len(api.selectors) == 2
+    assert source.attributes(10.0 + SOON / 2) == [] and len(api.selectors) == 2
+    answers[0] = "none"
+    assert read_pinner({"attributes": source.attributes(10.0 + SOON)}) == Pinner(NOBODY, AGENT_SOURCE)
+    assert len(api.selectors) == 3
+    assert source.attributes(20.0 + SOON) and len(api.selectors) == 3  # known again: every 60 s
+    # Without a restart an unanswered configz is asked again at the usual pace.
+    answers[0] = None
+    assert source.attributes(80.0) == [] and source.attributes(80.0 + SOON) == [] and len(api.selectors) == 4
+
+
+def test_the_publisher_refreshes_the_pinner_when_kubelet_restarts(tmp_path: Path) -> None:
+    root, socket = sysfs(tmp_path / "sys"), tmp_path / "kubelet.sock"
+    api = SlicesAPI((200, []))
+    answers = ["static"]
+    pinner = PinnerSource(api, "n1", lambda: answers[0], lambda line: None)
+    publisher = TopologyPublisher(api, "n1", socket, root, lambda line: None,
+                                  configz=lambda: ("single-numa-node", "container"), pinner=pinner)
+    server = serve(socket, DeviceKubelet())
+    try:
+        with PodResourcesClient(socket) as kubelet:
+            assert publisher.step(kubelet, 0.0)
+    finally:
+        server.stop(None)
+    assert read_pinner(json.loads(api.applied[-1])) == Pinner(CPU_MANAGER, AGENT_SOURCE)
+    socket.unlink(missing_ok=True)  # kubelet removes its socket when it stops
+    answers[0] = "none"
+    server = serve(socket, DeviceKubelet())  # started again under cpuManagerPolicy none
+    try:
+        with PodResourcesClient(socket) as kubelet:
+            assert publisher.step(kubelet, 5.0)
+    finally:
+        server.stop(None)
+    assert read_pinner(json.loads(api.applied[-1])) == Pinner(NOBODY, AGENT_SOURCE)

@@ -19,6 +19,7 @@ from webhook.core.dracpu import CPU_DRIVER
 
 SLICES_PATH = "/apis/resource.k8s.io/v1/resourceslices"
 EVERY = 60.0  # seconds between two reads of both sources
+SOON = 2.0  # seconds between two reads after a kubelet restart while its configz does not answer yet
 
 
 class Api(Protocol):
@@ -35,6 +36,14 @@ class PinnerSource:
         self._at: float | None = None
         self._attributes: list[dict[str, str]] = []
         self._said: str | None = ""
+        self._eager_until = float("-inf")  # after a kubelet restart: read again SOON while configz is mute
+
+    def refresh(self, now: float) -> None:
+        """kubelet restarted (it may run another ``cpuManagerPolicy``): both sources read at the next look, not
+        up to ``every`` seconds later, and every ``SOON`` seconds after while kubelet's configz does not answer yet
+        (for up to ``every`` seconds): until then the pinner is unknown, left out, never the old kubelet's."""
+        self._at = None
+        self._eager_until = now + self._every
 
     def dra_devices(self) -> bool | None:
         """Whether the node's ResourceSlices publish ``dra.cpu`` devices; None when they cannot be listed."""
@@ -62,6 +71,8 @@ class PinnerSource:
             self._log(f"NodeResourceTopology {self._node}: cpuPinner {value or 'unknown (left out)'} ({why})")
             self._said = value
         self._attributes = pinner_attributes(policy, dra)
+        if policy is None and now < self._eager_until:
+            self._at = now + min(SOON, self._every)  # a kubelet just restarted, its configz not answering yet
         return self._attributes
 
 

@@ -223,6 +223,8 @@ class TopologyPublisher:
                 self._log(f"NodeResourceTopology {self._node}: kubelet restarted: its settings and the node's "
                           "memory totals are read again")
                 self._settings_at = None
+                if self._pinner is not None:
+                    self._pinner.refresh(now)  # its cpuManagerPolicy may have changed too
             self._kubelet_id = identity
         if self._settings_at is not None and now < self._settings_at:
             return
