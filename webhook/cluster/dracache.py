@@ -11,8 +11,8 @@ without their CEL selectors, of a slice its driver, node and one device per dist
 (NUMA node, PCIe root), the others dropped. A claim made for a Pod (from its template, owned by the Pod) is not
 kept: Pods name the template. The webhook projects a claim before its DeviceClasses are known (they come from
 their own cache, ``policy.deviceClasses``), so a claim naming a class other than ``dra.cpu`` keeps its spec and
-its CPUs are counted in each namespace's view with the classes then known (``dracpu.with_cpu_classes``): a class
-that selects the CPU driver (``dracpu.cpu_class``) is counted as ``check`` counts it, never as 0 CPUs;
+its CPUs are counted in each namespace's view with the classes then known (``dracpu_classes``): a class that
+selects the CPU driver (``dracpu_objects.cpu_class``) is counted as ``check`` counts it, never as 0 CPUs;
 ``check --kubeconfig`` and ``audit`` read the DeviceClasses first and project with them (``claim_stores``), so
 there a claim known to ask no CPUs is its name alone. Measured with tracemalloc, what a projection keeps once
 the object is dropped (tests/unit/test_dra_objects_cache.py): about 2.4 KiB per claim of a GPU and a CPU request,
@@ -119,7 +119,7 @@ def keep_claim(kind: str, classes: frozenset[str] | None = None) -> Callable[[Ma
     besides ``dra.cpu`` known to select the CPU driver (``check --kubeconfig``/``audit`` read them first); None:
     not known when projecting (the webhook's cache: its DeviceClasses come apart, ``policy.deviceClasses``), so a
     claim naming a class other than ``dra.cpu`` keeps its reduced spec and its CPUs are told per view
-    (``DraSnapshot``, ``dracpu.with_cpu_classes``), never 0 for a class that turns out to select the CPU driver."""
+    (``DraSnapshot``, ``dracpu_classes.with_cpu_classes``): never 0 for a class that selects the CPU driver."""
     known = frozenset() if classes is None else classes
 
     def keep(obj: Mapping[str, Any]) -> KeptClaim | None:

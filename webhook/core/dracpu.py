@@ -26,7 +26,7 @@ With ``DRAListTypeAttributes`` a ``matchAttribute`` over list values is satisfie
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
@@ -381,22 +381,6 @@ def merge(first: DraFacts | None, second: DraFacts | None) -> DraFacts | None:
                     MappingProxyType(specs) if specs is not None else None,
                     first.claims_whole or second.claims_whole, first.claims_unknown or second.claims_unknown,
                     managing.cpu_managers_whole, stored, classes)
-
-
-def with_cpu_classes(facts: DraFacts, classes: Collection[str]) -> DraFacts:
-    """``facts`` with ``classes`` (DeviceClasses known apart to select the CPU driver: the webhook's DeviceClass
-    cache) among its CPU classes, and the CPUs of each claim whose spec it holds counted again with them: the
-    webhook's claim cache projects without classes and keeps the spec of a claim naming another class for this."""
-    added = frozenset(classes) - facts.cpu_classes - {CPU_CLASS}
-    if not added:
-        return facts
-    every = facts.cpu_classes | added
-    claims = facts.cpu_claims
-    if claims is not None and facts.claim_specs is not None:
-        claims = MappingProxyType({key: cpus if (spec := facts.claim_specs.get(key)) is None
-                                   else claim_cpus(spec, facts.devices, classes=every)
-                                   for key, cpus in claims.items()})
-    return replace(facts, cpu_claims=claims, cpu_classes=every)
 
 
 UNKNOWN = "unknown: "  # how a finding that says the rule could not judge begins

@@ -29,7 +29,8 @@ from webhook.admission.review import (
 from webhook.core.claims import CLAIM_KINDS
 from webhook.core.config import Config
 from webhook.core.dra_requests import DeviceClasses
-from webhook.core.dracpu import DraFacts, with_cpu_classes
+from webhook.core.dracpu import DraFacts
+from webhook.core.dracpu_classes import with_cpu_classes
 from webhook.core.facts import NO_FACTS, Facts, Memo
 from webhook.core.kubeversion import Semantics
 from webhook.core.numatopology import Topology
