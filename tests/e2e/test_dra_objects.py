@@ -318,6 +318,17 @@ def test_check_and_audit_read_the_claims_specs_and_answer_as_the_webhook(
     assert check.returncode == 1, check.stderr
     assert judged_by_cli(check) == webhook
     assert not any("dra-" in n for name in JUDGED for n in notices_of(check, name))  # every claim known
+    # the same Pods beside templates of the same names in another namespace, asking otherwise: not theirs (the API
+    # server makes a Pod's claim from its own namespace's template), so nothing changes and nothing is unknown
+    elsewhere = [{**t, "metadata": {**t["metadata"], "namespace": "elsewhere"}, "spec": {"spec": {"devices": {
+        "requests": [cpus(r["name"], "3") for r in t["spec"]["spec"]["devices"]["requests"]]}}}} for t in TEMPLATES]
+    manifest.write_text(yaml.safe_dump_all([*elsewhere, *(taking(name, cpu, template, request)
+                                                          for name, (cpu, template, request, _) in JUDGED.items())]))
+    beside = cluster.qos_guard("check", str(manifest), "--config", str(config), "--kubeconfig",
+                               str(cluster.kubeconfig), "--format", "json")
+    shown("qos-guard check pods-and-elsewhere.yaml --kubeconfig ... --format json", beside)
+    assert beside.returncode == 1 and judged_by_cli(beside) == webhook, beside.stdout + beside.stderr
+    assert not any("dra-" in n for name in JUDGED for n in notices_of(beside, name)), beside.stdout
     audit = cluster.qos_guard("audit", "-n", AUDITED, "--config", str(config), "--kubeconfig", str(cluster.kubeconfig),
                               "--format", "json")
     shown(f"qos-guard audit -n {AUDITED} --format json", audit)

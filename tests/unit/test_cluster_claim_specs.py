@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -27,7 +28,7 @@ from webhook.cluster.pager import ListFailed, Page, pages
 from webhook.core.config import parse_config
 from webhook.core.dracpu import DraFacts
 from webhook.core.engine import Mode, evaluate
-from webhook.core.facts import Facts
+from webhook.core.facts import NO_FACTS, Facts
 
 DENY = parse_config({"policy": {"dra": "deny"}})
 GPU = "gpu.example.com"
@@ -234,3 +235,58 @@ def test_the_read_does_not_depend_on_paging_and_a_name_one_namespace_holds_is_ju
             (namespace,) = namespaces
             assert findings(facts, pod("p", None, "2", name)) == findings(
                 in_namespace(facts)(namespace), pod("p", namespace, "2", name))
+
+
+def _checked(tmp_path: Path, objects: list[dict[str, Any]], facts: Facts = NO_FACTS) -> dict[str, set[str]]:
+    """``check FILE`` (with ``facts``: ``--kubeconfig``'s read) on ``objects``: each Pod's rules, refused or noted
+    (a note says which rule it is about: an "unknown" claim is one)."""
+    import yaml
+
+    from webhook.batch.runner import check_paths
+
+    path = tmp_path / "input.yaml"
+    path.write_text(yaml.safe_dump_all(objects))
+    report = check_paths([str(path)], DENY, Mode.ENFORCE, facts=facts)
+    assert not report.errors
+    said: dict[str, set[str]] = {}
+    for record in (*report.violations, *report.notices):
+        if record.kind == "Pod":
+            said.setdefault(record.name, set()).add(record.rule + (" (unknown)" if "unknown: " in record.message
+                                                                   else ""))
+    return said
+
+
+def test_check_judges_a_pod_with_the_input_s_claims_of_its_namespace_and_of_none(tmp_path: Path) -> None:
+    """``check FILE``: a template of namespace a is not what a Pod of namespace b names (the API server would make
+    the Pod's claim from b's template, or none); one of no namespace is applied wherever, so every Pod sees it;
+    a Pod of no namespace sees every one, as before."""
+    in_a = template("t", "a", cpus("cpus", "2"))
+    # b's Pod states 1 CPU for t: a's t asks 2, but a's t is not b's (t is not in the input for b: not judged)
+    said = _checked(tmp_path, [in_a, pod("b-one", "b", "1", "t"), pod("a-one", "a", "1", "t"),
+                               pod("a-two", "a", "2", "t"), pod("anywhere-one", None, "1", "t")])
+    assert "dra-cpu-not-mirrored" not in said.get("b-one", set()), said
+    assert "dra-cpu-not-mirrored" in said["a-one"] and said.get("a-two", set()) == set(), said
+    assert "dra-cpu-not-mirrored" in said["anywhere-one"], said
+    unplaced = template("t", "a", cpus("cpus", "2"))
+    del unplaced["metadata"]["namespace"]
+    said = _checked(tmp_path, [unplaced, pod("b-one", "b", "1", "t"), pod("b-two", "b", "2", "t")])
+    assert "dra-cpu-not-mirrored" in said["b-one"] and said.get("b-two", set()) == set(), said
+    # b's own t and a's of another count: b's Pod is judged with b's alone, never unknown for a's
+    said = _checked(tmp_path, [in_a, template("t", "b", cpus("cpus", "4")), pod("b-four", "b", "4", "t"),
+                               pod("b-two", "b", "2", "t")])
+    assert said.get("b-four", set()) == set() and "dra-cpu-not-mirrored" in said["b-two"], said
+
+
+def test_check_kubeconfig_judges_a_pod_with_its_namespace_s_claim_whatever_another_namespace_s_input_says(
+        tmp_path: Path) -> None:
+    """``check --kubeconfig FILE``: the cluster holds b's t (2 CPUs); the input's t of namespace a (4 CPUs) does not
+    make b's t unknown for b's Pod, and an input t of b itself is merged with the cluster's as before."""
+    snapshot, _ = read_dra(PagedLister({PATHS[TEMPLATES]: [template("t", "b", cpus("cpus", "2"))]}))
+    facts = Facts(dra=snapshot.anywhere(), dra_of=snapshot.for_namespace)
+    said = _checked(tmp_path, [template("t", "a", cpus("cpus", "4")), pod("b-two", "b", "2", "t"),
+                               pod("b-four", "b", "4", "t"), pod("a-four", "a", "4", "t")], facts)
+    assert said.get("b-two", set()) == set(), said  # the compliant twin: b's t asks 2
+    assert said["b-four"] == {"dra-cpu-not-mirrored"}, said
+    assert said.get("a-four", set()) == set(), said  # a's t from the input (a holds none in the cluster)
+    said = _checked(tmp_path, [template("t", "b", cpus("cpus", "4")), pod("b-two", "b", "2", "t")], facts)
+    assert said["b-two"] != set(), said  # b's t differs in the input and the cluster: not known, never a pass

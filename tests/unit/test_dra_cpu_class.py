@@ -187,3 +187,63 @@ def test_the_webhook_judges_a_claim_of_a_custom_cpu_class_with_its_device_classe
     refused = allowed([CPU_CLASS_OBJ])
     assert refused["allowed"] is False and "dra-cpu-unpaired" in refused["status"]["message"]
     assert "dra-cpu-unpaired" not in json.dumps(allowed([]))  # not known: dra-claim-spread, as before
+
+
+def _stored(objects: list[dict[str, Any]]) -> Any:
+    """The webhook's claim cache (``DraCache``, its stores projected as the watch projects them) holding
+    ``objects`` in namespace ns, every kind listed (no slices, no NRT objects): a namespace's view."""
+    import threading
+
+    from tests.unit.test_topology_cache import Scripted
+    from webhook.cluster.dracache import DraCache
+
+    cache = DraCache(Scripted(threading.Event()))
+    for resource, store in cache.stores.items():
+        kind = {"resourceclaims": "ResourceClaim", "resourceclaimtemplates": "ResourceClaimTemplate"}.get(resource)
+        store.replace([{**o, "metadata": {**o["metadata"], "namespace": "ns"}} for o in objects
+                       if o.get("kind") == kind])
+    return cache.publish().for_namespace
+
+
+def _webhook_rules(obj: dict[str, Any], classes: list[dict[str, Any]], stored: list[dict[str, Any]]) -> set[str]:
+    """The rules the webhook names for ``obj`` in namespace ns (refused or warned), with the DeviceClasses
+    ``classes`` (``policy.deviceClasses``) and the claim cache holding ``stored`` (``policy.draObjects``)."""
+    import json
+    import re
+
+    from tests.helpers import admission_review
+    from webhook.core.rules import RULE_IDS
+    from webhook.serving.app import create_app
+
+    app = create_app(DENY, device_classes=lambda: parse_device_classes(classes), dra=_stored(stored))
+    obj = {**obj, "metadata": {**obj["metadata"], "namespace": "ns"}}
+    answer = app.test_client().post("/validate", data=json.dumps(admission_review(obj, namespace="ns")),
+                                    content_type="application/json").get_json()["response"]
+    said = "\n".join([(answer.get("status") or {}).get("message", ""), *answer.get("warnings", [])])
+    return {r for r in RULE_IDS if re.search(rf"(^|\s){re.escape(r)}: ", said)}
+
+
+def test_the_webhook_counts_a_stored_claim_of_a_custom_cpu_class_as_check_does() -> None:
+    """``policy.draObjects`` with ``policy.deviceClasses``: the claim cache projects before the DeviceClasses are
+    known, so a stored template of a CPU class is counted per view with them: the Pod whose cpus do not mirror it
+    is dra-cpu-not-mirrored's (not dra-unaligned's, whose way out is wrong for it), its mirrored twin passes."""
+    short = pod(guaranteed("app", "1", "1Gi", claims=["cpus"]), claims={"cpus": "t"})
+    mirrored = pod(guaranteed("app", "2", "1Gi", claims=["cpus"]), claims={"cpus": "t"})
+    assert _webhook_rules(short, [CPU_CLASS_OBJ], [template("t", "2")]) == {"dra-cpu-not-mirrored"}
+    assert _webhook_rules(mirrored, [CPU_CLASS_OBJ], [template("t", "2")]) == set()
+    # the class not known to select the CPU driver: any claim (dra-unaligned), as check says without its object
+    assert _webhook_rules(short, [], [template("t", "2")]) == {"dra-unaligned"}
+
+
+@given(name=st.sampled_from([CLASS, "dra.cpu", "gpu.example.com"]), known=st.booleans(),
+       cpus=st.integers(1, 3), asked=st.integers(1, 3), gpu=st.booleans(), paired=st.booleans())
+def test_the_webhook_s_stored_claims_answer_as_check_s_input(name: str, known: bool, cpus: int, asked: int,
+                                                             gpu: bool, paired: bool) -> None:
+    """The same Pod, judged by the webhook with the template in its claim cache and by ``check`` with it in its
+    input (and the DeviceClass where ``known``), names the same rules."""
+    claim = template("t", str(cpus), name, gpu=gpu,
+                     constraints=[{"matchAttribute": "dra.net/numaNode"}] if paired else None)
+    obj = pod(guaranteed("app", str(asked), "1Gi", claims=["cpus"]), claims={"cpus": "t"})
+    classes = [CPU_CLASS_OBJ] if known else []
+    checked = {r for r, _ in rules(obj, Facts(dra=dra_facts([*classes, claim])))}
+    assert _webhook_rules(obj, classes, [claim]) == checked, checked

@@ -18,8 +18,9 @@ from webhook.batch.inputs import with_input
 from webhook.batch.report import STDIN_SHOWN, Location, Report, numbered, skipped_text
 from webhook.batch.textsafe import escape
 from webhook.batch.unified import Edit, unified_diff
+from webhook.core.claims import CLAIM_KINDS
 from webhook.core.config import Config
-from webhook.core.dracpu import SLICE_KIND, dra_facts, merge
+from webhook.core.dracpu import SLICE_KIND, DraFacts, dra_facts, merge
 from webhook.core.dracpu_objects import CLASS_KIND
 from webhook.core.engine import (
     MODE_LABEL,
@@ -236,15 +237,31 @@ def check_paths(paths: Sequence[str], config: Config, mode: Mode,
 def with_input_dra(facts: Facts, items: Sequence[Item]) -> Facts:
     """``facts`` with what the input's own DRA objects say (ResourceSlices, the DeviceClasses that select the CPU
     driver, and the CPUs its ResourceClaims and templates ask), so a Pod is judged with the claims written beside
-    it; unchanged when there is none."""
+    it; unchanged when there is none. Claims are namespaced as the API server keeps them: a Pod of namespace ns
+    judges with the input's claims of ns and those of no namespace (to be applied there) over the cluster's of ns
+    (``Facts.dra_of``), never with another namespace's; an object of no namespace with every claim (``Facts.dra``)."""
     objects = [i.obj for i in items if isinstance(i.obj, dict) and i.obj.get("kind") in DRA_KINDS]
     if not objects:
         return facts
     slices = any(o.get("kind") == SLICE_KIND for o in objects)
     found = dra_facts(objects, slices=slices)
+    shared: list[Any] = []  # slices and classes (cluster-wide), claims of no namespace
+    namespaced: dict[str, list[Any]] = {}
+    for obj in objects:
+        namespace = namespace_of(obj) if obj.get("kind") in CLAIM_KINDS else None
+        (namespaced.setdefault(namespace, []) if namespace else shared).append(obj)
+    made: dict[str, DraFacts] = {}
+
+    def input_of(namespace: str) -> DraFacts:
+        key = namespace if namespace in namespaced else ""  # a namespace the input names no claim of: shared
+        if key not in made:
+            made[key] = dra_facts([*shared, *namespaced.get(key, ())], slices=slices)
+        return made[key]
+
     view = facts.dra_of
+    cluster: Callable[[str], DraFacts | None] = view if view is not None else (lambda _namespace: facts.dra)
     return replace(facts, dra=merge(facts.dra, found),
-                   dra_of=None if view is None else lambda namespace: merge(view(namespace), found))
+                   dra_of=lambda namespace: merge(cluster(namespace), input_of(namespace)))
 
 
 @dataclass

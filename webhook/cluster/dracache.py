@@ -6,18 +6,20 @@ the nodes publish (``dra-numa-list-match``, ``dra-cpu-pinner-mismatch``); ``webh
 read of ``check --kubeconfig`` and ``audit``, into the same claim stores (``claim_stores``) and ``DraSnapshot``.
 
 Bounded memory: at most ``MAX_CLAIMS`` ResourceClaims, ``MAX_CLAIMS`` templates and ``MAX_SLICES`` slices are
-kept, and of each only what the rules read: of a claim that asks no ``dra.cpu`` device its name alone (so a Pod
-naming it is known not to take DRA CPUs), of one that does its requests and constraints without their CEL
-selectors, of a slice its driver, node and one device per distinct set of locality attributes (NUMA node, PCIe
-root), the others dropped. A claim made for a Pod (from its template, owned by the Pod) is not kept: Pods name
-the template. In the webhook a claim of a DeviceClass of another name that selects the CPU driver
-(``dracpu.cpu_class``) is kept as any other (its name alone): which classes do is not known when it is projected;
-``check --kubeconfig`` and ``audit`` read the DeviceClasses first and project with them
-(``claim_stores``). Measured with tracemalloc
-(tests/unit/test_dra_objects_cache.py): about 1.3 KiB per kept CPU
-claim, under 0.3 KiB per other claim, about 1.5 KiB per slice of two NUMA nodes: about 80 MiB with every store at
-its bound, a few MiB for a cluster of a thousand GPU nodes. (``dra-numa-list-match`` may count fewer devices in
-its "and N more" than ``check``, which keeps every device.)
+kept, and of each only what the rules read: of a claim that names DeviceClasses, its requests and constraints
+without their CEL selectors, of a slice its driver, node and one device per distinct set of locality attributes
+(NUMA node, PCIe root), the others dropped. A claim made for a Pod (from its template, owned by the Pod) is not
+kept: Pods name the template. The webhook projects a claim before its DeviceClasses are known (they come from
+their own cache, ``policy.deviceClasses``), so a claim naming a class other than ``dra.cpu`` keeps its spec and
+its CPUs are counted in each namespace's view with the classes then known (``dracpu_classes``): a class that
+selects the CPU driver (``dracpu_objects.cpu_class``) is counted as ``check`` counts it, never as 0 CPUs;
+``check --kubeconfig`` and ``audit`` read the DeviceClasses first and project with them (``claim_stores``), so
+there a claim known to ask no CPUs is its name alone. Measured with tracemalloc, what a projection keeps once
+the object is dropped (tests/unit/test_dra_objects_cache.py): about 2.4 KiB per claim of a GPU and a CPU request,
+about 1.4 KiB per claim of one GPU request in the webhook (its name alone, under 0.2 KiB, where the classes are
+known), about 1.6 KiB per slice of two NUMA nodes: about 125 MiB with every store at its bound, a few MiB for a
+cluster of a thousand GPU nodes (the claims made for their Pods are not kept). (``dra-numa-list-match`` may count
+fewer devices in its "and N more" than ``check``, which keeps every device.)
 
 A claim kind is *whole* (a claim a Pod names that is absent does not exist) only while both claim lists have
 succeeded, not been refused since, and no store is cut at its bound; otherwise the rules answer "unknown"
@@ -44,7 +46,7 @@ from webhook.cluster.watch import Store, Transport
 from webhook.core.claims import made_for_pod
 from webhook.core.cpupinner import Pinner, read_pinner
 from webhook.core.dra_requests import local_attribute
-from webhook.core.dracpu import DraFacts, SliceDevice, claim_cpus, cpu_request, slice_devices
+from webhook.core.dracpu import CPU_CLASS, DraFacts, SliceDevice, claim_cpus, cpu_request, slice_devices
 from webhook.core.numatopology import NRT_PATH
 
 GROUP_VERSION = "resource.k8s.io/v1"
@@ -82,6 +84,10 @@ class KeptClaim:
     spec: Mapping[str, Any] | None
 
 
+# What a view holds of a claim: the CPUs it asks (None: not known) and its reduced spec (None: not kept).
+Told = tuple[int | None, Mapping[str, Any] | None]
+
+
 def _without_selectors(request: Any) -> Any:
     if not isinstance(request, Mapping):
         return request
@@ -94,9 +100,28 @@ def _without_selectors(request: Any) -> Any:
     return kept
 
 
-def keep_claim(kind: str, classes: frozenset[str] = frozenset()) -> Callable[[Mapping[str, Any]], KeptClaim | None]:
+def _classes_named(requests: list[Any]) -> set[Any]:
+    """The DeviceClass names a claim's requests name (``exactly``, a v1beta1 request, each ``firstAvailable``)."""
+    named: set[Any] = set()
+    for request in requests:
+        if not isinstance(request, Mapping):
+            continue
+        exact = request.get("exactly") if "deviceClassName" not in request else request
+        alternatives = request.get("firstAvailable")
+        for one in (exact, *(alternatives if isinstance(alternatives, list) else ())):
+            if isinstance(one, Mapping) and "deviceClassName" in one:
+                named.add(one["deviceClassName"])
+    return named
+
+
+def keep_claim(kind: str, classes: frozenset[str] | None = None) -> Callable[[Mapping[str, Any]], KeptClaim | None]:
     """The projection of a ``kind`` object (None: not kept, a claim made for a Pod); ``classes``: DeviceClasses
-    besides ``dra.cpu`` known to select the CPU driver (``check --kubeconfig``/``audit`` read them first)."""
+    besides ``dra.cpu`` known to select the CPU driver (``check --kubeconfig``/``audit`` read them first); None:
+    not known when projecting (the webhook's cache: its DeviceClasses come apart, ``policy.deviceClasses``), so a
+    claim naming a class other than ``dra.cpu`` keeps its reduced spec and its CPUs are told per view
+    (``DraSnapshot``, ``dracpu_classes.with_cpu_classes``): never 0 for a class that selects the CPU driver."""
+    known = frozenset() if classes is None else classes
+
     def keep(obj: Mapping[str, Any]) -> KeptClaim | None:
         meta = obj.get("metadata")
         meta = meta if isinstance(meta, Mapping) else {}
@@ -111,12 +136,14 @@ def keep_claim(kind: str, classes: frozenset[str] = frozenset()) -> Callable[[Ma
         devices = spec.get("devices")
         requests = devices.get("requests") if isinstance(devices, Mapping) else None
         requests = requests if isinstance(requests, list) else []
-        if not any(isinstance(r, Mapping) and cpu_request(r, classes) for r in requests):
+        others = classes is None and bool(_classes_named(requests) - {CPU_CLASS})
+        if not others and not any(isinstance(r, Mapping) and cpu_request(r, known) for r in requests):
             return KeptClaim(namespace, kind, name, 0, None)
         constraints = devices.get("constraints") if isinstance(devices, Mapping) else None
         reduced = {"devices": {"requests": [_without_selectors(r) for r in requests],
                                "constraints": constraints if isinstance(constraints, list) else []}}
-        return KeptClaim(namespace, kind, name, claim_cpus(spec, classes=classes), MappingProxyType(reduced))
+        cpus = None if others else claim_cpus(spec, classes=known)
+        return KeptClaim(namespace, kind, name, cpus, MappingProxyType(reduced))
     return keep
 
 
@@ -187,15 +214,11 @@ class DraSnapshot:
         if self.claims is None:
             return DraFacts(self.devices, None, self.cpu_managers, claims_unknown=self.problem,
                             cpu_managers_whole=self.cpu_managers_whole, cpu_classes=self.cpu_classes)
-        mine: dict[tuple[str, str], KeptClaim | None] = dict(self.claims.get(namespace, {})) \
-            if namespace is not None else _across(self.claims)
-        # a request asking no capacity takes a whole device: told by the slices (claim_cpus)
-        cpus = {k: None if c is None else c.cpus if c.cpus is not None or c.spec is None
-                else claim_cpus(c.spec, self.devices, classes=self.cpu_classes) for k, c in mine.items()}
-        specs = {k: c.spec for k, c in mine.items() if c is not None and c.spec is not None}
-        ambiguous = [k for k, c in mine.items() if c is None]
-        for key in ambiguous:  # not in the view: unknown_claims says why
-            del cpus[key]
+        told = {k: self._told(c) for k, c in self.claims.get(namespace, {}).items()} \
+            if namespace is not None else self._across()
+        cpus = {k: t[0] for k, t in told.items() if t is not None}
+        specs = {k: t[1] for k, t in told.items() if t is not None and t[1] is not None}
+        ambiguous = [k for k, t in told.items() if t is None]  # not in the view: unknown_claims says why
         whole = self.whole and not ambiguous
         return DraFacts(self.devices, MappingProxyType(cpus), self.cpu_managers,
                         claim_specs=MappingProxyType(specs),
@@ -203,17 +226,25 @@ class DraSnapshot:
                         cpu_managers_whole=self.cpu_managers_whole, specs_stored=True,
                         cpu_classes=self.cpu_classes)
 
+    def _told(self, kept: KeptClaim) -> Told:
+        """The CPUs a kept claim asks and its spec: counted at projection, or here with the slices (a request asking
+        no capacity takes a whole device) and the snapshot's CPU classes (the webhook's cache projects without)."""
+        if kept.cpus is not None or kept.spec is None:
+            return kept.cpus, kept.spec
+        return claim_cpus(kept.spec, self.devices, classes=self.cpu_classes), kept.spec
 
-def _across(claims: Mapping[str, Mapping[tuple[str, str], KeptClaim]]) -> dict[tuple[str, str], KeptClaim | None]:
-    """Every namespace's claims by kind and name; None where two namespaces hold one differently."""
-    found: dict[tuple[str, str], KeptClaim | None] = {}
-    for mine in claims.values():
-        for key, kept in mine.items():
-            if key not in found:
-                found[key] = kept
-            elif (other := found[key]) is not None and (other.cpus, other.spec) != (kept.cpus, kept.spec):
-                found[key] = None
-    return found
+    def _across(self) -> dict[tuple[str, str], Told | None]:
+        """Every namespace's claims by kind and name; None where two namespaces hold one differently, unless both
+        ask no CPUs (its spec is then not needed: left out, the CPUs kept)."""
+        found: dict[tuple[str, str], Told | None] = {}
+        for mine in (self.claims or {}).values():
+            for key, kept in mine.items():
+                told = self._told(kept)
+                if key not in found:
+                    found[key] = told
+                elif (other := found[key]) is not None and other != told:
+                    found[key] = (0, None) if other[0] == told[0] == 0 else None
+        return found
 
 
 def claims_of(stores: Mapping[str, Store]) -> dict[str, dict[tuple[str, str], KeptClaim]]:
@@ -226,9 +257,9 @@ def claims_of(stores: Mapping[str, Store]) -> dict[str, dict[tuple[str, str], Ke
     return claims
 
 
-def claim_stores(classes: frozenset[str] = frozenset()) -> dict[str, Store]:
-    """The stores of claims and templates, each of its projection (``keep_claim``, with the CPU ``classes``) and
-    bound (``MAX_CLAIMS``)."""
+def claim_stores(classes: frozenset[str] | None = None) -> dict[str, Store]:
+    """The stores of claims and templates, each of its projection (``keep_claim``, with the CPU ``classes``; None:
+    not known when projecting, the webhook's) and bound (``MAX_CLAIMS``)."""
     return {CLAIMS: Store(keep_claim("ResourceClaim", classes), limit=MAX_CLAIMS),
             TEMPLATES: Store(keep_claim("ResourceClaimTemplate", classes), limit=MAX_CLAIMS)}
 

@@ -9,7 +9,6 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
 from flask import Flask, Response, request
@@ -31,6 +30,7 @@ from webhook.core.claims import CLAIM_KINDS
 from webhook.core.config import Config
 from webhook.core.dra_requests import DeviceClasses
 from webhook.core.dracpu import DraFacts
+from webhook.core.dracpu_classes import with_cpu_classes
 from webhook.core.facts import NO_FACTS, Facts, Memo
 from webhook.core.kubeversion import Semantics
 from webhook.core.numatopology import Topology
@@ -114,7 +114,7 @@ def create_app(config: Config, metrics: Metrics | None = None, own_namespace: st
             if len(made) >= MAX_VIEWS:
                 made.clear()
             # the DeviceClasses that select the CPU driver (policy.deviceClasses): the claims' own requests are CPUs
-            view = replace(claims, cpu_classes=classes.cpu) if claims is not None and classes is not None \
+            view = with_cpu_classes(claims, classes.cpu) if claims is not None and classes is not None \
                 and classes.cpu else claims
             kept = made[id(claims)] = (claims, Facts(topology=snapshot, device_classes=classes, kubernetes=kubernetes,
                                                      memo=Memo(), related=objects, dra=view))
