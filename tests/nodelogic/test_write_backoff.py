@@ -276,7 +276,7 @@ def test_the_publisher_follows_kubelet_restarts_the_slow_timer_and_the_node(tmp_
             assert not publisher.step(kubelet, 1.0) and settings.reads == 1
     finally:
         server.stop(None)
-    socket.unlink(missing_ok=True)  # kubelet removes its socket when it stops
+    socket.unlink(missing_ok=True)  # a new socket file: kubelet started again
     settings.answer = ("best-effort", "pod")
     server = serve(socket, HugepagesKubelet())  # kubelet started again, with another policy
     try:

@@ -90,6 +90,7 @@ def test_lora_adapters_kserve_takes_build_their_pods() -> None:
     ({"config": {"inline": []}}, "spec.router.scheduler.config.inline [] is not a configuration"),
     ({"config": {"inline": ""}}, 'spec.router.scheduler.config.inline "" is not a configuration'),
     ({"config": {"inline": 1}}, "spec.router.scheduler.config.inline 1 is not a configuration"),
+    ({"config": {"inline": 1.0}}, "spec.router.scheduler.config.inline 1.0 is not a configuration"),  # stored as 1
     ({"config": {"inline": {"kind": "EndpointPickerConfig"}, "ref": {"name": "epp"}}}, "sets both inline and ref"),
 ])
 def test_a_scheduler_config_kserve_refuses_means_no_pods(scheduler: dict[str, Any], said: str) -> None:
@@ -99,7 +100,7 @@ def test_a_scheduler_config_kserve_refuses_means_no_pods(scheduler: dict[str, An
     assert said in reason and reason.endswith("so KServe builds no Pods")
 
 
-@pytest.mark.parametrize("inline", [{"kind": "EndpointPickerConfig"}, "ab", 100, [1]])
+@pytest.mark.parametrize("inline", [{"kind": "EndpointPickerConfig"}, "ab", 100, [1], "\ud800", 2.5])
 def test_an_inline_scheduler_config_of_3_bytes_or_more_passes_the_length_check(inline: Any) -> None:
     """The twin: len(Inline.Raw) >= 3 (llm_inference_service_validation.go:399) is not refused for its length."""
     obj = llmisvc({"template": main(), "router": {"scheduler": {"config": {"inline": inline}}}})

@@ -238,8 +238,9 @@ def with_input_dra(facts: Facts, items: Sequence[Item]) -> Facts:
     """``facts`` with what the input's own DRA objects say (ResourceSlices, the DeviceClasses that select the CPU
     driver, and the CPUs its ResourceClaims and templates ask), so a Pod is judged with the claims written beside
     it; unchanged when there is none. Claims are namespaced as the API server keeps them: a Pod of namespace ns
-    judges with the input's claims of ns and those of no namespace (to be applied there) over the cluster's of ns
-    (``Facts.dra_of``), never with another namespace's; an object of no namespace with every claim (``Facts.dra``)."""
+    judges with the input's claims of ns and those of no namespace (to be applied there) merged with the cluster's
+    of ns (``Facts.dra_of``; a name the two hold differently is unknown), never with another namespace's; an object
+    of no namespace with every claim (``Facts.dra``)."""
     objects = [i.obj for i in items if isinstance(i.obj, dict) and i.obj.get("kind") in DRA_KINDS]
     if not objects:
         return facts

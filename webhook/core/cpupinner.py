@@ -78,7 +78,7 @@ def read_pinner(obj: Mapping[str, Any]) -> Pinner | None:
     raw = obj.get("attributes")
     named = [a for a in raw if isinstance(a, Mapping) and isinstance(a.get("name"), str)] \
         if isinstance(raw, list) else []
-    values = {a.get("value") for a in named if a["name"] == PINNER_ATTRIBUTE}
+    values = {v if isinstance(v := a.get("value"), str) else None for a in named if a["name"] == PINNER_ATTRIBUTE}
     attrs = {a["name"]: a.get("value") for a in named}
     value, source = attrs.get(PINNER_ATTRIBUTE), attrs.get(SOURCE_ATTRIBUTE)
     if len(values) != 1 or value not in VALUES:

@@ -218,8 +218,8 @@ class TopologyPublisher:
         """kubelet's Topology Manager settings and sysfs's totals: first, when kubelet restarted (a new socket
         file), and every ``REREAD`` seconds; a configz that cannot be read is asked again with backoff."""
         identity = _socket_identity(self._socket)
-        if identity != self._kubelet_id:
-            if self._kubelet_id is not None and identity is not None:
+        if identity is not None and identity != self._kubelet_id:  # a socket gone for a while is no new kubelet
+            if self._kubelet_id is not None:
                 self._log(f"NodeResourceTopology {self._node}: kubelet restarted: its settings and the node's "
                           "memory totals are read again")
                 self._settings_at = None

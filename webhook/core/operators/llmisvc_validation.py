@@ -88,9 +88,17 @@ def _scheduler(final: Mapping[str, Any], own: Mapping[str, Any]) -> str | None:
     inline, ref = get(config, "inline"), get(config, "ref")
     if inline is None and (ref is None or not get(ref, "name")):
         return "spec.router.scheduler.config has neither inline nor a ref with a name"
-    if inline is not None and len(json.dumps(inline, separators=(",", ":"), ensure_ascii=False).encode()) < 3:
+    if inline is not None and _stored_size(inline) < 3:
         return f"spec.router.scheduler.config.inline {json.dumps(inline)} is not a configuration (under 3 bytes)"
     return None
+
+
+def _stored_size(value: Any) -> int:
+    """The bytes of ``value`` as the API server stores it (compact JSON, a whole float as an integer) and KServe's
+    validateSchedulerConfig measures it; a lone surrogate counts as the three bytes Go writes for it."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8", "surrogatepass"))
 
 
 def refusal(final: Mapping[str, Any], own: Mapping[str, Any], name: str) -> str | None:
