@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
 from tests.fidelity.conftest import SEED
@@ -177,6 +177,36 @@ def disagreement(c: dict[str, Any], answer: dict[str, Any], story: str, admitted
             f"allocatable: {json.dumps(answer['allocatable'])}{reserved}")
 
 
+class Counts:
+    """A differential's tallies: ``counts`` by what happened to a case, ``rows`` by the labels a case is broken
+    down under (its policy options, its CPU Manager policy) for the tables ``print_rows`` prints."""
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}
+        self.rows: dict[str, dict[str, int]] = {}
+
+    def count(self, key: str) -> None:
+        self.counts[key] = self.counts.get(key, 0) + 1
+
+    def mark(self, labels: Iterable[str], key: str) -> None:
+        """Counts ``key`` once under each of ``labels``."""
+        for label in labels:
+            row = self.rows.setdefault(label, {})
+            row[key] = row.get(key, 0) + 1
+
+
+def print_rows(title: str, head: str, rows: dict[str, dict[str, int]], columns: tuple[str, ...],
+               summary: str) -> None:
+    """``rows`` as a table under ``title``, one line per row added to the run's summary as ``summary, label:``
+    and the row's counts."""
+    width = max([len(head), *map(len, rows)])
+    print(f"\nfidelity: {title}")
+    print(f"{head:<{width}} " + " ".join(f"{key:>{max(len(key), 5)}}" for key in columns))
+    for label, row in sorted(rows.items()):
+        print(f"{label:<{width}} " + " ".join(f"{row.get(key, 0):>{max(len(key), 5)}}" for key in columns))
+        TALLY.counts[f"{summary}, {label}: " + ", ".join(f"{row.get(key, 0)} {key}" for key in columns)] += 1
+
+
 def tally(label: str, counts: dict[str, int], failures: list[str], oracle: Oracle) -> int:
     """Adds a differential's counts to the run's summary under ``label``; returns the cases compared (every
     policy)."""
@@ -196,11 +226,8 @@ def tally(label: str, counts: dict[str, int], failures: list[str], oracle: Oracl
 def test_numa_fit_agrees_with_the_topology_manager(topology_oracle: Oracle) -> None:
     rng = random.Random(SEED)
     failures: list[str] = []
-    counts: dict[str, int] = {}
-
-    def count(key: str) -> None:
-        counts[key] = counts.get(key, 0) + 1
-
+    tallies = Counts()
+    count, counts = tallies.count, tallies.counts
     for _ in range(CASES // BATCH):
         batch = [case(rng) for _ in range(BATCH)]
         answers = topology_oracle.ask(batch)
@@ -248,31 +275,16 @@ def breakdown(by_option: dict[str, dict[str, int]], oracle: Oracle) -> None:
     restricted/best-effort (``compare_across``: compared, agree, disagree, not known to qos-guard), and the
     single-numa-node cases compared (on SMT machines; kubelet's verdict; agree,
     excused, disagree). Printed as a table and added to the run's summary, one line per option."""
-    width = max(len(option) for option in by_option) if by_option else 10
-    print(f"\nfidelity: topology with CPU Manager options by option, k8s.io/kubernetes {oracle.release}")
-    print(f"{'option':<{width}} " + " ".join(f"{key:>{max(len(key), 5)}}" for key in BREAKDOWN))
-    for option, row in sorted(by_option.items()):
-        print(f"{option:<{width}} " + " ".join(f"{row.get(key, 0):>{max(len(key), 5)}}" for key in BREAKDOWN))
-        TALLY.counts[f"topology with CPU Manager options at {oracle.release}, {option}: "
-                     + ", ".join(f"{row.get(key, 0)} {key}" for key in BREAKDOWN)] += 1
+    print_rows(f"topology with CPU Manager options by option, k8s.io/kubernetes {oracle.release}", "option",
+               by_option, BREAKDOWN, f"topology with CPU Manager options at {oracle.release}")
 
 
 def test_numa_fit_agrees_under_cpu_manager_policy_options(topology_oracle: Oracle) -> None:
     rng = random.Random(SEED + 52)
     minor = topology_oracle.kube.minor.minor
     failures: list[str] = []
-    counts: dict[str, int] = {}
-    by_option: dict[str, dict[str, int]] = {}
-
-    def count(key: str) -> None:
-        counts[key] = counts.get(key, 0) + 1
-
-    def mark(key: str) -> None:
-        """Counts ``key`` once under each option the case's kubelet runs (``breakdown``)."""
-        for option in options:
-            row = by_option.setdefault(option, {})
-            row[key] = row.get(key, 0) + 1
-
+    tallies = Counts()
+    count, counts, by_option = tallies.count, tallies.counts, tallies.rows
     for _ in range(OPTION_CASES // BATCH):
         batch = [options_case(rng) for _ in range(BATCH)]
         answers = topology_oracle.ask(batch)
@@ -280,7 +292,7 @@ def test_numa_fit_agrees_under_cpu_manager_policy_options(topology_oracle: Oracl
             count("cases")
             options = frozenset(k for k, v in c["cpuManagerPolicyOptions"].items() if v == "true")
             alpha = bool(c["featureGates"].get("CPUManagerPolicyAlphaOptions"))
-            mark("cases")
+            tallies.mark(options, "cases")
             if answer.get("error"):
                 failures.append(f"oracle error {answer['error']}: {json.dumps(c)}")
                 continue
@@ -293,39 +305,39 @@ def test_numa_fit_agrees_under_cpu_manager_policy_options(topology_oracle: Oracl
                 continue
             if refused:
                 count("kubelet does not start with these options (agreed; not compared)")
-                mark("no start")
+                tallies.mark(options, "no start")
                 continue
             if answer.get("decodeError") or answer.get("podErrors"):
                 count("refused by the API server (not compared)")
-                mark("API refuses")
+                tallies.mark(options, "API refuses")
                 continue
             fits, story, _ = judged = judge(c, answer, topology_oracle.kube)
             admitted = bool(answer["admitted"])
             smt = c["machine"]["threadsPerCore"] == 2
             if c["policy"] != "single-numa-node":
                 outcome = compare_across(c, answer, judged, admitted, count, failures)
-                mark(f"across {outcome}")
+                tallies.mark(options, f"across {outcome}")
                 if outcome != "unknown":
-                    mark("across compared")
+                    tallies.mark(options, "across compared")
                 continue
             count("single-numa-node: compared")
             count(f"single-numa-node/{c['scope']}: {'admitted' if admitted else 'refused'}"
                   f"{' (SMTAlignmentError)' if answer.get('reason') == 'SMTAlignmentError' else ''}")
             for option in sorted(options):
                 count(f"single-numa-node with {option}{' (SMT machine)' if smt else ''}: compared")
-            mark("compared")
-            mark("SMT" if smt else "no SMT")
-            mark("kubelet admits" if admitted else "kubelet refuses")
+            tallies.mark(options, "compared")
+            tallies.mark(options, "SMT" if smt else "no SMT")
+            tallies.mark(options, "kubelet admits" if admitted else "kubelet refuses")
             if fits != admitted:
                 why = next((name for name, applies in EXCEPTIONS if applies(c, answer)), None)
                 if why is not None:
                     TALLY.excused[f"topology with options: {why}"] += 1
-                    mark("excused")
+                    tallies.mark(options, "excused")
                     continue
-                mark("disagree")
+                tallies.mark(options, "disagree")
                 failures.append(disagreement(c, answer, story, admitted))
                 continue
-            mark("agree")
+            tallies.mark(options, "agree")
     compared = tally("topology with CPU Manager options", counts, failures, topology_oracle)
     breakdown(by_option, topology_oracle)
     assert counts.get("cases", 0) >= OPTION_CASES and compared >= 1_400
@@ -349,23 +361,15 @@ def test_numa_fit_agrees_under_cpu_manager_policy_none(topology_oracle: Oracle) 
     rng = random.Random(SEED + 67)
     minor = topology_oracle.kube.minor.minor
     failures: list[str] = []
-    counts: dict[str, int] = {}
-    by_policy: dict[str, dict[str, int]] = {}
-
-    def count(key: str) -> None:
-        counts[key] = counts.get(key, 0) + 1
-
-    def mark(key: str) -> None:
-        row = by_policy.setdefault(cpu, {})
-        row[key] = row.get(key, 0) + 1
-
+    tallies = Counts()
+    count, counts, by_policy = tallies.count, tallies.counts, tallies.rows
     for _ in range(CPU_POLICY_CASES // BATCH):
         batch = [cpu_policy_case(rng) for _ in range(BATCH)]
         answers = topology_oracle.ask(batch)
         for c, answer in zip(batch, answers, strict=True):
             cpu = c["cpuManagerPolicy"]
             count("cases")
-            mark("cases")
+            tallies.mark((cpu,), "cases")
             if answer.get("error"):
                 failures.append(f"oracle error {answer['error']}: {json.dumps(c)}")
                 continue
@@ -378,46 +382,42 @@ def test_numa_fit_agrees_under_cpu_manager_policy_none(topology_oracle: Oracle) 
                                 f"table: {expected or 'it starts'}; cpuManagerPolicy {cpu}, options {sorted(options)}")
                 continue
             if refused:
-                mark("no start")
+                tallies.mark((cpu,), "no start")
                 continue
             if answer.get("decodeError") or answer.get("podErrors"):
-                mark("API refuses")
+                tallies.mark((cpu,), "API refuses")
                 continue
             admitted = bool(answer["admitted"])
             judged = judge(c, answer, topology_oracle.kube)
             if cpu == "none" and c["policy"] == "single-numa-node":
                 as_static = judge({**c, "cpuPinner": None}, answer, topology_oracle.kube)
                 if as_static.fits is not None and as_static.fits != admitted:
-                    mark("static would disagree")
+                    tallies.mark((cpu,), "static would disagree")
             if c["cpuPinner"] is None:
                 count(f"CPU Manager {cpu}, cpuPinner not published: its policy not known (judged as static, not "
                       f"compared; {'agrees with' if judged.fits == admitted else 'differs from'} kubelet)")
-                mark("policy not known")
+                tallies.mark((cpu,), "policy not known")
                 continue
-            mark("compared")
-            mark("kubelet admits" if admitted else "kubelet refuses")
+            tallies.mark((cpu,), "compared")
+            tallies.mark((cpu,), "kubelet admits" if admitted else "kubelet refuses")
             if c["policy"] != "single-numa-node":
                 outcome = compare_across(c, answer, judged, admitted, count, failures)
-                mark({"unknown": "fit not known", "agree": "agree", "disagree": "disagree"}[outcome])
+                tallies.mark((cpu,), {"unknown": "fit not known", "agree": "agree", "disagree": "disagree"}[outcome])
                 continue
             count("single-numa-node: compared")
             if judged.fits != admitted:
                 why = next((name for name, applies in EXCEPTIONS if applies(c, answer)), None)
                 if why is not None:
                     TALLY.excused[f"topology with CPU Manager {cpu}: {why}"] += 1
-                    mark("excused")
+                    tallies.mark((cpu,), "excused")
                     continue
-                mark("disagree")
+                tallies.mark((cpu,), "disagree")
                 failures.append(disagreement(c, answer, judged.story, admitted))
                 continue
-            mark("agree")
+            tallies.mark((cpu,), "agree")
     tally("topology by CPU Manager policy", counts, failures, topology_oracle)
-    print(f"\nfidelity: topology by CPU Manager policy, k8s.io/kubernetes {topology_oracle.release}")
-    print(f"{'policy':<8} " + " ".join(f"{key:>{max(len(key), 5)}}" for key in POLICY_BREAKDOWN))
-    for name, row in sorted(by_policy.items()):
-        print(f"{name:<8} " + " ".join(f"{row.get(key, 0):>{max(len(key), 5)}}" for key in POLICY_BREAKDOWN))
-        TALLY.counts[f"topology by CPU Manager policy at {topology_oracle.release}, {name}: "
-                     + ", ".join(f"{row.get(key, 0)} {key}" for key in POLICY_BREAKDOWN)] += 1
+    print_rows(f"topology by CPU Manager policy, k8s.io/kubernetes {topology_oracle.release}", "policy", by_policy,
+               POLICY_BREAKDOWN, f"topology by CPU Manager policy at {topology_oracle.release}")
     none, static = by_policy.get("none", {}), by_policy.get("static", {})
     assert counts.get("cases", 0) >= CPU_POLICY_CASES and none.get("compared", 0) >= 1_000, by_policy
     # The none policy decides: kubelet refuses some Pods there (memory, devices), and judged as static the fit

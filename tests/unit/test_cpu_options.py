@@ -101,8 +101,9 @@ def test_which_options_kubelet_starts_with(options: set[str], minor: int, policy
     assert (said is None) == (refused is None) and (refused is None or refused in (said or "")), said
 
 
-def test_the_none_policy_refuses_every_option_given_false_too() -> None:
-    """NewNonePolicy errs on any key: the caller hands every key given, whatever its value."""
+def test_the_none_policy_refuses_any_option_key() -> None:
+    """NewNonePolicy errs on any key given, whatever its value (the differential hands "false" ones too: the
+    proof against kubelet is there); static reads only the true ones."""
     said = options_refusal(frozenset({"full-pcpus-only"}), 36, "single-numa-node", cpu_policy="none")
     assert said is not None and "full-pcpus-only" in said
     assert options_refusal(frozenset(), 36, "single-numa-node", cpu_policy="none") is None
