@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from webhook.batch.unified import apply_edits
 from webhook.core.mutation import REMOVED, Change
 
 _SPACE = re.compile(r"[ \t\r\n]*")
@@ -186,15 +187,7 @@ def edit(text: str, changes: Sequence[Sequence[Change]], indent: str | None) -> 
     """``text`` with each document's ``changes`` (one list per document, in order) written in place, every
     other byte as it was; ``None`` where that cannot be done (the caller rewrites the file whole)."""
     edits = plan(text, changes, indent)
-    if edits is None:
-        return None
-    parts: list[str] = []
-    at = 0
-    for start, end, replacement in edits:
-        parts += [text[at:start], replacement]
-        at = end
-    parts.append(text[at:])
-    return "".join(parts)
+    return None if edits is None else apply_edits(text, edits)
 
 
 def plan(text: str, changes: Sequence[Sequence[Change]], indent: str | None) -> list[tuple[int, int, str]] | None:
