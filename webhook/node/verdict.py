@@ -129,8 +129,17 @@ def _context(pod: PodInfo) -> str:
             f"opted in, or while the webhook was bypassed")
 
 
-def _why_not(pod: PodInfo, spec: ContainerSpec | None, allocatable: Allocatable) -> tuple[str, str, bool]:
-    """(reason, detail, is a problem) for a container without exclusive CPUs."""
+def _why_not(pod: PodInfo, spec: ContainerSpec | None, allocatable: Allocatable,
+             pool: frozenset[int] = frozenset()) -> tuple[str, str, bool]:
+    """(reason, detail, is a problem) for a container without exclusive CPUs. ``pool``: the cpu_ids of a container
+    of a Pod with pod-level resources that does not qualify for CPUs of its own (``own_cpus``): under kubelet's
+    PodLevelResourceManagers the Pod's shared pool (cpumanager/policy_static.go:498), the Pod's alone and shared by
+    its containers (cpu_manager.go:582, ``ResourceIsolationPod``), so not pinned."""
+    if pool:
+        return ("pod-shared-pool", f"CPUs {format_list(pool)} are its Pod's shared pool (pod-level resources under "
+                "kubelet's PodLevelResourceManagers: shared by the Pod's containers that do not qualify for CPUs "
+                "of their own); give it cpu and memory requests equal to its limits, the cpu whole, for exclusive "
+                "CPUs", not (spec is not None and spec.fractional_allowed))
     if not allocatable.cpus:
         return ("node-not-pinning", "kubelet on this node hands out no exclusive CPUs (cpuManagerPolicy is not "
                 "static, or every CPU is reserved); see qos-guard nodes", True)
@@ -177,14 +186,14 @@ def judge_container(pod: PodInfo, alloc: ContainerAllocation, allocatable: Alloc
         return ContainerVerdict(pinned=True, exclusive_cpus=frozenset(), cpu_numa=frozenset(), aligned=None,
                                 reason=None, detail=f"{where}: whether they are its own is unknown",
                                 problems=(whose_unknown(alloc.name, where, uncertain),), **common)
-    if not alloc.cpus:
-        reason, detail, problem = _why_not(pod, spec, allocatable)
-        shared_numa = frozenset(cpu_numa[c] for c in cgroup_cpus or () if c in cpu_numa)
+    # under PodLevelResourceManagers the cpu_ids of a container of such a Pod without CPUs of its own are its pool
+    pool = alloc.cpus if pod.pod_level and spec is not None and not spec.own_cpus else frozenset()
+    if not alloc.cpus or pool:
+        reason, detail, problem = _why_not(pod, spec, allocatable, pool)
+        shared_numa = frozenset(cpu_numa[c] for c in pool or cgroup_cpus or () if c in cpu_numa)
         not_pinned = (Problem(NOT_PINNED, f"container {alloc.name}: not pinned: {detail}"),) if problem else ()
         return ContainerVerdict(pinned=False, exclusive_cpus=frozenset(), cpu_numa=shared_numa, aligned=None,
                                 reason=reason, detail=detail + device_text, problems=not_pinned, **common)
-    if pod.pod_level and spec is not None and not spec.own_cpus:
-        return _pod_pool(alloc, spec, cpu_numa, common, device_text)
     cpus = alloc.cpus
     numa = frozenset(cpu_numa[c] for c in cpus if c in cpu_numa)
     notes: list[str] = []
@@ -220,21 +229,6 @@ def judge_container(pod: PodInfo, alloc: ContainerAllocation, allocatable: Alloc
         problems += (whose_unknown(alloc.name, where, uncertain),)
     return ContainerVerdict(pinned=True, exclusive_cpus=cpus, cpu_numa=numa, aligned=verdict, reason=None,
                             detail=detail, notes=tuple(notes), problems=problems, **common)
-
-
-def _pod_pool(alloc: ContainerAllocation, spec: ContainerSpec, cpu_numa: Mapping[int, int], common: dict[str, Any],
-              device_text: str) -> ContainerVerdict:
-    """A container of a Pod with pod-level resources that does not qualify for CPUs of its own (``own_cpus``):
-    under kubelet's PodLevelResourceManagers its cpu_ids are the Pod's shared pool (cpumanager/policy_static.go:498),
-    the Pod's alone, shared by its containers (cpu_manager.go:582, ``ResourceIsolationPod``): not pinned."""
-    detail = (f"CPUs {format_list(alloc.cpus)} are its Pod's shared pool (pod-level resources under kubelet's "
-              "PodLevelResourceManagers: shared by the Pod's containers that do not qualify for CPUs of their own); "
-              "give it cpu and memory requests equal to its limits, the cpu whole, for exclusive CPUs")
-    problem = Problem(NOT_PINNED, f"container {alloc.name}: not pinned: {detail}")
-    problems = () if spec.fractional_allowed else (problem,)
-    return ContainerVerdict(pinned=False, exclusive_cpus=frozenset(), aligned=None, reason="pod-shared-pool",
-                            cpu_numa=frozenset(cpu_numa[c] for c in alloc.cpus if c in cpu_numa),
-                            detail=detail + device_text, problems=problems, **common)
 
 
 def cpus_unknown(container: str, where: str, cpus: frozenset[int]) -> Problem:
