@@ -324,3 +324,13 @@ def test_publisher_errors_are_named_and_logged_once(tmp_path: Path) -> None:
     finally:
         server.stop(None)
     assert len(logged) == 1 and "is not a PodResources v1 message" in logged[0], logged
+
+
+def test_a_pod_level_pods_shared_pool_is_taken_once() -> None:
+    """PodLevelResourceManagers: two containers of one Pod share its pool (CPUs 2-3), each reporting it as its
+    cpu_ids (pkg/kubelet/cm/cpumanager/policy_static.go:498): the pool's 2 CPUs are taken once, not once each."""
+    facts = NodeFacts({0: frozenset({0, 1}), 1: frozenset({2, 3, 4, 5})}, {}, {})
+    pool = frozenset({2, 3})
+    pod = PodAllocation("ns", "pod-level", (ContainerAllocation("a", pool), ContainerAllocation("b", pool)))
+    obj = build_topology("n1", facts, Allocatable(frozenset({1, 2, 3, 4, 5})), [pod], "single-numa-node", "pod")
+    assert resources(obj)["node-1"]["cpu"] == ("4", "4", "2")

@@ -72,3 +72,15 @@ class Allocatable:
     memory: tuple[MemoryBlock, ...] = ()
     devices: tuple[DeviceGroup, ...] = ()
 
+
+
+def merged_devices(groups: tuple[DeviceGroup, ...]) -> tuple[DeviceGroup, ...]:
+    """One group per device again: kubelet's PodResources lists a device attached to several NUMA nodes once per
+    node (pkg/kubelet/cm/container_manager.go:303), and its Topology Manager counts it on any of them
+    (devicemanager/topology_hints.go:179, ``mask.AnySet``), so its nodes belong together."""
+    nodes: dict[tuple[str, tuple[str, ...]], frozenset[int]] = {}
+    for g in groups:
+        nodes[(g.resource, g.ids)] = nodes.get((g.resource, g.ids), frozenset()) | g.numa
+    if len(nodes) == len(groups):
+        return groups
+    return tuple(DeviceGroup(resource, ids, numa) for (resource, ids), numa in nodes.items())

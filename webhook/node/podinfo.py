@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from webhook.core.dra_requests import container_claim_requests
-from webhook.core.podspec import build_pod_spec
+from webhook.core.podspec import CPU, MEMORY, Block, build_pod_spec
 from webhook.core.qos import qos_class
 
 
@@ -22,6 +22,9 @@ class ContainerSpec:
     # The ResourceClaims (namespace/name) it names by request only (resources.claims[].request) -> those requests:
     # kubelet hands it only their devices, though PodResources lists every device of the claim.
     request_claims: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # kubelet's resourcesQualifyForExclusiveCPUs (pkg/kubelet/cm/cpumanager/cpu_manager.go:573): asked only of a Pod
+    # with pod-level resources, whose other containers share the Pod's pool (ResourceIsolationPod).
+    own_cpus: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,7 +35,7 @@ class PodInfo:
     name: str
     uid: str
     qos: str
-    pod_level: bool  # spec.resources sets cpu or memory
+    pod_level: bool  # spec.resources sets cpu, memory or hugepages (IsPodLevelResourcesSet)
     created: str
     mode: str  # the namespace's qos-guard.io/mode
     opted_in: str | None  # when the namespace's label was last written (managedFields), if known
@@ -105,6 +108,16 @@ def opted_in_at(namespace: Mapping[str, Any], label: str) -> str | None:
     return latest
 
 
+def own_cpus(resources: Block) -> bool:
+    """kubelet's ``resourcesQualifyForExclusiveCPUs`` (cpu_manager.go:573): cpu and memory requests equal to their
+    non-zero limits (``IsContainerEquivalentQOSGuaranteed``, pkg/kubelet/cm/qos/helpers.go:27), the cpu whole."""
+    for name in (CPU, MEMORY):
+        request, limit = resources.requests.get(name), resources.limits.get(name)
+        if request is None or limit is None or not request.positive or limit.invalid or request.milli != limit.milli:
+            return False
+    return resources.limits[CPU].milli % 1000 == 0
+
+
 def pod_info(obj: Mapping[str, Any], mode: str, opted_in: str | None,
              fractional_allowed: Iterable[str] = ()) -> PodInfo:
     """The facts the decision needs from a Pod object; ``ManifestError`` when its spec cannot be read."""
@@ -112,7 +125,7 @@ def pod_info(obj: Mapping[str, Any], mode: str, opted_in: str | None,
     status = obj.get("status") or {}
     spec = build_pod_spec(obj.get("spec"), ("spec",), status)
     qos = status.get("qosClass") if isinstance(status.get("qosClass"), str) else None
-    pod_level = spec.pod_level is not None and spec.pod_level.sets_compute()
+    pod_level = spec.pod_level is not None and spec.pod_level.sets_supported
     ids = {s.get("name"): s.get("containerID") for key in ("containerStatuses", "initContainerStatuses")
            for s in status.get(key) or [] if isinstance(s, Mapping)}
     allowed = set(fractional_allowed)
@@ -127,7 +140,7 @@ def pod_info(obj: Mapping[str, Any], mode: str, opted_in: str | None,
         cid = ids.get(c.name)
         containers.append(ContainerSpec(c.name, sizing.milli if sizing is not None and not sizing.invalid else None,
                                         cid if isinstance(cid, str) and cid else None, c.name in allowed,
-                                        claims.get(c.name, ()), by_request.get(c.name, {})))
+                                        claims.get(c.name, ()), by_request.get(c.name, {}), own_cpus(c.resources)))
     return PodInfo(namespace=str(meta.get("namespace", "")), name=str(meta.get("name", "")),
                    uid=str(meta.get("uid", "")), qos=qos or qos_class(spec), pod_level=pod_level,
                    created=str(meta.get("creationTimestamp", "")), mode=mode, opted_in=opted_in,

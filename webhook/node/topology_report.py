@@ -8,7 +8,8 @@ Per NUMA node of the sysfs layout one zone ``node-N`` of type ``Node``:
 
 - ``cpu``: allocatable = the CPUs of ``GetAllocatableResources`` on that node (the static CPU Manager's pool:
   every CPU but the reserved ones), capacity = allocatable + the node's other CPUs (reserved), available =
-  allocatable - the exclusive CPUs ``List`` reports for containers on that node;
+  allocatable - the CPUs ``List`` reports for containers on that node, each once (under PodLevelResourceManagers
+  each container sharing a Pod's pool reports that pool);
 - ``memory`` and ``hugepages-<size>``: allocatable = the Memory Manager's blocks of ``GetAllocatableResources``
   (none with ``memoryManagerPolicy: None``: then no zone has memory, as with NFD), capacity = the node's total
   (sysfs ``meminfo``, ``nr_hugepages``; the allocatable where unknown), available = allocatable - the blocks
@@ -116,12 +117,14 @@ def build_topology(node: str, facts: NodeFacts, allocatable: Allocatable, pods: 
             alloc.setdefault(numa, {}).setdefault(block.kind, 0)
             alloc[numa][block.kind] += block.size
     available = {numa: dict(amounts) for numa, amounts in alloc.items()}
+    # Each CPU taken once: under PodLevelResourceManagers every container of a Pod's shared pool reports that pool
+    # as its cpu_ids (pkg/kubelet/cm/cpumanager/policy_static.go:498); exclusive CPUs are otherwise disjoint.
+    for cpu in frozenset().union(*(c.cpus for pod in pods for c in pod.containers)):
+        numa = numa_of_cpu.get(cpu)
+        if numa is not None and "cpu" in available.get(numa, {}):
+            available[numa]["cpu"] -= 1
     for pod in pods:
         for c in pod.containers:
-            for cpu in c.cpus:
-                numa = numa_of_cpu.get(cpu)
-                if numa is not None and "cpu" in available.get(numa, {}):
-                    available[numa]["cpu"] -= 1
             for group in c.devices:
                 for device in group.ids:
                     numa = device_numa.get((group.resource, device))

@@ -6,7 +6,8 @@ devices sit, whether they are all on one (aligned), and, when it is not pinned, 
 Kubelet's own rules are the reference (``pkg/kubelet/cm/cpumanager/policy_static.go``): exclusive CPUs only for
 a Guaranteed Pod's container with a whole cpu, never for a Pod with pod-level resources unless the
 ``PodLevelResourceManagers`` gate is on. What PodResources reports wins over what the spec suggests: a container
-that holds exclusive CPUs is pinned, whatever the reason it should not be.
+that holds exclusive CPUs is pinned, whatever the reason it should not be; but under that gate the cpu_ids of a
+container of such a Pod that does not qualify for CPUs of its own are the Pod's shared pool, not pinned.
 """
 
 from __future__ import annotations
@@ -18,7 +19,14 @@ from typing import Any
 from webhook.core.dracpu import request_base
 from webhook.core.podspec import GUARANTEED
 from webhook.core.quantity import format_milli
-from webhook.node.allocation import Allocatable, ContainerAllocation, DeviceGroup, DraDevice, MemoryBlock
+from webhook.node.allocation import (
+    Allocatable,
+    ContainerAllocation,
+    DeviceGroup,
+    DraDevice,
+    MemoryBlock,
+    merged_devices,
+)
 from webhook.node.cpulist import format_list
 from webhook.node.numapages import NumaPages
 from webhook.node.podinfo import ContainerSpec, PodInfo
@@ -52,7 +60,7 @@ class ContainerVerdict:
     memory: tuple[MemoryBlock, ...]
     devices: tuple[DeviceGroup, ...]
     aligned: bool | None  # None when not pinned (alignment is promised to pinned containers only) or unknown
-    reason: str | None  # why not pinned: node-not-pinning, not-guaranteed, pod-level-resources, fractional-cpu, ...
+    reason: str | None  # why not pinned: node-not-pinning, not-guaranteed, pod-level-resources, pod-shared-pool, ...
     detail: str
     cgroup_cpus: frozenset[int] | None = None
     notes: tuple[str, ...] = ()
@@ -91,14 +99,19 @@ class ContainerVerdict:
 
     @property
     def numa(self) -> frozenset[int]:
-        """Every NUMA node the container's CPUs, memory and devices sit on."""
+        """Every NUMA node the container's CPUs, memory and devices sit on. A device attached to several NUMA
+        nodes counts only on those of them the rest sits on, where it shares any: kubelet's Topology Manager
+        counts it on any of its nodes (pkg/kubelet/cm/devicemanager/topology_hints.go:179, ``mask.AnySet``)."""
         nodes = set(self.cpu_numa)
         for m in self.memory:
             nodes |= m.numa
-        for d in self.devices:
-            nodes |= d.numa
         for x in self.dra_devices:
             nodes |= frozenset() if x.admin else x.numa
+        for d in self.devices:
+            nodes |= d.numa if len(d.numa) == 1 else frozenset()
+        rest = frozenset(nodes)
+        for d in self.devices:
+            nodes |= (d.numa & rest) or d.numa
         return frozenset(nodes)
 
     @property
@@ -116,13 +129,23 @@ def _context(pod: PodInfo) -> str:
             f"opted in, or while the webhook was bypassed")
 
 
-def _why_not(pod: PodInfo, spec: ContainerSpec | None, allocatable: Allocatable) -> tuple[str, str, bool]:
-    """(reason, detail, is a problem) for a container without exclusive CPUs."""
+def _why_not(pod: PodInfo, spec: ContainerSpec | None, allocatable: Allocatable,
+             pool: frozenset[int] = frozenset()) -> tuple[str, str, bool]:
+    """(reason, detail, is a problem) for a container without exclusive CPUs. ``pool``: the cpu_ids of a container
+    of a Pod with pod-level resources that does not qualify for CPUs of its own (``own_cpus``): under kubelet's
+    PodLevelResourceManagers the Pod's shared pool (cpumanager/policy_static.go:498), the Pod's alone and shared by
+    its containers (cpu_manager.go:582, ``ResourceIsolationPod``), so not pinned."""
+    if pool:
+        return ("pod-shared-pool", f"CPUs {format_list(pool)} are its Pod's shared pool (pod-level resources under "
+                "kubelet's PodLevelResourceManagers: shared by the Pod's containers that do not qualify for CPUs "
+                "of their own); give it cpu and memory requests equal to its limits, the cpu whole, for exclusive "
+                "CPUs", not (spec is not None and spec.fractional_allowed))
     if not allocatable.cpus:
         return ("node-not-pinning", "kubelet on this node hands out no exclusive CPUs (cpuManagerPolicy is not "
                 "static, or every CPU is reserved); see qos-guard nodes", True)
     if pod.pod_level:
-        return ("pod-level-resources", "spec.resources sets cpu or memory: kubelet's CPU and Memory Managers skip "
+        return ("pod-level-resources", "spec.resources sets cpu, memory or hugepages: kubelet's CPU and Memory "
+                "Managers skip "
                 f"such Pods unless its PodLevelResourceManagers gate is on; {_context(pod)}", True)
     if pod.qos != GUARANTEED:
         return ("not-guaranteed", f"QoS class {pod.qos or 'unknown'}: only Guaranteed Pods get exclusive CPUs; "
@@ -143,6 +166,7 @@ def judge_container(pod: PodInfo, alloc: ContainerAllocation, allocatable: Alloc
                     cgroup_cpus: frozenset[int] | None = None) -> ContainerVerdict:
     """The verdict on one container; ``cpu_numa`` maps each CPU id to its NUMA node (sysfs)."""
     spec = next((c for c in pod.containers if c.name == alloc.name), None)
+    alloc = replace(alloc, devices=merged_devices(alloc.devices))
     uncertain: tuple[DraDevice, ...] = ()
     if spec is not None and spec.request_claims:
         alloc, uncertain = _own_devices(alloc, spec.request_claims)
@@ -162,18 +186,20 @@ def judge_container(pod: PodInfo, alloc: ContainerAllocation, allocatable: Alloc
         return ContainerVerdict(pinned=True, exclusive_cpus=frozenset(), cpu_numa=frozenset(), aligned=None,
                                 reason=None, detail=f"{where}: whether they are its own is unknown",
                                 problems=(whose_unknown(alloc.name, where, uncertain),), **common)
-    if not alloc.cpus:
-        reason, detail, problem = _why_not(pod, spec, allocatable)
-        shared_numa = frozenset(cpu_numa[c] for c in cgroup_cpus or () if c in cpu_numa)
+    # under PodLevelResourceManagers the cpu_ids of a container of such a Pod without CPUs of its own are its pool
+    pool = alloc.cpus if pod.pod_level and spec is not None and not spec.own_cpus else frozenset()
+    if not alloc.cpus or pool:
+        reason, detail, problem = _why_not(pod, spec, allocatable, pool)
+        shared_numa = frozenset(cpu_numa[c] for c in pool or cgroup_cpus or () if c in cpu_numa)
         not_pinned = (Problem(NOT_PINNED, f"container {alloc.name}: not pinned: {detail}"),) if problem else ()
         return ContainerVerdict(pinned=False, exclusive_cpus=frozenset(), cpu_numa=shared_numa, aligned=None,
                                 reason=reason, detail=detail + device_text, problems=not_pinned, **common)
     cpus = alloc.cpus
     numa = frozenset(cpu_numa[c] for c in cpus if c in cpu_numa)
     notes: list[str] = []
-    unknown = sorted(c for c in cpus if c not in cpu_numa)
+    unknown = frozenset(c for c in cpus if c not in cpu_numa)
     if unknown:
-        notes.append(f"CPUs {format_list(frozenset(unknown))} are on no NUMA node sysfs lists")
+        notes.append(f"CPUs {format_list(unknown)} are on no NUMA node sysfs lists")
     if request is not None and len(cpus) * 1000 != request:
         notes.append(f"{len(cpus)} exclusive CPUs for a request of {format_milli(request)}")
     if cgroup_cpus is not None and cgroup_cpus != cpus:
@@ -192,14 +218,24 @@ def judge_container(pod: PodInfo, alloc: ContainerAllocation, allocatable: Alloc
         problems = (Problem(NUMA_MISALIGNED, f"container {alloc.name}: {detail} (NUMA nodes {nodes_text(all_numa)})"
                             + dra_misaligned(alloc, numa)),)
     verdict: bool | None = aligned
-    if (draft.unknown or uncertain) and len(all_numa) <= 1:
+    if (draft.unknown or uncertain or unknown) and len(all_numa) <= 1:
         verdict, detail = None, f"{where}: NUMA alignment unknown"
+        problems = ()
+    if unknown:
+        problems += (cpus_unknown(alloc.name, where, unknown),)
     if draft.unknown:
         problems += (numa_unknown(alloc.name, where, draft.unknown),)
     if uncertain:
         problems += (whose_unknown(alloc.name, where, uncertain),)
     return ContainerVerdict(pinned=True, exclusive_cpus=cpus, cpu_numa=numa, aligned=verdict, reason=None,
                             detail=detail, notes=tuple(notes), problems=problems, **common)
+
+
+def cpus_unknown(container: str, where: str, cpus: frozenset[int]) -> Problem:
+    """The NUMAUnknown problem of exclusive CPUs no NUMA node of sysfs lists (offline since, or another sysfs)."""
+    return Problem(NUMA_UNKNOWN, f"container {container}: cannot say whether it is on one NUMA node ({where}): CPUs "
+                   f"{format_list(cpus)} are on no NUMA node SYS/devices/system/node/node*/cpulist lists (offline "
+                   "since kubelet assigned them, or --sys-root is not this node's sysfs)")
 
 
 def _own_devices(alloc: ContainerAllocation, requests: Mapping[str, tuple[str, ...]]
@@ -272,6 +308,8 @@ def _judge_dra_cpus(alloc: ContainerAllocation, cpu_numa: Mapping[int, int], cgr
                             "node (qos-guard check: dra-cpu-unpaired)"),)
     if unknown_cpus or ((draft.unknown or uncertain) and len(all_numa) <= 1):
         verdict, detail = None, f"{where}: NUMA alignment unknown"
+    if unknown_cpus:
+        problems += (cpus_unknown(alloc.name, where, frozenset(unknown_cpus)),)
     if draft.unknown:
         problems += (numa_unknown(alloc.name, where, draft.unknown),)
     if uncertain:
