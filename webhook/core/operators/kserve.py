@@ -72,6 +72,7 @@ from webhook.core.operators.kserve_pod import (
     config_refusal,
     config_section,
     default_resources,
+    ingress_refusal,
     oci_mode,
     queue_proxy,
     with_injected,
@@ -412,6 +413,10 @@ def _build(obj: Mapping[str, Any], related: Related) -> Iterator[Built | str]:
     mode = deployment_mode(obj, related)
     if mode == "ModelMesh":
         yield "InferenceService in ModelMesh mode (its Pods are the ServingRuntime's, built by modelmesh-serving)"
+        return
+    refusal = ingress_refusal(related) if mode == "Standard" else None
+    if refusal is not None:  # NewRawKubeReconciler reads it before the predictor's Deployment
+        yield NoPod(f"InferenceService: {refusal}")
         return
     failed = False
     for component in COMPONENTS:
