@@ -19,7 +19,9 @@ from tests.helpers import admission_review
 from tests.unit.kserve_cases import AGENT, RAW, SHIPPED, both, config, findings, isvc, model, runtime
 from webhook.core.config import Config
 from webhook.core.operators import collect
+from webhook.core.gojson import GoJSONError
 from webhook.core.operators.kserve import RELATED
+from webhook.core.operators.kserve_pod import MEMO_SIZE, _unmarshalled, read_section
 from webhook.core.operators.kserve_runtimes import NoPod
 from webhook.core.workloads import find_targets, walk
 from webhook.serving.app import create_app
@@ -193,3 +195,41 @@ def test_the_router_section_is_not_read_for_an_inferenceservice() -> None:
     """Only the InferenceGraph controller reads ``router`` (inferencegraph/controller.go:106-112): an
     InferenceService's Pods are built whatever it holds."""
     assert findings(LOGGED, given(router="not json")) == both(AGENT, "spec.predictor.logger")
+
+
+def test_a_kept_reading_is_never_the_callers() -> None:
+    """read_section keeps Go's reading of each section text (a request reads each section about 17 times, every
+    request the same text) and hands out copies: a caller changing its result, nested dicts and lists included,
+    leaves the next read as the ConfigMap says."""
+    logger = {**LOGGER, "storage": {"path": "/p", "parameters": {"a": "b"}}}
+    service = {**SHIPPED["inferenceService"], "serviceAnnotationDisallowedList": ["x"]}
+    cm = config(logger=logger, inferenceService=service)
+    first, second = read_section(cm, "logger"), read_section(cm, "inferenceService")
+    assert first is not None and second is not None
+    first["cpuRequest"] = "9"
+    first["storage"]["parameters"]["a"] = "z"
+    second["serviceAnnotationDisallowedList"].append("y")
+    second["resource"].clear()
+    assert read_section(cm, "logger") == logger
+    assert read_section(cm, "inferenceService") == service
+    assert findings(CUSTOM, collect([cm], RELATED)) == Counter()  # the 1 CPU/2Gi defaults are still read
+
+
+def test_the_kept_readings_are_bounded_and_reused() -> None:
+    """At most MEMO_SIZE section texts are kept (the oldest unused dropped); the same text is not parsed again;
+    a kept error is raised anew each read, as a fresh exception."""
+    _unmarshalled.cache_clear()
+    texts = [config(agent={**SHIPPED["agent"], "image": f"agent:{i}"}) for i in range(MEMO_SIZE + 8)]
+    for i, cm in enumerate(texts):
+        assert read_section(cm, "agent") == {**SHIPPED["agent"], "image": f"agent:{i}"}
+    assert _unmarshalled.cache_info().currsize == MEMO_SIZE
+    hits = _unmarshalled.cache_info().hits
+    read_section(texts[-1], "agent")
+    assert _unmarshalled.cache_info().hits == hits + 1
+    bad = config(agent={"cpuRequest": 1})
+    raised = []
+    for _ in range(2):
+        with pytest.raises(GoJSONError, match="into cpuRequest of type string") as error:
+            read_section(bad, "agent")
+        raised.append(error.value)
+    assert raised[0] is not raised[1]

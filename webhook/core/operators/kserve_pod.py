@@ -9,10 +9,11 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from typing import Any
+from functools import lru_cache
+from typing import Any, cast
 
 from webhook.core.fieldpath import FieldPath
-from webhook.core.gojson import GoJSONError, GoType, Struct, TooDeep, unmarshal
+from webhook.core.gojson import GoJSONError, GoType, Struct, TooDeep, copied, unmarshal
 from webhook.core.operators import Built, Related, annotations_at, list_at, mapping_at, metadata_at
 from webhook.core.quantity import QuantityError, parse_quantity
 
@@ -101,6 +102,7 @@ _QUANTITIES = {"storageInitializer": "its controller and its pod webhook fail (G
 # the Deployment or Knative Service; the pod webhook's mutator.go:94, for every KServe Pod).
 _READ_FIRST = ("explainers", "inferenceService", "deploy", "localModel", "security", "credentials")
 _OCI_MODES = ("modelcar", "native", "fetch")
+MEMO_SIZE = 64  # section texts whose reading is kept (read_section): a cluster holds one ConfigMap, with 16 keys
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")  # validation.IsDNS1123Label, with its 63 characters
 
 
@@ -121,21 +123,32 @@ def _config_map(related: Related) -> Mapping[str, Any] | None:
     return None
 
 
+@lru_cache(maxsize=MEMO_SIZE)
+def _unmarshalled(key: str, raw: str) -> tuple[dict[str, Any] | None, type[Exception] | None, str]:
+    """Go's reading of a section's text, kept: a request reads each section many times, every request the same
+    text. The value, or the error's type and message (raised anew: a kept exception's traceback would grow)."""
+    try:
+        return unmarshal(raw, CONFIG_STRUCTS[key]), None, ""
+    except (GoJSONError, TooDeep) as error:
+        return None, type(error), str(error)
+
+
 def read_section(cm: Mapping[str, Any], key: str) -> dict[str, Any] | None:
     """The one reader of a section of a given ``inferenceservice-config`` as KServe unmarshals it: {} when
-    absent (nothing set), None for null (the pointer cleared). Raises GoJSONError where KServe's json.Unmarshal
-    fails, TooDeep (naming the section) where qos-guard cannot read it."""
+    absent (nothing set), None for null (the pointer cleared); a copy of the kept reading, the caller's own.
+    Raises GoJSONError where KServe's json.Unmarshal fails, TooDeep (naming the section) where qos-guard cannot
+    read it."""
     raw = mapping_at(cm.get("data"), ("data",)).get(key)
     if raw is None:
         return {}
     if not isinstance(raw, str):
         raise GoJSONError("not a string")
-    try:
-        return unmarshal(raw, CONFIG_STRUCTS[key])
-    except TooDeep as deep:
-        raise TooDeep(f"the {ISVC_CONFIG} ConfigMap's {key} is {deep}, so what KServe makes of it is not known") \
-            from None
-
+    value, error, message = _unmarshalled(key, raw)
+    if error is TooDeep:
+        raise TooDeep(f"the {ISVC_CONFIG} ConfigMap's {key} is {message}, so what KServe makes of it is not known")
+    if error is not None:
+        raise GoJSONError(message)
+    return cast("dict[str, Any] | None", copied(value))
 
 
 def config_section(related: Related, key: str) -> tuple[dict[str, Any] | None, str]:
@@ -414,6 +427,7 @@ __all__ = [
     "DEFAULT_STORAGE",
     "ISVC_CONFIG",
     "KNATIVE_CONFIG",
+    "MEMO_SIZE",
     "MODELCAR",
     "MODELCAR_INIT",
     "QUEUE_PROXY",
