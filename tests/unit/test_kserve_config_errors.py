@@ -18,8 +18,8 @@ import pytest
 from tests.helpers import admission_review
 from tests.unit.kserve_cases import AGENT, RAW, SHIPPED, both, config, findings, isvc, model, runtime
 from webhook.core.config import Config
-from webhook.core.operators import collect
 from webhook.core.gojson import GoJSONError
+from webhook.core.operators import collect
 from webhook.core.operators.kserve import RELATED
 from webhook.core.operators.kserve_pod import MEMO_SIZE, _unmarshalled, read_section
 from webhook.core.operators.kserve_runtimes import NoPod
