@@ -23,6 +23,7 @@ from webhook.core.facts import Facts
 from webhook.core.fieldpath import dotted
 from webhook.core.operators import Related, collect
 from webhook.core.operators.kserve import RELATED
+from webhook.core.operators.kserve_runtimes import NoPod
 from webhook.core.podspec import ManifestError
 from webhook.core.workloads import find_targets, walk
 
@@ -119,8 +120,8 @@ def test_canaries_follow_the_mode_annotation_the_defaulter_writes(annotations: d
     if built:
         assert findings(obj, related) == Counter(
             {"cpu-not-integer kserve-container spec.canary[0].predictor.containers[0].resources.cpu": 1})
-    else:
-        assert any(isinstance(r, str) and "KServe refuses a canary" in r for r in out), out
+    else:  # the whole InferenceService refused: no Pod, the stable predictor's neither, said once
+        assert len(out) == 1 and isinstance(out[0], NoPod) and "KServe refuses a canary" in out[0], out
 
 
 def test_a_bad_stable_field_is_named_where_it_is_written() -> None:
@@ -157,8 +158,27 @@ def test_canaries_are_built_over_the_stable_predictor() -> None:
     assert findings(obj, RT) == both(AGENT, "spec.predictor.logger") + both(AGENT, "spec.predictor.logger")
     knative = isvc(stable)
     knative["spec"]["canary"] = [{"trafficPercent": 10, "predictor": canary}]
-    reasons = [r for r in walk(knative, related=RT) if isinstance(r, str)]
-    assert reasons == ["InferenceService spec.canary: KServe refuses a canary unless the "
-                       "serving.kserve.io/deploymentMode annotation is Standard (or, without it, "
-                       "inferenceservice-config deploy.defaultDeploymentMode is: validateCanarySpecs): no canary "
-                       "Pod is built"]
+    assert list(walk(knative, related=RT)) == [
+        "InferenceService spec.canary: KServe refuses a canary unless the serving.kserve.io/deploymentMode "
+        "annotation is Standard (or, without it, inferenceservice-config deploy.defaultDeploymentMode is): its "
+        "validating webhook (validateCanarySpecs) refuses the whole InferenceService, so KServe builds no Pod, the "
+        "stable predictor's neither; set the annotation to Standard or remove spec.canary"]
+
+
+@pytest.mark.parametrize("mode", ["Serverless", "Knative", "ModelMesh", "Raw"])
+def test_a_canary_outside_standard_mode_refuses_the_whole_inferenceservice(mode: str) -> None:
+    """validateCanarySpecs (inference_service_validation.go:183-192) runs in KServe's validating webhook
+    (validateInferenceService:176, CREATE and UPDATE, failurePolicy Fail): outside Standard mode it refuses the
+    object, so no Pod is built, the stable predictor's neither (formerly its Pod was judged beside a reason), nor
+    is ModelMesh's own reason given. The twin, annotated Standard, builds both."""
+    obj = sample()
+    del obj["spec"]["predictor"]["containers"][0]["resources"]["limits"]  # the stable's Pod alone would fail
+    obj["metadata"]["annotations"] = {"serving.kserve.io/deploymentMode": mode}
+    (reason,) = walk(obj)
+    assert isinstance(reason, NoPod) and reason.startswith("InferenceService spec.canary: KServe refuses a canary")
+    assert "the stable predictor's neither" in reason
+    assert findings(obj) == Counter()
+    obj["metadata"]["annotations"] = STANDARD
+    assert [t.template for t in find_targets(obj)] == [
+        "spec.predictor (predictor)", "spec.canary[0].predictor (canary v2)"]
+    assert findings(obj) != Counter()

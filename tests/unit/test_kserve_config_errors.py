@@ -18,8 +18,10 @@ import pytest
 from tests.helpers import admission_review
 from tests.unit.kserve_cases import AGENT, RAW, SHIPPED, both, config, findings, isvc, model, runtime
 from webhook.core.config import Config
+from webhook.core.gojson import GoJSONError
 from webhook.core.operators import collect
 from webhook.core.operators.kserve import RELATED
+from webhook.core.operators.kserve_pod import MEMO_SIZE, _unmarshalled, read_section
 from webhook.core.operators.kserve_runtimes import NoPod
 from webhook.core.workloads import find_targets, walk
 from webhook.serving.app import create_app
@@ -139,3 +141,95 @@ def test_fields_are_held_to_their_go_types(bad: dict[str, Any], good: dict[str, 
     (reason,) = walk(LOGGED, related=given(**bad))
     assert isinstance(reason, NoPod) and why in reason and "KServe builds no Pod" in reason, reason
     assert findings(LOGGED, given(**good)) == both(AGENT, "spec.predictor.logger")
+
+
+KNATIVE_LOGGED = isvc({"model": model(storageUri="pvc://m"), "logger": {"mode": "all"}})
+INGRESS = {"ingressGateway": "knative-serving/knative-ingress-gateway", "ingressDomain": "example.com"}
+
+
+@pytest.mark.parametrize(("bad", "good", "why"), [
+    ("{", None, "credentials is not what KServe's Go code reads (not JSON"),
+    ({"s3": {"s3Endpoint": 1}}, {"s3": {"s3Endpoint": "s3.example"}}, "into s3.s3Endpoint of type string"),
+    ({"gcs": "key.json"}, {"GCS": {"gcsCredentialFileName": "key.json"}}, "cannot unmarshal string into gcs"),
+    ([], {"storageSpecSecretName": "storage-config"}, "cannot unmarshal array into a struct"),
+])
+def test_credentials_kserve_cannot_read_build_no_pod_in_any_mode(bad: Any, good: Any, why: str) -> None:
+    """NewCredentialBuilder (credentials/service_account_credentials.go:85-90) panics where GetCredentialConfig's
+    json.Unmarshal fails: KServe's controller calls it before the Deployment (predictor.go:779) and before the
+    Knative Service (predictor.go:855), its pod webhook for every KServe Pod (mutator.go:94). Formerly the section
+    was not read and the Pods were judged. The twin (null included: it leaves the struct value as it was) is
+    judged."""
+    for obj in (LOGGED, KNATIVE_LOGGED):
+        (reason,) = walk(obj, related=given(credentials=bad))
+        assert isinstance(reason, NoPod) and why in reason and "NewCredentialBuilder panics" in reason, reason
+    assert findings(LOGGED, given(credentials=good)) == both(AGENT, "spec.predictor.logger")
+    assert findings(LOGGED, given(credentials="null")) == both(AGENT, "spec.predictor.logger")
+
+
+@pytest.mark.parametrize(("bad", "why"), [
+    ("not json", "ingress is not what KServe's Go code reads (not JSON"),
+    ("null", "ingress is null: NewIngressConfig reads the nil config"),
+    ({**INGRESS, "ingressGateway": 5}, "into ingressGateway of type string"),
+    ({**INGRESS, "additionalIngressDomains": "a.example"}, "into additionalIngressDomains of type []string"),
+    ({}, "no ingressGateway (ingressGateway is required)"),
+    ({**INGRESS, "enableGatewayApi": True}, "enableGatewayApi without kserveIngressGateway"),
+    ({**INGRESS, "enableGatewayApi": True, "kserveIngressGateway": "Kserve/gw"}, "kserveIngressGateway 'Kserve/gw'"),
+    ({**INGRESS, "enableGatewayApi": True, "kserveIngressGateway": "kserve"}, "kserveIngressGateway 'kserve'"),
+    ({"ingressGateway": "gw", "pathTemplate": "/serving/{{ .Name }}"}, "a pathTemplate without ingressDomain"),
+])
+def test_an_ingress_kserve_cannot_read_builds_no_pod_in_standard_mode_only(bad: Any, why: str) -> None:
+    """NewIngressConfig (v1beta1/configmap.go:295-330) is read by the Standard-mode reconciler before the
+    Deployment (raw_kube_reconciler.go:106-109): it fails, no Pod (formerly judged). In Knative mode the controller
+    reads it only after the Knative Service (controller.go:355): the Pod is judged as without it. The twins: a
+    valid ingress, a gateway named as Go wants it, and none at all (not read)."""
+    (reason,) = walk(LOGGED, related=given(ingress=bad))
+    assert isinstance(reason, NoPod) and why in reason and "KServe builds no Pod" in reason, reason
+    assert findings(KNATIVE_LOGGED, given(ingress=bad)) == findings(KNATIVE_LOGGED, given()) != Counter()
+    for good in (INGRESS, {**INGRESS, "ENABLEGATEWAYAPI": True, "kserveIngressGateway": "kserve/kserve-gw"},
+                 {**INGRESS, "pathTemplate": "/serving/{{ .Name }}"}):
+        assert findings(LOGGED, given(ingress=good)) == both(AGENT, "spec.predictor.logger"), good
+    assert findings(LOGGED, given()) == both(AGENT, "spec.predictor.logger")
+
+
+def test_the_router_section_is_not_read_for_an_inferenceservice() -> None:
+    """Only the InferenceGraph controller reads ``router`` (inferencegraph/controller.go:106-112): an
+    InferenceService's Pods are built whatever it holds."""
+    assert findings(LOGGED, given(router="not json")) == both(AGENT, "spec.predictor.logger")
+
+
+def test_a_kept_reading_is_never_the_callers() -> None:
+    """read_section keeps Go's reading of each section text (a request reads each section about 17 times, every
+    request the same text) and hands out copies: a caller changing its result, nested dicts and lists included,
+    leaves the next read as the ConfigMap says."""
+    logger = {**LOGGER, "storage": {"path": "/p", "parameters": {"a": "b"}}}
+    service = {**SHIPPED["inferenceService"], "serviceAnnotationDisallowedList": ["x"]}
+    cm = config(logger=logger, inferenceService=service)
+    first, second = read_section(cm, "logger"), read_section(cm, "inferenceService")
+    assert first is not None and second is not None
+    first["cpuRequest"] = "9"
+    first["storage"]["parameters"]["a"] = "z"
+    second["serviceAnnotationDisallowedList"].append("y")
+    second["resource"].clear()
+    assert read_section(cm, "logger") == logger
+    assert read_section(cm, "inferenceService") == service
+    assert findings(CUSTOM, collect([cm], RELATED)) == Counter()  # the 1 CPU/2Gi defaults are still read
+
+
+def test_the_kept_readings_are_bounded_and_reused() -> None:
+    """At most MEMO_SIZE section texts are kept (the oldest unused dropped); the same text is not parsed again;
+    a kept error is raised anew each read, as a fresh exception."""
+    _unmarshalled.cache_clear()
+    texts = [config(agent={**SHIPPED["agent"], "image": f"agent:{i}"}) for i in range(MEMO_SIZE + 8)]
+    for i, cm in enumerate(texts):
+        assert read_section(cm, "agent") == {**SHIPPED["agent"], "image": f"agent:{i}"}
+    assert _unmarshalled.cache_info().currsize == MEMO_SIZE
+    hits = _unmarshalled.cache_info().hits
+    read_section(texts[-1], "agent")
+    assert _unmarshalled.cache_info().hits == hits + 1
+    bad = config(agent={"cpuRequest": 1})
+    raised = []
+    for _ in range(2):
+        with pytest.raises(GoJSONError, match="into cpuRequest of type string") as error:
+            read_section(bad, "agent")
+        raised.append(error.value)
+    assert raised[0] is not raised[1]

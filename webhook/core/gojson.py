@@ -159,6 +159,13 @@ def _struct(pairs: _Pairs, struct: Struct, into: dict[str, Any], where: str, err
     return out
 
 
+def copied(value: Any) -> Any:
+    """A decoded value's own copy (its dicts and lists new): what a caller changes is never a kept value's."""
+    if isinstance(value, dict):
+        return {k: copied(v) for k, v in value.items()}
+    return [copied(v) for v in value] if isinstance(value, list) else value
+
+
 def unmarshal(text: str, struct: Struct) -> dict[str, Any] | None:
     """``json.Unmarshal([]byte(text), &v)`` for ``v`` of this struct (a pointer when ``struct.pointer``): the
     fields it sets, by their JSON names (nested structs as dicts); None where a top-level ``null`` clears the
@@ -186,5 +193,5 @@ def _unmarshal(text: str, struct: Struct) -> dict[str, Any] | None:
     return out
 
 
-__all__ = ["MAX_DEPTH", "GoJSONError", "GoType", "Struct", "TooDeep", "field_for", "fold", "past_max_depth",
-           "unmarshal"]
+__all__ = ["MAX_DEPTH", "GoJSONError", "GoType", "Struct", "TooDeep", "copied", "field_for", "fold",
+           "past_max_depth", "unmarshal"]

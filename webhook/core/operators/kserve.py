@@ -25,9 +25,8 @@
   runtime's (``MergePodSpec``). A multi-node predictor's workers (Standard mode, ``multiNodeProcess``): the
   runtime's ``worker-container`` with ``workerSpec.containers[0]`` merged over it, alone. Each
   ``spec.canary[i].predictor`` merged over the stable predictor (``buildCanaryPredictor``, mergo) and built as one,
-  its own containers as written (the defaulter never sees a canary); admitted in Standard mode only
-  (``validateCanarySpecs`` reads the annotation as the defaulter writes it, from ``deploy.defaultDeploymentMode``
-  when absent).
+  its own containers as written (the defaulter never sees a canary). Outside Standard mode (the annotation as the
+  defaulter writes it) KServe's validating webhook refuses the whole InferenceService (``validateCanarySpecs``).
 - Injected (``webhook.core.operators.kserve_pod``; ``pkg/webhook/admission/pod``, the controller for
   ``storageUris``): a ``storage-initializer`` init container for a ``storageUri``, a model's ``storage.path``
   (``addStorageSpecAnnotations``), a custom container's ``STORAGE_URI`` env (``GetStorageUri``) or the
@@ -59,7 +58,7 @@ from typing import Any
 from webhook.core.fieldpath import FieldPath, dotted
 from webhook.core.gojson import TooDeep
 from webhook.core.operators import Built, Related, annotations_at, list_at, mapping_at, metadata_at
-from webhook.core.operators.kserve_canary import DEFAULT_MODE, MODE_ANNOTATION, MODES, canaries, canary_mode
+from webhook.core.operators.kserve_canary import DEFAULT_MODE, MODE_ANNOTATION, MODES, canaries, canary_refusal
 from webhook.core.operators.kserve_pod import (
     AGENT,
     CONFIG_MAP,
@@ -73,6 +72,7 @@ from webhook.core.operators.kserve_pod import (
     config_refusal,
     config_section,
     default_resources,
+    ingress_refusal,
     oci_mode,
     queue_proxy,
     with_injected,
@@ -406,12 +406,17 @@ def _build(obj: Mapping[str, Any], related: Related) -> Iterator[Built | str]:
     custom = any(isinstance(spec.get(c), Mapping) and (c != "predictor" or not any(
         spec[c].get(f) is not None for f in MODEL_FIELDS)) for c in COMPONENTS)
     refusal = config_refusal(related, custom)
-    if refusal is not None:  # KServe's defaulter, controller or pod webhook fails before any Pod
-        yield NoPod(f"InferenceService: {refusal}")
+    refused = NoPod(f"InferenceService: {refusal}") if refusal is not None else canary_refusal(obj, spec, related)
+    if refused is not None:  # KServe's defaulter, controller or pod webhook fails, or its validator refuses
+        yield refused
         return
     mode = deployment_mode(obj, related)
     if mode == "ModelMesh":
         yield "InferenceService in ModelMesh mode (its Pods are the ServingRuntime's, built by modelmesh-serving)"
+        return
+    refusal = ingress_refusal(related) if mode == "Standard" else None
+    if refusal is not None:  # NewRawKubeReconciler reads it before the predictor's Deployment
+        yield NoPod(f"InferenceService: {refusal}")
         return
     failed = False
     for component in COMPONENTS:
@@ -437,5 +442,5 @@ def _build(obj: Mapping[str, Any], related: Related) -> Iterator[Built | str]:
 
 __all__ = ["AGENT", "CLUSTER_SERVING_RUNTIME", "COMPONENTS", "DEFAULT_STORAGE", "GROUP", "ISVC_CONFIG",
            "KNATIVE_CONFIG", "MODELCAR", "MODELCAR_INIT", "MODEL_FIELDS", "QUEUE_PROXY", "RELATED", "SERVING_RUNTIME",
-           "STORAGE_INITIALIZER", "build", "canary_mode", "choose_runtime", "deployment_mode", "merge_container",
+           "STORAGE_INITIALIZER", "build", "choose_runtime", "deployment_mode", "merge_container",
            "oci_mode", "queue_proxy"]

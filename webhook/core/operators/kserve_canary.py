@@ -53,19 +53,27 @@ def canary_mode(obj: Mapping[str, Any], related: Related) -> str | None:
     return mode if mode in ("Standard", "ModelMesh") else None
 
 
+def canary_refusal(obj: Mapping[str, Any], spec: Mapping[str, Any], related: Related) -> NoPod | None:
+    """Why KServe's validating webhook refuses the whole InferenceService for its canaries, or None:
+    ``validateCanarySpecs`` (``inference_service_validation.go:183-192``, run by ``validateInferenceService`` on
+    CREATE and UPDATE, ``failurePolicy: Fail``) errs on any canary unless the defaulted annotation is Standard.
+    The object is never stored, so no Pod at all is built, the stable predictor's neither."""
+    if not list_at(spec.get("canary"), ("spec", "canary")) or canary_mode(obj, related) == "Standard":
+        return None
+    return NoPod("InferenceService spec.canary: KServe refuses a canary unless the serving.kserve.io/deploymentMode "
+                 "annotation is Standard (or, without it, inferenceservice-config deploy.defaultDeploymentMode is): "
+                 "its validating webhook (validateCanarySpecs) refuses the whole InferenceService, so KServe builds "
+                 "no Pod, the stable predictor's neither; set the annotation to Standard or remove spec.canary")
+
+
 def canaries(obj: Mapping[str, Any], spec: Mapping[str, Any], related: Related,
              component: Component) -> Iterator[Built | str]:
     """``reconcileCanaryDeployments``: each ``spec.canary[i].predictor`` merged over the stable predictor
-    (``buildCanaryPredictor``) and built as it is, single-node, in its own Deployment (Standard mode only:
-    ``validateCanarySpecs`` refuses a canary unless the defaulted annotation says Standard). The canary's own
-    containers replace the stable's whole (mergo) as written: KServe's defaulting never sees them."""
+    (``buildCanaryPredictor``) and built as it is, single-node, in its own Deployment (Standard mode only: outside
+    it ``canary_refusal`` refuses the object first). The canary's own containers replace the stable's whole
+    (mergo) as written: KServe's defaulting never sees them."""
     canaries = list_at(spec.get("canary"), ("spec", "canary"))
     if not canaries:
-        return
-    if canary_mode(obj, related) != "Standard":
-        yield ("InferenceService spec.canary: KServe refuses a canary unless the serving.kserve.io/deploymentMode "
-               "annotation is Standard (or, without it, inferenceservice-config deploy.defaultDeploymentMode is: "
-               "validateCanarySpecs): no canary Pod is built")
         return
     stable = mapping_at(spec.get("predictor"), ("spec", "predictor"))
     for i, item in enumerate(canaries):
@@ -109,4 +117,4 @@ def _canary_fields(built: Built, own: Mapping[str, Any], at: FieldPath) -> Built
                  built.partial, tuple((b, rebase(f)) for b, f in built.shown))
 
 
-__all__ = ["DEFAULT_MODE", "MODES", "MODE_ANNOTATION", "canaries", "canary_mode"]
+__all__ = ["DEFAULT_MODE", "MODES", "MODE_ANNOTATION", "canaries", "canary_mode", "canary_refusal"]

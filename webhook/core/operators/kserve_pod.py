@@ -7,11 +7,13 @@ for them: the ConfigMap's when given (input or cluster), else KServe's shipped v
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
-from typing import Any
+from functools import lru_cache
+from typing import Any, cast
 
 from webhook.core.fieldpath import FieldPath
-from webhook.core.gojson import GoJSONError, GoType, Struct, TooDeep, unmarshal
+from webhook.core.gojson import GoJSONError, GoType, Struct, TooDeep, copied, unmarshal
 from webhook.core.operators import Built, Related, annotations_at, list_at, mapping_at, metadata_at
 from webhook.core.quantity import QuantityError, parse_quantity
 
@@ -67,6 +69,21 @@ CONFIG_STRUCTS: Mapping[str, Struct] = {
                           "fsGroup": "*int64", "jobTTLSecondsAfterFinished": "*int32",
                           "reconcilationFrequencyInSecs": "*int64", "disableVolumeManagement": "bool"}, pointer=True),
     "security": Struct({"autoMountServiceAccountToken": "bool"}, pointer=True),
+    # v1beta1/configmap.go IngressConfig (NewIngressConfig passes &ingressConfig, a pointer to a pointer)
+    "ingress": Struct({**{k: "string" for k in (
+        "kserveIngressGateway", "ingressGateway", "knativeLocalGatewayService", "localGateway", "localGatewayService",
+        "ingressDomain", "domainTemplate", "urlScheme", "pathTemplate", "modelBasedRoutingHeaderName",
+        "modelBasedRoutingMode")}, **{k: "bool" for k in (
+            "enableGatewayApi", "enableLLMInferenceServiceTLS", "disableIstioVirtualHost", "disableIngressCreation",
+            "disableHTTPRouteTimeout")}, "ingressClassName": "*string", "additionalIngressDomains": "*[]string"},
+        pointer=True),
+    # credentials/service_account_credentials.go CredentialConfig (a struct value: null leaves it), s3.S3Config,
+    # gcs.GCSConfig
+    "credentials": Struct({"s3": Struct({k: "string" for k in (
+        "s3AccessKeyIDName", "s3SecretAccessKeyName", "s3Endpoint", "s3UseHttps", "s3Region", "s3VerifySSL",
+        "s3UseVirtualBucket", "s3UseAccelerate", "s3UseAnonymousCredential", "s3CABundleConfigMap", "s3CABundle")}),
+        "gcs": Struct({"gcsCredentialFileName": "string"}), "storageSpecSecretName": "string",
+        "storageSecretNameAnnotation": "string"}),
 }
 # What KServe's shipped ConfigMap holds for the sections read here (config/configmap/inferenceservice.yaml).
 SHIPPED_SECTIONS: Mapping[str, Mapping[str, Any]] = {
@@ -80,9 +97,13 @@ _QUANTITIES = {"storageInitializer": "its controller and its pod webhook fail (G
                "logger": "its pod webhook fails (getLoggerConfigs)",
                "batcher": "its pod webhook fails (getBatcherConfigs)",
                "agent": "its pod webhook fails (getAgentConfigs)"}
-# Unmarshalled by KServe's InferenceService defaulter and controller before any Pod: an error refuses the object.
-_READ_FIRST = ("explainers", "inferenceService", "deploy", "localModel", "security")
+# Unmarshalled by KServe's InferenceService defaulter and controller before any Pod: an error refuses the object;
+# credentials by NewCredentialBuilder, which panics on an error (the controller's predictor.go:779 and :855, before
+# the Deployment or Knative Service; the pod webhook's mutator.go:94, for every KServe Pod).
+_READ_FIRST = ("explainers", "inferenceService", "deploy", "localModel", "security", "credentials")
 _OCI_MODES = ("modelcar", "native", "fetch")
+MEMO_SIZE = 64  # section texts whose reading is kept (read_section): a cluster holds one ConfigMap, with 16 keys
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")  # validation.IsDNS1123Label, with its 63 characters
 
 
 def storage_unreadable(error: GoJSONError) -> str:
@@ -102,21 +123,32 @@ def _config_map(related: Related) -> Mapping[str, Any] | None:
     return None
 
 
+@lru_cache(maxsize=MEMO_SIZE)
+def _unmarshalled(key: str, raw: str) -> tuple[dict[str, Any] | None, type[Exception] | None, str]:
+    """Go's reading of a section's text, kept: a request reads each section many times, every request the same
+    text. The value, or the error's type and message (raised anew: a kept exception's traceback would grow)."""
+    try:
+        return unmarshal(raw, CONFIG_STRUCTS[key]), None, ""
+    except (GoJSONError, TooDeep) as error:
+        return None, type(error), str(error)
+
+
 def read_section(cm: Mapping[str, Any], key: str) -> dict[str, Any] | None:
     """The one reader of a section of a given ``inferenceservice-config`` as KServe unmarshals it: {} when
-    absent (nothing set), None for null (the pointer cleared). Raises GoJSONError where KServe's json.Unmarshal
-    fails, TooDeep (naming the section) where qos-guard cannot read it."""
+    absent (nothing set), None for null (the pointer cleared); a copy of the kept reading, the caller's own.
+    Raises GoJSONError where KServe's json.Unmarshal fails, TooDeep (naming the section) where qos-guard cannot
+    read it."""
     raw = mapping_at(cm.get("data"), ("data",)).get(key)
     if raw is None:
         return {}
     if not isinstance(raw, str):
         raise GoJSONError("not a string")
-    try:
-        return unmarshal(raw, CONFIG_STRUCTS[key])
-    except TooDeep as deep:
-        raise TooDeep(f"the {ISVC_CONFIG} ConfigMap's {key} is {deep}, so what KServe makes of it is not known") \
-            from None
-
+    value, error, message = _unmarshalled(key, raw)
+    if error is TooDeep:
+        raise TooDeep(f"the {ISVC_CONFIG} ConfigMap's {key} is {message}, so what KServe makes of it is not known")
+    if error is not None:
+        raise GoJSONError(message)
+    return cast("dict[str, Any] | None", copied(value))
 
 
 def config_section(related: Related, key: str) -> tuple[dict[str, Any] | None, str]:
@@ -159,6 +191,11 @@ def config_refusal(related: Related, custom: bool, keys: tuple[str, ...] | None 
         except GoJSONError as error:
             if key == "storageInitializer":
                 return storage_unreadable(error)
+            if key == "credentials":
+                return (f"{where} credentials is not what KServe's Go code reads ({error}): NewCredentialBuilder "
+                        "panics on it, in KServe's controller before any Deployment or Knative Service and in its pod "
+                        "webhook, so KServe builds no Pods until it is mended; give its keys their Go types (s3 and "
+                        "gcs objects of strings, strings else)")
             return (f"{where} {key} is not what KServe's Go code reads ({error}): json.Unmarshal fails, so KServe "
                     "builds no Pods until it is mended")
         if section is None:
@@ -195,6 +232,48 @@ def config_refusal(related: Related, custom: bool, keys: tuple[str, ...] | None 
                 return (f"{where} storageInitializer.ociModelMode {mode!r} is not one of modelcar, native, fetch: "
                         "GetStorageInitializerConfigs fails, so KServe builds no Pod")
     return None
+
+
+def _gateway_refusal(section: Mapping[str, Any]) -> str | None:
+    """What ``NewIngressConfig`` (v1beta1/configmap.go:295-330) refuses in a well-typed ``ingress``, or None. A
+    ``pathTemplate`` Go's text/template cannot parse is refused too: not read here."""
+    if section.get("enableGatewayApi"):
+        gateway = section.get("kserveIngressGateway") or ""
+        if not gateway:
+            return "enableGatewayApi without kserveIngressGateway (kserveIngressGateway is required)"
+        parts = gateway.split("/")
+        if len(parts) != 2 or not all(len(p) <= 63 and _DNS_LABEL.fullmatch(p) for p in parts):
+            return f"kserveIngressGateway {gateway!r} is not <namespace>/<name> of DNS-1123 labels"
+    if not section.get("ingressGateway"):
+        return "no ingressGateway (ingressGateway is required)"
+    if section.get("pathTemplate") and not section.get("ingressDomain"):
+        return "a pathTemplate without ingressDomain (ingressDomain is required if pathTemplate is given)"
+    return None
+
+
+def ingress_refusal(related: Related) -> str | None:
+    """Why KServe builds no Pod from a given ``inferenceservice-config`` ``ingress`` in Standard mode, or None:
+    its reconciler reads it (``NewRawKubeReconciler``, raw_kube_reconciler.go:106-109) before any Deployment and
+    fails where ``NewIngressConfig`` fails (not JSON of its types, a required key missing) or panics (null). In
+    Knative mode the controller reads it only after the Knative Service (controller.go:355): the Pods are built.
+    Absent, it is not read (KServe's defaults)."""
+    cm = _config_map(related)
+    if cm is None or "ingress" not in mapping_at(cm.get("data"), ("data",)):
+        return None
+    where = f"the {ISVC_CONFIG} ConfigMap's ingress"
+    try:
+        section = read_section(cm, "ingress")
+    except GoJSONError as error:
+        why = f"is not what KServe's Go code reads ({error}): NewIngressConfig fails"
+    else:
+        refused = "is null: NewIngressConfig reads the nil config (a panic)" if section is None \
+            else _gateway_refusal(section)
+        if refused is None:
+            return None
+        why = refused if section is None else f"has {refused}: NewIngressConfig fails"
+    return (f"{where} {why}, so KServe's Standard-mode reconciler (NewRawKubeReconciler) fails before any "
+            "Deployment: KServe builds no Pod until it is mended (KServe ships ingressGateway "
+            "knative-serving/knative-ingress-gateway)")
 
 
 def resolve_oci_mode(storage: Mapping[str, Any]) -> str:
@@ -348,6 +427,7 @@ __all__ = [
     "DEFAULT_STORAGE",
     "ISVC_CONFIG",
     "KNATIVE_CONFIG",
+    "MEMO_SIZE",
     "MODELCAR",
     "MODELCAR_INIT",
     "QUEUE_PROXY",
@@ -357,6 +437,7 @@ __all__ = [
     "config_refusal",
     "config_section",
     "default_resources",
+    "ingress_refusal",
     "modelcar_container",
     "oci_mode",
     "queue_proxy",
