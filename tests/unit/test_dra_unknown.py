@@ -21,11 +21,13 @@ from hypothesis import strategies as st
 
 from tests.builders import guaranteed, pod, resource_slice
 from tests.helpers import admission_review
-from tests.unit.test_cluster_claim_specs import PATHS, TEMPLATES, PagedLister, cpus, template
+from tests.unit.test_cluster_claim_specs import PagedLister, cpus, template
 from tests.unit.test_cluster_claim_specs import pod as claim_pod
 from tests.unit.test_dra_cpu_class import CLASS, CPU_CLASS_OBJ, DENY, _stored
 from tests.unit.test_dra_cpu_class import template as class_template
+from tests.unit.test_dra_objects_cache import PATHS
 from webhook.cluster.dra_lists import read_dra
+from webhook.cluster.dracache import TEMPLATES
 from webhook.core.dra_requests import parse_device_classes
 from webhook.core.dracpu import DraFacts, slice_devices
 from webhook.core.engine import Mode, evaluate
@@ -75,10 +77,9 @@ def test_the_unknown_class_is_named_with_the_way_out() -> None:
     view = classes_unknown(DraFacts(cpu_claims={key: 0}, claim_specs={key: class_template("t", "2")["spec"]["spec"]},
                                     claims_whole=True))
     messages = [v.message for _, v in evaluate(SHORT, DENY, Mode.ENFORCE, Facts(dra=view)).advisories]
-    assert (f"unknown: pod (spec): claim cpus: ResourceClaimTemplate t: DeviceClasses not listed (yet, or refused: "
-            f"see the log), so whether DeviceClass {CLASS} selects dra.cpu is not known; the chart grants list and "
-            "watch with config.policy.deviceClasses: true; whether the CPUs it takes from dra.cpu are mirrored in "
-            "requests and limits is not known") in messages, messages
+    assert (f"unknown: pod (spec): claim cpus: ResourceClaimTemplate t: DeviceClasses not listed (not synced yet, "
+            f"or refused: see the log): {CLASS} may select dra.cpu; grant list, watch on deviceclasses; whether the "
+            "CPUs it takes from dra.cpu are mirrored in requests and limits is not known") in messages, messages
 
 
 def test_a_claim_of_dra_cpu_alone_is_judged_while_the_device_classes_are_not_listed() -> None:

@@ -14,8 +14,8 @@ from webhook.core.dracpu import CPU_CLASS, DraFacts, claim_cpus, claim_requests
 from webhook.core.dracpu_merge import said_unknown
 
 # Why a claim naming a class other than ``dra.cpu`` is not known while the webhook's DeviceClasses are not.
-CLASS_NOT_LISTED = ("DeviceClasses not listed (yet, or refused: see the log), so whether DeviceClass {name} selects "
-                    "dra.cpu is not known; the chart grants list and watch with config.policy.deviceClasses: true")
+CLASS_NOT_LISTED = ("DeviceClasses not listed (not synced yet, or refused: see the log): {name} may select dra.cpu; "
+                    "grant list, watch on deviceclasses")
 
 
 def with_cpu_classes(facts: DraFacts, classes: Collection[str]) -> DraFacts:
