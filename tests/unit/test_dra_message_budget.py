@@ -117,6 +117,7 @@ def test_a_claim_finding_fits_in_the_pod_that_names_it(name: str) -> None:
 
 def _reasons() -> list[str]:
     """The reasons a claim is not known that ``DraFacts.unknown_why`` carries (after the claim's kind and name)."""
+    from webhook.batch.clusterfacts import CLASSES_UNREAD
     from webhook.batch.runner import differ, elsewhere
     from webhook.core.dracpu import DraFacts
     from webhook.core.dracpu_classes import CLASS_NOT_LISTED
@@ -126,7 +127,8 @@ def _reasons() -> list[str]:
                 "metadata": {"name": "gpu-and-cpus", "namespace": ns}, "spec": {"spec": {}}}
                for ns in ("inference-prod", "inference-staging", "inference-canary", "team-b")]
     apart = elsewhere(DraFacts(cpu_claims={}), {o["metadata"]["namespace"]: [o] for o in objects})[key]
-    return [CLASS_NOT_LISTED.format(name="cpus.inference.example.com"), differ("inference-staging")(key),
+    return [CLASS_NOT_LISTED.format(name="cpus.inference.example.com"),
+            CLASSES_UNREAD.format(name="cpus.inference.example.com"), differ("inference-staging")(key),
             differ(None)(key), apart]
 
 

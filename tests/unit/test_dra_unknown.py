@@ -225,3 +225,37 @@ def test_a_claim_the_input_holds_with_no_namespace_stays_definite_for_it(tmp_pat
                     Facts())
     assert [m.split(":")[0] for m in found["one"]] == ["dra-cpu-not-mirrored"], found
     assert ": unknown: " not in found["one"][0] and "two" not in found, found
+
+
+def test_check_kubeconfig_with_the_device_classes_refused_says_a_custom_class_claim_is_unknown(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``check --kubeconfig``/``audit`` with ``policy.deviceClasses: true`` whose list is refused: the claims are
+    projected without the classes (not as knowing none select the CPU driver), and one of a class other than
+    dra.cpu is unknown, said so; the classes read, it is judged as before."""
+    from webhook.batch import clusterfacts
+    from webhook.batch.runner import in_namespace
+    from webhook.core.config import parse_config
+
+    config = parse_config({"policy": {"dra": "deny", "deviceClasses": True}})
+    stored = class_template("t", "2")
+    stored["metadata"]["namespace"] = "ns"
+    seen: list[Any] = []
+
+    def read(_kubeconfig: Any, _say: Any, _context: Any = None, cpu_classes: Any = frozenset()) -> Any:
+        seen.append(cpu_classes)
+        return read_dra(PagedLister({PATHS[TEMPLATES]: [stored]}), cpu_classes)[0]
+
+    monkeypatch.setattr(clusterfacts, "cluster_dra", read)
+    for classes, unknown in ((None, True), (parse_device_classes([]), False)):
+        monkeypatch.setattr(clusterfacts, "_cluster_facts", lambda *_a, c=classes, **_k: Facts(device_classes=c))
+        facts = clusterfacts.cluster_facts(config, "kubeconfig", lambda _line: None, required=True)
+        verdict = evaluate(pod(guaranteed("app", "1", "1Gi", claims=["cpus"]), claims={"cpus": "t"}), config,
+                           Mode.ENFORCE, in_namespace(facts)("ns"))
+        said = [f"{v.rule}: {v.message}" for _, v in (*verdict.violations, *verdict.advisories)]
+        if unknown:
+            assert seen[-1] is None and verdict.allowed, said
+            assert any(f"ResourceClaimTemplate t: DeviceClasses not read (said on stderr): {CLASS} may select "
+                       "dra.cpu; grant list on deviceclasses" in m for m in said), said
+            assert not any(m.startswith("dra-unaligned") for m in said), said
+        else:
+            assert seen[-1] == frozenset() and [m.split(":")[0] for m in said] == ["dra-unaligned"], said

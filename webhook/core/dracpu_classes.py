@@ -46,16 +46,17 @@ def classes_named(requests: Iterable[Any]) -> set[Any]:
     return named
 
 
-def classes_unknown(facts: DraFacts) -> DraFacts:
+def classes_unknown(facts: DraFacts, reason: str = CLASS_NOT_LISTED) -> DraFacts:
     """``facts`` while the DeviceClasses are not known (the webhook's cache not synced, its list refused): a claim
     whose spec it holds and that names a class other than ``dra.cpu`` may ask CPUs through it, so its CPUs are not
-    known, said with the class (``CLASS_NOT_LISTED``), never 0; a claim of ``dra.cpu`` alone keeps its count."""
+    known, said with the class (``reason``: the webhook's, ``CLASS_NOT_LISTED``), never 0; a claim of ``dra.cpu``
+    alone keeps its count."""
     why = {}
     for key, spec in (facts.claim_specs or {}).items():
         others = sorted(str(c) for c in classes_named(claim_requests(spec)) - {CPU_CLASS, *facts.cpu_classes}) \
             if spec is not None else []
         if others:
-            why[key] = CLASS_NOT_LISTED.format(name=others[0])
+            why[key] = reason.format(name=others[0])
     return said_unknown(facts, why)
 
 
