@@ -123,10 +123,10 @@ def _reasons() -> list[str]:
     from webhook.core.dracpu_classes import CLASS_NOT_LISTED
 
     key = ("ResourceClaimTemplate", "gpu-and-cpus")
-    objects = [{"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
-                "metadata": {"name": "gpu-and-cpus", "namespace": ns}, "spec": {"spec": {}}}
-               for ns in ("inference-prod", "inference-staging", "inference-canary", "team-b")]
-    apart = elsewhere(DraFacts(cpu_claims={}), {o["metadata"]["namespace"]: [o] for o in objects})[key]
+    namespaces = ("inference-prod", "inference-staging", "inference-canary", "team-b")
+    apart = elsewhere(DraFacts(cpu_claims={}), {ns: [{
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "gpu-and-cpus", "namespace": ns}, "spec": {"spec": {}}}] for ns in namespaces})[key]
     return [CLASS_NOT_LISTED.format(name="cpus.inference.example.com"),
             CLASSES_UNREAD.format(name="cpus.inference.example.com"), differ("inference-staging")(key),
             differ(None)(key), apart]
