@@ -1,7 +1,8 @@
 """The CPUs of a view's claims counted again with DeviceClasses known apart: the webhook's claim cache
 (``webhook.cluster.dracache``) projects a claim before its DeviceClasses are known (they come from their own cache,
 ``policy.deviceClasses``) and keeps the spec of a claim naming a class other than ``dra.cpu`` for this, so that a
-class selecting the CPU driver under another name (``dracpu_objects.cpu_class``) counts as ``check`` counts it."""
+class selecting the CPU driver under another name (``dracpu_objects.cpu_class``) counts as ``check`` counts it; while
+the DeviceClasses are not listed (``classes_unknown``) such a claim is unknown, said so, never 0 CPUs."""
 
 from __future__ import annotations
 
