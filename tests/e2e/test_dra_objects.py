@@ -329,6 +329,28 @@ def test_check_and_audit_read_the_claims_specs_and_answer_as_the_webhook(
     shown("qos-guard check pods-and-elsewhere.yaml --kubeconfig ... --format json", beside)
     assert beside.returncode == 1 and judged_by_cli(beside) == webhook, beside.stdout + beside.stderr
     assert not any("dra-" in n for name in JUDGED for n in notices_of(beside, name)), beside.stdout
+    # the templates of the Pods' namespace in the input as written (the API server stored them defaulted, the
+    # cache without CEL selectors): held alike, so judged as before and nothing unknown; one changed (cpus-2
+    # asking 3) is said unknown for the Pod naming it, with its namespace and the way out
+    pods = [taking(name, cpu, template, request) for name, (cpu, template, request, _) in JUDGED.items()]
+    written = [builders.claim(t["metadata"]["name"], t["spec"]["spec"]["devices"], namespace=NAMESPACE)
+               for t in TEMPLATES]
+    manifest.write_text(yaml.safe_dump_all([*written, *pods]))
+    alike = cluster.qos_guard("check", str(manifest), "--config", str(config), "--kubeconfig",
+                              str(cluster.kubeconfig), "--format", "json")
+    shown("qos-guard check templates-as-written-and-pods.yaml --kubeconfig ... --format json", alike)
+    assert alike.returncode == 1 and judged_by_cli(alike) == webhook, alike.stdout + alike.stderr
+    assert not any("dra-" in n for name in JUDGED for n in notices_of(alike, name)), alike.stdout
+    changed = [builders.claim("cpus-2", {"requests": [cpus("cpus", "3")]}, namespace=NAMESPACE) if
+               t["metadata"]["name"] == "cpus-2" else t for t in written]
+    manifest.write_text(yaml.safe_dump_all([*changed, *pods]))
+    differ = cluster.qos_guard("check", str(manifest), "--config", str(config), "--kubeconfig",
+                               str(cluster.kubeconfig), "--format", "json")
+    shown("qos-guard check a-changed-template-and-pods.yaml --kubeconfig ... --format json", differ)
+    assert any(n.startswith("dra-cpu-not-mirrored: unknown: ") and (
+        f"ResourceClaimTemplate cpus-2: the input and the cluster hold it differently in namespace {NAMESPACE}; "
+        "apply the input, or check without --kubeconfig") in n for n in notices_of(differ, "whole")), differ.stdout
+    assert "whole" not in judged_by_cli(differ), differ.stdout  # never refused nor passed on either side's count
     audit = cluster.qos_guard("audit", "-n", AUDITED, "--config", str(config), "--kubeconfig", str(cluster.kubeconfig),
                               "--format", "json")
     shown(f"qos-guard audit -n {AUDITED} --format json", audit)

@@ -259,14 +259,16 @@ def _checked(tmp_path: Path, objects: list[dict[str, Any]], facts: Facts = NO_FA
 def test_check_judges_a_pod_with_the_input_s_claims_of_its_namespace_and_of_none(tmp_path: Path) -> None:
     """``check FILE``: a template of namespace a is not what a Pod of namespace b names (the API server would make
     the Pod's claim from b's template, or none); one of no namespace is applied wherever, so every Pod sees it;
-    a Pod of no namespace sees every one, as before."""
+    a Pod of no namespace goes to kubectl's context namespace, which the input does not say: a's template is
+    unknown to it, said so (it once judged it with a's, a definite answer it could not know)."""
     in_a = template("t", "a", cpus("cpus", "2"))
     # b's Pod states 1 CPU for t: a's t asks 2, but a's t is not b's (t is not in the input for b: not judged)
     said = _checked(tmp_path, [in_a, pod("b-one", "b", "1", "t"), pod("a-one", "a", "1", "t"),
                                pod("a-two", "a", "2", "t"), pod("anywhere-one", None, "1", "t")])
     assert "dra-cpu-not-mirrored" not in said.get("b-one", set()), said
     assert "dra-cpu-not-mirrored" in said["a-one"] and said.get("a-two", set()) == set(), said
-    assert "dra-cpu-not-mirrored" in said["anywhere-one"], said
+    assert "dra-cpu-not-mirrored (unknown)" in said["anywhere-one"], said
+    assert "dra-cpu-not-mirrored" not in said["anywhere-one"], said  # never a definite answer
     unplaced = template("t", "a", cpus("cpus", "2"))
     del unplaced["metadata"]["namespace"]
     said = _checked(tmp_path, [unplaced, pod("b-one", "b", "1", "t"), pod("b-two", "b", "2", "t")])

@@ -20,11 +20,11 @@ from webhook.core.dracpu import (
     DraFacts,
     claim_cpus,
     dra_facts,
-    merge,
     multi_valued,
     pinners,
     slice_devices,
 )
+from webhook.core.dracpu_merge import merge
 from webhook.core.engine import Mode, evaluate
 from webhook.core.facts import Facts
 from webhook.core.kubeletpinning import DEFAULT_POOL_LABELS, read_configz

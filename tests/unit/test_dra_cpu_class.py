@@ -13,7 +13,8 @@ from tests import inprocess
 from tests.builders import container, guaranteed, pod
 from webhook.core.config import Config, Policy, parse_config
 from webhook.core.dra_requests import device_class_entry, index_device_classes, parse_device_classes
-from webhook.core.dracpu import DraFacts, claim_cpus, cpu_request, dra_facts, merge
+from webhook.core.dracpu import DraFacts, claim_cpus, cpu_request, dra_facts
+from webhook.core.dracpu_merge import merge
 from webhook.core.dracpu_objects import cpu_class
 from webhook.core.engine import Mode, evaluate
 from webhook.core.facts import Facts, Memo

@@ -113,3 +113,29 @@ def test_a_claim_finding_fits_in_the_pod_that_names_it(name: str) -> None:
     line = finding("dra-cpu-unpaired", unknown + IN_POD(label=POD, claim="dev", kind="ResourceClaimTemplate",
                                                         name="gpu-and-cpus", finding=text))
     assert len(line) <= LINE_CHARS, f"{len(line)} > {LINE_CHARS}: {line}"
+
+
+def _reasons() -> list[str]:
+    """The reasons a claim is not known that ``DraFacts.unknown_why`` carries (after the claim's kind and name)."""
+    from webhook.batch.clusterfacts import CLASSES_UNREAD
+    from webhook.batch.runner import differ, elsewhere
+    from webhook.core.dracpu import DraFacts
+    from webhook.core.dracpu_classes import CLASS_NOT_LISTED
+
+    key = ("ResourceClaimTemplate", "gpu-and-cpus")
+    namespaces = ("inference-prod", "inference-staging", "inference-canary", "team-b")
+    apart = elsewhere(DraFacts(cpu_claims={}), {ns: [{
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "gpu-and-cpus", "namespace": ns}, "spec": {"spec": {}}}] for ns in namespaces})[key]
+    return [CLASS_NOT_LISTED.format(name="cpus.inference.example.com"),
+            CLASSES_UNREAD.format(name="cpus.inference.example.com"), differ("inference-staging")(key),
+            differ(None)(key), apart]
+
+
+@pytest.mark.parametrize("rule", ["dra-cpu-not-mirrored", "dra-cpu-unpaired"])
+@pytest.mark.parametrize("why", _reasons())
+def test_each_reason_a_claim_is_not_known_fits_a_refusal_line(rule: str, why: str) -> None:
+    text = texts(rule)["UNKNOWN_CLAIM"]
+    line = finding(rule, text(label=POD, claim="dev: ResourceClaimTemplate gpu-and-cpus", why=why,
+                              driver="dra.cpu"))
+    assert len(line) <= LINE_CHARS, f"{len(line)} > {LINE_CHARS}: {line}"

@@ -22,6 +22,7 @@ from webhook.cluster.watch import ApiTransport
 from webhook.core.config import Config
 from webhook.core.dra_requests import DeviceClasses
 from webhook.core.dracpu import CPU_DRIVER, DraFacts
+from webhook.core.dracpu_classes import classes_unknown
 from webhook.core.facts import NO_FACTS, Facts, Memo
 from webhook.core.kubeversion import Semantics
 from webhook.core.numatopology import Topology
@@ -37,11 +38,20 @@ def cluster_facts(config: Config, kubeconfig: str | None, say: Callable[[str], N
     reads = required or (kubeconfig is not None and (config.numa_auto or config.policy.device_classes))
     if config.policy.dra == "off" or not reads:
         return facts
-    classes = facts.device_classes.cpu if facts.device_classes is not None else frozenset()
+    # policy.deviceClasses: true and the list refused: a claim of a class other than dra.cpu may ask CPUs (unknown)
+    unread = config.policy.device_classes and facts.device_classes is None
+    classes = None if unread else facts.device_classes.cpu if facts.device_classes is not None else frozenset()
     dra = cluster_dra(kubeconfig, say, context, classes)
     if dra is None:
         return facts
+    if unread:
+        snapshot = dra
+        return replace(facts, dra=classes_unknown(snapshot.anywhere(), CLASSES_UNREAD),
+                       dra_of=lambda namespace: classes_unknown(snapshot.for_namespace(namespace), CLASSES_UNREAD))
     return replace(facts, dra=dra.anywhere(), dra_of=dra.for_namespace)
+
+
+CLASSES_UNREAD = "DeviceClasses not read (said on stderr): {name} may select dra.cpu; grant list on deviceclasses"
 
 
 def notice_rule(message: str) -> str:
@@ -54,12 +64,13 @@ def notice_rule(message: str) -> str:
 
 
 def cluster_dra(kubeconfig: str | None, say: Callable[[str], None], context: str | None = None,
-                cpu_classes: frozenset[str] = frozenset()) -> DraSnapshot | None:
+                cpu_classes: frozenset[str] | None = frozenset()) -> DraSnapshot | None:
     """The ResourceSlices, the claims and templates kept as the webhook's cache keeps them (by namespace, with
     the specs of those that ask CPUs through ``dra.cpu`` or ``cpu_classes``, the DeviceClasses read with
-    ``policy.deviceClasses: true`` that select it) and, when some node publishes ``dra.cpu`` devices, every node's
-    CPU Manager policy (configz): what the DRA CPU rules judge with, each namespace's view (``for_namespace``) as
-    the webhook's. What cannot be read stays unknown, said once (never a reason to fail)."""
+    ``policy.deviceClasses: true`` that select it; None: not read, a claim of another class keeps its spec) and,
+    when some node publishes ``dra.cpu`` devices, every node's CPU Manager policy (configz): what the DRA CPU rules
+    judge with, each namespace's view (``for_namespace``) as the webhook's. What cannot be read stays unknown, said
+    once (never a reason to fail)."""
     from webhook.cluster.client import Lister
     from webhook.cluster.configz import NodeReader
     from webhook.cluster.dra_lists import read_dra

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -20,7 +20,8 @@ from webhook.batch.textsafe import escape
 from webhook.batch.unified import Edit, unified_diff
 from webhook.core.claims import CLAIM_KINDS
 from webhook.core.config import Config
-from webhook.core.dracpu import SLICE_KIND, DraFacts, dra_facts, merge
+from webhook.core.dracpu import SLICE_KIND, DraFacts, dra_facts
+from webhook.core.dracpu_merge import merge, said_unknown
 from webhook.core.dracpu_objects import CLASS_KIND
 from webhook.core.engine import (
     MODE_LABEL,
@@ -239,13 +240,14 @@ def with_input_dra(facts: Facts, items: Sequence[Item]) -> Facts:
     driver, and the CPUs its ResourceClaims and templates ask), so a Pod is judged with the claims written beside
     it; unchanged when there is none. Claims are namespaced as the API server keeps them: a Pod of namespace ns
     judges with the input's claims of ns and those of no namespace (to be applied there) merged with the cluster's
-    of ns (``Facts.dra_of``; a name the two hold differently is unknown), never with another namespace's; an object
-    of no namespace with every claim (``Facts.dra``)."""
+    of ns (``Facts.dra_of``), never with another namespace's; a name the input and the cluster hold differently is
+    unknown, said so (``differ``). An object of no namespace (``Facts.dra``) judges with the input's claims of no
+    namespace merged with the cluster's of every namespace: it goes where kubectl's context says, which the input
+    does not, so a claim the input holds only in named namespaces is unknown to it, said so (``elsewhere``)."""
     objects = [i.obj for i in items if isinstance(i.obj, dict) and i.obj.get("kind") in DRA_KINDS]
     if not objects:
         return facts
     slices = any(o.get("kind") == SLICE_KIND for o in objects)
-    found = dra_facts(objects, slices=slices)
     shared: list[Any] = []  # slices and classes (cluster-wide), claims of no namespace
     namespaced: dict[str, list[Any]] = {}
     for obj in objects:
@@ -261,8 +263,29 @@ def with_input_dra(facts: Facts, items: Sequence[Item]) -> Facts:
 
     view = facts.dra_of
     cluster: Callable[[str], DraFacts | None] = view if view is not None else (lambda _namespace: facts.dra)
-    return replace(facts, dra=merge(facts.dra, found),
-                   dra_of=lambda namespace: merge(cluster(namespace), input_of(namespace)))
+    return replace(facts, dra=merge(facts.dra, said_unknown(input_of(""), elsewhere(input_of(""), namespaced)),
+                                    differ(None)),
+                   dra_of=lambda namespace: merge(cluster(namespace), input_of(namespace), differ(namespace)))
+
+
+def differ(namespace: str | None) -> Callable[[tuple[str, str]], str]:
+    """Why a claim the input and the cluster hold differently is not known, and the way out."""
+    where = f"in namespace {namespace}" if namespace else "(the object names no namespace)"
+    return lambda _key: (f"the input and the cluster hold it differently {where}; apply the input, or check "
+                         "without --kubeconfig")
+
+
+def elsewhere(unnamed: DraFacts, namespaced: Mapping[str, Sequence[Any]]) -> dict[tuple[str, str], str]:
+    """The claims the input holds only in named namespaces, and why an object of no namespace cannot use them: kubectl
+    applies it to its context's namespace, which the input does not say."""
+    found: dict[tuple[str, str], list[str]] = {}
+    for namespace, objects in sorted(namespaced.items()):
+        for key in dra_facts(objects, slices=False).cpu_claims or {}:
+            if key not in (unnamed.cpu_claims or {}):
+                found.setdefault(key, []).append(namespace)
+    return {key: (f"the object names no namespace and the input holds it only in namespace"
+                  f"{'s' if len(names) > 1 else ''} {', '.join(names[:3])}{' and more' if len(names) > 3 else ''}; "
+                  "set metadata.namespace") for key, names in found.items()}
 
 
 @dataclass

@@ -41,17 +41,18 @@ def read_slices(lister: Lister) -> tuple[tuple[SliceDevice, ...] | None, str | N
     return devices, None
 
 
-def read_dra(lister: Lister, cpu_classes: Collection[str] = ()) -> tuple[DraSnapshot, list[str]]:
+def read_dra(lister: Lister, cpu_classes: Collection[str] | None = ()) -> tuple[DraSnapshot, list[str]]:
     """Slices and claims, each None where it could not be read, and what could not; an API server that cannot
     be reached at all raises ``Unreachable`` (every other list would fail the same way). The claims are whole when
     both lists were read within the bound (``DraSnapshot.whole``): a claim a Pod names that is absent then does
     not exist; otherwise a Pod's claims are "unknown" with the reason, never judged as fitting. ``cpu_classes``:
-    the DeviceClasses known to select the CPU driver besides ``dra.cpu`` (``dracpu.cpu_class``)."""
+    the DeviceClasses known to select the CPU driver besides ``dra.cpu`` (``dracpu.cpu_class``); None: not known (the
+    list refused), so a claim naming another class keeps its spec, for ``dracpu_classes.classes_unknown``."""
     problems: list[str] = []
     devices, problem = read_slices(lister)
     if problem:
         problems.append(problem)
-    stores = claim_stores(frozenset(cpu_classes))
+    stores = claim_stores(None if cpu_classes is None else frozenset(cpu_classes))
     unread: str | None = None
     for resource in (CLAIMS, TEMPLATES):
         kind, path, _ = WATCHED[resource]
@@ -69,4 +70,4 @@ def read_dra(lister: Lister, cpu_classes: Collection[str] = ()) -> tuple[DraSnap
             problems.append(unread)
     refused = unread is not None and not all(stores[r].listed for r in (CLAIMS, TEMPLATES))
     return DraSnapshot(devices, None if refused else claims_of(stores), unread is None, unread,
-                       cpu_classes=frozenset(cpu_classes)), problems
+                       cpu_classes=frozenset(cpu_classes or ())), problems

@@ -47,6 +47,7 @@ from webhook.core.claims import made_for_pod
 from webhook.core.cpupinner import Pinner, read_pinner
 from webhook.core.dra_requests import local_attribute
 from webhook.core.dracpu import CPU_CLASS, DraFacts, SliceDevice, claim_cpus, cpu_request, slice_devices
+from webhook.core.dracpu_classes import classes_named
 from webhook.core.numatopology import NRT_PATH
 
 GROUP_VERSION = "resource.k8s.io/v1"
@@ -100,20 +101,6 @@ def _without_selectors(request: Any) -> Any:
     return kept
 
 
-def _classes_named(requests: list[Any]) -> set[Any]:
-    """The DeviceClass names a claim's requests name (``exactly``, a v1beta1 request, each ``firstAvailable``)."""
-    named: set[Any] = set()
-    for request in requests:
-        if not isinstance(request, Mapping):
-            continue
-        exact = request.get("exactly") if "deviceClassName" not in request else request
-        alternatives = request.get("firstAvailable")
-        for one in (exact, *(alternatives if isinstance(alternatives, list) else ())):
-            if isinstance(one, Mapping) and "deviceClassName" in one:
-                named.add(one["deviceClassName"])
-    return named
-
-
 def keep_claim(kind: str, classes: frozenset[str] | None = None) -> Callable[[Mapping[str, Any]], KeptClaim | None]:
     """The projection of a ``kind`` object (None: not kept, a claim made for a Pod); ``classes``: DeviceClasses
     besides ``dra.cpu`` known to select the CPU driver (``check --kubeconfig``/``audit`` read them first); None:
@@ -136,7 +123,7 @@ def keep_claim(kind: str, classes: frozenset[str] | None = None) -> Callable[[Ma
         devices = spec.get("devices")
         requests = devices.get("requests") if isinstance(devices, Mapping) else None
         requests = requests if isinstance(requests, list) else []
-        others = classes is None and bool(_classes_named(requests) - {CPU_CLASS})
+        others = classes is None and bool(classes_named(requests) - {CPU_CLASS})
         if not others and not any(isinstance(r, Mapping) and cpu_request(r, known) for r in requests):
             return KeptClaim(namespace, kind, name, 0, None)
         constraints = devices.get("constraints") if isinstance(devices, Mapping) else None

@@ -26,7 +26,7 @@ With ``DRAListTypeAttributes`` a ``matchAttribute`` over list values is satisfie
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
@@ -98,6 +98,9 @@ class DraFacts:
     # DeviceClasses besides ``dra.cpu`` known to select only the CPU driver's devices (``cpu_class``): a request
     # of one asks CPUs as one of ``dra.cpu`` does.
     cpu_classes: frozenset[str] = frozenset()
+    # Claims whose CPUs are not known for a reason said with them (a DeviceClass not listed, the input and the
+    # cluster holding one differently, a claim of another namespace): ``unknown_claims`` says each, whoever holds.
+    unknown_why: Mapping[tuple[str, str], str] = field(default_factory=lambda: MappingProxyType({}))
 
     def drivers_on(self, node: str) -> frozenset[str]:
         return frozenset(d.driver for d in self.devices or () if d.node == node)
@@ -352,53 +355,25 @@ def dra_facts(objects: Iterable[Any], slices: bool = True, claims: bool = True,
                     claim_specs=MappingProxyType(specs) if claims else None, cpu_classes=cpu_classes)
 
 
-def merge(first: DraFacts | None, second: DraFacts | None) -> DraFacts | None:
-    """Both indexes in one (a side not known in one is taken from the other)."""
-    if first is None or second is None:
-        return first or second
-    devices = None if first.devices is None and second.devices is None else \
-        (*(first.devices or ()), *(second.devices or ()))
-    claims: dict[tuple[str, str], int | None] | None = None
-    if first.cpu_claims is not None or second.cpu_claims is not None:
-        claims = dict(first.cpu_claims or {})
-        for key, cpus in (second.cpu_claims or {}).items():
-            claims[key] = cpus if key not in claims or claims[key] == cpus else None
-    managing = first if first.cpu_managers is not None else second
-    managers = managing.cpu_managers
-    specs: dict[tuple[str, str], Mapping[str, Any] | None] | None = None
-    if first.claim_specs is not None or second.claim_specs is not None:
-        specs = dict(first.claim_specs or {})
-        for key, spec in (second.claim_specs or {}).items():
-            specs[key] = spec if key not in specs or specs[key] == spec else None
-    classes = first.cpu_classes | second.cpu_classes
-    for key, spec in (specs or {}).items():
-        # a request asking no capacity, told by the other side's slices; a CPU class one side may not have known
-        if claims is not None and spec is not None and key in claims and \
-                ((claims[key] is None and devices) or (claims[key] == 0 and classes)):
-            claims[key] = claim_cpus(spec, devices, classes=classes)
-    stored = specs is not None and all(f.specs_stored for f in (first, second) if f.claim_specs is not None)
-    return DraFacts(devices, MappingProxyType(claims) if claims is not None else None, managers,
-                    MappingProxyType(specs) if specs is not None else None,
-                    first.claims_whole or second.claims_whole, first.claims_unknown or second.claims_unknown,
-                    managing.cpu_managers_whole, stored, classes)
-
-
 UNKNOWN = "unknown: "  # how a finding that says the rule could not judge begins
 
 
 def unknown_claims(facts: DraFacts | None, sources: Mapping[str, tuple[str, str]]) -> list[tuple[str, str]]:
-    """The Pod's claims (``spec.resourceClaims`` name -> (kind, object name)) the facts cannot judge and why, for
-    callers that hold every claim (``claims_whole``) or know why they hold none (``claims_unknown``); nothing for
-    the others (``check`` without the cluster: a claim not in its input says nothing, as before)."""
+    """The Pod's claims (``spec.resourceClaims`` name -> (kind, object name)) the facts cannot judge and why: those
+    ``unknown_why`` names, for any caller; the others for callers that hold every claim (``claims_whole``) or know
+    why they hold none (``claims_unknown``), nothing elsewhere (``check`` without the cluster: a claim not in its
+    input says nothing, as before)."""
     if facts is None:
         return []
+    said = [(name, f"{kind} {obj}: {facts.unknown_why[(kind, obj)]}") for name, (kind, obj) in sources.items()
+            if (kind, obj) in facts.unknown_why]
     if facts.cpu_claims is None:
-        return [(name, facts.claims_unknown) for name in sources] if facts.claims_unknown else []
+        return said + [(name, facts.claims_unknown) for name in sources if facts.claims_unknown]
     if not facts.claims_whole and not facts.claims_unknown:
-        return []
-    return [(name, f"{kind} {obj} not found" if facts.claims_whole
-             else f"{kind} {obj}: {facts.claims_unknown}")
-            for name, (kind, obj) in sources.items() if (kind, obj) not in facts.cpu_claims]
+        return said
+    return said + [(name, f"{kind} {obj} not found" if facts.claims_whole
+                    else f"{kind} {obj}: {facts.claims_unknown}")
+                   for name, (kind, obj) in sources.items() if (kind, obj) not in facts.cpu_claims]
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,7 +30,7 @@ from webhook.core.claims import CLAIM_KINDS
 from webhook.core.config import Config
 from webhook.core.dra_requests import DeviceClasses
 from webhook.core.dracpu import DraFacts
-from webhook.core.dracpu_classes import with_cpu_classes
+from webhook.core.dracpu_classes import classes_unknown, with_cpu_classes
 from webhook.core.facts import NO_FACTS, Facts, Memo
 from webhook.core.kubeversion import Semantics
 from webhook.core.numatopology import Topology
@@ -114,8 +114,11 @@ def create_app(config: Config, metrics: Metrics | None = None, own_namespace: st
             if len(made) >= MAX_VIEWS:
                 made.clear()
             # the DeviceClasses that select the CPU driver (policy.deviceClasses): the claims' own requests are CPUs
-            view = with_cpu_classes(claims, classes.cpu) if claims is not None and classes is not None \
-                and classes.cpu else claims
+            view = claims
+            if claims is not None and classes is None and device_classes is not None:
+                view = classes_unknown(claims)  # not listed yet, or refused: a class may select the CPU driver
+            elif claims is not None and classes is not None and classes.cpu:
+                view = with_cpu_classes(claims, classes.cpu)
             kept = made[id(claims)] = (claims, Facts(topology=snapshot, device_classes=classes, kubernetes=kubernetes,
                                                      memo=Memo(), related=objects, dra=view))
         return kept[1]

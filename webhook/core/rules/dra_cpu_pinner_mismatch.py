@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from webhook.core.config import DRA, Policy
 from webhook.core.demands import dra_advisory, dra_judged
-from webhook.core.dracpu import CPU_CLASS, CPU_DRIVER, pinners
+from webhook.core.dracpu import CPU_CLASS, CPU_DRIVER, pinners, unknown_claims
 from webhook.core.facts import Facts
 from webhook.core.fieldpath import dotted
 from webhook.core.podspec import PodSpec
@@ -56,8 +56,9 @@ def check(pod: PodSpec, policy: Policy, facts: Facts) -> list[Violation]:
         return [Violation((*pod.path, "resourceClaims"), BOTH_PIN(label=label, driver=CPU_DRIVER,
                                                                   nodes=_names(who.both), dra=DRA.name),
                           rule=RULE_ID, advisory=dra_advisory(policy))]
-    if not who.complete or who.static or not who.dra or not exclusive_cpus(pod):
-        return []
+    if not who.complete or who.static or not who.dra or not exclusive_cpus(pod) or \
+            unknown_claims(facts.dra, pod.claim_sources):
+        return []  # a claim not known may hold its CPUs (dra-cpu-not-mirrored says it is unknown)
     first = next((c for c in pod.all_containers if c.resources.limits.get("cpu") is not None), None)
     where = (*first.resources.path, "limits", "cpu") if first is not None else pod.path
     return [Violation(where, NO_CPU_MANAGER(label=label, nodes=_names(who.dra + who.both), driver=CPU_DRIVER,

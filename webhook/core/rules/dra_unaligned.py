@@ -62,10 +62,17 @@ def cpus_from_dra(pod: PodSpec, facts: Facts) -> bool:
     return False
 
 
+def cpus_unknown(pod: PodSpec, facts: Facts) -> bool:
+    """Does a claim of the Pod ask CPUs the facts cannot tell, for a reason said (``DraFacts.unknown_why``, by
+    ``dra-cpu-not-mirrored``)? They may be the driver's: then this rule's way out would be wrong."""
+    return facts.dra is not None and any(s in facts.dra.unknown_why for s in pod.claim_sources.values())
+
+
 def findings(pod: PodSpec, policy: Policy, classes: DeviceClasses | None,
              facts: Facts | None = None) -> list[Violation]:
     use = dra_use(pod, classes)
-    if not use or not exclusive_cpus(pod) or (facts is not None and cpus_from_dra(pod, facts)):
+    if not use or not exclusive_cpus(pod) or (facts is not None and (cpus_from_dra(pod, facts) or cpus_unknown(
+            pod, facts))):
         return []
     how = []
     if use.claims:
