@@ -116,6 +116,15 @@ def _namespace(obj: Mapping[str, Any]) -> str | None:
 
 NO_RELATED = Related({})
 
+
+class Unjudged(str):
+    """A builder's reason as ``workloads.walk`` yields it: part of an object whose Pod is not known, so it is not
+    judged. Apart from walk's other strings (a kind with no pod template, a document without a kind), which say
+    there is no Pod to judge: the engine keeps these (``ObjectVerdict.unknown``) so the webhook says them."""
+
+    __slots__ = ()
+
+
 Build = Callable[[Mapping[str, Any], Related], Iterable[Built | str]]
 
 
@@ -157,7 +166,7 @@ def merge(first: Related, then: Related) -> Related:
     return Related(out, first.source, first.read)
 
 
-__all__ = ["CLUSTER", "INPUT", "NO_RELATED", "Build", "Built", "Related", "collect", "merge"]
+__all__ = ["CLUSTER", "INPUT", "NO_RELATED", "Build", "Built", "Related", "Unjudged", "collect", "merge"]
 
 
 def mapping_at(value: Any, path: FieldPath) -> Mapping[str, Any]:
