@@ -134,3 +134,17 @@ def test_the_decision_is_warned_and_counts_what_was_not_judged() -> None:
     compliant = review_decision(parse_review(json.dumps(admission_review(isvc("rt"), namespace="ml")).encode(),
                                              endpoint), endpoint, ON, Facts(related=cluster(runtime(GUARANTEED))))
     assert compliant.label == "allowed" and compliant.not_judged == 0
+
+
+def test_an_object_whose_every_pod_spec_is_exempt_is_skipped_whole() -> None:
+    """Formerly only an object of one pod spec was: a JobSet of two in an exempt namespace was judged as nothing
+    (``check`` counted no object; the webhook logged ``allowed``), and what it could not know would have been said
+    in a namespace the webhook must not judge."""
+    template = {"spec": {"template": {"spec": {"containers": [{"name": "c", "image": "x",
+                                                               "resources": {"limits": {"cpu": "1500m"}}}]}}}}
+    jobset = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": "js"},
+              "spec": {"replicatedJobs": [{"name": "a", "template": template}, {"name": "b", "template": template}]}}
+    endpoint = ENDPOINTS["/validate"]
+    body = json.dumps(admission_review(jobset, namespace="exempt-ns")).encode()
+    decision = review_decision(parse_review(body, endpoint), endpoint, ON)
+    assert decision.label == "skipped" and decision.skipped == "namespace exempt-ns is exempt"

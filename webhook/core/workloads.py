@@ -377,7 +377,7 @@ def _built(known: Kind, obj: Mapping[str, Any], where: FieldPath, name: str, nam
     for built in known.build(obj, related):
         found = True
         if isinstance(built, str):
-            yield Unjudged(built)
+            yield built if isinstance(built, Unjudged) else Unjudged(built)
             continue
         path = (*where, *built.path)
         fields = tuple(((*path, *prefix), (*where, *field_path))
