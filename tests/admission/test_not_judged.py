@@ -114,6 +114,11 @@ def test_without_operator_objects_the_warning_says_how_to_read_them() -> None:
     assert out["allowed"] is True
     assert out["warnings"][0].startswith("qos-guard: not judged: spec.predictor: its ServingRuntime 'rt' is not in")
     assert out["warnings"][1] == f"({NOT_READ})"
+    # a kind whose builder reads no other object: nothing more to read, so no such note
+    nim = {"apiVersion": "apps.nvidia.com/v1alpha1", "kind": "NIMService", "metadata": {"name": "n", "namespace": "ml"},
+           "spec": {"inferencePlatform": "kserve", "image": {"repository": "nim", "tag": "1"}}}
+    (said,) = post(client(None, off), "/validate", nim)["warnings"]
+    assert said.startswith("qos-guard: not judged: with spec.inferencePlatform: kserve (the operator writes"), said
 
 
 def test_an_exempt_namespace_and_a_namespace_never_judged_say_nothing() -> None:

@@ -226,8 +226,9 @@ def _said(config: Config, facts: Facts) -> list[str]:
     return [note(text)] if text else []
 
 
-# Said after what is not judged when the webhook reads none of the objects the operators' Pods are built from.
-NOT_READ = "set policy.operatorObjects: true so that the webhook reads what these Pods are built from"
+# Said after what is not judged of a kind whose builder reads other objects (``Kind.related``: ServingRuntimes,
+# LLMInferenceServiceConfigs) when the webhook reads none: a fact and the way out, no promise they would do.
+NOT_READ = "the webhook reads no objects these Pods are built from: policy.operatorObjects is false"
 
 
 def _unknown(review: Review, verdict: ObjectVerdict, config: Config) -> list[str]:
@@ -236,7 +237,9 @@ def _unknown(review: Review, verdict: ObjectVerdict, config: Config) -> list[str
     cannot know, and says so (docs/contract.md#what-the-webhook-cannot-judge)."""
     kind = review.kind
     shown = [not_judged(r.removeprefix(f"{kind}: ").removeprefix(f"{kind} ")) for r in verdict.unknown]
-    return [*shown, note(NOT_READ)] if shown and not config.policy.operator_objects else shown
+    known = table(config.workloads).get((review.group, kind))
+    unread = shown and known is not None and known.related and not config.policy.operator_objects
+    return [*shown, note(NOT_READ)] if unread else shown
 
 
 def _counted(decision: Decision, verdict: ObjectVerdict) -> Decision:
