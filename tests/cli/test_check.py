@@ -226,3 +226,17 @@ def test_an_object_whose_every_template_is_exempt_is_counted_exempt(qos_guard: R
                         f"  - {{name: b, template: {job}}}\n")
     out = qos_guard("check", str(manifest), "--config", str(cfg))
     assert out.returncode == 0 and "1 object checked (1 exempt)" in out.stderr, out.stderr
+
+
+def test_an_exempt_object_whose_pod_is_not_known_is_still_said_skipped(qos_guard: Run, tmp_path: Path) -> None:
+    """An InferenceService whose runtime is not given, in an exempt namespace: nothing of it is known, so check
+    and fix say why it was skipped, as anywhere (the webhook skips it: exempt)."""
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("exemptions:\n  namespaces: [ex]\n")
+    manifest = tmp_path / "isvc.yaml"
+    manifest.write_text("apiVersion: serving.kserve.io/v1beta1\nkind: InferenceService\n"
+                        "metadata: {name: iris, namespace: ex}\n"
+                        "spec: {predictor: {model: {modelFormat: {name: sklearn}, runtime: rt}}}\n")
+    for command in ("check", "fix"):
+        out = qos_guard(command, str(manifest), "--config", str(cfg))
+        assert out.returncode == 2 and "its ServingRuntime 'rt' is not in the input" in out.stderr, out.stderr
