@@ -212,3 +212,31 @@ def test_a_namespace_mode_label_is_judged_as_the_webhook_judges_it(qos_guard: Ru
     assert [r["ruleId"] for r in sarif["runs"][0]["results"]] == ["invalid-mode-label"]
     path.write_text(NAMESPACES.replace("enfoce", "enforce"))
     assert qos_guard("check", str(path)).returncode == 0
+
+
+def test_an_object_whose_every_template_is_exempt_is_counted_exempt(qos_guard: Run, tmp_path: Path) -> None:
+    """A JobSet of two templates in an exempt namespace was counted as no object at all (only an object of one
+    pod spec was exempt whole): now one object, exempt."""
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("exemptions:\n  namespaces: [ex]\n")
+    job = "{spec: {template: {spec: {containers: [{name: c, image: x, resources: {limits: {cpu: 1500m}}}]}}}}"
+    manifest = tmp_path / "js.yaml"
+    manifest.write_text("apiVersion: jobset.x-k8s.io/v1alpha2\nkind: JobSet\nmetadata: {name: js, namespace: ex}\n"
+                        f"spec:\n  replicatedJobs:\n  - {{name: a, template: {job}}}\n"
+                        f"  - {{name: b, template: {job}}}\n")
+    out = qos_guard("check", str(manifest), "--config", str(cfg))
+    assert out.returncode == 0 and "1 object checked (1 exempt)" in out.stderr, out.stderr
+
+
+def test_an_exempt_object_whose_pod_is_not_known_is_still_said_skipped(qos_guard: Run, tmp_path: Path) -> None:
+    """An InferenceService whose runtime is not given, in an exempt namespace: nothing of it is known, so check
+    and fix say why it was skipped, as anywhere (the webhook skips it: exempt)."""
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("exemptions:\n  namespaces: [ex]\n")
+    manifest = tmp_path / "isvc.yaml"
+    manifest.write_text("apiVersion: serving.kserve.io/v1beta1\nkind: InferenceService\n"
+                        "metadata: {name: iris, namespace: ex}\n"
+                        "spec: {predictor: {model: {modelFormat: {name: sklearn}, runtime: rt}}}\n")
+    for command in ("check", "fix"):
+        out = qos_guard(command, str(manifest), "--config", str(cfg))
+        assert out.returncode == 2 and "its ServingRuntime 'rt' is not in the input" in out.stderr, out.stderr

@@ -247,6 +247,9 @@ def test_3c_an_art_explainer_is_unknown_so_admitted(cluster: Cluster, served: st
     assert evaluate(json.loads(stored.stdout), Config(), Mode.ENFORCE, cluster.facts()).violations == []
     admitted = _apply(cluster, served, obj)
     assert admitted.returncode == 0, admitted.stderr
+    # admitted, and said: unknown is its own answer, never a silent pass
+    assert "Warning: qos-guard: not judged: spec.explainer.art (its container is built" in admitted.stderr, \
+        admitted.stderr
 
 
 def test_3b_a_framework_predictor_is_unknown_so_admitted(cluster: Cluster, served: str) -> None:
@@ -257,6 +260,8 @@ def test_3b_a_framework_predictor_is_unknown_so_admitted(cluster: Cluster, serve
     assert evaluate(json.loads(stored.stdout), Config(), Mode.ENFORCE, cluster.facts()).violations == []
     admitted = _apply(cluster, served, obj)
     assert admitted.returncode == 0, admitted.stderr
+    assert "Warning: qos-guard: not judged: spec.predictor: KServe chooses its runtime" in admitted.stderr, \
+        admitted.stderr
 
 
 def test_4_audit_lists_custom_resources_once_served(cluster: Cluster, served: str) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import msgspec
@@ -31,7 +31,7 @@ from webhook.core.engine import (
 from webhook.core.facts import NO_FACTS, Facts
 from webhook.core.mutation import json_patch
 from webhook.core.podspec import ManifestError
-from webhook.core.refusal import LINE_BREAK, finding, fit_warnings, note, refusal, warning
+from webhook.core.refusal import LINE_BREAK, finding, fit_warnings, not_judged, note, refusal, warning
 from webhook.core.rules import Violation
 from webhook.core.scheduler_name import choose_for
 from webhook.core.workloads import POD, Target, judged, table
@@ -68,6 +68,7 @@ class Decision:
     warnings: tuple[str, ...] = ()
     patch: list[dict[str, Any]] | None = None
     skipped: str | None = None
+    not_judged: int = 0  # how many parts were not judged for not being known (``ObjectVerdict.unknown``): logged
 
     @property
     def label(self) -> str:
@@ -225,45 +226,67 @@ def _said(config: Config, facts: Facts) -> list[str]:
     return [note(text)] if text else []
 
 
+# Said after what is not judged of a kind whose builder reads other objects (``Kind.related``: ServingRuntimes,
+# LLMInferenceServiceConfigs) when the webhook reads none: a fact and the way out, no promise they would do.
+NOT_READ = "the webhook reads no objects these Pods are built from: policy.operatorObjects is false"
+
+
+def _unknown(review: Review, verdict: ObjectVerdict, config: Config) -> list[str]:
+    """What is not judged and why (``ObjectVerdict.unknown``), one warning each, without the request's kind (the
+    user applied it; the cut at ``WARNING_CHARS`` then keeps more of the reason): the webhook admits what it
+    cannot know, and says so (docs/contract.md#what-the-webhook-cannot-judge)."""
+    kind = review.kind
+    shown = [not_judged(r.removeprefix(f"{kind}: ").removeprefix(f"{kind} ")) for r in verdict.unknown]
+    known = table(config.workloads).get((review.group, kind))
+    unread = shown and known is not None and known.related and not config.policy.operator_objects
+    return [*shown, note(NOT_READ)] if unread else shown
+
+
+def _counted(decision: Decision, verdict: ObjectVerdict) -> Decision:
+    """``decision`` with how many parts of the object were not judged (the decision log says it)."""
+    return replace(decision, not_judged=len(verdict.unknown)) if verdict.unknown else decision
+
+
 def validate(review: Review, config: Config, facts: Facts, own_namespace: str | None, mode: Mode | None) -> Decision:
     """``/validate`` (``mode`` enforce or mutate): refused with every violation the mode reports; advisories
-    are warnings, never a refusal."""
+    and what is not known are warnings, never a refusal."""
     verdict = _verdict(review, config, facts, own_namespace, mode)
     if isinstance(verdict, Decision):
         return verdict
     said = _said(config, facts)
     found = verdict.violations
-    advised = [finding(v.rule, v.message) for _, v in verdict.advisories]
+    advised = [finding(v.rule, v.message) for _, v in verdict.advisories] + _unknown(review, verdict, config)
     warnings = advised + said if advised else []
     if not found:
-        return allowed(warnings)
+        return _counted(allowed(warnings), verdict)
     lines = [finding(v.rule, v.message, _remedy(verdict, t, v)) for t, v in found]
     claim = review.group == CLAIM_GROUP and review.kind in CLAIM_KINDS
     message = refusal(review.kind, review.name or object_name(review.obj), lines, claim=claim)
-    return denied(LINE_BREAK.join([message, *said]), (v.rule for _, v in found), warnings)
+    return _counted(denied(LINE_BREAK.join([message, *said]), (v.rule for _, v in found), warnings), verdict)
 
 
 def warn(review: Review, config: Config, facts: Facts, own_namespace: str | None, mode: Mode | None) -> Decision:
-    """``/warn``: admitted, with one warning per violation and advisory."""
+    """``/warn``: admitted, with one warning per violation, advisory and what is not known."""
     verdict = _verdict(review, config, facts, own_namespace, mode)
     if isinstance(verdict, Decision):
         return verdict
     found = verdict.violations
-    advised = [finding(v.rule, v.message) for _, v in verdict.advisories]
+    advised = [finding(v.rule, v.message) for _, v in verdict.advisories] + _unknown(review, verdict, config)
     shown = [warning(v) for _, v in found] + advised
-    return allowed(shown + _said(config, facts) if shown else [], (v.rule for _, v in found))
+    return _counted(allowed(shown + _said(config, facts) if shown else [], (v.rule for _, v in found)), verdict)
 
 
 def mutate(review: Review, config: Config, facts: Facts, own_namespace: str | None, mode: Mode | None) -> Decision:
-    """``/mutate``: the JSONPatch of the mutation. Only Pods are patched: a patched template would make GitOps
-    tools see drift (docs/contract.md#modes-per-namespace-by-label)."""
+    """``/mutate``: the JSONPatch of the mutation, and what is not known as warnings. Only Pods are patched: a
+    patched template would make GitOps tools see drift (docs/contract.md#modes-per-namespace-by-label)."""
     verdict = _verdict(review, config, facts, own_namespace, mode)
     if isinstance(verdict, Decision):
         return verdict
+    unknown = _unknown(review, verdict, config)
     if review.kind != POD or review.subresource or not verdict.changes:
-        return allowed()
-    return patched(json_patch(review.obj, verdict.changes),
-                   [f"qos-guard: {c.message}" for c in verdict.changes] + _said(config, facts))
+        return _counted(allowed(unknown + _said(config, facts) if unknown else []), verdict)
+    shown = [f"qos-guard: {c.message}" for c in verdict.changes] + unknown
+    return _counted(patched(json_patch(review.obj, verdict.changes), shown + _said(config, facts)), verdict)
 
 
 def _remedy(verdict: ObjectVerdict, target: Target, violation: Violation) -> str | None:

@@ -168,10 +168,12 @@ def _judge_document(doc: Any, config: Config, result: FileResult,
     empty = without_containers(verdict)
     if empty:
         raise Unjudgeable(f"invalid object: {empty[0][1]}")
-    result.objects += len({r.target.root for r in verdict.results}) + (verdict.exempt is not None)
-    if not verdict.results and verdict.exempt is None:  # nothing to judge in it: said by reason, as check says
-        result.skipped.update(r for r in walk_workloads(doc, kinds=table(config.workloads), related=facts.related)
-                              if isinstance(r, str))
+    found = [] if verdict.results else list(walk_workloads(doc, kinds=table(config.workloads), related=facts.related))
+    # an exempt object is one judged (by the configuration); one with no pod spec known is not, whatever its namespace
+    exempt = verdict.exempt is not None and any(not isinstance(r, str) for r in found)
+    result.objects += len({r.target.root for r in verdict.results}) + exempt
+    if not verdict.results and not exempt:  # nothing to judge in it: said by reason, as check says
+        result.skipped.update(r for r in found if isinstance(r, str))
     for r in verdict.results:
         # Only the names are reported: keep no reference to the object, so memory stays flat per document.
         target = dataclasses.replace(r.target, spec={})

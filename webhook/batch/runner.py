@@ -30,11 +30,12 @@ from webhook.core.engine import (
     evaluate,
     mode_label_problem,
     namespace_manifests,
-    unjudged,
+    namespace_of,
     without_containers,
 )
 from webhook.core.facts import NO_FACTS, Facts, Memo
 from webhook.core.fieldpath import FieldPath
+from webhook.core.operators import Unjudged
 from webhook.core.outcome import ExitCode, fold
 from webhook.core.podspec import ManifestError
 from webhook.core.workloads import Target, table, walk
@@ -97,7 +98,8 @@ def run(items: Iterable[Item], config: Config, mode: Mode, report: Report, facts
         # such Namespaces and Services is "nothing to judge", exit 2, as one of Services alone).
         namespaces = [(where, ns) for where, ns in namespace_manifests(item.obj) if has_mode_label(ns)]
         judged_namespaces = len(namespaces)
-        for reason in [*found, *unjudged(verdict, found)]:
+        # what is not known: the builders' reasons and the partial pod specs that passed (``verdict.unknown``)
+        for reason in [*(f for f in found if not isinstance(f, Unjudged)), *verdict.unknown]:
             if reason == "Namespace" and judged_namespaces:
                 judged_namespaces -= 1
             elif isinstance(reason, str):
@@ -108,8 +110,8 @@ def run(items: Iterable[Item], config: Config, mode: Mode, report: Report, facts
             label = (*where, "metadata", "labels", MODE_LABEL)
             report.add_finding(item.locate(label), "Namespace", name, label, MODE_LABEL_RULE,
                                mode_label_problem(namespace))
-        if verdict.exempt is not None:
-            target = next(t for t in found if isinstance(t, Target))
+        target = next((t for t in found if isinstance(t, Target)), None)
+        if verdict.exempt is not None and target is not None:  # none: only what is not known, counted above
             report.add_exempt(target.kind, target.name, item.locate(target.path), verdict.exempt)
         report.add_verdict(verdict, item.locate)
     return report
@@ -138,13 +140,6 @@ def in_namespace(facts: Facts) -> Callable[[str | None], Facts]:
                                               memo=None if facts.memo is None else Memo())
         return found
     return seen_from
-
-
-def namespace_of(obj: Any) -> str | None:
-    """The namespace an object names in its metadata (None: none)."""
-    meta = obj.get("metadata") if isinstance(obj, dict) else None
-    namespace = meta.get("namespace") if isinstance(meta, dict) else None
-    return namespace if isinstance(namespace, str) and namespace else None
 
 
 DRA_KINDS = (SLICE_KIND, "ResourceClaim", "ResourceClaimTemplate", CLASS_KIND)

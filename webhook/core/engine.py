@@ -21,10 +21,11 @@ from webhook.core.facts import NO_FACTS, Facts
 from webhook.core.fieldpath import FieldPath, dotted
 from webhook.core.kubeversion import DEFAULT, Semantics
 from webhook.core.mutation import Change, apply_changes, plan_changes, pod_requests, price, raise_text
+from webhook.core.operators import Unjudged
 from webhook.core.podspec import COMPUTE, GUARANTEED, PodSpec, build_pod_spec
 from webhook.core.qos import qos_class
 from webhook.core.rules import Violation, run_claim_rules, run_rules
-from webhook.core.workloads import Target, find_targets, table
+from webhook.core.workloads import Target, table, walk
 
 MODE_LABEL = "qos-guard.io/mode"  # the namespace label that opts in (docs/contract.md#names)
 MODE_LABEL_RULE = "invalid-mode-label"
@@ -193,18 +194,15 @@ def _other_mutations(config: Config) -> list[tuple[str, Config]]:
     return found
 
 
-def unjudged(verdict: ObjectVerdict, found: list[Target | str]) -> list[str]:
-    """The reasons of the partial targets among ``found`` that ``verdict`` kept no result for (nothing found on
-    the part known: the Pod is not known)."""
-    kept = {r.target.path for r in verdict.results}
-    return [t.partial for t in found if isinstance(t, Target) and t.partial and t.path not in kept]
-
-
 @dataclass(frozen=True)
 class ObjectVerdict:
     mode: Mode
     results: tuple[TargetResult, ...] = ()
     exempt: str | None = None
+    # What is not judged for not being known, and why: each builder's reason (``Unjudged``), and each partial
+    # target's whose known part passed (``Target.partial``). Unknown is its own answer: the webhook warns with
+    # them, ``check`` counts them as skipped; never a pass.
+    unknown: tuple[str, ...] = ()
 
     @property
     def violations(self) -> list[tuple[Target, Violation]]:
@@ -241,16 +239,17 @@ def without_containers(verdict: ObjectVerdict) -> list[tuple[FieldPath, str]]:
             for r in verdict.results if r.target.kind not in CLAIM_KINDS and not r.pod.containers]
 
 
-def exemption(config: Config, target: Target, namespace: str | None, username: str | None) -> str | None:
-    """As Pod Security Admission: by namespace, requesting user or ``runtimeClassName``, never by annotation."""
+def exemption(config: Config, target: Target | None, namespace: str | None, username: str | None) -> str | None:
+    """As Pod Security Admission: by namespace, requesting user or ``runtimeClassName``, never by annotation.
+    ``target`` None: an object with no pod spec known, exempt by namespace or user only."""
     ex = config.exemptions
     if username is not None and username in ex.usernames:
         return f"user {username} is exempt"
-    namespace = namespace or target.namespace
+    namespace = namespace or (target.namespace if target is not None else None)
     if namespace is not None and namespace in ex.namespaces:
         return f"namespace {namespace} is exempt"
     # a claim spec has no runtimeClassName (a pod spec's field): only pod specs are exempt by it
-    runtime_class = None if target.kind in CLAIM_KINDS else target.spec.get("runtimeClassName")
+    runtime_class = None if target is None or target.kind in CLAIM_KINDS else target.spec.get("runtimeClassName")
     if isinstance(runtime_class, str) and runtime_class in ex.runtime_class_names:
         return f"runtimeClassName {runtime_class} is exempt"
     return None
@@ -267,16 +266,23 @@ def evaluate(obj: Any, config: Config, mode: Mode, facts: Facts = NO_FACTS, *, n
     """Judge every pod spec in ``obj`` against ``facts``; raises ``ManifestError`` for an object of the wrong
     shape.
 
-    ``namespace`` defaults to each object's own ``metadata.namespace``.
+    ``namespace`` defaults to each object's own ``metadata.namespace``. What cannot be known is kept with why
+    (``ObjectVerdict.unknown``), apart from what is judged: an exempt object's too, never said as a finding.
     """
-    targets = list(find_targets(obj, kinds=table(config.workloads), related=facts.related))
+    walked = list(walk(obj, kinds=table(config.workloads), related=facts.related))
+    targets = [t for t in walked if isinstance(t, Target)]
+    unknown = [str(r) for r in walked if isinstance(r, Unjudged)]
+    if not targets and unknown:  # no pod spec known: exempt as its namespace or requesting user is
+        why = exemption(config, None, namespace or namespace_of(obj), username)
+        if why is not None:
+            return ObjectVerdict(mode, (), exempt=why, unknown=tuple(unknown))
     kube = kube_of(config, facts)
     results = []
+    exempt = []
     for target in targets:
         why = exemption(config, target, namespace, username)
         if why is not None:
-            if len(targets) == 1:
-                return ObjectVerdict(mode, (), exempt=why)
+            exempt.append(why)
             continue
         if target.kind in CLAIM_KINDS:  # a claim spec, judged whole; an empty pod spec for the record
             pod = build_pod_spec({}, target.path, kube=kube)
@@ -285,7 +291,17 @@ def evaluate(obj: Any, config: Config, mode: Mode, facts: Facts = NO_FACTS, *, n
             pod = target.pod_spec(kube, facts.stored)
             found = run_rules(pod, config.policy, facts)
             if target.partial and not any(not v.advisory for v in found):
-                continue  # part of the Pod passing is not the Pod passing: the reason is said (``unjudged``)
+                unknown.append(target.partial)  # part of the Pod passing is not the Pod passing: said instead
+                continue
         results.append(TargetResult(target, pod, tuple(v for v in found if not v.advisory), config,
                                     tuple(v for v in found if v.advisory), facts))
-    return ObjectVerdict(mode, tuple(results))
+    if exempt and len(exempt) == len(targets):  # every pod spec exempt: the object is (said once, the first why)
+        return ObjectVerdict(mode, (), exempt=exempt[0], unknown=tuple(unknown))
+    return ObjectVerdict(mode, tuple(results), unknown=tuple(unknown))
+
+
+def namespace_of(obj: Any) -> str | None:
+    """The namespace an object names in its metadata (None: none)."""
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    found = meta.get("namespace") if isinstance(meta, dict) else None
+    return found if isinstance(found, str) and found else None

@@ -24,6 +24,8 @@ POLICY_REFUSED = ("the Pod would not get exclusive CPUs (Guaranteed QoS, whole C
                   "run qos-guard check on the manifest for details")
 POLICY_WARNED = "qos-guard: the Pod would not get exclusive CPUs from kubelet"
 POLICY_MORE = "qos-guard: more violations (see qos-guard check)"
+# What the webhook could not judge (the Pod is not known: ``ObjectVerdict.unknown``): a warning, never a pass.
+NOT_JUDGED = Text("qos-guard: not judged: {reason}")
 
 # The caps.
 # admission.k8s.io/v1 AdmissionResponse.warnings: "Limit warnings to 120 characters if possible. Warnings over
@@ -65,6 +67,11 @@ def note(text: str) -> str:
     """A remark about the whole answer (the minor judged from its pre-release): in parentheses, so that no
     reader of the ``rule: message`` lines takes it for a rule's."""
     return f"({text})"
+
+
+def not_judged(reason: str) -> str:
+    """A warning saying what is not judged and why (``NOT_JUDGED``): unknown is its own answer, never silent."""
+    return NOT_JUDGED(reason=reason)
 
 
 def refusal(kind: str, name: str, lines: list[str], *, claim: bool = False) -> str:
@@ -138,6 +145,6 @@ def fit_warnings(lines: list[str]) -> list[str]:
     return out
 
 
-__all__ = ["DENIAL_LINES", "LINE_BREAK", "LINE_CHARS", "MORE", "NAME_CHARS", "POLICY_MESSAGE_CHARS", "REFUSED",
-           "REFUSED_CLAIM", "WARNINGS_BYTES", "WARNING_CHARS", "WARN_SLOTS", "capped_cel", "finding", "fit_warnings",
-           "note", "refusal", "refusal_cel", "remedied", "warn_slots_cel", "warning"]
+__all__ = ["DENIAL_LINES", "LINE_BREAK", "LINE_CHARS", "MORE", "NAME_CHARS", "NOT_JUDGED", "POLICY_MESSAGE_CHARS",
+           "REFUSED", "REFUSED_CLAIM", "WARNINGS_BYTES", "WARNING_CHARS", "WARN_SLOTS", "capped_cel", "finding",
+           "fit_warnings", "not_judged", "note", "refusal", "refusal_cel", "remedied", "warn_slots_cel", "warning"]

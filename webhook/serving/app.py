@@ -142,6 +142,7 @@ def create_app(config: Config, metrics: Metrics | None = None, own_namespace: st
                 "name": review.name or object_name(review.obj), "operation": review.operation, "path": path,
                 "decision": decision.label, "rules": decision.rules, "dryRun": review.dry_run,
                 "durationMs": round(elapsed * 1000, 3),
+                **({"notJudged": decision.not_judged} if decision.not_judged else {}),
             }))
         except Exception:  # metrics or logging broke: the answer still goes out
             logging.getLogger("qos_guard.server").exception("recording the decision failed")

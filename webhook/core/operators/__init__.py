@@ -10,8 +10,8 @@ The interface (all pure; nothing here reads a file or the API server):
   one ``Built`` per Pod template the operator would make, or a string saying why one cannot be known (the object
   it needs and what it would take: ``InferenceService spec.predictor: ServingRuntime "x" not in the input; give
   it with the InferenceService, or --kubeconfig``). Unknown is its own answer, never a compliant one: ``check``
-  counts the string as skipped (with the reason) and the webhook judges nothing it cannot know. A malformed
-  object is a ``ManifestError`` naming the field, as for any kind.
+  counts the string as skipped (with the reason); the webhook judges nothing it cannot know and warns with it
+  (``Unjudged``). A malformed object is a ``ManifestError`` naming the field, as for any kind.
 - ``Built``: the pod spec as the operator builds it, where in the object the template is (``path``, from the
   object's root), how a finding names it (``template``: ``spec.predictor (predictor, runtime kserve-sklearn)``),
   and ``fields``: for paths *in the built spec*, the object's field a user changes instead (the model container's
@@ -116,6 +116,15 @@ def _namespace(obj: Mapping[str, Any]) -> str | None:
 
 NO_RELATED = Related({})
 
+
+class Unjudged(str):
+    """A builder's reason as ``workloads.walk`` yields it: part of an object whose Pod is not known, so it is not
+    judged. Apart from walk's other strings (a kind with no pod template, a document without a kind), which say
+    there is no Pod to judge: the engine keeps these (``ObjectVerdict.unknown``) so the webhook says them."""
+
+    __slots__ = ()
+
+
 Build = Callable[[Mapping[str, Any], Related], Iterable[Built | str]]
 
 
@@ -157,7 +166,7 @@ def merge(first: Related, then: Related) -> Related:
     return Related(out, first.source, first.read)
 
 
-__all__ = ["CLUSTER", "INPUT", "NO_RELATED", "Build", "Built", "Related", "collect", "merge"]
+__all__ = ["CLUSTER", "INPUT", "NO_RELATED", "Build", "Built", "Related", "Unjudged", "collect", "merge"]
 
 
 def mapping_at(value: Any, path: FieldPath) -> Mapping[str, Any]:

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from webhook.core.fieldpath import FieldPath, dotted
-from webhook.core.operators import Built, Related, list_at, mapping_at, metadata_at
+from webhook.core.operators import Built, Related, Unjudged, list_at, mapping_at, metadata_at
 
 GROUP = "serving.kserve.io"
 SERVING_RUNTIME = (GROUP, "ServingRuntime")
@@ -20,7 +20,7 @@ CLUSTER_SERVING_RUNTIME = (GROUP, "ClusterServingRuntime")
 WORKER_CONTAINER = "worker-container"
 
 
-class NoPod(str):
+class NoPod(Unjudged):
     """A reason that is also a verdict of KServe's: it builds no Pod (InvalidSpec), so nothing of one is judged."""
 
     __slots__ = ()

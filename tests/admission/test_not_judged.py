@@ -1,0 +1,155 @@
+"""What the webhook cannot judge it admits, and says: each reason an operator's builder gives instead of a Pod
+(KServe builds none, a runtime not in the cluster, a config KServe cannot load) and each part of a Pod that passed
+where the rest is not known (``Built.partial``) is a warning, ``qos-guard: not judged: <reason>``, on /validate
+(allowed or denied), /warn and /mutate. Before, such an object was admitted in silence: a pass it never earned."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from flask.testing import FlaskClient
+
+from tests.helpers import admission_review
+from webhook.admission.review import ENDPOINTS, NOT_READ, parse_review, review_decision
+from webhook.core.config import parse_config
+from webhook.core.facts import Facts
+from webhook.core.operators import CLUSTER, Related, collect
+from webhook.core.operators.kserve import RELATED
+from webhook.core.operators.llmisvc import CONFIG as LLM_CONFIG
+from webhook.core.refusal import WARNING_CHARS
+from webhook.serving.app import create_app
+
+ON = parse_config({"policy": {"operatorObjects": True}, "exemptions": {"namespaces": ["exempt-ns"]}})
+WHOLE = RELATED  # every kind the KServe builder reads, listed from the cluster: an object absent does not exist
+GUARANTEED = {"requests": {"cpu": "2", "memory": "1Gi"}, "limits": {"cpu": "2", "memory": "1Gi"}}
+FRACTIONAL = {"requests": {"cpu": "1500m", "memory": "1Gi"}, "limits": {"cpu": "1500m", "memory": "1Gi"}}
+MISSING = "qos-guard: not judged: spec.predictor: no ServingRuntime or ClusterServingRuntime named 'missing-rt'"
+
+
+def runtime(resources: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": "serving.kserve.io/v1alpha1", "kind": "ServingRuntime",
+            "metadata": {"name": "rt", "namespace": "ml"},
+            "spec": {"supportedModelFormats": [{"name": "sklearn", "autoSelect": True}],
+                     "containers": [{"name": "kserve-container", "resources": resources}]}}
+
+
+def isvc(runtime_name: str, resources: dict[str, Any] | None = None, **predictor: Any) -> dict[str, Any]:
+    model: dict[str, Any] = {"modelFormat": {"name": "sklearn"}, "runtime": runtime_name,
+                             "storageUri": "pvc://models/iris"}
+    if resources is not None:
+        model["resources"] = resources
+    return {"apiVersion": "serving.kserve.io/v1beta1", "kind": "InferenceService",
+            "metadata": {"name": "iris", "namespace": "ml",
+                         "annotations": {"serving.kserve.io/deploymentMode": "RawDeployment"}},
+            "spec": {"predictor": {"model": model, **predictor}}}
+
+
+def cluster(*objects: dict[str, Any], read: bool = True) -> Related:
+    """The webhook's cache: ``read`` every kind the builders need (listed whole), or none yet (unknown)."""
+    kinds = (*RELATED, LLM_CONFIG)
+    return collect(objects, kinds, source=CLUSTER, read=kinds if read else ())
+
+
+def client(related: Related | None, config: Any = ON) -> FlaskClient:
+    return create_app(config, related=None if related is None else (lambda: related)).test_client()
+
+
+def post(flask: FlaskClient, path: str, obj: dict[str, Any], namespace: str = "ml") -> dict[str, Any]:
+    r = flask.post(path, data=json.dumps(admission_review(obj, namespace=namespace)),
+                   content_type="application/json")
+    assert r.status_code == 200, r.get_data(as_text=True)
+    return r.get_json()["response"]  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("path", ["/validate", "/validate/mutate", "/warn", "/mutate"])
+def test_a_runtime_not_in_the_cluster_is_admitted_with_a_warning_naming_it(path: str) -> None:
+    out = post(client(cluster()), path, isvc("missing-rt"))
+    assert out["allowed"] is True and "status" not in out and "patch" not in out
+    (said,) = out["warnings"]
+    assert said.startswith(MISSING) and len(said) < WARNING_CHARS, said
+
+
+def test_a_compliant_inference_service_says_nothing() -> None:
+    flask = client(cluster(runtime(GUARANTEED)))
+    for path in ("/validate", "/warn", "/mutate"):
+        assert post(flask, path, isvc("rt")) == {"uid": "uid-1", "allowed": True}
+
+
+def test_a_partial_pod_that_passes_is_not_judged_and_says_why() -> None:
+    """The runtime not read yet: the model container, its own resources fixing every request and limit, is known
+    and Guaranteed; the rest of the Pod is the runtime's. A pass of that part is no pass: said."""
+    out = post(client(cluster(read=False)), "/validate", isvc("rt", GUARANTEED))
+    assert out["allowed"] is True
+    (said,) = out["warnings"]
+    assert said.startswith("qos-guard: not judged: spec.predictor: its ServingRuntime 'rt' is not in the cluster")
+
+
+def test_a_denied_object_also_says_what_it_could_not_judge() -> None:
+    """A multi-node predictor whose runtime is not read yet: its model container fails on its own (a refusal);
+    its workers' Pod is the runtime's alone, not known (a warning beside the refusal)."""
+    out = post(client(cluster(read=False)), "/validate", isvc("rt", FRACTIONAL, workerSpec={}))
+    assert out["allowed"] is False and out["status"]["code"] == 403
+    assert "cpu-not-integer: spec.predictor (predictor, its runtime not known)" in out["status"]["message"]
+    (said,) = out["warnings"]
+    assert said.startswith("qos-guard: not judged: spec.predictor.workerSpec: its ServingRuntime 'rt' is not in the "
+                           "cluster: give the") and len(said) < WARNING_CHARS, said
+    warned = post(client(cluster(read=False)), "/warn", isvc("rt", FRACTIONAL, workerSpec={}))["warnings"]
+    assert warned[0].startswith("cpu-not-integer: ") and warned[-1] == said
+
+
+def test_an_llm_inference_service_whose_config_kserve_cannot_load_is_said() -> None:
+    obj = {"apiVersion": "serving.kserve.io/v1alpha1", "kind": "LLMInferenceService",
+           "metadata": {"name": "m", "namespace": "ml"},
+           "spec": {"model": {"uri": "pvc://models/m"}, "baseRefs": [{"name": "mine"}],
+                    "template": {"containers": [{"name": "main", "resources": GUARANTEED}]}}}
+    (said,) = post(client(cluster()), "/validate", obj)["warnings"]
+    assert said.startswith('qos-guard: not judged: spec.baseRefs[0]: LLMInferenceServiceConfig "mine" is in neither')
+
+
+def test_without_operator_objects_the_warning_says_how_to_read_them() -> None:
+    off = parse_config({})
+    out = post(client(None, off), "/validate", isvc("rt", GUARANTEED))
+    assert out["allowed"] is True
+    assert out["warnings"][0].startswith("qos-guard: not judged: spec.predictor: its ServingRuntime 'rt' is not in")
+    assert out["warnings"][1] == f"({NOT_READ})"
+    # a kind whose builder reads no other object: nothing more to read, so no such note
+    nim = {"apiVersion": "apps.nvidia.com/v1alpha1", "kind": "NIMService", "metadata": {"name": "n", "namespace": "ml"},
+           "spec": {"inferencePlatform": "kserve", "image": {"repository": "nim", "tag": "1"}}}
+    (said,) = post(client(None, off), "/validate", nim)["warnings"]
+    assert said.startswith("qos-guard: not judged: with spec.inferencePlatform: kserve (the operator writes"), said
+
+
+def test_an_exempt_namespace_and_a_namespace_never_judged_say_nothing() -> None:
+    flask = client(cluster())
+    assert post(flask, "/validate", isvc("missing-rt"), namespace="exempt-ns") == {"uid": "uid-1", "allowed": True}
+    assert post(flask, "/validate", isvc("missing-rt"), namespace="kube-system") == {"uid": "uid-1",
+                                                                                    "allowed": True}
+
+
+def test_the_decision_is_warned_and_counts_what_was_not_judged() -> None:
+    """Metrics: an admission that says what it could not judge is ``warned`` (it says something), a refusal
+    ``denied``; the decision log line counts the parts not judged (``notJudged``)."""
+    endpoint = ENDPOINTS["/validate"]
+    facts = Facts(related=cluster())
+    decision = review_decision(parse_review(json.dumps(admission_review(isvc("missing-rt"), namespace="ml")).encode(),
+                                            endpoint), endpoint, ON, facts)
+    assert decision.label == "warned" and decision.rules == () and decision.not_judged == 1
+    compliant = review_decision(parse_review(json.dumps(admission_review(isvc("rt"), namespace="ml")).encode(),
+                                             endpoint), endpoint, ON, Facts(related=cluster(runtime(GUARANTEED))))
+    assert compliant.label == "allowed" and compliant.not_judged == 0
+
+
+def test_an_object_whose_every_pod_spec_is_exempt_is_skipped_whole() -> None:
+    """Formerly only an object of one pod spec was: a JobSet of two in an exempt namespace was judged as nothing
+    (``check`` counted no object; the webhook logged ``allowed``), and what it could not know would have been said
+    in a namespace the webhook must not judge."""
+    template = {"spec": {"template": {"spec": {"containers": [{"name": "c", "image": "x",
+                                                               "resources": {"limits": {"cpu": "1500m"}}}]}}}}
+    jobset = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": "js"},
+              "spec": {"replicatedJobs": [{"name": "a", "template": template}, {"name": "b", "template": template}]}}
+    endpoint = ENDPOINTS["/validate"]
+    body = json.dumps(admission_review(jobset, namespace="exempt-ns")).encode()
+    decision = review_decision(parse_review(body, endpoint), endpoint, ON)
+    assert decision.label == "skipped" and decision.skipped == "namespace exempt-ns is exempt"
