@@ -14,11 +14,13 @@ from flask.testing import FlaskClient
 from tests.helpers import admission_review
 from webhook.admission.review import ENDPOINTS, NOT_READ, parse_review, review_decision
 from webhook.core.config import parse_config
+from webhook.core.engine import Mode, evaluate
 from webhook.core.facts import Facts
-from webhook.core.operators import CLUSTER, Related, collect
+from webhook.core.operators import CLUSTER, NoPodHere, Related, Unjudged, collect
 from webhook.core.operators.kserve import RELATED
 from webhook.core.operators.llmisvc import CONFIG as LLM_CONFIG
 from webhook.core.refusal import WARNING_CHARS
+from webhook.core.workloads import walk
 from webhook.serving.app import create_app
 
 ON = parse_config({"policy": {"operatorObjects": True}, "exemptions": {"namespaces": ["exempt-ns"]}})
@@ -114,11 +116,32 @@ def test_without_operator_objects_the_warning_says_how_to_read_them() -> None:
     assert out["allowed"] is True
     assert out["warnings"][0].startswith("qos-guard: not judged: spec.predictor: its ServingRuntime 'rt' is not in")
     assert out["warnings"][1] == f"({NOT_READ})"
-    # a kind whose builder reads no other object: nothing more to read, so no such note
-    nim = {"apiVersion": "apps.nvidia.com/v1alpha1", "kind": "NIMService", "metadata": {"name": "n", "namespace": "ml"},
-           "spec": {"inferencePlatform": "kserve", "image": {"repository": "nim", "tag": "1"}}}
-    (said,) = post(client(None, off), "/validate", nim)["warnings"]
-    assert said.startswith("qos-guard: not judged: with spec.inferencePlatform: kserve (the operator writes"), said
+
+
+NO_POD_HERE = [
+    # its Pods are the InferenceService's the operator writes, judged when that is admitted
+    {"apiVersion": "apps.nvidia.com/v1alpha1", "kind": "NIMService", "metadata": {"name": "n", "namespace": "ml"},
+     "spec": {"inferencePlatform": "kserve", "image": {"repository": "nim", "tag": "1"}}},
+    # none of its Pods runs
+    {"apiVersion": "serving.kserve.io/v1alpha1", "kind": "LLMInferenceService",
+     "metadata": {"name": "m", "namespace": "ml", "annotations": {"serving.kserve.io/stop": "true"}},
+     "spec": {"model": {"uri": "pvc://models/m"}}},
+    # its Pods are the Deployment ModelMesh makes, judged when that is admitted
+    {**isvc("rt", FRACTIONAL), "metadata": {"name": "mm", "namespace": "ml",
+                                            "annotations": {"serving.kserve.io/deploymentMode": "ModelMesh"}}},
+]
+
+
+@pytest.mark.parametrize("obj", NO_POD_HERE, ids=lambda o: str(o["kind"]))
+def test_an_object_with_no_pod_of_its_own_is_not_warned_about(obj: dict[str, Any]) -> None:
+    """Nothing is unknown there (``NoPodHere``): the webhook admits it saying nothing; ``check`` counts it
+    skipped with the reason."""
+    for path in ("/validate", "/warn", "/mutate"):
+        assert post(client(None, parse_config({})), path, obj) == {"uid": "uid-1", "allowed": True}, path
+    verdict = evaluate(obj, parse_config({}), Mode.ENFORCE)
+    assert verdict.unknown == () and verdict.results == ()
+    (reason,) = [r for r in walk(obj) if isinstance(r, str)]
+    assert isinstance(reason, NoPodHere) and not isinstance(reason, Unjudged)
 
 
 def test_an_exempt_namespace_and_a_namespace_never_judged_say_nothing() -> None:

@@ -30,7 +30,7 @@ from typing import Any
 from webhook.core.claims import CLAIM_KINDS, ClaimKind, claim_kind, claim_spec
 from webhook.core.fieldpath import FieldPath, Segment
 from webhook.core.kubeversion import DEFAULT, Semantics
-from webhook.core.operators import NO_RELATED, Build, Related, Unjudged, llmisvc, nim, vllmruntime
+from webhook.core.operators import NO_RELATED, Build, NoPodHere, Related, Unjudged, llmisvc, nim, vllmruntime
 from webhook.core.operators.kserve import COMPONENTS, GROUP
 from webhook.core.operators.kserve import RELATED as KSERVE_RELATED
 from webhook.core.operators.kserve import build as kserve_build
@@ -283,7 +283,8 @@ def walk(obj: Any, where: FieldPath = (), kinds: Mapping[tuple[str, str], Kind] 
     ``KIND without apiVersion``), so that ``check`` can count what it passed over instead of passing over it
     silently; a DRA claim's claim spec is a ``Target`` too (``webhook.core.claims``). A judged kind's name
     without ``apiVersion`` is a ``ManifestError``. A kind its operator builds (``Kind.build``) yields what its
-    builder yields, reading ``related`` (a reason where the builder cannot know: ``Unjudged``)."""
+    builder yields, reading ``related`` (a reason where the builder cannot know: ``Unjudged``; ``NoPodHere``
+    where there is nothing of its own to judge)."""
     if not isinstance(obj, Mapping):
         return
     kind = obj.get("kind")
@@ -377,7 +378,7 @@ def _built(known: Kind, obj: Mapping[str, Any], where: FieldPath, name: str, nam
     for built in known.build(obj, related):
         found = True
         if isinstance(built, str):
-            yield built if isinstance(built, Unjudged) else Unjudged(built)
+            yield built if isinstance(built, (Unjudged, NoPodHere)) else Unjudged(built)
             continue
         path = (*where, *built.path)
         fields = tuple(((*path, *prefix), (*where, *field_path))

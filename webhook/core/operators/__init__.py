@@ -125,6 +125,15 @@ class Unjudged(str):
     __slots__ = ()
 
 
+class NoPodHere(str):
+    """A builder's word that the object has no Pod of its own to judge, by design: none runs (a stopped
+    LLMInferenceService), or its Pods are another object's, judged when that one is admitted (the InferenceService
+    a NIMService writes, the Deployment ModelMesh makes). Not ``Unjudged``: ``check`` counts it as skipped with the
+    reason, the webhook has nothing to warn about."""
+
+    __slots__ = ()
+
+
 Build = Callable[[Mapping[str, Any], Related], Iterable[Built | str]]
 
 
@@ -166,7 +175,7 @@ def merge(first: Related, then: Related) -> Related:
     return Related(out, first.source, first.read)
 
 
-__all__ = ["CLUSTER", "INPUT", "NO_RELATED", "Build", "Built", "Related", "Unjudged", "collect", "merge"]
+__all__ = ["CLUSTER", "INPUT", "NO_RELATED", "Build", "Built", "NoPodHere", "Related", "Unjudged", "collect", "merge"]
 
 
 def mapping_at(value: Any, path: FieldPath) -> Mapping[str, Any]:

@@ -57,7 +57,7 @@ from typing import Any
 
 from webhook.core.fieldpath import FieldPath, dotted
 from webhook.core.gojson import TooDeep
-from webhook.core.operators import Built, Related, annotations_at, list_at, mapping_at, metadata_at
+from webhook.core.operators import Built, NoPodHere, Related, annotations_at, list_at, mapping_at, metadata_at
 from webhook.core.operators.kserve_canary import DEFAULT_MODE, MODE_ANNOTATION, MODES, canaries, canary_refusal
 from webhook.core.operators.kserve_pod import (
     AGENT,
@@ -412,7 +412,8 @@ def _build(obj: Mapping[str, Any], related: Related) -> Iterator[Built | str]:
         return
     mode = deployment_mode(obj, related)
     if mode == "ModelMesh":
-        yield "InferenceService in ModelMesh mode (its Pods are the ServingRuntime's, built by modelmesh-serving)"
+        yield NoPodHere("InferenceService in ModelMesh mode (its Pods are the ServingRuntime's, built by "
+                        "modelmesh-serving)")
         return
     refusal = ingress_refusal(related) if mode == "Standard" else None
     if refusal is not None:  # NewRawKubeReconciler reads it before the predictor's Deployment

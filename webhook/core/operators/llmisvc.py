@@ -30,7 +30,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from webhook.core.fieldpath import FieldPath
-from webhook.core.operators import Built, Related
+from webhook.core.operators import Built, NoPodHere, Related
 from webhook.core.operators.llmisvc_base import KIND, Unknown, get, merge, positive
 from webhook.core.operators.llmisvc_dra import managed, with_claim
 from webhook.core.operators.llmisvc_scheduler import (
@@ -193,7 +193,7 @@ def build(obj: Mapping[str, Any], related: Related) -> Iterator[Built | str]:
     assert isinstance(meta, Mapping)
     annotations = meta.get("annotations") if isinstance(meta.get("annotations"), Mapping) else {}
     if str(get(annotations, STOP)).lower() == "true":
-        yield f"{KIND} stopped ({STOP}: true): KServe runs none of its Pods"
+        yield NoPodHere(f"{KIND} stopped ({STOP}: true): KServe runs none of its Pods")
         return
     try:
         yield from _build(spec, meta, related)

@@ -19,7 +19,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from webhook.core.fieldpath import FieldPath
-from webhook.core.operators import Built, Related, mapping_at, metadata_at
+from webhook.core.operators import Built, NoPodHere, Related, mapping_at, metadata_at
 from webhook.core.podspec import ManifestError
 
 GROUP = "apps.nvidia.com"
@@ -51,8 +51,8 @@ def build(obj: Mapping[str, Any], related: Related) -> Iterator[Built | str]:
     if not spec:
         return
     if spec.get("inferencePlatform") == "kserve":
-        yield (f"{KIND} with spec.inferencePlatform: kserve (the operator writes a KServe InferenceService from it: "
-               "judged as the InferenceService and Pods KServe creates)")
+        yield NoPodHere(f"{KIND} with spec.inferencePlatform: kserve (the operator writes a KServe InferenceService "
+                        "from it: judged as the InferenceService and Pods KServe creates)")
         return
     meta = metadata_at(obj)
     resources = mapping_at(spec.get("resources"), ("spec", "resources"))
