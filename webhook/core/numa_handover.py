@@ -4,15 +4,18 @@ as that model's ``Node``. Pure."""
 
 from __future__ import annotations
 
+import functools
+import operator
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from webhook.core.demands import Demands
-from webhook.core.numa_across import Node, Want, admit
+from webhook.core.numa_across import MAX_ZONES, Node, Outcome, Want, admit, refused_on_any_hint
 from webhook.core.numa_amounts import Amounts
 from webhook.core.numa_masks import Unknown
-from webhook.core.numa_memory import FOREIGN, Memory
+from webhook.core.numa_memory import FOREIGN, GROUPED_UNKNOWN, Memory, allocatable_masks
 from webhook.core.numafit import NOT_PLACED, POD, Ask, Fits, Machines
+from webhook.core.numatopology import RESTRICTED
 from webhook.core.podspec import CPU
 
 if TYPE_CHECKING:
@@ -39,6 +42,9 @@ def hand_over(wants: Demands, asks: Sequence[Ask], node: _Rows, fits: Fits, mach
     pod = Want("pod", whole.cpus // 1000, dict(whole.memory), {k: v // 1000 for k, v in whole.devices.items()})
     nothing = np.array([p == "none" for p in across], np.bool_)[machine]
     read: _Read | None = None
+    foreign = _foreign(start, machine, machines, column)
+    held: dict[tuple[int, int], int] = {}  # (machine, demand): every mask whose allocatable holds its memory
+    empty: dict[tuple[int, int, tuple[bool, ...]], bool] = {}  # (machine, demand, device flags): refused alone
     for r in np.flatnonzero((fits.failed != NOT_PLACED) | nothing).tolist():
         m = int(machine[r])
         policy = across[m]
@@ -49,11 +55,24 @@ def hand_over(wants: Demands, asks: Sequence[Ask], node: _Rows, fits: Fits, mach
             # No Topology Manager hints: nothing of the single-NUMA pass holds; every container from the empty node.
             fits.failed[r], fits.alone[r], fits.placed[r], fits.pod_zone[r] = NOT_PLACED, False, NOT_PLACED, NOT_PLACED
             fits.reason.pop(r, None)
-        read = read or _Read(start, node, machines)
+        read = read or _Read(start, node, machines, column)
+        first = POD if pod_scope else int(fits.failed[r])
+        asked = pod if pod_scope else want[first]
         try:
-            state = _row_node(read, r, m, policy, machines, START if pod_scope or policy == "none" else NOW,
-                              column, wants.zero_devices_aligned)
-            outcome = admit(state, want, 0 if policy == "none" else int(fits.failed[r]), pod if pod_scope else None)
+            if policy != "none" and foreign and foreign[r] and _grouped(held, m, first, asked, foreign[r], read):
+                # The first hint's memory turns on other Pods' groups (``numa_memory.GROUPED_UNKNOWN``): what
+                # ``admit`` would find, without building the row's node or its other hints.
+                if pod_scope or policy == RESTRICTED:
+                    raise Unknown(GROUPED_UNKNOWN)
+                why = refused_on_any_hint(_row_node(read, r, m, policy, machines, NOW, column,
+                                                    wants.zero_devices_aligned, memory=False), asked)
+                if not why:
+                    raise Unknown(GROUPED_UNKNOWN)
+                outcome = Outcome(first, why)
+            else:
+                state = _row_node(read, r, m, policy, machines, START if pod_scope or policy == "none" else NOW,
+                                  column, wants.zero_devices_aligned)
+                outcome = admit(state, want, 0 if policy == "none" else first, pod if pod_scope else None)
         except Unknown as exc:
             fits.unknown[r] = str(exc)
             if policy == "none":
@@ -63,9 +82,56 @@ def hand_over(wants: Demands, asks: Sequence[Ask], node: _Rows, fits: Fits, mach
             fits.failed[r], fits.reason[r] = outcome.failed, outcome.reason
             fits.refused.add(r)
             # Alone: refused on the empty node too, with nothing placed before it (the Pod's own refusal is).
-            fits.alone[r] = outcome.failed == POD or _refused_alone(
-                _row_node(read, r, m, policy, machines, EMPTY, column, wants.zero_devices_aligned),
-                want[outcome.failed])
+            # The empty node is its machine's, but for the device plugin resources the row's zones have.
+            if outcome.failed == POD:
+                fits.alone[r] = True
+                continue
+            key = (m, outcome.failed, tuple(read.dev_in[res][r] for res in read.dev))
+            found = empty.get(key)
+            if found is None:
+                found = empty[key] = _refused_alone(
+                    _row_node(read, r, m, policy, machines, EMPTY, column, wants.zero_devices_aligned),
+                    want[outcome.failed])
+            fits.alone[r] = found
+
+
+def _foreign(start: _Start, machine: npt.NDArray[np.int64], machines: Machines,
+             column: Mapping[str, int]) -> list[int] | None:
+    """Per row, the mask of its zones where it began with less of some memory type than its machine's allocatable
+    (``_row_node``'s ``FOREIGN`` cells), over every row at once; None where the Pod asks no memory."""
+    if not start.mem or not start.starts.size:
+        return None
+    below = np.zeros(start.owner.shape[0], np.bool_)
+    at = machine[start.owner]
+    for k, began in start.mem.items():
+        i = column.get(k)
+        if i is not None:  # else the row and the machine both have none of it
+            below |= np.asarray(began < machines.total[at, start.position, i], np.bool_)
+    # Past MAX_ZONES a row never gets here (``_grouped``): its bits need not be right, only within int64.
+    bits = np.where(below, np.left_shift(1, np.minimum(start.position, 62)), 0)
+    out: list[int] = np.bitwise_or.reduceat(bits, start.starts).tolist()
+    return out
+
+
+def _grouped(held: dict[tuple[int, int], int], m: int, first: int, asked: Want, foreign: int, read: _Read) -> bool:
+    """Would ``admit``'s first hint of ``asked`` raise ``GROUPED_UNKNOWN``, before anything else could answer:
+    the Memory Manager gives hints and ``asked`` wants memory, no CPU hint before it can raise (align-by-socket),
+    and a mask the machine's allocatable holds it on has a ``foreign`` zone (``memory_masks``, where a mask still
+    in after that rule reads its groups)."""
+    machines = read.machines
+    zones = int(machines.zones[m])
+    cpu = machines.cpu_managers[m]
+    if (zones > MAX_ZONES or not asked.memory or not machines.memory_hints[m]
+            or (asked.cpus and cpu is not None and "align-by-socket" in cpu.options)):
+        return False
+    union = held.get((m, first))
+    if union is None:
+        total = read.machine(m)[1]
+        column = read.column
+        allocatable = {k: [zone[column[k]] for zone in total] if k in column else [0] * zones for k in read.mem}
+        union = held[(m, first)] = functools.reduce(operator.or_, allocatable_masks(allocatable, zones,
+                                                                                    asked.memory), 0)
+    return bool(union & foreign)
 
 
 def _refused_alone(empty: Node, want: Want) -> bool:
@@ -84,7 +150,8 @@ class _Read:
     element by element cost it more than building the row's node. Read only: each row's node gets lists of its
     own (``numa_across.admit`` changes them)."""
 
-    def __init__(self, start: _Start, node: _Rows, machines: Machines) -> None:
+    def __init__(self, start: _Start, node: _Rows, machines: Machines, column: Mapping[str, int]) -> None:
+        self.column = column
         self.starts: list[int] = start.starts.tolist()
         self.cpu: tuple[list[int], list[int]] = (start.cpu.tolist(), node.cpu.tolist())
         self.reuse_cpu: tuple[list[int], list[int]] = (node.reuse_cpu[0].tolist(), node.reuse_cpu[1].tolist())
@@ -110,12 +177,12 @@ class _Read:
 
 
 def _row_node(read: _Read, r: int, m: int, policy: str, machines: Machines, when: str,
-              column: Mapping[str, int], device_nodes_only: bool) -> Node:
+              column: Mapping[str, int], device_nodes_only: bool, memory: bool = True) -> Node:
     """Row ``r`` as ``numa_across`` reads a node: whole CPUs and devices, memory in the rows' milli-bytes, what
     init containers left for reuse and where the Memory Manager allocated. ``when``: ``NOW``, as the single-NUMA
     pass left it; ``START``, as the row began (``pod`` scope, ``none``); ``EMPTY``, the machine's empty node. Where
     the row began with less memory than its machine's allocatable, other Pods hold memory there, in groups no object
-    publishes (``numa_memory.FOREIGN``)."""
+    publishes (``numa_memory.FOREIGN``). Without ``memory``, the node's memory is left out (None)."""
     first = read.starts[r]
     zones = int(machines.zones[m])
     end = first + zones
@@ -151,8 +218,8 @@ def _row_node(read: _Read, r: int, m: int, policy: str, machines: Machines, when
         free = [v // 1000 for v in amounts(res, began_left)]
         devices[res] = Amounts.of(free, reused(read.reuse_dev[res]))
         devices_capacity[res] = capacity_of(res, free)
-    memory = None
-    if read.memory_hints[r]:
+    held: Memory | None = None
+    if read.memory_hints[r] and memory:
         reuse: dict[int, dict[str, int]] = {}
         if now:
             for kind, held in read.reuse_mem.items():
@@ -167,6 +234,6 @@ def _row_node(read: _Read, r: int, m: int, policy: str, machines: Machines, when
             assigned = read.assigned[first:end]
             cells = [FOREIGN if any(began[k][z] < allocatable[k][z] for k in read.mem) else
                      1 << z if now and assigned[z] else 0 for z in range(zones)]
-        memory = Memory(allocatable, {k: amounts(k, began_left) for k, began_left in read.mem.items()}, cells, reuse)
+        held = Memory(allocatable, {k: amounts(k, began_left) for k, began_left in read.mem.items()}, cells, reuse)
     return Node(zones, capacity_of(CPU, cpu), Amounts.of(cpu, reused(read.reuse_cpu)), devices_capacity, devices,
-                memory, policy, machines.cpu_managers[m], machines.sockets[m], device_nodes_only)
+                held, policy, machines.cpu_managers[m], machines.sockets[m], device_nodes_only)
