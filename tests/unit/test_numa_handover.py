@@ -22,7 +22,7 @@ from webhook.core.numa_across import Want, admit
 from webhook.core.numa_handover import EMPTY, NOW, START, _Read, _refused_alone, _row_node
 from webhook.core.numa_masks import Unknown
 from webhook.core.numa_memory import GROUPED_UNKNOWN
-from webhook.core.numafit import NOT_PLACED, POD, Ask, Fits, Machines
+from webhook.core.numafit import NOT_PLACED, POD, Ask, Fits, Machines, fit_rows
 from webhook.extender import fleet_verdicts
 from webhook.extender.fleet_rows import Columns
 from webhook.extender.fleet_verdicts import judge_rows
@@ -31,7 +31,7 @@ from webhook.extender.verdicts import Judge
 
 def reference_hand_over(wants: Demands, asks: Sequence[Ask], node: Any, fits: Fits, machine: Any,
                         across: Sequence[str | None], machines: Machines, column: Mapping[str, int]) -> None:
-    """``hand_over`` as it was before (81af... of numa_handover.py): each row's node, then ``admit``; alone from
+    """``hand_over`` as it was before (812ce8d's numa_handover.py): each row's node, then ``admit``; alone from
     the empty node of each refused row."""
     start = node.start
     want = [Want(a.kind, a.cpus // 1000, dict(a.memory), {k: v // 1000 for k, v in a.devices.items()})
@@ -77,7 +77,7 @@ class Both:
     the rows each way ended as the fast path's (``GROUPED_UNKNOWN``) and the refusals."""
 
     def __init__(self) -> None:
-        self.fit_rows = fleet_verdicts.fit_rows
+        self.fit_rows = fit_rows
         self.grouped = self.refused = self.calls = 0
 
     def __call__(self, *args: Any) -> Fits:
@@ -113,10 +113,20 @@ def test_the_handover_answers_as_the_row_by_row_loop_with_none(seed: int) -> Non
 
 
 def test_the_comparison_is_not_vacuous() -> None:
-    """Over fixed seeds: rows answered by the fast path (other Pods' memory groups) and rows refused."""
+    """Over fixed seeds: rows the arrays answer (other Pods' memory groups; best-effort's container scope among
+    them), rows ``GROUPED_UNKNOWN`` and rows refused."""
+    fast: list[int] = []
+    inner = numa_handover._grouped
+
+    def counted(*args: Any) -> Any:
+        found = inner(*args)
+        fast.append(int(found.sum()))
+        return found
+
     grouped = refused = 0
-    for seed in range(40):
-        both = judged(seed, ("restricted", "best-effort"))
-        grouped += both.grouped
-        refused += both.refused
-    assert grouped > 50 and refused > 50, (grouped, refused)
+    with mock.patch.object(numa_handover, "_grouped", counted):
+        for seed in range(40):
+            both = judged(seed, ("restricted", "best-effort"))
+            grouped += both.grouped
+            refused += both.refused
+    assert sum(fast) > 200 and grouped > 200 and refused > 50, (sum(fast), grouped, refused)

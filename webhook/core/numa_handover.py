@@ -34,7 +34,9 @@ def hand_over(wants: Demands, asks: Sequence[Ask], node: _Rows, fits: Fits, mach
     container that failed, on what the ones before it left (``container`` scope), or the whole Pod from the empty
     node (``pod`` scope). It is admitted across NUMA nodes (the row keeps the container that failed, no reason),
     refused (``Fits.refused`` with kubelet's reason) or not known (``Fits.unknown``). A row already refused for a
-    reason (full-pcpus-only's SMTAlignmentError on one NUMA node) stays so."""
+    reason (full-pcpus-only's SMTAlignmentError on one NUMA node) stays so. The rows whose first hint turns on
+    other Pods' memory groups (``_grouped``, most of a fleet's where Pods hold memory) are found over arrays first:
+    their answer needs no node (tests/unit/test_numa_handover.py holds them to the row-by-row loop)."""
     start = node.start
     want = [Want(a.kind, a.cpus // 1000, dict(a.memory), {k: v // 1000 for k, v in a.devices.items()})
             for a in asks]
@@ -42,10 +44,15 @@ def hand_over(wants: Demands, asks: Sequence[Ask], node: _Rows, fits: Fits, mach
     pod = Want("pod", whole.cpus // 1000, dict(whole.memory), {k: v // 1000 for k, v in whole.devices.items()})
     nothing = np.array([p == "none" for p in across], np.bool_)[machine]
     read: _Read | None = None
-    foreign = _foreign(start, machine, machines, column)
-    held: dict[tuple[int, int], int] = {}  # (machine, demand): every mask whose allocatable holds its memory
+    rows = np.flatnonzero((fits.failed != NOT_PLACED) | nothing)
+    grouped = _grouped(rows, want, pod, fits, start, machine, across, machines, column)
+    # Restricted, or the Pod's own hint (pod scope): admit raises GROUPED_UNKNOWN itself, nothing to read of the row.
+    restricted = np.array([p == RESTRICTED for p in across], np.bool_)[machine[rows]]
+    quick = grouped & (restricted | machines.pod_scope[machine[rows]])
+    fits.unknown.update(dict.fromkeys(rows[quick].tolist(), GROUPED_UNKNOWN))
+    grouped_rows = set(rows[grouped & ~quick].tolist())
     empty: dict[tuple[int, int, tuple[bool, ...]], bool] = {}  # (machine, demand, device flags): refused alone
-    for r in np.flatnonzero((fits.failed != NOT_PLACED) | nothing).tolist():
+    for r in rows[~quick].tolist():
         m = int(machine[r])
         policy = across[m]
         if policy is None or (r in fits.reason and policy != "none"):
@@ -59,11 +66,9 @@ def hand_over(wants: Demands, asks: Sequence[Ask], node: _Rows, fits: Fits, mach
         first = POD if pod_scope else int(fits.failed[r])
         asked = pod if pod_scope else want[first]
         try:
-            if policy != "none" and foreign and foreign[r] and _grouped(held, m, first, asked, foreign[r], read):
-                # The first hint's memory turns on other Pods' groups (``numa_memory.GROUPED_UNKNOWN``): what
-                # ``admit`` would find, without building the row's node or its other hints.
-                if pod_scope or policy == RESTRICTED:
-                    raise Unknown(GROUPED_UNKNOWN)
+            if r in grouped_rows:
+                # best-effort, container scope: admit's first hint raises GROUPED_UNKNOWN, and it asks whether the
+                # allocation fails on any hint (``refused_on_any_hint``), without the row's memory or its hints.
                 why = refused_on_any_hint(_row_node(read, r, m, policy, machines, NOW, column,
                                                     wants.zero_devices_aligned, memory=False), asked)
                 if not why:
@@ -95,43 +100,59 @@ def hand_over(wants: Demands, asks: Sequence[Ask], node: _Rows, fits: Fits, mach
             fits.alone[r] = found
 
 
+def _grouped(rows: npt.NDArray[np.int64], want: Sequence[Want], pod: Want, fits: Fits, start: _Start,
+             machine: npt.NDArray[np.int64], across: Sequence[str | None], machines: Machines,
+             column: Mapping[str, int]) -> npt.NDArray[np.bool_]:
+    """Of ``rows``, those where ``admit``'s first hint raises ``GROUPED_UNKNOWN`` before anything else could
+    answer, over every row at once: a restricted or best-effort machine of at most ``MAX_ZONES`` zones whose Memory
+    Manager gives hints, a row refused for no reason yet, the first demand (the Pod in pod scope, else the container
+    that failed) asks memory and no CPU hint before it can raise (align-by-socket), and a mask the machine's
+    allocatable holds that memory on has a zone where the row began with less than that allocatable (``_row_node``'s
+    ``FOREIGN`` cells; ``memory_masks`` reads such a mask's groups)."""
+    m = machine[rows]
+    policies = np.array([p in (RESTRICTED, "best-effort") for p in across], np.bool_)
+    ok = policies[m] & (machines.zones[m] <= MAX_ZONES) & machines.memory_hints[m]
+    if fits.reason:
+        ok &= ~np.isin(rows, np.fromiter(fits.reason, np.int64, len(fits.reason)))
+    if not start.mem or not ok.any():
+        return np.zeros(rows.shape[0], np.bool_)
+    first = np.where(machines.pod_scope[m], POD, fits.failed[rows])
+    span = len(want) + 2  # a demand from POD up
+    pairs, which = np.unique(m * span + first + 2, return_inverse=True)
+    totals: dict[int, list[list[int]]] = {}
+    union: list[int] = []  # per (machine, demand): the union of the masks whose allocatable holds the demand's memory
+    for pair in pairs.tolist():
+        at, f = divmod(pair, span)
+        asked = pod if f - 2 == POD else want[f - 2]
+        cpu = machines.cpu_managers[at]
+        if not asked.memory or (asked.cpus and cpu is not None and "align-by-socket" in cpu.options):
+            union.append(0)
+            continue
+        zones = int(machines.zones[at])
+        total = totals.get(at)
+        if total is None:
+            total = totals[at] = machines.total[at, :zones].tolist()
+        allocatable = {k: [zone[column[k]] for zone in total] if k in column else [0] * zones for k in start.mem}
+        union.append(functools.reduce(operator.or_, allocatable_masks(allocatable, zones, asked.memory), 0))
+    held = np.array(union, np.int64)[which.reshape(-1)]
+    out: npt.NDArray[np.bool_] = ok & (held & _foreign(start, machine, machines, column)[rows] != 0)
+    return out
+
+
 def _foreign(start: _Start, machine: npt.NDArray[np.int64], machines: Machines,
-             column: Mapping[str, int]) -> list[int] | None:
+             column: Mapping[str, int]) -> npt.NDArray[np.int64]:
     """Per row, the mask of its zones where it began with less of some memory type than its machine's allocatable
-    (``_row_node``'s ``FOREIGN`` cells), over every row at once; None where the Pod asks no memory."""
-    if not start.mem or not start.starts.size:
-        return None
+    (``_row_node``'s ``FOREIGN`` cells), over every row at once."""
     below = np.zeros(start.owner.shape[0], np.bool_)
     at = machine[start.owner]
     for k, began in start.mem.items():
         i = column.get(k)
         if i is not None:  # else the row and the machine both have none of it
             below |= np.asarray(began < machines.total[at, start.position, i], np.bool_)
-    # Past MAX_ZONES a row never gets here (``_grouped``): its bits need not be right, only within int64.
+    # Past MAX_ZONES a row is not ``_grouped``: its bits need not be right, only within int64.
     bits = np.where(below, np.left_shift(1, np.minimum(start.position, 62)), 0)
-    out: list[int] = np.bitwise_or.reduceat(bits, start.starts).tolist()
+    out: npt.NDArray[np.int64] = np.bitwise_or.reduceat(bits, start.starts)
     return out
-
-
-def _grouped(held: dict[tuple[int, int], int], m: int, first: int, asked: Want, foreign: int, read: _Read) -> bool:
-    """Would ``admit``'s first hint of ``asked`` raise ``GROUPED_UNKNOWN``, before anything else could answer:
-    the Memory Manager gives hints and ``asked`` wants memory, no CPU hint before it can raise (align-by-socket),
-    and a mask the machine's allocatable holds it on has a ``foreign`` zone (``memory_masks``, where a mask still
-    in after that rule reads its groups)."""
-    machines = read.machines
-    zones = int(machines.zones[m])
-    cpu = machines.cpu_managers[m]
-    if (zones > MAX_ZONES or not asked.memory or not machines.memory_hints[m]
-            or (asked.cpus and cpu is not None and "align-by-socket" in cpu.options)):
-        return False
-    union = held.get((m, first))
-    if union is None:
-        total = read.machine(m)[1]
-        column = read.column
-        allocatable = {k: [zone[column[k]] for zone in total] if k in column else [0] * zones for k in read.mem}
-        union = held[(m, first)] = functools.reduce(operator.or_, allocatable_masks(allocatable, zones,
-                                                                                    asked.memory), 0)
-    return bool(union & foreign)
 
 
 def _refused_alone(empty: Node, want: Want) -> bool:
@@ -218,7 +239,7 @@ def _row_node(read: _Read, r: int, m: int, policy: str, machines: Machines, when
         free = [v // 1000 for v in amounts(res, began_left)]
         devices[res] = Amounts.of(free, reused(read.reuse_dev[res]))
         devices_capacity[res] = capacity_of(res, free)
-    held: Memory | None = None
+    manager: Memory | None = None
     if read.memory_hints[r] and memory:
         reuse: dict[int, dict[str, int]] = {}
         if now:
@@ -234,6 +255,6 @@ def _row_node(read: _Read, r: int, m: int, policy: str, machines: Machines, when
             assigned = read.assigned[first:end]
             cells = [FOREIGN if any(began[k][z] < allocatable[k][z] for k in read.mem) else
                      1 << z if now and assigned[z] else 0 for z in range(zones)]
-        held = Memory(allocatable, {k: amounts(k, began_left) for k, began_left in read.mem.items()}, cells, reuse)
+        manager = Memory(allocatable, {k: amounts(k, began_left) for k, began_left in read.mem.items()}, cells, reuse)
     return Node(zones, capacity_of(CPU, cpu), Amounts.of(cpu, reused(read.reuse_cpu)), devices_capacity, devices,
-                held, policy, machines.cpu_managers[m], machines.sockets[m], device_nodes_only)
+                manager, policy, machines.cpu_managers[m], machines.sockets[m], device_nodes_only)
