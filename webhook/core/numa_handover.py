@@ -44,7 +44,8 @@ def hand_over(wants: Demands, asks: Sequence[Ask], node: _Rows, fits: Fits, mach
     pod = Want("pod", whole.cpus // 1000, dict(whole.memory), {k: v // 1000 for k, v in whole.devices.items()})
     nothing = np.array([p == "none" for p in across], np.bool_)[machine]
     read: _Read | None = None
-    rows = np.flatnonzero((fits.failed != NOT_PLACED) | nothing)
+    handed = np.array([p is not None for p in across], np.bool_)[machine]  # the others' rows are not this pass's
+    rows = np.flatnonzero(((fits.failed != NOT_PLACED) | nothing) & handed)
     grouped = _grouped(rows, want, pod, fits, start, machine, across, machines, column)
     # Restricted, or the Pod's own hint (pod scope): admit raises GROUPED_UNKNOWN itself, nothing to read of the row.
     restricted = np.array([p == RESTRICTED for p in across], np.bool_)[machine[rows]]
