@@ -249,7 +249,7 @@ def admit(node: Node, wants: Sequence[Want], start: int, pod: Want | None = None
             hint = _merged(node, want)
         except Unknown:
             # best-effort admits whatever the hint; an allocation that fails on any hint fails on this one too.
-            why = _refused_on_any_hint(node, want) if node.policy != RESTRICTED else ""
+            why = refused_on_any_hint(node, want) if node.policy != RESTRICTED else ""
             if not why:
                 raise
             return Outcome(i, why)
@@ -281,7 +281,7 @@ def _merged(node: Node, want: Want, reusable: bool = True) -> Hint:
     return merge(lists, node.zones, full=node.policy != RESTRICTED)
 
 
-def _refused_on_any_hint(node: Node, want: Want) -> str:
+def refused_on_any_hint(node: Node, want: Want) -> str:
     """Why the device manager or the CPU Manager fails ``want`` whatever the merged hint (too few on the node,
     full-pcpus-only's check); ``""`` where that turns on the hint or nothing fails."""
     for resource, count in sorted(want.devices.items()):
@@ -311,7 +311,7 @@ def _affinity_error(node: Node, want: Want) -> str:
 def _allocate(node: Node, want: Want, hint: Hint) -> str:
     """Each provider's ``Allocate`` of ``want`` with the merged ``hint``; kubelet's reason where one fails."""
     init = want.kind == "init"
-    why = _refused_on_any_hint(node, want)
+    why = refused_on_any_hint(node, want)
     if why:
         return why
     for resource, count in sorted(want.devices.items()):

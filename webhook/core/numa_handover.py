@@ -4,15 +4,18 @@ as that model's ``Node``. Pure."""
 
 from __future__ import annotations
 
+import functools
+import operator
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from webhook.core.demands import Demands
-from webhook.core.numa_across import Node, Want, admit
+from webhook.core.numa_across import MAX_ZONES, Node, Outcome, Want, admit, refused_on_any_hint
 from webhook.core.numa_amounts import Amounts
 from webhook.core.numa_masks import Unknown
-from webhook.core.numa_memory import FOREIGN, Memory
+from webhook.core.numa_memory import FOREIGN, GROUPED_UNKNOWN, Memory, allocatable_masks
 from webhook.core.numafit import NOT_PLACED, POD, Ask, Fits, Machines
+from webhook.core.numatopology import RESTRICTED
 from webhook.core.podspec import CPU
 
 if TYPE_CHECKING:
@@ -31,7 +34,9 @@ def hand_over(wants: Demands, asks: Sequence[Ask], node: _Rows, fits: Fits, mach
     container that failed, on what the ones before it left (``container`` scope), or the whole Pod from the empty
     node (``pod`` scope). It is admitted across NUMA nodes (the row keeps the container that failed, no reason),
     refused (``Fits.refused`` with kubelet's reason) or not known (``Fits.unknown``). A row already refused for a
-    reason (full-pcpus-only's SMTAlignmentError on one NUMA node) stays so."""
+    reason (full-pcpus-only's SMTAlignmentError on one NUMA node) stays so. The rows whose first hint turns on
+    other Pods' memory groups (``_grouped``, most of a fleet's where Pods hold memory) are found over arrays first:
+    their answer needs no node (tests/unit/test_numa_handover.py holds them to the row-by-row loop)."""
     start = node.start
     want = [Want(a.kind, a.cpus // 1000, dict(a.memory), {k: v // 1000 for k, v in a.devices.items()})
             for a in asks]
@@ -39,7 +44,16 @@ def hand_over(wants: Demands, asks: Sequence[Ask], node: _Rows, fits: Fits, mach
     pod = Want("pod", whole.cpus // 1000, dict(whole.memory), {k: v // 1000 for k, v in whole.devices.items()})
     nothing = np.array([p == "none" for p in across], np.bool_)[machine]
     read: _Read | None = None
-    for r in np.flatnonzero((fits.failed != NOT_PLACED) | nothing).tolist():
+    handed = np.array([p is not None for p in across], np.bool_)[machine]  # the others' rows are not this pass's
+    rows = np.flatnonzero(((fits.failed != NOT_PLACED) | nothing) & handed)
+    grouped = _grouped(rows, want, pod, fits, start, machine, across, machines, column)
+    # Restricted, or the Pod's own hint (pod scope): admit raises GROUPED_UNKNOWN itself, nothing to read of the row.
+    restricted = np.array([p == RESTRICTED for p in across], np.bool_)[machine[rows]]
+    quick = grouped & (restricted | machines.pod_scope[machine[rows]])
+    fits.unknown.update(dict.fromkeys(rows[quick].tolist(), GROUPED_UNKNOWN))
+    grouped_rows = set(rows[grouped & ~quick].tolist())
+    empty: dict[tuple[int, int, tuple[bool, ...]], bool] = {}  # (machine, demand, device flags): refused alone
+    for r in rows[~quick].tolist():
         m = int(machine[r])
         policy = across[m]
         if policy is None or (r in fits.reason and policy != "none"):
@@ -49,11 +63,22 @@ def hand_over(wants: Demands, asks: Sequence[Ask], node: _Rows, fits: Fits, mach
             # No Topology Manager hints: nothing of the single-NUMA pass holds; every container from the empty node.
             fits.failed[r], fits.alone[r], fits.placed[r], fits.pod_zone[r] = NOT_PLACED, False, NOT_PLACED, NOT_PLACED
             fits.reason.pop(r, None)
-        read = read or _Read(start, node, machines)
+        read = read or _Read(start, node, machines, column)
+        first = POD if pod_scope else int(fits.failed[r])
+        asked = pod if pod_scope else want[first]
         try:
-            state = _row_node(read, r, m, policy, machines, START if pod_scope or policy == "none" else NOW,
-                              column, wants.zero_devices_aligned)
-            outcome = admit(state, want, 0 if policy == "none" else int(fits.failed[r]), pod if pod_scope else None)
+            if r in grouped_rows:
+                # best-effort, container scope: admit's first hint raises GROUPED_UNKNOWN, and it asks whether the
+                # allocation fails on any hint (``refused_on_any_hint``), without the row's memory or its hints.
+                why = refused_on_any_hint(_row_node(read, r, m, policy, machines, NOW, column,
+                                                    wants.zero_devices_aligned, memory=False), asked)
+                if not why:
+                    raise Unknown(GROUPED_UNKNOWN)
+                outcome = Outcome(first, why)
+            else:
+                state = _row_node(read, r, m, policy, machines, START if pod_scope or policy == "none" else NOW,
+                                  column, wants.zero_devices_aligned)
+                outcome = admit(state, want, 0 if policy == "none" else first, pod if pod_scope else None)
         except Unknown as exc:
             fits.unknown[r] = str(exc)
             if policy == "none":
@@ -63,9 +88,72 @@ def hand_over(wants: Demands, asks: Sequence[Ask], node: _Rows, fits: Fits, mach
             fits.failed[r], fits.reason[r] = outcome.failed, outcome.reason
             fits.refused.add(r)
             # Alone: refused on the empty node too, with nothing placed before it (the Pod's own refusal is).
-            fits.alone[r] = outcome.failed == POD or _refused_alone(
-                _row_node(read, r, m, policy, machines, EMPTY, column, wants.zero_devices_aligned),
-                want[outcome.failed])
+            # The empty node is its machine's, but for the device plugin resources the row's zones have.
+            if outcome.failed == POD:
+                fits.alone[r] = True
+                continue
+            key = (m, outcome.failed, tuple(read.dev_in[res][r] for res in read.dev))
+            found = empty.get(key)
+            if found is None:
+                found = empty[key] = _refused_alone(
+                    _row_node(read, r, m, policy, machines, EMPTY, column, wants.zero_devices_aligned),
+                    want[outcome.failed])
+            fits.alone[r] = found
+
+
+def _grouped(rows: npt.NDArray[np.int64], want: Sequence[Want], pod: Want, fits: Fits, start: _Start,
+             machine: npt.NDArray[np.int64], across: Sequence[str | None], machines: Machines,
+             column: Mapping[str, int]) -> npt.NDArray[np.bool_]:
+    """Of ``rows``, those where ``admit``'s first hint raises ``GROUPED_UNKNOWN`` before anything else could
+    answer, over every row at once: a restricted or best-effort machine of at most ``MAX_ZONES`` zones whose Memory
+    Manager gives hints, a row refused for no reason yet, the first demand (the Pod in pod scope, else the container
+    that failed) asks memory and no CPU hint before it can raise (align-by-socket), and a mask the machine's
+    allocatable holds that memory on has a zone where the row began with less than that allocatable (``_row_node``'s
+    ``FOREIGN`` cells; ``memory_masks`` reads such a mask's groups)."""
+    m = machine[rows]
+    policies = np.array([p in (RESTRICTED, "best-effort") for p in across], np.bool_)
+    ok = policies[m] & (machines.zones[m] <= MAX_ZONES) & machines.memory_hints[m]
+    if fits.reason:
+        ok &= ~np.isin(rows, np.fromiter(fits.reason, np.int64, len(fits.reason)))
+    if not start.mem or not ok.any():
+        return np.zeros(rows.shape[0], np.bool_)
+    first = np.where(machines.pod_scope[m], POD, fits.failed[rows])
+    span = len(want) + 2  # a demand from POD up
+    pairs, which = np.unique(m * span + first + 2, return_inverse=True)
+    totals: dict[int, list[list[int]]] = {}
+    union: list[int] = []  # per (machine, demand): the union of the masks whose allocatable holds the demand's memory
+    for pair in pairs.tolist():
+        at, f = divmod(pair, span)
+        asked = pod if f - 2 == POD else want[f - 2]
+        cpu = machines.cpu_managers[at]
+        if not asked.memory or (asked.cpus and cpu is not None and "align-by-socket" in cpu.options):
+            union.append(0)
+            continue
+        zones = int(machines.zones[at])
+        total = totals.get(at)
+        if total is None:
+            total = totals[at] = machines.total[at, :zones].tolist()
+        allocatable = {k: [zone[column[k]] for zone in total] if k in column else [0] * zones for k in start.mem}
+        union.append(functools.reduce(operator.or_, allocatable_masks(allocatable, zones, asked.memory), 0))
+    held = np.array(union, np.int64)[which.reshape(-1)]
+    out: npt.NDArray[np.bool_] = ok & (held & _foreign(start, machine, machines, column)[rows] != 0)
+    return out
+
+
+def _foreign(start: _Start, machine: npt.NDArray[np.int64], machines: Machines,
+             column: Mapping[str, int]) -> npt.NDArray[np.int64]:
+    """Per row, the mask of its zones where it began with less of some memory type than its machine's allocatable
+    (``_row_node``'s ``FOREIGN`` cells), over every row at once."""
+    below = np.zeros(start.owner.shape[0], np.bool_)
+    at = machine[start.owner]
+    for k, began in start.mem.items():
+        i = column.get(k)
+        if i is not None:  # else the row and the machine both have none of it
+            below |= np.asarray(began < machines.total[at, start.position, i], np.bool_)
+    # Past MAX_ZONES a row is not ``_grouped``: its bits need not be right, only within int64.
+    bits = np.where(below, np.left_shift(1, np.minimum(start.position, 62)), 0)
+    out: npt.NDArray[np.int64] = np.bitwise_or.reduceat(bits, start.starts)
+    return out
 
 
 def _refused_alone(empty: Node, want: Want) -> bool:
@@ -84,7 +172,8 @@ class _Read:
     element by element cost it more than building the row's node. Read only: each row's node gets lists of its
     own (``numa_across.admit`` changes them)."""
 
-    def __init__(self, start: _Start, node: _Rows, machines: Machines) -> None:
+    def __init__(self, start: _Start, node: _Rows, machines: Machines, column: Mapping[str, int]) -> None:
+        self.column = column
         self.starts: list[int] = start.starts.tolist()
         self.cpu: tuple[list[int], list[int]] = (start.cpu.tolist(), node.cpu.tolist())
         self.reuse_cpu: tuple[list[int], list[int]] = (node.reuse_cpu[0].tolist(), node.reuse_cpu[1].tolist())
@@ -110,12 +199,12 @@ class _Read:
 
 
 def _row_node(read: _Read, r: int, m: int, policy: str, machines: Machines, when: str,
-              column: Mapping[str, int], device_nodes_only: bool) -> Node:
+              column: Mapping[str, int], device_nodes_only: bool, memory: bool = True) -> Node:
     """Row ``r`` as ``numa_across`` reads a node: whole CPUs and devices, memory in the rows' milli-bytes, what
     init containers left for reuse and where the Memory Manager allocated. ``when``: ``NOW``, as the single-NUMA
     pass left it; ``START``, as the row began (``pod`` scope, ``none``); ``EMPTY``, the machine's empty node. Where
     the row began with less memory than its machine's allocatable, other Pods hold memory there, in groups no object
-    publishes (``numa_memory.FOREIGN``)."""
+    publishes (``numa_memory.FOREIGN``). Without ``memory``, the node's memory is left out (None)."""
     first = read.starts[r]
     zones = int(machines.zones[m])
     end = first + zones
@@ -151,8 +240,8 @@ def _row_node(read: _Read, r: int, m: int, policy: str, machines: Machines, when
         free = [v // 1000 for v in amounts(res, began_left)]
         devices[res] = Amounts.of(free, reused(read.reuse_dev[res]))
         devices_capacity[res] = capacity_of(res, free)
-    memory = None
-    if read.memory_hints[r]:
+    manager: Memory | None = None
+    if read.memory_hints[r] and memory:
         reuse: dict[int, dict[str, int]] = {}
         if now:
             for kind, held in read.reuse_mem.items():
@@ -167,6 +256,6 @@ def _row_node(read: _Read, r: int, m: int, policy: str, machines: Machines, when
             assigned = read.assigned[first:end]
             cells = [FOREIGN if any(began[k][z] < allocatable[k][z] for k in read.mem) else
                      1 << z if now and assigned[z] else 0 for z in range(zones)]
-        memory = Memory(allocatable, {k: amounts(k, began_left) for k, began_left in read.mem.items()}, cells, reuse)
+        manager = Memory(allocatable, {k: amounts(k, began_left) for k, began_left in read.mem.items()}, cells, reuse)
     return Node(zones, capacity_of(CPU, cpu), Amounts.of(cpu, reused(read.reuse_cpu)), devices_capacity, devices,
-                memory, policy, machines.cpu_managers[m], machines.sockets[m], device_nodes_only)
+                manager, policy, machines.cpu_managers[m], machines.sockets[m], device_nodes_only)

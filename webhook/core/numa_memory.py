@@ -27,11 +27,12 @@ class Memory:
         """The groups of ``mask``'s NUMA nodes (0: none yet); Unknown where other Pods' memory is there."""
         found = [self.cells[z] for z in range(len(self.cells)) if mask >> z & 1]
         if FOREIGN in found:
-            raise Unknown("how the Memory Manager grouped other Pods' memory over NUMA nodes is not published")
+            raise Unknown(GROUPED_UNKNOWN)
         return found
 
 
 FOREIGN = -1
+GROUPED_UNKNOWN = "how the Memory Manager grouped other Pods' memory over NUMA nodes is not published"
 
 
 def memory_masks(memory: Memory, zones: int, want: Mapping[str, int]) -> tuple[list[int], int]:
@@ -40,10 +41,7 @@ def memory_masks(memory: Memory, zones: int, want: Mapping[str, int]) -> tuple[l
     # Each rule a filter over the masks still in (comprehensions: this runs on every restricted and best-effort
     # row), in calculateHints' order: the allocatable, then the groups (Unknown where a mask still in has other
     # Pods' memory), then what is free.
-    found = list(masks(tuple(range(zones))))
-    for k, v in want.items():
-        held = sums(memory.allocatable.get(k, [0] * zones))
-        found = [m for m in found if held[m] >= v]
+    found = allocatable_masks(memory.allocatable, zones, want)
     smallest = min(map(int.bit_count, found), default=zones)
     if any(memory.cells):  # else no NUMA node is in a group yet: every mask's groups are all 0
         found = [m for m in found if _ungrouped(memory.groups(m), m)]
@@ -54,6 +52,16 @@ def memory_masks(memory: Memory, zones: int, want: Mapping[str, int]) -> tuple[l
         else:
             found = [m for m in found if held[m] >= v]
     return found, min(smallest, zones)
+
+
+def allocatable_masks(allocatable: Mapping[str, list[int]], zones: int, want: Mapping[str, int]) -> list[int]:
+    """``calculateHints``' first rule: the masks whose allocatable holds every type ``want`` asks. A mask still in
+    after it that has other Pods' memory (``FOREIGN``) makes the hints ``Unknown``, whatever else holds."""
+    found = list(masks(tuple(range(zones))))
+    for k, v in want.items():
+        held = sums(allocatable.get(k, [0] * zones))
+        found = [m for m in found if held[m] >= v]
+    return found
 
 
 def _ungrouped(groups: list[int], mask: int) -> bool:
