@@ -59,6 +59,7 @@ from webhook.core.fieldpath import FieldPath, dotted
 from webhook.core.gojson import TooDeep
 from webhook.core.operators import Built, NoPodHere, Related, annotations_at, list_at, mapping_at, metadata_at
 from webhook.core.operators.kserve_canary import DEFAULT_MODE, MODE_ANNOTATION, MODES, canaries, canary_refusal
+from webhook.core.operators.kserve_ingress import ingress_refusal
 from webhook.core.operators.kserve_pod import (
     AGENT,
     CONFIG_MAP,
@@ -72,7 +73,6 @@ from webhook.core.operators.kserve_pod import (
     config_refusal,
     config_section,
     default_resources,
-    ingress_refusal,
     oci_mode,
     queue_proxy,
     with_injected,

@@ -7,7 +7,6 @@ for them: the ConfigMap's when given (input or cluster), else KServe's shipped v
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any, cast
@@ -84,6 +83,12 @@ CONFIG_STRUCTS: Mapping[str, Struct] = {
         "s3UseVirtualBucket", "s3UseAccelerate", "s3UseAnonymousCredential", "s3CABundleConfigMap", "s3CABundle")}),
         "gcs": Struct({"gcsCredentialFileName": "string"}), "storageSpecSecretName": "string",
         "storageSecretNameAnnotation": "string"}),
+    # Read by the llmisvc controller only (llmisvc/config_loader.go SchedulerConfig, WVAAutoscalingConfig with its
+    # PrometheusConfig): unmarshalled into a struct value, so null leaves it.
+    "scheduler": Struct({"expirationAnnotations": "[]string"}),
+    "autoscaling-wva-controller-config": Struct({"prometheus": Struct({
+        "url": "string", "tlsInsecureSkipVerify": "bool", "authModes": "string", "triggerAuthName": "string",
+        "triggerAuthKind": "string"})}),
 }
 # What KServe's shipped ConfigMap holds for the sections read here (config/configmap/inferenceservice.yaml).
 SHIPPED_SECTIONS: Mapping[str, Mapping[str, Any]] = {
@@ -102,8 +107,8 @@ _QUANTITIES = {"storageInitializer": "its controller and its pod webhook fail (G
 # the Deployment or Knative Service; the pod webhook's mutator.go:94, for every KServe Pod).
 _READ_FIRST = ("explainers", "inferenceService", "deploy", "localModel", "security", "credentials")
 _OCI_MODES = ("modelcar", "native", "fetch")
+CREDENTIALS_TYPES = "give its keys their Go types (s3 and gcs objects of strings, strings else)"
 MEMO_SIZE = 64  # section texts whose reading is kept (read_section): a cluster holds one ConfigMap, with 16 keys
-_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")  # validation.IsDNS1123Label, with its 63 characters
 
 
 def storage_unreadable(error: GoJSONError) -> str:
@@ -115,7 +120,7 @@ def storage_unreadable(error: GoJSONError) -> str:
             f"an int64), as KServe ships {json.dumps(SHIPPED_STORAGE, separators=(',', ':'))}")
 
 
-def _config_map(related: Related) -> Mapping[str, Any] | None:
+def given_config_map(related: Related) -> Mapping[str, Any] | None:
     """``inferenceservice-config`` when it was given (input or cluster)."""
     for cm in related.of(*CONFIG_MAP, cluster_scoped=True):
         if metadata_at(cm).get("name") == ISVC_CONFIG:
@@ -155,7 +160,7 @@ def config_section(related: Related, key: str) -> tuple[dict[str, Any] | None, s
     """A JSON section of ``inferenceservice-config`` read as KServe reads it (keys matched as Go matches them)
     when the ConfigMap was given ({} when it leaves the section out), else KServe's shipped one; and where from.
     None where KServe cannot read it (``config_refusal`` says so before any Pod)."""
-    cm = _config_map(related)
+    cm = given_config_map(related)
     if cm is None:
         return dict(SHIPPED_SECTIONS.get(key, {})), f"KServe's default {ISVC_CONFIG} {key}"
     try:
@@ -181,7 +186,7 @@ def config_refusal(related: Related, custom: bool, keys: tuple[str, ...] | None 
     every KServe Pod); an unknown ``ociModelMode``; with a ``custom`` component, an ``inferenceService.resource``
     value that is not a quantity (the defaulter's MustParse panics: the InferenceService is refused). The
     ConfigMap: ``config_map``, else the one given by that name."""
-    cm = config_map if config_map is not None else _config_map(related)
+    cm = config_map if config_map is not None else given_config_map(related)
     if cm is None:
         return None
     where = f"the {ISVC_CONFIG} ConfigMap's"
@@ -194,8 +199,7 @@ def config_refusal(related: Related, custom: bool, keys: tuple[str, ...] | None 
             if key == "credentials":
                 return (f"{where} credentials is not what KServe's Go code reads ({error}): NewCredentialBuilder "
                         "panics on it, in KServe's controller before any Deployment or Knative Service and in its pod "
-                        "webhook, so KServe builds no Pods until it is mended; give its keys their Go types (s3 and "
-                        "gcs objects of strings, strings else)")
+                        f"webhook, so KServe builds no Pods until it is mended; {CREDENTIALS_TYPES}")
             return (f"{where} {key} is not what KServe's Go code reads ({error}): json.Unmarshal fails, so KServe "
                     "builds no Pods until it is mended")
         if section is None:
@@ -232,48 +236,6 @@ def config_refusal(related: Related, custom: bool, keys: tuple[str, ...] | None 
                 return (f"{where} storageInitializer.ociModelMode {mode!r} is not one of modelcar, native, fetch: "
                         "GetStorageInitializerConfigs fails, so KServe builds no Pod")
     return None
-
-
-def _gateway_refusal(section: Mapping[str, Any]) -> str | None:
-    """What ``NewIngressConfig`` (v1beta1/configmap.go:295-330) refuses in a well-typed ``ingress``, or None. A
-    ``pathTemplate`` Go's text/template cannot parse is refused too: not read here."""
-    if section.get("enableGatewayApi"):
-        gateway = section.get("kserveIngressGateway") or ""
-        if not gateway:
-            return "enableGatewayApi without kserveIngressGateway (kserveIngressGateway is required)"
-        parts = gateway.split("/")
-        if len(parts) != 2 or not all(len(p) <= 63 and _DNS_LABEL.fullmatch(p) for p in parts):
-            return f"kserveIngressGateway {gateway!r} is not <namespace>/<name> of DNS-1123 labels"
-    if not section.get("ingressGateway"):
-        return "no ingressGateway (ingressGateway is required)"
-    if section.get("pathTemplate") and not section.get("ingressDomain"):
-        return "a pathTemplate without ingressDomain (ingressDomain is required if pathTemplate is given)"
-    return None
-
-
-def ingress_refusal(related: Related) -> str | None:
-    """Why KServe builds no Pod from a given ``inferenceservice-config`` ``ingress`` in Standard mode, or None:
-    its reconciler reads it (``NewRawKubeReconciler``, raw_kube_reconciler.go:106-109) before any Deployment and
-    fails where ``NewIngressConfig`` fails (not JSON of its types, a required key missing) or panics (null). In
-    Knative mode the controller reads it only after the Knative Service (controller.go:355): the Pods are built.
-    Absent, it is not read (KServe's defaults)."""
-    cm = _config_map(related)
-    if cm is None or "ingress" not in mapping_at(cm.get("data"), ("data",)):
-        return None
-    where = f"the {ISVC_CONFIG} ConfigMap's ingress"
-    try:
-        section = read_section(cm, "ingress")
-    except GoJSONError as error:
-        why = f"is not what KServe's Go code reads ({error}): NewIngressConfig fails"
-    else:
-        refused = "is null: NewIngressConfig reads the nil config (a panic)" if section is None \
-            else _gateway_refusal(section)
-        if refused is None:
-            return None
-        why = refused if section is None else f"has {refused}: NewIngressConfig fails"
-    return (f"{where} {why}, so KServe's Standard-mode reconciler (NewRawKubeReconciler) fails before any "
-            "Deployment: KServe builds no Pod until it is mended (KServe ships ingressGateway "
-            "knative-serving/knative-ingress-gateway)")
 
 
 def resolve_oci_mode(storage: Mapping[str, Any]) -> str:
@@ -424,6 +386,7 @@ __all__ = [
     "AGENT",
     "CONFIG_MAP",
     "CONFIG_STRUCTS",
+    "CREDENTIALS_TYPES",
     "DEFAULT_STORAGE",
     "ISVC_CONFIG",
     "KNATIVE_CONFIG",
@@ -437,7 +400,7 @@ __all__ = [
     "config_refusal",
     "config_section",
     "default_resources",
-    "ingress_refusal",
+    "given_config_map",
     "modelcar_container",
     "oci_mode",
     "queue_proxy",

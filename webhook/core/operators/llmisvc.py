@@ -32,6 +32,7 @@ from typing import Any
 from webhook.core.fieldpath import FieldPath
 from webhook.core.operators import Built, NoPodHere, Related
 from webhook.core.operators.llmisvc_base import KIND, Unknown, get, merge, positive
+from webhook.core.operators.llmisvc_config import config_or_no_pods
 from webhook.core.operators.llmisvc_dra import managed, with_claim
 from webhook.core.operators.llmisvc_scheduler import (
     TOKENIZER,
@@ -47,7 +48,6 @@ from webhook.core.operators.llmisvc_storage import (
     STORAGE_DEFAULTS,
     attach_model,
     local_model,
-    storage_or_no_pods,
 )
 from webhook.core.operators.llmisvc_validation import refusal
 from webhook.core.podspec import ManifestError
@@ -203,6 +203,7 @@ def build(obj: Mapping[str, Any], related: Related) -> Iterator[Built | str]:
 
 def _build(spec: Mapping[str, Any], meta: Mapping[str, Any], related: Related) -> Iterator[Built | str]:
     namespace = meta.get("namespace") if isinstance(meta.get("namespace"), str) else None
+    storage = config_or_no_pods(related)  # the defaulter, then loadConfig: before the baseRefs, whatever the model
     refs = spec.get("baseRefs") or []
     if not isinstance(refs, Sequence) or isinstance(refs, str):
         raise ManifestError(("spec", "baseRefs"), "expected a list")
@@ -223,7 +224,6 @@ def _build(spec: Mapping[str, Any], meta: Mapping[str, Any], related: Related) -
     annotations = meta.get("annotations") if isinstance(meta.get("annotations"), Mapping) else {}
     assert isinstance(annotations, Mapping)
     dra = managed(annotations)
-    storage = storage_or_no_pods(related)  # loadConfig: before any Pod, whatever the model
     labels = meta.get("labels") if isinstance(meta.get("labels"), Mapping) else {}
     assert isinstance(labels, Mapping)
     local = local_model(labels, annotations)

@@ -1,6 +1,6 @@
 """What an LLMInferenceService's model adds to each Pod KServe v0.20.0's llmisvc controller builds
 (``attachModelArtifacts``, ``pkg/controller/v1alpha2/llmisvc/workload_storage.go``), and the
-``inferenceservice-config`` ``storageInitializer`` it reads for that (``config_loader.go``): for ``hf://`` and
+``inferenceservice-config`` ``storageInitializer`` it reads for that (``llmisvc_config``): for ``hf://`` and
 ``s3://`` (and LoRA adapters from them) a ``storage-initializer`` init container, a user's init container of that
 name merged over it; for ``oci://`` a ``modelcar`` sidecar and ``modelcar-init`` (10m, 15Mi each)."""
 
@@ -9,16 +9,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from webhook.core.gojson import TooDeep
-from webhook.core.operators import Related
 from webhook.core.operators.kserve_pod import (
-    ISVC_CONFIG,
     MODELCAR,
     MODELCAR_INIT,
     SHIPPED_STORAGE,
-    config_refusal,
     modelcar_container,
-    read_section,
     resolve_oci_mode,
 )
 from webhook.core.operators.llmisvc_base import KIND, Unknown, get, merge, scheme
@@ -32,25 +27,6 @@ LOCAL_MODEL_ANNOTATIONS = ("internal.serving.kserve.io/localmodel-sourceuri",
 STORAGE_INITIALIZER = "storage-initializer"
 # The inferenceservice-config ConfigMap's storageInitializer as KServe v0.20.0 ships it (kserve_pod.SHIPPED_STORAGE).
 STORAGE_DEFAULTS = SHIPPED_STORAGE
-
-
-def storage_or_no_pods(related: Related) -> Mapping[str, Any]:
-    """The ``storageInitializer`` KServe's llmisvc controller loads (``config_loader.go``: the
-    ``inferenceservice-config`` ConfigMap in KServe's namespace, else as shipped), read by the one reader
-    (``kserve_pod.read_section``); raises ``Unknown`` where KServe builds no Pods at all, saying why
-    (``config_refusal``, shared with the InferenceService builder: not JSON of KServe's types, null, or a resource
-    it parses not a quantity: the four requests and limits always, an absent key or section being "";
-    ``cpuModelcar`` and ``memoryModelcar`` when set, ``toConfig``), or where qos-guard cannot read it."""
-    found = related.named(*CONFIG_MAP, ISVC_CONFIG, KSERVE_NAMESPACE)
-    if found is None:
-        return STORAGE_DEFAULTS
-    try:
-        why = config_refusal(related, False, ("storageInitializer",), found)
-    except TooDeep as deep:  # not known: said, not judged
-        raise Unknown(f"{KIND}: {deep}; not judged") from None
-    if why is not None:
-        raise Unknown(f"{KIND}: {why}")
-    return read_section(found, "storageInitializer") or {}
 
 
 def _resources(cpu: Any, memory: Any) -> dict[str, Any]:
@@ -127,4 +103,4 @@ def _oci(pod: dict[str, Any], storage: Mapping[str, Any]) -> None:
         _modelcar(pod, storage)
 
 
-__all__ = ["LOCAL_MODEL", "STORAGE_DEFAULTS", "attach_model", "local_model", "storage_or_no_pods"]
+__all__ = ["LOCAL_MODEL", "STORAGE_DEFAULTS", "attach_model", "local_model"]
