@@ -176,3 +176,18 @@ def test_an_object_whose_every_pod_spec_is_exempt_is_skipped_whole() -> None:
     body = json.dumps(admission_review(jobset, namespace="exempt-ns")).encode()
     decision = review_decision(parse_review(body, endpoint), endpoint, ON)
     assert decision.label == "skipped" and decision.skipped == "namespace exempt-ns is exempt"
+
+
+def test_a_pod_spec_exempt_by_runtime_class_does_not_hide_what_is_not_known() -> None:
+    """``runtimeClassName`` exempts the pod spec that names it, not the object: with the predictor exempt and the
+    explainer not known (KServe builds an ART explainer, which qos-guard does not), the explainer is said."""
+    config = parse_config({"policy": {"operatorObjects": True}, "exemptions": {"runtimeClassNames": ["kata"]}})
+    obj = isvc("rt", GUARANTEED, runtimeClassName="kata")
+    obj["spec"]["explainer"] = {"art": {"type": "SquareAttack"}}
+    flask = client(cluster(runtime(GUARANTEED)), config)
+    for path in ("/validate", "/warn"):
+        (said,) = post(flask, path, obj)["warnings"]
+        assert said.startswith("qos-guard: not judged: spec.explainer"), said
+    # with nothing unknown, the object whose every pod spec is exempt is skipped whole, as before
+    del obj["spec"]["explainer"]
+    assert post(flask, "/validate", obj) == {"uid": "uid-1", "allowed": True}

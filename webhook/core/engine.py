@@ -295,8 +295,10 @@ def evaluate(obj: Any, config: Config, mode: Mode, facts: Facts = NO_FACTS, *, n
                 continue
         results.append(TargetResult(target, pod, tuple(v for v in found if not v.advisory), config,
                                     tuple(v for v in found if v.advisory), facts))
-    if exempt and len(exempt) == len(targets):  # every pod spec exempt: the object is (said once, the first why)
-        return ObjectVerdict(mode, (), exempt=exempt[0], unknown=tuple(unknown))
+    if exempt and len(exempt) == len(targets):  # every pod spec exempt: the object is (said once, the first why),
+        whole = exemption(config, None, namespace or namespace_of(obj), username)
+        if whole is not None or not unknown:  # unless by runtimeClassName alone: what is not known is still said
+            return ObjectVerdict(mode, (), exempt=whole or exempt[0], unknown=tuple(unknown))
     return ObjectVerdict(mode, tuple(results), unknown=tuple(unknown))
 
 
