@@ -233,3 +233,16 @@ def test_the_kept_readings_are_bounded_and_reused() -> None:
             read_section(bad, "agent")
         raised.append(error.value)
     assert raised[0] is not raised[1]
+
+
+
+def test_only_the_config_map_in_kserves_namespace_is_kserves() -> None:
+    """KServe reads ``kserve/inferenceservice-config`` (constants.KServeNamespace): one of that name in another
+    namespace is any other ConfigMap. Its broken ingress must not make the InferenceService unjudged."""
+    broken = config(ingress={"ingressGateway": ""})
+    elsewhere = {**broken, "metadata": {**broken["metadata"], "namespace": "team-a"}}
+    burstable = runtime("rt", "sklearn", cpu_request="1")
+    obj = isvc({"model": model(storageUri="pvc://m")}, RAW)
+    assert not [r for r in walk(obj, related=collect([burstable, elsewhere], RELATED)) if isinstance(r, str)]
+    assert findings(obj, collect([burstable, elsewhere], RELATED))
+    assert [type(r) for r in walk(obj, related=collect([burstable, broken], RELATED))] == [NoPod]

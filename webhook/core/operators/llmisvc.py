@@ -31,6 +31,7 @@ from typing import Any
 
 from webhook.core.fieldpath import FieldPath
 from webhook.core.operators import Built, NoPodHere, Related
+from webhook.core.operators.kserve_pod import CONFIG_MAP, KSERVE_NAMESPACE
 from webhook.core.operators.llmisvc_base import KIND, Unknown, get, merge, positive
 from webhook.core.operators.llmisvc_config import config_or_no_pods
 from webhook.core.operators.llmisvc_dra import managed, with_claim
@@ -43,8 +44,6 @@ from webhook.core.operators.llmisvc_scheduler import (
     without_tokenizer,
 )
 from webhook.core.operators.llmisvc_storage import (
-    CONFIG_MAP,
-    KSERVE_NAMESPACE,
     STORAGE_DEFAULTS,
     attach_model,
     local_model,

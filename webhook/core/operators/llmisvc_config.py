@@ -20,9 +20,16 @@ from typing import Any
 from webhook.core.gojson import GoJSONError, TooDeep
 from webhook.core.operators import Related
 from webhook.core.operators.kserve_ingress import SHIPPED_INGRESS, ingress_unreadable
-from webhook.core.operators.kserve_pod import CREDENTIALS_TYPES, ISVC_CONFIG, config_refusal, read_section
+from webhook.core.operators.kserve_pod import (
+    CONFIG_MAP,
+    CREDENTIALS_TYPES,
+    ISVC_CONFIG,
+    KSERVE_NAMESPACE,
+    config_refusal,
+    read_section,
+)
 from webhook.core.operators.llmisvc_base import KIND, Unknown
-from webhook.core.operators.llmisvc_storage import CONFIG_MAP, KSERVE_NAMESPACE, STORAGE_DEFAULTS
+from webhook.core.operators.llmisvc_storage import STORAGE_DEFAULTS
 
 NO_CONFIG = ("so KServe's llmisvc controller cannot load its config (toConfig, before any workload) and builds no "
              "Pods until it is mended")

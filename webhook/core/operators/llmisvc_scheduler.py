@@ -22,8 +22,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from webhook.core.operators import Related
+from webhook.core.operators.kserve_pod import CONFIG_MAP, KSERVE_NAMESPACE
 from webhook.core.operators.llmisvc_base import KIND, Unknown, get
-from webhook.core.operators.llmisvc_storage import CONFIG_MAP, KSERVE_NAMESPACE
 
 TOKENIZER = "tokenizer"  # scheduler.go tokenizerContainerName
 VERSION = "app.kubernetes.io/version"

@@ -18,8 +18,6 @@ from webhook.core.operators.kserve_pod import (
 )
 from webhook.core.operators.llmisvc_base import KIND, Unknown, get, merge, scheme
 
-CONFIG_MAP = ("", "ConfigMap")
-KSERVE_NAMESPACE = "kserve"  # constants.KServeNamespace (the controller's POD_NAMESPACE)
 LOCAL_MODEL = "internal.serving.kserve.io/localmodel"
 # What KServe's defaulter sets with the label (defaulter.go SetLocalModelLabel), and attachModelArtifacts reads.
 LOCAL_MODEL_ANNOTATIONS = ("internal.serving.kserve.io/localmodel-sourceuri",
