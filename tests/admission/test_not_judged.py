@@ -191,3 +191,15 @@ def test_a_pod_spec_exempt_by_runtime_class_does_not_hide_what_is_not_known() ->
     # with nothing unknown, the object whose every pod spec is exempt is skipped whole, as before
     del obj["spec"]["explainer"]
     assert post(flask, "/validate", obj) == {"uid": "uid-1", "allowed": True}
+
+
+def test_a_reason_with_control_characters_is_warned_escaped() -> None:
+    """The API server drops a warning with a control character (apimachinery NewWarningHeader: unicode.IsControl)
+    without a word: a reason quoting the user's text is shown escaped, so the warning reaches the user."""
+    obj = {"apiVersion": "serving.kserve.io/v1alpha1", "kind": "LLMInferenceService",
+           "metadata": {"name": "m", "namespace": "ml"},
+           "spec": {"model": {"uri": "pvc://models/m"}, "baseRefs": [{"name": "bad\nname\x1b\x85"}],
+                    "template": {"containers": [{"name": "main", "resources": GUARANTEED}]}}}
+    (said,) = post(client(cluster()), "/validate", obj)["warnings"]
+    assert said.startswith("qos-guard: not judged: ") and "bad\\nname\\x1b\\x85" in said, said
+    assert not any(c in said for c in "\n\x1b\x85"), said

@@ -129,12 +129,22 @@ def warning(v: Violation) -> str:
 _LABEL = re.compile(r'^(?:[^"]*?: )?(?:container "[^"]*"|pod) \([^)]*\): ')
 
 
+# What the API server refuses in a warning's text (apimachinery net.NewWarningHeader: ``unicode.IsControl``, the
+# Cc runes): ``AddWarning`` then drops that warning unseen, so each is shown escaped instead.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+
+
+def shown(text: str) -> str:
+    """``text`` with each control character escaped (``\\n``, ``\\x1b``): a warning the API server keeps."""
+    return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode(), text)
+
+
 def fit_warnings(lines: list[str]) -> list[str]:
-    """Each warning under ``WARNING_CHARS`` and all of them under ``WARNINGS_BYTES``, the last one saying how
-    many did not fit (``MORE``)."""
+    """Each warning under ``WARNING_CHARS`` (its control characters escaped, ``shown``) and all of them under
+    ``WARNINGS_BYTES``, the last one saying how many did not fit (``MORE``)."""
     out: list[str] = []
     total = 0
-    for i, line in enumerate(lines):
+    for i, line in enumerate(map(shown, lines)):
         text = line if len(line) < WARNING_CHARS else line[: WARNING_CHARS - 4] + "..."
         more = MORE(count=len(lines) - i)
         if total + len(text.encode()) + len(more) + 2 > WARNINGS_BYTES:
