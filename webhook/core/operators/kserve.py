@@ -394,7 +394,7 @@ def build(obj: Mapping[str, Any], related: Related) -> Iterator[Built | str]:
     try:
         yield from _build(obj, related)
     except TooDeep as deep:
-        yield f"InferenceService: {deep}; not judged"
+        yield f"InferenceService: {deep}"
 
 
 def _build(obj: Mapping[str, Any], related: Related) -> Iterator[Built | str]:

@@ -88,7 +88,7 @@ def config_or_no_pods(related: Related) -> Mapping[str, Any]:
     try:
         why = _refusal(found, related)
     except TooDeep as deep:  # not known: said, not judged
-        raise Unknown(f"{KIND}: {deep}; not judged") from None
+        raise Unknown(f"{KIND}: {deep}") from None
     if why is not None:
         raise Unknown(f"{KIND}: {why}")
     return read_section(found, "storageInitializer") or {}
