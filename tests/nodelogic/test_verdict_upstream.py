@@ -81,6 +81,47 @@ def test_two_devices_on_one_node_each_are_still_misaligned() -> None:
     assert p.aligned is False
 
 
+FOUR_NODES = {**TWO_NODES, 4: 2, 5: 3}  # and CPU 4 on NUMA 2, 5 on NUMA 3
+
+
+def _unknown_cpu_with(*devices: tuple[DeviceGroup, ...], cpus: frozenset[int] = frozenset({9})) -> Any:
+    alloc = ContainerAllocation("app", cpus, (), tuple(g for d in devices for g in d))
+    return judge_container(APP, alloc, NODE, FOUR_NODES)
+
+
+def test_a_device_on_two_numa_nodes_beside_a_cpu_no_node_lists_is_unknown() -> None:
+    """Kubelet counts the device on either node, the CPU's node is unknown: nothing known conflicts."""
+    p = _unknown_cpu_with(_split("example.com/nic", "vf-0", 0, 1))
+    assert p.aligned is None and p.state == "unknown" and [x.reason for x in p.problems] == [NUMA_UNKNOWN]
+    assert "NUMA alignment unknown" in p.detail
+
+
+def test_two_multi_node_devices_sharing_a_node_beside_an_unknown_cpu_are_unknown() -> None:
+    p = _unknown_cpu_with(_split("example.com/nic", "vf-0", 0, 1), _split("example.com/gpu", "g-0", 1, 2))
+    assert p.aligned is None and [x.reason for x in p.problems] == [NUMA_UNKNOWN] and p.numa == {1}
+
+
+def test_two_multi_node_devices_sharing_no_node_are_misaligned_whatever_the_cpu() -> None:
+    p = _unknown_cpu_with(_split("example.com/nic", "vf-0", 0, 1), _split("example.com/gpu", "g-0", 2, 3))
+    assert p.aligned is False and p.state == "misaligned"
+    assert [x.reason for x in p.problems] == [NUMA_MISALIGNED, NUMA_UNKNOWN]
+
+
+def test_two_multi_node_devices_and_known_cpus_on_their_shared_node_are_aligned_there() -> None:
+    p = _unknown_cpu_with(_split("example.com/nic", "vf-0", 0, 1), _split("example.com/gpu", "g-0", 1, 2),
+                          cpus=frozenset({2, 3}))
+    assert p.aligned is True and not p.problems and p.numa == {1}
+    assert "aligned on NUMA node 1" in p.detail
+
+
+def test_dra_cpu_claimed_cpus_on_two_known_nodes_are_misaligned_beside_an_unknown_one() -> None:
+    """The same rule on the dra.cpu path: its known CPUs already span NUMA nodes 0 and 1."""
+    cpu = DraDevice("dra.cpu", "pool", "cpu-0", "ns/c", numa=frozenset({0}))
+    p = judge_container(APP, ContainerAllocation("app", frozenset(), dynamic=(cpu,)), NODE, TWO_NODES,
+                        frozenset({0, 2, 9}))
+    assert p.aligned is False and [x.reason for x in p.problems] == [NUMA_MISALIGNED, NUMA_UNKNOWN]
+
+
 POD_LEVEL = {"requests": {"cpu": "4", "memory": "4Gi"}, "limits": {"cpu": "4", "memory": "4Gi"}}
 
 

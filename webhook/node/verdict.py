@@ -97,11 +97,9 @@ class ContainerVerdict:
             return None
         return len(self.exclusive_cpus) * 1000 == self.cpu_request_milli
 
-    @property
-    def numa(self) -> frozenset[int]:
-        """Every NUMA node the container's CPUs, memory and devices sit on. A device attached to several NUMA
-        nodes counts only on those of them the rest sits on, where it shares any: kubelet's Topology Manager
-        counts it on any of its nodes (pkg/kubelet/cm/devicemanager/topology_hints.go:179, ``mask.AnySet``)."""
+    def _placed(self) -> tuple[frozenset[int], tuple[frozenset[int], ...]]:
+        """(the NUMA nodes its CPUs, memory, DRA devices and single-node devices sit on, the node sets of its
+        devices attached to several NUMA nodes)."""
         nodes = set(self.cpu_numa)
         for m in self.memory:
             nodes |= m.numa
@@ -109,10 +107,33 @@ class ContainerVerdict:
             nodes |= frozenset() if x.admin else x.numa
         for d in self.devices:
             nodes |= d.numa if len(d.numa) == 1 else frozenset()
-        rest = frozenset(nodes)
-        for d in self.devices:
-            nodes |= (d.numa & rest) or d.numa
-        return frozenset(nodes)
+        return frozenset(nodes), tuple(d.numa for d in self.devices if len(d.numa) > 1)
+
+    @property
+    def shared_numa(self) -> frozenset[int] | None:
+        """The NUMA nodes every part whose node is known could sit on together (empty: they cannot; None: no
+        part's node is known). Each single-node part is a set of one node, a device attached to several NUMA nodes
+        the set of them: kubelet's Topology Manager counts it on any of its nodes
+        (pkg/kubelet/cm/devicemanager/topology_hints.go:179, ``mask.AnySet``)."""
+        rest, multi = self._placed()
+        sets = [frozenset({n}) for n in rest] + list(multi)
+        return frozenset.intersection(*sets) if sets else None
+
+    @property
+    def numa(self) -> frozenset[int]:
+        """Every NUMA node the container's CPUs, memory and devices sit on: where they can all share one, the
+        nodes they can share; otherwise a device attached to several NUMA nodes counts only on those of them the
+        rest sits on, where it shares any, else on all of them."""
+        shared = self.shared_numa
+        if shared:
+            return shared
+        rest, multi = self._placed()
+        return rest.union(*((d & rest) or d for d in multi))
+
+    @property
+    def can_share(self) -> bool:
+        """Whether what is known of its NUMA nodes leaves them room on one node: misaligned only when not."""
+        return self.shared_numa != frozenset()
 
     @property
     def ref(self) -> str:
@@ -208,7 +229,7 @@ def judge_container(pod: PodInfo, alloc: ContainerAllocation, allocatable: Alloc
     draft = ContainerVerdict(pinned=True, exclusive_cpus=cpus, cpu_numa=numa, aligned=None, reason=None,
                                  detail="", notes=tuple(notes), **common)
     all_numa = draft.numa
-    aligned = len(all_numa) == 1
+    aligned = bool(draft.shared_numa)  # with nothing unknown, the CPUs' node is in every known set or none
     where = where_text(cpus, numa, alloc.memory, alloc.devices, alloc.dynamic)
     if aligned:
         detail = f"{where}: aligned on NUMA node {nodes_text(all_numa)}"
@@ -218,7 +239,7 @@ def judge_container(pod: PodInfo, alloc: ContainerAllocation, allocatable: Alloc
         problems = (Problem(NUMA_MISALIGNED, f"container {alloc.name}: {detail} (NUMA nodes {nodes_text(all_numa)})"
                             + dra_misaligned(alloc, numa)),)
     verdict: bool | None = aligned
-    if (draft.unknown or uncertain or unknown) and len(all_numa) <= 1:
+    if (draft.unknown or uncertain or unknown) and draft.can_share:
         verdict, detail = None, f"{where}: NUMA alignment unknown"
         problems = ()
     if unknown:
@@ -298,7 +319,7 @@ def _judge_dra_cpus(alloc: ContainerAllocation, cpu_numa: Mapping[int, int], cgr
     all_numa = draft.numa
     where = where_text(cpus, numa, alloc.memory, alloc.devices, alloc.dynamic)
     problems: tuple[Problem, ...] = ()
-    verdict: bool | None = len(all_numa) == 1
+    verdict: bool | None = bool(draft.shared_numa)
     if verdict:
         detail = f"{where}: aligned on NUMA node {nodes_text(all_numa)}"
     else:
@@ -306,7 +327,7 @@ def _judge_dra_cpus(alloc: ContainerAllocation, cpu_numa: Mapping[int, int], cgr
         problems = (Problem(NUMA_MISALIGNED, f"container {alloc.name}: {detail} (NUMA nodes {nodes_text(all_numa)}): "
                             f"its claim's CPUs and devices were allocated without a matchAttribute on their NUMA "
                             "node (qos-guard check: dra-cpu-unpaired)"),)
-    if unknown_cpus or ((draft.unknown or uncertain) and len(all_numa) <= 1):
+    if (unknown_cpus or draft.unknown or uncertain) and draft.can_share:
         verdict, detail = None, f"{where}: NUMA alignment unknown"
     if unknown_cpus:
         problems += (cpus_unknown(alloc.name, where, frozenset(unknown_cpus)),)
