@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from tests.builders import guaranteed, pod, resource_slice
@@ -160,16 +160,27 @@ def test_a_claim_the_input_and_the_cluster_hold_differently_is_said_unknown(tmp_
                for m in found["anywhere"]), found
 
 
+TOLERATION = {"key": "k", "effect": "NoSchedule"}
+TOLERATIONS: dict[str | None, list[dict[str, Any]] | None] = {  # as written; all but None/[] stored with Equal
+    None: None, "[]": [], "no operator": [TOLERATION], "operator ''": [{**TOLERATION, "operator": "", "value": ""}],
+    "Equal": [{**TOLERATION, "operator": "Equal"}], "Exists": [{**TOLERATION, "operator": "Exists"}]}
+
+
 def _written(count: str, allocation: str | None, number: int | None, selectors: bool, constraints: bool,
-             v1beta1: bool) -> dict[str, Any]:
-    """A template as written, with the optional fields the API server defaults or the cache drops."""
+             v1beta1: bool, tolerate: str | None = None, every: bool = False) -> dict[str, Any]:
+    """A template as written, with the optional fields the API server defaults or drops, or the cache drops
+    (``every``: allocationMode All, with ``number`` 0 or none)."""
     exact: dict[str, Any] = {"deviceClassName": "dra.cpu", "capacity": {"requests": {"dra.cpu/cpu": count}}}
-    if allocation is not None:
+    if every:
+        exact["allocationMode"] = "All"
+    elif allocation is not None:
         exact["allocationMode"] = allocation
     if number is not None:
-        exact["count"] = number
+        exact["count"] = 0 if every else number
     if selectors:
         exact["selectors"] = [{"cel": {"expression": 'device.driver == "dra.cpu"'}}]
+    if TOLERATIONS[tolerate] is not None:
+        exact["tolerations"] = TOLERATIONS[tolerate]
     request = {"name": "cpus", **exact} if v1beta1 else {"name": "cpus", "exactly": exact}
     obj = template("t", "b", request)
     if v1beta1:
@@ -179,28 +190,45 @@ def _written(count: str, allocation: str | None, number: int | None, selectors: 
     return obj
 
 
-def _stored_form(count: str) -> dict[str, Any]:
+def _stored_form(count: str, tolerate: bool = False, every: bool = False) -> dict[str, Any]:
     """The same template as the API server stores it (resource.k8s.io/v1, defaulted: pkg/apis/resource/v1/
-    defaults.go SetDefaults_ExactDeviceRequest)."""
-    return template("t", "b", {"name": "cpus", "exactly": {
-        "deviceClassName": "dra.cpu", "allocationMode": "ExactCount", "count": 1,
-        "selectors": [{"cel": {"expression": 'device.driver == "dra.cpu"'}}],
-        "capacity": {"requests": {"dra.cpu/cpu": count}}}})
+    defaults.go SetDefaults_ExactDeviceRequest, zz_generated.defaults.go:51-55 a toleration's operator Equal;
+    ``omitempty`` fields dropped when empty: k8s.io/api resource/v1/types.go count, tolerations)."""
+    exact: dict[str, Any] = {"deviceClassName": "dra.cpu", "allocationMode": "All"} if every else {
+        "deviceClassName": "dra.cpu", "allocationMode": "ExactCount", "count": 1}
+    exact |= {"selectors": [{"cel": {"expression": 'device.driver == "dra.cpu"'}}],
+              "capacity": {"requests": {"dra.cpu/cpu": count}}}
+    if tolerate:
+        exact["tolerations"] = [{**TOLERATION, "operator": "Equal"}]
+    return template("t", "b", {"name": "cpus", "exactly": exact})
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def _each_f1_case(test: Any) -> Any:
+    """``test`` run on each written form the API server stores otherwise (review s70 F1), drawn or not."""
+    for tolerate, every, v1beta1 in [("no operator", False, False), ("operator ''", False, True), ("[]", False, False),
+                                     (None, True, False), ("Exists", False, False), ("Exists", True, False)]:
+        test = example(allocation=None, number=0 if every else None, selectors=False, constraints=False,
+                       v1beta1=v1beta1, cpu="2", tolerate=tolerate, every=every)(test)
+    return test
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(allocation=st.sampled_from([None, "ExactCount"]), number=st.sampled_from([None, 1]), selectors=st.booleans(),
-       constraints=st.booleans(), v1beta1=st.booleans(), cpu=st.sampled_from(["2", "4"]))
+       constraints=st.booleans(), v1beta1=st.booleans(), cpu=st.sampled_from(["2", "4"]),
+       tolerate=st.sampled_from(list(TOLERATIONS)), every=st.booleans())
+@_each_f1_case
 def test_the_same_claim_applied_is_not_said_to_differ_and_another_count_always_is(
         tmp_path: Path, allocation: str | None, number: int | None, selectors: bool, constraints: bool,
-        v1beta1: bool, cpu: str) -> None:
-    facts = cluster_holding(_stored_form("2"))
-    found = notices(tmp_path, [_written(cpu, allocation, number, selectors, constraints, v1beta1),
+        v1beta1: bool, cpu: str, tolerate: str | None, every: bool) -> None:
+    facts = cluster_holding(_stored_form("2", tolerate not in (None, "[]"), every))
+    found = notices(tmp_path, [_written(cpu, allocation, number, selectors, constraints, v1beta1, tolerate, every),
                                claim_pod("b-two", "b", "2", "t"), claim_pod("b-one", "b", "1", "t")], facts)
     differ = [m for m in found.get("b-one", []) if "hold it differently" in m]
-    if cpu == "2":
-        assert not differ and found.get("b-two", []) == [], found  # judged: b-one refused, b-two passes
-        assert any(m.startswith("dra-cpu-not-mirrored: container") for m in found["b-one"]), found
+    if cpu == "2" and tolerate != "Exists":  # Exists is not the Equal stored: really another claim
+        assert not differ, found
+        if not every:  # All: the count is the slices', not known here
+            assert found.get("b-two", []) == [], found  # judged: b-one refused, b-two passes
+            assert any(m.startswith("dra-cpu-not-mirrored: container") for m in found["b-one"]), found
     else:
         assert differ and not any(": unknown: " not in m for m in found["b-one"] if "dra-cpu" in m), found
 

@@ -17,11 +17,28 @@ Key = tuple[str, str]  # (kind, name) of a claim or template
 DIFFER = "the two sources read hold it differently"
 
 
+def _kept(one: Mapping[str, Any], *drop: str) -> dict[str, Any]:
+    """``one`` as the API server serialises it: every list and pointer in a claim's requests and constraints is
+    ``omitempty`` (k8s.io/api ``resource/v1/types.go``), so ``null`` and ``[]`` are dropped; ``drop`` too."""
+    return {k: v for k, v in one.items() if k not in drop and v is not None and not (isinstance(v, list) and not v)}
+
+
+def _toleration(one: Any) -> Any:
+    """A toleration as stored: its ``omitempty`` strings dropped when empty, ``operator`` defaulted to Equal
+    (``+default="Equal"``, types.go:1563; ``pkg/apis/resource/v1/zz_generated.defaults.go``:51-55, 61-66)."""
+    if not isinstance(one, Mapping):
+        return one
+    out = {k: v for k, v in _kept(one).items() if v != ""}
+    out["operator"] = one.get("operator") or "Equal"
+    return out
+
+
 def _request(raw: Any) -> Any:
     """A request as the API server stores it in ``resource.k8s.io/v1``, without its CEL selectors (the webhook's
     cache drops them: ``dracache.keep_claim``): a v1beta1 request's fields are its ``exactly``, and an exact
     request or sub-request is defaulted as ``pkg/apis/resource/v1/defaults.go`` does (``SetDefaults_ExactDevice
-    Request``, ``SetDefaults_DeviceSubRequest``: allocationMode ExactCount, then a count of 0 or none is 1)."""
+    Request``, ``SetDefaults_DeviceSubRequest``: allocationMode ExactCount, then a count of 0 or none is 1; a count
+    of 0 otherwise is ``omitempty``, dropped), its tolerations as ``_toleration``, its empty fields as ``_kept``."""
     if not isinstance(raw, Mapping):
         return raw
     if "deviceClassName" in raw:  # the v1beta1 shape
@@ -31,26 +48,34 @@ def _request(raw: Any) -> Any:
     def exact(one: Any) -> Any:
         if not isinstance(one, Mapping):
             return one
-        out = {k: v for k, v in one.items() if k != "selectors"}
+        out = _kept(one, "selectors")
         out["allocationMode"] = out.get("allocationMode") or "ExactCount"
         if out["allocationMode"] == "ExactCount" and not out.get("count"):
             out["count"] = 1
+        elif out.get("count") == 0:
+            del out["count"]
+        if isinstance(out.get("tolerations"), list):
+            out["tolerations"] = [_toleration(t) for t in out["tolerations"]]
+        capacity = out.get("capacity")
+        if isinstance(capacity, Mapping) and capacity.get("requests") == {}:  # a map, omitempty; the pointer stays
+            out["capacity"] = {k: v for k, v in capacity.items() if k != "requests"}
         return out
-    kept = {k: v for k, v in raw.items() if k not in ("selectors", "exactly", "firstAvailable")}
-    if "exactly" in raw:
+    kept = _kept(raw, "selectors", "exactly", "firstAvailable")
+    if raw.get("exactly") is not None:
         kept["exactly"] = exact(raw["exactly"])
-    if isinstance(raw.get("firstAvailable"), list):
+    if isinstance(raw.get("firstAvailable"), list) and raw["firstAvailable"]:
         kept["firstAvailable"] = [exact(a) for a in raw["firstAvailable"]]
     return kept
 
 
 def comparable(spec: Mapping[str, Any]) -> Any:
-    """A claim spec as the rules read it: its requests (``_request``) and constraints, nothing else kept."""
+    """A claim spec as the rules read it: its requests (``_request``) and constraints (``_kept``), nothing else
+    kept (its ``config`` is not read)."""
     devices = spec.get("devices")
     devices = devices if isinstance(devices, Mapping) else {}
     requests, constraints = devices.get("requests"), devices.get("constraints")
     return ([_request(r) for r in requests] if isinstance(requests, list) else [],
-            constraints if isinstance(constraints, list) else [])
+            [_kept(c) if isinstance(c, Mapping) else c for c in constraints] if isinstance(constraints, list) else [])
 
 
 def said_unknown(facts: DraFacts, why: Mapping[Key, str]) -> DraFacts:
