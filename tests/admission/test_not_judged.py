@@ -129,6 +129,10 @@ NO_POD_HERE = [
     # its Pods are the Deployment ModelMesh makes, judged when that is admitted
     {**isvc("rt", FRACTIONAL), "metadata": {"name": "mm", "namespace": "ml",
                                             "annotations": {"serving.kserve.io/deploymentMode": "ModelMesh"}}},
+    # the same with an explainer: without a transformer KServe's controller skips it whole (controller.go:159-176)
+    {**isvc("rt", FRACTIONAL), "metadata": {"name": "mm", "namespace": "ml",
+                                            "annotations": {"serving.kserve.io/deploymentMode": "ModelMesh"}},
+     "spec": {**isvc("rt", FRACTIONAL)["spec"], "explainer": {"containers": [{"name": "e", "resources": FRACTIONAL}]}}},
 ]
 
 
@@ -142,6 +146,23 @@ def test_an_object_with_no_pod_of_its_own_is_not_warned_about(obj: dict[str, Any
     assert verdict.unknown == () and verdict.results == ()
     (reason,) = [r for r in walk(obj) if isinstance(r, str)]
     assert isinstance(reason, NoPodHere) and not isinstance(reason, Unjudged)
+
+
+def test_a_modelmesh_transformer_is_judged_its_predictor_not_warned_about() -> None:
+    """In ModelMesh mode KServe still builds the transformer, as a Knative Service (controller.go:283-291,
+    transformer.go:125-176): its 1500m is refused (it was admitted in silence); the predictor, modelmesh-serving's,
+    is not warned about. The twin at 2 CPUs is admitted saying nothing."""
+    whole_queue = {f"queue.sidecar.serving.knative.dev/{r}-resource-{k}": v
+                   for r, v in (("cpu", "1"), ("memory", "1Gi")) for k in ("request", "limit")}
+    meta = {"name": "mm", "namespace": "ml", "annotations": {"serving.kserve.io/deploymentMode": "ModelMesh",
+                                                             **whole_queue}}
+    for resources, allowed in ((FRACTIONAL, False), (GUARANTEED, True)):
+        obj = {**isvc("rt", FRACTIONAL), "metadata": meta}
+        obj["spec"]["transformer"] = {"containers": [{"name": "t", "image": "t", "resources": resources}]}
+        out = post(client(None, parse_config({})), "/validate", obj)
+        assert out["allowed"] is allowed and "warnings" not in out, out
+        if not allowed:
+            assert "cpu-not-integer: spec.transformer (transformer)" in out["status"]["message"]
 
 
 def test_an_exempt_namespace_and_a_namespace_never_judged_say_nothing() -> None:

@@ -126,10 +126,10 @@ class Unjudged(str):
 
 
 class NoPodHere(str):
-    """A builder's word that the object has no Pod of its own to judge, by design: none runs (a stopped
-    LLMInferenceService), or its Pods are another object's, judged when that one is admitted (the InferenceService
-    a NIMService writes, the Deployment ModelMesh makes). Not ``Unjudged``: ``check`` counts it as skipped with the
-    reason, the webhook has nothing to warn about."""
+    """A builder's word that the object (or a part of it) has no Pod of its own to judge, by design: none runs (a
+    stopped LLMInferenceService), or its Pods are another object's, judged when that one is admitted (the
+    InferenceService a NIMService writes, the Deployment ModelMesh makes for a predictor). Not ``Unjudged``:
+    ``check`` counts it as skipped with the reason, the webhook has nothing to warn about."""
 
     __slots__ = ()
 

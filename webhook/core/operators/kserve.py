@@ -46,8 +46,8 @@
 
 Where the runtime is not known (not in the input, no cluster read) the model's own container is still judged when
 its ``resources`` set both requests and limits of cpu and memory (no runtime can change them): a failure there is
-the Pod's, a pass is not (``Built.partial``). Not built here: ModelMesh, a ClusterStorageContainer other than
-KServe's default, the ART explainer.
+the Pod's, a pass is not (``Built.partial``). Not built here: a ModelMesh predictor (``kserve_modelmesh``: its
+transformer and explainer are), a ClusterStorageContainer other than KServe's default, the ART explainer.
 """
 
 from __future__ import annotations
@@ -57,9 +57,10 @@ from typing import Any
 
 from webhook.core.fieldpath import FieldPath, dotted
 from webhook.core.gojson import TooDeep
-from webhook.core.operators import Built, NoPodHere, Related, annotations_at, list_at, mapping_at, metadata_at
+from webhook.core.operators import Built, Related, annotations_at, list_at, mapping_at, metadata_at
 from webhook.core.operators.kserve_canary import DEFAULT_MODE, MODE_ANNOTATION, MODES, canaries, canary_refusal
 from webhook.core.operators.kserve_ingress import ingress_refusal
+from webhook.core.operators.kserve_modelmesh import BUILT_AS, MODEL_MESH, model_mesh
 from webhook.core.operators.kserve_pod import (
     AGENT,
     CONFIG_MAP,
@@ -97,7 +98,7 @@ MODEL_FIELDS = ("model", *FRAMEWORKS)
 # fields get it too (assignTritonRuntime, assignONNXRuntime, assignHuggingFaceRuntime), a model of those formats not.
 V2_FORMATS = ("triton", "vLLM")
 V2_FRAMEWORKS = ("triton", "onnx", "huggingface")
-COMPONENTS = ("predictor", "transformer", "explainer")
+COMPONENTS: tuple[str, ...] = ("predictor", "transformer", "explainer")
 MODEL_CONTAINER = "kserve-container"
 TRANSFORMER_CONTAINER = "transformer-container"
 
@@ -410,17 +411,17 @@ def _build(obj: Mapping[str, Any], related: Related) -> Iterator[Built | str]:
     if refused is not None:  # KServe's defaulter, controller or pod webhook fails, or its validator refuses
         yield refused
         return
-    mode = deployment_mode(obj, related)
-    if mode == "ModelMesh":
-        yield NoPodHere("InferenceService in ModelMesh mode (its Pods are the ServingRuntime's, built by "
-                        "modelmesh-serving)")
-        return
+    mode, components = deployment_mode(obj, related), COMPONENTS
+    if mode == MODEL_MESH:  # the predictor is modelmesh-serving's; the transformer and explainer Knative Services
+        reason, components = model_mesh(spec)
+        yield reason
+        mode = BUILT_AS
     refusal = ingress_refusal(related) if mode == "Standard" else None
     if refusal is not None:  # NewRawKubeReconciler reads it before the predictor's Deployment
         yield NoPod(f"InferenceService: {refusal}")
         return
     failed = False
-    for component in COMPONENTS:
+    for component in components:
         body = spec.get(component)
         if body is None:
             continue
