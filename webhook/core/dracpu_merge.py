@@ -12,6 +12,7 @@ from types import MappingProxyType
 from typing import Any
 
 from webhook.core.dracpu import DraFacts, claim_cpus
+from webhook.core.quantity import QuantityError, parse_quantity_nano
 
 Key = tuple[str, str]  # (kind, name) of a claim or template
 DIFFER = "the two sources read hold it differently"
@@ -33,12 +34,22 @@ def _toleration(one: Any) -> Any:
     return out
 
 
+def _amount(value: Any) -> Any:
+    """A quantity as its value (nano units: ``resource.ParseQuantity``'s precision): the API server stores it in
+    canonical form (``2000m`` and ``2`` are both ``"2"``); one that does not parse stays as written."""
+    try:
+        return parse_quantity_nano(str(value)) if isinstance(value, (str, int, float)) else value
+    except QuantityError:
+        return value
+
+
 def _request(raw: Any) -> Any:
     """A request as the API server stores it in ``resource.k8s.io/v1``, without its CEL selectors (the webhook's
     cache drops them: ``dracache.keep_claim``): a v1beta1 request's fields are its ``exactly``, and an exact
     request or sub-request is defaulted as ``pkg/apis/resource/v1/defaults.go`` does (``SetDefaults_ExactDevice
     Request``, ``SetDefaults_DeviceSubRequest``: allocationMode ExactCount, then a count of 0 or none is 1; a count
-    of 0 otherwise is ``omitempty``, dropped), its tolerations as ``_toleration``, its empty fields as ``_kept``."""
+    of 0 otherwise is ``omitempty``, dropped), its tolerations as ``_toleration``, its empty fields as ``_kept``,
+    its capacity requests' quantities as their values (``_amount``)."""
     if not isinstance(raw, Mapping):
         return raw
     if "deviceClassName" in raw:  # the v1beta1 shape
@@ -59,6 +70,8 @@ def _request(raw: Any) -> Any:
         capacity = out.get("capacity")
         if isinstance(capacity, Mapping) and capacity.get("requests") == {}:  # a map, omitempty; the pointer stays
             out["capacity"] = {k: v for k, v in capacity.items() if k != "requests"}
+        elif isinstance(capacity, Mapping) and isinstance(capacity.get("requests"), Mapping):
+            out["capacity"] = {**capacity, "requests": {k: _amount(v) for k, v in capacity["requests"].items()}}
         return out
     kept = _kept(raw, "selectors", "exactly", "firstAvailable")
     if raw.get("exactly") is not None:
