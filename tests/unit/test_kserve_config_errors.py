@@ -19,7 +19,7 @@ from tests.helpers import admission_review
 from tests.unit.kserve_cases import AGENT, RAW, SHIPPED, both, config, findings, isvc, model, runtime
 from webhook.core.config import Config
 from webhook.core.gojson import GoJSONError
-from webhook.core.operators import collect
+from webhook.core.operators import NoPodHere, collect
 from webhook.core.operators.kserve import RELATED
 from webhook.core.operators.kserve_pod import MEMO_SIZE, _unmarshalled, read_section
 from webhook.core.operators.kserve_runtimes import NoPod
@@ -61,6 +61,15 @@ def test_an_unparsable_default_resource_refuses_only_a_custom_container() -> Non
     assert isinstance(reason, NoPod) and "inferenceService.resource.cpuRequest 'one'" in reason
     assert findings(isvc({"model": model(storageUri="pvc://m")}, RAW), bad) == Counter()
     assert findings(CUSTOM, given()) == Counter()
+    # annotated ModelMesh, the defaulter leaves the predictor alone (DefaultInferenceService): no MustParse, no
+    # refusal; its Pods are modelmesh-serving's. Under defaultDeploymentMode ModelMesh it is defaulted: refused.
+    meshed = isvc(CUSTOM["spec"]["predictor"], {"serving.kserve.io/deploymentMode": "ModelMesh"})
+    (reason,) = walk(meshed, related=bad)
+    assert isinstance(reason, NoPodHere) and not isinstance(reason, NoPod), reason
+    by_default = given(inferenceService={"resource": {**SHIPPED["inferenceService"]["resource"], "cpuRequest": "one"}},
+                       deploy={"defaultDeploymentMode": "ModelMesh"})
+    (reason,) = walk(isvc(CUSTOM["spec"]["predictor"]), related=by_default)
+    assert isinstance(reason, NoPod) and "inferenceService.resource.cpuRequest 'one'" in reason, reason
 
 
 def test_keys_are_matched_as_go_matches_them() -> None:

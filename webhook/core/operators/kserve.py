@@ -404,8 +404,9 @@ def _build(obj: Mapping[str, Any], related: Related) -> Iterator[Built | str]:
         return
     if not isinstance(spec, Mapping):
         raise ManifestError(("spec",), "expected a mapping")
-    custom = any(isinstance(spec.get(c), Mapping) and (c != "predictor" or not any(
-        spec[c].get(f) is not None for f in MODEL_FIELDS)) for c in COMPONENTS)
+    meshed = annotations_at(obj).get(MODE_ANNOTATION) == MODEL_MESH  # DefaultInferenceService skips its predictor
+    custom = any(isinstance(spec.get(c), Mapping) and (c != "predictor" or (not meshed and not any(
+        spec[c].get(f) is not None for f in MODEL_FIELDS))) for c in COMPONENTS)
     refusal = config_refusal(related, custom)
     refused = NoPod(f"InferenceService: {refusal}") if refusal is not None else canary_refusal(obj, spec, related)
     if refused is not None:  # KServe's defaulter, controller or pod webhook fails, or its validator refuses
