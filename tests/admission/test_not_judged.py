@@ -224,3 +224,17 @@ def test_a_reason_with_control_characters_is_warned_escaped() -> None:
     (said,) = post(client(cluster()), "/validate", obj)["warnings"]
     assert said.startswith("qos-guard: not judged: ") and "bad\\nname\\x1b\\x85" in said, said
     assert not any(c in said for c in "\n\x1b\x85"), said
+
+
+def test_a_list_of_objects_in_an_exempt_namespace_is_exempt_with_what_it_leaves_unknown() -> None:
+    """A ``kind: List`` has no namespace of its own: its items' namespaces exempt them, so the List is exempt as
+    each item alone is (``check`` counts it so), never left neither exempt nor judged."""
+    obj = isvc("rt", GUARANTEED)
+    obj["metadata"]["namespace"] = "exempt-ns"
+    obj["spec"]["explainer"] = {"art": {"type": "SquareAttack"}}
+    known = runtime(GUARANTEED)
+    known["metadata"]["namespace"] = "exempt-ns"
+    for facts in (Facts(related=cluster(known)), Facts(related=cluster())):  # the predictor known, or not
+        alone = evaluate(obj, ON, Mode.ENFORCE, facts)
+        listed = evaluate({"apiVersion": "v1", "kind": "List", "items": [obj]}, ON, Mode.ENFORCE, facts)
+        assert alone.exempt == listed.exempt == "namespace exempt-ns is exempt" and listed.results == (), listed

@@ -9,7 +9,7 @@ verdict of ``mutate`` mode, which is what remains after it): ``enforce`` and ``w
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from functools import cached_property
@@ -273,16 +273,16 @@ def evaluate(obj: Any, config: Config, mode: Mode, facts: Facts = NO_FACTS, *, n
     targets = [t for t in walked if isinstance(t, Target)]
     unknown = [str(r) for r in walked if isinstance(r, Unjudged)]
     if not targets and unknown:  # no pod spec known: exempt as its namespace or requesting user is
-        why = exemption(config, None, namespace or namespace_of(obj), username)
+        why = _object_exemption(config, obj, namespace, username)
         if why is not None:
             return ObjectVerdict(mode, (), exempt=why, unknown=tuple(unknown))
     kube = kube_of(config, facts)
     results = []
-    exempt = []
+    exempt: list[tuple[str, bool]] = []
     for target in targets:
         why = exemption(config, target, namespace, username)
-        if why is not None:
-            exempt.append(why)
+        if why is not None:  # and whether by its runtimeClassName alone (its namespace or user not exempt)
+            exempt.append((why, exemption(config, None, namespace or target.namespace, username) is None))
             continue
         if target.kind in CLAIM_KINDS:  # a claim spec, judged whole; an empty pod spec for the record
             pod = build_pod_spec({}, target.path, kube=kube)
@@ -295,11 +295,21 @@ def evaluate(obj: Any, config: Config, mode: Mode, facts: Facts = NO_FACTS, *, n
                 continue
         results.append(TargetResult(target, pod, tuple(v for v in found if not v.advisory), config,
                                     tuple(v for v in found if v.advisory), facts))
-    if exempt and len(exempt) == len(targets):  # every pod spec exempt: the object is (said once, the first why),
-        whole = exemption(config, None, namespace or namespace_of(obj), username)
-        if whole is not None or not unknown:  # unless by runtimeClassName alone: what is not known is still said
-            return ObjectVerdict(mode, (), exempt=whole or exempt[0], unknown=tuple(unknown))
+    # Every pod spec exempt: the object is (said once, the first why), unless by runtimeClassName alone with
+    # something not known (that is still said).
+    if exempt and len(exempt) == len(targets) and (not unknown or not all(by_class for _, by_class in exempt)):
+        return ObjectVerdict(mode, (), exempt=exempt[0][0], unknown=tuple(unknown))
     return ObjectVerdict(mode, tuple(results), unknown=tuple(unknown))
+
+
+def _object_exemption(config: Config, obj: Any, namespace: str | None, username: str | None) -> str | None:
+    """Why an object with no pod spec known is exempt, by namespace or user: a ``kind: List``, when each of its
+    items is (it has no namespace of its own)."""
+    items = obj.get("items") if isinstance(obj, Mapping) and str(obj.get("kind", "")).endswith("List") else None
+    if not isinstance(items, list):
+        return exemption(config, None, namespace or namespace_of(obj), username)
+    whys = [_object_exemption(config, item, namespace, username) for item in items]
+    return whys[0] if whys and all(whys) else None
 
 
 def namespace_of(obj: Any) -> str | None:
