@@ -557,12 +557,20 @@ def test_a_rollout_through_restarts_of_the_api_server_and_the_extender(cluster: 
     try:
         with scheduler(cluster, tmp_path / "scheduler", SCHEDULER, first):
             started = time.monotonic()
-            with ThreadPoolExecutor(8) as pool:
-                list(pool.map(lambda body: api("POST", f"/api/v1/namespaces/{NAMESPACE}/pods", body), shapes))
+
+            def create(wave: list[dict[str, Any]]) -> None:
+                with ThreadPoolExecutor(8) as pool:
+                    list(pool.map(lambda body: api("POST", f"/api/v1/namespaces/{NAMESPACE}/pods", body), wave))
+
+            # In waves, so that each restart falls inside the rollout however fast the Pods bind (a rollout
+            # created whole was once all bound before the poll saw two thirds): Pods are still to come, and
+            # some pending, when the API server and the extender go.
+            create(shapes[:250])
             waiting.eventually("a third of the Pods bound", lambda: bound_count() >= 170, within=300, every=0.5)
             marks["API server stopped at"] = bound_count()
             cluster.restart_apiserver(2.0)
             marks["API server back at"] = bound_count()
+            create(shapes[250:400])
             waiting.eventually("two thirds of the Pods bound", lambda: bound_count() >= 340, within=300, every=0.5)
             first.stop()
             marks["extender stopped at"] = bound_count()
@@ -570,6 +578,7 @@ def test_a_rollout_through_restarts_of_the_api_server_and_the_extender(cluster: 
             second = start_extender(cluster, tmp_path / "extender-2", port=int(first.url.rsplit(":", 1)[1]),
                                     pki=first.pki)
             marks["extender back at"] = bound_count()
+            create(shapes[400:])
             waiting.eventually("every Pod bound", lambda: bound_count() == len(shapes), within=400, every=1.0,
                                seen=lambda: f"{bound_count()} of {len(shapes)} bound")
             took = time.monotonic() - started
