@@ -166,8 +166,7 @@ def _why_not(pod: PodInfo, spec: ContainerSpec | None, allocatable: Allocatable,
                 "static, or every CPU is reserved); see qos-guard nodes", True)
     if pod.pod_level:
         return ("pod-level-resources", "spec.resources sets cpu, memory or hugepages: kubelet's CPU and Memory "
-                "Managers skip "
-                f"such Pods unless its PodLevelResourceManagers gate is on; {_context(pod)}", True)
+                f"Managers skip such Pods unless its PodLevelResourceManagers gate is on; {_context(pod)}", True)
     if pod.qos != GUARANTEED:
         return ("not-guaranteed", f"QoS class {pod.qos or 'unknown'}: only Guaranteed Pods get exclusive CPUs; "
                 f"{_context(pod)}", True)

@@ -9,8 +9,9 @@ transformer and the explainer:
 - ``components/transformer.go:125-176``, ``components/explainer.go:132-143``: once modelmesh-serving has written
   the predictor's URL, each is built as a Knative Service (every mode but Standard), so Knative's queue-proxy
   joins its Pod;
-- ``inference_service_defaults.go:187-188``: the defaulter defaults the transformer and the explainer (their
-  ``kserve-container`` name and default resources) whatever the mode, the predictor not."""
+- ``inference_service_defaults.go:187-197``: the defaulter defaults the transformer and the explainer (their
+  ``kserve-container`` name and default resources) whatever the mode; the predictor not where the annotation
+  names ModelMesh as written (under ``deploy.defaultDeploymentMode`` ModelMesh it is)."""
 
 from __future__ import annotations
 

@@ -21,11 +21,10 @@ from webhook.core.gojson import GoJSONError, TooDeep
 from webhook.core.operators import Related
 from webhook.core.operators.kserve_ingress import SHIPPED_INGRESS, ingress_unreadable
 from webhook.core.operators.kserve_pod import (
-    CONFIG_MAP,
     CREDENTIALS_TYPES,
     ISVC_CONFIG,
-    KSERVE_NAMESPACE,
     config_refusal,
+    given_config_map,
     read_section,
 )
 from webhook.core.operators.llmisvc_base import KIND, Unknown
@@ -82,7 +81,7 @@ def config_or_no_pods(related: Related) -> Mapping[str, Any]:
     """The ``storageInitializer`` KServe's llmisvc controller loads (the ConfigMap given, else KServe's shipped
     values); raises ``Unknown`` where KServe builds no Pods at all, saying why (the section, Go's error, the way
     out), or where qos-guard cannot read a section (nested too deeply: not judged)."""
-    found = related.named(*CONFIG_MAP, ISVC_CONFIG, KSERVE_NAMESPACE)
+    found = given_config_map(related)
     if found is None:
         return STORAGE_DEFAULTS
     try:
