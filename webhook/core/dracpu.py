@@ -174,15 +174,19 @@ def exact_cpu_request(request: Mapping[str, Any], classes: Collection[str] = ())
     return _exact(request) if cpu_request(request, classes) else None
 
 
+def request_classes(request: Mapping[str, Any]) -> list[Any]:
+    """The DeviceClass names a request (of a claim spec) asks: its exact request's (``exactly``, or a v1beta1
+    request), else each ``firstAvailable`` alternative's."""
+    exact = _exact(request)
+    alternatives = request.get("firstAvailable") if exact is None else None
+    ones = [exact] if exact is not None else alternatives if isinstance(alternatives, list) else []
+    return [one["deviceClassName"] for one in ones if isinstance(one, Mapping) and "deviceClassName" in one]
+
+
 def cpu_request(request: Mapping[str, Any], classes: Collection[str] = ()) -> bool:
     """Does this request (of a claim spec) ask devices of the CPU driver's DeviceClass (``dra.cpu``, or one of
     ``classes``, known to select only its devices)?"""
-    exact = _exact(request)
-    if exact is not None:
-        return _is_cpu_class(exact.get("deviceClassName"), classes)
-    alternatives = request.get("firstAvailable")
-    return isinstance(alternatives, list) and any(
-        isinstance(a, Mapping) and _is_cpu_class(a.get("deviceClassName"), classes) for a in alternatives)
+    return any(_is_cpu_class(name, classes) for name in request_classes(request))
 
 
 def _whole_device(count: int, devices: Iterable[SliceDevice] | None) -> int | None:
@@ -272,7 +276,7 @@ def unreadable_size(spec: Mapping[str, Any], devices: Iterable[SliceDevice] | No
     if not unread:
         return None
     for request in claim_requests(spec):
-        exact = _exact(request) if cpu_request(request, classes) else None
+        exact = exact_cpu_request(request, classes)
         if exact is not None and not _asks_capacity(exact):
             more = f" and {len(unread) - 1} more" if len(unread) > 1 else ""
             return (f"request {request.get('name')} asks no capacity, so a whole device, whose size cannot be read "
@@ -283,7 +287,7 @@ def unreadable_size(spec: Mapping[str, Any], devices: Iterable[SliceDevice] | No
 def asks_capacity(spec: Mapping[str, Any], classes: Collection[str] = ()) -> bool:
     """Does a CPU request of the claim ask ``dra.cpu/cpu`` capacity (``capacity.requests``)?"""
     for request in claim_requests(spec):
-        exact = _exact(request) if cpu_request(request, classes) else None
+        exact = exact_cpu_request(request, classes)
         if exact is not None and _asks_capacity(exact):
             return True
     return False
@@ -298,7 +302,7 @@ def grouped(spec: Mapping[str, Any], devices: Iterable[SliceDevice] | None = Non
     capacities = {d.cpu_capacity is not None or bool(d.cpu_capacity_unread)
                   for d in devices or () if d.driver == CPU_DRIVER}  # a device with capacity (read or not)
     for request in claim_requests(spec):
-        exact = _exact(request) if cpu_request(request, classes) else None
+        exact = exact_cpu_request(request, classes)
         if exact is not None and (_asks_capacity(exact) or capacities == {True}):
             return True
     return False

@@ -11,7 +11,7 @@ from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
 
-from webhook.core.dracpu import CPU_CLASS, DraFacts, claim_cpus, claim_requests
+from webhook.core.dracpu import CPU_CLASS, DraFacts, claim_cpus, claim_requests, request_classes
 from webhook.core.dracpu_merge import said_unknown
 
 # Why a claim naming a class other than ``dra.cpu`` is not known while the webhook's DeviceClasses are not.
@@ -34,17 +34,9 @@ def with_cpu_classes(facts: DraFacts, classes: Collection[str]) -> DraFacts:
 
 
 def classes_named(requests: Iterable[Any]) -> set[Any]:
-    """The DeviceClass names a claim's requests name (``exactly``, a v1beta1 request, each ``firstAvailable``)."""
-    named: set[Any] = set()
-    for request in requests:
-        if not isinstance(request, Mapping):
-            continue
-        exact = request.get("exactly") if "deviceClassName" not in request else request
-        alternatives = request.get("firstAvailable")
-        for one in (exact, *(alternatives if isinstance(alternatives, list) else ())):
-            if isinstance(one, Mapping) and "deviceClassName" in one:
-                named.add(one["deviceClassName"])
-    return named
+    """The DeviceClass names a claim's requests name (``dracpu.request_classes``; a request that is not a mapping
+    names none)."""
+    return {name for request in requests if isinstance(request, Mapping) for name in request_classes(request)}
 
 
 def classes_unknown(facts: DraFacts, reason: str = CLASS_NOT_LISTED) -> DraFacts:
