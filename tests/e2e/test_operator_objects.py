@@ -41,7 +41,7 @@ def runtime(request_cpu: str) -> dict[str, Any]:
                                                    "limits": {"cpu": "2", "memory": "2Gi"}}}]}}
 
 
-ISVC = {"apiVersion": "serving.kserve.io/v1beta1", "kind": "InferenceService",
+ISVC: dict[str, Any] = {"apiVersion": "serving.kserve.io/v1beta1", "kind": "InferenceService",
         "metadata": {"name": "iris", "annotations": {"serving.kserve.io/deploymentMode": "RawDeployment"}},
         "spec": {"predictor": {"model": {"modelFormat": {"name": "sklearn"}, "storageUri": "pvc://models/iris"}}}}
 
@@ -86,6 +86,16 @@ def test_an_inference_service_is_judged_with_the_cluster_s_runtime_at_apply_time
                                 "--timeout=60s", check=True)
             created = _apply(cluster, ns, runtime("1"), dry=False)
             assert created.returncode == 0, created.stderr
+            # check, told the cluster (no setting needed: its builders' way out is "run with --kubeconfig"), judges
+            # the file with the cluster's runtime; without it the runtime is unknown and the object skipped
+            manifest = folder / "isvc.yaml"
+            placed = copy.deepcopy(ISVC)
+            placed["metadata"]["namespace"] = ns
+            manifest.write_text(yaml.safe_dump(placed))
+            alone = cluster.qos_guard("check", str(manifest))
+            assert alone.returncode == 2 and "run with --kubeconfig" in alone.stderr, alone.stderr
+            told = cluster.qos_guard("check", str(manifest), "--kubeconfig", str(cluster.kubeconfig))
+            assert told.returncode == 1 and f"requests-not-equal-limits: {REFUSED}" in told.stdout, told
             cluster.namespace("models", "enforce")
             said: list[str] = []
 

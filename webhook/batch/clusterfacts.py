@@ -32,10 +32,9 @@ from webhook.core.operators import NO_RELATED, Related
 def cluster_facts(config: Config, kubeconfig: str | None, say: Callable[[str], None], required: bool,
                   version: bool = True, context: str | None = None) -> Facts:
     """``_cluster_facts`` with, unless ``policy.dra: off``, the cluster's DRA objects (``cluster_dra``) whenever
-    the run reads the cluster at all (``audit``; ``check --kubeconfig`` with ``policy.numa: auto`` or
-    ``policy.deviceClasses: true``)."""
+    the run reads the cluster at all (``audit``; ``check --kubeconfig``)."""
     facts = _cluster_facts(config, kubeconfig, say, required, version, context)
-    reads = required or (kubeconfig is not None and (config.numa_auto or config.policy.device_classes))
+    reads = required or kubeconfig is not None
     if config.policy.dra == "off" or not reads:
         return facts
     # policy.deviceClasses: true and the list refused: a claim of a class other than dra.cpu may ask CPUs (unknown)
@@ -165,7 +164,11 @@ def _related(kubeconfig: str | None, say: Callable[[str], None], context: str | 
 def cluster_kubernetes(config: Config, kubeconfig: str | None, say: Callable[[str], None],
                        context: str | None = None) -> Semantics | None:
     """The API server's minor (None: not known, ``kubernetesVersion`` or the newest judges), said once."""
-    found = served(config.kubernetes_version, lambda: read_version(kubeconfig, context))
+    def read() -> dict[str, object]:  # an unusable kubeconfig named as such ("... does not exist"), not the client's
+        preflight(kubeconfig, context)
+        return read_version(kubeconfig, context)
+
+    found = served(config.kubernetes_version, read)
     say(f"qos-guard: {found.says}")
     return found.kube
 

@@ -127,11 +127,12 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--allow-empty", action="store_true",
                        help="exit 0 when no Pod or workload is found (a pre-commit hook given only other "
                             "files); by default that is exit 2, so a wrong path in CI does not pass")
-    check.add_argument("--kubeconfig", help="with policy.numa: auto, judge NUMA fit against this cluster's "
+    check.add_argument("--kubeconfig", help="judge with this cluster beside the files: its API server's minor "
+                                            "(unless --kubernetes-version says otherwise), the objects operators "
+                                            "build Pods from (ServingRuntimes, KServe's ConfigMaps) and its DRA "
+                                            "claims and slices; with policy.numa: auto, NUMA fit against its "
                                             "NodeResourceTopology objects and node labels; with "
-                                            "policy.deviceClasses: true, read its DeviceClasses (refused, exit 2, "
-                                            "without either); then its API server's minor judges unless "
-                                            "--kubernetes-version says otherwise")
+                                            "policy.deviceClasses: true, its DeviceClasses")
     _version_option(check)
     check.set_defaults(func=cmd_check)
 
