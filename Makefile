@@ -23,7 +23,8 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-# helm, etcd and kube-apiserver, built from the Go module proxy once and cached outside the repository
+# helm, etcd, kube-apiserver, kubectl, promtool, an OCI registry and the oracles, built from the Go module proxy
+# once and cached outside the repository
 # (~/.cache/qos-guard/tools, or $$QOS_GUARD_TOOLS) by version. The first build takes several minutes.
 # The releases the oracle differentials (tests/fidelity) run against in `make test`: the oldest supported minor,
 # the tools' default and the newest released (each oracle build is one more k8s.io/kubernetes compile, about 5
@@ -75,9 +76,9 @@ test: lint tools node-tools
 # Every Kubernetes minor the project is proven on, one after the other (hack/test-versions.sh): at each, the
 # e2e tier and the oracle differential (VERSION_TIERS; add node as root), then one line per minor and tier:
 # counts passed, failed, skipped with the reasons. Each minor's kube-apiserver, kubectl and kube-scheduler are
-# built once (cached by version; README "Kubernetes versions" has the measured cost of each). A pre-release here
-# is PRERELEASES' (webhook/core/kubeversion.py; tests/unit/test_kubeversion.py holds them equal): move both with
-# hack/release-day.sh.
+# built once (cached by version; docs/contributing.md "What a run costs" has the measured cost of each). A
+# pre-release here is PRERELEASES' (webhook/core/kubeversion.py; tests/unit/test_kubeversion.py holds them
+# equal): move both with hack/release-day.sh.
 KUBE_VERSIONS ?= v1.33.13 v1.34.12 v1.35.8 v1.36.5 v1.37.2 v1.38.0-beta.0
 VERSION_TIERS ?= e2e fidelity
 test-versions: install
@@ -85,7 +86,7 @@ test-versions: install
 
 # What `make test` runs at other minors besides the default one: nothing unless TEST_MINORS is set, e.g.
 # make test TEST_MINORS="v1.33.13 v1.37.2" (the admission e2e files and the oracle differential at the oldest
-# and the newest minor; what each costs from empty caches is in README "Kubernetes versions").
+# and the newest minor; what each costs from empty caches is in docs/contributing.md "What a run costs").
 TEST_MINORS ?=
 MINOR_TESTS ?= tests/e2e/test_versions.py tests/e2e/test_admission.py tests/e2e/test_policy.py
 test-minors: install

@@ -117,22 +117,37 @@ def test_the_reference_pages_are_the_generated_ones() -> None:
     assert check.returncode == 0, check.stderr
 
 
+def _markdown_outside_the_site() -> list[Path]:
+    """Every Markdown file read on GitHub rather than in the site: README.md, CONTRIBUTING.md, the chart's README,
+    the SOURCES.md of vendored files (docs/ is the site's, whose build checks its links)."""
+    found = []
+    for folder, subfolders, files in os.walk(ROOT):
+        subfolders[:] = [s for s in subfolders if not s.startswith(".") and s not in ("site", "node_modules")
+                         and not (folder == str(ROOT) and s == "docs")]
+        found += [Path(folder) / name for name in files if name.endswith(".md")]
+    return sorted(found)
+
+
 def test_readme_and_contributing_links_lead_somewhere() -> None:
-    """The README is read on GitHub, outside the site: its relative links (and CONTRIBUTING.md's) name files of
-    the repository and headings of them."""
+    """The README is read on GitHub, outside the site: its relative links (and those of CONTRIBUTING.md, the
+    chart's README and every other Markdown file outside docs/, inline or by reference) name files of the
+    repository and headings of them."""
+    docs = _markdown_outside_the_site()
+    assert {ROOT / "README.md", ROOT / "CONTRIBUTING.md", ROOT / "charts" / "qos-guard" / "README.md"} <= set(docs)
     broken = []
-    for doc in (ROOT / "README.md", ROOT / "CONTRIBUTING.md"):
-        for link in re.findall(r"\]\(([^)\s]+)\)", doc.read_text()):
+    for doc in docs:
+        text = doc.read_text()
+        for link in re.findall(r"\]\(([^)\s]+)\)", text) + re.findall(r"^ {0,3}\[[^\]]+\]:\s+(\S+)", text, re.M):
             if urlsplit(link).scheme:
                 continue
             path, _, fragment = link.partition("#")
             target = (doc.parent / path).resolve() if path else doc
             if not target.exists():
-                broken.append(f"{doc.name}: {link}")
+                broken.append(f"{doc.relative_to(ROOT)}: {link}")
             elif fragment and target.suffix == ".md":
                 headings = {anchor(h) for h in re.findall(r"^#+ (.+)$", target.read_text(), re.M)}
                 if fragment not in headings:
-                    broken.append(f"{doc.name}: {link} (no such heading)")
+                    broken.append(f"{doc.relative_to(ROOT)}: {link} (no such heading)")
     assert broken == []
 
 
