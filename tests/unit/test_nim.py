@@ -68,6 +68,18 @@ def test_init_containers_are_named_by_their_own_entries() -> None:
     assert names == {("spec.proxy.certConfigMap", "limits-missing"), ("spec.initContainers[0]", "limits-missing")}
 
 
+def test_a_container_of_no_resources_field_is_not_told_to_set_them() -> None:
+    # NIMContainerSpec (common_types.go:501-514) has no resources: the way out is removing what adds it
+    obj = nim(proxy={"certConfigMap": "ca"}, sidecarContainers=[{"name": "log", "image": {"repository": "b"}}],
+              expose={"router": {"eppConfig": {"containerSpec": {"name": "epp", "image": {"repository": "e"}}}}})
+    messages = {dotted(v.path): v.message for _, v in evaluate(obj, Config(), Mode.ENFORCE).violations}
+    for field, remove in (("spec.proxy.certConfigMap", "remove spec.proxy.certConfigMap"),
+                          ("spec.sidecarContainers[0]", "remove the entry"),
+                          ("spec.expose.router.eppConfig.containerSpec", "remove spec.expose.router.eppConfig")):
+        message = messages[f"{field}.resources.limits.cpu"]
+        assert "set resources" not in message and f"{remove}, or exempt the namespace" in message, message
+
+
 def test_multi_node_without_pipeline_parallelism_is_the_deployment() -> None:
     # IsMultiNode (nimservice_types.go:2140-2142) is pipeline > 1; standalone/nimservice.go:463 renders the
     # Deployment otherwise (s71 finding 1)
