@@ -2,15 +2,20 @@
 (commit f9e3047e0bf40eea8f195d3b73c83432f75d983a).
 
 On the standalone platform (the default) the operator renders a Deployment (``manifests/deployment.yaml``;
-``NIMService.GetDeploymentParams``, api/apps/v1alpha1/nimservice_types.go), or with ``spec.multiNode`` a
-LeaderWorkerSet (``manifests/lws.yaml``, ``GetLWSParams``). Its one model container (``<name>-ctr``; ``nim-leader``
-and ``nim-worker``) has ``spec.resources``' requests and limits as they are; the GPUs the operator adds from a
-NIMCache profile when ``spec.resources`` names none (``addGPUResources``) are added to both, equal, so they change
-no QoS class. ``GetInitContainers`` and ``GetSidecarContainers`` build a container of each
-``spec.initContainers`` and ``spec.sidecarContainers`` entry (and an ``update-ca-certificates`` init container
-with ``spec.proxy.certConfigMap``) with no resources at all: ``NIMContainerSpec`` has no field for them, so a
-NIMService with any of them runs a Pod that cannot be Guaranteed. With ``spec.inferencePlatform: kserve`` the
-operator writes a KServe InferenceService instead, judged as KServe builds it.
+``NIMService.GetDeploymentParams``, api/apps/v1alpha1/nimservice_types.go), or, when ``IsMultiNode``
+(``spec.multiNode.parallelism.pipeline`` above 1), a LeaderWorkerSet (``manifests/lws.yaml``, ``GetLWSParams``).
+Its one model container (``<name>-ctr``; ``nim-leader`` and ``nim-worker``) has ``spec.resources``' requests and
+limits as they are; the GPUs the operator adds from a NIMCache profile when ``spec.resources`` names none
+(``addGPUResources``) are added to both, equal, so they change no QoS class. The Deployment carries
+``runtimeClassName``, ``schedulerName``, ``affinity``, ``nodeSelector`` and ``tolerations``; the LeaderWorkerSet's
+templates ``nodeSelector`` and ``tolerations``, and ``schedulerName`` on the leader only. ``spec.draResources``
+become pod claims that every non-init container takes (``nim_dra``). ``GetInitContainers`` and
+``GetSidecarContainers`` build a container of each ``spec.initContainers`` and ``spec.sidecarContainers`` entry
+(and an ``update-ca-certificates`` init container with ``spec.proxy.certConfigMap``) with no resources at all:
+``NIMContainerSpec`` has no field for them, so a NIMService with any of them runs a Pod that cannot be
+Guaranteed; so is the endpoint picker's Deployment ``spec.expose.router.eppConfig`` makes. With
+``spec.inferencePlatform: kserve`` the operator writes a KServe InferenceService instead, judged as KServe builds
+it.
 """
 
 from __future__ import annotations
