@@ -62,7 +62,7 @@ def test_multi_node_is_a_leader_and_a_worker_and_kserve_is_said() -> None:
 
 
 def test_init_containers_are_named_by_their_own_entries() -> None:
-    # with proxy.certConfigMap the user's initContainers[0] is the Pod's second init container (s71 finding 7)
+    # with proxy.certConfigMap the user's initContainers[0] is the Pod's second init container
     obj = nim(proxy={"certConfigMap": "ca"}, initContainers=[{"name": "fetch", "image": {"repository": "b"}}])
     names = {(path.split(".resources")[0], rule) for _, path, rule in found(obj)}
     assert names == {("spec.proxy.certConfigMap", "limits-missing"), ("spec.initContainers[0]", "limits-missing")}
@@ -82,7 +82,7 @@ def test_a_container_of_no_resources_field_is_not_told_to_set_them() -> None:
 
 def test_multi_node_without_pipeline_parallelism_is_the_deployment() -> None:
     # IsMultiNode (nimservice_types.go:2140-2142) is pipeline > 1; standalone/nimservice.go:463 renders the
-    # Deployment otherwise (s71 finding 1)
+    # Deployment otherwise
     for multi in ({"parallelism": {"tensor": 8}}, {"parallelism": {"pipeline": 1, "tensor": 8}}):
         obj = nim(multiNode=multi, resources={"limits": rl("1500m", "8Gi")})
         assert [(t.template, t.pod_spec().containers[0].name) for t in find_targets(obj)] == [
@@ -93,7 +93,7 @@ def test_multi_node_without_pipeline_parallelism_is_the_deployment() -> None:
 
 def test_the_leader_worker_set_renders_no_runtime_class_and_the_worker_no_scheduler() -> None:
     # manifests/lws.yaml (v3.1.2) renders schedulerName in the leader only and runtimeClassName nowhere;
-    # deployment.yaml both (s71 finding 2)
+    # deployment.yaml both
     pod = {"runtimeClassName": "kata", "schedulerName": "pinned"}
     [deployment] = find_targets(nim(**pod))
     assert {k: deployment.spec.get(k) for k in pod} == pod
@@ -108,7 +108,7 @@ def test_the_leader_worker_set_renders_no_runtime_class_and_the_worker_no_schedu
 
 def test_node_selector_tolerations_and_affinity_are_copied_as_the_templates_render_them() -> None:
     # GetDeploymentParams (nimservice_types.go:1283-1285): all three; GetLWSParams (1383-1384): no affinity;
-    # both templates render a toleration's key, operator, value and effect only (s71 finding 3)
+    # both templates render a toleration's key, operator, value and effect only
     tolerations = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 30}]
     affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
         {"matchExpressions": [{"key": "gpu", "operator": "Exists"}]}]}}}
@@ -127,7 +127,7 @@ def test_node_selector_tolerations_and_affinity_are_copied_as_the_templates_rend
 
 def test_dra_resources_become_pod_claims_every_container_takes() -> None:
     # internal/shared/resourceclaims.go GetPodResourceClaims (185-197), UpdateContainerResourceClaims (150-182):
-    # every claim in every non-init container; names from generateUniquePodClaimName (s71 finding 5)
+    # every claim in every non-init container; names from generateUniquePodClaimName
     obj = nim(draResources=[{"resourceClaimTemplateName": "gpu-claim-template"},
                             {"resourceClaimName": "shared", "requests": ["a", "b"]}],
               sidecarContainers=[{"name": "logger", "image": {"repository": "b"}}], proxy={"certConfigMap": "ca"})
@@ -155,7 +155,7 @@ def test_claim_names_hash_as_the_operator_does() -> None:
 
 def test_the_endpoint_picker_deployment_is_judged() -> None:
     # standalone/nimservice.go:311-316 reconcileEPP before the model workload; GetEPPDeploymentParams
-    # (nimservice_types.go:2490-2548): one container epp, no resources (s71 finding 4)
+    # (nimservice_types.go:2490-2548): one container epp, no resources
     obj = nim(expose={"router": {"eppConfig": {"containerSpec": {"name": "epp", "image": {"repository": "e"}},
                                                "configMapRef": {"name": "epp", "key": "c.yaml"}}}})
     epp, model = find_targets(obj)
