@@ -120,8 +120,7 @@ def build(obj: Mapping[str, Any], related: Related) -> Iterator[Built | str]:
     shown += [(("containers", 1 + j), ("spec", "sidecarContainers", j)) for j in range(len(sidecars))]
     multi = _multi_node(spec)
     claims = pod_claims(spec, name, multi)
-    if claims:
-        shown.append((("resourceClaims",), ("spec", "draResources")))
+    shown += [(("resourceClaims", i), field) for i, (_, _, field) in enumerate(claims)]
     note = f"; {NO_RESOURCES}" if init or sidecars else ""
     fields: tuple[tuple[FieldPath, FieldPath], ...] = ((("containers", 0), ("spec",)),)
     roles = (("leader", "nim-leader"), ("worker", "nim-worker")) if multi else (("Deployment", f"{name}-ctr"),)
@@ -131,7 +130,7 @@ def build(obj: Mapping[str, Any], related: Related) -> Iterator[Built | str]:
             pod["initContainers"] = [{"name": n} for n in init]
         containers: list[dict[str, Any]] = [{"name": main, "resources": dict(kept)}, *({"name": n} for n in sidecars)]
         if claims:
-            pod["resourceClaims"] = [dict(c) for c, _ in claims]
+            pod["resourceClaims"] = [dict(c) for c, _, _ in claims]
             with_claims(containers, claims)
         yield Built(("spec",), {**pod, "containers": containers}, f"spec ({role}{note})", fields,
                     shown=tuple(shown))

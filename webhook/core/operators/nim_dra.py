@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from webhook.core.fieldpath import FieldPath
 from webhook.core.operators import list_at, mapping_at
 from webhook.core.podspec import ManifestError
 
@@ -31,9 +32,12 @@ def _resource_name(nim: str, prefix: str, index: int | None) -> str:
     return f"{prefix}-{short_hash(nim)}" if index is None else f"{prefix}-{short_hash(nim)}-{index}"
 
 
-def pod_claims(spec: Mapping[str, Any], nim: str, multi_node: bool) -> list[tuple[dict[str, Any], list[str]]]:
-    """The pod claims (``NewNamedDRAResourceList``) with each one's ``requests``; the names as the operator
-    makes them (``generateUniquePodClaimName``)."""
+Claim = tuple[dict[str, Any], list[str], FieldPath]
+
+
+def pod_claims(spec: Mapping[str, Any], nim: str, multi_node: bool) -> list[Claim]:
+    """The pod claims (``NewNamedDRAResourceList``) with each one's ``requests`` and the field it comes from; the
+    names as the operator makes them (``generateUniquePodClaimName``)."""
     seen: dict[str, int] = {}
 
     def claim_name(resource: str, field_type: int) -> str:
@@ -41,13 +45,14 @@ def pod_claims(spec: Mapping[str, Any], nim: str, multi_node: bool) -> list[tupl
         seen[unique] = seen[unique] + 1 if unique in seen else 0
         return f"{unique}-{seen[unique]}"
 
-    out: list[tuple[dict[str, Any], list[str]]] = []
+    out: list[Claim] = []
     for i, raw in enumerate(list_at(spec.get("draResources"), ("spec", "draResources"))):
         entry = mapping_at(raw, ("spec", "draResources", i))
         requests = [str(r) for r in list_at(entry.get("requests"), ("spec", "draResources", i, "requests"))]
         if entry.get("resourceClaimName"):
             name = str(entry["resourceClaimName"])
-            out.append(({"name": claim_name(name, CLAIM), "resourceClaimName": name}, requests))
+            out.append(({"name": claim_name(name, CLAIM), "resourceClaimName": name}, requests,
+                        ("spec", "draResources", i)))
             continue
         if entry.get("resourceClaimTemplateName"):
             name = str(entry["resourceClaimTemplateName"])
@@ -57,7 +62,8 @@ def pod_claims(spec: Mapping[str, Any], nim: str, multi_node: bool) -> list[tupl
         else:
             raise ManifestError(("spec", "draResources", i), "exactly one of resourceClaimName, "
                                 "resourceClaimTemplateName or claimCreationSpec must be set")
-        out.append(({"name": claim_name(name, CLAIM_TEMPLATE), "resourceClaimTemplateName": name}, requests))
+        out.append(({"name": claim_name(name, CLAIM_TEMPLATE), "resourceClaimTemplateName": name}, requests,
+                    ("spec", "draResources", i)))
     multi = mapping_at(spec.get("multiNode"), ("spec", "multiNode"))
     domain = multi.get("computeDomain")
     if multi_node and domain is not None:
@@ -66,17 +72,18 @@ def pod_claims(spec: Mapping[str, Any], nim: str, multi_node: bool) -> list[tupl
         # existing ComputeDomain's channel template, which only the cluster knows: named by the domain here.
         name = _resource_name(nim, "cd-claimtemplate", None) if domain.get("create") is True \
             else str(domain.get("name") or "")
-        out.append(({"name": claim_name(name, COMPUTE_DOMAIN), "resourceClaimTemplateName": name}, []))
+        out.append(({"name": claim_name(name, COMPUTE_DOMAIN), "resourceClaimTemplateName": name}, [],
+                    ("spec", "multiNode", "computeDomain")))
     return out
 
 
-def with_claims(containers: list[dict[str, Any]], claims: list[tuple[dict[str, Any], list[str]]]) -> None:
+def with_claims(containers: list[dict[str, Any]], claims: list[Claim]) -> None:
     """``UpdateContainerResourceClaims`` on the built containers (none names a claim before it)."""
-    for claim, requests in claims:
+    for claim, requests, _ in claims:
         for container in containers:
             resources = container.setdefault("resources", {})
             taken = resources.setdefault("claims", [])
             taken.extend([{"name": claim["name"], "request": r} for r in requests] or [{"name": claim["name"]}])
 
 
-__all__ = ["pod_claims", "short_hash", "with_claims"]
+__all__ = ["Claim", "pod_claims", "short_hash", "with_claims"]
