@@ -6,9 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 from tests.builders import rl
-from webhook.core.config import Config
+from tests.unit.test_numa import GPU_TAINT, judge, tainted
+from webhook.core.config import Config, parse_config
 from webhook.core.engine import Mode, evaluate
 from webhook.core.fieldpath import dotted
+from webhook.core.operators.nim_dra import short_hash
 from webhook.core.workloads import find_targets, walk
 
 GOOD = {"requests": {**rl("8", "32Gi"), "nvidia.com/gpu": 1}, "limits": {**rl("8", "32Gi"), "nvidia.com/gpu": 1}}
@@ -41,8 +43,9 @@ def test_init_and_sidecar_containers_have_no_resources_so_the_pod_is_never_guara
                proxy={"certConfigMap": "ca"})
     rules = found(side)
     template = "spec (Deployment; NIM gives its init and sidecar containers no resources)"
+    # named by the NIMService's fields that make them (nimservice_types.go GetInitContainers, GetSidecarContainers)
     assert {(t, path.split(".resources")[0]) for t, path, _ in rules} == {
-        (template, "spec.initContainers[0]"), (template, "spec.containers[1]")}
+        (template, "spec.proxy.certConfigMap"), (template, "spec.sidecarContainers[0]")}
     [target] = find_targets(side)
     assert [c.name for c in target.pod_spec().init_containers] == ["update-ca-certificates"]
     # nothing of the object makes them: the mutation cannot help
@@ -56,3 +59,107 @@ def test_multi_node_is_a_leader_and_a_worker_and_kserve_is_said() -> None:
     assert list(walk(nim(inferencePlatform="kserve"))) == [
         "NIMService with spec.inferencePlatform: kserve (the operator writes a KServe InferenceService from it: "
         "judged as the InferenceService and Pods KServe creates)"]
+
+
+def test_init_containers_are_named_by_their_own_entries() -> None:
+    # with proxy.certConfigMap the user's initContainers[0] is the Pod's second init container
+    obj = nim(proxy={"certConfigMap": "ca"}, initContainers=[{"name": "fetch", "image": {"repository": "b"}}])
+    names = {(path.split(".resources")[0], rule) for _, path, rule in found(obj)}
+    assert names == {("spec.proxy.certConfigMap", "limits-missing"), ("spec.initContainers[0]", "limits-missing")}
+
+
+def test_a_container_of_no_resources_field_is_not_told_to_set_them() -> None:
+    # NIMContainerSpec (common_types.go:501-514) has no resources: the way out is removing what adds it
+    obj = nim(proxy={"certConfigMap": "ca"}, sidecarContainers=[{"name": "log", "image": {"repository": "b"}}],
+              expose={"router": {"eppConfig": {"containerSpec": {"name": "epp", "image": {"repository": "e"}}}}})
+    messages = {dotted(v.path): v.message for _, v in evaluate(obj, Config(), Mode.ENFORCE).violations}
+    for field, remove in (("spec.proxy.certConfigMap", "remove spec.proxy.certConfigMap"),
+                          ("spec.sidecarContainers[0]", "remove the entry"),
+                          ("spec.expose.router.eppConfig.containerSpec", "remove spec.expose.router.eppConfig")):
+        message = messages[f"{field}.resources.limits.cpu"]
+        assert "set resources" not in message and f"{remove}, or exempt the namespace" in message, message
+
+
+def test_multi_node_without_pipeline_parallelism_is_the_deployment() -> None:
+    # IsMultiNode (nimservice_types.go:2140-2142) is pipeline > 1; standalone/nimservice.go:463 renders the
+    # Deployment otherwise
+    for multi in ({"parallelism": {"tensor": 8}}, {"parallelism": {"pipeline": 1, "tensor": 8}}):
+        obj = nim(multiNode=multi, resources={"limits": rl("1500m", "8Gi")})
+        assert [(t.template, t.pod_spec().containers[0].name) for t in find_targets(obj)] == [
+            ("spec (Deployment)", "llama-ctr")]
+        frac = parse_config({"policy": {"fractionalCPUContainers": ["llama-ctr"]}})
+        assert evaluate(obj, frac, Mode.ENFORCE).violations == []
+
+
+def test_the_leader_worker_set_renders_no_runtime_class_and_the_worker_no_scheduler() -> None:
+    # manifests/lws.yaml (v3.1.2) renders schedulerName in the leader only and runtimeClassName nowhere;
+    # deployment.yaml both
+    pod = {"runtimeClassName": "kata", "schedulerName": "pinned"}
+    [deployment] = find_targets(nim(**pod))
+    assert {k: deployment.spec.get(k) for k in pod} == pod
+    multi = nim(multiNode={"parallelism": {"pipeline": 2}}, resources={"limits": rl("1500m", "8Gi")}, **pod)
+    leader, worker = find_targets(multi)
+    assert {k: leader.spec.get(k) for k in pod} == {"runtimeClassName": None, "schedulerName": "pinned"}
+    assert {k: worker.spec.get(k) for k in pod} == {"runtimeClassName": None, "schedulerName": None}
+    # the LeaderWorkerSet's Pods carry no runtimeClassName: an exemption by it does not cover them
+    kata = parse_config({"exemptions": {"runtimeClassNames": ["kata"]}})
+    assert {v.rule for _, v in evaluate(multi, kata, Mode.ENFORCE).violations} == {"cpu-not-integer"}
+
+
+def test_node_selector_tolerations_and_affinity_are_copied_as_the_templates_render_them() -> None:
+    # GetDeploymentParams (nimservice_types.go:1283-1285): all three; GetLWSParams (1383-1384): no affinity;
+    # both templates render a toleration's key, operator, value and effect only
+    tolerations = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 30}]
+    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "gpu", "operator": "Exists"}]}]}}}
+    placed = {"nodeSelector": {"pool": "gpu"}, "tolerations": tolerations, "affinity": affinity}
+    rendered = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoExecute"}]
+    [deployment] = find_targets(nim(**placed))
+    assert {k: deployment.spec.get(k) for k in placed} == {**placed, "tolerations": rendered}
+    for target in find_targets(nim(multiNode={"parallelism": {"pipeline": 2}}, **placed)):
+        assert {k: target.spec.get(k) for k in placed} == {"nodeSelector": {"pool": "gpu"},
+                                                          "tolerations": rendered, "affinity": None}
+    # policy.numa: auto judges the nodes the Pod may land on: 16 CPUs fit the tainted GPU node it tolerates
+    tolerant = nim(tolerations=[{"key": "nvidia.com/gpu", "operator": "Exists"}],
+                   resources={"limits": rl("16", "64Gi")})
+    assert judge(tolerant, tainted(GPU_TAINT)) == ([], [])
+
+
+def test_dra_resources_become_pod_claims_every_container_takes() -> None:
+    # internal/shared/resourceclaims.go GetPodResourceClaims (185-197), UpdateContainerResourceClaims (150-182):
+    # every claim in every non-init container; names from generateUniquePodClaimName
+    obj = nim(draResources=[{"resourceClaimTemplateName": "gpu-claim-template"},
+                            {"resourceClaimName": "shared", "requests": ["a", "b"]}],
+              sidecarContainers=[{"name": "logger", "image": {"repository": "b"}}], proxy={"certConfigMap": "ca"})
+    [target] = find_targets(obj)
+    template_claim, shared = "claim-6649479bc4-1-c98cb897c-0", "claim-6649479bc4-0-6cbcc77fc6-0"
+    assert target.spec["resourceClaims"] == [
+        {"name": template_claim, "resourceClaimTemplateName": "gpu-claim-template"},
+        {"name": shared, "resourceClaimName": "shared"}]
+    takes = [{"name": template_claim}, {"name": shared, "request": "a"}, {"name": shared, "request": "b"}]
+    assert [c["resources"]["claims"] for c in target.spec["containers"]] == [takes, takes]
+    assert "resources" not in target.spec["initContainers"][0]
+    dra = parse_config({"policy": {"dra": "deny"}})
+    compliant = nim(draResources=[{"resourceClaimTemplateName": "gpu-claim-template"}])
+    assert {v.rule for _, v in evaluate(compliant, dra, Mode.ENFORCE).violations} == {"dra-unaligned"}
+    # a compute domain (multi-node only) is one more claim, from the template of the ComputeDomain made for it
+    multi = nim(multiNode={"parallelism": {"pipeline": 2}, "computeDomain": {"create": True}})
+    assert [t.spec["resourceClaims"][0]["resourceClaimTemplateName"] for t in find_targets(multi)] == [
+        "cd-claimtemplate-6649479bc4"] * 2
+
+
+def test_claim_names_hash_as_the_operator_does() -> None:
+    # internal/shared/resourceclaims_test.go: "test-service" hashes to 8568b4fb55, "test-claim" to 9f8c8d9fb
+    assert (short_hash("test-service"), short_hash("test-claim")) == ("8568b4fb55", "9f8c8d9fb")
+
+
+def test_the_endpoint_picker_deployment_is_judged() -> None:
+    # standalone/nimservice.go:311-316 reconcileEPP before the model workload; GetEPPDeploymentParams
+    # (nimservice_types.go:2490-2548): one container epp, no resources
+    obj = nim(expose={"router": {"eppConfig": {"containerSpec": {"name": "epp", "image": {"repository": "e"}},
+                                               "configMapRef": {"name": "epp", "key": "c.yaml"}}}})
+    epp, model = find_targets(obj)
+    assert [c.name for c in epp.pod_spec().containers] == ["epp"] and model.template == "spec (Deployment)"
+    assert found(obj) == {("spec.expose.router.eppConfig (EPP Deployment; NIM gives it no resources)",
+                           f"spec.expose.router.eppConfig.containerSpec.resources.limits.{r}", "limits-missing")
+                          for r in ("cpu", "memory")}

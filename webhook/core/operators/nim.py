@@ -2,15 +2,20 @@
 (commit f9e3047e0bf40eea8f195d3b73c83432f75d983a).
 
 On the standalone platform (the default) the operator renders a Deployment (``manifests/deployment.yaml``;
-``NIMService.GetDeploymentParams``, api/apps/v1alpha1/nimservice_types.go), or with ``spec.multiNode`` a
-LeaderWorkerSet (``manifests/lws.yaml``, ``GetLWSParams``). Its one model container (``<name>-ctr``; ``nim-leader``
-and ``nim-worker``) has ``spec.resources``' requests and limits as they are; the GPUs the operator adds from a
-NIMCache profile when ``spec.resources`` names none (``addGPUResources``) are added to both, equal, so they change
-no QoS class. ``GetInitContainers`` and ``GetSidecarContainers`` build a container of each
-``spec.initContainers`` and ``spec.sidecarContainers`` entry (and an ``update-ca-certificates`` init container
-with ``spec.proxy.certConfigMap``) with no resources at all: ``NIMContainerSpec`` has no field for them, so a
-NIMService with any of them runs a Pod that cannot be Guaranteed. With ``spec.inferencePlatform: kserve`` the
-operator writes a KServe InferenceService instead, judged as KServe builds it.
+``NIMService.GetDeploymentParams``, api/apps/v1alpha1/nimservice_types.go), or, when ``IsMultiNode``
+(``spec.multiNode.parallelism.pipeline`` above 1), a LeaderWorkerSet (``manifests/lws.yaml``, ``GetLWSParams``).
+Its one model container (``<name>-ctr``; ``nim-leader`` and ``nim-worker``) has ``spec.resources``' requests and
+limits as they are; the GPUs the operator adds from a NIMCache profile when ``spec.resources`` names none
+(``addGPUResources``) are added to both, equal, so they change no QoS class. The Deployment carries
+``runtimeClassName``, ``schedulerName``, ``affinity``, ``nodeSelector`` and ``tolerations``; the LeaderWorkerSet's
+templates ``nodeSelector`` and ``tolerations``, and ``schedulerName`` on the leader only. ``spec.draResources``
+become pod claims that every non-init container takes (``nim_dra``). ``GetInitContainers`` and
+``GetSidecarContainers`` build a container of each ``spec.initContainers`` and ``spec.sidecarContainers`` entry
+(and an ``update-ca-certificates`` init container with ``spec.proxy.certConfigMap``) with no resources at all:
+``NIMContainerSpec`` has no field for them, so a NIMService with any of them runs a Pod that cannot be
+Guaranteed; so is the endpoint picker's Deployment ``spec.expose.router.eppConfig`` makes. With
+``spec.inferencePlatform: kserve`` the operator writes a KServe InferenceService instead, judged as KServe builds
+it.
 """
 
 from __future__ import annotations
@@ -19,14 +24,16 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from webhook.core.fieldpath import FieldPath
-from webhook.core.operators import Built, NoPodHere, Related, mapping_at, metadata_at
+from webhook.core.operators import Built, NoPodHere, Related, list_at, mapping_at, metadata_at
+from webhook.core.operators.nim_dra import pod_claims, with_claims
 from webhook.core.podspec import ManifestError
 
 GROUP = "apps.nvidia.com"
 KIND = "NIMService"
 PROXY_INIT = "update-ca-certificates"
 NO_RESOURCES = "NIM gives its init and sidecar containers no resources"
-
+EPP = ("spec", "expose", "router", "eppConfig")
+EPP_NOTE = "EPP Deployment; NIM gives it no resources"
 
 
 def _named(spec: Mapping[str, Any], key: str) -> list[str]:
@@ -44,9 +51,51 @@ def _named(spec: Mapping[str, Any], key: str) -> list[str]:
     return names
 
 
+def _multi_node(spec: Mapping[str, Any]) -> bool:
+    """``IsMultiNode``: ``spec.multiNode.parallelism.pipeline`` above 1 (unset is 0); ``backendType`` can only be
+    ``lws``. A multiNode with pipeline 1 (tensor parallelism only) is the Deployment."""
+    multi = mapping_at(spec.get("multiNode"), ("spec", "multiNode"))
+    parallelism = mapping_at(multi.get("parallelism"), ("spec", "multiNode", "parallelism"))
+    pipeline = parallelism.get("pipeline")
+    return isinstance(pipeline, int) and not isinstance(pipeline, bool) and pipeline > 1
+
+
+def _tolerations(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """``spec.tolerations`` as both templates render them: key, operator, value and effect only."""
+    out = []
+    for i, raw in enumerate(list_at(spec.get("tolerations"), ("spec", "tolerations"))):
+        toleration = mapping_at(raw, ("spec", "tolerations", i))
+        out.append({k: toleration[k] for k in ("key", "operator", "value", "effect") if k in toleration})
+    return out
+
+
+def _placement(spec: Mapping[str, Any], role: str) -> dict[str, Any]:
+    """The pod-level fields each template renders: the Deployment (deployment.yaml) schedulerName,
+    runtimeClassName, affinity, nodeSelector and tolerations; the LeaderWorkerSet (lws.yaml) nodeSelector and
+    tolerations, and schedulerName on the leader only, though ``GetLWSParams`` sets all but affinity."""
+    keys = {"Deployment": ("schedulerName", "runtimeClassName", "affinity", "nodeSelector"),
+            "leader": ("schedulerName", "nodeSelector"), "worker": ("nodeSelector",)}[role]
+    pod: dict[str, Any] = {k: spec[k] for k in keys if spec.get(k)}
+    if tolerations := _tolerations(spec):
+        pod["tolerations"] = tolerations
+    return pod
+
+
+def _epp(spec: Mapping[str, Any]) -> Built | None:
+    """``reconcileEPP`` (standalone/nimservice.go), run before the model workload: with
+    ``spec.expose.router.eppConfig`` a Deployment ``<name>-epp`` of one container ``epp`` with no resources
+    (``GetEPPDeploymentParams``), named by ``eppConfig.containerSpec`` (a NIMContainerSpec). Refused, it keeps the
+    operator from making the model's Pods too."""
+    expose = mapping_at(spec.get("expose"), EPP[:2])
+    if mapping_at(expose.get("router"), EPP[:3]).get("eppConfig") is None:
+        return None
+    return Built(EPP, {"containers": [{"name": "epp"}]}, f"{'.'.join(EPP)} ({EPP_NOTE})",
+                 shown=((("containers", 0), (*EPP, "containerSpec")),))
+
+
 def build(obj: Mapping[str, Any], related: Related) -> Iterator[Built | str]:
-    """The Deployment's pod spec, or the LeaderWorkerSet's leader and worker; why none where the operator
-    writes a KServe InferenceService."""
+    """The EPP Deployment's pod spec if any, then the Deployment's, or the LeaderWorkerSet's leader and worker;
+    why none where the operator writes a KServe InferenceService."""
     spec = mapping_at(obj.get("spec"), ("spec",))
     if not spec:
         return
@@ -54,26 +103,37 @@ def build(obj: Mapping[str, Any], related: Related) -> Iterator[Built | str]:
         yield NoPodHere(f"{KIND} with spec.inferencePlatform: kserve (the operator writes a KServe InferenceService "
                         "from it: judged as the InferenceService and Pods KServe creates)")
         return
-    meta = metadata_at(obj)
+    if (epp := _epp(spec)) is not None:
+        yield epp
+    name = str(metadata_at(obj).get("name") or "nimservice")
     resources = mapping_at(spec.get("resources"), ("spec", "resources"))
     kept = {k: resources[k] for k in ("requests", "limits") if k in resources}  # GetResources: claims dropped
     proxy = mapping_at(spec.get("proxy"), ("spec", "proxy"))
-    init = ([PROXY_INIT] if proxy.get("certConfigMap") else []) + _named(spec, "initContainers")
+    injected = [PROXY_INIT] if proxy.get("certConfigMap") else []
+    init = injected + _named(spec, "initContainers")
     sidecars = _named(spec, "sidecarContainers")
-    pod: dict[str, Any] = {key: spec[key] for key in ("runtimeClassName", "schedulerName") if spec.get(key)}
-    if init:
-        pod["initContainers"] = [{"name": n} for n in init]
+    # Findings name the field behind each container: NIMContainerSpec, so no resources can be set there.
+    shown: list[tuple[FieldPath, FieldPath]] = [(("initContainers", 0), ("spec", "proxy", "certConfigMap"))] \
+        if injected else []
+    shown += [(("initContainers", len(injected) + i), ("spec", "initContainers", i))
+              for i in range(len(init) - len(injected))]
+    shown += [(("containers", 1 + j), ("spec", "sidecarContainers", j)) for j in range(len(sidecars))]
+    multi = _multi_node(spec)
+    claims = pod_claims(spec, name, multi)
+    shown += [(("resourceClaims", i), field) for i, (_, _, field) in enumerate(claims)]
     note = f"; {NO_RESOURCES}" if init or sidecars else ""
     fields: tuple[tuple[FieldPath, FieldPath], ...] = ((("containers", 0), ("spec",)),)
-    if spec.get("multiNode") is None:
-        main = {"name": f"{meta.get('name') or 'nimservice'}-ctr", "resources": kept}
-        yield Built(("spec",), {**pod, "containers": [main, *({"name": n} for n in sidecars)]},
-                    f"spec (Deployment{note})", fields)
-        return
-    for role in ("leader", "worker"):
-        main = {"name": f"nim-{role}", "resources": kept}
-        yield Built(("spec",), {**pod, "containers": [main, *({"name": n} for n in sidecars)]},
-                    f"spec ({role}{note})", fields)
+    roles = (("leader", "nim-leader"), ("worker", "nim-worker")) if multi else (("Deployment", f"{name}-ctr"),)
+    for role, main in roles:
+        pod = _placement(spec, role)
+        if init:
+            pod["initContainers"] = [{"name": n} for n in init]
+        containers: list[dict[str, Any]] = [{"name": main, "resources": dict(kept)}, *({"name": n} for n in sidecars)]
+        if claims:
+            pod["resourceClaims"] = [dict(c) for c, _, _ in claims]
+            with_claims(containers, claims)
+        yield Built(("spec",), {**pod, "containers": containers}, f"spec ({role}{note})", fields,
+                    shown=tuple(shown))
 
 
 __all__ = ["GROUP", "KIND", "build"]

@@ -11,7 +11,7 @@ from webhook.core.quantity import is_whole_cpu
 from webhook.core.rules import cel
 from webhook.core.rules.base import Rule, Text, Violation
 from webhook.core.rules.cpu_not_integer import whole_cpu_choices, whole_cpu_choices_cel
-from webhook.core.rules.sidecars import mesh_hint, mesh_hint_cel
+from webhook.core.rules.sidecars import mesh_hint, mesh_hint_cel, unresourced
 
 RULE_ID = "limits-missing"
 
@@ -49,7 +49,7 @@ def _scan(block: Block, fractional: frozenset[str], kube: Semantics) -> list[Vio
             fix = (FROM_REQUEST(resource=resource, request=request.show()) if whole
                    else WHOLE_CPU(request=request.show(), choice=whole_cpu_choices(request.milli)))
         else:
-            fix = DEFAULTS(resource=resource)
+            fix = unresourced(block.path) or DEFAULTS(resource=resource)
         mesh = mesh_hint(block.container, resource, block.path)
         found.append(Violation((*block.path, "limits", resource),
                                MISSING(label=block.label, what=what, fix=fix, mesh=mesh), block.container,

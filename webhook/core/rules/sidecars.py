@@ -70,6 +70,38 @@ MESH_PROXIES: dict[str, Mesh] = {
        for name in ("modelcar", "modelcar-init")},
 }
 
+# Object fields an operator builds a container from that have no resources field, so a finding naming the container
+# by one (``Built.shown``) cannot say "set resources" there: NVIDIA NIM v3.1.2's NIMContainerSpec
+# (api/apps/v1alpha1/common_types.go) in spec.sidecarContainers and spec.expose.router.eppConfig.containerSpec, and
+# spec.proxy.certConfigMap, behind the update-ca-certificates init container. By path suffix (None: any index); a
+# Pod's own spec has none of these fields.
+_NIM_WAY_OUT = ("no field of the NIMService sets its resources ({why}): {remove}, or exempt the namespace "
+                "(exemptions.namespaces)")
+UNRESOURCED: dict[tuple[str | None, ...], str] = {
+    ("spec", "sidecarContainers", None): _NIM_WAY_OUT.format(
+        why="a NIMContainerSpec has none", remove="remove the entry"),
+    ("spec", "proxy", "certConfigMap"): _NIM_WAY_OUT.format(
+        why="NIM adds this init container for the proxy's CA certificates", remove="remove spec.proxy.certConfigMap"),
+    ("spec", "expose", "router", "eppConfig", "containerSpec"): _NIM_WAY_OUT.format(
+        why="a NIMContainerSpec has none; NIM reconciles this Deployment before the model's, so its refusal stops "
+            "both", remove="remove spec.expose.router.eppConfig"),
+}
+
+
+def unresourced(block: FieldPath) -> str | None:
+    """The way out for a container named (``block``: its resources as a finding names them) by a field with no
+    resources (``UNRESOURCED``), said instead of "set resources"; None for any other."""
+    if not block or block[-1] != "resources":
+        return None
+    named = block[:-1]
+    for pattern, way_out in UNRESOURCED.items():
+        tail = named[-len(pattern):]
+        if len(tail) == len(pattern) and all((p is None and isinstance(s, int)) or p == s
+                                             for p, s in zip(pattern, tail, strict=True)):
+            return way_out
+    return None
+
+
 SHARE = Text("; or let this container alone share CPUs (the others stay pinned): add {name} to "
              "policy.fractionalCPUContainers")
 MESH = Text("; {mesh} injects this container: set its {resource} with {where} {request} and {limit} "
@@ -118,4 +150,5 @@ def mesh_hint_cel(name: str, resource: str) -> str:
     return f"({out})"
 
 
-__all__ = ["MESH_PROXIES", "Mesh", "is_sidecar", "mesh_hint", "mesh_hint_cel", "share_hint", "share_hint_cel"]
+__all__ = ["MESH_PROXIES", "UNRESOURCED", "Mesh", "is_sidecar", "mesh_hint", "mesh_hint_cel", "share_hint",
+           "share_hint_cel", "unresourced"]
