@@ -108,6 +108,18 @@ def test_every_judged_kind_and_template_is_in_the_policies() -> None:
         assert ("object.?spec.?shards.orValue([]).transformList(" in templates) is bool(extra)
 
 
+def test_a_worker_template_that_makes_no_pods_is_left_out_of_the_policies() -> None:
+    """LeaderWorkerSet's and DisaggregatedSet's worker template, with a leader template and size 1 (absent: 1), makes
+    no Pods (lws pod_controller.go:137): the CEL's ``templates0`` leaves it out as the engine's walk does (the
+    API server's verdict: tests/e2e/test_workloads.py, the size-one fixtures)."""
+    docs = list(yaml.safe_load_all(render(parse_config(None), "enforce")))
+    (vap,) = [d for d in docs if d["kind"] == "ValidatingAdmissionPolicy" and "enforce" in d["metadata"]["name"]]
+    templates = next(v["expression"] for v in vap["spec"]["variables"] if v["name"] == "templates0")
+    for holder in ("object.?spec.?leaderWorkerTemplate", "x0.?spec.?leaderWorkerTemplate"):
+        assert (f"({holder}.?leaderTemplate.hasValue() && {holder}.?size.orValue(1) == 1 ? [] : "
+                f"[{{'path': dyn(") in templates, holder
+
+
 def test_a_kind_declared_at_two_versions_is_matched_at_both_by_the_policies() -> None:
     """One kind at v1 and v1beta1 (a CRD serving both): the policies match its requests at either version."""
     entry = {"group": "inference.example.com", "version": "v1", "kind": "ModelServer", "plural": "modelservers",

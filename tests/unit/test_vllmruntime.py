@@ -1,12 +1,17 @@
 """vLLM production-stack's VLLMRuntime as its operator builds the Deployment (``webhook.core.operators.vllmruntime``):
-cpu and memory are each a container's request and limit; the sidecar defaults to 0.5 CPU."""
+cpu and memory are each a container's request and limit; the sidecar defaults to 0.5 CPU; the runtime class,
+tolerations and node selector terms are the Pod's; a value the operator cannot build leaves no Pod."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from webhook.core.config import Config
+import pytest
+
+from tests.unit.test_numa import GPU_TAINT, cluster, judge, tainted
+from webhook.core.config import Config, parse_config
 from webhook.core.engine import Mode, evaluate
+from webhook.core.podspec import ManifestError
 from webhook.core.workloads import find_targets
 
 
@@ -39,3 +44,79 @@ def test_the_sidecar_defaults_to_half_a_cpu() -> None:
     assert rules(runtime({"cpu": "8", "memory": "32Gi"}, {"resources": {"cpu": "1"}})) == set()
     # no field of the object is a request or a limit: the mutation plans nothing rather than write one
     assert evaluate(runtime({"cpu": "7.5", "memory": "1Gi"}), Config(), Mode.MUTATE).changes == ()
+
+
+def test_findings_name_the_resources_field_that_makes_each_container() -> None:
+    """There is no ``spec.deploymentConfig.containers``: the vllm container is made of deploymentConfig.resources,
+    the sidecar of sidecarConfig.resources (``Built.shown``); the mutation still plans nothing there."""
+    obj = runtime({"cpu": "7.5", "memory": "32Gi"}, {"resources": {"cpu": "0.5"}})
+    found = {v.container: v.message for _, v in evaluate(obj, Config(), Mode.ENFORCE).violations}
+    assert 'container "vllm" (spec.deploymentConfig.resources): cpu limit 7.5' in found["vllm"]
+    assert 'container "sidecar" (spec.deploymentConfig.sidecarConfig.resources): cpu limit 0.5' in found["sidecar"]
+    assert evaluate(obj, Config(), Mode.MUTATE).changes == ()
+
+
+@pytest.mark.parametrize(("resources", "sidecar", "said"), [
+    ({"cpu": "four", "memory": "1Gi"}, None, "spec.deploymentConfig.resources.cpu 'four' is not a quantity"),
+    ({"cpu": "4", "memory": "1Gi", "gpu": "x"}, None, "spec.deploymentConfig.resources.gpu 'x' is not a quantity"),
+    ({"cpu": "4", "memory": "1Gi"}, {"resources": {"memory": "lots"}},
+     "spec.deploymentConfig.sidecarConfig.resources.memory 'lots' is not a quantity"),
+    ({"cpu": "-4", "memory": "1Gi"}, None, "spec.deploymentConfig.resources.cpu '-4' is negative"),
+])
+def test_a_value_the_operator_cannot_build_is_said_not_judged(
+        resources: dict[str, Any], sidecar: dict[str, Any] | None, said: str) -> None:
+    """resource.MustParse panics on a string that is not a quantity (vllmruntime_controller.go:622-650, 891-932):
+    no Deployment, so no Pod, nothing to judge; the API server accepted the VLLMRuntime (a string field). Said
+    once for the field, not as two invalid-quantity findings (request and limit) on a container that never
+    exists; a negative quantity likewise (the API server refuses the Deployment)."""
+    verdict = evaluate(runtime(resources, sidecar), Config(), Mode.ENFORCE)
+    assert verdict.violations == [] and verdict.results == ()
+    [reason] = verdict.unknown
+    assert reason.startswith(f"VLLMRuntime {said}") and "no Pod runs" in reason
+
+
+def test_a_value_that_is_not_a_string_is_the_objects_error() -> None:
+    with pytest.raises(ManifestError, match=r"spec.deploymentConfig.resources.cpu: expected a string"):
+        list(find_targets(runtime({"cpu": 4, "memory": "1Gi"})))
+
+
+def placed(**config: Any) -> dict[str, Any]:
+    obj = runtime({"cpu": "16", "memory": "64Gi"})
+    obj["spec"]["deploymentConfig"].update(config)
+    return obj
+
+
+def test_runtime_class_defaults_to_nvidia() -> None:
+    """The CRD's default (``runtimeClass: default: nvidia``), which the Deployment always carries
+    (``RuntimeClassName: &...RuntimeClass``): a file without it is judged as the webhook sees it, defaulted."""
+    [target] = find_targets(placed())
+    assert target.spec["runtimeClassName"] == "nvidia"
+    assert [t.spec["runtimeClassName"] for t in find_targets(placed(runtimeClass=None))] == ["nvidia"]
+    assert [t.spec["runtimeClassName"] for t in find_targets(placed(runtimeClass="kata"))] == ["kata"]
+    exempt = parse_config({"exemptions": {"runtimeClassNames": ["nvidia"]}})
+    assert evaluate(runtime({"cpu": "7.5", "memory": "1Gi"}), exempt, Mode.ENFORCE).violations == []
+
+
+def test_an_empty_runtime_class_or_node_selector_terms_leaves_no_pod() -> None:
+    """``runtimeClass: ""`` is kept (a default fills an absent field only) and set on the Deployment, whose
+    runtimeClassName the API server refuses; so does an empty nodeSelectorTerms (a non-nil slice: an affinity
+    with no term). No Pod: said, not judged."""
+    for config, said in (({"runtimeClass": ""}, "spec.deploymentConfig.runtimeClass: '' is not a RuntimeClass name"),
+                         ({"nodeSelectorTerms": []}, "spec.deploymentConfig.nodeSelectorTerms is empty")):
+        verdict = evaluate(placed(**config), Config(), Mode.ENFORCE)
+        assert verdict.results == () and verdict.unknown[0].startswith(f"VLLMRuntime {said}"), config
+
+
+def test_tolerations_and_node_selector_terms_choose_the_nodes_judged() -> None:
+    """``toleration`` is the Pod's tolerations, ``nodeSelectorTerms`` its required node affinity
+    (vllmruntime_controller.go:765-773, 824-826): policy.numa judges the nodes the Pod can land on. 16 CPUs fit
+    gpu-1 (tainted) but not small-1."""
+    tol = [{"key": "nvidia.com/gpu", "operator": "Exists"}]
+    assert judge(placed(), tainted(GPU_TAINT))[0]  # only small-1 is open to it: refused there
+    assert judge(placed(toleration=tol), tainted(GPU_TAINT)) == ([], [])
+    [target] = find_targets(placed(toleration=tol))
+    assert target.spec["tolerations"] == tol
+    away = [{"matchExpressions": [{"key": "pool", "operator": "NotIn", "values": ["gpu"]}]}]
+    assert judge(placed(), cluster()) == ([], [])
+    denied, _ = judge(placed(nodeSelectorTerms=away), cluster())
+    assert len(denied) == 1 and "on node small-1" in denied[0]

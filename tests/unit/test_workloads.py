@@ -101,12 +101,14 @@ POD_T = {"spec": SPEC}
 RAY = {"headGroupSpec": {"template": POD_T},
        "workerGroupSpecs": [_named("cpu", "groupName", template=POD_T), _named("gpu", "groupName", template=POD_T)]}
 CUSTOM = [
-    (obj("LeaderWorkerSet", spec={"leaderWorkerTemplate": {"leaderTemplate": POD_T, "workerTemplate": POD_T}}),
+    # size 2: with size 1 (the default) and a leader template the worker template makes no Pods (below)
+    (obj("LeaderWorkerSet", spec={"leaderWorkerTemplate": {"size": 2, "leaderTemplate": POD_T,
+                                                           "workerTemplate": POD_T}}),
      [("spec.leaderWorkerTemplate.leaderTemplate.spec", "spec.leaderWorkerTemplate.leaderTemplate (leader)"),
       ("spec.leaderWorkerTemplate.workerTemplate.spec", "spec.leaderWorkerTemplate.workerTemplate (worker)")]),
     # each role's leader and worker sit in the same list item: the template's role follows the item's name
     (obj("DisaggregatedSet", spec={"roles": [
-        _named(r, spec={"leaderWorkerTemplate": {"leaderTemplate": POD_T, "workerTemplate": POD_T}})
+        _named(r, spec={"leaderWorkerTemplate": {"size": 2, "leaderTemplate": POD_T, "workerTemplate": POD_T}})
         for r in ("prefill", "decode")]}),
      [("spec.roles[0].spec.leaderWorkerTemplate.leaderTemplate.spec", "spec.roles[0] (prefill) leader"),
       ("spec.roles[1].spec.leaderWorkerTemplate.leaderTemplate.spec", "spec.roles[1] (decode) leader"),
@@ -185,6 +187,45 @@ def test_optional_templates_and_wrong_shapes() -> None:
     with pytest.raises(ManifestError) as err:
         list(find_targets(obj("JobSet", spec={"replicatedJobs": [3]})))
     assert err.value.path == ("spec", "replicatedJobs", 0)
+
+
+def lws(**template: Any) -> dict[str, Any]:
+    return obj("LeaderWorkerSet", spec={"leaderWorkerTemplate": template})
+
+
+def test_with_size_one_and_a_leader_template_the_worker_template_makes_no_pods() -> None:
+    """lws's pod controller returns before it makes the worker StatefulSet when size is 1 (the CRD's default;
+    pkg/controllers/pod_controller.go:137 at v0.7.0, :138 at v0.10.0): the worker template is not judged. Without
+    a leader template it is the leader's (constructLeaderStatefulSetApplyConfiguration), judged whatever the
+    size; a null leader template is none (the API server prunes it)."""
+    leader, worker = "spec.leaderWorkerTemplate.leaderTemplate.spec", "spec.leaderWorkerTemplate.workerTemplate.spec"
+    for template, paths in (({"leaderTemplate": POD_T, "workerTemplate": POD_T}, [leader]),
+                            ({"size": 1, "leaderTemplate": POD_T, "workerTemplate": POD_T}, [leader]),
+                            ({"size": None, "leaderTemplate": POD_T, "workerTemplate": POD_T}, [leader]),
+                            ({"size": 3, "leaderTemplate": POD_T, "workerTemplate": POD_T}, [leader, worker]),
+                            ({"size": 1, "workerTemplate": POD_T}, [worker]),
+                            ({"leaderTemplate": None, "workerTemplate": POD_T}, [worker])):
+        assert [dotted(t.path) for t in find_targets(lws(**template))] == paths, template
+    roles = [_named("prefill", spec={"leaderWorkerTemplate": {"leaderTemplate": POD_T, "workerTemplate": POD_T}}),
+             _named("decode", spec={"leaderWorkerTemplate": {"size": 2, "leaderTemplate": POD_T,
+                                                             "workerTemplate": POD_T}})]
+    assert [t.template for t in find_targets(obj("DisaggregatedSet", spec={"roles": roles}))] == [
+        "spec.roles[0] (prefill) leader", "spec.roles[1] (decode) leader", "spec.roles[1] (decode) worker"]
+
+
+def test_an_unjudged_worker_template_is_neither_refused_nor_mended() -> None:
+    """The engine, the mutation (``fix``, mutate mode) and the webhook read the templates through one walk: a
+    fractional worker that makes no Pods is left as written, and the LeaderWorkerSet is admitted."""
+    from webhook.core.config import parse_config
+    from webhook.core.engine import Mode, evaluate
+
+    fractional = {"spec": {"containers": [container("w", rl("500m", "1Gi"), rl("500m", "1Gi"))]}}
+    single = lws(leaderTemplate=POD_T, workerTemplate=fractional)
+    config = parse_config({"mutation": {"cpuRounding": "up"}})
+    for mode in (Mode.ENFORCE, Mode.MUTATE):
+        verdict = evaluate(single, config, mode)
+        assert verdict.violations == [] and verdict.changes == () and verdict.allowed, mode
+    assert evaluate(lws(size=2, leaderTemplate=POD_T, workerTemplate=fractional), config, Mode.MUTATE).changes
 
 
 def test_kserve_model_predictor_is_unknown_not_passed() -> None:

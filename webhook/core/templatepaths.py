@@ -53,12 +53,33 @@ def parse_path(text: str) -> tuple[str, ...]:
 
 
 @dataclass(frozen=True, slots=True)
+class Unused:
+    """When a template makes no Pods, read in its holder, the mapping ``up`` fields above it: ``present`` is set
+    there and the integer ``count`` is ``equals`` (``default`` when absent). The same test everywhere a template
+    is read: the engine's walk (``unused``) and the policies' CEL (``unused_cel``)."""
+
+    up: int
+    present: str
+    count: str
+    equals: int
+    default: int
+
+
+# sigs.k8s.io/lws (v0.7.0 and v0.10.0, pkg/controllers/pod_controller.go:137/138): with size 1 (the CRD's default)
+# the leader Pod's reconcile returns before it makes the worker StatefulSet, so the worker template makes no Pod;
+# without a leader template it is still the leader's (constructLeaderStatefulSetApplyConfiguration).
+LWS_SIZE_ONE = Unused(up=2, present="leaderTemplate", count="size", equals=1, default=1)
+
+
+@dataclass(frozen=True, slots=True)
 class Template:
     """One place a kind keeps a pod spec: ``path`` (with wildcards), and what a fixed one is called in
-    messages (``leader``, ``head``); list items and map values are named by their own name or key."""
+    messages (``leader``, ``head``); list items and map values are named by their own name or key. ``unused``:
+    when the template makes no Pods (then not judged)."""
 
     path: str
     name: str | None = None
+    unused: Unused | None = None
     segments: tuple[str, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -106,6 +127,27 @@ def template_label(template: Template, path: FieldPath, item_name: str | None, s
     return f"{shown} ({template.name})" if template.name else shown
 
 
+def unused(template: Template, obj: Mapping[str, Any], path: FieldPath) -> bool:
+    """``template.unused`` holds for the pod spec at ``path`` (from ``obj``'s root, as ``walk_template`` walked
+    it). A null is absent (the API server prunes it); a count that is not an integer does not hold."""
+    test = template.unused
+    if test is None:
+        return False
+    holder: Any = obj
+    for key in path[:len(path) - test.up]:
+        holder = holder[key]
+    if not isinstance(holder, Mapping) or holder.get(test.present) is None:
+        return False
+    count = holder.get(test.count)
+    count = test.default if count is None else count
+    return isinstance(count, int) and not isinstance(count, bool) and count == test.equals
+
+
+def unused_cel(test: Unused, holder: str) -> str:
+    """``unused`` in CEL, over ``holder`` (CEL of the holder, optional or plain)."""
+    return f"{holder}.?{test.present}.hasValue() && {holder}.?{test.count}.orValue({test.default}) == {test.equals}"
+
+
 def walk_template(node: Any, segments: tuple[str, ...], walked: FieldPath,
                    item_name: str | None) -> Iterator[tuple[FieldPath, Mapping[str, Any] | None, str | None]]:
     """Each pod spec ``segments`` reaches from ``node`` (None where a fixed key is missing), with the name of
@@ -146,5 +188,5 @@ def walk_template(node: Any, segments: tuple[str, ...], walked: FieldPath,
     yield from walk_template(value, rest, here, item_name)
 
 
-__all__ = ["ITEM_NAMES", "LIST", "MAP", "PathError", "Template", "parse_path", "role", "template_label",
-           "walk_template"]
+__all__ = ["ITEM_NAMES", "LIST", "LWS_SIZE_ONE", "MAP", "PathError", "Template", "Unused", "parse_path", "role",
+           "template_label", "unused", "unused_cel", "walk_template"]

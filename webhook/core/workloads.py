@@ -37,12 +37,14 @@ from webhook.core.operators.kserve import build as kserve_build
 from webhook.core.podspec import ManifestError, PodSpec, build_pod_spec
 from webhook.core.templatepaths import (
     LIST,
+    LWS_SIZE_ONE,
     MAP,
     PathError,
     Template,
     parse_path,
     role,
     template_label,
+    unused,
     walk_template,
 )
 
@@ -100,9 +102,9 @@ class Kind:
 _CORE_GROUPS = frozenset({"", "apps", "batch"})
 
 
-def _k(kind: str, group: str, versions: str, plural: str, *paths: str | tuple[str, str],
+def _k(kind: str, group: str, versions: str, plural: str, *paths: str | tuple[str, str] | Template,
        controller: bool = True) -> Kind:
-    templates = tuple(Template(p) if isinstance(p, str) else Template(p[0], p[1]) for p in paths)
+    templates = tuple(p if isinstance(p, Template) else Template(*((p,) if isinstance(p, str) else p)) for p in paths)
     return Kind(kind, group, tuple(versions.split(",")), plural, templates, controller)
 
 
@@ -127,16 +129,16 @@ BUILTIN: tuple[Kind, ...] = (
     _k("DaemonSet", "apps", "v1", "daemonsets", _T),
     _k("Job", "batch", "v1", "jobs", _T),
     _k("CronJob", "batch", "v1", "cronjobs", "spec.jobTemplate.spec.template.spec"),
-    # sigs.k8s.io/lws v0.7.0: the leader template is optional (without it the leader uses the worker's).
+    # sigs.k8s.io/lws v0.7.0: no leader template: the leader uses the worker's; with one and size 1, no worker runs.
     _k("LeaderWorkerSet", "leaderworkerset.x-k8s.io", "v1", "leaderworkersets",
        ("spec.leaderWorkerTemplate.leaderTemplate.spec", "leader"),
-       ("spec.leaderWorkerTemplate.workerTemplate.spec", "worker")),
+       Template("spec.leaderWorkerTemplate.workerTemplate.spec", "worker", LWS_SIZE_ONE)),
     # sigs.k8s.io/lws v0.10.0 (DisaggregatedSet is new in v0.9.0): each role is a LeaderWorkerSet's metadata and
     # spec inline (LeaderWorkerSetTemplateSpec); the controller makes one LeaderWorkerSet per role and slice from
     # them, adding labels, annotations and (with spec.placementPolicy) affinities only (lws_manager.go).
     _k("DisaggregatedSet", "disaggregatedset.x-k8s.io", "v1", "disaggregatedsets",
        ("spec.roles[*].spec.leaderWorkerTemplate.leaderTemplate.spec", "leader"),
-       ("spec.roles[*].spec.leaderWorkerTemplate.workerTemplate.spec", "worker")),
+       Template("spec.roles[*].spec.leaderWorkerTemplate.workerTemplate.spec", "worker", LWS_SIZE_ONE)),
     # sigs.k8s.io/jobset v0.12.0
     _k("JobSet", "jobset.x-k8s.io", "v1alpha2", "jobsets", "spec.replicatedJobs[*].template.spec.template.spec"),
     # github.com/ray-project/kuberay v1.7.0 (v1alpha1 is still served, the same fields)
@@ -335,7 +337,7 @@ def walk(obj: Any, where: FieldPath = (), kinds: Mapping[tuple[str, str], Kind] 
     found = False
     for template in known.templates:
         for path, spec, item_name in walk_template(obj, template.segments, where, None):
-            if spec is None:
+            if spec is None or unused(template, obj, path[len(where):]):
                 continue
             found = True
             yield Target(known.kind, name, namespace, path, spec, obj.get("status") if kind == POD else None,

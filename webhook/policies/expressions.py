@@ -12,6 +12,7 @@ from webhook.core.refusal import refusal_cel
 from webhook.core.rules import RULES, cel
 from webhook.core.rules.base import cel_string
 from webhook.core.settings import Setting
+from webhook.core.templatepaths import unused_cel
 from webhook.core.workloads import KINDS, LIST, MAP, POD, Kind, Template, role, template_label
 
 
@@ -33,8 +34,11 @@ def _literal(text: str) -> str:
 
 def _template_cel(kind: Kind, template: Template) -> str:
     """CEL for the list of ``{path, prefix, spec}`` records of ``template`` in ``object``, the path and the
-    template's name (``prefix``) spelled as the engine spells them (``workloads.template_label``)."""
+    template's name (``prefix``) spelled as the engine spells them (``workloads.template_label``); none where the
+    template makes no Pods (``Template.unused``, tested on its holder, the node ``unused.up`` fields above)."""
     segments = template.segments
+    holder_at = len(segments) - template.unused.up if template.unused is not None else -1
+    holder: list[str] = []
     wild = [i for i, s in enumerate(segments) if s in (LIST, MAP)]
     last = wild[-1] if wild else -1
     part = role(kind.templates, template)
@@ -42,11 +46,14 @@ def _template_cel(kind: Kind, template: Template) -> str:
 
     def build(i: int, node: str, path: str, label: str, depth: int) -> str:
         # node: CEL of an optional value (after ``.?key``) or a plain one (a list item / map value)
+        if i == holder_at:
+            holder[:] = [node]
         if i == len(segments):
             if not template.wild:
                 fixed = template_label(template, tuple(segments), None, kind.single)
                 label = _literal(f"{fixed}: ") if fixed else "''"
-            return "[" + cel.cel_map({"path": path, "prefix": label, "spec": f"{node}.orValue({{}})"}) + "]"
+            record = "[" + cel.cel_map({"path": path, "prefix": label, "spec": f"{node}.orValue({{}})"}) + "]"
+            return f"({unused_cel(template.unused, holder[0])} ? [] : {record})" if template.unused else record
         seg = segments[i]
         x, n = f"x{depth}", f"i{depth}"
         if seg == LIST:

@@ -6,8 +6,15 @@ One Deployment, one ``vllm`` container: ``spec.deploymentConfig.resources`` ``cp
 both request and limit (unset: neither), ``gpu`` likewise under ``gpuType`` (``nvidia.com/gpu``). With
 ``spec.deploymentConfig.sidecarConfig.enabled`` a sidecar container follows, its ``resources`` the same way but
 defaulting to cpu 0.5 and memory 128Mi (and 0 GPUs) where unset. So a container's request always equals its
-limit, and what can be wrong is a missing or fractional cpu or memory: findings name the built container, and
-``fix`` and the webhook's mutation change nothing (no field of the object is a request or a limit).
+limit, and what can be wrong is a missing or fractional cpu or memory: findings name the ``resources`` field that
+makes the container (``Built.shown``), and ``fix`` and the webhook's mutation change nothing (no field of the
+object is a request or a limit). The Pod's ``runtimeClassName`` is ``runtimeClass`` (the CRD defaults it to
+``nvidia``), its ``tolerations`` ``toleration``, its required node affinity ``nodeSelectorTerms``: where it can
+land, which ``policy.numa: auto`` reads.
+
+The operator parses each value with ``resource.MustParse``: one that is not a quantity panics its reconcile, so
+it builds no Deployment; one the API server refuses in the Deployment (a negative quantity, an invalid
+runtimeClassName, an empty ``nodeSelectorTerms``) leaves it none either. Both are said, not judged: no Pod runs.
 """
 
 from __future__ import annotations
@@ -15,48 +22,108 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from webhook.core.fieldpath import FieldPath
-from webhook.core.operators import Built, Related, mapping_at
+from webhook.core.fieldpath import FieldPath, dotted
+from webhook.core.names import subdomain_problem
+from webhook.core.operators import Built, Related, list_at, mapping_at
+from webhook.core.podspec import ManifestError
+from webhook.core.quantity import QuantityError, parse_quantity
 
 GROUP = "production-stack.vllm.ai"
 KIND = "VLLMRuntime"
 CONFIG: FieldPath = ("spec", "deploymentConfig")
 SIDECAR: FieldPath = (*CONFIG, "sidecarConfig")
 SIDECAR_DEFAULTS = {"cpu": "0.5", "memory": "128Mi", "gpu": "0"}
+RUNTIME_CLASS = "nvidia"  # the CRD's default for spec.deploymentConfig.runtimeClass
 LABEL = ("spec.deploymentConfig (Deployment; resources.cpu and resources.memory, and sidecarConfig's, are each "
          "the container's request and limit)")
+_NO_POD = "so the operator makes no Deployment and no Pod runs until it is mended"
 
 
+def _string(given: Mapping[str, Any], key: str, where: FieldPath) -> str:
+    """A string field of the CRD (absent or null: ""); another type the API server refuses in the object."""
+    value = given.get(key)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise ManifestError((*where, key), f"expected a string (the CRD's type): write {str(value)!r} in quotes")
+    return value
 
-def _resources(given: Mapping[str, Any], defaults: Mapping[str, str]) -> dict[str, Any]:
-    """The operator's ResourceRequirements: each of cpu, memory and the GPU as both request and limit."""
+
+def _resources(given: Mapping[str, Any], defaults: Mapping[str, str],
+               where: FieldPath) -> dict[str, Any] | str:
+    """The operator's ResourceRequirements: each of cpu, memory and the GPU as both request and limit; or why
+    there is no Pod (a value ``resource.MustParse`` panics on, or a negative one the API server refuses)."""
     wanted: dict[str, Any] = {}
-    for key, name in (("cpu", "cpu"), ("memory", "memory"), ("gpu", str(given.get("gpuType") or "nvidia.com/gpu"))):
-        value = given.get(key) or defaults.get(key)
-        if value:
-            wanted[name] = str(value)
+    for key in ("cpu", "memory", "gpu"):
+        value = _string(given, key, where) or defaults.get(key, "")
+        if not value:
+            continue
+        at = dotted((*where, key))
+        try:
+            quantity = parse_quantity(value)
+        except QuantityError as error:
+            return (f"{KIND} {at} {value!r} is not a quantity ({error}): the operator's resource.MustParse panics "
+                    f"on it, {_NO_POD}; write e.g. \"4\" or \"4000m\"")
+        if quantity.milli < 0:
+            return (f"{KIND} {at} {value!r} is negative: the API server refuses the operator's Deployment (a "
+                    f"request and limit must be >= 0), {_NO_POD}")
+        wanted[key if key != "gpu" else (_string(given, "gpuType", where) or "nvidia.com/gpu")] = value
     return {"requests": dict(wanted), "limits": dict(wanted)}
 
 
+def _placement(config: Mapping[str, Any]) -> dict[str, Any] | str:
+    """runtimeClassName, tolerations and required node affinity as the operator sets them, or why the API server
+    refuses its Deployment."""
+    pod: dict[str, Any] = {}
+    # absent or null (pruned first) is defaulted by the API server; "" is kept
+    runtime_class = _string(config, "runtimeClass", CONFIG) if config.get("runtimeClass") is not None else RUNTIME_CLASS
+    problem = subdomain_problem(runtime_class, "RuntimeClass")
+    if problem is not None:  # the operator sets it whatever it is, "" included: &RuntimeClass
+        return (f"{KIND} {dotted((*CONFIG, 'runtimeClass'))}: {problem}; the API server refuses the operator's "
+                f"Deployment with it, {_NO_POD}; leave it out (the default is {RUNTIME_CLASS}) or name a RuntimeClass")
+    pod["runtimeClassName"] = runtime_class
+    tolerations = list_at(config.get("toleration"), (*CONFIG, "toleration"))
+    if tolerations:
+        pod["tolerations"] = tolerations
+    if config.get("nodeSelectorTerms") is not None:  # a nil slice sets no affinity; an empty one does
+        terms = list_at(config["nodeSelectorTerms"], (*CONFIG, "nodeSelectorTerms"))
+        if not terms:
+            return (f"{KIND} {dotted((*CONFIG, 'nodeSelectorTerms'))} is empty: the operator makes a required node "
+                    "affinity of it, which the API server refuses (must have at least one node selector term), "
+                    f"{_NO_POD}; leave it out or give a term")
+        pod["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": terms}}}
+    return pod
+
+
 def build(obj: Mapping[str, Any], related: Related) -> Iterator[Built | str]:
-    """The Deployment's pod spec."""
+    """The Deployment's pod spec, or why the operator makes none."""
     spec = mapping_at(obj.get("spec"), ("spec",))
     if not spec:
         return
     config = mapping_at(spec.get("deploymentConfig"), CONFIG)
-    resources = mapping_at(config.get("resources"), (*CONFIG, "resources"))
-    containers: list[dict[str, Any]] = [{"name": "vllm", "resources": _resources(resources, {})}]
+    main = _resources(mapping_at(config.get("resources"), (*CONFIG, "resources")), {}, (*CONFIG, "resources"))
+    if isinstance(main, str):
+        yield main
+        return
+    containers: list[dict[str, Any]] = [{"name": "vllm", "resources": main}]
+    # No field of the object is a container's requests or limits (each of cpu and memory is both): findings
+    # name the resources field that makes the container, and no mutation is planned (``shown``, not ``fields``).
+    shown: list[tuple[FieldPath, FieldPath]] = [(("containers", 0), (*CONFIG, "resources"))]
     sidecar = mapping_at(config.get("sidecarConfig"), SIDECAR)
     if sidecar.get("enabled") is True:
-        own = mapping_at(sidecar.get("resources"), (*SIDECAR, "resources"))
-        containers.append({"name": str(sidecar.get("name") or "sidecar"),
-                           "resources": _resources(own, SIDECAR_DEFAULTS)})
-    pod: dict[str, Any] = {"containers": containers}
-    if config.get("runtimeClass"):
-        pod["runtimeClassName"] = config["runtimeClass"]
-    # No field of the object is a container's requests or limits (each of cpu and memory is both): findings
-    # name the built containers, and no mutation is planned (the mechanism maps containers, not quantities).
-    yield Built(CONFIG, pod, LABEL)
+        own = _resources(mapping_at(sidecar.get("resources"), (*SIDECAR, "resources")), SIDECAR_DEFAULTS,
+                         (*SIDECAR, "resources"))
+        if isinstance(own, str):
+            yield own
+            return
+        containers.append({"name": str(sidecar.get("name") or "sidecar"), "resources": own})
+        shown.append((("containers", 1), (*SIDECAR, "resources")))
+    pod = _placement(config)
+    if isinstance(pod, str):
+        yield pod
+        return
+    yield Built(CONFIG, {**pod, "containers": containers}, LABEL, shown=tuple(shown))
 
 
-__all__ = ["GROUP", "KIND", "build"]
+__all__ = ["GROUP", "KIND", "RUNTIME_CLASS", "build"]
