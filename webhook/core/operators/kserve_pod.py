@@ -18,7 +18,6 @@ from webhook.core.quantity import QuantityError, parse_quantity
 
 CONFIG_MAP = ("", "ConfigMap")
 ISVC_CONFIG = "inferenceservice-config"
-KSERVE_NAMESPACE = "kserve"  # constants.KServeNamespace (the controller's POD_NAMESPACE): where KServe reads it
 # inferenceservice-config as KServe v0.20.0 installs it (config/configmap/inferenceservice.yaml).
 DEFAULT_RESOURCE = {"cpuRequest": "1", "cpuLimit": "1", "memoryRequest": "2Gi", "memoryLimit": "2Gi"}
 DEFAULT_STORAGE = {"cpuRequest": "100m", "cpuLimit": "1", "memoryRequest": "100Mi", "memoryLimit": "1Gi"}
@@ -122,9 +121,10 @@ def storage_unreadable(error: GoJSONError) -> str:
 
 
 def given_config_map(related: Related) -> Mapping[str, Any] | None:
-    """``inferenceservice-config`` when it was given (input or cluster), in the namespace KServe reads it from:
-    one of that name elsewhere is any other ConfigMap."""
-    return related.named(*CONFIG_MAP, ISVC_CONFIG, KSERVE_NAMESPACE)
+    """``inferenceservice-config`` when it was given (input or cluster), in the namespace KServe reads it from
+    (``Related.kserve_namespace``, its controller's POD_NAMESPACE): one of that name elsewhere is any other
+    ConfigMap."""
+    return related.named(*CONFIG_MAP, ISVC_CONFIG, related.kserve_namespace)
 
 
 @lru_cache(maxsize=MEMO_SIZE)
