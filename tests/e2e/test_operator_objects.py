@@ -20,6 +20,7 @@ from tests import waiting
 from tests.binaries import binary
 from tests.e2e.conftest import CHART, Cluster, compliant_pod, control_plane, violating_pod
 from tests.serving import start_server
+from tests.unit.kserve_cases import config
 from webhook.core.config import parse_config
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -106,3 +107,37 @@ def test_an_inference_service_is_judged_with_the_cluster_s_runtime_at_apply_time
             assert _apply(cluster, ns, copy.deepcopy(ISVC), dry=False).returncode == 0
         finally:
             server.stop()
+
+
+def test_audit_reads_inferenceservice_config_from_the_namespace_kserve_runs_in(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    """``audit --kserve-namespace`` (``policy.kserveNamespace``) GETs ``inferenceservice-config`` where KServe
+    runs (its controller's POD_NAMESPACE): a multi-model InferenceService's agent is judged with opendatahub's
+    (whole, equal resources: nothing found); without the flag, with kserve's (Burstable: found), and with a
+    namespace that holds none, with KServe's shipped values (found, as where kserve holds none)."""
+    whole = {"cpuRequest": "1", "cpuLimit": "1", "memoryRequest": "1Gi", "memoryLimit": "1Gi"}
+    folder = tmp_path_factory.mktemp("kserve-namespace")
+    with control_plane(folder / "cp") as cluster:
+        for crd in KSERVE_CRDS:
+            cluster.kubectl("create", "-f", str(CRDS / crd), check=True)
+        for name in ("inferenceservices", "servingruntimes", "clusterservingruntimes"):
+            cluster.kubectl("wait", "--for", "condition=Established", f"crd/{name}.serving.kserve.io",
+                            "--timeout=60s", check=True)
+        for namespace, agent in (("opendatahub", whole), ("kserve", {**whole, "cpuRequest": "100m"})):
+            cm = config(agent=agent)
+            cm["metadata"]["namespace"] = cluster.namespace(namespace)
+            cluster.kubectl("apply", "-f", "-", stdin=cm, check=True)
+        ns = cluster.namespace("models", "enforce")
+        mms: dict[str, Any] = copy.deepcopy(ISVC)
+        del mms["spec"]["predictor"]["model"]["storageUri"]  # a multi-model predictor: KServe adds its agent
+        for obj in (runtime("2"), mms):
+            assert _apply(cluster, ns, obj, dry=False).returncode == 0
+
+        def audit(*flags: str) -> subprocess.CompletedProcess[str]:
+            return cluster.qos_guard("audit", "-n", ns, "--kubeconfig", str(cluster.kubeconfig), *flags)
+
+        assert audit("--kserve-namespace", "opendatahub").returncode == 0, audit("--kserve-namespace", "opendatahub")
+        found = audit()
+        assert found.returncode == 1 and "agent" in found.stdout, found
+        shipped = audit("--kserve-namespace", "redhat-ods-applications")
+        assert shipped.returncode == 1 and "agent" in shipped.stdout, shipped
