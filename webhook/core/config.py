@@ -178,7 +178,8 @@ DEVICE_CLASSES = Setting("deviceClasses", Flag(), False,
                          "DRA devices for dra-unaligned and numa: auto; the webhook and the CLI only", param=False)
 OPERATOR_OBJECTS = Setting("operatorObjects", Flag(), False,
                            "true: the webhook watches the objects KServe's Pods are built from (ServingRuntimes, "
-                           "ClusterServingRuntimes, LLMInferenceServiceConfigs; needs list/watch on them) so that an "
+                           "ClusterServingRuntimes, LLMInferenceServiceConfigs, and the inferenceservice-config "
+                           "ConfigMap in policy.kserveNamespace; needs list/watch on them) so that an "
                            "InferenceService or LLMInferenceService is judged with them at admission, not admitted as "
                            "unknown; the webhook only (check --kubeconfig and audit read the runtimes when they read "
                            "the cluster)", param=False)
