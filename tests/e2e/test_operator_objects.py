@@ -149,6 +149,17 @@ def test_audit_reads_inferenceservice_config_from_the_namespace_kserve_runs_in(
         assert found.returncode == 1 and "agent" in found.stdout, found
         shipped = audit("--kserve-namespace", "redhat-ods-applications")
         assert shipped.returncode == 1 and "agent" in shipped.stdout, shipped
+        # as the chart's audit CronJob runs: its ServiceAccount and ClusterRole only, which GET the ConfigMap by
+        # name (without that grant the GET is refused and the shipped agent is found)
+        cluster.namespace(RELEASE_NAMESPACE)
+        account = [o for o in chart_objects("qos-guard", "--set", "audit.enabled=true", "--show-only",
+                                            "templates/audit-cronjob.yaml") if o["kind"] != "CronJob"]
+        cluster.kubectl("apply", "-f", "-", stdin=account, check=True)
+        name = next(o["metadata"]["name"] for o in account if o["kind"] == "ServiceAccount")
+        scheduled = cluster.kubeconfig_as(name, RELEASE_NAMESPACE, folder / "audit-kubeconfig")
+        as_cronjob = cluster.qos_guard("audit", "-n", ns, "--kubeconfig", str(scheduled), "--kserve-namespace",
+                                       "opendatahub")
+        assert as_cronjob.returncode == 0, as_cronjob
 
 
 def test_the_webhook_judges_with_inferenceservice_config_from_kserve_s_namespace_as_the_chart_grants(
