@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.chart.conftest import CHART, run_helm
+from tests.chart.conftest import CHART, Render, one, run_helm
 from webhook.core.config import SCHEMA, ConfigError, parse_config
 
 ROOT = CHART.parents[1]
@@ -50,6 +50,11 @@ TABLE: list[tuple[dict[str, Any], bool]] = [
     ({"policy": {"numa": {"scope": "socket", "cpus": 2}}}, False),
     ({"policy": {"numa": {"cpus": 2, "threads": 4}}}, False),
     ({"policy": {"bogus": 1}}, False),
+    ({"policy": {"kserveNamespace": "redhat-ods-applications"}}, True),
+    ({"policy": {"kserveNamespace": "Open_DataHub"}}, False),
+    ({"policy": {"kserveNamespace": "odh.example"}}, False),
+    ({"policy": {"kserveNamespace": "a" * 64}}, False),
+    ({"policy": {"kserveNamespace": ""}}, False),
     ({"mutation": {"setLimitsFromRequests": False, "cpuRounding": "up"}}, True),
     ({"mutation": {"setLimitsFromRequests": "yes"}}, False),
     ({"mutation": {"cpuRounding": "down"}}, False),
@@ -92,3 +97,13 @@ def test_schema_values_and_contract_are_generated_and_current() -> None:
     contract = (ROOT / "docs" / "contract.md").read_text()
     for key, _ in SCHEMA.settings():
         assert f"| `{key}` |" in contract, key
+
+
+def test_the_kserve_namespace_reaches_the_webhook_and_audit(render: Render) -> None:
+    """``config.policy.kserveNamespace`` is in the config.yaml the webhook and the audit CronJob read (one
+    ConfigMap), so both judge KServe's objects with the ConfigMaps of that namespace; unset, kserve."""
+    objects = render("--set", "config.policy.kserveNamespace=redhat-ods-applications", "--set", "audit.enabled=true")
+    mounted = yaml.safe_load(one(objects, "ConfigMap")["data"]["config.yaml"])
+    assert parse_config(mounted).policy.kserve_namespace == "redhat-ods-applications"
+    default = yaml.safe_load(one(render(), "ConfigMap")["data"]["config.yaml"])
+    assert parse_config(default).policy.kserve_namespace == "kserve"

@@ -98,7 +98,15 @@ def test_operator_objects_grant_list_and_watch_on_kserve_s_runtimes_only_when_co
     assert role["metadata"]["name"] == "qos-guard-operatorobjects"
     assert _grants(role) == {("serving.kserve.io", resource, verb)
                              for resource in ("servingruntimes", "clusterservingruntimes", "llminferenceserviceconfigs")
-                             for verb in ("list", "watch")}
+                             for verb in ("list", "watch")} | {("", "configmaps", "list"), ("", "configmaps", "watch")}
+    # KServe's one ConfigMap, by name (its list and watch by fieldSelector are authorized against resourceNames),
+    # bound cluster-wide: no Role or RoleBinding in a KServe namespace that may not exist at install
+    (config_maps,) = [rule for rule in role["rules"] if rule["resources"] == ["configmaps"]]
+    assert config_maps["resourceNames"] == ["inferenceservice-config"]
+    elsewhere = render("--set", "config.policy.operatorObjects=true,config.policy.kserveNamespace=opendatahub",
+                       namespace=NAMESPACE)
+    assert not by_kind(elsewhere, "Role") and not by_kind(elsewhere, "RoleBinding")
+    assert one(elsewhere, "ClusterRole")["rules"] == role["rules"]
     binding = one(objects, "ClusterRoleBinding")
     assert binding["roleRef"]["name"] == "qos-guard-operatorobjects"
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "qos-guard", "namespace": NAMESPACE}]
@@ -146,7 +154,10 @@ def test_audit_cronjob_rbac_is_what_one_run_does(render: Render, report: str, gr
     listed = {(k.group, k.plural, "list") for k in KINDS.values()} \
         | {(k.group, k.plural, "list") for k in CLAIM_KINDS.values()} | {("", "namespaces", "list")}
     written = {(group, plural, verb) for verb in ("list", "create", "patch", "delete")}
-    assert granted == listed | written
+    # the ConfigMaps read_related GETs (KServe's, Knative's), by name only
+    assert granted == listed | written | {("", "configmaps", "get")}
+    (config_maps,) = [rule for rule in role["rules"] if rule["resources"] == ["configmaps"]]
+    assert config_maps["resourceNames"] == ["inferenceservice-config", "config-deployment"]
     binding = one(objects, "ClusterRoleBinding")
     (account,) = [a for a in by_kind(objects, "ServiceAccount") if a["metadata"]["name"].endswith("-cronjob")]
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": account["metadata"]["name"],

@@ -18,8 +18,17 @@ import yaml
 
 from tests import waiting
 from tests.binaries import binary
-from tests.e2e.conftest import CHART, Cluster, compliant_pod, control_plane, violating_pod
+from tests.e2e.conftest import (
+    CHART,
+    RELEASE_NAMESPACE,
+    Cluster,
+    chart_objects,
+    compliant_pod,
+    control_plane,
+    violating_pod,
+)
 from tests.serving import start_server
+from tests.unit.kserve_cases import config
 from webhook.core.config import parse_config
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -114,5 +123,120 @@ def test_an_inference_service_is_judged_with_the_cluster_s_runtime_at_apply_time
             waiting.eventually("the fixed runtime watched and the InferenceService admitted",
                                lambda: _apply(cluster, ns, copy.deepcopy(ISVC)).returncode == 0, 30, every=0.5)
             assert _apply(cluster, ns, copy.deepcopy(ISVC), dry=False).returncode == 0
+        finally:
+            server.stop()
+
+
+def test_audit_reads_inferenceservice_config_from_the_namespace_kserve_runs_in(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    """``audit --kserve-namespace`` (``policy.kserveNamespace``) GETs ``inferenceservice-config`` where KServe
+    runs (its controller's POD_NAMESPACE): a multi-model InferenceService's agent is judged with opendatahub's
+    (whole, equal resources: nothing found); without the flag, with kserve's (Burstable: found), and with a
+    namespace that holds none, with KServe's shipped values (found, as where kserve holds none)."""
+    whole = {"cpuRequest": "1", "cpuLimit": "1", "memoryRequest": "1Gi", "memoryLimit": "1Gi"}
+    folder = tmp_path_factory.mktemp("kserve-namespace")
+    with control_plane(folder / "cp") as cluster:
+        for crd in KSERVE_CRDS:
+            cluster.kubectl("create", "-f", str(CRDS / crd), check=True)
+        for name in ("inferenceservices", "servingruntimes", "clusterservingruntimes"):
+            cluster.kubectl("wait", "--for", "condition=Established", f"crd/{name}.serving.kserve.io",
+                            "--timeout=60s", check=True)
+        for namespace, agent in (("opendatahub", whole), ("kserve", {**whole, "cpuRequest": "100m"})):
+            cm = config(agent=agent)
+            cm["metadata"]["namespace"] = cluster.namespace(namespace)
+            cluster.kubectl("apply", "-f", "-", stdin=cm, check=True)
+        ns = cluster.namespace("models", "enforce")
+        mms: dict[str, Any] = copy.deepcopy(ISVC)
+        del mms["spec"]["predictor"]["model"]["storageUri"]  # a multi-model predictor: KServe adds its agent
+        for obj in (runtime("2"), mms):
+            assert _apply(cluster, ns, obj, dry=False).returncode == 0
+
+        def audit(*flags: str) -> subprocess.CompletedProcess[str]:
+            return cluster.qos_guard("audit", "-n", ns, "--kubeconfig", str(cluster.kubeconfig), *flags)
+
+        assert audit("--kserve-namespace", "opendatahub").returncode == 0, audit("--kserve-namespace", "opendatahub")
+        found = audit()
+        assert found.returncode == 1 and "agent" in found.stdout, found
+        shipped = audit("--kserve-namespace", "redhat-ods-applications")
+        assert shipped.returncode == 1 and "agent" in shipped.stdout, shipped
+        # as the chart's audit CronJob runs: its ServiceAccount and ClusterRole only, which GET the ConfigMap by
+        # name (without that grant the GET is refused and the shipped agent is found)
+        cluster.namespace(RELEASE_NAMESPACE)
+        account = [o for o in chart_objects("qos-guard", "--set", "audit.enabled=true", "--show-only",
+                                            "templates/audit-cronjob.yaml") if o["kind"] != "CronJob"]
+        cluster.kubectl("apply", "-f", "-", stdin=account, check=True)
+        name = next(o["metadata"]["name"] for o in account if o["kind"] == "ServiceAccount")
+        scheduled = cluster.kubeconfig_as(name, RELEASE_NAMESPACE, folder / "audit-kubeconfig")
+        as_cronjob = cluster.qos_guard("audit", "-n", ns, "--kubeconfig", str(scheduled), "--kserve-namespace",
+                                       "opendatahub")
+        assert as_cronjob.returncode == 0, as_cronjob
+
+
+def test_the_webhook_judges_with_inferenceservice_config_from_kserve_s_namespace_as_the_chart_grants(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    """``policy.operatorObjects`` with ``kserveNamespace: opendatahub``, the webhook authenticated as the chart's
+    ServiceAccount with only the chart's ``-operatorobjects`` RBAC (its ConfigMap rule names
+    ``inferenceservice-config``: the list and watch by fieldSelector are authorized against it). A multi-model
+    InferenceService (KServe injects its agent): refused while opendatahub holds no ConfigMap (KServe's shipped
+    agent, 100m/1 CPU) although kserve's makes the agent whole; admitted, with no "not judged" warning, once
+    opendatahub's makes it whole. Before the ConfigMap was watched the webhook judged on the shipped values whatever
+    the cluster held: the second half fails on that code."""
+    whole = {"cpuRequest": "1", "cpuLimit": "1", "memoryRequest": "1Gi", "memoryLimit": "1Gi"}
+    settings = {"policy": {"operatorObjects": True, "kserveNamespace": "opendatahub"}}
+    folder = tmp_path_factory.mktemp("operator-objects-configmap")
+    config_file = folder / "config.yaml"
+    config_file.write_text(yaml.safe_dump(settings))
+    with control_plane(folder / "cp") as cluster:
+        for crd in KSERVE_CRDS:
+            cluster.kubectl("create", "-f", str(CRDS / crd), check=True)
+        for name in ("inferenceservices", "servingruntimes", "clusterservingruntimes"):
+            cluster.kubectl("wait", "--for", "condition=Established", f"crd/{name}.serving.kserve.io",
+                            "--timeout=60s", check=True)
+        cluster.namespace(RELEASE_NAMESPACE)
+        rbac = chart_objects("qos-guard", "--set", "config.policy.operatorObjects=true,"
+                             "config.policy.kserveNamespace=opendatahub", "--show-only",
+                             "templates/serviceaccount.yaml", "--show-only", "templates/rbac-operatorobjects.yaml")
+        assert {o["kind"] for o in rbac} == {"ServiceAccount", "ClusterRole", "ClusterRoleBinding"}
+        cluster.kubectl("apply", "-f", "-", stdin=rbac, check=True)
+        account = cluster.kubeconfig_as("qos-guard", RELEASE_NAMESPACE, folder / "kubeconfig", duration="2h")
+        kserve = config(agent=whole)  # in kserve, not the namespace named: any other ConfigMap
+        kserve["metadata"]["namespace"] = cluster.namespace("kserve")
+        cluster.kubectl("apply", "-f", "-", stdin=kserve, check=True)
+        ns = cluster.namespace("models")
+        assert _apply(cluster, ns, runtime("2"), dry=False).returncode == 0
+        mms: dict[str, Any] = copy.deepcopy(ISVC)
+        del mms["spec"]["predictor"]["model"]["storageUri"]  # a multi-model predictor: KServe adds its agent
+        certs = ["certs", "--service", "qos-guard", "--namespace", RELEASE_NAMESPACE, "--extra-san", "127.0.0.1",
+                 "--output-dir", str(folder / "pki"), "--days", "1"]
+        assert cluster.qos_guard(*certs).returncode == 0
+        server = start_server(folder / "serve", "--config", str(config_file), "--kubeconfig", str(account),
+                              cert_dir=folder / "pki", workers=1)
+        try:
+            url = f"https://127.0.0.1:{server.port}"
+            hooks = [d for d in chart_objects("qos-guard", "--set", f"webhook.url={url}", "--show-only",
+                                              "templates/webhooks.yaml") if d["kind"].endswith("Configuration")]
+            cluster.kubectl("apply", "-f", "-", stdin=hooks, check=True)
+            patched = cluster.qos_guard(*certs, "--renew", "--patch-webhooks", "qos-guard", "--kubeconfig",
+                                        str(cluster.kubeconfig))
+            assert patched.returncode == 0, patched.stderr
+            cluster.namespace(ns, "enforce")
+            said: list[str] = []
+
+            def answered(refused: bool) -> bool:
+                out = _apply(cluster, ns, copy.deepcopy(mms))
+                said[:] = [out.stderr]
+                return (out.returncode != 0) is refused and "not judged" not in out.stderr
+
+            # listed (opendatahub does not exist yet: an empty list) and judged on KServe's shipped agent
+            waiting.eventually("the ConfigMap listed and the InferenceService refused", lambda: answered(True), 60,
+                               every=0.5)
+            assert 'admission webhook "validate.qos-guard.io" denied the request' in said[0], said[0]
+            assert 'container "agent"' in said[0], said[0]
+            odh = config(agent=whole)
+            odh["metadata"]["namespace"] = cluster.namespace("opendatahub")
+            cluster.kubectl("apply", "-f", "-", stdin=odh, check=True)
+            waiting.eventually("opendatahub's ConfigMap watched and the InferenceService admitted",
+                               lambda: answered(False), 30, every=0.5)
+            assert "Warning" not in said[0], said[0]
         finally:
             server.stop()

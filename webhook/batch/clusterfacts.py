@@ -26,7 +26,7 @@ from webhook.core.dracpu_classes import classes_unknown
 from webhook.core.facts import NO_FACTS, Facts, Memo
 from webhook.core.kubeversion import Semantics
 from webhook.core.numatopology import Topology
-from webhook.core.operators import NO_RELATED, Related
+from webhook.core.operators import KSERVE_NAMESPACE, NO_RELATED, Related
 
 
 def cluster_facts(config: Config, kubeconfig: str | None, say: Callable[[str], None], required: bool,
@@ -134,7 +134,7 @@ def _cluster_facts(config: Config, kubeconfig: str | None, say: Callable[[str], 
                 "resources DRA serves")
         return NO_FACTS
     kube = cluster_kubernetes(config, kubeconfig, say, context) if version else None
-    related = _related(kubeconfig, say, context)
+    related = _related(kubeconfig, say, context, config.policy.kserve_namespace)
     if not config.numa_auto and not config.policy.device_classes:
         return Facts(kubernetes=kube, related=related) if kube is not None or related.objects else NO_FACTS
     classes = _device_classes(config, kubeconfig, say, context)
@@ -151,12 +151,14 @@ def _cluster_facts(config: Config, kubeconfig: str | None, say: Callable[[str], 
     return Facts(topology=topology, device_classes=classes, kubernetes=kube, memo=Memo(), related=related)
 
 
-def _related(kubeconfig: str | None, say: Callable[[str], None], context: str | None = None) -> Related:
-    """The objects the operators' builders read (``webhook.cluster.related``); nothing when the cluster cannot
-    be reached (the builders answer "unknown" as without a cluster)."""
+def _related(kubeconfig: str | None, say: Callable[[str], None], context: str | None = None,
+             kserve_namespace: str = KSERVE_NAMESPACE) -> Related:
+    """The objects the operators' builders read (``webhook.cluster.related``), KServe's ConfigMap from
+    ``kserve_namespace``; nothing when the cluster cannot be reached (the builders answer "unknown" as without a
+    cluster)."""
     try:
         preflight(kubeconfig, context)
-        return read_related(Lister(kubeconfig, context=context), say)
+        return read_related(Lister(kubeconfig, context=context), say, kserve_namespace)
     except ClusterError:
         return NO_RELATED  # the version's read says why the cluster cannot be reached
 

@@ -32,7 +32,7 @@ from webhook.batch.files import NotRewritable, Unjudgeable, Unreadable, Unwritab
 from webhook.batch.inputs import with_input
 from webhook.batch.unified import Edit, apply_edits
 from webhook.core.config import Config
-from webhook.core.engine import Mode, evaluate, without_containers
+from webhook.core.engine import Mode, evaluate, related_of, without_containers
 from webhook.core.facts import NO_FACTS, Facts
 from webhook.core.fieldpath import FieldPath, dotted
 from webhook.core.mutation import Change, apply_changes
@@ -168,7 +168,8 @@ def _judge_document(doc: Any, config: Config, result: FileResult,
     empty = without_containers(verdict)
     if empty:
         raise Unjudgeable(f"invalid object: {empty[0][1]}")
-    found = [] if verdict.results else list(walk_workloads(doc, kinds=table(config.workloads), related=facts.related))
+    found = [] if verdict.results else list(walk_workloads(doc, kinds=table(config.workloads),
+                                                              related=related_of(config, facts)))
     # an exempt object is one judged (by the configuration); one with no pod spec known is not, whatever its namespace
     exempt = verdict.exempt is not None and any(not isinstance(r, str) for r in found)
     result.objects += len({r.target.root for r in verdict.results}) + exempt

@@ -31,6 +31,7 @@ from webhook.core.engine import (
     mode_label_problem,
     namespace_manifests,
     namespace_of,
+    related_of,
     without_containers,
 )
 from webhook.core.facts import NO_FACTS, Facts, Memo
@@ -82,7 +83,7 @@ def run(items: Iterable[Item], config: Config, mode: Mode, report: Report, facts
         try:
             verdict = evaluate(item.obj, config, mode, seen_from(item.namespace or namespace_of(item.obj)),
                                namespace=item.namespace)
-            found = list(walk(item.obj, kinds=table(config.workloads), related=facts.related))
+            found = list(walk(item.obj, kinds=table(config.workloads), related=related_of(config, facts)))
         except ManifestError as exc:
             report.add_error(item.locate(exc.path), f"{item.label}malformed object: {exc}")
             continue

@@ -6,18 +6,18 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from webhook.batch.formats import render, render_nodes
 from webhook.batch.report import Location, Report, numbered, skipped_text, summary_line
 from webhook.batch.runner import check_paths, fix_paths
-from webhook.core.config import Config, ConfigError
+from webhook.cli.flags import with_flags
+from webhook.core.config import Config
 from webhook.core.engine import Mode
 from webhook.core.facts import NO_FACTS
 from webhook.core.kubeletpinning import DEFAULT_POOL_LABELS
-from webhook.core.kubeversion import DEFAULT, VersionError, resolve
+from webhook.core.kubeversion import DEFAULT
 from webhook.core.outcome import ExitCode, Refused
 from webhook.manifests.configfile import load_config
 
@@ -40,12 +40,8 @@ def _nothing_to_judge(paths: Sequence[str], report: Report) -> str:
 
 
 def configured(args: argparse.Namespace) -> Config:
-    """``--config``'s configuration, its ``kubernetesVersion`` replaced by ``--kubernetes-version`` when given."""
-    config, flag = load_config(args.config), getattr(args, "kubernetes_version", None)
-    try:
-        config = config if flag is None else replace(config, kubernetes_version=resolve(flag))
-    except VersionError as exc:
-        raise ConfigError(f"--kubernetes-version: {exc}") from None
+    """``--config``'s configuration, with the flags that replace its keys (``webhook.cli.flags``)."""
+    config = with_flags(load_config(args.config), args)
     if (kube := config.kubernetes_version) is not None and kube.note:  # a pre-release judges: said, every format
         err(f"{kube.note}; --kubernetes-version {DEFAULT.minor} judges with the newest released minor")
     return config
@@ -229,7 +225,7 @@ def _webhooks_found(args: argparse.Namespace) -> bool:
 def cmd_audit(args: argparse.Namespace) -> ExitCode:
     from webhook.batch.audit import audit_cluster
 
-    config = load_config(args.config)
+    config = with_flags(load_config(args.config), args)
     if args.page_size < 1:
         err("--page-size must be at least 1")
         return ExitCode.USAGE

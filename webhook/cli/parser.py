@@ -27,6 +27,7 @@ from webhook.core.config import ConfigError
 from webhook.core.engine import Mode
 from webhook.core.kubeletpinning import DEFAULT_POOL_LABELS
 from webhook.core.kubeversion import DEFAULT, PRERELEASE_TEXT, SUPPORTED_TEXT
+from webhook.core.operators import KSERVE_NAMESPACE
 from webhook.core.outcome import ExitCode
 
 CHECK_EXIT_CODES = """exit codes:
@@ -85,6 +86,14 @@ def _version_option(command: argparse.ArgumentParser) -> None:
                               f"{PRERELEASE_TEXT})")
 
 
+def _kserve_option(command: argparse.ArgumentParser) -> None:
+    command.add_argument("--kserve-namespace", metavar="NAMESPACE",
+                         help="the namespace KServe runs in, where it reads inferenceservice-config, its "
+                              "LLMInferenceServiceConfig presets and config-scheduler-* ConfigMaps (opendatahub, "
+                              "redhat-ods-applications under OpenDataHub and OpenShift AI; a DNS-1123 label) "
+                              f"(default: the policy.kserveNamespace key, else {KSERVE_NAMESPACE})")
+
+
 def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
     """``serve``'s flags (bench/serve.py adds its benchmark-only ones to the same)."""
     serve.add_argument("--bind", default="0.0.0.0:8443", help="TLS address (default 0.0.0.0:8443)")
@@ -134,6 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
                                             "NodeResourceTopology objects and node labels; with "
                                             "policy.deviceClasses: true, its DeviceClasses")
     _version_option(check)
+    _kserve_option(check)
     check.set_defaults(func=cmd_check)
 
     fix = _command(sub, "fix", "rewrite manifest files so their Pods are Guaranteed with whole CPUs where that "
@@ -149,6 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
     fix.add_argument("--allow-empty", action="store_true",
                      help="exit 0, not 2, when no Pod or workload is found (as check --allow-empty)")
     _version_option(fix)
+    _kserve_option(fix)
     fix.set_defaults(func=cmd_fix)
 
     serve = _command(sub, "serve", "run the admission webhook (gunicorn, TLS)",
@@ -218,6 +229,7 @@ def build_parser() -> argparse.ArgumentParser:
     audit.add_argument("--report", choices=["openreports", "policyreport"],
                        help="also write the findings into the cluster, one report per namespace, replaced on "
                             "each run: openreports.io/v1alpha1 Report, or wgpolicyk8s.io/v1alpha2 PolicyReport")
+    _kserve_option(audit)
     audit.set_defaults(func=cmd_audit)
 
     nodes = sub.add_parser(

@@ -6,7 +6,8 @@ A list that succeeds makes its kind *read whole* (``Related.read``: an object ab
 runtime KServe would not find is said as such); a CRD not served (404), a refused list (403) or an unreachable
 API server leave the kind unknown (said once, but for 403 and 404: KServe not installed or not granted), and the
 builders answer "unknown" as without a cluster. Only the two named ConfigMaps are read (a GET each), never a
-namespace's ConfigMaps; one not read is taken as shipped.
+namespace's ConfigMaps: ``inferenceservice-config`` in the namespace KServe runs in (``policy.kserveNamespace``,
+its controller's POD_NAMESPACE), ``config-deployment`` in knative-serving; one not read is taken as shipped.
 """
 
 from __future__ import annotations
@@ -16,24 +17,25 @@ from typing import Any
 
 from webhook.cluster.client import ClusterError, Lister, Unreachable
 from webhook.cluster.pager import ListFailed
-from webhook.core.operators import CLUSTER, Related
+from webhook.core.operators import CLUSTER, KSERVE_NAMESPACE, Related
 from webhook.core.operators.kserve import CLUSTER_SERVING_RUNTIME, ISVC_CONFIG, KNATIVE_CONFIG, SERVING_RUNTIME
 
 LISTS = {SERVING_RUNTIME: "/apis/serving.kserve.io/v1alpha1/servingruntimes",
          CLUSTER_SERVING_RUNTIME: "/apis/serving.kserve.io/v1alpha1/clusterservingruntimes"}
-# KServe's and Knative's install namespaces (config/default/kustomization.yaml, knative-serving's manifests).
-CONFIG_MAPS = (("kserve", ISVC_CONFIG), ("knative-serving", KNATIVE_CONFIG))
+KNATIVE_NAMESPACE = "knative-serving"  # Knative Serving's install namespace (its release manifests)
 
 
-def read_related(lister: Lister, say: Callable[[str], None]) -> Related:
-    """What the builders read, from ``lister``'s cluster; each kind it could not list said once."""
+def read_related(lister: Lister, say: Callable[[str], None], kserve_namespace: str = KSERVE_NAMESPACE) -> Related:
+    """What the builders read, from ``lister``'s cluster, KServe's ConfigMap from ``kserve_namespace``; each
+    kind it could not list said once."""
     objects: dict[tuple[str, str], tuple[Any, ...]] = {}
     read: set[tuple[str, str]] = set()
     for key, path in LISTS.items():
         try:
             objects[key] = tuple(lister.list_objects(path))
         except Unreachable:
-            return Related({}, CLUSTER, frozenset())  # said where the version is read; nothing more to try
+            # said where the version is read; nothing more to try
+            return Related({}, CLUSTER, frozenset(), kserve_namespace)
         except ListFailed as exc:
             if exc.status not in (403, 404):  # not served (KServe not installed) or not granted: unknown, quietly
                 say(f"{key[1]}s are not read ({exc}): an InferenceService whose runtime they hold is unknown")
@@ -43,7 +45,7 @@ def read_related(lister: Lister, say: Callable[[str], None]) -> Related:
             continue
         read.add(key)
     found = []
-    for namespace, name in CONFIG_MAPS:
+    for namespace, name in ((kserve_namespace, ISVC_CONFIG), (KNATIVE_NAMESPACE, KNATIVE_CONFIG)):
         try:
             status, body = lister.send("GET", f"/api/v1/namespaces/{namespace}/configmaps/{name}", [], None, None)
         except ClusterError:
@@ -52,7 +54,7 @@ def read_related(lister: Lister, say: Callable[[str], None]) -> Related:
             found.append(body)
     if found:
         objects[("", "ConfigMap")] = tuple(found)
-    return Related(objects, CLUSTER, frozenset(read))
+    return Related(objects, CLUSTER, frozenset(read), kserve_namespace)
 
 
 __all__ = ["read_related"]

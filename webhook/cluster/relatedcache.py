@@ -7,9 +7,16 @@ of ``check --kubeconfig`` and ``audit``).
 A kind is *read* (``Related.read``: an object absent from it does not exist) only while its list has succeeded
 and its store is whole; a CRD not installed (404), a refused list (403) or a store cut at ``MAX_OBJECTS`` leave
 it unread, and the builders answer "unknown" for what needs it, never "compliant". Only an object's apiVersion,
-kind, name, namespace and ``spec`` are kept (what the builders read), at most ``MAX_OBJECTS`` per kind. KServe's
-ConfigMaps are not watched (that would need list/watch on ConfigMaps): their shipped values are used, as
-``read_related`` does where it cannot read them.
+kind, name, namespace and ``spec`` are kept (what the builders read), at most ``MAX_OBJECTS`` per kind.
+
+KServe's ``inferenceservice-config`` is watched in the namespace KServe runs in (``policy.kserveNamespace``): a
+list and watch of that one name (``fieldSelector=metadata.name=...``, which the API server authorizes as a request
+for that name, so an RBAC rule with ``resourceNames`` grants it: k8s.io/apiserver v0.36.3
+pkg/endpoints/request/requestinfo.go:246-251), its ``data`` kept. Until it is listed, and while refused, what KServe
+builds from it is not judged, said with the way out (``Related.config_unknown``); listed and absent, KServe's
+shipped values are used, as ``read_related`` does. The ``config-scheduler-*`` ConfigMaps an LLMInferenceService
+may name are not watched (any name of that prefix, which ``resourceNames`` cannot grant): the scheduler's tokenizer
+is then not known, as without a cluster; nor is Knative's ``config-deployment``.
 """
 
 from __future__ import annotations
@@ -21,7 +28,8 @@ from typing import Any
 
 from webhook.cluster.cache import KindsCache, TellingReflector
 from webhook.cluster.watch import Store, Transport
-from webhook.core.operators import CLUSTER, Related
+from webhook.core.operators import CLUSTER, KSERVE_NAMESPACE, Related
+from webhook.core.operators.kserve_pod import CONFIG_MAP, CONFIG_NOT_READ, ISVC_CONFIG
 from webhook.core.operators.kserve_runtimes import CLUSTER_SERVING_RUNTIME, SERVING_RUNTIME
 from webhook.core.operators.llmisvc import CONFIG as LLMISVC_CONFIG
 
@@ -45,6 +53,14 @@ def keep(obj: Mapping[str, Any]) -> dict[str, Any]:
             "metadata": {k: meta[k] for k in ("name", "namespace") if k in meta}, "spec": obj.get("spec")}
 
 
+def keep_config_map(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """What the builders read of a ConfigMap: its name, namespace and ``data`` (a list's items carry no kind)."""
+    meta = obj.get("metadata")
+    meta = meta if isinstance(meta, Mapping) else {}
+    return {"apiVersion": "v1", "kind": "ConfigMap", "data": obj.get("data"),
+            "metadata": {k: meta[k] for k in ("name", "namespace") if k in meta}}
+
+
 def _not_served(name: str) -> str:
     return f"{name} are not served (their CRD is not installed): what needs them is unknown"
 
@@ -54,19 +70,28 @@ class RelatedCache(KindsCache):
     requests judge against (from the cluster, ``read`` the kinds listed whole)."""
 
     def __init__(self, transport: Transport,
-                 on_problem: Callable[[dict[str, str | None]], None] | None = None) -> None:
-        super().__init__("qos-guard-operatorobjects", (resource for _, resource in WATCHED.values()), on_problem)
+                 on_problem: Callable[[dict[str, str | None]], None] | None = None,
+                 kserve_namespace: str = KSERVE_NAMESPACE) -> None:
+        self.namespace, self.config_name = kserve_namespace, f"configmaps {kserve_namespace}/{ISVC_CONFIG}"
+        super().__init__("qos-guard-operatorobjects",
+                         (*(resource for _, resource in WATCHED.values()), self.config_name), on_problem)
         self.stores = {key: Store(keep) for key in WATCHED}
-        self._snapshot = Related({}, CLUSTER, frozenset())
-        self.reflectors = tuple(TellingReflector(self.refused.add, _not_served, GRANTED_BY, resource, transport, path,
-                                                 JSON, self.stores[key], self.changed, self._stop)
-                                for key, (path, resource) in WATCHED.items())
+        self.config_store = Store(keep_config_map)
+        self.config_unread = CONFIG_NOT_READ.format(namespace=kserve_namespace)
+        self._snapshot = Related({}, CLUSTER, frozenset(), kserve_namespace, self.config_unread)
+        config = TellingReflector(self.refused.add, _not_served, GRANTED_BY, self.config_name, transport,
+                                  f"/api/v1/namespaces/{kserve_namespace}/configmaps", JSON, self.config_store,
+                                  self.changed, self._stop, None, f"metadata.name={ISVC_CONFIG}")
+        self.reflectors = (*(TellingReflector(self.refused.add, _not_served, GRANTED_BY, resource, transport, path,
+                                              JSON, self.stores[key], self.changed, self._stop)
+                             for key, (path, resource) in WATCHED.items()), config)
 
     def snapshot(self) -> Related:
         return self._snapshot
 
     def publish(self) -> Related:
-        """The objects of every store listed; ``read`` those listed, not refused since, and whole."""
+        """The objects of every store listed; ``read`` those listed, not refused since, and whole; KServe's
+        ConfigMap said not known until listed and while refused."""
         objects: dict[tuple[str, str], tuple[Any, ...]] = {}
         read: set[tuple[str, str]] = set()
         for key, (_, resource) in WATCHED.items():
@@ -76,7 +101,11 @@ class RelatedCache(KindsCache):
             objects[key] = tuple(store.snapshot().values())
             if not store.truncated:
                 read.add(key)
-        self._snapshot = snapshot = Related(objects, CLUSTER, frozenset(read))
+        unread = not self.config_store.listed or self.config_name in self.refused
+        if not unread:
+            objects[CONFIG_MAP] = tuple(self.config_store.snapshot().values())
+        self._snapshot = snapshot = Related(objects, CLUSTER, frozenset(read), self.namespace,
+                                            self.config_unread if unread else "")
         self.tell()
         return snapshot
 
@@ -86,4 +115,4 @@ def log_problem(problems: dict[str, str | None]) -> None:
     LOG.warning(json.dumps({"operatorObjects": {r: p or "current" for r, p in problems.items()}}))
 
 
-__all__ = ["WATCHED", "RelatedCache", "keep", "log_problem"]
+__all__ = ["WATCHED", "RelatedCache", "keep", "keep_config_map", "log_problem"]

@@ -18,7 +18,21 @@ from typing import Any
 from webhook.core.claims import CLAIM_GROUP, CLAIM_KINDS
 from webhook.core.kubeversion import DEFAULT as DEFAULT_KUBE
 from webhook.core.kubeversion import SUPPORTED, Semantics, VersionError, resolve
-from webhook.core.settings import Amount, Amounts, Choice, ConfigError, Count, Flag, Kind, Name, Names, Section, Setting
+from webhook.core.operators import KSERVE_NAMESPACE
+from webhook.core.settings import (
+    Amount,
+    Amounts,
+    Choice,
+    ConfigError,
+    Count,
+    Flag,
+    Kind,
+    Label,
+    Name,
+    Names,
+    Section,
+    Setting,
+)
 from webhook.core.workloads import KINDS, PathError, Template
 from webhook.core.workloads import Kind as Workload
 
@@ -164,10 +178,17 @@ DEVICE_CLASSES = Setting("deviceClasses", Flag(), False,
                          "DRA devices for dra-unaligned and numa: auto; the webhook and the CLI only", param=False)
 OPERATOR_OBJECTS = Setting("operatorObjects", Flag(), False,
                            "true: the webhook watches the objects KServe's Pods are built from (ServingRuntimes, "
-                           "ClusterServingRuntimes, LLMInferenceServiceConfigs; needs list/watch on them) so that an "
+                           "ClusterServingRuntimes, LLMInferenceServiceConfigs, and the inferenceservice-config "
+                           "ConfigMap in policy.kserveNamespace; needs list/watch on them) so that an "
                            "InferenceService or LLMInferenceService is judged with them at admission, not admitted as "
                            "unknown; the webhook only (check --kubeconfig and audit read the runtimes when they read "
                            "the cluster)", param=False)
+KSERVE_NS = Setting("kserveNamespace", Label(), KSERVE_NAMESPACE,
+                    "the namespace KServe runs in (its controller's POD_NAMESPACE: opendatahub or "
+                    "redhat-ods-applications under OpenDataHub and OpenShift AI), where it reads its "
+                    "inferenceservice-config ConfigMap, its LLMInferenceServiceConfig presets and its "
+                    "config-scheduler-* ConfigMaps; check --kubeconfig and audit read inferenceservice-config there "
+                    "(KServe's shipped values where it is not found); --kserve-namespace wins over it", param=False)
 DRA_OBJECTS = Setting("draObjects", Flag(), False,
                       "true: the webhook watches the cluster's ResourceClaims, ResourceClaimTemplates, "
                       "ResourceSlices and NodeResourceTopology objects (needs list/watch on them; at most 20,000 of "
@@ -246,6 +267,7 @@ class Policy:
     dra: str = DRA.default
     device_classes: bool = DEVICE_CLASSES.default
     operator_objects: bool = OPERATOR_OBJECTS.default
+    kserve_namespace: str = KSERVE_NS.default
     dra_objects: bool = DRA_OBJECTS.default
 
 
@@ -295,7 +317,8 @@ NUMA = Section("numa", NumaPolicy, (NUMA_SCOPE, NUMA_CPUS, NUMA_MEMORY, NUMA_DEV
                     "admission policies cannot sum a Pod's requests or read the cluster)",
                nullable=True, require_any=("cpus", "memory", "devices"), literal="auto", literal_value=AUTO)
 SCHEMA = Section("", Config, (
-    Section("policy", Policy, (FRACTIONAL, POD_LEVEL, SMT, NUMA, DRA, DEVICE_CLASSES, OPERATOR_OBJECTS, DRA_OBJECTS)),
+    Section("policy", Policy, (FRACTIONAL, POD_LEVEL, SMT, NUMA, DRA, DEVICE_CLASSES, OPERATOR_OBJECTS, KSERVE_NS,
+                                DRA_OBJECTS)),
     Section("mutation", MutationPolicy, (SET_LIMITS, CPU_ROUNDING)),
     Section("exemptions", Exemptions, (NAMESPACES, USERNAMES, RUNTIME_CLASSES)),
     Section("placement", PlacementPolicy, (SCHEDULER_NAME, PLACE_MEMORY)),
@@ -312,6 +335,7 @@ def parse_config(raw: Any) -> Config:
 
 __all__ = [
     "AUTO",
+    "KSERVE_NS",
     "KUBERNETES_VERSION",
     "SCHEMA",
     "AutoNuma",

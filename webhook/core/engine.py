@@ -21,7 +21,7 @@ from webhook.core.facts import NO_FACTS, Facts
 from webhook.core.fieldpath import FieldPath, dotted
 from webhook.core.kubeversion import DEFAULT, Semantics
 from webhook.core.mutation import Change, apply_changes, plan_changes, pod_requests, price, raise_text
-from webhook.core.operators import Unjudged
+from webhook.core.operators import Related, Unjudged
 from webhook.core.podspec import COMPUTE, GUARANTEED, PodSpec, build_pod_spec
 from webhook.core.qos import qos_class
 from webhook.core.rules import Violation, run_claim_rules, run_rules
@@ -261,6 +261,12 @@ def kube_of(config: Config, facts: Facts = NO_FACTS) -> Semantics:
     return facts.kubernetes or config.kubernetes_version or DEFAULT
 
 
+def related_of(config: Config, facts: Facts) -> Related:
+    """What the operators' builders read: the facts' objects, with KServe in the namespace the configuration names
+    (``policy.kserveNamespace``), as Kyverno hands a policy its context: an explicit input, never a global."""
+    return replace(facts.related, kserve_namespace=config.policy.kserve_namespace)
+
+
 def evaluate(obj: Any, config: Config, mode: Mode, facts: Facts = NO_FACTS, *, namespace: str | None = None,
              username: str | None = None) -> ObjectVerdict:
     """Judge every pod spec in ``obj`` against ``facts``; raises ``ManifestError`` for an object of the wrong
@@ -269,7 +275,7 @@ def evaluate(obj: Any, config: Config, mode: Mode, facts: Facts = NO_FACTS, *, n
     ``namespace`` defaults to each object's own ``metadata.namespace``. What cannot be known is kept with why
     (``ObjectVerdict.unknown``), apart from what is judged: an exempt object's too, never said as a finding.
     """
-    walked = list(walk(obj, kinds=table(config.workloads), related=facts.related))
+    walked = list(walk(obj, kinds=table(config.workloads), related=related_of(config, facts)))
     targets = [t for t in walked if isinstance(t, Target)]
     unknown = [str(r) for r in walked if isinstance(r, Unjudged)]
     if not targets and unknown:  # no pod spec known: exempt as its namespace or requesting user is

@@ -120,6 +120,19 @@ class Name(Kind):
         return raw
 
 
+@dataclass(frozen=True)
+class Label(Kind):
+    """One DNS-1123 label, as the API server checks a namespace's name (``policy.kserveNamespace``)."""
+
+    def parse(self, raw: Any, key: str) -> str:
+        if not isinstance(raw, str) or len(raw) > 63 or not _LABEL.match(raw):
+            raise ConfigError(f"{key}: {repr(raw)[:80]} is not a namespace: a namespace must be a DNS-1123 label "
+                              "(lowercase letters, digits and '-', starting and ending with a letter or digit, at "
+                              "most 63 characters)")
+        return raw
+
+
+_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 

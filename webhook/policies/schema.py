@@ -12,7 +12,7 @@ from typing import Any
 
 from webhook.core.config import KubeVersion, Workloads
 from webhook.core.kubeversion import NEWEST, OLDEST
-from webhook.core.settings import Amount, Amounts, Choice, Count, Flag, Kind, Name, Names, Section, Setting
+from webhook.core.settings import Amount, Amounts, Choice, Count, Flag, Kind, Label, Name, Names, Section, Setting
 
 # resource.ParseQuantity's grammar for a positive value (the server checks the rest, e.g. a zero in "0.0").
 _POSITIVE_QUANTITY = (r"^\+?([0-9]*[1-9][0-9]*(\.[0-9]*)?|[0-9]*\.[0-9]*[1-9][0-9]*)"
@@ -45,6 +45,8 @@ def kind_schema(kind: Kind) -> dict[str, Any]:
     if isinstance(kind, Name):  # null (the default) is not set
         return {"type": ["string", "null"], "maxLength": 253,
                 "pattern": r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"}
+    if isinstance(kind, Label):  # a namespace's name, as the API server checks it
+        return {"type": "string", "maxLength": 63, "pattern": r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"}
     if isinstance(kind, Amount):
         return {"oneOf": [{"type": "number", "exclusiveMinimum": 0},
                           {"type": "string", "pattern": _POSITIVE_QUANTITY}]}
@@ -106,6 +108,8 @@ def described(kind: Kind) -> str:
         return f"whole number >= {kind.minimum}"
     if isinstance(kind, Name):
         return "DNS-1123 subdomain or null"
+    if isinstance(kind, Label):
+        return "namespace (DNS-1123 label)"
     if isinstance(kind, Amount):
         return "quantity > 0"
     if isinstance(kind, Amounts):

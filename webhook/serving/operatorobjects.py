@@ -8,17 +8,19 @@ from collections.abc import Callable
 from webhook.cluster.client import ClusterError
 from webhook.cluster.relatedcache import RelatedCache, log_problem
 from webhook.cluster.watch import ApiTransport
-from webhook.core.operators import CLUSTER, Related
+from webhook.core.operators import CLUSTER, KSERVE_NAMESPACE, Related
+from webhook.core.operators.kserve_pod import CONFIG_NOT_READ
 
 
-def start_related_cache(kubeconfig: str | None) -> Callable[[], Related]:
-    """The worker's cache, started; what to call for the current objects. A kubeconfig that cannot be used is said
-    once and leaves every kind unread (what needs one is unknown): admission goes on."""
+def start_related_cache(kubeconfig: str | None, kserve_namespace: str = KSERVE_NAMESPACE) -> Callable[[], Related]:
+    """The worker's cache, started (KServe's ConfigMap watched in ``kserve_namespace``); what to call for the
+    current objects. A kubeconfig that cannot be used is said once and leaves every kind and the ConfigMap unread
+    (what needs one is unknown): admission goes on."""
     try:
-        cache = RelatedCache(ApiTransport(kubeconfig), on_problem=log_problem)
+        cache = RelatedCache(ApiTransport(kubeconfig), on_problem=log_problem, kserve_namespace=kserve_namespace)
     except ClusterError as exc:
         log_problem({"all": f"policy.operatorObjects: true cannot reach the API server: {exc}"})
-        unread = Related({}, CLUSTER, frozenset())
+        unread = Related({}, CLUSTER, frozenset(), kserve_namespace, CONFIG_NOT_READ.format(namespace=kserve_namespace))
         return lambda: unread
     cache.start()
     return cache.snapshot

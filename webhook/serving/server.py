@@ -161,7 +161,7 @@ def worker_app(config: Config, own_namespace: str | None, extend: Extend | None 
     if config.policy.operator_objects:
         from webhook.serving.operatorobjects import start_related_cache
 
-        related = start_related_cache(kubeconfig)
+        related = start_related_cache(kubeconfig, config.policy.kserve_namespace)
     dra = None
     if config.policy.dra_objects:
         from webhook.serving.draobjects import start_dra_cache

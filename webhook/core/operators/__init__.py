@@ -50,6 +50,9 @@ from webhook.core.podspec import ManifestError
 # Where ``Related`` objects come from: said in the builders' reasons.
 INPUT = "input"
 CLUSTER = "cluster"
+# constants.KServeNamespace's default (kserve/kserve v0.20.0 pkg/constants/constants.go: the controller's
+# POD_NAMESPACE, else "kserve"); ``policy.kserveNamespace`` names another (``Related.kserve_namespace``).
+KSERVE_NAMESPACE = "kserve"
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,11 +74,17 @@ class Built:
 @dataclass(frozen=True, eq=False)
 class Related:
     """Other objects a builder may read, by (API group, kind); ``source`` says whence (``INPUT`` or ``CLUSTER``),
-    ``read`` which kinds were read whole from the cluster (an object absent from those does not exist)."""
+    ``read`` which kinds were read whole from the cluster (an object absent from those does not exist);
+    ``kserve_namespace`` where KServe runs, so where it reads its own ConfigMaps and presets (a configuration
+    fact, set by the caller from ``policy.kserveNamespace``: one of those names elsewhere is any other object);
+    ``config_unknown`` why KServe's ``inferenceservice-config`` there is not known ("" known: read, or absent and
+    so shipped): the webhook's watch of it not synced or refused, so what KServe builds from it is not judged."""
 
     objects: Mapping[tuple[str, str], tuple[Mapping[str, Any], ...]]
     source: str = INPUT
     read: frozenset[tuple[str, str]] = frozenset()
+    kserve_namespace: str = KSERVE_NAMESPACE
+    config_unknown: str = ""
 
     def of(self, group: str, kind: str, namespace: str | None = None,
            cluster_scoped: bool = False) -> tuple[Mapping[str, Any], ...]:
@@ -171,11 +180,12 @@ def merge(first: Related, then: Related) -> Related:
         have = {(_namespace(o), _name(o)) for o in out.get(key, ())}
         out[key] = (*out.get(key, ()), *(o for o in objects if (_namespace(o), _name(o)) not in have))
     if then.source == CLUSTER:
-        return Related(out, CLUSTER, then.read)
-    return Related(out, first.source, first.read)
+        return Related(out, CLUSTER, then.read, first.kserve_namespace, then.config_unknown)
+    return Related(out, first.source, first.read, first.kserve_namespace, first.config_unknown)
 
 
-__all__ = ["CLUSTER", "INPUT", "NO_RELATED", "Build", "Built", "NoPodHere", "Related", "Unjudged", "collect", "merge"]
+__all__ = ["CLUSTER", "INPUT", "KSERVE_NAMESPACE", "NO_RELATED", "Build", "Built", "NoPodHere", "Related", "Unjudged",
+           "collect", "merge"]
 
 
 def mapping_at(value: Any, path: FieldPath) -> Mapping[str, Any]:

@@ -73,9 +73,10 @@ from webhook.core.operators.kserve_pod import (
     STORAGE_INITIALIZER,
     config_refusal,
     config_section,
-    default_resources,
+    config_unknown,
     oci_mode,
     queue_proxy,
+    with_defaults,
     with_injected,
 )
 from webhook.core.operators.kserve_runtimes import (
@@ -101,17 +102,6 @@ V2_FRAMEWORKS = ("triton", "onnx", "huggingface")
 COMPONENTS: tuple[str, ...] = ("predictor", "transformer", "explainer")
 MODEL_CONTAINER = "kserve-container"
 TRANSFORMER_CONTAINER = "transformer-container"
-
-
-def _with_defaults(container: Mapping[str, Any], defaults: Mapping[str, Mapping[str, str]]) -> dict[str, Any]:
-    """``setResourceRequirementDefaults``: each default request and limit the container does not set."""
-    resources = dict(mapping_at(container.get("resources"), ("resources",)))
-    for kind in ("requests", "limits"):
-        have = dict(mapping_at(resources.get(kind), ("resources", kind)))
-        for name, value in defaults.get(kind, {}).items():
-            have.setdefault(name, value)
-        resources[kind] = have
-    return {**container, "resources": resources}
 
 
 def deployment_mode(obj: Mapping[str, Any], related: Related) -> str:
@@ -263,7 +253,7 @@ def _custom(component: str, body: Mapping[str, Any], related: Related, here: Fie
     one ``kserve-container`` (``_predictor_container``)."""
     containers = list(list_at(body.get("containers"), (*here, "containers")))
     if defaulted and containers and isinstance(containers[0], Mapping):
-        first = _with_defaults(containers[0], default_resources(related))
+        first = with_defaults(containers[0], related)
         if component != "predictor" or len(containers) == 1 or not first.get("name"):
             first["name"] = MODEL_CONTAINER
         containers[0] = first
@@ -404,6 +394,9 @@ def _build(obj: Mapping[str, Any], related: Related) -> Iterator[Built | str]:
         return
     if not isinstance(spec, Mapping):
         raise ManifestError(("spec",), "expected a mapping")
+    if (unread := config_unknown(related)) is not None:  # KServe reads it before anything else: nothing known
+        yield f"InferenceService: {unread}"
+        return
     meshed = annotations_at(obj).get(MODE_ANNOTATION) == MODEL_MESH  # DefaultInferenceService skips its predictor
     custom = any(isinstance(spec.get(c), Mapping) and (c != "predictor" or (not meshed and not any(
         spec[c].get(f) is not None for f in MODEL_FIELDS))) for c in COMPONENTS)

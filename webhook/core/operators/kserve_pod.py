@@ -18,7 +18,6 @@ from webhook.core.quantity import QuantityError, parse_quantity
 
 CONFIG_MAP = ("", "ConfigMap")
 ISVC_CONFIG = "inferenceservice-config"
-KSERVE_NAMESPACE = "kserve"  # constants.KServeNamespace (the controller's POD_NAMESPACE): where KServe reads it
 # inferenceservice-config as KServe v0.20.0 installs it (config/configmap/inferenceservice.yaml).
 DEFAULT_RESOURCE = {"cpuRequest": "1", "cpuLimit": "1", "memoryRequest": "2Gi", "memoryLimit": "2Gi"}
 DEFAULT_STORAGE = {"cpuRequest": "100m", "cpuLimit": "1", "memoryRequest": "100Mi", "memoryLimit": "1Gi"}
@@ -122,9 +121,24 @@ def storage_unreadable(error: GoJSONError) -> str:
 
 
 def given_config_map(related: Related) -> Mapping[str, Any] | None:
-    """``inferenceservice-config`` when it was given (input or cluster), in the namespace KServe reads it from:
-    one of that name elsewhere is any other ConfigMap."""
-    return related.named(*CONFIG_MAP, ISVC_CONFIG, KSERVE_NAMESPACE)
+    """``inferenceservice-config`` when it was given (input or cluster), in the namespace KServe reads it from
+    (``Related.kserve_namespace``, its controller's POD_NAMESPACE): one of that name elsewhere is any other
+    ConfigMap."""
+    return related.named(*CONFIG_MAP, ISVC_CONFIG, related.kserve_namespace)
+
+
+# Why what KServe builds from ``inferenceservice-config`` is not judged while the webhook's watch of it has not
+# synced or is refused (``Related.config_unknown``, set by webhook/cluster/relatedcache.py with its namespace): a
+# warning of 120 characters at most (refusal.WARNING_CHARS) for KServe's namespace names; the log says more.
+CONFIG_NOT_READ = f"ConfigMap {{namespace}}/{ISVC_CONFIG} not read yet (or refused): grant list, watch on it"
+
+
+def config_unknown(related: Related) -> str | None:
+    """Why ``inferenceservice-config`` is not known where it is not given either (the webhook's watch of it not
+    synced or refused); None where it is (given, or read absent: KServe's shipped values)."""
+    if related.config_unknown and given_config_map(related) is None:
+        return related.config_unknown
+    return None
 
 
 @lru_cache(maxsize=MEMO_SIZE)
@@ -272,6 +286,18 @@ def default_resources(related: Related) -> dict[str, dict[str, str]]:
     return _resources(resource if isinstance(resource, Mapping) else {})
 
 
+def with_defaults(container: Mapping[str, Any], related: Related) -> dict[str, Any]:
+    """``setResourceRequirementDefaults``: each default request and limit (``default_resources``) the container
+    does not set."""
+    resources, defaults = dict(mapping_at(container.get("resources"), ("resources",))), default_resources(related)
+    for kind in ("requests", "limits"):
+        have = dict(mapping_at(resources.get(kind), ("resources", kind)))
+        for name, value in defaults.get(kind, {}).items():
+            have.setdefault(name, value)
+        resources[kind] = have
+    return {**container, "resources": resources}
+
+
 def _injected(name: str, key: str, related: Related) -> dict[str, Any]:
     """A container KServe's pod webhook injects, its resources from ``inferenceservice-config`` ``key`` (KServe's
     own values where the ConfigMap was not given: the same 100m/1 CPU and 100Mi/1Gi for both; a given one that
@@ -384,6 +410,7 @@ def with_injected(built: Built, obj: Mapping[str, Any], mode: str, related: Rela
 __all__ = [
     "AGENT",
     "CONFIG_MAP",
+    "CONFIG_NOT_READ",
     "CONFIG_STRUCTS",
     "CREDENTIALS_TYPES",
     "DEFAULT_STORAGE",
@@ -398,6 +425,7 @@ __all__ = [
     "STORAGE_INITIALIZER",
     "config_refusal",
     "config_section",
+    "config_unknown",
     "default_resources",
     "given_config_map",
     "modelcar_container",
@@ -406,5 +434,6 @@ __all__ = [
     "read_section",
     "resolve_oci_mode",
     "storage_unreadable",
+    "with_defaults",
     "with_injected",
 ]

@@ -31,7 +31,7 @@ from typing import Any
 
 from webhook.core.fieldpath import FieldPath
 from webhook.core.operators import Built, NoPodHere, Related
-from webhook.core.operators.kserve_pod import CONFIG_MAP, KSERVE_NAMESPACE
+from webhook.core.operators.kserve_pod import CONFIG_MAP
 from webhook.core.operators.llmisvc_base import KIND, Unknown, get, merge, positive
 from webhook.core.operators.llmisvc_config import config_or_no_pods
 from webhook.core.operators.llmisvc_dra import managed, with_claim
@@ -147,12 +147,13 @@ def _latency_producer(scheduler: Any) -> bool:
 def _config(name: str, namespace: str | None, related: Related, shipped: bool, why: str) -> Mapping[str, Any]:
     """The spec of the LLMInferenceServiceConfig ``name``: the object's namespace first, then KServe's; a
     well-known preset not given is the shipped one."""
-    found = related.named(*CONFIG, name, namespace) or related.named(*CONFIG, name, KSERVE_NAMESPACE)
+    kserve = related.kserve_namespace
+    found = related.named(*CONFIG, name, namespace) or related.named(*CONFIG, name, kserve)
     if found is not None:
         spec = found.get("spec")
         return spec if isinstance(spec, Mapping) else {}
     if related.complete(*CONFIG):
-        raise Unknown(f'{why}: LLMInferenceServiceConfig "{name}" is in neither {namespace} nor {KSERVE_NAMESPACE} '
+        raise Unknown(f'{why}: LLMInferenceServiceConfig "{name}" is in neither {namespace} nor {kserve} '
                       "of the cluster, so KServe builds no Pods (ConfigNotFound) until it is")
     if shipped:
         return PRESETS[name]

@@ -24,6 +24,7 @@ from webhook.core.operators.kserve_pod import (
     CREDENTIALS_TYPES,
     ISVC_CONFIG,
     config_refusal,
+    config_unknown,
     given_config_map,
     read_section,
 )
@@ -81,6 +82,8 @@ def config_or_no_pods(related: Related) -> Mapping[str, Any]:
     """The ``storageInitializer`` KServe's llmisvc controller loads (the ConfigMap given, else KServe's shipped
     values); raises ``Unknown`` where KServe builds no Pods at all, saying why (the section, Go's error, the way
     out), or where qos-guard cannot read a section (nested too deeply: not judged)."""
+    if (unread := config_unknown(related)) is not None:
+        raise Unknown(f"{KIND}: {unread}")
     found = given_config_map(related)
     if found is None:
         return STORAGE_DEFAULTS

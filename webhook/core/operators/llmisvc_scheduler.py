@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from webhook.core.operators import Related
-from webhook.core.operators.kserve_pod import CONFIG_MAP, KSERVE_NAMESPACE
+from webhook.core.operators.kserve_pod import CONFIG_MAP
 from webhook.core.operators.llmisvc_base import KIND, Unknown, get
 
 TOKENIZER = "tokenizer"  # scheduler.go tokenizerContainerName
@@ -57,7 +57,7 @@ def _config_map_text(ref: Mapping[str, Any], related: Related, namespace: str | 
     name, key = str(ref.get("name")), ref.get("key") or "epp"
     found = related.named(*CONFIG_MAP, name, namespace)
     if found is None and name.startswith("config-scheduler-"):
-        found = related.named(*CONFIG_MAP, name, KSERVE_NAMESPACE)
+        found = related.named(*CONFIG_MAP, name, related.kserve_namespace)
     if found is None:
         return None
     text = get(found, "data", key)

@@ -1,0 +1,130 @@
+"""``policy.kserveNamespace``: KServe reads its ``inferenceservice-config``, its LLMInferenceServiceConfig presets
+and its ``config-scheduler-*`` ConfigMaps from its own namespace (kserve/kserve v0.20.0 pkg/constants/constants.go:
+``KServeNamespace = getEnvOrDefault("POD_NAMESPACE", "kserve")``), which OpenDataHub and OpenShift AI set to theirs.
+Judged through the engine: the ConfigMap in the configured namespace is KServe's, one of that name in "kserve" is
+any other ConfigMap; where none is found the shipped values judge, as for "kserve" before."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from tests.unit.kserve_cases import AGENT, RAW, both, config, isvc, model, runtime
+from tests.unit.test_cluster_related import CSR, SR, FakeLister
+from tests.unit.test_llmisvc_scheduler import PRECISE, SCHEDULER, config_map, scheduled
+from webhook.cluster.related import read_related
+from webhook.core.config import Config, ConfigError, Policy, parse_config
+from webhook.core.engine import Mode, evaluate
+from webhook.core.facts import Facts
+from webhook.core.fieldpath import dotted
+from webhook.core.operators import CLUSTER, Related, collect
+from webhook.core.operators.kserve import RELATED
+from webhook.core.operators.llmisvc import CONFIG
+from webhook.core.operators.llmisvc import RELATED as LLM_RELATED
+from webhook.core.workloads import Target, walk
+
+WHOLE = {"cpuRequest": "1", "cpuLimit": "1", "memoryRequest": "1Gi", "memoryLimit": "1Gi"}
+ODH = Config(policy=Policy(kserve_namespace="opendatahub"))
+# A multi-model predictor (no storageUri): KServe's pod webhook adds its agent, 100m/1 CPU as shipped.
+MMS = isvc({"model": model()}, RAW)
+SHIPPED_AGENT = both(AGENT, "spec.predictor.model.storageUri")
+
+
+def in_namespace(obj: dict[str, Any], namespace: str) -> dict[str, Any]:
+    return {**obj, "metadata": {**obj["metadata"], "namespace": namespace}}
+
+
+def findings(obj: Any, related: Related, config: Config | None = None) -> Counter[str]:
+    verdict = evaluate(obj, config or Config(), Mode.ENFORCE, Facts(related=related))
+    return Counter(f"{v.rule} {v.container} {dotted(v.subject)}" for _, v in verdict.violations)
+
+
+def test_the_configmap_in_the_configured_namespace_is_kserves() -> None:
+    """The agent's resources whole in opendatahub's inferenceservice-config: no finding with kserveNamespace
+    opendatahub, KServe's shipped 100m/1 without it (that ConfigMap is then any other)."""
+    related = collect([runtime("rt", "sklearn"), in_namespace(config(agent=WHOLE), "opendatahub")], RELATED)
+    assert findings(MMS, related, ODH) == Counter()
+    assert findings(MMS, related) == SHIPPED_AGENT
+
+
+def test_the_configmap_in_kserve_is_ignored_when_kserve_runs_elsewhere() -> None:
+    related = collect([runtime("rt", "sklearn"), config(agent=WHOLE)], RELATED)
+    assert findings(MMS, related) == Counter()
+    assert findings(MMS, related, ODH) == SHIPPED_AGENT
+
+
+def test_a_configmap_kserve_cannot_read_refuses_only_in_the_configured_namespace() -> None:
+    """A storageInitializer KServe's Go code cannot unmarshal builds no Pods, from the namespace KServe reads."""
+    obj = isvc({"model": model(storageUri="s3://b/m")}, RAW)
+    related = collect([runtime("rt", "sklearn"), in_namespace(config(storageInitializer="not json"), "opendatahub")],
+                      RELATED)
+    (reason,) = walk(obj, related=replace(related, kserve_namespace="opendatahub"))
+    assert isinstance(reason, str) and "storageInitializer is not what KServe's Go code reads" in reason
+    assert all(not isinstance(t, str) for t in walk(obj, related=related))
+
+
+def test_llmisvc_configs_come_from_the_configured_namespace() -> None:
+    """LLMInferenceServiceConfig ``mine`` (a baseRef) in opendatahub: found there with kserveNamespace opendatahub;
+    given elsewhere, it is not KServe's; read whole from a cluster, one absent builds no Pods, and the reason names
+    the namespace KServe looked in."""
+    obj = {"apiVersion": "serving.kserve.io/v1alpha1", "kind": "LLMInferenceService",
+           "metadata": {"name": "m", "namespace": "ns"},
+           "spec": {"model": {"uri": "pvc://models/m"}, "baseRefs": [{"name": "mine"}],
+                    "template": {"containers": [{"name": "main"}]}}}
+    mine = {"apiVersion": "serving.kserve.io/v1alpha2", "kind": "LLMInferenceServiceConfig",
+            "metadata": {"name": "mine", "namespace": "opendatahub"}, "spec": {}}
+    given = Related({CONFIG: (mine,)})
+    assert all(not isinstance(t, str) for t in walk(obj, related=replace(given, kserve_namespace="opendatahub")))
+    (reason,) = walk(obj, related=given)
+    assert 'LLMInferenceServiceConfig "mine" not in the input' in str(reason)
+    (reason,) = walk(obj, related=Related({CONFIG: ()}, CLUSTER, frozenset({CONFIG}), "opendatahub"))
+    assert 'is in neither ns nor opendatahub of the cluster, so KServe builds no Pods' in str(reason)
+
+
+def test_the_cluster_read_gets_the_configmap_from_the_configured_namespace() -> None:
+    """check --kubeconfig and audit GET inferenceservice-config where KServe runs; one absent there is KServe's
+    shipped values, as an absent one in kserve always was (the one in kserve is not read)."""
+    path = "/api/v1/namespaces/{}/configmaps/inferenceservice-config"
+    maps = {path.format("opendatahub"): in_namespace(config(agent=WHOLE), "opendatahub"),
+            path.format("kserve"): config(agent={**WHOLE, "cpuRequest": "100m"})}
+    lister = FakeLister({SR: [in_namespace(runtime("rt", "sklearn"), "ml")], CSR: []}, maps)
+    said: list[str] = []
+    related = read_related(lister, said.append, "opendatahub")
+    assert related.kserve_namespace == "opendatahub"
+    assert [m["metadata"]["namespace"] for m in related.objects[("", "ConfigMap")]] == ["opendatahub"]
+    assert findings(MMS, related, ODH) == Counter()
+    elsewhere = read_related(lister, said.append, "redhat-ods-applications")
+    assert ("", "ConfigMap") not in elsewhere.objects and said == []
+    assert findings(MMS, elsewhere, Config(policy=Policy(kserve_namespace="redhat-ods-applications"))) == \
+        SHIPPED_AGENT
+
+
+@pytest.mark.parametrize("bad", ["Open_DataHub", "odh.example", "-odh", "a" * 64, "", 5])
+def test_kserve_namespace_must_be_a_dns_label(bad: Any) -> None:
+    with pytest.raises(ConfigError, match=r"^policy\.kserveNamespace: .* a namespace must be a DNS-1123 label"):
+        parse_config({"policy": {"kserveNamespace": bad}})
+
+
+def test_kserve_namespace_defaults_to_kserve_and_is_read() -> None:
+    assert parse_config(None).policy.kserve_namespace == "kserve"
+    assert parse_config({"policy": {"kserveNamespace": "redhat-ods-applications"}}).policy.kserve_namespace == \
+        "redhat-ods-applications"
+
+
+def test_a_config_scheduler_configmap_comes_from_the_configured_namespace() -> None:
+    """config_merge.go: a ``config-scheduler-*`` ref not in the object's namespace is KServe's own (the precise
+    prefix-cache scorer there brings the tokenizer)."""
+    text = json.dumps(PRECISE)
+    obj = scheduled(config={"ref": {"name": "config-scheduler-p"}})
+    given = collect([config_map("config-scheduler-p", {"epp": text}, "opendatahub")], LLM_RELATED)
+
+    def containers(related: Related) -> list[Any]:
+        return [[c.name for c in t.pod_spec().containers] if isinstance(t, Target) else str(t)
+                for t in walk(obj, related=related) if not isinstance(t, Target) or t.template == SCHEDULER]
+
+    assert containers(replace(given, kserve_namespace="opendatahub")) == [["main", "tokenizer"]]
+    assert containers(given) == [["main"]]  # that ConfigMap is any other: the scheduler's text is not given
