@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from webhook.cluster.client import Lister, Unreachable
+from webhook.cluster.client import ClusterError, Lister, Unreachable
 from webhook.cluster.pager import ListFailed
 from webhook.cluster.related import read_related
 from webhook.core.operators import CLUSTER
@@ -76,3 +76,36 @@ def test_the_two_config_maps_are_read_by_name() -> None:
                                       {"/api/v1/namespaces/knative-serving/configmaps/config-deployment": cm}),
                            lambda _: None)
     assert related.of("", "ConfigMap", cluster_scoped=True) == (cm,)
+
+
+class RefusingLister(FakeLister):
+    """The ConfigMap GETs answered ``status`` (403: not granted), or raising (the API server gone mid-run)."""
+
+    def __init__(self, status: int | Exception) -> None:
+        super().__init__({SR: [RUNTIME], CSR: []}, {})
+        self.status = status
+
+    def send(self, method: str, path: str, query: list[tuple[str, str]], body: Any,
+             content_type: str | None) -> tuple[int, dict[str, Any]]:
+        if isinstance(self.status, Exception):
+            raise self.status
+        return self.status, {}
+
+
+def test_kserve_s_config_map_refused_is_unknown_not_shipped() -> None:
+    """A 403 on ``inferenceservice-config`` had been taken as "absent", so KServe's shipped values judged (its
+    Burstable storage initializer refusing a Pod the cluster's config makes Guaranteed): now what KServe builds
+    from it is not known, with the grant to add; a 404 is still KServe's shipped values, as KServe does."""
+    isvc: dict[str, Any] = {"apiVersion": "serving.kserve.io/v1beta1", "kind": "InferenceService",
+                            "metadata": {"name": "m", "namespace": "ml",
+                                         "annotations": {"serving.kserve.io/deploymentMode": "RawDeployment"}},
+                            "spec": {"predictor": {"model": {"modelFormat": {"name": "sklearn"}}}}}
+    for failure, shown, out in ((403, "HTTP 403", "grant get on it"),
+                                (ClusterError("timed out"), "timed out", "give it in the input")):
+        related = read_related(RefusingLister(failure), lambda _: None, "opendatahub")
+        (reason,) = walk(isvc, related=related)
+        assert isinstance(reason, str), reason
+        assert f"ConfigMap opendatahub/inferenceservice-config not read ({shown}" in reason, reason
+        assert f"): {out}" in reason, reason
+    (target,) = walk(isvc, related=read_related(RefusingLister(404), lambda _: None))
+    assert not isinstance(target, str) and target.template == "spec.predictor (predictor, ServingRuntime rt)"

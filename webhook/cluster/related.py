@@ -7,7 +7,9 @@ runtime KServe would not find is said as such); a CRD not served (404), a refuse
 API server leave the kind unknown (said once, but for 403 and 404: KServe not installed or not granted), and the
 builders answer "unknown" as without a cluster. Only the two named ConfigMaps are read (a GET each), never a
 namespace's ConfigMaps: ``inferenceservice-config`` in the namespace KServe runs in (``policy.kserveNamespace``,
-its controller's POD_NAMESPACE), ``config-deployment`` in knative-serving; one not read is taken as shipped.
+its controller's POD_NAMESPACE), ``config-deployment`` in knative-serving. One absent (404) is taken as shipped, as
+KServe and Knative do; KServe's refused or failed makes what KServe builds from it not known
+(``Related.config_unknown``, as the webhook's cache says it), Knative's is taken as shipped.
 """
 
 from __future__ import annotations
@@ -44,17 +46,22 @@ def read_related(lister: Lister, say: Callable[[str], None], kserve_namespace: s
             say(f"{key[1]}s are not read ({exc}): an InferenceService whose runtime they hold is unknown")
             continue
         read.add(key)
-    found = []
+    found, unread = [], ""
     for namespace, name in ((kserve_namespace, ISVC_CONFIG), (KNATIVE_NAMESPACE, KNATIVE_CONFIG)):
         try:
             status, body = lister.send("GET", f"/api/v1/namespaces/{namespace}/configmaps/{name}", [], None, None)
-        except ClusterError:
-            continue  # KServe's and Knative's shipped values are used, as where the ConfigMap is absent
+        except ClusterError as exc:
+            status, body = 0, {"message": str(exc)}
         if status == 200 and body:
             found.append(body)
+        elif status != 404 and name == ISVC_CONFIG:  # refused or failed: KServe reads it first, so nothing is known
+            why = f"HTTP {status}" if status else str(body.get("message", ""))
+            out = "grant get on it, or give it in the input" if status in (401, 403) else "give it in the input"
+            unread = f"ConfigMap {namespace}/{ISVC_CONFIG} not read ({why}): {out}"  # said by each object built on it
+        # Knative's config-deployment not read: its shipped values (the queue-proxy's), as where it is absent
     if found:
         objects[("", "ConfigMap")] = tuple(found)
-    return Related(objects, CLUSTER, frozenset(read), kserve_namespace)
+    return Related(objects, CLUSTER, frozenset(read), kserve_namespace, unread)
 
 
 __all__ = ["read_related"]
