@@ -15,12 +15,13 @@ from tests.unit.test_cluster_claim_specs import cpus, template
 from tests.unit.test_cluster_claim_specs import pod as claim_pod
 from tests.unit.test_dra_cpu_class import DENY
 from webhook.batch import runner
+from webhook.batch.report import Report
 from webhook.core import engine, workloads
 from webhook.core.config import parse_config
 from webhook.core.engine import Mode, evaluate
 
 
-def check(tmp_path: Path, objects: list[dict[str, Any]], config: Any = DENY) -> runner.Report:
+def check(tmp_path: Path, objects: list[dict[str, Any]], config: Any = DENY) -> Report:
     path = tmp_path / "input.yaml"
     path.write_text(yaml.safe_dump_all(objects))
     return runner.check_paths([str(path)], config, Mode.ENFORCE)
