@@ -25,7 +25,8 @@ from webhook.core.operators import Unjudged
 from webhook.core.podspec import COMPUTE, GUARANTEED, PodSpec, build_pod_spec
 from webhook.core.qos import qos_class
 from webhook.core.rules import Violation, run_claim_rules, run_rules
-from webhook.core.workloads import Target, table, walk
+from webhook.core.target import Target
+from webhook.core.workloads import table, walk
 
 MODE_LABEL = "qos-guard.io/mode"  # the namespace label that opts in (docs/contract.md#names)
 MODE_LABEL_RULE = "invalid-mode-label"
