@@ -83,11 +83,6 @@ def always(policy: Policy) -> bool:
     return True
 
 
-def no_pod_spec(pod: PodSpec, policy: Policy, facts: Facts) -> list[Violation]:
-    """The ``check`` of a rule that judges claim specs only (``Rule.kinds``, ``Rule.judge``): a pod spec has none."""
-    return []
-
-
 @dataclass(frozen=True, slots=True)
 class PolicyRefusal:
     """Why ``qos-guard policy`` refuses a configuration that turns on a rule CEL cannot express: the key that

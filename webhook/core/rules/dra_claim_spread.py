@@ -20,7 +20,8 @@ from webhook.core.demands import dra_advisory, dra_judged
 from webhook.core.dra_requests import NUMA_ATTRIBUTE, claim_spread
 from webhook.core.facts import NO_FACTS, Facts
 from webhook.core.fieldpath import FieldPath, dotted
-from webhook.core.rules.base import Rule, Text, Violation, no_pod_spec
+from webhook.core.podspec import PodSpec
+from webhook.core.rules.base import Rule, Text, Violation
 from webhook.core.rules.dra_cpu_unpaired import cpu_pairing
 
 RULE_ID = "dra-claim-spread"
@@ -46,8 +47,12 @@ def judge_claim(kind: str, spec: Mapping[str, Any], path: FieldPath, policy: Pol
                       rule=RULE_ID, advisory=dra_advisory(policy))]
 
 
+def check(pod: PodSpec, policy: Policy, facts: Facts) -> list[Violation]:
+    return []  # a pod spec has no claim spec: claims are judged by ``judge_claim``
+
+
 RULE = Rule(
-    RULE_ID, check=no_pod_spec, cel=None,
+    RULE_ID, check=check, cel=None,
     summary="a ResourceClaim or ResourceClaimTemplate asks several devices with no NUMA or PCIe `matchAttribute` "
             "constraint: they may land on different NUMA nodes (advisory; `policy.dra: deny` refuses)",
     severity="medium",

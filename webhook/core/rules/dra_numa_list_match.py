@@ -20,7 +20,8 @@ from webhook.core.demands import dra_advisory, dra_judged
 from webhook.core.dracpu import multi_valued
 from webhook.core.facts import Facts
 from webhook.core.fieldpath import FieldPath, dotted
-from webhook.core.rules.base import Rule, Text, Violation, no_pod_spec
+from webhook.core.podspec import PodSpec
+from webhook.core.rules.base import Rule, Text, Violation
 from webhook.core.rules.dra_cpu_unpaired import numa_attribute
 
 RULE_ID = "dra-numa-list-match"
@@ -58,8 +59,12 @@ def judge_claim(kind: str, spec: Mapping[str, Any], path: FieldPath, policy: Pol
     return found
 
 
+def check(pod: PodSpec, policy: Policy, facts: Facts) -> list[Violation]:
+    return []  # a pod spec has no claim spec: claims are judged by ``judge_claim``
+
+
 RULE = Rule(
-    RULE_ID, check=no_pod_spec, cel=None,
+    RULE_ID, check=check, cel=None,
     summary="a claim's NUMA `matchAttribute` is on an attribute some device publishes as a list of several "
             "nodes: lists match when they intersect (advisory; `policy.dra: deny` refuses)",
     severity="medium",
