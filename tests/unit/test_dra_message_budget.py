@@ -119,14 +119,15 @@ def _reasons() -> list[str]:
     """The reasons a claim is not known that ``DraFacts.unknown_why`` carries (after the claim's kind and name)."""
     from webhook.batch.clusterfacts import CLASSES_UNREAD
     from webhook.batch.runner import differ, elsewhere
-    from webhook.core.dracpu import DraFacts
+    from webhook.core.dracpu import DraFacts, dra_facts
     from webhook.core.dracpu_classes import CLASS_NOT_LISTED
 
     key = ("ResourceClaimTemplate", "gpu-and-cpus")
     namespaces = ("inference-prod", "inference-staging", "inference-canary", "team-b")
-    apart = elsewhere(DraFacts(cpu_claims={}), {ns: [{
+    apart = elsewhere(DraFacts(cpu_claims={}), {ns: dra_facts([{
         "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
-        "metadata": {"name": "gpu-and-cpus", "namespace": ns}, "spec": {"spec": {}}}] for ns in namespaces})[key]
+        "metadata": {"name": "gpu-and-cpus", "namespace": ns}, "spec": {"spec": {}}}], slices=False)
+        for ns in namespaces})[key]
     return [CLASS_NOT_LISTED.format(name="cpus.inference.example.com"),
             CLASSES_UNREAD.format(name="cpus.inference.example.com"), differ("inference-staging")(key),
             differ(None)(key), apart]

@@ -223,6 +223,19 @@ def test_bad_input_is_a_400_with_the_reason(body: Any, reason: str) -> None:
         assert reason in answer.json["reason"], answer.json
 
 
+@pytest.mark.parametrize(("raw", "reason"), [
+    (b"{not json", "the body is not JSON"),
+    (b"[]", "ExtenderBindingArgs must be a JSON object, not list"),
+    (b'"x"', "ExtenderBindingArgs must be a JSON object, not str"),
+])
+def test_a_binding_body_that_is_no_json_object_is_refused_with_the_reason(raw: bytes, reason: str) -> None:
+    """``/bind`` reads its body as ``/filter`` does (one decoding), naming its own type."""
+    from webhook.extender.protocol import BadArgs, parse_binding
+
+    with pytest.raises(BadArgs, match=reason):
+        parse_binding(raw)
+
+
 def test_a_bound_pod_is_read_from_the_api_object() -> None:
     obj = pod("x") | {"status": {"phase": "Pending", "conditions": [
         {"type": "PodScheduled", "status": "True", "lastTransitionTime": "2027-01-15T08:00:00Z"}]}}

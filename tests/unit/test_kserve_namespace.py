@@ -25,7 +25,8 @@ from webhook.core.operators import CLUSTER, Related, collect
 from webhook.core.operators.kserve import RELATED
 from webhook.core.operators.llmisvc import CONFIG
 from webhook.core.operators.llmisvc import RELATED as LLM_RELATED
-from webhook.core.workloads import Target, walk
+from webhook.core.target import Target
+from webhook.core.workloads import walk
 
 WHOLE = {"cpuRequest": "1", "cpuLimit": "1", "memoryRequest": "1Gi", "memoryLimit": "1Gi"}
 ODH = Config(policy=Policy(kserve_namespace="opendatahub"))

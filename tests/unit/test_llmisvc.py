@@ -18,7 +18,8 @@ from webhook.core.facts import Facts
 from webhook.core.fieldpath import dotted
 from webhook.core.operators import CLUSTER, Related, collect
 from webhook.core.operators.llmisvc import CONFIG, RELATED, merge, well_known
-from webhook.core.workloads import Target, find_targets, walk
+from webhook.core.target import Target
+from webhook.core.workloads import find_targets, walk
 
 GOOD = {"requests": rl("4", "8Gi"), "limits": rl("4", "8Gi")}
 

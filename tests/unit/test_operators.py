@@ -12,7 +12,8 @@ from webhook.core.engine import Mode, evaluate
 from webhook.core.facts import Facts
 from webhook.core.fieldpath import dotted
 from webhook.core.operators import CLUSTER, INPUT, NO_RELATED, Built, Related, collect, merge
-from webhook.core.workloads import KINDS, Kind, Target, Template, find_targets, related_kinds, walk
+from webhook.core.target import Target
+from webhook.core.workloads import KINDS, Kind, Template, find_targets, related_kinds, walk
 
 RUNTIME = ("example.com", "Runtime")
 

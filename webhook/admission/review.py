@@ -34,7 +34,8 @@ from webhook.core.podspec import ManifestError
 from webhook.core.refusal import LINE_BREAK, finding, fit_warnings, not_judged, note, refusal, warning
 from webhook.core.rules import Violation
 from webhook.core.scheduler_name import choose_for
-from webhook.core.workloads import POD, Target, judged, table
+from webhook.core.target import Target
+from webhook.core.workloads import POD, judged, table
 
 API_VERSIONS = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
 MODES = tuple(m.value for m in Mode)

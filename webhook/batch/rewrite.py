@@ -38,7 +38,8 @@ from webhook.core.fieldpath import FieldPath, dotted
 from webhook.core.mutation import Change, apply_changes
 from webhook.core.podspec import ManifestError
 from webhook.core.rules import Violation
-from webhook.core.workloads import Target, related_kinds, table
+from webhook.core.target import Target
+from webhook.core.workloads import related_kinds, table
 from webhook.core.workloads import walk as walk_workloads
 from webhook.manifests.documents import (
     Document,

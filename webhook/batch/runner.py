@@ -31,15 +31,12 @@ from webhook.core.engine import (
     mode_label_problem,
     namespace_manifests,
     namespace_of,
-    related_of,
     without_containers,
 )
 from webhook.core.facts import NO_FACTS, Facts, Memo
 from webhook.core.fieldpath import FieldPath
-from webhook.core.operators import Unjudged
 from webhook.core.outcome import ExitCode, fold
 from webhook.core.podspec import ManifestError
-from webhook.core.workloads import Target, table, walk
 from webhook.manifests.reader import STDIN, Document, ReadError, expand_paths, open_manifest, read_documents
 
 
@@ -83,7 +80,6 @@ def run(items: Iterable[Item], config: Config, mode: Mode, report: Report, facts
         try:
             verdict = evaluate(item.obj, config, mode, seen_from(item.namespace or namespace_of(item.obj)),
                                namespace=item.namespace)
-            found = list(walk(item.obj, kinds=table(config.workloads), related=related_of(config, facts)))
         except ManifestError as exc:
             report.add_error(item.locate(exc.path), f"{item.label}malformed object: {exc}")
             continue
@@ -99,11 +95,12 @@ def run(items: Iterable[Item], config: Config, mode: Mode, report: Report, facts
         # such Namespaces and Services is "nothing to judge", exit 2, as one of Services alone).
         namespaces = [(where, ns) for where, ns in namespace_manifests(item.obj) if has_mode_label(ns)]
         judged_namespaces = len(namespaces)
-        # what is not known: the builders' reasons and the partial pod specs that passed (``verdict.unknown``)
-        for reason in [*(f for f in found if not isinstance(f, Unjudged)), *verdict.unknown]:
+        # what has no Pod to judge (``verdict.passed_over``) and what is not known: the builders' reasons and the
+        # partial pod specs that passed (``verdict.unknown``)
+        for reason in [*verdict.passed_over, *verdict.unknown]:
             if reason == "Namespace" and judged_namespaces:
                 judged_namespaces -= 1
-            elif isinstance(reason, str):
+            else:
                 report.add_skipped(NO_MODE_LABEL if reason == "Namespace" else reason)
         for where, namespace in namespaces:  # the mode label, as the webhook judges it (a typo fails CI)
             meta = namespace.get("metadata")
@@ -111,7 +108,7 @@ def run(items: Iterable[Item], config: Config, mode: Mode, report: Report, facts
             label = (*where, "metadata", "labels", MODE_LABEL)
             report.add_finding(item.locate(label), "Namespace", name, label, MODE_LABEL_RULE,
                                mode_label_problem(namespace))
-        target = next((t for t in found if isinstance(t, Target)), None)
+        target = verdict.first
         if verdict.exempt is not None and target is not None:  # none: only what is not known, counted above
             report.add_exempt(target.kind, target.name, item.locate(target.path), verdict.exempt)
         report.add_verdict(verdict, item.locate)
@@ -259,8 +256,8 @@ def with_input_dra(facts: Facts, items: Sequence[Item]) -> Facts:
 
     view = facts.dra_of
     cluster: Callable[[str], DraFacts | None] = view if view is not None else (lambda _namespace: facts.dra)
-    return replace(facts, dra=merge(facts.dra, said_unknown(input_of(""), elsewhere(input_of(""), namespaced)),
-                                    differ(None)),
+    unnamed = said_unknown(input_of(""), elsewhere(input_of(""), {n: input_of(n) for n in namespaced}))
+    return replace(facts, dra=merge(facts.dra, unnamed, differ(None)),
                    dra_of=lambda namespace: merge(cluster(namespace), input_of(namespace), differ(namespace)))
 
 
@@ -271,12 +268,13 @@ def differ(namespace: str | None) -> Callable[[tuple[str, str]], str]:
                          "without --kubeconfig")
 
 
-def elsewhere(unnamed: DraFacts, namespaced: Mapping[str, Sequence[Any]]) -> dict[tuple[str, str], str]:
+def elsewhere(unnamed: DraFacts, named: Mapping[str, DraFacts]) -> dict[tuple[str, str], str]:
     """The claims the input holds only in named namespaces, and why an object of no namespace cannot use them: kubectl
-    applies it to its context's namespace, which the input does not say."""
+    applies it to its context's namespace, which the input does not say. ``named``: each namespace's view of the
+    input (its claims with those of no namespace, ``unnamed``'s, which are left out here)."""
     found: dict[tuple[str, str], list[str]] = {}
-    for namespace, objects in sorted(namespaced.items()):
-        for key in dra_facts(objects, slices=False).cpu_claims or {}:
+    for namespace, view in sorted(named.items()):
+        for key in view.cpu_claims or {}:
             if key not in (unnamed.cpu_claims or {}):
                 found.setdefault(key, []).append(namespace)
     return {key: (f"the object names no namespace and the input holds it only in namespace"

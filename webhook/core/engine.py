@@ -12,7 +12,7 @@ import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from functools import cached_property
+from functools import cached_property, partial
 from typing import Any
 
 from webhook.core.claims import CLAIM_KINDS
@@ -25,7 +25,8 @@ from webhook.core.operators import Related, Unjudged
 from webhook.core.podspec import COMPUTE, GUARANTEED, PodSpec, build_pod_spec
 from webhook.core.qos import qos_class
 from webhook.core.rules import Violation, run_claim_rules, run_rules
-from webhook.core.workloads import Target, table, walk
+from webhook.core.target import Target
+from webhook.core.workloads import table, walk
 
 MODE_LABEL = "qos-guard.io/mode"  # the namespace label that opts in (docs/contract.md#names)
 MODE_LABEL_RULE = "invalid-mode-label"
@@ -203,6 +204,10 @@ class ObjectVerdict:
     # target's whose known part passed (``Target.partial``). Unknown is its own answer: the webhook warns with
     # them, ``check`` counts them as skipped; never a pass.
     unknown: tuple[str, ...] = ()
+    # What has no Pod to judge, as ``walk`` said it (a kind, ``KIND without a pod template``, ``NoPodHere``), and
+    # the first pod spec found (where ``check`` says an exempt object is): kept so no caller walks the object again.
+    passed_over: tuple[str, ...] = ()
+    first: Target | None = None
 
     @property
     def violations(self) -> list[tuple[Target, Violation]]:
@@ -278,10 +283,13 @@ def evaluate(obj: Any, config: Config, mode: Mode, facts: Facts = NO_FACTS, *, n
     walked = list(walk(obj, kinds=table(config.workloads), related=related_of(config, facts)))
     targets = [t for t in walked if isinstance(t, Target)]
     unknown = [str(r) for r in walked if isinstance(r, Unjudged)]
+    said = partial(ObjectVerdict, mode, passed_over=tuple(r for r in walked if isinstance(r, str)
+                                                          and not isinstance(r, Unjudged)),
+                   first=targets[0] if targets else None)
     if not targets and unknown:  # no pod spec known: exempt as its namespace or requesting user is
         why = _object_exemption(config, obj, namespace, username)
         if why is not None:
-            return ObjectVerdict(mode, (), exempt=why, unknown=tuple(unknown))
+            return said((), exempt=why, unknown=tuple(unknown))
     kube = kube_of(config, facts)
     results = []
     exempt: list[tuple[str, bool]] = []
@@ -304,8 +312,8 @@ def evaluate(obj: Any, config: Config, mode: Mode, facts: Facts = NO_FACTS, *, n
     # Every pod spec exempt: the object is (said once, the first why), unless by runtimeClassName alone with
     # something not known (that is still said).
     if exempt and len(exempt) == len(targets) and (not unknown or not all(by_class for _, by_class in exempt)):
-        return ObjectVerdict(mode, (), exempt=exempt[0][0], unknown=tuple(unknown))
-    return ObjectVerdict(mode, tuple(results), unknown=tuple(unknown))
+        return said((), exempt=exempt[0][0], unknown=tuple(unknown))
+    return said(tuple(results), unknown=tuple(unknown))
 
 
 def _object_exemption(config: Config, obj: Any, namespace: str | None, username: str | None) -> str | None:

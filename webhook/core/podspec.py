@@ -419,7 +419,7 @@ def build_pod_spec(spec: Any, path: FieldPath, status: Any = None, template: str
                    kube: Semantics = DEFAULT, stored: bool = False,
                    fields: Sequence[tuple[FieldPath, FieldPath]] = ()) -> PodSpec:
     """The pod spec at ``path`` as ``kube``'s API server stores it; ``status`` is a Pod's own ``status``;
-    ``template`` names it among its object's several (``webhook.core.workloads.Target.template``). ``stored``:
+    ``template`` names it among its object's several (``webhook.core.target.Target.template``). ``stored``:
     the Pod was read from the API server, so its ``status.qosClass`` is the class the server gave it at
     create, which kubelet reads back (``GetPodQOS``) whatever the minor judging it now. ``fields``: a pod spec
     an operator builds, its containers named by the object's fields (``rebase``)."""

@@ -16,7 +16,8 @@ Template paths (``webhook.core.templatepaths``) are dotted field names with two 
 of a list (``spec.replicatedJobs[*].template.spec.template.spec``) and ``*`` for every value of a map
 (``spec.pytorchReplicaSpecs.*.template.spec``). A kind whose Pods an operator builds has a builder instead
 (``Kind.build``, ``webhook.core.operators``). Users declare more kinds in the configuration
-(``workloads``, ``webhook.core.config``); ``table(extra)`` is the built-in table with them.
+(``workloads``, ``webhook.core.config``); ``table(extra)`` is the built-in table with them. Each pod spec ``walk``
+finds is a ``Target`` (``webhook.core.target``).
 """
 
 from __future__ import annotations
@@ -29,12 +30,12 @@ from typing import Any
 
 from webhook.core.claims import CLAIM_KINDS, ClaimKind, claim_kind, claim_spec
 from webhook.core.fieldpath import FieldPath, Segment
-from webhook.core.kubeversion import DEFAULT, Semantics
 from webhook.core.operators import NO_RELATED, Build, NoPodHere, Related, Unjudged, llmisvc, nim, vllmruntime
 from webhook.core.operators.kserve import COMPONENTS, GROUP
 from webhook.core.operators.kserve import RELATED as KSERVE_RELATED
 from webhook.core.operators.kserve import build as kserve_build
-from webhook.core.podspec import ManifestError, PodSpec, build_pod_spec
+from webhook.core.podspec import ManifestError
+from webhook.core.target import Target, several_pods
 from webhook.core.templatepaths import (
     LIST,
     LWS_SIZE_ONE,
@@ -218,55 +219,6 @@ def find_kind(obj: Mapping[str, Any], kinds: Mapping[tuple[str, str], Kind] = KI
     return kinds.get((group, kind))
 
 
-@dataclass(frozen=True, slots=True)
-class Target:
-    """One pod spec to judge: the object it belongs to, the path from the document root, the Pod's own
-    ``status`` (templates have none), and which template it is when the kind has more than one place for
-    them (``spec.replicatedJobs[1] (workers)``; empty for a kind with one fixed template)."""
-
-    kind: str
-    name: str
-    namespace: str | None
-    path: FieldPath
-    spec: Mapping[str, Any]
-    status: Any = None
-    template: str = ""
-    root: FieldPath = ()  # where the object is in the document (a List's item): one object, several templates
-    # A pod spec an operator builds (``Kind.build``): built-spec paths -> the document's fields a user changes
-    # (``webhook.core.operators.Built.fields``, rebased on the document).
-    fields: tuple[tuple[FieldPath, FieldPath], ...] = ()
-    built: bool = False  # built by an operator: ``spec`` is not in the document, only ``fields`` are
-    partial: str = ""  # part of the Pod only: a pass is not the Pod's (``webhook.core.operators.Built.partial``)
-    shown: tuple[tuple[FieldPath, FieldPath], ...] = ()  # as ``fields``, to name only (``Built.shown``)
-    several: str = ""  # how the object runs several Pods of the template at once (``several_pods``), '' if not known
-
-    def unbase(self, path: FieldPath) -> FieldPath | None:
-        """A built target's document ``path`` back in the built spec (the inverse of ``fields``): None where no
-        object field makes that part of the Pod (the mutation cannot change it). A literal template's: ``path``."""
-        if not self.built:
-            return path
-        if any(path[:len(shown)] == shown for _, shown in self.shown):  # an injected part, named by a field
-            return None
-        for prefix, field_path in self.fields:
-            if path[:len(field_path)] == field_path:
-                return (*prefix, *path[len(field_path):])
-        return None
-
-    def in_built(self, path: FieldPath) -> FieldPath:
-        """A finding's or change's ``path`` (named by the object's fields) back where it is in the built spec, for
-        any part of the Pod: injected ones too (``shown``)."""
-        for prefix, named in (*self.shown, *self.fields):
-            if path[:len(named)] == named:
-                return (*prefix, *path[len(named):])
-        return path
-
-    def pod_spec(self, kube: Semantics = DEFAULT, stored: bool = False) -> PodSpec:
-        """The pod spec as ``kube``'s API server stores it (``stored``: as it was stored, status included)."""
-        spec = build_pod_spec(self.spec, self.path, self.status, self.template, kube, stored,
-                              self.fields + self.shown)
-        return replace(spec, several=self.several) if self.several else spec
-
-
 def _meta(obj: Mapping[str, Any], where: FieldPath) -> tuple[str, str | None]:
     meta = obj.get("metadata")
     if meta is None:
@@ -347,31 +299,6 @@ def walk(obj: Any, where: FieldPath = (), kinds: Mapping[tuple[str, str], Kind] 
         yield f"{kind} without a pod template"  # e.g. a kustomize patch that only sets replicas
 
 
-def _count(obj: Any, *keys: str) -> int:
-    """An integer field under ``keys`` (1, its default, when absent or not an integer)."""
-    for key in keys:
-        obj = obj.get(key) if isinstance(obj, Mapping) else None
-    return obj if isinstance(obj, int) and not isinstance(obj, bool) else 1
-
-
-EVERY_NODE = "its Pod on every node"  # ``several_pods`` of a DaemonSet: its Pods are on different nodes
-
-
-def several_pods(kind: str, obj: Mapping[str, Any]) -> str:
-    """How a built-in controller runs several Pods of its one template at once ('' for one, or a kind whose count
-    is not read here): replicas, a Job's parallelism, a DaemonSet's one Pod per node."""
-    if kind in ("Deployment", "ReplicaSet", "StatefulSet", "ReplicationController"):
-        n = _count(obj, "spec", "replicas")
-        return f"its {n} replicas" if n > 1 else ""
-    if kind == "Job":
-        n = _count(obj, "spec", "parallelism")
-        return f"its parallelism {n}" if n > 1 else ""
-    if kind == "CronJob":
-        n = _count(obj, "spec", "jobTemplate", "spec", "parallelism")
-        return f"its jobs' parallelism {n}" if n > 1 else ""
-    return EVERY_NODE if kind == "DaemonSet" else ""
-
-
 def _built(known: Kind, obj: Mapping[str, Any], where: FieldPath, name: str, namespace: str | None,
            related: Related) -> Iterator[Target | str]:
     """What ``known``'s builder yields, as Targets located in the document (``where``), or its reasons."""
@@ -434,7 +361,6 @@ __all__ = [
     "Kind",
     "PathError",
     "Segment",
-    "Target",
     "Template",
     "describe",
     "find_kind",

@@ -76,13 +76,19 @@ def _decode(raw: bytes | bytearray) -> Any:
     return msgspec.json.decode(raw)
 
 
-def parse_args(raw: bytes | bytearray) -> Args:
+def _json_object(raw: bytes | bytearray, what: str) -> Mapping[str, Any]:
+    """The body decoded (``_decode``), which must be one JSON object (``what``: the type kube-scheduler sends)."""
     try:
         body = _decode(raw)
     except (msgspec.DecodeError, ValueError, UnicodeDecodeError) as exc:
         raise BadArgs(f"the body is not JSON: {exc}") from None
     if not isinstance(body, Mapping):
-        raise BadArgs(f"ExtenderArgs must be a JSON object, not {type(body).__name__}")
+        raise BadArgs(f"{what} must be a JSON object, not {type(body).__name__}")
+    return body
+
+
+def parse_args(raw: bytes | bytearray) -> Args:
+    body = _json_object(raw, "ExtenderArgs")
     pod = _field(body, "Pod")
     if not isinstance(pod, Mapping):
         raise BadArgs("Pod: missing or not an object (kube-scheduler sends the Pod being scheduled)")
@@ -123,12 +129,7 @@ class Binding:
 
 def parse_binding(raw: bytes | bytearray) -> Binding:
     """``ExtenderBindingArgs`` (``PodName``, ``PodNamespace``, ``PodUID``, ``Node``), read as encoding/json does."""
-    try:
-        body = _decode(raw)
-    except (msgspec.DecodeError, ValueError, UnicodeDecodeError) as exc:
-        raise BadArgs(f"the body is not JSON: {exc}") from None
-    if not isinstance(body, Mapping):
-        raise BadArgs(f"ExtenderBindingArgs must be a JSON object, not {type(body).__name__}")
+    body = _json_object(raw, "ExtenderBindingArgs")
     found = {}
     for name in ("PodName", "PodNamespace", "PodUID", "Node"):
         value = _field(body, name)

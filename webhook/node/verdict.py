@@ -241,14 +241,18 @@ def judge_container(pod: PodInfo, alloc: ContainerAllocation, allocatable: Alloc
     if (draft.unknown or uncertain or unknown) and draft.can_share:
         verdict, detail = None, f"{where}: NUMA alignment unknown"
         problems = ()
-    if unknown:
-        problems += (cpus_unknown(alloc.name, where, unknown),)
-    if draft.unknown:
-        problems += (numa_unknown(alloc.name, where, draft.unknown),)
-    if uncertain:
-        problems += (whose_unknown(alloc.name, where, uncertain),)
+    problems += not_known(alloc.name, where, unknown, draft.unknown, uncertain)
     return ContainerVerdict(pinned=True, exclusive_cpus=cpus, cpu_numa=numa, aligned=verdict, reason=None,
                             detail=detail, notes=tuple(notes), problems=problems, **common)
+
+
+def not_known(container: str, where: str, cpus: frozenset[int], devices: tuple[str, ...],
+              uncertain: tuple[DraDevice, ...]) -> tuple[Problem, ...]:
+    """A pinned container's NUMAUnknown problems, in this order: its exclusive CPUs no NUMA node lists, its devices
+    whose NUMA node is unknown, its claims' devices not known to be its own."""
+    return (*((cpus_unknown(container, where, cpus),) if cpus else ()),
+            *((numa_unknown(container, where, devices),) if devices else ()),
+            *((whose_unknown(container, where, uncertain),) if uncertain else ()))
 
 
 def cpus_unknown(container: str, where: str, cpus: frozenset[int]) -> Problem:
@@ -328,12 +332,7 @@ def _judge_dra_cpus(alloc: ContainerAllocation, cpu_numa: Mapping[int, int], cgr
                             "node (qos-guard check: dra-cpu-unpaired)"),)
     if (unknown_cpus or draft.unknown or uncertain) and draft.can_share:
         verdict, detail = None, f"{where}: NUMA alignment unknown"
-    if unknown_cpus:
-        problems += (cpus_unknown(alloc.name, where, frozenset(unknown_cpus)),)
-    if draft.unknown:
-        problems += (numa_unknown(alloc.name, where, draft.unknown),)
-    if uncertain:
-        problems += (whose_unknown(alloc.name, where, uncertain),)
+    problems += not_known(alloc.name, where, frozenset(unknown_cpus), draft.unknown, uncertain)
     return ContainerVerdict(pinned=True, exclusive_cpus=cpus, cpu_numa=numa, aligned=verdict, reason=None,
                             detail=detail, notes=tuple(notes), problems=problems, **common)
 

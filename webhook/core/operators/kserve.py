@@ -46,8 +46,9 @@
 
 Where the runtime is not known (not in the input, no cluster read) the model's own container is still judged when
 its ``resources`` set both requests and limits of cpu and memory (no runtime can change them): a failure there is
-the Pod's, a pass is not (``Built.partial``). Not built here: a ModelMesh predictor (``kserve_modelmesh``: its
-transformer and explainer are), a ClusterStorageContainer other than KServe's default, the ART explainer.
+the Pod's, a pass is not (``Built.partial``; a model's Pod is built in ``kserve_model``). Not built here: a
+ModelMesh predictor (``kserve_modelmesh``: its transformer and explainer are), a ClusterStorageContainer other than
+KServe's default, the ART explainer.
 """
 
 from __future__ import annotations
@@ -57,9 +58,10 @@ from typing import Any
 
 from webhook.core.fieldpath import FieldPath, dotted
 from webhook.core.gojson import TooDeep
-from webhook.core.operators import Built, Related, annotations_at, list_at, mapping_at, metadata_at
+from webhook.core.operators import Built, Related, annotations_at, list_at, mapping_at
 from webhook.core.operators.kserve_canary import DEFAULT_MODE, MODE_ANNOTATION, MODES, canaries, canary_refusal
 from webhook.core.operators.kserve_ingress import ingress_refusal
+from webhook.core.operators.kserve_model import FRAMEWORKS, MODEL_CONTAINER, MODEL_FIELDS, model_predictor, pod_fields
 from webhook.core.operators.kserve_modelmesh import BUILT_AS, MODEL_MESH, model_mesh
 from webhook.core.operators.kserve_pod import (
     AGENT,
@@ -86,22 +88,11 @@ from webhook.core.operators.kserve_runtimes import (
     NoPod,
     choose_runtime,
     merge_container,
-    worker_pod,
 )
 from webhook.core.podspec import ManifestError
 
 RELATED = (SERVING_RUNTIME, CLUSTER_SERVING_RUNTIME, CONFIG_MAP)
-# KServe PredictorSpec: the model, and the framework specs KServe's defaulting turns into a model.
-FRAMEWORKS = ("sklearn", "xgboost", "tensorflow", "pytorch", "triton", "onnx", "huggingface", "pmml", "lightgbm",
-              "paddle")
-MODEL_FIELDS = ("model", *FRAMEWORKS)
-# setPredictorModelDefaults: protocol v2 for a model of these formats; the triton, onnx and huggingface framework
-# fields get it too (assignTritonRuntime, assignONNXRuntime, assignHuggingFaceRuntime), a model of those formats not.
-V2_FORMATS = ("triton", "vLLM")
-V2_FRAMEWORKS = ("triton", "onnx", "huggingface")
 COMPONENTS: tuple[str, ...] = ("predictor", "transformer", "explainer")
-MODEL_CONTAINER = "kserve-container"
-TRANSFORMER_CONTAINER = "transformer-container"
 
 
 def deployment_mode(obj: Mapping[str, Any], related: Related) -> str:
@@ -120,97 +111,6 @@ def deployment_mode(obj: Mapping[str, Any], related: Related) -> str:
     section, _ = config_section(related, "deploy")
     default = section.get("defaultDeploymentMode") if section is not None else None
     return MODES.get(default if isinstance(default, str) else "", MODES[DEFAULT_MODE])
-
-
-def _pod_fields(body: Mapping[str, Any]) -> dict[str, Any]:
-    """The predictor's own pod fields (its PodSpec inline), without the component's and the model's."""
-    skip = {*MODEL_FIELDS, "containers", "art", "alibi", "minReplicas", "maxReplicas", "scaleTarget", "scaleMetric",
-            "scaleMetricType", "containerConcurrency", "timeout", "canaryTrafficPercent", "logger", "batcher",
-            "labels", "annotations", "deploymentStrategy", "autoScaling", "workerSpec", "storageUri", "storage",
-            "name", "storageUris", "storageContainerName", "metrics", "behavior"}
-    return {k: v for k, v in body.items() if k not in skip}
-
-
-def _model_predictor(obj: Mapping[str, Any], body: Mapping[str, Any], field: str, related: Related,
-                     here: FieldPath, role: str, multinode: bool) -> tuple[Built | str, Built | str | None]:
-    """The predictor's Pod (``buildPodSpec``) and, multi-node, its workers' (``multiNodeProcess``)."""
-    where = dotted(here)
-    model = dict(mapping_at(body[field], (*here, field)))
-    if field != "model":  # setPredictorModelDefaults
-        model["modelFormat"] = {"name": field}
-        if field in V2_FRAMEWORKS:
-            model.setdefault("protocolVersion", "v2")
-    fmt = mapping_at(model.get("modelFormat"), (*here, field, "modelFormat")).get("name")
-    if fmt in V2_FORMATS:
-        model.setdefault("protocolVersion", "v2")
-    namespace = metadata_at(obj).get("namespace")
-    chosen = choose_runtime(model, namespace if isinstance(namespace, str) else None, multinode, related)
-    own = list_at(body.get("containers"), (*here, "containers"))
-    model_field = (*here, field)
-    if isinstance(chosen, NoPod):
-        return f"InferenceService {where}: {chosen}", None
-    if isinstance(chosen, str):
-        worker = f"InferenceService {where}.workerSpec: {chosen}" if multinode else None
-        return _partial(model, model_field, own, here, chosen), worker
-    label, runtime = chosen
-    spec = mapping_at(runtime.get("spec"), ("spec",))
-    rt_containers = [c for c in list_at(spec.get("containers"), ("spec", "containers")) if isinstance(c, Mapping)]
-    main = next((c for c in rt_containers if c.get("name") == MODEL_CONTAINER), None)
-    if main is None:
-        return f"{label} has no {MODEL_CONTAINER} container: KServe builds no Pod (InvalidPredictorSpec)", None
-    containers: list[Any] = [merge_container(main, model)]
-    fields: list[tuple[FieldPath, FieldPath]] = [(("containers", 0), model_field)]
-    own_transformer = next((i for i, c in enumerate(own) if isinstance(c, Mapping)
-                            and c.get("name") == TRANSFORMER_CONTAINER), None)
-    rt_transformer = next((c for c in rt_containers if c.get("name") == TRANSFORMER_CONTAINER), None)
-    if own_transformer is not None:
-        fields.append((("containers", len(containers)), (*here, "containers", own_transformer)))
-        containers.append(merge_container(rt_transformer, own[own_transformer]) if rt_transformer is not None
-                          else own[own_transformer])
-    elif rt_transformer is not None:
-        containers.append(rt_transformer)
-    containers += [c for c in rt_containers if c.get("name") not in (MODEL_CONTAINER, TRANSFORMER_CONTAINER)]
-    for i, c in enumerate(own):
-        if isinstance(c, Mapping) and c.get("name") != TRANSFORMER_CONTAINER:
-            fields.append((("containers", len(containers)), (*here, "containers", i)))
-            containers.append(c)
-    pod = {k: spec[k] for k in ("nodeSelector", "affinity", "tolerations", "schedulerName") if k in spec}
-    pod.update(_pod_fields(body))
-    pod["containers"] = containers
-    init = list(list_at(body.get("initContainers"), (*here, "initContainers")))
-    fields += [(("initContainers", i), (*here, "initContainers", i)) for i in range(len(init))]
-    fields.append((("resources",), (*here, "resources")))
-    pod["initContainers"] = init
-    head = Built(here, pod, f"{where} ({role}, {label})", tuple(fields))
-    return head, (worker_pod(body, spec, label, here, role) if multinode else None)
-
-
-def _fixed(container: Mapping[str, Any], where: FieldPath) -> bool:
-    """Its own resources set every cpu and memory request and limit: a merge under it changes none of them."""
-    resources = mapping_at(container.get("resources"), (*where, "resources"))
-    requests = mapping_at(resources.get("requests"), (*where, "resources", "requests"))
-    limits = mapping_at(resources.get("limits"), (*where, "resources", "limits"))
-    return all(r in requests and r in limits for r in ("cpu", "memory"))
-
-
-def _partial(model: Mapping[str, Any], model_field: FieldPath, own: list[Any], here: FieldPath,
-             why: str) -> Built | str:
-    """Without the runtime, what is known of the Pod whatever the runtime: the model container when its own
-    resources fix every cpu and memory request and limit, the predictor's own containers (a
-    ``transformer-container`` only when it fixes them too: the runtime's may be merged under it); else why."""
-    containers: list[Any] = []
-    fields: list[tuple[FieldPath, FieldPath]] = []
-    if _fixed(model, model_field):
-        fields.append((("containers", 0), model_field))
-        containers.append({"name": MODEL_CONTAINER, "resources": model.get("resources")})
-    for i, c in enumerate(own):
-        if isinstance(c, Mapping) and (c.get("name") != TRANSFORMER_CONTAINER or _fixed(c, (*here, "containers", i))):
-            fields.append((("containers", len(containers)), (*here, "containers", i)))
-            containers.append(c)
-    if not containers:
-        return f"InferenceService {dotted(here)}: {why}"
-    return Built(here, {"containers": containers}, f"{dotted(here)} (predictor, its runtime not known)",
-                 tuple(fields), partial=f"InferenceService {dotted(here)}: {why}")
 
 
 def _predictor_container(containers: list[Any], here: FieldPath, defaulted: bool) -> NoPod | None:
@@ -261,7 +161,7 @@ def _custom(component: str, body: Mapping[str, Any], related: Related, here: Fie
         refused = _predictor_container(containers, here, defaulted)
         if refused is not None:
             return refused
-    pod = {**_pod_fields(body), "containers": containers}
+    pod = {**pod_fields(body), "containers": containers}
     fields: list[tuple[FieldPath, FieldPath]] = [(("containers", i), (*here, "containers", i))
                                                  for i in range(len(containers))]
     init = list_at(body.get("initContainers"), (*here, "initContainers"))
@@ -349,7 +249,7 @@ def _component(obj: Mapping[str, Any], component: str, body: Mapping[str, Any], 
         field = "model" if body.get("model") is not None else next(
             (f for f in FRAMEWORKS if body.get(f) is not None), None)
         if field is not None:
-            built, worker = _model_predictor(obj, body, field, related, here, role, multinode)
+            built, worker = model_predictor(obj, body, field, related, here, role, multinode)
         else:
             built = _custom(component, body, related, here, role, defaulted)
     elif component == "explainer" and body.get("art") is not None:

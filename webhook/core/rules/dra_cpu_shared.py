@@ -18,7 +18,7 @@ Three ways a Pod gets there:
   again (``nri_hooks.go:176-195``: no ``AddResourceClaimAllocation``; only Prepare and Synchronize add one), so
   the shared-pool containers are given them too (``getSharedContainerUpdates``, ``GetSharedCPUs``);
 - a pod template names a ResourceClaim itself (``resourceClaimName``) and its object runs several Pods of it at
-  once (replicas > 1, a Job's parallelism > 1: ``workloads.several_pods``; the kinds whose count is not read
+  once (replicas > 1, a Job's parallelism > 1: ``target.several_pods``; the kinds whose count is not read
   there are not judged): they all share that one claim, on its one node; a DaemonSet's Pods on the other nodes
   cannot use a claim allocated on one node and stay Pending. A ResourceClaimTemplate gives each Pod its own.
 
@@ -36,7 +36,7 @@ from webhook.core.fieldpath import dotted
 from webhook.core.podspec import Container, PodSpec
 from webhook.core.rules.base import Rule, Text, Violation
 from webhook.core.rules.dra_cpu_not_mirrored import claimed_cpus
-from webhook.core.workloads import EVERY_NODE
+from webhook.core.target import EVERY_NODE
 
 RULE_ID = "dra-cpu-shared"
 
