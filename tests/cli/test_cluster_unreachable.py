@@ -196,3 +196,41 @@ def test_check_kubeconfig_reads_the_cluster_without_a_setting(qos_guard: Run, tm
             f"kubeconfig: {tmp_path / 'nope'} does not exist") in unread.stdout, unread.stdout
     assert "1 violation, 1 notice, 0 errors" in unread.stderr, unread.stderr
 
+
+
+def test_check_kubeconfig_on_an_api_server_without_dra_says_it_on_stderr_not_as_notices(
+        qos_guard: Run, tmp_path: Path) -> None:
+    """A plain `check --kubeconfig` (no policy.numa: auto, no policy.deviceClasses) against an API server that
+    serves no resource.k8s.io/v1 (1.33): what could not be read is said on stderr, not counted as notices for a run
+    of Pods that name no claim (a Pod that names one is said unknown with the reason). With policy.numa: auto the
+    run is set to read the cluster, and they stay notices."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class OldApiServer(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = (json.dumps({"major": "1", "minor": "33", "gitVersion": "v1.33.13"}) if self.path == "/version"
+                    else json.dumps({"kind": "Status", "code": 404, "reason": "NotFound"})).encode()
+            self.send_response(200 if self.path == "/version" else 404)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *_args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), OldApiServer)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        kubeconfig = tmp_path / "kubeconfig"
+        kubeconfig.write_text(KUBECONFIG.replace("https://", "http://").format(port=server.server_address[1]))
+        manifest = tmp_path / "pod.yaml"
+        manifest.write_text(LIMIT_ABOVE_REQUEST)
+        out = qos_guard("check", str(manifest), "--kubeconfig", str(kubeconfig))
+        assert out.returncode == 1 and "requests-not-equal-limits" in out.stdout, out.stderr
+        assert "notice" not in out.stdout and "1 violation, 0 errors" in out.stderr, (out.stdout, out.stderr)
+        assert "ResourceSlices (resource.k8s.io/v1) are not served" in out.stderr, out.stderr
+        assert "judging with Kubernetes 1.33 semantics (the API server's /version: v1.33.13)" in out.stderr
+    finally:
+        server.shutdown()

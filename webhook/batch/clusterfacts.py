@@ -32,15 +32,18 @@ from webhook.core.operators import KSERVE_NAMESPACE, NO_RELATED, Related
 def cluster_facts(config: Config, kubeconfig: str | None, say: Callable[[str], None], required: bool,
                   version: bool = True, context: str | None = None) -> Facts:
     """``_cluster_facts`` with, unless ``policy.dra: off``, the cluster's DRA objects (``cluster_dra``) whenever
-    the run reads the cluster at all (``audit``; ``check --kubeconfig``)."""
+    the run reads the cluster at all (``audit``; ``check --kubeconfig``). What of them cannot be read is a notice
+    where the run is set to read the cluster (``audit``, ``policy.numa: auto``, ``policy.deviceClasses: true``);
+    a plain ``check --kubeconfig`` says it on stderr only, as a Pod that names a claim is said unknown with the
+    reason anyway (``DraSnapshot``): a run of claim-less Pods against a 1.33 API server is not two notices."""
     facts = _cluster_facts(config, kubeconfig, say, required, version, context)
-    reads = required or kubeconfig is not None
-    if config.policy.dra == "off" or not reads:
+    if config.policy.dra == "off" or not (required or kubeconfig is not None):
         return facts
+    configured = required or config.numa_auto or config.policy.device_classes
     # policy.deviceClasses: true and the list refused: a claim of a class other than dra.cpu may ask CPUs (unknown)
     unread = config.policy.device_classes and facts.device_classes is None
     classes = None if unread else facts.device_classes.cpu if facts.device_classes is not None else frozenset()
-    dra = cluster_dra(kubeconfig, say, context, classes)
+    dra = cluster_dra(kubeconfig, say if configured else lambda m: say(f"qos-guard: {m}"), context, classes)
     if dra is None:
         return facts
     if unread:
