@@ -12,7 +12,7 @@ import pytest
 from flask.testing import FlaskClient
 
 from tests.helpers import admission_review
-from webhook.admission.review import ENDPOINTS, NOT_READ, parse_review, review_decision
+from webhook.admission.review import ENDPOINTS, NOT_READ, SHIPPED, parse_review, review_decision
 from webhook.core.config import parse_config
 from webhook.core.engine import Mode, evaluate
 from webhook.core.facts import Facts
@@ -151,7 +151,8 @@ def test_an_object_with_no_pod_of_its_own_is_not_warned_about(obj: dict[str, Any
 def test_a_modelmesh_transformer_is_judged_its_predictor_not_warned_about() -> None:
     """In ModelMesh mode KServe still builds the transformer, as a Knative Service (controller.go:283-291,
     transformer.go:125-176): its 1500m is refused (it was admitted in silence); the predictor, modelmesh-serving's,
-    is not warned about. The twin at 2 CPUs is admitted saying nothing."""
+    is not warned about. The twin at 2 CPUs is admitted saying only that it was judged with the shipped config
+    (``policy.operatorObjects`` is false here)."""
     whole_queue = {f"queue.sidecar.serving.knative.dev/{r}-resource-{k}": v
                    for r, v in (("cpu", "1"), ("memory", "1Gi")) for k in ("request", "limit")}
     meta = {"name": "mm", "namespace": "ml", "annotations": {"serving.kserve.io/deploymentMode": "ModelMesh",
@@ -160,7 +161,7 @@ def test_a_modelmesh_transformer_is_judged_its_predictor_not_warned_about() -> N
         obj = {**isvc("rt", FRACTIONAL), "metadata": meta}
         obj["spec"]["transformer"] = {"containers": [{"name": "t", "image": "t", "resources": resources}]}
         out = post(client(None, parse_config({})), "/validate", obj)
-        assert out["allowed"] is allowed and "warnings" not in out, out
+        assert out["allowed"] is allowed and out["warnings"] == [f"({SHIPPED})"], out
         if not allowed:
             assert "cpu-not-integer: spec.transformer (transformer)" in out["status"]["message"]
 
@@ -238,3 +239,22 @@ def test_a_list_of_objects_in_an_exempt_namespace_is_exempt_with_what_it_leaves_
         alone = evaluate(obj, ON, Mode.ENFORCE, facts)
         listed = evaluate({"apiVersion": "v1", "kind": "List", "items": [obj]}, ON, Mode.ENFORCE, facts)
         assert alone.exempt == listed.exempt == "namespace exempt-ns is exempt" and listed.results == (), listed
+
+
+def test_a_custom_container_judged_without_the_cluster_s_config_says_so() -> None:
+    """``policy.operatorObjects: false``: KServe's inferenceservice-config is not read, so a custom container is
+    judged with KServe's shipped values (its defaults, storage initializer, agent). That was said nowhere: a
+    refusal after the cluster's config was changed gave no reason why. Admitted or refused, it is said now, on
+    every endpoint; with the objects read (``operatorObjects: true``, the cache synced) it is not."""
+    custom = isvc("rt")
+    custom["spec"]["predictor"] = {"containers": [{"name": "kserve-container", "image": "i",
+                                                   "resources": GUARANTEED}]}
+    off = client(None, parse_config({}))
+    for path in ("/validate", "/warn", "/mutate"):
+        assert post(off, path, custom) == {"uid": "uid-1", "allowed": True, "warnings": [f"({SHIPPED})"]}, path
+    custom["spec"]["predictor"]["containers"][0]["resources"] = FRACTIONAL
+    refused = post(off, "/validate", custom)
+    assert refused["allowed"] is False and refused["warnings"] == [f"({SHIPPED})"], refused
+    assert len(f"({SHIPPED})") < WARNING_CHARS
+    custom["spec"]["predictor"]["containers"][0]["resources"] = GUARANTEED
+    assert post(client(cluster()), "/validate", custom) == {"uid": "uid-1", "allowed": True}

@@ -230,17 +230,24 @@ def _said(config: Config, facts: Facts) -> list[str]:
 # Said after what is not judged of a kind whose builder reads other objects (``Kind.related``: ServingRuntimes,
 # LLMInferenceServiceConfigs) when the webhook reads none: a fact and the way out, no promise they would do.
 NOT_READ = "the webhook reads no objects these Pods are built from: policy.operatorObjects is false"
+# Said of such a kind judged all the same (a custom container): KServe's inferenceservice-config (its storage
+# initializer, agent, defaults) was taken as shipped, so a refusal after the cluster's was changed says why.
+SHIPPED = "judged with the operator's shipped config: the webhook reads none (policy.operatorObjects is false)"
 
 
 def _unknown(review: Review, verdict: ObjectVerdict, config: Config) -> list[str]:
     """What is not judged and why (``ObjectVerdict.unknown``), one warning each, without the request's kind (the
     user applied it; the cut at ``WARNING_CHARS`` then keeps more of the reason): the webhook admits what it
-    cannot know, and says so (docs/contract.md#what-the-webhook-cannot-judge)."""
+    cannot know, and says so (docs/contract.md#what-the-webhook-cannot-judge). A kind built from objects the
+    webhook does not read says that too, judged or not (``NOT_READ``, ``SHIPPED``)."""
     kind = review.kind
     shown = [not_judged(r.removeprefix(f"{kind}: ").removeprefix(f"{kind} ")) for r in verdict.unknown]
     known = table(config.workloads).get((review.group, kind))
-    unread = shown and known is not None and known.related and not config.policy.operator_objects
-    return [*shown, note(NOT_READ)] if unread else shown
+    if known is None or not known.related or config.policy.operator_objects:
+        return shown
+    if shown:
+        return [*shown, note(NOT_READ)]
+    return [note(SHIPPED)] if verdict.results and verdict.exempt is None else []
 
 
 def _counted(decision: Decision, verdict: ObjectVerdict) -> Decision:
