@@ -50,6 +50,9 @@ def hand_over(wants: Demands, asks: Sequence[Ask], node: _Rows, fits: Fits, mach
     # Restricted, or the Pod's own hint (pod scope): admit raises GROUPED_UNKNOWN itself, nothing to read of the row.
     restricted = np.array([p == RESTRICTED for p in across], np.bool_)[machine[rows]]
     quick = grouped & (restricted | machines.pod_scope[machine[rows]])
+    # best-effort, container scope: where no allocation can fail whatever the hint, GROUPED_UNKNOWN too.
+    left = grouped & ~quick
+    quick[left] = _plenty(rows[left], want, fits, node, machine, machines)
     fits.unknown.update(dict.fromkeys(rows[quick].tolist(), GROUPED_UNKNOWN))
     grouped_rows = set(rows[grouped & ~quick].tolist())
     empty: dict[tuple[int, int, tuple[bool, ...]], bool] = {}  # (machine, demand, device flags): refused alone
@@ -153,6 +156,43 @@ def _foreign(start: _Start, machine: npt.NDArray[np.int64], machines: Machines,
     # Past MAX_ZONES a row is not ``_grouped``: its bits need not be right, only within int64.
     bits = np.where(below, np.left_shift(1, np.minimum(start.position, 62)), 0)
     out: npt.NDArray[np.int64] = np.bitwise_or.reduceat(bits, start.starts)
+    return out
+
+
+def _plenty(rows: npt.NDArray[np.int64], want: Sequence[Want], fits: Fits, node: _Rows,
+            machine: npt.NDArray[np.int64], machines: Machines) -> npt.NDArray[np.bool_]:
+    """Of best-effort container-scope ``rows`` whose first hint raises ``GROUPED_UNKNOWN`` (``_grouped``), those
+    where ``refused_on_any_hint`` finds nothing, over every row at once: the node has at least the container's
+    devices and CPUs in total (free plus reusable, in whole units) and no full-pcpus-only check. Such a row needs
+    no node (``_row_node``): it was a third of the rows that built one, to answer ``GROUPED_UNKNOWN``."""
+    out = np.ones(rows.shape[0], np.bool_)
+    if not rows.shape[0]:
+        return out
+    start = node.start
+    begin = start.starts[rows]
+    end = begin + machines.zones[machine[rows]]
+
+    def total(flat: npt.NDArray[np.int64], reuse: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]
+              ) -> npt.NDArray[np.int64]:
+        """Per row, its zones' whole units (each zone's milli-units // 1000, as ``_row_node`` reads them) plus
+        the reusable ones."""
+        summed = np.concatenate([np.zeros(1, flat.dtype), np.cumsum(flat // 1000)])
+        where, count = reuse
+        held: npt.NDArray[np.int64] = summed[end] - summed[begin] + np.where(where[rows] != NOT_PLACED,
+                                                                            count[rows] // 1000, 0)
+        return held
+
+    first = fits.failed[rows]
+    strict = np.array([c is not None and c.full_pcpus_only for c in machines.cpu_managers], np.bool_)[machine[rows]]
+    cpus: npt.NDArray[np.int64] | None = None
+    for f in np.unique(first).tolist():
+        asked, on = want[f], first == f
+        for res, count in asked.devices.items():
+            if count and res in node.dev:
+                out &= ~(on & start.dev_in[res][rows] & (total(node.dev[res], node.reuse_dev[res]) < count))
+        if asked.cpus:
+            cpus = total(node.cpu, node.reuse_cpu) if cpus is None else cpus
+            out &= ~(on & (strict | (cpus < asked.cpus)))
     return out
 
 
