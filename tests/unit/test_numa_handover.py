@@ -15,14 +15,17 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.unit import test_fleet_verdicts
 from tests.unit.test_fleet_verdicts import fleet
 from webhook.core import numa_handover
 from webhook.core.demands import Demands
+from webhook.core.numa import fit_node
 from webhook.core.numa_across import Want, admit
 from webhook.core.numa_handover import EMPTY, NOW, START, _Read, _refused_alone, _row_node
 from webhook.core.numa_masks import Unknown
 from webhook.core.numa_memory import GROUPED_UNKNOWN
 from webhook.core.numafit import NOT_PLACED, POD, Ask, Fits, Machines, fit_rows
+from webhook.core.numatopology import CPUManager, NodeTopology, Zone
 from webhook.extender import fleet_verdicts
 from webhook.extender.fleet_rows import Columns
 from webhook.extender.fleet_verdicts import judge_rows
@@ -91,12 +94,28 @@ class Both:
         return fits
 
 
-def judged(seed: int, policies: tuple[str, ...]) -> Both:
+def judged(seed: int, policies: tuple[str, ...], cpu_manager: CPUManager | None = None) -> Both:
+    """A fleet judged both ways; with ``cpu_manager``, every machine's static CPU Manager runs with it."""
     both = Both()
-    wants, items = fleet(seed, shapes=16, policies=policies)
+    with mock.patch.object(test_fleet_verdicts, "renamed", with_cpu_manager(cpu_manager)):
+        wants, items = fleet(seed, shapes=16, policies=policies)
     with mock.patch.object(fleet_verdicts, "fit_rows", both):
         judge_rows(Judge(wants), list(items), items, Columns())
     return both
+
+
+def with_cpu_manager(cpu: CPUManager | None) -> Any:
+    """test_fleet_verdicts' ``renamed``, the topology published with ``cpu`` (its fleets publish none)."""
+    inner = test_fleet_verdicts.renamed
+
+    def renamed(topo: NodeTopology, name: str, policy: str | None = None, scope: str | None = None,
+                zones: tuple[Zone, ...] | None = None, cpu_policy: str | None = None) -> NodeTopology:
+        out = inner(topo, name, policy, scope, zones, cpu_policy)
+        if cpu is None:
+            return out
+        return NodeTopology(out.name, out.policy, out.scope, out.zones, NodeTopology.signature(
+            out.policy, out.scope, out.zones, cpu, out.cpu_policy), cpu, out.cpu_policy)
+    return renamed
 
 
 @settings(max_examples=200, deadline=None)
@@ -112,21 +131,56 @@ def test_the_handover_answers_as_the_row_by_row_loop_with_none(seed: int) -> Non
     judged(seed, ("none", "best-effort", "restricted"))
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2**32), st.sampled_from([1, 2]), st.integers(0, 3))
+def test_fit_node_answers_as_the_row_by_row_loop_with_full_pcpus_only(seed: int, threads: int, siblings: int) -> None:
+    """full-pcpus-only's SMTAlignmentError turns on the CPUs free on the node, whatever the hint: a best-effort row
+    whose first hint is ``GROUPED_UNKNOWN`` may still be refused by it (``_plenty`` leaves such rows to the loop).
+    The extender's fleet leaves such machines to ``Judge.judged``; ``numa.fit_node`` (one row) hands them over."""
+    fit_nodes(seed, CPUManager(frozenset({"full-pcpus-only"}), threads, siblings))
+
+
+def fit_nodes(seed: int, cpu: CPUManager) -> list[str]:
+    """Every free shape of a best-effort and restricted fleet whose machines run ``cpu``, through ``fit_node`` with
+    the handover and with the reference: one answer. The SMTAlignmentErrors among them."""
+    with mock.patch.object(test_fleet_verdicts, "renamed", with_cpu_manager(cpu)):
+        wants, items = fleet(seed, shapes=8, policies=("best-effort", "best-effort", "restricted"))
+    smt = []
+    for item in items.values():
+        fast = fit_node(wants, item.topo, item.state.empty)
+        with mock.patch.object(numa_handover, "hand_over", reference_hand_over):
+            assert fit_node(wants, item.topo, item.state.empty) == fast
+        smt += [fast.reason] if fast.reason.startswith("SMTAlignmentError") else []
+    return smt
+
+
 def test_the_comparison_is_not_vacuous() -> None:
     """Over fixed seeds: rows the arrays answer (other Pods' memory groups; best-effort's container scope among
     them), rows ``GROUPED_UNKNOWN`` and rows refused."""
     fast: list[int] = []
-    inner = numa_handover._grouped
+    plenty: list[int] = []
+    smt: list[str] = []
+    inner, inner_plenty = numa_handover._grouped, numa_handover._plenty
 
     def counted(*args: Any) -> Any:
         found = inner(*args)
         fast.append(int(found.sum()))
         return found
 
+    def counted_plenty(rows: Any, *args: Any) -> Any:
+        found = inner_plenty(rows, *args)
+        plenty.append(int(found.sum()))
+        return found
+
     grouped = refused = 0
-    with mock.patch.object(numa_handover, "_grouped", counted):
+    with mock.patch.object(numa_handover, "_grouped", counted), \
+            mock.patch.object(numa_handover, "_plenty", counted_plenty):
         for seed in range(40):
             both = judged(seed, ("restricted", "best-effort"))
             grouped += both.grouped
             refused += both.refused
+        # full-pcpus-only (one row a call, ``fit_node``): rows SMTAlignmentError refuses after the single-NUMA pass.
+        for seed in range(40):
+            smt += fit_nodes(seed, CPUManager(frozenset({"full-pcpus-only"}), 2, 2))
     assert sum(fast) > 200 and grouped > 200 and refused > 50, (sum(fast), grouped, refused)
+    assert sum(plenty) > 100 and len(smt) > 10, (sum(plenty), len(smt))

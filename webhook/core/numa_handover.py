@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools
 import operator
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from webhook.core.demands import Demands
 from webhook.core.numa_across import MAX_ZONES, Node, Outcome, Want, admit, refused_on_any_hint
@@ -50,6 +50,9 @@ def hand_over(wants: Demands, asks: Sequence[Ask], node: _Rows, fits: Fits, mach
     # Restricted, or the Pod's own hint (pod scope): admit raises GROUPED_UNKNOWN itself, nothing to read of the row.
     restricted = np.array([p == RESTRICTED for p in across], np.bool_)[machine[rows]]
     quick = grouped & (restricted | machines.pod_scope[machine[rows]])
+    # best-effort, container scope: where no allocation can fail whatever the hint, GROUPED_UNKNOWN too.
+    left = grouped & ~quick
+    quick[left] = _plenty(rows[left], want, fits, node, machine, machines)
     fits.unknown.update(dict.fromkeys(rows[quick].tolist(), GROUPED_UNKNOWN))
     grouped_rows = set(rows[grouped & ~quick].tolist())
     empty: dict[tuple[int, int, tuple[bool, ...]], bool] = {}  # (machine, demand, device flags): refused alone
@@ -63,7 +66,7 @@ def hand_over(wants: Demands, asks: Sequence[Ask], node: _Rows, fits: Fits, mach
             # No Topology Manager hints: nothing of the single-NUMA pass holds; every container from the empty node.
             fits.failed[r], fits.alone[r], fits.placed[r], fits.pod_zone[r] = NOT_PLACED, False, NOT_PLACED, NOT_PLACED
             fits.reason.pop(r, None)
-        read = read or _Read(start, node, machines, column)
+        read = read or _Read(start, node, machines, column, rows[~quick])
         first = POD if pod_scope else int(fits.failed[r])
         asked = pod if pod_scope else want[first]
         try:
@@ -156,6 +159,43 @@ def _foreign(start: _Start, machine: npt.NDArray[np.int64], machines: Machines,
     return out
 
 
+def _plenty(rows: npt.NDArray[np.int64], want: Sequence[Want], fits: Fits, node: _Rows,
+            machine: npt.NDArray[np.int64], machines: Machines) -> npt.NDArray[np.bool_]:
+    """Of best-effort container-scope ``rows`` whose first hint raises ``GROUPED_UNKNOWN`` (``_grouped``), those
+    where ``refused_on_any_hint`` finds nothing, over every row at once: the node has at least the container's
+    devices and CPUs in total (free plus reusable, in whole units) and no full-pcpus-only check. Such a row needs
+    no node (``_row_node``): it was a third of the rows that built one, to answer ``GROUPED_UNKNOWN``."""
+    out = np.ones(rows.shape[0], np.bool_)
+    if not rows.shape[0]:
+        return out
+    start = node.start
+    begin = start.starts[rows]
+    end = begin + machines.zones[machine[rows]]
+
+    def total(flat: npt.NDArray[np.int64], reuse: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]
+              ) -> npt.NDArray[np.int64]:
+        """Per row, its zones' whole units (each zone's milli-units // 1000, as ``_row_node`` reads them) plus
+        the reusable ones."""
+        summed = np.concatenate([np.zeros(1, flat.dtype), np.cumsum(flat // 1000)])
+        where, count = reuse
+        held: npt.NDArray[np.int64] = summed[end] - summed[begin] + np.where(where[rows] != NOT_PLACED,
+                                                                            count[rows] // 1000, 0)
+        return held
+
+    first = fits.failed[rows]
+    strict = np.array([c is not None and c.full_pcpus_only for c in machines.cpu_managers], np.bool_)[machine[rows]]
+    cpus: npt.NDArray[np.int64] | None = None
+    for f in np.unique(first).tolist():
+        asked, on = want[f], first == f
+        for res, count in asked.devices.items():
+            if count and res in node.dev:
+                out &= ~(on & start.dev_in[res][rows] & (total(node.dev[res], node.reuse_dev[res]) < count))
+        if asked.cpus:
+            cpus = total(node.cpu, node.reuse_cpu) if cpus is None else cpus
+            out &= ~(on & (strict | (cpus < asked.cpus)))
+    return out
+
+
 def _refused_alone(empty: Node, want: Want) -> bool:
     try:
         return admit(empty, [want], 0).failed is not None
@@ -169,21 +209,38 @@ NOW, START, EMPTY = "now", "start", "empty"  # which amounts ``_row_node`` reads
 class _Read:
     """The single-NUMA pass's arrays as Python lists, read once per ``hand_over`` (a ``tolist`` per array), not a
     slice of each per row: ``_row_node`` ran on every restricted and best-effort row, and reading numpy arrays
-    element by element cost it more than building the row's node. Read only: each row's node gets lists of its
-    own (``numa_across.admit`` changes them)."""
+    element by element cost it more than building the row's node. Only the ``rows`` that build one (all without):
+    a call's arrays hold every row of the fleet, and reading them all cost more than the few hundred rows left
+    need. Per row (``starts``, ``reuse_cpu``...) a dict by row; per zone a list, the rows' zones one after another.
+    Read only: each row's node gets lists of its own (``numa_across.admit`` changes them)."""
 
-    def __init__(self, start: _Start, node: _Rows, machines: Machines, column: Mapping[str, int]) -> None:
+    def __init__(self, start: _Start, node: _Rows, machines: Machines, column: Mapping[str, int],
+                 rows: npt.NDArray[np.int64] | None = None) -> None:
+        if rows is None:
+            rows = np.arange(start.starts.shape[0])
+        ends = np.append(start.starts[1:], start.owner.shape[0])
+        counts = ends[rows] - start.starts[rows]
+        index: list[int] = rows.tolist()
+        at = np.repeat(start.starts[rows] - np.cumsum(counts) + counts, counts) + np.arange(int(counts.sum()))
+
+        def zone(a: npt.NDArray[Any]) -> list[Any]:
+            out: list[Any] = a[at].tolist()
+            return out
+
+        def per_row(a: npt.NDArray[Any]) -> dict[int, Any]:
+            return dict(zip(index, a[rows].tolist(), strict=True))
+
         self.column = column
-        self.starts: list[int] = start.starts.tolist()
-        self.cpu: tuple[list[int], list[int]] = (start.cpu.tolist(), node.cpu.tolist())
-        self.reuse_cpu: tuple[list[int], list[int]] = (node.reuse_cpu[0].tolist(), node.reuse_cpu[1].tolist())
-        self.dev = {res: (start.dev[res].tolist(), node.dev[res].tolist()) for res in start.dev}
-        self.dev_in = {res: start.dev_in[res].tolist() for res in start.dev}
-        self.reuse_dev = {res: (where.tolist(), count.tolist()) for res, (where, count) in node.reuse_dev.items()}
-        self.memory_hints: list[bool] = start.memory_hints.tolist()
-        self.mem = {k: (start.mem[k].tolist(), node.mem[k].tolist()) for k in start.mem}
-        self.reuse_mem = {k: held.tolist() for k, held in node.reuse_mem.items()}
-        self.assigned: list[bool] = node.assigned.tolist()
+        self.starts: dict[int, int] = dict(zip(index, (np.cumsum(counts) - counts).tolist(), strict=True))
+        self.cpu: tuple[list[int], list[int]] = (zone(start.cpu), zone(node.cpu))
+        self.reuse_cpu: tuple[dict[int, int], dict[int, int]] = (per_row(node.reuse_cpu[0]), per_row(node.reuse_cpu[1]))
+        self.dev = {res: (zone(start.dev[res]), zone(node.dev[res])) for res in start.dev}
+        self.dev_in: dict[str, dict[int, bool]] = {res: per_row(start.dev_in[res]) for res in start.dev}
+        self.reuse_dev = {res: (per_row(where), per_row(count)) for res, (where, count) in node.reuse_dev.items()}
+        self.memory_hints: dict[int, bool] = per_row(start.memory_hints)
+        self.mem = {k: (zone(start.mem[k]), zone(node.mem[k])) for k in start.mem}
+        self.reuse_mem = {k: zone(held) for k, held in node.reuse_mem.items()}
+        self.assigned: list[bool] = zone(node.assigned)
         self.machines = machines
         self._machine: dict[int, tuple[list[list[int]], list[list[int]]]] = {}
 
@@ -224,7 +281,7 @@ def _row_node(read: _Read, r: int, m: int, policy: str, machines: Machines, when
             return [max(0, f) for f in free]
         return [max(zone[i] // 1000, f) for zone, f in zip(capacity, free, strict=True)]
 
-    def reused(where_count: tuple[list[int], list[int]]) -> list[int]:
+    def reused(where_count: tuple[Mapping[int, int], Mapping[int, int]]) -> list[int]:
         out = [0] * zones
         where, count = where_count[0][r], where_count[1][r]
         if now and where != NOT_PLACED:
