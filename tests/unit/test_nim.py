@@ -163,3 +163,21 @@ def test_the_endpoint_picker_deployment_is_judged() -> None:
     assert found(obj) == {("spec.expose.router.eppConfig (EPP Deployment; NIM gives it no resources)",
                            f"spec.expose.router.eppConfig.containerSpec.resources.limits.{r}", "limits-missing")
                           for r in ("cpu", "memory")}
+
+
+def test_a_nim_init_container_is_told_its_way_out_and_a_pods_own_is_not() -> None:
+    """spec.initContainers[i] of a NIMService is a NIMContainerSpec (no resources, common_types.go:501-514): the
+    builder says so (``Built.sizing``). The same path in a bare Pod is the container itself: "set resources" holds."""
+    messages = {dotted(v.path): v.message
+                for _, v in evaluate(nim(initContainers=[{"name": "fetch", "image": {"repository": "b"}}]),
+                                     Config(), Mode.ENFORCE).violations}
+    for resource in ("cpu", "memory"):
+        message = messages[f"spec.initContainers[0].resources.limits.{resource}"]
+        assert "set resources" not in message and "remove the entry, or exempt the namespace" in message, message
+    bare = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+            "spec": {"initContainers": [{"name": "fetch"}], "containers": [{"name": "c", "resources": {
+                "limits": rl("2", "1Gi")}}]}}
+    assert {dotted(v.path): v.message for _, v in evaluate(bare, Config(), Mode.ENFORCE).violations} == {
+        f"spec.initContainers[0].resources.limits.{r}": f'container "fetch" (spec.initContainers[0]): no {r} limit, '
+        f"so the Pod is not Guaranteed; set resources.limits.{r} (the request defaults to it)"
+        for r in ("cpu", "memory")}
