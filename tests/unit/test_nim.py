@@ -6,9 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 from tests.builders import rl
+from tests.unit.test_dra_cpu import DENY, cpu_template
 from tests.unit.test_numa import GPU_TAINT, judge, tainted
 from webhook.core.config import Config, parse_config
+from webhook.core.dracpu import dra_facts
 from webhook.core.engine import Mode, evaluate
+from webhook.core.facts import Facts
 from webhook.core.fieldpath import dotted
 from webhook.core.operators.nim_dra import short_hash
 from webhook.core.workloads import find_targets, walk
@@ -181,3 +184,17 @@ def test_a_nim_init_container_is_told_its_way_out_and_a_pods_own_is_not() -> Non
         f"spec.initContainers[0].resources.limits.{r}": f'container "fetch" (spec.initContainers[0]): no {r} limit, '
         f"so the Pod is not Guaranteed; set resources.limits.{r} (the request defaults to it)"
         for r in ("cpu", "memory")}
+
+
+def test_a_sidecar_taking_a_dra_cpu_claim_is_not_told_to_mirror_it_in_resources() -> None:
+    """Every NIM sidecar takes the spec.draResources claims (nim_dra) but has no resources field to state the CPUs
+    in: dra-cpu-not-mirrored gives the builder's way out, the model container (spec.resources) still "set both"."""
+    obj = nim(draResources=[{"resourceClaimTemplateName": "t"}], sidecarContainers=[{"name": "logger"}],
+              resources={"requests": rl("1", "1Gi"), "limits": rl("1", "1Gi")})
+    facts = Facts(dra=dra_facts([cpu_template("t", cpus="2")]))
+    mirrored = {v.container: v.message for _, v in evaluate(obj, DENY, Mode.ENFORCE, facts).violations
+                if v.rule == "dra-cpu-not-mirrored"}
+    assert "set both to 2" in mirrored["llama-ctr"], mirrored
+    assert "set both" not in mirrored["logger"] and mirrored["logger"].endswith(
+        "ignore claims; no field of the NIMService sets its resources (a NIMContainerSpec has none): remove the "
+        "entry, or exempt the namespace (exemptions.namespaces)"), mirrored
