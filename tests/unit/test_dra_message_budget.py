@@ -15,7 +15,7 @@ from webhook.core.dracpu import UNKNOWN, slice_devices, unreadable_size
 from webhook.core.refusal import LINE_CHARS, finding
 from webhook.core.rules import RULE_IDS
 from webhook.core.rules.base import Text
-from webhook.core.rules.dra_cpu_not_mirrored import POD_LEVEL
+from webhook.core.rules.dra_cpu_not_mirrored import MIRROR, POD_LEVEL
 from webhook.core.rules.dra_cpu_unpaired import IN_POD, _unlabelled
 
 CONTAINER = 'container "inference-server" (spec.template.spec.containers[0].resources)'
@@ -61,7 +61,9 @@ MESSAGES: dict[tuple[str, str], dict[str, str]] = {
                                     "others": "claim gpu, nvidia.com/gpu: 1"},
     ("dra-cpu-unpaired", "UNKNOWN_CLAIM"): {"label": POD},
     ("dra-cpu-unpaired", "IN_POD"): {"label": POD, "finding": "(each claim finding, measured below)"},
-    ("dra-cpu-not-mirrored", "NOT_MIRRORED"): {"label": CONTAINER, "request": "2"},
+    ("dra-cpu-not-mirrored", "NOT_MIRRORED"): {"label": CONTAINER, "request": "2",
+                                               "advice": MIRROR(cpus="16", pod_level=POD_LEVEL())},
+    ("dra-cpu-not-mirrored", "MIRROR"): {},
     ("dra-cpu-not-mirrored", "POD_LEVEL"): {},
     ("dra-cpu-not-mirrored", "POD_BUDGET"): {"label": POD, "request": "2", "limit": "4"},
     ("dra-cpu-not-mirrored", "NO_CAPACITY"): {"label": POD},

@@ -6,9 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 from tests.builders import rl
+from tests.unit.test_dra_cpu import DENY, cpu_template
 from tests.unit.test_numa import GPU_TAINT, judge, tainted
 from webhook.core.config import Config, parse_config
+from webhook.core.dracpu import dra_facts
 from webhook.core.engine import Mode, evaluate
+from webhook.core.facts import Facts
 from webhook.core.fieldpath import dotted
 from webhook.core.operators.nim_dra import short_hash
 from webhook.core.workloads import find_targets, walk
@@ -163,3 +166,35 @@ def test_the_endpoint_picker_deployment_is_judged() -> None:
     assert found(obj) == {("spec.expose.router.eppConfig (EPP Deployment; NIM gives it no resources)",
                            f"spec.expose.router.eppConfig.containerSpec.resources.limits.{r}", "limits-missing")
                           for r in ("cpu", "memory")}
+
+
+def test_a_nim_init_container_is_told_its_way_out_and_a_pods_own_is_not() -> None:
+    """spec.initContainers[i] of a NIMService is a NIMContainerSpec (no resources, common_types.go:501-514): the
+    builder says so (``Built.sizing``). The same path in a bare Pod is the container itself: "set resources" holds."""
+    messages = {dotted(v.path): v.message
+                for _, v in evaluate(nim(initContainers=[{"name": "fetch", "image": {"repository": "b"}}]),
+                                     Config(), Mode.ENFORCE).violations}
+    for resource in ("cpu", "memory"):
+        message = messages[f"spec.initContainers[0].resources.limits.{resource}"]
+        assert "set resources" not in message and "remove the entry, or exempt the namespace" in message, message
+    bare = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+            "spec": {"initContainers": [{"name": "fetch"}], "containers": [{"name": "c", "resources": {
+                "limits": rl("2", "1Gi")}}]}}
+    assert {dotted(v.path): v.message for _, v in evaluate(bare, Config(), Mode.ENFORCE).violations} == {
+        f"spec.initContainers[0].resources.limits.{r}": f'container "fetch" (spec.initContainers[0]): no {r} limit, '
+        f"so the Pod is not Guaranteed; set resources.limits.{r} (the request defaults to it)"
+        for r in ("cpu", "memory")}
+
+
+def test_a_sidecar_taking_a_dra_cpu_claim_is_not_told_to_mirror_it_in_resources() -> None:
+    """Every NIM sidecar takes the spec.draResources claims (nim_dra) but has no resources field to state the CPUs
+    in: dra-cpu-not-mirrored gives the builder's way out, the model container (spec.resources) still "set both"."""
+    obj = nim(draResources=[{"resourceClaimTemplateName": "t"}], sidecarContainers=[{"name": "logger"}],
+              resources={"requests": rl("1", "1Gi"), "limits": rl("1", "1Gi")})
+    facts = Facts(dra=dra_facts([cpu_template("t", cpus="2")]))
+    mirrored = {v.container: v.message for _, v in evaluate(obj, DENY, Mode.ENFORCE, facts).violations
+                if v.rule == "dra-cpu-not-mirrored"}
+    assert "set both to 2" in mirrored["llama-ctr"], mirrored
+    assert "set both" not in mirrored["logger"] and mirrored["logger"].endswith(
+        "ignore claims; no field of the NIMService sets its resources (a NIMContainerSpec has none): remove the "
+        "entry, or exempt the namespace (exemptions.namespaces)"), mirrored

@@ -120,3 +120,28 @@ def test_tolerations_and_node_selector_terms_choose_the_nodes_judged() -> None:
     assert judge(placed(), cluster()) == ([], [])
     denied, _ = judge(placed(nodeSelectorTerms=away), cluster())
     assert len(denied) == 1 and "on node small-1" in denied[0]
+
+
+def test_advice_names_the_one_value_that_is_request_and_limit() -> None:
+    """No resources.limits exists on a VLLMRuntime: spec.deploymentConfig.resources.cpu is both the request and the
+    limit (vllmruntime_controller.go:618-650), so the advice names that key (``Built.sizing``)."""
+    def messages(obj: dict[str, Any]) -> dict[tuple[str | None, str], str]:
+        return {(v.container, v.rule): v.message for _, v in evaluate(obj, Config(), Mode.ENFORCE).violations}
+    missing = [v.message for _, v in evaluate(runtime({"gpu": "1"}), Config(), Mode.ENFORCE).violations]
+    for resource in ("cpu", "memory"):
+        message = [m for m in missing if f"no {resource} limit" in m]
+        assert len(message) == 1 and "resources.limits" not in message[0], message
+        assert message[0].endswith(f"set spec.deploymentConfig.resources.{resource} (one value: both the "
+                                   "container's request and its limit)"), message
+    fractional = messages(runtime({"cpu": "7.5", "memory": "32Gi"}, {}))
+    assert fractional[("vllm", "cpu-not-integer")].endswith(
+        "set spec.deploymentConfig.resources.cpu (one value: both the container's request and its limit): use 7 or 8")
+    assert "set spec.deploymentConfig.sidecarConfig.resources.cpu (one value: both the container's request and its " \
+           "limit): use 1; or let this container alone share CPUs" in fractional[("sidecar", "cpu-not-integer")]
+
+
+def test_advice_in_a_list_names_the_item() -> None:
+    """The builder's field is from the object's root: in a List it is the item's (``Sizing.rebased``)."""
+    listed = {"apiVersion": "v1", "kind": "List", "items": [runtime({"cpu": "7.5", "memory": "32Gi"})]}
+    [(_, found)] = evaluate(listed, Config(), Mode.ENFORCE).violations
+    assert "set items[0].spec.deploymentConfig.resources.cpu (one value" in found.message, found.message

@@ -20,6 +20,7 @@ from webhook.core.kubeversion import DEFAULT, Semantics
 from webhook.core.numatopology import HUGEPAGES
 from webhook.core.quantity import Quantity, QuantityError, format_milli, format_milli_bytes, quantity_from_value
 from webhook.core.scheduling import NodeConstraints, node_constraints
+from webhook.core.sizing import Sizing
 
 CPU = "cpu"
 MEMORY = "memory"
@@ -95,6 +96,7 @@ class Block:
     # It names a resource pod-level resources support (cpu, memory, hugepages-*): ``IsPodLevelResourcesSet``,
     # what makes kubelet's CPU and Memory Managers skip the Pod, and from 1.37 what lets it decide the QoS class.
     sets_supported: bool = False
+    sizing: Sizing | None = None  # an operator's container the object sizes otherwise (``webhook.core.sizing``)
 
     def clean(self, resource: str) -> bool:
         """No value of ``resource`` is invalid, and its request is not above its limit: either yields
@@ -273,10 +275,8 @@ def _container(raw: Any, path: FieldPath, init: bool, template: str = "") -> Con
         if resource not in requests:
             requests[resource] = _defaulted(limit, (*res_path, "requests", resource))
     return Container(
-        name=name,
-        path=path,
+        name=name, path=path, init=init,
         sidecar=init and spec.get("restartPolicy") == "Always",
-        init=init,
         resources=Block(f'{_prefix(template)}container "{name}" ({dotted(path)})', name, res_path, requests,
                         limits, empty=not any(_mapping(resources.get(k), (*res_path, k)) for k in _KINDS)),
         devices=_devices(resources, res_path),

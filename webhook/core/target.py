@@ -11,7 +11,8 @@ from typing import Any
 
 from webhook.core.fieldpath import FieldPath
 from webhook.core.kubeversion import DEFAULT, Semantics
-from webhook.core.podspec import PodSpec, build_pod_spec
+from webhook.core.podspec import Container, PodSpec, build_pod_spec, rebase
+from webhook.core.sizing import Sizing
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +35,8 @@ class Target:
     built: bool = False  # built by an operator: ``spec`` is not in the document, only ``fields`` are
     partial: str = ""  # part of the Pod only: a pass is not the Pod's (``webhook.core.operators.Built.partial``)
     shown: tuple[tuple[FieldPath, FieldPath], ...] = ()  # as ``fields``, to name only (``Built.shown``)
+    # built-spec container path -> how the object sets its resources otherwise (``Built.sizing``, rebased)
+    sizing: tuple[tuple[FieldPath, Sizing], ...] = ()
     several: str = ""  # how the object runs several Pods of the template at once (``several_pods``), '' if not known
 
     def unbase(self, path: FieldPath) -> FieldPath | None:
@@ -60,7 +63,19 @@ class Target:
         """The pod spec as ``kube``'s API server stores it (``stored``: as it was stored, status included)."""
         spec = build_pod_spec(self.spec, self.path, self.status, self.template, kube, stored,
                               self.fields + self.shown)
+        if self.sizing:
+            spec = _sized(spec, {rebase(built, self.fields + self.shown): how for built, how in self.sizing})
         return replace(spec, several=self.several) if self.several else spec
+
+
+def _sized(spec: PodSpec, sizing: Mapping[FieldPath, Sizing]) -> PodSpec:
+    """``spec`` with each container ``sizing`` names (by its path as findings name it) carrying how it is sized,
+    on its resources block, which the rules' advice reads."""
+    def one(c: Container) -> Container:
+        how = sizing.get(c.path)
+        return c if how is None else replace(c, resources=replace(c.resources, sizing=how))
+    return replace(spec, containers=tuple(map(one, spec.containers)),
+                   init_containers=tuple(map(one, spec.init_containers)))
 
 
 def _count(obj: Any, *keys: str) -> int:

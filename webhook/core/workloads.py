@@ -314,8 +314,9 @@ def _built(known: Kind, obj: Mapping[str, Any], where: FieldPath, name: str, nam
                        for prefix, field_path in sorted(built.fields, key=lambda f: -len(f[0])))
         shown = tuple(((*path, *prefix), (*where, *field_path))
                       for prefix, field_path in sorted(built.shown, key=lambda f: -len(f[0])))
+        sizing = tuple(((*path, *prefix), how.rebased(where)) for prefix, how in built.sizing)
         yield Target(known.kind, name, namespace, path, built.spec, None, built.template, where, fields, True,
-                     built.partial, shown)
+                     built.partial, shown, sizing=sizing)
     if not found:
         yield f"{known.kind} without a pod template"
 

@@ -23,6 +23,9 @@ The interface (all pure; nothing here reads a file or the API server):
 - ``Built.partial``: the builder knows part of the Pod only (KServe's model container when the runtime is not
   known, its own resources fixing every request and limit): a finding there is the Pod's (no other part can undo
   it), a pass is not, so where nothing is found the engine keeps no result and ``check`` counts the reason.
+- ``Built.sizing``: for a built container (by its built-spec path) whose resources the object does not write as a
+  ``resources`` block of its own, how it sets them (``webhook.core.sizing.Sizing``: one value that is both the
+  request and the limit, or no field at all and the way out), so that advice names what the user can write.
 - ``Related``: the other objects a builder may read (Kyverno's context entries): from the same input (``check``
   reads every document first) or from the API server (``source="cluster"``: then a kind listed in ``read`` was
   read whole, and an object absent from it does not exist). An object absent from the input may still exist in
@@ -46,6 +49,7 @@ from typing import Any
 
 from webhook.core.fieldpath import FieldPath
 from webhook.core.podspec import ManifestError
+from webhook.core.sizing import Sizing
 
 # Where ``Related`` objects come from: said in the builders' reasons.
 INPUT = "input"
@@ -69,6 +73,8 @@ class Built:
     # Built-spec prefix -> the object field that makes the operator add it (an injected container: the
     # ``storageUri`` behind a storage initializer), to name it by; never changed by the mutation.
     shown: tuple[tuple[FieldPath, FieldPath], ...] = ()
+    # Built-spec container path -> how the object sets its resources when not as its own resources block.
+    sizing: tuple[tuple[FieldPath, Sizing], ...] = ()
 
 
 @dataclass(frozen=True, eq=False)

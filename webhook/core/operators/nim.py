@@ -27,6 +27,7 @@ from webhook.core.fieldpath import FieldPath
 from webhook.core.operators import Built, NoPodHere, Related, list_at, mapping_at, metadata_at
 from webhook.core.operators.nim_dra import pod_claims, with_claims
 from webhook.core.podspec import ManifestError
+from webhook.core.sizing import Sizing
 
 GROUP = "apps.nvidia.com"
 KIND = "NIMService"
@@ -34,6 +35,16 @@ PROXY_INIT = "update-ca-certificates"
 NO_RESOURCES = "NIM gives its init and sidecar containers no resources"
 EPP = ("spec", "expose", "router", "eppConfig")
 EPP_NOTE = "EPP Deployment; NIM gives it no resources"
+# NIMContainerSpec (common_types.go:501-514) has no resources field: the advice for a container made of one, or
+# added for spec.proxy.certConfigMap, is removing what makes it (``Built.sizing``).
+_WAY_OUT = ("no field of the NIMService sets its resources ({why}): {remove}, or exempt the namespace "
+            "(exemptions.namespaces)")
+ENTRY = Sizing(way_out=_WAY_OUT.format(why="a NIMContainerSpec has none", remove="remove the entry"))
+CERTS = Sizing(way_out=_WAY_OUT.format(why="NIM adds this init container for the proxy's CA certificates",
+                                       remove="remove spec.proxy.certConfigMap"))
+EPP_SIZING = Sizing(way_out=_WAY_OUT.format(
+    why="a NIMContainerSpec has none; NIM reconciles this Deployment before the model's, so its refusal stops both",
+    remove="remove spec.expose.router.eppConfig"))
 
 
 def _named(spec: Mapping[str, Any], key: str) -> list[str]:
@@ -90,7 +101,7 @@ def _epp(spec: Mapping[str, Any]) -> Built | None:
     if mapping_at(expose.get("router"), EPP[:3]).get("eppConfig") is None:
         return None
     return Built(EPP, {"containers": [{"name": "epp"}]}, f"{'.'.join(EPP)} ({EPP_NOTE})",
-                 shown=((("containers", 0), (*EPP, "containerSpec")),))
+                 shown=((("containers", 0), (*EPP, "containerSpec")),), sizing=((("containers", 0), EPP_SIZING),))
 
 
 def build(obj: Mapping[str, Any], related: Related) -> Iterator[Built | str]:
@@ -118,6 +129,8 @@ def build(obj: Mapping[str, Any], related: Related) -> Iterator[Built | str]:
     shown += [(("initContainers", len(injected) + i), ("spec", "initContainers", i))
               for i in range(len(init) - len(injected))]
     shown += [(("containers", 1 + j), ("spec", "sidecarContainers", j)) for j in range(len(sidecars))]
+    # none of them has a resources field to set (NIMContainerSpec): the advice is what makes them
+    sizing = tuple((built, CERTS if field == ("spec", "proxy", "certConfigMap") else ENTRY) for built, field in shown)
     multi = _multi_node(spec)
     claims = pod_claims(spec, name, multi)
     shown += [(("resourceClaims", i), field) for i, (_, _, field) in enumerate(claims)]
@@ -133,7 +146,7 @@ def build(obj: Mapping[str, Any], related: Related) -> Iterator[Built | str]:
             pod["resourceClaims"] = [dict(c) for c, _, _ in claims]
             with_claims(containers, claims)
         yield Built(("spec",), {**pod, "containers": containers}, f"spec ({role}{note})", fields,
-                    shown=tuple(shown))
+                    shown=tuple(shown), sizing=sizing)
 
 
 __all__ = ["GROUP", "KIND", "build"]

@@ -27,6 +27,7 @@ from webhook.core.names import subdomain_problem
 from webhook.core.operators import Built, Related, list_at, mapping_at
 from webhook.core.podspec import ManifestError
 from webhook.core.quantity import QuantityError, parse_quantity
+from webhook.core.sizing import Sizing
 
 GROUP = "production-stack.vllm.ai"
 KIND = "VLLMRuntime"
@@ -123,7 +124,9 @@ def build(obj: Mapping[str, Any], related: Related) -> Iterator[Built | str]:
     if isinstance(pod, str):
         yield pod
         return
-    yield Built(CONFIG, {**pod, "containers": containers}, LABEL, shown=tuple(shown))
+    # each key of the resources field is one value, the request and the limit: the advice names that key
+    yield Built(CONFIG, {**pod, "containers": containers}, LABEL, shown=tuple(shown),
+                sizing=tuple((built, Sizing(one_value=field)) for built, field in shown))
 
 
 __all__ = ["GROUP", "KIND", "RUNTIME_CLASS", "build"]

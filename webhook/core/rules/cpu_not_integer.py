@@ -9,7 +9,7 @@ from webhook.core.podspec import CPU, Block, PodSpec
 from webhook.core.quantity import is_whole_cpu
 from webhook.core.rules import cel
 from webhook.core.rules.base import USE, USE_EITHER, Rule, Text, Violation
-from webhook.core.rules.sidecars import is_sidecar, mesh_hint, mesh_hint_cel, share_hint, share_hint_cel
+from webhook.core.rules.sidecars import is_sidecar, mesh_hint, mesh_hint_cel, share_hint, share_hint_cel, sized
 
 RULE_ID = "cpu-not-integer"
 
@@ -30,8 +30,10 @@ def _scan(block: Block, is_sidecar: bool = False) -> list[Violation]:
     if amount.quantity is None or is_whole_cpu(amount.quantity):
         return []
     scope = POD_LEVEL if block.container is None else ""
+    choice = whole_cpu_choices(amount.milli)
+    choice = sized(block, CPU, f": {choice}") or choice  # an operator's container: the field that sizes it
     return [Violation(amount.path, FRACTIONAL(
-        label=block.label, scope=scope, kind=kind, amount=amount.show(), choice=whole_cpu_choices(amount.milli),
+        label=block.label, scope=scope, kind=kind, amount=amount.show(), choice=choice,
         share=share_hint(block.container, is_sidecar), mesh=mesh_hint(block.container, CPU, block.path)),
         block.container, rule=RULE_ID)]
 

@@ -41,14 +41,15 @@ from webhook.core.fieldpath import dotted
 from webhook.core.podspec import Amount, Block, PodSpec
 from webhook.core.quantity import QuantityError, parse_quantity
 from webhook.core.rules.base import Rule, Text, Violation
+from webhook.core.rules.sidecars import sized
 
 RULE_ID = "dra-cpu-not-mirrored"
 CPU = "cpu"
 
 # Within a refusal's line (refusal.LINE_CHARS) so that the way out is not cut.
 NOT_MIRRORED = Text("{label}: its DRA CPU claims ({claims}) ask {cpus} CPUs of {driver}, but {where} has "
-                    "requests.cpu {request} and limits.cpu {limit}: QoS and CPU quota ignore claims; set both to "
-                    "{cpus}{pod_level}, which costs no CPU the claim does not hold")
+                    "requests.cpu {request} and limits.cpu {limit}: QoS and CPU quota ignore claims; {advice}")
+MIRROR = Text("set both to {cpus}{pod_level}, which costs no CPU the claim does not hold")
 POD_LEVEL = Text(" (or spec.resources to all the Pod's CPUs)")
 POD_BUDGET = Text("{label}: its containers' DRA CPU claims ask {cpus} CPUs of {driver}, but spec.resources has "
                   "requests.cpu {request} and limits.cpu {limit}: kubelet takes the QoS class and the CPU quota from "
@@ -138,7 +139,9 @@ def check(pod: PodSpec, policy: Policy, facts: Facts) -> list[Violation]:
                 (*res.path, "limits", CPU), NOT_MIRRORED(
                     label=res.label, claims=claims, cpus=cpus, driver=CPU_DRIVER, where="the container",
                     request=_shown(res.requests.get(CPU)), limit=_shown(res.limits.get(CPU)),
-                    pod_level=POD_LEVEL() if pod.kube.pod_level_resources else ""),
+                    # an operator's container the object sizes otherwise: that field, or the builder's way out
+                    advice=sized(res, CPU, f" to {cpus}") or MIRROR(
+                        cpus=cpus, pod_level=POD_LEVEL() if pod.kube.pod_level_resources else "")),
                 c.name, rule=RULE_ID))
     # the Pod's total: each claim (each request of it its containers name) once, however many containers name it
     used = [n for n in pod.claim_sources if any(n in c.claims for c in pod.all_containers)]

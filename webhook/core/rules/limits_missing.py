@@ -11,7 +11,7 @@ from webhook.core.quantity import is_whole_cpu
 from webhook.core.rules import cel
 from webhook.core.rules.base import Rule, Text, Violation
 from webhook.core.rules.cpu_not_integer import whole_cpu_choices, whole_cpu_choices_cel
-from webhook.core.rules.sidecars import mesh_hint, mesh_hint_cel, unresourced
+from webhook.core.rules.sidecars import mesh_hint, mesh_hint_cel, sized
 
 RULE_ID = "limits-missing"
 
@@ -43,13 +43,13 @@ def _scan(block: Block, fractional: frozenset[str], kube: Semantics) -> list[Vio
             continue
         request = block.requests.get(resource)
         what = ZERO(resource=resource) if limit is not None else NONE(resource=resource)
-        if request is not None and request.positive and not request.defaulted:
+        fix = sized(block, resource)  # an operator's container sized by another field, or by none
+        if fix is None and request is not None and request.positive and not request.defaulted:
             whole = (resource != CPU or block.container in fractional or request.quantity is None
                      or is_whole_cpu(request.quantity))
             fix = (FROM_REQUEST(resource=resource, request=request.show()) if whole
                    else WHOLE_CPU(request=request.show(), choice=whole_cpu_choices(request.milli)))
-        else:
-            fix = unresourced(block.path) or DEFAULTS(resource=resource)
+        fix = fix or DEFAULTS(resource=resource)
         mesh = mesh_hint(block.container, resource, block.path)
         found.append(Violation((*block.path, "limits", resource),
                                MISSING(label=block.label, what=what, fix=fix, mesh=mesh), block.container,

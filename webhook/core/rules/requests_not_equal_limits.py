@@ -9,7 +9,7 @@ from webhook.core.quantity import is_whole_cpu
 from webhook.core.rules import cel
 from webhook.core.rules.base import Rule, Text, Violation
 from webhook.core.rules.cpu_not_integer import whole_cpu_choices, whole_cpu_choices_cel
-from webhook.core.rules.sidecars import mesh_hint, mesh_hint_cel
+from webhook.core.rules.sidecars import mesh_hint, mesh_hint_cel, sized
 
 RULE_ID = "requests-not-equal-limits"
 
@@ -30,8 +30,8 @@ def _scan(block: Block, policy: Policy) -> list[Violation]:
             continue
         whole = resource != CPU or block.container is None or block.container in policy.fractional_cpu_containers \
             or limit.quantity is None or is_whole_cpu(limit.quantity)
-        advice = TO_LIMIT(resource=resource, limit=limit.show()) if whole else \
-            BOTH_WHOLE(choice=whole_cpu_choices(limit.milli))
+        advice = sized(block, resource) or (TO_LIMIT(resource=resource, limit=limit.show()) if whole else
+                                            BOTH_WHOLE(choice=whole_cpu_choices(limit.milli)))
         message = DIFFERS(label=block.label, resource=resource, request=request.show(), limit=limit.show(),
                           advice=advice, mesh=mesh_hint(block.container, resource, block.path))
         found.append(Violation(request.path, message, block.container, rule=RULE_ID))

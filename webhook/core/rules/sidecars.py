@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from webhook.core.fieldpath import FieldPath
-from webhook.core.podspec import CPU, MEMORY
+from webhook.core.fieldpath import FieldPath, dotted
+from webhook.core.podspec import CPU, MEMORY, Block
 from webhook.core.rules.base import Text, cel_string
 
 
@@ -70,36 +70,19 @@ MESH_PROXIES: dict[str, Mesh] = {
        for name in ("modelcar", "modelcar-init")},
 }
 
-# Object fields an operator builds a container from that have no resources field, so a finding naming the container
-# by one (``Built.shown``) cannot say "set resources" there: NVIDIA NIM v3.1.2's NIMContainerSpec
-# (api/apps/v1alpha1/common_types.go) in spec.sidecarContainers and spec.expose.router.eppConfig.containerSpec, and
-# spec.proxy.certConfigMap, behind the update-ca-certificates init container. By path suffix (None: any index); a
-# Pod's own spec has none of these fields.
-_NIM_WAY_OUT = ("no field of the NIMService sets its resources ({why}): {remove}, or exempt the namespace "
-                "(exemptions.namespaces)")
-UNRESOURCED: dict[tuple[str | None, ...], str] = {
-    ("spec", "sidecarContainers", None): _NIM_WAY_OUT.format(
-        why="a NIMContainerSpec has none", remove="remove the entry"),
-    ("spec", "proxy", "certConfigMap"): _NIM_WAY_OUT.format(
-        why="NIM adds this init container for the proxy's CA certificates", remove="remove spec.proxy.certConfigMap"),
-    ("spec", "expose", "router", "eppConfig", "containerSpec"): _NIM_WAY_OUT.format(
-        why="a NIMContainerSpec has none; NIM reconciles this Deployment before the model's, so its refusal stops "
-            "both", remove="remove spec.expose.router.eppConfig"),
-}
+# A container an operator builds whose resources the object sets otherwise (``Block.sizing``, from the builder):
+# one key that is both its request and its limit, or no field at all (the builder's way out).
+ONE_VALUE = Text("set {field} (one value: both the container's request and its limit)")
 
 
-def unresourced(block: FieldPath) -> str | None:
-    """The way out for a container named (``block``: its resources as a finding names them) by a field with no
-    resources (``UNRESOURCED``), said instead of "set resources"; None for any other."""
-    if not block or block[-1] != "resources":
+def sized(block: Block, resource: str, then: str = "") -> str | None:
+    """The advice for ``resource`` of a container an operator builds and the object does not size by a resources
+    block of its own (``webhook.core.sizing``), said instead of "set resources..." (``then`` follows the field
+    that sizes it: which values); None for any other."""
+    how = block.sizing
+    if how is None:
         return None
-    named = block[:-1]
-    for pattern, way_out in UNRESOURCED.items():
-        tail = named[-len(pattern):]
-        if len(tail) == len(pattern) and all((p is None and isinstance(s, int)) or p == s
-                                             for p, s in zip(pattern, tail, strict=True)):
-            return way_out
-    return None
+    return how.way_out or ONE_VALUE(field=dotted((*how.one_value, resource))) + then
 
 
 SHARE = Text("; or let this container alone share CPUs (the others stay pinned): add {name} to "
@@ -150,5 +133,5 @@ def mesh_hint_cel(name: str, resource: str) -> str:
     return f"({out})"
 
 
-__all__ = ["MESH_PROXIES", "UNRESOURCED", "Mesh", "is_sidecar", "mesh_hint", "mesh_hint_cel", "share_hint",
-           "share_hint_cel", "unresourced"]
+__all__ = ["MESH_PROXIES", "ONE_VALUE", "Mesh", "is_sidecar", "mesh_hint", "mesh_hint_cel", "share_hint",
+           "share_hint_cel", "sized"]
