@@ -154,8 +154,9 @@ def test_audit_cronjob_rbac_is_what_one_run_does(render: Render, report: str, gr
     listed = {(k.group, k.plural, "list") for k in KINDS.values()} \
         | {(k.group, k.plural, "list") for k in CLAIM_KINDS.values()} | {("", "namespaces", "list")}
     written = {(group, plural, verb) for verb in ("list", "create", "patch", "delete")}
-    # the ConfigMaps read_related GETs (KServe's, Knative's), by name only
-    assert granted == listed | written | {("", "configmaps", "get")}
+    # the ConfigMaps read_related GETs (KServe's, Knative's), by name only; the LLMInferenceServiceConfigs it lists
+    assert granted == listed | written | {("", "configmaps", "get"),
+                                          ("serving.kserve.io", "llminferenceserviceconfigs", "list")}
     (config_maps,) = [rule for rule in role["rules"] if rule["resources"] == ["configmaps"]]
     assert config_maps["resourceNames"] == ["inferenceservice-config", "config-deployment"]
     binding = one(objects, "ClusterRoleBinding")

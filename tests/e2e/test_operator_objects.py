@@ -93,6 +93,9 @@ def test_an_inference_service_is_judged_with_the_cluster_s_runtime_at_apply_time
             for name in ("inferenceservices", "servingruntimes", "clusterservingruntimes"):
                 cluster.kubectl("wait", "--for", "condition=Established", f"crd/{name}.serving.kserve.io",
                                 "--timeout=60s", check=True)
+            shipped = config()  # KServe's own, where it runs: KServe refuses to work without it
+            shipped["metadata"]["namespace"] = cluster.namespace("kserve")
+            cluster.kubectl("apply", "-f", "-", stdin=shipped, check=True)
             created = _apply(cluster, ns, runtime("1"), dry=False)
             assert created.returncode == 0, created.stderr
             # check, told the cluster (no setting needed: its builders' way out is "run with --kubeconfig"), judges
@@ -131,8 +134,8 @@ def test_audit_reads_inferenceservice_config_from_the_namespace_kserve_runs_in(
         tmp_path_factory: pytest.TempPathFactory) -> None:
     """``audit --kserve-namespace`` (``policy.kserveNamespace``) GETs ``inferenceservice-config`` where KServe
     runs (its controller's POD_NAMESPACE): a multi-model InferenceService's agent is judged with opendatahub's
-    (whole, equal resources: nothing found); without the flag, with kserve's (Burstable: found), and with a
-    namespace that holds none, with KServe's shipped values (found, as where kserve holds none)."""
+    (whole, equal resources: nothing found); without the flag, with kserve's (Burstable: found); with a
+    namespace that holds none, not judged, the setting named (KServe refuses to work without its ConfigMap)."""
     whole = {"cpuRequest": "1", "cpuLimit": "1", "memoryRequest": "1Gi", "memoryLimit": "1Gi"}
     folder = tmp_path_factory.mktemp("kserve-namespace")
     with control_plane(folder / "cp") as cluster:
@@ -157,10 +160,12 @@ def test_audit_reads_inferenceservice_config_from_the_namespace_kserve_runs_in(
         assert audit("--kserve-namespace", "opendatahub").returncode == 0, audit("--kserve-namespace", "opendatahub")
         found = audit()
         assert found.returncode == 1 and "agent" in found.stdout, found
-        shipped = audit("--kserve-namespace", "redhat-ods-applications")
-        assert shipped.returncode == 1 and "agent" in shipped.stdout, shipped
+        absent = audit("--kserve-namespace", "redhat-ods-applications")
+        assert absent.returncode == 0 and "agent" not in absent.stdout, absent
+        assert ("set policy.kserveNamespace: no redhat-ods-applications/inferenceservice-config (KServe's own)"
+                in absent.stdout + absent.stderr), absent
         # as the chart's audit CronJob runs: its ServiceAccount and ClusterRole only, which GET the ConfigMap by
-        # name (without that grant the GET is refused and the shipped agent is found)
+        # name (without that grant the GET is refused: not judged)
         cluster.namespace(RELEASE_NAMESPACE)
         account = [o for o in chart_objects("qos-guard", "--set", "audit.enabled=true", "--show-only",
                                             "templates/audit-cronjob.yaml") if o["kind"] != "CronJob"]
@@ -177,10 +182,11 @@ def test_the_webhook_judges_with_inferenceservice_config_from_kserve_s_namespace
     """``policy.operatorObjects`` with ``kserveNamespace: opendatahub``, the webhook authenticated as the chart's
     ServiceAccount with only the chart's ``-operatorobjects`` RBAC (its ConfigMap rule names
     ``inferenceservice-config``: the list and watch by fieldSelector are authorized against it). A multi-model
-    InferenceService (KServe injects its agent): refused while opendatahub holds no ConfigMap (KServe's shipped
-    agent, 100m/1 CPU) although kserve's makes the agent whole; admitted, with no "not judged" warning, once
-    opendatahub's makes it whole. Before the ConfigMap was watched the webhook judged on the shipped values whatever
-    the cluster held: the second half fails on that code."""
+    InferenceService (KServe injects its agent): while opendatahub holds no ConfigMap it is not judged, the warning
+    naming the setting (KServe refuses to work without its ConfigMap, so that is not KServe's namespace; kserve's,
+    which makes the agent whole, is any other ConfigMap); admitted, with no warning, once opendatahub's makes the
+    agent whole; refused naming the agent once opendatahub's keeps it Burstable. Before the ConfigMap was watched
+    the webhook judged on the shipped values whatever the cluster held: the last two steps fail on that code."""
     whole = {"cpuRequest": "1", "cpuLimit": "1", "memoryRequest": "1Gi", "memoryLimit": "1Gi"}
     settings = {"policy": {"operatorObjects": True, "kserveNamespace": "opendatahub"}}
     folder = tmp_path_factory.mktemp("operator-objects-configmap")
@@ -222,21 +228,29 @@ def test_the_webhook_judges_with_inferenceservice_config_from_kserve_s_namespace
             cluster.namespace(ns, "enforce")
             said: list[str] = []
 
-            def answered(refused: bool) -> bool:
+            def answered(refused: bool, warned: str = "") -> bool:
                 out = _apply(cluster, ns, copy.deepcopy(mms))
                 said[:] = [out.stderr]
-                return (out.returncode != 0) is refused and "not judged" not in out.stderr
+                told = warned in out.stderr if warned else "not judged" not in out.stderr
+                return (out.returncode != 0) is refused and told
 
-            # listed (opendatahub does not exist yet: an empty list) and judged on KServe's shipped agent
-            waiting.eventually("the ConfigMap listed and the InferenceService refused", lambda: answered(True), 60,
-                               every=0.5)
-            assert 'admission webhook "validate.qos-guard.io" denied the request' in said[0], said[0]
-            assert 'container "agent"' in said[0], said[0]
+            # listed (opendatahub does not exist yet: an empty list): not KServe's namespace, said, not judged
+            absent = ("Warning: qos-guard: not judged: set policy.kserveNamespace: no "
+                      "opendatahub/inferenceservice-config (KServe's own)")
+            waiting.eventually("the ConfigMap listed absent and the InferenceService not judged",
+                               lambda: answered(False, absent), 60, every=0.5)
             odh = config(agent=whole)
             odh["metadata"]["namespace"] = cluster.namespace("opendatahub")
             cluster.kubectl("apply", "-f", "-", stdin=odh, check=True)
             waiting.eventually("opendatahub's ConfigMap watched and the InferenceService admitted",
                                lambda: answered(False), 30, every=0.5)
             assert "Warning" not in said[0], said[0]
+            odh = config(agent={**whole, "cpuRequest": "100m"})
+            odh["metadata"]["namespace"] = "opendatahub"
+            cluster.kubectl("apply", "-f", "-", stdin=odh, check=True)
+            waiting.eventually("opendatahub's Burstable agent watched and the InferenceService refused",
+                               lambda: answered(True), 30, every=0.5)
+            assert 'admission webhook "validate.qos-guard.io" denied the request' in said[0], said[0]
+            assert 'container "agent"' in said[0], said[0]
         finally:
             server.stop()

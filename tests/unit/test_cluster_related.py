@@ -7,11 +7,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from tests.unit.kserve_cases import config
 from webhook.cluster.client import ClusterError, Lister, Unreachable
 from webhook.cluster.pager import ListFailed
 from webhook.cluster.related import read_related
 from webhook.core.operators import CLUSTER
 from webhook.core.operators.kserve import CLUSTER_SERVING_RUNTIME, SERVING_RUNTIME
+from webhook.core.operators.llmisvc import CONFIG as LLMISVC_CONFIG
 from webhook.core.workloads import walk
 
 RUNTIME = {"apiVersion": "serving.kserve.io/v1alpha1", "kind": "ServingRuntime",
@@ -27,7 +29,7 @@ class FakeLister(Lister):
 
     def list_objects(self, path: str, label_selector: str | None = None,
                      field_selector: str | None = None) -> list[dict[str, Any]]:
-        found = self.lists[path]
+        found = self.lists.get(path, [])
         if isinstance(found, Exception):
             raise found
         return list(found)
@@ -41,9 +43,12 @@ SR = "/apis/serving.kserve.io/v1alpha1/servingruntimes"
 CSR = "/apis/serving.kserve.io/v1alpha1/clusterservingruntimes"
 
 
+KSERVE_CONFIG = {"/api/v1/namespaces/kserve/configmaps/inferenceservice-config": config()}
+
+
 def test_runtimes_read_whole_choose_the_runtime_and_absent_ones_do_not_exist() -> None:
     said: list[str] = []
-    related = read_related(FakeLister({SR: [RUNTIME], CSR: []}, {}), said.append)
+    related = read_related(FakeLister({SR: [RUNTIME], CSR: []}, KSERVE_CONFIG), said.append)
     assert related.source == CLUSTER and related.complete(*SERVING_RUNTIME) and said == []
     isvc: dict[str, Any] = {"apiVersion": "serving.kserve.io/v1beta1", "kind": "InferenceService",
                             "metadata": {"name": "m", "namespace": "ml",
@@ -95,7 +100,8 @@ class RefusingLister(FakeLister):
 def test_kserve_s_config_map_refused_is_unknown_not_shipped() -> None:
     """A 403 on ``inferenceservice-config`` had been taken as "absent", so KServe's shipped values judged (its
     Burstable storage initializer refusing a Pod the cluster's config makes Guaranteed): now what KServe builds
-    from it is not known, with the grant to add; a 404 is still KServe's shipped values, as KServe does."""
+    from it is not known, with the grant to add; a 404 too (KServe refuses to work without it: the namespace
+    named is not KServe's), naming the setting; found, the runtime judges."""
     isvc: dict[str, Any] = {"apiVersion": "serving.kserve.io/v1beta1", "kind": "InferenceService",
                             "metadata": {"name": "m", "namespace": "ml",
                                          "annotations": {"serving.kserve.io/deploymentMode": "RawDeployment"}},
@@ -107,5 +113,25 @@ def test_kserve_s_config_map_refused_is_unknown_not_shipped() -> None:
         assert isinstance(reason, str), reason
         assert f"ConfigMap opendatahub/inferenceservice-config not read ({shown}" in reason, reason
         assert f"): {out}" in reason, reason
-    (target,) = walk(isvc, related=read_related(RefusingLister(404), lambda _: None))
+    (reason,) = walk(isvc, related=read_related(RefusingLister(404), lambda _: None))
+    assert reason == "InferenceService: set policy.kserveNamespace: no kserve/inferenceservice-config (KServe's own)"
+    (target,) = walk(isvc, related=read_related(FakeLister({SR: [RUNTIME], CSR: []}, KSERVE_CONFIG), lambda _: None))
     assert not isinstance(target, str) and target.template == "spec.predictor (predictor, ServingRuntime rt)"
+
+
+def test_llm_inference_service_configs_are_listed_whole() -> None:
+    """``check --kubeconfig`` and ``audit`` list the cluster's LLMInferenceServiceConfigs, as the webhook's cache
+    does: a preset overridden in KServe's namespace is the cluster's, and one a baseRef names that the cluster
+    does not hold makes KServe build no Pods (ConfigNotFound). They had never been read: a baseRef was judged with
+    KServe's shipped preset, or said unknown with "--kubeconfig to read it", which read nothing."""
+    llm = "/apis/serving.kserve.io/v1alpha1/llminferenceserviceconfigs"
+    preset = {"apiVersion": "serving.kserve.io/v1alpha1", "kind": "LLMInferenceServiceConfig",
+              "metadata": {"name": "mine", "namespace": "kserve"}, "spec": {}}
+    related = read_related(FakeLister({SR: [], CSR: [], llm: [preset]}, KSERVE_CONFIG), lambda _: None)
+    assert related.complete(*LLMISVC_CONFIG) and related.named(*LLMISVC_CONFIG, "mine", "kserve") == preset
+    said: list[str] = []
+    refused = read_related(FakeLister({SR: [], CSR: [], llm: ListFailed(llm, 500, "etcd is down")}, KSERVE_CONFIG),
+                           said.append)
+    assert not refused.complete(*LLMISVC_CONFIG)
+    assert said == [f"LLMInferenceServiceConfigs are not read (GET {llm}: HTTP 500 etcd is down): an "
+                    "LLMInferenceService whose baseRefs they hold is unknown (a preset: KServe's shipped one)"], said

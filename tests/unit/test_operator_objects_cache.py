@@ -14,6 +14,7 @@ import pytest
 
 from tests import waiting
 from tests.helpers import admission_review
+from tests.unit.kserve_cases import config
 from tests.unit.test_topology_cache import Scripted, event
 from webhook.cluster import watch
 from webhook.cluster.relatedcache import WATCHED, RelatedCache
@@ -44,7 +45,15 @@ def isvc() -> dict[str, Any]:
             "spec": {"predictor": {"model": {"modelFormat": {"name": "sklearn"}, "storageUri": "pvc://models/m"}}}}
 
 
+KSERVE_CONFIG_MAPS = "/api/v1/namespaces/kserve/configmaps"
+
+
 def started(api: Scripted) -> RelatedCache:
+    """The cache on ``api``, every kind listed or refused; KServe's own inferenceservice-config (its shipped
+    values) in its namespace unless the test scripts that list: KServe refuses to work without it."""
+    shipped = config()
+    shipped["metadata"]["resourceVersion"] = "1"
+    api.lists.setdefault(KSERVE_CONFIG_MAPS, [(200, {"items": [shipped], "metadata": {"resourceVersion": "1"}})])
     cache = RelatedCache(api)
     cache.start()
     waiting.eventually("every kind listed or refused", lambda: cache.wait_synced(0.05), 10, every=0.05)

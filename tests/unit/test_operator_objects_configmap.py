@@ -23,7 +23,8 @@ from webhook.cluster import watch
 from webhook.cluster.relatedcache import RelatedCache
 from webhook.core.config import parse_config
 from webhook.core.operators import Related
-from webhook.core.operators.kserve_pod import CONFIG_MAP, ISVC_CONFIG
+from webhook.core.operators.kserve_pod import CONFIG_ABSENT, CONFIG_MAP, CONFIG_NOT_READ, ISVC_CONFIG
+from webhook.core.refusal import WARNING_CHARS
 from webhook.serving.app import create_app
 
 NS = "opendatahub"
@@ -38,7 +39,7 @@ MMS = {"apiVersion": "serving.kserve.io/v1beta1", "kind": "InferenceService",
 LLM = {"apiVersion": "serving.kserve.io/v1alpha2", "kind": "LLMInferenceService",
        "metadata": {"name": "m", "namespace": "ml"},
        "spec": {"model": {"uri": "pvc://models/m"}, "template": {"containers": [{"name": "main", "image": "vllm"}]}}}
-UNREAD = f"ConfigMap {NS}/{ISVC_CONFIG} not read yet (or refused): grant list, watch on it"
+UNREAD = CONFIG_NOT_READ.format(namespace=NS)
 
 
 def agent_config(**agent: str) -> dict[str, Any]:
@@ -116,12 +117,10 @@ def test_a_refused_list_leaves_it_not_judged_and_says_the_grant(monkeypatch: pyt
     assert response["allowed"] is True and UNREAD in " ".join(response.get("warnings", [])), response
 
 
-@pytest.mark.parametrize(("items", "allowed"), [([], False), ([agent_config()], True),
+@pytest.mark.parametrize(("items", "allowed"), [([agent_config()], True),
                                                 ([agent_config(cpuRequest="100m")], False)])
-def test_listed_its_agent_resources_judge_the_pod_and_absent_kserve_s_shipped_ones_do(
-        items: list[dict[str, Any]], allowed: bool) -> None:
-    """KServe ships the agent Burstable (100m/1 CPU): refused with none in the namespace; a ConfigMap making it
-    whole: admitted; one keeping it Burstable: refused naming the agent."""
+def test_listed_its_agent_resources_judge_the_pod(items: list[dict[str, Any]], allowed: bool) -> None:
+    """A ConfigMap making the agent whole: admitted; one keeping it Burstable: refused naming the agent."""
     stop = threading.Event()
     cache = synced(api_with(stop, [(200, {"items": items, "metadata": {"resourceVersion": "5"}})]))
     try:
@@ -134,3 +133,45 @@ def test_listed_its_agent_resources_judge_the_pod_and_absent_kserve_s_shipped_on
     assert UNREAD not in " ".join(response.get("warnings", []))
     if not allowed:
         assert 'container "agent"' in response["status"]["message"], response["status"]["message"]
+
+
+@pytest.mark.parametrize("namespace", [NS, "redhat-ods-applications"])
+def test_listed_absent_it_is_not_judged_and_the_setting_is_named(namespace: str) -> None:
+    """KServe refuses to work without its ConfigMap (its defaulters answer the error, failurePolicy Fail;
+    inference_service_defaults.go, llminferenceservice/defaulter.go): a namespace that holds none is not KServe's,
+    so the InferenceService is not judged, the warning naming the setting first, whole for the longest namespace
+    KServe is installed in. It had been refused on KServe's shipped agent (100m/1 CPU), which KServe never uses."""
+    stop = threading.Event()
+    api = api_with(stop, [])
+    api.lists[f"/api/v1/namespaces/{namespace}/configmaps"] = [(200, {"items": [],
+                                                                      "metadata": {"resourceVersion": "5"}})]
+    cache = RelatedCache(api, kserve_namespace=namespace)
+    cache.start()
+    try:
+        waiting.eventually("every kind and the ConfigMap listed", lambda: cache.wait_synced(0.05), 10, every=0.05)
+        responses = [answer(cache.snapshot(), obj) for obj in (MMS, LLM)]
+    finally:
+        stop.set()
+        cache.stop()
+    for response in responses:
+        (said,) = response["warnings"]
+        assert response["allowed"] is True, response
+        assert said == f"qos-guard: not judged: {CONFIG_ABSENT.format(namespace=namespace)}", said
+        assert said.startswith("qos-guard: not judged: set policy.kserveNamespace: no ") and len(said) < WARNING_CHARS
+
+
+def test_the_way_out_survives_the_warning_cut_for_every_namespace_kserve_is_installed_in() -> None:
+    """The unsynced warning put the grant last: for redhat-ods-applications the cut took it."""
+    for namespace in ("kserve", NS, "redhat-ods-applications"):
+        for text in (CONFIG_NOT_READ, CONFIG_ABSENT):
+            assert len(f"qos-guard: not judged: {text.format(namespace=namespace)}") < WARNING_CHARS, namespace
+
+
+def test_a_kubeconfig_the_webhook_cannot_use_is_not_told_as_a_missing_grant(tmp_path: Any) -> None:
+    """The cache cannot be made (no usable kubeconfig): what KServe builds is not judged, and the reason points at
+    the log, not at RBAC (it had said "grant list, watch", which would not help)."""
+    from webhook.serving.operatorobjects import start_related_cache
+
+    snapshot = start_related_cache(str(tmp_path / "nope"), NS)()
+    assert snapshot.config_unknown == (f"{NS}/{ISVC_CONFIG} not read: the webhook's kubeconfig cannot be used (see "
+                                       "its log)"), snapshot.config_unknown

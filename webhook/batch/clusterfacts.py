@@ -139,7 +139,8 @@ def _cluster_facts(config: Config, kubeconfig: str | None, say: Callable[[str], 
     kube = cluster_kubernetes(config, kubeconfig, say, context) if version else None
     related = _related(kubeconfig, say, context, config.policy.kserve_namespace)
     if not config.numa_auto and not config.policy.device_classes:
-        return Facts(kubernetes=kube, related=related) if kube is not None or related.objects else NO_FACTS
+        known = kube is not None or related.objects or related.config_unknown
+        return Facts(kubernetes=kube, related=related) if known else NO_FACTS
     classes = _device_classes(config, kubeconfig, say, context)
     if not config.numa_auto:
         return Facts(device_classes=classes, kubernetes=kube, related=related)

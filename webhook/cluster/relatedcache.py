@@ -12,9 +12,10 @@ kind, name, namespace and ``spec`` are kept (what the builders read), at most ``
 KServe's ``inferenceservice-config`` is watched in the namespace KServe runs in (``policy.kserveNamespace``): a
 list and watch of that one name (``fieldSelector=metadata.name=...``, which the API server authorizes as a request
 for that name, so an RBAC rule with ``resourceNames`` grants it: k8s.io/apiserver v0.36.3
-pkg/endpoints/request/requestinfo.go:246-251), its ``data`` kept. Until it is listed, and while refused, what KServe
-builds from it is not judged, said with the way out (``Related.config_unknown``); listed and absent, KServe's
-shipped values are used, as ``read_related`` does. The ``config-scheduler-*`` ConfigMaps an LLMInferenceService
+pkg/endpoints/request/requestinfo.go:247-251), its ``data`` kept. Until it is listed, while refused, and listed
+absent, what KServe builds from it is not judged, said with the way out (``Related.config_unknown``): KServe
+refuses to work without it, so a namespace that holds none is not KServe's (``kserve_pod.CONFIG_ABSENT``), as
+``read_related`` says it too. The ``config-scheduler-*`` ConfigMaps an LLMInferenceService
 may name are not watched (any name of that prefix, which ``resourceNames`` cannot grant): the scheduler's tokenizer
 is then not known, as without a cluster; nor is Knative's ``config-deployment``.
 """
@@ -29,7 +30,7 @@ from typing import Any
 from webhook.cluster.cache import KindsCache, TellingReflector
 from webhook.cluster.watch import Store, Transport
 from webhook.core.operators import CLUSTER, KSERVE_NAMESPACE, Related
-from webhook.core.operators.kserve_pod import CONFIG_MAP, CONFIG_NOT_READ, ISVC_CONFIG
+from webhook.core.operators.kserve_pod import CONFIG_ABSENT, CONFIG_MAP, CONFIG_NOT_READ, ISVC_CONFIG
 from webhook.core.operators.kserve_runtimes import CLUSTER_SERVING_RUNTIME, SERVING_RUNTIME
 from webhook.core.operators.llmisvc import CONFIG as LLMISVC_CONFIG
 
@@ -91,7 +92,8 @@ class RelatedCache(KindsCache):
 
     def publish(self) -> Related:
         """The objects of every store listed; ``read`` those listed, not refused since, and whole; KServe's
-        ConfigMap said not known until listed and while refused."""
+        ConfigMap said not known until listed, while refused, and listed absent (KServe refuses to work without
+        it: the namespace named is not KServe's)."""
         objects: dict[tuple[str, str], tuple[Any, ...]] = {}
         read: set[tuple[str, str]] = set()
         for key, (_, resource) in WATCHED.items():
@@ -102,10 +104,11 @@ class RelatedCache(KindsCache):
             if not store.truncated:
                 read.add(key)
         unread = not self.config_store.listed or self.config_name in self.refused
-        if not unread:
-            objects[CONFIG_MAP] = tuple(self.config_store.snapshot().values())
-        self._snapshot = snapshot = Related(objects, CLUSTER, frozenset(read), self.namespace,
-                                            self.config_unread if unread else "")
+        config = () if unread else tuple(self.config_store.snapshot().values())
+        if config:
+            objects[CONFIG_MAP] = config
+        why = self.config_unread if unread else "" if config else CONFIG_ABSENT.format(namespace=self.namespace)
+        self._snapshot = snapshot = Related(objects, CLUSTER, frozenset(read), self.namespace, why)
         self.tell()
         return snapshot
 

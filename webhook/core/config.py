@@ -188,7 +188,7 @@ KSERVE_NS = Setting("kserveNamespace", Label(), KSERVE_NAMESPACE,
                     "redhat-ods-applications under OpenDataHub and OpenShift AI), where it reads its "
                     "inferenceservice-config ConfigMap, its LLMInferenceServiceConfig presets and its "
                     "config-scheduler-* ConfigMaps; check --kubeconfig and audit read inferenceservice-config there "
-                    "(KServe's shipped values where it is not found; refused: not judged); --kserve-namespace "
+                    "(absent there or refused: not judged, as KServe needs it); --kserve-namespace "
                     "wins over it", param=False)
 DRA_OBJECTS = Setting("draObjects", Flag(), False,
                       "true: the webhook watches the cluster's ResourceClaims, ResourceClaimTemplates, "

@@ -113,7 +113,7 @@ class Name(Kind):
     """One object name, a DNS-1123 subdomain as the API server checks it (``schedulerName``); null: not set."""
 
     def parse(self, raw: Any, key: str) -> str:
-        if not isinstance(raw, str) or len(raw) > 253 or not _SUBDOMAIN.match(raw):
+        if not isinstance(raw, str) or len(raw) > 253 or not _SUBDOMAIN.fullmatch(raw):
             shown = repr(raw)[:80]
             raise ConfigError(f"{key}: {shown} is not a DNS-1123 subdomain (lowercase letters, digits, '-' and '.', "
                               "at most 253 characters), as the API server requires of this name")
@@ -125,7 +125,7 @@ class Label(Kind):
     """One DNS-1123 label, as the API server checks a namespace's name (``policy.kserveNamespace``)."""
 
     def parse(self, raw: Any, key: str) -> str:
-        if not isinstance(raw, str) or len(raw) > 63 or not _LABEL.match(raw):
+        if not isinstance(raw, str) or len(raw) > 63 or not _LABEL.fullmatch(raw):
             raise ConfigError(f"{key}: {repr(raw)[:80]} is not a namespace: a namespace must be a DNS-1123 label "
                               "(lowercase letters, digits and '-', starting and ending with a letter or digit, at "
                               "most 63 characters)")

@@ -9,7 +9,7 @@ from webhook.cluster.client import ClusterError
 from webhook.cluster.relatedcache import RelatedCache, log_problem
 from webhook.cluster.watch import ApiTransport
 from webhook.core.operators import CLUSTER, KSERVE_NAMESPACE, Related
-from webhook.core.operators.kserve_pod import CONFIG_NOT_READ
+from webhook.core.operators.kserve_pod import ISVC_CONFIG
 
 
 def start_related_cache(kubeconfig: str | None, kserve_namespace: str = KSERVE_NAMESPACE) -> Callable[[], Related]:
@@ -20,7 +20,8 @@ def start_related_cache(kubeconfig: str | None, kserve_namespace: str = KSERVE_N
         cache = RelatedCache(ApiTransport(kubeconfig), on_problem=log_problem, kserve_namespace=kserve_namespace)
     except ClusterError as exc:
         log_problem({"all": f"policy.operatorObjects: true cannot reach the API server: {exc}"})
-        unread = Related({}, CLUSTER, frozenset(), kserve_namespace, CONFIG_NOT_READ.format(namespace=kserve_namespace))
+        why = f"{kserve_namespace}/{ISVC_CONFIG} not read: the webhook's kubeconfig cannot be used (see its log)"
+        unread = Related({}, CLUSTER, frozenset(), kserve_namespace, why)
         return lambda: unread
     cache.start()
     return cache.snapshot

@@ -127,15 +127,20 @@ def given_config_map(related: Related) -> Mapping[str, Any] | None:
     return related.named(*CONFIG_MAP, ISVC_CONFIG, related.kserve_namespace)
 
 
-# Why what KServe builds from ``inferenceservice-config`` is not judged while the webhook's watch of it has not
-# synced or is refused (``Related.config_unknown``, set by webhook/cluster/relatedcache.py with its namespace): a
-# warning of 120 characters at most (refusal.WARNING_CHARS) for KServe's namespace names; the log says more.
-CONFIG_NOT_READ = f"ConfigMap {{namespace}}/{ISVC_CONFIG} not read yet (or refused): grant list, watch on it"
+# Why what KServe builds from ``inferenceservice-config`` is not judged (``Related.config_unknown``): the cluster's
+# watch of it has not synced or is refused (webhook/cluster/relatedcache.py), or the cluster has none in KServe's
+# namespace, which KServe refuses to work without (its defaulters answer the error, inference_service_defaults.go
+# and llminferenceservice/defaulter.go, failurePolicy Fail; the pod mutator 500s; the manager exits at start): the
+# namespace named is then most likely not KServe's. The way out first, so the 120-character warning cut
+# (refusal.WARNING_CHARS) keeps it for the longest namespace KServe is installed in (redhat-ods-applications).
+CONFIG_NOT_READ = f"grant list, watch on {{namespace}}/{ISVC_CONFIG}: not read yet (or refused)"
+CONFIG_ABSENT = f"set policy.kserveNamespace: no {{namespace}}/{ISVC_CONFIG} (KServe's own)"
 
 
 def config_unknown(related: Related) -> str | None:
-    """Why ``inferenceservice-config`` is not known where it is not given either (the webhook's watch of it not
-    synced or refused); None where it is (given, or read absent: KServe's shipped values)."""
+    """Why ``inferenceservice-config`` is not known where it is not given either (the cluster's not read, or
+    absent from KServe's namespace: ``CONFIG_NOT_READ``, ``CONFIG_ABSENT``); None where it is (given, read, or no
+    cluster asked: KServe's shipped values judge a file checked alone)."""
     if related.config_unknown and given_config_map(related) is None:
         return related.config_unknown
     return None
@@ -409,6 +414,7 @@ def with_injected(built: Built, obj: Mapping[str, Any], mode: str, related: Rela
 
 __all__ = [
     "AGENT",
+    "CONFIG_ABSENT",
     "CONFIG_MAP",
     "CONFIG_NOT_READ",
     "CONFIG_STRUCTS",
