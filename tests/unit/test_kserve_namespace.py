@@ -108,7 +108,7 @@ def test_the_cluster_read_gets_the_configmap_from_the_configured_namespace() -> 
         "(KServe's own)",), verdict.unknown
 
 
-@pytest.mark.parametrize("bad", ["Open_DataHub", "odh.example", "-odh", "a" * 64, "", 5])
+@pytest.mark.parametrize("bad", ["Open_DataHub", "odh.example", "-odh", "a" * 64, "", 5, "opendatahub\n"])
 def test_kserve_namespace_must_be_a_dns_label(bad: Any) -> None:
     with pytest.raises(ConfigError, match=r"^policy\.kserveNamespace: .* a namespace must be a DNS-1123 label"):
         parse_config({"policy": {"kserveNamespace": bad}})
@@ -133,3 +133,19 @@ def test_a_config_scheduler_configmap_comes_from_the_configured_namespace() -> N
 
     assert containers(replace(given, kserve_namespace="opendatahub")) == [["main", "tokenizer"]]
     assert containers(given) == [["main"]]  # that ConfigMap is any other: the scheduler's text is not given
+
+
+def test_check_with_kubernetes_version_keeps_why_kserve_s_config_map_is_not_known(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``check --kubeconfig --kubernetes-version`` (the minor not read) on a cluster whose runtimes are not listed
+    and whose inferenceservice-config is refused: the reason had been dropped with the rest (NO_FACTS), so KServe's
+    shipped values judged; it is kept, and the InferenceService is not judged."""
+    from webhook.batch import clusterfacts
+
+    refused = Related({}, CLUSTER, frozenset(), "kserve", "ConfigMap kserve/inferenceservice-config not read "
+                      "(HTTP 403): grant get on it, or give it in the input")
+    monkeypatch.setattr(clusterfacts, "_related", lambda *_a, **_k: refused)
+    facts = clusterfacts._cluster_facts(Config(), "kubeconfig", lambda _m: None, required=False, version=False)
+    assert facts.related is refused
+    verdict = evaluate(MMS, Config(), Mode.ENFORCE, facts)
+    assert verdict.violations == [] and verdict.unknown == (f"InferenceService: {refused.config_unknown}",)
