@@ -36,6 +36,7 @@ CRDS = ROOT / "tests" / "fixtures" / "crds"
 KSERVE_CRDS = ("serving.kserve.io_inferenceservices.yaml", "serving.kserve.io_servingruntimes.yaml",
                "serving.kserve.io_clusterservingruntimes.yaml")
 CONFIG = {"policy": {"operatorObjects": True}}
+WHOLE = {"cpuRequest": "1", "cpuLimit": "1", "memoryRequest": "1Gi", "memoryLimit": "1Gi"}  # an agent Guaranteed
 REFUSED = 'spec.predictor (predictor, ServingRuntime sklearn-rt): container "kserve-container"'
 
 
@@ -53,6 +54,15 @@ def runtime(request_cpu: str) -> dict[str, Any]:
 ISVC: dict[str, Any] = {"apiVersion": "serving.kserve.io/v1beta1", "kind": "InferenceService",
         "metadata": {"name": "iris", "annotations": {"serving.kserve.io/deploymentMode": "RawDeployment"}},
         "spec": {"predictor": {"model": {"modelFormat": {"name": "sklearn"}, "storageUri": "pvc://models/iris"}}}}
+
+
+def install_kserve_crds(cluster: Cluster) -> None:
+    """KServe v0.20.0's CRDs for InferenceServices and their runtimes, created and established."""
+    for crd in KSERVE_CRDS:
+        cluster.kubectl("create", "-f", str(CRDS / crd), check=True)
+    for name in ("inferenceservices", "servingruntimes", "clusterservingruntimes"):
+        cluster.kubectl("wait", "--for", "condition=Established", f"crd/{name}.serving.kserve.io",
+                        "--timeout=60s", check=True)
 
 
 def _apply(cluster: Cluster, ns: str, obj: dict[str, Any], dry: bool = True) -> subprocess.CompletedProcess[str]:
@@ -88,11 +98,7 @@ def test_an_inference_service_is_judged_with_the_cluster_s_runtime_at_apply_time
             waiting.eventually("the webhook", lambda: _apply(cluster, probe, violating_pod("p")).returncode != 0,
                                30, every=0.5)
             assert _apply(cluster, probe, compliant_pod("p")).returncode == 0
-            for crd in KSERVE_CRDS:  # the cache has found them not served (404) until now: it lists again
-                cluster.kubectl("create", "-f", str(CRDS / crd), check=True)
-            for name in ("inferenceservices", "servingruntimes", "clusterservingruntimes"):
-                cluster.kubectl("wait", "--for", "condition=Established", f"crd/{name}.serving.kserve.io",
-                                "--timeout=60s", check=True)
+            install_kserve_crds(cluster)  # the cache has found them not served (404) until now: it lists again
             shipped = config()  # KServe's own, where it runs: KServe refuses to work without it
             shipped["metadata"]["namespace"] = cluster.namespace("kserve")
             cluster.kubectl("apply", "-f", "-", stdin=shipped, check=True)
@@ -136,15 +142,10 @@ def test_audit_reads_inferenceservice_config_from_the_namespace_kserve_runs_in(
     runs (its controller's POD_NAMESPACE): a multi-model InferenceService's agent is judged with opendatahub's
     (whole, equal resources: nothing found); without the flag, with kserve's (Burstable: found); with a
     namespace that holds none, not judged, the setting named (KServe refuses to work without its ConfigMap)."""
-    whole = {"cpuRequest": "1", "cpuLimit": "1", "memoryRequest": "1Gi", "memoryLimit": "1Gi"}
     folder = tmp_path_factory.mktemp("kserve-namespace")
     with control_plane(folder / "cp") as cluster:
-        for crd in KSERVE_CRDS:
-            cluster.kubectl("create", "-f", str(CRDS / crd), check=True)
-        for name in ("inferenceservices", "servingruntimes", "clusterservingruntimes"):
-            cluster.kubectl("wait", "--for", "condition=Established", f"crd/{name}.serving.kserve.io",
-                            "--timeout=60s", check=True)
-        for namespace, agent in (("opendatahub", whole), ("kserve", {**whole, "cpuRequest": "100m"})):
+        install_kserve_crds(cluster)
+        for namespace, agent in (("opendatahub", WHOLE), ("kserve", {**WHOLE, "cpuRequest": "100m"})):
             cm = config(agent=agent)
             cm["metadata"]["namespace"] = cluster.namespace(namespace)
             cluster.kubectl("apply", "-f", "-", stdin=cm, check=True)
@@ -187,17 +188,12 @@ def test_the_webhook_judges_with_inferenceservice_config_from_kserve_s_namespace
     which makes the agent whole, is any other ConfigMap); admitted, with no warning, once opendatahub's makes the
     agent whole; refused naming the agent once opendatahub's keeps it Burstable. Before the ConfigMap was watched
     the webhook judged on the shipped values whatever the cluster held: the last two steps fail on that code."""
-    whole = {"cpuRequest": "1", "cpuLimit": "1", "memoryRequest": "1Gi", "memoryLimit": "1Gi"}
     settings = {"policy": {"operatorObjects": True, "kserveNamespace": "opendatahub"}}
     folder = tmp_path_factory.mktemp("operator-objects-configmap")
     config_file = folder / "config.yaml"
     config_file.write_text(yaml.safe_dump(settings))
     with control_plane(folder / "cp") as cluster:
-        for crd in KSERVE_CRDS:
-            cluster.kubectl("create", "-f", str(CRDS / crd), check=True)
-        for name in ("inferenceservices", "servingruntimes", "clusterservingruntimes"):
-            cluster.kubectl("wait", "--for", "condition=Established", f"crd/{name}.serving.kserve.io",
-                            "--timeout=60s", check=True)
+        install_kserve_crds(cluster)
         cluster.namespace(RELEASE_NAMESPACE)
         rbac = chart_objects("qos-guard", "--set", "config.policy.operatorObjects=true,"
                              "config.policy.kserveNamespace=opendatahub", "--show-only",
@@ -205,7 +201,7 @@ def test_the_webhook_judges_with_inferenceservice_config_from_kserve_s_namespace
         assert {o["kind"] for o in rbac} == {"ServiceAccount", "ClusterRole", "ClusterRoleBinding"}
         cluster.kubectl("apply", "-f", "-", stdin=rbac, check=True)
         account = cluster.kubeconfig_as("qos-guard", RELEASE_NAMESPACE, folder / "kubeconfig", duration="2h")
-        kserve = config(agent=whole)  # in kserve, not the namespace named: any other ConfigMap
+        kserve = config(agent=WHOLE)  # in kserve, not the namespace named: any other ConfigMap
         kserve["metadata"]["namespace"] = cluster.namespace("kserve")
         cluster.kubectl("apply", "-f", "-", stdin=kserve, check=True)
         ns = cluster.namespace("models")
@@ -239,13 +235,13 @@ def test_the_webhook_judges_with_inferenceservice_config_from_kserve_s_namespace
                       "opendatahub/inferenceservice-config (KServe's own)")
             waiting.eventually("the ConfigMap listed absent and the InferenceService not judged",
                                lambda: answered(False, absent), 60, every=0.5)
-            odh = config(agent=whole)
+            odh = config(agent=WHOLE)
             odh["metadata"]["namespace"] = cluster.namespace("opendatahub")
             cluster.kubectl("apply", "-f", "-", stdin=odh, check=True)
             waiting.eventually("opendatahub's ConfigMap watched and the InferenceService admitted",
                                lambda: answered(False), 30, every=0.5)
             assert "Warning" not in said[0], said[0]
-            odh = config(agent={**whole, "cpuRequest": "100m"})
+            odh = config(agent={**WHOLE, "cpuRequest": "100m"})
             odh["metadata"]["namespace"] = "opendatahub"
             cluster.kubectl("apply", "-f", "-", stdin=odh, check=True)
             waiting.eventually("opendatahub's Burstable agent watched and the InferenceService refused",
