@@ -11,7 +11,7 @@ import pytest
 from tests.unit.test_numa import GPU_TAINT, cluster, judge, tainted
 from webhook.core.config import Config, parse_config
 from webhook.core.engine import Mode, evaluate
-from webhook.core.podspec import ManifestError
+from webhook.core.resourceblock import ManifestError
 from webhook.core.workloads import find_targets
 
 

@@ -14,9 +14,10 @@ from webhook.core.config import Policy
 from webhook.core.dra_requests import DeviceClasses, DraUse, dra_resources
 from webhook.core.fieldpath import FieldPath, dotted
 from webhook.core.numatopology import HUGEPAGES
-from webhook.core.podspec import CPU, GUARANTEED, MEMORY, Container, PodSpec
+from webhook.core.podspec import GUARANTEED, PodSpec
 from webhook.core.qos import qos_class
 from webhook.core.quantity import format_bytes
+from webhook.core.resourceblock import CPU, MEMORY, Container
 
 
 @dataclass(frozen=True, slots=True)

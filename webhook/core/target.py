@@ -11,7 +11,8 @@ from typing import Any
 
 from webhook.core.fieldpath import FieldPath
 from webhook.core.kubeversion import DEFAULT, Semantics
-from webhook.core.podspec import Container, PodSpec, build_pod_spec, rebase
+from webhook.core.podspec import PodSpec, build_pod_spec, rebase
+from webhook.core.resourceblock import Container
 from webhook.core.sizing import Sizing
 
 

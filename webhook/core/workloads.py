@@ -34,7 +34,7 @@ from webhook.core.operators import NO_RELATED, Build, NoPodHere, Related, Unjudg
 from webhook.core.operators.kserve import COMPONENTS, GROUP
 from webhook.core.operators.kserve import RELATED as KSERVE_RELATED
 from webhook.core.operators.kserve import build as kserve_build
-from webhook.core.podspec import ManifestError
+from webhook.core.resourceblock import ManifestError
 from webhook.core.target import Target, several_pods
 from webhook.core.templatepaths import (
     LIST,

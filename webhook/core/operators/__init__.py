@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from webhook.core.fieldpath import FieldPath
-from webhook.core.podspec import ManifestError
+from webhook.core.resourceblock import ManifestError
 from webhook.core.sizing import Sizing
 
 # Where ``Related`` objects come from: said in the builders' reasons.

@@ -26,7 +26,7 @@ from typing import Any
 from webhook.core.fieldpath import FieldPath
 from webhook.core.operators import Built, NoPodHere, Related, list_at, mapping_at, metadata_at
 from webhook.core.operators.nim_dra import pod_claims, with_claims
-from webhook.core.podspec import ManifestError
+from webhook.core.resourceblock import ManifestError
 from webhook.core.sizing import Sizing
 
 GROUP = "apps.nvidia.com"

@@ -11,7 +11,7 @@ from typing import Any
 
 from webhook.core.fieldpath import FieldPath
 from webhook.core.operators import list_at, mapping_at
-from webhook.core.podspec import ManifestError
+from webhook.core.resourceblock import ManifestError
 
 # DraResourceFieldType: the number in a pod claim's name.
 CLAIM, CLAIM_TEMPLATE, COMPUTE_DOMAIN = 0, 1, 2

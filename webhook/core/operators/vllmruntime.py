@@ -25,8 +25,8 @@ from typing import Any
 from webhook.core.fieldpath import FieldPath, dotted
 from webhook.core.names import subdomain_problem
 from webhook.core.operators import Built, Related, list_at, mapping_at
-from webhook.core.podspec import ManifestError
 from webhook.core.quantity import QuantityError, parse_quantity
+from webhook.core.resourceblock import ManifestError
 from webhook.core.sizing import Sizing
 
 GROUP = "production-stack.vllm.ai"

@@ -38,8 +38,9 @@ from webhook.core.dracpu import (
 )
 from webhook.core.facts import Facts
 from webhook.core.fieldpath import dotted
-from webhook.core.podspec import Amount, Block, PodSpec
+from webhook.core.podspec import PodSpec
 from webhook.core.quantity import QuantityError, parse_quantity
+from webhook.core.resourceblock import Amount, Block
 from webhook.core.rules.base import Rule, Text, Violation
 from webhook.core.rules.sidecars import sized
 

@@ -33,7 +33,8 @@ from webhook.core.config import Policy
 from webhook.core.dracpu import CPU_DRIVER
 from webhook.core.facts import Facts
 from webhook.core.fieldpath import dotted
-from webhook.core.podspec import Container, PodSpec
+from webhook.core.podspec import PodSpec
+from webhook.core.resourceblock import Container
 from webhook.core.rules.base import Rule, Text, Violation
 from webhook.core.rules.dra_cpu_not_mirrored import claimed_cpus
 from webhook.core.target import EVERY_NODE

@@ -33,8 +33,9 @@ from webhook.core.numatopology import (
     Topology,
     Zone,
 )
-from webhook.core.podspec import CPU, MEMORY, PodSpec, effective_requests
+from webhook.core.podspec import PodSpec
 from webhook.core.quantity import format_bytes, format_milli, format_milli_bytes
+from webhook.core.resourceblock import CPU, MEMORY, effective_requests
 from webhook.core.rules.base import PolicyRefusal, Rule, Text, Violation
 from webhook.core.rules.dra_unaligned import cpus_from_dra
 
