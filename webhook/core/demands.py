@@ -98,7 +98,7 @@ def dra_use(pod: PodSpec, classes: DeviceClasses | None) -> DraUse:
     asked = [(name, (*c.resources.path, "limits", name)) for c in pod.all_containers for name in c.devices
              if is_device(name)] if pod.kube.dra_extended_resources else []
     resources, paths = dra_resources(asked, classes)
-    return DraUse(pod.resource_claims, (*pod.path, "resourceClaims"), resources, paths)
+    return DraUse(pod.resource_claims, pod.claims_path, resources, paths)
 
 
 def dra_judged(policy: Policy) -> bool:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from webhook.core.dra_requests import pod_claim_sources, pod_claims
-from webhook.core.fieldpath import FieldPath
+from webhook.core.fieldpath import FieldPath, dotted
 from webhook.core.kubeversion import DEFAULT, Semantics
 from webhook.core.podlevel import dropped_block, pod_level_block
 from webhook.core.resourceblock import Block, Container, list_field, mapping_field, read_container
@@ -39,6 +39,10 @@ class PodSpec:
     resource_claims: tuple[str, ...] = ()
     # each claim's source: name -> (ResourceClaim or ResourceClaimTemplate, its name)
     claim_sources: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+    # A pod spec an operator builds: where findings about its claims are, and each claim's name -> the object's
+    # field that makes it and what a finding adds of that field (``Built.shown``, ``Built.notes``).
+    claims_at: FieldPath = ()
+    claim_fields: Mapping[str, tuple[FieldPath, str]] = field(default_factory=dict)
     # The Kubernetes minor judged: what its API server stores and its kubelet pins (``webhook.core.kubeversion``).
     kube: Semantics = DEFAULT
     # How the object runs several Pods of this template at once ('its 3 replicas'), '' for one or not known.
@@ -61,6 +65,25 @@ class PodSpec:
         is off by default in every supported minor)."""
         return self.pod_level is not None and self.pod_level.sets_supported and \
             not self.kube.pod_level_resource_managers
+
+    @property
+    def claims_path(self) -> FieldPath:
+        """Where a finding about the Pod's claims is: ``spec.resourceClaims``, or the object's field that makes them."""
+        return self.claims_at or (*self.path, "resourceClaims")
+
+    def claim_label(self, name: str) -> str:
+        """A claim as findings name it: its name, or the object's field that makes it (an operator's hashed name
+        would send a reader nowhere)."""
+        made = self.claim_fields.get(name)
+        return dotted(made[0]) if made is not None else name
+
+    def claims_named(self, names: Sequence[str]) -> str:
+        """``names`` as a finding lists them: ``spec.resourceClaims: a, b``; where an operator makes every one, the
+        object's fields that make them, each with what it cannot do (``Built.notes``)."""
+        if names and all(n in self.claim_fields for n in names):
+            return ", ".join(self.claim_label(n) + (f" ({self.claim_fields[n][1]})" if self.claim_fields[n][1] else "")
+                             for n in names)
+        return f"{dotted(self.path)}.resourceClaims: {', '.join(map(self.claim_label, names))}"
 
     @property
     def all_containers(self) -> tuple[Container, ...]:
@@ -95,12 +118,13 @@ def rebase(path: FieldPath, fields: Sequence[tuple[FieldPath, FieldPath]]) -> Fi
 
 def build_pod_spec(spec: Any, path: FieldPath, status: Any = None, template: str = "",
                    kube: Semantics = DEFAULT, stored: bool = False,
-                   fields: Sequence[tuple[FieldPath, FieldPath]] = ()) -> PodSpec:
+                   fields: Sequence[tuple[FieldPath, FieldPath]] = (),
+                   notes: Mapping[FieldPath, str] | None = None) -> PodSpec:
     """The pod spec at ``path`` as ``kube``'s API server stores it; ``status`` is a Pod's own ``status``;
     ``template`` names it among its object's several (``webhook.core.target.Target.template``). ``stored``:
     the Pod was read from the API server, so its ``status.qosClass`` is the class the server gave it at
     create, which kubelet reads back (``GetPodQOS``) whatever the minor judging it now. ``fields``: a pod spec
-    an operator builds, its containers named by the object's fields (``rebase``)."""
+    an operator builds, its containers and claims named by the object's fields (``rebase``), with ``notes``."""
     body = mapping_field(spec, path)
     containers = tuple(
         read_container(c, rebase((*path, "containers", i), fields), init=False, template=template)
@@ -110,6 +134,16 @@ def build_pod_spec(spec: Any, path: FieldPath, status: Any = None, template: str
         read_container(c, rebase((*path, "initContainers", i), fields), init=True, template=template)
         for i, c in enumerate(list_field(body.get("initContainers"), (*path, "initContainers")))
     )
+    claims_at: FieldPath = ()
+    claim_fields: dict[str, tuple[FieldPath, str]] = {}
+    if fields and kube.dra:
+        claims_at = rebase((*path, "resourceClaims"), fields)
+        for i, claim in enumerate(list_field(body.get("resourceClaims"), (*path, "resourceClaims"))):
+            made = rebase((*path, "resourceClaims", i), fields)
+            name = claim.get("name") if isinstance(claim, Mapping) else None
+            if isinstance(name, str) and made != (*path, "resourceClaims", i):
+                claim_fields[name] = (made, (notes or {}).get((*path, "resourceClaims", i), ""))
+        claims_at = claims_at if claims_at != (*path, "resourceClaims") else ()
     keeps = stored or kube.keeps_declared_qos
     declared = status.get("qosClass") if isinstance(status, Mapping) and keeps else None
     return PodSpec(
@@ -122,6 +156,8 @@ def build_pod_spec(spec: Any, path: FieldPath, status: Any = None, template: str
         # DynamicResourceAllocation off (1.33): the API server drops spec.resourceClaims on create.
         resource_claims=pod_claims(body) if kube.dra else (),
         claim_sources=pod_claim_sources(body) if kube.dra else {},
+        claims_at=claims_at,
+        claim_fields=claim_fields,
         kube=kube,
         dropped=dropped_block(body, path, template, kube),
     )

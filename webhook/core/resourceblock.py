@@ -102,6 +102,13 @@ class Block:
         return request is not None and limit is not None and not request.invalid and not limit.invalid \
             and request.milli > limit.milli
 
+    def at(self, kind: str, resource: str) -> FieldPath:
+        """Where a finding about ``resource``'s request or limit (``kind``) is: the object's one value for both where
+        an operator builds the container from one (``Sizing.one_value``), else ``resources.<kind>.<resource>``."""
+        if self.sizing is not None and self.sizing.one_value:
+            return (*self.sizing.one_value, resource)
+        return (*self.path, kind, resource)
+
     def sizing_cpu(self) -> tuple[str, Amount] | None:
         """The cpu the CPU Manager sizes by: the limit, or the request where no limit is set."""
         for kind, source in (("limit", self.limits), ("request", self.requests)):

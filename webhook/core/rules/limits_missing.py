@@ -52,7 +52,7 @@ def _scan(block: Block, fractional: frozenset[str], kube: Semantics) -> list[Vio
                    else WHOLE_CPU(request=request.show(), choice=whole_cpu_choices(request.milli)))
         fix = fix or DEFAULTS(resource=resource)
         mesh = mesh_hint(block.container, resource, block.path)
-        found.append(Violation((*block.path, "limits", resource),
+        found.append(Violation(block.at("limits", resource),
                                MISSING(label=block.label, what=what, fix=fix, mesh=mesh), block.container,
                                rule=RULE_ID))
     return found

@@ -157,7 +157,7 @@ def _not_fitted(pod: PodSpec, use: DraUse, wants: Demands, topology: Topology) -
                  use.resource_paths)
     if not use or not wants.aligned:
         return []
-    how = [f"{dotted(pod.path)}.resourceClaims: {', '.join(use.claims)}"] if use.claims else []
+    how = [pod.claims_named(use.claims)] if use.claims else []
     how += [f"{r} (DeviceClass {c})" for r, c in sorted(use.resources.items())]
     return [Violation(use.path, NOT_FITTED(label=f"pod ({dotted(pod.path)})", how="; ".join(how)), rule=RULE_ID,
                       advisory=True)]
