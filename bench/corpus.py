@@ -12,7 +12,7 @@ from typing import Any
 
 from webhook.core.config import parse_config
 from webhook.core.engine import Mode, evaluate
-from webhook.core.podspec import ManifestError
+from webhook.core.resourceblock import ManifestError
 from webhook.core.workloads import KINDS
 from webhook.manifests.reader import Document, expand_paths, read_documents
 

@@ -26,7 +26,7 @@ from webhook.core.engine import Mode, evaluate
 from webhook.core.facts import NO_FACTS, Facts
 from webhook.core.mutation import json_patch
 from webhook.core.numatopology import Topology, parse_nrt
-from webhook.core.podspec import ManifestError
+from webhook.core.resourceblock import ManifestError
 
 # policy.numa: auto against one small node whose NUMA zone holds little: the rule reads every Pod's placement.
 _ZONE = [{"name": r, "capacity": v, "allocatable": v, "available": v} for r, v in (("cpu", "4"), ("memory", "8Gi"))]

@@ -29,8 +29,9 @@ from webhook.core.engine import Mode, evaluate
 from webhook.core.facts import Facts
 from webhook.core.kubeversion import Semantics
 from webhook.core.mutation import apply_changes
-from webhook.core.podspec import ManifestError, build_pod_spec
+from webhook.core.podspec import build_pod_spec
 from webhook.core.quantity import QuantityError, quantity_from_value
+from webhook.core.resourceblock import ManifestError
 from webhook.core.rules import RULE_IDS
 from webhook.core.workloads import find_targets
 from webhook.serving.app import create_app

@@ -25,7 +25,7 @@ from webhook.batch.runner import check_paths
 from webhook.core.config import parse_config
 from webhook.core.engine import Mode, evaluate
 from webhook.core.mutation import apply_changes, json_patch
-from webhook.core.podspec import ManifestError
+from webhook.core.resourceblock import ManifestError
 from webhook.core.rules import RULE_IDS
 from webhook.manifests.documents import ReadError, json_document, yaml_documents
 from webhook.manifests.reader import read_documents

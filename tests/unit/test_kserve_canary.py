@@ -24,7 +24,7 @@ from webhook.core.fieldpath import dotted
 from webhook.core.operators import Related, collect
 from webhook.core.operators.kserve import RELATED
 from webhook.core.operators.kserve_runtimes import NoPod
-from webhook.core.podspec import ManifestError
+from webhook.core.resourceblock import ManifestError
 from webhook.core.workloads import find_targets, walk
 
 WITH_CANARY = Path(__file__).resolve().parents[1] / "fixtures" / "workloads" / "InferenceService" / "pass" / \

@@ -21,7 +21,7 @@ from webhook.core.config import Config
 from webhook.core.gojson import GoJSONError
 from webhook.core.operators import NoPodHere, collect
 from webhook.core.operators.kserve import RELATED
-from webhook.core.operators.kserve_pod import MEMO_SIZE, _unmarshalled, read_section
+from webhook.core.operators.kserve_config import MEMO_SIZE, _unmarshalled, read_section
 from webhook.core.operators.kserve_runtimes import NoPod
 from webhook.core.workloads import find_targets, walk
 from webhook.serving.app import create_app

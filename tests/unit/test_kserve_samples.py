@@ -121,7 +121,7 @@ def test_check_and_the_webhook_refuse_the_collocation_sample_naming_template_and
 def test_a_malformed_inference_service_is_a_manifest_error_or_a_reason(predictor: dict[str, Any]) -> None:
     """Bad input gets a clear answer naming the field (check's error record, the webhook's 400), never another
     exception."""
-    from webhook.core.podspec import ManifestError
+    from webhook.core.resourceblock import ManifestError
     with pytest.raises(ManifestError) as err:
         evaluate(isvc(predictor), Config(), Mode.ENFORCE, Facts(related=cluster(runtime("rt", "sklearn"))))
     assert err.value.path[:2] == ("spec", "predictor"), err.value.path

@@ -1,5 +1,5 @@
 """``inferenceservice-config`` ``storageInitializer`` read once for both KServe builders (InferenceService and
-LLMInferenceService, ``webhook.core.operators.kserve_pod``), as KServe v0.20.0 reads it:
+LLMInferenceService, ``webhook.core.operators.kserve_config``), as KServe v0.20.0 reads it:
 ``GetStorageInitializerConfigs`` unmarshals it into an empty ``StorageInitializerConfig`` and panics when it is
 not a JSON object (the controllers and the pod webhook fail: no Pods), ``ResolveOciModelMode`` picks the OCI
 mode, the modelcar takes ``cpuModelcar``/``memoryModelcar`` (10m/15Mi when unset) as request and limit."""
@@ -15,11 +15,8 @@ from hypothesis import strategies as st
 
 from tests.unit.kserve_cases import SHIPPED, config
 from webhook.core.operators import collect, kserve, llmisvc
-from webhook.core.operators.kserve_pod import (
-    modelcar_container,
-    read_section,
-    resolve_oci_mode,
-)
+from webhook.core.operators.kserve_config import read_section, resolve_oci_mode
+from webhook.core.operators.kserve_pod import modelcar_container
 from webhook.core.workloads import find_targets, walk
 
 STANDARD = {"serving.kserve.io/deploymentMode": "Standard"}

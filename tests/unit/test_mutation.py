@@ -15,8 +15,9 @@ from webhook.core.config import Config, parse_config
 from webhook.core.engine import Mode, evaluate
 from webhook.core.fieldpath import dotted
 from webhook.core.mutation import Change, apply_changes, json_patch, plan_changes
-from webhook.core.podspec import COMPUTE, build_pod_spec
+from webhook.core.podspec import build_pod_spec
 from webhook.core.quantity import QuantityError, parse_quantity
+from webhook.core.resourceblock import COMPUTE
 from webhook.core.rules import run_rules
 
 CPUS = ["1", "2", "500m", "1500m", "2000m", "0.5", "3", "0", "4e0", "1.0001", "1K", "-1"]

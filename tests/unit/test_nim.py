@@ -198,3 +198,22 @@ def test_a_sidecar_taking_a_dra_cpu_claim_is_not_told_to_mirror_it_in_resources(
     assert "set both" not in mirrored["logger"] and mirrored["logger"].endswith(
         "ignore claims; no field of the NIMService sets its resources (a NIMContainerSpec has none): remove the "
         "entry, or exempt the namespace (exemptions.namespaces)"), mirrored
+
+
+def test_dra_findings_name_the_entry_that_makes_each_claim() -> None:
+    """A NIMService has no spec.resourceClaims and the pod claims' names are the operator's hashes
+    (resourceclaims.go generateUniquePodClaimName): dra-unaligned names spec.draResources[i] (``Built.shown``), at
+    that field; a claimCreationSpec (dra_types.go:272-280: generateName and devices only) cannot take
+    matchAttribute, so its way out is a ResourceClaimTemplate of one's own, named by resourceClaimTemplateName."""
+    obj = nim(draResources=[{"resourceClaimTemplateName": "gpu-claim-template"},
+                            {"claimCreationSpec": {"devices": [{"name": "gpu", "deviceClassName": "gpu.nvidia.com"}]}}])
+    dra = parse_config({"policy": {"dra": "deny"}})
+    [(_, finding)] = evaluate(obj, dra, Mode.ENFORCE).violations
+    assert finding.rule == "dra-unaligned" and dotted(finding.path) == "spec.draResources", dotted(finding.path)
+    assert "resourceClaims" not in finding.message and "claim-" not in finding.message, finding.message
+    assert "(spec.draResources[0], spec.draResources[1] (a claimCreationSpec cannot set matchAttribute: name a " \
+           "ResourceClaimTemplate of your own with resourceClaimTemplateName instead)" in finding.message, \
+        finding.message
+    domain = nim(resources=GOOD, multiNode={"parallelism": {"pipeline": 2}, "computeDomain": {"create": True}})
+    paths = {dotted(v.path) for _, v in evaluate(domain, dra, Mode.ENFORCE).violations if v.rule == "dra-unaligned"}
+    assert paths == {"spec.multiNode.computeDomain"}, paths

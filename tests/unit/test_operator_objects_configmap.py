@@ -23,7 +23,7 @@ from webhook.cluster import watch
 from webhook.cluster.relatedcache import RelatedCache
 from webhook.core.config import parse_config
 from webhook.core.operators import Related
-from webhook.core.operators.kserve_pod import CONFIG_ABSENT, CONFIG_MAP, CONFIG_NOT_READ, ISVC_CONFIG
+from webhook.core.operators.kserve_config import CONFIG_ABSENT, CONFIG_MAP, CONFIG_NOT_READ, ISVC_CONFIG
 from webhook.core.refusal import WARNING_CHARS
 from webhook.serving.app import create_app
 

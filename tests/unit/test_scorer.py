@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from tests.unit.test_extender import GPU, nrt, pod
 from webhook.core.demands import Demands
 from webhook.core.numa import fit_node
-from webhook.core.podspec import CPU
+from webhook.core.resourceblock import CPU
 from webhook.extender.reservations import NodeState, pod_demands, read_nrt
 from webhook.extender.scorer import MAX_SCORE, SHARE, score, score_node, scored, usage
 

@@ -11,7 +11,7 @@ import pytest
 from tests.unit.test_numa import GPU_TAINT, cluster, judge, tainted
 from webhook.core.config import Config, parse_config
 from webhook.core.engine import Mode, evaluate
-from webhook.core.podspec import ManifestError
+from webhook.core.resourceblock import ManifestError
 from webhook.core.workloads import find_targets
 
 
@@ -145,3 +145,53 @@ def test_advice_in_a_list_names_the_item() -> None:
     listed = {"apiVersion": "v1", "kind": "List", "items": [runtime({"cpu": "7.5", "memory": "32Gi"})]}
     [(_, found)] = evaluate(listed, Config(), Mode.ENFORCE).violations
     assert "set items[0].spec.deploymentConfig.resources.cpu (one value" in found.message, found.message
+
+
+@pytest.mark.parametrize(("resources", "sidecar", "said"), [
+    ({"cpu": "4", "memory": "1Gi", "gpu": "0.5"}, None,
+     "spec.deploymentConfig.resources.gpu '0.5' is not a whole number"),
+    ({"cpu": "4", "memory": "1Gi", "gpu": "1", "gpuType": "gpu"}, None,
+     "spec.deploymentConfig.resources.gpuType 'gpu' is not a resource a container can ask for"),
+    ({"cpu": "4", "memory": "1Gi", "gpu": "1", "gpuType": "nvidia.com/gpu!"}, None,
+     "spec.deploymentConfig.resources.gpuType 'nvidia.com/gpu!' is not a resource a container can ask for"),
+    ({"cpu": "4", "memory": "1Gi"}, {"resources": {"cpu": "1", "gpuType": "gpu"}},
+     "spec.deploymentConfig.sidecarConfig.resources.gpuType 'gpu' is not a resource a container can ask for"),
+    ({"cpu": "4", "memory": "1Gi"}, {"name": "", "resources": {"cpu": "1"}},
+     "spec.deploymentConfig.sidecarConfig.name '' is not a container name"),
+    ({"cpu": "4", "memory": "1Gi"}, {"name": "Side_car", "resources": {"cpu": "1"}},
+     "spec.deploymentConfig.sidecarConfig.name 'Side_car' is not a container name"),
+    ({"cpu": "4", "memory": "1Gi"}, {"name": "vllm", "resources": {"cpu": "1"}},
+     "spec.deploymentConfig.sidecarConfig.name 'vllm' is the model container's name too"),
+])
+def test_a_value_the_api_server_refuses_in_the_deployment_leaves_no_pod(
+        resources: dict[str, Any], sidecar: dict[str, Any] | None, said: str) -> None:
+    """The operator copies gpu under gpuType and sidecarConfig.name as they are (vllmruntime_controller.go:640-650,
+    915-932, 946); the API server refuses the Deployment: an extended resource must be a whole number
+    (ValidateResourceQuantityValue, validation.go:8222-8231), a container's resource name a standard one or a
+    qualified extended one (validateContainerResourceName, :7548-7561), a container's name a DNS-1123 label and
+    required (:3881-3885; the CRD's default "sidecar" fills only an absent name). No Pod: said, not judged."""
+    verdict = evaluate(runtime(resources, sidecar), Config(), Mode.ENFORCE)
+    assert verdict.violations == [] and verdict.results == ()
+    [reason] = verdict.unknown
+    assert reason.startswith(f"VLLMRuntime {said}") and "no Pod runs" in reason, reason
+
+
+def test_a_whole_gpu_count_and_a_qualified_gpu_type_are_built() -> None:
+    assert rules(runtime({"cpu": "4", "memory": "1Gi", "gpu": "2", "gpuType": "amd.com/gpu"},
+                         {"name": "lora", "resources": {"cpu": "1"}})) == set()
+
+
+def test_finding_paths_name_the_one_value_field() -> None:
+    """A finding is at spec.deploymentConfig.resources.cpu, the field there is (common.go:20-25), not at a
+    resources.limits.cpu under it; the mutation still changes nothing, and fix leaves the finding."""
+    obj = runtime({"cpu": "7.5", "memory": "32Gi"}, {"resources": {"cpu": "0.5"}})
+    paths = {".".join(map(str, v.path)) for _, v in evaluate(obj, Config(), Mode.ENFORCE).violations}
+    assert paths == {"spec.deploymentConfig.resources.cpu", "spec.deploymentConfig.sidecarConfig.resources.cpu"}, paths
+    missing = {".".join(map(str, v.path))
+               for _, v in evaluate(runtime({"gpu": "1"}), Config(), Mode.ENFORCE).violations}
+    assert missing == {"spec.deploymentConfig.resources.cpu", "spec.deploymentConfig.resources.memory"}, missing
+    for mode in (Mode.MUTATE, Mode.ENFORCE):
+        [result] = evaluate(obj, Config(), mode).results
+        assert result.changes == ()
+        assert {(v.container, v.rule) for v in result.left_by_fix} == {("vllm", "cpu-not-integer"),
+                                                                         ("sidecar", "cpu-not-integer")}

@@ -10,7 +10,7 @@ from tests.builders import container, rl
 from webhook.core.fieldpath import dotted, pointer
 from webhook.core.operators.kserve import MODEL_FIELDS as KSERVE_MODEL_FIELDS
 from webhook.core.operators.vllmruntime import LABEL as VLLMRUNTIME_LABEL
-from webhook.core.podspec import ManifestError
+from webhook.core.resourceblock import ManifestError
 from webhook.core.workloads import BUILTIN, KINDS, find_targets, walk
 
 SPEC = {"containers": [container("a", rl("1", "1Gi"), rl("1", "1Gi"))]}

@@ -30,8 +30,8 @@ from webhook.core.engine import (
 )
 from webhook.core.facts import NO_FACTS, Facts
 from webhook.core.mutation import json_patch
-from webhook.core.podspec import ManifestError
 from webhook.core.refusal import LINE_BREAK, finding, fit_warnings, not_judged, note, refusal, warning
+from webhook.core.resourceblock import ManifestError
 from webhook.core.rules import Violation
 from webhook.core.scheduler_name import choose_for
 from webhook.core.target import Target

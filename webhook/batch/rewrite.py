@@ -36,7 +36,7 @@ from webhook.core.engine import Mode, evaluate, related_of, without_containers
 from webhook.core.facts import NO_FACTS, Facts
 from webhook.core.fieldpath import FieldPath, dotted
 from webhook.core.mutation import Change, apply_changes
-from webhook.core.podspec import ManifestError
+from webhook.core.resourceblock import ManifestError
 from webhook.core.rules import Violation
 from webhook.core.target import Target
 from webhook.core.workloads import related_kinds, table

@@ -36,7 +36,7 @@ from webhook.core.engine import (
 from webhook.core.facts import NO_FACTS, Facts, Memo
 from webhook.core.fieldpath import FieldPath
 from webhook.core.outcome import ExitCode, fold
-from webhook.core.podspec import ManifestError
+from webhook.core.resourceblock import ManifestError
 from webhook.manifests.reader import STDIN, Document, ReadError, expand_paths, open_manifest, read_documents
 
 

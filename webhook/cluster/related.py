@@ -23,7 +23,7 @@ from webhook.cluster.client import ClusterError, Lister, Unreachable
 from webhook.cluster.pager import ListFailed
 from webhook.core.operators import CLUSTER, KSERVE_NAMESPACE, Related
 from webhook.core.operators.kserve import CLUSTER_SERVING_RUNTIME, ISVC_CONFIG, KNATIVE_CONFIG, SERVING_RUNTIME
-from webhook.core.operators.kserve_pod import CONFIG_ABSENT
+from webhook.core.operators.kserve_config import CONFIG_ABSENT
 from webhook.core.operators.llmisvc import CONFIG as LLMISVC_CONFIG
 
 LISTS = {SERVING_RUNTIME: "/apis/serving.kserve.io/v1alpha1/servingruntimes",

@@ -30,7 +30,7 @@ from typing import Any
 from webhook.cluster.cache import KindsCache, TellingReflector
 from webhook.cluster.watch import Store, Transport
 from webhook.core.operators import CLUSTER, KSERVE_NAMESPACE, Related
-from webhook.core.operators.kserve_pod import CONFIG_ABSENT, CONFIG_MAP, CONFIG_NOT_READ, ISVC_CONFIG
+from webhook.core.operators.kserve_config import CONFIG_ABSENT, CONFIG_MAP, CONFIG_NOT_READ, ISVC_CONFIG
 from webhook.core.operators.kserve_runtimes import CLUSTER_SERVING_RUNTIME, SERVING_RUNTIME
 from webhook.core.operators.llmisvc import CONFIG as LLMISVC_CONFIG
 

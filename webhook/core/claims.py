@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from webhook.core.fieldpath import FieldPath
-from webhook.core.podspec import ManifestError
+from webhook.core.resourceblock import ManifestError
 
 CLAIM_GROUP = "resource.k8s.io"
 

@@ -14,9 +14,10 @@ from webhook.core.config import Policy
 from webhook.core.dra_requests import DeviceClasses, DraUse, dra_resources
 from webhook.core.fieldpath import FieldPath, dotted
 from webhook.core.numatopology import HUGEPAGES
-from webhook.core.podspec import CPU, GUARANTEED, MEMORY, Container, PodSpec
+from webhook.core.podspec import GUARANTEED, PodSpec
 from webhook.core.qos import qos_class
 from webhook.core.quantity import format_bytes
+from webhook.core.resourceblock import CPU, MEMORY, Container
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,7 +98,7 @@ def dra_use(pod: PodSpec, classes: DeviceClasses | None) -> DraUse:
     asked = [(name, (*c.resources.path, "limits", name)) for c in pod.all_containers for name in c.devices
              if is_device(name)] if pod.kube.dra_extended_resources else []
     resources, paths = dra_resources(asked, classes)
-    return DraUse(pod.resource_claims, (*pod.path, "resourceClaims"), resources, paths)
+    return DraUse(pod.resource_claims, pod.claims_path, resources, paths)
 
 
 def dra_judged(policy: Policy) -> bool:

@@ -22,8 +22,9 @@ from webhook.core.fieldpath import FieldPath, dotted
 from webhook.core.kubeversion import DEFAULT, Semantics
 from webhook.core.mutation import Change, apply_changes, plan_changes, pod_requests, price, raise_text
 from webhook.core.operators import Related, Unjudged
-from webhook.core.podspec import COMPUTE, GUARANTEED, PodSpec, build_pod_spec
+from webhook.core.podspec import GUARANTEED, PodSpec, build_pod_spec
 from webhook.core.qos import qos_class
+from webhook.core.resourceblock import COMPUTE
 from webhook.core.rules import Violation, run_claim_rules, run_rules
 from webhook.core.target import Target
 from webhook.core.workloads import table, walk

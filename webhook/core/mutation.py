@@ -19,9 +19,10 @@ from typing import Any, Final
 
 from webhook.core.config import Config
 from webhook.core.fieldpath import FieldPath, Remark, pointer
-from webhook.core.podspec import COMPUTE, CPU, GUARANTEED, Block, PodSpec, effective_requests
+from webhook.core.podspec import GUARANTEED, PodSpec
 from webhook.core.qos import qos_class
 from webhook.core.quantity import Quantity, is_whole_cpu
+from webhook.core.resourceblock import COMPUTE, CPU, Block, effective_requests
 
 
 class _Removed:

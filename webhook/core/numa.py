@@ -49,7 +49,8 @@ from webhook.core.numatopology import (
     Topology,
     shapes_of,
 )
-from webhook.core.podspec import CPU, PodSpec
+from webhook.core.podspec import PodSpec
+from webhook.core.resourceblock import CPU
 from webhook.core.scheduling import NodeConstraints
 
 # ---- one node ----

@@ -16,7 +16,7 @@ from webhook.core.numa_masks import Unknown
 from webhook.core.numa_memory import FOREIGN, GROUPED_UNKNOWN, Memory, allocatable_masks
 from webhook.core.numafit import NOT_PLACED, POD, Ask, Fits, Machines
 from webhook.core.numatopology import RESTRICTED
-from webhook.core.podspec import CPU
+from webhook.core.resourceblock import CPU
 
 if TYPE_CHECKING:
     import numpy as np

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from webhook.core.demands import Demand, Demands, is_device
 from webhook.core.numatopology import CPUManager
-from webhook.core.podspec import CPU
+from webhook.core.resourceblock import CPU
 
 if TYPE_CHECKING:
     import numpy as np

@@ -3,7 +3,8 @@ class the API server stores on create and kubelet reads back (``GetPodQOS``)."""
 
 from __future__ import annotations
 
-from webhook.core.podspec import BEST_EFFORT, BURSTABLE, COMPUTE, GUARANTEED, Block, PodSpec
+from webhook.core.podspec import BEST_EFFORT, BURSTABLE, GUARANTEED, PodSpec
+from webhook.core.resourceblock import COMPUTE, Block
 
 
 def qos_class(pod: PodSpec) -> str:

@@ -11,7 +11,8 @@ from typing import Any
 
 from webhook.core.fieldpath import FieldPath
 from webhook.core.kubeversion import DEFAULT, Semantics
-from webhook.core.podspec import Container, PodSpec, build_pod_spec, rebase
+from webhook.core.podspec import PodSpec, build_pod_spec, rebase
+from webhook.core.resourceblock import Amount, Container
 from webhook.core.sizing import Sizing
 
 
@@ -37,6 +38,7 @@ class Target:
     shown: tuple[tuple[FieldPath, FieldPath], ...] = ()  # as ``fields``, to name only (``Built.shown``)
     # built-spec container path -> how the object sets its resources otherwise (``Built.sizing``, rebased)
     sizing: tuple[tuple[FieldPath, Sizing], ...] = ()
+    notes: tuple[tuple[FieldPath, str], ...] = ()  # built-spec path -> what a finding there adds (``Built.notes``)
     several: str = ""  # how the object runs several Pods of the template at once (``several_pods``), '' if not known
 
     def unbase(self, path: FieldPath) -> FieldPath | None:
@@ -62,7 +64,7 @@ class Target:
     def pod_spec(self, kube: Semantics = DEFAULT, stored: bool = False) -> PodSpec:
         """The pod spec as ``kube``'s API server stores it (``stored``: as it was stored, status included)."""
         spec = build_pod_spec(self.spec, self.path, self.status, self.template, kube, stored,
-                              self.fields + self.shown)
+                              self.fields + self.shown, dict(self.notes))
         if self.sizing:
             spec = _sized(spec, {rebase(built, self.fields + self.shown): how for built, how in self.sizing})
         return replace(spec, several=self.several) if self.several else spec
@@ -70,10 +72,18 @@ class Target:
 
 def _sized(spec: PodSpec, sizing: Mapping[FieldPath, Sizing]) -> PodSpec:
     """``spec`` with each container ``sizing`` names (by its path as findings name it) carrying how it is sized,
-    on its resources block, which the rules' advice reads."""
+    on its resources block, which the rules' advice reads; a value that is both request and limit is where its
+    findings are (``Block.at``), the block's own path kept for the mutation (``Target.in_built``)."""
     def one(c: Container) -> Container:
         how = sizing.get(c.path)
-        return c if how is None else replace(c, resources=replace(c.resources, sizing=how))
+        if how is None:
+            return c
+        block = c.resources
+        if how.one_value:
+            def moved(amounts: Mapping[str, Amount]) -> dict[str, Amount]:
+                return {r: replace(a, path=(*how.one_value, r)) for r, a in amounts.items()}
+            block = replace(block, requests=moved(block.requests), limits=moved(block.limits))
+        return replace(c, resources=replace(block, sizing=how))
     return replace(spec, containers=tuple(map(one, spec.containers)),
                    init_containers=tuple(map(one, spec.init_containers)))
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from webhook.core.fieldpath import FieldPath, dotted
-from webhook.core.podspec import ManifestError
+from webhook.core.resourceblock import ManifestError
 
 LIST = "[*]"  # every item of a list
 MAP = "*"  # every value of a map

@@ -34,7 +34,7 @@ from webhook.core.operators import NO_RELATED, Build, NoPodHere, Related, Unjudg
 from webhook.core.operators.kserve import COMPONENTS, GROUP
 from webhook.core.operators.kserve import RELATED as KSERVE_RELATED
 from webhook.core.operators.kserve import build as kserve_build
-from webhook.core.podspec import ManifestError
+from webhook.core.resourceblock import ManifestError
 from webhook.core.target import Target, several_pods
 from webhook.core.templatepaths import (
     LIST,
@@ -315,8 +315,9 @@ def _built(known: Kind, obj: Mapping[str, Any], where: FieldPath, name: str, nam
         shown = tuple(((*path, *prefix), (*where, *field_path))
                       for prefix, field_path in sorted(built.shown, key=lambda f: -len(f[0])))
         sizing = tuple(((*path, *prefix), how.rebased(where)) for prefix, how in built.sizing)
+        notes = tuple(((*path, *prefix), note) for prefix, note in built.notes)
         yield Target(known.kind, name, namespace, path, built.spec, None, built.template, where, fields, True,
-                     built.partial, shown, sizing=sizing)
+                     built.partial, shown, sizing=sizing, notes=notes)
     if not found:
         yield f"{known.kind} without a pod template"
 

@@ -22,7 +22,7 @@ import numpy as np
 
 from webhook.core.demands import Demands
 from webhook.core.numafit import NOT_PLACED, POD, Ask, Fits, fit_rows
-from webhook.core.podspec import CPU
+from webhook.core.resourceblock import CPU
 from webhook.extender.fleet_rows import Columns, Free, Ints, Tables
 from webhook.extender.scorer import amounts, held, score
 from webhook.extender.verdicts import Judge, Verdict

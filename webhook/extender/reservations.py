@@ -19,8 +19,9 @@ from webhook.core.demands import Demands, demands, may_align
 from webhook.core.kubeversion import DEFAULT, Semantics
 from webhook.core.numa import fit_node
 from webhook.core.numatopology import NodeTopology, TopologyError, Zone, parse_nrt
-from webhook.core.podspec import ManifestError, build_pod_spec
+from webhook.core.podspec import build_pod_spec
 from webhook.core.quantity import QuantityError, quantity_from_value
+from webhook.core.resourceblock import ManifestError
 from webhook.extender.fingerprint import ATTRIBUTE, METHOD_ATTRIBUTE, fingerprint
 from webhook.extender.scorer import usage
 

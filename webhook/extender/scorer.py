@@ -20,7 +20,7 @@ from webhook.core.numa import NodeFit
 from webhook.core.numa_row import node_row
 from webhook.core.numafit import NOT_PLACED
 from webhook.core.numatopology import NodeTopology
-from webhook.core.podspec import CPU
+from webhook.core.resourceblock import CPU
 
 MAX_SCORE = 10  # extenderv1.MaxExtenderPriority
 SHARE = 1 << 10  # what a score counts a zone's amount left in: 1/1024ths

@@ -23,7 +23,7 @@ from webhook.core.demands import Demand, Demands
 from webhook.core.kubeversion import DEFAULT, Semantics
 from webhook.core.numa import Levels, NodeFit, fit_node, levels
 from webhook.core.numatopology import NodeTopology
-from webhook.core.podspec import CPU
+from webhook.core.resourceblock import CPU
 from webhook.extender.reservations import BoundPod, NodeState, free_now, pod_demands
 from webhook.extender.scorer import amounts, score_node
 

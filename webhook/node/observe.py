@@ -18,7 +18,7 @@ from typing import Any, Protocol
 from webhook.cluster.client import ClusterError
 from webhook.core.engine import MODE_LABEL
 from webhook.core.engine import MODE_SELECTOR as MODE_SELECTOR  # watched.py reads it here
-from webhook.core.podspec import ManifestError
+from webhook.core.resourceblock import ManifestError
 from webhook.node.allocation import Allocatable, PodAllocation
 from webhook.node.cgroups import CgroupError, cgroup_version, container_cpuset
 from webhook.node.dra_locality import (

@@ -8,8 +8,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from webhook.core.dra_requests import container_claim_requests
-from webhook.core.podspec import CPU, MEMORY, Block, build_pod_spec
+from webhook.core.podspec import build_pod_spec
 from webhook.core.qos import qos_class
+from webhook.core.resourceblock import CPU, MEMORY, Block
 
 
 @dataclass(frozen=True, slots=True)

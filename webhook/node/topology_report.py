@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from webhook.core.numatopology import HUGEPAGES, NRT_GROUP_VERSION, SOCKET, ZONE_CPUS_ATTRIBUTE
-from webhook.core.podspec import MEMORY
+from webhook.core.resourceblock import MEMORY
 from webhook.extender.fingerprint import ATTRIBUTE, fingerprint
 from webhook.node.allocation import Allocatable, PodAllocation
 from webhook.node.sysfs import NodeFacts

@@ -17,7 +17,7 @@ from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException
 
 from webhook.core.kubeversion import DEFAULT, Semantics
-from webhook.core.podspec import ManifestError
+from webhook.core.resourceblock import ManifestError
 from webhook.extender.protocol import BadArgs, encode, filter_result, parse_args, parse_binding, priority_json
 from webhook.extender.verdicts import Judge, Verdict
 from webhook.extender.view import View

@@ -9,7 +9,7 @@ from webhook.cluster.client import ClusterError
 from webhook.cluster.relatedcache import RelatedCache, log_problem
 from webhook.cluster.watch import ApiTransport
 from webhook.core.operators import CLUSTER, KSERVE_NAMESPACE, Related
-from webhook.core.operators.kserve_pod import ISVC_CONFIG
+from webhook.core.operators.kserve_config import ISVC_CONFIG
 
 
 def start_related_cache(kubeconfig: str | None, kserve_namespace: str = KSERVE_NAMESPACE) -> Callable[[], Related]:

@@ -20,6 +20,8 @@ The interface (all pure; nothing here reads a file or the API server):
   ``path + its own``, and the mutation does not change it.
 - ``Built.shown``: as ``fields``, for parts of the Pod no object field makes but one causes (a container the
   operator or a webhook injects): findings name that field, the mutation leaves them.
+- ``Built.notes``: for a built-spec path ``shown`` names, what a finding there adds about that field (NIM's
+  ``claimCreationSpec`` takes no ``matchAttribute``: the way out is another field).
 - ``Built.partial``: the builder knows part of the Pod only (KServe's model container when the runtime is not
   known, its own resources fixing every request and limit): a finding there is the Pod's (no other part can undo
   it), a pass is not, so where nothing is found the engine keeps no result and ``check`` counts the reason.
@@ -48,7 +50,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from webhook.core.fieldpath import FieldPath
-from webhook.core.podspec import ManifestError
+from webhook.core.resourceblock import ManifestError
 from webhook.core.sizing import Sizing
 
 # Where ``Related`` objects come from: said in the builders' reasons.
@@ -75,6 +77,8 @@ class Built:
     shown: tuple[tuple[FieldPath, FieldPath], ...] = ()
     # Built-spec container path -> how the object sets its resources when not as its own resources block.
     sizing: tuple[tuple[FieldPath, Sizing], ...] = ()
+    # Built-spec path -> what a finding naming it says of the field that makes it (``Built.notes``).
+    notes: tuple[tuple[FieldPath, str], ...] = ()
 
 
 @dataclass(frozen=True, eq=False)

@@ -40,7 +40,7 @@
   ``queue-proxy`` (knative/serving ``config-deployment``: ``queue-sidecar-cpu-request`` 25m by default, no limit).
   The ConfigMaps are read when given (input or cluster), their JSON values as Go reads them
   (``webhook.core.gojson``), else KServe's and Knative's shipped values are used; a given
-  ``inferenceservice-config`` KServe cannot read builds no Pod (``kserve_pod.config_refusal``).
+  ``inferenceservice-config`` KServe cannot read builds no Pod (``kserve_config.config_refusal``).
 - The order (``controller.go``): the predictor, its canaries, the transformer, the explainer, stopping at the
   first that KServe builds no Pod for.
 
@@ -60,22 +60,24 @@ from webhook.core.fieldpath import FieldPath, dotted
 from webhook.core.gojson import TooDeep
 from webhook.core.operators import Built, Related, annotations_at, list_at, mapping_at
 from webhook.core.operators.kserve_canary import DEFAULT_MODE, MODE_ANNOTATION, MODES, canaries, canary_refusal
+from webhook.core.operators.kserve_config import (
+    CONFIG_MAP,
+    DEFAULT_STORAGE,
+    ISVC_CONFIG,
+    config_refusal,
+    config_section,
+    config_unknown,
+)
 from webhook.core.operators.kserve_ingress import ingress_refusal
 from webhook.core.operators.kserve_model import FRAMEWORKS, MODEL_CONTAINER, MODEL_FIELDS, model_predictor, pod_fields
 from webhook.core.operators.kserve_modelmesh import BUILT_AS, MODEL_MESH, model_mesh
 from webhook.core.operators.kserve_pod import (
     AGENT,
-    CONFIG_MAP,
-    DEFAULT_STORAGE,
-    ISVC_CONFIG,
     KNATIVE_CONFIG,
     MODELCAR,
     MODELCAR_INIT,
     QUEUE_PROXY,
     STORAGE_INITIALIZER,
-    config_refusal,
-    config_section,
-    config_unknown,
     oci_mode,
     queue_proxy,
     with_defaults,
@@ -89,7 +91,7 @@ from webhook.core.operators.kserve_runtimes import (
     choose_runtime,
     merge_container,
 )
-from webhook.core.podspec import ManifestError
+from webhook.core.resourceblock import ManifestError
 
 RELATED = (SERVING_RUNTIME, CLUSTER_SERVING_RUNTIME, CONFIG_MAP)
 COMPONENTS: tuple[str, ...] = ("predictor", "transformer", "explainer")

@@ -12,9 +12,9 @@ from typing import Any
 
 from webhook.core.fieldpath import FieldPath
 from webhook.core.operators import Built, Related, annotations_at, list_at, mapping_at
-from webhook.core.operators.kserve_pod import config_section
+from webhook.core.operators.kserve_config import config_section
 from webhook.core.operators.kserve_runtimes import NoPod
-from webhook.core.podspec import ManifestError
+from webhook.core.resourceblock import ManifestError
 
 MODE_ANNOTATION = "serving.kserve.io/deploymentMode"
 DEFAULT_MODE = "Serverless"

@@ -1,7 +1,7 @@
 """``inferenceservice-config``'s ``ingress`` as KServe v0.20.0 reads it (``NewIngressConfig``,
 ``pkg/apis/serving/v1beta1/configmap.go:295-330``, commit 1fb781055dd1567164358233e1125142ca6ef1fe), for both
 KServe builders: the InferenceService's Standard-mode reconciler and the llmisvc controller's ``toConfig`` read it
-before any Pod, and fail where it fails. The section itself is read by ``kserve_pod.read_section``."""
+before any Pod, and fail where it fails. The section itself is read by ``kserve_config.read_section``."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 
 from webhook.core.gojson import GoJSONError
 from webhook.core.operators import Related, mapping_at
-from webhook.core.operators.kserve_pod import ISVC_CONFIG, given_config_map, read_section
+from webhook.core.operators.kserve_config import ISVC_CONFIG, given_config_map, read_section
 
 # What KServe ships (config/configmap/inferenceservice.yaml): the way out of an ingress it refuses.
 SHIPPED_INGRESS = ("KServe ships ingressGateway knative-serving/knative-ingress-gateway, kserveIngressGateway "

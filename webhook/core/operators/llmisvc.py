@@ -31,7 +31,7 @@ from typing import Any
 
 from webhook.core.fieldpath import FieldPath
 from webhook.core.operators import Built, NoPodHere, Related
-from webhook.core.operators.kserve_pod import CONFIG_MAP
+from webhook.core.operators.kserve_config import CONFIG_MAP
 from webhook.core.operators.llmisvc_base import KIND, Unknown, get, merge, positive
 from webhook.core.operators.llmisvc_config import config_or_no_pods
 from webhook.core.operators.llmisvc_dra import managed, with_claim
@@ -49,7 +49,7 @@ from webhook.core.operators.llmisvc_storage import (
     local_model,
 )
 from webhook.core.operators.llmisvc_validation import refusal
-from webhook.core.podspec import ManifestError
+from webhook.core.resourceblock import ManifestError
 
 GROUP = "serving.kserve.io"
 CONFIG = (GROUP, "LLMInferenceServiceConfig")

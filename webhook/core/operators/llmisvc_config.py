@@ -9,7 +9,7 @@ any Pod of an LLMInferenceService, read at commit 1fb781055dd1567164358233e11251
   ``credentials`` (``GetCredentialConfig``), ``scheduler`` (``NewSchedulerConfig``) and
   ``autoscaling-wva-controller-config``; the first error fails every reconcile.
 
-Each section is read by the one reader (``kserve_pod.read_section``, ``kserve_ingress``), shared with the
+Each section is read by the one reader (``kserve_config.read_section``, ``kserve_ingress``), shared with the
 InferenceService builder. Absent, a section is not read (Go's zero values or defaults)."""
 
 from __future__ import annotations
@@ -19,8 +19,7 @@ from typing import Any
 
 from webhook.core.gojson import GoJSONError, TooDeep
 from webhook.core.operators import Related
-from webhook.core.operators.kserve_ingress import SHIPPED_INGRESS, ingress_unreadable
-from webhook.core.operators.kserve_pod import (
+from webhook.core.operators.kserve_config import (
     CREDENTIALS_TYPES,
     ISVC_CONFIG,
     config_refusal,
@@ -28,6 +27,7 @@ from webhook.core.operators.kserve_pod import (
     given_config_map,
     read_section,
 )
+from webhook.core.operators.kserve_ingress import SHIPPED_INGRESS, ingress_unreadable
 from webhook.core.operators.llmisvc_base import KIND, Unknown
 from webhook.core.operators.llmisvc_storage import STORAGE_DEFAULTS
 

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from webhook.core.operators import Related
-from webhook.core.operators.kserve_pod import CONFIG_MAP
+from webhook.core.operators.kserve_config import CONFIG_MAP
 from webhook.core.operators.llmisvc_base import KIND, Unknown, get
 
 TOKENIZER = "tokenizer"  # scheduler.go tokenizerContainerName

@@ -9,13 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from webhook.core.operators.kserve_pod import (
-    MODELCAR,
-    MODELCAR_INIT,
-    SHIPPED_STORAGE,
-    modelcar_container,
-    resolve_oci_mode,
-)
+from webhook.core.operators.kserve_config import SHIPPED_STORAGE, resolve_oci_mode
+from webhook.core.operators.kserve_pod import MODELCAR, MODELCAR_INIT, modelcar_container
 from webhook.core.operators.llmisvc_base import KIND, Unknown, get, merge, scheme
 
 LOCAL_MODEL = "internal.serving.kserve.io/localmodel"
@@ -23,7 +18,7 @@ LOCAL_MODEL = "internal.serving.kserve.io/localmodel"
 LOCAL_MODEL_ANNOTATIONS = ("internal.serving.kserve.io/localmodel-sourceuri",
                            "internal.serving.kserve.io/localmodel-pvc-name")
 STORAGE_INITIALIZER = "storage-initializer"
-# The inferenceservice-config ConfigMap's storageInitializer as KServe v0.20.0 ships it (kserve_pod.SHIPPED_STORAGE).
+# The inferenceservice-config ConfigMap's storageInitializer as KServe v0.20.0 ships it (kserve_config.SHIPPED_STORAGE).
 STORAGE_DEFAULTS = SHIPPED_STORAGE
 
 

@@ -26,7 +26,7 @@ from typing import Any
 from webhook.core.fieldpath import FieldPath
 from webhook.core.operators import Built, NoPodHere, Related, list_at, mapping_at, metadata_at
 from webhook.core.operators.nim_dra import pod_claims, with_claims
-from webhook.core.podspec import ManifestError
+from webhook.core.resourceblock import ManifestError
 from webhook.core.sizing import Sizing
 
 GROUP = "apps.nvidia.com"
@@ -133,7 +133,11 @@ def build(obj: Mapping[str, Any], related: Related) -> Iterator[Built | str]:
     sizing = tuple((built, CERTS if field == ("spec", "proxy", "certConfigMap") else ENTRY) for built, field in shown)
     multi = _multi_node(spec)
     claims = pod_claims(spec, name, multi)
-    shown += [(("resourceClaims", i), field) for i, (_, _, field) in enumerate(claims)]
+    # each pod claim is named by the entry that makes it, the list by draResources (or the compute domain alone)
+    shown += [(("resourceClaims", i), field) for i, (_, _, field, _) in enumerate(claims)]
+    if claims:
+        shown.append((("resourceClaims",), claims[0][2][:2] if claims[0][2][1] == "draResources" else claims[0][2]))
+    notes = tuple((("resourceClaims", i), note) for i, (*_, note) in enumerate(claims) if note)
     note = f"; {NO_RESOURCES}" if init or sidecars else ""
     fields: tuple[tuple[FieldPath, FieldPath], ...] = ((("containers", 0), ("spec",)),)
     roles = (("leader", "nim-leader"), ("worker", "nim-worker")) if multi else (("Deployment", f"{name}-ctr"),)
@@ -143,10 +147,10 @@ def build(obj: Mapping[str, Any], related: Related) -> Iterator[Built | str]:
             pod["initContainers"] = [{"name": n} for n in init]
         containers: list[dict[str, Any]] = [{"name": main, "resources": dict(kept)}, *({"name": n} for n in sidecars)]
         if claims:
-            pod["resourceClaims"] = [dict(c) for c, _, _ in claims]
+            pod["resourceClaims"] = [dict(c) for c, *_ in claims]
             with_claims(containers, claims)
         yield Built(("spec",), {**pod, "containers": containers}, f"spec ({role}{note})", fields,
-                    shown=tuple(shown), sizing=sizing)
+                    shown=tuple(shown), sizing=sizing, notes=notes)
 
 
 __all__ = ["GROUP", "KIND", "build"]

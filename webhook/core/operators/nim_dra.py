@@ -11,7 +11,7 @@ from typing import Any
 
 from webhook.core.fieldpath import FieldPath
 from webhook.core.operators import list_at, mapping_at
-from webhook.core.podspec import ManifestError
+from webhook.core.resourceblock import ManifestError
 
 # DraResourceFieldType: the number in a pod claim's name.
 CLAIM, CLAIM_TEMPLATE, COMPUTE_DOMAIN = 0, 1, 2
@@ -32,7 +32,11 @@ def _resource_name(nim: str, prefix: str, index: int | None) -> str:
     return f"{prefix}-{short_hash(nim)}" if index is None else f"{prefix}-{short_hash(nim)}-{index}"
 
 
-Claim = tuple[dict[str, Any], list[str], FieldPath]
+# the pod claim, its requests, the field that makes it, and what a finding adds of that field (``Built.notes``)
+Claim = tuple[dict[str, Any], list[str], FieldPath, str]
+# DRAClaimCreationSpec (api/apps/v1alpha1/dra_types.go:272-280) has generateName and devices only: no constraints.
+CREATION_NOTE = ("a claimCreationSpec cannot set matchAttribute: name a ResourceClaimTemplate of your own with "
+                 "resourceClaimTemplateName instead")
 
 
 def pod_claims(spec: Mapping[str, Any], nim: str, multi_node: bool) -> list[Claim]:
@@ -52,18 +56,20 @@ def pod_claims(spec: Mapping[str, Any], nim: str, multi_node: bool) -> list[Clai
         if entry.get("resourceClaimName"):
             name = str(entry["resourceClaimName"])
             out.append(({"name": claim_name(name, CLAIM), "resourceClaimName": name}, requests,
-                        ("spec", "draResources", i)))
+                        ("spec", "draResources", i), ""))
             continue
+        note = ""
         if entry.get("resourceClaimTemplateName"):
             name = str(entry["resourceClaimTemplateName"])
         elif entry.get("claimCreationSpec") is not None:
             creation = mapping_at(entry["claimCreationSpec"], ("spec", "draResources", i, "claimCreationSpec"))
             name = _resource_name(nim, str(creation.get("generateName") or "claimtemplate"), i)
+            note = CREATION_NOTE
         else:
             raise ManifestError(("spec", "draResources", i), "exactly one of resourceClaimName, "
                                 "resourceClaimTemplateName or claimCreationSpec must be set")
         out.append(({"name": claim_name(name, CLAIM_TEMPLATE), "resourceClaimTemplateName": name}, requests,
-                    ("spec", "draResources", i)))
+                    ("spec", "draResources", i), note))
     multi = mapping_at(spec.get("multiNode"), ("spec", "multiNode"))
     domain = multi.get("computeDomain")
     if multi_node and domain is not None:
@@ -73,17 +79,17 @@ def pod_claims(spec: Mapping[str, Any], nim: str, multi_node: bool) -> list[Clai
         name = _resource_name(nim, "cd-claimtemplate", None) if domain.get("create") is True \
             else str(domain.get("name") or "")
         out.append(({"name": claim_name(name, COMPUTE_DOMAIN), "resourceClaimTemplateName": name}, [],
-                    ("spec", "multiNode", "computeDomain")))
+                    ("spec", "multiNode", "computeDomain"), ""))
     return out
 
 
 def with_claims(containers: list[dict[str, Any]], claims: list[Claim]) -> None:
     """``UpdateContainerResourceClaims`` on the built containers (none names a claim before it)."""
-    for claim, requests, _ in claims:
+    for claim, requests, *_ in claims:
         for container in containers:
             resources = container.setdefault("resources", {})
             taken = resources.setdefault("claims", [])
             taken.extend([{"name": claim["name"], "request": r} for r in requests] or [{"name": claim["name"]}])
 
 
-__all__ = ["Claim", "pod_claims", "short_hash", "with_claims"]
+__all__ = ["CREATION_NOTE", "Claim", "pod_claims", "short_hash", "with_claims"]

@@ -13,20 +13,22 @@ object is a request or a limit). The Pod's ``runtimeClassName`` is ``runtimeClas
 land, which ``policy.numa: auto`` reads.
 
 The operator parses each value with ``resource.MustParse``: one that is not a quantity panics its reconcile, so
-it builds no Deployment; one the API server refuses in the Deployment (a negative quantity, an invalid
+it builds no Deployment; one the API server refuses in the Deployment (a negative quantity, a fractional GPU count,
+a ``gpuType`` that is no resource a container can ask for, a sidecar name that is no container name, an invalid
 runtimeClassName, an empty ``nodeSelectorTerms``) leaves it none either. Both are said, not judged: no Pod runs.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 from webhook.core.fieldpath import FieldPath, dotted
-from webhook.core.names import subdomain_problem
+from webhook.core.names import DNS1123_LABEL, MAX_LABEL, shown, subdomain_problem
 from webhook.core.operators import Built, Related, list_at, mapping_at
-from webhook.core.podspec import ManifestError
 from webhook.core.quantity import QuantityError, parse_quantity
+from webhook.core.resourceblock import ManifestError
 from webhook.core.sizing import Sizing
 
 GROUP = "production-stack.vllm.ai"
@@ -38,6 +40,33 @@ RUNTIME_CLASS = "nvidia"  # the CRD's default for spec.deploymentConfig.runtimeC
 LABEL = ("spec.deploymentConfig (Deployment; resources.cpu and resources.memory, and sidecarConfig's, are each "
          "the container's request and limit)")
 _NO_POD = "so the operator makes no Deployment and no Pod runs until it is mended"
+GPU_TYPE = "nvidia.com/gpu"  # the operator's default for gpuType
+# IsQualifiedName's name part (k8s.io/apimachinery/pkg/util/validation); the standard container resources
+# (pkg/apis/core/helper/helpers.go standardContainerResources, and hugepages-*).
+_QUALIFIED_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
+_CONTAINER_RESOURCES = ("cpu", "memory", "ephemeral-storage")
+_REFUSED = "the API server refuses the operator's Deployment"
+
+
+def _qualified(name: str) -> bool:
+    """``IsQualifiedName``: an optional DNS-1123 subdomain prefix and '/', then a name of at most 63 characters."""
+    parts = name.split("/")
+    if len(parts) > 2 or (len(parts) == 2 and (not parts[0] or subdomain_problem(parts[0], "") is not None)):
+        return False
+    return len(parts[-1]) <= MAX_LABEL and _QUALIFIED_NAME.fullmatch(parts[-1]) is not None
+
+
+def _extended(name: str) -> bool | None:
+    """Whether a container may ask for ``name`` (``validateContainerResourceName``, pkg/apis/core/validation
+    validation.go:7528-7561): True for an extended resource (``IsExtendedResourceName``: its amount must then be a
+    whole number, ``ValidateResourceQuantityValue`` :8222-8231), False for a standard one, None where refused."""
+    if not _qualified(name):
+        return None
+    if "/" not in name:
+        return False if name in _CONTAINER_RESOURCES or name.startswith("hugepages-") else None
+    if "kubernetes.io/" in name:  # IsNativeResource: no further check
+        return False
+    return None if name.startswith("requests.") or not _qualified(f"requests.{name}") else True
 
 
 def _string(given: Mapping[str, Any], key: str, where: FieldPath) -> str:
@@ -55,6 +84,7 @@ def _resources(given: Mapping[str, Any], defaults: Mapping[str, str],
     """The operator's ResourceRequirements: each of cpu, memory and the GPU as both request and limit; or why
     there is no Pod (a value ``resource.MustParse`` panics on, or a negative one the API server refuses)."""
     wanted: dict[str, Any] = {}
+    gpu_type = _string(given, "gpuType", where) or GPU_TYPE
     for key in ("cpu", "memory", "gpu"):
         value = _string(given, key, where) or defaults.get(key, "")
         if not value:
@@ -68,8 +98,36 @@ def _resources(given: Mapping[str, Any], defaults: Mapping[str, str],
         if quantity.milli < 0:
             return (f"{KIND} {at} {value!r} is negative: the API server refuses the operator's Deployment (a "
                     f"request and limit must be >= 0), {_NO_POD}")
-        wanted[key if key != "gpu" else (_string(given, "gpuType", where) or "nvidia.com/gpu")] = value
+        if key == "gpu":
+            extended = _extended(gpu_type)
+            if extended is None:
+                return (f"{KIND} {dotted((*where, 'gpuType'))} {shown(gpu_type)} is not a resource a container can "
+                        f"ask for (a standard one, or an extended one of a qualified name such as {GPU_TYPE}): "
+                        f"{_REFUSED}, {_NO_POD}; leave it out ({GPU_TYPE}) or name the device plugin's resource")
+            if extended and quantity.milli % 1000:
+                return (f"{KIND} {at} {value!r} is not a whole number: {gpu_type} is an extended resource, which a "
+                        f"container asks for in whole units only; {_REFUSED}, {_NO_POD}; write a whole count")
+            key = gpu_type
+        wanted[key] = value
     return {"requests": dict(wanted), "limits": dict(wanted)}
+
+
+def _sidecar_problem(sidecar: Mapping[str, Any]) -> str | None:
+    """Why the API server refuses the Deployment with ``sidecarConfig.name`` as a container's name (the CRD's default
+    ``sidecar`` fills an absent one only) (a container name is required, a DNS-1123 label, and unique:
+    validation.go:3881-3885)."""
+    if sidecar.get("name") is None:
+        return None
+    name = _string(sidecar, "name", SIDECAR)
+    at = dotted((*SIDECAR, "name"))
+    if name == "vllm":
+        return (f"{KIND} {at} 'vllm' is the model container's name too: {_REFUSED} (a duplicate container name), "
+                f"{_NO_POD}; name the sidecar otherwise")
+    if len(name) > MAX_LABEL or not DNS1123_LABEL.fullmatch(name):
+        return (f"{KIND} {at} {shown(name)} is not a container name (a DNS-1123 label: at most 63 lower-case "
+                f"letters, digits and '-'; the CRD's default, sidecar, fills only an absent name): {_REFUSED}, "
+                f"{_NO_POD}; leave it out or name it so")
+    return None
 
 
 def _placement(config: Mapping[str, Any]) -> dict[str, Any] | str:
@@ -117,6 +175,10 @@ def build(obj: Mapping[str, Any], related: Related) -> Iterator[Built | str]:
                          (*SIDECAR, "resources"))
         if isinstance(own, str):
             yield own
+            return
+        problem = _sidecar_problem(sidecar)
+        if problem is not None:
+            yield problem
             return
         containers.append({"name": str(sidecar.get("name") or "sidecar"), "resources": own})
         shown.append((("containers", 1), (*SIDECAR, "resources")))

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from webhook.core.config import Policy
 from webhook.core.facts import Facts
-from webhook.core.podspec import CPU, Block, PodSpec
+from webhook.core.podspec import PodSpec
 from webhook.core.quantity import is_whole_cpu
+from webhook.core.resourceblock import CPU, Block
 from webhook.core.rules import cel
 from webhook.core.rules.base import USE, USE_EITHER, Rule, Text, Violation
 from webhook.core.rules.sidecars import is_sidecar, mesh_hint, mesh_hint_cel, share_hint, share_hint_cel, sized

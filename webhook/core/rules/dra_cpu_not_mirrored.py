@@ -38,8 +38,9 @@ from webhook.core.dracpu import (
 )
 from webhook.core.facts import Facts
 from webhook.core.fieldpath import dotted
-from webhook.core.podspec import Amount, Block, PodSpec
+from webhook.core.podspec import PodSpec
 from webhook.core.quantity import QuantityError, parse_quantity
+from webhook.core.resourceblock import Amount, Block
 from webhook.core.rules.base import Rule, Text, Violation
 from webhook.core.rules.sidecars import sized
 
@@ -69,7 +70,7 @@ UNKNOWN_CLAIM = Text(UNKNOWN + "{label}: claim {claim}: {why}; whether the CPUs 
 def unknown_findings(pod: PodSpec, facts: Facts, rule: str, text: Text) -> list[Violation]:
     """One advisory "unknown" finding per claim of the Pod the facts cannot judge (``unknown_claims``)."""
     label = f"pod ({dotted(pod.path)})"
-    return [Violation((*pod.path, "resourceClaims"), text(label=label, claim=name, why=why, driver=CPU_DRIVER),
+    return [Violation(pod.claims_path, text(label=label, claim=pod.claim_label(name), why=why, driver=CPU_DRIVER),
                       rule=rule, advisory=True)
             for name, why in unknown_claims(facts.dra, pod.claim_sources)]
 
@@ -134,7 +135,8 @@ def check(pod: PodSpec, policy: Policy, facts: Facts) -> list[Violation]:
         if pod_level is not None and not written:
             continue  # the pod-level block carries them (judged below)
         if not _mirrors(res, cpus):
-            claims = ", ".join(f"{n} ({pod.claim_sources[n][1]})" for n in c.claims if n in pod.claim_sources)
+            claims = ", ".join(f"{pod.claim_label(n)} ({pod.claim_sources[n][1]})" for n in c.claims
+                               if n in pod.claim_sources)
             found.append(Violation(
                 (*res.path, "limits", CPU), NOT_MIRRORED(
                     label=res.label, claims=claims, cpus=cpus, driver=CPU_DRIVER, where="the container",
@@ -167,8 +169,9 @@ def _unreadable(pod: PodSpec, facts: Facts) -> list[Violation]:
         spec = dra.claim_specs.get(source)
         why = unreadable_size(spec, dra.devices, dra.cpu_classes) if spec is not None else None
         if why is not None and any(name in c.claims for c in pod.all_containers):
-            found.append(Violation((*pod.path, "resourceClaims"), UNKNOWN_CLAIM(
-                label=f"pod ({dotted(pod.path)})", claim=f"{name} ({source[1]})", why=why, driver=CPU_DRIVER),
+            found.append(Violation(pod.claims_path, UNKNOWN_CLAIM(
+                label=f"pod ({dotted(pod.path)})", claim=f"{pod.claim_label(name)} ({source[1]})", why=why,
+                driver=CPU_DRIVER),
                 rule=RULE_ID, advisory=True))
     return found
 
@@ -214,11 +217,11 @@ def _fractional(pod: PodSpec, facts: Facts, dropped: list[str]) -> list[Violatio
     found = []
     for name, source in pod.claim_sources.items():
         spec = dra.claim_specs.get(source)
-        claim = f"{name} ({source[1]})"
+        claim = f"{pod.claim_label(name)} ({source[1]})"
         if spec is None or name in dropped or not any(name in c.claims for c in pod.all_containers):
             continue
         for request, asked, whole in fractional(spec, dra.cpu_classes):
-            found.append(Violation((*pod.path, "resourceClaims"), FRACTIONAL(
+            found.append(Violation(pod.claims_path, FRACTIONAL(
                 label=label, claim=claim, request=request, capacity=CPU_CAPACITY, asked=asked, whole=whole,
                 driver=CPU_DRIVER), rule=RULE_ID))
     return found
@@ -241,9 +244,9 @@ def _gate_dropped(pod: PodSpec, facts: Facts) -> list[str]:
 
 def _unpinned(pod: PodSpec, facts: Facts, dropped: list[str]) -> list[Violation]:
     """A refusal per claim ``_gate_dropped`` names."""
-    return [Violation((*pod.path, "resourceClaims"), NO_CAPACITY(
-        label=f"pod ({dotted(pod.path)})", claim=f"{name} ({pod.claim_sources[name][1]})", driver=CPU_DRIVER,
-        minor=pod.kube.minor), rule=RULE_ID) for name in dropped]
+    return [Violation(pod.claims_path, NO_CAPACITY(
+        label=f"pod ({dotted(pod.path)})", claim=f"{pod.claim_label(name)} ({pod.claim_sources[name][1]})",
+        driver=CPU_DRIVER, minor=pod.kube.minor), rule=RULE_ID) for name in dropped]
 
 
 RULE = Rule(

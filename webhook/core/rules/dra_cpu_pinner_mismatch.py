@@ -53,7 +53,7 @@ def check(pod: PodSpec, policy: Policy, facts: Facts) -> list[Violation]:
     if cpus_from_dra(pod, facts):
         if not who.both:
             return []
-        return [Violation((*pod.path, "resourceClaims"), BOTH_PIN(label=label, driver=CPU_DRIVER,
+        return [Violation(pod.claims_path, BOTH_PIN(label=label, driver=CPU_DRIVER,
                                                                   nodes=_names(who.both), dra=DRA.name),
                           rule=RULE_ID, advisory=dra_advisory(policy))]
     if not who.complete or who.static or not who.dra or not exclusive_cpus(pod) or \

@@ -33,7 +33,8 @@ from webhook.core.config import Policy
 from webhook.core.dracpu import CPU_DRIVER
 from webhook.core.facts import Facts
 from webhook.core.fieldpath import dotted
-from webhook.core.podspec import Container, PodSpec
+from webhook.core.podspec import PodSpec
+from webhook.core.resourceblock import Container
 from webhook.core.rules.base import Rule, Text, Violation
 from webhook.core.rules.dra_cpu_not_mirrored import claimed_cpus
 from webhook.core.target import EVERY_NODE
@@ -72,25 +73,26 @@ def _overlap(a: tuple[Container, int, int | None], b: tuple[Container, int, int 
 def check(pod: PodSpec, policy: Policy, facts: Facts) -> list[Violation]:
     found: list[Violation] = []
     label = f"pod ({dotted(pod.path)})"
-    where = (*pod.path, "resourceClaims")
+    where = pod.claims_path
     for claim, (kind, name) in pod.claim_sources.items():
+        named = pod.claim_label(claim)  # an operator's claim: by the object's field that makes it
         owners = [s for s in _running_order(pod) if claim in s[0].claims
                   and (claimed_cpus(pod, facts, claim, s[0].claim_requests.get(claim)) or 0) > 0]
         together = [s[0].name for s in owners if any(_overlap(s, t) for t in owners if t is not s)]
         if together:
             found.append(Violation(where, CONTAINERS(
-                label=label, claim=claim, driver=CPU_DRIVER, containers=", ".join(together)), rule=RULE_ID))
+                label=label, claim=named, driver=CPU_DRIVER, containers=", ".join(together)), rule=RULE_ID))
         elif len(owners) > 1:  # one after another: all but the last are run-to-completion init containers
             found.append(Violation(where, SEQUENTIAL(
-                label=label, claim=claim, driver=CPU_DRIVER, first=owners[0][0].name,
+                label=label, claim=named, driver=CPU_DRIVER, first=owners[0][0].name,
                 later=", ".join(s[0].name for s in owners[1:])), rule=RULE_ID))
         if owners and pod.several and kind == "ResourceClaim":
             if pod.several == EVERY_NODE:
-                found.append(Violation(where, DAEMONSET(label=label, claim=claim, name=name, driver=CPU_DRIVER),
+                found.append(Violation(where, DAEMONSET(label=label, claim=named, name=name, driver=CPU_DRIVER),
                                        rule=RULE_ID))
             else:
                 found.append(Violation(where, PODS(
-                    label=label, claim=claim, name=name, several=pod.several, driver=CPU_DRIVER), rule=RULE_ID))
+                    label=label, claim=named, name=name, several=pod.several, driver=CPU_DRIVER), rule=RULE_ID))
     return found
 
 

@@ -218,15 +218,15 @@ def check(pod: PodSpec, policy: Policy, facts: Facts) -> list[Violation]:
         return []
     found = unknown_findings(pod, facts, RULE_ID, UNKNOWN_CLAIM)
     label = f"pod ({dotted(pod.path)})"
-    path = (*pod.path, "resourceClaims")
+    path = pod.claims_path
     for claim, (kind, name) in pod.claim_sources.items():
         spec = specs.get((kind, name)) if specs is not None else None
         if spec is None:
             continue
         for v in judge_claim(kind, spec, CLAIM_KINDS[kind].spec_path, policy, facts):
             unknown, finding = _unlabelled(v.message, kind)
-            found.append(Violation(path, unknown + IN_POD(label=label, claim=claim, kind=kind, name=name,
-                                                          finding=finding), rule=RULE_ID, advisory=v.advisory))
+            text = IN_POD(label=label, claim=pod.claim_label(claim), kind=kind, name=name, finding=finding)
+            found.append(Violation(path, unknown + text, rule=RULE_ID, advisory=v.advisory))
     return found + _apart(pod, policy, facts)
 
 
@@ -264,13 +264,14 @@ def _apart(pod: PodSpec, policy: Policy, facts: Facts) -> list[Violation]:
         cpu_claims = [n for n in c.claims if (claimed_cpus(pod, facts, n, c.claim_requests.get(n)) or 0) > 0]
         if not cpu_claims:
             continue
-        others = [f"claim {n}" for n in c.claims
+        others = [f"claim {pod.claim_label(n)}" for n in c.claims
                   if n not in cpu_claims and _other_devices(pod, facts, n, c.claim_requests.get(n))]
         others += [f"{name}: {-(-milli // 1000)}" for name, milli in sorted(c.devices.items())
                    if is_device(name) and milli > 0]
         if others:
             found.append(Violation((*c.resources.path, "claims"), APART(
-                label=c.resources.label, cpus=", ".join(f"claim {n}" for n in cpu_claims), driver=CPU_DRIVER,
+                label=c.resources.label, cpus=", ".join(f"claim {pod.claim_label(n)}" for n in cpu_claims),
+                driver=CPU_DRIVER,
                 others=", ".join(others), attribute=PAIRING_ATTRIBUTE, dra=DRA.name),
                 c.name, rule=RULE_ID, advisory=dra_advisory(policy)))
     return found

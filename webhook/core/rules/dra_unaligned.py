@@ -76,7 +76,7 @@ def findings(pod: PodSpec, policy: Policy, classes: DeviceClasses | None,
         return []
     how = []
     if use.claims:
-        how.append(CLAIMS(path=dotted(pod.path), names=", ".join(use.claims)))
+        how.append(pod.claims_named(use.claims))  # CLAIMS, or the object's fields that make the claims
     how += [f"{r} (DeviceClass {c})" for r, c in sorted(use.resources.items())]
     return [Violation(use.path, UNALIGNED(label=f"pod ({dotted(pod.path)})", how="; ".join(how)),
                       rule=RULE_ID, advisory=dra_advisory(policy))]

@@ -8,7 +8,8 @@ import json
 
 from webhook.core.config import Policy
 from webhook.core.facts import Facts
-from webhook.core.podspec import COMPUTE, CPU, Amount, Block, PodSpec, spelled
+from webhook.core.podspec import PodSpec
+from webhook.core.resourceblock import COMPUTE, CPU, Amount, Block, spelled
 from webhook.core.rules.base import Rule, Text, Violation
 
 RULE_ID = "invalid-quantity"

@@ -6,8 +6,9 @@ from __future__ import annotations
 from webhook.core.config import KUBERNETES_VERSION, Policy
 from webhook.core.facts import Facts
 from webhook.core.kubeversion import Semantics
-from webhook.core.podspec import COMPUTE, CPU, Block, PodSpec
+from webhook.core.podspec import PodSpec
 from webhook.core.quantity import is_whole_cpu
+from webhook.core.resourceblock import COMPUTE, CPU, Block
 from webhook.core.rules import cel
 from webhook.core.rules.base import Rule, Text, Violation
 from webhook.core.rules.cpu_not_integer import whole_cpu_choices, whole_cpu_choices_cel
@@ -51,7 +52,7 @@ def _scan(block: Block, fractional: frozenset[str], kube: Semantics) -> list[Vio
                    else WHOLE_CPU(request=request.show(), choice=whole_cpu_choices(request.milli)))
         fix = fix or DEFAULTS(resource=resource)
         mesh = mesh_hint(block.container, resource, block.path)
-        found.append(Violation((*block.path, "limits", resource),
+        found.append(Violation(block.at("limits", resource),
                                MISSING(label=block.label, what=what, fix=fix, mesh=mesh), block.container,
                                rule=RULE_ID))
     return found

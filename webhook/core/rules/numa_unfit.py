@@ -33,8 +33,9 @@ from webhook.core.numatopology import (
     Topology,
     Zone,
 )
-from webhook.core.podspec import CPU, MEMORY, PodSpec, effective_requests
+from webhook.core.podspec import PodSpec
 from webhook.core.quantity import format_bytes, format_milli, format_milli_bytes
+from webhook.core.resourceblock import CPU, MEMORY, effective_requests
 from webhook.core.rules.base import PolicyRefusal, Rule, Text, Violation
 from webhook.core.rules.dra_unaligned import cpus_from_dra
 
@@ -156,7 +157,7 @@ def _not_fitted(pod: PodSpec, use: DraUse, wants: Demands, topology: Topology) -
                  use.resource_paths)
     if not use or not wants.aligned:
         return []
-    how = [f"{dotted(pod.path)}.resourceClaims: {', '.join(use.claims)}"] if use.claims else []
+    how = [pod.claims_named(use.claims)] if use.claims else []
     how += [f"{r} (DeviceClass {c})" for r, c in sorted(use.resources.items())]
     return [Violation(use.path, NOT_FITTED(label=f"pod ({dotted(pod.path)})", how="; ".join(how)), rule=RULE_ID,
                       advisory=True)]

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from webhook.core.config import Policy
 from webhook.core.facts import Facts
-from webhook.core.podspec import COMPUTE, CPU, Block, PodSpec
+from webhook.core.podspec import PodSpec
 from webhook.core.quantity import is_whole_cpu
+from webhook.core.resourceblock import COMPUTE, CPU, Block
 from webhook.core.rules import cel
 from webhook.core.rules.base import Rule, Text, Violation
 from webhook.core.rules.cpu_not_integer import whole_cpu_choices, whole_cpu_choices_cel

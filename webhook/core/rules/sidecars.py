@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from webhook.core.fieldpath import FieldPath, dotted
-from webhook.core.podspec import CPU, MEMORY, Block
+from webhook.core.resourceblock import CPU, MEMORY, Block
 from webhook.core.rules.base import Text, cel_string
 
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from webhook.core.config import SMT, Policy
 from webhook.core.facts import Facts
-from webhook.core.podspec import CPU, PodSpec
+from webhook.core.podspec import PodSpec
 from webhook.core.quantity import is_whole_cpu
+from webhook.core.resourceblock import CPU
 from webhook.core.rules import cel
 from webhook.core.rules.base import USE, USE_EITHER, Rule, Text, Violation
 
