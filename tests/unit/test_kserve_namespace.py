@@ -149,3 +149,16 @@ def test_check_with_kubernetes_version_keeps_why_kserve_s_config_map_is_not_know
     assert facts.related is refused
     verdict = evaluate(MMS, Config(), Mode.ENFORCE, facts)
     assert verdict.violations == [] and verdict.unknown == (f"InferenceService: {refused.config_unknown}",)
+
+
+def test_check_with_an_unusable_kubeconfig_does_not_judge_on_shipped_values(tmp_path: Any) -> None:
+    """``check --kubeconfig`` naming a file that does not exist: the cluster's ConfigMap is not known, so the
+    InferenceService is not judged (it had been judged on KServe's shipped values, as if no cluster was asked)."""
+    from webhook.batch import clusterfacts
+
+    facts = clusterfacts._cluster_facts(Config(), str(tmp_path / "nope"), lambda _m: None, required=False,
+                                        version=False)
+    verdict = evaluate(MMS, Config(), Mode.ENFORCE, facts)
+    (why,) = verdict.unknown
+    assert verdict.violations == [] and why.startswith(
+        "InferenceService: ConfigMap kserve/inferenceservice-config not read (no usable kubeconfig: "), why

@@ -14,6 +14,7 @@ from webhook.core.engine import Mode, evaluate
 from webhook.core.facts import Facts
 from webhook.core.fieldpath import dotted
 from webhook.core.operators.nim_dra import short_hash
+from webhook.core.refusal import LINE_CHARS, finding
 from webhook.core.workloads import find_targets, walk
 
 GOOD = {"requests": {**rl("8", "32Gi"), "nvidia.com/gpu": 1}, "limits": {**rl("8", "32Gi"), "nvidia.com/gpu": 1}}
@@ -45,7 +46,7 @@ def test_init_and_sidecar_containers_have_no_resources_so_the_pod_is_never_guara
     side = nim(sidecarContainers=[{"name": "logger", "image": {"repository": "busybox", "tag": "1"}}],
                proxy={"certConfigMap": "ca"})
     rules = found(side)
-    template = "spec (Deployment; NIM gives its init and sidecar containers no resources)"
+    template = "spec (Deployment)"  # each finding says no field sets them (the way out first)
     # named by the NIMService's fields that make them (nimservice_types.go GetInitContainers, GetSidecarContainers)
     assert {(t, path.split(".resources")[0]) for t, path, _ in rules} == {
         (template, "spec.proxy.certConfigMap"), (template, "spec.sidecarContainers[0]")}
@@ -196,8 +197,11 @@ def test_a_sidecar_taking_a_dra_cpu_claim_is_not_told_to_mirror_it_in_resources(
                 if v.rule == "dra-cpu-not-mirrored"}
     assert "set both to 2" in mirrored["llama-ctr"], mirrored
     assert "set both" not in mirrored["logger"] and mirrored["logger"].endswith(
-        "ignore claims; no field of the NIMService sets its resources (a NIMContainerSpec has none): remove the "
-        "entry, or exempt the namespace (exemptions.namespaces)"), mirrored
+        "ignore claims; remove the entry, or exempt the namespace (exemptions.namespaces): no field of the "
+        "NIMService sets its resources (a NIMContainerSpec has none)"), mirrored
+    # the way out stays whole within a refusal's line
+    line = finding("dra-cpu-not-mirrored", mirrored["logger"])
+    assert "exempt the namespace (exemptions.namespaces)" in line[:LINE_CHARS], len(line)
 
 
 def test_dra_findings_name_the_entry_that_makes_each_claim() -> None:

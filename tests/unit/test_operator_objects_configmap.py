@@ -23,7 +23,13 @@ from webhook.cluster import watch
 from webhook.cluster.relatedcache import RelatedCache
 from webhook.core.config import parse_config
 from webhook.core.operators import Related
-from webhook.core.operators.kserve_config import CONFIG_ABSENT, CONFIG_MAP, CONFIG_NOT_READ, ISVC_CONFIG
+from webhook.core.operators.kserve_config import (
+    CONFIG_ABSENT,
+    CONFIG_MAP,
+    CONFIG_NO_CACHE,
+    CONFIG_NOT_READ,
+    ISVC_CONFIG,
+)
 from webhook.core.refusal import WARNING_CHARS
 from webhook.serving.app import create_app
 
@@ -163,7 +169,7 @@ def test_listed_absent_it_is_not_judged_and_the_setting_is_named(namespace: str)
 def test_the_way_out_survives_the_warning_cut_for_every_namespace_kserve_is_installed_in() -> None:
     """The unsynced warning put the grant last: for redhat-ods-applications the cut took it."""
     for namespace in ("kserve", NS, "redhat-ods-applications"):
-        for text in (CONFIG_NOT_READ, CONFIG_ABSENT):
+        for text in (CONFIG_NOT_READ, CONFIG_ABSENT, CONFIG_NO_CACHE):
             assert len(f"qos-guard: not judged: {text.format(namespace=namespace)}") < WARNING_CHARS, namespace
 
 
@@ -173,5 +179,5 @@ def test_a_kubeconfig_the_webhook_cannot_use_is_not_told_as_a_missing_grant(tmp_
     from webhook.serving.operatorobjects import start_related_cache
 
     snapshot = start_related_cache(str(tmp_path / "nope"), NS)()
-    assert snapshot.config_unknown == (f"{NS}/{ISVC_CONFIG} not read: the webhook's kubeconfig cannot be used (see "
-                                       "its log)"), snapshot.config_unknown
+    assert snapshot.config_unknown == CONFIG_NO_CACHE.format(namespace=NS), snapshot.config_unknown
+    assert snapshot.config_unknown.startswith("see the webhook's log")

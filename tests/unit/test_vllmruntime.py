@@ -131,20 +131,19 @@ def test_advice_names_the_one_value_that_is_request_and_limit() -> None:
     for resource in ("cpu", "memory"):
         message = [m for m in missing if f"no {resource} limit" in m]
         assert len(message) == 1 and "resources.limits" not in message[0], message
-        assert message[0].endswith(f"set spec.deploymentConfig.resources.{resource} (one value: both the "
-                                   "container's request and its limit)"), message
+        assert message[0].endswith(f"set spec.deploymentConfig.resources.{resource} (request and limit)"), message
     fractional = messages(runtime({"cpu": "7.5", "memory": "32Gi"}, {}))
     assert fractional[("vllm", "cpu-not-integer")].endswith(
-        "set spec.deploymentConfig.resources.cpu (one value: both the container's request and its limit): use 7 or 8")
-    assert "set spec.deploymentConfig.sidecarConfig.resources.cpu (one value: both the container's request and its " \
-           "limit): use 1; or let this container alone share CPUs" in fractional[("sidecar", "cpu-not-integer")]
+        "set spec.deploymentConfig.resources.cpu (request and limit): use 7 or 8")
+    assert "set spec.deploymentConfig.sidecarConfig.resources.cpu (request and limit): use 1; or let this container " \
+           "alone share CPUs" in fractional[("sidecar", "cpu-not-integer")]
 
 
 def test_advice_in_a_list_names_the_item() -> None:
     """The builder's field is from the object's root: in a List it is the item's (``Sizing.rebased``)."""
     listed = {"apiVersion": "v1", "kind": "List", "items": [runtime({"cpu": "7.5", "memory": "32Gi"})]}
     [(_, found)] = evaluate(listed, Config(), Mode.ENFORCE).violations
-    assert "set items[0].spec.deploymentConfig.resources.cpu (one value" in found.message, found.message
+    assert "set items[0].spec.deploymentConfig.resources.cpu (request and limit)" in found.message, found.message
 
 
 @pytest.mark.parametrize(("resources", "sidecar", "said"), [
@@ -195,3 +194,15 @@ def test_finding_paths_name_the_one_value_field() -> None:
         assert result.changes == ()
         assert {(v.container, v.rule) for v in result.left_by_fix} == {("vllm", "cpu-not-integer"),
                                                                          ("sidecar", "cpu-not-integer")}
+
+
+def test_a_refusal_line_keeps_the_value_to_use_and_the_way_out() -> None:
+    """The template's label had said "each is the container's request and limit", which every finding's advice
+    says too: a sidecar's cpu-not-integer line was 534 characters, cut at the refusal's line (LINE_CHARS) before
+    "use 1" and the share way out."""
+    from webhook.core.refusal import LINE_CHARS, finding
+
+    obj = runtime({"cpu": "2", "memory": "1Gi"}, {"enabled": True, "resources": {"cpu": "0.5", "memory": "128Mi"}})
+    (line,) = [finding(v.rule, v.message) for _, v in evaluate(obj, Config(), Mode.ENFORCE).violations
+               if v.rule == "cpu-not-integer"]
+    assert len(line) <= LINE_CHARS and "use 1" in line and "policy.fractionalCPUContainers" in line, line

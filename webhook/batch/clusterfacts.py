@@ -26,7 +26,8 @@ from webhook.core.dracpu_classes import classes_unknown
 from webhook.core.facts import NO_FACTS, Facts, Memo
 from webhook.core.kubeversion import Semantics
 from webhook.core.numatopology import Topology
-from webhook.core.operators import KSERVE_NAMESPACE, NO_RELATED, Related
+from webhook.core.operators import CLUSTER, KSERVE_NAMESPACE, Related
+from webhook.core.operators.kserve_config import CONFIG_UNREAD
 
 
 def cluster_facts(config: Config, kubeconfig: str | None, say: Callable[[str], None], required: bool,
@@ -158,13 +159,14 @@ def _cluster_facts(config: Config, kubeconfig: str | None, say: Callable[[str], 
 def _related(kubeconfig: str | None, say: Callable[[str], None], context: str | None = None,
              kserve_namespace: str = KSERVE_NAMESPACE) -> Related:
     """The objects the operators' builders read (``webhook.cluster.related``), KServe's ConfigMap from
-    ``kserve_namespace``; nothing when the cluster cannot be reached (the builders answer "unknown" as without a
-    cluster)."""
+    ``kserve_namespace``; none when no kubeconfig can be used, and KServe's ConfigMap then not known (the version's
+    read says why), never taken as shipped."""
     try:
         preflight(kubeconfig, context)
         return read_related(Lister(kubeconfig, context=context), say, kserve_namespace)
-    except ClusterError:
-        return NO_RELATED  # the version's read says why the cluster cannot be reached
+    except ClusterError as exc:
+        why = CONFIG_UNREAD.format(namespace=kserve_namespace, why=exc, out="give it in the input")
+        return Related({}, CLUSTER, frozenset(), kserve_namespace, why)
 
 
 def cluster_kubernetes(config: Config, kubeconfig: str | None, say: Callable[[str], None],

@@ -23,7 +23,7 @@ from webhook.cluster.client import ClusterError, Lister, Unreachable
 from webhook.cluster.pager import ListFailed
 from webhook.core.operators import CLUSTER, KSERVE_NAMESPACE, Related
 from webhook.core.operators.kserve import CLUSTER_SERVING_RUNTIME, ISVC_CONFIG, KNATIVE_CONFIG, SERVING_RUNTIME
-from webhook.core.operators.kserve_config import CONFIG_ABSENT
+from webhook.core.operators.kserve_config import CONFIG_ABSENT, CONFIG_UNREAD
 from webhook.core.operators.llmisvc import CONFIG as LLMISVC_CONFIG
 
 LISTS = {SERVING_RUNTIME: "/apis/serving.kserve.io/v1alpha1/servingruntimes",
@@ -46,7 +46,7 @@ def read_related(lister: Lister, say: Callable[[str], None], kserve_namespace: s
             objects[key] = tuple(lister.list_objects(path))
         except Unreachable as exc:
             # said where the version is read; nothing more to try
-            why = f"ConfigMap {kserve_namespace}/{ISVC_CONFIG} not read ({exc}): give it in the input"
+            why = CONFIG_UNREAD.format(namespace=kserve_namespace, why=exc, out="give it in the input")
             return Related({}, CLUSTER, frozenset(), kserve_namespace, why)
         except ListFailed as exc:
             if exc.status not in (403, 404):  # not served (KServe not installed) or not granted: unknown, quietly
@@ -69,7 +69,7 @@ def read_related(lister: Lister, say: Callable[[str], None], kserve_namespace: s
         elif status != 404 and name == ISVC_CONFIG:  # refused or failed: KServe reads it first, so nothing is known
             why = f"HTTP {status}" if status else str(body.get("message", ""))
             out = "grant get on it, or give it in the input" if status in (401, 403) else "give it in the input"
-            unread = f"ConfigMap {namespace}/{ISVC_CONFIG} not read ({why}): {out}"  # said by each object built on it
+            unread = CONFIG_UNREAD.format(namespace=namespace, why=why, out=out)  # said by each object built on it
         # Knative's config-deployment not read: its shipped values (the queue-proxy's), as where it is absent
     if found:
         objects[("", "ConfigMap")] = tuple(found)

@@ -102,9 +102,6 @@ class DraFacts:
     # cluster holding one differently, a claim of another namespace): ``unknown_claims`` says each, whoever holds.
     unknown_why: Mapping[tuple[str, str], str] = field(default_factory=lambda: MappingProxyType({}))
 
-    def drivers_on(self, node: str) -> frozenset[str]:
-        return frozenset(d.driver for d in self.devices or () if d.node == node)
-
     def nodes_of(self, driver: str) -> tuple[str, ...]:
         return tuple(sorted({d.node for d in self.devices or () if d.driver == driver and d.node}))
 

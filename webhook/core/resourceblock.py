@@ -117,11 +117,6 @@ class Block:
                 return kind, amount
         return None
 
-    def sets_compute(self) -> bool:
-        """cpu or memory written in this block (not only filled in by defaulting)."""
-        return any(not a.defaulted for source in (self.requests, self.limits)
-                   for r, a in source.items() if r in COMPUTE)
-
 
 @dataclass(frozen=True, slots=True)
 class Container:

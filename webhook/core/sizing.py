@@ -18,6 +18,10 @@ class Sizing:
     one_value: FieldPath = ()
     way_out: str = ""
 
+    def __post_init__(self) -> None:
+        if bool(self.one_value) == bool(self.way_out):  # neither would advise "set cpu"; both, one of them unsaid
+            raise ValueError("a Sizing is exactly one of one_value and way_out")
+
     def rebased(self, root: FieldPath) -> Sizing:
         """As named from the document's root (a List's item) rather than the object's."""
         return replace(self, one_value=(*root, *self.one_value)) if self.one_value else self

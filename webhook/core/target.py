@@ -111,3 +111,6 @@ def several_pods(kind: str, obj: Mapping[str, Any]) -> str:
         n = _count(obj, "spec", "jobTemplate", "spec", "parallelism")
         return f"its jobs' parallelism {n}" if n > 1 else ""
     return EVERY_NODE if kind == "DaemonSet" else ""
+
+
+__all__ = ["EVERY_NODE", "Target", "several_pods"]

@@ -9,7 +9,7 @@ from webhook.cluster.client import ClusterError
 from webhook.cluster.relatedcache import RelatedCache, log_problem
 from webhook.cluster.watch import ApiTransport
 from webhook.core.operators import CLUSTER, KSERVE_NAMESPACE, Related
-from webhook.core.operators.kserve_config import ISVC_CONFIG
+from webhook.core.operators.kserve_config import CONFIG_NO_CACHE
 
 
 def start_related_cache(kubeconfig: str | None, kserve_namespace: str = KSERVE_NAMESPACE) -> Callable[[], Related]:
@@ -20,8 +20,7 @@ def start_related_cache(kubeconfig: str | None, kserve_namespace: str = KSERVE_N
         cache = RelatedCache(ApiTransport(kubeconfig), on_problem=log_problem, kserve_namespace=kserve_namespace)
     except ClusterError as exc:
         log_problem({"all": f"policy.operatorObjects: true cannot reach the API server: {exc}"})
-        why = f"{kserve_namespace}/{ISVC_CONFIG} not read: the webhook's kubeconfig cannot be used (see its log)"
-        unread = Related({}, CLUSTER, frozenset(), kserve_namespace, why)
+        unread = Related({}, CLUSTER, frozenset(), kserve_namespace, CONFIG_NO_CACHE.format(namespace=kserve_namespace))
         return lambda: unread
     cache.start()
     return cache.snapshot

@@ -127,6 +127,10 @@ def given_config_map(related: Related) -> Mapping[str, Any] | None:
 # (refusal.WARNING_CHARS) keeps it for the longest namespace KServe is installed in (redhat-ods-applications).
 CONFIG_NOT_READ = f"grant list, watch on {{namespace}}/{ISVC_CONFIG}: not read yet (or refused)"
 CONFIG_ABSENT = f"set policy.kserveNamespace: no {{namespace}}/{ISVC_CONFIG} (KServe's own)"
+# Read once (check --kubeconfig, audit) and not had: refused, failed, or no cluster to ask ({out}: what to do).
+CONFIG_UNREAD = f"ConfigMap {{namespace}}/{ISVC_CONFIG} not read ({{why}}): {{out}}"
+# The webhook's cache could not be made (no usable kubeconfig): the log says why.
+CONFIG_NO_CACHE = f"see the webhook's log: {{namespace}}/{ISVC_CONFIG} not read"
 
 
 def config_unknown(related: Related) -> str | None:
@@ -261,7 +265,9 @@ __all__ = [
     "CONFIG_ABSENT",
     "CONFIG_MAP",
     "CONFIG_NOT_READ",
+    "CONFIG_NO_CACHE",
     "CONFIG_STRUCTS",
+    "CONFIG_UNREAD",
     "CREDENTIALS_TYPES",
     "DEFAULT_RESOURCE",
     "DEFAULT_STORAGE",

@@ -26,7 +26,8 @@ TRANSFORMER_CONTAINER = "transformer-container"
 
 
 def pod_fields(body: Mapping[str, Any]) -> dict[str, Any]:
-    """The predictor's own pod fields (its PodSpec inline), without the component's and the model's."""
+    """A component's own pod fields (its PodSpec inline: the predictor's, a transformer's, an explainer's),
+    without the component's other fields and the model's."""
     skip = {*MODEL_FIELDS, "containers", "art", "alibi", "minReplicas", "maxReplicas", "scaleTarget", "scaleMetric",
             "scaleMetricType", "containerConcurrency", "timeout", "canaryTrafficPercent", "logger", "batcher",
             "labels", "annotations", "deploymentStrategy", "autoScaling", "workerSpec", "storageUri", "storage",

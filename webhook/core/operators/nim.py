@@ -32,19 +32,18 @@ from webhook.core.sizing import Sizing
 GROUP = "apps.nvidia.com"
 KIND = "NIMService"
 PROXY_INIT = "update-ca-certificates"
-NO_RESOURCES = "NIM gives its init and sidecar containers no resources"
 EPP = ("spec", "expose", "router", "eppConfig")
 EPP_NOTE = "EPP Deployment; NIM gives it no resources"
 # NIMContainerSpec (common_types.go:501-514) has no resources field: the advice for a container made of one, or
 # added for spec.proxy.certConfigMap, is removing what makes it (``Built.sizing``).
-_WAY_OUT = ("no field of the NIMService sets its resources ({why}): {remove}, or exempt the namespace "
-            "(exemptions.namespaces)")
+# The way out first, so the caps (a warning's 120 characters, a refusal line's 360) keep it.
+_WAY_OUT = ("{remove}, or exempt the namespace (exemptions.namespaces): no field of the NIMService sets its "
+            "resources ({why})")
 ENTRY = Sizing(way_out=_WAY_OUT.format(why="a NIMContainerSpec has none", remove="remove the entry"))
-CERTS = Sizing(way_out=_WAY_OUT.format(why="NIM adds this init container for the proxy's CA certificates",
+CERTS = Sizing(way_out=_WAY_OUT.format(why="NIM adds it for the proxy's CA certificates",
                                        remove="remove spec.proxy.certConfigMap"))
-EPP_SIZING = Sizing(way_out=_WAY_OUT.format(
-    why="a NIMContainerSpec has none; NIM reconciles this Deployment before the model's, so its refusal stops both",
-    remove="remove spec.expose.router.eppConfig"))
+EPP_SIZING = Sizing(way_out=_WAY_OUT.format(why="none in a NIMContainerSpec; its refusal also stops the model's",
+                                            remove="remove spec.expose.router.eppConfig"))
 
 
 def _named(spec: Mapping[str, Any], key: str) -> list[str]:
@@ -138,7 +137,6 @@ def build(obj: Mapping[str, Any], related: Related) -> Iterator[Built | str]:
     if claims:
         shown.append((("resourceClaims",), claims[0][2][:2] if claims[0][2][1] == "draResources" else claims[0][2]))
     notes = tuple((("resourceClaims", i), note) for i, (*_, note) in enumerate(claims) if note)
-    note = f"; {NO_RESOURCES}" if init or sidecars else ""
     fields: tuple[tuple[FieldPath, FieldPath], ...] = ((("containers", 0), ("spec",)),)
     roles = (("leader", "nim-leader"), ("worker", "nim-worker")) if multi else (("Deployment", f"{name}-ctr"),)
     for role, main in roles:
@@ -149,7 +147,7 @@ def build(obj: Mapping[str, Any], related: Related) -> Iterator[Built | str]:
         if claims:
             pod["resourceClaims"] = [dict(c) for c, *_ in claims]
             with_claims(containers, claims)
-        yield Built(("spec",), {**pod, "containers": containers}, f"spec ({role}{note})", fields,
+        yield Built(("spec",), {**pod, "containers": containers}, f"spec ({role})", fields,
                     shown=tuple(shown), sizing=sizing, notes=notes)
 
 

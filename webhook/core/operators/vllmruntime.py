@@ -37,8 +37,7 @@ CONFIG: FieldPath = ("spec", "deploymentConfig")
 SIDECAR: FieldPath = (*CONFIG, "sidecarConfig")
 SIDECAR_DEFAULTS = {"cpu": "0.5", "memory": "128Mi", "gpu": "0"}
 RUNTIME_CLASS = "nvidia"  # the CRD's default for spec.deploymentConfig.runtimeClass
-LABEL = ("spec.deploymentConfig (Deployment; resources.cpu and resources.memory, and sidecarConfig's, are each "
-         "the container's request and limit)")
+LABEL = "spec.deploymentConfig (Deployment)"  # each finding's advice says a value is both request and limit
 _NO_POD = "so the operator makes no Deployment and no Pod runs until it is mended"
 GPU_TYPE = "nvidia.com/gpu"  # the operator's default for gpuType
 # IsQualifiedName's name part (k8s.io/apimachinery/pkg/util/validation); the standard container resources

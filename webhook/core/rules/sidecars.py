@@ -72,7 +72,7 @@ MESH_PROXIES: dict[str, Mesh] = {
 
 # A container an operator builds whose resources the object sets otherwise (``Block.sizing``, from the builder):
 # one key that is both its request and its limit, or no field at all (the builder's way out).
-ONE_VALUE = Text("set {field} (one value: both the container's request and its limit)")
+ONE_VALUE = Text("set {field} (request and limit)")  # short: the line keeps the value to use and the way out
 
 
 def sized(block: Block, resource: str, then: str = "") -> str | None:
