@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from webhook.core.names import DNS1123_LABEL, DNS1123_SUBDOMAIN, MAX_LABEL, MAX_SUBDOMAIN
 from webhook.core.quantity import QuantityError, quantity_from_value
 
 
@@ -107,13 +108,12 @@ class Count(Kind):
         return f"int({text})"
 
 
-
 @dataclass(frozen=True)
 class Name(Kind):
     """One object name, a DNS-1123 subdomain as the API server checks it (``schedulerName``); null: not set."""
 
     def parse(self, raw: Any, key: str) -> str:
-        if not isinstance(raw, str) or len(raw) > 253 or not _SUBDOMAIN.fullmatch(raw):
+        if not isinstance(raw, str) or len(raw) > MAX_SUBDOMAIN or not DNS1123_SUBDOMAIN.fullmatch(raw):
             shown = repr(raw)[:80]
             raise ConfigError(f"{key}: {shown} is not a DNS-1123 subdomain (lowercase letters, digits, '-' and '.', "
                               "at most 253 characters), as the API server requires of this name")
@@ -125,15 +125,11 @@ class Label(Kind):
     """One DNS-1123 label, as the API server checks a namespace's name (``policy.kserveNamespace``)."""
 
     def parse(self, raw: Any, key: str) -> str:
-        if not isinstance(raw, str) or len(raw) > 63 or not _LABEL.fullmatch(raw):
+        if not isinstance(raw, str) or len(raw) > MAX_LABEL or not DNS1123_LABEL.fullmatch(raw):
             raise ConfigError(f"{key}: {repr(raw)[:80]} is not a namespace: a namespace must be a DNS-1123 label "
                               "(lowercase letters, digits and '-', starting and ending with a letter or digit, at "
                               "most 63 characters)")
         return raw
-
-
-_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
 @dataclass(frozen=True)
