@@ -41,3 +41,15 @@ def test_a_bad_namespace_is_refused(qos_guard: Run, manifests: Path, command: tu
     paths = () if command[0] == "audit" else (str(manifests),)
     out = qos_guard(*command, "--kserve-namespace", bad, *paths)
     refused(out, f"--kserve-namespace: '{bad}' is not a namespace: a namespace must be a DNS-1123 label")
+
+
+def test_check_says_when_it_judged_with_kserve_s_shipped_config_map(qos_guard: Run, manifests: Path) -> None:
+    """Without the ConfigMap in the input or a cluster to read, an InferenceService is judged with KServe's shipped
+    values: said once on stderr (as the webhook says it with policy.operatorObjects: false), naming the way out;
+    with KServe's ConfigMap in the input, nothing is said."""
+    shipped = qos_guard("check", str(manifests))
+    assert ("qos-guard: 1 InferenceService judged with KServe's shipped inferenceservice-config (neither the input "
+            "nor a cluster gave one): add it to the input, or --kubeconfig reads the cluster's") in shipped.stderr, \
+        shipped.stderr
+    given = qos_guard("check", "--kserve-namespace", "opendatahub", str(manifests))
+    assert given.returncode == 0 and "shipped" not in given.stderr, given.stderr

@@ -107,6 +107,7 @@ class Report:
     counts: Counts = field(default_factory=Counts)
     cases: list[Case] = field(default_factory=list)  # one per judged object, kept as the records are
     skipped: Counter[str] = field(default_factory=Counter)  # documents not judged, by reason
+    shipped: Counter[str] = field(default_factory=Counter)  # kinds judged with KServe's shipped ConfigMap, by kind
 
     def _keep(self, into: list[Any], record: Record | ErrorRecord, line: str) -> None:
         if self.stream is not None:

@@ -31,12 +31,15 @@ from webhook.core.engine import (
     mode_label_problem,
     namespace_manifests,
     namespace_of,
+    related_of,
     without_containers,
 )
 from webhook.core.facts import NO_FACTS, Facts, Memo
 from webhook.core.fieldpath import FieldPath
+from webhook.core.operators.kserve_config import CONFIG_MAP, given_config_map
 from webhook.core.outcome import ExitCode, fold
 from webhook.core.resourceblock import ManifestError
+from webhook.core.workloads import table
 from webhook.manifests.reader import STDIN, Document, ReadError, expand_paths, open_manifest, read_documents
 
 
@@ -111,8 +114,18 @@ def run(items: Iterable[Item], config: Config, mode: Mode, report: Report, facts
         target = verdict.first
         if verdict.exempt is not None and target is not None:  # none: only what is not known, counted above
             report.add_exempt(target.kind, target.name, item.locate(target.path), verdict.exempt)
+        elif verdict.results and _on_shipped_config(item.obj, config, facts):
+            report.shipped[str(item.obj.get("kind"))] += 1
         report.add_verdict(verdict, item.locate)
     return report
+
+
+def _on_shipped_config(obj: Any, config: Config, facts: Facts) -> bool:
+    """Was ``obj`` judged with KServe's shipped ``inferenceservice-config``: a kind built from it, with none given
+    (the input holds none, and no cluster was read: a cluster's absent or unread one is not judged at all)."""
+    group = str(obj.get("apiVersion", "")).rpartition("/")[0]
+    known = table(config.workloads).get((group, str(obj.get("kind"))))
+    return known is not None and CONFIG_MAP in known.related and given_config_map(related_of(config, facts)) is None
 
 
 MAX_VIEWS = 4096  # namespaces whose facts a run keeps made (a run over more makes them again)

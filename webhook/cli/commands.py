@@ -77,6 +77,9 @@ def cmd_check(args: argparse.Namespace) -> ExitCode:
             err(message)
         report = check_paths(args.paths, config, Mode(args.mode), facts=facts, notices=notices,
                              exclude=args.exclude)
+    if report.shipped:  # said as the webhook says it with policy.operatorObjects: false
+        err(f"{skipped_text(report.shipped)} judged with KServe's shipped inferenceservice-config (neither the "
+            "input nor a cluster gave one): add it to the input, or --kubeconfig reads the cluster's")
     empty = not report.counts.objects and not report.counts.errors and not args.allow_empty
     if empty and args.format != "text":  # machine-read formats carry it too, as an input error
         report.add_error(Location(args.paths[0], 0), _nothing_to_judge(args.paths, report))
